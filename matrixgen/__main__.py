@@ -1,0 +1,5 @@
+import sys
+
+from matrixgen.cli import main
+
+sys.exit(main())

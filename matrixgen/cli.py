@@ -1,0 +1,223 @@
+"""The `matrixgen` command line: a thin layer over the library.
+
+Every command parses its options, calls the pipeline, and prints. Errors a user
+can cause are `MatrixgenError`s: printed as one clear message (with located
+findings), and the process exits with the error's documented code.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from matrixgen.errors import ExitCode, Finding, MatrixgenError, Severity, render_findings
+from matrixgen.vocab import OutputFormat
+
+app = typer.Typer(
+    name="matrixgen",
+    help="Declarative YAML test recipes -> GitHub Actions matrices and GitLab child pipelines.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+RecipesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--recipes",
+        help="Recipe tree directory (default: recipes/ at the top of this git checkout).",
+        file_okay=False,
+        dir_okay=True,
+    ),
+]
+
+
+def recipes_dir(given: Path | None) -> Path:
+    from matrixgen.pipeline import default_recipes_dir
+
+    return given if given is not None else default_recipes_dir()
+
+
+def echo_findings(findings: list[Finding] | tuple[Finding, ...]) -> None:
+    if findings:
+        typer.echo(render_findings(list(findings)), err=True)
+
+
+def dump(value: Any, fmt: OutputFormat) -> str:
+    """JSON or YAML text of plain data, stable byte for byte."""
+    if fmt is OutputFormat.YAML:
+        import yaml
+
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        return yaml.dump(
+            value,
+            Dumper=dumper,
+            sort_keys=False,
+            default_flow_style=False,
+            allow_unicode=True,
+            width=1000,
+        )
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
+def table(rows: list[list[str]], headers: list[str]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += [
+        "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@app.command()
+def validate(
+    recipes: RecipesOption = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Warnings count as problems.")] = False,
+) -> None:
+    """Check a recipe tree: YAML, schema, vocabulary, templates, builds, duplicates.
+
+    Prints every problem as file:line:column. Exit 0: clean; 1: problems found
+    (errors, or warnings with --strict); 2: usage error; 3: bad project config.
+    """
+    from matrixgen.pipeline import generate
+    from matrixgen.validate import validate as run_checks
+
+    generation = generate(recipes_dir(recipes))
+    findings = run_checks(generation.tree, generation.expansion)
+    echo_findings(findings)
+    errors = sum(f.severity is Severity.ERROR for f in findings)
+    warnings = len(findings) - errors
+    files = len(generation.tree.files)
+    typer.echo(
+        f"{files} recipe file(s), {len(generation.jobs)} job(s): "
+        f"{errors} error(s), {warnings} warning(s)",
+        err=True,
+    )
+    if errors or (strict and warnings):
+        raise typer.Exit(ExitCode.FINDINGS)
+
+
+@app.command("list")
+def list_jobs(
+    recipes: RecipesOption = None,
+    scope: Annotated[str | None, typer.Option(help="Scope or tier (legacy names resolve).")] = None,
+    cadence: Annotated[str | None, typer.Option(help="pr, nightly, mergegroup or weekly.")] = None,
+    environment: Annotated[str | None, typer.Option()] = None,
+    platform: Annotated[str | None, typer.Option()] = None,
+    model: Annotated[str | None, typer.Option()] = None,
+    tag: Annotated[str | None, typer.Option()] = None,
+    test_case: Annotated[
+        list[str] | None,
+        typer.Option("--test-case", help="Test case name; repeat or separate with commas."),
+    ] = None,
+    fmt: Annotated[OutputFormat, typer.Option("--format", help="table, json or yaml.")] = (
+        OutputFormat.TABLE
+    ),
+) -> None:
+    """List the jobs a selection gets."""
+    from matrixgen.model import Selector
+    from matrixgen.pipeline import generate, require_no_errors
+
+    cases = tuple(c for given in test_case or () for c in given.split(",") if c)
+    selector = Selector(
+        scope=scope,
+        cadence=cadence,
+        environment=environment,
+        platform=platform,
+        model=model,
+        tag=tag,
+        test_cases=cases,
+    )
+    from matrixgen.select import check_selector
+
+    check_selector(selector)
+    generation = generate(recipes_dir(recipes))
+    require_no_errors(generation)
+    echo_findings(generation.findings)
+    jobs = generation.select(selector)
+    if fmt is OutputFormat.TABLE:
+        rows = [
+            [
+                j.model,
+                j.test_case,
+                j.tag or "",
+                j.environment,
+                j.platform,
+                j.scope or "",
+                ",".join(j.cadence),
+                str(j.n_repeat),
+                str(j.time_limit),
+            ]
+            for j in jobs
+        ]
+        headers = [
+            "model",
+            "test_case",
+            "tag",
+            "environment",
+            "platform",
+            "scope",
+            "cadence",
+            "n_repeat",
+            "time_limit",
+        ]
+        typer.echo(table(rows, headers), nl=False)
+        typer.echo(f"{len(jobs)} job(s)", err=True)
+    else:
+        typer.echo(dump([j.to_dict() for j in jobs], fmt), nl=False)
+
+
+def _register_extensions() -> None:
+    """Commands of the later stages live next to those stages."""
+    import importlib
+
+    for module in (
+        "matrixgen.cli_emit",
+        "matrixgen.cli_quarantine",
+        "matrixgen.cli_diff",
+        "matrixgen.cli_project",
+    ):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue
+        mod.register(app)
+
+
+_register_extensions()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app, turn every user error into a message and an exit code."""
+    import click
+
+    try:
+        app(args=argv, prog_name="matrixgen", standalone_mode=False)
+    except MatrixgenError as exc:
+        typer.echo(f"matrixgen: {exc}" if not exc.findings else str(exc), err=True)
+        return int(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        return int(exc.exit_code)
+    except click.exceptions.Abort:
+        typer.echo("matrixgen: aborted", err=True)
+        return 130
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""Every way matrixgen can fail, with one documented exit code per kind.
+
+The CLI catches `MatrixgenError` and prints `str(error)`; a user's mistake never
+reaches the user as a traceback. Findings (problems located in a file) are
+collected, not raised one by one, so a run reports all of them at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum, StrEnum
+
+
+class ExitCode(IntEnum):
+    """Process exit codes. Documented in the README; never renumber."""
+
+    OK = 0
+    FINDINGS = 1  # recipes, config or quarantine file have errors (or warnings under --strict)
+    USAGE = 2  # bad command-line arguments (also what typer uses)
+    CONFIG = 3  # the project config is missing, unreadable or invalid
+    LIMIT = 4  # a CI system limit would be broken (size, name length, name collision)
+    GIT = 5  # a git revision or repository problem
+    EXPECTATION = 6  # `diff --expect` rules did not hold
+    QUARANTINE = 7  # the quarantine file could not be read, locked or written
+    TRACKER = 8  # the tracker API answered with an error
+
+
+class Severity(StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Location:
+    """A place in a file: 1-based line and column; 0 means unknown."""
+
+    file: str
+    line: int = 0
+    column: int = 0
+
+    def __str__(self) -> str:
+        if self.line:
+            return f"{self.file}:{self.line}:{self.column}"
+        return self.file
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """One problem, located: rendered as `file:line:column: severity: message`."""
+
+    location: Location
+    severity: Severity
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.severity}: {self.message} [{self.code}]"
+
+    def github_annotation(self) -> str:
+        level = "error" if self.severity is Severity.ERROR else "warning"
+        loc = self.location
+        props = f"file={loc.file}"
+        if loc.line:
+            props += f",line={loc.line},col={loc.column}"
+        # Workflow commands end at a newline; '%' must be escaped first.
+        text = self.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        return f"::{level} {props}::{text}"
+
+    def sort_key(self) -> tuple:
+        return (self.location, self.code, self.message)
+
+
+@dataclass(slots=True)
+class Findings:
+    """An ordered, de-duplicated collection of findings."""
+
+    items: list[Finding] = field(default_factory=list)
+
+    def add(
+        self, location: Location, code: str, message: str, severity: Severity = Severity.ERROR
+    ) -> None:
+        self.items.append(Finding(location=location, severity=severity, code=code, message=message))
+
+    def extend(self, other: Iterable[Finding]) -> None:
+        self.items.extend(other)
+
+    def sorted(self) -> list[Finding]:
+        return sorted(set(self.items), key=Finding.sort_key)
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.sorted() if f.severity is Severity.ERROR]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.sorted() if f.severity is Severity.WARNING]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def did_you_mean(value: object, known: Iterable[str]) -> str:
+    """' (did you mean "x"?)' for the closest known value, or ''."""
+    if not isinstance(value, str):
+        return ""
+    candidates = sorted({k for k in known if isinstance(k, str)})
+    squashed = "".join(value.split()).lower()
+    for candidate in candidates:
+        if candidate.lower() == squashed:
+            return f' (did you mean "{candidate}"?)'
+    close = difflib.get_close_matches(value, candidates, n=1, cutoff=0.6)
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def render_findings(findings: Sequence[Finding], *, annotations: bool | None = None) -> str:
+    """Text for stderr; GitHub annotations are added under GITHUB_ACTIONS=true."""
+    if annotations is None:
+        annotations = os.environ.get("GITHUB_ACTIONS") == "true"
+    lines = [str(f) for f in findings]
+    if annotations:
+        lines += [f.github_annotation() for f in findings]
+    return "\n".join(lines)
+
+
+class MatrixgenError(Exception):
+    """Base of every error a user can cause; carries its exit code."""
+
+    exit_code: ExitCode = ExitCode.FINDINGS
+
+    def __init__(self, message: str, *, findings: Sequence[Finding] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.findings = list(findings)
+
+    def __str__(self) -> str:
+        if not self.findings:
+            return self.message
+        return render_findings(self.findings) + "\n" + self.message
+
+
+class RecipeError(MatrixgenError):
+    """Recipe files could not be read or are invalid."""
+
+    exit_code = ExitCode.FINDINGS
+
+
+class UsageError(MatrixgenError):
+    exit_code = ExitCode.USAGE
+
+
+class ConfigError(MatrixgenError):
+    exit_code = ExitCode.CONFIG
+
+
+class LimitError(MatrixgenError):
+    exit_code = ExitCode.LIMIT
+
+
+class GitError(MatrixgenError):
+    exit_code = ExitCode.GIT
+
+
+class ExpectationError(MatrixgenError):
+    exit_code = ExitCode.EXPECTATION
+
+
+class QuarantineError(MatrixgenError):
+    exit_code = ExitCode.QUARANTINE
+
+
+class TrackerError(MatrixgenError):
+    exit_code = ExitCode.TRACKER

@@ -1,0 +1,226 @@
+"""Stage 2, validate: everything `matrixgen validate` checks beyond expansion.
+
+Expansion already reports what makes a row unusable (types, cadence, templates,
+builds, duplicates, caps). This stage adds the JSON Schema, the declared
+vocabularies of a format_version 2 tree (or, in a tree that declares none, values
+that look like typos of values used elsewhere), script placeholders, and the
+checks other stages register in CHECKS.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from matrixgen.errors import Finding, Findings, Location, Severity, did_you_mean
+from matrixgen.expand import Expansion
+from matrixgen.load import RecipeTree
+from matrixgen.model import RecipeFile
+from matrixgen.schemas import check_against_schema
+from matrixgen.templates import TemplateError, placeholders
+from matrixgen.vocab import RUNTIME_PLACEHOLDERS, RecipeType, resolve_scope
+
+# Resolved job fields a launcher passes to the script even when no recipe sets them.
+JOB_FIELDS = frozenset({"n_repeat", "time_limit", "name", "cadence"})
+
+# Row keys whose values come from a vocabulary, and what the vocabulary calls them.
+VOCABULARY_AXES = {
+    "platforms": "platform",
+    "environment": "environment",
+    "scope": "scope",
+    "tag": "tag",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationContext:
+    tree: RecipeTree
+    expansion: Expansion
+
+
+# Checks other stages add (pins, graph, quarantine): each yields findings.
+CHECKS: list[Callable[[ValidationContext], Iterable[Finding]]] = []
+
+
+def validate(tree: RecipeTree, expansion: Expansion) -> list[Finding]:
+    """Every finding of the tree, sorted and de-duplicated."""
+    found = Findings()
+    found.extend(expansion.findings)
+    taken = {(f.location.file, f.location.line, f.location.column) for f in expansion.findings}
+    for recipe in tree.files:
+        lenient = Severity.ERROR if recipe.format_version == 2 else Severity.WARNING
+        schema_findings = Findings()
+        check_against_schema("recipe", recipe.document, schema_findings, severity=lenient)
+        for finding in schema_findings.items:
+            loc = finding.location
+            # Expansion already said it (with a "did you mean" where it helps).
+            if (
+                loc.file,
+                loc.line,
+                loc.column,
+            ) not in taken and "Additional properties" not in finding.message:
+                found.items.append(finding)
+    if tree.config.vocabulary is not None:
+        found.extend(_vocabulary_findings(tree))
+    else:
+        found.extend(_typo_findings(tree))
+    found.extend(_script_findings(tree, expansion))
+    context = ValidationContext(tree, expansion)
+    for check in CHECKS:
+        found.extend(check(context))
+    return found.sorted()
+
+
+def _rows(recipe: RecipeFile) -> Iterator[tuple[tuple[str | int, ...], dict[str, Any]]]:
+    """(path, row) for every well-formed product row of a test recipe."""
+    if recipe.kind is not RecipeType.BASIC:
+        return
+    products = recipe.data.get("products")
+    if not isinstance(products, list):
+        return
+    for bi, block in enumerate(products):
+        rows = block.get("products") if isinstance(block, dict) else None
+        if isinstance(rows, list):
+            for ri, row in enumerate(rows):
+                if isinstance(row, dict):
+                    yield ("products", bi, "products", ri), row
+
+
+def _axis_values(tree: RecipeTree) -> Iterator[tuple[str, str, Location]]:
+    """(axis, value, location) for each vocabulary value a tree uses."""
+    for recipe in tree.tests:
+        spec = recipe.data.get("spec")
+        if isinstance(spec, dict):
+            for key, what in VOCABULARY_AXES.items():
+                value = spec.get(key)
+                if isinstance(value, str):
+                    yield what, value, recipe.document.locate(["spec", key])
+        for where, row in _rows(recipe):
+            for key, what in VOCABULARY_AXES.items():
+                values = row.get(key)
+                if isinstance(values, list):
+                    for i, value in enumerate(values):
+                        if isinstance(value, str):
+                            yield what, value, recipe.document.locate([*where, key, i])
+
+
+def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
+    vocab = tree.config.vocabulary
+    assert vocab is not None
+    known: dict[str, frozenset[str] | None] = {
+        "platform": vocab.platforms,
+        "environment": vocab.environments,
+        "scope": vocab.all_scopes,
+        "tag": vocab.tags,
+    }
+    for what, value, location in _axis_values(tree):
+        allowed = known[what]
+        if allowed is None:
+            continue
+        checked = resolve_scope(value) if what == "scope" else value
+        if checked not in allowed:
+            yield Finding(
+                location=location,
+                severity=Severity.ERROR,
+                code="vocabulary",
+                message=f'unknown {what} "{value}"{did_you_mean(value, allowed)}; '
+                f"declared in {tree.config.path}: {', '.join(sorted(allowed))}",
+            )
+    if vocab.models is not None:
+        for recipe in tree.tests:
+            spec = recipe.data.get("spec")
+            model = spec.get("model") if isinstance(spec, dict) else None
+            if isinstance(model, str) and model not in vocab.models:
+                yield Finding(
+                    location=recipe.document.locate(["spec", "model"]),
+                    severity=Severity.ERROR,
+                    code="vocabulary",
+                    message=f'unknown model "{model}"{did_you_mean(model, vocab.models)}',
+                )
+
+
+def _typo_findings(tree: RecipeTree) -> Iterator[Finding]:
+    """In a tree without a vocabulary: rare values that look like a common one mistyped."""
+    counts: dict[str, Counter[str]] = {}
+    first_seen: dict[tuple[str, str], list[Location]] = {}
+    for what, value, location in _axis_values(tree):
+        counts.setdefault(what, Counter())[value] += 1
+        first_seen.setdefault((what, value), []).append(location)
+    for what, counter in sorted(counts.items()):
+        for value, n in sorted(counter.items()):
+            for other, m in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])):
+                if other != value and m >= 3 * n and _looks_like_typo(value, other):
+                    for location in first_seen[(what, value)]:
+                        yield Finding(
+                            location=location,
+                            severity=Severity.WARNING,
+                            code="vocabulary-typo",
+                            message=f'{what} "{value}" is used {n} time(s) and looks like a typo '
+                            f'of "{other}" (used {m} times) (did you mean "{other}"?)',
+                        )
+                    break
+
+
+def _squash(value: str) -> str:
+    return "".join(ch for ch in value.lower() if ch.isalnum())
+
+
+def _looks_like_typo(value: str, other: str) -> bool:
+    """Equal but for case, spaces and punctuation; or one letter added, dropped or swapped."""
+    if _squash(value) == _squash(other):
+        return True
+    if min(len(value), len(other)) < 4:
+        return False
+    if len(value) == len(other):
+        diffs = [i for i, (a, b) in enumerate(zip(value, other, strict=True)) if a != b]
+        return (
+            len(diffs) == 2
+            and diffs[1] == diffs[0] + 1
+            and value[diffs[0]] == other[diffs[1]]
+            and value[diffs[1]] == other[diffs[0]]
+        )
+    short, long_ = sorted((value, other), key=len)
+    if len(long_) - len(short) != 1:
+        return False
+    return any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))
+
+
+def _script_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding]:
+    """Script placeholders must be job fields or ones the launcher fills in."""
+    reported: set[tuple[Location, str]] = set()
+    lenient = Severity.ERROR if tree.format_version == 2 else Severity.WARNING
+    for job in expansion.jobs:
+        for key in ("script", "script_setup"):
+            script = job.spec.get(key)
+            if not isinstance(script, str):
+                continue
+            try:
+                names = placeholders(script)
+            except TemplateError as exc:
+                problem = str(exc)
+            else:
+                missing = [
+                    n
+                    for n in names
+                    if n not in job.spec and n not in RUNTIME_PLACEHOLDERS and n not in JOB_FIELDS
+                ]
+                if not missing:
+                    continue
+                problem = (
+                    "placeholder "
+                    + ", ".join(f"{{{m}}}" for m in missing)
+                    + (
+                        " does not resolve to a field of the job (write {{ and }} for literal braces)"
+                    )
+                )
+            if (job.source, key + problem) in reported:
+                continue
+            reported.add((job.source, key + problem))
+            yield Finding(
+                location=job.source,
+                severity=lenient,
+                code="template",
+                message=f"spec {key}: {problem}",
+            )

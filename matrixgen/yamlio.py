@@ -1,0 +1,184 @@
+"""Safe YAML reading that keeps node positions for error messages.
+
+Values are built by PyYAML's safe constructor on top of the libyaml C parser when
+it is present; the composed node tree is kept so that any finding can be mapped
+back to `file:line:column` without paying for position tracking on the fast path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from matrixgen.errors import Findings, Location
+
+try:
+    _BaseLoader: type = yaml.CSafeLoader
+    HAVE_LIBYAML = True
+except AttributeError:  # pragma: no cover - depends on the PyYAML build
+    _BaseLoader = yaml.SafeLoader
+    HAVE_LIBYAML = False
+
+# Past this many nodes (aliases counted once per use) a document is refused:
+# anchors and aliases can make a tiny file expand to billions of values.
+MAX_EXPANDED_NODES = 2_000_000
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """Safe loader that records duplicate mapping keys instead of dropping them."""
+
+    duplicate_keys: list[tuple[yaml.Node, str]]
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                key = (key_node.tag, key_node.value)
+                if key in seen and key_node.value != "<<":
+                    self.duplicate_keys.append((key_node, key_node.value))
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+@dataclass(frozen=True, slots=True)
+class YamlDocument:
+    """A parsed document: its plain-Python value and the node tree it came from."""
+
+    path: str
+    data: Any
+    root: yaml.Node | None
+
+    def locate(self, keys: Sequence[str | int], *, key: bool = False) -> Location:
+        """Position of the value at `keys` (or of its key, with key=True).
+
+        Falls back to the deepest ancestor that exists, so a finding about a
+        missing key points at the mapping that lacks it.
+        """
+        node = self.root
+        best = node
+        for i, step in enumerate(keys):
+            nxt = _child(node, step, want_key=key and i == len(keys) - 1)
+            if nxt is None:
+                break
+            node = best = nxt
+        if best is None:
+            return Location(self.path)
+        mark = best.start_mark
+        return Location(self.path, mark.line + 1, mark.column + 1)
+
+
+def _child(node: yaml.Node | None, step: str | int, *, want_key: bool) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode) and not isinstance(step, int):
+        found = None
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(step):
+                found = key_node if want_key else value_node  # last one wins, as in loading
+        return found
+    if isinstance(node, yaml.SequenceNode) and isinstance(step, int):
+        return node.value[step] if 0 <= step < len(node.value) else None
+    return None
+
+
+def _mark_location(path: str, mark: Any) -> Location:
+    if mark is None:
+        return Location(path)
+    return Location(path, mark.line + 1, mark.column + 1)
+
+
+def _check_expansion(root: yaml.Node, path: str, findings: Findings) -> bool:
+    """Refuse recursive aliases and alias bombs; True when the document is safe."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        ident = id(node)
+        if ident in sizes:
+            return sizes[ident]
+        if ident in active:
+            raise RecursionError(node)
+        active.add(ident)
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                total += size(k) + size(v)
+        elif isinstance(node, yaml.SequenceNode):
+            for v in node.value:
+                total += size(v)
+        active.discard(ident)
+        sizes[ident] = total
+        return total
+
+    try:
+        total = size(root)
+    except RecursionError as exc:
+        node = exc.args[0] if exc.args and isinstance(exc.args[0], yaml.Node) else root
+        findings.add(
+            _mark_location(path, node.start_mark),
+            "yaml-recursive-alias",
+            "an alias refers to a node that contains it; recursive documents are not allowed",
+        )
+        return False
+    if total > MAX_EXPANDED_NODES:
+        findings.add(
+            Location(path, 1, 1),
+            "yaml-alias-bomb",
+            f"anchors and aliases expand this document to {total:,} nodes "
+            f"(limit {MAX_EXPANDED_NODES:,}); write the values out instead",
+        )
+        return False
+    return True
+
+
+def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None:
+    """Parse one YAML document; on any problem add a finding and return None."""
+    if b"\x00" in raw:
+        findings.add(Location(path), "file-binary", "not a text file (it contains NUL bytes)")
+        return None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        findings.add(
+            Location(path),
+            "file-encoding",
+            f"not UTF-8 text (byte {exc.start} cannot be decoded)",
+        )
+        return None
+    loader = _Loader(text)
+    loader.duplicate_keys = []
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            findings.add(Location(path), "file-empty", "the file is empty")
+            return None
+        if "&" in text and not _check_expansion(root, path, findings):
+            return None
+        data = loader.construct_document(root)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        if "could not determine a constructor" in str(exc):
+            problem = (
+                f"unsupported tag {exc.problem.split('tag ', 1)[-1]}; only plain YAML is allowed"
+            )
+        elif exc.context and exc.problem:
+            problem = f"{exc.context}: {exc.problem}"
+        findings.add(_mark_location(path, mark), "yaml-syntax", problem)
+        return None
+    except yaml.YAMLError as exc:
+        findings.add(Location(path), "yaml-syntax", str(exc).splitlines()[0])
+        return None
+    except RecursionError:
+        findings.add(Location(path), "yaml-too-deep", "the document is nested too deeply")
+        return None
+    finally:
+        loader.dispose()
+    for key_node, key in loader.duplicate_keys:
+        findings.add(
+            _mark_location(path, key_node.start_mark),
+            "yaml-duplicate-key",
+            f'duplicate key "{key}": the earlier value would be silently overwritten',
+        )
+    return YamlDocument(path=path, data=data, root=root)
