@@ -200,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     import click
 
     try:
-        app(args=argv, prog_name="matrixgen", standalone_mode=False)
+        # Without standalone mode click returns the code of a typer.Exit.
+        code = app(args=argv, prog_name="matrixgen", standalone_mode=False)
     except MatrixgenError as exc:
         typer.echo(f"matrixgen: {exc}" if not exc.findings else str(exc), err=True)
         return int(exc.exit_code)
@@ -216,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -208,12 +208,10 @@ def _script_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding
                 ]
                 if not missing:
                     continue
+                names = ", ".join(f"{{{m}}}" for m in missing)
                 problem = (
-                    "placeholder "
-                    + ", ".join(f"{{{m}}}" for m in missing)
-                    + (
-                        " does not resolve to a field of the job (write {{ and }} for literal braces)"
-                    )
+                    f"placeholder {names} does not resolve to a field of the job "
+                    "(write {{ and }} for literal braces)"
                 )
             if (job.source, key + problem) in reported:
                 continue

@@ -1,0 +1,226 @@
+"""Megatron-LM compatibility: `list` selects what that project's parser selects.
+
+Two kinds of evidence: small cases whose answers were worked out by hand from the
+rules in DESIGN §3, and, when the real tree is present, a comparison over every
+scope x platform x environment x cadence against a deliberately naive reading of
+those rules written here (plain dicts, no shared code with matrixgen).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from matrixgen.model import Selector
+from matrixgen.pipeline import generate
+
+HAND_TREE = {
+    "_build-mcore-dev.yaml": """
+type: build
+format_version: 1
+spec: {name: mcore-pyt-dev, platforms: [linux/amd64]}
+""",
+    "h100/gpt.yaml": """
+type: basic
+format_version: 1
+spec:
+  name: "{test_case}_{environment}_{platforms}"
+  model: gpt
+  build: mcore-pyt-{environment}
+  platforms: dgx_a100
+products:
+  - test_case: [a_mr_and_github]
+    products:
+      - environment: [dev]
+        scope: [mr, mr-github]
+        platforms: [dgx_h100]
+  - test_case: [b_nightly_default_platform]
+    products:
+      - environment: [dev]
+        scope: [nightly]
+  - test_case: [c_weekly_block_cadence]
+    cadence: [pr]
+    products:
+      - environment: [dev]
+        scope: [weekly]
+        platforms: [dgx_h100]
+  - test_case: [d_slim]
+    products:
+      - environment: [dev]
+        scope: [mr-github-slim, mr-slim]
+        platforms: [dgx_h100]
+  - test_case: [e_broken]
+    products:
+      - environment: [dev]
+        scope: [mr-broken]
+        platforms: [dgx_h100]
+  - test_case: [f_l2_written_as_tier]
+    products:
+      - environment: [dev]
+        scope: [L2]
+        cadence: [nightly]
+        platforms: [dgx_h100]
+""",
+}
+
+
+def selected(cli: Callable, root: Path, *args: str) -> set[str]:
+    run = cli("list", "--recipes", root, "--format", "json", *args)
+    assert run.code == 0, run
+    return {job["test_case"] for job in json.loads(run.out)}
+
+
+def test_hand_derived_selections(tree: Callable[..., Path], cli: Callable) -> None:
+    root = tree(HAND_TREE)
+    h100 = ("--platform", "dgx_h100", "--environment", "dev")
+    # mr passes through verbatim; mr-github is tier L1.
+    assert selected(cli, root, "--scope", "mr", *h100) == {"a_mr_and_github"}
+    assert selected(cli, root, "--scope", "mr-github", *h100) == {"a_mr_and_github"}
+    assert selected(cli, root, "--scope", "L1", *h100) == {"a_mr_and_github"}
+    # nightly and L2 select the same rows; a row without platforms keeps the spec's.
+    assert selected(cli, root, "--scope", "nightly", *h100) == {"f_l2_written_as_tier"}
+    a100 = ("--platform", "dgx_a100", "--environment", "dev")
+    assert selected(cli, root, "--scope", "nightly", *a100) == {"b_nightly_default_platform"}
+    assert selected(cli, root, "--scope", "L2", *a100) == {"b_nightly_default_platform"}
+    # weekly -> L3, but the block's explicit cadence [pr] wins over the alias's.
+    assert selected(cli, root, "--scope", "weekly", *h100) == {"c_weekly_block_cadence"}
+    assert selected(cli, root, "--scope", "L3", "--cadence", "weekly", *h100) == set()
+    assert selected(cli, root, "--scope", "L3", "--cadence", "pr", *h100) == {
+        "c_weekly_block_cadence"
+    }
+    # An aliased nightly row runs only nightly.
+    assert selected(cli, root, "--scope", "L2", "--cadence", "pr", *a100) == set()
+    assert selected(cli, root, "--scope", "L2", "--cadence", "nightly", *a100) == {
+        "b_nightly_default_platform"
+    }
+    # mr-github-slim is L0; mr-slim passes through; renamed scopes are their own scope.
+    assert selected(cli, root, "--scope", "L0", *h100) == {"d_slim"}
+    assert selected(cli, root, "--scope", "mr-slim", *h100) == {"d_slim"}
+    assert selected(cli, root, "--scope", "mr-broken", *h100) == {"e_broken"}
+    # Default cadence is pr, nightly, mergegroup: a plain mr row runs on merge groups too.
+    assert selected(cli, root, "--scope", "mr", "--cadence", "mergegroup", *h100) == {
+        "a_mr_and_github"
+    }
+    assert selected(cli, root, "--scope", "mr", "--cadence", "weekly", *h100) == set()
+
+
+def test_list_json_fields(tree: Callable[..., Path], cli: Callable) -> None:
+    root = tree(HAND_TREE)
+    run = cli(
+        "list",
+        "--recipes",
+        root,
+        "--scope",
+        "nightly",
+        "--platform",
+        "dgx_a100",
+        "--format",
+        "json",
+    )
+    jobs = json.loads(run.out)
+    assert {j["test_case"] for j in jobs} == {"b_nightly_default_platform"}
+    job = jobs[0]
+    required = {
+        "model",
+        "test_case",
+        "tag",
+        "environment",
+        "platform",
+        "scope",
+        "cadence",
+        "name",
+        "n_repeat",
+        "time_limit",
+    }
+    assert required <= job.keys()
+    assert job["tag"] is None and job["scope"] == "L2" and job["cadence"] == ["nightly"]
+    assert job["name"] == "b_nightly_default_platform_dev_dgx_a100"
+    assert job["platform"] == "dgx_a100"
+
+
+# --- the real tree, against a naive reading of DESIGN §3 --------------------------
+
+ALIASES = {"mr-github-slim": "L0", "mr-github": "L1", "nightly": "L2", "weekly": "L3"}
+ALIAS_CADENCE = {"nightly": ["nightly"], "weekly": ["weekly"]}
+
+
+def naive_rows(root: Path) -> list[dict]:
+    rows = []
+    for path in sorted(root.glob("**/*.yaml")):
+        doc = yaml.safe_load(path.read_text())
+        for block in doc.get("products") or []:
+            if "products" not in block:
+                continue
+            case = block["test_case"][0]
+            for row in block["products"]:
+                explicit = row.get("cadence", block.get("cadence"))
+                keys = [k for k in row if k != "cadence"]
+                for values in itertools.product(*(row[k] for k in keys)):
+                    flat = dict(zip(keys, values, strict=True))
+                    cadence = explicit if explicit is not None else ["pr", "nightly", "mergegroup"]
+                    if "scope" in flat:
+                        raw = flat["scope"]
+                        flat["scope"] = ALIASES.get(raw, raw)
+                        if explicit is None and raw in ALIAS_CADENCE:
+                            cadence = ALIAS_CADENCE[raw]
+                    job = {**doc["spec"], **flat, "test_case": case, "cadence": cadence}
+                    rows.append(job)
+    return rows
+
+
+def naive_select(rows: list[dict], scope: str, platform: str, env: str, cadence: str | None):
+    want = ALIASES.get(scope, scope)
+    return {
+        (r["model"], r["test_case"], r.get("tag"))
+        for r in rows
+        if r.get("scope") == want
+        and r.get("environment") == env
+        and r.get("platforms") == platform
+        and (cadence is None or cadence in r["cadence"])
+    }
+
+
+def test_every_selection_of_the_real_tree_matches(megatron_dir: Path) -> None:
+    rows = naive_rows(megatron_dir)
+    generation = generate(megatron_dir)
+    raw_scopes = {str(r["scope"]) for r in rows if r.get("scope")} | set(ALIASES)
+    scopes = sorted(raw_scopes | set(ALIASES.values()) | {"nightly", "weekly"})
+    platforms = sorted({r["platforms"] for r in rows if isinstance(r.get("platforms"), str)})
+    environments = sorted({r["environment"] for r in rows if r.get("environment")})
+    checked = nonempty = 0
+    for scope, platform, env, cadence in itertools.product(
+        scopes, platforms, environments, [None, "pr", "nightly", "mergegroup", "weekly"]
+    ):
+        expected = naive_select(rows, scope, platform, env, cadence)
+        jobs = generation.select(
+            Selector(scope=scope, platform=platform, environment=env, cadence=cadence)
+        )
+        got = {(j.model, j.test_case, j.tag) for j in jobs}
+        assert got == expected, (scope, platform, env, cadence)
+        assert len(jobs) == len(set(j.sort_key() for j in jobs))  # nothing twice
+        checked += 1
+        nonempty += bool(expected)
+    assert checked > 500 and nonempty > 40
+
+
+def test_real_tree_loads_without_errors(megatron_dir: Path) -> None:
+    generation = generate(megatron_dir)
+    assert not [f for f in generation.findings if f.severity == "error"]
+    assert len(generation.tree.files) == 49
+    assert len(generation.tree.builds) == 3
+    # Every job of the tree is accounted for: rows times their axes.
+    assert len(generation.jobs) == len(naive_rows(megatron_dir))
+
+
+@pytest.mark.parametrize("legacy,tier", sorted(ALIASES.items()))
+def test_legacy_scope_names_select_like_their_tier(megatron_dir: Path, legacy: str, tier: str):
+    generation = generate(megatron_dir)
+    for platform in ("dgx_h100", "dgx_gb200"):
+        a = generation.select(Selector(scope=legacy, platform=platform, environment="dev"))
+        b = generation.select(Selector(scope=tier, platform=platform, environment="dev"))
+        assert a == b

@@ -1,0 +1,384 @@
+"""Expansion rules of DESIGN §3, each on a small tree written here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from matrixgen.errors import Severity
+from matrixgen.pipeline import generate
+
+BUILD = """
+type: build
+format_version: 1
+spec:
+  name: mcore-pyt-{env}
+  platforms: [linux/amd64]
+"""
+
+
+def v1_tree(products: str, spec_extra: str = "") -> dict[str, str]:
+    return {
+        "_build-dev.yaml": BUILD.replace("{env}", "dev"),
+        "_build-lts.yaml": BUILD.replace("{env}", "lts"),
+        "h100/gpt.yaml": f"""
+type: basic
+format_version: 1
+spec:
+  name: "{{test_case}}_{{environment}}_{{platforms}}"
+  model: gpt
+  build: mcore-pyt-{{environment}}
+  nodes: 1
+  gpus: 8
+  n_repeat: 5
+  platforms: dgx_a100
+{spec_extra}
+products:
+{products}
+""",
+    }
+
+
+def jobs_of(tree: Callable, files: dict[str, str]):
+    generation = generate(tree(files))
+    return generation.jobs, generation.findings
+
+
+def test_cartesian_product_of_every_key_but_cadence(tree: Callable[..., Path]) -> None:
+    jobs, findings = jobs_of(
+        tree,
+        v1_tree("""
+  - test_case: [tc]
+    products:
+      - environment: [dev, lts]
+        scope: [mr, nightly]
+        platforms: [dgx_h100, dgx_gb200]
+        cadence: [pr]
+"""),
+    )
+    assert not findings
+    assert len(jobs) == 8
+    combos = {(j.environment, j.scope, j.platform) for j in jobs}
+    assert len(combos) == 8
+    assert all(j.cadence == ("pr",) for j in jobs)
+
+
+def test_row_values_override_spec_and_spec_is_the_default(tree: Callable[..., Path]) -> None:
+    jobs, _ = jobs_of(
+        tree,
+        v1_tree("""
+  - test_case: [with_platform]
+    products:
+      - environment: [dev]
+        scope: [mr]
+        platforms: [dgx_h100]
+        n_repeat: [1]
+  - test_case: [default_platform]
+    products:
+      - environment: [dev]
+        scope: [mr]
+"""),
+    )
+    by_case = {j.test_case: j for j in jobs}
+    assert by_case["with_platform"].platform == "dgx_h100"
+    assert by_case["with_platform"].n_repeat == 1
+    assert by_case["default_platform"].platform == "dgx_a100"
+    assert by_case["default_platform"].n_repeat == 5
+    assert by_case["with_platform"].name == "with_platform_dev_dgx_h100"
+    assert by_case["default_platform"].build == "mcore-pyt-dev"
+
+
+def test_cadence_resolution_and_scope_aliases(tree: Callable[..., Path]) -> None:
+    jobs, findings = jobs_of(
+        tree,
+        v1_tree("""
+  - test_case: [default]
+    products:
+      - {environment: [dev], scope: [mr]}
+  - test_case: [alias_nightly]
+    products:
+      - {environment: [dev], scope: [nightly]}
+  - test_case: [alias_weekly]
+    products:
+      - {environment: [dev], scope: [weekly]}
+  - test_case: [block_cadence]
+    cadence: [weekly]
+    products:
+      - {environment: [dev], scope: [nightly]}
+  - test_case: [row_beats_block]
+    cadence: [weekly]
+    products:
+      - {environment: [dev], scope: [nightly], cadence: [pr]}
+  - test_case: [mixed_scopes]
+    products:
+      - {environment: [dev], scope: [mr, nightly, mr-github, mr-github-slim, mr-broken]}
+"""),
+    )
+    assert not findings
+    got = {(j.test_case, j.scope): j.cadence for j in jobs}
+    default = ("pr", "nightly", "mergegroup")
+    assert got[("default", "mr")] == default
+    assert got[("alias_nightly", "L2")] == ("nightly",)
+    assert got[("alias_weekly", "L3")] == ("weekly",)
+    # An explicit cadence always wins over the alias's.
+    assert got[("block_cadence", "L2")] == ("weekly",)
+    assert got[("row_beats_block", "L2")] == ("pr",)
+    # Aliases apply per expanded row; other scopes pass through verbatim.
+    assert got[("mixed_scopes", "mr")] == default
+    assert got[("mixed_scopes", "L2")] == ("nightly",)
+    assert got[("mixed_scopes", "L1")] == default
+    assert got[("mixed_scopes", "L0")] == default
+    assert got[("mixed_scopes", "mr-broken")] == default
+
+
+def test_only_first_test_case_is_read_and_extra_is_reported(tree: Callable[..., Path]) -> None:
+    jobs, findings = jobs_of(
+        tree,
+        v1_tree("""
+  - test_case: [first, second]
+    products:
+      - {environment: [dev], scope: [mr]}
+"""),
+    )
+    assert [j.test_case for j in jobs] == ["first"]
+    assert len(findings) == 1
+    finding = findings[0]
+    assert finding.severity is Severity.WARNING
+    assert "second" in finding.message
+    assert finding.location.line == 14
+
+
+def test_block_without_products_yields_nothing(tree: Callable[..., Path]) -> None:
+    jobs, findings = jobs_of(
+        tree,
+        v1_tree("""
+  - test_case: [nothing]
+  - test_case: [something]
+    products:
+      - {environment: [dev], scope: [mr]}
+"""),
+    )
+    assert [j.test_case for j in jobs] == ["something"]
+    assert [f.code for f in findings] == ["block-no-products"]
+
+
+def test_bad_cadence_is_an_error_even_in_v1(tree: Callable[..., Path]) -> None:
+    _, findings = jobs_of(
+        tree,
+        v1_tree("""
+  - test_case: [tc]
+    products:
+      - {environment: [dev], scope: [mr], cadence: [nighty]}
+"""),
+    )
+    assert [f.severity for f in findings] == [Severity.ERROR]
+    assert 'did you mean "nightly"' in findings[0].message
+
+
+def test_missing_build_and_unresolved_template(tree: Callable[..., Path]) -> None:
+    files = v1_tree(
+        """
+  - test_case: [tc]
+    products:
+      - {environment: [weird], scope: [mr]}
+""",
+        spec_extra="  tag: null",
+    )
+    files["h100/gpt.yaml"] = files["h100/gpt.yaml"].replace(
+        '"{test_case}_{environment}_{platforms}"', '"{test_case}_{flavour}"'
+    )
+    jobs, findings = jobs_of(tree, files)
+    codes = sorted(f.code for f in findings)
+    assert codes == ["build-missing", "template"]
+    assert all(f.severity is Severity.WARNING for f in findings)  # v1: upstream tolerates
+    assert any("{flavour}" in f.message for f in findings)
+    assert len(jobs) == 1
+
+
+def test_duplicate_jobs_are_reported(tree: Callable[..., Path]) -> None:
+    _, findings = jobs_of(
+        tree,
+        v1_tree("""
+  - test_case: [tc]
+    products:
+      - {environment: [dev], scope: [mr], platforms: [dgx_h100]}
+      - {environment: [dev], scope: [mr], platforms: [dgx_h100]}
+"""),
+    )
+    assert [f.code for f in findings] == ["duplicate-job"]
+
+
+def test_axis_that_is_not_a_list_is_an_error(tree: Callable[..., Path]) -> None:
+    jobs, findings = jobs_of(
+        tree,
+        v1_tree("""
+  - test_case: [tc]
+    products:
+      - {environment: dev, scope: [mr]}
+"""),
+    )
+    assert not jobs
+    assert [f.code for f in findings] == ["axis-type"]
+    assert findings[0].severity is Severity.ERROR
+    assert "environment: [dev]" in findings[0].message
+
+
+def test_products_not_a_list_and_empty_lists(tree: Callable[..., Path]) -> None:
+    files = v1_tree("  nope: 1")
+    _, findings = jobs_of(tree, files)
+    assert [f.code for f in findings] == ["products-type"]
+    _, findings = jobs_of(
+        tree,
+        v1_tree("""
+  - test_case: [tc]
+    products:
+      - {environment: [], scope: [mr]}
+"""),
+    )
+    assert [f.code for f in findings] == ["axis-empty"]
+
+
+def test_expansion_cap_stops_with_an_error(tree: Callable[..., Path]) -> None:
+    values = ", ".join(f"v{i}" for i in range(60))
+    files = v1_tree(f"""
+  - test_case: [tc]
+    products:
+      - {{environment: [{values}], scope: [{values}], tag: [{values}]}}
+""")
+    files["matrixgen.yaml"] = """
+format_version: 2
+vocabulary:
+  platforms: [dgx_a100]
+  environments: [dev]
+  scopes: {gitlab: [mr]}
+defaults:
+  max_jobs: 1000
+"""
+    jobs, findings = jobs_of(tree, files)
+    assert not jobs
+    assert "expansion-cap" in [f.code for f in findings]
+    assert any("1,000" in f.message for f in findings)
+
+
+def v2_tree(products: str, spec_extra: str = "") -> dict[str, str]:
+    return {
+        "matrixgen.yaml": """
+format_version: 2
+vocabulary:
+  platforms: [dgx_h100, dgx_gb200]
+  environments: [dev, lts]
+  scopes: {github: [L0, L1], gitlab: [mr, mr-slim, nightly]}
+  tags: [latest, legacy]
+defaults:
+  time_limit: 2700
+  n_repeat: 5
+""",
+        "_build.yaml": """
+type: build
+format_version: 2
+spec: {name: "img-{environment}"}
+""".replace("{environment}", "dev"),
+        "gpt.yaml": f"""
+type: basic
+format_version: 2
+spec:
+  name: "{{test_case}}_{{environment}}_{{platforms}}"
+  model: gpt
+  build: img-{{environment}}
+  platforms: dgx_h100
+  env: {{NVTE_FLASH_ATTN_V4: 0, SHARED: spec}}
+  args: ["--flash-attention-version", "2"]
+{spec_extra}
+products:
+{products}
+""",
+    }
+
+
+def test_v2_env_and_args_and_defaults(tree: Callable[..., Path]) -> None:
+    jobs, findings = jobs_of(
+        tree,
+        v2_tree("""
+  - test_case: [tc]
+    products:
+      - environment: [dev]
+        scope: [mr]
+        env: {SHARED: row, EXTRA: "1"}
+        args: ["--seed", "7"]
+      - environment: [dev]
+        scope: [L1]
+        time_limit: [5400]
+"""),
+    )
+    assert not findings
+    by_scope = {j.scope: j for j in jobs}
+    mr = by_scope["mr"]
+    assert dict(mr.env) == {"NVTE_FLASH_ATTN_V4": "0", "SHARED": "row", "EXTRA": "1"}
+    assert mr.args == ("--flash-attention-version", "2", "--seed", "7")
+    assert (mr.time_limit, mr.n_repeat) == (2700, 5)
+    assert by_scope["L1"].time_limit == 5400
+    assert dict(by_scope["L1"].env) == {"NVTE_FLASH_ATTN_V4": "0", "SHARED": "spec"}
+
+
+def test_v2_unknown_keys_are_errors_with_suggestions(tree: Callable[..., Path]) -> None:
+    _, findings = jobs_of(
+        tree,
+        v2_tree(
+            """
+  - test_case: [tc]
+    products:
+      - {environment: [dev], scope: [mr], platfroms: [dgx_h100]}
+""",
+            spec_extra="  scirpt: echo",
+        ),
+    )
+    messages = sorted(f.message for f in findings)
+    assert all(f.severity is Severity.ERROR for f in findings)
+    assert any('"platfroms"' in m and 'did you mean "platforms"' in m for m in messages)
+    assert any('"scirpt"' in m and 'did you mean "script"' in m for m in messages)
+
+
+def test_v2_missing_build_is_an_error(tree: Callable[..., Path]) -> None:
+    _, findings = jobs_of(
+        tree,
+        v2_tree("""
+  - test_case: [tc]
+    products:
+      - {environment: [lts], scope: [mr]}
+"""),
+    )
+    assert [(f.code, f.severity) for f in findings] == [("build-missing", Severity.ERROR)]
+    assert '"img-lts"' in findings[0].message and findings[0].location.line == 15
+
+
+def test_template_cannot_reach_python_attributes(tree: Callable[..., Path]) -> None:
+    files = v2_tree("""
+  - test_case: [tc]
+    products:
+      - {environment: [dev], scope: [mr]}
+""")
+    files["gpt.yaml"] = files["gpt.yaml"].replace(
+        '"{test_case}_{environment}_{platforms}"', '"{test_case.__class__}"'
+    )
+    jobs, findings = jobs_of(tree, files)
+    assert [f.code for f in findings] == ["template"]
+    assert "plain field name" in findings[0].message
+    assert "class" not in jobs[0].name or jobs[0].name == "tc"
+
+
+def test_job_order_does_not_depend_on_file_order(tree: Callable[..., Path]) -> None:
+    rows = """
+  - test_case: [b]
+    products:
+      - {environment: [dev, lts], scope: [mr]}
+  - test_case: [a]
+    products:
+      - {environment: [dev], scope: [mr, nightly]}
+"""
+    first = generate(tree(v1_tree(rows)))
+    files = v1_tree(rows)
+    files["z/copy.yaml"] = files.pop("h100/gpt.yaml").replace("model: gpt", "model: aaa")
+    second = generate(tree(files))
+    assert [j.test_case for j in first.jobs] == ["a", "a", "b", "b"]
+    assert [j.model for j in second.jobs] == ["aaa"] * 4
+    assert [j.test_case for j in second.jobs] == [j.test_case for j in first.jobs]

@@ -1,0 +1,117 @@
+"""Bad YAML input: every case is a located finding, never a traceback or a hang."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from matrixgen.errors import Findings
+from matrixgen.yamlio import MAX_EXPANDED_NODES, parse_yaml
+
+
+def parse(text: str | bytes) -> tuple[object, Findings]:
+    findings = Findings()
+    raw = text.encode() if isinstance(text, str) else text
+    doc = parse_yaml(raw, "f.yaml", findings)
+    return (doc.data if doc else None), findings
+
+
+def only(findings: Findings) -> str:
+    assert len(findings.items) == 1, findings.items
+    return str(findings.items[0])
+
+
+def test_plain_document_loads_with_positions() -> None:
+    findings = Findings()
+    doc = parse_yaml(b"a:\n  b: [1, 2]\n  c: x\n", "f.yaml", findings)
+    assert doc is not None and not findings.items
+    assert doc.data == {"a": {"b": [1, 2], "c": "x"}}
+    loc = doc.locate(["a", "b", 1])
+    assert (loc.line, loc.column) == (2, 10)
+    key = doc.locate(["a", "c"], key=True)
+    assert (key.line, key.column) == (3, 3)
+    # A missing key points at the deepest mapping that exists.
+    missing = doc.locate(["a", "nope", 3])
+    assert (missing.line, missing.column) == (2, 3)
+
+
+def test_syntax_error_is_located() -> None:
+    data, findings = parse("a: [1, 2\nb: 3\n")
+    assert data is None
+    message = only(findings)
+    assert message.startswith("f.yaml:2:")
+    assert "yaml-syntax" in message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "!!python/object/apply:os.system ['touch /tmp/pwned']\n",
+        "a: !!python/name:os.system\n",
+        "a: !custom 3\n",
+    ],
+)
+def test_python_and_unknown_tags_are_refused(text: str) -> None:
+    data, findings = parse(text)
+    assert data is None
+    message = only(findings)
+    assert "unsupported tag" in message and "f.yaml:1:" in message
+
+
+def test_alias_bomb_is_refused_quickly() -> None:
+    lines = ['a0: &a0 ["x","x","x","x","x","x","x","x","x","x"]']
+    for i in range(1, 9):
+        refs = ",".join([f"*a{i - 1}"] * 10)
+        lines.append(f"a{i}: &a{i} [{refs}]")
+    start = time.perf_counter()
+    data, findings = parse("\n".join(lines) + "\n")
+    assert time.perf_counter() - start < 5
+    assert data is None
+    message = only(findings)
+    assert "yaml-alias-bomb" in message and f"{MAX_EXPANDED_NODES:,}" in message
+
+
+def test_small_aliases_are_fine() -> None:
+    data, findings = parse("base: &b [dev, lts]\nother: *b\n")
+    assert not findings.items
+    assert data == {"base": ["dev", "lts"], "other": ["dev", "lts"]}
+
+
+def test_recursive_alias_is_refused() -> None:
+    data, findings = parse("a: &a\n  - *a\n")
+    assert data is None
+    assert "yaml-recursive-alias" in only(findings)
+
+
+def test_binary_and_non_utf8_and_empty_files() -> None:
+    assert "file-binary" in only(parse(b"\x89PNG\r\n\x1a\n\x00\x00")[1])
+    assert "file-encoding" in only(parse(b"a: \xff\xfe\n")[1])
+    assert "file-empty" in only(parse(b"")[1])
+    assert "file-empty" in only(parse(b"# only a comment\n")[1])
+
+
+def test_several_documents_are_refused() -> None:
+    data, findings = parse("a: 1\n---\nb: 2\n")
+    assert data is None
+    assert "f.yaml:" in only(findings)
+
+
+def test_duplicate_keys_are_reported_not_dropped() -> None:
+    _, findings = parse("spec:\n  name: a\n  model: x\n  name: b\n")
+    message = only(findings)
+    assert message.startswith("f.yaml:4:3:") and 'duplicate key "name"' in message
+
+
+def test_merge_keys_are_not_duplicates() -> None:
+    data, findings = parse("base: &b {x: 1}\nc:\n  <<: *b\n  y: 2\n")
+    assert not findings.items
+    assert data == {"base": {"x": 1}, "c": {"x": 1, "y": 2}}
+
+
+def test_deep_nesting_does_not_crash() -> None:
+    text = "[" * 5000 + "]" * 5000
+    data, findings = parse(text)
+    assert data is None or isinstance(data, list)
+    if data is None:
+        assert len(findings.items) == 1
