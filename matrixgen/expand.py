@@ -26,6 +26,7 @@ from matrixgen.model import Job, RecipeFile
 from matrixgen.templates import TemplateError, render
 from matrixgen.vocab import (
     ALL_CADENCES,
+    CONFIG_FILENAME,
     DEFAULT_CADENCE,
     LEGACY_SCOPE_ALIASES,
     RecipeType,
@@ -111,18 +112,32 @@ class _Budget:
 
 
 def expand_tree(tree: RecipeTree, *, cache: dict[Any, FileExpansion] | None = None) -> Expansion:
-    """Expand every test recipe of a tree, then check what spans files."""
+    """Expand every test recipe of a tree, then check what spans files.
+
+    `cache` keeps each file's expansion between calls. A file's jobs depend on
+    its content, its shown path and the config only, so with content ids
+    (`tree.blob_ids`) the key is (file id, path, config id): two revisions of a
+    tree share the expansions of every file that did not change.
+    """
     config = tree.config
     findings = Findings()
     findings.extend(tree.findings)
     budget = _Budget(config.max_jobs)
     jobs: list[Job] = []
+    ids = tree.blob_ids or {}
+    config_key: Any = ids.get(CONFIG_FILENAME, "") if config.document is not None else ""
+    if config.document is not None and not config_key:
+        config_key = id(config)
     for recipe in tree.files:
-        key = (recipe.path, id(recipe.document))
+        blob = ids.get(recipe.rel)
+        key = (blob or id(recipe.document), recipe.path, config_key)
         result = cache.get(key) if cache is not None else None
+        if result is not None and budget.used + len(result.jobs) > budget.limit:
+            result = None  # expand again, so the cap is reported where it is passed
         if result is None:
             result = expand_file(recipe, config, budget=budget)
-            if cache is not None:
+            # A file cut short by the shared cap is not its own expansion: keep it out.
+            if cache is not None and not budget.exceeded:
                 cache[key] = result
         else:
             budget.used += len(result.jobs)
@@ -164,9 +179,22 @@ class _FileExpander:
         vocab = config.vocabulary
         self.known_axes = KNOWN_AXES_V2 | (vocab.axes if vocab else frozenset())
         self.rows = 0
+        self.products_node: Any = None
 
     def at(self, *keys: str | int, key: bool = False) -> Location:
         return self.doc.locate(list(keys), key=key)
+
+    def row_location(self, where: tuple[str | int, ...]) -> Location:
+        """Where a row starts: found from the cached products node, not from the root."""
+        if self.products_node is None:
+            self.products_node = _value_node(self.doc.root, "products")
+        _, bi, _, ri = where
+        try:
+            block = self.products_node.value[bi]
+            row = _value_node(block, "products").value[ri]
+        except (AttributeError, IndexError, TypeError):
+            return self.at(*where)
+        return Location(self.doc.path, row.start_mark.line + 1, row.start_mark.column + 1)
 
     def error(self, where: Location, code: str, message: str) -> None:
         self.findings.add(where, code, message, Severity.ERROR)
@@ -398,7 +426,7 @@ class _FileExpander:
             return
         explicit = inner if inner is not None else outer
         base_cadence = tuple(explicit) if explicit is not None else DEFAULT_CADENCE
-        location = self.at(*where)
+        location = self.row_location(where)
         for combo in itertools.product(*values):
             flat = dict(zip(keys, combo, strict=True))
             flat["test_case"] = test_case
@@ -525,6 +553,13 @@ class _FileExpander:
         except TemplateError as exc:
             self.note(location, "template", f'spec "{key}" ({template}): {exc}')
             return None
+
+
+def _value_node(node: Any, key: str) -> Any:
+    for key_node, value_node in getattr(node, "value", ()):
+        if getattr(key_node, "value", None) == key:
+            return value_node
+    return None
 
 
 def _env_text(value: Any) -> str:

@@ -7,9 +7,10 @@ is parsed on its own, so one broken file does not hide the others' problems.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from matrixgen.config import DEFAULT_CONFIG, ProjectConfig, parse_config
 from matrixgen.errors import Finding, Findings, Location, RecipeError, Severity
@@ -29,6 +30,8 @@ class RecipeTree:
     config: ProjectConfig
     findings: tuple[Finding, ...] = ()
     extra_files: Mapping[str, bytes] | None = None  # root-level files we do not parse here
+    # Content ids (git blob ids) of the files, when known: keys for reusing results.
+    blob_ids: Mapping[str, str] | None = None
 
     @property
     def format_version(self) -> int:
@@ -59,13 +62,32 @@ def read_directory(root: Path) -> dict[str, bytes]:
     return files
 
 
-def load_tree(files: Mapping[str, bytes], *, root: str = ".") -> RecipeTree:
+def load_tree(
+    files: Mapping[str, bytes],
+    *,
+    root: str = ".",
+    blob_ids: Mapping[str, str] | None = None,
+    cache: dict[Hashable, Any] | None = None,
+) -> RecipeTree:
     """Parse the files of one tree. Raises ConfigError for a bad project config;
-    recipe problems are returned as findings, not raised."""
+    recipe problems are returned as findings, not raised.
+
+    With `blob_ids` (content ids of the files, e.g. git blob ids) and a `cache`
+    shared between calls, a file whose content was parsed before (at the same
+    shown path) is not parsed again: the diff loads two revisions of one tree.
+    """
     findings = Findings()
     config = DEFAULT_CONFIG
+    ids = blob_ids or {}
     if CONFIG_FILENAME in files:
-        config = parse_config(files[CONFIG_FILENAME], _display(root, CONFIG_FILENAME))
+        shown = _display(root, CONFIG_FILENAME)
+        key = ("config", ids.get(CONFIG_FILENAME), shown)
+        cached = cache.get(key) if cache is not None and key[1] else None
+        if cached is None:
+            cached = parse_config(files[CONFIG_FILENAME], shown)
+            if cache is not None and key[1]:
+                cache[key] = cached
+        config = cached
     parsed: list[RecipeFile] = []
     for rel in sorted(files):
         if rel in RESERVED_FILES:
@@ -79,7 +101,15 @@ def load_tree(files: Mapping[str, bytes], *, root: str = ".") -> RecipeTree:
                 Severity.WARNING,
             )
             continue
-        recipe = parse_recipe(files[rel], rel, shown, findings)
+        key = ("recipe", ids.get(rel), shown)
+        hit = cache.get(key) if cache is not None and key[1] else None
+        if hit is None:
+            found = Findings()
+            hit = (parse_recipe(files[rel], rel, shown, found), tuple(found.items))
+            if cache is not None and key[1]:
+                cache[key] = hit
+        recipe, file_findings = hit
+        findings.extend(file_findings)
         if recipe is not None:
             parsed.append(recipe)
     extra = {k: v for k, v in files.items() if k in RESERVED_FILES}
@@ -89,6 +119,7 @@ def load_tree(files: Mapping[str, bytes], *, root: str = ".") -> RecipeTree:
         config=config,
         findings=tuple(findings.items),
         extra_files=extra,
+        blob_ids=dict(ids) if blob_ids is not None else None,
     )
 
 

@@ -85,7 +85,9 @@ class Job:
         return JobId(self.model, self.test_case, self.environment, self.platform, self.tag or "")
 
     def sort_key(self) -> tuple:
-        return (self.identity, self.scope or "", self.cadence)
+        """Identity, then scope and cadence: a total order for deterministic output."""
+        return (self.model, self.test_case, self.environment, self.platform, self.tag or "",
+                self.scope or "", self.cadence)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of `list --format json` (and of jobs in diffs)."""

@@ -33,14 +33,17 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
     duplicate_keys: list[tuple[yaml.Node, str]]
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if isinstance(key_node, yaml.ScalarNode):
-                key = (key_node.tag, key_node.value)
-                if key in seen and key_node.value != "<<":
-                    self.duplicate_keys.append((key_node, key_node.value))
-                seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+        mapping = super().construct_mapping(node, deep=deep)
+        # Fewer keys than entries: some key came twice (or a merge key was folded in).
+        if len(mapping) < len(node.value):
+            seen: set[tuple[str, str]] = set()
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.value != "<<":
+                    key = (key_node.tag, key_node.value)
+                    if key in seen:
+                        self.duplicate_keys.append((key_node, key_node.value))
+                    seen.add(key)
+        return mapping
 
 
 @dataclass(frozen=True, slots=True)
