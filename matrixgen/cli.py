@@ -119,8 +119,19 @@ def list_jobs(
     fmt: Annotated[OutputFormat, typer.Option("--format", help="table, json or yaml.")] = (
         OutputFormat.TABLE
     ),
+    with_quarantined: Annotated[
+        bool,
+        typer.Option(
+            "--with-quarantined", help="Include the jobs quarantine skips (marked as skipped)."
+        ),
+    ] = False,
 ) -> None:
-    """List the jobs a selection gets."""
+    """List the jobs a selection gets, after quarantine.
+
+    A quarantined job carries its entry (id, tracker, action, kind); jobs an entry
+    skips are left out unless --with-quarantined. With --scope, entries apply as in
+    the target of that scope's system; without, each job as in its own scope's.
+    """
     from matrixgen.model import Selector
     from matrixgen.pipeline import generate, require_no_errors
 
@@ -140,7 +151,8 @@ def list_jobs(
     generation = generate(recipes_dir(recipes))
     require_no_errors(generation)
     echo_findings(generation.findings)
-    jobs = generation.select(selector)
+    chosen = generation.selection(selector)
+    jobs = chosen.with_quarantined if with_quarantined else list(chosen.jobs)
     if fmt is OutputFormat.TABLE:
         rows = [
             [
@@ -167,8 +179,14 @@ def list_jobs(
             "n_repeat",
             "time_limit",
         ]
+        if any(j.quarantine for j in jobs):
+            headers.append("quarantine")
+            for row, j in zip(rows, jobs, strict=True):
+                q = j.quarantine
+                row.append(f"{q.action} {q.id} ({q.tracker})" if q else "")
         typer.echo(table(rows, headers), nl=False)
-        typer.echo(f"{len(jobs)} job(s)", err=True)
+        skipped = f", {len(chosen.skipped)} skipped by quarantine" if chosen.skipped else ""
+        typer.echo(f"{len(jobs)} job(s){skipped}", err=True)
     else:
         typer.echo(dump([j.to_dict() for j in jobs], fmt), nl=False)
 
@@ -197,7 +215,7 @@ _register_extensions()
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turn every user error into a message and an exit code."""
-    import click
+    from typer.exceptions import TyperException
 
     try:
         # Without standalone mode click returns the code of a typer.Exit.
@@ -205,14 +223,14 @@ def main(argv: list[str] | None = None) -> int:
     except MatrixgenError as exc:
         typer.echo(f"matrixgen: {exc}" if not exc.findings else str(exc), err=True)
         return int(exc.exit_code)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return int(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        return int(exc.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         typer.echo("matrixgen: aborted", err=True)
         return 130
+    except TyperException as exc:  # usage errors: bad option, missing argument, ...
+        exc.show()  # type: ignore[attr-defined]
+        return int(getattr(exc, "exit_code", ExitCode.USAGE))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -43,15 +43,20 @@ class OutputFormat(StrEnum):
 
 
 ALL_CADENCES: tuple[str, ...] = tuple(c.value for c in Cadence)
-DEFAULT_CADENCE: tuple[str, ...] = (Cadence.PR, Cadence.NIGHTLY, Cadence.MERGEGROUP)
+# Plain strings, not enum members: jobs carry them into JSON and YAML output.
+DEFAULT_CADENCE: tuple[str, ...] = (
+    Cadence.PR.value,
+    Cadence.NIGHTLY.value,
+    Cadence.MERGEGROUP.value,
+)
 
 # Legacy scope names -> (tier, cadence implied when the recipe sets none).
 # GitLab scopes (mr, mr-slim, unit-tests, ...) pass through unchanged.
 LEGACY_SCOPE_ALIASES: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "mr-github-slim": ("L0", None),
     "mr-github": ("L1", None),
-    "nightly": ("L2", (Cadence.NIGHTLY,)),
-    "weekly": ("L3", (Cadence.WEEKLY,)),
+    "nightly": ("L2", (Cadence.NIGHTLY.value,)),
+    "weekly": ("L3", (Cadence.WEEKLY.value,)),
 }
 
 

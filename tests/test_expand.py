@@ -1,12 +1,22 @@
-"""Expansion rules of DESIGN §3, each on a small tree written here."""
+"""Expansion rules of DESIGN §3, each on a small tree written here, and the
+properties expansion keeps on any tree (no job lost or duplicated, order-free)."""
 
 from __future__ import annotations
 
+import itertools
+import json
+import math
+import random
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from matrixgen.errors import Severity
-from matrixgen.pipeline import generate
+from matrixgen.pipeline import generate, generate_from_files
 
 BUILD = """
 type: build
@@ -382,3 +392,117 @@ def test_job_order_does_not_depend_on_file_order(tree: Callable[..., Path]) -> N
     assert [j.test_case for j in first.jobs] == ["a", "a", "b", "b"]
     assert [j.model for j in second.jobs] == ["aaa"] * 4
     assert [j.test_case for j in second.jobs] == [j.test_case for j in first.jobs]
+
+
+# --- properties -----------------------------------------------------------------
+
+
+AXES = {
+    "environment": ["dev", "lts"],
+    "scope": ["mr", "mr-slim", "nightly", "mr-github", "L0", "weekly"],
+    "platforms": ["dgx_h100", "dgx_gb200"],
+    "tag": ["latest", "legacy"],
+}
+ALIAS = {"mr-github-slim": "L0", "mr-github": "L1", "nightly": "L2", "weekly": "L3"}
+
+row_strategy = st.fixed_dictionaries(
+    {},
+    optional={
+        key: st.lists(st.sampled_from(values), min_size=1, max_size=len(values), unique=True)
+        for key, values in AXES.items()
+    }
+    | {
+        "cadence": st.lists(
+            st.sampled_from(["pr", "nightly", "mergegroup", "weekly"]),
+            min_size=1,
+            max_size=2,
+            unique=True,
+        )
+    },
+)
+block_strategy = st.fixed_dictionaries(
+    {"rows": st.lists(row_strategy, min_size=1, max_size=3)},
+    optional={"cadence": st.lists(st.sampled_from(["pr", "weekly"]), min_size=1, max_size=1)},
+)
+tree_strategy = st.lists(st.lists(block_strategy, min_size=1, max_size=4), min_size=1, max_size=4)
+
+
+def render_tree(files_blocks: list[list[dict]]) -> dict[str, bytes]:
+    files = {
+        "_build.yaml": yaml.safe_dump(
+            {"type": "build", "format_version": 1, "spec": {"name": "img"}}
+        ).encode()
+    }
+    for fi, blocks in enumerate(files_blocks):
+        products = []
+        for bi, block in enumerate(blocks):
+            entry: dict = {
+                "test_case": [f"case_{fi}_{bi}"],
+                "products": [dict(r) for r in block["rows"]],
+            }
+            if "cadence" in block:
+                entry["cadence"] = block["cadence"]
+            products.append(entry)
+        doc = {
+            "type": "basic",
+            "format_version": 1,
+            "spec": {
+                "name": "{test_case}",
+                "model": f"m{fi % 2}",
+                "build": "img",
+                "platforms": "dgx_h100",
+                "environment": "dev",
+                "scope": "mr",
+            },
+            "products": products,
+        }
+        files[f"dir{fi % 2}/file{fi}.yaml"] = yaml.safe_dump(doc).encode()
+    return files
+
+
+def expected_jobs(files_blocks: list[list[dict]]) -> Counter:
+    expected: Counter = Counter()
+    for fi, blocks in enumerate(files_blocks):
+        for bi, block in enumerate(blocks):
+            for row in block["rows"]:
+                keys = [k for k in AXES if k in row]
+                for combo in itertools.product(*(row[k] for k in keys)):
+                    values = dict(zip(keys, combo, strict=True))
+                    scope = values.get("scope")
+                    expected[
+                        (
+                            f"case_{fi}_{bi}",
+                            values.get("environment", "dev"),
+                            ALIAS.get(scope, scope) if scope else "mr",
+                            values.get("platforms", "dgx_h100"),
+                            values.get("tag"),
+                        )
+                    ] += 1
+    return expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(tree_strategy)
+def test_no_job_is_lost_or_duplicated(files_blocks: list[list[dict]]) -> None:
+    generation = generate_from_files(render_tree(files_blocks))
+    rows = sum(
+        math.prod(len(row[k]) for k in AXES if k in row)
+        for blocks in files_blocks
+        for block in blocks
+        for row in block["rows"]
+    )
+    assert len(generation.jobs) == rows
+    got = Counter((j.test_case, j.environment, j.scope, j.platform, j.tag) for j in generation.jobs)
+    assert got == expected_jobs(files_blocks)
+
+
+@settings(max_examples=30, deadline=None)
+@given(tree_strategy, st.randoms(use_true_random=False))
+def test_output_does_not_depend_on_file_order(files_blocks, rnd: random.Random) -> None:
+    files = render_tree(files_blocks)
+    shuffled_keys = list(files)
+    rnd.shuffle(shuffled_keys)
+    a = generate_from_files(files)
+    b = generate_from_files({k: files[k] for k in shuffled_keys})
+    dump = lambda g: json.dumps([j.to_dict() for j in g.jobs])  # noqa: E731
+    assert dump(a) == dump(b)
