@@ -88,22 +88,33 @@ def _rows(recipe: RecipeFile) -> Iterator[tuple[tuple[str | int, ...], dict[str,
                     yield ("products", bi, "products", ri), row
 
 
-def _axis_values(tree: RecipeTree) -> Iterator[tuple[str, str, Location]]:
-    """(axis, value, location) for each vocabulary value a tree uses."""
+@dataclass(frozen=True, slots=True)
+class _Place:
+    """Where a value sits; resolved to line and column only when a finding needs it."""
+
+    recipe: RecipeFile
+    keys: tuple[str | int, ...]
+
+    def locate(self) -> Location:
+        return self.recipe.document.locate(list(self.keys))
+
+
+def _axis_values(tree: RecipeTree) -> Iterator[tuple[str, str, _Place]]:
+    """(axis, value, place) for each vocabulary value a tree uses."""
     for recipe in tree.tests:
         spec = recipe.data.get("spec")
         if isinstance(spec, dict):
             for key, what in VOCABULARY_AXES.items():
                 value = spec.get(key)
                 if isinstance(value, str):
-                    yield what, value, recipe.document.locate(["spec", key])
+                    yield what, value, _Place(recipe, ("spec", key))
         for where, row in _rows(recipe):
             for key, what in VOCABULARY_AXES.items():
                 values = row.get(key)
                 if isinstance(values, list):
                     for i, value in enumerate(values):
                         if isinstance(value, str):
-                            yield what, value, recipe.document.locate([*where, key, i])
+                            yield what, value, _Place(recipe, (*where, key, i))
 
 
 def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
@@ -115,14 +126,14 @@ def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
         "scope": vocab.all_scopes,
         "tag": vocab.tags,
     }
-    for what, value, location in _axis_values(tree):
+    for what, value, place in _axis_values(tree):
         allowed = known[what]
         if allowed is None:
             continue
         checked = resolve_scope(value) if what == "scope" else value
         if checked not in allowed:
             yield Finding(
-                location=location,
+                location=place.locate(),
                 severity=Severity.ERROR,
                 code="vocabulary",
                 message=f'unknown {what} "{value}"{did_you_mean(value, allowed)}; '
@@ -144,17 +155,18 @@ def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
 def _typo_findings(tree: RecipeTree) -> Iterator[Finding]:
     """In a tree without a vocabulary: rare values that look like a common one mistyped."""
     counts: dict[str, Counter[str]] = {}
-    first_seen: dict[tuple[str, str], list[Location]] = {}
-    for what, value, location in _axis_values(tree):
+    places: dict[tuple[str, str], list[_Place]] = {}
+    for what, value, place in _axis_values(tree):
         counts.setdefault(what, Counter())[value] += 1
-        first_seen.setdefault((what, value), []).append(location)
+        places.setdefault((what, value), []).append(place)
     for what, counter in sorted(counts.items()):
+        by_use = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
         for value, n in sorted(counter.items()):
-            for other, m in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])):
+            for other, m in by_use:
                 if other != value and m >= 3 * n and _looks_like_typo(value, other):
-                    for location in first_seen[(what, value)]:
+                    for place in places[(what, value)]:
                         yield Finding(
-                            location=location,
+                            location=place.locate(),
                             severity=Severity.WARNING,
                             code="vocabulary-typo",
                             message=f'{what} "{value}" is used {n} time(s) and looks like a typo '
@@ -222,3 +234,20 @@ def _script_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding
                 code="template",
                 message=f"spec {key}: {problem}",
             )
+
+
+# Stage checks registered here so that `validate` runs them (import at the bottom:
+# those modules import this one's types only for annotations).
+from matrixgen.quarantine import check_quarantine  # noqa: E402
+
+CHECKS.append(check_quarantine)
+
+from matrixgen.graph import check_graph  # noqa: E402
+from matrixgen.pins import check_images, check_value_pins  # noqa: E402
+from matrixgen.stats import check_platforms  # noqa: E402
+
+CHECKS.extend([check_platforms, check_images, check_value_pins, check_graph])
+
+from matrixgen.generate import check_gitlab_names  # noqa: E402
+
+CHECKS.append(check_gitlab_names)

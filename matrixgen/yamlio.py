@@ -45,6 +45,18 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
                     seen.add(key)
         return mapping
 
+    def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> Any:
+        # `2025-02-30` looks like a date to YAML but is none: say where, don't crash.
+        try:
+            return super().construct_yaml_timestamp(node)
+        except ValueError as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f'"{node.value}" is not a valid date ({exc})', node.start_mark
+            ) from None
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_timestamp)
+
 
 @dataclass(frozen=True, slots=True)
 class YamlDocument:

@@ -115,3 +115,10 @@ def test_deep_nesting_does_not_crash() -> None:
     assert data is None or isinstance(data, list)
     if data is None:
         assert len(findings.items) == 1
+
+
+def test_impossible_date_is_a_located_finding() -> None:
+    data, findings = parse("added: 2025-02-30\n")
+    assert data is None
+    message = only(findings)
+    assert message.startswith("f.yaml:1:8:") and "not a valid date" in message

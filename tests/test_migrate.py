@@ -1,0 +1,352 @@
+"""`matrixgen migrate`: Megatron-LM quarantine habits become entries, and every
+real target selects exactly the same jobs before and after."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from matrixgen.model import Selector, Target
+from matrixgen.pipeline import Generation, generate
+from matrixgen.targets import discover_targets
+from matrixgen.vocab import ALL_CADENCES
+
+HABITS = """
+type: basic
+format_version: 1
+maintainers: [mcore]
+spec:
+  name: "{test_case}_{environment}_{platforms}"
+  model: gpt
+  build: mcore-pyt-{environment}
+  platforms: dgx_a100
+products:
+  - test_case: [ok_case]
+    products:
+      - environment: [dev]
+        scope: [mr, mr-github, mr-slim]
+        platforms: [dgx_h100, dgx_gb200]
+      - environment: [lts]
+        scope: [nightly]
+  - test_case: [broken_mr]
+    products:
+      - environment: [dev]
+        scope: [mr-broken]
+        platforms: [dgx_h100] # hang: #513
+  - test_case: [broken_both]
+    products:
+      # Broken: exceeds the 1h job limit, see issue #4657.
+      - environment: [dev]
+        scope: [mr-broken, mr-github-broken]
+        platforms: [dgx_h100]
+  - test_case: [half_broken]
+    products:
+      - environment: [dev]
+        scope: [mr, mr-github-broken]  # https://github.com/acme/ml/issues/77
+        platforms: [dgx_h100]
+  - test_case: [nightly_broken]
+    products:
+      - environment: [dev, lts]
+        scope: [nightly-broken]  # OOM: #434
+  - test_case: [temp_disabled]
+    products:
+      - environment: [dev]
+        scope: [mr-github-temp-disabled]
+        platforms: [dgx_gb200]
+  - test_case: [flaky_one]
+    products:
+      - environment: [dev]
+        scope: [flaky]  # #999
+  - test_case: [two_trackers]
+    products:
+      - environment: [dev]
+        scope: [mr-broken]  # #1 or #2
+        platforms: [dgx_h100]
+  - test_case: [clash]
+    products:
+      - environment: [dev]
+        scope: [mr]
+        platforms: [dgx_h100]
+      - environment: [dev]
+        scope: [mr-broken]  # dup: #5
+        platforms: [dgx_h100]
+  # - test_case: [commented_block]
+  #   products:
+  #     - environment: [dev]
+  #       scope: [mr]
+  #       platforms: [dgx_h100] # hang: #513
+  - test_case: [with_commented_row]
+    products:
+      - environment: [dev]
+        scope: [mr]
+        platforms: [dgx_h100]
+      # - environment: [lts]
+      #   scope: [nightly] # outdated TE: #501
+  - test_case: [ambiguous]
+    products:
+      - environment: [dev]
+        scope: [mr]
+        platforms: [dgx_h100]
+      # - test_case: [nested]
+      #   products:
+      #     - environment: [dev]
+      #       scope: [mr] # Hangs: #513
+  # - test_case: [untracked_block]
+  #   products:
+  #     - environment: [dev]
+  #       scope: [mr]
+  # - test_case: [two_trackers_block]
+  #   products:
+  #     - environment: [dev]   # Broken: #484
+  #       scope: [mr]
+  #     - environment: [lts]   # Requires PyT 2.4: #481
+  #       scope: [nightly]
+"""
+
+BUILD = "type: build\nformat_version: 1\nspec: {name: mcore-pyt-ENV}\n"
+
+
+def habit_files() -> dict[str, str]:
+    return {
+        "_build-dev.yaml": BUILD.replace("ENV", "dev"),
+        "_build-lts.yaml": BUILD.replace("ENV", "lts"),
+        "h100/gpt.yaml": HABITS,
+    }
+
+
+def is_habit(scope: str | None) -> bool:
+    return scope == "flaky" or (scope or "").endswith(("-broken", "-temp-disabled"))
+
+
+def all_targets(*generations: Generation) -> list[Target]:
+    """Every scope x platform x environment either tree uses, with and without
+    each cadence; habit scopes (mr-broken, ...) are no pipeline's target."""
+    found: dict[str, Target] = {}
+    for generation in generations:
+        for target in discover_targets(generation.jobs):
+            if is_habit(target.selector.scope):
+                continue
+            for cadence in (None, *ALL_CADENCES):
+                selector = Selector(
+                    scope=target.selector.scope,
+                    platform=target.selector.platform,
+                    environment=target.selector.environment,
+                    cadence=cadence,
+                )
+                name = f"{target.name}-{cadence}"
+                found[name] = Target(name=name, system=target.system, selector=selector)
+    return [found[k] for k in sorted(found)]
+
+
+def assert_same_selections(before: Generation, after: Generation) -> int:
+    targets = all_targets(before, after)
+    for target in targets:
+        a = [j.to_dict() for j in before.jobs_for(target)]
+        b = [j.to_dict() for j in after.jobs_for(target)]
+        assert a == b, target.name
+    return len(targets)
+
+
+def run_migrate(cli: Callable, root: Path, *extra: str) -> dict:
+    run = cli("migrate", "--recipes", root, "--format", "json", *extra)
+    assert run.code == 0, run
+    return json.loads(run.out)
+
+
+def test_plan_names_each_habit_and_writes_nothing(tree: Callable[..., Path], cli) -> None:
+    root = tree(habit_files())
+    before = {p: p.read_bytes() for p in root.rglob("*.yaml")}
+    plan = run_migrate(cli, root)
+    assert {p: p.read_bytes() for p in root.rglob("*.yaml")} == before
+    assert not (root / "quarantine.yaml").exists()
+    by_case = {e["match"]["test_case"]: e for e in plan["entries"]}
+    assert set(by_case) == {
+        "broken_mr",
+        "broken_both",
+        "half_broken",
+        "nightly_broken",
+        "commented_block",
+        "with_commented_row",
+    }
+    expect = {
+        # test case: (where, tracker, kind)
+        "broken_mr": (["gitlab/mr"], "#513", "broken"),
+        "broken_both": (["github/L1", "gitlab/mr"], "#4657", "infra"),
+        "half_broken": (["github/L1"], "https://github.com/acme/ml/issues/77", "broken"),
+        "nightly_broken": (["gitlab/L2"], "#434", "broken"),
+        "commented_block": (["gitlab/mr"], "#513", "broken"),
+        "with_commented_row": (["gitlab/L2"], "#501", "broken"),
+    }
+    for case, (where, tracker, kind) in expect.items():
+        entry = by_case[case]
+        assert (entry["where"], entry["tracker"], entry["kind"]) == (where, tracker, kind), case
+        assert entry["action"] == "skip" and entry["owner"] == "mcore"
+    # Rows without their own platform get the spec's default platform.
+    assert by_case["nightly_broken"]["match"]["platforms"] == ["dgx_a100"]
+    assert by_case["nightly_broken"]["match"]["environments"] == ["dev", "lts"]
+    assert by_case["with_commented_row"]["match"]["environments"] == ["lts"]
+    left = {(x["habit"], x["reason"].split(":")[0].split(" (")[0]) for x in plan["left_alone"]}
+    reasons = " | ".join(x["reason"] for x in plan["left_alone"])
+    assert ("scope flaky", 'scope "flaky" does not say which scope the row ran in before') in left
+    assert "names no tracker; pass --default-tracker" in reasons  # temp_disabled
+    assert "names several trackers (#1, #2)" in reasons
+    assert "names several trackers (#484, #481)" in reasons
+    assert "it has block keys (products, test_case)" in reasons
+    assert "another row already has" in reasons or "duplicate" in reasons  # clash
+    assert len(plan["left_alone"]) == 6
+    assert plan["summary"]["commented_out_without_tracker"] == 1
+
+
+def test_write_keeps_selections_and_comments(tree: Callable[..., Path], cli) -> None:
+    root = tree(habit_files())
+    original = (root / "h100/gpt.yaml").read_text()
+    before = generate(root)
+    plan = run_migrate(cli, root, "--write", "--default-tracker", "100")
+    assert plan["written"] and plan["summary"]["entries"] == 7  # temp_disabled joins
+    after = generate(root)
+    assert not [f for f in after.findings if f.severity == "error"]
+    assert assert_same_selections(before, after) > 0
+    text = (root / "h100/gpt.yaml").read_text()
+    # Only scope values changed and "# " prefixes went; every line is still there.
+    old_lines, new_lines = original.splitlines(), text.splitlines()
+    assert len(old_lines) == len(new_lines)
+    changed = [(a, b) for a, b in zip(old_lines, new_lines, strict=True) if a != b]
+    for a, b in changed:
+        assert a.replace("# ", "", 1) == b or (
+            a.replace("-broken", "").replace("-temp-disabled", "") == b
+        ), (a, b)
+    assert "scope: [mr, mr-github]  # https://github.com/acme/ml/issues/77" in text
+    assert "platforms: [dgx_h100] # hang: #513" in text  # the tracker comment stays
+    assert "# Broken: exceeds the 1h job limit, see issue #4657." in text
+    assert "scope: [flaky]  # #999" in text  # left as it was
+    assert "  # - test_case: [untracked_block]" in text
+    # What was quarantined by renaming is now visible, marked, with its tracker.
+    listed = cli("list", "--recipes", root, "--format", "json", "--with-quarantined").out
+    skipped = {
+        (j["test_case"], j["scope"]): j["quarantine"]["tracker"]
+        for j in json.loads(listed)
+        if j.get("quarantine", {}).get("action") == "skip"
+    }
+    assert skipped[("broken_both", "L1")] == skipped[("broken_both", "mr")] == "#4657"
+    assert skipped[("temp_disabled", "L1")] == "#100"
+    assert ("half_broken", "mr") not in skipped and ("half_broken", "L1") in skipped
+    validate = cli("validate", "--recipes", root)
+    assert validate.code == 0, validate
+    # Running it again finds nothing new to do.
+    again = run_migrate(cli, root, "--default-tracker", "100")
+    assert again["entries"] == [] and again["edits"] == []
+
+
+def test_migration_adds_to_an_existing_quarantine_file(tree: Callable[..., Path], cli) -> None:
+    files = habit_files()
+    files["quarantine.yaml"] = (
+        "# hand-kept\nentries:\n  - id: keep\n    tracker: https://github.com/acme/ml/issues/1\n"
+        "    kind: flaky\n    action: allow-failure\n    match: {test_case: ok_case}\n"
+        "    owner: me\n    reason: r\n"
+    )
+    root = tree(files)
+    before = generate(root)
+    run_migrate(cli, root, "--write")
+    text = (root / "quarantine.yaml").read_text()
+    assert text.startswith(files["quarantine.yaml"])
+    ids = [e["id"] for e in yaml.safe_load(text)["entries"]]
+    assert ids[0] == "keep" and len(ids) == 7
+    assert_same_selections(before, generate(root))
+
+
+def test_refuses_a_tree_with_errors(tree: Callable[..., Path], cli) -> None:
+    files = habit_files()
+    files["quarantine.yaml"] = "entries: [\n"
+    run = cli("migrate", "--recipes", tree(files))
+    assert run.code == 7 and "quarantine.yaml" in run.err
+
+
+# --------------------------------------------------------------------------- Megatron-LM
+
+
+def habit_rows(root: Path) -> int:
+    """Rows whose scope list holds a -broken or -temp-disabled scope, counted here
+    by reading the YAML directly."""
+    count = 0
+    for path in sorted(root.rglob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        if not isinstance(data, dict):
+            continue
+        for block in data.get("products") or []:
+            for row in (block or {}).get("products") or []:
+                scopes = row.get("scope") or []
+                if any(str(s).endswith(("-broken", "-temp-disabled")) for s in scopes):
+                    count += 1
+    return count
+
+
+@pytest.fixture
+def megatron_copy(megatron_dir: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "megatron"
+    shutil.copytree(megatron_dir, copy)
+    for path in copy.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return copy
+
+
+def test_megatron_migration_keeps_every_real_target(megatron_copy: Path, cli) -> None:
+    root = megatron_copy
+    before = generate(root)
+    rows = habit_rows(root)
+    plan = run_migrate(cli, root, "--write", "--default-tracker", "#9999")
+    summary = plan["summary"]
+    after = generate(root)
+    # Every real target of either tree (scope x platform x environment, with and
+    # without each cadence) selects exactly the same jobs.
+    assert assert_same_selections(before, after) >= 5 * 20
+    # Every renamed-scope row was migrated (a default tracker was given); only
+    # the flaky row keeps a habit scope.
+    migrated_rows = sum(n for h, n in summary["migrated_by_habit"].items() if h != "commented-out")
+    assert migrated_rows == rows
+    assert {j.scope for j in after.jobs if is_habit(j.scope)} == {"flaky"}
+    for habit in (
+        "scope mr-broken",
+        "scope mr-github-broken",
+        "scope mr-broken + mr-github-broken",
+        "scope nightly-broken",
+        "scope mr-github-temp-disabled",
+        "commented-out",
+    ):
+        assert summary["entries_by_habit"].get(habit, 0) > 0, habit
+    # What the habit scopes held is now skipped, with its entry, in the restored
+    # target: the same (identity) jobs, now visible.
+    was_hidden = {
+        (j.identity, j.scope.replace("-temp-disabled", "").replace("-broken", ""))
+        for j in before.jobs
+        if is_habit(j.scope) and j.scope != "flaky"
+    }
+    now_skipped = set()
+    for target in discover_targets(after.jobs):
+        for job in after.selection(target).skipped:
+            assert job.quarantine and job.quarantine.tracker
+            now_skipped.add((job.identity, job.scope))
+    legacy = {"mr-github": "L1", "nightly": "L2"}
+    assert {(i, legacy.get(s, s)) for i, s in was_hidden} <= now_skipped
+    # The #513 hang that upstream kept only in a comment is now an entry.
+    assert any(e["tracker"] == "#513" for e in plan["entries"])
+    validate = cli("validate", "--recipes", root)
+    assert validate.code == 0, validate
+    assert " 0 error(s)" in validate.err
+
+
+def test_megatron_without_default_tracker_migrates_only_tracked_habits(
+    megatron_copy: Path, cli
+) -> None:
+    root = megatron_copy
+    before = generate(root)
+    plan = run_migrate(cli, root, "--write")
+    trackers = {e["tracker"] for e in plan["entries"]}
+    assert "#9999" not in trackers and trackers  # only trackers named in comments
+    untracked = [x for x in plan["left_alone"] if "names no tracker" in x["reason"]]
+    assert untracked
+    assert assert_same_selections(before, generate(root)) > 0

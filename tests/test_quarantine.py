@@ -1,0 +1,692 @@
+"""Quarantine entries: the file and its schema, matching, applying per target,
+the pipeline's selection, `list --with-quarantined`, and `validate`'s checks."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from matrixgen.model import Job, Selector, Target
+from matrixgen.pipeline import generate
+from matrixgen.quarantine import (
+    Entry,
+    Match,
+    Place,
+    apply_quarantine,
+    matches_test_case,
+    parse_quarantine,
+    resolve_tracker,
+    same_tracker,
+)
+from matrixgen.vocab import QuarantineAction, QuarantineKind, System
+
+CONFIG = """
+format_version: 2
+vocabulary:
+  platforms: [dgx_h100, dgx_gb200]
+  environments: [dev, lts]
+  scopes: {github: [L0, L1], gitlab: [mr, mr-slim, nightly]}
+  tags: [latest, legacy]
+quarantine:
+  tracker_base: https://github.com/acme/ml/issues/
+  grace_days: 7
+"""
+
+BUILD_V2 = """
+type: build
+format_version: 2
+spec: {name: "img-dev"}
+"""
+
+# Two EP8 cases on H100 (GitHub L1, GitLab mr, one also mr-slim), a GB200 case,
+# and a unit-test bucket whose name looks like a glob.
+RECIPE_V2 = """
+type: basic
+format_version: 2
+spec:
+  name: "{test_case}_{environment}_{platforms}"
+  model: moe
+  build: img-dev
+  platforms: dgx_h100
+products:
+  - test_case: [ep8_dist_opt]
+    products:
+      - {environment: [dev], scope: [L1, mr, mr-slim], platforms: [dgx_h100, dgx_gb200]}
+  - test_case: [ep8_muon]
+    products:
+      - {environment: [dev], scope: [L1, mr], platforms: [dgx_h100]}
+  - test_case: [cp2_one_node]
+    products:
+      - {environment: [dev], scope: [L1, nightly], platforms: [dgx_gb200]}
+"""
+
+UNIT_V2 = """
+type: basic
+format_version: 2
+spec:
+  name: "{test_case}_{environment}_{tag}"
+  model: unit-tests
+  build: img-dev
+  platforms: dgx_h100
+products:
+  - test_case: [tests/unit_tests/models/**/*.py]
+    products:
+      - {environment: [dev], scope: [mr], tag: [latest, legacy]}
+  - test_case: [tests/unit_tests/models/test_gpt.py]
+    products:
+      - {environment: [dev], scope: [mr], tag: [latest]}
+"""
+
+QUARANTINE = """
+# Quarantines of the EP8 cases (kept comment)
+entries:
+  - id: ep8-dist-opt
+    tracker: "#7201"
+    kind: flaky
+    action: skip
+    match: {model: moe, test_case: ep8_dist_opt, platforms: [dgx_h100]}
+    where: [github/L1, gitlab/mr, gitlab/mr-slim]
+    owner: alice
+    added: 2025-01-10
+    expires: 2099-01-01
+    reason: hangs in EP8 all-to-all
+  - id: ep8-muon
+    tracker: https://github.com/acme/ml/issues/7734
+    kind: broken
+    action: allow-failure
+    match: {test_case: ep8_muon}
+    where: [gitlab/mr]
+    owner: bob
+    expires: 2099-01-01
+    reason: loss mismatch
+  - id: unit-bucket
+    tracker: "#7958"
+    kind: flaky
+    action: deselect
+    match: {test_case: "tests/unit_tests/models/**/*.py", tags: [latest]}
+    node_ids: ["tests/unit_tests/models/test_moe.py::test_router[dev]"]
+    owner: carol
+    expires: 2099-01-01
+    reason: flaky_in_dev
+"""
+
+
+def v2_files(quarantine: str | None = QUARANTINE, config: str = CONFIG) -> dict[str, str]:
+    files = {
+        "matrixgen.yaml": config,
+        "_build.yaml": BUILD_V2,
+        "moe.yaml": RECIPE_V2,
+        "unit.yaml": UNIT_V2,
+    }
+    if quarantine is not None:
+        files["quarantine.yaml"] = quarantine
+    return files
+
+
+RECIPE_V1 = """
+type: basic
+format_version: 1
+maintainers: [mcore]
+spec:
+  name: "{test_case}_{environment}_{platforms}"
+  model: gpt
+  build: mcore-pyt-{environment}
+  platforms: dgx_a100
+products:
+  - test_case: [tc_a]
+    products:
+      - {environment: [dev], scope: [mr, mr-github], platforms: [dgx_h100]}
+      - {environment: [lts], scope: [nightly]}
+  - test_case: [tc_b]
+    products:
+      - {environment: [dev], scope: [mr, mr-github-slim], platforms: [dgx_h100]}
+"""
+
+BUILD_V1 = """
+type: build
+format_version: 1
+spec: {name: "mcore-pyt-dev"}
+"""
+
+
+def v1_files(quarantine: str | None = None) -> dict[str, str]:
+    files = {
+        "_build-dev.yaml": BUILD_V1,
+        "_build-lts.yaml": BUILD_V1.replace("dev", "lts"),
+        "h100/gpt.yaml": RECIPE_V1,
+    }
+    if quarantine is not None:
+        files["quarantine.yaml"] = quarantine
+    return files
+
+
+def entry(**fields: object) -> Entry:
+    base: dict = {
+        "id": "e",
+        "tracker": "#1",
+        "tracker_url": None,
+        "kind": QuarantineKind.FLAKY,
+        "action": QuarantineAction.SKIP,
+        "match": Match(test_case="tc"),
+    }
+    base.update(fields)
+    return Entry(**base)  # type: ignore[arg-type]
+
+
+def job(**fields: object) -> Job:
+    base: dict = {
+        "model": "gpt",
+        "test_case": "tc",
+        "environment": "dev",
+        "platform": "dgx_h100",
+        "tag": None,
+        "scope": "mr",
+        "cadence": ("pr",),
+        "name": "n",
+        "build": None,
+        "n_repeat": 1,
+        "time_limit": 1,
+    }
+    base.update(fields)
+    return Job(**base)  # type: ignore[arg-type]
+
+
+def target(system: str, scope: str, platform: str = "dgx_h100", env: str = "dev") -> Target:
+    selector = Selector(scope=scope, platform=platform, environment=env)
+    return Target(name=f"{system}-{scope}", system=System(system), selector=selector)
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def test_parse_valid_file_resolves_trackers_and_places() -> None:
+    qfile = parse_quarantine(
+        QUARANTINE.encode(), "q.yaml", tracker_base="https://github.com/acme/ml/issues/"
+    )
+    assert not qfile.findings, qfile.findings
+    assert [e.id for e in qfile.entries] == ["ep8-dist-opt", "ep8-muon", "unit-bucket"]
+    first = qfile.entries[0]
+    assert first.tracker == "#7201"
+    assert first.tracker_url == "https://github.com/acme/ml/issues/7201"
+    assert first.where == (
+        Place(System.GITHUB, "L1"),
+        Place(System.GITLAB, "mr"),
+        Place(System.GITLAB, "mr-slim"),
+    )
+    assert first.added == dt.date(2025, 1, 10)
+    assert qfile.entries[2].node_ids == ("tests/unit_tests/models/test_moe.py::test_router[dev]",)
+
+
+def test_missing_tracker_and_owner_are_located_errors() -> None:
+    text = """entries:
+  - id: a
+    kind: flaky
+    action: skip
+    match: {test_case: x}
+    reason: r
+  - id: b
+    tracker: #123
+    kind: flaky
+    action: skip
+    match: {test_case: x}
+    owner: me
+    reason: r
+"""
+    qfile = parse_quarantine(text.encode(), "q.yaml")
+    messages = [str(f) for f in qfile.findings]
+    assert any(m.startswith("q.yaml:2:5: error: ") and "has no tracker" in m for m in messages)
+    assert any(m.startswith("q.yaml:2:5: error: ") and "has no owner" in m for m in messages)
+    # `tracker: #123` is an empty value: the hint says why.
+    bare = next(m for m in messages if '"b" has an empty tracker' in m)
+    assert bare.startswith("q.yaml:8:13: error: ") and "a bare # starts a YAML comment" in bare
+    # Entries without tracker or owner are still known (the audit lists them).
+    assert {e.id for e in qfile.entries} == {"a", "b"}
+
+
+@pytest.mark.parametrize(
+    ("fragment", "located", "text"),
+    [
+        ("    action: skipp\n", "4:13", "'skipp' is not one of"),
+        ("    action: deselect\n", "4:13", "action deselect needs node_ids"),
+        (
+            "    action: skip\n    node_ids: [a::b]\n",
+            "5:15",
+            "node_ids only go with action deselect",
+        ),
+        ("    action: skip\n    where: [gitlab/]\n", "5:13", "does not match"),
+        ("    action: skip\n    expires: 2025-02-30\n", "5:14", "not a valid date"),
+        ("    action: skip\n    expires: '2025-1-1'\n", "5:14", "does not match"),
+        ("    action: skip\n    colour: red\n", "1:", "Additional properties"),
+    ],
+)
+def test_schema_errors_are_located(fragment: str, located: str, text: str) -> None:
+    head = 'entries:\n  - id: a\n    tracker: "#1"\n'
+    tail = "    kind: flaky\n    match: {test_case: x}\n    owner: me\n    reason: r\n"
+    raw = head + fragment + tail
+    qfile = parse_quarantine(raw.encode(), "q.yaml")
+    errors = [str(f) for f in qfile.errors]
+    assert errors, raw
+    assert any(text in e for e in errors), errors
+    # Every message carries file:line:column; the expected line where it is exact.
+    assert all(re.match(r"^q\.yaml:\d+:\d+: error: ", e) for e in errors), errors
+    if not located.endswith(":"):
+        assert any(e.startswith(f"q.yaml:{located}:") for e in errors), errors
+
+
+def test_duplicate_ids_and_dates_in_wrong_order() -> None:
+    one = """  - id: a
+    tracker: "#1"
+    kind: flaky
+    action: skip
+    match: {test_case: x}
+    owner: me
+    added: 2025-02-01
+    expires: 2025-01-01
+    reason: r
+"""
+    qfile = parse_quarantine(("entries:\n" + one + one).encode(), "q.yaml")
+    codes = {f.code for f in qfile.errors}
+    assert {"quarantine-duplicate-id", "quarantine-dates"} <= codes
+    assert [e.id for e in qfile.entries] == ["a"]
+
+
+def test_empty_and_absent_files_are_empty_quarantines() -> None:
+    assert parse_quarantine(None, "q.yaml").entries == ()
+    empty = parse_quarantine(b"# nothing yet\n", "q.yaml")
+    assert empty.present and not empty.findings and not empty.entries
+    assert not parse_quarantine(b"entries: []\n", "q.yaml").findings
+    assert parse_quarantine(b"- id: a\n", "q.yaml").errors  # a list is not the format
+
+
+def test_tracker_resolution_and_equivalence() -> None:
+    base = "https://github.com/acme/ml/issues/"
+    assert resolve_tracker("#7", base) == "https://github.com/acme/ml/issues/7"
+    assert resolve_tracker("#7", None) is None
+    assert resolve_tracker("https://x.org/i/7/", None) == "https://x.org/i/7"
+    assert same_tracker("#7201", "https://github.com/acme/ml/issues/7201", base)
+    assert same_tracker("7201", "#7201", None)
+    assert not same_tracker("#7201", "#720", base)
+
+
+# --------------------------------------------------------------------------- matching
+
+
+def test_glob_named_test_case_matches_only_itself() -> None:
+    known = {"tests/unit_tests/models/**/*.py", "tests/unit_tests/models/test_gpt.py"}
+    bucket = "tests/unit_tests/models/**/*.py"
+    assert matches_test_case(bucket, bucket, known)
+    assert not matches_test_case(bucket, "tests/unit_tests/models/test_gpt.py", known)
+    # The same text, when no test case has that name, is a glob.
+    assert matches_test_case(
+        "tests/unit_tests/models/*", "tests/unit_tests/models/test_gpt.py", known
+    )
+    assert matches_test_case("ep8_*", "ep8_muon", {"ep8_muon"})
+    assert not matches_test_case("ep8_*", "cp2", {"cp2"})
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(alphabet="abc_/.", min_size=1, max_size=8),
+    st.text(alphabet="abc_/.", min_size=1, max_size=8),
+)
+def test_names_without_glob_characters_match_exactly(pattern: str, name: str) -> None:
+    assert matches_test_case(pattern, name, {name}) == (pattern == name)
+
+
+def test_places_resolve_legacy_scope_names() -> None:
+    assert Place.parse("github/mr-github") == Place(System.GITHUB, "L1")
+    assert Place.parse("gitlab/nightly") == Place(System.GITLAB, "L2")
+    assert Place.parse("gitlab").covers(System.GITLAB, "mr-slim")
+    assert not Place.parse("gitlab/mr").covers(System.GITLAB, "mr-slim")
+    assert not Place.parse("gitlab/mr").covers(System.GITHUB, "mr")
+    assert Place.parse("gitlab/L2").covers(System.GITLAB, "nightly")
+
+
+# --------------------------------------------------------------------------- applying
+
+
+def test_skip_allow_failure_and_deselect_per_target() -> None:
+    jobs = [job(test_case="a"), job(test_case="b"), job(test_case="c")]
+    entries = [
+        entry(id="s", match=Match(test_case="a"), where=(Place.parse("gitlab/mr"),)),
+        entry(
+            id="f",
+            action=QuarantineAction.ALLOW_FAILURE,
+            kind=QuarantineKind.BROKEN,
+            match=Match(test_case="b"),
+        ),
+        entry(
+            id="d",
+            action=QuarantineAction.DESELECT,
+            match=Match(test_case="c"),
+            node_ids=("t.py::x",),
+        ),
+    ]
+    kept, skipped = apply_quarantine(jobs, entries, target("gitlab", "mr"))
+    assert [j.test_case for j in skipped] == ["a"]
+    assert skipped[0].quarantine and skipped[0].quarantine.action == "skip"
+    assert [j.test_case for j in kept] == ["b", "c"]
+    assert kept[0].quarantine and kept[0].quarantine.to_dict() == {
+        "id": "f",
+        "tracker": "#1",
+        "action": "allow-failure",
+        "kind": "broken",
+    }
+    assert kept[1].quarantine and kept[1].quarantine.node_ids == ("t.py::x",)
+    # The skip is for gitlab/mr only: in a GitHub target the job stays, unmarked.
+    kept, skipped = apply_quarantine(jobs, entries, target("github", "mr"))
+    assert not skipped and kept[0].quarantine is None
+    # The original jobs are values: applying never changed them.
+    assert all(j.quarantine is None for j in jobs)
+
+
+def test_several_entries_on_one_job_strongest_wins_and_all_are_named() -> None:
+    jobs = [job()]
+    entries = [
+        entry(id="d1", action=QuarantineAction.DESELECT, node_ids=("a",), tracker="#1"),
+        entry(id="d2", action=QuarantineAction.DESELECT, node_ids=("b",), tracker="#2"),
+        entry(id="f", action=QuarantineAction.ALLOW_FAILURE, tracker="#3"),
+    ]
+    kept, _ = apply_quarantine(jobs, entries[:2], None)
+    mark = kept[0].quarantine
+    assert mark and mark.action == "deselect" and mark.node_ids == ("a", "b")
+    assert mark.id == "d1, d2" and mark.tracker == "#1, #2"
+    kept, _ = apply_quarantine(jobs, entries, None)
+    mark = kept[0].quarantine
+    assert mark and mark.action == "allow-failure" and mark.id == "f, d1, d2"
+    assert mark.node_ids == ("a", "b")  # deselects still apply to a job that runs
+    _, skipped = apply_quarantine(jobs, [*entries, entry(id="s", tracker="#4")], None)
+    assert skipped[0].quarantine and skipped[0].quarantine.node_ids == ()
+
+
+def test_without_target_each_job_is_placed_by_its_scope() -> None:
+    jobs = [job(scope="L1"), job(scope="mr"), job(scope="L2")]
+    only_l1 = [entry(where=(Place.parse("github/mr-github"),))]
+    kept, skipped = apply_quarantine(jobs, only_l1, None)
+    assert [j.scope for j in skipped] == ["L1"]
+    assert [j.scope for j in kept] == ["mr", "L2"]
+    gitlab = [entry(where=(Place.parse("gitlab"),))]
+    _, skipped = apply_quarantine(jobs, gitlab, None)
+    assert [j.scope for j in skipped] == ["mr", "L2"]
+
+
+job_strategy = st.builds(
+    job,
+    test_case=st.sampled_from(["a", "b", "c*", "d"]),
+    platform=st.sampled_from(["dgx_h100", "dgx_gb200"]),
+    environment=st.sampled_from(["dev", "lts"]),
+    scope=st.sampled_from(["mr", "L1", "mr-slim", "L2"]),
+    tag=st.sampled_from([None, "latest"]),
+)
+entry_strategy = st.builds(
+    lambda i, tc, action, plats, where: entry(
+        id=f"e{i}",
+        action=action,
+        match=Match(test_case=tc, platforms=plats),
+        where=tuple(Place.parse(w) for w in where),
+        node_ids=("n",) if action is QuarantineAction.DESELECT else (),
+    ),
+    st.integers(0, 99),
+    st.sampled_from(["a", "b", "c*", "*", "?"]),
+    st.sampled_from(list(QuarantineAction)),
+    st.sampled_from([(), ("dgx_h100",), ("dgx_gb200",)]),
+    st.lists(st.sampled_from(["github/L1", "gitlab/mr", "gitlab", "gitlab/nightly"]), max_size=2),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(job_strategy, max_size=12), st.lists(entry_strategy, max_size=4))
+def test_no_job_is_lost_and_order_is_kept(jobs: list[Job], entries: list[Entry]) -> None:
+    kept, skipped = apply_quarantine(jobs, entries, None)
+    strip = [j.__class__(**{**_fields(j), "quarantine": None}) for j in kept + skipped]
+    assert sorted(strip, key=_key) == sorted(jobs, key=_key)
+    # Kept jobs come in the order given; every skipped job is marked "skip".
+    order = [jobs.index(j) for j in strip[: len(kept)] if j in jobs]
+    assert order == sorted(order) or len(set(map(_key, jobs))) < len(jobs)
+    assert all(j.quarantine and j.quarantine.action == "skip" for j in skipped)
+    assert all(j.quarantine is None or j.quarantine.action != "skip" for j in kept)
+    if not entries:
+        assert kept == jobs and not skipped
+
+
+def _fields(j: Job) -> dict:
+    return {f: getattr(j, f) for f in j.__dataclass_fields__}
+
+
+def _key(j: Job) -> tuple:
+    return (j.test_case, j.platform, j.environment, j.scope or "", j.tag or "")
+
+
+# --------------------------------------------------------------------------- pipeline
+
+
+def test_generation_jobs_for_applies_quarantine_per_target(tree: Callable[..., Path]) -> None:
+    generation = generate(tree(v2_files()))
+    assert not generation.findings, generation.findings
+    l1 = target("github", "L1")
+    mr = target("gitlab", "mr")
+    l1_cases = [j.test_case for j in generation.jobs_for(l1)]
+    assert "ep8_dist_opt" not in l1_cases and "ep8_muon" in l1_cases
+    muon = next(j for j in generation.jobs_for(l1) if j.test_case == "ep8_muon")
+    assert muon.quarantine is None  # allow-failure is for gitlab/mr only
+    chosen = generation.selection(mr)
+    assert [j.test_case for j in chosen.skipped] == ["ep8_dist_opt"]
+    assert chosen.skipped[0].quarantine and chosen.skipped[0].quarantine.tracker == (
+        "https://github.com/acme/ml/issues/7201"
+    )
+    muon_mr = next(j for j in chosen.jobs if j.test_case == "ep8_muon")
+    assert muon_mr.quarantine and muon_mr.quarantine.action == "allow-failure"
+    # The GB200 job of ep8_dist_opt is not matched (the entry names H100 only).
+    gb200 = generation.selection(target("gitlab", "mr", platform="dgx_gb200"))
+    assert [j.test_case for j in gb200.jobs] == ["ep8_dist_opt"] and not gb200.skipped
+    # The bucket named like a glob is deselected for its latest tag only, and
+    # the real file inside it is not touched.
+    unit = generation.selection(Selector(model="unit-tests"))
+    marks = {(j.test_case, j.tag): j.quarantine for j in unit.jobs}
+    bucket = "tests/unit_tests/models/**/*.py"
+    assert marks[(bucket, "latest")] and marks[(bucket, "latest")].node_ids
+    assert marks[(bucket, "legacy")] is None
+    assert marks[("tests/unit_tests/models/test_gpt.py", "latest")] is None
+
+
+def test_broken_quarantine_file_stops_generation(tree: Callable[..., Path], cli) -> None:
+    root = tree(v2_files(quarantine="entries:\n  - id: a\n    kind: [\n"))
+    run = cli("list", "--recipes", root)
+    assert run.code == 1, run
+    assert "quarantine.yaml:" in run.err and "yaml-syntax" in run.err
+
+
+# --------------------------------------------------------------------------- list
+
+
+def test_list_json_carries_quarantine_and_with_quarantined_adds_skipped(
+    tree: Callable[..., Path], cli
+) -> None:
+    root = tree(v2_files())
+    run = cli("list", "--recipes", root, "--scope", "mr", "--format", "json")
+    assert run.code == 0, run
+    jobs = json.loads(run.out)
+    by_case = {(j["test_case"], j["platform"], j["tag"]): j for j in jobs}
+    assert ("ep8_dist_opt", "dgx_h100", None) not in by_case  # skipped on gitlab/mr
+    assert by_case[("ep8_muon", "dgx_h100", None)]["quarantine"] == {
+        "id": "ep8-muon",
+        "tracker": "https://github.com/acme/ml/issues/7734",
+        "action": "allow-failure",
+        "kind": "broken",
+    }
+    assert "quarantine" not in by_case[("ep8_dist_opt", "dgx_gb200", None)]
+    full = cli("list", "--recipes", root, "--scope", "mr", "--format", "json", "--with-quarantined")
+    all_jobs = json.loads(full.out)
+    assert len(all_jobs) == len(jobs) + 1
+    skipped = [j for j in all_jobs if j.get("quarantine", {}).get("action") == "skip"]
+    assert [(j["test_case"], j["platform"]) for j in skipped] == [("ep8_dist_opt", "dgx_h100")]
+    assert skipped[0]["quarantine"] == {
+        "id": "ep8-dist-opt",
+        "tracker": "https://github.com/acme/ml/issues/7201",
+        "action": "skip",
+        "kind": "flaky",
+    }
+    # The deselect mark carries the node ids.
+    bucket = next(
+        j for j in all_jobs if j["test_case"].endswith("**/*.py") and j["tag"] == "latest"
+    )
+    assert bucket["quarantine"]["node_ids"] == [
+        "tests/unit_tests/models/test_moe.py::test_router[dev]"
+    ]
+
+
+def test_list_table_shows_the_entry_and_counts_skipped(tree: Callable[..., Path], cli) -> None:
+    root = tree(v2_files())
+    run = cli("list", "--recipes", root, "--scope", "L1", "--with-quarantined")
+    assert run.code == 0, run
+    line = next(x for x in run.out.splitlines() if "ep8_dist_opt" in x and "dgx_h100" in x)
+    assert "skip ep8-dist-opt (https://github.com/acme/ml/issues/7201)" in line
+    plain = cli("list", "--recipes", root, "--scope", "L1")
+    cases = [x for x in plain.out.splitlines() if "ep8_dist_opt" in x]
+    assert len(cases) == 1 and "dgx_gb200" in cases[0]  # the H100 one is skipped
+    assert "1 skipped by quarantine" in plain.err
+
+
+def test_list_without_scope_places_jobs_by_their_scope(tree: Callable[..., Path], cli) -> None:
+    root = tree(v2_files())
+    run = cli("list", "--recipes", root, "--test-case", "ep8_dist_opt", "--format", "json")
+    scopes = sorted((j["scope"], j["platform"]) for j in json.loads(run.out))
+    # H100 is skipped in L1, mr and mr-slim; GB200 is not matched at all.
+    assert scopes == [("L1", "dgx_gb200"), ("mr", "dgx_gb200"), ("mr-slim", "dgx_gb200")]
+
+
+def test_v1_tree_quarantine_with_legacy_scope_names(tree: Callable[..., Path], cli) -> None:
+    quarantine = """entries:
+  - id: tc-a-github
+    tracker: https://github.com/acme/ml/issues/1
+    kind: broken
+    action: skip
+    match: {test_case: tc_a}
+    where: [github/mr-github]
+    owner: mcore
+    reason: r
+"""
+    root = tree(v1_files(quarantine))
+    github = cli("list", "--recipes", root, "--scope", "mr-github", "--format", "json")
+    assert json.loads(github.out) == []
+    gitlab = json.loads(cli("list", "--recipes", root, "--scope", "mr", "--format", "json").out)
+    assert {j["test_case"] for j in gitlab} == {"tc_a", "tc_b"}
+    assert cli("validate", "--recipes", root).code == 0
+
+
+# --------------------------------------------------------------------------- validate
+
+
+def _entry_text(**over: str) -> str:
+    fields = {
+        "id": "x",
+        "tracker": '"#1"',
+        "kind": "flaky",
+        "action": "skip",
+        "match": "{test_case: ep8_muon}",
+        "owner": "alice",
+        "expires": "2099-01-01",
+        "reason": "r",
+    }
+    fields.update(over)
+    lines = [f"  - id: {fields.pop('id')}"] + [f"    {k}: {v}" for k, v in fields.items() if v]
+    return "\n".join(lines) + "\n"
+
+
+def test_validate_reports_entries_that_match_nothing(tree: Callable[..., Path], cli) -> None:
+    text = "entries:\n" + _entry_text(match="{test_case: ep8_muon, platforms: [dgx_gb200]}")
+    run = cli("validate", "--recipes", tree(v2_files(text)))
+    assert run.code == 1, run
+    assert re.search(
+        r"quarantine\.yaml:6:12: error: entry \"x\" applies to no job in any target", run.err
+    ), run.err
+
+
+def test_validate_unknown_values_get_did_you_mean(tree: Callable[..., Path], cli) -> None:
+    text = "entries:\n" + _entry_text(
+        match="{test_case: ep8_muonn, platforms: [dgx_h10]}", where="[gitlab/mr-slimm]"
+    )
+    run = cli("validate", "--recipes", tree(v2_files(text)))
+    assert run.code == 1, run
+    assert 'is not a test case (did you mean "ep8_muon"?)' in run.err
+    assert 'no job has platform "dgx_h10" (did you mean "dgx_h100"?)' in run.err
+    assert 'scope "mr-slimm" (did you mean "mr-slim"?)' in run.err
+    located = re.search(r"quarantine\.yaml:(\d+):(\d+): error: [^\n]*dgx_h10\"", run.err)
+    assert located and located.groups() == ("6", "47")
+
+
+def test_validate_requires_tracker_and_owner(tree: Callable[..., Path], cli) -> None:
+    text = "entries:\n" + _entry_text(owner="", tracker="")
+    run = cli("validate", "--recipes", tree(v2_files(text)))
+    assert run.code == 1
+    assert 'quarantine.yaml:2:5: error: entry "x" has no tracker' in run.err
+    assert 'quarantine.yaml:2:5: error: entry "x" has no owner' in run.err
+
+
+def test_expired_is_a_warning_then_an_error_after_grace(tree: Callable[..., Path], cli) -> None:
+    today = dt.date.today()
+    recent = (today - dt.timedelta(days=3)).isoformat()  # grace_days is 7 in CONFIG
+    old = (today - dt.timedelta(days=8)).isoformat()
+    warn = cli("validate", "--recipes", tree(v2_files("entries:\n" + _entry_text(expires=recent))))
+    assert warn.code == 0, warn
+    assert re.search(r"quarantine\.yaml:8:14: warning: entry \"x\" expired on", warn.err)
+    assert (
+        cli(
+            "validate",
+            "--strict",
+            "--recipes",
+            tree(v2_files("entries:\n" + _entry_text(expires=recent))),
+        ).code
+        == 1
+    )
+    late = cli("validate", "--recipes", tree(v2_files("entries:\n" + _entry_text(expires=old))))
+    assert late.code == 1
+    assert re.search(
+        r"quarantine\.yaml:8:14: error: entry \"x\" expired on .*grace period", late.err
+    )
+
+
+def test_default_grace_period_without_config(tree: Callable[..., Path], cli) -> None:
+    # A tree without config: 14 days of grace.
+    base = """entries:
+  - id: x
+    tracker: https://github.com/acme/ml/issues/1
+    kind: flaky
+    action: skip
+    match: {test_case: tc_a}
+    owner: me
+    expires: EXPIRES
+    reason: r
+"""
+    ten = (dt.date.today() - dt.timedelta(days=10)).isoformat()
+    fifteen = (dt.date.today() - dt.timedelta(days=15)).isoformat()
+    assert cli("validate", "--recipes", tree(v1_files(base.replace("EXPIRES", ten)))).code == 0
+    assert cli("validate", "--recipes", tree(v1_files(base.replace("EXPIRES", fifteen)))).code == 1
+
+
+def test_overlapping_entries_are_a_warning(tree: Callable[..., Path], cli) -> None:
+    text = (
+        "entries:\n"
+        + _entry_text(id="a", match="{test_case: ep8_muon}")
+        + _entry_text(id="b", match="{test_case: ep8_*}", action="allow-failure")
+    )
+    run = cli("validate", "--recipes", tree(v2_files(text)))
+    assert run.code == 0, run
+    assert 'entries "a" (skip), "b" (allow-failure) all apply to' in run.err
+    assert '"a" decides what happens' in run.err
+
+
+def test_shipped_quarantine_config_section_is_schema_checked(
+    tree: Callable[..., Path], cli
+) -> None:
+    bad = CONFIG.replace("grace_days: 7", "grace_days: soon")
+    run = cli("validate", "--recipes", tree(v2_files(config=bad)))
+    assert run.code == 3, run
+    assert "matrixgen.yaml:" in run.err and "grace_days" in run.err

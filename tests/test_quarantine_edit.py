@@ -1,0 +1,417 @@
+"""Safe edits of the quarantine file: byte-for-byte round trips, comments kept,
+atomic writes, a lock so concurrent adds lose nothing, malformed files left
+alone; and the `quarantine add/remove/lift/list` commands."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from matrixgen.errors import QuarantineError
+from matrixgen.quarantine_edit import (
+    delete_entries,
+    edit,
+    entry_id,
+    insert_entries,
+)
+from tests.test_quarantine import v1_files, v2_files
+
+NEW = {
+    "tracker": "#7201",
+    "kind": "flaky",
+    "action": "deselect",
+    "match": {"model": "moe", "test_case": "ep8_*", "platforms": ["dgx_h100"]},
+    "where": ["github/L1", "gitlab/mr"],
+    "node_ids": ["tests/unit/test_a.py::test_b[x-y]"],
+    "owner": "on-call",
+    "added": dt.date(2025, 3, 1),
+    "expires": dt.date(2025, 4, 1),
+    "reason": "hangs: see #7201 (twice: 'quoted')",
+}
+
+HAND_WRITTEN = """\
+# Quarantine: hand-edited header
+#   with two lines
+entries:
+  # EP8 hang, on-call 2025-01
+  - id: first
+    tracker:   "#1"     # odd spacing, kept
+    kind: flaky
+    action: skip
+    match: { test_case: a ,platforms: [ dgx_h100 ] }
+    owner: me
+    reason: >
+      folded
+      text
+
+  - id: second
+    tracker: 'https://github.com/acme/ml/issues/2'
+    kind: broken
+    action: allow-failure
+    match:
+        test_case: b
+    owner: you
+    reason: |-
+      literal
+# footer comment
+"""
+
+SAMPLES = [
+    HAND_WRITTEN,
+    "entries: []\n",
+    "entries: []   # none yet\n",
+    "# only a comment\nentries: []\n",
+    "entries:\n- id: a\n  tracker: '#1'\n  kind: flaky\n  action: skip\n"
+    "  match: {test_case: x}\n  owner: me\n  reason: r\n",
+    HAND_WRITTEN.replace("\n", "\r\n"),
+]
+
+
+def entries_of(text: str) -> list:
+    return (yaml.safe_load(text) or {}).get("entries") or []
+
+
+@pytest.mark.parametrize("text", SAMPLES)
+def test_add_then_remove_gives_back_the_file_byte_for_byte(text: str) -> None:
+    added = insert_entries(text, [{"id": "new", **NEW}])
+    assert entries_of(added)[-1]["id"] == "new"
+    assert entries_of(added)[:-1] == entries_of(text)
+    back = delete_entries(added, [len(entries_of(added)) - 1])
+    assert back == text
+
+
+def test_add_only_inserts_lines_and_keeps_every_comment() -> None:
+    added = insert_entries(HAND_WRITTEN, [{"id": "new", **NEW}])
+    old_lines = HAND_WRITTEN.splitlines()
+    new_lines = added.splitlines()
+    # The old file is a subsequence of the new one, in order, line for line.
+    it = iter(new_lines)
+    assert all(line in it for line in old_lines)
+    # Blank-line separated entries stay blank-line separated; the footer stays last.
+    assert new_lines[-1] == "# footer comment"
+    new_at = new_lines.index("  - id: new")
+    assert new_lines[new_at - 1] == ""
+    data = entries_of(added)[-1]
+    assert data["tracker"] == "#7201" and data["added"] == dt.date(2025, 3, 1)
+    assert data["reason"] == NEW["reason"]
+    assert data["node_ids"] == NEW["node_ids"]
+
+
+def test_remove_takes_the_comments_directly_above_an_entry() -> None:
+    text = HAND_WRITTEN
+    without_first = delete_entries(text, [0])
+    assert "EP8 hang" not in without_first
+    assert "# Quarantine: hand-edited header" in without_first
+    assert [e["id"] for e in entries_of(without_first)] == ["second"]
+    both = delete_entries(text, [0, 1])
+    assert entries_of(both) == [] and "entries: []" in both and "# footer comment" in both
+
+
+entry_texts = st.builds(
+    lambda i, indent, comment: (
+        (f"{' ' * indent}# note {i}\n" if comment else "")
+        + f"{' ' * indent}- id: e{i}\n"
+        + "".join(
+            f"{' ' * (indent + 2)}{line}\n"
+            for line in (
+                f'tracker: "#{i}"',
+                "kind: flaky",
+                "action: skip",
+                f"match: {{test_case: t{i}}}",
+                "owner: o",
+                "reason: r",
+            )
+        )
+    ),
+    st.integers(0, 999),
+    st.sampled_from([0, 2]),
+    st.booleans(),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(entry_texts, min_size=1, max_size=4, unique_by=lambda t: t.split("- id: ")[1][:6]),
+    st.sampled_from(["", "# head\n", "# head\n\n"]),
+    st.sampled_from(["", "# tail\n", "\n# tail\n"]),
+    st.sampled_from(["", "\n"]),
+)
+def test_round_trip_property(items: list[str], head: str, tail: str, gap: str) -> None:
+    indents = {len(t) - len(t.lstrip(" ")) for t in items}
+    if len(indents) > 1:
+        items = [items[0]]
+    text = head + "entries:\n" + gap.join(items) + tail
+    before = entries_of(text)
+    added = insert_entries(text, [{"id": "zz-new", **NEW}])
+    assert [e["id"] for e in entries_of(added)] == [e["id"] for e in before] + ["zz-new"]
+    assert delete_entries(added, [len(before)]) == text
+    # Removing any one entry leaves exactly the others, in order.
+    for i in range(len(before)):
+        left = entries_of(delete_entries(text, [i]))
+        assert left == before[:i] + before[i + 1 :]
+
+
+# --------------------------------------------------------------------------- edit()
+
+
+def test_edit_writes_atomically_and_keeps_the_mode(tmp_path: Path) -> None:
+    path = tmp_path / "quarantine.yaml"
+    path.write_text(HAND_WRITTEN)
+    path.chmod(0o640)
+    edit(path, lambda q: ([{"id": "new", **NEW}], []))
+    assert path.stat().st_mode & 0o777 == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["quarantine.yaml"]  # no temp, no lock file
+    edit(path, lambda q: ([], [q.by_id("new").index]))
+    assert path.read_text() == HAND_WRITTEN
+
+
+def test_malformed_file_is_reported_never_overwritten(tmp_path: Path) -> None:
+    path = tmp_path / "quarantine.yaml"
+    for bad in ("entries:\n  - id: [\n", "entries:\n  - id: a\n    action: explode\n"):
+        path.write_text(bad)
+        with pytest.raises(QuarantineError) as caught:
+            edit(path, lambda q: ([{"id": "new", **NEW}], []))
+        assert "was not changed" in str(caught.value)
+        assert "quarantine.yaml:" in str(caught.value)
+        assert path.read_text() == bad
+
+
+def test_a_failed_check_leaves_the_file_alone(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "quarantine.yaml"
+    path.write_text(HAND_WRITTEN)
+    import matrixgen.quarantine_edit as qe
+
+    monkeypatch.setattr(qe, "insert_entries", lambda text, entries: text + "garbage: [\n")
+    with pytest.raises(QuarantineError):
+        edit(path, lambda q: ([{"id": "new", **NEW}], []))
+    assert path.read_text() == HAND_WRITTEN
+    assert [p.name for p in tmp_path.iterdir()] == ["quarantine.yaml"]
+
+
+def _add_one(args: tuple[str, int]) -> str:
+    path, n = args
+    entry = {**NEW, "match": {"test_case": f"case_{n}"}}
+
+    def change(qfile):  # type: ignore[no-untyped-def]
+        return [{"id": f"e{n}", **entry}], []
+
+    edit(Path(path), change)
+    return f"e{n}"
+
+
+def test_concurrent_adds_lose_no_entry(tmp_path: Path) -> None:
+    path = tmp_path / "quarantine.yaml"
+    path.write_text(HAND_WRITTEN)
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(8) as pool:
+        ids = pool.map(_add_one, [(str(path), n) for n in range(24)])
+    found = [e["id"] for e in entries_of(path.read_text())]
+    assert sorted(found) == sorted(["first", "second", *ids])
+    # And the file still starts with the hand-written part, untouched.
+    assert path.read_text().startswith(HAND_WRITTEN[: HAND_WRITTEN.index("# footer")])
+
+
+def test_derived_ids_are_stable_and_readable() -> None:
+    assert entry_id(NEW) == entry_id(dict(reversed(list(NEW.items()))))
+    assert entry_id(NEW).startswith("ep8-")
+    other = {**NEW, "where": ["gitlab/mr"]}
+    assert entry_id(other) != entry_id(NEW)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def test_add_dry_run_prints_jobs_per_target_and_writes_nothing(
+    tree: Callable[..., Path], cli
+) -> None:
+    root = tree(v2_files(quarantine=None))
+    run = cli(
+        "quarantine", "add", "--recipes", root, "--test-case", "ep8_dist_opt",
+        "--tracker", "7201", "--kind", "flaky", "--action", "skip",
+        "--platform", "dgx_h100", "--scope", "github/L1", "--scope", "gitlab/mr",
+        "--owner", "alice", "--reason", "EP8 hang", "--dry-run",
+    )  # fmt: skip
+    assert run.code == 0, run
+    lines = run.out.splitlines()
+    assert lines[0] == "github-L1-dgx_h100-dev: skips 1 job(s)"
+    assert lines[1].startswith("  moe/ep8_dist_opt on dgx_h100/dev")
+    assert "gitlab-mr-dgx_h100-dev: skips 1 job(s)" in lines
+    assert not any("mr-slim" in line for line in lines)
+    assert lines[-1].startswith("ep8_dist_opt-")  # the new id, last
+    assert "dry run" in run.err
+    assert not (root / "quarantine.yaml").exists()
+
+
+def test_add_writes_an_entry_that_list_and_generation_see(tree: Callable[..., Path], cli) -> None:
+    root = tree(v2_files())
+    before = (root / "quarantine.yaml").read_bytes()
+    run = cli(
+        "quarantine", "add", "--recipes", root, "--test-case", "cp2_*",
+        "--tracker", "https://github.com/acme/ml/issues/7733", "--kind", "infra",
+        "--action", "allow-failure", "--platform", "dgx_gb200", "--owner", "bob",
+        "--reason", "one-node alias", "--id", "cp2-gb200", "--format", "json",
+    )  # fmt: skip
+    assert run.code == 0, run
+    out = json.loads(run.out)
+    assert out["id"] == "cp2-gb200" and out["written"] is True
+    assert sorted(t["target"] for t in out["targets"]) == [
+        "github-L1-dgx_gb200-dev",
+        "gitlab-L2-dgx_gb200-dev",  # nightly is the L2 tier
+    ]
+    after = (root / "quarantine.yaml").read_bytes()
+    assert after.startswith(before)  # appended; the rest is untouched
+    listed = json.loads(cli("quarantine", "list", "--recipes", root, "--format", "json").out)
+    mine = next(e for e in listed if e["id"] == "cp2-gb200")
+    assert mine["match"] == {"test_case": "cp2_*", "platforms": ["dgx_gb200"]}
+    assert mine["added"] == dt.date.today().isoformat()
+    assert mine["expires"] == (dt.date.today() + dt.timedelta(days=30)).isoformat()
+    jobs = json.loads(cli("list", "--recipes", root, "--format", "json").out)
+    cp2 = [j for j in jobs if j["test_case"] == "cp2_one_node"]
+    assert cp2 and all(j["quarantine"]["id"] == "cp2-gb200" for j in cp2)
+    # Same id again: refused, file unchanged.
+    again = cli(
+        "quarantine", "add", "--recipes", root, "--test-case", "cp2_*", "--tracker", "#1",
+        "--kind", "infra", "--action", "skip", "--owner", "b", "--reason", "r", "--id", "cp2-gb200",
+    )  # fmt: skip
+    assert again.code == 2 and "exists already" in again.err
+    assert (root / "quarantine.yaml").read_bytes() == after
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--test-case", "ep8_muonn"], 'did you mean "ep8_muon"'),
+        (["--test-case", "ep8_muon", "--platform", "dgx_h10"], 'did you mean "dgx_h100"'),
+        (["--test-case", "ep8_muon", "--scope", "mr"], "write SYSTEM/SCOPE"),
+        (["--test-case", "ep8_muon", "--scope", "gitlab/mr-slimm"], 'did you mean "mr-slim"'),
+        (["--test-case", "ep8_muon", "--platform", "dgx_gb200"], "applies to no job"),
+        (["--test-case", "ep8_muon", "--expires", "2001-01-01"], "in the past"),
+        (["--test-case", "ep8_muon", "--expires", "soon"], "YYYY-MM-DD"),
+        (["--test-case", "ep8_muon", "--node-id", "a::b"], "only goes with --action deselect"),
+    ],
+)
+def test_add_refuses_what_cannot_be_right(
+    tree: Callable[..., Path], cli, extra: list[str], message: str
+) -> None:
+    root = tree(v2_files())
+    before = (root / "quarantine.yaml").read_bytes()
+    run = cli(
+        "quarantine", "add", "--recipes", root, "--tracker", "#1", "--kind", "flaky",
+        "--action", "skip", "--owner", "o", "--reason", "r", *extra,
+    )  # fmt: skip
+    assert run.code == 2, run
+    assert message in run.err
+    assert (root / "quarantine.yaml").read_bytes() == before
+
+
+def test_deselect_needs_node_ids(tree: Callable[..., Path], cli) -> None:
+    root = tree(v2_files())
+    run = cli(
+        "quarantine", "add", "--recipes", root, "--test-case", "ep8_muon", "--tracker", "#1",
+        "--kind", "flaky", "--action", "deselect", "--owner", "o", "--reason", "r",
+    )  # fmt: skip
+    assert run.code == 2 and "--node-id" in run.err
+
+
+def test_add_refuses_a_malformed_file_with_exit_7(tree: Callable[..., Path], cli) -> None:
+    bad = "entries:\n  - id: a\n    tracker: '#1'\n    kind: flaky\n    action: skipp\n"
+    root = tree(v2_files(quarantine=bad))
+    run = cli(
+        "quarantine", "add", "--recipes", root, "--test-case", "ep8_muon", "--tracker", "#1",
+        "--kind", "flaky", "--action", "skip", "--owner", "o", "--reason", "r",
+    )  # fmt: skip
+    assert run.code == 7, run
+    assert "quarantine.yaml:5:13:" in run.err
+    assert (root / "quarantine.yaml").read_text() == bad
+    assert cli("quarantine", "list", "--recipes", root).code == 7
+
+
+def test_remove_and_lift(tree: Callable[..., Path], cli) -> None:
+    root = tree(v2_files())
+    path = root / "quarantine.yaml"
+    original = path.read_bytes()
+    missing = cli("quarantine", "remove", "ep8-muom", "--recipes", root)
+    assert missing.code == 2 and 'did you mean "ep8-muon"' in missing.err
+    run = cli("quarantine", "remove", "ep8-muon", "--recipes", root)
+    assert run.code == 0 and run.out.strip() == "ep8-muon"
+    assert "ep8-muon" not in path.read_text()
+    assert "# Quarantines of the EP8 cases (kept comment)" in path.read_text()
+    # #7201 is written as "#7201"; lifting by its URL finds it too.
+    dry = cli("quarantine", "lift", "--tracker", "https://github.com/acme/ml/issues/7201",
+              "--recipes", root, "--dry-run")  # fmt: skip
+    assert dry.code == 0 and dry.out.split() == ["ep8-dist-opt"]
+    assert "ep8-dist-opt" in path.read_text()
+    lifted = cli("quarantine", "lift", "--tracker", "7201", "--recipes", root)
+    assert lifted.code == 0 and lifted.out.split() == ["ep8-dist-opt"]
+    assert [e["id"] for e in entries_of(path.read_text())] == ["unit-bucket"]
+    none = cli("quarantine", "lift", "--tracker", "#7201", "--recipes", root)
+    assert none.code == 2 and "no quarantine entry is tracked by #7201" in none.err
+    assert path.read_bytes() != original
+
+
+def test_lift_by_tracker_removes_every_entry_of_it(tree: Callable[..., Path], cli) -> None:
+    root = tree(v1_files(quarantine="entries: []\n"))
+    for case in ("tc_a", "tc_b"):
+        run = cli(
+            "quarantine", "add", "--recipes", root, "--test-case", case, "--tracker",
+            "https://github.com/acme/ml/issues/7733", "--kind", "broken", "--action", "skip",
+            "--scope", "gitlab/mr", "--owner", "o", "--reason", "CP2",
+        )  # fmt: skip
+        assert run.code == 0, run
+    assert len(entries_of((root / "quarantine.yaml").read_text())) == 2
+    run = cli("quarantine", "lift", "--tracker", "https://github.com/acme/ml/issues/7733",
+              "--recipes", root)  # fmt: skip
+    assert run.code == 0 and len(run.out.split()) == 2
+    assert (root / "quarantine.yaml").read_text() == "entries: []\n"
+
+
+def test_list_table(tree: Callable[..., Path], cli) -> None:
+    run = cli("quarantine", "list", "--recipes", tree(v2_files()))
+    assert run.code == 0
+    header, _rule, *rows = run.out.splitlines()
+    assert header.split() == [
+        "id", "action", "kind", "tracker", "test_case", "where", "owner", "expires",
+    ]  # fmt: skip
+    assert [r.split()[0] for r in rows] == ["ep8-dist-opt", "ep8-muon", "unit-bucket"]
+    assert "https://github.com/acme/ml/issues/7201" in rows[0]
+    assert "3 entries" in run.err
+
+
+def test_concurrent_add_commands_lose_no_entry(tree: Callable[..., Path]) -> None:
+    root = tree(v1_files(quarantine="# shared file\nentries: []\n"))
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_TOKEN"}
+
+    def command(n: int, case: str, scope: str) -> list[str]:
+        return [
+            sys.executable, "-m", "matrixgen", "quarantine", "add", "--recipes", str(root),
+            "--test-case", case, "--tracker", f"#{n}", "--kind", "flaky", "--action", "skip",
+            "--scope", scope, "--owner", "o", "--reason", "r",
+        ]  # fmt: skip
+
+    asked = [("tc_a", "gitlab/mr"), ("tc_a", "github/L1"), ("tc_b", "gitlab/mr"), ("tc_b", "L0")]
+    procs = [
+        subprocess.Popen(
+            command(n, case, scope if "/" in scope else f"github/{scope}"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        for n, (case, scope) in enumerate(asked)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    ids = {out.decode().splitlines()[-1] for out, _ in outs}
+    text = (root / "quarantine.yaml").read_text()
+    assert {e["id"] for e in entries_of(text)} == ids and len(ids) == 4
+    assert text.startswith("# shared file\nentries:\n")

@@ -1,0 +1,289 @@
+"""Tracker state from a local HTTP server that answers like the GitHub REST API,
+and `quarantine audit` on top of it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from matrixgen.errors import TrackerError
+from matrixgen.tracker import GitHubTracker, check_trackers, parse_issue_url
+from tests.test_quarantine import v2_files
+
+TOKEN = "test-token-123"
+ISSUES = {
+    ("acme", "ml", 7201): {"state": "open", "title": "EP8 hang"},
+    ("acme", "ml", 7734): {"state": "closed", "title": "muon loss"},
+    ("acme", "ml", 7958): {"state": "open", "title": "flaky router"},
+}
+
+
+class FakeGitHub(BaseHTTPRequestHandler):
+    """GET /repos/{owner}/{repo}/issues/{n}: 200 with state, 404, 401 without the
+    token, 403 with X-RateLimit-Remaining: 0 for the `limited` repository."""
+
+    requests: ClassVar[list[tuple[str, str | None]]] = []
+
+    def do_GET(self) -> None:
+        FakeGitHub.requests.append((self.path, self.headers.get("Authorization")))
+        parts = self.path.strip("/").split("/")
+        if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return self._send(401, {"message": "Bad credentials"})
+        if self.headers.get("Accept") != "application/vnd.github+json":
+            return self._send(415, {"message": "Unsupported Accept"})
+        if len(parts) != 5 or parts[0] != "repos" or parts[3] != "issues":
+            return self._send(404, {"message": "Not Found"})
+        _, owner, repo, _, number = parts
+        if repo == "limited":
+            return self._send(403, {"message": "rate limit"}, {"X-RateLimit-Remaining": "0"})
+        if repo == "broken":
+            return self._send(500, {"message": "oops"})
+        issue = ISSUES.get((owner, repo, int(number)))
+        if issue is None:
+            return self._send(404, {"message": "Not Found"})
+        return self._send(200, {"number": int(number), **issue})
+
+    def _send(self, code: int, body: dict, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:  # keep test output quiet
+        pass
+
+
+@pytest.fixture
+def api() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeGitHub)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    FakeGitHub.requests = []
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def url(n: int, repo: str = "ml") -> str:
+    return f"https://github.com/acme/{repo}/issues/{n}"
+
+
+def test_parse_issue_urls() -> None:
+    ref = parse_issue_url("https://github.com/acme/ml/issues/7201")
+    assert ref and (ref.owner, ref.repo, ref.number) == ("acme", "ml", 7201)
+    assert parse_issue_url("https://github.com/acme/ml/pull/5/")
+    assert parse_issue_url("https://gitlab.example.com/acme/ml/-/issues/5") is None
+    assert parse_issue_url("#5") is None
+
+
+def test_states_from_the_api(api: str) -> None:
+    client = GitHubTracker(token=TOKEN, api_url=api)
+    assert client.state(parse_issue_url(url(7201))).state == "open"  # type: ignore[arg-type]
+    closed = client.state(parse_issue_url(url(7734)))  # type: ignore[arg-type]
+    assert (closed.state, closed.title) == ("closed", "muon loss")
+    assert client.state(parse_issue_url(url(1))).state == "missing"  # type: ignore[arg-type]
+    # Cached: asking again does not ask the server again.
+    client.state(parse_issue_url(url(7201)))  # type: ignore[arg-type]
+    assert [p for p, _ in FakeGitHub.requests].count("/repos/acme/ml/issues/7201") == 1
+    assert all(auth == f"Bearer {TOKEN}" for _, auth in FakeGitHub.requests)
+
+
+@pytest.mark.parametrize(
+    ("token", "repo", "message"),
+    [
+        ("wrong", "ml", "rejected the token (401)"),
+        (TOKEN, "limited", "rate limit is used up"),
+        (TOKEN, "broken", "answered 500"),
+    ],
+)
+def test_api_errors_are_tracker_errors(api: str, token: str, repo: str, message: str) -> None:
+    client = GitHubTracker(token=token, api_url=api)
+    with pytest.raises(TrackerError) as caught:
+        client.state(parse_issue_url(url(7201, repo)))  # type: ignore[arg-type]
+    assert message in str(caught.value)
+    assert token not in str(caught.value)  # a token never shows in messages
+
+
+def test_unreachable_api_is_a_tracker_error() -> None:
+    client = GitHubTracker(token=TOKEN, api_url="http://127.0.0.1:9", timeout=2)
+    with pytest.raises(TrackerError, match="cannot reach"):
+        client.state(parse_issue_url(url(7201)))  # type: ignore[arg-type]
+
+
+def test_check_trackers_says_what_it_did_not_check(api: str) -> None:
+    entries = [
+        ("a", url(7201)),
+        ("b", None),  # "#N" without a tracker base
+        ("c", "https://gitlab.example.com/acme/ml/-/issues/3"),
+        ("d", "https://ghe.corp.example/acme/ml/issues/3"),
+        ("e", url(7734)),
+    ]
+    none = check_trackers(entries, token=None)
+    assert none.states == {}
+    assert set(none.unchecked) == {"a", "b", "c", "d", "e"}
+    assert all("no GitHub token" in r for r in none.unchecked.values())
+    report = check_trackers(entries, token=TOKEN, api_url=api)
+    assert report.states == {"a": "open", "e": "closed"}
+    assert "no tracker base" in report.unchecked["b"]
+    assert "not a GitHub issue" in report.unchecked["c"]
+    assert "--api-url for GitHub Enterprise" in report.unchecked["d"]
+
+
+# --------------------------------------------------------------------------- audit
+
+
+AUDIT_QUARANTINE = """entries:
+  - id: open-one
+    tracker: "#7201"
+    kind: flaky
+    action: skip
+    match: {test_case: ep8_dist_opt}
+    owner: alice
+    expires: FAR
+    reason: r
+  - id: closed-one
+    tracker: "#7734"
+    kind: broken
+    action: allow-failure
+    match: {test_case: ep8_muon}
+    owner: bob
+    expires: FAR
+    reason: r
+  - id: stale
+    tracker: "#7958"
+    kind: flaky
+    action: skip
+    match: {test_case: cp2_one_node}
+    owner: carol
+    expires: PAST
+    reason: r
+  - id: soon
+    tracker: "#7958"
+    kind: flaky
+    action: skip
+    match: {test_case: ep8_muon, environments: [dev]}
+    where: [github/L1]
+    owner: carol
+    expires: SOON
+    reason: r
+  - id: nothing
+    tracker: "#7201"
+    kind: flaky
+    action: skip
+    match: {test_case: ep8_muon, platforms: [dgx_gb200]}
+    owner: dan
+    expires: FAR
+    reason: r
+  - id: orphan
+    tracker: "#7201"
+    kind: flaky
+    action: skip
+    match: {test_case: ep8_dist_opt, platforms: [dgx_gb200]}
+    expires: FAR
+    reason: r
+"""
+
+
+def audit_tree(tree: Callable[..., Path]) -> Path:
+    today = dt.date.today()
+    text = (
+        AUDIT_QUARANTINE.replace("FAR", (today + dt.timedelta(days=300)).isoformat())
+        .replace("PAST", (today - dt.timedelta(days=2)).isoformat())
+        .replace("SOON", (today + dt.timedelta(days=5)).isoformat())
+    )
+    return tree(v2_files(quarantine=text))
+
+
+def test_audit_without_token_says_plainly_what_it_did_not_check(
+    tree: Callable[..., Path], cli, monkeypatch
+) -> None:
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    run = cli("quarantine", "audit", "--recipes", audit_tree(tree), "--format", "json")
+    assert run.code == 1, run  # expired, ownerless, matching nothing
+    report = json.loads(run.out)
+    problems = {(i["id"], i["problem"]) for i in report["items"]}
+    assert problems == {
+        ("stale", "expired"),
+        ("soon", "expiring"),
+        ("nothing", "matches-nothing"),
+        ("orphan", "ownerless"),
+    }
+    assert report["tracker_states"] == {}
+    assert len(report["not_checked"]) == 6
+    assert "tracker state NOT checked for 6 entries: no GitHub token" in run.err
+    assert "a closed tracker there is not reported" in run.err
+
+
+def test_audit_with_token_reports_closed_trackers(
+    tree: Callable[..., Path], cli, api: str, monkeypatch
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    root = audit_tree(tree)
+    run = cli("quarantine", "audit", "--recipes", root, "--api-url", api, "--format", "json")
+    assert run.code == 1, run
+    report = json.loads(run.out)
+    closed = [i for i in report["items"] if i["problem"] == "tracker-closed"]
+    assert [(i["id"], i["tracker"]) for i in closed] == [
+        ("closed-one", "https://github.com/acme/ml/issues/7734")
+    ]
+    assert report["tracker_states"]["open-one"] == "open"
+    assert report["not_checked"] == {}
+    # Each issue is asked once, however many entries share it.
+    paths = [p for p, _ in FakeGitHub.requests]
+    assert sorted(paths) == sorted(set(paths))
+    # --days widens "expiring"; table output lists every problem.
+    table = cli("quarantine", "audit", "--recipes", root, "--api-url", api, "--days", "400")
+    assert table.code == 1
+    assert table.out.count("expiring") == 5  # the four 300-day ones and the 5-day one
+
+
+def test_audit_of_a_clean_file_exits_zero(tree: Callable[..., Path], cli, api, monkeypatch) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    far = (dt.date.today() + dt.timedelta(days=300)).isoformat()
+    clean = AUDIT_QUARANTINE.split("  - id: closed-one")[0].replace("FAR", far)
+    run = cli(
+        "quarantine", "audit", "--recipes", tree(v2_files(quarantine=clean)), "--api-url", api
+    )
+    assert run.code == 0, run
+    assert "1 entry (its tracker checked): 0 problem(s)" in run.err
+
+
+def test_audit_tracker_failure_exits_8(tree: Callable[..., Path], cli, api, monkeypatch) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", "not-the-token")
+    run = cli("quarantine", "audit", "--recipes", audit_tree(tree), "--api-url", api)
+    assert run.code == 8, run
+    assert "rejected the token (401)" in run.err
+    assert "not-the-token" not in run.err
+
+
+def test_audit_tracker_base_option_resolves_numbers(
+    tree: Callable[..., Path], cli, api, monkeypatch
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    # A config without tracker_base: #N cannot be checked unless --tracker-base says where.
+    files = v2_files()
+    files["matrixgen.yaml"] = files["matrixgen.yaml"].replace(
+        "  tracker_base: https://github.com/acme/ml/issues/\n", ""
+    )
+    root = tree(files)
+    plain = cli("quarantine", "audit", "--recipes", root, "--api-url", api, "--format", "json")
+    assert "no tracker base" in json.loads(plain.out)["not_checked"]["ep8-dist-opt"]
+    based = cli(
+        "quarantine", "audit", "--recipes", root, "--api-url", api, "--format", "json",
+        "--tracker-base", "https://github.com/acme/ml/issues",
+    )  # fmt: skip
+    states = json.loads(based.out)["tracker_states"]
+    assert states == {"ep8-dist-opt": "open", "ep8-muon": "closed", "unit-bucket": "open"}
