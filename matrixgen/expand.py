@@ -612,7 +612,8 @@ def _check_duplicates(jobs: Iterable[Job], findings: Findings, severity: Severit
     """The same job twice in one scope with overlapping cadences would run twice."""
     first: dict[tuple, Job] = {}
     for job in jobs:
-        key = (job.identity, job.scope)
+        # A plain tuple: building a JobId per job costs more than the whole check.
+        key = (job.model, job.test_case, job.environment, job.platform, job.tag or "", job.scope)
         earlier = first.get(key)
         if earlier is None:
             first[key] = job

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from matrixgen.errors import Finding, RecipeError, Severity
 from matrixgen.expand import Expansion, expand_tree
 from matrixgen.load import RecipeTree, load_tree, read_directory
 from matrixgen.model import Job, Selector, Target
+from matrixgen.quarantine import QuarantineFile, Selection, load_quarantine
+from matrixgen.quarantine import selection as quarantine_selection
 from matrixgen.select import select
 
 
@@ -31,14 +33,36 @@ class Generation:
 
     @property
     def findings(self) -> tuple[Finding, ...]:
-        return self.expansion.findings
+        """Expansion findings, and the quarantine file's (a broken quarantine file
+        must stop generation: nobody could tell what it meant to skip)."""
+        extra = self.quarantine.findings
+        if not extra:
+            return self.expansion.findings
+        return tuple(sorted({*self.expansion.findings, *extra}, key=Finding.sort_key))
+
+    @property
+    def quarantine(self) -> QuarantineFile:
+        """The parsed quarantine file of the tree (parsed once per content)."""
+        return load_quarantine(self.tree)
 
     def select(self, selector: Selector) -> list[Job]:
+        """The jobs a selector matches, before quarantine."""
         return select(self.expansion.jobs, selector)
 
+    def selection(self, target: Target | Selector) -> Selection:
+        """Stage 4 then 5: the target's jobs with quarantine applied; `.jobs` are
+        the kept ones (marked where an entry applies), `.skipped` the removed ones.
+        A bare selector is placed on the system that runs its scope."""
+        return quarantine_selection(
+            self.expansion.jobs,
+            self.quarantine.entries,
+            target,
+            known_test_cases={j.test_case for j in self.expansion.jobs},
+        )
+
     def jobs_for(self, target: Target) -> list[Job]:
-        """The selection of one target."""
-        return self.select(target.selector)
+        """The selection of one target: skipped jobs left out, the others marked."""
+        return list(self.selection(target).jobs)
 
 
 def default_recipes_dir(start: Path | None = None) -> Path:
@@ -57,10 +81,31 @@ def default_recipes_dir(start: Path | None = None) -> Path:
     return Path(top) / "recipes" if top else start / "recipes"
 
 
-def generate_from_files(files: Mapping[str, bytes], *, root: str = ".") -> Generation:
-    """Load and expand a tree given as {relative path: bytes} (a directory or git)."""
-    tree = load_tree(files, root=root)
-    return Generation(tree=tree, expansion=expand_tree(tree))
+@dataclass(frozen=True, slots=True)
+class PipelineCache:
+    """Parsed files and per-file expansions, kept by content id across trees."""
+
+    parsed: dict = field(default_factory=dict)
+    expanded: dict = field(default_factory=dict)
+
+
+def generate_from_files(
+    files: Mapping[str, bytes],
+    *,
+    root: str = ".",
+    blob_ids: Mapping[str, str] | None = None,
+    cache: PipelineCache | None = None,
+) -> Generation:
+    """Load and expand a tree given as {relative path: bytes} (a directory or git).
+
+    With content ids for the files and a cache shared between calls, files seen
+    before are neither parsed nor expanded again (two revisions of one tree).
+    """
+    tree = load_tree(
+        files, root=root, blob_ids=blob_ids, cache=cache.parsed if cache is not None else None
+    )
+    expansion = expand_tree(tree, cache=cache.expanded if cache is not None else None)
+    return Generation(tree=tree, expansion=expansion)
 
 
 def generate(recipes: Path) -> Generation:

@@ -1,0 +1,733 @@
+"""Selection diff between two revisions of a tree: per target, added, removed and
+changed jobs and quarantine changes, on trees written here (format_version 2 with
+a config, format_version 1 without) and in temporary git repositories."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from matrixgen import expand, load
+from matrixgen.diff import (
+    LIFTED,
+    QUARANTINED,
+    REQUARANTINED,
+    SelectionDiff,
+    SideIndex,
+    TargetDiff,
+    diff_generations,
+    diff_revisions,
+)
+from matrixgen.errors import ConfigError, ExitCode, GitError, UsageError
+from matrixgen.gitsource import Repository
+from matrixgen.model import Job
+from matrixgen.pipeline import generate_from_files
+from tests.gitrepo import GitRepo
+
+CONFIG: dict[str, Any] = {
+    "format_version": 2,
+    "vocabulary": {
+        "platforms": ["dgx_h100", "dgx_gb200"],
+        "environments": ["dev", "lts"],
+        "scopes": {"github": ["L0", "L1"], "gitlab": ["mr", "nightly"]},
+    },
+    "platforms": {"dgx_h100": {"arch": "amd64"}, "dgx_gb200": {"arch": "arm64"}},
+    "images": {
+        "github": {"repository": "nvcr.io/pytorch", "tag": "26.09"},
+        "gitlab": {
+            "amd64": {"repository": "reg/ci", "tag": "26.09-amd64"},
+            "arm64": {"repository": "reg/ci", "tag": "26.09-arm64"},
+        },
+    },
+    "quarantine": {"tracker_base": "https://github.com/example/mcore/issues/"},
+    "targets": {
+        "github-l1-h100": {
+            "system": "github",
+            "scope": "L1",
+            "platform": "dgx_h100",
+            "environment": "dev",
+        },
+        "github-l1-gb200": {
+            "system": "github",
+            "scope": "L1",
+            "platform": "dgx_gb200",
+            "environment": "dev",
+        },
+        "gitlab-mr-h100": {
+            "system": "gitlab",
+            "scope": "mr",
+            "platform": "dgx_h100",
+            "environment": "dev",
+        },
+        "gitlab-nightly-h100": {
+            "system": "gitlab",
+            "scope": "nightly",
+            "platform": "dgx_h100",
+            "environment": "dev",
+            "cadence": "nightly",
+        },
+    },
+}
+
+BUILD = {"type": "build", "format_version": 2, "spec": {"name": "mcore-pyt-dev"}}
+
+GPT: dict[str, Any] = {
+    "type": "basic",
+    "format_version": 2,
+    "spec": {
+        "name": "{test_case}_{environment}_{platforms}",
+        "model": "gpt",
+        "build": "mcore-pyt-{environment}",
+        "nodes": 1,
+        "gpus": 8,
+        "platforms": "dgx_h100",
+        "env": {"NVTE_FLASH_ATTN_V4": "0"},
+        "args": ["--flash-attention-version", "2"],
+        "script": "bash run.sh {test_case}\necho done",
+    },
+    "products": [
+        {
+            "test_case": ["gpt_a"],
+            "products": [{"environment": ["dev"], "scope": ["mr", "nightly", "L1"]}],
+        },
+        {
+            "test_case": ["gpt_b"],
+            "products": [
+                {
+                    "environment": ["dev"],
+                    "scope": ["mr", "L1"],
+                    "platforms": ["dgx_h100", "dgx_gb200"],
+                }
+            ],
+        },
+        {"test_case": ["gpt_c"], "products": [{"environment": ["dev"], "scope": ["mr"]}]},
+    ],
+}
+
+
+def v2_tree(gpt: Mapping[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    """{rel: data} of a small format_version 2 tree (data dumped to YAML later)."""
+    tree: dict[str, Any] = {
+        "matrixgen.yaml": copy.deepcopy(CONFIG),
+        "_build-dev.yaml": copy.deepcopy(BUILD),
+        "h100/gpt.yaml": copy.deepcopy(gpt if gpt is not None else GPT),
+    }
+    tree.update(extra)
+    return tree
+
+
+def encode(tree: Mapping[str, Any]) -> dict[str, bytes]:
+    return {
+        rel: data if isinstance(data, bytes) else yaml.safe_dump(data, sort_keys=False).encode()
+        for rel, data in tree.items()
+        if data is not None
+    }
+
+
+def gen(tree: Mapping[str, Any]):  # type: ignore[no-untyped-def]
+    return generate_from_files(encode(tree), root="recipes")
+
+
+def diff(base: Mapping[str, Any], head: Mapping[str, Any], **kwargs: Any) -> SelectionDiff:
+    return diff_generations(gen(base), gen(head), **kwargs)
+
+
+def by_name(result: SelectionDiff) -> dict[str, TargetDiff]:
+    return {t.target.name: t for t in result.targets}
+
+
+def cases(jobs) -> list[str]:  # type: ignore[no-untyped-def]
+    return [j.test_case for j in jobs]
+
+
+def block(test_case: str, **row: Any) -> dict[str, Any]:
+    row = {"environment": ["dev"], **row}
+    return {"test_case": [test_case], "products": [row]}
+
+
+# ---------------------------------------------------------------- targets and jobs
+
+
+def test_identical_trees_list_every_target_with_empty_lists() -> None:
+    result = diff(v2_tree(), v2_tree())
+    assert result.unchanged
+    assert sorted(by_name(result)) == sorted(CONFIG["targets"])
+    for t in result.targets:
+        assert t.added == t.removed == t.changed == t.quarantine == ()
+
+
+def test_added_and_removed_jobs_land_in_the_right_targets() -> None:
+    head = copy.deepcopy(GPT)
+    head["products"].append(block("gpt_new", scope=["L1"]))
+    head["products"] = [b for b in head["products"] if b["test_case"] != ["gpt_c"]]
+    targets = by_name(diff(v2_tree(), v2_tree(head)))
+    assert cases(targets["github-l1-h100"].added) == ["gpt_new"]
+    assert targets["github-l1-h100"].removed == ()
+    assert cases(targets["gitlab-mr-h100"].removed) == ["gpt_c"]
+    assert targets["gitlab-mr-h100"].added == ()
+    assert targets["github-l1-gb200"].unchanged  # gpt_new runs on H100 only
+    assert targets["gitlab-nightly-h100"].unchanged
+
+
+def test_changed_fields_are_listed_old_and_new() -> None:
+    head = copy.deepcopy(GPT)
+    head["products"][0]["products"][0].update(
+        {"time_limit": [5400], "n_repeat": [1], "nodes": [2], "env": {"EXTRA": "1"}}
+    )
+    head["products"][0]["products"][0]["args"] = ["--seed", "7"]
+    head["spec"]["script"] = "bash run.sh {test_case} --fast\necho done"
+    targets = by_name(diff(v2_tree(), v2_tree(head)))
+    changed = {c.head.test_case: c.fields for c in targets["gitlab-mr-h100"].changed}
+    assert changed["gpt_a"] == {
+        "args": (
+            ["--flash-attention-version", "2"],
+            ["--flash-attention-version", "2", "--seed", "7"],
+        ),
+        "env": ({"NVTE_FLASH_ATTN_V4": "0"}, {"EXTRA": "1", "NVTE_FLASH_ATTN_V4": "0"}),
+        "n_repeat": (5, 1),
+        "nodes": (1, 2),
+        "script": (GPT["spec"]["script"], head["spec"]["script"]),
+        "time_limit": (2700, 5400),
+    }
+    # The spec's script changed for every job of the file; nothing else did.
+    assert changed["gpt_c"] == {"script": (GPT["spec"]["script"], head["spec"]["script"])}
+    assert list(changed["gpt_a"]) == sorted(changed["gpt_a"])
+
+
+def test_cadence_change_is_a_change_not_a_new_job() -> None:
+    head = copy.deepcopy(GPT)
+    head["products"][0]["cadence"] = ["nightly"]
+    targets = by_name(diff(v2_tree(), v2_tree(head)))
+    mr = targets["gitlab-mr-h100"]
+    assert mr.added == mr.removed == ()
+    assert [c.fields for c in mr.changed if c.head.test_case == "gpt_a"] == [
+        {"cadence": (["pr", "nightly", "mergegroup"], ["nightly"])}
+    ]
+
+
+def test_image_pin_changes_every_job_of_the_targets_it_covers() -> None:
+    head = v2_tree()
+    head["matrixgen.yaml"]["images"]["gitlab"]["amd64"]["tag"] = "26.10-amd64"
+    targets = by_name(diff(v2_tree(), head))
+    mr = targets["gitlab-mr-h100"]
+    assert sorted(cases(c.head for c in mr.changed)) == ["gpt_a", "gpt_b", "gpt_c"]
+    assert {json.dumps(c.fields) for c in mr.changed} == {
+        json.dumps({"image": ["reg/ci:26.09-amd64", "reg/ci:26.10-amd64"]})
+    }
+    # GitHub's pin and GitLab's arm64 pin did not move.
+    assert targets["github-l1-h100"].unchanged and targets["github-l1-gb200"].unchanged
+
+
+def test_build_recipe_image_in_a_tree_without_pins() -> None:
+    def tree(image: str) -> dict[str, Any]:
+        build = {
+            "type": "build",
+            "format_version": 1,
+            "spec": {"name": "mcore-pyt-dev", "source": {"image": image}},
+        }
+        gpt = {
+            "type": "basic",
+            "format_version": 1,
+            "spec": {"name": "{test_case}", "model": "gpt", "build": "mcore-pyt-{environment}"},
+            "products": [block("a", scope=["mr"], platforms=["dgx_h100"])],
+        }
+        return {"_build-dev.yaml": build, "gpt.yaml": gpt}
+
+    (target,) = diff(tree("reg/dev:1"), tree("reg/dev:2")).targets
+    assert [c.fields for c in target.changed] == [{"image": ("reg/dev:1", "reg/dev:2")}]
+
+
+def test_moving_a_case_to_another_file_changes_nothing() -> None:
+    rest = copy.deepcopy(GPT)
+    moved = copy.deepcopy(GPT)
+    rest["products"] = [b for b in rest["products"] if b["test_case"] != ["gpt_c"]]
+    moved["products"] = [b for b in moved["products"] if b["test_case"] == ["gpt_c"]]
+    head = v2_tree(rest, **{"h100/gpt-moved.yaml": moved})
+    result = diff(v2_tree(), head)
+    assert result.unchanged
+
+
+def test_the_same_identity_twice_in_a_target_pairs_by_cadence() -> None:
+    def tree(nightly_repeat: int) -> dict[str, Any]:
+        gpt = copy.deepcopy(GPT)
+        gpt["products"] = [
+            {
+                "test_case": ["gpt_a"],
+                "products": [
+                    {"environment": ["dev"], "scope": ["mr"], "cadence": ["pr"]},
+                    {
+                        "environment": ["dev"],
+                        "scope": ["mr"],
+                        "cadence": ["nightly"],
+                        "n_repeat": [nightly_repeat],
+                    },
+                ],
+            }
+        ]
+        return v2_tree(gpt)
+
+    mr = by_name(diff(tree(5), tree(2)))["gitlab-mr-h100"]
+    assert mr.added == mr.removed == ()
+    assert [(c.head.cadence, c.fields) for c in mr.changed] == [
+        (("nightly",), {"n_repeat": (5, 2)})
+    ]
+
+
+# ---------------------------------------------------------------- quarantine
+
+
+def quarantine_file(*entries: dict[str, Any]) -> dict[str, Any]:
+    return {"entries": list(entries)}
+
+
+def entry(action: str = "skip", **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "gpt-a-hang",
+        "tracker": "#7201",
+        "kind": "broken",
+        "action": action,
+        "match": {"model": "gpt", "test_case": "gpt_a"},
+        "where": ["github/L1"],
+        "owner": "mcore",
+        "added": "2026-11-12",
+        "expires": "2099-01-31",
+        "reason": "hangs",
+        **extra,
+    }
+
+
+def test_a_new_skip_is_a_quarantine_change_not_a_removal() -> None:
+    head = v2_tree(**{"quarantine.yaml": quarantine_file(entry())})
+    targets = by_name(diff(v2_tree(), head))
+    l1 = targets["github-l1-h100"]
+    assert l1.removed == () and l1.changed == ()
+    (change,) = l1.quarantine
+    assert change.change == QUARANTINED and change.head.test_case == "gpt_a"
+    assert change.old is None
+    assert change.mark.tracker == "https://github.com/example/mcore/issues/7201"
+    assert change.mark.action == "skip"
+    # The entry applies to github/L1 only.
+    assert targets["gitlab-mr-h100"].unchanged
+
+
+def test_lifting_and_changing_an_entry() -> None:
+    quarantined = v2_tree(**{"quarantine.yaml": quarantine_file(entry())})
+    lifted = by_name(diff(quarantined, v2_tree()))["github-l1-h100"]
+    assert [(q.change, q.mark.id) for q in lifted.quarantine] == [(LIFTED, "gpt-a-hang")]
+    assert lifted.added == ()
+    relaxed = v2_tree(**{"quarantine.yaml": quarantine_file(entry("allow-failure"))})
+    changed = by_name(diff(quarantined, relaxed))["github-l1-h100"]
+    (q,) = changed.quarantine
+    assert q.change == REQUARANTINED
+    assert (q.old.action, q.new.action) == ("skip", "allow-failure")
+
+
+def test_the_diff_selects_what_the_pipeline_selects() -> None:
+    """The diff's indexed selection must agree with `Generation.selection`, which
+    the emitters use, quarantine marks and skipped jobs included."""
+    generation = gen(v2_tree(**{"quarantine.yaml": quarantine_file(entry("skip"))}))
+    index = SideIndex("head", generation)
+    for target in generation.tree.config.targets:
+        ours = sorted(index.selection(target), key=Job.sort_key)
+        theirs = generation.selection(target).with_quarantined
+        assert ours == theirs
+        assert [j.quarantine for j in ours] == [j.quarantine for j in theirs]
+    assert any(j.quarantine for t in generation.tree.config.targets for j in index.selection(t))
+
+
+def test_jobs_skipped_on_both_sides_do_not_change() -> None:
+    quarantined = v2_tree(**{"quarantine.yaml": quarantine_file(entry())})
+    head = copy.deepcopy(quarantined)
+    head["h100/gpt.yaml"]["products"][0]["products"][0]["time_limit"] = [5400]
+    targets = by_name(diff(quarantined, head))
+    l1 = targets["github-l1-h100"]  # gpt_a is skipped there: it runs on neither side
+    assert l1.unchanged and (l1.base_jobs, l1.head_jobs) == (1, 1)
+    mr = targets["gitlab-mr-h100"]  # not quarantined there: the change shows
+    assert [(c.head.test_case, c.fields) for c in mr.changed] == [
+        ("gpt_a", {"time_limit": (2700, 5400)})
+    ]
+    assert (mr.base_jobs, mr.head_jobs) == (3, 3)
+
+
+def test_jobs_added_already_quarantined_carry_their_mark() -> None:
+    head_gpt = copy.deepcopy(GPT)
+    head_gpt["products"].append(block("gpt_new", scope=["L1"]))
+    base = v2_tree(**{"quarantine.yaml": quarantine_file(entry(match={"test_case": "gpt_*"}))})
+    head = v2_tree(head_gpt, **{"quarantine.yaml": base["quarantine.yaml"]})
+    l1 = by_name(diff(base, head))["github-l1-h100"]
+    assert cases(l1.added) == ["gpt_new"]
+    assert l1.added[0].quarantine is not None and l1.quarantine == ()
+
+
+# ---------------------------------------------------------------- which targets
+
+
+V1_GPT: dict[str, Any] = {
+    "type": "basic",
+    "format_version": 1,
+    "spec": {"name": "{test_case}", "model": "gpt", "platforms": "dgx_h100"},
+    "products": [
+        block("a", scope=["mr", "nightly"]),
+        block("b", scope=["mr-github"]),
+    ],
+}
+
+
+def test_without_config_targets_are_every_combination_used_on_either_side() -> None:
+    head = copy.deepcopy(V1_GPT)
+    head["products"].append(block("c", scope=["mr-slim"]))
+    head["products"][0]["products"][0]["scope"] = ["mr"]  # a leaves nightly
+    result = diff({"gpt.yaml": V1_GPT}, {"gpt.yaml": head})
+    targets = by_name(result)
+    assert sorted(targets) == [
+        "github-L1-dgx_h100-dev",
+        "gitlab-L2-dgx_h100-dev",
+        "gitlab-mr-dgx_h100-dev",
+        "gitlab-mr-slim-dgx_h100-dev",
+    ]
+    assert cases(targets["gitlab-mr-slim-dgx_h100-dev"].added) == ["c"]
+    assert cases(targets["gitlab-L2-dgx_h100-dev"].removed) == ["a"]  # now empty on head
+
+
+def test_ad_hoc_targets_echo_the_selector_as_given() -> None:
+    head = copy.deepcopy(V1_GPT)
+    head["products"][0]["products"][0]["n_repeat"] = [1]
+    result = diff(
+        {"gpt.yaml": V1_GPT},
+        {"gpt.yaml": head},
+        specs=["scope=nightly,platform=dgx_h100,environment=dev,cadence=nightly"],
+    )
+    (t,) = result.targets
+    assert t.target.to_dict() == {
+        "system": "gitlab",
+        "scope": "nightly",
+        "platform": "dgx_h100",
+        "environment": "dev",
+        "cadence": "nightly",
+    }
+    assert [c.fields for c in t.changed] == [{"n_repeat": (5, 1)}]
+
+
+def test_target_names_and_their_mistakes() -> None:
+    result = diff(v2_tree(), v2_tree(), names=["gitlab-mr-h100"])
+    assert [t.target.name for t in result.targets] == ["gitlab-mr-h100"]
+    with pytest.raises(UsageError, match='did you mean "gitlab-mr-h100"'):
+        diff(v2_tree(), v2_tree(), names=["gitlab-mr-h10"])
+    with pytest.raises(UsageError, match="given twice"):
+        diff(v2_tree(), v2_tree(), names=["gitlab-mr-h100", "gitlab-mr-h100"])
+
+
+def test_a_target_configured_on_one_side_only() -> None:
+    head = v2_tree()
+    head["matrixgen.yaml"]["targets"]["github-l0-h100"] = {
+        "system": "github",
+        "scope": "L0",
+        "platform": "dgx_h100",
+        "environment": "dev",
+    }
+    head["h100/gpt.yaml"]["products"].append(block("gpt_l0", scope=["L0"]))
+    targets = by_name(diff(v2_tree(), head))
+    assert targets["github-l0-h100"].exists == "head"
+    assert cases(targets["github-l0-h100"].added) == ["gpt_l0"]
+    gone = by_name(diff(head, v2_tree()))["github-l0-h100"]
+    assert gone.exists == "base" and cases(gone.removed) == ["gpt_l0"]
+
+
+def test_a_target_definition_change_is_reported_once() -> None:
+    head = v2_tree()
+    head["matrixgen.yaml"]["targets"]["gitlab-mr-h100"]["timeout"] = 3600
+    mr = by_name(diff(v2_tree(), head))["gitlab-mr-h100"]
+    assert mr.settings == {"timeout": (None, 3600)}
+    assert mr.changed == ()
+
+
+def test_moving_a_v1_tree_to_a_config_changes_no_job() -> None:
+    base = {"gpt.yaml": V1_GPT}
+    head_gpt = copy.deepcopy(V1_GPT)
+    head = {
+        "gpt.yaml": head_gpt,
+        "matrixgen.yaml": {
+            "format_version": 2,
+            "vocabulary": {
+                "platforms": ["dgx_h100"],
+                "environments": ["dev"],
+                "scopes": {"github": ["L1"], "gitlab": ["mr", "nightly"]},
+            },
+            "targets": {
+                "mr": {
+                    "system": "gitlab",
+                    "scope": "mr",
+                    "platform": "dgx_h100",
+                    "environment": "dev",
+                }
+            },
+        },
+    }
+    (t,) = diff(base, head).targets
+    assert t.exists == "both" and t.added == t.removed == t.changed == ()
+
+
+# ---------------------------------------------------------------- properties
+
+
+CASE_NAMES = st.sampled_from(["a", "b", "c", "d"])
+ROW = st.fixed_dictionaries(
+    {
+        "environment": st.lists(
+            st.sampled_from(["dev", "lts"]), min_size=1, max_size=2, unique=True
+        ),
+        "scope": st.lists(
+            st.sampled_from(["mr", "nightly", "mr-github", "L0"]),
+            min_size=1,
+            max_size=2,
+            unique=True,
+        ),
+        "platforms": st.lists(
+            st.sampled_from(["dgx_h100", "dgx_gb200"]), min_size=1, max_size=2, unique=True
+        ),
+    },
+    optional={
+        "n_repeat": st.lists(st.integers(1, 5), min_size=1, max_size=1),
+        "time_limit": st.lists(st.sampled_from([1800, 2700]), min_size=1, max_size=1),
+    },
+)
+TREE = st.dictionaries(CASE_NAMES, ROW, max_size=4).map(
+    lambda rows: {
+        "gpt.yaml": {
+            "type": "basic",
+            "format_version": 1,
+            "spec": {"name": "{test_case}", "model": "gpt", "script": "run {test_case}"},
+            "products": [{"test_case": [name], "products": [row]} for name, row in rows.items()],
+        }
+    }
+)
+
+
+def _keys(jobs) -> list[tuple]:  # type: ignore[no-untyped-def]
+    return sorted(j.sort_key() for j in jobs)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(TREE, TREE)
+def test_diff_properties(base: dict[str, Any], head: dict[str, Any]) -> None:
+    assert diff(base, base).unchanged
+    forward, backward = by_name(diff(base, head)), by_name(diff(head, base))
+    assert sorted(forward) == sorted(backward)
+    for name, f in forward.items():
+        b = backward[name]
+        assert _keys(f.added) == _keys(b.removed)
+        assert _keys(f.removed) == _keys(b.added)
+        swapped = {
+            c.head.sort_key(): {k: (v[1], v[0]) for k, v in c.fields.items()} for c in b.changed
+        }
+        assert {c.base.sort_key(): dict(c.fields) for c in f.changed} == swapped
+
+
+# ---------------------------------------------------------------- git revisions
+
+
+def dumped(tree: Mapping[str, Any]) -> dict[str, str]:
+    return {rel: data.decode() for rel, data in encode(tree).items()}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitRepo:
+    return GitRepo(tmp_path / "repo")
+
+
+def test_diff_of_a_commit_against_the_dirty_worktree(repo: GitRepo) -> None:
+    base = repo.commit(dumped(v2_tree()))
+    head_gpt = copy.deepcopy(GPT)
+    head_gpt["products"].append(block("gpt_new", scope=["L1"]))
+    repo.write(dumped(v2_tree(head_gpt)))
+    result, _ = diff_revisions(Repository(repo.top), "recipes", "HEAD")
+    assert result.base == base and result.head == "worktree"
+    assert cases(by_name(result)["github-l1-h100"].added) == ["gpt_new"]
+    assert result.notes == ()
+    # Swapping the sides swaps added and removed (committed both, to compare revisions).
+    head = repo.commit()
+    back, _ = diff_revisions(Repository(repo.top), "recipes", head, base)
+    assert cases(by_name(back)["github-l1-h100"].removed) == ["gpt_new"]
+    assert (back.base, back.head) == (head, base)
+
+
+def test_only_changed_files_are_parsed_and_expanded_again(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = {f"h100/gpt{i}.yaml": copy.deepcopy(GPT) for i in range(20)}
+    for i, data in enumerate(files.values()):
+        for b in data["products"]:
+            b["test_case"] = [f"{b['test_case'][0]}_{i}"]
+    repo.commit(dumped(v2_tree(**files)))
+    files["h100/gpt3.yaml"]["spec"]["nodes"] = 2
+    repo.write(dumped(files))
+    parsed: list[str] = []
+    expanded: list[str] = []
+    real_parse, real_expand = load.parse_recipe, expand.expand_file
+
+    def count_parse(raw, rel, shown, findings):  # type: ignore[no-untyped-def]
+        parsed.append(rel)
+        return real_parse(raw, rel, shown, findings)
+
+    def count_expand(recipe, config, **kwargs):  # type: ignore[no-untyped-def]
+        expanded.append(recipe.rel)
+        return real_expand(recipe, config, **kwargs)
+
+    monkeypatch.setattr(load, "parse_recipe", count_parse)
+    monkeypatch.setattr(expand, "expand_file", count_expand)
+    result, _ = diff_revisions(Repository(repo.top), "recipes", "HEAD")
+    # Every file once for the base, then only the changed one for the head.
+    assert sorted(parsed) == sorted(
+        [*[r for r in dumped(v2_tree(**files)) if r != "matrixgen.yaml"], "h100/gpt3.yaml"]
+    )
+    assert expanded.count("h100/gpt3.yaml") == 2 and expanded.count("h100/gpt4.yaml") == 1
+    changed = by_name(result)["gitlab-mr-h100"].changed
+    assert sorted(c.head.test_case for c in changed) == ["gpt_a_3", "gpt_b_3", "gpt_c_3"]
+
+
+def test_recipes_absent_at_the_base(repo: GitRepo) -> None:
+    repo.write({"README": "x\n"}, under="")
+    base = repo.commit()
+    repo.write(dumped(v2_tree()))
+    result, _ = diff_revisions(Repository(repo.top), "recipes", base)
+    assert any(
+        "recipes does not exist there" in n and "every job is added" in n for n in result.notes
+    )
+    assert cases(by_name(result)["gitlab-mr-h100"].added) == ["gpt_a", "gpt_b", "gpt_c"]
+    with pytest.raises(UsageError, match="exists neither"):
+        diff_revisions(Repository(repo.top), "nowhere", base)
+
+
+def test_a_base_with_broken_recipes_is_still_compared(repo: GitRepo) -> None:
+    broken = dumped(v2_tree())
+    broken["h100/bad.yaml"] = "spec: [unclosed\n"
+    base = repo.commit(broken)
+    repo.write({"h100/bad.yaml": None})
+    result, sides = diff_revisions(Repository(repo.top), "recipes", base)
+    assert any(
+        n.startswith(f"base {base[:12]}: 1 error(s) in the recipe tree") for n in result.notes
+    )
+    assert result.unchanged  # the readable files are the same on both sides
+    assert sides[0].generation.findings
+
+
+def test_a_bad_config_on_the_base_names_the_side(repo: GitRepo) -> None:
+    tree = dumped(v2_tree())
+    tree["matrixgen.yaml"] = "format_version: 2\nvocabulary: 7\n"
+    base = repo.commit(tree)
+    repo.write(dumped(v2_tree()))
+    with pytest.raises(ConfigError) as info:
+        diff_revisions(Repository(repo.top), "recipes", base)
+    assert str(info.value.message).startswith(f"base ({base[:12]}): invalid project config")
+    assert info.value.exit_code is ExitCode.CONFIG
+
+
+def test_unknown_revision(repo: GitRepo) -> None:
+    repo.commit(dumped(v2_tree()))
+    with pytest.raises(GitError, match='unknown revision "nope"'):
+        diff_revisions(Repository(repo.top), "recipes", "nope")
+
+
+# ---------------------------------------------------------------- the command
+
+
+@pytest.fixture
+def in_repo(repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
+    monkeypatch.chdir(repo.top)
+    return repo
+
+
+def test_cli_json(in_repo: GitRepo, cli: Callable[..., Any]) -> None:
+    base = in_repo.commit(dumped(v2_tree()))
+    head_gpt = copy.deepcopy(GPT)
+    head_gpt["products"].append(block("gpt_new", scope=["L1"]))
+    in_repo.write(dumped(v2_tree(head_gpt)))
+    run = cli("diff", "HEAD", "--format", "json")
+    assert run.code == 0, run
+    data = json.loads(run.out)
+    assert data["base"] == base and data["head"] == "worktree"
+    assert data["targets"][0]["target"] == {
+        "system": "github",
+        "scope": "L1",
+        "platform": "dgx_gb200",
+        "environment": "dev",
+        "cadence": None,
+    }
+    l1 = next(t for t in data["targets"] if t["name"] == "github-l1-h100")
+    assert [j["test_case"] for j in l1["added"]] == ["gpt_new"]
+    assert l1["added"][0]["scope"] == "L1" and l1["removed"] == [] and l1["changed"] == []
+
+
+def test_cli_markdown_and_expectations(in_repo: GitRepo, cli: Callable[..., Any]) -> None:
+    in_repo.commit(dumped(v2_tree()))
+    head_gpt = copy.deepcopy(GPT)
+    head_gpt["products"].append(block("gpt_new", scope=["L1"]))
+    in_repo.write(dumped(v2_tree(head_gpt)))
+    run = cli(
+        "diff",
+        "HEAD",
+        "--format",
+        "markdown",
+        "--expect",
+        "github/L1:+1,-0",
+        "--expect",
+        "gitlab/*:=0",
+    )
+    assert run.code == 0, run
+    assert run.out.startswith("<!-- matrixgen-diff -->\n")
+    assert "holds" in run.err
+    run = cli("diff", "HEAD", "--expect", "github/L1:+6")
+    assert run.code == ExitCode.EXPECTATION
+    assert "expected exactly 6 added, got 1" in run.err
+    assert "gpt_new" in run.out  # the diff is printed before the verdict
+    run = cli("diff", "HEAD", "--expect", "github/L1+6")
+    assert run.code == ExitCode.USAGE and "PATTERN:CHECKS" in run.err
+
+
+def test_cli_refuses_revisions_that_look_like_options(
+    in_repo: GitRepo, cli: Callable[..., Any]
+) -> None:
+    in_repo.commit(dumped(v2_tree()))
+    run = cli("diff", "--", "--output=owned")
+    assert run.code == ExitCode.USAGE and 'starts with "-"' in run.err
+    assert not (in_repo.top / "owned").exists()
+    run = cli("diff", "HEAD", "--", "-p")
+    assert run.code == ExitCode.USAGE
+    run = cli("diff", "no-such-branch")
+    assert run.code == ExitCode.GIT and 'unknown revision "no-such-branch"' in run.err
+    assert "Traceback" not in run.err
+
+
+def test_cli_reports_errors_of_a_side_and_still_diffs(
+    in_repo: GitRepo, cli: Callable[..., Any]
+) -> None:
+    broken = dumped(v2_tree())
+    broken["h100/bad.yaml"] = "spec: [unclosed\n"
+    base = in_repo.commit(broken)
+    in_repo.write({"h100/bad.yaml": None})
+    run = cli("diff", base, "--expect", "*:=0")
+    assert run.code == 0, run
+    assert f"matrixgen: base {base[:12]}: 1 error(s) in the recipe tree:" in run.err
+    assert "recipes/h100/bad.yaml:2:1: error:" in run.err
+    assert "Traceback" not in run.err
+
+
+def test_cli_with_renamed_and_deleted_files(in_repo: GitRepo, cli: Callable[..., Any]) -> None:
+    extra = {"type": "basic", "format_version": 2, "spec": copy.deepcopy(GPT["spec"])}
+    extra["products"] = [block("gpt_x", scope=["mr"])]
+    in_repo.commit(dumped(v2_tree(**{"h100/extra.yaml": extra})))
+    in_repo.git("mv", "recipes/h100/gpt.yaml", "recipes/h100/gpt-renamed.yaml")
+    in_repo.write({"h100/extra.yaml": None})
+    run = cli("diff", "HEAD", "--format", "json", "--expect", "gitlab/mr:-1,+0,~0")
+    assert run.code == 0, run
+    mr = next(t for t in json.loads(run.out)["targets"] if t["name"] == "gitlab-mr-h100")
+    assert [j["test_case"] for j in mr["removed"]] == ["gpt_x"]
+    assert mr["removed"][0]["recipe"] == "h100/extra.yaml"

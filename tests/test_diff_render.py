@@ -1,0 +1,393 @@
+"""Rendering a selection diff: the JSON shape, the PR comment, the terminal text,
+and byte-for-byte determinism."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from matrixgen.diff import (
+    LIFTED,
+    QUARANTINED,
+    ChangedJob,
+    QuarantineChange,
+    SelectionDiff,
+    TargetDiff,
+)
+from matrixgen.diff_render import (
+    MARKDOWN_LIMIT,
+    MARKER,
+    render,
+    render_json,
+    render_markdown,
+    render_text,
+)
+from matrixgen.model import Job, QuarantineMark, Selector, Target
+from matrixgen.vocab import System
+from tests.gitrepo import GIT_ENV, GitRepo
+from tests.test_diff import GPT, block, diff, dumped, v2_tree
+
+SCRIPT_OLD = "set -e\nbash run.sh {test_case}\necho done"
+SCRIPT_NEW = "set -e\nbash run.sh {test_case} --fast\necho done"
+
+
+def job(test_case: str, scope: str = "L1", **kw: Any) -> Job:
+    fields: dict[str, Any] = {
+        "model": "gpt",
+        "test_case": test_case,
+        "environment": "dev",
+        "platform": "dgx_h100",
+        "tag": None,
+        "scope": scope,
+        "cadence": ("pr", "mergegroup"),
+        "name": f"{test_case}_dev_dgx_h100",
+        "build": "mcore-pyt-dev",
+        "n_repeat": 5,
+        "time_limit": 2700,
+    }
+    return Job(**{**fields, **kw})
+
+
+def target(name: str, system: str, scope: str, cadence: str | None = None) -> Target:
+    selector = Selector(scope=scope, platform="dgx_h100", environment="dev", cadence=cadence)
+    return Target(name=name, system=System(system), selector=selector)
+
+
+MARK = QuarantineMark(
+    id="moe-ep8-hang",
+    tracker="https://github.com/example/mcore/issues/7201",
+    action="skip",
+    kind="broken",
+)
+
+
+def sample() -> SelectionDiff:
+    changed = [
+        ChangedJob(job(c, "mr"), job(c, "mr"), {"script": (SCRIPT_OLD, SCRIPT_NEW)})
+        for c in ("c1", "c2", "c3")
+    ]
+    changed.append(
+        ChangedJob(
+            job("t", "mr"),
+            job("t", "mr", time_limit=5400),
+            {"env": ({"A": "1"}, {"A": "2", "B": "3"}), "time_limit": (2700, 5400)},
+        )
+    )
+    return SelectionDiff(
+        base="0123456789abcdef0123456789abcdef01234567",
+        head="worktree",
+        targets=(
+            TargetDiff(
+                target("github-l1-h100", "github", "L1"),
+                added=tuple(job(f"new{i}") for i in range(6)),
+                base_jobs=10,
+                head_jobs=16,
+            ),
+            TargetDiff(
+                target("gitlab-mr-h100", "gitlab", "mr"),
+                changed=tuple(changed),
+                quarantine=(
+                    QuarantineChange(
+                        QUARANTINED, job("moe_ep8", "mr"), job("moe_ep8", "mr", quarantine=MARK)
+                    ),
+                    QuarantineChange(
+                        LIFTED,
+                        job(
+                            "cp2",
+                            "mr",
+                            quarantine=QuarantineMark(
+                                id="cp2", tracker="#7733", action="skip", kind="flaky"
+                            ),
+                        ),
+                        job("cp2", "mr"),
+                    ),
+                ),
+                base_jobs=20,
+                head_jobs=21,
+            ),
+            TargetDiff(
+                target("gitlab-nightly-h100", "gitlab", "nightly", "nightly"),
+                removed=(job("old", "L2", cadence=("nightly",)),),
+                base_jobs=1,
+                head_jobs=0,
+            ),
+            TargetDiff(target("gitlab-mr-slim-h100", "gitlab", "mr-slim")),
+        ),
+        notes=("base 0123456789ab: 1 recipe error(s); rows that could not be read yield no jobs",),
+    )
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def test_json_shape() -> None:
+    data = json.loads(render_json(sample()))
+    assert data["base"] == "0123456789abcdef0123456789abcdef01234567"
+    assert data["head"] == "worktree"
+    assert len(data["targets"]) == 4
+    first = data["targets"][0]
+    assert first["target"] == {
+        "system": "github",
+        "scope": "L1",
+        "platform": "dgx_h100",
+        "environment": "dev",
+        "cadence": None,
+    }
+    assert first["added"][0] == job("new0").to_dict()
+    assert first["removed"] == [] and first["changed"] == []
+    assert first["jobs"] == {"base": 10, "head": 16}
+    mr = data["targets"][1]
+    assert mr["changed"][3] == {
+        "job": job("t", "mr", time_limit=5400).to_dict(),
+        "fields": {"env": [{"A": "1"}, {"A": "2", "B": "3"}], "time_limit": [2700, 5400]},
+    }
+    assert [q["change"] for q in mr["quarantine"]] == ["quarantined", "lifted"]
+    assert mr["quarantine"][0]["new"]["tracker"] == MARK.tracker
+    assert mr["quarantine"][0]["old"] is None
+    # The nightly target echoes its selector as configured (cadence included).
+    assert data["targets"][2]["target"]["scope"] == "nightly"
+    assert data["targets"][2]["target"]["cadence"] == "nightly"
+    unchanged = data["targets"][3]
+    assert (unchanged["added"], unchanged["removed"], unchanged["changed"]) == ([], [], [])
+    assert data["summary"] == {
+        "targets": 4,
+        "targets_changed": 3,
+        "added": 6,
+        "removed": 1,
+        "changed": 4,
+        "quarantine": 2,
+    }
+    assert data["notes"] == list(sample().notes)
+
+
+# ---------------------------------------------------------------- markdown
+
+
+def table_rows(text: str) -> list[list[str]]:
+    rows = []
+    for line in text.splitlines():
+        if (
+            line.startswith("| ")
+            and not line.startswith("| :--")
+            and not line.startswith("| target")
+        ):
+            cells = re.split(r"(?<!\\)\|", line)[1:-1]
+            rows.append([c.strip() for c in cells])
+    return rows
+
+
+def test_markdown_summary_first() -> None:
+    text = render_markdown(sample())
+    assert text.startswith(MARKER + "\n")
+    assert "`0123456789ab` → the working tree" in text
+    assert (
+        "**+6 added · −1 removed · ~4 changed · 2 quarantine change(s)** in 3 of 4 target(s)."
+        in text
+    )
+    assert table_rows(text) == [
+        ["`github-l1-h100`", "10 → 16", "+6", "−0", "~0", ""],
+        ["`gitlab-mr-h100`", "20 → 21", "+0", "−0", "~4", "1 lifted, 1 quarantined"],
+        ["`gitlab-nightly-h100`", "1 → 0", "+0", "−1", "~0", ""],
+    ]
+    assert "<details><summary>1 target(s) unchanged</summary>" in text
+    assert "`gitlab-mr-slim-h100`" in text
+    assert "> ⚠️ base 0123456789ab: 1 recipe error(s); rows that could not be read" in text
+
+
+def test_markdown_quarantine_changes_link_their_trackers() -> None:
+    text = render_markdown(sample())
+    assert (
+        "- **quarantined** [#7201](https://github.com/example/mcore/issues/7201) "
+        "(skip, entry `moe-ep8-hang`): 1 job(s) in `gitlab-mr-h100`"
+    ) in text
+    # A bare #N is left for GitHub to link in the repository of the PR.
+    assert "- **lifted** #7733 (skip, entry `cp2`)" in text
+
+
+def test_markdown_details_group_one_edit_of_many_jobs() -> None:
+    text = render_markdown(sample())
+    details = text[text.index("<details><summary><b>gitlab-mr-h100</b>") :]
+    details = details[: details.index("</details>")]
+    # The script edit is shown once for its three jobs, as a diff.
+    assert details.count("```diff") == 1
+    assert "- `gpt/c1`, `gpt/c2`, `gpt/c3`" in details
+    assert "-bash run.sh {test_case}" in details and "+bash run.sh {test_case} --fast" in details
+    assert "`env`: `+B=3, A: 1 -> 2`" in details
+    assert "`time_limit`: `2700` → `5400`" in details
+    assert details.count("<summary>") == 1
+
+
+def test_markdown_says_all_jobs_when_one_edit_changes_a_whole_target() -> None:
+    jobs = [job(f"j{i}") for i in range(30)]
+    image = ("reg/ci:26.09", "reg/ci:26.10")
+    changed = tuple(ChangedJob(j, j, {"image": image}) for j in jobs)
+    diff_ = SelectionDiff(
+        base="a" * 40,
+        head="b" * 40,
+        targets=(
+            TargetDiff(target("t", "github", "L1"), changed=changed, base_jobs=30, head_jobs=30),
+        ),
+    )
+    text = render_markdown(diff_)
+    assert "- all 30 jobs of this target\n  - `image`: `reg/ci:26.09` → `reg/ci:26.10`" in text
+    assert "`gpt/j0`" not in text
+
+
+def test_markdown_combined_trackers_and_backticks_in_scripts() -> None:
+    mark = QuarantineMark(
+        id="a, b",
+        tracker="https://github.com/example/mcore/issues/1, #2",
+        action="skip",
+        kind="flaky",
+    )
+    old_script, new_script = "echo ```a```\nrun", "echo ```b```\nrun"
+    diff_ = SelectionDiff(
+        base="a" * 40,
+        head="b" * 40,
+        targets=(
+            TargetDiff(
+                target("t", "gitlab", "mr"),
+                quarantine=(QuarantineChange(QUARANTINED, job("x"), job("x", quarantine=mark)),),
+                changed=(ChangedJob(job("y"), job("y"), {"script": (old_script, new_script)}),),
+            ),
+        ),
+    )
+    text = render_markdown(diff_)
+    assert "[#1](https://github.com/example/mcore/issues/1), #2" in text
+    assert "    ````diff\n" in text and "\n    ````\n" in text
+
+
+def test_markdown_without_changes() -> None:
+    unchanged = SelectionDiff(base="a" * 40, head="b" * 40, targets=sample().targets[3:])
+    text = render_markdown(unchanged)
+    assert text.startswith(MARKER)
+    assert "**No selection change** in any of the 1 target(s)." in text
+    assert "<details>" not in text and "|" not in text
+
+
+def test_markdown_stays_under_the_comment_limit() -> None:
+    # Each target's list is cut at 50 jobs; forty targets of long names still
+    # pass the limit, so the details go and the summary stays.
+    many = tuple(job(f"case_{i:03d}_" + "x" * 80) for i in range(60))
+    huge = SelectionDiff(
+        base="a" * 40,
+        head="b" * 40,
+        targets=tuple(
+            TargetDiff(target(f"github-l1-{i:02d}", "github", "L1"), added=many) for i in range(40)
+        ),
+    )
+    text = render_markdown(huge)
+    assert len(text) <= MARKDOWN_LIMIT
+    # The summary counts distinct jobs: the same 60 jobs are in every target.
+    assert "**+60 added · −0 removed" in text and "| `github-l1-39` | 0 | +60 |" in text
+    # Details are left out, and the JSON still has everything.
+    assert "Per-target details are left out" in text
+    assert len(json.loads(render_json(huge))["targets"][0]["added"]) == 60
+
+
+def test_markdown_cuts_long_lists() -> None:
+    many = tuple(job(f"case_{i:03d}") for i in range(120))
+    diff_ = SelectionDiff(
+        base="a" * 40,
+        head="b" * 40,
+        targets=(TargetDiff(target("t", "github", "L1"), added=many),),
+    )
+    text = render_markdown(diff_)
+    assert "`gpt/case_049`" in text and "`gpt/case_050`" not in text
+    assert "- … and 70 more (`--format json` lists all)" in text
+
+
+def test_markdown_with_thousands_of_targets() -> None:
+    huge = SelectionDiff(
+        base="a" * 40,
+        head="b" * 40,
+        targets=tuple(
+            TargetDiff(target(f"target-{i:05d}-" + "y" * 60, "github", "L1"), added=(job("a"),))
+            for i in range(3000)
+        ),
+    )
+    text = render_markdown(huge)
+    assert len(text) <= MARKDOWN_LIMIT
+    assert "| … and 2800 more target(s) | | | | | |" in text
+
+
+def test_markdown_escapes_what_would_break_a_table() -> None:
+    odd = job("a|b`c")
+    diff_ = SelectionDiff(
+        base="a" * 40,
+        head="b" * 40,
+        targets=(TargetDiff(target("x|y", "github", "L1"), added=(odd,)),),
+    )
+    text = render_markdown(diff_)
+    (row,) = table_rows(text)
+    assert len(row) == 6 and row[0] == "`x\\|y`"
+    assert "`` gpt/a\\|b`c ``" in text
+
+
+# ---------------------------------------------------------------- text
+
+
+def test_text_report() -> None:
+    text = render_text(sample())
+    assert text.splitlines()[0] == "selection diff: base 0123456789ab -> head worktree"
+    assert "3 of 4 target(s) change: +6 added, -1 removed, ~4 changed" in text
+    assert "  + gpt/new0\n" in text
+    assert "  - gpt/old\n" in text
+    assert "      time_limit: 2700 -> 5400" in text
+    assert "      env: +B=3, A: 1 -> 2" in text
+    assert "  q quarantined gpt/moe_ep8: https://github.com/example/mcore/issues/7201, skip" in text
+    assert "unchanged (1): gitlab-mr-slim-h100" in text
+    assert "github-l1-h100 (github L1 dgx_h100 dev): +6 -0 ~0, 10 -> 16 jobs" in text
+    assert "note: base 0123456789ab: 1 recipe error(s)" in text
+
+
+def test_a_job_listed_twice_shows_its_cadence() -> None:
+    twins = (job("a", cadence=("pr",)), job("a", cadence=("nightly",)))
+    diff_ = SelectionDiff(
+        base="a" * 40,
+        head="b" * 40,
+        targets=(TargetDiff(target("t", "gitlab", "mr"), added=twins),),
+    )
+    assert "+ gpt/a (nightly)" in render_text(diff_) and "+ gpt/a (pr)" in render_text(diff_)
+
+
+# ---------------------------------------------------------------- determinism
+
+
+def test_same_bytes_whatever_the_file_order() -> None:
+    head_gpt = copy.deepcopy(GPT)
+    head_gpt["products"].append(block("gpt_new", scope=["L1"]))
+    head_gpt["products"][0]["products"][0]["time_limit"] = [5400]
+    base, head = v2_tree(), v2_tree(head_gpt)
+    forward = diff(base, head)
+    backward = diff(dict(reversed(list(base.items()))), dict(reversed(list(head.items()))))
+    for fmt in ("json", "markdown", "text"):
+        assert render(forward, fmt) == render(backward, fmt)
+
+
+def test_same_bytes_whatever_the_hash_seed(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(dumped(v2_tree()))
+    head_gpt = copy.deepcopy(GPT)
+    head_gpt["products"].append(block("gpt_new", scope=["L1"]))
+    head_gpt["spec"]["env"]["ZZ"] = "1"
+    repo.write(dumped(v2_tree(head_gpt)))
+    outputs = set()
+    for seed in ("1", "2"):
+        result = subprocess.run(
+            [sys.executable, "-m", "matrixgen", "diff", "HEAD", "--format", "markdown"],
+            cwd=repo.top,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **GIT_ENV, "PYTHONHASHSEED": seed},
+            check=True,
+        )
+        outputs.add(result.stdout)
+    assert len(outputs) == 1
+    assert "`gpt_new`" not in outputs.pop()  # jobs are model/test_case, not the raw name

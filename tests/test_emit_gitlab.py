@@ -1,0 +1,586 @@
+"""GitLab child pipelines: job shape, quoting, names, limits, quarantine marks,
+and real runs under gitlab-ci-local."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from matrixgen.emit import EmitSettings, resolve_settings
+from matrixgen.emit_gitlab import (
+    GITLAB_MAX_CHILD_YAML_BYTES,
+    PLACEHOLDER_JOB,
+    RESERVED_NAMES,
+    emit_gitlab,
+    gitlab_duration,
+    job_names,
+    job_script,
+    shell_quote,
+)
+from matrixgen.errors import ConfigError, LimitError, RecipeError
+from matrixgen.model import Job, QuarantineMark, Selector, Target
+from matrixgen.pipeline import Generation, generate_from_files
+from matrixgen.vocab import System
+from tests import realvalidators as rv
+from tests.emit_fixtures import HOSTILE, PWNED, V2_TREE, WEIRD_VALUE, tree_files
+
+
+@cache
+def fixture() -> Generation:
+    return generate_from_files(tree_files(V2_TREE), root="fixture")
+
+
+def target_jobs(name: str) -> tuple[Target, list[Job], EmitSettings]:
+    gen = fixture()
+    target = gen.tree.config.target(name)
+    assert target is not None
+    jobs = gen.jobs_for(target)
+    return target, jobs, resolve_settings(target, gen.tree.config, jobs)
+
+
+def pipeline(name: str) -> dict:
+    _, jobs, settings = target_jobs(name)
+    return yaml.safe_load(emit_gitlab(jobs, settings).text)
+
+
+def make_job(test_case: str = "case", **changes: object) -> Job:
+    fields: dict = {
+        "model": "gpt",
+        "test_case": test_case,
+        "environment": "dev",
+        "platform": "dgx_h100",
+        "tag": None,
+        "scope": "mr",
+        "cadence": ("pr",),
+        "name": f"{test_case}_dev_dgx_h100",
+        "build": None,
+        "n_repeat": 1,
+        "time_limit": 60,
+    }
+    fields.update(changes)
+    return Job(**fields)
+
+
+def bare_settings(**changes: object) -> EmitSettings:
+    target = Target(
+        name="t",
+        system=System.GITLAB,
+        selector=Selector(scope="mr", platform="dgx_h100", environment="dev"),
+    )
+    return dataclasses.replace(EmitSettings(target=target, launcher="run"), **changes)
+
+
+# --------------------------------------------------------------------------- durations
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(2700, "45m"), (5400, "1h 30m"), (3600, "1h"), (90, "1m 30s"), (7261, "2h 1m 1s"), (1, "1s")],
+)
+def test_gitlab_duration(seconds: int, text: str) -> None:
+    assert gitlab_duration(seconds) == text
+
+
+@given(st.integers(min_value=1, max_value=10 * 24 * 3600))
+def test_duration_reads_back_as_the_same_seconds(seconds: int) -> None:
+    units = {"h": 3600, "m": 60, "s": 1}
+    parts = gitlab_duration(seconds).split(" ")
+    assert sum(int(p[:-1]) * units[p[-1]] for p in parts) == seconds
+    assert [p[-1] for p in parts] == sorted((p[-1] for p in parts), key="hms".index)
+
+
+# --------------------------------------------------------------------------- job shape
+
+
+def test_jobs_carry_stage_image_tags_timeout_script_retry_artifacts() -> None:
+    doc = pipeline("gl-mr-h100")
+    assert doc["stages"] == ["gpt", "odd"]  # one per model, sorted
+    jobs = {k: v for k, v in doc.items() if k != "stages"}
+    assert set(jobs) == {
+        "gpt3_tp1_dev_dgx_h100",
+        "gpt3_tagged_dev_dgx_h100_latest",
+        "gpt3_tagged_dev_dgx_h100_legacy",
+        f"{HOSTILE}_dev_dgx_h100",
+        "odd_env_dev_dgx_h100",
+    }
+    job = jobs["gpt3_tp1_dev_dgx_h100"]
+    assert job["stage"] == "gpt"
+    assert job["image"] == "registry.example.com/ci:26.09-amd64"  # images.gitlab.amd64
+    assert job["tags"] == ["h100-runner"]  # platforms.dgx_h100.runner_tags
+    assert job["timeout"] == "45m"
+    assert job["needs"] == []  # start at once: stages only group
+    assert job["retry"] == {"max": 1, "when": ["runner_system_failure"]}
+    assert job["artifacts"] == {"paths": ["results/"], "when": "always", "expire_in": "1 week"}
+    assert job["variables"] == {"NVTE_FLASH_ATTN_V4": "0"}
+    assert "allow_failure" not in job
+    assert shlex.split(job["script"][0]) == [
+        "echo",
+        "launched",
+        "--model",
+        "gpt",
+        "--test-case",
+        "gpt3_tp1",
+        "--environment",
+        "dev",
+        "--platform",
+        "dgx_h100",
+        "--n-repeat",
+        "5",
+        "--time-limit",
+        "2700",
+        "--build",
+        "mcore-pyt-dev",
+        "--",
+        "--flash-attention-version",
+        "2",
+    ]
+    tagged = jobs["gpt3_tagged_dev_dgx_h100_legacy"]
+    assert tagged["timeout"] == "1h 30m"
+    assert shlex.split(tagged["script"][0])[10:12] == ["--tag", "legacy"]
+
+
+def test_arm64_platform_gets_the_arm64_pin_and_parent_and_warmup_needs() -> None:
+    doc = pipeline("gl-mr-gb200")
+    jobs = {k: v for k, v in doc.items() if k != "stages"}
+    assert {j["image"] for j in jobs.values()} == {"registry.example.com/ci:26.09-arm64"}
+    parent = {"pipeline": "$PARENT_PIPELINE_ID", "job": "build-image"}
+    first, *others = jobs  # the warm-up job is the first job
+    assert jobs[first]["needs"] == [parent]
+    for name in others:
+        assert jobs[name]["needs"] == [parent, first]
+
+
+def test_target_settings_override_system_settings() -> None:
+    doc = pipeline("gl-nightly-h100-lts")
+    (name,) = [k for k in doc if k != "stages"]
+    job = doc[name]
+    assert job["image"] == "custom/lts:26.09-py3"  # the target's own image, not the pin
+    assert job["timeout"] == "2h"  # the target's timeout: 7200 s, not the job's 2701
+    assert job["allow_failure"] is True  # the recipe's allow_failure: [true]
+    assert job["retry"]["max"] == 1  # still the system's retry
+
+
+def test_values_with_dollar_are_not_expanded_by_gitlab() -> None:
+    doc = pipeline("gl-mr-h100")
+    assert doc["odd_env_dev_dgx_h100"]["variables"]["WEIRD"] == {
+        "value": WEIRD_VALUE,
+        "expand": False,
+    }
+
+
+def test_default_retry_and_launcher_without_config() -> None:
+    settings = bare_settings(retry=None)
+    doc = yaml.safe_load(emit_gitlab([make_job()], settings).text)
+    job = doc["case_dev_dgx_h100"]
+    assert job["retry"]["max"] == 2
+    assert "script_failure" not in job["retry"]["when"]  # a failing test stays red
+    assert "image" not in job and "tags" not in job
+
+
+def test_recipe_launcher_wins_unless_forced() -> None:
+    job = make_job(spec={"launcher": "bash custom_launch.sh"})
+    assert job_script(job, bare_settings().launcher_for(job)).startswith("bash custom_launch.sh ")
+    forced = bare_settings(launcher="echo", launcher_forced=True)
+    assert job_script(job, forced.launcher_for(job)).startswith("echo ")
+
+
+# --------------------------------------------------------------------------- quoting
+
+
+@given(st.text(alphabet=st.characters(exclude_characters="\x00"), min_size=1))
+def test_quoting_round_trips_through_a_posix_word_split(value: str) -> None:
+    # shlex.split follows POSIX quoting, except the $(printf) spelling of backticks.
+    if "`" not in value:
+        assert shlex.split(shell_quote(value)) == [value]
+    else:
+        assert "`" not in shell_quote(value)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.text(
+        alphabet=st.sampled_from(list("ab ;&|$()`'\"\\\n*?<>{}[]#~!=%^-")) | st.characters(),
+        min_size=1,
+        max_size=40,
+    ).filter(lambda s: "\x00" not in s)
+)
+def test_a_real_shell_gets_every_value_as_one_argument(tmp_path_factory, value: str) -> None:
+    where = tmp_path_factory.mktemp("sh")
+    job = make_job(value, tag=value, args=(value, "--x"), name="n")
+    script = job_script(job, "printf '%s\\0'")
+    out = subprocess.run(
+        ["sh", "-c", script], cwd=where, capture_output=True, check=True
+    ).stdout.decode("utf-8", "surrogateescape")
+    words = out.split("\0")[:-1]
+    assert words[3] == value and words[9] == value  # --test-case, --tag
+    assert words[-2:] == [value, "--x"]
+    assert list(where.iterdir()) == []  # nothing ran that made a file
+
+
+def test_hostile_name_is_one_argument_in_the_emitted_script(tmp_path: Path) -> None:
+    doc = pipeline("gl-mr-h100")
+    script = doc[f"{HOSTILE}_dev_dgx_h100"]["script"][0]
+    assert script.startswith("echo launched ")
+    out = subprocess.run(
+        ["bash", "-c", script.replace("echo launched", "printf '%s\\n'", 1)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.splitlines()[3] == HOSTILE
+    assert not any((tmp_path / p).exists() for p in PWNED)
+
+
+# --------------------------------------------------------------------------- names
+
+
+def test_name_collisions_add_tag_then_environment_then_platform() -> None:
+    jobs = [
+        make_job(name="same", tag="a"),
+        make_job(name="same", tag="b"),
+        make_job(name="other", environment="lts"),
+        make_job(name="other", environment="dev", platform="dgx_gb200"),
+        make_job(name="plat", platform="p1"),
+        make_job(name="plat", platform="p2"),
+    ]
+    assert job_names(jobs) == [
+        "same_a",
+        "same_b",
+        "other_lts",
+        "other_dev",
+        "plat_dev_p1",
+        "plat_dev_p2",
+    ]
+
+
+def test_reserved_and_hidden_names_are_never_used() -> None:
+    reserved = sorted(RESERVED_NAMES)[:3]
+    jobs = [make_job(name=n) for n in reserved] + [make_job(name=".hidden")]
+    with pytest.raises(LimitError):  # ".hidden" with a suffix still starts with "."
+        job_names(jobs)
+    names = job_names(jobs[:3])
+    assert names == [f"{n}_dev" for n in reserved]
+
+
+def test_unresolvable_collision_is_a_limit_error_not_an_overwrite(cli: Callable, tree) -> None:
+    twins = [make_job(name="twin", cadence=("pr",)), make_job(name="twin", cadence=("nightly",))]
+    with pytest.raises(LimitError, match="no unique GitLab job name"):
+        job_names(twins)
+    # End to end: the same job in one scope twice (a v1 tree only warns about it).
+    root = tree(
+        {
+            "_build.yaml": "type: build\nformat_version: 1\nspec: {name: b}\n",
+            "a.yaml": """
+                type: basic
+                format_version: 1
+                spec: {name: twin, model: m, build: b, platforms: p}
+                products:
+                  - test_case: [twin]
+                    products:
+                      - {environment: [dev], scope: [mr], cadence: [pr]}
+                      - {environment: [dev], scope: [mr], cadence: [nightly]}
+            """,
+        }
+    )
+    run = cli("gitlab", "--recipes", root, "--target", "scope=mr,platform=p,environment=dev")
+    assert run.code == 4, run
+    assert "no unique GitLab job name" in run.err and "Traceback" not in run.err
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "a_x", "a_x_dev"]),
+            st.sampled_from([None, "x", "y"]),
+            st.sampled_from(["dev", "lts"]),
+            st.sampled_from(["p", "q"]),
+        ),
+        max_size=12,
+        unique=True,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_names_are_unique_and_independent_of_order(specs, rnd) -> None:
+    jobs = [make_job(name=n, tag=t, environment=e, platform=p) for n, t, e, p in specs]
+    try:
+        names = job_names(jobs)
+    except LimitError:
+        shuffled = jobs[:]
+        rnd.shuffle(shuffled)
+        with pytest.raises(LimitError):
+            job_names(shuffled)
+        return
+    assert len(set(names)) == len(names)
+    for job, name in zip(jobs, names, strict=True):
+        assert name.startswith(job.name)
+    order = list(range(len(jobs)))
+    rnd.shuffle(order)
+    again = job_names([jobs[i] for i in order])
+    assert again == [names[i] for i in order]
+
+
+def test_long_names_are_refused() -> None:
+    with pytest.raises(LimitError, match="at most 255"):
+        job_names([make_job(name="n" * 256)])
+    assert job_names([make_job(name="n" * 255)]) == ["n" * 255]
+    warmup = bare_settings(warmup=True)
+    jobs = [make_job("a", name="a" * 129), make_job("b", name="b")]
+    with pytest.raises(LimitError, match="at most 128"):
+        emit_gitlab(jobs, warmup)
+    with pytest.raises(LimitError, match="at most 128"):
+        emit_gitlab([make_job()], bare_settings(parent_job="p" * 129))
+
+
+def test_warmup_prefers_a_job_that_may_not_fail() -> None:
+    jobs = [make_job("a", allow_failure=True, name="a"), make_job("b", name="b")]
+    doc = yaml.safe_load(emit_gitlab(jobs, bare_settings(warmup=True)).text)
+    assert doc["b"]["needs"] == [] and doc["a"]["needs"] == ["b"]
+
+
+def test_recipe_needs_become_gitlab_needs() -> None:
+    twins = [make_job("a", name="a", tag="x"), make_job("a", name="a", tag="y")]
+    spec = {"model": "gpt", "needs": ["a", "ext-job", "{model}-setup"]}  # the merged spec
+    waiting = make_job("b", name="b", spec=spec)
+    setup = make_job("s", name="gpt-setup")
+    settings = bare_settings(external_needs=frozenset({"ext-job"}), parent_job="ext-job")
+    doc = yaml.safe_load(emit_gitlab([*twins, waiting, setup], settings).text)
+    parent = {"pipeline": "$PARENT_PIPELINE_ID", "job": "ext-job"}
+    # The recipe's name "a" is the GitLab job "a_x" now; the parent need is not doubled;
+    # a need is a template over the job's fields, like its name.
+    assert doc["b"]["needs"] == [parent, "a_x", "gpt-setup"]
+    assert doc["a_x"]["needs"] == [parent]
+    for needs, complaint in ((["zzz"], "no job of target t"), (["b"], "the job itself")):
+        lonely = make_job("b", name="b", spec={"needs": needs})
+        with pytest.raises(RecipeError) as info:
+            emit_gitlab([lonely], bare_settings())
+        assert complaint in str(info.value) and f'"{needs[0]}"' in str(info.value)
+
+
+def test_stages_come_after_the_stages_they_need() -> None:
+    # GitLab refuses a need on a job of a later stage: the warm-up job's model
+    # ("moe", the first job that may not fail) and a needed model move first.
+    jobs = [
+        make_job("a", name="a", model="bert", allow_failure=True),
+        make_job("b", name="b", model="gpt", spec={"needs": ["c"]}, allow_failure=True),
+        make_job("c", name="c", model="moe"),
+    ]
+    doc = yaml.safe_load(emit_gitlab(jobs, bare_settings(warmup=True)).text)
+    assert doc["stages"] == ["moe", "bert", "gpt"]
+    assert doc["a"]["needs"] == ["c"] and doc["b"]["needs"] == ["c"]
+    plain = yaml.safe_load(emit_gitlab(jobs, bare_settings()).text)
+    assert plain["stages"] == ["bert", "moe", "gpt"]  # sorted, but gpt after what it needs
+    looped = [
+        make_job("b", name="b", model="gpt", spec={"needs": ["c"]}),
+        make_job("c", name="c", model="moe", spec={"needs": ["d"]}),
+        make_job("d", name="d", model="gpt"),
+    ]
+    with pytest.raises(LimitError, match="gpt, moe need each other"):
+        emit_gitlab(looped, bare_settings())
+
+
+def test_child_yaml_over_5_mb_is_refused() -> None:
+    big = ("x" * 100_000,)
+    jobs = [
+        make_job(f"c{i}", name=f"c{i}", args=big)
+        for i in range(GITLAB_MAX_CHILD_YAML_BYTES // 100_000 + 1)
+    ]
+    with pytest.raises(LimitError, match="5,000,000"):
+        emit_gitlab(jobs, bare_settings())
+    assert len(emit_gitlab(jobs[:40], bare_settings()).text) < GITLAB_MAX_CHILD_YAML_BYTES
+
+
+# --------------------------------------------------------------------------- quarantine
+
+
+def mark(action: str, node_ids: tuple[str, ...] = ()) -> QuarantineMark:
+    return QuarantineMark(
+        id=f"q-{action}", tracker="#7201", action=action, kind="flaky", node_ids=node_ids
+    )
+
+
+def test_quarantine_marks_reach_the_jobs() -> None:
+    jobs = [
+        make_job("allowed", name="allowed", quarantine=mark("allow-failure")),
+        make_job("desel", name="desel", quarantine=mark("deselect", ("t.py::a b", "t.py::c"))),
+        make_job("skipped", name="skipped", quarantine=mark("skip")),
+        make_job("plain", name="plain"),
+    ]
+    doc = yaml.safe_load(emit_gitlab(jobs, bare_settings()).text)
+    assert "skipped" not in doc  # a skip entry takes the job out
+    assert doc["allowed"]["allow_failure"] is True
+    assert doc["allowed"]["variables"] == {"MATRIXGEN_QUARANTINE": "q-allow-failure #7201"}
+    assert "allow_failure" not in doc["desel"]  # deselect keeps the job blocking
+    assert doc["desel"]["variables"] == {"MATRIXGEN_QUARANTINE": "q-deselect #7201"}
+    words = shlex.split(doc["desel"]["script"][0])
+    assert [words[i + 1] for i, w in enumerate(words) if w == "--deselect"] == [
+        "t.py::a b",
+        "t.py::c",
+    ]
+    assert "variables" not in doc["plain"] and "allow_failure" not in doc["plain"]
+
+
+def test_quarantine_variable_cannot_be_shadowed_by_env() -> None:
+    job = make_job(env=(("MATRIXGEN_QUARANTINE", "x"),), quarantine=mark("allow-failure"))
+    with pytest.raises(Exception, match="reserved"):
+        emit_gitlab([job], bare_settings())
+
+
+# --------------------------------------------------------------------------- empty, config
+
+
+def test_empty_selection_gives_a_placeholder_pipeline() -> None:
+    doc = pipeline("gl-nightly-gb200-lts")
+    assert set(doc) == {"stages", PLACEHOLDER_JOB}
+    job = doc[PLACEHOLDER_JOB]
+    assert job["stage"] in doc["stages"]
+    assert "gl-nightly-gb200-lts" in job["script"][0]
+    assert job["tags"] == ["gb200-runner"]  # runs where the target's runners are
+
+
+def test_image_pinned_per_arch_needs_the_platform_arch(tree) -> None:
+    config = V2_TREE["matrixgen.yaml"].replace("{arch: arm64, runner_tags: [gb200-runner]}", "{}")
+    gen = generate_from_files(tree_files({**V2_TREE, "matrixgen.yaml": config}))
+    target = gen.tree.config.target("gl-mr-gb200")
+    with pytest.raises(ConfigError) as info:
+        resolve_settings(target, gen.tree.config, gen.jobs_for(target))
+    assert "platforms.dgx_gb200.arch" in str(info.value)
+    assert re.search(r"matrixgen\.yaml:\d+:\d+", str(info.value))
+
+
+def test_per_environment_image_pins_win_for_their_environment() -> None:
+    config = V2_TREE["matrixgen.yaml"].replace(
+        "    systems:",
+        "      environments:\n"
+        "        lts:\n"
+        "          gitlab:\n"
+        "            amd64: {repository: registry.example.com/lts, tag: 26.09-lts}\n"
+        "    systems:",
+    )
+    gen = generate_from_files(tree_files({**V2_TREE, "matrixgen.yaml": config}))
+    jobs = [j for j in gen.jobs if j.scope == "mr" and j.platform == "dgx_h100"][:1]
+    lts = [dataclasses.replace(jobs[0], environment="lts")]
+    gb = [dataclasses.replace(jobs[0], environment="lts", platform="dgx_gb200")]
+    target = gen.tree.config.target("gl-mr-h100")
+    settings = resolve_settings(target, gen.tree.config, [*jobs, *lts, *gb])
+    assert settings.image(jobs[0]) == "registry.example.com/ci:26.09-amd64"
+    assert settings.image(lts[0]) == "registry.example.com/lts:26.09-lts"
+    assert settings.image(gb[0]) == "registry.example.com/ci:26.09-arm64"  # no lts arm64 pin
+
+
+def test_bad_settings_are_config_errors(tree, cli: Callable) -> None:
+    config = V2_TREE["matrixgen.yaml"].replace(
+        "retry: {max: 1, when: [runner_system_failure]}", "retry: {max: 3}"
+    )
+    root = tree({**V2_TREE, "matrixgen.yaml": config})
+    run = cli("gitlab", "--recipes", root, "--target-name", "gl-mr-h100")
+    assert run.code == 3, run
+    assert "retry" in run.err and "matrixgen.yaml:" in run.err
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_gitlab_command_writes_one_target(tree, cli: Callable, tmp_path: Path) -> None:
+    root = tree(V2_TREE)
+    out = tmp_path / "child.yml"
+    run = cli("gitlab", "--recipes", root, "--target-name", "gl-mr-h100", "--output", out)
+    assert run.code == 0, run
+    assert out.read_text() == emit_gitlab(*target_jobs("gl-mr-h100")[1:]).text
+    stdout = cli(
+        "gitlab", "--recipes", root, "--target", "scope=mr,platform=dgx_h100,environment=dev"
+    )
+    assert stdout.code == 0
+    assert yaml.safe_load(stdout.out).keys() == yaml.safe_load(out.read_text()).keys()
+    wrong = cli("gitlab", "--recipes", root, "--target-name", "gh-l1-h100")
+    assert wrong.code == 2 and "github target" in wrong.err
+    assert cli("gitlab", "--recipes", root).code == 2
+    unknown = cli("gitlab", "--recipes", root, "--target-name", "gl-mr-h10")
+    assert unknown.code == 2 and 'did you mean "gl-mr-h100"' in unknown.err
+
+
+# --------------------------------------------------------------------------- gitlab-ci-local
+
+
+def parent_pipeline(megatron: Path | None) -> dict:
+    """A parent pipeline whose generator job runs matrixgen, and trigger jobs that
+    include its artifacts as child pipelines."""
+    mg = '"$MG_PYTHON" -m matrixgen'
+    printf = shlex.quote('printf "weird[%s]\\n" "$WEIRD"; printf "arg[%s]\\n"')
+    script = [
+        f"{mg} gitlab --recipes recipes --target-name gl-mr-h100 --output args.yml"
+        f" --launcher {printf}",
+        f"{mg} generate --recipes recipes --out out",
+    ]
+    children = {"run-args": "args.yml", "run-lts": "out/gl-nightly-h100-lts.yml"}
+    children["run-empty"] = "out/gl-nightly-gb200-lts.yml"
+    if megatron is not None:
+        script.append(
+            f'{mg} gitlab --recipes "$MG_MEGATRON" --launcher echo --output megatron.yml'
+            " --target scope=mr-slim,platform=dgx_h100,environment=dev"
+        )
+        children["run-megatron"] = "megatron.yml"
+    doc: dict = {
+        "stages": ["generate", "trigger"],
+        "generate": {
+            "stage": "generate",
+            "script": script,
+            "artifacts": {"paths": [*children.values()]},
+        },
+    }
+    for job, artifact in children.items():
+        doc[job] = {
+            "stage": "trigger",
+            "needs": ["generate"],
+            "trigger": {
+                "include": [{"artifact": artifact, "job": "generate"}],
+                "strategy": "depend",
+            },
+        }
+    return doc
+
+
+def test_generated_children_run_under_gitlab_ci_local(tmp_path: Path) -> None:
+    rv.require_gitlab_ci_local()
+    from tests.conftest import megatron_recipes_path, write_tree
+
+    megatron = megatron_recipes_path()
+    repo = tmp_path / "repo"
+    write_tree(repo / "recipes", V2_TREE)
+    (repo / ".gitlab-ci.yml").write_text(yaml.safe_dump(parent_pipeline(megatron), sort_keys=False))
+    env = {"MG_PYTHON": sys.executable, "MG_MEGATRON": str(megatron or "")}
+    result = rv.gitlab_ci_local_run(repo, env=env)
+    assert result.ok, str(result)
+    passed = set(result.passed_jobs)
+    assert {"generate", "run-args", "run-lts", "run-empty"} <= passed, str(result)
+    assert f"[run-args] -> {HOSTILE}_dev_dgx_h100" in passed
+    assert f"[run-empty] -> {PLACEHOLDER_JOB}" in passed
+    lines = result.stdout.splitlines()
+    # The hostile test case arrived as one argument; the $-value as written.
+    assert any(line.endswith(f"> arg[{HOSTILE}]") for line in lines), str(result)
+    assert any(line.endswith(f"> weird[{WEIRD_VALUE}]") for line in lines), str(result)
+    assert any("[run-lts] ->" in p and "gpt3_lts" in p for p in passed), str(result)
+    assert any(
+        line.endswith(
+            "> launched --model gpt --test-case gpt3_lts --environment lts"
+            " --platform dgx_h100 --n-repeat 5 --time-limit 2701 --build"
+            " mcore-pyt-lts -- --flash-attention-version 2"
+        )
+        for line in lines
+    )
+    if megatron is not None:
+        assert sum(p.startswith("[run-megatron] -> ") for p in passed) == 2, str(result)
+    assert not [p for p in repo.rglob("pwned*")], "a quoted value was executed"

@@ -1,0 +1,444 @@
+"""`generate`: every target from one load, one file each, a summary; the real
+validators on everything emitted; byte-identical output whatever the hash seed
+or the order files come in."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import matrixgen.pipeline as pipeline_module
+from matrixgen.emit import GITHUB_MAX_MATRIX_ROWS, EmitSettings
+from matrixgen.emit_github import emit_github
+from matrixgen.generate import file_name, generate_all
+from matrixgen.load import read_directory
+from matrixgen.model import Selector, Target
+from matrixgen.pipeline import Generation, generate_from_files
+from matrixgen.targets import discover_targets, resolve_targets
+from matrixgen.vocab import System
+from tests import realvalidators as rv
+from tests.conftest import megatron_recipes_path, write_tree
+from tests.emit_fixtures import V1_TREE, V2_TREE, tree_files, write_workflows
+
+QUARANTINE = """
+    entries:
+      - id: gpt-tp1-allow
+        tracker: https://example.com/issues/1
+        kind: flaky
+        action: allow-failure
+        match: {model: gpt, test_case: gpt3_tp1}
+        where: [gitlab/mr]
+        owner: team-gpt
+        added: "2026-01-01"
+        expires: "2099-01-01"
+        reason: fails one run in ten
+      - id: bert-skip
+        tracker: https://example.com/issues/2
+        kind: broken
+        action: skip
+        match: {test_case: bert_tp4}
+        owner: team-bert
+        added: "2026-01-01"
+        expires: "2099-01-01"
+        reason: broken on every platform
+      - id: tagged-deselect
+        tracker: https://example.com/issues/3
+        kind: flaky
+        action: deselect
+        match: {test_case: gpt3_tagged, tags: [legacy]}
+        node_ids: ["tests/test_x.py::test_y[a b]"]
+        owner: team-gpt
+        added: "2026-01-01"
+        expires: "2099-01-01"
+        reason: one flaky unit test
+"""
+Q_TREE = {**V2_TREE, "quarantine.yaml": QUARANTINE}
+
+
+def texts(generation: Generation, targets: list[Target] | None = None) -> dict[str, str]:
+    """{file: text} of every target."""
+    if targets is None:
+        targets = resolve_targets(generation.tree.config, generation.jobs)
+    return {o.file: o.text for o in generate_all(generation, targets)}
+
+
+@cache
+def megatron_files() -> dict[str, bytes] | None:
+    path = megatron_recipes_path()
+    return read_directory(path) if path is not None else None
+
+
+def job_count(path: Path) -> int:
+    """Jobs in an emitted file, read back the way CI reads it."""
+    if path.suffix == ".json":
+        document = json.loads(path.read_text())
+        matrices = document.get("matrices", [document])
+        return sum(len(m["include"]) for m in matrices)
+    document = yaml.safe_load(path.read_text())
+    return sum(1 for k in document if k not in ("stages", "no-jobs-selected"))
+
+
+# --------------------------------------------------------------------------- generate
+
+
+def test_generate_writes_one_file_per_configured_target(tree, cli: Callable, tmp_path) -> None:
+    root = tree(Q_TREE)
+    out = tmp_path / "out"
+    run = cli("generate", "--recipes", root, "--out", out, "--format", "json")
+    assert run.code == 0, run
+    summary = json.loads(run.out)
+    gen = generate_from_files(tree_files(Q_TREE))
+    config = gen.tree.config
+    assert [t["target"] for t in summary["targets"]] == sorted(t.name for t in config.targets)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        f"{t.name}.json" if t.system is System.GITHUB else f"{t.name}.yml" for t in config.targets
+    )
+    for entry in summary["targets"]:
+        target = config.target(entry["target"])
+        assert entry["jobs"] == len(gen.jobs_for(target)) == job_count(out / entry["file"])
+        assert entry["system"] == target.system.value
+        assert entry["platform"] == target.selector.platform
+    by_target = {t["target"]: t for t in summary["targets"]}
+    assert by_target["gl-mr-h100"]["quarantined"] == 2  # allow-failure + deselect
+    assert by_target["gl-mr-h100"]["allow_failure"] == 1
+    assert by_target["gl-mr-gb200"]["skipped"] == 1  # bert_tp4
+    assert by_target["gh-l1-h100"]["quarantined"] == 0  # the entry is for gitlab/mr only
+    assert summary["total"]["jobs"] == sum(t["jobs"] for t in summary["targets"])
+    platforms = summary["platforms"]
+    assert platforms["dgx_h100"]["jobs"] == sum(
+        t["jobs"] for t in summary["targets"] if t["platform"] == "dgx_h100"
+    )
+
+
+def test_quarantine_marks_reach_the_generated_files(tree, cli: Callable, tmp_path) -> None:
+    root = tree(Q_TREE)
+    assert cli("generate", "--recipes", root, "--out", tmp_path).code == 0
+    child = yaml.safe_load((tmp_path / "gl-mr-h100.yml").read_text())
+    allowed = child["gpt3_tp1_dev_dgx_h100"]
+    assert allowed["allow_failure"] is True
+    assert allowed["variables"]["MATRIXGEN_QUARANTINE"] == (
+        "gpt-tp1-allow https://example.com/issues/1"
+    )
+    legacy = child["gpt3_tagged_dev_dgx_h100_legacy"]
+    assert "--deselect 'tests/test_x.py::test_y[a b]'" in legacy["script"][0]
+    assert "allow_failure" not in legacy
+    gb200 = yaml.safe_load((tmp_path / "gl-mr-gb200.yml").read_text())
+    assert "bert_tp4_dev_dgx_gb200" not in gb200 and "bert_tp2_dev_dgx_gb200" in gb200
+    rows = json.loads((tmp_path / "gh-l1-h100.json").read_text())["include"]
+    assert not any("quarantine" in r for r in rows)
+
+
+def test_summary_table(tree, cli: Callable, tmp_path) -> None:
+    run = cli("generate", "--recipes", tree(Q_TREE), "--out", tmp_path)
+    assert run.code == 0, run
+    header, _rule, *rows = run.out.split("\n\n")[0].splitlines()
+    assert header.split()[:4] == ["target", "system", "platform", "jobs"]
+    assert len(rows) == 6
+    assert any(r.split()[:4] == ["gl-mr-gb200", "gitlab", "dgx_gb200", "2"] for r in rows), rows
+    platforms = run.out.split("\n\n")[1].splitlines()
+    assert platforms[0].split() == ["platform", "targets", "jobs"]
+    assert "6 target(s)" in run.err
+
+
+def test_v1_tree_gets_a_target_per_scope_platform_environment(tree, cli, tmp_path) -> None:
+    run = cli("generate", "--recipes", tree(V1_TREE), "--out", tmp_path, "--format", "json")
+    assert run.code == 0, run
+    summary = json.loads(run.out)
+    assert {t["target"]: t["jobs"] for t in summary["targets"]} == {
+        "github-L1-dgx_h100-dev": 1,  # mr-github is the L1 tier, on GitHub
+        "gitlab-L2-dgx_h100-dev": 1,  # nightly is L2
+        "gitlab-mr-dgx_h100-dev": 2,
+    }
+    child = yaml.safe_load((tmp_path / "gitlab-mr-dgx_h100-dev.yml").read_text())
+    assert child["gpt3_flaky_dev_dgx_h100"]["allow_failure"] is True
+    assert "allow_failure" not in child["gpt3_small_dev_dgx_h100"]
+
+
+def test_given_targets_only(tree, cli: Callable, tmp_path) -> None:
+    root, out = tree(V2_TREE), tmp_path / "out"
+    run = cli(
+        "generate",
+        *("--recipes", root, "--out", out, "--format", "json"),
+        *("--target-name", "gl-mr-h100"),
+        *("--target", "scope=L0,platform=dgx_gb200,environment=dev"),
+    )
+    assert run.code == 0, run
+    assert [t["target"] for t in json.loads(run.out)["targets"]] == [
+        "gl-mr-h100",
+        "github-L0-dgx_gb200-dev",
+    ]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "github-L0-dgx_gb200-dev.json",
+        "gl-mr-h100.yml",
+    ]
+    unknown = cli("generate", "--recipes", root, "--out", tmp_path, "--target-name", "nope")
+    assert unknown.code == 2
+
+
+def test_targets_sharing_a_file_are_refused(tree, cli: Callable, tmp_path) -> None:
+    root = tree(V1_TREE)
+    # Two ad hoc targets whose names differ only in characters a file name cannot keep.
+    gen = generate_from_files(tree_files(V1_TREE))
+    a = Target(name="x y", system=System.GITLAB, selector=Selector(scope="mr"))
+    b = Target(name="x/y", system=System.GITLAB, selector=Selector(scope="mr"))
+    assert file_name(a) == file_name(b) == "x_y.yml"
+    with pytest.raises(Exception, match="same file"):
+        generate_all(gen, [a, b])
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    run = cli("generate", "--recipes", root, "--out", blocked)
+    assert run.code == 2 and "Traceback" not in run.err
+
+
+def test_generate_loads_and_expands_once(tree, cli: Callable, tmp_path, monkeypatch) -> None:
+    calls = {"load": 0, "expand": 0}
+    real_load, real_expand = pipeline_module.load_tree, pipeline_module.expand_tree
+
+    def load(*args, **kwargs):
+        calls["load"] += 1
+        return real_load(*args, **kwargs)
+
+    def expand(*args, **kwargs):
+        calls["expand"] += 1
+        return real_expand(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline_module, "load_tree", load)
+    monkeypatch.setattr(pipeline_module, "expand_tree", expand)
+    run = cli("generate", "--recipes", tree(V2_TREE), "--out", tmp_path / "out")
+    assert run.code == 0, run
+    assert len(list((tmp_path / "out").iterdir())) == 6
+    assert calls == {"load": 1, "expand": 1}
+
+
+def test_without_arguments_it_runs_on_the_checkout_recipes(tmp_path, cli, monkeypatch) -> None:
+    checkout = tmp_path / "checkout"
+    write_tree(checkout / "recipes", V2_TREE)
+    subprocess.run(["git", "init", "-q", str(checkout)], check=True)
+    (checkout / "sub").mkdir()
+    monkeypatch.chdir(checkout / "sub")
+    run = cli("generate")
+    assert run.code == 0, run
+    assert len(list((checkout / "sub" / "out").iterdir())) == 6
+
+
+def test_an_invalid_tree_generates_nothing(tree, cli: Callable, tmp_path) -> None:
+    broken = {**V2_TREE, "bert.yaml": V2_TREE["bert.yaml"].replace("[mr, L0]", "[mr, L9]")}
+    run = cli("generate", "--recipes", tree(broken), "--out", tmp_path / "out")
+    assert run.code == 1, run
+    assert not (tmp_path / "out").exists()
+
+
+def test_validate_reports_gitlab_name_collisions(tree, cli: Callable, tmp_path) -> None:
+    """The same job twice in scope mr (other cadences: no duplicate for expansion)
+    would share a GitLab job name: validate says where, generate writes nothing."""
+    twice = V2_TREE["bert.yaml"].replace(
+        "      - test_case: [bert_tp4]\n        products:\n          - environment: [dev]\n"
+        "            scope: [mr]\n",
+        "      - test_case: [bert_tp4]\n        products:\n          - environment: [dev]\n"
+        "            scope: [mr]\n            cadence: [pr]\n"
+        "          - environment: [dev]\n            scope: [mr]\n            cadence: [nightly]\n",
+    )
+    assert twice != V2_TREE["bert.yaml"]
+    root = tree({**V2_TREE, "bert.yaml": twice})
+    checked = cli("validate", "--recipes", root)
+    assert checked.code == 1, checked
+    lines = [line for line in checked.err.splitlines() if "[gitlab-job-name]" in line]
+    assert len(lines) == 2, checked.err  # both rows of bert_tp4, each at its own line
+    assert all(re.match(r".*bert\.yaml:\d+:\d+: error: ", line) for line in lines), lines
+    assert all("(target gl-mr-gb200)" in line for line in lines), lines
+    run = cli("generate", "--recipes", root, "--out", tmp_path / "out")
+    assert run.code == 1 and "[gitlab-job-name]" in run.err, run
+    assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- Megatron-LM
+
+
+def test_megatron_every_target_in_one_run(megatron_dir: Path, cli, tmp_path) -> None:
+    run = cli("generate", "--recipes", megatron_dir, "--out", tmp_path, "--format", "json")
+    assert run.code == 0, run
+    summary = json.loads(run.out)
+    gen = generate_from_files(read_directory(megatron_dir))
+    targets = discover_targets(gen.jobs)
+    assert [t["target"] for t in summary["targets"]] == [t.name for t in targets]
+    systems = {t["system"] for t in summary["targets"]}
+    assert systems == {"github", "gitlab"}  # GitHub tiers included
+    for entry, target in zip(summary["targets"], targets, strict=True):
+        assert entry["jobs"] == len(gen.select(target.selector)) > 0
+        assert job_count(tmp_path / entry["file"]) == entry["jobs"]
+    # Every job of a scope, platform and environment lands in exactly one target.
+    placed = sum(t["jobs"] for t in summary["targets"])
+    assert placed == sum(1 for j in gen.jobs if j.scope and j.platform and j.environment)
+
+
+# --------------------------------------------------------------------------- validators
+
+
+@pytest.fixture(scope="module")
+def emitted(tmp_path_factory) -> Path:
+    """Every file generate writes for the fixture trees and the Megatron-LM tree,
+    and one sharded matrix, in one directory per tree."""
+    root = tmp_path_factory.mktemp("emitted")
+    trees = {"v2": tree_files(Q_TREE), "v1": tree_files(V1_TREE)}
+    if megatron_files() is not None:
+        trees["megatron"] = megatron_files()
+    for name, files in trees.items():
+        (root / name).mkdir()
+        for file, text in texts(generate_from_files(files)).items():
+            (root / name / file).write_text(text)
+    gen = generate_from_files(tree_files(V2_TREE))
+    target = gen.tree.config.target("gh-l1-h100")
+    base = gen.jobs_for(target)[0]
+    jobs = [
+        dataclasses.replace(base, test_case=f"c{i:03d}", name=f"c{i:03d}", env=(), args=())
+        for i in range(GITHUB_MAX_MATRIX_ROWS + 1)
+    ]
+    (root / "sharded").mkdir()
+    matrix = emit_github(jobs, EmitSettings(target=target))
+    (root / "sharded" / "big.json").write_text(matrix.text())
+    return root
+
+
+# Files the validators must reject, checked in the same batch as the emitted ones
+# so a validator that passes everything would fail these tests.
+BAD_CHILD = "j:\n  script: [echo]\n  retry: {max: 3}\n"
+BAD_MATRIX = {"include": [{"model": "m"}]}  # a row without test_case, timeout, ...
+
+
+def test_emitted_gitlab_files_pass_check_jsonschema(emitted: Path, tmp_path) -> None:
+    rv.require_check_jsonschema()
+    files = sorted(emitted.rglob("*.yml"))
+    assert len(files) >= 6 + 3 + (25 if megatron_files() else 0)
+    bad = tmp_path / "bad-child.yml"
+    bad.write_text(BAD_CHILD)
+    result = rv.check_jsonschema_gitlab(*files, bad)
+    assert result.returncode == 1, str(result)
+    assert "bad-child.yml" in result.output, str(result)
+    assert not [f for f in files if str(f) in result.output], str(result)
+
+
+def test_emitted_github_matrices_pass_check_jsonschema_and_actionlint(
+    emitted: Path, tmp_path
+) -> None:
+    rv.require_check_jsonschema()
+    files = sorted(emitted.rglob("*.json"))
+    assert len(files) >= 2 + 1 + 1 + (4 if megatron_files() else 0)
+    dest = tmp_path / ".github" / "workflows"
+    workflows = write_workflows(files, dest)
+    sharded = yaml.safe_load((dest / "big.yml").read_text())
+    assert {"shard-0", "shard-1"} <= set(sharded["jobs"])
+    result = rv.check_jsonschema_github(*workflows)
+    assert result.ok, str(result)
+    rv.require_actionlint()
+    # A workflow that reads a key the rows do not have must fail actionlint.
+    (bad,) = write_workflows([_write_json(tmp_path, BAD_MATRIX)], tmp_path / "bad")
+    lint = rv.actionlint(*workflows, bad)
+    assert lint.returncode == 1, str(lint)
+    assert any("test_case" in e.message for e in lint.errors_for(bad)), str(lint)
+    assert [e for e in lint.errors if e not in lint.errors_for(bad)] == [], str(lint)
+
+
+def _write_json(where: Path, document: dict) -> Path:
+    path = where / "m.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+# --------------------------------------------------------------------------- determinism
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.permutations(sorted(tree_files(Q_TREE))))
+def test_same_bytes_whatever_the_file_order(order: list[str]) -> None:
+    files = tree_files(Q_TREE)
+    expected = _reference("v2")
+    assert texts(generate_from_files({rel: files[rel] for rel in order})) == expected
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_megatron_same_bytes_whatever_the_file_order(rnd) -> None:
+    files = megatron_files()
+    if files is None:
+        pytest.skip("the Megatron-LM recipe tree is absent")
+    order = sorted(files)
+    rnd.shuffle(order)
+    assert texts(generate_from_files({rel: files[rel] for rel in order})) == _reference("megatron")
+
+
+@cache
+def _reference(which: str) -> dict[str, str]:
+    files = tree_files(Q_TREE) if which == "v2" else megatron_files()
+    assert files is not None
+    return texts(generate_from_files(dict(sorted(files.items()))))
+
+
+def _cli_digest(recipes: Path, out: Path, seed: int) -> str:
+    """sha256 over stdout and every file of `generate` run in a fresh process."""
+    env = {**os.environ, "PYTHONHASHSEED": str(seed)}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "matrixgen",
+            "generate",
+            "--recipes",
+            str(recipes),
+            "--out",
+            str(out),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        env=env,
+        check=True,
+    )
+    digest = hashlib.sha256(proc.stdout)
+    for path in sorted(out.iterdir()):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+@settings(
+    max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(seed=st.integers(min_value=1, max_value=2**32 - 1))
+def test_same_bytes_whatever_the_hash_seed(tmp_path_factory, seed: int) -> None:
+    trees = _seed_trees(tmp_path_factory)
+    for name, recipes in trees.items():
+        reference = _seed_reference(name, recipes, tmp_path_factory)
+        out = tmp_path_factory.mktemp(f"seed{seed}")
+        assert _cli_digest(recipes, out, seed) == reference, (name, seed)
+
+
+_SEED_CACHE: dict[str, object] = {}
+
+
+def _seed_trees(factory) -> dict[str, Path]:
+    if "trees" not in _SEED_CACHE:
+        trees = {"v2": write_tree(factory.mktemp("seedtree"), Q_TREE)}
+        path = megatron_recipes_path()
+        if path is not None:
+            trees["megatron"] = path
+        _SEED_CACHE["trees"] = trees
+    return _SEED_CACHE["trees"]  # type: ignore[return-value]
+
+
+def _seed_reference(name: str, recipes: Path, factory) -> str:
+    key = f"ref-{name}"
+    if key not in _SEED_CACHE:
+        _SEED_CACHE[key] = _cli_digest(recipes, factory.mktemp("ref"), 0)
+    return _SEED_CACHE[key]  # type: ignore[return-value]

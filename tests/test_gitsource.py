@@ -1,0 +1,208 @@
+"""Reading recipe trees from git revisions without a checkout, safely."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from matrixgen import gitsource
+from matrixgen.errors import ExitCode, GitError, UsageError
+from matrixgen.gitsource import Repository, blob_id, check_revision, locate_recipes
+from tests.gitrepo import GitRepo
+
+RECIPE = "type: basic\nformat_version: 1\nspec: {model: gpt}\n"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitRepo:
+    return GitRepo(tmp_path / "repo")
+
+
+def test_reads_a_revision_with_git_blob_ids(repo: GitRepo) -> None:
+    repo.commit({"a.yaml": RECIPE, "sub/b.yml": "x: 1\n", "notes.txt": "not a recipe\n"})
+    source = Repository(repo.top).read_revision("HEAD", "recipes")
+    assert source.present
+    assert sorted(source.files) == ["a.yaml", "sub/b.yml"]  # only YAML files
+    assert source.files["a.yaml"] == RECIPE.encode()
+    for rel in source.files:
+        assert source.blob_ids[rel] == repo.git("rev-parse", f"HEAD:recipes/{rel}")
+    assert source.commit == repo.git("rev-parse", "HEAD")
+    assert source.ref == source.commit and source.label == source.commit[:12]
+
+
+def test_reads_an_older_revision_while_the_worktree_is_dirty(repo: GitRepo) -> None:
+    first = repo.commit({"a.yaml": "one: 1\n"})
+    repo.commit({"a.yaml": "two: 2\n", "b.yaml": "b: 1\n"})
+    repo.write({"a.yaml": "three: 3\n", "c.yaml": "c: 1\n"})  # not committed
+    git = Repository(repo.top)
+    old = git.read_revision(first, "recipes")
+    assert old.files == {"a.yaml": b"one: 1\n"}
+    head = git.read_revision("HEAD", "recipes")
+    assert head.files == {"a.yaml": b"two: 2\n", "b.yaml": b"b: 1\n"}
+    worktree = git.read(None, "recipes")
+    assert worktree.ref == "worktree" and worktree.commit is None
+    assert worktree.files == {"a.yaml": b"three: 3\n", "b.yaml": b"b: 1\n", "c.yaml": b"c: 1\n"}
+    # Nothing was checked out or staged.
+    assert (repo.top / "recipes" / "a.yaml").read_text() == "three: 3\n"
+    assert repo.git("diff", "--cached", "--name-only") == ""
+
+
+def test_worktree_blob_ids_are_the_ids_git_gives(repo: GitRepo) -> None:
+    repo.commit({"a.yaml": RECIPE})
+    source = Repository(repo.top).read_worktree("recipes")
+    assert source.blob_ids["a.yaml"] == repo.git("hash-object", "recipes/a.yaml")
+    assert blob_id(b"") == "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"  # git's empty blob
+    # Unchanged files have the same id on both sides: what the diff's cache relies on.
+    assert source.blob_ids == Repository(repo.top).read_revision("HEAD", "recipes").blob_ids
+
+
+def test_a_directory_absent_at_a_revision_is_an_empty_tree(repo: GitRepo) -> None:
+    repo.write({"other.txt": "x\n"}, under="")
+    first = repo.commit(message="no recipes yet")
+    repo.commit({"a.yaml": RECIPE})
+    source = Repository(repo.top).read_revision(first, "recipes")
+    assert not source.present and source.files == {} and source.blob_ids == {}
+    repo.write({"": None})  # remove recipes/ from the working tree
+    assert not Repository(repo.top).read_worktree("recipes").present
+
+
+def test_a_file_where_the_directory_should_be_is_an_error(repo: GitRepo) -> None:
+    repo.write({"recipes": "not a directory\n"}, under="")
+    repo.commit()
+    with pytest.raises(GitError, match='"recipes" is a blob, not a directory'):
+        Repository(repo.top).read_revision("HEAD", "recipes")
+    with pytest.raises(GitError, match="not a directory, in the working tree"):
+        Repository(repo.top).read_worktree("recipes")
+
+
+def test_unknown_revision_is_a_git_error_with_a_suggestion(repo: GitRepo) -> None:
+    repo.commit({"a.yaml": RECIPE})
+    with pytest.raises(GitError) as info:
+        Repository(repo.top).resolve("mian")
+    assert info.value.exit_code is ExitCode.GIT
+    assert 'unknown revision "mian"' in str(info.value)
+    assert 'did you mean "main"' in str(info.value)
+
+
+def test_a_blob_is_not_a_commit(repo: GitRepo) -> None:
+    repo.commit({"a.yaml": RECIPE})
+    blob = repo.git("rev-parse", "HEAD:recipes/a.yaml")
+    with pytest.raises(GitError, match="unknown revision"):
+        Repository(repo.top).resolve(blob)
+
+
+@pytest.mark.parametrize(
+    "revision", ["-x", "--output=/tmp/owned", "--end-of-options", "-", "", "  ", "a\nb"]
+)
+def test_revisions_git_could_read_as_options_are_refused(revision: str) -> None:
+    with pytest.raises(UsageError) as info:
+        check_revision(revision)
+    assert info.value.exit_code is ExitCode.USAGE
+
+
+def test_user_strings_reach_git_only_after_end_of_options(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    repo.commit({"a.yaml": RECIPE})
+    calls: list[list[str]] = []
+    real = gitsource._run_git
+
+    def spy(args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(list(args))
+        return real(args, **kwargs)
+
+    monkeypatch.setattr(gitsource, "_run_git", spy)
+    git = Repository(repo.top)
+    given = "main~0"
+    git.read_revision(given, "recipes")
+    for args in calls:
+        for i, arg in enumerate(args):
+            if given in arg:
+                assert "--end-of-options" in args[:i], args
+    # Something that would be an option anywhere else never gets to git.
+    calls.clear()
+    marker = tmp_path / "owned"
+    with pytest.raises(UsageError):
+        git.read_revision(f"--output={marker}", "recipes")
+    assert calls == [] and not marker.exists()
+
+
+def test_all_blobs_of_a_tree_come_from_one_cat_file_process(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo.commit({f"d{i % 7}/f{i}.yaml": f"n: {i}\n" for i in range(300)})
+    calls: list[list[str]] = []
+    real = gitsource._run_git
+
+    def spy(args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(list(args))
+        return real(args, **kwargs)
+
+    monkeypatch.setattr(gitsource, "_run_git", spy)
+    source = Repository(repo.top).read_revision("HEAD", "recipes")
+    assert len(source.files) == 300
+    assert source.files["d3/f10.yaml"] == b"n: 10\n"
+    assert sum(1 for args in calls if args[:1] == ["cat-file"] and "--batch" in args) == 1
+
+
+def test_empty_and_binary_files_survive_the_batch_reader(repo: GitRepo) -> None:
+    data = bytes(range(256)) + b"\n\n"
+    repo.commit({"empty.yaml": "", "bin.yaml": data, "z.yaml": "z: 1\n"})
+    source = Repository(repo.top).read_revision("HEAD", "recipes")
+    assert source.files == {"bin.yaml": data, "empty.yaml": b"", "z.yaml": b"z: 1\n"}
+
+
+def test_symlinks_inside_the_tree_read_as_their_target(repo: GitRepo) -> None:
+    repo.commit({"real.yaml": RECIPE})
+    (repo.top / "recipes" / "link.yaml").symlink_to("real.yaml")
+    (repo.top / "outside.yaml").write_text("o: 1\n")
+    (repo.top / "recipes" / "out.yaml").symlink_to("../outside.yaml")
+    repo.commit()
+    source = Repository(repo.top).read_revision("HEAD", "recipes")
+    assert source.files["link.yaml"] == RECIPE.encode()
+    assert source.blob_ids["link.yaml"] == source.blob_ids["real.yaml"]
+    assert "out.yaml" not in source.files
+    assert any("out.yaml" in note and "outside the recipe tree" in note for note in source.notes)
+
+
+def test_the_repository_top_as_the_tree(repo: GitRepo) -> None:
+    repo.write({"a.yaml": RECIPE}, under="")
+    repo.commit()
+    source = Repository(repo.top).read_revision("HEAD", "")
+    assert source.files == {"a.yaml": RECIPE.encode()}
+
+
+def test_not_a_repository(tmp_path: Path) -> None:
+    with pytest.raises(GitError, match="not inside a git repository"):
+        Repository.discover(tmp_path)
+
+
+def test_locate_recipes(repo: GitRepo, tmp_path: Path) -> None:
+    repo.commit({"a.yaml": RECIPE})
+    (repo.top / "src").mkdir()
+    top = repo.top.resolve()
+    found, path = locate_recipes(None, repo.top / "src")
+    assert found.top.resolve() == top and path == "recipes"
+    # Relative to the current directory, like any path on the command line.
+    _, path = locate_recipes(Path("../recipes"), repo.top / "src")
+    assert path == "recipes"
+    # A directory that exists only at some revision is still located.
+    _, path = locate_recipes(Path("old/recipes"), repo.top)
+    assert path == "old/recipes"
+    _, path = locate_recipes(Path("."), repo.top)
+    assert path == ""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    with pytest.raises((UsageError, GitError)):
+        locate_recipes(outside, repo.top)
+
+
+def test_git_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def missing(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise FileNotFoundError("git")
+
+    monkeypatch.setattr(subprocess, "run", missing)
+    with pytest.raises(GitError, match="git is not installed"):
+        Repository.discover(tmp_path)
