@@ -133,7 +133,7 @@ def list_jobs(
     the target of that scope's system; without, each job as in its own scope's.
     """
     from matrixgen.model import Selector
-    from matrixgen.pipeline import generate, require_no_errors
+    from matrixgen.pipeline import generate, require_valid
 
     cases = tuple(c for given in test_case or () for c in given.split(",") if c)
     selector = Selector(
@@ -149,8 +149,7 @@ def list_jobs(
 
     check_selector(selector)
     generation = generate(recipes_dir(recipes))
-    require_no_errors(generation)
-    echo_findings(generation.findings)
+    echo_findings(require_valid(generation))
     chosen = generation.selection(selector)
     jobs = chosen.with_quarantined if with_quarantined else list(chosen.jobs)
     if fmt is OutputFormat.TABLE:

@@ -64,20 +64,10 @@ def _load(recipes: Path | None) -> Generation:
     """Load, expand and validate the tree; refuse one that `validate` would fail
     (a mistyped scope would otherwise drop its jobs from every target)."""
     from matrixgen.cli import echo_findings, recipes_dir
-    from matrixgen.errors import Finding, RecipeError, Severity
-    from matrixgen.pipeline import generate
-    from matrixgen.validate import validate
+    from matrixgen.pipeline import generate, require_valid
 
     generation = generate(recipes_dir(recipes))
-    found = {*validate(generation.tree, generation.expansion), *generation.findings}
-    findings = sorted(found, key=Finding.sort_key)
-    errors = [f for f in findings if f.severity is Severity.ERROR]
-    if errors:
-        raise RecipeError(
-            f"{len(errors)} error(s) in {generation.tree.root}; nothing was generated",
-            findings=errors,
-        )
-    echo_findings(findings)
+    echo_findings(require_valid(generation))
     return generation
 
 

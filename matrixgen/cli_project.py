@@ -199,14 +199,13 @@ def register(app: typer.Typer) -> None:
         functional ones (every model but unit-tests).
         """
         from matrixgen.cli import dump, echo_findings, recipes_dir
-        from matrixgen.pipeline import generate, require_no_errors
+        from matrixgen.pipeline import generate, require_valid
         from matrixgen.stats import compute_stats, render_table
         from matrixgen.targets import resolve_targets
         from matrixgen.vocab import OutputFormat
 
         generation = generate(recipes_dir(recipes))
-        require_no_errors(generation)
-        echo_findings(generation.findings)
+        echo_findings(require_valid(generation))
         config = generation.tree.config
         targets = resolve_targets(config, generation.jobs)
         result = compute_stats(

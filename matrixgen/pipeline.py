@@ -114,7 +114,7 @@ def generate(recipes: Path) -> Generation:
 
 
 def require_no_errors(generation: Generation) -> None:
-    """Refuse to go on with a tree that has errors; warnings pass."""
+    """Refuse a tree whose loading or expansion found errors; warnings pass."""
     errors = [f for f in generation.findings if f.severity is Severity.ERROR]
     if errors:
         raise RecipeError(
@@ -122,3 +122,21 @@ def require_no_errors(generation: Generation) -> None:
             "nothing was generated (run `matrixgen validate` for every finding)",
             findings=errors,
         )
+
+
+def require_valid(generation: Generation) -> list[Finding]:
+    """Stage 2 for the commands that generate: run validate's checks (all but the
+    JSON Schema pass) and refuse a tree with errors, so a mistyped scope cannot
+    quietly drop jobs from a target. Returns the warnings, for the caller to show."""
+    from matrixgen.validate import validate  # imports every stage's checks
+
+    found = {*validate(generation.tree, generation.expansion, schema=False), *generation.findings}
+    findings = sorted(found, key=Finding.sort_key)
+    errors = [f for f in findings if f.severity is Severity.ERROR]
+    if errors:
+        raise RecipeError(
+            f"{len(errors)} error(s) in {generation.tree.root}; "
+            "nothing was generated (run `matrixgen validate` for every finding)",
+            findings=errors,
+        )
+    return findings

@@ -44,24 +44,17 @@ class ValidationContext:
 CHECKS: list[Callable[[ValidationContext], Iterable[Finding]]] = []
 
 
-def validate(tree: RecipeTree, expansion: Expansion) -> list[Finding]:
-    """Every finding of the tree, sorted and de-duplicated."""
+def validate(tree: RecipeTree, expansion: Expansion, *, schema: bool = True) -> list[Finding]:
+    """Every finding of the tree, sorted and de-duplicated.
+
+    `schema=False` leaves out the JSON Schema pass: expansion's own checks already
+    refuse what would make a job wrong, and the schema pass costs more than
+    loading the tree, so the commands that only need a sound tree skip it.
+    """
     found = Findings()
     found.extend(expansion.findings)
-    taken = {(f.location.file, f.location.line, f.location.column) for f in expansion.findings}
-    for recipe in tree.files:
-        lenient = Severity.ERROR if recipe.format_version == 2 else Severity.WARNING
-        schema_findings = Findings()
-        check_against_schema("recipe", recipe.document, schema_findings, severity=lenient)
-        for finding in schema_findings.items:
-            loc = finding.location
-            # Expansion already said it (with a "did you mean" where it helps).
-            if (
-                loc.file,
-                loc.line,
-                loc.column,
-            ) not in taken and "Additional properties" not in finding.message:
-                found.items.append(finding)
+    if schema:
+        found.extend(_schema_findings(tree, expansion))
     if tree.config.vocabulary is not None:
         found.extend(_vocabulary_findings(tree))
     else:
@@ -71,6 +64,22 @@ def validate(tree: RecipeTree, expansion: Expansion) -> list[Finding]:
     for check in CHECKS:
         found.extend(check(context))
     return found.sorted()
+
+
+def _schema_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding]:
+    taken = {(f.location.file, f.location.line, f.location.column) for f in expansion.findings}
+    for recipe in tree.files:
+        lenient = Severity.ERROR if recipe.format_version == 2 else Severity.WARNING
+        schema_findings = Findings()
+        check_against_schema("recipe", recipe.document, schema_findings, severity=lenient)
+        for finding in schema_findings.items:
+            loc = finding.location
+            # Expansion already said it (with a "did you mean" where it helps).
+            if (loc.file, loc.line, loc.column) in taken:
+                continue
+            if "Additional properties" in finding.message:
+                continue
+            yield finding
 
 
 def _rows(recipe: RecipeFile) -> Iterator[tuple[tuple[str | int, ...], dict[str, Any]]]:
