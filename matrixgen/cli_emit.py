@@ -212,7 +212,13 @@ def generate(
     be met.
     """
     from matrixgen.cli import dump, table
-    from matrixgen.generate import generate_all, summary, summary_rows, write_outputs
+    from matrixgen.generate import (
+        generate_all,
+        quarantine_rows,
+        summary,
+        summary_rows,
+        write_outputs,
+    )
     from matrixgen.targets import resolve_targets
 
     generation = _load(recipes)
@@ -236,6 +242,10 @@ def generate(
     ]
     typer.echo("")
     typer.echo(table(platform_rows, ["platform", "targets", "jobs"]), nl=False)
+    marked, marked_headers = quarantine_rows(outputs)
+    if marked:
+        typer.echo("")
+        typer.echo(table(marked, marked_headers), nl=False)
     typer.echo(
         f"{totals['total']['targets']} target(s), {totals['total']['jobs']} job(s) -> {out}",
         err=True,

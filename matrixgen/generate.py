@@ -22,7 +22,7 @@ from matrixgen.emit import allowed_to_fail, deselected, emitted_jobs, resolve_se
 from matrixgen.emit_github import emit_github
 from matrixgen.emit_gitlab import emit_gitlab, name_problems
 from matrixgen.errors import Finding, Severity, UsageError
-from matrixgen.model import Target
+from matrixgen.model import QuarantineMark, Target
 from matrixgen.pipeline import Generation
 from matrixgen.vocab import System
 
@@ -51,6 +51,8 @@ class TargetOutput:
     deselect: int
     skipped: int  # left out by a skip entry
     shards: int  # GitHub: matrices in the file; GitLab: 1 (0 when only a placeholder)
+    # Every quarantined job of the target, kept or skipped: (job identity, mark).
+    marks: tuple[tuple[str, QuarantineMark], ...] = ()
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -63,6 +65,7 @@ class TargetOutput:
             "deselect": self.deselect,
             "skipped": self.skipped,
             "shards": self.shards,
+            "quarantine": [{"job": name, **mark.to_dict()} for name, mark in self.marks],
         }
 
 
@@ -89,6 +92,11 @@ def emit_target(
         deselect=sum(bool(deselected(j)) for j in jobs),
         skipped=len(chosen.skipped) + len(chosen.jobs) - len(jobs),
         shards=shards,
+        marks=tuple(
+            (str(job.identity), job.quarantine)
+            for job in chosen.with_quarantined
+            if job.quarantine is not None
+        ),
     )
 
 
@@ -140,6 +148,21 @@ def summary(outputs: Sequence[TargetOutput]) -> dict[str, Any]:
         "platforms": {p: by_platform[p] for p in sorted(by_platform)},
         "total": {"targets": len(outputs), "jobs": sum(o.jobs for o in outputs)},
     }
+
+
+def quarantine_rows(outputs: Sequence[TargetOutput]) -> tuple[list[list[str]], list[str]]:
+    """One row per quarantine entry in effect: its tracker, action and where it bites."""
+    entries: dict[tuple[str, str, str], tuple[set[str], set[str]]] = {}
+    for output in outputs:
+        for name, mark in output.marks:
+            targets, jobs = entries.setdefault((mark.id, mark.tracker, mark.action), (set(), set()))
+            targets.add(output.target.name)
+            jobs.add(name)
+    rows = [
+        [entry_id, tracker, action, str(len(targets)), ", ".join(sorted(jobs))]
+        for (entry_id, tracker, action), (targets, jobs) in sorted(entries.items())
+    ]
+    return rows, ["quarantine", "tracker", "action", "targets", "jobs"]
 
 
 def summary_rows(outputs: Sequence[TargetOutput]) -> tuple[list[list[str]], list[str]]:

@@ -112,6 +112,27 @@ def test_generate_writes_one_file_per_configured_target(tree, cli: Callable, tmp
         assert entry["system"] == target.system.value
         assert entry["platform"] == target.selector.platform
     by_target = {t["target"]: t for t in summary["targets"]}
+    # Each quarantined job, kept or skipped, is named with its entry and tracker.
+    marks = [
+        (m["job"], m["id"], m["tracker"], m["action"])
+        for m in by_target["gl-mr-h100"]["quarantine"]
+    ]
+    assert marks == [
+        (
+            "gpt/gpt3_tagged[legacy] on dgx_h100/dev",
+            "tagged-deselect",
+            "https://example.com/issues/3",
+            "deselect",
+        ),
+        (
+            "gpt/gpt3_tp1 on dgx_h100/dev",
+            "gpt-tp1-allow",
+            "https://example.com/issues/1",
+            "allow-failure",
+        ),
+    ]
+    skipped = [(m["id"], m["action"]) for m in by_target["gl-mr-gb200"]["quarantine"]]
+    assert skipped == [("bert-skip", "skip"), ("gpt-tp1-allow", "allow-failure")]
     assert by_target["gl-mr-h100"]["quarantined"] == 2  # allow-failure + deselect
     assert by_target["gl-mr-h100"]["allow_failure"] == 1
     assert by_target["gl-mr-gb200"]["skipped"] == 1  # bert_tp4
