@@ -7,14 +7,13 @@ findings), and the process exits with the error's documented code.
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from matrixgen.errors import ExitCode, Finding, MatrixgenError, Severity, render_findings
+from matrixgen.cli_common import RecipesOption, dump, echo_findings, load_valid, recipes_dir, table
+from matrixgen.errors import ExitCode, MatrixgenError, Severity
 from matrixgen.vocab import OutputFormat
 
 app = typer.Typer(
@@ -25,54 +24,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-
-RecipesOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--recipes",
-        help="Recipe tree directory (default: recipes/ at the top of this git checkout).",
-        file_okay=False,
-        dir_okay=True,
-    ),
-]
-
-
-def recipes_dir(given: Path | None) -> Path:
-    from matrixgen.pipeline import default_recipes_dir
-
-    return given if given is not None else default_recipes_dir()
-
-
-def echo_findings(findings: list[Finding] | tuple[Finding, ...]) -> None:
-    if findings:
-        typer.echo(render_findings(list(findings)), err=True)
-
-
-def dump(value: Any, fmt: OutputFormat) -> str:
-    """JSON or YAML text of plain data, stable byte for byte."""
-    if fmt is OutputFormat.YAML:
-        import yaml
-
-        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-        return yaml.dump(
-            value,
-            Dumper=dumper,
-            sort_keys=False,
-            default_flow_style=False,
-            allow_unicode=True,
-            width=1000,
-        )
-    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
-
-
-def table(rows: list[list[str]], headers: list[str]) -> str:
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += [
-        "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    ]
-    return "\n".join(lines) + "\n"
 
 
 @app.command()
@@ -133,7 +84,6 @@ def list_jobs(
     the target of that scope's system; without, each job as in its own scope's.
     """
     from matrixgen.model import Selector
-    from matrixgen.pipeline import generate, require_valid
 
     cases = tuple(c for given in test_case or () for c in given.split(",") if c)
     selector = Selector(
@@ -148,8 +98,7 @@ def list_jobs(
     from matrixgen.select import check_selector
 
     check_selector(selector)
-    generation = generate(recipes_dir(recipes))
-    echo_findings(require_valid(generation))
+    generation = load_valid(recipes)
     chosen = generation.selection(selector)
     jobs = chosen.with_quarantined if with_quarantined else list(chosen.jobs)
     if fmt is OutputFormat.TABLE:

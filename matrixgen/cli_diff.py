@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from matrixgen.cli_common import TargetNameOption, TargetOption, echo_findings
+
 
 class DiffFormat(StrEnum):
     TEXT = "text"
@@ -57,6 +59,8 @@ def diff_command(
         str | None,
         typer.Argument(metavar="HEAD", help="The revision to compare (default: the working tree)."),
     ] = None,
+    # Not cli_common's RecipesOption: a directory inside the repository, which
+    # may exist at one revision only.
     recipes: Annotated[
         Path | None,
         typer.Option(
@@ -65,20 +69,8 @@ def diff_command(
             help="The recipe tree's directory in the repository (default: recipes/ at its top).",
         ),
     ] = None,
-    target: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--target",
-            metavar="SPEC",
-            help="system=…,scope=…,platform=…,environment=…[,cadence=…]; repeatable.",
-        ),
-    ] = None,
-    target_name: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--target-name", metavar="NAME", help="A configured target's name; repeatable."
-        ),
-    ] = None,
+    target: TargetOption = None,
+    target_name: TargetNameOption = None,
     fmt: Annotated[
         DiffFormat, typer.Option("--format", help="text, markdown (a PR comment) or json.")
     ] = DiffFormat.TEXT,
@@ -89,7 +81,6 @@ def diff_command(
         ),
     ] = None,
 ) -> None:
-    from matrixgen.cli import echo_findings
     from matrixgen.diff import diff_revisions
     from matrixgen.diff_render import render
     from matrixgen.errors import Severity

@@ -6,49 +6,27 @@ commands.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.vocab import OutputFormat, System
+from matrixgen.cli_common import (
+    RecipesOption,
+    TableOrJson,
+    TargetNameOption,
+    TargetOption,
+    echo_json,
+    load_valid,
+    table,
+)
+from matrixgen.vocab import System
 
 if TYPE_CHECKING:
     from matrixgen.model import Target
     from matrixgen.pipeline import Generation
 
 
-class SummaryFormat(StrEnum):
-    TABLE = "table"
-    JSON = "json"
-
-
-TargetOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--target",
-        metavar="SPEC",
-        help="Ad hoc target: system=gitlab,scope=mr,platform=dgx_h100,environment=dev"
-        "[,cadence=pr][,model=M][,tag=T]. Repeatable.",
-    ),
-]
-TargetNameOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--target-name", metavar="NAME", help="A target named in the project config. Repeatable."
-    ),
-]
-# The same option as matrixgen.cli's (not imported: that module imports this one).
-RecipesOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--recipes",
-        help="Recipe tree directory (default: recipes/ at the top of this git checkout).",
-        file_okay=False,
-        dir_okay=True,
-    ),
-]
 LauncherOption = Annotated[
     str | None,
     typer.Option(
@@ -58,17 +36,6 @@ LauncherOption = Annotated[
         "(e.g. 'echo' for a dry run).",
     ),
 ]
-
-
-def _load(recipes: Path | None) -> Generation:
-    """Load, expand and validate the tree; refuse one that `validate` would fail
-    (a mistyped scope would otherwise drop its jobs from every target)."""
-    from matrixgen.cli import echo_findings, recipes_dir
-    from matrixgen.pipeline import generate, require_valid
-
-    generation = generate(recipes_dir(recipes))
-    echo_findings(require_valid(generation))
-    return generation
 
 
 def _names_system(spec: str) -> bool:
@@ -143,7 +110,7 @@ def github(
 
     if output is not None and github_output:
         raise UsageError("give --output or --github-output, not both")
-    generation = _load(recipes)
+    generation = load_valid(recipes)
     chosen = _one_target(generation, System.GITHUB, target, target_name)
     jobs = generation.jobs_for(chosen)
     settings = resolve_settings(chosen, generation.tree.config, jobs)
@@ -179,7 +146,7 @@ def gitlab(
     from matrixgen.emit import resolve_settings
     from matrixgen.emit_gitlab import emit_gitlab
 
-    generation = _load(recipes)
+    generation = load_valid(recipes)
     chosen = _one_target(generation, System.GITLAB, target, target_name)
     jobs = generation.jobs_for(chosen)
     settings = resolve_settings(chosen, generation.tree.config, jobs, launcher=launcher)
@@ -198,8 +165,8 @@ def generate(
     out: Annotated[
         Path, typer.Option("--out", help="Directory for one file per target.", file_okay=False)
     ] = Path("out"),
-    fmt: Annotated[SummaryFormat, typer.Option("--format", help="The summary's format.")] = (
-        SummaryFormat.TABLE
+    fmt: Annotated[TableOrJson, typer.Option("--format", help="The summary's format.")] = (
+        TableOrJson.TABLE
     ),
     launcher: LauncherOption = None,
 ) -> None:
@@ -211,7 +178,6 @@ def generate(
     (see validate); 2: usage error; 3: bad project config; 4: a CI limit cannot
     be met.
     """
-    from matrixgen.cli import dump, table
     from matrixgen.generate import (
         generate_all,
         quarantine_rows,
@@ -221,7 +187,7 @@ def generate(
     )
     from matrixgen.targets import resolve_targets
 
-    generation = _load(recipes)
+    generation = load_valid(recipes)
     targets = resolve_targets(
         generation.tree.config,
         generation.jobs,
@@ -230,8 +196,8 @@ def generate(
     )
     outputs = generate_all(generation, targets, launcher=launcher)
     write_outputs(outputs, out)
-    if fmt is SummaryFormat.JSON:
-        typer.echo(dump(summary(outputs), OutputFormat.JSON), nl=False)
+    if fmt is TableOrJson.JSON:
+        echo_json(summary(outputs))
         return
     rows, headers = summary_rows(outputs)
     typer.echo(table(rows, headers), nl=False)

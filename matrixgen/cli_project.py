@@ -7,32 +7,24 @@ the commands.
 from __future__ import annotations
 
 from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from matrixgen.cli_common import (
+    RecipesOption,
+    TableOrJson,
+    TableOrJsonOption,
+    echo_json,
+    load_valid,
+    recipes_dir,
+    table,
+)
 from matrixgen.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from matrixgen.model import Target
     from matrixgen.pipeline import Generation
-
-# The same option as matrixgen.cli's (not imported: that module imports this one).
-RecipesOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--recipes",
-        help="Recipe tree directory (default: recipes/ at the top of this git checkout).",
-        file_okay=False,
-        dir_okay=True,
-    ),
-]
-
-
-class TableOrJson(StrEnum):
-    TABLE = "table"
-    JSON = "json"
 
 
 class GraphFormat(StrEnum):
@@ -45,9 +37,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def pins(
         recipes: RecipesOption = None,
-        fmt: Annotated[TableOrJson, typer.Option("--format", help="table or json.")] = (
-            TableOrJson.TABLE
-        ),
+        fmt: TableOrJsonOption = TableOrJson.TABLE,
     ) -> None:
         """Show the image pins side by side, and the env and argument pins with
         the jobs they cover.
@@ -55,10 +45,8 @@ def register(app: typer.Typer) -> None:
         Exit 0: every pin holds; 1: an image drifts or a covered job lacks a pin
         (`matrixgen validate` says where to fix it); 3: bad project config.
         """
-        from matrixgen.cli import dump, recipes_dir, table
         from matrixgen.pins import pins_report
         from matrixgen.pipeline import generate
-        from matrixgen.vocab import OutputFormat
 
         generation = generate(recipes_dir(recipes))
         config = generation.tree.config
@@ -67,7 +55,7 @@ def register(app: typer.Typer) -> None:
             p for p in report["pins"] if p["failing_jobs"]
         ]
         if fmt is TableOrJson.JSON:
-            typer.echo(dump(report, OutputFormat.JSON), nl=False)
+            echo_json(report)
         else:
             if report["images"]:
                 header = "Images"
@@ -147,7 +135,6 @@ def register(app: typer.Typer) -> None:
         Exit 0: no needs missing and no cycles; 1: some (printed on stderr, and
         drawn in the graph); 2: unknown target.
         """
-        from matrixgen.cli import recipes_dir
         from matrixgen.graph import render_graph, summary, target_graph, tree_graph
         from matrixgen.pipeline import generate, require_no_errors
 
@@ -185,9 +172,7 @@ def register(app: typer.Typer) -> None:
                 "--all-platforms", help="Count platforms marked counted: false in the config too."
             ),
         ] = False,
-        fmt: Annotated[TableOrJson, typer.Option("--format", help="table or json.")] = (
-            TableOrJson.TABLE
-        ),
+        fmt: TableOrJsonOption = TableOrJson.TABLE,
     ) -> None:
         """Count jobs per target, pipeline (system/scope), platform, model and
         quarantine state.
@@ -198,21 +183,17 @@ def register(app: typer.Typer) -> None:
         A pipeline counts distinct jobs over its targets; "cases" are the
         functional ones (every model but unit-tests).
         """
-        from matrixgen.cli import dump, echo_findings, recipes_dir
-        from matrixgen.pipeline import generate, require_valid
         from matrixgen.stats import compute_stats, render_table
         from matrixgen.targets import resolve_targets
-        from matrixgen.vocab import OutputFormat
 
-        generation = generate(recipes_dir(recipes))
-        echo_findings(require_valid(generation))
+        generation = load_valid(recipes)
         config = generation.tree.config
         targets = resolve_targets(config, generation.jobs)
         result = compute_stats(
             generation, targets, exclude=exclude_platform or (), all_platforms=all_platforms
         )
         if fmt is TableOrJson.JSON:
-            typer.echo(dump(result.to_dict(), OutputFormat.JSON), nl=False)
+            echo_json(result.to_dict())
         else:
             typer.echo(render_table(result), nl=False)
 

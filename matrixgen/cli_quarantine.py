@@ -9,12 +9,20 @@ left as it was); 8 the tracker API answered with an error.
 from __future__ import annotations
 
 import datetime as dt
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from matrixgen.cli_common import (
+    RecipesOption,
+    TableOrJson,
+    TableOrJsonOption,
+    echo_findings,
+    echo_json,
+    recipes_dir,
+    table,
+)
 from matrixgen.errors import ExitCode, QuarantineError, UsageError, did_you_mean
 from matrixgen.vocab import QUARANTINE_FILENAME, QuarantineAction, QuarantineKind
 
@@ -23,28 +31,9 @@ if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
     from matrixgen.quarantine import Entry, Hit, QuarantineFile
 
-# Defined here rather than imported from matrixgen.cli: that module imports this
-# one while it starts.
-RecipesOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--recipes",
-        help="Recipe tree directory (default: recipes/ at the top of this git checkout).",
-        file_okay=False,
-        dir_okay=True,
-    ),
-]
-
-
-class ListFormat(StrEnum):
-    TABLE = "table"
-    JSON = "json"
-
 
 def _root(recipes: Path | None) -> Path:
-    from matrixgen.pipeline import default_recipes_dir
-
-    root = recipes if recipes is not None else default_recipes_dir()
+    root = recipes_dir(recipes)
     if not root.is_dir():
         raise UsageError(f"recipe directory not found: {root}")
     return root
@@ -66,12 +55,6 @@ def _read(root: Path, config: ProjectConfig) -> QuarantineFile:
     from matrixgen.quarantine_edit import read_checked
 
     return read_checked(root / QUARANTINE_FILENAME, tracker_base=policy(config).tracker_base)[1]
-
-
-def _echo_json(value: Any) -> None:
-    import json
-
-    typer.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def _parse_date(text: str, what: str) -> dt.date:
@@ -161,7 +144,7 @@ def add(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show what it would affect; write nothing.")
     ] = False,
-    fmt: Annotated[ListFormat, typer.Option("--format", help="table or json.")] = ListFormat.TABLE,
+    fmt: TableOrJsonOption = TableOrJson.TABLE,
 ) -> None:
     """Quarantine a test case: prints the jobs it affects per target, then the entry id."""
     from matrixgen.quarantine import entry_from_mapping, entry_hits, policy
@@ -261,8 +244,8 @@ def add(
 
     path = root / QUARANTINE_FILENAME
     edit(path, change, tracker_base=pol.tracker_base, dry_run=dry_run)
-    if fmt is ListFormat.JSON:
-        _echo_json(
+    if fmt is TableOrJson.JSON:
+        echo_json(
             {
                 "id": chosen["id"],
                 "written": not dry_run,
@@ -355,15 +338,13 @@ def lift(
 
 def list_entries(
     recipes: RecipesOption = None,
-    fmt: Annotated[ListFormat, typer.Option("--format", help="table or json.")] = ListFormat.TABLE,
+    fmt: TableOrJsonOption = TableOrJson.TABLE,
 ) -> None:
     """List the entries of the quarantine file."""
-    from matrixgen.cli import table
-
     root = _root(recipes)
     qfile = _read(root, _config(root))
-    if fmt is ListFormat.JSON:
-        _echo_json([e.to_dict() for e in qfile.entries])
+    if fmt is TableOrJson.JSON:
+        echo_json([e.to_dict() for e in qfile.entries])
         return
     rows = [
         [
@@ -398,13 +379,12 @@ def audit(
     tracker_base: Annotated[
         str | None, typer.Option(help="Where #N points (default: quarantine.tracker_base).")
     ] = None,
-    fmt: Annotated[ListFormat, typer.Option("--format", help="table or json.")] = ListFormat.TABLE,
+    fmt: TableOrJsonOption = TableOrJson.TABLE,
 ) -> None:
     """Expired, expiring, ownerless, matching nothing, tracker closed. Exit 1 when
     anything but "expiring" is found; 8 when the tracker API fails."""
     from dataclasses import replace
 
-    from matrixgen.cli import echo_findings, table
     from matrixgen.quarantine import (
         FAILING_PROBLEMS,
         QuarantineFile,
@@ -447,8 +427,8 @@ def audit(
     items = audit_entries(
         qfile, hits, today=dt.date.today(), days=days, tracker_states=report.states
     )
-    if fmt is ListFormat.JSON:
-        _echo_json(
+    if fmt is TableOrJson.JSON:
+        echo_json(
             {
                 "items": [i.to_dict() for i in items],
                 "tracker_states": dict(sorted(report.states.items())),
@@ -497,8 +477,8 @@ def migrate(
     expires: Annotated[
         str | None, typer.Option(help="YYYY-MM-DD (default: today + default_expiry_days).")
     ] = None,
-    fmt: Annotated[ListFormat, typer.Option("--format", help="table (text) or json.")] = (
-        ListFormat.TABLE
+    fmt: Annotated[TableOrJson, typer.Option("--format", help="table (text) or json.")] = (
+        TableOrJson.TABLE
     ),
 ) -> None:
     """Turn Megatron-LM quarantine habits (scopes *-broken, *-temp-disabled, flaky,
@@ -518,8 +498,8 @@ def migrate(
         expires=until,
     )
     summary = migration.summary()
-    if fmt is ListFormat.JSON:
-        _echo_json(
+    if fmt is TableOrJson.JSON:
+        echo_json(
             {
                 "entries": [
                     {

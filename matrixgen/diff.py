@@ -72,24 +72,7 @@ JOB_FIELDS: tuple[str, ...] = (
 )
 # Spec keys that the job fields above (or the identity) already cover.
 COVERED_SPEC_KEYS = frozenset(
-    {
-        "model",
-        "test_case",
-        "environment",
-        "platforms",
-        "tag",
-        "scope",
-        "cadence",
-        "name",
-        "build",
-        "n_repeat",
-        "time_limit",
-        "nodes",
-        "gpus",
-        "allow_failure",
-        "env",
-        "args",
-    }
+    {"model", "test_case", "environment", "platforms", "tag", "scope", *JOB_FIELDS}
 )
 
 QUARANTINED = "quarantined"

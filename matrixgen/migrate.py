@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from matrixgen.errors import Finding, Location, QuarantineError
+from matrixgen.expand import ATTRIBUTE_KEYS_V2, BLOCK_KEYS, KNOWN_AXES_V2
 from matrixgen.load import read_directory
 from matrixgen.model import Job, JobId, RecipeFile, Target
 from matrixgen.pipeline import Generation, generate_from_files
@@ -43,26 +44,12 @@ from matrixgen.quarantine import entry_from_mapping, policy, resolve_tracker, sa
 from matrixgen.quarantine import selection as quarantine_selection
 from matrixgen.targets import default_system, discover_targets, resolve_targets
 from matrixgen.vocab import QUARANTINE_FILENAME, QuarantineAction, QuarantineKind, resolve_scope
+from matrixgen.yamlio import last_content_line
 
 HABIT_SUFFIXES = ("-broken", "-temp-disabled")
 FLAKY_SCOPE = "flaky"
-ROW_KEYS = frozenset(
-    {
-        "environment",
-        "scope",
-        "platforms",
-        "tag",
-        "n_repeat",
-        "time_limit",
-        "nodes",
-        "gpus",
-        "allow_failure",
-        "cadence",
-        "env",
-        "args",
-    }
-)
-BLOCK_KEYS = frozenset({"test_case", "products", "cadence"})
+# Keys a product row may hold: the axes and attributes expansion knows.
+ROW_KEYS = KNOWN_AXES_V2 | ATTRIBUTE_KEYS_V2
 # Commented-out YAML, told from prose ("# Broken: ...") by its keys.
 _CODE_LINE = re.compile(
     r"^\s*(?:-\s+)?(?:" + "|".join(sorted(ROW_KEYS | BLOCK_KEYS)) + r")\s*:(?:\s|$)"
@@ -242,17 +229,6 @@ def _value(node: Any, key: str) -> Any:
     return None
 
 
-def _last_line(node: yaml.Node) -> int:
-    if isinstance(node, yaml.MappingNode) and node.value and not node.flow_style:
-        return _last_line(node.value[-1][1])
-    if isinstance(node, yaml.SequenceNode) and node.value and not node.flow_style:
-        return _last_line(node.value[-1])
-    end = node.end_mark
-    if isinstance(node, yaml.ScalarNode) and node.style in ("|", ">"):
-        return end.line - 1 if end.column == 0 else end.line
-    return end.line
-
-
 def _line_offsets(text: str) -> list[int]:
     offsets = [0]
     for line in text.splitlines(keepends=True):
@@ -260,13 +236,25 @@ def _line_offsets(text: str) -> list[int]:
     return offsets
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class _Scan:
-    """What scanning one file found."""
+    """Scanning one file: what every step reads, and what they found."""
 
+    recipe: RecipeFile
+    lines: Sequence[str]
+    offsets: Sequence[int]  # character offset of each line's start
+    real_scopes: frozenset[str]
+    default_tracker: str | None
+    owner: str  # the --owner given, else the file's maintainers; "" when neither
     candidates: list[Candidate] = field(default_factory=list)
     left_alone: list[LeftAlone] = field(default_factory=list)
     untracked_comments: int = 0
+
+    def leave(self, line: int, habit: str, reason: str) -> None:
+        """Note a habit migration leaves as it is; `line` is 1-based."""
+        self.left_alone.append(
+            LeftAlone(path=self.recipe.path, line=line, habit=habit, reason=reason)
+        )
 
 
 def _owner(recipe: RecipeFile, owner: str | None) -> str:
@@ -286,14 +274,17 @@ def _scan_file(
     default_tracker: str | None,
     owner: str | None,
 ) -> _Scan:
-    scan = _Scan()
-    lines = text.splitlines(keepends=True)
-    offsets = _line_offsets(text)
-    root = recipe.document.root
-    products = _value(root, "products")
+    scan = _Scan(
+        recipe=recipe,
+        lines=text.splitlines(keepends=True),
+        offsets=_line_offsets(text),
+        real_scopes=real_scopes,
+        default_tracker=default_tracker,
+        owner=_owner(recipe, owner),
+    )
+    products = _value(recipe.document.root, "products")
     if not isinstance(products, yaml.SequenceNode):
         return scan
-    file_owner = _owner(recipe, owner)
     blocks = [b for b in products.value if isinstance(b, yaml.MappingNode)]
     for block in blocks:
         rows = _value(block, "products")
@@ -301,12 +292,8 @@ def _scan_file(
             continue
         for row in rows.value:
             if isinstance(row, yaml.MappingNode):
-                _scan_row(
-                    recipe, lines, offsets, row, real_scopes, default_tracker, file_owner, scan
-                )
-    _scan_comments(
-        recipe, lines, offsets, products, blocks, real_scopes, default_tracker, file_owner, scan
-    )
+                _scan_row(scan, row)
+    _scan_comments(scan, products, blocks)
     return scan
 
 
@@ -320,16 +307,8 @@ def _need_tracker(refs: list[str], default_tracker: str | None) -> tuple[str | N
     return None, "names no tracker; pass --default-tracker REF (an umbrella issue) to migrate it"
 
 
-def _scan_row(
-    recipe: RecipeFile,
-    lines: Sequence[str],
-    offsets: Sequence[int],
-    row: yaml.MappingNode,
-    real_scopes: frozenset[str],
-    default_tracker: str | None,
-    owner: str,
-    scan: _Scan,
-) -> None:
+def _scan_row(scan: _Scan, row: yaml.MappingNode) -> None:
+    recipe, lines, owner = scan.recipe, scan.lines, scan.owner
     scope_node = _value(row, "scope")
     if not isinstance(scope_node, yaml.SequenceNode):
         return
@@ -337,14 +316,12 @@ def _scan_row(
     habits = [n for n in values if is_habit_scope(n.value)]
     if not habits:
         return
-    first, last = row.start_mark.line, _last_line(row)
+    first, last = row.start_mark.line, last_content_line(row)
     line_no = first + 1
     habit = "scope " + " + ".join(n.value for n in habits)
 
     def leave(reason: str) -> None:
-        scan.left_alone.append(
-            LeftAlone(path=recipe.path, line=line_no, habit=habit, reason=reason)
-        )
+        scan.leave(line_no, habit, reason)
 
     restored: dict[str, str] = {}
     for node in habits:
@@ -355,7 +332,7 @@ def _scan_row(
                 "(mr, mr-slim, nightly, ...): nothing to restore"
             )
             return
-        if resolve_scope(back) not in real_scopes:
+        if resolve_scope(back) not in scan.real_scopes:
             leave(f'restoring "{node.value}" gives "{back}", a scope no other row uses')
             return
         restored[node.value] = back
@@ -365,7 +342,7 @@ def _scan_row(
         return
     own = [_comment_of(lines[n]) for n in range(first, last + 1)]
     said = [_comment_of(line) for line in _prose_above(lines, first)] + [c for c in own if c]
-    tracker, problem = _need_tracker(_trackers(said), default_tracker)
+    tracker, problem = _need_tracker(_trackers(said), scan.default_tracker)
     if tracker is None:
         leave(problem)
         return
@@ -374,8 +351,8 @@ def _scan_row(
         return
     edits = []
     for node in habits:
-        start = offsets[node.start_mark.line] + node.start_mark.column
-        end = offsets[node.end_mark.line] + node.end_mark.column
+        start = scan.offsets[node.start_mark.line] + node.start_mark.column
+        end = scan.offsets[node.end_mark.line] + node.end_mark.column
         quote = "" if node.style in (None, "") else node.style
         edits.append(TextEdit(start, end, f"{quote}{restored[node.value]}{quote}"))
     default_kind = (
@@ -403,19 +380,12 @@ def _scan_row(
 
 
 def _scan_comments(
-    recipe: RecipeFile,
-    lines: Sequence[str],
-    offsets: Sequence[int],
-    products: yaml.SequenceNode,
-    blocks: Sequence[yaml.MappingNode],
-    real_scopes: frozenset[str],
-    default_tracker: str | None,
-    owner: str,
-    scan: _Scan,
+    scan: _Scan, products: yaml.SequenceNode, blocks: Sequence[yaml.MappingNode]
 ) -> None:
     """Commented-out rows and blocks: `# - environment: [dev]` ..."""
     if not blocks:
         return
+    lines = scan.lines
     block_col = _dash_col(lines, blocks[0])
     n = products.start_mark.line
     end = len(lines)
@@ -426,10 +396,7 @@ def _scan_comments(
         run_start = n
         while n < end and lines[n].lstrip().startswith("#"):
             n += 1
-        _scan_run(
-            recipe, lines, offsets, run_start, n, blocks, block_col, real_scopes,
-            default_tracker, owner, scan,
-        )  # fmt: skip
+        _scan_run(scan, run_start, n, blocks, block_col)
 
 
 def _dash_col(lines: Sequence[str], node: yaml.Node) -> int:
@@ -451,19 +418,10 @@ def _uncommented(line: str) -> tuple[str, int] | None:
 
 
 def _scan_run(
-    recipe: RecipeFile,
-    lines: Sequence[str],
-    offsets: Sequence[int],
-    start: int,
-    stop: int,
-    blocks: Sequence[yaml.MappingNode],
-    block_col: int,
-    real_scopes: frozenset[str],
-    default_tracker: str | None,
-    owner: str,
-    scan: _Scan,
+    scan: _Scan, start: int, stop: int, blocks: Sequence[yaml.MappingNode], block_col: int
 ) -> None:
     """Split a run of comment lines into commented-out items and judge each."""
+    lines = scan.lines
     n = start
     while n < stop:
         code = _uncommented(lines[n])
@@ -483,10 +441,7 @@ def _scan_run(
                 break
             item.append(m)
             m += 1
-        _judge_item(
-            recipe, lines, offsets, item, dash, blocks, block_col, real_scopes,
-            default_tracker, owner, scan,
-        )  # fmt: skip
+        _judge_item(scan, item, dash, blocks, block_col)
         n = m
 
 
@@ -500,18 +455,9 @@ def _enclosing_block(blocks: Sequence[yaml.MappingNode], line: int) -> yaml.Mapp
 
 
 def _judge_item(
-    recipe: RecipeFile,
-    lines: Sequence[str],
-    offsets: Sequence[int],
-    item: list[int],
-    dash: int,
-    blocks: Sequence[yaml.MappingNode],
-    block_col: int,
-    real_scopes: frozenset[str],
-    default_tracker: str | None,
-    owner: str,
-    scan: _Scan,
+    scan: _Scan, item: list[int], dash: int, blocks: Sequence[yaml.MappingNode], block_col: int
 ) -> None:
+    recipe, lines, owner = scan.recipe, scan.lines, scan.owner
     first = item[0]
     inline = [_comment_of(_uncommented(lines[k])[0]) for k in item]  # type: ignore[index]
     said = [_comment_of(line) for line in _prose_above(lines, first)] + [c for c in inline if c]
@@ -522,9 +468,7 @@ def _judge_item(
     habit = "commented-out"
 
     def leave(reason: str) -> None:
-        scan.left_alone.append(
-            LeftAlone(path=recipe.path, line=first + 1, habit=habit, reason=reason)
-        )
+        scan.leave(first + 1, habit, reason)
 
     tracker, problem = _need_tracker(refs, None)
     if tracker is None:
@@ -574,7 +518,7 @@ def _judge_item(
             if not isinstance(scope, str) or is_habit_scope(scope):
                 leave(f'it has the scope "{scope}", itself a habit: restore that first')
                 return
-            if resolve_scope(scope) not in real_scopes:
+            if resolve_scope(scope) not in scan.real_scopes:
                 leave(f'its scope "{scope}" is one no active row uses')
                 return
     if not owner:
@@ -583,7 +527,7 @@ def _judge_item(
     edits = []
     for k in item:
         at = lines[k].find("#")
-        edits.append(TextEdit(offsets[k] + at, offsets[k] + at + 2, ""))
+        edits.append(TextEdit(scan.offsets[k] + at, scan.offsets[k] + at + 2, ""))
     scan.candidates.append(
         Candidate(
             rel=recipe.rel,

@@ -86,8 +86,15 @@ class Job:
 
     def sort_key(self) -> tuple:
         """Identity, then scope and cadence: a total order for deterministic output."""
-        return (self.model, self.test_case, self.environment, self.platform, self.tag or "",
-                self.scope or "", self.cadence)
+        return (
+            self.model,
+            self.test_case,
+            self.environment,
+            self.platform,
+            self.tag or "",
+            self.scope or "",
+            self.cadence,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of `list --format json` (and of jobs in diffs)."""

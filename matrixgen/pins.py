@@ -156,31 +156,25 @@ def image_pins(config: ProjectConfig) -> list[ImagePin]:
     # An `image` in the system's or a target's settings wins over the pins: check it too.
     for system, settings in sorted(config.section("systems").items()):
         if isinstance(settings, Mapping) and isinstance(settings.get("image"), str):
-            repo, tag = _split_image(settings["image"])
-            pins.append(
-                ImagePin(
-                    keys=("systems", system, "image"),
-                    system=system,
-                    environment=None,
-                    arch=None,
-                    repository=repo,
-                    tag=tag,
-                )
-            )
+            pins.append(_settings_pin(("systems", system), settings["image"], system, None))
     for name, spec in sorted(config.section("targets").items()):
         if isinstance(spec, Mapping) and isinstance(spec.get("image"), str):
-            repo, tag = _split_image(spec["image"])
-            pins.append(
-                ImagePin(
-                    keys=("targets", name, "image"),
-                    system=str(spec.get("system", "")),
-                    environment=spec.get("environment"),
-                    arch=None,
-                    repository=repo,
-                    tag=tag,
-                )
-            )
+            system, env = str(spec.get("system", "")), spec.get("environment")
+            pins.append(_settings_pin(("targets", name), spec["image"], system, env))
     return pins
+
+
+def _settings_pin(where: tuple[str, str], image: str, system: str, env: str | None) -> ImagePin:
+    """The `image` of a system's or a target's settings, every architecture."""
+    repo, tag = _split_image(image)
+    return ImagePin(
+        keys=(*where, "image"),
+        system=system,
+        environment=env,
+        arch=None,
+        repository=repo,
+        tag=tag,
+    )
 
 
 def version_pattern(config: ProjectConfig) -> re.Pattern[str] | None:

@@ -34,7 +34,7 @@ import yaml
 
 from matrixgen.errors import Findings, QuarantineError
 from matrixgen.quarantine import QuarantineFile, parse_quarantine
-from matrixgen.yamlio import parse_yaml
+from matrixgen.yamlio import last_content_line, parse_yaml
 
 HEADER = (
     "# Quarantined jobs: each entry names its tracker, owner and expiry.\n"
@@ -169,7 +169,7 @@ def _layout(text: str) -> _Layout:
     starts, ends = [], []
     for item in value.value:
         first = item.start_mark.line
-        end = _last_line(item) + 1
+        end = last_content_line(item) + 1
         # A block scalar's end mark lies past the blank lines that follow it.
         while end - 1 > first and not lines[end - 1].strip():
             end -= 1
@@ -183,19 +183,6 @@ def _layout(text: str) -> _Layout:
         dash = line.rfind("-", 0, key_col)
         dash_col = dash if dash >= 0 else max(key_col - 2, 0)
     return _Layout(lines, newline, key_line, "block", starts, ends, dash_col, key_col, None)
-
-
-def _last_line(node: yaml.Node) -> int:
-    """The last line holding content of a node (not trailing comments or blanks)."""
-    if isinstance(node, yaml.MappingNode) and node.value and not node.flow_style:
-        return _last_line(node.value[-1][1])
-    if isinstance(node, yaml.SequenceNode) and node.value and not node.flow_style:
-        return _last_line(node.value[-1])
-    end = node.end_mark
-    if isinstance(node, yaml.ScalarNode) and node.style in ("|", ">"):
-        # A block scalar ends at the start of the line after its last line.
-        return end.line - 1 if end.column == 0 else end.line
-    return end.line
 
 
 def render_entry(entry: Mapping[str, Any], dash_col: int, key_col: int, newline: str) -> str:

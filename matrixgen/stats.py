@@ -306,7 +306,7 @@ def _loops(config: ProjectConfig, platform: str) -> bool:
 
 
 def render_table(stats: Stats) -> str:
-    from matrixgen.cli import table
+    from matrixgen.cli_common import table
 
     models = sorted({m for t in stats.targets for m in t.models()})
     rows = []

@@ -197,3 +197,16 @@ def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None
             f'duplicate key "{key}": the earlier value would be silently overwritten',
         )
     return YamlDocument(path=path, data=data, root=root)
+
+
+def last_content_line(node: yaml.Node) -> int:
+    """The last line (0-based) holding content of a node, not trailing comments or blanks."""
+    if isinstance(node, yaml.MappingNode) and node.value and not node.flow_style:
+        return last_content_line(node.value[-1][1])
+    if isinstance(node, yaml.SequenceNode) and node.value and not node.flow_style:
+        return last_content_line(node.value[-1])
+    end = node.end_mark
+    if isinstance(node, yaml.ScalarNode) and node.style in ("|", ">"):
+        # A block scalar ends at the start of the line after its last line.
+        return end.line - 1 if end.column == 0 else end.line
+    return end.line

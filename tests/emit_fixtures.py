@@ -11,8 +11,13 @@ import dataclasses
 import json
 import textwrap
 from collections.abc import Iterable, Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
+
+from matrixgen.emit import EmitSettings, resolve_settings
+from matrixgen.model import Job, Target
+from matrixgen.pipeline import Generation, generate_from_files
 
 HOSTILE = "x; touch pwned1 $(touch pwned2) `touch pwned3` && touch pwned4 'q' \"dq\""
 PWNED = ("pwned1", "pwned2", "pwned3", "pwned4")
@@ -200,6 +205,21 @@ V1_TREE: dict[str, str] = {
 def tree_files(tree: Mapping[str, str]) -> dict[str, bytes]:
     """{path: bytes} as generate_from_files takes them (dedented like write_tree)."""
     return {rel: textwrap.dedent(text).lstrip("\n").encode("utf-8") for rel, text in tree.items()}
+
+
+@cache
+def v2_generation() -> Generation:
+    """V2_TREE, loaded once for every test that only reads it."""
+    return generate_from_files(tree_files(V2_TREE), root="fixture")
+
+
+def target_jobs(name: str) -> tuple[Target, list[Job], EmitSettings]:
+    """A target V2_TREE's config names, its jobs and its emitter settings."""
+    gen = v2_generation()
+    target = gen.tree.config.target(name)
+    assert target is not None
+    jobs = gen.jobs_for(target)
+    return target, jobs, resolve_settings(target, gen.tree.config, jobs)
 
 
 def replace_jobs(jobs: Iterable[Any], **changes: Any) -> list[Any]:

@@ -7,7 +7,6 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ from matrixgen.emit import (
     GITHUB_MAX_MATRIX_ROWS,
     GITHUB_MAX_OUTPUT_BYTES,
     EmitSettings,
-    resolve_settings,
 )
 from matrixgen.emit_github import (
     GithubMatrix,
@@ -31,22 +29,8 @@ from matrixgen.emit_github import (
 )
 from matrixgen.errors import LimitError
 from matrixgen.model import Job, QuarantineMark, Selector, Target
-from matrixgen.pipeline import Generation, generate_from_files
 from matrixgen.vocab import System
-from tests.emit_fixtures import HOSTILE, V2_TREE, tree_files
-
-
-@cache
-def fixture() -> Generation:
-    return generate_from_files(tree_files(V2_TREE), root="fixture")
-
-
-def configured(name: str) -> tuple[list[Job], EmitSettings]:
-    gen = fixture()
-    target = gen.tree.config.target(name)
-    assert target is not None
-    jobs = gen.jobs_for(target)
-    return jobs, resolve_settings(target, gen.tree.config, jobs)
+from tests.emit_fixtures import HOSTILE, V2_TREE, target_jobs
 
 
 def make_job(i: int = 0, **changes: object) -> Job:
@@ -103,7 +87,7 @@ def parse_github_output(text: str) -> dict[str, str]:
 
 
 def test_rows_of_a_configured_target() -> None:
-    jobs, settings = configured("gh-l1-h100")
+    _, jobs, settings = target_jobs("gh-l1-h100")
     matrix = emit_github(jobs, settings)
     document = json.loads(matrix.text())
     assert list(document) == ["include"]
@@ -291,7 +275,7 @@ def test_github_output_refuses_more_than_1_mb_per_job(tmp_path: Path, monkeypatc
 
 def test_github_command(tree, cli: Callable, tmp_path: Path, monkeypatch) -> None:
     root = tree(V2_TREE)
-    jobs, settings = configured("gh-l1-h100")
+    _, jobs, settings = target_jobs("gh-l1-h100")
     expected = emit_github(jobs, settings).text()
     run = cli("github", "--recipes", root, "--target-name", "gh-l1-h100")
     assert run.code == 0, run

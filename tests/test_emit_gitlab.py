@@ -9,7 +9,6 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Callable
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -30,23 +29,17 @@ from matrixgen.emit_gitlab import (
 )
 from matrixgen.errors import ConfigError, LimitError, RecipeError
 from matrixgen.model import Job, QuarantineMark, Selector, Target
-from matrixgen.pipeline import Generation, generate_from_files
+from matrixgen.pipeline import generate_from_files
 from matrixgen.vocab import System
 from tests import realvalidators as rv
-from tests.emit_fixtures import HOSTILE, PWNED, V2_TREE, WEIRD_VALUE, tree_files
-
-
-@cache
-def fixture() -> Generation:
-    return generate_from_files(tree_files(V2_TREE), root="fixture")
-
-
-def target_jobs(name: str) -> tuple[Target, list[Job], EmitSettings]:
-    gen = fixture()
-    target = gen.tree.config.target(name)
-    assert target is not None
-    jobs = gen.jobs_for(target)
-    return target, jobs, resolve_settings(target, gen.tree.config, jobs)
+from tests.emit_fixtures import (
+    HOSTILE,
+    PWNED,
+    V2_TREE,
+    WEIRD_VALUE,
+    target_jobs,
+    tree_files,
+)
 
 
 def pipeline(name: str) -> dict:

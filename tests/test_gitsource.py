@@ -20,6 +20,20 @@ def repo(tmp_path: Path) -> GitRepo:
     return GitRepo(tmp_path / "repo")
 
 
+@pytest.fixture
+def git_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The arguments of every git command gitsource runs (still run for real)."""
+    calls: list[list[str]] = []
+    real = gitsource._run_git
+
+    def spy(args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(list(args))
+        return real(args, **kwargs)
+
+    monkeypatch.setattr(gitsource, "_run_git", spy)
+    return calls
+
+
 def test_reads_a_revision_with_git_blob_ids(repo: GitRepo) -> None:
     repo.commit({"a.yaml": RECIPE, "sub/b.yml": "x: 1\n", "notes.txt": "not a recipe\n"})
     source = Repository(repo.top).read_revision("HEAD", "recipes")
@@ -103,48 +117,32 @@ def test_revisions_git_could_read_as_options_are_refused(revision: str) -> None:
 
 
 def test_user_strings_reach_git_only_after_end_of_options(
-    repo: GitRepo, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    repo: GitRepo, git_calls: list[list[str]], tmp_path: Path
 ) -> None:
     repo.commit({"a.yaml": RECIPE})
-    calls: list[list[str]] = []
-    real = gitsource._run_git
-
-    def spy(args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(list(args))
-        return real(args, **kwargs)
-
-    monkeypatch.setattr(gitsource, "_run_git", spy)
     git = Repository(repo.top)
     given = "main~0"
     git.read_revision(given, "recipes")
-    for args in calls:
+    for args in git_calls:
         for i, arg in enumerate(args):
             if given in arg:
                 assert "--end-of-options" in args[:i], args
     # Something that would be an option anywhere else never gets to git.
-    calls.clear()
+    git_calls.clear()
     marker = tmp_path / "owned"
     with pytest.raises(UsageError):
         git.read_revision(f"--output={marker}", "recipes")
-    assert calls == [] and not marker.exists()
+    assert git_calls == [] and not marker.exists()
 
 
 def test_all_blobs_of_a_tree_come_from_one_cat_file_process(
-    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+    repo: GitRepo, git_calls: list[list[str]]
 ) -> None:
     repo.commit({f"d{i % 7}/f{i}.yaml": f"n: {i}\n" for i in range(300)})
-    calls: list[list[str]] = []
-    real = gitsource._run_git
-
-    def spy(args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(list(args))
-        return real(args, **kwargs)
-
-    monkeypatch.setattr(gitsource, "_run_git", spy)
     source = Repository(repo.top).read_revision("HEAD", "recipes")
     assert len(source.files) == 300
     assert source.files["d3/f10.yaml"] == b"n: 10\n"
-    assert sum(1 for args in calls if args[:1] == ["cat-file"] and "--batch" in args) == 1
+    assert sum(1 for args in git_calls if args[:1] == ["cat-file"] and "--batch" in args) == 1
 
 
 def test_empty_and_binary_files_survive_the_batch_reader(repo: GitRepo) -> None:

@@ -8,12 +8,14 @@ import random
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.graph import build_graph, spec_needs, target_graph
+from matrixgen.model import Job
 from matrixgen.pipeline import generate
 from matrixgen.validate import validate
 
@@ -68,6 +70,24 @@ def project(config: str = CONFIG, **recipes: str) -> dict[str, str]:
     }
     files.update({f"{name}.yaml": text for name, text in recipes.items()})
     return files
+
+
+def bare_job(**changes: Any) -> Job:
+    """A job built directly, without a tree: test case t of model m, named t_dev."""
+    fields: dict[str, Any] = {
+        "model": "m",
+        "test_case": "t",
+        "environment": "dev",
+        "platform": "p",
+        "tag": None,
+        "scope": "mr",
+        "cadence": ("pr",),
+        "name": "t_dev",
+        "build": None,
+        "n_repeat": 1,
+        "time_limit": 1,
+    }
+    return Job(**{**fields, **changes})
 
 
 WARMUP = recipe("gpt", {"warmup": "mr, nightly", "plain": "mr, L1"})
@@ -203,22 +223,7 @@ def test_warm_up_plus_needs_can_close_a_cycle(tree: Callable[..., Path]) -> None
 
 
 def test_spec_needs_render_templates() -> None:
-    from matrixgen.model import Job
-
-    job = Job(
-        model="m",
-        test_case="t",
-        environment="dev",
-        platform="p",
-        tag=None,
-        scope="mr",
-        cadence=("pr",),
-        name="t_dev",
-        build=None,
-        n_repeat=1,
-        time_limit=1,
-        spec={"needs": ["w_{environment}", "{unknown}", 3], "environment": "dev"},
-    )
+    job = bare_job(spec={"needs": ["w_{environment}", "{unknown}", 3], "environment": "dev"})
     assert spec_needs(job) == [(0, "w_dev"), (1, "{unknown}")]
 
 
@@ -331,26 +336,12 @@ def test_output_does_not_depend_on_file_or_block_order(
 
 
 def test_build_graph_marks_quarantined_jobs() -> None:
-    from dataclasses import replace
-
     from matrixgen.config import DEFAULT_CONFIG
-    from matrixgen.model import Job, QuarantineMark
+    from matrixgen.model import QuarantineMark
 
-    job = Job(
-        model="m",
-        test_case="t",
-        environment="dev",
-        platform="p",
-        tag=None,
-        scope="mr",
-        cadence=("pr",),
-        name="t_dev",
+    marked = bare_job(
         build="img",
-        n_repeat=1,
-        time_limit=1,
-    )
-    marked = replace(
-        job, quarantine=QuarantineMark(id="q", tracker="#1", action="allow-failure", kind="flaky")
+        quarantine=QuarantineMark(id="q", tracker="#1", action="allow-failure", kind="flaky"),
     )
     graph = build_graph([marked], DEFAULT_CONFIG).graph
     assert graph.nodes["job:t_dev"]["quarantine"] == "allow-failure"
@@ -364,21 +355,8 @@ def test_build_graph_marks_quarantined_jobs() -> None:
 def test_labels_are_escaped(label: str, in_dot: str) -> None:
     from matrixgen.config import DEFAULT_CONFIG
     from matrixgen.graph import to_dot, to_mermaid
-    from matrixgen.model import Job
 
-    job = Job(
-        model="m",
-        test_case="t",
-        environment="dev",
-        platform="p",
-        tag=None,
-        scope="mr",
-        cadence=("pr",),
-        name=label,
-        build=None,
-        n_repeat=1,
-        time_limit=1,
-    )
+    job = bare_job(name=label)
     result = build_graph([job], DEFAULT_CONFIG)
     (node,) = [line for line in to_mermaid(result).splitlines() if line.startswith("  n0")]
     assert node.count('"') == 2  # a quote inside a label is written #quot;

@@ -177,13 +177,15 @@ def test_bad_files_never_traceback(tree: Callable[..., Path], cli: Callable, con
 
 
 def test_v2_row_env_and_args_pass_the_schema(tree: Callable[..., Path], cli: Callable) -> None:
-    root = tree(v2_tree("""
+    root = tree(
+        v2_tree("""
   - test_case: [tc]
     products:
       - environment: [dev]
         scope: [mr]
         env: {EXTRA: "1"}
         args: ["--seed", "7"]
-"""))
+""")
+    )
     run = cli("validate", "--recipes", root)
     assert run.code == 0, run
