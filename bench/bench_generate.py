@@ -9,7 +9,8 @@ bytes from memory (file reading and writing are left out), runs alternate so
 machine noise hits all alike, and figures are ratios of medians.
 
 - parse:    yaml.load with the libyaml CSafeLoader, once per file;
-- load:     load + expand + validate alone (to tell emitting from loading);
+- load:     load + expand + the checks generating commands run (to tell emitting
+            from loading);
 - generate: load + expand + validate once, then emit every target (what
             `matrixgen generate` does);
 - naive:    for each target, load + expand + validate + emit that target (what
@@ -30,9 +31,8 @@ import yaml
 
 from matrixgen.generate import emit_target, generate_all
 from matrixgen.load import read_directory
-from matrixgen.pipeline import Generation, generate_from_files
+from matrixgen.pipeline import Generation, generate_from_files, require_valid
 from matrixgen.targets import discover_targets
-from matrixgen.validate import validate
 
 
 def default_tree() -> Path:
@@ -43,8 +43,9 @@ def default_tree() -> Path:
 
 
 def load(files: Mapping[str, bytes], root: str) -> Generation:
+    """What every generating command does first: load, expand, check (as the CLI)."""
     generation = generate_from_files(files, root=root)
-    validate(generation.tree, generation.expansion)
+    require_valid(generation)
     return generation
 
 
