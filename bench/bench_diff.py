@@ -8,8 +8,9 @@ commits it, edits one file in the working tree, then times:
 
 - one load: read the working tree from disk, parse and expand it (`generate`);
 - the diff: `matrixgen diff HEAD` as the command runs it (git reads the base
-  with `ls-tree` and one `cat-file --batch`, both sides load, every target is
-  compared), the head reusing what the base parsed and expanded by blob id;
+  with `ls-tree` and one `cat-file --batch`, both sides load and get validate's
+  checks, every target is compared), the head reusing what the base parsed and
+  expanded by blob id;
 - the same diff without that reuse (both trees loaded in full), for reference.
 
 Each run starts from an empty cache; runs alternate so machine noise hits all

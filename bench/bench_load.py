@@ -67,10 +67,14 @@ def main() -> int:
     jobs = len(expand_tree(load_tree(files)).jobs)
     print(f"tree: {options.recipes} ({len(files)} files, {jobs} jobs), {options.repeat} runs each")
     print(f"C-loader parse      {med['parse'] * 1000:8.1f} ms")
-    print(f"load + expand       {med['load+expand'] * 1000:8.1f} ms   "
-          f"ratio {med['load+expand'] / med['parse']:.2f}x")
-    print(f"load+expand+validate{med['validate'] * 1000:8.1f} ms   "
-          f"ratio {med['validate'] / med['parse']:.2f}x")
+    print(
+        f"load + expand       {med['load+expand'] * 1000:8.1f} ms   "
+        f"ratio {med['load+expand'] / med['parse']:.2f}x"
+    )
+    print(
+        f"load+expand+validate{med['validate'] * 1000:8.1f} ms   "
+        f"ratio {med['validate'] / med['parse']:.2f}x"
+    )
     return 0
 
 

@@ -95,10 +95,12 @@ def list_jobs(
         tag=tag,
         test_cases=cases,
     )
-    from matrixgen.select import check_selector
+    from matrixgen.select import check_selector, check_selector_values
 
     check_selector(selector)
     generation = load_valid(recipes)
+    for warning in check_selector_values(selector, generation.tree.config, generation.jobs):
+        typer.echo(f"matrixgen: warning: {warning}", err=True)
     chosen = generation.selection(selector)
     jobs = chosen.with_quarantined if with_quarantined else list(chosen.jobs)
     if fmt is OutputFormat.TABLE:

@@ -83,7 +83,6 @@ def diff_command(
 ) -> None:
     from matrixgen.diff import diff_revisions
     from matrixgen.diff_render import render
-    from matrixgen.errors import Severity
     from matrixgen.expect import evaluate, parse_rules, require
     from matrixgen.gitsource import check_revision, locate_recipes
 
@@ -96,12 +95,12 @@ def diff_command(
         repo, path, base, head, specs=target or (), names=target_name or ()
     )
     for side in sides:
-        errors = [f for f in side.generation.findings if f.severity is Severity.ERROR]
-        if errors:
+        if side.errors:
             typer.echo(
-                f"matrixgen: {side.label}: {len(errors)} error(s) in the recipe tree:", err=True
+                f"matrixgen: {side.label}: {len(side.errors)} error(s) in the recipe tree:",
+                err=True,
             )
-            echo_findings(errors)
+            echo_findings(side.errors)
     for note in result.notes:
         typer.echo(f"matrixgen: note: {note}", err=True)
     typer.echo(render(result, fmt.value), nl=False)

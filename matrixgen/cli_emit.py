@@ -42,6 +42,18 @@ def _names_system(spec: str) -> bool:
     return any(part.partition("=")[0].strip() == "system" for part in spec.split(","))
 
 
+def _check_ad_hoc(generation: Generation, targets: list[Target]) -> None:
+    """`--target` values checked like a configured target's (see check_ad_hoc_target)."""
+    from matrixgen.emit import check_ad_hoc_target
+
+    config = generation.tree.config
+    for target in targets:
+        if config.target(target.name) is target:
+            continue  # configured: the config's own checks ran
+        for warning in check_ad_hoc_target(target, [(config, generation.jobs)]):
+            typer.echo(f"matrixgen: warning: {warning}", err=True)
+
+
 def _one_target(
     generation: Generation, system: System, specs: list[str] | None, names: list[str] | None
 ) -> Target:
@@ -64,6 +76,7 @@ def _one_target(
             "(`generate` emits several)"
         )
     target = targets[0]
+    _check_ad_hoc(generation, targets)
     if target.system is not system:
         raise UsageError(
             f'target "{target.name}" is a {target.system.value} target; '
@@ -75,6 +88,9 @@ def _one_target(
 def _write_text(path: Path, text: str) -> None:
     from matrixgen.errors import UsageError
 
+    blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:  # mkdir would say "File exists"
+        raise UsageError(f"cannot write {path}: {blocking} is a file, not a directory")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8", newline="\n")
@@ -194,6 +210,8 @@ def generate(
         specs=list(target or ()),
         names=list(target_name or ()),
     )
+    if target:
+        _check_ad_hoc(generation, targets)
     outputs = generate_all(generation, targets, launcher=launcher)
     write_outputs(outputs, out)
     if fmt is TableOrJson.JSON:

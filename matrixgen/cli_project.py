@@ -150,7 +150,11 @@ def register(app: typer.Typer) -> None:
         problems = [
             f"{n.job.name} needs {n.name}, which is no job here ({n.job.recipe})"
             for n in result.missing
-        ] + [f"cycle: {' -> '.join(c)}" for c in result.cycles]
+        ] + [
+            # As validate words it: job names, the loop closed.
+            "cycle: " + " -> ".join(n.split(":", 1)[1] for n in (*c, c[0]))
+            for c in result.cycles
+        ]
         for line in problems:
             typer.echo(f"matrixgen: {line}", err=True)
         if problems:
@@ -216,7 +220,13 @@ def _target(text: str, generation: Generation) -> Target:
 
     config = generation.tree.config
     if "=" in text:
-        return parse_target(text, config)
+        from matrixgen.emit import check_ad_hoc_target
+
+        target = parse_target(text, config)
+        # Checked like `generate --target`: a typo would draw an empty graph.
+        for warning in check_ad_hoc_target(target, [(config, generation.jobs)]):
+            typer.echo(f"matrixgen: warning: {warning}", err=True)
+        return target
     found = config.target(text)
     if found is None:
         from matrixgen.errors import did_you_mean

@@ -9,6 +9,7 @@ left as it was); 8 the tracker API answered with an error.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -54,12 +55,27 @@ def _read(root: Path, config: ProjectConfig) -> QuarantineFile:
     from matrixgen.quarantine import policy
     from matrixgen.quarantine_edit import read_checked
 
-    return read_checked(root / QUARANTINE_FILENAME, tracker_base=policy(config).tracker_base)[1]
+    path = root / QUARANTINE_FILENAME
+    try:
+        return read_checked(path, tracker_base=policy(config).tracker_base)[1]
+    except QuarantineError as exc:
+        if not exc.findings:
+            raise
+        raise QuarantineError(
+            f"{path} has {len(exc.findings)} error(s); fix them first "
+            "(`matrixgen quarantine audit` still lists what it can read)",
+            findings=exc.findings,
+        ) from None
 
 
 def _parse_date(text: str, what: str) -> dt.date:
+    # fromisoformat alone also takes 20270101 and 2027-W01-1: not what the file holds.
+    import re
+
     try:
-        return dt.date.fromisoformat(text)
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text.strip()):
+            raise ValueError(text)
+        return dt.date.fromisoformat(text.strip())
     except ValueError:
         raise UsageError(f'{what} "{text}" is not a date: write YYYY-MM-DD') from None
 
@@ -97,6 +113,14 @@ def _generation(root: Path) -> Generation:
             findings=errors,
         )
     return generation
+
+
+def _new_entry_message(message: str) -> str:
+    """A finding about the entry being added, without the file's vocabulary."""
+    import re
+
+    message = message.replace('entry "new-entry"', "the entry")
+    return re.sub(r"^entries/0(/|: )", "", message)
 
 
 def _job_line(job: Any) -> str:
@@ -147,7 +171,7 @@ def add(
     fmt: TableOrJsonOption = TableOrJson.TABLE,
 ) -> None:
     """Quarantine a test case: prints the jobs it affects per target, then the entry id."""
-    from matrixgen.quarantine import entry_from_mapping, entry_hits, policy
+    from matrixgen.quarantine import current_day, entry_from_mapping, entry_hits, policy
     from matrixgen.quarantine_edit import edit, unique_id
     from matrixgen.quarantine_edit import entry_id as derive_id
     from matrixgen.targets import resolve_targets
@@ -161,7 +185,7 @@ def add(
             f"{generation.quarantine.path} has errors; fix them first, the file was not changed",
             findings=generation.quarantine.errors,
         )
-    today = dt.date.today()
+    today = current_day()
     until = (
         _parse_date(expires, "--expires")
         if expires
@@ -197,8 +221,8 @@ def add(
     )
     if entry is None or findings:
         raise UsageError(
-            "the entry is not valid: " + "; ".join(f.message for f in findings or ())
-            or "the entry is not valid"
+            "the entry is not valid: "
+            + ("; ".join(_new_entry_message(f.message) for f in findings) or "invalid")
         )
     jobs = generation.jobs
     targets = resolve_targets(config, jobs)
@@ -212,11 +236,10 @@ def add(
         if f.code in ("quarantine-unknown", "quarantine-matches-nothing")
     ]
     if problems:
-        raise UsageError(
-            "; ".join(f.message.replace('entry "new-entry"', "the entry") for f in problems)
-        )
+        raise UsageError("; ".join(_new_entry_message(f.message) for f in problems))
     hits = entry_hits(jobs, [entry], targets)[entry.id]
     grouped = _hits_by_target(hits)
+    _note_overlaps(hits, generation.quarantine.entries, {j.test_case for j in jobs})
     if entry.tracker_url is None:
         typer.echo(
             f"note: {entry.tracker} cannot be linked: "
@@ -273,6 +296,23 @@ def add(
     )
 
 
+def _note_overlaps(hits: list[Hit], existing: Sequence[Entry], known: set[str]) -> None:
+    """Say which existing entries already apply to jobs the new entry affects:
+    the strongest action decides, so the new entry may change nothing there."""
+    from matrixgen.quarantine import applying_entries
+
+    already: dict[str, int] = {}
+    for hit in hits:
+        for other in applying_entries(hit.job, existing, hit.target, known):
+            already[other.id] = already.get(other.id, 0) + 1
+    for other_id, count in sorted(already.items()):
+        typer.echo(
+            f"note: entry {other_id} already applies to {count} of these job(s) in their "
+            "target(s); where two entries apply, skip beats allow-failure beats deselect",
+            err=True,
+        )
+
+
 def remove(
     entry_id: Annotated[str, typer.Argument(metavar="ID", help="The entry to remove.")],
     recipes: RecipesOption = None,
@@ -308,7 +348,7 @@ def lift(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing.")] = False,
 ) -> None:
     """Remove every entry of one tracker (it was resolved): prints their ids."""
-    from matrixgen.quarantine import policy, same_tracker
+    from matrixgen.quarantine import entries_tracked_by, policy
     from matrixgen.quarantine_edit import edit
 
     root = _root(recipes)
@@ -317,7 +357,10 @@ def lift(
     lifted: list[Entry] = []
 
     def change(qfile: QuarantineFile) -> tuple[list[dict[str, Any]], list[int]]:
-        found = [e for e in qfile.entries if same_tracker(e.tracker, ref, base)]
+        try:
+            found = entries_tracked_by(qfile.entries, ref, base)
+        except ValueError as exc:
+            raise UsageError(f"{exc}; give the URL") from None
         if not found:
             trackers = sorted({e.tracker for e in qfile.entries})
             raise UsageError(
@@ -382,13 +425,15 @@ def audit(
     fmt: TableOrJsonOption = TableOrJson.TABLE,
 ) -> None:
     """Expired, expiring, ownerless, matching nothing, tracker closed. Exit 1 when
-    anything but "expiring" is found; 8 when the tracker API fails."""
+    anything but "expiring" is found; 8 when the tracker API fails (after listing
+    what was found without it)."""
     from dataclasses import replace
 
     from matrixgen.quarantine import (
         FAILING_PROBLEMS,
         QuarantineFile,
         audit_entries,
+        current_day,
         entry_hits,
         policy,
         resolve_tracker,
@@ -424,15 +469,14 @@ def audit(
         token=token,
         api_url=api_url or pol.api_url,
     )
-    items = audit_entries(
-        qfile, hits, today=dt.date.today(), days=days, tracker_states=report.states
-    )
+    items = audit_entries(qfile, hits, today=current_day(), days=days, tracker_states=report.states)
     if fmt is TableOrJson.JSON:
         echo_json(
             {
                 "items": [i.to_dict() for i in items],
                 "tracker_states": dict(sorted(report.states.items())),
                 "not_checked": dict(sorted(report.unchecked.items())),
+                "tracker_error": report.error,
             }
         )
     else:
@@ -458,6 +502,10 @@ def audit(
         f"{counted}: {len(failing)} problem(s), {len(items) - len(failing)} expiring soon",
         err=True,
     )
+    if report.error is not None:
+        from matrixgen.errors import TrackerError
+
+        raise TrackerError(report.error)
     if failing:
         raise typer.Exit(ExitCode.FINDINGS)
 
@@ -487,10 +535,20 @@ def migrate(
     import difflib
 
     from matrixgen.migrate import plan_migration, write_migration
+    from matrixgen.quarantine import current_day
     from matrixgen.quarantine_edit import render_entry
 
     root = _root(recipes)
     until = _parse_date(expires, "--expires") if expires else None
+    # Said once here, rather than as a reason on every habit left alone.
+    if until is not None and until < current_day():
+        raise UsageError(f"--expires {until} is in the past")
+    if default_tracker is not None:
+        from matrixgen.quarantine import resolve_tracker
+
+        ref = _tracker_text(default_tracker)
+        if resolve_tracker(ref, "https://tracker.invalid/") is None:  # "#N" or a URL
+            raise UsageError(f'--default-tracker "{default_tracker}": give an issue URL, N or #N')
     migration = plan_migration(
         root,
         default_tracker=_tracker_text(default_tracker) if default_tracker else None,

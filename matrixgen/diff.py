@@ -29,8 +29,10 @@ x environment used on either side. A target configured on one side only lists
 all its jobs as added (or removed); a side without any config selects with the
 other side's definition, so moving a tree to a config changes no job.
 
-Robustness decisions: a side whose recipes have errors is still compared (the
-rows that cannot be read yield no jobs there) and the diff says so in its notes;
+Robustness decisions: a side whose recipes have errors (what `matrixgen validate`
+reports, its JSON Schema pass left out: a mistyped platform as much as a file
+that does not parse) is still compared (the rows that cannot be read yield no
+jobs there) and the diff says so in its notes;
 a recipe directory that does not exist on one side is an empty tree there (also
 noted); a bad project config on a side stops the diff (exit 3) and names the
 side, since nothing there can be expanded without it.
@@ -48,7 +50,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from matrixgen.errors import MatrixgenError, Severity, UsageError, did_you_mean
+from matrixgen.emit import check_ad_hoc_target
+from matrixgen.errors import Finding, MatrixgenError, Severity, UsageError, did_you_mean
 from matrixgen.gitsource import Repository, TreeSource
 from matrixgen.model import Job, QuarantineMark, Selector, Target
 from matrixgen.pipeline import Generation, PipelineCache, generate_from_files
@@ -175,6 +178,7 @@ class TargetPair:
     shown: Target
     base: Target | None
     head: Target | None
+    ad_hoc: bool = False  # given with --target (checked against both sides' trees)
 
 
 # ---------------------------------------------------------------- targets
@@ -199,7 +203,9 @@ def resolve_diff_targets(
         pairs.append(pair)
     for spec in specs:
         head_target = parse_target(spec, head_config)
-        pairs.append(TargetPair(head_target, parse_target(spec, base_config), head_target))
+        pairs.append(
+            TargetPair(head_target, parse_target(spec, base_config), head_target, ad_hoc=True)
+        )
     if pairs:
         seen: set[str] = set()
         for pair in pairs:
@@ -322,13 +328,17 @@ def diff_generations(
 ) -> SelectionDiff:
     """Compare two loaded trees target by target."""
     pairs = resolve_diff_targets(base, head, specs=specs, names=names)
+    sides = [(base.tree.config, base.jobs), (head.tree.config, head.jobs)]
+    warnings = [w for p in pairs if p.ad_hoc for w in check_ad_hoc_target(p.shown, sides)]
     base_index, head_index = (
         SideIndex(f"base {base_ref[:12]}", base),
         SideIndex(f"head {head_ref[:12]}", head),
     )
     diffs = [diff_target(pair, base_index, head_index) for pair in pairs]
     diffs.sort(key=lambda d: _target_order(d.target))
-    return SelectionDiff(base=base_ref, head=head_ref, targets=tuple(diffs), notes=tuple(notes))
+    return SelectionDiff(
+        base=base_ref, head=head_ref, targets=tuple(diffs), notes=(*notes, *warnings)
+    )
 
 
 def _target_order(target: Target) -> tuple:
@@ -523,6 +533,9 @@ class Side:
     name: str  # "base" or "head"
     source: TreeSource
     generation: Generation
+    # The errors `matrixgen validate` reports on this side (without its JSON
+    # Schema pass, like the emitters): the side's CI would refuse to generate.
+    errors: tuple[Finding, ...] = ()
 
     @property
     def label(self) -> str:
@@ -530,20 +543,25 @@ class Side:
 
 
 def load_side(name: str, source: TreeSource, cache: PipelineCache) -> Side:
-    """Load and expand one side; a bad project config names the side it is on."""
+    """Load, expand and check one side; a bad project config names the side it is on."""
+    from matrixgen.validate import validate  # imports every stage's checks
+
     root = source.path or "."
     try:
         generation = generate_from_files(
             source.files, root=root, blob_ids=source.blob_ids, cache=cache
         )
+        found = {*validate(generation.tree, generation.expansion, schema=False)}
     except MatrixgenError as exc:
         exc.message = f"{name} ({source.label}): {exc.message}"
         raise
-    return Side(name, source, generation)
+    found.update(generation.findings)  # the quarantine file's too
+    errors = sorted((f for f in found if f.severity is Severity.ERROR), key=Finding.sort_key)
+    return Side(name, source, generation, tuple(errors))
 
 
 def side_notes(side: Side) -> list[str]:
-    """What a reader must know about one side: an absent tree, unreadable recipes."""
+    """What a reader must know about one side: an absent tree, errors in it."""
     notes = [f"{side.label}: {note}" for note in side.source.notes]
     where = side.source.path or "the repository top"
     if not side.source.present:
@@ -552,11 +570,11 @@ def side_notes(side: Side) -> list[str]:
             f"{side.label}: {where} does not exist there; "
             f"it counts as an empty tree (every job is {other})"
         )
-    errors = [f for f in side.generation.findings if f.severity is Severity.ERROR]
-    if errors:
+    if side.errors:
         notes.append(
-            f"{side.label}: {len(errors)} error(s) in the recipe tree; what could not be "
-            "read yields no jobs on this side (run `matrixgen validate` there for the details)"
+            f"{side.label}: {len(side.errors)} error(s) in the recipe tree: `matrixgen "
+            "validate` fails there and the emitters would refuse it; what could not be "
+            "read yields no jobs on this side, what was read is compared as it is"
         )
     return notes
 

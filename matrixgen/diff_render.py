@@ -497,13 +497,17 @@ def _capped(items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:
 
 
 def _code(text: str) -> str:
-    """An inline code span that survives backticks and table cells."""
+    """An inline code span that survives backticks and table cells: fenced by a
+    run of backticks longer than any inside, padded where the text starts or ends
+    with a backtick or a space (Markdown strips one space from each end)."""
     text = text.replace("\n", " ").replace("|", "\\|")
     if len(text) > 200:
         text = text[:197] + "..."
-    if "`" not in text:
-        return f"`{text}`"
-    return f"`` {text} ``"
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    if longest or text[:1] == " " or text[-1:] == " ":
+        return f"{fence} {text} {fence}"
+    return f"{fence}{text}{fence}"
 
 
 _ISSUE_REF = re.compile(r"^(?:[\w.-]+/[\w.-]+)?#\d+$")

@@ -10,14 +10,14 @@ into text; they never read the config themselves.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from matrixgen.config import ProjectConfig
-from matrixgen.errors import ConfigError, Finding, Severity
+from matrixgen.errors import ConfigError, Finding, Severity, UsageError, did_you_mean
 from matrixgen.model import EMPTY_MAPPING, Job, Target
-from matrixgen.vocab import QuarantineAction, System
+from matrixgen.vocab import QuarantineAction, System, resolve_scope
 
 # DESIGN §6: the hard limits of the systems we emit for. Sizes are bytes of the
 # UTF-8 text; 1 MB and 5 MB are read as 10**6 and 5 * 10**6 to keep a margin.
@@ -117,6 +117,82 @@ def allowed_to_fail(job: Job) -> bool:
     )
 
 
+# Selector fields of an ad hoc target checked against the tree: (field, what).
+_TARGET_FIELDS = (
+    ("scope", "scope"),
+    ("platform", "platform"),
+    ("environment", "environment"),
+    ("model", "model"),
+    ("tag", "tag"),
+)
+
+
+def check_ad_hoc_target(
+    target: Target, sides: Sequence[tuple[ProjectConfig, Sequence[Job]]]
+) -> list[str]:
+    """Check a `--target` given on the command line like a configured one: its
+    values against the declared vocabulary (a UsageError with "did you mean"), or,
+    in a tree that declares none, against the values its jobs use (a warning,
+    returned: such a tree may have no job left for a target, but a typo is the
+    likelier cause of a target that selects nothing). `sides` are the trees the
+    target is used on (two for a diff)."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    selector = target.selector
+    for key, what in _TARGET_FIELDS:
+        value = getattr(selector, key)
+        if value is None:
+            continue
+        known: set[str] = set()
+        declared = False
+        for config, jobs in sides:
+            vocab = config.vocabulary
+            values: Iterable[str] | None = None
+            if vocab is not None:
+                if key == "scope":
+                    values = vocab.scopes.get(target.system, ())
+                elif key == "platform":
+                    values = vocab.platforms
+                elif key == "environment":
+                    values = vocab.environments
+                else:
+                    values = vocab.models if key == "model" else vocab.tags
+            if values is None:
+                values = {getattr(j, key) for j in jobs} - {None}
+            else:
+                declared = True
+            known.update(values)
+        if key == "scope":
+            found = resolve_scope(value) in {resolve_scope(k) for k in known}
+            what = f"{target.system.value} scope" if declared else what
+        else:
+            found = value in known
+        if found:
+            continue
+        hint = did_you_mean(value, known)
+        if key == "scope" and declared:
+            owners = sorted(
+                system.value
+                for config, _ in sides
+                if config.vocabulary is not None
+                for system, scopes in config.vocabulary.scopes.items()
+                if resolve_scope(value) in {resolve_scope(s) for s in scopes}
+            )
+            if owners:
+                hint = f" (a {owners[0]} scope: give system={owners[0]})"
+        if declared:
+            shown = ", ".join(sorted(known)) or "none"
+            errors.append(f'unknown {what} "{value}"{hint}; declared: {shown}')
+        else:
+            warnings.append(
+                f'target {target.name}: no job uses {what} "{value}"{hint}, '
+                "so the target selects nothing"
+            )
+    if errors:
+        raise UsageError(f"target {target.name}: " + "; ".join(errors))
+    return warnings
+
+
 def resolve_settings(
     target: Target,
     config: ProjectConfig,
@@ -147,6 +223,8 @@ def resolve_settings(
     parent_job = settings.get("parent_job")
     if parent_job is not None and (not isinstance(parent_job, str) or not parent_job):
         _bad(config, [*where, "parent_job"], "parent_job must be a job name")
+    if launcher is not None and not launcher.strip():
+        raise UsageError("--launcher: give a command (e.g. 'echo'), not an empty string")
     configured_launcher = settings.get("launcher")
     if configured_launcher is not None and (
         not isinstance(configured_launcher, str) or not configured_launcher.strip()

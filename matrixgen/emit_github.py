@@ -213,8 +213,16 @@ def write_github_output(matrix: GithubMatrix, path: str | None = None) -> Path:
             "with --output and read it in several jobs"
         )
     try:
-        with open(target, "a", encoding="utf-8") as handle:
-            handle.write(github_output_text(outputs))
+        with open(target, "a+b") as handle:
+            # An earlier step may have left its last line unterminated
+            # (`echo -n k=v >> $GITHUB_OUTPUT`): our first line must not join it.
+            handle.seek(0, os.SEEK_END)
+            joined = False
+            if handle.tell() > 0:
+                handle.seek(-1, os.SEEK_END)
+                joined = handle.read(1) != b"\n"
+            text = ("\n" if joined else "") + github_output_text(outputs)
+            handle.write(text.encode("utf-8"))
     except OSError as exc:
         raise UsageError(f"--github-output: cannot append to {target}: {exc.strerror}") from None
     return Path(target)

@@ -5,7 +5,7 @@
       stage: gpt
       image: registry/repo:tag        # settings image, else images.gitlab.<arch>
       tags: [h100]                    # runner_tags of the settings or the platform
-      timeout: 45m                    # time_limit (or the settings' timeout)
+      timeout: '45m'                  # time_limit (or the settings' timeout)
       needs: []                       # plus the parent pipeline's job, the warm-up job
       variables: {...}                # the job's env; MATRIXGEN_QUARANTINE="<id> <tracker>"
       script:
@@ -15,10 +15,13 @@
       allow_failure: true             # recipe allow_failure, or an allow-failure quarantine
 
 Every value put into the script is quoted with `shlex.quote`: a test case named
-`x; touch pwned` reaches the launcher as one argument and runs nothing. Each
-job name is the job's `name`; where two jobs share one, the tag, then the
-environment, then the platform is added, and a collision left after that is an
-error: GitLab would silently keep only the last job of a name.
+`x; touch pwned` reaches the launcher as one argument and runs nothing; a value
+that starts with "-" is joined to its option (`--test-case=-x`) so that no
+launcher reads it as an option of its own. Each job name is the job's `name`;
+where two jobs share one, the tag, then the environment, then the platform is
+added, and a collision left after that is an error: GitLab would silently keep
+only the last job of a name. A string GitLab's YAML 1.1 reader would not read
+back as that string (`0,1,2,3` is an octal number to it) is written quoted.
 
 `needs: []` lets every job start at once: stages only group jobs by model. With
 `parent_job` set, each job needs that job of the parent pipeline
@@ -32,6 +35,7 @@ pipeline; anything else is an error (`validate` reports it too, with its place).
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -109,23 +113,27 @@ def assign_names(jobs: Sequence[Job]) -> list[str | None]:
     unnamed job wants the same name this round, no earlier round took it, and
     it is a usable job name (not a keyword, not hidden by a leading dot).
     """
-    candidates = [_name_candidates(job) for job in jobs]
     names: list[str | None] = [None] * len(jobs)
     taken: set[str] = set(RESERVED_NAMES)
-    for level in range(max((len(c) for c in candidates), default=0)):
-        wanted = Counter(
-            c[level] for c, n in zip(candidates, names, strict=True) if n is None and level < len(c)
-        )
-        chosen: list[tuple[int, str]] = []
-        for i, cands in enumerate(candidates):
-            if names[i] is not None or level >= len(cands):
-                continue
-            name = cands[level]
+    # Round 0 only needs each job's own name; the longer candidates are built for
+    # the few jobs that share one.
+    pending: list[tuple[int, str]] = [(i, job.name) for i, job in enumerate(jobs)]
+    level = 0
+    while pending:
+        wanted = Counter(name for _, name in pending)
+        unnamed: list[int] = []
+        for i, name in pending:
             if wanted[name] == 1 and name not in taken and not name.startswith("."):
-                chosen.append((i, name))
-        for i, name in chosen:
-            names[i] = name
-            taken.add(name)
+                names[i] = name
+            else:
+                unnamed.append(i)
+        taken.update(name for i, name in pending if names[i] == name)
+        level += 1
+        pending = []
+        for i in unnamed:
+            candidates = _name_candidates(jobs[i])
+            if level < len(candidates):  # else no name is left for it
+                pending.append((i, candidates[level]))
     return names
 
 
@@ -186,26 +194,29 @@ def shell_quote(value: str) -> str:
     return quoted.replace("`", _BACKTICK) if "`" in quoted else quoted
 
 
+def _option(flag: str, value: str) -> list[str]:
+    """`--flag value`, or `--flag=value` when the value starts with "-": argparse
+    would read `--test-case --model` as two options, every parser reads the joined
+    form as one option and its value."""
+    return [f"{flag}={value}"] if value.startswith("-") else [flag, value]
+
+
 def job_script(job: Job, launcher: str) -> str:
     """The launcher command line; the launcher is the config's (or recipe's) shell
     text, every value after it is quoted."""
     words: list[str] = [
-        "--model",
-        job.model,
-        "--test-case",
-        job.test_case,
-        "--environment",
-        job.environment,
-        "--platform",
-        job.platform,
+        *_option("--model", job.model),
+        *_option("--test-case", job.test_case),
+        *_option("--environment", job.environment),
+        *_option("--platform", job.platform),
     ]
     if job.tag:
-        words += ["--tag", job.tag]
+        words += _option("--tag", job.tag)
     words += ["--n-repeat", str(job.n_repeat), "--time-limit", str(job.time_limit)]
     if job.build:
-        words += ["--build", job.build]
+        words += _option("--build", job.build)
     for node_id in deselected(job):
-        words += ["--deselect", node_id]
+        words += _option("--deselect", node_id)
     if job.args:
         words += ["--", *job.args]
     return " ".join([launcher.strip(), *(shell_quote(w) for w in words)])
@@ -378,6 +389,28 @@ def _recipe_needs(
     return out
 
 
+# GitLab reads YAML with Ruby's Psych, a YAML 1.1 reader that turns more plain
+# scalars into non-strings than PyYAML quotes for: `0,1,2,3` (commas dropped: the
+# octal int 83), `1,000`, `01:30` (sexagesimal 90), `:x` (a symbol), `yEs`, `nO`.
+# A plain scalar is only left plain where Psych takes it for a string at once: it
+# starts like a word (Psych's own test) and is not one of the YAML 1.1 words.
+_PSYCH_WORDLIKE = re.compile(r"[^\d.:-]?[A-Za-z_\s!@#$%^&*(){}<>|/\\~;=]+")
+_YAML11_WORDS = frozenset({"~", "null", "yes", "true", "on", "no", "false", "off"})
+
+
+def read_as_text_by_yaml11(value: str) -> bool:
+    """Whether a YAML 1.1 reader (Psych) reads `value`, written plain, as that text."""
+    if "\n" not in value and not _PSYCH_WORDLIKE.match(value):
+        return False
+    return len(value) > 5 or value.lower() not in _YAML11_WORDS
+
+
+def _represent_str(dumper: Any, value: str) -> Any:
+    if read_as_text_by_yaml11(value):
+        return dumper.represent_str(value)
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="'")
+
+
 @cache
 def _dumper() -> type:
     import yaml
@@ -389,6 +422,7 @@ def _dumper() -> type:
         def ignore_aliases(self, data: Any) -> bool:
             return True
 
+    Dumper.add_representer(str, _represent_str)
     return Dumper
 
 

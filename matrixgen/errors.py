@@ -62,7 +62,7 @@ class Finding:
     def github_annotation(self) -> str:
         level = "error" if self.severity is Severity.ERROR else "warning"
         loc = self.location
-        props = f"file={loc.file}"
+        props = f"file={_escape_property(_workspace_path(loc.file))}"
         if loc.line:
             props += f",line={loc.line},col={loc.column}"
         # Workflow commands end at a newline; '%' must be escaped first.
@@ -71,6 +71,25 @@ class Finding:
 
     def sort_key(self) -> tuple:
         return (self.location, self.code, self.message)
+
+
+def _workspace_path(file: str) -> str:
+    """GitHub places an annotation on a file only by its path from the top of the
+    checkout (GITHUB_WORKSPACE): not absolute, not `./`-prefixed."""
+    workspace = os.environ.get("GITHUB_WORKSPACE")
+    path = os.path.abspath(file)
+    if workspace:
+        top = os.path.abspath(workspace)
+        if os.path.commonpath([path, top]) == top:
+            return os.path.relpath(path, top)
+    return os.path.normpath(file)
+
+
+def _escape_property(value: str) -> str:
+    # As GitHub's toolkit escapes workflow command properties.
+    for char, code in (("%", "%25"), ("\r", "%0D"), ("\n", "%0A"), (":", "%3A"), (",", "%2C")):
+        value = value.replace(char, code)
+    return value
 
 
 @dataclass(slots=True)
@@ -111,8 +130,10 @@ def did_you_mean(value: object, known: Iterable[str]) -> str:
     for candidate in candidates:
         if candidate.lower() == squashed:
             return f' (did you mean "{candidate}"?)'
-    close = difflib.get_close_matches(value, candidates, n=1, cutoff=0.6)
-    return f' (did you mean "{close[0]}"?)' if close else ""
+    # Case says little about intent ("H100" for "dgx_h100"): compare without it.
+    lowered = {c.lower(): c for c in reversed(candidates)}
+    close = difflib.get_close_matches(value.lower(), list(lowered), n=1, cutoff=0.6)
+    return f' (did you mean "{lowered[close[0]]}"?)' if close else ""
 
 
 def render_findings(findings: Sequence[Finding], *, annotations: bool | None = None) -> str:

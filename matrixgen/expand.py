@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -75,6 +76,18 @@ KNOWN_SPEC_KEYS_V2 = frozenset(
         "needs",
     }
 )
+# Spec keys of format_version 2 whose shape only the schema would otherwise check.
+SPEC_SHAPES_V2 = {
+    "script_setup": "text",
+    "script": "text",
+    "launcher": "text",
+    "needs": "names",
+    "artifacts": "table",
+    "source": "mapping",
+}
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# The least value of each count in a format_version 2 tree (schema/recipe.schema.json).
+COUNT_MINIMUM = {"n_repeat": 1, "time_limit": 1, "nodes": 1, "gpus": 0}
 TOP_KEYS = frozenset({"type", "format_version", "maintainers", "loggers", "spec", "products"})
 
 _SCALARS = (str, int, float, bool)
@@ -228,6 +241,7 @@ class _FileExpander:
                         "unknown-key",
                         f'unknown spec key "{key}"{did_you_mean(key, known)}',
                     )
+            self.spec_v2(spec)
         products = data.get("products")
         if self.recipe.kind is RecipeType.BUILD:
             if products:
@@ -259,6 +273,39 @@ class _FileExpander:
             if self.budget.exceeded:
                 break
         return jobs
+
+    def spec_v2(self, spec: dict) -> None:
+        """Spec keys the emitters and the graph read as they are (each job's own
+        fields are checked as each job is made)."""
+        for key, want in SPEC_SHAPES_V2.items():
+            value = spec.get(key)
+            if value is None:
+                continue
+            if want == "text" and isinstance(value, str):
+                continue
+            if want == "names" and isinstance(value, list) and _all_text(value):
+                continue
+            if want == "table" and isinstance(value, dict) and _all_text(value.values()):
+                continue
+            if want == "mapping" and isinstance(value, dict):
+                continue
+            shape = {
+                "text": "a string",
+                "names": "a list of strings",
+                "table": "a mapping of strings",
+                "mapping": "a mapping",
+            }[want]
+            self.error(
+                self.at("spec", key),
+                "spec-type",
+                f'spec "{key}" must be {shape}, not {_shown(value)}',
+            )
+        if self.recipe.kind is RecipeType.BASIC and "build" not in spec:
+            self.error(
+                self.at("spec", key=True),
+                "build-missing",
+                'spec has no "build": every job needs the build recipe of the image it runs in',
+            )
 
     def block(
         self, spec: dict, bi: int, block: Any, seen_cases: dict[str, int], jobs: list[Job]
@@ -450,15 +497,26 @@ class _FileExpander:
         """env and args of a row's jobs: spec env updated by the row's, spec args then the row's."""
         env: dict[str, str] = {}
         args: list[str] = []
-        for source, keys in ((spec, ("spec",)), (row, where)):
+        # In a format_version 1 row, env and args are axes like any other key (as
+        # Megatron-LM's parser reads them), not attributes.
+        sources = ((spec, ("spec",)), (row, where)) if self.v2 else ((spec, ("spec",)),)
+        for source, keys in sources:
             raw_env = source.get("env")
-            if raw_env is not None and "env" in self.attribute_keys | {"env"}:
+            if raw_env is not None:
                 if not isinstance(raw_env, dict):
                     self.error(
                         self.at(*keys, "env"), "env-type", "env must be a mapping NAME: value"
                     )
                     return None
                 for k, v in raw_env.items():
+                    if not ENV_NAME.match(k):
+                        # The emitters write it as a variable name: it must be one.
+                        self.note(
+                            self.at(*keys, "env", k, key=True),
+                            "env-type",
+                            f'env name "{k}" is not a variable name (letters, digits, _; '
+                            "not starting with a digit)",
+                        )
                     if not isinstance(v, _SCALARS):
                         self.error(
                             self.at(*keys, "env", k),
@@ -485,16 +543,15 @@ class _FileExpander:
         where: tuple[str | int, ...],
         location: Location,
     ) -> Job | None:
+        site = _Site(self, merged, where, location)
         fields = {
-            name: self.text_field(merged, key, location)
+            name: self.text_field(merged, key, site)
             for name, key in (
                 ("model", "model"),
                 ("environment", "environment"),
                 ("platform", "platforms"),
             )
         }
-        scope = merged.get("scope")
-        tag = merged.get("tag")
         name = self.template(merged, "name", location) or merged["test_case"]
         build = self.template(merged, "build", location) if "build" in merged else None
         config = self.config
@@ -503,16 +560,16 @@ class _FileExpander:
             test_case=merged["test_case"],
             environment=fields["environment"],
             platform=fields["platform"],
-            tag=None if tag is None else str(tag),
-            scope=None if scope is None else str(scope),
+            tag=self.name_field(merged, "tag", site),
+            scope=self.name_field(merged, "scope", site),
             cadence=cadence,
             name=name,
             build=build,
-            n_repeat=self.count_field(merged, "n_repeat", config.n_repeat, location),
-            time_limit=self.count_field(merged, "time_limit", config.time_limit, location),
-            nodes=self.count_field(merged, "nodes", None, location),
-            gpus=self.count_field(merged, "gpus", None, location),
-            allow_failure=merged.get("allow_failure") is True,
+            n_repeat=self.count_field(merged, "n_repeat", config.n_repeat, site),
+            time_limit=self.count_field(merged, "time_limit", config.time_limit, site),
+            nodes=self.count_field(merged, "nodes", None, site),
+            gpus=self.count_field(merged, "gpus", None, site),
+            allow_failure=self.flag_field(merged, "allow_failure", site),
             env=attrs[0],
             args=attrs[1],
             spec=MappingProxyType(merged),
@@ -520,28 +577,51 @@ class _FileExpander:
             source=location,
         )
 
-    def text_field(self, merged: Mapping[str, Any], key: str, location: Location) -> str:
+    def text_field(self, merged: Mapping[str, Any], key: str, site: _Site) -> str:
         value = merged.get(key)
         if isinstance(value, str) and value:
             return value
         if value is None:
             self.note(
-                location, "field-missing", f'the job has no "{key}" (neither row nor spec sets it)'
+                site.row, "field-missing", f'the job has no "{key}" (neither row nor spec sets it)'
             )
         else:
-            self.note(location, "field-type", f'"{key}" must be a single name, not {_show(value)}')
+            self.note(
+                site(key), "field-type", f'"{key}" must be a single name, not {_shown(value)}'
+            )
         return "" if value is None else _show(value)
 
+    def name_field(self, merged: Mapping[str, Any], key: str, site: _Site) -> str | None:
+        """scope and tag: optional names. A format_version 1 tree keeps what
+        Megatron-LM's parser keeps (a number compares unequal to every name)."""
+        value = merged.get(key)
+        if value is None:
+            return None
+        if not (isinstance(value, str) and value) and self.v2:
+            self.error(site(key), "field-type", f'"{key}" must be a name, not {_shown(value)}')
+        return str(value)
+
     def count_field(
-        self, merged: Mapping[str, Any], key: str, default: int | None, location: Location
+        self, merged: Mapping[str, Any], key: str, default: int | None, site: _Site
     ) -> Any:
         value = merged.get(key)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            self.note(location, "field-type", f'"{key}" must be a whole number, not {_show(value)}')
+        # format_version 2 holds counts to what its schema says; Megatron-LM trees
+        # only need them to be whole numbers.
+        least = COUNT_MINIMUM.get(key, 0) if self.v2 else 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            want = "a whole number" + (f" of at least {least}" if least else "")
+            self.note(site(key), "field-type", f'"{key}" must be {want}, not {_shown(value)}')
             return default
         return value
+
+    def flag_field(self, merged: Mapping[str, Any], key: str, site: _Site) -> bool:
+        value = merged.get(key)
+        if value is None or isinstance(value, bool):
+            return value is True
+        self.note(site(key), "field-type", f'"{key}" must be true or false, not {_shown(value)}')
+        return False
 
     def template(self, merged: Mapping[str, Any], key: str, location: Location) -> str | None:
         template = merged.get(key)
@@ -555,6 +635,38 @@ class _FileExpander:
             return None
 
 
+class _Site:
+    """Where a job's field comes from, found only when a finding needs it: the
+    value in the row, else the spec's key, else the row."""
+
+    __slots__ = ("expander", "merged", "row", "where")
+
+    def __init__(
+        self,
+        expander: _FileExpander,
+        merged: Mapping[str, Any],
+        where: tuple[str | int, ...],
+        row: Location,
+    ) -> None:
+        self.expander, self.merged, self.where, self.row = expander, merged, where, row
+
+    def __call__(self, key: str) -> Location:
+        data = self.expander.recipe.data
+        block = data["products"][self.where[1]]
+        row = block["products"][self.where[3]]
+        if key in row:
+            values = row[key]
+            value = self.merged.get(key)
+            for i, item in enumerate(values if isinstance(values, list) else ()):
+                if item is value or (type(item) is type(value) and item == value):
+                    return self.expander.at(*self.where, key, i)
+            return self.expander.at(*self.where, key)
+        spec = data.get("spec")
+        if isinstance(spec, dict) and key in spec:
+            return self.expander.at("spec", key)
+        return self.row
+
+
 def _value_node(node: Any, key: str) -> Any:
     for key_node, value_node in getattr(node, "value", ()):
         if getattr(key_node, "value", None) == key:
@@ -566,6 +678,15 @@ def _env_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def _all_text(values: Iterable[Any]) -> bool:
+    return all(isinstance(v, str) for v in values)
+
+
+def _shown(value: Any) -> str:
+    """A value in a message: strings quoted, so that an empty one shows."""
+    return f'"{_show(value)}"' if isinstance(value, str) else _show(value)
 
 
 def _show(value: Any) -> str:

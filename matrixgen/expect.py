@@ -65,7 +65,7 @@ OPS: dict[str, Callable[[int, int], bool]] = {
     "!=": operator.ne,
 }
 PATTERN_PARTS = ("system", "scope", "platform", "environment", "cadence")
-_CHECK = re.compile(r"\s*([-+~q=])(<=|>=|!=|==|<|>)?(\d+)\s*,?")
+_CHECK = re.compile(r"\s*([-+~q=])(<=|>=|!=|==|<|>)?([0-9]+)\s*,?")
 _EXAMPLE = "like github/L1:+6, gitlab/*:=0 or */nightly:-0"
 
 

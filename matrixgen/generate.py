@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +22,11 @@ from matrixgen.emit import allowed_to_fail, deselected, emitted_jobs, resolve_se
 from matrixgen.emit_github import emit_github
 from matrixgen.emit_gitlab import emit_gitlab, name_problems
 from matrixgen.errors import Finding, Severity, UsageError
-from matrixgen.model import QuarantineMark, Target
+from matrixgen.model import Job, QuarantineMark, Target
 from matrixgen.pipeline import Generation
-from matrixgen.vocab import System
+from matrixgen.quarantine import Selection
+from matrixgen.quarantine import selection as quarantine_selection
+from matrixgen.vocab import System, resolve_scope
 
 if TYPE_CHECKING:
     from matrixgen.validate import ValidationContext
@@ -69,11 +71,44 @@ class TargetOutput:
         }
 
 
+class Selections:
+    """`Generation.selection` for many targets of one generation: the jobs are
+    grouped by scope, platform and environment once, so each target only looks
+    at the jobs it can match (a tree of 60,000 jobs and 20 targets would
+    otherwise match every job against every target)."""
+
+    def __init__(self, generation: Generation) -> None:
+        self.generation = generation
+        groups: dict[tuple[str | None, str, str], list[Job]] = defaultdict(list)
+        for job in generation.jobs:
+            groups[(job.scope, job.platform, job.environment)].append(job)
+        self.groups = groups
+        self.known_test_cases = frozenset(job.test_case for job in generation.jobs)
+
+    def __call__(self, target: Target) -> Selection:
+        """The same as `generation.selection(target)`."""
+        sel = target.selector
+        candidates: Sequence[Job] = self.generation.jobs
+        if sel.scope is not None and sel.platform is not None and sel.environment is not None:
+            key = (resolve_scope(sel.scope), sel.platform, sel.environment)
+            candidates = self.groups.get(key, ())
+        return quarantine_selection(
+            candidates,
+            self.generation.quarantine.entries,
+            target,
+            known_test_cases=self.known_test_cases,
+        )
+
+
 def emit_target(
-    generation: Generation, target: Target, *, launcher: str | None = None
+    generation: Generation,
+    target: Target,
+    *,
+    launcher: str | None = None,
+    selections: Selections | None = None,
 ) -> TargetOutput:
     """The file of one target, from a generation already loaded and expanded."""
-    chosen = generation.selection(target)
+    chosen = selections(target) if selections is not None else generation.selection(target)
     jobs = emitted_jobs(chosen.jobs)
     settings = resolve_settings(target, generation.tree.config, jobs, launcher=launcher)
     if target.system is System.GITHUB:
@@ -103,16 +138,18 @@ def emit_target(
 def generate_all(
     generation: Generation, targets: Sequence[Target], *, launcher: str | None = None
 ) -> list[TargetOutput]:
-    """Every target's file, in target order; refuses two targets that share a file."""
-    counts = Counter(file_name(t) for t in targets)
+    """Every target's file, in target order; refuses two targets that share a file
+    (also when their names differ only in case: one file on macOS and Windows)."""
+    counts = Counter(file_name(t).casefold() for t in targets)
     clashes = sorted(name for name, n in counts.items() if n > 1)
     if clashes:
-        who = [t.name for t in targets if file_name(t) in clashes]
+        who = [t.name for t in targets if file_name(t).casefold() in clashes]
         raise UsageError(
             f"targets {', '.join(sorted(who))} would write the same file(s) "
             f"{', '.join(clashes)}; rename one of them"
         )
-    return [emit_target(generation, t, launcher=launcher) for t in targets]
+    selections = Selections(generation)
+    return [emit_target(generation, t, launcher=launcher, selections=selections) for t in targets]
 
 
 def write_outputs(outputs: Iterable[TargetOutput], out_dir: Path) -> list[Path]:
@@ -197,13 +234,14 @@ def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
     left with one name, or a name past 255 characters): `generate` would refuse."""
     from matrixgen.targets import resolve_targets
 
-    generation = Generation(context.tree, context.expansion)
+    selections = Selections(Generation(context.tree, context.expansion))
     severity = Severity.ERROR if context.tree.format_version == 2 else Severity.WARNING
     found: dict[tuple[Any, str], list[str]] = {}
     for target in resolve_targets(context.tree.config, context.expansion.jobs):
         if target.system is not System.GITLAB:
             continue
-        jobs = emitted_jobs(generation.selection(target).jobs)
+        # The kept jobs are the emitted ones; naming does not depend on their order.
+        jobs = selections(target).jobs
         for job, why in name_problems(jobs):
             found.setdefault((job.source, why), []).append(target.name)
     for (location, why), names in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1])):

@@ -131,7 +131,14 @@ class Repository:
         raise GitError(self._unknown_revision_message(revision))
 
     def _unknown_revision_message(self, revision: str) -> str:
-        refs = self.ref_names()
+        if not self.has_commits():
+            return (
+                f'unknown revision "{revision}": the git repository at {self.top} has no '
+                "commits yet (commit the recipe tree first; the working tree is the head)"
+            )
+        # The revision itself may be a known name that does not resolve to a commit
+        # (HEAD of an orphan branch): never suggest it back.
+        refs = [name for name in self.ref_names() if name != revision]
         message = f'unknown revision "{revision}"{did_you_mean(revision, refs)}'
         message += f" in the git repository at {self.top}"
         shallow = _run_git(["rev-parse", "--is-shallow-repository"], cwd=self.top, check=False)
@@ -141,6 +148,11 @@ class Repository:
                 "(for example `git fetch --depth=1 origin main`)"
             )
         return message
+
+    def has_commits(self) -> bool:
+        """Whether any commit is reachable from a ref or HEAD (a fresh `git init` has none)."""
+        result = _run_git(["rev-list", "-n", "1", "--all"], cwd=self.top, check=False)
+        return result.returncode == 0 and bool(result.stdout.strip())
 
     def ref_names(self) -> list[str]:
         """Short names of branches, tags and remote branches, for "did you mean"."""
@@ -169,9 +181,8 @@ class Repository:
                 revision=revision, commit=commit, path=path, files={}, blob_ids={}, present=False
             )
         if kind_text != "tree":
-            raise GitError(
-                f'"{path}" is a {kind_text}, not a directory, at {revision} ({commit[:12]})'
-            )
+            what = "file" if kind_text == "blob" else kind_text  # "commit": a submodule
+            raise GitError(f'"{path}" is a {what}, not a directory, at {revision} ({commit[:12]})')
         listing = self.git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", spec])
         files, blobs, notes = self._read_listing(listing, revision)
         return TreeSource(

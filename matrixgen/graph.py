@@ -185,15 +185,20 @@ def build_graph(
 
 
 def _cycles(graph: nx.DiGraph) -> list[list[str]]:
-    """Each cycle once, as the nodes of one strongly connected component (sorted),
-    or a self-loop; enough to name what to fix without listing every circuit."""
+    """One cycle per strongly connected component, or a self-loop: enough to name
+    what to fix without listing every circuit. A cycle is a real circuit, in the
+    order of its edges (what comes first, then what waits for it), starting at
+    its least node, so that `a -> b -> c -> a` reads as the jobs wait."""
     import networkx as nx
 
-    cycles = [
-        sorted(component)
-        for component in nx.strongly_connected_components(graph)
-        if len(component) > 1
-    ]
+    cycles = []
+    for component in nx.strongly_connected_components(graph):
+        if len(component) < 2:
+            continue
+        edges = nx.find_cycle(graph.subgraph(component), source=min(component))
+        circuit = [a for a, _ in edges]
+        start = circuit.index(min(circuit))
+        cycles.append(circuit[start:] + circuit[:start])
     cycles += [[node] for node in nx.nodes_with_selfloops(graph)]
     return sorted(cycles)
 

@@ -7,13 +7,14 @@ is parsed on its own, so one broken file does not hide the others' problems.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from matrixgen.config import DEFAULT_CONFIG, ProjectConfig, parse_config
-from matrixgen.errors import Finding, Findings, Location, RecipeError, Severity
+from matrixgen.errors import Finding, Findings, Location, RecipeError, Severity, did_you_mean
 from matrixgen.model import RecipeFile
 from matrixgen.vocab import CONFIG_FILENAME, QUARANTINE_FILENAME, RecipeType
 from matrixgen.yamlio import parse_yaml
@@ -54,12 +55,27 @@ def read_directory(root: Path) -> dict[str, bytes]:
         raise UsageError(f"recipe directory not found: {root}")
     files: dict[str, bytes] = {}
     for path in root.rglob("*"):
+        if path.is_symlink():
+            _check_link(path)
         if path.suffix in (".yaml", ".yml") and path.is_file():
             try:
                 files[path.relative_to(root).as_posix()] = path.read_bytes()
             except OSError as exc:
                 raise RecipeError(f"{path}: cannot be read: {exc.strerror}") from None
     return files
+
+
+def _check_link(path: Path) -> None:
+    """A link whose files would be left out silently is refused: rglob does not
+    enter linked directories (a link loop would never end), and a git revision
+    of the tree holds the link, not what it points at."""
+    if path.is_dir():
+        raise RecipeError(
+            f"{path}: a symbolic link to a directory; recipe trees are read without "
+            "following those: move the files into the tree"
+        )
+    if path.suffix in (".yaml", ".yml") and not path.exists():
+        raise RecipeError(f"{path}: a symbolic link to {os.readlink(path)}, which does not exist")
 
 
 def load_tree(
@@ -93,6 +109,14 @@ def load_tree(
         if rel in RESERVED_FILES:
             continue
         shown = _display(root, rel)
+        if rel.removesuffix(".yml") + ".yaml" in RESERVED_FILES:
+            # Not read at all: its vocabulary, pins or quarantine would silently not apply.
+            findings.add(
+                Location(shown),
+                "file-ignored",
+                f"not read: the file must be named {rel.removesuffix('.yml')}.yaml",
+            )
+            continue
         if not rel.endswith(".yaml"):
             findings.add(
                 Location(shown),
@@ -112,6 +136,8 @@ def load_tree(
         findings.extend(file_findings)
         if recipe is not None:
             parsed.append(recipe)
+    if CONFIG_FILENAME not in files:
+        _check_needs_config(parsed, files, root, findings)
     extra = {k: v for k, v in files.items() if k in RESERVED_FILES}
     return RecipeTree(
         root=root,
@@ -144,6 +170,15 @@ def parse_recipe(raw: bytes, rel: str, shown: str, findings: Findings) -> Recipe
             f"format_version must be 1 or 2, not {version!r}",
         )
         return None
+    if version == 1:
+        # Megatron-LM's parser takes `on:` or `1:` as the key YAML makes of it (an
+        # axis no selection looks at): in its format, a warning.
+        findings.items[:] = [
+            replace(f, severity=Severity.WARNING)
+            if f.code == "yaml-key-type" and f.location.file == shown
+            else f
+            for f in findings.items
+        ]
     name = rel.rsplit("/", 1)[-1]
     declared = data.get("type")
     if declared == RecipeType.BUILD or name.startswith("_build"):
@@ -158,6 +193,29 @@ def parse_recipe(raw: bytes, rel: str, shown: str, findings: Findings) -> Recipe
         )
         return None
     return RecipeFile(path=shown, rel=rel, document=document, kind=kind, format_version=version)
+
+
+def _check_needs_config(
+    parsed: list[RecipeFile], files: Mapping[str, bytes], root: str, findings: Findings
+) -> None:
+    """format_version 2 files are checked against the project config: without
+    one, nothing would check their vocabulary or pins, so say so, once."""
+    v2 = [r for r in parsed if r.format_version == 2]
+    if not v2:
+        return
+    others = f" (and {len(v2) - 1} other file(s))" if len(v2) > 1 else ""
+    near = sorted(
+        rel
+        for rel in files
+        if "/" not in rel and rel not in RESERVED_FILES and did_you_mean(rel, [CONFIG_FILENAME])
+    )
+    hint = f"; rename {_display(root, near[0])} to {CONFIG_FILENAME}" if near else ""
+    findings.add(
+        v2[0].document.locate(["format_version"]),
+        "config-missing",
+        f"format_version 2{others} needs the project config {_display(root, CONFIG_FILENAME)}, "
+        f"which does not exist{hint}",
+    )
 
 
 def _display(root: str, rel: str) -> str:

@@ -40,7 +40,13 @@ from matrixgen.expand import ATTRIBUTE_KEYS_V2, BLOCK_KEYS, KNOWN_AXES_V2
 from matrixgen.load import read_directory
 from matrixgen.model import Job, JobId, RecipeFile, Target
 from matrixgen.pipeline import Generation, generate_from_files
-from matrixgen.quarantine import entry_from_mapping, policy, resolve_tracker, same_tracker
+from matrixgen.quarantine import (
+    current_day,
+    entry_from_mapping,
+    policy,
+    resolve_tracker,
+    same_tracker,
+)
 from matrixgen.quarantine import selection as quarantine_selection
 from matrixgen.targets import default_system, discover_targets, resolve_targets
 from matrixgen.vocab import QUARANTINE_FILENAME, QuarantineAction, QuarantineKind, resolve_scope
@@ -649,7 +655,7 @@ def plan_migration(
     would be."""
     from matrixgen.quarantine_edit import entry_id, insert_entries, unique_id
 
-    today = today or dt.date.today()
+    today = today or current_day()
     files = read_directory(root)
     before = generate_from_files(files, root=str(root))
     if before.expansion.errors:
@@ -837,10 +843,15 @@ def write_migration(migration: Migration) -> None:
     """Add the entries (under the quarantine file's lock), then rewrite the recipe
     files: if writing recipes failed, the entries would match nothing (validate
     says so) but no target would select a quarantined job."""
-    from matrixgen.quarantine_edit import atomic_write, edit
+    from matrixgen.quarantine_edit import atomic_write, check_writable, edit
 
     root = migration.root
     entries = migration.entries
+    # Refuse before writing anything rather than half-way through.
+    for rel in migration.changed_files:
+        check_writable(root / rel)
+    if entries:
+        check_writable(root / QUARANTINE_FILENAME)
     if entries:
         pol_base = None
         config_path = root / "matrixgen.yaml"

@@ -78,7 +78,12 @@ def default_recipes_dir(start: Path | None = None) -> Path:
         ).stdout.strip()
     except OSError:
         top = ""
-    return Path(top) / "recipes" if top else start / "recipes"
+    if not top:
+        return start / "recipes"
+    found = Path(top) / "recipes"
+    # Shown in every message: `recipes/h100/gpt.yaml:12:5` from the top of the
+    # checkout, as a reader (and GitHub's annotations) know the file.
+    return found.relative_to(Path.cwd()) if found.is_relative_to(Path.cwd()) else found
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,12 +21,13 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from matrixgen.errors import Finding, Findings, Location, Severity, did_you_mean
+from matrixgen.errors import Finding, Findings, Location, Severity, UsageError, did_you_mean
 from matrixgen.model import Job, QuarantineMark, Selector, Target
 from matrixgen.schemas import check_against_schema
 from matrixgen.select import select
 from matrixgen.targets import default_system, resolve_targets, target_name
 from matrixgen.vocab import (
+    LEGACY_SCOPE_ALIASES,
     QUARANTINE_FILENAME,
     QuarantineAction,
     QuarantineKind,
@@ -65,6 +66,23 @@ class Policy:
     api_url: str | None = None
     grace_days: int = DEFAULT_GRACE_DAYS
     default_expiry_days: int = DEFAULT_EXPIRY_DAYS
+
+
+TODAY_VARIABLE = "MATRIXGEN_TODAY"
+
+
+def current_day() -> dt.date:
+    """The day expiry is judged against: $MATRIXGEN_TODAY (YYYY-MM-DD) when set, so
+    a past CI run can be reproduced and tests do not age; else the calendar's."""
+    import os
+
+    value = os.environ.get(TODAY_VARIABLE)
+    if not value:
+        return dt.date.today()
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise UsageError(f"{TODAY_VARIABLE}={value!r}: expected a date like 2026-12-01") from None
 
 
 def policy(config: ProjectConfig) -> Policy:
@@ -234,7 +252,7 @@ def resolve_tracker(ref: str, tracker_base: str | None) -> str | None:
         if not tracker_base:
             return None
         return tracker_base.rstrip("/") + "/" + number[1]
-    if re.match(r"^https?://\S+$", ref):
+    if re.match(r"^https?://\S+$", ref, re.IGNORECASE):
         return ref.rstrip("/")
     return None
 
@@ -248,7 +266,52 @@ def _tracker_key(ref: str, tracker_base: str | None) -> str:
     ref = ref.strip()
     if ref.isdigit():
         ref = "#" + ref
-    return resolve_tracker(ref, tracker_base) or ref
+    resolved = resolve_tracker(ref, tracker_base)
+    return _url_key(resolved) if resolved else ref
+
+
+def entries_tracked_by(entries: Iterable[Entry], ref: str, tracker_base: str | None) -> list[Entry]:
+    """The entries of one tracker, however it is spelled (`7201`, `#7201`, URL).
+
+    Without a tracker base a bare number still finds entries whose tracker URL
+    ends in that issue number, when those URLs all name one repository; when
+    they name several, which one is meant is unclear (ValueError)."""
+    entries = list(entries)
+    found = [e for e in entries if same_tracker(e.tracker, ref, tracker_base)]
+    number = _ISSUE_NUMBER.match("#" + ref.strip() if ref.strip().isdigit() else ref.strip())
+    if found or number is None or tracker_base:
+        return found
+    by_number: dict[str, list[Entry]] = {}
+    for entry in entries:
+        key = _url_key(entry.tracker_url) if entry.tracker_url else ""
+        issue = _ISSUE_PATH.match(key[key.find("/") :]) if "/" in key else None
+        if issue and issue[3] == number[1]:
+            by_number.setdefault(key, []).append(entry)
+    if len(by_number) > 1:
+        urls = ", ".join(sorted(e[0].tracker_url or "" for e in by_number.values()))
+        raise ValueError(f"{ref} is ambiguous without a tracker base: it could be {urls}")
+    return next(iter(by_number.values()), [])
+
+
+_ISSUE_PATH = re.compile(r"^/([^/]+)/([^/]+)/(?:issues|pull)/(\d+)/?$")
+
+
+def _url_key(url: str) -> str:
+    """What tells two spellings of one issue URL apart from another issue: not
+    the scheme, the host's case, a query, a fragment (a comment link) or a
+    trailing slash; on GitHub-style paths neither owner/repo case nor
+    issues-vs-pull (one number space)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower().removeprefix("www.")
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    path = parts.path.rstrip("/")
+    issue = _ISSUE_PATH.match(path)
+    if issue:
+        path = f"/{issue[1].lower()}/{issue[2].lower()}/issues/{issue[3]}"
+    return f"{host}{path}"
 
 
 # --------------------------------------------------------------------------- parsing
@@ -351,7 +414,14 @@ def _plain(value: Any) -> Any:
 
 def _schema_findings(document: YamlDocument, findings: Findings) -> None:
     found = Findings()
-    check_against_schema("quarantine", document, found, data=_plain(document.data))
+    data = _plain(document.data)
+    items = data.get("entries") if isinstance(data, dict) else None
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, dict) and item.get("action") != QuarantineAction.DESELECT:
+            # Misplaced node_ids are said below; the schema's `not` would quote the
+            # whole entry (cut at 200 characters) instead.
+            item.pop("node_ids", None)
+    check_against_schema("quarantine", document, found, data=data)
     entries = document.data.get("entries")
     for finding in found.items:
         # Missing trackers and owners get their own clearer message (below).
@@ -359,11 +429,9 @@ def _schema_findings(document: YamlDocument, findings: Findings) -> None:
             continue
         if "'owner' is a required property" in finding.message:
             continue
-        if re.match(r"^entries/\d+/(tracker|owner): None ", finding.message):
+        if re.match(r"^entries/\d+/(tracker|owner): (None |'' should be)", finding.message):
             continue
-        if "'node_ids' is a required property" in finding.message or (
-            "should not be valid under {'required': ['node_ids']}" in finding.message
-        ):
+        if "'node_ids' is a required property" in finding.message:
             continue  # said below, where it happens
         findings.items.append(finding)
     if isinstance(entries, list):
@@ -392,10 +460,10 @@ def _schema_findings(document: YamlDocument, findings: Findings) -> None:
                         f"quarantine-no-{key}",
                         f"entry {_name(item, i)} has no {what}: every entry needs one",
                     )
-                elif item[key] is None:
+                elif item[key] is None or (isinstance(item[key], str) and not item[key].strip()):
                     hint = (
                         ' (write it in quotes, tracker: "#123": a bare # starts a YAML comment)'
-                        if key == "tracker"
+                        if key == "tracker" and item[key] is None
                         else ""
                     )
                     findings.add(
@@ -734,7 +802,7 @@ def check_entries(
 ) -> list[Finding]:
     """What `validate` reports about the entries beyond their shape: unknown
     values, entries that match no job, expired entries, overlapping entries."""
-    today = today or dt.date.today()
+    today = today or current_day()
     grace = policy(config).grace_days
     doc = qfile.document
     found = Findings()
@@ -780,13 +848,21 @@ def check_entries(
             if place.scope is not None and place.scope not in known.scopes[place.system]:
                 unknown_values.add(entry.id)
                 used = sorted(known.scopes[place.system])
+                # Legacy names too: `nightlyy` is closer to `nightly` than to `L2`.
+                aliases = {a: t for a, (t, _) in LEGACY_SCOPE_ALIASES.items() if t in used}
+                shown = [
+                    f"{name} ({', '.join(a for a, t in aliases.items() if t == name)})"
+                    if name in aliases.values()
+                    else name
+                    for name in used
+                ]
+                written = entry.where_text[j].partition("/")[2]
                 found.add(
                     at(entry, "where", j),
                     "quarantine-unknown",
-                    f'entry "{entry.id}": no {place.system.value} target has scope '
-                    f'"{entry.where_text[j].partition("/")[2]}"'
-                    f"{did_you_mean(entry.where_text[j].partition('/')[2], used)}; "
-                    f"{place.system.value} scopes: {', '.join(used) or 'none'}",
+                    f'entry "{entry.id}": no {place.system.value} target has scope "{written}"'
+                    f"{did_you_mean(written, [*used, *aliases])}; "
+                    f"{place.system.value} scopes: {', '.join(shown) or 'none'}",
                 )
         if entry.expires is not None and entry.expires < today:
             late = (today - entry.expires).days
@@ -801,7 +877,7 @@ def check_entries(
                 at(entry, "expires"),
                 "quarantine-expired",
                 f'entry "{entry.id}" expired on {entry.expires} ({late} day(s) ago, {tail}); '
-                f"lift it (matrixgen quarantine lift --tracker {entry.tracker or '...'}) "
+                f"lift it (matrixgen quarantine lift --tracker {_shell_tracker(entry.tracker)}) "
                 "or extend it",
                 severity,
             )
@@ -824,6 +900,12 @@ def check_entries(
             Severity.WARNING,
         )
     return found.sorted()
+
+
+def _shell_tracker(tracker: str) -> str:
+    """The tracker as typed in a shell: `#7201` unquoted would start a comment."""
+    number = _ISSUE_NUMBER.match(tracker)
+    return number[1] if number else (tracker or "...")
 
 
 def _describe(entry: Entry) -> str:

@@ -8,7 +8,8 @@ Safety rules:
   and fsynced, then renamed over the old one (os.replace): a reader sees the old
   file or the new one, never half of one.
 - A file that does not parse or does not follow the schema is reported and left
-  alone.
+  alone; so is a read-only file. A symlinked file is edited where the link
+  points (the link stays a link).
 - Only the edited entry's lines change. The new entry is rendered by ruamel.yaml
   (round-trip dumper: quoting, dates, flow lists), in the indentation the file
   already uses, and spliced in after the last entry; removing deletes exactly
@@ -79,11 +80,29 @@ def locked(path: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+def real_path(path: Path) -> Path:
+    """Where edits land: the file a symlink points to (renaming over the link
+    itself would silently replace it with a regular file)."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def check_writable(path: Path) -> int | None:
+    """The file's mode (None when it does not exist yet); a read-only file is
+    refused: renaming over it would succeed (that needs only the directory)."""
+    path = real_path(path)
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        return None
+    if not mode & 0o222 or not os.access(path, os.W_OK):
+        raise QuarantineError(f"{path} is read-only; the file was not changed")
+    return mode
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write through a temporary file in the same directory and rename it over."""
-    mode = None
-    with contextlib.suppress(FileNotFoundError):
-        mode = path.stat().st_mode & 0o7777
+    path = real_path(path)
+    mode = check_writable(path)
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
@@ -225,10 +244,25 @@ def render_entry(entry: Mapping[str, Any], dash_col: int, key_col: int, newline:
     return newline.join(lines) + newline
 
 
+def _keep_final_newline(original: str, result: str) -> str:
+    """A file that ends without a newline keeps ending without one, so that
+    add then remove gives it back byte for byte."""
+    if not original or original.endswith(("\n", "\r")):
+        return result
+    for ending in ("\r\n", "\n", "\r"):
+        if result.endswith(ending):
+            return result[: -len(ending)]
+    return result
+
+
 def insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
     """The text with entries appended to its `entries:` list."""
     if not entries:
         return text
+    return _keep_final_newline(text, _insert_entries(text, entries))
+
+
+def _insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
     layout = _layout(text)
     lines, nl = list(layout.lines), layout.newline
     separated = _blank_separated(layout)
@@ -282,6 +316,10 @@ def _blank_separated(layout: _Layout) -> bool:
 def delete_entries(text: str, indices: Sequence[int]) -> str:
     """The text without the entries at `indices` (their lines, and the comment
     lines directly above each); an emptied list becomes `entries: []`."""
+    return _keep_final_newline(text, _delete_entries(text, indices))
+
+
+def _delete_entries(text: str, indices: Sequence[int]) -> str:
     layout = _layout(text)
     if layout.value_kind != "block":
         raise QuarantineError("there are no entries to remove")
@@ -299,6 +337,7 @@ def delete_entries(text: str, indices: Sequence[int]) -> str:
         if above_blank and (last or below_blank) and i > 0:
             start -= 1
         doomed.update(range(start, end))
+    _check_anchors(text, doomed)
     kept = [line for n, line in enumerate(lines) if n not in doomed]
     if len(set(indices)) == len(layout.starts):
         key = layout.key_line
@@ -315,6 +354,28 @@ def delete_entries(text: str, indices: Sequence[int]) -> str:
             body = body[: colon + 1] + " []" + rest
         kept[key] = body + ending
     return "".join(kept)
+
+
+def _check_anchors(text: str, doomed: set[int]) -> None:
+    """Refuse to delete an anchor (`&name`) that a kept line still uses (`*name`)."""
+    defined: dict[str, int] = {}
+    used: dict[str, int] = {}
+    for event in yaml.parse(text):
+        anchor = getattr(event, "anchor", None)
+        if not anchor:
+            continue
+        line = event.start_mark.line
+        if isinstance(event, yaml.AliasEvent):
+            if line not in doomed:
+                used.setdefault(anchor, line)
+        elif line in doomed:
+            defined[anchor] = line
+    for anchor in sorted(set(defined) & set(used)):
+        raise QuarantineError(
+            f"the entry to remove defines the YAML anchor &{anchor} (line {defined[anchor] + 1}) "
+            f"that line {used[anchor] + 1} still uses as *{anchor}; write that value out "
+            "in full first, the file was not changed"
+        )
 
 
 # --------------------------------------------------------------------------- edits
@@ -359,16 +420,21 @@ def edit(
     """Under the lock: read and check the file, ask `change` for (entries to add,
     indices to remove), apply both, check the result, write it atomically.
     Returns (old bytes, new bytes)."""
+    path = real_path(path)
     with locked(path):
         raw, qfile = read_checked(path, tracker_base=tracker_base)
         added, removed = change(qfile)
         text, bom = _decode(raw)
         before = _plain_entries(text)
         new_text = text
-        if removed:
-            new_text = delete_entries(new_text, sorted(set(removed)))
-        if added:
-            new_text = insert_entries(new_text, added)
+        try:
+            if removed:
+                new_text = delete_entries(new_text, sorted(set(removed)))
+            if added:
+                new_text = insert_entries(new_text, added)
+        except QuarantineError as exc:
+            # The text edits do not know the file's name; the user needs it.
+            raise QuarantineError(f"{path}: {exc.message}", findings=exc.findings) from None
         expected = [e for i, e in enumerate(before) if i not in set(removed)] + list(added)
         if _comparable(_plain_entries(new_text)) != _comparable(expected):
             raise QuarantineError(

@@ -43,8 +43,10 @@ def check_against_schema(
         ok = False
         path = list(error.absolute_path)
         where = "/".join(map(str, path)) or "(top level)"
+        # A bad key (propertyNames) is reported at the key, not at its mapping.
+        at_key = "propertyNames" in error.schema_path and isinstance(error.instance, str)
         findings.add(
-            document.locate(path),
+            document.locate([*path, error.instance], key=True) if at_key else document.locate(path),
             "schema",
             f"{where}: {_short(error)}",
             severity,

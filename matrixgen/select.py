@@ -7,8 +7,9 @@ list; every other criterion is plain equality.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+from matrixgen.config import ProjectConfig
 from matrixgen.errors import UsageError, did_you_mean
 from matrixgen.model import Job, Selector
 from matrixgen.vocab import ALL_CADENCES, resolve_scope
@@ -43,3 +44,54 @@ def select(jobs: Iterable[Job], selector: Selector) -> list[Job]:
     """The matching jobs, in the order given (expansion order is already sorted)."""
     check_selector(selector)
     return [job for job in jobs if matches(job, selector)]
+
+
+def check_selector_values(
+    selector: Selector, config: ProjectConfig, jobs: Sequence[Job]
+) -> list[str]:
+    """A value asked for that can select nothing is most likely a typo.
+
+    Against a declared vocabulary (format_version 2) it is a UsageError with
+    "did you mean"; in a tree that declares none (and for test cases, which no
+    vocabulary lists) it is a warning, returned for the caller to print: there,
+    asking for a value no job uses is allowed and selects nothing, as in
+    Megatron-LM's own parser.
+    """
+    vocab = config.vocabulary
+    declared: dict[str, frozenset[str] | None] = {
+        "scope": vocab.all_scopes if vocab else None,
+        "platform": vocab.platforms if vocab else None,
+        "environment": vocab.environments if vocab else None,
+        "model": vocab.models if vocab else None,
+        "tag": vocab.tags if vocab else None,
+    }
+    errors: list[str] = []
+    warnings: list[str] = []
+    for key, names in declared.items():
+        value = getattr(selector, key)
+        if value is None:
+            continue
+        known = names if names is not None else {getattr(j, key) for j in jobs} - {None}
+        if key == "scope":
+            found = resolve_scope(value) in {resolve_scope(k) for k in known}
+        else:
+            found = value in known
+        if found:
+            continue
+        hint = did_you_mean(value, known)
+        if names is not None:
+            errors.append(
+                f'--{key} "{value}" is not declared in {config.path}{hint}; '
+                f"declared: {', '.join(sorted(known))}"
+            )
+        else:
+            warnings.append(f'--{key} "{value}": no job has this {key}{hint}')
+    cases = {j.test_case for j in jobs}
+    for case in selector.test_cases:
+        if case not in cases:
+            warnings.append(
+                f'--test-case "{case}": no job has this test case{did_you_mean(case, cases)}'
+            )
+    if errors:
+        raise UsageError("; ".join(errors))
+    return warnings

@@ -6,12 +6,15 @@ recipe can never reach into Python objects through a format string.
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
 _FORMATTER = string.Formatter()
+MAX_WIDTH = 999
+_HUGE = re.compile(r"[1-9][0-9]{3,}")
 
 Piece = tuple[str, str | None, str, str | None]
 
@@ -39,6 +42,11 @@ def parse_template(template: str) -> tuple[Piece, ...]:
             )
         if conversion not in (None, "s", "r") or "{" in spec:
             raise TemplateError(f'placeholder "{{{name}}}" uses an unsupported conversion')
+        if _HUGE.search(spec):
+            # `{n:.999999999f}` would take a minute and a gigabyte for each job.
+            raise TemplateError(
+                f'placeholder "{{{name}}}": a width or precision of at most {MAX_WIDTH} please'
+            )
     return pieces
 
 

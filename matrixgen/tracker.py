@@ -115,6 +115,10 @@ def _http_problem(exc: object, url: str) -> str:
     if code in (403, 429) and headers is not None and headers.get("X-RateLimit-Remaining") == "0":
         reset = headers.get("X-RateLimit-Reset", "?")
         return f"the GitHub API rate limit is used up ({code}); it resets at epoch {reset}"
+    if code in (403, 429) and headers is not None and headers.get("Retry-After"):
+        # GitHub's secondary rate limits say when to come back, not how much is left.
+        retry = headers.get("Retry-After")
+        return f"the GitHub API is rate limiting requests ({code}); retry after {retry} s"
     if code == 403:
         return f"the GitHub API refused access (403) to {url}: the token may lack read access"
     return f"the GitHub API answered {code} for {url}"
@@ -127,6 +131,7 @@ class TrackerReport:
     states: dict[str, str]
     unchecked: dict[str, str]
     titles: dict[str, str] = field(default_factory=dict)
+    error: str | None = None  # the API failure that stopped the checks, if any
 
 
 def check_trackers(
@@ -135,7 +140,11 @@ def check_trackers(
     token: str | None,
     api_url: str | None = None,
 ) -> TrackerReport:
-    """Look up the tracker of each (entry id, resolved tracker URL or None)."""
+    """Look up the tracker of each (entry id, resolved tracker URL or None).
+
+    The first API failure stops the lookups (a bad token or a used-up rate limit
+    fails every later one too); the entries left are reported as not checked,
+    with the failure, so the caller can still show what it found."""
     states: dict[str, str] = {}
     titles: dict[str, str] = {}
     unchecked: dict[str, str] = {}
@@ -145,7 +154,11 @@ def check_trackers(
             unchecked[entry_id] = "no GitHub token (set GITHUB_TOKEN or pass --token)"
         return TrackerReport(states, unchecked)
     client = GitHubTracker(token=token, api_url=api_url or DEFAULT_API_URL)
+    error: str | None = None
     for entry_id, url in items:
+        if error is not None:
+            unchecked[entry_id] = f"the GitHub API failed: {error}"
+            continue
         if url is None:
             unchecked[entry_id] = (
                 "the tracker is #N and no tracker base is set "
@@ -162,8 +175,13 @@ def check_trackers(
                 "pass --api-url for GitHub Enterprise"
             )
             continue
-        found = client.state(ref)
+        try:
+            found = client.state(ref)
+        except TrackerError as exc:
+            error = exc.message
+            unchecked[entry_id] = f"the GitHub API failed: {error}"
+            continue
         states[entry_id] = found.state
         if found.title:
             titles[entry_id] = found.title
-    return TrackerReport(states, unchecked, titles)
+    return TrackerReport(states, unchecked, titles, error)

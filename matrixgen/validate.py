@@ -10,7 +10,7 @@ checks other stages register in CHECKS.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,19 +169,62 @@ def _typo_findings(tree: RecipeTree) -> Iterator[Finding]:
         counts.setdefault(what, Counter())[value] += 1
         places.setdefault((what, value), []).append(place)
     for what, counter in sorted(counts.items()):
-        by_use = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
-        for value, n in sorted(counter.items()):
-            for other, m in by_use:
-                if other != value and m >= 3 * n and _looks_like_typo(value, other):
-                    for place in places[(what, value)]:
-                        yield Finding(
-                            location=place.locate(),
-                            severity=Severity.WARNING,
-                            code="vocabulary-typo",
-                            message=f'{what} "{value}" is used {n} time(s) and looks like a typo '
-                            f'of "{other}" (used {m} times) (did you mean "{other}"?)',
-                        )
-                    break
+        for value, other in sorted(typos(counter).items()):
+            n, m = counter[value], counter[other]
+            for place in places[(what, value)]:
+                yield Finding(
+                    location=place.locate(),
+                    severity=Severity.WARNING,
+                    code="vocabulary-typo",
+                    message=f'{what} "{value}" is used {n} time(s) and looks like a typo '
+                    f'of "{other}" (used {m} times) (did you mean "{other}"?)',
+                )
+
+
+def typos(counter: Mapping[str, int]) -> dict[str, str]:
+    """value -> the value it looks like a typo of: the most used one (ties by
+    name) that is at least three times as common and one typo away."""
+    near = _Neighbours(counter)
+    found: dict[str, str] = {}
+    for value, n in counter.items():
+        candidates = [
+            (-counter[other], other)
+            for other in near.of(value)
+            if other != value and counter[other] >= 3 * n and _looks_like_typo(value, other)
+        ]
+        if candidates:
+            found[value] = min(candidates)[1]
+    return found
+
+
+class _Neighbours:
+    """The values that may be one typo away from a value (_looks_like_typo
+    decides), found through indexes rather than by comparing every pair: a tree
+    with tens of thousands of distinct values must not take minutes."""
+
+    def __init__(self, values: Iterable[str]) -> None:
+        self.values = set(values)
+        self.squashed: dict[str, list[str]] = {}
+        self.deleted: dict[str, list[str]] = {}
+        for value in self.values:
+            self.squashed.setdefault(_squash(value), []).append(value)
+            for shorter in _deletions(value):
+                self.deleted.setdefault(shorter, []).append(value)
+
+    def of(self, value: str) -> set[str]:
+        found = set(self.squashed.get(_squash(value), ()))
+        found.update(self.deleted.get(value, ()))  # one letter more
+        found.update(v for v in _deletions(value) if v in self.values)  # one letter less
+        found.update(
+            swapped
+            for i in range(len(value) - 1)
+            if (swapped := value[:i] + value[i + 1] + value[i] + value[i + 2 :]) in self.values
+        )
+        return found
+
+
+def _deletions(value: str) -> set[str]:
+    return {value[:i] + value[i + 1 :] for i in range(len(value))}
 
 
 def _squash(value: str) -> str:

@@ -7,6 +7,7 @@ back to `file:line:column` without paying for position tracking on the fast path
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,9 +29,11 @@ MAX_EXPANDED_NODES = 2_000_000
 
 
 class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
-    """Safe loader that records duplicate mapping keys instead of dropping them."""
+    """Safe loader that records duplicate mapping keys instead of dropping them,
+    and keys that YAML reads as something other than a name."""
 
     duplicate_keys: list[tuple[yaml.Node, str]]
+    odd_keys: list[tuple[yaml.Node, str]]
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         mapping = super().construct_mapping(node, deep=deep)
@@ -43,7 +46,23 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
                     if key in seen:
                         self.duplicate_keys.append((key_node, key_node.value))
                     seen.add(key)
+        for key in mapping:
+            if type(key) is not str:
+                return self._named_keys(node, mapping)
         return mapping
+
+    def _named_keys(self, node: yaml.MappingNode, mapping: dict) -> dict:
+        """`on:`, `1:`, `null:`, `2024-01-01:` are a boolean, a number, null and a
+        date to YAML, never names: record each (an error for the caller to report)
+        and key the value by the text as written, so that no later stage meets a
+        key that is not a string."""
+        written: dict[Any, str] = {}
+        for key_node, _ in node.value:
+            key = self.constructed_objects.get(key_node, key_node)
+            if type(key) is not str and isinstance(key_node, yaml.ScalarNode):
+                self.odd_keys.append((key_node, _kind_of(key)))
+                written.setdefault(key, key_node.value)
+        return {(k if type(k) is str else written.get(k, str(k))): v for k, v in mapping.items()}
 
     def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> Any:
         # `2025-02-30` looks like a date to YAML but is none: say where, don't crash.
@@ -54,8 +73,36 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
                 None, None, f'"{node.value}" is not a valid date ({exc})', node.start_mark
             ) from None
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> Any:
+        # Past 4,300 digits Python refuses to read (or print) an int at all, and
+        # past 64 bits no CI system takes it: say where, don't crash later.
+        try:
+            value = super().construct_yaml_int(node)
+        except ValueError:
+            value = None
+        if value is None or not -(2**63) <= value < 2**63:
+            text = node.value
+            shown = text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the number {shown} does not fit in 64 bits", node.start_mark
+            )
+        return value
+
 
 _Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_timestamp)
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+
+
+def _kind_of(value: Any) -> str:
+    if value is None:
+        return "a null value"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, dt.date):
+        return "a date"
+    return f"a {type(value).__name__}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +150,10 @@ def _mark_location(path: str, mark: Any) -> Location:
     return Location(path, mark.line + 1, mark.column + 1)
 
 
+class _AliasCycle(Exception):
+    """An alias inside the node it names."""
+
+
 def _check_expansion(root: yaml.Node, path: str, findings: Findings) -> bool:
     """Refuse recursive aliases and alias bombs; True when the document is safe."""
     sizes: dict[int, int] = {}
@@ -113,7 +164,7 @@ def _check_expansion(root: yaml.Node, path: str, findings: Findings) -> bool:
         if ident in sizes:
             return sizes[ident]
         if ident in active:
-            raise RecursionError(node)
+            raise _AliasCycle(node)
         active.add(ident)
         total = 1
         if isinstance(node, yaml.MappingNode):
@@ -128,8 +179,9 @@ def _check_expansion(root: yaml.Node, path: str, findings: Findings) -> bool:
 
     try:
         total = size(root)
-    except RecursionError as exc:
-        node = exc.args[0] if exc.args and isinstance(exc.args[0], yaml.Node) else root
+    except _AliasCycle as exc:
+        # (Python's own RecursionError, a document nested too deeply, is the caller's.)
+        node = exc.args[0]
         findings.add(
             _mark_location(path, node.start_mark),
             "yaml-recursive-alias",
@@ -163,6 +215,7 @@ def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None
         return None
     loader = _Loader(text)
     loader.duplicate_keys = []
+    loader.odd_keys = []
     try:
         root = loader.get_single_node()
         if root is None:
@@ -195,6 +248,13 @@ def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None
             _mark_location(path, key_node.start_mark),
             "yaml-duplicate-key",
             f'duplicate key "{key}": the earlier value would be silently overwritten',
+        )
+    for key_node, kind in loader.odd_keys:
+        findings.add(
+            _mark_location(path, key_node.start_mark),
+            "yaml-key-type",
+            f"key {key_node.value or '(empty)'} is read as {kind}, not as a name; "
+            f'quote it ("{key_node.value}") if a name is meant',
         )
     return YamlDocument(path=path, data=data, root=root)
 

@@ -3,6 +3,7 @@ tree when `.ci/run` points MATRIXGEN_MEGATRON_RECIPES at it."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import textwrap
 from collections.abc import Callable, Mapping
@@ -30,6 +31,24 @@ def megatron_dir() -> Path:
     if path is None:
         pytest.skip(f"the Megatron-LM recipe tree is absent (set {MEGATRON_ENV})")
     return path
+
+
+# A day on which every entry of the shipped recipes/quarantine.yaml is in force
+# (after each was added, before any expires). Tests that run the commands on the
+# shipped tree check expiry against it, not against the calendar: the entries
+# expire by design, and the suite must not start failing on that day.
+SHIPPED_QUARANTINE_DAY = dt.date(2026, 12, 1)
+
+
+@pytest.fixture
+def pinned_today(monkeypatch: pytest.MonkeyPatch) -> dt.date:
+    """Quarantine expiry, as `validate` (and every command that runs its checks)
+    sees it, is checked against SHIPPED_QUARANTINE_DAY (through MATRIXGEN_TODAY,
+    so subprocesses such as gitlab-ci-local's jobs see the same day)."""
+    from matrixgen.quarantine import TODAY_VARIABLE
+
+    monkeypatch.setenv(TODAY_VARIABLE, SHIPPED_QUARANTINE_DAY.isoformat())
+    return SHIPPED_QUARANTINE_DAY
 
 
 def write_tree(root: Path, files: Mapping[str, str | bytes]) -> Path:

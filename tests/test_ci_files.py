@@ -15,7 +15,12 @@ import pytest
 import yaml
 
 from matrixgen.pipeline import generate
+from matrixgen.quarantine import TODAY_VARIABLE
 from tests import realvalidators as rv
+from tests.conftest import SHIPPED_QUARANTINE_DAY
+
+# The shipped quarantine entries expire by design: judge them on a fixed day.
+pytestmark = pytest.mark.usefixtures("pinned_today")
 
 REPO = Path(__file__).resolve().parents[1]
 GITLAB_CI = REPO / ".gitlab-ci.yml"
@@ -167,8 +172,12 @@ def pipeline_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _env() -> dict[str, str]:
-    # Jobs inherit PATH: they find this interpreter's `matrixgen`.
-    return {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    # Jobs inherit PATH: they find this interpreter's `matrixgen`; and the day the
+    # shipped quarantine entries are judged against (they expire by design).
+    return {
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+        TODAY_VARIABLE: SHIPPED_QUARANTINE_DAY.isoformat(),
+    }
 
 
 def test_rules_pick_the_triggers_of_each_pipeline(pipeline_repo: Path, config: dict) -> None:

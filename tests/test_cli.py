@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import datetime as dt
 import json
 import os
 import subprocess
@@ -11,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from tests.test_compat import HAND_TREE
 
@@ -82,6 +86,27 @@ def test_recipes_default_to_the_checkout(tmp_path: Path, monkeypatch, cli: Calla
     assert len(json.loads(run.out)) == 8
 
 
+def test_default_tree_is_shown_from_the_top_of_the_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Callable
+) -> None:
+    # As a reader knows the file: `recipes/h100/bad.yaml:...` from the top, the
+    # full path from anywhere else.
+    from tests.conftest import write_tree
+
+    files = dict(HAND_TREE)
+    files["h100/bad.yaml"] = "a: [\n"
+    write_tree(tmp_path / "recipes", files)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    monkeypatch.chdir(tmp_path)
+    assert cli("validate").err.startswith("recipes/h100/bad.yaml:2:1: error:")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    top = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert cli("validate").err.startswith(f"{top}/recipes/h100/bad.yaml:2:1: error:")
+
+
 def run_module(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "matrixgen", *args],
@@ -127,3 +152,230 @@ def test_help_documents_exit_codes_and_options(command: str) -> None:
     result = run_module(command, "--help")
     assert result.returncode == 0
     assert "--recipes" in result.stdout
+
+
+# --- bad input of every shape: a located message and a documented code, never a traceback
+
+FUZZ_CONFIG = {
+    "format_version": 2,
+    "vocabulary": {
+        "platforms": ["dgx_h100", "dgx_gb200"],
+        "environments": ["dev", "lts"],
+        "scopes": {"github": ["L0", "L1"], "gitlab": ["mr", "nightly"]},
+        "tags": ["latest"],
+        "models": ["gpt", "unit-tests"],
+        "axes": ["extra"],
+    },
+    "defaults": {"time_limit": 2700, "n_repeat": 5, "max_jobs": 1000},
+    "platforms": {
+        "dgx_h100": {"arch": "amd64"},
+        "dgx_gb200": {"arch": "arm64", "alias_of": "dgx_h100"},
+    },
+    "images": {
+        "version": "26.09",
+        "github": {"repository": "nvcr.io/nvidia/pytorch", "tag": "26.09-py3"},
+        "gitlab": {"amd64": {"repository": "reg.example/ci", "tag": "26.09-amd64"}},
+    },
+    "pins": {"fa": {"env": {"NVTE_FLASH_ATTN_V4": "0"}, "exclude": {"models": ["unit-tests"]}}},
+    "systems": {"gitlab": {"parent_job": "generate"}},
+    "targets": {
+        "gl-mr": {"system": "gitlab", "scope": "mr", "platform": "dgx_h100", "environment": "dev"},
+        "gh-l1": {"system": "github", "scope": "L1", "platform": "dgx_h100", "environment": "dev"},
+    },
+    "quarantine": {"tracker_base": "https://example.invalid/issues/"},
+    "graph": {"external": {"gitlab": ["prepare"]}},
+}
+FUZZ_RECIPE = {
+    "type": "basic",
+    "format_version": 2,
+    "maintainers": ["me"],
+    "spec": {
+        "name": "{test_case}_{environment}_{platforms}",
+        "model": "gpt",
+        "build": "img-{environment}",
+        "platforms": "dgx_h100",
+        "script": "run {name} {n_repeat}",
+        "env": {"NVTE_FLASH_ATTN_V4": "0"},
+        "args": ["--x", "1"],
+        "needs": ["warm_{environment}_{platforms}"],
+        "launcher": "env NVTE_FLASH_ATTN_V4=0 run.sh",
+    },
+    "products": [
+        {
+            "test_case": ["tc"],
+            "cadence": ["pr"],
+            "products": [
+                {
+                    "environment": ["dev"],
+                    "scope": ["mr", "L1"],
+                    "platforms": ["dgx_h100"],
+                    "tag": ["latest"],
+                    "extra": [1],
+                    "env": {"B": "2"},
+                    "args": ["--y"],
+                    "n_repeat": [3],
+                    "allow_failure": [False],
+                }
+            ],
+        },
+        {"test_case": ["warm"], "products": [{"environment": ["dev"], "scope": ["mr"]}]},
+    ],
+}
+FUZZ_BUILD = {"type": "build", "format_version": 2, "spec": {"name": "img-dev"}}
+FUZZ_QUARANTINE = {
+    "entries": [
+        {
+            "id": "e1",
+            "tracker": "#1",
+            "kind": "flaky",
+            "action": "skip",
+            "match": {"model": "gpt", "test_case": "tc", "platforms": ["dgx_h100"]},
+            "where": ["gitlab/mr"],
+            "owner": "me",
+            "added": "2026-11-01",
+            "expires": "2099-01-01",
+            "reason": "r",
+        }
+    ]
+}
+FUZZ_WORDS = ["", "dgx_h100", "mr", "L1", "dev", "tc", "{name}", "{nope}", "x-y", "ü{", "2"]
+
+fuzz_keys = st.one_of(
+    st.sampled_from(["scope", "env", "args", "cadence", "products", "test_case", "x-k", "needs"]),
+    st.text(max_size=6),
+    st.integers(-3, 3),
+    st.none(),
+    st.booleans(),
+    st.dates(),
+)
+fuzz_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**30), 10**30),
+    st.floats(),
+    st.dates(),
+    st.sampled_from(FUZZ_WORDS),
+    st.text(max_size=8),
+)
+fuzz_values = st.recursive(
+    fuzz_scalars,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(fuzz_keys, children, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def _paths(value: object, path: tuple = ()) -> list[tuple]:
+    found = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _paths(item, (*path, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += _paths(item, (*path, i))
+    return found
+
+
+@st.composite
+def mutated(draw: st.DrawFn, base: dict, most: int) -> object:
+    """The base document with a few values replaced, keys removed or added."""
+    doc: object = copy.deepcopy(base)
+    for _ in range(draw(st.integers(0, most))):
+        path = draw(st.sampled_from(_paths(doc)))
+        value = draw(fuzz_values)
+        if not path:
+            doc = value
+            continue
+        parent = doc
+        for step in path[:-1]:
+            parent = parent[step]  # type: ignore[index]
+        op = draw(st.sampled_from(["replace", "replace", "delete", "add"]))
+        if op == "replace":
+            parent[path[-1]] = value  # type: ignore[index]
+        elif op == "delete":
+            del parent[path[-1]]  # type: ignore[union-attr]
+        elif isinstance(parent, dict):
+            parent[draw(fuzz_keys)] = value
+        else:
+            parent.append(value)  # type: ignore[union-attr]
+    return doc
+
+
+def _text(doc: object, how: str) -> bytes:
+    text = yaml.safe_dump(doc, allow_unicode=True, sort_keys=False)
+    if how == "crlf-bom":
+        return b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode()
+    if how == "complex-key":
+        text += "? [a, b]\n: c\n" if isinstance(doc, dict) else ""
+    if how == "huge-number":
+        text += f"n_repeat: {'9' * 5000}\n" if isinstance(doc, dict) else ""
+    if how == "cut":
+        text = text[: len(text) // 2]
+    return text.encode()
+
+
+fuzz_text = st.sampled_from(
+    ["plain", "plain", "plain", "crlf-bom", "complex-key", "huge-number", "cut"]
+)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+# A key YAML reads as a date, in a spec the schema matches against patterns:
+# what once crashed `validate` inside jsonschema.
+@example(
+    recipe={**FUZZ_RECIPE, "spec": {**FUZZ_RECIPE["spec"], dt.date(2024, 1, 31): None}},
+    recipe_text="plain",
+    config=FUZZ_CONFIG,
+    quarantine=None,
+    v1=False,
+)
+# A number Python refuses to read: what once ended in a ValueError traceback.
+@example(
+    recipe=FUZZ_RECIPE, recipe_text="huge-number", config=FUZZ_CONFIG, quarantine=None, v1=False
+)
+@given(
+    recipe=mutated(FUZZ_RECIPE, 3),
+    recipe_text=fuzz_text,
+    config=st.one_of(st.none(), mutated(FUZZ_CONFIG, 2)),
+    quarantine=st.one_of(st.none(), mutated(FUZZ_QUARANTINE, 2)),
+    v1=st.booleans(),
+)
+def test_bad_input_never_tracebacks(
+    cli: Callable,
+    tmp_path_factory: pytest.TempPathFactory,
+    recipe: object,
+    recipe_text: str,
+    config: object,
+    quarantine: object,
+    v1: bool,
+) -> None:
+    """Random values in every position of a recipe, the project config and the
+    quarantine file: each command ends with a documented exit code and says
+    what is wrong; `list` never refuses a tree that `validate` passes."""
+    root = tmp_path_factory.mktemp("fuzz")
+    if v1 and isinstance(recipe, dict) and recipe.get("format_version") == 2:
+        recipe["format_version"] = 1
+    files = {"_build.yaml": _text(FUZZ_BUILD, "plain"), "a/x.yaml": _text(recipe, recipe_text)}
+    if config is not None and not v1:
+        files["matrixgen.yaml"] = _text(config, "plain")
+    if quarantine is not None:
+        files["quarantine.yaml"] = _text(quarantine, "plain")
+    for rel, raw in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(raw)
+    codes = {}
+    for command in ("validate", "list", "stats", "pins", "graph"):
+        run = cli(command, "--recipes", root)
+        codes[command] = run.code
+        assert run.code in (0, 1, 2, 3), (command, run)
+        assert "Traceback" not in run.err, (command, run)
+        if run.code:
+            assert run.err.strip(), (command, run)
+    assert codes["validate"] != 0 or codes["list"] == 0, codes
+    assert codes["stats"] == codes["list"], codes  # both refuse what validate's checks refuse
+    assert (codes["validate"] == 3) == (codes["list"] == 3), codes

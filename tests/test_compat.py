@@ -224,3 +224,49 @@ def test_legacy_scope_names_select_like_their_tier(megatron_dir: Path, legacy: s
         a = generation.select(Selector(scope=legacy, platform=platform, environment="dev"))
         b = generation.select(Selector(scope=tier, platform=platform, environment="dev"))
         assert a == b
+
+
+def test_hand_derived_cases_on_the_real_tree(megatron_dir: Path, cli: Callable) -> None:
+    """Rows of the real tree read by hand with the rules of DESIGN §3."""
+
+    def cases(*args: str) -> set[str]:
+        return selected(cli, megatron_dir, *args)
+
+    gb200 = ("--platform", "dgx_gb200", "--environment", "dev")
+    # gb200/gpt.yaml: a row without platforms keeps the spec's dgx_gb200; its
+    # scope nightly is L2 with cadence [nightly] (neither row nor block sets one).
+    resume = "gpt3_mcore_tp1_pp2_resume_torch_dist"
+    assert resume in cases("--scope", "nightly", *gb200)
+    assert resume in cases("--scope", "L2", "--cadence", "nightly", *gb200)
+    assert resume not in cases("--scope", "L2", "--cadence", "pr", *gb200)
+    assert resume not in cases("--scope", "nightly", "--platform", "dgx_h100")
+    # gb200/nemotron.yaml: a row written as the tier L2 with its own cadence
+    # [nightly]: the legacy name nightly selects it too.
+    nemotron = "nemotron3_5_lightning_nightly_tp1_pp1_cp1_ep8_dgx_gb200"
+    assert nemotron in cases("--scope", "nightly", "--cadence", "nightly", *gb200)
+    assert nemotron not in cases("--scope", "L2", "--cadence", "pr", *gb200)
+    lts = ("--platform", "dgx_gb200", "--environment", "lts")
+    assert nemotron not in cases("--scope", "L2", *lts)
+    # h100/gpt.yaml: the two weekly rows are L3, run weekly only.
+    h100 = ("--platform", "dgx_h100", "--environment", "dev")
+    weekly = {
+        "gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap",
+        "gpt3_weekly_mcore_tp4_cp2_current_scaling_native_fp8_tp_sp_cp_tp_overlap",
+    }
+    assert cases("--scope", "weekly", *h100) == weekly
+    assert cases("--scope", "L3", "--cadence", "weekly", *h100) == weekly
+    assert cases("--scope", "weekly", "--cadence", "nightly", *h100) == set()
+    # h100/mimo.yaml: a renamed scope passes through verbatim, on the spec's platform.
+    assert cases("--scope", "flaky", *h100) == {"mimo_vlm_pretrain_convergence_tp1_pp1_cp1_dp8"}
+    # gb200/gpt-perf-dp4.yaml: the allow_failure axis, and a block with two test
+    # cases, of which only the first is ever read.
+    run = cli("list", "--recipes", megatron_dir, "--scope", "mr", *gb200, "--format", "json")
+    jobs = {j["test_case"]: j for j in json.loads(run.out)}
+    assert jobs["gpt_583m_perf_gb200_4gpu"]["allow_failure"] is True
+    everything = cli("list", "--recipes", megatron_dir, "--format", "json").out
+    assert "gpt_583m_perf_async_sched_gb200_4gpu" not in everything
+    # h100/mamba-static-inference.yaml: the `dg  x_h100` typo is a platform of its
+    # own there too; the case runs nowhere else.
+    typo = "hybrid_static_inference_tp1_pp1_2B_cudagraphs"
+    assert cases("--scope", "mr", "--platform", "dg  x_h100", "--environment", "dev") == {typo}
+    assert typo not in cases("--scope", "mr", *h100)

@@ -416,6 +416,22 @@ def test_ad_hoc_targets_echo_the_selector_as_given() -> None:
     assert [c.fields for c in t.changed] == [{"n_repeat": (5, 1)}]
 
 
+def test_ad_hoc_targets_are_checked_against_both_sides() -> None:
+    with pytest.raises(UsageError, match=r'unknown platform "dgx_h10" \(did you mean "dgx_h100"'):
+        diff(v2_tree(), v2_tree(), specs=["scope=mr,platform=dgx_h10,environment=dev"])
+    # A value used on one side only is a fine target (its jobs are added or removed).
+    head = copy.deepcopy(V1_GPT)
+    head["products"].append(block("c", scope=["mr-slim"]))
+    spec = "scope=mr-slim,platform=dgx_h100,environment=dev"
+    result = diff({"gpt.yaml": V1_GPT}, {"gpt.yaml": head}, specs=[spec])
+    assert result.notes == () and cases(result.targets[0].added) == ["c"]
+    # Without a vocabulary, a value no job uses on either side is noted, not refused.
+    typo = "scope=mr-slm,platform=dgx_h100,environment=dev"
+    result = diff({"gpt.yaml": V1_GPT}, {"gpt.yaml": head}, specs=[typo])
+    assert [n for n in result.notes if 'no job uses scope "mr-slm"' in n]
+    assert 'did you mean "mr-slim"' in result.notes[0]
+
+
 def test_target_names_and_their_mistakes() -> None:
     result = diff(v2_tree(), v2_tree(), names=["gitlab-mr-h100"])
     assert [t.target.name for t in result.targets] == ["gitlab-mr-h100"]
@@ -617,6 +633,38 @@ def test_a_base_with_broken_recipes_is_still_compared(repo: GitRepo) -> None:
     )
     assert result.unchanged  # the readable files are the same on both sides
     assert sides[0].generation.findings
+
+
+def test_a_head_that_fails_validation_says_so(repo: GitRepo) -> None:
+    # A mistyped platform parses and expands: its job just matches no target. The
+    # diff alone would show no change at all; validate (and so every emitter)
+    # refuses the tree.
+    base = repo.commit(dumped(v2_tree()))
+    head_gpt = copy.deepcopy(GPT)
+    head_gpt["products"].append(block("gpt_typo", scope=["L1"], platforms=["dgx_h10"]))
+    repo.write(dumped(v2_tree(head_gpt)))
+    result, sides = diff_revisions(Repository(repo.top), "recipes", base)
+    assert result.unchanged
+    assert sides[0].errors == ()
+    assert [f.code for f in sides[1].errors] == ["vocabulary"]
+    assert 'did you mean "dgx_h100"' in sides[1].errors[0].message
+    assert [n for n in result.notes if "validate` fails there" in n] == [
+        next(n for n in result.notes if n.startswith("head worktree: 1 error(s)"))
+    ]
+
+
+def test_cli_prints_the_validation_errors_of_a_side(
+    in_repo: GitRepo, cli: Callable[..., Any]
+) -> None:
+    in_repo.commit(dumped(v2_tree()))
+    head_gpt = copy.deepcopy(GPT)
+    head_gpt["products"].append(block("gpt_typo", scope=["L1"], platforms=["dgx_h10"]))
+    in_repo.write(dumped(v2_tree(head_gpt)))
+    run = cli("diff", "HEAD", "--format", "markdown")
+    assert run.code == 0, run
+    assert "matrixgen: head worktree: 1 error(s) in the recipe tree:" in run.err
+    assert 'unknown platform "dgx_h10"' in run.err
+    assert "1 error(s) in the recipe tree" in run.out  # the PR comment says so too
 
 
 def test_a_bad_config_on_the_base_names_the_side(repo: GitRepo) -> None:

@@ -12,6 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from matrixgen.diff import (
     LIFTED,
     QUARANTINED,
@@ -23,6 +27,7 @@ from matrixgen.diff import (
 from matrixgen.diff_render import (
     MARKDOWN_LIMIT,
     MARKER,
+    _code,
     render,
     render_json,
     render_markdown,
@@ -328,6 +333,21 @@ def test_markdown_escapes_what_would_break_a_table() -> None:
     (row,) = table_rows(text)
     assert len(row) == 6 and row[0] == "`x\\|y`"
     assert "`` gpt/a\\|b`c ``" in text
+
+
+@settings(max_examples=200)
+@given(st.text(alphabet=st.sampled_from(list("ab `|\\*_<>")), min_size=1, max_size=30))
+def test_code_spans_show_the_text_as_it_is(text: str) -> None:
+    markdown_it = pytest.importorskip("markdown_it")
+    # A table cell: pipes must not split it, backticks must not end the span early.
+    rendered = markdown_it.MarkdownIt("commonmark").enable("table")
+    tokens = rendered.parse(f"| h |\n| -- |\n| {_code(text)} |\n")
+    cell = next(t for t in tokens if t.type == "inline" and t.map and t.map[0] == 2)
+    spans = [c.content for c in cell.children or [] if c.type == "code_inline"]
+    if text.strip(" "):
+        assert spans == [text]
+    else:  # Markdown keeps a code span of spaces only as it is
+        assert len(spans) == 1 and spans[0].strip(" ") == ""
 
 
 # ---------------------------------------------------------------- text

@@ -262,6 +262,23 @@ def test_github_output_appends_and_reads_back(tmp_path: Path, monkeypatch) -> No
     assert parse_github_output(text) == {"k": "a\nb"}
 
 
+def test_github_output_never_joins_an_unterminated_line(tmp_path: Path, monkeypatch) -> None:
+    # `echo -n k=v >> "$GITHUB_OUTPUT"` leaves no newline: appending right after it
+    # would turn our first line into part of that value, and the runner would then
+    # refuse the next line.
+    path = tmp_path / "out"
+    path.write_bytes(b"earlier=kept")
+    monkeypatch.setenv("GITHUB_OUTPUT", str(path))
+    matrix = emit_github([make_job(i) for i in range(3)], bare_settings())
+    write_github_output(matrix)
+    parsed = parse_github_output(path.read_text())
+    assert parsed.pop("earlier") == "kept"
+    assert parsed == dict(matrix.outputs())
+    # A file that ends its lines gets no blank line in between.
+    write_github_output(matrix)
+    assert "\n\n" not in path.read_text()
+
+
 def test_github_output_refuses_more_than_1_mb_per_job(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "out"))
     jobs = [make_job(i, args=("y" * 10_000,)) for i in range(150)]

@@ -3,6 +3,7 @@ and real runs under gitlab-ci-local."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import re
 import shlex
@@ -21,6 +22,7 @@ from matrixgen.emit_gitlab import (
     GITLAB_MAX_CHILD_YAML_BYTES,
     PLACEHOLDER_JOB,
     RESERVED_NAMES,
+    dump_yaml,
     emit_gitlab,
     gitlab_duration,
     job_names,
@@ -218,9 +220,34 @@ def test_a_real_shell_gets_every_value_as_one_argument(tmp_path_factory, value: 
         ["sh", "-c", script], cwd=where, capture_output=True, check=True
     ).stdout.decode("utf-8", "surrogateescape")
     words = out.split("\0")[:-1]
-    assert words[3] == value and words[9] == value  # --test-case, --tag
-    assert words[-2:] == [value, "--x"]
+    # A launcher built on argparse reads back every value as given, even one
+    # that starts with "-" (`--test-case --model` would be two options to it).
+    parsed = launcher_parser().parse_args(words)
+    assert parsed.test_case == value and parsed.tag == value
+    assert parsed.model == "gpt" and parsed.n_repeat == 1
+    assert parsed.rest == [value, "--x"]
     assert list(where.iterdir()) == []  # nothing ran that made a file
+
+
+def launcher_parser() -> argparse.ArgumentParser:
+    """The options job_script passes, as a launcher written with argparse reads them."""
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    for flag in ("--model", "--test-case", "--environment", "--platform", "--tag", "--build"):
+        parser.add_argument(flag)
+    parser.add_argument("--n-repeat", type=int)
+    parser.add_argument("--time-limit", type=int)
+    parser.add_argument("--deselect", action="append", default=[])
+    parser.add_argument("rest", nargs="*")
+    return parser
+
+
+@pytest.mark.parametrize("value", ["-x", "--model", "--n-repeat=0", "-1", "-"])
+def test_values_that_look_like_options_stay_values(value: str) -> None:
+    mark = QuarantineMark(id="q", tracker="#1", action="deselect", kind="flaky", node_ids=(value,))
+    job = make_job(value, tag=value, build=value, model=value, quarantine=mark)
+    parsed = launcher_parser().parse_args(shlex.split(job_script(job, "run"))[1:])
+    assert (parsed.model, parsed.test_case, parsed.tag, parsed.build) == (value,) * 4
+    assert parsed.deselect == [value] and parsed.n_repeat == 1
 
 
 def test_hostile_name_is_one_argument_in_the_emitted_script(tmp_path: Path) -> None:
@@ -236,6 +263,62 @@ def test_hostile_name_is_one_argument_in_the_emitted_script(tmp_path: Path) -> N
     ).stdout
     assert out.splitlines()[3] == HOSTILE
     assert not any((tmp_path / p).exists() for p in PWNED)
+
+
+# --------------------------------------------------------------------------- YAML 1.1
+
+
+def psych_scalar(text: str) -> object:
+    """What Ruby's Psych (GitLab's YAML reader) makes of a plain scalar: a port of
+    Psych::ScalarScanner#tokenize (kinds stand in for the Ruby values)."""
+    if text == "":
+        return None
+    wordlike = r"[^\d.:-]?[A-Za-z_\s!@#$%^&*(){}<>|/\\~;=]+"
+    if re.match(wordlike, text) or "\n" in text:
+        if len(text) > 5 or re.match(r"[^ytonf~]", text, re.I):
+            return text
+        if text == "~" or re.fullmatch("null", text, re.I):
+            return None
+        if re.fullmatch("yes|true|on", text, re.I) or re.fullmatch("no|false|off", text, re.I):
+            return "bool"
+        return text
+    time = r"-?\d{4}-\d{1,2}-\d{1,2}(?:[Tt]|\s+)\d{1,2}:\d\d:\d\d(?:\.\d*)?"
+    if re.match(time, text) or re.fullmatch(
+        r"\d{4}-(?:1[012]|0\d|\d)-(?:[12]\d|3[01]|0\d|\d)", text
+    ):
+        return "time"
+    if re.fullmatch(r"-?\.inf|\.nan", text, re.I) or re.match(":.", text):
+        return "special"
+    if re.fullmatch(r"[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?", text):
+        return "sexagesimal"
+    float_ = r"[-+]?([0-9][0-9_,]*)?\.[0-9]*([eE][-+][0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)"
+    if re.fullmatch(float_, text) and not re.fullmatch(r"[-+]?\.", text):
+        return "float"
+    integer = r"[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+"
+    if re.fullmatch(integer, re.sub("[,_]", "", text)):
+        return "int"
+    return text
+
+
+@pytest.mark.parametrize(
+    "value", ["0,1,2,3", "1,000", "01:30", ":x", "yEs", "nO", "1,0.5", "0", "on", "~", "-1"]
+)
+def test_values_gitlab_would_not_read_as_text_are_quoted(value: str) -> None:
+    assert psych_scalar(value) != value  # the port agrees: written plain, they change
+    job = make_job(env=(("CUDA_VISIBLE_DEVICES", value),), tag=value)
+    text = emit_gitlab([job], bare_settings()).text
+    line = next(x for x in text.splitlines() if x.strip().startswith("CUDA_VISIBLE_DEVICES:"))
+    assert line.split(": ", 1)[1] in (f"'{value}'", f'"{value}"'), line
+    assert yaml.safe_load(text)[job.name]["variables"]["CUDA_VISIBLE_DEVICES"] == value
+
+
+@given(st.text(alphabet=st.sampled_from(list("0189,:._-+eExobyYnNtTfFlL~ aZ$")), max_size=8))
+def test_every_plain_scalar_reads_back_as_text_in_yaml_1_1(value: str) -> None:
+    text = dump_yaml({"k": value})
+    scalar = text.split(": ", 1)[1].rstrip("\n") if ": " in text else ""
+    if scalar[:1] not in ("'", '"'):
+        assert psych_scalar(scalar) == value, text
+    assert yaml.safe_load(text) == {"k": value}
 
 
 # --------------------------------------------------------------------------- names
@@ -503,6 +586,21 @@ def test_gitlab_command_writes_one_target(tree, cli: Callable, tmp_path: Path) -
     assert cli("gitlab", "--recipes", root).code == 2
     unknown = cli("gitlab", "--recipes", root, "--target-name", "gl-mr-h10")
     assert unknown.code == 2 and 'did you mean "gl-mr-h100"' in unknown.err
+    empty = cli("gitlab", "--recipes", root, "--target-name", "gl-mr-h100", "--launcher", " ")
+    assert empty.code == 2 and "--launcher: give a command" in empty.err  # not silently ignored
+    # --output below a file: say which path is in the way (mkdir says "File exists").
+    (tmp_path / "plain").write_text("")
+    blocked = cli(
+        "gitlab",
+        "--recipes",
+        root,
+        "--target-name",
+        "gl-mr-h100",
+        "--output",
+        tmp_path / "plain" / "sub" / "child.yml",
+    )
+    assert blocked.code == 2, blocked
+    assert f"{tmp_path / 'plain'} is a file, not a directory" in blocked.err
 
 
 # --------------------------------------------------------------------------- gitlab-ci-local

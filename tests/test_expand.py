@@ -506,3 +506,78 @@ def test_output_does_not_depend_on_file_order(files_blocks, rnd: random.Random) 
     b = generate_from_files({k: files[k] for k in shuffled_keys})
     dump = lambda g: json.dumps([j.to_dict() for j in g.jobs])  # noqa: E731
     assert dump(a) == dump(b)
+
+
+def test_v2_values_list_would_pass_on_are_errors_where_they_are_written(
+    tree: Callable[..., Path], cli: Callable
+) -> None:
+    # Values of the wrong kind for a format_version 2 field: each is an error at
+    # the value itself, so `list` and `generate` (which skip the JSON Schema pass)
+    # refuse them just as `validate` does, instead of emitting a job in scope "1"
+    # that no target selects, a zero time limit or an env var named "bad name".
+    rows = """
+  - test_case: [tc]
+    products:
+      - environment: [dev]
+        scope: [1]
+        tag: [7]
+        n_repeat: [0]
+        time_limit: [0]
+        allow_failure: ["yes"]
+        env: {"bad name": x, "1x": y, OK_1: z}
+"""
+    files = v2_tree(rows, spec_extra="  launcher: [run.sh]\n  needs: warm")
+    root = tree(files)
+    run = cli("list", "--recipes", root)
+    assert run.code == 1 and run.out == "", run
+    found = {
+        (f.location.line, f.location.column, f.code)
+        for f in generate(root).findings
+        if f.severity is Severity.ERROR
+    }
+    assert found == {
+        (10, 13, "spec-type"),  # launcher: a list
+        (11, 10, "spec-type"),  # needs: a string
+        (17, 17, "field-type"),  # scope 1
+        (18, 15, "field-type"),  # tag 7
+        (19, 20, "field-type"),  # n_repeat 0
+        (20, 22, "field-type"),  # time_limit 0
+        (21, 25, "field-type"),  # allow_failure "yes"
+        (22, 15, "env-type"),  # "bad name"
+        (22, 30, "env-type"),  # "1x"
+    }, found
+    # validate says each once, at the same place (its schema pass agrees).
+    checked = cli("validate", "--recipes", root)
+    assert checked.code == 1
+    assert checked.err.count("[env-type]") == 2 and "[schema]" not in checked.err, checked.err
+
+
+def test_v1_tree_keeps_what_megatron_keeps(tree: Callable[..., Path]) -> None:
+    # The same values in a format_version 1 tree: Megatron-LM's parser takes them
+    # (a numeric scope simply matches no scope asked for), so they select as there.
+    jobs, findings = jobs_of(
+        tree,
+        v1_tree("""
+  - test_case: [tc]
+    products:
+      - {environment: [dev], scope: [1], tag: [7], n_repeat: [0], platforms: [dgx_h100]}
+"""),
+    )
+    assert [(j.scope, j.tag, j.n_repeat) for j in jobs] == [("1", "7", 0)]
+    assert not [f for f in findings if f.severity is Severity.ERROR]
+
+
+def test_env_and_args_in_a_v1_row_are_axes(tree: Callable[..., Path]) -> None:
+    # format_version 1 knows no env or args attributes: in a row they multiply
+    # out like any key, as Megatron-LM's parser reads them.
+    jobs, findings = jobs_of(
+        tree,
+        v1_tree("""
+  - test_case: [tc]
+    products:
+      - {environment: [dev], scope: [mr], platforms: [dgx_h100], env: [a, b], args: [x]}
+"""),
+    )
+    assert sorted((j.spec["env"], j.spec["args"]) for j in jobs) == [("a", "x"), ("b", "x")]
+    assert all(j.env == () and j.args == () for j in jobs)
+    assert not [f for f in findings if f.severity is Severity.ERROR]

@@ -101,6 +101,8 @@ def test_parse_examples() -> None:
         ("github//dev:+1", "empty part"),
         ("a/b/c/d/e/f:+1", "at most 5 parts"),
         ("github/L1:*1", 'cannot read "*1"'),
+        ("github/L1:+\u0666", 'cannot read "+\u0666"'),  # an Arabic-Indic six is no count
+        ("github/L1:+6,,", 'cannot read ","'),
     ],
 )
 def test_malformed_rules_are_usage_errors(rule: str, says: str) -> None:

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 import matrixgen.pipeline as pipeline_module
 from matrixgen.emit import GITHUB_MAX_MATRIX_ROWS, EmitSettings
 from matrixgen.emit_github import emit_github
-from matrixgen.generate import file_name, generate_all
+from matrixgen.errors import UsageError
+from matrixgen.generate import Selections, file_name, generate_all
 from matrixgen.load import read_directory
 from matrixgen.model import Selector, Target
 from matrixgen.pipeline import Generation, generate_from_files
@@ -218,10 +219,64 @@ def test_targets_sharing_a_file_are_refused(tree, cli: Callable, tmp_path) -> No
     assert file_name(a) == file_name(b) == "x_y.yml"
     with pytest.raises(Exception, match="same file"):
         generate_all(gen, [a, b])
+    # Names that differ only in case are one file on macOS and Windows.
+    upper = Target(name="Gl-MR", system=System.GITLAB, selector=Selector(scope="mr"))
+    lower = Target(name="gl-mr", system=System.GITLAB, selector=Selector(scope="mr"))
+    with pytest.raises(UsageError, match="same file"):
+        generate_all(gen, [upper, lower])
     blocked = tmp_path / "file"
     blocked.write_text("")
     run = cli("generate", "--recipes", root, "--out", blocked)
     assert run.code == 2 and "Traceback" not in run.err
+
+
+def test_ad_hoc_targets_are_checked_against_the_vocabulary(tree, cli: Callable, tmp_path) -> None:
+    root = tree(V2_TREE)
+    for command, spec, says in [
+        ("gitlab", "scope=mr,platform=dgx_h10,environment=dev", 'did you mean "dgx_h100"'),
+        ("github", "scope=L1,platform=dgx_h100,environment=deV", 'did you mean "dev"'),
+        ("github", "scope=mr,platform=dgx_h100,environment=dev", "a gitlab scope"),
+        ("gitlab", "scope=nightly,platform=dgx_h100,environment=lts,tag=lastest", "latest"),
+    ]:
+        run = cli(command, "--recipes", root, "--target", spec)
+        assert run.code == 2 and says in run.err, (spec, run)
+    out = tmp_path / "out"
+    spec = "scope=mr-slim,platform=dgx_h100,environment=dev"
+    run = cli("generate", "--recipes", root, "--out", out, "--target", spec)
+    assert run.code == 2 and 'unknown gitlab scope "mr-slim"' in run.err, run
+    assert not out.exists()
+    # A legacy name of a declared tier is the tier.
+    run = cli("gitlab", "--recipes", root, "--target", "scope=L2,platform=dgx_h100,environment=lts")
+    assert run.code == 0 and "warning" not in run.err, run
+
+
+def test_a_tree_without_vocabulary_warns_of_a_target_no_job_uses(tree, cli: Callable) -> None:
+    root = tree(V1_TREE)
+    run = cli("gitlab", "--recipes", root, "--target", "scope=mr,platform=dgx_h10,environment=dev")
+    # Such a tree may have no job left for a target: the placeholder, and a warning.
+    assert run.code == 0, run
+    assert 'no job uses platform "dgx_h10" (did you mean "dgx_h100"?)' in run.err
+    assert "no-jobs-selected" in run.out
+    run = cli(
+        "gitlab", "--recipes", root, "--target", "scope=nightly,platform=dgx_h100,environment=dev"
+    )
+    assert run.code == 0 and "warning" not in run.err, run
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    scope=st.sampled_from([None, "mr", "L0", "L1", "nightly", "L2", "mr-slim", "x"]),
+    platform=st.sampled_from([None, "dgx_h100", "dgx_gb200", "x"]),
+    environment=st.sampled_from([None, "dev", "lts"]),
+    cadence=st.sampled_from([None, "pr", "nightly"]),
+    tag=st.sampled_from([None, "latest", "legacy"]),
+    system=st.sampled_from(list(System)),
+)
+def test_selections_select_what_the_generation_selects(**fields) -> None:
+    generation = generate_from_files(tree_files(Q_TREE))
+    system = fields.pop("system")
+    target = Target(name="t", system=system, selector=Selector(**fields))
+    assert Selections(generation)(target) == generation.selection(target)
 
 
 def test_generate_loads_and_expands_once(tree, cli: Callable, tmp_path, monkeypatch) -> None:

@@ -85,7 +85,7 @@ def test_a_directory_absent_at_a_revision_is_an_empty_tree(repo: GitRepo) -> Non
 def test_a_file_where_the_directory_should_be_is_an_error(repo: GitRepo) -> None:
     repo.write({"recipes": "not a directory\n"}, under="")
     repo.commit()
-    with pytest.raises(GitError, match='"recipes" is a blob, not a directory'):
+    with pytest.raises(GitError, match='"recipes" is a file, not a directory'):
         Repository(repo.top).read_revision("HEAD", "recipes")
     with pytest.raises(GitError, match="not a directory, in the working tree"):
         Repository(repo.top).read_worktree("recipes")
@@ -98,6 +98,26 @@ def test_unknown_revision_is_a_git_error_with_a_suggestion(repo: GitRepo) -> Non
     assert info.value.exit_code is ExitCode.GIT
     assert 'unknown revision "mian"' in str(info.value)
     assert 'did you mean "main"' in str(info.value)
+
+
+def test_a_repository_without_commits_says_so(repo: GitRepo) -> None:
+    repo.write({"a.yaml": RECIPE})  # nothing committed yet
+    with pytest.raises(GitError) as info:
+        Repository(repo.top).resolve("HEAD")
+    message = str(info.value)
+    assert info.value.exit_code is ExitCode.GIT
+    assert "has no commits yet" in message
+    assert "did you mean" not in message  # never "HEAD (did you mean HEAD?)"
+
+
+def test_a_name_that_resolves_to_nothing_is_not_suggested_back(repo: GitRepo) -> None:
+    repo.commit({"a.yaml": RECIPE})
+    repo.git("checkout", "-q", "--orphan", "fresh")  # HEAD names an unborn branch
+    with pytest.raises(GitError) as info:
+        Repository(repo.top).resolve("HEAD")
+    assert 'unknown revision "HEAD"' in str(info.value)
+    assert 'did you mean "HEAD"' not in str(info.value)
+    assert "no commits yet" not in str(info.value)  # main has one
 
 
 def test_a_blob_is_not_a_commit(repo: GitRepo) -> None:

@@ -361,3 +361,47 @@ def test_labels_are_escaped(label: str, in_dot: str) -> None:
     (node,) = [line for line in to_mermaid(result).splitlines() if line.startswith("  n0")]
     assert node.count('"') == 2  # a quote inside a label is written #quot;
     assert in_dot in to_dot(result)
+
+
+def test_a_cycle_is_reported_in_the_order_its_jobs_wait(tree: Callable[..., Path]) -> None:
+    # a waits for d, d for b, b for c, c for a: sorted names (a, b, c, d) are no
+    # circuit, and a message listing them so would send people to a wrong edge.
+    waits_for = {"a": "d", "d": "b", "b": "c", "c": "a"}
+    recipes = {
+        case: recipe(f"m{case}", {case: "mr"}, [f"{need}_{{environment}}"])
+        for case, need in waits_for.items()
+    }
+    root = tree(project(**recipes))
+    gen = generate(root)
+    target = gen.tree.config.target("mr-h100")
+    assert target is not None
+    (cycle,) = target_graph(gen, target).cycles
+    names = [n.removeprefix("job:").removesuffix("_dev") for n in cycle]
+    # Each job comes before the next one, which waits for it: a, then c (c waits
+    # for a), then b, then d, and a again.
+    assert names == ["a", "c", "b", "d"]
+    assert all(waits_for[names[(i + 1) % 4]] == names[i] for i in range(4))
+    (message,) = graph_findings(root)
+    assert "a_dev -> c_dev -> b_dev -> d_dev -> a_dev" in message
+
+
+def test_graph_command_names_the_cycle_like_validate(
+    tree: Callable[..., Path], cli: Callable
+) -> None:
+    ping = recipe("ping", {"ping": "mr"}, ["pong_{environment}"])
+    pong = recipe("pong", {"pong": "mr"}, ["ping_{environment}"])
+    root = tree(project(ping=ping, pong=pong))
+    run = cli("graph", "--recipes", root, "--target", "mr-h100")
+    assert run.code == 1
+    assert "matrixgen: cycle: ping_dev -> pong_dev -> ping_dev" in run.err, run.err
+
+
+def test_graph_refuses_an_ad_hoc_target_outside_the_vocabulary(
+    tree: Callable[..., Path], cli: Callable
+) -> None:
+    root = tree(project(gpt=recipe("gpt", {"a": "mr"})))
+    run = cli("graph", "--recipes", root, "--target", "scope=mr,platform=dgx_h10,environment=dev")
+    assert run.code == 2 and run.out == "", run
+    assert 'unknown platform "dgx_h10" (did you mean "dgx_h100"?)' in run.err
+    good = cli("graph", "--recipes", root, "--target", "scope=mr,platform=dgx_h100,environment=dev")
+    assert good.code == 0 and "a_dev" in good.out

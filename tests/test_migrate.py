@@ -242,6 +242,41 @@ def test_write_keeps_selections_and_comments(tree: Callable[..., Path], cli) -> 
     assert again["entries"] == [] and again["edits"] == []
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--expires", "2020-01-01"], "--expires 2020-01-01 is in the past"),
+        (["--expires", "20990101"], "is not a date: write YYYY-MM-DD"),
+        (["--default-tracker", "JIRA-1"], '--default-tracker "JIRA-1": give an issue URL'),
+        (["--default-tracker", "#x"], '--default-tracker "#x": give an issue URL'),
+    ],
+)
+def test_options_that_would_make_every_entry_invalid_are_usage_errors(
+    tree: Callable[..., Path], cli, extra: list[str], message: str
+) -> None:
+    # Not one "left alone" reason per habit: one clear error, nothing written.
+    root = tree(habit_files())
+    run = cli("migrate", "--recipes", root, "--write", *extra)
+    assert run.code == 2, run
+    assert message in run.err and "left alone" not in run.out
+    assert not (root / "quarantine.yaml").exists()
+
+
+def test_write_refuses_a_read_only_recipe_before_writing_anything(
+    tree: Callable[..., Path], cli
+) -> None:
+    root = tree(habit_files())
+    recipe = root / "h100/gpt.yaml"
+    original = recipe.read_bytes()
+    recipe.chmod(0o444)
+    run = cli("migrate", "--recipes", root, "--write")
+    assert run.code == 7, run
+    assert "gpt.yaml is read-only; the file was not changed" in run.err
+    # No entries were added for rows that still carry their habit scope.
+    assert not (root / "quarantine.yaml").exists()
+    assert recipe.read_bytes() == original
+
+
 def test_migration_adds_to_an_existing_quarantine_file(tree: Callable[..., Path], cli) -> None:
     files = habit_files()
     files["quarantine.yaml"] = (

@@ -415,7 +415,7 @@ def test_pins_command_exits_1_on_drift(tree: Callable[..., Path], cli: Callable)
 
 
 @pytest.fixture
-def shipped_copy(tmp_path: Path) -> Path:
+def shipped_copy(tmp_path: Path, pinned_today: object) -> Path:
     target = tmp_path / "recipes"
     shutil.copytree(REPO / "recipes", target)
     return target

@@ -280,6 +280,41 @@ def test_schema_errors_are_located(fragment: str, located: str, text: str) -> No
         assert any(e.startswith(f"q.yaml:{located}:") for e in errors), errors
 
 
+def test_node_ids_on_a_long_skip_entry_give_one_clear_error() -> None:
+    # jsonschema's message for the if/then/else quotes the whole entry, cut at 200
+    # characters: only the message that says what to do may show.
+    text = (
+        'entries:\n  - id: a\n    tracker: "#1"\n    kind: flaky\n    action: skip\n'
+        "    match: {test_case: x}\n    node_ids: [a::b]\n    owner: me\n"
+        f"    reason: {'long reason ' * 30}\n"
+    )
+    errors = parse_quarantine(text.encode(), "q.yaml").errors
+    assert [(f.code, f.location.line) for f in errors] == [("quarantine-node-ids", 7)], errors
+
+
+@pytest.mark.parametrize("blank", ['""', '"   "'])
+def test_blank_tracker_and_owner_are_errors_with_their_own_message(blank: str) -> None:
+    text = (
+        f"entries:\n  - id: a\n    tracker: {blank}\n    kind: flaky\n    action: skip\n"
+        f"    match: {{test_case: x}}\n    owner: {blank}\n    reason: r\n"
+    )
+    qfile = parse_quarantine(text.encode(), "q.yaml")
+    found = sorted((f.code, f.location.line, f.message) for f in qfile.errors)
+    assert found == [
+        ("quarantine-no-owner", 7, 'entry "a" has an empty owner'),
+        ("quarantine-no-tracker", 3, 'entry "a" has an empty tracker'),
+    ]
+
+
+@pytest.mark.parametrize(
+    "raw", ["entries: true\n", "entries: 3\n", "entries: {a: 1}\n", "entries: [1, [a]]\n"]
+)
+def test_entries_of_the_wrong_shape_are_schema_errors(raw: str) -> None:
+    qfile = parse_quarantine(raw.encode(), "q.yaml")
+    assert qfile.errors and {f.code for f in qfile.errors} == {"schema"}
+    assert qfile.entries == ()
+
+
 def test_duplicate_ids_and_dates_in_wrong_order() -> None:
     one = """  - id: a
     tracker: "#1"
@@ -313,6 +348,18 @@ def test_tracker_resolution_and_equivalence() -> None:
     assert same_tracker("#7201", "https://github.com/acme/ml/issues/7201", base)
     assert same_tracker("7201", "#7201", None)
     assert not same_tracker("#7201", "#720", base)
+    # Spellings of one issue URL: scheme and host case, www, query, fragment, pull.
+    url = "https://github.com/acme/ml/issues/7201"
+    for spelling in (
+        "HTTP://WWW.GitHub.com/acme/ML/issues/7201/",
+        "https://github.com/acme/ml/pull/7201",
+        "https://github.com/acme/ml/issues/7201#issuecomment-1",
+    ):
+        assert same_tracker(spelling, url, None), spelling
+        assert same_tracker(spelling, "#7201", base), spelling
+    assert not same_tracker("https://github.com/acme/ml/issues/72011", url, None)
+    assert not same_tracker("https://github.com/acme/ml2/issues/7201", url, None)
+    assert not same_tracker("https://jira.example.com/browse/ML-7201", url, None)
 
 
 # --------------------------------------------------------------------------- matching
@@ -622,6 +669,16 @@ def test_validate_unknown_values_get_did_you_mean(tree: Callable[..., Path], cli
     assert located and located.groups() == ("6", "47")
 
 
+def test_validate_unknown_scope_did_you_mean_knows_legacy_names(
+    tree: Callable[..., Path], cli
+) -> None:
+    text = "entries:\n" + _entry_text(where="[gitlab/nightlyy]")
+    run = cli("validate", "--recipes", tree(v2_files(text)))
+    assert run.code == 1, run
+    assert 'no gitlab target has scope "nightlyy" (did you mean "nightly"?)' in run.err
+    assert "gitlab scopes: L2 (nightly), mr, mr-slim" in run.err
+
+
 def test_validate_requires_tracker_and_owner(tree: Callable[..., Path], cli) -> None:
     text = "entries:\n" + _entry_text(owner="", tracker="")
     run = cli("validate", "--recipes", tree(v2_files(text)))
@@ -637,6 +694,8 @@ def test_expired_is_a_warning_then_an_error_after_grace(tree: Callable[..., Path
     warn = cli("validate", "--recipes", tree(v2_files("entries:\n" + _entry_text(expires=recent))))
     assert warn.code == 0, warn
     assert re.search(r"quarantine\.yaml:8:14: warning: entry \"x\" expired on", warn.err)
+    # The command it suggests works as typed: an unquoted #1 is a shell comment.
+    assert "(matrixgen quarantine lift --tracker 1)" in warn.err
     assert (
         cli(
             "validate",
@@ -690,3 +749,18 @@ def test_shipped_quarantine_config_section_is_schema_checked(
     run = cli("validate", "--recipes", tree(v2_files(config=bad)))
     assert run.code == 3, run
     assert "matrixgen.yaml:" in run.err and "grace_days" in run.err
+
+
+def test_the_day_expiry_is_judged_against(monkeypatch) -> None:
+    import datetime as dt
+
+    from matrixgen.errors import UsageError
+    from matrixgen.quarantine import TODAY_VARIABLE, current_day
+
+    monkeypatch.delenv(TODAY_VARIABLE, raising=False)
+    assert current_day() == dt.date.today()
+    monkeypatch.setenv(TODAY_VARIABLE, "2031-02-03")
+    assert current_day() == dt.date(2031, 2, 3)
+    monkeypatch.setenv(TODAY_VARIABLE, "next tuesday")
+    with pytest.raises(UsageError, match="MATRIXGEN_TODAY='next tuesday'"):
+        current_day()

@@ -75,6 +75,12 @@ SAMPLES = [
     "entries:\n- id: a\n  tracker: '#1'\n  kind: flaky\n  action: skip\n"
     "  match: {test_case: x}\n  owner: me\n  reason: r\n",
     HAND_WRITTEN.replace("\n", "\r\n"),
+    # Files that end without a newline keep ending without one.
+    HAND_WRITTEN.rstrip("\n"),
+    HAND_WRITTEN.replace("\n", "\r\n").rstrip("\r\n"),
+    "entries:\n- id: a\n  tracker: '#1'\n  kind: flaky\n  action: skip\n"
+    "  match: {test_case: x}\n  owner: me\n  reason: r",
+    "entries: []",
 ]
 
 
@@ -106,6 +112,21 @@ def test_add_only_inserts_lines_and_keeps_every_comment() -> None:
     assert data["tracker"] == "#7201" and data["added"] == dt.date(2025, 3, 1)
     assert data["reason"] == NEW["reason"]
     assert data["node_ids"] == NEW["node_ids"]
+
+
+def test_removing_an_entry_whose_anchor_another_uses_is_refused() -> None:
+    text = (
+        "entries:\n"
+        "  - id: a\n    tracker: '#1'\n    kind: flaky\n    action: skip\n"
+        "    match: &m {test_case: x}\n    owner: me\n    reason: r\n"
+        "  - id: b\n    tracker: '#2'\n    kind: flaky\n    action: skip\n"
+        "    match: *m\n    owner: me\n    reason: r\n"
+    )
+    with pytest.raises(QuarantineError, match=r"anchor &m \(line 6\) that line 13 .*\*m"):
+        delete_entries(text, [0])
+    # The entry that only uses the anchor goes; so do both together.
+    assert [e["id"] for e in entries_of(delete_entries(text, [1]))] == ["a"]
+    assert entries_of(delete_entries(text, [0, 1])) == []
 
 
 def test_remove_takes_the_comments_directly_above_an_entry() -> None:
@@ -174,6 +195,48 @@ def test_edit_writes_atomically_and_keeps_the_mode(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["quarantine.yaml"]  # no temp, no lock file
     edit(path, lambda q: ([], [q.by_id("new").index]))
     assert path.read_text() == HAND_WRITTEN
+
+
+def test_what_the_text_edits_refuse_names_the_file(tree: Callable[..., Path], cli) -> None:
+    one_line = (
+        "entries: [{id: a, tracker: '#1', kind: flaky, action: skip,"
+        " match: {test_case: ep8_muon}, owner: o, reason: r}]\n"
+    )
+    root = tree(v2_files(quarantine=one_line))
+    run = cli("quarantine", "remove", "a", "--recipes", root)
+    assert run.code == 7, run
+    assert "quarantine.yaml: entries is written as a one-line [..] list" in run.err
+    assert (root / "quarantine.yaml").read_text() == one_line
+
+
+def test_a_symlinked_file_is_edited_where_it_points(tmp_path: Path) -> None:
+    real = tmp_path / "shared" / "quarantine.yaml"
+    real.parent.mkdir()
+    real.write_text(HAND_WRITTEN)
+    (tmp_path / "tree").mkdir()
+    link = tmp_path / "tree" / "quarantine.yaml"
+    link.symlink_to(real)
+    edit(link, lambda q: ([{"id": "new", **NEW}], []))
+    # Renaming over the link would have turned it into a copy, the real file unchanged.
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert entries_of(real.read_text())[-1]["id"] == "new"
+    assert [p.name for p in (tmp_path / "tree").iterdir()] == ["quarantine.yaml"]
+    edit(link, lambda q: ([], [q.by_id("new").index]))
+    assert link.is_symlink() and real.read_text() == HAND_WRITTEN
+
+
+def test_a_read_only_file_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "quarantine.yaml"
+    path.write_text(HAND_WRITTEN)
+    path.chmod(0o444)
+    # A rename over it needs only a writable directory (and root may do anything).
+    with pytest.raises(QuarantineError, match="read-only; the file was not changed"):
+        edit(path, lambda q: ([{"id": "new", **NEW}], []))
+    assert path.read_text() == HAND_WRITTEN and path.stat().st_mode & 0o777 == 0o444
+    # A dry run still shows what would change.
+    _old, new = edit(path, lambda q: ([{"id": "new", **NEW}], []), dry_run=True)
+    assert entries_of(new.decode())[-1]["id"] == "new"
+    assert [p.name for p in tmp_path.iterdir()] == ["quarantine.yaml"]
 
 
 def test_malformed_file_is_reported_never_overwritten(tmp_path: Path) -> None:
@@ -299,6 +362,10 @@ def test_add_writes_an_entry_that_list_and_generation_see(tree: Callable[..., Pa
         (["--test-case", "ep8_muon", "--expires", "2001-01-01"], "in the past"),
         (["--test-case", "ep8_muon", "--expires", "soon"], "YYYY-MM-DD"),
         (["--test-case", "ep8_muon", "--node-id", "a::b"], "only goes with --action deselect"),
+        # date.fromisoformat alone takes these too; the file's dates are YYYY-MM-DD.
+        (["--test-case", "ep8_muon", "--expires", "20990101"], "YYYY-MM-DD"),
+        (["--test-case", "ep8_muon", "--expires", "2099-W01-1"], "YYYY-MM-DD"),
+        (["--test-case", "ep8_muon", "--id", "a b"], "the entry is not valid: id: 'a b' does"),
     ],
 )
 def test_add_refuses_what_cannot_be_right(
@@ -334,7 +401,9 @@ def test_add_refuses_a_malformed_file_with_exit_7(tree: Callable[..., Path], cli
     assert run.code == 7, run
     assert "quarantine.yaml:5:13:" in run.err
     assert (root / "quarantine.yaml").read_text() == bad
-    assert cli("quarantine", "list", "--recipes", root).code == 7
+    listed = cli("quarantine", "list", "--recipes", root)
+    assert listed.code == 7 and "quarantine.yaml:5:13:" in listed.err
+    assert "was not changed" not in listed.err  # listing never changes it anyway
 
 
 def test_remove_and_lift(tree: Callable[..., Path], cli) -> None:
@@ -358,6 +427,70 @@ def test_remove_and_lift(tree: Callable[..., Path], cli) -> None:
     none = cli("quarantine", "lift", "--tracker", "#7201", "--recipes", root)
     assert none.code == 2 and "no quarantine entry is tracked by #7201" in none.err
     assert path.read_bytes() != original
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "https://github.com/acme/ml/issues/7201#issuecomment-99",  # a comment's link
+        "HTTPS://GitHub.com/ACME/ml/issues/7201/",
+        "http://www.github.com/acme/ml/pull/7201",  # one number space on GitHub
+        "https://github.com/acme/ml/issues/7201?q=1",
+    ],
+)
+def test_lift_finds_a_tracker_however_its_url_is_spelled(
+    tree: Callable[..., Path], cli, spelling: str
+) -> None:
+    root = tree(v2_files())
+    run = cli("quarantine", "lift", "--tracker", spelling, "--recipes", root, "--dry-run")
+    assert run.code == 0, run
+    assert run.out.split() == ["ep8-dist-opt"]
+
+
+@pytest.mark.parametrize(
+    "other",
+    ["https://github.com/acme/ml/issues/72011", "https://github.com/acme/mlx/issues/7201"],
+)
+def test_lift_does_not_take_a_neighbouring_tracker(
+    tree: Callable[..., Path], cli, other: str
+) -> None:
+    run = cli("quarantine", "lift", "--tracker", other, "--recipes", tree(v2_files()))
+    assert run.code == 2 and "no quarantine entry is tracked by" in run.err
+
+
+def test_lift_by_number_without_a_tracker_base(tree: Callable[..., Path], cli) -> None:
+    def one(n: str, case: str, url: str) -> str:
+        return (
+            f"  - id: e{n}\n    tracker: {url}\n    kind: flaky\n    action: skip\n"
+            f"    match: {{test_case: {case}}}\n    owner: o\n    reason: r\n"
+        )
+
+    text = "entries:\n" + one("1", "tc_a", "https://github.com/acme/ml/issues/7733")
+    text += one("2", "tc_b", "https://github.com/acme/ml/issues/7734")
+    root = tree(v1_files(quarantine=text))  # no config: "#7733" resolves to nothing
+    for spelling in ("7733", "#7733"):
+        run = cli("quarantine", "lift", "--tracker", spelling, "--recipes", root, "--dry-run")
+        assert run.code == 0 and run.out.split() == ["e1"], run
+    # The same number in another repository: which one is meant is unclear.
+    text += one("3", "tc_b", "https://github.com/acme/other/issues/7733")
+    root = tree(v1_files(quarantine=text))
+    run = cli("quarantine", "lift", "--tracker", "7733", "--recipes", root)
+    assert run.code == 2 and "ambiguous" in run.err and "acme/other/issues/7733" in run.err
+    assert (root / "quarantine.yaml").read_text() == text
+
+
+def test_add_says_which_entries_already_apply(tree: Callable[..., Path], cli) -> None:
+    root = tree(v2_files())
+    run = cli(
+        "quarantine", "add", "--recipes", root, "--test-case", "ep8_*", "--tracker", "#9",
+        "--kind", "flaky", "--action", "allow-failure", "--scope", "gitlab/mr",
+        "--owner", "o", "--reason", "r", "--dry-run",
+    )  # fmt: skip
+    assert run.code == 0, run
+    # ep8_dist_opt on H100 is skipped in gitlab/mr already; ep8_muon allowed to fail.
+    assert "note: entry ep8-dist-opt already applies to 1 of these job(s)" in run.err
+    assert "note: entry ep8-muon already applies to 1 of these job(s)" in run.err
+    assert "skip beats allow-failure" in run.err
 
 
 def test_lift_by_tracker_removes_every_entry_of_it(tree: Callable[..., Path], cli) -> None:

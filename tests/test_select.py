@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
 from matrixgen.errors import UsageError
@@ -72,3 +75,45 @@ def test_every_criterion_is_an_intersection() -> None:
 def test_unknown_cadence_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match='did you mean "nightly"'):
         select([job()], Selector(cadence="nighly"))
+
+
+def test_list_refuses_values_the_vocabulary_does_not_declare(tree: Callable, cli: Callable) -> None:
+    from tests.test_expand import v2_tree
+
+    root = tree(
+        v2_tree("""
+  - test_case: [tc]
+    products:
+      - {environment: [dev], scope: [mr, nightly], tag: [latest]}
+""")
+    )
+    for option, typo, meant in (
+        ("--platform", "dgx-h100", "dgx_h100"),
+        ("--scope", "nightyl", "nightly"),
+        ("--environment", "deev", "dev"),
+        ("--tag", "lastest", "latest"),
+    ):
+        run = cli("list", "--recipes", root, option, typo)
+        assert run.code == 2 and run.out == "", (option, run)
+        assert f'{option} "{typo}" is not declared' in run.err
+        assert f'did you mean "{meant}"?' in run.err
+    # Declared values select, legacy names too; a declared value no job has is fine.
+    assert cli("list", "--recipes", root, "--scope", "L2", "--format", "json").out.count("tc") == 2
+    quiet = cli("list", "--recipes", root, "--environment", "lts", "--format", "json")
+    assert quiet.code == 0 and quiet.out == "[]\n" and "warning" not in quiet.err
+    # No vocabulary lists test cases: a typo there is a warning with a suggestion.
+    case = cli("list", "--recipes", root, "--test-case", "tcc", "--format", "json")
+    assert case.code == 0 and case.out == "[]\n"
+    assert 'no job has this test case (did you mean "tc"?)' in case.err
+
+
+def test_list_warns_on_values_no_job_of_a_v1_tree_uses(cli: Callable, megatron_dir: Path) -> None:
+    # Megatron-LM's parser selects nothing for such a value, and so does list
+    # (same output), but it says which used value was likely meant.
+    asked = ("--scope", "mr", "--platform", "dgx_h10", "--format", "json")
+    run = cli("list", "--recipes", megatron_dir, *asked)
+    assert run.code == 0 and run.out == "[]\n"
+    assert 'matrixgen: warning: --platform "dgx_h10": no job has this platform' in run.err
+    assert 'did you mean "dgx_h100"?' in run.err
+    legacy = cli("list", "--recipes", megatron_dir, "--scope", "mr-github", "--format", "json")
+    assert legacy.code == 0 and "--scope" not in legacy.err

@@ -36,3 +36,16 @@ def test_bad_templates(template: str, message: str) -> None:
 @given(st.text(alphabet=st.characters(blacklist_characters="{}"), max_size=40))
 def test_text_without_braces_renders_to_itself(text: str) -> None:
     assert render(text, {}) == text
+
+
+@pytest.mark.parametrize("spec", [">100000000", ".999999999f", "01000d", "_>2000"])
+def test_huge_widths_are_refused_before_any_work(spec: str) -> None:
+    # Rendered for every job, one such placeholder would hang the run and
+    # exhaust memory; the message says so instead.
+    with pytest.raises(TemplateError, match="at most 999"):
+        render("{x:" + spec + "}", {"x": 1.5})
+
+
+def test_ordinary_widths_still_render() -> None:
+    assert render("{x:>999}", {"x": "a"}) == " " * 998 + "a"
+    assert render("{x:.2f}|{y:08.3f}", {"x": 1.0, "y": 2.0}) == "1.00|0002.000"

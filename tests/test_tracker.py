@@ -45,6 +45,8 @@ class FakeGitHub(BaseHTTPRequestHandler):
             return self._send(403, {"message": "rate limit"}, {"X-RateLimit-Remaining": "0"})
         if repo == "broken":
             return self._send(500, {"message": "oops"})
+        if repo == "secondary":  # GitHub's secondary rate limit
+            return self._send(403, {"message": "slow down"}, {"Retry-After": "60"})
         issue = ISSUES.get((owner, repo, int(number)))
         if issue is None:
             return self._send(404, {"message": "Not Found"})
@@ -107,6 +109,7 @@ def test_states_from_the_api(api: str) -> None:
         ("wrong", "ml", "rejected the token (401)"),
         (TOKEN, "limited", "rate limit is used up"),
         (TOKEN, "broken", "answered 500"),
+        (TOKEN, "secondary", "rate limiting requests (403); retry after 60 s"),
     ],
 )
 def test_api_errors_are_tracker_errors(api: str, token: str, repo: str, message: str) -> None:
@@ -267,6 +270,40 @@ def test_audit_tracker_failure_exits_8(tree: Callable[..., Path], cli, api, monk
     assert run.code == 8, run
     assert "rejected the token (401)" in run.err
     assert "not-the-token" not in run.err
+
+
+def test_a_tracker_failure_stops_the_lookups_and_says_what_was_not_checked(api: str) -> None:
+    entries = [("a", url(7201)), ("b", url(7201, "broken")), ("c", url(7734)), ("d", None)]
+    report = check_trackers(entries, token=TOKEN, api_url=api)
+    assert report.states == {"a": "open"}
+    assert report.error is not None and "answered 500" in report.error
+    assert set(report.unchecked) == {"b", "c", "d"}
+    assert report.unchecked["c"] == f"the GitHub API failed: {report.error}"
+    # Nothing more was asked after the failure.
+    assert [p for p, _ in FakeGitHub.requests] == [
+        "/repos/acme/ml/issues/7201",
+        "/repos/acme/broken/issues/7201",
+    ]
+
+
+def test_audit_lists_what_it_found_before_exiting_8(
+    tree: Callable[..., Path], cli, api: str, monkeypatch
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    root = audit_tree(tree)
+    config = (root / "matrixgen.yaml").read_text()
+    (root / "matrixgen.yaml").write_text(config.replace("acme/ml/issues", "acme/broken/issues"))
+    run = cli("quarantine", "audit", "--recipes", root, "--api-url", api, "--format", "json")
+    assert run.code == 8, run
+    report = json.loads(run.out)
+    problems = {(i["id"], i["problem"]) for i in report["items"]}
+    assert ("stale", "expired") in problems and ("orphan", "ownerless") in problems
+    assert "answered 500" in report["tracker_error"]
+    assert len(report["not_checked"]) == 6 and report["tracker_states"] == {}
+    assert "tracker state NOT checked for 6 entries: the GitHub API failed" in run.err
+    assert len(FakeGitHub.requests) == 1
+    table = cli("quarantine", "audit", "--recipes", root, "--api-url", api)
+    assert table.code == 8 and "expired" in table.out and "answered 500" in table.err
 
 
 def test_audit_tracker_base_option_resolves_numbers(

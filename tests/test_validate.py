@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.test_expand import v1_tree, v2_tree
 
@@ -109,10 +111,26 @@ def test_schema_catches_wrong_types(tree: Callable[..., Path], cli: Callable) ->
 """,
         spec_extra="  nodes: many",
     )
+    files["gpt.yaml"] = files["gpt.yaml"].replace(
+        "format_version: 2\n", "format_version: 2\nmaintainers: [3]\n", 1
+    )
     run = cli("validate", "--recipes", tree(files))
     assert run.code == 1
-    assert "spec/nodes: 'many' is not of type 'integer'" in run.err
-    assert "n_repeat" in run.err
+    # Only the schema knows maintainers; expansion, which list and generate run
+    # too, reports wrong job fields at the value, once (the schema's is dropped).
+    assert "maintainers/0: 3 is not of type 'string' [schema]" in run.err
+    found = {(m["line"], m["col"], m.string.split("error: ")[1]) for m in findings_of(run.err)}
+    assert (
+        "11",
+        "10",
+        '"nodes" must be a whole number of at least 1, not "many" [field-type]',
+    ) in found
+    assert (
+        "16",
+        "54",
+        '"n_repeat" must be a whole number of at least 1, not "five" [field-type]',
+    ) in found
+    assert len(found) == 3, found
 
 
 def test_script_placeholders(tree: Callable[..., Path], cli: Callable) -> None:
@@ -164,7 +182,11 @@ def test_real_tree_reports_what_it_finds(megatron_dir: Path, cli: Callable) -> N
         b"products:\n  - test_case: [tc]\n    products: [[1, 2]]\n",
         b"type: basic\nformat_version: 1\nspec: {name: x, model: m, build: b}\n"
         b"products:\n  - test_case: [tc]\n    products: [{scope: [[mr]]}]\n",
-        b"type: basic\nformat_version: 1\nspec: {1: x}\nproducts: []\n",
+        # A key YAML reads as a number: Megatron-LM takes it (test_load: a
+        # warning there), but in format_version 2 it is an error.
+        b"type: basic\nformat_version: 2\nspec: {1: x}\nproducts: []\n",
+        # A number Python will not read: Megatron-LM's parser would crash on it.
+        b"type: basic\nformat_version: 1\nspec: {n_repeat: " + b"9" * 5000 + b"}\n",
     ],
 )
 def test_bad_files_never_traceback(tree: Callable[..., Path], cli: Callable, content: bytes):
@@ -189,3 +211,90 @@ def test_v2_row_env_and_args_pass_the_schema(tree: Callable[..., Path], cli: Cal
     )
     run = cli("validate", "--recipes", root)
     assert run.code == 0, run
+
+
+def test_github_annotations_name_files_from_the_workspace(
+    tree: Callable[..., Path], cli: Callable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GitHub shows an annotation on a pull request's file only when its path is
+    # the one from the top of the checkout: not absolute, not "./"-prefixed.
+    root = tree(
+        v2_tree("""
+  - test_case: [tc]
+    products:
+      - {environment: [dve], scope: [mr]}
+""")
+    )
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(root.parent))
+    for recipes in (root, Path("./") / root.name):
+        monkeypatch.chdir(root.parent)
+        run = cli("validate", "--recipes", recipes)
+        wanted = f"::error file={root.name}/gpt.yaml,line=15,col=24::unknown environment"
+        assert any(x.startswith(wanted) for x in run.err.splitlines()), run.err
+    # Outside the workspace the path is left as given; "," and ":" are escaped.
+    odd = tree({"a,b:c/x.yaml": "a: [\n"})
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(root))
+    run = cli("validate", "--recipes", odd)
+    (annotation,) = [x for x in run.err.splitlines() if x.startswith("::error ")]
+    assert annotation.startswith(f"::error file={odd}/a%2Cb%3Ac/x.yaml,line=2,col=1::")
+
+
+@pytest.mark.parametrize(
+    "typed,meant",
+    [
+        ("H100", "dgx_h100"),  # case and a missing prefix
+        ("GB200", "dgx_gb200"),
+        ("DGX_H100", "dgx_h100"),
+        ("gb200-1node", "dgx_gb200_1node"),
+        ("Nightly", "nightly"),
+        ("mr_slim", "mr-slim"),
+        ("l1", "L1"),
+    ],
+)
+def test_did_you_mean_reads_past_case(typed: str, meant: str) -> None:
+    from matrixgen.errors import did_you_mean
+
+    known = ["dgx_h100", "dgx_gb200", "dgx_gb200_1node", "mr", "mr-slim", "nightly", "L0", "L1"]
+    assert did_you_mean(typed, known) == f' (did you mean "{meant}"?)'
+    assert did_you_mean("zzzz", known) == ""
+
+
+def _typos_pairwise(counter: dict[str, int]) -> dict[str, str]:
+    """The rule of the typo check, comparing every pair (slow, obviously right)."""
+    from matrixgen.validate import _looks_like_typo
+
+    by_use = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
+    found = {}
+    for value, n in counter.items():
+        for other, m in by_use:
+            if other != value and m >= 3 * n and _looks_like_typo(value, other):
+                found[value] = other
+                break
+    return found
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.text(alphabet="ab_x-H1", min_size=1, max_size=6), st.integers(1, 9), max_size=25
+    )
+)
+def test_typo_check_finds_what_comparing_every_pair_finds(counter: dict[str, int]) -> None:
+    from matrixgen.validate import typos
+
+    assert typos(counter) == _typos_pairwise(counter)
+
+
+def test_typo_check_of_many_distinct_values_is_fast() -> None:
+    import time
+
+    from matrixgen.validate import typos
+
+    counter = {f"platform_{i:05d}": 1 for i in range(20_000)}
+    counter["dgx_h100"] = 500
+    counter["dgx_h10"] = 1
+    start = time.perf_counter()
+    found = typos(counter)
+    assert time.perf_counter() - start < 5  # every pair: minutes
+    assert found == {"dgx_h10": "dgx_h100"}

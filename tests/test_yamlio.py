@@ -122,3 +122,65 @@ def test_impossible_date_is_a_located_finding() -> None:
     assert data is None
     message = only(findings)
     assert message.startswith("f.yaml:1:8:") and "not a valid date" in message
+
+
+def test_keys_yaml_reads_as_values_are_located_errors_keyed_as_written() -> None:
+    # YAML 1.1 reads these keys as a boolean, a number, null and a date: no
+    # recipe, config or quarantine key is ever meant so, and a later stage that
+    # met a non-string key (sorting, JSON Schema) would crash.
+    text = "a:\n  on: 1\n  7: x\n  null: y\n  2024-01-31: z\n  plain: w\nb: [{~: 1}]\n"
+    data, findings = parse(text)
+    assert data == {
+        "a": {"on": 1, "7": "x", "null": "y", "2024-01-31": "z", "plain": "w"},
+        "b": [{"~": 1}],
+    }
+    found = sorted((f.location.line, f.location.column, f.code, f.message) for f in findings.items)
+    assert [(line, col, code) for line, col, code, _ in found] == [
+        (2, 3, "yaml-key-type"),
+        (3, 3, "yaml-key-type"),
+        (4, 3, "yaml-key-type"),
+        (5, 3, "yaml-key-type"),
+        (7, 6, "yaml-key-type"),
+    ]
+    assert "key on is read as a boolean" in found[0][3] and '("on")' in found[0][3]
+    assert "a number" in found[1][3] and "a null value" in found[2][3]
+    assert "a date" in found[3][3]
+    # Quoted, they are names, and nothing is reported.
+    data, findings = parse("'on': 1\n\"7\": x\n")
+    assert data == {"on": 1, "7": "x"} and not findings.items
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        "1" * 5000,
+        "0x" + "f" * 5000,
+        "1" + "_0" * 3000,
+        "9223372036854775808",
+        "-9223372036854775809",
+    ],
+)
+def test_numbers_past_64_bits_are_located_findings(number: str) -> None:
+    # Python will not even read (or print) an int past 4,300 digits, and no CI
+    # system takes one past 64 bits: a finding, never a traceback further on.
+    data, findings = parse(f"spec:\n  n_repeat: {number}\n")
+    assert data is None
+    message = only(findings)
+    assert message.startswith("f.yaml:2:13: error: the number ") and "fit in 64 bits" in message
+    assert len(message) < 200
+
+
+def test_64_bit_numbers_still_load() -> None:
+    data, findings = parse("a: [9223372036854775807, -9223372036854775808, 0x10, 1_000]\n")
+    assert data == {"a": [2**63 - 1, -(2**63), 16, 1000]} and not findings.items
+
+
+def test_deep_nesting_with_an_anchor_is_not_called_a_recursive_alias() -> None:
+    # The alias check walks the document: running out of stack there means the
+    # document is too deep, not that an alias contains itself.
+    depth = 3000
+    _, findings = parse("a: &x 1\nb: " + "[" * depth + "]" * depth + "\n")
+    messages = [str(f) for f in findings.items]
+    assert not any("yaml-recursive-alias" in m for m in messages), messages
+    _, findings = parse("a: &a\n  - *a\n")
+    assert "yaml-recursive-alias" in only(findings)

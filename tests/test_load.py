@@ -1,0 +1,140 @@
+"""Reading a tree from a directory: which files count, and what is refused."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from matrixgen.pipeline import generate
+from tests.test_expand import v1_tree, v2_tree
+
+ROWS = """
+  - test_case: [tc]
+    products:
+      - {environment: [dev], scope: [mr]}
+"""
+
+
+def test_format_version_2_without_the_project_config_is_an_error(
+    tree: Callable[..., Path], cli: Callable
+) -> None:
+    # Without matrixgen.yaml nothing checks the vocabulary or the pins of a
+    # format_version 2 file: that must not pass for a clean tree.
+    files = v2_tree(ROWS)
+    files["matrixgen.yml"] = files.pop("matrixgen.yaml")
+    files["quarantine.yaml"] = "entries: []\n"  # a close name, but no candidate
+    root = tree(files)
+    run = cli("validate", "--recipes", root)
+    assert run.code == 1, run
+    (line,) = [x for x in run.err.splitlines() if "[config-missing]" in x]
+    assert line.startswith(f"{root}/_build.yaml:2:17: error: format_version 2 (and 1 other")
+    assert f"rename {root}/matrixgen.yml to matrixgen.yaml" in line
+    misnamed = f"{root}/matrixgen.yml: error: not read: the file must be named matrixgen.yaml"
+    assert misnamed in run.err
+    assert cli("list", "--recipes", root).code == 1
+    del files["matrixgen.yml"]
+    run = cli("validate", "--recipes", tree(files))
+    (line,) = [x for x in run.err.splitlines() if "[config-missing]" in x]
+    assert "rename" not in line, line
+
+
+def test_format_version_1_needs_no_config(tree: Callable[..., Path]) -> None:
+    generation = generate(tree(v1_tree(ROWS)))
+    assert generation.jobs and not generation.findings
+
+
+def test_a_misnamed_quarantine_file_is_an_error_not_a_silent_skip(
+    tree: Callable[..., Path], cli: Callable
+) -> None:
+    files = v2_tree(ROWS)
+    files["quarantine.yml"] = "entries: []\n"
+    files["sub/extra.yml"] = "a: 1\n"
+    root = tree(files)
+    run = cli("validate", "--recipes", root)
+    assert run.code == 1, run
+    assert f"{root}/quarantine.yml: error: not read: the file must be named quarantine.yaml" in (
+        run.err
+    )
+    # Below the root a .yml file is only a warning: it is no recipe.
+    assert f"{root}/sub/extra.yml: warning: ignored: recipe files must end in .yaml" in run.err
+
+
+def test_symbolic_links_that_would_hide_files_are_refused(
+    tree: Callable[..., Path], cli: Callable
+) -> None:
+    root = tree(v1_tree(ROWS))
+    (root / "loop").symlink_to(root, target_is_directory=True)
+    run = cli("validate", "--recipes", root)
+    assert run.code == 1 and "Traceback" not in run.err
+    assert f"{root}/loop: a symbolic link to a directory" in run.err
+    (root / "loop").unlink()
+    (root / "gone.yaml").symlink_to(root / "nowhere.yaml")
+    run = cli("list", "--recipes", root)
+    assert run.code == 1
+    assert f"{root}/gone.yaml: a symbolic link to {root}/nowhere.yaml, which does not exist" in (
+        run.err
+    )
+    # A link to a file is read like the file.
+    (root / "gone.yaml").unlink()
+    os.rename(root / "h100" / "gpt.yaml", root / "gpt.real")
+    (root / "h100" / "gpt.yaml").symlink_to(root / "gpt.real")
+    assert cli("list", "--recipes", root, "--format", "json").code == 0
+
+
+def test_recipes_must_be_a_directory(tree: Callable[..., Path], cli: Callable) -> None:
+    root = tree(v1_tree(ROWS))
+    run = cli("validate", "--recipes", root / "h100" / "gpt.yaml")
+    assert run.code == 2 and "is a file" in run.err
+
+
+def test_bom_and_crlf_keep_lines_and_columns(tree: Callable[..., Path], cli: Callable) -> None:
+    files = v2_tree(ROWS.replace("[mr]", "[mrr]"))
+    plain = cli("validate", "--recipes", tree(files))
+    files["gpt.yaml"] = (
+        b"\xef\xbb\xbf" + files["gpt.yaml"].lstrip("\n").replace("\n", "\r\n").encode()
+    )
+    dos = cli("validate", "--recipes", tree(files))
+    assert plain.code == dos.code == 1
+
+    def located(err: str) -> list[str]:
+        lines = [x for x in err.splitlines() if "[vocabulary]" in x]
+        return [x[x.index("gpt.yaml:") : x.index(";")] for x in lines]
+
+    assert located(plain.err) == located(dos.err)
+    assert located(plain.err)[0].startswith("gpt.yaml:15:38: error: unknown scope")
+
+
+def test_an_unreadable_file_is_named(
+    tree: Callable[..., Path], cli: Callable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (Tests may run as root, whom file modes do not stop: fail the read itself.)
+    root = tree(v1_tree(ROWS))
+    real = Path.read_bytes
+
+    def read_bytes(path: Path) -> bytes:
+        if path.name == "gpt.yaml":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    run = cli("validate", "--recipes", root)
+    assert run.code == 1 and "Traceback" not in run.err
+    assert f"{root}/h100/gpt.yaml: cannot be read: Permission denied" in run.err
+
+
+def test_a_key_yaml_reads_as_a_value_is_an_error_in_v2_a_warning_in_v1(
+    tree: Callable[..., Path], cli: Callable
+) -> None:
+    # Megatron-LM's parser takes `on:` in a row as one more axis, and so does a
+    # format_version 1 tree here (with a warning); format_version 2 refuses it.
+    row = (
+        "\n  - test_case: [tc]\n    products:\n      - {environment: [dev], scope: [mr], on: [x]}\n"
+    )
+    v1 = cli("list", "--recipes", tree(v1_tree(row)), "--format", "json")
+    assert v1.code == 0 and '"test_case": "tc"' in v1.out
+    assert "warning: key on is read as a boolean" in v1.err
+    v2 = cli("list", "--recipes", tree(v2_tree(row)))
+    assert v2.code == 1 and "error: key on is read as a boolean" in v2.err
