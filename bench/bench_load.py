@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from matrixgen.expand import expand_tree
-from matrixgen.load import load_tree, read_directory
+from matrixgen.load import read_directory
+from matrixgen.pipeline import generate_from_files
 from matrixgen.validate import validate
 
 
@@ -42,11 +42,11 @@ def main() -> int:
             yaml.load(raw, Loader=loader)  # CSafeLoader: the safe loader on libyaml
 
     def ours() -> None:
-        expand_tree(load_tree(files, root=str(options.recipes)))
+        generate_from_files(files, root=str(options.recipes))
 
     def ours_validated() -> None:
-        tree = load_tree(files, root=str(options.recipes))
-        validate(tree, expand_tree(tree))
+        generation = generate_from_files(files, root=str(options.recipes))
+        validate(generation.tree, generation.expansion)
 
     timings: dict[str, list[float]] = {"parse": [], "load+expand": [], "validate": []}
 
@@ -64,7 +64,7 @@ def main() -> int:
     for _ in range(options.repeat):
         run("validate", ours_validated)
     med = {k: statistics.median(v) for k, v in timings.items()}
-    jobs = len(expand_tree(load_tree(files)).jobs)
+    jobs = len(generate_from_files(files).jobs)
     print(f"tree: {options.recipes} ({len(files)} files, {jobs} jobs), {options.repeat} runs each")
     print(f"C-loader parse      {med['parse'] * 1000:8.1f} ms")
     print(

@@ -6,8 +6,10 @@ The CLI and the diff both call these functions; nothing here prints.
 
 from __future__ import annotations
 
+import gc
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,11 +108,27 @@ def generate_from_files(
     With content ids for the files and a cache shared between calls, files seen
     before are neither parsed nor expanded again (two revisions of one tree).
     """
-    tree = load_tree(
-        files, root=root, blob_ids=blob_ids, cache=cache.parsed if cache is not None else None
-    )
-    expansion = expand_tree(tree, cache=cache.expanded if cache is not None else None)
+    with _collector_paused():
+        tree = load_tree(
+            files, root=root, blob_ids=blob_ids, cache=cache.parsed if cache is not None else None
+        )
+        expansion = expand_tree(tree, cache=cache.expanded if cache is not None else None)
     return Generation(tree=tree, expansion=expansion)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Loading builds many objects that all stay alive, and CPython's cyclic
+    collector would scan them again at every threshold: quadratic on a big tree
+    (2,000 files: 6.6 s instead of 2.2 s). Reference counting still frees what
+    loading drops; the collector resumes afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def generate(recipes: Path) -> Generation:
