@@ -8,6 +8,7 @@ back to `file:line:column` without paying for position tracking on the fast path
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,12 @@ except AttributeError:  # pragma: no cover - depends on the PyYAML build
 # Past this many nodes (aliases counted once per use) a document is refused:
 # anchors and aliases can make a tiny file expand to billions of values.
 MAX_EXPANDED_NODES = 2_000_000
+
+
+# An anchor is `&name` after a space, a line start or flow punctuation; shell text
+# such as `a && b` or `2>&1` does not look like one, so only files that may hold
+# aliases pay for the expansion walk (a false positive only costs time).
+_MAY_HAVE_ANCHOR = re.compile(r"(?:^|[\s\[\]{},:-])&[^\s&\[\]{},]", re.MULTILINE)
 
 
 class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
@@ -221,7 +228,7 @@ def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None
         if root is None:
             findings.add(Location(path), "file-empty", "the file is empty")
             return None
-        if "&" in text and not _check_expansion(root, path, findings):
+        if _MAY_HAVE_ANCHOR.search(text) and not _check_expansion(root, path, findings):
             return None
         data = loader.construct_document(root)
     except yaml.MarkedYAMLError as exc:
