@@ -99,7 +99,6 @@ class FileExpansion:
 
     jobs: tuple[Job, ...]
     findings: tuple[Finding, ...]
-    row_count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +172,7 @@ def expand_file(
     findings = Findings()
     expander = _FileExpander(recipe, config, findings, budget or _Budget(config.max_jobs))
     jobs = expander.run()
-    return FileExpansion(jobs=tuple(jobs), findings=tuple(findings.items), row_count=expander.rows)
+    return FileExpansion(jobs=tuple(jobs), findings=tuple(findings.items))
 
 
 class _FileExpander:
@@ -191,7 +190,6 @@ class _FileExpander:
         self.attribute_keys = ATTRIBUTE_KEYS_V2 if self.v2 else ATTRIBUTE_KEYS_V1
         vocab = config.vocabulary
         self.known_axes = KNOWN_AXES_V2 | (vocab.axes if vocab else frozenset())
-        self.rows = 0
         self.products_node: Any = None
 
     def at(self, *keys: str | int, key: bool = False) -> Location:
@@ -460,7 +458,6 @@ class _FileExpander:
         if attrs is None:
             return
         count = math.prod(len(v) for v in values)
-        self.rows += 1
         self.budget.used += count
         if self.budget.used > self.budget.limit:
             self.budget.exceeded = True

@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from matrixgen.errors import Finding, Location, QuarantineError
+from matrixgen.errors import Finding, QuarantineError
 from matrixgen.expand import ATTRIBUTE_KEYS_V2, BLOCK_KEYS, KNOWN_AXES_V2
 from matrixgen.load import read_directory
 from matrixgen.model import Job, JobId, RecipeFile, Target
@@ -44,8 +44,6 @@ from matrixgen.quarantine import (
     current_day,
     entry_from_mapping,
     policy,
-    resolve_tracker,
-    same_tracker,
 )
 from matrixgen.quarantine import selection as quarantine_selection
 from matrixgen.targets import default_system, discover_targets, resolve_targets
@@ -877,19 +875,3 @@ def write_migration(migration: Migration) -> None:
             raise QuarantineError(f"{path} changed since the migration was planned; run it again")
         atomic_write(path, migration.files_after[rel])
 
-
-def tracker_summary(migration: Migration, tracker_base: str | None) -> dict[str, int]:
-    """Entries per tracker (resolved where possible), for the report."""
-    counts: dict[str, int] = {}
-    for entry in migration.entries:
-        ref = resolve_tracker(entry["tracker"], tracker_base) or entry["tracker"]
-        for known in counts:
-            if same_tracker(known, ref, tracker_base):
-                ref = known
-                break
-        counts[ref] = counts.get(ref, 0) + 1
-    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-def location_of(candidate: Candidate) -> Location:
-    return Location(candidate.path, candidate.first_line, 1)

@@ -148,6 +148,7 @@ def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
                 message=f'unknown {what} "{value}"{did_you_mean(value, allowed)}; '
                 f"declared in {tree.config.path}: {', '.join(sorted(allowed))}",
             )
+    yield from _cadence_findings(tree, vocab.cadences)
     if vocab.models is not None:
         for recipe in tree.tests:
             spec = recipe.data.get("spec")
@@ -159,6 +160,30 @@ def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
                     code="vocabulary",
                     message=f'unknown model "{model}"{did_you_mean(model, vocab.models)}',
                 )
+
+
+def _cadence_findings(tree: RecipeTree, declared: frozenset[str]) -> Iterator[Finding]:
+    """Cadences of blocks and rows must be among those the config declares."""
+    for recipe in tree.tests:
+        products = recipe.data.get("products")
+        places: list[tuple[tuple[str | int, ...], Any]] = []
+        if isinstance(products, list):
+            for bi, block in enumerate(products):
+                if isinstance(block, dict):
+                    places.append((("products", bi, "cadence"), block.get("cadence")))
+        places += [((*where, "cadence"), row.get("cadence")) for where, row in _rows(recipe)]
+        for where, cadence in places:
+            if not isinstance(cadence, list):
+                continue
+            for i, value in enumerate(cadence):
+                if isinstance(value, str) and value not in declared:
+                    yield Finding(
+                        location=recipe.document.locate([*where, i]),
+                        severity=Severity.ERROR,
+                        code="vocabulary",
+                        message=f'cadence "{value}" is not declared in {tree.config.path} '
+                        f"(vocabulary.cadences: {', '.join(sorted(declared))})",
+                    )
 
 
 def _typo_findings(tree: RecipeTree) -> Iterator[Finding]:

@@ -66,8 +66,6 @@ def resolve_scope(scope: str) -> str:
     return alias[0] if alias else scope
 
 
-# Job identity across branches (DESIGN §2).
-IDENTITY_FIELDS: tuple[str, ...] = ("model", "test_case", "environment", "platform", "tag")
 
 # Built-in defaults, used when a tree has no project config (format_version 1).
 DEFAULT_TIME_LIMIT = 2700

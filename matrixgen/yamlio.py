@@ -17,12 +17,8 @@ import yaml
 
 from matrixgen.errors import Findings, Location
 
-try:
-    _BaseLoader: type = yaml.CSafeLoader
-    HAVE_LIBYAML = True
-except AttributeError:  # pragma: no cover - depends on the PyYAML build
-    _BaseLoader = yaml.SafeLoader
-    HAVE_LIBYAML = False
+# libyaml's C parser when PyYAML was built with it; the pure-Python one otherwise.
+_BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # Past this many nodes (aliases counted once per use) a document is refused:
 # anchors and aliases can make a tiny file expand to billions of values.

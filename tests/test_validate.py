@@ -298,3 +298,20 @@ def test_typo_check_of_many_distinct_values_is_fast() -> None:
     found = typos(counter)
     assert time.perf_counter() - start < 5  # every pair: minutes
     assert found == {"dgx_h10": "dgx_h100"}
+
+
+def test_cadences_must_be_declared(tree: Callable[..., Path], cli: Callable) -> None:
+    files = v2_tree("""
+  - test_case: [tc]
+    cadence: [weekly]
+    products:
+      - {environment: [dev], scope: [mr], cadence: [pr, nightly]}
+""")
+    files["matrixgen.yaml"] = files["matrixgen.yaml"].replace(
+        "  tags: [latest, legacy]\n", "  tags: [latest, legacy]\n  cadences: [pr, mergegroup]\n"
+    )
+    run = cli("validate", "--recipes", tree(files))
+    assert run.code == 1, run
+    assert 'cadence "nightly" is not declared' in run.err
+    assert 'cadence "weekly" is not declared' in run.err
+    assert 'cadence "pr"' not in run.err
