@@ -56,9 +56,8 @@ from matrixgen.gitsource import Repository, TreeSource
 from matrixgen.model import Job, QuarantineMark, Selector, Target
 from matrixgen.pipeline import Generation, PipelineCache, generate_from_files
 from matrixgen.quarantine import apply_quarantine
-from matrixgen.select import matches
+from matrixgen.select import JobIndex
 from matrixgen.targets import discover_targets, parse_target
-from matrixgen.vocab import resolve_scope
 
 # Job attributes compared directly (identity and scope are the key).
 JOB_FIELDS: tuple[str, ...] = (
@@ -248,22 +247,13 @@ class SideIndex:
     def __init__(self, name: str, generation: Generation) -> None:
         self.name = name
         self.generation = generation
-        groups: dict[tuple[str | None, str, str], list[Job]] = defaultdict(list)
-        for job in generation.jobs:
-            groups[(job.scope, job.platform, job.environment)].append(job)
-        self.groups = groups
-        self.test_cases = frozenset(job.test_case for job in generation.jobs)
+        self.index = JobIndex(generation.jobs)
         self.build_images = build_images(generation)
         self._target_images: dict[tuple[str, str, str], str | None] = {}
 
     def recipe_selection(self, selector: Selector) -> list[Job]:
         """The jobs the recipes give a selector, before quarantine."""
-        if selector.scope is None or selector.platform is None or selector.environment is None:
-            candidates: Sequence[Job] = self.generation.jobs
-        else:
-            key = (resolve_scope(selector.scope), selector.platform, selector.environment)
-            candidates = self.groups.get(key, ())
-        return [job for job in candidates if matches(job, selector)]
+        return self.index.select(selector)
 
     def selection(self, target: Target | None) -> list[Job]:
         """The target's jobs with their quarantine marks, the ones a skip entry
@@ -274,7 +264,9 @@ class SideIndex:
         entries = self.generation.quarantine.entries
         if not entries or not jobs:
             return jobs
-        kept, skipped = apply_quarantine(jobs, entries, target, known_test_cases=self.test_cases)
+        kept, skipped = apply_quarantine(
+            jobs, entries, target, known_test_cases=self.index.test_cases
+        )
         return [*kept, *skipped]
 
     def image(self, job: Job, target: Target) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +22,12 @@ from matrixgen.emit import allowed_to_fail, deselected, emitted_jobs, resolve_se
 from matrixgen.emit_github import emit_github
 from matrixgen.emit_gitlab import emit_gitlab, name_problems
 from matrixgen.errors import Finding, Severity, UsageError
-from matrixgen.model import Job, QuarantineMark, Target
+from matrixgen.model import QuarantineMark, Target
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine import Selection
 from matrixgen.quarantine import selection as quarantine_selection
-from matrixgen.vocab import System, resolve_scope
+from matrixgen.select import JobIndex
+from matrixgen.vocab import System
 
 if TYPE_CHECKING:
     from matrixgen.validate import ValidationContext
@@ -72,31 +73,19 @@ class TargetOutput:
 
 
 class Selections:
-    """`Generation.selection` for many targets of one generation: the jobs are
-    grouped by scope, platform and environment once, so each target only looks
-    at the jobs it can match (a tree of 60,000 jobs and 20 targets would
-    otherwise match every job against every target)."""
+    """`Generation.selection` for many targets of one generation (see JobIndex)."""
 
     def __init__(self, generation: Generation) -> None:
         self.generation = generation
-        groups: dict[tuple[str | None, str, str], list[Job]] = defaultdict(list)
-        for job in generation.jobs:
-            groups[(job.scope, job.platform, job.environment)].append(job)
-        self.groups = groups
-        self.known_test_cases = frozenset(job.test_case for job in generation.jobs)
+        self.index = JobIndex(generation.jobs)
 
     def __call__(self, target: Target) -> Selection:
         """The same as `generation.selection(target)`."""
-        sel = target.selector
-        candidates: Sequence[Job] = self.generation.jobs
-        if sel.scope is not None and sel.platform is not None and sel.environment is not None:
-            key = (resolve_scope(sel.scope), sel.platform, sel.environment)
-            candidates = self.groups.get(key, ())
         return quarantine_selection(
-            candidates,
+            self.index.candidates(target.selector),
             self.generation.quarantine.entries,
             target,
-            known_test_cases=self.known_test_cases,
+            known_test_cases=self.index.test_cases,
         )
 
 

@@ -7,6 +7,7 @@ list; every other criterion is plain equality.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from matrixgen.config import ProjectConfig
@@ -95,3 +96,28 @@ def check_selector_values(
     if errors:
         raise UsageError("; ".join(errors))
     return warnings
+
+
+class JobIndex:
+    """Jobs grouped by scope, platform and environment once, so that each of many
+    targets only looks at the jobs it can match (a tree of 60,000 jobs and 20
+    targets would otherwise match every job against every target)."""
+
+    def __init__(self, jobs: Sequence[Job]) -> None:
+        self.jobs = jobs
+        groups: dict[tuple[str | None, str, str], list[Job]] = defaultdict(list)
+        for job in jobs:
+            groups[(job.scope, job.platform, job.environment)].append(job)
+        self.groups = groups
+        self.test_cases = frozenset(job.test_case for job in jobs)
+
+    def candidates(self, selector: Selector) -> Sequence[Job]:
+        """A superset of the jobs the selector matches, in expansion order."""
+        if selector.scope is None or selector.platform is None or selector.environment is None:
+            return self.jobs
+        key = (resolve_scope(selector.scope), selector.platform, selector.environment)
+        return self.groups.get(key, ())
+
+    def select(self, selector: Selector) -> list[Job]:
+        """The same as `select(jobs, selector)`."""
+        return [job for job in self.candidates(selector) if matches(job, selector)]
