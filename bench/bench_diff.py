@@ -29,8 +29,8 @@ from pathlib import Path
 
 import yaml
 
-from matrixgen.diff import diff_generations, diff_revisions
-from matrixgen.gitsource import Repository
+from matrixgen.diff.compare import diff_generations, diff_revisions
+from matrixgen.diff.gitsource import Repository
 from matrixgen.pipeline import PipelineCache, generate, generate_from_files
 
 PLATFORMS = ["dgx_h100", "dgx_gb200"]

@@ -29,10 +29,11 @@ from pathlib import Path
 
 import yaml
 
-from matrixgen.generate import emit_target, generate_all
-from matrixgen.load import read_directory
-from matrixgen.pipeline import Generation, generate_from_files, require_valid
-from matrixgen.targets import discover_targets
+from matrixgen.emit.generate import emit_target, generate_all
+from matrixgen.engine.load import read_directory
+from matrixgen.engine.targets import discover_targets
+from matrixgen.pipeline import Generation, generate_from_files
+from matrixgen.validate import require_valid
 
 
 def default_tree() -> Path:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from matrixgen.load import read_directory
+from matrixgen.engine.load import read_directory
 from matrixgen.pipeline import generate_from_files
 from matrixgen.validate import validate
 

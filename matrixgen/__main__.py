@@ -1,5 +1,5 @@
 import sys
 
-from matrixgen.cli import main
+from matrixgen.cli.main import main
 
 sys.exit(main())

@@ -35,20 +35,25 @@ from typing import Any
 
 import yaml
 
-from matrixgen.errors import Finding, QuarantineError
-from matrixgen.expand import ATTRIBUTE_KEYS_V2, BLOCK_KEYS, KNOWN_AXES_V2
-from matrixgen.load import read_directory
-from matrixgen.model import Job, JobId, RecipeFile, Target
+from matrixgen.engine.errors import Finding, QuarantineError
+from matrixgen.engine.expand import ATTRIBUTE_KEYS_V2, BLOCK_KEYS, KNOWN_AXES_V2
+from matrixgen.engine.load import read_directory
+from matrixgen.engine.model import Job, JobId, RecipeFile, Target
+from matrixgen.engine.targets import default_system, discover_targets, resolve_targets
+from matrixgen.engine.vocab import (
+    QUARANTINE_FILENAME,
+    QuarantineAction,
+    QuarantineKind,
+    resolve_scope,
+)
+from matrixgen.engine.yamlio import last_content_line
 from matrixgen.pipeline import Generation, generate_from_files
-from matrixgen.quarantine import (
+from matrixgen.quarantine.entries import (
     current_day,
     entry_from_mapping,
     policy,
 )
-from matrixgen.quarantine import selection as quarantine_selection
-from matrixgen.targets import default_system, discover_targets, resolve_targets
-from matrixgen.vocab import QUARANTINE_FILENAME, QuarantineAction, QuarantineKind, resolve_scope
-from matrixgen.yamlio import last_content_line
+from matrixgen.quarantine.entries import selection as quarantine_selection
 
 HABIT_SUFFIXES = ("-broken", "-temp-disabled")
 FLAKY_SCOPE = "flaky"
@@ -651,7 +656,7 @@ def plan_migration(
     """Find the habits of the tree in `root` and plan their migration. Nothing is
     written; `files_after` holds the recipe files (and quarantine file) as they
     would be."""
-    from matrixgen.quarantine_edit import entry_id, insert_entries, unique_id
+    from matrixgen.quarantine.edit import entry_id, insert_entries, unique_id
 
     today = today or current_day()
     files = read_directory(root)
@@ -841,7 +846,7 @@ def write_migration(migration: Migration) -> None:
     """Add the entries (under the quarantine file's lock), then rewrite the recipe
     files: if writing recipes failed, the entries would match nothing (validate
     says so) but no target would select a quarantined job."""
-    from matrixgen.quarantine_edit import atomic_write, check_writable, edit
+    from matrixgen.quarantine.edit import atomic_write, check_writable, edit
 
     root = migration.root
     entries = migration.entries
@@ -854,7 +859,7 @@ def write_migration(migration: Migration) -> None:
         pol_base = None
         config_path = root / "matrixgen.yaml"
         if config_path.exists():
-            from matrixgen.config import parse_config
+            from matrixgen.engine.config import parse_config
 
             pol_base = policy(parse_config(config_path.read_bytes(), str(config_path))).tracker_base
 
@@ -874,4 +879,3 @@ def write_migration(migration: Migration) -> None:
         if current != migration.files_before[rel]:
             raise QuarantineError(f"{path} changed since the migration was planned; run it again")
         atomic_write(path, migration.files_after[rel])
-

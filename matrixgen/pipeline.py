@@ -13,13 +13,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from matrixgen.errors import Finding, RecipeError, Severity
-from matrixgen.expand import Expansion, expand_tree
-from matrixgen.load import RecipeTree, load_tree, read_directory
-from matrixgen.model import Job, Selector, Target
-from matrixgen.quarantine import QuarantineFile, Selection, load_quarantine
-from matrixgen.quarantine import selection as quarantine_selection
-from matrixgen.select import select
+from matrixgen.engine.errors import Finding, RecipeError, Severity
+from matrixgen.engine.expand import Expansion, expand_tree
+from matrixgen.engine.load import RecipeTree, load_tree, read_directory
+from matrixgen.engine.model import Job, Selector, Target
+from matrixgen.engine.select import select
+from matrixgen.quarantine.entries import QuarantineFile, Selection, load_quarantine
+from matrixgen.quarantine.entries import selection as quarantine_selection
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,21 +145,3 @@ def require_no_errors(generation: Generation) -> None:
             "nothing was generated (run `matrixgen validate` for every finding)",
             findings=errors,
         )
-
-
-def require_valid(generation: Generation) -> list[Finding]:
-    """Stage 2 for the commands that generate: run validate's checks (all but the
-    JSON Schema pass) and refuse a tree with errors, so a mistyped scope cannot
-    quietly drop jobs from a target. Returns the warnings, for the caller to show."""
-    from matrixgen.validate import validate  # imports every stage's checks
-
-    found = {*validate(generation.tree, generation.expansion, schema=False), *generation.findings}
-    findings = sorted(found, key=Finding.sort_key)
-    errors = [f for f in findings if f.severity is Severity.ERROR]
-    if errors:
-        raise RecipeError(
-            f"{len(errors)} error(s) in {generation.tree.root}; "
-            "nothing was generated (run `matrixgen validate` for every finding)",
-            findings=errors,
-        )
-    return findings

@@ -1,47 +1,36 @@
-"""Stage 2, validate: everything `matrixgen validate` checks beyond expansion.
+"""Stage 2, validate: every check of every stage, in one list.
 
-Expansion already reports what makes a row unusable (types, cadence, templates,
-builds, duplicates, caps). This stage adds the JSON Schema, the declared
-vocabularies of a format_version 2 tree (or, in a tree that declares none, values
-that look like typos of values used elsewhere), script placeholders, and the
-checks other stages register in CHECKS.
+Each check lives beside the stage it checks (engine.checks for the tree itself,
+quarantine, views, emit); this module only assembles them. Expansion already
+reports what makes a row unusable (types, cadence, templates, builds, duplicates,
+caps); its findings come first.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable
 
-from matrixgen.errors import Finding, Findings, Location, Severity, did_you_mean
-from matrixgen.expand import Expansion
-from matrixgen.load import RecipeTree
-from matrixgen.model import RecipeFile
-from matrixgen.schemas import check_against_schema
-from matrixgen.templates import TemplateError, placeholders
-from matrixgen.vocab import RUNTIME_PLACEHOLDERS, RecipeType, resolve_scope
+from matrixgen.emit.generate import check_gitlab_names
+from matrixgen.engine.checks import check_tree
+from matrixgen.engine.context import ValidationContext
+from matrixgen.engine.errors import Finding, Findings, RecipeError, Severity
+from matrixgen.engine.expand import Expansion
+from matrixgen.engine.load import RecipeTree
+from matrixgen.pipeline import Generation
+from matrixgen.quarantine.entries import check_quarantine
+from matrixgen.views.graph import check_graph
+from matrixgen.views.pins import check_images, check_value_pins
+from matrixgen.views.stats import check_platforms
 
-# Resolved job fields a launcher passes to the script even when no recipe sets them.
-JOB_FIELDS = frozenset({"n_repeat", "time_limit", "name", "cadence"})
-
-# Row keys whose values come from a vocabulary, and what the vocabulary calls them.
-VOCABULARY_AXES = {
-    "platforms": "platform",
-    "environment": "environment",
-    "scope": "scope",
-    "tag": "tag",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class ValidationContext:
-    tree: RecipeTree
-    expansion: Expansion
-
-
-# Checks other stages add (pins, graph, quarantine): each yields findings.
-CHECKS: list[Callable[[ValidationContext], Iterable[Finding]]] = []
+# The checks of the stages after expansion: each yields findings.
+CHECKS: list[Callable[[ValidationContext], Iterable[Finding]]] = [
+    check_quarantine,
+    check_platforms,
+    check_images,
+    check_value_pins,
+    check_graph,
+    check_gitlab_names,
+]
 
 
 def validate(tree: RecipeTree, expansion: Expansion, *, schema: bool = True) -> list[Finding]:
@@ -53,278 +42,24 @@ def validate(tree: RecipeTree, expansion: Expansion, *, schema: bool = True) -> 
     """
     found = Findings()
     found.extend(expansion.findings)
-    if schema:
-        found.extend(_schema_findings(tree, expansion))
-    if tree.config.vocabulary is not None:
-        found.extend(_vocabulary_findings(tree))
-    else:
-        found.extend(_typo_findings(tree))
-    found.extend(_script_findings(tree, expansion))
     context = ValidationContext(tree, expansion)
+    found.extend(check_tree(context, schema=schema))
     for check in CHECKS:
         found.extend(check(context))
     return found.sorted()
 
 
-def _schema_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding]:
-    taken = {(f.location.file, f.location.line, f.location.column) for f in expansion.findings}
-    for recipe in tree.files:
-        lenient = Severity.ERROR if recipe.format_version == 2 else Severity.WARNING
-        schema_findings = Findings()
-        check_against_schema("recipe", recipe.document, schema_findings, severity=lenient)
-        for finding in schema_findings.items:
-            loc = finding.location
-            # Expansion already said it (with a "did you mean" where it helps).
-            if (loc.file, loc.line, loc.column) in taken:
-                continue
-            if "Additional properties" in finding.message:
-                continue
-            yield finding
-
-
-def _rows(recipe: RecipeFile) -> Iterator[tuple[tuple[str | int, ...], dict[str, Any]]]:
-    """(path, row) for every well-formed product row of a test recipe."""
-    if recipe.kind is not RecipeType.BASIC:
-        return
-    products = recipe.data.get("products")
-    if not isinstance(products, list):
-        return
-    for bi, block in enumerate(products):
-        rows = block.get("products") if isinstance(block, dict) else None
-        if isinstance(rows, list):
-            for ri, row in enumerate(rows):
-                if isinstance(row, dict):
-                    yield ("products", bi, "products", ri), row
-
-
-@dataclass(frozen=True, slots=True)
-class _Place:
-    """Where a value sits; resolved to line and column only when a finding needs it."""
-
-    recipe: RecipeFile
-    keys: tuple[str | int, ...]
-
-    def locate(self) -> Location:
-        return self.recipe.document.locate(list(self.keys))
-
-
-def _axis_values(tree: RecipeTree) -> Iterator[tuple[str, str, _Place]]:
-    """(axis, value, place) for each vocabulary value a tree uses."""
-    for recipe in tree.tests:
-        spec = recipe.data.get("spec")
-        if isinstance(spec, dict):
-            for key, what in VOCABULARY_AXES.items():
-                value = spec.get(key)
-                if isinstance(value, str):
-                    yield what, value, _Place(recipe, ("spec", key))
-        for where, row in _rows(recipe):
-            for key, what in VOCABULARY_AXES.items():
-                values = row.get(key)
-                if isinstance(values, list):
-                    for i, value in enumerate(values):
-                        if isinstance(value, str):
-                            yield what, value, _Place(recipe, (*where, key, i))
-
-
-def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
-    vocab = tree.config.vocabulary
-    assert vocab is not None
-    known: dict[str, frozenset[str] | None] = {
-        "platform": vocab.platforms,
-        "environment": vocab.environments,
-        "scope": vocab.all_scopes,
-        "tag": vocab.tags,
-    }
-    for what, value, place in _axis_values(tree):
-        allowed = known[what]
-        if allowed is None:
-            continue
-        checked = resolve_scope(value) if what == "scope" else value
-        if checked not in allowed:
-            yield Finding(
-                location=place.locate(),
-                severity=Severity.ERROR,
-                code="vocabulary",
-                message=f'unknown {what} "{value}"{did_you_mean(value, allowed)}; '
-                f"declared in {tree.config.path}: {', '.join(sorted(allowed))}",
-            )
-    yield from _cadence_findings(tree, vocab.cadences)
-    if vocab.models is not None:
-        for recipe in tree.tests:
-            spec = recipe.data.get("spec")
-            model = spec.get("model") if isinstance(spec, dict) else None
-            if isinstance(model, str) and model not in vocab.models:
-                yield Finding(
-                    location=recipe.document.locate(["spec", "model"]),
-                    severity=Severity.ERROR,
-                    code="vocabulary",
-                    message=f'unknown model "{model}"{did_you_mean(model, vocab.models)}',
-                )
-
-
-def _cadence_findings(tree: RecipeTree, declared: frozenset[str]) -> Iterator[Finding]:
-    """Cadences of blocks and rows must be among those the config declares."""
-    for recipe in tree.tests:
-        products = recipe.data.get("products")
-        places: list[tuple[tuple[str | int, ...], Any]] = []
-        if isinstance(products, list):
-            for bi, block in enumerate(products):
-                if isinstance(block, dict):
-                    places.append((("products", bi, "cadence"), block.get("cadence")))
-        places += [((*where, "cadence"), row.get("cadence")) for where, row in _rows(recipe)]
-        for where, cadence in places:
-            if not isinstance(cadence, list):
-                continue
-            for i, value in enumerate(cadence):
-                if isinstance(value, str) and value not in declared:
-                    yield Finding(
-                        location=recipe.document.locate([*where, i]),
-                        severity=Severity.ERROR,
-                        code="vocabulary",
-                        message=f'cadence "{value}" is not declared in {tree.config.path} '
-                        f"(vocabulary.cadences: {', '.join(sorted(declared))})",
-                    )
-
-
-def _typo_findings(tree: RecipeTree) -> Iterator[Finding]:
-    """In a tree without a vocabulary: rare values that look like a common one mistyped."""
-    counts: dict[str, Counter[str]] = {}
-    places: dict[tuple[str, str], list[_Place]] = {}
-    for what, value, place in _axis_values(tree):
-        counts.setdefault(what, Counter())[value] += 1
-        places.setdefault((what, value), []).append(place)
-    for what, counter in sorted(counts.items()):
-        for value, other in sorted(typos(counter).items()):
-            n, m = counter[value], counter[other]
-            for place in places[(what, value)]:
-                yield Finding(
-                    location=place.locate(),
-                    severity=Severity.WARNING,
-                    code="vocabulary-typo",
-                    message=f'{what} "{value}" is used {n} time(s) and looks like a typo '
-                    f'of "{other}" (used {m} times) (did you mean "{other}"?)',
-                )
-
-
-def typos(counter: Mapping[str, int]) -> dict[str, str]:
-    """value -> the value it looks like a typo of: the most used one (ties by
-    name) that is at least three times as common and one typo away."""
-    near = _Neighbours(counter)
-    found: dict[str, str] = {}
-    for value, n in counter.items():
-        candidates = [
-            (-counter[other], other)
-            for other in near.of(value)
-            if other != value and counter[other] >= 3 * n and _looks_like_typo(value, other)
-        ]
-        if candidates:
-            found[value] = min(candidates)[1]
-    return found
-
-
-class _Neighbours:
-    """The values that may be one typo away from a value (_looks_like_typo
-    decides), found through indexes rather than by comparing every pair: a tree
-    with tens of thousands of distinct values must not take minutes."""
-
-    def __init__(self, values: Iterable[str]) -> None:
-        self.values = set(values)
-        self.squashed: dict[str, list[str]] = {}
-        self.deleted: dict[str, list[str]] = {}
-        for value in self.values:
-            self.squashed.setdefault(_squash(value), []).append(value)
-            for shorter in _deletions(value):
-                self.deleted.setdefault(shorter, []).append(value)
-
-    def of(self, value: str) -> set[str]:
-        found = set(self.squashed.get(_squash(value), ()))
-        found.update(self.deleted.get(value, ()))  # one letter more
-        found.update(v for v in _deletions(value) if v in self.values)  # one letter less
-        found.update(
-            swapped
-            for i in range(len(value) - 1)
-            if (swapped := value[:i] + value[i + 1] + value[i] + value[i + 2 :]) in self.values
+def require_valid(generation: Generation) -> list[Finding]:
+    """Stage 2 for the commands that generate: run validate's checks (all but the
+    JSON Schema pass) and refuse a tree with errors, so a mistyped scope cannot
+    quietly drop jobs from a target. Returns the warnings, for the caller to show."""
+    found = {*validate(generation.tree, generation.expansion, schema=False), *generation.findings}
+    findings = sorted(found, key=Finding.sort_key)
+    errors = [f for f in findings if f.severity is Severity.ERROR]
+    if errors:
+        raise RecipeError(
+            f"{len(errors)} error(s) in {generation.tree.root}; "
+            "nothing was generated (run `matrixgen validate` for every finding)",
+            findings=errors,
         )
-        return found
-
-
-def _deletions(value: str) -> set[str]:
-    return {value[:i] + value[i + 1 :] for i in range(len(value))}
-
-
-def _squash(value: str) -> str:
-    return "".join(ch for ch in value.lower() if ch.isalnum())
-
-
-def _looks_like_typo(value: str, other: str) -> bool:
-    """Equal but for case, spaces and punctuation; or one letter added, dropped or swapped."""
-    if _squash(value) == _squash(other):
-        return True
-    if min(len(value), len(other)) < 4:
-        return False
-    if len(value) == len(other):
-        diffs = [i for i, (a, b) in enumerate(zip(value, other, strict=True)) if a != b]
-        return (
-            len(diffs) == 2
-            and diffs[1] == diffs[0] + 1
-            and value[diffs[0]] == other[diffs[1]]
-            and value[diffs[1]] == other[diffs[0]]
-        )
-    short, long_ = sorted((value, other), key=len)
-    if len(long_) - len(short) != 1:
-        return False
-    return any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))
-
-
-def _script_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding]:
-    """Script placeholders must be job fields or ones the launcher fills in."""
-    reported: set[tuple[Location, str]] = set()
-    lenient = Severity.ERROR if tree.format_version == 2 else Severity.WARNING
-    for job in expansion.jobs:
-        for key in ("script", "script_setup"):
-            script = job.spec.get(key)
-            if not isinstance(script, str):
-                continue
-            try:
-                names = placeholders(script)
-            except TemplateError as exc:
-                problem = str(exc)
-            else:
-                missing = [
-                    n
-                    for n in names
-                    if n not in job.spec and n not in RUNTIME_PLACEHOLDERS and n not in JOB_FIELDS
-                ]
-                if not missing:
-                    continue
-                names = ", ".join(f"{{{m}}}" for m in missing)
-                problem = (
-                    f"placeholder {names} does not resolve to a field of the job "
-                    "(write {{ and }} for literal braces)"
-                )
-            if (job.source, key + problem) in reported:
-                continue
-            reported.add((job.source, key + problem))
-            yield Finding(
-                location=job.source,
-                severity=lenient,
-                code="template",
-                message=f"spec {key}: {problem}",
-            )
-
-
-# Stage checks registered here so that `validate` runs them (import at the bottom:
-# those modules import this one's types only for annotations).
-from matrixgen.quarantine import check_quarantine  # noqa: E402
-
-CHECKS.append(check_quarantine)
-
-from matrixgen.graph import check_graph  # noqa: E402
-from matrixgen.pins import check_images, check_value_pins  # noqa: E402
-from matrixgen.stats import check_platforms  # noqa: E402
-
-CHECKS.extend([check_platforms, check_images, check_value_pins, check_graph])
-
-from matrixgen.generate import check_gitlab_names  # noqa: E402
-
-CHECKS.append(check_gitlab_names)
+    return findings

@@ -15,8 +15,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from matrixgen.emit import EmitSettings, resolve_settings
-from matrixgen.model import Job, Target
+from matrixgen.emit.common import EmitSettings, resolve_settings
+from matrixgen.engine.model import Job, Target
 from matrixgen.pipeline import Generation, generate_from_files
 
 HOSTILE = "x; touch pwned1 $(touch pwned2) `touch pwned3` && touch pwned4 'q' \"dq\""

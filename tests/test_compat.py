@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from matrixgen.model import Selector
+from matrixgen.engine.model import Selector
 from matrixgen.pipeline import generate
 
 HAND_TREE = {

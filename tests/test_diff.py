@@ -15,8 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matrixgen import expand, load
-from matrixgen.diff import (
+from matrixgen.diff.compare import (
     LIFTED,
     QUARANTINED,
     REQUARANTINED,
@@ -26,9 +25,10 @@ from matrixgen.diff import (
     diff_generations,
     diff_revisions,
 )
-from matrixgen.errors import ConfigError, ExitCode, GitError, UsageError
-from matrixgen.gitsource import Repository
-from matrixgen.model import Job
+from matrixgen.diff.gitsource import Repository
+from matrixgen.engine import expand, load
+from matrixgen.engine.errors import ConfigError, ExitCode, GitError, UsageError
+from matrixgen.engine.model import Job
 from matrixgen.pipeline import generate_from_files
 from tests.gitrepo import GitRepo
 

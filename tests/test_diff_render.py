@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matrixgen.diff import (
+from matrixgen.diff.compare import (
     LIFTED,
     QUARANTINED,
     ChangedJob,
@@ -24,7 +24,7 @@ from matrixgen.diff import (
     SelectionDiff,
     TargetDiff,
 )
-from matrixgen.diff_render import (
+from matrixgen.diff.render import (
     MARKDOWN_LIMIT,
     MARKER,
     _code,
@@ -33,8 +33,8 @@ from matrixgen.diff_render import (
     render_markdown,
     render_text,
 )
-from matrixgen.model import Job, QuarantineMark, Selector, Target
-from matrixgen.vocab import System
+from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
+from matrixgen.engine.vocab import System
 from tests.gitrepo import GIT_ENV, GitRepo
 from tests.test_diff import GPT, block, diff, dumped, v2_tree
 

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matrixgen.emit import (
+from matrixgen.emit.common import (
     GITHUB_MAX_MATRIX_ROWS,
     GITHUB_MAX_OUTPUT_BYTES,
     EmitSettings,
 )
-from matrixgen.emit_github import (
+from matrixgen.emit.github import (
     GithubMatrix,
     compact,
     emit_github,
@@ -27,9 +27,9 @@ from matrixgen.emit_github import (
     shard_rows,
     write_github_output,
 )
-from matrixgen.errors import LimitError
-from matrixgen.model import Job, QuarantineMark, Selector, Target
-from matrixgen.vocab import System
+from matrixgen.engine.errors import LimitError
+from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
+from matrixgen.engine.vocab import System
 from tests.emit_fixtures import HOSTILE, V2_TREE, target_jobs
 
 

@@ -17,8 +17,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.emit import EmitSettings, resolve_settings
-from matrixgen.emit_gitlab import (
+from matrixgen.emit.common import EmitSettings, resolve_settings
+from matrixgen.emit.gitlab import (
     GITLAB_MAX_CHILD_YAML_BYTES,
     PLACEHOLDER_JOB,
     RESERVED_NAMES,
@@ -29,10 +29,10 @@ from matrixgen.emit_gitlab import (
     job_script,
     shell_quote,
 )
-from matrixgen.errors import ConfigError, LimitError, RecipeError
-from matrixgen.model import Job, QuarantineMark, Selector, Target
+from matrixgen.engine.errors import ConfigError, LimitError, RecipeError
+from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
+from matrixgen.engine.vocab import System
 from matrixgen.pipeline import generate_from_files
-from matrixgen.vocab import System
 from tests import realvalidators as rv
 from tests.emit_fixtures import (
     HOSTILE,

@@ -15,7 +15,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matrixgen.errors import Severity
+from matrixgen.engine.errors import Severity
 from matrixgen.pipeline import generate, generate_from_files
 
 BUILD = """

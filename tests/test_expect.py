@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matrixgen.diff import (
+from matrixgen.diff.compare import (
     QUARANTINED,
     ChangedJob,
     QuarantineChange,
@@ -14,10 +14,10 @@ from matrixgen.diff import (
     TargetDiff,
     distinct_counts,
 )
-from matrixgen.errors import ExitCode, ExpectationError, UsageError
-from matrixgen.expect import Check, evaluate, parse_rule, parse_rules, require
-from matrixgen.model import Job, QuarantineMark, Selector, Target
-from matrixgen.vocab import System
+from matrixgen.diff.expect import Check, evaluate, parse_rule, parse_rules, require
+from matrixgen.engine.errors import ExitCode, ExpectationError, UsageError
+from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
+from matrixgen.engine.vocab import System
 
 
 def job(test_case: str, scope: str, platform: str = "dgx_h100", **kw: object) -> Job:

@@ -21,15 +21,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import matrixgen.pipeline as pipeline_module
-from matrixgen.emit import GITHUB_MAX_MATRIX_ROWS, EmitSettings
-from matrixgen.emit_github import emit_github
-from matrixgen.errors import UsageError
-from matrixgen.generate import Selections, file_name, generate_all
-from matrixgen.load import read_directory
-from matrixgen.model import Selector, Target
+from matrixgen.emit.common import GITHUB_MAX_MATRIX_ROWS, EmitSettings
+from matrixgen.emit.generate import Selections, file_name, generate_all
+from matrixgen.emit.github import emit_github
+from matrixgen.engine.errors import UsageError
+from matrixgen.engine.load import read_directory
+from matrixgen.engine.model import Selector, Target
+from matrixgen.engine.targets import discover_targets, resolve_targets
+from matrixgen.engine.vocab import System
 from matrixgen.pipeline import Generation, generate_from_files
-from matrixgen.targets import discover_targets, resolve_targets
-from matrixgen.vocab import System
 from tests import realvalidators as rv
 from tests.conftest import megatron_recipes_path, write_tree
 from tests.emit_fixtures import V1_TREE, V2_TREE, tree_files, write_workflows

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from matrixgen import gitsource
-from matrixgen.errors import ExitCode, GitError, UsageError
-from matrixgen.gitsource import Repository, blob_id, check_revision, locate_recipes
+from matrixgen.diff import gitsource
+from matrixgen.diff.gitsource import Repository, blob_id, check_revision, locate_recipes
+from matrixgen.engine.errors import ExitCode, GitError, UsageError
 from tests.gitrepo import GitRepo
 
 RECIPE = "type: basic\nformat_version: 1\nspec: {model: gpt}\n"

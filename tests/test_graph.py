@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.graph import build_graph, spec_needs, target_graph
-from matrixgen.model import Job
+from matrixgen.engine.model import Job, spec_needs
 from matrixgen.pipeline import generate
 from matrixgen.validate import validate
+from matrixgen.views.graph import build_graph, target_graph
 
 CONFIG = """\
 format_version: 2
@@ -325,19 +325,19 @@ def test_output_does_not_depend_on_file_or_block_order(
     gen = generate(root)
     results = []
     for fmt in ("mermaid", "dot", "json"):
-        from matrixgen.graph import render_graph, tree_graph
+        from matrixgen.views.graph import render_graph, tree_graph
 
         results.append(render_graph(tree_graph(gen), fmt))
     reference = tree(project(a=recipe("gpt", cases), b=long))
     gen = generate(reference)
-    from matrixgen.graph import render_graph, tree_graph
+    from matrixgen.views.graph import render_graph, tree_graph
 
     assert results == [render_graph(tree_graph(gen), f) for f in ("mermaid", "dot", "json")]
 
 
 def test_build_graph_marks_quarantined_jobs() -> None:
-    from matrixgen.config import DEFAULT_CONFIG
-    from matrixgen.model import QuarantineMark
+    from matrixgen.engine.config import DEFAULT_CONFIG
+    from matrixgen.engine.model import QuarantineMark
 
     marked = bare_job(
         build="img",
@@ -353,8 +353,8 @@ def test_build_graph_marks_quarantined_jobs() -> None:
     [('say "hi"', 'label="say \\"hi\\""'), ("a\\b", 'label="a\\\\b"')],
 )
 def test_labels_are_escaped(label: str, in_dot: str) -> None:
-    from matrixgen.config import DEFAULT_CONFIG
-    from matrixgen.graph import to_dot, to_mermaid
+    from matrixgen.engine.config import DEFAULT_CONFIG
+    from matrixgen.views.graph import to_dot, to_mermaid
 
     job = bare_job(name=label)
     result = build_graph([job], DEFAULT_CONFIG)

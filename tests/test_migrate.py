@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from matrixgen.model import Selector, Target
+from matrixgen.engine.model import Selector, Target
+from matrixgen.engine.targets import discover_targets
+from matrixgen.engine.vocab import ALL_CADENCES
 from matrixgen.pipeline import Generation, generate
-from matrixgen.targets import discover_targets
-from matrixgen.vocab import ALL_CADENCES
 
 HABITS = """
 type: basic

@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matrixgen.model import Job, Selector, Target
+from matrixgen.engine.model import Job, Selector, Target
+from matrixgen.engine.vocab import QuarantineAction, QuarantineKind, System
 from matrixgen.pipeline import generate
-from matrixgen.quarantine import (
+from matrixgen.quarantine.entries import (
     Entry,
     Match,
     Place,
@@ -25,7 +26,6 @@ from matrixgen.quarantine import (
     resolve_tracker,
     same_tracker,
 )
-from matrixgen.vocab import QuarantineAction, QuarantineKind, System
 
 CONFIG = """
 format_version: 2
@@ -754,8 +754,8 @@ def test_shipped_quarantine_config_section_is_schema_checked(
 def test_the_day_expiry_is_judged_against(monkeypatch) -> None:
     import datetime as dt
 
-    from matrixgen.errors import UsageError
-    from matrixgen.quarantine import TODAY_VARIABLE, current_day
+    from matrixgen.engine.errors import UsageError
+    from matrixgen.quarantine.entries import TODAY_VARIABLE, current_day
 
     monkeypatch.delenv(TODAY_VARIABLE, raising=False)
     assert current_day() == dt.date.today()

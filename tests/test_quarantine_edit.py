@@ -18,8 +18,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.errors import QuarantineError
-from matrixgen.quarantine_edit import (
+from matrixgen.engine.errors import QuarantineError
+from matrixgen.quarantine.edit import (
     delete_entries,
     edit,
     entry_id,
@@ -253,7 +253,7 @@ def test_malformed_file_is_reported_never_overwritten(tmp_path: Path) -> None:
 def test_a_failed_check_leaves_the_file_alone(tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "quarantine.yaml"
     path.write_text(HAND_WRITTEN)
-    import matrixgen.quarantine_edit as qe
+    import matrixgen.quarantine.edit as qe
 
     monkeypatch.setattr(qe, "insert_entries", lambda text, entries: text + "garbage: [\n")
     with pytest.raises(QuarantineError):

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from matrixgen.graph import target_graph
-from matrixgen.pins import image_status
+from matrixgen.engine.targets import discover_targets, resolve_targets
+from matrixgen.engine.vocab import resolve_scope
 from matrixgen.pipeline import Generation, generate
-from matrixgen.quarantine import check_entries
-from matrixgen.stats import compute_stats
-from matrixgen.targets import discover_targets, resolve_targets
+from matrixgen.quarantine.entries import check_entries
 from matrixgen.validate import validate
-from matrixgen.vocab import resolve_scope
+from matrixgen.views.graph import target_graph
+from matrixgen.views.pins import image_status
+from matrixgen.views.stats import compute_stats
 from tests.conftest import SHIPPED_QUARANTINE_DAY
 
 # The commands below run on the shipped tree, whose quarantine entries expire

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from matrixgen.errors import UsageError
-from matrixgen.model import Job, Selector
-from matrixgen.select import matches, select
+from matrixgen.engine.errors import UsageError
+from matrixgen.engine.model import Job, Selector
+from matrixgen.engine.select import matches, select
 
 
 def job(**overrides) -> Job:

@@ -10,10 +10,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from matrixgen.engine.targets import resolve_targets
 from matrixgen.pipeline import generate
-from matrixgen.stats import compute_stats, fleet
-from matrixgen.targets import resolve_targets
 from matrixgen.validate import validate
+from matrixgen.views.stats import compute_stats, fleet
 
 CONFIG = """\
 format_version: 2

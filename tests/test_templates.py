@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matrixgen.templates import TemplateError, placeholders, render
+from matrixgen.engine.templates import TemplateError, placeholders, render
 
 
 def test_render_and_escapes() -> None:

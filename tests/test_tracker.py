@@ -13,8 +13,8 @@ from typing import ClassVar
 
 import pytest
 
-from matrixgen.errors import TrackerError
-from matrixgen.tracker import GitHubTracker, check_trackers, parse_issue_url
+from matrixgen.engine.errors import TrackerError
+from matrixgen.quarantine.tracker import GitHubTracker, check_trackers, parse_issue_url
 from tests.test_quarantine import v2_files
 
 TOKEN = "test-token-123"

@@ -253,7 +253,7 @@ def test_github_annotations_name_files_from_the_workspace(
     ],
 )
 def test_did_you_mean_reads_past_case(typed: str, meant: str) -> None:
-    from matrixgen.errors import did_you_mean
+    from matrixgen.engine.errors import did_you_mean
 
     known = ["dgx_h100", "dgx_gb200", "dgx_gb200_1node", "mr", "mr-slim", "nightly", "L0", "L1"]
     assert did_you_mean(typed, known) == f' (did you mean "{meant}"?)'
@@ -262,7 +262,7 @@ def test_did_you_mean_reads_past_case(typed: str, meant: str) -> None:
 
 def _typos_pairwise(counter: dict[str, int]) -> dict[str, str]:
     """The rule of the typo check, comparing every pair (slow, obviously right)."""
-    from matrixgen.validate import _looks_like_typo
+    from matrixgen.engine.checks import _looks_like_typo
 
     by_use = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
     found = {}
@@ -281,7 +281,7 @@ def _typos_pairwise(counter: dict[str, int]) -> dict[str, str]:
     )
 )
 def test_typo_check_finds_what_comparing_every_pair_finds(counter: dict[str, int]) -> None:
-    from matrixgen.validate import typos
+    from matrixgen.engine.checks import typos
 
     assert typos(counter) == _typos_pairwise(counter)
 
@@ -289,7 +289,7 @@ def test_typo_check_finds_what_comparing_every_pair_finds(counter: dict[str, int
 def test_typo_check_of_many_distinct_values_is_fast() -> None:
     import time
 
-    from matrixgen.validate import typos
+    from matrixgen.engine.checks import typos
 
     counter = {f"platform_{i:05d}": 1 for i in range(20_000)}
     counter["dgx_h100"] = 500

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from matrixgen.errors import Findings
-from matrixgen.yamlio import MAX_EXPANDED_NODES, parse_yaml
+from matrixgen.engine.errors import Findings
+from matrixgen.engine.yamlio import MAX_EXPANDED_NODES, parse_yaml
 
 
 def parse(text: str | bytes) -> tuple[object, Findings]:

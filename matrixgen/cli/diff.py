@@ -1,0 +1,116 @@
+"""`matrixgen diff`: what a branch does to the selection of every target."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from matrixgen.cli.common import TargetNameOption, TargetOption, echo_findings
+
+
+class DiffFormat(StrEnum):
+    TEXT = "text"
+    MARKDOWN = "markdown"
+    JSON = "json"
+
+
+DIFF_HELP = """Per target, the jobs HEAD adds, removes and changes compared with BASE.
+
+BASE and HEAD are git revisions (HEAD: the working tree when left out). The
+recipe trees are read from git objects, not checked out, so this works in a
+dirty working tree and in CI. A revision that starts with "-" is refused.
+
+Targets: --target / --target-name as in the emitters; else every target
+configured on either side; else (trees without config) every
+scope x platform x environment used on either side.
+
+--expect RULE (repeatable) fails the command when the diff is otherwise:
+
+\b
+    RULE    = PATTERN ":" CHECK [[","] CHECK]...
+    PATTERN = SYSTEM/SCOPE[/PLATFORM[/ENVIRONMENT[/CADENCE]]] | TARGET-NAME
+              (globs allowed; a scope matches by name or tier)
+    CHECK   = KIND [OP] COUNT
+    KIND    = + added | - removed | ~ changed | q quarantine changes
+              | = all of them (and target definition changes)
+    OP      = <= >= < > != == (none: exactly)
+
+\b
+    github/L1:+6       exactly six jobs added to GitHub L1
+    gitlab/*:=0        no change at all on GitLab
+    */nightly:-0       nothing removed from nightly
+    github/L0/dgx_h100:+>=1,-0
+
+Counts are of distinct jobs over every target a pattern matches.
+
+\b
+Exit codes: 0 ok (changes or not); 2 usage error (a malformed --expect rule,
+a revision starting with "-"); 3 bad project config on a side; 5 git problem
+(unknown revision, not a repository); 6 an expectation failed or matched no target.
+"""
+
+
+def diff_command(
+    base: Annotated[str, typer.Argument(metavar="BASE", help="The revision to compare against.")],
+    head: Annotated[
+        str | None,
+        typer.Argument(metavar="HEAD", help="The revision to compare (default: the working tree)."),
+    ] = None,
+    # Not cli_common's RecipesOption: a directory inside the repository, which
+    # may exist at one revision only.
+    recipes: Annotated[
+        Path | None,
+        typer.Option(
+            "--recipes",
+            metavar="DIR",
+            help="The recipe tree's directory in the repository (default: recipes/ at its top).",
+        ),
+    ] = None,
+    target: TargetOption = None,
+    target_name: TargetNameOption = None,
+    fmt: Annotated[
+        DiffFormat, typer.Option("--format", help="text, markdown (a PR comment) or json.")
+    ] = DiffFormat.TEXT,
+    expect: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--expect", metavar="RULE", help="An assertion about the diff (see above); repeatable."
+        ),
+    ] = None,
+) -> None:
+    from matrixgen.diff.compare import diff_revisions
+    from matrixgen.diff.expect import evaluate, parse_rules, require
+    from matrixgen.diff.gitsource import check_revision, locate_recipes
+    from matrixgen.diff.render import render
+
+    rules = parse_rules(expect or ())  # a malformed rule stops us before any git work
+    check_revision(base)
+    if head is not None:
+        check_revision(head)
+    repo, path = locate_recipes(recipes)
+    result, sides = diff_revisions(
+        repo, path, base, head, specs=target or (), names=target_name or ()
+    )
+    for side in sides:
+        if side.errors:
+            typer.echo(
+                f"matrixgen: {side.label}: {len(side.errors)} error(s) in the recipe tree:",
+                err=True,
+            )
+            echo_findings(side.errors)
+    for note in result.notes:
+        typer.echo(f"matrixgen: note: {note}", err=True)
+    typer.echo(render(result, fmt.value), nl=False)
+    if rules:
+        outcomes = evaluate(rules, result)
+        for outcome in outcomes:
+            if outcome.ok:
+                typer.echo(f"matrixgen: {outcome}", err=True)
+        require(outcomes, result)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("diff", help=DIFF_HELP)(diff_command)

@@ -1,0 +1,242 @@
+"""Commands that write what CI reads: `github`, `gitlab` and `generate`.
+
+Imported at start-up by matrixgen.cli.main: everything heavy is imported inside the
+commands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from matrixgen.cli.common import (
+    RecipesOption,
+    TableOrJson,
+    TargetNameOption,
+    TargetOption,
+    echo_json,
+    load_valid,
+)
+from matrixgen.engine.vocab import System
+from matrixgen.views.table import table
+
+if TYPE_CHECKING:
+    from matrixgen.engine.model import Target
+    from matrixgen.pipeline import Generation
+
+
+LauncherOption = Annotated[
+    str | None,
+    typer.Option(
+        "--launcher",
+        metavar="COMMAND",
+        help="Command every GitLab job runs instead of the configured launcher "
+        "(e.g. 'echo' for a dry run).",
+    ),
+]
+
+
+def _names_system(spec: str) -> bool:
+    return any(part.partition("=")[0].strip() == "system" for part in spec.split(","))
+
+
+def _check_ad_hoc(generation: Generation, targets: list[Target]) -> None:
+    """`--target` values checked like a configured target's (see check_ad_hoc_target)."""
+    from matrixgen.emit.common import check_ad_hoc_target
+
+    config = generation.tree.config
+    for target in targets:
+        if config.target(target.name) is target:
+            continue  # configured: the config's own checks ran
+        for warning in check_ad_hoc_target(target, [(config, generation.jobs)]):
+            typer.echo(f"matrixgen: warning: {warning}", err=True)
+
+
+def _one_target(
+    generation: Generation, system: System, specs: list[str] | None, names: list[str] | None
+) -> Target:
+    """The single target a `github` or `gitlab` command emits; system defaults to the command's."""
+    from matrixgen.engine.errors import UsageError
+    from matrixgen.engine.targets import resolve_targets
+
+    specs = [s if _names_system(s) else f"system={system.value},{s}" for s in specs or ()]
+    if not specs and not names:
+        raise UsageError(
+            f"`{system.value}` needs a target: --target scope=...,platform=...,environment=... "
+            "or --target-name NAME (`generate` emits every target)"
+        )
+    targets = resolve_targets(
+        generation.tree.config, generation.jobs, specs=specs, names=list(names or ())
+    )
+    if len(targets) != 1:
+        raise UsageError(
+            f"`{system.value}` emits one target at a time; got {len(targets)} "
+            "(`generate` emits several)"
+        )
+    target = targets[0]
+    _check_ad_hoc(generation, targets)
+    if target.system is not system:
+        raise UsageError(
+            f'target "{target.name}" is a {target.system.value} target; '
+            f"use `matrixgen {target.system.value}` or `matrixgen generate`"
+        )
+    return target
+
+
+def _write_text(path: Path, text: str) -> None:
+    from matrixgen.engine.errors import UsageError
+
+    blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:  # mkdir would say "File exists"
+        raise UsageError(f"cannot write {path}: {blocking} is a file, not a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8", newline="\n")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def github(
+    target: TargetOption = None,
+    target_name: TargetNameOption = None,
+    recipes: RecipesOption = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", help="Write the JSON here instead of stdout.")
+    ] = None,
+    github_output: Annotated[
+        bool,
+        typer.Option(
+            "--github-output",
+            help="Append outputs shards, matrix (and matrix-1...) to $GITHUB_OUTPUT.",
+        ),
+    ] = False,
+) -> None:
+    """GitHub Actions matrix JSON of one target, for strategy.matrix via fromJSON.
+
+    Past 256 rows (or 1 MB) the rows are split into shards:
+    {"shards": N, "matrices": [{"include": [...]}, ...]}; never a job dropped.
+    Exit 1: the tree has errors (see validate); 2: usage error; 3: bad project
+    config; 4: a GitHub limit cannot be met.
+    """
+    from matrixgen.emit.common import resolve_settings
+    from matrixgen.emit.github import emit_github, write_github_output
+    from matrixgen.engine.errors import UsageError
+
+    if output is not None and github_output:
+        raise UsageError("give --output or --github-output, not both")
+    generation = load_valid(recipes)
+    chosen = _one_target(generation, System.GITHUB, target, target_name)
+    jobs = generation.jobs_for(chosen)
+    settings = resolve_settings(chosen, generation.tree.config, jobs)
+    matrix = emit_github(jobs, settings)
+    if github_output:
+        path = write_github_output(matrix)
+        typer.echo(
+            f"{chosen.name}: {len(matrix.rows)} job(s) in {len(matrix.shards)} shard(s) -> {path}",
+            err=True,
+        )
+    elif output is not None:
+        _write_text(output, matrix.text())
+        typer.echo(f"{chosen.name}: {len(matrix.rows)} job(s) -> {output}", err=True)
+    else:
+        typer.echo(matrix.text(), nl=False)
+
+
+def gitlab(
+    target: TargetOption = None,
+    target_name: TargetNameOption = None,
+    recipes: RecipesOption = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", help="Write the YAML here instead of stdout.")
+    ] = None,
+    launcher: LauncherOption = None,
+) -> None:
+    """GitLab child pipeline YAML of one target, for trigger: include: artifact.
+
+    Exit 1: the tree has errors (see validate); 2: usage error; 3: bad project
+    config; 4: a GitLab limit cannot be met (job name collision or length,
+    child pipeline over 5 MB).
+    """
+    from matrixgen.emit.common import resolve_settings
+    from matrixgen.emit.gitlab import emit_gitlab
+
+    generation = load_valid(recipes)
+    chosen = _one_target(generation, System.GITLAB, target, target_name)
+    jobs = generation.jobs_for(chosen)
+    settings = resolve_settings(chosen, generation.tree.config, jobs, launcher=launcher)
+    pipeline = emit_gitlab(jobs, settings)
+    if output is not None:
+        _write_text(output, pipeline.text)
+        typer.echo(f"{chosen.name}: {len(pipeline.job_names)} job(s) -> {output}", err=True)
+    else:
+        typer.echo(pipeline.text, nl=False)
+
+
+def generate(
+    target: TargetOption = None,
+    target_name: TargetNameOption = None,
+    recipes: RecipesOption = None,
+    out: Annotated[
+        Path, typer.Option("--out", help="Directory for one file per target.", file_okay=False)
+    ] = Path("out"),
+    fmt: Annotated[TableOrJson, typer.Option("--format", help="The summary's format.")] = (
+        TableOrJson.TABLE
+    ),
+    launcher: LauncherOption = None,
+) -> None:
+    """Every target (configured, given, or for a tree without config every
+    scope x platform x environment it uses): one file each in --out
+    (<target>.json for GitHub, <target>.yml for GitLab), and a summary.
+
+    The tree is loaded, expanded and validated once. Exit 1: the tree has errors
+    (see validate); 2: usage error; 3: bad project config; 4: a CI limit cannot
+    be met.
+    """
+    from matrixgen.emit.generate import (
+        generate_all,
+        quarantine_rows,
+        summary,
+        summary_rows,
+        write_outputs,
+    )
+    from matrixgen.engine.targets import resolve_targets
+
+    generation = load_valid(recipes)
+    targets = resolve_targets(
+        generation.tree.config,
+        generation.jobs,
+        specs=list(target or ()),
+        names=list(target_name or ()),
+    )
+    if target:
+        _check_ad_hoc(generation, targets)
+    outputs = generate_all(generation, targets, launcher=launcher)
+    write_outputs(outputs, out)
+    if fmt is TableOrJson.JSON:
+        echo_json(summary(outputs))
+        return
+    rows, headers = summary_rows(outputs)
+    typer.echo(table(rows, headers), nl=False)
+    totals = summary(outputs)
+    platform_rows = [
+        [platform or "-", str(c["targets"]), str(c["jobs"])]
+        for platform, c in totals["platforms"].items()
+    ]
+    typer.echo("")
+    typer.echo(table(platform_rows, ["platform", "targets", "jobs"]), nl=False)
+    marked, marked_headers = quarantine_rows(outputs)
+    if marked:
+        typer.echo("")
+        typer.echo(table(marked, marked_headers), nl=False)
+    typer.echo(
+        f"{totals['total']['targets']} target(s), {totals['total']['jobs']} job(s) -> {out}",
+        err=True,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("github")(github)
+    app.command("gitlab")(gitlab)
+    app.command("generate")(generate)

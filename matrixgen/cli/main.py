@@ -1,0 +1,193 @@
+"""The `matrixgen` command line: a thin layer over the library.
+
+Every command parses its options, calls the pipeline, and prints. Errors a user
+can cause are `MatrixgenError`s: printed as one clear message (with located
+findings), and the process exits with the error's documented code.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from matrixgen.cli.common import RecipesOption, dump, echo_findings, load_valid, recipes_dir
+from matrixgen.engine.errors import ExitCode, MatrixgenError, Severity
+from matrixgen.engine.vocab import OutputFormat
+from matrixgen.views.table import table
+
+app = typer.Typer(
+    name="matrixgen",
+    help="Declarative YAML test recipes -> GitHub Actions matrices and GitLab child pipelines.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+@app.command()
+def validate(
+    recipes: RecipesOption = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Warnings count as problems.")] = False,
+) -> None:
+    """Check a recipe tree: YAML, schema, vocabulary, templates, builds, duplicates.
+
+    Prints every problem as file:line:column. Exit 0: clean; 1: problems found
+    (errors, or warnings with --strict); 2: usage error; 3: bad project config.
+    """
+    from matrixgen.pipeline import generate
+    from matrixgen.validate import validate as run_checks
+
+    generation = generate(recipes_dir(recipes))
+    findings = run_checks(generation.tree, generation.expansion)
+    echo_findings(findings)
+    errors = sum(f.severity is Severity.ERROR for f in findings)
+    warnings = len(findings) - errors
+    files = len(generation.tree.files)
+    typer.echo(
+        f"{files} recipe file(s), {len(generation.jobs)} job(s): "
+        f"{errors} error(s), {warnings} warning(s)",
+        err=True,
+    )
+    if errors or (strict and warnings):
+        raise typer.Exit(ExitCode.FINDINGS)
+
+
+@app.command("list")
+def list_jobs(
+    recipes: RecipesOption = None,
+    scope: Annotated[str | None, typer.Option(help="Scope or tier (legacy names resolve).")] = None,
+    cadence: Annotated[str | None, typer.Option(help="pr, nightly, mergegroup or weekly.")] = None,
+    environment: Annotated[str | None, typer.Option()] = None,
+    platform: Annotated[str | None, typer.Option()] = None,
+    model: Annotated[str | None, typer.Option()] = None,
+    tag: Annotated[str | None, typer.Option()] = None,
+    test_case: Annotated[
+        list[str] | None,
+        typer.Option("--test-case", help="Test case name; repeat or separate with commas."),
+    ] = None,
+    fmt: Annotated[OutputFormat, typer.Option("--format", help="table, json or yaml.")] = (
+        OutputFormat.TABLE
+    ),
+    with_quarantined: Annotated[
+        bool,
+        typer.Option(
+            "--with-quarantined", help="Include the jobs quarantine skips (marked as skipped)."
+        ),
+    ] = False,
+) -> None:
+    """List the jobs a selection gets, after quarantine.
+
+    A quarantined job carries its entry (id, tracker, action, kind); jobs an entry
+    skips are left out unless --with-quarantined. With --scope, entries apply as in
+    the target of that scope's system; without, each job as in its own scope's.
+    """
+    from matrixgen.engine.model import Selector
+
+    cases = tuple(c for given in test_case or () for c in given.split(",") if c)
+    selector = Selector(
+        scope=scope,
+        cadence=cadence,
+        environment=environment,
+        platform=platform,
+        model=model,
+        tag=tag,
+        test_cases=cases,
+    )
+    from matrixgen.engine.select import check_selector, check_selector_values
+
+    check_selector(selector)
+    generation = load_valid(recipes)
+    for warning in check_selector_values(selector, generation.tree.config, generation.jobs):
+        typer.echo(f"matrixgen: warning: {warning}", err=True)
+    chosen = generation.selection(selector)
+    jobs = chosen.with_quarantined if with_quarantined else list(chosen.jobs)
+    if fmt is OutputFormat.TABLE:
+        rows = [
+            [
+                j.model,
+                j.test_case,
+                j.tag or "",
+                j.environment,
+                j.platform,
+                j.scope or "",
+                ",".join(j.cadence),
+                str(j.n_repeat),
+                str(j.time_limit),
+            ]
+            for j in jobs
+        ]
+        headers = [
+            "model",
+            "test_case",
+            "tag",
+            "environment",
+            "platform",
+            "scope",
+            "cadence",
+            "n_repeat",
+            "time_limit",
+        ]
+        if any(j.quarantine for j in jobs):
+            headers.append("quarantine")
+            for row, j in zip(rows, jobs, strict=True):
+                q = j.quarantine
+                row.append(f"{q.action} {q.id} ({q.tracker})" if q else "")
+        typer.echo(table(rows, headers), nl=False)
+        skipped = f", {len(chosen.skipped)} skipped by quarantine" if chosen.skipped else ""
+        typer.echo(f"{len(jobs)} job(s){skipped}", err=True)
+    else:
+        typer.echo(dump([j.to_dict() for j in jobs], fmt), nl=False)
+
+
+def _register_extensions() -> None:
+    """Commands of the later stages live next to those stages."""
+    import importlib
+
+    for module in (
+        "matrixgen.cli.emit",
+        "matrixgen.cli.quarantine",
+        "matrixgen.cli.diff",
+        "matrixgen.cli.project",
+    ):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue
+        mod.register(app)
+
+
+_register_extensions()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app, turn every user error into a message and an exit code."""
+    from typer.exceptions import TyperException
+
+    try:
+        # Without standalone mode click returns the code of a typer.Exit.
+        code = app(args=argv, prog_name="matrixgen", standalone_mode=False)
+    except MatrixgenError as exc:
+        typer.echo(f"matrixgen: {exc}" if not exc.findings else str(exc), err=True)
+        return int(exc.exit_code)
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.Abort:
+        typer.echo("matrixgen: aborted", err=True)
+        return 130
+    except TyperException as exc:  # usage errors: bad option, missing argument, ...
+        exc.show()  # type: ignore[attr-defined]
+        return int(getattr(exc, "exit_code", ExitCode.USAGE))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    return code if isinstance(code, int) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""Commands about the project as a whole: `pins`, `graph`, `stats`.
+
+Registered by matrixgen.cli.main at start-up: keep imports of anything heavy inside
+the commands.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from matrixgen.cli.common import (
+    RecipesOption,
+    TableOrJson,
+    TableOrJsonOption,
+    echo_json,
+    load_valid,
+    recipes_dir,
+)
+from matrixgen.engine.errors import ExitCode, UsageError
+from matrixgen.views.table import table
+
+if TYPE_CHECKING:
+    from matrixgen.engine.model import Target
+    from matrixgen.pipeline import Generation
+
+
+class GraphFormat(StrEnum):
+    MERMAID = "mermaid"
+    DOT = "dot"
+    JSON = "json"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def pins(
+        recipes: RecipesOption = None,
+        fmt: TableOrJsonOption = TableOrJson.TABLE,
+    ) -> None:
+        """Show the image pins side by side, and the env and argument pins with
+        the jobs they cover.
+
+        Exit 0: every pin holds; 1: an image drifts or a covered job lacks a pin
+        (`matrixgen validate` says where to fix it); 3: bad project config.
+        """
+        from matrixgen.pipeline import generate
+        from matrixgen.views.pins import pins_report
+
+        generation = generate(recipes_dir(recipes))
+        config = generation.tree.config
+        report = pins_report(config, generation.jobs)
+        bad = [i for i in report["images"] if not i["ok"]] + [
+            p for p in report["pins"] if p["failing_jobs"]
+        ]
+        if fmt is TableOrJson.JSON:
+            echo_json(report)
+        else:
+            if report["images"]:
+                header = "Images"
+                if report["version"]:
+                    header += f" (images.version {report['version']})"
+                rows = [
+                    [
+                        i["name"],
+                        i["system"],
+                        i["environment"] or "*",
+                        i["arch"] or "*",
+                        i["image"],
+                        i["version"] or "?",
+                        "ok" if i["ok"] else f"DRIFT: want {i['expected']}",
+                    ]
+                    for i in report["images"]
+                ]
+                typer.echo(header)
+                typer.echo(
+                    table(rows, ["pin", "system", "env", "arch", "image", "version", "status"]),
+                    nl=False,
+                )
+            else:
+                typer.echo("Images: none pinned (images in the project config)")
+            if report["pins"]:
+                typer.echo("\nEnv and argument pins")
+                rows = []
+                for p in report["pins"]:
+                    what = [f"{k}={v}" for k, v in p["env"].items()]
+                    if p["args"]:
+                        what.append(" ".join(p["args"]))
+                    rows.append(
+                        [
+                            p["name"],
+                            ", ".join(what),
+                            _covers(p),
+                            str(p["covered_jobs"]),
+                            str(p["custom_launcher_jobs"]),
+                            "ok" if not p["failing_jobs"] else f"{p['failing_jobs']} lack it",
+                        ]
+                    )
+                typer.echo(
+                    table(
+                        rows,
+                        ["pin", "value", "covers", "jobs", "custom launcher", "status"],
+                    ),
+                    nl=False,
+                )
+            else:
+                typer.echo("\nEnv and argument pins: none (pins in the project config)")
+        if bad:
+            typer.echo(
+                f"{len(bad)} pin(s) do not hold; `matrixgen validate` shows where to fix them",
+                err=True,
+            )
+            raise typer.Exit(ExitCode.FINDINGS)
+
+    @app.command()
+    def graph(
+        recipes: RecipesOption = None,
+        target: Annotated[
+            str | None,
+            typer.Option(
+                "--target",
+                help="A configured target's name, or system=...,scope=...,platform=...,"
+                "environment=...[,cadence=...]. Default: the whole tree.",
+            ),
+        ] = None,
+        fmt: Annotated[
+            GraphFormat, typer.Option("--format", help="mermaid, dot or json.")
+        ] = GraphFormat.MERMAID,
+    ) -> None:
+        """Print the job graph: build images -> test jobs -> the jobs they need
+        (spec needs, a target's warm-up job, the parent pipeline's job).
+
+        Without --target: every job of the tree, with builds and spec needs.
+        Exit 0: no needs missing and no cycles; 1: some (printed on stderr, and
+        drawn in the graph); 2: unknown target.
+        """
+        from matrixgen.pipeline import generate, require_no_errors
+        from matrixgen.views.graph import render_graph, summary, target_graph, tree_graph
+
+        generation = generate(recipes_dir(recipes))
+        require_no_errors(generation)
+        if target is None:
+            result = tree_graph(generation)
+        else:
+            result = target_graph(generation, _target(target, generation))
+        typer.echo(render_graph(result, fmt.value), nl=False)
+        counts = summary(result)
+        typer.echo(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), err=True)
+        problems = [
+            f"{n.job.name} needs {n.name}, which is no job here ({n.job.recipe})"
+            for n in result.missing
+        ] + [
+            # As validate words it: job names, the loop closed.
+            "cycle: " + " -> ".join(n.split(":", 1)[1] for n in (*c, c[0]))
+            for c in result.cycles
+        ]
+        for line in problems:
+            typer.echo(f"matrixgen: {line}", err=True)
+        if problems:
+            raise typer.Exit(ExitCode.FINDINGS)
+
+    @app.command()
+    def stats(
+        recipes: RecipesOption = None,
+        exclude_platform: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--exclude-platform",
+                help="Leave this platform out (repeatable); added to those with counted: false.",
+            ),
+        ] = None,
+        all_platforms: Annotated[
+            bool,
+            typer.Option(
+                "--all-platforms", help="Count platforms marked counted: false in the config too."
+            ),
+        ] = False,
+        fmt: TableOrJsonOption = TableOrJson.TABLE,
+    ) -> None:
+        """Count jobs per target, pipeline (system/scope), platform, model and
+        quarantine state.
+
+        Targets: the configured ones (a tree without config: every scope x
+        platform x environment it uses). Platforms with `counted: false` are
+        left out unless --all-platforms; --exclude-platform leaves out more.
+        A pipeline counts distinct jobs over its targets; "cases" are the
+        functional ones (every model but unit-tests).
+        """
+        from matrixgen.engine.targets import resolve_targets
+        from matrixgen.views.stats import compute_stats, render_table
+
+        generation = load_valid(recipes)
+        config = generation.tree.config
+        targets = resolve_targets(config, generation.jobs)
+        result = compute_stats(
+            generation, targets, exclude=exclude_platform or (), all_platforms=all_platforms
+        )
+        if fmt is TableOrJson.JSON:
+            echo_json(result.to_dict())
+        else:
+            typer.echo(render_table(result), nl=False)
+
+
+def _covers(pin: dict[str, Any]) -> str:
+    parts = []
+    for key in ("models", "platforms", "environments"):
+        if pin.get(key):
+            parts.append(f"{key} {','.join(pin[key])}")
+    if not parts:
+        parts.append("every job")
+    for key, values in pin.get("exclude", {}).items():
+        parts.append(f"but {key} {','.join(values)}")
+    return "; ".join(parts)
+
+
+def _target(text: str, generation: Generation) -> Target:
+    """A configured target by name, or one given as key=value pairs."""
+    from matrixgen.engine.targets import parse_target
+
+    config = generation.tree.config
+    if "=" in text:
+        from matrixgen.emit.common import check_ad_hoc_target
+
+        target = parse_target(text, config)
+        # Checked like `generate --target`: a typo would draw an empty graph.
+        for warning in check_ad_hoc_target(target, [(config, generation.jobs)]):
+            typer.echo(f"matrixgen: warning: {warning}", err=True)
+        return target
+    found = config.target(text)
+    if found is None:
+        from matrixgen.engine.errors import did_you_mean
+
+        known = [t.name for t in config.targets]
+        hint = did_you_mean(text, known) or (
+            f"; known: {', '.join(known)}" if known else "; this tree configures no targets"
+        )
+        raise UsageError(f'unknown target "{text}"{hint}')
+    return found

@@ -1,0 +1,632 @@
+"""`matrixgen quarantine add/remove/lift/list/audit` and `matrixgen migrate`.
+
+Exit codes: 0 done; 1 audit found stale entries (or the recipes have errors);
+2 a usage error (unknown id, a value no job has, ...); 3 bad project config;
+7 the quarantine file is malformed or cannot be locked or written (it is then
+left as it was); 8 the tracker API answered with an error.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from matrixgen.cli.common import (
+    RecipesOption,
+    TableOrJson,
+    TableOrJsonOption,
+    echo_findings,
+    echo_json,
+    recipes_dir,
+)
+from matrixgen.engine.errors import ExitCode, QuarantineError, UsageError, did_you_mean
+from matrixgen.engine.vocab import QUARANTINE_FILENAME, QuarantineAction, QuarantineKind
+from matrixgen.views.table import table
+
+if TYPE_CHECKING:
+    from matrixgen.engine.config import ProjectConfig
+    from matrixgen.pipeline import Generation
+    from matrixgen.quarantine.entries import Entry, Hit, QuarantineFile
+
+
+def _root(recipes: Path | None) -> Path:
+    root = recipes_dir(recipes)
+    if not root.is_dir():
+        raise UsageError(f"recipe directory not found: {root}")
+    return root
+
+
+def _config(root: Path) -> ProjectConfig:
+    from matrixgen.engine.config import DEFAULT_CONFIG, parse_config
+    from matrixgen.engine.vocab import CONFIG_FILENAME
+
+    path = root / CONFIG_FILENAME
+    if not path.exists():
+        return DEFAULT_CONFIG
+    return parse_config(path.read_bytes(), str(path))
+
+
+def _read(root: Path, config: ProjectConfig) -> QuarantineFile:
+    """The quarantine file, refused when malformed (exit 7)."""
+    from matrixgen.quarantine.edit import read_checked
+    from matrixgen.quarantine.entries import policy
+
+    path = root / QUARANTINE_FILENAME
+    try:
+        return read_checked(path, tracker_base=policy(config).tracker_base)[1]
+    except QuarantineError as exc:
+        if not exc.findings:
+            raise
+        raise QuarantineError(
+            f"{path} has {len(exc.findings)} error(s); fix them first "
+            "(`matrixgen quarantine audit` still lists what it can read)",
+            findings=exc.findings,
+        ) from None
+
+
+def _parse_date(text: str, what: str) -> dt.date:
+    # fromisoformat alone also takes 20270101 and 2027-W01-1: not what the file holds.
+    import re
+
+    try:
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text.strip()):
+            raise ValueError(text)
+        return dt.date.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(f'{what} "{text}" is not a date: write YYYY-MM-DD') from None
+
+
+def _tracker_text(ref: str) -> str:
+    ref = ref.strip()
+    return f"#{ref}" if ref.isdigit() else ref
+
+
+def _place_text(text: str) -> str:
+    """Check one --scope value: `github/L1`, `gitlab/mr`, or a whole system."""
+    system, sep, scope = text.partition("/")
+    if system not in ("github", "gitlab") or (sep and not scope):
+        hint = ""
+        if not sep and system not in ("github", "gitlab"):
+            from matrixgen.engine.targets import default_system
+
+            hint = f" (did you mean {default_system(text).value}/{text}?)"
+        raise UsageError(
+            f'--scope "{text}": write SYSTEM/SCOPE, like github/L1 or gitlab/mr, '
+            f"or a whole system (github, gitlab){hint}"
+        )
+    return text
+
+
+def _generation(root: Path) -> Generation:
+    from matrixgen.engine.errors import RecipeError
+    from matrixgen.pipeline import generate
+
+    generation = generate(root)
+    errors = generation.expansion.errors
+    if errors:
+        raise RecipeError(
+            f"{len(errors)} error(s) in {root}; fix them first (run `matrixgen validate`)",
+            findings=errors,
+        )
+    return generation
+
+
+def _new_entry_message(message: str) -> str:
+    """A finding about the entry being added, without the file's vocabulary."""
+    import re
+
+    message = message.replace('entry "new-entry"', "the entry")
+    return re.sub(r"^entries/0(/|: )", "", message)
+
+
+def _job_line(job: Any) -> str:
+    return f"{job.identity} [{job.scope}]"
+
+
+def _hits_by_target(hits: list[Hit]) -> dict[str, list[Any]]:
+    grouped: dict[str, list[Any]] = {}
+    for hit in hits:
+        grouped.setdefault(hit.target.name, []).append(hit.job)
+    return dict(sorted(grouped.items()))
+
+
+def add(
+    test_case: Annotated[
+        str, typer.Option("--test-case", help="Test case name, or a glob (*, ?, [..]).")
+    ],
+    tracker: Annotated[str, typer.Option(help='Issue URL, or "#N" (resolved by tracker_base).')],
+    kind: Annotated[QuarantineKind, typer.Option(help="Why: the reason taxonomy.")],
+    action: Annotated[QuarantineAction, typer.Option(help="skip, allow-failure or deselect.")],
+    owner: Annotated[str, typer.Option(help="Who lifts it: a person or a team.")],
+    reason: Annotated[str, typer.Option(help="One line: what fails and how.")],
+    recipes: RecipesOption = None,
+    platform: Annotated[
+        list[str] | None, typer.Option("--platform", help="Only on these platforms.")
+    ] = None,
+    environment: Annotated[
+        list[str] | None, typer.Option("--environment", help="Only in these environments.")
+    ] = None,
+    scope: Annotated[
+        list[str] | None,
+        typer.Option("--scope", help="SYSTEM/SCOPE, like github/L1 or gitlab/mr (default: all)."),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Only this model's test case.")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="Only these tags.")] = None,
+    node_id: Annotated[
+        list[str] | None, typer.Option("--node-id", help="pytest node id to deselect.")
+    ] = None,
+    expires: Annotated[
+        str | None, typer.Option(help="YYYY-MM-DD (default: today + default_expiry_days).")
+    ] = None,
+    entry_id: Annotated[str | None, typer.Option("--id", help="Entry id (default: derived).")] = (
+        None
+    ),
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what it would affect; write nothing.")
+    ] = False,
+    fmt: TableOrJsonOption = TableOrJson.TABLE,
+) -> None:
+    """Quarantine a test case: prints the jobs it affects per target, then the entry id."""
+    from matrixgen.engine.targets import resolve_targets
+    from matrixgen.quarantine.edit import edit, unique_id
+    from matrixgen.quarantine.edit import entry_id as derive_id
+    from matrixgen.quarantine.entries import current_day, entry_from_mapping, entry_hits, policy
+
+    root = _root(recipes)
+    generation = _generation(root)
+    config = generation.tree.config
+    pol = policy(config)
+    if generation.quarantine.errors:
+        raise QuarantineError(
+            f"{generation.quarantine.path} has errors; fix them first, the file was not changed",
+            findings=generation.quarantine.errors,
+        )
+    today = current_day()
+    until = (
+        _parse_date(expires, "--expires")
+        if expires
+        else today + dt.timedelta(days=pol.default_expiry_days)
+    )
+    if until < today:
+        raise UsageError(f"--expires {until} is in the past")
+    if action is QuarantineAction.DESELECT and not node_id:
+        raise UsageError("--action deselect needs at least one --node-id")
+    if node_id and action is not QuarantineAction.DESELECT:
+        raise UsageError("--node-id only goes with --action deselect")
+    match: dict[str, Any] = {"test_case": test_case}
+    if model:
+        match["model"] = model
+    for key, values in (("platforms", platform), ("environments", environment), ("tags", tag)):
+        if values:
+            match[key] = sorted(dict.fromkeys(values))
+    data: dict[str, Any] = {
+        "tracker": _tracker_text(tracker),
+        "kind": kind.value,
+        "action": action.value,
+        "match": match,
+        "where": sorted(dict.fromkeys(_place_text(s) for s in scope or ())),
+        "node_ids": list(dict.fromkeys(node_id or ())),
+        "owner": owner.strip(),
+        "added": today,
+        "expires": until,
+        "reason": reason.strip(),
+    }
+    data = {k: v for k, v in data.items() if v not in ([], "")}
+    entry, findings = entry_from_mapping(
+        {"id": entry_id or "new-entry", **data}, tracker_base=pol.tracker_base
+    )
+    if entry is None or findings:
+        raise UsageError(
+            "the entry is not valid: "
+            + ("; ".join(_new_entry_message(f.message) for f in findings) or "invalid")
+        )
+    jobs = generation.jobs
+    targets = resolve_targets(config, jobs)
+    from matrixgen.quarantine.entries import QuarantineFile, check_entries
+
+    problems = [
+        f
+        for f in check_entries(
+            QuarantineFile(path="new entry", present=True, entries=(entry,)), jobs, targets, config
+        )
+        if f.code in ("quarantine-unknown", "quarantine-matches-nothing")
+    ]
+    if problems:
+        raise UsageError("; ".join(_new_entry_message(f.message) for f in problems))
+    hits = entry_hits(jobs, [entry], targets)[entry.id]
+    grouped = _hits_by_target(hits)
+    _note_overlaps(hits, generation.quarantine.entries, {j.test_case for j in jobs})
+    if entry.tracker_url is None:
+        typer.echo(
+            f"note: {entry.tracker} cannot be linked: "
+            "set quarantine.tracker_base in matrixgen.yaml",
+            err=True,
+        )
+
+    chosen: dict[str, str] = {}
+
+    def change(qfile: QuarantineFile) -> tuple[list[dict[str, Any]], list[int]]:
+        taken = {e.id for e in qfile.entries}
+        if entry_id:
+            if entry_id in taken:
+                raise UsageError(f'an entry with id "{entry_id}" exists already')
+            chosen["id"] = entry_id
+        else:
+            wanted = derive_id(data)
+            existing = qfile.by_id(wanted)
+            if existing is not None:
+                raise UsageError(
+                    f'entry "{wanted}" quarantines the same jobs with the same tracker already'
+                )
+            chosen["id"] = unique_id(wanted, taken)
+        return [{"id": chosen["id"], **data}], []
+
+    path = root / QUARANTINE_FILENAME
+    edit(path, change, tracker_base=pol.tracker_base, dry_run=dry_run)
+    if fmt is TableOrJson.JSON:
+        echo_json(
+            {
+                "id": chosen["id"],
+                "written": not dry_run,
+                "file": str(path),
+                "entry": {**entry.to_dict(), "id": chosen["id"]},
+                "targets": [
+                    {"target": name, "jobs": [j.to_dict() for j in jobs]}
+                    for name, jobs in grouped.items()
+                ],
+            }
+        )
+    else:
+        verb = {"skip": "skips", "allow-failure": "lets fail", "deselect": "deselects in"}[
+            action.value
+        ]
+        for name, target_jobs in grouped.items():
+            typer.echo(f"{name}: {verb} {len(target_jobs)} job(s)")
+            for job in target_jobs:
+                typer.echo(f"  {_job_line(job)}")
+        typer.echo(chosen["id"])
+    done = "dry run: nothing written to" if dry_run else "added to"
+    typer.echo(
+        f"entry {chosen['id']} ({len(hits)} job(s) in {len(grouped)} target(s)) {done} {path}",
+        err=True,
+    )
+
+
+def _note_overlaps(hits: list[Hit], existing: Sequence[Entry], known: set[str]) -> None:
+    """Say which existing entries already apply to jobs the new entry affects:
+    the strongest action decides, so the new entry may change nothing there."""
+    from matrixgen.quarantine.entries import applying_entries
+
+    already: dict[str, int] = {}
+    for hit in hits:
+        for other in applying_entries(hit.job, existing, hit.target, known):
+            already[other.id] = already.get(other.id, 0) + 1
+    for other_id, count in sorted(already.items()):
+        typer.echo(
+            f"note: entry {other_id} already applies to {count} of these job(s) in their "
+            "target(s); where two entries apply, skip beats allow-failure beats deselect",
+            err=True,
+        )
+
+
+def remove(
+    entry_id: Annotated[str, typer.Argument(metavar="ID", help="The entry to remove.")],
+    recipes: RecipesOption = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing.")] = False,
+) -> None:
+    """Remove one entry by id."""
+    from matrixgen.quarantine.edit import edit
+    from matrixgen.quarantine.entries import policy
+
+    root = _root(recipes)
+    base = policy(_config(root)).tracker_base
+
+    def change(qfile: QuarantineFile) -> tuple[list[dict[str, Any]], list[int]]:
+        entry = qfile.by_id(entry_id)
+        if entry is None:
+            known = [e.id for e in qfile.entries]
+            raise UsageError(
+                f'no quarantine entry has id "{entry_id}"{did_you_mean(entry_id, known)}'
+            )
+        return [], [entry.index]
+
+    path = root / QUARANTINE_FILENAME
+    if not path.exists():
+        raise UsageError(f"{path} does not exist: there is nothing to remove")
+    edit(path, change, tracker_base=base, dry_run=dry_run)
+    typer.echo(entry_id)
+    typer.echo(f"{'would remove' if dry_run else 'removed'} entry {entry_id} from {path}", err=True)
+
+
+def lift(
+    tracker: Annotated[str, typer.Option(help='The tracker: URL, "#N" or N.')],
+    recipes: RecipesOption = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing.")] = False,
+) -> None:
+    """Remove every entry of one tracker (it was resolved): prints their ids."""
+    from matrixgen.quarantine.edit import edit
+    from matrixgen.quarantine.entries import entries_tracked_by, policy
+
+    root = _root(recipes)
+    base = policy(_config(root)).tracker_base
+    ref = _tracker_text(tracker)
+    lifted: list[Entry] = []
+
+    def change(qfile: QuarantineFile) -> tuple[list[dict[str, Any]], list[int]]:
+        try:
+            found = entries_tracked_by(qfile.entries, ref, base)
+        except ValueError as exc:
+            raise UsageError(f"{exc}; give the URL") from None
+        if not found:
+            trackers = sorted({e.tracker for e in qfile.entries})
+            raise UsageError(
+                f"no quarantine entry is tracked by {ref}{did_you_mean(ref, trackers)}"
+            )
+        lifted.extend(found)
+        return [], [e.index for e in found]
+
+    path = root / QUARANTINE_FILENAME
+    if not path.exists():
+        raise UsageError(f"{path} does not exist: there is nothing to lift")
+    edit(path, change, tracker_base=base, dry_run=dry_run)
+    for entry in lifted:
+        typer.echo(entry.id)
+    verb = "would lift" if dry_run else "lifted"
+    typer.echo(f"{verb} {len(lifted)} entr{'y' if len(lifted) == 1 else 'ies'} of {ref}", err=True)
+
+
+def list_entries(
+    recipes: RecipesOption = None,
+    fmt: TableOrJsonOption = TableOrJson.TABLE,
+) -> None:
+    """List the entries of the quarantine file."""
+    root = _root(recipes)
+    qfile = _read(root, _config(root))
+    if fmt is TableOrJson.JSON:
+        echo_json([e.to_dict() for e in qfile.entries])
+        return
+    rows = [
+        [
+            e.id,
+            e.action.value,
+            e.kind.value,
+            e.tracker_ref,
+            e.match.test_case,
+            ",".join(e.where_text) or "everywhere",
+            e.owner,
+            e.expires.isoformat() if e.expires else "",
+        ]
+        for e in qfile.entries
+    ]
+    headers = ["id", "action", "kind", "tracker", "test_case", "where", "owner", "expires"]
+    typer.echo(table(rows, headers), nl=False)
+    typer.echo(f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'}", err=True)
+
+
+def audit(
+    recipes: RecipesOption = None,
+    days: Annotated[int, typer.Option(help="Report entries expiring within this many days.")] = 14,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="GITHUB_TOKEN", show_envvar=True, help="GitHub token for tracker state."
+        ),
+    ] = None,
+    api_url: Annotated[
+        str | None, typer.Option(help="GitHub API root (default: config, else api.github.com).")
+    ] = None,
+    tracker_base: Annotated[
+        str | None, typer.Option(help="Where #N points (default: quarantine.tracker_base).")
+    ] = None,
+    fmt: TableOrJsonOption = TableOrJson.TABLE,
+) -> None:
+    """Expired, expiring, ownerless, matching nothing, tracker closed. Exit 1 when
+    anything but "expiring" is found; 8 when the tracker API fails (after listing
+    what was found without it)."""
+    from dataclasses import replace
+
+    from matrixgen.engine.targets import resolve_targets
+    from matrixgen.quarantine.entries import (
+        FAILING_PROBLEMS,
+        QuarantineFile,
+        audit_entries,
+        current_day,
+        entry_hits,
+        policy,
+        resolve_tracker,
+    )
+    from matrixgen.quarantine.tracker import check_trackers
+
+    if days < 0:
+        raise UsageError("--days must be 0 or more")
+    root = _root(recipes)
+    generation = _generation(root)
+    config = generation.tree.config
+    pol = policy(config)
+    qfile = generation.quarantine
+    if qfile.findings:
+        echo_findings(qfile.findings)
+    if qfile.present and qfile.document is None and qfile.errors:
+        raise QuarantineError(f"{qfile.path} cannot be read", findings=qfile.errors)
+    entries = qfile.entries
+    base = tracker_base or pol.tracker_base
+    if tracker_base:
+        entries = tuple(
+            replace(e, tracker_url=e.tracker_url or resolve_tracker(e.tracker, base))
+            for e in entries
+        )
+        qfile = QuarantineFile(
+            path=qfile.path, present=True, entries=entries, document=qfile.document
+        )
+    targets = resolve_targets(config, generation.jobs)
+    hits = entry_hits(generation.jobs, entries, targets)
+    report = check_trackers(
+        [(e.id, e.tracker_url) for e in entries if e.tracker],
+        token=token,
+        api_url=api_url or pol.api_url,
+    )
+    items = audit_entries(qfile, hits, today=current_day(), days=days, tracker_states=report.states)
+    if fmt is TableOrJson.JSON:
+        echo_json(
+            {
+                "items": [i.to_dict() for i in items],
+                "tracker_states": dict(sorted(report.states.items())),
+                "not_checked": dict(sorted(report.unchecked.items())),
+                "tracker_error": report.error,
+            }
+        )
+    else:
+        rows = [[i.entry_id, i.problem, i.tracker, i.detail] for i in items]
+        typer.echo(table(rows, ["id", "problem", "tracker", "detail"]), nl=False)
+    if report.unchecked:
+        reasons: dict[str, int] = {}
+        for reason in report.unchecked.values():
+            reasons[reason] = reasons.get(reason, 0) + 1
+        for reason, count in sorted(reasons.items()):
+            typer.echo(
+                f"tracker state NOT checked for {count} entr{'y' if count == 1 else 'ies'}: "
+                f"{reason}; a closed tracker there is not reported",
+                err=True,
+            )
+    checked = len(report.states)
+    failing = [i for i in items if i.problem in FAILING_PROBLEMS]
+    if len(entries) == 1:
+        counted = f"1 entry ({'its tracker' if checked else 'tracker not'} checked)"
+    else:
+        counted = f"{len(entries)} entries ({checked} of their trackers checked)"
+    typer.echo(
+        f"{counted}: {len(failing)} problem(s), {len(items) - len(failing)} expiring soon",
+        err=True,
+    )
+    if report.error is not None:
+        from matrixgen.engine.errors import TrackerError
+
+        raise TrackerError(report.error)
+    if failing:
+        raise typer.Exit(ExitCode.FINDINGS)
+
+
+def migrate(
+    recipes: RecipesOption = None,
+    write: Annotated[bool, typer.Option("--write", help="Apply the edits and add the entries.")] = (
+        False
+    ),
+    default_tracker: Annotated[
+        str | None,
+        typer.Option(help="Tracker for habits whose comments name none (an umbrella issue)."),
+    ] = None,
+    owner: Annotated[
+        str | None, typer.Option(help="Owner of the entries (default: the file's maintainers).")
+    ] = None,
+    expires: Annotated[
+        str | None, typer.Option(help="YYYY-MM-DD (default: today + default_expiry_days).")
+    ] = None,
+    fmt: Annotated[TableOrJson, typer.Option("--format", help="table (text) or json.")] = (
+        TableOrJson.TABLE
+    ),
+) -> None:
+    """Turn Megatron-LM quarantine habits (scopes *-broken, *-temp-disabled, flaky,
+    commented-out rows naming a tracker) into quarantine entries, keeping every
+    real target's selection. Prints the plan; --write applies it."""
+    import difflib
+
+    from matrixgen.migrate import plan_migration, write_migration
+    from matrixgen.quarantine.edit import render_entry
+    from matrixgen.quarantine.entries import current_day
+
+    root = _root(recipes)
+    until = _parse_date(expires, "--expires") if expires else None
+    # Said once here, rather than as a reason on every habit left alone.
+    if until is not None and until < current_day():
+        raise UsageError(f"--expires {until} is in the past")
+    if default_tracker is not None:
+        from matrixgen.quarantine.entries import resolve_tracker
+
+        ref = _tracker_text(default_tracker)
+        if resolve_tracker(ref, "https://tracker.invalid/") is None:  # "#N" or a URL
+            raise UsageError(f'--default-tracker "{default_tracker}": give an issue URL, N or #N')
+    migration = plan_migration(
+        root,
+        default_tracker=_tracker_text(default_tracker) if default_tracker else None,
+        owner=owner,
+        expires=until,
+    )
+    summary = migration.summary()
+    if fmt is TableOrJson.JSON:
+        echo_json(
+            {
+                "entries": [
+                    {
+                        **{
+                            k: (v.isoformat() if isinstance(v, dt.date) else v)
+                            for k, v in e.items()
+                        },
+                        "from": c.describe,
+                        "habit": c.habit,
+                    }
+                    for c, es in migration.changes
+                    for e in es
+                ],
+                "edits": [c.describe for c, _ in migration.changes],
+                "left_alone": [x.to_dict() for x in migration.left_alone],
+                "summary": summary,
+                "written": write,
+            }
+        )
+    else:
+        typer.echo(
+            f"# {len(migration.entries)} quarantine entries for {root / QUARANTINE_FILENAME}"
+        )
+        for candidate, entries in migration.changes:
+            typer.echo(f"# from {candidate.describe} ({candidate.habit})")
+            for entry in entries:
+                typer.echo(render_entry(entry, 0, 2, "\n"), nl=False)
+        typer.echo(f"\n# recipe edits ({len(migration.changed_files)} file(s))")
+        for rel in migration.changed_files:
+            before = migration.files_before[rel].decode("utf-8-sig").splitlines()
+            after = migration.files_after[rel].decode("utf-8-sig").splitlines()
+            for line in difflib.unified_diff(
+                before, after, f"a/{rel}", f"b/{rel}", lineterm="", n=0
+            ):
+                typer.echo(line)
+        if migration.left_alone:
+            typer.echo(f"\n# left as they are ({len(migration.left_alone)})")
+            for item in migration.left_alone:
+                typer.echo(f"# {item}")
+    habits = ", ".join(f"{n} from {h}" for h, n in summary["entries_by_habit"].items()) or "none"
+    typer.echo(
+        f"{summary['entries']} entries ({habits}); {len(migration.left_alone)} habit(s) left as "
+        f"they are; {summary['commented_out_without_tracker']} commented-out row(s) name no "
+        "tracker (not quarantines, untouched)",
+        err=True,
+    )
+    if write:
+        write_migration(migration)
+        typer.echo(
+            f"wrote {len(migration.entries)} entries and {len(migration.changed_files)} recipe "
+            "file(s); every real target selects the same jobs as before",
+            err=True,
+        )
+    else:
+        typer.echo("nothing written (pass --write to apply)", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    group = typer.Typer(
+        name="quarantine",
+        help="Tracker-linked quarantine entries: add, remove, lift, list, audit.",
+        no_args_is_help=True,
+        add_completion=False,
+        rich_markup_mode=None,
+    )
+    group.command("add")(add)
+    group.command("remove")(remove)
+    group.command("lift")(lift)
+    group.command("list")(list_entries)
+    group.command("audit")(audit)
+    app.add_typer(group, name="quarantine")
+    app.command("migrate")(migrate)

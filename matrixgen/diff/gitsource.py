@@ -1,0 +1,316 @@
+"""Read a recipe tree from a git revision without a checkout.
+
+`matrixgen diff` compares two revisions of a tree in a dirty working copy or a CI
+clone, so nothing here touches the index, HEAD or the working tree: the listing
+comes from `git ls-tree -r -z` and the contents from one `git cat-file --batch`
+process per tree. The working tree itself is read from disk.
+
+Every file comes with its git blob id (for the working tree, the id git would
+give it), so parsed and expanded results can be reused by content.
+
+Safety: a revision string is never handed to git where it could be read as an
+option. Strings starting with `-` are refused, and the rest go after
+`--end-of-options` into `git rev-parse --verify --quiet REV^{commit}`; every
+later git call names the resolved commit id (hex digits) only.
+
+A recipe directory that does not exist at a revision is an empty tree there
+(`TreeSource.present` is False, and the caller says so); a path that is a file
+there is an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from matrixgen.engine.errors import GitError, UsageError, did_you_mean
+
+WORKTREE = "worktree"
+RECIPE_SUFFIXES = (".yaml", ".yml")
+
+# Modes of `git ls-tree` entries.
+_MODE_FILES = frozenset({"100644", "100755"})
+_MODE_SYMLINK = "120000"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TreeSource:
+    """One side of a diff: the files of a recipe tree at a revision."""
+
+    revision: str  # as the user gave it, or "worktree"
+    commit: str | None  # full commit id; None for the working tree
+    path: str  # the tree's directory relative to the repository top ("" = the top)
+    files: Mapping[str, bytes]
+    blob_ids: Mapping[str, str]
+    present: bool = True  # False: the directory does not exist at this revision
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def ref(self) -> str:
+        """The full commit id, or "worktree"."""
+        return self.commit or WORKTREE
+
+    @property
+    def label(self) -> str:
+        """How messages name this side: a short commit id, or "worktree"."""
+        return self.commit[:12] if self.commit else WORKTREE
+
+
+def blob_id(data: bytes, object_format: str = "sha1") -> str:
+    """The id git gives a blob with these bytes (`git hash-object`)."""
+    digest = hashlib.new(object_format)
+    digest.update(b"blob %d\0" % len(data))
+    digest.update(data)
+    return digest.hexdigest()
+
+
+def check_revision(revision: str) -> None:
+    """Refuse revision strings git could read as something other than a revision."""
+    if not revision or not revision.strip():
+        raise UsageError("a revision must not be empty")
+    if revision.startswith("-"):
+        raise UsageError(
+            f'revision "{revision}" starts with "-": refused, git would read it as an option'
+        )
+    if any(ch in revision for ch in "\0\n\r"):
+        raise UsageError(f"revision {revision!r} contains a control character")
+
+
+class Repository:
+    """A git repository with a working tree, found from a directory inside it."""
+
+    def __init__(self, top: Path) -> None:
+        self.top = top
+        self._object_format: str | None = None
+
+    @classmethod
+    def discover(cls, start: Path) -> Repository:
+        """The repository that contains `start` (a directory)."""
+        result = _run_git(["rev-parse", "--show-toplevel"], cwd=start, check=False)
+        top = result.stdout.decode("utf-8", "replace").strip()
+        if result.returncode != 0 or not top:
+            raise GitError(
+                f"{start} is not inside a git repository with a working tree "
+                "(matrixgen diff reads revisions from git)"
+            )
+        return cls(Path(top))
+
+    def git(self, args: Sequence[str], *, stdin: bytes | None = None) -> bytes:
+        """Run git in this repository; a failure is a GitError with git's own words."""
+        result = _run_git(args, cwd=self.top, stdin=stdin, check=False)
+        if result.returncode != 0:
+            words = result.stderr.decode("utf-8", "replace").strip().splitlines()
+            detail = words[-1] if words else f"exit status {result.returncode}"
+            raise GitError(f"git {args[0]} failed: {detail}")
+        return result.stdout
+
+    @property
+    def object_format(self) -> str:
+        if self._object_format is None:
+            out = _run_git(["rev-parse", "--show-object-format"], cwd=self.top, check=False)
+            text = out.stdout.decode().strip()
+            self._object_format = text if out.returncode == 0 and text else "sha1"
+        return self._object_format
+
+    def resolve(self, revision: str) -> str:
+        """The full id of the commit a revision names; GitError when there is none."""
+        check_revision(revision)
+        result = _run_git(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"],
+            cwd=self.top,
+            check=False,
+        )
+        commit = result.stdout.decode().strip()
+        if result.returncode == 0 and commit:
+            return commit
+        raise GitError(self._unknown_revision_message(revision))
+
+    def _unknown_revision_message(self, revision: str) -> str:
+        if not self.has_commits():
+            return (
+                f'unknown revision "{revision}": the git repository at {self.top} has no '
+                "commits yet (commit the recipe tree first; the working tree is the head)"
+            )
+        # The revision itself may be a known name that does not resolve to a commit
+        # (HEAD of an orphan branch): never suggest it back.
+        refs = [name for name in self.ref_names() if name != revision]
+        message = f'unknown revision "{revision}"{did_you_mean(revision, refs)}'
+        message += f" in the git repository at {self.top}"
+        shallow = _run_git(["rev-parse", "--is-shallow-repository"], cwd=self.top, check=False)
+        if shallow.stdout.strip() == b"true":
+            message += (
+                "; this clone is shallow: fetch the base first "
+                "(for example `git fetch --depth=1 origin main`)"
+            )
+        return message
+
+    def has_commits(self) -> bool:
+        """Whether any commit is reachable from a ref or HEAD (a fresh `git init` has none)."""
+        result = _run_git(["rev-list", "-n", "1", "--all"], cwd=self.top, check=False)
+        return result.returncode == 0 and bool(result.stdout.strip())
+
+    def ref_names(self) -> list[str]:
+        """Short names of branches, tags and remote branches, for "did you mean"."""
+        result = _run_git(
+            [
+                "for-each-ref",
+                "--format=%(refname:short)",
+                "refs/heads",
+                "refs/tags",
+                "refs/remotes",
+            ],
+            cwd=self.top,
+            check=False,
+        )
+        names = result.stdout.decode("utf-8", "replace").split()
+        return sorted({*names, "HEAD"})
+
+    def read_revision(self, revision: str, path: str) -> TreeSource:
+        """The recipe tree at `path` (relative to the top) in a commit."""
+        commit = self.resolve(revision)
+        spec = f"{commit}:{path}" if path else f"{commit}^{{tree}}"
+        kind = _run_git(["cat-file", "-t", "--end-of-options", spec], cwd=self.top, check=False)
+        kind_text = kind.stdout.decode().strip()
+        if kind.returncode != 0 or not kind_text:
+            return TreeSource(
+                revision=revision, commit=commit, path=path, files={}, blob_ids={}, present=False
+            )
+        if kind_text != "tree":
+            what = "file" if kind_text == "blob" else kind_text  # "commit": a submodule
+            raise GitError(f'"{path}" is a {what}, not a directory, at {revision} ({commit[:12]})')
+        listing = self.git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", spec])
+        files, blobs, notes = self._read_listing(listing, revision)
+        return TreeSource(
+            revision=revision,
+            commit=commit,
+            path=path,
+            files=files,
+            blob_ids=blobs,
+            notes=tuple(notes),
+        )
+
+    def _read_listing(
+        self, listing: bytes, revision: str
+    ) -> tuple[dict[str, bytes], dict[str, str], list[str]]:
+        regular: dict[str, str] = {}
+        links: dict[str, str] = {}
+        for entry in listing.split(b"\0"):
+            if not entry:
+                continue
+            meta, _, raw_name = entry.partition(b"\t")
+            mode, kind, oid = meta.decode().split(" ")
+            name = raw_name.decode("utf-8", "surrogateescape")
+            if kind != "blob" or not name.endswith(RECIPE_SUFFIXES):
+                continue
+            if mode in _MODE_FILES:
+                regular[name] = oid
+            elif mode == _MODE_SYMLINK:
+                links[name] = oid
+        contents = self.cat_blobs(sorted({*regular.values(), *links.values()}))
+        notes: list[str] = []
+        for name, oid in sorted(links.items()):
+            # A link inside the tree reads as the file it points to, as on disk.
+            target = contents[oid].decode("utf-8", "surrogateescape")
+            resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
+            if resolved in regular:
+                regular[name] = regular[resolved]
+            else:
+                notes.append(
+                    f"{name}: a symbolic link to {target}, outside the recipe tree at "
+                    f"{revision}: ignored"
+                )
+        files = {name: contents[oid] for name, oid in sorted(regular.items())}
+        return files, dict(sorted(regular.items())), notes
+
+    def cat_blobs(self, oids: Sequence[str]) -> dict[str, bytes]:
+        """The contents of many blobs from one `git cat-file --batch` process."""
+        if not oids:
+            return {}
+        out = self.git(["cat-file", "--batch"], stdin=("\n".join(oids) + "\n").encode())
+        contents: dict[str, bytes] = {}
+        pos = 0
+        for oid in oids:
+            end = out.index(b"\n", pos)
+            header = out[pos:end].decode().split(" ")
+            if len(header) != 3 or header[1] != "blob":
+                raise GitError(f"git cat-file: object {oid} is missing or not a file")
+            size = int(header[2])
+            contents[oid] = out[end + 1 : end + 1 + size]
+            pos = end + 1 + size + 1  # the content is followed by a newline
+        return contents
+
+    def read_worktree(self, path: str) -> TreeSource:
+        """The recipe tree at `path` in the working tree, as it is on disk now."""
+        from matrixgen.engine.load import read_directory
+
+        directory = self.top / path if path else self.top
+        if not directory.exists():
+            return TreeSource(
+                revision=WORKTREE, commit=None, path=path, files={}, blob_ids={}, present=False
+            )
+        if not directory.is_dir():
+            raise GitError(f'"{path}" is a file, not a directory, in the working tree')
+        files = read_directory(directory)
+        fmt = self.object_format
+        blobs = {rel: blob_id(data, fmt) for rel, data in sorted(files.items())}
+        return TreeSource(
+            revision=WORKTREE,
+            commit=None,
+            path=path,
+            files=dict(sorted(files.items())),
+            blob_ids=blobs,
+        )
+
+    def read(self, revision: str | None, path: str) -> TreeSource:
+        """A revision's tree, or the working tree when revision is None."""
+        return self.read_worktree(path) if revision is None else self.read_revision(revision, path)
+
+
+def locate_recipes(given: Path | None, cwd: Path | None = None) -> tuple[Repository, str]:
+    """The repository and the tree's path inside it (relative to its top, '/'-separated).
+
+    `given` is a directory as the user typed it (relative to cwd); it need not
+    exist in the working tree, since it may exist at one revision only. Without
+    it, the tree is `recipes/` at the top of the repository.
+    """
+    cwd = cwd or Path.cwd()
+    if given is None:
+        return Repository.discover(cwd), "recipes"
+    wanted = Path(os.path.abspath(cwd / given))
+    start = wanted
+    while not start.is_dir() and start != start.parent:
+        start = start.parent
+    repo = Repository.discover(start)
+    top = repo.top.resolve()
+    try:
+        rel = wanted.resolve().relative_to(top)
+    except ValueError:
+        raise UsageError(
+            f"--recipes {given}: not inside the git repository at {repo.top}"
+        ) from None
+    text = rel.as_posix()
+    return repo, "" if text == "." else text
+
+
+def _run_git(
+    args: Sequence[str], *, cwd: Path, stdin: bytes | None = None, check: bool
+) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+    try:
+        return subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            input=stdin,
+            capture_output=True,
+            check=check,
+            env=env,
+        )
+    except FileNotFoundError:
+        raise GitError("git is not installed (or not on PATH); matrixgen diff needs it") from None
+    except NotADirectoryError:
+        raise GitError(f"{cwd} is not a directory") from None

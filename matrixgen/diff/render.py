@@ -1,0 +1,532 @@
+"""Render a selection diff as text (terminals), markdown (a PR comment) or JSON.
+
+JSON shape (`--format json`):
+
+    {"base": SHA, "head": SHA or "worktree",
+     "targets": [{"target": {"system", "scope", "platform", "environment", "cadence"},
+                  "name": NAME,
+                  "added": [JOB], "removed": [JOB],
+                  "changed": [{"job": JOB, "fields": {FIELD: [old, new]}}],
+                  "quarantine": [{"change": "quarantined" | "lifted" | "requarantined",
+                                  "job": JOB, "old": MARK or null, "new": MARK or null}],
+                  "settings": {KEY: [old, new]},      # the target's own definition
+                  "exists": "both" | "base" | "head",
+                  "jobs": {"base": N, "head": N}}],   # jobs the target runs
+     "summary": {"targets", "targets_changed", "added", "removed", "changed", "quarantine"},
+     "notes": [TEXT]}
+
+JOB is a job as `list --format json` prints it (the head's for changed jobs);
+the target object echoes the selector as given (a scope stays "nightly"); every
+target is listed, unchanged ones with empty lists; summary counts are distinct
+jobs over all targets.
+
+All three are deterministic: targets in system, scope, platform, environment
+order; jobs by identity; no times or other run-dependent text. The markdown
+starts with a hidden marker (`MARKER`) so a bot can find its own comment and
+update it in place; it stays under GitHub's comment size limit by cutting long
+lists (the JSON always has everything).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from matrixgen.diff.compare import (
+    LIFTED,
+    QUARANTINED,
+    ChangedJob,
+    SelectionDiff,
+    TargetDiff,
+    distinct_counts,
+)
+from matrixgen.engine.model import Job, QuarantineMark, Target
+
+MARKER = "<!-- matrixgen-diff -->"
+# GitHub refuses comments over 65,536 characters; keep a margin for the cut note.
+MARKDOWN_LIMIT = 60_000
+ITEMS_PER_SECTION = 50
+SCRIPT_DIFF_LINES = 40
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def to_json_data(diff: SelectionDiff) -> dict[str, Any]:
+    """The documented JSON shape (plus summary, quarantine, settings and notes)."""
+    return {
+        "base": diff.base,
+        "head": diff.head,
+        "targets": [_target_data(t) for t in diff.targets],
+        "summary": _summary(diff),
+        "notes": list(diff.notes),
+    }
+
+
+def render_json(diff: SelectionDiff) -> str:
+    return json.dumps(to_json_data(diff), indent=2, ensure_ascii=False) + "\n"
+
+
+def _target_data(t: TargetDiff) -> dict[str, Any]:
+    return {
+        "target": t.target.to_dict(),
+        "name": t.target.name,
+        "added": [j.to_dict() for j in t.added],
+        "removed": [j.to_dict() for j in t.removed],
+        "changed": [
+            {"job": c.head.to_dict(), "fields": {k: [v[0], v[1]] for k, v in c.fields.items()}}
+            for c in t.changed
+        ],
+        "quarantine": [
+            {
+                "change": q.change,
+                "job": q.head.to_dict(),
+                "old": q.old.to_dict() if q.old else None,
+                "new": q.new.to_dict() if q.new else None,
+            }
+            for q in t.quarantine
+        ],
+        "settings": {k: [v[0], v[1]] for k, v in t.settings.items()},
+        "exists": t.exists,
+        "jobs": {"base": t.base_jobs, "head": t.head_jobs},
+    }
+
+
+def _summary(diff: SelectionDiff) -> dict[str, int]:
+    """Distinct jobs over all targets (a job in two targets counts once)."""
+    counts = distinct_counts(diff.targets)
+    return {
+        "targets": len(diff.targets),
+        "targets_changed": sum(not t.unchanged for t in diff.targets),
+        "added": counts["+"],
+        "removed": counts["-"],
+        "changed": counts["~"],
+        "quarantine": counts["q"],
+    }
+
+
+# ---------------------------------------------------------------- shared helpers
+
+
+def job_label(job: Job, *, with_cadence: bool = False) -> str:
+    """`model/test_case [tag]`: platform and environment are the target's."""
+    text = f"{job.model}/{job.test_case}"
+    if job.tag:
+        text += f" [{job.tag}]"
+    if with_cadence:
+        text += f" ({','.join(job.cadence)})"
+    return text
+
+
+def _labels(jobs: Sequence[Job]) -> list[str]:
+    """Labels, with the cadence where one identity is listed twice."""
+    counts: dict[str, int] = defaultdict(int)
+    for job in jobs:
+        counts[job_label(job)] += 1
+    return [job_label(j, with_cadence=counts[job_label(j)] > 1) for j in jobs]
+
+
+def show_value(value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _is_multiline(old: Any, new: Any) -> bool:
+    return any(isinstance(v, str) and "\n" in v.rstrip("\n") for v in (old, new))
+
+
+def _mapping_change(old: Any, new: Any) -> str | None:
+    """`+B=2, -A=1, C: 1 -> 2` for two mappings (env), else None."""
+    if not (isinstance(old, Mapping) or old is None) or not (
+        isinstance(new, Mapping) or new is None
+    ):
+        return None
+    if old is None and new is None:
+        return None
+    a, b = dict(old or {}), dict(new or {})
+    parts = [f"+{k}={show_value(b[k])}" for k in sorted(b.keys() - a.keys())]
+    parts += [f"-{k}={show_value(a[k])}" for k in sorted(a.keys() - b.keys())]
+    parts += [
+        f"{k}: {show_value(a[k])} -> {show_value(b[k])}"
+        for k in sorted(a.keys() & b.keys())
+        if a[k] != b[k]
+    ]
+    return ", ".join(parts)
+
+
+def _text_diff(old: Any, new: Any, name: str) -> list[str]:
+    lines = list(
+        difflib.unified_diff(
+            (old or "").splitlines(),
+            (new or "").splitlines(),
+            fromfile=f"{name} (base)",
+            tofile=f"{name} (head)",
+            lineterm="",
+            n=1,
+        )
+    )
+    if len(lines) > SCRIPT_DIFF_LINES:
+        lines = [*lines[:SCRIPT_DIFF_LINES], f"... {len(lines) - SCRIPT_DIFF_LINES} more line(s)"]
+    return lines
+
+
+def _groups(changed: Sequence[ChangedJob]) -> list[tuple[Mapping[str, tuple], list[Job]]]:
+    """Changed jobs grouped by identical field changes (one spec edit, many jobs)."""
+    grouped: dict[str, tuple[Mapping[str, tuple], list[Job]]] = {}
+    for c in changed:
+        key = json.dumps(c.fields, sort_keys=True, default=str)
+        grouped.setdefault(key, (c.fields, []))[1].append(c.head)
+    return sorted(grouped.values(), key=lambda g: (g[1][0].sort_key(), len(g[1])))
+
+
+def _mark_text(mark: QuarantineMark, md: bool = False) -> str:
+    tracker = _tracker_md(mark.tracker) if md else mark.tracker
+    nodes = f", {len(mark.node_ids)} node id(s)" if mark.node_ids else ""
+    entry = _code(mark.id) if md else mark.id
+    return f"{tracker}, {mark.action}, {mark.kind}{nodes}, entry {entry}"
+
+
+def _url(tracker: str) -> str | None:
+    return tracker if re.match(r"^https?://\S+$", tracker) else None
+
+
+def _tracker_md(tracker: str) -> str:
+    """Each tracker of a mark (entries combine theirs with ", ") as a link where it
+    is a URL; `#N` stays as it is, for GitHub to link in the PR's repository."""
+    parts = []
+    for ref in tracker.split(", "):
+        url = _url(ref)
+        parts.append(f"[{_md_text(_short_tracker(ref))}]({url})" if url else _md_text(ref))
+    return ", ".join(parts)
+
+
+def _short_tracker(tracker: str) -> str:
+    """`#7201` for an issue or pull request URL, the text itself otherwise."""
+    match = re.search(r"/(?:issues|pull|merge_requests)/(\d+)/?$", tracker)
+    return f"#{match.group(1)}" if match else tracker
+
+
+def _tally(t: TargetDiff) -> str:
+    text = f"+{len(t.added)} -{len(t.removed)} ~{len(t.changed)}"
+    if t.quarantine:
+        text += f" q{len(t.quarantine)}"
+    return text
+
+
+def _target_path(target: Target) -> str:
+    sel = target.selector
+    parts = [target.system.value, sel.scope, sel.platform, sel.environment, sel.cadence]
+    return " ".join(p for p in parts if p)
+
+
+def _existence(t: TargetDiff, base: str, head: str) -> str | None:
+    if t.exists == "head":
+        return f"this target is new: it is configured at {head} only"
+    if t.exists == "base":
+        return f"this target is gone: it is configured at {base} only"
+    return None
+
+
+def _short(ref: str) -> str:
+    return ref[:12] if len(ref) == 40 or len(ref) == 64 else ref
+
+
+# ---------------------------------------------------------------- text
+
+
+def render_text(diff: SelectionDiff) -> str:
+    """A terminal report: changed targets with their jobs, then the unchanged ones."""
+    base, head = _short(diff.base), _short(diff.head)
+    out = [f"selection diff: base {base} -> head {head}"]
+    summary = _summary(diff)
+    changed = [t for t in diff.targets if not t.unchanged]
+    out.append(
+        f"{summary['targets_changed']} of {summary['targets']} target(s) change: "
+        f"+{summary['added']} added, -{summary['removed']} removed, "
+        f"~{summary['changed']} changed, {summary['quarantine']} quarantine change(s)"
+    )
+    for t in changed:
+        out.append("")
+        jobs = f"{t.base_jobs} -> {t.head_jobs}" if t.base_jobs != t.head_jobs else t.head_jobs
+        out.append(f"{t.target.name} ({_target_path(t.target)}): {_tally(t)}, {jobs} jobs")
+        note = _existence(t, base, head)
+        if note:
+            out.append(f"  ! {note}")
+        for key, (old, new) in t.settings.items():
+            out.append(f"  * target {key}: {show_value(old)} -> {show_value(new)}")
+        for label, job in zip(_labels(t.added), t.added, strict=True):
+            out.append(f"  + {label}{_quarantine_suffix(job)}")
+        for label, job in zip(_labels(t.removed), t.removed, strict=True):
+            out.append(f"  - {label}{_quarantine_suffix(job)}")
+        for fields, jobs in _groups(t.changed):
+            for label in _labels(jobs):
+                out.append(f"  ~ {label}")
+            for name, (old, new) in fields.items():
+                out.extend(f"      {line}" for line in _text_field(name, old, new))
+        for q in t.quarantine:
+            out.append(
+                f"  q {q.change} {job_label(q.head)}: {_mark_text(q.mark)}"
+                + (
+                    f" (was {_mark_text(q.old)})"
+                    if q.change not in (QUARANTINED, LIFTED) and q.old
+                    else ""
+                )
+            )
+    unchanged = [t.target.name for t in diff.targets if t.unchanged]
+    if unchanged:
+        out.append("")
+        out.append(f"unchanged ({len(unchanged)}): {', '.join(unchanged)}")
+    for note in diff.notes:
+        out.append(f"note: {note}")
+    return "\n".join(out) + "\n"
+
+
+def _text_field(name: str, old: Any, new: Any) -> list[str]:
+    if _is_multiline(old, new):
+        return [f"{name}:", *(f"  {line}" for line in _text_diff(old, new, name))]
+    mapped = _mapping_change(old, new)
+    if mapped is not None:
+        return [f"{name}: {mapped}"]
+    return [f"{name}: {show_value(old)} -> {show_value(new)}"]
+
+
+def _quarantine_suffix(job: Job) -> str:
+    if job.quarantine is None:
+        return ""
+    return f" (quarantined: {_mark_text(job.quarantine)})"
+
+
+# ---------------------------------------------------------------- markdown
+
+
+def render_markdown(diff: SelectionDiff) -> str:
+    """A PR comment: a summary table first, details per target folded away."""
+    text = _markdown(diff, details=True)
+    if len(text) > MARKDOWN_LIMIT:
+        text = _markdown(diff, details=False)
+    if len(text) > MARKDOWN_LIMIT:  # thousands of targets: cut the table too
+        text = _markdown(diff, details=False, rows=200)
+    return text
+
+
+def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) -> str:
+    base, head = _short(diff.base), _short(diff.head)
+    head_text = "the working tree" if diff.head == "worktree" else f"`{head}`"
+    out = [MARKER, f"### matrixgen selection diff: `{base}` → {head_text}", ""]
+    summary = _summary(diff)
+    changed = [t for t in diff.targets if not t.unchanged]
+    if not changed:
+        out.append(f"**No selection change** in any of the {summary['targets']} target(s).")
+    else:
+        out.append(
+            f"**+{summary['added']} added · −{summary['removed']} removed · "
+            f"~{summary['changed']} changed · {summary['quarantine']} quarantine change(s)** "
+            f"in {len(changed)} of {summary['targets']} target(s)."
+        )
+        out += ["", "| target | jobs | added | removed | changed | quarantine |"]
+        out.append("| :-- | --: | --: | --: | --: | :-- |")
+        for t in changed[:rows]:
+            flag = {"head": " (new)", "base": " (gone)"}.get(t.exists, "")
+            if t.settings:
+                flag += " (settings)"
+            jobs = (
+                f"{t.head_jobs}" if t.base_jobs == t.head_jobs else f"{t.base_jobs} → {t.head_jobs}"
+            )
+            out.append(
+                f"| {_code(t.target.name)}{flag} | {jobs} | +{len(t.added)} | −{len(t.removed)} "
+                f"| ~{len(t.changed)} | {_quarantine_cell(t)} |"
+            )
+        if rows is not None and len(changed) > rows:
+            out.append(f"| … and {len(changed) - rows} more target(s) | | | | | |")
+    unchanged = [t.target.name for t in diff.targets if t.unchanged]
+    if rows is not None:
+        unchanged = unchanged[:rows]
+    if unchanged and changed:
+        out += [
+            "",
+            f"<details><summary>{len(unchanged)} target(s) unchanged</summary>",
+            "",
+            ", ".join(_code(n) for n in unchanged),
+            "",
+            "</details>",
+        ]
+    trackers = _tracker_summary(diff)
+    if trackers:
+        out += ["", "**Quarantine changes**", "", *trackers]
+    if diff.notes:
+        out.append("")
+        out += [f"> ⚠️ {_md_text(note)}" for note in diff.notes]
+    if changed and details:
+        for t in changed:
+            out += ["", *_target_details(t, base, head)]
+    elif changed:
+        out += [
+            "",
+            "_Per-target details are left out: they would pass the size of a comment. "
+            "Run `matrixgen diff --format json` for every job._",
+        ]
+    return "\n".join(out) + "\n"
+
+
+def _quarantine_cell(t: TargetDiff) -> str:
+    counts: dict[str, int] = defaultdict(int)
+    for q in t.quarantine:
+        counts[q.change] += 1
+    return ", ".join(f"{n} {change}" for change, n in sorted(counts.items()))
+
+
+def _tracker_summary(diff: SelectionDiff) -> list[str]:
+    """One line per (change, entry): what it does to how many jobs, where."""
+    grouped: dict[tuple[str, str, str, str], tuple[set, list[str]]] = {}
+    for t in diff.targets:
+        for q in t.quarantine:
+            mark = q.mark
+            key = (q.change, mark.tracker, mark.id, mark.action)
+            jobs, targets = grouped.setdefault(key, (set(), []))
+            jobs.add(q.head.sort_key())
+            if t.target.name not in targets:
+                targets.append(t.target.name)
+    lines = []
+    for (change, tracker, entry, action), (jobs, targets) in sorted(grouped.items()):
+        shown = _tracker_md(tracker)
+        lines.append(
+            f"- **{change}** {shown} ({action}, entry {_code(entry)}): {len(jobs)} job(s) in "
+            + ", ".join(_code(n) for n in targets[:10])
+            + (f" and {len(targets) - 10} more" if len(targets) > 10 else "")
+        )
+    return lines
+
+
+def _target_details(t: TargetDiff, base: str, head: str) -> list[str]:
+    out = [
+        f"<details><summary><b>{_html(t.target.name)}</b> ({_html(_target_path(t.target))}): "
+        f"{_html(_tally(t).replace('-', '−'))}</summary>",
+        "",
+    ]
+    note = _existence(t, base, head)
+    if note:
+        out += [f"_{_md_text(note)}_", ""]
+    if t.settings:
+        out += ["**Target settings**", ""]
+        out += [
+            f"- {_code(k)}: {_code(show_value(a))} → {_code(show_value(b))}"
+            for k, (a, b) in t.settings.items()
+        ]
+        out.append("")
+    for title, jobs in (("Added", t.added), ("Removed", t.removed)):
+        if jobs:
+            out += [f"**{title} ({len(jobs)})**", ""]
+            items = [
+                f"- {_code(label)}{_md_job_facts(job)}"
+                for label, job in zip(_labels(jobs), jobs, strict=True)
+            ]
+            out += _capped(items)
+            out.append("")
+    if t.changed:
+        out += [f"**Changed ({len(t.changed)})**", ""]
+        items: list[str] = []
+        for fields, jobs in _groups(t.changed):
+            if len(jobs) > 1 and len(jobs) == t.head_jobs:
+                names = f"all {len(jobs)} jobs of this target"
+            else:
+                shown = _labels(jobs[:ITEMS_PER_SECTION])
+                names = ", ".join(_code(label) for label in shown)
+                if len(jobs) > ITEMS_PER_SECTION:
+                    names += f" and {len(jobs) - ITEMS_PER_SECTION} more"
+            items.append(f"- {names}")
+            for name, (old, new) in fields.items():
+                items.extend(f"  {line}" if line else "" for line in _md_field(name, old, new))
+        out += _capped(items, limit=ITEMS_PER_SECTION * 4)
+        out.append("")
+    if t.quarantine:
+        out += [f"**Quarantine ({len(t.quarantine)})**", ""]
+        items = []
+        for q in t.quarantine:
+            text = f"- {q.change} {_code(job_label(q.head))}: {_mark_text(q.mark, md=True)}"
+            if q.old and q.new:
+                text += f" (was {_mark_text(q.old, md=True)})"
+            items.append(text)
+        out += _capped(items)
+        out.append("")
+    out.append("</details>")
+    return out
+
+
+def _md_job_facts(job: Job) -> str:
+    facts = [f"cadence {','.join(job.cadence)}", f"n_repeat {job.n_repeat}"]
+    facts.append(f"time_limit {job.time_limit}s")
+    if job.allow_failure:
+        facts.append("allow_failure")
+    text = " — " + ", ".join(facts)
+    if job.quarantine is not None:
+        text += f"; quarantined: {_mark_text(job.quarantine, md=True)}"
+    return text
+
+
+def _md_field(name: str, old: Any, new: Any) -> list[str]:
+    if _is_multiline(old, new):
+        lines = _text_diff(old, new, name)
+        # A fence longer than any run of backticks in the scripts it holds.
+        longest = max((len(run) for line in lines for run in re.findall(r"`+", line)), default=0)
+        fence = "`" * max(3, longest + 1)
+        return [
+            f"- {_code(name)}:",
+            "",
+            f"  {fence}diff",
+            *(f"  {line}" for line in lines),
+            f"  {fence}",
+            "",
+        ]
+    mapped = _mapping_change(old, new)
+    if mapped is not None:
+        return [f"- {_code(name)}: {_code(mapped)}"]
+    return [f"- {_code(name)}: {_code(show_value(old))} → {_code(show_value(new))}"]
+
+
+def _capped(items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:
+    if len(items) <= limit:
+        return items
+    return [*items[:limit], f"- … and {len(items) - limit} more (`--format json` lists all)"]
+
+
+def _code(text: str) -> str:
+    """An inline code span that survives backticks and table cells: fenced by a
+    run of backticks longer than any inside, padded where the text starts or ends
+    with a backtick or a space (Markdown strips one space from each end)."""
+    text = text.replace("\n", " ").replace("|", "\\|")
+    if len(text) > 200:
+        text = text[:197] + "..."
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    if longest or text[:1] == " " or text[-1:] == " ":
+        return f"{fence} {text} {fence}"
+    return f"{fence}{text}{fence}"
+
+
+_ISSUE_REF = re.compile(r"^(?:[\w.-]+/[\w.-]+)?#\d+$")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
+
+
+def _md_text(text: str) -> str:
+    if _ISSUE_REF.match(text):
+        return text  # left as is, so GitHub links it
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def render(diff: SelectionDiff, fmt: str) -> str:
+    if fmt == "json":
+        return render_json(diff)
+    if fmt == "markdown":
+        return render_markdown(diff)
+    return render_text(diff)

@@ -1,0 +1,368 @@
+"""Stage 6, emit: what the GitHub and GitLab emitters share.
+
+Settings of a target are resolved here, once, into an `EmitSettings` value: the
+system's settings (`systems.<system>` in the project config) under the target's
+own (`targets.<name>`), plus the container image pinned for the system and the
+platform's architecture (`images`). The emitters only turn jobs and settings
+into text; they never read the config themselves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from matrixgen.engine.config import ProjectConfig
+from matrixgen.engine.errors import ConfigError, Finding, Severity, UsageError, did_you_mean
+from matrixgen.engine.model import EMPTY_MAPPING, Job, Target
+from matrixgen.engine.vocab import QuarantineAction, System, resolve_scope
+
+# DESIGN §6: the hard limits of the systems we emit for. Sizes are bytes of the
+# UTF-8 text; 1 MB and 5 MB are read as 10**6 and 5 * 10**6 to keep a margin.
+GITHUB_MAX_MATRIX_ROWS = 256
+GITHUB_MAX_OUTPUT_BYTES = 1_000_000
+GITLAB_MAX_NEEDS = 50
+GITLAB_MAX_JOB_NAME = 255
+GITLAB_MAX_NEEDED_NAME = 128
+GITLAB_MAX_CHILD_YAML_BYTES = 5_000_000
+RETRY_MAX = 2
+
+# Megatron-LM's shared launcher: the command a job runs when neither the recipe
+# (spec.launcher) nor the config (systems.gitlab.launcher) names another one.
+DEFAULT_LAUNCHER = "python tests/test_utils/python_scripts/launch_jet_workload.py"
+
+# Retry on infrastructure failures only: a failing test must stay red.
+DEFAULT_RETRY: Mapping[str, Any] = {
+    "max": 2,
+    "when": ["runner_system_failure", "stuck_or_timeout_failure", "api_failure"],
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EmitSettings:
+    """Everything an emitter needs besides the jobs, already resolved."""
+
+    target: Target
+    # (platform, environment) -> image
+    images: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
+    runner_tags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # platform -> tags
+    timeout: int | None = None  # seconds; None: each job's own time_limit
+    retry: Mapping[str, Any] | None = None
+    parent_job: str | None = None
+    launcher: str = DEFAULT_LAUNCHER
+    launcher_forced: bool = False  # --launcher: wins over a recipe's own launcher too
+    warmup: bool = False
+    artifacts: Mapping[str, Any] | None = None
+    # Jobs outside the recipes a spec's needs may name (graph.external.<system>).
+    external_needs: frozenset[str] = frozenset()
+
+    def image(self, job: Job) -> str | None:
+        return self.images.get((job.platform, job.environment))
+
+    def tags(self, job: Job) -> tuple[str, ...]:
+        return self.runner_tags.get(job.platform, ())
+
+    def timeout_seconds(self, job: Job) -> int:
+        return self.timeout if self.timeout is not None else job.time_limit
+
+    def launcher_for(self, job: Job) -> str:
+        """The launcher command a job runs: --launcher, else the recipe's, else the config's."""
+        own = job.spec.get("launcher")
+        if not self.launcher_forced and isinstance(own, str) and own.strip():
+            return own
+        return self.launcher
+
+
+def timeout_minutes(seconds: int) -> int:
+    """GitHub's timeout-minutes: whole minutes, rounded up, at least one."""
+    return max(1, math.ceil(seconds / 60))
+
+
+def emitted_jobs(jobs: Iterable[Job]) -> list[Job]:
+    """The jobs that go into a file, in a fixed order.
+
+    A job quarantined with action `skip` does not run; selection normally removes
+    it already, this keeps it out of the file whatever the caller passed.
+    """
+    kept = [
+        j
+        for j in jobs
+        if j.quarantine is None or j.quarantine.action != QuarantineAction.SKIP.value
+    ]
+    return sorted(kept, key=Job.sort_key)
+
+
+def quarantine_label(job: Job) -> str | None:
+    """`<entry id> <tracker>`: what every file says about a quarantined job."""
+    mark = job.quarantine
+    if mark is None:
+        return None
+    return f"{mark.id} {mark.tracker}".strip()
+
+
+def deselected(job: Job) -> tuple[str, ...]:
+    mark = job.quarantine
+    if mark is None or mark.action != QuarantineAction.DESELECT.value:
+        return ()
+    return tuple(mark.node_ids)
+
+
+def allowed_to_fail(job: Job) -> bool:
+    """The recipe allows it, or an allow-failure quarantine entry applies."""
+    mark = job.quarantine
+    return job.allow_failure or (
+        mark is not None and mark.action == QuarantineAction.ALLOW_FAILURE.value
+    )
+
+
+# Selector fields of an ad hoc target checked against the tree: (field, what).
+_TARGET_FIELDS = (
+    ("scope", "scope"),
+    ("platform", "platform"),
+    ("environment", "environment"),
+    ("model", "model"),
+    ("tag", "tag"),
+)
+
+
+def check_ad_hoc_target(
+    target: Target, sides: Sequence[tuple[ProjectConfig, Sequence[Job]]]
+) -> list[str]:
+    """Check a `--target` given on the command line like a configured one: its
+    values against the declared vocabulary (a UsageError with "did you mean"), or,
+    in a tree that declares none, against the values its jobs use (a warning,
+    returned: such a tree may have no job left for a target, but a typo is the
+    likelier cause of a target that selects nothing). `sides` are the trees the
+    target is used on (two for a diff)."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    selector = target.selector
+    for key, what in _TARGET_FIELDS:
+        value = getattr(selector, key)
+        if value is None:
+            continue
+        known: set[str] = set()
+        declared = False
+        for config, jobs in sides:
+            vocab = config.vocabulary
+            values: Iterable[str] | None = None
+            if vocab is not None:
+                if key == "scope":
+                    values = vocab.scopes.get(target.system, ())
+                elif key == "platform":
+                    values = vocab.platforms
+                elif key == "environment":
+                    values = vocab.environments
+                else:
+                    values = vocab.models if key == "model" else vocab.tags
+            if values is None:
+                values = {getattr(j, key) for j in jobs} - {None}
+            else:
+                declared = True
+            known.update(values)
+        if key == "scope":
+            found = resolve_scope(value) in {resolve_scope(k) for k in known}
+            what = f"{target.system.value} scope" if declared else what
+        else:
+            found = value in known
+        if found:
+            continue
+        hint = did_you_mean(value, known)
+        if key == "scope" and declared:
+            owners = sorted(
+                system.value
+                for config, _ in sides
+                if config.vocabulary is not None
+                for system, scopes in config.vocabulary.scopes.items()
+                if resolve_scope(value) in {resolve_scope(s) for s in scopes}
+            )
+            if owners:
+                hint = f" (a {owners[0]} scope: give system={owners[0]})"
+        if declared:
+            shown = ", ".join(sorted(known)) or "none"
+            errors.append(f'unknown {what} "{value}"{hint}; declared: {shown}')
+        else:
+            warnings.append(
+                f'target {target.name}: no job uses {what} "{value}"{hint}, '
+                "so the target selects nothing"
+            )
+    if errors:
+        raise UsageError(f"target {target.name}: " + "; ".join(errors))
+    return warnings
+
+
+def resolve_settings(
+    target: Target,
+    config: ProjectConfig,
+    jobs: Iterable[Job] = (),
+    *,
+    launcher: str | None = None,
+) -> EmitSettings:
+    """A target's settings: its own over its system's; images from pins where unset.
+
+    `jobs` are the jobs to emit: the image depends on their platform (its
+    architecture) and environment, the runner tags on their platform.
+    """
+    settings: Mapping[str, Any] = target.settings or EMPTY_MAPPING
+    where = _settings_path(target, config)
+    selector = target.selector
+    pairs = {(j.platform, j.environment) for j in jobs}
+    if selector.platform and selector.environment:
+        pairs.add((selector.platform, selector.environment))
+    images = {pair: _image(settings, config, target.system, *pair, where) for pair in sorted(pairs)}
+    platforms = sorted({p for p, _ in pairs} | ({selector.platform} - {None}))
+    tags = {p: _runner_tags(settings, config, p, where) for p in platforms}
+    timeout = settings.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1
+    ):
+        _bad(config, [*where, "timeout"], "timeout must be a whole number of seconds, at least 1")
+    retry = _retry(settings.get("retry"), config, [*where, "retry"])
+    parent_job = settings.get("parent_job")
+    if parent_job is not None and (not isinstance(parent_job, str) or not parent_job):
+        _bad(config, [*where, "parent_job"], "parent_job must be a job name")
+    if launcher is not None and not launcher.strip():
+        raise UsageError("--launcher: give a command (e.g. 'echo'), not an empty string")
+    configured_launcher = settings.get("launcher")
+    if configured_launcher is not None and (
+        not isinstance(configured_launcher, str) or not configured_launcher.strip()
+    ):
+        _bad(config, [*where, "launcher"], "launcher must be a command")
+    artifacts = settings.get("artifacts")
+    if artifacts is not None and not isinstance(artifacts, Mapping):
+        _bad(config, [*where, "artifacts"], "artifacts must be a mapping (paths, when, ...)")
+    return EmitSettings(
+        target=target,
+        images=images,
+        runner_tags=tags,
+        timeout=timeout,
+        retry=retry,
+        parent_job=parent_job,
+        launcher=launcher or configured_launcher or DEFAULT_LAUNCHER,
+        launcher_forced=launcher is not None,
+        warmup=settings.get("warmup") is True,
+        artifacts=dict(artifacts) if artifacts is not None else None,
+        external_needs=_external_needs(config, target.system),
+    )
+
+
+def _external_needs(config: ProjectConfig, system: System) -> frozenset[str]:
+    external = config.section("graph").get("external")
+    names = external.get(system.value) if isinstance(external, Mapping) else None
+    return frozenset(n for n in names or () if isinstance(n, str))
+
+
+def _settings_path(target: Target, config: ProjectConfig) -> list[str | int]:
+    """Where a target's settings live, for messages."""
+    if config.target(target.name) is target:
+        return ["targets", target.name]
+    return ["systems", target.system.value]
+
+
+def _bad(config: ProjectConfig, keys: list[str | int], message: str) -> None:
+    location = config.locate(keys)
+    finding = Finding(location=location, severity=Severity.ERROR, code="settings", message=message)
+    raise ConfigError(
+        f"invalid settings in {config.path or 'the project config'}", findings=[finding]
+    )
+
+
+def _image(
+    settings: Mapping[str, Any],
+    config: ProjectConfig,
+    system: System,
+    platform: str,
+    environment: str,
+    where: list[str | int],
+) -> str | None:
+    """`image: repo:tag` in the settings, else the pin in `images` for the system
+    (and, when pinned per architecture, the platform's `arch`): the one under
+    `images.environments.<environment>` where it has one, else the shared one."""
+    image = settings.get("image")
+    if image is not None:
+        if not isinstance(image, str) or not image.strip():
+            _bad(config, [*where, "image"], 'image must be "repository:tag"')
+        return image
+    images = config.section("images")
+    overrides = images.get("environments")
+    override = overrides.get(environment) if isinstance(overrides, Mapping) else None
+    if isinstance(override, Mapping) and override.get(system.value) is not None:
+        env_pin = override[system.value]
+        arch = config.platform_info(platform).get("arch")
+        per_arch = isinstance(env_pin, Mapping) and "repository" not in env_pin
+        # Pinned per architecture but not for this one: the shared pin applies.
+        if not per_arch or arch in env_pin:
+            keys = ["images", "environments", environment, system.value]
+            return _pinned(env_pin, config, platform, keys)
+    pin = images.get(system.value)
+    if pin is None:
+        return None
+    return _pinned(pin, config, platform, ["images", system.value])
+
+
+def _pinned(pin: Any, config: ProjectConfig, platform: str, keys: list[str | int]) -> str:
+    """`repository:tag` of a pin, per architecture where it is split by one."""
+    if isinstance(pin, Mapping) and "repository" not in pin:
+        # Per architecture: images.gitlab.<arch>, arch from platforms.<p>.arch.
+        arch = config.platform_info(platform).get("arch")
+        if not isinstance(arch, str):
+            _bad(
+                config,
+                keys,
+                f"{'.'.join(map(str, keys))} pins an image per architecture, but platform "
+                f'"{platform}" has none: set platforms.{platform}.arch '
+                f"({' or '.join(sorted(map(str, pin)))})",
+            )
+        if arch not in pin:
+            _bad(
+                config,
+                keys,
+                f'no image pinned for architecture "{arch}" (platform "{platform}") '
+                f"under {'.'.join(map(str, keys))}",
+            )
+        pin = pin[arch]
+        keys.append(str(arch))
+    if (
+        not isinstance(pin, Mapping)
+        or not isinstance(pin.get("repository"), str)
+        or not isinstance(pin.get("tag"), str | int | float)
+    ):
+        _bad(config, keys, f"{'.'.join(map(str, keys))} must be a mapping with repository and tag")
+    return f"{pin['repository']}:{pin['tag']}"
+
+
+def _runner_tags(
+    settings: Mapping[str, Any], config: ProjectConfig, platform: str, where: list[str | int]
+) -> tuple[str, ...]:
+    tags = settings.get("runner_tags")
+    if tags is None:
+        tags = config.platform_info(platform).get("runner_tags")
+        where = ["platforms", platform]
+    if tags is None:
+        return ()
+    if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
+        _bad(config, [*where, "runner_tags"], "runner_tags must be a list of runner tags")
+    return tuple(tags)
+
+
+def _retry(value: Any, config: ProjectConfig, keys: list[str | int]) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = {"max": value}
+    if not isinstance(value, Mapping):
+        _bad(config, keys, "retry must be a number (0 to 2) or a mapping with max and when")
+    maximum = value.get("max")
+    if isinstance(maximum, bool) or not isinstance(maximum, int) or not 0 <= maximum <= RETRY_MAX:
+        _bad(config, [*keys, "max"], f"retry max must be 0, 1 or {RETRY_MAX} (GitLab's limit)")
+    out: dict[str, Any] = {"max": maximum}
+    when = value.get("when")
+    if when is not None:
+        if isinstance(when, str):
+            when = [when]
+        if not isinstance(when, list) or not when or not all(isinstance(w, str) for w in when):
+            _bad(config, [*keys, "when"], "retry when must be a list of failure reasons")
+        out["when"] = list(when)
+    return out

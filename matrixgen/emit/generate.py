@@ -1,0 +1,243 @@
+"""`generate`: every target of a tree from one load and one expansion.
+
+For each target: its selection (`Generation.jobs_for`, quarantine applied), its
+settings, and the file CI reads: `<target>.json` (a GitHub matrix) or
+`<target>.yml` (a GitLab child pipeline). File names are the target names with
+anything but letters, digits, `.`, `_` and `-` replaced by `_`; two targets whose
+names map to one file are an error, never an overwrite.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from matrixgen.emit.common import allowed_to_fail, deselected, emitted_jobs, resolve_settings
+from matrixgen.emit.github import emit_github
+from matrixgen.emit.gitlab import emit_gitlab, name_problems
+from matrixgen.engine.errors import Finding, Severity, UsageError
+from matrixgen.engine.model import QuarantineMark, Target
+from matrixgen.engine.select import JobIndex
+from matrixgen.engine.vocab import System
+from matrixgen.pipeline import Generation
+from matrixgen.quarantine.entries import Selection
+from matrixgen.quarantine.entries import selection as quarantine_selection
+
+if TYPE_CHECKING:
+    from matrixgen.engine.context import ValidationContext
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def file_name(target: Target) -> str:
+    """The file a target's output goes to, inside the output directory."""
+    stem = _UNSAFE.sub("_", target.name).lstrip(".") or "target"
+    return stem + (".json" if target.system is System.GITHUB else ".yml")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TargetOutput:
+    """One target's emitted file and its counts."""
+
+    target: Target
+    file: str
+    text: str
+    jobs: int
+    allow_failure: int
+    quarantined: int  # kept but marked (allow-failure, deselect)
+    deselect: int
+    skipped: int  # left out by a skip entry
+    shards: int  # GitHub: matrices in the file; GitLab: 1 (0 when only a placeholder)
+    # Every quarantined job of the target, kept or skipped: (job identity, mark).
+    marks: tuple[tuple[str, QuarantineMark], ...] = ()
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "target": self.target.name,
+            **self.target.to_dict(),
+            "file": self.file,
+            "jobs": self.jobs,
+            "allow_failure": self.allow_failure,
+            "quarantined": self.quarantined,
+            "deselect": self.deselect,
+            "skipped": self.skipped,
+            "shards": self.shards,
+            "quarantine": [{"job": name, **mark.to_dict()} for name, mark in self.marks],
+        }
+
+
+class Selections:
+    """`Generation.selection` for many targets of one generation (see JobIndex)."""
+
+    def __init__(self, generation: Generation) -> None:
+        self.generation = generation
+        self.index = JobIndex(generation.jobs)
+
+    def __call__(self, target: Target) -> Selection:
+        """The same as `generation.selection(target)`."""
+        return quarantine_selection(
+            self.index.candidates(target.selector),
+            self.generation.quarantine.entries,
+            target,
+            known_test_cases=self.index.test_cases,
+        )
+
+
+def emit_target(
+    generation: Generation,
+    target: Target,
+    *,
+    launcher: str | None = None,
+    selections: Selections | None = None,
+) -> TargetOutput:
+    """The file of one target, from a generation already loaded and expanded."""
+    chosen = selections(target) if selections is not None else generation.selection(target)
+    jobs = emitted_jobs(chosen.jobs)
+    settings = resolve_settings(target, generation.tree.config, jobs, launcher=launcher)
+    if target.system is System.GITHUB:
+        matrix = emit_github(jobs, settings)
+        text, shards = matrix.text(), len(matrix.shards)
+    else:
+        pipeline = emit_gitlab(jobs, settings)
+        text, shards = pipeline.text, 1 if pipeline.job_names else 0
+    return TargetOutput(
+        target=target,
+        file=file_name(target),
+        text=text,
+        jobs=len(jobs),
+        allow_failure=sum(allowed_to_fail(j) for j in jobs),
+        quarantined=sum(j.quarantine is not None for j in jobs),
+        deselect=sum(bool(deselected(j)) for j in jobs),
+        skipped=len(chosen.skipped) + len(chosen.jobs) - len(jobs),
+        shards=shards,
+        marks=tuple(
+            (str(job.identity), job.quarantine)
+            for job in chosen.with_quarantined
+            if job.quarantine is not None
+        ),
+    )
+
+
+def generate_all(
+    generation: Generation, targets: Sequence[Target], *, launcher: str | None = None
+) -> list[TargetOutput]:
+    """Every target's file, in target order; refuses two targets that share a file
+    (also when their names differ only in case: one file on macOS and Windows)."""
+    counts = Counter(file_name(t).casefold() for t in targets)
+    clashes = sorted(name for name, n in counts.items() if n > 1)
+    if clashes:
+        who = [t.name for t in targets if file_name(t).casefold() in clashes]
+        raise UsageError(
+            f"targets {', '.join(sorted(who))} would write the same file(s) "
+            f"{', '.join(clashes)}; rename one of them"
+        )
+    selections = Selections(generation)
+    return [emit_target(generation, t, launcher=launcher, selections=selections) for t in targets]
+
+
+def write_outputs(outputs: Iterable[TargetOutput], out_dir: Path) -> list[Path]:
+    """Write each file whole (a temporary file renamed over the old one)."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out_dir}: cannot create the directory: {exc.strerror}") from None
+    written = []
+    for output in outputs:
+        path = out_dir / output.file
+        try:
+            fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{output.file}.", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+                handle.write(output.text)
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+        written.append(path)
+    return written
+
+
+def summary(outputs: Sequence[TargetOutput]) -> dict[str, Any]:
+    """Counts per target and per platform (JSON of `generate --format json`)."""
+    by_platform: dict[str, dict[str, int]] = {}
+    for output in outputs:
+        platform = output.target.selector.platform or ""
+        counts = by_platform.setdefault(platform, {"targets": 0, "jobs": 0})
+        counts["targets"] += 1
+        counts["jobs"] += output.jobs
+    return {
+        "targets": [o.summary() for o in outputs],
+        "platforms": {p: by_platform[p] for p in sorted(by_platform)},
+        "total": {"targets": len(outputs), "jobs": sum(o.jobs for o in outputs)},
+    }
+
+
+def quarantine_rows(outputs: Sequence[TargetOutput]) -> tuple[list[list[str]], list[str]]:
+    """One row per quarantine entry in effect: its tracker, action and where it bites."""
+    entries: dict[tuple[str, str, str], tuple[set[str], set[str]]] = {}
+    for output in outputs:
+        for name, mark in output.marks:
+            targets, jobs = entries.setdefault((mark.id, mark.tracker, mark.action), (set(), set()))
+            targets.add(output.target.name)
+            jobs.add(name)
+    rows = [
+        [entry_id, tracker, action, str(len(targets)), ", ".join(sorted(jobs))]
+        for (entry_id, tracker, action), (targets, jobs) in sorted(entries.items())
+    ]
+    return rows, ["quarantine", "tracker", "action", "targets", "jobs"]
+
+
+def summary_rows(outputs: Sequence[TargetOutput]) -> tuple[list[list[str]], list[str]]:
+    headers = [
+        "target",
+        "system",
+        "platform",
+        "jobs",
+        "allow_failure",
+        "quarantined",
+        "skipped",
+        "file",
+    ]
+    rows = [
+        [
+            o.target.name,
+            o.target.system.value,
+            o.target.selector.platform or "",
+            str(o.jobs),
+            str(o.allow_failure),
+            str(o.quarantined),
+            str(o.skipped),
+            o.file,
+        ]
+        for o in outputs
+    ]
+    return rows, headers
+
+
+def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
+    """validate: jobs a GitLab target's child pipeline could not name (two jobs
+    left with one name, or a name past 255 characters): `generate` would refuse."""
+    from matrixgen.engine.targets import resolve_targets
+
+    selections = Selections(Generation(context.tree, context.expansion))
+    severity = Severity.ERROR if context.tree.format_version == 2 else Severity.WARNING
+    found: dict[tuple[Any, str], list[str]] = {}
+    for target in resolve_targets(context.tree.config, context.expansion.jobs):
+        if target.system is not System.GITLAB:
+            continue
+        # The kept jobs are the emitted ones; naming does not depend on their order.
+        jobs = selections(target).jobs
+        for job, why in name_problems(jobs):
+            found.setdefault((job.source, why), []).append(target.name)
+    for (location, why), names in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        yield Finding(
+            location=location,
+            severity=severity,
+            code="gitlab-job-name",
+            message=f"{why} (target {shown})",
+        )

@@ -1,0 +1,228 @@
+"""Emit a GitHub Actions matrix: JSON that `strategy.matrix` reads through `fromJSON`.
+
+One row per job, in a fixed order::
+
+    {"include": [{"model": "gpt", "test_case": "gpt3_tp2", "name": "gpt3_tp2_dev_dgx_h100",
+                  "platform": "dgx_h100", "environment": "dev", "tag": "", "n_repeat": 5,
+                  "timeout": 45, ...}, ...]}
+
+Every row has model, test_case, name, platform, environment, tag ("" for none),
+n_repeat and timeout (minutes, rounded up); image and runner (labels for
+`runs-on`) where configured, env (an object) and args (a list) where set. A job
+that may fail has `"continue-on-error": true`; a quarantined job carries
+`"quarantine": {"id", "tracker", "action", "kind"}` and, for pytest node ids to
+deselect, `"deselect": [...]`.
+
+A matrix runs at most 256 jobs, and a job output holds at most 1 MB. Past either
+limit the rows are split into shards of nearly equal size, in order, and the
+file holds::
+
+    {"shards": N, "matrices": [{"include": [...]}, {"include": [...]}, ...]}
+
+With `--github-output` the outputs are `shards` (the number of non-empty shards,
+0 for an empty selection), `matrix` (the first shard, `{"include": []}` when
+empty) and `matrix-1` ... `matrix-<N-1>` (the others). A workflow runs shard k
+in a job with `if: fromJSON(needs.<gen>.outputs.shards) > k` and
+`matrix: ${{ fromJSON(needs.<gen>.outputs.matrix-k) }}`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from matrixgen.emit.common import (
+    GITHUB_MAX_MATRIX_ROWS,
+    GITHUB_MAX_OUTPUT_BYTES,
+    EmitSettings,
+    allowed_to_fail,
+    deselected,
+    emitted_jobs,
+    timeout_minutes,
+)
+from matrixgen.engine.errors import LimitError, UsageError
+from matrixgen.engine.model import Job
+
+
+def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
+    """One `include` entry; key order is fixed so the JSON is stable."""
+    row: dict[str, Any] = {
+        "model": job.model,
+        "test_case": job.test_case,
+        "name": job.name,
+        "platform": job.platform,
+        "environment": job.environment,
+        "tag": job.tag or "",
+        "n_repeat": job.n_repeat,
+        "timeout": timeout_minutes(settings.timeout_seconds(job)),
+    }
+    image = settings.image(job)
+    if image:
+        row["image"] = image
+    tags = settings.tags(job)
+    if tags:
+        row["runner"] = list(tags)
+    if job.env:
+        row["env"] = dict(job.env)
+    if job.args:
+        row["args"] = list(job.args)
+    if allowed_to_fail(job):
+        row["continue-on-error"] = True
+    if job.quarantine is not None:
+        mark = job.quarantine
+        row["quarantine"] = {
+            "id": mark.id,
+            "tracker": mark.tracker,
+            "action": mark.action,
+            "kind": mark.kind,
+        }
+        node_ids = deselected(job)
+        if node_ids:
+            row["deselect"] = list(node_ids)
+    return row
+
+
+def compact(value: Any) -> str:
+    """The one JSON spelling we emit: compact, UTF-8, keys in insertion order."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _size(value: Any) -> int:
+    return len(compact(value).encode("utf-8"))
+
+
+def shard_rows(
+    rows: Sequence[dict[str, Any]],
+    *,
+    max_rows: int = GITHUB_MAX_MATRIX_ROWS,
+    max_bytes: int = GITHUB_MAX_OUTPUT_BYTES,
+) -> list[list[dict[str, Any]]]:
+    """Split rows, in order, into the fewest shards of nearly equal length that
+    each hold at most `max_rows` rows and `max_bytes` bytes of `{"include": [...]}`.
+    Every row lands in exactly one shard; a row too big on its own is a LimitError."""
+    if not rows:
+        return []
+    sizes = [_size(r) for r in rows]
+    overhead = _size({"include": []})
+    biggest = max(sizes)
+    if overhead + biggest > max_bytes:
+        index = sizes.index(biggest)
+        raise LimitError(
+            f'matrix row of "{rows[index].get("name")}" is {biggest:,} bytes: one row alone '
+            f"passes GitHub's limit of {max_bytes:,} bytes per job output"
+        )
+    count = max(math.ceil(len(rows) / max_rows), math.ceil(sum(sizes) / max_bytes))
+    while True:
+        bounds = _even_bounds(len(rows), count)
+        if all(
+            overhead + sum(sizes[a:b]) + (b - a - 1) <= max_bytes for a, b in bounds
+        ):  # commas between rows
+            return [list(rows[a:b]) for a, b in bounds]
+        count += 1
+
+
+def _even_bounds(n: int, count: int) -> list[tuple[int, int]]:
+    base, extra = divmod(n, count)
+    bounds, start = [], 0
+    for i in range(count):
+        end = start + base + (1 if i < extra else 0)
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+@dataclass(frozen=True, slots=True)
+class GithubMatrix:
+    """The emitted matrix of one target, as shards of rows."""
+
+    shards: tuple[tuple[dict[str, Any], ...], ...]
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return [row for shard in self.shards for row in shard]
+
+    def document(self) -> dict[str, Any]:
+        """The file's shape: a plain matrix, or the sharded form past the limits."""
+        if len(self.shards) <= 1:
+            return {"include": list(self.shards[0]) if self.shards else []}
+        return {
+            "shards": len(self.shards),
+            "matrices": [{"include": list(shard)} for shard in self.shards],
+        }
+
+    def text(self) -> str:
+        return compact(self.document()) + "\n"
+
+    def outputs(self) -> list[tuple[str, str]]:
+        """(name, value) of each step output, in order (see the module docstring)."""
+        out = [("shards", str(len(self.shards)))]
+        first = list(self.shards[0]) if self.shards else []
+        out.append(("matrix", compact({"include": first})))
+        for i, shard in enumerate(self.shards[1:], start=1):
+            out.append((f"matrix-{i}", compact({"include": list(shard)})))
+        return out
+
+
+def emit_github(jobs: Iterable[Job], settings: EmitSettings) -> GithubMatrix:
+    """The matrix of a selection: one row per job, sharded past the limits."""
+    rows = [github_row(job, settings) for job in emitted_jobs(jobs)]
+    return GithubMatrix(shards=tuple(tuple(s) for s in shard_rows(rows)))
+
+
+def heredoc_delimiter(content: str) -> str:
+    """A delimiter no line of `content` equals: derived from the content, so the
+    same content always gets the same delimiter, and re-derived on the (absurdly
+    unlikely) chance that some line equals it."""
+    lines = set(content.splitlines())
+    salt = 0
+    while True:
+        raw = f"{salt}\0{content}".encode("utf-8", "surrogatepass")
+        digest = hashlib.sha256(raw).hexdigest()[:32]
+        delimiter = f"ghadelimiter_{digest}"
+        if delimiter not in lines:
+            return delimiter
+        salt += 1
+
+
+def github_output_text(outputs: Sequence[tuple[str, str]]) -> str:
+    """`name<<DELIM` / value / `DELIM` blocks, the multi-line form of $GITHUB_OUTPUT."""
+    parts = []
+    for name, value in outputs:
+        delimiter = heredoc_delimiter(value)
+        parts.append(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+    return "".join(parts)
+
+
+def write_github_output(matrix: GithubMatrix, path: str | None = None) -> Path:
+    """Append the matrix outputs to $GITHUB_OUTPUT (or `path`)."""
+    target = path or os.environ.get("GITHUB_OUTPUT")
+    if not target:
+        raise UsageError("--github-output: GITHUB_OUTPUT is not set (it is, inside GitHub Actions)")
+    outputs = matrix.outputs()
+    total = sum(len(value.encode("utf-8")) for _, value in outputs)
+    if total > GITHUB_MAX_OUTPUT_BYTES:
+        raise LimitError(
+            f"the matrix outputs total {total:,} bytes; a GitHub job's outputs hold at most "
+            f"{GITHUB_MAX_OUTPUT_BYTES:,}: split the target (by model or tag) or write a file "
+            "with --output and read it in several jobs"
+        )
+    try:
+        with open(target, "a+b") as handle:
+            # An earlier step may have left its last line unterminated
+            # (`echo -n k=v >> $GITHUB_OUTPUT`): our first line must not join it.
+            handle.seek(0, os.SEEK_END)
+            joined = False
+            if handle.tell() > 0:
+                handle.seek(-1, os.SEEK_END)
+                joined = handle.read(1) != b"\n"
+            text = ("\n" if joined else "") + github_output_text(outputs)
+            handle.write(text.encode("utf-8"))
+    except OSError as exc:
+        raise UsageError(f"--github-output: cannot append to {target}: {exc.strerror}") from None
+    return Path(target)

@@ -1,0 +1,464 @@
+"""Emit a GitLab child pipeline: the YAML a `trigger: include: artifact` job runs.
+
+    stages: [bert, gpt]                # one stage per model, sorted
+    gpt3_tp2_dev_dgx_h100:
+      stage: gpt
+      image: registry/repo:tag        # settings image, else images.gitlab.<arch>
+      tags: [h100]                    # runner_tags of the settings or the platform
+      timeout: '45m'                  # time_limit (or the settings' timeout)
+      needs: []                       # plus the parent pipeline's job, the warm-up job
+      variables: {...}                # the job's env; MATRIXGEN_QUARANTINE="<id> <tracker>"
+      script:
+        - <launcher> --model gpt --test-case gpt3_tp2 ... [-- <args>]
+      artifacts: {...}                # when configured
+      retry: {max: 2, when: [...]}
+      allow_failure: true             # recipe allow_failure, or an allow-failure quarantine
+
+Every value put into the script is quoted with `shlex.quote`: a test case named
+`x; touch pwned` reaches the launcher as one argument and runs nothing; a value
+that starts with "-" is joined to its option (`--test-case=-x`) so that no
+launcher reads it as an option of its own. Each job name is the job's `name`;
+where two jobs share one, the tag, then the environment, then the platform is
+added, and a collision left after that is an error: GitLab would silently keep
+only the last job of a name. A string GitLab's YAML 1.1 reader would not read
+back as that string (`0,1,2,3` is an octal number to it) is written quoted.
+
+`needs: []` lets every job start at once: stages only group jobs by model. With
+`parent_job` set, each job needs that job of the parent pipeline
+(`{pipeline: $PARENT_PIPELINE_ID, job: ...}`: the trigger job must pass
+`PARENT_PIPELINE_ID: $CI_PIPELINE_ID` in its `variables`). With `warmup: true`
+the first job that may not fail runs alone and every other job needs it. A
+recipe's `spec.needs` names jobs (templates over the job's fields): a job of the
+same target, or one listed in `graph.external.gitlab`, which lives in the parent
+pipeline; anything else is an error (`validate` reports it too, with its place).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from matrixgen.emit.common import (
+    DEFAULT_RETRY,
+    GITLAB_MAX_CHILD_YAML_BYTES,
+    GITLAB_MAX_JOB_NAME,
+    GITLAB_MAX_NEEDED_NAME,
+    GITLAB_MAX_NEEDS,
+    EmitSettings,
+    allowed_to_fail,
+    deselected,
+    emitted_jobs,
+    quarantine_label,
+)
+from matrixgen.engine.errors import Finding, LimitError, RecipeError, Severity
+from matrixgen.engine.model import Job, spec_needs
+
+# Top-level keywords of .gitlab-ci.yml (and `pages`, which deploys a site): a
+# job with one of these names would not be a job.
+RESERVED_NAMES = frozenset(
+    {
+        "after_script",
+        "before_script",
+        "cache",
+        "default",
+        "false",
+        "image",
+        "include",
+        "nil",
+        "pages",
+        "services",
+        "spec",
+        "stages",
+        "true",
+        "types",
+        "variables",
+        "workflow",
+    }
+)
+PLACEHOLDER_JOB = "no-jobs-selected"
+FALLBACK_STAGE = "test"
+QUARANTINE_VARIABLE = "MATRIXGEN_QUARANTINE"
+PARENT_PIPELINE_VARIABLE = "$PARENT_PIPELINE_ID"
+
+
+def gitlab_duration(seconds: int) -> str:
+    """A GitLab duration: 2700 -> "45m", 5400 -> "1h 30m", 90 -> "1m 30s"."""
+    seconds = max(1, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{v}{unit}" for v, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if v]
+    return " ".join(parts)
+
+
+def _name_candidates(job: Job) -> list[str]:
+    """The name of a job, then the same with tag, environment, platform added."""
+    names = [job.name]
+    for extra in (job.tag, job.environment, job.platform):
+        if extra:
+            names.append(f"{names[-1]}_{extra}")
+    return names
+
+
+def assign_names(jobs: Sequence[Job]) -> list[str | None]:
+    """A unique GitLab job name for each job (None where none is left), independent
+    of the order given.
+
+    Round k gives each job still unnamed its k-th candidate name when no other
+    unnamed job wants the same name this round, no earlier round took it, and
+    it is a usable job name (not a keyword, not hidden by a leading dot).
+    """
+    names: list[str | None] = [None] * len(jobs)
+    taken: set[str] = set(RESERVED_NAMES)
+    # Round 0 only needs each job's own name; the longer candidates are built for
+    # the few jobs that share one.
+    pending: list[tuple[int, str]] = [(i, job.name) for i, job in enumerate(jobs)]
+    level = 0
+    while pending:
+        wanted = Counter(name for _, name in pending)
+        unnamed: list[int] = []
+        for i, name in pending:
+            if wanted[name] == 1 and name not in taken and not name.startswith("."):
+                names[i] = name
+            else:
+                unnamed.append(i)
+        taken.update(name for i, name in pending if names[i] == name)
+        level += 1
+        pending = []
+        for i in unnamed:
+            candidates = _name_candidates(jobs[i])
+            if level < len(candidates):  # else no name is left for it
+                pending.append((i, candidates[level]))
+    return names
+
+
+def name_problems(
+    jobs: Sequence[Job], names: Sequence[str | None] | None = None
+) -> list[tuple[Job, str]]:
+    """(job, why) for each job that gets no usable GitLab job name."""
+    problems = []
+    if names is None:
+        names = assign_names(jobs)
+    for job, name in zip(jobs, names, strict=True):
+        if name is None:
+            problems.append(
+                (
+                    job,
+                    f"{job.identity} gets no unique GitLab job name (name {job.name!r}), even "
+                    "with tag, environment and platform added: GitLab would keep only one "
+                    "job of each name",
+                )
+            )
+        elif len(name) > GITLAB_MAX_JOB_NAME:
+            problems.append(
+                (
+                    job,
+                    f"the GitLab job name of {job.identity} is {len(name)} characters "
+                    f"(at most {GITLAB_MAX_JOB_NAME}): {name[:80]}...",
+                )
+            )
+    return problems
+
+
+def job_names(jobs: Sequence[Job]) -> list[str]:
+    """Unique GitLab job names of the jobs (see `assign_names`); LimitError when a
+    job gets none, or one longer than GitLab allows."""
+    names = assign_names(jobs)
+    problems = name_problems(jobs, names)
+    if problems:
+        shown = "; ".join(f"{why} (from {job.source})" for job, why in problems[:5])
+        more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
+        raise LimitError(
+            f"{len(problems)} job(s) cannot be written to a GitLab child pipeline: "
+            f"{shown}{more}. Give them distinct, shorter names (spec.name) or make the "
+            "target select fewer"
+        )
+    return [n for n in names if n is not None]
+
+
+# A backtick, written without one: `"$(printf '\140')"` (POSIX). shlex.quote's
+# single quotes already make a backtick literal for every shell that runs the
+# job; gitlab-ci-local 4.x echoes each script line inside double quotes with `$`,
+# `"` and `\` escaped but not backticks, so a literal one would run there.
+_BACKTICK = "'\"$(printf '\\140')\"'"
+
+
+def shell_quote(value: str) -> str:
+    """`shlex.quote`, with any backtick spelled so no shell or runner evaluates it."""
+    quoted = shlex.quote(value)
+    return quoted.replace("`", _BACKTICK) if "`" in quoted else quoted
+
+
+def _option(flag: str, value: str) -> list[str]:
+    """`--flag value`, or `--flag=value` when the value starts with "-": argparse
+    would read `--test-case --model` as two options, every parser reads the joined
+    form as one option and its value."""
+    return [f"{flag}={value}"] if value.startswith("-") else [flag, value]
+
+
+def job_script(job: Job, launcher: str) -> str:
+    """The launcher command line; the launcher is the config's (or recipe's) shell
+    text, every value after it is quoted."""
+    words: list[str] = [
+        *_option("--model", job.model),
+        *_option("--test-case", job.test_case),
+        *_option("--environment", job.environment),
+        *_option("--platform", job.platform),
+    ]
+    if job.tag:
+        words += _option("--tag", job.tag)
+    words += ["--n-repeat", str(job.n_repeat), "--time-limit", str(job.time_limit)]
+    if job.build:
+        words += _option("--build", job.build)
+    for node_id in deselected(job):
+        words += _option("--deselect", node_id)
+    if job.args:
+        words += ["--", *job.args]
+    return " ".join([launcher.strip(), *(shell_quote(w) for w in words)])
+
+
+def _variables(job: Job) -> dict[str, Any]:
+    variables: dict[str, Any] = {}
+    for key, value in job.env:
+        # GitLab expands $NAME in variable values; a value is data, keep it as written.
+        variables[key] = {"value": value, "expand": False} if "$" in value else value
+    label = quarantine_label(job)
+    if label is not None:
+        if QUARANTINE_VARIABLE in variables:
+            raise RecipeError(
+                f"{job.source}: env {QUARANTINE_VARIABLE} is reserved for the quarantine entry"
+            )
+        variables[QUARANTINE_VARIABLE] = label
+    return variables
+
+
+@dataclass(frozen=True, slots=True)
+class GitlabPipeline:
+    """The emitted child pipeline of one target."""
+
+    document: dict[str, Any]
+    text: str
+    job_names: tuple[str, ...]  # empty for the placeholder pipeline
+
+
+def _needed(name: str, what: str) -> str:
+    if len(name) > GITLAB_MAX_NEEDED_NAME:
+        raise LimitError(
+            f"{what} {name[:80]}... is {len(name)} characters: a job named in `needs` "
+            f"may have at most {GITLAB_MAX_NEEDED_NAME}"
+        )
+    return name
+
+
+def _placeholder(settings: EmitSettings) -> dict[str, Any]:
+    """GitLab refuses a child pipeline without jobs: one that says so instead."""
+    job: dict[str, Any] = {"stage": FALLBACK_STAGE}
+    tags = settings.runner_tags.get(settings.target.selector.platform or "", ())
+    if tags:
+        job["tags"] = list(tags)
+    job["needs"] = []
+    message = f"matrixgen: no jobs selected for target {settings.target.name}"
+    job["script"] = [f"echo {shell_quote(message)}"]
+    return {"stages": [FALLBACK_STAGE], PLACEHOLDER_JOB: job}
+
+
+def gitlab_document(
+    jobs: Iterable[Job], settings: EmitSettings
+) -> tuple[dict[str, Any], list[str]]:
+    """The pipeline as plain ordered data, and the job names it uses."""
+    selected = emitted_jobs(jobs)
+    if not selected:
+        return _placeholder(settings), []
+    names = job_names(selected)
+    common_needs: list[Any] = []
+    if settings.parent_job:
+        common_needs.append(
+            {
+                "pipeline": PARENT_PIPELINE_VARIABLE,
+                "job": _needed(settings.parent_job, "parent job"),
+            }
+        )
+    warmup: int | None = None
+    if settings.warmup and len(selected) > 1:
+        # A job that may fail would hold back every job if it failed: prefer one that may not.
+        blocking = [i for i, j in enumerate(selected) if not allowed_to_fail(j)]
+        warmup = blocking[0] if blocking else 0
+        _needed(names[warmup], "warm-up job")
+    retry = settings.retry if settings.retry is not None else DEFAULT_RETRY
+    emitted_name: dict[str, str] = {}  # a recipe's job name -> its GitLab job name
+    for job, name in zip(selected, names, strict=True):
+        emitted_name.setdefault(job.name, name)
+    all_needs: list[list[Any]] = []
+    stage_after: dict[str, set[str]] = {}  # stage -> stages whose jobs it needs
+    stage_of = {n: j.model or FALLBACK_STAGE for j, n in zip(selected, names, strict=True)}
+    for i, (job, name) in enumerate(zip(selected, names, strict=True)):
+        needs = list(common_needs)
+        if warmup is not None and i != warmup:
+            needs.append(names[warmup])
+        for need in _recipe_needs(job, name, emitted_name, settings):
+            if need not in needs:
+                needs.append(need)
+        if len(needs) > GITLAB_MAX_NEEDS:
+            raise LimitError(
+                f"job {name} would need {len(needs)} jobs (at most {GITLAB_MAX_NEEDS})"
+            )
+        stage_after.setdefault(stage_of[name], set()).update(
+            stage_of[n] for n in needs if isinstance(n, str)
+        )
+        all_needs.append(needs)
+    document: dict[str, Any] = {"stages": _stage_order(stage_after)}
+    for (job, name), needs in zip(zip(selected, names, strict=True), all_needs, strict=True):
+        entry: dict[str, Any] = {"stage": stage_of[name]}
+        image = settings.image(job)
+        if image:
+            entry["image"] = image
+        tags = settings.tags(job)
+        if tags:
+            entry["tags"] = list(tags)
+        entry["timeout"] = gitlab_duration(settings.timeout_seconds(job))
+        entry["needs"] = needs
+        variables = _variables(job)
+        if variables:
+            entry["variables"] = variables
+        entry["script"] = [job_script(job, settings.launcher_for(job))]
+        if settings.artifacts:
+            entry["artifacts"] = dict(settings.artifacts)
+        entry["retry"] = dict(retry)
+        if allowed_to_fail(job):
+            entry["allow_failure"] = True
+        document[name] = entry
+    return document, names
+
+
+def _stage_order(stage_after: dict[str, set[str]]) -> list[str]:
+    """Stages sorted by name, except that a stage comes after the stages whose jobs
+    its jobs need: GitLab refuses a need on a job of a later stage."""
+    import heapq
+
+    waiting = {stage: set(before) - {stage} for stage, before in stage_after.items()}
+    ready = [stage for stage, before in waiting.items() if not before]
+    heapq.heapify(ready)
+    order: list[str] = []
+    while ready:
+        stage = heapq.heappop(ready)
+        order.append(stage)
+        for other, before in waiting.items():
+            if stage in before:
+                before.discard(stage)
+                if not before:
+                    heapq.heappush(ready, other)
+    if len(order) < len(waiting):
+        stuck = sorted(set(waiting) - set(order))
+        raise LimitError(
+            f"the jobs of stages {', '.join(stuck)} need each other's jobs: no order of "
+            "stages (one per model) lets every job come after the jobs it needs"
+        )
+    return order
+
+
+def _recipe_needs(
+    job: Job, name: str, emitted_name: dict[str, str], settings: EmitSettings
+) -> list[Any]:
+    """The needs a recipe's spec.needs gives one job, as GitLab `needs` entries."""
+    out: list[Any] = []
+    for _, wanted in spec_needs(job):
+        if wanted in emitted_name and emitted_name[wanted] != name:
+            out.append(_needed(emitted_name[wanted], "needed job"))
+        elif wanted in settings.external_needs:
+            out.append({"pipeline": PARENT_PIPELINE_VARIABLE, "job": _needed(wanted, "job")})
+        else:
+            why = (
+                "the job itself"
+                if emitted_name.get(wanted) == name
+                else f"no job of target {settings.target.name} (nor in graph.external.gitlab)"
+            )
+            finding = Finding(
+                location=job.source,
+                severity=Severity.ERROR,
+                code="graph-missing",
+                message=f'{job.name} needs "{wanted}", which is {why}',
+            )
+            raise RecipeError(
+                f"target {settings.target.name}: a need cannot be met", findings=[finding]
+            )
+    return out
+
+
+# GitLab reads YAML with Ruby's Psych, a YAML 1.1 reader that turns more plain
+# scalars into non-strings than PyYAML quotes for: `0,1,2,3` (commas dropped: the
+# octal int 83), `1,000`, `01:30` (sexagesimal 90), `:x` (a symbol), `yEs`, `nO`.
+# A plain scalar is only left plain where Psych takes it for a string at once: it
+# starts like a word (Psych's own test) and is not one of the YAML 1.1 words.
+_PSYCH_WORDLIKE = re.compile(r"[^\d.:-]?[A-Za-z_\s!@#$%^&*(){}<>|/\\~;=]+")
+_YAML11_WORDS = frozenset({"~", "null", "yes", "true", "on", "no", "false", "off"})
+
+
+def read_as_text_by_yaml11(value: str) -> bool:
+    """Whether a YAML 1.1 reader (Psych) reads `value`, written plain, as that text."""
+    if "\n" not in value and not _PSYCH_WORDLIKE.match(value):
+        return False
+    return len(value) > 5 or value.lower() not in _YAML11_WORDS
+
+
+def _represent_str(dumper: Any, value: str) -> Any:
+    if read_as_text_by_yaml11(value):
+        return dumper.represent_str(value)
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="'")
+
+
+@cache
+def _dumper() -> type:
+    import yaml
+
+    base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+    class Dumper(base):  # type: ignore[misc, valid-type]
+        # Shared lists (the retry reasons) must be written out, not as &anchors.
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    Dumper.add_representer(str, _represent_str)
+    return Dumper
+
+
+def dump_yaml(document: dict[str, Any], header: str = "") -> str:
+    """Stable YAML: key order as built, the C dumper when PyYAML has it."""
+    import yaml
+
+    body = yaml.dump(
+        document,
+        Dumper=_dumper(),
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=1_000_000,
+    )
+    return header + body
+
+
+def _comment(text: str) -> str:
+    """A one-line YAML comment whatever the text holds."""
+    return "# " + "".join(ch if ch.isprintable() else "?" for ch in text) + "\n"
+
+
+def emit_gitlab(jobs: Iterable[Job], settings: EmitSettings) -> GitlabPipeline:
+    """The child pipeline of a selection; LimitError past GitLab's limits."""
+    document, names = gitlab_document(jobs, settings)
+    target = settings.target
+    header = _comment(
+        f"matrixgen child pipeline for target {target.name} "
+        f"({', '.join(f'{k}={v}' for k, v in target.to_dict().items() if v)}): "
+        f"{len(names)} job(s). Generated: do not edit."
+    )
+    text = dump_yaml(document, header)
+    size = len(text.encode("utf-8"))
+    if size > GITLAB_MAX_CHILD_YAML_BYTES:
+        raise LimitError(
+            f"the child pipeline of target {target.name} is {size:,} bytes; GitLab accepts "
+            f"at most {GITLAB_MAX_CHILD_YAML_BYTES:,}: split the target (by model or tag)"
+        )
+    return GitlabPipeline(document=document, text=text, job_names=tuple(names))

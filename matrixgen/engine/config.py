@@ -1,0 +1,155 @@
+"""The project config (`matrixgen.yaml` at the root of a recipe tree).
+
+A tree with this file is a format_version 2 tree: it declares its vocabularies,
+defaults, targets, pins and the settings of each CI system. A tree without it
+(Megatron-LM's) works with built-in defaults and no declared vocabulary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from matrixgen.engine.errors import ConfigError, Findings, Location, did_you_mean
+from matrixgen.engine.model import EMPTY_MAPPING, Selector, Target
+from matrixgen.engine.schemas import check_against_schema
+from matrixgen.engine.vocab import (
+    ALL_CADENCES,
+    DEFAULT_MAX_JOBS,
+    DEFAULT_N_REPEAT,
+    DEFAULT_TIME_LIMIT,
+    System,
+    resolve_scope,
+)
+from matrixgen.engine.yamlio import YamlDocument, parse_yaml
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Vocabulary:
+    platforms: frozenset[str]
+    environments: frozenset[str]
+    scopes: Mapping[System, tuple[str, ...]]
+    cadences: frozenset[str]
+    tags: frozenset[str] | None = None
+    models: frozenset[str] | None = None
+    axes: frozenset[str] = frozenset()
+    spec_keys: frozenset[str] = frozenset()
+
+    @property
+    def all_scopes(self) -> frozenset[str]:
+        """Every scope of every system, with the tier each legacy name resolves to."""
+        names = {s for scopes in self.scopes.values() for s in scopes}
+        return frozenset(names | {resolve_scope(s) for s in names})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProjectConfig:
+    """The parsed project config; sections not modelled here stay in `raw`."""
+
+    path: str
+    document: YamlDocument | None
+    vocabulary: Vocabulary | None = None
+    time_limit: int = DEFAULT_TIME_LIMIT
+    n_repeat: int = DEFAULT_N_REPEAT
+    max_jobs: int = DEFAULT_MAX_JOBS
+    targets: tuple[Target, ...] = ()
+    raw: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAPPING, repr=False)
+
+    def section(self, name: str) -> Mapping[str, Any]:
+        value = self.raw.get(name)
+        return value if isinstance(value, Mapping) else EMPTY_MAPPING
+
+    def platform_info(self, platform: str) -> Mapping[str, Any]:
+        info = self.section("platforms").get(platform)
+        return info if isinstance(info, Mapping) else EMPTY_MAPPING
+
+    def target(self, name: str) -> Target | None:
+        return next((t for t in self.targets if t.name == name), None)
+
+    def locate(self, keys: list[str | int]) -> Location:
+        if self.document is None:
+            return Location(self.path)
+        return self.document.locate(keys)
+
+
+# The config of a tree that has none (format_version 1 trees).
+DEFAULT_CONFIG = ProjectConfig(path="", document=None)
+
+
+def parse_config(raw: bytes, path: str) -> ProjectConfig:
+    """Parse and check a project config; raise ConfigError listing every problem."""
+    findings = Findings()
+    document = parse_yaml(raw, path, findings)
+    if document is not None:
+        if not isinstance(document.data, dict):
+            findings.add(document.locate([]), "config-type", "the project config must be a mapping")
+        else:
+            check_against_schema("config", document, findings)
+    if findings.errors or document is None:
+        raise ConfigError(f"invalid project config {path}", findings=findings.errors)
+    data: dict[str, Any] = document.data
+    vocab_raw = data["vocabulary"]
+    vocabulary = Vocabulary(
+        platforms=frozenset(vocab_raw["platforms"]),
+        environments=frozenset(vocab_raw["environments"]),
+        scopes=MappingProxyType(
+            {System(k): tuple(v) for k, v in sorted(vocab_raw["scopes"].items())}
+        ),
+        cadences=frozenset(vocab_raw.get("cadences", ALL_CADENCES)),
+        tags=frozenset(vocab_raw["tags"]) if "tags" in vocab_raw else None,
+        models=frozenset(vocab_raw["models"]) if "models" in vocab_raw else None,
+        axes=frozenset(vocab_raw.get("axes", ())),
+        spec_keys=frozenset(vocab_raw.get("spec_keys", ())),
+    )
+    defaults = data.get("defaults", {})
+    config = ProjectConfig(
+        path=path,
+        document=document,
+        vocabulary=vocabulary,
+        time_limit=defaults.get("time_limit", DEFAULT_TIME_LIMIT),
+        n_repeat=defaults.get("n_repeat", DEFAULT_N_REPEAT),
+        max_jobs=defaults.get("max_jobs", DEFAULT_MAX_JOBS),
+        raw=MappingProxyType(data),
+    )
+    targets = tuple(
+        _target(name, spec, config, findings)
+        for name, spec in sorted((data.get("targets") or {}).items())
+    )
+    if findings.errors:
+        raise ConfigError(f"invalid project config {path}", findings=findings.errors)
+    return replace(config, targets=targets)
+
+
+def _target(
+    name: str, spec: Mapping[str, Any], config: ProjectConfig, findings: Findings
+) -> Target:
+    """A configured target, with its system's shared settings under its own."""
+    system = System(spec["system"])
+    vocab = config.vocabulary
+    assert vocab is not None
+    checks = (
+        ("scope", vocab.scopes.get(system, ()), "scope of " + system.value),
+        ("platform", vocab.platforms, "platform"),
+        ("environment", vocab.environments, "environment"),
+    )
+    for key, known, what in checks:
+        value = spec[key]
+        allowed = set(known) | {resolve_scope(k) for k in known} if key == "scope" else set(known)
+        if value not in allowed:
+            findings.add(
+                config.locate(["targets", name, key]),
+                "config-target",
+                f'target "{name}": unknown {what} "{value}"{did_you_mean(value, known)}',
+            )
+    settings = {**config.section("systems").get(system.value, {}), **spec}
+    selector = Selector(
+        scope=spec["scope"],
+        cadence=spec.get("cadence"),
+        environment=spec["environment"],
+        platform=spec["platform"],
+        model=spec.get("model"),
+        tag=spec.get("tag"),
+    )
+    return Target(name=name, system=system, selector=selector, settings=MappingProxyType(settings))

@@ -1,0 +1,189 @@
+"""The values that flow through the pipeline. All are frozen: stages build new
+values, they never edit the ones they were given."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from matrixgen.engine.errors import Location
+from matrixgen.engine.templates import TemplateError, render
+from matrixgen.engine.vocab import RecipeType, System
+from matrixgen.engine.yamlio import YamlDocument
+
+EMPTY_MAPPING: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class JobId:
+    """What makes two jobs the same job across branches (DESIGN §2)."""
+
+    model: str
+    test_case: str
+    environment: str
+    platform: str
+    tag: str  # "" when the job has no tag, so ids sort without None
+
+    def __str__(self) -> str:
+        tag = f"[{self.tag}]" if self.tag else ""
+        return f"{self.model}/{self.test_case}{tag} on {self.platform}/{self.environment}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuarantineMark:
+    """The quarantine entry that applies to a job in one target."""
+
+    id: str
+    tracker: str
+    action: str
+    kind: str
+    node_ids: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "tracker": self.tracker,
+            "action": self.action,
+            "kind": self.kind,
+        }
+        if self.node_ids:
+            out["node_ids"] = list(self.node_ids)
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Job:
+    """One expanded row: a test case with one value per axis, attributes resolved."""
+
+    model: str
+    test_case: str
+    environment: str
+    platform: str
+    tag: str | None
+    scope: str | None
+    cadence: tuple[str, ...]
+    name: str
+    build: str | None
+    n_repeat: int
+    time_limit: int
+    nodes: int | None = None
+    gpus: int | None = None
+    allow_failure: bool = False
+    env: tuple[tuple[str, str], ...] = ()
+    args: tuple[str, ...] = ()
+    # Every resolved spec field (script, extra axes, ...), for diffs and emitters.
+    spec: Mapping[str, Any] = field(
+        default_factory=lambda: EMPTY_MAPPING, compare=False, repr=False
+    )
+    recipe: str = field(default="", compare=False)
+    source: Location = field(default=Location(""), compare=False, repr=False)
+    quarantine: QuarantineMark | None = None
+
+    @property
+    def identity(self) -> JobId:
+        return JobId(self.model, self.test_case, self.environment, self.platform, self.tag or "")
+
+    def sort_key(self) -> tuple:
+        """Identity, then scope and cadence: a total order for deterministic output."""
+        return (
+            self.model,
+            self.test_case,
+            self.environment,
+            self.platform,
+            self.tag or "",
+            self.scope or "",
+            self.cadence,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of `list --format json` (and of jobs in diffs)."""
+        out: dict[str, Any] = {
+            "model": self.model,
+            "test_case": self.test_case,
+            "tag": self.tag,
+            "environment": self.environment,
+            "platform": self.platform,
+            "scope": self.scope,
+            "cadence": list(self.cadence),
+            "name": self.name,
+            "build": self.build,
+            "n_repeat": self.n_repeat,
+            "time_limit": self.time_limit,
+            "nodes": self.nodes,
+            "gpus": self.gpus,
+            "allow_failure": self.allow_failure,
+            "env": dict(self.env),
+            "args": list(self.args),
+            "recipe": self.recipe,
+        }
+        if self.quarantine is not None:
+            out["quarantine"] = self.quarantine.to_dict()
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecipeFile:
+    """One parsed recipe file of a tree."""
+
+    path: str  # as shown in messages (tree root joined with rel)
+    rel: str  # relative to the tree root, '/'-separated
+    document: YamlDocument
+    kind: RecipeType
+    format_version: int
+
+    @property
+    def data(self) -> Any:
+        return self.document.data
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Selector:
+    """What a target asks for; None means 'any'. Matching lives in select.py."""
+
+    scope: str | None = None
+    cadence: str | None = None
+    environment: str | None = None
+    platform: str | None = None
+    model: str | None = None
+    tag: str | None = None
+    test_cases: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scope": self.scope,
+            "platform": self.platform,
+            "environment": self.environment,
+            "cadence": self.cadence,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Target:
+    """One place jobs go: a system plus a selector, and that system's settings."""
+
+    name: str
+    system: System
+    selector: Selector
+    settings: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAPPING, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"system": self.system.value, **self.selector.to_dict()}
+
+
+def spec_needs(job: Job) -> list[tuple[int, str]]:
+    """(index, job name) for each entry of the job's spec.needs, templates rendered.
+    An entry whose template does not render is kept as written."""
+    needs = job.spec.get("needs")
+    if not isinstance(needs, list):
+        return []
+    out = []
+    for i, template in enumerate(needs):
+        if not isinstance(template, str):
+            continue
+        try:
+            out.append((i, render(template, job.spec)))
+        except TemplateError:
+            out.append((i, template))
+    return out

@@ -1,0 +1,64 @@
+"""The published JSON Schemas (schema/ at the repo root) and validation against them."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from matrixgen.engine.errors import Findings, Severity
+from matrixgen.engine.yamlio import YamlDocument
+
+
+@cache
+def load_schema(name: str) -> dict[str, Any]:
+    text = (resources.files("matrixgen") / "schema" / f"{name}.schema.json").read_text("utf-8")
+    return json.loads(text)
+
+
+@cache
+def _validator(name: str) -> Any:
+    import jsonschema  # heavy: only when a schema check runs
+
+    schema = load_schema(name)
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema)
+
+
+def check_against_schema(
+    name: str,
+    document: YamlDocument,
+    findings: Findings,
+    *,
+    severity: Severity = Severity.ERROR,
+    data: Any = None,
+) -> bool:
+    """Add one finding per schema violation, located in the document; True if valid."""
+    validator = _validator(name)
+    instance = document.data if data is None else data
+    ok = True
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
+    for error in errors:
+        ok = False
+        path = list(error.absolute_path)
+        where = "/".join(map(str, path)) or "(top level)"
+        # A bad key (propertyNames) is reported at the key, not at its mapping.
+        at_key = "propertyNames" in error.schema_path and isinstance(error.instance, str)
+        findings.add(
+            document.locate([*path, error.instance], key=True) if at_key else document.locate(path),
+            "schema",
+            f"{where}: {_short(error)}",
+            severity,
+        )
+    return ok
+
+
+def _short(error: Any) -> str:
+    """jsonschema messages can quote whole scripts; keep them to one short line."""
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        return error.message.split(" (")[0] if len(error.message) > 200 else error.message
+    message = error.message
+    if len(message) > 200:
+        message = message[:197] + "..."
+    return message.replace("\n", " ")

@@ -1,0 +1,123 @@
+"""Stage 5, select: the jobs one target gets (DESIGN §3).
+
+Scope is compared after resolving legacy aliases on both sides, so `nightly`
+selects what `L2` selects; cadence, when asked, must be in the job's cadence
+list; every other criterion is plain equality.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from matrixgen.engine.config import ProjectConfig
+from matrixgen.engine.errors import UsageError, did_you_mean
+from matrixgen.engine.model import Job, Selector
+from matrixgen.engine.vocab import ALL_CADENCES, resolve_scope
+
+
+def check_selector(selector: Selector) -> None:
+    """Refuse a selector that can never be right, before any work."""
+    if selector.cadence is not None and selector.cadence not in ALL_CADENCES:
+        raise UsageError(
+            f'unknown cadence "{selector.cadence}"{did_you_mean(selector.cadence, ALL_CADENCES)}; '
+            f"allowed: {', '.join(ALL_CADENCES)}"
+        )
+
+
+def matches(job: Job, selector: Selector) -> bool:
+    if selector.scope is not None and job.scope != resolve_scope(selector.scope):
+        return False
+    if selector.cadence is not None and selector.cadence not in job.cadence:
+        return False
+    if selector.environment is not None and job.environment != selector.environment:
+        return False
+    if selector.platform is not None and job.platform != selector.platform:
+        return False
+    if selector.model is not None and job.model != selector.model:
+        return False
+    if selector.tag is not None and job.tag != selector.tag:
+        return False
+    return not selector.test_cases or job.test_case in selector.test_cases
+
+
+def select(jobs: Iterable[Job], selector: Selector) -> list[Job]:
+    """The matching jobs, in the order given (expansion order is already sorted)."""
+    check_selector(selector)
+    return [job for job in jobs if matches(job, selector)]
+
+
+def check_selector_values(
+    selector: Selector, config: ProjectConfig, jobs: Sequence[Job]
+) -> list[str]:
+    """A value asked for that can select nothing is most likely a typo.
+
+    Against a declared vocabulary (format_version 2) it is a UsageError with
+    "did you mean"; in a tree that declares none (and for test cases, which no
+    vocabulary lists) it is a warning, returned for the caller to print: there,
+    asking for a value no job uses is allowed and selects nothing, as in
+    Megatron-LM's own parser.
+    """
+    vocab = config.vocabulary
+    declared: dict[str, frozenset[str] | None] = {
+        "scope": vocab.all_scopes if vocab else None,
+        "platform": vocab.platforms if vocab else None,
+        "environment": vocab.environments if vocab else None,
+        "model": vocab.models if vocab else None,
+        "tag": vocab.tags if vocab else None,
+    }
+    errors: list[str] = []
+    warnings: list[str] = []
+    for key, names in declared.items():
+        value = getattr(selector, key)
+        if value is None:
+            continue
+        known = names if names is not None else {getattr(j, key) for j in jobs} - {None}
+        if key == "scope":
+            found = resolve_scope(value) in {resolve_scope(k) for k in known}
+        else:
+            found = value in known
+        if found:
+            continue
+        hint = did_you_mean(value, known)
+        if names is not None:
+            errors.append(
+                f'--{key} "{value}" is not declared in {config.path}{hint}; '
+                f"declared: {', '.join(sorted(known))}"
+            )
+        else:
+            warnings.append(f'--{key} "{value}": no job has this {key}{hint}')
+    cases = {j.test_case for j in jobs}
+    for case in selector.test_cases:
+        if case not in cases:
+            warnings.append(
+                f'--test-case "{case}": no job has this test case{did_you_mean(case, cases)}'
+            )
+    if errors:
+        raise UsageError("; ".join(errors))
+    return warnings
+
+
+class JobIndex:
+    """Jobs grouped by scope, platform and environment once, so that each of many
+    targets only looks at the jobs it can match (a tree of 60,000 jobs and 20
+    targets would otherwise match every job against every target)."""
+
+    def __init__(self, jobs: Sequence[Job]) -> None:
+        self.jobs = jobs
+        groups: dict[tuple[str | None, str, str], list[Job]] = defaultdict(list)
+        for job in jobs:
+            groups[(job.scope, job.platform, job.environment)].append(job)
+        self.groups = groups
+        self.test_cases = frozenset(job.test_case for job in jobs)
+
+    def candidates(self, selector: Selector) -> Sequence[Job]:
+        """A superset of the jobs the selector matches, in expansion order."""
+        if selector.scope is None or selector.platform is None or selector.environment is None:
+            return self.jobs
+        key = (resolve_scope(selector.scope), selector.platform, selector.environment)
+        return self.groups.get(key, ())
+
+    def select(self, selector: Selector) -> list[Job]:
+        """The same as `select(jobs, selector)`."""
+        return [job for job in self.candidates(selector) if matches(job, selector)]

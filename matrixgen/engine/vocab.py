@@ -1,0 +1,78 @@
+"""Closed vocabularies and the fixed rules of the recipe format."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class System(StrEnum):
+    GITHUB = "github"
+    GITLAB = "gitlab"
+
+
+class Cadence(StrEnum):
+    PR = "pr"
+    NIGHTLY = "nightly"
+    MERGEGROUP = "mergegroup"
+    WEEKLY = "weekly"
+
+
+class RecipeType(StrEnum):
+    BASIC = "basic"
+    BUILD = "build"
+
+
+class QuarantineAction(StrEnum):
+    SKIP = "skip"
+    ALLOW_FAILURE = "allow-failure"
+    DESELECT = "deselect"
+
+
+class QuarantineKind(StrEnum):
+    FLAKY = "flaky"
+    BROKEN = "broken"
+    BASELINE_FAILURE = "baseline-failure"
+    INFRA = "infra"
+    INVESTIGATING = "investigating"
+
+
+class OutputFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    YAML = "yaml"
+
+
+ALL_CADENCES: tuple[str, ...] = tuple(c.value for c in Cadence)
+# Plain strings, not enum members: jobs carry them into JSON and YAML output.
+DEFAULT_CADENCE: tuple[str, ...] = (
+    Cadence.PR.value,
+    Cadence.NIGHTLY.value,
+    Cadence.MERGEGROUP.value,
+)
+
+# Legacy scope names -> (tier, cadence implied when the recipe sets none).
+# GitLab scopes (mr, mr-slim, unit-tests, ...) pass through unchanged.
+LEGACY_SCOPE_ALIASES: dict[str, tuple[str, tuple[str, ...] | None]] = {
+    "mr-github-slim": ("L0", None),
+    "mr-github": ("L1", None),
+    "nightly": ("L2", (Cadence.NIGHTLY.value,)),
+    "weekly": ("L3", (Cadence.WEEKLY.value,)),
+}
+
+
+def resolve_scope(scope: str) -> str:
+    """The tier a scope name selects: `nightly` and `L2` select the same rows."""
+    alias = LEGACY_SCOPE_ALIASES.get(scope)
+    return alias[0] if alias else scope
+
+
+# Built-in defaults, used when a tree has no project config (format_version 1).
+DEFAULT_TIME_LIMIT = 2700
+DEFAULT_N_REPEAT = 5
+DEFAULT_MAX_JOBS = 100_000
+
+# Placeholders the job launcher fills in at run time, not from recipe fields.
+RUNTIME_PLACEHOLDERS: frozenset[str] = frozenset({"assets_dir", "artifacts_dir"})
+
+CONFIG_FILENAME = "matrixgen.yaml"
+QUARANTINE_FILENAME = "quarantine.yaml"

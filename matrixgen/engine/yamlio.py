@@ -1,0 +1,275 @@
+"""Safe YAML reading that keeps node positions for error messages.
+
+Values are built by PyYAML's safe constructor on top of the libyaml C parser when
+it is present; the composed node tree is kept so that any finding can be mapped
+back to `file:line:column` without paying for position tracking on the fast path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from matrixgen.engine.errors import Findings, Location
+
+# libyaml's C parser when PyYAML was built with it; the pure-Python one otherwise.
+_BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# Past this many nodes (aliases counted once per use) a document is refused:
+# anchors and aliases can make a tiny file expand to billions of values.
+MAX_EXPANDED_NODES = 2_000_000
+
+
+# An anchor is `&name` after a space, a line start or flow punctuation; shell text
+# such as `a && b` or `2>&1` does not look like one, so only files that may hold
+# aliases pay for the expansion walk (a false positive only costs time).
+_MAY_HAVE_ANCHOR = re.compile(r"(?:^|[\s\[\]{},:-])&[^\s&\[\]{},]", re.MULTILINE)
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """Safe loader that records duplicate mapping keys instead of dropping them,
+    and keys that YAML reads as something other than a name."""
+
+    duplicate_keys: list[tuple[yaml.Node, str]]
+    odd_keys: list[tuple[yaml.Node, str]]
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        mapping = super().construct_mapping(node, deep=deep)
+        # Fewer keys than entries: some key came twice (or a merge key was folded in).
+        if len(mapping) < len(node.value):
+            seen: set[tuple[str, str]] = set()
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.value != "<<":
+                    key = (key_node.tag, key_node.value)
+                    if key in seen:
+                        self.duplicate_keys.append((key_node, key_node.value))
+                    seen.add(key)
+        for key in mapping:
+            if type(key) is not str:
+                return self._named_keys(node, mapping)
+        return mapping
+
+    def _named_keys(self, node: yaml.MappingNode, mapping: dict) -> dict:
+        """`on:`, `1:`, `null:`, `2024-01-01:` are a boolean, a number, null and a
+        date to YAML, never names: record each (an error for the caller to report)
+        and key the value by the text as written, so that no later stage meets a
+        key that is not a string."""
+        written: dict[Any, str] = {}
+        for key_node, _ in node.value:
+            key = self.constructed_objects.get(key_node, key_node)
+            if type(key) is not str and isinstance(key_node, yaml.ScalarNode):
+                self.odd_keys.append((key_node, _kind_of(key)))
+                written.setdefault(key, key_node.value)
+        return {(k if type(k) is str else written.get(k, str(k))): v for k, v in mapping.items()}
+
+    def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> Any:
+        # `2025-02-30` looks like a date to YAML but is none: say where, don't crash.
+        try:
+            return super().construct_yaml_timestamp(node)
+        except ValueError as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f'"{node.value}" is not a valid date ({exc})', node.start_mark
+            ) from None
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> Any:
+        # Past 4,300 digits Python refuses to read (or print) an int at all, and
+        # past 64 bits no CI system takes it: say where, don't crash later.
+        try:
+            value = super().construct_yaml_int(node)
+        except ValueError:
+            value = None
+        if value is None or not -(2**63) <= value < 2**63:
+            text = node.value
+            shown = text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the number {shown} does not fit in 64 bits", node.start_mark
+            )
+        return value
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_timestamp)
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+
+
+def _kind_of(value: Any) -> str:
+    if value is None:
+        return "a null value"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, dt.date):
+        return "a date"
+    return f"a {type(value).__name__}"
+
+
+@dataclass(frozen=True, slots=True)
+class YamlDocument:
+    """A parsed document: its plain-Python value and the node tree it came from."""
+
+    path: str
+    data: Any
+    root: yaml.Node | None
+
+    def locate(self, keys: Sequence[str | int], *, key: bool = False) -> Location:
+        """Position of the value at `keys` (or of its key, with key=True).
+
+        Falls back to the deepest ancestor that exists, so a finding about a
+        missing key points at the mapping that lacks it.
+        """
+        node = self.root
+        best = node
+        for i, step in enumerate(keys):
+            nxt = _child(node, step, want_key=key and i == len(keys) - 1)
+            if nxt is None:
+                break
+            node = best = nxt
+        if best is None:
+            return Location(self.path)
+        mark = best.start_mark
+        return Location(self.path, mark.line + 1, mark.column + 1)
+
+
+def _child(node: yaml.Node | None, step: str | int, *, want_key: bool) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode) and not isinstance(step, int):
+        found = None
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(step):
+                found = key_node if want_key else value_node  # last one wins, as in loading
+        return found
+    if isinstance(node, yaml.SequenceNode) and isinstance(step, int):
+        return node.value[step] if 0 <= step < len(node.value) else None
+    return None
+
+
+def _mark_location(path: str, mark: Any) -> Location:
+    if mark is None:
+        return Location(path)
+    return Location(path, mark.line + 1, mark.column + 1)
+
+
+class _AliasCycle(Exception):
+    """An alias inside the node it names."""
+
+
+def _check_expansion(root: yaml.Node, path: str, findings: Findings) -> bool:
+    """Refuse recursive aliases and alias bombs; True when the document is safe."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        ident = id(node)
+        if ident in sizes:
+            return sizes[ident]
+        if ident in active:
+            raise _AliasCycle(node)
+        active.add(ident)
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                total += size(k) + size(v)
+        elif isinstance(node, yaml.SequenceNode):
+            for v in node.value:
+                total += size(v)
+        active.discard(ident)
+        sizes[ident] = total
+        return total
+
+    try:
+        total = size(root)
+    except _AliasCycle as exc:
+        # (Python's own RecursionError, a document nested too deeply, is the caller's.)
+        node = exc.args[0]
+        findings.add(
+            _mark_location(path, node.start_mark),
+            "yaml-recursive-alias",
+            "an alias refers to a node that contains it; recursive documents are not allowed",
+        )
+        return False
+    if total > MAX_EXPANDED_NODES:
+        findings.add(
+            Location(path, 1, 1),
+            "yaml-alias-bomb",
+            f"anchors and aliases expand this document to {total:,} nodes "
+            f"(limit {MAX_EXPANDED_NODES:,}); write the values out instead",
+        )
+        return False
+    return True
+
+
+def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None:
+    """Parse one YAML document; on any problem add a finding and return None."""
+    if b"\x00" in raw:
+        findings.add(Location(path), "file-binary", "not a text file (it contains NUL bytes)")
+        return None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        findings.add(
+            Location(path),
+            "file-encoding",
+            f"not UTF-8 text (byte {exc.start} cannot be decoded)",
+        )
+        return None
+    loader = _Loader(text)
+    loader.duplicate_keys = []
+    loader.odd_keys = []
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            findings.add(Location(path), "file-empty", "the file is empty")
+            return None
+        if _MAY_HAVE_ANCHOR.search(text) and not _check_expansion(root, path, findings):
+            return None
+        data = loader.construct_document(root)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        if "could not determine a constructor" in str(exc):
+            problem = (
+                f"unsupported tag {exc.problem.split('tag ', 1)[-1]}; only plain YAML is allowed"
+            )
+        elif exc.context and exc.problem:
+            problem = f"{exc.context}: {exc.problem}"
+        findings.add(_mark_location(path, mark), "yaml-syntax", problem)
+        return None
+    except yaml.YAMLError as exc:
+        findings.add(Location(path), "yaml-syntax", str(exc).splitlines()[0])
+        return None
+    except RecursionError:
+        findings.add(Location(path), "yaml-too-deep", "the document is nested too deeply")
+        return None
+    finally:
+        loader.dispose()
+    for key_node, key in loader.duplicate_keys:
+        findings.add(
+            _mark_location(path, key_node.start_mark),
+            "yaml-duplicate-key",
+            f'duplicate key "{key}": the earlier value would be silently overwritten',
+        )
+    for key_node, kind in loader.odd_keys:
+        findings.add(
+            _mark_location(path, key_node.start_mark),
+            "yaml-key-type",
+            f"key {key_node.value or '(empty)'} is read as {kind}, not as a name; "
+            f'quote it ("{key_node.value}") if a name is meant',
+        )
+    return YamlDocument(path=path, data=data, root=root)
+
+
+def last_content_line(node: yaml.Node) -> int:
+    """The last line (0-based) holding content of a node, not trailing comments or blanks."""
+    if isinstance(node, yaml.MappingNode) and node.value and not node.flow_style:
+        return last_content_line(node.value[-1][1])
+    if isinstance(node, yaml.SequenceNode) and node.value and not node.flow_style:
+        return last_content_line(node.value[-1])
+    end = node.end_mark
+    if isinstance(node, yaml.ScalarNode) and node.style in ("|", ">"):
+        # A block scalar ends at the start of the line after its last line.
+        return end.line - 1 if end.column == 0 else end.line
+    return end.line

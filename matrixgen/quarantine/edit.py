@@ -1,0 +1,490 @@
+"""Safe edits of the quarantine file: add, remove and lift entries.
+
+Safety rules:
+- Every edit holds an exclusive lock (fcntl.flock on the file's directory, so
+  no lock file is left behind) from reading the file to replacing it: two `add`
+  commands at once both land.
+- The new content is written to a temporary file in the same directory, flushed
+  and fsynced, then renamed over the old one (os.replace): a reader sees the old
+  file or the new one, never half of one.
+- A file that does not parse or does not follow the schema is reported and left
+  alone; so is a read-only file. A symlinked file is edited where the link
+  points (the link stays a link).
+- Only the edited entry's lines change. The new entry is rendered by ruamel.yaml
+  (round-trip dumper: quoting, dates, flow lists), in the indentation the file
+  already uses, and spliced in after the last entry; removing deletes exactly
+  an entry's lines (and the comment lines directly above it). Everything else
+  (comments, order, formatting) stays byte for byte, so add then remove gives
+  back the original file. Each edit is checked by parsing the result again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import io
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from matrixgen.engine.errors import Findings, QuarantineError
+from matrixgen.engine.yamlio import last_content_line, parse_yaml
+from matrixgen.quarantine.entries import QuarantineFile, parse_quarantine
+
+HEADER = (
+    "# Quarantined jobs: each entry names its tracker, owner and expiry.\n"
+    "# Edit with `matrixgen quarantine add / remove / lift`; see `matrixgen quarantine --help`.\n"
+)
+# The order fields are written in, whatever order the caller gives.
+FIELD_ORDER = (
+    "id",
+    "tracker",
+    "kind",
+    "action",
+    "match",
+    "where",
+    "node_ids",
+    "owner",
+    "added",
+    "expires",
+    "reason",
+)
+MATCH_ORDER = ("model", "test_case", "platforms", "environments", "tags")
+
+
+# --------------------------------------------------------------------------- locking, writing
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock for edits of `path` (a lock on its directory)."""
+    import fcntl
+
+    directory = path.parent
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError as exc:
+        raise QuarantineError(
+            f"cannot open {directory} to lock {path.name}: {exc.strerror}"
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def real_path(path: Path) -> Path:
+    """Where edits land: the file a symlink points to (renaming over the link
+    itself would silently replace it with a regular file)."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def check_writable(path: Path) -> int | None:
+    """The file's mode (None when it does not exist yet); a read-only file is
+    refused: renaming over it would succeed (that needs only the directory)."""
+    path = real_path(path)
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        return None
+    if not mode & 0o222 or not os.access(path, os.W_OK):
+        raise QuarantineError(f"{path} is read-only; the file was not changed")
+    return mode
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write through a temporary file in the same directory and rename it over."""
+    path = real_path(path)
+    mode = check_writable(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise QuarantineError(f"cannot write next to {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode if mode is not None else 0o644)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise QuarantineError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def read_checked(
+    path: Path, *, tracker_base: str | None = None
+) -> tuple[bytes | None, QuarantineFile]:
+    """The file's bytes and parse; a file with errors in its shape is refused."""
+    try:
+        raw: bytes | None = path.read_bytes()
+    except FileNotFoundError:
+        raw = None
+    except OSError as exc:
+        raise QuarantineError(f"cannot read {path}: {exc.strerror}") from None
+    qfile = parse_quarantine(raw, str(path), tracker_base=tracker_base)
+    if qfile.errors:
+        raise QuarantineError(
+            f"{path} has {len(qfile.errors)} error(s); fix them first, the file was not changed",
+            findings=qfile.errors,
+        )
+    return raw, qfile
+
+
+# --------------------------------------------------------------------------- text edits
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where the entries are in the text, line by line (0-based)."""
+
+    lines: list[str]
+    newline: str
+    key_line: int | None  # the `entries:` line, None when the key is absent
+    value_kind: str  # "block", "flow", "null" or "absent"
+    starts: list[int]  # first line (the dash) of each entry
+    ends: list[int]  # one past the last content line of each entry
+    dash_col: int
+    key_col: int
+    flow_span: tuple[int, int] | None  # columns of `[]` on key_line
+
+
+def _layout(text: str) -> _Layout:
+    lines = text.splitlines(keepends=True)
+    newline = "\r\n" if "\r\n" in text else "\n"
+    findings = Findings()
+    doc = parse_yaml(text.encode("utf-8"), "quarantine", findings) if text.strip() else None
+    root = doc.root if doc is not None else None
+    if root is None or not isinstance(root, yaml.MappingNode):
+        return _Layout(lines, newline, None, "absent", [], [], 2, 4, None)
+    key_node = value = None
+    for k, v in root.value:
+        if isinstance(k, yaml.ScalarNode) and k.value == "entries":
+            key_node, value = k, v
+    if key_node is None or value is None:
+        return _Layout(lines, newline, None, "absent", [], [], 2, 4, None)
+    key_line = key_node.start_mark.line
+    if isinstance(value, yaml.ScalarNode):
+        return _Layout(lines, newline, key_line, "null", [], [], 2, 4, None)
+    if not isinstance(value, yaml.SequenceNode):
+        raise QuarantineError("entries must be a list")
+    if value.flow_style:
+        if value.value:
+            raise QuarantineError(
+                "entries is written as a one-line [..] list; write it as a block list first"
+            )
+        span = (value.start_mark.column, value.end_mark.column)
+        if value.start_mark.line != key_line:
+            raise QuarantineError("entries: [] must be on the entries line")
+        return _Layout(lines, newline, key_line, "flow", [], [], 2, 4, span)
+    starts, ends = [], []
+    for item in value.value:
+        first = item.start_mark.line
+        end = last_content_line(item) + 1
+        # A block scalar's end mark lies past the blank lines that follow it.
+        while end - 1 > first and not lines[end - 1].strip():
+            end -= 1
+        starts.append(first)
+        ends.append(end)
+    dash_col, key_col = 2, 4
+    if value.value:
+        first_item = value.value[0]
+        line = lines[first_item.start_mark.line]
+        key_col = first_item.start_mark.column
+        dash = line.rfind("-", 0, key_col)
+        dash_col = dash if dash >= 0 else max(key_col - 2, 0)
+    return _Layout(lines, newline, key_line, "block", starts, ends, dash_col, key_col, None)
+
+
+def render_entry(entry: Mapping[str, Any], dash_col: int, key_col: int, newline: str) -> str:
+    """One entry as block YAML lines, indented for this file, ending in a newline."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    def flow(values: Sequence[str]) -> CommentedSeq:
+        seq = CommentedSeq(values)
+        seq.fa.set_flow_style()
+        return seq
+
+    data = CommentedMap()
+    for key in FIELD_ORDER:
+        if key not in entry or entry[key] in (None, [], ()):
+            continue
+        value = entry[key]
+        if key == "match":
+            match = CommentedMap()
+            for mkey in MATCH_ORDER:
+                if value.get(mkey) not in (None, [], ()):
+                    mvalue = value[mkey]
+                    match[mkey] = flow(list(mvalue)) if isinstance(mvalue, list | tuple) else mvalue
+            value = match
+        elif key in ("where", "node_ids"):
+            value = flow(list(value)) if key == "where" else CommentedSeq(list(value))
+        data[key] = value
+    unknown = set(entry) - set(FIELD_ORDER)
+    if unknown:
+        raise ValueError(f"unknown entry fields: {sorted(unknown)}")
+    dumper = YAML(typ="rt")
+    dumper.width = 4096
+    dumper.indent(mapping=2, sequence=4, offset=2)
+    out = io.StringIO()
+    dumper.dump(data, out)
+    body = out.getvalue().splitlines()
+    pad = " " * key_col
+    lines = [" " * dash_col + "-" + " " * (key_col - dash_col - 1) + body[0]]
+    lines += [pad + line if line else line for line in body[1:]]
+    return newline.join(lines) + newline
+
+
+def _keep_final_newline(original: str, result: str) -> str:
+    """A file that ends without a newline keeps ending without one, so that
+    add then remove gives it back byte for byte."""
+    if not original or original.endswith(("\n", "\r")):
+        return result
+    for ending in ("\r\n", "\n", "\r"):
+        if result.endswith(ending):
+            return result[: -len(ending)]
+    return result
+
+
+def insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
+    """The text with entries appended to its `entries:` list."""
+    if not entries:
+        return text
+    return _keep_final_newline(text, _insert_entries(text, entries))
+
+
+def _insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
+    layout = _layout(text)
+    lines, nl = list(layout.lines), layout.newline
+    separated = _blank_separated(layout)
+    block = "".join(
+        (nl if separated else "") + render_entry(e, layout.dash_col, layout.key_col, nl)
+        for e in entries
+    )
+    if layout.value_kind == "absent":
+        # No file yet, or only comments: start the list below what is there.
+        head = text if text.strip() else HEADER.replace("\n", nl)
+        if not head.endswith(("\n", "\r")):
+            head += nl
+        return head + "entries:" + nl + block
+    assert layout.key_line is not None
+    if layout.value_kind in ("null", "flow"):
+        # `entries: []` (or `entries:`) becomes `entries:` followed by the list.
+        body, ending = _split_ending(lines[layout.key_line])
+        if layout.flow_span is not None:
+            start, end = layout.flow_span
+            body = body[:start] + body[end:]
+        if not body[body.index(":") + 1 :].strip():
+            body = body.rstrip()
+        lines[layout.key_line] = body + (ending or nl)
+        lines.insert(layout.key_line + 1, block)
+        return "".join(lines)
+    at = min(layout.ends[-1], len(lines))
+    if at == len(lines) and lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += nl
+    lines.insert(at, block)
+    return "".join(lines)
+
+
+def _split_ending(line: str) -> tuple[str, str]:
+    for ending in ("\r\n", "\n", "\r"):
+        if line.endswith(ending):
+            return line[: -len(ending)], ending
+    return line, ""
+
+
+def _blank_separated(layout: _Layout) -> bool:
+    """Are the existing entries separated by blank lines?"""
+    if len(layout.starts) < 2:
+        return False
+    for prev_end, start in zip(layout.ends, layout.starts[1:], strict=False):
+        gap = layout.lines[prev_end:start]
+        if not any(not line.strip() for line in gap):
+            return False
+    return True
+
+
+def delete_entries(text: str, indices: Sequence[int]) -> str:
+    """The text without the entries at `indices` (their lines, and the comment
+    lines directly above each); an emptied list becomes `entries: []`."""
+    return _keep_final_newline(text, _delete_entries(text, indices))
+
+
+def _delete_entries(text: str, indices: Sequence[int]) -> str:
+    layout = _layout(text)
+    if layout.value_kind != "block":
+        raise QuarantineError("there are no entries to remove")
+    lines = list(layout.lines)
+    doomed: set[int] = set()
+    for i in indices:
+        start, end = layout.starts[i], layout.ends[i]
+        while start - 1 > (layout.ends[i - 1] - 1 if i > 0 else layout.key_line or 0) and (
+            lines[start - 1].lstrip().startswith("#")
+        ):
+            start -= 1
+        last = i == len(layout.starts) - 1
+        above_blank = start - 1 >= 0 and not lines[start - 1].strip() and start - 1 not in doomed
+        below_blank = end >= len(lines) or not lines[end].strip()
+        if above_blank and (last or below_blank) and i > 0:
+            start -= 1
+        doomed.update(range(start, end))
+    _check_anchors(text, doomed)
+    kept = [line for n, line in enumerate(lines) if n not in doomed]
+    if len(set(indices)) == len(layout.starts):
+        key = layout.key_line
+        assert key is not None
+        body, ending = _split_ending(kept[key])
+        colon = body.index(":", body.index("entries") + len("entries"))
+        rest = body[colon + 1 :]
+        if not rest.strip():
+            body = body[: colon + 1] + " []"
+        elif rest.startswith("  "):
+            # `entries:   # note` (what adding to `entries: []  # note` left) -> back
+            body = body[: colon + 2] + "[]" + body[colon + 2 :]
+        else:
+            body = body[: colon + 1] + " []" + rest
+        kept[key] = body + ending
+    return "".join(kept)
+
+
+def _check_anchors(text: str, doomed: set[int]) -> None:
+    """Refuse to delete an anchor (`&name`) that a kept line still uses (`*name`)."""
+    defined: dict[str, int] = {}
+    used: dict[str, int] = {}
+    for event in yaml.parse(text):
+        anchor = getattr(event, "anchor", None)
+        if not anchor:
+            continue
+        line = event.start_mark.line
+        if isinstance(event, yaml.AliasEvent):
+            if line not in doomed:
+                used.setdefault(anchor, line)
+        elif line in doomed:
+            defined[anchor] = line
+    for anchor in sorted(set(defined) & set(used)):
+        raise QuarantineError(
+            f"the entry to remove defines the YAML anchor &{anchor} (line {defined[anchor] + 1}) "
+            f"that line {used[anchor] + 1} still uses as *{anchor}; write that value out "
+            "in full first, the file was not changed"
+        )
+
+
+# --------------------------------------------------------------------------- edits
+
+
+def _plain_entries(text: str) -> list[Any]:
+    findings = Findings()
+    doc = parse_yaml(text.encode("utf-8"), "quarantine", findings) if text.strip() else None
+    data = doc.data if doc is not None else None
+    entries = data.get("entries") if isinstance(data, dict) else None
+    return list(entries or [])
+
+
+def _comparable(value: Any) -> Any:
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {k: _comparable(v) for k, v in value.items() if v not in (None, [], ())}
+    if isinstance(value, list | tuple):
+        return [_comparable(v) for v in value]
+    return value
+
+
+def _decode(raw: bytes | None) -> tuple[str, bool]:
+    if raw is None:
+        return "", False
+    bom = raw.startswith(b"\xef\xbb\xbf")
+    return raw.decode("utf-8-sig"), bom
+
+
+def _encode(text: str, bom: bool) -> bytes:
+    return (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8")
+
+
+def edit(
+    path: Path,
+    change: Callable[[QuarantineFile], tuple[list[Mapping[str, Any]], list[int]]],
+    *,
+    tracker_base: str | None = None,
+    dry_run: bool = False,
+) -> tuple[bytes | None, bytes]:
+    """Under the lock: read and check the file, ask `change` for (entries to add,
+    indices to remove), apply both, check the result, write it atomically.
+    Returns (old bytes, new bytes)."""
+    path = real_path(path)
+    with locked(path):
+        raw, qfile = read_checked(path, tracker_base=tracker_base)
+        added, removed = change(qfile)
+        text, bom = _decode(raw)
+        before = _plain_entries(text)
+        new_text = text
+        try:
+            if removed:
+                new_text = delete_entries(new_text, sorted(set(removed)))
+            if added:
+                new_text = insert_entries(new_text, added)
+        except QuarantineError as exc:
+            # The text edits do not know the file's name; the user needs it.
+            raise QuarantineError(f"{path}: {exc.message}", findings=exc.findings) from None
+        expected = [e for i, e in enumerate(before) if i not in set(removed)] + list(added)
+        if _comparable(_plain_entries(new_text)) != _comparable(expected):
+            raise QuarantineError(
+                f"editing {path} would not give the intended entries; the file was not changed "
+                "(please report this with the file attached)"
+            )
+        data = _encode(new_text, bom)
+        check = parse_quarantine(data, str(path), tracker_base=tracker_base)
+        if check.errors:
+            raise QuarantineError(
+                f"the edited {path} would have errors; the file was not changed",
+                findings=check.errors,
+            )
+        if not dry_run and data != raw:
+            atomic_write(path, data)
+        return raw, data
+
+
+_ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def slug(text: str, limit: int = 48) -> str:
+    cleaned = _ID_CHARS.sub("-", text).strip("-._") or "entry"
+    return cleaned[:limit].rstrip("-._")
+
+
+def entry_id(entry: Mapping[str, Any]) -> str:
+    """A readable, content-derived id: the test case, then a short hash of what
+    the entry matches, where, and its tracker."""
+    import hashlib
+    import json
+
+    basis = json.dumps(
+        {
+            "match": _comparable(entry.get("match", {})),
+            "where": sorted(entry.get("where") or []),
+            "tracker": entry.get("tracker"),
+            "action": entry.get("action"),
+            "node_ids": sorted(entry.get("node_ids") or []),
+        },
+        sort_keys=True,
+    )
+    digest = hashlib.sha256(basis.encode()).hexdigest()[:6]
+    return f"{slug(str(entry.get('match', {}).get('test_case', 'entry')))}-{digest}"
+
+
+def unique_id(wanted: str, taken: set[str]) -> str:
+    if wanted not in taken:
+        return wanted
+    n = 2
+    while f"{wanted}-{n}" in taken:
+        n += 1
+    return f"{wanted}-{n}"

@@ -1,0 +1,406 @@
+"""The job graph: build images -> test jobs -> the jobs they need.
+
+Edges run from what must come first to what waits for it:
+
+- build: the image a job runs in (its `build`, per architecture of its platform)
+  comes before the job;
+- needs: a recipe's `spec.needs` lists job names (templates over the job's
+  fields, like `name`); the named job comes before every job of that recipe;
+- warm-up: a target with `warmup: true` in its settings runs its first blocking
+  job before all the others (as the GitLab emitter writes it);
+- parent: a target with `parent_job` in its settings needs that job of the
+  parent pipeline.
+
+A need is resolved inside one target (a child pipeline can only wait for its own
+jobs), or against `graph.external.<system>` (jobs that exist outside the
+recipes). `validate` reports needs that resolve to nothing (also when quarantine
+skips the needed job in a target) and cycles. networkx is imported only here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from matrixgen.engine.config import ProjectConfig
+from matrixgen.engine.errors import Finding, Location, Severity
+from matrixgen.engine.model import Job, Target, spec_needs
+from matrixgen.engine.vocab import System
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from matrixgen.engine.context import ValidationContext
+    from matrixgen.engine.load import RecipeTree
+    from matrixgen.pipeline import Generation
+
+KIND_ORDER = {"parent": 0, "build": 1, "external": 2, "job": 3, "missing": 4}
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    """One need of one job, as written (template) and as resolved (name)."""
+
+    job: Job
+    name: str
+    index: int  # position in spec.needs (-1: warm-up or parent, not from the recipe)
+    kind: str  # "needs", "warmup" or "parent"
+
+
+@dataclass(slots=True)
+class JobGraph:
+    """A graph with what building it found."""
+
+    graph: nx.DiGraph
+    target: Target | None
+    missing: list[Need] = field(default_factory=list)
+    cycles: list[list[str]] = field(default_factory=list)
+
+
+def job_node(job: Job) -> str:
+    return f"job:{job.name}"
+
+
+def build_node(job: Job, config: ProjectConfig) -> str | None:
+    if not job.build:
+        return None
+    arch = config.platform_info(job.platform).get("arch")
+    return f"build:{job.build}" + (f"@{arch}" if isinstance(arch, str) else "")
+
+
+def warmup_job(jobs: Sequence[Job], target: Target | None) -> Job | None:
+    """The job every other job of the target waits for, when the target asks for
+    one: the first job the emitter writes that may not fail."""
+    if target is None or target.settings.get("warmup") is not True:
+        return None
+    from matrixgen.emit.common import allowed_to_fail, emitted_jobs
+
+    emitted = emitted_jobs(jobs)
+    if len(emitted) < 2:
+        return None
+    blocking = [j for j in emitted if not allowed_to_fail(j)]
+    return blocking[0] if blocking else emitted[0]
+
+
+def parent_job(target: Target | None) -> str | None:
+    if target is None or target.system is not System.GITLAB:
+        return None
+    name = target.settings.get("parent_job")
+    return name if isinstance(name, str) and name else None
+
+
+def build_graph(
+    jobs: Iterable[Job], config: ProjectConfig, target: Target | None = None
+) -> JobGraph:
+    """The graph of some jobs: one target's selection, or (target None) a whole
+    tree, where needs resolve against every job and no settings apply."""
+    import networkx as nx
+
+    jobs = sorted(jobs, key=Job.sort_key)
+    graph = nx.DiGraph()
+    result = JobGraph(graph=graph, target=target)
+    by_name: dict[str, Job] = {}
+    for job in jobs:
+        node = job_node(job)
+        if node in graph:
+            scopes = graph.nodes[node]["scopes"]
+            if job.scope and job.scope not in scopes:
+                scopes.append(job.scope)
+            continue
+        by_name.setdefault(job.name, job)
+        graph.add_node(
+            node,
+            kind="job",
+            label=job.name,
+            model=job.model,
+            test_case=job.test_case,
+            platform=job.platform,
+            environment=job.environment,
+            tag=job.tag,
+            scopes=[job.scope] if job.scope else [],
+            quarantine=job.quarantine.action if job.quarantine else None,
+        )
+        build = build_node(job, config)
+        if build is not None:
+            if build not in graph:
+                graph.add_node(build, kind="build", label=build.removeprefix("build:"))
+            graph.add_edge(build, node, kind="build")
+    system = target.system.value if target is not None else None
+    external = config.section("graph").get("external") or {}
+    externals = (
+        set(external.get(system, ()))
+        if system
+        else {name for names in external.values() for name in names}
+    )
+    for job in jobs:
+        for index, name in spec_needs(job):
+            need = Need(job=job, name=name, index=index, kind="needs")
+            if name in by_name:
+                graph.add_edge(job_node(by_name[name]), job_node(job), kind="needs")
+            elif name in externals:
+                node = f"external:{name}"
+                graph.add_node(node, kind="external", label=name)
+                graph.add_edge(node, job_node(job), kind="needs")
+            else:
+                node = f"missing:{name}"
+                graph.add_node(node, kind="missing", label=name)
+                graph.add_edge(node, job_node(job), kind="needs")
+                result.missing.append(need)
+    warm = warmup_job(jobs, target)
+    if warm is not None:
+        graph.nodes[job_node(warm)]["warmup"] = True
+        for job in jobs:
+            if job_node(job) != job_node(warm) and (
+                job.quarantine is None or job.quarantine.action != "skip"
+            ):
+                graph.add_edge(job_node(warm), job_node(job), kind="warmup")
+    parent = parent_job(target)
+    if parent is not None:
+        node = f"parent:{parent}"
+        graph.add_node(node, kind="parent", label=parent)
+        for job in jobs:
+            graph.add_edge(node, job_node(job), kind="parent")
+    result.cycles = _cycles(graph)
+    return result
+
+
+def _cycles(graph: nx.DiGraph) -> list[list[str]]:
+    """One cycle per strongly connected component, or a self-loop: enough to name
+    what to fix without listing every circuit. A cycle is a real circuit, in the
+    order of its edges (what comes first, then what waits for it), starting at
+    its least node, so that `a -> b -> c -> a` reads as the jobs wait."""
+    import networkx as nx
+
+    cycles = []
+    for component in nx.strongly_connected_components(graph):
+        if len(component) < 2:
+            continue
+        edges = nx.find_cycle(graph.subgraph(component), source=min(component))
+        circuit = [a for a, _ in edges]
+        start = circuit.index(min(circuit))
+        cycles.append(circuit[start:] + circuit[:start])
+    cycles += [[node] for node in nx.nodes_with_selfloops(graph)]
+    return sorted(cycles)
+
+
+def target_graph(generation: Generation, target: Target) -> JobGraph:
+    """One target's graph: its selection after quarantine (skipped jobs absent)."""
+    return build_graph(generation.jobs_for(target), generation.tree.config, target)
+
+
+def tree_graph(generation: Generation) -> JobGraph:
+    return build_graph(generation.jobs, generation.tree.config, None)
+
+
+# ---------------------------------------------------------------------------
+# validate
+
+
+def check_graph(context: ValidationContext) -> Iterator[Finding]:
+    """validate: needs that resolve to no job in a target, and cycles."""
+    if not any(spec_needs(j) for j in context.expansion.jobs):
+        return  # warm-up and parent edges alone can neither dangle nor close a cycle
+    from matrixgen.engine.targets import resolve_targets
+    from matrixgen.pipeline import Generation
+
+    generation = Generation(context.tree, context.expansion)
+    config = context.tree.config
+    targets = resolve_targets(config, context.expansion.jobs)
+    missing: dict[tuple[Location, str], list[str]] = {}
+    cycles: dict[tuple[str, ...], tuple[Location, list[str]]] = {}
+    github_needs: dict[Location, list[str]] = {}
+    locate = _NeedLocator(context.tree)
+    for target in targets:
+        selection = generation.selection(target)
+        skipped_names = {j.name: j for j in selection.skipped}
+        result = build_graph(selection.jobs, config, target)
+        for need in result.missing:
+            where = locate(need)
+            why = ""
+            if need.name in skipped_names:
+                mark = skipped_names[need.name].quarantine
+                if mark is not None:
+                    why = f" (quarantine {mark.id} {mark.tracker} skips it)"
+            missing.setdefault((where, need.name), []).append(target.name + why)
+        for cycle in result.cycles:
+            key = tuple(cycle)
+            if key not in cycles:
+                first = next((n for n in cycle if n.startswith("job:")), cycle[0])
+                job = result.graph.nodes[first].get("label", first)
+                jobs = [j for j in selection.jobs if j.name == job]
+                where = jobs[0].source if jobs else Location(config.path)
+                cycles[key] = (where, [])
+            cycles[key][1].append(target.name)
+        if target.system is System.GITHUB:
+            for job in selection.jobs:
+                for index, _ in spec_needs(job):
+                    where = locate(Need(job=job, name="", index=index, kind="needs"))
+                    github_needs.setdefault(where, []).append(target.name)
+    for (where, name), in_targets in sorted(missing.items()):
+        yield Finding(
+            location=where,
+            severity=Severity.ERROR,
+            code="graph-missing",
+            message=f'needs "{name}", which is no job of target(s) {_some(in_targets)}',
+        )
+    for cycle, (where, in_targets) in sorted(cycles.items(), key=lambda kv: kv[1][0]):
+        path = " -> ".join(n.split(":", 1)[1] for n in (*cycle, cycle[0]))
+        yield Finding(
+            location=where,
+            severity=Severity.ERROR,
+            code="graph-cycle",
+            message=f"jobs wait for each other: {path} (in {_some(in_targets)})",
+        )
+    for where, in_targets in sorted(github_needs.items()):
+        yield Finding(
+            location=where,
+            severity=Severity.WARNING,
+            code="graph-github-needs",
+            message="the rows of a GitHub matrix cannot wait for each other; "
+            f"these needs are not kept in {_some(sorted(set(in_targets)))}",
+        )
+
+
+def _some(names: Sequence[str], limit: int = 4) -> str:
+    names = sorted(dict.fromkeys(names))
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+class _NeedLocator:
+    """spec.needs[i] of the job's recipe, else the job's row."""
+
+    def __init__(self, tree: RecipeTree) -> None:
+        self.files = {f.rel: f for f in tree.files}
+
+    def __call__(self, need: Need) -> Location:
+        recipe = self.files.get(need.job.recipe)
+        if recipe is None or need.index < 0:
+            return need.job.source
+        return recipe.document.locate(["spec", "needs", need.index])
+
+
+# ---------------------------------------------------------------------------
+# output
+
+
+def _sorted_nodes(graph: nx.DiGraph) -> list[str]:
+    return sorted(graph.nodes, key=lambda n: (KIND_ORDER.get(graph.nodes[n]["kind"], 9), n))
+
+
+def to_json(result: JobGraph) -> dict[str, Any]:
+    graph = result.graph
+    nodes = []
+    for node in _sorted_nodes(graph):
+        attrs = {k: v for k, v in sorted(graph.nodes[node].items()) if v is not None}
+        nodes.append({"id": node, **attrs})
+    edges = [
+        {"from": a, "to": b, "kind": graph.edges[a, b]["kind"]}
+        for a, b in sorted(graph.edges, key=lambda e: (e[0], e[1]))
+    ]
+    return {
+        "target": (
+            {"name": result.target.name, **result.target.to_dict()} if result.target else None
+        ),
+        "nodes": nodes,
+        "edges": edges,
+        "missing": [
+            {"job": n.job.name, "needs": n.name, "recipe": n.job.recipe}
+            for n in sorted(result.missing, key=lambda n: (n.job.name, n.name))
+        ],
+        "cycles": result.cycles,
+    }
+
+
+def _mermaid_text(text: str) -> str:
+    # Inside ["..."] a double quote ends the label; mermaid reads #quot; as one.
+    return text.replace('"', "#quot;")
+
+
+def to_mermaid(result: JobGraph) -> str:
+    graph = result.graph
+    order = {node: i for i, node in enumerate(_sorted_nodes(graph))}
+    ids = {node: f"n{i}" for node, i in order.items()}
+    lines = ["flowchart LR"]
+    for node, nid in ids.items():
+        attrs = graph.nodes[node]
+        label = attrs["label"]
+        kind = attrs["kind"]
+        if kind == "build":
+            label = f"build {label}"
+        elif kind == "parent":
+            label = f"parent pipeline: {label}"
+        elif kind == "missing":
+            label = f"MISSING {label}"
+        elif attrs.get("quarantine"):
+            label = f"{label} ({attrs['quarantine']})"
+        shape = ('[("', '")]') if kind == "build" else ('["', '"]')
+        lines.append(f"  {nid}{shape[0]}{_mermaid_text(label)}{shape[1]}")
+    for a, b in sorted(graph.edges, key=lambda e: (order[e[0]], order[e[1]])):
+        arrow = "-.->" if graph.edges[a, b]["kind"] in ("parent", "build") else "-->"
+        lines.append(f"  {ids[a]} {arrow} {ids[b]}")
+    classes = {"build": [], "parent": [], "missing": [], "external": [], "warmup": []}
+    for node, nid in ids.items():
+        attrs = graph.nodes[node]
+        if attrs["kind"] in classes:
+            classes[attrs["kind"]].append(nid)
+        if attrs.get("warmup"):
+            classes["warmup"].append(nid)
+    styles = {
+        "build": "fill:#e8f0fe,stroke:#4a6fa5",
+        "parent": "fill:#f3e8fd,stroke:#7a4aa5",
+        "missing": "fill:#fde8e8,stroke:#c0392b,stroke-dasharray:4",
+        "external": "fill:#f0f0f0,stroke:#777",
+        "warmup": "fill:#fff4d6,stroke:#b8860b",
+    }
+    for name, members in classes.items():
+        if members:
+            lines.append(f"  classDef {name} {styles[name]}")
+            lines.append(f"  class {','.join(members)} {name}")
+    return "\n".join(lines) + "\n"
+
+
+def _dot_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def to_dot(result: JobGraph) -> str:
+    graph = result.graph
+    name = result.target.name if result.target else "recipes"
+    lines = [f"digraph {_dot_quote(name)} {{", "  rankdir=LR;", "  node [shape=box];"]
+    shapes = {"build": "cylinder", "parent": "component", "missing": "octagon", "external": "box"}
+    for node in _sorted_nodes(graph):
+        attrs = graph.nodes[node]
+        extra = ""
+        if attrs["kind"] in shapes:
+            extra = f", shape={shapes[attrs['kind']]}"
+        if attrs["kind"] == "missing":
+            extra += ", color=red"
+        if attrs.get("warmup"):
+            extra += ", style=bold"
+        lines.append(f"  {_dot_quote(node)} [label={_dot_quote(attrs['label'])}{extra}];")
+    for a, b in sorted(graph.edges, key=lambda e: (e[0], e[1])):
+        style = ", style=dashed" if graph.edges[a, b]["kind"] in ("parent", "build") else ""
+        lines.append(
+            f"  {_dot_quote(a)} -> {_dot_quote(b)} [label={_dot_quote(graph.edges[a, b]['kind'])}"
+            f"{style}];"
+        )
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def render_graph(result: JobGraph, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(to_json(result), indent=2, ensure_ascii=False) + "\n"
+    if fmt == "dot":
+        return to_dot(result)
+    return to_mermaid(result)
+
+
+def summary(result: JobGraph) -> Mapping[str, int]:
+    kinds: dict[str, int] = {}
+    for _, attrs in result.graph.nodes(data=True):
+        kinds[attrs["kind"]] = kinds.get(attrs["kind"], 0) + 1
+    return {**kinds, "edges": result.graph.number_of_edges()}

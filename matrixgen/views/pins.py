@@ -1,0 +1,637 @@
+"""Pins: values that must agree across systems and jobs (DESIGN §2, §8).
+
+Two kinds live in the project config:
+
+- `images`: the container image per system (and architecture, and optionally
+  environment). Every pin carries a version in its tag (26.09); they must all
+  agree, on `images.version` when it is set, else with each other. A pin that
+  deliberately differs (an LTS base) declares its own `version`, and its tag is
+  still checked against it. An `image` set directly in `systems` or `targets`
+  bypasses the pins, so it is checked the same way.
+- `pins`: env and argument values that every job a pin covers must carry. A
+  pin covers jobs by selector (models, platforms, environments, minus an
+  `exclude` of the same keys and test-case globs). A job whose recipe names its
+  own `launcher` bypasses the shared launcher and the arguments it passes, so
+  for such a job an argument pin must be on the launcher command itself.
+
+`check_images` and `check_value_pins` are registered in `validate.CHECKS`;
+`pins_report` is what `matrixgen pins` prints.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import shlex
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from matrixgen.engine.config import ProjectConfig
+from matrixgen.engine.errors import Finding, Location, Severity, did_you_mean
+from matrixgen.engine.model import Job
+
+if TYPE_CHECKING:
+    from matrixgen.engine.context import ValidationContext
+    from matrixgen.engine.load import RecipeTree
+
+# 26.09, 25.10, ...: the release a base image tag is named after.
+DEFAULT_VERSION_PATTERN = r"(\d{2}\.\d{2})"
+SYSTEMS = ("github", "gitlab")
+ARCHES = ("amd64", "arm64")
+SELECTOR_KEYS = ("models", "platforms", "environments")
+
+
+# ---------------------------------------------------------------------------
+# image pins
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImagePin:
+    """One pinned image, where the config holds it."""
+
+    keys: tuple[str, ...]  # path in the config, e.g. ("images", "gitlab", "amd64")
+    system: str
+    environment: str | None  # None: every environment without its own pin
+    arch: str | None  # None: every architecture
+    repository: str
+    tag: str
+    declared: str | None = None  # the pin's own version, when it differs on purpose
+
+    @property
+    def name(self) -> str:
+        """How reports call it: github, gitlab/amd64, environments/lts/gitlab/amd64, ..."""
+        return "/".join(self.keys[1:]) if self.keys[0] == "images" else ".".join(self.keys)
+
+    @property
+    def image(self) -> str:
+        return f"{self.repository}:{self.tag}" if self.tag else self.repository
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImageStatus:
+    """One pin with the version read from its tag and what it should be."""
+
+    pin: ImagePin
+    version: str | None
+    expected: str | None
+    problem: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.pin.name,
+            "system": self.pin.system,
+            "environment": self.pin.environment,
+            "arch": self.pin.arch,
+            "image": self.pin.image,
+            "version": self.version,
+            "expected": self.expected,
+            "ok": self.ok,
+            "problem": self.problem,
+        }
+
+
+def _pin_set(
+    value: Any, keys: tuple[str, ...], system: str, environment: str | None
+) -> Iterator[ImagePin]:
+    """A pin, or a mapping of architecture -> pin (shape checked by the schema)."""
+    if not isinstance(value, Mapping):
+        return
+    if "repository" in value:
+        yield _pin(value, keys, system, environment, None)
+        return
+    for arch in ARCHES:
+        if isinstance(value.get(arch), Mapping):
+            yield _pin(value[arch], (*keys, arch), system, environment, arch)
+
+
+def _pin(
+    value: Mapping[str, Any],
+    keys: tuple[str, ...],
+    system: str,
+    environment: str | None,
+    arch: str | None,
+) -> ImagePin:
+    declared = value.get("version")
+    return ImagePin(
+        keys=keys,
+        system=system,
+        environment=environment,
+        arch=arch,
+        repository=str(value.get("repository", "")),
+        tag=str(value.get("tag", "")),
+        declared=str(declared) if declared is not None else None,
+    )
+
+
+def _split_image(text: str) -> tuple[str, str]:
+    """repository:tag; a ':' before the last '/' is a registry port, not a tag."""
+    slash = text.rfind("/")
+    colon = text.rfind(":")
+    if colon > slash:
+        return text[:colon], text[colon + 1 :]
+    return text, ""
+
+
+def image_pins(config: ProjectConfig) -> list[ImagePin]:
+    """Every image the config pins, in config order, settings overrides last."""
+    images = config.section("images")
+    pins: list[ImagePin] = []
+    for system in SYSTEMS:
+        pins.extend(_pin_set(images.get(system), ("images", system), system, None))
+    environments = images.get("environments")
+    if isinstance(environments, Mapping):
+        for env in sorted(environments):
+            per_env = environments[env]
+            if not isinstance(per_env, Mapping):
+                continue
+            for system in SYSTEMS:
+                keys = ("images", "environments", env, system)
+                pins.extend(_pin_set(per_env.get(system), keys, system, env))
+    # An `image` in the system's or a target's settings wins over the pins: check it too.
+    for system, settings in sorted(config.section("systems").items()):
+        if isinstance(settings, Mapping) and isinstance(settings.get("image"), str):
+            pins.append(_settings_pin(("systems", system), settings["image"], system, None))
+    for name, spec in sorted(config.section("targets").items()):
+        if isinstance(spec, Mapping) and isinstance(spec.get("image"), str):
+            system, env = str(spec.get("system", "")), spec.get("environment")
+            pins.append(_settings_pin(("targets", name), spec["image"], system, env))
+    return pins
+
+
+def _settings_pin(where: tuple[str, str], image: str, system: str, env: str | None) -> ImagePin:
+    """The `image` of a system's or a target's settings, every architecture."""
+    repo, tag = _split_image(image)
+    return ImagePin(
+        keys=(*where, "image"),
+        system=system,
+        environment=env,
+        arch=None,
+        repository=repo,
+        tag=tag,
+    )
+
+
+def version_pattern(config: ProjectConfig) -> re.Pattern[str] | None:
+    """The configured pattern, or None when it does not compile."""
+    text = config.section("images").get("version_pattern", DEFAULT_VERSION_PATTERN)
+    try:
+        return re.compile(str(text))
+    except re.error:
+        return None
+
+
+def version_of(tag: str, pattern: re.Pattern[str]) -> str | None:
+    """The version a tag is named after: the pattern's first group (or whole match)."""
+    match = pattern.search(tag)
+    if match is None:
+        return None
+    return match.group(1) if pattern.groups else match.group(0)
+
+
+def image_status(config: ProjectConfig) -> list[ImageStatus]:
+    """Each pin with its version and, when it disagrees, what is wrong."""
+    pins = image_pins(config)
+    pattern = version_pattern(config)
+    if pattern is None:
+        return [ImageStatus(pin=p, version=None, expected=None) for p in pins]
+    versions = {p.keys: version_of(p.tag, pattern) for p in pins}
+    configured = config.section("images").get("version")
+    expected: str | None = str(configured) if configured is not None else None
+    reference = ""
+    if expected is None:
+        # No version configured: the pins must agree with each other; the most
+        # common version (first seen on a tie) is the one the others are told about.
+        seen = [versions[p.keys] for p in pins if p.declared is None and versions[p.keys]]
+        if seen:
+            counts = Counter(seen)
+            expected = max(seen, key=lambda v: (counts[v], -seen.index(v)))
+            holders = [p.name for p in pins if p.declared is None and versions[p.keys] == expected]
+            reference = f" like {', '.join(holders)}"
+    else:
+        reference = " (images.version)"
+    out: list[ImageStatus] = []
+    for pin in pins:
+        version = versions[pin.keys]
+        want = pin.declared if pin.declared is not None else expected
+        problem = None
+        if version is None:
+            problem = (
+                f'image {pin.name} ({pin.image}): no version in tag "{pin.tag}" '
+                f"(version_pattern {pattern.pattern})"
+            )
+        elif want is not None and version != want:
+            if pin.declared is not None:
+                problem = (
+                    f"image {pin.name} ({pin.image}) declares version {pin.declared} "
+                    f"but its tag is {version}"
+                )
+            else:
+                problem = (
+                    f"image {pin.name} ({pin.image}) is on {version}, "
+                    f"the pins are on {want}{reference}: drift between pins is a bug"
+                )
+        out.append(ImageStatus(pin=pin, version=version, expected=want, problem=problem))
+    return out
+
+
+def image_for(
+    config: ProjectConfig, system: str, environment: str | None, platform: str
+) -> ImagePin | None:
+    """The pin a job of this system, environment and platform runs in: the
+    environment's own pin first, then the system's, for the platform's arch."""
+    arch = config.platform_info(platform).get("arch")
+    candidates = [
+        p
+        for p in image_pins(config)
+        if p.keys[0] == "images" and p.system == system and p.arch in (None, arch)
+    ]
+    for pin in candidates:
+        if environment is not None and pin.environment == environment:
+            return pin
+    return next((p for p in candidates if p.environment is None), None)
+
+
+def check_images(context: ValidationContext) -> Iterator[Finding]:
+    """validate: image pins agree; every configured target has an image for its arch."""
+    config = context.tree.config
+    images = config.section("images")
+    if "version_pattern" in images and version_pattern(config) is None:
+        yield _finding(
+            config.locate(["images", "version_pattern"]),
+            "pin-image",
+            "images.version_pattern is not a valid regular expression: "
+            + str(images["version_pattern"]),
+        )
+        return
+    for status in image_status(config):
+        if status.problem is not None:
+            keys = list(status.pin.keys)
+            where = [*keys, "tag"] if keys[0] == "images" else keys
+            yield _finding(config.locate(where), "pin-image", status.problem)
+    if not images:
+        return
+    for target in config.targets:
+        platform = target.selector.platform or ""
+        system = target.system.value
+        if target.settings.get("image") is not None:
+            continue
+        if image_for(config, system, target.selector.environment, platform) is None:
+            arch = config.platform_info(platform).get("arch")
+            fix = (
+                f"add images.{system}.{arch}"
+                if arch in ARCHES
+                else f"set platforms.{platform}.arch (amd64 or arm64)"
+            )
+            yield _finding(
+                config.locate(["targets", target.name]),
+                "pin-image",
+                f'target "{target.name}": no image pinned for {system} on {platform} '
+                f"({arch or 'no arch'}): {fix}",
+            )
+
+
+# ---------------------------------------------------------------------------
+# env and argument pins
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ValuePin:
+    """An env and/or argument pin and the jobs it claims to cover."""
+
+    name: str
+    env: tuple[tuple[str, str], ...] = ()
+    args: tuple[str, ...] = ()
+    models: frozenset[str] | None = None
+    platforms: frozenset[str] | None = None
+    environments: frozenset[str] | None = None
+    exclude: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    reason: str = ""
+
+    def covers(self, job: Job) -> bool:
+        for key, value in (
+            ("models", job.model),
+            ("platforms", job.platform),
+            ("environments", job.environment),
+        ):
+            wanted = getattr(self, key)
+            if wanted is not None and value not in wanted:
+                return False
+            if value in self.exclude.get(key, ()):
+                return False
+        globs = self.exclude.get("test_cases", ())
+        return not any(fnmatch.fnmatchcase(job.test_case, g) for g in globs)
+
+    def describe(self) -> str:
+        parts = [f"{k}={v}" for k, v in self.env]
+        if self.args:
+            parts.append(shlex.join(self.args))
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "env": dict(self.env),
+            "args": list(self.args),
+            "models": sorted(self.models) if self.models is not None else None,
+            "platforms": sorted(self.platforms) if self.platforms is not None else None,
+            "environments": sorted(self.environments) if self.environments is not None else None,
+            "exclude": {k: sorted(v) for k, v in sorted(self.exclude.items())},
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PinProblem:
+    """What one job lacks; `key` says which part of the recipe is at fault."""
+
+    key: str  # "env", "args" or "launcher"
+    message: str
+
+
+def env_text(value: Any) -> str:
+    """As expansion stores env values: booleans as true/false, the rest as text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def value_pins(config: ProjectConfig) -> list[ValuePin]:
+    out: list[ValuePin] = []
+    for name, raw in sorted(config.section("pins").items()):
+        if not isinstance(raw, Mapping):
+            continue
+        env = raw.get("env") if isinstance(raw.get("env"), Mapping) else {}
+        exclude_raw = raw.get("exclude") if isinstance(raw.get("exclude"), Mapping) else {}
+        out.append(
+            ValuePin(
+                name=str(name),
+                env=tuple(sorted((str(k), env_text(v)) for k, v in env.items())),
+                args=tuple(str(a) for a in raw.get("args") or ()),
+                models=_names(raw.get("models")),
+                platforms=_names(raw.get("platforms")),
+                environments=_names(raw.get("environments")),
+                exclude={k: frozenset(map(str, v)) for k, v in exclude_raw.items()},
+                reason=str(raw.get("reason", "")),
+            )
+        )
+    return out
+
+
+def _names(value: Any) -> frozenset[str] | None:
+    return frozenset(map(str, value)) if isinstance(value, list) else None
+
+
+def custom_launcher(job: Job) -> str | None:
+    launcher = job.spec.get("launcher")
+    return launcher if isinstance(launcher, str) and launcher.strip() else None
+
+
+def _words(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError:  # unbalanced quotes: compare on plain words
+        return command.split()
+
+
+def _normalized(words: Sequence[str]) -> list[str]:
+    """`--flag=value` as `--flag value`, so both spellings satisfy a pin."""
+    out: list[str] = []
+    for word in words:
+        if word.startswith("--") and "=" in word:
+            flag, _, value = word.partition("=")
+            out += [flag, value]
+        else:
+            out.append(word)
+    return out
+
+
+def _contains(words: Sequence[str], wanted: Sequence[str]) -> bool:
+    n = len(wanted)
+    return any(list(words[i : i + n]) == list(wanted) for i in range(len(words) - n + 1))
+
+
+def _args_problem(words: Sequence[str], wanted: Sequence[str], where: str) -> str | None:
+    words = _normalized(words)
+    wanted = _normalized(wanted)
+    if _contains(words, wanted):
+        return None
+    flag = wanted[0]
+    if flag.startswith("-") and flag in words:
+        i = words.index(flag)
+        actual = shlex.join(words[i : i + len(wanted)])
+        return f"{where} has {actual}, want {shlex.join(wanted)}"
+    return f"{where} {'lack' if where == 'args' else 'lacks'} {shlex.join(wanted)}"
+
+
+def pin_problems(pin: ValuePin, job: Job) -> list[PinProblem]:
+    """What a covered job lacks to satisfy a pin (empty: it carries it)."""
+    problems: list[PinProblem] = []
+    env = dict(job.env)
+    launcher = custom_launcher(job)
+    assigned = _assignments(launcher) if launcher else {}
+    for key, want in pin.env:
+        have = env.get(key)
+        if have is None:
+            problems.append(PinProblem("env", f"env {key} is not set, want {key}={want}"))
+        elif have != want:
+            problems.append(PinProblem("env", f"env {key}={have}, want {key}={want}"))
+        if key in assigned and assigned[key] != want:
+            problems.append(
+                PinProblem(
+                    "launcher",
+                    f"the custom launcher sets {key}={assigned[key]}, want {key}={want}",
+                )
+            )
+    if pin.args:
+        if launcher is not None:
+            # The custom launcher bypasses the shared one: it must carry the arguments.
+            problem = _args_problem(
+                _words(launcher), pin.args, "the custom launcher (bypasses the shared one)"
+            )
+            if problem:
+                problems.append(PinProblem("launcher", problem))
+        else:
+            problem = _args_problem(job.args, pin.args, "args")
+            if problem:
+                problems.append(PinProblem("args", problem))
+    return problems
+
+
+_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+
+def _assignments(command: str) -> dict[str, str]:
+    """NAME=value words of a command line (`env NAME=value cmd`, `NAME=value cmd`)."""
+    found: dict[str, str] = {}
+    for word in _words(command):
+        match = _ASSIGNMENT.match(word)
+        if match:
+            found[match.group(1)] = match.group(2)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class PinCoverage:
+    """For `matrixgen pins`: how many jobs a pin covers and how many lack it."""
+
+    pin: ValuePin
+    covered: int
+    failing: int
+    custom_launchers: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.pin.to_dict(),
+            "covered_jobs": self.covered,
+            "failing_jobs": self.failing,
+            "custom_launcher_jobs": self.custom_launchers,
+        }
+
+
+def coverage(config: ProjectConfig, jobs: Iterable[Job]) -> list[PinCoverage]:
+    jobs = list(jobs)
+    out = []
+    for pin in value_pins(config):
+        covered = [j for j in jobs if pin.covers(j)]
+        out.append(
+            PinCoverage(
+                pin=pin,
+                covered=len(covered),
+                failing=sum(1 for j in covered if pin_problems(pin, j)),
+                custom_launchers=sum(1 for j in covered if custom_launcher(j) is not None),
+            )
+        )
+    return out
+
+
+def check_value_pins(context: ValidationContext) -> Iterator[Finding]:
+    """validate: every job a pin covers carries it; each problem once per recipe
+    row, at the key that has to change."""
+    tree = context.tree
+    config = tree.config
+    pins = value_pins(config)
+    if not pins:
+        return
+    yield from _selector_findings(config, pins)
+    locator = _RecipeLocator(tree)
+    grouped: dict[tuple[Location, str, str], list[Job]] = {}
+    for pin in pins:
+        covered = 0
+        for job in context.expansion.jobs:
+            if not pin.covers(job):
+                continue
+            covered += 1
+            for problem in pin_problems(pin, job):
+                where = locator.locate(job, problem.key, pin)
+                grouped.setdefault((where, pin.name, problem.message), []).append(job)
+        if covered == 0:
+            yield Finding(
+                location=config.locate(["pins", pin.name]),
+                severity=Severity.WARNING,
+                code="pin-unused",
+                message=f'pin "{pin.name}" covers no job: check its selector',
+            )
+    for (where, name, message), jobs in sorted(grouped.items(), key=lambda kv: kv[0]):
+        names = sorted({j.name for j in jobs})
+        example = names[0] + (f" and {len(names) - 1} more" if len(names) > 1 else "")
+        yield _finding(
+            where,
+            "pin",
+            f'pin "{name}": {message} ({len(names)} job(s): {example}); pinned in {config.path}',
+        )
+
+
+def _selector_findings(config: ProjectConfig, pins: Sequence[ValuePin]) -> Iterator[Finding]:
+    """Selector values must be words of the vocabulary (a typo would cover nothing)."""
+    vocab = config.vocabulary
+    if vocab is None:
+        return
+    known: dict[str, frozenset[str] | None] = {
+        "models": vocab.models,
+        "platforms": vocab.platforms,
+        "environments": vocab.environments,
+    }
+    for pin in pins:
+        for key in SELECTOR_KEYS:
+            allowed = known[key]
+            if allowed is None:
+                continue
+            for where, values in (
+                ([key], getattr(pin, key)),
+                (["exclude", key], pin.exclude.get(key)),
+            ):
+                for value in sorted(values or ()):
+                    if value not in allowed:
+                        yield _finding(
+                            config.locate(["pins", pin.name, *where]),
+                            "pin",
+                            f'pin "{pin.name}": unknown {key[:-1]} "{value}"'
+                            f"{did_you_mean(value, allowed)}",
+                        )
+
+
+class _RecipeLocator:
+    """Where in a recipe a pin problem has to be fixed: the row when the row
+    sets the key itself, else the spec's key (or the spec, when it has none)."""
+
+    def __init__(self, tree: RecipeTree) -> None:
+        self.files = {f.rel: f for f in tree.files}
+        self.rows: dict[str, dict[Location, Mapping[str, Any]]] = {}
+
+    def _rows(self, rel: str) -> dict[Location, Mapping[str, Any]]:
+        if rel not in self.rows:
+            found: dict[Location, Mapping[str, Any]] = {}
+            recipe = self.files.get(rel)
+            products = recipe.data.get("products") if recipe is not None else None
+            if isinstance(products, list):
+                for bi, block in enumerate(products):
+                    rows = block.get("products") if isinstance(block, Mapping) else None
+                    for ri, row in enumerate(rows if isinstance(rows, list) else ()):
+                        if isinstance(row, Mapping):
+                            loc = recipe.document.locate(["products", bi, "products", ri])
+                            found[loc] = row
+            self.rows[rel] = found
+        return self.rows[rel]
+
+    def locate(self, job: Job, key: str, pin: ValuePin) -> Location:
+        recipe = self.files.get(job.recipe)
+        if recipe is None:
+            return job.source
+        row = self._rows(job.recipe).get(job.source, {})
+        if key in row:
+            return job.source
+        spec = recipe.data.get("spec")
+        if not isinstance(spec, Mapping):
+            return job.source
+        if key == "env" and isinstance(spec.get("env"), Mapping):
+            for name, _ in pin.env:
+                if name in spec["env"]:
+                    return recipe.document.locate(["spec", "env", name])
+            return recipe.document.locate(["spec", "env"])
+        if key in spec:
+            return recipe.document.locate(["spec", key])
+        return recipe.document.locate(["spec"], key=True)
+
+
+def _finding(location: Location, code: str, message: str) -> Finding:
+    return Finding(location=location, severity=Severity.ERROR, code=code, message=message)
+
+
+# ---------------------------------------------------------------------------
+# `matrixgen pins`
+
+
+def pins_report(config: ProjectConfig, jobs: Iterable[Job]) -> dict[str, Any]:
+    """Images side by side with their versions, then env/argument pins with coverage."""
+    images = config.section("images")
+    return {
+        "version": images.get("version"),
+        "images": [s.to_dict() for s in image_status(config)],
+        "pins": [c.to_dict() for c in coverage(config, jobs)],
+    }

@@ -1,0 +1,395 @@
+"""Counts: per target, per pipeline (system and scope), per platform, per model,
+and per quarantine state. What `matrixgen stats` prints.
+
+Counting rules (documented in `matrixgen stats --help` too):
+
+- Counts are over targets (the configured ones; for a tree without config,
+  every scope x platform x environment used): a job no target selects is in
+  no count. A target's count is its selection before quarantine; how many of those jobs
+  quarantine skips, lets fail or runs with deselected node ids is counted
+  beside it, so a skipped case is visible, not silently gone.
+- A pipeline (github/L1, gitlab/mr, ...) counts distinct jobs (by identity:
+  model, test case, environment, platform, tag) over its targets, so a job
+  that runs on pull requests and in the merge group counts once. `cases` are
+  functional jobs (every model but `unit-tests`); unit tests are counted as
+  jobs and as buckets (distinct test cases).
+- Platforms with `counted: false` in the config are left out by default (their
+  targets are listed as excluded); `--exclude-platform` leaves out more,
+  `--all-platforms` counts every platform. A platform that is an `alias_of`
+  another is counted on its own and under its fleet (the platform it aliases).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from matrixgen.engine.config import ProjectConfig
+from matrixgen.engine.errors import Finding, Severity, UsageError, did_you_mean
+from matrixgen.engine.model import Job, JobId, Target
+
+if TYPE_CHECKING:
+    from matrixgen.engine.context import ValidationContext
+    from matrixgen.pipeline import Generation
+
+UNIT_TEST_MODEL = "unit-tests"
+QUARANTINE_STATES = ("skip", "allow-failure", "deselect")
+
+
+def excluded_by_default(config: ProjectConfig) -> list[str]:
+    """Platforms the config says not to count (`counted: false`)."""
+    return sorted(
+        p
+        for p, info in config.section("platforms").items()
+        if isinstance(info, Mapping) and info.get("counted") is False
+    )
+
+
+def fleet(config: ProjectConfig, platform: str) -> str:
+    """The platform a platform is an alias of (followed to the end), else itself."""
+    seen = {platform}
+    current = platform
+    while True:
+        alias = config.platform_info(current).get("alias_of")
+        if not isinstance(alias, str) or alias in seen:
+            return current
+        seen.add(alias)
+        current = alias
+
+
+@dataclass(frozen=True, slots=True)
+class TargetStats:
+    target: Target
+    jobs: tuple[Job, ...]  # before quarantine; skipped ones carry their mark
+
+    def quarantine(self) -> dict[str, int]:
+        counts = Counter(j.quarantine.action for j in self.jobs if j.quarantine is not None)
+        return {state: counts.get(state, 0) for state in QUARANTINE_STATES}
+
+    def models(self) -> dict[str, int]:
+        return dict(sorted(Counter(j.model for j in self.jobs).items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        quarantine = self.quarantine()
+        return {
+            "name": self.target.name,
+            **self.target.to_dict(),
+            "jobs": len(self.jobs),
+            "running": len(self.jobs) - quarantine["skip"],
+            "functional": sum(1 for j in self.jobs if j.model != UNIT_TEST_MODEL),
+            "unit_tests": sum(1 for j in self.jobs if j.model == UNIT_TEST_MODEL),
+            "models": self.models(),
+            "quarantine": quarantine,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineStats:
+    """Distinct jobs over the targets of one system and scope (or a whole system)."""
+
+    system: str
+    scope: str | None  # None: every scope of the system
+    jobs: Mapping[JobId, Job]
+    targets: tuple[str, ...]
+    config: ProjectConfig = field(repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        functional = [j for j in self.jobs.values() if j.model != UNIT_TEST_MODEL]
+        unit = [j for j in self.jobs.values() if j.model == UNIT_TEST_MODEL]
+        states = Counter(j.quarantine.action for j in self.jobs.values() if j.quarantine)
+        return {
+            "pipeline": self.system + (f"/{self.scope}" if self.scope else ""),
+            "system": self.system,
+            "scope": self.scope,
+            "targets": list(self.targets),
+            "cases": len(functional),
+            "cases_by_platform": dict(sorted(Counter(j.platform for j in functional).items())),
+            "cases_by_fleet": dict(
+                sorted(Counter(fleet(self.config, j.platform) for j in functional).items())
+            ),
+            "cases_by_environment": dict(
+                sorted(Counter(j.environment for j in functional).items())
+            ),
+            "unit_test_jobs": len(unit),
+            "unit_test_buckets": len({j.test_case for j in unit}),
+            "models": dict(sorted(Counter(j.model for j in self.jobs.values()).items())),
+            "quarantine": {s: states.get(s, 0) for s in QUARANTINE_STATES},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    targets: tuple[TargetStats, ...]
+    pipelines: tuple[PipelineStats, ...]
+    excluded_platforms: tuple[str, ...]
+    excluded_targets: tuple[str, ...]
+    config: ProjectConfig = field(repr=False)
+
+    def platforms(self) -> dict[str, dict[str, int]]:
+        """Distinct jobs per platform over every counted target."""
+        jobs = _distinct(t.jobs for t in self.targets)
+        out: dict[str, dict[str, int]] = {}
+        for job in jobs.values():
+            row = out.setdefault(
+                job.platform, {"jobs": 0, "functional": 0, "unit_tests": 0, "quarantined": 0}
+            )
+            row["jobs"] += 1
+            row["unit_tests" if job.model == UNIT_TEST_MODEL else "functional"] += 1
+            row["quarantined"] += job.quarantine is not None
+        return dict(sorted(out.items()))
+
+    def models(self) -> dict[str, dict[str, int]]:
+        """Distinct jobs per model, with their quarantine states."""
+        jobs = _distinct(t.jobs for t in self.targets)
+        out: dict[str, dict[str, int]] = {}
+        for job in jobs.values():
+            row = out.setdefault(job.model, {"jobs": 0, **dict.fromkeys(QUARANTINE_STATES, 0)})
+            row["jobs"] += 1
+            if job.quarantine is not None:
+                row[job.quarantine.action] += 1
+        return dict(sorted(out.items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "excluded_platforms": list(self.excluded_platforms),
+            "excluded_targets": list(self.excluded_targets),
+            "targets": [t.to_dict() for t in self.targets],
+            "pipelines": [p.to_dict() for p in self.pipelines],
+            "platforms": self.platforms(),
+            "models": self.models(),
+        }
+
+
+def _distinct(groups: Iterable[Iterable[Job]]) -> dict[JobId, Job]:
+    """One job per identity; a quarantined copy wins (it says more)."""
+    out: dict[JobId, Job] = {}
+    for jobs in groups:
+        for job in jobs:
+            current = out.get(job.identity)
+            if current is None or (current.quarantine is None and job.quarantine is not None):
+                out[job.identity] = job
+    return dict(sorted(out.items()))
+
+
+def compute_stats(
+    generation: Generation,
+    targets: Sequence[Target],
+    *,
+    exclude: Sequence[str] = (),
+    all_platforms: bool = False,
+) -> Stats:
+    config = generation.tree.config
+    known = _known_platforms(config, generation.jobs)
+    for platform in exclude:
+        if platform not in known:
+            raise UsageError(
+                f'--exclude-platform "{platform}": no such platform'
+                f"{did_you_mean(platform, known)}; known: {', '.join(sorted(known))}"
+            )
+    excluded = set(exclude) | (set() if all_platforms else set(excluded_by_default(config)))
+    counted: list[TargetStats] = []
+    left_out: list[str] = []
+    for target in targets:
+        if target.selector.platform in excluded:
+            left_out.append(target.name)
+            continue
+        selection = generation.selection(target)
+        jobs = selection.with_quarantined
+        jobs = [j for j in jobs if j.platform not in excluded]
+        counted.append(TargetStats(target=target, jobs=tuple(jobs)))
+    pipelines = _pipelines(counted, config)
+    return Stats(
+        targets=tuple(counted),
+        pipelines=tuple(pipelines),
+        excluded_platforms=tuple(sorted(excluded)),
+        excluded_targets=tuple(sorted(left_out)),
+        config=config,
+    )
+
+
+def _known_platforms(config: ProjectConfig, jobs: Iterable[Job]) -> set[str]:
+    known = {j.platform for j in jobs}
+    if config.vocabulary is not None:
+        known |= set(config.vocabulary.platforms)
+    return known
+
+
+def _pipelines(targets: Sequence[TargetStats], config: ProjectConfig) -> list[PipelineStats]:
+    groups: dict[tuple[str, str | None], list[TargetStats]] = {}
+    for stats in targets:
+        system = stats.target.system.value
+        scope = stats.target.selector.scope
+        groups.setdefault((system, scope), []).append(stats)
+        groups.setdefault((system, None), []).append(stats)
+    out = []
+    for (system, scope), members in sorted(
+        groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "~")
+    ):
+        out.append(
+            PipelineStats(
+                system=system,
+                scope=scope,
+                jobs=_distinct(m.jobs for m in members),
+                targets=tuple(m.target.name for m in members),
+                config=config,
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the platforms section, checked by validate
+
+
+def check_platforms(context: ValidationContext) -> Iterable[Finding]:
+    """platforms.<p> must be a platform of the vocabulary; alias_of must name
+    another one, without a loop."""
+    config = context.tree.config
+    vocab = config.vocabulary
+    platforms = config.section("platforms")
+    if vocab is None or not platforms:
+        return []
+    findings = []
+    for name, info in sorted(platforms.items()):
+        if name not in vocab.platforms:
+            findings.append(
+                Finding(
+                    location=config.locate(["platforms", name]),
+                    severity=Severity.ERROR,
+                    code="platform",
+                    message=f'platforms: "{name}" is not in vocabulary.platforms'
+                    f"{did_you_mean(name, vocab.platforms)}",
+                )
+            )
+        alias = info.get("alias_of") if isinstance(info, Mapping) else None
+        if alias is None:
+            continue
+        if alias == name or alias not in vocab.platforms:
+            findings.append(
+                Finding(
+                    location=config.locate(["platforms", name, "alias_of"]),
+                    severity=Severity.ERROR,
+                    code="platform",
+                    message=f'platforms.{name}.alias_of: "{alias}" must be another platform'
+                    f"{did_you_mean(alias, vocab.platforms - {name})}",
+                )
+            )
+        elif _loops(config, name):
+            findings.append(
+                Finding(
+                    location=config.locate(["platforms", name, "alias_of"]),
+                    severity=Severity.ERROR,
+                    code="platform",
+                    message=f"platforms.{name}.alias_of: aliases form a loop",
+                )
+            )
+    return findings
+
+
+def _loops(config: ProjectConfig, platform: str) -> bool:
+    seen = {platform}
+    current = platform
+    while True:
+        alias = config.platform_info(current).get("alias_of")
+        if not isinstance(alias, str):
+            return False
+        if alias in seen:
+            return True
+        seen.add(alias)
+        current = alias
+
+
+# ---------------------------------------------------------------------------
+# text
+
+
+def render_table(stats: Stats) -> str:
+    from matrixgen.views.table import table
+
+    models = sorted({m for t in stats.targets for m in t.models()})
+    rows = []
+    for t in stats.targets:
+        d = t.to_dict()
+        q = d["quarantine"]
+        rows.append(
+            [
+                d["name"],
+                d["platform"] or "",
+                d["environment"] or "",
+                d["cadence"] or "",
+                str(d["jobs"]),
+                *[str(d["models"].get(m, 0)) for m in models],
+                str(q["skip"]),
+                str(q["allow-failure"]),
+                str(q["deselect"]),
+            ]
+        )
+    out = ["Targets (jobs before quarantine; skip/allow-failure/deselect: quarantined)"]
+    out.append(
+        table(
+            rows,
+            [
+                "target",
+                "platform",
+                "env",
+                "cadence",
+                "jobs",
+                *models,
+                "skip",
+                "allow-fail",
+                "deselect",
+            ],
+        )
+    )
+    rows = []
+    for p in stats.pipelines:
+        d = p.to_dict()
+        fleets = ", ".join(f"{k} {v}" for k, v in d["cases_by_fleet"].items())
+        platforms = ", ".join(f"{k} {v}" for k, v in d["cases_by_platform"].items())
+        q = d["quarantine"]
+        rows.append(
+            [
+                d["pipeline"],
+                str(d["cases"]),
+                fleets,
+                platforms if platforms != fleets else "",
+                str(d["unit_test_jobs"]),
+                str(d["unit_test_buckets"]),
+                f"{q['skip']}/{q['allow-failure']}/{q['deselect']}",
+            ]
+        )
+    out.append("Pipelines (distinct jobs over their targets; cases = functional jobs)")
+    out.append(
+        table(
+            rows,
+            [
+                "pipeline",
+                "cases",
+                "by fleet",
+                "by platform",
+                "unit jobs",
+                "buckets",
+                "skip/allow-fail/deselect",
+            ],
+        )
+    )
+    rows = [
+        [name, str(v["jobs"]), str(v["functional"]), str(v["unit_tests"]), str(v["quarantined"])]
+        for name, v in stats.platforms().items()
+    ]
+    out.append("Platforms (distinct jobs over every counted target; quarantined in any of them)")
+    out.append(table(rows, ["platform", "jobs", "functional", "unit tests", "quarantined"]))
+    rows = [
+        [name, str(v["jobs"]), *[str(v[s]) for s in QUARANTINE_STATES]]
+        for name, v in stats.models().items()
+    ]
+    out.append("Models (distinct jobs over every counted target; quarantined in any of them)")
+    out.append(table(rows, ["model", "jobs", *QUARANTINE_STATES]))
+    if stats.excluded_platforms:
+        line = f"Not counted: platform(s) {', '.join(stats.excluded_platforms)}"
+        if stats.excluded_targets:
+            line += f"; target(s) {', '.join(stats.excluded_targets)}"
+        out.append(line + " (--all-platforms counts them)\n")
+    return "\n".join(out)

@@ -1,0 +1,188 @@
+"""The package is layered: every import of a module (imports inside functions
+included, `if TYPE_CHECKING:` blocks left out) points to a floor at or below its
+own, and no set of modules imports itself round in a circle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "matrixgen"
+
+# Top to bottom; a module may import its own floor and the floors below it.
+FLOORS = [
+    "cli",
+    "diff",
+    "validate",
+    "views",
+    "emit",
+    "migrate",
+    "pipeline",
+    "quarantine",
+    "engine",
+    "util",
+]
+# Features above the stage they build on (each imports only floors below it).
+FEATURES: dict[str, str] = {}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def floor_of(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 1:  # matrixgen itself, __main__
+        return -1
+    top = parts[1]
+    top = FEATURES.get(top, top)
+    return FLOORS.index(top) if top in FLOORS else -1
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports_of(path: Path, own: str | None = None) -> set[str]:
+    """Every matrixgen module that `path` imports, at any depth of its code."""
+    found: set[str] = set()
+    own = own or module_name(path)
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for other in child.orelse:
+                    visit(other)
+                continue
+            if isinstance(child, ast.Import):
+                found.update(a.name for a in child.names if a.name.startswith("matrixgen"))
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package.rsplit(".", child.level - 1)[0] if child.level > 1 else package
+                    name = f"{base}.{child.module}" if child.module else base
+                else:
+                    name = child.module or ""
+                if name.startswith("matrixgen"):
+                    found.add(name)
+                    # `from matrixgen.engine import load` imports a submodule.
+                    for alias in child.names:
+                        if (
+                            (PACKAGE.parent / (name + "." + alias.name).replace(".", "/"))
+                            .with_suffix(".py")
+                            .exists()
+                        ):
+                            found.add(f"{name}.{alias.name}")
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    found.discard(own)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        graph[name] = {m for m in imports_of(path) if m in modules}
+    return graph
+
+
+def test_every_import_points_down_the_floors() -> None:
+    upward = []
+    for module, deps in sorted(import_graph().items()):
+        for dep in sorted(deps):
+            if floor_of(dep) < floor_of(module) and floor_of(module) >= 0 and floor_of(dep) >= 0:
+                upward.append(f"{module} imports {dep}")
+    assert not upward, "imports that point up a floor:\n" + "\n".join(upward)
+
+
+def test_no_module_outside_the_cli_imports_it() -> None:
+    offenders = [
+        f"{module} imports {dep}"
+        for module, deps in sorted(import_graph().items())
+        for dep in sorted(deps)
+        if dep.startswith("matrixgen.cli")
+        and not module.startswith(("matrixgen.cli", "matrixgen.__main__"))
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_there_is_no_import_cycle() -> None:
+    graph = import_graph()
+    # Tarjan's strongly connected components, iteratively: any component of more
+    # than one module is a cycle.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_the_check_sees_imports_inside_functions(tmp_path: Path) -> None:
+    """The reader must not miss a function-level import (the kind that hid the
+    old cycle) and must leave TYPE_CHECKING imports out."""
+    source = tmp_path / "sample.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from matrixgen.cli.main import main\n"
+        "def f():\n    if True:\n        from matrixgen.validate import validate\n"
+        "    from . import checks\n"
+    )
+    found = imports_of(source, own="matrixgen.engine.sample")
+    assert "matrixgen.validate" in found
+    assert "matrixgen.engine.checks" in found  # a relative import
+    assert "matrixgen.cli.main" not in found
+
+
+@pytest.mark.parametrize("floor", FLOORS)
+def test_every_floor_exists(floor: str) -> None:
+    assert (PACKAGE / floor).is_dir() or (PACKAGE / f"{floor}.py").exists() or floor == "util"
