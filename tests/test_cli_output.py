@@ -42,7 +42,7 @@ def test_guard_escapes_commands_a_line_would_carry() -> None:
     guard = GuardedStream(sink, "output")
     guard.write("ok line\n  ::add-mask::x\nsee ##[error]boom\r::warning::y\nhalf")
     assert sink.getvalue() == (
-        "ok line\n  \\x3a:add-mask::x\nsee ##\\x5berror]boom\\x0d::warning::y\n"
+        "ok line\n  \\x3a:add-mask::x\nsee ##\\x5berror]boom\\r::warning::y\n"
     )
     guard.write(" done\n")  # a line is checked whole, not per write
     assert sink.getvalue().endswith("half done\n")

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from matrixgen.cli.common import TargetNameOption, TargetOption, echo_findings
+from matrixgen.util.escape import terminal_text
 
 
 class DiffFormat(StrEnum):
@@ -97,18 +98,19 @@ def diff_command(
     for side in sides:
         if side.errors:
             typer.echo(
-                f"matrixgen: {side.label}: {len(side.errors)} error(s) in the recipe tree:",
+                f"matrixgen: {terminal_text(side.label)}: {len(side.errors)} error(s) "
+                "in the recipe tree:",
                 err=True,
             )
             echo_findings(side.errors)
     for note in result.notes:
-        typer.echo(f"matrixgen: note: {note}", err=True)
+        typer.echo(f"matrixgen: note: {terminal_text(note)}", err=True)
     typer.echo(render(result, fmt.value), nl=False)
     if rules:
         outcomes = evaluate(rules, result)
         for outcome in outcomes:
             if outcome.ok:
-                typer.echo(f"matrixgen: {outcome}", err=True)
+                typer.echo(f"matrixgen: {terminal_text(outcome)}", err=True)
         require(outcomes, result)
 
 

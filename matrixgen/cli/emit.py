@@ -20,6 +20,7 @@ from matrixgen.cli.common import (
     load_valid,
 )
 from matrixgen.engine.vocab import System
+from matrixgen.util.escape import terminal_text
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def _check_ad_hoc(generation: Generation, targets: list[Target]) -> None:
         if config.target(target.name) is target:
             continue  # configured: the config's own checks ran
         for warning in check_ad_hoc_target(target, [(config, generation.jobs)]):
-            typer.echo(f"matrixgen: warning: {warning}", err=True)
+            typer.echo(f"matrixgen: warning: {terminal_text(warning)}", err=True)
 
 
 def _one_target(
@@ -134,12 +135,16 @@ def github(
     if github_output:
         path = write_github_output(matrix)
         typer.echo(
-            f"{chosen.name}: {len(matrix.rows)} job(s) in {len(matrix.shards)} shard(s) -> {path}",
+            f"{terminal_text(chosen.name)}: {len(matrix.rows)} job(s) in {len(matrix.shards)} "
+            f"shard(s) -> {terminal_text(path)}",
             err=True,
         )
     elif output is not None:
         _write_text(output, matrix.text())
-        typer.echo(f"{chosen.name}: {len(matrix.rows)} job(s) -> {output}", err=True)
+        typer.echo(
+            f"{terminal_text(chosen.name)}: {len(matrix.rows)} job(s) -> {terminal_text(output)}",
+            err=True,
+        )
     else:
         typer.echo(matrix.text(), nl=False)
 
@@ -169,7 +174,11 @@ def gitlab(
     pipeline = emit_gitlab(jobs, settings)
     if output is not None:
         _write_text(output, pipeline.text)
-        typer.echo(f"{chosen.name}: {len(pipeline.job_names)} job(s) -> {output}", err=True)
+        typer.echo(
+            f"{terminal_text(chosen.name)}: {len(pipeline.job_names)} job(s) -> "
+            f"{terminal_text(output)}",
+            err=True,
+        )
     else:
         typer.echo(pipeline.text, nl=False)
 
@@ -231,7 +240,8 @@ def generate(
         typer.echo("")
         typer.echo(table(marked, marked_headers), nl=False)
     typer.echo(
-        f"{totals['total']['targets']} target(s), {totals['total']['jobs']} job(s) -> {out}",
+        f"{totals['total']['targets']} target(s), {totals['total']['jobs']} job(s) -> "
+        f"{terminal_text(out)}",
         err=True,
     )
 

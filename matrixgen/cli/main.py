@@ -22,6 +22,7 @@ from matrixgen.cli.output import (
 )
 from matrixgen.engine.errors import ExitCode, MatrixgenError, Severity, annotation_lines
 from matrixgen.engine.vocab import OutputFormat
+from matrixgen.util.escape import terminal_text
 from matrixgen.views.table import table
 
 app = typer.Typer(
@@ -108,7 +109,7 @@ def list_jobs(
     check_selector(selector)
     generation = load_valid(recipes)
     for warning in check_selector_values(selector, generation.tree.config, generation.jobs):
-        typer.echo(f"matrixgen: warning: {warning}", err=True)
+        typer.echo(f"matrixgen: warning: {terminal_text(warning)}", err=True)
     chosen = generation.selection(selector)
     jobs = chosen.with_quarantined if with_quarantined else list(chosen.jobs)
     if fmt is OutputFormat.TABLE:

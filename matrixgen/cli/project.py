@@ -20,6 +20,7 @@ from matrixgen.cli.common import (
     recipes_dir,
 )
 from matrixgen.engine.errors import ExitCode, UsageError
+from matrixgen.util.escape import terminal_text
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -156,7 +157,7 @@ def register(app: typer.Typer) -> None:
             for c in result.cycles
         ]
         for line in problems:
-            typer.echo(f"matrixgen: {line}", err=True)
+            typer.echo(f"matrixgen: {terminal_text(line)}", err=True)
         if problems:
             raise typer.Exit(ExitCode.FINDINGS)
 
@@ -225,7 +226,7 @@ def _target(text: str, generation: Generation) -> Target:
         target = parse_target(text, config)
         # Checked like `generate --target`: a typo would draw an empty graph.
         for warning in check_ad_hoc_target(target, [(config, generation.jobs)]):
-            typer.echo(f"matrixgen: warning: {warning}", err=True)
+            typer.echo(f"matrixgen: warning: {terminal_text(warning)}", err=True)
         return target
     found = config.target(text)
     if found is None:

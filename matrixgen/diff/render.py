@@ -45,7 +45,7 @@ from matrixgen.diff.compare import (
     distinct_counts,
 )
 from matrixgen.engine.model import Job, QuarantineMark, Target
-from matrixgen.util.escape import json_for_log
+from matrixgen.util.escape import json_for_log, terminal_line
 
 MARKER = "<!-- matrixgen-diff -->"
 # GitHub refuses comments over 65,536 characters; keep a margin for the cut note.
@@ -286,7 +286,8 @@ def render_text(diff: SelectionDiff) -> str:
         out.append(f"unchanged ({len(unchanged)}): {', '.join(unchanged)}")
     for note in diff.notes:
         out.append(f"note: {note}")
-    return "\n".join(out) + "\n"
+    # Each line one line, whatever a job's fields hold (a line break shows as \n).
+    return "\n".join(terminal_line(line) for line in out) + "\n"
 
 
 def _text_field(name: str, old: Any, new: Any) -> list[str]:

@@ -36,6 +36,7 @@ import yaml
 from matrixgen.engine.errors import Findings, QuarantineError
 from matrixgen.engine.yamlio import last_content_line, parse_yaml
 from matrixgen.quarantine.entries import QuarantineFile, parse_quarantine
+from matrixgen.util.escape import yaml_double_quoted, yaml_for_log
 
 HEADER = (
     "# Quarantined jobs: each entry names its tracker, owner and expiry.\n"
@@ -210,7 +211,7 @@ def render_entry(entry: Mapping[str, Any], dash_col: int, key_col: int, newline:
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     def flow(values: Sequence[str]) -> CommentedSeq:
-        seq = CommentedSeq(values)
+        seq = CommentedSeq([_scalar(v) for v in values])
         seq.fa.set_flow_style()
         return seq
 
@@ -224,11 +225,15 @@ def render_entry(entry: Mapping[str, Any], dash_col: int, key_col: int, newline:
             for mkey in MATCH_ORDER:
                 if value.get(mkey) not in (None, [], ()):
                     mvalue = value[mkey]
-                    match[mkey] = flow(list(mvalue)) if isinstance(mvalue, list | tuple) else mvalue
+                    match[mkey] = (
+                        flow(list(mvalue)) if isinstance(mvalue, list | tuple) else _scalar(mvalue)
+                    )
             value = match
         elif key in ("where", "node_ids"):
-            value = flow(list(value)) if key == "where" else CommentedSeq(list(value))
-        data[key] = value
+            value = (
+                flow(list(value)) if key == "where" else CommentedSeq([_scalar(v) for v in value])
+            )
+        data[key] = _scalar(value)
     unknown = set(entry) - set(FIELD_ORDER)
     if unknown:
         raise ValueError(f"unknown entry fields: {sorted(unknown)}")
@@ -237,11 +242,30 @@ def render_entry(entry: Mapping[str, Any], dash_col: int, key_col: int, newline:
     dumper.indent(mapping=2, sequence=4, offset=2)
     out = io.StringIO()
     dumper.dump(data, out)
-    body = out.getvalue().splitlines()
+    body = yaml_for_log(out.getvalue()).splitlines()
     pad = " " * key_col
     lines = [" " * dash_col + "-" + " " * (key_col - dash_col - 1) + body[0]]
     lines += [pad + line if line else line for line in body[1:]]
     return newline.join(lines) + newline
+
+
+def _scalar(value: Any) -> Any:
+    """A string as ruamel must write it for our reader (PyYAML, YAML 1.1) to read it
+    back as the same string: `on`, `yes`, `1:30`, `null`, `~`, `2024-01-31` written
+    plain would come back as a boolean, a number, None or a date; line breaks and
+    invisible characters need double quotes to stay on one printable line."""
+    if not isinstance(value, str):
+        return value
+    from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+
+    if yaml_double_quoted(value) or not _plain_is_text(value):
+        return DoubleQuotedScalarString(value)
+    return value
+
+
+def _plain_is_text(value: str) -> bool:
+    resolved = yaml.resolver.Resolver().resolve(yaml.ScalarNode, value, (True, False))
+    return resolved == "tag:yaml.org,2002:str"
 
 
 def _keep_final_newline(original: str, result: str) -> str:
