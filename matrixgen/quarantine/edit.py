@@ -36,7 +36,7 @@ import yaml
 from matrixgen.engine.errors import Findings, QuarantineError
 from matrixgen.engine.yamlio import last_content_line, parse_yaml
 from matrixgen.quarantine.entries import QuarantineFile, parse_quarantine
-from matrixgen.util.escape import yaml_double_quoted, yaml_for_log
+from matrixgen.util.escape import yaml_for_log
 
 HEADER = (
     "# Quarantined jobs: each entry names its tracker, owner and expiry.\n"
@@ -251,19 +251,28 @@ def render_entry(entry: Mapping[str, Any], dash_col: int, key_col: int, newline:
 
 def _scalar(value: Any) -> Any:
     """A string as ruamel must write it for our reader (PyYAML, YAML 1.1) to read it
-    back as the same string: `on`, `yes`, `1:30`, `null`, `~`, `2024-01-31` written
-    plain would come back as a boolean, a number, None or a date; line breaks and
-    invisible characters need double quotes to stay on one printable line."""
+    back as the same string. Plain only when it is words, digits and `_./+-()`
+    that YAML 1.1 reads as text; else double-quoted: `on`, `yes`, `1:30`, `null`,
+    `~`, `2024-01-31` written plain would come back as a boolean, a number, None or
+    a date, `? x` in a flow list as a mapping, and line breaks and invisible
+    characters need the quotes' escapes to stay on one printable line."""
     if not isinstance(value, str):
         return value
     from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
-    if yaml_double_quoted(value) or not _plain_is_text(value):
-        return DoubleQuotedScalarString(value)
-    return value
+    if _plain_is_text(value):
+        return value
+    return DoubleQuotedScalarString(value)
+
+
+_PLAIN_PUNCTUATION = frozenset(" _./+-()")
 
 
 def _plain_is_text(value: str) -> bool:
+    if not value or value != value.strip() or value[0] in "-.(":
+        return False
+    if not all(c.isalnum() or c in _PLAIN_PUNCTUATION for c in value):
+        return False
     resolved = yaml.resolver.Resolver().resolve(yaml.ScalarNode, value, (True, False))
     return resolved == "tag:yaml.org,2002:str"
 
