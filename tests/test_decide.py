@@ -167,7 +167,7 @@ def test_markdown_is_a_job_summary_and_escapes_labels() -> None:
     )
     assert run.code == 0, run.err
     assert run.out.startswith("### matrixgen decision: github event pull\\_request")
-    assert '| scope | L1 | label "Run tests" |' in run.out
+    assert '| scope | L1 | label &quot;Run tests&quot; |' in run.out
     from markdown_it import MarkdownIt
 
     # Rendered the way GitHub renders a summary (raw HTML allowed): the labels

@@ -4,24 +4,21 @@ summary, and the outputs `decide --github-output` writes."""
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from matrixgen.engine.decide import ANY_CADENCE, Decision
+from matrixgen.util.escape import markdown_text, terminal_text
 from matrixgen.views.table import table
-
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~&-])")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _cell(text: str) -> str:
     """Text safe inside a Markdown table cell: a label comes from a pull request."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", _CONTROL.sub(" ", text))
+    return markdown_text(text)
 
 
 def _plain(text: str) -> str:
     """Text safe on one terminal line."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+    return terminal_text(text)
 
 
 def _n_repeat(decision: Decision) -> str:
