@@ -19,6 +19,7 @@ from matrixgen.cli.common import (
     echo_json,
     load_valid,
 )
+from matrixgen.cli.decide import EventOption, LabelOption, LabelsJsonOption, SystemOption
 from matrixgen.engine.vocab import System
 from matrixgen.util.escape import terminal_text
 from matrixgen.views.table import table
@@ -194,10 +195,24 @@ def generate(
         TableOrJson.TABLE
     ),
     launcher: LauncherOption = None,
+    event: EventOption = None,
+    label: LabelOption = None,
+    labels_json: LabelsJsonOption = None,
+    system: SystemOption = None,
+    github_output: Annotated[
+        bool,
+        typer.Option(
+            "--github-output",
+            help="Also append each GitHub matrix to $GITHUB_OUTPUT under its target's group: "
+            "<group>-shards and <group> (0 and an empty matrix for a group not generated).",
+        ),
+    ] = False,
 ) -> None:
     """Every target (configured, given, or for a tree without config every
     scope x platform x environment it uses): one file each in --out
     (<target>.json for GitHub, <target>.yml for GitLab), and a summary.
+    With --event: exactly the targets `matrixgen decide` picks for the event and
+    labels, with the decided n_repeat and lightweight mode applied.
 
     The tree is loaded, expanded and validated once. Exit 1: the tree has errors
     (see validate); 2: usage error; 3: bad project config; 4: a CI limit cannot
@@ -210,19 +225,35 @@ def generate(
         summary_rows,
         write_outputs,
     )
+    from matrixgen.engine.errors import UsageError
     from matrixgen.engine.targets import resolve_targets
 
+    if event is None and (label or labels_json or system):
+        raise UsageError("--label, --labels-json and --system go with --event")
+    if event is not None and (target or target_name):
+        raise UsageError("give --event or targets, not both: the event decides the targets")
     generation = load_valid(recipes)
-    targets = resolve_targets(
-        generation.tree.config,
-        generation.jobs,
-        specs=list(target or ()),
-        names=list(target_name or ()),
-    )
+    if event is not None:
+        from matrixgen.cli.decide import decision_for
+
+        decision = decision_for(generation, event, label, labels_json, system)
+        targets = list(decision.targets)
+    else:
+        targets = resolve_targets(
+            generation.tree.config,
+            generation.jobs,
+            specs=list(target or ()),
+            names=list(target_name or ()),
+        )
     if target:
         _check_ad_hoc(generation, targets)
     outputs = generate_all(generation, targets, launcher=launcher)
     write_outputs(outputs, out)
+    if github_output:
+        from matrixgen.emit.generate import github_group_outputs
+        from matrixgen.emit.github import append_github_outputs
+
+        append_github_outputs(github_group_outputs(outputs, generation.tree.config.targets))
     if fmt is TableOrJson.JSON:
         echo_json(summary(outputs))
         return
