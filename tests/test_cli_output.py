@@ -380,3 +380,15 @@ def test_hostile_quarantine_fields_reach_no_log_as_commands(
     ):
         run = cli(*command, "--recipes", root)
         _check_log(run.out, run.err, len(_finding_lines(run.err)))
+
+
+def test_read_only_github_output(
+    cli: Callable, small_tree: Path, read_only_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_OUTPUT", str(read_only_dir / "github_output"))
+    run = cli(
+        "github", "--recipes", small_tree, "--target", "scope=mr,platform=dgx_h100,environment=dev",
+        "--github-output",
+    )  # fmt: skip
+    assert run.code == 9, run
+    _one_line_error(run.err, "--github-output: cannot append to")

@@ -46,7 +46,7 @@ from matrixgen.emit.common import (
     emitted_jobs,
     timeout_minutes,
 )
-from matrixgen.engine.errors import LimitError, UsageError
+from matrixgen.engine.errors import LimitError, UsageError, file_error
 from matrixgen.engine.model import Job
 from matrixgen.util.escape import json_for_log
 
@@ -231,5 +231,5 @@ def append_github_outputs(outputs: Sequence[tuple[str, str]], path: str | None =
             text = ("\n" if joined else "") + github_output_text(outputs)
             handle.write(text.encode("utf-8"))
     except OSError as exc:
-        raise UsageError(f"--github-output: cannot append to {target}: {exc.strerror}") from None
+        raise file_error(f"--github-output: cannot append to {target}", exc) from None
     return Path(target)
