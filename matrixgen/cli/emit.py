@@ -86,16 +86,21 @@ def _one_target(
 
 
 def _write_text(path: Path, text: str) -> None:
-    from matrixgen.engine.errors import UsageError
+    """--output: written whole, never through a link (`util.atomic`)."""
+    from matrixgen.engine.errors import OutputError, UsageError
+    from matrixgen.util.atomic import WriteError, write_atomic
 
     blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
     if blocking is not None:  # mkdir would say "File exists"
         raise UsageError(f"cannot write {path}: {blocking} is a file, not a directory")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8", newline="\n")
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        write_atomic(path, text.encode("utf-8"))
+    except WriteError as exc:
+        raise OutputError(exc.message) from None
 
 
 def github(
@@ -195,6 +200,7 @@ def generate(
     be met.
     """
     from matrixgen.emit.generate import (
+        file_name,
         generate_all,
         quarantine_rows,
         summary,
@@ -213,7 +219,18 @@ def generate(
     if target:
         _check_ad_hoc(generation, targets)
     outputs = generate_all(generation, targets, launcher=launcher)
-    write_outputs(outputs, out)
+    defined = (
+        resolve_targets(generation.tree.config, generation.jobs)
+        if target_name or target
+        else targets
+    )
+    report = write_outputs(outputs, out, targets_now=[file_name(t) for t in defined])
+    for note in report.notes:
+        typer.echo(f"matrixgen: {note}", err=True)
+    for name in report.removed:
+        typer.echo(f"matrixgen: removed {out / name} (its target is gone)", err=True)
+    for name, why in report.kept:
+        typer.echo(f"matrixgen: {out / name}: {why}", err=True)
     if fmt is TableOrJson.JSON:
         echo_json(summary(outputs))
         return

@@ -46,8 +46,9 @@ from matrixgen.emit.common import (
     emitted_jobs,
     timeout_minutes,
 )
-from matrixgen.engine.errors import LimitError, UsageError
+from matrixgen.engine.errors import LimitError, OutputError, UsageError
 from matrixgen.engine.model import Job
+from matrixgen.util.atomic import WriteError, append_whole
 
 
 def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
@@ -213,16 +214,8 @@ def write_github_output(matrix: GithubMatrix, path: str | None = None) -> Path:
             "with --output and read it in several jobs"
         )
     try:
-        with open(target, "a+b") as handle:
-            # An earlier step may have left its last line unterminated
-            # (`echo -n k=v >> $GITHUB_OUTPUT`): our first line must not join it.
-            handle.seek(0, os.SEEK_END)
-            joined = False
-            if handle.tell() > 0:
-                handle.seek(-1, os.SEEK_END)
-                joined = handle.read(1) != b"\n"
-            text = ("\n" if joined else "") + github_output_text(outputs)
-            handle.write(text.encode("utf-8"))
-    except OSError as exc:
-        raise UsageError(f"--github-output: cannot append to {target}: {exc.strerror}") from None
+        # Appending is the protocol of $GITHUB_OUTPUT: one write, cut back on failure.
+        append_whole(Path(target), github_output_text(outputs).encode("utf-8"))
+    except WriteError as exc:
+        raise OutputError(f"--github-output: {exc.message}") from None
     return Path(target)

@@ -26,6 +26,7 @@ class ExitCode(IntEnum):
     EXPECTATION = 6  # `diff --expect` rules did not hold
     QUARANTINE = 7  # the quarantine file could not be read, locked or written
     TRACKER = 8  # the tracker API answered with an error
+    OUTPUT = 9  # an output file or folder cannot be written safely (link, full disk, held lock)
 
 
 class Severity(StrEnum):
@@ -194,3 +195,11 @@ class QuarantineError(MatrixgenError):
 
 class TrackerError(MatrixgenError):
     exit_code = ExitCode.TRACKER
+
+
+class OutputError(MatrixgenError):
+    """An output file or folder cannot be written safely: it is a symbolic link
+    or a special file, the disk is full or read-only, or another run holds the
+    folder's lock past the timeout."""
+
+    exit_code = ExitCode.OUTPUT
