@@ -26,7 +26,7 @@ from matrixgen.emit.generate import (
     generate_all,
     write_outputs,
 )
-from matrixgen.engine.errors import OutputError
+from matrixgen.engine.errors import EnvironmentFault, OutputError
 from matrixgen.util import atomic
 from matrixgen.util.lockfile import hold
 from tests.emit_fixtures import V1_TREE, V2_TREE, v2_generation
@@ -138,7 +138,7 @@ def test_a_linked_out_folder_or_file_is_refused(tmp_path: Path, template: Target
     (tmp_path / "out").symlink_to(real)
     with pytest.raises(OutputError, match="symbolic link") as caught:
         write_outputs(outputs(template, ["a.json"]), tmp_path / "out")
-    assert caught.value.exit_code == 9 and list(real.iterdir()) == []
+    assert caught.value.exit_code == 10 and list(real.iterdir()) == []
     out = tmp_path / "plain"
     out.mkdir()
     victim = tmp_path / "victim"
@@ -160,8 +160,9 @@ def test_a_full_disk_leaves_the_old_files(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(atomic.os, "write", full)
-    with pytest.raises(OutputError, match="No space left on device"):
+    with pytest.raises(EnvironmentFault, match="No space left on device") as caught:
         write_outputs(outputs(template, ["a.json"], "new"), out)
+    assert caught.value.exit_code == 9  # the machine, not the input
     monkeypatch.undo()
     assert target_files(out) == before
     assert sorted(p.name for p in out.iterdir() if p.name.endswith(".tmp")) == []
@@ -209,7 +210,7 @@ def test_generate_waits_for_the_folders_lock_and_names_its_holder(
     with hold(out / LOCK_NAME, timeout=0, command="matrixgen generate"):
         monkeypatch.setenv("MATRIXGEN_LOCK_TIMEOUT", "0.3")
         run = cli("generate", "--recipes", root, "--out", out)
-        assert run.code == 9, run
+        assert run.code == 10, run
         assert f"pid {os.getpid()}" in run.err and "matrixgen generate" in run.err
         assert "nothing was written" in run.err and target_files(out) == {}
         # A run that may wait does, and writes once the lock is let go.
@@ -228,7 +229,7 @@ def test_output_refuses_a_link_and_takes_the_umask(
     link = tmp_path / "matrix.json"
     link.symlink_to(victim)
     run = cli("github", "--recipes", root, "--target-name", GITHUB_TARGET, "--output", link)
-    assert run.code == 9 and "symbolic link" in run.err and victim.read_text() == "precious\n"
+    assert run.code == 10 and "symbolic link" in run.err and victim.read_text() == "precious\n"
     plain = tmp_path / "plain.json"
     old = os.umask(0o022)
     try:
@@ -270,4 +271,4 @@ def test_github_output_appends_and_survives_a_full_disk(
     target.unlink()
     target.symlink_to(tmp_path / "elsewhere")
     monkeypatch.setenv("GITHUB_OUTPUT", str(target))
-    assert cli(*args).code == 9 and not (tmp_path / "elsewhere").exists()
+    assert cli(*args).code == 10 and not (tmp_path / "elsewhere").exists()

@@ -87,7 +87,7 @@ def _one_target(
 
 def _write_text(path: Path, text: str) -> None:
     """--output: written whole, never through a link (`util.atomic`)."""
-    from matrixgen.engine.errors import OutputError, UsageError
+    from matrixgen.engine.errors import UsageError, file_error, write_failure
     from matrixgen.util.atomic import WriteError, write_atomic
 
     blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
@@ -96,11 +96,11 @@ def _write_text(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+        raise file_error(f"cannot write {path}", exc) from None
     try:
         write_atomic(path, text.encode("utf-8"))
     except WriteError as exc:
-        raise OutputError(exc.message) from None
+        raise write_failure(exc.message, exc.errno) from None
 
 
 def github(

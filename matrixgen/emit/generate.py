@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING, Any
 from matrixgen.emit.common import allowed_to_fail, deselected, emitted_jobs, resolve_settings
 from matrixgen.emit.github import emit_github
 from matrixgen.emit.gitlab import emit_gitlab, name_problems
-from matrixgen.engine.errors import Finding, OutputError, Severity, UsageError
+from matrixgen.engine.errors import (
+    Finding,
+    OutputError,
+    Severity,
+    UsageError,
+    file_error,
+    write_failure,
+)
 from matrixgen.engine.model import QuarantineMark, Target
 from matrixgen.engine.select import JobIndex
 from matrixgen.engine.vocab import System
@@ -32,7 +39,7 @@ from matrixgen.pipeline import Generation
 from matrixgen.quarantine.entries import Selection
 from matrixgen.quarantine.entries import selection as quarantine_selection
 from matrixgen.util.atomic import WriteError, remove_stale_temps, write_atomic
-from matrixgen.util.readfile import read_regular
+from matrixgen.util.readfile import NotRegularFile, read_regular
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
@@ -189,7 +196,7 @@ def write_outputs(
     except LockError as exc:
         raise OutputError(f"--out {out_dir}: {exc.message}; nothing was written") from None
     except WriteError as exc:
-        raise OutputError(exc.message) from None
+        raise write_failure(exc.message, exc.errno) from None
 
 
 def _prepare_folder(out_dir: Path) -> None:
@@ -198,7 +205,7 @@ def _prepare_folder(out_dir: Path) -> None:
     except FileNotFoundError:
         info = None
     except OSError as exc:
-        raise OutputError(f"--out {out_dir}: {exc.strerror}") from None
+        raise file_error(f"--out {out_dir}", exc) from None
     if info is not None and stat.S_ISLNK(info.st_mode):
         raise OutputError(
             f"--out {out_dir} is a symbolic link (to {os.readlink(out_dir)!r}); generate owns "
@@ -209,7 +216,7 @@ def _prepare_folder(out_dir: Path) -> None:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"--out {out_dir}: cannot create the directory: {exc.strerror}") from None
+        raise file_error(f"--out {out_dir}: cannot create the directory", exc) from None
 
 
 def _digest(data: bytes) -> str:
@@ -221,8 +228,10 @@ def _read_manifest(out_dir: Path) -> tuple[dict[str, str], list[str]]:
     path = out_dir / MANIFEST_NAME
     try:
         raw = read_regular(path)
+    except NotRegularFile as exc:
+        raise OutputError(f"--out {out_dir}: {MANIFEST_NAME} is {exc.kind}: refused") from None
     except OSError as exc:
-        raise OutputError(f"--out {out_dir}: cannot read {MANIFEST_NAME}: {exc.strerror}") from None
+        raise file_error(f"--out {out_dir}: cannot read {MANIFEST_NAME}", exc) from None
     if raw is None:
         return {}, []
     try:

@@ -46,9 +46,10 @@ from matrixgen.emit.common import (
     emitted_jobs,
     timeout_minutes,
 )
-from matrixgen.engine.errors import LimitError, OutputError, UsageError
+from matrixgen.engine.errors import LimitError, UsageError, write_failure
 from matrixgen.engine.model import Job
 from matrixgen.util.atomic import WriteError, append_whole
+from matrixgen.util.escape import json_for_log
 
 
 def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
@@ -91,7 +92,7 @@ def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
 
 def compact(value: Any) -> str:
     """The one JSON spelling we emit: compact, UTF-8, keys in insertion order."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return json_for_log(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 def _size(value: Any) -> int:
@@ -217,5 +218,5 @@ def write_github_output(matrix: GithubMatrix, path: str | None = None) -> Path:
         # Appending is the protocol of $GITHUB_OUTPUT: one write, cut back on failure.
         append_whole(Path(target), github_output_text(outputs).encode("utf-8"))
     except WriteError as exc:
-        raise OutputError(f"--github-output: {exc.message}") from None
+        raise write_failure(f"--github-output: {exc.message}", exc.errno) from None
     return Path(target)
