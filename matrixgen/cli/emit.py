@@ -123,7 +123,9 @@ def github(
     Past 256 rows (or 1 MB) the rows are split into shards:
     {"shards": N, "matrices": [{"include": [...]}, ...]}; never a job dropped.
     Exit 1: the tree has errors (see validate); 2: usage error; 3: bad project
-    config; 4: a GitHub limit cannot be met.
+    config; 4: a GitHub limit cannot be met; 9: the output cannot be written (a
+    full or read-only disk); 10: the output is a symbolic link or special file
+    (refused, never written through).
     """
     from matrixgen.emit.common import resolve_settings
     from matrixgen.emit.github import emit_github, write_github_output
@@ -162,7 +164,8 @@ def gitlab(
 
     Exit 1: the tree has errors (see validate); 2: usage error; 3: bad project
     config; 4: a GitLab limit cannot be met (job name collision or length,
-    child pipeline over 5 MB).
+    child pipeline over 5 MB); 9: the output cannot be written (a full or
+    read-only disk); 10: the output is a symbolic link or special file.
     """
     from matrixgen.emit.common import resolve_settings
     from matrixgen.emit.gitlab import emit_gitlab
@@ -195,9 +198,15 @@ def generate(
     scope x platform x environment it uses): one file each in --out
     (<target>.json for GitHub, <target>.yml for GitLab), and a summary.
 
-    The tree is loaded, expanded and validated once. Exit 1: the tree has errors
-    (see validate); 2: usage error; 3: bad project config; 4: a CI limit cannot
-    be met.
+    The tree is loaded, expanded and validated once. The folder is owned through
+    .matrixgen-manifest.json: files earlier runs wrote for targets that are gone
+    are removed (never a file matrixgen did not write, nor one changed since);
+    runs into one folder wait for each other (MATRIXGEN_LOCK_TIMEOUT, 30 s).
+
+    Exit 1: the tree has errors (see validate); 2: usage error; 3: bad project
+    config; 4: a CI limit cannot be met; 9: a file cannot be written (full or
+    read-only disk); 10: --out or a file in it is a symbolic link (refused), or
+    another run held the folder's lock too long.
     """
     from matrixgen.emit.generate import (
         file_name,
