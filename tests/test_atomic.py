@@ -55,7 +55,7 @@ def test_a_new_file_is_written_whole_with_the_umask_mode(tmp_path: Path) -> None
     assert leftovers(tmp_path) == []
 
 
-@settings(max_examples=40)
+@settings(max_examples=40, deadline=None)
 @given(st.integers(min_value=0, max_value=0o777))
 def test_the_mode_is_what_open_would_give(
     tmp_path_factory: pytest.TempPathFactory, mask: int
@@ -186,7 +186,7 @@ def test_under_a_lock_every_temporary_file_of_ours_goes(tmp_path: Path) -> None:
     assert (tmp_path / ".q.yaml.notes.txt").exists()
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(st.text(min_size=1, max_size=30))
 def test_cleanup_never_removes_a_file_that_is_not_a_temporary_of_name(
     tmp_path_factory: pytest.TempPathFactory, suffix: str

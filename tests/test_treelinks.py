@@ -160,7 +160,9 @@ def trees(draw: st.DrawFn) -> list[tuple[str, str, str]]:
     return entries
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(entries=trees())
 def test_what_the_resolver_follows_is_what_the_os_would_read_inside_the_tree(
     tmp_path_factory: pytest.TempPathFactory, entries: list[tuple[str, str, str]]
