@@ -19,6 +19,7 @@ from matrixgen.cli.common import (
     echo_json,
     load_valid,
 )
+from matrixgen.cli.decide import EventOption, LabelOption, LabelsJsonOption, SystemOption
 from matrixgen.engine.vocab import System
 from matrixgen.views.table import table
 
@@ -193,10 +194,24 @@ def generate(
         TableOrJson.TABLE
     ),
     launcher: LauncherOption = None,
+    event: EventOption = None,
+    label: LabelOption = None,
+    labels_json: LabelsJsonOption = None,
+    system: SystemOption = None,
+    github_output: Annotated[
+        bool,
+        typer.Option(
+            "--github-output",
+            help="Also append each GitHub matrix to $GITHUB_OUTPUT under its target's group: "
+            "<group>-shards and <group> (0 and an empty matrix for a group not generated).",
+        ),
+    ] = False,
 ) -> None:
     """Every target (configured, given, or for a tree without config every
     scope x platform x environment it uses): one file each in --out
     (<target>.json for GitHub, <target>.yml for GitLab), and a summary.
+    With --event: exactly the targets `matrixgen decide` picks for the event and
+    labels, with the decided n_repeat and lightweight mode applied.
 
     The tree is loaded, expanded and validated once. The folder is owned through
     .matrixgen-manifest.json: files earlier runs wrote for targets that are gone
@@ -216,23 +231,32 @@ def generate(
         summary_rows,
         write_outputs,
     )
+    from matrixgen.engine.errors import UsageError
     from matrixgen.engine.targets import resolve_targets
 
+    if event is None and (label or labels_json or system):
+        raise UsageError("--label, --labels-json and --system go with --event")
+    if event is not None and (target or target_name):
+        raise UsageError("give --event or targets, not both: the event decides the targets")
     generation = load_valid(recipes)
-    targets = resolve_targets(
-        generation.tree.config,
-        generation.jobs,
-        specs=list(target or ()),
-        names=list(target_name or ()),
-    )
+    if event is not None:
+        from matrixgen.cli.decide import decision_for
+
+        decision = decision_for(generation, event, label, labels_json, system)
+        targets = list(decision.targets)
+    else:
+        targets = resolve_targets(
+            generation.tree.config,
+            generation.jobs,
+            specs=list(target or ()),
+            names=list(target_name or ()),
+        )
     if target:
         _check_ad_hoc(generation, targets)
     outputs = generate_all(generation, targets, launcher=launcher)
-    defined = (
-        resolve_targets(generation.tree.config, generation.jobs)
-        if target_name or target
-        else targets
-    )
+    # Every target the tree defines keeps its file (a run of some of them, by
+    # --target-name or --event, is not a removal of the others).
+    defined = resolve_targets(generation.tree.config, generation.jobs)
     report = write_outputs(outputs, out, targets_now=[file_name(t) for t in defined])
     for note in report.notes:
         typer.echo(f"matrixgen: {note}", err=True)
@@ -240,6 +264,11 @@ def generate(
         typer.echo(f"matrixgen: removed {out / name} (its target is gone)", err=True)
     for name, why in report.kept:
         typer.echo(f"matrixgen: {out / name}: {why}", err=True)
+    if github_output:
+        from matrixgen.emit.generate import github_group_outputs
+        from matrixgen.emit.github import append_github_outputs
+
+        append_github_outputs(github_group_outputs(outputs, generation.tree.config.targets))
     if fmt is TableOrJson.JSON:
         echo_json(summary(outputs))
         return

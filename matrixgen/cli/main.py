@@ -158,6 +158,7 @@ def _register_extensions() -> None:
         "matrixgen.cli.quarantine",
         "matrixgen.cli.diff",
         "matrixgen.cli.project",
+        "matrixgen.cli.decide",
     ):
         try:
             mod = importlib.import_module(module)
