@@ -194,7 +194,10 @@ def write_outputs(
         with hold(out_dir / LOCK_NAME, timeout=timeout):
             return _write_owned(outputs, out_dir, set(targets_now))
     except LockError as exc:
-        raise OutputError(f"--out {out_dir}: {exc.message}; nothing was written") from None
+        # Held too long, or a link at the lock's name: 10; the disk refused: 9.
+        raise write_failure(
+            f"--out {out_dir}: {exc.message}; nothing was written", exc.errno
+        ) from None
     except WriteError as exc:
         raise write_failure(exc.message, exc.errno) from None
 

@@ -33,11 +33,13 @@ _POLL_FIRST, _POLL_MAX = 0.02, 0.25
 
 
 class LockError(Exception):
-    """The lock file cannot be created or used; `message` says why."""
+    """The lock file cannot be created or used; `message` says why, `errno` is
+    the OS error number when the OS refused (EROFS, ENOSPC, ...)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, errno: int | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.errno = errno
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +125,9 @@ def _open(path: Path) -> int:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise LockError(f"cannot lock {path}: it is a symbolic link") from None
-        raise LockError(f"cannot create the lock file {path}: {exc.strerror}") from None
+        raise LockError(
+            f"cannot create the lock file {path}: {exc.strerror}", errno=exc.errno
+        ) from None
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
@@ -163,7 +167,7 @@ def hold(
             continue
         except OSError as exc:
             os.close(fd)
-            raise LockError(f"cannot lock {path}: {exc.strerror}") from None
+            raise LockError(f"cannot lock {path}: {exc.strerror}", errno=exc.errno) from None
         # The previous holder removes the file as it lets go: a lock taken on a
         # file that is no longer at `path` is no lock; take the new one.
         try:
