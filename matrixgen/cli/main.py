@@ -151,6 +151,7 @@ def _register_extensions() -> None:
         "matrixgen.cli.quarantine",
         "matrixgen.cli.diff",
         "matrixgen.cli.project",
+        "matrixgen.cli.evidence",
     ):
         try:
             mod = importlib.import_module(module)

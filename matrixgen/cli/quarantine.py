@@ -628,5 +628,8 @@ def register(app: typer.Typer) -> None:
     group.command("lift")(lift)
     group.command("list")(list_entries)
     group.command("audit")(audit)
+    from matrixgen.cli.evidence import propose
+
+    group.command("propose")(propose)
     app.add_typer(group, name="quarantine")
     app.command("migrate")(migrate)

@@ -26,6 +26,8 @@ class ExitCode(IntEnum):
     EXPECTATION = 6  # `diff --expect` rules did not hold
     QUARANTINE = 7  # the quarantine file could not be read, locked or written
     TRACKER = 8  # the tracker API answered with an error
+    RESULTS_FILE = 9  # a test-result (JUnit XML) file cannot be read or is not a report
+    RESULTS_STORE = 10  # the results store cannot be opened, read or written
 
 
 class Severity(StrEnum):
@@ -194,3 +196,13 @@ class QuarantineError(MatrixgenError):
 
 class TrackerError(MatrixgenError):
     exit_code = ExitCode.TRACKER
+
+
+class ResultsFileError(MatrixgenError):
+    """A JUnit XML file is missing, unreadable or malformed (named in the message)."""
+
+    exit_code = ExitCode.RESULTS_FILE
+
+
+class ResultsStoreError(MatrixgenError):
+    exit_code = ExitCode.RESULTS_STORE
