@@ -13,6 +13,9 @@ import pytest
 
 from matrixgen.cli.main import main
 
+# The evidence tests' real pytest runs and results store (session fixtures).
+pytest_plugins = ("tests.evidence_fixtures",)
+
 MEGATRON_ENV = "MATRIXGEN_MEGATRON_RECIPES"
 
 

@@ -58,9 +58,7 @@ def ingest_runs(db: str, runs: list[Run]) -> None:
     store = open_store(db, write=True)
     try:
         for run in runs:
-            groups = map_reports(
-                generation, [read_report(run.report)], target=TARGET, tag="latest"
-            )
+            groups = map_reports(generation, [read_report(run.report)], target=TARGET, tag="latest")
             at = dt.datetime.fromisoformat(run.finished_at.replace("Z", "+00:00"))
             ingest(store, RunInfo(run_id=run.run_id, commit=run.commit, finished_at=at), groups)
     finally:

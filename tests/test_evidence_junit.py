@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from matrixgen.engine.errors import ExitCode, ResultsFileError
 from matrixgen.evidence.junit import Outcome, node_id, parse_report, read_report, report_files
-from tests.evidence_fixtures import JUNIT, Run, evidence_runs  # noqa: F401
+from tests.evidence_fixtures import JUNIT, Run
 
 ASYNC = "tests/unit_tests/dist_checkpointing/test_async_save.py"
 FUNCTIONAL = "tests/functional/test_gpt3_tp1_pp1.py"
@@ -21,7 +21,7 @@ def _by_id(report):
     return {t.node_id: t for t in report.testcases}
 
 
-def test_pytest_reports_read_with_reruns_folded_in(evidence_runs: list[Run]) -> None:  # noqa: F811
+def test_pytest_reports_read_with_reruns_folded_in(evidence_runs: list[Run]) -> None:
     runs = {r.run_id: r for r in evidence_runs}
     # Seed 3: the parallel write order fails on the try and on the rerun.
     tests = _by_id(read_report(runs["9104"].report))
@@ -32,7 +32,9 @@ def test_pytest_reports_read_with_reruns_folded_in(evidence_runs: list[Run]) -> 
     skipped = tests["tests/unit_tests/data/test_blend.py::test_blend_full_corpus"]
     assert skipped.outcome is Outcome.SKIPPED
     # Seed 2: the functional check fails its first try only: a pass, rerun once.
-    loss = _by_id(read_report(runs["9103"].report))[f"{FUNCTIONAL}::test_loss_matches_golden_values"]
+    loss = _by_id(read_report(runs["9103"].report))[
+        f"{FUNCTIONAL}::test_loss_matches_golden_values"
+    ]
     assert (loss.outcome, loss.reruns) == (Outcome.PASSED, 1)
     # One result per test, whatever the number of attempts.
     assert len(tests) == 8
@@ -98,7 +100,10 @@ def test_a_repeated_record_is_a_failed_attempt_even_when_empty() -> None:
         (b"<testsuites><testsuite><testcase name='a'", "r.xml:1:"),
         (b"", "r.xml: the file is empty"),
         (b"<html><body/></html>", "r.xml:1:1: not a JUnit XML report: the root element is <html>"),
-        (b"<testsuite>\n  <testcase classname='x'/></testsuite>", "r.xml:2:3: <testcase> without a name"),
+        (
+            b"<testsuite>\n  <testcase classname='x'/></testsuite>",
+            "r.xml:2:3: <testcase> without a name",
+        ),
         (
             b"<testsuite><testcase name='a'><testcase name='b'/></testcase></testsuite>",
             "<testcase> inside <testcase>",
@@ -121,8 +126,7 @@ def test_a_doctype_is_refused_before_any_entity_is_expanded() -> None:
     laughs = (
         b'<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaaaaaaaa">'
         + b"".join(
-            f'<!ENTITY {chr(98 + i)} "{("&" + chr(97 + i) + ";") * 10}">'.encode()
-            for i in range(8)
+            f'<!ENTITY {chr(98 + i)} "{("&" + chr(97 + i) + ";") * 10}">'.encode() for i in range(8)
         )
         + b']><testsuite><testcase name="&i;"/></testsuite>'
     )
@@ -135,7 +139,10 @@ def test_report_files_walks_directories_in_sorted_order(tmp_path) -> None:
     (tmp_path / "b" / "2.xml").write_text("<testsuite/>")
     (tmp_path / "a.xml").write_text("<testsuite/>")
     (tmp_path / "notes.txt").write_text("x")
-    assert report_files([tmp_path, tmp_path / "a.xml"]) == [tmp_path / "a.xml", tmp_path / "b" / "2.xml"]
+    assert report_files([tmp_path, tmp_path / "a.xml"]) == [
+        tmp_path / "a.xml",
+        tmp_path / "b" / "2.xml",
+    ]
     with pytest.raises(ResultsFileError, match="no such file"):
         report_files([tmp_path / "missing.xml"])
 

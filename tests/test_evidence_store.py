@@ -15,15 +15,7 @@ from matrixgen.engine.errors import ExitCode, ResultsStoreError, UsageError
 from matrixgen.evidence import store as store_module
 from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows
 from matrixgen.evidence.store import counts, open_store, schema_version, store_url
-from tests.evidence_fixtures import (  # noqa: F401
-    RECIPES,
-    TARGET,
-    TODAY,
-    Run,
-    evidence_runs,
-    evidence_store,
-    ingest_runs,
-)
+from tests.evidence_fixtures import RECIPES, TARGET, TODAY, Run, ingest_runs
 
 POSTGRES_ENV = "MATRIXGEN_TEST_POSTGRES_URL"
 
@@ -73,7 +65,7 @@ def _counts(db: str) -> dict[str, int]:
         store.close()
 
 
-def test_ingest_stores_one_row_per_run_job_and_test(db: str, evidence_runs: list[Run]) -> None:  # noqa: F811
+def test_ingest_stores_one_row_per_run_job_and_test(db: str, evidence_runs: list[Run]) -> None:
     ingest_runs(db, evidence_runs[:3])
     # 3 runs; 3 jobs (two unit-test buckets and one functional case); 8 tests,
     # each stored in each run.
@@ -82,7 +74,7 @@ def test_ingest_stores_one_row_per_run_job_and_test(db: str, evidence_runs: list
 
 def test_reingesting_a_run_changes_nothing(
     db: str,
-    evidence_runs: list[Run],  # noqa: F811
+    evidence_runs: list[Run],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     ingest_runs(db, evidence_runs[:2])
@@ -106,7 +98,7 @@ def test_reingesting_a_run_changes_nothing(
 
 def test_one_transaction_per_ingest(
     db: str,
-    evidence_runs: list[Run],  # noqa: F811
+    evidence_runs: list[Run],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     ingest_runs(db, evidence_runs[:1])
@@ -126,21 +118,34 @@ def test_one_transaction_per_ingest(
     assert _counts(db) == before  # not the run, not the first job: nothing
 
 
-def test_a_bad_file_stores_nothing(tmp_path: Path, evidence_runs: list[Run]) -> None:  # noqa: F811
+def test_a_bad_file_stores_nothing(tmp_path: Path, evidence_runs: list[Run]) -> None:
     bad = tmp_path / "reports"
     bad.mkdir()
     (bad / "a.xml").write_bytes(evidence_runs[0].report.read_bytes())
     (bad / "b.xml").write_text("<testsuites><testsuite>\n<testcase name='x'>\n")
     db = str(tmp_path / "results.db")
     code = main(
-        ["results", "ingest", str(bad), "--run-id", "1", "--target", TARGET, "--tag", "latest",
-         "--db", db, "--recipes", str(RECIPES)]
+        [
+            "results",
+            "ingest",
+            str(bad),
+            "--run-id",
+            "1",
+            "--target",
+            TARGET,
+            "--tag",
+            "latest",
+            "--db",
+            db,
+            "--recipes",
+            str(RECIPES),
+        ]
     )
     assert code == ExitCode.RESULTS_FILE
     assert not Path(db).exists()
 
 
-def test_the_schema_is_versioned_and_a_newer_one_refused(db: str, evidence_runs: list[Run]) -> None:  # noqa: F811
+def test_the_schema_is_versioned_and_a_newer_one_refused(db: str, evidence_runs: list[Run]) -> None:
     import sqlalchemy as sa
 
     ingest_runs(db, evidence_runs[:1])
@@ -157,8 +162,8 @@ def test_the_schema_is_versioned_and_a_newer_one_refused(db: str, evidence_runs:
 
 
 def test_both_dialects_give_the_same_verdicts(
-    evidence_runs: list[Run],  # noqa: F811
-    evidence_store: Path,  # noqa: F811
+    evidence_runs: list[Run],
+    evidence_store: Path,
     tmp_path: Path,
 ) -> None:
     """The PostgreSQL store and the SQLite one, fed the same runs, judge alike."""
