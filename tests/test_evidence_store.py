@@ -154,6 +154,10 @@ def test_the_schema_is_versioned_and_a_newer_one_refused(db: str, evidence_runs:
         assert schema_version(store) == store_module.SCHEMA_VERSION == 1
         with store.engine.begin() as conn:
             conn.execute(store_module.schema_table.update().values(version=99))
+    finally:
+        store.close()
+    store = open_store(db, write=False)
+    try:
         with pytest.raises(ResultsStoreError, match="schema version 99, written by a newer"):
             schema_version(store)
     finally:

@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from pathlib import Path
 
 from matrixgen.engine.errors import ResultsFileError
@@ -242,21 +243,26 @@ def node_id(classname: str, name: str, file: str = "") -> str:
     family xunit1, GitLab and GitHub shapes), else by pytest's default test file
     names (`test_*`, `*_test`). A record that is not pytest's stays
     `classname::name`."""
+    prefix = _node_prefix(classname, file)
+    return f"{prefix}::{name}" if prefix else name
+
+
+@lru_cache(maxsize=4096)
+def _node_prefix(classname: str, file: str) -> str:
+    """The node id up to the test's name (records of one class share it)."""
     parts = [p for p in classname.split(".") if p] if classname else []
     if file:
         path = file.replace("\\", "/").removeprefix("./")
         stem = path.rsplit("/", 1)[-1].removesuffix(".py")
         classes = parts[parts.index(stem) + 1 :] if stem in parts else []
-        if not path.endswith(".py"):
-            return "::".join([path, *classes, name]) if classes else f"{path}::{name}"
-        return "::".join([path, *classes, name])
+        return "::".join([path, *classes])
     module_end = next(
         (i for i in range(len(parts) - 1, -1, -1) if _PYTHON_FILE.match(parts[i])), -1
     )
     if module_end < 0:
-        return f"{classname}::{name}" if classname else name
+        return classname
     path = "/".join(parts[: module_end + 1]) + ".py"
-    return "::".join([path, *parts[module_end + 1 :], name])
+    return "::".join([path, *parts[module_end + 1 :]])
 
 
 def report_files(paths: Iterable[Path]) -> list[Path]:

@@ -18,8 +18,8 @@ nothing is stored from an ingest that cannot place every test.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 from matrixgen.emit.gitlab import assign_names
 from matrixgen.engine.errors import UsageError, did_you_mean
@@ -43,10 +43,10 @@ class Candidate:
     system: System
     target: str  # "" when not told
     names: tuple[str, ...]  # the names a CI job of it may carry
+    key: JobKey = field(init=False, compare=False)
 
-    @property
-    def key(self) -> JobKey:
-        return job_key(self.job, self.system)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", job_key(self.job, self.system))
 
 
 def job_key(job: Job, system: System) -> JobKey:
@@ -138,9 +138,12 @@ def map_reports(
     target: str | None = None,
     job: str | None = None,
     tag: str | None = None,
+    pool: Sequence[Candidate] | None = None,
 ) -> list[JobResults]:
-    """The reports' tests grouped by the job that ran them (see the module doc)."""
-    pool = candidates(generation, target=target, tag=tag)
+    """The reports' tests grouped by the job that ran them (see the module doc).
+    `pool`: the candidates, when the caller computed them already."""
+    if pool is None:
+        pool = candidates(generation, target=target, tag=tag)
     where = f" in target {target}" if target else ""
     if job is not None:
         named = [c for c in pool if job in c.names]
@@ -157,12 +160,13 @@ def map_reports(
             buckets.setdefault(c.job.test_case, []).append(c)
         for name in c.names:
             by_name.setdefault(name, []).append(c)
+    index = BucketIndex(buckets)
     chosen_for: dict[tuple[str, str], Candidate] = {}
     grouped: dict[JobKey, tuple[Candidate, list[Testcase]]] = {}
     for report in reports:
         for test in report.testcases:
             path = test.node_id.split("::", 1)[0]
-            bucket = bucket_for(path, buckets)
+            bucket = index(path)
             cache_key = (bucket or "", test.suite if bucket is None else "")
             picked = chosen_for.get(cache_key)
             if picked is None:
@@ -190,23 +194,48 @@ def _group(candidate: Candidate, tests: tuple[Testcase, ...]) -> JobResults:
     )
 
 
-def bucket_for(path: str, buckets: dict[str, list[Candidate]] | Sequence[str]) -> str | None:
-    """The unit-test bucket that holds a test file: the file itself, else the
-    longest directory holding it, else the first glob (sorted) that matches."""
-    if path in buckets:
-        return path
-    best: str | None = None
-    for bucket in buckets:
-        directory = bucket if bucket.endswith("/") else bucket + "/"
-        if (
-            _GLOB_CHARS.isdisjoint(bucket)
-            and path.startswith(directory)
-            and (best is None or len(bucket) > len(best))
-        ):
-            best = bucket
-    if best is not None:
-        return best
-    for bucket in sorted(buckets):
-        if not _GLOB_CHARS.isdisjoint(bucket) and fnmatch.fnmatchcase(path, bucket):
-            return bucket
-    return None
+class BucketIndex:
+    """Finds the unit-test bucket that holds a test file: the file itself, else
+    the longest directory holding it, else the first glob (sorted) that matches
+    (`tests/unit_tests/models/**/*.py`). Cost per file: its depth, plus the
+    globs; files are looked up once."""
+
+    def __init__(self, buckets: Iterable[str]) -> None:
+        self.exact: set[str] = set()
+        self.directories: dict[str, str] = {}
+        self.globs: list[str] = []
+        for bucket in sorted(buckets):
+            self.exact.add(bucket)
+            if not _GLOB_CHARS.isdisjoint(bucket):
+                self.globs.append(bucket)
+            else:
+                self.directories.setdefault(bucket.rstrip("/") + "/", bucket)
+        self._found: dict[str, str | None] = {}
+
+    def __call__(self, path: str) -> str | None:
+        if path in self._found:
+            return self._found[path]
+        found = self._lookup(path)
+        self._found[path] = found
+        return found
+
+    def _lookup(self, path: str) -> str | None:
+        if path in self.exact:
+            return path
+        end = len(path)
+        while True:
+            end = path.rfind("/", 0, end)
+            if end < 0:
+                break
+            bucket = self.directories.get(path[: end + 1])
+            if bucket is not None:
+                return bucket
+        for glob in self.globs:
+            if fnmatch.fnmatchcase(path, glob):
+                return glob
+        return None
+
+
+def bucket_for(path: str, buckets: Iterable[str]) -> str | None:
+    """The bucket of one test file (see BucketIndex)."""
+    return BucketIndex(buckets)(path)

@@ -36,7 +36,7 @@ import datetime as dt
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -305,6 +305,7 @@ class Store:
     engine: sa.Engine
     url: str
     write: bool
+    migrated: list[bool] = field(default_factory=list, compare=False)  # [True] once checked
 
     @property
     def shown(self) -> str:
@@ -317,17 +318,22 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[sa.Connection]:
         """One transaction, migrated to the current schema first (under the
-        writers' lock)."""
+        writers' lock); a store is checked once, after its first commit."""
+        checked = False
         try:
             with self.engine.begin() as conn:
                 if self.dialect == "postgresql" and self.write:
                     conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_ADVISORY_LOCK)))
-                _migrate(conn, self)
+                if not self.migrated:
+                    _migrate(conn, self)
+                    checked = True
                 yield conn
         except sa.exc.OperationalError as exc:
             raise ResultsStoreError(
                 f"results store {self.shown}: {_first_line(exc.orig or exc)}"
             ) from None
+        if checked:
+            self.migrated.append(True)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -512,8 +518,7 @@ def ingest(store: Store, run: RunInfo, groups: Sequence[JobResults]) -> IngestRe
                     }
                 )
             stored.append((group, len(group.testcases)))
-        if result_rows:
-            conn.execute(results.insert(), result_rows)
+        _bulk_insert(conn, results, result_rows)
     return IngestReport(
         run_id=run.run_id, new_run=new_run, stored=tuple(stored), already=tuple(already)
     )
@@ -585,13 +590,43 @@ def _job_ids(conn: sa.Connection, keys: Sequence[JobKey]) -> dict[tuple[str, ...
 
 
 def _case_ids(conn: sa.Connection, job_id: int, node_ids: Sequence[str]) -> dict[str, int]:
-    query = sa.select(cases.c.node_id, cases.c.id).where(cases.c.job_id == job_id)
-    known = dict(conn.execute(query).all())
-    missing = [n for n in dict.fromkeys(node_ids) if n not in known]
+    """The ids of a job's tests, created where missing: only the tests asked for
+    are read (a job's stored tests grow with every run)."""
+    wanted = list(dict.fromkeys(node_ids))
+
+    def lookup(names: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for start in range(0, len(names), _IN_CHUNK):
+            query = sa.select(cases.c.node_id, cases.c.id).where(
+                cases.c.job_id == job_id, cases.c.node_id.in_(names[start : start + _IN_CHUNK])
+            )
+            found.update(conn.execute(query).all())
+        return found
+
+    known = lookup(wanted)
+    missing = [n for n in wanted if n not in known]
     if missing:
-        conn.execute(cases.insert(), [{"job_id": job_id, "node_id": n} for n in missing])
-        known = dict(conn.execute(query).all())
+        _bulk_insert(conn, cases, [{"job_id": job_id, "node_id": n} for n in missing])
+        known.update(lookup(missing))
     return known
+
+
+def _bulk_insert(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+    """Many rows of one shape: the INSERT is compiled by SQLAlchemy once, for this
+    dialect, and the driver runs it for every row (SQLAlchemy's own executemany
+    builds parameters row by row in Python: most of an ingest's time)."""
+    if not rows:
+        return
+    compiled = table.insert().compile(dialect=conn.dialect, column_keys=list(rows[0]))
+    cursor = conn.connection.cursor()
+    try:
+        if compiled.positional:
+            order = compiled.positiontup or []
+            cursor.executemany(str(compiled), [tuple(r[k] for k in order) for r in rows])
+        else:
+            cursor.executemany(str(compiled), rows)
+    finally:
+        cursor.close()
 
 
 # --------------------------------------------------------------------------- reading
