@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
+from matrixgen.engine.errors import ExitCode
 from matrixgen.evidence.flaky import FlakyPolicy, Verdict, flaky_rows, judge, rank
 from matrixgen.evidence.store import History, JobKey, RunRow, open_store
 from tests.evidence_fixtures import TODAY, Run
@@ -57,7 +58,7 @@ def test_flaky_on_real_runs(capsys, evidence_store: Path, evidence_runs: list[Ru
     assert functional["model"] == "gpt" and functional["tag"] is None
     assert functional["scope"] == "mr" and functional["system"] == "gitlab"
     assert (
-        "failed 4 of 24 run(s) on dgx_h100/dev (gitlab/mr) since 2026-11-02"
+        "failed 4 of 24 runs on dgx_h100/dev (gitlab/mr) since 2026-11-02"
         in (functional["evidence"])
     )
 
@@ -100,7 +101,7 @@ def test_flaky_table_and_markdown(capsys, evidence_store: Path) -> None:
 
 
 def test_flaky_without_a_store_is_an_error(capsys, tmp_path: Path) -> None:
-    assert main(["flaky", "--db", str(tmp_path / "none.db")]) == 10
+    assert main(["flaky", "--db", str(tmp_path / "none.db")]) == ExitCode.RESULTS_STORE
     assert "no results store at" in capsys.readouterr().err
 
 

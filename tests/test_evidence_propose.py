@@ -51,7 +51,7 @@ def test_propose_drafts_fit_the_case(capsys, shipped_recipes: Path, evidence_sto
     assert flaky_test["owner"] == "mcore"  # the recipe's maintainers
     assert (flaky_test["added"], flaky_test["expires"]) == ("2026-12-01", "2026-12-31")
     assert flaky_test["tracker"] == "#8012"
-    assert "failed 5 of 24 run(s)" in flaky_test["reason"]
+    assert "failed 5 of 24 runs" in flaky_test["reason"]
     assert "run 9104" in flaky_test["reason"] and "run 9124" in flaky_test["reason"]
     assert flaky_test["id"].startswith("test_parallel_write_order-")
     functional = entries["allow-failure:flaky"]

@@ -1,8 +1,8 @@
 """`matrixgen results ingest`, `matrixgen flaky` and `matrixgen quarantine propose`.
 
 Exit codes: 0 done; 2 a usage error (unknown target or job, a test no job
-holds, bad option); 7 the quarantine file cannot be written; 9 a JUnit file is
-missing or malformed (nothing is stored); 10 the results store cannot be
+holds, bad option); 7 the quarantine file cannot be written; 10 a JUnit file is
+missing or malformed (nothing is stored); 11 the results store cannot be
 opened, read or written. sqlalchemy is imported only when one of these runs.
 """
 

@@ -26,8 +26,8 @@ class ExitCode(IntEnum):
     EXPECTATION = 6  # `diff --expect` rules did not hold
     QUARANTINE = 7  # the quarantine file could not be read, locked or written
     TRACKER = 8  # the tracker API answered with an error
-    RESULTS_FILE = 9  # a test-result (JUnit XML) file cannot be read or is not a report
-    RESULTS_STORE = 10  # the results store cannot be opened, read or written
+    RESULTS_FILE = 10  # a test-result (JUnit XML) file cannot be read or is not a report
+    RESULTS_STORE = 11  # the results store cannot be opened, read or written
 
 
 class Severity(StrEnum):

@@ -78,6 +78,10 @@ class RunRef:
         return {"run_id": self.run_id, "commit": self.commit, "at": iso(self.at)}
 
 
+def runs_text(count: int) -> str:
+    return f"{count} run" if count == 1 else f"{count} runs"
+
+
 def iso(at: int) -> str:
     return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -114,7 +118,7 @@ class FlakyRow:
         """One line: "failed 3 of 40 runs on dgx_h100/dev (gitlab/mr) since 2026-11-02"."""
         since = dt.datetime.fromtimestamp(self.first_at, dt.UTC).date().isoformat()
         text = (
-            f"failed {self.failures} of {self.runs} run(s) on {self.where} "
+            f"failed {self.failures} of {runs_text(self.runs)} on {self.where} "
             f"({self.job.place}) since {since}"
         )
         if self.verdict is Verdict.BROKEN and self.broken_since is not None:
@@ -128,7 +132,7 @@ class FlakyRow:
             more = f" and {len(self.same_commit) - 3} more" if len(self.same_commit) > 3 else ""
             text += f"; failed and passed on {shown}{more}"
         if self.flips:
-            text += f"; {self.flips} flip(s)"
+            text += f"; {self.flips} flip{'' if self.flips == 1 else 's'}"
         if self.first_failure is not None and self.last_failure is not None:
             if self.first_failure == self.last_failure:
                 text += f"; failed in run {self.first_failure.run_id}"
