@@ -299,7 +299,8 @@ def _short_node(row: FlakyRow) -> str:
 
 
 def flaky_markdown(rows: list[FlakyRow]) -> str:
-    from matrixgen.evidence.summary import md_code, md_text
+    from matrixgen.util.escape import markdown_code as md_code
+    from matrixgen.util.escape import markdown_text as md_text
 
     lines = [
         "| verdict | case | platform/env | scope | runs | failures | flips | evidence |",
@@ -441,24 +442,26 @@ def propose(
         )
         for d in proposal.drafts:
             for r in d.rows:
-                typer.echo(f"# {r.verdict.value}: {_case(r)}: {r.evidence()}")
+                typer.echo(f"# {r.verdict.value}: {_t(_case(r))}: {_t(r.evidence())}")
             typer.echo(render_entry(d.data, 0, 2, "\n"), nl=False)
         if proposal.lifts:
             typer.echo(f"\n# lifts ({len(proposal.lifts)})")
             for lift in proposal.lifts:
-                typer.echo(f"# {lift.entry.id} ({lift.entry.tracker_ref}): {lift.reason}")
+                typer.echo(
+                    f"# {_t(lift.entry.id)} ({_t(lift.entry.tracker_ref)}): {_t(lift.reason)}"
+                )
         for c in proposal.covered:
             why = (
-                f"already quarantined by {', '.join(c.by)}"
+                f"already quarantined by {_t(', '.join(c.by))}"
                 if c.by
                 else "no job of the recipes runs it now"
             )
             typer.echo(
-                f"# left out: {c.row.verdict.value} {_case(c.row)} on {c.row.where} "
+                f"# left out: {c.row.verdict.value} {_t(_case(c.row))} on {_t(c.row.where)} "
                 f"({c.row.job.place}): {why}"
             )
         for entry_id, why in proposal.unjudged:
-            typer.echo(f"# kept: {entry_id}: {why}")
+            typer.echo(f"# kept: {_t(entry_id)}: {_t(why)}")
     if unchecked:
         typer.echo(
             f"tracker state not checked for {unchecked} entr{'y' if unchecked == 1 else 'ies'} "
@@ -477,6 +480,12 @@ def propose(
         f"{len(proposal.covered)} case(s) left out; {done}",
         err=True,
     )
+
+
+def _t(value: object) -> str:
+    from matrixgen.util.escape import terminal_text
+
+    return terminal_text(value)
 
 
 def _case(row: FlakyRow) -> str:

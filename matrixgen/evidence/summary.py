@@ -11,7 +11,6 @@ checkout), so callers show nothing rather than "no results".
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from matrixgen.engine.model import Target
@@ -66,23 +65,3 @@ def entry_evidence(
             rows = [by_key[(k, None)] for k in keys if (k, None) in by_key]
         found[entry.id] = summarize(rows) if rows else f"no results in the last {since_days} days"
     return found
-
-
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~#])")
-
-
-def md_text(text: str) -> str:
-    """Text for a Markdown table cell: its markup characters escaped, no newline."""
-    return _MD_SPECIAL.sub(r"\\\1", " ".join(text.split()))
-
-
-def md_code(text: str) -> str:
-    """Inline code that holds any text: a fence longer than any backtick run in it;
-    a pipe is escaped even there (GitHub splits table cells on it first)."""
-    text = " ".join(text.split())
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * (longest + 1)
-    body = text.replace("|", "\\|")
-    if longest or body[:1] == " " or body[-1:] == " ":
-        return f"{fence} {body} {fence}"
-    return f"{fence}{body}{fence}"
