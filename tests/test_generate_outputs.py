@@ -138,7 +138,7 @@ def test_a_linked_out_folder_or_file_is_refused(tmp_path: Path, template: Target
     (tmp_path / "out").symlink_to(real)
     with pytest.raises(OutputError, match="symbolic link") as caught:
         write_outputs(outputs(template, ["a.json"]), tmp_path / "out")
-    assert caught.value.exit_code == 10 and list(real.iterdir()) == []
+    assert caught.value.exit_code == 12 and list(real.iterdir()) == []
     out = tmp_path / "plain"
     out.mkdir()
     victim = tmp_path / "victim"
@@ -210,7 +210,7 @@ def test_generate_waits_for_the_folders_lock_and_names_its_holder(
     with hold(out / LOCK_NAME, timeout=0, command="matrixgen generate"):
         monkeypatch.setenv("MATRIXGEN_LOCK_TIMEOUT", "0.3")
         run = cli("generate", "--recipes", root, "--out", out)
-        assert run.code == 10, run
+        assert run.code == 12, run
         assert f"pid {os.getpid()}" in run.err and "matrixgen generate" in run.err
         assert "nothing was written" in run.err and target_files(out) == {}
         # A run that may wait does, and writes once the lock is let go.
@@ -229,7 +229,7 @@ def test_output_refuses_a_link_and_takes_the_umask(
     link = tmp_path / "matrix.json"
     link.symlink_to(victim)
     run = cli("github", "--recipes", root, "--target-name", GITHUB_TARGET, "--output", link)
-    assert run.code == 10 and "symbolic link" in run.err and victim.read_text() == "precious\n"
+    assert run.code == 12 and "symbolic link" in run.err and victim.read_text() == "precious\n"
     plain = tmp_path / "plain.json"
     old = os.umask(0o022)
     try:
@@ -271,4 +271,4 @@ def test_github_output_appends_and_survives_a_full_disk(
     target.unlink()
     target.symlink_to(tmp_path / "elsewhere")
     monkeypatch.setenv("GITHUB_OUTPUT", str(target))
-    assert cli(*args).code == 10 and not (tmp_path / "elsewhere").exists()
+    assert cli(*args).code == 12 and not (tmp_path / "elsewhere").exists()

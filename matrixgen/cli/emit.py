@@ -129,7 +129,7 @@ def github(
     {"shards": N, "matrices": [{"include": [...]}, ...]}; never a job dropped.
     Exit 1: the tree has errors (see validate); 2: usage error; 3: bad project
     config; 4: a GitHub limit cannot be met; 9: the output cannot be written (a
-    full or read-only disk); 10: the output is a symbolic link or special file
+    full or read-only disk); 12: the output is a symbolic link or special file
     (refused, never written through).
     """
     from matrixgen.emit.common import resolve_settings
@@ -173,7 +173,7 @@ def gitlab(
     Exit 1: the tree has errors (see validate); 2: usage error; 3: bad project
     config; 4: a GitLab limit cannot be met (job name collision or length,
     child pipeline over 5 MB); 9: the output cannot be written (a full or
-    read-only disk); 10: the output is a symbolic link or special file.
+    read-only disk); 12: the output is a symbolic link or special file.
     """
     from matrixgen.emit.common import resolve_settings
     from matrixgen.emit.gitlab import emit_gitlab
@@ -230,7 +230,7 @@ def generate(
 
     Exit 1: the tree has errors (see validate); 2: usage error; 3: bad project
     config; 4: a CI limit cannot be met; 9: a file cannot be written (full or
-    read-only disk); 10: --out or a file in it is a symbolic link (refused), or
+    read-only disk); 12: --out or a file in it is a symbolic link (refused), or
     another run held the folder's lock too long.
     """
     from matrixgen.emit.generate import (
