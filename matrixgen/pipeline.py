@@ -121,12 +121,16 @@ def _collector_paused() -> Iterator[None]:
     """Loading builds many objects that all stay alive, and CPython's cyclic
     collector would scan them again at every threshold: quadratic on a big tree
     (2,000 files: 6.6 s instead of 2.2 s). Reference counting still frees what
-    loading drops; the collector resumes afterwards."""
+    loading drops. Afterwards, what is alive is frozen (`gc.freeze`): the later
+    stages would otherwise rescan the loaded tree at each full collection, half
+    of a run on a tree of 30,000 jobs. Frozen objects are still freed by
+    reference counting; only cycles among them would wait for the process end."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.freeze()
         if was_enabled:
             gc.enable()
 
