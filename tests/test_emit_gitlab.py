@@ -354,8 +354,9 @@ _PLAIN_DATA = st.recursive(
     | st.integers(min_value=-(2**63), max_value=2**63 - 1)
     | st.text(max_size=12)
     | st.sampled_from(["on", "1:30", "0x1F", "- a", "a: b", "#c", "x\ny", "", " s", "é\u2028"]),
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 

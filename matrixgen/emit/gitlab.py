@@ -41,7 +41,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 
 from matrixgen.emit.common import (
     DEFAULT_RETRY,
@@ -428,7 +428,7 @@ class _Events:
 
     # (value, tag) -> (plain implicit, quoted implicit), as the serializer asks
     # the resolver; values repeat across jobs and targets.
-    implicit: dict[tuple[str, str], tuple[bool, bool]] = {}
+    implicit: ClassVar[dict[tuple[str, str], tuple[bool, bool]]] = {}
 
     def __init__(self, emit: Any) -> None:
         yaml = _yaml()
