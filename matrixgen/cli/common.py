@@ -7,7 +7,6 @@ heavy: the pipeline and YAML dumping are imported inside the functions.
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -16,6 +15,7 @@ import typer
 
 from matrixgen.engine.errors import Finding, render_findings
 from matrixgen.engine.vocab import OutputFormat
+from matrixgen.util.jsontext import pretty
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
@@ -92,7 +92,7 @@ def dump(value: Any, fmt: OutputFormat) -> str:
             allow_unicode=True,
             width=1000,
         )
-    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+    return pretty(value)
 
 
 def echo_json(value: Any) -> None:
