@@ -16,7 +16,7 @@ import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -109,6 +109,9 @@ class Expansion:
     jobs: tuple[Job, ...]
     findings: tuple[Finding, ...]
     build_names: frozenset[str]
+    # What later stages derive from these jobs and keep for each other (each
+    # target's selection: validate's checks and the emitters select once).
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def errors(self) -> list[Finding]:
