@@ -7,6 +7,12 @@ only when an output is meant to change, and say so in the commit:
 
     MATRIXGEN_MEGATRON_RECIPES=DIR python -m tests.golden_outputs --write
 
+or, to take them from an earlier revision REV (the code a change must not
+alter the output of):
+
+    git archive REV | tar -x -C /tmp/ref && cp tests/golden_outputs.py /tmp/ref/tests/
+    (cd /tmp/ref && python -m tests.golden_outputs) > tests/fixtures/golden-outputs.json
+
 Each command runs in-process through `main`, with the quarantine day pinned, so
 that expiry cannot change what is emitted.
 """

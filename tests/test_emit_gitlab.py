@@ -113,7 +113,7 @@ def test_jobs_carry_stage_image_tags_timeout_script_retry_artifacts() -> None:
     assert job["stage"] == "gpt"
     assert job["image"] == "registry.example.com/ci:26.09-amd64"  # images.gitlab.amd64
     assert job["tags"] == ["h100-runner"]  # platforms.dgx_h100.runner_tags
-    assert job["timeout"] == "45m"
+    assert job["timeout"] == "3h 45m"  # 5 repeats of 45 minutes
     assert job["needs"] == []  # start at once: stages only group
     assert job["retry"] == {"max": 1, "when": ["runner_system_failure"]}
     assert job["artifacts"] == {"paths": ["results/"], "when": "always", "expire_in": "1 week"}
@@ -141,7 +141,7 @@ def test_jobs_carry_stage_image_tags_timeout_script_retry_artifacts() -> None:
         "2",
     ]
     tagged = jobs["gpt3_tagged_dev_dgx_h100_legacy"]
-    assert tagged["timeout"] == "1h 30m"
+    assert tagged["timeout"] == "7h 30m"  # 5 repeats of 90 minutes
     assert shlex.split(tagged["script"][0])[10:12] == ["--tag", "legacy"]
 
 
@@ -325,6 +325,7 @@ def _representer_dump(document: object) -> str:
     """The reference: PyYAML's own representer and serializer, strings quoted
     where a YAML 1.1 reader would not read them as text, never an alias."""
     from matrixgen.emit.gitlab import read_as_text_by_yaml11
+    from matrixgen.util.escape import YAML_WIDTH, yaml_double_quoted, yaml_for_log
 
     base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -333,18 +334,22 @@ def _representer_dump(document: object) -> str:
             return True
 
     def represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+        if yaml_double_quoted(value):
+            return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
         if read_as_text_by_yaml11(value):
             return dumper.represent_str(value)
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="'")
 
     Reference.add_representer(str, represent_str)
-    return yaml.dump(
-        document,
-        Dumper=Reference,
-        sort_keys=False,
-        default_flow_style=False,
-        allow_unicode=True,
-        width=1_000_000,
+    return yaml_for_log(
+        yaml.dump(
+            document,
+            Dumper=Reference,
+            sort_keys=False,
+            default_flow_style=False,
+            allow_unicode=True,
+            width=YAML_WIDTH,
+        )
     )
 
 

@@ -19,6 +19,7 @@ from matrixgen.cli.common import (
     echo_json,
     load_valid,
 )
+from matrixgen.cli.decide import EventOption, LabelOption, LabelsJsonOption, SystemOption
 from matrixgen.engine.vocab import System
 from matrixgen.views.table import table
 
@@ -86,7 +87,7 @@ def _one_target(
 
 
 def _write_text(path: Path, text: str) -> None:
-    from matrixgen.engine.errors import UsageError
+    from matrixgen.engine.errors import UsageError, file_error
 
     blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
     if blocking is not None:  # mkdir would say "File exists"
@@ -95,7 +96,7 @@ def _write_text(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8", newline="\n")
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+        raise file_error(f"cannot write {path}", exc) from None
 
 
 def github(
@@ -185,10 +186,24 @@ def generate(
         TableOrJson.TABLE
     ),
     launcher: LauncherOption = None,
+    event: EventOption = None,
+    label: LabelOption = None,
+    labels_json: LabelsJsonOption = None,
+    system: SystemOption = None,
+    github_output: Annotated[
+        bool,
+        typer.Option(
+            "--github-output",
+            help="Also append each GitHub matrix to $GITHUB_OUTPUT under its target's group: "
+            "<group>-shards and <group> (0 and an empty matrix for a group not generated).",
+        ),
+    ] = False,
 ) -> None:
     """Every target (configured, given, or for a tree without config every
     scope x platform x environment it uses): one file each in --out
     (<target>.json for GitHub, <target>.yml for GitLab), and a summary.
+    With --event: exactly the targets `matrixgen decide` picks for the event and
+    labels, with the decided n_repeat and lightweight mode applied.
 
     The tree is loaded, expanded and validated once. Exit 1: the tree has errors
     (see validate); 2: usage error; 3: bad project config; 4: a CI limit cannot
@@ -201,19 +216,35 @@ def generate(
         summary_rows,
         write_outputs,
     )
+    from matrixgen.engine.errors import UsageError
     from matrixgen.engine.targets import resolve_targets
 
+    if event is None and (label or labels_json or system):
+        raise UsageError("--label, --labels-json and --system go with --event")
+    if event is not None and (target or target_name):
+        raise UsageError("give --event or targets, not both: the event decides the targets")
     generation = load_valid(recipes)
-    targets = resolve_targets(
-        generation.tree.config,
-        generation.jobs,
-        specs=list(target or ()),
-        names=list(target_name or ()),
-    )
+    if event is not None:
+        from matrixgen.cli.decide import decision_for
+
+        decision = decision_for(generation, event, label, labels_json, system)
+        targets = list(decision.targets)
+    else:
+        targets = resolve_targets(
+            generation.tree.config,
+            generation.jobs,
+            specs=list(target or ()),
+            names=list(target_name or ()),
+        )
     if target:
         _check_ad_hoc(generation, targets)
     outputs = generate_all(generation, targets, launcher=launcher)
     write_outputs(outputs, out)
+    if github_output:
+        from matrixgen.emit.generate import github_group_outputs
+        from matrixgen.emit.github import append_github_outputs
+
+        append_github_outputs(github_group_outputs(outputs, generation.tree.config.targets))
     if fmt is TableOrJson.JSON:
         echo_json(summary(outputs))
         return

@@ -46,6 +46,7 @@ from matrixgen.diff.compare import (
 )
 from matrixgen.engine.model import Job, QuarantineMark, Target
 from matrixgen.util import jsontext
+from matrixgen.util.escape import json_for_log
 
 MARKER = "<!-- matrixgen-diff -->"
 # GitHub refuses comments over 65,536 characters; keep a margin for the cut note.
@@ -69,7 +70,7 @@ def to_json_data(diff: SelectionDiff) -> dict[str, Any]:
 
 
 def render_json(diff: SelectionDiff) -> str:
-    return jsontext.pretty(to_json_data(diff))
+    return json_for_log(jsontext.pretty(to_json_data(diff)))
 
 
 def _target_data(t: TargetDiff) -> dict[str, Any]:

@@ -5,7 +5,7 @@
       stage: gpt
       image: registry/repo:tag        # settings image, else images.gitlab.<arch>
       tags: [h100]                    # runner_tags of the settings or the platform
-      timeout: '45m'                  # time_limit (or the settings' timeout)
+      timeout: '3h55m'                # n_repeat x time_limit + overhead, or as set
       needs: []                       # plus the parent pipeline's job, the warm-up job
       variables: {...}                # the job's env; MATRIXGEN_QUARANTINE="<id> <tracker>"
       script:
@@ -57,6 +57,7 @@ from matrixgen.emit.common import (
 )
 from matrixgen.engine.errors import Finding, LimitError, RecipeError, Severity
 from matrixgen.engine.model import Job, spec_needs
+from matrixgen.util.escape import YAML_WIDTH, yaml_double_quoted, yaml_for_log
 
 # Top-level keywords of .gitlab-ci.yml (and `pages`, which deploys a site): a
 # job with one of these names would not be a job.
@@ -200,7 +201,9 @@ def _option(flag: str, value: str) -> list[str]:
     return [f"{flag}={value}"] if value.startswith("-") else [flag, value]
 
 
-def job_script(job: Job, launcher: str) -> str:
+def job_script(
+    job: Job, launcher: str, *, n_repeat: int | None = None, lightweight: bool = False
+) -> str:
     """The launcher command line; the launcher is the config's (or recipe's) shell
     text, every value after it is quoted."""
     words: list[str] = [
@@ -211,7 +214,10 @@ def job_script(job: Job, launcher: str) -> str:
     ]
     if job.tag:
         words += _option("--tag", job.tag)
-    words += ["--n-repeat", str(job.n_repeat), "--time-limit", str(job.time_limit)]
+    repeats = n_repeat if n_repeat is not None else job.n_repeat
+    words += ["--n-repeat", str(repeats), "--time-limit", str(job.time_limit)]
+    if lightweight:
+        words.append("--lightweight")
     if job.build:
         words += _option("--build", job.build)
     for node_id in deselected(job):
@@ -324,7 +330,14 @@ def gitlab_document(
         variables = _variables(job)
         if variables:
             entry["variables"] = variables
-        entry["script"] = [job_script(job, settings.launcher_for(job))]
+        entry["script"] = [
+            job_script(
+                job,
+                settings.launcher_for(job),
+                n_repeat=settings.n_repeat_for(job),
+                lightweight=settings.lightweight,
+            )
+        ]
         if settings.artifacts:
             entry["artifacts"] = dict(settings.artifacts)
         entry["retry"] = dict(retry)
@@ -412,6 +425,12 @@ _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
 
 
+def _style(value: str) -> str | None:
+    if yaml_double_quoted(value):  # one line, safe to print in a CI log
+        return '"'
+    return None if read_as_text_by_yaml11(value) else "'"
+
+
 @cache
 def _yaml() -> Any:
     import yaml
@@ -459,7 +478,7 @@ class _Events:
         if kind is str:
             style = self.styles.get(value, "")
             if style == "":
-                style = self.styles[value] = None if read_as_text_by_yaml11(value) else "'"
+                style = self.styles[value] = _style(value)
             self.emit(self.scalar(None, _STR, self.flags(value, _STR), value, style=style))
         elif kind is dict:
             start, end = self.mapping
@@ -493,7 +512,7 @@ def dump_yaml(document: dict[str, Any], header: str = "") -> str:
     yaml = _yaml()
     stream = io.StringIO()
     emitter_class = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    emitter = emitter_class(stream, default_flow_style=False, allow_unicode=True, width=1_000_000)
+    emitter = emitter_class(stream, default_flow_style=False, allow_unicode=True, width=YAML_WIDTH)
     try:
         emit = emitter.emit
         emit(yaml.StreamStartEvent())
@@ -503,7 +522,7 @@ def dump_yaml(document: dict[str, Any], header: str = "") -> str:
         emit(yaml.StreamEndEvent())
     finally:
         emitter.dispose()
-    return header + stream.getvalue()
+    return yaml_for_log(header + stream.getvalue())
 
 
 def _comment(text: str) -> str:

@@ -28,6 +28,7 @@ from matrixgen.engine.errors import Finding, Location, Severity
 from matrixgen.engine.model import Job, Target, spec_needs
 from matrixgen.engine.vocab import System
 from matrixgen.util import jsontext
+from matrixgen.util.escape import json_for_log
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -393,7 +394,7 @@ def to_dot(result: JobGraph) -> str:
 
 def render_graph(result: JobGraph, fmt: str) -> str:
     if fmt == "json":
-        return jsontext.pretty(to_json(result))
+        return json_for_log(jsontext.pretty(to_json(result)))
     if fmt == "dot":
         return to_dot(result)
     return to_mermaid(result)
