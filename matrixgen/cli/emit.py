@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from matrixgen.cli.changes import ChangedSinceOption, FullOption, change_selection
 from matrixgen.cli.common import (
     RecipesOption,
     TableOrJson,
@@ -18,6 +19,7 @@ from matrixgen.cli.common import (
     TargetOption,
     echo_json,
     load_valid,
+    recipes_dir,
 )
 from matrixgen.cli.decide import EventOption, LabelOption, LabelsJsonOption, SystemOption
 from matrixgen.engine.vocab import System
@@ -113,6 +115,8 @@ def github(
             help="Append outputs shards, matrix (and matrix-1...) to $GITHUB_OUTPUT.",
         ),
     ] = False,
+    changed_since: ChangedSinceOption = None,
+    full: FullOption = False,
 ) -> None:
     """GitHub Actions matrix JSON of one target, for strategy.matrix via fromJSON.
 
@@ -129,6 +133,7 @@ def github(
         raise UsageError("give --output or --github-output, not both")
     generation = load_valid(recipes)
     chosen = _one_target(generation, System.GITHUB, target, target_name)
+    generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
     jobs = generation.jobs_for(chosen)
     settings = resolve_settings(chosen, generation.tree.config, jobs)
     matrix = emit_github(jobs, settings)
@@ -153,6 +158,8 @@ def gitlab(
         Path | None, typer.Option("--output", help="Write the YAML here instead of stdout.")
     ] = None,
     launcher: LauncherOption = None,
+    changed_since: ChangedSinceOption = None,
+    full: FullOption = False,
 ) -> None:
     """GitLab child pipeline YAML of one target, for trigger: include: artifact.
 
@@ -165,6 +172,7 @@ def gitlab(
 
     generation = load_valid(recipes)
     chosen = _one_target(generation, System.GITLAB, target, target_name)
+    generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
     jobs = generation.jobs_for(chosen)
     settings = resolve_settings(chosen, generation.tree.config, jobs, launcher=launcher)
     pipeline = emit_gitlab(jobs, settings)
@@ -198,6 +206,8 @@ def generate(
             "<group>-shards and <group> (0 and an empty matrix for a group not generated).",
         ),
     ] = False,
+    changed_since: ChangedSinceOption = None,
+    full: FullOption = False,
 ) -> None:
     """Every target (configured, given, or for a tree without config every
     scope x platform x environment it uses): one file each in --out
@@ -238,6 +248,8 @@ def generate(
         )
     if target:
         _check_ad_hoc(generation, targets)
+    full_generation = generation
+    generation, changes = change_selection(generation, recipes_dir(recipes), changed_since, full)
     outputs = generate_all(generation, targets, launcher=launcher)
     write_outputs(outputs, out)
     if github_output:
@@ -245,8 +257,16 @@ def generate(
         from matrixgen.emit.github import append_github_outputs
 
         append_github_outputs(github_group_outputs(outputs, generation.tree.config.targets))
+    saved = None
+    if changes is not None:
+        from matrixgen.views.changes import dropped_by_target
+
+        saved = dropped_by_target(full_generation, generation, targets, changes)
     if fmt is TableOrJson.JSON:
-        echo_json(summary(outputs))
+        data = summary(outputs)
+        if saved is not None:
+            data["changes"] = saved.to_dict()
+        echo_json(data)
         return
     rows, headers = summary_rows(outputs)
     typer.echo(table(rows, headers), nl=False)
@@ -261,6 +281,11 @@ def generate(
     if marked:
         typer.echo("")
         typer.echo(table(marked, marked_headers), nl=False)
+    if saved is not None:
+        from matrixgen.views.changes import render_dropped
+
+        typer.echo("")
+        typer.echo(render_dropped(saved, table), nl=False)
     typer.echo(
         f"{totals['total']['targets']} target(s), {totals['total']['jobs']} job(s) -> {out}",
         err=True,
