@@ -305,6 +305,20 @@ def test_generate_loads_and_expands_once(tree, cli: Callable, tmp_path, monkeypa
     assert calls == {"load": 1, "expand": 1}
 
 
+def test_a_generation_with_other_jobs_selects_afresh() -> None:
+    """Narrowing the jobs (dataclasses.replace, as change-based selection does)
+    must not reuse the selections made from the wider set."""
+    generation = generate_from_files(tree_files(Q_TREE))
+    target = Target(name="t", system=System.GITLAB, selector=Selector(scope="mr"))
+    wide = generation.selection(target)
+    assert wide.jobs
+    narrow = dataclasses.replace(
+        generation, expansion=dataclasses.replace(generation.expansion, jobs=())
+    )
+    assert narrow.selection(target).jobs == ()
+    assert generation.selection(target) is wide
+
+
 def test_generate_selects_each_target_once(tree, cli: Callable, tmp_path, monkeypatch) -> None:
     """validate's checks (GitLab names, the graph, stats) and the emitters share
     each target's selection: one quarantine pass per target in a whole run."""

@@ -118,8 +118,10 @@ class Expansion:
     findings: tuple[Finding, ...]
     build_names: frozenset[str]
     # What later stages derive from these jobs and keep for each other (each
-    # target's selection: validate's checks and the emitters select once).
-    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # target's selection: validate's checks and the emitters select once). Not
+    # an init field: an expansion made with other jobs (dataclasses.replace)
+    # starts with an empty memo.
+    memo: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
     def errors(self) -> list[Finding]:
