@@ -28,6 +28,9 @@ HEAVY = (
     "matrixgen.quarantine.tracker",
     "matrixgen.quarantine.edit",
     "matrixgen.diff",
+    "sqlalchemy",
+    "psycopg",
+    "matrixgen.evidence",
 )
 
 

@@ -52,6 +52,8 @@ COMMAND_MODULES = {
     "graph": "matrixgen.cli.project",
     "stats": "matrixgen.cli.project",
     "decide": "matrixgen.cli.decide",
+    "results": "matrixgen.cli.evidence",
+    "flaky": "matrixgen.cli.evidence",
 }
 
 
