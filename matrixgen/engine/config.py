@@ -7,6 +7,7 @@ defaults, targets, pins and the settings of each CI system. A tree without it
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -14,6 +15,12 @@ from typing import Any
 
 from matrixgen.engine.errors import ConfigError, Findings, Location, did_you_mean
 from matrixgen.engine.model import EMPTY_MAPPING, Selector, Target
+from matrixgen.engine.references import (
+    ReferenceSettings,
+    ReferenceTemplate,
+    root_problem,
+    template_problem,
+)
 from matrixgen.engine.schemas import check_against_schema
 from matrixgen.engine.vocab import (
     ALL_CADENCES,
@@ -55,6 +62,7 @@ class ProjectConfig:
     n_repeat: int = DEFAULT_N_REPEAT
     max_jobs: int = DEFAULT_MAX_JOBS
     targets: tuple[Target, ...] = ()
+    references: ReferenceSettings | None = None  # the `references` section
     raw: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAPPING, repr=False)
 
     def section(self, name: str) -> Mapping[str, Any]:
@@ -117,9 +125,50 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
         _target(name, spec, config, findings)
         for name, spec in sorted((data.get("targets") or {}).items())
     )
+    references = _references(data.get("references"), config, targets, findings)
     if findings.errors:
         raise ConfigError(f"invalid project config {path}", findings=findings.errors)
-    return replace(config, targets=targets)
+    return replace(config, targets=targets, references=references)
+
+
+def _references(
+    raw: Mapping[str, Any] | None,
+    config: ProjectConfig,
+    targets: tuple[Target, ...],
+    findings: Findings,
+) -> ReferenceSettings | None:
+    """The declared reference templates (the schema checked the shape)."""
+    if raw is None:
+        return None
+    templates = []
+    for name, template in sorted(raw["templates"].items()):
+        problem = template_problem(template)
+        if problem is not None:
+            findings.add(
+                config.locate(["references", "templates", name]),
+                "config-references",
+                f'reference "{name}": {problem}',
+            )
+        templates.append(ReferenceTemplate(name, template))
+    root = str(raw.get("root", "")).strip("/")
+    problem = root_problem(root)
+    if problem is not None:
+        findings.add(config.locate(["references", "root"]), "config-references", problem)
+    names = [t.name for t in targets]
+    for i, pattern in enumerate(raw.get("gating", ())):
+        if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
+            findings.add(
+                config.locate(["references", "gating", i]),
+                "config-references",
+                f'references.gating: "{pattern}" names no configured target'
+                f"{did_you_mean(pattern, names)}",
+            )
+    return ReferenceSettings(
+        templates=tuple(templates),
+        root=root,
+        gating=tuple(raw.get("gating", ())),
+        refuse_generate=bool(raw.get("refuse_generate", False)),
+    )
 
 
 def _target(

@@ -35,7 +35,8 @@ from matrixgen.engine.vocab import (
 
 # Row keys that are attributes of each job, not axes that multiply out.
 ATTRIBUTE_KEYS_V1 = frozenset({"cadence"})
-ATTRIBUTE_KEYS_V2 = frozenset({"cadence", "env", "args"})
+# `references` (an opt-out of the declared reference files) replaces the spec's.
+ATTRIBUTE_KEYS_V2 = frozenset({"cadence", "env", "args", "references"})
 # Row keys a format_version 2 tree knows without declaring them.
 KNOWN_AXES_V2 = frozenset(
     {
@@ -74,6 +75,7 @@ KNOWN_SPEC_KEYS_V2 = frozenset(
         "artifacts",
         "source",
         "needs",
+        "references",
     }
 )
 # Spec keys of format_version 2 whose shape only the schema would otherwise check.
@@ -484,6 +486,8 @@ class _FileExpander:
             flat["cadence"] = list(cadence)
             merged = {k: v for k, v in spec.items() if k not in flat}
             merged.update(flat)
+            if self.v2 and "references" in row:
+                merged["references"] = row["references"]
             job = self.job(merged, cadence, attrs, where, location)
             if job is not None:
                 jobs.append(job)
