@@ -126,7 +126,7 @@ def github(
 
     if output is not None and github_output:
         raise UsageError("give --output or --github-output, not both")
-    generation = load_valid(recipes)
+    generation = load_valid(recipes, emitting=True)
     chosen = _one_target(generation, System.GITHUB, target, target_name)
     jobs = generation.jobs_for(chosen)
     settings = resolve_settings(chosen, generation.tree.config, jobs)
@@ -162,7 +162,7 @@ def gitlab(
     from matrixgen.emit.common import resolve_settings
     from matrixgen.emit.gitlab import emit_gitlab
 
-    generation = load_valid(recipes)
+    generation = load_valid(recipes, emitting=True)
     chosen = _one_target(generation, System.GITLAB, target, target_name)
     jobs = generation.jobs_for(chosen)
     settings = resolve_settings(chosen, generation.tree.config, jobs, launcher=launcher)
@@ -203,7 +203,7 @@ def generate(
     )
     from matrixgen.engine.targets import resolve_targets
 
-    generation = load_valid(recipes)
+    generation = load_valid(recipes, emitting=True)
     targets = resolve_targets(
         generation.tree.config,
         generation.jobs,

@@ -42,6 +42,7 @@ from matrixgen.engine.references import (
 )
 from matrixgen.engine.templates import TemplateError
 from matrixgen.pipeline import Generation
+from matrixgen.views.table import table
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
@@ -466,3 +467,129 @@ def _rows(data: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], Mapp
             for ri, row in enumerate(rows):
                 if isinstance(row, dict):
                     yield ("products", bi, "products", ri), row
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def _job(missing: MissingReference) -> str:
+    return str(missing.job.identity)
+
+
+def render_table(coverage: Coverage) -> str:
+    """`matrixgen coverage`: targets, then missing references, then orphans."""
+    rows = [
+        [
+            t.target.name,
+            "yes" if t.gating else "no",
+            str(t.jobs),
+            str(t.checked),
+            str(len(t.missing)),
+        ]
+        for t in coverage.targets
+    ]
+    out = [table(rows, ["target", "gating", "jobs", "checked", "missing"])]
+    if coverage.missing:
+        rows = [
+            [t.target.name, _job(m), m.reference, m.path, m.hint or "-"]
+            for t, m in coverage.missing
+        ]
+        out.append(f"\nMissing references ({len(rows)})\n")
+        out.append(table(rows, ["target", "job", "reference", "looked for", "nearest"]))
+    if coverage.orphans:
+        rows = [
+            [
+                o.path,
+                *(
+                    o.fields.get(k) or "-"
+                    for k in ("model", "test_case", "environment", "platform")
+                ),
+            ]
+            for o in coverage.orphans
+        ]
+        out.append(f"\nOrphans: files no job of any target selects ({len(rows)})\n")
+        out.append(table(rows, ["file", "model", "test_case", "environment", "platform"]))
+    return "".join(out)
+
+
+def summary_line(coverage: Coverage) -> str:
+    listing = coverage.listing
+    where = listing.shown(coverage.settings.prefix) or "."
+    missing = len(coverage.missing)
+    return (
+        f"{len(coverage.targets)} target(s): {missing} missing reference(s) "
+        f"({coverage.gating_missing} in gating targets), {len(coverage.orphans)} orphan(s); "
+        f"reference tree {where} ({listing.where}): {len(listing.files)} file(s)"
+    )
+
+
+def code_span(text: str) -> str:
+    """A markdown code span that no content can break out of (table cells too)."""
+    text = " ".join(text.split()).replace("|", "\\|")
+    longest = max((len(run) for run in _backtick_runs(text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _backtick_runs(text: str) -> Iterator[str]:
+    run = ""
+    for ch in text:
+        if ch == "`":
+            run += ch
+        elif run:
+            yield run
+            run = ""
+    if run:
+        yield run
+
+
+def render_markdown(coverage: Coverage) -> str:
+    """A PR comment: a summary, the targets that miss something, the missing
+    files and the orphans."""
+    lines = [
+        "<!-- matrixgen-coverage -->",
+        "### matrixgen reference coverage",
+        "",
+        f"**{len(coverage.missing)} missing reference(s)** "
+        f"({coverage.gating_missing} in gating targets) · "
+        f"**{len(coverage.orphans)} orphan(s)** · {len(coverage.targets)} target(s)",
+        "",
+    ]
+    short = [t for t in coverage.targets if t.missing]
+    if short:
+        lines += [
+            "| target | gating | jobs | checked | missing |",
+            "| :-- | :-- | --: | --: | --: |",
+        ]
+        lines += [
+            f"| {code_span(t.target.name)} | {'yes' if t.gating else 'no'} | {t.jobs} | "
+            f"{t.checked} | {len(t.missing)} |"
+            for t in short
+        ]
+        lines += ["", "#### Missing references", ""]
+        lines += [
+            "| target | job | reference | looked for | nearest |",
+            "| :-- | :-- | :-- | :-- | :-- |",
+        ]
+        lines += [
+            f"| {code_span(t.target.name)} | {code_span(_job(m))} | {code_span(m.reference)} | "
+            f"{code_span(m.path)} | {code_span(m.hint) if m.hint else '-'} |"
+            for t, m in coverage.missing
+        ]
+        lines.append("")
+    if coverage.orphans:
+        lines += ["#### Orphans (no job of any target selects them)", ""]
+        lines += [
+            "| file | model | test case | environment | platform |",
+            "| :-- | :-- | :-- | :-- | :-- |",
+        ]
+        for o in coverage.orphans:
+            cells = [o.fields.get(k) for k in ("model", "test_case", "environment", "platform")]
+            lines.append(
+                f"| {code_span(o.path)} | "
+                + " | ".join(code_span(c) if c else "-" for c in cells)
+                + " |"
+            )
+        lines.append("")
+    return "\n".join(lines) + "\n"
