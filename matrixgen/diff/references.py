@@ -67,6 +67,7 @@ class TargetGaps:
 class ReferenceGaps:
     targets: tuple[TargetGaps, ...]
     head_listing: ReferenceListing | None = None
+    declared: bool = False  # the head declares references (else nothing was checked)
 
     def __bool__(self) -> bool:
         return bool(self.targets)
@@ -84,7 +85,7 @@ def reference_gaps(repo: Repository, result: SelectionDiff, sides: Sequence[Side
         return ReferenceGaps(targets=())
     head_listing = listing_at(repo, head.source.commit, settings)
     if not head_listing.present:
-        return ReferenceGaps(targets=(), head_listing=head_listing)
+        return ReferenceGaps(targets=(), head_listing=head_listing, declared=True)
     base_settings = base.generation.tree.config.references
     base_listing = (
         listing_at(repo, base.source.commit, base_settings) if base_settings is not None else None
@@ -113,7 +114,7 @@ def reference_gaps(repo: Repository, result: SelectionDiff, sides: Sequence[Side
                         lost.append(missing)
         if added or lost:
             found.append(TargetGaps(target=diff.target.name, added=tuple(added), lost=tuple(lost)))
-    return ReferenceGaps(targets=tuple(found), head_listing=head_listing)
+    return ReferenceGaps(targets=tuple(found), head_listing=head_listing, declared=True)
 
 
 def _skipped(job: Job) -> bool:

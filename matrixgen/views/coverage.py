@@ -388,10 +388,14 @@ def check_references(context: ValidationContext) -> Iterator[Finding]:
     generation = Generation(tree, context.expansion)
     targets = resolve_targets(config, generation.jobs)
     coverage = compute_coverage(generation, settings, listing, targets, orphans=False)
-    grouped: dict[tuple[int, str], tuple[MissingReference, list[TargetCoverage]]] = {}
+    # One finding per missing file (the fix is adding it), at the first row that needs it.
+    grouped: dict[tuple[str, str], tuple[MissingReference, list[TargetCoverage]]] = {}
     for target, missing in coverage.missing:
-        key = (id(missing.job), missing.reference)
-        grouped.setdefault(key, (missing, []))[1].append(target)
+        key = (missing.reference, missing.path)
+        first, in_targets = grouped.setdefault(key, (missing, []))
+        if missing.job.source < first.job.source:
+            grouped[key] = (missing, in_targets)
+        in_targets.append(target)
     for missing, in_targets in grouped.values():
         gating = [t.target.name for t in in_targets if t.gating]
         names = [t.target.name for t in in_targets]
