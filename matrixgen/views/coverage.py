@@ -58,6 +58,14 @@ class MissingReference:
     path: str  # as shown: the root joined with the rendered template
     hint: str | None  # the nearest existing file, as shown
 
+    @property
+    def short_hint(self) -> str | None:
+        """The hint as a file name when it sits in the folder looked in."""
+        if self.hint is None:
+            return None
+        here, _, name = self.hint.rpartition("/")
+        return name if here == self.path.rpartition("/")[0] else self.hint
+
     def to_dict(self, target: str | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {} if target is None else {"target": target}
         out.update(
@@ -399,7 +407,7 @@ def check_references(context: ValidationContext) -> Iterator[Finding]:
     for missing, in_targets in grouped.values():
         gating = [t.target.name for t in in_targets if t.gating]
         names = [t.target.name for t in in_targets]
-        hint = f"; nearest: {missing.hint}" if missing.hint else ""
+        hint = f"; nearest: {missing.short_hint}" if missing.hint else ""
         which = f"gating target(s) {_few(gating)}" if gating else f"target(s) {_few(names)}"
         yield Finding(
             location=missing.job.source,
@@ -495,7 +503,7 @@ def render_table(coverage: Coverage) -> str:
     out = [table(rows, ["target", "gating", "jobs", "checked", "missing"])]
     if coverage.missing:
         rows = [
-            [t.target.name, _job(m), m.reference, m.path, m.hint or "-"]
+            [t.target.name, _job(m), m.reference, m.path, m.short_hint or "-"]
             for t, m in coverage.missing
         ]
         out.append(f"\nMissing references ({len(rows)})\n")
@@ -578,7 +586,7 @@ def render_markdown(coverage: Coverage) -> str:
         ]
         lines += [
             f"| {code_span(t.target.name)} | {code_span(_job(m))} | {code_span(m.reference)} | "
-            f"{code_span(m.path)} | {code_span(m.hint) if m.hint else '-'} |"
+            f"{code_span(m.path)} | {code_span(m.short_hint) if m.short_hint else '-'} |"
             for t, m in coverage.missing
         ]
         lines.append("")
