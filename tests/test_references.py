@@ -206,3 +206,21 @@ def test_a_rendered_path_fits_back_to_its_values(
     values = {"model": model, "test_case": case, "environment": environment, "platforms": platform}
     path = GOLDEN.format(**values)
     assert matcher.fit(path) == values
+
+
+def test_many_known_values_fall_back_to_the_plain_split() -> None:
+    known = {"test_case": [f"case{i}" for i in range(1000)], "environment": ["dev"]}
+    matcher = TemplateMatcher.build(ReferenceTemplate("golden", GOLDEN), known)
+    assert "case999" not in matcher.pattern.pattern
+    assert matcher.fit("t/gpt/case7/golden_values_dev_dgx_h100.json") == {
+        "model": "gpt",
+        "test_case": "case7",
+        "environment": "dev",
+        "platforms": "dgx_h100",
+    }
+
+
+def test_a_crowded_folder_still_gives_a_near_hint() -> None:
+    names = [f"c/golden_values_dev_p{i:04d}.json" for i in range(2000)]
+    listing = listing_from_paths(names)
+    assert listing.nearest("c/golden_values_dev_p1234x.json") == "c/golden_values_dev_p1234.json"

@@ -12,6 +12,7 @@ one stat per job.
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import fnmatch
 import os
@@ -32,6 +33,11 @@ SKIP_ALL = "all"
 # Job fields every template may use besides the job's resolved spec fields.
 # `platform` and `platforms` are both the job's resolved platform.
 JOB_TEMPLATE_FIELDS = ("model", "test_case", "environment", "platform", "platforms", "tag", "scope")
+# Fields with more values than this (test cases, say) are read without them:
+# they sit between "/" anyway, where the split is not in doubt.
+MAX_KNOWN_VALUES = 64
+# A hint compares a missing file with at most this many names of its folder.
+MAX_HINT_CANDIDATES = 256
 # Template fields reported for an orphan, and the name they are reported under.
 ORPHAN_FIELDS = {
     "model": "model",
@@ -241,6 +247,12 @@ class ReferenceListing:
         directory, _, name = rel.rpartition("/")
         names = self.by_dir.get(directory)
         if names:
+            if len(names) > MAX_HINT_CANDIDATES:
+                # A crowded folder: its sorted neighbours only, so a hint costs
+                # the same whatever the folder holds.
+                at = bisect.bisect_left(names, name)
+                half = MAX_HINT_CANDIDATES // 2
+                names = names[max(0, at - half) : at + half]
             best = max(names, key=lambda n: (_likeness(name, n), _neg(n)))
             return posixpath.join(directory, best) if directory else best
         leaf = directory.rpartition("/")[2]
@@ -308,7 +320,8 @@ class TemplateMatcher:
     """Fits listed paths back to one template: which files it could name, with
     the field values they stand for. Values the jobs use are tried first, so
     `golden_values_dev_dgx_gb200_1node.json` reads as environment dev, platform
-    dgx_gb200_1node; a value no job uses is still read (the lazy split)."""
+    dgx_gb200_1node; a value no job uses is still read (the lazy split). Fields
+    with more than MAX_KNOWN_VALUES values are read by the lazy split alone."""
 
     template: ReferenceTemplate
     pattern: re.Pattern[str]
@@ -335,6 +348,8 @@ class TemplateMatcher:
                 if not spec and conversion is None
                 else []
             )
+            if len(values) > MAX_KNOWN_VALUES:
+                values = []  # a long alternation would cost its length per listed file
             choices = [re.escape(v) for v in values] + ["[^/]+?"]
             parts.append(f"(?P<{name}>{'|'.join(choices)})")
         return cls(template, re.compile("".join(parts) + r"\Z"))
