@@ -318,6 +318,10 @@ def test_config_mistakes_are_config_errors(outside_git: Path, cli: Callable) -> 
     run = cli("validate", "--recipes", recipes)
     assert run.code == 3, run
     assert 'names no configured target (did you mean "mr-h100"?)' in run.err
+    recipes = project(outside_git / "repo", config=copy_config(root="/etc"))
+    run = cli("validate", "--recipes", recipes)
+    assert run.code == 3, run
+    assert "relative to the top of the repository" in run.err
     config = copy_config()
     config["references"]["templates"]["golden"] = "../{model}/x.json"
     recipes = project(outside_git / "repo", config=config)
@@ -689,3 +693,16 @@ def test_megatron_coverage_figures(
         print(f"  golden values missing over all targets: {golden_missing}")
         print(f"  config missing: {sum(1 for _, m in result.missing if m.reference == 'config')}")
         print(f"  orphans: {len(result.orphans)}")
+
+
+def test_a_configured_root_below_the_top(outside_git: Path, cli: Callable) -> None:
+    top = outside_git / "repo"
+    recipes = project(top, config=copy_config(root="ci/refs/"))
+    (top / "ci" / "refs").mkdir(parents=True)
+    shutil.move(top / "tests", top / "ci" / "refs" / "tests")
+    code, data, err = coverage_json(cli, "--recipes", recipes)
+    assert code == 1, err  # mr-gb200 gates
+    assert data["root"] == "repo/ci/refs", err
+    assert [m["path"] for m in data["missing"]] == [
+        f"repo/ci/refs/{CASES}/gpt/gpt_a/golden_values_dev_dgx_gb200.json"
+    ]

@@ -23,6 +23,7 @@ from matrixgen.cli.common import (
     recipes_dir,
 )
 from matrixgen.engine.errors import ExitCode, UsageError
+from matrixgen.util.escape import terminal_text
 
 if TYPE_CHECKING:
     from matrixgen.engine.references import ReferenceListing, ReferenceSettings
@@ -173,14 +174,16 @@ def coverage(
     if not listing.present:
         where = listing.shown(settings.prefix) or "."
         typer.echo(
-            f"matrixgen: warning: no reference tree at {where} ({listing.where}): "
+            f"matrixgen: warning: no reference tree at {terminal_text(where)} "
+            f"({terminal_text(listing.where)}): "
             "every reference is missing (--root, or references.root in the project config)",
             err=True,
         )
     for problem in result.problems:
         typer.echo(
-            f'matrixgen: error: reference "{problem.reference}": {problem.message} '
-            f"({problem.jobs[0].identity}, {len(problem.jobs)} job(s))",
+            f'matrixgen: error: reference "{problem.reference}": '
+            f"{terminal_text(problem.message)} "
+            f"({terminal_text(problem.jobs[0].identity)}, {len(problem.jobs)} job(s))",
             err=True,
         )
     if fmt is CoverageFormat.JSON:
@@ -189,7 +192,7 @@ def coverage(
         typer.echo(render_markdown(result), nl=False)
     else:
         typer.echo(render_table(result), nl=False)
-    typer.echo(summary_line(result), err=True)
+    typer.echo(terminal_text(summary_line(result)), err=True)
     failing = result.gating_missing or (strict and result.missing) or result.problems
     if failing:
         raise typer.Exit(ExitCode.FINDINGS)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from matrixgen.cli.common import TargetNameOption, TargetOption, echo_findings
+from matrixgen.cli.common import TargetNameOption, TargetOption, echo_findings, echo_json
 
 
 class DiffFormat(StrEnum):
@@ -110,7 +109,7 @@ def diff_command(
     if fmt is DiffFormat.JSON and gaps.declared:
         data = to_json_data(result)
         data["references"] = gaps.to_dict()
-        typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        echo_json(data)
     else:
         typer.echo(render(result, fmt.value) + render_gaps(gaps, fmt.value), nl=False)
     if rules:

@@ -24,6 +24,7 @@ from matrixgen.engine.references import (
     list_directory,
     listing_from_paths,
 )
+from matrixgen.util.escape import terminal_text
 from matrixgen.views.coverage import MissingReference, ReferenceChecker
 from matrixgen.views.coverage import code_span as _code
 
@@ -173,8 +174,11 @@ def render_gaps(gaps: ReferenceGaps, fmt: str) -> str:
         if t.lost:
             jobs = len({id(m.job) for m in t.lost})
             parts.append(f"{jobs} job(s) lose references: {_what(t.lost)}")
-        lines.append(f"  {t.target}: " + "; ".join(parts))
+        lines.append(f"  {terminal_text(t.target)}: " + terminal_text("; ".join(parts)))
         for kind, items in (("+", t.added), ("!", t.lost)):
             for m in items:
-                lines.append(f"    {kind} {m.job.identity}: no {m.reference} file {m.path}")
+                lines.append(
+                    f"    {kind} {terminal_text(m.job.identity)}: "
+                    f"no {terminal_text(m.reference)} file {terminal_text(m.path)}"
+                )
     return "\n".join(lines) + "\n"

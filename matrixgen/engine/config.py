@@ -150,8 +150,9 @@ def _references(
                 f'reference "{name}": {problem}',
             )
         templates.append(ReferenceTemplate(name, template))
-    root = str(raw.get("root", "")).strip("/")
+    root = str(raw.get("root", ""))
     problem = root_problem(root)
+    root = root.rstrip("/")
     if problem is not None:
         findings.add(config.locate(["references", "root"]), "config-references", problem)
     names = [t.name for t in targets]

@@ -42,6 +42,7 @@ from matrixgen.engine.references import (
 )
 from matrixgen.engine.templates import TemplateError
 from matrixgen.pipeline import Generation
+from matrixgen.util.escape import markdown_code
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -537,23 +538,7 @@ def summary_line(coverage: Coverage) -> str:
 
 def code_span(text: str) -> str:
     """A markdown code span that no content can break out of (table cells too)."""
-    text = " ".join(text.split()).replace("|", "\\|")
-    longest = max((len(run) for run in _backtick_runs(text)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
-
-
-def _backtick_runs(text: str) -> Iterator[str]:
-    run = ""
-    for ch in text:
-        if ch == "`":
-            run += ch
-        elif run:
-            yield run
-            run = ""
-    if run:
-        yield run
+    return markdown_code(text)
 
 
 def render_markdown(coverage: Coverage) -> str:
