@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from matrixgen.cli.changes import ChangedSinceOption, FullOption, change_selection
 from matrixgen.cli.common import RecipesOption, dump, echo_findings, load_valid, recipes_dir
 from matrixgen.cli.output import (
     StreamError,
@@ -91,6 +92,8 @@ def list_jobs(
             "--with-quarantined", help="Include the jobs quarantine skips (marked as skipped)."
         ),
     ] = False,
+    changed_since: ChangedSinceOption = None,
+    full: FullOption = False,
 ) -> None:
     """List the jobs a selection gets, after quarantine.
 
@@ -116,6 +119,7 @@ def list_jobs(
     generation = load_valid(recipes)
     for warning in check_selector_values(selector, generation.tree.config, generation.jobs):
         typer.echo(f"matrixgen: warning: {warning}", err=True)
+    generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
     chosen = generation.selection(selector)
     jobs = chosen.with_quarantined if with_quarantined else list(chosen.jobs)
     if fmt is OutputFormat.TABLE:
@@ -166,6 +170,7 @@ def _register_extensions() -> None:
         "matrixgen.cli.diff",
         "matrixgen.cli.project",
         "matrixgen.cli.coverage",
+        "matrixgen.cli.decide",
     ):
         try:
             mod = importlib.import_module(module)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from matrixgen.engine.decide import Decisions, parse_decisions
 from matrixgen.engine.errors import ConfigError, Findings, Location, did_you_mean
 from matrixgen.engine.model import EMPTY_MAPPING, Selector, Target
 from matrixgen.engine.references import (
@@ -63,6 +64,8 @@ class ProjectConfig:
     max_jobs: int = DEFAULT_MAX_JOBS
     targets: tuple[Target, ...] = ()
     references: ReferenceSettings | None = None  # the `references` section
+    # decisions.<system>: what each CI event runs (engine/decide.py)
+    decisions: Mapping[System, Decisions] = field(default_factory=lambda: EMPTY_MAPPING)
     raw: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAPPING, repr=False)
 
     def section(self, name: str) -> Mapping[str, Any]:
@@ -125,11 +128,23 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
         _target(name, spec, config, findings)
         for name, spec in sorted((data.get("targets") or {}).items())
     )
+    decisions = parse_decisions(
+        data.get("decisions"),
+        scopes=vocabulary.scopes,
+        environments=vocabulary.environments,
+        cadences=vocabulary.cadences,
+        locate=config.locate,
+        findings=findings,
+    )
     references = _references(data.get("references"), config, targets, findings)
     if findings.errors:
         raise ConfigError(f"invalid project config {path}", findings=findings.errors)
-    return replace(config, targets=targets, references=references)
-
+    return replace(
+        config,
+        targets=targets,
+        decisions=MappingProxyType(decisions),
+        references=references,
+    )
 
 def _references(
     raw: Mapping[str, Any] | None,
