@@ -28,7 +28,7 @@ from matrixgen.engine.references import (
 from matrixgen.engine.targets import resolve_targets
 from matrixgen.pipeline import Generation, generate
 from matrixgen.views.coverage import compute_coverage, missing_references, read_listing
-from tests.conftest import write_tree
+from tests.conftest import REQUIRE_MEGATRON_ENV, megatron_required, write_tree
 from tests.gitrepo import GitRepo
 
 REPO = Path(__file__).resolve().parents[1]
@@ -624,7 +624,10 @@ def megatron_test_cases(tmp_path: Path) -> Path:
     value = os.environ.get(TEST_CASES_ENV)
     listing = Path(value) if value else REPO.parents[1] / "shared" / "megatron-test-cases.txt"
     if not listing.is_file():
-        pytest.skip(f"the listing of Megatron-LM's test cases is absent (set {TEST_CASES_ENV})")
+        why = f"the listing of Megatron-LM's test cases is absent (set {TEST_CASES_ENV})"
+        if megatron_required():
+            pytest.fail(f"{REQUIRE_MEGATRON_ENV}=1 but {why}")
+        pytest.skip(why)
     top = tmp_path / "megatron"
     for line in listing.read_text().splitlines():
         if line.strip():
