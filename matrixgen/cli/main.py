@@ -170,6 +170,7 @@ def _register_extensions() -> None:
         "matrixgen.cli.diff",
         "matrixgen.cli.project",
         "matrixgen.cli.coverage",
+        "matrixgen.cli.evidence",
         "matrixgen.cli.decide",
     ):
         try:
