@@ -16,7 +16,6 @@ from typing import Any
 
 from matrixgen.diff.compare import SelectionDiff, Side
 from matrixgen.diff.gitsource import Repository
-from matrixgen.emit.generate import Selections
 from matrixgen.engine.model import Job
 from matrixgen.engine.references import (
     ReferenceListing,
@@ -97,8 +96,6 @@ def reference_gaps(repo: Repository, result: SelectionDiff, sides: Sequence[Side
         if base_listing is not None and base_listing.present
         else None
     )
-    head_selections = Selections(head.generation)
-    base_selections = Selections(base.generation)
     found: list[TargetGaps] = []
     for diff in result.targets:
         added_ids = {id(j) for j in diff.added}
@@ -106,8 +103,8 @@ def reference_gaps(repo: Repository, result: SelectionDiff, sides: Sequence[Side
         lost: list[MissingReference] = []
         if base_checker is not None:
             base_target = base.generation.tree.config.target(diff.target.name) or diff.target
-            had = _had(base_selections(base_target).jobs, base_checker)
-            for job in head_selections(diff.target).jobs:
+            had = _had(base.generation.selection(base_target).jobs, base_checker)
+            for job in head.generation.selection(diff.target).jobs:
                 if id(job) in added_ids:
                     continue
                 for missing in head_checker.missing(job):

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from matrixgen.emit.generate import Selections
 from matrixgen.engine.errors import Finding, Severity, did_you_mean
 from matrixgen.engine.model import Job, Target
 from matrixgen.engine.references import (
@@ -252,7 +251,6 @@ def compute_coverage(
     `exclude_models`: models left out altogether (e.g. unit-tests in a tree
     whose recipes cannot opt out); `orphans=False` skips looking for orphans."""
     excluded = frozenset(exclude_models)
-    selections = Selections(generation)
     checker = ReferenceChecker(settings, listing)
     used: set[str] = set()
     results: list[TargetCoverage] = []
@@ -260,7 +258,7 @@ def compute_coverage(
     every = list(all_targets) if all_targets is not None else list(targets)
     every += [t for t in targets if t.name not in {a.name for a in every}]
     for target in every:
-        selection = selections(target)
+        selection = generation.selection(target)
         jobs = [j for j in selection.jobs if j.model not in excluded]
         for job in (*jobs, *(j for j in selection.skipped if j.model not in excluded)):
             used.update(checker.paths(job))
