@@ -1,4 +1,4 @@
-"""Expansion rules of DESIGN §3, each on a small tree written here, and the
+"""Expansion rules (docs/megatron-format.md), each on a small tree written here, and the
 properties expansion keeps on any tree (no job lost or duplicated, order-free)."""
 
 from __future__ import annotations
