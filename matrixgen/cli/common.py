@@ -7,7 +7,6 @@ heavy: the pipeline and YAML dumping are imported inside the functions.
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -17,6 +16,7 @@ import typer
 from matrixgen.cli.output import write_annotations
 from matrixgen.engine.errors import Finding, annotation_lines, render_findings
 from matrixgen.engine.vocab import OutputFormat
+from matrixgen.util.jsontext import pretty
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
@@ -109,7 +109,7 @@ def dump(value: Any, fmt: OutputFormat) -> str:
                 width=YAML_WIDTH,
             )
         )
-    return json_for_log(json.dumps(value, indent=2, ensure_ascii=False)) + "\n"
+    return json_for_log(pretty(value))
 
 
 def echo_json(value: Any) -> None:
