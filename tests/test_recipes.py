@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from matrixgen.emit.generate import MANIFEST_NAME
 from matrixgen.engine.targets import discover_targets, resolve_targets
 from matrixgen.engine.vocab import resolve_scope
 from matrixgen.pipeline import Generation, generate
@@ -323,9 +324,11 @@ def test_generate_writes_a_file_for_every_configured_target(
     github = sorted(t.name for t in config.targets if t.system.value == "github")
     gitlab = sorted(t.name for t in config.targets if t.system.value == "gitlab")
     assert (len(github), len(gitlab)) == (10, 12)
-    assert sorted(p.stem for p in generated.glob("*.json")) == github
-    assert sorted(p.stem for p in generated.glob("*.yml")) == gitlab
-    assert len(list(generated.iterdir())) == 22
+    assert sorted(p.stem for p in generated.glob("[!.]*.json")) == github
+    assert sorted(p.stem for p in generated.glob("[!.]*.yml")) == gitlab
+    # One file per target, and generate's own manifest of what it wrote.
+    assert sorted(p.name for p in generated.iterdir() if p.name.startswith(".")) == [MANIFEST_NAME]
+    assert len(list(generated.iterdir())) == 22 + 1
 
 
 def test_every_github_matrix_passes_check_jsonschema_and_actionlint(
@@ -335,7 +338,7 @@ def test_every_github_matrix_passes_check_jsonschema_and_actionlint(
 
     rv.require_check_jsonschema()
     rv.require_actionlint()
-    matrices = sorted(generated.glob("*.json"))
+    matrices = sorted(generated.glob("[!.]*.json"))
     assert len(matrices) == 10
     workflows = write_workflows(matrices, tmp_path / ".github" / "workflows")
     schema = rv.check_jsonschema_github(*workflows)
@@ -351,7 +354,7 @@ def test_every_github_matrix_passes_check_jsonschema_and_actionlint(
 
 def test_every_gitlab_child_passes_check_jsonschema(generated: Path, tmp_path: Path) -> None:
     rv.require_check_jsonschema()
-    children = sorted(generated.glob("*.yml"))
+    children = sorted(generated.glob("[!.]*.yml"))
     assert len(children) == 12
     bad = tmp_path / "bad-child.yml"
     bad.write_text(BAD_CHILD)
@@ -371,7 +374,7 @@ def test_every_gitlab_child_loads_in_gitlab_ci_local_with_its_jobs(
     (repo / "bad-child.yml").write_text(BAD_CHILD)
     refused = rv.gitlab_ci_local_run(repo, file="bad-child.yml", extra_args=["--list-csv"])
     assert refused.returncode != 0, refused
-    children = sorted(generated.glob("*.yml"))
+    children = sorted(generated.glob("[!.]*.yml"))
     for child in children:
         shutil.copy2(child, repo / child.name)
     for child in children:
