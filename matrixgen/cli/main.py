@@ -51,6 +51,7 @@ COMMAND_MODULES = {
     "pins": "matrixgen.cli.project",
     "graph": "matrixgen.cli.project",
     "stats": "matrixgen.cli.project",
+    "coverage": "matrixgen.cli.coverage",
     "decide": "matrixgen.cli.decide",
     "results": "matrixgen.cli.evidence",
     "flaky": "matrixgen.cli.evidence",
@@ -69,8 +70,15 @@ def validate(
     from matrixgen.pipeline import generate
     from matrixgen.validate import validate as run_checks
 
-    generation = generate(recipes_dir(recipes))
-    findings = run_checks(generation.tree, generation.expansion)
+    directory = recipes_dir(recipes)
+    generation = generate(directory)
+    settings = generation.tree.config.references
+    listing = None
+    if settings is not None:  # the declared reference files, listed once
+        from matrixgen.views.coverage import read_listing
+
+        listing = read_listing(directory, settings)
+    findings = run_checks(generation.tree, generation.expansion, references=listing)
     echo_findings(findings)
     errors = sum(f.severity is Severity.ERROR for f in findings)
     warnings = len(findings) - errors

@@ -36,7 +36,8 @@ from matrixgen.engine.vocab import (
 
 # Row keys that are attributes of each job, not axes that multiply out.
 ATTRIBUTE_KEYS_V1 = frozenset({"cadence"})
-ATTRIBUTE_KEYS_V2 = frozenset({"cadence", "env", "args", "paths", "always"})
+# `references` (an opt-out of the declared reference files) replaces the spec's.
+ATTRIBUTE_KEYS_V2 = frozenset({"cadence", "env", "args", "paths", "always", "references"})
 # Change-based selection (format_version 2): globs of repository paths whose
 # change needs a case, and `always` for cases every change runs. They add up
 # from the spec (the file) to the block to the row; engine/changes.py reads them.
@@ -81,6 +82,7 @@ KNOWN_SPEC_KEYS_V2 = frozenset(
         "artifacts",
         "source",
         "needs",
+        "references",
         "paths",
         "always",
     }
@@ -510,6 +512,8 @@ class _FileExpander:
             merged.update(flat)
             if changes is not None:
                 merged.update(changes)
+            if self.v2 and "references" in row:
+                merged["references"] = row["references"]
             job = self.job(merged, cadence, attrs, where, location)
             if job is not None:
                 jobs.append(job)
