@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from matrixgen.cli.common import (
+    HoldingPenOption,
     RecipesOption,
     TableOrJson,
-    TargetNameOption,
     TargetOption,
+    check_ad_hoc,
     echo_json,
     load_valid,
 )
@@ -38,48 +39,29 @@ LauncherOption = Annotated[
 ]
 
 
-def _names_system(spec: str) -> bool:
-    return any(part.partition("=")[0].strip() == "system" for part in spec.split(","))
-
-
-def _check_ad_hoc(generation: Generation, targets: list[Target]) -> None:
-    """`--target` values checked like a configured target's (see check_ad_hoc_target)."""
-    from matrixgen.emit.common import check_ad_hoc_target
-
-    config = generation.tree.config
-    for target in targets:
-        if config.target(target.name) is target:
-            continue  # configured: the config's own checks ran
-        for warning in check_ad_hoc_target(target, [(config, generation.jobs)]):
-            typer.echo(f"matrixgen: warning: {warning}", err=True)
-
-
-def _one_target(
-    generation: Generation, system: System, specs: list[str] | None, names: list[str] | None
-) -> Target:
-    """The single target a `github` or `gitlab` command emits; system defaults to the command's."""
+def _one_target(generation: Generation, system: System, values: list[str] | None) -> Target:
+    """The single target a `github` or `gitlab` command emits; key=value pairs
+    without system= are the command's system."""
     from matrixgen.engine.errors import UsageError
-    from matrixgen.engine.targets import resolve_targets
 
-    specs = [s if _names_system(s) else f"system={system.value},{s}" for s in specs or ()]
-    if not specs and not names:
+    if not values:
         raise UsageError(
-            f"`{system.value}` needs a target: --target scope=...,platform=...,environment=... "
-            "or --target-name NAME (`generate` emits every target)"
+            f"`{system.value}` needs a target: --target NAME, or --target "
+            "scope=...,platform=...,environment=... (`generate` emits every target)"
         )
-    targets = resolve_targets(
-        generation.tree.config, generation.jobs, specs=specs, names=list(names or ())
-    )
-    if len(targets) != 1:
+    if len(values) != 1:
+        shown = ", ".join(f'"{v}"' for v in values)
         raise UsageError(
-            f"`{system.value}` emits one target at a time; got {len(targets)} "
-            "(`generate` emits several)"
+            f"`{system.value}` emits one target at a time; got {len(values)} ({shown}): "
+            "`generate` emits several"
         )
+    targets = generation.targets(values, system=system)
     target = targets[0]
-    _check_ad_hoc(generation, targets)
+    check_ad_hoc(generation, targets)
     if target.system is not system:
+        what = "" if values[0] == target.name else f' (target "{target.name}")'
         raise UsageError(
-            f'target "{target.name}" is a {target.system.value} target; '
+            f'--target "{values[0]}"{what} is a {target.system.value} target; '
             f"use `matrixgen {target.system.value}` or `matrixgen generate`"
         )
     return target
@@ -100,10 +82,10 @@ def _write_text(path: Path, text: str) -> None:
 
 def github(
     target: TargetOption = None,
-    target_name: TargetNameOption = None,
     recipes: RecipesOption = None,
     output: Annotated[
-        Path | None, typer.Option("--output", help="Write the JSON here instead of stdout.")
+        Path | None,
+        typer.Option("--output", metavar="FILE", help="Write the JSON here instead of stdout."),
     ] = None,
     github_output: Annotated[
         bool,
@@ -127,7 +109,7 @@ def github(
     if output is not None and github_output:
         raise UsageError("give --output or --github-output, not both")
     generation = load_valid(recipes)
-    chosen = _one_target(generation, System.GITHUB, target, target_name)
+    chosen = _one_target(generation, System.GITHUB, target)
     jobs = generation.jobs_for(chosen)
     settings = resolve_settings(chosen, generation.tree.config, jobs)
     matrix = emit_github(jobs, settings)
@@ -146,10 +128,10 @@ def github(
 
 def gitlab(
     target: TargetOption = None,
-    target_name: TargetNameOption = None,
     recipes: RecipesOption = None,
     output: Annotated[
-        Path | None, typer.Option("--output", help="Write the YAML here instead of stdout.")
+        Path | None,
+        typer.Option("--output", metavar="FILE", help="Write the YAML here instead of stdout."),
     ] = None,
     launcher: LauncherOption = None,
 ) -> None:
@@ -163,7 +145,7 @@ def gitlab(
     from matrixgen.emit.gitlab import emit_gitlab
 
     generation = load_valid(recipes)
-    chosen = _one_target(generation, System.GITLAB, target, target_name)
+    chosen = _one_target(generation, System.GITLAB, target)
     jobs = generation.jobs_for(chosen)
     settings = resolve_settings(chosen, generation.tree.config, jobs, launcher=launcher)
     pipeline = emit_gitlab(jobs, settings)
@@ -176,15 +158,18 @@ def gitlab(
 
 def generate(
     target: TargetOption = None,
-    target_name: TargetNameOption = None,
     recipes: RecipesOption = None,
     out: Annotated[
-        Path, typer.Option("--out", help="Directory for one file per target.", file_okay=False)
+        Path,
+        typer.Option(
+            "--out", metavar="DIR", help="Directory for one file per target.", file_okay=False
+        ),
     ] = Path("out"),
     fmt: Annotated[TableOrJson, typer.Option("--format", help="The summary's format.")] = (
         TableOrJson.TABLE
     ),
     launcher: LauncherOption = None,
+    holding_pen: HoldingPenOption = False,
 ) -> None:
     """Every target (configured, given, or for a tree without config every
     scope x platform x environment it uses): one file each in --out
@@ -201,17 +186,11 @@ def generate(
         summary_rows,
         write_outputs,
     )
-    from matrixgen.engine.targets import resolve_targets
 
     generation = load_valid(recipes)
-    targets = resolve_targets(
-        generation.tree.config,
-        generation.jobs,
-        specs=list(target or ()),
-        names=list(target_name or ()),
-    )
+    targets = generation.targets(target or (), holding_pen=holding_pen)
     if target:
-        _check_ad_hoc(generation, targets)
+        check_ad_hoc(generation, targets)
     outputs = generate_all(generation, targets, launcher=launcher)
     write_outputs(outputs, out)
     if fmt is TableOrJson.JSON:

@@ -183,6 +183,15 @@ def _typo_findings(tree: RecipeTree) -> Iterator[Finding]:
                 )
 
 
+def typo_platforms(tree: RecipeTree) -> frozenset[str]:
+    """The platforms `validate` reports as typos of another (a tree without a
+    vocabulary; a declared vocabulary rejects unknown platforms instead)."""
+    if tree.config.vocabulary is not None:
+        return frozenset()
+    counter = Counter(value for what, value, _ in _axis_values(tree) if what == "platform")
+    return frozenset(typos(counter))
+
+
 def typos(counter: Mapping[str, int]) -> dict[str, str]:
     """value -> the value it looks like a typo of: the most used one (ties by
     name) that is at least three times as common and one typo away."""
