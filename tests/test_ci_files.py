@@ -104,25 +104,29 @@ def test_test_job_runs_the_suite(gitlab_ci: dict) -> None:
 def test_functional_workflow_covers_every_github_target(config: dict) -> None:
     workflow = yaml.safe_load(FUNCTIONAL.read_text())
     generate_job = workflow["jobs"]["generate"]
-    steps = {s["id"]: s["run"] for s in generate_job["steps"] if "id" in s}
+    (step,) = [s for s in generate_job["steps"] if s.get("uses") == "./"]  # action.yml
+    lines = [line.strip() for line in step["with"]["targets"].splitlines() if line.strip()]
     reached = set()
-    for step_id, command in steps.items():
-        match = re.fullmatch(
-            r'matrixgen github --target-name "(\S+)-\$CADENCE" --github-output', command
-        )
-        assert match, command
-        reached |= {f"{match[1]}-{cadence}" for cadence in ("pr", "mergegroup")}
-        # The step's matrix reaches a fan-out job of the same name through fromJSON.
+    for line in lines:
+        match = re.fullmatch(r"(\S+)-\$\{\{ env\.CADENCE \}\}", line)
+        assert match, line
+        stem = match[1]
+        reached |= {f"{stem}-{cadence}" for cadence in ("pr", "mergegroup")}
+        # The target's matrix reaches a fan-out job of the same name through fromJSON.
+        key = stem.removeprefix("github-")
+        step_id = step["id"]
+        name = f"format('{stem}-{{0}}', env.CADENCE)"
         outputs = generate_job["outputs"]
-        assert outputs[step_id] == f"${{{{ steps.{step_id}.outputs.matrix }}}}"
-        assert outputs[f"{step_id}-shards"] == f"${{{{ steps.{step_id}.outputs.shards }}}}"
-        fan_out = workflow["jobs"][step_id]
-        assert fan_out["needs"] == "generate"
-        assert (
-            fan_out["strategy"]["matrix"]
-            == f"${{{{ fromJSON(needs.generate.outputs.{step_id}) }}}}"
+        assert outputs[key] == (
+            f"${{{{ toJSON(fromJSON(steps.{step_id}.outputs.matrices)[{name}][0]) }}}}"
         )
-        assert fan_out["if"] == f"fromJSON(needs.generate.outputs.{step_id}-shards) > 0"
+        assert outputs[f"{key}-shards"] == (
+            f"${{{{ fromJSON(steps.{step_id}.outputs.shards)[{name}] }}}}"
+        )
+        fan_out = workflow["jobs"][key]
+        assert fan_out["needs"] == "generate"
+        assert fan_out["strategy"]["matrix"] == f"${{{{ fromJSON(needs.generate.outputs.{key}) }}}}"
+        assert fan_out["if"] == f"fromJSON(needs.generate.outputs.{key}-shards) > 0"
     assert reached == set(targets_of(config, "github"))
 
 

@@ -170,6 +170,14 @@ def generate(
     ),
     launcher: LauncherOption = None,
     holding_pen: HoldingPenOption = False,
+    github_output: Annotated[
+        bool,
+        typer.Option(
+            "--github-output",
+            help="Also append outputs targets, matrices, shards and files (JSON) to "
+            "$GITHUB_OUTPUT: matrices[NAME][K] is shard K of a GitHub target's matrix.",
+        ),
+    ] = False,
 ) -> None:
     """Every target (configured, given, or for a tree without config every
     scope x platform x environment it uses): one file each in --out
@@ -192,7 +200,21 @@ def generate(
     if target:
         check_ad_hoc(generation, targets)
     outputs = generate_all(generation, targets, launcher=launcher)
+    if github_output:  # checked before any file is written
+        from matrixgen.emit.generate import github_outputs
+        from matrixgen.emit.github import (
+            append_github_outputs,
+            check_github_outputs,
+            github_output_path,
+        )
+
+        step_outputs = github_outputs(outputs)
+        output_path = github_output_path()
+        check_github_outputs(step_outputs)
     write_outputs(outputs, out)
+    if github_output:
+        append_github_outputs(step_outputs, output_path)
+        typer.echo(f"outputs targets, matrices, shards, files -> {output_path}", err=True)
     if fmt is TableOrJson.JSON:
         echo_json(summary(outputs))
         return

@@ -124,6 +124,36 @@ def emit_target(
     )
 
 
+def github_outputs(outputs: Sequence[TargetOutput]) -> list[tuple[str, str]]:
+    """The step outputs of `generate --github-output`, each one JSON value:
+
+    - `targets`: the names of every target generated, in order;
+    - `matrices`: {name: [matrix, ...]} for each GitHub target, its shards in
+      order (`[{"include": []}]` for an empty selection), so a workflow reads
+      `fromJSON(...matrices)[name][k]` for shard k;
+    - `shards`: {name: N} for each GitHub target (0 for an empty selection);
+    - `files`: {name: the file written for it, inside --out}.
+    """
+    import json
+
+    from matrixgen.emit.github import compact
+
+    matrices: dict[str, list] = {}
+    shards: dict[str, int] = {}
+    for output in outputs:
+        if output.target.system is not System.GITHUB:
+            continue
+        document = json.loads(output.text)
+        matrices[output.target.name] = document.get("matrices", [document])
+        shards[output.target.name] = output.shards
+    return [
+        ("targets", compact([o.target.name for o in outputs])),
+        ("matrices", compact(matrices)),
+        ("shards", compact(shards)),
+        ("files", compact({o.target.name: o.file for o in outputs})),
+    ]
+
+
 def generate_all(
     generation: Generation, targets: Sequence[Target], *, launcher: str | None = None
 ) -> list[TargetOutput]:
