@@ -68,7 +68,7 @@ def _one_target(generation: Generation, system: System, values: list[str] | None
 
 
 def _write_text(path: Path, text: str) -> None:
-    from matrixgen.engine.errors import UsageError
+    from matrixgen.engine.errors import UsageError, file_error
 
     blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
     if blocking is not None:  # mkdir would say "File exists"
@@ -77,7 +77,7 @@ def _write_text(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8", newline="\n")
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+        raise file_error(f"cannot write {path}", exc) from None
 
 
 def github(

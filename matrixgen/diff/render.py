@@ -45,6 +45,7 @@ from matrixgen.diff.compare import (
     distinct_counts,
 )
 from matrixgen.engine.model import Job, QuarantineMark, Target
+from matrixgen.util.escape import json_for_log
 
 MARKER = "<!-- matrixgen-diff -->"
 # GitHub refuses comments over 65,536 characters; keep a margin for the cut note.
@@ -68,7 +69,7 @@ def to_json_data(diff: SelectionDiff) -> dict[str, Any]:
 
 
 def render_json(diff: SelectionDiff) -> str:
-    return json.dumps(to_json_data(diff), indent=2, ensure_ascii=False) + "\n"
+    return json_for_log(json.dumps(to_json_data(diff), indent=2, ensure_ascii=False)) + "\n"
 
 
 def _target_data(t: TargetDiff) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from matrixgen.emit.common import allowed_to_fail, deselected, emitted_jobs, resolve_settings
 from matrixgen.emit.github import emit_github
 from matrixgen.emit.gitlab import emit_gitlab, name_problems
-from matrixgen.engine.errors import Finding, Severity, UsageError
+from matrixgen.engine.errors import Finding, Severity, UsageError, file_error
 from matrixgen.engine.model import QuarantineMark, Target
 from matrixgen.engine.select import JobIndex
 from matrixgen.engine.vocab import System
@@ -176,7 +176,7 @@ def write_outputs(outputs: Iterable[TargetOutput], out_dir: Path) -> list[Path]:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"--out {out_dir}: cannot create the directory: {exc.strerror}") from None
+        raise file_error(f"--out {out_dir}: cannot create the directory", exc) from None
     written = []
     for output in outputs:
         path = out_dir / output.file
@@ -186,7 +186,7 @@ def write_outputs(outputs: Iterable[TargetOutput], out_dir: Path) -> list[Path]:
                 handle.write(output.text)
             os.replace(tmp, path)
         except OSError as exc:
-            raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+            raise file_error(f"cannot write {path}", exc) from None
         written.append(path)
     return written
 

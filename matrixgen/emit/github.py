@@ -48,6 +48,7 @@ from matrixgen.emit.common import (
 )
 from matrixgen.engine.errors import LimitError, UsageError
 from matrixgen.engine.model import Job
+from matrixgen.util.escape import json_for_log
 
 
 def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
@@ -90,7 +91,7 @@ def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
 
 def compact(value: Any) -> str:
     """The one JSON spelling we emit: compact, UTF-8, keys in insertion order."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return json_for_log(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 def _size(value: Any) -> int:

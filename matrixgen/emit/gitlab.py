@@ -57,6 +57,7 @@ from matrixgen.emit.common import (
 )
 from matrixgen.engine.errors import Finding, LimitError, RecipeError, Severity
 from matrixgen.engine.model import Job, spec_needs
+from matrixgen.util.escape import YAML_WIDTH, yaml_double_quoted, yaml_for_log
 
 # Top-level keywords of .gitlab-ci.yml (and `pages`, which deploys a site): a
 # job with one of these names would not be a job.
@@ -405,6 +406,8 @@ def read_as_text_by_yaml11(value: str) -> bool:
 
 
 def _represent_str(dumper: Any, value: str) -> Any:
+    if yaml_double_quoted(value):  # one line, safe to print in a CI log
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
     if read_as_text_by_yaml11(value):
         return dumper.represent_str(value)
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="'")
@@ -435,9 +438,9 @@ def dump_yaml(document: dict[str, Any], header: str = "") -> str:
         sort_keys=False,
         default_flow_style=False,
         allow_unicode=True,
-        width=1_000_000,
+        width=YAML_WIDTH,
     )
-    return header + body
+    return yaml_for_log(header + body)
 
 
 def _comment(text: str) -> str:

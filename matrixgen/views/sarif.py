@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from matrixgen.engine.errors import Finding, Severity
+from matrixgen.util.escape import json_for_log
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -100,4 +101,6 @@ def sarif_report(findings: Sequence[Finding], *, version: str, base: Path) -> di
 
 
 def render_sarif(findings: Sequence[Finding], *, version: str, base: Path) -> str:
-    return json.dumps(sarif_report(findings, version=version, base=base), indent=2) + "\n"
+    """The log as JSON text, in a spelling safe to print in a CI log (json_for_log)."""
+    report = sarif_report(findings, version=version, base=base)
+    return json_for_log(json.dumps(report, indent=2, ensure_ascii=False)) + "\n"
