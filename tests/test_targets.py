@@ -263,3 +263,30 @@ def test_lookup_prefers_a_name_then_pairs() -> None:
     with pytest.raises(UsageError, match='--target "gitlab-mr-p-dev": no target has this name'):
         lookup_target("gitlab-mr-p-dev", DEFAULT_CONFIG, jobs)
     assert resolve_targets(DEFAULT_CONFIG, jobs, values=["gitlab-mr-p=1-dev"]) == [named]
+
+
+def test_diff_takes_the_same_names_and_leaves_out_the_same_targets() -> None:
+    from matrixgen.diff.compare import diff_generations
+    from matrixgen.pipeline import generate_from_files
+
+    files = {k: v.lstrip("\n").encode() for k, v in PEN_TREE.items()}
+    head_files = dict(files)
+    head_files["gpt.yaml"] = files["gpt.yaml"] + (
+        b"  - test_case: [g]\n    products:\n"
+        b"      - {environment: [dev], scope: [mr-broken, mr], platforms: [dgx_h100]}\n"
+    )
+    base, head = generate_from_files(files), generate_from_files(head_files)
+    default = diff_generations(base, head)
+    assert [t.target.name for t in default.targets] == [
+        "github-L1-dgx_h100-dev",
+        "gitlab-mr-dgx_h100-dev",
+    ]
+    pens = diff_generations(base, head, holding_pen=True)
+    assert "gitlab-mr-broken-dgx_h100-dev" in {t.target.name for t in pens.targets}
+    named = diff_generations(base, head, values=["gitlab-mr-broken-dgx_h100-dev"])
+    (only,) = named.targets
+    assert [j.test_case for j in only.added] == ["g"]
+    pairs = diff_generations(base, head, values=["scope=mr,platform=dgx_h100,environment=dev"])
+    assert [j.test_case for j in pairs.targets[0].added] == ["g"]
+    with pytest.raises(UsageError, match='--target "gitlab-mr-broken-dgx_h100-de"'):
+        diff_generations(base, head, values=["gitlab-mr-broken-dgx_h100-de"])
