@@ -33,10 +33,9 @@ RecipesOption = Annotated[
     ),
 ]
 TARGET_HELP = (
-    "A target: its name (a configured target, or one a tree without config implies: "
-    "the names `generate` prints) or key=value pairs system=...,scope=...,"
-    "platform=...,environment=...[,cadence=...][,model=...][,tag=...]. Repeatable; "
-    "--target-name is the same option."
+    "A name as `generate` prints it (configured, or implied by a tree without config), "
+    "or key=value pairs: scope=S,platform=P,environment=E[,system=...][,cadence=...]"
+    "[,model=...][,tag=...]. Repeatable; --target-name is the same."
 )
 TargetOption = Annotated[
     list[str] | None,
