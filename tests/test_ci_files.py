@@ -102,32 +102,46 @@ def test_test_job_runs_the_suite(gitlab_ci: dict) -> None:
 
 
 def test_functional_workflow_covers_every_github_target(config: dict) -> None:
+    """The workflow decides with `matrixgen decide` and the action's `event`
+    (`generate --event`, no shell conditionals), and every output group of the
+    GitHub targets reaches a fan-out job of the same name through fromJSON."""
     workflow = yaml.safe_load(FUNCTIONAL.read_text())
     generate_job = workflow["jobs"]["generate"]
     (step,) = [s for s in generate_job["steps"] if s.get("uses") == "./"]  # action.yml
-    lines = [line.strip() for line in step["with"]["targets"].splitlines() if line.strip()]
-    reached = set()
-    for line in lines:
-        match = re.fullmatch(r"(\S+)-\$\{\{ env\.CADENCE \}\}", line)
-        assert match, line
-        stem = match[1]
-        reached |= {f"{stem}-{cadence}" for cadence in ("pr", "mergegroup")}
-        # The target's matrix reaches a fan-out job of the same name through fromJSON.
-        key = stem.removeprefix("github-")
-        step_id = step["id"]
-        name = f"format('{stem}-{{0}}', env.CADENCE)"
-        outputs = generate_job["outputs"]
-        assert outputs[key] == (
-            f"${{{{ toJSON(fromJSON(steps.{step_id}.outputs.matrices)[{name}][0]) }}}}"
+    assert step["with"]["event"] == "${{ env.EVENT }}"
+    assert step["with"]["labels-json"] == "${{ env.LABELS }}"
+    assert step["with"]["system"] == "github"
+    steps = {
+        s["id"]: " ".join(s["run"].split())
+        for s in generate_job["steps"]
+        if "run" in s and "id" in s
+    }
+    assert steps["decide"].startswith('matrixgen decide --event "$EVENT" --labels-json "$LABELS"')
+    assert generate_job["env"]["EVENT"] == "${{ github.event_name }}"
+    groups = {
+        spec.get("group", name)
+        for name, spec in config["targets"].items()
+        if spec["system"] == "github"
+    }
+    outputs = generate_job["outputs"]
+    assert set(outputs) == groups | {f"{g}-shards" for g in groups}
+    step_id = step["id"]
+    for group in groups:
+        assert outputs[group] == (
+            f"${{{{ toJSON(fromJSON(steps.{step_id}.outputs.groups)['{group}'][0]) }}}}"
         )
-        assert outputs[f"{key}-shards"] == (
-            f"${{{{ fromJSON(steps.{step_id}.outputs.shards)[{name}] }}}}"
+        assert outputs[f"{group}-shards"] == (
+            f"${{{{ fromJSON(steps.{step_id}.outputs.group-shards)['{group}'] }}}}"
         )
-        fan_out = workflow["jobs"][key]
+        fan_out = workflow["jobs"][group]
         assert fan_out["needs"] == "generate"
-        assert fan_out["strategy"]["matrix"] == f"${{{{ fromJSON(needs.generate.outputs.{key}) }}}}"
-        assert fan_out["if"] == f"fromJSON(needs.generate.outputs.{key}-shards) > 0"
-    assert reached == set(targets_of(config, "github"))
+        assert (
+            fan_out["strategy"]["matrix"] == f"${{{{ fromJSON(needs.generate.outputs.{group}) }}}}"
+        )
+        assert fan_out["if"] == f"fromJSON(needs.generate.outputs.{group}-shards) > 0"
+    # Every event the workflow listens to has a rule.
+    events = set(workflow[True] if True in workflow else workflow["on"])
+    assert events == set(config["decisions"]["github"]["events"])
 
 
 def test_ci_files_pass_check_jsonschema() -> None:

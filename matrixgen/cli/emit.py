@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from matrixgen.cli.changes import ChangedSinceOption, FullOption, change_selection
 from matrixgen.cli.common import (
     HoldingPenOption,
     RecipesOption,
@@ -19,7 +20,9 @@ from matrixgen.cli.common import (
     check_ad_hoc,
     echo_json,
     load_valid,
+    recipes_dir,
 )
+from matrixgen.cli.decide import EventOption, LabelOption, LabelsJsonOption, SystemOption
 from matrixgen.engine.vocab import System
 from matrixgen.views.table import table
 
@@ -94,6 +97,8 @@ def github(
             help="Append outputs shards, matrix (and matrix-1...) to $GITHUB_OUTPUT.",
         ),
     ] = False,
+    changed_since: ChangedSinceOption = None,
+    full: FullOption = False,
 ) -> None:
     """GitHub Actions matrix JSON of one target, for strategy.matrix via fromJSON.
 
@@ -110,6 +115,7 @@ def github(
         raise UsageError("give --output or --github-output, not both")
     generation = load_valid(recipes)
     chosen = _one_target(generation, System.GITHUB, target)
+    generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
     jobs = generation.jobs_for(chosen)
     settings = resolve_settings(chosen, generation.tree.config, jobs)
     matrix = emit_github(jobs, settings)
@@ -134,6 +140,8 @@ def gitlab(
         typer.Option("--output", metavar="FILE", help="Write the YAML here instead of stdout."),
     ] = None,
     launcher: LauncherOption = None,
+    changed_since: ChangedSinceOption = None,
+    full: FullOption = False,
 ) -> None:
     """GitLab child pipeline YAML of one target, for trigger: include: artifact.
 
@@ -146,6 +154,7 @@ def gitlab(
 
     generation = load_valid(recipes)
     chosen = _one_target(generation, System.GITLAB, target)
+    generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
     jobs = generation.jobs_for(chosen)
     settings = resolve_settings(chosen, generation.tree.config, jobs, launcher=launcher)
     pipeline = emit_gitlab(jobs, settings)
@@ -170,18 +179,28 @@ def generate(
     ),
     launcher: LauncherOption = None,
     holding_pen: HoldingPenOption = False,
+    event: EventOption = None,
+    label: LabelOption = None,
+    labels_json: LabelsJsonOption = None,
+    system: SystemOption = None,
     github_output: Annotated[
         bool,
         typer.Option(
             "--github-output",
-            help="Also append outputs targets, matrices, shards and files (JSON) to "
-            "$GITHUB_OUTPUT: matrices[NAME][K] is shard K of a GitHub target's matrix.",
+            help="Also append step outputs to $GITHUB_OUTPUT: targets, matrices (JSON: "
+            "matrices[NAME][K] is shard K of a GitHub target), shards, files, groups and "
+            "group-shards (the same per output group); and, per group, <group>-shards and "
+            "<group> (0 and an empty matrix for a group not generated).",
         ),
     ] = False,
+    changed_since: ChangedSinceOption = None,
+    full: FullOption = False,
 ) -> None:
     """Every target (configured, given, or for a tree without config every
     scope x platform x environment it uses): one file each in --out
     (<target>.json for GitHub, <target>.yml for GitLab), and a summary.
+    With --event: exactly the targets `matrixgen decide` picks for the event and
+    labels, with the decided n_repeat and lightweight mode applied.
 
     The tree is loaded, expanded and validated once. Exit 1: the tree has errors
     (see validate); 2: usage error; 3: bad project config; 4: a CI limit cannot
@@ -194,11 +213,24 @@ def generate(
         summary_rows,
         write_outputs,
     )
+    from matrixgen.engine.errors import UsageError
 
+    if event is None and (label or labels_json or system):
+        raise UsageError("--label, --labels-json and --system go with --event")
+    if event is not None and target:
+        raise UsageError("give --event or targets, not both: the event decides the targets")
     generation = load_valid(recipes)
-    targets = generation.targets(target or (), holding_pen=holding_pen)
+    if event is not None:
+        from matrixgen.cli.decide import decision_for
+
+        decision = decision_for(generation, event, label, labels_json, system)
+        targets = list(decision.targets)
+    else:
+        targets = generation.targets(target or (), holding_pen=holding_pen)
     if target:
         check_ad_hoc(generation, targets)
+    full_generation = generation
+    generation, changes = change_selection(generation, recipes_dir(recipes), changed_since, full)
     outputs = generate_all(generation, targets, launcher=launcher)
     if github_output:  # checked before any file is written
         from matrixgen.emit.generate import github_outputs
@@ -208,15 +240,23 @@ def generate(
             github_output_path,
         )
 
-        step_outputs = github_outputs(outputs)
+        step_outputs = github_outputs(outputs, generation.tree.config.targets)
         output_path = github_output_path()
         check_github_outputs(step_outputs)
     write_outputs(outputs, out)
     if github_output:
         append_github_outputs(step_outputs, output_path)
-        typer.echo(f"outputs targets, matrices, shards, files -> {output_path}", err=True)
+        typer.echo(f"step outputs -> {output_path}", err=True)
+    saved = None
+    if changes is not None:
+        from matrixgen.views.changes import dropped_by_target
+
+        saved = dropped_by_target(full_generation, generation, targets, changes)
     if fmt is TableOrJson.JSON:
-        echo_json(summary(outputs))
+        data = summary(outputs)
+        if saved is not None:
+            data["changes"] = saved.to_dict()
+        echo_json(data)
         return
     rows, headers = summary_rows(outputs)
     typer.echo(table(rows, headers), nl=False)
@@ -231,6 +271,11 @@ def generate(
     if marked:
         typer.echo("")
         typer.echo(table(marked, marked_headers), nl=False)
+    if saved is not None:
+        from matrixgen.views.changes import render_dropped
+
+        typer.echo("")
+        typer.echo(render_dropped(saved, table), nl=False)
     typer.echo(
         f"{totals['total']['targets']} target(s), {totals['total']['jobs']} job(s) -> {out}",
         err=True,

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from matrixgen import __version__
+from matrixgen.cli.changes import ChangedSinceOption, FullOption, change_selection
 from matrixgen.cli.common import (
     RecipesOption,
     TargetOption,
@@ -170,6 +171,8 @@ def list_jobs(
             "--with-quarantined", help="Include the jobs quarantine skips (marked as skipped)."
         ),
     ] = False,
+    changed_since: ChangedSinceOption = None,
+    full: FullOption = False,
 ) -> None:
     """List the jobs a selection gets, after quarantine.
 
@@ -214,6 +217,7 @@ def list_jobs(
     generation = load_valid(recipes)
     for warning in check_selector_values(selector, generation.tree.config, generation.jobs):
         typer.echo(f"matrixgen: warning: {warning}", err=True)
+    generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
     owners: list[str] = []  # the target of each job, with --target
     skipped_count = 0
     if target:
@@ -288,6 +292,7 @@ def _register_extensions() -> None:
         "matrixgen.cli.quarantine",
         "matrixgen.cli.diff",
         "matrixgen.cli.project",
+        "matrixgen.cli.decide",
     ):
         try:
             mod = importlib.import_module(module)

@@ -9,6 +9,7 @@ names map to one file are an error, never an overwrite.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tempfile
@@ -124,36 +125,6 @@ def emit_target(
     )
 
 
-def github_outputs(outputs: Sequence[TargetOutput]) -> list[tuple[str, str]]:
-    """The step outputs of `generate --github-output`, each one JSON value:
-
-    - `targets`: the names of every target generated, in order;
-    - `matrices`: {name: [matrix, ...]} for each GitHub target, its shards in
-      order (`[{"include": []}]` for an empty selection), so a workflow reads
-      `fromJSON(...matrices)[name][k]` for shard k;
-    - `shards`: {name: N} for each GitHub target (0 for an empty selection);
-    - `files`: {name: the file written for it, inside --out}.
-    """
-    import json
-
-    from matrixgen.emit.github import compact
-
-    matrices: dict[str, list] = {}
-    shards: dict[str, int] = {}
-    for output in outputs:
-        if output.target.system is not System.GITHUB:
-            continue
-        document = json.loads(output.text)
-        matrices[output.target.name] = document.get("matrices", [document])
-        shards[output.target.name] = output.shards
-    return [
-        ("targets", compact([o.target.name for o in outputs])),
-        ("matrices", compact(matrices)),
-        ("shards", compact(shards)),
-        ("files", compact({o.target.name: o.file for o in outputs})),
-    ]
-
-
 def generate_all(
     generation: Generation, targets: Sequence[Target], *, launcher: str | None = None
 ) -> list[TargetOutput]:
@@ -189,6 +160,100 @@ def write_outputs(outputs: Iterable[TargetOutput], out_dir: Path) -> list[Path]:
             raise file_error(f"cannot write {path}", exc) from None
         written.append(path)
     return written
+
+
+def _group(target: Target) -> str:
+    value = target.settings.get("group")
+    return value if isinstance(value, str) and value else target.name
+
+
+def _shards(output: TargetOutput) -> list[Any]:
+    """A GitHub target's non-empty matrices, in order, from its emitted file."""
+    document = json.loads(output.text)
+    return [m for m in document.get("matrices", [document]) if m["include"]]
+
+
+def github_groups(
+    outputs: Sequence[TargetOutput], configured: Sequence[Target]
+) -> dict[str, list[Any]]:
+    """{group: its non-empty matrices} for every group of the GitHub targets (a
+    target's `group` setting, else its name), the configured ones included (an
+    empty list for a group no generated target fills); two generated targets in
+    one group are a UsageError."""
+    filled: dict[str, TargetOutput] = {}
+    for output in outputs:
+        if output.target.system is not System.GITHUB:
+            continue
+        name = _group(output.target)
+        if name in filled:
+            raise UsageError(
+                f"targets {filled[name].target.name} and {output.target.name} both fill output "
+                f'group "{name}": generate one of them at a time, or give them different groups'
+            )
+        filled[name] = output
+    groups = sorted({_group(t) for t in configured if t.system is System.GITHUB} | set(filled))
+    return {name: _shards(filled[name]) if name in filled else [] for name in groups}
+
+
+def github_group_outputs(
+    outputs: Sequence[TargetOutput], configured: Sequence[Target]
+) -> list[tuple[str, str]]:
+    """Step outputs per output group: `<group>-shards` and `<group>` (the first
+    matrix; `<group>-1`... past one). A group no generated target fills gets 0
+    shards and an empty matrix, so a workflow can give each group one job, run
+    when its shards are more than 0."""
+    from matrixgen.emit.github import compact
+
+    out: list[tuple[str, str]] = []
+    for name, matrices in github_groups(outputs, configured).items():
+        out.append((f"{name}-shards", str(len(matrices))))
+        out.append((name, compact(matrices[0] if matrices else {"include": []})))
+        out.extend((f"{name}-{i}", compact(m)) for i, m in enumerate(matrices[1:], start=1))
+    return out
+
+
+def github_outputs(
+    outputs: Sequence[TargetOutput], configured: Sequence[Target] = ()
+) -> list[tuple[str, str]]:
+    """The step outputs of `generate --github-output`. JSON values, keyed by name
+    (what a composite action can pass on as a fixed set of outputs):
+
+    - `targets`: the names of every target generated, in order;
+    - `matrices`: {name: [matrix, ...]} for each GitHub target, its shards in
+      order (`[{"include": []}]` for an empty selection), so a workflow reads
+      `fromJSON(...matrices)[name][k]` for shard k; `shards`: {name: N};
+    - `files`: {name: the file written for it, inside --out};
+    - `groups` and `group-shards`: the same per output group (see github_groups);
+
+    then, per group, `<group>-shards` and `<group>` (github_group_outputs). A
+    group whose name is one of the outputs above is a UsageError."""
+    from matrixgen.emit.github import compact
+
+    matrices: dict[str, list] = {}
+    shards: dict[str, int] = {}
+    for output in outputs:
+        if output.target.system is System.GITHUB:
+            found = _shards(output)
+            matrices[output.target.name] = found or [{"include": []}]
+            shards[output.target.name] = len(found)
+    groups = github_groups(outputs, configured)
+    fixed = [
+        ("targets", compact([o.target.name for o in outputs])),
+        ("matrices", compact(matrices)),
+        ("shards", compact(shards)),
+        ("files", compact({o.target.name: o.file for o in outputs})),
+        ("groups", compact({g: m or [{"include": []}] for g, m in groups.items()})),
+        ("group-shards", compact({g: len(m) for g, m in groups.items()})),
+    ]
+    per_group = github_group_outputs(outputs, configured)
+    taken = {name for name, _ in fixed}
+    clash = sorted({name for name, _ in per_group} & taken)
+    if clash:
+        raise UsageError(
+            f"output group(s) {', '.join(clash)} clash with generate's own outputs "
+            f"({', '.join(sorted(taken))}): rename the group"
+        )
+    return fixed + per_group
 
 
 def summary(outputs: Sequence[TargetOutput]) -> dict[str, Any]:
@@ -270,4 +335,42 @@ def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
             severity=severity,
             code="gitlab-job-name",
             message=f"{why} (target {shown})",
+        )
+
+
+def check_timeouts(context: ValidationContext) -> Iterator[Finding]:
+    """validate: a job whose timeout (derived from n_repeat x time_limit plus the
+    system's overhead, or set) exceeds its system's timeout_cap: CI would cut it
+    off, or refuse the job, before its last repeat."""
+    from matrixgen.emit.common import resolve_settings, timeout_minutes
+    from matrixgen.engine.targets import resolve_targets
+
+    config = context.tree.config
+    targets = [
+        t
+        for t in resolve_targets(config, context.expansion.jobs)
+        if t.settings.get("timeout_cap") is not None
+    ]
+    if not targets:
+        return
+    selections = Selections(Generation(context.tree, context.expansion))
+    found: dict[Any, tuple[int, int, list[str]]] = {}
+    for target in targets:
+        jobs = selections(target).jobs
+        settings = resolve_settings(target, config, jobs)
+        cap = settings.timeout_cap
+        assert cap is not None
+        for job in jobs:
+            seconds = settings.timeout_seconds(job)
+            if seconds > cap:
+                found.setdefault(job.source, (seconds, cap, []))[2].append(target.name)
+    for location, (seconds, cap, names) in sorted(found.items(), key=lambda kv: kv[0]):
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        yield Finding(
+            location=location,
+            severity=Severity.ERROR,
+            code="timeout-cap",
+            message=f"the job's timeout is {timeout_minutes(seconds)} min ({seconds} s), past the "
+            f"system's timeout_cap of {timeout_minutes(cap)} min ({cap} s): lower n_repeat or "
+            f"time_limit, or set the recipe's timeout (target {shown})",
         )

@@ -60,9 +60,11 @@ def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
         "platform": job.platform,
         "environment": job.environment,
         "tag": job.tag or "",
-        "n_repeat": job.n_repeat,
+        "n_repeat": settings.n_repeat_for(job),
         "timeout": timeout_minutes(settings.timeout_seconds(job)),
     }
+    if settings.lightweight:
+        row["lightweight"] = True
     image = settings.image(job)
     if image:
         row["image"] = image
@@ -218,7 +220,7 @@ def check_github_outputs(outputs: Sequence[tuple[str, str]]) -> None:
     total = sum(len(value.encode("utf-8")) for _, value in outputs)
     if total > GITHUB_MAX_OUTPUT_BYTES:
         raise LimitError(
-            f"the matrix outputs total {total:,} bytes; a GitHub job's outputs hold at most "
+            f"the outputs total {total:,} bytes; a GitHub job's outputs hold at most "
             f"{GITHUB_MAX_OUTPUT_BYTES:,}: split the target (by model or tag) or write a file "
             "with --output and read it in several jobs"
         )

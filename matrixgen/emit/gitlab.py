@@ -5,7 +5,7 @@
       stage: gpt
       image: registry/repo:tag        # settings image, else images.gitlab.<arch>
       tags: [h100]                    # runner_tags of the settings or the platform
-      timeout: '45m'                  # time_limit (or the settings' timeout)
+      timeout: '3h55m'                # n_repeat x time_limit + overhead, or as set
       needs: []                       # plus the parent pipeline's job, the warm-up job
       variables: {...}                # the job's env; MATRIXGEN_QUARANTINE="<id> <tracker>"
       script:
@@ -201,7 +201,9 @@ def _option(flag: str, value: str) -> list[str]:
     return [f"{flag}={value}"] if value.startswith("-") else [flag, value]
 
 
-def job_script(job: Job, launcher: str) -> str:
+def job_script(
+    job: Job, launcher: str, *, n_repeat: int | None = None, lightweight: bool = False
+) -> str:
     """The launcher command line; the launcher is the config's (or recipe's) shell
     text, every value after it is quoted."""
     words: list[str] = [
@@ -212,7 +214,10 @@ def job_script(job: Job, launcher: str) -> str:
     ]
     if job.tag:
         words += _option("--tag", job.tag)
-    words += ["--n-repeat", str(job.n_repeat), "--time-limit", str(job.time_limit)]
+    repeats = n_repeat if n_repeat is not None else job.n_repeat
+    words += ["--n-repeat", str(repeats), "--time-limit", str(job.time_limit)]
+    if lightweight:
+        words.append("--lightweight")
     if job.build:
         words += _option("--build", job.build)
     for node_id in deselected(job):
@@ -325,7 +330,14 @@ def gitlab_document(
         variables = _variables(job)
         if variables:
             entry["variables"] = variables
-        entry["script"] = [job_script(job, settings.launcher_for(job))]
+        entry["script"] = [
+            job_script(
+                job,
+                settings.launcher_for(job),
+                n_repeat=settings.n_repeat_for(job),
+                lightweight=settings.lightweight,
+            )
+        ]
         if settings.artifacts:
             entry["artifacts"] = dict(settings.artifacts)
         entry["retry"] = dict(retry)
