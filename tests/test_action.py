@@ -156,8 +156,12 @@ def test_action_generate_step_exposes_each_matrix(action: dict, tmp_path: Path) 
         REPO,
     )
     assert run.returncode == 0, run.stderr
-    every = json.loads(read_outputs(github_output)["targets"])
+    all_outputs = read_outputs(github_output)
+    every = json.loads(all_outputs["targets"])
     assert len(every) == 22
+    # pr and mergegroup targets share output groups: those outputs are left out, said so.
+    assert "groups" not in all_outputs and "no output group outputs" in run.stderr
+    assert len(json.loads(all_outputs["matrices"])) == 10
 
     # A typo stops the job, quoting what was typed.
     run = _run_step(
@@ -252,3 +256,34 @@ def test_hook_entries_run_on_the_shipped_tree(cli, tree) -> None:
     assert (
         cli(*shlex.split(hooks["matrixgen-validate"]["entry"])[1:], "--recipes", broken).code == 1
     )
+
+
+def test_action_generates_what_an_event_decides(action: dict, tmp_path: Path) -> None:
+    if shutil.which("matrixgen", path=str(Path(sys.executable).parent)) is None:
+        pytest.skip("matrixgen is not installed as a command next to this Python")
+    github_output = tmp_path / "github_output"
+    run = _run_step(
+        _script(action, "generate"),
+        {
+            "TARGETS": "",
+            "EVENT": "pull_request",
+            "LABELS_JSON": "[]",
+            "SYSTEM": "github",
+            "RECIPES": "recipes",
+            "OUT": str(tmp_path / "out"),
+            "GITHUB_OUTPUT": str(github_output),
+        },
+        REPO,
+    )
+    assert run.returncode == 0, run.stderr
+    outputs = read_outputs(github_output)
+    generated = json.loads(outputs["targets"])
+    assert generated and all(name.startswith("github-") for name in generated)
+    groups = json.loads(outputs["groups"])
+    counts = json.loads(outputs["group-shards"])
+    assert set(groups) == set(counts) and sum(counts.values()) >= 1
+    for group, shards in groups.items():
+        # The per-group outputs and the JSON ones say the same.
+        assert int(outputs[f"{group}-shards"]) == counts[group]
+        assert json.loads(outputs[group]) == shards[0]
+        assert (counts[group] == 0) == (shards == [{"include": []}])

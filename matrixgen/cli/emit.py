@@ -240,7 +240,9 @@ def generate(
             github_output_path,
         )
 
-        step_outputs = github_outputs(outputs, generation.tree.config.targets)
+        step_outputs, note = github_outputs(outputs, generation.tree.config.targets)
+        if note:
+            typer.echo(f"matrixgen: note: {note}", err=True)
         output_path = github_output_path()
         check_github_outputs(step_outputs)
     write_outputs(outputs, out)

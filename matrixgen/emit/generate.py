@@ -214,7 +214,7 @@ def github_group_outputs(
 
 def github_outputs(
     outputs: Sequence[TargetOutput], configured: Sequence[Target] = ()
-) -> list[tuple[str, str]]:
+) -> tuple[list[tuple[str, str]], str | None]:
     """The step outputs of `generate --github-output`. JSON values, keyed by name
     (what a composite action can pass on as a fixed set of outputs):
 
@@ -226,7 +226,10 @@ def github_outputs(
     - `groups` and `group-shards`: the same per output group (see github_groups);
 
     then, per group, `<group>-shards` and `<group>` (github_group_outputs). A
-    group whose name is one of the outputs above is a UsageError."""
+    group whose name is one of the outputs above is a UsageError. When two
+    generated targets fill one group (every target of a tree, pr and mergegroup
+    alike), the group outputs are left out and the note returned says so; the
+    outputs per target hold everything."""
     from matrixgen.emit.github import compact
 
     matrices: dict[str, list] = {}
@@ -236,12 +239,17 @@ def github_outputs(
             found = _shards(output)
             matrices[output.target.name] = found or [{"include": []}]
             shards[output.target.name] = len(found)
-    groups = github_groups(outputs, configured)
     fixed = [
         ("targets", compact([o.target.name for o in outputs])),
         ("matrices", compact(matrices)),
         ("shards", compact(shards)),
         ("files", compact({o.target.name: o.file for o in outputs})),
+    ]
+    try:
+        groups = github_groups(outputs, configured)
+    except UsageError as exc:
+        return fixed, f"no output group outputs: {exc.message}"
+    fixed += [
         ("groups", compact({g: m or [{"include": []}] for g, m in groups.items()})),
         ("group-shards", compact({g: len(m) for g, m in groups.items()})),
     ]
@@ -253,7 +261,7 @@ def github_outputs(
             f"output group(s) {', '.join(clash)} clash with generate's own outputs "
             f"({', '.join(sorted(taken))}): rename the group"
         )
-    return fixed + per_group
+    return fixed + per_group, None
 
 
 def summary(outputs: Sequence[TargetOutput]) -> dict[str, Any]:
