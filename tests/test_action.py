@@ -219,7 +219,7 @@ def test_workflow_using_the_action_passes_actionlint(tmp_path: Path) -> None:
     broken = tmp_path / "functional.yml"
     broken.write_text(
         FUNCTIONAL.read_text().replace(
-            "steps.matrixgen.outputs.shards", "steps.matrixgem.outputs.shards"
+            "steps.matrixgen.outputs.group-shards", "steps.matrixgem.outputs.group-shards"
         )
     )
     assert any("matrixgem" in e.message for e in rv.actionlint(broken).errors)
