@@ -500,7 +500,7 @@ def test_emitted_gitlab_files_pass_check_jsonschema(emitted: Path, tmp_path) -> 
     files = sorted(emitted.rglob("*.yml"))
     # Every GitLab target of both fixture trees, counted from their targets.
     expected = sum(
-        sum(1 for t in resolve_targets(g.tree.config, g.jobs) if t.system is System.GITLAB)
+        sum(1 for t in g.targets() if t.system is System.GITLAB)
         for g in (generate_from_files(tree_files(Q_TREE)), generate_from_files(tree_files(V1_TREE)))
     )
     assert len(files) == expected >= 6, files
