@@ -29,6 +29,9 @@ from hypothesis import HealthCheck, settings
 
 from matrixgen.cli.main import main
 
+# The evidence tests' real pytest runs and results store (session fixtures).
+pytest_plugins = ("tests.evidence_fixtures",)
+
 MEGATRON_ENV = "MATRIXGEN_MEGATRON_RECIPES"
 REQUIRE_MEGATRON_ENV = "MATRIXGEN_REQUIRE_MEGATRON"
 PROFILE_ENV = "MATRIXGEN_HYPOTHESIS_PROFILE"

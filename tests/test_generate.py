@@ -105,7 +105,7 @@ def test_generate_writes_one_file_per_configured_target(tree, cli: Callable, tmp
     gen = generate_from_files(tree_files(Q_TREE))
     config = gen.tree.config
     assert [t["target"] for t in summary["targets"]] == sorted(t.name for t in config.targets)
-    assert sorted(p.name for p in out.iterdir()) == sorted(
+    assert sorted(p.name for p in out.glob("[!.]*")) == sorted(
         f"{t.name}.json" if t.system is System.GITHUB else f"{t.name}.yml" for t in config.targets
     )
     for entry in summary["targets"]:
@@ -203,7 +203,7 @@ def test_given_targets_only(tree, cli: Callable, tmp_path) -> None:
         "gl-mr-h100",
         "github-L0-dgx_gb200-dev",
     ]
-    assert sorted(p.name for p in out.iterdir()) == [
+    assert sorted(p.name for p in out.glob("[!.]*")) == [
         "github-L0-dgx_gb200-dev.json",
         "gl-mr-h100.yml",
     ]
@@ -296,7 +296,7 @@ def test_generate_loads_and_expands_once(tree, cli: Callable, tmp_path, monkeypa
     monkeypatch.setattr(pipeline_module, "expand_tree", expand)
     run = cli("generate", "--recipes", tree(V2_TREE), "--out", tmp_path / "out")
     assert run.code == 0, run
-    assert len(list((tmp_path / "out").iterdir())) == 6
+    assert len(list((tmp_path / "out").glob("[!.]*"))) == 6
     assert calls == {"load": 1, "expand": 1}
 
 
@@ -308,7 +308,7 @@ def test_without_arguments_it_runs_on_the_checkout_recipes(tmp_path, cli, monkey
     monkeypatch.chdir(checkout / "sub")
     run = cli("generate")
     assert run.code == 0, run
-    assert len(list((checkout / "sub" / "out").iterdir())) == 6
+    assert len(list((checkout / "sub" / "out").glob("[!.]*"))) == 6
 
 
 def test_an_invalid_tree_generates_nothing(tree, cli: Callable, tmp_path) -> None:

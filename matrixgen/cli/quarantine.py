@@ -2,13 +2,16 @@
 
 Exit codes: 0 done; 1 audit found stale entries (or the recipes have errors);
 2 a usage error (unknown id, a value no job has, ...); 3 bad project config;
-7 the quarantine file is malformed or cannot be locked or written (it is then
-left as it was); 8 the tracker API answered with an error.
+7 the quarantine file is malformed, is not a regular file (a directory, FIFO,
+device, a link out of the tree), or cannot be locked (MATRIXGEN_LOCK_TIMEOUT,
+the holder named) or written (it is then left as it was); 8 the tracker API
+answered with an error.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -23,6 +26,7 @@ from matrixgen.cli.common import (
     echo_json,
     recipes_dir,
 )
+from matrixgen.cli.evidence import DbOption
 from matrixgen.engine.errors import ExitCode, QuarantineError, UsageError, did_you_mean
 from matrixgen.engine.vocab import QUARANTINE_FILENAME, QuarantineAction, QuarantineKind
 from matrixgen.views.table import table
@@ -42,12 +46,13 @@ def _root(recipes: Path | None) -> Path:
 
 def _config(root: Path) -> ProjectConfig:
     from matrixgen.engine.config import DEFAULT_CONFIG, parse_config
+    from matrixgen.engine.load import read_root_file
     from matrixgen.engine.vocab import CONFIG_FILENAME
 
-    path = root / CONFIG_FILENAME
-    if not path.exists():
+    raw = read_root_file(root, CONFIG_FILENAME)
+    if raw is None:
         return DEFAULT_CONFIG
-    return parse_config(path.read_bytes(), str(path))
+    return parse_config(raw, str(root / CONFIG_FILENAME))
 
 
 def _read(root: Path, config: ProjectConfig) -> QuarantineFile:
@@ -354,7 +359,7 @@ def remove(
         return [], [entry.index]
 
     path = root / QUARANTINE_FILENAME
-    if not path.exists():
+    if not os.path.lexists(path):
         raise UsageError(f"{path} does not exist: there is nothing to remove")
     edit(path, change, tracker_base=base, dry_run=dry_run)
     typer.echo(entry_id)
@@ -389,7 +394,7 @@ def lift(
         return [], [e.index for e in found]
 
     path = root / QUARANTINE_FILENAME
-    if not path.exists():
+    if not os.path.lexists(path):
         raise UsageError(f"{path} does not exist: there is nothing to lift")
     edit(path, change, tracker_base=base, dry_run=dry_run)
     for entry in lifted:
@@ -493,11 +498,13 @@ def audit(
         str | None,
         typer.Option(metavar="URL", help="Where #N points (default: quarantine.tracker_base)."),
     ] = None,
+    db: DbOption = None,
     fmt: TableOrJsonOption = TableOrJson.TABLE,
 ) -> None:
     """Expired, expiring, ownerless, matching nothing, tracker closed. Exit 1 when
     anything but "expiring" is found; 8 when the tracker API fails (after listing
-    what was found without it)."""
+    what was found without it). With a results store, each entry's evidence
+    (its jobs' results of the last 30 days) follows."""
     from dataclasses import replace
 
     from matrixgen.engine.targets import resolve_targets
@@ -541,6 +548,9 @@ def audit(
         api_url=api_url or pol.api_url,
     )
     items = audit_entries(qfile, hits, today=current_day(), days=days, tracker_states=report.states)
+    from matrixgen.evidence.summary import entry_evidence
+
+    evidence = entry_evidence(generation, entries, db=db, targets=targets) if entries else None
     if fmt is TableOrJson.JSON:
         echo_json(
             {
@@ -548,11 +558,15 @@ def audit(
                 "tracker_states": dict(sorted(report.states.items())),
                 "not_checked": dict(sorted(report.unchecked.items())),
                 "tracker_error": report.error,
+                **({"evidence": evidence} if evidence is not None else {}),
             }
         )
     else:
         rows = [[i.entry_id, i.problem, i.tracker, i.detail] for i in items]
         typer.echo(table(rows, ["id", "problem", "tracker", "detail"]), nl=False)
+        if evidence is not None:
+            typer.echo("")
+            typer.echo(table([[k, v] for k, v in evidence.items()], ["id", "evidence"]), nl=False)
     if report.unchecked:
         reasons: dict[str, int] = {}
         for reason in report.unchecked.values():
@@ -708,5 +722,8 @@ def register(app: typer.Typer) -> None:
     group.command("lift")(lift)
     group.command("list")(list_entries)
     group.command("audit")(audit)
+    from matrixgen.cli.evidence import propose
+
+    group.command("propose")(propose)
     app.add_typer(group, name="quarantine")
     app.command("migrate")(migrate)

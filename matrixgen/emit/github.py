@@ -46,8 +46,9 @@ from matrixgen.emit.common import (
     emitted_jobs,
     timeout_minutes,
 )
-from matrixgen.engine.errors import LimitError, UsageError
+from matrixgen.engine.errors import LimitError, UsageError, write_failure
 from matrixgen.engine.model import Job
+from matrixgen.util.atomic import WriteError, append_whole
 from matrixgen.util.escape import json_for_log
 
 
@@ -232,16 +233,8 @@ def append_github_outputs(outputs: Sequence[tuple[str, str]], path: str | None =
     target = github_output_path(path)
     check_github_outputs(outputs)
     try:
-        with open(target, "a+b") as handle:
-            # An earlier step may have left its last line unterminated
-            # (`echo -n k=v >> $GITHUB_OUTPUT`): our first line must not join it.
-            handle.seek(0, os.SEEK_END)
-            joined = False
-            if handle.tell() > 0:
-                handle.seek(-1, os.SEEK_END)
-                joined = handle.read(1) != b"\n"
-            text = ("\n" if joined else "") + github_output_text(outputs)
-            handle.write(text.encode("utf-8"))
-    except OSError as exc:
-        raise UsageError(f"--github-output: cannot append to {target}: {exc.strerror}") from None
+        # Appending is the protocol of $GITHUB_OUTPUT: one write, cut back on failure.
+        append_whole(Path(target), github_output_text(outputs).encode("utf-8"))
+    except WriteError as exc:
+        raise write_failure(f"--github-output: {exc.message}", exc.errno) from None
     return Path(target)

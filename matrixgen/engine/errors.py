@@ -29,6 +29,9 @@ class ExitCode(IntEnum):
     QUARANTINE = 7  # the quarantine file could not be read, locked or written
     TRACKER = 8  # the tracker API answered with an error
     ENVIRONMENT = 9  # stdout/stderr closed or full, working directory gone, a path not writable
+    RESULTS_FILE = 10  # a test-result (JUnit XML) file cannot be read or is not a report
+    RESULTS_STORE = 11  # the results store cannot be opened, read or written
+    OUTPUT = 12  # an output refused as unsafe: a link or special file there, its folder locked
 
 
 class Severity(StrEnum):
@@ -237,3 +240,32 @@ def file_error(message: str, exc: OSError) -> MatrixgenError:
     name = errno.errorcode.get(exc.errno or 0, "")
     kind = EnvironmentFault if name in _MACHINE_ERRNOS else UsageError
     return kind(f"{message}: {reason}")
+
+
+class ResultsFileError(MatrixgenError):
+    """A JUnit XML file is missing, unreadable or malformed (named in the message)."""
+
+    exit_code = ExitCode.RESULTS_FILE
+
+
+class ResultsStoreError(MatrixgenError):
+    exit_code = ExitCode.RESULTS_STORE
+
+
+class OutputError(MatrixgenError):
+    """An output matrixgen refuses to write: the file or folder is a symbolic link
+    or a special file, or another run holds the folder's lock past the timeout."""
+
+    exit_code = ExitCode.OUTPUT
+
+
+def write_failure(message: str, errno_number: int | None) -> MatrixgenError:
+    """The error for a write that failed with `message` (which says why): an
+    OutputError (exit 12) when matrixgen refused it (no errno), else as
+    `file_error` (exit 9 when the machine refused, 2 when the path is wrong)."""
+    import errno
+
+    if errno_number is None:
+        return OutputError(message)
+    name = errno.errorcode.get(errno_number, "")
+    return (EnvironmentFault if name in _MACHINE_ERRNOS else UsageError)(message)
