@@ -120,7 +120,7 @@ def github(
 
     if output is not None and github_output:
         raise UsageError("give --output or --github-output, not both")
-    generation = load_valid(recipes)
+    generation = load_valid(recipes, emitting=True)
     chosen = _one_target(generation, System.GITHUB, target)
     generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
     jobs = generation.jobs_for(chosen)
@@ -160,7 +160,7 @@ def gitlab(
     from matrixgen.emit.common import resolve_settings
     from matrixgen.emit.gitlab import emit_gitlab
 
-    generation = load_valid(recipes)
+    generation = load_valid(recipes, emitting=True)
     chosen = _one_target(generation, System.GITLAB, target)
     generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
     jobs = generation.jobs_for(chosen)
@@ -234,7 +234,7 @@ def generate(
         raise UsageError("--label, --labels-json and --system go with --event")
     if event is not None and target:
         raise UsageError("give --event or targets, not both: the event decides the targets")
-    generation = load_valid(recipes)
+    generation = load_valid(recipes, emitting=True)
     if event is not None:
         from matrixgen.cli.decide import decision_for
 

@@ -277,6 +277,23 @@ class Repository:
             blob_ids=blobs,
         )
 
+    def list_paths(self, revision: str, path: str) -> list[str] | None:
+        """Every file below `path` (relative to the top) in a commit, as paths
+        relative to `path`, from one `git ls-tree` (contents are not read); None
+        when `path` is no directory there. Links are listed like files."""
+        commit = self.resolve(revision)
+        spec = f"{commit}:{path}" if path else f"{commit}^{{tree}}"
+        kind = _run_git(["cat-file", "-t", "--end-of-options", spec], cwd=self.top, check=False)
+        if kind.returncode != 0 or kind.stdout.decode().strip() != "tree":
+            return None
+        listing = self.git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", spec])
+        paths = []
+        for entry in listing.split(b"\0"):
+            meta, _, raw_name = entry.partition(b"\t")
+            if raw_name and meta.split(b" ")[1:2] == [b"blob"]:
+                paths.append(raw_name.decode("utf-8", "surrogateescape"))
+        return paths
+
     def read(self, revision: str | None, path: str) -> TreeSource:
         """A revision's tree, or the working tree when revision is None."""
         return self.read_worktree(path) if revision is None else self.read_revision(revision, path)

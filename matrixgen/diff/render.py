@@ -45,6 +45,7 @@ from matrixgen.diff.compare import (
     distinct_counts,
 )
 from matrixgen.engine.model import Job, QuarantineMark, Target
+from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log
 
 MARKER = "<!-- matrixgen-diff -->"
@@ -69,7 +70,7 @@ def to_json_data(diff: SelectionDiff) -> dict[str, Any]:
 
 
 def render_json(diff: SelectionDiff) -> str:
-    return json_for_log(json.dumps(to_json_data(diff), indent=2, ensure_ascii=False)) + "\n"
+    return json_for_log(jsontext.pretty(to_json_data(diff)))
 
 
 def _target_data(t: TargetDiff) -> dict[str, Any]:

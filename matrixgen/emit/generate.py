@@ -33,11 +33,8 @@ from matrixgen.engine.errors import (
     write_failure,
 )
 from matrixgen.engine.model import QuarantineMark, Target
-from matrixgen.engine.select import JobIndex
 from matrixgen.engine.vocab import System
 from matrixgen.pipeline import Generation
-from matrixgen.quarantine.entries import Selection
-from matrixgen.quarantine.entries import selection as quarantine_selection
 from matrixgen.util.atomic import WriteError, remove_stale_temps, write_atomic
 from matrixgen.util.readfile import NotRegularFile, read_regular
 
@@ -84,32 +81,14 @@ class TargetOutput:
         }
 
 
-class Selections:
-    """`Generation.selection` for many targets of one generation (see JobIndex)."""
-
-    def __init__(self, generation: Generation) -> None:
-        self.generation = generation
-        self.index = JobIndex(generation.jobs)
-
-    def __call__(self, target: Target) -> Selection:
-        """The same as `generation.selection(target)`."""
-        return quarantine_selection(
-            self.index.candidates(target.selector),
-            self.generation.quarantine.entries,
-            target,
-            known_test_cases=self.index.test_cases,
-        )
-
-
 def emit_target(
     generation: Generation,
     target: Target,
     *,
     launcher: str | None = None,
-    selections: Selections | None = None,
 ) -> TargetOutput:
     """The file of one target, from a generation already loaded and expanded."""
-    chosen = selections(target) if selections is not None else generation.selection(target)
+    chosen = generation.selection(target)
     jobs = emitted_jobs(chosen.jobs)
     settings = resolve_settings(target, generation.tree.config, jobs, launcher=launcher)
     if target.system is System.GITHUB:
@@ -149,8 +128,7 @@ def generate_all(
             f"targets {', '.join(sorted(who))} would write the same file(s) "
             f"{', '.join(clashes)}; rename one of them"
         )
-    selections = Selections(generation)
-    return [emit_target(generation, t, launcher=launcher, selections=selections) for t in targets]
+    return [emit_target(generation, t, launcher=launcher) for t in targets]
 
 
 MANIFEST_NAME = ".matrixgen-manifest.json"
@@ -469,14 +447,14 @@ def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
     left with one name, or a name past 255 characters): `generate` would refuse."""
     from matrixgen.engine.targets import resolve_targets
 
-    selections = Selections(Generation(context.tree, context.expansion))
+    generation = Generation(context.tree, context.expansion)  # shares the selections
     severity = Severity.ERROR if context.tree.format_version == 2 else Severity.WARNING
     found: dict[tuple[Any, str], list[str]] = {}
     for target in resolve_targets(context.tree.config, context.expansion.jobs):
         if target.system is not System.GITLAB:
             continue
         # The kept jobs are the emitted ones; naming does not depend on their order.
-        jobs = selections(target).jobs
+        jobs = generation.selection(target).jobs
         for job, why in name_problems(jobs):
             found.setdefault((job.source, why), []).append(target.name)
     for (location, why), names in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1])):
@@ -504,10 +482,10 @@ def check_timeouts(context: ValidationContext) -> Iterator[Finding]:
     ]
     if not targets:
         return
-    selections = Selections(Generation(context.tree, context.expansion))
+    generation = Generation(context.tree, context.expansion)  # shares the selections
     found: dict[Any, tuple[int, int, list[str]]] = {}
     for target in targets:
-        jobs = selections(target).jobs
+        jobs = generation.selection(target).jobs
         settings = resolve_settings(target, config, jobs)
         cap = settings.timeout_cap
         assert cap is not None

@@ -29,7 +29,6 @@ in a job with `if: fromJSON(needs.<gen>.outputs.shards) > k` and
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -48,6 +47,7 @@ from matrixgen.emit.common import (
 )
 from matrixgen.engine.errors import LimitError, UsageError, write_failure
 from matrixgen.engine.model import Job
+from matrixgen.util import jsontext
 from matrixgen.util.atomic import WriteError, append_whole
 from matrixgen.util.escape import json_for_log
 
@@ -94,7 +94,7 @@ def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
 
 def compact(value: Any) -> str:
     """The one JSON spelling we emit: compact, UTF-8, keys in insertion order."""
-    return json_for_log(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    return json_for_log(jsontext.compact(value))
 
 
 def _size(value: Any) -> int:

@@ -127,9 +127,14 @@ class Findings:
         return len(self.items)
 
 
+# "Did you mean" is for names mistyped: a longer value gets no suggestion, so that
+# a value of tens of kilobytes costs no more than reading it.
+SUGGEST_MAX_LENGTH = 64
+
+
 def did_you_mean(value: object, known: Iterable[str]) -> str:
     """' (did you mean "x"?)' for the closest known value, or ''."""
-    if not isinstance(value, str):
+    if not isinstance(value, str) or len(value) > SUGGEST_MAX_LENGTH:
         return ""
     candidates = sorted({k for k in known if isinstance(k, str)})
     squashed = "".join(value.split()).lower()
