@@ -1,7 +1,7 @@
 """Selection diff: per target, the jobs one revision of a tree adds, removes and
 changes compared with another, and the quarantine changes between them.
 
-Two jobs are the same job when they have the same identity (DESIGN §2: model,
+Two jobs are the same job when they have the same identity (JobId in engine/model.py: model,
 test case, environment, platform, tag) and the same scope; a target selects one
 scope, so within a target this is the identity. When one side holds the same
 identity twice in a target (cadences that do not overlap), the jobs are paired
