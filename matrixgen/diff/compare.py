@@ -52,6 +52,7 @@ from typing import Any
 
 from matrixgen.diff.gitsource import Repository, TreeSource
 from matrixgen.emit.common import check_ad_hoc_target
+from matrixgen.engine.checks import typo_platforms
 from matrixgen.engine.errors import Finding, MatrixgenError, Severity, UsageError, did_you_mean
 from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
 from matrixgen.engine.select import JobIndex
@@ -187,18 +188,43 @@ def resolve_diff_targets(
     base: Generation,
     head: Generation,
     *,
+    values: Sequence[str] = (),
     specs: Sequence[str] = (),
     names: Sequence[str] = (),
+    holding_pen: bool = False,
 ) -> list[TargetPair]:
-    """The targets to compare, each as the base and the head define it."""
+    """The targets to compare, each as the base and the head define it.
+
+    `values` are `--target` values: a target's name (configured, or discovered,
+    on either side), else key=value pairs."""
     base_config, head_config = base.tree.config, head.tree.config
+    discovered = {
+        t.name: t for t in discover_targets(_chain(base.jobs, head.jobs), holding_pen=True)
+    }
+    names = list(names)
+    specs = list(specs)
+    for value in values:
+        if (
+            "=" in value
+            and value not in discovered
+            and base_config.target(value) is None
+            and head_config.target(value) is None
+        ):
+            specs.append(value)
+        else:
+            names.append(value)
     pairs: list[TargetPair] = []
     for name in names:
         pair = _configured_pair(name, base, head)
+        if pair is None and name in discovered:
+            found = discovered[name]
+            pair = TargetPair(found, found, found)
         if pair is None:
             known = sorted({t.name for t in (*base_config.targets, *head_config.targets)})
-            hint = f"; configured: {', '.join(known)}" if known else "; no target is configured"
-            raise UsageError(f'unknown target "{name}"{did_you_mean(name, known)}{hint}')
+            hint = did_you_mean(name, known or list(discovered))
+            if not hint:
+                hint = f"; configured: {', '.join(known)}" if known else "; no target is configured"
+            raise UsageError(f'--target "{name}": no target has this name{hint}')
         pairs.append(pair)
     for spec in specs:
         head_target = parse_target(spec, head_config)
@@ -215,7 +241,13 @@ def resolve_diff_targets(
     configured = sorted({t.name for t in (*base_config.targets, *head_config.targets)})
     if configured:
         return [p for p in (_configured_pair(n, base, head) for n in configured) if p]
-    return [TargetPair(t, t, t) for t in discover_targets(_chain(base.jobs, head.jobs))]
+    typos = typo_platforms(base.tree) | typo_platforms(head.tree)
+    return [
+        TargetPair(t, t, t)
+        for t in discover_targets(
+            _chain(base.jobs, head.jobs), holding_pen=holding_pen, exclude_platforms=typos
+        )
+    ]
 
 
 def _configured_pair(name: str, base: Generation, head: Generation) -> TargetPair | None:
@@ -312,14 +344,18 @@ def diff_generations(
     base: Generation,
     head: Generation,
     *,
+    values: Sequence[str] = (),
     specs: Sequence[str] = (),
     names: Sequence[str] = (),
+    holding_pen: bool = False,
     base_ref: str = "base",
     head_ref: str = "head",
     notes: Sequence[str] = (),
 ) -> SelectionDiff:
     """Compare two loaded trees target by target."""
-    pairs = resolve_diff_targets(base, head, specs=specs, names=names)
+    pairs = resolve_diff_targets(
+        base, head, values=values, specs=specs, names=names, holding_pen=holding_pen
+    )
     sides = [(base.tree.config, base.jobs), (head.tree.config, head.jobs)]
     warnings = [w for p in pairs if p.ad_hoc for w in check_ad_hoc_target(p.shown, sides)]
     base_index, head_index = (
@@ -577,8 +613,10 @@ def diff_revisions(
     base: str,
     head: str | None = None,
     *,
+    values: Sequence[str] = (),
     specs: Sequence[str] = (),
     names: Sequence[str] = (),
+    holding_pen: bool = False,
     cache: PipelineCache | None = None,
 ) -> tuple[SelectionDiff, list[Side]]:
     """The selection diff between two revisions (head None: the working tree)."""
@@ -596,8 +634,10 @@ def diff_revisions(
     result = diff_generations(
         sides[0].generation,
         sides[1].generation,
+        values=values,
         specs=specs,
         names=names,
+        holding_pen=holding_pen,
         base_ref=base_source.ref,
         head_ref=head_source.ref,
         notes=notes,

@@ -147,6 +147,7 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
         references=references,
     )
 
+
 def _references(
     raw: Mapping[str, Any] | None,
     config: ProjectConfig,
