@@ -374,6 +374,7 @@ def propose(
         typer.Option(
             envvar="GITHUB_API_URL",
             show_envvar=True,
+            metavar="URL",
             help="GitHub API root, the only place the token is sent (https; default "
             "https://api.github.com). Never read from the recipe tree.",
         ),
