@@ -112,7 +112,7 @@ def list_jobs(
                 j.tag or "",
                 j.environment,
                 j.platform,
-                j.scope or "",
+                j.shown_scope or "",
                 ",".join(j.cadence),
                 str(j.n_repeat),
                 str(j.time_limit),
