@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.diff.compare import (
-    LIFTED,
-    QUARANTINED,
     ACTION_CHANGED,
     ARRIVES_QUARANTINED,
     LEAVES_QUARANTINED,
+    LIFTED,
+    QUARANTINED,
     SelectionDiff,
     SideIndex,
     TargetDiff,
@@ -30,7 +30,6 @@ from matrixgen.diff.compare import (
 from matrixgen.diff.gitsource import Repository
 from matrixgen.engine import expand, load
 from matrixgen.engine.errors import ConfigError, ExitCode, GitError, UsageError
-from matrixgen.engine.model import Job
 from matrixgen.pipeline import generate_from_files
 from tests.gitrepo import GitRepo
 
