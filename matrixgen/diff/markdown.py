@@ -28,7 +28,8 @@ from collections.abc import Sequence
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
 # ASCII punctuation that can mean something to Markdown or HTML (`, ; ' " = / % ?`
 # cannot, and stay as they are for readability).
-_PUNCTUATION = re.compile(r"([!$&*+\-.<>@\[\\\]^_`{|}~])")
+_PUNCTUATION = re.compile(r"([!#$&*+\-.<>@\[\\\]^_`{|}~])")
+_ISSUE_NUMBER = re.compile(r"#\d+")
 _SAFE_URL = re.compile(r"https?://[A-Za-z0-9\-._~:/?#@!$&*+,;=%]+")
 CODE_LIMIT = 200
 
@@ -66,7 +67,8 @@ def link(label: str, url: str) -> str:
     target = safe_url(url)
     if target is None:
         return code(label)
-    return f"[{text(label)}]({target})"
+    shown = label if _ISSUE_NUMBER.fullmatch(label) else text(label)
+    return f"[{shown}]({target})"
 
 
 def html(value: str) -> str:
