@@ -128,8 +128,9 @@ def test_unknown_parts_of_a_rule_are_usage_errors() -> None:
     check_rules(parse_rules(["github/L1:+10", "*/nightly/dgx_h*:=2", "gitlab/L2:q1"]), diff)
     for rule, says in [
         ("githb/L1:+1", 'unknown system "githb" (did you mean "github"?)'),
-        ("github/L9:+0", 'unknown scope "L9"'),
-        ("gitlab/nightlyy:+0", 'unknown scope "nightlyy" (did you mean "nightly"?)'),
+        ("github/L9:+0", 'unknown github scope "L9"'),
+        ("github/L2:+0", 'unknown github scope "L2"; the targets of this diff have: L1'),
+        ("gitlab/nightlyy:+0", 'unknown gitlab scope "nightlyy" (did you mean "nightly"?)'),
         ("github/L1/dgx_h10:+0", 'unknown platform "dgx_h10" (did you mean "dgx_h100"?)'),
         ("github/L1/dgx_h100/dev/prr:+0", 'unknown cadence "prr"'),
     ]:

@@ -185,7 +185,8 @@ def parse_rules(texts: Iterable[str]) -> list[Rule]:
 
 def check_rules(rules: Sequence[Rule], diff: SelectionDiff) -> None:
     """A UsageError (exit 2) for a rule that names a system, scope, platform,
-    environment or cadence (without globs) that no target of the diff has."""
+    environment or cadence (without globs) that no target of the diff has; a
+    scope is looked for among the scopes of the system(s) the rule names."""
     values: list[set[str]] = [set() for _ in PATTERN_PARTS]
     for t in diff.targets:
         for i, value in enumerate(_values(t.target)):
@@ -198,6 +199,11 @@ def check_rules(rules: Sequence[Rule], diff: SelectionDiff) -> None:
                 continue
             known = values[i]
             if i == 1:
+                known = {
+                    _values(t.target)[1]
+                    for t in diff.targets
+                    if fnmatchcase(t.target.system.value, rule.parts[0])
+                } - {""}
                 found = pattern in known or resolve_scope(pattern) in {
                     resolve_scope(k) for k in known
                 }
@@ -205,6 +211,8 @@ def check_rules(rules: Sequence[Rule], diff: SelectionDiff) -> None:
                 found = pattern in known
             if not found:
                 what = PATTERN_PARTS[i]
+                if i == 1:
+                    what = f"{rule.parts[0]} scope"
                 shown = ", ".join(sorted(known)) or "none"
                 raise UsageError(
                     f'--expect "{rule.text}": unknown {what} "{pattern}"'

@@ -172,6 +172,31 @@ def _mapping_change(old: Any, new: Any) -> str | None:
     return ", ".join(parts)
 
 
+def _command(value: Any) -> str | None:
+    """A command line: a string, or a one-line list of one (a GitLab script)."""
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    return value if isinstance(value, str) and "\n" not in value else None
+
+
+def _word_change(old: Any, new: Any) -> list[tuple[str, str]] | None:
+    """For two long command lines: each differing stretch of words, with the word
+    before it, as (old, new); None for anything else."""
+    a, b = _command(old), _command(new)
+    if a is None or b is None or max(len(a), len(b)) <= 80:
+        return None
+    aw, bw = a.split(" "), b.split(" ")
+    out = []
+    matcher = difflib.SequenceMatcher(a=aw, b=bw, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        lead = max(0, i1 - 1)
+        context = aw[lead:i1] if i1 > 0 else []
+        out.append((" ".join([*context, *aw[i1:i2]]), " ".join([*context, *bw[j1:j2]])))
+    return out or None
+
+
 def _text_diff(old: Any, new: Any, name: str) -> list[str]:
     lines = list(
         difflib.unified_diff(
@@ -329,6 +354,9 @@ def _text_field(name: str, old: Any, new: Any) -> list[str]:
     mapped = _mapping_change(old, new)
     if mapped is not None:
         return [f"{name}: {mapped}"]
+    words = _word_change(old, new)
+    if words is not None:
+        return [f"{name}: " + "; ".join(f"...{a}... -> ...{b}..." for a, b in words)]
     return [f"{name}: {show_value(old)} -> {show_value(new)}"]
 
 
@@ -519,6 +547,10 @@ def _md_field(name: str, old: Any, new: Any) -> list[str]:
     mapped = _mapping_change(old, new)
     if mapped is not None:
         return [f"- {md.code(name)}: {md.code(mapped)}"]
+    words = _word_change(old, new)
+    if words is not None:
+        shown = "; ".join(f"{md.code(f'…{a}…')} → {md.code(f'…{b}…')}" for a, b in words)
+        return [f"- {md.code(name)}: {shown}"]
     return [f"- {md.code(name)}: {md.code(show_value(old))} → {md.code(show_value(new))}"]
 
 
