@@ -748,8 +748,8 @@ def plan_migration(
     problems = equivalence_problems(files, after_files, root=str(root))
     if problems:
         raise QuarantineError(
-            "the migration would change what targets select; nothing was planned:\n  "
-            + "\n  ".join(problems[:20])
+            "the migration would change what targets select; nothing was planned:",
+            details=problems[:20],
         )
     return migration
 

@@ -102,28 +102,37 @@ def test_test_job_runs_the_suite(gitlab_ci: dict) -> None:
 
 
 def test_functional_workflow_covers_every_github_target(config: dict) -> None:
+    """The workflow decides with `matrixgen decide` and `generate --event` (no
+    shell conditionals), and every output group of the GitHub targets reaches a
+    fan-out job of the same name through fromJSON."""
     workflow = yaml.safe_load(FUNCTIONAL.read_text())
     generate_job = workflow["jobs"]["generate"]
-    steps = {s["id"]: s["run"] for s in generate_job["steps"] if "id" in s}
-    reached = set()
-    for step_id, command in steps.items():
-        match = re.fullmatch(
-            r'matrixgen github --target-name "(\S+)-\$CADENCE" --github-output', command
-        )
-        assert match, command
-        reached |= {f"{match[1]}-{cadence}" for cadence in ("pr", "mergegroup")}
-        # The step's matrix reaches a fan-out job of the same name through fromJSON.
-        outputs = generate_job["outputs"]
-        assert outputs[step_id] == f"${{{{ steps.{step_id}.outputs.matrix }}}}"
-        assert outputs[f"{step_id}-shards"] == f"${{{{ steps.{step_id}.outputs.shards }}}}"
-        fan_out = workflow["jobs"][step_id]
+    steps = {s["id"]: " ".join(s["run"].split()) for s in generate_job["steps"] if "id" in s}
+    assert steps["decide"].startswith('matrixgen decide --event "$EVENT" --labels-json "$LABELS"')
+    assert steps["generate"].startswith(
+        'matrixgen generate --event "$EVENT" --labels-json "$LABELS"'
+    )
+    assert "--github-output" in steps["generate"]
+    assert generate_job["env"]["EVENT"] == "${{ github.event_name }}"
+    groups = {
+        spec.get("group", name)
+        for name, spec in config["targets"].items()
+        if spec["system"] == "github"
+    }
+    outputs = generate_job["outputs"]
+    assert set(outputs) == groups | {f"{g}-shards" for g in groups}
+    for group in groups:
+        assert outputs[group] == f"${{{{ steps.generate.outputs.{group} }}}}"
+        assert outputs[f"{group}-shards"] == f"${{{{ steps.generate.outputs.{group}-shards }}}}"
+        fan_out = workflow["jobs"][group]
         assert fan_out["needs"] == "generate"
         assert (
-            fan_out["strategy"]["matrix"]
-            == f"${{{{ fromJSON(needs.generate.outputs.{step_id}) }}}}"
+            fan_out["strategy"]["matrix"] == f"${{{{ fromJSON(needs.generate.outputs.{group}) }}}}"
         )
-        assert fan_out["if"] == f"fromJSON(needs.generate.outputs.{step_id}-shards) > 0"
-    assert reached == set(targets_of(config, "github"))
+        assert fan_out["if"] == f"fromJSON(needs.generate.outputs.{group}-shards) > 0"
+    # Every event the workflow listens to has a rule.
+    events = set(workflow[True] if True in workflow else workflow["on"])
+    assert events == set(config["decisions"]["github"]["events"])
 
 
 def test_ci_files_pass_check_jsonschema() -> None:

@@ -180,3 +180,14 @@ def test_text_renders_as_exactly_its_characters() -> None:
         assert {c.type for c in children} <= {"text", "softbreak"}, value
         shown = "".join(c.content for c in children if c.type == "text")
         assert shown == md.flat(value).strip(), value
+
+
+def test_the_text_report_keeps_one_line_per_entry() -> None:
+    from matrixgen.diff.render import render_text
+
+    strings = {k: "x" for k in (*KEYS, *SINGLE)}
+    plain = render_text(sample(strings)).count("\n")
+    strings.update(case="a\n::error::forged", note="n\r\nnote: all clear", target="t\x1b[2J")
+    text = render_text(sample(strings))
+    assert text.count("\n") == plain
+    assert "\x1b" not in text and not any(line.startswith("::") for line in text.splitlines())

@@ -102,7 +102,7 @@ def test_rows_of_a_configured_target() -> None:
         "environment": "dev",
         "tag": "",
         "n_repeat": 5,
-        "timeout": 45,
+        "timeout": 225,  # 5 repeats of 45 minutes
         "nodes": 1,
         "gpus": 8,
         "image": "nvcr.io/nvidia/pytorch:26.09-py3",  # images.github
@@ -114,7 +114,10 @@ def test_rows_of_a_configured_target() -> None:
 
 def test_env_and_args_only_where_set_and_timeout_rounds_up() -> None:
     rows = emit_github(
-        [make_job(1, time_limit=2701), make_job(2, time_limit=59, tag="latest")],
+        [
+            make_job(1, time_limit=2701, n_repeat=1),
+            make_job(2, time_limit=59, n_repeat=1, tag="latest"),
+        ],
         bare_settings(),
     ).rows
     assert [r["timeout"] for r in rows] == [46, 1]
@@ -122,7 +125,9 @@ def test_env_and_args_only_where_set_and_timeout_rounds_up() -> None:
     for row in rows:
         assert not {"env", "args", "image", "runner", "continue-on-error"} & set(row)
     rows = emit_github([make_job(1)], bare_settings(timeout=600)).rows
-    assert rows[0]["timeout"] == 10  # the settings' timeout wins over time_limit
+    assert rows[0]["timeout"] == 10  # the settings' timeout wins over the derived one
+    rows = emit_github([make_job(1)], bare_settings(timeout_overhead=600)).rows
+    assert rows[0]["timeout"] == 235  # 5 x 2700 s + 600 s
 
 
 def mark(action: str, node_ids: tuple[str, ...] = ()) -> QuarantineMark:

@@ -113,7 +113,7 @@ def test_jobs_carry_stage_image_tags_timeout_script_retry_artifacts() -> None:
     assert job["stage"] == "gpt"
     assert job["image"] == "registry.example.com/ci:26.09-amd64"  # images.gitlab.amd64
     assert job["tags"] == ["h100-runner"]  # platforms.dgx_h100.runner_tags
-    assert job["timeout"] == "45m"
+    assert job["timeout"] == "3h 45m"  # 5 repeats of 45 minutes
     assert job["needs"] == []  # start at once: stages only group
     assert job["retry"] == {"max": 1, "when": ["runner_system_failure"]}
     assert job["artifacts"] == {"paths": ["results/"], "when": "always", "expire_in": "1 week"}
@@ -145,7 +145,7 @@ def test_jobs_carry_stage_image_tags_timeout_script_retry_artifacts() -> None:
         "2",
     ]
     tagged = jobs["gpt3_tagged_dev_dgx_h100_legacy"]
-    assert tagged["timeout"] == "1h 30m"
+    assert tagged["timeout"] == "7h 30m"  # 5 repeats of 90 minutes
     assert shlex.split(tagged["script"][0])[10:12] == ["--tag", "legacy"]
 
 

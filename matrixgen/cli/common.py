@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from matrixgen.engine.errors import Finding, render_findings
+from matrixgen.cli.output import write_annotations
+from matrixgen.engine.errors import Finding, annotation_lines, render_findings
 from matrixgen.engine.vocab import OutputFormat
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ def recipes_dir(given: Path | None) -> Path:
 def echo_findings(findings: list[Finding] | tuple[Finding, ...]) -> None:
     if findings:
         typer.echo(render_findings(list(findings)), err=True)
+        write_annotations(annotation_lines(list(findings)))
 
 
 def load_valid(recipes: Path | None) -> Generation:
@@ -79,20 +81,35 @@ def load_valid(recipes: Path | None) -> Generation:
 
 
 def dump(value: Any, fmt: OutputFormat) -> str:
-    """JSON or YAML text of plain data, stable byte for byte."""
+    """JSON or YAML text of plain data, stable byte for byte, in a spelling that is
+    safe to print in a CI log (`json_for_log`, `yaml_for_log`) and means the same
+    to any reader."""
+    from matrixgen.util.escape import YAML_WIDTH, json_for_log, yaml_double_quoted, yaml_for_log
+
     if fmt is OutputFormat.YAML:
         import yaml
 
-        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-        return yaml.dump(
-            value,
-            Dumper=dumper,
-            sort_keys=False,
-            default_flow_style=False,
-            allow_unicode=True,
-            width=1000,
+        base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+        class Dumper(base):  # type: ignore[misc, valid-type]
+            pass
+
+        def represent_str(dumper: Any, text: str) -> Any:
+            style = '"' if yaml_double_quoted(text) else None
+            return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+        Dumper.add_representer(str, represent_str)
+        return yaml_for_log(
+            yaml.dump(
+                value,
+                Dumper=Dumper,
+                sort_keys=False,
+                default_flow_style=False,
+                allow_unicode=True,
+                width=YAML_WIDTH,
+            )
         )
-    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+    return json_for_log(json.dumps(value, indent=2, ensure_ascii=False)) + "\n"
 
 
 def echo_json(value: Any) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from matrixgen.cli.changes import ChangedSinceOption, FullOption, change_selection
 from matrixgen.cli.common import (
     RecipesOption,
     TableOrJson,
@@ -18,7 +19,9 @@ from matrixgen.cli.common import (
     TargetOption,
     echo_json,
     load_valid,
+    recipes_dir,
 )
+from matrixgen.cli.decide import EventOption, LabelOption, LabelsJsonOption, SystemOption
 from matrixgen.engine.vocab import System
 from matrixgen.views.table import table
 
@@ -86,7 +89,7 @@ def _one_target(
 
 
 def _write_text(path: Path, text: str) -> None:
-    from matrixgen.engine.errors import UsageError
+    from matrixgen.engine.errors import UsageError, file_error
 
     blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
     if blocking is not None:  # mkdir would say "File exists"
@@ -95,7 +98,7 @@ def _write_text(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8", newline="\n")
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+        raise file_error(f"cannot write {path}", exc) from None
 
 
 def github(
@@ -112,6 +115,8 @@ def github(
             help="Append outputs shards, matrix (and matrix-1...) to $GITHUB_OUTPUT.",
         ),
     ] = False,
+    changed_since: ChangedSinceOption = None,
+    full: FullOption = False,
 ) -> None:
     """GitHub Actions matrix JSON of one target, for strategy.matrix via fromJSON.
 
@@ -128,6 +133,7 @@ def github(
         raise UsageError("give --output or --github-output, not both")
     generation = load_valid(recipes)
     chosen = _one_target(generation, System.GITHUB, target, target_name)
+    generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
     jobs = generation.jobs_for(chosen)
     settings = resolve_settings(chosen, generation.tree.config, jobs)
     matrix = emit_github(jobs, settings)
@@ -152,6 +158,8 @@ def gitlab(
         Path | None, typer.Option("--output", help="Write the YAML here instead of stdout.")
     ] = None,
     launcher: LauncherOption = None,
+    changed_since: ChangedSinceOption = None,
+    full: FullOption = False,
 ) -> None:
     """GitLab child pipeline YAML of one target, for trigger: include: artifact.
 
@@ -164,6 +172,7 @@ def gitlab(
 
     generation = load_valid(recipes)
     chosen = _one_target(generation, System.GITLAB, target, target_name)
+    generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
     jobs = generation.jobs_for(chosen)
     settings = resolve_settings(chosen, generation.tree.config, jobs, launcher=launcher)
     pipeline = emit_gitlab(jobs, settings)
@@ -185,10 +194,26 @@ def generate(
         TableOrJson.TABLE
     ),
     launcher: LauncherOption = None,
+    event: EventOption = None,
+    label: LabelOption = None,
+    labels_json: LabelsJsonOption = None,
+    system: SystemOption = None,
+    github_output: Annotated[
+        bool,
+        typer.Option(
+            "--github-output",
+            help="Also append each GitHub matrix to $GITHUB_OUTPUT under its target's group: "
+            "<group>-shards and <group> (0 and an empty matrix for a group not generated).",
+        ),
+    ] = False,
+    changed_since: ChangedSinceOption = None,
+    full: FullOption = False,
 ) -> None:
     """Every target (configured, given, or for a tree without config every
     scope x platform x environment it uses): one file each in --out
     (<target>.json for GitHub, <target>.yml for GitLab), and a summary.
+    With --event: exactly the targets `matrixgen decide` picks for the event and
+    labels, with the decided n_repeat and lightweight mode applied.
 
     The tree is loaded, expanded and validated once. Exit 1: the tree has errors
     (see validate); 2: usage error; 3: bad project config; 4: a CI limit cannot
@@ -201,21 +226,47 @@ def generate(
         summary_rows,
         write_outputs,
     )
+    from matrixgen.engine.errors import UsageError
     from matrixgen.engine.targets import resolve_targets
 
+    if event is None and (label or labels_json or system):
+        raise UsageError("--label, --labels-json and --system go with --event")
+    if event is not None and (target or target_name):
+        raise UsageError("give --event or targets, not both: the event decides the targets")
     generation = load_valid(recipes)
-    targets = resolve_targets(
-        generation.tree.config,
-        generation.jobs,
-        specs=list(target or ()),
-        names=list(target_name or ()),
-    )
+    if event is not None:
+        from matrixgen.cli.decide import decision_for
+
+        decision = decision_for(generation, event, label, labels_json, system)
+        targets = list(decision.targets)
+    else:
+        targets = resolve_targets(
+            generation.tree.config,
+            generation.jobs,
+            specs=list(target or ()),
+            names=list(target_name or ()),
+        )
     if target:
         _check_ad_hoc(generation, targets)
+    full_generation = generation
+    generation, changes = change_selection(generation, recipes_dir(recipes), changed_since, full)
     outputs = generate_all(generation, targets, launcher=launcher)
     write_outputs(outputs, out)
+    if github_output:
+        from matrixgen.emit.generate import github_group_outputs
+        from matrixgen.emit.github import append_github_outputs
+
+        append_github_outputs(github_group_outputs(outputs, generation.tree.config.targets))
+    saved = None
+    if changes is not None:
+        from matrixgen.views.changes import dropped_by_target
+
+        saved = dropped_by_target(full_generation, generation, targets, changes)
     if fmt is TableOrJson.JSON:
-        echo_json(summary(outputs))
+        data = summary(outputs)
+        if saved is not None:
+            data["changes"] = saved.to_dict()
+        echo_json(data)
         return
     rows, headers = summary_rows(outputs)
     typer.echo(table(rows, headers), nl=False)
@@ -230,6 +281,11 @@ def generate(
     if marked:
         typer.echo("")
         typer.echo(table(marked, marked_headers), nl=False)
+    if saved is not None:
+        from matrixgen.views.changes import render_dropped
+
+        typer.echo("")
+        typer.echo(render_dropped(saved, table), nl=False)
     typer.echo(
         f"{totals['total']['targets']} target(s), {totals['total']['jobs']} job(s) -> {out}",
         err=True,

@@ -12,8 +12,16 @@ from typing import Annotated
 
 import typer
 
+from matrixgen.cli.changes import ChangedSinceOption, FullOption, change_selection
 from matrixgen.cli.common import RecipesOption, dump, echo_findings, load_valid, recipes_dir
-from matrixgen.engine.errors import ExitCode, MatrixgenError, Severity
+from matrixgen.cli.output import (
+    StreamError,
+    check_working_directory,
+    describe_os_error,
+    guarded_output,
+    write_annotations,
+)
+from matrixgen.engine.errors import ExitCode, MatrixgenError, Severity, annotation_lines
 from matrixgen.engine.vocab import OutputFormat
 from matrixgen.views.table import table
 
@@ -77,6 +85,8 @@ def list_jobs(
             "--with-quarantined", help="Include the jobs quarantine skips (marked as skipped)."
         ),
     ] = False,
+    changed_since: ChangedSinceOption = None,
+    full: FullOption = False,
 ) -> None:
     """List the jobs a selection gets, after quarantine.
 
@@ -102,6 +112,7 @@ def list_jobs(
     generation = load_valid(recipes)
     for warning in check_selector_values(selector, generation.tree.config, generation.jobs):
         typer.echo(f"matrixgen: warning: {warning}", err=True)
+    generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
     chosen = generation.selection(selector)
     jobs = chosen.with_quarantined if with_quarantined else list(chosen.jobs)
     if fmt is OutputFormat.TABLE:
@@ -151,6 +162,7 @@ def _register_extensions() -> None:
         "matrixgen.cli.quarantine",
         "matrixgen.cli.diff",
         "matrixgen.cli.project",
+        "matrixgen.cli.decide",
     ):
         try:
             mod = importlib.import_module(module)
@@ -165,14 +177,36 @@ _register_extensions()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app, turn every user error into a message and an exit code."""
+    """Entry point: run the app, turn every user error into a message and an exit code.
+
+    Standard output and error are guarded for the run (see cli.output): no printed
+    line carries a workflow command, and a stream that cannot be written ends the
+    run with one line and exit 9, as do the other faults of the machine."""
+    with guarded_output() as (out, _):
+        code = _run(argv)
+        try:
+            out.finish()
+            out.flush()
+        except StreamError as exc:
+            code = _stream_failed(exc)
+    return code
+
+
+def _run(argv: list[str] | None) -> int:
     from typer.exceptions import TyperException
 
     try:
+        check_working_directory()
         # Without standalone mode click returns the code of a typer.Exit.
         code = app(args=argv, prog_name="matrixgen", standalone_mode=False)
+    except StreamError as exc:
+        return _stream_failed(exc)
     except MatrixgenError as exc:
-        typer.echo(f"matrixgen: {exc}" if not exc.findings else str(exc), err=True)
+        try:
+            typer.echo(f"matrixgen: {exc}" if not exc.findings else str(exc), err=True)
+            write_annotations(annotation_lines(exc.findings))
+        except StreamError:
+            pass  # standard error is gone too: the exit code is all that is left
         return int(exc.exit_code)
     except typer.Exit as exc:
         return int(exc.exit_code)
@@ -184,9 +218,26 @@ def main(argv: list[str] | None = None) -> int:
         return int(getattr(exc, "exit_code", ExitCode.USAGE))
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        return 0
+    except OSError as exc:
+        # The machine failed us (a read-only or full disk, a file gone under us):
+        # one line, never a traceback.
+        return _say(f"matrixgen: {describe_os_error(exc)}", ExitCode.ENVIRONMENT)
     return code if isinstance(code, int) else 0
+
+
+def _stream_failed(exc: StreamError) -> int:
+    if exc.name == "output":
+        return _say(f"matrixgen: {exc}", ExitCode.ENVIRONMENT)
+    return int(ExitCode.ENVIRONMENT)
+
+
+def _say(line: str, code: int) -> int:
+    try:
+        typer.echo(line, err=True)
+        sys.stderr.flush()
+    except StreamError:
+        pass
+    return int(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

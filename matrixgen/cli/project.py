@@ -177,9 +177,17 @@ def register(app: typer.Typer) -> None:
             ),
         ] = False,
         fmt: TableOrJsonOption = TableOrJson.TABLE,
+        cost: Annotated[
+            bool,
+            typer.Option(
+                "--cost",
+                help="GPU-hours instead of counts: per target, pipeline, platform and recipe "
+                "file (nodes x gpus x time_limit x n_repeat).",
+            ),
+        ] = False,
     ) -> None:
         """Count jobs per target, pipeline (system/scope), platform, model and
-        quarantine state.
+        quarantine state; with --cost, what each costs in GPU-hours.
 
         Targets: the configured ones (a tree without config: every scope x
         platform x environment it uses). Platforms with `counted: false` are
@@ -193,6 +201,15 @@ def register(app: typer.Typer) -> None:
         generation = load_valid(recipes)
         config = generation.tree.config
         targets = resolve_targets(config, generation.jobs)
+        if cost:
+            from matrixgen.views.cost import compute_cost, render_cost_table
+
+            report = compute_cost(generation, targets)
+            if fmt is TableOrJson.JSON:
+                echo_json(report.to_dict())
+            else:
+                typer.echo(render_cost_table(report, table), nl=False)
+            return
         result = compute_stats(
             generation, targets, exclude=exclude_platform or (), all_platforms=all_platforms
         )

@@ -258,9 +258,7 @@ def require(outcomes: Sequence[Outcome], diff: SelectionDiff) -> None:
         lines.append(line)
     if any(not o.targets for o in bad):
         lines.append(f"system/scope of the targets of this diff: {', '.join(places) or 'none'}")
-    raise ExpectationError(
-        f"{len(bad)} of {len(outcomes)} expectation(s) failed:\n  " + "\n  ".join(lines)
-    )
+    raise ExpectationError(f"{len(bad)} of {len(outcomes)} expectation(s) failed:", details=lines)
 
 
 def _place(target: Target) -> str:

@@ -54,6 +54,7 @@ from matrixgen.diff.compare import (
     target_counts,
 )
 from matrixgen.engine.model import Job, QuarantineMark, Target
+from matrixgen.util.escape import json_for_log, terminal_line
 
 MARKER = "<!-- matrixgen-diff -->"
 # GitHub refuses comments over 65,536 characters; keep a margin for the cut note.
@@ -77,7 +78,7 @@ def to_json_data(diff: SelectionDiff) -> dict[str, Any]:
 
 
 def render_json(diff: SelectionDiff) -> str:
-    return json.dumps(to_json_data(diff), indent=2, ensure_ascii=False) + "\n"
+    return json_for_log(json.dumps(to_json_data(diff), indent=2, ensure_ascii=False)) + "\n"
 
 
 def _target_data(t: TargetDiff) -> dict[str, Any]:
@@ -339,7 +340,9 @@ def render_text(diff: SelectionDiff) -> str:
         out.append(f"unchanged ({len(unchanged)}): {', '.join(unchanged)}")
     for note in diff.notes:
         out.append(f"note: {note}")
-    return "\n".join(out) + "\n"
+    # Each entry is one line: a line break or control character inside a value
+    # (a hostile test case) is shown escaped, never as a line of its own.
+    return "\n".join(terminal_line(line) for line in out) + "\n"
 
 
 def _was(q: QuarantineChange, *, markdown: bool = False) -> str:

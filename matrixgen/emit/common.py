@@ -48,7 +48,11 @@ class EmitSettings:
     # (platform, environment) -> image
     images: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
     runner_tags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # platform -> tags
-    timeout: int | None = None  # seconds; None: each job's own time_limit
+    timeout: int | None = None  # seconds, for every job; None: derived per job
+    timeout_overhead: int = 0  # seconds added to a derived timeout (setup, image pull)
+    timeout_cap: int | None = None  # the longest timeout the system allows
+    n_repeat: int | None = None  # a decision's override of every job's n_repeat
+    lightweight: bool = False  # a decision's lightweight mode, passed to the launcher
     retry: Mapping[str, Any] | None = None
     parent_job: str | None = None
     launcher: str = DEFAULT_LAUNCHER
@@ -64,8 +68,23 @@ class EmitSettings:
     def tags(self, job: Job) -> tuple[str, ...]:
         return self.runner_tags.get(job.platform, ())
 
+    def n_repeat_for(self, job: Job) -> int:
+        """A decision's n_repeat stands in for the config's default: a recipe that
+        sets its own (cases that run once by design) keeps it."""
+        if self.n_repeat is not None and "n_repeat" not in job.spec:
+            return self.n_repeat
+        return job.n_repeat
+
     def timeout_seconds(self, job: Job) -> int:
-        return self.timeout if self.timeout is not None else job.time_limit
+        """The CI job's timeout: the target's fixed one, else the recipe's own
+        `timeout`, else derived from the work: the launcher runs n_repeat repeats
+        of up to time_limit each, plus the system's overhead."""
+        if self.timeout is not None:
+            return self.timeout
+        own = recipe_timeout(job)
+        if own is not None:
+            return own
+        return self.n_repeat_for(job) * job.time_limit + self.timeout_overhead
 
     def launcher_for(self, job: Job) -> str:
         """The launcher command a job runs: --launcher, else the recipe's, else the config's."""
@@ -130,6 +149,14 @@ def skipped_jobs(jobs: Iterable[Job]) -> tuple[EmittedJob, ...]:
         )
         for j in sorted(jobs, key=Job.sort_key)
     )
+
+
+def recipe_timeout(job: Job) -> int | None:
+    """A recipe's (or row's) own `timeout` in seconds, when it sets a valid one."""
+    own = job.spec.get("timeout")
+    if isinstance(own, int) and not isinstance(own, bool) and own >= 1:
+        return own
+    return None
 
 
 def timeout_minutes(seconds: int) -> int:
@@ -276,6 +303,9 @@ def resolve_settings(
         isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1
     ):
         _bad(config, [*where, "timeout"], "timeout must be a whole number of seconds, at least 1")
+    overhead = settings.get("timeout_overhead", 0)
+    cap = settings.get("timeout_cap")
+    n_repeat = settings.get("n_repeat")
     retry = _retry(settings.get("retry"), config, [*where, "retry"])
     parent_job = settings.get("parent_job")
     if parent_job is not None and (not isinstance(parent_job, str) or not parent_job):
@@ -295,6 +325,10 @@ def resolve_settings(
         images=images,
         runner_tags=tags,
         timeout=timeout,
+        timeout_overhead=overhead,
+        timeout_cap=cap,
+        n_repeat=n_repeat,
+        lightweight=settings.get("lightweight") is True,
         retry=retry,
         parent_job=parent_job,
         launcher=launcher or configured_launcher or DEFAULT_LAUNCHER,

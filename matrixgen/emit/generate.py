@@ -9,6 +9,7 @@ names map to one file are an error, never an overwrite.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tempfile
@@ -30,7 +31,7 @@ from matrixgen.emit.common import (
 from matrixgen.emit.github import github_jobs, github_matrix
 from matrixgen.emit.gitlab import gitlab_jobs, gitlab_pipeline, name_problems
 from matrixgen.engine.config import ProjectConfig
-from matrixgen.engine.errors import Finding, Severity, UsageError
+from matrixgen.engine.errors import Finding, Severity, UsageError, file_error
 from matrixgen.engine.model import QuarantineMark, Target
 from matrixgen.engine.select import JobIndex
 from matrixgen.engine.vocab import System
@@ -185,7 +186,7 @@ def write_outputs(outputs: Iterable[TargetOutput], out_dir: Path) -> list[Path]:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"--out {out_dir}: cannot create the directory: {exc.strerror}") from None
+        raise file_error(f"--out {out_dir}: cannot create the directory", exc) from None
     written = []
     for output in outputs:
         path = out_dir / output.file
@@ -195,9 +196,49 @@ def write_outputs(outputs: Iterable[TargetOutput], out_dir: Path) -> list[Path]:
                 handle.write(output.text)
             os.replace(tmp, path)
         except OSError as exc:
-            raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+            raise file_error(f"cannot write {path}", exc) from None
         written.append(path)
     return written
+
+
+def github_group_outputs(
+    outputs: Sequence[TargetOutput], configured: Sequence[Target]
+) -> list[tuple[str, str]]:
+    """Step outputs of `generate --github-output`: for every group of the GitHub
+    targets (a target's `group` setting, else its name) `<group>-shards` and
+    `<group>` (the first matrix; `<group>-1`... past one). A group no generated
+    target fills gets 0 shards and an empty matrix, so a workflow can give each
+    group one job, run when its shards are more than 0."""
+    from matrixgen.emit.github import compact
+
+    def group(target: Target) -> str:
+        value = target.settings.get("group")
+        return value if isinstance(value, str) and value else target.name
+
+    filled: dict[str, TargetOutput] = {}
+    for output in outputs:
+        if output.target.system is not System.GITHUB:
+            continue
+        name = group(output.target)
+        if name in filled:
+            raise UsageError(
+                f"targets {filled[name].target.name} and {output.target.name} both fill output "
+                f'group "{name}": generate one of them at a time, or give them different groups'
+            )
+        filled[name] = output
+    groups = sorted({group(t) for t in configured if t.system is System.GITHUB} | set(filled))
+    out: list[tuple[str, str]] = []
+    for name in groups:
+        output = filled.get(name)
+        matrices: list[Any] = []
+        if output is not None:
+            document = json.loads(output.text)
+            matrices = document.get("matrices", [document])
+            matrices = [m for m in matrices if m["include"]]
+        out.append((f"{name}-shards", str(len(matrices))))
+        out.append((name, compact(matrices[0] if matrices else {"include": []})))
+        out.extend((f"{name}-{i}", compact(m)) for i, m in enumerate(matrices[1:], start=1))
+    return out
 
 
 def summary(outputs: Sequence[TargetOutput]) -> dict[str, Any]:
@@ -365,3 +406,41 @@ def _short_value(value: Any) -> str:
 
     text = "(unset)" if value is None else json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_timeouts(context: ValidationContext) -> Iterator[Finding]:
+    """validate: a job whose timeout (derived from n_repeat x time_limit plus the
+    system's overhead, or set) exceeds its system's timeout_cap: CI would cut it
+    off, or refuse the job, before its last repeat."""
+    from matrixgen.emit.common import resolve_settings, timeout_minutes
+    from matrixgen.engine.targets import resolve_targets
+
+    config = context.tree.config
+    targets = [
+        t
+        for t in resolve_targets(config, context.expansion.jobs)
+        if t.settings.get("timeout_cap") is not None
+    ]
+    if not targets:
+        return
+    selections = Selections(Generation(context.tree, context.expansion))
+    found: dict[Any, tuple[int, int, list[str]]] = {}
+    for target in targets:
+        jobs = selections(target).jobs
+        settings = resolve_settings(target, config, jobs)
+        cap = settings.timeout_cap
+        assert cap is not None
+        for job in jobs:
+            seconds = settings.timeout_seconds(job)
+            if seconds > cap:
+                found.setdefault(job.source, (seconds, cap, []))[2].append(target.name)
+    for location, (seconds, cap, names) in sorted(found.items(), key=lambda kv: kv[0]):
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        yield Finding(
+            location=location,
+            severity=Severity.ERROR,
+            code="timeout-cap",
+            message=f"the job's timeout is {timeout_minutes(seconds)} min ({seconds} s), past the "
+            f"system's timeout_cap of {timeout_minutes(cap)} min ({cap} s): lower n_repeat or "
+            f"time_limit, or set the recipe's timeout (target {shown})",
+        )

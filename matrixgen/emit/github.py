@@ -50,6 +50,7 @@ from matrixgen.emit.common import (
 )
 from matrixgen.engine.errors import LimitError, UsageError
 from matrixgen.engine.model import Job
+from matrixgen.util.escape import json_for_log
 
 
 def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
@@ -61,13 +62,15 @@ def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
         "platform": job.platform,
         "environment": job.environment,
         "tag": job.tag or "",
-        "n_repeat": job.n_repeat,
+        "n_repeat": settings.n_repeat_for(job),
         "timeout": timeout_minutes(settings.timeout_seconds(job)),
     }
     if job.nodes is not None:
         row["nodes"] = job.nodes
     if job.gpus is not None:
         row["gpus"] = job.gpus
+    if settings.lightweight:
+        row["lightweight"] = True
     image = settings.image(job)
     if image:
         row["image"] = image
@@ -96,7 +99,7 @@ def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
 
 def compact(value: Any) -> str:
     """The one JSON spelling we emit: compact, UTF-8, keys in insertion order."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return json_for_log(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 def _size(value: Any) -> int:
@@ -228,14 +231,18 @@ def github_output_text(outputs: Sequence[tuple[str, str]]) -> str:
 
 def write_github_output(matrix: GithubMatrix, path: str | None = None) -> Path:
     """Append the matrix outputs to $GITHUB_OUTPUT (or `path`)."""
+    return append_github_outputs(matrix.outputs(), path)
+
+
+def append_github_outputs(outputs: Sequence[tuple[str, str]], path: str | None = None) -> Path:
+    """Append step outputs to $GITHUB_OUTPUT (or `path`), within GitHub's size limit."""
     target = path or os.environ.get("GITHUB_OUTPUT")
     if not target:
         raise UsageError("--github-output: GITHUB_OUTPUT is not set (it is, inside GitHub Actions)")
-    outputs = matrix.outputs()
     total = sum(len(value.encode("utf-8")) for _, value in outputs)
     if total > GITHUB_MAX_OUTPUT_BYTES:
         raise LimitError(
-            f"the matrix outputs total {total:,} bytes; a GitHub job's outputs hold at most "
+            f"the outputs total {total:,} bytes; a GitHub job's outputs hold at most "
             f"{GITHUB_MAX_OUTPUT_BYTES:,}: split the target (by model or tag) or write a file "
             "with --output and read it in several jobs"
         )

@@ -5,7 +5,7 @@
       stage: gpt
       image: registry/repo:tag        # settings image, else images.gitlab.<arch>
       tags: [h100]                    # runner_tags of the settings or the platform
-      timeout: '45m'                  # time_limit (or the settings' timeout)
+      timeout: '3h55m'                # n_repeat x time_limit + overhead, or as set
       needs: []                       # plus the parent pipeline's job, the warm-up job
       variables: {...}                # the job's env; MATRIXGEN_QUARANTINE="<id> <tracker>"
       script:
@@ -58,6 +58,7 @@ from matrixgen.emit.common import (
 )
 from matrixgen.engine.errors import Finding, LimitError, RecipeError, Severity
 from matrixgen.engine.model import Job, spec_needs
+from matrixgen.util.escape import YAML_WIDTH, yaml_double_quoted, yaml_for_log
 
 # Top-level keywords of .gitlab-ci.yml (and `pages`, which deploys a site): a
 # job with one of these names would not be a job.
@@ -201,7 +202,9 @@ def _option(flag: str, value: str) -> list[str]:
     return [f"{flag}={value}"] if value.startswith("-") else [flag, value]
 
 
-def job_script(job: Job, launcher: str) -> str:
+def job_script(
+    job: Job, launcher: str, *, n_repeat: int | None = None, lightweight: bool = False
+) -> str:
     """The launcher command line; the launcher is the config's (or recipe's) shell
     text, every value after it is quoted."""
     words: list[str] = [
@@ -212,11 +215,14 @@ def job_script(job: Job, launcher: str) -> str:
     ]
     if job.tag:
         words += _option("--tag", job.tag)
-    words += ["--n-repeat", str(job.n_repeat), "--time-limit", str(job.time_limit)]
+    repeats = n_repeat if n_repeat is not None else job.n_repeat
+    words += ["--n-repeat", str(repeats), "--time-limit", str(job.time_limit)]
     if job.nodes is not None:
         words += ["--nodes", str(job.nodes)]
     if job.gpus is not None:
         words += ["--gpus", str(job.gpus)]
+    if lightweight:
+        words.append("--lightweight")
     if job.build:
         words += _option("--build", job.build)
     for node_id in deselected(job):
@@ -354,7 +360,14 @@ def _job_content(
     variables = _variables(job)
     if variables:
         entry["variables"] = variables
-    entry["script"] = [job_script(job, settings.launcher_for(job))]
+    entry["script"] = [
+        job_script(
+            job,
+            settings.launcher_for(job),
+            n_repeat=settings.n_repeat_for(job),
+            lightweight=settings.lightweight,
+        )
+    ]
     if settings.artifacts:
         entry["artifacts"] = dict(settings.artifacts)
     entry["retry"] = dict(retry)
@@ -465,6 +478,8 @@ def read_as_text_by_yaml11(value: str) -> bool:
 
 
 def _represent_str(dumper: Any, value: str) -> Any:
+    if yaml_double_quoted(value):  # one line, safe to print in a CI log
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
     if read_as_text_by_yaml11(value):
         return dumper.represent_str(value)
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="'")
@@ -495,9 +510,9 @@ def dump_yaml(document: dict[str, Any], header: str = "") -> str:
         sort_keys=False,
         default_flow_style=False,
         allow_unicode=True,
-        width=1_000_000,
+        width=YAML_WIDTH,
     )
-    return header + body
+    return yaml_for_log(header + body)
 
 
 def _comment(text: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from matrixgen.engine.decide import Decisions, parse_decisions
 from matrixgen.engine.errors import ConfigError, Findings, Location, did_you_mean
 from matrixgen.engine.model import EMPTY_MAPPING, Selector, Target
 from matrixgen.engine.schemas import check_against_schema
@@ -55,6 +56,8 @@ class ProjectConfig:
     n_repeat: int = DEFAULT_N_REPEAT
     max_jobs: int = DEFAULT_MAX_JOBS
     targets: tuple[Target, ...] = ()
+    # decisions.<system>: what each CI event runs (engine/decide.py)
+    decisions: Mapping[System, Decisions] = field(default_factory=lambda: EMPTY_MAPPING)
     raw: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAPPING, repr=False)
 
     def section(self, name: str) -> Mapping[str, Any]:
@@ -117,9 +120,17 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
         _target(name, spec, config, findings)
         for name, spec in sorted((data.get("targets") or {}).items())
     )
+    decisions = parse_decisions(
+        data.get("decisions"),
+        scopes=vocabulary.scopes,
+        environments=vocabulary.environments,
+        cadences=vocabulary.cadences,
+        locate=config.locate,
+        findings=findings,
+    )
     if findings.errors:
         raise ConfigError(f"invalid project config {path}", findings=findings.errors)
-    return replace(config, targets=targets)
+    return replace(config, targets=targets, decisions=MappingProxyType(decisions))
 
 
 def _target(

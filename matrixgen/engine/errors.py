@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 
+from matrixgen.util.escape import annotation, terminal_lines, terminal_text
+
 
 class ExitCode(IntEnum):
     """Process exit codes. Documented in the README; never renumber."""
@@ -26,6 +28,7 @@ class ExitCode(IntEnum):
     EXPECTATION = 6  # `diff --expect` rules did not hold
     QUARANTINE = 7  # the quarantine file could not be read, locked or written
     TRACKER = 8  # the tracker API answered with an error
+    ENVIRONMENT = 9  # stdout/stderr closed or full, working directory gone, a path not writable
 
 
 class Severity(StrEnum):
@@ -57,17 +60,24 @@ class Finding:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.location}: {self.severity}: {self.message} [{self.code}]"
+        # One line whatever the file name and message hold (they come from the tree).
+        return (
+            f"{terminal_text(str(self.location))}: {self.severity}: "
+            f"{terminal_text(self.message)} [{self.code}]"
+        )
 
     def github_annotation(self) -> str:
+        """`::error file=...,line=...,col=...::message`: the message as the log line
+        shows it (line breaks as \\n), escaped as GitHub's runner unescapes it."""
         level = "error" if self.severity is Severity.ERROR else "warning"
         loc = self.location
-        props = f"file={_escape_property(_workspace_path(loc.file))}"
-        if loc.line:
-            props += f",line={loc.line},col={loc.column}"
-        # Workflow commands end at a newline; '%' must be escaped first.
-        text = self.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-        return f"::{level} {props}::{text}"
+        return annotation(
+            level,
+            terminal_text(self.message),
+            file=_workspace_path(loc.file),
+            line=loc.line,
+            column=loc.column,
+        )
 
     def sort_key(self) -> tuple:
         return (self.location, self.code, self.message)
@@ -83,13 +93,6 @@ def _workspace_path(file: str) -> str:
         if os.path.commonpath([path, top]) == top:
             return os.path.relpath(path, top)
     return os.path.normpath(file)
-
-
-def _escape_property(value: str) -> str:
-    # As GitHub's toolkit escapes workflow command properties.
-    for char, code in (("%", "%25"), ("\r", "%0D"), ("\n", "%0A"), (":", "%3A"), (",", "%2C")):
-        value = value.replace(char, code)
-    return value
 
 
 @dataclass(slots=True)
@@ -136,14 +139,20 @@ def did_you_mean(value: object, known: Iterable[str]) -> str:
     return f' (did you mean "{lowered[close[0]]}"?)' if close else ""
 
 
-def render_findings(findings: Sequence[Finding], *, annotations: bool | None = None) -> str:
-    """Text for stderr; GitHub annotations are added under GITHUB_ACTIONS=true."""
-    if annotations is None:
-        annotations = os.environ.get("GITHUB_ACTIONS") == "true"
-    lines = [str(f) for f in findings]
-    if annotations:
-        lines += [f.github_annotation() for f in findings]
-    return "\n".join(lines)
+def annotations_enabled() -> bool:
+    """Findings are also printed as GitHub annotations under GITHUB_ACTIONS=true."""
+    return os.environ.get("GITHUB_ACTIONS") == "true"
+
+
+def render_findings(findings: Sequence[Finding]) -> str:
+    """Text for stderr: one line per finding (the annotations are printed apart,
+    see `annotation_lines`: they are the only lines meant to be commands)."""
+    return "\n".join(str(f) for f in findings)
+
+
+def annotation_lines(findings: Sequence[Finding]) -> list[str]:
+    """The GitHub annotations of findings, when GITHUB_ACTIONS=true."""
+    return [f.github_annotation() for f in findings] if annotations_enabled() else []
 
 
 class MatrixgenError(Exception):
@@ -151,15 +160,24 @@ class MatrixgenError(Exception):
 
     exit_code: ExitCode = ExitCode.FINDINGS
 
-    def __init__(self, message: str, *, findings: Sequence[Finding] = ()) -> None:
+    def __init__(
+        self, message: str, *, findings: Sequence[Finding] = (), details: Sequence[str] = ()
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.findings = list(findings)
+        self.details = list(details)
+
+    def text(self) -> str:
+        """The message as printed: one line (values in it may hold line breaks, which
+        are shown escaped), then one line per detail."""
+        lines = [terminal_text(self.message)] + [terminal_text(d) for d in self.details]
+        return terminal_lines("\n  ".join(lines))
 
     def __str__(self) -> str:
         if not self.findings:
-            return self.message
-        return render_findings(self.findings) + "\n" + self.message
+            return self.text()
+        return render_findings(self.findings) + "\n" + self.text()
 
 
 class RecipeError(MatrixgenError):
@@ -194,3 +212,28 @@ class QuarantineError(MatrixgenError):
 
 class TrackerError(MatrixgenError):
     exit_code = ExitCode.TRACKER
+
+
+class EnvironmentFault(MatrixgenError):
+    """The machine, not the input: a standard stream closed or full, the working
+    directory gone, a file that cannot be written (read-only, no space left)."""
+
+    exit_code = ExitCode.ENVIRONMENT
+
+
+# What the machine does to a write, whatever path was asked for.
+_MACHINE_ERRNOS = frozenset(
+    {"EROFS", "ENOSPC", "EDQUOT", "EACCES", "EPERM", "EIO", "EFBIG", "EMFILE", "ENFILE", "ENOMEM"}
+)
+
+
+def file_error(message: str, exc: OSError) -> MatrixgenError:
+    """The error for an OSError met on a path: an EnvironmentFault (exit 9) when
+    the machine refused (read-only, full, no permission), else a UsageError (the
+    path itself is wrong: a directory where a file must go, a name too long)."""
+    import errno
+
+    reason = exc.strerror or str(exc)
+    name = errno.errorcode.get(exc.errno or 0, "")
+    kind = EnvironmentFault if name in _MACHINE_ERRNOS else UsageError
+    return kind(f"{message}: {reason}")

@@ -35,7 +35,11 @@ from matrixgen.engine.vocab import (
 
 # Row keys that are attributes of each job, not axes that multiply out.
 ATTRIBUTE_KEYS_V1 = frozenset({"cadence"})
-ATTRIBUTE_KEYS_V2 = frozenset({"cadence", "env", "args"})
+ATTRIBUTE_KEYS_V2 = frozenset({"cadence", "env", "args", "paths", "always"})
+# Change-based selection (format_version 2): globs of repository paths whose
+# change needs a case, and `always` for cases every change runs. They add up
+# from the spec (the file) to the block to the row; engine/changes.py reads them.
+CHANGE_KEYS = ("paths", "always")
 # Row keys a format_version 2 tree knows without declaring them.
 KNOWN_AXES_V2 = frozenset(
     {
@@ -45,12 +49,13 @@ KNOWN_AXES_V2 = frozenset(
         "tag",
         "n_repeat",
         "time_limit",
+        "timeout",
         "nodes",
         "gpus",
         "allow_failure",
     }
 )
-BLOCK_KEYS = frozenset({"test_case", "cadence", "products"})
+BLOCK_KEYS = frozenset({"test_case", "cadence", "products", "paths", "always"})
 # Spec keys a format_version 2 file may use (schema/recipe.schema.json, spec_v2);
 # names starting with "x-" are free for tools of the project's own.
 KNOWN_SPEC_KEYS_V2 = frozenset(
@@ -62,6 +67,7 @@ KNOWN_SPEC_KEYS_V2 = frozenset(
         "gpus",
         "n_repeat",
         "time_limit",
+        "timeout",
         "platforms",
         "environment",
         "scope",
@@ -74,6 +80,8 @@ KNOWN_SPEC_KEYS_V2 = frozenset(
         "artifacts",
         "source",
         "needs",
+        "paths",
+        "always",
     }
 )
 # Spec keys of format_version 2 whose shape only the schema would otherwise check.
@@ -379,6 +387,8 @@ class _FileExpander:
                 "products-empty",
                 f'test case "{test_case}" has an empty products list: it yields no jobs',
             )
+        if self.v2 and any(k in block for k in CHANGE_KEYS):
+            spec = _with_change_keys(spec, block)
         for ri, row in enumerate(rows):
             self.row(spec, test_case, outer, ("products", bi, "products", ri), row, jobs)
             if self.budget.exceeded:
@@ -475,6 +485,11 @@ class _FileExpander:
         explicit = inner if inner is not None else outer
         base_cadence = tuple(explicit) if explicit is not None else DEFAULT_CADENCE
         location = self.row_location(where)
+        changes = (
+            {k: v for k, v in _with_change_keys(spec, row).items() if k in CHANGE_KEYS}
+            if self.v2 and any(k in row for k in CHANGE_KEYS)
+            else None
+        )
         for combo in itertools.product(*values):
             flat = dict(zip(keys, combo, strict=True))
             flat["test_case"] = test_case
@@ -491,6 +506,8 @@ class _FileExpander:
             flat["cadence"] = list(cadence)
             merged = {k: v for k, v in spec.items() if k not in flat}
             merged.update(flat)
+            if changes is not None:
+                merged.update(changes)
             job = self.job(merged, cadence, attrs, where, location, declared)
             if job is not None:
                 jobs.append(job)
@@ -671,6 +688,18 @@ class _Site:
         if isinstance(spec, dict) and key in spec:
             return self.expander.at("spec", key)
         return self.row
+
+
+def _with_change_keys(spec: Mapping[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:
+    """spec with `more`'s paths added to its own and `always` if either says so.
+    Values of the wrong shape are left to the schema's findings."""
+    out = dict(spec)
+    paths = [p for p in (spec.get("paths"), more.get("paths")) if isinstance(p, list)]
+    if paths:
+        out["paths"] = [glob for group in paths for glob in group if isinstance(glob, str)]
+    if more.get("always") is True or spec.get("always") is True:
+        out["always"] = True
+    return out
 
 
 def _value_node(node: Any, key: str) -> Any:

@@ -28,6 +28,7 @@ from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import Finding, Location, Severity
 from matrixgen.engine.model import Job, Target, spec_needs
 from matrixgen.engine.vocab import System
+from matrixgen.util.escape import json_for_log
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -393,7 +394,7 @@ def to_dot(result: JobGraph) -> str:
 
 def render_graph(result: JobGraph, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(to_json(result), indent=2, ensure_ascii=False) + "\n"
+        return json_for_log(json.dumps(to_json(result), indent=2, ensure_ascii=False)) + "\n"
     if fmt == "dot":
         return to_dot(result)
     return to_mermaid(result)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from matrixgen.util.escape import terminal_text
+
 
 def table(rows: list[list[str]], headers: list[str]) -> str:
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
+    """Columns padded to their widest cell. Every cell is escaped for a terminal
+    line (`terminal_text`): a value with a line break in it stays in its row."""
+    cells = [[terminal_text(c) for c in row] for row in rows]
+    widths = [max(len(c) for c in col) for col in zip(headers, *cells, strict=True)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
-    lines += [
-        "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    ]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     return "\n".join(lines) + "\n"

@@ -1,0 +1,82 @@
+"""`--changed-since REF` and `--full`: change-based selection for generate,
+github, gitlab and list (engine/changes.py decides; this wires it in)."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from matrixgen.engine.changes import ChangeSelection
+    from matrixgen.pipeline import Generation
+
+ChangedSinceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--changed-since",
+        metavar="REF",
+        help="Keep only the jobs whose declared paths match a file changed since REF "
+        "(its merge base with HEAD, to the working tree); the full selection when that "
+        "could miss one (reported).",
+    ),
+]
+FullOption = Annotated[
+    bool,
+    typer.Option("--full", help="Ignore --changed-since: the full selection."),
+]
+
+
+def _repo_root(start: Path) -> Path | None:
+    try:
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"],
+            cwd=start,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+    except OSError:
+        return None
+    return Path(top) if top else None
+
+
+def change_selection(
+    generation: Generation, recipes: Path, ref: str | None, full: bool
+) -> tuple[Generation, ChangeSelection | None]:
+    """The generation restricted to the jobs the change needs, and the decision
+    (None when change-based selection is off). The decision is printed."""
+    if ref is None or full:
+        if full and ref is not None:
+            typer.echo(
+                f"matrixgen: --full: the full selection (--changed-since {ref} ignored)", err=True
+            )
+        return generation, None
+    from matrixgen.engine.changes import ChangeSet, changed_files, describe, select_changed
+    from matrixgen.util.escape import terminal_text
+
+    directory = recipes.resolve()
+    root = _repo_root(directory if directory.is_dir() else Path.cwd())
+    tree_paths: list[str] = []
+    if root is None:
+        changes = ChangeSet(ref=ref, error=f"{recipes} is not inside a git checkout")
+    else:
+        changes = changed_files(root, ref)
+        # The recipe tree holds its config and quarantine file; at the top of the
+        # repository ("" here) every change is a change of the tree.
+        tree_paths = [directory.relative_to(root.resolve()).as_posix().strip(".")]
+    ignore = generation.tree.config.section("changes").get("ignore") or ()
+    selection = select_changed(
+        generation.jobs,
+        changes,
+        tree_paths=tree_paths,
+        ignore=[g for g in ignore if isinstance(g, str)],
+    )
+    typer.echo(f"matrixgen: {terminal_text(describe(selection))}", err=True)
+    if selection.fallback is not None or not selection.dropped:
+        return generation, selection
+    kept = tuple(selection.kept(generation.jobs))
+    return replace(generation, expansion=replace(generation.expansion, jobs=kept)), selection

@@ -1,0 +1,155 @@
+"""`matrixgen decide`: what a CI event runs, from the project config's decisions.
+
+Its options are shared with `generate --event`, which generates exactly the
+decided targets.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from matrixgen.cli.common import RecipesOption, echo_json, load_valid
+
+if TYPE_CHECKING:
+    from matrixgen.engine.decide import Decision
+    from matrixgen.pipeline import Generation
+
+
+class DecideFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    MARKDOWN = "markdown"
+
+
+class SystemChoice(StrEnum):
+    GITHUB = "github"
+    GITLAB = "gitlab"
+
+
+EventOption = Annotated[
+    str | None,
+    typer.Option(
+        "--event",
+        metavar="NAME",
+        help="The CI event: GitHub's event name (pull_request, merge_group, schedule, "
+        "workflow_dispatch) or GitLab's pipeline source (merge_request_event, schedule).",
+    ),
+]
+LabelOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--label",
+        metavar="LABEL",
+        help="A label of the pull or merge request that a rule names (a label no rule "
+        "names is an error). Repeatable.",
+    ),
+]
+LabelsJsonOption = Annotated[
+    str | None,
+    typer.Option(
+        "--labels-json",
+        metavar="JSON",
+        help="Every label of the pull request as a JSON list of strings "
+        "(toJSON(github.event.pull_request.labels.*.name)); labels no rule names are ignored "
+        "and reported.",
+    ),
+]
+SystemOption = Annotated[
+    SystemChoice | None,
+    typer.Option("--system", help="The system whose rules decide, when both have the event."),
+]
+
+
+def parse_labels_json(text: str | None) -> list[str]:
+    from matrixgen.engine.errors import UsageError
+
+    if text is None or not text.strip():
+        return []
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"--labels-json: not JSON ({exc.msg} at character {exc.pos})") from None
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError("--labels-json: expected a JSON list of strings, e.g. '[\"Run tests\"]'")
+    return value
+
+
+def decision_for(
+    generation: Generation,
+    event: str,
+    labels: list[str] | None,
+    labels_json: str | None,
+    system: SystemChoice | None,
+) -> Decision:
+    from matrixgen.engine.decide import decide
+    from matrixgen.engine.vocab import System
+
+    config = generation.tree.config
+    return decide(
+        config.decisions,
+        config.targets,
+        event=event,
+        labels=list(labels or ()),
+        loose_labels=parse_labels_json(labels_json),
+        system=System(system.value) if system is not None else None,
+    )
+
+
+def decide_command(
+    event: EventOption = None,
+    label: LabelOption = None,
+    labels_json: LabelsJsonOption = None,
+    system: SystemOption = None,
+    recipes: RecipesOption = None,
+    fmt: Annotated[
+        DecideFormat, typer.Option("--format", help="table, json, or markdown (a job summary).")
+    ] = DecideFormat.TABLE,
+    github_output: Annotated[
+        bool,
+        typer.Option(
+            "--github-output",
+            help="Also append scope, cadence, environment, n_repeat, lightweight, targets and "
+            "decision to $GITHUB_OUTPUT.",
+        ),
+    ] = False,
+) -> None:
+    """What a CI event runs: scope, cadence, environment, n_repeat, lightweight mode
+    and targets, each with the rule that decided it (decisions in the project config).
+
+    Precedence: a label rule overrides the event's rule for the fields it sets; of
+    several labels, the first listed in the config wins each field.
+    Exit 1: the tree has errors; 2: usage error (unknown event or label);
+    3: bad project config.
+    """
+    from matrixgen.engine.errors import UsageError
+
+    if event is None:
+        raise UsageError("decide needs --event NAME (pull_request, merge_group, schedule, ...)")
+    generation = load_valid(recipes)
+    decision = decision_for(generation, event, label, labels_json, system)
+    if github_output:
+        from matrixgen.emit.github import append_github_outputs
+        from matrixgen.views.decision import github_outputs
+
+        append_github_outputs(github_outputs(decision))
+    if fmt is DecideFormat.JSON:
+        echo_json(decision.to_dict())
+    elif fmt is DecideFormat.MARKDOWN:
+        from matrixgen.views.decision import render_markdown
+
+        typer.echo(render_markdown(decision), nl=False)
+    else:
+        from matrixgen.views.decision import render_table
+
+        typer.echo(render_table(decision), nl=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("decide")(decide_command)

@@ -1,0 +1,187 @@
+"""Change-based selection: keep only the jobs whose declared `paths` match a file
+that changed, and fall back to the full selection whenever that could miss one.
+
+A job needs a change when it is `always`, when it declares no paths (nothing
+says what it does not need), or when a changed file matches one of its globs.
+The whole selection is kept, with the reason, when:
+
+- the revision to compare with cannot be resolved;
+- the recipe tree, its project config or its quarantine file changed (they decide
+  what every target runs);
+- a changed file matches no declared path and no `changes.ignore` glob of the
+  project config (nothing says which cases it can break).
+
+Nothing is dropped silently: every dropped job carries its reason.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from matrixgen.engine.model import Job
+
+# Whole-selection fallbacks, as the summary names them.
+UNRESOLVED = "unresolved-ref"
+TREE_CHANGED = "recipe-tree-changed"
+UNMATCHED = "unmatched-file"
+
+
+@lru_cache(maxsize=4096)
+def glob_regex(glob: str) -> re.Pattern[str]:
+    """A repository-path glob: `**` any number of folders, `*` and `?` within one
+    folder, everything else literal. A glob ending in `/` matches what is below it."""
+    if glob.endswith("/"):
+        glob += "**"
+    out: list[str] = []
+    i = 0
+    while i < len(glob):
+        if glob.startswith("**/", i):
+            out.append("(?:[^/]*/)*")
+            i += 3
+        elif glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif glob[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif glob[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(glob[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def matches(glob: str, path: str) -> bool:
+    return glob_regex(glob).match(path) is not None
+
+
+def job_paths(job: Job) -> tuple[str, ...]:
+    paths = job.spec.get("paths")
+    return tuple(p for p in paths if isinstance(p, str)) if isinstance(paths, list) else ()
+
+
+def job_always(job: Job) -> bool:
+    return job.spec.get("always") is True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeSet:
+    """The files that changed since `ref`, or why they could not be known."""
+
+    ref: str
+    files: tuple[str, ...] = ()
+    error: str | None = None  # set: the revision could not be resolved
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeSelection:
+    """What change-based selection decided over a set of jobs."""
+
+    changes: ChangeSet
+    fallback: str | None  # UNRESOLVED, TREE_CHANGED, UNMATCHED: everything is kept
+    fallback_detail: str = ""
+    dropped: tuple[tuple[Job, str], ...] = ()  # (job, why it is not needed)
+
+    def keeps(self, job: Job) -> bool:
+        return self.fallback is not None or job not in self._dropped_jobs
+
+    @property
+    def _dropped_jobs(self) -> frozenset[Job]:
+        return frozenset(job for job, _ in self.dropped)
+
+    def kept(self, jobs: Iterable[Job]) -> list[Job]:
+        if self.fallback is not None:
+            return list(jobs)
+        dropped = self._dropped_jobs
+        return [j for j in jobs if j not in dropped]
+
+
+def changed_files(repo: Path, ref: str) -> ChangeSet:
+    """Files that differ between `ref` (its merge base with HEAD, as a pull
+    request sees it) and the working tree, untracked files included."""
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False)
+
+    try:
+        resolved = git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    except OSError as exc:
+        return ChangeSet(ref=ref, error=f"git could not run: {exc.strerror}")
+    if resolved.returncode != 0:
+        return ChangeSet(ref=ref, error=f'"{ref}" is not a revision of {repo}')
+    base = git("merge-base", resolved.stdout.strip(), "HEAD")
+    start = base.stdout.strip() if base.returncode == 0 and base.stdout.strip() else ref
+    diff = git("diff", "--name-only", "-z", "--no-renames", start, "--")
+    untracked = git("ls-files", "--others", "--exclude-standard", "-z")
+    if diff.returncode != 0:
+        return ChangeSet(ref=ref, error=f"git diff failed: {diff.stderr.strip()}")
+    files = {f for f in diff.stdout.split("\0") if f} | {
+        f for f in untracked.stdout.split("\0") if f
+    }
+    return ChangeSet(ref=ref, files=tuple(sorted(files)))
+
+
+def select_changed(
+    jobs: Sequence[Job],
+    changes: ChangeSet,
+    *,
+    tree_paths: Sequence[str],
+    ignore: Sequence[str] = (),
+) -> ChangeSelection:
+    """Which of `jobs` the change needs. `tree_paths` are the repository paths of
+    the recipe tree's folder, config and quarantine file (a change there changes
+    what every target runs); `ignore` globs name files no case needs (docs)."""
+    if changes.error is not None:
+        return ChangeSelection(changes=changes, fallback=UNRESOLVED, fallback_detail=changes.error)
+    for path in changes.files:
+        if any(_inside(path, t) for t in tree_paths):
+            return ChangeSelection(changes=changes, fallback=TREE_CHANGED, fallback_detail=path)
+    declared = sorted({glob for job in jobs for glob in job_paths(job)})
+    for path in changes.files:
+        if any(matches(g, path) for g in ignore):
+            continue
+        if not any(matches(g, path) for g in declared):
+            return ChangeSelection(changes=changes, fallback=UNMATCHED, fallback_detail=path)
+    relevant = [p for p in changes.files if not any(matches(g, p) for g in ignore)]
+    dropped: list[tuple[Job, str]] = []
+    for job in jobs:
+        paths = job_paths(job)
+        if job_always(job) or not paths:
+            continue
+        if not any(matches(g, p) for g in paths for p in relevant):
+            shown = ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
+            dropped.append((job, f"no changed file matches its paths ({shown})"))
+    return ChangeSelection(changes=changes, fallback=None, dropped=tuple(dropped))
+
+
+def _inside(path: str, folder: str) -> bool:
+    folder = folder.strip("/")
+    return folder in ("", ".") or path == folder or path.startswith(folder + "/")
+
+
+FALLBACK_TEXT = {
+    UNRESOLVED: "the revision could not be resolved",
+    TREE_CHANGED: "the recipe tree, its config or its quarantine file changed",
+    UNMATCHED: "a changed file matches no declared path (and no changes.ignore glob)",
+}
+
+
+def describe(selection: ChangeSelection) -> str:
+    """One line: what change-based selection did."""
+    changes = selection.changes
+    if selection.fallback is not None:
+        return (
+            f"change-based selection since {changes.ref}: full selection kept: "
+            f"{FALLBACK_TEXT[selection.fallback]} ({selection.fallback_detail})"
+        )
+    return (
+        f"change-based selection since {changes.ref}: {len(changes.files)} changed file(s), "
+        f"{len(selection.dropped)} job(s) not needed"
+    )

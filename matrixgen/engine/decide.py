@@ -1,0 +1,389 @@
+"""Trigger decisions: what a CI event (and the labels on its pull or merge request)
+runs, as data in the project config instead of shell conditionals in a workflow.
+
+    decisions:
+      github:
+        events:                       # the event's own rule: the base of a decision
+          pull_request: {scope: L0, cadence: pr}
+          merge_group: {scope: L1, cadence: mergegroup, n_repeat: 1}
+        labels:                       # listed in order of precedence
+          - {label: Run tests, events: [pull_request], scope: L1, n_repeat: 1,
+             lightweight: true, cadence: any}
+          - {label: "container::lts", environment: lts}
+
+Precedence: a label rule overrides the event's rule for the fields it sets; when
+several labels are present, the first one listed wins each field it sets (a later
+label still sets the fields no earlier one set). `cadence: any` bypasses the
+cadence filter. A decision picks the configured targets of the system and the
+decided scope, one per platform and environment, with the decided environment
+and cadence; where no configured target has exactly that selector, an ad hoc one
+is made from the configured target's settings.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from matrixgen.engine.errors import Findings, UsageError, did_you_mean
+from matrixgen.engine.model import Selector, Target
+from matrixgen.engine.vocab import System, resolve_scope
+
+# The events each system reports (GitHub's event names; GitLab's CI_PIPELINE_SOURCE).
+EVENTS: Mapping[System, tuple[str, ...]] = MappingProxyType(
+    {
+        System.GITHUB: ("pull_request", "merge_group", "schedule", "workflow_dispatch", "push"),
+        System.GITLAB: ("merge_request_event", "schedule", "push", "web", "api", "trigger"),
+    }
+)
+# Events whose pipelines carry the labels of a pull or merge request.
+LABELLED_EVENTS = frozenset({"pull_request", "merge_request_event"})
+ANY_CADENCE = "any"
+# The variable each system sets to "true" in its jobs.
+_RUNNING_IN = ((System.GITHUB, "GITHUB_ACTIONS"), (System.GITLAB, "GITLAB_CI"))
+# The fields a rule may set, in the order a decision shows them.
+FIELDS = ("scope", "cadence", "environment", "n_repeat", "lightweight")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rule:
+    """One rule of `decisions.<system>`: an event's own, or a label's."""
+
+    system: System
+    event: str | None = None  # an event rule
+    label: str | None = None  # a label rule
+    events: tuple[str, ...] = ()  # a label rule's events (empty: every labelled event)
+    values: Mapping[str, Any] = field(default_factory=dict)
+    where: tuple[str | int, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"event {self.event}" if self.event is not None else f'label "{self.label}"'
+
+    def applies_to(self, event: str) -> bool:
+        return not self.events or event in self.events
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decisions:
+    """The rules of one system."""
+
+    system: System
+    events: Mapping[str, Rule]
+    labels: tuple[Rule, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """What one event runs: the decided fields, the rule behind each, the targets."""
+
+    system: System
+    event: str
+    labels: tuple[str, ...]
+    scope: str
+    cadence: str | None  # None: the cadence filter is bypassed
+    environment: str | None  # None: each configured target's own
+    n_repeat: int | None  # None: each job's own
+    lightweight: bool
+    fired: tuple[str, ...]  # the rules that fired, in precedence order
+    set_by: Mapping[str, str]  # field -> the rule that decided it
+    ignored_labels: tuple[str, ...] = ()
+    targets: tuple[Target, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "system": self.system.value,
+            "event": self.event,
+            "labels": list(self.labels),
+            "ignored_labels": list(self.ignored_labels),
+            "scope": self.scope,
+            "cadence": self.cadence if self.cadence is not None else ANY_CADENCE,
+            "environment": self.environment,
+            "n_repeat": self.n_repeat,
+            "lightweight": self.lightweight,
+            "rules": list(self.fired),
+            "set_by": dict(self.set_by),
+            "targets": [t.name for t in self.targets],
+        }
+
+
+def parse_decisions(
+    raw: Any,
+    *,
+    scopes: Mapping[System, Sequence[str]],
+    environments: frozenset[str],
+    cadences: frozenset[str],
+    locate: Any,
+    findings: Findings,
+) -> dict[System, Decisions]:
+    """`decisions` of the project config (its shape is checked by the schema);
+    every rule that can never fire, or that clashes with another, is a finding."""
+    out: dict[System, Decisions] = {}
+    if not isinstance(raw, Mapping):
+        return out
+    for system_name, section in sorted(raw.items()):
+        system = System(system_name)
+        known_events = EVENTS[system]
+        events: dict[str, Rule] = {}
+        for event, values in (section.get("events") or {}).items():
+            where = ("decisions", system_name, "events", event)
+            if event not in known_events:
+                findings.add(
+                    locate(list(where)),
+                    "config-decision",
+                    f'unknown {system.value} event "{event}"{did_you_mean(event, known_events)}; '
+                    f"known: {', '.join(known_events)}",
+                )
+                continue
+            if "scope" not in values:
+                findings.add(
+                    locate(list(where)),
+                    "config-decision",
+                    f"event {event}: an event's rule must name the scope it runs",
+                )
+            _check_values(system, values, where, scopes, environments, cadences, locate, findings)
+            events[event] = Rule(system=system, event=event, values=dict(values), where=where)
+        labels: list[Rule] = []
+        for i, item in enumerate(section.get("labels") or ()):
+            where = ("decisions", system_name, "labels", i)
+            values = {k: v for k, v in item.items() if k in FIELDS}
+            rule = Rule(
+                system=system,
+                label=item["label"],
+                events=tuple(item.get("events") or ()),
+                values=values,
+                where=where,
+            )
+            for event in rule.events:
+                if event not in events:
+                    findings.add(
+                        locate([*where, "events"]),
+                        "config-decision",
+                        f'label "{rule.label}": event "{event}" has no rule of its own in '
+                        f"decisions.{system.value}.events{did_you_mean(event, list(events))}",
+                    )
+                elif event not in LABELLED_EVENTS:
+                    findings.add(
+                        locate([*where, "events"]),
+                        "config-decision",
+                        f'label "{rule.label}": {event} pipelines carry no labels '
+                        f"(only {', '.join(sorted(LABELLED_EVENTS & set(known_events)))} do)",
+                    )
+            if not values:
+                findings.add(
+                    locate(list(where)),
+                    "config-decision",
+                    f'label "{rule.label}" sets nothing ({", ".join(FIELDS)})',
+                )
+            for earlier in labels:
+                shared = _shared_events(earlier, rule, events)
+                if earlier.label == rule.label and shared:
+                    clash = sorted(
+                        k
+                        for k in set(earlier.values) & set(rule.values)
+                        if earlier.values[k] != rule.values[k]
+                    )
+                    what = f"sets {', '.join(clash)} differently" if clash else "repeats it"
+                    findings.add(
+                        locate(list(where)),
+                        "config-decision",
+                        f'label "{rule.label}" is listed twice for {", ".join(shared)} '
+                        f"(items {labels.index(earlier)} and {i}); the second {what}, and the "
+                        "first always wins: merge them into one rule",
+                    )
+            _check_values(system, values, where, scopes, environments, cadences, locate, findings)
+            labels.append(rule)
+        out[system] = Decisions(
+            system=system, events=MappingProxyType(events), labels=tuple(labels)
+        )
+    return out
+
+
+def _shared_events(a: Rule, b: Rule, events: Mapping[str, Rule]) -> list[str]:
+    labelled = [e for e in events if e in LABELLED_EVENTS]
+    return [e for e in labelled if a.applies_to(e) and b.applies_to(e)]
+
+
+def _check_values(
+    system: System,
+    values: Mapping[str, Any],
+    where: tuple[str | int, ...],
+    scopes: Mapping[System, Sequence[str]],
+    environments: frozenset[str],
+    cadences: frozenset[str],
+    locate: Any,
+    findings: Findings,
+) -> None:
+    known_scopes = list(scopes.get(system, ()))
+    scope = values.get("scope")
+    if scope is not None and scope not in known_scopes:
+        findings.add(
+            locate([*where, "scope"]),
+            "config-decision",
+            f'unknown {system.value} scope "{scope}"{did_you_mean(scope, known_scopes)}; '
+            f"declared: {', '.join(known_scopes)}",
+        )
+    env = values.get("environment")
+    if env is not None and env not in environments:
+        findings.add(
+            locate([*where, "environment"]),
+            "config-decision",
+            f'unknown environment "{env}"{did_you_mean(env, environments)}',
+        )
+    cadence = values.get("cadence")
+    if cadence is not None and cadence != ANY_CADENCE and cadence not in cadences:
+        findings.add(
+            locate([*where, "cadence"]),
+            "config-decision",
+            f'cadence "{cadence}" is not declared (vocabulary.cadences: '
+            f"{', '.join(sorted(cadences))}; or {ANY_CADENCE} to bypass the cadence filter)",
+        )
+
+
+def decide(
+    rules: Mapping[System, Decisions],
+    targets: Sequence[Target],
+    *,
+    event: str,
+    labels: Sequence[str] = (),
+    loose_labels: Sequence[str] = (),
+    system: System | None = None,
+) -> Decision:
+    """The decision for one event. `labels` must each be known to a rule (a
+    mistyped label is a usage error); `loose_labels` (every label of a pull
+    request, say) may hold others, which are ignored and reported."""
+    system = _system_for(rules, event, system)
+    section = rules[system]
+    base = section.events.get(event)
+    if base is None:
+        known = list(section.events)
+        raise UsageError(
+            f'--event "{event}": no rule for {system.value} event "{event}"'
+            f"{did_you_mean(event, known)}; decisions.{system.value}.events: {', '.join(known)}"
+        )
+    known_labels = [r.label for r in section.labels if r.label is not None]
+    for label in labels:
+        if label not in known_labels:
+            raise UsageError(
+                f'--label "{label}": no rule of decisions.{system.value}.labels names it'
+                f"{did_you_mean(label, known_labels)}; known: {', '.join(known_labels) or 'none'}"
+            )
+    present = list(dict.fromkeys([*labels, *loose_labels]))
+    ignored = tuple(sorted(label for label in present if label not in known_labels))
+    values: dict[str, Any] = dict(base.values)
+    set_by = {k: base.name for k in values}
+    fired = [base.name]
+    decided_by_label: set[str] = set()
+    if event in LABELLED_EVENTS:
+        for rule in section.labels:
+            if rule.label not in present or not rule.applies_to(event):
+                continue
+            taken = [k for k in rule.values if k not in decided_by_label]
+            if not taken:
+                continue
+            fired.append(rule.name)
+            for key in taken:
+                values[key] = rule.values[key]
+                set_by[key] = rule.name
+                decided_by_label.add(key)
+    cadence = values.get("cadence")
+    decision = Decision(
+        system=system,
+        event=event,
+        labels=tuple(present),
+        scope=values["scope"],
+        cadence=None if cadence in (None, ANY_CADENCE) else cadence,
+        environment=values.get("environment"),
+        n_repeat=values.get("n_repeat"),
+        lightweight=values.get("lightweight") is True,
+        fired=tuple(fired),
+        set_by=MappingProxyType({k: set_by[k] for k in FIELDS if k in set_by}),
+        ignored_labels=ignored,
+    )
+    return _with_targets(decision, targets)
+
+
+def _system_for(rules: Mapping[System, Decisions], event: str, system: System | None) -> System:
+    if not rules:
+        raise UsageError("the project config has no `decisions` section: nothing to decide")
+    if system is not None:
+        if system not in rules:
+            raise UsageError(f"the project config has no decisions.{system.value} section")
+        return system
+    owners = [s for s, d in sorted(rules.items()) if event in d.events]
+    if len(owners) == 1:
+        return owners[0]
+    # Inside a CI job, its own system's rules decide.
+    running = [s for s, var in _RUNNING_IN if os.environ.get(var) == "true"]
+    if len(owners) > 1 and len(running) == 1 and running[0] in owners:
+        return running[0]
+    if len(owners) > 1:
+        raise UsageError(
+            f'--event "{event}" has rules for {" and ".join(s.value for s in owners)}: '
+            "give --system"
+        )
+    every = sorted({e for d in rules.values() for e in d.events})
+    raise UsageError(
+        f'--event "{event}": no rule for it{did_you_mean(event, every)}; '
+        f"events with rules: {', '.join(every)}"
+    )
+
+
+def _with_targets(decision: Decision, configured: Sequence[Target]) -> Decision:
+    """One target per platform and environment among the configured targets of
+    the decided system and scope, with the decided environment and cadence."""
+    scope = resolve_scope(decision.scope)
+    chosen: dict[tuple[str, str], Target] = {}
+    for base in sorted(configured, key=lambda t: t.name):
+        if base.system is not decision.system or resolve_scope(base.selector.scope or "") != scope:
+            continue
+        environment = decision.environment or base.selector.environment
+        selector = Selector(
+            scope=base.selector.scope,
+            platform=base.selector.platform,
+            environment=environment,
+            cadence=decision.cadence,
+            model=base.selector.model,
+            tag=base.selector.tag,
+        )
+        key = (selector.platform or "", selector.environment or "")
+        if key in chosen:
+            continue
+        exact = next(
+            (t for t in configured if t.system is decision.system and t.selector == selector), None
+        )
+        template = exact or base
+        settings = dict(template.settings)
+        if decision.n_repeat is not None:
+            settings["n_repeat"] = decision.n_repeat
+        if decision.lightweight:
+            settings["lightweight"] = True
+        name = template.name if exact is not None else _ad_hoc_name(decision, selector, base)
+        chosen[key] = Target(
+            name=name,
+            system=decision.system,
+            selector=selector,
+            settings=MappingProxyType(settings),
+        )
+    return replace(decision, targets=tuple(chosen[k] for k in sorted(chosen)))
+
+
+def _ad_hoc_name(decision: Decision, selector: Selector, base: Target) -> str:
+    """`<system>-<group>-<environment>-<cadence>` where the configured target names
+    an output group (github-l1-h100-lts-any), else from the selector's values."""
+    group = base.settings.get("group")
+    middle = (
+        [group]
+        if isinstance(group, str) and group
+        else [(selector.scope or "").lower(), selector.platform or ""]
+    )
+    parts = [
+        decision.system.value,
+        *middle,
+        selector.environment or "",
+        selector.cadence or ANY_CADENCE,
+    ]
+    return "-".join(p for p in parts if p)

@@ -1,0 +1,1 @@
+"""Small pure helpers shared by every layer (they import nothing from matrixgen)."""

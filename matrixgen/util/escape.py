@@ -1,0 +1,260 @@
+"""Escaping of untrusted text for the place it is printed.
+
+A recipe tree and a quarantine file come from pull requests, so every string in
+them is hostile until escaped for its destination:
+
+- a terminal or CI log line (`terminal_text` for one field, `terminal_line` for a
+  whole line): no line breaks, no control characters, nothing a CI log reader
+  takes for a command (GitHub runs a line that starts with `::` after blanks, and
+  `##[` anywhere in a line, as a workflow command);
+- a GitHub workflow command (`workflow_data`, `workflow_property`, `annotation`);
+- GitHub-flavoured Markdown (`markdown_text`, `markdown_code`, `safe_link`,
+  `markdown_link`);
+- JSON text printed to a log (`json_for_log`).
+
+Pure functions over `str`; nothing here imports the rest of matrixgen.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from urllib.parse import quote, urlsplit
+
+# ----------------------------------------------------------------- terminal lines
+
+_NAMED = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# Categories never shown as themselves: controls (C0, DEL, C1), format characters
+# (bidirectional overrides, zero-width characters), line and paragraph
+# separators, and lone surrogates (which no UTF-8 stream can carry).
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+_LEGACY_COMMAND = "##["
+_LEGACY_COMMAND_ESCAPED = "##\\x5b"
+_LINE_COMMAND = re.compile(r"^(\s*):(?=:)")
+_TERMINAL_ESCAPE = re.compile(r"\\(?:x([0-9a-f]{2})|u([0-9a-f]{4})|U([0-9a-f]{8})|(.))", re.S)
+_UNNAMED = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\"}
+
+
+def _hidden(char: str) -> bool:
+    return unicodedata.category(char) in _HIDDEN_CATEGORIES
+
+
+def _code(char: str) -> str:
+    point = ord(char)
+    if point <= 0xFF:
+        return f"\\x{point:02x}"
+    if point <= 0xFFFF:
+        return f"\\u{point:04x}"
+    return f"\\U{point:08x}"
+
+
+def _needs_escape(char: str) -> bool:
+    return char in _NAMED or (not char.isprintable() and _hidden(char))
+
+
+def terminal_text(value: object) -> str:
+    """One field of a terminal or log line, escaped: reversible (`unescape_terminal`),
+    never a line break, a control character or a `##[`. Backslashes are doubled;
+    line breaks, tabs and other invisible characters are shown as `\\n`, `\\t`,
+    `\\xNN`, `\\uNNNN`, like Python string literals. Printable text, non-ASCII
+    letters included, is left as it is."""
+    text = value if isinstance(value, str) else str(value)
+    if text.isprintable() and "\\" not in text and _LEGACY_COMMAND not in text:
+        return text  # the common case: nothing to do
+    out = []
+    for char in text:
+        if char in _NAMED:
+            out.append(_NAMED[char])
+        elif not char.isprintable() and _hidden(char):
+            out.append(_code(char))
+        else:
+            out.append(char)
+    return "".join(out).replace(_LEGACY_COMMAND, _LEGACY_COMMAND_ESCAPED)
+
+
+def unescape_terminal(text: str) -> str:
+    """The inverse of `terminal_text` (and of the escapes `terminal_line` adds)."""
+
+    def one(found: re.Match[str]) -> str:
+        for group in (1, 2, 3):
+            if found[group]:
+                return chr(int(found[group], 16))
+        return _UNNAMED.get(found[4], found[0])
+
+    return _TERMINAL_ESCAPE.sub(one, text)
+
+
+def terminal_line(line: str) -> str:
+    """A whole line, composed of fields already escaped, made safe to print: a `::`
+    at its start (after blanks) and `##[` anywhere are escaped, and so is any
+    control character still in it (a line break among them: the result is one
+    line). What `terminal_text` produced passes unchanged, except that a leading
+    `::` gets its first colon escaped (`\\x3a`)."""
+    if not line.isprintable() and any(_hidden(c) and c != "\t" for c in line):
+        line = "".join(_code(c) if c != "\t" and _hidden(c) else c for c in line)
+    if _LEGACY_COMMAND in line:
+        line = line.replace(_LEGACY_COMMAND, _LEGACY_COMMAND_ESCAPED)
+    if ":" in line[:1] or (line[:1].isspace() and "::" in line):
+        line = _LINE_COMMAND.sub(r"\1\\x3a", line, count=1)
+    return line
+
+
+def terminal_lines(text: str) -> str:
+    """`terminal_line` on each line of text (the line breaks are kept)."""
+    return "\n".join(terminal_line(line) for line in text.split("\n"))
+
+
+# -------------------------------------------------------------- workflow commands
+
+
+def workflow_data(text: str) -> str:
+    """The message of a GitHub workflow command (after the second `::`)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def workflow_property(text: str) -> str:
+    """A property value of a workflow command (`file=...`, `title=...`)."""
+    return workflow_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(
+    level: str,
+    message: str,
+    *,
+    file: str | None = None,
+    line: int = 0,
+    column: int = 0,
+    title: str | None = None,
+) -> str:
+    """`::error file=F,line=L,col=C,title=T::message` (level: error, warning, notice).
+
+    Every input part is escaped as the runner unescapes it, so the command is one
+    line and the message reads back exactly as given."""
+    props = []
+    if file is not None:
+        props.append(f"file={workflow_property(file)}")
+        if line:
+            props.append(f"line={int(line)}")
+            if column:
+                props.append(f"col={int(column)}")
+    if title is not None:
+        props.append(f"title={workflow_property(title)}")
+    head = f"{level} {','.join(props)}" if props else level
+    return f"::{head}::{workflow_data(message)}"
+
+
+# ------------------------------------------------------------------------- JSON
+
+
+def _json_code(char: str) -> str:
+    point = ord(char)
+    if point <= 0xFFFF:
+        return f"\\u{point:04x}"
+    point -= 0x10000  # a UTF-16 surrogate pair, as JSON spells it
+    return f"\\u{0xD800 + (point >> 10):04x}\\u{0xDC00 + (point & 0x3FF):04x}"
+
+
+def json_for_log(text: str) -> str:
+    """JSON text (from `json.dumps(..., ensure_ascii=False)`) made safe to print in
+    a CI log without changing what it means: invisible characters (DEL, C1
+    controls, line separators, bidirectional overrides, which json.dumps leaves
+    as they are) become `\\uXXXX`, and so does the `[` of `##[`. Outside its
+    strings JSON holds only ASCII, so only strings change, and only in spelling."""
+    if not text.isprintable() and any(_hidden(c) for c in text if c not in "\n\t\r "):
+        text = "".join(_json_code(c) if c not in "\n\t\r " and _hidden(c) else c for c in text)
+    return text.replace(_LEGACY_COMMAND, "##\\u005b")
+
+
+# ------------------------------------------------------------------------- YAML
+
+# No folding of long scalars: a folded line could start with `::`.
+YAML_WIDTH = 2**31 - 1
+
+
+def yaml_double_quoted(value: str) -> bool:
+    """Whether a YAML emitter must write `value` double-quoted (with its own
+    escapes: `\\n`, `\\e`, ...) so that the document can be printed in a CI log:
+    then each line of it passes `terminal_line` unchanged, or changes only inside
+    a double-quoted scalar, where `\\xNN` and `\\uNNNN` mean to YAML what they
+    mean to us (see `yaml_for_log`). Line breaks, invisible characters, `##[`
+    and a leading `:` call for it."""
+    if _LEGACY_COMMAND in value or value.lstrip().startswith(":"):
+        return True
+    return not value.isprintable() and any(_hidden(c) for c in value)
+
+
+def yaml_for_log(text: str) -> str:
+    """YAML emitted with `yaml_double_quoted` strings, made safe to print: the
+    invisible characters an emitter leaves as they are (bidirectional overrides,
+    zero-width characters) and the `[` of `##[` are written as escapes, which
+    can only fall inside double-quoted scalars there."""
+    return terminal_lines(text)
+
+
+# --------------------------------------------------------------------- Markdown
+
+# Every ASCII punctuation character may be backslash-escaped in CommonMark; the
+# ones that can start markup (or end a table cell) are.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>=^$:@])")
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
+
+
+def markdown_text(value: object) -> str:
+    """Inline Markdown text (table cells included) that renders as the value itself:
+    no emphasis, link, image, HTML tag, heading or table cell break can come out
+    of it. Invisible characters are shown as in terminal lines (`\\n`, `\\x07`)."""
+    text = value if isinstance(value, str) else str(value)
+    shown = "".join(
+        _NAMED.get(c, c) if c in "\n\r\t" else (_code(c) if _needs_escape(c) else c) for c in text
+    )
+    escaped = []
+    for char in shown:
+        if char in _HTML:
+            escaped.append(_HTML[char])
+        elif _MARKDOWN_SPECIAL.fullmatch(char):
+            escaped.append("\\" + char)
+        else:
+            escaped.append(char)
+    return "".join(escaped)
+
+
+def markdown_code(value: object) -> str:
+    """An inline code span holding the value as it is (mentions, links and markup
+    stay inert inside it); a `|` is escaped so the span can sit in a table cell."""
+    text = value if isinstance(value, str) else str(value)
+    text = "".join(_code(c) if _needs_escape(c) and c != "\\" else c for c in text)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip(" ") else ""
+    body = text.replace("|", "\\|")
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
+_LINK_SCHEMES = ("http", "https")
+
+
+def safe_link(url: object) -> str | None:
+    """The URL as a Markdown link destination when it is an absolute http(s) URL with
+    a host, else None (`javascript:`, `data:`, relative and odd URLs are no links).
+    Characters that could end the destination or the link are percent-encoded."""
+    if not isinstance(url, str) or not url or len(url) > 2048:
+        return None
+    if any(c.isspace() or _hidden(c) for c in url):
+        return None
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in _LINK_SCHEMES or not parts.hostname:
+        return None
+    if "\\" in url or "@" in parts.netloc:
+        return None  # a host that browsers and parsers may read differently
+    return quote(url, safe="/:?#[]!$&'*+,;=%-._~")
+
+
+def markdown_link(text: object, url: object) -> str:
+    """`[text](url)` with the text escaped, or the escaped text alone when the URL
+    is not a safe link."""
+    target = safe_link(url)
+    shown = markdown_text(text)
+    return f"[{shown}]({target})" if target is not None else shown

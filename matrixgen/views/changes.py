@@ -1,0 +1,111 @@
+"""What change-based selection left out of each target, and what that saves."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from matrixgen.engine.changes import FALLBACK_TEXT, ChangeSelection
+from matrixgen.engine.model import Job, Target
+from matrixgen.util.escape import terminal_text
+from matrixgen.views.cost import Cost, hours, jobs_cost
+
+if TYPE_CHECKING:
+    from matrixgen.pipeline import Generation
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dropped:
+    """Per target: the jobs the change does not need, why, and their GPU-hours."""
+
+    selection: ChangeSelection
+    targets: tuple[tuple[Target, tuple[tuple[Job, str], ...], Cost], ...]
+
+    @property
+    def saved(self) -> Cost:
+        total = Cost()
+        for _, _, cost in self.targets:
+            total = total + cost
+        return total
+
+    def to_dict(self) -> dict[str, Any]:
+        selection = self.selection
+        return {
+            "ref": selection.changes.ref,
+            "changed_files": list(selection.changes.files),
+            "fallback": selection.fallback,
+            "fallback_reason": (
+                f"{FALLBACK_TEXT[selection.fallback]} ({selection.fallback_detail})"
+                if selection.fallback
+                else None
+            ),
+            "gpu_hours_saved": round(self.saved.gpu_hours_max, 3),
+            "targets": [
+                {
+                    "target": target.name,
+                    "dropped": [
+                        {
+                            "job": f"{j.model}/{j.test_case}",
+                            "platform": j.platform,
+                            "environment": j.environment,
+                            "tag": j.tag or "",
+                            "reason": why,
+                        }
+                        for j, why in jobs
+                    ],
+                    "gpu_hours_saved": round(cost.gpu_hours_max, 3),
+                }
+                for target, jobs, cost in self.targets
+            ],
+        }
+
+
+def dropped_by_target(
+    full: Generation, changed: Generation, targets: Sequence[Target], selection: ChangeSelection
+) -> Dropped:
+    # Keyed by identity, scope and cadence: a target's jobs carry quarantine marks.
+    reasons = {job.sort_key(): why for job, why in selection.dropped}
+    config = full.tree.config
+    out = []
+    for target in targets:
+        kept = set(changed.jobs_for(target)) if selection.fallback is None else None
+        if kept is None:
+            out.append((target, (), Cost()))
+            continue
+        gone = [j for j in full.jobs_for(target) if j not in kept]
+        pairs = tuple((j, reasons.get(j.sort_key(), "not needed by the change")) for j in gone)
+        out.append((target, pairs, jobs_cost(gone, target, config)))
+    return Dropped(selection=selection, targets=tuple(out))
+
+
+def render_dropped(dropped: Dropped, table: Callable[..., str]) -> str:
+    selection = dropped.selection
+    if selection.fallback is not None:
+        return (
+            f"change-based selection since {terminal_text(selection.changes.ref)}: the full "
+            f"selection ({FALLBACK_TEXT[selection.fallback]}: "
+            f"{terminal_text(selection.fallback_detail)})\n"
+        )
+    rows = [
+        [t.name, str(len(jobs)), hours(cost.gpu_hours_max)]
+        for t, jobs, cost in dropped.targets
+        if jobs
+    ]
+    lines = [
+        f"change-based selection since {terminal_text(selection.changes.ref)}: "
+        f"{len(selection.changes.files)} changed file(s); "
+        f"{sum(len(j) for _, j, _ in dropped.targets)} job(s) left out over "
+        f"{len(rows)} target(s), {hours(dropped.saved.gpu_hours_max)} GPU-h saved per run"
+    ]
+    text = "\n".join(lines) + "\n"
+    if rows:
+        text += table(rows, ["target", "left out", "GPU-h saved"])
+        for target, jobs, _ in dropped.targets:
+            for job, why in jobs:
+                text += (
+                    f"  {target.name}: {terminal_text(job.model)}/{terminal_text(job.test_case)}"
+                    f" on {terminal_text(job.platform)}/{terminal_text(job.environment)}: "
+                    f"{terminal_text(why)}\n"
+                )
+    return text

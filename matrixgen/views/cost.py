@@ -1,0 +1,213 @@
+"""What a selection costs in GPU-hours.
+
+A job holds `nodes x gpus` GPUs for up to `n_repeat` repeats of `time_limit`
+seconds, so its cost is bounded by
+
+    gpu_hours_max = nodes x gpus x time_limit x n_repeat / 3600
+
+(nodes default 1; a job that declares no gpus costs 0 and is counted apart).
+`weighted` multiplies it by the platform's `gpu_hour_weight` (else that of the
+platform it is an `alias_of`; default 1), so that
+a GB200 GPU-hour can count for more than an H100 one. Where measured durations
+are known (a results store), `gpu_hours_expected` uses the measured seconds per
+repeat instead of the time limit. A target's cost is that of the jobs it runs:
+a job a quarantine entry skips costs nothing; an allow-failure one still runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from matrixgen.engine.config import ProjectConfig
+from matrixgen.engine.model import Job, Target
+from matrixgen.views.stats import fleet
+
+if TYPE_CHECKING:
+    from matrixgen.pipeline import Generation
+
+FORMULA = "nodes x gpus x time_limit x n_repeat / 3600, x platforms.<p>.gpu_hour_weight"
+
+# Measured seconds of one repeat of a job on a target, where known.
+Measured = Callable[[Job, Target], float | None]
+
+
+def weight(config: ProjectConfig, platform: str) -> float:
+    """The platform's gpu_hour_weight, else that of the platform it is an alias of."""
+    for name in (platform, fleet(config, platform)):
+        value = config.platform_info(name).get("gpu_hour_weight")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return 1.0
+
+
+def gpus_of(job: Job) -> int:
+    return (job.nodes if job.nodes is not None else 1) * (job.gpus or 0)
+
+
+def gpu_hours(job: Job, n_repeat: int | None = None, seconds: float | None = None) -> float:
+    """The job's GPU-hours: time limit (or `seconds` measured) per repeat."""
+    repeats = n_repeat if n_repeat is not None else job.n_repeat
+    per_repeat = seconds if seconds is not None else job.time_limit
+    return gpus_of(job) * per_repeat * repeats / 3600
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cost:
+    jobs: int = 0
+    gpu_hours_max: float = 0.0
+    weighted_max: float = 0.0
+    expected: float | None = None  # over the jobs with measured durations only
+    measured_jobs: int = 0
+    without_gpus: int = 0
+
+    def __add__(self, other: Cost) -> Cost:
+        expected = (
+            None
+            if self.expected is None and other.expected is None
+            else (self.expected or 0.0) + (other.expected or 0.0)
+        )
+        return Cost(
+            jobs=self.jobs + other.jobs,
+            gpu_hours_max=self.gpu_hours_max + other.gpu_hours_max,
+            weighted_max=self.weighted_max + other.weighted_max,
+            expected=expected,
+            measured_jobs=self.measured_jobs + other.measured_jobs,
+            without_gpus=self.without_gpus + other.without_gpus,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "jobs": self.jobs,
+            "gpu_hours_max": round(self.gpu_hours_max, 3),
+            "weighted_gpu_hours_max": round(self.weighted_max, 3),
+        }
+        if self.expected is not None:
+            out["gpu_hours_expected"] = round(self.expected, 3)
+            out["measured_jobs"] = self.measured_jobs
+        if self.without_gpus:
+            out["jobs_without_gpus"] = self.without_gpus
+        return out
+
+
+def job_cost(
+    job: Job,
+    target: Target,
+    config: ProjectConfig,
+    *,
+    n_repeat: int | None = None,
+    measured: Measured | None = None,
+) -> Cost:
+    hours = gpu_hours(job, n_repeat)
+    seconds = measured(job, target) if measured is not None else None
+    return Cost(
+        jobs=1,
+        gpu_hours_max=hours,
+        weighted_max=hours * weight(config, job.platform),
+        expected=gpu_hours(job, n_repeat, seconds) if seconds is not None else None,
+        measured_jobs=1 if seconds is not None else 0,
+        without_gpus=0 if job.gpus else 1,
+    )
+
+
+def jobs_cost(
+    jobs: Iterable[Job],
+    target: Target,
+    config: ProjectConfig,
+    *,
+    measured: Measured | None = None,
+) -> Cost:
+    """The cost of the jobs one target runs (a decision's n_repeat applied)."""
+    decided = target.settings.get("n_repeat")
+    total = Cost()
+    for job in jobs:
+        repeats = decided if isinstance(decided, int) and "n_repeat" not in job.spec else None
+        total = total + job_cost(job, target, config, n_repeat=repeats, measured=measured)
+    return total
+
+
+def pipeline_name(target: Target) -> str:
+    """One run of a pipeline: system/scope, and the cadence where the target has one."""
+    parts = [target.system.value, target.selector.scope or ""]
+    if target.selector.cadence and target.selector.cadence != target.selector.scope:
+        parts.append(target.selector.cadence)
+    return "/".join(parts)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CostReport:
+    targets: tuple[tuple[Target, Cost], ...]
+    pipelines: tuple[tuple[str, Cost], ...]
+    platforms: tuple[tuple[str, Cost], ...]
+    files: tuple[tuple[str, Cost], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "formula": FORMULA,
+            "targets": [{"target": t.name, **t.to_dict(), **c.to_dict()} for t, c in self.targets],
+            "pipelines": [{"pipeline": n, **c.to_dict()} for n, c in self.pipelines],
+            "platforms": [{"platform": n, **c.to_dict()} for n, c in self.platforms],
+            "files": [{"file": n, **c.to_dict()} for n, c in self.files],
+        }
+
+
+def _grouped(items: Iterable[tuple[str, Cost]]) -> tuple[tuple[str, Cost], ...]:
+    out: dict[str, Cost] = {}
+    for key, cost in items:
+        out[key] = out.get(key, Cost()) + cost
+    return tuple(sorted(out.items()))
+
+
+def compute_cost(
+    generation: Generation,
+    targets: Sequence[Target],
+    *,
+    measured: Measured | None = None,
+    jobs_of: Callable[[Target], Sequence[Job]] | None = None,
+) -> CostReport:
+    """GPU-hours per target (one run of it), per pipeline (system/scope[/cadence]:
+    one run of each of its targets), per platform and per recipe file (every
+    target once)."""
+    config = generation.tree.config
+    select = jobs_of or generation.jobs_for
+    per_target: list[tuple[Target, Cost]] = []
+    per_platform: list[tuple[str, Cost]] = []
+    per_file: list[tuple[str, Cost]] = []
+    for target in targets:
+        jobs = list(select(target))
+        per_target.append((target, jobs_cost(jobs, target, config, measured=measured)))
+        for job in jobs:
+            cost = jobs_cost([job], target, config, measured=measured)
+            per_platform.append((job.platform, cost))
+            per_file.append((job.recipe, cost))
+    return CostReport(
+        targets=tuple(per_target),
+        pipelines=_grouped((pipeline_name(t), c) for t, c in per_target),
+        platforms=_grouped(per_platform),
+        files=_grouped(per_file),
+    )
+
+
+def hours(value: float) -> str:
+    """GPU-hours as a reader takes them in: 12.5, 0.75, 1,234.0."""
+    return f"{value:,.2f}".rstrip("0").rstrip(".") if value else "0"
+
+
+def render_cost_table(report: CostReport, table: Callable[..., str]) -> str:
+    def rows(items: Iterable[tuple[str, Cost]]) -> list[list[str]]:
+        out = []
+        for name, cost in items:
+            row = [name, str(cost.jobs), hours(cost.gpu_hours_max), hours(cost.weighted_max)]
+            row.append(hours(cost.expected) if cost.expected is not None else "-")
+            out.append(row)
+        return out
+
+    headers = ["jobs", "GPU-h max", "weighted", "GPU-h expected"]
+    parts = [
+        table(rows((t.name, c) for t, c in report.targets), ["target", *headers]),
+        table(rows(report.pipelines), ["pipeline (one run)", *headers]),
+        table(rows(report.platforms), ["platform (every target once)", *headers]),
+        table(rows(report.files), ["recipe file (every target once)", *headers]),
+    ]
+    return "\n".join(parts) + f"\nGPU-hours = {FORMULA}; an upper bound (time limits).\n"

@@ -1,0 +1,313 @@
+"""Change-based selection (`--changed-since`): globs, the fail-safe fallbacks,
+the dropped jobs' summary, and the invariants that make it safe to use."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from matrixgen.cli.main import main
+from matrixgen.engine.changes import (
+    TREE_CHANGED,
+    UNMATCHED,
+    UNRESOLVED,
+    ChangeSet,
+    matches,
+    select_changed,
+)
+from matrixgen.engine.model import Job
+from tests.conftest import Run
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_cli(args: list[str]) -> Run:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(args)
+    return Run(code, out.getvalue(), err.getvalue())
+
+
+@pytest.mark.parametrize(
+    ("glob", "path", "expected"),
+    [
+        ("megatron/core/ssm/**", "megatron/core/ssm/mamba_block.py", True),
+        ("megatron/core/ssm/**", "megatron/core/ssm/a/b.py", True),
+        ("megatron/core/ssm/**", "megatron/core/ssmx/a.py", False),
+        ("megatron/core/*.py", "megatron/core/parallel_state.py", True),
+        ("megatron/core/*.py", "megatron/core/ssm/a.py", False),
+        ("**/*.md", "README.md", True),
+        ("**/*.md", "docs/a/b.md", True),
+        ("docs/", "docs/index.rst", True),
+        ("a?c", "abc", True),
+        ("a?c", "a/c", False),
+        ("a.b", "axb", False),  # literal dot
+        ("[x]", "[x]", True),  # brackets are literal, not a class
+    ],
+)
+def test_globs(glob: str, path: str, expected: bool) -> None:
+    assert matches(glob, path) is expected
+
+
+def job(i: int, paths: list[str] | None, always: bool = False) -> Job:
+    spec: dict = {}
+    if paths is not None:
+        spec["paths"] = paths
+    if always:
+        spec["always"] = True
+    return Job(
+        model="gpt",
+        test_case=f"case{i}",
+        environment="dev",
+        platform="dgx_h100",
+        tag=None,
+        scope="mr",
+        cadence=("pr",),
+        name=f"case{i}",
+        build=None,
+        n_repeat=5,
+        time_limit=2700,
+        spec=spec,
+    )
+
+
+AREAS = ["src/a", "src/b", "src/c", "docs"]
+path_st = st.builds(
+    lambda area, name: f"{area}/{name}.py",
+    st.sampled_from(AREAS),
+    st.sampled_from(["x", "y", "z"]),
+)
+jobs_st = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.lists(st.sampled_from([f"{a}/**" for a in AREAS[:3]]), min_size=1)),
+        st.booleans(),
+    ),
+    max_size=12,
+).map(lambda specs: [job(i, p, a) for i, (p, a) in enumerate(specs)])
+
+
+@given(jobs=jobs_st, files=st.lists(path_st, max_size=6))
+def test_the_changed_selection_is_a_subset_of_the_full_one(
+    jobs: list[Job], files: list[str]
+) -> None:
+    selection = select_changed(
+        jobs, ChangeSet(ref="base", files=tuple(files)), tree_paths=["recipes"], ignore=["docs/**"]
+    )
+    kept = selection.kept(jobs)
+    assert set(kept) <= set(jobs)
+    assert len(kept) + len(selection.dropped) == len(jobs) or selection.fallback is not None
+    # Every job that can be affected is kept: always, no paths, or a match.
+    for one in jobs:
+        paths = one.spec.get("paths")
+        needed = (
+            one.spec.get("always") is True
+            or paths is None
+            or any(matches(g, f) for g in paths for f in files if not f.startswith("docs/"))
+        )
+        if needed:
+            assert one in kept
+
+
+@given(jobs=jobs_st, files=st.lists(st.sampled_from(["docs/x.py", "docs/y.py"]), min_size=1))
+def test_a_change_to_ignorable_files_only_runs_the_always_jobs(
+    jobs: list[Job], files: list[str]
+) -> None:
+    selection = select_changed(
+        jobs, ChangeSet(ref="base", files=tuple(files)), tree_paths=["recipes"], ignore=["docs/**"]
+    )
+    assert selection.fallback is None
+    assert selection.kept(jobs) == [
+        j for j in jobs if j.spec.get("always") is True or "paths" not in j.spec
+    ]
+
+
+@given(
+    jobs=jobs_st,
+    files=st.lists(path_st, max_size=4),
+    fallback=st.sampled_from([UNRESOLVED, TREE_CHANGED, UNMATCHED]),
+)
+def test_every_fail_safe_condition_keeps_the_full_selection(
+    jobs: list[Job], files: list[str], fallback: str
+) -> None:
+    if fallback == UNRESOLVED:
+        changes = ChangeSet(ref="nope", error='"nope" is not a revision')
+    elif fallback == TREE_CHANGED:
+        changes = ChangeSet(ref="base", files=(*files, "recipes/h100/gpt.yaml"))
+    else:
+        changes = ChangeSet(ref="base", files=(*files, "tools/unknown.sh"))
+    selection = select_changed(jobs, changes, tree_paths=["recipes"], ignore=["docs/**"])
+    assert selection.fallback == fallback
+    assert selection.kept(jobs) == jobs and selection.dropped == ()
+
+
+# --- on a real git repository ----------------------------------------------
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path, pinned_today: object) -> Path:
+    """The shipped recipes in a repository of their own, with some source."""
+    root = tmp_path / "repo"
+    shutil.copytree(REPO / "recipes", root / "recipes")
+    for rel in (
+        "megatron/core/ssm/mamba_block.py",
+        "megatron/core/inference/engine.py",
+        "docs/index.md",
+    ):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "base")
+    return root
+
+
+def generate(repo: Path, *extra: str) -> tuple[Run, dict]:
+    run = run_cli(
+        [
+            "generate",
+            "--recipes",
+            str(repo / "recipes"),
+            "--out",
+            str(repo.parent / "out"),
+            "--format",
+            "json",
+            *extra,
+        ]
+    )
+    assert run.code == 0, run.err
+    return run, json.loads(run.out)
+
+
+def test_a_hybrid_change_runs_the_hybrid_cases_and_the_smoke_case(repo: Path) -> None:
+    _, full = generate(repo)
+    (repo / "megatron/core/ssm/mamba_block.py").write_text("changed\n")
+    run, changed = generate(repo, "--changed-since", "HEAD")
+    assert "1 changed file(s)" in run.err
+    by_target = {t["target"]: t for t in changed["targets"]}
+    full_by_target = {t["target"]: t for t in full["targets"]}
+    assert all(by_target[n]["jobs"] <= full_by_target[n]["jobs"] for n in by_target)
+    saved = changed["changes"]
+    assert saved["fallback"] is None and saved["changed_files"] == [
+        "megatron/core/ssm/mamba_block.py"
+    ]
+    slim = json.loads((repo.parent / "out" / "github-l0-h100-pr.json").read_text())["include"]
+    functional = {(r["model"], r["test_case"]) for r in slim if r["model"] != "unit-tests"}
+    # The always (smoke) case, and hybrid cases only.
+    assert ("gpt", "gpt3_tp1_pp1") in functional
+    assert {m for m, _ in functional} <= {"gpt", "hybrid"}
+    assert {c for m, c in functional if m == "gpt"} == {"gpt3_tp1_pp1"}
+    dropped = {d["job"] for t in saved["targets"] for d in t["dropped"]}
+    assert any(j.startswith("inference/") for j in dropped)
+    assert not any(j.startswith("hybrid/") for j in dropped)
+    assert saved["gpu_hours_saved"] > 0
+    # --full overrides.
+    run, again = generate(repo, "--changed-since", "HEAD", "--full")
+    assert "changes" not in again
+    assert [t["jobs"] for t in again["targets"]] == [t["jobs"] for t in full["targets"]]
+
+
+def test_a_docs_change_runs_only_what_always_runs(repo: Path) -> None:
+    (repo / "docs/index.md").write_text("changed\n")
+    generate(repo, "--changed-since", "HEAD")
+    jobs = json.loads((repo.parent / "out" / "github-l1-h100-pr.json").read_text())["include"]
+    assert jobs == []  # no L1 case is always; the smoke case is L0
+    smoke = json.loads((repo.parent / "out" / "github-l0-h100-pr.json").read_text())["include"]
+    assert {r["test_case"] for r in smoke if r["model"] == "gpt"} == {"gpt3_tp1_pp1"}
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ("recipes/quarantine.yaml", "recipe-tree-changed"),
+        ("recipes/matrixgen.yaml", "recipe-tree-changed"),
+        ("tools/new_script.sh", "unmatched-file"),
+    ],
+)
+def test_fail_safe_on_a_real_repository(repo: Path, change: str, reason: str) -> None:
+    _, full = generate(repo)
+    path = repo / change
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        handle.write("\n# changed\n")
+    run, changed = generate(repo, "--changed-since", "HEAD")
+    assert changed["changes"]["fallback"] == reason
+    assert change in changed["changes"]["fallback_reason"]
+    assert "full selection kept" in run.err
+    assert [t["jobs"] for t in changed["targets"]] == [t["jobs"] for t in full["targets"]]
+
+
+def test_an_unknown_revision_keeps_everything_and_says_so(repo: Path) -> None:
+    run, changed = generate(repo, "--changed-since", "no-such-branch")
+    assert changed["changes"]["fallback"] == "unresolved-ref"
+    assert '"no-such-branch" is not a revision' in run.err
+
+
+def test_list_github_and_gitlab_take_the_flag_too(repo: Path) -> None:
+    (repo / "megatron/core/ssm/mamba_block.py").write_text("changed\n")
+    recipes = str(repo / "recipes")
+    listed = run_cli(
+        [
+            "list",
+            "--recipes",
+            recipes,
+            "--scope",
+            "mr",
+            "--platform",
+            "dgx_h100",
+            "--environment",
+            "dev",
+            "--model",
+            "inference",
+            "--format",
+            "json",
+            "--changed-since",
+            "HEAD",
+        ]
+    )
+    assert listed.code == 0 and json.loads(listed.out) == []
+    matrix = run_cli(
+        [
+            "github",
+            "--recipes",
+            recipes,
+            "--target-name",
+            "github-l1-h100-pr",
+            "--changed-since",
+            "HEAD",
+        ]
+    )
+    assert matrix.code == 0, matrix.err
+    assert {r["model"] for r in json.loads(matrix.out)["include"]} == {"hybrid"}
+    pipeline = run_cli(
+        [
+            "gitlab",
+            "--recipes",
+            recipes,
+            "--target-name",
+            "gitlab-mr-h100-dev",
+            "--changed-since",
+            "HEAD",
+            "--launcher",
+            "echo",
+        ]
+    )
+    assert pipeline.code == 0, pipeline.err
+    assert "stage: inference" not in pipeline.out and "stage: hybrid" in pipeline.out
