@@ -190,7 +190,7 @@ def test_changed_fields_are_listed_old_and_new() -> None:
     (row,) = targets["github-l1-h100"].changed
     assert row.fields == {
         "n_repeat": (5, 1),
-        "timeout": (45, 90),
+        "timeout": (225, 90),  # minutes: 5 x 45 before, 1 x 90 after
         "nodes": (1, 2),
         "env": ({"NVTE_FLASH_ATTN_V4": "0"}, {"NVTE_FLASH_ATTN_V4": "0", "EXTRA": "1"}),
         "args": (
@@ -203,7 +203,7 @@ def test_changed_fields_are_listed_old_and_new() -> None:
     (job,) = targets["gitlab-mr-h100"].changed
     assert job.head.test_case == "gpt_a"
     assert set(job.fields) == {"timeout", "variables", "script"}
-    assert job.fields["timeout"] == ("45m", "1h 30m")
+    assert job.fields["timeout"] == ("3h 45m", "1h 30m")
     old_script, new_script = job.fields["script"]
     assert "--n-repeat 5 --time-limit 2700 --nodes 1" in old_script[0]
     assert "--n-repeat 1 --time-limit 5400 --nodes 2" in new_script[0]
@@ -291,7 +291,7 @@ def test_the_same_identity_twice_in_a_target_is_one_job_the_last_row() -> None:
     assert mr.added == mr.removed == () and (mr.base_jobs, mr.head_jobs) == (1, 1)
     (change,) = mr.changed
     assert change.head.cadence == ("nightly",)
-    assert list(change.fields) == ["script"]
+    assert list(change.fields) == ["timeout", "script"]  # n_repeat x time_limit, --n-repeat
     assert "--n-repeat 2" in change.fields["script"][1][0]
 
 
@@ -448,7 +448,7 @@ def test_ad_hoc_targets_echo_the_selector_as_given() -> None:
         "cadence": "nightly",
     }
     (change,) = t.changed
-    assert list(change.fields) == ["script"]  # the launcher's --n-repeat
+    assert list(change.fields) == ["timeout", "script"]  # derived timeout, --n-repeat
     assert "--n-repeat 1" in change.fields["script"][1][0]
 
 
@@ -500,7 +500,7 @@ def test_a_target_definition_change_is_reported_once() -> None:
     assert mr.settings == {"timeout": (None, 3600)}
     # ... and the emitted timeout of every job it changes.
     assert {c.head.test_case: c.fields for c in mr.changed} == {
-        case: {"timeout": ("45m", "1h")} for case in ("gpt_a", "gpt_b", "gpt_c")
+        case: {"timeout": ("3h 45m", "1h")} for case in ("gpt_a", "gpt_b", "gpt_c")
     }
 
 

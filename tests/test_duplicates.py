@@ -102,8 +102,8 @@ def test_differing_copies_are_an_error_naming_the_fields() -> None:
     # The emitted fields that differ (GitLab's timeout and launcher line), each
     # with its value at each location.
     assert "timeout: " in finding.message and "script: " in finding.message
-    assert '"45m" at recipes/h100/gpt.yaml:' in finding.message
-    assert '"1h 30m" at recipes/h100/gpt-copy.yaml:' in finding.message
+    assert '"3h 45m" at recipes/h100/gpt.yaml:' in finding.message  # 5 x 45 min
+    assert '"3h" at recipes/h100/gpt-copy.yaml:' in finding.message  # 2 x 90 min
     assert "generate uses the last, at recipes/h100/gpt.yaml:" in finding.message
     # What it would use: the last definition in file order (gpt.yaml > gpt-copy.yaml).
     mr = files_of(tree)["gitlab-mr-h100.yml"]
@@ -151,7 +151,7 @@ def test_removing_the_copy_that_won_is_a_change() -> None:
     mr = by_name(diff(with_copy, v2_tree()))["gitlab-mr-h100"]
     assert mr.added == mr.removed == ()
     (change,) = mr.changed
-    assert change.head.test_case == "gpt_c" and list(change.fields) == ["script"]
+    assert change.head.test_case == "gpt_c" and list(change.fields) == ["timeout", "script"]
     old, new = change.fields["script"]
     assert "--n-repeat 2" in old[0] and "--n-repeat 5" in new[0]
     assert [d.change for d in mr.duplicates] == ["removed"]
