@@ -1,5 +1,20 @@
-"""Shared fixtures: recipe trees written by the tests, and the real Megatron-LM
-tree when `.ci/run` points MATRIXGEN_MEGATRON_RECIPES at it."""
+"""Shared fixtures: recipe trees written by the tests, the real Megatron-LM
+tree when `.ci/run` points MATRIXGEN_MEGATRON_RECIPES at it, and the Hypothesis
+profiles.
+
+Hypothesis profiles (README, "Testing"):
+- ``ci``: derandomised (the same examples on every run), no example database,
+  and a reproduction blob printed on failure. Selected when ``CI=true`` or
+  ``MATRIXGEN_HYPOTHESIS_PROFILE=ci``: a CI run must be reproducible, and a
+  failure must not be replayed from a database into every later run.
+- ``explore`` (the default elsewhere): randomised, with the local example
+  database, so that each local run tries new examples and replays failures.
+  ``MATRIXGEN_HYPOTHESIS_PROFILE=explore`` selects it explicitly.
+
+Tests that need the Megatron-LM tree skip when it is absent, or fail instead
+under ``MATRIXGEN_REQUIRE_MEGATRON=1`` (set by `.ci/run`), where a silently
+skipped comparison would hide a missing tree.
+"""
 
 from __future__ import annotations
 
@@ -10,27 +25,79 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from matrixgen.cli.main import main
 
+# The evidence tests' real pytest runs and results store (session fixtures).
+pytest_plugins = ("tests.evidence_fixtures",)
+
 MEGATRON_ENV = "MATRIXGEN_MEGATRON_RECIPES"
+REQUIRE_MEGATRON_ENV = "MATRIXGEN_REQUIRE_MEGATRON"
+PROFILE_ENV = "MATRIXGEN_HYPOTHESIS_PROFILE"
+
+# Both start from Hypothesis's own defaults (not from whatever profile it picked
+# by itself on seeing CI=true). Neither has a deadline nor the too_slow health
+# check: both measure wall time, which on a shared machine fails at random.
+_BASE = settings.get_profile("default")
+_UNTIMED = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+settings.register_profile(
+    "ci", parent=_BASE, derandomize=True, database=None, print_blob=True, **_UNTIMED
+)
+settings.register_profile("explore", parent=_BASE, derandomize=False, print_blob=True, **_UNTIMED)
+
+
+def hypothesis_profile(environ: Mapping[str, str] = os.environ) -> str:
+    """The profile a run uses: MATRIXGEN_HYPOTHESIS_PROFILE, else ``ci`` under
+    CI=true, else ``explore``."""
+    chosen = environ.get(PROFILE_ENV)
+    if chosen:
+        return chosen
+    return "ci" if environ.get("CI", "").lower() == "true" else "explore"
+
+
+settings.load_profile(hypothesis_profile())
+
+
+def megatron_required() -> bool:
+    return os.environ.get(REQUIRE_MEGATRON_ENV) == "1"
 
 
 def megatron_recipes_path() -> Path | None:
+    """The Megatron-LM tree, or None when it is absent. Under
+    MATRIXGEN_REQUIRE_MEGATRON=1 an absent tree fails the test that asked,
+    so that no test quietly leaves out the part that reads it."""
     value = os.environ.get(MEGATRON_ENV)
     if value:
         path = Path(value)
     else:
         path = Path(__file__).resolve().parents[2] / "shared" / "megatron-recipes"
-    return path if path.is_dir() else None
+    if path.is_dir():
+        return path
+    if megatron_required():
+        pytest.fail(
+            f"{REQUIRE_MEGATRON_ENV}=1 but the Megatron-LM recipe tree is absent "
+            f"(looked for {path}; set {MEGATRON_ENV})",
+            pytrace=False,
+        )
+    return None
+
+
+def require_megatron() -> Path:
+    """The Megatron-LM tree; skips the test when it is absent (fails under
+    MATRIXGEN_REQUIRE_MEGATRON=1)."""
+    path = megatron_recipes_path()
+    if path is None:
+        pytest.skip(
+            f"the Megatron-LM recipe tree is absent (set {MEGATRON_ENV}; "
+            f"{REQUIRE_MEGATRON_ENV}=1 makes this a failure)"
+        )
+    return path
 
 
 @pytest.fixture
 def megatron_dir() -> Path:
-    path = megatron_recipes_path()
-    if path is None:
-        pytest.skip(f"the Megatron-LM recipe tree is absent (set {MEGATRON_ENV})")
-    return path
+    return require_megatron()
 
 
 # A day on which every entry of the shipped recipes/quarantine.yaml is in force

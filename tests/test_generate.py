@@ -31,7 +31,7 @@ from matrixgen.engine.targets import discover_targets, resolve_targets
 from matrixgen.engine.vocab import System
 from matrixgen.pipeline import Generation, generate_from_files
 from tests import realvalidators as rv
-from tests.conftest import megatron_recipes_path, write_tree
+from tests.conftest import megatron_recipes_path, require_megatron, write_tree
 from tests.emit_fixtures import V1_TREE, V2_TREE, tree_files, write_workflows
 
 QUARANTINE = """
@@ -368,18 +368,25 @@ def test_megatron_every_target_in_one_run(megatron_dir: Path, cli, tmp_path) -> 
 # --------------------------------------------------------------------------- validators
 
 
-@pytest.fixture(scope="module")
-def emitted(tmp_path_factory) -> Path:
-    """Every file generate writes for the fixture trees and the Megatron-LM tree,
-    and one sharded matrix, in one directory per tree."""
-    root = tmp_path_factory.mktemp("emitted")
-    trees = {"v2": tree_files(Q_TREE), "v1": tree_files(V1_TREE)}
-    if megatron_files() is not None:
-        trees["megatron"] = megatron_files()
+def _emit_trees(root: Path, trees: dict[str, dict[str, bytes]]) -> dict[str, int]:
+    """Write every file generate writes for each tree into root/<name>/;
+    returns {tree: number of GitLab child pipelines written}."""
+    children = {}
     for name, files in trees.items():
         (root / name).mkdir()
-        for file, text in texts(generate_from_files(files)).items():
+        written = texts(generate_from_files(files))
+        for file, text in written.items():
             (root / name / file).write_text(text)
+        children[name] = sum(1 for f in written if f.endswith(".yml"))
+    return children
+
+
+@pytest.fixture(scope="module")
+def emitted(tmp_path_factory) -> Path:
+    """Every file generate writes for the fixture trees, and one sharded
+    matrix, in one directory per tree."""
+    root = tmp_path_factory.mktemp("emitted")
+    _emit_trees(root, {"v2": tree_files(Q_TREE), "v1": tree_files(V1_TREE)})
     gen = generate_from_files(tree_files(V2_TREE))
     target = gen.tree.config.target("gh-l1-h100")
     base = gen.jobs_for(target)[0]
@@ -393,16 +400,26 @@ def emitted(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def emitted_megatron(tmp_path_factory) -> Path:
+    """Every file generate writes for the Megatron-LM tree (skips when it is
+    absent, fails under MATRIXGEN_REQUIRE_MEGATRON=1)."""
+    require_megatron()
+    files = megatron_files()
+    assert files is not None
+    root = tmp_path_factory.mktemp("emitted-megatron")
+    _emit_trees(root, {"megatron": files})
+    return root / "megatron"
+
+
 # Files the validators must reject, checked in the same batch as the emitted ones
 # so a validator that passes everything would fail these tests.
 BAD_CHILD = "j:\n  script: [echo]\n  retry: {max: 3}\n"
 BAD_MATRIX = {"include": [{"model": "m"}]}  # a row without test_case, timeout, ...
 
 
-def test_emitted_gitlab_files_pass_check_jsonschema(emitted: Path, tmp_path) -> None:
-    rv.require_check_jsonschema()
-    files = sorted(emitted.rglob("*.yml"))
-    assert len(files) >= 6 + 3 + (25 if megatron_files() else 0)
+def _check_gitlab_children(files: list[Path], tmp_path: Path) -> None:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     bad = tmp_path / "bad-child.yml"
     bad.write_text(BAD_CHILD)
     result = rv.check_jsonschema_gitlab(*files, bad)
@@ -411,16 +428,10 @@ def test_emitted_gitlab_files_pass_check_jsonschema(emitted: Path, tmp_path) -> 
     assert not [f for f in files if str(f) in result.output], str(result)
 
 
-def test_emitted_github_matrices_pass_check_jsonschema_and_actionlint(
-    emitted: Path, tmp_path
-) -> None:
-    rv.require_check_jsonschema()
-    files = sorted(emitted.rglob("*.json"))
-    assert len(files) >= 2 + 1 + 1 + (4 if megatron_files() else 0)
+def _check_github_matrices(files: list[Path], tmp_path: Path) -> list[Path]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     dest = tmp_path / ".github" / "workflows"
     workflows = write_workflows(files, dest)
-    sharded = yaml.safe_load((dest / "big.yml").read_text())
-    assert {"shard-0", "shard-1"} <= set(sharded["jobs"])
     result = rv.check_jsonschema_github(*workflows)
     assert result.ok, str(result)
     rv.require_actionlint()
@@ -430,6 +441,42 @@ def test_emitted_github_matrices_pass_check_jsonschema_and_actionlint(
     assert lint.returncode == 1, str(lint)
     assert any("test_case" in e.message for e in lint.errors_for(bad)), str(lint)
     assert [e for e in lint.errors if e not in lint.errors_for(bad)] == [], str(lint)
+    return workflows
+
+
+def test_emitted_gitlab_files_pass_check_jsonschema(emitted: Path, tmp_path) -> None:
+    rv.require_check_jsonschema()
+    files = sorted(emitted.rglob("*.yml"))
+    # Every GitLab target of both fixture trees, counted from their targets.
+    expected = sum(
+        sum(1 for t in resolve_targets(g.tree.config, g.jobs) if t.system is System.GITLAB)
+        for g in (generate_from_files(tree_files(Q_TREE)), generate_from_files(tree_files(V1_TREE)))
+    )
+    assert len(files) == expected >= 6, files
+    _check_gitlab_children(files, tmp_path)
+
+
+def test_emitted_github_matrices_pass_check_jsonschema_and_actionlint(
+    emitted: Path, tmp_path
+) -> None:
+    rv.require_check_jsonschema()
+    files = sorted(emitted.rglob("*.json"))
+    assert len(files) >= 2 + 1 + 1, files
+    workflows = _check_github_matrices(files, tmp_path)
+    sharded = yaml.safe_load((tmp_path / ".github" / "workflows" / "big.yml").read_text())
+    assert {"shard-0", "shard-1"} <= set(sharded["jobs"])
+    assert len(workflows) == len(files)
+
+
+def test_megatron_emitted_files_pass_check_jsonschema_and_actionlint(
+    emitted_megatron: Path, tmp_path
+) -> None:
+    rv.require_check_jsonschema()
+    children = sorted(emitted_megatron.glob("*.yml"))
+    matrices = sorted(emitted_megatron.glob("*.json"))
+    assert len(children) >= 25 and len(matrices) >= 4, (children, matrices)
+    _check_gitlab_children(children, tmp_path / "gitlab")
+    _check_github_matrices(matrices, tmp_path / "github")
 
 
 def _write_json(where: Path, document: dict) -> Path:
@@ -452,9 +499,9 @@ def test_same_bytes_whatever_the_file_order(order: list[str]) -> None:
 @settings(max_examples=4, deadline=None)
 @given(st.randoms(use_true_random=False))
 def test_megatron_same_bytes_whatever_the_file_order(rnd) -> None:
+    require_megatron()
     files = megatron_files()
-    if files is None:
-        pytest.skip("the Megatron-LM recipe tree is absent")
+    assert files is not None
     order = sorted(files)
     rnd.shuffle(order)
     assert texts(generate_from_files({rel: files[rel] for rel in order})) == _reference("megatron")

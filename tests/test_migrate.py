@@ -385,3 +385,62 @@ def test_megatron_without_default_tracker_migrates_only_tracked_habits(
     untracked = [x for x in plan["left_alone"] if "names no tracker" in x["reason"]]
     assert untracked
     assert assert_same_selections(before, generate(root)) > 0
+
+
+# --------------------------------------------------------------------------- the safety check
+
+# A tree whose config runs a scope other than L0/L1 on GitHub: the entry that a
+# restored `extra-broken` row gets places `extra` by its name (GitLab), so the
+# configured GitHub target gh-extra would newly select the restored job. The
+# per-row checks do not see the configured system; the last check, which
+# compares every real target's selection before and after, must.
+SYSTEM_BY_CONFIG = {
+    "matrixgen.yaml": """
+        format_version: 2
+        project: fixture
+        vocabulary:
+          platforms: [dgx_h100]
+          environments: [dev]
+          scopes:
+            github: [L1, extra, extra-broken]
+            gitlab: [mr]
+        targets:
+          gh-extra: {system: github, scope: extra, platform: dgx_h100, environment: dev}
+          gh-l1: {system: github, scope: L1, platform: dgx_h100, environment: dev}
+    """,
+    "_build.yaml": "type: build\nformat_version: 2\nspec: {name: mcore-pyt-dev}\n",
+    "gpt.yaml": """
+        type: basic
+        format_version: 2
+        maintainers: [mcore]
+        spec:
+          name: "{test_case}_{environment}_{platforms}"
+          model: gpt
+          build: mcore-pyt-{environment}
+          platforms: dgx_h100
+        products:
+          - test_case: [ok_case]
+            products:
+              - environment: [dev]
+                scope: [extra, L1]
+          - test_case: [broken_case]
+            products:
+              - environment: [dev]
+                scope: [extra-broken]  # hang: #513
+    """,
+}
+
+
+@pytest.mark.parametrize("write", [False, True])
+def test_refuses_a_rewrite_that_would_change_a_selection(
+    tree: Callable[..., Path], cli, write: bool
+) -> None:
+    root = tree(SYSTEM_BY_CONFIG)
+    before = {p: p.read_bytes() for p in sorted(root.rglob("*"))}
+    run = cli("migrate", "--recipes", root, *(["--write"] if write else []))
+    assert run.code == 7, run
+    assert "would change what targets select; nothing was planned" in run.err, run
+    assert "gh-extra: 0 job(s) no longer selected, 1 newly selected" in run.err, run
+    assert "gh-l1" not in run.err
+    assert "Traceback" not in run.err
+    assert {p: p.read_bytes() for p in sorted(root.rglob("*"))} == before

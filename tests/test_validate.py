@@ -294,9 +294,9 @@ def test_typo_check_of_many_distinct_values_is_fast() -> None:
     counter = {f"platform_{i:05d}": 1 for i in range(20_000)}
     counter["dgx_h100"] = 500
     counter["dgx_h10"] = 1
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the machine may be busy
     found = typos(counter)
-    assert time.perf_counter() - start < 5  # every pair: minutes
+    assert time.process_time() - start < 5  # every pair: minutes
     assert found == {"dgx_h10": "dgx_h100"}
 
 

@@ -64,9 +64,9 @@ def test_alias_bomb_is_refused_quickly() -> None:
     for i in range(1, 9):
         refs = ",".join([f"*a{i - 1}"] * 10)
         lines.append(f"a{i}: &a{i} [{refs}]")
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the machine may be busy
     data, findings = parse("\n".join(lines) + "\n")
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
     assert data is None
     message = only(findings)
     assert "yaml-alias-bomb" in message and f"{MAX_EXPANDED_NODES:,}" in message

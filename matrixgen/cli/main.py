@@ -162,6 +162,7 @@ def _register_extensions() -> None:
         "matrixgen.cli.quarantine",
         "matrixgen.cli.diff",
         "matrixgen.cli.project",
+        "matrixgen.cli.evidence",
         "matrixgen.cli.decide",
     ):
         try:

@@ -23,6 +23,7 @@ from matrixgen.cli.common import (
     echo_json,
     recipes_dir,
 )
+from matrixgen.cli.evidence import DbOption
 from matrixgen.engine.errors import ExitCode, QuarantineError, UsageError, did_you_mean
 from matrixgen.engine.vocab import QUARANTINE_FILENAME, QuarantineAction, QuarantineKind
 from matrixgen.views.table import table
@@ -422,11 +423,13 @@ def audit(
     tracker_base: Annotated[
         str | None, typer.Option(help="Where #N points (default: quarantine.tracker_base).")
     ] = None,
+    db: DbOption = None,
     fmt: TableOrJsonOption = TableOrJson.TABLE,
 ) -> None:
     """Expired, expiring, ownerless, matching nothing, tracker closed. Exit 1 when
     anything but "expiring" is found; 8 when the tracker API fails (after listing
-    what was found without it)."""
+    what was found without it). With a results store, each entry's evidence
+    (its jobs' results of the last 30 days) follows."""
     from dataclasses import replace
 
     from matrixgen.engine.targets import resolve_targets
@@ -470,6 +473,9 @@ def audit(
         api_url=api_url or pol.api_url,
     )
     items = audit_entries(qfile, hits, today=current_day(), days=days, tracker_states=report.states)
+    from matrixgen.evidence.summary import entry_evidence
+
+    evidence = entry_evidence(generation, entries, db=db, targets=targets) if entries else None
     if fmt is TableOrJson.JSON:
         echo_json(
             {
@@ -477,11 +483,15 @@ def audit(
                 "tracker_states": dict(sorted(report.states.items())),
                 "not_checked": dict(sorted(report.unchecked.items())),
                 "tracker_error": report.error,
+                **({"evidence": evidence} if evidence is not None else {}),
             }
         )
     else:
         rows = [[i.entry_id, i.problem, i.tracker, i.detail] for i in items]
         typer.echo(table(rows, ["id", "problem", "tracker", "detail"]), nl=False)
+        if evidence is not None:
+            typer.echo("")
+            typer.echo(table([[k, v] for k, v in evidence.items()], ["id", "evidence"]), nl=False)
     if report.unchecked:
         reasons: dict[str, int] = {}
         for reason in report.unchecked.values():
@@ -628,5 +638,8 @@ def register(app: typer.Typer) -> None:
     group.command("lift")(lift)
     group.command("list")(list_entries)
     group.command("audit")(audit)
+    from matrixgen.cli.evidence import propose
+
+    group.command("propose")(propose)
     app.add_typer(group, name="quarantine")
     app.command("migrate")(migrate)

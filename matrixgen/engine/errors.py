@@ -29,6 +29,8 @@ class ExitCode(IntEnum):
     QUARANTINE = 7  # the quarantine file could not be read, locked or written
     TRACKER = 8  # the tracker API answered with an error
     ENVIRONMENT = 9  # stdout/stderr closed or full, working directory gone, a path not writable
+    RESULTS_FILE = 10  # a test-result (JUnit XML) file cannot be read or is not a report
+    RESULTS_STORE = 11  # the results store cannot be opened, read or written
 
 
 class Severity(StrEnum):
@@ -237,3 +239,13 @@ def file_error(message: str, exc: OSError) -> MatrixgenError:
     name = errno.errorcode.get(exc.errno or 0, "")
     kind = EnvironmentFault if name in _MACHINE_ERRNOS else UsageError
     return kind(f"{message}: {reason}")
+
+
+class ResultsFileError(MatrixgenError):
+    """A JUnit XML file is missing, unreadable or malformed (named in the message)."""
+
+    exit_code = ExitCode.RESULTS_FILE
+
+
+class ResultsStoreError(MatrixgenError):
+    exit_code = ExitCode.RESULTS_STORE

@@ -96,6 +96,32 @@ _Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_ti
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
+# A NUL character reaches a string only through a double-quoted escape (a raw
+# NUL byte makes the file binary); only a text with such an escape pays for the check.
+_MAY_HAVE_NUL_ESCAPE = re.compile(r"\\(?:0|x00|u0000|U00000000)")
+
+
+class _NulRefusingLoader(_Loader):
+    """_Loader that refuses a string holding NUL: no shell argument, environment
+    variable, file name or CI job name can carry one, so every value that reaches
+    an emitted job would arrive cut short or not at all."""
+
+    def construct_yaml_str(self, node: yaml.ScalarNode) -> Any:
+        value = super().construct_yaml_str(node)
+        if "\x00" in value:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                "the string holds a NUL character (\\0), which no shell argument, "
+                "environment variable or CI job name can carry",
+                node.start_mark,
+            )
+        return value
+
+
+_NulRefusingLoader.add_constructor("tag:yaml.org,2002:str", _NulRefusingLoader.construct_yaml_str)
+
+
 def _kind_of(value: Any) -> str:
     if value is None:
         return "a null value"
@@ -216,7 +242,7 @@ def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None
             f"not UTF-8 text (byte {exc.start} cannot be decoded)",
         )
         return None
-    loader = _Loader(text)
+    loader = (_NulRefusingLoader if _MAY_HAVE_NUL_ESCAPE.search(text) else _Loader)(text)
     loader.duplicate_keys = []
     loader.odd_keys = []
     try:

@@ -314,9 +314,30 @@ def _blank_separated(layout: _Layout) -> bool:
 
 
 def delete_entries(text: str, indices: Sequence[int]) -> str:
-    """The text without the entries at `indices` (their lines, and the comment
-    lines directly above each); an emptied list becomes `entries: []`."""
+    """The text without the entries at `indices`; an emptied list becomes
+    `entries: []`.
+
+    What goes with an entry: its own lines (comments inside it included) and one
+    blank line that separated it. A comment block directly above an entry (no
+    blank line between) heads a group: that entry and the entries after it up to
+    the next comment between entries. The heading goes only with the last entry of
+    its group; until then it stays, directly above the group's first remaining
+    entry. Every other comment stays where it is."""
     return _keep_final_newline(text, _delete_entries(text, indices))
+
+
+def _headings(layout: _Layout) -> list[int]:
+    """For each entry, the first line of the comment block directly above it
+    (its own first line when it has none)."""
+    lines = layout.lines
+    heads = []
+    for i, first in enumerate(layout.starts):
+        bound = layout.ends[i - 1] - 1 if i > 0 else (layout.key_line or 0)
+        start = first
+        while start - 1 > bound and lines[start - 1].lstrip().startswith("#"):
+            start -= 1
+        heads.append(start)
+    return heads
 
 
 def _delete_entries(text: str, indices: Sequence[int]) -> str:
@@ -324,14 +345,40 @@ def _delete_entries(text: str, indices: Sequence[int]) -> str:
     if layout.value_kind != "block":
         raise QuarantineError("there are no entries to remove")
     lines = list(layout.lines)
+    starts, ends = layout.starts, layout.ends
+    headings = _headings(layout)
+    # The group of each entry: the index of the entry whose heading it is under.
+    # A group runs until an entry with a heading of its own, or a comment between
+    # two entries (a free-standing note, a section rule).
+    group: list[int | None] = []
+    for i in range(len(starts)):
+        if headings[i] < starts[i]:
+            group.append(i)
+        elif i and not any(lines[n].strip() for n in range(ends[i - 1], starts[i])):
+            group.append(group[i - 1])
+        else:
+            group.append(None)
+    removed = set(indices)
     doomed: set[int] = set()
-    for i in indices:
-        start, end = layout.starts[i], layout.ends[i]
-        while start - 1 > (layout.ends[i - 1] - 1 if i > 0 else layout.key_line or 0) and (
-            lines[start - 1].lstrip().startswith("#")
-        ):
-            start -= 1
-        last = i == len(layout.starts) - 1
+    done: set[int] = set()
+    for i in sorted(removed):
+        if i in done:
+            continue
+        members = [j for j in range(i, len(starts)) if group[j] == i]
+        survivor = next((j for j in members if j not in removed), None)
+        if group[i] == i and survivor is not None:
+            # The heading stays for the rest of its group: the removed entries up
+            # to the first remaining one go, with the blank lines between them,
+            # so that the heading sits directly above that entry again.
+            for j in range(i, survivor):
+                doomed.update(range(starts[j], ends[j]))
+                gap = range(ends[j], starts[j + 1])
+                if all(not lines[n].strip() for n in gap):
+                    doomed.update(gap)
+                done.add(j)
+            continue
+        start, end = (headings[i] if group[i] == i else starts[i]), ends[i]
+        last = i == len(starts) - 1
         above_blank = start - 1 >= 0 and not lines[start - 1].strip() and start - 1 not in doomed
         below_blank = end >= len(lines) or not lines[end].strip()
         if above_blank and (last or below_blank) and i > 0:

@@ -1,0 +1,516 @@
+"""`matrixgen results ingest`, `matrixgen flaky` and `matrixgen quarantine propose`.
+
+Exit codes: 0 done; 2 a usage error (unknown target or job, a test no job
+holds, bad option); 7 the quarantine file cannot be written; 10 a JUnit file is
+missing or malformed (nothing is stored); 11 the results store cannot be
+opened, read or written. sqlalchemy is imported only when one of these runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from matrixgen.cli.common import (
+    RecipesOption,
+    TableOrJson,
+    TableOrJsonOption,
+    echo_json,
+    recipes_dir,
+)
+from matrixgen.engine.errors import UsageError
+from matrixgen.views.table import table
+
+if TYPE_CHECKING:
+    from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        metavar="URL",
+        help="Results store: a SQLite file path, sqlite:///PATH or postgresql://... "
+        "(default: $MATRIXGEN_RESULTS_DB, else .matrixgen/results.db at the top of the checkout).",
+    ),
+]
+SinceOption = Annotated[
+    int, typer.Option("--since", metavar="DAYS", help="Only runs of the last DAYS days.")
+]
+MinRunsOption = Annotated[
+    int, typer.Option("--min-runs", help="Leave out keys with fewer runs than this.")
+]
+FlipRateOption = Annotated[
+    float,
+    typer.Option("--flip-rate", help="Flaky above this flip rate: flips / (runs - 1)."),
+]
+BrokenRunsOption = Annotated[
+    int,
+    typer.Option("--broken-runs", help="Broken when the last N runs or more all failed."),
+]
+
+
+class FlakyFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    MARKDOWN = "markdown"
+
+
+def _parse_time(text: str) -> dt.datetime:
+    try:
+        moment = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f'--finished-at "{text}": expected an ISO time like 2026-11-30T18:05:00Z'
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+
+
+def ingest(
+    files: Annotated[
+        list[Path], typer.Argument(metavar="FILE|DIR...", help="JUnit XML files, or directories.")
+    ],
+    run_id: Annotated[str, typer.Option("--run-id", help="The CI run (pipeline) id.")],
+    target: Annotated[
+        str | None, typer.Option(help="The target the jobs ran in (a name from the config).")
+    ] = None,
+    job: Annotated[
+        str | None, typer.Option(help="The job that wrote the files (its recipe or CI name).")
+    ] = None,
+    tag: Annotated[
+        str | None, typer.Option(help="Leave out jobs with another tag (jobs without one stay).")
+    ] = None,
+    commit: Annotated[
+        str | None,
+        typer.Option(help="The commit tested (default: $CI_COMMIT_SHA, else $GITHUB_SHA)."),
+    ] = None,
+    finished_at: Annotated[
+        str | None,
+        typer.Option(help="When the run finished (default: the reports' timestamps, else now)."),
+    ] = None,
+    db: DbOption = None,
+    recipes: RecipesOption = None,
+    fmt: TableOrJsonOption = TableOrJson.TABLE,
+) -> None:
+    """Store the tests of JUnit XML reports for one run: one row per job and test.
+
+    Re-ingesting a run changes nothing; a bad file stores nothing."""
+    import os
+
+    from matrixgen.evidence.junit import read_report, report_files
+    from matrixgen.evidence.mapping import map_reports
+    from matrixgen.pipeline import generate, require_no_errors
+
+    if not run_id.strip():
+        raise UsageError("--run-id must not be empty")
+    moment = _parse_time(finished_at) if finished_at else None
+    commit = commit or os.environ.get("CI_COMMIT_SHA") or os.environ.get("GITHUB_SHA") or None
+    reports = [read_report(p) for p in report_files(files)]
+    if not reports:
+        raise UsageError("no JUnit XML files found in " + ", ".join(str(f) for f in files))
+    root = recipes_dir(recipes)
+    if not root.is_dir():
+        raise UsageError(f"recipe directory not found: {root}")
+    generation = generate(root)
+    require_no_errors(generation)
+    groups = map_reports(generation, reports, target=target, job=job, tag=tag)
+    if moment is None:
+        stamps = [r.finished_at for r in reports if r.finished_at is not None]
+        moment = max(stamps) if stamps else None
+
+    from matrixgen.evidence.store import RunInfo, open_store
+    from matrixgen.evidence.store import ingest as store_ingest
+
+    store = open_store(db, write=True)
+    try:
+        report = store_ingest(
+            store, RunInfo(run_id=run_id.strip(), commit=commit, finished_at=moment), groups
+        )
+    finally:
+        store.close()
+    rows = []
+    for group, count in report.stored:
+        rows.append(_ingest_row(group, "stored", count))
+    for group in report.already:
+        rows.append(_ingest_row(group, "already stored", 0))
+    if fmt is TableOrJson.JSON:
+        echo_json(
+            {
+                "run_id": report.run_id,
+                "new_run": report.new_run,
+                "files": len(reports),
+                "jobs": [dict(zip(_INGEST_HEADERS, r, strict=True)) for r in rows],
+            }
+        )
+    else:
+        typer.echo(table([[str(c) for c in r] for r in rows], list(_INGEST_HEADERS)), nl=False)
+    tests = sum(len(r.testcases) for r in reports)
+    typer.echo(
+        f"run {report.run_id}: {len(reports)} file(s), {tests} test(s); stored {report.rows} "
+        f"result(s) of {len(report.stored)} job(s) in {store.shown}"
+        + (
+            f"; {len(report.already)} job(s) of this run were stored before and are left as "
+            "they were"
+            if report.already
+            else ""
+        ),
+        err=True,
+    )
+
+
+_INGEST_HEADERS = (
+    "job",
+    "target",
+    "platform",
+    "environment",
+    "scope",
+    "tests",
+    "failed",
+    "skipped",
+    "reruns",
+    "status",
+)
+
+
+def _ingest_row(group: Any, status: str, count: int) -> list[Any]:
+    tests = group.testcases
+    return [
+        group.job_name,
+        group.target,
+        group.job.platform,
+        group.job.environment,
+        group.job.place,
+        len(tests),
+        sum(t.outcome.failed for t in tests),
+        sum(t.outcome.value == "skipped" for t in tests),
+        sum(t.reruns for t in tests),
+        status,
+    ]
+
+
+def _policy(since: int, min_runs: int, flip_rate: float, broken_runs: int) -> FlakyPolicy:
+    from matrixgen.evidence.flaky import FlakyPolicy
+
+    policy = FlakyPolicy(
+        since_days=since, min_runs=min_runs, flip_rate=flip_rate, broken_runs=broken_runs
+    )
+    policy.check()
+    return policy
+
+
+def flaky(
+    since: SinceOption = 30,
+    min_runs: MinRunsOption = 3,
+    flip_rate: FlipRateOption = 0.1,
+    broken_runs: BrokenRunsOption = 3,
+    verdict: Annotated[
+        list[str] | None,
+        typer.Option("--verdict", help="Only rows with this verdict (flaky, broken, ok)."),
+    ] = None,
+    db: DbOption = None,
+    fmt: Annotated[FlakyFormat, typer.Option("--format", help="table, json or markdown.")] = (
+        FlakyFormat.TABLE
+    ),
+) -> None:
+    """Flaky and broken cases from the stored results: one row per job, platform,
+    environment and scope (per pytest node id inside unit-test buckets), ranked."""
+    from matrixgen.evidence.flaky import Verdict, flaky_rows
+    from matrixgen.evidence.store import open_store
+
+    wanted = set()
+    for value in verdict or ():
+        try:
+            wanted.add(Verdict(value))
+        except ValueError:
+            raise UsageError(f'--verdict "{value}": use flaky, broken or ok') from None
+    policy = _policy(since, min_runs, flip_rate, broken_runs)
+    store = open_store(db, write=False)
+    try:
+        report = flaky_rows(store, policy)
+    finally:
+        store.close()
+    rows = [r for r in report.rows if not wanted or r.verdict in wanted]
+    if fmt is FlakyFormat.JSON:
+        echo_json([r.to_dict() for r in rows])
+    elif fmt is FlakyFormat.MARKDOWN:
+        typer.echo(flaky_markdown(rows), nl=False)
+    else:
+        typer.echo(table([_flaky_cells(r) for r in rows], list(_FLAKY_HEADERS)), nl=False)
+    counts = report.by_verdict()
+    typer.echo(
+        f"{len(report.rows)} key(s) over {report.runs} run(s): {counts['broken']} broken, "
+        f"{counts['flaky']} flaky, {counts['ok']} ok"
+        + (
+            f"; {report.too_few_runs} key(s) with fewer than {min_runs} run(s) left out"
+            if report.too_few_runs
+            else ""
+        ),
+        err=True,
+    )
+
+
+_FLAKY_HEADERS = (
+    "verdict",
+    "model",
+    "test_case",
+    "node_id",
+    "platform",
+    "environment",
+    "scope",
+    "runs",
+    "failures",
+    "flips",
+    "rate",
+    "first failure",
+    "last failure",
+)
+
+
+def _flaky_cells(row: FlakyRow) -> list[str]:
+    def ref(r: Any) -> str:
+        return f"{r.run_id} ({r.day})" if r is not None else ""
+
+    return [
+        row.verdict.value,
+        row.job.model,
+        row.job.test_case + (f"[{row.job.tag}]" if row.job.tag else ""),
+        _short_node(row),
+        row.job.platform,
+        row.job.environment,
+        row.job.place,
+        str(row.runs),
+        str(row.failures),
+        str(row.flips),
+        f"{row.rate:.2f}",
+        ref(row.first_failure),
+        ref(row.last_failure),
+    ]
+
+
+def _short_node(row: FlakyRow) -> str:
+    """The node id without its file when the file is the test case (a bucket)."""
+    node = row.node_id or ""
+    return (
+        node.removeprefix(row.job.test_case) if node.startswith(row.job.test_case + "::") else node
+    )
+
+
+def flaky_markdown(rows: list[FlakyRow]) -> str:
+    from matrixgen.util.escape import markdown_code as md_code
+    from matrixgen.util.escape import markdown_text as md_text
+
+    lines = [
+        "| verdict | case | platform/env | scope | runs | failures | flips | evidence |",
+        "| :-- | :-- | :-- | :-- | --: | --: | --: | :-- |",
+    ]
+    for r in rows:
+        case = r.job.test_case + (f"[{r.job.tag}]" if r.job.tag else "")
+        if r.node_id:
+            case = r.node_id
+        lines.append(
+            f"| {r.verdict.value} | {md_code(case)} | {md_text(r.where)} | {md_text(r.job.place)} "
+            f"| {r.runs} | {r.failures} | {r.flips} | {md_text(r.evidence())} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def propose(
+    tracker: Annotated[
+        str | None,
+        typer.Option(help='Tracker of the drafts: an issue URL, or "#N" (needed for --write).'),
+    ] = None,
+    write: Annotated[
+        bool, typer.Option("--write", help="Add the drafts and apply the lifts.")
+    ] = False,
+    owner: Annotated[
+        str | None,
+        typer.Option(help="Owner when the recipe names no maintainers."),
+    ] = None,
+    lift_runs: Annotated[
+        int, typer.Option("--lift-runs", help="Lift entries whose jobs passed this many last runs.")
+    ] = 10,
+    since: SinceOption = 30,
+    min_runs: MinRunsOption = 3,
+    flip_rate: FlipRateOption = 0.1,
+    broken_runs: BrokenRunsOption = 3,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="GITHUB_TOKEN", show_envvar=True, help="GitHub token: lift closed trackers."
+        ),
+    ] = None,
+    db: DbOption = None,
+    recipes: RecipesOption = None,
+    fmt: TableOrJsonOption = TableOrJson.TABLE,
+) -> None:
+    """Draft entries for flaky and broken cases that have none, scoped to where the
+    evidence is; propose lifting the entries the evidence clears. --write edits the
+    quarantine file (safely, as `add` and `lift` do)."""
+    from matrixgen.engine.errors import QuarantineError
+    from matrixgen.engine.vocab import QUARANTINE_FILENAME
+    from matrixgen.evidence.flaky import flaky_rows
+    from matrixgen.evidence.propose import propose as draft
+    from matrixgen.evidence.store import open_store
+    from matrixgen.pipeline import generate, require_no_errors
+    from matrixgen.quarantine.edit import edit, render_entry, unique_id
+    from matrixgen.quarantine.entries import policy as quarantine_policy
+
+    if lift_runs < 1:
+        raise UsageError("--lift-runs must be 1 or more")
+    if write and not tracker:
+        raise UsageError("--write needs --tracker: every entry names its tracker")
+    flaky_policy = _policy(since, min_runs, flip_rate, broken_runs)
+    root = recipes_dir(recipes)
+    if not root.is_dir():
+        raise UsageError(f"recipe directory not found: {root}")
+    generation = generate(root)
+    require_no_errors(generation)
+    qfile = generation.quarantine
+    if qfile.errors:
+        raise QuarantineError(f"{qfile.path} has errors; fix them first", findings=qfile.errors)
+    from dataclasses import replace
+
+    store = open_store(db, write=False)
+    try:
+        report = flaky_rows(store, replace(flaky_policy, min_runs=1), unit_jobs_whole=True)
+    finally:
+        store.close()
+    states: dict[str, str] = {}
+    unchecked = 0
+    pol = quarantine_policy(generation.tree.config)
+    if qfile.entries:
+        from matrixgen.quarantine.tracker import check_trackers
+
+        checked = check_trackers(
+            [(e.id, e.tracker_url) for e in qfile.entries if e.tracker],
+            token=token,
+            api_url=pol.api_url,
+        )
+        states = dict(checked.states)
+        unchecked = len(checked.unchecked)
+    proposal = draft(
+        generation,
+        report.rows,
+        tracker=tracker,
+        owner=owner,
+        min_runs=min_runs,
+        lift_runs=lift_runs,
+        tracker_states=states,
+    )
+    path = root / QUARANTINE_FILENAME
+    written: dict[str, str] = {}
+    if write and (proposal.drafts or proposal.lifts):
+
+        def change(current: Any) -> tuple[list[dict[str, Any]], list[int]]:
+            taken = {e.id for e in current.entries}
+            lifted = {lift.entry.id for lift in proposal.lifts}
+            added = []
+            for d in proposal.drafts:
+                new_id = unique_id(d.id, taken - lifted)
+                taken.add(new_id)
+                written[d.id] = new_id
+                added.append({**d.data, "id": new_id})
+            removed = [e.index for e in current.entries if e.id in lifted]
+            return added, removed
+
+        edit(path, change, tracker_base=pol.tracker_base)
+    if fmt is TableOrJson.JSON:
+        echo_json(
+            {
+                "drafts": [
+                    {
+                        "entry": _plain(d.data),
+                        "evidence": [r.to_dict() for r in d.rows],
+                    }
+                    for d in proposal.drafts
+                ],
+                "lifts": [{"id": lift.entry.id, "reason": lift.reason} for lift in proposal.lifts],
+                "already_quarantined": [
+                    {"evidence": c.row.to_dict(), "entries": list(c.by)} for c in proposal.covered
+                ],
+                "not_judged": [{"id": i, "why": why} for i, why in proposal.unjudged],
+                "written": bool(write and (proposal.drafts or proposal.lifts)),
+            }
+        )
+    else:
+        typer.echo(
+            f"# {len(proposal.drafts)} new entr{'y' if len(proposal.drafts) == 1 else 'ies'}"
+            f" for {path}"
+        )
+        for d in proposal.drafts:
+            for r in d.rows:
+                typer.echo(f"# {r.verdict.value}: {_t(_case(r))}: {_t(r.evidence())}")
+            typer.echo(render_entry(d.data, 0, 2, "\n"), nl=False)
+        if proposal.lifts:
+            typer.echo(f"\n# lifts ({len(proposal.lifts)})")
+            for lift in proposal.lifts:
+                typer.echo(
+                    f"# {_t(lift.entry.id)} ({_t(lift.entry.tracker_ref)}): {_t(lift.reason)}"
+                )
+        for c in proposal.covered:
+            why = (
+                f"already quarantined by {_t(', '.join(c.by))}"
+                if c.by
+                else "no job of the recipes runs it now"
+            )
+            typer.echo(
+                f"# left out: {c.row.verdict.value} {_t(_case(c.row))} on {_t(c.row.where)} "
+                f"({c.row.job.place}): {why}"
+            )
+        for entry_id, why in proposal.unjudged:
+            typer.echo(f"# kept: {_t(entry_id)}: {_t(why)}")
+    if unchecked:
+        typer.echo(
+            f"tracker state not checked for {unchecked} entr{'y' if unchecked == 1 else 'ies'} "
+            "(set GITHUB_TOKEN or pass --token): a closed tracker there is not proposed for a lift",
+            err=True,
+        )
+    if not tracker and proposal.drafts:
+        typer.echo("the drafts name no tracker: pass --tracker (needed for --write)", err=True)
+    done = (
+        f"wrote them to {path}"
+        if write and (proposal.drafts or proposal.lifts)
+        else "nothing written (pass --write to apply)"
+    )
+    typer.echo(
+        f"{len(proposal.drafts)} draft(s), {len(proposal.lifts)} lift(s), "
+        f"{len(proposal.covered)} case(s) left out; {done}",
+        err=True,
+    )
+
+
+def _t(value: object) -> str:
+    from matrixgen.util.escape import terminal_text
+
+    return terminal_text(value)
+
+
+def _case(row: FlakyRow) -> str:
+    name = f"{row.job.model}/{row.job.test_case}" + (f"[{row.job.tag}]" if row.job.tag else "")
+    return f"{name} {row.node_id}" if row.node_id else name
+
+
+def _plain(data: Any) -> Any:
+    if isinstance(data, dt.date):
+        return data.isoformat()
+    if isinstance(data, dict):
+        return {k: _plain(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_plain(v) for v in data]
+    return data
+
+
+def register(app: typer.Typer) -> None:
+    results = typer.Typer(
+        name="results",
+        help="The results store: ingest JUnit XML reports of CI runs.",
+        no_args_is_help=True,
+        add_completion=False,
+        rich_markup_mode=None,
+    )
+    results.command("ingest")(ingest)
+    app.add_typer(results, name="results")
+    app.command("flaky")(flaky)

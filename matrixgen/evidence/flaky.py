@@ -1,0 +1,325 @@
+"""Verdicts from the stored results: flaky, broken or ok, per job and place, and
+per pytest node id inside unit-test buckets.
+
+A key's history is its non-skipped results in time order (a run whose test
+failed, then passed on a rerun, counts as a pass that also failed). Over it:
+
+- runs, failures (runs whose final outcome failed or errored), and flips (a
+  pass right after a failure, or the reverse);
+- broken: the last `broken_runs` runs or more all failed: it has failed every
+  run since the commit of the first of them;
+- flaky: otherwise, when it failed and passed on one commit (two runs of the
+  commit, or a rerun inside one run), or its flip rate, flips / (runs - 1), is
+  over `flip_rate`;
+- ok otherwise.
+
+Rows are ranked: broken, then flaky, then ok; inside each, most failed runs
+first, then most flips, then by job and node id.
+
+Everything here but `flaky_rows` is pure: it works on histories.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from matrixgen.engine.errors import UsageError
+from matrixgen.evidence.store import History, JobKey, RunRow, Store
+
+DEFAULT_SINCE_DAYS = 30
+DEFAULT_MIN_RUNS = 3
+DEFAULT_FLIP_RATE = 0.1
+DEFAULT_BROKEN_RUNS = 3
+
+
+class Verdict(StrEnum):
+    BROKEN = "broken"
+    FLAKY = "flaky"
+    OK = "ok"
+
+
+_ORDER = {Verdict.BROKEN: 0, Verdict.FLAKY: 1, Verdict.OK: 2}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlakyPolicy:
+    since_days: int | None = DEFAULT_SINCE_DAYS  # None: all of the history
+    min_runs: int = DEFAULT_MIN_RUNS
+    flip_rate: float = DEFAULT_FLIP_RATE
+    broken_runs: int = DEFAULT_BROKEN_RUNS
+
+    def check(self) -> None:
+        if self.since_days is not None and self.since_days < 1:
+            raise UsageError("--since must be 1 day or more")
+        if self.min_runs < 1:
+            raise UsageError("--min-runs must be 1 or more")
+        if not 0 <= self.flip_rate < 1:
+            raise UsageError("--flip-rate must be at least 0 and below 1")
+        if self.broken_runs < 1:
+            raise UsageError("--broken-runs must be 1 or more")
+
+
+@dataclass(frozen=True, slots=True)
+class RunRef:
+    run_id: str
+    commit: str | None
+    at: int  # seconds since the epoch, UTC
+
+    @property
+    def day(self) -> str:
+        return dt.datetime.fromtimestamp(self.at, dt.UTC).date().isoformat()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "commit": self.commit, "at": iso(self.at)}
+
+
+def runs_text(count: int) -> str:
+    return f"{count} run" if count == 1 else f"{count} runs"
+
+
+def iso(at: int) -> str:
+    return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlakyRow:
+    job: JobKey
+    node_id: str | None  # None: the whole job
+    runs: int
+    failures: int
+    flips: int
+    verdict: Verdict
+    same_commit: tuple[str, ...] = ()  # commits (or run ids) it both failed and passed on
+    rerun_passes: int = 0
+    first_failure: RunRef | None = None
+    last_failure: RunRef | None = None
+    broken_since: RunRef | None = None
+    passing_streak: int = 0  # passes in a row at the end
+    first_at: int = 0
+    last_at: int = 0
+
+    @property
+    def rate(self) -> float:
+        return round(self.failures / self.runs, 4) if self.runs else 0.0
+
+    @property
+    def where(self) -> str:
+        return f"{self.job.platform}/{self.job.environment}"
+
+    def sort_key(self) -> tuple:
+        return (_ORDER[self.verdict], -self.failures, -self.flips, self.job, self.node_id or "")
+
+    def evidence(self) -> str:
+        """One line: "failed 3 of 40 runs on dgx_h100/dev (gitlab/mr) since 2026-11-02"."""
+        since = dt.datetime.fromtimestamp(self.first_at, dt.UTC).date().isoformat()
+        text = (
+            f"failed {self.failures} of {runs_text(self.runs)} on {self.where} "
+            f"({self.job.place}) since {since}"
+        )
+        if self.verdict is Verdict.BROKEN and self.broken_since is not None:
+            commit = (self.broken_since.commit or "")[:12]
+            text += (
+                f"; every run since {'commit ' + commit + ', ' if commit else ''}"
+                f"run {self.broken_since.run_id} ({self.broken_since.day}) failed"
+            )
+        elif self.same_commit:
+            shown = ", ".join(c[:12] for c in self.same_commit[:3])
+            more = f" and {len(self.same_commit) - 3} more" if len(self.same_commit) > 3 else ""
+            text += f"; failed and passed on {shown}{more}"
+        if self.flips:
+            text += f"; {self.flips} flip{'' if self.flips == 1 else 's'}"
+        if self.first_failure is not None and self.last_failure is not None:
+            if self.first_failure == self.last_failure:
+                text += f"; failed in run {self.first_failure.run_id}"
+            else:
+                text += (
+                    f"; failures from run {self.first_failure.run_id} "
+                    f"({self.first_failure.day}) to run {self.last_failure.run_id} "
+                    f"({self.last_failure.day})"
+                )
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.job.model,
+            "test_case": self.job.test_case,
+            "tag": self.job.tag or None,
+            "node_id": self.node_id,
+            "system": self.job.system,
+            "platform": self.job.platform,
+            "environment": self.job.environment,
+            "scope": self.job.scope,
+            "runs": self.runs,
+            "failures": self.failures,
+            "flips": self.flips,
+            "rate": self.rate,
+            "verdict": self.verdict.value,
+            "same_commit": list(self.same_commit),
+            "rerun_passes": self.rerun_passes,
+            "first_failure": self.first_failure.to_dict() if self.first_failure else None,
+            "last_failure": self.last_failure.to_dict() if self.last_failure else None,
+            "broken_since": self.broken_since.to_dict() if self.broken_since else None,
+            "passing_streak": self.passing_streak,
+            "first_run_at": iso(self.first_at),
+            "last_run_at": iso(self.last_at),
+            "evidence": self.evidence(),
+        }
+
+
+def judge(history: History, run_rows: Mapping[int, RunRow], policy: FlakyPolicy) -> FlakyRow:
+    """The verdict on one key's history."""
+    base = {
+        "job": history.job,
+        "node_id": history.node_id,
+        "runs": history.runs,
+        "failures": history.failures,
+        "first_at": history.first_at,
+        "last_at": history.last_at,
+    }
+    if history.sequence is None:  # every run passed
+        return FlakyRow(**base, flips=0, verdict=Verdict.OK, passing_streak=history.runs)
+
+    def ref(run_ref: int) -> RunRef:
+        row = run_rows[run_ref]
+        return RunRef(row.run_id, row.commit, row.finished_at)
+
+    sequence = history.sequence
+    flips = 0
+    previous: bool | None = None
+    outcomes: dict[str, set[bool]] = {}
+    order: list[str] = []
+    rerun_passes = 0
+    first_failure = last_failure = None
+    for _at, run_ref, failed, reruns in sequence:
+        if previous is not None and failed != previous:
+            flips += 1
+        previous = failed
+        row = run_rows[run_ref]
+        commit = row.commit or f"run {row.run_id}"
+        if commit not in outcomes:
+            outcomes[commit] = set()
+            order.append(commit)
+        outcomes[commit].add(failed)
+        if not failed and reruns:
+            rerun_passes += 1
+            outcomes[commit].add(True)  # it failed before it passed
+        if failed:
+            if first_failure is None:
+                first_failure = run_ref
+            last_failure = run_ref
+    streak = 0
+    for _at, _ref, failed, _rr in reversed(sequence):
+        if not failed:
+            break
+        streak += 1
+    passing = 0
+    for _at, _ref, failed, _rr in reversed(sequence):
+        if failed:
+            break
+        passing += 1
+    same_commit = tuple(c for c in order if len(outcomes[c]) == 2)
+    runs = len(sequence)
+    if streak >= policy.broken_runs:
+        verdict = Verdict.BROKEN
+    elif same_commit or (runs > 1 and flips / (runs - 1) > policy.flip_rate):
+        verdict = Verdict.FLAKY
+    else:
+        verdict = Verdict.OK
+    return FlakyRow(
+        **base,
+        flips=flips,
+        verdict=verdict,
+        same_commit=same_commit,
+        rerun_passes=rerun_passes,
+        first_failure=ref(first_failure) if first_failure is not None else None,
+        last_failure=ref(last_failure) if last_failure is not None else None,
+        broken_since=ref(sequence[-streak][1]) if verdict is Verdict.BROKEN else None,
+        passing_streak=passing,
+    )
+
+
+def rank(rows: Iterable[FlakyRow]) -> list[FlakyRow]:
+    return sorted(rows, key=FlakyRow.sort_key)
+
+
+TODAY_VARIABLE = "MATRIXGEN_TODAY"
+
+
+def reference_time() -> int:
+    """Now, or the end of $MATRIXGEN_TODAY (YYYY-MM-DD) when set: the window of
+    `--since` is judged against it, so a past run can be reproduced."""
+    value = os.environ.get(TODAY_VARIABLE)
+    if not value:
+        return int(dt.datetime.now(dt.UTC).timestamp())
+    try:
+        day = dt.date.fromisoformat(value)
+    except ValueError:
+        raise UsageError(f"{TODAY_VARIABLE}={value!r}: expected a date like 2026-12-01") from None
+    end = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), dt.UTC)
+    return int(end.timestamp())
+
+
+def window_start(policy: FlakyPolicy) -> int | None:
+    if policy.since_days is None:
+        return None
+    return reference_time() - policy.since_days * 86400
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlakyReport:
+    rows: tuple[FlakyRow, ...]
+    too_few_runs: int  # keys left out for having fewer than min_runs runs
+    runs: int  # runs in the store
+
+    def by_verdict(self) -> dict[str, int]:
+        out = {v.value: 0 for v in Verdict}
+        for row in self.rows:
+            out[row.verdict.value] += 1
+        return out
+
+
+def flaky_rows(store: Store, policy: FlakyPolicy, *, unit_jobs_whole: bool = False) -> FlakyReport:
+    """Every key's verdict; with unit_jobs_whole, unit-test buckets also get a
+    whole-job row (what lifting an allow-failure entry of a bucket needs)."""
+    from matrixgen.evidence.store import histories
+
+    policy.check()
+    run_rows, found = histories(store, since=window_start(policy), unit_jobs_whole=unit_jobs_whole)
+    judged = [judge(h, run_rows, policy) for h in found if h.runs >= policy.min_runs]
+    return FlakyReport(
+        rows=tuple(rank(judged)),
+        too_few_runs=sum(1 for h in found if h.runs < policy.min_runs),
+        runs=len(run_rows),
+    )
+
+
+def summarize(rows: Sequence[FlakyRow]) -> str:
+    """Several keys in one line, per platform/environment: "failed 3 of 40
+    runs on dgx_h100/dev since 2026-11-02; passed all 12 on dgx_gb200/dev ..."."""
+    if not rows:
+        return ""
+    groups: dict[str, list[FlakyRow]] = {}
+    for row in rows:
+        groups.setdefault(row.where, []).append(row)
+    parts = []
+    for where, group in sorted(groups.items()):
+        runs = sum(r.runs for r in group)
+        failures = sum(r.failures for r in group)
+        since = dt.datetime.fromtimestamp(min(r.first_at for r in group), dt.UTC).date()
+        streak = min(r.passing_streak for r in group)
+        tests = f" ({len(group)} tests)" if len(group) > 1 else ""
+        if failures:
+            last = max((r.last_failure for r in group if r.last_failure), key=lambda ref: ref.at)
+            parts.append(
+                f"failed {failures} of {runs} runs{tests} on {where} since {since.isoformat()}, "
+                f"last in run {last.run_id} ({last.day})"
+                + (f", passed the {streak} since" if streak else "")
+            )
+        else:
+            parts.append(f"passed all {runs} runs{tests} on {where} since {since.isoformat()}")
+    return "; ".join(parts)

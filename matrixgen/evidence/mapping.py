@@ -1,0 +1,241 @@
+"""Which matrixgen job ran each test of a report.
+
+A report maps to jobs by what the ingest is told and what the report says:
+- `--job NAME`: every test of the reports belongs to that job: its name in the
+  recipes (`spec.name`), or the name it has in the target's GitLab child
+  pipeline; `--target` (or `--tag`) picks one where several places share it;
+- else each test goes to the unit-test bucket of the candidate jobs whose test
+  case holds its file: the file itself, else the longest directory, else a glob
+  (`tests/unit_tests/models/**/*.py`); a test no bucket holds goes to the job
+  named like its testsuite (pytest: `-o junit_suite_name=NAME`).
+The candidates are the jobs of `--target` (before quarantine: a job an entry
+lets fail or deselects from still runs), else every job; `--tag` leaves out the
+jobs with another tag (jobs without a tag stay).
+A test that maps to no job, or to several, is an error naming its file and line:
+nothing is stored from an ingest that cannot place every test.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from matrixgen.emit.gitlab import assign_names
+from matrixgen.engine.errors import UsageError, did_you_mean
+from matrixgen.engine.model import Job, Target
+from matrixgen.engine.select import select
+from matrixgen.engine.targets import default_system, resolve_targets
+from matrixgen.engine.vocab import System
+from matrixgen.evidence.junit import Report, Testcase
+from matrixgen.evidence.store import JobKey, JobResults
+from matrixgen.pipeline import Generation
+from matrixgen.views.stats import UNIT_TEST_MODEL
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A job in a place it runs: its system and the target (when known)."""
+
+    job: Job
+    system: System
+    target: str  # "" when not told
+    names: tuple[str, ...]  # the names a CI job of it may carry
+    key: JobKey = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", job_key(self.job, self.system))
+
+
+def job_key(job: Job, system: System) -> JobKey:
+    return JobKey(
+        system=system.value,
+        scope=job.scope or "",
+        platform=job.platform,
+        environment=job.environment,
+        model=job.model,
+        test_case=job.test_case,
+        tag=job.tag or "",
+        unit=job.model == UNIT_TEST_MODEL,
+    )
+
+
+def candidates(
+    generation: Generation, *, target: str | None = None, tag: str | None = None
+) -> list[Candidate]:
+    jobs = generation.jobs
+    found: list[Candidate] = []
+    if target is not None:
+        specs, names = ([target], []) if "=" in target else ([], [target])
+        (chosen,) = resolve_targets(generation.tree.config, jobs, specs=specs, names=names)
+        found = _in_target(generation, chosen)
+    else:
+        seen: set[tuple[JobKey, str]] = set()
+        for chosen in resolve_targets(generation.tree.config, jobs):
+            for c in _in_target(generation, chosen):
+                if (c.key, c.names[-1]) not in seen:
+                    seen.add((c.key, c.names[-1]))
+                    found.append(Candidate(c.job, c.system, "", c.names))
+        placed = {c.key for c in found}
+        for job in jobs:
+            system = default_system(job.scope or "")
+            if job.scope and job_key(job, system) not in placed:
+                found.append(Candidate(job, system, "", (job.name,)))
+    if tag is not None:
+        tags = sorted({c.job.tag or "" for c in found})
+        if tag not in tags:
+            raise UsageError(f'--tag "{tag}": no job has that tag{did_you_mean(tag, tags)}')
+        found = [c for c in found if not c.job.tag or c.job.tag == tag]
+    return found
+
+
+def _in_target(generation: Generation, target: Target) -> list[Candidate]:
+    chosen = select(generation.jobs, target.selector)
+    names: dict[int, str] = {}
+    if target.system is System.GITLAB:
+        emitted = generation.jobs_for(target)
+        by_identity = {j.identity: n for j, n in zip(emitted, assign_names(emitted), strict=True)}
+        for i, job in enumerate(chosen):
+            name = by_identity.get(job.identity)
+            if name:
+                names[i] = name
+    return [
+        Candidate(
+            job,
+            target.system,
+            target.name,
+            tuple(dict.fromkeys([job.name, names.get(i, job.name)])),
+        )
+        for i, job in enumerate(chosen)
+    ]
+
+
+def _one(found: Sequence[Candidate], what: str) -> Candidate | None:
+    """The one job among candidates (places that share a key are one job)."""
+    keys = {c.key for c in found}
+    if not keys:
+        return None
+    if len(keys) > 1:
+        shown = sorted(
+            f"{k.test_case}{f'[{k.tag}]' if k.tag else ''} {k.place} "
+            f"on {k.platform}/{k.environment}"
+            for k in keys
+        )
+        more = f" and {len(shown) - 5} more" if len(shown) > 5 else ""
+        raise UsageError(
+            f"{what} is {len(keys)} jobs: {'; '.join(shown[:5])}{more}; "
+            "give --target (and --tag) to say which"
+        )
+    return found[0]
+
+
+def map_reports(
+    generation: Generation,
+    reports: Sequence[Report],
+    *,
+    target: str | None = None,
+    job: str | None = None,
+    tag: str | None = None,
+    pool: Sequence[Candidate] | None = None,
+) -> list[JobResults]:
+    """The reports' tests grouped by the job that ran them (see the module doc).
+    `pool`: the candidates, when the caller computed them already."""
+    if pool is None:
+        pool = candidates(generation, target=target, tag=tag)
+    where = f" in target {target}" if target else ""
+    if job is not None:
+        named = [c for c in pool if job in c.names]
+        chosen = _one(named, f'job "{job}"{where}')
+        if chosen is None:
+            known = sorted({n for c in pool for n in c.names})
+            raise UsageError(f'no job is named "{job}"{where}{did_you_mean(job, known)}')
+        tests = tuple(t for r in reports for t in r.testcases)
+        return [_group(chosen, tests)]
+    buckets: dict[str, list[Candidate]] = {}
+    by_name: dict[str, list[Candidate]] = {}
+    for c in pool:
+        if c.job.model == UNIT_TEST_MODEL:
+            buckets.setdefault(c.job.test_case, []).append(c)
+        for name in c.names:
+            by_name.setdefault(name, []).append(c)
+    index = BucketIndex(buckets)
+    chosen_for: dict[tuple[str, str], Candidate] = {}
+    grouped: dict[JobKey, tuple[Candidate, list[Testcase]]] = {}
+    for report in reports:
+        for test in report.testcases:
+            path = test.node_id.split("::", 1)[0]
+            bucket = index(path)
+            cache_key = (bucket or "", test.suite if bucket is None else "")
+            picked = chosen_for.get(cache_key)
+            if picked is None:
+                at = f"{report.path}:{test.line}: test {test.node_id}"
+                if bucket is not None:
+                    picked = _one(buckets[bucket], f"{at}: its unit-test bucket {bucket}")
+                else:
+                    picked = _one(by_name.get(test.suite, []), f'{at}: suite "{test.suite}"')
+                if picked is None:
+                    raise UsageError(
+                        f"{at} is in no unit-test bucket{where}, and its testsuite "
+                        f'"{test.suite}" names no job; give --job NAME'
+                    )
+                chosen_for[cache_key] = picked
+            grouped.setdefault(picked.key, (picked, []))[1].append(test)
+    return [_group(c, tuple(tests)) for c, tests in grouped.values()]
+
+
+def _group(candidate: Candidate, tests: tuple[Testcase, ...]) -> JobResults:
+    return JobResults(
+        job=candidate.key,
+        job_name=candidate.names[-1],
+        target=candidate.target,
+        testcases=tests,
+    )
+
+
+class BucketIndex:
+    """Finds the unit-test bucket that holds a test file: the file itself, else
+    the longest directory holding it, else the first glob (sorted) that matches
+    (`tests/unit_tests/models/**/*.py`). Cost per file: its depth, plus the
+    globs; files are looked up once."""
+
+    def __init__(self, buckets: Iterable[str]) -> None:
+        self.exact: set[str] = set()
+        self.directories: dict[str, str] = {}
+        self.globs: list[str] = []
+        for bucket in sorted(buckets):
+            self.exact.add(bucket)
+            if not _GLOB_CHARS.isdisjoint(bucket):
+                self.globs.append(bucket)
+            else:
+                self.directories.setdefault(bucket.rstrip("/") + "/", bucket)
+        self._found: dict[str, str | None] = {}
+
+    def __call__(self, path: str) -> str | None:
+        if path in self._found:
+            return self._found[path]
+        found = self._lookup(path)
+        self._found[path] = found
+        return found
+
+    def _lookup(self, path: str) -> str | None:
+        if path in self.exact:
+            return path
+        end = len(path)
+        while True:
+            end = path.rfind("/", 0, end)
+            if end < 0:
+                break
+            bucket = self.directories.get(path[: end + 1])
+            if bucket is not None:
+                return bucket
+        for glob in self.globs:
+            if fnmatch.fnmatchcase(path, glob):
+                return glob
+        return None
+
+
+def bucket_for(path: str, buckets: Iterable[str]) -> str | None:
+    """The bucket of one test file (see BucketIndex)."""
+    return BucketIndex(buckets)(path)

@@ -1,0 +1,310 @@
+"""Quarantine entries drafted from the evidence, and lifts of the ones it clears.
+
+Drafts, for flaky and broken keys that no entry covers yet:
+- one pytest node id of a unit-test bucket: `deselect` of that node id (kind
+  flaky or broken): the rest of the bucket keeps running;
+- a flaky functional case: `allow-failure` (it keeps running, and keeps the
+  signal that lifts it);
+- a broken functional case: `skip`.
+Each draft is scoped to exactly where the evidence is: the platforms,
+environments, tags and system/scope places of the failing jobs, split into as
+many entries as it takes for every entry to cover only those jobs (an entry's
+match is a product of its lists). The owner is the recipe's maintainers, the
+expiry the config's `quarantine.default_expiry_days` from today, and the reason
+cites the counts and run ids.
+
+Lifts, for existing entries:
+- allow-failure and deselect entries whose every job (for deselect: every node
+  id, where it has results) passed its last `lift_runs` runs;
+- entries whose tracker is closed (when the caller could ask the tracker).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from matrixgen.engine.model import Job, Target
+from matrixgen.engine.select import select
+from matrixgen.engine.targets import resolve_targets
+from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
+from matrixgen.evidence.flaky import FlakyRow, Verdict
+from matrixgen.evidence.mapping import job_key
+from matrixgen.evidence.store import JobKey
+from matrixgen.pipeline import Generation
+from matrixgen.quarantine.edit import entry_id, slug, unique_id
+from matrixgen.quarantine.entries import Entry, applying_entries, current_day, entry_hits, policy
+
+DEFAULT_LIFT_RUNS = 10
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Draft:
+    """One entry to add: its fields as the editor writes them, and the rows behind it."""
+
+    data: Mapping[str, Any]
+    rows: tuple[FlakyRow, ...]
+
+    @property
+    def id(self) -> str:
+        return str(self.data["id"])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lift:
+    entry: Entry
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Covered:
+    row: FlakyRow
+    by: tuple[str, ...]  # entry ids; empty: the job is in no target of the recipes now
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Proposal:
+    drafts: tuple[Draft, ...]
+    lifts: tuple[Lift, ...]
+    covered: tuple[Covered, ...]  # flaky/broken rows left out, and why
+    unjudged: tuple[tuple[str, str], ...]  # (entry id, why no lift could be judged)
+
+
+def _places(
+    generation: Generation, targets: Sequence[Target]
+) -> dict[JobKey, list[tuple[Target, Job]]]:
+    found: dict[JobKey, list[tuple[Target, Job]]] = {}
+    for target in targets:
+        for job in select(generation.jobs, target.selector):
+            found.setdefault(job_key(job, target.system), []).append((target, job))
+    return found
+
+
+def _owner(generation: Generation, job: Job, fallback: str | None) -> str:
+    for recipe in generation.tree.files:
+        if recipe.rel == job.recipe:
+            maintainers = recipe.data.get("maintainers") if isinstance(recipe.data, dict) else None
+            if isinstance(maintainers, list) and maintainers:
+                return ", ".join(str(m) for m in maintainers)
+    return fallback or ""
+
+
+def _action(row: FlakyRow) -> tuple[QuarantineAction, QuarantineKind]:
+    kind = QuarantineKind.BROKEN if row.verdict is Verdict.BROKEN else QuarantineKind.FLAKY
+    if row.node_id is not None:
+        return QuarantineAction.DESELECT, kind
+    if row.verdict is Verdict.BROKEN:
+        return QuarantineAction.SKIP, kind
+    return QuarantineAction.ALLOW_FAILURE, kind
+
+
+def _covering(
+    row: FlakyRow, places: list[tuple[Target, Job]], entries: Sequence[Entry], known: set[str]
+) -> list[str]:
+    """Ids of entries that already take this key out (or let it fail)."""
+    ids: list[str] = []
+    for target, job in places:
+        for entry in applying_entries(job, entries, target, known):
+            if (
+                row.node_id is not None
+                and entry.action is QuarantineAction.DESELECT
+                and row.node_id not in entry.node_ids
+            ):
+                continue
+            if entry.id not in ids:
+                ids.append(entry.id)
+    return ids
+
+
+def rectangles(cells: set[tuple[str, str, str, str]]) -> list[tuple[tuple[str, ...], ...]]:
+    """Split (platform, environment, tag, place) cells into products of lists
+    that together cover exactly the cells: merge along one dimension at a time,
+    only where every other dimension is equal."""
+    groups: list[tuple[frozenset[str], ...]] = [
+        tuple(frozenset([v]) for v in cell) for cell in sorted(cells)
+    ]
+    for axis in (3, 1, 0, 2):  # places, environments, platforms, tags
+        merged: dict[tuple, set[str]] = {}
+        for group in groups:
+            rest = tuple(g for i, g in enumerate(group) if i != axis)
+            merged.setdefault(rest, set()).update(group[axis])
+        groups = []
+        for rest, values in merged.items():
+            parts = list(rest)
+            parts.insert(axis, frozenset(values))
+            groups.append(tuple(parts))
+    return sorted(tuple(tuple(sorted(g)) for g in group) for group in groups)
+
+
+def propose(
+    generation: Generation,
+    rows: Sequence[FlakyRow],
+    *,
+    tracker: str | None,
+    owner: str | None = None,
+    min_runs: int = 1,
+    lift_runs: int = DEFAULT_LIFT_RUNS,
+    tracker_states: Mapping[str, str] | None = None,
+    today: dt.date | None = None,
+) -> Proposal:
+    """Drafts and lifts from judged rows (every key's row, ok ones too: lifts
+    need them)."""
+    today = today or current_day()
+    config = generation.tree.config
+    expiry = today + dt.timedelta(days=policy(config).default_expiry_days)
+    entries = generation.quarantine.entries
+    targets = resolve_targets(config, generation.jobs)
+    places = _places(generation, targets)
+    known = {j.test_case for j in generation.jobs}
+
+    groups: dict[tuple, list[FlakyRow]] = {}
+    covered: list[Covered] = []
+    for row in rows:
+        if row.verdict is Verdict.OK or row.runs < min_runs:
+            continue
+        if row.node_id is None and row.job.unit:
+            continue  # a bucket is judged per node id; its whole-job row serves lifts
+        found = places.get(row.job)
+        if not found:
+            covered.append(Covered(row=row, by=()))
+            continue
+        by = _covering(row, found, entries, known)
+        if by:
+            covered.append(Covered(row=row, by=tuple(by)))
+            continue
+        action, kind = _action(row)
+        key = (action, kind, row.job.model, row.job.test_case, row.node_id or "")
+        groups.setdefault(key, []).append(row)
+
+    drafts: list[Draft] = []
+    taken = {e.id for e in entries}
+    for (action, kind, model, test_case, node), members in sorted(groups.items()):
+        by_cell = {(r.job.platform, r.job.environment, r.job.tag, r.job.place): r for r in members}
+        first_job = places[members[0].job][0][1]
+        for platforms, environments, tags, where in rectangles(set(by_cell)):
+            chosen = tuple(
+                r
+                for cell, r in sorted(by_cell.items())
+                if cell[0] in platforms
+                and cell[1] in environments
+                and cell[2] in tags
+                and cell[3] in where
+            )
+            match: dict[str, Any] = {"model": model, "test_case": test_case}
+            match["platforms"] = list(platforms)
+            match["environments"] = list(environments)
+            if any(tags):
+                match["tags"] = list(tags)
+            data: dict[str, Any] = {
+                "tracker": _tracker_text(tracker) if tracker else "",
+                "kind": kind.value,
+                "action": action.value,
+                "match": match,
+                "where": list(where),
+                "node_ids": [node] if node else [],
+                "owner": _owner(generation, first_job, owner),
+                "added": today,
+                "expires": expiry,
+                "reason": _reason(kind, chosen),
+            }
+            data = {k: v for k, v in data.items() if v not in ([], "")}
+            derived = entry_id(data)
+            if node:  # named after the test, not its bucket
+                derived = f"{slug(node.rsplit('::', 1)[-1])}-{derived.rsplit('-', 1)[-1]}"
+            data = {"id": unique_id(derived, taken), **data}
+            taken.add(data["id"])
+            drafts.append(Draft(data=data, rows=chosen))
+
+    lifts, unjudged = _lifts(
+        generation, entries, targets, rows, lift_runs=lift_runs, tracker_states=tracker_states
+    )
+    return Proposal(
+        drafts=tuple(drafts),
+        lifts=tuple(lifts),
+        covered=tuple(covered),
+        unjudged=tuple(unjudged),
+    )
+
+
+def _tracker_text(ref: str) -> str:
+    ref = ref.strip()
+    return f"#{ref}" if ref.isdigit() else ref
+
+
+def _reason(kind: QuarantineKind, rows: Sequence[FlakyRow]) -> str:
+    shown = "; ".join(r.evidence() for r in rows[:3])
+    more = f"; and {len(rows) - 3} more place(s)" if len(rows) > 3 else ""
+    return f"{kind.value} in the test results: {shown}{more}"
+
+
+def _lifts(
+    generation: Generation,
+    entries: Sequence[Entry],
+    targets: Sequence[Target],
+    rows: Sequence[FlakyRow],
+    *,
+    lift_runs: int,
+    tracker_states: Mapping[str, str] | None,
+) -> tuple[list[Lift], list[tuple[str, str]]]:
+    lifts: list[Lift] = []
+    unjudged: list[tuple[str, str]] = []
+    by_key: dict[tuple[JobKey, str | None], FlakyRow] = {(r.job, r.node_id): r for r in rows}
+    hits = entry_hits(generation.jobs, entries, targets)
+    for entry in entries:
+        state = (tracker_states or {}).get(entry.id)
+        if state == "closed":
+            lifts.append(Lift(entry=entry, reason=f"its tracker {entry.tracker_ref} is closed"))
+            continue
+        if entry.action is QuarantineAction.SKIP:
+            continue  # its jobs do not run: no evidence can clear it
+        keys = sorted({job_key(h.job, h.target.system) for h in hits.get(entry.id, [])})
+        if not keys:
+            continue
+        silent = 0
+        if entry.action is QuarantineAction.DESELECT:
+            # A deselected test runs only where something still runs it: judge it
+            # there, and say how many of its jobs gave no results.
+            found = [by_key[(k, n)] for k in keys for n in entry.node_ids if (k, n) in by_key]
+            missing = [n for n in entry.node_ids if not any((k, n) in by_key for k in keys)]
+            silent = sum(1 for k in keys if not any((k, n) in by_key for n in entry.node_ids))
+        else:
+            found = [by_key[(k, None)] for k in keys if (k, None) in by_key]
+            missing = [
+                f"{k.test_case} on {k.platform}/{k.environment} ({k.place})"
+                for k in keys
+                if (k, None) not in by_key
+            ]
+        if missing:
+            unjudged.append(
+                (
+                    entry.id,
+                    "no results for "
+                    + ", ".join(missing[:3])
+                    + (f" and {len(missing) - 3} more" if len(missing) > 3 else ""),
+                )
+            )
+            continue
+        short = [r for r in found if r.passing_streak < lift_runs]
+        if short:
+            worst = min(short, key=lambda r: r.passing_streak)
+            unjudged.append(
+                (
+                    entry.id,
+                    f"passed only its last {worst.passing_streak} run(s) on "
+                    f"{worst.where} ({worst.job.place}); a lift needs {lift_runs}",
+                )
+            )
+            continue
+        from matrixgen.evidence.flaky import summarize
+
+        where = f"; no results from the other {silent} job(s) it applies to" if silent else ""
+        lifts.append(
+            Lift(
+                entry=entry,
+                reason=f"passed its last {min(r.passing_streak for r in found)} run(s): "
+                f"{summarize(found)}{where}",
+            )
+        )
+    return lifts, unjudged

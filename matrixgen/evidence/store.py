@@ -1,0 +1,756 @@
+"""The results store: test results per run, job and test, in SQLite or PostgreSQL.
+
+One schema for both dialects, written with SQLAlchemy Core (no SQL strings).
+Tables:
+
+    runs      one row per run id (a CI pipeline or workflow run): commit, time
+    jobs      one row per job identity and place: system, scope, platform,
+              environment, model, test case, tag; `unit` for unit-test buckets
+    run_jobs  one row per (run, job): the job's outcome in that run
+    cases     one row per (job, pytest node id)
+    results   one row per (run, job, test): outcome, reruns, duration, message
+
+Indexes (what each read needs, nothing more):
+
+    results   primary key (case_id, finished_at, run_ref): `flaky` reads each
+              test's history in time order straight off it; on SQLite the table
+              is stored in that order (WITHOUT ROWID), so the scan reads pages
+              in sequence. It also makes (test, run) unique.
+    run_jobs  primary key (job_id, finished_at, run_ref), the same for whole jobs;
+              unique (run_ref, job_id): what a re-ingest of a run looks up.
+    cases     unique (job_id, node_id); jobs: unique identity; runs: unique run_id.
+
+Migrations are versioned in `matrixgen_schema` (one row, the version) and
+applied by the tool itself when it opens a store, in the transaction of the
+command, under a lock (PostgreSQL: an advisory transaction lock; SQLite: BEGIN
+IMMEDIATE), so two CI runners starting at once cannot both migrate. A store
+written by a newer matrixgen is refused, never downgraded.
+
+sqlalchemy is imported only here, and this module only by the commands that
+use the store.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from matrixgen.engine.errors import ResultsStoreError, UsageError
+from matrixgen.evidence.junit import Outcome, Testcase
+
+SCHEMA_VERSION = 1
+OUTCOME_CODES = {Outcome.PASSED: 0, Outcome.FAILED: 1, Outcome.ERROR: 2, Outcome.SKIPPED: 3}
+OUTCOMES = {code: outcome for outcome, code in OUTCOME_CODES.items()}
+SKIPPED = OUTCOME_CODES[Outcome.SKIPPED]
+FAILED_CODES = (OUTCOME_CODES[Outcome.FAILED], OUTCOME_CODES[Outcome.ERROR])
+NODE_ID_LIMIT = 2000  # PostgreSQL's btree entries stop near 2,700 bytes
+TEXT_LIMIT = 255
+TEST_CASE_LIMIT = 1000
+_ADVISORY_LOCK = 0x6D677276  # "mgrv": the one lock every writer takes
+_IN_CHUNK = 500
+
+metadata = sa.MetaData()
+
+schema_table = sa.Table(
+    "matrixgen_schema",
+    metadata,
+    sa.Column("version", sa.Integer, nullable=False),
+)
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String(TEXT_LIMIT), nullable=False, unique=True),
+    sa.Column("commit_sha", sa.String(64)),
+    sa.Column("finished_at", sa.BigInteger, nullable=False),  # seconds since the epoch, UTC
+    sa.Column("ingested_at", sa.BigInteger, nullable=False),
+)
+jobs = sa.Table(
+    "jobs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("system", sa.String(16), nullable=False),
+    sa.Column("scope", sa.String(TEXT_LIMIT), nullable=False),
+    sa.Column("platform", sa.String(TEXT_LIMIT), nullable=False),
+    sa.Column("environment", sa.String(TEXT_LIMIT), nullable=False),
+    sa.Column("model", sa.String(TEXT_LIMIT), nullable=False),
+    sa.Column("test_case", sa.String(TEST_CASE_LIMIT), nullable=False),
+    sa.Column("tag", sa.String(TEXT_LIMIT), nullable=False),  # "" for none
+    sa.Column("unit", sa.Boolean, nullable=False),
+    sa.UniqueConstraint(
+        "system",
+        "scope",
+        "platform",
+        "environment",
+        "model",
+        "test_case",
+        "tag",
+        name="uq_jobs_identity",
+    ),
+)
+run_jobs = sa.Table(
+    "run_jobs",
+    metadata,
+    sa.Column("job_id", sa.Integer, sa.ForeignKey("jobs.id"), primary_key=True),
+    sa.Column("finished_at", sa.BigInteger, primary_key=True),
+    sa.Column("run_ref", sa.Integer, sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("job_name", sa.String(TEST_CASE_LIMIT), nullable=False),
+    sa.Column("target", sa.String(TEXT_LIMIT), nullable=False),  # "" when not given
+    sa.Column("outcome", sa.SmallInteger, nullable=False),
+    sa.Column("tests", sa.Integer, nullable=False),
+    sa.Column("failures", sa.Integer, nullable=False),
+    sa.Column("reruns", sa.Integer, nullable=False),
+    sa.UniqueConstraint("run_ref", "job_id", name="uq_run_jobs_run_job"),
+    sqlite_with_rowid=False,
+)
+cases = sa.Table(
+    "cases",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("job_id", sa.Integer, sa.ForeignKey("jobs.id"), nullable=False),
+    sa.Column("node_id", sa.String(NODE_ID_LIMIT), nullable=False),
+    sa.UniqueConstraint("job_id", "node_id", name="uq_cases_job_node"),
+)
+results = sa.Table(
+    "results",
+    metadata,
+    sa.Column("case_id", sa.Integer, sa.ForeignKey("cases.id"), primary_key=True),
+    sa.Column("finished_at", sa.BigInteger, primary_key=True),
+    sa.Column("run_ref", sa.Integer, sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("outcome", sa.SmallInteger, nullable=False),
+    sa.Column("reruns", sa.SmallInteger, nullable=False),
+    sa.Column("duration", sa.Float),
+    sa.Column("message", sa.String(300)),
+    sqlite_with_rowid=False,
+)
+
+
+def _migrate_1(conn: sa.Connection) -> None:
+    """The first schema: runs, jobs, run_jobs, cases, results."""
+    metadata.create_all(conn, tables=[runs, jobs, run_jobs, cases, results])
+
+
+# Version N is reached by running MIGRATIONS[N - 1] on a store at version N - 1.
+# A later change appends a function; a released one is never edited.
+MIGRATIONS = (_migrate_1,)
+assert len(MIGRATIONS) == SCHEMA_VERSION
+
+
+# --------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class JobKey:
+    """A job's identity and where it ran: one row of `jobs`."""
+
+    system: str
+    scope: str
+    platform: str
+    environment: str
+    model: str
+    test_case: str
+    tag: str  # "" for none
+    unit: bool = False
+
+    @property
+    def place(self) -> str:
+        return f"{self.system}/{self.scope}"
+
+    def identity(self) -> tuple[str, ...]:
+        return (
+            self.system,
+            self.scope,
+            self.platform,
+            self.environment,
+            self.model,
+            self.test_case,
+            self.tag,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobResults:
+    """What one ingest stores for one job."""
+
+    job: JobKey
+    job_name: str
+    target: str
+    testcases: tuple[Testcase, ...]
+
+    @property
+    def outcome(self) -> Outcome:
+        """The job's outcome: failed when a test failed or errored; skipped when
+        every test was skipped (or there were none); else passed."""
+        if any(t.outcome.failed for t in self.testcases):
+            return Outcome.FAILED
+        if all(t.outcome is Outcome.SKIPPED for t in self.testcases):
+            return Outcome.SKIPPED
+        return Outcome.PASSED
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunInfo:
+    run_id: str
+    commit: str | None
+    finished_at: dt.datetime | None  # None: keep the stored one, else now
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IngestReport:
+    run_id: str
+    new_run: bool
+    stored: tuple[tuple[JobResults, int], ...]  # (job, testcases stored)
+    already: tuple[JobResults, ...]  # (run, job) pairs stored before: left as they were
+
+    @property
+    def rows(self) -> int:
+        return sum(n for _, n in self.stored)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    ref: int
+    run_id: str
+    commit: str | None
+    finished_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """One key's results in the window: a whole job (node_id None) or one test.
+
+    `sequence` is (finished_at, run_ref, failed, reruns) in time order; it is
+    read only for keys that failed or were rerun at least once (None otherwise:
+    every run passed)."""
+
+    job: JobKey
+    node_id: str | None
+    runs: int
+    failures: int
+    rerun_runs: int
+    first_at: int
+    last_at: int
+    sequence: tuple[tuple[int, int, bool, int], ...] | None
+
+
+# --------------------------------------------------------------------------- opening
+
+
+def default_store_path(start: Path | None = None) -> Path:
+    """`.matrixgen/results.db` at the top of the git checkout (else here)."""
+    import subprocess
+
+    start = start or Path.cwd()
+    try:
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"],
+            cwd=start,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+    except OSError:
+        top = ""
+    return (Path(top) if top else start) / ".matrixgen" / "results.db"
+
+
+STORE_VARIABLE = "MATRIXGEN_RESULTS_DB"
+
+
+def store_url(given: str | None) -> tuple[str, bool]:
+    """(SQLAlchemy URL, explicitly configured?) from --db, $MATRIXGEN_RESULTS_DB,
+    or the default file. A plain path is a SQLite file; postgresql:// URLs use
+    psycopg (version 3)."""
+    text = given or os.environ.get(STORE_VARIABLE) or ""
+    explicit = bool(text)
+    if not text:
+        return "sqlite:///" + str(default_store_path()), False
+    lowered = text.lower()
+    for prefix in ("postgresql://", "postgres://"):
+        if lowered.startswith(prefix):
+            return "postgresql+psycopg://" + text[len(prefix) :], True
+    if lowered.startswith(("postgresql+psycopg://", "sqlite://")):
+        return text, True
+    if "://" in text:
+        raise UsageError(
+            f"--db {_shown(text)}: expected a file path, sqlite:///PATH or postgresql://..."
+        )
+    return "sqlite:///" + text, explicit
+
+
+def _shown(url: str) -> str:
+    """A URL for messages: without its password."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url.split("@")[-1] if "@" in url else url
+
+
+def sqlite_path(url: str) -> Path | None:
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return None
+    return Path(parsed.database)
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    engine: sa.Engine
+    url: str
+    write: bool
+    migrated: list[bool] = field(default_factory=list, compare=False)  # [True] once checked
+
+    @property
+    def shown(self) -> str:
+        return _shown(self.url)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextmanager
+    def transaction(self) -> Iterator[sa.Connection]:
+        """One transaction, migrated to the current schema first (under the
+        writers' lock); a store is checked once, after its first commit."""
+        checked = False
+        try:
+            with self.engine.begin() as conn:
+                if self.dialect == "postgresql" and self.write:
+                    conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_ADVISORY_LOCK)))
+                if not self.migrated:
+                    _migrate(conn, self)
+                    checked = True
+                yield conn
+        except sa.exc.OperationalError as exc:
+            raise ResultsStoreError(
+                f"results store {self.shown}: {_first_line(exc.orig or exc)}"
+            ) from None
+        if checked:
+            self.migrated.append(True)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def open_store(given: str | None, *, write: bool) -> Store:
+    """Open the store for a command. Reading a SQLite store that does not exist is
+    an error; writing creates it (never through a symlink)."""
+    url, _ = store_url(given)
+    path = sqlite_path(url)
+    if path is not None:
+        if not write and not path.exists():
+            raise ResultsStoreError(
+                f"no results store at {path}: ingest results first (matrixgen results ingest)"
+            )
+        if write:
+            _prepare_sqlite_file(path)
+    try:
+        if path is not None:
+            engine = sa.create_engine(url, connect_args={"timeout": 60})
+            _sqlite_transactions(engine, immediate=write)
+        else:
+            engine = sa.create_engine(url, pool_pre_ping=False)
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
+        raise UsageError(f"--db {_shown(url)}: {exc}") from None
+    return Store(engine=engine, url=url, write=write)
+
+
+def _prepare_sqlite_file(path: Path) -> None:
+    for part in (path.parent, path):
+        if part.is_symlink():
+            raise ResultsStoreError(f"{part} is a symbolic link; the results store is not written")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ResultsStoreError(f"cannot create {path.parent}: {exc.strerror}") from None
+
+
+def _sqlite_transactions(engine: sa.Engine, *, immediate: bool) -> None:
+    """pysqlite would open transactions itself, late and without DDL; let
+    SQLAlchemy's BEGIN start them (BEGIN IMMEDIATE for writers: the lock)."""
+
+    @sa.event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+    @sa.event.listens_for(engine, "begin")
+    def _begin(conn: sa.Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def _version(conn: sa.Connection) -> int | None:
+    if not sa.inspect(conn).has_table(schema_table.name):
+        return None
+    return conn.execute(sa.select(schema_table.c.version)).scalar_one_or_none() or 0
+
+
+def _migrate(conn: sa.Connection, store: Store) -> None:
+    version = _version(conn)
+    if version == SCHEMA_VERSION:
+        return
+    if store.dialect == "postgresql" and not store.write:
+        # Writers hold the lock from the start; a reader takes it to migrate.
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_ADVISORY_LOCK)))
+        version = _version(conn)
+    if version is None:
+        schema_table.create(conn)
+        conn.execute(schema_table.insert().values(version=0))
+        version = 0
+    if version > SCHEMA_VERSION:
+        raise ResultsStoreError(
+            f"results store {store.shown} has schema version {version}, written by a newer "
+            f"matrixgen (this one knows up to {SCHEMA_VERSION}); upgrade matrixgen"
+        )
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        MIGRATIONS[target - 1](conn)
+        conn.execute(schema_table.update().values(version=target))
+
+
+def schema_version(store: Store) -> int:
+    with store.transaction() as conn:
+        return conn.execute(sa.select(schema_table.c.version)).scalar_one()
+
+
+# --------------------------------------------------------------------------- ingest
+
+
+def _epoch(moment: dt.datetime) -> int:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return int(moment.timestamp())
+
+
+def check_lengths(run: RunInfo, groups: Sequence[JobResults]) -> None:
+    """Values too long for the store's columns are refused before writing."""
+    if len(run.run_id) > TEXT_LIMIT:
+        raise UsageError(f"--run-id is {len(run.run_id)} characters (at most {TEXT_LIMIT})")
+    if run.commit is not None and len(run.commit) > 64:
+        raise UsageError(f"--commit is {len(run.commit)} characters (at most 64)")
+    for group in groups:
+        for t in group.testcases:
+            if len(t.node_id) > NODE_ID_LIMIT:
+                raise UsageError(
+                    f"test {t.node_id[:80]}... has a node id of {len(t.node_id)} characters "
+                    f"(at most {NODE_ID_LIMIT})"
+                )
+
+
+def ingest(store: Store, run: RunInfo, groups: Sequence[JobResults]) -> IngestReport:
+    """Store one run's results, in one transaction. A (run, job) pair stored
+    before is left as it was: re-ingesting a run changes nothing."""
+    check_lengths(run, groups)
+    now = int(dt.datetime.now(dt.UTC).timestamp())
+    with store.transaction() as conn:
+        row = conn.execute(
+            sa.select(runs.c.id, runs.c.commit_sha, runs.c.finished_at).where(
+                runs.c.run_id == run.run_id
+            )
+        ).first()
+        new_run = row is None
+        if row is None:
+            at = _epoch(run.finished_at) if run.finished_at else now
+            ref = conn.execute(
+                runs.insert().values(
+                    run_id=run.run_id, commit_sha=run.commit, finished_at=at, ingested_at=now
+                )
+            ).inserted_primary_key[0]
+        else:
+            ref, commit, at = row
+            if run.commit is not None and commit is not None and run.commit != commit:
+                raise UsageError(
+                    f"run {run.run_id} was stored with commit {commit}, not {run.commit}: "
+                    "one run id names one commit"
+                )
+            if run.commit is not None and commit is None:
+                conn.execute(runs.update().where(runs.c.id == ref).values(commit_sha=run.commit))
+        stored: list[tuple[JobResults, int]] = []
+        already: list[JobResults] = []
+        job_ids = _job_ids(conn, [g.job for g in groups])
+        present = {
+            job_id
+            for (job_id,) in conn.execute(
+                sa.select(run_jobs.c.job_id).where(run_jobs.c.run_ref == ref)
+            )
+        }
+        result_rows: list[dict[str, Any]] = []
+        for group in _merged(groups):
+            job_id = job_ids[group.job.identity()]
+            if job_id in present:
+                already.append(group)
+                continue
+            present.add(job_id)
+            conn.execute(
+                run_jobs.insert().values(
+                    job_id=job_id,
+                    finished_at=at,
+                    run_ref=ref,
+                    job_name=group.job_name[:TEST_CASE_LIMIT],
+                    target=group.target[:TEXT_LIMIT],
+                    outcome=OUTCOME_CODES[group.outcome],
+                    tests=len(group.testcases),
+                    failures=sum(t.outcome.failed for t in group.testcases),
+                    reruns=sum(t.reruns for t in group.testcases),
+                )
+            )
+            case_ids = _case_ids(conn, job_id, [t.node_id for t in group.testcases])
+            for t in group.testcases:
+                result_rows.append(
+                    {
+                        "case_id": case_ids[t.node_id],
+                        "finished_at": at,
+                        "run_ref": ref,
+                        "outcome": OUTCOME_CODES[t.outcome],
+                        "reruns": min(t.reruns, 32767),
+                        "duration": t.duration,
+                        "message": t.message[:300] or None,
+                    }
+                )
+            stored.append((group, len(group.testcases)))
+        _bulk_insert(conn, results, result_rows)
+    return IngestReport(
+        run_id=run.run_id, new_run=new_run, stored=tuple(stored), already=tuple(already)
+    )
+
+
+def _merged(groups: Sequence[JobResults]) -> list[JobResults]:
+    """One group per job: files of one job in one ingest are one job's results
+    (a test seen twice is a rerun: the later record decides)."""
+    by_job: dict[tuple[str, ...], list[JobResults]] = {}
+    for group in groups:
+        by_job.setdefault(group.job.identity(), []).append(group)
+    merged = []
+    for parts in by_job.values():
+        if len(parts) == 1:
+            merged.append(parts[0])
+            continue
+        tests: dict[str, Testcase] = {}
+        for part in parts:
+            for t in part.testcases:
+                before = tests.get(t.node_id)
+                if before is not None:
+                    from dataclasses import replace
+
+                    t = replace(t, reruns=t.reruns + before.reruns + 1)
+                tests[t.node_id] = t
+        first = parts[0]
+        merged.append(
+            JobResults(
+                job=first.job,
+                job_name=first.job_name,
+                target=first.target,
+                testcases=tuple(tests.values()),
+            )
+        )
+    return merged
+
+
+def _job_ids(conn: sa.Connection, keys: Sequence[JobKey]) -> dict[tuple[str, ...], int]:
+    found: dict[tuple[str, ...], int] = {}
+    for key in dict.fromkeys(keys):
+        identity = key.identity()
+        if identity in found:
+            continue
+        where = sa.and_(
+            jobs.c.system == key.system,
+            jobs.c.scope == key.scope,
+            jobs.c.platform == key.platform,
+            jobs.c.environment == key.environment,
+            jobs.c.model == key.model,
+            jobs.c.test_case == key.test_case,
+            jobs.c.tag == key.tag,
+        )
+        job_id = conn.execute(sa.select(jobs.c.id).where(where)).scalar_one_or_none()
+        if job_id is None:
+            job_id = conn.execute(
+                jobs.insert().values(
+                    system=key.system,
+                    scope=key.scope,
+                    platform=key.platform,
+                    environment=key.environment,
+                    model=key.model,
+                    test_case=key.test_case,
+                    tag=key.tag,
+                    unit=key.unit,
+                )
+            ).inserted_primary_key[0]
+        found[identity] = job_id
+    return found
+
+
+def _case_ids(conn: sa.Connection, job_id: int, node_ids: Sequence[str]) -> dict[str, int]:
+    """The ids of a job's tests, created where missing: only the tests asked for
+    are read (a job's stored tests grow with every run)."""
+    wanted = list(dict.fromkeys(node_ids))
+
+    def lookup(names: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for start in range(0, len(names), _IN_CHUNK):
+            query = sa.select(cases.c.node_id, cases.c.id).where(
+                cases.c.job_id == job_id, cases.c.node_id.in_(names[start : start + _IN_CHUNK])
+            )
+            found.update(conn.execute(query).all())
+        return found
+
+    known = lookup(wanted)
+    missing = [n for n in wanted if n not in known]
+    if missing:
+        _bulk_insert(conn, cases, [{"job_id": job_id, "node_id": n} for n in missing])
+        known.update(lookup(missing))
+    return known
+
+
+def _bulk_insert(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+    """Many rows of one shape: the INSERT is compiled by SQLAlchemy once, for this
+    dialect, and the driver runs it for every row (SQLAlchemy's own executemany
+    builds parameters row by row in Python: most of an ingest's time)."""
+    if not rows:
+        return
+    compiled = table.insert().compile(dialect=conn.dialect, column_keys=list(rows[0]))
+    cursor = conn.connection.cursor()
+    try:
+        if compiled.positional:
+            order = compiled.positiontup or []
+            cursor.executemany(str(compiled), [tuple(r[k] for k in order) for r in rows])
+        else:
+            cursor.executemany(str(compiled), rows)
+    finally:
+        cursor.close()
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_runs(conn: sa.Connection) -> dict[int, RunRow]:
+    query = sa.select(runs.c.id, runs.c.run_id, runs.c.commit_sha, runs.c.finished_at)
+    return {ref: RunRow(ref, run_id, commit, at) for ref, run_id, commit, at in conn.execute(query)}
+
+
+def read_jobs(conn: sa.Connection) -> dict[int, JobKey]:
+    c = jobs.c
+    query = sa.select(
+        c.id, c.system, c.scope, c.platform, c.environment, c.model, c.test_case, c.tag, c.unit
+    )
+    return {row[0]: JobKey(*row[1:8], unit=bool(row[8])) for row in conn.execute(query)}
+
+
+def _failed_sum(column: sa.ColumnElement) -> sa.ColumnElement:
+    return sa.func.sum(sa.case((column.in_(FAILED_CODES), 1), else_=0))
+
+
+def histories(
+    store: Store,
+    *,
+    since: int | None,
+    unit_tests: bool = True,
+    whole_jobs: bool = True,
+    unit_jobs_whole: bool = False,
+) -> tuple[dict[int, RunRow], list[History]]:
+    """Every key's history since `since` (epoch seconds; None: all): one test
+    of each unit-test bucket (unit_tests), one whole job of every other job
+    (whole_jobs; with unit_jobs_whole, of unit-test buckets too). Skipped
+    results are not runs."""
+    found: list[History] = []
+    with store.transaction() as conn:
+        run_rows = read_runs(conn)
+        job_keys = read_jobs(conn)
+        unit_ids = {i for i, k in job_keys.items() if k.unit}
+        if whole_jobs:
+            wanted = set(job_keys) if unit_jobs_whole else set(job_keys) - unit_ids
+            for key_id, history in _grouped(conn, run_jobs, run_jobs.c.job_id, since, wanted):
+                found.append(_history(job_keys[key_id], None, history))
+        if unit_tests and unit_ids:
+            case_rows = conn.execute(
+                sa.select(cases.c.id, cases.c.job_id, cases.c.node_id).where(
+                    cases.c.job_id.in_(sorted(unit_ids))
+                )
+            ).all()
+            case_of = {cid: (job_id, node) for cid, job_id, node in case_rows}
+            for key_id, history in _grouped(conn, results, results.c.case_id, since, set(case_of)):
+                job_id, node = case_of[key_id]
+                found.append(_history(job_keys[job_id], node, history))
+    found.sort(key=lambda h: (h.job, h.node_id or ""))
+    return run_rows, found
+
+
+def _history(job: JobKey, node: str | None, parts: tuple) -> History:
+    runs_, failures, reruns, first_at, last_at, sequence = parts
+    return History(
+        job=job,
+        node_id=node,
+        runs=runs_,
+        failures=failures,
+        rerun_runs=reruns,
+        first_at=first_at,
+        last_at=last_at,
+        sequence=sequence,
+    )
+
+
+def _grouped(
+    conn: sa.Connection,
+    table: sa.Table,
+    key: sa.Column,
+    since: int | None,
+    wanted: set[int],
+) -> Iterator[tuple[int, tuple]]:
+    """Phase 1, one aggregate query: runs, failures, reruns per key. Phase 2,
+    only for keys that failed or were rerun: their results in time order."""
+    if not wanted:
+        return
+    cond = [table.c.outcome != SKIPPED]
+    if since is not None:
+        cond.append(table.c.finished_at >= since)
+    reruns = sa.func.sum(sa.case((table.c.reruns > 0, 1), else_=0))
+    summary = conn.execute(
+        sa.select(
+            key,
+            sa.func.count(),
+            _failed_sum(table.c.outcome),
+            reruns,
+            sa.func.min(table.c.finished_at),
+            sa.func.max(table.c.finished_at),
+        )
+        .where(*cond)
+        .group_by(key)
+    ).all()
+    rows = {
+        k: (n, int(f or 0), int(r or 0), first, last)
+        for k, n, f, r, first, last in summary
+        if k in wanted
+    }
+    eventful = sorted(k for k, (_, f, r, _, _) in rows.items() if f or r)
+    sequences: dict[int, list[tuple[int, int, bool, int]]] = {}
+    for start in range(0, len(eventful), _IN_CHUNK):
+        chunk = eventful[start : start + _IN_CHUNK]
+        query = (
+            sa.select(key, table.c.finished_at, table.c.run_ref, table.c.outcome, table.c.reruns)
+            .where(key.in_(chunk), *cond)
+            .order_by(key, table.c.finished_at, table.c.run_ref)
+        )
+        for k, at, ref, outcome, rr in conn.execute(query):
+            sequences.setdefault(k, []).append((at, ref, outcome in FAILED_CODES, rr))
+    for k in sorted(rows):
+        n, f, r, first, last = rows[k]
+        seq = sequences.get(k)
+        yield k, (n, f, r, first, last, tuple(seq) if seq is not None else None)
+
+
+def counts(store: Store) -> Mapping[str, int]:
+    """Rows per table (for messages and tests)."""
+    with store.transaction() as conn:
+        return {
+            t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
+            for t in (runs, jobs, run_jobs, cases, results)
+        }

@@ -1,0 +1,67 @@
+"""The evidence beside each quarantine entry, where decisions are made:
+`quarantine audit` and the selection diff's Markdown.
+
+`entry_evidence` gives one line per entry, for example "failed 3 of 40 runs on
+dgx_h100/dev since 2026-11-02, last in run 9120 (2026-11-20)": over the jobs the
+entry applies to, the node ids of a deselect entry, in the last `since_days`
+days. It returns None when no results store is configured (no --db, no
+$MATRIXGEN_RESULTS_DB, and no .matrixgen/results.db at the top of the
+checkout), so callers show nothing rather than "no results".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from matrixgen.engine.model import Target
+from matrixgen.engine.targets import resolve_targets
+from matrixgen.engine.vocab import QuarantineAction
+from matrixgen.pipeline import Generation
+from matrixgen.quarantine.entries import Entry, entry_hits
+
+
+def store_configured(db: str | None) -> bool:
+    """Is there a results store to read: given, in the environment, or the
+    default file present?"""
+    import os
+
+    from matrixgen.evidence.store import STORE_VARIABLE, default_store_path
+
+    return bool(db or os.environ.get(STORE_VARIABLE)) or default_store_path().exists()
+
+
+def entry_evidence(
+    generation: Generation,
+    entries: Sequence[Entry],
+    *,
+    db: str | None = None,
+    since_days: int = 30,
+    targets: Sequence[Target] | None = None,
+) -> dict[str, str] | None:
+    """{entry id: one line of evidence} for the entries; None without a store."""
+    if not store_configured(db):
+        return None
+    from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows, summarize
+    from matrixgen.evidence.mapping import job_key
+    from matrixgen.evidence.store import open_store
+
+    store = open_store(db, write=False)
+    try:
+        report = flaky_rows(
+            store, FlakyPolicy(since_days=since_days, min_runs=1), unit_jobs_whole=True
+        )
+    finally:
+        store.close()
+    by_key = {(r.job, r.node_id): r for r in report.rows}
+    if targets is None:
+        targets = resolve_targets(generation.tree.config, generation.jobs)
+    hits = entry_hits(generation.jobs, entries, targets)
+    found: dict[str, str] = {}
+    for entry in entries:
+        keys = sorted({job_key(h.job, h.target.system) for h in hits.get(entry.id, [])})
+        if entry.action is QuarantineAction.DESELECT:
+            rows = [by_key[(k, n)] for k in keys for n in entry.node_ids if (k, n) in by_key]
+        else:
+            rows = [by_key[(k, None)] for k in keys if (k, None) in by_key]
+        found[entry.id] = summarize(rows) if rows else f"no results in the last {since_days} days"
+    return found

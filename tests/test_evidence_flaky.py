@@ -1,0 +1,197 @@
+"""Verdicts on the real runs of the fixture project, and on histories built here."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from matrixgen.cli.main import main
+from matrixgen.engine.errors import ExitCode
+from matrixgen.evidence.flaky import FlakyPolicy, Verdict, flaky_rows, judge, rank
+from matrixgen.evidence.store import History, JobKey, RunRow, open_store
+from tests.evidence_fixtures import TODAY, Run
+
+SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "flaky.schema.json"
+ASYNC = "tests/unit_tests/dist_checkpointing/test_async_save.py"
+DATA = "tests/unit_tests/data/"
+
+
+@pytest.fixture(autouse=True)
+def _today(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MATRIXGEN_TODAY", TODAY)
+
+
+def _flaky_json(capsys, store: Path, *extra: str) -> list[dict]:
+    assert main(["flaky", "--db", str(store), "--format", "json", *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_flaky_on_real_runs(capsys, evidence_store: Path, evidence_runs: list[Run]) -> None:
+    rows = _flaky_json(capsys, evidence_store)
+    got = [(r["verdict"], r["test_case"], r["node_id"], r["runs"], r["failures"]) for r in rows]
+    assert got == [
+        ("broken", DATA, f"{DATA}test_blend.py::test_blend_weights", 24, 9),
+        ("flaky", ASYNC, f"{ASYNC}::TestAsyncSave::test_parallel_write_order", 24, 5),
+        ("flaky", "gpt3_tp1_pp1", None, 24, 4),
+        ("ok", DATA, f"{DATA}test_blend.py::test_blend_rejects_empty", 24, 0),
+        ("ok", ASYNC, f"{ASYNC}::TestAsyncSave::test_async_is_equivalent_to_sync", 24, 0),
+        ("ok", ASYNC, f"{ASYNC}::TestAsyncSave::test_roundtrip", 24, 0),
+    ]  # fmt: skip
+    broken, order, functional = rows[:3]
+    # Broken since the sixth commit: its first run is the sixteenth.
+    assert broken["broken_since"]["run_id"] == "9116"
+    assert broken["broken_since"]["commit"] == evidence_runs[15].commit
+    assert broken["flips"] == 1 and broken["passing_streak"] == 0
+    # Seeds 3, 8, 13, 18, 23 fail; three runs per commit, so it failed and
+    # passed on each of those commits.
+    assert order["failures"] == 5 and order["flips"] == 9
+    assert len(order["same_commit"]) == 5
+    assert order["first_failure"]["run_id"] == "9104"
+    assert order["last_failure"]["run_id"] == "9124"
+    # The functional case: four real failures and six runs saved by a rerun.
+    assert functional["rerun_passes"] == 6
+    assert functional["model"] == "gpt" and functional["tag"] is None
+    assert functional["scope"] == "mr" and functional["system"] == "gitlab"
+    assert (
+        "failed 4 of 24 runs on dgx_h100/dev (gitlab/mr) since 2026-11-02"
+        in (functional["evidence"])
+    )
+
+
+def test_flaky_json_follows_its_schema(capsys, evidence_store: Path) -> None:
+    import jsonschema
+
+    rows = _flaky_json(capsys, evidence_store)
+    jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(rows)
+    required = {"model", "test_case", "tag", "node_id", "platform", "environment", "scope"}
+    assert required | {"runs", "failures", "flips", "rate", "verdict"} <= set(rows[0])
+
+
+def test_flaky_filters_and_windows(capsys, evidence_store: Path, monkeypatch) -> None:
+    assert [r["verdict"] for r in _flaky_json(capsys, evidence_store, "--verdict", "broken")] == [
+        "broken"
+    ]
+    # Judged from 2026-11-24, the last 7 days hold runs 9120-9124 only (five runs):
+    # the flaky test failed in two of them, the functional case in one.
+    monkeypatch.setenv("MATRIXGEN_TODAY", "2026-11-24")
+    rows = _flaky_json(capsys, evidence_store, "--since", "7")
+    assert {r["runs"] for r in rows} == {5}
+    args = ["--since", "7", "--min-runs", "6", "--format", "json"]
+    assert main(["flaky", "--db", str(evidence_store), *args]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == []
+    assert "6 key(s) with fewer than 6 run(s) left out" in err
+
+
+def test_flaky_table_and_markdown(capsys, evidence_store: Path) -> None:
+    assert main(["flaky", "--db", str(evidence_store)]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[2].startswith("broken   unit-tests  tests/unit_tests/data/[latest]")
+    assert err.strip() == "6 key(s) over 24 run(s): 1 broken, 2 flaky, 3 ok"
+    assert main(["flaky", "--db", str(evidence_store), "--format", "markdown"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("| verdict | case |")
+    # Markdown markup in names is escaped: `_` would start emphasis.
+    assert "| flaky | `gpt3_tp1_pp1` | dgx\\_h100/dev | gitlab/mr | 24 | 4 |" in lines[4]
+
+
+def test_flaky_without_a_store_is_an_error(capsys, tmp_path: Path) -> None:
+    assert main(["flaky", "--db", str(tmp_path / "none.db")]) == ExitCode.RESULTS_STORE
+    assert "no results store at" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- pure
+
+JOB = JobKey("gitlab", "mr", "dgx_h100", "dev", "gpt", "gpt3", "")
+
+
+def _history(outcomes: list[tuple[bool, int]], commits: list[str | None]) -> tuple:
+    runs = {i: RunRow(i, str(100 + i), commits[i], 1000 + i) for i in range(len(outcomes))}
+    seq = tuple((1000 + i, i, failed, reruns) for i, (failed, reruns) in enumerate(outcomes))
+    failures = sum(f for f, _ in outcomes)
+    history = History(
+        job=JOB,
+        node_id=None,
+        runs=len(outcomes),
+        failures=failures,
+        rerun_runs=sum(1 for _, r in outcomes if r),
+        first_at=1000,
+        last_at=1000 + len(outcomes) - 1,
+        sequence=seq if failures or any(r for _, r in outcomes) else None,
+    )
+    return history, runs
+
+
+@given(
+    outcomes=st.lists(st.tuples(st.booleans(), st.integers(0, 2)), min_size=1, max_size=30),
+    commit_every=st.integers(1, 4),
+    broken_runs=st.integers(1, 5),
+)
+def test_verdict_rules(outcomes, commit_every, broken_runs) -> None:
+    commits = [f"c{i // commit_every}" for i in range(len(outcomes))]
+    history, runs = _history(outcomes, commits)
+    policy = FlakyPolicy(broken_runs=broken_runs, flip_rate=0.1)
+    row = judge(history, runs, policy)
+    flags = [f for f, _ in outcomes]
+    flips = sum(1 for a, b in itertools.pairwise(flags) if a != b)
+    streak = len(flags) - next((i + 1 for i in range(len(flags) - 1, -1, -1) if not flags[i]), 0)
+    mixed = {
+        c
+        for c in set(commits)
+        if len({f for (f, r), cc in zip(outcomes, commits, strict=True) if cc == c}
+               | {True for (f, r), cc in zip(outcomes, commits, strict=True) if cc == c and r})
+        == 2
+    }  # fmt: skip
+    assert row.flips == (flips if history.sequence is not None else 0)
+    if streak >= broken_runs:
+        assert row.verdict is Verdict.BROKEN
+        assert row.broken_since is not None
+        assert row.broken_since.run_id == str(100 + len(flags) - streak)
+    elif mixed or (len(flags) > 1 and flips / (len(flags) - 1) > 0.1):
+        assert row.verdict is Verdict.FLAKY
+        assert set(row.same_commit) == mixed
+    else:
+        assert row.verdict is Verdict.OK
+
+
+def test_a_rerun_pass_is_flaky_on_its_own() -> None:
+    history, runs = _history([(False, 0)] * 9 + [(False, 1)], [f"c{i}" for i in range(10)])
+    row = judge(history, runs, FlakyPolicy())
+    assert (row.verdict, row.failures, row.rerun_passes, row.same_commit) == (
+        Verdict.FLAKY,
+        0,
+        1,
+        ("c9",),
+    )
+
+
+def test_rows_are_ranked_broken_flaky_ok_then_by_failures() -> None:
+    rows = []
+    for outcomes in ([(True, 0)] * 2 + [(False, 0)] * 8, [(False, 0)] * 7 + [(True, 0)] * 3,
+                     [(True, 0), (False, 0)] * 5, [(False, 0)] * 10):  # fmt: skip
+        history, runs = _history(outcomes, [None] * 10)
+        rows.append(judge(history, runs, FlakyPolicy(flip_rate=0.2)))
+    ranked = rank(rows)
+    assert [r.verdict for r in ranked] == [Verdict.BROKEN, Verdict.FLAKY, Verdict.OK, Verdict.OK]
+    assert [r.failures for r in ranked] == [3, 5, 2, 0]
+
+
+def test_flaky_rows_reads_only_eventful_histories(evidence_store: Path) -> None:
+    """Keys that always passed come back without a sequence (phase 2 skips them)."""
+    from matrixgen.evidence.store import histories
+
+    store = open_store(str(evidence_store), write=False)
+    try:
+        _, found = histories(store, since=None)
+        report = flaky_rows(store, FlakyPolicy(since_days=None))
+    finally:
+        store.close()
+    assert {h.node_id: h.sequence is None for h in found if h.failures == 0 and not h.rerun_runs}
+    assert all(h.sequence is None for h in found if h.failures == 0 and not h.rerun_runs)
+    assert all(h.sequence is not None for h in found if h.failures or h.rerun_runs)
+    assert len(report.rows) == 6

@@ -1,0 +1,166 @@
+"""Entries drafted from the real runs, written through the safe editor, and lifts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from matrixgen.cli.main import main
+from matrixgen.evidence.propose import rectangles
+from tests.evidence_fixtures import TODAY
+
+ASYNC = "tests/unit_tests/dist_checkpointing/test_async_save.py"
+
+
+@pytest.fixture(autouse=True)
+def _today(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MATRIXGEN_TODAY", TODAY)
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+
+
+def _propose(capsys, recipes: Path, store: Path, *extra: str) -> tuple[int, dict, str]:
+    code = main(
+        ["quarantine", "propose", "--recipes", str(recipes), "--db", str(store),
+         "--format", "json", *extra]
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if out.strip() else {}, err
+
+
+def test_propose_drafts_fit_the_case(capsys, shipped_recipes: Path, evidence_store: Path) -> None:
+    code, got, err = _propose(capsys, shipped_recipes, evidence_store, "--tracker", "#8012")
+    assert code == 0
+    entries = {d["entry"]["action"] + ":" + d["entry"]["kind"]: d["entry"] for d in got["drafts"]}
+    assert sorted(entries) == ["allow-failure:flaky", "deselect:broken", "deselect:flaky"]
+    flaky_test = entries["deselect:flaky"]
+    assert flaky_test["node_ids"] == [f"{ASYNC}::TestAsyncSave::test_parallel_write_order"]
+    # Exactly where the evidence is: one platform, environment, tag and place.
+    assert flaky_test["match"] == {
+        "model": "unit-tests",
+        "test_case": ASYNC,
+        "platforms": ["dgx_h100"],
+        "environments": ["dev"],
+        "tags": ["latest"],
+    }
+    assert flaky_test["where"] == ["gitlab/mr"]
+    assert flaky_test["owner"] == "mcore"  # the recipe's maintainers
+    assert (flaky_test["added"], flaky_test["expires"]) == ("2026-12-01", "2026-12-31")
+    assert flaky_test["tracker"] == "#8012"
+    assert "failed 5 of 24 runs" in flaky_test["reason"]
+    assert "run 9104" in flaky_test["reason"] and "run 9124" in flaky_test["reason"]
+    assert flaky_test["id"].startswith("test_parallel_write_order-")
+    functional = entries["allow-failure:flaky"]
+    assert functional["match"]["test_case"] == "gpt3_tp1_pp1" and "tags" not in functional["match"]
+    broken = entries["deselect:broken"]
+    assert broken["node_ids"] == ["tests/unit_tests/data/test_blend.py::test_blend_weights"]
+    assert "every run since commit" in broken["reason"] and "run 9116" in broken["reason"]
+    # The deselected test of #7958 passed all 24 runs: lift it.
+    assert [lift["id"] for lift in got["lifts"]] == ["ut-async-save-flaky-dev"]
+    assert "passed all 24 runs on dgx_h100/dev" in got["lifts"][0]["reason"]
+    assert got["written"] is False
+    assert "nothing written" in err
+
+
+def test_propose_write_goes_through_the_editor(
+    capsys,
+    shipped_recipes: Path,
+    evidence_store: Path,
+) -> None:
+    qfile = shipped_recipes / "quarantine.yaml"
+    before = qfile.read_text()
+    code, got, _ = _propose(
+        capsys, shipped_recipes, evidence_store, "--tracker", "#8012", "--write"
+    )
+    assert code == 0 and got["written"] is True
+    after = qfile.read_text()
+    data = yaml.safe_load(after)
+    ids = [e["id"] for e in data["entries"]]
+    assert "ut-async-save-flaky-dev" not in ids  # lifted
+    assert len(ids) == 4 - 1 + 4  # 5 shipped, one lifted, three added
+    # Comments of the entries kept stay byte for byte.
+    assert "# Two H100 EP8 cases hang in the all-to-all" in after
+    assert before.splitlines()[0] == after.splitlines()[0]
+    # The tree still validates, and the new entries apply where the evidence was.
+    assert main(["validate", "--recipes", str(shipped_recipes)]) == 0
+    capsys.readouterr()
+    listed = ["list", "--recipes", str(shipped_recipes), "--scope", "mr", "--model", "gpt"]
+    listed += ["--platform", "dgx_h100", "--environment", "dev", "--format", "json"]
+    assert main(listed) == 0
+    jobs = {j["test_case"]: j for j in json.loads(capsys.readouterr().out)}
+    assert jobs["gpt3_tp1_pp1"]["quarantine"]["action"] == "allow-failure"
+    # Proposing again drafts nothing: the entries cover the evidence now.
+    code, again, _ = _propose(capsys, shipped_recipes, evidence_store, "--tracker", "#8012")
+    assert again["drafts"] == [] and again["lifts"] == []
+    assert len(again["already_quarantined"]) == 3
+
+
+def test_propose_write_needs_a_tracker(capsys, shipped_recipes: Path, evidence_store: Path) -> None:
+    code, _, err = _propose(capsys, shipped_recipes, evidence_store, "--write")
+    assert code == 2 and "--write needs --tracker" in err
+
+
+def test_propose_text_shows_drafts_as_yaml(
+    capsys,
+    shipped_recipes: Path,
+    evidence_store: Path,
+) -> None:
+    args = ["quarantine", "propose", "--recipes", str(shipped_recipes), "--db", str(evidence_store)]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    drafts = yaml.safe_load(
+        "\n".join(line for line in out.splitlines() if not line.startswith("#"))
+    )
+    assert len(drafts) == 3 and all("tracker" not in d for d in drafts)
+    assert "# lifts (1)" in out
+    assert "the drafts name no tracker" in err
+
+
+def test_a_lift_waits_for_enough_passing_runs(
+    capsys,
+    shipped_recipes: Path,
+    evidence_store: Path,
+) -> None:
+    _, got, _ = _propose(capsys, shipped_recipes, evidence_store, "--lift-runs", "25")
+    assert got["lifts"] == []
+    kept = dict((k["id"], k["why"]) for k in got["not_judged"])
+    assert "passed only its last 24 run(s)" in kept["ut-async-save-flaky-dev"]
+
+
+def test_audit_shows_the_evidence_beside_each_entry(
+    capsys,
+    shipped_recipes: Path,
+    evidence_store: Path,
+) -> None:
+    args = ["quarantine", "audit", "--recipes", str(shipped_recipes), "--db", str(evidence_store)]
+    assert main([*args, "--format", "json"]) == 0
+    evidence = json.loads(capsys.readouterr().out)["evidence"]
+    assert evidence["ut-async-save-flaky-dev"] == (
+        "passed all 24 runs on dgx_h100/dev since 2026-11-02"
+    )
+    assert evidence["moe-ep8-etp1-fp8-h100"] == "no results in the last 30 days"
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "ut-async-save-flaky-dev                  passed all 24 runs" in out
+
+
+_CELL = st.tuples(
+    st.sampled_from(["h100", "gb200"]),
+    st.sampled_from(["dev", "lts"]),
+    st.sampled_from(["", "latest", "legacy"]),
+    st.sampled_from(["gitlab/mr", "gitlab/nightly", "github/L1"]),
+)
+
+
+@given(st.sets(_CELL, min_size=1, max_size=24))
+def test_rectangles_cover_exactly_the_cells(cells) -> None:
+    import itertools
+
+    covered = []
+    for rect in rectangles(set(cells)):
+        covered.extend(itertools.product(*rect))
+    assert sorted(covered) == sorted(cells)  # every cell once, nothing more

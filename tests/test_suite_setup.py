@@ -1,0 +1,120 @@
+"""The test suite's own set-up (tests/conftest.py, .ci/run, pyproject's test
+extra): CI runs Hypothesis derandomised without a database, requires the
+Megatron-LM tree and the validators, and every module a test imports is a
+declared dependency."""
+
+from __future__ import annotations
+
+import ast
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from tests import conftest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("environ", "profile"),
+    [
+        ({}, "explore"),
+        ({"CI": "true"}, "ci"),
+        ({"CI": "false"}, "explore"),
+        ({"MATRIXGEN_HYPOTHESIS_PROFILE": "ci"}, "ci"),
+        ({"CI": "true", "MATRIXGEN_HYPOTHESIS_PROFILE": "explore"}, "explore"),
+    ],
+)
+def test_the_profile_follows_ci_and_the_override(environ: dict, profile: str) -> None:
+    assert conftest.hypothesis_profile(environ) == profile
+
+
+def test_the_ci_profile_is_reproducible_and_explore_is_not() -> None:
+    ci = settings.get_profile("ci")
+    assert ci.derandomize is True and ci.database is None and ci.print_blob is True
+    explore = settings.get_profile("explore")
+    assert explore.derandomize is False and explore.database is not None
+    # Wall-time checks fail at random on a loaded machine: neither profile has them.
+    for profile in (ci, explore):
+        assert profile.deadline is None
+        assert HealthCheck.too_slow in profile.suppress_health_check
+
+
+def test_this_run_uses_the_profile_its_environment_selects() -> None:
+    wanted = settings.get_profile(conftest.hypothesis_profile())
+    assert settings.default.derandomize == wanted.derandomize
+    assert (settings.default.database is None) == (wanted.database is None)
+
+
+def test_ci_run_requires_the_data_and_selects_the_ci_profile() -> None:
+    lines = (REPO / ".ci" / "run").read_text().splitlines()
+    for line in (
+        "export MATRIXGEN_REQUIRE_VALIDATORS=1",
+        "export MATRIXGEN_REQUIRE_MEGATRON=1",
+        "export MATRIXGEN_HYPOTHESIS_PROFILE=ci",
+    ):
+        assert line in lines
+    pytest_line = next(n for n, line in enumerate(lines) if "python -m pytest" in line)
+    assert all(
+        n < pytest_line
+        for n, line in enumerate(lines)
+        if line.startswith("export MATRIXGEN_REQUIRE") or "HYPOTHESIS_PROFILE" in line
+    )
+
+
+def test_an_absent_megatron_tree_skips_or_fails_under_the_switch(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(conftest.MEGATRON_ENV, str(tmp_path / "absent"))
+    monkeypatch.delenv(conftest.REQUIRE_MEGATRON_ENV, raising=False)
+    assert conftest.megatron_recipes_path() is None
+    with pytest.raises(pytest.skip.Exception, match="MATRIXGEN_REQUIRE_MEGATRON=1"):
+        conftest.require_megatron()
+    monkeypatch.setenv(conftest.REQUIRE_MEGATRON_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match="absent"):
+        conftest.megatron_recipes_path()
+    with pytest.raises(pytest.fail.Exception, match="absent"):
+        conftest.require_megatron()
+    (tmp_path / "absent").mkdir()
+    assert conftest.require_megatron() == tmp_path / "absent"
+
+
+def _imported_top_levels(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def _requirement_name(requirement: str) -> str:
+    for stop in "<>=!~[; ":
+        requirement = requirement.split(stop, 1)[0]
+    return requirement.strip().lower().replace("_", "-")
+
+
+def test_every_module_a_test_imports_is_a_declared_dependency() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = {_requirement_name(r) for r in project["dependencies"]}
+    declared |= {_requirement_name(r) for r in project["optional-dependencies"]["test"]}
+    owners = metadata.packages_distributions()
+    imported: dict[str, str] = {}
+    for path in sorted((REPO / "tests").glob("*.py")):
+        for name in _imported_top_levels(path):
+            local = (REPO / "tests" / f"{name}.py").exists()
+            if local or name in sys.stdlib_module_names or name in ("matrixgen", "tests"):
+                continue
+            imported.setdefault(name, path.name)
+    assert "markdown_it" in imported and "hypothesis" in imported  # the scan sees imports
+    undeclared = {
+        name: where
+        for name, where in imported.items()
+        if not {d.lower().replace("_", "-") for d in owners.get(name, [name])} & declared
+    }
+    assert undeclared == {}, f"imported by tests but not declared in pyproject: {undeclared}"
