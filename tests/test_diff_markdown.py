@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pytest
+import markdown_it
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,8 +24,6 @@ from matrixgen.diff.render import render_markdown
 from matrixgen.engine.errors import Location
 from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
 from matrixgen.engine.vocab import System
-
-markdown_it = pytest.importorskip("markdown_it")
 
 ATTACKS = [
     "<script>alert(1)</script>",
