@@ -1,5 +1,3 @@
-import sys
+from matrixgen.cli.main import console
 
-from matrixgen.cli.main import main
-
-sys.exit(main())
+console()

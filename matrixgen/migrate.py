@@ -37,7 +37,7 @@ import yaml
 
 from matrixgen.engine.errors import Finding, QuarantineError
 from matrixgen.engine.expand import ATTRIBUTE_KEYS_V2, BLOCK_KEYS, KNOWN_AXES_V2
-from matrixgen.engine.load import read_directory
+from matrixgen.engine.load import read_directory, read_root_file
 from matrixgen.engine.model import Job, JobId, RecipeFile, Target
 from matrixgen.engine.targets import default_system, discover_targets, resolve_targets
 from matrixgen.engine.vocab import (
@@ -846,22 +846,23 @@ def write_migration(migration: Migration) -> None:
     """Add the entries (under the quarantine file's lock), then rewrite the recipe
     files: if writing recipes failed, the entries would match nothing (validate
     says so) but no target would select a quarantined job."""
-    from matrixgen.quarantine.edit import atomic_write, check_writable, edit
+    from matrixgen.quarantine.edit import atomic_write, check_writable, edit, read_file
 
     root = migration.root
     entries = migration.entries
     # Refuse before writing anything rather than half-way through.
     for rel in migration.changed_files:
-        check_writable(root / rel)
+        check_writable(root / rel, root=root)
     if entries:
-        check_writable(root / QUARANTINE_FILENAME)
+        check_writable(root / QUARANTINE_FILENAME, root=root)
     if entries:
         pol_base = None
         config_path = root / "matrixgen.yaml"
-        if config_path.exists():
+        config_raw = read_root_file(root, "matrixgen.yaml")
+        if config_raw is not None:
             from matrixgen.engine.config import parse_config
 
-            pol_base = policy(parse_config(config_path.read_bytes(), str(config_path))).tracker_base
+            pol_base = policy(parse_config(config_raw, str(config_path))).tracker_base
 
         def change(qfile: Any) -> tuple[list[dict[str, Any]], list[int]]:
             clash = {e.id for e in qfile.entries} & {e["id"] for e in entries}
@@ -875,7 +876,7 @@ def write_migration(migration: Migration) -> None:
         edit(root / QUARANTINE_FILENAME, change, tracker_base=pol_base)
     for rel in migration.changed_files:
         path = root / rel
-        current = path.read_bytes()
+        current = read_file(path, root=root)
         if current != migration.files_before[rel]:
             raise QuarantineError(f"{path} changed since the migration was planned; run it again")
-        atomic_write(path, migration.files_after[rel])
+        atomic_write(path, migration.files_after[rel], root=root)

@@ -389,6 +389,62 @@ def test_every_plain_scalar_reads_back_as_text_in_yaml_1_1(value: str) -> None:
     assert yaml.safe_load(text) == {"k": value}
 
 
+def _representer_dump(document: object) -> str:
+    """The reference: PyYAML's own representer and serializer, strings quoted
+    where a YAML 1.1 reader would not read them as text, never an alias."""
+    from matrixgen.emit.gitlab import read_as_text_by_yaml11
+    from matrixgen.util.escape import YAML_WIDTH, yaml_double_quoted, yaml_for_log
+
+    base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+    class Reference(base):  # type: ignore[misc, valid-type]
+        def ignore_aliases(self, data: object) -> bool:
+            return True
+
+    def represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+        if yaml_double_quoted(value):
+            return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
+        if read_as_text_by_yaml11(value):
+            return dumper.represent_str(value)
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="'")
+
+    Reference.add_representer(str, represent_str)
+    return yaml_for_log(
+        yaml.dump(
+            document,
+            Dumper=Reference,
+            sort_keys=False,
+            default_flow_style=False,
+            allow_unicode=True,
+            width=YAML_WIDTH,
+        )
+    )
+
+
+_PLAIN_DATA = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.text(max_size=12)
+    | st.sampled_from(["on", "1:30", "0x1F", "- a", "a: b", "#c", "x\ny", "", " s", "é\u2028"]),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.text(max_size=6), _PLAIN_DATA, max_size=5))
+def test_dump_yaml_writes_what_the_representer_would(document: dict) -> None:
+    """Events fed straight to the emitter give the bytes PyYAML's representer
+    and serializer give (shared values included: written out, never aliased)."""
+    shared = ["a", "b"]
+    document = {**document, "x": shared, "y": shared}
+    assert dump_yaml(document) == _representer_dump(document)
+    assert yaml.safe_load(dump_yaml(document)) == document
+
+
 # --------------------------------------------------------------------------- names
 
 

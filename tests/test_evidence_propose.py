@@ -128,7 +128,7 @@ def test_a_lift_waits_for_enough_passing_runs(
     _, got, _ = _propose(capsys, shipped_recipes, evidence_store, "--lift-runs", "25")
     assert got["lifts"] == []
     kept = dict((k["id"], k["why"]) for k in got["not_judged"])
-    assert "passed only its last 24 run(s)" in kept["ut-async-save-flaky-dev"]
+    assert "passed only its last 24 runs" in kept["ut-async-save-flaky-dev"]
 
 
 def test_audit_shows_the_evidence_beside_each_entry(

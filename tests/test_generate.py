@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import matrixgen.pipeline as pipeline_module
 from matrixgen.emit.common import GITHUB_MAX_MATRIX_ROWS, EmitSettings
-from matrixgen.emit.generate import Selections, file_name, generate_all
+from matrixgen.emit.generate import file_name, generate_all
 from matrixgen.emit.github import emit_github
 from matrixgen.engine.errors import UsageError
 from matrixgen.engine.load import read_directory
@@ -104,7 +104,7 @@ def test_generate_writes_one_file_per_configured_target(tree, cli: Callable, tmp
     gen = generate_from_files(tree_files(Q_TREE))
     config = gen.tree.config
     assert [t["target"] for t in summary["targets"]] == sorted(t.name for t in config.targets)
-    assert sorted(p.name for p in out.iterdir()) == sorted(
+    assert sorted(p.name for p in out.glob("[!.]*")) == sorted(
         f"{t.name}.json" if t.system is System.GITHUB else f"{t.name}.yml" for t in config.targets
     )
     for entry in summary["targets"]:
@@ -202,7 +202,7 @@ def test_given_targets_only(tree, cli: Callable, tmp_path) -> None:
         "gl-mr-h100",
         "github-L0-dgx_gb200-dev",
     ]
-    assert sorted(p.name for p in out.iterdir()) == [
+    assert sorted(p.name for p in out.glob("[!.]*")) == [
         "github-L0-dgx_gb200-dev.json",
         "gl-mr-h100.yml",
     ]
@@ -273,10 +273,16 @@ def test_a_tree_without_vocabulary_warns_of_a_target_no_job_uses(tree, cli: Call
     system=st.sampled_from(list(System)),
 )
 def test_selections_select_what_the_generation_selects(**fields) -> None:
+    """The indexed, shared selection of a target is what selecting from every
+    job and applying quarantine gives, asked once or twice."""
+    from matrixgen.quarantine.entries import selection as quarantine_selection
+
     generation = generate_from_files(tree_files(Q_TREE))
     system = fields.pop("system")
     target = Target(name="t", system=system, selector=Selector(**fields))
-    assert Selections(generation)(target) == generation.selection(target)
+    plain = quarantine_selection(generation.jobs, generation.quarantine.entries, target)
+    assert generation.selection(target) == plain
+    assert generation.selection(target) is generation.selection(target)
 
 
 def test_generate_loads_and_expands_once(tree, cli: Callable, tmp_path, monkeypatch) -> None:
@@ -295,8 +301,41 @@ def test_generate_loads_and_expands_once(tree, cli: Callable, tmp_path, monkeypa
     monkeypatch.setattr(pipeline_module, "expand_tree", expand)
     run = cli("generate", "--recipes", tree(V2_TREE), "--out", tmp_path / "out")
     assert run.code == 0, run
-    assert len(list((tmp_path / "out").iterdir())) == 6
+    assert len(list((tmp_path / "out").glob("[!.]*"))) == 6
     assert calls == {"load": 1, "expand": 1}
+
+
+def test_a_generation_with_other_jobs_selects_afresh() -> None:
+    """Narrowing the jobs (dataclasses.replace, as change-based selection does)
+    must not reuse the selections made from the wider set."""
+    generation = generate_from_files(tree_files(Q_TREE))
+    target = Target(name="t", system=System.GITLAB, selector=Selector(scope="mr"))
+    wide = generation.selection(target)
+    assert wide.jobs
+    narrow = dataclasses.replace(
+        generation, expansion=dataclasses.replace(generation.expansion, jobs=())
+    )
+    assert narrow.selection(target).jobs == ()
+    assert generation.selection(target) is wide
+
+
+def test_generate_selects_each_target_once(tree, cli: Callable, tmp_path, monkeypatch) -> None:
+    """validate's checks (GitLab names, the graph, stats) and the emitters share
+    each target's selection: one quarantine pass per target in a whole run."""
+    from collections import Counter
+
+    selected: Counter[str] = Counter()
+    real = pipeline_module.quarantine_selection
+
+    def counting(jobs, entries, target, **kwargs):
+        selected[getattr(target, "name", "?")] += 1
+        return real(jobs, entries, target, **kwargs)
+
+    monkeypatch.setattr(pipeline_module, "quarantine_selection", counting)
+    run = cli("generate", "--recipes", tree(Q_TREE), "--out", tmp_path / "out")
+    assert run.code == 0, run
+    assert len(selected) == 6
+    assert set(selected.values()) == {1}, selected
 
 
 def test_without_arguments_it_runs_on_the_checkout_recipes(tmp_path, cli, monkeypatch) -> None:
@@ -307,7 +346,7 @@ def test_without_arguments_it_runs_on_the_checkout_recipes(tmp_path, cli, monkey
     monkeypatch.chdir(checkout / "sub")
     run = cli("generate")
     assert run.code == 0, run
-    assert len(list((checkout / "sub" / "out").iterdir())) == 6
+    assert len(list((checkout / "sub" / "out").glob("[!.]*"))) == 6
 
 
 def test_an_invalid_tree_generates_nothing(tree, cli: Callable, tmp_path) -> None:

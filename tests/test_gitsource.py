@@ -9,7 +9,7 @@ import pytest
 
 from matrixgen.diff import gitsource
 from matrixgen.diff.gitsource import Repository, blob_id, check_revision, locate_recipes
-from matrixgen.engine.errors import ExitCode, GitError, UsageError
+from matrixgen.engine.errors import ExitCode, GitError, RecipeError, UsageError
 from tests.gitrepo import GitRepo
 
 RECIPE = "type: basic\nformat_version: 1\nspec: {model: gpt}\n"
@@ -175,14 +175,25 @@ def test_empty_and_binary_files_survive_the_batch_reader(repo: GitRepo) -> None:
 def test_symlinks_inside_the_tree_read_as_their_target(repo: GitRepo) -> None:
     repo.commit({"real.yaml": RECIPE})
     (repo.top / "recipes" / "link.yaml").symlink_to("real.yaml")
-    (repo.top / "outside.yaml").write_text("o: 1\n")
-    (repo.top / "recipes" / "out.yaml").symlink_to("../outside.yaml")
+    (repo.top / "recipes" / "sub").mkdir()
+    (repo.top / "recipes" / "sub" / "up.yaml").symlink_to("../real.yaml")
     repo.commit()
     source = Repository(repo.top).read_revision("HEAD", "recipes")
     assert source.files["link.yaml"] == RECIPE.encode()
     assert source.blob_ids["link.yaml"] == source.blob_ids["real.yaml"]
-    assert "out.yaml" not in source.files
-    assert any("out.yaml" in note and "outside the recipe tree" in note for note in source.notes)
+    assert source.files["sub/up.yaml"] == RECIPE.encode()
+
+
+def test_a_link_leaving_the_tree_is_an_error_naming_it(repo: GitRepo) -> None:
+    repo.commit({"real.yaml": RECIPE})
+    (repo.top / "outside.yaml").write_text("o: secret\n")
+    (repo.top / "recipes" / "out.yaml").symlink_to("../outside.yaml")
+    commit = repo.commit()
+    with pytest.raises(RecipeError) as caught:
+        Repository(repo.top).read_revision("HEAD", "recipes")
+    assert [str(f.location) for f in caught.value.findings] == ["recipes/out.yaml"]
+    assert "leaves the recipe tree" in str(caught.value) and "secret" not in str(caught.value)
+    assert "at HEAD" in caught.value.message and caught.value.exit_code == 1 and commit
 
 
 def test_the_repository_top_as_the_tree(repo: GitRepo) -> None:

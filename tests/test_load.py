@@ -66,22 +66,26 @@ def test_symbolic_links_that_would_hide_files_are_refused(
     tree: Callable[..., Path], cli: Callable
 ) -> None:
     root = tree(v1_tree(ROWS))
-    (root / "loop").symlink_to(root, target_is_directory=True)
+    (root / "loop").symlink_to(".", target_is_directory=True)
     run = cli("validate", "--recipes", root)
     assert run.code == 1 and "Traceback" not in run.err
-    assert f"{root}/loop: a symbolic link to a directory" in run.err
+    assert f"{root}/loop: error: a symbolic link to a directory ('.')" in run.err
     (root / "loop").unlink()
-    (root / "gone.yaml").symlink_to(root / "nowhere.yaml")
+    (root / "gone.yaml").symlink_to("nowhere.yaml")
     run = cli("list", "--recipes", root)
     assert run.code == 1
-    assert f"{root}/gone.yaml: a symbolic link to {root}/nowhere.yaml, which does not exist" in (
+    assert f"{root}/gone.yaml: error: a symbolic link to 'nowhere.yaml', which does not exist" in (
         run.err
     )
-    # A link to a file is read like the file.
+    # A link to a file of the tree is read like the file; an absolute one leaves the tree.
     (root / "gone.yaml").unlink()
     os.rename(root / "h100" / "gpt.yaml", root / "gpt.real")
-    (root / "h100" / "gpt.yaml").symlink_to(root / "gpt.real")
+    (root / "h100" / "gpt.yaml").symlink_to("../gpt.real")
     assert cli("list", "--recipes", root, "--format", "json").code == 0
+    (root / "h100" / "gpt.yaml").unlink()
+    (root / "h100" / "gpt.yaml").symlink_to(root / "gpt.real")
+    run = cli("list", "--recipes", root)
+    assert run.code == 1 and "which leaves the recipe tree" in run.err
 
 
 def test_recipes_must_be_a_directory(tree: Callable[..., Path], cli: Callable) -> None:
@@ -112,14 +116,16 @@ def test_an_unreadable_file_is_named(
 ) -> None:
     # (Tests may run as root, whom file modes do not stop: fail the read itself.)
     root = tree(v1_tree(ROWS))
-    real = Path.read_bytes
+    from matrixgen.engine import load
 
-    def read_bytes(path: Path) -> bytes:
+    real = load.read_regular
+
+    def read_regular(path: Path) -> bytes | None:
         if path.name == "gpt.yaml":
             raise PermissionError(13, "Permission denied", str(path))
         return real(path)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(load, "read_regular", read_regular)
     run = cli("validate", "--recipes", root)
     assert run.code == 1 and "Traceback" not in run.err
     assert f"{root}/h100/gpt.yaml: cannot be read: Permission denied" in run.err

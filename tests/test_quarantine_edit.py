@@ -413,19 +413,31 @@ def test_what_the_text_edits_refuse_names_the_file(tree: Callable[..., Path], cl
 
 
 def test_a_symlinked_file_is_edited_where_it_points(tmp_path: Path) -> None:
-    real = tmp_path / "shared" / "quarantine.yaml"
-    real.parent.mkdir()
+    real = tmp_path / "tree" / "shared" / "quarantine.yaml"
+    real.parent.mkdir(parents=True)
     real.write_text(HAND_WRITTEN)
-    (tmp_path / "tree").mkdir()
     link = tmp_path / "tree" / "quarantine.yaml"
-    link.symlink_to(real)
+    link.symlink_to("shared/quarantine.yaml")  # inside the tree: followed
     edit(link, lambda q: ([{"id": "new", **NEW}], []))
     # Renaming over the link would have turned it into a copy, the real file unchanged.
-    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert link.is_symlink() and os.readlink(link) == "shared/quarantine.yaml"
     assert entries_of(real.read_text())[-1]["id"] == "new"
-    assert [p.name for p in (tmp_path / "tree").iterdir()] == ["quarantine.yaml"]
+    assert sorted(p.name for p in (tmp_path / "tree").iterdir()) == ["quarantine.yaml", "shared"]
+    assert [p.name for p in real.parent.iterdir()] == ["quarantine.yaml"]  # no lock, no temp
     edit(link, lambda q: ([], [q.by_id("new").index]))
     assert link.is_symlink() and real.read_text() == HAND_WRITTEN
+
+
+def test_a_link_leaving_the_tree_is_refused_and_its_target_not_read(tmp_path: Path) -> None:
+    outside = tmp_path / "secret.yaml"
+    outside.write_text("entries: []\n# token: s3cr3t\n")
+    (tmp_path / "tree").mkdir()
+    link = tmp_path / "tree" / "quarantine.yaml"
+    link.symlink_to(outside)
+    with pytest.raises(QuarantineError, match="leaves the recipe tree") as caught:
+        edit(link, lambda q: ([{"id": "new", **NEW}], []))
+    assert caught.value.exit_code == 7 and "s3cr3t" not in str(caught.value)
+    assert outside.read_text() == "entries: []\n# token: s3cr3t\n" and link.is_symlink()
 
 
 def test_a_read_only_file_is_refused_and_left_alone(tmp_path: Path) -> None:

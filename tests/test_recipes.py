@@ -286,7 +286,7 @@ def test_generate_runs_without_arguments(
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     run = cli("generate")
     assert run.code == 0, run
-    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    written = sorted(p.name for p in (tmp_path / "out").glob("[!.]*"))
     expected = sorted(
         t.name + (".json" if t.system.value == "github" else ".yml")
         for t in gen.tree.config.targets

@@ -7,7 +7,6 @@ heavy: the pipeline and YAML dumping are imported inside the functions.
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -17,6 +16,7 @@ import typer
 from matrixgen.cli.output import write_annotations
 from matrixgen.engine.errors import Finding, annotation_lines, render_findings
 from matrixgen.engine.vocab import OutputFormat
+from matrixgen.util.jsontext import pretty
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
@@ -69,14 +69,23 @@ def echo_findings(findings: list[Finding] | tuple[Finding, ...]) -> None:
         write_annotations(annotation_lines(list(findings)))
 
 
-def load_valid(recipes: Path | None) -> Generation:
+def load_valid(recipes: Path | None, *, emitting: bool = False) -> Generation:
     """Load, expand and validate the tree; refuse one that `validate` would fail
-    (a mistyped scope would otherwise drop its jobs from every selection)."""
+    (a mistyped scope would otherwise drop its jobs from every selection).
+    `emitting` (generate, github, gitlab): with references.refuse_generate in
+    the config, a gating target's missing reference refuses too."""
     from matrixgen.pipeline import generate
     from matrixgen.validate import require_valid
 
-    generation = generate(recipes_dir(recipes))
-    echo_findings(require_valid(generation))
+    directory = recipes_dir(recipes)
+    generation = generate(directory)
+    settings = generation.tree.config.references
+    listing = None
+    if emitting and settings is not None and settings.refuse_generate:
+        from matrixgen.views.coverage import read_listing
+
+        listing = read_listing(directory, settings)
+    echo_findings(require_valid(generation, references=listing))
     return generation
 
 
@@ -109,7 +118,7 @@ def dump(value: Any, fmt: OutputFormat) -> str:
                 width=YAML_WIDTH,
             )
         )
-    return json_for_log(json.dumps(value, indent=2, ensure_ascii=False)) + "\n"
+    return json_for_log(pretty(value))
 
 
 def echo_json(value: Any) -> None:

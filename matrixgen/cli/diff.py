@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from matrixgen.cli.common import TargetNameOption, TargetOption, echo_findings
+from matrixgen.cli.common import TargetNameOption, TargetOption, echo_findings, echo_json
 
 
 class DiffFormat(StrEnum):
@@ -93,7 +93,8 @@ def diff_command(
     from matrixgen.diff.compare import diff_revisions
     from matrixgen.diff.expect import check_rules, evaluate, parse_rules, require
     from matrixgen.diff.gitsource import check_revision, locate_recipes
-    from matrixgen.diff.render import render
+    from matrixgen.diff.references import reference_gaps, render_gaps
+    from matrixgen.diff.render import render, to_json_data
 
     rules = parse_rules(expect or ())  # a malformed rule stops us before any git work
     check_revision(base)
@@ -113,7 +114,14 @@ def diff_command(
             echo_findings(side.errors)
     for note in result.notes:
         typer.echo(f"matrixgen: note: {note}", err=True)
-    typer.echo(render(result, fmt.value), nl=False)
+    # Jobs the head runs without their reference files (each side's own revision).
+    gaps = reference_gaps(repo, result, sides)
+    if fmt is DiffFormat.JSON and gaps.declared:
+        data = to_json_data(result)
+        data["references"] = gaps.to_dict()
+        echo_json(data)
+    else:
+        typer.echo(render(result, fmt.value) + render_gaps(gaps, fmt.value), nl=False)
     if rules:
         outcomes = evaluate(rules, result)
         for outcome in outcomes:

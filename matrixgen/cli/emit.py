@@ -89,16 +89,21 @@ def _one_target(
 
 
 def _write_text(path: Path, text: str) -> None:
-    from matrixgen.engine.errors import UsageError, file_error
+    """--output: written whole, never through a link (`util.atomic`)."""
+    from matrixgen.engine.errors import UsageError, file_error, write_failure
+    from matrixgen.util.atomic import WriteError, write_atomic
 
     blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
     if blocking is not None:  # mkdir would say "File exists"
         raise UsageError(f"cannot write {path}: {blocking} is a file, not a directory")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8", newline="\n")
     except OSError as exc:
         raise file_error(f"cannot write {path}", exc) from None
+    try:
+        write_atomic(path, text.encode("utf-8"))
+    except WriteError as exc:
+        raise write_failure(exc.message, exc.errno) from None
 
 
 def github(
@@ -123,7 +128,9 @@ def github(
     Past 256 rows (or 1 MB) the rows are split into shards:
     {"shards": N, "matrices": [{"include": [...]}, ...]}; never a job dropped.
     Exit 1: the tree has errors (see validate); 2: usage error; 3: bad project
-    config; 4: a GitHub limit cannot be met.
+    config; 4: a GitHub limit cannot be met; 9: the output cannot be written (a
+    full or read-only disk); 12: the output is a symbolic link or special file
+    (refused, never written through).
     """
     from matrixgen.emit.common import resolve_settings
     from matrixgen.emit.github import emit_github, write_github_output
@@ -131,7 +138,7 @@ def github(
 
     if output is not None and github_output:
         raise UsageError("give --output or --github-output, not both")
-    generation = load_valid(recipes)
+    generation = load_valid(recipes, emitting=True)
     chosen = _one_target(generation, System.GITHUB, target, target_name)
     generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
     jobs = generation.jobs_for(chosen)
@@ -165,12 +172,13 @@ def gitlab(
 
     Exit 1: the tree has errors (see validate); 2: usage error; 3: bad project
     config; 4: a GitLab limit cannot be met (job name collision or length,
-    child pipeline over 5 MB).
+    child pipeline over 5 MB); 9: the output cannot be written (a full or
+    read-only disk); 12: the output is a symbolic link or special file.
     """
     from matrixgen.emit.common import resolve_settings
     from matrixgen.emit.gitlab import emit_gitlab
 
-    generation = load_valid(recipes)
+    generation = load_valid(recipes, emitting=True)
     chosen = _one_target(generation, System.GITLAB, target, target_name)
     generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
     jobs = generation.jobs_for(chosen)
@@ -215,11 +223,18 @@ def generate(
     With --event: exactly the targets `matrixgen decide` picks for the event and
     labels, with the decided n_repeat and lightweight mode applied.
 
-    The tree is loaded, expanded and validated once. Exit 1: the tree has errors
-    (see validate); 2: usage error; 3: bad project config; 4: a CI limit cannot
-    be met.
+    The tree is loaded, expanded and validated once. The folder is owned through
+    .matrixgen-manifest.json: files earlier runs wrote for targets that are gone
+    are removed (never a file matrixgen did not write, nor one changed since);
+    runs into one folder wait for each other (MATRIXGEN_LOCK_TIMEOUT, 30 s).
+
+    Exit 1: the tree has errors (see validate); 2: usage error; 3: bad project
+    config; 4: a CI limit cannot be met; 9: a file cannot be written (full or
+    read-only disk); 12: --out or a file in it is a symbolic link (refused), or
+    another run held the folder's lock too long.
     """
     from matrixgen.emit.generate import (
+        file_name,
         generate_all,
         quarantine_rows,
         summary,
@@ -233,7 +248,7 @@ def generate(
         raise UsageError("--label, --labels-json and --system go with --event")
     if event is not None and (target or target_name):
         raise UsageError("give --event or targets, not both: the event decides the targets")
-    generation = load_valid(recipes)
+    generation = load_valid(recipes, emitting=True)
     if event is not None:
         from matrixgen.cli.decide import decision_for
 
@@ -251,7 +266,16 @@ def generate(
     full_generation = generation
     generation, changes = change_selection(generation, recipes_dir(recipes), changed_since, full)
     outputs = generate_all(generation, targets, launcher=launcher)
-    write_outputs(outputs, out)
+    # Every target the tree defines keeps its file (a run of some of them, by
+    # --target-name or --event, is not a removal of the others).
+    defined = resolve_targets(generation.tree.config, generation.jobs)
+    report = write_outputs(outputs, out, targets_now=[file_name(t) for t in defined])
+    for note in report.notes:
+        typer.echo(f"matrixgen: {note}", err=True)
+    for name in report.removed:
+        typer.echo(f"matrixgen: removed {out / name} (its target is gone)", err=True)
+    for name, why in report.kept:
+        typer.echo(f"matrixgen: {out / name}: {why}", err=True)
     if github_output:
         from matrixgen.emit.generate import github_group_outputs
         from matrixgen.emit.github import append_github_outputs

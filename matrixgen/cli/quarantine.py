@@ -2,13 +2,16 @@
 
 Exit codes: 0 done; 1 audit found stale entries (or the recipes have errors);
 2 a usage error (unknown id, a value no job has, ...); 3 bad project config;
-7 the quarantine file is malformed or cannot be locked or written (it is then
-left as it was); 8 the tracker API answered with an error.
+7 the quarantine file is malformed, is not a regular file (a directory, FIFO,
+device, a link out of the tree), or cannot be locked (MATRIXGEN_LOCK_TIMEOUT,
+the holder named) or written (it is then left as it was); 8 the tracker API
+answered with an error.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -43,12 +46,13 @@ def _root(recipes: Path | None) -> Path:
 
 def _config(root: Path) -> ProjectConfig:
     from matrixgen.engine.config import DEFAULT_CONFIG, parse_config
+    from matrixgen.engine.load import read_root_file
     from matrixgen.engine.vocab import CONFIG_FILENAME
 
-    path = root / CONFIG_FILENAME
-    if not path.exists():
+    raw = read_root_file(root, CONFIG_FILENAME)
+    if raw is None:
         return DEFAULT_CONFIG
-    return parse_config(path.read_bytes(), str(path))
+    return parse_config(raw, str(root / CONFIG_FILENAME))
 
 
 def _read(root: Path, config: ProjectConfig) -> QuarantineFile:
@@ -336,7 +340,7 @@ def remove(
         return [], [entry.index]
 
     path = root / QUARANTINE_FILENAME
-    if not path.exists():
+    if not os.path.lexists(path):
         raise UsageError(f"{path} does not exist: there is nothing to remove")
     edit(path, change, tracker_base=base, dry_run=dry_run)
     typer.echo(entry_id)
@@ -371,7 +375,7 @@ def lift(
         return [], [e.index for e in found]
 
     path = root / QUARANTINE_FILENAME
-    if not path.exists():
+    if not os.path.lexists(path):
         raise UsageError(f"{path} does not exist: there is nothing to lift")
     edit(path, change, tracker_base=base, dry_run=dry_run)
     for entry in lifted:

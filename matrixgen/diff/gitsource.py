@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import posixpath
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +30,6 @@ from pathlib import Path
 from matrixgen.engine.errors import GitError, UsageError, did_you_mean
 
 WORKTREE = "worktree"
-RECIPE_SUFFIXES = (".yaml", ".yml")
 
 # Modes of `git ls-tree` entries.
 _MODE_FILES = frozenset({"100644", "100755"})
@@ -184,7 +182,7 @@ class Repository:
             what = "file" if kind_text == "blob" else kind_text  # "commit": a submodule
             raise GitError(f'"{path}" is a {what}, not a directory, at {revision} ({commit[:12]})')
         listing = self.git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", spec])
-        files, blobs, notes = self._read_listing(listing, revision)
+        files, blobs, notes = self._read_listing(listing, revision, path)
         return TreeSource(
             revision=revision,
             commit=commit,
@@ -195,37 +193,50 @@ class Repository:
         )
 
     def _read_listing(
-        self, listing: bytes, revision: str
+        self, listing: bytes, revision: str, path: str = ""
     ) -> tuple[dict[str, bytes], dict[str, str], list[str]]:
+        """The recipe files of a `git ls-tree -r -z` listing, links resolved by
+        the rule the disk reader follows (`engine.load.plan_reads`)."""
+        from matrixgen.engine.load import TreeListing, plan_reads
+
         regular: dict[str, str] = {}
-        links: dict[str, str] = {}
+        link_ids: dict[str, str] = {}
+        special: dict[str, str] = {}
         for entry in listing.split(b"\0"):
             if not entry:
                 continue
             meta, _, raw_name = entry.partition(b"\t")
             mode, kind, oid = meta.decode().split(" ")
             name = raw_name.decode("utf-8", "surrogateescape")
-            if kind != "blob" or not name.endswith(RECIPE_SUFFIXES):
-                continue
-            if mode in _MODE_FILES:
-                regular[name] = oid
+            if kind == "commit":
+                special[name] = "a git submodule"
             elif mode == _MODE_SYMLINK:
-                links[name] = oid
-        contents = self.cat_blobs(sorted({*regular.values(), *links.values()}))
-        notes: list[str] = []
-        for name, oid in sorted(links.items()):
-            # A link inside the tree reads as the file it points to, as on disk.
-            target = contents[oid].decode("utf-8", "surrogateescape")
-            resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
-            if resolved in regular:
-                regular[name] = regular[resolved]
+                link_ids[name] = oid
+            elif mode in _MODE_FILES:
+                regular[name] = oid
             else:
-                notes.append(
-                    f"{name}: a symbolic link to {target}, outside the recipe tree at "
-                    f"{revision}: ignored"
-                )
-        files = {name: contents[oid] for name, oid in sorted(regular.items())}
-        return files, dict(sorted(regular.items())), notes
+                special[name] = f"a git object of mode {mode}"
+        targets = self.cat_blobs(sorted(set(link_ids.values())))
+        links = {
+            name: targets[oid].decode("utf-8", "surrogateescape") for name, oid in link_ids.items()
+        }
+        directories = {
+            name[:cut] for name in (*regular, *links, *special) for cut in _slashes(name)
+        }
+        plan = plan_reads(
+            TreeListing(
+                files=frozenset(regular),
+                links=links,
+                directories=frozenset(directories),
+                special=special,
+            ),
+            root=path or ".",
+            where=f"at {revision}",
+        )
+        blobs = {name: regular[real] for name, real in plan.items()}
+        contents = self.cat_blobs(sorted(set(blobs.values())))
+        files = {name: contents[oid] for name, oid in blobs.items()}
+        return files, blobs, []
 
     def cat_blobs(self, oids: Sequence[str]) -> dict[str, bytes]:
         """The contents of many blobs from one `git cat-file --batch` process."""
@@ -266,6 +277,23 @@ class Repository:
             blob_ids=blobs,
         )
 
+    def list_paths(self, revision: str, path: str) -> list[str] | None:
+        """Every file below `path` (relative to the top) in a commit, as paths
+        relative to `path`, from one `git ls-tree` (contents are not read); None
+        when `path` is no directory there. Links are listed like files."""
+        commit = self.resolve(revision)
+        spec = f"{commit}:{path}" if path else f"{commit}^{{tree}}"
+        kind = _run_git(["cat-file", "-t", "--end-of-options", spec], cwd=self.top, check=False)
+        if kind.returncode != 0 or kind.stdout.decode().strip() != "tree":
+            return None
+        listing = self.git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", spec])
+        paths = []
+        for entry in listing.split(b"\0"):
+            meta, _, raw_name = entry.partition(b"\t")
+            if raw_name and meta.split(b" ")[1:2] == [b"blob"]:
+                paths.append(raw_name.decode("utf-8", "surrogateescape"))
+        return paths
+
     def read(self, revision: str | None, path: str) -> TreeSource:
         """A revision's tree, or the working tree when revision is None."""
         return self.read_worktree(path) if revision is None else self.read_revision(revision, path)
@@ -295,6 +323,10 @@ def locate_recipes(given: Path | None, cwd: Path | None = None) -> tuple[Reposit
         ) from None
     text = rel.as_posix()
     return repo, "" if text == "." else text
+
+
+def _slashes(name: str) -> list[int]:
+    return [i for i, char in enumerate(name) if char == "/"]
 
 
 def _run_git(

@@ -54,6 +54,7 @@ from matrixgen.diff.compare import (
     target_counts,
 )
 from matrixgen.engine.model import Job, QuarantineMark, Target
+from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log, terminal_line
 
 MARKER = "<!-- matrixgen-diff -->"
@@ -78,7 +79,7 @@ def to_json_data(diff: SelectionDiff) -> dict[str, Any]:
 
 
 def render_json(diff: SelectionDiff) -> str:
-    return json_for_log(json.dumps(to_json_data(diff), indent=2, ensure_ascii=False)) + "\n"
+    return json_for_log(jsontext.pretty(to_json_data(diff)))
 
 
 def _target_data(t: TargetDiff) -> dict[str, Any]:

@@ -4,15 +4,17 @@ For each target: its selection (`Generation.jobs_for`, quarantine applied), its
 settings, and the file CI reads: `<target>.json` (a GitHub matrix) or
 `<target>.yml` (a GitLab child pipeline). File names are the target names with
 anything but letters, digits, `.`, `_` and `-` replaced by `_`; two targets whose
-names map to one file are an error, never an overwrite.
+names map to one file are an error, never an overwrite. `write_outputs` owns the
+output folder through a manifest and a lock file (see there).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
-import tempfile
+import stat
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -31,13 +33,19 @@ from matrixgen.emit.common import (
 from matrixgen.emit.github import github_jobs, github_matrix
 from matrixgen.emit.gitlab import gitlab_jobs, gitlab_pipeline, name_problems
 from matrixgen.engine.config import ProjectConfig
-from matrixgen.engine.errors import Finding, Severity, UsageError, file_error
+from matrixgen.engine.errors import (
+    Finding,
+    OutputError,
+    Severity,
+    UsageError,
+    file_error,
+    write_failure,
+)
 from matrixgen.engine.model import QuarantineMark, Target
-from matrixgen.engine.select import JobIndex
 from matrixgen.engine.vocab import System
 from matrixgen.pipeline import Generation
-from matrixgen.quarantine.entries import Selection
-from matrixgen.quarantine.entries import selection as quarantine_selection
+from matrixgen.util.atomic import WriteError, remove_stale_temps, write_atomic
+from matrixgen.util.readfile import NotRegularFile, read_regular
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
@@ -133,7 +141,6 @@ def emit_target(
     target: Target,
     *,
     launcher: str | None = None,
-    selections: Selections | None = None,
 ) -> TargetOutput:
     """The file of one target, from a generation already loaded and expanded."""
     chosen = selections(target) if selections is not None else generation.selection(target)
@@ -177,28 +184,159 @@ def generate_all(
             f"targets {', '.join(sorted(who))} would write the same file(s) "
             f"{', '.join(clashes)}; rename one of them"
         )
-    selections = Selections(generation)
-    return [emit_target(generation, t, launcher=launcher, selections=selections) for t in targets]
+    return [emit_target(generation, t, launcher=launcher) for t in targets]
 
 
-def write_outputs(outputs: Iterable[TargetOutput], out_dir: Path) -> list[Path]:
-    """Write each file whole (a temporary file renamed over the old one)."""
+MANIFEST_NAME = ".matrixgen-manifest.json"
+LOCK_NAME = ".matrixgen.lock"
+_OWNED_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*\.(?:json|yml)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteReport:
+    """What `write_outputs` did in the folder."""
+
+    written: tuple[Path, ...]
+    removed: tuple[str, ...] = ()  # files of earlier runs for targets that are gone
+    kept: tuple[tuple[str, str], ...] = ()  # (file, why) earlier files left in place
+    notes: tuple[str, ...] = ()
+
+
+def write_outputs(
+    outputs: Iterable[TargetOutput], out_dir: Path, *, targets_now: Iterable[str] = ()
+) -> WriteReport:
+    """Write each file whole (`util.atomic`), and own the folder through a
+    manifest (`.matrixgen-manifest.json`: each file written, with its SHA-256).
+
+    A file an earlier run wrote, for a target that is gone (neither written now
+    nor among `targets_now`, the files of every target the tree defines), is
+    removed, but only when it is still exactly what was written: a file matrixgen
+    did not write, or one changed since, is never deleted. Runs into one folder
+    are serialised by the lock file `.matrixgen.lock` (waiting up to
+    MATRIXGEN_LOCK_TIMEOUT seconds), so the folder always holds one run's
+    files. The folder itself must not be a symbolic link.
+    """
+    from matrixgen.util.lockfile import LockError, hold, timeout_from_env
+
+    outputs = list(outputs)
+    try:
+        timeout = timeout_from_env()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    _prepare_folder(out_dir)
+    try:
+        with hold(out_dir / LOCK_NAME, timeout=timeout):
+            return _write_owned(outputs, out_dir, set(targets_now))
+    except LockError as exc:
+        # Held too long, or a link at the lock's name: 10; the disk refused: 9.
+        raise write_failure(
+            f"--out {out_dir}: {exc.message}; nothing was written", exc.errno
+        ) from None
+    except WriteError as exc:
+        raise write_failure(exc.message, exc.errno) from None
+
+
+def _prepare_folder(out_dir: Path) -> None:
+    try:
+        info = os.lstat(out_dir)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise file_error(f"--out {out_dir}", exc) from None
+    if info is not None and stat.S_ISLNK(info.st_mode):
+        raise OutputError(
+            f"--out {out_dir} is a symbolic link (to {os.readlink(out_dir)!r}); generate owns "
+            "its folder and never writes through links: give the real directory"
+        )
+    if info is not None and not stat.S_ISDIR(info.st_mode):
+        raise UsageError(f"--out {out_dir} is not a directory")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise file_error(f"--out {out_dir}: cannot create the directory", exc) from None
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_manifest(out_dir: Path) -> tuple[dict[str, str], list[str]]:
+    """The files an earlier run wrote, {name: sha256}; unusable entries dropped."""
+    path = out_dir / MANIFEST_NAME
+    try:
+        raw = read_regular(path)
+    except NotRegularFile as exc:
+        raise OutputError(f"--out {out_dir}: {MANIFEST_NAME} is {exc.kind}: refused") from None
+    except OSError as exc:
+        raise file_error(f"--out {out_dir}: cannot read {MANIFEST_NAME}", exc) from None
+    if raw is None:
+        return {}, []
+    try:
+        data = json.loads(raw)
+        files = data["files"] if isinstance(data, dict) and data.get("format") == 1 else None
+    except (ValueError, KeyError):
+        files = None
+    if not isinstance(files, dict):
+        return {}, [f"{path} is not a manifest matrixgen wrote: ignored, no file removed"]
+    owned = {
+        name: digest
+        for name, digest in files.items()
+        if isinstance(name, str) and _OWNED_NAME.fullmatch(name) and isinstance(digest, str)
+    }
+    return owned, []
+
+
+def _write_manifest(out_dir: Path, files: dict[str, str]) -> None:
+    body = {"format": 1, "tool": "matrixgen generate", "files": dict(sorted(files.items()))}
+    write_atomic(out_dir / MANIFEST_NAME, (json.dumps(body, indent=2) + "\n").encode())
+
+
+def _write_owned(outputs: list[TargetOutput], out_dir: Path, targets_now: set[str]) -> WriteReport:
+    for name in [MANIFEST_NAME, *(o.file for o in outputs)]:
+        remove_stale_temps(out_dir, name, every=True)  # the lock keeps other writers out
+    earlier, notes = _read_manifest(out_dir)
+    data = {o.file: o.text.encode("utf-8") for o in outputs}
+    now = {name: _digest(body) for name, body in data.items()}
+    # Recorded before writing: a run killed half-way never forgets a file it wrote.
+    _write_manifest(out_dir, {**earlier, **now})
     written = []
     for output in outputs:
         path = out_dir / output.file
-        try:
-            fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{output.file}.", suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(output.text)
-            os.replace(tmp, path)
-        except OSError as exc:
-            raise file_error(f"cannot write {path}", exc) from None
+        write_atomic(path, data[output.file])
         written.append(path)
-    return written
+    removed: list[str] = []
+    kept: list[tuple[str, str]] = []
+    owned = dict(now)
+    for name, digest in sorted(earlier.items()):
+        if name in now:
+            continue
+        path = out_dir / name
+        try:
+            current = read_regular(path)
+        except OSError:
+            kept.append((name, "no longer a regular file: left alone"))
+            continue
+        if current is None:
+            continue
+        if name in targets_now:
+            # Its target still exists (not part of this run): still ours if unchanged.
+            if _digest(current) == digest:
+                owned[name] = digest
+            continue
+        if _digest(current) != digest:
+            kept.append((name, "changed since matrixgen wrote it: left alone"))
+            continue
+        try:
+            os.unlink(path)
+        except OSError as exc:
+            kept.append((name, f"cannot be removed: {exc.strerror}"))
+            owned[name] = digest
+            continue
+        removed.append(name)
+    _write_manifest(out_dir, owned)
+    return WriteReport(
+        written=tuple(written), removed=tuple(removed), kept=tuple(kept), notes=tuple(notes)
+    )
 
 
 def github_group_outputs(
@@ -303,14 +441,14 @@ def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
     left with one name, or a name past 255 characters): `generate` would refuse."""
     from matrixgen.engine.targets import resolve_targets
 
-    selections = Selections(Generation(context.tree, context.expansion))
+    generation = Generation(context.tree, context.expansion)  # shares the selections
     severity = Severity.ERROR if context.tree.format_version == 2 else Severity.WARNING
     found: dict[tuple[Any, str], list[str]] = {}
     for target in resolve_targets(context.tree.config, context.expansion.jobs):
         if target.system is not System.GITLAB:
             continue
         # The kept jobs are the emitted ones; naming does not depend on their order.
-        jobs = selections(target).jobs
+        jobs = generation.selection(target).jobs
         for job, why in name_problems(jobs):
             found.setdefault((job.source, why), []).append(target.name)
     for (location, why), names in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1])):
@@ -423,10 +561,10 @@ def check_timeouts(context: ValidationContext) -> Iterator[Finding]:
     ]
     if not targets:
         return
-    selections = Selections(Generation(context.tree, context.expansion))
+    generation = Generation(context.tree, context.expansion)  # shares the selections
     found: dict[Any, tuple[int, int, list[str]]] = {}
     for target in targets:
-        jobs = selections(target).jobs
+        jobs = generation.selection(target).jobs
         settings = resolve_settings(target, config, jobs)
         cap = settings.timeout_cap
         assert cap is not None

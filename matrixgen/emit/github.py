@@ -30,7 +30,6 @@ in a job with `if: fromJSON(needs.<gen>.outputs.shards) > k` and
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -48,8 +47,10 @@ from matrixgen.emit.common import (
     emitted_jobs,
     timeout_minutes,
 )
-from matrixgen.engine.errors import LimitError, UsageError
+from matrixgen.engine.errors import LimitError, UsageError, write_failure
 from matrixgen.engine.model import Job
+from matrixgen.util import jsontext
+from matrixgen.util.atomic import WriteError, append_whole
 from matrixgen.util.escape import json_for_log
 
 
@@ -99,7 +100,7 @@ def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
 
 def compact(value: Any) -> str:
     """The one JSON spelling we emit: compact, UTF-8, keys in insertion order."""
-    return json_for_log(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    return json_for_log(jsontext.compact(value))
 
 
 def _size(value: Any) -> int:
@@ -247,16 +248,8 @@ def append_github_outputs(outputs: Sequence[tuple[str, str]], path: str | None =
             "with --output and read it in several jobs"
         )
     try:
-        with open(target, "a+b") as handle:
-            # An earlier step may have left its last line unterminated
-            # (`echo -n k=v >> $GITHUB_OUTPUT`): our first line must not join it.
-            handle.seek(0, os.SEEK_END)
-            joined = False
-            if handle.tell() > 0:
-                handle.seek(-1, os.SEEK_END)
-                joined = handle.read(1) != b"\n"
-            text = ("\n" if joined else "") + github_output_text(outputs)
-            handle.write(text.encode("utf-8"))
-    except OSError as exc:
-        raise UsageError(f"--github-output: cannot append to {target}: {exc.strerror}") from None
+        # Appending is the protocol of $GITHUB_OUTPUT: one write, cut back on failure.
+        append_whole(Path(target), github_output_text(outputs).encode("utf-8"))
+    except WriteError as exc:
+        raise write_failure(f"--github-output: {exc.message}", exc.errno) from None
     return Path(target)

@@ -41,7 +41,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 
 from matrixgen.emit.common import (
     DEFAULT_RETRY,
@@ -477,42 +477,112 @@ def read_as_text_by_yaml11(value: str) -> bool:
     return len(value) > 5 or value.lower() not in _YAML11_WORDS
 
 
-def _represent_str(dumper: Any, value: str) -> Any:
+_STR = "tag:yaml.org,2002:str"
+_BOOL = "tag:yaml.org,2002:bool"
+_INT = "tag:yaml.org,2002:int"
+_NULL = "tag:yaml.org,2002:null"
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
+
+
+def _style(value: str) -> str | None:
     if yaml_double_quoted(value):  # one line, safe to print in a CI log
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
-    if read_as_text_by_yaml11(value):
-        return dumper.represent_str(value)
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="'")
+        return '"'
+    return None if read_as_text_by_yaml11(value) else "'"
 
 
 @cache
-def _dumper() -> type:
+def _yaml() -> Any:
     import yaml
 
-    base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml
 
-    class Dumper(base):  # type: ignore[misc, valid-type]
-        # Shared lists (the retry reasons) must be written out, not as &anchors.
-        def ignore_aliases(self, data: Any) -> bool:
-            return True
 
-    Dumper.add_representer(str, _represent_str)
-    return Dumper
+class _Events:
+    """The events PyYAML's SafeDumper emits for plain data (str, bool, int, None,
+    list, dict) with sort_keys=False and default_flow_style=False, strings quoted
+    where `read_as_text_by_yaml11` says and never an alias, fed straight to the
+    emitter (libyaml's when present): the representer, the node tree and the
+    serializer's per-node calls back into Python cost several times more."""
+
+    # (value, tag) -> (plain implicit, quoted implicit), as the serializer asks
+    # the resolver; values repeat across jobs and targets.
+    implicit: ClassVar[dict[tuple[str, str], tuple[bool, bool]]] = {}
+
+    def __init__(self, emit: Any) -> None:
+        yaml = _yaml()
+        self.emit = emit
+        self.scalar = yaml.ScalarEvent
+        self.resolver = yaml.resolver.Resolver()
+        self.node = yaml.ScalarNode
+        self.mapping = (yaml.MappingStartEvent, yaml.MappingEndEvent())
+        self.sequence = (yaml.SequenceStartEvent, yaml.SequenceEndEvent())
+        self.styles: dict[str, str | None] = {}
+
+    def flags(self, value: str, tag: str) -> tuple[bool, bool]:
+        key = (value, tag)
+        found = self.implicit.get(key)
+        if found is None:
+            resolve = self.resolver.resolve
+            found = (
+                resolve(self.node, value, (True, False)) == tag,
+                resolve(self.node, value, (False, True)) == tag,
+            )
+            if len(self.implicit) > 200_000:
+                self.implicit.clear()
+            self.implicit[key] = found
+        return found
+
+    def put(self, value: Any) -> None:
+        kind = type(value)
+        if kind is str:
+            style = self.styles.get(value, "")
+            if style == "":
+                style = self.styles[value] = _style(value)
+            self.emit(self.scalar(None, _STR, self.flags(value, _STR), value, style=style))
+        elif kind is dict:
+            start, end = self.mapping
+            self.emit(start(None, _MAP, True, flow_style=False))
+            for key, item in value.items():
+                self.put(key)
+                self.put(item)
+            self.emit(end)
+        elif kind is list or kind is tuple:
+            start, end = self.sequence
+            self.emit(start(None, _SEQ, True, flow_style=False))
+            for item in value:
+                self.put(item)
+            self.emit(end)
+        elif kind is bool:
+            text = "true" if value else "false"
+            self.emit(self.scalar(None, _BOOL, self.flags(text, _BOOL), text))
+        elif kind is int:
+            text = str(value)
+            self.emit(self.scalar(None, _INT, self.flags(text, _INT), text))
+        elif value is None:
+            self.emit(self.scalar(None, _NULL, self.flags("null", _NULL), "null"))
+        else:
+            raise TypeError(f"cannot write {kind.__name__} to a GitLab pipeline")
 
 
 def dump_yaml(document: dict[str, Any], header: str = "") -> str:
-    """Stable YAML: key order as built, the C dumper when PyYAML has it."""
-    import yaml
+    """Stable YAML: key order as built, the C emitter when PyYAML has it."""
+    import io
 
-    body = yaml.dump(
-        document,
-        Dumper=_dumper(),
-        sort_keys=False,
-        default_flow_style=False,
-        allow_unicode=True,
-        width=YAML_WIDTH,
-    )
-    return yaml_for_log(header + body)
+    yaml = _yaml()
+    stream = io.StringIO()
+    emitter_class = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    emitter = emitter_class(stream, default_flow_style=False, allow_unicode=True, width=YAML_WIDTH)
+    try:
+        emit = emitter.emit
+        emit(yaml.StreamStartEvent())
+        emit(yaml.DocumentStartEvent(explicit=False))
+        _Events(emit).put(document)
+        emit(yaml.DocumentEndEvent(explicit=False))
+        emit(yaml.StreamEndEvent())
+    finally:
+        emitter.dispose()
+    return yaml_for_log(header + stream.getvalue())
 
 
 def _comment(text: str) -> str:

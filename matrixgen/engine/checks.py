@@ -11,7 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from matrixgen.engine.context import ValidationContext
-from matrixgen.engine.errors import Finding, Findings, Location, Severity, did_you_mean
+from matrixgen.engine.errors import (
+    SUGGEST_MAX_LENGTH,
+    Finding,
+    Findings,
+    Location,
+    Severity,
+    did_you_mean,
+)
 from matrixgen.engine.expand import Expansion
 from matrixgen.engine.load import RecipeTree
 from matrixgen.engine.model import RecipeFile
@@ -199,13 +206,17 @@ def _cadence_findings(tree: RecipeTree, declared: frozenset[str]) -> Iterator[Fi
 
 def _typo_findings(tree: RecipeTree) -> Iterator[Finding]:
     """In a tree without a vocabulary: rare values that look like a common one mistyped."""
-    counts: dict[str, Counter[str]] = {}
+    counts = _axis_counts(tree)
+    found = {what: typos(counter) for what, counter in counts.items()}
+    if not any(found.values()):
+        return
+    # Rare: only now walk the tree again for where each suspect value is used.
     places: dict[tuple[str, str], list[_Place]] = {}
     for what, value, place in _axis_values(tree):
-        counts.setdefault(what, Counter())[value] += 1
-        places.setdefault((what, value), []).append(place)
+        if value in found[what]:
+            places.setdefault((what, value), []).append(place)
     for what, counter in sorted(counts.items()):
-        for value, other in sorted(typos(counter).items()):
+        for value, other in sorted(found[what].items()):
             n, m = counter[value], counter[other]
             for place in places[(what, value)]:
                 yield Finding(
@@ -217,15 +228,40 @@ def _typo_findings(tree: RecipeTree) -> Iterator[Finding]:
                 )
 
 
+def _axis_counts(tree: RecipeTree) -> dict[str, Counter[str]]:
+    """How often each vocabulary value is used, per axis (what _axis_values
+    yields, counted without building a place for each)."""
+    counts: dict[str, Counter[str]] = {what: Counter() for what in VOCABULARY_AXES.values()}
+    axes = tuple(VOCABULARY_AXES.items())
+    for recipe in tree.tests:
+        spec = recipe.data.get("spec")
+        if isinstance(spec, dict):
+            for key, what in axes:
+                value = spec.get(key)
+                if isinstance(value, str):
+                    counts[what][value] += 1
+        for _, row in _rows(recipe):
+            for key, what in axes:
+                values = row.get(key)
+                if isinstance(values, list):
+                    counts[what].update(v for v in values if isinstance(v, str))
+    return {what: counter for what, counter in counts.items() if counter}
+
+
 def typos(counter: Mapping[str, int]) -> dict[str, str]:
     """value -> the value it looks like a typo of: the most used one (ties by
-    name) that is at least three times as common and one typo away."""
-    near = _Neighbours(counter)
+    name) that is at least three times as common and one typo away.
+
+    Only values of at most SUGGEST_MAX_LENGTH characters are compared (a name
+    mistyped is short; a long value is no name): with that, the cost is linear
+    in the size of the values, whatever they hold."""
+    near = _Neighbours(v for v in counter if len(v) <= SUGGEST_MAX_LENGTH)
     found: dict[str, str] = {}
-    for value, n in counter.items():
+    for value in near.values:
+        n = counter[value]
         candidates = [
             (-counter[other], other)
-            for other in near.of(value)
+            for other in near.of(value, counter)
             if other != value and counter[other] >= 3 * n and _looks_like_typo(value, other)
         ]
         if candidates:
@@ -236,7 +272,10 @@ def typos(counter: Mapping[str, int]) -> dict[str, str]:
 class _Neighbours:
     """The values that may be one typo away from a value (_looks_like_typo
     decides), found through indexes rather than by comparing every pair: a tree
-    with tens of thousands of distinct values must not take minutes."""
+    with tens of thousands of distinct values must not take minutes. Values that
+    squash alike (case, spaces, punctuation) all look like typos of each other:
+    of those only the most used two are candidates, so that many such spellings
+    of one name cost no more than one."""
 
     def __init__(self, values: Iterable[str]) -> None:
         self.values = set(values)
@@ -246,9 +285,18 @@ class _Neighbours:
             self.squashed.setdefault(_squash(value), []).append(value)
             for shorter in _deletions(value):
                 self.deleted.setdefault(shorter, []).append(value)
+        self.top: dict[str, list[str]] = {}
 
-    def of(self, value: str) -> set[str]:
-        found = set(self.squashed.get(_squash(value), ()))
+    def _most_used(self, squashed: str, counter: Mapping[str, int]) -> list[str]:
+        top = self.top.get(squashed)
+        if top is None:
+            ranked = sorted(self.squashed.get(squashed, ()), key=lambda v: (-counter[v], v))
+            top = self.top[squashed] = ranked[:2]
+        return top
+
+    def of(self, value: str, counter: Mapping[str, int]) -> set[str]:
+        # The best of the alike-squashed values other than `value` is among the top two.
+        found = set(self._most_used(_squash(value), counter))
         found.update(self.deleted.get(value, ()))  # one letter more
         found.update(v for v in _deletions(value) if v in self.values)  # one letter less
         found.update(

@@ -7,6 +7,7 @@ defaults, targets, pins and the settings of each CI system. A tree without it
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -15,6 +16,12 @@ from typing import Any
 from matrixgen.engine.decide import Decisions, parse_decisions
 from matrixgen.engine.errors import ConfigError, Findings, Location, did_you_mean
 from matrixgen.engine.model import EMPTY_MAPPING, Selector, Target
+from matrixgen.engine.references import (
+    ReferenceSettings,
+    ReferenceTemplate,
+    root_problem,
+    template_problem,
+)
 from matrixgen.engine.schemas import check_against_schema
 from matrixgen.engine.vocab import (
     ALL_CADENCES,
@@ -56,6 +63,7 @@ class ProjectConfig:
     n_repeat: int = DEFAULT_N_REPEAT
     max_jobs: int = DEFAULT_MAX_JOBS
     targets: tuple[Target, ...] = ()
+    references: ReferenceSettings | None = None  # the `references` section
     # decisions.<system>: what each CI event runs (engine/decide.py)
     decisions: Mapping[System, Decisions] = field(default_factory=lambda: EMPTY_MAPPING)
     raw: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAPPING, repr=False)
@@ -128,9 +136,56 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
         locate=config.locate,
         findings=findings,
     )
+    references = _references(data.get("references"), config, targets, findings)
     if findings.errors:
         raise ConfigError(f"invalid project config {path}", findings=findings.errors)
-    return replace(config, targets=targets, decisions=MappingProxyType(decisions))
+    return replace(
+        config,
+        targets=targets,
+        decisions=MappingProxyType(decisions),
+        references=references,
+    )
+
+
+def _references(
+    raw: Mapping[str, Any] | None,
+    config: ProjectConfig,
+    targets: tuple[Target, ...],
+    findings: Findings,
+) -> ReferenceSettings | None:
+    """The declared reference templates (the schema checked the shape)."""
+    if raw is None:
+        return None
+    templates = []
+    for name, template in sorted(raw["templates"].items()):
+        problem = template_problem(template)
+        if problem is not None:
+            findings.add(
+                config.locate(["references", "templates", name]),
+                "config-references",
+                f'reference "{name}": {problem}',
+            )
+        templates.append(ReferenceTemplate(name, template))
+    root = str(raw.get("root", ""))
+    problem = root_problem(root)
+    root = root.rstrip("/")
+    if problem is not None:
+        findings.add(config.locate(["references", "root"]), "config-references", problem)
+    names = [t.name for t in targets]
+    for i, pattern in enumerate(raw.get("gating", ())):
+        if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
+            findings.add(
+                config.locate(["references", "gating", i]),
+                "config-references",
+                f'references.gating: "{pattern}" names no configured target'
+                f"{did_you_mean(pattern, names)}",
+            )
+    return ReferenceSettings(
+        templates=tuple(templates),
+        root=root,
+        gating=tuple(raw.get("gating", ())),
+        refuse_generate=bool(raw.get("refuse_generate", False)),
+    )
 
 
 def _target(

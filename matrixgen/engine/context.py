@@ -6,9 +6,13 @@ from dataclasses import dataclass
 
 from matrixgen.engine.expand import Expansion
 from matrixgen.engine.load import RecipeTree
+from matrixgen.engine.references import ReferenceListing
 
 
 @dataclass(frozen=True, slots=True)
 class ValidationContext:
     tree: RecipeTree
     expansion: Expansion
+    # The reference tree's files, when the caller listed them (validate on disk);
+    # None: references are not checked (a tree read from git, generate by default).
+    references: ReferenceListing | None = None

@@ -31,6 +31,7 @@ class ExitCode(IntEnum):
     ENVIRONMENT = 9  # stdout/stderr closed or full, working directory gone, a path not writable
     RESULTS_FILE = 10  # a test-result (JUnit XML) file cannot be read or is not a report
     RESULTS_STORE = 11  # the results store cannot be opened, read or written
+    OUTPUT = 12  # an output refused as unsafe: a link or special file there, its folder locked
 
 
 class Severity(StrEnum):
@@ -126,9 +127,14 @@ class Findings:
         return len(self.items)
 
 
+# "Did you mean" is for names mistyped: a longer value gets no suggestion, so that
+# a value of tens of kilobytes costs no more than reading it.
+SUGGEST_MAX_LENGTH = 64
+
+
 def did_you_mean(value: object, known: Iterable[str]) -> str:
     """' (did you mean "x"?)' for the closest known value, or ''."""
-    if not isinstance(value, str):
+    if not isinstance(value, str) or len(value) > SUGGEST_MAX_LENGTH:
         return ""
     candidates = sorted({k for k in known if isinstance(k, str)})
     squashed = "".join(value.split()).lower()
@@ -249,3 +255,22 @@ class ResultsFileError(MatrixgenError):
 
 class ResultsStoreError(MatrixgenError):
     exit_code = ExitCode.RESULTS_STORE
+
+
+class OutputError(MatrixgenError):
+    """An output matrixgen refuses to write: the file or folder is a symbolic link
+    or a special file, or another run holds the folder's lock past the timeout."""
+
+    exit_code = ExitCode.OUTPUT
+
+
+def write_failure(message: str, errno_number: int | None) -> MatrixgenError:
+    """The error for a write that failed with `message` (which says why): an
+    OutputError (exit 12) when matrixgen refused it (no errno), else as
+    `file_error` (exit 9 when the machine refused, 2 when the path is wrong)."""
+    import errno
+
+    if errno_number is None:
+        return OutputError(message)
+    name = errno.errorcode.get(errno_number, "")
+    return (EnvironmentFault if name in _MACHINE_ERRNOS else UsageError)(message)

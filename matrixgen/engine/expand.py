@@ -16,7 +16,7 @@ import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -30,12 +30,14 @@ from matrixgen.engine.vocab import (
     CONFIG_FILENAME,
     DEFAULT_CADENCE,
     LEGACY_SCOPE_ALIASES,
+    MAX_JOBS_CEILING,
     RecipeType,
 )
 
 # Row keys that are attributes of each job, not axes that multiply out.
 ATTRIBUTE_KEYS_V1 = frozenset({"cadence"})
-ATTRIBUTE_KEYS_V2 = frozenset({"cadence", "env", "args", "paths", "always"})
+# `references` (an opt-out of the declared reference files) replaces the spec's.
+ATTRIBUTE_KEYS_V2 = frozenset({"cadence", "env", "args", "paths", "always", "references"})
 # Change-based selection (format_version 2): globs of repository paths whose
 # change needs a case, and `always` for cases every change runs. They add up
 # from the spec (the file) to the block to the row; engine/changes.py reads them.
@@ -80,6 +82,7 @@ KNOWN_SPEC_KEYS_V2 = frozenset(
         "artifacts",
         "source",
         "needs",
+        "references",
         "paths",
         "always",
     }
@@ -116,6 +119,11 @@ class Expansion:
     jobs: tuple[Job, ...]
     findings: tuple[Finding, ...]
     build_names: frozenset[str]
+    # What later stages derive from these jobs and keep for each other (each
+    # target's selection: validate's checks and the emitters select once). Not
+    # an init field: an expansion made with other jobs (dataclasses.replace)
+    # starts with an empty memo.
+    memo: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
     def errors(self) -> list[Finding]:
@@ -142,7 +150,7 @@ def expand_tree(tree: RecipeTree, *, cache: dict[Any, FileExpansion] | None = No
     config = tree.config
     findings = Findings()
     findings.extend(tree.findings)
-    budget = _Budget(config.max_jobs)
+    budget = _Budget(min(config.max_jobs, MAX_JOBS_CEILING))
     jobs: list[Job] = []
     ids = tree.blob_ids or {}
     config_key: Any = ids.get(CONFIG_FILENAME, "") if config.document is not None else ""
@@ -181,7 +189,9 @@ def expand_file(
 ) -> FileExpansion:
     """Expand one recipe file on its own."""
     findings = Findings()
-    expander = _FileExpander(recipe, config, findings, budget or _Budget(config.max_jobs))
+    if budget is None:
+        budget = _Budget(min(config.max_jobs, MAX_JOBS_CEILING))
+    expander = _FileExpander(recipe, config, findings, budget)
     jobs = expander.run()
     return FileExpansion(jobs=tuple(jobs), findings=tuple(findings.items))
 
@@ -479,7 +489,8 @@ class _FileExpander:
                 self.at(*where),
                 "expansion-cap",
                 f"expanding this row passes the cap of {self.budget.limit:,} jobs "
-                "(defaults.max_jobs in the project config)",
+                f"(defaults.max_jobs in the project config; never more than "
+                f"{MAX_JOBS_CEILING:,})",
             )
             return
         explicit = inner if inner is not None else outer
@@ -508,6 +519,8 @@ class _FileExpander:
             merged.update(flat)
             if changes is not None:
                 merged.update(changes)
+            if self.v2 and "references" in row:
+                merged["references"] = row["references"]
             job = self.job(merged, cadence, attrs, where, location, declared)
             if job is not None:
                 jobs.append(job)

@@ -8,16 +8,29 @@ is parsed on its own, so one broken file does not hide the others' problems.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from matrixgen.engine.config import DEFAULT_CONFIG, ProjectConfig, parse_config
-from matrixgen.engine.errors import Finding, Findings, Location, RecipeError, Severity, did_you_mean
+from matrixgen.engine.errors import (
+    ConfigError,
+    Finding,
+    Findings,
+    Location,
+    QuarantineError,
+    RecipeError,
+    Severity,
+    did_you_mean,
+)
 from matrixgen.engine.model import RecipeFile
 from matrixgen.engine.vocab import CONFIG_FILENAME, QUARANTINE_FILENAME, RecipeType
 from matrixgen.engine.yamlio import parse_yaml
+from matrixgen.util import treelinks
+from matrixgen.util.atomic import describe_kind
+from matrixgen.util.readfile import NotRegularFile, read_regular
 
 RESERVED_FILES = frozenset({CONFIG_FILENAME, QUARANTINE_FILENAME})
 
@@ -47,35 +60,245 @@ class RecipeTree:
         return tuple(f for f in self.files if f.kind is RecipeType.BASIC)
 
 
+RECIPE_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TreeListing:
+    """What a tree holds, without reading it: '/'-separated paths relative to
+    its root. The disk reader lists a directory; the git reader a revision."""
+
+    files: frozenset[str]  # regular files, every name
+    links: Mapping[str, str]  # symbolic links: path -> target text
+    directories: frozenset[str]
+    special: Mapping[str, str] = field(default_factory=dict)  # path -> "a FIFO (named pipe)", ...
+
+    def lookup(self, path: str) -> treelinks.Entry:
+        if path in self.files:
+            return treelinks.Entry(treelinks.Kind.FILE)
+        if path in self.links:
+            return treelinks.Entry(treelinks.Kind.LINK, self.links[path])
+        if path in self.directories:
+            return treelinks.Entry(treelinks.Kind.DIRECTORY)
+        if path in self.special:
+            return treelinks.Entry(treelinks.Kind.SPECIAL)
+        return treelinks.Entry(treelinks.Kind.MISSING)
+
+
+def plan_reads(listing: TreeListing, *, root: str = ".", where: str = "") -> dict[str, str]:
+    """Which files of a tree are read, and from where: {path in the tree: path
+    whose bytes it holds}. One rule for every reader (disk and git):
+
+    - Every `*.yaml` / `*.yml` regular file is read.
+    - A symbolic link is resolved inside the tree (`util.treelinks`): a link
+      named like a recipe that leads to a file of the tree reads as that file.
+      A link that leaves the tree (an absolute target, or `..` above the root),
+      whatever its name, is an error naming the link; what it points at is
+      never read. So is a link to a directory (not followed: the files of a
+      tree are those of its own directories), a loop, and a recipe-named link
+      that leads nowhere.
+    - A recipe-named FIFO, socket, device or submodule is an error, never
+      opened; so is a project config or quarantine file at the root that is
+      not a regular file (a directory, say).
+
+    Problems are all collected, then raised: QuarantineError (exit 7) when the
+    quarantine file is among them, else ConfigError for the project config,
+    else RecipeError. `where` is added to the message ("at REV").
+    """
+    findings = Findings()
+    reads: dict[str, str] = {}
+
+    def refuse(rel: str, code: str, message: str) -> None:
+        findings.add(Location(_display(root, rel)), code, message)
+
+    for rel in sorted(RESERVED_FILES & listing.directories):
+        refuse(rel, "tree-file-kind", f"a directory, not a file: {rel} must be a regular file")
+    for rel, kind in sorted(listing.special.items()):
+        if rel.endswith(RECIPE_SUFFIXES):
+            refuse(rel, "tree-file-kind", f"{kind}, not a regular file: not read")
+    for rel in sorted(listing.files):
+        if rel.endswith(RECIPE_SUFFIXES):
+            reads[rel] = rel
+    for rel, target in sorted(listing.links.items()):
+        shown_target = _quoted(target)
+        found = treelinks.resolve(rel, listing.lookup)
+        recipe_named = rel.endswith(RECIPE_SUFFIXES) or rel in RESERVED_FILES
+        if found.kind is treelinks.Kind.OUTSIDE:
+            refuse(
+                rel,
+                "tree-link",
+                f"a symbolic link to {shown_target}, which leaves the recipe tree: refused "
+                "(links are followed only inside the tree; what it points at was not read)",
+            )
+        elif found.kind is treelinks.Kind.LOOP:
+            refuse(rel, "tree-link", f"a symbolic link to {shown_target} that loops: refused")
+        elif found.kind is treelinks.Kind.DIRECTORY:
+            refuse(
+                rel,
+                "tree-link",
+                f"a symbolic link to a directory ({shown_target}); recipe trees are read "
+                "without following those: move the files into the tree",
+            )
+        elif not recipe_named:
+            continue
+        elif found.kind is treelinks.Kind.FILE:
+            assert found.path is not None
+            reads[rel] = found.path
+        elif found.kind is treelinks.Kind.SPECIAL:
+            refuse(rel, "tree-file-kind", f"a symbolic link to {shown_target}, not a regular file")
+        else:
+            refuse(rel, "tree-link", f"a symbolic link to {shown_target}, which does not exist")
+    if findings.items:
+        _raise_tree_problems(findings, root, where)
+    return dict(sorted(reads.items()))
+
+
+def _raise_tree_problems(findings: Findings, root: str, where: str) -> None:
+    items = findings.sorted()
+    at = f" {where}" if where else ""
+
+    def about(rel: str) -> bool:
+        return any(f.location.file == _display(root, rel) for f in items)
+
+    count = f"{len(items)} problem(s) with the files of the recipe tree {root}{at}"
+    if about(QUARANTINE_FILENAME):
+        raise QuarantineError(
+            f"{count}; the quarantine file cannot be read, so nothing was read", findings=items
+        )
+    if about(CONFIG_FILENAME):
+        raise ConfigError(f"{count}; nothing was read", findings=items)
+    raise RecipeError(f"{count}; nothing was read", findings=items)
+
+
+def _quoted(text: str) -> str:
+    """A link target as messages show it: quoted, control characters escaped."""
+    return repr(text)
+
+
+def list_directory(root: Path) -> TreeListing:
+    """Every entry below `root`, links and special files included, not followed."""
+    files: set[str] = set()
+    links: dict[str, str] = {}
+    directories: set[str] = set()
+    special: dict[str, str] = {}
+    pending = [""]
+    while pending:
+        rel = pending.pop()
+        try:
+            with os.scandir(root / rel if rel else root) as entries:
+                items = list(entries)
+        except OSError as exc:
+            raise RecipeError(f"{root / rel}: cannot be read: {exc.strerror}") from None
+        for entry in items:
+            path = f"{rel}/{entry.name}" if rel else entry.name
+            try:
+                if entry.is_symlink():
+                    links[path] = os.readlink(entry.path)
+                elif entry.is_dir(follow_symlinks=False):
+                    directories.add(path)
+                    pending.append(path)
+                elif entry.is_file(follow_symlinks=False):
+                    files.add(path)
+                else:
+                    special[path] = describe_kind(entry.stat(follow_symlinks=False).st_mode)
+            except OSError as exc:
+                raise RecipeError(f"{entry.path}: cannot be read: {exc.strerror}") from None
+    return TreeListing(
+        files=frozenset(files),
+        links=links,
+        directories=frozenset(directories),
+        special=special,
+    )
+
+
+def disk_lookup(root: Path) -> treelinks.Lookup:
+    """`treelinks.resolve`'s view of a directory on disk (lstat: nothing followed)."""
+
+    def lookup(rel: str) -> treelinks.Entry:
+        path = root / rel
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return treelinks.Entry(treelinks.Kind.MISSING)
+        if stat.S_ISLNK(info.st_mode):
+            return treelinks.Entry(treelinks.Kind.LINK, os.readlink(path))
+        if stat.S_ISDIR(info.st_mode):
+            return treelinks.Entry(treelinks.Kind.DIRECTORY)
+        if stat.S_ISREG(info.st_mode):
+            return treelinks.Entry(treelinks.Kind.FILE)
+        return treelinks.Entry(treelinks.Kind.SPECIAL)
+
+    return lookup
+
+
+def locate_in_tree(root: Path, rel: str) -> tuple[treelinks.Resolved, str | None]:
+    """Where the tree's `rel` leads on disk, by `plan_reads`'s rule for links,
+    and, when `rel` itself is a link, its target text (for messages)."""
+    entry = disk_lookup(root)(rel)
+    return treelinks.resolve(rel, disk_lookup(root)), entry.target
+
+
+def read_root_file(root: Path, name: str) -> bytes | None:
+    """One file at the root of a tree on disk (the project config, say), by the
+    rule of `plan_reads`; None when it is absent. A link that leaves the tree,
+    a directory or a FIFO is an error of the file's kind (ConfigError for the
+    config, QuarantineError for the quarantine file), never opened blocking."""
+    error = {CONFIG_FILENAME: ConfigError, QUARANTINE_FILENAME: QuarantineError}.get(
+        name, RecipeError
+    )
+    found, target = locate_in_tree(root, name)
+    shown = root / name
+    via = f"a symbolic link to {_quoted(target)}, which " if target is not None else ""
+    kind = found.kind
+    if kind is treelinks.Kind.MISSING and target is None:
+        return None
+    if kind is not treelinks.Kind.FILE or found.path is None:
+        why = {
+            treelinks.Kind.OUTSIDE: "leaves the recipe tree: refused (its target was not read)",
+            treelinks.Kind.LOOP: "loops: refused",
+            treelinks.Kind.DIRECTORY: "is a directory, not a file",
+            treelinks.Kind.SPECIAL: "is not a regular file: not read",
+            treelinks.Kind.MISSING: "does not exist",
+        }[kind]
+        raise error(f"{shown}: {via}{why}")
+    try:
+        return read_regular(root / found.path)
+    except NotRegularFile as exc:
+        raise error(f"{shown}: {exc.kind}, not a regular file: not read") from None
+    except OSError as exc:
+        raise error(f"{shown}: cannot be read: {exc.strerror}") from None
+
+
 def read_directory(root: Path) -> dict[str, bytes]:
-    """Every file a tree may need, keyed by '/'-separated path relative to root."""
+    """Every file a tree may need, keyed by '/'-separated path relative to root
+    (links and special files as `plan_reads` says)."""
     if not root.is_dir():
         from matrixgen.engine.errors import UsageError
 
         raise UsageError(f"recipe directory not found: {root}")
+    plan = plan_reads(list_directory(root), root=str(root))
     files: dict[str, bytes] = {}
-    for path in root.rglob("*"):
-        if path.is_symlink():
-            _check_link(path)
-        if path.suffix in (".yaml", ".yml") and path.is_file():
-            try:
-                files[path.relative_to(root).as_posix()] = path.read_bytes()
-            except OSError as exc:
-                raise RecipeError(f"{path}: cannot be read: {exc.strerror}") from None
+    for rel, real in plan.items():
+        path = root / real
+        try:
+            data = read_regular(path)
+        except NotRegularFile as exc:  # changed since it was listed
+            _raise_tree_problems(
+                _one(root, rel, f"{exc.kind}, not a regular file: not read"), str(root), ""
+            )
+            raise  # unreachable
+        except OSError as exc:
+            raise RecipeError(f"{path}: cannot be read: {exc.strerror}") from None
+        if data is None:
+            raise RecipeError(f"{path}: removed while the tree was being read")
+        files[rel] = data
     return files
 
 
-def _check_link(path: Path) -> None:
-    """A link whose files would be left out silently is refused: rglob does not
-    enter linked directories (a link loop would never end), and a git revision
-    of the tree holds the link, not what it points at."""
-    if path.is_dir():
-        raise RecipeError(
-            f"{path}: a symbolic link to a directory; recipe trees are read without "
-            "following those: move the files into the tree"
-        )
-    if path.suffix in (".yaml", ".yml") and not path.exists():
-        raise RecipeError(f"{path}: a symbolic link to {os.readlink(path)}, which does not exist")
+def _one(root: Path, rel: str, message: str) -> Findings:
+    findings = Findings()
+    findings.add(Location(_display(str(root), rel)), "tree-file-kind", message)
+    return findings
 
 
 def load_tree(

@@ -70,6 +70,10 @@ def resolve_scope(scope: str) -> str:
 DEFAULT_TIME_LIMIT = 2700
 DEFAULT_N_REPEAT = 5
 DEFAULT_MAX_JOBS = 100_000
+# The most jobs any tree may expand to, whatever its defaults.max_jobs says: a
+# pull request controls the config, and each job costs memory (about 9 KB) and
+# time; 500,000 jobs are sixteen times the largest tree we measure.
+MAX_JOBS_CEILING = 500_000
 
 # Placeholders the job launcher fills in at run time, not from recipe fields.
 RUNTIME_PLACEHOLDERS: frozenset[str] = frozenset({"assets_dir", "artifacts_dir"})

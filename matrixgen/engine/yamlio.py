@@ -24,6 +24,11 @@ _BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # anchors and aliases can make a tiny file expand to billions of values.
 MAX_EXPANDED_NODES = 2_000_000
 
+# Lists and mappings inside each other at most this deep (a recipe or a
+# quarantine file needs fewer than ten): every later stage may walk a value
+# recursively, and a deeper document would end in a RecursionError there.
+MAX_NESTING_DEPTH = 64
+
 
 # An anchor is `&name` after a space, a line start or flow punctuation; shell text
 # such as `a && b` or `2>&1` does not look like one, so only files that may hold
@@ -228,6 +233,30 @@ def _check_expansion(root: yaml.Node, path: str, findings: Findings) -> bool:
     return True
 
 
+def _too_deep(root: yaml.Node) -> yaml.Node | None:
+    """The first collection node past MAX_NESTING_DEPTH, level by level (no
+    recursion, and linear: aliases were checked before)."""
+    mapping = yaml.MappingNode
+    level = [root] if isinstance(root.value, list) else []
+    depth = 1
+    while level:
+        if depth > MAX_NESTING_DEPTH:
+            return level[0]
+        below: list[yaml.Node] = []
+        for node in level:
+            if type(node) is mapping:
+                for key, value in node.value:
+                    if type(key.value) is list:
+                        below.append(key)
+                    if type(value.value) is list:
+                        below.append(value)
+            else:
+                below.extend([v for v in node.value if type(v.value) is list])
+        level = below
+        depth += 1
+    return None
+
+
 def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None:
     """Parse one YAML document; on any problem add a finding and return None."""
     if b"\x00" in raw:
@@ -250,7 +279,18 @@ def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None
         if root is None:
             findings.add(Location(path), "file-empty", "the file is empty")
             return None
-        if _MAY_HAVE_ANCHOR.search(text) and not _check_expansion(root, path, findings):
+        # The anchor walk only where an anchor may be: `&` first (cheap), then the pattern.
+        may_alias = "&" in text and _MAY_HAVE_ANCHOR.search(text)
+        if may_alias and not _check_expansion(root, path, findings):
+            return None
+        too_deep = _too_deep(root)
+        if too_deep is not None:
+            findings.add(
+                _mark_location(path, too_deep.start_mark),
+                "yaml-too-deep",
+                f"lists and mappings are nested here deeper than {MAX_NESTING_DEPTH} levels, "
+                "the most matrixgen reads",
+            )
             return None
         data = loader.construct_document(root)
     except yaml.MarkedYAMLError as exc:

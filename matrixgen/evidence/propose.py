@@ -30,7 +30,7 @@ from matrixgen.engine.model import Job, Target
 from matrixgen.engine.select import select
 from matrixgen.engine.targets import resolve_targets
 from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
-from matrixgen.evidence.flaky import FlakyRow, Verdict
+from matrixgen.evidence.flaky import FlakyRow, Verdict, runs_text
 from matrixgen.evidence.mapping import job_key
 from matrixgen.evidence.store import JobKey
 from matrixgen.pipeline import Generation
@@ -292,7 +292,7 @@ def _lifts(
             unjudged.append(
                 (
                     entry.id,
-                    f"passed only its last {worst.passing_streak} run(s) on "
+                    f"passed only its last {runs_text(worst.passing_streak)} on "
                     f"{worst.where} ({worst.job.place}); a lift needs {lift_runs}",
                 )
             )
@@ -303,7 +303,7 @@ def _lifts(
         lifts.append(
             Lift(
                 entry=entry,
-                reason=f"passed its last {min(r.passing_streak for r in found)} run(s): "
+                reason=f"passed its last {runs_text(min(r.passing_streak for r in found))}: "
                 f"{summarize(found)}{where}",
             )
         )

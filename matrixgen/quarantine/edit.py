@@ -1,15 +1,22 @@
 """Safe edits of the quarantine file: add, remove and lift entries.
 
 Safety rules:
-- Every edit holds an exclusive lock (fcntl.flock on the file's directory, so
-  no lock file is left behind) from reading the file to replacing it: two `add`
-  commands at once both land.
-- The new content is written to a temporary file in the same directory, flushed
-  and fsynced, then renamed over the old one (os.replace): a reader sees the old
-  file or the new one, never half of one.
+- Every edit holds an exclusive lock (`util.lockfile`: the file
+  `.quarantine.yaml.lock` next to the quarantine file, removed afterwards) from
+  reading the file to replacing it: two `add` commands at once both land. A
+  wait for the lock gives up after MATRIXGEN_LOCK_TIMEOUT seconds (30 by
+  default), naming the holder (pid, host, command).
+- The new content is written whole (`util.atomic`): a temporary file in the
+  same directory, fsynced, renamed over the old one; a reader sees the old file
+  or the new one, never half of one, and a full disk leaves the old one. Under
+  the lock, temporary files that killed edits left behind are removed.
+- The file must be a regular file: a directory, FIFO, device or a link to one
+  is refused (exit 7) before anything is read, and a FIFO is never opened
+  blocking. A link is followed only inside the recipe tree (the rule of
+  `engine.load.plan_reads`): a link to a file of the tree is edited where it
+  points (the link stays a link); one that leaves the tree is refused.
 - A file that does not parse or does not follow the schema is reported and left
-  alone; so is a read-only file. A symlinked file is edited where the link
-  points (the link stays a link).
+  alone; so is a read-only file.
 - Only the edited entry's lines change. The new entry is rendered by ruamel.yaml
   (round-trip dumper: quoting, dates, flow lists), in the indentation the file
   already uses, and spliced in after the last entry; removing deletes exactly
@@ -25,7 +32,6 @@ import datetime as dt
 import io
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +39,11 @@ from typing import Any
 
 import yaml
 
-from matrixgen.engine.errors import Findings, QuarantineError
+from matrixgen.engine.errors import Findings, QuarantineError, UsageError
 from matrixgen.engine.yamlio import last_content_line, parse_yaml
 from matrixgen.quarantine.entries import QuarantineFile, parse_quarantine
+from matrixgen.util.atomic import WriteError, describe_kind, remove_stale_temps, write_atomic
+from matrixgen.util.readfile import NotRegularFile, read_regular
 
 HEADER = (
     "# Quarantined jobs: each entry names its tracker, owner and expiry.\n"
@@ -61,35 +69,70 @@ MATCH_ORDER = ("model", "test_case", "platforms", "environments", "tags")
 # --------------------------------------------------------------------------- locking, writing
 
 
+def _lock_path(path: Path) -> Path:
+    return path.parent / f".{path.name}.lock"
+
+
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock for edits of `path` (a lock on its directory)."""
-    import fcntl
+    """Hold the exclusive lock for edits of `path` (the file edits land in)."""
+    from matrixgen.util.lockfile import LockError, hold, timeout_from_env
 
-    directory = path.parent
     try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError as exc:
+        timeout = timeout_from_env()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        with hold(_lock_path(path), timeout=timeout):
+            remove_stale_temps(path.parent, path.name, every=True)
+            yield
+    except LockError as exc:
         raise QuarantineError(
-            f"cannot open {directory} to lock {path.name}: {exc.strerror}"
+            f"cannot edit {path}: {exc.message}; the file was not changed"
         ) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
+
+
+def locate(path: Path, *, root: Path | None = None) -> Path:
+    """The file that reading and editing `path` touch: `path` itself, or where
+    it leads when it is a link that stays inside the recipe tree `root` (by
+    default the file's own directory). QuarantineError for a link that leaves
+    the tree, loops or leads to a directory, and for a path that is not a
+    regular file."""
+    from matrixgen.engine.load import locate_in_tree
+    from matrixgen.util.treelinks import Kind
+
+    root = path.parent if root is None else root
+    rel = path.relative_to(root).as_posix()
+    found, target = locate_in_tree(root, rel)
+    via = f"a symbolic link to {target!r}, which " if target is not None else ""
+    if found.kind is Kind.OUTSIDE:
+        raise QuarantineError(
+            f"{path}: {via}leaves the recipe tree {root}: refused (links are followed "
+            "only inside the tree; what it points at was not read)"
+        )
+    if found.kind is Kind.LOOP:
+        raise QuarantineError(f"{path}: {via}loops: refused")
+    assert found.path is not None
+    real = root / found.path
+    if found.kind is Kind.DIRECTORY:
+        raise QuarantineError(f"{path}: {via or ''}is a directory, not a file")
+    if found.kind is Kind.SPECIAL:
+        kind = describe_kind(os.lstat(real).st_mode)
+        raise QuarantineError(f"{path}: {via}is {kind}, not a regular file: not read")
+    if found.kind is Kind.MISSING and target is not None:
+        raise QuarantineError(f"{path}: {via}does not exist")
+    return real
 
 
 def real_path(path: Path) -> Path:
-    """Where edits land: the file a symlink points to (renaming over the link
-    itself would silently replace it with a regular file)."""
-    return Path(os.path.realpath(path)) if path.is_symlink() else path
+    """Where edits land (see `locate`)."""
+    return locate(path)
 
 
-def check_writable(path: Path) -> int | None:
+def check_writable(path: Path, *, root: Path | None = None) -> int | None:
     """The file's mode (None when it does not exist yet); a read-only file is
     refused: renaming over it would succeed (that needs only the directory)."""
-    path = real_path(path)
+    path = locate(path, root=root)
     try:
         mode = path.stat().st_mode & 0o7777
     except FileNotFoundError:
@@ -99,37 +142,33 @@ def check_writable(path: Path) -> int | None:
     return mode
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write through a temporary file in the same directory and rename it over."""
-    path = real_path(path)
-    mode = check_writable(path)
+def atomic_write(path: Path, data: bytes, *, root: Path | None = None) -> None:
+    """Write whole (`util.atomic.write_atomic`), keeping the file's mode."""
+    path = locate(path, root=root)
+    mode = check_writable(path, root=path.parent)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise QuarantineError(f"cannot write next to {path}: {exc.strerror}") from None
+        write_atomic(path, data, mode=mode)
+    except WriteError as exc:
+        raise QuarantineError(exc.message) from None
+
+
+def read_file(path: Path, *, root: Path | None = None) -> bytes | None:
+    """The bytes of the quarantine (or another tree) file; None when absent.
+    QuarantineError when it is not a regular file (see `locate`) or unreadable."""
+    real = locate(path, root=root)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode if mode is not None else 0o644)
-        os.replace(tmp, path)
+        return read_regular(real)
+    except NotRegularFile as exc:
+        raise QuarantineError(f"{path}: {exc.kind}, not a regular file: not read") from None
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise QuarantineError(f"cannot write {path}: {exc.strerror}") from None
+        raise QuarantineError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def read_checked(
     path: Path, *, tracker_base: str | None = None
 ) -> tuple[bytes | None, QuarantineFile]:
     """The file's bytes and parse; a file with errors in its shape is refused."""
-    try:
-        raw: bytes | None = path.read_bytes()
-    except FileNotFoundError:
-        raw = None
-    except OSError as exc:
-        raise QuarantineError(f"cannot read {path}: {exc.strerror}") from None
+    raw = read_file(path)
     qfile = parse_quarantine(raw, str(path), tracker_base=tracker_base)
     if qfile.errors:
         raise QuarantineError(
@@ -467,8 +506,8 @@ def edit(
     """Under the lock: read and check the file, ask `change` for (entries to add,
     indices to remove), apply both, check the result, write it atomically.
     Returns (old bytes, new bytes)."""
-    path = real_path(path)
-    with locked(path):
+    path = locate(path)
+    with contextlib.nullcontext() if dry_run else locked(path):
         raw, qfile = read_checked(path, tracker_base=tracker_base)
         added, removed = change(qfile)
         text, bom = _decode(raw)

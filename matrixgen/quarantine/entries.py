@@ -433,7 +433,24 @@ def _schema_findings(document: YamlDocument, findings: Findings) -> None:
             continue
         if "'node_ids' is a required property" in finding.message:
             continue  # said below, where it happens
+        if finding.message.startswith("entries: ") and not isinstance(entries, list):
+            continue  # said below, with what to write instead
         findings.items.append(finding)
+    if "entries" in document.data and not isinstance(entries, list):
+        kinds = {
+            dict: "a mapping",
+            str: "a string",
+            bool: "a boolean",
+            int: "a number",
+            float: "a number",
+        }
+        what = "nothing (null)" if entries is None else kinds.get(type(entries), "no list")
+        findings.add(
+            document.locate(["entries"]),
+            "quarantine-type",
+            f"entries holds {what}: it must be a list of entries "
+            "(write `entries: []` for an empty quarantine)",
+        )
     if isinstance(entries, list):
         for i, item in enumerate(entries):
             if not isinstance(item, dict):

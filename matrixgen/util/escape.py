@@ -39,6 +39,20 @@ def _hidden(char: str) -> bool:
     return unicodedata.category(char) in _HIDDEN_CATEGORIES
 
 
+# The characters that may be hidden: ASCII controls and DEL, and every non-ASCII
+# character (most are not: `_hidden` decides). Variants leave out what the caller
+# allows, so that a big text of many lines costs a regex scan, not a Python loop.
+_MAYBE_HIDDEN = re.compile("[\x00-\x1f\x7f-\U0010ffff]")
+_MAYBE_HIDDEN_IN_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\U0010ffff]")  # not \t \n
+_MAYBE_HIDDEN_IN_JSON = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\U0010ffff]")  # not \t\n\r
+_COMMAND_LINE_START = re.compile(r"^[^\S\n]*::", re.MULTILINE)
+
+
+def _any_hidden(text: str, maybe: re.Pattern[str] = _MAYBE_HIDDEN) -> bool:
+    """`any(_hidden(c) for c in text)`, less the characters `maybe` leaves out."""
+    return any(_hidden(found[0]) for found in maybe.finditer(text))
+
+
 def _code(char: str) -> str:
     point = ord(char)
     if point <= 0xFF:
@@ -101,6 +115,12 @@ def terminal_line(line: str) -> str:
 
 def terminal_lines(text: str) -> str:
     """`terminal_line` on each line of text (the line breaks are kept)."""
+    if (
+        _LEGACY_COMMAND not in text
+        and not _COMMAND_LINE_START.search(text)
+        and not _any_hidden(text, _MAYBE_HIDDEN_IN_LINES)
+    ):
+        return text  # no line would change: one scan instead of a call per line
     return "\n".join(terminal_line(line) for line in text.split("\n"))
 
 
@@ -160,8 +180,10 @@ def json_for_log(text: str) -> str:
     controls, line separators, bidirectional overrides, which json.dumps leaves
     as they are) become `\\uXXXX`, and so does the `[` of `##[`. Outside its
     strings JSON holds only ASCII, so only strings change, and only in spelling."""
-    if not text.isprintable() and any(_hidden(c) for c in text if c not in "\n\t\r "):
-        text = "".join(_json_code(c) if c not in "\n\t\r " and _hidden(c) else c for c in text)
+    if not text.isprintable() and _any_hidden(text, _MAYBE_HIDDEN_IN_JSON):
+        text = _MAYBE_HIDDEN_IN_JSON.sub(
+            lambda found: _json_code(found[0]) if _hidden(found[0]) else found[0], text
+        )
     return text.replace(_LEGACY_COMMAND, "##\\u005b")
 
 
@@ -180,7 +202,7 @@ def yaml_double_quoted(value: str) -> bool:
     and a leading `:` call for it."""
     if _LEGACY_COMMAND in value or value.lstrip().startswith(":"):
         return True
-    return not value.isprintable() and any(_hidden(c) for c in value)
+    return not value.isprintable() and _any_hidden(value)
 
 
 def yaml_for_log(text: str) -> str:

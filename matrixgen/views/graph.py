@@ -19,7 +19,6 @@ skips the needed job in a target) and cycles. networkx is imported only here.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -28,6 +27,7 @@ from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import Finding, Location, Severity
 from matrixgen.engine.model import Job, Target, spec_needs
 from matrixgen.engine.vocab import System
+from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log
 
 if TYPE_CHECKING:
@@ -394,7 +394,7 @@ def to_dot(result: JobGraph) -> str:
 
 def render_graph(result: JobGraph, fmt: str) -> str:
     if fmt == "json":
-        return json_for_log(json.dumps(to_json(result), indent=2, ensure_ascii=False)) + "\n"
+        return json_for_log(jsontext.pretty(to_json(result)))
     if fmt == "dot":
         return to_dot(result)
     return to_mermaid(result)

@@ -125,6 +125,7 @@ def _pytest(repo: Path, seed: int, report: Path) -> None:
 
 def make_runs(out: Path, runs: int = COMMITS * RUNS_PER_COMMIT) -> list[tuple[str, str, str, Path]]:
     """Run the project `runs` times; (run id, commit, finished at, report) each."""
+    out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     repo = out / "repo"
     commits = make_history(repo)

@@ -1,0 +1,232 @@
+"""`matrixgen coverage`: which selected jobs miss a reference file, and which
+reference files no job selects.
+
+Registered by matrixgen.cli.main at start-up: keep imports of anything heavy
+inside the command.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from matrixgen.cli.common import (
+    RecipesOption,
+    TargetNameOption,
+    TargetOption,
+    echo_json,
+    recipes_dir,
+)
+from matrixgen.engine.errors import ExitCode, UsageError
+from matrixgen.util.escape import terminal_text
+
+if TYPE_CHECKING:
+    from matrixgen.engine.references import ReferenceListing, ReferenceSettings
+    from matrixgen.pipeline import Generation
+
+    Lister = Callable[[ReferenceSettings, Path | None], ReferenceListing]
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+
+
+class CoverageFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    MARKDOWN = "markdown"
+
+
+COVERAGE_HELP = """Per target, the selected jobs that miss a reference file (the path
+looked for, and the nearest existing file), and the orphans: files that fit a
+reference template but that no job of any target selects.
+
+References are the project config's (references.templates, root, gating); a
+tree without config gives them with --reference NAME=TEMPLATE (repeatable)
+and --root DIR. Templates name job fields: {model}, {test_case},
+{environment}, {platforms} (or {platform}), {tag}, {scope}, any spec field.
+Jobs a quarantine skip takes out, and jobs whose recipe or row opts out
+(references: {skip: all | [NAME...], reason: TEXT}), are not checked.
+
+\b
+Exit codes: 0 nothing missing in a gating target (--strict: nothing missing
+at all); 1 something missing there; 2 usage error (no references declared
+nor given, a bad --reference); 3 bad project config; 5 git problem (--revision).
+"""
+
+
+def _given_settings(
+    references: list[str], root: Path | None, configured: ReferenceSettings | None
+) -> ReferenceSettings:
+    """The config's references, with the command line's templates and root over them."""
+    from dataclasses import replace
+
+    from matrixgen.engine.references import ReferenceSettings, ReferenceTemplate, template_problem
+
+    templates: dict[str, ReferenceTemplate] = {}
+    for text in references:
+        name, sep, template = text.partition("=")
+        name = name.strip()
+        if not sep or not _NAME.match(name) or not template:
+            raise UsageError(
+                f'--reference "{text}": expected NAME=TEMPLATE, e.g. '
+                "golden=tests/functional_tests/test_cases/{model}/{test_case}/"
+                "golden_values_{environment}_{platforms}.json"
+            )
+        problem = template_problem(template)
+        if problem is not None:
+            raise UsageError(f'--reference "{text}": {problem}')
+        if name in templates:
+            raise UsageError(f'--reference: "{name}" is given twice')
+        templates[name] = ReferenceTemplate(name, template)
+    if configured is None and not templates:
+        raise UsageError(
+            "no references are declared (references in the project config): give them with "
+            "--reference NAME=TEMPLATE, and --root DIR for where they are"
+        )
+    settings = configured or ReferenceSettings(templates=())
+    if templates:
+        settings = replace(settings, templates=tuple(templates[n] for n in sorted(templates)))
+    if root is not None and not root.is_dir():
+        raise UsageError(f"--root {root}: not a directory")
+    return settings
+
+
+def coverage(
+    recipes: RecipesOption = None,
+    target: TargetOption = None,
+    target_name: TargetNameOption = None,
+    fmt: Annotated[
+        CoverageFormat, typer.Option("--format", help="table, json or markdown (a PR comment).")
+    ] = CoverageFormat.TABLE,
+    reference: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reference",
+            metavar="NAME=TEMPLATE",
+            help="A reference file every job needs (replaces the configured ones); repeatable.",
+        ),
+    ] = None,
+    root: Annotated[
+        Path | None,
+        typer.Option(
+            "--root",
+            metavar="DIR",
+            help="The directory the templates start from (default: the configured root, "
+            "below the top of the git checkout). With --revision: relative to the top.",
+        ),
+    ] = None,
+    revision: Annotated[
+        str | None,
+        typer.Option(
+            "--revision",
+            metavar="REV",
+            help="Read the recipes and the reference tree from this git revision, not from disk.",
+        ),
+    ] = None,
+    exclude_model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--exclude-model",
+            metavar="MODEL",
+            help="Leave this model's jobs out (e.g. unit-tests of a tree that cannot opt out); "
+            "repeatable.",
+        ),
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 on any missing reference, gating or not.")
+    ] = False,
+) -> None:
+    from matrixgen.engine.targets import resolve_targets
+    from matrixgen.pipeline import require_no_errors
+    from matrixgen.views.coverage import (
+        compute_coverage,
+        render_markdown,
+        render_table,
+        summary_line,
+    )
+
+    generation, listing_for = _load(recipes, revision)
+    require_no_errors(generation)
+    config = generation.tree.config
+    settings = _given_settings(list(reference or ()), root, config.references)
+    if root is not None and revision is not None:
+        from dataclasses import replace
+
+        settings = replace(settings, root=root.as_posix().strip("/"))
+        root = None
+    listing = listing_for(settings, root)
+    every = resolve_targets(config, generation.jobs)
+    targets = resolve_targets(
+        config, generation.jobs, specs=list(target or ()), names=list(target_name or ())
+    )
+    result = compute_coverage(
+        generation,
+        settings,
+        listing,
+        targets,
+        all_targets=every,
+        exclude_models=exclude_model or (),
+    )
+    if not listing.present:
+        where = listing.shown(settings.prefix) or "."
+        typer.echo(
+            f"matrixgen: warning: no reference tree at {terminal_text(where)} "
+            f"({terminal_text(listing.where)}): "
+            "every reference is missing (--root, or references.root in the project config)",
+            err=True,
+        )
+    for problem in result.problems:
+        typer.echo(
+            f'matrixgen: error: reference "{problem.reference}": '
+            f"{terminal_text(problem.message)} "
+            f"({terminal_text(problem.jobs[0].identity)}, {len(problem.jobs)} job(s))",
+            err=True,
+        )
+    if fmt is CoverageFormat.JSON:
+        echo_json(result.to_dict())
+    elif fmt is CoverageFormat.MARKDOWN:
+        typer.echo(render_markdown(result), nl=False)
+    else:
+        typer.echo(render_table(result), nl=False)
+    typer.echo(terminal_text(summary_line(result)), err=True)
+    failing = result.gating_missing or (strict and result.missing) or result.problems
+    if failing:
+        raise typer.Exit(ExitCode.FINDINGS)
+
+
+def _load(recipes: Path | None, revision: str | None) -> tuple[Generation, Lister]:
+    """The generation, and how to list its reference tree (disk, or the revision's)."""
+    if revision is None:
+        from matrixgen.pipeline import generate
+        from matrixgen.views.coverage import read_listing
+
+        directory = recipes_dir(recipes)
+        generation = generate(directory)
+
+        def on_disk(settings: ReferenceSettings, root: Path | None) -> ReferenceListing:
+            return read_listing(directory, settings, root)
+
+        return generation, on_disk
+    from matrixgen.diff.gitsource import check_revision, locate_recipes
+    from matrixgen.diff.references import listing_at
+    from matrixgen.pipeline import generate_from_files
+
+    check_revision(revision)
+    repo, path = locate_recipes(recipes)
+    source = repo.read_revision(revision, path)
+    if not source.present:
+        raise UsageError(f"the recipe directory {path or '.'} does not exist at {revision}")
+    loaded = generate_from_files(source.files, root=path or ".", blob_ids=source.blob_ids)
+
+    def at_revision(settings: ReferenceSettings, root: Path | None) -> ReferenceListing:
+        return listing_at(repo, revision, settings)
+
+    return loaded, at_revision
+
+
+def register(app: typer.Typer) -> None:
+    app.command("coverage", help=COVERAGE_HELP)(coverage)

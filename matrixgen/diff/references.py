@@ -1,0 +1,181 @@
+"""Reference files in a diff: each side's reference tree at its own revision,
+and per target the jobs the head adds without their references, and the jobs
+both sides run that had their references at the base and lose them at the head.
+
+Each side is listed once (one `git ls-tree` of its commit, or one walk of the
+working tree); the head side's declared references (its project config) decide
+what a job needs.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from matrixgen.diff.compare import SelectionDiff, Side
+from matrixgen.diff.gitsource import Repository
+from matrixgen.engine.model import Job
+from matrixgen.engine.references import (
+    ReferenceListing,
+    ReferenceSettings,
+    list_directory,
+    listing_from_paths,
+)
+from matrixgen.util.escape import terminal_text
+from matrixgen.views.coverage import MissingReference, ReferenceChecker
+from matrixgen.views.coverage import code_span as _code
+
+
+def listing_at(
+    repo: Repository, revision: str | None, settings: ReferenceSettings
+) -> ReferenceListing:
+    """The reference tree of `settings` at a revision (None: the working tree, on disk)."""
+    root, prefix = settings.root, settings.prefix
+    if revision is None:
+        directory = repo.top / root if root else repo.top
+        return list_directory(directory, prefix, shown_root=root)
+    start = posixpath.join(root, prefix) if root else prefix
+    paths = repo.list_paths(revision, start)
+    where = f"at {revision}"
+    if paths is None:
+        return ReferenceListing(shown_root=root, files=frozenset(), present=False, where=where)
+    rel = [posixpath.join(prefix, p) if prefix else p for p in paths]
+    return listing_from_paths(rel, shown_root=root, prefix=prefix, where=where)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TargetGaps:
+    """One target's jobs that run at the head without a reference they need."""
+
+    target: str
+    added: tuple[MissingReference, ...] = ()  # jobs the head adds
+    lost: tuple[
+        MissingReference, ...
+    ] = ()  # jobs both run: present at the base, missing at the head
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "added": [m.to_dict() for m in self.added],
+            "lost": [m.to_dict() for m in self.lost],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReferenceGaps:
+    targets: tuple[TargetGaps, ...]
+    head_listing: ReferenceListing | None = None
+    declared: bool = False  # the head declares references (else nothing was checked)
+
+    def __bool__(self) -> bool:
+        return bool(self.targets)
+
+    def to_dict(self) -> list[dict[str, Any]]:
+        return [t.to_dict() for t in self.targets]
+
+
+def reference_gaps(repo: Repository, result: SelectionDiff, sides: Sequence[Side]) -> ReferenceGaps:
+    """The jobs of the diff that run at the head without their references
+    (nothing when the head declares no references)."""
+    base, head = sides
+    settings = head.generation.tree.config.references
+    if settings is None:
+        return ReferenceGaps(targets=())
+    head_listing = listing_at(repo, head.source.commit, settings)
+    if not head_listing.present:
+        return ReferenceGaps(targets=(), head_listing=head_listing, declared=True)
+    base_settings = base.generation.tree.config.references
+    base_listing = (
+        listing_at(repo, base.source.commit, base_settings) if base_settings is not None else None
+    )
+    head_checker = ReferenceChecker(settings, head_listing)
+    base_checker = (
+        ReferenceChecker(settings, base_listing)
+        if base_listing is not None and base_listing.present
+        else None
+    )
+    found: list[TargetGaps] = []
+    for diff in result.targets:
+        added_ids = {id(j) for j in diff.added}
+        added = [m for job in diff.added if not _skipped(job) for m in head_checker.missing(job)]
+        lost: list[MissingReference] = []
+        if base_checker is not None:
+            base_target = base.generation.tree.config.target(diff.target.name) or diff.target
+            had = _had(base.generation.selection(base_target).jobs, base_checker)
+            for job in head.generation.selection(diff.target).jobs:
+                if id(job) in added_ids:
+                    continue
+                for missing in head_checker.missing(job):
+                    if (_key(job), missing.reference) in had:
+                        lost.append(missing)
+        if added or lost:
+            found.append(TargetGaps(target=diff.target.name, added=tuple(added), lost=tuple(lost)))
+    return ReferenceGaps(targets=tuple(found), head_listing=head_listing, declared=True)
+
+
+def _skipped(job: Job) -> bool:
+    return job.quarantine is not None and job.quarantine.action == "skip"
+
+
+def _key(job: Job) -> tuple[str, ...]:
+    return (job.model, job.test_case, job.environment, job.platform, job.tag or "", job.scope or "")
+
+
+def _had(jobs: Sequence[Job], checker: ReferenceChecker) -> set[tuple[tuple[str, ...], str]]:
+    """(job, reference) pairs the base has the file for."""
+    had: set[tuple[tuple[str, ...], str]] = set()
+    names = [t.name for t in checker.settings.templates]
+    for job in jobs:
+        missing = {m.reference for m in checker.missing(job)}
+        had.update((_key(job), name) for name in names if name not in missing)
+    return had
+
+
+def _what(missing: Sequence[MissingReference]) -> str:
+    """ "no golden for dgx_gb200": the references missing, per platform."""
+    by_reference: dict[str, set[str]] = {}
+    for m in missing:
+        by_reference.setdefault(m.reference, set()).add(m.job.platform)
+    return "; ".join(
+        f"no {name} for {', '.join(sorted(platforms))}"
+        for name, platforms in sorted(by_reference.items())
+    )
+
+
+def render_gaps(gaps: ReferenceGaps, fmt: str) -> str:
+    """The reference part of a diff, in text or markdown (empty when nothing is missing)."""
+    if not gaps.targets:
+        return ""
+    if fmt == "markdown":
+        lines = ["", "#### Jobs without their references", ""]
+        lines += [
+            "| target | job | change | reference | looked for |",
+            "| :-- | :-- | :-- | :-- | :-- |",
+        ]
+        for t in gaps.targets:
+            for kind, items in (("added", t.added), ("lost", t.lost)):
+                for m in items:
+                    lines.append(
+                        f"| {_code(t.target)} | {_code(str(m.job.identity))} | {kind} | "
+                        f"{_code(m.reference)} | {_code(m.path)} |"
+                    )
+        return "\n".join(lines) + "\n"
+    lines = ["", "references:"]
+    for t in gaps.targets:
+        parts = []
+        if t.added:
+            jobs = len({id(m.job) for m in t.added})
+            parts.append(f"+{jobs} job(s), {_what(t.added)}")
+        if t.lost:
+            jobs = len({id(m.job) for m in t.lost})
+            parts.append(f"{jobs} job(s) lose references: {_what(t.lost)}")
+        lines.append(f"  {terminal_text(t.target)}: " + terminal_text("; ".join(parts)))
+        for kind, items in (("+", t.added), ("!", t.lost)):
+            for m in items:
+                lines.append(
+                    f"    {kind} {terminal_text(m.job.identity)}: "
+                    f"no {terminal_text(m.reference)} file {terminal_text(m.path)}"
+                )
+    return "\n".join(lines) + "\n"

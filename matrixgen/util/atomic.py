@@ -1,0 +1,265 @@
+"""Write files whole, never through a symbolic link.
+
+Every file matrixgen writes goes through `write_atomic`: the bytes go to a
+temporary file in the destination's own directory (created with O_EXCL, so a
+link planted at its name is never followed), are flushed to disk, and the
+temporary file is renamed over the destination. A reader, or a writer killed
+half-way, sees the old file or the new one, never part of one; a full disk
+leaves the old file as it was.
+
+Rules, the same for every caller:
+- A destination that is a symbolic link is refused (`WriteError`), never
+  written through and never replaced: the link stays as it was. So is one that
+  is a directory, a FIFO or a device. The final rename replaces a directory
+  entry, so a link that appears there between the check and the rename is
+  replaced, not followed.
+- A new file gets mode 0o666 minus the umask (0644 under umask 022); `mode=`
+  gives another (the quarantine editor keeps the mode of the file it edits).
+- Temporary files are named `.NAME.PID@HOST.RANDOM.tmp`. One left behind by a
+  killed writer (its process no longer runs on this host, or it is older than
+  an hour) is removed by the next write of NAME; a caller that holds a lock
+  covering every writer of a folder may remove all of them (`every=True`).
+
+`append_whole` is the one exception to renaming: files whose protocol is
+appending (GitHub's `$GITHUB_OUTPUT`). It appends in one write and cuts the
+file back to its old length when the write fails.
+
+Pure: standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import re
+import socket
+import stat
+import tempfile
+import time
+from pathlib import Path
+
+STALE_AFTER_SECONDS = 3600.0
+TEMP_SUFFIX = ".tmp"
+
+
+class WriteError(Exception):
+    """A file could not be written (safely). `message` names the file and why;
+    `errno` is the OS error number when the OS refused (ENOSPC, EACCES, ...)."""
+
+    def __init__(self, message: str, *, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.errno = errno
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where the OS allows."""
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def default_mode() -> int:
+    """The mode a new file gets: what `open(..., "w")` would give it."""
+    return 0o666 & ~current_umask()
+
+
+def describe_kind(mode: int) -> str:
+    """'a directory', 'a FIFO', ... for a stat mode that is not a regular file."""
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def check_destination(path: Path) -> os.stat_result | None:
+    """The destination's lstat (None when it does not exist yet); WriteError when
+    it is a link, a directory or another special file, or its folder is missing."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    except NotADirectoryError:
+        raise WriteError(f"cannot write {path}: a folder above it is a file") from None
+    except OSError as exc:
+        raise WriteError(f"cannot write {path}: {exc.strerror}", errno=exc.errno) from None
+    if info is None:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        raise WriteError(
+            f"refusing to write {path}: it is a symbolic link (to {os.readlink(path)!r}); "
+            "matrixgen never writes through links: remove the link or write elsewhere"
+        )
+    if not stat.S_ISREG(info.st_mode):
+        raise WriteError(f"cannot write {path}: it is {describe_kind(info.st_mode)}, not a file")
+    return info
+
+
+def host_tag() -> str:
+    """A short tag for this host in temporary names (pids are only meaningful here)."""
+    return hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+
+
+def temp_prefix(name: str) -> str:
+    return f".{name}."
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int | None = None, sync: bool = True) -> None:
+    """Replace `path` with `data` whole (see the module docstring for the rules)."""
+    path = Path(path)
+    check_destination(path)
+    directory = path.parent
+    remove_stale_temps(directory, path.name)
+    try:
+        fd, tmp = tempfile.mkstemp(
+            dir=directory,
+            prefix=f"{temp_prefix(path.name)}{os.getpid()}@{host_tag()}.",
+            suffix=TEMP_SUFFIX,
+        )
+    except OSError as exc:
+        raise WriteError(
+            f"cannot write {path}: cannot create a file in {directory}: {exc.strerror}",
+            errno=exc.errno,
+        ) from None
+    try:
+        try:
+            os.fchmod(fd, default_mode() if mode is None else mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise WriteError(
+            f"cannot write {path}: {exc.strerror} (the old file, if any, is unchanged)",
+            errno=exc.errno,
+        ) from None
+
+
+def _writer_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # someone else's running process
+    return True
+
+
+# What follows `.NAME.` in a temporary file's name: ours (pid, host tag, random
+# part), or the bare random part of an older writer's.
+_TEMP_TAIL = re.compile(r"(?:(\d+)@([0-9a-f]{8})\.)?[a-z0-9_]{8}\.tmp")
+
+
+def is_stale_temp(
+    entry: str, name: str, info: os.stat_result, *, every: bool = False, now: float | None = None
+) -> bool:
+    """Whether `entry` is a temporary file of `name` left by a writer that is gone:
+    its process no longer runs on this host, or it is older than an hour. With
+    `every`, any temporary file of ours is (the caller's lock excludes writers).
+    A name not of our making never is."""
+    prefix = temp_prefix(name)
+    if not entry.startswith(prefix):
+        return False
+    tail = _TEMP_TAIL.fullmatch(entry[len(prefix) :])
+    if tail is None:
+        return False
+    now = time.time() if now is None else now
+    if every or now - info.st_mtime > STALE_AFTER_SECONDS:
+        return True
+    pid_text, tag = tail.group(1), tail.group(2)
+    if pid_text is None or tag != host_tag():
+        return False  # an older writer's or another host's: only its age tells
+    pid = int(pid_text)
+    return pid != os.getpid() and not _writer_alive(pid)
+
+
+def remove_stale_temps(directory: Path, name: str, *, every: bool = False) -> list[str]:
+    """Remove temporary files of `name` left in `directory` by killed writers
+    (all of them with `every=True`, for a caller whose lock excludes other
+    writers). Returns the names removed; never fails on what it cannot remove."""
+    prefix = temp_prefix(name)
+    removed: list[str] = []
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in sorted(entries):
+        if not entry.startswith(prefix):
+            continue
+        full = os.path.join(directory, entry)
+        try:
+            info = os.lstat(full)
+        except OSError:
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            continue  # not a file we made
+        if is_stale_temp(entry, name, info, every=every, now=now):
+            with contextlib.suppress(OSError):
+                os.unlink(full)
+                removed.append(entry)
+    return removed
+
+
+def append_whole(path: Path, data: bytes, *, separate: bool = True) -> None:
+    """Append `data` to a regular file (created when missing), in one write.
+
+    With `separate`, a newline goes first when the file does not end in one
+    (an earlier writer left its last line open). A link or special file is
+    refused; when writing fails (a full disk) the file is cut back to its old
+    length, so what was there before survives whole."""
+    path = Path(path)
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+    flags |= getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise WriteError(
+                f"refusing to append to {path}: it is a symbolic link; "
+                "matrixgen never writes through links"
+            ) from None
+        if exc.errno == errno.ENXIO:
+            raise WriteError(f"cannot append to {path}: it is a FIFO, not a file") from None
+        raise WriteError(f"cannot append to {path}: {exc.strerror}", errno=exc.errno) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise WriteError(
+                f"cannot append to {path}: it is {describe_kind(info.st_mode)}, not a file"
+            )
+        size = info.st_size
+        if separate and size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise WriteError(
+                f"cannot append to {path}: {exc.strerror} (the file is as it was)",
+                errno=exc.errno,
+            ) from None
+    finally:
+        os.close(fd)

@@ -1,0 +1,87 @@
+"""Resolve symbolic links inside a tree, without leaving it.
+
+A tree is seen through `lookup(path)`: what the entry at a '/'-separated path
+relative to the tree's root is (a file, a directory, a link with its target
+text, something else, or nothing). `resolve` follows a path component by
+component the way the OS would, but inside the tree only: an absolute link
+target, or a `..` that climbs above the root, is `Kind.OUTSIDE`, and what lies
+there is never looked at. The disk reader and the git reader both resolve
+through this, so one rule holds for both.
+
+Pure: standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+MAX_LINK_HOPS = 40  # as Linux's limit on links followed in one lookup
+
+
+class Kind(StrEnum):
+    FILE = "file"
+    DIRECTORY = "directory"
+    LINK = "link"
+    SPECIAL = "special"  # a FIFO, socket, device, git submodule: never read
+    MISSING = "missing"
+    OUTSIDE = "outside"  # the path leaves the tree
+    LOOP = "loop"  # too many links
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """What is at one path: its kind, and a link's target text."""
+
+    kind: Kind
+    target: str | None = None
+
+
+Lookup = Callable[[str], Entry]
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """Where a path leads: the kind of the final entry and its link-free path
+    (None when the path leaves the tree or loops)."""
+
+    kind: Kind
+    path: str | None
+
+
+def resolve(path: str, lookup: Lookup) -> Resolved:
+    """Follow `path` (relative to the root) through links, inside the tree."""
+    done: list[str] = []
+    pending = [c for c in path.split("/") if c not in ("", ".")]
+    hops = 0
+    while pending:
+        part = pending.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not done:
+                return Resolved(Kind.OUTSIDE, None)
+            done.pop()
+            continue
+        here = "/".join([*done, part])
+        entry = lookup(here)
+        if entry.kind is Kind.LINK:
+            hops += 1
+            if hops > MAX_LINK_HOPS:
+                return Resolved(Kind.LOOP, None)
+            target = entry.target or ""
+            if target.startswith("/") or not target:
+                return Resolved(Kind.OUTSIDE, None)
+            pending = target.split("/") + pending
+            continue
+        if entry.kind is not Kind.DIRECTORY and pending:
+            # A file (or nothing) where the path needs a directory.
+            rest = [c for c in pending if c not in ("", ".")]
+            if rest:
+                return Resolved(Kind.MISSING, "/".join([*done, part, *rest]))
+        done.append(part)
+    final = "/".join(done)
+    if not final:
+        return Resolved(Kind.DIRECTORY, "")
+    return Resolved(lookup(final).kind, final)

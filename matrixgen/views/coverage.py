@@ -1,0 +1,590 @@
+"""Reference coverage: per target, the selected jobs that miss a reference file
+(the path looked for, and the nearest existing file as a hint), and the
+reference files that fit a template but that no job of any target selects.
+
+Which jobs need references: every job a target keeps after quarantine (a job a
+skip entry takes out does not run), except the ones whose recipe spec or row
+opts out (`references: {skip: all | [NAME, ...], reason: TEXT}`).
+
+Orphans: a listed file that fits a declared template and is not the path of
+any job any target selects (quarantined and opted-out jobs included: their
+files are not forgotten, only not checked), nor a variant of one (the same
+name with a `_suffix` before the extension, such as Megatron-LM's `_2nd`
+golden values of a resumed run).
+
+Cost: one listing of the reference tree; each job's paths are rendered once
+however many targets select it; a hint is looked for only for missing files.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from matrixgen.engine.errors import Finding, Severity, did_you_mean
+from matrixgen.engine.model import Job, Target
+from matrixgen.engine.references import (
+    OPT_OUT_KEY,
+    ORPHAN_FIELDS,
+    ReferenceListing,
+    ReferenceSettings,
+    TemplateMatcher,
+    is_variant,
+    job_opt_out,
+    list_directory,
+    parse_opt_out,
+    reference_path,
+    used_by_dir,
+)
+from matrixgen.engine.templates import TemplateError
+from matrixgen.pipeline import Generation
+from matrixgen.util.escape import markdown_code
+from matrixgen.views.table import table
+
+if TYPE_CHECKING:
+    from matrixgen.engine.context import ValidationContext
+    from matrixgen.engine.load import RecipeTree
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MissingReference:
+    """A job that misses one of its references."""
+
+    job: Job
+    reference: str
+    path: str  # as shown: the root joined with the rendered template
+    hint: str | None  # the nearest existing file, as shown
+
+    @property
+    def short_hint(self) -> str | None:
+        """The hint as a file name when it sits in the folder looked in."""
+        if self.hint is None:
+            return None
+        here, _, name = self.hint.rpartition("/")
+        return name if here == self.path.rpartition("/")[0] else self.hint
+
+    def to_dict(self, target: str | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {} if target is None else {"target": target}
+        out.update(
+            model=self.job.model,
+            test_case=self.job.test_case,
+            tag=self.job.tag,
+            environment=self.job.environment,
+            platform=self.job.platform,
+            reference=self.reference,
+            path=self.path,
+            hint=self.hint,
+        )
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TemplateProblem:
+    """A template some jobs cannot fill (a field they do not have)."""
+
+    reference: str
+    message: str
+    jobs: tuple[Job, ...]
+
+
+class ReferenceChecker:
+    """Renders and looks up each job's references once, for many targets."""
+
+    def __init__(self, settings: ReferenceSettings, listing: ReferenceListing) -> None:
+        self.settings = settings
+        self.listing = listing
+        self._missing: dict[int, tuple[MissingReference, ...]] = {}
+        self._paths: dict[int, tuple[str, ...]] = {}
+        self._keep: dict[int, Job] = {}  # keeps ids stable while cached
+        self._hints: dict[str, str | None] = {}
+        self.problems: dict[tuple[str, str], list[Job]] = {}
+
+    def paths(self, job: Job) -> tuple[str, ...]:
+        """Every path (relative to the root) the job's templates render to."""
+        key = id(job)
+        if key not in self._paths:
+            self._keep[key] = job
+            found = []
+            for template in self.settings.templates:
+                try:
+                    found.append(reference_path(template, job))
+                except TemplateError as exc:
+                    self.problems.setdefault((template.name, str(exc)), []).append(job)
+            self._paths[key] = tuple(found)
+        return self._paths[key]
+
+    def missing(self, job: Job) -> tuple[MissingReference, ...]:
+        """The references a job needs and the listing lacks (none when it opts out of all)."""
+        key = id(job)
+        if key in self._missing:
+            return self._missing[key]
+        self._keep[key] = job
+        opt_out = job_opt_out(job)
+        found: list[MissingReference] = []
+        for template in self.settings.templates:
+            if opt_out is not None and opt_out.covers(template.name):
+                continue
+            try:
+                rel = reference_path(template, job)
+            except TemplateError as exc:
+                self.problems.setdefault((template.name, str(exc)), []).append(job)
+                continue
+            if rel in self.listing.files:
+                continue
+            found.append(
+                MissingReference(
+                    job=job,
+                    reference=template.name,
+                    path=self.listing.shown(rel),
+                    hint=self.hint(rel),
+                )
+            )
+        result = tuple(found)
+        self._missing[key] = result
+        return result
+
+    def hint(self, rel: str) -> str | None:
+        if rel not in self._hints:
+            near = self.listing.nearest(rel)
+            self._hints[rel] = self.listing.shown(near) if near is not None else None
+        return self._hints[rel]
+
+    def template_problems(self) -> list[TemplateProblem]:
+        return [
+            TemplateProblem(reference=name, message=message, jobs=tuple(jobs))
+            for (name, message), jobs in sorted(self.problems.items())
+        ]
+
+
+def missing_references(
+    settings: ReferenceSettings, jobs: Iterable[Job], listing: ReferenceListing
+) -> list[MissingReference]:
+    """The references these jobs need and the listing lacks, in job order (the
+    diff asks this about the jobs it adds)."""
+    checker = ReferenceChecker(settings, listing)
+    return [missing for job in jobs for missing in checker.missing(job)]
+
+
+def checked(job: Job, settings: ReferenceSettings) -> bool:
+    """Whether any of the job's references is checked (it does not opt out of all)."""
+    opt_out = job_opt_out(job)
+    return opt_out is None or any(not opt_out.covers(t.name) for t in settings.templates)
+
+
+# ---------------------------------------------------------------- coverage
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TargetCoverage:
+    target: Target
+    gating: bool
+    jobs: int  # the jobs the target keeps after quarantine
+    checked: int  # of those, the ones that do not opt out of every reference
+    missing: tuple[MissingReference, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target.name,
+            "gating": self.gating,
+            "jobs": self.jobs,
+            "checked": self.checked,
+            "missing": len(self.missing),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Orphan:
+    path: str  # as shown
+    reference: str
+    fields: Mapping[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path}
+        for name in ("model", "test_case", "environment", "platform"):
+            out[name] = self.fields.get(name)
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Coverage:
+    settings: ReferenceSettings
+    listing: ReferenceListing
+    targets: tuple[TargetCoverage, ...]
+    orphans: tuple[Orphan, ...]
+    problems: tuple[TemplateProblem, ...] = ()
+
+    @property
+    def missing(self) -> list[tuple[TargetCoverage, MissingReference]]:
+        return [(t, m) for t in self.targets for m in t.missing]
+
+    @property
+    def gating_missing(self) -> int:
+        return sum(len(t.missing) for t in self.targets if t.gating)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON of `matrixgen coverage --format json` (schema/coverage.schema.json)."""
+        return {
+            "root": self.listing.shown_root,
+            "present": self.listing.present,
+            "references": {t.name: t.template for t in self.settings.templates},
+            "targets": [t.to_dict() for t in self.targets],
+            "missing": [m.to_dict(t.target.name) for t, m in self.missing],
+            "orphans": [o.to_dict() for o in self.orphans],
+        }
+
+
+def compute_coverage(
+    generation: Generation,
+    settings: ReferenceSettings,
+    listing: ReferenceListing,
+    targets: Sequence[Target],
+    *,
+    all_targets: Sequence[Target] | None = None,
+    exclude_models: Iterable[str] = (),
+    orphans: bool = True,
+) -> Coverage:
+    """Missing references of `targets`, orphans against `all_targets` (default:
+    the same targets): a file is an orphan only when no target selects it.
+    `exclude_models`: models left out altogether (e.g. unit-tests in a tree
+    whose recipes cannot opt out); `orphans=False` skips looking for orphans."""
+    excluded = frozenset(exclude_models)
+    checker = ReferenceChecker(settings, listing)
+    used: set[str] = set()
+    results: list[TargetCoverage] = []
+    asked = {t.name for t in targets}
+    every = list(all_targets) if all_targets is not None else list(targets)
+    every += [t for t in targets if t.name not in {a.name for a in every}]
+    for target in every:
+        selection = generation.selection(target)
+        jobs = [j for j in selection.jobs if j.model not in excluded]
+        for job in (*jobs, *(j for j in selection.skipped if j.model not in excluded)):
+            used.update(checker.paths(job))
+        if target.name not in asked:
+            continue
+        chosen = [j for j in jobs if checked(j, settings)]
+        missing = [m for job in chosen for m in checker.missing(job)]
+        results.append(
+            TargetCoverage(
+                target=target,
+                gating=settings.is_gating(target.name),
+                jobs=len(jobs),
+                checked=len(chosen),
+                missing=tuple(missing),
+            )
+        )
+    order = {t.name: i for i, t in enumerate(targets)}
+    results.sort(key=lambda r: order[r.target.name])
+    found = find_orphans(settings, listing, used, generation.jobs) if orphans else []
+    return Coverage(
+        settings=settings,
+        listing=listing,
+        targets=tuple(results),
+        orphans=tuple(found),
+        problems=tuple(checker.template_problems()),
+    )
+
+
+def find_orphans(
+    settings: ReferenceSettings,
+    listing: ReferenceListing,
+    used: Iterable[str],
+    jobs: Sequence[Job],
+) -> list[Orphan]:
+    """Listed files that fit a template, are no selected job's path, nor a variant of one."""
+    used_set = set(used)
+    grouped = used_by_dir(used_set)
+    known: dict[str, set[str]] = {}
+    for job in jobs:
+        for name in ("model", "test_case", "environment", "tag", "scope"):
+            value = getattr(job, name)
+            if isinstance(value, str):
+                known.setdefault(name, set()).add(value)
+        known.setdefault("platforms", set()).add(job.platform)
+        known.setdefault("platform", set()).add(job.platform)
+    matchers = [TemplateMatcher.build(t, known) for t in settings.templates]
+    orphans: list[Orphan] = []
+    for path in sorted(listing.files):
+        if path in used_set or is_variant(path, grouped):
+            continue
+        for matcher in matchers:
+            fields = matcher.fit(path)
+            if fields is None:
+                continue
+            shown = {ORPHAN_FIELDS[k]: v for k, v in fields.items() if k in ORPHAN_FIELDS}
+            orphans.append(
+                Orphan(path=listing.shown(path), reference=matcher.template.name, fields=shown)
+            )
+            break
+    return orphans
+
+
+# ---------------------------------------------------------------- reading
+
+
+def repository_top(directory: Path) -> Path:
+    """The top of the git checkout a directory is in; outside one, the
+    directory's parent (the layout of a checkout with the recipes at its top)."""
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        top = result.stdout.strip() if result.returncode == 0 else ""
+    except OSError:
+        top = ""
+    return Path(top) if top else directory.resolve().parent
+
+
+def read_listing(
+    recipes: Path, settings: ReferenceSettings, root: Path | None = None
+) -> ReferenceListing:
+    """The reference tree of a recipe tree on disk: `root` when given (--root),
+    else the configured root below the top of the checkout the recipes are in."""
+    if root is not None:
+        return list_directory(root, settings.prefix, shown_root=_shown(root))
+    top = repository_top(recipes)
+    directory = top / settings.root if settings.root else top
+    return list_directory(directory, settings.prefix, shown_root=_shown(directory))
+
+
+def _shown(directory: Path) -> str:
+    """A directory as messages show it: relative to the current one when inside it."""
+    here = Path.cwd()
+    absolute = directory if directory.is_absolute() else here / directory
+    try:
+        rel = absolute.resolve().relative_to(here.resolve())
+    except ValueError:
+        return absolute.as_posix()
+    text = rel.as_posix()
+    return "" if text == "." else text
+
+
+# ---------------------------------------------------------------- validate
+
+
+def check_references(context: ValidationContext) -> Iterator[Finding]:
+    """validate: opt-outs are well formed and name declared references; with a
+    listing of the reference tree, every target's jobs have their references (an
+    error in a gating target, a warning elsewhere), once per job and reference."""
+    tree = context.tree
+    settings = tree.config.references
+    if settings is None:
+        return
+    yield from opt_out_findings(tree, settings)
+    listing = context.references
+    if listing is None:
+        return
+    config = tree.config
+    if not listing.present:
+        where = listing.shown(settings.prefix) or "the repository top"
+        yield Finding(
+            location=config.locate(["references"]),
+            severity=Severity.WARNING,
+            code="reference-tree",
+            message=f"no reference tree at {where} ({listing.where}): no reference is checked",
+        )
+        return
+    from matrixgen.engine.targets import resolve_targets
+
+    generation = Generation(tree, context.expansion)
+    targets = resolve_targets(config, generation.jobs)
+    coverage = compute_coverage(generation, settings, listing, targets, orphans=False)
+    # One finding per missing file (the fix is adding it), at the first row that needs it.
+    grouped: dict[tuple[str, str], tuple[MissingReference, list[TargetCoverage]]] = {}
+    for target, missing in coverage.missing:
+        key = (missing.reference, missing.path)
+        first, in_targets = grouped.setdefault(key, (missing, []))
+        if missing.job.source < first.job.source:
+            grouped[key] = (missing, in_targets)
+        in_targets.append(target)
+    for missing, in_targets in grouped.values():
+        gating = [t.target.name for t in in_targets if t.gating]
+        names = [t.target.name for t in in_targets]
+        hint = f"; nearest: {missing.short_hint}" if missing.hint else ""
+        which = f"gating target(s) {_few(gating)}" if gating else f"target(s) {_few(names)}"
+        yield Finding(
+            location=missing.job.source,
+            severity=Severity.ERROR if gating else Severity.WARNING,
+            code="reference-missing",
+            message=f"{missing.job.identity}: no {missing.reference} file {missing.path}"
+            f"{hint} ({which})",
+        )
+    for problem in coverage.problems:
+        example = problem.jobs[0]
+        more = f" and {len(problem.jobs) - 1} other job(s)" if len(problem.jobs) > 1 else ""
+        yield Finding(
+            location=config.locate(["references", "templates", problem.reference]),
+            severity=Severity.ERROR,
+            code="reference-template",
+            message=f'reference "{problem.reference}": {problem.message} '
+            f"({example.identity}{more})",
+        )
+
+
+def _few(names: Sequence[str]) -> str:
+    unique = sorted(set(names))
+    shown = ", ".join(unique[:3])
+    return shown + (f" and {len(unique) - 3} more" if len(unique) > 3 else "")
+
+
+def opt_out_findings(tree: RecipeTree, settings: ReferenceSettings) -> Iterator[Finding]:
+    """A malformed opt-out, or one naming no declared reference, is an error."""
+    declared = [t.name for t in settings.templates]
+    for recipe in tree.tests:
+        data = recipe.data
+        places: list[tuple[tuple[str | int, ...], Any]] = []
+        spec = data.get("spec")
+        if isinstance(spec, dict) and OPT_OUT_KEY in spec:
+            places.append((("spec", OPT_OUT_KEY), spec[OPT_OUT_KEY]))
+        if recipe.format_version == 2:
+            for where, row in _rows(data):
+                if OPT_OUT_KEY in row:
+                    places.append(((*where, OPT_OUT_KEY), row[OPT_OUT_KEY]))
+        for keys, value in places:
+            parsed = parse_opt_out(value)
+            if isinstance(parsed, str):
+                yield Finding(
+                    location=recipe.document.locate(list(keys)),
+                    severity=Severity.ERROR,
+                    code="reference-opt-out",
+                    message=parsed,
+                )
+                continue
+            for name in sorted(parsed.names or ()):
+                if name not in declared:
+                    yield Finding(
+                        location=recipe.document.locate([*keys, "skip"]),
+                        severity=Severity.ERROR,
+                        code="reference-opt-out",
+                        message=f'references.skip: "{name}" is not a declared reference'
+                        f"{did_you_mean(name, declared)}; declared in {tree.config.path}: "
+                        f"{', '.join(declared)}",
+                    )
+
+
+def _rows(data: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], Mapping[str, Any]]]:
+    products = data.get("products")
+    if not isinstance(products, list):
+        return
+    for bi, block in enumerate(products):
+        rows = block.get("products") if isinstance(block, dict) else None
+        if isinstance(rows, list):
+            for ri, row in enumerate(rows):
+                if isinstance(row, dict):
+                    yield ("products", bi, "products", ri), row
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def _job(missing: MissingReference) -> str:
+    return str(missing.job.identity)
+
+
+def render_table(coverage: Coverage) -> str:
+    """`matrixgen coverage`: targets, then missing references, then orphans."""
+    rows = [
+        [
+            t.target.name,
+            "yes" if t.gating else "no",
+            str(t.jobs),
+            str(t.checked),
+            str(len(t.missing)),
+        ]
+        for t in coverage.targets
+    ]
+    out = [table(rows, ["target", "gating", "jobs", "checked", "missing"])]
+    if coverage.missing:
+        rows = [
+            [t.target.name, _job(m), m.reference, m.path, m.short_hint or "-"]
+            for t, m in coverage.missing
+        ]
+        out.append(f"\nMissing references ({len(rows)})\n")
+        out.append(table(rows, ["target", "job", "reference", "looked for", "nearest"]))
+    if coverage.orphans:
+        rows = [
+            [
+                o.path,
+                *(
+                    o.fields.get(k) or "-"
+                    for k in ("model", "test_case", "environment", "platform")
+                ),
+            ]
+            for o in coverage.orphans
+        ]
+        out.append(f"\nOrphans: files no job of any target selects ({len(rows)})\n")
+        out.append(table(rows, ["file", "model", "test_case", "environment", "platform"]))
+    return "".join(out)
+
+
+def summary_line(coverage: Coverage) -> str:
+    listing = coverage.listing
+    where = listing.shown(coverage.settings.prefix) or "."
+    missing = len(coverage.missing)
+    return (
+        f"{len(coverage.targets)} target(s): {missing} missing reference(s) "
+        f"({coverage.gating_missing} in gating targets), {len(coverage.orphans)} orphan(s); "
+        f"reference tree {where} ({listing.where}): {len(listing.files)} file(s)"
+    )
+
+
+def code_span(text: str) -> str:
+    """A markdown code span that no content can break out of (table cells too)."""
+    return markdown_code(text)
+
+
+def render_markdown(coverage: Coverage) -> str:
+    """A PR comment: a summary, the targets that miss something, the missing
+    files and the orphans."""
+    lines = [
+        "<!-- matrixgen-coverage -->",
+        "### matrixgen reference coverage",
+        "",
+        f"**{len(coverage.missing)} missing reference(s)** "
+        f"({coverage.gating_missing} in gating targets) · "
+        f"**{len(coverage.orphans)} orphan(s)** · {len(coverage.targets)} target(s)",
+        "",
+    ]
+    short = [t for t in coverage.targets if t.missing]
+    if short:
+        lines += [
+            "| target | gating | jobs | checked | missing |",
+            "| :-- | :-- | --: | --: | --: |",
+        ]
+        lines += [
+            f"| {code_span(t.target.name)} | {'yes' if t.gating else 'no'} | {t.jobs} | "
+            f"{t.checked} | {len(t.missing)} |"
+            for t in short
+        ]
+        lines += ["", "#### Missing references", ""]
+        lines += [
+            "| target | job | reference | looked for | nearest |",
+            "| :-- | :-- | :-- | :-- | :-- |",
+        ]
+        lines += [
+            f"| {code_span(t.target.name)} | {code_span(_job(m))} | {code_span(m.reference)} | "
+            f"{code_span(m.path)} | {code_span(m.short_hint) if m.short_hint else '-'} |"
+            for t, m in coverage.missing
+        ]
+        lines.append("")
+    if coverage.orphans:
+        lines += ["#### Orphans (no job of any target selects them)", ""]
+        lines += [
+            "| file | model | test case | environment | platform |",
+            "| :-- | :-- | :-- | :-- | :-- |",
+        ]
+        for o in coverage.orphans:
+            cells = [o.fields.get(k) for k in ("model", "test_case", "environment", "platform")]
+            lines.append(
+                f"| {code_span(o.path)} | "
+                + " | ".join(code_span(c) if c else "-" for c in cells)
+                + " |"
+            )
+        lines.append("")
+    return "\n".join(lines) + "\n"
