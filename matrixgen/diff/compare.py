@@ -62,7 +62,7 @@ from matrixgen.emit.common import (
     emitted_jobs,
     skipped_jobs,
 )
-from matrixgen.emit.generate import Selections, emitted_target
+from matrixgen.emit.generate import emitted_target
 from matrixgen.engine.errors import (
     ConfigError,
     Finding,
@@ -301,13 +301,12 @@ class SideIndex:
     def __init__(self, name: str, generation: Generation) -> None:
         self.name = name
         self.generation = generation
-        self.selections = Selections(generation)
         self.notes: list[str] = []
 
     def selection(self, target: Target | None) -> Selection:
         if target is None:
             return Selection(())
-        return self.selections(target)
+        return self.generation.selection(target)
 
     def emit(self, target: Target | None, chosen: Selection) -> EmittedTarget | None:
         """The target's emitted jobs (None: the target does not exist on this side)."""

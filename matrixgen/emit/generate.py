@@ -44,6 +44,7 @@ from matrixgen.engine.errors import (
 from matrixgen.engine.model import QuarantineMark, Target
 from matrixgen.engine.vocab import System
 from matrixgen.pipeline import Generation
+from matrixgen.quarantine.entries import Selection
 from matrixgen.util.atomic import WriteError, remove_stale_temps, write_atomic
 from matrixgen.util.readfile import NotRegularFile, read_regular
 
@@ -92,23 +93,6 @@ class TargetOutput:
         }
 
 
-class Selections:
-    """`Generation.selection` for many targets of one generation (see JobIndex)."""
-
-    def __init__(self, generation: Generation) -> None:
-        self.generation = generation
-        self.index = JobIndex(generation.jobs)
-
-    def __call__(self, target: Target) -> Selection:
-        """The same as `generation.selection(target)`."""
-        return quarantine_selection(
-            self.index.candidates(target.selector),
-            self.generation.quarantine.entries,
-            target,
-            known_test_cases=self.index.test_cases,
-        )
-
-
 def emitted_target(
     target: Target,
     chosen: Selection,
@@ -143,7 +127,7 @@ def emit_target(
     launcher: str | None = None,
 ) -> TargetOutput:
     """The file of one target, from a generation already loaded and expanded."""
-    chosen = selections(target) if selections is not None else generation.selection(target)
+    chosen = generation.selection(target)
     emitted, settings = emitted_target(target, chosen, generation.tree.config, launcher=launcher)
     if target.system is System.GITHUB:
         matrix = github_matrix(emitted.jobs)
