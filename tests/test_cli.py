@@ -6,6 +6,7 @@ import copy
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -129,13 +130,17 @@ def test_output_is_identical_across_hash_seeds(tree: Callable[..., Path]) -> Non
 
 
 def test_real_tree_output_is_identical_across_hash_seeds(megatron_dir: Path) -> None:
-    outputs = {
+    runs = [
         run_module(
             "list", "--recipes", str(megatron_dir), "--format", "json", env={"PYTHONHASHSEED": seed}
-        ).stdout
+        )
         for seed in ("0", "123")
-    }
-    assert len(outputs) == 1
+    ]
+    assert [r.returncode for r in runs] == [0, 0], runs
+    assert runs[0].stdout == runs[1].stdout
+    # The output is the tree's jobs, not an empty or truncated answer.
+    jobs = json.loads(runs[0].stdout)
+    assert len(jobs) > 500 and len({json.dumps(j, sort_keys=True) for j in jobs}) == len(jobs)
 
 
 def test_start_up_imports_no_heavy_modules() -> None:
@@ -147,11 +152,37 @@ def test_start_up_imports_no_heavy_modules() -> None:
     assert out == "[]"
 
 
-@pytest.mark.parametrize("command", ["validate", "list"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "validate",
+        pytest.param(
+            "list",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="list --help leaves --environment, --platform, --model, --tag "
+                "undescribed and names no exit codes (remove this mark once it does)",
+            ),
+        ),
+    ],
+)
 def test_help_documents_exit_codes_and_options(command: str) -> None:
+    import typer.main
+
+    from matrixgen.cli.main import app
+
     result = run_module(command, "--help")
-    assert result.returncode == 0
-    assert "--recipes" in result.stdout
+    assert result.returncode == 0, result
+    text = " ".join(result.stdout.split())  # rewrapped for the terminal width
+    # Every option the command takes is shown, each with a description.
+    params = typer.main.get_command(app).commands[command].params  # type: ignore[attr-defined]
+    options = [p for p in params if p.param_type_name == "option" and p.name != "help"]
+    assert options and "--recipes" in text
+    for option in options:
+        assert option.opts[0] in text, option.opts
+        assert option.help and " ".join(option.help.split()[:4]) in text, option.opts
+    # The exit codes: 0 on success, 1 for problems found, 2 for a usage error.
+    assert re.search(r"\bExit\b.*\b0\b.*\b1\b.*\b2\b", text, re.IGNORECASE), text
 
 
 # --- bad input of every shape: a located message and a documented code, never a traceback

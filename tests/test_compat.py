@@ -1,7 +1,7 @@
 """Megatron-LM compatibility: `list` selects what that project's parser selects.
 
 Two kinds of evidence: small cases whose answers were worked out by hand from the
-rules in DESIGN §3, and, when the real tree is present, a comparison over every
+rules in docs/megatron-format.md, and, when the real tree is present, a comparison over every
 scope x platform x environment x cadence against a deliberately naive reading of
 those rules written here (plain dicts, no shared code with matrixgen).
 """
@@ -143,7 +143,7 @@ def test_list_json_fields(tree: Callable[..., Path], cli: Callable) -> None:
     assert job["platform"] == "dgx_a100"
 
 
-# --- the real tree, against a naive reading of DESIGN §3 --------------------------
+# --- the real tree, against a naive reading of the rules -------------------------------
 
 ALIASES = {"mr-github-slim": "L0", "mr-github": "L1", "nightly": "L2", "weekly": "L3"}
 ALIAS_CADENCE = {"nightly": ["nightly"], "weekly": ["weekly"]}
@@ -227,7 +227,7 @@ def test_legacy_scope_names_select_like_their_tier(megatron_dir: Path, legacy: s
 
 
 def test_hand_derived_cases_on_the_real_tree(megatron_dir: Path, cli: Callable) -> None:
-    """Rows of the real tree read by hand with the rules of DESIGN §3."""
+    """Rows of the real tree read by hand with the rules of docs/megatron-format.md."""
 
     def cases(*args: str) -> set[str]:
         return selected(cli, megatron_dir, *args)

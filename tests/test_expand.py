@@ -1,4 +1,4 @@
-"""Expansion rules of DESIGN §3, each on a small tree written here, and the
+"""Expansion rules (docs/megatron-format.md), each on a small tree written here, and the
 properties expansion keeps on any tree (no job lost or duplicated, order-free)."""
 
 from __future__ import annotations
@@ -591,3 +591,48 @@ def test_env_and_args_in_a_v1_row_are_axes(tree: Callable[..., Path]) -> None:
     assert sorted((j.spec["env"], j.spec["args"]) for j in jobs) == [("a", "x"), ("b", "x")]
     assert all(j.env == () and j.args == () for j in jobs)
     assert not [f for f in findings if f.severity is Severity.ERROR]
+
+
+def test_each_job_points_at_the_line_and_column_of_its_row(tree: Callable[..., Path]) -> None:
+    # Rows on odd and even lines, at two indentations: a job's source is where
+    # its row starts (duplicate-job findings and migrate quote it).
+    products = """
+  - test_case: [a]
+    products:
+      - {environment: [dev], scope: [mr]}
+      - environment: [lts]
+        scope: [mr]
+
+  - test_case: [b]
+    products:
+        - {environment: [dev], scope: [mr, nightly]}
+"""
+    root = tree(v1_tree(products))
+    lines = (root / "h100" / "gpt.yaml").read_text().splitlines()
+    rows = [
+        (n + 1, line.index("-") + 3)  # the row mapping, after "- "
+        for n, line in enumerate(lines)
+        if line.lstrip().startswith("- environment") or line.lstrip().startswith("- {environment")
+    ]
+    assert len(rows) == 3 and len({n % 2 for n, _ in rows}) == 2
+    generation = generate(root)
+    found = sorted({(j.source.line, j.source.column) for j in generation.jobs})
+    assert found == rows
+
+
+def test_the_expansion_s_errors_are_its_error_findings_only(tree: Callable[..., Path]) -> None:
+    # A v1 tree: the second test case of a block is a warning (Megatron-LM
+    # ignores it), a bad cadence an error.
+    generation = generate(
+        tree(
+            v1_tree("""
+  - test_case: [tc, ignored]
+    products:
+      - {environment: [dev], scope: [mr], cadence: [nighty]}
+""")
+        )
+    )
+    severities = sorted(f.severity.value for f in generation.expansion.findings)
+    assert severities == ["error", "warning"]
+    assert [f.severity for f in generation.expansion.errors] == [Severity.ERROR]
+    assert "nighty" in generation.expansion.errors[0].message

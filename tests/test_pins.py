@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.pipeline import generate
@@ -258,11 +258,31 @@ def test_images_agree_exactly_when_versions_are_equal(
     assert len(found) <= 3 - max(texts.count(t) for t in texts)
 
 
+def _first_release_number(tag: str) -> str | None:
+    """The leftmost NN.NN in tag, found by looking at each position in turn."""
+    for i in range(len(tag) - 4):
+        part = tag[i : i + 5]
+        if part[:2].isdigit() and part[2] == "." and part[3:].isdigit():
+            return part
+    return None
+
+
 @given(st.text(alphabet="0123456789.-abcpy", min_size=0, max_size=20))
+@example("26.09-py3")
+@example("py3-126.091.2")
+@example("2.09-25.10")
+@example("26.09-py3-25.10")
+@example("nightly")
 def test_version_of_finds_the_first_release_number(tag: str) -> None:
-    found = version_of(tag, re.compile(r"(\d{2}\.\d{2})"))
-    if found is not None:
-        assert re.fullmatch(r"\d{2}\.\d{2}", found) and found in tag
+    expected = _first_release_number(tag)
+    assert version_of(tag, re.compile(r"(\d{2}\.\d{2})")) == expected
+    # Without a group the whole match is the version.
+    assert version_of(tag, re.compile(r"\d{2}\.\d{2}")) == expected
+
+
+def test_version_of_reads_the_pattern_s_first_group() -> None:
+    assert version_of("ci-dev:26.09-py3-arm64", re.compile(r"(\d{2})\.(\d{2})")) == "26"
+    assert version_of("26.09-py3", re.compile(r"py(\d)")) == "3"
 
 
 # --------------------------------------------------------------------------- env and args

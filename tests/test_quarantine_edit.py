@@ -116,6 +116,50 @@ def test_add_only_inserts_lines_and_keeps_every_comment() -> None:
     assert data["node_ids"] == NEW["node_ids"]
 
 
+QUOTED = {
+    "double": (
+        '"',
+        'entries:\n  - id: a\n    tracker: "#1"\n    kind: flaky\n'
+        "    action: skip\n    match: {test_case: x}\n    owner: me\n"
+        '    added: "2025-01-01"\n    reason: r\n',
+    ),
+    "single": (
+        "'",
+        "entries:\n  - id: a\n    tracker: '#1'\n    kind: flaky\n"
+        "    action: skip\n    match: {test_case: x}\n    owner: me\n"
+        "    added: '2025-01-01'\n    reason: r\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(QUOTED))
+def test_a_new_entry_quotes_the_way_the_file_does(name: str) -> None:
+    quote, text = QUOTED[name]
+    added = insert_entries(text, [{"id": "new", **NEW}])[len(text) :]
+    assert f"    tracker: {quote}#7201{quote}\n" in added
+    assert f"    added: {quote}2025-03-01{quote}\n" in added
+    assert f"    expires: {quote}2025-04-01{quote}\n" in added
+    # What needs no quotes stays plain, in every style.
+    assert "    owner: on-call\n" in added and "      test_case: ep8_*\n" in added
+    # Whatever the quotes, the values read back as given.
+    entry = entries_of(text + added)[-1]
+    assert entry["reason"] == NEW["reason"] and entry["tracker"] == "#7201"
+    assert str(entry["added"]) == "2025-03-01"
+
+
+def test_a_new_entry_in_the_shipped_file_follows_its_double_quotes() -> None:
+    shipped = (Path(__file__).resolve().parent.parent / "recipes" / "quarantine.yaml").read_text()
+    added = insert_entries(shipped, [{"id": "new", **NEW}])[len(shipped) :]
+    assert '    tracker: "#7201"\n' in added and '    added: "2025-03-01"\n' in added
+    assert "'" not in added.replace("'quoted'", "")
+
+
+def test_a_file_with_plain_dates_and_no_quotes_gets_the_dumper_defaults() -> None:
+    text = SAMPLES[4].replace("'#1'", "https://example.com/issues/1")
+    added = insert_entries(text, [{"id": "new", **NEW}])[len(text) :]
+    assert "  tracker: '#7201'\n" in added and "  added: 2025-03-01\n" in added
+
+
 def test_removing_an_entry_whose_anchor_another_uses_is_refused() -> None:
     text = (
         "entries:\n"

@@ -117,3 +117,26 @@ def test_list_warns_on_values_no_job_of_a_v1_tree_uses(cli: Callable, megatron_d
     assert 'did you mean "dgx_h100"?' in run.err
     legacy = cli("list", "--recipes", megatron_dir, "--scope", "mr-github", "--format", "json")
     assert legacy.code == 0 and "--scope" not in legacy.err
+
+
+def _built(text: str) -> str:
+    """The same text as a new string object, as one read from a file or argv is."""
+    return "".join(list(text))
+
+
+@pytest.mark.parametrize("field", ["environment", "platform", "model", "tag", "scope"])
+def test_each_criterion_keeps_exactly_the_equal_values(field: str) -> None:
+    # Values that sort before and after the asked one, and the asked one as a
+    # distinct string object: equality, not identity or order, decides.
+    values = {
+        "environment": ["dev", "lts", "zzz"],
+        "platform": ["dgx_a100", "dgx_h100", "dgx_z"],
+        "model": ["bert", "gpt", "t5"],
+        "tag": ["alpha", "latest", "zeta"],
+        "scope": ["L0", "mr", "nightly-x"],
+    }[field]
+    jobs = [job(**{field: _built(v)}, test_case=v) for v in values]
+    asked = _built(values[1])
+    assert asked is not jobs[1].__getattribute__(field)
+    chosen = select(jobs, Selector(**{field: asked}))
+    assert [j.test_case for j in chosen] == [values[1]]

@@ -6,6 +6,7 @@ declared dependency."""
 from __future__ import annotations
 
 import ast
+import re
 import sys
 import tomllib
 from importlib import metadata
@@ -118,3 +119,16 @@ def test_every_module_a_test_imports_is_a_declared_dependency() -> None:
         if not {d.lower().replace("_", "-") for d in owners.get(name, [name])} & declared
     }
     assert undeclared == {}, f"imported by tests but not declared in pyproject: {undeclared}"
+
+
+def test_code_docs_and_tests_cite_only_the_project_s_own_files() -> None:
+    outside = re.compile(r"DESIGN(?:\.md)?\s*§|DESIGN\.md|§\s*\d")
+    paths = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    for folder in ("matrixgen", "tests", "bench"):
+        paths += sorted((REPO / folder).rglob("*.py"))
+    citing = [
+        str(p.relative_to(REPO))
+        for p in paths
+        if p.name != "test_suite_setup.py" and outside.search(p.read_text(encoding="utf-8"))
+    ]
+    assert citing == []

@@ -109,12 +109,25 @@ def test_merge_keys_are_not_duplicates() -> None:
     assert data == {"base": {"x": 1}, "c": {"x": 1, "y": 2}}
 
 
-def test_deep_nesting_does_not_crash() -> None:
-    text = "[" * 5000 + "]" * 5000
-    data, findings = parse(text)
-    assert data is None or isinstance(data, list)
-    if data is None:
-        assert len(findings.items) == 1
+def _depth(data: object) -> int:
+    depth = 0
+    while isinstance(data, list) and data:
+        data, depth = data[0], depth + 1
+    return depth
+
+
+def test_deep_nesting_is_one_located_error() -> None:
+    # Past the parser's nesting limit: one finding at the line, never a crash.
+    data, findings = parse("[" * 5000 + "]" * 5000)
+    assert data is None
+    message = only(findings)
+    assert message.startswith("f.yaml:1:"), message
+    assert "nesting depth" in message or "[yaml-too-deep]" in message, message
+
+
+def test_nesting_within_the_limit_loads_in_full() -> None:
+    data, findings = parse("[" * 50 + "]" * 50)
+    assert not findings.items and _depth(data) == 49
 
 
 def test_impossible_date_is_a_located_finding() -> None:

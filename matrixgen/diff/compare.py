@@ -3,8 +3,8 @@ tree emits for it.
 
 One definition: both sides are emitted as `generate` emits them (the same
 `EmittedJob` values the GitHub and GitLab emitters serialise), and compared
-job by job, a job being its identity (model, test case, environment, platform,
-tag) within the target. Per target:
+job by job, a job being its identity (JobId in engine/model.py: model, test case,
+environment, platform, tag) within the target. Per target:
 
 - added: jobs that run at HEAD and did not at BASE; removed: the reverse. A job
   that a skip entry takes out of a target does not run.

@@ -19,7 +19,7 @@ from matrixgen.engine.errors import ConfigError, Finding, Severity, UsageError, 
 from matrixgen.engine.model import EMPTY_MAPPING, Job, JobId, QuarantineMark, Target
 from matrixgen.engine.vocab import QuarantineAction, System, resolve_scope
 
-# DESIGN §6: the hard limits of the systems we emit for. Sizes are bytes of the
+# The hard limits of the systems we emit for (docs/ci-limits.md). Sizes are bytes of the
 # UTF-8 text; 1 MB and 5 MB are read as 10**6 and 5 * 10**6 to keep a margin.
 GITHUB_MAX_MATRIX_ROWS = 256
 GITHUB_MAX_OUTPUT_BYTES = 1_000_000

@@ -1,6 +1,6 @@
 """Stage 3, expand: turn every product row into concrete jobs.
 
-The rules are Megatron-LM's (DESIGN §3): each row multiplies out over all its
+The rules are Megatron-LM's (docs/megatron-format.md): each row multiplies out over all its
 keys but `cadence`; the combination overrides the spec; cadence comes from the
 row, else the test-case block, else the default, except that a legacy scope
 alias (nightly, weekly) implies its cadence when neither sets one.

@@ -18,7 +18,7 @@ EMPTY_MAPPING: Mapping[str, Any] = MappingProxyType({})
 
 @dataclass(frozen=True, slots=True, order=True)
 class JobId:
-    """What makes two jobs the same job across branches (DESIGN §2)."""
+    """What makes two jobs the same job across branches (README: "Recipe format")."""
 
     model: str
     test_case: str

@@ -1,4 +1,4 @@
-"""Stage 5, select: the jobs one target gets (DESIGN §3).
+"""Stage 5, select: the jobs one target gets (docs/megatron-format.md: Selecting).
 
 Scope is compared after resolving legacy aliases on both sides, so `nightly`
 selects what `L2` selects; cadence, when asked, must be in the job's cadence

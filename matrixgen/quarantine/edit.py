@@ -18,11 +18,13 @@ Safety rules:
 - A file that does not parse or does not follow the schema is reported and left
   alone; so is a read-only file.
 - Only the edited entry's lines change. The new entry is rendered by ruamel.yaml
-  (round-trip dumper: quoting, dates, flow lists), in the indentation the file
-  already uses, and spliced in after the last entry; removing deletes exactly
-  an entry's lines (and the comment lines directly above it). Everything else
-  (comments, order, formatting) stays byte for byte, so add then remove gives
-  back the original file. Each edit is checked by parsing the result again.
+  (round-trip dumper: flow lists), in the indentation the file already uses and
+  quoted the way its entries are (the quote character they use, dates quoted or
+  plain), and spliced in after the last entry. Removing deletes exactly an
+  entry's lines; a comment block heading a group of entries goes with the last
+  of them (see delete_entries). Everything else (comments, order, formatting)
+  stays byte for byte, so add then remove gives back the original file. Each
+  edit is checked by parsing the result again.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import io
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +196,49 @@ class _Layout:
     dash_col: int
     key_col: int
     flow_span: tuple[int, int] | None  # columns of `[]` on key_line
+    style: QuoteStyle = field(default_factory=lambda: QuoteStyle())
+
+
+@dataclass(frozen=True, slots=True)
+class QuoteStyle:
+    """How a file's entries quote: the quote character of its quoted strings
+    (None: no quoted string yet, the dumper's own choice), and whether its
+    `added` / `expires` dates are written as quoted strings."""
+
+    quote: str | None = None
+    dates_quoted: bool = False
+
+
+def quote_style(items: Sequence[yaml.Node]) -> QuoteStyle:
+    """The style the existing entries use: the more frequent quote character
+    (the first one seen on a tie), and quoted dates when any date is quoted."""
+    counts = {'"': 0, "'": 0}
+    first: str | None = None
+    dates_quoted = False
+    stack = list(items)
+    while stack:
+        node = stack.pop(0)
+        if isinstance(node, yaml.ScalarNode):
+            if node.style in counts:
+                counts[node.style] += 1
+                first = first or node.style
+        elif isinstance(node, yaml.SequenceNode):
+            stack[:0] = node.value
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if (
+                    isinstance(key, yaml.ScalarNode)
+                    and key.value in ("added", "expires")
+                    and isinstance(value, yaml.ScalarNode)
+                    and value.style in counts
+                ):
+                    dates_quoted = True
+            stack[:0] = [v for _, v in node.value]
+    if not counts['"'] and not counts["'"]:
+        return QuoteStyle(None, dates_quoted)
+    if counts['"'] == counts["'"]:
+        return QuoteStyle(first, dates_quoted)
+    return QuoteStyle('"' if counts['"'] > counts["'"] else "'", dates_quoted)
 
 
 def _layout(text: str) -> _Layout:
@@ -240,16 +285,45 @@ def _layout(text: str) -> _Layout:
         key_col = first_item.start_mark.column
         dash = line.rfind("-", 0, key_col)
         dash_col = dash if dash >= 0 else max(key_col - 2, 0)
-    return _Layout(lines, newline, key_line, "block", starts, ends, dash_col, key_col, None)
+    style = quote_style(value.value)
+    return _Layout(lines, newline, key_line, "block", starts, ends, dash_col, key_col, None, style)
 
 
-def render_entry(entry: Mapping[str, Any], dash_col: int, key_col: int, newline: str) -> str:
-    """One entry as block YAML lines, indented for this file, ending in a newline."""
+def render_entry(
+    entry: Mapping[str, Any],
+    dash_col: int,
+    key_col: int,
+    newline: str,
+    style: QuoteStyle | None = None,
+) -> str:
+    """One entry as block YAML lines, indented for this file and quoted the way
+    its entries are (`style`), ending in a newline."""
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
+    from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
+
+    style = style or QuoteStyle()
+    dumper = YAML(typ="rt")
+    dumper.width = 4096
+    dumper.indent(mapping=2, sequence=4, offset=2)
+    quoted = {'"': DoubleQuotedScalarString, "'": SingleQuotedScalarString}
+
+    def needs_quotes(text: str) -> bool:
+        out = io.StringIO()
+        dumper.dump({"k": text}, out)
+        return out.getvalue()[3:4] in ("'", '"')
+
+    def scalar(value: Any) -> Any:
+        if isinstance(value, dt.date) and style.dates_quoted:
+            return quoted[style.quote or '"'](value.isoformat())
+        if isinstance(value, str) and style.quote is not None and needs_quotes(value):
+            if style.quote == "'" and not value.isprintable():
+                return value  # only double quotes can escape it: the dumper's choice
+            return quoted[style.quote](value)
+        return value
 
     def flow(values: Sequence[str]) -> CommentedSeq:
-        seq = CommentedSeq(values)
+        seq = CommentedSeq([scalar(v) for v in values])
         seq.fa.set_flow_style()
         return seq
 
@@ -263,17 +337,20 @@ def render_entry(entry: Mapping[str, Any], dash_col: int, key_col: int, newline:
             for mkey in MATCH_ORDER:
                 if value.get(mkey) not in (None, [], ()):
                     mvalue = value[mkey]
-                    match[mkey] = flow(list(mvalue)) if isinstance(mvalue, list | tuple) else mvalue
+                    match[mkey] = (
+                        flow(list(mvalue)) if isinstance(mvalue, list | tuple) else scalar(mvalue)
+                    )
             value = match
-        elif key in ("where", "node_ids"):
-            value = flow(list(value)) if key == "where" else CommentedSeq(list(value))
+        elif key == "where":
+            value = flow(list(value))
+        elif key == "node_ids":
+            value = CommentedSeq([scalar(v) for v in value])
+        else:
+            value = scalar(value)
         data[key] = value
     unknown = set(entry) - set(FIELD_ORDER)
     if unknown:
         raise ValueError(f"unknown entry fields: {sorted(unknown)}")
-    dumper = YAML(typ="rt")
-    dumper.width = 4096
-    dumper.indent(mapping=2, sequence=4, offset=2)
     out = io.StringIO()
     dumper.dump(data, out)
     body = out.getvalue().splitlines()
@@ -306,7 +383,8 @@ def _insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
     lines, nl = list(layout.lines), layout.newline
     separated = _blank_separated(layout)
     block = "".join(
-        (nl if separated else "") + render_entry(e, layout.dash_col, layout.key_col, nl)
+        (nl if separated else "")
+        + render_entry(e, layout.dash_col, layout.key_col, nl, layout.style)
         for e in entries
     )
     if layout.value_kind == "absent":

@@ -5,7 +5,7 @@ entries. Each entry names its tracker, an owner, what it matches (model, test ca
 name or glob, platforms, environments, tags) and where it applies (systems and
 scopes; absent means everywhere). In one target an entry either removes the job
 (skip), keeps it running without blocking (allow-failure), or keeps it and passes
-pytest node ids to deselect (deselect). See DESIGN §5.
+pytest node ids to deselect (deselect). See the README, Task 3.
 
 Everything here is pure: parsing, matching and checking take values and return
 values; editing the file lives in quarantine_edit.py, tracker lookups in tracker.py.

@@ -1,4 +1,4 @@
-"""Pins: values that must agree across systems and jobs (DESIGN §2, §8).
+"""Pins: values that must agree across systems and jobs (README: "The shipped recipes").
 
 Two kinds live in the project config:
 
