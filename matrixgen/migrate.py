@@ -802,7 +802,7 @@ def real_targets(generation: Generation) -> list[Target]:
     pipeline runs `mr-broken`."""
     targets = resolve_targets(generation.tree.config, generation.jobs)
     if not generation.tree.config.targets:
-        targets = discover_targets(generation.jobs)
+        targets = discover_targets(generation.jobs, holding_pen=True)
     return [t for t in targets if not is_habit_scope(t.selector.scope or "")]
 
 

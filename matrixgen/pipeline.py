@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +18,8 @@ from matrixgen.engine.expand import Expansion, expand_tree
 from matrixgen.engine.load import RecipeTree, load_tree, read_directory
 from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.select import JobIndex, select
+from matrixgen.engine.targets import resolve_targets
+from matrixgen.engine.vocab import System
 from matrixgen.quarantine.entries import QuarantineFile, Selection, load_quarantine
 from matrixgen.quarantine.entries import selection as quarantine_selection
 
@@ -82,6 +84,32 @@ class Generation:
                 known_test_cases=index.test_cases,
             )
         return found
+
+    def targets(
+        self,
+        values: Sequence[str] = (),
+        *,
+        system: System | None = None,
+        holding_pen: bool = False,
+    ) -> list[Target]:
+        """The targets a command works on: the `--target` values given (names or
+        key=value pairs; `system` is the default of pairs that name none), else
+        the configured ones, else the ones the jobs imply, holding-pen scopes
+        only with `holding_pen` and no platform validate reports as a typo."""
+        config = self.tree.config
+        exclude: frozenset[str] = frozenset()
+        if not values and not config.targets:
+            from matrixgen.engine.checks import typo_platforms
+
+            exclude = typo_platforms(self.tree)
+        return resolve_targets(
+            config,
+            self.jobs,
+            values=values,
+            system=system,
+            holding_pen=holding_pen,
+            exclude_platforms=exclude,
+        )
 
     def jobs_for(self, target: Target) -> list[Job]:
         """The selection of one target: skipped jobs left out, the others marked."""

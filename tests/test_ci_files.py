@@ -102,17 +102,21 @@ def test_test_job_runs_the_suite(gitlab_ci: dict) -> None:
 
 
 def test_functional_workflow_covers_every_github_target(config: dict) -> None:
-    """The workflow decides with `matrixgen decide` and `generate --event` (no
-    shell conditionals), and every output group of the GitHub targets reaches a
-    fan-out job of the same name through fromJSON."""
+    """The workflow decides with `matrixgen decide` and the action's `event`
+    (`generate --event`, no shell conditionals), and every output group of the
+    GitHub targets reaches a fan-out job of the same name through fromJSON."""
     workflow = yaml.safe_load(FUNCTIONAL.read_text())
     generate_job = workflow["jobs"]["generate"]
-    steps = {s["id"]: " ".join(s["run"].split()) for s in generate_job["steps"] if "id" in s}
+    (step,) = [s for s in generate_job["steps"] if s.get("uses") == "./"]  # action.yml
+    assert step["with"]["event"] == "${{ env.EVENT }}"
+    assert step["with"]["labels-json"] == "${{ env.LABELS }}"
+    assert step["with"]["system"] == "github"
+    steps = {
+        s["id"]: " ".join(s["run"].split())
+        for s in generate_job["steps"]
+        if "run" in s and "id" in s
+    }
     assert steps["decide"].startswith('matrixgen decide --event "$EVENT" --labels-json "$LABELS"')
-    assert steps["generate"].startswith(
-        'matrixgen generate --event "$EVENT" --labels-json "$LABELS"'
-    )
-    assert "--github-output" in steps["generate"]
     assert generate_job["env"]["EVENT"] == "${{ github.event_name }}"
     groups = {
         spec.get("group", name)
@@ -121,9 +125,14 @@ def test_functional_workflow_covers_every_github_target(config: dict) -> None:
     }
     outputs = generate_job["outputs"]
     assert set(outputs) == groups | {f"{g}-shards" for g in groups}
+    step_id = step["id"]
     for group in groups:
-        assert outputs[group] == f"${{{{ steps.generate.outputs.{group} }}}}"
-        assert outputs[f"{group}-shards"] == f"${{{{ steps.generate.outputs.{group}-shards }}}}"
+        assert outputs[group] == (
+            f"${{{{ toJSON(fromJSON(steps.{step_id}.outputs.groups)['{group}'][0]) }}}}"
+        )
+        assert outputs[f"{group}-shards"] == (
+            f"${{{{ fromJSON(steps.{step_id}.outputs.group-shards)['{group}'] }}}}"
+        )
         fan_out = workflow["jobs"][group]
         assert fan_out["needs"] == "generate"
         assert (

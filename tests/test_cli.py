@@ -410,3 +410,91 @@ def test_bad_input_never_tracebacks(
     assert codes["validate"] != 0 or codes["list"] == 0, codes
     assert codes["stats"] == codes["list"], codes  # both refuse what validate's checks refuse
     assert (codes["validate"] == 3) == (codes["list"] == 3), codes
+
+
+# --- conventions: --version, shell completion, help that speaks the user's words
+
+
+def test_version(cli) -> None:
+    from importlib.metadata import version
+
+    import matrixgen
+
+    run = cli("--version")
+    assert run.code == 0
+    assert run.out == f"matrixgen {matrixgen.__version__}\n"
+    assert matrixgen.__version__ == version("matrixgen")  # one truth: pyproject reads it
+
+
+def test_shell_completion(tmp_path: Path) -> None:
+    shown = run_module("--show-completion", "bash")
+    assert shown.returncode == 0, shown.stderr
+    assert "_MATRIXGEN_COMPLETE=complete_bash" in shown.stdout
+    env = {
+        **os.environ,
+        "_MATRIXGEN_COMPLETE": "complete_bash",
+        "COMP_WORDS": "matrixgen validate --format ",
+        "COMP_CWORD": "3",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "matrixgen"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.split() == ["text", "json", "sarif"], done.stderr
+    env["COMP_WORDS"], env["COMP_CWORD"] = "matrixgen quarantine l", "2"
+    done = subprocess.run(
+        [sys.executable, "-m", "matrixgen"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert sorted(done.stdout.split()) == ["lift", "list"]
+
+
+def _help_sections(text: str) -> dict[str, list[str]]:
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line and not line.startswith(" ") and line.endswith(":"):
+            current = line[:-1]
+            sections[current] = []
+        elif current is not None:
+            sections[current].append(line)
+    return sections
+
+
+def _options(lines: list[str]) -> list[tuple[str, str]]:
+    """(flags and metavar, help) of each option in an Options: section."""
+    found: list[list[str]] = []
+    for line in lines:
+        if line.startswith("  -"):
+            flags, _, text = line.strip().partition("  ")
+            found.append([flags, text.strip()])
+        elif found and line.strip():
+            found[-1][1] += " " + line.strip()
+    return [(flags, text) for flags, text in found]
+
+
+def _walk_help(cli, path: tuple[str, ...] = ()):
+    run = cli(*path, "--help")
+    assert run.code == 0, (path, run)
+    sections = _help_sections(run.out)
+    yield path, sections
+    for line in sections.get("Commands", []):
+        name = line.split()[0] if line.strip() else ""
+        if name:
+            yield from _walk_help(cli, (*path, name))
+
+
+def test_every_help_describes_every_option_in_plain_words(cli, monkeypatch) -> None:
+    import re
+
+    monkeypatch.setenv("COLUMNS", "200")
+    seen = 0
+    for path, sections in _walk_help(cli):
+        for flags, text in _options(sections.get("Options", [])):
+            seen += 1
+            where = f"matrixgen {' '.join(path)} {flags}"
+            assert text, f"{where}: no description"
+            # An internal type name: <str>, <list[str]>, <int>, <path>...; a choice
+            # list such as <table|json> is what the user may type.
+            for metavar in re.findall(r"<([^>]*)>", flags):
+                assert "|" in metavar, f"{where}: shows the type <{metavar}>"
+            assert "list[" not in flags and "[str]" not in flags, where
+    assert seen > 60  # every command was walked, sub-commands included

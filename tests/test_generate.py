@@ -24,10 +24,11 @@ import matrixgen.pipeline as pipeline_module
 from matrixgen.emit.common import GITHUB_MAX_MATRIX_ROWS, EmitSettings
 from matrixgen.emit.generate import file_name, generate_all
 from matrixgen.emit.github import emit_github
+from matrixgen.engine.checks import typo_platforms
 from matrixgen.engine.errors import UsageError
 from matrixgen.engine.load import read_directory
 from matrixgen.engine.model import Selector, Target
-from matrixgen.engine.targets import discover_targets, resolve_targets
+from matrixgen.engine.targets import is_holding_pen
 from matrixgen.engine.vocab import System
 from matrixgen.pipeline import Generation, generate_from_files
 from tests import realvalidators as rv
@@ -70,9 +71,9 @@ Q_TREE = {**V2_TREE, "quarantine.yaml": QUARANTINE}
 
 
 def texts(generation: Generation, targets: list[Target] | None = None) -> dict[str, str]:
-    """{file: text} of every target."""
+    """{file: text} of every target (the ones `generate` writes by default)."""
     if targets is None:
-        targets = resolve_targets(generation.tree.config, generation.jobs)
+        targets = generation.targets()
     return {o.file: o.text for o in generate_all(generation, targets)}
 
 
@@ -392,16 +393,71 @@ def test_megatron_every_target_in_one_run(megatron_dir: Path, cli, tmp_path) -> 
     assert run.code == 0, run
     summary = json.loads(run.out)
     gen = generate_from_files(read_directory(megatron_dir))
-    targets = discover_targets(gen.jobs)
+    targets = gen.targets()
     assert [t["target"] for t in summary["targets"]] == [t.name for t in targets]
     systems = {t["system"] for t in summary["targets"]}
     assert systems == {"github", "gitlab"}  # GitHub tiers included
     for entry, target in zip(summary["targets"], targets, strict=True):
         assert entry["jobs"] == len(gen.select(target.selector)) > 0
         assert job_count(tmp_path / entry["file"]) == entry["jobs"]
-    # Every job of a scope, platform and environment lands in exactly one target.
+    # No pipeline for the holding pens, nor for the platform validate calls a typo.
+    typo = typo_platforms(gen.tree)
+    assert typo == {"dg  x_h100"}
+    scopes = {t["scope"] for t in summary["targets"]}
+    assert {"mr", "L0", "L1", "L2", "mr-slim", "unit-tests"} <= scopes
+    assert not scopes & {"mr-broken", "mr-github-temp-disabled", "flaky", "deprecated", "cleanup"}
+    assert not any(is_holding_pen(s) for s in scopes)
+    assert {t["platform"] for t in summary["targets"]} == {"dgx_h100", "dgx_gb200", "dgx_a100"}
+    # Every other job of a scope, platform and environment lands in exactly one target.
     placed = sum(t["jobs"] for t in summary["targets"])
-    assert placed == sum(1 for j in gen.jobs if j.scope and j.platform and j.environment)
+    real = [
+        j
+        for j in gen.jobs
+        if j.scope and j.platform and j.environment
+        if not is_holding_pen(j.scope) and j.platform not in typo
+    ]
+    assert placed == len(real)
+
+    # Asked for, the holding pens get their targets; a name generate printed is an input.
+    more = cli(
+        "generate",
+        "--recipes",
+        megatron_dir,
+        "--out",
+        tmp_path / "all",
+        "--format",
+        "json",
+        "--holding-pen",
+    )
+    assert more.code == 0, more
+    every = {t["target"]: t for t in json.loads(more.out)["targets"]}
+    pens = {t["scope"] for t in every.values()} - scopes
+    assert pens == {
+        "mr-broken",
+        "mr-github-broken",
+        "nightly-broken",
+        "mr-github-temp-disabled",
+        "flaky",
+        "deprecated",
+        "cleanup",
+    }
+    assert sum(t["jobs"] for t in every.values()) == sum(
+        1 for j in gen.jobs if j.scope and j.platform and j.environment and j.platform not in typo
+    )
+    for name in ("gitlab-mr-broken-dgx_h100-dev", summary["targets"][0]["target"]):
+        one = cli(
+            "generate",
+            "--recipes",
+            megatron_dir,
+            "--out",
+            tmp_path / "one",
+            "--target",
+            name,
+            "--format",
+            "json",
+        )
+        assert one.code == 0, one
+        assert json.loads(one.out)["targets"][0]["jobs"] == every[name]["jobs"]
 
 
 # --------------------------------------------------------------------------- validators
@@ -488,7 +544,7 @@ def test_emitted_gitlab_files_pass_check_jsonschema(emitted: Path, tmp_path) -> 
     files = sorted(emitted.rglob("*.yml"))
     # Every GitLab target of both fixture trees, counted from their targets.
     expected = sum(
-        sum(1 for t in resolve_targets(g.tree.config, g.jobs) if t.system is System.GITLAB)
+        sum(1 for t in g.targets() if t.system is System.GITLAB)
         for g in (generate_from_files(tree_files(Q_TREE)), generate_from_files(tree_files(V1_TREE)))
     )
     assert len(files) == expected >= 6, files
@@ -513,7 +569,8 @@ def test_megatron_emitted_files_pass_check_jsonschema_and_actionlint(
     rv.require_check_jsonschema()
     children = sorted(emitted_megatron.glob("*.yml"))
     matrices = sorted(emitted_megatron.glob("*.json"))
-    assert len(children) >= 25 and len(matrices) >= 4, (children, matrices)
+    # 16 GitLab targets once holding pens and the typo platform are left out.
+    assert len(children) >= 16 and len(matrices) >= 4, (children, matrices)
     _check_gitlab_children(children, tmp_path / "gitlab")
     _check_github_matrices(matrices, tmp_path / "github")
 

@@ -773,7 +773,8 @@ def test_list_table(tree: Callable[..., Path], cli) -> None:
     assert run.code == 0
     header, _rule, *rows = run.out.splitlines()
     assert header.split() == [
-        "id", "action", "kind", "tracker", "test_case", "where", "owner", "expires",
+        "id", "action", "kind", "tracker", "matches", "platforms", "environments", "where",
+        "owner", "expires",
     ]  # fmt: skip
     assert [r.split()[0] for r in rows] == ["ep8-dist-opt", "ep8-muon", "unit-bucket"]
     assert "https://github.com/acme/ml/issues/7201" in rows[0]

@@ -19,32 +19,51 @@ from matrixgen.engine.vocab import OutputFormat
 from matrixgen.util.jsontext import pretty
 
 if TYPE_CHECKING:
+    from matrixgen.engine.model import Target
     from matrixgen.pipeline import Generation
 
 RecipesOption = Annotated[
     Path | None,
     typer.Option(
         "--recipes",
+        metavar="DIR",
         help="Recipe tree directory (default: recipes/ at the top of this git checkout).",
         file_okay=False,
         dir_okay=True,
     ),
 ]
+TARGET_HELP = (
+    "A name as `generate` prints it (configured, or implied by a tree without config), "
+    "or key=value pairs: scope=S,platform=P,environment=E[,system=...][,cadence=...]"
+    "[,model=...][,tag=...]. Repeatable; --target-name is the same."
+)
 TargetOption = Annotated[
     list[str] | None,
+    typer.Option("--target", "--target-name", metavar="TARGET", help=TARGET_HELP),
+]
+HoldingPenOption = Annotated[
+    bool,
     typer.Option(
-        "--target",
-        metavar="SPEC",
-        help="Ad hoc target: system=gitlab,scope=mr,platform=dgx_h100,environment=dev"
-        "[,cadence=pr][,model=M][,tag=T]. Repeatable.",
+        "--holding-pen",
+        help="A tree without config: also the targets of holding-pen scopes (ending in "
+        "-broken or -temp-disabled; flaky, deprecated, cleanup), which are left out "
+        "by default.",
     ),
 ]
-TargetNameOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--target-name", metavar="NAME", help="A target named in the project config. Repeatable."
-    ),
-]
+
+
+def check_ad_hoc(generation: Generation, targets: list[Target]) -> None:
+    """Targets given as key=value pairs checked like a configured target's (see
+    check_ad_hoc_target): a value no vocabulary knows is an error, one no job
+    uses a warning."""
+    from matrixgen.emit.common import check_ad_hoc_target
+
+    config = generation.tree.config
+    for target in targets:
+        if config.target(target.name) is target:
+            continue  # configured: the config's own checks ran
+        for warning in check_ad_hoc_target(target, [(config, generation.jobs)]):
+            typer.echo(f"matrixgen: warning: {warning}", err=True)
 
 
 class TableOrJson(StrEnum):
@@ -61,6 +80,24 @@ def recipes_dir(given: Path | None) -> Path:
     from matrixgen.pipeline import default_recipes_dir
 
     return given if given is not None else default_recipes_dir()
+
+
+def checkout_top() -> Path:
+    """Where paths in reports are relative to: $GITHUB_WORKSPACE in a GitHub
+    job, else the top of the git checkout we are in, else the current directory."""
+    import os
+    import subprocess
+
+    workspace = os.environ.get("GITHUB_WORKSPACE")
+    if workspace:
+        return Path(workspace)
+    try:
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+    except OSError:
+        top = ""
+    return Path(top) if top else Path.cwd()
 
 
 def echo_findings(findings: list[Finding] | tuple[Finding, ...]) -> None:

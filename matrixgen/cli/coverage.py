@@ -17,7 +17,6 @@ import typer
 
 from matrixgen.cli.common import (
     RecipesOption,
-    TargetNameOption,
     TargetOption,
     echo_json,
     recipes_dir,
@@ -98,7 +97,6 @@ def _given_settings(
 def coverage(
     recipes: RecipesOption = None,
     target: TargetOption = None,
-    target_name: TargetNameOption = None,
     fmt: Annotated[
         CoverageFormat, typer.Option("--format", help="table, json or markdown (a PR comment).")
     ] = CoverageFormat.TABLE,
@@ -140,7 +138,6 @@ def coverage(
         bool, typer.Option("--strict", help="Exit 1 on any missing reference, gating or not.")
     ] = False,
 ) -> None:
-    from matrixgen.engine.targets import resolve_targets
     from matrixgen.pipeline import require_no_errors
     from matrixgen.views.coverage import (
         compute_coverage,
@@ -159,10 +156,8 @@ def coverage(
         settings = replace(settings, root=root.as_posix().strip("/"))
         root = None
     listing = listing_for(settings, root)
-    every = resolve_targets(config, generation.jobs)
-    targets = resolve_targets(
-        config, generation.jobs, specs=list(target or ()), names=list(target_name or ())
-    )
+    every = generation.targets()
+    targets = generation.targets(target or ())
     result = compute_coverage(
         generation,
         settings,

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from matrixgen.cli.common import TargetNameOption, TargetOption, echo_findings, echo_json
+from matrixgen.cli.common import HoldingPenOption, TargetOption, echo_findings, echo_json
 
 
 class DiffFormat(StrEnum):
@@ -29,9 +29,10 @@ BASE and HEAD are git revisions (HEAD: the working tree when left out). The
 recipe trees are read from git objects, not checked out, so this works in a
 dirty working tree and in CI. A revision that starts with "-" is refused.
 
-Targets: --target / --target-name as in the emitters; else every target
-configured on either side; else (trees without config) every
-scope x platform x environment used on either side.
+Targets: --target as in the emitters (a name configured or discovered on
+either side, or key=value pairs); else every target configured on either
+side; else (trees without config) every scope x platform x environment used
+on either side, holding-pen scopes only with --holding-pen.
 
 --expect RULE (repeatable) fails the command when the diff is otherwise:
 
@@ -79,7 +80,7 @@ def diff_command(
         ),
     ] = None,
     target: TargetOption = None,
-    target_name: TargetNameOption = None,
+    holding_pen: HoldingPenOption = False,
     fmt: Annotated[
         DiffFormat, typer.Option("--format", help="text, markdown (a PR comment) or json.")
     ] = DiffFormat.TEXT,
@@ -102,7 +103,7 @@ def diff_command(
         check_revision(head)
     repo, path = locate_recipes(recipes)
     result, sides = diff_revisions(
-        repo, path, base, head, specs=target or (), names=target_name or ()
+        repo, path, base, head, values=target or (), holding_pen=holding_pen
     )
     check_rules(rules, result)  # an unknown system/scope/platform: exit 2, before any output
     for side in sides:

@@ -13,10 +13,11 @@ import typer
 
 from matrixgen.cli.changes import ChangedSinceOption, FullOption, change_selection
 from matrixgen.cli.common import (
+    HoldingPenOption,
     RecipesOption,
     TableOrJson,
-    TargetNameOption,
     TargetOption,
+    check_ad_hoc,
     echo_json,
     load_valid,
     recipes_dir,
@@ -41,48 +42,29 @@ LauncherOption = Annotated[
 ]
 
 
-def _names_system(spec: str) -> bool:
-    return any(part.partition("=")[0].strip() == "system" for part in spec.split(","))
-
-
-def _check_ad_hoc(generation: Generation, targets: list[Target]) -> None:
-    """`--target` values checked like a configured target's (see check_ad_hoc_target)."""
-    from matrixgen.emit.common import check_ad_hoc_target
-
-    config = generation.tree.config
-    for target in targets:
-        if config.target(target.name) is target:
-            continue  # configured: the config's own checks ran
-        for warning in check_ad_hoc_target(target, [(config, generation.jobs)]):
-            typer.echo(f"matrixgen: warning: {warning}", err=True)
-
-
-def _one_target(
-    generation: Generation, system: System, specs: list[str] | None, names: list[str] | None
-) -> Target:
-    """The single target a `github` or `gitlab` command emits; system defaults to the command's."""
+def _one_target(generation: Generation, system: System, values: list[str] | None) -> Target:
+    """The single target a `github` or `gitlab` command emits; key=value pairs
+    without system= are the command's system."""
     from matrixgen.engine.errors import UsageError
-    from matrixgen.engine.targets import resolve_targets
 
-    specs = [s if _names_system(s) else f"system={system.value},{s}" for s in specs or ()]
-    if not specs and not names:
+    if not values:
         raise UsageError(
-            f"`{system.value}` needs a target: --target scope=...,platform=...,environment=... "
-            "or --target-name NAME (`generate` emits every target)"
+            f"`{system.value}` needs a target: --target NAME, or --target "
+            "scope=...,platform=...,environment=... (`generate` emits every target)"
         )
-    targets = resolve_targets(
-        generation.tree.config, generation.jobs, specs=specs, names=list(names or ())
-    )
-    if len(targets) != 1:
+    if len(values) != 1:
+        shown = ", ".join(f'"{v}"' for v in values)
         raise UsageError(
-            f"`{system.value}` emits one target at a time; got {len(targets)} "
-            "(`generate` emits several)"
+            f"`{system.value}` emits one target at a time; got {len(values)} ({shown}): "
+            "`generate` emits several"
         )
+    targets = generation.targets(values, system=system)
     target = targets[0]
-    _check_ad_hoc(generation, targets)
+    check_ad_hoc(generation, targets)
     if target.system is not system:
+        what = "" if values[0] == target.name else f' (target "{target.name}")'
         raise UsageError(
-            f'target "{target.name}" is a {target.system.value} target; '
+            f'--target "{values[0]}"{what} is a {target.system.value} target; '
             f"use `matrixgen {target.system.value}` or `matrixgen generate`"
         )
     return target
@@ -108,10 +90,10 @@ def _write_text(path: Path, text: str) -> None:
 
 def github(
     target: TargetOption = None,
-    target_name: TargetNameOption = None,
     recipes: RecipesOption = None,
     output: Annotated[
-        Path | None, typer.Option("--output", help="Write the JSON here instead of stdout.")
+        Path | None,
+        typer.Option("--output", metavar="FILE", help="Write the JSON here instead of stdout."),
     ] = None,
     github_output: Annotated[
         bool,
@@ -139,7 +121,7 @@ def github(
     if output is not None and github_output:
         raise UsageError("give --output or --github-output, not both")
     generation = load_valid(recipes, emitting=True)
-    chosen = _one_target(generation, System.GITHUB, target, target_name)
+    chosen = _one_target(generation, System.GITHUB, target)
     generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
     jobs = generation.jobs_for(chosen)
     settings = resolve_settings(chosen, generation.tree.config, jobs)
@@ -159,10 +141,10 @@ def github(
 
 def gitlab(
     target: TargetOption = None,
-    target_name: TargetNameOption = None,
     recipes: RecipesOption = None,
     output: Annotated[
-        Path | None, typer.Option("--output", help="Write the YAML here instead of stdout.")
+        Path | None,
+        typer.Option("--output", metavar="FILE", help="Write the YAML here instead of stdout."),
     ] = None,
     launcher: LauncherOption = None,
     changed_since: ChangedSinceOption = None,
@@ -179,7 +161,7 @@ def gitlab(
     from matrixgen.emit.gitlab import emit_gitlab
 
     generation = load_valid(recipes, emitting=True)
-    chosen = _one_target(generation, System.GITLAB, target, target_name)
+    chosen = _one_target(generation, System.GITLAB, target)
     generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
     jobs = generation.jobs_for(chosen)
     settings = resolve_settings(chosen, generation.tree.config, jobs, launcher=launcher)
@@ -193,15 +175,18 @@ def gitlab(
 
 def generate(
     target: TargetOption = None,
-    target_name: TargetNameOption = None,
     recipes: RecipesOption = None,
     out: Annotated[
-        Path, typer.Option("--out", help="Directory for one file per target.", file_okay=False)
+        Path,
+        typer.Option(
+            "--out", metavar="DIR", help="Directory for one file per target.", file_okay=False
+        ),
     ] = Path("out"),
     fmt: Annotated[TableOrJson, typer.Option("--format", help="The summary's format.")] = (
         TableOrJson.TABLE
     ),
     launcher: LauncherOption = None,
+    holding_pen: HoldingPenOption = False,
     event: EventOption = None,
     label: LabelOption = None,
     labels_json: LabelsJsonOption = None,
@@ -210,8 +195,10 @@ def generate(
         bool,
         typer.Option(
             "--github-output",
-            help="Also append each GitHub matrix to $GITHUB_OUTPUT under its target's group: "
-            "<group>-shards and <group> (0 and an empty matrix for a group not generated).",
+            help="Also append step outputs to $GITHUB_OUTPUT: targets, matrices (JSON: "
+            "matrices[NAME][K] is shard K of a GitHub target), shards, files, groups and "
+            "group-shards (the same per output group); and, per group, <group>-shards and "
+            "<group> (0 and an empty matrix for a group not generated).",
         ),
     ] = False,
     changed_since: ChangedSinceOption = None,
@@ -242,11 +229,10 @@ def generate(
         write_outputs,
     )
     from matrixgen.engine.errors import UsageError
-    from matrixgen.engine.targets import resolve_targets
 
     if event is None and (label or labels_json or system):
         raise UsageError("--label, --labels-json and --system go with --event")
-    if event is not None and (target or target_name):
+    if event is not None and target:
         raise UsageError("give --event or targets, not both: the event decides the targets")
     generation = load_valid(recipes, emitting=True)
     if event is not None:
@@ -255,20 +241,28 @@ def generate(
         decision = decision_for(generation, event, label, labels_json, system)
         targets = list(decision.targets)
     else:
-        targets = resolve_targets(
-            generation.tree.config,
-            generation.jobs,
-            specs=list(target or ()),
-            names=list(target_name or ()),
-        )
+        targets = generation.targets(target or (), holding_pen=holding_pen)
     if target:
-        _check_ad_hoc(generation, targets)
+        check_ad_hoc(generation, targets)
     full_generation = generation
     generation, changes = change_selection(generation, recipes_dir(recipes), changed_since, full)
     outputs = generate_all(generation, targets, launcher=launcher)
+    if github_output:  # checked before any file is written
+        from matrixgen.emit.generate import github_outputs
+        from matrixgen.emit.github import (
+            append_github_outputs,
+            check_github_outputs,
+            github_output_path,
+        )
+
+        step_outputs, note = github_outputs(outputs, generation.tree.config.targets)
+        if note:
+            typer.echo(f"matrixgen: note: {note}", err=True)
+        output_path = github_output_path()
+        check_github_outputs(step_outputs)
     # Every target the tree defines keeps its file (a run of some of them, by
-    # --target-name or --event, is not a removal of the others).
-    defined = resolve_targets(generation.tree.config, generation.jobs)
+    # --target or --event, is not a removal of the others; holding pens too).
+    defined = generation.targets(holding_pen=True)
     report = write_outputs(outputs, out, targets_now=[file_name(t) for t in defined])
     for note in report.notes:
         typer.echo(f"matrixgen: {note}", err=True)
@@ -277,10 +271,8 @@ def generate(
     for name, why in report.kept:
         typer.echo(f"matrixgen: {out / name}: {why}", err=True)
     if github_output:
-        from matrixgen.emit.generate import github_group_outputs
-        from matrixgen.emit.github import append_github_outputs
-
-        append_github_outputs(github_group_outputs(outputs, generation.tree.config.targets))
+        append_github_outputs(step_outputs, output_path)
+        typer.echo(f"step outputs -> {output_path}", err=True)
     saved = None
     if changes is not None:
         from matrixgen.views.changes import dropped_by_target

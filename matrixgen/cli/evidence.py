@@ -41,15 +41,19 @@ SinceOption = Annotated[
     int, typer.Option("--since", metavar="DAYS", help="Only runs of the last DAYS days.")
 ]
 MinRunsOption = Annotated[
-    int, typer.Option("--min-runs", help="Leave out keys with fewer runs than this.")
+    int, typer.Option("--min-runs", metavar="N", help="Leave out keys with fewer runs than this.")
 ]
 FlipRateOption = Annotated[
     float,
-    typer.Option("--flip-rate", help="Flaky above this flip rate: flips / (runs - 1)."),
+    typer.Option(
+        "--flip-rate", metavar="RATE", help="Flaky above this flip rate: flips / (runs - 1)."
+    ),
 ]
 BrokenRunsOption = Annotated[
     int,
-    typer.Option("--broken-runs", help="Broken when the last N runs or more all failed."),
+    typer.Option(
+        "--broken-runs", metavar="N", help="Broken when the last N runs or more all failed."
+    ),
 ]
 
 
@@ -73,23 +77,35 @@ def ingest(
     files: Annotated[
         list[Path], typer.Argument(metavar="FILE|DIR...", help="JUnit XML files, or directories.")
     ],
-    run_id: Annotated[str, typer.Option("--run-id", help="The CI run (pipeline) id.")],
+    run_id: Annotated[
+        str, typer.Option("--run-id", metavar="ID", help="The CI run (pipeline) id.")
+    ],
     target: Annotated[
-        str | None, typer.Option(help="The target the jobs ran in (a name from the config).")
+        str | None,
+        typer.Option(metavar="TARGET", help="The target the jobs ran in (a name from the config)."),
     ] = None,
     job: Annotated[
-        str | None, typer.Option(help="The job that wrote the files (its recipe or CI name).")
+        str | None,
+        typer.Option(metavar="JOB", help="The job that wrote the files (its recipe or CI name)."),
     ] = None,
     tag: Annotated[
-        str | None, typer.Option(help="Leave out jobs with another tag (jobs without one stay).")
+        str | None,
+        typer.Option(
+            metavar="TAG", help="Leave out jobs with another tag (jobs without one stay)."
+        ),
     ] = None,
     commit: Annotated[
         str | None,
-        typer.Option(help="The commit tested (default: $CI_COMMIT_SHA, else $GITHUB_SHA)."),
+        typer.Option(
+            metavar="SHA", help="The commit tested (default: $CI_COMMIT_SHA, else $GITHUB_SHA)."
+        ),
     ] = None,
     finished_at: Annotated[
         str | None,
-        typer.Option(help="When the run finished (default: the reports' timestamps, else now)."),
+        typer.Option(
+            metavar="TIME",
+            help="When the run finished (default: the reports' timestamps, else now).",
+        ),
     ] = None,
     db: DbOption = None,
     recipes: RecipesOption = None,
@@ -208,7 +224,9 @@ def flaky(
     broken_runs: BrokenRunsOption = 3,
     verdict: Annotated[
         list[str] | None,
-        typer.Option("--verdict", help="Only rows with this verdict (flaky, broken, ok)."),
+        typer.Option(
+            "--verdict", metavar="VERDICT", help="Only rows with this verdict (flaky, broken, ok)."
+        ),
     ] = None,
     db: DbOption = None,
     fmt: Annotated[FlakyFormat, typer.Option("--format", help="table, json or markdown.")] = (
@@ -320,17 +338,23 @@ def flaky_markdown(rows: list[FlakyRow]) -> str:
 def propose(
     tracker: Annotated[
         str | None,
-        typer.Option(help='Tracker of the drafts: an issue URL, or "#N" (needed for --write).'),
+        typer.Option(
+            metavar="TRACKER",
+            help='Tracker of the drafts: an issue URL, or "#N" (needed for --write).',
+        ),
     ] = None,
     write: Annotated[
         bool, typer.Option("--write", help="Add the drafts and apply the lifts.")
     ] = False,
     owner: Annotated[
         str | None,
-        typer.Option(help="Owner when the recipe names no maintainers."),
+        typer.Option(metavar="OWNER", help="Owner when the recipe names no maintainers."),
     ] = None,
     lift_runs: Annotated[
-        int, typer.Option("--lift-runs", help="Lift entries whose jobs passed this many last runs.")
+        int,
+        typer.Option(
+            "--lift-runs", metavar="N", help="Lift entries whose jobs passed this many last runs."
+        ),
     ] = 10,
     since: SinceOption = 30,
     min_runs: MinRunsOption = 3,
@@ -339,7 +363,10 @@ def propose(
     token: Annotated[
         str | None,
         typer.Option(
-            envvar="GITHUB_TOKEN", show_envvar=True, help="GitHub token: lift closed trackers."
+            envvar="GITHUB_TOKEN",
+            show_envvar=True,
+            metavar="TOKEN",
+            help="GitHub token: lift closed trackers.",
         ),
     ] = None,
     db: DbOption = None,

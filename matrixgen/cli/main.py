@@ -9,12 +9,24 @@ from __future__ import annotations
 
 import os
 import sys
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 
+from matrixgen import __version__
 from matrixgen.cli.changes import ChangedSinceOption, FullOption, change_selection
-from matrixgen.cli.common import RecipesOption, dump, echo_findings, load_valid, recipes_dir
+from matrixgen.cli.common import (
+    RecipesOption,
+    TargetOption,
+    check_ad_hoc,
+    checkout_top,
+    dump,
+    echo_findings,
+    echo_json,
+    load_valid,
+    recipes_dir,
+)
 from matrixgen.cli.output import (
     StreamError,
     check_working_directory,
@@ -29,7 +41,7 @@ from matrixgen.views.table import table
 APP_SETTINGS: dict[str, Any] = {
     "name": "matrixgen",
     "help": "Declarative YAML test recipes -> GitHub Actions matrices and GitLab child pipelines.",
-    "add_completion": False,
+    "add_completion": True,
     "no_args_is_help": True,
     "pretty_exceptions_enable": False,
     "rich_markup_mode": None,
@@ -58,14 +70,35 @@ COMMAND_MODULES = {
 }
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"matrixgen {__version__}")
+        raise typer.Exit(ExitCode.OK)
+
+
+class ValidateFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+    SARIF = "sarif"
+
+
 def validate(
     recipes: RecipesOption = None,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings count as problems.")] = False,
+    fmt: Annotated[
+        ValidateFormat,
+        typer.Option(
+            "--format",
+            help="text: one line per problem on stderr; json: the findings and counts on "
+            "stdout; sarif: SARIF 2.1.0 on stdout, for GitHub code scanning.",
+        ),
+    ] = ValidateFormat.TEXT,
 ) -> None:
     """Check a recipe tree: YAML, schema, vocabulary, templates, builds, duplicates.
 
-    Prints every problem as file:line:column. Exit 0: clean; 1: problems found
-    (errors, or warnings with --strict); 2: usage error; 3: bad project config.
+    Prints every problem as file:line:column (--format json or sarif: on stdout,
+    the summary line still on stderr). Exit 0: clean; 1: problems found (errors,
+    or warnings with --strict); 2: usage error; 3: bad project config.
     """
     from matrixgen.pipeline import generate
     from matrixgen.validate import validate as run_checks
@@ -79,10 +112,35 @@ def validate(
 
         listing = read_listing(directory, settings)
     findings = run_checks(generation.tree, generation.expansion, references=listing)
-    echo_findings(findings)
     errors = sum(f.severity is Severity.ERROR for f in findings)
     warnings = len(findings) - errors
     files = len(generation.tree.files)
+    if fmt is ValidateFormat.TEXT:
+        echo_findings(findings)
+    elif fmt is ValidateFormat.JSON:
+        echo_json(
+            {
+                "findings": [
+                    {
+                        "file": f.location.file,
+                        "line": f.location.line,
+                        "column": f.location.column,
+                        "severity": f.severity.value,
+                        "code": f.code,
+                        "message": f.message,
+                    }
+                    for f in findings
+                ],
+                "files": files,
+                "jobs": len(generation.jobs),
+                "errors": errors,
+                "warnings": warnings,
+            }
+        )
+    else:
+        from matrixgen.views.sarif import render_sarif
+
+        typer.echo(render_sarif(findings, version=__version__, base=checkout_top()), nl=False)
     typer.echo(
         f"{files} recipe file(s), {len(generation.jobs)} job(s): "
         f"{errors} error(s), {warnings} warning(s)",
@@ -94,15 +152,28 @@ def validate(
 
 def list_jobs(
     recipes: RecipesOption = None,
-    scope: Annotated[str | None, typer.Option(help="Scope or tier (legacy names resolve).")] = None,
-    cadence: Annotated[str | None, typer.Option(help="pr, nightly, mergegroup or weekly.")] = None,
-    environment: Annotated[str | None, typer.Option()] = None,
-    platform: Annotated[str | None, typer.Option()] = None,
-    model: Annotated[str | None, typer.Option()] = None,
-    tag: Annotated[str | None, typer.Option()] = None,
+    target: TargetOption = None,
+    scope: Annotated[
+        str | None,
+        typer.Option(metavar="SCOPE", help="Only this scope or tier (legacy names resolve)."),
+    ] = None,
+    cadence: Annotated[
+        str | None,
+        typer.Option(metavar="CADENCE", help="Only this cadence: pr, nightly, mergegroup, weekly."),
+    ] = None,
+    environment: Annotated[
+        str | None, typer.Option(metavar="ENV", help="Only this environment (dev, lts, ...).")
+    ] = None,
+    platform: Annotated[
+        str | None, typer.Option(metavar="PLATFORM", help="Only this platform (dgx_h100, ...).")
+    ] = None,
+    model: Annotated[str | None, typer.Option(metavar="MODEL", help="Only this model.")] = None,
+    tag: Annotated[str | None, typer.Option(metavar="TAG", help="Only this tag.")] = None,
     test_case: Annotated[
         list[str] | None,
-        typer.Option("--test-case", help="Test case name; repeat or separate with commas."),
+        typer.Option(
+            "--test-case", metavar="NAME", help="Test case name; repeat or separate with commas."
+        ),
     ] = None,
     fmt: Annotated[OutputFormat, typer.Option("--format", help="table, json or yaml.")] = (
         OutputFormat.TABLE
@@ -121,10 +192,29 @@ def list_jobs(
     A quarantined job carries its entry (id, tracker, action, kind); jobs an entry
     skips are left out unless --with-quarantined. With --scope, entries apply as in
     the target of that scope's system; without, each job as in its own scope's.
+    With --target, the jobs of those targets, exactly as `generate` emits them
+    (--model, --tag and --test-case narrow them further; the row says its target).
     """
+    from matrixgen.engine.errors import UsageError
     from matrixgen.engine.model import Selector
 
     cases = tuple(c for given in test_case or () for c in given.split(",") if c)
+    if target:
+        given = [
+            flag
+            for flag, value in (
+                ("--scope", scope),
+                ("--cadence", cadence),
+                ("--environment", environment),
+                ("--platform", platform),
+            )
+            if value is not None
+        ]
+        if given:
+            raise UsageError(
+                f"give --target or {'/'.join(given)}, not both: a target fixes its scope, "
+                "cadence, environment and platform"
+            )
     selector = Selector(
         scope=scope,
         cadence=cadence,
@@ -134,15 +224,33 @@ def list_jobs(
         tag=tag,
         test_cases=cases,
     )
-    from matrixgen.engine.select import check_selector, check_selector_values
+    from matrixgen.engine.select import check_selector, check_selector_values, matches
 
     check_selector(selector)
     generation = load_valid(recipes)
     for warning in check_selector_values(selector, generation.tree.config, generation.jobs):
         typer.echo(f"matrixgen: warning: {warning}", err=True)
     generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
-    chosen = generation.selection(selector)
-    jobs = chosen.with_quarantined if with_quarantined else list(chosen.jobs)
+    owners: list[str] = []  # the target of each job, with --target
+    skipped_count = 0
+    if target:
+        targets = generation.targets(target)
+        check_ad_hoc(generation, targets)
+        jobs = []
+        for chosen_target in targets:
+            chosen = generation.selection(chosen_target)
+            picked = [
+                j
+                for j in (chosen.with_quarantined if with_quarantined else chosen.jobs)
+                if matches(j, selector)
+            ]
+            skipped_count += sum(matches(j, selector) for j in chosen.skipped)
+            jobs += picked
+            owners += [chosen_target.name] * len(picked)
+    else:
+        chosen = generation.selection(selector)
+        jobs = chosen.with_quarantined if with_quarantined else list(chosen.jobs)
+        skipped_count = len(chosen.skipped)
     if fmt is OutputFormat.TABLE:
         rows = [
             [
@@ -174,9 +282,16 @@ def list_jobs(
             for row, j in zip(rows, jobs, strict=True):
                 q = j.quarantine
                 row.append(f"{q.action} {q.id} ({q.tracker})" if q else "")
+        if target:
+            headers.insert(0, "target")
+            for row, name in zip(rows, owners, strict=True):
+                row.insert(0, name)
         typer.echo(table(rows, headers), nl=False)
-        skipped = f", {len(chosen.skipped)} skipped by quarantine" if chosen.skipped else ""
+        skipped = f", {skipped_count} skipped by quarantine" if skipped_count else ""
         typer.echo(f"{len(jobs)} job(s){skipped}", err=True)
+    elif target:
+        data = [{"target": n, **j.to_dict()} for n, j in zip(owners, jobs, strict=True)]
+        typer.echo(dump(data, fmt), nl=False)
     else:
         typer.echo(dump([j.to_dict() for j in jobs], fmt), nl=False)
 
@@ -191,9 +306,9 @@ def build_app(modules: tuple[str, ...] | None = None) -> typer.Typer:
     import importlib
 
     app = typer.Typer(**APP_SETTINGS)
-    if modules is not None and len(modules) == 1:
-        # With one command typer would make it the root; keep `matrixgen CMD`.
-        app.callback()(_root)
+    # The root's own options (--version); with one command typer would also make
+    # that command the root without a callback: this keeps `matrixgen CMD`.
+    app.callback()(_root)
     for module in modules or tuple(dict.fromkeys(COMMAND_MODULES.values())):
         if module == __name__:
             register(app)
@@ -202,7 +317,17 @@ def build_app(modules: tuple[str, ...] | None = None) -> typer.Typer:
     return app
 
 
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_show_version,
+            is_eager=True,
+            help="Print the version and exit.",
+        ),
+    ] = False,
+) -> None:
     """Declarative YAML test recipes -> GitHub Actions matrices and GitLab child pipelines."""
 
 

@@ -12,9 +12,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from matrixgen.cli.common import (
+    HoldingPenOption,
     RecipesOption,
     TableOrJson,
     TableOrJsonOption,
+    TargetOption,
+    check_ad_hoc,
     echo_json,
     load_valid,
     recipes_dir,
@@ -23,8 +26,7 @@ from matrixgen.engine.errors import ExitCode, UsageError
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
-    from matrixgen.engine.model import Target
-    from matrixgen.pipeline import Generation
+    pass
 
 
 class GraphFormat(StrEnum):
@@ -116,14 +118,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def graph(
         recipes: RecipesOption = None,
-        target: Annotated[
-            str | None,
-            typer.Option(
-                "--target",
-                help="A configured target's name, or system=...,scope=...,platform=...,"
-                "environment=...[,cadence=...]. Default: the whole tree.",
-            ),
-        ] = None,
+        target: TargetOption = None,
         fmt: Annotated[
             GraphFormat, typer.Option("--format", help="mermaid, dot or json.")
         ] = GraphFormat.MERMAID,
@@ -140,10 +135,15 @@ def register(app: typer.Typer) -> None:
 
         generation = generate(recipes_dir(recipes))
         require_no_errors(generation)
-        if target is None:
+        if not target:
             result = tree_graph(generation)
         else:
-            result = target_graph(generation, _target(target, generation))
+            if len(target) != 1:
+                shown = ", ".join(f'"{t}"' for t in target)
+                raise UsageError(f"`graph` draws one target at a time; got {len(target)}: {shown}")
+            chosen = generation.targets(target)
+            check_ad_hoc(generation, chosen)
+            result = target_graph(generation, chosen[0])
         typer.echo(render_graph(result, fmt.value), nl=False)
         counts = summary(result)
         typer.echo(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), err=True)
@@ -167,6 +167,7 @@ def register(app: typer.Typer) -> None:
             list[str] | None,
             typer.Option(
                 "--exclude-platform",
+                metavar="PLATFORM",
                 help="Leave this platform out (repeatable); added to those with counted: false.",
             ),
         ] = None,
@@ -176,6 +177,8 @@ def register(app: typer.Typer) -> None:
                 "--all-platforms", help="Count platforms marked counted: false in the config too."
             ),
         ] = False,
+        target: TargetOption = None,
+        holding_pen: HoldingPenOption = False,
         fmt: TableOrJsonOption = TableOrJson.TABLE,
         cost: Annotated[
             bool,
@@ -189,18 +192,18 @@ def register(app: typer.Typer) -> None:
         """Count jobs per target, pipeline (system/scope), platform, model and
         quarantine state; with --cost, what each costs in GPU-hours.
 
-        Targets: the configured ones (a tree without config: every scope x
-        platform x environment it uses). Platforms with `counted: false` are
+        Targets: the --target ones, else the configured ones (a tree without
+        config: every scope x platform x environment it uses, holding-pen scopes
+        only with --holding-pen). Platforms with `counted: false` are
         left out unless --all-platforms; --exclude-platform leaves out more.
         A pipeline counts distinct jobs over its targets; "cases" are the
         functional ones (every model but unit-tests).
         """
-        from matrixgen.engine.targets import resolve_targets
         from matrixgen.views.stats import compute_stats, render_table
 
         generation = load_valid(recipes)
-        config = generation.tree.config
-        targets = resolve_targets(config, generation.jobs)
+        targets = generation.targets(target or (), holding_pen=holding_pen)
+        check_ad_hoc(generation, targets)
         if cost:
             from matrixgen.views.cost import compute_cost, render_cost_table
 
@@ -229,28 +232,3 @@ def _covers(pin: dict[str, Any]) -> str:
     for key, values in pin.get("exclude", {}).items():
         parts.append(f"but {key} {','.join(values)}")
     return "; ".join(parts)
-
-
-def _target(text: str, generation: Generation) -> Target:
-    """A configured target by name, or one given as key=value pairs."""
-    from matrixgen.engine.targets import parse_target
-
-    config = generation.tree.config
-    if "=" in text:
-        from matrixgen.emit.common import check_ad_hoc_target
-
-        target = parse_target(text, config)
-        # Checked like `generate --target`: a typo would draw an empty graph.
-        for warning in check_ad_hoc_target(target, [(config, generation.jobs)]):
-            typer.echo(f"matrixgen: warning: {warning}", err=True)
-        return target
-    found = config.target(text)
-    if found is None:
-        from matrixgen.engine.errors import did_you_mean
-
-        known = [t.name for t in config.targets]
-        hint = did_you_mean(text, known) or (
-            f"; known: {', '.join(known)}" if known else "; this tree configures no targets"
-        )
-        raise UsageError(f'unknown target "{text}"{hint}')
-    return found

@@ -141,35 +141,54 @@ def _hits_by_target(hits: list[Hit]) -> dict[str, list[Any]]:
 
 def add(
     test_case: Annotated[
-        str, typer.Option("--test-case", help="Test case name, or a glob (*, ?, [..]).")
+        str,
+        typer.Option("--test-case", metavar="NAME", help="Test case name, or a glob (*, ?, [..])."),
     ],
-    tracker: Annotated[str, typer.Option(help='Issue URL, or "#N" (resolved by tracker_base).')],
+    tracker: Annotated[
+        str, typer.Option(metavar="TRACKER", help='Issue URL, or "#N" (resolved by tracker_base).')
+    ],
     kind: Annotated[QuarantineKind, typer.Option(help="Why: the reason taxonomy.")],
     action: Annotated[QuarantineAction, typer.Option(help="skip, allow-failure or deselect.")],
-    owner: Annotated[str, typer.Option(help="Who lifts it: a person or a team.")],
-    reason: Annotated[str, typer.Option(help="One line: what fails and how.")],
+    owner: Annotated[str, typer.Option(metavar="OWNER", help="Who lifts it: a person or a team.")],
+    reason: Annotated[str, typer.Option(metavar="TEXT", help="One line: what fails and how.")],
     recipes: RecipesOption = None,
     platform: Annotated[
-        list[str] | None, typer.Option("--platform", help="Only on these platforms.")
+        list[str] | None,
+        typer.Option("--platform", metavar="PLATFORM", help="Only on this platform (repeatable)."),
     ] = None,
     environment: Annotated[
-        list[str] | None, typer.Option("--environment", help="Only in these environments.")
+        list[str] | None,
+        typer.Option("--environment", metavar="ENV", help="Only in this environment (repeatable)."),
     ] = None,
     scope: Annotated[
         list[str] | None,
-        typer.Option("--scope", help="SYSTEM/SCOPE, like github/L1 or gitlab/mr (default: all)."),
+        typer.Option(
+            "--scope",
+            metavar="SYSTEM/SCOPE",
+            help="Only there: github/L1, gitlab/mr, or a whole system (repeatable; default: all).",
+        ),
     ] = None,
-    model: Annotated[str | None, typer.Option(help="Only this model's test case.")] = None,
-    tag: Annotated[list[str] | None, typer.Option("--tag", help="Only these tags.")] = None,
+    model: Annotated[
+        str | None, typer.Option(metavar="MODEL", help="Only this model's test case.")
+    ] = None,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", metavar="TAG", help="Only this tag (repeatable).")
+    ] = None,
     node_id: Annotated[
-        list[str] | None, typer.Option("--node-id", help="pytest node id to deselect.")
+        list[str] | None,
+        typer.Option(
+            "--node-id", metavar="NODE_ID", help="pytest node id to deselect (repeatable)."
+        ),
     ] = None,
     expires: Annotated[
-        str | None, typer.Option(help="YYYY-MM-DD (default: today + default_expiry_days).")
+        str | None,
+        typer.Option(
+            metavar="YYYY-MM-DD", help="Expiry day (default: today + default_expiry_days)."
+        ),
     ] = None,
-    entry_id: Annotated[str | None, typer.Option("--id", help="Entry id (default: derived).")] = (
-        None
-    ),
+    entry_id: Annotated[
+        str | None, typer.Option("--id", metavar="ID", help="Entry id (default: derived).")
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show what it would affect; write nothing.")
     ] = False,
@@ -348,7 +367,7 @@ def remove(
 
 
 def lift(
-    tracker: Annotated[str, typer.Option(help='The tracker: URL, "#N" or N.')],
+    tracker: Annotated[str, typer.Option(metavar="TRACKER", help='The tracker: URL, "#N" or N.')],
     recipes: RecipesOption = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing.")] = False,
 ) -> None:
@@ -386,46 +405,98 @@ def lift(
 
 def list_entries(
     recipes: RecipesOption = None,
+    tracker: Annotated[
+        str | None,
+        typer.Option(metavar="TRACKER", help='Only entries of this tracker: URL, "#N" or N.'),
+    ] = None,
+    owner: Annotated[
+        str | None, typer.Option(metavar="OWNER", help="Only entries of this owner.")
+    ] = None,
+    kind: Annotated[QuarantineKind | None, typer.Option(help="Only entries of this kind.")] = None,
+    action: Annotated[
+        QuarantineAction | None, typer.Option(help="Only entries with this action.")
+    ] = None,
+    platform: Annotated[
+        str | None,
+        typer.Option(
+            metavar="PLATFORM",
+            help="Only entries that can apply on this platform (they list it, or list none).",
+        ),
+    ] = None,
+    expired: Annotated[
+        bool,
+        typer.Option(
+            "--expired",
+            help="Only expired entries (judged against today, or $MATRIXGEN_TODAY).",
+        ),
+    ] = False,
     fmt: TableOrJsonOption = TableOrJson.TABLE,
 ) -> None:
-    """List the entries of the quarantine file."""
+    """List the entries of the quarantine file: what each one matches (test
+    case, model, tags, platforms, environments) and where it applies
+    (system/scope), with its tracker, owner and expiry. The filters combine."""
+    from matrixgen.quarantine.entries import current_day, policy
+    from matrixgen.quarantine.listing import EntryFilter, entry_row, filter_entries
+
     root = _root(recipes)
-    qfile = _read(root, _config(root))
+    config = _config(root)
+    qfile = _read(root, config)
+    wanted = EntryFilter(
+        tracker=_tracker_text(tracker) if tracker is not None else None,
+        owner=owner,
+        kind=kind,
+        action=action,
+        platform=platform,
+        expired_before=current_day() if expired else None,
+    )
+    try:
+        entries = filter_entries(qfile.entries, wanted, tracker_base=policy(config).tracker_base)
+    except ValueError as exc:
+        raise UsageError(f"--tracker {tracker}: {exc}; give the URL") from None
     if fmt is TableOrJson.JSON:
-        echo_json([e.to_dict() for e in qfile.entries])
-        return
-    rows = [
-        [
-            e.id,
-            e.action.value,
-            e.kind.value,
-            e.tracker_ref,
-            e.match.test_case,
-            ",".join(e.where_text) or "everywhere",
-            e.owner,
-            e.expires.isoformat() if e.expires else "",
+        echo_json([e.to_dict() for e in entries])
+    else:
+        rows = [list(entry_row(e).values()) for e in entries]
+        headers = [
+            "id",
+            "action",
+            "kind",
+            "tracker",
+            "matches",
+            "platforms",
+            "environments",
+            "where",
+            "owner",
+            "expires",
         ]
-        for e in qfile.entries
-    ]
-    headers = ["id", "action", "kind", "tracker", "test_case", "where", "owner", "expires"]
-    typer.echo(table(rows, headers), nl=False)
-    typer.echo(f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'}", err=True)
+        typer.echo(table(rows, headers), nl=False)
+    shown = len(entries)
+    total = len(qfile.entries)
+    of = f" of {total}" if shown != total else ""
+    typer.echo(f"{shown}{of} entr{'y' if total == 1 else 'ies'}", err=True)
 
 
 def audit(
     recipes: RecipesOption = None,
-    days: Annotated[int, typer.Option(help="Report entries expiring within this many days.")] = 14,
+    days: Annotated[
+        int, typer.Option(metavar="DAYS", help="Report entries expiring within this many days.")
+    ] = 14,
     token: Annotated[
         str | None,
         typer.Option(
-            envvar="GITHUB_TOKEN", show_envvar=True, help="GitHub token for tracker state."
+            envvar="GITHUB_TOKEN",
+            show_envvar=True,
+            metavar="TOKEN",
+            help="GitHub token for tracker state.",
         ),
     ] = None,
     api_url: Annotated[
-        str | None, typer.Option(help="GitHub API root (default: config, else api.github.com).")
+        str | None,
+        typer.Option(metavar="URL", help="GitHub API root (default: config, else api.github.com)."),
     ] = None,
     tracker_base: Annotated[
-        str | None, typer.Option(help="Where #N points (default: quarantine.tracker_base).")
+        str | None,
+        typer.Option(metavar="URL", help="Where #N points (default: quarantine.tracker_base)."),
     ] = None,
     db: DbOption = None,
     fmt: TableOrJsonOption = TableOrJson.TABLE,
@@ -531,13 +602,22 @@ def migrate(
     ),
     default_tracker: Annotated[
         str | None,
-        typer.Option(help="Tracker for habits whose comments name none (an umbrella issue)."),
+        typer.Option(
+            metavar="TRACKER",
+            help="Tracker for habits whose comments name none (an umbrella issue).",
+        ),
     ] = None,
     owner: Annotated[
-        str | None, typer.Option(help="Owner of the entries (default: the file's maintainers).")
+        str | None,
+        typer.Option(
+            metavar="OWNER", help="Owner of the entries (default: the file's maintainers)."
+        ),
     ] = None,
     expires: Annotated[
-        str | None, typer.Option(help="YYYY-MM-DD (default: today + default_expiry_days).")
+        str | None,
+        typer.Option(
+            metavar="YYYY-MM-DD", help="Expiry day (default: today + default_expiry_days)."
+        ),
     ] = None,
     fmt: Annotated[TableOrJson, typer.Option("--format", help="table (text) or json.")] = (
         TableOrJson.TABLE

@@ -49,7 +49,7 @@ unchanged without being emitted.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +63,7 @@ from matrixgen.emit.common import (
     skipped_jobs,
 )
 from matrixgen.emit.generate import emitted_target
+from matrixgen.engine.checks import typo_platforms
 from matrixgen.engine.errors import (
     ConfigError,
     Finding,
@@ -228,18 +229,43 @@ def resolve_diff_targets(
     base: Generation,
     head: Generation,
     *,
+    values: Sequence[str] = (),
     specs: Sequence[str] = (),
     names: Sequence[str] = (),
+    holding_pen: bool = False,
 ) -> list[TargetPair]:
-    """The targets to compare, each as the base and the head define it."""
+    """The targets to compare, each as the base and the head define it.
+
+    `values` are `--target` values: a target's name (configured, or discovered,
+    on either side), else key=value pairs."""
     base_config, head_config = base.tree.config, head.tree.config
+    discovered = {
+        t.name: t for t in discover_targets(_chain(base.jobs, head.jobs), holding_pen=True)
+    }
+    names = list(names)
+    specs = list(specs)
+    for value in values:
+        if (
+            "=" in value
+            and value not in discovered
+            and base_config.target(value) is None
+            and head_config.target(value) is None
+        ):
+            specs.append(value)
+        else:
+            names.append(value)
     pairs: list[TargetPair] = []
     for name in names:
         pair = _configured_pair(name, base, head)
+        if pair is None and name in discovered:
+            found = discovered[name]
+            pair = TargetPair(found, found, found)
         if pair is None:
             known = sorted({t.name for t in (*base_config.targets, *head_config.targets)})
-            hint = f"; configured: {', '.join(known)}" if known else "; no target is configured"
-            raise UsageError(f'unknown target "{name}"{did_you_mean(name, known)}{hint}')
+            hint = did_you_mean(name, known or list(discovered))
+            if not hint:
+                hint = f"; configured: {', '.join(known)}" if known else "; no target is configured"
+            raise UsageError(f'--target "{name}": no target has this name{hint}')
         pairs.append(pair)
     for spec in specs:
         head_target = parse_target(spec, head_config)
@@ -256,8 +282,13 @@ def resolve_diff_targets(
     configured = sorted({t.name for t in (*base_config.targets, *head_config.targets)})
     if configured:
         return [p for p in (_configured_pair(n, base, head) for n in configured) if p]
-    discovered = discover_targets([*base.jobs, *head.jobs])
-    return [TargetPair(t, t, t) for t in discovered if not is_habit_scope(t.selector.scope or "")]
+    typos = typo_platforms(base.tree) | typo_platforms(head.tree)
+    return [
+        TargetPair(t, t, t)
+        for t in discover_targets(
+            _chain(base.jobs, head.jobs), holding_pen=holding_pen, exclude_platforms=typos
+        )
+    ]
 
 
 def habit_note(base: Generation, head: Generation) -> str | None:
@@ -274,6 +305,10 @@ def habit_note(base: Generation, head: Generation) -> str | None:
         "compared as targets (their jobs count where an entry quarantines them; "
         "--target compares one)"
     )
+
+
+def _chain(*groups: Iterable[Job]) -> list[Job]:
+    return [job for group in groups for job in group]
 
 
 def _configured_pair(name: str, base: Generation, head: Generation) -> TargetPair | None:
@@ -357,14 +392,18 @@ def diff_generations(
     base: Generation,
     head: Generation,
     *,
+    values: Sequence[str] = (),
     specs: Sequence[str] = (),
     names: Sequence[str] = (),
+    holding_pen: bool = False,
     base_ref: str = "base",
     head_ref: str = "head",
     notes: Sequence[str] = (),
 ) -> SelectionDiff:
     """Compare two loaded trees target by target."""
-    pairs = resolve_diff_targets(base, head, specs=specs, names=names)
+    pairs = resolve_diff_targets(
+        base, head, values=values, specs=specs, names=names, holding_pen=holding_pen
+    )
     sides = [(base.tree.config, base.jobs), (head.tree.config, head.jobs)]
     warnings = [w for p in pairs if p.ad_hoc for w in check_ad_hoc_target(p.shown, sides)]
     base_index, head_index = (
@@ -373,7 +412,7 @@ def diff_generations(
     )
     diffs = [diff_target(pair, base_index, head_index) for pair in pairs]
     diffs.sort(key=lambda d: _target_order(d.target))
-    habits = habit_note(base, head) if not (specs or names) else None
+    habits = habit_note(base, head) if not (values or specs or names or holding_pen) else None
     extra = [*base_index.notes, *head_index.notes, *([habits] if habits else [])]
     return SelectionDiff(
         base=base_ref, head=head_ref, targets=tuple(diffs), notes=(*notes, *warnings, *extra)
@@ -593,8 +632,10 @@ def diff_revisions(
     base: str,
     head: str | None = None,
     *,
+    values: Sequence[str] = (),
     specs: Sequence[str] = (),
     names: Sequence[str] = (),
+    holding_pen: bool = False,
     cache: PipelineCache | None = None,
 ) -> tuple[SelectionDiff, list[Side]]:
     """The selection diff between two revisions (head None: the working tree)."""
@@ -612,8 +653,10 @@ def diff_revisions(
     result = diff_generations(
         sides[0].generation,
         sides[1].generation,
+        values=values,
         specs=specs,
         names=names,
+        holding_pen=holding_pen,
         base_ref=base_source.ref,
         head_ref=head_source.ref,
         notes=notes,

@@ -323,44 +323,106 @@ def _write_owned(outputs: list[TargetOutput], out_dir: Path, targets_now: set[st
     )
 
 
-def github_group_outputs(
+def _group(target: Target) -> str:
+    value = target.settings.get("group")
+    return value if isinstance(value, str) and value else target.name
+
+
+def _shards(output: TargetOutput) -> list[Any]:
+    """A GitHub target's non-empty matrices, in order, from its emitted file."""
+    document = json.loads(output.text)
+    return [m for m in document.get("matrices", [document]) if m["include"]]
+
+
+def github_groups(
     outputs: Sequence[TargetOutput], configured: Sequence[Target]
-) -> list[tuple[str, str]]:
-    """Step outputs of `generate --github-output`: for every group of the GitHub
-    targets (a target's `group` setting, else its name) `<group>-shards` and
-    `<group>` (the first matrix; `<group>-1`... past one). A group no generated
-    target fills gets 0 shards and an empty matrix, so a workflow can give each
-    group one job, run when its shards are more than 0."""
-    from matrixgen.emit.github import compact
-
-    def group(target: Target) -> str:
-        value = target.settings.get("group")
-        return value if isinstance(value, str) and value else target.name
-
+) -> dict[str, list[Any]]:
+    """{group: its non-empty matrices} for every group of the GitHub targets (a
+    target's `group` setting, else its name), the configured ones included (an
+    empty list for a group no generated target fills); two generated targets in
+    one group are a UsageError."""
     filled: dict[str, TargetOutput] = {}
     for output in outputs:
         if output.target.system is not System.GITHUB:
             continue
-        name = group(output.target)
+        name = _group(output.target)
         if name in filled:
             raise UsageError(
                 f"targets {filled[name].target.name} and {output.target.name} both fill output "
                 f'group "{name}": generate one of them at a time, or give them different groups'
             )
         filled[name] = output
-    groups = sorted({group(t) for t in configured if t.system is System.GITHUB} | set(filled))
+    groups = sorted({_group(t) for t in configured if t.system is System.GITHUB} | set(filled))
+    return {name: _shards(filled[name]) if name in filled else [] for name in groups}
+
+
+def github_group_outputs(
+    outputs: Sequence[TargetOutput], configured: Sequence[Target]
+) -> list[tuple[str, str]]:
+    """Step outputs per output group: `<group>-shards` and `<group>` (the first
+    matrix; `<group>-1`... past one). A group no generated target fills gets 0
+    shards and an empty matrix, so a workflow can give each group one job, run
+    when its shards are more than 0."""
+    from matrixgen.emit.github import compact
+
     out: list[tuple[str, str]] = []
-    for name in groups:
-        output = filled.get(name)
-        matrices: list[Any] = []
-        if output is not None:
-            document = json.loads(output.text)
-            matrices = document.get("matrices", [document])
-            matrices = [m for m in matrices if m["include"]]
+    for name, matrices in github_groups(outputs, configured).items():
         out.append((f"{name}-shards", str(len(matrices))))
         out.append((name, compact(matrices[0] if matrices else {"include": []})))
         out.extend((f"{name}-{i}", compact(m)) for i, m in enumerate(matrices[1:], start=1))
     return out
+
+
+def github_outputs(
+    outputs: Sequence[TargetOutput], configured: Sequence[Target] = ()
+) -> tuple[list[tuple[str, str]], str | None]:
+    """The step outputs of `generate --github-output`. JSON values, keyed by name
+    (what a composite action can pass on as a fixed set of outputs):
+
+    - `targets`: the names of every target generated, in order;
+    - `matrices`: {name: [matrix, ...]} for each GitHub target, its shards in
+      order (`[{"include": []}]` for an empty selection), so a workflow reads
+      `fromJSON(...matrices)[name][k]` for shard k; `shards`: {name: N};
+    - `files`: {name: the file written for it, inside --out};
+    - `groups` and `group-shards`: the same per output group (see github_groups);
+
+    then, per group, `<group>-shards` and `<group>` (github_group_outputs). A
+    group whose name is one of the outputs above is a UsageError. When two
+    generated targets fill one group (every target of a tree, pr and mergegroup
+    alike), the group outputs are left out and the note returned says so; the
+    outputs per target hold everything."""
+    from matrixgen.emit.github import compact
+
+    matrices: dict[str, list] = {}
+    shards: dict[str, int] = {}
+    for output in outputs:
+        if output.target.system is System.GITHUB:
+            found = _shards(output)
+            matrices[output.target.name] = found or [{"include": []}]
+            shards[output.target.name] = len(found)
+    fixed = [
+        ("targets", compact([o.target.name for o in outputs])),
+        ("matrices", compact(matrices)),
+        ("shards", compact(shards)),
+        ("files", compact({o.target.name: o.file for o in outputs})),
+    ]
+    try:
+        groups = github_groups(outputs, configured)
+    except UsageError as exc:
+        return fixed, f"no output group outputs: {exc.message}"
+    fixed += [
+        ("groups", compact({g: m or [{"include": []}] for g, m in groups.items()})),
+        ("group-shards", compact({g: len(m) for g, m in groups.items()})),
+    ]
+    per_group = github_group_outputs(outputs, configured)
+    taken = {name for name, _ in fixed}
+    clash = sorted({name for name, _ in per_group} & taken)
+    if clash:
+        raise UsageError(
+            f"output group(s) {', '.join(clash)} clash with generate's own outputs "
+            f"({', '.join(sorted(taken))}): rename the group"
+        )
+    return fixed + per_group, None
 
 
 def summary(outputs: Sequence[TargetOutput]) -> dict[str, Any]:

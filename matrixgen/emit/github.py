@@ -235,11 +235,16 @@ def write_github_output(matrix: GithubMatrix, path: str | None = None) -> Path:
     return append_github_outputs(matrix.outputs(), path)
 
 
-def append_github_outputs(outputs: Sequence[tuple[str, str]], path: str | None = None) -> Path:
-    """Append step outputs to $GITHUB_OUTPUT (or `path`), within GitHub's size limit."""
+def github_output_path(path: str | None = None) -> str:
+    """`path`, else $GITHUB_OUTPUT; a UsageError outside GitHub Actions."""
     target = path or os.environ.get("GITHUB_OUTPUT")
     if not target:
         raise UsageError("--github-output: GITHUB_OUTPUT is not set (it is, inside GitHub Actions)")
+    return target
+
+
+def check_github_outputs(outputs: Sequence[tuple[str, str]]) -> None:
+    """A LimitError when the outputs would not fit in one job's outputs."""
     total = sum(len(value.encode("utf-8")) for _, value in outputs)
     if total > GITHUB_MAX_OUTPUT_BYTES:
         raise LimitError(
@@ -247,6 +252,13 @@ def append_github_outputs(outputs: Sequence[tuple[str, str]], path: str | None =
             f"{GITHUB_MAX_OUTPUT_BYTES:,}: split the target (by model or tag) or write a file "
             "with --output and read it in several jobs"
         )
+
+
+def append_github_outputs(outputs: Sequence[tuple[str, str]], path: str | None = None) -> Path:
+    """Append step outputs to $GITHUB_OUTPUT (or `path`); past a job's output
+    limit, a LimitError and nothing written."""
+    target = github_output_path(path)
+    check_github_outputs(outputs)
     try:
         # Appending is the protocol of $GITHUB_OUTPUT: one write, cut back on failure.
         append_whole(Path(target), github_output_text(outputs).encode("utf-8"))

@@ -248,6 +248,14 @@ def _axis_counts(tree: RecipeTree) -> dict[str, Counter[str]]:
     return {what: counter for what, counter in counts.items() if counter}
 
 
+def typo_platforms(tree: RecipeTree) -> frozenset[str]:
+    """The platforms `validate` reports as typos of another (a tree without a
+    vocabulary; a declared vocabulary rejects unknown platforms instead)."""
+    if tree.config.vocabulary is not None:
+        return frozenset()
+    return frozenset(typos(_axis_counts(tree).get("platform", Counter())))
+
+
 def typos(counter: Mapping[str, int]) -> dict[str, str]:
     """value -> the value it looks like a typo of: the most used one (ties by
     name) that is at least three times as common and one typo away.

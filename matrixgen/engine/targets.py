@@ -1,10 +1,20 @@
 """Targets: configured ones, ad hoc ones from `--target k=v,...`, and the ones a
-tree without config implies (every scope x platform x environment it uses)."""
+tree without config implies (every scope x platform x environment it uses).
+
+One syntax on the command line: a `--target` value is a target's name (a
+configured one, or one a tree without config implies: every name a command
+prints) or `key=value` pairs.
+
+Discovered targets leave out the holding-pen scopes, where a tree keeps jobs that
+no pipeline runs: a scope ending in `-broken` or `-temp-disabled`, and `flaky`,
+`deprecated`, `cleanup`. They are there when asked for (`holding_pen=True`, or by
+name). A platform that validate reports as a typo of another gets no target.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import UsageError, did_you_mean
@@ -13,6 +23,19 @@ from matrixgen.engine.vocab import ALL_CADENCES, System, resolve_scope
 
 TARGET_KEYS = ("system", "scope", "platform", "environment", "cadence", "model", "tag")
 _GITHUB_TIER = re.compile(r"^L[01]$")
+
+#: Scopes (and scope endings) where a tree parks jobs that no pipeline runs.
+HOLDING_PEN_SCOPES = frozenset({"flaky", "deprecated", "cleanup"})
+HOLDING_PEN_SUFFIXES = ("-broken", "-temp-disabled")
+
+
+def is_holding_pen(scope: str | None) -> bool:
+    """`mr-broken`, `mr-github-temp-disabled`, `flaky`, `deprecated`, `cleanup`..."""
+    if not scope:
+        return False
+    return scope in HOLDING_PEN_SCOPES or any(
+        scope.endswith(suffix) and len(scope) > len(suffix) for suffix in HOLDING_PEN_SUFFIXES
+    )
 
 
 def default_system(scope: str) -> System:
@@ -27,8 +50,13 @@ def target_name(system: System, selector: Selector) -> str:
     return "-".join(p for p in parts if p)
 
 
-def parse_target(text: str, config: ProjectConfig | None = None) -> Target:
-    """`system=gitlab,scope=mr,platform=dgx_h100,environment=dev[,cadence=pr]`."""
+def parse_target(
+    text: str, config: ProjectConfig | None = None, *, system: System | None = None
+) -> Target:
+    """`system=gitlab,scope=mr,platform=dgx_h100,environment=dev[,cadence=pr]`.
+
+    Without `system=`, `system` (the command's own, for `github` and `gitlab`)
+    else the scope's usual system (see default_system)."""
     fields: dict[str, str] = {}
     for part in text.split(","):
         key, sep, value = part.partition("=")
@@ -58,7 +86,7 @@ def parse_target(text: str, config: ProjectConfig | None = None) -> Target:
             raise UsageError(
                 f'--target "{text}": unknown system "{fields["system"]}"; use github or gitlab'
             ) from None
-    else:
+    elif system is None:
         system = default_system(fields["scope"])
     selector = Selector(
         scope=fields["scope"],
@@ -68,6 +96,10 @@ def parse_target(text: str, config: ProjectConfig | None = None) -> Target:
         model=fields.get("model"),
         tag=fields.get("tag"),
     )
+    return _ad_hoc(system, selector, config)
+
+
+def _ad_hoc(system: System, selector: Selector, config: ProjectConfig | None) -> Target:
     settings: dict = {}
     if config is not None:
         settings = dict(config.section("systems").get(system.value, {}))
@@ -76,13 +108,25 @@ def parse_target(text: str, config: ProjectConfig | None = None) -> Target:
     )
 
 
-def discover_targets(jobs: Iterable[Job]) -> list[Target]:
-    """Every scope x platform x environment the jobs use, each once."""
+def discover_targets(
+    jobs: Iterable[Job],
+    *,
+    holding_pen: bool = False,
+    exclude_platforms: Collection[str] = (),
+) -> list[Target]:
+    """Every scope x platform x environment the jobs use, each once; holding-pen
+    scopes only with `holding_pen`, and never the platforms in `exclude_platforms`
+    (those validate reports as typos)."""
+    left_out = frozenset(exclude_platforms)
     seen = sorted(
         {
             (j.scope, j.platform, j.environment)
             for j in jobs
-            if j.scope and j.platform and j.environment
+            if j.scope
+            and j.platform
+            and j.environment
+            and j.platform not in left_out
+            and (holding_pen or not is_holding_pen(j.scope))
         }
     )
     targets = []
@@ -93,23 +137,59 @@ def discover_targets(jobs: Iterable[Job]) -> list[Target]:
     return targets
 
 
+def lookup_target(
+    text: str,
+    config: ProjectConfig,
+    jobs: Sequence[Job],
+    *,
+    system: System | None = None,
+) -> Target:
+    """One `--target` value: a configured target's name, a discovered target's name
+    (holding-pen scopes included: asking by name is asking for it), else
+    `key=value` pairs. Errors quote the value as typed."""
+    found = config.target(text)
+    if found is not None:
+        return found
+    discovered = {t.name: t for t in discover_targets(jobs, holding_pen=True)}
+    if text in discovered:
+        target = discovered[text]
+        return _ad_hoc(target.system, target.selector, config)
+    if "=" in text:
+        return parse_target(text, config, system=system)
+    configured = [t.name for t in config.targets]
+    known = configured or [t.name for t in discover_targets(jobs)]
+    hint = did_you_mean(text, [*configured, *discovered])
+    if not hint:
+        shown = ", ".join(known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")
+        hint = f"; known: {shown}" if known else "; this tree has no target"
+    raise UsageError(
+        f'--target "{text}": no target has this name{hint} '
+        "(or give key=value pairs: scope=...,platform=...,environment=...)"
+    )
+
+
 def resolve_targets(
     config: ProjectConfig,
     jobs: Sequence[Job],
     *,
+    values: Sequence[str] = (),
     specs: Sequence[str] = (),
     names: Sequence[str] = (),
+    system: System | None = None,
+    holding_pen: bool = False,
+    exclude_platforms: Collection[str] = (),
 ) -> list[Target]:
-    """The targets a command works on: the ones asked for, else the configured
-    ones, else (a tree without config) the ones the jobs imply."""
-    targets: list[Target] = []
+    """The targets a command works on: the ones asked for (`values` as
+    lookup_target reads them; `names` and `specs` only as names, or only as
+    key=value pairs), else the configured ones, else (a tree without config) the
+    ones the jobs imply (see discover_targets)."""
+    targets: list[Target] = [lookup_target(v, config, jobs, system=system) for v in values]
     for name in names:
-        target = config.target(name)
-        if target is None:
-            known = [t.name for t in config.targets]
-            raise UsageError(f'unknown target "{name}"{did_you_mean(name, known)}')
+        target = lookup_target(name, config, jobs, system=system)
+        if target.name != name:  # a name, not key=value pairs
+            raise UsageError(f'--target "{name}": no target has this name')
         targets.append(target)
-    targets.extend(parse_target(spec, config) for spec in specs)
+    targets.extend(parse_target(spec, config, system=system) for spec in specs)
     if targets:
         names_seen: set[str] = set()
         for target in targets:
@@ -119,4 +199,4 @@ def resolve_targets(
         return targets
     if config.targets:
         return list(config.targets)
-    return discover_targets(jobs)
+    return discover_targets(jobs, holding_pen=holding_pen, exclude_platforms=exclude_platforms)

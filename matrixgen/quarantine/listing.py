@@ -1,0 +1,90 @@
+"""`quarantine list`: which entries to show, and what each one matches.
+
+Filters combine (an entry must pass each one given):
+
+- tracker: the entry's tracker, however it is spelled (`7201`, `#7201`, the URL);
+- owner: the owner, as written (case does not matter);
+- kind and action: as in the file;
+- platform: the entry can apply there (it lists that platform, or lists none);
+- expired: the entry expired before the day judged against.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
+from matrixgen.quarantine.entries import Entry, entries_tracked_by
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EntryFilter:
+    """What `quarantine list` was asked for; None (or False) is no filter."""
+
+    tracker: str | None = None
+    owner: str | None = None
+    kind: QuarantineKind | None = None
+    action: QuarantineAction | None = None
+    platform: str | None = None
+    expired_before: dt.date | None = None  # the day judged against, with --expired
+
+
+def filter_entries(
+    entries: Iterable[Entry], wanted: EntryFilter, *, tracker_base: str | None = None
+) -> list[Entry]:
+    """The entries that pass every filter, in file order. An ambiguous tracker
+    number (several repositories, no tracker base) is a ValueError."""
+    chosen = list(entries)
+    if wanted.tracker is not None:
+        tracked = {e.index for e in entries_tracked_by(chosen, wanted.tracker, tracker_base)}
+        chosen = [e for e in chosen if e.index in tracked]
+    if wanted.owner is not None:
+        owner = wanted.owner.strip().casefold()
+        chosen = [e for e in chosen if e.owner.strip().casefold() == owner]
+    if wanted.kind is not None:
+        chosen = [e for e in chosen if e.kind is wanted.kind]
+    if wanted.action is not None:
+        chosen = [e for e in chosen if e.action is wanted.action]
+    if wanted.platform is not None:
+        chosen = [
+            e for e in chosen if not e.match.platforms or wanted.platform in e.match.platforms
+        ]
+    if wanted.expired_before is not None:
+        day = wanted.expired_before
+        chosen = [e for e in chosen if e.expires is not None and e.expires < day]
+    return chosen
+
+
+def _any(values: Sequence[str]) -> str:
+    return ",".join(values) if values else "any"
+
+
+def matches_text(entry: Entry) -> str:
+    """`model/test_case[tag,...]`: the jobs an entry matches, platforms aside."""
+    text = entry.match.test_case
+    if entry.match.model:
+        text = f"{entry.match.model}/{text}"
+    if entry.match.tags:
+        text += f"[{','.join(entry.match.tags)}]"
+    if entry.node_ids:
+        text += f" ({len(entry.node_ids)} node id(s))"
+    return text
+
+
+def entry_row(entry: Entry) -> dict[str, Any]:
+    """One entry as `quarantine list` shows it: what it matches and where."""
+    return {
+        "id": entry.id,
+        "action": entry.action.value,
+        "kind": entry.kind.value,
+        "tracker": entry.tracker_ref,
+        "matches": matches_text(entry),
+        "platforms": _any(entry.match.platforms),
+        "environments": _any(entry.match.environments),
+        "where": ",".join(entry.where_text) or "everywhere",
+        "owner": entry.owner,
+        "expires": entry.expires.isoformat() if entry.expires else "",
+    }

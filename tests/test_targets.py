@@ -1,0 +1,292 @@
+"""One target syntax for every command: a configured or discovered target's name,
+or key=value pairs; the names a command prints are inputs; errors quote what was
+typed. Trees without config: no target for holding-pen scopes (unless asked) nor
+for a platform validate reports as a typo."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from matrixgen.engine.checks import typo_platforms
+from matrixgen.engine.config import DEFAULT_CONFIG
+from matrixgen.engine.errors import UsageError
+from matrixgen.engine.model import Job
+from matrixgen.engine.targets import (
+    HOLDING_PEN_SCOPES,
+    discover_targets,
+    is_holding_pen,
+    lookup_target,
+    resolve_targets,
+)
+from matrixgen.pipeline import generate
+from tests.emit_fixtures import V2_TREE
+
+BUILD = """
+type: build
+format_version: 1
+spec: {name: mcore-pyt-dev, platforms: [linux/amd64]}
+"""
+
+# A format_version 1 tree: real scopes, holding pens, and one mistyped platform
+# (used once, against dgx_h100 used many times).
+PEN_TREE = {
+    "_build-mcore-dev.yaml": BUILD,
+    "gpt.yaml": """
+type: basic
+format_version: 1
+spec:
+  name: "{test_case}_{environment}_{platforms}"
+  model: gpt
+  build: mcore-pyt-{environment}
+  platforms: dgx_h100
+products:
+  - test_case: [a]
+    products:
+      - {environment: [dev], scope: [mr, mr-github], platforms: [dgx_h100]}
+  - test_case: [b]
+    products:
+      - {environment: [dev], scope: [mr], platforms: [dgx_h100]}
+  - test_case: [c]
+    products:
+      - {environment: [dev], scope: [mr], platforms: [dgx_h100]}
+  - test_case: [d]
+    products:
+      - {environment: [dev], scope: [mr-broken, flaky, deprecated], platforms: [dgx_h100]}
+  - test_case: [e]
+    products:
+      - {environment: [dev], scope: [mr-github-temp-disabled, cleanup], platforms: [dgx_h100]}
+  - test_case: [f]
+    products:
+      - {environment: [dev], scope: [mr], platforms: [dgx_h10]}
+""",
+}
+
+
+def summary(run) -> dict[str, dict]:
+    assert run.code == 0, run
+    return {t["target"]: t for t in json.loads(run.out)["targets"]}
+
+
+# --------------------------------------------------------------------------- the rule
+
+
+@pytest.mark.parametrize(
+    ("scope", "pen"),
+    [
+        ("mr-broken", True),
+        ("mr-github-broken", True),
+        ("nightly-broken", True),
+        ("mr-github-temp-disabled", True),
+        ("flaky", True),
+        ("deprecated", True),
+        ("cleanup", True),
+        ("mr", False),
+        ("L1", False),
+        ("mr-slim", False),
+        ("unit-tests", False),
+        ("-broken", False),  # a suffix alone names no scope it was taken from
+        ("broken", False),
+        ("flaky-nightly", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_holding_pen_rule(scope: str | None, pen: bool) -> None:
+    assert is_holding_pen(scope) is pen
+
+
+@given(st.text(min_size=1, max_size=12).filter(lambda s: "-" not in s))
+def test_holding_pen_suffixes_mark_any_scope(base: str) -> None:
+    assert is_holding_pen(f"{base}-broken")
+    assert is_holding_pen(f"{base}-temp-disabled")
+    assert is_holding_pen(base) is (base in HOLDING_PEN_SCOPES)
+
+
+def test_discovered_targets_leave_out_holding_pens_and_typos(tree: Callable, cli) -> None:
+    root = tree(PEN_TREE)
+    gen = generate(root)
+    assert typo_platforms(gen.tree) == {"dgx_h10"}
+    names = [t.name for t in gen.targets()]
+    assert names == ["github-L1-dgx_h100-dev", "gitlab-mr-dgx_h100-dev"]
+    every = {t.name for t in gen.targets(holding_pen=True)}
+    assert every == {
+        "github-L1-dgx_h100-dev",
+        "gitlab-mr-dgx_h100-dev",
+        "gitlab-mr-broken-dgx_h100-dev",
+        "gitlab-flaky-dgx_h100-dev",
+        "gitlab-deprecated-dgx_h100-dev",
+        "gitlab-mr-github-temp-disabled-dgx_h100-dev",
+        "gitlab-cleanup-dgx_h100-dev",
+    }
+    # The library's discovery without the tree's typo judgement keeps the platform.
+    assert "gitlab-mr-dgx_h10-dev" in {t.name for t in discover_targets(gen.jobs)}
+
+    default = summary(cli("generate", "--recipes", root, "--out", root / "o", "--format", "json"))
+    assert sorted(default) == names
+    assert default["gitlab-mr-dgx_h100-dev"]["jobs"] == 3
+    pens = summary(
+        cli("generate", "--recipes", root, "--out", root / "p", "--format", "json", "--holding-pen")
+    )
+    assert set(pens) == every
+    assert not (root / "o" / "gitlab-mr-broken-dgx_h100-dev.yml").exists()
+    assert (root / "p" / "gitlab-mr-broken-dgx_h100-dev.yml").exists()
+
+
+def test_stats_and_diff_follow_the_same_rule(tree: Callable, cli) -> None:
+    root = tree(PEN_TREE)
+    stats = json.loads(cli("stats", "--recipes", root, "--format", "json").out)
+    text = json.dumps(stats)
+    assert "gitlab-mr-dgx_h100-dev" in text
+    assert "mr-broken" not in text and "dgx_h10-" not in text
+    run = cli("stats", "--recipes", root, "--holding-pen")
+    assert run.code == 0 and "gitlab-mr-broken-dgx_h100-dev" in run.out
+
+
+def test_megatron_holding_pens_and_typo_get_no_target(megatron_dir: Path) -> None:
+    gen = generate(megatron_dir)
+    scopes = {t.selector.scope for t in gen.targets()}
+    assert {"mr", "mr-slim", "L0", "L1", "L2", "L3", "L0-smoke", "unit-tests"} == scopes
+    assert {t.selector.platform for t in gen.targets()} == {"dgx_h100", "dgx_gb200", "dgx_a100"}
+    pens = {t.selector.scope for t in gen.targets(holding_pen=True)} - scopes
+    assert pens == {
+        "mr-broken",
+        "mr-github-broken",
+        "nightly-broken",
+        "mr-github-temp-disabled",
+        "flaky",
+        "deprecated",
+        "cleanup",
+    }
+
+
+# --------------------------------------------------------------------------- one syntax
+
+
+def test_every_printed_name_is_an_input_without_config(tree: Callable, cli) -> None:
+    root = tree(PEN_TREE)
+    printed = summary(cli("generate", "--recipes", root, "--out", root / "o", "--format", "json"))
+    for name, row in printed.items():
+        one = summary(
+            cli(
+                "generate",
+                "--recipes",
+                root,
+                "--out",
+                root / name,
+                "--target",
+                name,
+                "--format",
+                "json",
+            )
+        )
+        assert list(one) == [name] and one[name]["jobs"] == row["jobs"]
+        listed = cli("list", "--recipes", root, "--target", name, "--format", "json")
+        assert listed.code == 0, listed
+        assert len(json.loads(listed.out)) == row["jobs"]
+        assert {j["target"] for j in json.loads(listed.out)} == {name}
+        command = row["system"]
+        emitted = cli(command, "--recipes", root, "--target", name)
+        assert emitted.code == 0, emitted
+        assert cli("graph", "--recipes", root, "--target", name).code == 0
+        assert cli("stats", "--recipes", root, "--target", name).code == 0
+    # A holding pen asked for by name is there.
+    pen = cli("gitlab", "--recipes", root, "--target", "gitlab-mr-broken-dgx_h100-dev")
+    assert pen.code == 0 and "d_dev_dgx_h100" in pen.out
+
+
+def test_names_and_pairs_on_a_configured_tree(tree: Callable, cli) -> None:
+    root = tree(V2_TREE)
+    by_name = cli("github", "--recipes", root, "--target", "gh-l1-h100")
+    by_alias = cli("github", "--recipes", root, "--target-name", "gh-l1-h100")
+    by_pairs = cli(
+        "github",
+        "--recipes",
+        root,
+        "--target",
+        "scope=L1,platform=dgx_h100,environment=dev,cadence=pr",
+    )
+    assert by_name.code == by_alias.code == by_pairs.code == 0, (by_name, by_pairs)
+    assert by_name.out == by_alias.out == by_pairs.out
+    printed = summary(cli("generate", "--recipes", root, "--out", root / "o", "--format", "json"))
+    for name, row in printed.items():
+        run = cli(row["system"], "--recipes", root, "--target", name)
+        assert run.code == 0, run
+        assert cli("list", "--recipes", root, "--target", name).code == 0
+
+
+def test_errors_quote_what_was_typed(tree: Callable, cli) -> None:
+    root = tree(V2_TREE)
+    typo = cli("github", "--recipes", root, "--target", "gh-l1-h10")
+    assert typo.code == 2
+    assert '--target "gh-l1-h10"' in typo.err and 'did you mean "gh-l1-h100"' in typo.err
+    assert "system=github" not in typo.err  # the value is not rewritten
+    wrong = cli("gitlab", "--recipes", root, "--target", "gh-l1-h100")
+    assert wrong.code == 2 and '--target "gh-l1-h100"' in wrong.err and "github" in wrong.err
+    bad_key = cli("generate", "--recipes", root, "--out", root / "o", "--target", "scop=mr")
+    assert bad_key.code == 2 and '--target "scop=mr"' in bad_key.err
+    two = cli("github", "--recipes", root, "--target", "gh-l1-h100", "--target", "gh-l0-gb200")
+    assert two.code == 2 and "one target at a time" in two.err
+    graph = cli("graph", "--recipes", root, "--target", "nope")
+    assert graph.code == 2 and '--target "nope"' in graph.err
+    both = cli("list", "--recipes", root, "--target", "gl-mr-h100", "--scope", "mr")
+    assert both.code == 2 and "--scope" in both.err
+    for run in (typo, wrong, bad_key, two, graph, both):
+        assert "Traceback" not in run.err
+
+
+def test_lookup_prefers_a_name_then_pairs() -> None:
+    jobs = [
+        Job(
+            model="gpt",
+            test_case="a",
+            environment="dev",
+            platform="p=1",
+            tag=None,
+            scope="mr",
+            cadence=("pr",),
+            name="a",
+            build=None,
+            n_repeat=1,
+            time_limit=60,
+        )
+    ]
+    named = lookup_target("gitlab-mr-p=1-dev", DEFAULT_CONFIG, jobs)
+    assert named.selector.platform == "p=1"
+    pairs = lookup_target("scope=mr,platform=x,environment=dev", DEFAULT_CONFIG, jobs)
+    assert pairs.name == "gitlab-mr-x-dev"
+    with pytest.raises(UsageError, match='--target "gitlab-mr-p-dev": no target has this name'):
+        lookup_target("gitlab-mr-p-dev", DEFAULT_CONFIG, jobs)
+    assert resolve_targets(DEFAULT_CONFIG, jobs, values=["gitlab-mr-p=1-dev"]) == [named]
+
+
+def test_diff_takes_the_same_names_and_leaves_out_the_same_targets() -> None:
+    from matrixgen.diff.compare import diff_generations
+    from matrixgen.pipeline import generate_from_files
+
+    files = {k: v.lstrip("\n").encode() for k, v in PEN_TREE.items()}
+    head_files = dict(files)
+    head_files["gpt.yaml"] = files["gpt.yaml"] + (
+        b"  - test_case: [g]\n    products:\n"
+        b"      - {environment: [dev], scope: [mr-broken, mr], platforms: [dgx_h100]}\n"
+    )
+    base, head = generate_from_files(files), generate_from_files(head_files)
+    default = diff_generations(base, head)
+    assert [t.target.name for t in default.targets] == [
+        "github-L1-dgx_h100-dev",
+        "gitlab-mr-dgx_h100-dev",
+    ]
+    pens = diff_generations(base, head, holding_pen=True)
+    assert "gitlab-mr-broken-dgx_h100-dev" in {t.target.name for t in pens.targets}
+    named = diff_generations(base, head, values=["gitlab-mr-broken-dgx_h100-dev"])
+    (only,) = named.targets
+    assert [j.test_case for j in only.added] == ["g"]
+    pairs = diff_generations(base, head, values=["scope=mr,platform=dgx_h100,environment=dev"])
+    assert [j.test_case for j in pairs.targets[0].added] == ["g"]
+    with pytest.raises(UsageError, match='--target "gitlab-mr-broken-dgx_h100-de"'):
+        diff_generations(base, head, values=["gitlab-mr-broken-dgx_h100-de"])
