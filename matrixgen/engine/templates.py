@@ -50,6 +50,7 @@ def parse_template(template: str) -> tuple[Piece, ...]:
     return pieces
 
 
+@lru_cache(maxsize=4096)
 def placeholders(template: str) -> tuple[str, ...]:
     """The field names a template uses, in order of first use."""
     seen: dict[str, None] = {}

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from urllib.parse import quote, urlsplit
 
 # ----------------------------------------------------------------- terminal lines
 
@@ -42,9 +41,10 @@ def _hidden(char: str) -> bool:
 # The characters that may be hidden: ASCII controls and DEL, and every non-ASCII
 # character (most are not: `_hidden` decides). Variants leave out what the caller
 # allows, so that a big text of many lines costs a regex scan, not a Python loop.
-_MAYBE_HIDDEN = re.compile("[\x00-\x1f\x7f-\U0010ffff]")
-_MAYBE_HIDDEN_IN_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\U0010ffff]")  # not \t \n
-_MAYBE_HIDDEN_IN_JSON = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\U0010ffff]")  # not \t\n\r
+# (Non-ASCII as a negated class: a range up to U+10FFFF takes 30 ms to compile.)
+_MAYBE_HIDDEN = re.compile("[\x00-\x1f\x7f]|[^\x00-\x7f]")
+_MAYBE_HIDDEN_IN_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f]|[^\x00-\x7f]")  # not \t \n
+_MAYBE_HIDDEN_IN_JSON = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|[^\x00-\x7f]")  # not \t\n\r
 _COMMAND_LINE_START = re.compile(r"^[^\S\n]*::", re.MULTILINE)
 
 
@@ -263,6 +263,8 @@ def safe_link(url: object) -> str | None:
         return None
     if any(c.isspace() or _hidden(c) for c in url):
         return None
+    from urllib.parse import quote, urlsplit  # only Markdown needs it (and ipaddress)
+
     try:
         parts = urlsplit(url)
     except ValueError:
