@@ -7,7 +7,6 @@ The CLI and the diff both call these functions; nothing here prints.
 from __future__ import annotations
 
 import gc
-import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from matrixgen.engine.targets import resolve_targets
 from matrixgen.engine.vocab import System
 from matrixgen.quarantine.entries import QuarantineFile, Selection, load_quarantine
 from matrixgen.quarantine.entries import selection as quarantine_selection
+from matrixgen.util.checkout import checkout_top
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,19 +119,10 @@ class Generation:
 def default_recipes_dir(start: Path | None = None) -> Path:
     """`recipes/` at the top of the git checkout we are in, else `./recipes`."""
     start = start or Path.cwd()
-    try:
-        top = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel"],
-            cwd=start,
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
-    except OSError:
-        top = ""
-    if not top:
+    top = checkout_top(start)
+    if top is None:
         return start / "recipes"
-    found = Path(top) / "recipes"
+    found = top / "recipes"
     # Shown in every message: `recipes/h100/gpt.yaml:12:5` from the top of the
     # checkout, as a reader (and GitHub's annotations) know the file.
     return found.relative_to(Path.cwd()) if found.is_relative_to(Path.cwd()) else found

@@ -159,3 +159,15 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Run]:
         return Run(code, captured.out, captured.err)
 
     return run
+
+
+def run_cli(args: list[str]) -> Run:
+    """The CLI in-process, its output captured without a fixture (also inside
+    Hypothesis examples, where capsys is not reset between examples)."""
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(args)
+    return Run(code, out.getvalue(), err.getvalue())

@@ -3,8 +3,6 @@ the dropped jobs' summary, and the invariants that make it safe to use."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import shutil
 import subprocess
@@ -14,7 +12,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matrixgen.cli.main import main
 from matrixgen.engine.changes import (
     TREE_CHANGED,
     UNMATCHED,
@@ -24,16 +21,9 @@ from matrixgen.engine.changes import (
     select_changed,
 )
 from matrixgen.engine.model import Job
-from tests.conftest import Run
+from tests.conftest import Run, run_cli
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def run_cli(args: list[str]) -> Run:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(args)
-    return Run(code, out.getvalue(), err.getvalue())
 
 
 @pytest.mark.parametrize(

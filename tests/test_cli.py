@@ -156,14 +156,7 @@ def test_start_up_imports_no_heavy_modules() -> None:
     "command",
     [
         "validate",
-        pytest.param(
-            "list",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="list --help leaves --environment, --platform, --model, --tag "
-                "undescribed and names no exit codes (remove this mark once it does)",
-            ),
-        ),
+        "list",
     ],
 )
 def test_help_documents_exit_codes_and_options(command: str) -> None:

@@ -3,8 +3,6 @@ figures checked against values computed by hand from its recipes."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
@@ -12,20 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matrixgen.cli.main import main
 from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.vocab import System
 from matrixgen.views.cost import gpu_hours, jobs_cost
-from tests.conftest import Run
+from tests.conftest import run_cli
 
 SHIPPED = Path(__file__).resolve().parents[1] / "recipes"
-
-
-def run_cli(args: list[str]) -> Run:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(args)
-    return Run(code, out.getvalue(), err.getvalue())
 
 
 @given(

@@ -25,7 +25,6 @@ from matrixgen.engine.references import (
     list_directory,
     reference_path,
 )
-from matrixgen.engine.targets import resolve_targets
 from matrixgen.pipeline import Generation, generate
 from matrixgen.views.coverage import compute_coverage, missing_references, read_listing
 from tests.conftest import REQUIRE_MEGATRON_ENV, megatron_required, write_tree
@@ -83,7 +82,6 @@ spec:
   model: gpt
   build: mcore-pyt-{environment}
   platforms: dgx_h100
-  script: run {model} {test_case}
 products:
   - test_case: [gpt_a]
     products:
@@ -105,7 +103,6 @@ spec:
   model: perf
   build: mcore-pyt-{environment}
   platforms: dgx_h100
-  script: run {model}
   references: {skip: all, reason: perf cases report to a dashboard}
 products:
   - test_case: [perf_a]
@@ -521,7 +518,7 @@ def brute_force(
 ) -> set[tuple[str, str, str]]:
     """(target, job, path) for every missing reference, one stat per job."""
     found = set()
-    for target in resolve_targets(gen.tree.config, gen.jobs):
+    for target in gen.targets():
         for job in gen.selection(target).jobs:
             opt = job_opt_out(job)
             for template in settings.templates:
@@ -649,7 +646,8 @@ def test_megatron_coverage_figures(
     gen = generate(megatron_dir)
     settings = ReferenceSettings(templates=MEGATRON_TEMPLATES)
     listing = list_directory(megatron_test_cases, settings.prefix, shown_root="")
-    targets = resolve_targets(gen.tree.config, gen.jobs)
+    # The targets the commands use: no holding-pen scope, no typo platform.
+    targets = gen.targets()
     result = compute_coverage(gen, settings, listing, targets, exclude_models=["unit-tests"])
     functional = [j for j in gen.jobs if j.model != "unit-tests"]
     # One stat per job gives the same answer as one listing.

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
@@ -12,25 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matrixgen.cli.main import main
 from matrixgen.emit.common import EmitSettings, recipe_timeout
 from matrixgen.engine.config import parse_config
 from matrixgen.engine.decide import decide
 from matrixgen.engine.errors import ConfigError, ExitCode, UsageError
 from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.vocab import System
-from tests.conftest import Run
+from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def run_cli(args: list[str]) -> Run:
-    """The CLI in-process, its output captured (also from Hypothesis examples,
-    where the capsys fixture is not reset between examples)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(args)
-    return Run(code, out.getvalue(), err.getvalue())
 
 
 SHIPPED = REPO / "recipes"

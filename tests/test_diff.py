@@ -16,9 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.diff.compare import (
+    ACTION_CHANGED,
+    ARRIVES_QUARANTINED,
+    LEAVES_QUARANTINED,
     LIFTED,
     QUARANTINED,
-    REQUARANTINED,
     SelectionDiff,
     SideIndex,
     TargetDiff,
@@ -28,7 +30,6 @@ from matrixgen.diff.compare import (
 from matrixgen.diff.gitsource import Repository
 from matrixgen.engine import expand, load
 from matrixgen.engine.errors import ConfigError, ExitCode, GitError, UsageError
-from matrixgen.engine.model import Job
 from matrixgen.pipeline import generate_from_files
 from tests.gitrepo import GitRepo
 
@@ -185,32 +186,41 @@ def test_changed_fields_are_listed_old_and_new() -> None:
     head["products"][0]["products"][0]["args"] = ["--seed", "7"]
     head["spec"]["script"] = "bash run.sh {test_case} --fast\necho done"
     targets = by_name(diff(v2_tree(), v2_tree(head)))
-    changed = {c.head.test_case: c.fields for c in targets["gitlab-mr-h100"].changed}
-    assert changed["gpt_a"] == {
+    # The emitted fields: a GitHub matrix row's keys...
+    (row,) = targets["github-l1-h100"].changed
+    assert row.fields == {
+        "n_repeat": (5, 1),
+        "timeout": (225, 90),  # minutes: 5 x 45 before, 1 x 90 after
+        "nodes": (1, 2),
+        "env": ({"NVTE_FLASH_ATTN_V4": "0"}, {"NVTE_FLASH_ATTN_V4": "0", "EXTRA": "1"}),
         "args": (
             ["--flash-attention-version", "2"],
             ["--flash-attention-version", "2", "--seed", "7"],
         ),
-        "env": ({"NVTE_FLASH_ATTN_V4": "0"}, {"EXTRA": "1", "NVTE_FLASH_ATTN_V4": "0"}),
-        "n_repeat": (5, 1),
-        "nodes": (1, 2),
-        "script": (GPT["spec"]["script"], head["spec"]["script"]),
-        "time_limit": (2700, 5400),
     }
-    # The spec's script changed for every job of the file; nothing else did.
-    assert changed["gpt_c"] == {"script": (GPT["spec"]["script"], head["spec"]["script"])}
-    assert list(changed["gpt_a"]) == sorted(changed["gpt_a"])
+    assert list(row.fields) == ["n_repeat", "timeout", "nodes", "env", "args"]  # row order
+    # ... and a GitLab job's.
+    (job,) = targets["gitlab-mr-h100"].changed
+    assert job.head.test_case == "gpt_a"
+    assert set(job.fields) == {"timeout", "variables", "script"}
+    assert job.fields["timeout"] == ("3h 45m", "1h 30m")
+    old_script, new_script = job.fields["script"]
+    assert "--n-repeat 5 --time-limit 2700 --nodes 1" in old_script[0]
+    assert "--n-repeat 1 --time-limit 5400 --nodes 2" in new_script[0]
+    assert new_script[0].endswith("-- --flash-attention-version 2 --seed 7")
+    # spec.script reaches no emitted file: no job changes for it (validate warns).
 
 
 def test_cadence_change_is_a_change_not_a_new_job() -> None:
     head = copy.deepcopy(GPT)
     head["products"][0]["cadence"] = ["nightly"]
-    targets = by_name(diff(v2_tree(), v2_tree(head)))
-    mr = targets["gitlab-mr-h100"]
-    assert mr.added == mr.removed == ()
-    assert [c.fields for c in mr.changed if c.head.test_case == "gpt_a"] == [
-        {"cadence": (["pr", "nightly", "mergegroup"], ["nightly"])}
-    ]
+    result = diff(v2_tree(), v2_tree(head))
+    # Cadence selects; it is not emitted. No target here asks for pr or
+    # mergegroup, so every one of them still runs gpt_a as before.
+    assert result.unchanged
+    pr_target = "system=github,scope=L1,platform=dgx_h100,environment=dev,cadence=pr"
+    (pr,) = diff(v2_tree(), v2_tree(head), specs=[pr_target]).targets
+    assert cases(pr.removed) == ["gpt_a"] and pr.changed == ()
 
 
 def test_image_pin_changes_every_job_of_the_targets_it_covers() -> None:
@@ -241,8 +251,10 @@ def test_build_recipe_image_in_a_tree_without_pins() -> None:
         }
         return {"_build-dev.yaml": build, "gpt.yaml": gpt}
 
+    # Without pins the image a job runs in is its build's, which the launcher
+    # resolves (`--build`): no emitted file names it, so the diff is empty.
     (target,) = diff(tree("reg/dev:1"), tree("reg/dev:2")).targets
-    assert [c.fields for c in target.changed] == [{"image": ("reg/dev:1", "reg/dev:2")}]
+    assert target.unchanged
 
 
 def test_moving_a_case_to_another_file_changes_nothing() -> None:
@@ -255,7 +267,7 @@ def test_moving_a_case_to_another_file_changes_nothing() -> None:
     assert result.unchanged
 
 
-def test_the_same_identity_twice_in_a_target_pairs_by_cadence() -> None:
+def test_the_same_identity_twice_in_a_target_is_one_job_the_last_row() -> None:
     def tree(nightly_repeat: int) -> dict[str, Any]:
         gpt = copy.deepcopy(GPT)
         gpt["products"] = [
@@ -274,11 +286,13 @@ def test_the_same_identity_twice_in_a_target_pairs_by_cadence() -> None:
         ]
         return v2_tree(gpt)
 
+    # GitLab mr takes both rows (it asks for no cadence): one job, the last row's.
     mr = by_name(diff(tree(5), tree(2)))["gitlab-mr-h100"]
-    assert mr.added == mr.removed == ()
-    assert [(c.head.cadence, c.fields) for c in mr.changed] == [
-        (("nightly",), {"n_repeat": (5, 2)})
-    ]
+    assert mr.added == mr.removed == () and (mr.base_jobs, mr.head_jobs) == (1, 1)
+    (change,) = mr.changed
+    assert change.head.cadence == ("nightly",)
+    assert list(change.fields) == ["timeout", "script"]  # n_repeat x time_limit, --n-repeat
+    assert "--n-repeat 2" in change.fields["script"][1][0]
 
 
 # ---------------------------------------------------------------- quarantine
@@ -310,7 +324,7 @@ def test_a_new_skip_is_a_quarantine_change_not_a_removal() -> None:
     l1 = targets["github-l1-h100"]
     assert l1.removed == () and l1.changed == ()
     (change,) = l1.quarantine
-    assert change.change == QUARANTINED and change.head.test_case == "gpt_a"
+    assert change.change == QUARANTINED and change.job.test_case == "gpt_a"
     assert change.old is None
     assert change.mark.tracker == "https://github.com/example/mcore/issues/7201"
     assert change.mark.action == "skip"
@@ -326,7 +340,7 @@ def test_lifting_and_changing_an_entry() -> None:
     relaxed = v2_tree(**{"quarantine.yaml": quarantine_file(entry("allow-failure"))})
     changed = by_name(diff(quarantined, relaxed))["github-l1-h100"]
     (q,) = changed.quarantine
-    assert q.change == REQUARANTINED
+    assert q.change == ACTION_CHANGED
     assert (q.old.action, q.new.action) == ("skip", "allow-failure")
 
 
@@ -336,11 +350,15 @@ def test_the_diff_selects_what_the_pipeline_selects() -> None:
     generation = gen(v2_tree(**{"quarantine.yaml": quarantine_file(entry("skip"))}))
     index = SideIndex("head", generation)
     for target in generation.tree.config.targets:
-        ours = sorted(index.selection(target), key=Job.sort_key)
+        ours = index.selection(target).with_quarantined
         theirs = generation.selection(target).with_quarantined
         assert ours == theirs
         assert [j.quarantine for j in ours] == [j.quarantine for j in theirs]
-    assert any(j.quarantine for t in generation.tree.config.targets for j in index.selection(t))
+    assert any(
+        j.quarantine
+        for t in generation.tree.config.targets
+        for j in index.selection(t).with_quarantined
+    )
 
 
 def test_jobs_skipped_on_both_sides_do_not_change() -> None:
@@ -351,20 +369,36 @@ def test_jobs_skipped_on_both_sides_do_not_change() -> None:
     l1 = targets["github-l1-h100"]  # gpt_a is skipped there: it runs on neither side
     assert l1.unchanged and (l1.base_jobs, l1.head_jobs) == (1, 1)
     mr = targets["gitlab-mr-h100"]  # not quarantined there: the change shows
-    assert [(c.head.test_case, c.fields) for c in mr.changed] == [
-        ("gpt_a", {"time_limit": (2700, 5400)})
+    assert [(c.head.test_case, list(c.fields)) for c in mr.changed] == [
+        ("gpt_a", ["timeout", "script"])
     ]
     assert (mr.base_jobs, mr.head_jobs) == (3, 3)
 
 
-def test_jobs_added_already_quarantined_carry_their_mark() -> None:
+def test_jobs_that_arrive_skipped_are_a_quarantine_change_not_an_addition() -> None:
     head_gpt = copy.deepcopy(GPT)
     head_gpt["products"].append(block("gpt_new", scope=["L1"]))
     base = v2_tree(**{"quarantine.yaml": quarantine_file(entry(match={"test_case": "gpt_*"}))})
     head = v2_tree(head_gpt, **{"quarantine.yaml": base["quarantine.yaml"]})
     l1 = by_name(diff(base, head))["github-l1-h100"]
-    assert cases(l1.added) == ["gpt_new"]
-    assert l1.added[0].quarantine is not None and l1.quarantine == ()
+    assert l1.added == () and (l1.base_jobs, l1.head_jobs) == (0, 0)  # gpt_* skipped
+    (arrival,) = l1.quarantine
+    assert (arrival.change, arrival.job.test_case) == (ARRIVES_QUARANTINED, "gpt_new")
+    assert arrival.base is None and arrival.mark.id == "gpt-a-hang"
+    # Removing it again while it is skipped: it leaves quarantined, no removal.
+    back = by_name(diff(head, base))["github-l1-h100"]
+    assert back.removed == ()
+    assert [q.change for q in back.quarantine] == [LEAVES_QUARANTINED]
+    # An allow-failure entry lets it run: then it is added, and carries its mark.
+    relaxed = copy.deepcopy(base["quarantine.yaml"])
+    relaxed["entries"][0]["action"] = "allow-failure"
+    added = by_name(
+        diff(
+            v2_tree(**{"quarantine.yaml": relaxed}),
+            v2_tree(head_gpt, **{"quarantine.yaml": relaxed}),
+        )
+    )["github-l1-h100"]
+    assert cases(added.added) == ["gpt_new"] and added.added[0].quarantine is not None
 
 
 # ---------------------------------------------------------------- which targets
@@ -413,7 +447,9 @@ def test_ad_hoc_targets_echo_the_selector_as_given() -> None:
         "environment": "dev",
         "cadence": "nightly",
     }
-    assert [c.fields for c in t.changed] == [{"n_repeat": (5, 1)}]
+    (change,) = t.changed
+    assert list(change.fields) == ["timeout", "script"]  # derived timeout, --n-repeat
+    assert "--n-repeat 1" in change.fields["script"][1][0]
 
 
 def test_ad_hoc_targets_are_checked_against_both_sides() -> None:
@@ -462,7 +498,10 @@ def test_a_target_definition_change_is_reported_once() -> None:
     head["matrixgen.yaml"]["targets"]["gitlab-mr-h100"]["timeout"] = 3600
     mr = by_name(diff(v2_tree(), head))["gitlab-mr-h100"]
     assert mr.settings == {"timeout": (None, 3600)}
-    assert mr.changed == ()
+    # ... and the emitted timeout of every job it changes.
+    assert {c.head.test_case: c.fields for c in mr.changed} == {
+        case: {"timeout": ("3h 45m", "1h")} for case in ("gpt_a", "gpt_b", "gpt_c")
+    }
 
 
 def test_moving_a_v1_tree_to_a_config_changes_no_job() -> None:

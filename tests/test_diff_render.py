@@ -15,6 +15,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from matrixgen.diff import markdown as md
 from matrixgen.diff.compare import (
     LIFTED,
     QUARANTINED,
@@ -26,7 +27,6 @@ from matrixgen.diff.compare import (
 from matrixgen.diff.render import (
     MARKDOWN_LIMIT,
     MARKER,
-    _code,
     render,
     render_json,
     render_markdown,
@@ -166,7 +166,9 @@ def test_json_shape() -> None:
         "removed": 1,
         "changed": 4,
         "quarantine": 2,
+        "duplicates": 0,
     }
+    assert mr["counts"] == {"added": 0, "removed": 0, "changed": 4, "quarantine": 2}
     assert data["notes"] == list(sample().notes)
 
 
@@ -208,10 +210,10 @@ def test_markdown_quarantine_changes_link_their_trackers() -> None:
     text = render_markdown(sample())
     assert (
         "- **quarantined** [#7201](https://github.com/example/mcore/issues/7201) "
-        "(skip, entry `moe-ep8-hang`): 1 job(s) in `gitlab-mr-h100`"
+        "(skip, broken, entry `moe-ep8-hang`): 1 job(s) in `gitlab-mr-h100`"
     ) in text
     # A bare #N is left for GitHub to link in the repository of the PR.
-    assert "- **lifted** #7733 (skip, entry `cp2`)" in text
+    assert "- **lifted** #7733 (skip, flaky, entry `cp2`)" in text
 
 
 def test_markdown_details_group_one_edit_of_many_jobs() -> None:
@@ -288,8 +290,8 @@ def test_markdown_stays_under_the_comment_limit() -> None:
     )
     text = render_markdown(huge)
     assert len(text) <= MARKDOWN_LIMIT
-    # The summary counts distinct jobs: the same 60 jobs are in every target.
-    assert "**+60 added · −0 removed" in text and "| `github-l1-39` | 0 | +60 |" in text
+    # The summary counts per target, as the table shows them: 40 x 60.
+    assert "**+2400 added · −0 removed" in text and "| `github-l1-39` | 0 | +60 |" in text
     # Details are left out, and the JSON still has everything.
     assert "Per-target details are left out" in text
     assert len(json.loads(render_json(huge))["targets"][0]["added"]) == 60
@@ -341,7 +343,7 @@ def test_code_spans_show_the_text_as_it_is(text: str) -> None:
 
     # A table cell: pipes must not split it, backticks must not end the span early.
     rendered = markdown_it.MarkdownIt("commonmark").enable("table")
-    tokens = rendered.parse(f"| h |\n| -- |\n| {_code(text)} |\n")
+    tokens = rendered.parse(f"| h |\n| -- |\n| {md.code(text)} |\n")
     cell = next(t for t in tokens if t.type == "inline" and t.map and t.map[0] == 2)
     spans = [c.content for c in cell.children or [] if c.type == "code_inline"]
     if text.strip(" "):
@@ -365,16 +367,6 @@ def test_text_report() -> None:
     assert "unchanged (1): gitlab-mr-slim-h100" in text
     assert "github-l1-h100 (github L1 dgx_h100 dev): +6 -0 ~0, 10 -> 16 jobs" in text
     assert "note: base 0123456789ab: 1 recipe error(s)" in text
-
-
-def test_a_job_listed_twice_shows_its_cadence() -> None:
-    twins = (job("a", cadence=("pr",)), job("a", cadence=("nightly",)))
-    diff_ = SelectionDiff(
-        base="a" * 40,
-        head="b" * 40,
-        targets=(TargetDiff(target("t", "gitlab", "mr"), added=twins),),
-    )
-    assert "+ gpt/a (nightly)" in render_text(diff_) and "+ gpt/a (pr)" in render_text(diff_)
 
 
 # ---------------------------------------------------------------- determinism

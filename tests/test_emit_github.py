@@ -103,6 +103,8 @@ def test_rows_of_a_configured_target() -> None:
         "tag": "",
         "n_repeat": 5,
         "timeout": 225,  # 5 repeats of 45 minutes
+        "nodes": 1,
+        "gpus": 8,
         "image": "nvcr.io/nvidia/pytorch:26.09-py3",  # images.github
         "runner": ["h100-runner"],  # platforms.dgx_h100.runner_tags
         "env": {"NVTE_FLASH_ATTN_V4": "0"},

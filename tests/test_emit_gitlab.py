@@ -134,6 +134,10 @@ def test_jobs_carry_stage_image_tags_timeout_script_retry_artifacts() -> None:
         "5",
         "--time-limit",
         "2700",
+        "--nodes",
+        "1",
+        "--gpus",
+        "8",
         "--build",
         "mcore-pyt-dev",
         "--",
@@ -242,6 +246,8 @@ def launcher_parser() -> argparse.ArgumentParser:
         parser.add_argument(flag)
     parser.add_argument("--n-repeat", type=int)
     parser.add_argument("--time-limit", type=int)
+    parser.add_argument("--nodes", type=int)
+    parser.add_argument("--gpus", type=int)
     parser.add_argument("--deselect", action="append", default=[])
     parser.add_argument("rest", nargs="*")
     return parser
@@ -474,20 +480,21 @@ def test_unresolvable_collision_is_a_limit_error_not_an_overwrite(cli: Callable,
     twins = [make_job(name="twin", cadence=("pr",)), make_job(name="twin", cadence=("nightly",))]
     with pytest.raises(LimitError, match="no unique GitLab job name"):
         job_names(twins)
-    # End to end: the same job in one scope twice (a v1 tree only warns about it).
-    root = tree(
-        {
-            "_build.yaml": "type: build\nformat_version: 1\nspec: {name: b}\n",
-            "a.yaml": """
+    # End to end: two models' cases of one name (a v1 tree only warns about it).
+    recipe = """
                 type: basic
                 format_version: 1
-                spec: {name: twin, model: m, build: b, platforms: p}
+                spec: {name: twin, model: MODEL, build: b, platforms: p}
                 products:
                   - test_case: [twin]
                     products:
-                      - {environment: [dev], scope: [mr], cadence: [pr]}
-                      - {environment: [dev], scope: [mr], cadence: [nightly]}
-            """,
+                      - {environment: [dev], scope: [mr]}
+            """
+    root = tree(
+        {
+            "_build.yaml": "type: build\nformat_version: 1\nspec: {name: b}\n",
+            "a.yaml": recipe.replace("MODEL", "m1"),
+            "b.yaml": recipe.replace("MODEL", "m2"),
         }
     )
     run = cli("gitlab", "--recipes", root, "--target", "scope=mr,platform=p,environment=dev")
@@ -785,7 +792,7 @@ def test_generated_children_run_under_gitlab_ci_local(tmp_path: Path) -> None:
     assert any(
         line.endswith(
             "> launched --model gpt --test-case gpt3_lts --environment lts"
-            " --platform dgx_h100 --n-repeat 5 --time-limit 2701 --build"
+            " --platform dgx_h100 --n-repeat 5 --time-limit 2701 --nodes 1 --gpus 8 --build"
             " mcore-pyt-lts -- --flash-attention-version 2"
         )
         for line in lines

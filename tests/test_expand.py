@@ -205,17 +205,27 @@ def test_missing_build_and_unresolved_template(tree: Callable[..., Path]) -> Non
     assert len(jobs) == 1
 
 
-def test_duplicate_jobs_are_reported(tree: Callable[..., Path]) -> None:
-    _, findings = jobs_of(
+def test_duplicate_jobs_carry_every_definition(tree: Callable[..., Path]) -> None:
+    """Expansion keeps both copies (selection keeps one per target, validate
+    reports them) and gives each the locations of all of them."""
+    jobs, findings = jobs_of(
         tree,
         v1_tree("""
   - test_case: [tc]
     products:
       - {environment: [dev], scope: [mr], platforms: [dgx_h100]}
       - {environment: [dev], scope: [mr], platforms: [dgx_h100]}
+      - {environment: [dev], scope: [nightly], platforms: [dgx_h100]}
 """),
     )
-    assert [f.code for f in findings] == ["duplicate-job"]
+    assert not findings
+    doubled = [j for j in jobs if j.scope == "mr"]
+    assert len(doubled) == 2
+    lines = sorted(w.line for w in doubled[0].definitions)
+    assert len(lines) == 2 and lines[0] < lines[1]
+    assert doubled[0].definitions == doubled[1].definitions
+    (single,) = [j for j in jobs if j.scope == "L2"]
+    assert single.definitions == () and single.locations == (single.source,)
 
 
 def test_axis_that_is_not_a_list_is_an_error(tree: Callable[..., Path]) -> None:

@@ -12,9 +12,9 @@ from matrixgen.diff.compare import (
     QuarantineChange,
     SelectionDiff,
     TargetDiff,
-    distinct_counts,
+    target_counts,
 )
-from matrixgen.diff.expect import Check, evaluate, parse_rule, parse_rules, require
+from matrixgen.diff.expect import Check, check_rules, evaluate, parse_rule, parse_rules, require
 from matrixgen.engine.errors import ExitCode, ExpectationError, UsageError
 from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
 from matrixgen.engine.vocab import System
@@ -112,14 +112,32 @@ def test_malformed_rules_are_usage_errors(rule: str, says: str) -> None:
     assert info.value.exit_code is ExitCode.USAGE
 
 
-def test_counts_are_distinct_jobs_over_matched_targets() -> None:
-    # The four H100 jobs are in two cadence targets: they count once.
-    result = outcome("github/L1:+6")
-    assert result.ok and result.counts["+"] == 6
+def test_counts_are_per_target_as_the_table_shows_them() -> None:
+    # The four H100 jobs are in two cadence targets: 4 + 4, and 2 on GB200.
+    result = outcome("github/L1:+10")
+    assert result.ok and result.counts["+"] == 10
     assert len(result.targets) == 3
-    assert outcome("github/L1/dgx_h100:+4").ok
+    assert not outcome("github/L1:+6").ok
+    assert outcome("github/L1/dgx_h100:+8").ok
     assert outcome("github/L1/dgx_gb200:+2").ok
     assert outcome("github/L1/dgx_h100/dev/pr:+4").ok
+
+
+def test_unknown_parts_of_a_rule_are_usage_errors() -> None:
+    diff = scenario()
+    check_rules(parse_rules(["github/L1:+10", "*/nightly/dgx_h*:=2", "gitlab/L2:q1"]), diff)
+    for rule, says in [
+        ("githb/L1:+1", 'unknown system "githb" (did you mean "github"?)'),
+        ("github/L9:+0", 'unknown github scope "L9"'),
+        ("github/L2:+0", 'unknown github scope "L2"; the targets of this diff have: L1'),
+        ("gitlab/nightlyy:+0", 'unknown gitlab scope "nightlyy" (did you mean "nightly"?)'),
+        ("github/L1/dgx_h10:+0", 'unknown platform "dgx_h10" (did you mean "dgx_h100"?)'),
+        ("github/L1/dgx_h100/dev/prr:+0", 'unknown cadence "prr"'),
+    ]:
+        with pytest.raises(UsageError) as info:
+            check_rules(parse_rules([rule]), diff)
+        assert says in str(info.value), (rule, str(info.value))
+        assert info.value.exit_code is ExitCode.USAGE
 
 
 def test_equals_zero_means_no_change_of_any_kind() -> None:
@@ -134,25 +152,25 @@ def test_scopes_match_by_name_or_tier() -> None:
     # Configured as "nightly": `L2` finds it; a legacy name in the rule resolves too.
     assert outcome("*/L2:~1").ok
     assert outcome("*/nightly:-0").ok
-    assert outcome("github/mr-github:+6").ok  # mr-github is L1
+    assert outcome("github/mr-github:+10").ok  # mr-github is L1
 
 
 def test_target_name_patterns() -> None:
-    assert outcome("github-L1-dgx_h100-*:+4").ok
+    assert outcome("github-L1-dgx_h100-*:+8").ok
     assert outcome("gitlab-nightly-dgx_h100-nightly:~1,q1").ok
 
 
 def test_operators() -> None:
-    assert outcome("github/*:+>=6").ok
-    assert outcome("github/*:+>5").ok
-    assert not outcome("github/*:+<6").ok
-    assert outcome("github/*:+<=6").ok
+    assert outcome("github/*:+>=10").ok
+    assert outcome("github/*:+>9").ok
+    assert not outcome("github/*:+<10").ok
+    assert outcome("github/*:+<=10").ok
     assert outcome("github/*:-!=1").ok
-    assert outcome("github/*:+==6").ok
+    assert outcome("github/*:+==10").ok
 
 
 def test_failing_and_unmatched_rules_raise_expectation_errors() -> None:
-    rules = parse_rules(["github/L1:+6", "gitlab/*:=0", "github/L9:+0"])
+    rules = parse_rules(["github/L1:+10", "gitlab/*:=0", "github/L9:+0"])
     outcomes = evaluate(rules, scenario())
     assert [o.ok for o in outcomes] == [True, False, False]
     with pytest.raises(ExpectationError) as info:
@@ -163,7 +181,7 @@ def test_failing_and_unmatched_rules_raise_expectation_errors() -> None:
     assert "--expect gitlab/*:=0: FAILED: expected exactly 0 changes in total, got 2" in text
     assert '--expect github/L9:+0: matches no target (did you mean "github/L1"?)' in text
     assert "system/scope of the targets of this diff: github/L1, gitlab/mr, " in text
-    require(evaluate(parse_rules(["github/L1:+6"]), scenario()), scenario())  # no raise
+    require(evaluate(parse_rules(["github/L1:+10"]), scenario()), scenario())  # no raise
 
 
 @settings(max_examples=50, deadline=None)
@@ -179,4 +197,4 @@ def test_every_well_formed_check_parses_back(kind: str, op: str, number: int) ->
 
 
 def test_count_of_nothing() -> None:
-    assert distinct_counts([]) == {"+": 0, "-": 0, "~": 0, "q": 0, "=": 0}
+    assert target_counts([]) == {"+": 0, "-": 0, "~": 0, "q": 0, "=": 0}

@@ -3,7 +3,6 @@ github, gitlab and list (engine/changes.py decides; this wires it in)."""
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -30,20 +29,6 @@ FullOption = Annotated[
 ]
 
 
-def _repo_root(start: Path) -> Path | None:
-    try:
-        top = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel"],
-            cwd=start,
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
-    except OSError:
-        return None
-    return Path(top) if top else None
-
-
 def change_selection(
     generation: Generation, recipes: Path, ref: str | None, full: bool
 ) -> tuple[Generation, ChangeSelection | None]:
@@ -56,10 +41,11 @@ def change_selection(
             )
         return generation, None
     from matrixgen.engine.changes import ChangeSet, changed_files, describe, select_changed
+    from matrixgen.util.checkout import checkout_top
     from matrixgen.util.escape import terminal_text
 
     directory = recipes.resolve()
-    root = _repo_root(directory if directory.is_dir() else Path.cwd())
+    root = checkout_top(directory if directory.is_dir() else Path.cwd())
     tree_paths: list[str] = []
     if root is None:
         changes = ChangeSet(ref=ref, error=f"{recipes} is not inside a git checkout")

@@ -18,7 +18,13 @@ class DiffFormat(StrEnum):
     JSON = "json"
 
 
-DIFF_HELP = """Per target, the jobs HEAD adds, removes and changes compared with BASE.
+DIFF_HELP = """Per target, the difference between what HEAD and BASE emit for it.
+
+Added / removed: jobs that run at HEAD and not at BASE / the reverse (a job a
+skip entry takes out does not run). Changed: jobs whose emitted content (GitHub
+matrix row, GitLab job) differs, field by field. Quarantine: quarantined,
+lifted, action changed, entry changed, arrives quarantined, leaves quarantined.
+A row that duplicates (or stops duplicating) a job is a note, not a change.
 
 BASE and HEAD are git revisions (HEAD: the working tree when left out). The
 recipe trees are read from git objects, not checked out, so this works in a
@@ -46,12 +52,15 @@ on either side, holding-pen scopes only with --holding-pen.
     */nightly:-0       nothing removed from nightly
     github/L0/dgx_h100:+>=1,-0
 
-Counts are of distinct jobs over every target a pattern matches.
+Counts are per target, as the table shows them, summed over the targets a
+pattern matches. A system, scope, platform, environment or cadence (without
+globs) that no target has is a usage error.
 
 \b
-Exit codes: 0 ok (changes or not); 2 usage error (a malformed --expect rule,
-a revision starting with "-"); 3 bad project config on a side; 5 git problem
-(unknown revision, not a repository); 6 an expectation failed or matched no target.
+Exit codes: 0 ok (changes or not); 2 usage error (a malformed --expect rule or
+one naming an unknown system, scope or platform, a revision starting with "-");
+3 bad project config on a side; 5 git problem (unknown revision, not a
+repository); 6 an expectation failed or matched no target.
 """
 
 
@@ -84,7 +93,7 @@ def diff_command(
     ] = None,
 ) -> None:
     from matrixgen.diff.compare import diff_revisions
-    from matrixgen.diff.expect import evaluate, parse_rules, require
+    from matrixgen.diff.expect import check_rules, evaluate, parse_rules, require
     from matrixgen.diff.gitsource import check_revision, locate_recipes
     from matrixgen.diff.references import reference_gaps, render_gaps
     from matrixgen.diff.render import render, to_json_data
@@ -97,6 +106,7 @@ def diff_command(
     result, sides = diff_revisions(
         repo, path, base, head, values=target or (), holding_pen=holding_pen
     )
+    check_rules(rules, result)  # an unknown system/scope/platform: exit 2, before any output
     for side in sides:
         if side.errors:
             typer.echo(

@@ -195,6 +195,8 @@ def list_jobs(
     the target of that scope's system; without, each job as in its own scope's.
     With --target, the jobs of those targets, exactly as `generate` emits them
     (--model, --tag and --test-case narrow them further; the row says its target).
+    Exit 0: listed (also when nothing matches); 1: the tree has errors (see
+    validate); 2: usage error; 3: bad project config.
     """
     from matrixgen.engine.errors import UsageError
     from matrixgen.engine.model import Selector
@@ -260,7 +262,7 @@ def list_jobs(
                 j.tag or "",
                 j.environment,
                 j.platform,
-                j.scope or "",
+                j.shown_scope or "",
                 ",".join(j.cadence),
                 str(j.n_repeat),
                 str(j.time_limit),

@@ -143,7 +143,7 @@ def _new_entry_message(message: str) -> str:
 
 
 def _job_line(job: Any) -> str:
-    return f"{job.identity} [{job.scope}]"
+    return f"{job.identity} [{job.shown_scope}]"
 
 
 def _hits_by_target(hits: list[Hit]) -> dict[str, list[Any]]:

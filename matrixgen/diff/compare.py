@@ -1,92 +1,109 @@
-"""Selection diff: per target, the jobs one revision of a tree adds, removes and
-changes compared with another, and the quarantine changes between them.
+"""Selection diff: per target, the difference between what each revision of a
+tree emits for it.
 
-Two jobs are the same job when they have the same identity (JobId in engine/model.py: model,
-test case, environment, platform, tag) and the same scope; a target selects one
-scope, so within a target this is the identity. When one side holds the same
-identity twice in a target (cadences that do not overlap), the jobs are paired
-by equal cadence first, then in order.
+One definition: both sides are emitted as `generate` emits them (the same
+`EmittedJob` values the GitHub and GitLab emitters serialise), and compared
+job by job, a job being its identity (JobId in engine/model.py: model, test case,
+environment, platform, tag) within the target. Per target:
 
-A changed job lists each field that differs as (old, new): the resolved job
-fields (cadence, name, build, n_repeat, time_limit, nodes, gpus, allow_failure,
-env, args), `image` (the container image the target runs it in: the target's
-settings or the pin for its system and architecture, as the emitters resolve
-it; else the image its build recipe names), and every other spec field (script,
-script_setup, launcher, extra axes, ...). The file a job is defined in is not a
-field: moving a case to another file changes nothing that runs. A change to a
-target's own definition (selector, system settings) is listed once per target.
+- added: jobs that run at HEAD and did not at BASE; removed: the reverse. A job
+  that a skip entry takes out of a target does not run.
+- changed: a job that runs on both sides whose emitted content differs (its
+  GitHub matrix row, its GitLab job), each emitted field with old and new value;
+  quarantine's own marks are left out of it (they are the next category).
+- quarantine: each transition with its entry id, tracker, action and kind:
+  quarantined (a running job becomes skipped, allow-failure or deselected),
+  lifted (the reverse), action changed, entry changed (another entry, tracker,
+  kind or node ids with the same action), arrives quarantined (new to the target
+  and skipped on arrival), leaves quarantined (removed while skipped).
+- duplicates: a job that one more (or one fewer) row defines: "duplicate
+  definition added/removed at file:line". The job itself is counted only where
+  its emitted content changes.
 
-Quarantine is compared apart from the fields: a job the recipes select on both
-sides whose quarantine mark differs is "quarantined" (none before), "lifted"
-(none after) or "requarantined" (another entry, tracker or action). Jobs that a
-skip entry takes out of a target still count as selected by the recipes, so a
-new quarantine is never reported as a removal; a job skipped on both sides runs
-on neither, so its field changes are not listed (they show once it is lifted).
+The file a job is defined in is not emitted: moving a case to another file
+changes nothing. A change to a target's own definition (selector, system
+settings) is listed once per target, besides the jobs it changes.
 
 Targets: the ones asked for (`--target`, `--target-name`), else every target
 configured on either side, else (trees without config) every scope x platform
-x environment used on either side. A target configured on one side only lists
-all its jobs as added (or removed); a side without any config selects with the
-other side's definition, so moving a tree to a config changes no job.
+x environment used on either side, except Megatron-LM's quarantine habit scopes
+(`mr-broken`, ...), which no pipeline runs. A target configured on one side
+only lists all its jobs as added (or removed); a side without any config
+selects with the other side's definition, so moving a tree to a config changes
+no job.
 
 Robustness decisions: a side whose recipes have errors (what `matrixgen validate`
-reports, its JSON Schema pass left out: a mistyped platform as much as a file
-that does not parse) is still compared (the rows that cannot be read yield no
-jobs there) and the diff says so in its notes;
-a recipe directory that does not exist on one side is an empty tree there (also
-noted); a bad project config on a side stops the diff (exit 3) and names the
-side, since nothing there can be expanded without it.
+reports, its JSON Schema pass left out) is still compared (the rows that cannot
+be read yield no jobs there) and the diff says so in its notes; a target that a
+side cannot emit (two jobs left with one GitLab name, an unmet need) is compared
+job by job as each would be emitted alone, with a note; a recipe directory that
+does not exist on one side is an empty tree there (also noted); a bad project
+config on a side stops the diff (exit 3) and names the side.
 
 Speed: both sides load through one `PipelineCache` keyed by git blob id, so the
-head parses and expands only the files that differ from the base; jobs reused
-from the base are the same objects, which pair with themselves at no cost.
+head parses and expands only the files that differ from the base; a target whose
+selection is the very same job objects under the same config on both sides is
+unchanged without being emitted.
 """
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from matrixgen.diff.gitsource import Repository, TreeSource
-from matrixgen.emit.common import check_ad_hoc_target
+from matrixgen.emit.common import (
+    EmitSettings,
+    EmittedJob,
+    EmittedTarget,
+    check_ad_hoc_target,
+    emitted_jobs,
+    skipped_jobs,
+)
+from matrixgen.emit.generate import emitted_target
 from matrixgen.engine.checks import typo_platforms
-from matrixgen.engine.errors import Finding, MatrixgenError, Severity, UsageError, did_you_mean
-from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
-from matrixgen.engine.select import JobIndex
+from matrixgen.engine.errors import (
+    ConfigError,
+    Finding,
+    Location,
+    MatrixgenError,
+    Severity,
+    UsageError,
+    did_you_mean,
+)
+from matrixgen.engine.model import Job, JobId, QuarantineMark, Target
 from matrixgen.engine.targets import discover_targets, parse_target
+from matrixgen.engine.vocab import System
+from matrixgen.migrate import is_habit_scope
 from matrixgen.pipeline import Generation, PipelineCache, generate_from_files
-from matrixgen.quarantine.entries import apply_quarantine
+from matrixgen.quarantine.entries import Selection
 
-# Job attributes compared directly (identity and scope are the key).
-JOB_FIELDS: tuple[str, ...] = (
-    "cadence",
-    "name",
-    "build",
-    "n_repeat",
-    "time_limit",
-    "nodes",
-    "gpus",
-    "allow_failure",
-    "env",
-    "args",
-)
-# Spec keys that the job fields above (or the identity) already cover.
-COVERED_SPEC_KEYS = frozenset(
-    {"model", "test_case", "environment", "platforms", "tag", "scope", *JOB_FIELDS}
-)
-
+# Quarantine transitions of a job in a target.
 QUARANTINED = "quarantined"
 LIFTED = "lifted"
-REQUARANTINED = "requarantined"
+ACTION_CHANGED = "action changed"
+ENTRY_CHANGED = "entry changed"
+ARRIVES_QUARANTINED = "arrives quarantined"
+LEAVES_QUARANTINED = "leaves quarantined"
+QUARANTINE_CHANGES: tuple[str, ...] = (
+    QUARANTINED,
+    LIFTED,
+    ACTION_CHANGED,
+    ENTRY_CHANGED,
+    ARRIVES_QUARANTINED,
+    LEAVES_QUARANTINED,
+)
+DUPLICATE_ADDED = "added"
+DUPLICATE_REMOVED = "removed"
 SKIP = "skip"  # the quarantine action that takes a job out of a target
 
 
 @dataclass(frozen=True, slots=True)
 class ChangedJob:
-    """A job on both sides whose fields differ: {field: (old, new)}, sorted by field."""
+    """A job that runs on both sides whose emitted content differs:
+    {emitted field: (old, new)}, in the order the file has the fields."""
 
     base: Job
     head: Job
@@ -95,19 +112,25 @@ class ChangedJob:
 
 @dataclass(frozen=True, slots=True)
 class QuarantineChange:
-    """A job selected on both sides whose quarantine mark differs."""
+    """One quarantine transition of a job in a target (see the module docstring)."""
 
-    change: str  # quarantined, lifted or requarantined
-    base: Job
-    head: Job
+    change: str  # one of QUARANTINE_CHANGES
+    base: Job | None  # None: the job is new to the target
+    head: Job | None  # None: the job left the target
+
+    @property
+    def job(self) -> Job:
+        job = self.head or self.base
+        assert job is not None
+        return job
 
     @property
     def old(self) -> QuarantineMark | None:
-        return self.base.quarantine
+        return self.base.quarantine if self.base is not None else None
 
     @property
     def new(self) -> QuarantineMark | None:
-        return self.head.quarantine
+        return self.head.quarantine if self.head is not None else None
 
     @property
     def mark(self) -> QuarantineMark:
@@ -115,6 +138,15 @@ class QuarantineChange:
         mark = self.new or self.old
         assert mark is not None
         return mark
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicateNote:
+    """A row that defines a job another row defines too, added or removed."""
+
+    change: str  # DUPLICATE_ADDED or DUPLICATE_REMOVED
+    job: Job
+    locations: tuple[Location, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,17 +158,31 @@ class TargetDiff:
     removed: tuple[Job, ...] = ()
     changed: tuple[ChangedJob, ...] = ()
     quarantine: tuple[QuarantineChange, ...] = ()
+    duplicates: tuple[DuplicateNote, ...] = ()
     # Differences in the target's own definition (selector and system settings).
     settings: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     # "both", or the one side the target exists on (a configured target added or removed).
     exists: str = "both"
-    # How many jobs the target runs on each side (jobs a skip entry takes out left out).
+    # How many jobs the target runs on each side (skipped jobs left out).
     base_jobs: int = 0
     head_jobs: int = 0
 
     @property
     def unchanged(self) -> bool:
+        """Nothing CI receives changes (a duplicate row added or removed is a note)."""
         return not (self.added or self.removed or self.changed or self.quarantine or self.settings)
+
+    def counts(self) -> dict[str, int]:
+        """+ added, - removed, ~ changed, q quarantine changes, = all of them and
+        1 for a changed target definition: what the table shows for the target."""
+        out = {
+            "+": len(self.added),
+            "-": len(self.removed),
+            "~": len(self.changed),
+            "q": len(self.quarantine),
+        }
+        out["="] = sum(out.values()) + (1 if self.settings else 0)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,22 +199,17 @@ class SelectionDiff:
         return all(t.unchanged for t in self.targets)
 
 
-def distinct_counts(targets: Sequence[TargetDiff]) -> dict[str, int]:
-    """Distinct jobs per kind (+ added, - removed, ~ changed, q quarantine) over
-    some targets, and "=" their sum plus the targets whose definition changed.
-
-    A job is counted once however many targets list it: the same six jobs added
-    to the pr and the mergegroup targets of a tier are six additions.
-    """
-    seen: dict[str, set[tuple]] = {"+": set(), "-": set(), "~": set(), "q": set()}
+def target_counts(targets: Sequence[TargetDiff]) -> dict[str, int]:
+    """The per-target counts (`TargetDiff.counts`) summed over some targets: a job
+    added to two targets counts twice, as the table shows it in both rows."""
+    total = {"+": 0, "-": 0, "~": 0, "q": 0, "=": 0}
     for t in targets:
-        seen["+"].update(j.sort_key() for j in t.added)
-        seen["-"].update(j.sort_key() for j in t.removed)
-        seen["~"].update(c.head.sort_key() for c in t.changed)
-        seen["q"].update(q.head.sort_key() for q in t.quarantine)
-    counts = {kind: len(keys) for kind, keys in seen.items()}
-    counts["="] = sum(counts.values()) + sum(1 for t in targets if t.settings)
-    return counts
+        for kind, n in t.counts().items():
+            total[kind] += n
+    return total
+
+
+# ---------------------------------------------------------------- targets
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +291,26 @@ def resolve_diff_targets(
     ]
 
 
+def habit_note(base: Generation, head: Generation) -> str | None:
+    """Which quarantine habit scopes a diff without configured targets leaves out."""
+    if base.tree.config.targets or head.tree.config.targets:
+        return None
+    habits = sorted(
+        {j.scope for j in (*base.jobs, *head.jobs) if j.scope and is_habit_scope(j.scope)}
+    )
+    if not habits:
+        return None
+    return (
+        f"scope(s) {', '.join(habits)}: quarantine habits that no pipeline runs, not "
+        "compared as targets (their jobs count where an entry quarantines them; "
+        "--target compares one)"
+    )
+
+
+def _chain(*groups: Iterable[Job]) -> list[Job]:
+    return [job for group in groups for job in group]
+
+
 def _configured_pair(name: str, base: Generation, head: Generation) -> TargetPair | None:
     """A configured target on each side. A side without any config (a tree that
     has not moved to format_version 2 yet) selects with the other side's definition."""
@@ -266,75 +327,62 @@ def _configured_pair(name: str, base: Generation, head: Generation) -> TargetPai
     return TargetPair(shown, base_target, head_target)
 
 
-def _chain(*groups: Iterable[Job]) -> list[Job]:
-    return [job for group in groups for job in group]
-
-
-# ---------------------------------------------------------------- selection
+# ---------------------------------------------------------------- emitting
 
 
 class SideIndex:
-    """One side's jobs grouped for fast per-target selection, and its images."""
+    """One side's targets as `generate` emits them."""
 
     def __init__(self, name: str, generation: Generation) -> None:
         self.name = name
         self.generation = generation
-        self.index = JobIndex(generation.jobs)
-        self.build_images = build_images(generation)
-        self._target_images: dict[tuple[str, str, str], str | None] = {}
+        self.notes: list[str] = []
 
-    def recipe_selection(self, selector: Selector) -> list[Job]:
-        """The jobs the recipes give a selector, before quarantine."""
-        return self.index.select(selector)
-
-    def selection(self, target: Target | None) -> list[Job]:
-        """The target's jobs with their quarantine marks, the ones a skip entry
-        takes out included (so a new skip shows as a quarantine, not a removal)."""
+    def selection(self, target: Target | None) -> Selection:
         if target is None:
-            return []
-        jobs = self.recipe_selection(target.selector)
-        entries = self.generation.quarantine.entries
-        if not entries or not jobs:
-            return jobs
-        kept, skipped = apply_quarantine(
-            jobs, entries, target, known_test_cases=self.index.test_cases
+            return Selection(())
+        return self.generation.selection(target)
+
+    def emit(self, target: Target | None, chosen: Selection) -> EmittedTarget | None:
+        """The target's emitted jobs (None: the target does not exist on this side)."""
+        if target is None:
+            return None
+        config = self.generation.tree.config
+        try:
+            return emitted_target(target, chosen, config)[0]
+        except ConfigError as exc:
+            exc.message = f"{self.name}: {exc.message}"
+            raise
+        except MatrixgenError as exc:
+            self.notes.append(
+                f"{self.name}: target {target.name} cannot be emitted ({exc.message}); "
+                "its jobs are compared one by one, each as it would be emitted alone"
+            )
+            return _one_by_one(target, chosen)
+
+
+def _one_by_one(target: Target, chosen: Selection) -> EmittedTarget:
+    """A target that cannot be emitted whole: each job as it would be emitted alone."""
+    from dataclasses import replace as _replace
+
+    from matrixgen.emit.github import github_row
+    from matrixgen.emit.gitlab import standalone_content
+
+    settings = EmitSettings(target=target)
+    content = github_row if target.system is System.GITHUB else standalone_content
+    jobs = emitted_jobs(chosen.jobs)
+    out = []
+    for job in jobs:
+        row = content(job, settings)
+        plain = row if job.quarantine is None else content(_replace(job, quarantine=None), settings)
+        out.append(
+            EmittedJob(
+                identity=job.identity, content=row, plain=plain, quarantine=job.quarantine, job=job
+            )
         )
-        return [*kept, *skipped]
-
-    def image(self, job: Job, target: Target) -> Any:
-        """The image the target runs the job in (its settings, else the pin for its
-        system and architecture), else the image of the job's build recipe."""
-        key = (target.name, job.platform, job.environment)
-        if key not in self._target_images:
-            from matrixgen.emit.common import resolve_settings
-
-            config = self.generation.tree.config
-            try:
-                settings = resolve_settings(target, config, [job])
-            except MatrixgenError as exc:
-                exc.message = f"{self.name}: {exc.message}"
-                raise
-            self._target_images[key] = settings.image(job)
-        image = self._target_images[key]
-        if image is None and job.build is not None:
-            return self.build_images.get(job.build)
-        return image
-
-
-def build_images(generation: Generation) -> dict[str, Any]:
-    """Build name -> the container image its build recipe names (spec.source.image
-    or spec.image): what a tree without pinned images runs."""
-    images: dict[str, Any] = {}
-    for recipe in generation.tree.builds:
-        spec = recipe.data.get("spec")
-        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
-            continue
-        source = spec.get("source")
-        image = source.get("image") if isinstance(source, dict) else None
-        if image is None:
-            image = spec.get("image")
-        images[spec["name"]] = plain(image)
-    return images
+    kept = {id(j) for j in jobs}
+    left_out = [*chosen.skipped, *(j for j in chosen.jobs if id(j) not in kept)]
+    return EmittedTarget(target=target, jobs=tuple(out), skipped=skipped_jobs(left_out))
 
 
 # ---------------------------------------------------------------- comparing
@@ -364,8 +412,10 @@ def diff_generations(
     )
     diffs = [diff_target(pair, base_index, head_index) for pair in pairs]
     diffs.sort(key=lambda d: _target_order(d.target))
+    habits = habit_note(base, head) if not (values or specs or names or holding_pen) else None
+    extra = [*base_index.notes, *head_index.notes, *([habits] if habits else [])]
     return SelectionDiff(
-        base=base_ref, head=head_ref, targets=tuple(diffs), notes=(*notes, *warnings)
+        base=base_ref, head=head_ref, targets=tuple(diffs), notes=(*notes, *warnings, *extra)
     )
 
 
@@ -381,144 +431,113 @@ def _target_order(target: Target) -> tuple:
     )
 
 
+def _same_objects(a: Sequence[Job], b: Sequence[Job]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
 def diff_target(pair: TargetPair, base: SideIndex, head: SideIndex) -> TargetDiff:
-    """The diff of one target."""
-    old_jobs = base.selection(pair.base)
-    new_jobs = head.selection(pair.head)
+    """The diff of one target: its emitted jobs on each side, compared."""
+    old_sel, new_sel = base.selection(pair.base), head.selection(pair.head)
     settings = target_changes(pair.base, pair.head)
     exists = "both" if pair.base and pair.head else "base" if pair.base else "head"
-    same_context = _same_context(base, head)
-    sizes = {"base_jobs": _running(old_jobs), "head_jobs": _running(new_jobs)}
-    if same_context and _same_objects(old_jobs, new_jobs):
-        return TargetDiff(target=pair.shown, settings=settings, exists=exists, **sizes)
+    if (
+        pair.base is not None
+        and pair.head is not None
+        and base.generation.tree.config is head.generation.tree.config
+        and (pair.base is pair.head or not settings)
+        and _same_objects(old_sel.jobs, new_sel.jobs)
+        and _same_objects(old_sel.skipped, new_sel.skipped)
+    ):
+        # The very same jobs under the very same config: the same file.
+        running = len(emitted_jobs(new_sel.jobs))
+        return TargetDiff(
+            target=pair.shown, settings=settings, base_jobs=running, head_jobs=running
+        )
+    old = base.emit(pair.base, old_sel)
+    new = head.emit(pair.head, new_sel)
+    return compare_emitted(pair.shown, old, new, settings=settings, exists=exists)
+
+
+def compare_emitted(
+    shown: Target,
+    old: EmittedTarget | None,
+    new: EmittedTarget | None,
+    *,
+    settings: Mapping[str, tuple[Any, Any]] | None = None,
+    exists: str = "both",
+) -> TargetDiff:
+    """Compare what two sides emit for one target (None: the target is absent)."""
+    olds: dict[JobId, EmittedJob] = old.by_identity() if old is not None else {}
+    news: dict[JobId, EmittedJob] = new.by_identity() if new is not None else {}
     added: list[Job] = []
     removed: list[Job] = []
     changed: list[ChangedJob] = []
     quarantine: list[QuarantineChange] = []
-    for old, new in pair_jobs(old_jobs, new_jobs):
-        if old is None:
-            assert new is not None
-            added.append(new)
-        elif new is None:
-            removed.append(old)
-        elif old is new and same_context:
-            continue  # one object, one config, one set of build images: nothing differs
-        else:
-            assert pair.base is not None and pair.head is not None
-            # A job skipped on both sides runs on neither: its fields are no change
-            # to what the target runs (they show when the entry is lifted).
-            if not (_skipped(old) and _skipped(new)):
-                old_image, new_image = base.image(old, pair.base), head.image(new, pair.head)
-                fields = job_changes(old, new, old_image, new_image)
-                if fields:
-                    changed.append(ChangedJob(old, new, fields))
-            if old.quarantine != new.quarantine:
-                kind = (
-                    QUARANTINED
-                    if old.quarantine is None
-                    else LIFTED
-                    if new.quarantine is None
-                    else REQUARANTINED
-                )
-                quarantine.append(QuarantineChange(kind, old, new))
+    duplicates: list[DuplicateNote] = []
+    for identity in sorted(olds.keys() | news.keys()):
+        a, b = olds.get(identity), news.get(identity)
+        if a is None:
+            assert b is not None
+            if b.skipped:
+                quarantine.append(QuarantineChange(ARRIVES_QUARANTINED, None, b.job))
+            else:
+                added.append(b.job)
+            continue
+        if b is None:
+            if a.skipped:
+                quarantine.append(QuarantineChange(LEAVES_QUARANTINED, a.job, None))
+            else:
+                removed.append(a.job)
+            continue
+        change = quarantine_change(a.quarantine, b.quarantine)
+        if change is not None:
+            quarantine.append(QuarantineChange(change, a.job, b.job))
+        if a.running and b.running and a.plain is not b.plain and a.plain != b.plain:
+            changed.append(ChangedJob(a.job, b.job, field_changes(a.plain, b.plain)))
+        duplicates.extend(duplicate_notes(a.job, b.job))
     return TargetDiff(
-        target=pair.shown,
+        target=shown,
         added=tuple(sorted(added, key=Job.sort_key)),
         removed=tuple(sorted(removed, key=Job.sort_key)),
         changed=tuple(sorted(changed, key=lambda c: c.head.sort_key())),
-        quarantine=tuple(sorted(quarantine, key=lambda q: q.head.sort_key())),
-        settings=settings,
+        quarantine=tuple(sorted(quarantine, key=lambda q: q.job.sort_key())),
+        duplicates=tuple(duplicates),
+        settings=dict(settings or {}),
         exists=exists,
-        **sizes,
+        base_jobs=len(old.jobs) if old is not None else 0,
+        head_jobs=len(new.jobs) if new is not None else 0,
     )
 
 
-def _skipped(job: Job) -> bool:
-    return job.quarantine is not None and job.quarantine.action == SKIP
+def quarantine_change(old: QuarantineMark | None, new: QuarantineMark | None) -> str | None:
+    """The transition between two marks of a job present on both sides."""
+    if old == new:
+        return None
+    if old is None:
+        return QUARANTINED
+    if new is None:
+        return LIFTED
+    if old.action != new.action:
+        return ACTION_CHANGED
+    return ENTRY_CHANGED
 
 
-def _running(jobs: Sequence[Job]) -> int:
-    return sum(1 for j in jobs if not _skipped(j))
+def field_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """{emitted field: (old, new)} for each field that differs, in file order."""
+    keys = [*new, *(k for k in old if k not in new)]
+    return {k: (plain(old.get(k)), plain(new.get(k))) for k in keys if old.get(k) != new.get(k)}
 
 
-def _same_context(base: SideIndex, head: SideIndex) -> bool:
-    """Both sides resolve images alike: one config object, the same build images."""
-    return (
-        base.generation.tree.config is head.generation.tree.config
-        and base.build_images == head.build_images
-    )
-
-
-def _same_objects(old_jobs: Sequence[Job], new_jobs: Sequence[Job]) -> bool:
-    return len(old_jobs) == len(new_jobs) and all(
-        a is b for a, b in zip(old_jobs, new_jobs, strict=True)
-    )
-
-
-def pair_jobs(
-    old_jobs: Sequence[Job], new_jobs: Sequence[Job]
-) -> list[tuple[Job | None, Job | None]]:
-    """Match the jobs of two sides of one target: (old, new), None where absent."""
-    # The very same job object on both sides (a file whose expansion was reused)
-    # pairs with itself; only the rest is matched by identity.
-    old_ids = {id(job) for job in old_jobs}
-    new_ids = {id(job) for job in new_jobs}
-    pairs: list[tuple[Job | None, Job | None]] = [
-        (job, job) for job in old_jobs if id(job) in new_ids
-    ]
-    old_groups: dict[tuple, list[Job]] = defaultdict(list)
-    new_groups: dict[tuple, list[Job]] = defaultdict(list)
-    for job in old_jobs:
-        if id(job) not in new_ids:
-            old_groups[_pair_key(job)].append(job)
-    for job in new_jobs:
-        if id(job) not in old_ids:
-            new_groups[_pair_key(job)].append(job)
-    for key in sorted(old_groups.keys() | new_groups.keys()):
-        olds = old_groups.get(key, [])
-        news = new_groups.get(key, [])
-        if len(olds) == 1 and len(news) == 1:
-            pairs.append((olds[0], news[0]))
-            continue
-        olds = sorted(olds, key=Job.sort_key)
-        news = sorted(news, key=Job.sort_key)
-        # The same identity more than once: equal cadences pair first, then in order.
-        rest_old: list[Job] = []
-        for job in olds:
-            twin = next((n for n in news if n.cadence == job.cadence), None)
-            if twin is None:
-                rest_old.append(job)
-            else:
-                news.remove(twin)
-                pairs.append((job, twin))
-        for i in range(max(len(rest_old), len(news))):
-            pairs.append(
-                (rest_old[i] if i < len(rest_old) else None, news[i] if i < len(news) else None)
-            )
-    return pairs
-
-
-def _pair_key(job: Job) -> tuple[str, ...]:
-    """Identity and scope as a plain tuple (cheaper than building JobIds)."""
-    return (job.model, job.test_case, job.environment, job.platform, job.tag or "", job.scope or "")
-
-
-def job_changes(old: Job, new: Job, old_image: Any = None, new_image: Any = None) -> dict:
-    """{field: (old, new)} for every field that differs, sorted by field name."""
-    out: dict[str, tuple[Any, Any]] = {}
-    if old_image != new_image:
-        out["image"] = (old_image, new_image)
-    if old is not new:
-        for name in JOB_FIELDS:
-            a, b = getattr(old, name), getattr(new, name)
-            if a != b:
-                out[name] = (plain(a, name), plain(b, name))
-        if old.spec is not new.spec:
-            for key in sorted((old.spec.keys() | new.spec.keys()) - COVERED_SPEC_KEYS):
-                a, b = plain(old.spec.get(key)), plain(new.spec.get(key))
-                if a != b:
-                    out[key] = (a, b)
-    return dict(sorted(out.items()))
+def duplicate_notes(old: Job, new: Job) -> list[DuplicateNote]:
+    """A row added or removed among the definitions of one job."""
+    before, after = old.locations, new.locations
+    if len(before) == len(after):
+        return []
+    if len(after) > len(before):
+        extra = tuple(w for w in after if w not in before) or after
+        return [DuplicateNote(DUPLICATE_ADDED, new, extra)]
+    gone = tuple(w for w in before if w not in after) or before
+    return [DuplicateNote(DUPLICATE_REMOVED, new, gone)]
 
 
 def target_changes(base: Target | None, head: Target | None) -> dict[str, tuple[Any, Any]]:

@@ -9,7 +9,8 @@ Grammar (one rule per --expect; every rule must hold):
     KIND     = "+"  jobs added
              | "-"  jobs removed
              | "~"  jobs changed
-             | "q"  quarantine changes (quarantined, lifted, requarantined)
+             | "q"  quarantine changes (quarantined, lifted, action changed, entry
+                    changed, arrives quarantined, leaves quarantined)
              | "="  all of the above, plus each matched target whose own definition changed
     OP       = "<=" | ">=" | "<" | ">" | "!=" | "=="  (none: exactly)
     COUNT    = a whole number
@@ -19,8 +20,9 @@ match anything. A scope matches by its name or its tier, so `*/nightly` matches
 L2 targets and `*/L2` matches targets configured as `nightly`. A PATTERN with
 no `/` matches target names (`gitlab-mr-*`).
 
-Counts are of distinct jobs (identity, scope and cadence) over every target the
-pattern matches, so a job added to two targets of one tier counts once.
+Counts are per target, as the table shows them, summed over every target the
+pattern matches: a job added to the pr and the mergegroup targets of a tier
+counts twice (`github/L1/*/*/pr:+6` asks about one cadence).
 
 Examples:
 
@@ -31,8 +33,10 @@ Examples:
                           at least one job added to L0 on H100, none removed
     gitlab-mr-*:~<=3      at most three changed jobs on targets named gitlab-mr-*
 
-A malformed rule is a usage error (exit 2); a rule that does not hold, or whose
-pattern matches no target, fails the command with exit 6.
+A malformed rule is a usage error (exit 2), and so is a pattern part (system,
+scope, platform, environment, cadence) without globs that no target of the diff
+has (with "did you mean"); a rule that does not hold, or whose pattern matches
+no target, fails the command with exit 6.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from matrixgen.diff.compare import SelectionDiff, distinct_counts
+from matrixgen.diff.compare import SelectionDiff, target_counts
 from matrixgen.engine.errors import ExpectationError, UsageError, did_you_mean
 from matrixgen.engine.model import Target
 from matrixgen.engine.vocab import resolve_scope
@@ -66,6 +70,7 @@ OPS: dict[str, Callable[[int, int], bool]] = {
 }
 PATTERN_PARTS = ("system", "scope", "platform", "environment", "cadence")
 _CHECK = re.compile(r"\s*([-+~q=])(<=|>=|!=|==|<|>)?([0-9]+)\s*,?")
+_GLOB = re.compile(r"[*?\[]")
 _EXAMPLE = "like github/L1:+6, gitlab/*:=0 or */nightly:-0"
 
 
@@ -178,11 +183,61 @@ def parse_rules(texts: Iterable[str]) -> list[Rule]:
     return [parse_rule(t) for t in texts]
 
 
+def check_rules(rules: Sequence[Rule], diff: SelectionDiff) -> None:
+    """A UsageError (exit 2) for a rule that names a system, scope, platform,
+    environment or cadence (without globs) that no target of the diff has; a
+    scope is looked for among the scopes of the system(s) the rule names."""
+    values: list[set[str]] = [set() for _ in PATTERN_PARTS]
+    for t in diff.targets:
+        for i, value in enumerate(_values(t.target)):
+            if value:
+                values[i].add(value)
+    values[0] |= {"github", "gitlab"}
+    for rule in rules:
+        for i, pattern in enumerate(rule.parts):
+            if _GLOB.search(pattern):
+                continue
+            known = values[i]
+            if i == 1:
+                known = {
+                    _values(t.target)[1]
+                    for t in diff.targets
+                    if fnmatchcase(t.target.system.value, rule.parts[0])
+                } - {""}
+                found = pattern in known or resolve_scope(pattern) in {
+                    resolve_scope(k) for k in known
+                }
+            else:
+                found = pattern in known
+            if not found:
+                what = PATTERN_PARTS[i]
+                if i == 1:
+                    what = f"{rule.parts[0]} scope"
+                shown = ", ".join(sorted(known)) or "none"
+                raise UsageError(
+                    f'--expect "{rule.text}": unknown {what} "{pattern}"'
+                    f"{did_you_mean(pattern, known)}; the targets of this diff have: {shown}"
+                )
+
+
+def _values(target: Target) -> tuple[str, ...]:
+    sel = target.selector
+    return (
+        target.system.value,
+        sel.scope or "",
+        sel.platform or "",
+        sel.environment or "",
+        sel.cadence or "",
+    )
+
+
 def evaluate(rules: Sequence[Rule], diff: SelectionDiff) -> list[Outcome]:
+    """Each rule's counts over the targets it matches (see `check_rules` for the
+    usage errors, which callers check first)."""
     outcomes = []
     for rule in rules:
         matched = [t for t in diff.targets if rule.matches(t.target)]
-        counts = distinct_counts(matched)
+        counts = target_counts(matched)
         failed = tuple(c for c in rule.checks if not c.holds(counts[c.kind]))
         names = tuple(t.target.name for t in matched)
         outcomes.append(Outcome(rule=rule, counts=counts, failed=failed, targets=names))

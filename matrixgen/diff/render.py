@@ -1,29 +1,38 @@
 """Render a selection diff as text (terminals), markdown (a PR comment) or JSON.
 
-JSON shape (`--format json`):
+JSON shape (`--format json`, published as `schema/diff.schema.json`):
 
     {"base": SHA, "head": SHA or "worktree",
      "targets": [{"target": {"system", "scope", "platform", "environment", "cadence"},
                   "name": NAME,
                   "added": [JOB], "removed": [JOB],
                   "changed": [{"job": JOB, "fields": {FIELD: [old, new]}}],
-                  "quarantine": [{"change": "quarantined" | "lifted" | "requarantined",
-                                  "job": JOB, "old": MARK or null, "new": MARK or null}],
+                  "quarantine": [{"change": CHANGE, "job": JOB,
+                                  "old": MARK or null, "new": MARK or null}],
+                  "duplicates": [{"change": "added" | "removed", "job": JOB,
+                                  "locations": ["file:line:column", ...]}],
                   "settings": {KEY: [old, new]},      # the target's own definition
                   "exists": "both" | "base" | "head",
+                  "counts": {"added", "removed", "changed", "quarantine"},
                   "jobs": {"base": N, "head": N}}],   # jobs the target runs
-     "summary": {"targets", "targets_changed", "added", "removed", "changed", "quarantine"},
+     "summary": {"targets", "targets_changed", "added", "removed", "changed",
+                 "quarantine", "duplicates"},
      "notes": [TEXT]}
 
-JOB is a job as `list --format json` prints it (the head's for changed jobs);
-the target object echoes the selector as given (a scope stays "nightly"); every
-target is listed, unchanged ones with empty lists; summary counts are distinct
-jobs over all targets.
+JOB is a job as `list --format json` prints it (the head's where both sides
+have it); FIELD is an emitted field (a GitHub matrix row's key, a GitLab job's
+key, `name` for its job name); CHANGE is one of quarantined, lifted, action
+changed, entry changed, arrives quarantined, leaves quarantined; MARK is
+{id, tracker, action, kind[, node_ids]}. The target object echoes the selector
+as configured (a scope stays "nightly"); every target is listed, unchanged ones
+with empty lists; summary counts are the per-target counts summed, as the
+table shows them.
 
 All three are deterministic: targets in system, scope, platform, environment
 order; jobs by identity; no times or other run-dependent text. The markdown
 starts with a hidden marker (`MARKER`) so a bot can find its own comment and
-update it in place; it stays under GitHub's comment size limit by cutting long
+update it in place; every string in it is escaped for where it goes
+(`diff.markdown`); it stays under GitHub's comment size limit by cutting long
 lists (the JSON always has everything).
 """
 
@@ -36,13 +45,13 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from matrixgen.diff import markdown as md
 from matrixgen.diff.compare import (
-    LIFTED,
-    QUARANTINED,
     ChangedJob,
+    QuarantineChange,
     SelectionDiff,
     TargetDiff,
-    distinct_counts,
+    target_counts,
 )
 from matrixgen.engine.model import Job, QuarantineMark, Target
 from matrixgen.util import jsontext
@@ -59,7 +68,7 @@ SCRIPT_DIFF_LINES = 40
 
 
 def to_json_data(diff: SelectionDiff) -> dict[str, Any]:
-    """The documented JSON shape (plus summary, quarantine, settings and notes)."""
+    """The documented JSON shape."""
     return {
         "base": diff.base,
         "head": diff.head,
@@ -74,6 +83,7 @@ def render_json(diff: SelectionDiff) -> str:
 
 
 def _target_data(t: TargetDiff) -> dict[str, Any]:
+    counts = t.counts()
     return {
         "target": t.target.to_dict(),
         "name": t.target.name,
@@ -86,21 +96,31 @@ def _target_data(t: TargetDiff) -> dict[str, Any]:
         "quarantine": [
             {
                 "change": q.change,
-                "job": q.head.to_dict(),
+                "job": q.job.to_dict(),
                 "old": q.old.to_dict() if q.old else None,
                 "new": q.new.to_dict() if q.new else None,
             }
             for q in t.quarantine
         ],
+        "duplicates": [
+            {"change": d.change, "job": d.job.to_dict(), "locations": [str(w) for w in d.locations]}
+            for d in t.duplicates
+        ],
         "settings": {k: [v[0], v[1]] for k, v in t.settings.items()},
         "exists": t.exists,
+        "counts": {
+            "added": counts["+"],
+            "removed": counts["-"],
+            "changed": counts["~"],
+            "quarantine": counts["q"],
+        },
         "jobs": {"base": t.base_jobs, "head": t.head_jobs},
     }
 
 
 def _summary(diff: SelectionDiff) -> dict[str, int]:
-    """Distinct jobs over all targets (a job in two targets counts once)."""
-    counts = distinct_counts(diff.targets)
+    """The per-target counts summed over every target."""
+    counts = target_counts(diff.targets)
     return {
         "targets": len(diff.targets),
         "targets_changed": sum(not t.unchanged for t in diff.targets),
@@ -108,28 +128,19 @@ def _summary(diff: SelectionDiff) -> dict[str, int]:
         "removed": counts["-"],
         "changed": counts["~"],
         "quarantine": counts["q"],
+        "duplicates": sum(len(t.duplicates) for t in diff.targets),
     }
 
 
 # ---------------------------------------------------------------- shared helpers
 
 
-def job_label(job: Job, *, with_cadence: bool = False) -> str:
+def job_label(job: Job) -> str:
     """`model/test_case [tag]`: platform and environment are the target's."""
     text = f"{job.model}/{job.test_case}"
     if job.tag:
         text += f" [{job.tag}]"
-    if with_cadence:
-        text += f" ({','.join(job.cadence)})"
     return text
-
-
-def _labels(jobs: Sequence[Job]) -> list[str]:
-    """Labels, with the cadence where one identity is listed twice."""
-    counts: dict[str, int] = defaultdict(int)
-    for job in jobs:
-        counts[job_label(job)] += 1
-    return [job_label(j, with_cadence=counts[job_label(j)] > 1) for j in jobs]
 
 
 def show_value(value: Any) -> str:
@@ -145,7 +156,7 @@ def _is_multiline(old: Any, new: Any) -> bool:
 
 
 def _mapping_change(old: Any, new: Any) -> str | None:
-    """`+B=2, -A=1, C: 1 -> 2` for two mappings (env), else None."""
+    """`+B=2, -A=1, C: 1 -> 2` for two mappings (env, variables), else None."""
     if not (isinstance(old, Mapping) or old is None) or not (
         isinstance(new, Mapping) or new is None
     ):
@@ -161,6 +172,31 @@ def _mapping_change(old: Any, new: Any) -> str | None:
         if a[k] != b[k]
     ]
     return ", ".join(parts)
+
+
+def _command(value: Any) -> str | None:
+    """A command line: a string, or a one-line list of one (a GitLab script)."""
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    return value if isinstance(value, str) and "\n" not in value else None
+
+
+def _word_change(old: Any, new: Any) -> list[tuple[str, str]] | None:
+    """For two long command lines: each differing stretch of words, with the word
+    before it, as (old, new); None for anything else."""
+    a, b = _command(old), _command(new)
+    if a is None or b is None or max(len(a), len(b)) <= 80:
+        return None
+    aw, bw = a.split(" "), b.split(" ")
+    out = []
+    matcher = difflib.SequenceMatcher(a=aw, b=bw, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        lead = max(0, i1 - 1)
+        context = aw[lead:i1] if i1 > 0 else []
+        out.append((" ".join([*context, *aw[i1:i2]]), " ".join([*context, *bw[j1:j2]])))
+    return out or None
 
 
 def _text_diff(old: Any, new: Any, name: str) -> list[str]:
@@ -180,7 +216,8 @@ def _text_diff(old: Any, new: Any, name: str) -> list[str]:
 
 
 def _groups(changed: Sequence[ChangedJob]) -> list[tuple[Mapping[str, tuple], list[Job]]]:
-    """Changed jobs grouped by identical field changes (one spec edit, many jobs)."""
+    """Changed jobs grouped by identical field changes (one spec edit, many jobs);
+    the job's own name is left out of the key, so a rename does not split groups."""
     grouped: dict[str, tuple[Mapping[str, tuple], list[Job]]] = {}
     for c in changed:
         key = json.dumps(c.fields, sort_keys=True, default=str)
@@ -188,24 +225,31 @@ def _groups(changed: Sequence[ChangedJob]) -> list[tuple[Mapping[str, tuple], li
     return sorted(grouped.values(), key=lambda g: (g[1][0].sort_key(), len(g[1])))
 
 
-def _mark_text(mark: QuarantineMark, md: bool = False) -> str:
-    tracker = _tracker_md(mark.tracker) if md else mark.tracker
+def _mark_text(mark: QuarantineMark, *, markdown: bool = False) -> str:
     nodes = f", {len(mark.node_ids)} node id(s)" if mark.node_ids else ""
-    entry = _code(mark.id) if md else mark.id
-    return f"{tracker}, {mark.action}, {mark.kind}{nodes}, entry {entry}"
+    if markdown:
+        return (
+            f"{_tracker_md(mark.tracker)}, {md.text(mark.action)}, {md.text(mark.kind)}"
+            f"{nodes}, entry {md.code(mark.id)}"
+        )
+    return f"{mark.tracker}, {mark.action}, {mark.kind}{nodes}, entry {mark.id}"
 
 
-def _url(tracker: str) -> str | None:
-    return tracker if re.match(r"^https?://\S+$", tracker) else None
+_ISSUE_REF = re.compile(r"(?:[A-Za-z0-9.-]+/[A-Za-z0-9.-]+)?#\d+")
 
 
 def _tracker_md(tracker: str) -> str:
     """Each tracker of a mark (entries combine theirs with ", ") as a link where it
-    is a URL; `#N` stays as it is, for GitHub to link in the PR's repository."""
+    is a plain http(s) URL; `#N` stays as it is, for GitHub to link in the PR's
+    repository; anything else is escaped text."""
     parts = []
     for ref in tracker.split(", "):
-        url = _url(ref)
-        parts.append(f"[{_md_text(_short_tracker(ref))}]({url})" if url else _md_text(ref))
+        if md.safe_url(ref):
+            parts.append(md.link(_short_tracker(ref), ref))
+        elif _ISSUE_REF.fullmatch(ref):
+            parts.append(ref)
+        else:
+            parts.append(md.text(ref))
     return ", ".join(parts)
 
 
@@ -240,6 +284,20 @@ def _short(ref: str) -> str:
     return ref[:12] if len(ref) == 40 or len(ref) == 64 else ref
 
 
+def _quarantine_counts(t: TargetDiff) -> list[tuple[str, int]]:
+    counts: dict[str, int] = defaultdict(int)
+    for q in t.quarantine:
+        counts[q.change] += 1
+    return sorted(counts.items())
+
+
+def _summary_words(summary: Mapping[str, int]) -> str:
+    return (
+        f"+{summary['added']} added, -{summary['removed']} removed, "
+        f"~{summary['changed']} changed, {summary['quarantine']} quarantine change(s)"
+    )
+
+
 # ---------------------------------------------------------------- text
 
 
@@ -248,11 +306,11 @@ def render_text(diff: SelectionDiff) -> str:
     base, head = _short(diff.base), _short(diff.head)
     out = [f"selection diff: base {base} -> head {head}"]
     summary = _summary(diff)
-    changed = [t for t in diff.targets if not t.unchanged]
+    changed = [t for t in diff.targets if not t.unchanged or t.duplicates]
     out.append(
         f"{summary['targets_changed']} of {summary['targets']} target(s) change: "
-        f"+{summary['added']} added, -{summary['removed']} removed, "
-        f"~{summary['changed']} changed, {summary['quarantine']} quarantine change(s)"
+        + _summary_words(summary)
+        + " (counted per target)"
     )
     for t in changed:
         out.append("")
@@ -263,32 +321,35 @@ def render_text(diff: SelectionDiff) -> str:
             out.append(f"  ! {note}")
         for key, (old, new) in t.settings.items():
             out.append(f"  * target {key}: {show_value(old)} -> {show_value(new)}")
-        for label, job in zip(_labels(t.added), t.added, strict=True):
-            out.append(f"  + {label}{_quarantine_suffix(job)}")
-        for label, job in zip(_labels(t.removed), t.removed, strict=True):
-            out.append(f"  - {label}{_quarantine_suffix(job)}")
-        for fields, jobs in _groups(t.changed):
-            for label in _labels(jobs):
-                out.append(f"  ~ {label}")
+        for job in t.added:
+            out.append(f"  + {job_label(job)}{_quarantine_suffix(job)}")
+        for job in t.removed:
+            out.append(f"  - {job_label(job)}{_quarantine_suffix(job)}")
+        for fields, jobs_changed in _groups(t.changed):
+            for job in jobs_changed:
+                out.append(f"  ~ {job_label(job)}")
             for name, (old, new) in fields.items():
                 out.extend(f"      {line}" for line in _text_field(name, old, new))
         for q in t.quarantine:
-            out.append(
-                f"  q {q.change} {job_label(q.head)}: {_mark_text(q.mark)}"
-                + (
-                    f" (was {_mark_text(q.old)})"
-                    if q.change not in (QUARANTINED, LIFTED) and q.old
-                    else ""
-                )
-            )
-    unchanged = [t.target.name for t in diff.targets if t.unchanged]
+            out.append(f"  q {q.change} {job_label(q.job)}: {_mark_text(q.mark)}{_was(q)}")
+        for d in t.duplicates:
+            places = ", ".join(str(w) for w in d.locations)
+            out.append(f"  . duplicate definition {d.change} at {places}: {job_label(d.job)}")
+    unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates]
     if unchanged:
         out.append("")
         out.append(f"unchanged ({len(unchanged)}): {', '.join(unchanged)}")
     for note in diff.notes:
         out.append(f"note: {note}")
-    # Each line one line, whatever a job's fields hold (a line break shows as \n).
+    # Each entry is one line: a line break or control character inside a value
+    # (a hostile test case) is shown escaped, never as a line of its own.
     return "\n".join(terminal_line(line) for line in out) + "\n"
+
+
+def _was(q: QuarantineChange, *, markdown: bool = False) -> str:
+    if q.old is not None and q.new is not None:
+        return f" (was {_mark_text(q.old, markdown=markdown)})"
+    return ""
 
 
 def _text_field(name: str, old: Any, new: Any) -> list[str]:
@@ -297,6 +358,9 @@ def _text_field(name: str, old: Any, new: Any) -> list[str]:
     mapped = _mapping_change(old, new)
     if mapped is not None:
         return [f"{name}: {mapped}"]
+    words = _word_change(old, new)
+    if words is not None:
+        return [f"{name}: " + "; ".join(f"...{a}... -> ...{b}..." for a, b in words)]
     return [f"{name}: {show_value(old)} -> {show_value(new)}"]
 
 
@@ -310,7 +374,8 @@ def _quarantine_suffix(job: Job) -> str:
 
 
 def render_markdown(diff: SelectionDiff) -> str:
-    """A PR comment: a summary table first, details per target folded away."""
+    """A PR comment: a summary line, one table row per changed target, details
+    per target folded away."""
     text = _markdown(diff, details=True)
     if len(text) > MARKDOWN_LIMIT:
         text = _markdown(diff, details=False)
@@ -321,17 +386,17 @@ def render_markdown(diff: SelectionDiff) -> str:
 
 def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) -> str:
     base, head = _short(diff.base), _short(diff.head)
-    head_text = "the working tree" if diff.head == "worktree" else f"`{head}`"
-    out = [MARKER, f"### matrixgen selection diff: `{base}` → {head_text}", ""]
+    head_text = "the working tree" if diff.head == "worktree" else md.code(head)
+    out = [MARKER, f"### matrixgen selection diff: {md.code(base)} → {head_text}", ""]
     summary = _summary(diff)
-    changed = [t for t in diff.targets if not t.unchanged]
+    changed = [t for t in diff.targets if not t.unchanged or t.duplicates]
     if not changed:
         out.append(f"**No selection change** in any of the {summary['targets']} target(s).")
     else:
         out.append(
             f"**+{summary['added']} added · −{summary['removed']} removed · "
             f"~{summary['changed']} changed · {summary['quarantine']} quarantine change(s)** "
-            f"in {len(changed)} of {summary['targets']} target(s)."
+            f"in {summary['targets_changed']} of {summary['targets']} target(s)."
         )
         out += ["", "| target | jobs | added | removed | changed | quarantine |"]
         out.append("| :-- | --: | --: | --: | --: | :-- |")
@@ -342,13 +407,16 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
             jobs = (
                 f"{t.head_jobs}" if t.base_jobs == t.head_jobs else f"{t.base_jobs} → {t.head_jobs}"
             )
+            cell = ", ".join(f"{n} {change}" for change, n in _quarantine_counts(t))
+            if t.duplicates:
+                cell += (", " if cell else "") + f"{len(t.duplicates)} duplicate note(s)"
             out.append(
-                f"| {_code(t.target.name)}{flag} | {jobs} | +{len(t.added)} | −{len(t.removed)} "
-                f"| ~{len(t.changed)} | {_quarantine_cell(t)} |"
+                f"| {md.code(t.target.name)}{flag} | {jobs} | +{len(t.added)} | −{len(t.removed)} "
+                f"| ~{len(t.changed)} | {cell} |"
             )
         if rows is not None and len(changed) > rows:
             out.append(f"| … and {len(changed) - rows} more target(s) | | | | | |")
-    unchanged = [t.target.name for t in diff.targets if t.unchanged]
+    unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates]
     if rows is not None:
         unchanged = unchanged[:rows]
     if unchanged and changed:
@@ -356,7 +424,7 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
             "",
             f"<details><summary>{len(unchanged)} target(s) unchanged</summary>",
             "",
-            ", ".join(_code(n) for n in unchanged),
+            ", ".join(md.code(n) for n in unchanged),
             "",
             "</details>",
         ]
@@ -365,7 +433,7 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
         out += ["", "**Quarantine changes**", "", *trackers]
     if diff.notes:
         out.append("")
-        out += [f"> ⚠️ {_md_text(note)}" for note in diff.notes]
+        out += [f"> ⚠️ {md.text(note)}" for note in diff.notes]
     if changed and details:
         for t in changed:
             out += ["", *_target_details(t, base, head)]
@@ -378,30 +446,23 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
     return "\n".join(out) + "\n"
 
 
-def _quarantine_cell(t: TargetDiff) -> str:
-    counts: dict[str, int] = defaultdict(int)
-    for q in t.quarantine:
-        counts[q.change] += 1
-    return ", ".join(f"{n} {change}" for change, n in sorted(counts.items()))
-
-
 def _tracker_summary(diff: SelectionDiff) -> list[str]:
     """One line per (change, entry): what it does to how many jobs, where."""
-    grouped: dict[tuple[str, str, str, str], tuple[set, list[str]]] = {}
+    grouped: dict[tuple[str, str, str, str, str], tuple[set, list[str]]] = {}
     for t in diff.targets:
         for q in t.quarantine:
             mark = q.mark
-            key = (q.change, mark.tracker, mark.id, mark.action)
+            key = (q.change, mark.tracker, mark.id, mark.action, mark.kind)
             jobs, targets = grouped.setdefault(key, (set(), []))
-            jobs.add(q.head.sort_key())
+            jobs.add(q.job.sort_key())
             if t.target.name not in targets:
                 targets.append(t.target.name)
     lines = []
-    for (change, tracker, entry, action), (jobs, targets) in sorted(grouped.items()):
-        shown = _tracker_md(tracker)
+    for (change, tracker, entry, action, kind), (jobs, targets) in sorted(grouped.items()):
         lines.append(
-            f"- **{change}** {shown} ({action}, entry {_code(entry)}): {len(jobs)} job(s) in "
-            + ", ".join(_code(n) for n in targets[:10])
+            f"- **{md.text(change)}** {_tracker_md(tracker)} ({md.text(action)}, "
+            f"{md.text(kind)}, entry {md.code(entry)}): {len(jobs)} job(s) in "
+            + ", ".join(md.code(n) for n in targets[:10])
             + (f" and {len(targets) - 10} more" if len(targets) > 10 else "")
         )
     return lines
@@ -409,27 +470,25 @@ def _tracker_summary(diff: SelectionDiff) -> list[str]:
 
 def _target_details(t: TargetDiff, base: str, head: str) -> list[str]:
     out = [
-        f"<details><summary><b>{_html(t.target.name)}</b> ({_html(_target_path(t.target))}): "
-        f"{_html(_tally(t).replace('-', '−'))}</summary>",
+        f"<details><summary><b>{md.html(t.target.name)}</b> "
+        f"({md.html(_target_path(t.target))}): {md.html(_tally(t).replace('-', '−'))}"
+        "</summary>",
         "",
     ]
     note = _existence(t, base, head)
     if note:
-        out += [f"_{_md_text(note)}_", ""]
+        out += [f"_{md.text(note)}_", ""]
     if t.settings:
         out += ["**Target settings**", ""]
         out += [
-            f"- {_code(k)}: {_code(show_value(a))} → {_code(show_value(b))}"
+            f"- {md.code(k)}: {md.code(show_value(a))} → {md.code(show_value(b))}"
             for k, (a, b) in t.settings.items()
         ]
         out.append("")
     for title, jobs in (("Added", t.added), ("Removed", t.removed)):
         if jobs:
             out += [f"**{title} ({len(jobs)})**", ""]
-            items = [
-                f"- {_code(label)}{_md_job_facts(job)}"
-                for label, job in zip(_labels(jobs), jobs, strict=True)
-            ]
+            items = [f"- {md.code(job_label(job))}{_md_job_facts(job)}" for job in jobs]
             out += _capped(items)
             out.append("")
     if t.changed:
@@ -439,8 +498,7 @@ def _target_details(t: TargetDiff, base: str, head: str) -> list[str]:
             if len(jobs) > 1 and len(jobs) == t.head_jobs:
                 names = f"all {len(jobs)} jobs of this target"
             else:
-                shown = _labels(jobs[:ITEMS_PER_SECTION])
-                names = ", ".join(_code(label) for label in shown)
+                names = ", ".join(md.code(job_label(j)) for j in jobs[:ITEMS_PER_SECTION])
                 if len(jobs) > ITEMS_PER_SECTION:
                     names += f" and {len(jobs) - ITEMS_PER_SECTION} more"
             items.append(f"- {names}")
@@ -450,12 +508,21 @@ def _target_details(t: TargetDiff, base: str, head: str) -> list[str]:
         out.append("")
     if t.quarantine:
         out += [f"**Quarantine ({len(t.quarantine)})**", ""]
-        items = []
-        for q in t.quarantine:
-            text = f"- {q.change} {_code(job_label(q.head))}: {_mark_text(q.mark, md=True)}"
-            if q.old and q.new:
-                text += f" (was {_mark_text(q.old, md=True)})"
-            items.append(text)
+        items = [
+            f"- {md.text(q.change)} {md.code(job_label(q.job))}: "
+            f"{_mark_text(q.mark, markdown=True)}{_was(q, markdown=True)}"
+            for q in t.quarantine
+        ]
+        out += _capped(items)
+        out.append("")
+    if t.duplicates:
+        out += [f"**Duplicate definitions ({len(t.duplicates)})**", ""]
+        items = [
+            f"- duplicate definition {d.change} at "
+            + ", ".join(md.code(str(w)) for w in d.locations)
+            + f": {md.code(job_label(d.job))} (it runs once, as before)"
+            for d in t.duplicates
+        ]
         out += _capped(items)
         out.append("")
     out.append("</details>")
@@ -467,64 +534,34 @@ def _md_job_facts(job: Job) -> str:
     facts.append(f"time_limit {job.time_limit}s")
     if job.allow_failure:
         facts.append("allow_failure")
-    text = " — " + ", ".join(facts)
+    text = " — " + md.text(", ".join(facts))
     if job.quarantine is not None:
-        text += f"; quarantined: {_mark_text(job.quarantine, md=True)}"
+        text += f"; quarantined: {_mark_text(job.quarantine, markdown=True)}"
     return text
 
 
 def _md_field(name: str, old: Any, new: Any) -> list[str]:
     if _is_multiline(old, new):
-        lines = _text_diff(old, new, name)
-        # A fence longer than any run of backticks in the scripts it holds.
-        longest = max((len(run) for line in lines for run in re.findall(r"`+", line)), default=0)
-        fence = "`" * max(3, longest + 1)
         return [
-            f"- {_code(name)}:",
+            f"- {md.code(name)}:",
             "",
-            f"  {fence}diff",
-            *(f"  {line}" for line in lines),
-            f"  {fence}",
+            *md.fence_lines(_text_diff(old, new, name), info="diff", indent="  "),
             "",
         ]
     mapped = _mapping_change(old, new)
     if mapped is not None:
-        return [f"- {_code(name)}: {_code(mapped)}"]
-    return [f"- {_code(name)}: {_code(show_value(old))} → {_code(show_value(new))}"]
+        return [f"- {md.code(name)}: {md.code(mapped)}"]
+    words = _word_change(old, new)
+    if words is not None:
+        shown = "; ".join(f"{md.code(f'…{a}…')} → {md.code(f'…{b}…')}" for a, b in words)
+        return [f"- {md.code(name)}: {shown}"]
+    return [f"- {md.code(name)}: {md.code(show_value(old))} → {md.code(show_value(new))}"]
 
 
 def _capped(items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:
     if len(items) <= limit:
         return items
     return [*items[:limit], f"- … and {len(items) - limit} more (`--format json` lists all)"]
-
-
-def _code(text: str) -> str:
-    """An inline code span that survives backticks and table cells: fenced by a
-    run of backticks longer than any inside, padded where the text starts or ends
-    with a backtick or a space (Markdown strips one space from each end)."""
-    text = text.replace("\n", " ").replace("|", "\\|")
-    if len(text) > 200:
-        text = text[:197] + "..."
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * (longest + 1)
-    if longest or text[:1] == " " or text[-1:] == " ":
-        return f"{fence} {text} {fence}"
-    return f"{fence}{text}{fence}"
-
-
-_ISSUE_REF = re.compile(r"^(?:[\w.-]+/[\w.-]+)?#\d+$")
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
-
-
-def _md_text(text: str) -> str:
-    if _ISSUE_REF.match(text):
-        return text  # left as is, so GitHub links it
-    return _MD_SPECIAL.sub(r"\\\1", text)
-
-
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def render(diff: SelectionDiff, fmt: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import ConfigError, Finding, Severity, UsageError, did_you_mean
-from matrixgen.engine.model import EMPTY_MAPPING, Job, Target
+from matrixgen.engine.model import EMPTY_MAPPING, Job, JobId, QuarantineMark, Target
 from matrixgen.engine.vocab import QuarantineAction, System, resolve_scope
 
 # The hard limits of the systems we emit for (docs/ci-limits.md). Sizes are bytes of the
@@ -92,6 +92,63 @@ class EmitSettings:
         if not self.launcher_forced and isinstance(own, str) and own.strip():
             return own
         return self.launcher
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EmittedJob:
+    """One job of one target as its file holds it: the one value that the GitHub
+    and GitLab emitters serialise, that `generate` counts and that the diff
+    compares, so they cannot disagree.
+
+    `content` is exactly what the file holds for the job: the GitHub matrix row,
+    or `{"name": JOB NAME, **the GitLab job}`. `plain` is the same job emitted
+    as if no quarantine entry applied to it (`content` itself when none does):
+    the diff compares `plain` for changes and the marks for quarantine changes.
+    A job a skip entry takes out is not in the file: `skipped`, content empty.
+    Treat both mappings as read-only."""
+
+    identity: JobId
+    content: Mapping[str, Any]
+    plain: Mapping[str, Any]
+    quarantine: QuarantineMark | None = None
+    skipped: bool = False
+    job: Job = field(compare=False, repr=False)
+
+    @property
+    def running(self) -> bool:
+        return not self.skipped
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EmittedTarget:
+    """Everything one target's file holds, as values: its jobs in file order, the
+    jobs a skip entry keeps out, and (GitLab) the stage order."""
+
+    target: Target
+    jobs: tuple[EmittedJob, ...]
+    skipped: tuple[EmittedJob, ...] = ()
+    stages: tuple[str, ...] = ()
+
+    def by_identity(self) -> dict[JobId, EmittedJob]:
+        """Every job of the target, running or skipped (one per identity)."""
+        out = {e.identity: e for e in self.skipped}
+        out.update((e.identity, e) for e in self.jobs)
+        return out
+
+
+def skipped_jobs(jobs: Iterable[Job]) -> tuple[EmittedJob, ...]:
+    """The jobs a skip entry keeps out of a file, as emitted jobs without content."""
+    return tuple(
+        EmittedJob(
+            identity=j.identity,
+            content=EMPTY_MAPPING,
+            plain=EMPTY_MAPPING,
+            quarantine=j.quarantine,
+            skipped=True,
+            job=j,
+        )
+        for j in sorted(jobs, key=Job.sort_key)
+    )
 
 
 def recipe_timeout(job: Job) -> int | None:

@@ -17,13 +17,22 @@ import re
 import stat
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from matrixgen.emit.common import allowed_to_fail, deselected, emitted_jobs, resolve_settings
-from matrixgen.emit.github import emit_github
-from matrixgen.emit.gitlab import emit_gitlab, name_problems
+from matrixgen.emit.common import (
+    EmitSettings,
+    EmittedTarget,
+    allowed_to_fail,
+    deselected,
+    emitted_jobs,
+    resolve_settings,
+    skipped_jobs,
+)
+from matrixgen.emit.github import github_jobs, github_matrix
+from matrixgen.emit.gitlab import gitlab_jobs, gitlab_pipeline, name_problems
+from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import (
     Finding,
     OutputError,
@@ -35,6 +44,7 @@ from matrixgen.engine.errors import (
 from matrixgen.engine.model import QuarantineMark, Target
 from matrixgen.engine.vocab import System
 from matrixgen.pipeline import Generation
+from matrixgen.quarantine.entries import Selection
 from matrixgen.util.atomic import WriteError, remove_stale_temps, write_atomic
 from matrixgen.util.readfile import NotRegularFile, read_regular
 
@@ -65,6 +75,8 @@ class TargetOutput:
     shards: int  # GitHub: matrices in the file; GitLab: 1 (0 when only a placeholder)
     # Every quarantined job of the target, kept or skipped: (job identity, mark).
     marks: tuple[tuple[str, QuarantineMark], ...] = ()
+    # The jobs of the file as values (what the diff compares).
+    emitted: EmittedTarget | None = field(default=None, compare=False, repr=False)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -81,6 +93,33 @@ class TargetOutput:
         }
 
 
+def emitted_target(
+    target: Target,
+    chosen: Selection,
+    config: ProjectConfig,
+    *,
+    launcher: str | None = None,
+) -> tuple[EmittedTarget, EmitSettings]:
+    """A target's selection as emitted jobs: what its file holds, job by job."""
+    jobs = emitted_jobs(chosen.jobs)
+    settings = resolve_settings(target, config, jobs, launcher=launcher)
+    stages: list[str] = []
+    if target.system is System.GITHUB:
+        emitted = github_jobs(jobs, settings)
+    else:
+        emitted, stages = gitlab_jobs(jobs, settings)
+    # A skip mark on a kept job (a caller's own selection) keeps it out as well.
+    kept = {id(j) for j in jobs}
+    left_out = [*chosen.skipped, *(j for j in chosen.jobs if id(j) not in kept)]
+    result = EmittedTarget(
+        target=target,
+        jobs=tuple(emitted),
+        skipped=skipped_jobs(left_out),
+        stages=tuple(stages),
+    )
+    return result, settings
+
+
 def emit_target(
     generation: Generation,
     target: Target,
@@ -89,14 +128,14 @@ def emit_target(
 ) -> TargetOutput:
     """The file of one target, from a generation already loaded and expanded."""
     chosen = generation.selection(target)
-    jobs = emitted_jobs(chosen.jobs)
-    settings = resolve_settings(target, generation.tree.config, jobs, launcher=launcher)
+    emitted, settings = emitted_target(target, chosen, generation.tree.config, launcher=launcher)
     if target.system is System.GITHUB:
-        matrix = emit_github(jobs, settings)
+        matrix = github_matrix(emitted.jobs)
         text, shards = matrix.text(), len(matrix.shards)
     else:
-        pipeline = emit_gitlab(jobs, settings)
+        pipeline = gitlab_pipeline(emitted.jobs, emitted.stages, settings)
         text, shards = pipeline.text, 1 if pipeline.job_names else 0
+    jobs = [e.job for e in emitted.jobs]
     return TargetOutput(
         target=target,
         file=file_name(target),
@@ -105,13 +144,14 @@ def emit_target(
         allow_failure=sum(allowed_to_fail(j) for j in jobs),
         quarantined=sum(j.quarantine is not None for j in jobs),
         deselect=sum(bool(deselected(j)) for j in jobs),
-        skipped=len(chosen.skipped) + len(chosen.jobs) - len(jobs),
+        skipped=len(emitted.skipped),
         shards=shards,
         marks=tuple(
-            (str(job.identity), job.quarantine)
-            for job in chosen.with_quarantined
-            if job.quarantine is not None
+            (str(e.identity), e.quarantine)
+            for e in sorted((*emitted.jobs, *emitted.skipped), key=lambda e: e.job.sort_key())
+            if e.quarantine is not None
         ),
+        emitted=emitted,
     )
 
 
@@ -465,6 +505,91 @@ def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
             code="gitlab-job-name",
             message=f"{why} (target {shown})",
         )
+
+
+def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
+    """validate: one job defined by several rows for one target (the same identity
+    and scope, cadences that the target takes both of). The target runs one job
+    (the last definition, see `select.one_per_identity`). Copies that agree on
+    every emitted field are a warning naming every location; copies that differ
+    are an error (a warning in a format_version 1 tree, whose generator keeps the
+    last one too) naming the locations and the fields: CI could run only one."""
+    from matrixgen.emit.github import github_row
+    from matrixgen.emit.gitlab import standalone_content
+    from matrixgen.engine.errors import MatrixgenError
+    from matrixgen.engine.select import matches
+    from matrixgen.engine.targets import resolve_targets
+
+    doubled = [j for j in context.expansion.jobs if j.definitions]
+    if not doubled:
+        return
+    config = context.tree.config
+    severity = Severity.ERROR if context.tree.format_version == 2 else Severity.WARNING
+    # locations of the copies -> (targets, differing fields, a job)
+    found: dict[tuple, tuple[list[str], dict[str, list[Any]], Any]] = {}
+    for target in resolve_targets(config, context.expansion.jobs):
+        groups: dict[tuple[str, ...], list[Any]] = {}
+        for job in doubled:
+            if matches(job, target.selector):
+                groups.setdefault(job.duplicate_key(), []).append(job)
+        for group in groups.values():
+            if len(group) < 2:
+                continue
+            group.sort(key=lambda j: j.source)
+            try:
+                settings = resolve_settings(target, config, group)
+            except MatrixgenError:
+                settings = EmitSettings(target=target)
+            content = github_row if target.system is System.GITHUB else standalone_content
+            contents = [content(j, settings) for j in group]
+            differing: dict[str, list[Any]] = {}
+            for key in sorted({k for c in contents for k in c}):
+                values = [c.get(key) for c in contents]
+                if any(v != values[0] for v in values[1:]):
+                    differing[key] = values
+            where = tuple(j.source for j in group)
+            names, fields, _ = found.setdefault(where, ([], {}, group[-1]))
+            names.append(target.name)
+            for key, values in differing.items():
+                fields.setdefault(key, values)
+    for where, (names, fields, job) in sorted(found.items()):
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        places = ", ".join(str(w) for w in where)
+        scope = job.shown_scope
+        if not fields:
+            yield Finding(
+                location=where[0],
+                severity=Severity.WARNING,
+                code="duplicate-job",
+                message=(
+                    f"{job.identity} in scope {scope} is defined {len(where)} times, at "
+                    f"{places}; the copies agree on everything emitted, so target(s) "
+                    f"{shown} run it once: keep one row"
+                ),
+            )
+            continue
+        differences = "; ".join(
+            f"{key}: "
+            + ", ".join(f"{_short_value(v)} at {w}" for v, w in zip(values, where, strict=True))
+            for key, values in fields.items()
+        )
+        yield Finding(
+            location=where[0],
+            severity=severity,
+            code="duplicate-conflict",
+            message=(
+                f"{job.identity} in scope {scope} is defined {len(where)} times and the "
+                f"copies differ ({differences}): target(s) {shown} can run only one; "
+                f"generate uses the last, at {where[-1]}"
+            ),
+        )
+
+
+def _short_value(value: Any) -> str:
+    import json
+
+    text = "(unset)" if value is None else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def check_timeouts(context: ValidationContext) -> Iterator[Finding]:

@@ -7,7 +7,8 @@ One row per job, in a fixed order::
                   "timeout": 45, ...}, ...]}
 
 Every row has model, test_case, name, platform, environment, tag ("" for none),
-n_repeat and timeout (minutes, rounded up); image and runner (labels for
+n_repeat and timeout (minutes, rounded up); nodes and gpus where the recipe
+sets them; image and runner (labels for
 `runs-on`) where configured, env (an object) and args (a list) where set. A job
 that may fail has `"continue-on-error": true`; a quarantined job carries
 `"quarantine": {"id", "tracker", "action", "kind"}` and, for pytest node ids to
@@ -32,7 +33,7 @@ import hashlib
 import math
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from matrixgen.emit.common import (
     GITHUB_MAX_MATRIX_ROWS,
     GITHUB_MAX_OUTPUT_BYTES,
     EmitSettings,
+    EmittedJob,
     allowed_to_fail,
     deselected,
     emitted_jobs,
@@ -64,6 +66,10 @@ def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
         "n_repeat": settings.n_repeat_for(job),
         "timeout": timeout_minutes(settings.timeout_seconds(job)),
     }
+    if job.nodes is not None:
+        row["nodes"] = job.nodes
+    if job.gpus is not None:
+        row["gpus"] = job.gpus
     if settings.lightweight:
         row["lightweight"] = True
     image = settings.image(job)
@@ -173,10 +179,31 @@ class GithubMatrix:
         return out
 
 
+def github_jobs(jobs: Iterable[Job], settings: EmitSettings) -> list[EmittedJob]:
+    """The emitted jobs of a selection: one matrix row each, in file order."""
+    out = []
+    for job in emitted_jobs(jobs):
+        row = github_row(job, settings)
+        plain = (
+            row if job.quarantine is None else github_row(replace(job, quarantine=None), settings)
+        )
+        out.append(
+            EmittedJob(
+                identity=job.identity, content=row, plain=plain, quarantine=job.quarantine, job=job
+            )
+        )
+    return out
+
+
+def github_matrix(emitted: Sequence[EmittedJob]) -> GithubMatrix:
+    """The matrix that holds emitted jobs: their rows, sharded past the limits."""
+    rows = [dict(e.content) for e in emitted]
+    return GithubMatrix(shards=tuple(tuple(s) for s in shard_rows(rows)))
+
+
 def emit_github(jobs: Iterable[Job], settings: EmitSettings) -> GithubMatrix:
     """The matrix of a selection: one row per job, sharded past the limits."""
-    rows = [github_row(job, settings) for job in emitted_jobs(jobs)]
-    return GithubMatrix(shards=tuple(tuple(s) for s in shard_rows(rows)))
+    return github_matrix(github_jobs(jobs, settings))
 
 
 def heredoc_delimiter(content: str) -> str:

@@ -39,7 +39,7 @@ import re
 import shlex
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, ClassVar
 
@@ -50,6 +50,7 @@ from matrixgen.emit.common import (
     GITLAB_MAX_NEEDED_NAME,
     GITLAB_MAX_NEEDS,
     EmitSettings,
+    EmittedJob,
     allowed_to_fail,
     deselected,
     emitted_jobs,
@@ -216,6 +217,10 @@ def job_script(
         words += _option("--tag", job.tag)
     repeats = n_repeat if n_repeat is not None else job.n_repeat
     words += ["--n-repeat", str(repeats), "--time-limit", str(job.time_limit)]
+    if job.nodes is not None:
+        words += ["--nodes", str(job.nodes)]
+    if job.gpus is not None:
+        words += ["--gpus", str(job.gpus)]
     if lightweight:
         words.append("--lightweight")
     if job.build:
@@ -272,13 +277,11 @@ def _placeholder(settings: EmitSettings) -> dict[str, Any]:
     return {"stages": [FALLBACK_STAGE], PLACEHOLDER_JOB: job}
 
 
-def gitlab_document(
-    jobs: Iterable[Job], settings: EmitSettings
-) -> tuple[dict[str, Any], list[str]]:
-    """The pipeline as plain ordered data, and the job names it uses."""
+def gitlab_jobs(jobs: Iterable[Job], settings: EmitSettings) -> tuple[list[EmittedJob], list[str]]:
+    """The emitted jobs of a selection, in file order, and the stage order."""
     selected = emitted_jobs(jobs)
     if not selected:
-        return _placeholder(settings), []
+        return [], []
     names = job_names(selected)
     common_needs: list[Any] = []
     if settings.parent_job:
@@ -316,35 +319,92 @@ def gitlab_document(
             stage_of[n] for n in needs if isinstance(n, str)
         )
         all_needs.append(needs)
-    document: dict[str, Any] = {"stages": _stage_order(stage_after)}
+    stages = _stage_order(stage_after)
+    out: list[EmittedJob] = []
     for (job, name), needs in zip(zip(selected, names, strict=True), all_needs, strict=True):
-        entry: dict[str, Any] = {"stage": stage_of[name]}
-        image = settings.image(job)
-        if image:
-            entry["image"] = image
-        tags = settings.tags(job)
-        if tags:
-            entry["tags"] = list(tags)
-        entry["timeout"] = gitlab_duration(settings.timeout_seconds(job))
-        entry["needs"] = needs
-        variables = _variables(job)
-        if variables:
-            entry["variables"] = variables
-        entry["script"] = [
-            job_script(
-                job,
-                settings.launcher_for(job),
-                n_repeat=settings.n_repeat_for(job),
-                lightweight=settings.lightweight,
+        content = _job_content(job, name, stage_of[name], needs, retry, settings)
+        plain = content
+        if job.quarantine is not None:
+            unmarked = replace(job, quarantine=None)
+            plain = _job_content(unmarked, name, stage_of[name], needs, retry, settings)
+        out.append(
+            EmittedJob(
+                identity=job.identity,
+                content=content,
+                plain=plain,
+                quarantine=job.quarantine,
+                job=job,
             )
-        ]
-        if settings.artifacts:
-            entry["artifacts"] = dict(settings.artifacts)
-        entry["retry"] = dict(retry)
-        if allowed_to_fail(job):
-            entry["allow_failure"] = True
-        document[name] = entry
-    return document, names
+        )
+    return out, stages
+
+
+def _job_content(
+    job: Job,
+    name: str,
+    stage: str,
+    needs: list[Any],
+    retry: Any,
+    settings: EmitSettings,
+) -> dict[str, Any]:
+    """`{"name": NAME, **the GitLab job}`, keys in the order the file has them."""
+    entry: dict[str, Any] = {"name": name, "stage": stage}
+    image = settings.image(job)
+    if image:
+        entry["image"] = image
+    tags = settings.tags(job)
+    if tags:
+        entry["tags"] = list(tags)
+    entry["timeout"] = gitlab_duration(settings.timeout_seconds(job))
+    entry["needs"] = needs
+    variables = _variables(job)
+    if variables:
+        entry["variables"] = variables
+    entry["script"] = [
+        job_script(
+            job,
+            settings.launcher_for(job),
+            n_repeat=settings.n_repeat_for(job),
+            lightweight=settings.lightweight,
+        )
+    ]
+    if settings.artifacts:
+        entry["artifacts"] = dict(settings.artifacts)
+    entry["retry"] = dict(retry)
+    if allowed_to_fail(job):
+        entry["allow_failure"] = True
+    return entry
+
+
+def standalone_content(job: Job, settings: EmitSettings) -> dict[str, Any]:
+    """What the file would hold for a job on its own: its own name, and its
+    recipe's needs as written (no parent job, no warm-up): the emitted fields two
+    definitions of one job are compared on."""
+    retry = settings.retry if settings.retry is not None else DEFAULT_RETRY
+    needs: list[Any] = [wanted for _, wanted in spec_needs(job)]
+    return _job_content(job, job.name, job.model or FALLBACK_STAGE, needs, retry, settings)
+
+
+def pipeline_document(
+    emitted: Sequence[EmittedJob], stages: Sequence[str], settings: EmitSettings
+) -> dict[str, Any]:
+    """The child pipeline that holds emitted jobs (a placeholder job when none)."""
+    if not emitted:
+        return _placeholder(settings)
+    document: dict[str, Any] = {"stages": list(stages)}
+    for e in emitted:
+        name = e.content["name"]
+        document[name] = {k: v for k, v in e.content.items() if k != "name"}
+    return document
+
+
+def gitlab_document(
+    jobs: Iterable[Job], settings: EmitSettings
+) -> tuple[dict[str, Any], list[str]]:
+    """The pipeline as plain ordered data, and the job names it uses."""
+    emitted, stages = gitlab_jobs(jobs, settings)
+    names = [e.content["name"] for e in emitted]
+    return pipeline_document(emitted, stages, settings), names
 
 
 def _stage_order(stage_after: dict[str, set[str]]) -> list[str]:
@@ -532,7 +592,16 @@ def _comment(text: str) -> str:
 
 def emit_gitlab(jobs: Iterable[Job], settings: EmitSettings) -> GitlabPipeline:
     """The child pipeline of a selection; LimitError past GitLab's limits."""
-    document, names = gitlab_document(jobs, settings)
+    emitted, stages = gitlab_jobs(jobs, settings)
+    return gitlab_pipeline(emitted, stages, settings)
+
+
+def gitlab_pipeline(
+    emitted: Sequence[EmittedJob], stages: Sequence[str], settings: EmitSettings
+) -> GitlabPipeline:
+    """The child pipeline file that holds emitted jobs."""
+    document = pipeline_document(emitted, stages, settings)
+    names = [e.content["name"] for e in emitted]
     target = settings.target
     header = _comment(
         f"matrixgen child pipeline for target {target.name} "

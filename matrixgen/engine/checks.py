@@ -48,6 +48,40 @@ def check_tree(context: ValidationContext, *, schema: bool = True) -> Iterator[F
     else:
         yield from _typo_findings(tree)
     yield from _script_findings(tree, expansion)
+    yield from _unused_findings(tree)
+
+
+# Spec keys of a format_version 2 test recipe that no emitter writes anywhere:
+# the GitLab job runs the launcher with the job's fields, the GitHub row carries
+# fields, neither a script nor per-recipe artifacts. (A format_version 1 tree
+# keeps them: Megatron-LM's own launcher, the default, reads `script` and
+# `script_setup` from the recipe file when the job runs.)
+UNUSED_SPEC_KEYS_V2 = ("script_setup", "script", "artifacts")
+
+
+def _unused_findings(tree: RecipeTree) -> Iterator[Finding]:
+    """A recipe field that reaches no emitted job must not be there silently."""
+    for recipe in tree.files:
+        if recipe.format_version != 2 or recipe.kind is not RecipeType.BASIC:
+            continue
+        data = recipe.data
+        spec = data.get("spec") if isinstance(data, dict) else None
+        if not isinstance(spec, dict):
+            continue
+        for key in UNUSED_SPEC_KEYS_V2:
+            if key not in spec:
+                continue
+            yield Finding(
+                location=recipe.document.locate(["spec", key], key=True),
+                severity=Severity.WARNING,
+                code="unused-field",
+                message=(
+                    f'spec "{key}" reaches no emitted job: GitLab jobs run the launcher '
+                    "(spec.launcher, else systems.gitlab.launcher) with the job's fields, "
+                    f'and GitHub rows carry no {key}; remove it, or name it "x-{key}" '
+                    "if a tool of your own reads it"
+                ),
+            )
 
 
 def _schema_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding]:

@@ -16,7 +16,7 @@ import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -176,9 +176,12 @@ def expand_tree(tree: RecipeTree, *, cache: dict[Any, FileExpansion] | None = No
     build_names = _build_names(tree, findings)
     severity = Severity.ERROR if tree.format_version == 2 else Severity.WARNING
     _check_builds(jobs, build_names, findings, severity)
-    _check_duplicates(jobs, findings, severity)
     jobs.sort(key=Job.sort_key)
-    return Expansion(jobs=tuple(jobs), findings=tuple(findings.sorted()), build_names=build_names)
+    return Expansion(
+        jobs=tuple(_mark_duplicates(jobs)),
+        findings=tuple(findings.sorted()),
+        build_names=build_names,
+    )
 
 
 def expand_file(
@@ -208,6 +211,7 @@ class _FileExpander:
         self.attribute_keys = ATTRIBUTE_KEYS_V2 if self.v2 else ATTRIBUTE_KEYS_V1
         vocab = config.vocabulary
         self.known_axes = KNOWN_AXES_V2 | (vocab.axes if vocab else frozenset())
+        self.declared_scopes = vocab.all_scopes if vocab else frozenset()
         self.products_node: Any = None
 
     def at(self, *keys: str | int, key: bool = False) -> Location:
@@ -502,11 +506,14 @@ class _FileExpander:
             flat["test_case"] = test_case
             cadence = base_cadence
             scope = flat.get("scope")
+            declared = None
             if isinstance(scope, str) and scope in LEGACY_SCOPE_ALIASES:
                 tier, implied = LEGACY_SCOPE_ALIASES[scope]
                 flat["scope"] = tier
                 if explicit is None and implied is not None:
                     cadence = implied
+                if scope in self.declared_scopes:
+                    declared = scope  # shown as the config names it
             flat["cadence"] = list(cadence)
             merged = {k: v for k, v in spec.items() if k not in flat}
             merged.update(flat)
@@ -514,7 +521,7 @@ class _FileExpander:
                 merged.update(changes)
             if self.v2 and "references" in row:
                 merged["references"] = row["references"]
-            job = self.job(merged, cadence, attrs, where, location)
+            job = self.job(merged, cadence, attrs, where, location, declared)
             if job is not None:
                 jobs.append(job)
 
@@ -569,6 +576,7 @@ class _FileExpander:
         attrs: tuple[tuple[tuple[str, str], ...], tuple[str, ...]],
         where: tuple[str | int, ...],
         location: Location,
+        declared_scope: str | None = None,
     ) -> Job | None:
         site = _Site(self, merged, where, location)
         fields = {
@@ -602,6 +610,7 @@ class _FileExpander:
             spec=MappingProxyType(merged),
             recipe=self.recipe.rel,
             source=location,
+            declared_scope=declared_scope,
         )
 
     def text_field(self, merged: Mapping[str, Any], key: str, site: _Site) -> str:
@@ -768,20 +777,21 @@ def _check_builds(
             )
 
 
-def _check_duplicates(jobs: Iterable[Job], findings: Findings, severity: Severity) -> None:
-    """The same job twice in one scope with overlapping cadences would run twice."""
-    first: dict[tuple, Job] = {}
-    for job in jobs:
-        # A plain tuple: building a JobId per job costs more than the whole check.
-        key = (job.model, job.test_case, job.environment, job.platform, job.tag or "", job.scope)
-        earlier = first.get(key)
-        if earlier is None:
-            first[key] = job
-        elif set(earlier.cadence) & set(job.cadence):
-            findings.add(
-                job.source,
-                "duplicate-job",
-                f"duplicate job {job.identity} in scope {job.scope}: "
-                f"already defined at {earlier.source}",
-                severity,
-            )
+def _mark_duplicates(jobs: list[Job]) -> list[Job]:
+    """Give each job that shares its identity and scope with others (jobs sorted,
+    so they are neighbours) the locations of all of them. Selection keeps one job
+    per identity in a target (`select.one_per_identity`); validate reports them."""
+    out: list[Job] = []
+    i, n = 0, len(jobs)
+    while i < n:
+        key = jobs[i].duplicate_key()
+        j = i + 1
+        while j < n and jobs[j].duplicate_key() == key:
+            j += 1
+        if j - i == 1:
+            out.append(jobs[i])
+        else:
+            where = tuple(sorted({job.source for job in jobs[i:j]}))
+            out.extend(replace(job, definitions=where) for job in jobs[i:j])
+        i = j
+    return out

@@ -80,10 +80,37 @@ class Job:
     recipe: str = field(default="", compare=False)
     source: Location = field(default=Location(""), compare=False, repr=False)
     quarantine: QuarantineMark | None = None
+    # The scope as the project config declares it (`nightly`), where that differs
+    # from the tier `scope` holds for matching (`L2`); None: shown as `scope`.
+    declared_scope: str | None = field(default=None, compare=False, repr=False)
+    # Where every definition of this job is (file:line of each row), when more
+    # than one row defines the same identity in the same scope; () otherwise.
+    definitions: tuple[Location, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def identity(self) -> JobId:
         return JobId(self.model, self.test_case, self.environment, self.platform, self.tag or "")
+
+    @property
+    def shown_scope(self) -> str | None:
+        """The scope as users name it: the declared name, else the tier."""
+        return self.declared_scope or self.scope
+
+    @property
+    def locations(self) -> tuple[Location, ...]:
+        """Every row that defines this job (one, unless it is duplicated)."""
+        return self.definitions or (self.source,)
+
+    def duplicate_key(self) -> tuple[str, ...]:
+        """Identity and scope: one job per key in a target."""
+        return (
+            self.model,
+            self.test_case,
+            self.environment,
+            self.platform,
+            self.tag or "",
+            self.scope or "",
+        )
 
     def sort_key(self) -> tuple:
         """Identity, then scope and cadence: a total order for deterministic output."""
@@ -105,7 +132,7 @@ class Job:
             "tag": self.tag,
             "environment": self.environment,
             "platform": self.platform,
-            "scope": self.scope,
+            "scope": self.shown_scope,
             "cadence": list(self.cadence),
             "name": self.name,
             "build": self.build,

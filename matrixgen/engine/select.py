@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import UsageError, did_you_mean
@@ -42,9 +43,37 @@ def matches(job: Job, selector: Selector) -> bool:
 
 
 def select(jobs: Iterable[Job], selector: Selector) -> list[Job]:
-    """The matching jobs, in the order given (expansion order is already sorted)."""
+    """The matching jobs, one per identity and scope (`one_per_identity`), in the
+    order given (expansion order is already sorted)."""
     check_selector(selector)
-    return [job for job in jobs if matches(job, selector)]
+    return one_per_identity([job for job in jobs if matches(job, selector)])
+
+
+def one_per_identity(jobs: Sequence[Job]) -> list[Job]:
+    """One job per identity and scope: of several rows that define the same job
+    for a selection, the last one (in file path order, then row order) is the job,
+    as Megatron-LM's GitLab generator keeps the last job of a name. The kept job
+    lists where every copy selected here is (`Job.definitions`); a job whose other
+    copies this selection does not take (another cadence) lists none.
+
+    `validate` reports every such duplicate: a warning when the copies agree on
+    what is emitted, an error when they do not."""
+    if not any(job.definitions for job in jobs):
+        return list(jobs)
+    groups: dict[tuple[str, ...], list[Job]] = defaultdict(list)
+    for job in jobs:
+        if job.definitions:
+            groups[job.duplicate_key()].append(job)
+    kept: dict[int, Job] = {}
+    for group in groups.values():
+        last = max(group, key=lambda j: j.source)
+        where = tuple(sorted(j.source for j in group)) if len(group) > 1 else ()
+        kept[id(last)] = last if where == last.definitions else replace(last, definitions=where)
+    return [
+        kept[id(job)] if job.definitions else job
+        for job in jobs
+        if not job.definitions or id(job) in kept
+    ]
 
 
 def check_selector_values(
@@ -120,4 +149,6 @@ class JobIndex:
 
     def select(self, selector: Selector) -> list[Job]:
         """The same as `select(jobs, selector)`."""
-        return [job for job in self.candidates(selector) if matches(job, selector)]
+        return one_per_identity(
+            [job for job in self.candidates(selector) if matches(job, selector)]
+        )

@@ -245,20 +245,10 @@ class History:
 
 def default_store_path(start: Path | None = None) -> Path:
     """`.matrixgen/results.db` at the top of the git checkout (else here)."""
-    import subprocess
+    from matrixgen.util.checkout import checkout_top
 
     start = start or Path.cwd()
-    try:
-        top = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel"],
-            cwd=start,
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
-    except OSError:
-        top = ""
-    return (Path(top) if top else start) / ".matrixgen" / "results.db"
+    return (checkout_top(start) or start) / ".matrixgen" / "results.db"
 
 
 STORE_VARIABLE = "MATRIXGEN_RESULTS_DB"

@@ -1,0 +1,92 @@
+"""Markdown that says what its input says and nothing more.
+
+Every string of a diff comes from a recipe tree or a quarantine file, that is
+from a pull request: a test case, a tracker or a note may hold Markdown, HTML
+or line breaks meant to forge a comment (a fake "all clear" line, a link to
+`javascript:`, an image that calls home). Each helper makes one kind of text
+safe for one place:
+
+- `text`: running text. Line breaks and control characters become spaces and
+  every ASCII punctuation character that could mean something is
+  backslash-escaped (CommonMark allows that for all of them), so nothing in
+  it starts a tag, a link, an emphasis, an entity or a new block.
+- `code`: an inline code span (nothing inside is interpreted), fenced by more
+  backticks than it holds, with `|` escaped so it also stays in a table cell.
+- `link`: a link only to an `http://` or `https://` address made of plain URL
+  characters; anything else is shown as code, not linked.
+- `html`: text inside the few HTML tags the diff writes itself (`<details>`,
+  `<summary>`, `<b>`), with `& < > " '` as entities.
+- `fence_lines`: lines of a fenced code block, with a fence longer than any run
+  of backticks in them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
+# ASCII punctuation that can mean something to Markdown or HTML (`, ; ' " = / % ?`
+# cannot, and stay as they are for readability).
+_PUNCTUATION = re.compile(r"([!#$&*+\-.<>@\[\\\]^_`{|}~])")
+_ISSUE_NUMBER = re.compile(r"#\d+")
+_SAFE_URL = re.compile(r"https?://[A-Za-z0-9\-._~:/?#@!$&*+,;=%]+")
+CODE_LIMIT = 200
+
+
+def flat(value: str) -> str:
+    """One line: every line break and control character becomes a space."""
+    return _CONTROL.sub(" ", value)
+
+
+def text(value: str) -> str:
+    """Running text that renders as exactly these characters."""
+    return _PUNCTUATION.sub(r"\\\1", flat(value))
+
+
+def code(value: str, *, limit: int = CODE_LIMIT) -> str:
+    """An inline code span that survives backticks and table cells."""
+    value = flat(value)
+    if len(value) > limit:
+        value = value[: limit - 3] + "..."
+    value = value.replace("|", "\\|")
+    longest = max((len(run) for run in re.findall(r"`+", value)), default=0)
+    fence = "`" * (longest + 1)
+    if longest or value[:1] == " " or value[-1:] == " " or not value:
+        return f"{fence} {value} {fence}"
+    return f"{fence}{value}{fence}"
+
+
+def safe_url(url: str) -> str | None:
+    """The address itself when it is a plain http(s) URL, else None."""
+    return url if _SAFE_URL.fullmatch(url) else None
+
+
+def link(label: str, url: str) -> str:
+    """`[label](url)` for a plain http(s) URL; the label as code otherwise."""
+    target = safe_url(url)
+    if target is None:
+        return code(label)
+    shown = label if _ISSUE_NUMBER.fullmatch(label) else text(label)
+    return f"[{shown}]({target})"
+
+
+def html(value: str) -> str:
+    """Text inside an HTML element the diff writes itself."""
+    return (
+        flat(value)
+        .replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
+        .replace("'", "&#39;")
+    )
+
+
+def fence_lines(lines: Sequence[str], info: str = "", indent: str = "") -> list[str]:
+    """A fenced code block holding the lines as they are (control characters, which
+    CommonMark may read as line ends, shown as spaces)."""
+    body = [flat(line) for line in lines]
+    longest = max((len(run) for line in body for run in re.findall(r"`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{indent}{fence}{info}", *(f"{indent}{line}" for line in body), f"{indent}{fence}"]

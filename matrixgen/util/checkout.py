@@ -1,0 +1,22 @@
+"""The top of the git checkout a path is in."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+
+def checkout_top(start: Path) -> Path | None:
+    """The top folder of the git checkout `start` is in; None outside one (or
+    without git)."""
+    try:
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"],
+            cwd=start,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+    except OSError:
+        return None
+    return Path(top) if top else None
