@@ -24,6 +24,7 @@ from matrixgen.cli.output import GuardedStream, StreamError
 from matrixgen.util.escape import terminal_text, unescape_terminal
 from tests.test_compat import HAND_TREE
 from tests.test_escape import HOSTILE, runner_commands
+from tests.test_quarantine import v2_files
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,7 +43,7 @@ def test_guard_escapes_commands_a_line_would_carry() -> None:
     guard = GuardedStream(sink, "output")
     guard.write("ok line\n  ::add-mask::x\nsee ##[error]boom\r::warning::y\nhalf")
     assert sink.getvalue() == (
-        "ok line\n  \\x3a:add-mask::x\nsee ##\\x5berror]boom\\x0d::warning::y\n"
+        "ok line\n  \\x3a:add-mask::x\nsee ##\\x5berror]boom\\r::warning::y\n"
     )
     guard.write(" done\n")  # a line is checked whole, not per write
     assert sink.getvalue().endswith("half done\n")
@@ -99,6 +100,14 @@ def _tree_with(root: Path, name: str, environment: str) -> Path:
     (root / "_build-mcore-dev.yaml").write_text(textwrap.dedent(HAND_TREE["_build-mcore-dev.yaml"]))
     (root / "gpt.yaml").write_text(yaml.safe_dump(recipe, allow_unicode=True), encoding="utf-8")
     return root
+
+
+def _finding_lines(err: str) -> list[str]:
+    return [
+        x
+        for x in err.splitlines()
+        if re.search(r":\d+:\d+: (error|warning): |^[^ ]+: (error|warning): ", x)
+    ]
 
 
 def _check_log(run_out: str, run_err: str, findings: int) -> None:
@@ -251,6 +260,21 @@ def test_stdout_not_open_at_all(small_tree: Path) -> None:
     assert quiet.returncode == 0, quiet.stderr
 
 
+def test_stderr_closed_does_not_stop_the_work(small_tree: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run = _matrixgen(
+        "generate", "--recipes", str(small_tree), "--out", str(out), stdout=subprocess.PIPE,
+        preexec_fn=lambda: os.close(2),
+    )  # fmt: skip
+    assert run.returncode == 0 and "target" in run.stdout
+    assert any(out.iterdir())
+    failing = _matrixgen(
+        "list", "--recipes", str(tmp_path / "nope"), stdout=subprocess.PIPE,
+        preexec_fn=lambda: os.close(2),
+    )  # fmt: skip
+    assert failing.returncode == 2  # the message is lost with stderr; the code is not
+
+
 def test_deleted_working_directory(
     cli: Callable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -306,3 +330,65 @@ def test_read_only_output_location(cli: Callable, small_tree: Path, read_only_di
     )
     assert single.code == 9, single
     _one_line_error(single.err, str(read_only_dir))
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(tracker=RECIPE_TEXT, owner=RECIPE_TEXT, reason=RECIPE_TEXT, node=RECIPE_TEXT)
+@example(
+    tracker="#1", owner="o\n::add-mask::t ##[error]o", reason="r\r::stop-commands::s",
+    node="n\u2028::warning::w",
+)  # fmt: skip
+def test_hostile_quarantine_fields_reach_no_log_as_commands(
+    cli: Callable,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    tracker: str,
+    owner: str,
+    reason: str,
+    node: str,
+) -> None:
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    entries = {
+        "entries": [
+            {"id": "skipped", "tracker": tracker, "kind": "flaky", "action": "skip",
+             "match": {"test_case": "ep8_muon"}, "owner": owner, "expires": "2099-01-01",
+             "reason": reason},
+            {"id": "deselected", "tracker": tracker, "kind": "flaky", "action": "deselect",
+             "match": {"test_case": "tests/unit_tests/models/**/*.py"}, "node_ids": [node],
+             "owner": owner, "expires": "2099-01-01", "reason": reason},
+        ]
+    }  # fmt: skip
+    files = v2_files(quarantine=yaml.safe_dump(entries, allow_unicode=True))
+    root = tmp_path_factory.mktemp("q")
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    checked = cli("validate", "--recipes", root)
+    _check_log(checked.out, checked.err, len(_finding_lines(checked.err)))
+    listed = cli("quarantine", "list", "--recipes", root)
+    _check_log(listed.out, listed.err, len(_finding_lines(listed.err)))
+    if tracker == "#1":
+        assert listed.code == 0, listed
+    if listed.code == 0:
+        assert len(listed.out.splitlines()) == 2 + 2  # header, rule, one line per entry
+    for command in (
+        ["list", "--with-quarantined"],
+        ["generate", "--out", str(root / "out")],
+        ["quarantine", "audit"],
+    ):
+        run = cli(*command, "--recipes", root)
+        _check_log(run.out, run.err, len(_finding_lines(run.err)))
+
+
+def test_read_only_github_output(
+    cli: Callable, small_tree: Path, read_only_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_OUTPUT", str(read_only_dir / "github_output"))
+    run = cli(
+        "github", "--recipes", small_tree, "--target", "scope=mr,platform=dgx_h100,environment=dev",
+        "--github-output",
+    )  # fmt: skip
+    assert run.code == 9, run
+    _one_line_error(run.err, "--github-output: cannot append to")

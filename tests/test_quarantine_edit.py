@@ -27,6 +27,7 @@ from matrixgen.quarantine.edit import (
     entry_id,
     insert_entries,
 )
+from tests.test_escape import runner_commands
 from tests.test_quarantine import v1_files, v2_files
 
 NEW = {
@@ -808,3 +809,65 @@ def test_concurrent_add_commands_lose_no_entry(tree: Callable[..., Path]) -> Non
     text = (root / "quarantine.yaml").read_text()
     assert {e["id"] for e in entries_of(text)} == ids and len(ids) == 4
     assert text.startswith("# shared file\nentries:\n")
+
+
+# ------------------------------------------------- every plain string reads back as itself
+
+# What a quarantine file (UTF-8) can carry: any text but lone surrogates.
+ANY_TEXT = st.text(st.characters(exclude_categories=["Cs"]), min_size=1)
+YAML_WORDS = st.sampled_from(
+    ["on", "off", "yes", "no", "Yes", "NO", "true", "null", "Null", "~", "1:30", "190:20:30",
+     "2024-01-31", "2024-01-31 10:00:00", "1e3", "0x1f", "0o17", "017", "1_000", ".inf", "-.NaN",
+     "=", "<<", "+1", "- x", "? x", "#x", "'q'", '"q"', "a: b", "a\x85b", "\u2028", " lead",
+     "trail ", "x\ufeff", "\x00", "a\nb", "##[error]x", "::add-mask::x", "\u202e"]
+)  # fmt: skip
+
+
+@settings(max_examples=150)
+@given(
+    owner=st.one_of(YAML_WORDS, ANY_TEXT),
+    reason=st.one_of(YAML_WORDS, ANY_TEXT),
+    test_case=st.one_of(YAML_WORDS, ANY_TEXT),
+    node=st.one_of(YAML_WORDS, ANY_TEXT),
+    tag=st.one_of(YAML_WORDS, ANY_TEXT),
+)
+def test_every_string_value_reads_back_as_itself(
+    owner: str, reason: str, test_case: str, node: str, tag: str
+) -> None:
+    entry = {
+        "id": "e", "tracker": "#1", "kind": "flaky", "action": "deselect",
+        "match": {"test_case": test_case, "tags": [tag]}, "node_ids": [node],
+        "owner": owner, "added": dt.date(2026, 1, 1), "reason": reason,
+    }  # fmt: skip
+    text = insert_entries("entries: []\n", [entry])
+    (back,) = yaml.safe_load(text)["entries"]
+    assert back == entry
+    # Printed as it is (migrate prints entries), no line of it is a command.
+    assert runner_commands(text) == []
+
+
+def test_plain_words_as_owner_and_reason_through_the_cli(tree: Callable[..., Path], cli) -> None:
+    root = tree(v2_files())
+    words = ["on", "yes", "1:30", "null", "~", "2024-01-31", "no\nnewline"]
+    for n, word in enumerate(words):
+        run = cli(
+            "quarantine", "add", "--recipes", root, "--test-case", "cp2_*", "--tracker", "#7733",
+            "--kind", "infra", "--action", "skip", "--owner", word, "--reason", f"{word} ",
+            "--id", f"w{n}",
+        )  # fmt: skip
+        assert run.code == 0, run
+        assert "please report" not in run.err
+    listed = json.loads(cli("quarantine", "list", "--recipes", root, "--format", "json").out)
+    got = {e["id"]: (e["owner"], e["reason"]) for e in listed if e["id"].startswith("w")}
+    assert got == {f"w{n}": (w.strip(), w.strip()) for n, w in enumerate(words)}
+
+
+def test_arguments_that_are_not_utf8_are_refused(tree: Callable[..., Path], cli) -> None:
+    root = tree(v2_files())
+    before = (root / "quarantine.yaml").read_bytes()
+    run = cli(
+        "quarantine", "add", "--recipes", root, "--test-case", "cp2_*", "--tracker", "#7733",
+        "--kind", "infra", "--action", "skip", "--owner", "bad\udcff", "--reason", "r",
+    )  # fmt: skip
+    assert run.code == 2 and '--owner "bad\\udcff" is not valid UTF-8 text' in run.err, run
+    assert (root / "quarantine.yaml").read_bytes() == before

@@ -3,6 +3,7 @@ and `quarantine audit` on top of it."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import threading
@@ -13,9 +14,14 @@ from typing import ClassVar
 
 import pytest
 
-from matrixgen.engine.errors import TrackerError
-from matrixgen.quarantine.tracker import GitHubTracker, check_trackers, parse_issue_url
-from tests.test_quarantine import v2_files
+from matrixgen.engine.errors import TrackerError, UsageError
+from matrixgen.quarantine.tracker import (
+    GitHubTracker,
+    check_api_url,
+    check_trackers,
+    parse_issue_url,
+)
+from tests.test_quarantine import CONFIG, v2_files
 
 TOKEN = "test-token-123"
 ISSUES = {
@@ -30,6 +36,7 @@ class FakeGitHub(BaseHTTPRequestHandler):
     token, 403 with X-RateLimit-Remaining: 0 for the `limited` repository."""
 
     requests: ClassVar[list[tuple[str, str | None]]] = []
+    elsewhere: ClassVar[str] = ""
 
     def do_GET(self) -> None:
         FakeGitHub.requests.append((self.path, self.headers.get("Authorization")))
@@ -41,6 +48,10 @@ class FakeGitHub(BaseHTTPRequestHandler):
         if len(parts) != 5 or parts[0] != "repos" or parts[3] != "issues":
             return self._send(404, {"message": "Not Found"})
         _, owner, repo, _, number = parts
+        if repo == "moved":  # a renamed repository: GitHub answers 301 on its own host
+            return self._send(301, {}, {"Location": f"/repos/{owner}/ml/issues/{number}"})
+        if repo == "away":
+            return self._send(302, {}, {"Location": f"{FakeGitHub.elsewhere}/repos/x/y/issues/1"})
         if repo == "limited":
             return self._send(403, {"message": "rate limit"}, {"X-RateLimit-Remaining": "0"})
         if repo == "broken":
@@ -66,17 +77,23 @@ class FakeGitHub(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def api() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeGitHub)
+@contextlib.contextmanager
+def serving(host: str = "127.0.0.1") -> Iterator[str]:
+    server = ThreadingHTTPServer((host, 0), FakeGitHub)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
-    FakeGitHub.requests = []
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"http://{host}:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def api() -> Iterator[str]:
+    FakeGitHub.requests = []
+    with serving() as url:
+        yield url
 
 
 def url(n: int, repo: str = "ml") -> str:
@@ -142,7 +159,7 @@ def test_check_trackers_says_what_it_did_not_check(api: str) -> None:
     assert report.states == {"a": "open", "e": "closed"}
     assert "no tracker base" in report.unchecked["b"]
     assert "not a GitHub issue" in report.unchecked["c"]
-    assert "--api-url for GitHub Enterprise" in report.unchecked["d"]
+    assert "--api-url (or set GITHUB_API_URL) for GitHub Enterprise" in report.unchecked["d"]
 
 
 # --------------------------------------------------------------------------- audit
@@ -324,3 +341,80 @@ def test_audit_tracker_base_option_resolves_numbers(
     )  # fmt: skip
     states = json.loads(based.out)["tracker_states"]
     assert states == {"ep8-dist-opt": "open", "ep8-muon": "closed", "unit-bucket": "open"}
+
+
+# ------------------------------------------------------------ the token's trust boundary
+
+
+def test_the_token_goes_only_over_https_or_to_loopback() -> None:
+    assert check_api_url("https://ghe.example.com/api/v3/") == "https://ghe.example.com/api/v3"
+    for fine in (
+        "http://127.0.0.1:8080",
+        "http://localhost:1",
+        "http://[::1]:9",
+        "http://127.9.9.9",
+    ):
+        assert check_api_url(fine) == fine
+    for bad, why in [
+        ("http://api.github.com", "only over https"),
+        ("http://10.0.0.1", "only over https"),
+        ("http://127.0.0.1.evil.example", "only over https"),
+        ("ftp://api.github.com", "expected https"),
+        ("api.github.com", "expected https"),
+        ("https://user:pw@api.github.com", "without user"),
+        ("https://api.github.com/?x=1", "without user"),
+        ("https://:99999/", "expected https"),
+    ]:
+        with pytest.raises(UsageError, match=why):
+            check_api_url(bad)
+    with pytest.raises(UsageError):
+        GitHubTracker(token=TOKEN, api_url="http://example.com")
+
+
+def test_issue_urls_cannot_climb_the_api_path() -> None:
+    for odd in [
+        "https://github.com/../x/issues/1",
+        "https://github.com/a/../issues/1",
+        "https://github.com/a/./issues/1",
+        "https://github.com/a%2F..%2Fb/r/issues/1",
+        "https://github.com@evil.example/a/b/issues/1",
+        "https://github.com/a/b?x=/issues/1",
+    ]:
+        assert parse_issue_url(odd) is None, odd
+    assert parse_issue_url("https://github.com/a-b/c_d.e/issues/1") is not None
+
+
+def test_redirects_stay_on_the_api_origin(api: str) -> None:
+    client = GitHubTracker(token=TOKEN, api_url=api)
+    moved = client.state(parse_issue_url(url(7201, "moved")))  # type: ignore[arg-type]
+    assert moved.state == "open"  # followed: same origin
+    with serving("127.0.0.2") as elsewhere:
+        FakeGitHub.elsewhere = elsewhere
+        FakeGitHub.requests = []
+        with pytest.raises(TrackerError, match=r"redirected .* not followed"):
+            client.state(parse_issue_url(url(7201, "away")))  # type: ignore[arg-type]
+        # The other server was never asked, with the token or without.
+        assert [p for p, _ in FakeGitHub.requests] == ["/repos/acme/away/issues/7201"]
+
+
+def test_the_tree_cannot_say_where_the_token_goes(
+    tree: Callable[..., Path], cli, api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.delenv("GITHUB_API_URL", raising=False)
+    hostile = CONFIG.replace("quarantine:\n", f"quarantine:\n  api_url: {api}\n")
+    root = tree(v2_files(config=hostile))
+    for command in (["validate"], ["quarantine", "audit"], ["generate", "--out", root / "o"]):
+        run = cli(*command, "--recipes", root)
+        assert run.code == 3, run
+        assert "quarantine.api_url is not read from the tree" in run.err
+    assert FakeGitHub.requests == []  # no request reached the tree's server
+    # The one running the command names the API root: a flag or GITHUB_API_URL.
+    clean = tree(v2_files())
+    monkeypatch.setenv("GITHUB_API_URL", api)
+    run = cli("quarantine", "audit", "--recipes", clean, "--format", "json")
+    assert json.loads(run.out)["tracker_states"], run
+    assert FakeGitHub.requests and all(a == f"Bearer {TOKEN}" for _, a in FakeGitHub.requests)
+    monkeypatch.setenv("GITHUB_API_URL", "http://tracker.example")
+    refused = cli("quarantine", "audit", "--recipes", clean)
+    assert refused.code == 2 and "only over https" in refused.err

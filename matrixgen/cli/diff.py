@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from matrixgen.cli.common import HoldingPenOption, TargetOption, echo_findings, echo_json
+from matrixgen.util.escape import terminal_text
 
 
 class DiffFormat(StrEnum):
@@ -109,12 +110,13 @@ def diff_command(
     for side in sides:
         if side.errors:
             typer.echo(
-                f"matrixgen: {side.label}: {len(side.errors)} error(s) in the recipe tree:",
+                f"matrixgen: {terminal_text(side.label)}: {len(side.errors)} error(s) "
+                "in the recipe tree:",
                 err=True,
             )
             echo_findings(side.errors)
     for note in result.notes:
-        typer.echo(f"matrixgen: note: {note}", err=True)
+        typer.echo(f"matrixgen: note: {terminal_text(note)}", err=True)
     # Jobs the head runs without their reference files (each side's own revision).
     gaps = reference_gaps(repo, result, sides)
     if fmt is DiffFormat.JSON and gaps.declared:
@@ -127,7 +129,7 @@ def diff_command(
         outcomes = evaluate(rules, result)
         for outcome in outcomes:
             if outcome.ok:
-                typer.echo(f"matrixgen: {outcome}", err=True)
+                typer.echo(f"matrixgen: {terminal_text(outcome)}", err=True)
         require(outcomes, result)
 
 

@@ -24,6 +24,7 @@ from matrixgen.cli.common import (
 )
 from matrixgen.cli.decide import EventOption, LabelOption, LabelsJsonOption, SystemOption
 from matrixgen.engine.vocab import System
+from matrixgen.util.escape import terminal_text
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -129,12 +130,16 @@ def github(
     if github_output:
         path = write_github_output(matrix)
         typer.echo(
-            f"{chosen.name}: {len(matrix.rows)} job(s) in {len(matrix.shards)} shard(s) -> {path}",
+            f"{terminal_text(chosen.name)}: {len(matrix.rows)} job(s) in {len(matrix.shards)} "
+            f"shard(s) -> {terminal_text(path)}",
             err=True,
         )
     elif output is not None:
         _write_text(output, matrix.text())
-        typer.echo(f"{chosen.name}: {len(matrix.rows)} job(s) -> {output}", err=True)
+        typer.echo(
+            f"{terminal_text(chosen.name)}: {len(matrix.rows)} job(s) -> {terminal_text(output)}",
+            err=True,
+        )
     else:
         typer.echo(matrix.text(), nl=False)
 
@@ -168,7 +173,11 @@ def gitlab(
     pipeline = emit_gitlab(jobs, settings)
     if output is not None:
         _write_text(output, pipeline.text)
-        typer.echo(f"{chosen.name}: {len(pipeline.job_names)} job(s) -> {output}", err=True)
+        typer.echo(
+            f"{terminal_text(chosen.name)}: {len(pipeline.job_names)} job(s) -> "
+            f"{terminal_text(output)}",
+            err=True,
+        )
     else:
         typer.echo(pipeline.text, nl=False)
 
@@ -303,7 +312,8 @@ def generate(
         typer.echo("")
         typer.echo(render_dropped(saved, table), nl=False)
     typer.echo(
-        f"{totals['total']['targets']} target(s), {totals['total']['jobs']} job(s) -> {out}",
+        f"{totals['total']['targets']} target(s), {totals['total']['jobs']} job(s) -> "
+        f"{terminal_text(out)}",
         err=True,
     )
 

@@ -369,6 +369,16 @@ def propose(
             help="GitHub token: lift closed trackers.",
         ),
     ] = None,
+    api_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="GITHUB_API_URL",
+            show_envvar=True,
+            metavar="URL",
+            help="GitHub API root, the only place the token is sent (https; default "
+            "https://api.github.com). Never read from the recipe tree.",
+        ),
+    ] = None,
     db: DbOption = None,
     recipes: RecipesOption = None,
     fmt: TableOrJsonOption = TableOrJson.TABLE,
@@ -409,12 +419,12 @@ def propose(
     unchecked = 0
     pol = quarantine_policy(generation.tree.config)
     if qfile.entries:
-        from matrixgen.quarantine.tracker import check_trackers
+        from matrixgen.quarantine.tracker import DEFAULT_API_URL, check_api_url, check_trackers
 
         checked = check_trackers(
             [(e.id, e.tracker_url) for e in qfile.entries if e.tracker],
             token=token,
-            api_url=pol.api_url,
+            api_url=check_api_url(api_url or DEFAULT_API_URL),
         )
         states = dict(checked.states)
         unchecked = len(checked.unchecked)

@@ -46,9 +46,10 @@ class GuardedStream:
     It holds back a line until its end is written (click's echo writes whole
     lines, and flushes after each), so that the check sees whole lines."""
 
-    def __init__(self, target: TextIO | None, name: str) -> None:
+    def __init__(self, target: TextIO | None, name: str, *, fatal: bool = True) -> None:
         self._target = target
         self.name = name
+        self.fatal = fatal  # raise on the first failure (stdout), or only record it
         self._pending = ""
         self.error: StreamError | None = None
 
@@ -143,7 +144,8 @@ class GuardedStream:
     def _fail(self, exc: OSError) -> None:
         self.error = StreamError(self.name, _reason(exc) if exc.errno else str(exc))
         _silence(self._target)
-        raise self.error
+        if self.fatal:
+            raise self.error
 
 
 def _silence(stream: TextIO | None) -> None:
@@ -166,7 +168,10 @@ def _silence(stream: TextIO | None) -> None:
 def guarded_output() -> Iterator[tuple[GuardedStream, GuardedStream]]:
     """sys.stdout and sys.stderr behind GuardedStreams for the duration."""
     saved = sys.stdout, sys.stderr
-    out, err = GuardedStream(sys.stdout, "output"), GuardedStream(sys.stderr, "error")
+    # Output is what the command is for: losing it ends the run (exit 9). Losing
+    # diagnostics does not stop the work; the exit code still tells the outcome.
+    out = GuardedStream(sys.stdout, "output")
+    err = GuardedStream(sys.stderr, "error", fatal=False)
     sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
     try:
         yield out, err

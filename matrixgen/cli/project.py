@@ -23,6 +23,7 @@ from matrixgen.cli.common import (
     recipes_dir,
 )
 from matrixgen.engine.errors import ExitCode, UsageError
+from matrixgen.util.escape import terminal_text
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -156,7 +157,7 @@ def register(app: typer.Typer) -> None:
             for c in result.cycles
         ]
         for line in problems:
-            typer.echo(f"matrixgen: {line}", err=True)
+            typer.echo(f"matrixgen: {terminal_text(line)}", err=True)
         if problems:
             raise typer.Exit(ExitCode.FINDINGS)
 

@@ -29,6 +29,7 @@ from matrixgen.cli.common import (
 from matrixgen.cli.evidence import DbOption
 from matrixgen.engine.errors import ExitCode, QuarantineError, UsageError, did_you_mean
 from matrixgen.engine.vocab import QUARANTINE_FILENAME, QuarantineAction, QuarantineKind
+from matrixgen.util.escape import terminal_text
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -83,6 +84,19 @@ def _parse_date(text: str, what: str) -> dt.date:
         return dt.date.fromisoformat(text.strip())
     except ValueError:
         raise UsageError(f'{what} "{text}" is not a date: write YYYY-MM-DD') from None
+
+
+def _check_text(values: Any, where: str = "") -> None:
+    """Refuse a value the quarantine file cannot hold: the file is UTF-8, and an
+    argument that is not valid UTF-8 reaches Python as lone surrogates."""
+    if isinstance(values, dict):
+        for key, value in values.items():
+            _check_text(value, where or (key if key.startswith("--") else f"--{key}"))
+    elif isinstance(values, list | tuple):
+        for value in values:
+            _check_text(value, where)
+    elif isinstance(values, str) and any("\ud800" <= c <= "\udfff" for c in values):
+        raise UsageError(f'{where} "{values}" is not valid UTF-8 text')
 
 
 def _tracker_text(ref: str) -> str:
@@ -240,6 +254,7 @@ def add(
         "reason": reason.strip(),
     }
     data = {k: v for k, v in data.items() if v not in ([], "")}
+    _check_text({"--id": entry_id, **data})
     entry, findings = entry_from_mapping(
         {"id": entry_id or "new-entry", **data}, tracker_base=pol.tracker_base
     )
@@ -266,7 +281,7 @@ def add(
     _note_overlaps(hits, generation.quarantine.entries, {j.test_case for j in jobs})
     if entry.tracker_url is None:
         typer.echo(
-            f"note: {entry.tracker} cannot be linked: "
+            f"note: {terminal_text(entry.tracker)} cannot be linked: "
             "set quarantine.tracker_base in matrixgen.yaml",
             err=True,
         )
@@ -309,13 +324,14 @@ def add(
             action.value
         ]
         for name, target_jobs in grouped.items():
-            typer.echo(f"{name}: {verb} {len(target_jobs)} job(s)")
+            typer.echo(f"{terminal_text(name)}: {verb} {len(target_jobs)} job(s)")
             for job in target_jobs:
-                typer.echo(f"  {_job_line(job)}")
-        typer.echo(chosen["id"])
+                typer.echo(f"  {terminal_text(_job_line(job))}")
+        typer.echo(terminal_text(chosen["id"]))
     done = "dry run: nothing written to" if dry_run else "added to"
     typer.echo(
-        f"entry {chosen['id']} ({len(hits)} job(s) in {len(grouped)} target(s)) {done} {path}",
+        f"entry {terminal_text(chosen['id'])} ({len(hits)} job(s) in {len(grouped)} target(s)) "
+        f"{done} {terminal_text(path)}",
         err=True,
     )
 
@@ -331,7 +347,8 @@ def _note_overlaps(hits: list[Hit], existing: Sequence[Entry], known: set[str]) 
             already[other.id] = already.get(other.id, 0) + 1
     for other_id, count in sorted(already.items()):
         typer.echo(
-            f"note: entry {other_id} already applies to {count} of these job(s) in their "
+            f"note: entry {terminal_text(other_id)} already applies to {count} of these job(s) "
+            "in their "
             "target(s); where two entries apply, skip beats allow-failure beats deselect",
             err=True,
         )
@@ -362,8 +379,12 @@ def remove(
     if not os.path.lexists(path):
         raise UsageError(f"{path} does not exist: there is nothing to remove")
     edit(path, change, tracker_base=base, dry_run=dry_run)
-    typer.echo(entry_id)
-    typer.echo(f"{'would remove' if dry_run else 'removed'} entry {entry_id} from {path}", err=True)
+    typer.echo(terminal_text(entry_id))
+    typer.echo(
+        f"{'would remove' if dry_run else 'removed'} entry {terminal_text(entry_id)} from "
+        f"{terminal_text(path)}",
+        err=True,
+    )
 
 
 def lift(
@@ -398,9 +419,12 @@ def lift(
         raise UsageError(f"{path} does not exist: there is nothing to lift")
     edit(path, change, tracker_base=base, dry_run=dry_run)
     for entry in lifted:
-        typer.echo(entry.id)
+        typer.echo(terminal_text(entry.id))
     verb = "would lift" if dry_run else "lifted"
-    typer.echo(f"{verb} {len(lifted)} entr{'y' if len(lifted) == 1 else 'ies'} of {ref}", err=True)
+    typer.echo(
+        f"{verb} {len(lifted)} entr{'y' if len(lifted) == 1 else 'ies'} of {terminal_text(ref)}",
+        err=True,
+    )
 
 
 def list_entries(
@@ -492,7 +516,13 @@ def audit(
     ] = None,
     api_url: Annotated[
         str | None,
-        typer.Option(metavar="URL", help="GitHub API root (default: config, else api.github.com)."),
+        typer.Option(
+            envvar="GITHUB_API_URL",
+            show_envvar=True,
+            metavar="URL",
+            help="GitHub API root, the only place the token is sent (https; default "
+            "https://api.github.com). Never read from the recipe tree.",
+        ),
     ] = None,
     tracker_base: Annotated[
         str | None,
@@ -517,10 +547,11 @@ def audit(
         policy,
         resolve_tracker,
     )
-    from matrixgen.quarantine.tracker import check_trackers
+    from matrixgen.quarantine.tracker import DEFAULT_API_URL, check_api_url, check_trackers
 
     if days < 0:
         raise UsageError("--days must be 0 or more")
+    api_root = check_api_url(api_url or DEFAULT_API_URL)
     root = _root(recipes)
     generation = _generation(root)
     config = generation.tree.config
@@ -545,7 +576,7 @@ def audit(
     report = check_trackers(
         [(e.id, e.tracker_url) for e in entries if e.tracker],
         token=token,
-        api_url=api_url or pol.api_url,
+        api_url=api_root,
     )
     items = audit_entries(qfile, hits, today=current_day(), days=days, tracker_states=report.states)
     from matrixgen.evidence.summary import entry_evidence
@@ -574,7 +605,7 @@ def audit(
         for reason, count in sorted(reasons.items()):
             typer.echo(
                 f"tracker state NOT checked for {count} entr{'y' if count == 1 else 'ies'}: "
-                f"{reason}; a closed tracker there is not reported",
+                f"{terminal_text(reason)}; a closed tracker there is not reported",
                 err=True,
             )
     checked = len(report.states)
@@ -673,10 +704,11 @@ def migrate(
         )
     else:
         typer.echo(
-            f"# {len(migration.entries)} quarantine entries for {root / QUARANTINE_FILENAME}"
+            f"# {len(migration.entries)} quarantine entries for "
+            f"{terminal_text(root / QUARANTINE_FILENAME)}"
         )
         for candidate, entries in migration.changes:
-            typer.echo(f"# from {candidate.describe} ({candidate.habit})")
+            typer.echo(f"# from {terminal_text(candidate.describe)} ({candidate.habit})")
             for entry in entries:
                 typer.echo(render_entry(entry, 0, 2, "\n"), nl=False)
         typer.echo(f"\n# recipe edits ({len(migration.changed_files)} file(s))")
@@ -690,7 +722,7 @@ def migrate(
         if migration.left_alone:
             typer.echo(f"\n# left as they are ({len(migration.left_alone)})")
             for item in migration.left_alone:
-                typer.echo(f"# {item}")
+                typer.echo(f"# {terminal_text(item)}")
     habits = ", ".join(f"{n} from {h}" for h, n in summary["entries_by_habit"].items()) or "none"
     typer.echo(
         f"{summary['entries']} entries ({habits}); {len(migration.left_alone)} habit(s) left as "

@@ -98,6 +98,7 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
             findings.add(document.locate([]), "config-type", "the project config must be a mapping")
         else:
             check_against_schema("config", document, findings)
+            _refuse_api_url(document, findings)
     if findings.errors or document is None:
         raise ConfigError(f"invalid project config {path}", findings=findings.errors)
     data: dict[str, Any] = document.data
@@ -186,6 +187,20 @@ def _references(
         gating=tuple(raw.get("gating", ())),
         refuse_generate=bool(raw.get("refuse_generate", False)),
     )
+
+
+def _refuse_api_url(document: YamlDocument, findings: Findings) -> None:
+    """Where a tracker token is sent is not the tree's to say: a pull request could
+    point it at a server of its own."""
+    section = document.data.get("quarantine")
+    if isinstance(section, dict) and "api_url" in section:
+        findings.add(
+            document.locate(["quarantine", "api_url"], key=True),
+            "config-api-url",
+            "quarantine.api_url is not read from the tree (a pull request could send the "
+            "tracker token to a server of its own): give the API root with --api-url or "
+            "GITHUB_API_URL, and remove this key",
+        )
 
 
 def _target(

@@ -45,6 +45,7 @@ from matrixgen.engine.errors import Findings, QuarantineError, UsageError
 from matrixgen.engine.yamlio import last_content_line, parse_yaml
 from matrixgen.quarantine.entries import QuarantineFile, parse_quarantine
 from matrixgen.util.atomic import WriteError, describe_kind, remove_stale_temps, write_atomic
+from matrixgen.util.escape import yaml_double_quoted, yaml_for_log
 from matrixgen.util.readfile import NotRegularFile, read_regular
 
 HEADER = (
@@ -316,10 +317,15 @@ def render_entry(
     def scalar(value: Any) -> Any:
         if isinstance(value, dt.date) and style.dates_quoted:
             return quoted[style.quote or '"'](value.isoformat())
-        if isinstance(value, str) and style.quote is not None and needs_quotes(value):
-            if style.quote == "'" and not value.isprintable():
-                return value  # only double quotes can escape it: the dumper's choice
-            return quoted[style.quote](value)
+        if not isinstance(value, str):
+            return value
+        if yaml_double_quoted(value) or not value.isprintable():
+            return DoubleQuotedScalarString(value)  # only double quotes can escape it
+        if needs_quotes(value):  # the dumper quotes it anyway: in the file's way
+            # (explicitly: a flow list would write what a block quotes plain, `[? x]`)
+            return quoted[style.quote or "'"](value)
+        if not _plain_is_text(value):  # plain, YAML 1.1 would read another thing
+            return quoted[style.quote or '"'](value)
         return value
 
     def flow(values: Sequence[str]) -> CommentedSeq:
@@ -353,11 +359,41 @@ def render_entry(
         raise ValueError(f"unknown entry fields: {sorted(unknown)}")
     out = io.StringIO()
     dumper.dump(data, out)
-    body = out.getvalue().splitlines()
+    body = yaml_for_log(out.getvalue()).splitlines()
     pad = " " * key_col
     lines = [" " * dash_col + "-" + " " * (key_col - dash_col - 1) + body[0]]
     lines += [pad + line if line else line for line in body[1:]]
     return newline.join(lines) + newline
+
+
+def _scalar(value: Any) -> Any:
+    """A string as ruamel must write it for our reader (PyYAML, YAML 1.1) to read it
+    back as the same string. Plain only when it is words, digits and `_./+-()`
+    that YAML 1.1 reads as text; else double-quoted: `on`, `yes`, `1:30`, `null`,
+    `~`, `2024-01-31` written plain would come back as a boolean, a number, None or
+    a date, `? x` in a flow list as a mapping, and line breaks and invisible
+    characters need the quotes' escapes to stay on one printable line."""
+    if not isinstance(value, str):
+        return value
+    from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+
+    if _plain_is_text(value):
+        return value
+    return DoubleQuotedScalarString(value)
+
+
+_PLAIN_PUNCTUATION = frozenset(" _./+-()")
+
+
+def _plain_is_text(value: str) -> bool:
+    if not value or value != value.strip() or value[0] in "-.(":
+        return False
+    if not all(c.isalnum() or c in _PLAIN_PUNCTUATION for c in value[:1]):
+        return False
+    if not all(c.isalnum() or c in _PLAIN_PUNCTUATION or c in "*?" for c in value[1:]):
+        return False  # a glob's * and ? are plain past the first character
+    resolved = yaml.resolver.Resolver().resolve(yaml.ScalarNode, value, (True, False))
+    return resolved == "tag:yaml.org,2002:str"
 
 
 def _keep_final_newline(original: str, result: str) -> str:

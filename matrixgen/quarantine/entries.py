@@ -63,7 +63,6 @@ class Policy:
     """The `quarantine` section of the project config, with defaults."""
 
     tracker_base: str | None = None
-    api_url: str | None = None
     grace_days: int = DEFAULT_GRACE_DAYS
     default_expiry_days: int = DEFAULT_EXPIRY_DAYS
 
@@ -89,7 +88,6 @@ def policy(config: ProjectConfig) -> Policy:
     section = config.section("quarantine")
     return Policy(
         tracker_base=section.get("tracker_base"),
-        api_url=section.get("api_url"),
         grace_days=section.get("grace_days", DEFAULT_GRACE_DAYS),
         default_expiry_days=section.get("default_expiry_days", DEFAULT_EXPIRY_DAYS),
     )

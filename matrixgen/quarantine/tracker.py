@@ -1,8 +1,13 @@
 """Tracker state from the GitHub REST API (`GET /repos/{owner}/{repo}/issues/{n}`).
 
 Only what `quarantine audit` needs: is the issue behind an entry open, closed or
-gone. The API root is configurable (GitHub Enterprise, or a local server in
-tests). Without a token nothing is asked, and the caller says so plainly.
+gone. Without a token nothing is asked, and the caller says so plainly.
+
+The token is a credential and the recipe tree comes from pull requests, so the
+tree never decides where it goes: the API root is given by the one running the
+command (`--api-url` or GITHUB_API_URL, for GitHub Enterprise or a local server in
+tests), is https (http only to a loopback address), and a redirect away from it,
+or down to http, is refused rather than followed with the token.
 """
 
 from __future__ import annotations
@@ -11,14 +16,67 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from typing import Any
+from urllib.parse import quote, urlsplit
 
-from matrixgen.engine.errors import TrackerError
+from matrixgen.engine.errors import TrackerError, UsageError
 
 DEFAULT_API_URL = "https://api.github.com"
+API_URL_VARIABLE = "GITHUB_API_URL"
+# GitHub's own rules for names: an owner is letters, digits and '-'; a repository
+# also '_' and '.', but never '.' or '..' alone (which would climb the API's path).
 _ISSUE_URL = re.compile(
-    r"^https?://(?P<host>[^/\s]+)/(?P<owner>[^/\s]+)/(?P<repo>[^/\s]+)/(?:issues|pull)/(?P<n>\d+)/?$"
+    r"^https?://(?P<host>[A-Za-z0-9.-]+(?::\d+)?)/(?P<owner>[A-Za-z0-9-]+)/"
+    r"(?P<repo>(?!\.\.?/)[A-Za-z0-9_.-]+)/(?:issues|pull)/(?P<n>\d{1,18})/?$"
 )
+_LOOPBACK_HOSTS = frozenset({"localhost", "::1"})
+
+
+def _is_loopback(host: str) -> bool:
+    if host in _LOOPBACK_HOSTS:
+        return True
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_api_url(url: str) -> str:
+    """The API root a token may be sent to, normalised (no trailing slash); a
+    UsageError for one that is not https (or http to a loopback address, for tests),
+    or that carries credentials, a query or a fragment of its own."""
+    try:
+        parts = urlsplit(url.strip())
+        host = (parts.hostname or "").lower()
+        parts.port  # noqa: B018  (raises on a bad port)
+    except ValueError:
+        host, parts = "", urlsplit("")
+    if not host or parts.scheme not in ("https", "http"):
+        raise UsageError(
+            f'API URL "{url}": expected https://HOST[/PATH] (--api-url, {API_URL_VARIABLE})'
+        )
+    if parts.scheme == "http" and not _is_loopback(host):
+        raise UsageError(
+            f'API URL "{url}": the token is sent only over https (plain http only to a '
+            "loopback address such as 127.0.0.1)"
+        )
+    if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
+        raise UsageError(
+            f'API URL "{url}": give the API root alone, without user, query or fragment'
+        )
+    return url.strip().rstrip("/")
+
+
+def _same_origin(a: str, b: str) -> bool:
+    pa, pb = urlsplit(a), urlsplit(b)
+    port = {"https": 443, "http": 80}
+    return (
+        pa.scheme == pb.scheme
+        and (pa.hostname or "").lower() == (pb.hostname or "").lower()
+        and (pa.port or port.get(pa.scheme)) == (pb.port or port.get(pb.scheme))
+    )
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -56,6 +114,10 @@ class GitHubTracker:
     api_url: str = DEFAULT_API_URL
     timeout: float = 10.0
     _cache: dict[IssueRef, IssueState] = field(default_factory=dict)
+    _opener: Any = None
+
+    def __post_init__(self) -> None:
+        self.api_url = check_api_url(self.api_url)
 
     @property
     def api_host(self) -> str:
@@ -74,7 +136,8 @@ class GitHubTracker:
         import urllib.error
         import urllib.request
 
-        url = f"{self.api_url.rstrip('/')}/repos/{ref.owner}/{ref.repo}/issues/{ref.number}"
+        path = "/".join(quote(part, safe="") for part in (ref.owner, ref.repo))
+        url = f"{self.api_url}/repos/{path}/issues/{ref.number}"
         request = urllib.request.Request(
             url,
             headers={
@@ -85,8 +148,10 @@ class GitHubTracker:
             },
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                body = response.read()
+            with self._open(request) as response:
+                body = response.read(_MAX_BODY + 1)
+        except TrackerError:
+            raise
         except urllib.error.HTTPError as exc:
             if exc.code in (404, 410):
                 return IssueState(ref, "missing")
@@ -94,6 +159,8 @@ class GitHubTracker:
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise TrackerError(f"cannot reach the GitHub API at {self.api_url}: {reason}") from None
+        if len(body) > _MAX_BODY:
+            raise TrackerError(f"the GitHub API answered {url} with more than {_MAX_BODY:,} bytes")
         try:
             data = json.loads(body)
             state = data["state"]
@@ -105,6 +172,35 @@ class GitHubTracker:
             raise TrackerError(f'the GitHub API gave issue {ref.url} the unknown state "{state}"')
         title = data.get("title") if isinstance(data.get("title"), str) else ""
         return IssueState(ref, state, title)
+
+    def _open(self, request: Any) -> Any:
+        if self._opener is None:
+            self._opener = _opener(self.api_url)
+        return self._opener.open(request, timeout=self.timeout)
+
+
+# An issue's JSON is a few KB; a server that sends megabytes is not the GitHub API.
+_MAX_BODY = 4 * 1024 * 1024
+
+
+def _opener(api_url: str) -> Any:
+    """An opener that follows a redirect only within the API root's origin (GitHub
+    answers 301 for a renamed repository) and refuses any other, rather than send
+    the token along; it reads no proxy settings other than the environment's."""
+    import urllib.request
+
+    class Redirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(  # type: ignore[override]
+            self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
+        ) -> Any:
+            if not _same_origin(newurl, api_url):
+                raise TrackerError(
+                    f"the GitHub API redirected {req.full_url} to {newurl}, away from "
+                    f"{api_url}: not followed (the token goes to the API root only)"
+                )
+            return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+    return urllib.request.build_opener(Redirects)
 
 
 def _http_problem(exc: object, url: str) -> str:
@@ -153,7 +249,7 @@ def check_trackers(
         for entry_id, _ in items:
             unchecked[entry_id] = "no GitHub token (set GITHUB_TOKEN or pass --token)"
         return TrackerReport(states, unchecked)
-    client = GitHubTracker(token=token, api_url=api_url or DEFAULT_API_URL)
+    client = GitHubTracker(token=token, api_url=api_url or DEFAULT_API_URL)  # checked there
     error: str | None = None
     for entry_id, url in items:
         if error is not None:
@@ -172,7 +268,7 @@ def check_trackers(
         if not client.can_check(ref):
             unchecked[entry_id] = (
                 f"{url} is not on github.com nor on the API's host ({client.api_host}); "
-                "pass --api-url for GitHub Enterprise"
+                f"pass --api-url (or set {API_URL_VARIABLE}) for GitHub Enterprise"
             )
             continue
         try:

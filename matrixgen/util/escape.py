@@ -62,6 +62,10 @@ def _code(char: str) -> str:
     return f"\\U{point:08x}"
 
 
+def _shown(char: str) -> str:
+    return _NAMED[char] if char in "\n\r" else _code(char)
+
+
 def _needs_escape(char: str) -> bool:
     return char in _NAMED or (not char.isprintable() and _hidden(char))
 
@@ -105,7 +109,7 @@ def terminal_line(line: str) -> str:
     line). What `terminal_text` produced passes unchanged, except that a leading
     `::` gets its first colon escaped (`\\x3a`)."""
     if not line.isprintable() and any(_hidden(c) and c != "\t" for c in line):
-        line = "".join(_code(c) if c != "\t" and _hidden(c) else c for c in line)
+        line = "".join(_shown(c) if c != "\t" and _hidden(c) else c for c in line)
     if _LEGACY_COMMAND in line:
         line = line.replace(_LEGACY_COMMAND, _LEGACY_COMMAND_ESCAPED)
     if ":" in line[:1] or (line[:1].isspace() and "::" in line):

@@ -28,7 +28,7 @@ from matrixgen.engine.errors import Finding, Location, Severity
 from matrixgen.engine.model import Job, Target, spec_needs
 from matrixgen.engine.vocab import System
 from matrixgen.util import jsontext
-from matrixgen.util.escape import json_for_log
+from matrixgen.util.escape import json_for_log, terminal_text
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -317,7 +317,8 @@ def to_json(result: JobGraph) -> dict[str, Any]:
 
 def _mermaid_text(text: str) -> str:
     # Inside ["..."] a double quote ends the label; mermaid reads #quot; as one.
-    return text.replace('"', "#quot;")
+    # A line break would end the statement: labels are one line, shown escaped.
+    return terminal_text(text).replace('"', "#quot;")
 
 
 def to_mermaid(result: JobGraph) -> str:
@@ -364,7 +365,9 @@ def to_mermaid(result: JobGraph) -> str:
 
 
 def _dot_quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    # One line whatever the text holds: DOT reads \n in a label as a line break.
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + text.replace("\r", "\\r").replace("\n", "\\n") + '"'
 
 
 def to_dot(result: JobGraph) -> str:
