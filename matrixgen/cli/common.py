@@ -37,6 +37,18 @@ TARGET_HELP = (
     "or key=value pairs: scope=S,platform=P,environment=E[,system=...][,cadence=...]"
     "[,model=...][,tag=...]. Repeatable; --target-name is the same."
 )
+# Where `quarantine audit` and `propose` send the tracker token: only a root the
+# operator gives, never one the recipe tree names.
+ApiUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        envvar="GITHUB_API_URL",
+        show_envvar=True,
+        metavar="URL",
+        help="GitHub API root, the only place the token is sent (https; default "
+        "https://api.github.com). Never read from the recipe tree.",
+    ),
+]
 TargetOption = Annotated[
     list[str] | None,
     typer.Option("--target", "--target-name", metavar="TARGET", help=TARGET_HELP),

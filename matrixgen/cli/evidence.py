@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from matrixgen.cli.common import (
+    ApiUrlOption,
     RecipesOption,
     TableOrJson,
     TableOrJsonOption,
@@ -369,16 +370,7 @@ def propose(
             help="GitHub token: lift closed trackers.",
         ),
     ] = None,
-    api_url: Annotated[
-        str | None,
-        typer.Option(
-            envvar="GITHUB_API_URL",
-            show_envvar=True,
-            metavar="URL",
-            help="GitHub API root, the only place the token is sent (https; default "
-            "https://api.github.com). Never read from the recipe tree.",
-        ),
-    ] = None,
+    api_url: ApiUrlOption = None,
     db: DbOption = None,
     recipes: RecipesOption = None,
     fmt: TableOrJsonOption = TableOrJson.TABLE,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from matrixgen.cli.common import (
+    ApiUrlOption,
     RecipesOption,
     TableOrJson,
     TableOrJsonOption,
@@ -514,16 +515,7 @@ def audit(
             help="GitHub token for tracker state.",
         ),
     ] = None,
-    api_url: Annotated[
-        str | None,
-        typer.Option(
-            envvar="GITHUB_API_URL",
-            show_envvar=True,
-            metavar="URL",
-            help="GitHub API root, the only place the token is sent (https; default "
-            "https://api.github.com). Never read from the recipe tree.",
-        ),
-    ] = None,
+    api_url: ApiUrlOption = None,
     tracker_base: Annotated[
         str | None,
         typer.Option(metavar="URL", help="Where #N points (default: quarantine.tracker_base)."),
