@@ -431,6 +431,20 @@ def test_without_config_targets_are_every_combination_used_on_either_side() -> N
     assert cases(targets["gitlab-L2-dgx_h100-dev"].removed) == ["a"]  # now empty on head
 
 
+def test_quarantine_habit_scopes_are_left_out_and_named_in_a_note() -> None:
+    habits = copy.deepcopy(V1_GPT)
+    habits["products"].append(block("c", scope=["mr-broken", "nightly-temp-disabled"]))
+    result = diff({"gpt.yaml": habits}, {"gpt.yaml": habits})
+    assert not [t for t in by_name(result) if "broken" in t or "disabled" in t]
+    assert result.notes == (
+        "scope(s) mr-broken, nightly-temp-disabled: quarantine habits that no pipeline "
+        "runs, not compared as targets (their jobs count where an entry quarantines "
+        "them; --target compares one)",
+    )
+    # No habit scope on either side: no note.
+    assert diff({"gpt.yaml": V1_GPT}, {"gpt.yaml": V1_GPT}).notes == ()
+
+
 def test_ad_hoc_targets_echo_the_selector_as_given() -> None:
     head = copy.deepcopy(V1_GPT)
     head["products"][0]["products"][0]["n_repeat"] = [1]
@@ -475,6 +489,29 @@ def test_target_names_and_their_mistakes() -> None:
         diff(v2_tree(), v2_tree(), names=["gitlab-mr-h10"])
     with pytest.raises(UsageError, match="given twice"):
         diff(v2_tree(), v2_tree(), names=["gitlab-mr-h100", "gitlab-mr-h100"])
+
+
+def test_a_target_a_side_cannot_emit_is_compared_job_by_job_with_a_note() -> None:
+    head = copy.deepcopy(GPT)
+    head["spec"]["name"] = "gpt"  # one GitLab job name for every job of a target
+    base_ref, head_ref = "b" * 40, "0123456789abcdef" * 2 + "01234567"
+    result = diff(v2_tree(), v2_tree(head), base_ref=base_ref, head_ref=head_ref)
+    (note,) = result.notes  # the side's name: "head" and 12 characters of its ref
+    assert note.startswith(
+        "head 0123456789ab: target gitlab-mr-h100 cannot be emitted (3 job(s) cannot "
+        "be written to a GitLab child pipeline: gpt/gpt_a on dgx_h100/dev gets no unique"
+    )
+    assert note.endswith("); its jobs are compared one by one, each as it would be emitted alone")
+    mr = by_name(result)["gitlab-mr-h100"]
+    assert mr.added == mr.removed == ()
+    assert [(c.head.test_case, c.fields["name"]) for c in mr.changed] == [
+        ("gpt_a", ("gpt_a_dev_dgx_h100", "gpt")),
+        ("gpt_b", ("gpt_b_dev_dgx_h100", "gpt")),
+        ("gpt_c", ("gpt_c_dev_dgx_h100", "gpt")),
+    ]
+    # The target the head can emit (one job, so one name) gets no note.
+    nightly = by_name(result)["gitlab-nightly-h100"]
+    assert [c.head.test_case for c in nightly.changed] == ["gpt_a"]
 
 
 def test_a_target_configured_on_one_side_only() -> None:
