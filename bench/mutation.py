@@ -57,7 +57,7 @@ CORE = (
     Core(
         "emit-common",
         "matrixgen/emit/common.py",
-        ("tests/test_emit_github.py", "tests/test_emit_gitlab.py"),
+        ("tests/test_emit_common.py", "tests/test_emit_github.py", "tests/test_emit_gitlab.py"),
     ),
     Core("emit-github", "matrixgen/emit/github.py", ("tests/test_emit_github.py",)),
     Core("emit-gitlab", "matrixgen/emit/gitlab.py", ("tests/test_emit_gitlab.py",)),

@@ -571,6 +571,16 @@ def test_recipe_needs_become_gitlab_needs() -> None:
         assert complaint in str(info.value) and f'"{needs[0]}"' in str(info.value)
 
 
+def test_a_job_needs_at_most_50_jobs() -> None:
+    needed = [make_job(f"n{i:02d}", name=f"n{i:02d}") for i in range(50)]
+    waiting = make_job("w", name="w", spec={"needs": [j.name for j in needed]})
+    doc = yaml.safe_load(emit_gitlab([*needed, waiting], bare_settings()).text)
+    assert doc["w"]["needs"] == [j.name for j in needed]  # GitLab's limit, reached
+    # One more (the parent pipeline's job) is past it.
+    with pytest.raises(LimitError, match=r"job w would need 51 jobs \(at most 50\)"):
+        emit_gitlab([*needed, waiting], bare_settings(parent_job="build-image"))
+
+
 def test_stages_come_after_the_stages_they_need() -> None:
     # GitLab refuses a need on a job of a later stage: the warm-up job's model
     # ("moe", the first job that may not fail) and a needed model move first.

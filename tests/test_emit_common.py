@@ -1,0 +1,128 @@
+"""What the emitters share: settings resolved from the config, a recipe's own
+timeout, the emitted-job value, and the check of an ad hoc `--target`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from matrixgen.emit.common import (
+    EmittedJob,
+    check_ad_hoc_target,
+    recipe_timeout,
+    resolve_settings,
+)
+from matrixgen.emit.github import github_jobs
+from matrixgen.emit.gitlab import emit_gitlab
+from matrixgen.engine.errors import ConfigError, UsageError
+from matrixgen.engine.targets import parse_target
+from matrixgen.pipeline import generate_from_files
+from tests.emit_fixtures import V1_TREE, V2_TREE, tree_files, v2_generation
+from tests.test_emit_gitlab import bare_settings, make_job
+
+# --------------------------------------------------------------------------- timeouts
+
+
+def _with_timeout(timeout: object):  # type: ignore[no-untyped-def]
+    """The jobs and settings of the fixture's gl-nightly-h100-lts with another
+    `timeout` (as a config that skipped the schema could hold it)."""
+    gen = v2_generation()
+    target = gen.tree.config.target("gl-nightly-h100-lts")
+    assert target is not None and target.settings["timeout"] == 7200
+    jobs = gen.jobs_for(target)
+    changed = dataclasses.replace(target, settings={**target.settings, "timeout": timeout})
+    return jobs, resolve_settings(changed, gen.tree.config, jobs)
+
+
+def test_a_target_timeout_of_one_second_is_the_smallest_allowed() -> None:
+    jobs, settings = _with_timeout(1)
+    assert jobs and all(settings.timeout_seconds(j) == 1 for j in jobs)
+    for bad in (0, -60, 1.5, True, "60"):
+        with pytest.raises(ConfigError) as info:
+            _with_timeout(bad)
+        (finding,) = info.value.findings
+        assert finding.message == "timeout must be a whole number of seconds, at least 1"
+
+
+def test_a_recipe_timeout_counts_from_one_second_else_the_derived_one_applies() -> None:
+    assert recipe_timeout(make_job(spec={"timeout": 1})) == 1
+    assert recipe_timeout(make_job(spec={"timeout": 5400})) == 5400
+    for ignored in (0, -1, True, 1.5, "60", None):
+        assert recipe_timeout(make_job(spec={"timeout": ignored})) is None
+    # Emitted: 1 s as written; 0 falls back to n_repeat x time_limit (1 x 60 s).
+    doc = emit_gitlab(
+        [
+            make_job("one", name="one", spec={"timeout": 1}),
+            make_job("zero", name="zero", spec={"timeout": 0}),
+        ],
+        bare_settings(),
+    ).document
+    assert (doc["one"]["timeout"], doc["zero"]["timeout"]) == ("1s", "1m")
+
+
+# --------------------------------------------------------------------------- emitted jobs
+
+
+def test_emitted_jobs_are_values_nobody_can_rebind() -> None:
+    # generate, the diff and both emitters read the same EmittedJob values.
+    gen = v2_generation()
+    target = gen.tree.config.target("gh-l1-h100")
+    assert target is not None
+    jobs = gen.jobs_for(target)
+    (first, *_) = github_jobs(jobs, resolve_settings(target, gen.tree.config, jobs))
+    assert isinstance(first, EmittedJob)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.content = {}  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.skipped = True  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------- ad hoc targets
+
+
+def _check(spec: str, tree: dict[str, str] = V2_TREE) -> list[str]:
+    gen = generate_from_files(tree_files(tree), root="fixture")
+    config = gen.tree.config
+    return check_ad_hoc_target(parse_target(spec, config), [(config, gen.jobs)])
+
+
+def test_an_ad_hoc_scope_is_matched_by_the_tier_it_selects() -> None:
+    # mr-github is Megatron-LM's old name of L1, which the vocabulary declares.
+    assert _check("system=github,scope=mr-github,platform=dgx_h100,environment=dev") == []
+    assert _check("system=github,scope=L1,platform=dgx_h100,environment=dev,tag=latest") == []
+    # A scope of the other system: the hint names it.
+    with pytest.raises(UsageError) as info:
+        _check("system=github,scope=mr,platform=dgx_h100,environment=dev")
+    assert str(info.value) == (
+        'target github-mr-dgx_h100-dev: unknown github scope "mr" '
+        "(a gitlab scope: give system=gitlab); declared: L0, L1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "what", "hint"),
+    [
+        ("platform", "dgx_h10", "platform", ' (did you mean "dgx_h100"?)'),
+        ("environment", "lst", "environment", ' (did you mean "lts"?)'),
+        ("tag", "lates", "tag", ' (did you mean "latest"?)'),
+    ],
+)
+def test_an_unknown_ad_hoc_value_is_named_with_its_field(
+    field: str, value: str, what: str, hint: str
+) -> None:
+    values = {"platform": "dgx_h100", "environment": "dev", field: value}
+    spec = "system=gitlab,scope=mr," + ",".join(f"{k}={v}" for k, v in values.items())
+    with pytest.raises(UsageError) as info:
+        _check(spec)
+    assert f'unknown {what} "{value}"{hint}; declared: ' in str(info.value)
+
+
+def test_without_a_vocabulary_an_unused_ad_hoc_value_is_a_warning() -> None:
+    spec = "system=gitlab,scope=mr,platform=dgx_h100,environment=dve"
+    (warning,) = _check(spec, V1_TREE)
+    assert warning == (
+        'target gitlab-mr-dgx_h100-dve: no job uses environment "dve" (did you mean "dev"?), '
+        "so the target selects nothing"
+    )
+    assert _check("system=gitlab,scope=L2,platform=dgx_h100,environment=dev", V1_TREE) == []
