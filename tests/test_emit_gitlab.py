@@ -502,6 +502,18 @@ def test_unresolvable_collision_is_a_limit_error_not_an_overwrite(cli: Callable,
     assert "no unique GitLab job name" in run.err and "Traceback" not in run.err
 
 
+@pytest.mark.parametrize(("count", "more"), [(5, ""), (6, "; and 1 more"), (8, "; and 3 more")])
+def test_a_collision_error_names_five_jobs_and_counts_the_rest(count: int, more: str) -> None:
+    twins = [make_job(f"case{i}", name="twin") for i in range(count)]
+    with pytest.raises(LimitError) as info:
+        job_names(twins)
+    message = str(info.value)
+    assert message.startswith(f"{count} job(s) cannot be written to a GitLab child pipeline: ")
+    named = re.findall(r"gpt/(case\d) on dgx_h100/dev gets no unique GitLab job name", message)
+    assert named == [f"case{i}" for i in range(5)]
+    assert f"){more}. Give them distinct, shorter names" in message
+
+
 @given(
     st.lists(
         st.tuples(
