@@ -25,6 +25,9 @@ skip entry takes out does not run). Changed: jobs whose emitted content (GitHub
 matrix row, GitLab job) differs, field by field. Quarantine: quarantined,
 lifted, action changed, entry changed, arrives quarantined, leaves quarantined.
 A row that duplicates (or stops duplicating) a job is a note, not a change.
+Cost: each target's and pipeline's GPU-hours per run on both sides and the
+change ("+6 jobs, +12.5 GPU-h per run of gitlab/mr"), priced as `stats --cost`
+prices the jobs each side's file holds.
 
 BASE and HEAD are git revisions (HEAD: the working tree when left out). The
 recipe trees are read from git objects, not checked out, so this works in a
@@ -41,26 +44,31 @@ on either side, holding-pen scopes only with --holding-pen.
     RULE    = PATTERN ":" CHECK [[","] CHECK]...
     PATTERN = SYSTEM/SCOPE[/PLATFORM[/ENVIRONMENT[/CADENCE]]] | TARGET-NAME
               (globs allowed; a scope matches by name or tier)
-    CHECK   = KIND [OP] COUNT
+    CHECK   = KIND [OP] COUNT | cost [OP] AMOUNT
     KIND    = + added | - removed | ~ changed | q quarantine changes
               | = all of them (and target definition changes)
     OP      = <= >= < > != == (none: exactly)
+    AMOUNT  = [+|-]NUMBER h (GPU-hours) | [+|-]NUMBER m (GPU-minutes) | 0:
+              the change in GPU-hours per run (head minus base, unweighted)
 
 \b
     github/L1:+6       exactly six jobs added to GitHub L1
     gitlab/*:=0        no change at all on GitLab
     */nightly:-0       nothing removed from nightly
     github/L0/dgx_h100:+>=1,-0
+    gitlab/mr:cost<=+2h  at most 2 GPU-hours more per run of gitlab/mr
+    */nightly:cost<=0    nightly costs no more than before
 
 Counts are per target, as the table shows them, summed over the targets a
 pattern matches. A system, scope, platform, environment or cadence (without
 globs) that no target has is a usage error.
 
 \b
-Exit codes: 0 ok (changes or not); 2 usage error (a malformed --expect rule or
-one naming an unknown system, scope or platform, a revision starting with "-");
-3 bad project config on a side; 5 git problem (unknown revision, not a
-repository); 6 an expectation failed or matched no target.
+Exit codes: 0 ok (changes or not); 2 usage error (a malformed --expect rule,
+a cost without its unit, or one naming an unknown system, scope or platform, a
+revision starting with "-"); 3 bad project config on a side; 5 git problem
+(unknown revision, not a repository); 6 an expectation failed or matched no
+target.
 """
 
 

@@ -194,6 +194,14 @@ def hours(value: float) -> str:
     return f"{value:,.2f}".rstrip("0").rstrip(".") if value else "0"
 
 
+def signed_hours(value: float) -> str:
+    """A change in GPU-hours as a reader takes it in: +12.5, -0.75, 0."""
+    shown = hours(abs(value))
+    if shown == "0":
+        return "0"
+    return ("+" if value > 0 else "-") + shown
+
+
 def render_cost_table(report: CostReport, table: Callable[..., str]) -> str:
     def rows(items: Iterable[tuple[str, Cost]]) -> list[list[str]]:
         out = []
