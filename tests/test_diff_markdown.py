@@ -101,7 +101,12 @@ def sample(s: dict[str, str]) -> SelectionDiff:
             )
         )
     return SelectionDiff(
-        base=s["base"], head="worktree", targets=tuple(targets), notes=(s["note"],)
+        base=s["base"],
+        head="worktree",
+        targets=tuple(targets),
+        notes=(s["note"],),
+        # A results store's evidence: its strings come from ingested reports.
+        evidence={s["entry"]: s["evidence"]},
     )
 
 
@@ -117,6 +122,7 @@ KEYS = (
     "note",
     "base",
     "scope",
+    "evidence",
 )
 SINGLE = ("field", "old", "new")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -9,6 +10,7 @@ from typing import Annotated
 import typer
 
 from matrixgen.cli.common import HoldingPenOption, TargetOption, echo_findings, echo_json
+from matrixgen.cli.evidence import DbOption
 from matrixgen.util.escape import terminal_text
 
 
@@ -32,6 +34,10 @@ prices the jobs each side's file holds.
 BASE and HEAD are git revisions (HEAD: the working tree when left out). The
 recipe trees are read from git objects, not checked out, so this works in a
 dirty working tree and in CI. A revision that starts with "-" is refused.
+
+Evidence: with a results store (--db, $MATRIXGEN_RESULTS_DB, or
+.matrixgen/results.db when it exists), each quarantine entry the diff names
+carries its evidence, as `quarantine audit` shows it (markdown, text, json).
 
 Targets: --target as in the emitters (a name configured or discovered on
 either side, or key=value pairs); else every target configured on either
@@ -99,6 +105,7 @@ def diff_command(
             "--expect", metavar="RULE", help="An assertion about the diff (see above); repeatable."
         ),
     ] = None,
+    db: DbOption = None,
 ) -> None:
     from matrixgen.diff.compare import diff_revisions
     from matrixgen.diff.expect import check_rules, evaluate, parse_rules, require
@@ -114,6 +121,11 @@ def diff_command(
     result, sides = diff_revisions(
         repo, path, base, head, values=target or (), holding_pen=holding_pen
     )
+    from matrixgen.diff.evidence import diff_evidence
+
+    evidence = diff_evidence(result, [side.generation for side in sides], db=db)
+    if evidence is not None:
+        result = replace(result, evidence=evidence)
     check_rules(rules, result)  # an unknown system/scope/platform: exit 2, before any output
     for side in sides:
         if side.errors:

@@ -208,6 +208,8 @@ class SelectionDiff:
     head: str  # full commit id, or "worktree"
     targets: tuple[TargetDiff, ...]
     notes: tuple[str, ...] = ()  # what the reader must know (errors on a side, absent trees)
+    # {entry id: evidence line} from a results store (diff.evidence); None: no store.
+    evidence: Mapping[str, str] | None = None
 
     @property
     def unchanged(self) -> bool:

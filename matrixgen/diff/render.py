@@ -20,7 +20,8 @@ JSON shape (`--format json`, published as `schema/diff.schema.json`):
                  "quarantine", "duplicates", COST...,
                  "pipelines": [{"pipeline", "jobs_before", "jobs_after",
                                 "jobs_delta", COST...}]},
-     "notes": [TEXT]}
+     "notes": [TEXT],
+     "evidence": {ENTRY ID: TEXT}}                    # with a results store only
 
 COST is `gpu_hours_before`, `gpu_hours_after`, `gpu_hours_delta` and the same
 three `weighted_gpu_hours_*` (views/cost.py's formula and platform weights over
@@ -63,6 +64,7 @@ from matrixgen.diff.compare import (
     TargetDiff,
     target_counts,
 )
+from matrixgen.diff.evidence import evidence_of
 from matrixgen.engine.model import Job, QuarantineMark, Target
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log, terminal_line
@@ -86,6 +88,7 @@ def to_json_data(diff: SelectionDiff) -> dict[str, Any]:
         "targets": [_target_data(t) for t in diff.targets],
         "summary": _summary(diff),
         "notes": list(diff.notes),
+        **({"evidence": dict(diff.evidence)} if diff.evidence is not None else {}),
     }
 
 
@@ -441,6 +444,9 @@ def render_text(diff: SelectionDiff) -> str:
     if unchanged:
         out.append("")
         out.append(f"unchanged ({len(unchanged)}): {', '.join(unchanged)}")
+    if diff.evidence:
+        out += ["", "evidence (results store):"]
+        out += [f"  {entry}: {line}" for entry, line in diff.evidence.items()]
     for note in diff.notes:
         out.append(f"note: {note}")
     # Each entry is one line: a line break or control character inside a value
@@ -546,7 +552,7 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
         out += [f"> ⚠️ {md.text(note)}" for note in diff.notes]
     if changed and details:
         for t in changed:
-            out += ["", *_target_details(t, base, head)]
+            out += ["", *_target_details(t, base, head, diff.evidence or {})]
     elif changed:
         out += [
             "",
@@ -568,17 +574,26 @@ def _tracker_summary(diff: SelectionDiff) -> list[str]:
             if t.target.name not in targets:
                 targets.append(t.target.name)
     lines = []
+    evidence = diff.evidence or {}
     for (change, tracker, entry, action, kind), (jobs, targets) in sorted(grouped.items()):
+        mark = QuarantineMark(id=entry, tracker=tracker, action=action, kind=kind)
         lines.append(
             f"- **{md.text(change)}** {_tracker_md(tracker)} ({md.text(action)}, "
             f"{md.text(kind)}, entry {md.code(entry)}): {len(jobs)} job(s) in "
             + ", ".join(md.code(n) for n in targets[:10])
             + (f" and {len(targets) - 10} more" if len(targets) > 10 else "")
+            + _evidence_md(mark, evidence)
         )
     return lines
 
 
-def _target_details(t: TargetDiff, base: str, head: str) -> list[str]:
+def _evidence_md(mark: QuarantineMark, evidence: Mapping[str, str]) -> str:
+    """` — evidence: failed 3 of 40 runs ...` where the results store has some."""
+    line = evidence_of(mark, evidence)
+    return f" — evidence: {md.text(line)}" if line is not None else ""
+
+
+def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, str]) -> list[str]:
     out = [
         f"<details><summary><b>{md.html(t.target.name)}</b> "
         f"({md.html(_target_path(t.target))}): {md.html(_tally(t).replace('-', '−'))}"
@@ -598,7 +613,7 @@ def _target_details(t: TargetDiff, base: str, head: str) -> list[str]:
     for title, jobs in (("Added", t.added), ("Removed", t.removed)):
         if jobs:
             out += [f"**{title} ({len(jobs)})**", ""]
-            items = [f"- {md.code(job_label(job))}{_md_job_facts(job)}" for job in jobs]
+            items = [f"- {md.code(job_label(job))}{_md_job_facts(job, evidence)}" for job in jobs]
             out += _capped(items)
             out.append("")
     if t.changed:
@@ -639,7 +654,7 @@ def _target_details(t: TargetDiff, base: str, head: str) -> list[str]:
     return out
 
 
-def _md_job_facts(job: Job) -> str:
+def _md_job_facts(job: Job, evidence: Mapping[str, str]) -> str:
     facts = [f"cadence {','.join(job.cadence)}", f"n_repeat {job.n_repeat}"]
     facts.append(f"time_limit {job.time_limit}s")
     if job.allow_failure:
@@ -647,6 +662,7 @@ def _md_job_facts(job: Job) -> str:
     text = " — " + md.text(", ".join(facts))
     if job.quarantine is not None:
         text += f"; quarantined: {_mark_text(job.quarantine, markdown=True)}"
+        text += _evidence_md(job.quarantine, evidence)
     return text
 
 
