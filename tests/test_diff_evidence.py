@@ -70,9 +70,7 @@ def test_markdown_shows_each_entrys_evidence(
     run = cli("diff", "HEAD", "--format", "markdown", "--db", str(evidence_store))
     assert run.code == 0, run.err
     # Escaped in the source, as the reader sees it once rendered.
-    assert (
-        r"— evidence: passed all 24 runs on dgx\_h100/dev since 2026\-11\-02" in run.out
-    ), run.out
+    assert r"— evidence: passed all 24 runs on dgx\_h100/dev since 2026\-11\-02" in run.out, run.out
     seen = rendered_text(run.out)
     lifted = next(line for line in seen.splitlines() if line.startswith("lifted"))
     assert ASYNC_ENTRY in lifted
