@@ -420,7 +420,12 @@ def test_version(cli) -> None:
 
 
 def test_shell_completion(tmp_path: Path) -> None:
-    shown = run_module("--show-completion", "bash")
+    # Without the switch, typer reads the shell from the parent processes and
+    # ignores "bash": a run whose parent is no shell (a detached job, a runner
+    # that spawns pytest directly) would fail here with "Shell  not supported".
+    shown = run_module(
+        "--show-completion", "bash", env={"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
+    )
     assert shown.returncode == 0, shown.stderr
     assert "_MATRIXGEN_COMPLETE=complete_bash" in shown.stdout
     env = {

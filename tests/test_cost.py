@@ -92,3 +92,130 @@ def test_the_table_names_the_formula(pinned_today: object) -> None:
     assert run.code == 0, run.err
     assert "pipeline (one run)" in run.out and "GPU-hours = nodes x gpus" in run.out
     assert "github-l0-gb200-pr                4     120        180" in run.out
+
+
+# ---------------------------------------------------------------- measured durations
+
+JOB = "gpt3_tp1_pp1_dev_dgx_h100"  # 1 node x 8 GPUs, 45 min x 5 repeats: 30 GPU-h max
+
+
+def junit(durations: list[float], stamp: str) -> str:
+    cases = "\n".join(
+        f'    <testcase classname="functional" name="step{i}" time="{d}"/>'
+        for i, d in enumerate(durations)
+    )
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f'<testsuite name="{JOB}" tests="{len(durations)}" timestamp="{stamp}">\n'
+        f"{cases}\n"
+        '    <testcase classname="functional" name="later" time="900">'
+        '<skipped message="not on this platform"/></testcase>\n'
+        "</testsuite>\n"
+    )
+
+
+@pytest.fixture
+def measured_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pinned_today: object) -> Path:
+    """A SQLite store with three runs of one job, filled by `results ingest`:
+    1,800 s, 2,400 s and 2,000 s (two tests each; a skipped one does not count)."""
+    monkeypatch.chdir(tmp_path)  # no default store of a checkout around
+    monkeypatch.delenv("MATRIXGEN_RESULTS_DB", raising=False)
+    db = tmp_path / "results.db"
+    for n, (runs, day) in enumerate(
+        [([1000, 800], "2026-11-10"), ([1500, 900], "2026-11-11"), ([1200, 800], "2026-11-12")]
+    ):
+        report = tmp_path / f"run{n}.xml"
+        report.write_text(junit([float(x) for x in runs], f"{day}T10:00:00"))
+        args = ["results", "ingest", str(report), "--run-id", f"r{n}", "--job", JOB]
+        args += ["--target", "gitlab-mr-h100-dev", "--recipes", str(SHIPPED), "--db", str(db)]
+        run = run_cli(args)
+        assert run.code == 0, run.err
+    return db
+
+
+def cost_json(*extra: str) -> dict:
+    run = run_cli(["stats", "--recipes", str(SHIPPED), "--cost", "--format", "json", *extra])
+    assert run.code == 0, run.err
+    return json.loads(run.out)
+
+
+def test_expected_gpu_hours_from_measured_durations(measured_store: Path) -> None:
+    data = cost_json("--db", str(measured_store))
+    targets = {t["target"]: t for t in data["targets"]}
+    mr = targets["gitlab-mr-h100-dev"]
+    # The median run is 2,000 s (the repeats it holds included): 8 GPUs x 2,000 s.
+    assert mr["gpu_hours_expected"] == round(8 * 2000 / 3600, 3) == 4.444
+    assert mr["measured_jobs"] == 1
+    # Only that job was measured, and only where it ran (GitLab mr): elsewhere
+    # there is no figure, never a made-up one.
+    assert "gpu_hours_expected" not in targets["github-l1-h100-pr"]
+    assert "gpu_hours_expected" not in targets["gitlab-mr-h100-lts"]
+    pipelines = {p["pipeline"]: p for p in data["pipelines"]}
+    assert pipelines["gitlab/mr"]["gpu_hours_expected"] == 4.444
+    assert "gpu_hours_expected" not in pipelines["github/L1/pr"]
+    files = {f["file"]: f for f in data["files"]}
+    assert files["h100/gpt.yaml"]["gpu_hours_expected"] == 4.444
+    # The upper bound does not move.
+    assert (
+        mr["gpu_hours_max"]
+        == cost_json()["targets"][
+            [t["target"] for t in data["targets"]].index("gitlab-mr-h100-dev")
+        ]["gpu_hours_max"]
+    )
+    table = run_cli(["stats", "--recipes", str(SHIPPED), "--cost", "--db", str(measured_store)])
+    row = next(line for line in table.out.splitlines() if line.startswith("gitlab/mr "))
+    assert row.endswith("  4.44 (1 of 322 measured)")
+
+
+def test_no_store_no_expected_figure(measured_store: Path) -> None:
+    data = cost_json()  # no --db, no variable, no default store here
+    assert all("gpu_hours_expected" not in t for t in data["targets"])
+    assert all("gpu_hours_expected" not in p for p in data["pipelines"])
+
+
+def test_the_default_store_and_the_variable_are_read(
+    measured_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MATRIXGEN_RESULTS_DB", str(measured_store))
+    targets = {t["target"]: t for t in cost_json()["targets"]}
+    assert targets["gitlab-mr-h100-dev"]["gpu_hours_expected"] == 4.444
+
+
+def test_seconds_per_repeat_follow_the_repeats_of_the_target() -> None:
+    """The hook gives the median run over the repeats one run of the job holds
+    in the target (a decision's n_repeat included), so the expected figure is the
+    job's GPUs x its median run; a job never measured has no figure."""
+    from dataclasses import replace
+
+    from matrixgen.engine.config import DEFAULT_CONFIG
+    from matrixgen.evidence.durations import measured_hook
+    from matrixgen.evidence.mapping import job_key
+
+    job = Job(
+        model="gpt",
+        test_case="c",
+        environment="dev",
+        platform="p",
+        tag=None,
+        scope="mr",
+        cadence=("pr",),
+        name="c",
+        build=None,
+        n_repeat=4,
+        time_limit=3600,
+        nodes=1,
+        gpus=8,
+    )
+    plain = Target(name="t", system=System.GITLAB, selector=Selector(scope="mr"))
+    decided = Target(
+        name="d", system=System.GITLAB, selector=Selector(scope="mr"), settings={"n_repeat": 2}
+    )
+    hook = measured_hook({job_key(job, System.GITLAB): 7200.0})
+    assert hook(job, plain) == 1800  # 7,200 s over 4 repeats
+    assert hook(job, decided) == 3600  # over the 2 repeats the decision leaves
+    for target in (plain, decided):
+        cost = jobs_cost([job], target, DEFAULT_CONFIG, measured=hook)
+        assert cost.expected == 16 and cost.measured_jobs == 1  # 8 GPUs x 2 h
+    assert hook(replace(job, test_case="other"), plain) is None
+    github = Target(name="g", system=System.GITHUB, selector=Selector(scope="mr"))
+    assert hook(job, github) is None  # measured on GitLab only

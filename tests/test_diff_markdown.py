@@ -24,6 +24,7 @@ from matrixgen.diff.render import render_markdown
 from matrixgen.engine.errors import Location
 from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
 from matrixgen.engine.vocab import System
+from matrixgen.views.cost import Cost
 
 ATTACKS = [
     "<script>alert(1)</script>",
@@ -80,7 +81,7 @@ def sample(s: dict[str, str]) -> SelectionDiff:
         target = Target(
             name=f"{s['target']}{i}",
             system=System.GITLAB,
-            selector=Selector(scope="mr", platform="dgx_h100", environment=f"e{i}"),
+            selector=Selector(scope=s["scope"], platform="dgx_h100", environment=f"e{i}"),
         )
         a, b = job(s["case"], s["model"], s["tag"]), job(s["case"], s["model"], s["tag"], mark)
         targets.append(
@@ -94,14 +95,35 @@ def sample(s: dict[str, str]) -> SelectionDiff:
                 settings={s["field"]: (s["old"], s["new"])},
                 base_jobs=1,
                 head_jobs=2,
+                # A cost change: its pipeline (the hostile scope) is listed.
+                base_cost=Cost(jobs=1, gpu_hours_max=30, weighted_max=30),
+                head_cost=Cost(jobs=2, gpu_hours_max=60, weighted_max=90),
             )
         )
     return SelectionDiff(
-        base=s["base"], head="worktree", targets=tuple(targets), notes=(s["note"],)
+        base=s["base"],
+        head="worktree",
+        targets=tuple(targets),
+        notes=(s["note"],),
+        # A results store's evidence: its strings come from ingested reports.
+        evidence={s["entry"]: s["evidence"]},
     )
 
 
-KEYS = ("entry", "tracker", "kind", "target", "case", "model", "tag", "file", "note", "base")
+KEYS = (
+    "entry",
+    "tracker",
+    "kind",
+    "target",
+    "case",
+    "model",
+    "tag",
+    "file",
+    "note",
+    "base",
+    "scope",
+    "evidence",
+)
 SINGLE = ("field", "old", "new")
 
 ALLOWED_HTML = [

@@ -34,6 +34,7 @@ from matrixgen.diff.render import (
 )
 from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
 from matrixgen.engine.vocab import System
+from matrixgen.views.cost import Cost
 from tests.gitrepo import GIT_ENV, GitRepo
 from tests.test_diff import GPT, block, diff, dumped, v2_tree
 
@@ -71,7 +72,15 @@ MARK = QuarantineMark(
 )
 
 
+def price(jobs: int, gpu_hours: float, weighted: float | None = None) -> Cost:
+    return Cost(
+        jobs=jobs, gpu_hours_max=gpu_hours, weighted_max=gpu_hours if weighted is None else weighted
+    )
+
+
 def sample() -> SelectionDiff:
+    """Costs as 30 GPU-h an H100 job (8 GPUs x 45 min x 5); the mr target's
+    time-limit change doubles one job, its new skip takes one out."""
     changed = [
         ChangedJob(job(c, "mr"), job(c, "mr"), {"script": (SCRIPT_OLD, SCRIPT_NEW)})
         for c in ("c1", "c2", "c3")
@@ -92,6 +101,8 @@ def sample() -> SelectionDiff:
                 added=tuple(job(f"new{i}") for i in range(6)),
                 base_jobs=10,
                 head_jobs=16,
+                base_cost=price(10, 300),
+                head_cost=price(16, 480),
             ),
             TargetDiff(
                 target("gitlab-mr-h100", "gitlab", "mr"),
@@ -114,14 +125,24 @@ def sample() -> SelectionDiff:
                 ),
                 base_jobs=20,
                 head_jobs=21,
+                base_cost=price(20, 600),
+                head_cost=price(21, 660),
             ),
             TargetDiff(
                 target("gitlab-nightly-h100", "gitlab", "nightly", "nightly"),
                 removed=(job("old", "L2", cadence=("nightly",)),),
                 base_jobs=1,
                 head_jobs=0,
+                base_cost=price(1, 30, 45),
+                head_cost=price(0, 0),
             ),
-            TargetDiff(target("gitlab-mr-slim-h100", "gitlab", "mr-slim")),
+            TargetDiff(
+                target("gitlab-mr-slim-h100", "gitlab", "mr-slim"),
+                base_jobs=2,
+                head_jobs=2,
+                base_cost=price(2, 60),
+                head_cost=price(2, 60),
+            ),
         ),
         notes=("base 0123456789ab: 1 recipe error(s); rows that could not be read yield no jobs",),
     )
@@ -167,7 +188,69 @@ def test_json_shape() -> None:
         "changed": 4,
         "quarantine": 2,
         "duplicates": 0,
+        # One run of every target: 300 + 600 + 30 + 60 before, 480 + 660 + 0 + 60 after.
+        "gpu_hours_before": 990,
+        "gpu_hours_after": 1200,
+        "gpu_hours_delta": 210,
+        "weighted_gpu_hours_before": 1005,
+        "weighted_gpu_hours_after": 1200,
+        "weighted_gpu_hours_delta": 195,
+        "pipelines": [
+            {
+                "pipeline": "github/L1",
+                "jobs_before": 10,
+                "jobs_after": 16,
+                "jobs_delta": 6,
+                "gpu_hours_before": 300,
+                "gpu_hours_after": 480,
+                "gpu_hours_delta": 180,
+                "weighted_gpu_hours_before": 300,
+                "weighted_gpu_hours_after": 480,
+                "weighted_gpu_hours_delta": 180,
+            },
+            {
+                "pipeline": "gitlab/mr",
+                "jobs_before": 20,
+                "jobs_after": 21,
+                "jobs_delta": 1,
+                "gpu_hours_before": 600,
+                "gpu_hours_after": 660,
+                "gpu_hours_delta": 60,
+                "weighted_gpu_hours_before": 600,
+                "weighted_gpu_hours_after": 660,
+                "weighted_gpu_hours_delta": 60,
+            },
+            {
+                "pipeline": "gitlab/mr-slim",
+                "jobs_before": 2,
+                "jobs_after": 2,
+                "jobs_delta": 0,
+                "gpu_hours_before": 60,
+                "gpu_hours_after": 60,
+                "gpu_hours_delta": 0,
+                "weighted_gpu_hours_before": 60,
+                "weighted_gpu_hours_after": 60,
+                "weighted_gpu_hours_delta": 0,
+            },
+            {
+                "pipeline": "gitlab/nightly",
+                "jobs_before": 1,
+                "jobs_after": 0,
+                "jobs_delta": -1,
+                "gpu_hours_before": 30,
+                "gpu_hours_after": 0,
+                "gpu_hours_delta": -30,
+                "weighted_gpu_hours_before": 45,
+                "weighted_gpu_hours_after": 0,
+                "weighted_gpu_hours_delta": -45,
+            },
+        ],
     }
+    assert (first["gpu_hours_before"], first["gpu_hours_after"], first["gpu_hours_delta"]) == (
+        300,
+        480,
+        180,
+    )
     assert mr["counts"] == {"added": 0, "removed": 0, "changed": 4, "quarantine": 2}
     assert data["notes"] == list(sample().notes)
 
@@ -197,10 +280,23 @@ def test_markdown_summary_first() -> None:
         in text
     )
     assert table_rows(text) == [
-        ["`github-l1-h100`", "10 → 16", "+6", "−0", "~0", ""],
-        ["`gitlab-mr-h100`", "20 → 21", "+0", "−0", "~4", "1 lifted, 1 quarantined"],
-        ["`gitlab-nightly-h100`", "1 → 0", "+0", "−1", "~0", ""],
+        ["`github-l1-h100`", "10 → 16", "+180 (300 → 480)", "+6", "−0", "~0", ""],
+        [
+            "`gitlab-mr-h100`",
+            "20 → 21",
+            "+60 (600 → 660)",
+            "+0",
+            "−0",
+            "~4",
+            "1 lifted, 1 quarantined",
+        ],
+        ["`gitlab-nightly-h100`", "1 → 0", "-30 (30 → 0)", "+0", "−1", "~0", ""],
     ]
+    # The cost change per pipeline, under the summary; weights show where they differ.
+    assert "- +6 jobs, +180 GPU-h per run of `github/L1`\n" in text
+    assert "- -1 jobs, -30 GPU-h (-45 weighted) per run of `gitlab/nightly`\n" in text
+    assert "`gitlab/mr-slim`" not in text  # no change there
+    assert "**Cost:** +210 GPU-h per run of every target (990 → 1,200; an upper bound" in text
     assert "<details><summary>1 target(s) unchanged</summary>" in text
     assert "`gitlab-mr-slim-h100`" in text
     assert "> ⚠️ base 0123456789ab: 1 recipe error(s); rows that could not be read" in text
@@ -291,7 +387,7 @@ def test_markdown_stays_under_the_comment_limit() -> None:
     text = render_markdown(huge)
     assert len(text) <= MARKDOWN_LIMIT
     # The summary counts per target, as the table shows them: 40 x 60.
-    assert "**+2400 added · −0 removed" in text and "| `github-l1-39` | 0 | +60 |" in text
+    assert "**+2400 added · −0 removed" in text and "| `github-l1-39` | 0 | 0 | +60 |" in text
     # Details are left out, and the JSON still has everything.
     assert "Per-target details are left out" in text
     assert len(json.loads(render_json(huge))["targets"][0]["added"]) == 60
@@ -320,7 +416,7 @@ def test_markdown_with_thousands_of_targets() -> None:
     )
     text = render_markdown(huge)
     assert len(text) <= MARKDOWN_LIMIT
-    assert "| … and 2800 more target(s) | | | | | |" in text
+    assert "| … and 2800 more target(s) | | | | | | |\n" in text
 
 
 def test_markdown_escapes_what_would_break_a_table() -> None:
@@ -332,7 +428,7 @@ def test_markdown_escapes_what_would_break_a_table() -> None:
     )
     text = render_markdown(diff_)
     (row,) = table_rows(text)
-    assert len(row) == 6 and row[0] == "`x\\|y`"
+    assert len(row) == 7 and row[0] == "`x\\|y`"
     assert "`` gpt/a\\|b`c ``" in text
 
 
@@ -365,7 +461,15 @@ def test_text_report() -> None:
     assert "      env: +B=3, A: 1 -> 2" in text
     assert "  q quarantined gpt/moe_ep8: https://github.com/example/mcore/issues/7201, skip" in text
     assert "unchanged (1): gitlab-mr-slim-h100" in text
-    assert "github-l1-h100 (github L1 dgx_h100 dev): +6 -0 ~0, 10 -> 16 jobs" in text
+    assert (
+        "github-l1-h100 (github L1 dgx_h100 dev): +6 -0 ~0, 10 -> 16 jobs, "
+        "+180 GPU-h (300 -> 480)\n"
+    ) in text
+    assert "cost: +210 GPU-h per run of every target (990 -> 1,200; an upper bound" in text
+    assert "  +6 jobs, +180 GPU-h per run of github/L1\n" in text
+    assert "  +1 jobs, +60 GPU-h per run of gitlab/mr\n" in text
+    assert "  -1 jobs, -30 GPU-h (-45 weighted) per run of gitlab/nightly\n" in text
+    assert "per run of gitlab/mr-slim" not in text
     assert "note: base 0123456789ab: 1 recipe error(s)" in text
 
 

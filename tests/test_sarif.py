@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -179,3 +182,29 @@ def test_any_findings_give_a_valid_log_in_one_byte_order(found: list, rnd) -> No
 @pytest.mark.parametrize("fmt", ["text", "json", "sarif"])
 def test_formats_are_documented(cli, fmt: str) -> None:
     assert fmt in cli("validate", "--help").out
+
+
+def test_findings_that_differ_only_in_severity_keep_one_order_whatever_the_hash_seed() -> None:
+    # Findings are de-duplicated through a set, whose order follows the string
+    # hash: the sort must decide between them, or the bytes change per process.
+    code = (
+        "from pathlib import Path\n"
+        "from matrixgen.engine.errors import Finding, Findings, Location, Severity\n"
+        "from matrixgen.views.sarif import render_sarif\n"
+        "found = Findings()\n"
+        "for severity in Severity:\n"
+        "    found.add(Location('a.yaml', 3, 1), 'platform', 'one message', severity)\n"
+        "print([f.severity.value for f in found.sorted()])\n"
+        "print(render_sarif(found.items, version='0.1.0', base=Path('/repo')))\n"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        ).stdout
+        for seed in range(12)
+    }
+    assert len(outputs) == 1, outputs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -9,6 +10,7 @@ from typing import Annotated
 import typer
 
 from matrixgen.cli.common import HoldingPenOption, TargetOption, echo_findings, echo_json
+from matrixgen.cli.evidence import DbOption
 from matrixgen.util.escape import terminal_text
 
 
@@ -25,10 +27,17 @@ skip entry takes out does not run). Changed: jobs whose emitted content (GitHub
 matrix row, GitLab job) differs, field by field. Quarantine: quarantined,
 lifted, action changed, entry changed, arrives quarantined, leaves quarantined.
 A row that duplicates (or stops duplicating) a job is a note, not a change.
+Cost: each target's and pipeline's GPU-hours per run on both sides and the
+change ("+6 jobs, +12.5 GPU-h per run of gitlab/mr"), priced as `stats --cost`
+prices the jobs each side's file holds.
 
 BASE and HEAD are git revisions (HEAD: the working tree when left out). The
 recipe trees are read from git objects, not checked out, so this works in a
 dirty working tree and in CI. A revision that starts with "-" is refused.
+
+Evidence: with a results store (--db, $MATRIXGEN_RESULTS_DB, or
+.matrixgen/results.db when it exists), each quarantine entry the diff names
+carries its evidence, as `quarantine audit` shows it (markdown, text, json).
 
 Targets: --target as in the emitters (a name configured or discovered on
 either side, or key=value pairs); else every target configured on either
@@ -41,26 +50,31 @@ on either side, holding-pen scopes only with --holding-pen.
     RULE    = PATTERN ":" CHECK [[","] CHECK]...
     PATTERN = SYSTEM/SCOPE[/PLATFORM[/ENVIRONMENT[/CADENCE]]] | TARGET-NAME
               (globs allowed; a scope matches by name or tier)
-    CHECK   = KIND [OP] COUNT
+    CHECK   = KIND [OP] COUNT | cost [OP] AMOUNT
     KIND    = + added | - removed | ~ changed | q quarantine changes
               | = all of them (and target definition changes)
     OP      = <= >= < > != == (none: exactly)
+    AMOUNT  = [+|-]NUMBER h (GPU-hours) | [+|-]NUMBER m (GPU-minutes) | 0:
+              the change in GPU-hours per run (head minus base, unweighted)
 
 \b
     github/L1:+6       exactly six jobs added to GitHub L1
     gitlab/*:=0        no change at all on GitLab
     */nightly:-0       nothing removed from nightly
     github/L0/dgx_h100:+>=1,-0
+    gitlab/mr:cost<=+2h  at most 2 GPU-hours more per run of gitlab/mr
+    */nightly:cost<=0    nightly costs no more than before
 
 Counts are per target, as the table shows them, summed over the targets a
 pattern matches. A system, scope, platform, environment or cadence (without
 globs) that no target has is a usage error.
 
 \b
-Exit codes: 0 ok (changes or not); 2 usage error (a malformed --expect rule or
-one naming an unknown system, scope or platform, a revision starting with "-");
-3 bad project config on a side; 5 git problem (unknown revision, not a
-repository); 6 an expectation failed or matched no target.
+Exit codes: 0 ok (changes or not); 2 usage error (a malformed --expect rule,
+a cost without its unit, or one naming an unknown system, scope or platform, a
+revision starting with "-"); 3 bad project config on a side; 5 git problem
+(unknown revision, not a repository); 6 an expectation failed or matched no
+target.
 """
 
 
@@ -91,6 +105,7 @@ def diff_command(
             "--expect", metavar="RULE", help="An assertion about the diff (see above); repeatable."
         ),
     ] = None,
+    db: DbOption = None,
 ) -> None:
     from matrixgen.diff.compare import diff_revisions
     from matrixgen.diff.expect import check_rules, evaluate, parse_rules, require
@@ -106,6 +121,11 @@ def diff_command(
     result, sides = diff_revisions(
         repo, path, base, head, values=target or (), holding_pen=holding_pen
     )
+    from matrixgen.diff.evidence import diff_evidence
+
+    evidence = diff_evidence(result, [side.generation for side in sides], db=db)
+    if evidence is not None:
+        result = replace(result, evidence=evidence)
     check_rules(rules, result)  # an unknown system/scope/platform: exit 2, before any output
     for side in sides:
         if side.errors:

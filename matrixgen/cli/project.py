@@ -22,6 +22,7 @@ from matrixgen.cli.common import (
     load_valid,
     recipes_dir,
 )
+from matrixgen.cli.evidence import DbOption
 from matrixgen.engine.errors import ExitCode, UsageError
 from matrixgen.util.escape import terminal_text
 from matrixgen.views.table import table
@@ -186,12 +187,18 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--cost",
                 help="GPU-hours instead of counts: per target, pipeline, platform and recipe "
-                "file (nodes x gpus x time_limit x n_repeat).",
+                "file (nodes x gpus x time_limit x n_repeat); with a results store, the "
+                "expected GPU-hours from measured durations too.",
             ),
         ] = False,
+        db: DbOption = None,
     ) -> None:
         """Count jobs per target, pipeline (system/scope), platform, model and
         quarantine state; with --cost, what each costs in GPU-hours.
+
+        With --cost and a results store (--db, $MATRIXGEN_RESULTS_DB, or
+        .matrixgen/results.db when it exists), jobs with measured durations get
+        an expected figure too: GPUs x the median of their measured runs.
 
         Targets: the --target ones, else the configured ones (a tree without
         config: every scope x platform x environment it uses, holding-pen scopes
@@ -206,9 +213,15 @@ def register(app: typer.Typer) -> None:
         targets = generation.targets(target or (), holding_pen=holding_pen)
         check_ad_hoc(generation, targets)
         if cost:
+            from matrixgen.evidence.summary import store_configured
             from matrixgen.views.cost import compute_cost, render_cost_table
 
-            report = compute_cost(generation, targets)
+            measured = None
+            if store_configured(db):  # sqlalchemy only when there is a store
+                from matrixgen.evidence.durations import measured_from_store
+
+                measured = measured_from_store(db)
+            report = compute_cost(generation, targets, measured=measured)
             if fmt is TableOrJson.JSON:
                 echo_json(report.to_dict())
             else:

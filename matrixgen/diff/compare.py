@@ -64,6 +64,7 @@ from matrixgen.emit.common import (
 )
 from matrixgen.emit.generate import emitted_target
 from matrixgen.engine.checks import typo_platforms
+from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import (
     ConfigError,
     Finding,
@@ -79,6 +80,7 @@ from matrixgen.engine.vocab import System
 from matrixgen.migrate import is_habit_scope
 from matrixgen.pipeline import Generation, PipelineCache, generate_from_files
 from matrixgen.quarantine.entries import Selection
+from matrixgen.views.cost import Cost, jobs_cost
 
 # Quarantine transitions of a job in a target.
 QUARANTINED = "quarantined"
@@ -166,6 +168,19 @@ class TargetDiff:
     # How many jobs the target runs on each side (skipped jobs left out).
     base_jobs: int = 0
     head_jobs: int = 0
+    # What one run of the target costs on each side (views.cost: the emitted
+    # jobs it runs, under that side's config and target definition).
+    base_cost: Cost = field(default_factory=Cost)
+    head_cost: Cost = field(default_factory=Cost)
+
+    @property
+    def gpu_hours_delta(self) -> float:
+        """The change in GPU-hours (upper bound) of one run of the target."""
+        return self.head_cost.gpu_hours_max - self.base_cost.gpu_hours_max
+
+    @property
+    def weighted_delta(self) -> float:
+        return self.head_cost.weighted_max - self.base_cost.weighted_max
 
     @property
     def unchanged(self) -> bool:
@@ -193,6 +208,8 @@ class SelectionDiff:
     head: str  # full commit id, or "worktree"
     targets: tuple[TargetDiff, ...]
     notes: tuple[str, ...] = ()  # what the reader must know (errors on a side, absent trees)
+    # {entry id: evidence line} from a results store (diff.evidence); None: no store.
+    evidence: Mapping[str, str] | None = None
 
     @property
     def unchanged(self) -> bool:
@@ -449,13 +466,26 @@ def diff_target(pair: TargetPair, base: SideIndex, head: SideIndex) -> TargetDif
         and _same_objects(old_sel.skipped, new_sel.skipped)
     ):
         # The very same jobs under the very same config: the same file.
-        running = len(emitted_jobs(new_sel.jobs))
+        jobs = emitted_jobs(new_sel.jobs)
+        cost = jobs_cost(jobs, pair.head, head.generation.tree.config)
         return TargetDiff(
-            target=pair.shown, settings=settings, base_jobs=running, head_jobs=running
+            target=pair.shown,
+            settings=settings,
+            base_jobs=len(jobs),
+            head_jobs=len(jobs),
+            base_cost=cost,
+            head_cost=cost,
         )
     old = base.emit(pair.base, old_sel)
     new = head.emit(pair.head, new_sel)
-    return compare_emitted(pair.shown, old, new, settings=settings, exists=exists)
+    return compare_emitted(
+        pair.shown,
+        old,
+        new,
+        settings=settings,
+        exists=exists,
+        configs=(base.generation.tree.config, head.generation.tree.config),
+    )
 
 
 def compare_emitted(
@@ -465,8 +495,10 @@ def compare_emitted(
     *,
     settings: Mapping[str, tuple[Any, Any]] | None = None,
     exists: str = "both",
+    configs: tuple[ProjectConfig, ProjectConfig] | None = None,
 ) -> TargetDiff:
-    """Compare what two sides emit for one target (None: the target is absent)."""
+    """Compare what two sides emit for one target (None: the target is absent);
+    `configs` (base, head) price each side's running jobs (no cost without them)."""
     olds: dict[JobId, EmittedJob] = old.by_identity() if old is not None else {}
     news: dict[JobId, EmittedJob] = new.by_identity() if new is not None else {}
     added: list[Job] = []
@@ -506,7 +538,17 @@ def compare_emitted(
         exists=exists,
         base_jobs=len(old.jobs) if old is not None else 0,
         head_jobs=len(new.jobs) if new is not None else 0,
+        base_cost=emitted_cost(old, configs[0]) if configs else Cost(),
+        head_cost=emitted_cost(new, configs[1]) if configs else Cost(),
     )
+
+
+def emitted_cost(emitted: EmittedTarget | None, config: ProjectConfig) -> Cost:
+    """What one run of a side's target costs: the jobs its file holds (a job a
+    skip entry keeps out costs nothing), priced as `stats --cost` prices them."""
+    if emitted is None:
+        return Cost()
+    return jobs_cost([e.job for e in emitted.jobs], emitted.target, config)
 
 
 def quarantine_change(old: QuarantineMark | None, new: QuarantineMark | None) -> str | None:

@@ -6,6 +6,7 @@ Grammar (one rule per --expect; every rule must hold):
     PATTERN  = SYSTEM "/" SCOPE [ "/" PLATFORM [ "/" ENVIRONMENT [ "/" CADENCE ] ] ]
              | TARGET-NAME
     CHECK    = KIND [ OP ] COUNT
+             | "cost" [ OP ] AMOUNT
     KIND     = "+"  jobs added
              | "-"  jobs removed
              | "~"  jobs changed
@@ -14,6 +15,11 @@ Grammar (one rule per --expect; every rule must hold):
              | "="  all of the above, plus each matched target whose own definition changed
     OP       = "<=" | ">=" | "<" | ">" | "!=" | "=="  (none: exactly)
     COUNT    = a whole number
+    AMOUNT   = [ "+" | "-" ] NUMBER UNIT | "0"
+               NUMBER a decimal number (2, 1.5, .25); UNIT "h" GPU-hours or
+               "m" GPU-minutes: the change in the GPU-hours of one run of the
+               matched targets (head minus base, `stats --cost`'s upper bound,
+               unweighted)
 
 Each part of a PATTERN is a name or a glob (`*`, `?`, `[...]`); parts left out
 match anything. A scope matches by its name or its tier, so `*/nightly` matches
@@ -32,8 +38,15 @@ Examples:
     github/L0/dgx_h100:+>=1,-0
                           at least one job added to L0 on H100, none removed
     gitlab-mr-*:~<=3      at most three changed jobs on targets named gitlab-mr-*
+    gitlab/mr:cost<=+2h   one run of the GitLab mr targets costs at most 2 GPU-hours more
+    */nightly:cost<=0     nightly costs no more than before
+    github/*:cost>=-30m   GitHub saves at most 30 GPU-minutes per run
 
-A malformed rule is a usage error (exit 2), and so is a pattern part (system,
+A cost is compared in the rule's unit at a millionth of it, so `cost<=+7m`
+holds for a change of exactly 7 GPU-minutes.
+
+A malformed rule (a cost without its unit, an unknown check) is a usage error
+(exit 2), and so is a pattern part (system,
 scope, platform, environment, cadence) without globs that no target of the diff
 has (with "did you mean"); a rule that does not hold, or whose pattern matches
 no target, fails the command with exit 6.
@@ -45,12 +58,14 @@ import operator
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from fnmatch import fnmatchcase
 
 from matrixgen.diff.compare import SelectionDiff, target_counts
 from matrixgen.engine.errors import ExpectationError, UsageError, did_you_mean
 from matrixgen.engine.model import Target
 from matrixgen.engine.vocab import resolve_scope
+from matrixgen.views.cost import signed_hours
 
 KINDS = {
     "+": "added",
@@ -59,7 +74,9 @@ KINDS = {
     "q": "quarantine changes",
     "=": "changes in total",
 }
-OPS: dict[str, Callable[[int, int], bool]] = {
+COST = "cost"
+UNITS = {"h": 1, "m": 60}  # per GPU-hour
+OPS: dict[str, Callable[[float, float], bool]] = {
     "": operator.eq,
     "==": operator.eq,
     "<=": operator.le,
@@ -70,8 +87,13 @@ OPS: dict[str, Callable[[int, int], bool]] = {
 }
 PATTERN_PARTS = ("system", "scope", "platform", "environment", "cadence")
 _CHECK = re.compile(r"\s*([-+~q=])(<=|>=|!=|==|<|>)?([0-9]+)\s*,?")
+_COST = re.compile(
+    r"\s*cost(<=|>=|!=|==|<|>)?([-+]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+))([A-Za-z]*)\s*,?"
+)
+_WORD = re.compile(r"\s*([A-Za-z][A-Za-z_-]*)")
 _GLOB = re.compile(r"[*?\[]")
-_EXAMPLE = "like github/L1:+6, gitlab/*:=0 or */nightly:-0"
+_EXAMPLE = "like github/L1:+6, gitlab/*:=0, */nightly:-0 or gitlab/mr:cost<=+2h"
+_COST_FORM = "a signed amount of GPU-hours or GPU-minutes, like cost<=+2h, cost<=+30m or cost<=0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,13 +114,60 @@ class Check:
         words |= {">": "more than", "!=": "not"}
         return f"{words[self.op]} {self.count} {KINDS[self.kind]}"
 
+    def shown(self, value: float) -> str:
+        return f"{value:g} {KINDS[self.kind]}"
+
+
+@dataclass(frozen=True, slots=True)
+class CostCheck:
+    """A bound on the change in GPU-hours: `amount` in `unit` ("h", "m"; "" for
+    a bare 0)."""
+
+    op: str  # one of OPS
+    amount: float
+    unit: str = "h"
+    kind: str = COST
+
+    @property
+    def hours(self) -> float:
+        return self.amount / UNITS.get(self.unit, 1)
+
+    def __str__(self) -> str:
+        return f"{COST}{self.op}{_amount_text(self.amount)}{self.unit}"
+
+    def holds(self, value: float) -> bool:
+        """Compared in the rule's unit, at a millionth of it."""
+        factor = UNITS.get(self.unit, 1)
+        return OPS[self.op](round(value * factor, 6), round(self.amount, 6))
+
+    def describe(self) -> str:
+        words = {"": "a change of exactly", "==": "a change of exactly", "<=": "at most"}
+        words |= {">=": "at least", "<": "less than", ">": "more than", "!=": "a change other than"}
+        unit = {"h": " GPU-h", "m": " GPU-min"}.get(self.unit, " GPU-h")
+        return f"{words[self.op]} {_amount_text(self.amount) or '0'}{unit} per run"
+
+    def shown(self, value: float) -> str:
+        return f"{signed_hours(value)} GPU-h per run"
+
+
+def _amount_text(amount: float) -> str:
+    """+2, -0.5, 0: what parses back to the same amount."""
+    if amount == 0:
+        return "0"
+    digits = (
+        str(int(abs(amount)))
+        if abs(amount).is_integer()
+        else format(Decimal(repr(abs(amount))), "f")
+    )
+    return ("+" if amount > 0 else "-") + digits
+
 
 @dataclass(frozen=True, slots=True)
 class Rule:
     text: str  # as given
     parts: tuple[str, ...]  # system, scope, ... (glob patterns); empty when by name
     name: str | None  # a target name glob, for patterns without "/"
-    checks: tuple[Check, ...]
+    checks: tuple[Check | CostCheck, ...]
 
     def matches(self, target: Target) -> bool:
         if self.name is not None:
@@ -122,8 +191,8 @@ class Rule:
 @dataclass(frozen=True, slots=True)
 class Outcome:
     rule: Rule
-    counts: dict[str, int]
-    failed: tuple[Check, ...]
+    counts: dict[str, float]  # per check kind; "cost": GPU-hours per run, head minus base
+    failed: tuple[Check | CostCheck, ...]
     targets: tuple[str, ...]
 
     @property
@@ -133,11 +202,11 @@ class Outcome:
     def __str__(self) -> str:
         if not self.targets:
             return f"--expect {self.rule.text}: matches no target"
-        shown = ", ".join(f"{c}: {self.counts[c.kind]} {KINDS[c.kind]}" for c in self.rule.checks)
+        shown = ", ".join(f"{c}: {c.shown(self.counts[c.kind])}" for c in self.rule.checks)
         if not self.failed:
             return f"--expect {self.rule.text}: holds ({shown})"
         wrong = "; ".join(
-            f"expected {c.describe()}, got {self.counts[c.kind]}" for c in self.failed
+            f"expected {c.describe()}, got {c.shown(self.counts[c.kind])}" for c in self.failed
         )
         return f"--expect {self.rule.text}: FAILED: {wrong} (over {len(self.targets)} target(s))"
 
@@ -148,18 +217,25 @@ def parse_rule(text: str) -> Rule:
     pattern = pattern.strip()
     if not sep or not pattern:
         raise UsageError(f'--expect "{text}": expected PATTERN:CHECKS, {_EXAMPLE}')
-    checks: list[Check] = []
+    checks: list[Check | CostCheck] = []
     pos = 0
     body = checks_text.rstrip()
     if not body.strip():
         raise UsageError(f'--expect "{text}": no check after ":", {_EXAMPLE}')
     while pos < len(body):
+        cost = _cost_check(text, body, pos)
+        if cost is not None:
+            checks.append(cost[0])
+            pos = cost[1]
+            continue
         match = _CHECK.match(body, pos)
         if match is None:
+            word = _WORD.match(body, pos)
+            hint = did_you_mean(word.group(1), [COST]) if word else ""
             raise UsageError(
-                f'--expect "{text}": cannot read "{body[pos:].strip()}": a check is one of '
-                "+ - ~ q = , an optional <= >= < > !=, and a count, "
-                f"{_EXAMPLE}"
+                f'--expect "{text}": cannot read "{body[pos:].strip()}"{hint}: a check is '
+                "one of + - ~ q = , an optional <= >= < > != ==, and a count; or cost, "
+                f"an optional operator and {_COST_FORM}; {_EXAMPLE}"
             )
         checks.append(Check(match.group(1), match.group(2) or "", int(match.group(3))))
         pos = match.end()
@@ -177,6 +253,32 @@ def parse_rule(text: str) -> Rule:
     if any(not p for p in parts):
         raise UsageError(f'--expect "{text}": an empty part in the pattern (use * for any)')
     return Rule(text=text, parts=parts, name=None, checks=tuple(checks))
+
+
+def _cost_check(text: str, body: str, pos: int) -> tuple[CostCheck, int] | None:
+    """A cost check at `pos` and where it ends; None when none starts there;
+    a UsageError for one that starts but is malformed."""
+    if not body[pos:].lstrip().startswith(COST):
+        return None
+    match = _COST.match(body, pos)
+    start = body[pos:].strip()
+    if match is None:
+        raise UsageError(f'--expect "{text}": cannot read "{start}": a cost check is {_COST_FORM}')
+    op, number, unit = match.group(1) or "", match.group(2), match.group(3)
+    if len(number) > 40:
+        raise UsageError(f'--expect "{text}": the amount "{number}" has more than 40 characters')
+    amount = float(number)
+    if unit == "" and amount != 0:
+        raise UsageError(
+            f'--expect "{text}": the cost "{number}" needs a unit: "{number}h" (GPU-hours) '
+            f'or "{number}m" (GPU-minutes); only 0 goes without'
+        )
+    if unit and unit not in UNITS:
+        raise UsageError(
+            f'--expect "{text}": unknown unit "{unit}" in "{start}"'
+            f"{did_you_mean(unit.lower(), UNITS)}: h (GPU-hours) or m (GPU-minutes)"
+        )
+    return CostCheck(op, amount, unit), match.end()
 
 
 def parse_rules(texts: Iterable[str]) -> list[Rule]:
@@ -237,7 +339,8 @@ def evaluate(rules: Sequence[Rule], diff: SelectionDiff) -> list[Outcome]:
     outcomes = []
     for rule in rules:
         matched = [t for t in diff.targets if rule.matches(t.target)]
-        counts = target_counts(matched)
+        counts: dict[str, float] = {**target_counts(matched)}
+        counts[COST] = sum(t.gpu_hours_delta for t in matched) + 0.0
         failed = tuple(c for c in rule.checks if not c.holds(counts[c.kind]))
         names = tuple(t.target.name for t in matched)
         outcomes.append(Outcome(rule=rule, counts=counts, failed=failed, targets=names))

@@ -14,10 +14,21 @@ JSON shape (`--format json`, published as `schema/diff.schema.json`):
                   "settings": {KEY: [old, new]},      # the target's own definition
                   "exists": "both" | "base" | "head",
                   "counts": {"added", "removed", "changed", "quarantine"},
-                  "jobs": {"base": N, "head": N}}],   # jobs the target runs
+                  "jobs": {"base": N, "head": N},     # jobs the target runs
+                  COST...}],                          # one run of the target
      "summary": {"targets", "targets_changed", "added", "removed", "changed",
-                 "quarantine", "duplicates"},
-     "notes": [TEXT]}
+                 "quarantine", "duplicates", COST...,
+                 "pipelines": [{"pipeline", "jobs_before", "jobs_after",
+                                "jobs_delta", COST...}]},
+     "notes": [TEXT],
+     "evidence": {ENTRY ID: TEXT}}                    # with a results store only
+
+COST is `gpu_hours_before`, `gpu_hours_after`, `gpu_hours_delta` and the same
+three `weighted_gpu_hours_*` (views/cost.py's formula and platform weights over
+the jobs each side's file holds for the target; rounded to 3 decimals, the
+delta being after minus before as shown). The summary's figures are the
+targets' summed; a pipeline's (system/scope[/cadence], as `stats --cost` names
+it) are those of its targets, so "+6 jobs, +12.5 GPU-h per run of gitlab/mr".
 
 JOB is a job as `list --format json` prints it (the head's where both sides
 have it); FIELD is an emitted field (a GitHub matrix row's key, a GitLab job's
@@ -53,9 +64,11 @@ from matrixgen.diff.compare import (
     TargetDiff,
     target_counts,
 )
+from matrixgen.diff.evidence import evidence_of
 from matrixgen.engine.model import Job, QuarantineMark, Target
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log, terminal_line
+from matrixgen.views.cost import Cost, hours, pipeline_name, signed_hours
 
 MARKER = "<!-- matrixgen-diff -->"
 # GitHub refuses comments over 65,536 characters; keep a margin for the cut note.
@@ -75,6 +88,7 @@ def to_json_data(diff: SelectionDiff) -> dict[str, Any]:
         "targets": [_target_data(t) for t in diff.targets],
         "summary": _summary(diff),
         "notes": list(diff.notes),
+        **({"evidence": dict(diff.evidence)} if diff.evidence is not None else {}),
     }
 
 
@@ -115,11 +129,55 @@ def _target_data(t: TargetDiff) -> dict[str, Any]:
             "quarantine": counts["q"],
         },
         "jobs": {"base": t.base_jobs, "head": t.head_jobs},
+        **_cost_fields(t.base_cost, t.head_cost),
     }
 
 
-def _summary(diff: SelectionDiff) -> dict[str, int]:
-    """The per-target counts summed over every target."""
+def _cost_fields(before: Cost, after: Cost) -> dict[str, float]:
+    """GPU-hours before, after and the change, as rounded figures whose
+    difference is the change shown."""
+    out: dict[str, float] = {}
+    for prefix, a, b in (
+        ("gpu_hours", before.gpu_hours_max, after.gpu_hours_max),
+        ("weighted_gpu_hours", before.weighted_max, after.weighted_max),
+    ):
+        old, new = round(a, 3), round(b, 3)
+        out[f"{prefix}_before"] = old
+        out[f"{prefix}_after"] = new
+        out[f"{prefix}_delta"] = round(new - old, 3) + 0.0  # never -0.0
+    return out
+
+
+def cost_totals(targets: Sequence[TargetDiff]) -> tuple[Cost, Cost]:
+    """One run of each of the targets, before and after."""
+    before, after = Cost(), Cost()
+    for t in targets:
+        before, after = before + t.base_cost, after + t.head_cost
+    return before, after
+
+
+def pipelines(diff: SelectionDiff) -> list[tuple[str, list[TargetDiff]]]:
+    """The targets of each pipeline (one run of it), in pipeline order."""
+    grouped: dict[str, list[TargetDiff]] = defaultdict(list)
+    for t in diff.targets:
+        grouped[pipeline_name(t.target)].append(t)
+    return sorted(grouped.items())
+
+
+def _pipeline_data(name: str, targets: Sequence[TargetDiff]) -> dict[str, Any]:
+    before = sum(t.base_jobs for t in targets)
+    after = sum(t.head_jobs for t in targets)
+    return {
+        "pipeline": name,
+        "jobs_before": before,
+        "jobs_after": after,
+        "jobs_delta": after - before,
+        **_cost_fields(*cost_totals(targets)),
+    }
+
+
+def _summary(diff: SelectionDiff) -> dict[str, Any]:
+    """The per-target counts and costs summed over every target."""
     counts = target_counts(diff.targets)
     return {
         "targets": len(diff.targets),
@@ -129,7 +187,49 @@ def _summary(diff: SelectionDiff) -> dict[str, int]:
         "changed": counts["~"],
         "quarantine": counts["q"],
         "duplicates": sum(len(t.duplicates) for t in diff.targets),
+        **_cost_fields(*cost_totals(diff.targets)),
+        "pipelines": [_pipeline_data(n, ts) for n, ts in pipelines(diff)],
     }
+
+
+def _signed(value: int) -> str:
+    return f"+{value}" if value > 0 else str(value)
+
+
+def cost_change(pipeline: Mapping[str, Any], name: str | None = None) -> str:
+    """ "+6 jobs, +12.5 GPU-h per run of gitlab/mr" (the weighted change beside it
+    where platform weights make it differ); `name` shows the pipeline (escaped
+    for where it goes), the figures being the diff's own text."""
+    text = (
+        f"{_signed(pipeline['jobs_delta'])} jobs, {signed_hours(pipeline['gpu_hours_delta'])} GPU-h"
+    )
+    if pipeline["weighted_gpu_hours_delta"] != pipeline["gpu_hours_delta"]:
+        text += f" ({signed_hours(pipeline['weighted_gpu_hours_delta'])} weighted)"
+    return text + f" per run of {pipeline['pipeline'] if name is None else name}"
+
+
+def changed_pipelines(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The pipelines whose job count or cost changes."""
+    return [
+        p
+        for p in summary["pipelines"]
+        if p["jobs_delta"] or p["gpu_hours_delta"] or p["weighted_gpu_hours_delta"]
+    ]
+
+
+def _cost_line(summary: Mapping[str, Any], arrow: str = "->") -> str:
+    return (
+        f"{signed_hours(summary['gpu_hours_delta'])} GPU-h per run of every target "
+        f"({hours(summary['gpu_hours_before'])} {arrow} {hours(summary['gpu_hours_after'])}; "
+        "an upper bound, as stats --cost prices it)"
+    )
+
+
+def _target_cost(t: TargetDiff, arrow: str = "->", unit: str = " GPU-h") -> str:
+    before, after = hours(t.base_cost.gpu_hours_max), hours(t.head_cost.gpu_hours_max)
+    if before == after:
+        return f"{after}{unit}"
+    return f"{signed_hours(t.gpu_hours_delta)}{unit} ({before} {arrow} {after})"
 
 
 # ---------------------------------------------------------------- shared helpers
@@ -312,10 +412,15 @@ def render_text(diff: SelectionDiff) -> str:
         + _summary_words(summary)
         + " (counted per target)"
     )
+    out.append("cost: " + _cost_line(summary))
+    out.extend(f"  {cost_change(p)}" for p in changed_pipelines(summary))
     for t in changed:
         out.append("")
         jobs = f"{t.base_jobs} -> {t.head_jobs}" if t.base_jobs != t.head_jobs else t.head_jobs
-        out.append(f"{t.target.name} ({_target_path(t.target)}): {_tally(t)}, {jobs} jobs")
+        out.append(
+            f"{t.target.name} ({_target_path(t.target)}): {_tally(t)}, {jobs} jobs, "
+            + _target_cost(t)
+        )
         note = _existence(t, base, head)
         if note:
             out.append(f"  ! {note}")
@@ -339,6 +444,9 @@ def render_text(diff: SelectionDiff) -> str:
     if unchanged:
         out.append("")
         out.append(f"unchanged ({len(unchanged)}): {', '.join(unchanged)}")
+    if diff.evidence:
+        out += ["", "evidence (results store):"]
+        out += [f"  {entry}: {line}" for entry, line in diff.evidence.items()]
     for note in diff.notes:
         out.append(f"note: {note}")
     # Each entry is one line: a line break or control character inside a value
@@ -398,8 +506,16 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
             f"~{summary['changed']} changed · {summary['quarantine']} quarantine change(s)** "
             f"in {summary['targets_changed']} of {summary['targets']} target(s)."
         )
-        out += ["", "| target | jobs | added | removed | changed | quarantine |"]
-        out.append("| :-- | --: | --: | --: | --: | :-- |")
+    moved = changed_pipelines(summary)
+    if changed or moved:
+        # The figures are the diff's own text; only the pipeline names come from the tree.
+        out += ["", "**Cost:** " + _cost_line(summary, "→")]
+        if moved:
+            out.append("")
+            out += [f"- {cost_change(p, md.code(p['pipeline']))}" for p in moved]
+    if changed:
+        out += ["", "| target | jobs | GPU-h per run | added | removed | changed | quarantine |"]
+        out.append("| :-- | --: | --: | --: | --: | --: | :-- |")
         for t in changed[:rows]:
             flag = {"head": " (new)", "base": " (gone)"}.get(t.exists, "")
             if t.settings:
@@ -411,11 +527,11 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
             if t.duplicates:
                 cell += (", " if cell else "") + f"{len(t.duplicates)} duplicate note(s)"
             out.append(
-                f"| {md.code(t.target.name)}{flag} | {jobs} | +{len(t.added)} | −{len(t.removed)} "
-                f"| ~{len(t.changed)} | {cell} |"
+                f"| {md.code(t.target.name)}{flag} | {jobs} | {_target_cost(t, '→', unit='')} "
+                f"| +{len(t.added)} | −{len(t.removed)} | ~{len(t.changed)} | {cell} |"
             )
         if rows is not None and len(changed) > rows:
-            out.append(f"| … and {len(changed) - rows} more target(s) | | | | | |")
+            out.append(f"| … and {len(changed) - rows} more target(s) | | | | | | |")
     unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates]
     if rows is not None:
         unchanged = unchanged[:rows]
@@ -436,7 +552,7 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
         out += [f"> ⚠️ {md.text(note)}" for note in diff.notes]
     if changed and details:
         for t in changed:
-            out += ["", *_target_details(t, base, head)]
+            out += ["", *_target_details(t, base, head, diff.evidence or {})]
     elif changed:
         out += [
             "",
@@ -458,17 +574,26 @@ def _tracker_summary(diff: SelectionDiff) -> list[str]:
             if t.target.name not in targets:
                 targets.append(t.target.name)
     lines = []
+    evidence = diff.evidence or {}
     for (change, tracker, entry, action, kind), (jobs, targets) in sorted(grouped.items()):
+        mark = QuarantineMark(id=entry, tracker=tracker, action=action, kind=kind)
         lines.append(
             f"- **{md.text(change)}** {_tracker_md(tracker)} ({md.text(action)}, "
             f"{md.text(kind)}, entry {md.code(entry)}): {len(jobs)} job(s) in "
             + ", ".join(md.code(n) for n in targets[:10])
             + (f" and {len(targets) - 10} more" if len(targets) > 10 else "")
+            + _evidence_md(mark, evidence)
         )
     return lines
 
 
-def _target_details(t: TargetDiff, base: str, head: str) -> list[str]:
+def _evidence_md(mark: QuarantineMark, evidence: Mapping[str, str]) -> str:
+    """` — evidence: failed 3 of 40 runs ...` where the results store has some."""
+    line = evidence_of(mark, evidence)
+    return f" — evidence: {md.text(line)}" if line is not None else ""
+
+
+def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, str]) -> list[str]:
     out = [
         f"<details><summary><b>{md.html(t.target.name)}</b> "
         f"({md.html(_target_path(t.target))}): {md.html(_tally(t).replace('-', '−'))}"
@@ -488,7 +613,7 @@ def _target_details(t: TargetDiff, base: str, head: str) -> list[str]:
     for title, jobs in (("Added", t.added), ("Removed", t.removed)):
         if jobs:
             out += [f"**{title} ({len(jobs)})**", ""]
-            items = [f"- {md.code(job_label(job))}{_md_job_facts(job)}" for job in jobs]
+            items = [f"- {md.code(job_label(job))}{_md_job_facts(job, evidence)}" for job in jobs]
             out += _capped(items)
             out.append("")
     if t.changed:
@@ -529,7 +654,7 @@ def _target_details(t: TargetDiff, base: str, head: str) -> list[str]:
     return out
 
 
-def _md_job_facts(job: Job) -> str:
+def _md_job_facts(job: Job, evidence: Mapping[str, str]) -> str:
     facts = [f"cadence {','.join(job.cadence)}", f"n_repeat {job.n_repeat}"]
     facts.append(f"time_limit {job.time_limit}s")
     if job.allow_failure:
@@ -537,6 +662,7 @@ def _md_job_facts(job: Job) -> str:
     text = " — " + md.text(", ".join(facts))
     if job.quarantine is not None:
         text += f"; quarantined: {_mark_text(job.quarantine, markdown=True)}"
+        text += _evidence_md(job.quarantine, evidence)
     return text
 
 

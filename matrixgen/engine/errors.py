@@ -83,7 +83,9 @@ class Finding:
         )
 
     def sort_key(self) -> tuple:
-        return (self.location, self.code, self.message)
+        # Severity last, and never left out: findings are de-duplicated through a
+        # set, so any tie the key leaves would come out in hash order.
+        return (self.location, self.code, self.message, self.severity)
 
 
 def _workspace_path(file: str) -> str:

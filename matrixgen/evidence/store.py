@@ -737,6 +737,27 @@ def _grouped(
         yield k, (n, f, r, first, last, tuple(seq) if seq is not None else None)
 
 
+def run_durations(store: Store) -> dict[JobKey, list[float]]:
+    """Per job, the measured seconds of each stored run of it: the sum of its
+    tests' durations in the run (skipped tests and tests without a duration
+    left out; a run with none of them has no figure). One aggregate query over
+    `results` joined to `cases`."""
+    seconds = sa.func.sum(results.c.duration)
+    query = (
+        sa.select(cases.c.job_id, results.c.run_ref, seconds)
+        .select_from(results.join(cases, cases.c.id == results.c.case_id))
+        .where(results.c.duration.is_not(None), results.c.outcome != SKIPPED)
+        .group_by(cases.c.job_id, results.c.run_ref)
+        .order_by(cases.c.job_id, results.c.run_ref)
+    )
+    found: dict[JobKey, list[float]] = {}
+    with store.transaction() as conn:
+        job_keys = read_jobs(conn)
+        for job_id, _run, total in conn.execute(query):
+            found.setdefault(job_keys[job_id], []).append(float(total))
+    return found
+
+
 def counts(store: Store) -> Mapping[str, int]:
     """Rows per table (for messages and tests)."""
     with store.transaction() as conn:

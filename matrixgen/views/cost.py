@@ -111,6 +111,21 @@ def job_cost(
     )
 
 
+def decided_repeats(job: Job, target: Target) -> int | None:
+    """The n_repeat a target's decision gives the job (None: the job's own): a
+    decision applies where the recipe leaves n_repeat to the default."""
+    decided = target.settings.get("n_repeat")
+    if isinstance(decided, int) and not isinstance(decided, bool) and "n_repeat" not in job.spec:
+        return decided
+    return None
+
+
+def repeats_in(job: Job, target: Target) -> int:
+    """How many repeats one run of the job in the target holds."""
+    decided = decided_repeats(job, target)
+    return decided if decided is not None else job.n_repeat
+
+
 def jobs_cost(
     jobs: Iterable[Job],
     target: Target,
@@ -119,10 +134,9 @@ def jobs_cost(
     measured: Measured | None = None,
 ) -> Cost:
     """The cost of the jobs one target runs (a decision's n_repeat applied)."""
-    decided = target.settings.get("n_repeat")
     total = Cost()
     for job in jobs:
-        repeats = decided if isinstance(decided, int) and "n_repeat" not in job.spec else None
+        repeats = decided_repeats(job, target)
         total = total + job_cost(job, target, config, n_repeat=repeats, measured=measured)
     return total
 
@@ -194,12 +208,24 @@ def hours(value: float) -> str:
     return f"{value:,.2f}".rstrip("0").rstrip(".") if value else "0"
 
 
+def signed_hours(value: float) -> str:
+    """A change in GPU-hours as a reader takes it in: +12.5, -0.75, 0."""
+    shown = hours(abs(value))
+    if shown == "0":
+        return "0"
+    return ("+" if value > 0 else "-") + shown
+
+
 def render_cost_table(report: CostReport, table: Callable[..., str]) -> str:
     def rows(items: Iterable[tuple[str, Cost]]) -> list[list[str]]:
         out = []
         for name, cost in items:
             row = [name, str(cost.jobs), hours(cost.gpu_hours_max), hours(cost.weighted_max)]
-            row.append(hours(cost.expected) if cost.expected is not None else "-")
+            row.append(
+                f"{hours(cost.expected)} ({cost.measured_jobs} of {cost.jobs} measured)"
+                if cost.expected is not None
+                else "-"
+            )
             out.append(row)
         return out
 

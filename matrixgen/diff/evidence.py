@@ -1,0 +1,72 @@
+"""The evidence beside each quarantine entry a selection diff lists.
+
+With a results store configured (`--db`, `$MATRIXGEN_RESULTS_DB`, or the
+default `.matrixgen/results.db` when it exists), every entry the diff names (in
+a quarantine change, or on a job added or removed while quarantined) gets the
+one line `quarantine audit` shows for it (`evidence.summary.entry_evidence`):
+"failed 3 of 40 runs on dgx_h100/dev since 2026-11-02, ...". An entry is judged
+on the side that has it: the head's, else (an entry the branch removes) the
+base's. Without a store there is no evidence, and the diff says nothing of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from matrixgen.diff.compare import SelectionDiff
+from matrixgen.engine.model import QuarantineMark
+
+if TYPE_CHECKING:
+    from matrixgen.pipeline import Generation
+
+
+def mark_ids(mark: QuarantineMark) -> list[str]:
+    """The entries behind a mark (several entries on one job combine their ids)."""
+    return [part for part in mark.id.split(", ") if part]
+
+
+def evidence_of(mark: QuarantineMark, evidence: Mapping[str, str]) -> str | None:
+    """The evidence line of a mark's entry (each entry's, named, for a combined
+    mark); None when there is none for any of them."""
+    ids = [i for i in mark_ids(mark) if i in evidence]
+    if not ids:
+        return None
+    if len(ids) == 1 and len(mark_ids(mark)) == 1:
+        return evidence[ids[0]]
+    return "; ".join(f"{i}: {evidence[i]}" for i in ids)
+
+
+def _marks(diff: SelectionDiff) -> Iterator[QuarantineMark]:
+    for t in diff.targets:
+        for q in t.quarantine:
+            yield from (m for m in (q.old, q.new) if m is not None)
+        for job in (*t.added, *t.removed):
+            if job.quarantine is not None:
+                yield job.quarantine
+
+
+def listed_entries(diff: SelectionDiff) -> list[str]:
+    """Every entry id the diff names, sorted."""
+    return sorted({i for mark in _marks(diff) for i in mark_ids(mark)})
+
+
+def diff_evidence(
+    diff: SelectionDiff, generations: Sequence[Generation], *, db: str | None = None
+) -> dict[str, str] | None:
+    """{entry id: its evidence line} for the entries the diff names, judged on
+    the last of `generations` (base, head) that has the entry; None without a
+    results store."""
+    from matrixgen.evidence.summary import entry_evidence, store_configured
+
+    if not store_configured(db):
+        return None
+    wanted = set(listed_entries(diff))
+    found: dict[str, str] = {}
+    for generation in reversed(generations):
+        entries = [e for e in generation.quarantine.entries if e.id in wanted - found.keys()]
+        if not entries:
+            continue
+        evidence = entry_evidence(generation, entries, db=db)
+        found.update(evidence or {})
+    return dict(sorted(found.items()))
