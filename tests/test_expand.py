@@ -518,6 +518,33 @@ def test_output_does_not_depend_on_file_order(files_blocks, rnd: random.Random) 
     assert dump(a) == dump(b)
 
 
+def test_a_missing_build_is_reported_once_per_row_and_for_every_row(
+    tree: Callable[..., Path],
+) -> None:
+    # Row a makes two jobs (two scopes) that need the missing img-lts: one finding;
+    # rows b and c, after it, each get their own.
+    _, findings = jobs_of(
+        tree,
+        v2_tree("""
+  - test_case: [a]
+    products:
+      - {environment: [lts], scope: [mr, L1]}
+  - test_case: [b]
+    products:
+      - {environment: [lts], scope: [mr]}
+  - test_case: [c]
+    products:
+      - {environment: [lts], scope: [L1]}
+"""),
+    )
+    missing = 'no build recipe is named "img-lts" (needed by {})'
+    assert [(f.code, f.location.line, f.message) for f in findings] == [
+        ("build-missing", 15, missing.format("a")),
+        ("build-missing", 18, missing.format("b")),
+        ("build-missing", 21, missing.format("c")),
+    ]
+
+
 def test_v2_values_list_would_pass_on_are_errors_where_they_are_written(
     tree: Callable[..., Path], cli: Callable
 ) -> None:

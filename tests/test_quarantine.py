@@ -20,7 +20,10 @@ from matrixgen.quarantine.entries import (
     Entry,
     Match,
     Place,
+    QuarantineFile,
     apply_quarantine,
+    audit_entries,
+    entries_tracked_by,
     matches_test_case,
     parse_quarantine,
     resolve_tracker,
@@ -362,6 +365,39 @@ def test_tracker_resolution_and_equivalence() -> None:
     assert not same_tracker("https://github.com/acme/ml/issues/72011", url, None)
     assert not same_tracker("https://github.com/acme/ml2/issues/7201", url, None)
     assert not same_tracker("https://jira.example.com/browse/ML-7201", url, None)
+
+
+def test_a_bare_issue_number_finds_its_entries_unless_two_repositories_have_it() -> None:
+    def tracked(tracker: str, id: str) -> Entry:
+        return entry(id=id, tracker=tracker, tracker_url=tracker)
+
+    one = tracked("https://github.com/one/repo/issues/5", "a")
+    also_one = tracked("https://github.com/one/repo/issues/5", "b")
+    other = tracked("https://github.com/two/repo/issues/5", "c")
+    assert entries_tracked_by([one, also_one], "5", None) == [one, also_one]
+    assert entries_tracked_by([one, other], "6", None) == []  # no entry has #6
+    with pytest.raises(ValueError) as info:
+        entries_tracked_by([one, other], "#5", None)
+    assert str(info.value) == (
+        "#5 is ambiguous without a tracker base: it could be "
+        "https://github.com/one/repo/issues/5, https://github.com/two/repo/issues/5"
+    )
+    # With a tracker base, #5 is that base's issue only.
+    assert entries_tracked_by([one, other], "5", "https://github.com/two/repo/issues/") == [other]
+
+
+def test_audit_counts_an_entry_expiring_within_the_days_given() -> None:
+    today = dt.date(2026, 12, 1)
+    entries = tuple(
+        entry(id=f"in-{n}", owner="me", expires=today + dt.timedelta(days=n)) for n in (0, 7, 8)
+    )
+    qfile = QuarantineFile(path="q.yaml", present=True, entries=entries)
+    items = audit_entries(qfile, {}, today=today, days=7)
+    assert {i.problem for i in items} == {"expiring", "matches-nothing"}
+    assert [(i.entry_id, i.problem, i.detail) for i in items if i.problem == "expiring"] == [
+        ("in-0", "expiring", "expires on 2026-12-01 (in 0 day(s))"),
+        ("in-7", "expiring", "expires on 2026-12-08 (in 7 day(s))"),
+    ]
 
 
 # --------------------------------------------------------------------------- matching
