@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from matrixgen.diff.compare import (
     ACTION_CHANGED,
     ARRIVES_QUARANTINED,
+    DUPLICATE_ADDED,
+    DUPLICATE_REMOVED,
     LEAVES_QUARANTINED,
     LIFTED,
     QUARANTINED,
@@ -293,6 +295,19 @@ def test_the_same_identity_twice_in_a_target_is_one_job_the_last_row() -> None:
     assert change.head.cadence == ("nightly",)
     assert list(change.fields) == ["timeout", "script"]  # n_repeat x time_limit, --n-repeat
     assert "--n-repeat 2" in change.fields["script"][1][0]
+
+
+def test_a_duplicate_row_added_or_removed_is_a_note_at_its_row() -> None:
+    twice = copy.deepcopy(GPT)
+    twice["products"].append(block("gpt_c", scope=["mr"]))  # gpt_c again, same job
+    added = by_name(diff(v2_tree(), v2_tree(twice)))["gitlab-mr-h100"]
+    removed = by_name(diff(v2_tree(twice), v2_tree()))["gitlab-mr-h100"]
+    assert added.unchanged and removed.unchanged  # the same job runs, emitted the same
+    for result, change in ((added, DUPLICATE_ADDED), (removed, DUPLICATE_REMOVED)):
+        (note,) = result.duplicates
+        assert (note.change, note.job.test_case) == (change, "gpt_c")
+        assert [(w.file, w.line) for w in note.locations] == [("recipes/h100/gpt.yaml", 49)]
+    assert by_name(diff(v2_tree(twice), v2_tree(twice)))["gitlab-mr-h100"].duplicates == ()
 
 
 # ---------------------------------------------------------------- quarantine
