@@ -78,7 +78,7 @@ Exit codes: 0 ok (changes or not); 2 usage error (a malformed --expect rule,
 a cost without its unit, or one naming an unknown system, scope or platform, a
 revision starting with "-"); 3 bad project config on a side; 5 git problem
 (unknown revision, not a repository); 6 an expectation failed or matched no
-target.
+target; 11 the results store cannot be opened or read.
 """
 
 
