@@ -219,3 +219,49 @@ def test_seconds_per_repeat_follow_the_repeats_of_the_target() -> None:
     assert hook(replace(job, test_case="other"), plain) is None
     github = Target(name="g", system=System.GITHUB, selector=Selector(scope="mr"))
     assert hook(job, github) is None  # measured on GitLab only
+
+
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(1, 4),
+            st.sampled_from([0, 4, 8]),
+            st.sampled_from([600, 2700]),
+            st.integers(1, 5),
+            st.sampled_from(["a", "b"]),
+            st.booleans(),
+        ),
+        max_size=12,
+    ),
+    decided=st.one_of(st.none(), st.integers(1, 3)),
+)
+def test_a_selection_costs_the_sum_of_its_jobs(rows: list[tuple], decided: int | None) -> None:
+    """`jobs_cost` adds up `job_cost` (weights, decided repeats, measured hook)."""
+    from matrixgen.engine.config import ProjectConfig
+    from matrixgen.views.cost import Cost, job_cost
+
+    config = ProjectConfig(
+        path="matrixgen.yaml", document=None, raw={"platforms": {"b": {"gpu_hour_weight": 1.5}}}
+    )
+    jobs = [
+        Job(model="gpt", test_case=f"c{i}", environment="dev", platform=platform, tag=None,
+            scope="mr", cadence=("pr",), name=f"c{i}", build=None, n_repeat=n_repeat,
+            time_limit=limit, nodes=nodes, gpus=gpus,
+            spec={"n_repeat": n_repeat} if own else {})
+        for i, (nodes, gpus, limit, n_repeat, platform, own) in enumerate(rows)
+    ]  # fmt: skip
+    target = Target(
+        name="t",
+        system=System.GITLAB,
+        selector=Selector(scope="mr"),
+        settings={"n_repeat": decided} if decided is not None else {},
+    )
+
+    def measured(job: Job, _: Target) -> float | None:
+        return 100.0 * int(job.test_case[1:]) if int(job.test_case[1:]) % 2 else None
+
+    total = Cost()
+    for job in jobs:
+        repeats = decided if decided is not None and "n_repeat" not in job.spec else None
+        total = total + job_cost(job, target, config, n_repeat=repeats, measured=measured)
+    assert jobs_cost(jobs, target, config, measured=measured) == total

@@ -123,3 +123,17 @@ def test_the_text_report_escapes_the_evidence() -> None:
     text = render_text(diff)
     assert "\x1b" not in text and "forged\n" in text and "ok\\n" in text
     assert "evidence" not in render_markdown(diff)  # no entry listed, nothing to say
+
+
+def test_a_store_that_cannot_be_read_is_an_error(
+    branch: GitRepo, tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    from matrixgen.engine.errors import ExitCode
+
+    missing = tmp_path / "nowhere" / "results.db"
+    run = cli("diff", "HEAD", "--format", "markdown", "--db", str(missing))
+    assert run.code == ExitCode.RESULTS_STORE and "no results store at" in run.err
+    branch.write({"quarantine.yaml": (SHIPPED / "quarantine.yaml").read_text()})
+    run = cli("diff", "HEAD", "--db", str(missing))  # no entry to show: still an error
+    assert run.code == ExitCode.RESULTS_STORE
+    assert "Traceback" not in run.err

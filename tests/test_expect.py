@@ -198,3 +198,7 @@ def test_every_well_formed_check_parses_back(kind: str, op: str, number: int) ->
 
 def test_count_of_nothing() -> None:
     assert target_counts([]) == {"+": 0, "-": 0, "~": 0, "q": 0, "=": 0}
+
+
+def test_large_counts_are_shown_whole() -> None:
+    assert Check("+", "", 6).shown(1_234_567) == "1234567 added"

@@ -3,7 +3,6 @@ github, gitlab and list (engine/changes.py decides; this wires it in)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -40,9 +39,10 @@ def change_selection(
                 f"matrixgen: --full: the full selection (--changed-since {ref} ignored)", err=True
             )
         return generation, None
-    from matrixgen.engine.changes import ChangeSet, changed_files, describe, select_changed
+    from matrixgen.engine.changes import ChangeSet, changed_files, describe
     from matrixgen.util.checkout import checkout_top
     from matrixgen.util.escape import terminal_text
+    from matrixgen.views.changes import restrict, select_for
 
     directory = recipes.resolve()
     root = checkout_top(directory if directory.is_dir() else Path.cwd())
@@ -54,15 +54,6 @@ def change_selection(
         # The recipe tree holds its config and quarantine file; at the top of the
         # repository ("" here) every change is a change of the tree.
         tree_paths = [directory.relative_to(root.resolve()).as_posix().strip(".")]
-    ignore = generation.tree.config.section("changes").get("ignore") or ()
-    selection = select_changed(
-        generation.jobs,
-        changes,
-        tree_paths=tree_paths,
-        ignore=[g for g in ignore if isinstance(g, str)],
-    )
+    selection = select_for(generation, changes, tree_paths)
     typer.echo(f"matrixgen: {terminal_text(describe(selection))}", err=True)
-    if selection.fallback is not None or not selection.dropped:
-        return generation, selection
-    kept = tuple(selection.kept(generation.jobs))
-    return replace(generation, expansion=replace(generation.expansion, jobs=kept)), selection
+    return restrict(generation, selection), selection

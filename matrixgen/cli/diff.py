@@ -39,6 +39,10 @@ Evidence: with a results store (--db, $MATRIXGEN_RESULTS_DB, or
 .matrixgen/results.db when it exists), each quarantine entry the diff names
 carries its evidence, as `quarantine audit` shows it (markdown, text, json).
 
+--changed-view: what change-based selection would run for the branch's own
+changed files (between the merge base of BASE and HEAD, and HEAD), decided and
+reported as `--changed-since BASE` decides, fallbacks included.
+
 Targets: --target as in the emitters (a name configured or discovered on
 either side, or key=value pairs); else every target configured on either
 side; else (trees without config) every scope x platform x environment used
@@ -74,7 +78,7 @@ Exit codes: 0 ok (changes or not); 2 usage error (a malformed --expect rule,
 a cost without its unit, or one naming an unknown system, scope or platform, a
 revision starting with "-"); 3 bad project config on a side; 5 git problem
 (unknown revision, not a repository); 6 an expectation failed or matched no
-target.
+target; 11 the results store cannot be opened or read.
 """
 
 
@@ -106,6 +110,14 @@ def diff_command(
         ),
     ] = None,
     db: DbOption = None,
+    changed_view: Annotated[
+        bool,
+        typer.Option(
+            "--changed-view",
+            help="Also show what change-based selection (--changed-since BASE) would run "
+            "for the files this branch changes.",
+        ),
+    ] = False,
 ) -> None:
     from matrixgen.diff.compare import diff_revisions
     from matrixgen.diff.expect import check_rules, evaluate, parse_rules, require
@@ -139,12 +151,29 @@ def diff_command(
         typer.echo(f"matrixgen: note: {terminal_text(note)}", err=True)
     # Jobs the head runs without their reference files (each side's own revision).
     gaps = reference_gaps(repo, result, sides)
-    if fmt is DiffFormat.JSON and gaps.declared:
+    view = None
+    if changed_view:
+        from matrixgen.diff.changed import changed_view as view_of
+
+        head_targets = [t.target for t in result.targets if t.exists != "base"]
+        view = view_of(repo, path, base, head, sides[1].generation, head_targets)
+    if fmt is DiffFormat.JSON and (gaps.declared or view is not None):
         data = to_json_data(result)
-        data["references"] = gaps.to_dict()
+        if gaps.declared:
+            data["references"] = gaps.to_dict()
+        if view is not None:
+            data["changed_view"] = view.to_dict()
         echo_json(data)
     else:
-        typer.echo(render(result, fmt.value) + render_gaps(gaps, fmt.value), nl=False)
+        text = render(result, fmt.value) + render_gaps(gaps, fmt.value)
+        if view is not None:
+            from matrixgen.diff.changed import render_changed_view
+            from matrixgen.views.table import table
+
+            # A PR comment stays under GitHub's size limit.
+            room = max(0, 65_000 - len(text))
+            text += render_changed_view(view, fmt.value, table, room=room)
+        typer.echo(text, nl=False)
     if rules:
         outcomes = evaluate(rules, result)
         for outcome in outcomes:

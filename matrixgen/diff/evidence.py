@@ -62,6 +62,12 @@ def diff_evidence(
     if not store_configured(db):
         return None
     wanted = set(listed_entries(diff))
+    if not wanted:
+        if db:  # a store given but unreadable is an error even with nothing to show
+            from matrixgen.evidence.store import open_store
+
+            open_store(db, write=False).close()
+        return {}
     found: dict[str, str] = {}
     for generation in reversed(generations):
         entries = [e for e in generation.quarantine.entries if e.id in wanted - found.keys()]

@@ -115,7 +115,7 @@ class Check:
         return f"{words[self.op]} {self.count} {KINDS[self.kind]}"
 
     def shown(self, value: float) -> str:
-        return f"{value:g} {KINDS[self.kind]}"
+        return f"{int(value)} {KINDS[self.kind]}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,28 +103,42 @@ class ChangeSelection:
         return [j for j in jobs if j not in dropped]
 
 
-def changed_files(repo: Path, ref: str) -> ChangeSet:
+def changed_files(repo: Path, ref: str, head: str | None = None) -> ChangeSet:
     """Files that differ between `ref` (its merge base with HEAD, as a pull
-    request sees it) and the working tree, untracked files included."""
+    request sees it) and the working tree, untracked files included; with
+    `head` (a revision), between the merge base of `ref` and `head` and `head`
+    itself: the files a branch changes, as `matrixgen diff BASE HEAD` compares it."""
 
     def git(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False)
 
+    def commit_of(rev: str) -> str | None:
+        if rev.startswith("-"):  # never an option to git
+            return None
+        found = git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
+        return found.stdout.strip() if found.returncode == 0 and found.stdout.strip() else None
+
     try:
-        resolved = git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+        resolved = commit_of(ref)
+        tip = commit_of(head) if head is not None else None
     except OSError as exc:
         return ChangeSet(ref=ref, error=f"git could not run: {exc.strerror}")
-    if resolved.returncode != 0:
+    if resolved is None:
         return ChangeSet(ref=ref, error=f'"{ref}" is not a revision of {repo}')
-    base = git("merge-base", resolved.stdout.strip(), "HEAD")
-    start = base.stdout.strip() if base.returncode == 0 and base.stdout.strip() else ref
-    diff = git("diff", "--name-only", "-z", "--no-renames", start, "--")
-    untracked = git("ls-files", "--others", "--exclude-standard", "-z")
+    if head is not None and tip is None:
+        return ChangeSet(ref=ref, error=f'"{head}" is not a revision of {repo}')
+    base = git("merge-base", resolved, tip or "HEAD")
+    start = base.stdout.strip() if base.returncode == 0 and base.stdout.strip() else resolved
+    if tip is not None:
+        diff = git("diff", "--name-only", "-z", "--no-renames", start, tip, "--")
+        untracked_files: set[str] = set()
+    else:
+        diff = git("diff", "--name-only", "-z", "--no-renames", start, "--")
+        untracked = git("ls-files", "--others", "--exclude-standard", "-z")
+        untracked_files = {f for f in untracked.stdout.split("\0") if f}
     if diff.returncode != 0:
         return ChangeSet(ref=ref, error=f"git diff failed: {diff.stderr.strip()}")
-    files = {f for f in diff.stdout.split("\0") if f} | {
-        f for f in untracked.stdout.split("\0") if f
-    }
+    files = {f for f in diff.stdout.split("\0") if f} | untracked_files
     return ChangeSet(ref=ref, files=tuple(sorted(files)))
 
 

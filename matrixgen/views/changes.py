@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from matrixgen.engine.changes import FALLBACK_TEXT, ChangeSelection
+from matrixgen.engine.changes import FALLBACK_TEXT, ChangeSelection, ChangeSet, select_changed
 from matrixgen.engine.model import Job, Target
 from matrixgen.util.escape import terminal_text
 from matrixgen.views.cost import Cost, hours, jobs_cost
@@ -61,6 +61,28 @@ class Dropped:
         }
 
 
+def select_for(
+    generation: Generation, changes: ChangeSet, tree_paths: Sequence[str]
+) -> ChangeSelection:
+    """What change-based selection decides over a generation's jobs, with its
+    config's `changes.ignore` globs."""
+    ignore = generation.tree.config.section("changes").get("ignore") or ()
+    return select_changed(
+        generation.jobs,
+        changes,
+        tree_paths=tree_paths,
+        ignore=[g for g in ignore if isinstance(g, str)],
+    )
+
+
+def restrict(generation: Generation, selection: ChangeSelection) -> Generation:
+    """The generation with only the jobs the change needs (itself on a fallback)."""
+    if selection.fallback is not None or not selection.dropped:
+        return generation
+    kept = tuple(selection.kept(generation.jobs))
+    return replace(generation, expansion=replace(generation.expansion, jobs=kept))
+
+
 def dropped_by_target(
     full: Generation, changed: Generation, targets: Sequence[Target], selection: ChangeSelection
 ) -> Dropped:
@@ -79,7 +101,9 @@ def dropped_by_target(
     return Dropped(selection=selection, targets=tuple(out))
 
 
-def render_dropped(dropped: Dropped, table: Callable[..., str]) -> str:
+def render_dropped(dropped: Dropped, table: Callable[..., str], *, details: bool = True) -> str:
+    """The summary line, a table of the targets with jobs left out, and (with
+    details) one line per job left out with its reason."""
     selection = dropped.selection
     if selection.fallback is not None:
         return (
@@ -101,7 +125,7 @@ def render_dropped(dropped: Dropped, table: Callable[..., str]) -> str:
     text = "\n".join(lines) + "\n"
     if rows:
         text += table(rows, ["target", "left out", "GPU-h saved"])
-        for target, jobs, _ in dropped.targets:
+        for target, jobs, _ in dropped.targets if details else ():
             for job, why in jobs:
                 text += (
                     f"  {target.name}: {terminal_text(job.model)}/{terminal_text(job.test_case)}"

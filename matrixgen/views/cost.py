@@ -133,12 +133,36 @@ def jobs_cost(
     *,
     measured: Measured | None = None,
 ) -> Cost:
-    """The cost of the jobs one target runs (a decision's n_repeat applied)."""
-    total = Cost()
+    """The cost of the jobs one target runs (a decision's n_repeat applied): the
+    sum of their `job_cost`, added up without a value per job (the diff prices
+    every target of both sides)."""
+    weights: dict[str, float] = {}
+    count = without = measured_jobs = 0
+    total_max = total_weighted = 0.0
+    expected: float | None = None
     for job in jobs:
         repeats = decided_repeats(job, target)
-        total = total + job_cost(job, target, config, n_repeat=repeats, measured=measured)
-    return total
+        hours_max = gpu_hours(job, repeats)
+        factor = weights.get(job.platform)
+        if factor is None:
+            factor = weights[job.platform] = weight(config, job.platform)
+        count += 1
+        total_max += hours_max
+        total_weighted += hours_max * factor
+        if not job.gpus:
+            without += 1
+        seconds = measured(job, target) if measured is not None else None
+        if seconds is not None:
+            expected = (expected or 0.0) + gpu_hours(job, repeats, seconds)
+            measured_jobs += 1
+    return Cost(
+        jobs=count,
+        gpu_hours_max=total_max,
+        weighted_max=total_weighted,
+        expected=expected,
+        measured_jobs=measured_jobs,
+        without_gpus=without,
+    )
 
 
 def pipeline_name(target: Target) -> str:

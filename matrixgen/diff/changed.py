@@ -1,0 +1,169 @@
+"""`matrixgen diff --changed-view`: what change-based selection would run for the
+files the branch itself changes.
+
+The changed files are those between the merge base of BASE and HEAD and HEAD
+(the working tree, untracked files included, when HEAD is left out), that is
+what `--changed-since BASE` sees on the branch. They are decided over the
+head's tree as `--changed-since` decides (`views.changes.select_for`: declared
+`paths`, `always`, `changes.ignore`, the same fail-safe fallbacks, worded the
+same), and priced per target with `views.cost`. Each target of the head says
+how many of its jobs would run, which cases those are, and what the left-out
+ones save.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from matrixgen.diff import markdown as md
+from matrixgen.diff.gitsource import Repository
+from matrixgen.engine.changes import FALLBACK_TEXT, changed_files
+from matrixgen.engine.model import Job, Target
+from matrixgen.util.escape import terminal_text
+from matrixgen.views.changes import Dropped, dropped_by_target, render_dropped, restrict, select_for
+from matrixgen.views.cost import hours
+
+if TYPE_CHECKING:
+    from matrixgen.pipeline import Generation
+
+ITEMS = 50  # cases and files listed per section of the Markdown
+TEXT_ITEMS = 8  # cases listed per target in the terminal (JSON lists all)
+CASES_SHOWN = 200  # cases listed in the Markdown over every target
+
+
+@dataclass(frozen=True, slots=True)
+class ChangedView:
+    dropped: Dropped
+    # Per target of the head: the jobs change-based selection would run, of how many.
+    runs: tuple[tuple[Target, tuple[Job, ...], int], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.dropped.to_dict()
+        running = {t.name: (jobs, total) for t, jobs, total in self.runs}
+        for item in out["targets"]:
+            jobs, total = running[item["target"]]
+            item["jobs"] = total
+            item["runs"] = [_label(j) for j in jobs]
+        return out
+
+
+def changed_view(
+    repo: Repository,
+    path: str,
+    base: str,
+    head: str | None,
+    generation: Generation,
+    targets: Sequence[Target],
+) -> ChangedView:
+    """Change-based selection over the head's jobs for the branch's own changes."""
+    changes = changed_files(repo.top, base, head)
+    # The recipe tree holds its config and quarantine file ("" is the whole
+    # repository: every change is a change of the tree).
+    selection = select_for(generation, changes, [path])
+    kept = restrict(generation, selection)
+    dropped = dropped_by_target(generation, kept, targets, selection)
+    runs = tuple(
+        (target, tuple(kept.jobs_for(target)), len(generation.jobs_for(target)))
+        for target in targets
+    )
+    return ChangedView(dropped=dropped, runs=runs)
+
+
+def _label(job: Job) -> str:
+    text = f"{job.model}/{job.test_case}"
+    return f"{text} [{job.tag}]" if job.tag else text
+
+
+def render_changed_view(view: ChangedView, fmt: str, table: Any, *, room: int | None = None) -> str:
+    """The view in text (as `generate --changed-since` prints its summary) or
+    Markdown; Markdown longer than `room` characters leaves out its lists."""
+    if fmt == "markdown":
+        text = _markdown(view, lists=True)
+        return text if room is None or len(text) <= room else _markdown(view, lists=False)
+    out = ["", "change-based selection for the files this branch changes:"]
+    text = "\n".join(terminal_text(line) for line in out) + "\n"
+    text += render_dropped(view.dropped, table, details=False)
+    if view.dropped.selection.fallback is None:
+        for target, jobs, total in view.runs:
+            if len(jobs) < total:
+                shown = ", ".join(_label(j) for j in jobs[:TEXT_ITEMS]) or "nothing"
+                if len(jobs) > TEXT_ITEMS:
+                    shown += f" and {len(jobs) - TEXT_ITEMS} more"
+                text += terminal_text(f"  {target.name} runs {len(jobs)} of {total}: {shown}")
+                text += "\n"
+    return text
+
+
+def _markdown(view: ChangedView, *, lists: bool) -> str:
+    selection = view.dropped.selection
+    files = selection.changes.files
+    out = [
+        "",
+        "#### Change-based selection for this branch",
+        "",
+        f"What {md.code('--changed-since ' + selection.changes.ref)} would run for the "
+        f"{len(files)} file(s) this branch changes (since its merge base):",
+        "",
+    ]
+    if selection.fallback is not None:
+        out.append(
+            f"> ⚠️ the full selection: {md.text(FALLBACK_TEXT[selection.fallback])} "
+            f"({md.code(selection.fallback_detail)})"
+        )
+    else:
+        left = [(t, jobs, cost) for t, jobs, cost in view.dropped.targets if jobs]
+        total = sum(len(jobs) for _, jobs, _ in left)
+        out.append(
+            f"**{total} job(s) left out** over {len(left)} target(s), "
+            f"**{hours(view.dropped.saved.gpu_hours_max)} GPU-h saved** per run; "
+            "every other target runs its full selection."
+        )
+        running = {t.name: (jobs, n) for t, jobs, n in view.runs}
+        if left and not lists:
+            out += ["", "_The lists are left out: they would pass the size of a comment._"]
+        if left and lists:
+            out += ["", "| target | runs | left out | GPU-h saved |", "| :-- | --: | --: | --: |"]
+            for target, jobs, cost in left:
+                kept, n = running[target.name]
+                out.append(
+                    f"| {md.code(target.name)} | {len(kept)} of {n} | {len(jobs)} "
+                    f"| {hours(cost.gpu_hours_max)} |"
+                )
+            items = []
+            budget = CASES_SHOWN  # over every target: the JSON lists all
+            for target, _, _ in left:
+                kept, _n = running[target.name]
+                shown = kept[: max(0, min(ITEMS, budget))]
+                budget -= len(shown)
+                if not kept:
+                    names = "nothing"
+                elif not shown:
+                    names = f"{len(kept)} case(s) (`--format json` lists them)"
+                else:
+                    names = ", ".join(md.code(_label(j)) for j in shown)
+                    if len(kept) > len(shown):
+                        names += f" and {len(kept) - len(shown)} more"
+                items.append(f"- {md.code(target.name)}: {names}")
+            out += [
+                "",
+                "<details><summary>The cases it would run there</summary>",
+                "",
+                *items[:ITEMS],
+                *([f"- … and {len(items) - ITEMS} more target(s)"] if len(items) > ITEMS else []),
+                "",
+                "</details>",
+            ]
+    if files and lists:
+        shown = ", ".join(md.code(f) for f in files[:ITEMS])
+        more = f" and {len(files) - ITEMS} more" if len(files) > ITEMS else ""
+        out += [
+            "",
+            f"<details><summary>{len(files)} changed file(s)</summary>",
+            "",
+            shown + more,
+            "",
+            "</details>",
+        ]
+    return "\n".join(out) + "\n"
