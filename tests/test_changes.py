@@ -301,3 +301,30 @@ def test_list_github_and_gitlab_take_the_flag_too(repo: Path) -> None:
     )
     assert pipeline.code == 0, pipeline.err
     assert "stage: inference" not in pipeline.out and "stage: hybrid" in pipeline.out
+
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="1">
+<testcase classname="tests.test_a" name="test_x" time="1.5"/>
+</testsuite></testsuites>
+"""
+
+
+def test_the_default_results_store_is_no_change_of_the_project(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `results ingest` writes .matrixgen/results.db at the top of the checkout; a
+    # repository that does not ignore that folder must still select by its changes.
+    report = tmp_path / "report.xml"
+    report.write_text(JUNIT)
+    monkeypatch.chdir(repo)
+    monkeypatch.delenv("MATRIXGEN_RESULTS_DB", raising=False)
+    listed = run_cli(["list", "--format", "json"])
+    job_name = json.loads(listed.out)[0]["name"]
+    ingested = run_cli(["results", "ingest", str(report), "--run-id", "r1", "--job", job_name])
+    assert ingested.code == 0, ingested.err
+    assert (repo / ".matrixgen" / "results.db").is_file()
+    (repo / "megatron/core/ssm/mamba_block.py").write_text("changed\n")
+    _, changed = generate(repo, "--changed-since", "HEAD")
+    assert changed["changes"]["fallback"] is None, changed["changes"]
+    assert changed["changes"]["changed_files"] == ["megatron/core/ssm/mamba_block.py"]

@@ -18,14 +18,9 @@ from tests.conftest import run_cli
 SHIPPED = Path(__file__).resolve().parents[1] / "recipes"
 
 
-@given(
-    nodes=st.integers(1, 16),
-    gpus=st.integers(0, 8),
-    time_limit=st.integers(1, 20_000),
-    n_repeat=st.integers(1, 10),
-)
-def test_the_formula(nodes: int, gpus: int, time_limit: int, n_repeat: int) -> None:
-    job = Job(
+def gpu_job(*, n_repeat: int, time_limit: int, nodes: int, gpus: int) -> Job:
+    """A job of the mr scope with the fields the cost formula reads."""
+    return Job(
         model="gpt",
         test_case="c",
         environment="dev",
@@ -40,6 +35,16 @@ def test_the_formula(nodes: int, gpus: int, time_limit: int, n_repeat: int) -> N
         nodes=nodes,
         gpus=gpus,
     )
+
+
+@given(
+    nodes=st.integers(1, 16),
+    gpus=st.integers(0, 8),
+    time_limit=st.integers(1, 20_000),
+    n_repeat=st.integers(1, 10),
+)
+def test_the_formula(nodes: int, gpus: int, time_limit: int, n_repeat: int) -> None:
+    job = gpu_job(n_repeat=n_repeat, time_limit=time_limit, nodes=nodes, gpus=gpus)
     assert gpu_hours(job) == pytest.approx(nodes * gpus * time_limit * n_repeat / 3600)
     # A decision's n_repeat applies where the recipe leaves it to the default.
     target = Target(
@@ -191,21 +196,7 @@ def test_seconds_per_repeat_follow_the_repeats_of_the_target() -> None:
     from matrixgen.evidence.durations import measured_hook
     from matrixgen.evidence.mapping import job_key
 
-    job = Job(
-        model="gpt",
-        test_case="c",
-        environment="dev",
-        platform="p",
-        tag=None,
-        scope="mr",
-        cadence=("pr",),
-        name="c",
-        build=None,
-        n_repeat=4,
-        time_limit=3600,
-        nodes=1,
-        gpus=8,
-    )
+    job = gpu_job(n_repeat=4, time_limit=3600, nodes=1, gpus=8)
     plain = Target(name="t", system=System.GITLAB, selector=Selector(scope="mr"))
     decided = Target(
         name="d", system=System.GITLAB, selector=Selector(scope="mr"), settings={"n_repeat": 2}

@@ -245,3 +245,26 @@ def test_sqlalchemy_is_not_imported_by_other_commands() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_measured_run_durations_agree_on_both_dialects(
+    db: str, evidence_runs: list[Run], tmp_path: Path
+) -> None:
+    # `stats --cost --db` prices jobs from this one aggregate query: the server
+    # must add up what SQLite adds up, run by run.
+    from matrixgen.evidence.store import run_durations
+
+    reference = str(tmp_path / "reference.db")
+    for path in (db, reference):
+        ingest_runs(path, evidence_runs[:3])
+
+    def durations(url: str) -> dict:
+        store = open_store(url, write=False)
+        try:
+            return {k: sorted(round(s, 6) for s in v) for k, v in run_durations(store).items()}
+        finally:
+            store.close()
+
+    found = durations(db)
+    assert found == durations(reference)
+    assert found and all(len(v) == 3 and min(v) >= 0 for v in found.values()), found

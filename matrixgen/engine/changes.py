@@ -24,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from matrixgen.engine.model import Job
+from matrixgen.util.checkout import STATE_DIR
 
 # Whole-selection fallbacks, as the summary names them.
 UNRESOLVED = "unresolved-ref"
@@ -107,7 +108,8 @@ def changed_files(repo: Path, ref: str, head: str | None = None) -> ChangeSet:
     """Files that differ between `ref` (its merge base with HEAD, as a pull
     request sees it) and the working tree, untracked files included; with
     `head` (a revision), between the merge base of `ref` and `head` and `head`
-    itself: the files a branch changes, as `matrixgen diff BASE HEAD` compares it."""
+    itself: the files a branch changes, as `matrixgen diff BASE HEAD` compares it.
+    Untracked files in matrixgen's own folder (STATE_DIR) are not changes."""
 
     def git(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False)
@@ -135,7 +137,11 @@ def changed_files(repo: Path, ref: str, head: str | None = None) -> ChangeSet:
     else:
         diff = git("diff", "--name-only", "-z", "--no-renames", start, "--")
         untracked = git("ls-files", "--others", "--exclude-standard", "-z")
-        untracked_files = {f for f in untracked.stdout.split("\0") if f}
+        # matrixgen's own state (the default results store) is no change of the
+        # project's: counting it would send every run to the full selection.
+        untracked_files = {
+            f for f in untracked.stdout.split("\0") if f and not f.startswith(f"{STATE_DIR}/")
+        }
     if diff.returncode != 0:
         return ChangeSet(ref=ref, error=f"git diff failed: {diff.stderr.strip()}")
     files = {f for f in diff.stdout.split("\0") if f} | untracked_files

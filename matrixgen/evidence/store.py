@@ -245,10 +245,10 @@ class History:
 
 def default_store_path(start: Path | None = None) -> Path:
     """`.matrixgen/results.db` at the top of the git checkout (else here)."""
-    from matrixgen.util.checkout import checkout_top
+    from matrixgen.util.checkout import STATE_DIR, checkout_top
 
     start = start or Path.cwd()
-    return (checkout_top(start) or start) / ".matrixgen" / "results.db"
+    return (checkout_top(start) or start) / STATE_DIR / "results.db"
 
 
 STORE_VARIABLE = "MATRIXGEN_RESULTS_DB"

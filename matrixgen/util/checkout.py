@@ -1,9 +1,13 @@
-"""The top of the git checkout a path is in."""
+"""The top of the git checkout a path is in, and matrixgen's own folder there."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+
+# matrixgen's own state at the top of a checkout (the default results store):
+# never a source file a test case depends on.
+STATE_DIR = ".matrixgen"
 
 
 def checkout_top(start: Path) -> Path | None:
