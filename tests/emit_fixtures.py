@@ -7,7 +7,7 @@ pass it to the launcher as one plain argument. It creates marker files
 
 from __future__ import annotations
 
-import dataclasses
+import msgspec
 import json
 import textwrap
 from collections.abc import Iterable, Mapping
@@ -223,7 +223,7 @@ def target_jobs(name: str) -> tuple[Target, list[Job], EmitSettings]:
 
 
 def replace_jobs(jobs: Iterable[Any], **changes: Any) -> list[Any]:
-    return [dataclasses.replace(j, **changes) for j in jobs]
+    return [msgspec.structs.replace(j, **changes) for j in jobs]
 
 
 def workflow_for(matrices: list[dict[str, Any]]) -> str:

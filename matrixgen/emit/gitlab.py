@@ -39,9 +39,11 @@ import re
 import shlex
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, ClassVar
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from matrixgen.emit.common import (
     DEFAULT_RETRY,
@@ -247,8 +249,7 @@ def _variables(job: Job) -> dict[str, Any]:
     return variables
 
 
-@dataclass(frozen=True, slots=True)
-class GitlabPipeline:
+class GitlabPipeline(Struct, frozen=True):
     """The emitted child pipeline of one target."""
 
     document: dict[str, Any]

@@ -24,8 +24,9 @@ import stat
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 DEFAULT_TIMEOUT = 30.0
 TIMEOUT_VARIABLE = "MATRIXGEN_LOCK_TIMEOUT"
@@ -42,8 +43,7 @@ class LockError(Exception):
         self.errno = errno
 
 
-@dataclass(frozen=True, slots=True)
-class Holder:
+class Holder(Struct, frozen=True):
     """Who holds a lock, as its lock file says (any field may be unknown)."""
 
     pid: int | None = None
