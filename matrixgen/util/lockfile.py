@@ -19,7 +19,6 @@ import contextlib
 import datetime as dt
 import errno
 import os
-import socket
 import stat
 import sys
 import time
@@ -179,7 +178,7 @@ def hold(
         os.close(fd)
     me = Holder(
         pid=os.getpid(),
-        host=socket.gethostname(),
+        host=os.uname().nodename,  # gethostname(), without importing socket
         command=command or current_command(),
         since=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
