@@ -7,13 +7,14 @@ pass it to the launcher as one plain argument. It creates marker files
 
 from __future__ import annotations
 
-import msgspec
 import json
 import textwrap
 from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from matrixgen.emit.common import EmitSettings, resolve_settings
 from matrixgen.engine.model import Job, Target

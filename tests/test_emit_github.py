@@ -3,12 +3,12 @@ quarantine marks, $GITHUB_OUTPUT, and the `github` command."""
 
 from __future__ import annotations
 
-import msgspec
 import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -4,7 +4,6 @@ or the order files come in."""
 
 from __future__ import annotations
 
-from msgspec.structs import replace
 import hashlib
 import json
 import os
@@ -19,6 +18,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 import matrixgen.pipeline as pipeline_module
 from matrixgen.emit.common import GITHUB_MAX_MATRIX_ROWS, EmitSettings
