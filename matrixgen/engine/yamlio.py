@@ -10,10 +10,10 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from msgspec import Struct
 
 from matrixgen.engine.errors import Findings, Location
 
@@ -139,8 +139,7 @@ def _kind_of(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-@dataclass(frozen=True, slots=True)
-class YamlDocument:
+class YamlDocument(Struct, frozen=True):
     """A parsed document: its plain-Python value and the node tree it came from."""
 
     path: str
