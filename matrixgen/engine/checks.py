@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import compress, repeat
+from operator import attrgetter, contains
 from typing import Any
 
 from msgspec import Struct
@@ -405,10 +407,13 @@ def _script_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding
     # Per distinct script (thousands of jobs share each): the placeholders that
     # must be fields of the job's spec, or what makes the script no template.
     needed: dict[str, frozenset[str] | str] = {}
-    for job in expansion.jobs:
-        spec = job.spec
-        for key in ("script", "script_setup"):
-            script = spec.get(key)
+    jobs = expansion.jobs
+    specs = list(map(attrgetter("spec"), jobs))
+    for key in ("script", "script_setup"):
+        # The jobs whose spec has the key, found in C.
+        having = map(contains, specs, repeat(key))
+        for job, spec in compress(zip(jobs, specs, strict=True), having):
+            script = spec[key]
             if not isinstance(script, str):
                 continue
             names = needed.get(script)
