@@ -118,6 +118,20 @@ def _rows(recipe: RecipeFile) -> Iterator[tuple[tuple[str | int, ...], dict[str,
                     yield ("products", bi, "products", ri), row
 
 
+def _row_dicts(recipe: RecipeFile) -> list[dict[str, Any]]:
+    """The rows `_rows` yields, without their paths."""
+    products = recipe.data.get("products") if recipe.kind is RecipeType.BASIC else None
+    if not isinstance(products, list):
+        return []
+    return [
+        row
+        for block in products
+        if isinstance(block, dict) and isinstance(rows := block.get("products"), list)
+        for row in rows
+        if isinstance(row, dict)
+    ]
+
+
 class _Place(Struct, frozen=True):
     """Where a value sits; resolved to line and column only when a finding needs it."""
 
@@ -175,7 +189,7 @@ class _AxisUsage:
                     value = spec.get(key)
                     if isinstance(value, str):
                         single[(what, value)] = single.get((what, value), 0) + 1
-            for _, row in _rows(recipe):
+            for row in _row_dicts(recipe):
                 for key, what in axes:
                     values = row.get(key)
                     if not isinstance(values, list):
