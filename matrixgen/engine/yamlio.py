@@ -30,10 +30,13 @@ MAX_EXPANDED_NODES = 2_000_000
 MAX_NESTING_DEPTH = 64
 
 
-# An anchor is `&name` after a space, a line start or flow punctuation; shell text
-# such as `a && b` or `2>&1` does not look like one, so only files that may hold
-# aliases pay for the expansion walk (a false positive only costs time).
-_MAY_HAVE_ANCHOR = re.compile(r"(?:^|[\s\[\]{},:-])&[^\s&\[\]{},]", re.MULTILINE)
+# An anchor is `&name` after a space, a line start, flow punctuation, a `?` (in
+# flow context it needs no space after it) or a byte-order mark (libyaml skips one
+# at the start of any line); shell text such as `a && b` or `2>&1` does not look
+# like one, so only files that may hold aliases pay for the expansion walk. A
+# false positive only costs time; a miss would let a recursive alias or an alias
+# bomb through to walks that assume there is none.
+_MAY_HAVE_ANCHOR = re.compile(r"(?:^|[\s\[\]{},:?\ufeff-])&[^\s&\[\]{},]", re.MULTILINE)
 
 
 class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
