@@ -28,7 +28,7 @@ PLAIN = [
     "1e3", "1.5", "3.", "-.5", "6.8523015e+5", "685.230_15e+03", "1:20.5", "2001-12-14",
     "2001-12-14t21:59:43.10-05:00", "2001-12-14 21:59:43.10", "2002-1-2 3:04:05Z",
     "9223372036854775807", "-9223372036854775808", "<<", "é", "x y z", "0.", "00", "08",
-    "0xG", "x\\0y", "",
+    "0xG", "x\\0y", "", "oN", "nULL", "tRUE", "yES", "NaN", ".NAN", "0X1F", "1E3",
 ]  # fmt: skip
 QUOTED = [
     "'on'", "'1_000'", '"7"', '"2001-12-14"', "'it''s'", '"tab\\there"', '"\\u00e9"',
@@ -151,12 +151,17 @@ def documents(draw: st.DrawFn) -> str:
 
 @contextlib.contextmanager
 def pyyaml_only() -> Iterator[None]:
-    """parse_yaml as it was before the fast walk: PyYAML's constructor throughout."""
+    """parse_yaml as it was before the fast walk and resolver: PyYAML's
+    constructor and resolver throughout."""
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise yamlio._Unusual
 
-    with mock.patch.object(yamlio, "_construct_fast", refuse):
+    stock = yaml.resolver.BaseResolver
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(yamlio, "_construct_fast", refuse))
+        for name in ("resolve", "descend_resolver", "ascend_resolver"):
+            stack.enter_context(mock.patch.object(yamlio._Loader, name, getattr(stock, name)))
         yield
 
 
@@ -354,3 +359,25 @@ def test_the_megatron_tree_is_built_by_the_walk_as_pyyaml_builds_it(megatron_dir
         text = path.read_text()
         assert_loads_as_pyyaml(text)
         assert not fell_back(text), path
+
+
+def test_the_loader_has_no_path_resolvers() -> None:
+    # Its resolver remembers tags by text and skips path bookkeeping: right only
+    # while no path resolver (`add_path_resolver`) is registered.
+    assert not yamlio._Loader.yaml_path_resolvers
+    assert not yamlio._NulRefusingLoader.yaml_path_resolvers
+
+
+@given(st.lists(st.one_of(st.sampled_from(PLAIN + KEYS), st.text(max_size=12)), max_size=20))
+def test_plain_scalars_get_the_tags_pyyaml_gives_them(values: list[str]) -> None:
+    loader = yamlio._Loader("")
+    stock = yaml.resolver.BaseResolver
+    try:
+        for value in values + values:  # the second time from what was remembered
+            for implicit in [(True, False), (False, True), (False, False)]:
+                want = stock.resolve(loader, yaml.ScalarNode, value, implicit)
+                assert loader.resolve(yaml.ScalarNode, value, implicit) == want, value
+        for kind in (yaml.SequenceNode, yaml.MappingNode):
+            assert loader.resolve(kind, None, True) == stock.resolve(loader, kind, None, True)
+    finally:
+        loader.dispose()

@@ -43,12 +43,47 @@ MAX_NESTING_DEPTH = 64
 _MAY_HAVE_ANCHOR = re.compile(r"(?:^|[\s\[\]{},:?\ufeff-])&[^\s&\[\]{},]", re.MULTILINE)
 
 
+# Tags of plain scalars by their text, as the resolver gives them; bounded, so a
+# tree of many distinct values costs only the resolver's own time past the bound.
+_RESOLVED: dict[str, str] = {}
+_RESOLVED_MAX = 1 << 15
+_RESOLVED_MAX_TEXT = 64
+_DEFAULT_TAGS = {
+    yaml.ScalarNode: yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG,
+    yaml.SequenceNode: yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
+    yaml.MappingNode: yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+}
+
+
 class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
     """Safe loader that records duplicate mapping keys instead of dropping them,
     and keys that YAML reads as something other than a name."""
 
     duplicate_keys: list[tuple[yaml.Node, str]]
     odd_keys: list[tuple[yaml.Node, str]]
+
+    # The composer asks the resolver for the tag of every node it makes, and
+    # PyYAML's resolver (pure Python) costs as much as the rest of composing. This
+    # loader has no path resolvers (PyYAML's `add_path_resolver`; a test holds it
+    # so), so a plain scalar's tag depends on its text alone and a collection's on
+    # its kind: tags are remembered by text, and the resolver's path bookkeeping,
+    # which does nothing without path resolvers, is skipped.
+
+    def resolve(self, kind: type, value: Any, implicit: Any) -> str:
+        if kind is yaml.ScalarNode and implicit[0]:
+            tag = _RESOLVED.get(value)
+            if tag is None:
+                tag = super().resolve(kind, value, implicit)
+                if len(value) <= _RESOLVED_MAX_TEXT and len(_RESOLVED) < _RESOLVED_MAX:
+                    _RESOLVED[value] = tag
+            return tag
+        return _DEFAULT_TAGS[kind]
+
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        pass
+
+    def ascend_resolver(self) -> None:
+        pass
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         mapping = super().construct_mapping(node, deep=deep)
