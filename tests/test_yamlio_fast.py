@@ -42,7 +42,8 @@ TAGGED = [
 UNUSUAL = ["!!set {a, b}", "!!omap [{a: 1}, {b: 2}]", "!!pairs [{a: 1}]"]
 # Each an error of its own.
 BAD = [
-    "2025-02-30", "2001-13-01", "12345678901234567890", "1" * 30, "!!int x",
+    "2025-02-30", "2001-13-01", "9223372036854775808", "-9223372036854775809",
+    "9999999999999999999", "12345678901234567890", "1" * 30, "!!int x",
     "!!binary '***'", '"a\\0b"', '"\\x00"', "!custom 3", "!!map [1]", "!!seq {a: 1}",
     "!!str [a]", "!!python/name:os.system", "=",
 ]  # fmt: skip
@@ -286,6 +287,9 @@ def test_documents_load_as_pyyaml_loads_them(text: str) -> None:
         "a: &s text\nb: *s\n",
         # errors: located, and the first one in PyYAML's order
         "a: [1, 2025-02-30]\nb: 99999999999999999999\n",
+        "a: [9223372036854775807, 999999999999999999]\n",
+        "a: 9223372036854775808\n",
+        "a: 9999999999999999999\n",
         "deep: [[[[ 99999999999999999999 ]]]]\nshallow: 2025-02-30\n",
         "a: !!set {x, y}\nb: !!omap [{k: 1}]\n",
         "a: !custom 1\n",

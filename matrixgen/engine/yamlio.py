@@ -185,6 +185,7 @@ _STR = "tag:yaml.org,2002:str"
 _SEQ = "tag:yaml.org,2002:seq"
 _MAP = "tag:yaml.org,2002:map"
 _VALUE = "tag:yaml.org,2002:value"
+_INT = "tag:yaml.org,2002:int"
 # Scalars of these tags are built by the loader's own constructor methods (so YAML
 # 1.1's reading of `on`, `0o17`, `1_000`, `1:20`, `.inf` or a date stays PyYAML's).
 _SCALAR_TAGS = frozenset(
@@ -228,7 +229,13 @@ def _construct_fast(
         kind = type(node)
         tag = node.tag
         if kind is scalar_node:
-            if tag not in _SCALAR_TAGS:
+            if tag == _INT:
+                # Digits only, no leading 0 (octal), short of 64 bits: what
+                # PyYAML's int reading comes to for such a text.
+                text = node.value
+                if text.isdecimal() and text[0] != "0" and len(text) < 19:
+                    return int(text)
+            elif tag not in _SCALAR_TAGS:
                 raise _Unusual
             return constructors[tag](loader, node)
         if memo is not None and node in memo:
