@@ -29,11 +29,11 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from msgspec import Struct, field
 
 from matrixgen.engine.errors import Finding, QuarantineError
 from matrixgen.engine.expand import ATTRIBUTE_KEYS_V2, BLOCK_KEYS, KNOWN_AXES_V2
@@ -88,8 +88,7 @@ def restore_scope(scope: str) -> str | None:
 # --------------------------------------------------------------------------- values
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class TextEdit:
+class TextEdit(Struct, frozen=True, order=True):
     """Replace text[start:end] (character offsets of the decoded file)."""
 
     start: int
@@ -97,8 +96,7 @@ class TextEdit:
     new: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Candidate:
+class Candidate(Struct, frozen=True, kw_only=True):
     """One habit that migration restores: a row, or a commented-out item."""
 
     rel: str
@@ -116,8 +114,7 @@ class Candidate:
     scopes: frozenset[str] | None = None  # resolved; None: every job of the span
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LeftAlone:
+class LeftAlone(Struct, frozen=True, kw_only=True):
     path: str
     line: int
     habit: str
@@ -130,8 +127,7 @@ class LeftAlone:
         return {"file": self.path, "line": self.line, "habit": self.habit, "reason": self.reason}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Migration:
+class Migration(Struct, frozen=True, kw_only=True):
     """A planned migration: entries to add, recipe files to rewrite, and what was
     left alone (with the reason)."""
 
@@ -245,8 +241,7 @@ def _line_offsets(text: str) -> list[int]:
     return offsets
 
 
-@dataclass(slots=True, kw_only=True)
-class _Scan:
+class _Scan(Struct, kw_only=True):
     """Scanning one file: what every step reads, and what they found."""
 
     recipe: RecipeFile

@@ -9,8 +9,9 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from msgspec import Struct, field
 
 from matrixgen.engine.errors import Finding, RecipeError, Severity
 from matrixgen.engine.expand import Expansion, expand_tree
@@ -24,8 +25,7 @@ from matrixgen.quarantine.entries import selection as quarantine_selection
 from matrixgen.util.checkout import checkout_top
 
 
-@dataclass(frozen=True, slots=True)
-class Generation:
+class Generation(Struct, frozen=True):
     """A loaded and expanded tree: what every later stage starts from."""
 
     tree: RecipeTree
@@ -70,11 +70,15 @@ class Generation:
                 target,
                 known_test_cases={j.test_case for j in self.expansion.jobs},
             )
+        # Keyed by the jobs themselves too: an expansion copied with other jobs
+        # (`replace`) shares the memo dict, never a selection made from the others.
+        jobs = self.expansion.jobs
         memo = self.expansion.memo
-        slot = memo.get("selections")
-        if slot is None or slot[0] is not quarantine:
-            slot = memo["selections"] = (quarantine, JobIndex(self.expansion.jobs), {})
-        _, index, chosen = slot
+        key = ("selections", id(jobs))
+        slot = memo.get(key)
+        if slot is None or slot[0] is not jobs or slot[1] is not quarantine:
+            slot = memo[key] = (jobs, quarantine, JobIndex(jobs), {})
+        _, _, index, chosen = slot
         found = chosen.get(target)
         if found is None:
             found = chosen[target] = quarantine_selection(
@@ -128,8 +132,7 @@ def default_recipes_dir(start: Path | None = None) -> Path:
     return found.relative_to(Path.cwd()) if found.is_relative_to(Path.cwd()) else found
 
 
-@dataclass(frozen=True, slots=True)
-class PipelineCache:
+class PipelineCache(Struct, frozen=True):
     """Parsed files and per-file expansions, kept by content id across trees."""
 
     parsed: dict = field(default_factory=dict)

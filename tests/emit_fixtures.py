@@ -7,13 +7,14 @@ pass it to the launcher as one plain argument. It creates marker files
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import textwrap
 from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from matrixgen.emit.common import EmitSettings, resolve_settings
 from matrixgen.engine.model import Job, Target
@@ -223,7 +224,7 @@ def target_jobs(name: str) -> tuple[Target, list[Job], EmitSettings]:
 
 
 def replace_jobs(jobs: Iterable[Any], **changes: Any) -> list[Any]:
-    return [dataclasses.replace(j, **changes) for j in jobs]
+    return [msgspec.structs.replace(j, **changes) for j in jobs]
 
 
 def workflow_for(matrices: list[dict[str, Any]]) -> str:

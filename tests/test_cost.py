@@ -190,7 +190,7 @@ def test_seconds_per_repeat_follow_the_repeats_of_the_target() -> None:
     """The hook gives the median run over the repeats one run of the job holds
     in the target (a decision's n_repeat included), so the expected figure is the
     job's GPUs x its median run; a job never measured has no figure."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from matrixgen.engine.config import DEFAULT_CONFIG
     from matrixgen.evidence.durations import measured_hook

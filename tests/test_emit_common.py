@@ -3,8 +3,7 @@ timeout, the emitted-job value, and the check of an ad hoc `--target`."""
 
 from __future__ import annotations
 
-import dataclasses
-
+import msgspec
 import pytest
 
 from matrixgen.emit.common import (
@@ -31,7 +30,7 @@ def _with_timeout(timeout: object):  # type: ignore[no-untyped-def]
     target = gen.tree.config.target("gl-nightly-h100-lts")
     assert target is not None and target.settings["timeout"] == 7200
     jobs = gen.jobs_for(target)
-    changed = dataclasses.replace(target, settings={**target.settings, "timeout": timeout})
+    changed = msgspec.structs.replace(target, settings={**target.settings, "timeout": timeout})
     return jobs, resolve_settings(changed, gen.tree.config, jobs)
 
 
@@ -72,9 +71,9 @@ def test_emitted_jobs_are_values_nobody_can_rebind() -> None:
     jobs = gen.jobs_for(target)
     (first, *_) = github_jobs(jobs, resolve_settings(target, gen.tree.config, jobs))
     assert isinstance(first, EmittedJob)
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError, match="immutable"):
         first.content = {}  # type: ignore[misc]
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError, match="immutable"):
         first.skipped = True  # type: ignore[misc]
 
 

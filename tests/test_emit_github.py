@@ -3,12 +3,12 @@ quarantine marks, $GITHUB_OUTPUT, and the `github` command."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -57,7 +57,7 @@ def bare_settings(**changes: object) -> EmitSettings:
         system=System.GITHUB,
         selector=Selector(scope="L1", platform="dgx_h100", environment="dev"),
     )
-    return dataclasses.replace(EmitSettings(target=target), **changes)
+    return msgspec.structs.replace(EmitSettings(target=target), **changes)
 
 
 def parse_github_output(text: str) -> dict[str, str]:

@@ -4,7 +4,6 @@ and real runs under gitlab-ci-local."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 import shlex
 import subprocess
@@ -12,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -73,7 +73,7 @@ def bare_settings(**changes: object) -> EmitSettings:
         system=System.GITLAB,
         selector=Selector(scope="mr", platform="dgx_h100", environment="dev"),
     )
-    return dataclasses.replace(EmitSettings(target=target, launcher="run"), **changes)
+    return msgspec.structs.replace(EmitSettings(target=target, launcher="run"), **changes)
 
 
 # --------------------------------------------------------------------------- durations
@@ -695,8 +695,8 @@ def test_per_environment_image_pins_win_for_their_environment() -> None:
     )
     gen = generate_from_files(tree_files({**V2_TREE, "matrixgen.yaml": config}))
     jobs = [j for j in gen.jobs if j.scope == "mr" and j.platform == "dgx_h100"][:1]
-    lts = [dataclasses.replace(jobs[0], environment="lts")]
-    gb = [dataclasses.replace(jobs[0], environment="lts", platform="dgx_gb200")]
+    lts = [msgspec.structs.replace(jobs[0], environment="lts")]
+    gb = [msgspec.structs.replace(jobs[0], environment="lts", platform="dgx_gb200")]
     target = gen.tree.config.target("gl-mr-h100")
     settings = resolve_settings(target, gen.tree.config, [*jobs, *lts, *gb])
     assert settings.image(jobs[0]) == "registry.example.com/ci:26.09-amd64"

@@ -5,7 +5,6 @@ write through a link, keep the old file on a full disk and take the umask."""
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import json
 import os
@@ -15,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -45,7 +45,7 @@ def template() -> TargetOutput:
 
 
 def outputs(template: TargetOutput, names: list[str], tag: str = "") -> list[TargetOutput]:
-    return [dataclasses.replace(template, file=n, text=f"{n} {tag}\n") for n in names]
+    return [msgspec.structs.replace(template, file=n, text=f"{n} {tag}\n") for n in names]
 
 
 def test_files_of_targets_that_are_gone_are_removed_and_no_other(

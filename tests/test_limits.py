@@ -194,7 +194,7 @@ def test_the_ceiling_holds_even_for_a_config_that_skipped_the_schema(
     tree: Callable, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The cap expansion applies is min(defaults.max_jobs, the ceiling)."""
-    import dataclasses
+    from msgspec.structs import replace
 
     from matrixgen.engine.expand import expand_tree
     from matrixgen.engine.load import load_tree, read_directory
@@ -206,7 +206,7 @@ def test_the_ceiling_holds_even_for_a_config_that_skipped_the_schema(
     )
     root = tree(v2_tree(rows))
     loaded = load_tree(read_directory(root), root=str(root))
-    lifted = dataclasses.replace(loaded, config=dataclasses.replace(loaded.config, max_jobs=10**9))
+    lifted = replace(loaded, config=replace(loaded.config, max_jobs=10**9))
     expansion = expand_tree(lifted)
     caps = [f for f in expansion.findings if f.code == "expansion-cap"]
     assert caps and "cap of 10 jobs" in caps[0].message

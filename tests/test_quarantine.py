@@ -542,7 +542,7 @@ def test_no_job_is_lost_and_order_is_kept(jobs: list[Job], entries: list[Entry])
 
 
 def _fields(j: Job) -> dict:
-    return {f: getattr(j, f) for f in j.__dataclass_fields__}
+    return {f: getattr(j, f) for f in j.__struct_fields__}
 
 
 def _key(j: Job) -> tuple:

@@ -61,7 +61,7 @@ def _given_settings(
     references: list[str], root: Path | None, configured: ReferenceSettings | None
 ) -> ReferenceSettings:
     """The config's references, with the command line's templates and root over them."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from matrixgen.engine.references import ReferenceSettings, ReferenceTemplate, template_problem
 
@@ -151,7 +151,7 @@ def coverage(
     config = generation.tree.config
     settings = _given_settings(list(reference or ()), root, config.references)
     if root is not None and revision is not None:
-        from dataclasses import replace
+        from msgspec.structs import replace
 
         settings = replace(settings, root=root.as_posix().strip("/"))
         root = None

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from msgspec.structs import replace
 
 from matrixgen.cli.common import HoldingPenOption, TargetOption, echo_findings, echo_json
 from matrixgen.cli.evidence import DbOption

@@ -400,7 +400,7 @@ def propose(
     qfile = generation.quarantine
     if qfile.errors:
         raise QuarantineError(f"{qfile.path} has errors; fix them first", findings=qfile.errors)
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     store = open_store(db, write=False)
     try:

@@ -527,7 +527,7 @@ def audit(
     anything but "expiring" is found; 8 when the tracker API fails (after listing
     what was found without it). With a results store, each entry's evidence
     (its jobs' results of the last 30 days) follows."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from matrixgen.engine.targets import resolve_targets
     from matrixgen.quarantine.entries import (

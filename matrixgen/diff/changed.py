@@ -14,8 +14,9 @@ ones save.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
 
 from matrixgen.diff import markdown as md
 from matrixgen.diff.gitsource import Repository
@@ -33,8 +34,7 @@ TEXT_ITEMS = 8  # cases listed per target in the terminal (JSON lists all)
 CASES_SHOWN = 200  # cases listed in the Markdown over every target
 
 
-@dataclass(frozen=True, slots=True)
-class ChangedView:
+class ChangedView(Struct, frozen=True):
     dropped: Dropped
     # Per target of the head: the jobs change-based selection would run, of how many.
     runs: tuple[tuple[Target, tuple[Job, ...], int], ...]

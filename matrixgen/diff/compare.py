@@ -50,8 +50,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from matrixgen.diff.gitsource import Repository, TreeSource
 from matrixgen.emit.common import (
@@ -102,8 +103,7 @@ DUPLICATE_REMOVED = "removed"
 SKIP = "skip"  # the quarantine action that takes a job out of a target
 
 
-@dataclass(frozen=True, slots=True)
-class ChangedJob:
+class ChangedJob(Struct, frozen=True):
     """A job that runs on both sides whose emitted content differs:
     {emitted field: (old, new)}, in the order the file has the fields."""
 
@@ -112,8 +112,7 @@ class ChangedJob:
     fields: Mapping[str, tuple[Any, Any]]
 
 
-@dataclass(frozen=True, slots=True)
-class QuarantineChange:
+class QuarantineChange(Struct, frozen=True):
     """One quarantine transition of a job in a target (see the module docstring)."""
 
     change: str  # one of QUARANTINE_CHANGES
@@ -142,8 +141,7 @@ class QuarantineChange:
         return mark
 
 
-@dataclass(frozen=True, slots=True)
-class DuplicateNote:
+class DuplicateNote(Struct, frozen=True):
     """A row that defines a job another row defines too, added or removed."""
 
     change: str  # DUPLICATE_ADDED or DUPLICATE_REMOVED
@@ -151,8 +149,7 @@ class DuplicateNote:
     locations: tuple[Location, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class TargetDiff:
+class TargetDiff(Struct, frozen=True):
     """What changes for one target."""
 
     target: Target
@@ -200,8 +197,7 @@ class TargetDiff:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class SelectionDiff:
+class SelectionDiff(Struct, frozen=True):
     """The diff of every target, in a deterministic order."""
 
     base: str  # full commit id
@@ -229,8 +225,7 @@ def target_counts(targets: Sequence[TargetDiff]) -> dict[str, int]:
 # ---------------------------------------------------------------- targets
 
 
-@dataclass(frozen=True, slots=True)
-class TargetPair:
+class TargetPair(Struct, frozen=True):
     """One target as each side defines it (None: not defined there)."""
 
     shown: Target
@@ -380,7 +375,7 @@ class SideIndex:
 
 def _one_by_one(target: Target, chosen: Selection) -> EmittedTarget:
     """A target that cannot be emitted whole: each job as it would be emitted alone."""
-    from dataclasses import replace as _replace
+    from msgspec.structs import replace as _replace
 
     from matrixgen.emit.github import github_row
     from matrixgen.emit.gitlab import standalone_content
@@ -615,8 +610,7 @@ def plain(value: Any, name: str = "") -> Any:
 # ---------------------------------------------------------------- revisions
 
 
-@dataclass(frozen=True, slots=True)
-class Side:
+class Side(Struct, frozen=True):
     """One loaded side of a diff."""
 
     name: str  # "base" or "head"

@@ -57,9 +57,10 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from fnmatch import fnmatchcase
+
+from msgspec import Struct
 
 from matrixgen.diff.compare import SelectionDiff, target_counts
 from matrixgen.engine.errors import ExpectationError, UsageError, did_you_mean
@@ -96,8 +97,7 @@ _EXAMPLE = "like github/L1:+6, gitlab/*:=0, */nightly:-0 or gitlab/mr:cost<=+2h"
 _COST_FORM = "a signed amount of GPU-hours or GPU-minutes, like cost<=+2h, cost<=+30m or cost<=0"
 
 
-@dataclass(frozen=True, slots=True)
-class Check:
+class Check(Struct, frozen=True):
     kind: str  # one of KINDS
     op: str  # one of OPS
     count: int
@@ -118,8 +118,7 @@ class Check:
         return f"{int(value)} {KINDS[self.kind]}"
 
 
-@dataclass(frozen=True, slots=True)
-class CostCheck:
+class CostCheck(Struct, frozen=True):
     """A bound on the change in GPU-hours: `amount` in `unit` ("h", "m"; "" for
     a bare 0)."""
 
@@ -162,8 +161,7 @@ def _amount_text(amount: float) -> str:
     return ("+" if amount > 0 else "-") + digits
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+class Rule(Struct, frozen=True):
     text: str  # as given
     parts: tuple[str, ...]  # system, scope, ... (glob patterns); empty when by name
     name: str | None  # a target name glob, for patterns without "/"
@@ -188,8 +186,7 @@ class Rule:
         return True
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(Struct, frozen=True):
     rule: Rule
     counts: dict[str, float]  # per check kind; "cost": GPU-hours per run, head minus base
     failed: tuple[Check | CostCheck, ...]

@@ -24,8 +24,9 @@ import hashlib
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from msgspec import Struct
 
 from matrixgen.engine.errors import GitError, UsageError, did_you_mean
 
@@ -36,8 +37,7 @@ _MODE_FILES = frozenset({"100644", "100755"})
 _MODE_SYMLINK = "120000"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TreeSource:
+class TreeSource(Struct, frozen=True, kw_only=True):
     """One side of a diff: the files of a recipe tree at a revision."""
 
     revision: str  # as the user gave it, or "worktree"
@@ -46,7 +46,7 @@ class TreeSource:
     files: Mapping[str, bytes]
     blob_ids: Mapping[str, str]
     present: bool = True  # False: the directory does not exist at this revision
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
     @property
     def ref(self) -> str:

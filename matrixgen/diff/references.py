@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from matrixgen.diff.compare import SelectionDiff, Side
 from matrixgen.diff.gitsource import Repository
@@ -45,8 +46,7 @@ def listing_at(
     return listing_from_paths(rel, shown_root=root, prefix=prefix, where=where)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TargetGaps:
+class TargetGaps(Struct, frozen=True, kw_only=True):
     """One target's jobs that run at the head without a reference they need."""
 
     target: str
@@ -63,8 +63,7 @@ class TargetGaps:
         }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReferenceGaps:
+class ReferenceGaps(Struct, frozen=True, kw_only=True):
     targets: tuple[TargetGaps, ...]
     head_listing: ReferenceListing | None = None
     declared: bool = False  # the head declares references (else nothing was checked)

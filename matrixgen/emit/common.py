@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import ConfigError, Finding, Severity, UsageError, did_you_mean
@@ -40,8 +41,7 @@ DEFAULT_RETRY: Mapping[str, Any] = {
 }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EmitSettings:
+class EmitSettings(Struct, frozen=True, kw_only=True):
     """Everything an emitter needs besides the jobs, already resolved."""
 
     target: Target
@@ -94,8 +94,7 @@ class EmitSettings:
         return self.launcher
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EmittedJob:
+class EmittedJob(Struct, frozen=True, kw_only=True):
     """One job of one target as its file holds it: the one value that the GitHub
     and GitLab emitters serialise, that `generate` counts and that the diff
     compares, so they cannot disagree.
@@ -112,15 +111,25 @@ class EmittedJob:
     plain: Mapping[str, Any]
     quarantine: QuarantineMark | None = None
     skipped: bool = False
-    job: Job = field(compare=False, repr=False)
+    job: Job  # the job it was emitted from; not compared
+
+    def compared(self) -> tuple:
+        return (self.identity, self.content, self.plain, self.quarantine, self.skipped)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not EmittedJob:
+            return NotImplemented
+        return self.compared() == other.compared()
+
+    def __hash__(self) -> int:
+        return hash(self.compared())
 
     @property
     def running(self) -> bool:
         return not self.skipped
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EmittedTarget:
+class EmittedTarget(Struct, frozen=True, kw_only=True):
     """Everything one target's file holds, as values: its jobs in file order, the
     jobs a skip entry keeps out, and (GitLab) the stage order."""
 

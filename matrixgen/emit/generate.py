@@ -17,9 +17,10 @@ import re
 import stat
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
 
 from matrixgen.emit.common import (
     EmitSettings,
@@ -60,8 +61,7 @@ def file_name(target: Target) -> str:
     return stem + (".json" if target.system is System.GITHUB else ".yml")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TargetOutput:
+class TargetOutput(Struct, frozen=True, kw_only=True):
     """One target's emitted file and its counts."""
 
     target: Target
@@ -76,7 +76,29 @@ class TargetOutput:
     # Every quarantined job of the target, kept or skipped: (job identity, mark).
     marks: tuple[tuple[str, QuarantineMark], ...] = ()
     # The jobs of the file as values (what the diff compares).
-    emitted: EmittedTarget | None = field(default=None, compare=False, repr=False)
+    emitted: EmittedTarget | None = None  # not compared
+
+    def compared(self) -> tuple:
+        return (
+            self.target,
+            self.file,
+            self.text,
+            self.jobs,
+            self.allow_failure,
+            self.quarantined,
+            self.deselect,
+            self.skipped,
+            self.shards,
+            self.marks,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not TargetOutput:
+            return NotImplemented
+        return self.compared() == other.compared()
+
+    def __hash__(self) -> int:
+        return hash(self.compared())
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -176,8 +198,7 @@ LOCK_NAME = ".matrixgen.lock"
 _OWNED_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*\.(?:json|yml)")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WriteReport:
+class WriteReport(Struct, frozen=True, kw_only=True):
     """What `write_outputs` did in the folder."""
 
     written: tuple[Path, ...]

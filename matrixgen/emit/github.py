@@ -33,9 +33,11 @@ import hashlib
 import math
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from matrixgen.emit.common import (
     GITHUB_MAX_MATRIX_ROWS,
@@ -147,8 +149,7 @@ def _even_bounds(n: int, count: int) -> list[tuple[int, int]]:
     return bounds
 
 
-@dataclass(frozen=True, slots=True)
-class GithubMatrix:
+class GithubMatrix(Struct, frozen=True):
     """The emitted matrix of one target, as shards of rows."""
 
     shards: tuple[tuple[dict[str, Any], ...], ...]

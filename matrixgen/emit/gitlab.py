@@ -39,9 +39,11 @@ import re
 import shlex
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, ClassVar
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from matrixgen.emit.common import (
     DEFAULT_RETRY,
@@ -189,6 +191,7 @@ def job_names(jobs: Sequence[Job]) -> list[str]:
 _BACKTICK = "'\"$(printf '\\140')\"'"
 
 
+@lru_cache(maxsize=65_536)  # flags and values repeat job after job
 def shell_quote(value: str) -> str:
     """`shlex.quote`, with any backtick spelled so no shell or runner evaluates it."""
     quoted = shlex.quote(value)
@@ -247,8 +250,7 @@ def _variables(job: Job) -> dict[str, Any]:
     return variables
 
 
-@dataclass(frozen=True, slots=True)
-class GitlabPipeline:
+class GitlabPipeline(Struct, frozen=True):
     """The emitted child pipeline of one target."""
 
     document: dict[str, Any]
@@ -515,9 +517,17 @@ class _Events:
         self.scalar = yaml.ScalarEvent
         self.resolver = yaml.resolver.Resolver()
         self.node = yaml.ScalarNode
-        self.mapping = (yaml.MappingStartEvent, yaml.MappingEndEvent())
-        self.sequence = (yaml.SequenceStartEvent, yaml.SequenceEndEvent())
-        self.styles: dict[str, str | None] = {}
+        # An event is read, never changed, by the emitter: each distinct one is
+        # made once per file (job after job repeats the same keys and values).
+        self.mapping = (
+            yaml.MappingStartEvent(None, _MAP, True, flow_style=False),
+            yaml.MappingEndEvent(),
+        )
+        self.sequence = (
+            yaml.SequenceStartEvent(None, _SEQ, True, flow_style=False),
+            yaml.SequenceEndEvent(),
+        )
+        self.strings: dict[str, Any] = {}
 
     def flags(self, value: str, tag: str) -> tuple[bool, bool]:
         key = (value, tag)
@@ -536,20 +546,22 @@ class _Events:
     def put(self, value: Any) -> None:
         kind = type(value)
         if kind is str:
-            style = self.styles.get(value, "")
-            if style == "":
-                style = self.styles[value] = _style(value)
-            self.emit(self.scalar(None, _STR, self.flags(value, _STR), value, style=style))
+            event = self.strings.get(value)
+            if event is None:
+                event = self.strings[value] = self.scalar(
+                    None, _STR, self.flags(value, _STR), value, style=_style(value)
+                )
+            self.emit(event)
         elif kind is dict:
             start, end = self.mapping
-            self.emit(start(None, _MAP, True, flow_style=False))
+            self.emit(start)
             for key, item in value.items():
                 self.put(key)
                 self.put(item)
             self.emit(end)
         elif kind is list or kind is tuple:
             start, end = self.sequence
-            self.emit(start(None, _SEQ, True, flow_style=False))
+            self.emit(start)
             for item in value:
                 self.put(item)
             self.emit(end)

@@ -19,9 +19,10 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from msgspec import Struct
 
 from matrixgen.engine.model import Job
 from matrixgen.util.checkout import STATE_DIR
@@ -72,8 +73,7 @@ def job_always(job: Job) -> bool:
     return job.spec.get("always") is True
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ChangeSet:
+class ChangeSet(Struct, frozen=True, kw_only=True):
     """The files that changed since `ref`, or why they could not be known."""
 
     ref: str
@@ -81,8 +81,7 @@ class ChangeSet:
     error: str | None = None  # set: the revision could not be resolved
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ChangeSelection:
+class ChangeSelection(Struct, frozen=True, kw_only=True):
     """What change-based selection decided over a set of jobs."""
 
     changes: ChangeSet

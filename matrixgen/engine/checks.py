@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from matrixgen.engine.context import ValidationContext
 from matrixgen.engine.errors import (
@@ -115,8 +116,7 @@ def _rows(recipe: RecipeFile) -> Iterator[tuple[tuple[str | int, ...], dict[str,
                     yield ("products", bi, "products", ri), row
 
 
-@dataclass(frozen=True, slots=True)
-class _Place:
+class _Place(Struct, frozen=True):
     """Where a value sits; resolved to line and column only when a finding needs it."""
 
     recipe: RecipeFile

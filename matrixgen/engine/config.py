@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from matrixgen.engine.decide import Decisions, parse_decisions
 from matrixgen.engine.errors import ConfigError, Findings, Location, did_you_mean
@@ -34,8 +36,7 @@ from matrixgen.engine.vocab import (
 from matrixgen.engine.yamlio import YamlDocument, parse_yaml
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Vocabulary:
+class Vocabulary(Struct, frozen=True, kw_only=True):
     platforms: frozenset[str]
     environments: frozenset[str]
     scopes: Mapping[System, tuple[str, ...]]
@@ -52,8 +53,7 @@ class Vocabulary:
         return frozenset(names | {resolve_scope(s) for s in names})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProjectConfig:
+class ProjectConfig(Struct, frozen=True, kw_only=True):
     """The parsed project config; sections not modelled here stay in `raw`."""
 
     path: str
@@ -66,7 +66,7 @@ class ProjectConfig:
     references: ReferenceSettings | None = None  # the `references` section
     # decisions.<system>: what each CI event runs (engine/decide.py)
     decisions: Mapping[System, Decisions] = field(default_factory=lambda: EMPTY_MAPPING)
-    raw: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAPPING, repr=False)
+    raw: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAPPING)
 
     def section(self, name: str) -> Mapping[str, Any]:
         value = self.raw.get(name)

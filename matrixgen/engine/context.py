@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from matrixgen.engine.expand import Expansion
 from matrixgen.engine.load import RecipeTree
 from matrixgen.engine.references import ReferenceListing
 
 
-@dataclass(frozen=True, slots=True)
-class ValidationContext:
+class ValidationContext(Struct, frozen=True):
     tree: RecipeTree
     expansion: Expansion
     # The reference tree's files, when the caller listed them (validate on disk);

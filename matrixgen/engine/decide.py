@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from matrixgen.engine.errors import Findings, UsageError, did_you_mean
 from matrixgen.engine.model import Selector, Target
@@ -48,8 +50,7 @@ _RUNNING_IN = ((System.GITHUB, "GITHUB_ACTIONS"), (System.GITLAB, "GITLAB_CI"))
 FIELDS = ("scope", "cadence", "environment", "n_repeat", "lightweight")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Rule:
+class Rule(Struct, frozen=True, kw_only=True):
     """One rule of `decisions.<system>`: an event's own, or a label's."""
 
     system: System
@@ -67,8 +68,7 @@ class Rule:
         return not self.events or event in self.events
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Decisions:
+class Decisions(Struct, frozen=True, kw_only=True):
     """The rules of one system."""
 
     system: System
@@ -76,8 +76,7 @@ class Decisions:
     labels: tuple[Rule, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Decision:
+class Decision(Struct, frozen=True, kw_only=True):
     """What one event runs: the decided fields, the rule behind each, the targets."""
 
     system: System

@@ -10,8 +10,9 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
+
+from msgspec import Struct, field
 
 from matrixgen.util.escape import annotation, terminal_lines, terminal_text
 
@@ -39,8 +40,7 @@ class Severity(StrEnum):
     WARNING = "warning"
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Location:
+class Location(Struct, frozen=True, order=True):
     """A place in a file: 1-based line and column; 0 means unknown."""
 
     file: str
@@ -53,8 +53,7 @@ class Location:
         return self.file
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Finding:
+class Finding(Struct, frozen=True, kw_only=True):
     """One problem, located: rendered as `file:line:column: severity: message`."""
 
     location: Location
@@ -100,8 +99,7 @@ def _workspace_path(file: str) -> str:
     return os.path.normpath(file)
 
 
-@dataclass(slots=True)
-class Findings:
+class Findings(Struct):
     """An ordered, de-duplicated collection of findings."""
 
     items: list[Finding] = field(default_factory=list)

@@ -16,9 +16,11 @@ import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import Finding, Findings, Location, Severity, did_you_mean
@@ -104,26 +106,40 @@ TOP_KEYS = frozenset({"type", "format_version", "maintainers", "loggers", "spec"
 _SCALARS = (str, int, float, bool)
 
 
-@dataclass(frozen=True, slots=True)
-class FileExpansion:
+class FileExpansion(Struct, frozen=True):
     """The jobs of one file and what expanding it found; cacheable by content."""
 
     jobs: tuple[Job, ...]
     findings: tuple[Finding, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Expansion:
+class Expansion(Struct, frozen=True):
     """Every job of a tree, in a deterministic order, and every finding."""
 
     jobs: tuple[Job, ...]
     findings: tuple[Finding, ...]
     build_names: frozenset[str]
     # What later stages derive from these jobs and keep for each other (each
-    # target's selection: validate's checks and the emitters select once). Not
-    # an init field: an expansion made with other jobs (dataclasses.replace)
-    # starts with an empty memo.
-    memo: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+    # target's selection: validate's checks and the emitters select once).
+    # Not compared; an expansion made with other jobs (`with_jobs`) starts
+    # with an empty memo.
+    memo: dict[str, Any] = field(default_factory=dict)
+
+    def with_jobs(self, jobs: tuple[Job, ...]) -> Expansion:
+        """The same expansion holding other jobs, with a memo of its own."""
+        return Expansion(jobs=jobs, findings=self.findings, build_names=self.build_names)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Expansion:
+            return NotImplemented
+        return (self.jobs, self.findings, self.build_names) == (
+            other.jobs,
+            other.findings,
+            other.build_names,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.jobs, self.findings, self.build_names))
 
     @property
     def errors(self) -> list[Finding]:

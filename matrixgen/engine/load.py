@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from matrixgen.engine.config import DEFAULT_CONFIG, ProjectConfig, parse_config
 from matrixgen.engine.errors import (
@@ -35,8 +37,7 @@ from matrixgen.util.readfile import NotRegularFile, read_regular
 RESERVED_FILES = frozenset({CONFIG_FILENAME, QUARANTINE_FILENAME})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecipeTree:
+class RecipeTree(Struct, frozen=True, kw_only=True):
     """A loaded tree: its files, its config, and what loading found wrong."""
 
     root: str  # how to show the tree's root in messages
@@ -63,8 +64,7 @@ class RecipeTree:
 RECIPE_SUFFIXES = (".yaml", ".yml")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TreeListing:
+class TreeListing(Struct, frozen=True, kw_only=True):
     """What a tree holds, without reading it: '/'-separated paths relative to
     its root. The disk reader lists a directory; the git reader a revision."""
 

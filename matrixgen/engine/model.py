@@ -4,9 +4,10 @@ values, they never edit the ones they were given."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+
+from msgspec import Struct, field
 
 from matrixgen.engine.errors import Location
 from matrixgen.engine.templates import TemplateError, render
@@ -16,8 +17,7 @@ from matrixgen.engine.yamlio import YamlDocument
 EMPTY_MAPPING: Mapping[str, Any] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class JobId:
+class JobId(Struct, frozen=True, order=True):
     """What makes two jobs the same job across branches (README: "Recipe format")."""
 
     model: str
@@ -31,8 +31,7 @@ class JobId:
         return f"{self.model}/{self.test_case}{tag} on {self.platform}/{self.environment}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QuarantineMark:
+class QuarantineMark(Struct, frozen=True, kw_only=True):
     """The quarantine entry that applies to a job in one target."""
 
     id: str
@@ -53,8 +52,7 @@ class QuarantineMark:
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Job:
+class Job(Struct, frozen=True, kw_only=True):
     """One expanded row: a test case with one value per axis, attributes resolved."""
 
     model: str
@@ -74,18 +72,48 @@ class Job:
     env: tuple[tuple[str, str], ...] = ()
     args: tuple[str, ...] = ()
     # Every resolved spec field (script, extra axes, ...), for diffs and emitters.
-    spec: Mapping[str, Any] = field(
-        default_factory=lambda: EMPTY_MAPPING, compare=False, repr=False
-    )
-    recipe: str = field(default="", compare=False)
-    source: Location = field(default=Location(""), compare=False, repr=False)
+    spec: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAPPING)
+    recipe: str = ""
+    source: Location = Location("")
     quarantine: QuarantineMark | None = None
     # The scope as the project config declares it (`nightly`), where that differs
     # from the tier `scope` holds for matching (`L2`); None: shown as `scope`.
-    declared_scope: str | None = field(default=None, compare=False, repr=False)
+    declared_scope: str | None = None
     # Where every definition of this job is (file:line of each row), when more
     # than one row defines the same identity in the same scope; () otherwise.
-    definitions: tuple[Location, ...] = field(default=(), compare=False, repr=False)
+    definitions: tuple[Location, ...] = ()
+
+    def compared(self) -> tuple:
+        """What makes two jobs the same job: every field but where it was read
+        (recipe, source, definitions), the resolved spec and the scope as
+        declared. Equality and hashing use these only."""
+        return (
+            self.model,
+            self.test_case,
+            self.environment,
+            self.platform,
+            self.tag,
+            self.scope,
+            self.cadence,
+            self.name,
+            self.build,
+            self.n_repeat,
+            self.time_limit,
+            self.nodes,
+            self.gpus,
+            self.allow_failure,
+            self.env,
+            self.args,
+            self.quarantine,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Job:
+            return NotImplemented
+        return self.compared() == other.compared()
+
+    def __hash__(self) -> int:
+        return hash(self.compared())
 
     @property
     def identity(self) -> JobId:
@@ -150,8 +178,7 @@ class Job:
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecipeFile:
+class RecipeFile(Struct, frozen=True, kw_only=True):
     """One parsed recipe file of a tree."""
 
     path: str  # as shown in messages (tree root joined with rel)
@@ -165,8 +192,7 @@ class RecipeFile:
         return self.document.data
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Selector:
+class Selector(Struct, frozen=True, kw_only=True):
     """What a target asks for; None means 'any'. Matching lives in select.py."""
 
     scope: str | None = None
@@ -186,14 +212,27 @@ class Selector:
         }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Target:
+class Target(Struct, frozen=True, kw_only=True):
     """One place jobs go: a system plus a selector, and that system's settings."""
 
     name: str
     system: System
     selector: Selector
-    settings: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAPPING, compare=False)
+    settings: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAPPING)
+
+    # Two targets are the same target by name, system and selector; the settings
+    # come with the system and are not compared (nor hashable).
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Target:
+            return NotImplemented
+        return (self.name, self.system, self.selector) == (
+            other.name,
+            other.system,
+            other.selector,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.system, self.selector))
 
     def to_dict(self) -> dict[str, Any]:
         return {"system": self.system.value, **self.selector.to_dict()}

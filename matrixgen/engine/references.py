@@ -19,10 +19,11 @@ import os
 import posixpath
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from matrixgen.engine.model import Job
 from matrixgen.engine.templates import TemplateError, parse_template, render
@@ -48,8 +49,7 @@ ORPHAN_FIELDS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ReferenceTemplate:
+class ReferenceTemplate(Struct, frozen=True):
     """One declared reference: a name (golden, config, ...) and its path template,
     relative to the reference root."""
 
@@ -69,8 +69,7 @@ class ReferenceTemplate:
         return pieces[0][0].rpartition("/")[0]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReferenceSettings:
+class ReferenceSettings(Struct, frozen=True, kw_only=True):
     """The `references` section of the project config (or the command line's
     `--reference NAME=TEMPLATE` and `--root DIR`)."""
 
@@ -134,8 +133,7 @@ def root_problem(root: str) -> str | None:
 # ---------------------------------------------------------------- opt-outs
 
 
-@dataclass(frozen=True, slots=True)
-class OptOut:
+class OptOut(Struct, frozen=True):
     """A job's opt-out: every reference (names None) or the named ones."""
 
     names: frozenset[str] | None
@@ -208,8 +206,8 @@ def reference_path(template: ReferenceTemplate, job: Job) -> str:
 # ---------------------------------------------------------------- listing
 
 
-@dataclass(frozen=True, kw_only=True)  # no slots: the indexes below are cached
-class ReferenceListing:
+# no slots: the indexes below are cached
+class ReferenceListing(Struct, frozen=True, kw_only=True, dict=True):
     """Every file of one reference tree, listed once."""
 
     shown_root: str  # the root as messages show it ("" = the repository top)
@@ -315,8 +313,7 @@ def listing_from_paths(
 # ---------------------------------------------------------------- orphans
 
 
-@dataclass(frozen=True, slots=True)
-class TemplateMatcher:
+class TemplateMatcher(Struct, frozen=True):
     """Fits listed paths back to one template: which files it could name, with
     the field values they stand for. Values the jobs use are tried first, so
     `golden_values_dev_dgx_gb200_1node.json` reads as environment dev, platform

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from matrixgen.engine.errors import Findings, Severity
@@ -13,6 +12,8 @@ from matrixgen.engine.yamlio import YamlDocument
 
 @cache
 def load_schema(name: str) -> dict[str, Any]:
+    from importlib import resources  # only where a schema is read
+
     text = (resources.files("matrixgen") / "schema" / f"{name}.schema.json").read_text("utf-8")
     return json.loads(text)
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from msgspec import Struct
 
 from matrixgen.engine.errors import Findings, Location
 
@@ -326,8 +326,7 @@ def _rename_odd_keys(pairs: list, mapping: dict, build: Any, found: list) -> Non
     mapping.update(renamed)
 
 
-@dataclass(frozen=True, slots=True)
-class YamlDocument:
+class YamlDocument(Struct, frozen=True):
     """A parsed document: its plain-Python value and the node tree it came from."""
 
     path: str

@@ -24,9 +24,10 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from msgspec import Struct
 
 from matrixgen.engine.errors import UsageError
 from matrixgen.evidence.store import History, JobKey, RunRow, Store
@@ -46,8 +47,7 @@ class Verdict(StrEnum):
 _ORDER = {Verdict.BROKEN: 0, Verdict.FLAKY: 1, Verdict.OK: 2}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FlakyPolicy:
+class FlakyPolicy(Struct, frozen=True, kw_only=True):
     since_days: int | None = DEFAULT_SINCE_DAYS  # None: all of the history
     min_runs: int = DEFAULT_MIN_RUNS
     flip_rate: float = DEFAULT_FLIP_RATE
@@ -64,8 +64,7 @@ class FlakyPolicy:
             raise UsageError("--broken-runs must be 1 or more")
 
 
-@dataclass(frozen=True, slots=True)
-class RunRef:
+class RunRef(Struct, frozen=True):
     run_id: str
     commit: str | None
     at: int  # seconds since the epoch, UTC
@@ -86,8 +85,7 @@ def iso(at: int) -> str:
     return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FlakyRow:
+class FlakyRow(Struct, frozen=True, kw_only=True):
     job: JobKey
     node_id: str | None  # None: the whole job
     runs: int
@@ -270,8 +268,7 @@ def window_start(policy: FlakyPolicy) -> int | None:
     return reference_time() - policy.since_days * 86400
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FlakyReport:
+class FlakyReport(Struct, frozen=True, kw_only=True):
     rows: tuple[FlakyRow, ...]
     too_few_runs: int  # keys left out for having fewer than min_runs runs
     runs: int  # runs in the store

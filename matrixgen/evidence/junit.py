@@ -25,10 +25,11 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
+
+from msgspec import Struct
 
 from matrixgen.engine.errors import ResultsFileError
 
@@ -46,8 +47,7 @@ class Outcome(StrEnum):
         return self in (Outcome.FAILED, Outcome.ERROR)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Testcase:
+class Testcase(Struct, frozen=True, kw_only=True):
     """One test's result in one report, its reruns folded in."""
 
     node_id: str  # pytest's node id when the record says enough, else classname::name
@@ -61,8 +61,7 @@ class Testcase:
     line: int = 0  # where the (last) record starts in the file
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Report:
+class Report(Struct, frozen=True, kw_only=True):
     path: str
     testcases: tuple[Testcase, ...]
     finished_at: dt.datetime | None  # latest suite timestamp + time, UTC, when given
@@ -78,8 +77,7 @@ class _DoctypeRefused(Exception):
     pass
 
 
-@dataclass(slots=True)
-class _Record:
+class _Record(Struct):
     classname: str
     name: str
     file: str

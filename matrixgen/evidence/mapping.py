@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+
+from msgspec import Struct
 
 from matrixgen.emit.gitlab import assign_names
 from matrixgen.engine.errors import UsageError, did_you_mean
@@ -35,18 +36,17 @@ from matrixgen.views.stats import UNIT_TEST_MODEL
 _GLOB_CHARS = frozenset("*?[")
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(Struct, frozen=True):
     """A job in a place it runs: its system and the target (when known)."""
 
     job: Job
     system: System
     target: str  # "" when not told
     names: tuple[str, ...]  # the names a CI job of it may carry
-    key: JobKey = field(init=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "key", job_key(self.job, self.system))
+    @property
+    def key(self) -> JobKey:
+        return job_key(self.job, self.system)
 
 
 def job_key(job: Job, system: System) -> JobKey:

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from matrixgen.engine.model import Job, Target
 from matrixgen.engine.select import select
@@ -40,8 +41,7 @@ from matrixgen.quarantine.entries import Entry, applying_entries, current_day, e
 DEFAULT_LIFT_RUNS = 10
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Draft:
+class Draft(Struct, frozen=True, kw_only=True):
     """One entry to add: its fields as the editor writes them, and the rows behind it."""
 
     data: Mapping[str, Any]
@@ -52,20 +52,17 @@ class Draft:
         return str(self.data["id"])
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Lift:
+class Lift(Struct, frozen=True, kw_only=True):
     entry: Entry
     reason: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Covered:
+class Covered(Struct, frozen=True, kw_only=True):
     row: FlakyRow
     by: tuple[str, ...]  # entry ids; empty: the job is in no target of the recipes now
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Proposal:
+class Proposal(Struct, frozen=True, kw_only=True):
     drafts: tuple[Draft, ...]
     lifts: tuple[Lift, ...]
     covered: tuple[Covered, ...]  # flaky/broken rows left out, and why

@@ -36,11 +36,11 @@ import datetime as dt
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from msgspec import Struct, field
 
 from matrixgen.engine.errors import ResultsStoreError, UsageError
 from matrixgen.evidence.junit import Outcome, Testcase
@@ -146,8 +146,7 @@ assert len(MIGRATIONS) == SCHEMA_VERSION
 # --------------------------------------------------------------------------- values
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class JobKey:
+class JobKey(Struct, frozen=True, order=True):
     """A job's identity and where it ran: one row of `jobs`."""
 
     system: str
@@ -175,8 +174,7 @@ class JobKey:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JobResults:
+class JobResults(Struct, frozen=True, kw_only=True):
     """What one ingest stores for one job."""
 
     job: JobKey
@@ -195,15 +193,13 @@ class JobResults:
         return Outcome.PASSED
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunInfo:
+class RunInfo(Struct, frozen=True, kw_only=True):
     run_id: str
     commit: str | None
     finished_at: dt.datetime | None  # None: keep the stored one, else now
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class IngestReport:
+class IngestReport(Struct, frozen=True, kw_only=True):
     run_id: str
     new_run: bool
     stored: tuple[tuple[JobResults, int], ...]  # (job, testcases stored)
@@ -214,16 +210,14 @@ class IngestReport:
         return sum(n for _, n in self.stored)
 
 
-@dataclass(frozen=True, slots=True)
-class RunRow:
+class RunRow(Struct, frozen=True):
     ref: int
     run_id: str
     commit: str | None
     finished_at: int
 
 
-@dataclass(frozen=True, slots=True)
-class History:
+class History(Struct, frozen=True):
     """One key's results in the window: a whole job (node_id None) or one test.
 
     `sequence` is (finished_at, run_ref, failed, reruns) in time order; it is
@@ -290,12 +284,19 @@ def sqlite_path(url: str) -> Path | None:
     return Path(parsed.database)
 
 
-@dataclass(frozen=True, slots=True)
-class Store:
+class Store(Struct, frozen=True):
     engine: sa.Engine
     url: str
     write: bool
-    migrated: list[bool] = field(default_factory=list, compare=False)  # [True] once checked
+    migrated: list[bool] = field(default_factory=list)  # [True] once checked; not compared
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Store:
+            return NotImplemented
+        return (self.engine, self.url, self.write) == (other.engine, other.url, other.write)
+
+    def __hash__(self) -> int:
+        return hash((self.engine, self.url, self.write))
 
     @property
     def shown(self) -> str:
@@ -530,7 +531,7 @@ def _merged(groups: Sequence[JobResults]) -> list[JobResults]:
             for t in part.testcases:
                 before = tests.get(t.node_id)
                 if before is not None:
-                    from dataclasses import replace
+                    from msgspec.structs import replace
 
                     t = replace(t, reruns=t.reruns + before.reruns + 1)
                 tests[t.node_id] = t

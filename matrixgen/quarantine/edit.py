@@ -35,11 +35,11 @@ import io
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from msgspec import Struct, field
 
 from matrixgen.engine.errors import Findings, QuarantineError, UsageError
 from matrixgen.engine.yamlio import last_content_line, parse_yaml
@@ -184,8 +184,7 @@ def read_checked(
 # --------------------------------------------------------------------------- text edits
 
 
-@dataclass(frozen=True, slots=True)
-class _Layout:
+class _Layout(Struct, frozen=True):
     """Where the entries are in the text, line by line (0-based)."""
 
     lines: list[str]
@@ -200,8 +199,7 @@ class _Layout:
     style: QuoteStyle = field(default_factory=lambda: QuoteStyle())
 
 
-@dataclass(frozen=True, slots=True)
-class QuoteStyle:
+class QuoteStyle(Struct, frozen=True):
     """How a file's entries quote: the quote character of its quoted strings
     (None: no quoted string yet, the dumper's own choice), and whether its
     `added` / `expires` dates are written as quoted strings."""

@@ -17,9 +17,11 @@ import datetime as dt
 import fnmatch
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from matrixgen.engine.errors import Finding, Findings, Location, Severity, UsageError, did_you_mean
 from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
@@ -58,8 +60,7 @@ _ISSUE_NUMBER = re.compile(r"^#(\d+)$")
 # --------------------------------------------------------------------------- values
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Policy:
+class Policy(Struct, frozen=True, kw_only=True):
     """The `quarantine` section of the project config, with defaults."""
 
     tracker_base: str | None = None
@@ -93,8 +94,7 @@ def policy(config: ProjectConfig) -> Policy:
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Match:
+class Match(Struct, frozen=True, kw_only=True):
     """What an entry matches; an empty tuple means any value."""
 
     test_case: str
@@ -140,8 +140,7 @@ def matches_test_case(pattern: str, test_case: str, known: frozenset[str] | set[
     return fnmatch.fnmatchcase(test_case, pattern)
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Place:
+class Place(Struct, frozen=True, order=True):
     """One `where` item: a system, and a scope (resolved) or None for all its scopes."""
 
     system: System
@@ -161,8 +160,7 @@ class Place:
         return f"{self.system.value}/{self.scope}" if self.scope else self.system.value
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Entry:
+class Entry(Struct, frozen=True, kw_only=True):
     """One quarantine entry, as written in the file (tracker also resolved)."""
 
     id: str
@@ -179,7 +177,34 @@ class Entry:
     expires: dt.date | None = None
     reason: str = ""
     index: int = 0  # position in the file's entries list
-    location: Location = field(default=Location(""), compare=False)
+    location: Location = Location("")  # not compared: where the file holds it
+
+    def compared(self) -> tuple:
+        """Every field but `location`: an entry moved in the file is the same entry."""
+        return (
+            self.id,
+            self.tracker,
+            self.tracker_url,
+            self.kind,
+            self.action,
+            self.match,
+            self.where,
+            self.where_text,
+            self.node_ids,
+            self.owner,
+            self.added,
+            self.expires,
+            self.reason,
+            self.index,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Entry:
+            return NotImplemented
+        return self.compared() == other.compared()
+
+    def __hash__(self) -> int:
+        return hash(self.compared())
 
     @property
     def tracker_ref(self) -> str:
@@ -218,8 +243,7 @@ class Entry:
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QuarantineFile:
+class QuarantineFile(Struct, frozen=True, kw_only=True):
     """A parsed quarantine file: usable entries, and every problem found."""
 
     path: str
@@ -609,8 +633,7 @@ def entry_from_mapping(
 # --------------------------------------------------------------------------- applying
 
 
-@dataclass(frozen=True, slots=True)
-class Selection:
+class Selection(Struct, frozen=True):
     """What one target gets: its jobs (marked where an entry applies), and the
     jobs an entry skipped (marked too), both in selection order."""
 
@@ -730,8 +753,7 @@ def selection(
 # --------------------------------------------------------------------------- usage
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
+class Hit(Struct, frozen=True):
     """One job an entry applies to, in one target."""
 
     target: Target
@@ -772,8 +794,7 @@ def overlaps(
 # --------------------------------------------------------------------------- checks
 
 
-@dataclass(frozen=True, slots=True)
-class Known:
+class Known(Struct, frozen=True):
     """The values a tree uses (or declares), for "did you mean" and unknown values."""
 
     models: frozenset[str]
@@ -950,8 +971,7 @@ def check_quarantine(context: ValidationContext) -> Iterator[Finding]:
 # --------------------------------------------------------------------------- audit
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AuditItem:
+class AuditItem(Struct, frozen=True, kw_only=True):
     entry_id: str
     problem: str  # expired, expiring, ownerless, trackerless, matches-nothing, tracker-closed
     detail: str

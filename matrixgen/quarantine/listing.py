@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
 from matrixgen.quarantine.entries import Entry, entries_tracked_by
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EntryFilter:
+class EntryFilter(Struct, frozen=True, kw_only=True):
     """What `quarantine list` was asked for; None (or False) is no filter."""
 
     tracker: str | None = None

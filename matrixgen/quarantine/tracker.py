@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit
+
+from msgspec import Struct, field
 
 from matrixgen.engine.errors import TrackerError, UsageError
 
@@ -79,8 +80,7 @@ def _same_origin(a: str, b: str) -> bool:
     )
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class IssueRef:
+class IssueRef(Struct, frozen=True, order=True):
     host: str
     owner: str
     repo: str
@@ -99,15 +99,13 @@ def parse_issue_url(url: str) -> IssueRef | None:
     return IssueRef(found["host"].lower(), found["owner"], found["repo"], int(found["n"]))
 
 
-@dataclass(frozen=True, slots=True)
-class IssueState:
+class IssueState(Struct, frozen=True):
     ref: IssueRef
     state: str  # "open", "closed", or "missing" (404/410: deleted or never existed)
     title: str = ""
 
 
-@dataclass(slots=True)
-class GitHubTracker:
+class GitHubTracker(Struct):
     """A small GitHub REST client: issue state, cached per issue for one run."""
 
     token: str
@@ -220,8 +218,7 @@ def _http_problem(exc: object, url: str) -> str:
     return f"the GitHub API answered {code} for {url}"
 
 
-@dataclass(frozen=True, slots=True)
-class TrackerReport:
+class TrackerReport(Struct, frozen=True):
     """Per entry id: the tracker state, or why it was not checked."""
 
     states: dict[str, str]

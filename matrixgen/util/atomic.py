@@ -34,10 +34,10 @@ import errno
 import hashlib
 import os
 import re
-import socket
 import stat
 import tempfile
 import time
+from functools import cache
 from pathlib import Path
 
 STALE_AFTER_SECONDS = 3600.0
@@ -108,9 +108,11 @@ def check_destination(path: Path) -> os.stat_result | None:
     return info
 
 
+@cache
 def host_tag() -> str:
-    """A short tag for this host in temporary names (pids are only meaningful here)."""
-    return hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+    """A short tag for this host in temporary names (pids are only meaningful here).
+    The node name is gethostname()'s, read without importing socket."""
+    return hashlib.sha1(os.uname().nodename.encode("utf-8", "replace")).hexdigest()[:8]
 
 
 def temp_prefix(name: str) -> str:

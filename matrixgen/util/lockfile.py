@@ -19,13 +19,13 @@ import contextlib
 import datetime as dt
 import errno
 import os
-import socket
 import stat
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 DEFAULT_TIMEOUT = 30.0
 TIMEOUT_VARIABLE = "MATRIXGEN_LOCK_TIMEOUT"
@@ -42,8 +42,7 @@ class LockError(Exception):
         self.errno = errno
 
 
-@dataclass(frozen=True, slots=True)
-class Holder:
+class Holder(Struct, frozen=True):
     """Who holds a lock, as its lock file says (any field may be unknown)."""
 
     pid: int | None = None
@@ -179,7 +178,7 @@ def hold(
         os.close(fd)
     me = Holder(
         pid=os.getpid(),
-        host=socket.gethostname(),
+        host=os.uname().nodename,  # gethostname(), without importing socket
         command=command or current_command(),
         since=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )

@@ -14,8 +14,9 @@ Pure: standard library only.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import StrEnum
+
+from msgspec import Struct
 
 MAX_LINK_HOPS = 40  # as Linux's limit on links followed in one lookup
 
@@ -30,8 +31,7 @@ class Kind(StrEnum):
     LOOP = "loop"  # too many links
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(Struct, frozen=True):
     """What is at one path: its kind, and a link's target text."""
 
     kind: Kind
@@ -41,8 +41,7 @@ class Entry:
 Lookup = Callable[[str], Entry]
 
 
-@dataclass(frozen=True, slots=True)
-class Resolved:
+class Resolved(Struct, frozen=True):
     """Where a path leads: the kind of the final entry and its link-free path
     (None when the path leaves the tree or loops)."""
 

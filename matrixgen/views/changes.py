@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from matrixgen.engine.changes import FALLBACK_TEXT, ChangeSelection, ChangeSet, select_changed
 from matrixgen.engine.model import Job, Target
@@ -15,8 +17,7 @@ if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Dropped:
+class Dropped(Struct, frozen=True, kw_only=True):
     """Per target: the jobs the change does not need, why, and their GPU-hours."""
 
     selection: ChangeSelection
@@ -80,7 +81,7 @@ def restrict(generation: Generation, selection: ChangeSelection) -> Generation:
     if selection.fallback is not None or not selection.dropped:
         return generation
     kept = tuple(selection.kept(generation.jobs))
-    return replace(generation, expansion=replace(generation.expansion, jobs=kept))
+    return replace(generation, expansion=generation.expansion.with_jobs(kept))
 
 
 def dropped_by_target(

@@ -17,8 +17,9 @@ a job a quarantine entry skips costs nothing; an allow-failure one still runs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
 
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.model import Job, Target
@@ -53,8 +54,7 @@ def gpu_hours(job: Job, n_repeat: int | None = None, seconds: float | None = Non
     return gpus_of(job) * per_repeat * repeats / 3600
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Cost:
+class Cost(Struct, frozen=True, kw_only=True):
     jobs: int = 0
     gpu_hours_max: float = 0.0
     weighted_max: float = 0.0
@@ -173,8 +173,7 @@ def pipeline_name(target: Target) -> str:
     return "/".join(parts)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CostReport:
+class CostReport(Struct, frozen=True, kw_only=True):
     targets: tuple[tuple[Target, Cost], ...]
     pipelines: tuple[tuple[str, Cost], ...]
     platforms: tuple[tuple[str, Cost], ...]

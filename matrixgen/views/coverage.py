@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
 
 from matrixgen.engine.errors import Finding, Severity, did_you_mean
 from matrixgen.engine.model import Job, Target
@@ -49,8 +50,7 @@ if TYPE_CHECKING:
     from matrixgen.engine.load import RecipeTree
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MissingReference:
+class MissingReference(Struct, frozen=True, kw_only=True):
     """A job that misses one of its references."""
 
     job: Job
@@ -81,8 +81,7 @@ class MissingReference:
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TemplateProblem:
+class TemplateProblem(Struct, frozen=True, kw_only=True):
     """A template some jobs cannot fill (a field they do not have)."""
 
     reference: str
@@ -177,8 +176,7 @@ def checked(job: Job, settings: ReferenceSettings) -> bool:
 # ---------------------------------------------------------------- coverage
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TargetCoverage:
+class TargetCoverage(Struct, frozen=True, kw_only=True):
     target: Target
     gating: bool
     jobs: int  # the jobs the target keeps after quarantine
@@ -195,8 +193,7 @@ class TargetCoverage:
         }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Orphan:
+class Orphan(Struct, frozen=True, kw_only=True):
     path: str  # as shown
     reference: str
     fields: Mapping[str, str]
@@ -208,8 +205,7 @@ class Orphan:
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Coverage:
+class Coverage(Struct, frozen=True, kw_only=True):
     settings: ReferenceSettings
     listing: ReferenceListing
     targets: tuple[TargetCoverage, ...]

@@ -20,8 +20,9 @@ skips the needed job in a target) and cycles. networkx is imported only here.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct, field
 
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import Finding, Location, Severity
@@ -40,8 +41,7 @@ if TYPE_CHECKING:
 KIND_ORDER = {"parent": 0, "build": 1, "external": 2, "job": 3, "missing": 4}
 
 
-@dataclass(frozen=True, slots=True)
-class Need:
+class Need(Struct, frozen=True):
     """One need of one job, as written (template) and as resolved (name)."""
 
     job: Job
@@ -50,8 +50,7 @@ class Need:
     kind: str  # "needs", "warmup" or "parent"
 
 
-@dataclass(slots=True)
-class JobGraph:
+class JobGraph(Struct):
     """A graph with what building it found."""
 
     graph: nx.DiGraph

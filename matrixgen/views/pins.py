@@ -25,8 +25,9 @@ import re
 import shlex
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct, field
 
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import Finding, Location, Severity, did_you_mean
@@ -47,8 +48,7 @@ SELECTOR_KEYS = ("models", "platforms", "environments")
 # image pins
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ImagePin:
+class ImagePin(Struct, frozen=True, kw_only=True):
     """One pinned image, where the config holds it."""
 
     keys: tuple[str, ...]  # path in the config, e.g. ("images", "gitlab", "amd64")
@@ -69,8 +69,7 @@ class ImagePin:
         return f"{self.repository}:{self.tag}" if self.tag else self.repository
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ImageStatus:
+class ImageStatus(Struct, frozen=True, kw_only=True):
     """One pin with the version read from its tag and what it should be."""
 
     pin: ImagePin
@@ -300,8 +299,7 @@ def check_images(context: ValidationContext) -> Iterator[Finding]:
 # env and argument pins
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ValuePin:
+class ValuePin(Struct, frozen=True, kw_only=True):
     """An env and/or argument pin and the jobs it claims to cover."""
 
     name: str
@@ -346,8 +344,7 @@ class ValuePin:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class PinProblem:
+class PinProblem(Struct, frozen=True):
     """What one job lacks; `key` says which part of the recipe is at fault."""
 
     key: str  # "env", "args" or "launcher"
@@ -476,8 +473,7 @@ def _assignments(command: str) -> dict[str, str]:
     return found
 
 
-@dataclass(frozen=True, slots=True)
-class PinCoverage:
+class PinCoverage(Struct, frozen=True):
     """For `matrixgen pins`: how many jobs a pin covers and how many lack it."""
 
     pin: ValuePin

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
 
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import Finding, Severity, UsageError, did_you_mean
@@ -59,8 +60,7 @@ def fleet(config: ProjectConfig, platform: str) -> str:
         current = alias
 
 
-@dataclass(frozen=True, slots=True)
-class TargetStats:
+class TargetStats(Struct, frozen=True):
     target: Target
     jobs: tuple[Job, ...]  # before quarantine; skipped ones carry their mark
 
@@ -85,15 +85,14 @@ class TargetStats:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class PipelineStats:
+class PipelineStats(Struct, frozen=True):
     """Distinct jobs over the targets of one system and scope (or a whole system)."""
 
     system: str
     scope: str | None  # None: every scope of the system
     jobs: Mapping[JobId, Job]
     targets: tuple[str, ...]
-    config: ProjectConfig = field(repr=False)
+    config: ProjectConfig
 
     def to_dict(self) -> dict[str, Any]:
         functional = [j for j in self.jobs.values() if j.model != UNIT_TEST_MODEL]
@@ -119,13 +118,12 @@ class PipelineStats:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Stats:
+class Stats(Struct, frozen=True):
     targets: tuple[TargetStats, ...]
     pipelines: tuple[PipelineStats, ...]
     excluded_platforms: tuple[str, ...]
     excluded_targets: tuple[str, ...]
-    config: ProjectConfig = field(repr=False)
+    config: ProjectConfig
 
     def platforms(self) -> dict[str, dict[str, int]]:
         """Distinct jobs per platform over every counted target."""

@@ -1,0 +1,98 @@
+"""The value classes that leave some fields out of equality: every other field
+counts, the left-out ones never do, and hashing agrees with equality.
+
+Each class is built with a distinct placeholder object in every field (msgspec
+does not check types at construction), then one field at a time is swapped for
+another placeholder: a new field that a class's `__eq__` forgets to compare
+fails here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from matrixgen.emit.common import EmittedJob
+from matrixgen.emit.generate import TargetOutput
+from matrixgen.engine.expand import Expansion
+from matrixgen.engine.model import Job, Target
+from matrixgen.evidence.store import Store
+from matrixgen.quarantine.entries import Entry
+
+# class -> the fields equality leaves out (and why: see each class)
+NOT_COMPARED: dict[type, set[str]] = {
+    Job: {"spec", "recipe", "source", "declared_scope", "definitions"},
+    Target: {"settings"},
+    Entry: {"location"},
+    EmittedJob: {"job"},
+    TargetOutput: {"emitted"},
+    Expansion: {"memo"},
+    Store: {"migrated"},
+}
+
+
+class _Mark:
+    """A placeholder: equal only to itself, hashable."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+
+def _build(cls: type, **override: Any) -> Any:
+    names = [f.name for f in msgspec.structs.fields(cls)]
+    values = {name: override.get(name, _SHARED[name]) for name in names}
+    return cls(**values)
+
+
+_SHARED: dict[str, _Mark] = {}
+
+
+@pytest.mark.parametrize("cls", list(NOT_COMPARED), ids=lambda c: c.__name__)
+def test_every_field_but_the_left_out_ones_makes_two_values_differ(cls: type) -> None:
+    names = [f.name for f in msgspec.structs.fields(cls)]
+    assert NOT_COMPARED[cls] <= set(names)
+    _SHARED.clear()
+    _SHARED.update({name: _Mark(name) for name in names})
+    base = _build(cls)
+    assert base == _build(cls) and hash(base) == hash(_build(cls))
+    for name in names:
+        other = _build(cls, **{name: _Mark(f"other {name}")})
+        if name in NOT_COMPARED[cls]:
+            assert other == base, f"{cls.__name__}.{name} must not count in equality"
+            assert hash(other) == hash(base), f"{cls.__name__}.{name} must not count in hash"
+        else:
+            assert other != base, f"{cls.__name__}.{name} must count in equality"
+
+
+@pytest.mark.parametrize("cls", list(NOT_COMPARED), ids=lambda c: c.__name__)
+def test_a_value_is_never_equal_to_another_class(cls: type) -> None:
+    names = [f.name for f in msgspec.structs.fields(cls)]
+    _SHARED.clear()
+    _SHARED.update({name: _Mark(name) for name in names})
+    value = _build(cls)
+    assert value != tuple(getattr(value, n) for n in names)
+    assert value.__eq__(object()) is NotImplemented
+
+
+def test_values_are_frozen() -> None:
+    job = Job(
+        model="m",
+        test_case="t",
+        environment="dev",
+        platform="dgx_h100",
+        tag=None,
+        scope="mr",
+        cadence=("pr",),
+        name="m/t",
+        build=None,
+        n_repeat=1,
+        time_limit=60,
+    )
+    with pytest.raises(AttributeError):
+        job.model = "other"  # type: ignore[misc]
+    assert msgspec.structs.replace(job, model="other").model == "other"
+    assert job.model == "m"
