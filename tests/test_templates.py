@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from matrixgen.engine.templates import TemplateError, placeholders, render
@@ -57,6 +57,7 @@ _NAMES = st.sampled_from(["model", "test_case", "platform", "n", "x1"])
 _LITERAL = st.text(alphabet=st.characters(blacklist_characters="{}"), max_size=6)
 
 
+@example([("", "n", ":x"), ("-", "model", "")], {"n": "text"})  # a format error, then a gap
 @given(
     st.lists(st.tuples(_LITERAL, _NAMES, st.sampled_from(["", ":>4", "!r", ":x"])), max_size=5),
     st.dictionaries(_NAMES, st.one_of(st.text(max_size=5), st.integers(0, 99)), max_size=5),
