@@ -24,6 +24,7 @@ from matrixgen.cli.common import (
     dump,
     echo_findings,
     echo_json,
+    hold_until_exit,
     load_valid,
     recipes_dir,
 )
@@ -418,6 +419,7 @@ def console() -> None:
     long as a tenth of the run; the OS takes the memory back at once). Output is
     flushed first; should that fail, the interpreter exits the usual way and
     reports it. Tests call `main` in-process, never this."""
+    hold_until_exit()
     code = main()
     try:
         sys.stdout.flush()
