@@ -496,3 +496,56 @@ def test_every_help_describes_every_option_in_plain_words(cli, monkeypatch) -> N
                 assert "|" in metavar, f"{where}: shows the type <{metavar}>"
             assert "list[" not in flags and "[str]" not in flags, where
     assert seen > 60  # every command was walked, sub-commands included
+
+
+def _list_table_job_by_job(jobs: list, owners: list[str] | None = None) -> str:
+    """What `list` prints, built row by row from each job's fields."""
+    from matrixgen.views.table import table
+
+    rows = [
+        [
+            j.model,
+            j.test_case,
+            j.tag or "",
+            j.environment,
+            j.platform,
+            j.shown_scope or "",
+            ",".join(j.cadence),
+            str(j.n_repeat),
+            str(j.time_limit),
+        ]
+        for j in jobs
+    ]
+    headers = ["model", "test_case", "tag", "environment", "platform", "scope", "cadence"]
+    headers += ["n_repeat", "time_limit"]
+    if any(j.quarantine for j in jobs):
+        headers.append("quarantine")
+        for row, j in zip(rows, jobs, strict=True):
+            q = j.quarantine
+            row.append(f"{q.action} {q.id} ({q.tracker})" if q else "")
+    if owners is not None:
+        headers.insert(0, "target")
+        for row, name in zip(rows, owners, strict=True):
+            row.insert(0, name)
+    return table(rows, headers)
+
+
+def test_list_table_is_each_jobs_fields(cli: Callable) -> None:
+    """The shipped tree has declared scopes, quarantined jobs and untagged ones."""
+    from matrixgen.engine.model import Selector
+    from matrixgen.pipeline import generate
+
+    root = Path(__file__).resolve().parents[1] / "recipes"
+    generation = generate(root)
+    chosen = generation.selection(Selector())
+    assert any(j.quarantine for j in chosen.with_quarantined)
+    assert any(j.declared_scope for j in chosen.jobs)
+    run = cli("list", "--recipes", str(root), "--with-quarantined")
+    assert run.out == _list_table_job_by_job(list(chosen.with_quarantined))
+    assert cli("list", "--recipes", str(root)).out == _list_table_job_by_job(list(chosen.jobs))
+    targets = generation.targets()[:3]
+    jobs = [j for t in targets for j in generation.selection(t).jobs]
+    owners = [t.name for t in targets for _ in generation.selection(t).jobs]
+    names = [arg for t in targets for arg in ("--target", t.name)]
+    run = cli("list", "--recipes", str(root), *names)
+    assert run.out == _list_table_job_by_job(jobs, owners)

@@ -59,3 +59,38 @@ def test_a_big_plain_text_is_returned_as_it_is() -> None:
     text = "\n".join(f'  "key{i}": "value {i} é"' for i in range(100_000)) + "\n"
     assert escape.terminal_lines(text) is text
     assert escape.json_for_log(text) == text
+
+
+_PATTERNS = {
+    "every": (escape._MAYBE_HIDDEN, ""),
+    "lines": (escape._MAYBE_HIDDEN_IN_LINES, "\t\n"),
+    "json": (escape._MAYBE_HIDDEN_IN_JSON, "\t\n\r"),
+}
+
+
+@given(
+    st.one_of(
+        _TEXT,
+        # Lone surrogates (an undecodable file name carries them), C1 controls,
+        # soft hyphen, byte-order mark: each side of every category boundary.
+        st.text(
+            st.sampled_from([*"\ud800\udc80\x1b\x1f\x80\x9f\xad\ufeff\x7e\x20a\n\t\r"]),
+            max_size=40,
+        ),
+        st.text(st.characters(exclude_categories=()), max_size=40),
+        st.text(st.characters(max_codepoint=127), max_size=40),
+    ),
+    st.sampled_from(sorted(_PATTERNS)),
+)
+def test_any_hidden_is_hidden_on_each_character(text: str, which: str) -> None:
+    maybe, allowed = _PATTERNS[which]
+    assert escape._any_hidden(text, maybe) == _hidden_anywhere(text, allowed)
+
+
+def test_any_hidden_finds_one_character_in_a_big_text() -> None:
+    plain = "\n".join(f"\tline {i} é \U0001f600" for i in range(10_000))
+    assert not escape._any_hidden(plain, escape._MAYBE_HIDDEN_IN_LINES)
+    for hidden in ("\x00", "\x1b", "\x7f", "\x85", "\u202e", "\u2028", "\ud800"):
+        text = plain[:5000] + hidden + plain[5000:]
+        assert escape._any_hidden(text, escape._MAYBE_HIDDEN_IN_LINES), repr(hidden)
+    assert escape._any_hidden(plain, escape._MAYBE_HIDDEN)  # tabs and line breaks

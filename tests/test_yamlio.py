@@ -5,9 +5,12 @@ from __future__ import annotations
 import time
 
 import pytest
+import yaml
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from matrixgen.engine.errors import Findings
-from matrixgen.engine.yamlio import MAX_EXPANDED_NODES, parse_yaml
+from matrixgen.engine.yamlio import _MAY_HAVE_ANCHOR, MAX_EXPANDED_NODES, parse_yaml
 
 
 def parse(text: str | bytes) -> tuple[object, Findings]:
@@ -196,4 +199,38 @@ def test_deep_nesting_with_an_anchor_is_not_called_a_recursive_alias() -> None:
     messages = [str(f) for f in findings.items]
     assert not any("yaml-recursive-alias" in m for m in messages), messages
     _, findings = parse("a: &a\n  - *a\n")
+    assert "yaml-recursive-alias" in only(findings)
+
+
+# Pieces of YAML around an anchor: the separators libyaml allows before one, and
+# text that only looks like one (`a&&b`, `2>&1`).
+_ANCHOR_PIECES = [" ", "\n", "\t", "\r", "\x85", "\u2028", "\ufeff", "?", ":", "-", "[", "]"]
+_ANCHOR_PIECES += ["{", "}", ",", "&", "&a", "a", "*a", "!", "!!", '"', "'", "|", "#", "---", ">"]
+
+
+@example(["[", "?", "&a", " ", "[", "*a", "]", "]"])  # `?` needs no space after it in flow
+@example(["\ufeff", "&a", "\n", "-", " ", "*a"])  # a second byte-order mark
+@given(st.lists(st.sampled_from(_ANCHOR_PIECES), max_size=10))
+def test_every_anchor_libyaml_reads_is_seen_by_the_anchor_pattern(pieces: list[str]) -> None:
+    # Files without a match skip the alias checks (recursive aliases, alias bombs)
+    # and later walks assume there is none: a miss must never happen.
+    text = "".join(pieces)
+    try:
+        events = list(yaml.parse(text, Loader=yaml.CSafeLoader))
+    except yaml.YAMLError:
+        return
+    if any(getattr(e, "anchor", None) for e in events if not isinstance(e, yaml.AliasEvent)):
+        assert _MAY_HAVE_ANCHOR.search(text), text
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[?&a [*a]]\n", "\ufeff&a\n- *a\n"],
+    ids=["flow-question-mark", "byte-order-mark"],
+)
+def test_recursive_alias_behind_an_unusual_separator_is_refused(text: str) -> None:
+    # (The first file starts with a byte-order mark, which the decoder drops,
+    # and a second one, which libyaml skips.)
+    data, findings = parse(b"\xef\xbb\xbf" + text.encode())
+    assert data is None
     assert "yaml-recursive-alias" in only(findings)

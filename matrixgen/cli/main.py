@@ -38,7 +38,7 @@ from matrixgen.cli.output import (
 from matrixgen.engine.errors import ExitCode, MatrixgenError, Severity, annotation_lines
 from matrixgen.engine.vocab import OutputFormat
 from matrixgen.util.escape import terminal_text
-from matrixgen.views.table import table
+from matrixgen.views.table import each_shown, table_of_columns
 
 APP_SETTINGS: dict[str, Any] = {
     "name": "matrixgen",
@@ -256,41 +256,11 @@ def list_jobs(
         jobs = chosen.with_quarantined if with_quarantined else list(chosen.jobs)
         skipped_count = len(chosen.skipped)
     if fmt is OutputFormat.TABLE:
-        rows = [
-            [
-                j.model,
-                j.test_case,
-                j.tag or "",
-                j.environment,
-                j.platform,
-                j.shown_scope or "",
-                ",".join(j.cadence),
-                str(j.n_repeat),
-                str(j.time_limit),
-            ]
-            for j in jobs
-        ]
-        headers = [
-            "model",
-            "test_case",
-            "tag",
-            "environment",
-            "platform",
-            "scope",
-            "cadence",
-            "n_repeat",
-            "time_limit",
-        ]
-        if any(j.quarantine for j in jobs):
-            headers.append("quarantine")
-            for row, j in zip(rows, jobs, strict=True):
-                q = j.quarantine
-                row.append(f"{q.action} {q.id} ({q.tracker})" if q else "")
+        headers, columns = _job_columns(jobs)
         if target:
             headers.insert(0, "target")
-            for row, name in zip(rows, owners, strict=True):
-                row.insert(0, name)
-        typer.echo(table(rows, headers), nl=False)
+            columns.insert(0, owners)
+        typer.echo(table_of_columns(columns, headers), nl=False)
         skipped = f", {skipped_count} skipped by quarantine" if skipped_count else ""
         typer.echo(f"{len(jobs)} job(s){skipped}", err=True)
     elif target:
@@ -298,6 +268,36 @@ def list_jobs(
         typer.echo(dump(data, fmt), nl=False)
     else:
         typer.echo(dump([j.to_dict() for j in jobs], fmt), nl=False)
+
+
+def _job_columns(jobs: list[Any]) -> tuple[list[str], list[list[str]]]:
+    """The headers and columns of `list`'s table: one field of the jobs per
+    column, each distinct value spelled once (many jobs share each)."""
+    from operator import attrgetter
+
+    def field(name: str) -> list[Any]:
+        return list(map(attrgetter(name), jobs))
+
+    headers = ["model", "test_case", "tag", "environment", "platform", "scope", "cadence"]
+    headers += ["n_repeat", "time_limit"]
+    # The shown scope: the declared name, else the tier.
+    scopes = list(zip(field("declared_scope"), field("scope"), strict=True))
+    columns = [
+        field("model"),
+        field("test_case"),
+        each_shown(field("tag"), lambda t: t or ""),
+        field("environment"),
+        field("platform"),
+        each_shown(scopes, lambda scope: scope[0] or scope[1] or ""),
+        each_shown(field("cadence"), ",".join),
+        each_shown(field("n_repeat"), str),
+        each_shown(field("time_limit"), str),
+    ]
+    marks = field("quarantine")
+    if any(marks):
+        headers.append("quarantine")
+        columns.append([f"{q.action} {q.id} ({q.tracker})" if q else "" for q in marks])
+    return headers, columns
 
 
 def register(app: typer.Typer) -> None:

@@ -1,8 +1,12 @@
 """Safe YAML reading that keeps node positions for error messages.
 
-Values are built by PyYAML's safe constructor on top of the libyaml C parser when
-it is present; the composed node tree is kept so that any finding can be mapped
-back to `file:line:column` without paying for position tracking on the fast path.
+Documents are composed by the libyaml C parser when it is present; the composed
+node tree is kept so that any finding can be mapped back to `file:line:column`
+without paying for position tracking on the fast path. Values are built from it by
+one tight walk (`_construct_fast`) that builds strings, lists and mappings itself,
+hands every other scalar to PyYAML's safe constructor methods, and gives a
+document up to PyYAML's own constructor on anything else: an unusual tag, an
+error, a document too deep. Both give the same values and findings.
 """
 
 from __future__ import annotations
@@ -30,10 +34,25 @@ MAX_EXPANDED_NODES = 2_000_000
 MAX_NESTING_DEPTH = 64
 
 
-# An anchor is `&name` after a space, a line start or flow punctuation; shell text
-# such as `a && b` or `2>&1` does not look like one, so only files that may hold
-# aliases pay for the expansion walk (a false positive only costs time).
-_MAY_HAVE_ANCHOR = re.compile(r"(?:^|[\s\[\]{},:-])&[^\s&\[\]{},]", re.MULTILINE)
+# An anchor is `&name` after a space, a line start, flow punctuation, a `?` (in
+# flow context it needs no space after it) or a byte-order mark (libyaml skips one
+# at the start of any line); shell text such as `a && b` or `2>&1` does not look
+# like one, so only files that may hold aliases pay for the expansion walk. A
+# false positive only costs time; a miss would let a recursive alias or an alias
+# bomb through to walks that assume there is none.
+_MAY_HAVE_ANCHOR = re.compile(r"(?:^|[\s\[\]{},:?\ufeff-])&[^\s&\[\]{},]", re.MULTILINE)
+
+
+# Tags of plain scalars by their text, as the resolver gives them; bounded, so a
+# tree of many distinct values costs only the resolver's own time past the bound.
+_RESOLVED: dict[str, str] = {}
+_RESOLVED_MAX = 1 << 15
+_RESOLVED_MAX_TEXT = 64
+_DEFAULT_TAGS = {
+    yaml.ScalarNode: yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG,
+    yaml.SequenceNode: yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
+    yaml.MappingNode: yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+}
 
 
 class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
@@ -42,6 +61,29 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
 
     duplicate_keys: list[tuple[yaml.Node, str]]
     odd_keys: list[tuple[yaml.Node, str]]
+
+    # The composer asks the resolver for the tag of every node it makes, and
+    # PyYAML's resolver (pure Python) costs as much as the rest of composing. This
+    # loader has no path resolvers (PyYAML's `add_path_resolver`; a test holds it
+    # so), so a plain scalar's tag depends on its text alone and a collection's on
+    # its kind: tags are remembered by text, and the resolver's path bookkeeping,
+    # which does nothing without path resolvers, is skipped.
+
+    def resolve(self, kind: type, value: Any, implicit: Any) -> str:
+        if kind is yaml.ScalarNode and implicit[0]:
+            tag = _RESOLVED.get(value)
+            if tag is None:
+                tag = super().resolve(kind, value, implicit)
+                if len(value) <= _RESOLVED_MAX_TEXT and len(_RESOLVED) < _RESOLVED_MAX:
+                    _RESOLVED[value] = tag
+            return tag
+        return _DEFAULT_TAGS[kind]
+
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        pass
+
+    def ascend_resolver(self) -> None:
+        pass
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         mapping = super().construct_mapping(node, deep=deep)
@@ -137,6 +179,151 @@ def _kind_of(value: Any) -> str:
     if isinstance(value, dt.date):
         return "a date"
     return f"a {type(value).__name__}"
+
+
+_STR = "tag:yaml.org,2002:str"
+_SEQ = "tag:yaml.org,2002:seq"
+_MAP = "tag:yaml.org,2002:map"
+_VALUE = "tag:yaml.org,2002:value"
+_INT = "tag:yaml.org,2002:int"
+# Scalars of these tags are built by the loader's own constructor methods (so YAML
+# 1.1's reading of `on`, `0o17`, `1_000`, `1:20`, `.inf` or a date stays PyYAML's).
+_SCALAR_TAGS = frozenset(
+    f"tag:yaml.org,2002:{name}"
+    for name in ("str", "null", "bool", "int", "float", "binary", "timestamp")
+)
+
+
+class _Unusual(Exception):
+    """What the fast constructor leaves to PyYAML's: a tag it does not build
+    (`!!set`, `!!omap`, an unknown one), a merge key it was not told about, a
+    key that is a list, a document too deep, or any error."""
+
+
+def _construct_fast(
+    loader: _Loader, root: yaml.Node, *, shared: bool, merges: bool, nul: bool
+) -> tuple[Any, list[tuple[yaml.Node, str]], list[tuple[yaml.Node, str]]]:
+    """The value of a composed document, with its duplicate and odd keys, as
+    `loader.construct_document` would build them but in one tight walk.
+
+    `shared`: nodes may be reached twice (the text has an `&`): each list or
+    mapping node then gives one value, however often it is used. `merges`: the
+    text may hold `<<` keys; without it one makes the walk give up. `nul`: each
+    string is checked for NUL. The walk goes level by level, as PyYAML builds
+    (so findings come in the same order), and stops past MAX_NESTING_DEPTH.
+    Raises _Unusual for anything it does not build itself.
+    """
+    scalar_node = yaml.ScalarNode
+    sequence_node = yaml.SequenceNode
+    mapping_node = yaml.MappingNode
+    constructors = loader.yaml_constructors
+    fast_str = None if nul else _STR  # with NUL checks every string goes the long way
+    memo: dict[yaml.Node, Any] | None = {} if shared else None
+    duplicate_keys: list[tuple[yaml.Node, str]] = []
+    odd_keys: list[tuple[yaml.Node, str]] = []
+    below: list[tuple[yaml.Node, Any]] = []
+
+    def build(node: yaml.Node) -> Any:
+        """Any node but a plain string: a scalar's value, or a new empty list or
+        dict that is filled when its level is reached."""
+        kind = type(node)
+        tag = node.tag
+        if kind is scalar_node:
+            if tag == _INT:
+                # Digits only, no leading 0 (octal), short of 64 bits: what
+                # PyYAML's int reading comes to for such a text.
+                text = node.value
+                if text.isdecimal() and text[0] != "0" and len(text) < 19:
+                    return int(text)
+            elif tag not in _SCALAR_TAGS:
+                raise _Unusual
+            return constructors[tag](loader, node)
+        if memo is not None and node in memo:
+            return memo[node]
+        if kind is sequence_node and tag == _SEQ:
+            value: Any = []
+        elif kind is mapping_node and tag == _MAP:
+            value = {}
+        else:
+            raise _Unusual
+        if memo is not None:
+            memo[node] = value
+        below.append((node, value))
+        return value
+
+    try:
+        if type(root) is scalar_node and root.tag == fast_str:
+            return root.value, duplicate_keys, odd_keys
+        top = build(root)
+        depth = 1
+        while below:
+            if depth > MAX_NESTING_DEPTH:
+                raise _Unusual
+            level, below = below, []
+            for node, value in level:
+                if type(value) is list:
+                    value.extend(
+                        [
+                            item.value
+                            if item.tag == fast_str and type(item) is scalar_node
+                            else build(item)
+                            for item in node.value
+                        ]
+                    )
+                    continue
+                if merges:
+                    loader.flatten_mapping(node)
+                pairs = node.value
+                odd = False
+                for key_node, value_node in pairs:
+                    if key_node.tag == fast_str and type(key_node) is scalar_node:
+                        key = key_node.value
+                    elif type(key_node) is scalar_node:
+                        if key_node.tag == _VALUE:
+                            key_node.tag = _STR  # a key `=`: a name, as PyYAML's merging makes it
+                        key = build(key_node)
+                        odd = odd or type(key) is not str
+                    else:
+                        raise _Unusual  # a list or mapping as a key: PyYAML's error
+                    if value_node.tag == fast_str and type(value_node) is scalar_node:
+                        value[key] = value_node.value
+                    else:
+                        value[key] = build(value_node)
+                if len(value) < len(pairs):
+                    _note_duplicate_keys(pairs, duplicate_keys)
+                if odd:
+                    _rename_odd_keys(pairs, value, build, odd_keys)
+            depth += 1
+    except _Unusual:
+        raise
+    except Exception as exc:  # an error is reported as PyYAML reports it
+        raise _Unusual from exc
+    return top, duplicate_keys, odd_keys
+
+
+def _note_duplicate_keys(pairs: list, found: list[tuple[yaml.Node, str]]) -> None:
+    """Each key written a second time in one mapping (merge keys aside)."""
+    seen: set[tuple[str, str]] = set()
+    for key_node, _ in pairs:
+        if type(key_node) is yaml.ScalarNode and key_node.value != "<<":
+            key = (key_node.tag, key_node.value)
+            if key in seen:
+                found.append((key_node, key_node.value))
+            seen.add(key)
+
+
+def _rename_odd_keys(pairs: list, mapping: dict, build: Any, found: list) -> None:
+    """Key each value whose key YAML read as something other than a string by
+    the key's text as written (recording each such key), in place."""
+    written: dict[Any, str] = {}
+    for key_node, _ in pairs:
+        key = key_node.value if key_node.tag == _STR else build(key_node)
+        if type(key) is not str:
+            found.append((key_node, _kind_of(key)))
+            written.setdefault(key, key_node.value)
+    renamed = {(k if type(k) is str else written.get(k, str(k))): v for k, v in mapping.items()}
+    mapping.clear()
+    mapping.update(renamed)
 
 
 class YamlDocument(Struct, frozen=True):
@@ -256,6 +443,20 @@ def _too_deep(root: yaml.Node) -> yaml.Node | None:
     return None
 
 
+def _depth_ok(root: yaml.Node, path: str, findings: Findings) -> bool:
+    """False (with a finding) when lists and mappings nest past MAX_NESTING_DEPTH."""
+    too_deep = _too_deep(root)
+    if too_deep is None:
+        return True
+    findings.add(
+        _mark_location(path, too_deep.start_mark),
+        "yaml-too-deep",
+        f"lists and mappings are nested here deeper than {MAX_NESTING_DEPTH} levels, "
+        "the most matrixgen reads",
+    )
+    return False
+
+
 def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None:
     """Parse one YAML document; on any problem add a finding and return None."""
     if b"\x00" in raw:
@@ -270,7 +471,8 @@ def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None
             f"not UTF-8 text (byte {exc.start} cannot be decoded)",
         )
         return None
-    loader = (_NulRefusingLoader if _MAY_HAVE_NUL_ESCAPE.search(text) else _Loader)(text)
+    nul = _MAY_HAVE_NUL_ESCAPE.search(text) is not None
+    loader = (_NulRefusingLoader if nul else _Loader)(text)
     loader.duplicate_keys = []
     loader.odd_keys = []
     try:
@@ -278,20 +480,34 @@ def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None
         if root is None:
             findings.add(Location(path), "file-empty", "the file is empty")
             return None
+        # Without an `&` no node is reached twice; without `<<` none is merged.
+        shared = "&" in text
+        merges = "<<" in text
         # The anchor walk only where an anchor may be: `&` first (cheap), then the pattern.
-        may_alias = "&" in text and _MAY_HAVE_ANCHOR.search(text)
-        if may_alias and not _check_expansion(root, path, findings):
+        if shared and _MAY_HAVE_ANCHOR.search(text) and not _check_expansion(root, path, findings):
             return None
-        too_deep = _too_deep(root)
-        if too_deep is not None:
-            findings.add(
-                _mark_location(path, too_deep.start_mark),
-                "yaml-too-deep",
-                f"lists and mappings are nested here deeper than {MAX_NESTING_DEPTH} levels, "
-                "the most matrixgen reads",
+        # The depth is checked apart where aliases or merge keys make the walk
+        # below see a shape other than the node tree's; else the walk checks it.
+        checked_depth = shared or merges
+        if checked_depth and not _depth_ok(root, path, findings):
+            return None
+        try:
+            data, duplicate_keys, odd_keys = _construct_fast(
+                loader, root, shared=shared, merges=merges, nul=nul
             )
-            return None
-        data = loader.construct_document(root)
+        except _Unusual:
+            # PyYAML's constructor says what is wrong (or builds what the walk does not).
+            # The walk may have rewritten merge keys in place, as PyYAML does even
+            # on the way to an error: read the text again, untouched.
+            loader.dispose()
+            loader = (_NulRefusingLoader if nul else _Loader)(text)
+            loader.duplicate_keys = []
+            loader.odd_keys = []
+            root = loader.get_single_node()
+            if not checked_depth and not _depth_ok(root, path, findings):
+                return None
+            data = loader.construct_document(root)
+            duplicate_keys, odd_keys = loader.duplicate_keys, loader.odd_keys
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
@@ -311,13 +527,13 @@ def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None
         return None
     finally:
         loader.dispose()
-    for key_node, key in loader.duplicate_keys:
+    for key_node, key in duplicate_keys:
         findings.add(
             _mark_location(path, key_node.start_mark),
             "yaml-duplicate-key",
             f'duplicate key "{key}": the earlier value would be silently overwritten',
         )
-    for key_node, kind in loader.odd_keys:
+    for key_node, kind in odd_keys:
         findings.add(
             _mark_location(path, key_node.start_mark),
             "yaml-key-type",

@@ -1,0 +1,103 @@
+"""views.table: padded columns of escaped cells, byte for byte what padding and
+escaping each cell of each row gives, however many rows repeat a cell."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from matrixgen.util.escape import terminal_line, terminal_text
+from matrixgen.views.table import each_shown, table, table_of_columns
+
+
+def _table_cell_by_cell(rows: list[list[object]], headers: list[str]) -> str:
+    """The definition: every cell escaped, padded to its column's widest, each
+    line's trailing blanks stripped."""
+    cells = [[terminal_text(c) for c in row] for row in rows]
+    shown = [terminal_text(h) for h in headers]
+    widths = [max(len(c) for c in col) for col in zip(shown, *cells, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(shown, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    return "\n".join(lines) + "\n"
+
+
+# Few distinct values, so that rows repeat cells; hostile ones among them
+# (line breaks, controls, workflow commands, blanks that rstrip removes).
+_CELLS = st.one_of(
+    st.sampled_from(["", "a", "dgx_h100", "a b", "x ", " ", "\xa0", "\u3000", "é", "\n", "\t"]),
+    st.sampled_from(["\\", "::error::x"]),
+    st.sampled_from(["##[group]", "\x1b[31m", "\u202e", "\x85", "\ud800", "1", "True"]),
+    st.text(max_size=6),
+    st.integers(-3, 3),
+    st.booleans(),
+    st.none(),
+)
+
+
+@st.composite
+def _tables(draw: st.DrawFn) -> tuple[list[list[object]], list[str]]:
+    headers = draw(st.lists(st.sampled_from(["model", "a", "", " x", "é\n", "scope"]), max_size=5))
+    rows = draw(
+        st.lists(st.lists(_CELLS, min_size=len(headers), max_size=len(headers)), max_size=12)
+    )
+    return rows, headers
+
+
+@given(_tables())
+def test_table_is_each_cell_escaped_and_padded(given_table: tuple) -> None:
+    rows, headers = given_table
+    assert table(rows, headers) == _table_cell_by_cell(rows, headers)
+
+
+@given(_tables())
+def test_table_of_columns_is_table_of_the_rows(given_table: tuple) -> None:
+    rows, headers = given_table
+    if not headers:
+        return  # columns cannot say how many rows there are
+    columns = [[row[i] for row in rows] for i in range(len(headers))]
+    assert table_of_columns(columns, headers) == table(rows, headers)
+
+
+@given(_tables())
+def test_every_line_of_a_table_is_safe_to_print(given_table: tuple) -> None:
+    rows, headers = given_table
+    lines = table(rows, headers).split("\n")
+    assert lines.pop() == ""
+    assert len(lines) == len(rows) + 2  # no cell breaks its row
+    for line in lines:
+        assert "##[" not in line
+        assert terminal_line(line) == line or line.lstrip().startswith("::")
+
+
+def test_one_and_true_are_different_cells() -> None:
+    text = table([[1], [True], ["1"], [1.0]], ["n"])
+    assert text.split("\n")[2:6] == ["1", "True", "1", "1.0"]
+
+
+def test_rows_of_another_length_are_refused() -> None:
+    with pytest.raises(ValueError):
+        table([["a", "b"], ["c"]], ["x", "y"])
+    with pytest.raises(ValueError):
+        table_of_columns([["a", "b"], ["c"]], ["x", "y"])
+    with pytest.raises(ValueError):
+        table_of_columns([["a"]], ["x", "y"])
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(["", "a", "1", "True"]),
+            st.none(),
+            st.integers(0, 2),
+            st.booleans(),
+            st.tuples(st.sampled_from(["pr", "nightly"])),
+        ),
+        max_size=12,
+    )
+)
+def test_each_shown_is_show_on_each_value(values: list) -> None:
+    assert each_shown(values, repr) == [repr(v) for v in values]
+    strings = [v for v in values if v is None or isinstance(v, str)]
+    assert each_shown(strings, repr) == [repr(v) for v in strings]
