@@ -338,8 +338,19 @@ def _root(
 def app_for(argv: list[str]) -> typer.Typer:
     """The app that runs a command line: only its command's module when it names one."""
     if argv and argv[0] in COMMAND_MODULES:
-        return build_app((COMMAND_MODULES[argv[0]],))
+        app = build_app((COMMAND_MODULES[argv[0]],))
+        # Only that command: typer builds the options of every command it holds.
+        app.registered_commands = [
+            c for c in app.registered_commands if _command_name(c) == argv[0]
+        ]
+        app.registered_groups = [g for g in app.registered_groups if g.name == argv[0]]
+        return app
     return build_app()
+
+
+def _command_name(info: Any) -> str:
+    """A registered command's name as typer spells it (from the function when unnamed)."""
+    return info.name or info.callback.__name__.lower().replace("_", "-")
 
 
 def __getattr__(name: str) -> Any:
