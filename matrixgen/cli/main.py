@@ -270,30 +270,35 @@ def list_jobs(
         typer.echo(dump([j.to_dict() for j in jobs], fmt), nl=False)
 
 
-def _job_columns(jobs: list[Any]) -> tuple[list[str], list[list[str]]]:
+def _job_columns(jobs: list[Any]) -> tuple[list[str], list[Any]]:
     """The headers and columns of `list`'s table: one field of the jobs per
     column, each distinct value spelled once (many jobs share each)."""
     from operator import attrgetter
 
-    def field(name: str) -> list[Any]:
-        return list(map(attrgetter(name), jobs))
-
+    # One pass over the jobs reads every field (each job is visited once: the
+    # jobs of a big tree do not fit in a cache), then the columns are the fields.
+    fields = ("model", "test_case", "tag", "environment", "platform", "declared_scope", "scope")
+    fields += ("cadence", "n_repeat", "time_limit", "quarantine")
+    values: list[Any] = list(zip(*map(attrgetter(*fields), jobs), strict=True)) or [
+        () for _ in fields
+    ]
+    model, test_case, tag, environment, platform, declared, scope = values[:7]
+    cadence, n_repeat, time_limit, marks = values[7:]
     headers = ["model", "test_case", "tag", "environment", "platform", "scope", "cadence"]
     headers += ["n_repeat", "time_limit"]
     # The shown scope: the declared name, else the tier.
-    scopes = list(zip(field("declared_scope"), field("scope"), strict=True))
+    scopes = list(zip(declared, scope, strict=True))
     columns = [
-        field("model"),
-        field("test_case"),
-        each_shown(field("tag"), lambda t: t or ""),
-        field("environment"),
-        field("platform"),
+        model,
+        test_case,
+        each_shown(tag, lambda t: t or ""),
+        environment,
+        platform,
         each_shown(scopes, lambda scope: scope[0] or scope[1] or ""),
-        each_shown(field("cadence"), ",".join),
-        each_shown(field("n_repeat"), str),
-        each_shown(field("time_limit"), str),
+        each_shown(cadence, ",".join),
+        each_shown(n_repeat, str),
+        each_shown(time_limit, str),
     ]
-    marks = field("quarantine")
     if any(marks):
         headers.append("quarantine")
         columns.append([f"{q.action} {q.id} ({q.tracker})" if q else "" for q in marks])
