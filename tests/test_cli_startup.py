@@ -63,6 +63,13 @@ def test_the_app_of_one_command_behaves_as_the_whole_app(args: list[str]) -> Non
     assert _help(app_for(args), args) == _help(build_app(), args)
 
 
+@pytest.mark.parametrize("name", sorted(COMMAND_MODULES))
+def test_the_app_of_one_command_holds_only_that_command(name: str) -> None:
+    """typer builds the options of every command an app holds, at every run."""
+    commands = typer.main.get_command(app_for([name])).commands  # type: ignore[attr-defined]
+    assert sorted(commands) == [name]
+
+
 def _imported(args: list[str], cwd: Path) -> set[str]:
     """Run `main(args)` in a fresh interpreter: the modules it imported."""
     code = (

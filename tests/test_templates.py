@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from matrixgen.engine.templates import TemplateError, placeholders, render
@@ -49,3 +51,34 @@ def test_huge_widths_are_refused_before_any_work(spec: str) -> None:
 def test_ordinary_widths_still_render() -> None:
     assert render("{x:>999}", {"x": "a"}) == " " * 998 + "a"
     assert render("{x:.2f}|{y:08.3f}", {"x": 1.0, "y": 2.0}) == "1.00|0002.000"
+
+
+_NAMES = st.sampled_from(["model", "test_case", "platform", "n", "x1"])
+_LITERAL = st.text(alphabet=st.characters(blacklist_characters="{}"), max_size=6)
+
+
+@example([("", "n", ":x"), ("-", "model", "")], {"n": "text"})  # a format error, then a gap
+@given(
+    st.lists(st.tuples(_LITERAL, _NAMES, st.sampled_from(["", ":>4", "!r", ":x"])), max_size=5),
+    st.dictionaries(_NAMES, st.one_of(st.text(max_size=5), st.integers(0, 99)), max_size=5),
+)
+def test_render_is_str_format_and_names_every_missing_field(
+    parts: list[tuple[str, str, str]], fields: dict
+) -> None:
+    """Whatever fails first, a missing field is the error; otherwise the text is
+    what str.format gives (or its format error, on the same placeholder)."""
+    template = "".join(f"{lit}{{{name}{spec}}}" for lit, name, spec in parts)
+    used = list(dict.fromkeys(name for _, name, _ in parts))
+    missing = [n for n in used if n not in fields]
+    if missing:
+        names = ", ".join(f"{{{m}}}" for m in missing)
+        with pytest.raises(TemplateError, match=re.escape(f"placeholder {names} does not")):
+            render(template, fields)
+        return
+    try:
+        expected = template.format(**fields)
+    except (ValueError, TypeError):
+        with pytest.raises(TemplateError, match="placeholder"):
+            render(template, fields)
+        return
+    assert render(template, fields) == expected

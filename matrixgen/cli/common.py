@@ -118,6 +118,26 @@ def echo_findings(findings: list[Finding] | tuple[Finding, ...]) -> None:
         write_annotations(annotation_lines(list(findings)))
 
 
+# The big values of a run (the loaded tree, the rows of a listing), held until
+# the process ends when the console script runs: it exits without tearing
+# objects down (cli.main.console), and freeing a big tree's millions of objects
+# one by one when a command returns would cost a few percent of the run.
+# None: values are freed as usual (tests and other callers of `main`).
+_held: list[Any] | None = None
+
+
+def hold_until_exit() -> None:
+    """From now on `held` keeps what it is given until the process ends."""
+    global _held
+    _held = []
+
+
+def held(value: Any) -> Any:
+    if _held is not None:
+        _held.append(value)
+    return value
+
+
 def load_valid(recipes: Path | None, *, emitting: bool = False) -> Generation:
     """Load, expand and validate the tree; refuse one that `validate` would fail
     (a mistyped scope would otherwise drop its jobs from every selection).
@@ -135,7 +155,7 @@ def load_valid(recipes: Path | None, *, emitting: bool = False) -> Generation:
 
         listing = read_listing(directory, settings)
     echo_findings(require_valid(generation, references=listing))
-    return generation
+    return held(generation)
 
 
 def dump(value: Any, fmt: OutputFormat) -> str:

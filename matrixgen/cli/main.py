@@ -24,6 +24,7 @@ from matrixgen.cli.common import (
     dump,
     echo_findings,
     echo_json,
+    hold_until_exit,
     load_valid,
     recipes_dir,
 )
@@ -337,8 +338,19 @@ def _root(
 def app_for(argv: list[str]) -> typer.Typer:
     """The app that runs a command line: only its command's module when it names one."""
     if argv and argv[0] in COMMAND_MODULES:
-        return build_app((COMMAND_MODULES[argv[0]],))
+        app = build_app((COMMAND_MODULES[argv[0]],))
+        # Only that command: typer builds the options of every command it holds.
+        app.registered_commands = [
+            c for c in app.registered_commands if _command_name(c) == argv[0]
+        ]
+        app.registered_groups = [g for g in app.registered_groups if g.name == argv[0]]
+        return app
     return build_app()
+
+
+def _command_name(info: Any) -> str:
+    """A registered command's name as typer spells it (from the function when unnamed)."""
+    return info.name or info.callback.__name__.lower().replace("_", "-")
 
 
 def __getattr__(name: str) -> Any:
@@ -418,6 +430,7 @@ def console() -> None:
     long as a tenth of the run; the OS takes the memory back at once). Output is
     flushed first; should that fail, the interpreter exits the usual way and
     reports it. Tests call `main` in-process, never this."""
+    hold_until_exit()
     code = main()
     try:
         sys.stdout.flush()

@@ -517,6 +517,13 @@ class _FileExpander:
             if self.v2 and any(k in row for k in CHANGE_KEYS)
             else None
         )
+        # Every job of the row has the same keys of its own (the axes, test_case,
+        # cadence): the spec's other keys are picked once, not once per job.
+        own = {*keys, "test_case", "cadence"}
+        base = {k: v for k, v in spec.items() if k not in own}
+        extra = dict(changes) if changes is not None else {}
+        if self.v2 and "references" in row:
+            extra["references"] = row["references"]
         for combo in itertools.product(*values):
             flat = dict(zip(keys, combo, strict=True))
             flat["test_case"] = test_case
@@ -531,12 +538,10 @@ class _FileExpander:
                 if scope in self.declared_scopes:
                     declared = scope  # shown as the config names it
             flat["cadence"] = list(cadence)
-            merged = {k: v for k, v in spec.items() if k not in flat}
+            merged = base.copy()
             merged.update(flat)
-            if changes is not None:
-                merged.update(changes)
-            if self.v2 and "references" in row:
-                merged["references"] = row["references"]
+            if extra:
+                merged.update(extra)
             job = self.job(merged, cadence, attrs, where, location, declared)
             if job is not None:
                 jobs.append(job)
@@ -595,22 +600,17 @@ class _FileExpander:
         declared_scope: str | None = None,
     ) -> Job | None:
         site = _Site(self, merged, where, location)
-        fields = {
-            name: self.text_field(merged, key, site)
-            for name, key in (
-                ("model", "model"),
-                ("environment", "environment"),
-                ("platform", "platforms"),
-            )
-        }
+        model = self.text_field(merged, "model", site)
+        environment = self.text_field(merged, "environment", site)
+        platform = self.text_field(merged, "platforms", site)
         name = self.template(merged, "name", location) or merged["test_case"]
         build = self.template(merged, "build", location) if "build" in merged else None
         config = self.config
         return Job(
-            model=fields["model"],
+            model=model,
             test_case=merged["test_case"],
-            environment=fields["environment"],
-            platform=fields["platform"],
+            environment=environment,
+            platform=platform,
             tag=self.name_field(merged, "tag", site),
             scope=self.name_field(merged, "scope", site),
             cadence=cadence,

@@ -63,19 +63,30 @@ def placeholders(template: str) -> tuple[str, ...]:
 def render(template: str, fields: Mapping[str, Any]) -> str:
     """Fill a template; raise TemplateError naming every missing field."""
     pieces = parse_template(template)
-    missing = [name for _, name, _, _ in pieces if name is not None and name not in fields]
-    if missing:
-        names = ", ".join(f"{{{m}}}" for m in dict.fromkeys(missing))
-        raise TemplateError(f"placeholder {names} does not resolve to a field of the job")
     out: list[str] = []
     for literal, name, spec, conversion in pieces:
         out.append(literal)
         if name is not None:
-            value = fields[name]
+            try:
+                value = fields[name]
+            except KeyError:
+                raise _missing(pieces, fields) or TemplateError(name) from None
             if conversion == "r":
                 value = repr(value)
             try:
                 out.append(format(value, spec) if spec else str(value))
             except (ValueError, TypeError) as exc:
-                raise TemplateError(f'placeholder "{{{name}}}": {exc}') from None
+                # A missing field is reported first, wherever it comes.
+                raise _missing(pieces, fields) or TemplateError(
+                    f'placeholder "{{{name}}}": {exc}'
+                ) from None
     return "".join(out)
+
+
+def _missing(pieces: tuple[Piece, ...], fields: Mapping[str, Any]) -> TemplateError | None:
+    """The error naming every field a template uses that `fields` lacks (None: none)."""
+    missing = [name for _, name, _, _ in pieces if name is not None and name not in fields]
+    if not missing:
+        return None
+    names = ", ".join(f"{{{m}}}" for m in dict.fromkeys(missing))
+    return TemplateError(f"placeholder {names} does not resolve to a field of the job")
