@@ -405,3 +405,39 @@ def test_graph_refuses_an_ad_hoc_target_outside_the_vocabulary(
     assert 'unknown platform "dgx_h10" (did you mean "dgx_h100"?)' in run.err
     good = cli("graph", "--recipes", root, "--target", "scope=mr,platform=dgx_h100,environment=dev")
     assert good.code == 0 and "a_dev" in good.out
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.none(),
+            st.sampled_from(["", "x", 0, {"a": "b"}]),
+            st.lists(st.sampled_from(["", "{test_case}_x", "{nope}", "{", 1, None]), max_size=3),
+        ),
+        max_size=5,
+    )
+)
+def test_any_needs_is_any_jobs_spec_needs(needs: list) -> None:
+    from types import MappingProxyType
+
+    from matrixgen.engine.model import Job, spec_needs
+    from matrixgen.views.graph import _any_needs
+
+    jobs = [
+        Job(
+            model="gpt",
+            test_case=f"tc{i}",
+            environment="dev",
+            platform="dgx_h100",
+            tag=None,
+            scope="mr",
+            cadence=("pr",),
+            name=f"n{i}",
+            build=None,
+            n_repeat=1,
+            time_limit=60,
+            spec=MappingProxyType({"test_case": f"tc{i}"} | ({} if n is None else {"needs": n})),
+        )
+        for i, n in enumerate(needs)
+    ]
+    assert _any_needs(jobs) == any(spec_needs(j) for j in jobs)

@@ -290,3 +290,59 @@ def test_diff_takes_the_same_names_and_leaves_out_the_same_targets() -> None:
     assert [j.test_case for j in pairs.targets[0].added] == ["g"]
     with pytest.raises(UsageError, match='--target "gitlab-mr-broken-dgx_h100-de"'):
         diff_generations(base, head, values=["gitlab-mr-broken-dgx_h100-de"])
+
+
+def _discovered_job_by_job(jobs, holding_pen: bool, exclude: frozenset[str]) -> list[str]:
+    """Discovery's rule, tested on each job."""
+    from matrixgen.engine.model import Selector
+    from matrixgen.engine.targets import default_system, target_name
+
+    seen = sorted(
+        {
+            (j.scope, j.platform, j.environment)
+            for j in jobs
+            if j.scope
+            and j.platform
+            and j.environment
+            and j.platform not in exclude
+            and (holding_pen or not is_holding_pen(j.scope))
+        }
+    )
+    return [
+        target_name(default_system(s), Selector(scope=s, platform=p, environment=e))
+        for s, p, e in seen
+    ]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["mr", "L0", "flaky", "mr-broken", "", None, "nightly"]),
+            st.sampled_from(["dgx_h100", "dgx_h10", ""]),
+            st.sampled_from(["dev", "lts", ""]),
+        ),
+        max_size=12,
+    ),
+    st.booleans(),
+    st.sets(st.sampled_from(["dgx_h10", "dgx_a100"])),
+)
+def test_discovery_is_the_rule_on_each_job(triples: list, holding_pen: bool, exclude: set) -> None:
+    jobs = [
+        Job(
+            model="gpt",
+            test_case=f"tc{i}",
+            environment=environment,
+            platform=platform,
+            tag=None,
+            scope=scope,
+            cadence=("pr",),
+            name=f"n{i}",
+            build=None,
+            n_repeat=1,
+            time_limit=60,
+        )
+        for i, (scope, platform, environment) in enumerate(triples)
+    ]
+    found = discover_targets(jobs, holding_pen=holding_pen, exclude_platforms=exclude)
+    assert [t.name for t in found] == _discovered_job_by_job(jobs, holding_pen, frozenset(exclude))
+    assert len({t.name for t in found}) == len(found)

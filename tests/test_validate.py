@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -315,3 +316,155 @@ def test_cadences_must_be_declared(tree: Callable[..., Path], cli: Callable) -> 
     assert 'cadence "nightly" is not declared' in run.err
     assert 'cadence "weekly" is not declared' in run.err
     assert 'cadence "pr"' not in run.err
+
+
+_AXIS_VALUE = st.one_of(
+    st.sampled_from(["dgx_h100", "dgx_h10", "dev", "mr", "a", "1"]),
+    st.sampled_from([1, True, None, 1.5, {"x": "mr"}, ["mr"]]),
+)
+_AXIS_LIST = st.one_of(st.lists(_AXIS_VALUE, max_size=4), _AXIS_VALUE)
+_ROW = st.one_of(
+    st.dictionaries(
+        st.sampled_from(["platforms", "environment", "scope", "tag", "test_case"]),
+        _AXIS_LIST,
+        max_size=4,
+    ),
+    st.just("not a row"),
+)
+_RECIPE = st.fixed_dictionaries(
+    {
+        "type": st.just("basic"),
+        "spec": st.dictionaries(
+            st.sampled_from(["platforms", "environment", "scope", "tag", "model"]),
+            _AXIS_VALUE,
+            max_size=3,
+        ),
+        "products": st.lists(
+            st.one_of(
+                st.fixed_dictionaries({"test_case": st.just(["tc"]), "products": st.lists(_ROW)}),
+                st.just("not a block"),
+            ),
+            max_size=3,
+        ),
+    }
+)
+
+
+def _loaded_tree(recipes: list[dict]) -> object:
+    import yaml
+
+    from matrixgen.engine.load import load_tree
+
+    files = {f"r{i}.yaml": yaml.safe_dump(r).encode() for i, r in enumerate(recipes)}
+    return load_tree(files, root="t")
+
+
+@given(st.lists(_RECIPE, max_size=4), st.data())
+def test_axis_usage_counts_and_finds_what_each_value_gives(recipes: list, data: st.DataObject):
+    """_AxisUsage (lists of values counted once per recipe, places looked up only
+    in the recipes that use a value) against the value-by-value walk."""
+    from collections import Counter
+
+    from matrixgen.engine.checks import _axis_values, _AxisUsage
+
+    tree = _loaded_tree(recipes)
+    each = [
+        (what, value, place.recipe.path, place.keys) for what, value, place in _axis_values(tree)
+    ]
+    usage = _AxisUsage(tree.tests)
+    counted: dict[str, Counter] = {}
+    for what, value, _, _ in each:
+        counted.setdefault(what, Counter())[value] += 1
+    assert usage.counts == counted
+    used = sorted({(what, value) for what, value, _, _ in each})
+    wanted = data.draw(st.sets(st.sampled_from([*used, ("platform", "none such")])))
+    found = [(w, v, p.recipe.path, p.keys) for w, v, p in usage.occurrences(wanted)]
+    assert found == [e for e in each if (e[0], e[1]) in wanted]
+
+
+def _script_findings_job_by_job(tree, expansion) -> set:
+    """The rule of the script check, template by template for each job."""
+    from matrixgen.engine.checks import JOB_FIELDS
+    from matrixgen.engine.errors import Finding, Severity
+    from matrixgen.engine.templates import TemplateError, placeholders
+    from matrixgen.engine.vocab import RUNTIME_PLACEHOLDERS
+
+    found = set()
+    lenient = Severity.ERROR if tree.format_version == 2 else Severity.WARNING
+    for job in expansion.jobs:
+        for key in ("script", "script_setup"):
+            script = job.spec.get(key)
+            if not isinstance(script, str):
+                continue
+            try:
+                names = placeholders(script)
+            except TemplateError as exc:
+                problem = str(exc)
+            else:
+                missing = [
+                    n
+                    for n in names
+                    if n not in job.spec and n not in RUNTIME_PLACEHOLDERS and n not in JOB_FIELDS
+                ]
+                if not missing:
+                    continue
+                shown = ", ".join(f"{{{m}}}" for m in missing)
+                problem = (
+                    f"placeholder {shown} does not resolve to a field of the job "
+                    "(write {{ and }} for literal braces)"
+                )
+            message = f"spec {key}: {problem}"
+            found.add(
+                Finding(location=job.source, severity=lenient, code="template", message=message)
+            )
+    return found
+
+
+@pytest.mark.parametrize(
+    ("script", "setup"),
+    [
+        ("run {test_case} {mode} {oops} {assets_dir} {n_repeat}", "cd {artifacts_dir}"),
+        ("run {mode}", "echo {nope} {mode} {also_nope}"),
+        ("run {test_case", "echo {{literal}} {mode!r:>4}"),
+        ("{}", "plain"),
+    ],
+)
+def test_script_check_is_the_rule_job_by_job(tree: Callable, script: str, setup: str) -> None:
+    """Jobs of one script differ in their fields (`mode` only in some rows)."""
+    from matrixgen.engine.checks import _script_findings
+    from matrixgen.pipeline import generate
+
+    files = v1_tree(
+        """
+  - test_case: [a, b]
+    products:
+      - {environment: [dev], scope: [mr], mode: [x, y]}
+      - {environment: [lts], scope: [mr, nightly]}
+  - test_case: [c]
+    products:
+      - {environment: [dev], scope: [nightly]}
+""",
+        spec_extra=f"  script: {json.dumps(script)}\n  script_setup: {json.dumps(setup)}",
+    )
+    # A second file with the scripts swapped: one key, several scripts.
+    swapped = v1_tree(
+        "  - test_case: [d]\n    products:\n      - {environment: [dev], scope: [mr]}\n",
+        spec_extra=f"  script: {json.dumps(setup)}\n  script_setup: {json.dumps(script)}",
+    )
+    files["h100/swapped.yaml"] = swapped["h100/gpt.yaml"]
+    generation = generate(tree(files))
+    expected = _script_findings_job_by_job(generation.tree, generation.expansion)
+    found = list(_script_findings(generation.tree, generation.expansion))
+    assert set(found) == expected
+    assert len(found) == len(expected)
+    if "{oops}" in script or "{nope}" in setup or "{test_case" in script:
+        assert expected  # the case does test something
+
+
+def test_script_check_on_the_real_tree_is_the_rule_job_by_job(megatron_dir: Path) -> None:
+    from matrixgen.engine.checks import _script_findings
+    from matrixgen.pipeline import generate
+
+    generation = generate(megatron_dir)
+    found = list(_script_findings(generation.tree, generation.expansion))
+    assert set(found) == _script_findings_job_by_job(generation.tree, generation.expansion)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct
 
 from matrixgen.emit.common import (
+    GITLAB_MAX_JOB_NAME,
     EmitSettings,
     EmittedTarget,
     allowed_to_fail,
@@ -32,7 +33,7 @@ from matrixgen.emit.common import (
     skipped_jobs,
 )
 from matrixgen.emit.github import github_jobs, github_matrix
-from matrixgen.emit.gitlab import gitlab_jobs, gitlab_pipeline, name_problems
+from matrixgen.emit.gitlab import RESERVED_NAMES, gitlab_jobs, gitlab_pipeline, name_problems
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import (
     Finding,
@@ -42,7 +43,7 @@ from matrixgen.engine.errors import (
     file_error,
     write_failure,
 )
-from matrixgen.engine.model import QuarantineMark, Target
+from matrixgen.engine.model import Job, QuarantineMark, Target
 from matrixgen.engine.vocab import System
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.entries import Selection
@@ -506,16 +507,18 @@ def summary_rows(outputs: Sequence[TargetOutput]) -> tuple[list[list[str]], list
 def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
     """validate: jobs a GitLab target's child pipeline could not name (two jobs
     left with one name, or a name past 255 characters): `generate` would refuse."""
-    from matrixgen.engine.targets import resolve_targets
+    from matrixgen.engine.targets import checked_targets
 
     generation = Generation(context.tree, context.expansion)  # shares the selections
     severity = Severity.ERROR if context.tree.format_version == 2 else Severity.WARNING
     found: dict[tuple[Any, str], list[str]] = {}
-    for target in resolve_targets(context.tree.config, context.expansion.jobs):
+    for target in checked_targets(context):
         if target.system is not System.GITLAB:
             continue
         # The kept jobs are the emitted ones; naming does not depend on their order.
         jobs = generation.selection(target).jobs
+        if _named_as_they_are(jobs):
+            continue
         for job, why in name_problems(jobs):
             found.setdefault((job.source, why), []).append(target.name)
     for (location, why), names in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1])):
@@ -526,6 +529,22 @@ def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
             code="gitlab-job-name",
             message=f"{why} (target {shown})",
         )
+
+
+def _named_as_they_are(jobs: Sequence[Job]) -> bool:
+    """Whether `name_problems` finds nothing without naming the jobs one by one:
+    distinct names, none reserved or hidden (a leading dot), none too long, are
+    what `assign_names` gives at its first round, each job its own name. Most
+    targets; the others go through `name_problems`."""
+    from operator import attrgetter, methodcaller
+
+    names = set(map(attrgetter("name"), jobs))
+    return (
+        len(names) == len(jobs)
+        and names.isdisjoint(RESERVED_NAMES)
+        and not any(map(methodcaller("startswith", "."), names))
+        and max(map(len, names), default=0) <= GITLAB_MAX_JOB_NAME
+    )
 
 
 def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
@@ -539,7 +558,7 @@ def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
     from matrixgen.emit.gitlab import standalone_content
     from matrixgen.engine.errors import MatrixgenError
     from matrixgen.engine.select import matches
-    from matrixgen.engine.targets import resolve_targets
+    from matrixgen.engine.targets import checked_targets
 
     doubled = [j for j in context.expansion.jobs if j.definitions]
     if not doubled:
@@ -548,7 +567,7 @@ def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
     severity = Severity.ERROR if context.tree.format_version == 2 else Severity.WARNING
     # locations of the copies -> (targets, differing fields, a job)
     found: dict[tuple, tuple[list[str], dict[str, list[Any]], Any]] = {}
-    for target in resolve_targets(config, context.expansion.jobs):
+    for target in checked_targets(context):
         groups: dict[tuple[str, ...], list[Any]] = {}
         for job in doubled:
             if matches(job, target.selector):
@@ -618,14 +637,10 @@ def check_timeouts(context: ValidationContext) -> Iterator[Finding]:
     system's overhead, or set) exceeds its system's timeout_cap: CI would cut it
     off, or refuse the job, before its last repeat."""
     from matrixgen.emit.common import resolve_settings, timeout_minutes
-    from matrixgen.engine.targets import resolve_targets
+    from matrixgen.engine.targets import checked_targets
 
     config = context.tree.config
-    targets = [
-        t
-        for t in resolve_targets(config, context.expansion.jobs)
-        if t.settings.get("timeout_cap") is not None
-    ]
+    targets = [t for t in checked_targets(context) if t.settings.get("timeout_cap") is not None]
     if not targets:
         return
     generation = Generation(context.tree, context.expansion)  # shares the selections

@@ -6,7 +6,9 @@ that look like typos of values used elsewhere) and script placeholders.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import compress, repeat
+from operator import attrgetter, contains
 from typing import Any
 
 from msgspec import Struct
@@ -116,6 +118,20 @@ def _rows(recipe: RecipeFile) -> Iterator[tuple[tuple[str | int, ...], dict[str,
                     yield ("products", bi, "products", ri), row
 
 
+def _row_dicts(recipe: RecipeFile) -> list[dict[str, Any]]:
+    """The rows `_rows` yields, without their paths."""
+    products = recipe.data.get("products") if recipe.kind is RecipeType.BASIC else None
+    if not isinstance(products, list):
+        return []
+    return [
+        row
+        for block in products
+        if isinstance(block, dict) and isinstance(rows := block.get("products"), list)
+        for row in rows
+        if isinstance(row, dict)
+    ]
+
+
 class _Place(Struct, frozen=True):
     """Where a value sits; resolved to line and column only when a finding needs it."""
 
@@ -129,19 +145,81 @@ class _Place(Struct, frozen=True):
 def _axis_values(tree: RecipeTree) -> Iterator[tuple[str, str, _Place]]:
     """(axis, value, place) for each vocabulary value a tree uses."""
     for recipe in tree.tests:
-        spec = recipe.data.get("spec")
-        if isinstance(spec, dict):
-            for key, what in VOCABULARY_AXES.items():
-                value = spec.get(key)
-                if isinstance(value, str):
-                    yield what, value, _Place(recipe, ("spec", key))
-        for where, row in _rows(recipe):
-            for key, what in VOCABULARY_AXES.items():
-                values = row.get(key)
-                if isinstance(values, list):
-                    for i, value in enumerate(values):
-                        if isinstance(value, str):
-                            yield what, value, _Place(recipe, (*where, key, i))
+        yield from _recipe_axis_values(recipe)
+
+
+def _recipe_axis_values(recipe: RecipeFile) -> Iterator[tuple[str, str, _Place]]:
+    """(axis, value, place) for each vocabulary value one test recipe uses."""
+    spec = recipe.data.get("spec")
+    if isinstance(spec, dict):
+        for key, what in VOCABULARY_AXES.items():
+            value = spec.get(key)
+            if isinstance(value, str):
+                yield what, value, _Place(recipe, ("spec", key))
+    for where, row in _rows(recipe):
+        for key, what in VOCABULARY_AXES.items():
+            values = row.get(key)
+            if isinstance(values, list):
+                for i, value in enumerate(values):
+                    if isinstance(value, str):
+                        yield what, value, _Place(recipe, (*where, key, i))
+
+
+class _AxisUsage:
+    """What `_axis_values` yields, without a place for each value: how often each
+    value is used per axis, and which recipes use it. One pass over the rows,
+    counting each distinct list of values once per recipe (rows repeat a few
+    lists thousands of times); the places of the few values a check reports
+    come from walking only the recipes that use them (`places`)."""
+
+    def __init__(self, tests: Sequence[RecipeFile]) -> None:
+        counts: dict[str, Counter[str]] = {what: Counter() for what in VOCABULARY_AXES.values()}
+        # (axis, value) -> the indexes of the recipes that use it, ascending.
+        users: dict[tuple[str, str], list[int]] = {}
+        axes = tuple(VOCABULARY_AXES.items())
+        for index, recipe in enumerate(tests):
+            # (axis, value) -> uses in this recipe: a spec's value, and the values
+            # of the row lists counted by the list (a list holding something
+            # unhashable is counted value by value).
+            single: dict[tuple[str, Any], int] = {}
+            lists: dict[tuple[str, tuple], int] = {}
+            spec = recipe.data.get("spec")
+            if isinstance(spec, dict):
+                for key, what in axes:
+                    value = spec.get(key)
+                    if isinstance(value, str):
+                        single[(what, value)] = single.get((what, value), 0) + 1
+            for row in _row_dicts(recipe):
+                for key, what in axes:
+                    values = row.get(key)
+                    if not isinstance(values, list):
+                        continue
+                    listed = (what, tuple(values))
+                    try:
+                        lists[listed] = lists.get(listed, 0) + 1
+                    except TypeError:
+                        for value in values:
+                            if isinstance(value, str):
+                                single[(what, value)] = single.get((what, value), 0) + 1
+            for (what, values), n in lists.items():
+                for value in values:
+                    if isinstance(value, str):
+                        single[(what, value)] = single.get((what, value), 0) + n
+            for (what, value), n in single.items():
+                counts[what][value] += n
+                users.setdefault((what, value), []).append(index)
+        self.counts = {what: counter for what, counter in counts.items() if counter}
+        self._tests = tests
+        self._users = users
+
+    def occurrences(self, wanted: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str, _Place]]:
+        """What `_axis_values` yields for the wanted (axis, value) pairs, in its
+        order, walking only the recipes that use one."""
+        wanted = set(wanted)
+        for index in sorted({i for used in wanted for i in self._users.get(used, ())}):
+            for what, value, place in _recipe_axis_values(self._tests[index]):
+                if (what, value) in wanted:
+                    yield what, value, place
 
 
 def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
@@ -153,19 +231,25 @@ def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
         "scope": vocab.all_scopes,
         "tag": vocab.tags,
     }
-    for what, value, place in _axis_values(tree):
+    # Each distinct value checked once; only the unknown ones are looked for.
+    usage = _AxisUsage(tree.tests)
+    unknown: dict[tuple[str, str], frozenset[str]] = {}
+    for what, counter in usage.counts.items():
         allowed = known[what]
         if allowed is None:
             continue
-        checked = resolve_scope(value) if what == "scope" else value
-        if checked not in allowed:
-            yield Finding(
-                location=place.locate(),
-                severity=Severity.ERROR,
-                code="vocabulary",
-                message=f'unknown {what} "{value}"{did_you_mean(value, allowed)}; '
-                f"declared in {tree.config.path}: {', '.join(sorted(allowed))}",
-            )
+        for value in counter:
+            if (resolve_scope(value) if what == "scope" else value) not in allowed:
+                unknown[(what, value)] = allowed
+    for what, value, place in usage.occurrences(unknown):
+        allowed = unknown[(what, value)]
+        yield Finding(
+            location=place.locate(),
+            severity=Severity.ERROR,
+            code="vocabulary",
+            message=f'unknown {what} "{value}"{did_you_mean(value, allowed)}; '
+            f"declared in {tree.config.path}: {', '.join(sorted(allowed))}",
+        )
     yield from _cadence_findings(tree, vocab.cadences)
     if vocab.models is not None:
         for recipe in tree.tests:
@@ -206,15 +290,16 @@ def _cadence_findings(tree: RecipeTree, declared: frozenset[str]) -> Iterator[Fi
 
 def _typo_findings(tree: RecipeTree) -> Iterator[Finding]:
     """In a tree without a vocabulary: rare values that look like a common one mistyped."""
-    counts = _axis_counts(tree)
+    usage = _AxisUsage(tree.tests)
+    counts = usage.counts
     found = {what: typos(counter) for what, counter in counts.items()}
     if not any(found.values()):
         return
-    # Rare: only now walk the tree again for where each suspect value is used.
+    # Rare: only now look for where each suspect value is used.
     places: dict[tuple[str, str], list[_Place]] = {}
-    for what, value, place in _axis_values(tree):
-        if value in found[what]:
-            places.setdefault((what, value), []).append(place)
+    suspects = [(what, value) for what, typo in found.items() for value in typo]
+    for what, value, place in usage.occurrences(suspects):
+        places.setdefault((what, value), []).append(place)
     for what, counter in sorted(counts.items()):
         for value, other in sorted(found[what].items()):
             n, m = counter[value], counter[other]
@@ -231,21 +316,7 @@ def _typo_findings(tree: RecipeTree) -> Iterator[Finding]:
 def _axis_counts(tree: RecipeTree) -> dict[str, Counter[str]]:
     """How often each vocabulary value is used, per axis (what _axis_values
     yields, counted without building a place for each)."""
-    counts: dict[str, Counter[str]] = {what: Counter() for what in VOCABULARY_AXES.values()}
-    axes = tuple(VOCABULARY_AXES.items())
-    for recipe in tree.tests:
-        spec = recipe.data.get("spec")
-        if isinstance(spec, dict):
-            for key, what in axes:
-                value = spec.get(key)
-                if isinstance(value, str):
-                    counts[what][value] += 1
-        for _, row in _rows(recipe):
-            for key, what in axes:
-                values = row.get(key)
-                if isinstance(values, list):
-                    counts[what].update(v for v in values if isinstance(v, str))
-    return {what: counter for what, counter in counts.items() if counter}
+    return _AxisUsage(tree.tests).counts
 
 
 def typo_platforms(tree: RecipeTree) -> frozenset[str]:
@@ -347,23 +418,27 @@ def _script_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding
     """Script placeholders must be job fields or ones the launcher fills in."""
     reported: set[tuple[Location, str]] = set()
     lenient = Severity.ERROR if tree.format_version == 2 else Severity.WARNING
-    for job in expansion.jobs:
-        for key in ("script", "script_setup"):
-            script = job.spec.get(key)
+    # Per distinct script (thousands of jobs share each): the placeholders that
+    # must be fields of the job's spec, or what makes the script no template.
+    needed: dict[str, frozenset[str] | str] = {}
+    jobs = expansion.jobs
+    specs = list(map(attrgetter("spec"), jobs))
+    for key in ("script", "script_setup"):
+        # The jobs whose spec has the key, found in C.
+        having = map(contains, specs, repeat(key))
+        for job, spec in compress(zip(jobs, specs, strict=True), having):
+            script = spec[key]
             if not isinstance(script, str):
                 continue
-            try:
-                names = placeholders(script)
-            except TemplateError as exc:
-                problem = str(exc)
+            names = needed.get(script)
+            if names is None:
+                names = needed[script] = _spec_placeholders(script)
+            if isinstance(names, str):
+                problem = names
             else:
-                missing = [
-                    n
-                    for n in names
-                    if n not in job.spec and n not in RUNTIME_PLACEHOLDERS and n not in JOB_FIELDS
-                ]
-                if not missing:
+                if not names or spec.keys() >= names:
                     continue
+                missing = [n for n in placeholders(script) if n in names and n not in spec]
                 names = ", ".join(f"{{{m}}}" for m in missing)
                 problem = (
                     f"placeholder {names} does not resolve to a field of the job "
@@ -378,3 +453,13 @@ def _script_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding
                 code="template",
                 message=f"spec {key}: {problem}",
             )
+
+
+def _spec_placeholders(script: str) -> frozenset[str] | str:
+    """The placeholders of a script that only the job's spec can fill (neither
+    the launcher nor a job field), or the reason it is no template."""
+    try:
+        names = placeholders(script)
+    except TemplateError as exc:
+        return str(exc)
+    return frozenset(n for n in names if n not in RUNTIME_PLACEHOLDERS and n not in JOB_FIELDS)

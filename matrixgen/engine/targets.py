@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import UsageError, did_you_mean
 from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.vocab import ALL_CADENCES, System, resolve_scope
+
+if TYPE_CHECKING:
+    from matrixgen.engine.context import ValidationContext
 
 TARGET_KEYS = ("system", "scope", "platform", "environment", "cadence", "model", "tag")
 _GITHUB_TIER = re.compile(r"^L[01]$")
@@ -118,16 +122,16 @@ def discover_targets(
     scopes only with `holding_pen`, and never the platforms in `exclude_platforms`
     (those validate reports as typos)."""
     left_out = frozenset(exclude_platforms)
+    # The distinct triples first (a few dozen among tens of thousands of jobs),
+    # then the tests on each.
     seen = sorted(
-        {
-            (j.scope, j.platform, j.environment)
-            for j in jobs
-            if j.scope
-            and j.platform
-            and j.environment
-            and j.platform not in left_out
-            and (holding_pen or not is_holding_pen(j.scope))
-        }
+        (scope, platform, environment)
+        for scope, platform, environment in {(j.scope, j.platform, j.environment) for j in jobs}
+        if scope
+        and platform
+        and environment
+        and platform not in left_out
+        and (holding_pen or not is_holding_pen(scope))
     )
     targets = []
     for scope, platform, environment in seen:
@@ -200,3 +204,14 @@ def resolve_targets(
     if config.targets:
         return list(config.targets)
     return discover_targets(jobs, holding_pen=holding_pen, exclude_platforms=exclude_platforms)
+
+
+def checked_targets(context: ValidationContext) -> list[Target]:
+    """The targets validate's checks look at: `resolve_targets` of the tree's
+    config and jobs, resolved once per expansion and shared by every check."""
+    config, memo = context.tree.config, context.expansion.memo
+    slot = memo.get("checked-targets")
+    if slot is None or slot[0] is not config:
+        resolved = tuple(resolve_targets(config, context.expansion.jobs))
+        slot = memo["checked-targets"] = (config, resolved)
+    return list(slot[1])

@@ -44,6 +44,7 @@ from msgspec import Struct, field
 
 from matrixgen.engine.errors import ResultsStoreError, UsageError
 from matrixgen.evidence.junit import Outcome, Testcase
+from matrixgen.util.checkout import STORE_VARIABLE, default_store_path
 
 SCHEMA_VERSION = 1
 OUTCOME_CODES = {Outcome.PASSED: 0, Outcome.FAILED: 1, Outcome.ERROR: 2, Outcome.SKIPPED: 3}
@@ -235,17 +236,6 @@ class History(Struct, frozen=True):
 
 
 # --------------------------------------------------------------------------- opening
-
-
-def default_store_path(start: Path | None = None) -> Path:
-    """`.matrixgen/results.db` at the top of the git checkout (else here)."""
-    from matrixgen.util.checkout import STATE_DIR, checkout_top
-
-    start = start or Path.cwd()
-    return (checkout_top(start) or start) / STATE_DIR / "results.db"
-
-
-STORE_VARIABLE = "MATRIXGEN_RESULTS_DB"
 
 
 def store_url(given: str | None) -> tuple[str, bool]:

@@ -27,7 +27,7 @@ from matrixgen.engine.errors import Finding, Findings, Location, Severity, Usage
 from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
 from matrixgen.engine.schemas import check_against_schema
 from matrixgen.engine.select import select
-from matrixgen.engine.targets import default_system, resolve_targets, target_name
+from matrixgen.engine.targets import checked_targets, default_system, target_name
 from matrixgen.engine.vocab import (
     LEGACY_SCOPE_ALIASES,
     QUARANTINE_FILENAME,
@@ -964,7 +964,7 @@ def check_quarantine(context: ValidationContext) -> Iterator[Finding]:
     if not qfile.entries:
         return
     jobs = context.expansion.jobs
-    targets = resolve_targets(tree.config, jobs)
+    targets = checked_targets(context)
     yield from check_entries(qfile, jobs, targets, tree.config)
 
 

@@ -198,16 +198,27 @@ def tree_graph(generation: Generation) -> JobGraph:
 # validate
 
 
+def _any_needs(jobs: Sequence[Job]) -> bool:
+    """`any(spec_needs(j) for j in jobs)`: a needs list with a template in it
+    (whether it renders or not), tested in C for the jobs without one."""
+    from itertools import compress, repeat
+    from operator import attrgetter, contains
+
+    specs = list(map(attrgetter("spec"), jobs))
+    needs = (s["needs"] for s in compress(specs, map(contains, specs, repeat("needs"))))
+    return any(isinstance(n, list) and any(isinstance(t, str) for t in n) for n in needs)
+
+
 def check_graph(context: ValidationContext) -> Iterator[Finding]:
     """validate: needs that resolve to no job in a target, and cycles."""
-    if not any(spec_needs(j) for j in context.expansion.jobs):
+    if not _any_needs(context.expansion.jobs):
         return  # warm-up and parent edges alone can neither dangle nor close a cycle
-    from matrixgen.engine.targets import resolve_targets
+    from matrixgen.engine.targets import checked_targets
     from matrixgen.pipeline import Generation
 
     generation = Generation(context.tree, context.expansion)
     config = context.tree.config
-    targets = resolve_targets(config, context.expansion.jobs)
+    targets = checked_targets(context)
     missing: dict[tuple[Location, str], list[str]] = {}
     cycles: dict[tuple[str, ...], tuple[Location, list[str]]] = {}
     github_needs: dict[Location, list[str]] = {}
