@@ -160,3 +160,17 @@ def test_the_console_script_exits_with_the_code_and_flushed_output(tmp_path: Pat
     )
     assert bad.returncode == 2, bad.stderr
     assert bad.stderr.strip()
+
+
+def test_a_diff_without_a_results_store_imports_no_database_driver(tmp_path: Path) -> None:
+    """The diff shows quarantine evidence only from a configured store; asking
+    whether one is configured must not cost sqlalchemy's import (half a second)."""
+    from tests.gitrepo import GitRepo
+
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(V1_TREE)
+    repo.write({"gpt.yaml": V1_TREE["gpt.yaml"].replace("[a]", "[a, b]")})
+    modules = _imported(["diff", "HEAD", "--recipes", "recipes"], repo.top)
+    assert "matrixgen.diff.compare" in modules  # the diff ran
+    assert not {m for m in modules if m.split(".")[0] in ("sqlalchemy", "psycopg")}
+    assert "matrixgen.evidence.store" not in modules

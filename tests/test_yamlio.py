@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 
 import pytest
@@ -234,3 +235,33 @@ def test_recursive_alias_behind_an_unusual_separator_is_refused(text: str) -> No
     data, findings = parse(b"\xef\xbb\xbf" + text.encode())
     assert data is None
     assert "yaml-recursive-alias" in only(findings)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: !!bool x\n", '"x" is not a boolean (true or false)'),
+        ("a: !!float x\n", '"x" is not a number'),
+        ("a: !!float 1:x\n", '"1:x" is not a number'),
+        ("a: !!timestamp x\n", '"x" is not a date'),
+        (
+            "a: !!timestamp " + "9" * 40 + "\n",
+            '"99999999999999999999... (40 characters)" is not a date',
+        ),
+    ],
+)
+def test_explicit_tags_on_text_they_cannot_read_are_located_findings(
+    text: str, message: str
+) -> None:
+    # Only an explicit tag puts such a text there (YAML gives `x` no such tag itself).
+    data, findings = parse(text)
+    assert data is None
+    assert only(findings) == f"f.yaml:1:4: error: {message} [yaml-syntax]"
+
+
+def test_explicit_tags_on_text_they_read_still_load() -> None:
+    data, findings = parse(
+        "a: !!bool yes\nb: !!float 3\nc: !!timestamp 2001-12-14\nd: !!float 1:30\n"
+    )
+    assert not findings.items
+    assert data == {"a": True, "b": 3.0, "c": dt.date(2001, 12, 14), "d": 90.0}

@@ -19,6 +19,7 @@ from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import ConfigError, Finding, Severity, UsageError, did_you_mean
 from matrixgen.engine.model import EMPTY_MAPPING, Job, JobId, QuarantineMark, Target
 from matrixgen.engine.vocab import QuarantineAction, System, resolve_scope
+from matrixgen.util.values import ComparedValue
 
 # The hard limits of the systems we emit for (docs/ci-limits.md). Sizes are bytes of the
 # UTF-8 text; 1 MB and 5 MB are read as 10**6 and 5 * 10**6 to keep a margin.
@@ -94,7 +95,7 @@ class EmitSettings(Struct, frozen=True, kw_only=True):
         return self.launcher
 
 
-class EmittedJob(Struct, frozen=True, kw_only=True):
+class EmittedJob(ComparedValue, frozen=True, kw_only=True):
     """One job of one target as its file holds it: the one value that the GitHub
     and GitLab emitters serialise, that `generate` counts and that the diff
     compares, so they cannot disagree.
@@ -115,14 +116,6 @@ class EmittedJob(Struct, frozen=True, kw_only=True):
 
     def compared(self) -> tuple:
         return (self.identity, self.content, self.plain, self.quarantine, self.skipped)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not EmittedJob:
-            return NotImplemented
-        return self.compared() == other.compared()
-
-    def __hash__(self) -> int:
-        return hash(self.compared())
 
     @property
     def running(self) -> bool:

@@ -49,6 +49,7 @@ from matrixgen.pipeline import Generation
 from matrixgen.quarantine.entries import Selection
 from matrixgen.util.atomic import WriteError, remove_stale_temps, write_atomic
 from matrixgen.util.readfile import NotRegularFile, read_regular
+from matrixgen.util.values import ComparedValue
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
@@ -62,7 +63,7 @@ def file_name(target: Target) -> str:
     return stem + (".json" if target.system is System.GITHUB else ".yml")
 
 
-class TargetOutput(Struct, frozen=True, kw_only=True):
+class TargetOutput(ComparedValue, frozen=True, kw_only=True):
     """One target's emitted file and its counts."""
 
     target: Target
@@ -92,14 +93,6 @@ class TargetOutput(Struct, frozen=True, kw_only=True):
             self.shards,
             self.marks,
         )
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not TargetOutput:
-            return NotImplemented
-        return self.compared() == other.compared()
-
-    def __hash__(self) -> int:
-        return hash(self.compared())
 
     def summary(self) -> dict[str, Any]:
         return {

@@ -35,6 +35,7 @@ from matrixgen.engine.vocab import (
     MAX_JOBS_CEILING,
     RecipeType,
 )
+from matrixgen.util.values import ComparedValue
 
 # Row keys that are attributes of each job, not axes that multiply out.
 ATTRIBUTE_KEYS_V1 = frozenset({"cadence"})
@@ -113,7 +114,7 @@ class FileExpansion(Struct, frozen=True):
     findings: tuple[Finding, ...]
 
 
-class Expansion(Struct, frozen=True):
+class Expansion(ComparedValue, frozen=True):
     """Every job of a tree, in a deterministic order, and every finding."""
 
     jobs: tuple[Job, ...]
@@ -129,17 +130,8 @@ class Expansion(Struct, frozen=True):
         """The same expansion holding other jobs, with a memo of its own."""
         return Expansion(jobs=jobs, findings=self.findings, build_names=self.build_names)
 
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not Expansion:
-            return NotImplemented
-        return (self.jobs, self.findings, self.build_names) == (
-            other.jobs,
-            other.findings,
-            other.build_names,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.jobs, self.findings, self.build_names))
+    def compared(self) -> tuple:
+        return (self.jobs, self.findings, self.build_names)
 
     @property
     def errors(self) -> list[Finding]:

@@ -13,6 +13,7 @@ from matrixgen.engine.errors import Location
 from matrixgen.engine.templates import TemplateError, render
 from matrixgen.engine.vocab import RecipeType, System
 from matrixgen.engine.yamlio import YamlDocument
+from matrixgen.util.values import ComparedValue
 
 EMPTY_MAPPING: Mapping[str, Any] = MappingProxyType({})
 
@@ -52,7 +53,7 @@ class QuarantineMark(Struct, frozen=True, kw_only=True):
         return out
 
 
-class Job(Struct, frozen=True, kw_only=True):
+class Job(ComparedValue, frozen=True, kw_only=True):
     """One expanded row: a test case with one value per axis, attributes resolved."""
 
     model: str
@@ -106,14 +107,6 @@ class Job(Struct, frozen=True, kw_only=True):
             self.args,
             self.quarantine,
         )
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not Job:
-            return NotImplemented
-        return self.compared() == other.compared()
-
-    def __hash__(self) -> int:
-        return hash(self.compared())
 
     @property
     def identity(self) -> JobId:
@@ -212,7 +205,7 @@ class Selector(Struct, frozen=True, kw_only=True):
         }
 
 
-class Target(Struct, frozen=True, kw_only=True):
+class Target(ComparedValue, frozen=True, kw_only=True):
     """One place jobs go: a system plus a selector, and that system's settings."""
 
     name: str
@@ -220,19 +213,10 @@ class Target(Struct, frozen=True, kw_only=True):
     selector: Selector
     settings: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAPPING)
 
-    # Two targets are the same target by name, system and selector; the settings
-    # come with the system and are not compared (nor hashable).
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not Target:
-            return NotImplemented
-        return (self.name, self.system, self.selector) == (
-            other.name,
-            other.system,
-            other.selector,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.name, self.system, self.selector))
+    def compared(self) -> tuple:
+        """Name, system and selector: the settings come with the system (and are
+        not hashable)."""
+        return (self.name, self.system, self.selector)
 
     def to_dict(self) -> dict[str, Any]:
         return {"system": self.system.value, **self.selector.to_dict()}

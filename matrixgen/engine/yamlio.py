@@ -115,12 +115,36 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
         return {(k if type(k) is str else written.get(k, str(k))): v for k, v in mapping.items()}
 
     def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> Any:
-        # `2025-02-30` looks like a date to YAML but is none: say where, don't crash.
+        # `2025-02-30` looks like a date to YAML but is none, and `!!timestamp x`
+        # is not even shaped like one: say where, don't crash.
+        text = self.construct_scalar(node)
+        if self.timestamp_regexp.match(text) is None:
+            raise yaml.constructor.ConstructorError(
+                None, None, f'"{_shown(text)}" is not a date', node.start_mark
+            )
         try:
             return super().construct_yaml_timestamp(node)
         except ValueError as exc:
             raise yaml.constructor.ConstructorError(
                 None, None, f'"{node.value}" is not a valid date ({exc})', node.start_mark
+            ) from None
+
+    def construct_yaml_bool(self, node: yaml.ScalarNode) -> Any:
+        # Only `!!bool x` gets here with a text that is not a boolean.
+        text = self.construct_scalar(node)
+        if text.lower() not in self.bool_values:
+            raise yaml.constructor.ConstructorError(
+                None, None, f'"{_shown(text)}" is not a boolean (true or false)', node.start_mark
+            )
+        return super().construct_yaml_bool(node)
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> Any:
+        # Only `!!float x` gets here with a text that is not a number.
+        try:
+            return super().construct_yaml_float(node)
+        except ValueError:
+            raise yaml.constructor.ConstructorError(
+                None, None, f'"{_shown(node.value)}" is not a number', node.start_mark
             ) from None
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> Any:
@@ -131,16 +155,24 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
         except ValueError:
             value = None
         if value is None or not -(2**63) <= value < 2**63:
-            text = node.value
-            shown = text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"
             raise yaml.constructor.ConstructorError(
-                None, None, f"the number {shown} does not fit in 64 bits", node.start_mark
+                None,
+                None,
+                f"the number {_shown(node.value)} does not fit in 64 bits",
+                node.start_mark,
             )
         return value
 
 
+def _shown(text: str) -> str:
+    """A scalar's text as a message shows it: cut short past 24 characters."""
+    return text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"
+
+
 _Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_timestamp)
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+_Loader.add_constructor("tag:yaml.org,2002:bool", _Loader.construct_yaml_bool)
+_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
 
 
 # A NUL character reaches a string only through a double-quoted escape (a raw

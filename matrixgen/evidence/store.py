@@ -44,6 +44,8 @@ from msgspec import Struct, field
 
 from matrixgen.engine.errors import ResultsStoreError, UsageError
 from matrixgen.evidence.junit import Outcome, Testcase
+from matrixgen.util.checkout import STORE_VARIABLE, default_store_path
+from matrixgen.util.values import ComparedValue
 
 SCHEMA_VERSION = 1
 OUTCOME_CODES = {Outcome.PASSED: 0, Outcome.FAILED: 1, Outcome.ERROR: 2, Outcome.SKIPPED: 3}
@@ -237,17 +239,6 @@ class History(Struct, frozen=True):
 # --------------------------------------------------------------------------- opening
 
 
-def default_store_path(start: Path | None = None) -> Path:
-    """`.matrixgen/results.db` at the top of the git checkout (else here)."""
-    from matrixgen.util.checkout import STATE_DIR, checkout_top
-
-    start = start or Path.cwd()
-    return (checkout_top(start) or start) / STATE_DIR / "results.db"
-
-
-STORE_VARIABLE = "MATRIXGEN_RESULTS_DB"
-
-
 def store_url(given: str | None) -> tuple[str, bool]:
     """(SQLAlchemy URL, explicitly configured?) from --db, $MATRIXGEN_RESULTS_DB,
     or the default file. A plain path is a SQLite file; postgresql:// URLs use
@@ -284,19 +275,14 @@ def sqlite_path(url: str) -> Path | None:
     return Path(parsed.database)
 
 
-class Store(Struct, frozen=True):
+class Store(ComparedValue, frozen=True):
     engine: sa.Engine
     url: str
     write: bool
     migrated: list[bool] = field(default_factory=list)  # [True] once checked; not compared
 
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not Store:
-            return NotImplemented
-        return (self.engine, self.url, self.write) == (other.engine, other.url, other.write)
-
-    def __hash__(self) -> int:
-        return hash((self.engine, self.url, self.write))
+    def compared(self) -> tuple:
+        return (self.engine, self.url, self.write)
 
     @property
     def shown(self) -> str:

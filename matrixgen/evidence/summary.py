@@ -25,7 +25,7 @@ def store_configured(db: str | None) -> bool:
     default file present?"""
     import os
 
-    from matrixgen.evidence.store import STORE_VARIABLE, default_store_path
+    from matrixgen.util.checkout import STORE_VARIABLE, default_store_path
 
     return bool(db or os.environ.get(STORE_VARIABLE)) or default_store_path().exists()
 

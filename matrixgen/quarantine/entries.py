@@ -37,6 +37,7 @@ from matrixgen.engine.vocab import (
     resolve_scope,
 )
 from matrixgen.engine.yamlio import YamlDocument, parse_yaml
+from matrixgen.util.values import ComparedValue
 
 if TYPE_CHECKING:
     from matrixgen.engine.config import ProjectConfig
@@ -160,7 +161,7 @@ class Place(Struct, frozen=True, order=True):
         return f"{self.system.value}/{self.scope}" if self.scope else self.system.value
 
 
-class Entry(Struct, frozen=True, kw_only=True):
+class Entry(ComparedValue, frozen=True, kw_only=True):
     """One quarantine entry, as written in the file (tracker also resolved)."""
 
     id: str
@@ -197,14 +198,6 @@ class Entry(Struct, frozen=True, kw_only=True):
             self.reason,
             self.index,
         )
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not Entry:
-            return NotImplemented
-        return self.compared() == other.compared()
-
-    def __hash__(self) -> int:
-        return hash(self.compared())
 
     @property
     def tracker_ref(self) -> str:

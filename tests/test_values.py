@@ -1,4 +1,4 @@
-"""The value classes that leave some fields out of equality: every other field
+"""Values that leave some fields out of equality (util.values.ComparedValue): every other field
 counts, the left-out ones never do, and hashing agrees with equality.
 
 Each class is built with a distinct placeholder object in every field (msgspec
