@@ -251,9 +251,12 @@ def resolve_diff_targets(
     `values` are `--target` values: a target's name (configured, or discovered,
     on either side), else key=value pairs."""
     base_config, head_config = base.tree.config, head.tree.config
-    discovered = {
-        t.name: t for t in discover_targets(_chain(base.jobs, head.jobs), holding_pen=True)
-    }
+    # The targets the jobs imply, by name: only looked up for targets given.
+    discovered = (
+        {t.name: t for t in discover_targets(_chain(base.jobs, head.jobs), holding_pen=True)}
+        if values or names
+        else {}
+    )
     names = list(names)
     specs = list(specs)
     for value in values:

@@ -232,7 +232,7 @@ def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
         "tag": vocab.tags,
     }
     # Each distinct value checked once; only the unknown ones are looked for.
-    usage = _AxisUsage(tree.tests)
+    usage = _usage(tree)
     unknown: dict[tuple[str, str], frozenset[str]] = {}
     for what, counter in usage.counts.items():
         allowed = known[what]
@@ -290,7 +290,7 @@ def _cadence_findings(tree: RecipeTree, declared: frozenset[str]) -> Iterator[Fi
 
 def _typo_findings(tree: RecipeTree) -> Iterator[Finding]:
     """In a tree without a vocabulary: rare values that look like a common one mistyped."""
-    usage = _AxisUsage(tree.tests)
+    usage = _usage(tree)
     counts = usage.counts
     found = {what: typos(counter) for what, counter in counts.items()}
     if not any(found.values()):
@@ -313,10 +313,26 @@ def _typo_findings(tree: RecipeTree) -> Iterator[Finding]:
                 )
 
 
+# The usage of the last trees asked about, by identity (the tree is held, so
+# its id cannot be reused while listed): validate's checks, target discovery
+# and both sides of a diff ask about the same trees again.
+_USAGES: list[tuple[RecipeTree, _AxisUsage]] = []
+
+
+def _usage(tree: RecipeTree) -> _AxisUsage:
+    for known, usage in _USAGES:
+        if known is tree:
+            return usage
+    usage = _AxisUsage(tree.tests)
+    _USAGES.insert(0, (tree, usage))
+    del _USAGES[4:]
+    return usage
+
+
 def _axis_counts(tree: RecipeTree) -> dict[str, Counter[str]]:
     """How often each vocabulary value is used, per axis (what _axis_values
     yields, counted without building a place for each)."""
-    return _AxisUsage(tree.tests).counts
+    return _usage(tree).counts
 
 
 def typo_platforms(tree: RecipeTree) -> frozenset[str]:
