@@ -312,22 +312,25 @@ def render_entry(
         dumper.dump({"k": text}, out)
         return out.getvalue()[3:4] in ("'", '"')
 
-    def scalar(value: Any) -> Any:
+    def scalar(value: Any, *, in_flow: bool = False) -> Any:
         if isinstance(value, dt.date) and style.dates_quoted:
             return quoted[style.quote or '"'](value.isoformat())
         if not isinstance(value, str):
             return value
         if yaml_double_quoted(value) or not value.isprintable():
             return DoubleQuotedScalarString(value)  # only double quotes can escape it
-        if needs_quotes(value):  # the dumper quotes it anyway: in the file's way
-            # (explicitly: a flow list would write what a block quotes plain, `[? x]`)
+        if needs_quotes(value) or (in_flow and _FLOW_INDICATOR.search(value)):
+            # The dumper quotes it anyway: in the file's way (explicitly: a flow
+            # list would write what a block quotes plain, `[? x]`). In a flow
+            # list YAML 1.1 also ends a plain scalar at `?` (a glob's), which the
+            # dumper, writing YAML 1.2, leaves plain: `[gpt_tp?]` is unreadable.
             return quoted[style.quote or "'"](value)
         if not _plain_is_text(value):  # plain, YAML 1.1 would read another thing
             return quoted[style.quote or '"'](value)
         return value
 
     def flow(values: Sequence[str]) -> CommentedSeq:
-        seq = CommentedSeq([scalar(v) for v in values])
+        seq = CommentedSeq([scalar(v, in_flow=True) for v in values])
         seq.fa.set_flow_style()
         return seq
 
@@ -381,6 +384,8 @@ def _scalar(value: Any) -> Any:
 
 
 _PLAIN_PUNCTUATION = frozenset(" _./+-()")
+# The flow indicators: a YAML 1.1 reader ends a plain scalar at any of them in a flow list.
+_FLOW_INDICATOR = re.compile(r"[,?\[\]{}]")
 
 
 def _plain_is_text(value: str) -> bool:
