@@ -118,10 +118,10 @@ def echo_findings(findings: list[Finding] | tuple[Finding, ...]) -> None:
         write_annotations(annotation_lines(list(findings)))
 
 
-# The big values of a run (the loaded tree, the rows of a listing), held until
-# the process ends when the console script runs: it exits without tearing
-# objects down (cli.main.console), and freeing a big tree's millions of objects
-# one by one when a command returns would cost a few percent of the run.
+# The loaded tree of a run, held until the process ends when the console
+# script runs: it exits without tearing objects down (cli.main.console), and
+# freeing a big tree's millions of objects one by one when a command returns
+# would cost a few percent of the run.
 # None: values are freed as usual (tests and other callers of `main`).
 _held: list[Any] | None = None
 
