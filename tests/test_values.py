@@ -42,25 +42,24 @@ class _Mark:
         return f"<{self.name}>"
 
 
-def _build(cls: type, **override: Any) -> Any:
-    names = [f.name for f in msgspec.structs.fields(cls)]
-    values = {name: override.get(name, _SHARED[name]) for name in names}
-    return cls(**values)
+def _fields(cls: type) -> list[str]:
+    return [f.name for f in msgspec.structs.fields(cls)]
 
 
-_SHARED: dict[str, _Mark] = {}
+def _build(cls: type, placeholders: dict[str, _Mark], /, **override: Any) -> Any:
+    """A value of `cls` with a placeholder in every field (some overridden)."""
+    return cls(**{name: override.get(name, placeholders[name]) for name in _fields(cls)})
 
 
 @pytest.mark.parametrize("cls", list(NOT_COMPARED), ids=lambda c: c.__name__)
 def test_every_field_but_the_left_out_ones_makes_two_values_differ(cls: type) -> None:
-    names = [f.name for f in msgspec.structs.fields(cls)]
+    names = _fields(cls)
     assert NOT_COMPARED[cls] <= set(names)
-    _SHARED.clear()
-    _SHARED.update({name: _Mark(name) for name in names})
-    base = _build(cls)
-    assert base == _build(cls) and hash(base) == hash(_build(cls))
+    marks = {name: _Mark(name) for name in names}
+    base = _build(cls, marks)
+    assert base == _build(cls, marks) and hash(base) == hash(_build(cls, marks))
     for name in names:
-        other = _build(cls, **{name: _Mark(f"other {name}")})
+        other = _build(cls, marks, **{name: _Mark(f"other {name}")})
         if name in NOT_COMPARED[cls]:
             assert other == base, f"{cls.__name__}.{name} must not count in equality"
             assert hash(other) == hash(base), f"{cls.__name__}.{name} must not count in hash"
@@ -70,10 +69,8 @@ def test_every_field_but_the_left_out_ones_makes_two_values_differ(cls: type) ->
 
 @pytest.mark.parametrize("cls", list(NOT_COMPARED), ids=lambda c: c.__name__)
 def test_a_value_is_never_equal_to_another_class(cls: type) -> None:
-    names = [f.name for f in msgspec.structs.fields(cls)]
-    _SHARED.clear()
-    _SHARED.update({name: _Mark(name) for name in names})
-    value = _build(cls)
+    names = _fields(cls)
+    value = _build(cls, {name: _Mark(name) for name in names})
     assert value != tuple(getattr(value, n) for n in names)
     assert value.__eq__(object()) is NotImplemented
 

@@ -277,24 +277,22 @@ def _job_columns(jobs: list[Any]) -> tuple[list[str], list[Any]]:
 
     # One pass over the jobs reads every field (each job is visited once: the
     # jobs of a big tree do not fit in a cache), then the columns are the fields.
-    fields = ("model", "test_case", "tag", "environment", "platform", "declared_scope", "scope")
+    fields = ("model", "test_case", "tag", "environment", "platform", "shown_scope")
     fields += ("cadence", "n_repeat", "time_limit", "quarantine")
     values: list[Any] = list(zip(*map(attrgetter(*fields), jobs), strict=True)) or [
         () for _ in fields
     ]
-    model, test_case, tag, environment, platform, declared, scope = values[:7]
-    cadence, n_repeat, time_limit, marks = values[7:]
+    model, test_case, tag, environment, platform, scope = values[:6]
+    cadence, n_repeat, time_limit, marks = values[6:]
     headers = ["model", "test_case", "tag", "environment", "platform", "scope", "cadence"]
     headers += ["n_repeat", "time_limit"]
-    # The shown scope: the declared name, else the tier.
-    scopes = list(zip(declared, scope, strict=True))
     columns = [
         model,
         test_case,
         each_shown(tag, lambda t: t or ""),
         environment,
         platform,
-        each_shown(scopes, lambda scope: scope[0] or scope[1] or ""),
+        each_shown(scope, lambda s: s or ""),
         each_shown(cadence, ",".join),
         each_shown(n_repeat, str),
         each_shown(time_limit, str),
@@ -355,7 +353,9 @@ def app_for(argv: list[str]) -> typer.Typer:
 
 def _command_name(info: Any) -> str:
     """A registered command's name as typer spells it (from the function when unnamed)."""
-    return info.name or info.callback.__name__.lower().replace("_", "-")
+    from typer.main import get_command_name
+
+    return info.name or get_command_name(info.callback.__name__)
 
 
 def __getattr__(name: str) -> Any:
