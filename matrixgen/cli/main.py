@@ -69,6 +69,8 @@ COMMAND_MODULES = {
     "decide": "matrixgen.cli.decide",
     "results": "matrixgen.cli.evidence",
     "flaky": "matrixgen.cli.evidence",
+    "jet-trigger": "matrixgen.cli.jet",
+    "jet-buckets": "matrixgen.cli.jet",
 }
 
 

@@ -1,0 +1,328 @@
+"""Megatron-LM's CI, dropped in: `jet-trigger` (its child-pipeline generator, option
+for option) and `jet-buckets` (its unit-test bucket matrix for GitHub).
+
+Imported at start-up by matrixgen.cli.main only when one of these commands runs:
+everything heavy is imported inside the commands.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from matrixgen.cli.common import RecipesOption, echo_findings, held, recipes_dir
+from matrixgen.engine.vocab import System
+
+if TYPE_CHECKING:
+    from matrixgen.emit.jet import JetProfile, Notice
+    from matrixgen.pipeline import Generation
+
+
+def _system(given: System | None) -> System:
+    """Which system asks: as given, else github inside GitHub Actions, else gitlab."""
+    if given is not None:
+        return given
+    return System.GITHUB if os.environ.get("GITHUB_ACTIONS") == "true" else System.GITLAB
+
+
+SystemChoiceOption = Annotated[
+    System | None,
+    typer.Option(
+        "--system",
+        help="The system whose quarantine entries apply (default: github when "
+        "GITHUB_ACTIONS=true, else gitlab).",
+    ),
+]
+StrictOption = Annotated[
+    bool,
+    typer.Option(
+        "--strict", help="A value no recipe uses, or a job the generator would lose, is an error."
+    ),
+]
+LocalRecipesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--local-recipes",
+        metavar="DIR",
+        help="More recipes, read after the tree (default: local_recipes/ beside the tree, "
+        "when it exists).",
+        file_okay=False,
+        dir_okay=True,
+    ),
+]
+
+
+def load_jet_tree(recipes: Path | None, local: Path | None) -> tuple[Generation, dict[str, int]]:
+    """The tree and, as the generator reads it, its local recipes after it; refused
+    when `validate` would fail it. Returns the files' order too (tree first, each
+    part by path)."""
+    from matrixgen.engine.errors import UsageError
+    from matrixgen.engine.load import RESERVED_FILES, read_directory
+    from matrixgen.pipeline import generate_from_files
+    from matrixgen.validate import require_valid
+
+    directory = recipes_dir(recipes)
+    files = read_directory(directory)
+    order = sorted(files)
+    local_dir = local if local is not None else directory.parent / "local_recipes"
+    if local is not None and not local.is_dir():
+        raise UsageError(f"--local-recipes: directory not found: {local}")
+    if local_dir.is_dir() and local_dir.resolve() != directory.resolve():
+        prefix = os.path.relpath(local_dir, directory).replace(os.sep, "/") + "/"
+        extra = {
+            prefix + rel: data
+            for rel, data in read_directory(local_dir).items()
+            if rel.endswith(".yaml") and rel not in RESERVED_FILES
+        }
+        files.update(extra)
+        order += sorted(extra)
+    generation = generate_from_files(files, root=str(directory))
+    echo_findings(require_valid(generation))
+    return held(generation), {rel: i for i, rel in enumerate(order)}
+
+
+def _profile(generation: Generation) -> JetProfile:
+    from matrixgen.emit.jet import jet_profile
+
+    jet = getattr(generation.tree.config, "jet", None)
+    if jet is None:
+        return jet_profile(None, None)
+    return jet_profile(jet.runner_tags, jet.clusters)
+
+
+def _say(notices: list[Notice] | tuple[Notice, ...], strict: bool) -> None:
+    from matrixgen.engine.errors import UsageError
+    from matrixgen.util.escape import terminal_text
+
+    if strict and notices:
+        raise UsageError(
+            "--strict: "
+            + "; ".join(terminal_text(n.message) for n in notices)
+            + "; nothing written"
+        )
+    for notice in notices:
+        typer.echo(f"matrixgen: warning: {terminal_text(notice.message)} [{notice.code}]", err=True)
+
+
+def jet_trigger(
+    scope: Annotated[str, typer.Option("--scope", help="Test scope")],
+    environment: Annotated[str, typer.Option("--environment", help="LTS or dev features")],
+    test_cases: Annotated[
+        str, typer.Option("--test-cases", help="Comma-separated list of test_cases, or 'all'")
+    ],
+    platform: Annotated[str, typer.Option("--platform", help="Platform to select")],
+    cluster: Annotated[str, typer.Option("--cluster", help="Cluster to run on")],
+    output_path: Annotated[str, typer.Option("--output-path", help="Path to write GitLab job to")],
+    container_image: Annotated[
+        str, typer.Option("--container-image", help="LTS Container image to use")
+    ],
+    container_tag: Annotated[str, typer.Option("--container-tag", help="Container tag to use")],
+    dependent_job: Annotated[
+        str,
+        typer.Option("--dependent-job", help="Name of job that created the downstream pipeline"),
+    ],
+    slurm_account: Annotated[str, typer.Option("--slurm-account", help="Slurm account to use")],
+    n_repeat: Annotated[int, typer.Option("--n-repeat")] = 1,
+    time_limit: Annotated[int, typer.Option("--time-limit")] = 1,
+    partition: Annotated[
+        str | None, typer.Option("--partition", help="Slurm partition to use")
+    ] = None,
+    record_checkpoints: Annotated[
+        str | None, typer.Option("--record-checkpoints", help="Values are 'true' or 'false'")
+    ] = None,
+    tag: Annotated[
+        str | None, typer.Option("--tag", help="Tag (only relevant for unit tests)")
+    ] = None,
+    run_name: Annotated[
+        str | None, typer.Option("--run-name", help="Run name (only relevant for release tests)")
+    ] = None,
+    wandb_experiment: Annotated[
+        str | None,
+        typer.Option(
+            "--wandb-experiment", help="Wandb experiment (only relevant for release tests)"
+        ),
+    ] = None,
+    enable_lightweight_mode: Annotated[
+        bool,
+        typer.Option(
+            "--enable-lightweight-mode",
+            show_default=True,
+            help="Run 2-step smoke tests instead of full training",
+        ),
+    ] = False,
+    enable_warmup: Annotated[
+        bool,
+        typer.Option(
+            "--enable-warmup/--no-enable-warmup",
+            help="Run one job as dependency to others as to warm up cache",
+        ),
+    ] = True,
+    cadence: Annotated[
+        str | None,
+        typer.Option(
+            "--cadence",
+            help="Trigger cadence to filter tests by (pr|nightly|mergegroup). "
+            "Empty/unset disables the cadence filter.",
+        ),
+    ] = None,
+    enable_error_extraction: Annotated[
+        bool,
+        typer.Option(
+            "--enable-error-extraction/--no-enable-error-extraction",
+            help="Extract a structured error report from GitLab child-job output.",
+        ),
+    ] = False,
+    recipes: RecipesOption = None,
+    local_recipes: LocalRecipesOption = None,
+    system: SystemChoiceOption = None,
+    strict: StrictOption = False,
+) -> None:
+    """Megatron-LM's child pipeline for one call, as its generate_jet_trigger_job.py
+    writes it, with the quarantine applied (docs/megatron.md).
+
+    Takes every option of that script, with the same names, types and defaults.
+    Exit 1: the tree or a quarantine entry has errors; 2: usage error (with
+    --strict also a value no recipe uses); 3: bad project config; 7: the
+    quarantine file cannot be read, or a node-level entry cannot reach its
+    tests; 9 and 12: the output cannot be written, or is a link.
+    """
+    from matrixgen.cli.emit import _write_text
+    from matrixgen.emit.jet import JetCall, check_call, jet_pipeline, jet_target, pipeline_text
+
+    call = JetCall(
+        scope=scope,
+        environment=environment,
+        n_repeat=n_repeat,
+        time_limit=time_limit,
+        test_cases=test_cases,
+        platform=platform,
+        cluster=cluster,
+        partition=partition,
+        container_image=container_image,
+        container_tag=container_tag,
+        dependent_job=dependent_job,
+        record_checkpoints=record_checkpoints,
+        slurm_account=slurm_account,
+        tag=tag,
+        run_name=run_name,
+        wandb_experiment=wandb_experiment,
+        enable_lightweight_mode=enable_lightweight_mode,
+        enable_warmup=enable_warmup,
+        cadence=cadence,
+        enable_error_extraction=enable_error_extraction,
+    )
+    check_call(call)
+    generation, file_order = load_jet_tree(recipes, local_recipes)
+    target = jet_target(call, _system(system))
+    chosen = generation.selection(target)
+    pipeline = jet_pipeline(
+        chosen.jobs,
+        chosen.skipped,
+        call,
+        target,
+        _profile(generation),
+        file_order=file_order,
+        all_jobs=generation.jobs,
+    )
+    _say(pipeline.notices, strict)
+    _write_text(Path(output_path), pipeline_text(pipeline))
+    _summary(pipeline, output_path)
+
+
+def _summary(pipeline: object, output_path: str) -> None:
+    from matrixgen.emit.jet import JetPipeline
+    from matrixgen.util.escape import terminal_text
+
+    assert isinstance(pipeline, JetPipeline)
+    target = pipeline.target
+    where = f"{target.system.value}/{target.selector.scope}"
+    line = (
+        f"{terminal_text(output_path)}: {len(pipeline.jobs)} job(s) for {terminal_text(where)} "
+        f"{terminal_text(target.selector.platform)}/{terminal_text(target.selector.environment)}"
+    )
+    skipped = pipeline.skipped
+    allowed = [
+        j for _, j in pipeline.jobs if j.quarantine and j.quarantine.action == "allow-failure"
+    ]
+    notes = []
+    if skipped:
+        ids = sorted({j.quarantine.id for j in skipped if j.quarantine})
+        notes.append(f"{len(skipped)} skipped by quarantine ({', '.join(ids)})")
+    if allowed:
+        notes.append(f"{len(allowed)} allowed to fail by quarantine")
+    if notes:
+        line += "; " + "; ".join(terminal_text(n) for n in notes)
+    typer.echo(line, err=True)
+
+
+def jet_buckets(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            metavar="FILE",
+            help="The unit-test recipe, e.g. tests/test_utils/recipes/h100/unit-tests.yaml",
+        ),
+    ],
+    recipes: RecipesOption = None,
+    system: SystemChoiceOption = None,
+    scope: Annotated[
+        str, typer.Option("--scope", help="The scope whose quarantine entries apply.")
+    ] = "unit-tests",
+    environment: Annotated[str, typer.Option("--environment")] = "dev",
+    tag: Annotated[str, typer.Option("--tag")] = "latest",
+    platform: Annotated[
+        str | None, typer.Option("--platform", help="Default: the recipe's own platform.")
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", metavar="FILE", help="Write the JSON here instead of stdout."),
+    ] = None,
+    strict: StrictOption = False,
+) -> None:
+    """The unit-test bucket matrix Megatron-LM's GitHub workflow builds with yq from a
+    unit-test recipe ([{"bucket": ...}, ...], compact), with skip entries applied.
+
+    Exit 1: the tree or a quarantine entry has errors; 2: usage error, or FILE is
+    no recipe of the tree; 7: a node-level entry cannot reach its tests.
+    """
+    from matrixgen.cli.emit import _write_text
+    from matrixgen.emit.jet import bucket_matrix, bucket_text
+
+    generation, _ = load_jet_tree(recipes, None)
+    recipe = _recipe_file(generation, recipes_dir(recipes), file)
+    matrix = bucket_matrix(
+        recipe,
+        generation,
+        system=_system(system),
+        scope=scope,
+        environment=environment,
+        tag=tag,
+        platform=platform,
+    )
+    _say(matrix.notices, strict)
+    text = bucket_text(matrix)
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        _write_text(output, text)
+
+
+def _recipe_file(generation: Generation, directory: Path, file: Path) -> object:
+    from matrixgen.engine.errors import UsageError
+
+    try:
+        rel = file.resolve().relative_to(directory.resolve()).as_posix()
+    except ValueError:
+        raise UsageError(f"{file} is not inside the recipe tree {directory}") from None
+    for recipe in generation.tree.files:
+        if recipe.rel == rel:
+            return recipe
+    raise UsageError(f"{file}: no recipe of the tree {directory} (a basic recipe file)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("jet-trigger")(jet_trigger)
+    app.command("jet-buckets")(jet_buckets)

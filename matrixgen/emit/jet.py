@@ -1,0 +1,636 @@
+"""Megatron-LM's JET child pipelines, call for call (`matrixgen jet-trigger`).
+
+Megatron-LM's CI writes every functional, integration and unit-test pipeline with
+one generator script, called once per (scope, environment, platform[, tag]); each
+job runs that project's launcher, which reads the recipe again at run time. This
+emitter writes the same pipeline for the same call: the same workflow rules,
+stages, defaults, jobs keyed by test case, runner tags, needs, scripts, artifacts
+and retry, and the same placeholder pipeline when nothing is selected
+(docs/megatron.md). It adds what that generator cannot do:
+
+- quarantine entries apply in the place the call asks for: skip takes the job
+  out, allow-failure sets `allow_failure: true`; node-level entries reach the
+  test process through the pytest plugin, and a job whose script cannot hand
+  them on is an error, never a silent no-op;
+- a job the generator would lose (two selected jobs keyed by one test case, a
+  test case named like a GitLab keyword) is kept under a name that cannot
+  collide, and said so;
+- a scope, platform, environment, tag or test case that no recipe uses is a
+  warning with "did you mean" (an error with `strict`).
+
+Jobs come in the generator's order: by model, then file path, then row. The
+generator itself takes files in the order the file system lists them, so which
+job it picks for warm-up differs between machines; here it is always the same.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct, field
+
+from matrixgen.engine.errors import Location, UsageError, did_you_mean
+from matrixgen.engine.model import Job, RecipeFile, Selector, Target
+from matrixgen.engine.targets import target_name
+from matrixgen.engine.vocab import (
+    ALL_CADENCES,
+    DEFAULT_CADENCE,
+    LEGACY_SCOPE_ALIASES,
+    System,
+    resolve_scope,
+)
+from matrixgen.quarantine.jobenv import QUARANTINE_VARIABLE, reaches_plugin
+
+if TYPE_CHECKING:
+    from matrixgen.pipeline import Generation
+
+# The runner tags of every job, before its `cluster/<resolved cluster>` tag.
+DEFAULT_RUNNER_TAGS: tuple[str, ...] = (
+    "arch/amd64",
+    "env/prod",
+    "origin/jet-fleet",
+    "owner/jet-core",
+    "purpose/jet-client",
+    "team/megatron",
+)
+# --cluster -> the name its runner tag and JET config carry. A project config's
+# `jet.clusters` adds to it or overrides it.
+DEFAULT_CLUSTERS: Mapping[str, str] = {
+    "dgxh100_eos": "eos",
+    "dgxgb200_oci-hsg": "oci-hsg",
+    "dgxa100_dracooci": "draco-oci-iad",
+    "dgxa100_dracooci-ord": "draco-oci-ord",
+    "dgxh100_coreweave": "coreweave",
+    "cpu_eos": "eos-cpu",
+    "cpu_coreweave": "coreweave-cpu",
+    "cpu_dracooci": "draco-oci-iad-cpu",
+    "cpu_oci-hsg": "oci-hsg-cpu",
+    "ghci": "ghci",
+}
+# Models whose jobs never block, whatever the recipe says.
+DEFAULT_ALLOW_FAILURE_MODELS: tuple[str, ...] = ("gpt-nemo",)
+
+LAUNCHER = "export PYTHONPATH=$(pwd); python tests/test_utils/python_scripts/launch_jet_workload.py"
+TRIAGE_LOG = "jet_workload.log"
+TRIAGE_REPORT = "error_report.json"
+JOB_RETRY: dict[str, Any] = {
+    "max": 2,
+    "when": ["unknown_failure", "stuck_or_timeout_failure", "runner_system_failure"],
+}
+PLACEHOLDER_STAGE = "empty-pipeline-placeholder"
+PLACEHOLDER_JOB = "empty-pipeline-placeholder-job"
+PARENT_PIPELINE = "$PARENT_PIPELINE_ID"
+PARENT_RULE = '$CI_PIPELINE_SOURCE == "parent_pipeline" || $CI_MERGE_REQUEST_ID'
+# Top-level keys GitLab reads as settings, not jobs: a job keyed so is lost.
+GITLAB_GLOBAL_KEYS = frozenset(
+    {
+        "default",
+        "include",
+        "stages",
+        "variables",
+        "workflow",
+        "image",
+        "services",
+        "cache",
+        "before_script",
+        "after_script",
+        "spec",
+    }
+)
+
+
+class JetProfile(Struct, frozen=True, kw_only=True):
+    """The settings of Megatron-LM's CI that are data: a config extends them."""
+
+    runner_tags: tuple[str, ...] = DEFAULT_RUNNER_TAGS
+    clusters: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_CLUSTERS))
+    allow_failure_models: tuple[str, ...] = DEFAULT_ALLOW_FAILURE_MODELS
+
+    def resolve_cluster(self, cluster: str) -> str:
+        found = self.clusters.get(cluster)
+        if found is None:
+            known = sorted(self.clusters)
+            raise UsageError(
+                f'unknown --cluster "{cluster}"{did_you_mean(cluster, known)}; known: '
+                f"{', '.join(known)} (a project config adds more under jet.clusters)"
+            )
+        return found
+
+
+def jet_profile(
+    runner_tags: Sequence[str] | None, clusters: Mapping[str, str] | None
+) -> JetProfile:
+    """The default profile, with a config's runner tags and clusters applied."""
+    merged = dict(DEFAULT_CLUSTERS)
+    merged.update(clusters or {})
+    tags = tuple(runner_tags) if runner_tags is not None else DEFAULT_RUNNER_TAGS
+    return JetProfile(runner_tags=tags, clusters=merged)
+
+
+class JetCall(Struct, frozen=True, kw_only=True):
+    """One call of the generator: its options, with the generator's defaults."""
+
+    scope: str
+    environment: str
+    test_cases: str
+    platform: str
+    cluster: str
+    container_image: str
+    container_tag: str
+    dependent_job: str
+    slurm_account: str
+    n_repeat: int = 1
+    time_limit: int = 1
+    partition: str | None = None
+    record_checkpoints: str | None = None
+    tag: str | None = None
+    run_name: str | None = None
+    wandb_experiment: str | None = None
+    enable_lightweight_mode: bool = False
+    enable_warmup: bool = True
+    cadence: str | None = None
+    enable_error_extraction: bool = False
+
+    def selector(self) -> Selector:
+        names = () if self.test_cases == "all" else tuple(self.test_cases.split(","))
+        return Selector(
+            scope=self.scope,
+            cadence=self.cadence or None,  # empty: no cadence filter, as upstream
+            environment=self.environment,
+            platform=self.platform,
+            tag=self.tag,
+            test_cases=names,
+        )
+
+
+class Notice(Struct, frozen=True):
+    """Something the call's output cannot show: printed on stderr."""
+
+    code: str
+    message: str
+
+
+class JetPipeline(Struct, frozen=True, kw_only=True):
+    """What one call writes, and what it has to say about it."""
+
+    document: dict[str, Any]
+    # (job key, job) in pipeline order; empty for the placeholder pipeline.
+    jobs: tuple[tuple[str, Job], ...]
+    skipped: tuple[Job, ...] = ()
+    notices: tuple[Notice, ...] = ()
+    target: Target
+
+
+# --------------------------------------------------------------------------- the call
+
+
+def jet_target(call: JetCall, system: System) -> Target:
+    """The place a call asks for: its system, scope, platform, environment and
+    cadence (quarantine entries are placed by system and scope)."""
+    selector = call.selector()
+    named = Selector(
+        scope=selector.scope,
+        cadence=selector.cadence,
+        environment=selector.environment,
+        platform=selector.platform,
+    )
+    return Target(name=target_name(system, named), system=system, selector=selector)
+
+
+def check_call(call: JetCall) -> None:
+    """Refuse what the generator itself refuses (it stops with a traceback)."""
+    cadence = call.cadence or None
+    if cadence is not None and cadence not in ALL_CADENCES:
+        raise UsageError(
+            f'unknown --cadence "{cadence}"{did_you_mean(cadence, ALL_CADENCES)}; '
+            f"allowed: {', '.join(ALL_CADENCES)} (or empty: no cadence filter)"
+        )
+
+
+def unused_values(call: JetCall, jobs: Sequence[Job]) -> list[Notice]:
+    """Each asked-for value that no recipe uses: the generator selects nothing for
+    it without a word (`--platform dgx_gb2100`)."""
+    scopes = {j.scope for j in jobs if j.scope}
+    legacy = {name for name, (tier, _) in LEGACY_SCOPE_ALIASES.items() if tier in scopes}
+    asked: list[tuple[str, str | None, set[str]]] = [
+        ("--scope", call.scope, scopes | legacy),
+        ("--platform", call.platform, {j.platform for j in jobs}),
+        ("--environment", call.environment, {j.environment for j in jobs}),
+        ("--tag", call.tag, {j.tag for j in jobs if j.tag}),
+    ]
+    notices = []
+    for flag, value, known in asked:
+        if value is None:
+            continue
+        used = resolve_scope(value) in scopes if flag == "--scope" else value in known
+        if not used:
+            notices.append(
+                Notice(
+                    "unknown-value",
+                    f'{flag} "{value}" is used by no recipe, so it selects nothing'
+                    f"{did_you_mean(value, known)}",
+                )
+            )
+    if call.test_cases != "all":
+        cases = {j.test_case for j in jobs}
+        for name in dict.fromkeys(call.test_cases.split(",")):
+            if name not in cases:
+                notices.append(
+                    Notice(
+                        "unknown-value",
+                        f'--test-cases "{name}" is no test case of any recipe'
+                        f"{did_you_mean(name, cases)}",
+                    )
+                )
+    return notices
+
+
+def upstream_order(jobs: Sequence[Job], file_order: Mapping[str, int]) -> list[Job]:
+    """The generator's order: by model, then by file (as listed), then by row.
+    Jobs of one row keep their expansion order."""
+    return sorted(
+        jobs,
+        key=lambda j: (
+            j.model,
+            file_order.get(j.recipe, len(file_order)),
+            j.source.line,
+            j.source.column,
+        ),
+    )
+
+
+def jet_pipeline(
+    jobs: Sequence[Job],
+    skipped: Sequence[Job],
+    call: JetCall,
+    target: Target,
+    profile: JetProfile,
+    *,
+    file_order: Mapping[str, int],
+    all_jobs: Sequence[Job] = (),
+) -> JetPipeline:
+    """The child pipeline of one call, from the target's selection (quarantine
+    applied: `jobs` kept and marked, `skipped` taken out)."""
+    check_call(call)
+    notices = unused_values(call, all_jobs) if all_jobs else []
+    ordered = upstream_order(jobs, file_order)
+    unreachable = [j for j in ordered if j.quarantine is not None and j.quarantine.node_ids]
+    unreachable = [j for j in unreachable if not reaches_plugin(_script_text(j))]
+    if unreachable:
+        from matrixgen.engine.errors import QuarantineError
+
+        lines = [
+            f"entry {j.quarantine.id} ({j.quarantine.action}) cannot reach the tests of "  # type: ignore[union-attr]
+            f"{j.identity} in target {target.name}: the job's script never sets "
+            f"{QUARANTINE_VARIABLE} for the pytest plugin (docs/megatron.md)"
+            for j in unreachable
+        ]
+        raise QuarantineError("; ".join(lines))
+    if not ordered:
+        return JetPipeline(
+            document=_placeholder(call, profile),
+            jobs=(),
+            skipped=tuple(skipped),
+            notices=tuple(notices),
+            target=target,
+        )
+    keys, key_notices = job_keys(ordered)
+    notices.extend(key_notices)
+    cluster_tag = f"cluster/{profile.resolve_cluster(call.cluster)}"
+    document: dict[str, Any] = {
+        "stages": sorted({j.model for j in ordered}),
+        "workflow": {
+            "rules": [
+                {
+                    "if": f'({PARENT_RULE}) && $CI_COMMIT_BRANCH == "main"',
+                    "auto_cancel": {"on_new_commit": "interruptible"},
+                },
+                {"if": PARENT_RULE},
+                {"when": "never"},
+            ],
+            "auto_cancel": {"on_new_commit": "interruptible"},
+        },
+        "default": {"interruptible": True, "retry": {"max": 2, "when": "runner_system_failure"}},
+    }
+    warmup = keys[0] if call.enable_warmup else None
+    for index, (key, job) in enumerate(zip(keys, ordered, strict=True)):
+        needs: list[dict[str, str]] = [{"pipeline": PARENT_PIPELINE, "job": call.dependent_job}]
+        if warmup is not None and index > 0:
+            needs.append({"job": warmup})
+        script = launcher_command(job, call)
+        artifacts = ["results/"]
+        if call.enable_error_extraction:
+            script = with_error_extraction(script)
+            artifacts += [TRIAGE_LOG, TRIAGE_REPORT]
+        document[key] = {
+            "stage": job.model,
+            "image": f"{call.container_image}:{call.container_tag}",
+            "tags": [*profile.runner_tags, cluster_tag],
+            "timeout": "7 days",
+            "needs": needs,
+            "script": [script],
+            "artifacts": {"paths": artifacts, "when": "always"},
+            "allow_failure": allow_failure(job, profile),
+            "retry": JOB_RETRY,
+        }
+    return JetPipeline(
+        document=document,
+        jobs=tuple(zip(keys, ordered, strict=True)),
+        skipped=tuple(skipped),
+        notices=tuple(notices),
+        target=target,
+    )
+
+
+def _script_text(job: Job) -> str:
+    return _script_text_of(job.spec)
+
+
+def _placeholder(call: JetCall, profile: JetProfile) -> dict[str, Any]:
+    return {
+        "stages": [PLACEHOLDER_STAGE],
+        "workflow": {"rules": [{"if": PARENT_RULE}, {"when": "never"}]},
+        "default": {"interruptible": True},
+        PLACEHOLDER_JOB: {
+            "stage": PLACEHOLDER_STAGE,
+            "image": f"{call.container_image}:{call.container_tag}",
+            "tags": list(profile.runner_tags),
+            "timeout": "7 days",
+            "needs": [{"pipeline": PARENT_PIPELINE, "job": call.dependent_job}],
+            "script": ["sleep 1"],
+            "artifacts": {"paths": ["results/"], "when": "always"},
+            "retry": JOB_RETRY,
+        },
+    }
+
+
+def allow_failure(job: Job, profile: JetProfile) -> Any:
+    """The recipe's own allow_failure (as written), else whether the model never
+    blocks; an allow-failure quarantine entry makes it true."""
+    if job.quarantine is not None and job.quarantine.action == "allow-failure":
+        return True
+    written = job.spec.get("allow_failure", False)
+    if written:
+        return written if isinstance(written, bool | int | str) else True
+    return job.model in profile.allow_failure_models
+
+
+def _word(value: str) -> str:
+    """A value from a recipe, as one shell word: written bare when it is one
+    already (as the generator writes it), quoted otherwise."""
+    return shlex.quote(value)
+
+
+def launcher_command(job: Job, call: JetCall) -> str:
+    """The launcher call of one job: the generator's options, in its order.
+
+    Values from the call are the operator's and are written as given; values
+    from a recipe (model, test case) are quoted for the shell where needed: the
+    generator writes them raw (the test case inside single quotes), so a name
+    with a quote or a `;` would run as a command."""
+    test_case = job.test_case
+    quoted_case = f"'{test_case}'" if "'" not in test_case else shlex.quote(test_case)
+    parts = [
+        LAUNCHER,
+        f"--model {_word(job.model)}",
+        f"--environment {_word(job.environment)}",
+        f"--n-repeat {call.n_repeat}",
+        f"--time-limit {call.time_limit}",
+        f"--scope {call.scope}",
+        f"--test-case {quoted_case}",
+        f"--container-tag {call.container_tag}",
+        f"--cluster {call.cluster}",
+        f"--platform {call.platform}",
+        f"--record-checkpoints {call.record_checkpoints}",
+        f"--account {call.slurm_account}",
+    ]
+    if call.partition is not None:
+        parts.append(f"--partition {call.partition}")
+    if call.tag is not None:
+        parts.append(f"--tag {call.tag}")
+    if call.enable_lightweight_mode:
+        parts.append("--enable-lightweight-mode")
+    if call.run_name is not None and call.wandb_experiment is not None:
+        parts.append(f"--run-name {call.run_name}")
+        experiment = f"{call.wandb_experiment}-{job.model}-{test_case}"
+        if shlex.quote(f"{job.model}-{test_case}") != f"{job.model}-{test_case}":
+            experiment = shlex.quote(experiment)
+        parts.append(f"--wandb-experiment {experiment}")
+    return " ".join(parts)
+
+
+def with_error_extraction(command: str) -> str:
+    """The launcher call wrapped so that a structured error report is extracted
+    from its log, and the job still ends with the launcher's exit code."""
+    return "\n".join(
+        [
+            "set +e",
+            "set -o pipefail",
+            f"{command} 2>&1 | tee {TRIAGE_LOG}",
+            "exit_code=${PIPESTATUS[0]}",
+            "set -e",
+            f"extract-errors {TRIAGE_LOG} --output {TRIAGE_REPORT} "
+            '--exit-code "$exit_code" || true',
+            'exit "$exit_code"',
+        ]
+    )
+
+
+def job_keys(jobs: Sequence[Job]) -> tuple[list[str], list[Notice]]:
+    """Each job's key: its test case, as the generator keys it. Where the
+    generator would lose a job (a second job of one test case overwrites the
+    first; a test case named like a GitLab keyword is no job), the job the
+    generator keeps keeps its key, and every other gets `NAME (2)`, `NAME (3)`...,
+    never a name another job has."""
+    by_case: dict[str, list[int]] = {}
+    for index, job in enumerate(jobs):
+        by_case.setdefault(job.test_case, []).append(index)
+    keys: list[str | None] = [None] * len(jobs)
+    taken = {j.test_case for j in jobs} | GITLAB_GLOBAL_KEYS
+    notices: list[Notice] = []
+    for case, indexes in by_case.items():
+        kept_plain = indexes[-1] if case not in GITLAB_GLOBAL_KEYS else None
+        counter = 2
+        renamed: list[tuple[Job, str]] = []
+        for index in indexes:
+            if index == kept_plain:
+                keys[index] = case
+                continue
+            while f"{case} ({counter})" in taken:
+                counter += 1
+            name = f"{case} ({counter})"
+            taken.add(name)
+            keys[index] = name
+            renamed.append((jobs[index], name))
+            counter += 1
+        if not renamed:
+            continue
+        if kept_plain is None:
+            notices.append(
+                Notice(
+                    "job-key-reserved",
+                    f'test case "{case}" is a GitLab keyword, not a job name: the generator '
+                    f"would write it as a setting and run nothing; kept as "
+                    + ", ".join(
+                        f'"{name}" ({job.identity}, {job.source})' for job, name in renamed
+                    ),
+                )
+            )
+            continue
+        kept = jobs[kept_plain]
+        notices.append(
+            Notice(
+                "job-key-duplicate",
+                f'{len(indexes)} selected jobs share test case "{case}": the generator keeps '
+                f"only the last ({kept.identity}, {kept.source}); kept all, the others as "
+                + ", ".join(f'"{name}" ({job.identity}, {job.source})' for job, name in renamed)
+                + ". The launcher finds a job by test case alone, so it cannot tell them "
+                "apart either: give each its own test case name",
+            )
+        )
+    if any(k.startswith(".") for k in keys if k):
+        hidden = sorted(k for k in keys if k and k.startswith("."))
+        notices.append(
+            Notice(
+                "job-key-hidden",
+                "GitLab never runs a job whose name starts with a dot: "
+                + ", ".join(f'"{k}"' for k in hidden),
+            )
+        )
+    return [k for k in keys if k is not None], notices
+
+
+def sorted_document(value: Any) -> Any:
+    """Mappings with their keys sorted, as the generator's YAML dump writes them."""
+    if isinstance(value, dict):
+        return {k: sorted_document(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [sorted_document(v) for v in value]
+    return value
+
+
+def pipeline_text(pipeline: JetPipeline) -> str:
+    """The file a call writes."""
+    from matrixgen.emit.gitlab import dump_yaml
+
+    return dump_yaml(sorted_document(pipeline.document))
+
+
+# --------------------------------------------------------------------------- buckets
+
+
+class BucketMatrix(Struct, frozen=True, kw_only=True):
+    """The GitHub unit-test matrix of one recipe: a row per bucket, in file order."""
+
+    rows: tuple[Any, ...]
+    skipped: tuple[tuple[Any, str], ...] = ()  # (bucket, entry ids)
+    notices: tuple[Notice, ...] = ()
+
+
+def bucket_matrix(
+    recipe: RecipeFile,
+    generation: Generation,
+    *,
+    system: System,
+    scope: str,
+    environment: str,
+    tag: str,
+    platform: str | None,
+) -> BucketMatrix:
+    """Every test case named in the recipe's blocks, as `{"bucket": name}` (the
+    workflow's yq reads every name of every block), less the buckets a skip entry
+    takes out of this place. An allow-failure entry cannot be carried by the
+    matrix (the workflow reads no such field): it is said, and the bucket runs."""
+    from matrixgen.engine.errors import QuarantineError
+    from matrixgen.quarantine.entries import applying_entries, combined_mark
+
+    data = recipe.data if isinstance(recipe.data, dict) else {}
+    spec = data.get("spec") if isinstance(data.get("spec"), dict) else {}
+    names = [
+        name
+        for block in (data.get("products") or [])
+        if isinstance(block, dict) and isinstance(block.get("test_case"), list)
+        for name in block["test_case"]
+    ]
+    model = spec.get("model") if isinstance(spec.get("model"), str) else ""
+    where = platform or (spec.get("platforms") if isinstance(spec.get("platforms"), str) else "")
+    selector = Selector(scope=scope, environment=environment, platform=where, tag=tag)
+    target = Target(name=target_name(system, selector), system=system, selector=selector)
+    entries = generation.quarantine.entries
+    known = {j.test_case for j in generation.jobs}
+    rows: list[Any] = []
+    skipped: list[tuple[Any, str]] = []
+    notices: list[Notice] = []
+    for name in names:
+        applying = (
+            applying_entries(
+                _bucket_job(name, model, selector, spec, recipe), entries, target, known
+            )
+            if isinstance(name, str) and entries
+            else []
+        )
+        if not applying:
+            rows.append({"bucket": name})
+            continue
+        mark = combined_mark(applying)
+        if mark.action == "skip":
+            skipped.append((name, mark.id))
+            continue
+        rows.append({"bucket": name})
+        if mark.node_ids and not reaches_plugin(_script_text_of(spec)):
+            raise QuarantineError(
+                f"entry {mark.id} ({mark.action}) cannot reach the tests of bucket {name} in "
+                f"{target.name}: {recipe.path}'s script never sets {QUARANTINE_VARIABLE} for "
+                "the pytest plugin (docs/megatron.md)"
+            )
+        if mark.action == "allow-failure":
+            notices.append(
+                Notice(
+                    "bucket-allow-failure",
+                    f"entry {mark.id} (allow-failure) on bucket {name}: the bucket matrix has "
+                    "no field for it, so the bucket still blocks (use skip, or mute its node ids)",
+                )
+            )
+    return BucketMatrix(rows=tuple(rows), skipped=tuple(skipped), notices=tuple(notices))
+
+
+def _bucket_job(
+    name: str, model: str, selector: Selector, spec: Mapping[str, Any], recipe: RecipeFile
+) -> Job:
+    """A bucket as the job an entry is matched against (the matrix row has no
+    more than its name: the rest is the place asked for)."""
+    return Job(
+        model=model,
+        test_case=name,
+        environment=selector.environment or "",
+        platform=selector.platform or "",
+        tag=selector.tag,
+        scope=resolve_scope(selector.scope or ""),
+        cadence=DEFAULT_CADENCE,
+        name=name,
+        build=None,
+        n_repeat=1,
+        time_limit=1,
+        spec=spec,
+        recipe=recipe.rel,
+        source=Location(recipe.path),
+    )
+
+
+def _script_text_of(spec: Mapping[str, Any]) -> str:
+    parts = [spec.get("script_setup"), spec.get("script")]
+    return "\n".join(p for p in parts if isinstance(p, str))
+
+
+def bucket_text(matrix: BucketMatrix) -> str:
+    """Compact JSON on one line, as `jq -c` writes it, safe to print in a log."""
+    import json
+
+    from matrixgen.util.escape import json_for_log
+
+    return (
+        json_for_log(json.dumps(list(matrix.rows), ensure_ascii=False, separators=(",", ":")))
+        + "\n"
+    )
