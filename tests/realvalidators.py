@@ -383,6 +383,26 @@ def pre_commit_manifest(path: str | os.PathLike[str]) -> ToolResult:
     return _run("pre-commit", [python, "-c", code, os.fspath(path)], timeout=60)
 
 
+def missing_jq() -> str | None:
+    if shutil.which("jq") is None:
+        return (
+            "jq is not on PATH (it is no PyPI or npm package: install it with your "
+            f"system's package manager, e.g. apt-get install jq); {INSTALL_HINT}"
+        )
+    return None
+
+
+def require_jq() -> None:
+    _require(missing_jq())
+
+
+def jq(program: str, data: str) -> str:
+    """jq -c PROGRAM over JSON text: its output."""
+    return subprocess.run(
+        ["jq", "-c", program], input=data, capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+
+
 def require_check_jsonschema() -> None:
     _require(missing_check_jsonschema())
 

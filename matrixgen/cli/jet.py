@@ -184,10 +184,11 @@ def jet_trigger(
     writes it, with the quarantine applied (docs/megatron.md).
 
     Takes every option of that script, with the same names, types and defaults.
-    Exit 1: the tree or a quarantine entry has errors; 2: usage error (with
-    --strict also a value no recipe uses); 3: bad project config; 7: the
-    quarantine file cannot be read, or a node-level entry cannot reach its
-    tests; 9 and 12: the output cannot be written, or is a link.
+    Exit 1: the tree or a quarantine entry has errors, or a node-level entry
+    cannot reach its tests; 2: usage error (with --strict also a value no
+    recipe uses, or a job the generator would lose); 3: bad project config; 7:
+    the quarantine file cannot be read; 9 and 12: the output cannot be
+    written, or is a link.
     """
     from matrixgen.cli.emit import _write_text
     from matrixgen.emit.jet import JetCall, check_call, jet_pipeline, jet_target, pipeline_text
@@ -285,8 +286,8 @@ def jet_buckets(
     """The unit-test bucket matrix Megatron-LM's GitHub workflow builds with yq from a
     unit-test recipe ([{"bucket": ...}, ...], compact), with skip entries applied.
 
-    Exit 1: the tree or a quarantine entry has errors; 2: usage error, or FILE is
-    no recipe of the tree; 7: a node-level entry cannot reach its tests.
+    Exit 1: the tree or a quarantine entry has errors, or a node-level entry
+    cannot reach its tests; 2: usage error, or FILE is no recipe of the tree.
     """
     from matrixgen.cli.emit import _write_text
     from matrixgen.emit.jet import bucket_matrix, bucket_text

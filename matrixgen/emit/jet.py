@@ -279,7 +279,7 @@ def jet_pipeline(
     unreachable = [j for j in ordered if j.quarantine is not None and j.quarantine.node_ids]
     unreachable = [j for j in unreachable if not reaches_plugin(_script_text(j))]
     if unreachable:
-        from matrixgen.engine.errors import QuarantineError
+        from matrixgen.engine.errors import RecipeError
 
         lines = [
             f"entry {j.quarantine.id} ({j.quarantine.action}) cannot reach the tests of "  # type: ignore[union-attr]
@@ -287,7 +287,7 @@ def jet_pipeline(
             f"{QUARANTINE_VARIABLE} for the pytest plugin (docs/megatron.md)"
             for j in unreachable
         ]
-        raise QuarantineError("; ".join(lines))
+        raise RecipeError("; ".join(lines))
     if not ordered:
         return JetPipeline(
             document=_placeholder(call, profile),
@@ -543,7 +543,7 @@ def bucket_matrix(
     workflow's yq reads every name of every block), less the buckets a skip entry
     takes out of this place. An allow-failure entry cannot be carried by the
     matrix (the workflow reads no such field): it is said, and the bucket runs."""
-    from matrixgen.engine.errors import QuarantineError
+    from matrixgen.engine.errors import RecipeError
     from matrixgen.quarantine.entries import applying_entries, combined_mark
 
     data = recipe.data if isinstance(recipe.data, dict) else {}
@@ -580,7 +580,7 @@ def bucket_matrix(
             continue
         rows.append({"bucket": name})
         if mark.node_ids and not reaches_plugin(_script_text_of(spec)):
-            raise QuarantineError(
+            raise RecipeError(
                 f"entry {mark.id} ({mark.action}) cannot reach the tests of bucket {name} in "
                 f"{target.name}: {recipe.path}'s script never sets {QUARANTINE_VARIABLE} for "
                 "the pytest plugin (docs/megatron.md)"

