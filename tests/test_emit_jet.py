@@ -408,3 +408,19 @@ def test_the_real_trees_pipelines_pass_gitlabs_schema(cli: Callable, tmp_path: P
     assert "empty-pipeline-placeholder-job" in written[-1].read_text(encoding="utf-8")
     result = rv.check_jsonschema_gitlab(*written)
     assert result.returncode == 0, result
+
+
+def test_allow_failure_asked_for_by_github_is_said_not_to_reach_its_jobs(
+    tree: Callable, cli: Callable, tmp_path: Path
+) -> None:
+    root = jet_tree(tree, entry("a-flaky", "allow-failure", "gpt_a", where="github/L1"))
+    out = tmp_path / "l1.yaml"
+    run = run_jet(cli, root, out, "--scope", "mr-github", "--system", "github")
+    assert run.code == 0, run
+    assert jobs_of(out)["gpt_a"]["allow_failure"] is True
+    assert "GitHub's workflow reads only model and test case" in run.err
+    assert "[github-allow-failure]" in run.err
+    # GitLab reads allow_failure itself: nothing to say there.
+    gitlab = jet_tree(tree, entry("a-flaky", "allow-failure", "gpt_a", where="gitlab/mr"))
+    run = run_jet(cli, gitlab, out)
+    assert run.code == 0 and "github-allow-failure" not in run.err, run
