@@ -574,6 +574,9 @@ def test_add_dry_run_prints_jobs_per_target_and_writes_nothing(
     assert lines[-1].startswith("ep8_dist_opt-")  # the new id, last
     assert "dry run" in run.err
     assert not (root / "quarantine.yaml").exists()
+    # Said once, per command (not per target): who reads the entry.
+    assert run.err.count("only pipelines that matrixgen generates honour this entry") == 1
+    assert "`matrixgen jet-trigger`" in run.err
 
 
 def test_add_writes_an_entry_that_list_and_generation_see(tree: Callable[..., Path], cli) -> None:
@@ -608,6 +611,8 @@ def test_add_writes_an_entry_that_list_and_generation_see(tree: Callable[..., Pa
         "--kind", "infra", "--action", "skip", "--owner", "b", "--reason", "r", "--id", "cp2-gb200",
     )  # fmt: skip
     assert again.code == 2 and "exists already" in again.err
+    assert run.err.count("only pipelines that matrixgen generates honour") == 1
+    assert "honour" not in again.err  # nothing was added
     assert (root / "quarantine.yaml").read_bytes() == after
 
 
