@@ -66,16 +66,15 @@ HoldingPenOption = Annotated[
 
 def check_ad_hoc(generation: Generation, targets: list[Target]) -> None:
     """Targets given as key=value pairs checked like a configured target's (see
-    check_ad_hoc_target): a value no vocabulary knows is an error, one no job
-    uses a warning."""
+    check_ad_hoc_target): a value that neither the vocabulary declares nor (in a
+    tree without one) any job uses is a usage error with "did you mean"."""
     from matrixgen.emit.common import check_ad_hoc_target
 
     config = generation.tree.config
     for target in targets:
         if config.target(target.name) is target:
             continue  # configured: the config's own checks ran
-        for warning in check_ad_hoc_target(target, [(config, generation.jobs)]):
-            typer.echo(f"matrixgen: warning: {warning}", err=True)
+        check_ad_hoc_target(target, [(config, generation.jobs)])
 
 
 class TableOrJson(StrEnum):

@@ -420,7 +420,9 @@ def diff_generations(
         base, head, values=values, specs=specs, names=names, holding_pen=holding_pen
     )
     sides = [(base.tree.config, base.jobs), (head.tree.config, head.jobs)]
-    warnings = [w for p in pairs if p.ad_hoc for w in check_ad_hoc_target(p.shown, sides)]
+    for pair in pairs:
+        if pair.ad_hoc:
+            check_ad_hoc_target(pair.shown, sides)
     base_index, head_index = (
         SideIndex(f"base {base_ref[:12]}", base),
         SideIndex(f"head {head_ref[:12]}", head),
@@ -429,9 +431,7 @@ def diff_generations(
     diffs.sort(key=lambda d: _target_order(d.target))
     habits = habit_note(base, head) if not (values or specs or names or holding_pen) else None
     extra = [*base_index.notes, *head_index.notes, *([habits] if habits else [])]
-    return SelectionDiff(
-        base=base_ref, head=head_ref, targets=tuple(diffs), notes=(*notes, *warnings, *extra)
-    )
+    return SelectionDiff(base=base_ref, head=head_ref, targets=tuple(diffs), notes=(*notes, *extra))
 
 
 def _target_order(target: Target) -> tuple:
