@@ -282,7 +282,7 @@ class _Scan(Struct, kw_only=True):
     offsets: Sequence[int]  # character offset of each line's start
     real_scopes: frozenset[str]
     default_tracker: str | None
-    owner: str  # the --owner given, else the file's maintainers; "" when neither
+    owner: str  # --owner, else the file's maintainers, else quarantine.default_owner, else ""
     candidates: list[Candidate] = field(default_factory=list)
     left_alone: list[LeftAlone] = field(default_factory=list)
     untracked_comments: int = 0
@@ -294,13 +294,18 @@ class _Scan(Struct, kw_only=True):
         )
 
 
-def _owner(recipe: RecipeFile, owner: str | None) -> str:
+def _owner(recipe: RecipeFile, owner: str | None, default: str | None = None) -> str:
+    """--owner, else the file's maintainers, else quarantine.default_owner."""
     if owner:
         return owner
     maintainers = recipe.data.get("maintainers") if isinstance(recipe.data, dict) else None
-    if isinstance(maintainers, list) and all(isinstance(m, str) for m in maintainers):
+    if (
+        isinstance(maintainers, list)
+        and maintainers
+        and all(isinstance(m, str) for m in maintainers)
+    ):
         return ", ".join(maintainers)
-    return ""
+    return default or ""
 
 
 def _scan_file(
@@ -310,6 +315,7 @@ def _scan_file(
     *,
     default_tracker: str | None,
     owner: str | None,
+    default_owner: str | None = None,
 ) -> _Scan:
     scan = _Scan(
         recipe=recipe,
@@ -317,7 +323,7 @@ def _scan_file(
         offsets=_line_offsets(text),
         real_scopes=real_scopes,
         default_tracker=default_tracker,
-        owner=_owner(recipe, owner),
+        owner=_owner(recipe, owner, default_owner),
     )
     products = _value(recipe.document.root, "products")
     if not isinstance(products, yaml.SequenceNode):
@@ -384,7 +390,7 @@ def _scan_row(scan: _Scan, row: yaml.MappingNode) -> None:
         leave(problem)
         return
     if not owner:
-        leave("the file names no maintainers; pass --owner")
+        leave("the file names no maintainers; pass --owner or set quarantine.default_owner")
         return
     edits = []
     for node in habits:
@@ -559,7 +565,7 @@ def _judge_item(
                 leave(f'its scope "{scope}" is one no active row uses')
                 return
     if not owner:
-        leave("the file names no maintainers; pass --owner")
+        leave("the file names no maintainers; pass --owner or set quarantine.default_owner")
         return
     edits = []
     for k in item:
@@ -709,7 +715,14 @@ def plan_migration(
     for recipe in before.tree.tests:
         text, bom = _decode(files[recipe.rel])
         texts[recipe.rel] = (text, bom)
-        scan = _scan_file(recipe, text, real_scopes, default_tracker=default_tracker, owner=owner)
+        scan = _scan_file(
+            recipe,
+            text,
+            real_scopes,
+            default_tracker=default_tracker,
+            owner=owner,
+            default_owner=pol.default_owner,
+        )
         candidates += scan.candidates
         left += scan.left_alone
         untracked += scan.untracked_comments

@@ -344,6 +344,27 @@ def test_migration_adds_to_an_existing_quarantine_file(tree: Callable[..., Path]
     assert_same_selections(before, generate(root))
 
 
+def test_the_configured_default_owner_stands_in_for_missing_maintainers(
+    tree: Callable[..., Path], cli
+) -> None:
+    files = habit_files()
+    files["h100/gpt.yaml"] = HABITS.replace("maintainers: [mcore]\n", "")
+    plan = run_migrate(cli, tree(files))
+    assert plan["entries"] == []
+    assert (
+        "the file names no maintainers; pass --owner or set quarantine.default_owner"
+        in (plan["left_alone"][0]["reason"])
+    )
+    files["matrixgen.yaml"] = "quarantine: {default_owner: ci-team}\n"
+    plan = run_migrate(cli, tree(files))
+    assert plan["entries"] and {e["owner"] for e in plan["entries"]} == {"ci-team"}
+    # The file's maintainers come first, --owner before both.
+    files["h100/gpt.yaml"] = HABITS
+    assert {e["owner"] for e in run_migrate(cli, tree(files))["entries"]} == {"mcore"}
+    owned = run_migrate(cli, tree(files), "--owner", "me")
+    assert {e["owner"] for e in owned["entries"]} == {"me"}
+
+
 def test_refuses_a_tree_with_errors(tree: Callable[..., Path], cli) -> None:
     files = habit_files()
     files["quarantine.yaml"] = "entries: [\n"

@@ -29,7 +29,12 @@ from matrixgen.cli.common import (
 )
 from matrixgen.cli.evidence import DbOption
 from matrixgen.engine.errors import ExitCode, QuarantineError, UsageError, did_you_mean
-from matrixgen.engine.vocab import QUARANTINE_FILENAME, QuarantineAction, QuarantineKind
+from matrixgen.engine.vocab import (
+    CONFIG_FILENAME,
+    QUARANTINE_FILENAME,
+    QuarantineAction,
+    QuarantineKind,
+)
 from matrixgen.util.escape import terminal_text
 from matrixgen.views.table import table
 
@@ -172,8 +177,14 @@ def add(
     ],
     kind: Annotated[QuarantineKind, typer.Option(help="Why: the reason taxonomy.")],
     action: Annotated[QuarantineAction, typer.Option(help="skip, allow-failure or deselect.")],
-    owner: Annotated[str, typer.Option(metavar="OWNER", help="Who lifts it: a person or a team.")],
     reason: Annotated[str, typer.Option(metavar="TEXT", help="One line: what fails and how.")],
+    owner: Annotated[
+        str | None,
+        typer.Option(
+            metavar="OWNER",
+            help="Who lifts it: a person or a team (default: quarantine.default_owner).",
+        ),
+    ] = None,
     recipes: RecipesOption = None,
     platform: Annotated[
         list[str] | None,
@@ -231,6 +242,12 @@ def add(
         raise QuarantineError(
             f"{generation.quarantine.path} has errors; fix them first, the file was not changed",
             findings=generation.quarantine.errors,
+        )
+    owner = owner if owner is not None else pol.default_owner
+    if owner is None:
+        raise UsageError(
+            "--owner is needed: who lifts the entry (or set quarantine.default_owner in "
+            f"{root / CONFIG_FILENAME})"
         )
     today = current_day()
     until = (
@@ -290,8 +307,10 @@ def add(
     _note_overlaps(hits, generation.quarantine.entries, {j.test_case for j in jobs})
     if entry.tracker_url is None:
         typer.echo(
-            f"note: {terminal_text(entry.tracker)} cannot be linked: "
-            "set quarantine.tracker_base in matrixgen.yaml",
+            f"note: {terminal_text(entry.tracker)} cannot be linked: set "
+            f"quarantine.tracker_base in {terminal_text(root / CONFIG_FILENAME)} (in a tree "
+            "without vocabulary, `quarantine: {tracker_base: "
+            "https://github.com/OWNER/REPO/issues/}` is a whole config)",
             err=True,
         )
 

@@ -327,15 +327,16 @@ def _chain(*groups: Iterable[Job]) -> list[Job]:
 
 
 def _configured_pair(name: str, base: Generation, head: Generation) -> TargetPair | None:
-    """A configured target on each side. A side without any config (a tree that
-    has not moved to format_version 2 yet) selects with the other side's definition."""
+    """A configured target on each side. A side without a vocabulary (a tree that
+    has not moved to format_version 2 yet, whose config, if any, has no targets)
+    selects with the other side's definition."""
     base_target = base.tree.config.target(name)
     head_target = head.tree.config.target(name)
     if base_target is None and head_target is None:
         return None
-    if base_target is None and base.tree.config.document is None:
+    if base_target is None and base.tree.config.vocabulary is None:
         base_target = head_target
-    if head_target is None and head.tree.config.document is None:
+    if head_target is None and head.tree.config.vocabulary is None:
         head_target = base_target
     shown = head_target or base_target
     assert shown is not None
