@@ -27,7 +27,8 @@ RecipesOption = Annotated[
     typer.Option(
         "--recipes",
         metavar="DIR",
-        help="Recipe tree directory (default: recipes/ at the top of this git checkout).",
+        help="Recipe tree directory (default: $MATRIXGEN_RECIPES, else recipes/ at the top of "
+        "this git checkout, else tests/test_utils/recipes/ there as in Megatron-LM).",
         file_okay=False,
         dir_okay=True,
     ),
