@@ -16,6 +16,7 @@ import typer
 from matrixgen.cli.output import write_annotations
 from matrixgen.engine.errors import Finding, annotation_lines, render_findings
 from matrixgen.engine.vocab import OutputFormat
+from matrixgen.util.escape import terminal_text
 from matrixgen.util.jsontext import pretty
 
 if TYPE_CHECKING:
@@ -154,8 +155,20 @@ def load_valid(recipes: Path | None, *, emitting: bool = False) -> Generation:
         from matrixgen.views.coverage import read_listing
 
         listing = read_listing(directory, settings)
-    echo_findings(require_valid(generation, references=listing))
+    note_warnings(require_valid(generation, references=listing), generation.tree.root)
     return held(generation)
+
+
+def note_warnings(findings: list[Finding], root: str) -> None:
+    """The warnings of a tree that a command other than `validate` loaded: one
+    line that counts them, not the findings again (validate, the command that
+    shows findings, prints and annotates each, once)."""
+    if findings:
+        typer.echo(
+            f"matrixgen: note: {len(findings)} warning(s) in {terminal_text(root)} "
+            "(`matrixgen validate` shows them)",
+            err=True,
+        )
 
 
 def dump(value: Any, fmt: OutputFormat) -> str:
