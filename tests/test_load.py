@@ -104,10 +104,10 @@ def test_a_config_may_hold_just_one_setting(tree: Callable[..., Path], cli: Call
         ("jet: {clusters: {x: [y]}}\n", "jet/clusters/x"),
         ("jet: {cluster: {x: y}}\n", "cluster"),
         # A vocabulary is a format_version 2 config, and targets need one.
-        ("format_version: 2\n", "vocabulary"),
+        ("format_version: 2\n", "(top level): format_version needs vocabulary beside it"),
         (
             "targets: {t: {system: gitlab, scope: mr, platform: p, environment: dev}}\n",
-            "vocabulary",
+            "targets needs vocabulary beside it",
         ),
         (
             "vocabulary: {platforms: [p], environments: [dev], scopes: {gitlab: [mr]}}\n",

@@ -135,6 +135,46 @@ def test_list_refuses_values_no_job_of_a_v1_tree_uses(
 
 
 @pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("stats", "--exclude-platform", "dgx_h10"), '--exclude-platform "dgx_h10"'),
+        (("quarantine", "list", "--platform", "dgx_h10"), '--platform "dgx_h10"'),
+        (
+            ("coverage", "--reference", "g=x/{model}", "--exclude-model", "unit-test"),
+            '--exclude-model "unit-test": no job of the tree has this model (did you mean '
+            '"unit-tests"?)',
+        ),
+        (
+            (
+                "coverage",
+                "--reference",
+                "g=x/{model}",
+                "--target",
+                "scope=mr,platform=dgx_h10,environment=dev",
+            ),
+            'target gitlab-mr-dgx_h10-dev: platform "dgx_h10"',
+        ),
+        (
+            ("stats", "--target", "scope=mr,platform=dgx_h100,environment=devv"),
+            'environment "devv": no job of the tree has this environment (did you mean "dev"?)',
+        ),
+        (
+            ("graph", "--target", "scope=mrr,platform=dgx_h100,environment=dev"),
+            'scope "mrr": no job of the tree has this scope (did you mean "mr"?)',
+        ),
+    ],
+)
+def test_every_command_refuses_values_no_job_of_a_v1_tree_uses(
+    cli: Callable, megatron_dir: Path, args: tuple[str, ...], says: str
+) -> None:
+    run = cli(*args, "--recipes", megatron_dir)
+    assert run.code == 2 and run.out == "", run
+    assert says in run.err
+    if "platform" in says:
+        assert '(did you mean "dgx_h100"?)' in run.err
+
+
+@pytest.mark.parametrize(
     ("option", "value", "jobs"),
     [
         # Legacy scope names and the tiers they resolve to select the same jobs,

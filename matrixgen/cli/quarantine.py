@@ -494,6 +494,10 @@ def list_entries(
     root = _root(recipes)
     config = _config(root)
     qfile = _read(root, config)
+    if platform is not None:  # a typo would list no entry, and say nothing
+        from matrixgen.engine.select import check_values
+
+        check_values("--platform", "platform", [platform], config, _generation(root).jobs)
     wanted = EntryFilter(
         tracker=_tracker_text(tracker) if tracker is not None else None,
         owner=owner,

@@ -114,41 +114,69 @@ def unused_value(what: str, value: str, used: Iterable[str], *, prefix: str) -> 
 USED_SHOWN = 24
 
 
+def _declared(key: str, config: ProjectConfig) -> frozenset[str] | None:
+    """The values the vocabulary declares for a field; None when it declares none
+    (no vocabulary, or no list for that field; test cases never)."""
+    vocab = config.vocabulary
+    if vocab is None:
+        return None
+    return {
+        "scope": vocab.all_scopes,
+        "platform": vocab.platforms,
+        "environment": vocab.environments,
+        "model": vocab.models,
+        "tag": vocab.tags,
+    }.get(key)
+
+
+def value_problem(
+    flag: str, key: str, value: str, config: ProjectConfig, jobs: Sequence[Job]
+) -> str | None:
+    """Why `flag value` can select nothing, or None: against the declared
+    vocabulary when there is one for `key`, else against the values the jobs
+    use; both with "did you mean"."""
+    names = _declared(key, config)
+    what = "test case" if key == "test_case" else key
+    if names is None:
+        return unused_value(what, value, used_values(key, jobs), prefix=f'{flag} "{value}"')
+    if key == "scope":
+        found = resolve_scope(value) in {resolve_scope(k) for k in names}
+    else:
+        found = value in names
+    if found:
+        return None
+    return (
+        f'{flag} "{value}" is not declared in {config.path}{did_you_mean(value, names)}; '
+        f"declared: {', '.join(sorted(names))}"
+    )
+
+
+def check_values(
+    flag: str, key: str, values: Iterable[str], config: ProjectConfig, jobs: Sequence[Job]
+) -> None:
+    """Refuse (UsageError) the values of an option that can select nothing (see
+    value_problem): every command's --scope, --platform, --environment, --model,
+    --tag and --test-case, and the options that leave values out."""
+    errors = [p for v in values if (p := value_problem(flag, key, v, config, jobs)) is not None]
+    if errors:
+        raise UsageError("; ".join(errors))
+
+
 def check_selector_values(selector: Selector, config: ProjectConfig, jobs: Sequence[Job]) -> None:
     """A value asked for that can select nothing is most likely a typo: a
     UsageError with "did you mean", against the declared vocabulary (format_version
     2) or, in a tree that declares none, against the values its jobs use; test
     cases (no vocabulary lists them) always against the jobs'. Megatron-LM's own
     parser would select nothing for such a value, and say nothing."""
-    vocab = config.vocabulary
-    declared: dict[str, frozenset[str] | None] = {
-        "scope": vocab.all_scopes if vocab else None,
-        "platform": vocab.platforms if vocab else None,
-        "environment": vocab.environments if vocab else None,
-        "model": vocab.models if vocab else None,
-        "tag": vocab.tags if vocab else None,
-    }
     errors: list[str] = []
-    for key, names in declared.items():
+    for key in ("scope", "platform", "environment", "model", "tag"):
         value = getattr(selector, key)
-        if value is None:
-            continue
-        if names is None:
-            problem = unused_value(key, value, used_values(key, jobs), prefix=f'--{key} "{value}"')
+        if value is not None:
+            problem = value_problem(f"--{key}", key, value, config, jobs)
             if problem is not None:
                 errors.append(problem)
-            continue
-        if key == "scope":
-            found = resolve_scope(value) in {resolve_scope(k) for k in names}
-        else:
-            found = value in names
-        if not found:
-            errors.append(
-                f'--{key} "{value}" is not declared in {config.path}{did_you_mean(value, names)}; '
-                f"declared: {', '.join(sorted(names))}"
-            )
     if selector.test_cases:
-        cases = used_values("test_case", jobs)
+        cases = used_values("test_case", jobs)  # once for every test case asked
         for case in selector.test_cases:
             problem = unused_value("test case", case, cases, prefix=f'--test-case "{case}"')
             if problem is not None:
