@@ -8,6 +8,13 @@ uncommented) and adds a skip entry for exactly the restored jobs in exactly the
 restored scopes, so every real target selects the same jobs as before, while the
 quarantined ones become visible (`list --with-quarantined`) and carry a tracker.
 
+That holds for the pipelines matrixgen generates, which apply the quarantine file.
+Megatron-LM's own parser does not read it: on a format_version 1 tree the plan
+counts, per target, the jobs that parser would select once the habits are gone
+(`Migration.parser_changes`; matrixgen's selection before quarantine is the
+parser's), and the CLI writes such a plan only when told that matrixgen generates
+every pipeline of the tree.
+
 A habit is migrated only when that is unambiguous; everything else is reported
 and left as it is:
 - `flaky` does not say which scope the row ran in before: nothing to restore;
@@ -127,6 +134,24 @@ class LeftAlone(Struct, frozen=True, kw_only=True):
         return {"file": self.path, "line": self.line, "habit": self.habit, "reason": self.reason}
 
 
+class ParserChange(Struct, frozen=True, kw_only=True):
+    """What Megatron-LM's own parser, which reads no quarantine file, selects for
+    one target before and after the migration: `added` jobs come back."""
+
+    target: str
+    before: int
+    after: int
+    added: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "before": self.before,
+            "after": self.after,
+            "added": self.added,
+        }
+
+
 class Migration(Struct, frozen=True, kw_only=True):
     """A planned migration: entries to add, recipe files to rewrite, and what was
     left alone (with the reason)."""
@@ -137,6 +162,13 @@ class Migration(Struct, frozen=True, kw_only=True):
     files_before: Mapping[str, bytes]
     files_after: Mapping[str, bytes]
     untracked_comments: int = 0  # commented-out rows without a tracker: not habits
+    # format_version 1: the targets whose selection by Megatron-LM's parser grows.
+    parser_changes: tuple[ParserChange, ...] = ()
+
+    @property
+    def parser_added(self) -> int:
+        """Jobs Megatron-LM's own parser would select in addition, over every target."""
+        return sum(c.added for c in self.parser_changes)
 
     @property
     def entries(self) -> list[dict[str, Any]]:
@@ -166,6 +198,7 @@ class Migration(Struct, frozen=True, kw_only=True):
             "left_alone_by_habit": dict(sorted(left.items())),
             "recipe_files_changed": len(self.changed_files),
             "commented_out_without_tracker": self.untracked_comments,
+            "parser_added_jobs": self.parser_added,
         }
 
 
@@ -249,7 +282,7 @@ class _Scan(Struct, kw_only=True):
     offsets: Sequence[int]  # character offset of each line's start
     real_scopes: frozenset[str]
     default_tracker: str | None
-    owner: str  # the --owner given, else the file's maintainers; "" when neither
+    owner: str  # --owner, else the file's maintainers, else quarantine.default_owner, else ""
     candidates: list[Candidate] = field(default_factory=list)
     left_alone: list[LeftAlone] = field(default_factory=list)
     untracked_comments: int = 0
@@ -261,13 +294,18 @@ class _Scan(Struct, kw_only=True):
         )
 
 
-def _owner(recipe: RecipeFile, owner: str | None) -> str:
+def _owner(recipe: RecipeFile, owner: str | None, default: str | None = None) -> str:
+    """--owner, else the file's maintainers, else quarantine.default_owner."""
     if owner:
         return owner
     maintainers = recipe.data.get("maintainers") if isinstance(recipe.data, dict) else None
-    if isinstance(maintainers, list) and all(isinstance(m, str) for m in maintainers):
+    if (
+        isinstance(maintainers, list)
+        and maintainers
+        and all(isinstance(m, str) for m in maintainers)
+    ):
         return ", ".join(maintainers)
-    return ""
+    return default or ""
 
 
 def _scan_file(
@@ -277,6 +315,7 @@ def _scan_file(
     *,
     default_tracker: str | None,
     owner: str | None,
+    default_owner: str | None = None,
 ) -> _Scan:
     scan = _Scan(
         recipe=recipe,
@@ -284,7 +323,7 @@ def _scan_file(
         offsets=_line_offsets(text),
         real_scopes=real_scopes,
         default_tracker=default_tracker,
-        owner=_owner(recipe, owner),
+        owner=_owner(recipe, owner, default_owner),
     )
     products = _value(recipe.document.root, "products")
     if not isinstance(products, yaml.SequenceNode):
@@ -351,7 +390,7 @@ def _scan_row(scan: _Scan, row: yaml.MappingNode) -> None:
         leave(problem)
         return
     if not owner:
-        leave("the file names no maintainers; pass --owner")
+        leave("the file names no maintainers; pass --owner or set quarantine.default_owner")
         return
     edits = []
     for node in habits:
@@ -526,7 +565,7 @@ def _judge_item(
                 leave(f'its scope "{scope}" is one no active row uses')
                 return
     if not owner:
-        leave("the file names no maintainers; pass --owner")
+        leave("the file names no maintainers; pass --owner or set quarantine.default_owner")
         return
     edits = []
     for k in item:
@@ -676,7 +715,14 @@ def plan_migration(
     for recipe in before.tree.tests:
         text, bom = _decode(files[recipe.rel])
         texts[recipe.rel] = (text, bom)
-        scan = _scan_file(recipe, text, real_scopes, default_tracker=default_tracker, owner=owner)
+        scan = _scan_file(
+            recipe,
+            text,
+            real_scopes,
+            default_tracker=default_tracker,
+            owner=owner,
+            default_owner=pol.default_owner,
+        )
         candidates += scan.candidates
         left += scan.left_alone
         untracked += scan.untracked_comments
@@ -739,6 +785,7 @@ def plan_migration(
         files_before=files,
         files_after=after_files,
         untracked_comments=untracked,
+        parser_changes=parser_changes(before, after) if changes else (),
     )
     problems = equivalence_problems(files, after_files, root=str(root))
     if problems:
@@ -799,6 +846,29 @@ def real_targets(generation: Generation) -> list[Target]:
     if not generation.tree.config.targets:
         targets = discover_targets(generation.jobs, holding_pen=True)
     return [t for t in targets if not is_habit_scope(t.selector.scope or "")]
+
+
+def parser_changes(before: Generation, after: Generation) -> tuple[ParserChange, ...]:
+    """On a format_version 1 tree, the real targets for which Megatron-LM's own
+    parser selects more jobs after the migration than before: it reads no
+    quarantine file, so every restored job comes back there. matrixgen's
+    selection before quarantine is that parser's (tests/test_compat.py). A
+    format_version 2 tree is read by matrixgen only: nothing to count."""
+    if before.tree.format_version != 1:
+        return ()
+    targets: dict[str, Target] = {}
+    for target in (*real_targets(before), *real_targets(after)):
+        targets.setdefault(target.name, target)
+    found = []
+    for name in sorted(targets):
+        selector = targets[name].selector
+        old = before.select(selector)
+        new = after.select(selector)
+        seen = _identity_scopes(old)
+        added = sum((j.identity, j.scope) not in seen for j in new)
+        if added:
+            found.append(ParserChange(target=name, before=len(old), after=len(new), added=added))
+    return tuple(found)
 
 
 def selections(generation: Generation, targets: Iterable[Target]) -> dict[str, list[dict]]:

@@ -22,7 +22,7 @@ from matrixgen.engine.targets import resolve_targets
 from matrixgen.engine.vocab import System
 from matrixgen.quarantine.entries import QuarantineFile, Selection, load_quarantine
 from matrixgen.quarantine.entries import selection as quarantine_selection
-from matrixgen.util.checkout import checkout_top
+from matrixgen.util.checkout import RECIPES_VARIABLE, checkout_top, recipes_in
 
 
 class Generation(Struct, frozen=True):
@@ -121,12 +121,19 @@ class Generation(Struct, frozen=True):
 
 
 def default_recipes_dir(start: Path | None = None) -> Path:
-    """`recipes/` at the top of the git checkout we are in, else `./recipes`."""
+    """The recipe tree when --recipes is not given: $MATRIXGEN_RECIPES; else, at
+    the top of the git checkout we are in (else here), `recipes/`, else
+    Megatron-LM's `tests/test_utils/recipes/` (see util.checkout.recipes_in)."""
+    import os
+
+    given = os.environ.get(RECIPES_VARIABLE)
+    if given:
+        return Path(given)
     start = start or Path.cwd()
     top = checkout_top(start)
     if top is None:
-        return start / "recipes"
-    found = top / "recipes"
+        return start / recipes_in(start)
+    found = top / recipes_in(top)
     # Shown in every message: `recipes/h100/gpt.yaml:12:5` from the top of the
     # checkout, as a reader (and GitHub's annotations) know the file.
     return found.relative_to(Path.cwd()) if found.is_relative_to(Path.cwd()) else found

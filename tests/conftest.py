@@ -58,6 +58,10 @@ def hypothesis_profile(environ: Mapping[str, str] = os.environ) -> str:
 
 settings.load_profile(hypothesis_profile())
 
+# Every test names its recipe tree, or means the checkout's default: a tree the
+# shell running the suite points at must not leak in.
+os.environ.pop("MATRIXGEN_RECIPES", None)
+
 
 def megatron_required() -> bool:
     return os.environ.get(REQUIRE_MEGATRON_ENV) == "1"

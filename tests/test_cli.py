@@ -87,6 +87,45 @@ def test_recipes_default_to_the_checkout(tmp_path: Path, monkeypatch, cli: Calla
     assert len(json.loads(run.out)) == 8
 
 
+def test_a_megatron_checkout_finds_its_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Callable
+) -> None:
+    # Megatron-LM keeps its recipes in tests/test_utils/recipes and has no
+    # recipes/ at its top: that is the default there, from anywhere inside.
+    from tests.conftest import write_tree
+
+    write_tree(tmp_path / "tests/test_utils/recipes", HAND_TREE)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    monkeypatch.chdir(tmp_path)
+    run = cli("list", "--format", "json")
+    assert run.code == 0, run
+    assert len(json.loads(run.out)) == 8
+    (tmp_path / "tests/sub").mkdir()
+    monkeypatch.chdir(tmp_path / "tests/sub")
+    assert cli("validate").code == 0
+    # With both, recipes/ is the tree (matrixgen's own layout).
+    write_tree(tmp_path / "recipes", {"_build.yaml": HAND_TREE["_build-mcore-dev.yaml"]})
+    assert json.loads(cli("list", "--format", "json").out) == []
+
+
+def test_matrixgen_recipes_sets_the_tree_and_the_flag_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Callable
+) -> None:
+    from tests.conftest import write_tree
+
+    write_tree(tmp_path / "mine", HAND_TREE)
+    write_tree(tmp_path / "other", {"_build.yaml": HAND_TREE["_build-mcore-dev.yaml"]})
+    monkeypatch.chdir(tmp_path)  # no checkout, no recipes/ here
+    assert cli("list").code == 2  # recipe directory not found
+    monkeypatch.setenv("MATRIXGEN_RECIPES", str(tmp_path / "mine"))
+    assert len(json.loads(cli("list", "--format", "json").out)) == 8
+    flagged = cli("list", "--recipes", tmp_path / "other", "--format", "json")
+    assert flagged.code == 0 and json.loads(flagged.out) == []
+    monkeypatch.setenv("MATRIXGEN_RECIPES", str(tmp_path / "gone"))
+    gone = cli("list")
+    assert gone.code == 2 and "gone" in gone.err
+
+
 def test_default_tree_is_shown_from_the_top_of_the_checkout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Callable
 ) -> None:

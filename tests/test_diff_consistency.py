@@ -402,6 +402,7 @@ def test_migrating_megatron_habits_changes_no_real_target(
             "--recipes",
             "recipes",
             "--write",
+            "--for-matrixgen-pipelines",
             "--default-tracker",
             "#1",
         ],

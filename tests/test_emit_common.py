@@ -80,16 +80,16 @@ def test_emitted_jobs_are_values_nobody_can_rebind() -> None:
 # --------------------------------------------------------------------------- ad hoc targets
 
 
-def _check(spec: str, tree: dict[str, str] = V2_TREE) -> list[str]:
+def _check(spec: str, tree: dict[str, str] = V2_TREE) -> None:
     gen = generate_from_files(tree_files(tree), root="fixture")
     config = gen.tree.config
-    return check_ad_hoc_target(parse_target(spec, config), [(config, gen.jobs)])
+    check_ad_hoc_target(parse_target(spec, config), [(config, gen.jobs)])
 
 
 def test_an_ad_hoc_scope_is_matched_by_the_tier_it_selects() -> None:
     # mr-github is Megatron-LM's old name of L1, which the vocabulary declares.
-    assert _check("system=github,scope=mr-github,platform=dgx_h100,environment=dev") == []
-    assert _check("system=github,scope=L1,platform=dgx_h100,environment=dev,tag=latest") == []
+    _check("system=github,scope=mr-github,platform=dgx_h100,environment=dev")
+    _check("system=github,scope=L1,platform=dgx_h100,environment=dev,tag=latest")
     # A scope of the other system: the hint names it.
     with pytest.raises(UsageError) as info:
         _check("system=github,scope=mr,platform=dgx_h100,environment=dev")
@@ -117,11 +117,15 @@ def test_an_unknown_ad_hoc_value_is_named_with_its_field(
     assert f'unknown {what} "{value}"{hint}; declared: ' in str(info.value)
 
 
-def test_without_a_vocabulary_an_unused_ad_hoc_value_is_a_warning() -> None:
+def test_without_a_vocabulary_an_unused_ad_hoc_value_is_refused() -> None:
+    # As strict as a declared vocabulary: the values the jobs use are the known ones.
     spec = "system=gitlab,scope=mr,platform=dgx_h100,environment=dve"
-    (warning,) = _check(spec, V1_TREE)
-    assert warning == (
-        'target gitlab-mr-dgx_h100-dve: no job uses environment "dve" (did you mean "dev"?), '
-        "so the target selects nothing"
+    with pytest.raises(UsageError) as info:
+        _check(spec, V1_TREE)
+    assert str(info.value).startswith(
+        'target gitlab-mr-dgx_h100-dve: environment "dve": no job of the tree has this '
+        'environment (did you mean "dev"?); used: '
     )
-    assert _check("system=gitlab,scope=L2,platform=dgx_h100,environment=dev", V1_TREE) == []
+    # A legacy name and its tier are both a used scope.
+    _check("system=gitlab,scope=L2,platform=dgx_h100,environment=dev", V1_TREE)
+    _check("system=gitlab,scope=nightly,platform=dgx_h100,environment=dev", V1_TREE)

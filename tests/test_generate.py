@@ -251,12 +251,19 @@ def test_ad_hoc_targets_are_checked_against_the_vocabulary(tree, cli: Callable, 
     assert run.code == 0 and "warning" not in run.err, run
 
 
-def test_a_tree_without_vocabulary_warns_of_a_target_no_job_uses(tree, cli: Callable) -> None:
+def test_a_tree_without_vocabulary_refuses_a_target_value_no_job_uses(tree, cli: Callable) -> None:
     root = tree(V1_TREE)
-    run = cli("gitlab", "--recipes", root, "--target", "scope=mr,platform=dgx_h10,environment=dev")
-    # Such a tree may have no job left for a target: the placeholder, and a warning.
-    assert run.code == 0, run
-    assert 'no job uses platform "dgx_h10" (did you mean "dgx_h100"?)' in run.err
+    for command in ("gitlab", "github", "list"):
+        run = cli(
+            command, "--recipes", root, "--target", "scope=mr,platform=dgx_h10,environment=dev"
+        )
+        assert run.code == 2 and run.out == "", run
+        assert 'platform "dgx_h10": no job of the tree has this platform' in run.err
+        assert '(did you mean "dgx_h100"?); used: dgx_h100' in run.err
+    # Every value used, but no job has them together: the placeholder, no warning.
+    spec = "scope=nightly,platform=dgx_h100,environment=dev,cadence=pr"
+    run = cli("gitlab", "--recipes", root, "--target", spec)
+    assert run.code == 0 and "warning" not in run.err, run
     assert "no-jobs-selected" in run.out
     run = cli(
         "gitlab", "--recipes", root, "--target", "scope=nightly,platform=dgx_h100,environment=dev"

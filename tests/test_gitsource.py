@@ -228,6 +228,21 @@ def test_locate_recipes(repo: GitRepo, tmp_path: Path) -> None:
         locate_recipes(outside, repo.top)
 
 
+def test_locate_recipes_of_a_megatron_checkout(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No recipes/ at the top, Megatron-LM's tests/test_utils/recipes/ instead.
+    (repo.top / "tests/test_utils/recipes").mkdir(parents=True)
+    _, path = locate_recipes(None, repo.top)
+    assert path == "tests/test_utils/recipes"
+    (repo.top / "recipes").mkdir()
+    assert locate_recipes(None, repo.top)[1] == "recipes"
+    # $MATRIXGEN_RECIPES, relative to the current directory like --recipes.
+    monkeypatch.setenv("MATRIXGEN_RECIPES", "tests/test_utils/recipes")
+    assert locate_recipes(None, repo.top)[1] == "tests/test_utils/recipes"
+    assert locate_recipes(Path("recipes"), repo.top)[1] == "recipes"  # the flag wins
+
+
 def test_git_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def missing(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise FileNotFoundError("git")

@@ -46,6 +46,97 @@ def test_format_version_1_needs_no_config(tree: Callable[..., Path]) -> None:
     assert generation.jobs and not generation.findings
 
 
+# The config a format_version 1 tree may have: settings only, no vocabulary.
+MINIMAL_CONFIG = """
+quarantine:
+  tracker_base: https://github.com/acme/ml/issues/
+  default_owner: ci-team
+jet:
+  runner_tags: [mcore-ci, gpu]
+  clusters: {dgxh100_eos: eos, dgxa100_dracooci: draco-oci-iad}
+"""
+
+
+def test_a_format_version_1_tree_takes_a_config_without_vocabulary(
+    tree: Callable[..., Path], cli: Callable
+) -> None:
+    files = v1_tree(ROWS)
+    files["matrixgen.yaml"] = MINIMAL_CONFIG
+    root = tree(files)
+    generation = generate(root)
+    assert generation.tree.format_version == 1 and generation.tree.config.vocabulary is None
+    assert generation.jobs and not generation.findings
+    assert generation.tree.config.section("jet")["clusters"]["dgxh100_eos"] == "eos"
+    assert cli("validate", "--recipes", root).code == 0
+    # Values are still the ones the jobs use: a typo is refused with a hint.
+    run = cli("list", "--recipes", root, "--scope", "mrr")
+    assert run.code == 2 and 'did you mean "mr"?' in run.err, run
+    # The config's settings are read: "#7" resolves, the default owner is used.
+    add = cli(
+        "quarantine", "add", "--recipes", root, "--test-case", "tc", "--tracker", "#7",
+        "--kind", "broken", "--action", "skip", "--reason", "hangs",
+    )  # fmt: skip
+    assert add.code == 0, add
+    text = (root / "quarantine.yaml").read_text()
+    assert "owner: ci-team" in text and "https://github.com/acme/ml/issues/7" not in add.err
+    assert "cannot be linked" not in add.err
+
+
+def test_a_config_may_hold_just_one_setting(tree: Callable[..., Path], cli: Callable) -> None:
+    for config in (
+        "quarantine: {tracker_base: https://github.com/acme/ml/issues/}\n",
+        "jet: {runner_tags: [a]}\n",
+        "jet: {clusters: {x: y}}\n",
+        "{}\n",
+    ):
+        files = v1_tree(ROWS)
+        files["matrixgen.yaml"] = config
+        run = cli("validate", "--recipes", tree(files))
+        assert run.code == 0, (config, run)
+
+
+@pytest.mark.parametrize(
+    ("config", "says"),
+    [
+        # jet holds exactly runner_tags (strings) and clusters (string -> string).
+        ("jet: {runner_tags: [1]}\n", "jet/runner_tags/0"),
+        ("jet: {runner_tags: a}\n", "jet/runner_tags"),
+        ("jet: {clusters: {x: [y]}}\n", "jet/clusters/x"),
+        ("jet: {cluster: {x: y}}\n", "cluster"),
+        # A vocabulary is a format_version 2 config, and targets need one.
+        ("format_version: 2\n", "(top level): format_version needs vocabulary beside it"),
+        (
+            "targets: {t: {system: gitlab, scope: mr, platform: p, environment: dev}}\n",
+            "targets needs vocabulary beside it",
+        ),
+        (
+            "vocabulary: {platforms: [p], environments: [dev], scopes: {gitlab: [mr]}}\n",
+            "format_version",
+        ),
+        ("quarantine: {default_owner: ' '}\n", "default_owner"),
+    ],
+)
+def test_a_config_without_vocabulary_is_still_checked(
+    tree: Callable[..., Path], cli: Callable, config: str, says: str
+) -> None:
+    files = v1_tree(ROWS)
+    files["matrixgen.yaml"] = config
+    run = cli("validate", "--recipes", tree(files))
+    assert run.code == 3 and says in run.err, (config, run)
+
+
+def test_format_version_2_files_need_a_vocabulary_in_the_config(
+    tree: Callable[..., Path], cli: Callable
+) -> None:
+    files = v2_tree(ROWS)
+    files["matrixgen.yaml"] = MINIMAL_CONFIG
+    root = tree(files)
+    run = cli("validate", "--recipes", root)
+    assert run.code == 1, run
+    (line,) = [x for x in run.err.splitlines() if "[config-missing]" in x]
+    assert "needs a vocabulary in the project config" in line and "declares none" in line
+
+
 def test_a_misnamed_quarantine_file_is_an_error_not_a_silent_skip(
     tree: Callable[..., Path], cli: Callable
 ) -> None:
@@ -141,6 +232,11 @@ def test_a_key_yaml_reads_as_a_value_is_an_error_in_v2_a_warning_in_v1(
     )
     v1 = cli("list", "--recipes", tree(v1_tree(row)), "--format", "json")
     assert v1.code == 0 and '"test_case": "tc"' in v1.out
-    assert "warning: key on is read as a boolean" in v1.err
+    # list counts the tree's warnings; validate, the command that shows findings,
+    # prints each.
+    assert "warning: key on" not in v1.err
+    assert "matrixgen: note: 1 warning(s) in " in v1.err and "`matrixgen validate`" in v1.err
+    shown = cli("validate", "--recipes", tree(v1_tree(row)))
+    assert "warning: key on is read as a boolean" in shown.err
     v2 = cli("list", "--recipes", tree(v2_tree(row)))
     assert v2.code == 1 and "error: key on is read as a boolean" in v2.err

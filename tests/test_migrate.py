@@ -108,6 +108,10 @@ products:
   #       scope: [nightly]
 """
 
+# Writing a format_version 1 migration that brings jobs back for Megatron-LM's
+# own parser needs this: the pipelines of the tree are matrixgen's.
+MATRIXGEN_PIPELINES = "--for-matrixgen-pipelines"
+
 BUILD = "type: build\nformat_version: 1\nspec: {name: mcore-pyt-ENV}\n"
 
 
@@ -202,11 +206,57 @@ def test_plan_names_each_habit_and_writes_nothing(tree: Callable[..., Path], cli
     assert plan["summary"]["commented_out_without_tracker"] == 1
 
 
+def test_plan_counts_what_megatron_parser_would_select_again(
+    tree: Callable[..., Path], cli
+) -> None:
+    # Megatron-LM's parser reads no quarantine file: each restored job is selected
+    # there again. Counted by hand from HABITS (migrated without a default
+    # tracker): mr/dgx_h100/dev gets broken_mr, broken_both and commented_block
+    # back beside ok_case, half_broken, clash, with_commented_row and ambiguous; L1 gets
+    # broken_both and half_broken; nightly_broken comes back in L2 on the spec's
+    # default platform in dev and lts, with_commented_row in L2/lts.
+    root = tree(habit_files())
+    plan = run_migrate(cli, root)
+    assert plan["parser_changes"] == [
+        {"target": "github-L1-dgx_h100-dev", "before": 1, "after": 3, "added": 2},
+        {"target": "gitlab-L2-dgx_a100-dev", "before": 0, "after": 1, "added": 1},
+        {"target": "gitlab-L2-dgx_a100-lts", "before": 1, "after": 3, "added": 2},
+        {"target": "gitlab-mr-dgx_h100-dev", "before": 5, "after": 8, "added": 3},
+    ]
+    assert plan["summary"]["parser_added_jobs"] == 8
+    text = cli("migrate", "--recipes", root)
+    assert text.code == 0, text
+    assert "# Megatron-LM's own parser reads no quarantine file: it would select 8 more" in text.out
+    assert "# gitlab-mr-dgx_h100-dev: 5 -> 8 job(s) (+3)" in text.out
+    assert "pass --write --for-matrixgen-pipelines to apply" in text.err
+
+
+def test_write_that_brings_jobs_back_for_megatron_parser_needs_the_flag(
+    tree: Callable[..., Path], cli
+) -> None:
+    root = tree(habit_files())
+    before = {p: p.read_bytes() for p in root.rglob("*.yaml")}
+    for fmt in ("table", "json"):
+        run = cli("migrate", "--recipes", root, "--write", "--format", fmt)
+        assert run.code == 2 and run.out == "", run
+        assert "Megatron-LM's own parser reads no quarantine file" in run.err
+        assert "select 8 more job(s)" in run.err and "gitlab-mr-dgx_h100-dev 5 -> 8" in run.err
+        assert "Pass --for-matrixgen-pipelines" in run.err and "matrixgen jet-trigger" in run.err
+        assert {p: p.read_bytes() for p in root.rglob("*.yaml")} == before
+    run = cli("migrate", "--recipes", root, "--write", MATRIXGEN_PIPELINES)
+    assert run.code == 0, run
+    assert (
+        "every real target selects the same jobs as before in the pipelines matrixgen "
+        "generates; Megatron-LM's own parser would select 8 more job(s) in 4 target(s)"
+    ) in run.err
+    assert (root / "quarantine.yaml").exists()
+
+
 def test_write_keeps_selections_and_comments(tree: Callable[..., Path], cli) -> None:
     root = tree(habit_files())
     original = (root / "h100/gpt.yaml").read_text()
     before = generate(root)
-    plan = run_migrate(cli, root, "--write", "--default-tracker", "100")
+    plan = run_migrate(cli, root, "--write", MATRIXGEN_PIPELINES, "--default-tracker", "100")
     assert plan["written"] and plan["summary"]["entries"] == 7  # temp_disabled joins
     after = generate(root)
     assert not [f for f in after.findings if f.severity == "error"]
@@ -269,7 +319,7 @@ def test_write_refuses_a_read_only_recipe_before_writing_anything(
     recipe = root / "h100/gpt.yaml"
     original = recipe.read_bytes()
     recipe.chmod(0o444)
-    run = cli("migrate", "--recipes", root, "--write")
+    run = cli("migrate", "--recipes", root, "--write", MATRIXGEN_PIPELINES)
     assert run.code == 7, run
     assert "gpt.yaml is read-only; the file was not changed" in run.err
     # No entries were added for rows that still carry their habit scope.
@@ -286,12 +336,33 @@ def test_migration_adds_to_an_existing_quarantine_file(tree: Callable[..., Path]
     )
     root = tree(files)
     before = generate(root)
-    run_migrate(cli, root, "--write")
+    run_migrate(cli, root, "--write", MATRIXGEN_PIPELINES)
     text = (root / "quarantine.yaml").read_text()
     assert text.startswith(files["quarantine.yaml"])
     ids = [e["id"] for e in yaml.safe_load(text)["entries"]]
     assert ids[0] == "keep" and len(ids) == 7
     assert_same_selections(before, generate(root))
+
+
+def test_the_configured_default_owner_stands_in_for_missing_maintainers(
+    tree: Callable[..., Path], cli
+) -> None:
+    files = habit_files()
+    files["h100/gpt.yaml"] = HABITS.replace("maintainers: [mcore]\n", "")
+    plan = run_migrate(cli, tree(files))
+    assert plan["entries"] == []
+    assert (
+        "the file names no maintainers; pass --owner or set quarantine.default_owner"
+        in (plan["left_alone"][0]["reason"])
+    )
+    files["matrixgen.yaml"] = "quarantine: {default_owner: ci-team}\n"
+    plan = run_migrate(cli, tree(files))
+    assert plan["entries"] and {e["owner"] for e in plan["entries"]} == {"ci-team"}
+    # The file's maintainers come first, --owner before both.
+    files["h100/gpt.yaml"] = HABITS
+    assert {e["owner"] for e in run_migrate(cli, tree(files))["entries"]} == {"mcore"}
+    owned = run_migrate(cli, tree(files), "--owner", "me")
+    assert {e["owner"] for e in owned["entries"]} == {"me"}
 
 
 def test_refuses_a_tree_with_errors(tree: Callable[..., Path], cli) -> None:
@@ -333,7 +404,7 @@ def test_megatron_migration_keeps_every_real_target(megatron_copy: Path, cli) ->
     root = megatron_copy
     before = generate(root)
     rows = habit_rows(root)
-    plan = run_migrate(cli, root, "--write", "--default-tracker", "#9999")
+    plan = run_migrate(cli, root, "--write", MATRIXGEN_PIPELINES, "--default-tracker", "#9999")
     summary = plan["summary"]
     after = generate(root)
     # Every real target of either tree (scope x platform x environment, with and
@@ -374,12 +445,50 @@ def test_megatron_migration_keeps_every_real_target(megatron_copy: Path, cli) ->
     assert " 0 error(s)" in validate.err
 
 
+# Measured with Megatron-LM's own parser (recipe_parser.load_workloads, test
+# workloads only) on the tree before and after `migrate --write`: per scope, and
+# for the target gitlab-mr-dgx_h100-dev.
+MEGATRON_PARSER = {"mr": (152, 166), "L1": (108, 111), "L2": (163, 176)}
+
+
+def test_megatron_plan_counts_what_its_parser_would_select_again(megatron_copy: Path, cli) -> None:
+    root = megatron_copy
+    before = {p: p.read_bytes() for p in root.rglob("*.yaml")}
+    plan = run_migrate(cli, root)
+    changes = {c["target"]: c for c in plan["parser_changes"]}
+    assert changes["gitlab-mr-dgx_h100-dev"] == {
+        "target": "gitlab-mr-dgx_h100-dev",
+        "before": 134,
+        "after": 144,
+        "added": 10,
+    }
+    # The targets of a scope partition its jobs: their additions sum to what the
+    # parser adds for the whole scope; after writing, matrixgen's selection
+    # before quarantine (the parser's) is the parser's figure.
+    # (system-scope-platform-environment: no platform or environment of this
+    # tree holds a "-"; some targets exist only once the habits are gone.)
+    scope_of = {n: "-".join(n.split("-")[1:-2]) for n in changes}
+    for scope, (old, new) in MEGATRON_PARSER.items():
+        added = sum(c["added"] for n, c in changes.items() if scope_of.get(n) == scope)
+        assert (len(generate(root).select(Selector(scope=scope))), added) == (old, new - old)
+    assert plan["summary"]["parser_added_jobs"] == sum(c["added"] for c in changes.values())
+    run = cli("migrate", "--recipes", root, "--write")
+    assert run.code == 2 and "--for-matrixgen-pipelines" in run.err, run
+    assert {p: p.read_bytes() for p in root.rglob("*.yaml")} == before
+    assert not (root / "quarantine.yaml").exists()
+
+
 def test_megatron_without_default_tracker_migrates_only_tracked_habits(
     megatron_copy: Path, cli
 ) -> None:
     root = megatron_copy
     before = generate(root)
-    plan = run_migrate(cli, root, "--write")
+    plan = run_migrate(cli, root, "--write", MATRIXGEN_PIPELINES)
+    after = generate(root)
+    for scope, (_, new) in MEGATRON_PARSER.items():
+        assert len(after.select(Selector(scope=scope))) == new, scope
+    mr = Selector(scope="mr", platform="dgx_h100", environment="dev")
+    assert len(after.select(mr)) == 144
     trackers = {e["tracker"] for e in plan["entries"]}
     assert "#9999" not in trackers and trackers  # only trackers named in comments
     untracked = [x for x in plan["left_alone"] if "names no tracker" in x["reason"]]

@@ -574,6 +574,28 @@ def test_add_dry_run_prints_jobs_per_target_and_writes_nothing(
     assert lines[-1].startswith("ep8_dist_opt-")  # the new id, last
     assert "dry run" in run.err
     assert not (root / "quarantine.yaml").exists()
+    # Said once, per command (not per target): who reads the entry.
+    assert run.err.count("only pipelines that matrixgen generates honour this entry") == 1
+    assert "`matrixgen jet-trigger`" in run.err
+
+
+def test_add_needs_an_owner_or_the_configured_default(tree: Callable[..., Path], cli) -> None:
+    root = tree(v2_files(quarantine=None))
+    args = ("quarantine", "add", "--recipes", root, "--test-case", "ep8_dist_opt", "--tracker",
+            "7201", "--kind", "flaky", "--action", "skip", "--reason", "EP8 hang")  # fmt: skip
+    run = cli(*args)
+    assert run.code == 2 and "--owner is needed" in run.err, run
+    assert "quarantine.default_owner" in run.err
+    assert not (root / "quarantine.yaml").exists()
+    config = root / "matrixgen.yaml"
+    text = config.read_text().replace("quarantine:\n", "quarantine:\n  default_owner: moe-team\n")
+    config.write_text(text)
+    run = cli(*args)
+    assert run.code == 0, run
+    assert "owner: moe-team" in (root / "quarantine.yaml").read_text()
+    run = cli(*args, "--owner", "alice", "--id", "mine")
+    assert run.code == 0, run
+    assert "owner: alice" in (root / "quarantine.yaml").read_text()
 
 
 def test_add_writes_an_entry_that_list_and_generation_see(tree: Callable[..., Path], cli) -> None:
@@ -608,6 +630,8 @@ def test_add_writes_an_entry_that_list_and_generation_see(tree: Callable[..., Pa
         "--kind", "infra", "--action", "skip", "--owner", "b", "--reason", "r", "--id", "cp2-gb200",
     )  # fmt: skip
     assert again.code == 2 and "exists already" in again.err
+    assert run.err.count("only pipelines that matrixgen generates honour") == 1
+    assert "honour" not in again.err  # nothing was added
     assert (root / "quarantine.yaml").read_bytes() == after
 
 

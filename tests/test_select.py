@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -101,22 +102,97 @@ def test_list_refuses_values_the_vocabulary_does_not_declare(tree: Callable, cli
     assert cli("list", "--recipes", root, "--scope", "L2", "--format", "json").out.count("tc") == 2
     quiet = cli("list", "--recipes", root, "--environment", "lts", "--format", "json")
     assert quiet.code == 0 and quiet.out == "[]\n" and "warning" not in quiet.err
-    # No vocabulary lists test cases: a typo there is a warning with a suggestion.
+    # No vocabulary lists test cases: a test case no job has is refused the same way.
     case = cli("list", "--recipes", root, "--test-case", "tcc", "--format", "json")
-    assert case.code == 0 and case.out == "[]\n"
-    assert 'no job has this test case (did you mean "tc"?)' in case.err
+    assert case.code == 2 and case.out == "", case
+    assert (
+        '--test-case "tcc": no job of the tree has this test case (did you mean "tc"?)' in case.err
+    )
 
 
-def test_list_warns_on_values_no_job_of_a_v1_tree_uses(cli: Callable, megatron_dir: Path) -> None:
-    # Megatron-LM's parser selects nothing for such a value, and so does list
-    # (same output), but it says which used value was likely meant.
-    asked = ("--scope", "mr", "--platform", "dgx_h10", "--format", "json")
-    run = cli("list", "--recipes", megatron_dir, *asked)
-    assert run.code == 0 and run.out == "[]\n"
-    assert 'matrixgen: warning: --platform "dgx_h10": no job has this platform' in run.err
-    assert 'did you mean "dgx_h100"?' in run.err
-    legacy = cli("list", "--recipes", megatron_dir, "--scope", "mr-github", "--format", "json")
-    assert legacy.code == 0 and "--scope" not in legacy.err
+@pytest.mark.parametrize(
+    ("option", "typo", "meant", "used"),
+    [
+        ("--scope", "mrr", "mr", "L0, L0-smoke, L1, L2, L3, cleanup"),
+        ("--scope", "nightlyy", "nightly", "mr-broken"),  # legacy names are suggested too
+        ("--model", "gtp", "gpt", "bert, cleanup, common, gpt, gpt-nemo"),
+        ("--environment", "devv", "dev", "used: dev, lts"),
+        ("--platform", "dgx_h10", "dgx_h100", "dgx_a100, dgx_gb200, dgx_h100"),
+        ("--tag", "lates", "latest", "used: latest, legacy"),
+        ("--test-case", "gpt3_mcore_tp1_pp22", "gpt3_mcore_tp1_pp2", "292 are used"),
+    ],
+)
+def test_list_refuses_values_no_job_of_a_v1_tree_uses(
+    cli: Callable, megatron_dir: Path, option: str, typo: str, meant: str, used: str
+) -> None:
+    # Megatron-LM's parser selects nothing for such a value and says nothing; a
+    # tree without vocabulary is as strict as one with: exit 2, "did you mean"
+    # from the values the tree uses.
+    run = cli("list", "--recipes", megatron_dir, option, typo, "--format", "json")
+    assert run.code == 2 and run.out == "", run
+    assert f'matrixgen: {option} "{typo}": no job of the tree has this ' in run.err
+    assert f'(did you mean "{meant}"?)' in run.err and used in run.err
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("stats", "--exclude-platform", "dgx_h10"), '--exclude-platform "dgx_h10"'),
+        (("quarantine", "list", "--platform", "dgx_h10"), '--platform "dgx_h10"'),
+        (
+            ("coverage", "--reference", "g=x/{model}", "--exclude-model", "unit-test"),
+            '--exclude-model "unit-test": no job of the tree has this model (did you mean '
+            '"unit-tests"?)',
+        ),
+        (
+            (
+                "coverage",
+                "--reference",
+                "g=x/{model}",
+                "--target",
+                "scope=mr,platform=dgx_h10,environment=dev",
+            ),
+            'target gitlab-mr-dgx_h10-dev: platform "dgx_h10"',
+        ),
+        (
+            ("stats", "--target", "scope=mr,platform=dgx_h100,environment=devv"),
+            'environment "devv": no job of the tree has this environment (did you mean "dev"?)',
+        ),
+        (
+            ("graph", "--target", "scope=mrr,platform=dgx_h100,environment=dev"),
+            'scope "mrr": no job of the tree has this scope (did you mean "mr"?)',
+        ),
+    ],
+)
+def test_every_command_refuses_values_no_job_of_a_v1_tree_uses(
+    cli: Callable, megatron_dir: Path, args: tuple[str, ...], says: str
+) -> None:
+    run = cli(*args, "--recipes", megatron_dir)
+    assert run.code == 2 and run.out == "", run
+    assert says in run.err
+    if "platform" in says:
+        assert '(did you mean "dgx_h100"?)' in run.err
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "jobs"),
+    [
+        # Legacy scope names and the tiers they resolve to select the same jobs,
+        # as the parser's `--scope` does (figures of Megatron-LM's parser).
+        ("--scope", "mr-github", 108),
+        ("--scope", "L1", 108),
+        ("--scope", "nightly", 163),
+        ("--scope", "L2", 163),
+        ("--scope", "weekly", 4),
+        ("--scope", "mr-github-slim", 12),
+    ],
+)
+def test_list_takes_legacy_scope_names_and_tiers(
+    cli: Callable, megatron_dir: Path, option: str, value: str, jobs: int
+) -> None:
+    run = cli("list", "--recipes", megatron_dir, option, value, "--format", "json")
+    assert run.code == 0, run
+    assert len(json.loads(run.out)) == jobs
 
 
 def _built(text: str) -> str:

@@ -200,6 +200,65 @@ def test_every_printed_name_is_an_input_without_config(tree: Callable, cli) -> N
     assert pen.code == 0 and "d_dev_dgx_h100" in pen.out
 
 
+@pytest.mark.parametrize(
+    ("said", "target"),
+    [
+        ("gitlab-nightly-dgx_h100-dev", "gitlab-L2-dgx_h100-dev"),  # --scope nightly: L2
+        ("gitlab-weekly-dgx_h100-dev", "gitlab-L3-dgx_h100-dev"),
+        ("gitlab-nightly-dgx_a100-lts", "gitlab-L2-dgx_a100-lts"),
+        ("github-mr-github-dgx_h100-dev", "github-L1-dgx_h100-dev"),
+        ("github-mr-github-slim-dgx_h100-dev", "github-L0-dgx_h100-dev"),
+    ],
+)
+def test_megatron_pipelines_are_named_as_users_say_them(
+    megatron_dir: Path, cli, said: str, target: str
+) -> None:
+    # The legacy scope name of a tier names the same target: the same bytes, with
+    # the printed name of today (the tier's).
+    command = said.split("-", 1)[0]
+    asked = cli(command, "--recipes", megatron_dir, "--target", said)
+    printed = cli(command, "--recipes", megatron_dir, "--target", target)
+    assert asked.code == printed.code == 0, asked
+    assert asked.out == printed.out and asked.out
+    if command == "gitlab":
+        assert f"target {target} (system=gitlab" in asked.out.splitlines()[0]
+    listed = cli("list", "--recipes", megatron_dir, "--target", said, "--format", "json")
+    assert {j["target"] for j in json.loads(listed.out)} == {target}
+    # Both names of one target are one target.
+    twice = cli("list", "--recipes", megatron_dir, "--target", said, "--target", target)
+    assert twice.code == 2 and f'target "{target}" is given twice' in twice.err
+
+
+def test_megatron_nightly_typo_suggests_the_nightly_pipeline(megatron_dir: Path, cli) -> None:
+    run = cli("gitlab", "--recipes", megatron_dir, "--target", "gitlab-nightlyy-dgx_h100-dev")
+    assert run.code == 2
+    assert 'did you mean "gitlab-nightly-dgx_h100-dev"?' in run.err
+
+
+def test_legacy_names_only_for_the_tier_of_the_same_system() -> None:
+    jobs = [
+        Job(
+            model="gpt",
+            test_case="a",
+            environment="dev",
+            platform="p",
+            tag=None,
+            scope=scope,
+            cadence=("pr",),
+            name="a",
+            build=None,
+            n_repeat=1,
+            time_limit=60,
+        )
+        for scope in ("L2", "mr")
+    ]
+    assert lookup_target("gitlab-nightly-p-dev", DEFAULT_CONFIG, jobs).name == "gitlab-L2-p-dev"
+    # No L3 job: weekly names no target; mr has no legacy name; L2 is GitLab's.
+    for name in ("gitlab-weekly-p-dev", "github-nightly-p-dev", "gitlab-mr-github-p-dev"):
+        with pytest.raises(UsageError, match="no target has this name"):
+            lookup_target(name, DEFAULT_CONFIG, jobs)
+
+
 def test_names_and_pairs_on_a_configured_tree(tree: Callable, cli) -> None:
     root = tree(V2_TREE)
     by_name = cli("github", "--recipes", root, "--target", "gh-l1-h100")

@@ -169,6 +169,32 @@ def test_real_tree_reports_what_it_finds(megatron_dir: Path, cli: Callable) -> N
 
 
 @pytest.mark.parametrize(
+    "args",
+    [
+        ("list", "--scope", "mr-slim"),
+        ("generate", "--format", "json"),
+        ("github", "--target", "github-L1-dgx_h100-dev"),
+        ("gitlab", "--target", "gitlab-nightly-dgx_h100-dev"),
+        ("stats",),
+    ],
+)
+def test_only_validate_prints_the_tree_warnings(
+    megatron_dir: Path, cli: Callable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple
+) -> None:
+    # The Megatron-LM tree has 3 warnings: validate prints (and annotates) each
+    # once; every other command says how many there are, once, and repeats none.
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    shown = cli("validate", "--recipes", megatron_dir)
+    assert shown.err.count(": warning: ") == 3 and shown.err.count("::warning ") == 3
+    extra = ("--out", tmp_path / "out") if args[0] == "generate" else ()
+    run = cli(*args, "--recipes", megatron_dir, *extra)
+    assert run.code == 0, run
+    assert ": warning: " not in run.err and "::warning" not in run.err + run.out
+    note = f"matrixgen: note: 3 warning(s) in {megatron_dir} (`matrixgen validate` shows them)"
+    assert run.err.count(note) == 1, run.err
+
+
+@pytest.mark.parametrize(
     "content",
     [
         b"\x00\x01\x02binary",

@@ -16,6 +16,7 @@ import typer
 from matrixgen.cli.output import write_annotations
 from matrixgen.engine.errors import Finding, annotation_lines, render_findings
 from matrixgen.engine.vocab import OutputFormat
+from matrixgen.util.escape import terminal_text
 from matrixgen.util.jsontext import pretty
 
 if TYPE_CHECKING:
@@ -27,7 +28,8 @@ RecipesOption = Annotated[
     typer.Option(
         "--recipes",
         metavar="DIR",
-        help="Recipe tree directory (default: recipes/ at the top of this git checkout).",
+        help="Recipe tree directory (default: $MATRIXGEN_RECIPES, else recipes/ at the top of "
+        "this git checkout, else tests/test_utils/recipes/ there as in Megatron-LM).",
         file_okay=False,
         dir_okay=True,
     ),
@@ -66,16 +68,15 @@ HoldingPenOption = Annotated[
 
 def check_ad_hoc(generation: Generation, targets: list[Target]) -> None:
     """Targets given as key=value pairs checked like a configured target's (see
-    check_ad_hoc_target): a value no vocabulary knows is an error, one no job
-    uses a warning."""
+    check_ad_hoc_target): a value that neither the vocabulary declares nor (in a
+    tree without one) any job uses is a usage error with "did you mean"."""
     from matrixgen.emit.common import check_ad_hoc_target
 
     config = generation.tree.config
     for target in targets:
         if config.target(target.name) is target:
             continue  # configured: the config's own checks ran
-        for warning in check_ad_hoc_target(target, [(config, generation.jobs)]):
-            typer.echo(f"matrixgen: warning: {warning}", err=True)
+        check_ad_hoc_target(target, [(config, generation.jobs)])
 
 
 class TableOrJson(StrEnum):
@@ -154,8 +155,20 @@ def load_valid(recipes: Path | None, *, emitting: bool = False) -> Generation:
         from matrixgen.views.coverage import read_listing
 
         listing = read_listing(directory, settings)
-    echo_findings(require_valid(generation, references=listing))
+    note_warnings(require_valid(generation, references=listing), generation.tree.root)
     return held(generation)
+
+
+def note_warnings(findings: list[Finding], root: str) -> None:
+    """The warnings of a tree that a command other than `validate` loaded: one
+    line that counts them, not the findings again (validate, the command that
+    shows findings, prints and annotates each, once)."""
+    if findings:
+        typer.echo(
+            f"matrixgen: note: {len(findings)} warning(s) in {terminal_text(root)} "
+            "(`matrixgen validate` shows them)",
+            err=True,
+        )
 
 
 def dump(value: Any, fmt: OutputFormat) -> str:

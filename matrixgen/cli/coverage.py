@@ -18,6 +18,7 @@ import typer
 from matrixgen.cli.common import (
     RecipesOption,
     TargetOption,
+    check_ad_hoc,
     echo_json,
     recipes_dir,
 )
@@ -158,6 +159,10 @@ def coverage(
     listing = listing_for(settings, root)
     every = generation.targets()
     targets = generation.targets(target or ())
+    check_ad_hoc(generation, targets)
+    from matrixgen.engine.select import check_values
+
+    check_values("--exclude-model", "model", exclude_model or (), config, generation.jobs)
     result = compute_coverage(
         generation,
         settings,

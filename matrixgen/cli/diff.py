@@ -95,7 +95,8 @@ def diff_command(
         typer.Option(
             "--recipes",
             metavar="DIR",
-            help="The recipe tree's directory in the repository (default: recipes/ at its top).",
+            help="The recipe tree's directory in the repository (default: $MATRIXGEN_RECIPES, "
+            "else recipes/ at its top, else tests/test_utils/recipes/ as in Megatron-LM).",
         ),
     ] = None,
     target: TargetOption = None,

@@ -37,7 +37,6 @@ from matrixgen.cli.output import (
 )
 from matrixgen.engine.errors import ExitCode, MatrixgenError, Severity, annotation_lines
 from matrixgen.engine.vocab import OutputFormat
-from matrixgen.util.escape import terminal_text
 from matrixgen.views.table import each_shown, table_of_columns
 
 APP_SETTINGS: dict[str, Any] = {
@@ -234,8 +233,7 @@ def list_jobs(
 
     check_selector(selector)
     generation = load_valid(recipes)
-    for warning in check_selector_values(selector, generation.tree.config, generation.jobs):
-        typer.echo(f"matrixgen: warning: {terminal_text(warning)}", err=True)
+    check_selector_values(selector, generation.tree.config, generation.jobs)
     generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
     owners: list[str] = []  # the target of each job, with --target
     skipped_count = 0

@@ -327,15 +327,16 @@ def _chain(*groups: Iterable[Job]) -> list[Job]:
 
 
 def _configured_pair(name: str, base: Generation, head: Generation) -> TargetPair | None:
-    """A configured target on each side. A side without any config (a tree that
-    has not moved to format_version 2 yet) selects with the other side's definition."""
+    """A configured target on each side. A side without a vocabulary (a tree that
+    has not moved to format_version 2 yet, whose config, if any, has no targets)
+    selects with the other side's definition."""
     base_target = base.tree.config.target(name)
     head_target = head.tree.config.target(name)
     if base_target is None and head_target is None:
         return None
-    if base_target is None and base.tree.config.document is None:
+    if base_target is None and base.tree.config.vocabulary is None:
         base_target = head_target
-    if head_target is None and head.tree.config.document is None:
+    if head_target is None and head.tree.config.vocabulary is None:
         head_target = base_target
     shown = head_target or base_target
     assert shown is not None
@@ -420,7 +421,9 @@ def diff_generations(
         base, head, values=values, specs=specs, names=names, holding_pen=holding_pen
     )
     sides = [(base.tree.config, base.jobs), (head.tree.config, head.jobs)]
-    warnings = [w for p in pairs if p.ad_hoc for w in check_ad_hoc_target(p.shown, sides)]
+    for pair in pairs:
+        if pair.ad_hoc:
+            check_ad_hoc_target(pair.shown, sides)
     base_index, head_index = (
         SideIndex(f"base {base_ref[:12]}", base),
         SideIndex(f"head {head_ref[:12]}", head),
@@ -429,9 +432,7 @@ def diff_generations(
     diffs.sort(key=lambda d: _target_order(d.target))
     habits = habit_note(base, head) if not (values or specs or names or holding_pen) else None
     extra = [*base_index.notes, *head_index.notes, *([habits] if habits else [])]
-    return SelectionDiff(
-        base=base_ref, head=head_ref, targets=tuple(diffs), notes=(*notes, *warnings, *extra)
-    )
+    return SelectionDiff(base=base_ref, head=head_ref, targets=tuple(diffs), notes=(*notes, *extra))
 
 
 def _target_order(target: Target) -> tuple:

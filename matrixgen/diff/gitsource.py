@@ -29,6 +29,7 @@ from pathlib import Path
 from msgspec import Struct
 
 from matrixgen.engine.errors import GitError, UsageError, did_you_mean
+from matrixgen.util.checkout import RECIPES_VARIABLE, recipes_in
 
 WORKTREE = "worktree"
 
@@ -304,11 +305,15 @@ def locate_recipes(given: Path | None, cwd: Path | None = None) -> tuple[Reposit
 
     `given` is a directory as the user typed it (relative to cwd); it need not
     exist in the working tree, since it may exist at one revision only. Without
-    it, the tree is `recipes/` at the top of the repository.
+    it, $MATRIXGEN_RECIPES, else the tree at the top of the repository:
+    `recipes/`, else `tests/test_utils/recipes/` when the working tree has it.
     """
     cwd = cwd or Path.cwd()
+    if given is None and os.environ.get(RECIPES_VARIABLE):
+        given = Path(os.environ[RECIPES_VARIABLE])
     if given is None:
-        return Repository.discover(cwd), "recipes"
+        repo = Repository.discover(cwd)
+        return repo, recipes_in(repo.top)
     wanted = Path(os.path.abspath(cwd / given))
     start = wanted
     while not start.is_dir() and start != start.parent:

@@ -18,6 +18,7 @@ from msgspec import Struct, field
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import ConfigError, Finding, Severity, UsageError, did_you_mean
 from matrixgen.engine.model import EMPTY_MAPPING, Job, JobId, QuarantineMark, Target
+from matrixgen.engine.select import unused_value, used_values
 from matrixgen.engine.vocab import QuarantineAction, System, resolve_scope
 from matrixgen.util.values import ComparedValue
 
@@ -215,15 +216,14 @@ _TARGET_FIELDS = (
 
 def check_ad_hoc_target(
     target: Target, sides: Sequence[tuple[ProjectConfig, Sequence[Job]]]
-) -> list[str]:
+) -> None:
     """Check a `--target` given on the command line like a configured one: its
-    values against the declared vocabulary (a UsageError with "did you mean"), or,
-    in a tree that declares none, against the values its jobs use (a warning,
-    returned: such a tree may have no job left for a target, but a typo is the
-    likelier cause of a target that selects nothing). `sides` are the trees the
-    target is used on (two for a diff)."""
+    values against the declared vocabulary, or, in a tree that declares none,
+    against the values its jobs use; an unknown one is a UsageError with "did you
+    mean" (a typo would otherwise give a target that selects nothing). `sides`
+    are the trees the target is used on (two for a diff: a value one side uses
+    is known)."""
     errors: list[str] = []
-    warnings: list[str] = []
     selector = target.selector
     for key, what in _TARGET_FIELDS:
         value = getattr(selector, key)
@@ -244,19 +244,24 @@ def check_ad_hoc_target(
                 else:
                     values = vocab.models if key == "model" else vocab.tags
             if values is None:
-                values = {getattr(j, key) for j in jobs} - {None}
+                values = used_values(key, jobs)
             else:
                 declared = True
             known.update(values)
+        if not declared:
+            problem = unused_value(what, value, known, prefix=f'{what} "{value}"')
+            if problem is not None:
+                errors.append(problem)
+            continue
         if key == "scope":
             found = resolve_scope(value) in {resolve_scope(k) for k in known}
-            what = f"{target.system.value} scope" if declared else what
+            what = f"{target.system.value} scope"
         else:
             found = value in known
         if found:
             continue
         hint = did_you_mean(value, known)
-        if key == "scope" and declared:
+        if key == "scope":
             owners = sorted(
                 system.value
                 for config, _ in sides
@@ -266,17 +271,10 @@ def check_ad_hoc_target(
             )
             if owners:
                 hint = f" (a {owners[0]} scope: give system={owners[0]})"
-        if declared:
-            shown = ", ".join(sorted(known)) or "none"
-            errors.append(f'unknown {what} "{value}"{hint}; declared: {shown}')
-        else:
-            warnings.append(
-                f'target {target.name}: no job uses {what} "{value}"{hint}, '
-                "so the target selects nothing"
-            )
+        shown = ", ".join(sorted(known)) or "none"
+        errors.append(f'unknown {what} "{value}"{hint}; declared: {shown}')
     if errors:
         raise UsageError(f"target {target.name}: " + "; ".join(errors))
-    return warnings
 
 
 def resolve_settings(

@@ -1,8 +1,10 @@
 """The project config (`matrixgen.yaml` at the root of a recipe tree).
 
-A tree with this file is a format_version 2 tree: it declares its vocabularies,
-defaults, targets, pins and the settings of each CI system. A tree without it
-(Megatron-LM's) works with built-in defaults and no declared vocabulary.
+A tree whose file declares a vocabulary is a format_version 2 tree: it declares
+its vocabularies, defaults, targets, pins and the settings of each CI system. A
+tree without the file, or with one that declares no vocabulary (Megatron-LM's,
+with only its quarantine and jet settings, say), works with built-in defaults and
+the values its jobs use.
 """
 
 from __future__ import annotations
@@ -102,19 +104,21 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
     if findings.errors or document is None:
         raise ConfigError(f"invalid project config {path}", findings=findings.errors)
     data: dict[str, Any] = document.data
-    vocab_raw = data["vocabulary"]
-    vocabulary = Vocabulary(
-        platforms=frozenset(vocab_raw["platforms"]),
-        environments=frozenset(vocab_raw["environments"]),
-        scopes=MappingProxyType(
-            {System(k): tuple(v) for k, v in sorted(vocab_raw["scopes"].items())}
-        ),
-        cadences=frozenset(vocab_raw.get("cadences", ALL_CADENCES)),
-        tags=frozenset(vocab_raw["tags"]) if "tags" in vocab_raw else None,
-        models=frozenset(vocab_raw["models"]) if "models" in vocab_raw else None,
-        axes=frozenset(vocab_raw.get("axes", ())),
-        spec_keys=frozenset(vocab_raw.get("spec_keys", ())),
-    )
+    vocab_raw = data.get("vocabulary")
+    vocabulary = None
+    if vocab_raw is not None:
+        vocabulary = Vocabulary(
+            platforms=frozenset(vocab_raw["platforms"]),
+            environments=frozenset(vocab_raw["environments"]),
+            scopes=MappingProxyType(
+                {System(k): tuple(v) for k, v in sorted(vocab_raw["scopes"].items())}
+            ),
+            cadences=frozenset(vocab_raw.get("cadences", ALL_CADENCES)),
+            tags=frozenset(vocab_raw["tags"]) if "tags" in vocab_raw else None,
+            models=frozenset(vocab_raw["models"]) if "models" in vocab_raw else None,
+            axes=frozenset(vocab_raw.get("axes", ())),
+            spec_keys=frozenset(vocab_raw.get("spec_keys", ())),
+        )
     defaults = data.get("defaults", {})
     config = ProjectConfig(
         path=path,
@@ -125,18 +129,23 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
         max_jobs=defaults.get("max_jobs", DEFAULT_MAX_JOBS),
         raw=MappingProxyType(data),
     )
-    targets = tuple(
-        _target(name, spec, config, findings)
-        for name, spec in sorted((data.get("targets") or {}).items())
-    )
-    decisions = parse_decisions(
-        data.get("decisions"),
-        scopes=vocabulary.scopes,
-        environments=vocabulary.environments,
-        cadences=vocabulary.cadences,
-        locate=config.locate,
-        findings=findings,
-    )
+    # Targets and decisions name vocabulary values: the schema asks for a
+    # vocabulary beside them.
+    targets: tuple[Target, ...] = ()
+    decisions: dict = {}
+    if vocabulary is not None:
+        targets = tuple(
+            _target(name, spec, config, findings)
+            for name, spec in sorted((data.get("targets") or {}).items())
+        )
+        decisions = parse_decisions(
+            data.get("decisions"),
+            scopes=vocabulary.scopes,
+            environments=vocabulary.environments,
+            cadences=vocabulary.cadences,
+            locate=config.locate,
+            findings=findings,
+        )
     references = _references(data.get("references"), config, targets, findings)
     if findings.errors:
         raise ConfigError(f"invalid project config {path}", findings=findings.errors)

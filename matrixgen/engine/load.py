@@ -359,8 +359,8 @@ def load_tree(
         findings.extend(file_findings)
         if recipe is not None:
             parsed.append(recipe)
-    if CONFIG_FILENAME not in files:
-        _check_needs_config(parsed, files, root, findings)
+    if config.vocabulary is None:
+        _check_needs_config(parsed, files, root, findings, present=CONFIG_FILENAME in files)
     extra = {k: v for k, v in files.items() if k in RESERVED_FILES}
     return RecipeTree(
         root=root,
@@ -419,14 +419,29 @@ def parse_recipe(raw: bytes, rel: str, shown: str, findings: Findings) -> Recipe
 
 
 def _check_needs_config(
-    parsed: list[RecipeFile], files: Mapping[str, bytes], root: str, findings: Findings
+    parsed: list[RecipeFile],
+    files: Mapping[str, bytes],
+    root: str,
+    findings: Findings,
+    *,
+    present: bool = False,
 ) -> None:
-    """format_version 2 files are checked against the project config: without
-    one, nothing would check their vocabulary or pins, so say so, once."""
+    """format_version 2 files are checked against the project config's
+    vocabulary: without one (no config, or a config that declares none), nothing
+    would check their vocabulary or pins, so say so, once."""
     v2 = [r for r in parsed if r.format_version == 2]
     if not v2:
         return
     others = f" (and {len(v2) - 1} other file(s))" if len(v2) > 1 else ""
+    if present:
+        findings.add(
+            v2[0].document.locate(["format_version"]),
+            "config-missing",
+            f"format_version 2{others} needs a vocabulary in the project config "
+            f"{_display(root, CONFIG_FILENAME)}, which declares none (add format_version: 2 "
+            "and vocabulary there)",
+        )
+        return
     near = sorted(
         rel
         for rel in files

@@ -59,6 +59,13 @@ def _short(error: Any) -> str:
     """jsonschema messages can quote whole scripts; keep them to one short line."""
     if error.validator == "additionalProperties" and error.validator_value is False:
         return error.message.split(" (")[0] if len(error.message) > 200 else error.message
+    if error.validator == "dependentRequired":
+        # "'vocabulary' is a dependency of 'targets'", said the other way round.
+        present = [k for k, needs in error.validator_value.items() if k in error.instance]
+        for key in present:
+            missing = [n for n in error.validator_value[key] if n not in error.instance]
+            if missing:
+                return f"{key} needs {', '.join(missing)} beside it"
     message = error.message
     if len(message) > 200:
         message = message[:197] + "..."

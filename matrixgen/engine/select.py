@@ -15,7 +15,7 @@ from msgspec.structs import replace
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import UsageError, did_you_mean
 from matrixgen.engine.model import Job, Selector
-from matrixgen.engine.vocab import ALL_CADENCES, resolve_scope
+from matrixgen.engine.vocab import ALL_CADENCES, LEGACY_SCOPE_ALIASES, resolve_scope
 
 
 def check_selector(selector: Selector) -> None:
@@ -77,55 +77,112 @@ def one_per_identity(jobs: Sequence[Job]) -> list[Job]:
     ]
 
 
-def check_selector_values(
-    selector: Selector, config: ProjectConfig, jobs: Sequence[Job]
-) -> list[str]:
-    """A value asked for that can select nothing is most likely a typo.
+def used_values(key: str, jobs: Iterable[Job]) -> frozenset[str]:
+    """The values of one field (scope, platform, environment, model, tag,
+    test_case) that the jobs use; scopes with every legacy name of a used tier
+    (`nightly` beside `L2`), as Megatron-LM's parser accepts both."""
+    found = frozenset(v for v in {getattr(j, key) for j in jobs} if v)
+    if key != "scope":
+        return found
+    legacy = {name for name, (tier, _) in LEGACY_SCOPE_ALIASES.items() if tier in found}
+    return found | legacy
 
-    Against a declared vocabulary (format_version 2) it is a UsageError with
-    "did you mean"; in a tree that declares none (and for test cases, which no
-    vocabulary lists) it is a warning, returned for the caller to print: there,
-    asking for a value no job uses is allowed and selects nothing, as in
-    Megatron-LM's own parser.
-    """
+
+def unused_value(what: str, value: str, used: Iterable[str], *, prefix: str) -> str | None:
+    """The message for a value of a tree without vocabulary that no job uses, with
+    "did you mean" from the used ones and (when few) the list; None when used.
+    `what`: scope, platform, ..., or "test case"; `prefix` starts the message
+    (`--platform "x"`, `target NAME: platform "x"`)."""
+    known = set(used)
+    if what.endswith("scope"):
+        found = resolve_scope(value) in {resolve_scope(k) for k in known}
+    else:
+        found = value in known
+    if found:
+        return None
+    if not known:
+        return f"{prefix}: no job of the tree has a {what}"
+    hint = did_you_mean(value, known)
+    shown = sorted(known)
+    listing = (
+        f"; used: {', '.join(shown)}" if len(shown) <= USED_SHOWN else f" ({len(shown)} are used)"
+    )
+    return f"{prefix}: no job of the tree has this {what}{hint}{listing}"
+
+
+# A tree's used values are listed in an error up to this many.
+USED_SHOWN = 24
+
+
+def _declared(key: str, config: ProjectConfig) -> frozenset[str] | None:
+    """The values the vocabulary declares for a field; None when it declares none
+    (no vocabulary, or no list for that field; test cases never)."""
     vocab = config.vocabulary
-    declared: dict[str, frozenset[str] | None] = {
-        "scope": vocab.all_scopes if vocab else None,
-        "platform": vocab.platforms if vocab else None,
-        "environment": vocab.environments if vocab else None,
-        "model": vocab.models if vocab else None,
-        "tag": vocab.tags if vocab else None,
-    }
-    errors: list[str] = []
-    warnings: list[str] = []
-    for key, names in declared.items():
-        value = getattr(selector, key)
-        if value is None:
-            continue
-        known = names if names is not None else {getattr(j, key) for j in jobs} - {None}
-        if key == "scope":
-            found = resolve_scope(value) in {resolve_scope(k) for k in known}
-        else:
-            found = value in known
-        if found:
-            continue
-        hint = did_you_mean(value, known)
-        if names is not None:
-            errors.append(
-                f'--{key} "{value}" is not declared in {config.path}{hint}; '
-                f"declared: {', '.join(sorted(known))}"
-            )
-        else:
-            warnings.append(f'--{key} "{value}": no job has this {key}{hint}')
-    cases = {j.test_case for j in jobs}
-    for case in selector.test_cases:
-        if case not in cases:
-            warnings.append(
-                f'--test-case "{case}": no job has this test case{did_you_mean(case, cases)}'
-            )
+    if vocab is None:
+        return None
+    return {
+        "scope": vocab.all_scopes,
+        "platform": vocab.platforms,
+        "environment": vocab.environments,
+        "model": vocab.models,
+        "tag": vocab.tags,
+    }.get(key)
+
+
+def value_problem(
+    flag: str, key: str, value: str, config: ProjectConfig, jobs: Sequence[Job]
+) -> str | None:
+    """Why `flag value` can select nothing, or None: against the declared
+    vocabulary when there is one for `key`, else against the values the jobs
+    use; both with "did you mean"."""
+    names = _declared(key, config)
+    what = "test case" if key == "test_case" else key
+    if names is None:
+        return unused_value(what, value, used_values(key, jobs), prefix=f'{flag} "{value}"')
+    if key == "scope":
+        found = resolve_scope(value) in {resolve_scope(k) for k in names}
+    else:
+        found = value in names
+    if found:
+        return None
+    return (
+        f'{flag} "{value}" is not declared in {config.path}{did_you_mean(value, names)}; '
+        f"declared: {', '.join(sorted(names))}"
+    )
+
+
+def check_values(
+    flag: str, key: str, values: Iterable[str], config: ProjectConfig, jobs: Sequence[Job]
+) -> None:
+    """Refuse (UsageError) the values of an option that can select nothing (see
+    value_problem): every command's --scope, --platform, --environment, --model,
+    --tag and --test-case, and the options that leave values out."""
+    errors = [p for v in values if (p := value_problem(flag, key, v, config, jobs)) is not None]
     if errors:
         raise UsageError("; ".join(errors))
-    return warnings
+
+
+def check_selector_values(selector: Selector, config: ProjectConfig, jobs: Sequence[Job]) -> None:
+    """A value asked for that can select nothing is most likely a typo: a
+    UsageError with "did you mean", against the declared vocabulary (format_version
+    2) or, in a tree that declares none, against the values its jobs use; test
+    cases (no vocabulary lists them) always against the jobs'. Megatron-LM's own
+    parser would select nothing for such a value, and say nothing."""
+    errors: list[str] = []
+    for key in ("scope", "platform", "environment", "model", "tag"):
+        value = getattr(selector, key)
+        if value is not None:
+            problem = value_problem(f"--{key}", key, value, config, jobs)
+            if problem is not None:
+                errors.append(problem)
+    if selector.test_cases:
+        cases = used_values("test_case", jobs)  # once for every test case asked
+        for case in selector.test_cases:
+            problem = unused_value("test case", case, cases, prefix=f'--test-case "{case}"')
+            if problem is not None:
+                errors.append(problem)
+    if errors:
+        raise UsageError("; ".join(errors))
 
 
 class JobIndex:

@@ -3,7 +3,8 @@ tree without config implies (every scope x platform x environment it uses).
 
 One syntax on the command line: a `--target` value is a target's name (a
 configured one, or one a tree without config implies: every name a command
-prints) or `key=value` pairs.
+prints, and the same with a tier's legacy scope name, `gitlab-nightly-...` for
+`gitlab-L2-...`) or `key=value` pairs.
 
 Discovered targets leave out the holding-pen scopes, where a tree keeps jobs that
 no pipeline runs: a scope ending in `-broken` or `-temp-disabled`, and `flaky`,
@@ -17,10 +18,12 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from msgspec.structs import replace
+
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import UsageError, did_you_mean
 from matrixgen.engine.model import Job, Selector, Target
-from matrixgen.engine.vocab import ALL_CADENCES, System, resolve_scope
+from matrixgen.engine.vocab import ALL_CADENCES, LEGACY_SCOPE_ALIASES, System, resolve_scope
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
@@ -141,6 +144,21 @@ def discover_targets(
     return targets
 
 
+def legacy_names(targets: Iterable[Target]) -> dict[str, Target]:
+    """The names of implied targets as users say them, with the legacy scope name
+    of their tier: `gitlab-nightly-dgx_h100-dev` for `gitlab-L2-dgx_h100-dev`,
+    `gitlab-weekly-...` for `gitlab-L3-...`, `github-mr-github-...` for
+    `github-L1-...`. Each is the same target (Megatron-LM's parser selects the
+    same rows for `--scope nightly` and `--scope L2`), printed by its own name."""
+    names: dict[str, Target] = {}
+    for target in targets:
+        for name, (tier, _) in LEGACY_SCOPE_ALIASES.items():
+            if target.selector.scope == tier:
+                alias = target_name(target.system, replace(target.selector, scope=name))
+                names.setdefault(alias, target)
+    return names
+
+
 def lookup_target(
     text: str,
     config: ProjectConfig,
@@ -154,15 +172,17 @@ def lookup_target(
     found = config.target(text)
     if found is not None:
         return found
-    discovered = {t.name: t for t in discover_targets(jobs, holding_pen=True)}
-    if text in discovered:
-        target = discovered[text]
+    found_targets = discover_targets(jobs, holding_pen=True)
+    discovered = {t.name: t for t in found_targets}
+    legacy = legacy_names(found_targets)
+    target = discovered.get(text) or legacy.get(text)
+    if target is not None:
         return _ad_hoc(target.system, target.selector, config)
     if "=" in text:
         return parse_target(text, config, system=system)
     configured = [t.name for t in config.targets]
     known = configured or [t.name for t in discover_targets(jobs)]
-    hint = did_you_mean(text, [*configured, *discovered])
+    hint = did_you_mean(text, [*configured, *discovered, *legacy])
     if not hint:
         shown = ", ".join(known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")
         hint = f"; known: {shown}" if known else "; this tree has no target"

@@ -65,6 +65,7 @@ class Policy(Struct, frozen=True, kw_only=True):
     """The `quarantine` section of the project config, with defaults."""
 
     tracker_base: str | None = None
+    default_owner: str | None = None  # `add` and `migrate` when no owner is given
     grace_days: int = DEFAULT_GRACE_DAYS
     default_expiry_days: int = DEFAULT_EXPIRY_DAYS
 
@@ -90,6 +91,7 @@ def policy(config: ProjectConfig) -> Policy:
     section = config.section("quarantine")
     return Policy(
         tracker_base=section.get("tracker_base"),
+        default_owner=section.get("default_owner"),
         grace_days=section.get("grace_days", DEFAULT_GRACE_DAYS),
         default_expiry_days=section.get("default_expiry_days", DEFAULT_EXPIRY_DAYS),
     )

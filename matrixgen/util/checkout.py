@@ -1,4 +1,5 @@
-"""The top of the git checkout a path is in, and matrixgen's own folder there."""
+"""The top of the git checkout a path is in, the recipe tree and matrixgen's own
+folder there."""
 
 from __future__ import annotations
 
@@ -10,6 +11,17 @@ from pathlib import Path
 STATE_DIR = ".matrixgen"
 # The results store's URL or path, when not given with --db.
 STORE_VARIABLE = "MATRIXGEN_RESULTS_DB"
+# The recipe tree, when not given with --recipes (the flag wins).
+RECIPES_VARIABLE = "MATRIXGEN_RECIPES"
+# Where a checkout keeps its recipe tree, by preference: matrixgen's own layout,
+# then Megatron-LM's (which has no recipes/ at its top).
+RECIPE_DIRS = ("recipes", "tests/test_utils/recipes")
+
+
+def recipes_in(top: Path) -> str:
+    """The recipe tree of the checkout at `top`, relative to it: the first of
+    RECIPE_DIRS that is a directory there, else `recipes`."""
+    return next((rel for rel in RECIPE_DIRS if (top / rel).is_dir()), RECIPE_DIRS[0])
 
 
 def checkout_top(start: Path) -> Path | None:
