@@ -223,3 +223,35 @@ def ci_calls(script: str, variables: Mapping[str, str], work: Path) -> list[list
     if not record.exists():
         return []
     return [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
+
+
+SWITCH = (GENERATOR, "matrixgen jet-trigger")  # the edit of docs/megatron.md
+
+
+def run_ci_script(
+    script: str, variables: Mapping[str, str], top: Path, path: Sequence[Path]
+) -> dict[str, dict]:
+    """Run a CI script as its job runs it, from the top of a checkout, and take
+    the pipeline files it writes there: {file name: parsed YAML}. `path` comes
+    first on PATH (where `python` and `matrixgen` are)."""
+    before = set(top.iterdir())
+    env = {
+        "PATH": os.pathsep.join([*map(str, path), os.environ.get("PATH", "/usr/bin:/bin")]),
+        "HOME": str(top),
+        **variables,
+    }
+    subprocess.run(
+        ["bash", "-c", script],
+        cwd=top,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        check=False,
+        timeout=600,
+    )
+    written = {}
+    for new in sorted(set(top.iterdir()) - before):
+        if new.suffix == ".yaml":
+            written[new.name] = read_pipeline(new)
+        new.unlink() if new.is_file() else shutil.rmtree(new)
+    return written

@@ -424,3 +424,19 @@ def test_allow_failure_asked_for_by_github_is_said_not_to_reach_its_jobs(
     gitlab = jet_tree(tree, entry("a-flaky", "allow-failure", "gpt_a", where="gitlab/mr"))
     run = run_jet(cli, gitlab, out)
     assert run.code == 0 and "github-allow-failure" not in run.err, run
+
+
+def test_a_config_extends_the_clusters_and_sets_the_runner_tags(
+    tree: Callable, cli: Callable, tmp_path: Path
+) -> None:
+    config = "jet:\n  runner_tags: [team/x, arch/arm64]\n  clusters: {newsite_h100: newsite}\n"
+    root = jet_tree(tree, extra={"matrixgen.yaml": config})
+    out = tmp_path / "x.yaml"
+    run = run_jet(cli, root, out, "--cluster", "newsite_h100")
+    assert run.code == 0, run
+    assert {tuple(j["tags"]) for j in jobs_of(out).values()} == {
+        ("team/x", "arch/arm64", "cluster/newsite")
+    }
+    # The built-in map still holds beside the config's.
+    assert run_jet(cli, root, out, "--cluster", "dgxh100_eos").code == 0
+    assert jobs_of(out)["gpt_a"]["tags"][-1] == "cluster/eos"

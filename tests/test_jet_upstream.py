@@ -403,3 +403,39 @@ def test_generated_trees_write_what_the_generator_writes(
     generated_reference.write_tree(files)
     for _ in range(3):
         compare(generated_reference, data.draw(calls(with_tags, cases)), work)
+
+
+# --------------------------------------------------------------------------- the edit
+
+
+def test_the_ci_files_switched_over_write_the_same_pipelines(ci: Path, tmp_path: Path) -> None:
+    """docs/megatron.md's edit, made on the real CI scripts: each job's script,
+    run as its job runs it from the top of a checkout, writes the same files
+    with `matrixgen jet-trigger` as with the generator."""
+    from tests.gitrepo import GitRepo
+    from tests.megatron_ci import SWITCH, run_ci_script
+
+    top = tmp_path / "megatron-lm"
+    Upstream(ci, top, require_megatron()).close()
+    repo = GitRepo(top)
+    repo.git("add", "-A")
+    repo.git("commit", "-q", "-m", "tree")
+    path = [Path(sys.executable).parent]
+    scripts = [
+        (script, {**GITLAB_BASE, **GITLAB_VARIABLES[rel][-1]})
+        for rel, script in gitlab_scripts(ci).items()
+    ]
+    scripts += [
+        (script, {**GITHUB_VARIABLES[0], "GITHUB_ACTIONS": "true"})
+        for script, _ in github_scripts(ci).values()
+    ]
+    files = 0
+    for script, variables in scripts:
+        switched = script.replace(*SWITCH)
+        assert switched != script
+        old = run_ci_script(script, variables, top, path)
+        new = run_ci_script(switched, variables, top, path)
+        assert old and old == new, sorted(set(old) ^ set(new))
+        files += len(new)
+    # 4 unit-test, 6 integration (one path written twice), 8 functional, 2 GitHub.
+    assert files == 4 + 5 + 8 + 2

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.cli.common import RecipesOption, echo_findings, held, recipes_dir
+from matrixgen.cli.common import RecipesOption, held, note_warnings, recipes_dir
 from matrixgen.engine.vocab import System
 
 if TYPE_CHECKING:
@@ -80,17 +80,15 @@ def load_jet_tree(recipes: Path | None, local: Path | None) -> tuple[Generation,
         files.update(extra)
         order += sorted(extra)
     generation = generate_from_files(files, root=str(directory))
-    echo_findings(require_valid(generation))
+    note_warnings(require_valid(generation), generation.tree.root)
     return held(generation), {rel: i for i, rel in enumerate(order)}
 
 
 def _profile(generation: Generation) -> JetProfile:
     from matrixgen.emit.jet import jet_profile
 
-    jet = getattr(generation.tree.config, "jet", None)
-    if jet is None:
-        return jet_profile(None, None)
-    return jet_profile(jet.runner_tags, jet.clusters)
+    jet = generation.tree.config.section("jet")
+    return jet_profile(jet.get("runner_tags"), jet.get("clusters"))
 
 
 def _say(notices: list[Notice] | tuple[Notice, ...], strict: bool) -> None:
