@@ -35,7 +35,8 @@ DbOption = Annotated[
         "--db",
         metavar="URL",
         help="Results store: a SQLite file path, sqlite:///PATH or postgresql://... "
-        "(default: $MATRIXGEN_RESULTS_DB, else .matrixgen/results.db at the top of the checkout).",
+        "(default: $MATRIXGEN_RESULTS_DB, else .matrixgen/results.db at the top of the checkout, "
+        "unless git tracks it).",
     ),
 ]
 SinceOption = Annotated[
@@ -56,6 +57,17 @@ BrokenRunsOption = Annotated[
         "--broken-runs", metavar="N", help="Broken when the last N runs or more all failed."
     ),
 ]
+
+
+def note_ignored_store(db: str | None) -> None:
+    """One note on stderr when the default results store is there but tracked by
+    git, so not read (the commands that need a store stop on it instead)."""
+    from matrixgen.util.checkout import choose_store
+    from matrixgen.util.escape import terminal_text
+
+    note = choose_store(db).note
+    if note is not None:
+        typer.echo(f"matrixgen: note: {terminal_text(note)}", err=True)
 
 
 class FlakyFormat(StrEnum):
