@@ -130,7 +130,7 @@ def ingest(
     import os
 
     from matrixgen.evidence.junit import read_report, report_files
-    from matrixgen.evidence.mapping import map_reports
+    from matrixgen.evidence.mapping import map_reports, not_node_ids
     from matrixgen.pipeline import generate, require_no_errors
 
     if not run_id.strip():
@@ -146,6 +146,7 @@ def ingest(
     generation = generate(root)
     require_no_errors(generation)
     groups = map_reports(generation, reports, target=target, job=job, tag=tag)
+    odd = not_node_ids(groups)
     if moment is None:
         stamps = [r.finished_at for r in reports if r.finished_at is not None]
         moment = max(stamps) if stamps else None
@@ -172,10 +173,18 @@ def ingest(
                 "new_run": report.new_run,
                 "files": len(reports),
                 "jobs": [dict(zip(_INGEST_HEADERS, r, strict=True)) for r in rows],
+                "not_node_ids": odd,
             }
         )
     else:
         typer.echo(table([[str(c) for c in r] for r in rows], list(_INGEST_HEADERS)), nl=False)
+    if odd:
+        typer.echo(
+            f"matrixgen: note: {len(odd)} record(s) of unit-test buckets name no test "
+            f'(not a pytest node id path::name, e.g. "{_t(odd[0])}"): stored as results, '
+            "never used to draft a deselect",
+            err=True,
+        )
     tests = sum(len(r.testcases) for r in reports)
     typer.echo(
         f"run {report.run_id}: {len(reports)} file(s), {tests} test(s); stored {report.rows} "
@@ -473,6 +482,7 @@ def propose(
                     {"evidence": c.row.to_dict(), "entries": list(c.by)} for c in proposal.covered
                 ],
                 "not_judged": [{"id": i, "why": why} for i, why in proposal.unjudged],
+                "not_node_ids": [r.to_dict() for r in proposal.not_node_ids],
                 "written": bool(write and (proposal.drafts or proposal.lifts)),
             }
         )
@@ -503,6 +513,11 @@ def propose(
             )
         for entry_id, why in proposal.unjudged:
             typer.echo(f"# kept: {_t(entry_id)}: {_t(why)}")
+        for r in proposal.not_node_ids:
+            typer.echo(
+                f"# left out: {r.verdict.value} {_t(_case(r))} on {_t(r.where)} ({r.job.place}): "
+                "not a pytest node id (path::name), so never drafted as a deselect"
+            )
     if unchecked:
         typer.echo(
             f"tracker state not checked for {unchecked} entr{'y' if unchecked == 1 else 'ies'} "
@@ -518,7 +533,7 @@ def propose(
     )
     typer.echo(
         f"{len(proposal.drafts)} draft(s), {len(proposal.lifts)} lift(s), "
-        f"{len(proposal.covered)} case(s) left out; {done}",
+        f"{len(proposal.covered) + len(proposal.not_node_ids)} case(s) left out; {done}",
         err=True,
     )
 
