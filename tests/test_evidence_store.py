@@ -381,3 +381,89 @@ def test_a_default_store_git_tracks_is_refused_by_the_commands_that_need_one(
             open_store(None, write=write)
     code = main(["flaky"])
     assert code == ExitCode.RESULTS_STORE
+
+
+def _report(path: Path, stamp: str, *, failed: bool = False) -> Path:
+    failure = '<failure message="boom"/>' if failed else ""
+    path.write_text(
+        f'<testsuites><testsuite name="pytest" timestamp="{stamp}" time="1.0">'
+        '<testcase classname="tests.unit_tests.data.test_blend" name="test_mix" time="0.5">'
+        f"{failure}</testcase></testsuite></testsuites>",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _ingest(capsys: pytest.CaptureFixture[str], report: Path, db: Path, *extra: str):
+    code = main(
+        ["results", "ingest", str(report), "--run-id", report.stem, "--target", TARGET,
+         "--tag", "latest", "--recipes", str(RECIPES), "--db", str(db), "--format", "json",
+         *extra]
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_report_dated_2099_is_stored_as_finished_now(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Else it would stay the latest run of its tests for good: a broken test
+    that passed once in 2099 would be read as flaky."""
+    import datetime as dt
+    import sqlite3
+
+    import orjson
+
+    db = tmp_path / "results.db"
+    before = int(dt.datetime.now(dt.UTC).timestamp())
+    code, out, err = _ingest(capsys, _report(tmp_path / "forged.xml", "2099-01-01T00:00:00"), db)
+    after = int(dt.datetime.now(dt.UTC).timestamp())
+    assert code == 0, err
+    orjson.loads(out)
+    assert "forged.xml: its suites end at 2099-01-01T00:00:01+00:00, later than now" in err
+    assert "the run is stored as finished now (clamped)" in err
+    with sqlite3.connect(db) as conn:
+        (stored,) = conn.execute("SELECT finished_at FROM runs").fetchone()
+    conn.close()
+    assert before <= stored <= after
+    # A report of the past keeps its own time, and no note is printed.
+    code, _, err = _ingest(capsys, _report(tmp_path / "past.xml", "2026-11-20T10:00:00"), db)
+    assert code == 0 and "clamped" not in err
+
+
+def test_finished_at_in_the_future_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = _report(tmp_path / "r.xml", "2026-11-20T10:00:00")
+    code, _, err = _ingest(capsys, report, tmp_path / "d.db", "--finished-at", "2099-01-01T00:00Z")
+    assert code == ExitCode.USAGE
+    assert '--finished-at "2099-01-01T00:00Z" is later than now' in err and "refused" in err
+    assert not (tmp_path / "d.db").exists()
+
+
+def test_every_json_output_of_the_evidence_commands_is_strict_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shipped_recipes: Path
+) -> None:
+    """orjson refuses NaN and Infinity: it reads every output."""
+    import orjson
+
+    db = tmp_path / "results.db"
+    for n in range(4):
+        stamp = f"2026-11-2{n}T10:00:00"
+        code, out, err = _ingest(capsys, _report(tmp_path / f"r{n}.xml", stamp, failed=n % 2), db)
+        assert code == 0, err
+        orjson.loads(out)
+    commands = [
+        ["flaky", "--db", str(db), "--min-runs", "1", "--format", "json"],
+        ["quarantine", "propose", "--recipes", str(shipped_recipes), "--db", str(db),
+         "--format", "json"],
+        ["quarantine", "audit", "--recipes", str(shipped_recipes), "--db", str(db),
+         "--format", "json"],
+        ["stats", "--recipes", str(shipped_recipes), "--cost", "--db", str(db), "--format",
+         "json"],
+    ]  # fmt: skip
+    for args in commands:
+        code = main(args)
+        out, err = capsys.readouterr()
+        assert code == 0, (args, err)
+        assert orjson.loads(out) is not None, args

@@ -83,7 +83,16 @@ def _parse_time(text: str) -> dt.datetime:
         raise UsageError(
             f'--finished-at "{text}": expected an ISO time like 2026-11-30T18:05:00Z'
         ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+    from matrixgen.evidence.junit import FUTURE_SKEW
+
+    now = dt.datetime.now(dt.UTC)
+    if moment > now + FUTURE_SKEW:
+        raise UsageError(
+            f'--finished-at "{text}" is later than now ({now.isoformat(timespec="seconds")}) '
+            f"plus {FUTURE_SKEW.seconds // 60} minutes: refused"
+        )
+    return moment
 
 
 def ingest(
@@ -129,7 +138,7 @@ def ingest(
     Re-ingesting a run changes nothing; a bad file stores nothing."""
     import os
 
-    from matrixgen.evidence.junit import read_report, report_files
+    from matrixgen.evidence.junit import read_report, report_files, run_finished_at
     from matrixgen.evidence.mapping import map_reports, not_node_ids
     from matrixgen.pipeline import generate, require_no_errors
 
@@ -148,8 +157,9 @@ def ingest(
     groups = map_reports(generation, reports, target=target, job=job, tag=tag)
     odd = not_node_ids(groups)
     if moment is None:
-        stamps = [r.finished_at for r in reports if r.finished_at is not None]
-        moment = max(stamps) if stamps else None
+        moment, note = run_finished_at(reports)
+        if note is not None:
+            typer.echo(f"matrixgen: note: {_t(note)}", err=True)
 
     from matrixgen.evidence.store import RunInfo, open_store
     from matrixgen.evidence.store import ingest as store_ingest

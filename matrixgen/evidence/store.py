@@ -62,6 +62,8 @@ _IN_CHUNK = 500
 TIMEOUT_VARIABLE = "MATRIXGEN_STORE_TIMEOUT"
 DEFAULT_TIMEOUT = 300.0
 _PROGRESS_STEPS = 10_000  # SQLite virtual-machine steps between two looks at the clock
+# A job's run is a sum of its tests' durations, each at most a year when ingested.
+_MAX_RUN_SECONDS = 1e15
 
 metadata = sa.MetaData()
 
@@ -841,8 +843,15 @@ def run_durations(store: Store) -> dict[JobKey, list[float]]:
     found: dict[JobKey, list[float]] = {}
     with store.transaction() as conn:
         job_keys = read_jobs(conn)
-        for job_id, _run, total in conn.execute(query):
-            found.setdefault(job_keys[job_id], []).append(float(total))
+        for job_id, run_ref, total in conn.execute(query):
+            seconds = float(total)
+            if not 0 <= seconds < _MAX_RUN_SECONDS:
+                # Ingest bounds each duration; a store written otherwise is refused.
+                raise ResultsStoreError(
+                    f"results store {store.shown}: run {run_ref} of job {job_id} sums to "
+                    f"{seconds:g} seconds of tests, not a duration"
+                )
+            found.setdefault(job_keys[job_id], []).append(seconds)
     return found
 
 
