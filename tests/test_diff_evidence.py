@@ -202,3 +202,17 @@ def test_a_store_whose_table_is_a_recursive_view_is_refused(
     assert time.monotonic() - start < 30
     assert run.code == ExitCode.RESULTS_STORE, run
     assert "holds a view runs, which a matrixgen store never has" in run.err
+
+
+def test_a_default_store_reached_through_a_link_is_never_read(
+    branch: GitRepo, evidence_store: Path, cli: Callable[..., Any]
+) -> None:
+    """A committed `.matrixgen` link could lead git's check elsewhere."""
+    import shutil
+
+    (branch.top / "elsewhere").mkdir()
+    shutil.copyfile(evidence_store, branch.top / "elsewhere" / "results.db")
+    (branch.top / ".matrixgen").symlink_to("elsewhere")
+    run = cli("diff", "HEAD", "--format", "markdown")
+    assert run.code == 0 and "evidence" not in run.out
+    assert "is reached through a symbolic link, so it is not read" in run.err

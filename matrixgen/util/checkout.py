@@ -77,6 +77,13 @@ def choose_store(given: str | None) -> StoreChoice:
     path = default_store_path()
     if not path.exists():
         return StoreChoice(None, False)
+    if path.is_symlink() or path.parent.is_symlink():
+        return StoreChoice(
+            None,
+            False,
+            f"{path} is reached through a symbolic link, so it is not read as the results "
+            f"store: pass --db or set {STORE_VARIABLE}",
+        )
     if tracked_by_git(path):
         return StoreChoice(
             None,
