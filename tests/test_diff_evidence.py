@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import markdown_it
+import orjson
 import pytest
 
 from matrixgen.diff.compare import SelectionDiff
@@ -158,7 +159,7 @@ def test_a_store_the_branch_commits_is_never_read(
     assert run.code == 0 and "evidence" not in json.loads(run.out)
     # Given explicitly, the same file is read: whoever runs the command chose it.
     run = cli("diff", "HEAD~1", "--format", "json", "--db", ".matrixgen/results.db")
-    assert ASYNC_ENTRY in json.loads(run.out)["evidence"]
+    assert ASYNC_ENTRY in orjson.loads(run.out)["evidence"]  # strict JSON: no NaN, Infinity
 
 
 @pytest.mark.parametrize(
