@@ -256,3 +256,46 @@ def test_a_selection_costs_the_sum_of_its_jobs(rows: list[tuple], decided: int |
         repeats = decided if decided is not None and "n_repeat" not in job.spec else None
         total = total + job_cost(job, target, config, n_repeat=repeats, measured=measured)
     assert jobs_cost(jobs, target, config, measured=measured) == total
+
+
+def _strict(text: str) -> object:
+    """orjson reads strict JSON only: NaN and Infinity are refused."""
+    import orjson
+
+    return orjson.loads(text)
+
+
+def test_huge_test_durations_never_make_an_infinite_cost(
+    measured_store: Path, tmp_path: Path
+) -> None:
+    """Two tests of time="1e308" summed to Infinity, which `stats --cost --format
+    json` wrote: the report is refused (exit 10, located) and stores nothing."""
+    from matrixgen.engine.errors import ExitCode
+
+    report = tmp_path / "huge.xml"
+    report.write_text(junit([1e308, 1e308], "2026-11-13T10:00:00"))
+    args = ["results", "ingest", str(report), "--run-id", "huge", "--job", JOB]
+    args += ["--target", "gitlab-mr-h100-dev", "--recipes", str(SHIPPED)]
+    run = run_cli([*args, "--db", str(measured_store)])
+    assert run.code == ExitCode.RESULTS_FILE, run
+    assert f"{report}:3:" in run.err and 'time="1e+308" is more than' in run.err
+    run = run_cli(["stats", "--recipes", str(SHIPPED), "--cost", "--format", "json",
+                   "--db", str(measured_store)])  # fmt: skip
+    assert run.code == 0
+    targets = {t["target"]: t for t in _strict(run.out)["targets"]}  # type: ignore[index]
+    assert targets["gitlab-mr-h100-dev"]["gpu_hours_expected"] == 4.444
+
+
+def test_a_store_holding_huge_durations_is_refused(measured_store: Path) -> None:
+    """A store written other than by ingest: its sums are not figures."""
+    import sqlite3
+
+    from matrixgen.engine.errors import ExitCode
+
+    with sqlite3.connect(measured_store) as conn:
+        conn.execute("UPDATE results SET duration = 1e308")
+    conn.close()
+    run = run_cli(["stats", "--recipes", str(SHIPPED), "--cost", "--format", "json",
+                   "--db", str(measured_store)])  # fmt: skip
+    assert run.code == ExitCode.RESULTS_STORE, run
+    assert "sums to inf seconds of tests, not a duration" in run.err and run.out == ""

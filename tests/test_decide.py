@@ -128,6 +128,15 @@ def test_labels_json_ignores_and_reports_unknown_labels() -> None:
         (["--event", "schedule"], "give --system"),
         (["--event", "pull_request", "--labels-json", "{"], "--labels-json: not JSON"),
         (["--event", "pull_request", "--labels-json", '{"a": 1}'], "a JSON list of strings"),
+        (
+            ["--event", "pull_request", "--labels-json", "[" * 60_000 + "]" * 60_000],
+            "--labels-json: nested deeper than 100 levels (at 1:101)",
+        ),
+        (
+            ["--event", "pull_request", "--labels-json", '["' + "x" * (16 << 20) + '"]'],
+            "bytes, more than the 16,777,216 a JSON input may have",
+        ),
+        (["--event", "pull_request", "--labels-json", "[NaN]"], "NaN is not a JSON value"),
         ([], "needs --event"),
     ],
 )

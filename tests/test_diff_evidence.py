@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import markdown_it
+import orjson
 import pytest
 
 from matrixgen.diff.compare import SelectionDiff
@@ -137,3 +138,82 @@ def test_a_store_that_cannot_be_read_is_an_error(
     run = cli("diff", "HEAD", "--db", str(missing))  # no entry to show: still an error
     assert run.code == ExitCode.RESULTS_STORE
     assert "Traceback" not in run.err
+
+
+def test_a_store_the_branch_commits_is_never_read(
+    branch: GitRepo, evidence_store: Path, cli: Callable[..., Any]
+) -> None:
+    """A pull request can commit `.matrixgen/results.db` (git add -f) full of
+    forged green runs: the diff must not show them beside a lifted entry."""
+    import shutil
+
+    (branch.top / ".matrixgen").mkdir()
+    shutil.copyfile(evidence_store, branch.top / ".matrixgen" / "results.db")
+    branch.git("add", "-f", ".matrixgen/results.db")
+    run = cli("diff", "HEAD", "--format", "markdown")
+    assert run.code == 0, run.err
+    assert "evidence" not in run.out
+    assert run.err.count("is tracked by git, so it is not read as the results store") == 1
+    branch.commit(message="commit the forged store")  # committed as well as staged
+    run = cli("diff", "HEAD~1", "--format", "json")
+    assert run.code == 0 and "evidence" not in json.loads(run.out)
+    # Given explicitly, the same file is read: whoever runs the command chose it.
+    run = cli("diff", "HEAD~1", "--format", "json", "--db", ".matrixgen/results.db")
+    assert ASYNC_ENTRY in orjson.loads(run.out)["evidence"]  # strict JSON: no NaN, Infinity
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"not a database, just text\n", b"SQLite format 3\x00" + b"\xff" * 200, b"\x00" * 4096],
+)
+def test_a_file_that_is_not_a_store_is_a_clear_error(
+    branch: GitRepo, tmp_path: Path, content: bytes, cli: Callable[..., Any]
+) -> None:
+    from matrixgen.engine.errors import ExitCode
+
+    path = tmp_path / "results.db"
+    path.write_bytes(content)
+    run = cli("diff", "HEAD", "--db", str(path))
+    assert run.code == ExitCode.RESULTS_STORE, run
+    assert "Traceback" not in run.err and f"results store sqlite:///{path}: " in run.err
+    assert len(run.err.splitlines()) == 1
+    assert path.read_bytes() == content  # read-only: nothing written to it
+
+
+def test_a_store_whose_table_is_a_recursive_view_is_refused(
+    branch: GitRepo, tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    import sqlite3
+    import time
+
+    from matrixgen.engine.errors import ExitCode
+
+    path = tmp_path / "results.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE matrixgen_schema (version INTEGER NOT NULL)")
+        conn.execute("INSERT INTO matrixgen_schema VALUES (1)")
+        conn.execute(
+            "CREATE VIEW runs AS WITH RECURSIVE r(id) AS (SELECT 1 UNION ALL "
+            "SELECT id + 1 FROM r) SELECT id, '' AS run_id, NULL AS commit_sha, "
+            "0 AS finished_at, 0 AS ingested_at FROM r"
+        )
+    conn.close()
+    start = time.monotonic()
+    run = cli("diff", "HEAD", "--db", str(path))
+    assert time.monotonic() - start < 30
+    assert run.code == ExitCode.RESULTS_STORE, run
+    assert "holds a view runs, which a matrixgen store never has" in run.err
+
+
+def test_a_default_store_reached_through_a_link_is_never_read(
+    branch: GitRepo, evidence_store: Path, cli: Callable[..., Any]
+) -> None:
+    """A committed `.matrixgen` link could lead git's check elsewhere."""
+    import shutil
+
+    (branch.top / "elsewhere").mkdir()
+    shutil.copyfile(evidence_store, branch.top / "elsewhere" / "results.db")
+    (branch.top / ".matrixgen").symlink_to("elsewhere")
+    run = cli("diff", "HEAD", "--format", "markdown")
+    assert run.code == 0 and "evidence" not in run.out
+    assert "is reached through a symbolic link, so it is not read" in run.err

@@ -171,3 +171,136 @@ def test_node_id_is_what_pytest_would_print(dirs, module, classes, name, param, 
 def test_a_record_that_is_not_pytest_keeps_its_names() -> None:
     assert node_id("io.example.CheckoutIT", "pays") == "io.example.CheckoutIT::pays"
     assert node_id("", "lonely") == "lonely"
+
+
+# ------------------------------------------------------------ hostile reports
+
+
+@pytest.mark.parametrize(
+    ("encoding", "reason"),
+    [("Shift_JIS", "multi-byte encodings are not supported"), ("no-such-enc", "unknown encoding")],
+)
+def test_an_encoding_the_parser_cannot_read_is_a_located_error(
+    encoding: str, reason: str, tmp_path
+) -> None:
+    data = (
+        f'<?xml version="1.0" encoding="{encoding}"?>\n<testsuite><testcase name="a"/></testsuite>'
+    )
+    with pytest.raises(ResultsFileError) as caught:
+        parse_report(data.encode(), "r.xml")
+    message = str(caught.value)
+    assert message.startswith("r.xml:1:")
+    assert f'names encoding "{encoding}", which cannot be read ({reason}' in message
+    assert caught.value.exit_code is ExitCode.RESULTS_FILE
+    # Through the command: exit 10, one line, no traceback.
+    from tests.conftest import run_cli
+
+    report = tmp_path / "r.xml"
+    report.write_bytes(data.encode())
+    run = run_cli(["results", "ingest", str(report), "--run-id", "1", "--db", str(tmp_path / "d")])
+    assert run.code == ExitCode.RESULTS_FILE and "Traceback" not in run.err, run
+
+
+@pytest.mark.parametrize(
+    ("suite", "expected"),
+    [
+        ('timestamp="9999-12-31T23:00:00" time="7200"', "ends outside the years 1 to 9999"),
+        ('timestamp="0001-01-01T00:00:00+05:00"', "ends outside the years 1 to 9999"),
+        ('timestamp="2026-11-30T10:00:00" time="1e300"', 'time="1e300" is more than'),
+        ('time="inf"', 'time="inf" is more than'),
+    ],
+)
+def test_suite_times_that_overflow_are_located_errors(suite: str, expected: str) -> None:
+    data = f"<testsuites>\n <testsuite {suite}><testcase name='a'/></testsuite></testsuites>"
+    with pytest.raises(ResultsFileError, match=expected) as caught:
+        parse_report(data.encode(), "r.xml")
+    assert str(caught.value).startswith("r.xml:2:2: ")
+
+
+def test_a_test_duration_past_a_year_is_a_located_error() -> None:
+    from matrixgen.evidence.junit import MAX_SECONDS
+
+    ok = f"<testsuite><testcase name='a' time='{MAX_SECONDS}'/></testsuite>"
+    assert parse_report(ok.encode(), "r.xml").testcases[0].duration == MAX_SECONDS
+    for bad in ("1e308", str(MAX_SECONDS + 1), "Infinity"):
+        data = f"<testsuite>\n<testcase name='a' time='{bad}'/></testsuite>"
+        with pytest.raises(ResultsFileError, match=rf"^r\.xml:2:1: time=\"{bad}\" is more than"):
+            parse_report(data.encode(), "r.xml")
+
+
+@given(
+    durations=st.lists(
+        st.floats(min_value=0, max_value=1e300, allow_nan=False) | st.sampled_from([1e308, 0.0]),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_what_a_report_holds_sums_to_a_finite_figure(durations: list[float]) -> None:
+    """Every duration read is at most a year, so any sum of them is finite;
+    the rest is refused, never read as a huge or infinite number."""
+    import math
+
+    from matrixgen.evidence.junit import MAX_SECONDS
+
+    cases = "".join(f"<testcase name='t{i}' time='{d!r}'/>" for i, d in enumerate(durations))
+    data = f"<testsuite>{cases}</testsuite>".encode()
+    if max(durations) > MAX_SECONDS:
+        with pytest.raises(ResultsFileError, match="is more than"):
+            parse_report(data, "r.xml")
+        return
+    report = parse_report(data, "r.xml")
+    assert math.isfinite(sum(t.duration or 0 for t in report.testcases) * 10**6)
+
+
+def test_a_report_dated_in_the_future_is_clamped_to_now() -> None:
+    from matrixgen.evidence.junit import FUTURE_SKEW, run_finished_at
+
+    now = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
+
+    def report(stamp: str, path: str = "r.xml"):
+        data = f'<testsuite timestamp="{stamp}"><testcase name="a"/></testsuite>'
+        return parse_report(data.encode(), path)
+
+    past = report("2026-12-01T11:00:00")
+    assert run_finished_at([past], now) == (past.finished_at, None)
+    within = report((now + FUTURE_SKEW).isoformat())
+    assert run_finished_at([past, within], now) == (now + FUTURE_SKEW, None)
+    future = report("2099-01-01T00:00:00", "forged.xml")
+    moment, note = run_finished_at([past, future], now)
+    assert moment == now
+    assert note is not None and note.startswith("forged.xml: its suites end at 2099-01-01")
+    assert "plus 5 minutes: the run is stored as finished now (clamped)" in note
+    assert run_finished_at([parse_report(b"<testsuite/>", "x.xml")], now) == (None, None)
+
+
+@given(st.data())
+def test_a_report_read_in_chunks_is_the_report_read_whole(data: st.DataObject) -> None:
+    """The parser is fed the file in pieces; where the pieces end changes nothing
+    (inside a tag, a name, a multi-byte character)."""
+    from matrixgen.evidence.junit import _parse
+
+    raw = (JUNIT / "gitlab.xml").read_bytes().replace(b"test_cleanup", "test_clé".encode())
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(raw) - 1), max_size=12)))
+    pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+    assert _parse(iter(pieces), "r.xml") == parse_report(raw, "r.xml")
+
+
+def test_a_report_past_the_size_limit_is_refused_unread(tmp_path, monkeypatch) -> None:
+    from matrixgen.evidence import junit
+
+    path = tmp_path / "big.xml"
+    path.write_bytes(b"<testsuite>" + b" " * 100 + b"</testsuite>")
+    monkeypatch.setattr(junit, "MAX_REPORT_BYTES", 100)
+    monkeypatch.setattr(junit, "_parse", lambda *a: pytest.fail("read past the limit"))
+    expected = r"big\.xml: 123 bytes, more than the 100 bytes a JUnit"
+    with pytest.raises(ResultsFileError, match=expected):
+        read_report(path)
+
+
+def test_nested_suites_deeper_than_python_recurses_are_read(tmp_path) -> None:
+    depth = 60_000
+    path = tmp_path / "deep.xml"
+    path.write_text(
+        '<testsuite name="s">' * depth + '<testcase name="a"/>' + "</testsuite>" * depth
+    )
+    assert [t.node_id for t in read_report(path).testcases] == ["a"]

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
 from matrixgen.evidence.propose import rectangles
+from matrixgen.util.nodeid import is_node_id
 from tests.evidence_fixtures import TODAY
 
 ASYNC = "tests/unit_tests/dist_checkpointing/test_async_save.py"
@@ -164,3 +165,53 @@ def test_rectangles_cover_exactly_the_cells(cells) -> None:
     for rect in rectangles(set(cells)):
         covered.extend(itertools.product(*rect))
     assert sorted(covered) == sorted(cells)  # every cell once, nothing more
+
+
+def _bucket_report(path: Path, *, failed: bool) -> Path:
+    """A report of one run: pytest's record of a collection error in the data
+    bucket (its name the directory, no class, no file) beside a real test."""
+    failure = '<error message="collection failed"/>' if failed else ""
+    path.write_text(
+        '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">'
+        f'<testcase classname="" name="tests/unit_tests/data/" time="0.1">{failure}</testcase>'
+        '<testcase classname="tests.unit_tests.data.test_blend" name="test_mix" time="0.2"/>'
+        "</testsuite></testsuites>",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_a_record_that_names_a_directory_never_becomes_a_deselect(
+    capsys, shipped_recipes: Path, tmp_path: Path
+) -> None:
+    """It passes and fails in turn, so it is judged flaky; a deselect of it would
+    take the whole bucket out (pytest's --deselect matches by prefix)."""
+    from tests.evidence_fixtures import TARGET
+
+    db = tmp_path / "results.db"
+    for n in range(6):
+        report = _bucket_report(tmp_path / f"run{n}.xml", failed=n % 2 == 0)
+        code = main(
+            ["results", "ingest", str(report), "--run-id", f"r{n}", "--target", TARGET,
+             "--tag", "latest", "--recipes", str(shipped_recipes), "--db", str(db),
+             "--finished-at", f"2026-11-2{n}T10:00:00Z", "--format", "json"]
+        )  # fmt: skip
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        assert json.loads(out)["not_node_ids"] == ["tests/unit_tests/data/"]
+        assert "1 record(s) of unit-test buckets name no test" in err
+        assert "never used to draft a deselect" in err
+    code, got, err = _propose(capsys, shipped_recipes, db, "--tracker", "#1")
+    assert code == 0, err
+    drafted = [n for d in got["drafts"] for n in d["entry"].get("node_ids", [])]
+    assert "tests/unit_tests/data/" not in drafted
+    assert [r["node_id"] for r in got["not_node_ids"]] == ["tests/unit_tests/data/"]
+    assert got["not_node_ids"][0]["verdict"] == "flaky"
+    code = main(["quarantine", "propose", "--recipes", str(shipped_recipes), "--db", str(db),
+                 "--tracker", "#1", "--write"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "not a pytest node id (path::name), so never drafted as a deselect" in out
+    written = yaml.safe_load((shipped_recipes / "quarantine.yaml").read_text())["entries"]
+    assert all(is_node_id(n) for e in written for n in e.get("node_ids", []))
+    assert main(["validate", "--recipes", str(shipped_recipes)]) == 0

@@ -268,3 +268,202 @@ def test_measured_run_durations_agree_on_both_dialects(
     found = durations(db)
     assert found == durations(reference)
     assert found and all(len(v) == 3 and min(v) >= 0 for v in found.values()), found
+
+
+def _sqlite_file(path: Path, *statements: str) -> Path:
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    with conn:
+        for statement in statements:
+            conn.execute(statement)
+    conn.close()
+    return path
+
+
+def test_a_reader_never_writes_a_sqlite_file(tmp_path: Path) -> None:
+    """A reader opens the file read-only: a SQLite file that is not a store is
+    refused as it is, never made into one."""
+    path = _sqlite_file(tmp_path / "other.db", "CREATE TABLE notes (text TEXT)")
+    before = path.read_bytes()
+    store = open_store(str(path), write=False)
+    try:
+        with pytest.raises(ResultsStoreError, match="is not a matrixgen results store"):
+            flaky_rows(store, FlakyPolicy())
+    finally:
+        store.close()
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]  # no journal either
+    # The connection itself is read-only (sqlite mode=ro), whatever a query asks.
+    store = open_store(str(path), write=False)
+    try:
+        with store.engine.connect() as conn, pytest.raises(Exception, match="readonly"):
+            conn.exec_driver_sql("CREATE TABLE forged (x)")
+    finally:
+        store.close()
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("statement", "shown"),
+    [
+        ("CREATE VIEW extra AS SELECT 1", "a view extra"),
+        (
+            "CREATE TRIGGER t AFTER INSERT ON runs BEGIN DELETE FROM results; END",
+            "a trigger t",
+        ),
+    ],
+)
+def test_views_and_triggers_are_refused(
+    tmp_path: Path, evidence_runs: list[Run], statement: str, shown: str
+) -> None:
+    path = tmp_path / "results.db"
+    ingest_runs(str(path), evidence_runs[:1])
+    _sqlite_file(path, statement)
+    for write in (False, True):
+        store = open_store(str(path), write=write)
+        try:
+            with pytest.raises(ResultsStoreError, match=f"holds {shown}, which a matrixgen"):
+                flaky_rows(store, FlakyPolicy())
+        finally:
+            store.close()
+
+
+def test_a_query_past_the_time_bound_is_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bound holds whatever the file holds: with the schema check out of the
+    way, a recursive view in place of a table is stopped at the deadline."""
+    import time
+
+    path = _sqlite_file(
+        tmp_path / "results.db",
+        "CREATE TABLE matrixgen_schema (version INTEGER NOT NULL)",
+        "INSERT INTO matrixgen_schema VALUES (1)",
+        "CREATE VIEW runs AS WITH RECURSIVE r(id) AS (SELECT 1 UNION ALL SELECT id + 1 "
+        "FROM r) SELECT id, '' AS run_id, NULL AS commit_sha, 0 AS finished_at FROM r",
+    )
+    monkeypatch.setattr(store_module, "_check_sqlite_schema", lambda conn, store: None)
+    monkeypatch.setenv(store_module.TIMEOUT_VARIABLE, "0.5")
+    store = open_store(str(path), write=False)
+    start = time.monotonic()
+    try:
+        with pytest.raises(ResultsStoreError, match=r"a query ran past 0\.5 seconds"):
+            flaky_rows(store, FlakyPolicy())
+    finally:
+        store.close()
+    assert time.monotonic() - start < 10
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "nan"])
+def test_a_bad_time_bound_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(store_module.TIMEOUT_VARIABLE, value)
+    with pytest.raises(UsageError, match="expected seconds"):
+        open_store(str(tmp_path / "results.db"), write=True)
+
+
+def test_a_default_store_git_tracks_is_refused_by_the_commands_that_need_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, evidence_runs: list[Run]
+) -> None:
+    from tests.gitrepo import GitRepo
+
+    monkeypatch.delenv("MATRIXGEN_RESULTS_DB", raising=False)
+    repo = GitRepo(tmp_path / "repo")
+    default = repo.top / ".matrixgen" / "results.db"
+    ingest_runs(str(default), evidence_runs[:1])
+    monkeypatch.chdir(repo.top)
+    assert store_url(None)[0] == f"sqlite:///{default}"  # untracked: the default store
+    repo.git("add", "-f", ".matrixgen/results.db")
+    for write in (False, True):
+        with pytest.raises(ResultsStoreError, match="is tracked by git, so it is not read"):
+            open_store(None, write=write)
+    code = main(["flaky"])
+    assert code == ExitCode.RESULTS_STORE
+
+
+def _report(path: Path, stamp: str, *, failed: bool = False) -> Path:
+    failure = '<failure message="boom"/>' if failed else ""
+    path.write_text(
+        f'<testsuites><testsuite name="pytest" timestamp="{stamp}" time="1.0">'
+        '<testcase classname="tests.unit_tests.data.test_blend" name="test_mix" time="0.5">'
+        f"{failure}</testcase></testsuite></testsuites>",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _ingest(capsys: pytest.CaptureFixture[str], report: Path, db: Path, *extra: str):
+    code = main(
+        ["results", "ingest", str(report), "--run-id", report.stem, "--target", TARGET,
+         "--tag", "latest", "--recipes", str(RECIPES), "--db", str(db), "--format", "json",
+         *extra]
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_report_dated_2099_is_stored_as_finished_now(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Else it would stay the latest run of its tests for good: a broken test
+    that passed once in 2099 would be read as flaky."""
+    import datetime as dt
+    import sqlite3
+
+    import orjson
+
+    db = tmp_path / "results.db"
+    before = int(dt.datetime.now(dt.UTC).timestamp())
+    code, out, err = _ingest(capsys, _report(tmp_path / "forged.xml", "2099-01-01T00:00:00"), db)
+    after = int(dt.datetime.now(dt.UTC).timestamp())
+    assert code == 0, err
+    orjson.loads(out)
+    assert "forged.xml: its suites end at 2099-01-01T00:00:01+00:00, later than now" in err
+    assert "the run is stored as finished now (clamped)" in err
+    with sqlite3.connect(db) as conn:
+        (stored,) = conn.execute("SELECT finished_at FROM runs").fetchone()
+    conn.close()
+    assert before <= stored <= after
+    # A report of the past keeps its own time, and no note is printed.
+    code, _, err = _ingest(capsys, _report(tmp_path / "past.xml", "2026-11-20T10:00:00"), db)
+    assert code == 0 and "clamped" not in err
+
+
+def test_finished_at_in_the_future_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = _report(tmp_path / "r.xml", "2026-11-20T10:00:00")
+    code, _, err = _ingest(capsys, report, tmp_path / "d.db", "--finished-at", "2099-01-01T00:00Z")
+    assert code == ExitCode.USAGE
+    assert '--finished-at "2099-01-01T00:00Z" is later than now' in err and "refused" in err
+    assert not (tmp_path / "d.db").exists()
+
+
+def test_every_json_output_of_the_evidence_commands_is_strict_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shipped_recipes: Path
+) -> None:
+    """orjson refuses NaN and Infinity: it reads every output."""
+    import orjson
+
+    db = tmp_path / "results.db"
+    for n in range(4):
+        stamp = f"2026-11-2{n}T10:00:00"
+        code, out, err = _ingest(capsys, _report(tmp_path / f"r{n}.xml", stamp, failed=n % 2), db)
+        assert code == 0, err
+        orjson.loads(out)
+    commands = [
+        ["flaky", "--db", str(db), "--min-runs", "1", "--format", "json"],
+        ["quarantine", "propose", "--recipes", str(shipped_recipes), "--db", str(db),
+         "--format", "json"],
+        ["quarantine", "audit", "--recipes", str(shipped_recipes), "--db", str(db),
+         "--format", "json"],
+        ["stats", "--recipes", str(shipped_recipes), "--cost", "--db", str(db), "--format",
+         "json"],
+    ]  # fmt: skip
+    for args in commands:
+        code = main(args)
+        out, err = capsys.readouterr()
+        assert code == 0, (args, err)
+        assert orjson.loads(out) is not None, args

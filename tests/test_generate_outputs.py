@@ -105,6 +105,30 @@ def test_a_forged_manifest_cannot_make_generate_delete_anything(
     assert report.notes and "not a manifest matrixgen wrote" in report.notes[0]
 
 
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ('{"format": 1, "files": ' + "[" * 60_000 + "]" * 60_000 + "}", "nested deeper than 100"),
+        ('{"format": 1, "files": {}, "pad": "' + "x" * (16 * 1024 * 1024) + '"}', "more than the"),
+        ('{"format": 1, "files": {"a.json": NaN}}', "NaN is not a JSON value"),
+    ],
+)
+def test_a_manifest_too_deep_or_too_large_is_ignored_with_why(
+    tmp_path: Path, template: TargetOutput, body: str, why: str
+) -> None:
+    """A pull request can commit one into the --out folder: 60,000 levels were a
+    RecursionError. It is ignored (no file removed), and the note says why."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.json").write_text("{}\n")
+    (out / MANIFEST_NAME).write_text(body)
+    report = write_outputs(outputs(template, ["a.json"]), out)
+    assert len(report.notes) == 1
+    assert "not a manifest matrixgen wrote (" in report.notes[0] and why in report.notes[0]
+    assert report.notes[0].endswith("): ignored, no file removed")
+    assert (out / "old.json").exists()
+
+
 NAMES = st.from_regex(r"[a-z][a-z0-9_-]{0,8}\.(json|yml)", fullmatch=True)
 
 

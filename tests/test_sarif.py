@@ -208,3 +208,39 @@ def test_findings_that_differ_only_in_severity_keep_one_order_whatever_the_hash_
         for seed in range(12)
     }
     assert len(outputs) == 1, outputs
+
+
+_NAME_BYTES = st.binary(min_size=1, max_size=12).filter(lambda b: b"/" not in b and b"\0" not in b)
+
+
+@given(st.lists(_NAME_BYTES, min_size=1, max_size=3))
+def test_a_name_that_is_not_utf8_is_the_uri_of_its_bytes(parts: list[bytes]) -> None:
+    """A file name read from the tree with surrogate escapes (not UTF-8) was a
+    UnicodeEncodeError: its URI now holds its bytes, percent-encoded, ASCII."""
+    from urllib.parse import unquote_to_bytes
+
+    names = [p if p not in (b".", b"..") else p + b"x" for p in parts]
+    base = Path("/top")
+    file = os.path.join("/top", *(os.fsdecode(n) for n in names))
+    uri = artifact_location(file, base)["uri"]
+    assert uri.isascii() and unquote_to_bytes(uri) == b"/".join(names)
+    outside = artifact_location(os.path.join("/elsewhere", os.fsdecode(names[0])), base)["uri"]
+    assert outside.isascii() and unquote_to_bytes(outside) == b"file:///elsewhere/" + names[0]
+
+
+def test_validate_sarif_with_a_file_name_that_is_not_utf8(tmp_path: Path, cli, monkeypatch) -> None:
+    root = tmp_path / "recipes"
+    root.mkdir()
+    (root / os.fsdecode(b"bad\xff.yaml")).write_bytes(b"foo: [\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_WORKSPACE", raising=False)
+    run = cli("validate", "--recipes", root, "--format", "sarif")
+    assert run.code == 1 and "Traceback" not in run.err, run
+    log = json.loads(run.out)
+    assert_valid(log)
+    uris = [
+        r["locations"][0]["physicalLocation"]["artifactLocation"] for r in log["runs"][0]["results"]
+    ]
+    assert {"uri": "recipes/bad%FF.yaml", "uriBaseId": "%SRCROOT%"} in uris
+    # The text and JSON formats show the name with its escape, as the log reads it.
+    assert "recipes/bad\\udcff.yaml:" in cli("validate", "--recipes", root).err

@@ -58,13 +58,17 @@ class FakeGitHub(BaseHTTPRequestHandler):
             return self._send(500, {"message": "oops"})
         if repo == "secondary":  # GitHub's secondary rate limit
             return self._send(403, {"message": "slow down"}, {"Retry-After": "60"})
+        if repo == "deep":  # an answer nested past any parser's recursion
+            return self._send(200, {}, raw=b"[" * 60_000 + b"]" * 60_000)
         issue = ISSUES.get((owner, repo, int(number)))
         if issue is None:
             return self._send(404, {"message": "Not Found"})
         return self._send(200, {"number": int(number), **issue})
 
-    def _send(self, code: int, body: dict, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
+    def _send(
+        self, code: int, body: dict, headers: dict[str, str] | None = None, raw: bytes = b""
+    ) -> None:
+        data = raw or json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -127,6 +131,7 @@ def test_states_from_the_api(api: str) -> None:
         (TOKEN, "limited", "rate limit is used up"),
         (TOKEN, "broken", "answered 500"),
         (TOKEN, "secondary", "rate limiting requests (403); retry after 60 s"),
+        (TOKEN, "deep", "with something that is not an issue"),
     ],
 )
 def test_api_errors_are_tracker_errors(api: str, token: str, repo: str, message: str) -> None:

@@ -68,12 +68,12 @@ def parse_labels_json(text: str | None) -> list[str]:
 
     if text is None or not text.strip():
         return []
-    import json
+    from matrixgen.util.jsontext import JsonInputError, load_bounded
 
     try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise UsageError(f"--labels-json: not JSON ({exc.msg} at character {exc.pos})") from None
+        value = load_bounded(text)
+    except JsonInputError as exc:
+        raise UsageError(f"--labels-json: {exc}") from None
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

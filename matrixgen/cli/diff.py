@@ -10,7 +10,7 @@ import typer
 from msgspec.structs import replace
 
 from matrixgen.cli.common import HoldingPenOption, TargetOption, echo_findings, echo_json
-from matrixgen.cli.evidence import DbOption
+from matrixgen.cli.evidence import DbOption, note_ignored_store
 from matrixgen.util.escape import terminal_text
 
 
@@ -36,8 +36,9 @@ recipe trees are read from git objects, not checked out, so this works in a
 dirty working tree and in CI. A revision that starts with "-" is refused.
 
 Evidence: with a results store (--db, $MATRIXGEN_RESULTS_DB, or
-.matrixgen/results.db when it exists), each quarantine entry the diff names
-carries its evidence, as `quarantine audit` shows it (markdown, text, json).
+.matrixgen/results.db when it exists and git does not track it), each
+quarantine entry the diff names carries its evidence, as `quarantine audit`
+shows it (markdown, text, json).
 
 --changed-view: what change-based selection would run for the branch's own
 changed files (between the merge base of BASE and HEAD, and HEAD), decided and
@@ -136,6 +137,7 @@ def diff_command(
     )
     from matrixgen.diff.evidence import diff_evidence
 
+    note_ignored_store(db)
     evidence = diff_evidence(result, [side.generation for side in sides], db=db)
     if evidence is not None:
         result = replace(result, evidence=evidence)

@@ -35,7 +35,8 @@ DbOption = Annotated[
         "--db",
         metavar="URL",
         help="Results store: a SQLite file path, sqlite:///PATH or postgresql://... "
-        "(default: $MATRIXGEN_RESULTS_DB, else .matrixgen/results.db at the top of the checkout).",
+        "(default: $MATRIXGEN_RESULTS_DB, else .matrixgen/results.db at the top of the checkout, "
+        "unless git tracks it).",
     ),
 ]
 SinceOption = Annotated[
@@ -58,6 +59,17 @@ BrokenRunsOption = Annotated[
 ]
 
 
+def note_ignored_store(db: str | None) -> None:
+    """One note on stderr when the default results store is there but tracked by
+    git, so not read (the commands that need a store stop on it instead)."""
+    from matrixgen.util.checkout import choose_store
+    from matrixgen.util.escape import terminal_text
+
+    note = choose_store(db).note
+    if note is not None:
+        typer.echo(f"matrixgen: note: {terminal_text(note)}", err=True)
+
+
 class FlakyFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
@@ -71,7 +83,16 @@ def _parse_time(text: str) -> dt.datetime:
         raise UsageError(
             f'--finished-at "{text}": expected an ISO time like 2026-11-30T18:05:00Z'
         ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+    from matrixgen.evidence.junit import FUTURE_SKEW
+
+    now = dt.datetime.now(dt.UTC)
+    if moment > now + FUTURE_SKEW:
+        raise UsageError(
+            f'--finished-at "{text}" is later than now ({now.isoformat(timespec="seconds")}) '
+            f"plus {FUTURE_SKEW.seconds // 60} minutes: refused"
+        )
+    return moment
 
 
 def ingest(
@@ -117,8 +138,8 @@ def ingest(
     Re-ingesting a run changes nothing; a bad file stores nothing."""
     import os
 
-    from matrixgen.evidence.junit import read_report, report_files
-    from matrixgen.evidence.mapping import map_reports
+    from matrixgen.evidence.junit import read_report, report_files, run_finished_at
+    from matrixgen.evidence.mapping import map_reports, not_node_ids
     from matrixgen.pipeline import generate, require_no_errors
 
     if not run_id.strip():
@@ -134,9 +155,11 @@ def ingest(
     generation = generate(root)
     require_no_errors(generation)
     groups = map_reports(generation, reports, target=target, job=job, tag=tag)
+    odd = not_node_ids(groups)
     if moment is None:
-        stamps = [r.finished_at for r in reports if r.finished_at is not None]
-        moment = max(stamps) if stamps else None
+        moment, note = run_finished_at(reports)
+        if note is not None:
+            typer.echo(f"matrixgen: note: {_t(note)}", err=True)
 
     from matrixgen.evidence.store import RunInfo, open_store
     from matrixgen.evidence.store import ingest as store_ingest
@@ -160,10 +183,18 @@ def ingest(
                 "new_run": report.new_run,
                 "files": len(reports),
                 "jobs": [dict(zip(_INGEST_HEADERS, r, strict=True)) for r in rows],
+                "not_node_ids": odd,
             }
         )
     else:
         typer.echo(table([[str(c) for c in r] for r in rows], list(_INGEST_HEADERS)), nl=False)
+    if odd:
+        typer.echo(
+            f"matrixgen: note: {len(odd)} record(s) of unit-test buckets name no test "
+            f'(not a pytest node id path::name, e.g. "{_t(odd[0])}"): stored as results, '
+            "never used to draft a deselect",
+            err=True,
+        )
     tests = sum(len(r.testcases) for r in reports)
     typer.echo(
         f"run {report.run_id}: {len(reports)} file(s), {tests} test(s); stored {report.rows} "
@@ -461,6 +492,7 @@ def propose(
                     {"evidence": c.row.to_dict(), "entries": list(c.by)} for c in proposal.covered
                 ],
                 "not_judged": [{"id": i, "why": why} for i, why in proposal.unjudged],
+                "not_node_ids": [r.to_dict() for r in proposal.not_node_ids],
                 "written": bool(write and (proposal.drafts or proposal.lifts)),
             }
         )
@@ -491,6 +523,11 @@ def propose(
             )
         for entry_id, why in proposal.unjudged:
             typer.echo(f"# kept: {_t(entry_id)}: {_t(why)}")
+        for r in proposal.not_node_ids:
+            typer.echo(
+                f"# left out: {r.verdict.value} {_t(_case(r))} on {_t(r.where)} ({r.job.place}): "
+                "not a pytest node id (path::name), so never drafted as a deselect"
+            )
     if unchecked:
         typer.echo(
             f"tracker state not checked for {unchecked} entr{'y' if unchecked == 1 else 'ies'} "
@@ -506,7 +543,7 @@ def propose(
     )
     typer.echo(
         f"{len(proposal.drafts)} draft(s), {len(proposal.lifts)} lift(s), "
-        f"{len(proposal.covered)} case(s) left out; {done}",
+        f"{len(proposal.covered) + len(proposal.not_node_ids)} case(s) left out; {done}",
         err=True,
     )
 

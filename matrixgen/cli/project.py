@@ -22,7 +22,7 @@ from matrixgen.cli.common import (
     load_valid,
     recipes_dir,
 )
-from matrixgen.cli.evidence import DbOption
+from matrixgen.cli.evidence import DbOption, note_ignored_store
 from matrixgen.engine.errors import ExitCode, UsageError
 from matrixgen.util.escape import terminal_text
 from matrixgen.views.table import table
@@ -197,8 +197,9 @@ def register(app: typer.Typer) -> None:
         quarantine state; with --cost, what each costs in GPU-hours.
 
         With --cost and a results store (--db, $MATRIXGEN_RESULTS_DB, or
-        .matrixgen/results.db when it exists), jobs with measured durations get
-        an expected figure too: GPUs x the median of their measured runs.
+        .matrixgen/results.db when it exists and git does not track it), jobs
+        with measured durations get an expected figure too: GPUs x the median
+        of their measured runs.
 
         Targets: the --target ones, else the configured ones (a tree without
         config: every scope x platform x environment it uses, holding-pen scopes
@@ -217,6 +218,7 @@ def register(app: typer.Typer) -> None:
             from matrixgen.views.cost import compute_cost, render_cost_table
 
             measured = None
+            note_ignored_store(db)
             if store_configured(db):  # sqlalchemy only when there is a store
                 from matrixgen.evidence.durations import measured_from_store
 

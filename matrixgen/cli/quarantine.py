@@ -27,7 +27,7 @@ from matrixgen.cli.common import (
     echo_json,
     recipes_dir,
 )
-from matrixgen.cli.evidence import DbOption
+from matrixgen.cli.evidence import DbOption, note_ignored_store
 from matrixgen.engine.errors import ExitCode, QuarantineError, UsageError, did_you_mean
 from matrixgen.engine.vocab import (
     CONFIG_FILENAME,
@@ -605,6 +605,7 @@ def audit(
     items = audit_entries(qfile, hits, today=current_day(), days=days, tracker_states=report.states)
     from matrixgen.evidence.summary import entry_evidence
 
+    note_ignored_store(db)
     evidence = entry_evidence(generation, entries, db=db, targets=targets) if entries else None
     if fmt is TableOrJson.JSON:
         echo_json(

@@ -48,6 +48,7 @@ from matrixgen.engine.vocab import System
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.entries import Selection
 from matrixgen.util.atomic import WriteError, remove_stale_temps, write_atomic
+from matrixgen.util.jsontext import JSON_MAX_BYTES, JsonInputError, load_bounded
 from matrixgen.util.readfile import NotRegularFile, read_regular
 from matrixgen.util.values import ComparedValue
 
@@ -263,20 +264,23 @@ def _read_manifest(out_dir: Path) -> tuple[dict[str, str], list[str]]:
     """The files an earlier run wrote, {name: sha256}; unusable entries dropped."""
     path = out_dir / MANIFEST_NAME
     try:
-        raw = read_regular(path)
+        raw = read_regular(path, limit=JSON_MAX_BYTES)
     except NotRegularFile as exc:
         raise OutputError(f"--out {out_dir}: {MANIFEST_NAME} is {exc.kind}: refused") from None
     except OSError as exc:
         raise file_error(f"--out {out_dir}: cannot read {MANIFEST_NAME}", exc) from None
     if raw is None:
         return {}, []
+    why = ""
     try:
-        data = json.loads(raw)
+        data = load_bounded(raw)
         files = data["files"] if isinstance(data, dict) and data.get("format") == 1 else None
-    except (ValueError, KeyError):
+    except JsonInputError as exc:
+        files, why = None, f" ({exc})"
+    except KeyError:
         files = None
     if not isinstance(files, dict):
-        return {}, [f"{path} is not a manifest matrixgen wrote: ignored, no file removed"]
+        return {}, [f"{path} is not a manifest matrixgen wrote{why}: ignored, no file removed"]
     owned = {
         name: digest
         for name, digest in files.items()

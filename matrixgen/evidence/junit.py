@@ -23,13 +23,16 @@ is streamed through expat, so cost is linear in its size. Every problem is a
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
+from typing import BinaryIO
 
 from msgspec import Struct
+from msgspec.structs import replace
 
 from matrixgen.engine.errors import ResultsFileError
 
@@ -47,7 +50,7 @@ class Outcome(StrEnum):
         return self in (Outcome.FAILED, Outcome.ERROR)
 
 
-class Testcase(Struct, frozen=True, kw_only=True):
+class Testcase(Struct, frozen=True, kw_only=True, gc=False):
     """One test's result in one report, its reruns folded in."""
 
     node_id: str  # pytest's node id when the record says enough, else classname::name
@@ -67,24 +70,33 @@ class Report(Struct, frozen=True, kw_only=True):
     finished_at: dt.datetime | None  # latest suite timestamp + time, UTC, when given
 
 
+# Bounds on one report: its size in bytes (read_report refuses a larger file
+# before reading it), and any one duration (a test's or a suite's `time`): more
+# than a year is no measurement, and sums of such durations stay finite.
+MAX_REPORT_BYTES = 256 * 1024 * 1024
+MAX_SECONDS = 366 * 24 * 3600
+_CHUNK = 1024 * 1024  # bytes fed to the parser at a time
+
 _FAILURE_TAGS = {"failure": Outcome.FAILED, "error": Outcome.ERROR}
 _RERUN_TAGS = frozenset({"rerunFailure", "rerunError", "flakyFailure", "flakyError"})
 _ROOTS = ("testsuites", "testsuite")
 _PYTHON_FILE = re.compile(r"^(test_.*|.*_test)$")
+_DECLARED_ENCODING = re.compile(rb"""^\s*<\?xml[^>]*?\bencoding\s*=\s*["']([^"']{0,80})["']""")
 
 
 class _DoctypeRefused(Exception):
     pass
 
 
-class _Record(Struct):
+class _Record(Struct, gc=False):
+    """The record being read (one at a time)."""
+
+    node_id: str
     classname: str
     name: str
-    file: str
     suite: str
     duration: float | None
     line: int
-    column: int
     outcome: Outcome = Outcome.PASSED
     reruns: int = 0
     message: str = ""
@@ -92,14 +104,28 @@ class _Record(Struct):
 
 def parse_report(data: bytes, path: str) -> Report:
     """Parse one JUnit XML document (bytes), `path` naming it in errors."""
+    if not data.strip():
+        raise ResultsFileError(f"{path}: the file is empty, expected a JUnit XML report")
+    return _parse(iter([data]), path)
+
+
+def _parse(chunks: Iterator[bytes], path: str) -> Report:
+    """Stream the chunks through expat: no tree is built, and a test's state is
+    one record (a rerun's record replaces it), so the memory a report needs is
+    its distinct tests, whatever its size in bytes or the depth of its suites."""
     from xml.parsers import expat
 
     parser = expat.ParserCreate()
     stack: list[str] = []
     suites: list[str] = []
-    records: list[_Record] = []
+    tests: dict[str, Testcase] = {}  # in the order of each test's last record
+    attempts: dict[str, int] = {}  # records before the last one, of tests seen again
     current: list[_Record | None] = [None]
     finished: list[dt.datetime] = []
+    strings: dict[str, str] = {}  # one copy of each classname and suite name
+
+    def shared(text: str) -> str:
+        return strings.setdefault(text, text)
 
     def where() -> str:
         return f"{path}:{parser.CurrentLineNumber}:{parser.CurrentColumnNumber + 1}"
@@ -115,8 +141,8 @@ def parse_report(data: bytes, path: str) -> Report:
             )
         stack.append(tag)
         if tag == "testsuite":
-            suites.append(attrs.get("name", ""))
-            stamp = _suite_end(attrs)
+            suites.append(shared(attrs.get("name", "")))
+            stamp = _suite_end(attrs, where)
             if stamp is not None:
                 finished.append(stamp)
         elif tag == "testcase":
@@ -125,14 +151,18 @@ def parse_report(data: bytes, path: str) -> Report:
             name = attrs.get("name", "").strip()
             if not name:
                 raise ResultsFileError(f"{where()}: <testcase> without a name attribute")
+            classname = shared(attrs.get("classname", "").strip())
+            nid = node_id(classname, name, attrs.get("file", "").strip())
+            if tests.pop(nid, None) is not None:
+                # Every record of a test but its last is an attempt that failed.
+                attempts[nid] = attempts.get(nid, 0) + 1
             current[0] = _Record(
-                classname=attrs.get("classname", "").strip(),
+                node_id=nid,
+                classname=classname,
                 name=name,
-                file=attrs.get("file", "").strip(),
                 suite=suites[-1] if suites else "",
-                duration=_seconds(attrs.get("time")),
+                duration=_seconds(attrs.get("time"), where),
                 line=parser.CurrentLineNumber,
-                column=parser.CurrentColumnNumber + 1,
             )
         elif current[0] is not None and stack[-2] == "testcase":
             record = current[0]
@@ -156,16 +186,18 @@ def parse_report(data: bytes, path: str) -> Report:
         elif tag == "testcase":
             record = current[0]
             assert record is not None
-            records.append(record)
+            tests[record.node_id] = _testcase(record)
             current[0] = None
 
-    if not data.strip():
-        raise ResultsFileError(f"{path}: the file is empty, expected a JUnit XML report")
     parser.StartDoctypeDeclHandler = refuse_doctype
     parser.StartElementHandler = start
     parser.EndElementHandler = end
+    first = b""
     try:
-        parser.Parse(data, True)
+        for chunk in chunks:
+            first = first or chunk[:200]
+            parser.Parse(chunk, False)
+        parser.Parse(b"", True)
     except expat.ExpatError as exc:
         raise ResultsFileError(
             f"{path}:{exc.lineno}:{exc.offset + 1}: not well-formed XML "
@@ -176,24 +208,62 @@ def parse_report(data: bytes, path: str) -> Report:
             f"{where()}: a DOCTYPE is not accepted in a JUnit XML report "
             "(it could declare entities)"
         ) from None
+    except (LookupError, ValueError) as exc:
+        # The declared encoding: unknown to Python, or one expat cannot decode
+        # (multi-byte encodings other than UTF-8 and UTF-16).
+        declared = _DECLARED_ENCODING.match(first)
+        name = declared.group(1).decode("ascii", "replace") if declared else "?"
+        raise ResultsFileError(
+            f'{where()}: the XML declaration names encoding "{name}", which cannot be '
+            f"read ({exc}): write the report in UTF-8"
+        ) from None
     return Report(
         path=path,
-        testcases=tuple(_fold(records)),
+        testcases=tuple(
+            replace(t, reruns=t.reruns + attempts[t.node_id]) if t.node_id in attempts else t
+            for t in tests.values()
+        ),
         finished_at=max(finished) if finished else None,
     )
 
 
-def _seconds(text: str | None) -> float | None:
+def _testcase(record: _Record) -> Testcase:
+    return Testcase(
+        node_id=record.node_id,
+        classname=record.classname,
+        name=record.name,
+        suite=record.suite,
+        outcome=record.outcome,
+        duration=record.duration,
+        reruns=record.reruns,
+        message=record.message,
+        line=record.line,
+    )
+
+
+def _seconds(text: str | None, where: Callable[[], str]) -> float | None:
+    """A `time` attribute: None when absent or not a number (some reporters
+    write "" or "N/A"); a located error past MAX_SECONDS."""
     if not text:
         return None
     try:
         value = float(text.replace(",", ""))
     except ValueError:
         return None
-    return value if value >= 0 and value == value and value != float("inf") else None
+    if value != value or value < 0:
+        return None
+    if value > MAX_SECONDS:
+        raise ResultsFileError(
+            f'{where()}: time="{text[:40]}" is more than {MAX_SECONDS:,} seconds (a year): '
+            "not a duration a test or suite can take"
+        )
+    return value
 
 
-def _suite_end(attrs: dict[str, str]) -> dt.datetime | None:
+def _suite_end(attrs: dict[str, str], where: Callable[[], str]) -> dt.datetime | None:
+    """When a suite ended, UTC: its timestamp (naive: UTC) plus its time; a
+    located error when that is outside the years 1 to 9999."""
+    seconds = _seconds(attrs.get("time"), where)
     stamp = attrs.get("timestamp")
     if not stamp:
         return None
@@ -203,34 +273,13 @@ def _suite_end(attrs: dict[str, str]) -> dt.datetime | None:
         return None
     if start.tzinfo is None:
         start = start.replace(tzinfo=dt.UTC)
-    return (start + dt.timedelta(seconds=_seconds(attrs.get("time")) or 0)).astimezone(dt.UTC)
-
-
-def _fold(records: list[_Record]) -> Iterator[Testcase]:
-    """One Testcase per node id: the last record decides, the ones before are
-    failed attempts. Order: where each test's last record stands."""
-    last: dict[str, int] = {}
-    attempts: dict[str, int] = {}
-    ids = [node_id(r.classname, r.name, r.file) for r in records]
-    for i, nid in enumerate(ids):
-        if nid in last:
-            attempts[nid] = attempts.get(nid, 0) + 1
-        last[nid] = i
-    for i, record in enumerate(records):
-        nid = ids[i]
-        if last[nid] != i:
-            continue
-        yield Testcase(
-            node_id=nid,
-            classname=record.classname,
-            name=record.name,
-            suite=record.suite,
-            outcome=record.outcome,
-            duration=record.duration,
-            reruns=record.reruns + attempts.get(nid, 0),
-            message=record.message,
-            line=record.line,
-        )
+    try:
+        return (start + dt.timedelta(seconds=seconds or 0)).astimezone(dt.UTC)
+    except OverflowError:
+        raise ResultsFileError(
+            f'{where()}: testsuite timestamp="{stamp[:40]}" with time="{attrs.get("time", "")}" '
+            "ends outside the years 1 to 9999"
+        ) from None
 
 
 def node_id(classname: str, name: str, file: str = "") -> str:
@@ -263,6 +312,32 @@ def _node_prefix(classname: str, file: str) -> str:
     return "::".join([path, *parts[module_end + 1 :]])
 
 
+# How far past the clock a report's time may be (runners' clocks differ a little).
+FUTURE_SKEW = dt.timedelta(minutes=5)
+
+
+def run_finished_at(
+    reports: Iterable[Report], now: dt.datetime | None = None
+) -> tuple[dt.datetime | None, str | None]:
+    """When the run finished, by its reports: the latest suite end (None when
+    no suite says). One later than now plus FUTURE_SKEW is clamped to now, and
+    the note (else None) says so: a report dated 2099 would otherwise be the
+    latest run of every test for good."""
+    now = now or dt.datetime.now(dt.UTC)
+    dated = [r for r in reports if r.finished_at is not None]
+    if not dated:
+        return None, None
+    latest = max(dated, key=lambda r: r.finished_at or now)
+    assert latest.finished_at is not None
+    if latest.finished_at <= now + FUTURE_SKEW:
+        return latest.finished_at, None
+    return now, (
+        f"{latest.path}: its suites end at {latest.finished_at.isoformat()}, later than now "
+        f"({now.isoformat(timespec='seconds')}) plus {FUTURE_SKEW.seconds // 60} minutes: "
+        "the run is stored as finished now (clamped)"
+    )
+
+
 def report_files(paths: Iterable[Path]) -> list[Path]:
     """The report files named: files as given, directories searched for
     `*.xml` (sorted, so the order is the same on every machine)."""
@@ -283,8 +358,25 @@ def report_files(paths: Iterable[Path]) -> list[Path]:
 
 
 def read_report(path: Path) -> Report:
+    """Read one report file, streamed in chunks; a file larger than
+    MAX_REPORT_BYTES is refused before it is read."""
     try:
-        data = path.read_bytes()
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_REPORT_BYTES:
+                raise ResultsFileError(
+                    f"{path}: {size:,} bytes, more than the {MAX_REPORT_BYTES:,} bytes "
+                    "a JUnit XML report may have: split it (pytest writes one per run of it)"
+                )
+            first = handle.read(_CHUNK)
+            if not first.strip():
+                raise ResultsFileError(f"{path}: the file is empty, expected a JUnit XML report")
+            return _parse(_chunks(handle, first), str(path))
     except OSError as exc:
         raise ResultsFileError(f"{path}: cannot read: {exc.strerror}") from None
-    return parse_report(data, str(path))
+
+
+def _chunks(handle: BinaryIO, first: bytes) -> Iterator[bytes]:
+    yield first
+    while chunk := handle.read(_CHUNK):
+        yield chunk

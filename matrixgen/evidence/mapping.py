@@ -239,3 +239,14 @@ class BucketIndex:
 def bucket_for(path: str, buckets: Iterable[str]) -> str | None:
     """The bucket of one test file (see BucketIndex)."""
     return BucketIndex(buckets)(path)
+
+
+def not_node_ids(groups: Sequence[JobResults]) -> list[str]:
+    """The records of unit-test buckets that name no test (`util.nodeid`: a bare
+    path or directory, as pytest writes a collection error), sorted. They are
+    stored as outcomes like any record; `propose` never drafts a deselect of one."""
+    from matrixgen.util.nodeid import is_node_id
+
+    return sorted(
+        {t.node_id for g in groups if g.job.unit for t in g.testcases if not is_node_id(t.node_id)}
+    )

@@ -6,6 +6,8 @@ Drafts, for flaky and broken keys that no entry covers yet:
 - a flaky functional case: `allow-failure` (it keeps running, and keeps the
   signal that lifts it);
 - a broken functional case: `skip`.
+A record whose node id names no test (a bare path or directory: pytest writes
+one for a collection error) is never drafted: `Proposal.not_node_ids` lists it.
 Each draft is scoped to exactly where the evidence is: the platforms,
 environments, tags and system/scope places of the failing jobs, split into as
 many entries as it takes for every entry to cover only those jobs (an entry's
@@ -37,6 +39,7 @@ from matrixgen.evidence.store import JobKey
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.edit import entry_id, slug, unique_id
 from matrixgen.quarantine.entries import Entry, applying_entries, current_day, entry_hits, policy
+from matrixgen.util.nodeid import is_node_id
 
 DEFAULT_LIFT_RUNS = 10
 
@@ -67,6 +70,9 @@ class Proposal(Struct, frozen=True, kw_only=True):
     lifts: tuple[Lift, ...]
     covered: tuple[Covered, ...]  # flaky/broken rows left out, and why
     unjudged: tuple[tuple[str, str], ...]  # (entry id, why no lift could be judged)
+    # Flaky/broken rows of a record that names no test (a bare path or directory,
+    # as pytest writes a collection error): never drafted as a deselect.
+    not_node_ids: tuple[FlakyRow, ...] = ()
 
 
 def _places(
@@ -158,11 +164,15 @@ def propose(
 
     groups: dict[tuple, list[FlakyRow]] = {}
     covered: list[Covered] = []
+    not_node_ids: list[FlakyRow] = []
     for row in rows:
         if row.verdict is Verdict.OK or row.runs < min_runs:
             continue
         if row.node_id is None and row.job.unit:
             continue  # a bucket is judged per node id; its whole-job row serves lifts
+        if row.node_id is not None and not is_node_id(row.node_id):
+            not_node_ids.append(row)  # pytest deselects by prefix: it would take a folder out
+            continue
         found = places.get(row.job)
         if not found:
             covered.append(Covered(row=row, by=()))
@@ -222,6 +232,7 @@ def propose(
         lifts=tuple(lifts),
         covered=tuple(covered),
         unjudged=tuple(unjudged),
+        not_node_ids=tuple(not_node_ids),
     )
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,7 +45,7 @@ from msgspec import Struct, field
 
 from matrixgen.engine.errors import ResultsStoreError, UsageError
 from matrixgen.evidence.junit import Outcome, Testcase
-from matrixgen.util.checkout import STORE_VARIABLE, default_store_path
+from matrixgen.util.checkout import choose_store, default_store_path
 from matrixgen.util.values import ComparedValue
 
 SCHEMA_VERSION = 1
@@ -57,6 +58,12 @@ TEXT_LIMIT = 255
 TEST_CASE_LIMIT = 1000
 _ADVISORY_LOCK = 0x6D677276  # "mgrv": the one lock every writer takes
 _IN_CHUNK = 500
+# Every transaction on a store is bounded in time ($MATRIXGEN_STORE_TIMEOUT).
+TIMEOUT_VARIABLE = "MATRIXGEN_STORE_TIMEOUT"
+DEFAULT_TIMEOUT = 300.0
+_PROGRESS_STEPS = 10_000  # SQLite virtual-machine steps between two looks at the clock
+# A job's run is a sum of its tests' durations, each at most a year when ingested.
+_MAX_RUN_SECONDS = 1e15
 
 metadata = sa.MetaData()
 
@@ -241,10 +248,12 @@ class History(Struct, frozen=True):
 
 def store_url(given: str | None) -> tuple[str, bool]:
     """(SQLAlchemy URL, explicitly configured?) from --db, $MATRIXGEN_RESULTS_DB,
-    or the default file. A plain path is a SQLite file; postgresql:// URLs use
-    psycopg (version 3)."""
-    text = given or os.environ.get(STORE_VARIABLE) or ""
-    explicit = bool(text)
+    or the default file (`util.checkout.choose_store`: never one git tracks). A
+    plain path is a SQLite file; postgresql:// URLs use psycopg (version 3)."""
+    choice = choose_store(given)
+    if choice.note is not None:
+        raise ResultsStoreError(choice.note)
+    text = choice.location or ""
     if not text:
         return "sqlite:///" + str(default_store_path()), False
     lowered = text.lower()
@@ -257,7 +266,7 @@ def store_url(given: str | None) -> tuple[str, bool]:
         raise UsageError(
             f"--db {_shown(text)}: expected a file path, sqlite:///PATH or postgresql://..."
         )
-    return "sqlite:///" + text, explicit
+    return "sqlite:///" + text, choice.explicit
 
 
 def _shown(url: str) -> str:
@@ -280,6 +289,7 @@ class Store(ComparedValue, frozen=True):
     url: str
     write: bool
     migrated: list[bool] = field(default_factory=list)  # [True] once checked; not compared
+    clock: list[_Deadline] = field(default_factory=list)  # SQLite: the query time bound
 
     def compared(self) -> tuple:
         return (self.engine, self.url, self.write)
@@ -305,7 +315,12 @@ class Store(ComparedValue, frozen=True):
                     _migrate(conn, self)
                     checked = True
                 yield conn
-        except sa.exc.OperationalError as exc:
+        except sa.exc.DatabaseError as exc:
+            if self.clock and self.clock[0].expired():
+                raise ResultsStoreError(
+                    f"results store {self.shown}: a query ran past {self.clock[0].limit:g} "
+                    f"seconds (${TIMEOUT_VARIABLE}) and was stopped"
+                ) from None
             raise ResultsStoreError(
                 f"results store {self.shown}: {_first_line(exc.orig or exc)}"
             ) from None
@@ -321,11 +336,44 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def store_timeout() -> float:
+    """Seconds a store's transaction may take ($MATRIXGEN_STORE_TIMEOUT)."""
+    text = os.environ.get(TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 10**7:
+        raise UsageError(f"${TIMEOUT_VARIABLE}={text!r}: expected seconds, a number above 0")
+    return value
+
+
+class _Deadline:
+    """When the running transaction must have finished (a SQLite progress
+    handler checks it: a query past it is interrupted)."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.at = time.monotonic() + limit
+
+    def restart(self) -> None:
+        self.at = time.monotonic() + self.limit
+
+    def expired(self) -> bool:
+        return time.monotonic() > self.at
+
+
 def open_store(given: str | None, *, write: bool) -> Store:
     """Open the store for a command. Reading a SQLite store that does not exist is
-    an error; writing creates it (never through a symlink)."""
+    an error; writing creates it (never through a symlink). A reader opens a
+    SQLite file read-only, and each transaction on a SQLite file is bounded in
+    time by a progress handler (a PostgreSQL server is configured by whoever
+    runs the command; its own `statement_timeout` bounds it)."""
     url, _ = store_url(given)
     path = sqlite_path(url)
+    clock: list[_Deadline] = []
     if path is not None:
         if not write and not path.exists():
             raise ResultsStoreError(
@@ -335,13 +383,31 @@ def open_store(given: str | None, *, write: bool) -> Store:
             _prepare_sqlite_file(path)
     try:
         if path is not None:
-            engine = sa.create_engine(url, connect_args={"timeout": 60})
-            _sqlite_transactions(engine, immediate=write)
+            deadline = _Deadline(store_timeout())
+            clock.append(deadline)
+            engine = _sqlite_engine(url, path, write=write, deadline=deadline)
         else:
             engine = sa.create_engine(url, pool_pre_ping=False)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
         raise UsageError(f"--db {_shown(url)}: {exc}") from None
-    return Store(engine=engine, url=url, write=write)
+    return Store(engine=engine, url=url, write=write, clock=clock)
+
+
+def _sqlite_engine(url: str, path: Path, *, write: bool, deadline: _Deadline) -> sa.Engine:
+    """A SQLite engine; a reader's connection is opened read-only (`mode=ro`:
+    reading never changes the file, nor creates a journal beside it)."""
+    if write:
+        engine = sa.create_engine(url, connect_args={"timeout": 60})
+    else:
+        import sqlite3
+
+        target = path.resolve().as_uri() + "?mode=ro"
+        engine = sa.create_engine(
+            "sqlite://",
+            creator=lambda: sqlite3.connect(target, uri=True, timeout=60, check_same_thread=False),
+        )
+    _sqlite_transactions(engine, immediate=write, deadline=deadline)
+    return engine
 
 
 def _prepare_sqlite_file(path: Path) -> None:
@@ -354,17 +420,40 @@ def _prepare_sqlite_file(path: Path) -> None:
         raise ResultsStoreError(f"cannot create {path.parent}: {exc.strerror}") from None
 
 
-def _sqlite_transactions(engine: sa.Engine, *, immediate: bool) -> None:
+def _sqlite_transactions(engine: sa.Engine, *, immediate: bool, deadline: _Deadline) -> None:
     """pysqlite would open transactions itself, late and without DDL; let
-    SQLAlchemy's BEGIN start them (BEGIN IMMEDIATE for writers: the lock)."""
+    SQLAlchemy's BEGIN start them (BEGIN IMMEDIATE for writers: the lock). Every
+    transaction gets `deadline` anew; a query still running past it stops."""
 
     @sa.event.listens_for(engine, "connect")
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
+        dbapi_connection.set_progress_handler(deadline.expired, _PROGRESS_STEPS)
 
     @sa.event.listens_for(engine, "begin")
     def _begin(conn: sa.Connection) -> None:
+        deadline.restart()
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+# What a SQLite store may hold besides its tables: their indexes. A view or a
+# trigger is refused: the schema has none, and one could make any read loop.
+_SQLITE_KINDS = frozenset({"table", "index"})
+
+
+def _check_sqlite_schema(conn: sa.Connection, store: Store) -> None:
+    """Refuse a SQLite file that is not a store as matrixgen writes it: views,
+    triggers and virtual tables, or one of the store's tables that is something
+    else. The check reads `sqlite_master` only."""
+    rows = conn.exec_driver_sql("SELECT type, name, sql FROM sqlite_master").all()
+    for kind, name, sql in sorted(rows, key=lambda r: (str(r[0]), str(r[1]))):
+        virtual = kind == "table" and str(sql or "").lstrip().upper().startswith("CREATE VIRTUAL")
+        if kind not in _SQLITE_KINDS or virtual:
+            shown = "virtual table" if virtual else str(kind)
+            raise ResultsStoreError(
+                f"results store {store.shown} is refused: it holds a {shown} "
+                f"{name}, which a matrixgen store never has"
+            )
 
 
 def _version(conn: sa.Connection) -> int | None:
@@ -374,9 +463,23 @@ def _version(conn: sa.Connection) -> int | None:
 
 
 def _migrate(conn: sa.Connection, store: Store) -> None:
+    if store.dialect == "sqlite":
+        _check_sqlite_schema(conn, store)
     version = _version(conn)
     if version == SCHEMA_VERSION:
         return
+    if store.dialect == "sqlite" and not store.write:
+        # Opened read-only: a reader cannot migrate, nor make a store of a file.
+        if version is None:
+            raise ResultsStoreError(
+                f"results store {store.shown} is not a matrixgen results store "
+                f"(it has no {schema_table.name} table)"
+            )
+        if version < SCHEMA_VERSION:
+            raise ResultsStoreError(
+                f"results store {store.shown} has schema version {version}; "
+                "`matrixgen results ingest` migrates it"
+            )
     if store.dialect == "postgresql" and not store.write:
         # Writers hold the lock from the start; a reader takes it to migrate.
         conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_ADVISORY_LOCK)))
@@ -740,8 +843,15 @@ def run_durations(store: Store) -> dict[JobKey, list[float]]:
     found: dict[JobKey, list[float]] = {}
     with store.transaction() as conn:
         job_keys = read_jobs(conn)
-        for job_id, _run, total in conn.execute(query):
-            found.setdefault(job_keys[job_id], []).append(float(total))
+        for job_id, run_ref, total in conn.execute(query):
+            seconds = float(total)
+            if not 0 <= seconds < _MAX_RUN_SECONDS:
+                # Ingest bounds each duration; a store written otherwise is refused.
+                raise ResultsStoreError(
+                    f"results store {store.shown}: run {run_ref} of job {job_id} sums to "
+                    f"{seconds:g} seconds of tests, not a duration"
+                )
+            found.setdefault(job_keys[job_id], []).append(seconds)
     return found
 
 

@@ -6,7 +6,8 @@ dgx_h100/dev since 2026-11-02, last in run 9120 (2026-11-20)": over the jobs the
 entry applies to, the node ids of a deselect entry, in the last `since_days`
 days. It returns None when no results store is configured (no --db, no
 $MATRIXGEN_RESULTS_DB, and no .matrixgen/results.db at the top of the
-checkout), so callers show nothing rather than "no results".
+checkout that git does not track), so callers show nothing rather than "no
+results".
 """
 
 from __future__ import annotations
@@ -22,12 +23,10 @@ from matrixgen.quarantine.entries import Entry, entry_hits
 
 def store_configured(db: str | None) -> bool:
     """Is there a results store to read: given, in the environment, or the
-    default file present?"""
-    import os
+    default file present and not tracked by git (`util.checkout.choose_store`)?"""
+    from matrixgen.util.checkout import choose_store
 
-    from matrixgen.util.checkout import STORE_VARIABLE, default_store_path
-
-    return bool(db or os.environ.get(STORE_VARIABLE)) or default_store_path().exists()
+    return choose_store(db).location is not None
 
 
 def entry_evidence(

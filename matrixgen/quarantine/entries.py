@@ -37,6 +37,7 @@ from matrixgen.engine.vocab import (
     resolve_scope,
 )
 from matrixgen.engine.yamlio import YamlDocument, parse_yaml
+from matrixgen.util.nodeid import is_node_id, node_id_problem
 from matrixgen.util.values import ComparedValue
 
 if TYPE_CHECKING:
@@ -450,6 +451,8 @@ def _schema_findings(document: YamlDocument, findings: Findings) -> None:
             continue
         if "'node_ids' is a required property" in finding.message:
             continue  # said below, where it happens
+        if re.match(r"^entries/\d+/node_ids/\d+: .* does not match ", finding.message):
+            continue  # said below, with why
         if finding.message.startswith("entries: ") and not isinstance(entries, list):
             continue  # said below, with what to write instead
         findings.items.append(finding)
@@ -487,6 +490,14 @@ def _schema_findings(document: YamlDocument, findings: Findings) -> None:
                     f"entry {_name(item, i)}: node_ids only go with action deselect "
                     f"(this entry's action is {action})",
                 )
+            for j, node in enumerate(node_ids if isinstance(node_ids, list) else ()):
+                problem = node_id_problem(node) if isinstance(node, str) and node else None
+                if problem is not None:
+                    findings.add(
+                        document.locate(["entries", i, "node_ids", j]),
+                        "quarantine-node-ids",
+                        f'entry {_name(item, i)}: "{node}" is not a pytest node id: {problem}',
+                    )
             for key, what in (("tracker", "tracker"), ("owner", "owner")):
                 if key not in item:
                     findings.add(
@@ -561,6 +572,8 @@ def _entry(
     where_raw = _strings(item.get("where"))
     if any(v is None for v in lists.values()) or node_ids is None or where_raw is None:
         return None
+    if not all(is_node_id(n) for n in node_ids):
+        return None  # said by the check: such an entry would deselect a whole folder
     if model is not None and not isinstance(model, str):
         return None
     try:

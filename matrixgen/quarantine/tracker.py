@@ -12,7 +12,6 @@ or down to http, is refused rather than followed with the token.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -21,6 +20,7 @@ from urllib.parse import quote, urlsplit
 from msgspec import Struct, field
 
 from matrixgen.engine.errors import TrackerError, UsageError
+from matrixgen.util.jsontext import JsonInputError, load_bounded
 
 DEFAULT_API_URL = "https://api.github.com"
 API_URL_VARIABLE = "GITHUB_API_URL"
@@ -160,9 +160,9 @@ class GitHubTracker(Struct):
         if len(body) > _MAX_BODY:
             raise TrackerError(f"the GitHub API answered {url} with more than {_MAX_BODY:,} bytes")
         try:
-            data = json.loads(body)
+            data = load_bounded(body)
             state = data["state"]
-        except (ValueError, KeyError, TypeError):
+        except (JsonInputError, KeyError, TypeError):
             raise TrackerError(
                 f"the GitHub API answered {url} with something that is not an issue"
             ) from None

@@ -1,10 +1,12 @@
 """The top of the git checkout a path is in, the recipe tree and matrixgen's own
-folder there."""
+folder there, and which results store a command reads."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
+from typing import NamedTuple
 
 # matrixgen's own state at the top of a checkout (the default results store):
 # never a source file a test case depends on.
@@ -46,3 +48,58 @@ def default_store_path(start: Path | None = None) -> Path:
     code, so that asking whether there is one does not import sqlalchemy."""
     start = start or Path.cwd()
     return (checkout_top(start) or start) / STATE_DIR / "results.db"
+
+
+def tracked_by_git(path: Path) -> bool:
+    """Is `path` tracked by the git checkout it is in (in the index, or in the
+    commit checked out)? False outside a checkout or without git."""
+    folder = path.parent if path.parent.is_dir() else Path.cwd()
+    for args in (["--with-tree=HEAD"], []):  # without a first commit: the index alone
+        try:
+            done = subprocess.run(
+                ["git", "ls-files", *args, "-z", "--", path.name],
+                cwd=folder,
+                capture_output=True,
+                check=False,
+            )
+        except OSError:
+            return False
+        if done.returncode == 0:
+            return bool(done.stdout.strip(b"\0"))
+    return False
+
+
+class StoreChoice(NamedTuple):
+    """Which results store a command reads: `location` (a path or URL) or None
+    for none; `note` says why a default store found was not read."""
+
+    location: str | None
+    explicit: bool
+    note: str | None = None
+
+
+def choose_store(given: str | None) -> StoreChoice:
+    """The results store: `--db` (given), else $MATRIXGEN_RESULTS_DB, else the
+    default file when it exists and git does not track it. A store committed
+    into the checkout is the pull request's to forge: it is never read."""
+    text = given or os.environ.get(STORE_VARIABLE) or ""
+    if text:
+        return StoreChoice(text, True)
+    path = default_store_path()
+    if not path.exists():
+        return StoreChoice(None, False)
+    if path.is_symlink() or path.parent.is_symlink():
+        return StoreChoice(
+            None,
+            False,
+            f"{path} is reached through a symbolic link, so it is not read as the results "
+            f"store: pass --db or set {STORE_VARIABLE}",
+        )
+    if tracked_by_git(path):
+        return StoreChoice(
+            None,
+            False,
+            f"{path} is tracked by git, so it is not read as the results store "
+            f"(a commit can forge it): pass --db or set {STORE_VARIABLE}",
+        )
+    return StoreChoice(str(path), False)

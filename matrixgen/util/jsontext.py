@@ -8,11 +8,16 @@ control characters escaped alike), tens of times faster. Where it would not,
 the standard library writes the text: floats (orjson spells some exponents
 otherwise), ints past 64 bits, lone surrogates, non-str keys, and any other
 type (which json.dumps refuses the same way as before).
+
+JSON has no Infinity or NaN: a non-finite float is a ValueError, never written
+(the standard library would write `Infinity`, orjson `null`). The values
+written are kept finite where they are made (durations are bounded when read).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 try:
@@ -24,11 +29,12 @@ _CONTAINERS = (dict, list, tuple)
 
 
 def pretty(value: Any) -> str:
-    """`json.dumps(value, indent=2, ensure_ascii=False) + "\\n"`, byte for byte."""
+    """`json.dumps(value, indent=2, ensure_ascii=False) + "\\n"`, byte for byte
+    (a non-finite float refused)."""
     text = _orjson(value, indent=True)
     if text is not None:
         return text + "\n"
-    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def compact(value: Any) -> str:
@@ -36,7 +42,7 @@ def compact(value: Any) -> str:
     text = _orjson(value, indent=False)
     if text is not None:
         return text
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def _refuse(value: Any) -> Any:
@@ -74,3 +80,61 @@ def _has_float(value: Any) -> bool:
             if kind is dict or kind is list or kind is tuple:
                 stack.append(item)
     return False
+
+
+# --------------------------------------------------------------------------- reading
+
+# Bounds on every JSON document matrixgen reads (--labels-json, the manifest of
+# a `generate --out` folder, the tracker API's answers): its size, and how deep
+# its arrays and objects nest (the parsers recurse: 60,000 levels would end in
+# a RecursionError).
+JSON_MAX_BYTES = 16 * 1024 * 1024
+JSON_MAX_DEPTH = 100
+
+_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+
+
+class JsonInputError(ValueError):
+    """A JSON input refused: the message says why (and where, as line:column),
+    not which input: the caller names it."""
+
+
+def load_bounded(
+    data: str | bytes, *, max_bytes: int = JSON_MAX_BYTES, max_depth: int = JSON_MAX_DEPTH
+) -> Any:
+    """Parse one JSON document within the bounds; JsonInputError otherwise. The
+    constants NaN and Infinity, which JSON does not have, are refused too."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if len(raw) > max_bytes:
+        raise JsonInputError(
+            f"{len(raw):,} bytes, more than the {max_bytes:,} a JSON input may have"
+        )
+    depth = 0
+    for token in _TOKENS.finditer(raw):
+        first = token.group()[:1]
+        if first in (b"[", b"{"):
+            depth += 1
+            if depth > max_depth:
+                raise JsonInputError(
+                    f"nested deeper than {max_depth} levels (at {_place(raw, token.start())})"
+                )
+        elif first in (b"]", b"}"):
+            depth -= 1
+    try:
+        return json.loads(raw, parse_constant=_no_constant)
+    except JsonInputError:
+        raise
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            raise JsonInputError(f"not JSON ({exc.msg} at {exc.lineno}:{exc.colno})") from None
+        raise JsonInputError(f"not JSON ({exc})") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise JsonInputError(f"{name} is not a JSON value")
+
+
+def _place(raw: bytes, offset: int) -> str:
+    line = raw.count(b"\n", 0, offset) + 1
+    column = offset - raw.rfind(b"\n", 0, offset)
+    return f"{line}:{column}"

@@ -26,9 +26,10 @@ class NotRegularFile(OSError):
         self.kind = kind
 
 
-def read_regular(path: Path) -> bytes | None:
+def read_regular(path: Path, limit: int | None = None) -> bytes | None:
     """The bytes of a regular file; None when nothing is there. NotRegularFile
-    for anything else; other OSErrors (permissions) pass through."""
+    for anything else; other OSErrors (permissions) pass through. With `limit`,
+    at most limit + 1 bytes are read: more than `limit` says the file is larger."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
@@ -43,11 +44,14 @@ def read_regular(path: Path) -> bytes | None:
         if not stat.S_ISREG(info.st_mode):
             raise NotRegularFile(Path(path), describe_kind(info.st_mode))
         chunks = []
-        while True:
-            chunk = os.read(fd, max(info.st_size, 1 << 16))
+        left = limit + 1 if limit is not None else -1
+        while left:
+            size = max(info.st_size, 1 << 16)
+            chunk = os.read(fd, min(size, left) if left > 0 else size)
             if not chunk:
                 break
             chunks.append(chunk)
+            left = max(left - len(chunk), 0) if left > 0 else left
         return b"".join(chunks)
     finally:
         os.close(fd)

@@ -30,12 +30,14 @@ def _level(severity: Severity) -> str:
 
 def artifact_location(file: str, base: Path) -> dict[str, str]:
     """`file` as code scanning wants it: relative to `base` (the checkout's top),
-    with `/` separators and percent-encoding, else an absolute file URI."""
+    with `/` separators and percent-encoding, else an absolute file URI. The
+    name's bytes are encoded, so one that is not UTF-8 (read with surrogate
+    escapes, `bad\\udcff.yaml`) is the URI of that very file (`bad%FF.yaml`)."""
     path = Path(os.path.abspath(file))
     top = Path(os.path.abspath(base))
     if path == top or top in path.parents:
         rel = PurePosixPath(*path.relative_to(top).parts)
-        return {"uri": quote(str(rel), safe="/"), "uriBaseId": SRCROOT}
+        return {"uri": quote(os.fsencode(str(rel)), safe="/"), "uriBaseId": SRCROOT}
     return {"uri": path.as_uri()}
 
 
