@@ -299,3 +299,74 @@ def test_a_store_holding_huge_durations_is_refused(measured_store: Path) -> None
                    "--db", str(measured_store)])  # fmt: skip
     assert run.code == ExitCode.RESULTS_STORE, run
     assert "sums to inf seconds of tests, not a duration" in run.err and run.out == ""
+
+
+OVERFLOW_TREE = """
+type: basic
+format_version: 1
+spec:
+  name: "{test_case}"
+  model: gpt
+  nodes: NODES
+  gpus: 8
+  platforms: dgx_h100
+products:
+  - test_case: [huge]
+    products:
+      - {environment: [dev], scope: [mr], time_limit: [TIME_LIMIT], n_repeat: [1]}
+"""
+
+
+@pytest.mark.parametrize(
+    ("nodes", "time_limit"),
+    [("1", "1" + "0" * 400), ("1" + "0" * 150, "1" + "0" * 170), ("1", "1" + "0" * 300)],
+)
+def test_counts_too_large_for_a_number_are_the_trees_mistake(
+    tree, nodes: str, time_limit: str
+) -> None:
+    """A time limit or node count past what a float holds ends in one clear line
+    (exit 1), never a traceback nor `Infinity` in the JSON."""
+    root = tree(
+        {"h100/gpt.yaml": OVERFLOW_TREE.replace("NODES", nodes).replace("TIME_LIMIT", time_limit)}
+    )
+    run = run_cli(["stats", "--cost", "--recipes", str(root), "--format", "json"])
+    if run.code == 0:
+        import orjson
+
+        orjson.loads(run.out)  # strict: no Infinity, no NaN
+        return
+    assert run.code == 1, run
+    assert "Traceback" not in run.err
+    # validate refuses such a number where it is written.
+    assert "error: the number" in run.err, run
+
+
+def test_a_weight_whose_sum_overflows_is_the_trees_mistake(tmp_path: Path) -> None:
+    """gpu_hour_weight 1.0e+308 is a number the schema takes; the sums it makes
+    are not: one clear line (exit 1), never a traceback nor `Infinity`."""
+    import shutil
+
+    root = tmp_path / "recipes"
+    shutil.copytree(SHIPPED, root)
+    config = root / "matrixgen.yaml"
+    text = config.read_text(encoding="utf-8")
+    assert "gpu_hour_weight: 1.5" in text
+    config.write_text(text.replace("gpu_hour_weight: 1.5", "gpu_hour_weight: 1.0e+308"))
+    run = run_cli(["stats", "--cost", "--recipes", str(root), "--format", "json"])
+    assert run.code == 1, run
+    assert "do not fit a number" in run.err and "Traceback" not in run.err
+
+
+@given(st.floats(min_value=1e300, max_value=1.7e308))
+def test_a_weight_too_large_for_the_sum_is_refused(weight: float) -> None:
+    from matrixgen.engine.errors import RecipeError
+    from matrixgen.views.cost import _require_finite
+
+    job = gpu_job(n_repeat=5, time_limit=2700, nodes=4, gpus=8)
+    target = Target(name="t", system=System.GITLAB, selector=Selector(scope="mr"))
+    hours = gpu_hours(job)
+    from matrixgen.views.cost import Cost
+
+    cost = Cost(jobs=1, gpu_hours_max=hours, weighted_max=hours * weight * 1e10)
+    with pytest.raises(RecipeError, match="do not fit a number"):
+        _require_finite(target, cost)

@@ -16,6 +16,7 @@ a job a quarantine entry skips costs nothing; an allow-failure one still runs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +52,10 @@ def gpu_hours(job: Job, n_repeat: int | None = None, seconds: float | None = Non
     """The job's GPU-hours: time limit (or `seconds` measured) per repeat."""
     repeats = n_repeat if n_repeat is not None else job.n_repeat
     per_repeat = seconds if seconds is not None else job.time_limit
-    return gpus_of(job) * per_repeat * repeats / 3600
+    try:
+        return gpus_of(job) * per_repeat * repeats / 3600
+    except OverflowError:  # counts too large for a float: refused by compute_cost
+        return math.inf
 
 
 class Cost(Struct, frozen=True, kw_only=True):
@@ -218,12 +222,27 @@ def compute_cost(
             cost = jobs_cost([job], target, config, measured=measured)
             per_platform.append((job.platform, cost))
             per_file.append((job.recipe, cost))
+    for target, cost in per_target:
+        _require_finite(target, cost)
     return CostReport(
         targets=tuple(per_target),
         pipelines=_grouped((pipeline_name(t), c) for t, c in per_target),
         platforms=_grouped(per_platform),
         files=_grouped(per_file),
     )
+
+
+def _require_finite(target: Target, cost: Cost) -> None:
+    """GPU-hours are a number every reader can take: a count or weight so large
+    that they overflow is the tree's mistake, said as such (never `Infinity`)."""
+    totals = (cost.gpu_hours_max, cost.weighted_max, cost.expected or 0.0)
+    if not all(math.isfinite(value) for value in totals):
+        from matrixgen.engine.errors import RecipeError
+
+        raise RecipeError(
+            f"the GPU-hours of target {target.name} do not fit a number: a job's nodes, "
+            "gpus, time_limit or n_repeat, or a platform's gpu_hour_weight, is too large"
+        )
 
 
 def hours(value: float) -> str:
