@@ -187,6 +187,13 @@ def test_json_shape() -> None:
         "removed": 1,
         "changed": 4,
         "quarantine": 2,
+        "moved": 0,
+        "moves": [],
+        # The parser's view: the same here (no habit, no move, nothing arrives
+        # or leaves quarantined).
+        "parser": {"added": 6, "removed": 1},
+        "findings_added": 0,
+        "findings_removed": 0,
         "duplicates": 0,
         # One run of every target: 300 + 600 + 30 + 60 before, 480 + 660 + 0 + 60 after.
         "gpu_hours_before": 990,
@@ -251,7 +258,16 @@ def test_json_shape() -> None:
         480,
         180,
     )
-    assert mr["counts"] == {"added": 0, "removed": 0, "changed": 4, "quarantine": 2}
+    assert mr["counts"] == {
+        "added": 0,
+        "removed": 0,
+        "changed": 4,
+        "quarantine": 2,
+        "moved_out": 0,
+        "moved_in": 0,
+        # Entries the parser does not read: to it, nothing was added or removed.
+        "parser": {"added": 0, "removed": 0},
+    }
     assert data["notes"] == list(sample().notes)
 
 
