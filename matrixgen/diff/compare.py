@@ -49,6 +49,7 @@ unchanged without being emitted.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -378,11 +379,23 @@ def resolve_diff_targets(
         return [p for p in (_configured_pair(n, base, head) for n in configured) if p]
     typos = typo_platforms(base.tree) | typo_platforms(head.tree)
     return [
-        TargetPair(t, t, t)
+        TargetPair(_pen(t), t, t)
         for t in discover_targets(
             _chain(base.jobs, head.jobs), holding_pen=holding_pen, exclude_platforms=typos
         )
     ]
+
+
+def _pen(target: Target) -> Target:
+    """A discovered holding pen, shown by a name that claims no system
+    (`holding-pen-mr-broken-dgx_h100-dev`): no pipeline runs it."""
+    sel = target.selector
+    if not is_holding_pen(sel.scope):
+        return target
+    parts = ["holding-pen", sel.scope, sel.platform, sel.environment]
+    from msgspec.structs import replace as _replace
+
+    return _replace(target, name="-".join(p for p in parts if p))
 
 
 def habit_note(base: Generation, head: Generation) -> str | None:
@@ -998,16 +1011,20 @@ def load_side(name: str, source: TreeSource, cache: PipelineCache) -> Side:
     return Side(name, source, generation, tuple(errors), tuple(findings))
 
 
+_DIGITS = re.compile(r"[0-9]+")
+
+
 def finding_changes(
     base: Sequence[Finding], head: Sequence[Finding]
 ) -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
     """The findings head has and base has not, and the reverse, compared by
-    severity, code, file and message (a line moved by an edit above it is the
-    same finding), each as many times as one side has it more than the other."""
+    severity, code, file and message, numbers left out (a line moved by an edit
+    above it, a count in the message that another row changes: the same
+    finding), each as many times as one side has it more than the other."""
     from collections import Counter
 
     def key(f: Finding) -> tuple[str, str, str, str]:
-        return (f.severity.value, f.code, f.location.file, f.message)
+        return (f.severity.value, f.code, f.location.file, _DIGITS.sub("0", f.message))
 
     before, after = Counter(map(key, base)), Counter(map(key, head))
     added, removed = after - before, before - after

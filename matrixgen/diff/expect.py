@@ -6,7 +6,7 @@ Grammar (one rule per --expect; every rule must hold):
     PATTERN  = SYSTEM "/" SCOPE [ "/" PLATFORM [ "/" ENVIRONMENT [ "/" CADENCE ] ] ]
              | TARGET-NAME
     CHECK    = KIND [ OP ] COUNT
-             | "findings" [ OP ] COUNT
+             | "findings" [ OP | "=" ] COUNT
              | "cost" [ OP ] AMOUNT
     KIND     = "+"  jobs added
              | "-"  jobs removed
@@ -102,7 +102,7 @@ _CHECK = re.compile(r"\s*([-+~qm=])(<=|>=|!=|==|<|>)?([0-9]+)\s*,?")
 _COST = re.compile(
     r"\s*cost(<=|>=|!=|==|<|>)?([-+]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+))([A-Za-z]*)\s*,?"
 )
-_FINDINGS = re.compile(r"\s*findings(<=|>=|!=|==|<|>)?([0-9]+)\s*,?")
+_FINDINGS = re.compile(r"\s*findings(<=|>=|!=|==|<|>|=)?([0-9]+)\s*,?")
 _WORD = re.compile(r"\s*([A-Za-z][A-Za-z_-]*)")
 _GLOB = re.compile(r"[*?\[]")
 _EXAMPLE = "like github/L1:+6, gitlab/*:=0, */nightly:-0 or gitlab/mr:cost<=+2h"
@@ -242,7 +242,8 @@ def parse_rule(text: str) -> Rule:
             continue
         found = _FINDINGS.match(body, pos)
         if found is not None:
-            checks.append(Check(FINDINGS, found.group(1) or "", int(found.group(2))))
+            op = found.group(1) or ""
+            checks.append(Check(FINDINGS, "" if op == "=" else op, int(found.group(2))))
             pos = found.end()
             continue
         match = _CHECK.match(body, pos)
