@@ -890,3 +890,34 @@ def test_cli_with_renamed_and_deleted_files(in_repo: GitRepo, cli: Callable[...,
     mr = next(t for t in json.loads(run.out)["targets"] if t["name"] == "gitlab-mr-h100")
     assert [j["test_case"] for j in mr["removed"]] == ["gpt_x"]
     assert mr["removed"][0]["recipe"] == "h100/extra.yaml"
+
+
+# ---------------------------------------------------------------- habits (scope)
+
+
+@pytest.mark.parametrize(
+    ("parked", "quarantined", "removed"),
+    [
+        # nightly-broken parks nightly (L2) jobs only: the mr job is removed.
+        ("nightly-broken", ["gitlab-L2-dgx_h100-dev"], ["gitlab-mr-dgx_h100-dev"]),
+        ("mr-broken", ["gitlab-mr-dgx_h100-dev"], ["gitlab-L2-dgx_h100-dev"]),
+        # flaky does not say which scope it parks: any.
+        ("flaky", ["gitlab-L2-dgx_h100-dev", "gitlab-mr-dgx_h100-dev"], []),
+    ],
+)
+def test_a_job_parked_in_a_habit_scope_is_quarantined_where_that_habit_parks_its_scope(
+    parked: str, quarantined: list[str], removed: list[str]
+) -> None:
+    head = copy.deepcopy(V1_GPT)
+    head["products"][0] = block("a", scope=[parked])
+    targets = by_name(diff({"gpt.yaml": V1_GPT}, {"gpt.yaml": head}))
+    assert sorted(n for n, t in targets.items() if t.quarantine) == quarantined
+    assert sorted(n for n, t in targets.items() if t.removed) == removed
+    for name in quarantined:
+        [q] = targets[name].quarantine
+        assert (q.change, q.habit and q.habit.scope, q.parser) == (QUARANTINED, parked, "removed")
+    # Already parked there on both sides: the job that leaves is removed.
+    both = copy.deepcopy(V1_GPT)
+    both["products"].append(block("a", scope=[parked]))
+    targets = by_name(diff({"gpt.yaml": both}, {"gpt.yaml": head}))
+    assert not [n for n, t in targets.items() if t.quarantine]

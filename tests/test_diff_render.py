@@ -341,6 +341,27 @@ def test_markdown_details_group_one_edit_of_many_jobs() -> None:
     assert details.count("<summary>") == 1
 
 
+def test_markdown_folds_the_diff_of_a_long_script() -> None:
+    old = "\n".join(f"step {i}" for i in range(40))
+    new = "\n".join(f"step {i}" if i % 3 else f"step {i} --fast" for i in range(40))
+    changed = (ChangedJob(job("a"), job("a"), {"workload.script_setup": (old, new)}),)
+    diff_ = SelectionDiff(
+        base="a" * 40,
+        head="b" * 40,
+        targets=(
+            TargetDiff(target("t", "gitlab", "mr"), changed=changed, base_jobs=2, head_jobs=2),
+        ),
+    )
+    text = render_markdown(diff_)
+    assert "- `workload.script_setup`: 28 line(s) changed" in text
+    folded = text[text.index("<details><summary>the diff of workload.script_setup</summary>") :]
+    assert "-step 0\n" in folded and "+step 0 --fast\n" in folded
+    assert folded.index("```diff") < folded.index("  </details>")
+    # The terminal shows the same diff, cut at its limit.
+    plain = render_text(diff_)
+    assert "        -step 0" in plain and "more line(s)" in plain
+
+
 def test_markdown_says_all_jobs_when_one_edit_changes_a_whole_target() -> None:
     jobs = [job(f"j{i}") for i in range(30)]
     image = ("reg/ci:26.09", "reg/ci:26.10")

@@ -274,6 +274,9 @@ def test_a_commented_out_row_is_quarantined_with_its_comment(upstream: Upstream)
     assert f"q quarantined gpt/{RECOMPUTE_CASE}: commented out: # hang: #513, tracker #513" in text
     # No habit scope changes: no habit-scope note.
     assert not [n for n in result.notes if "quarantine habits" in n]
+    # Nor a new finding: one whose count in its message moved (a platform used
+    # one time fewer) is the same finding.
+    assert to_json_data(result)["findings"] == {"added": [], "removed": []}
 
 
 def test_a_row_commented_out_without_a_tracker_is_a_removal(upstream: Upstream) -> None:
@@ -474,3 +477,20 @@ def test_the_habit_note_once_and_only_when_a_habit_scope_changes(upstream: Upstr
     assert "quarantine habits" not in quiet.stdout + quiet.stderr
     data = json.loads(_cli(upstream, upstream.base, habit, "--format", "json").stdout)
     assert sum("quarantine habits" in n for n in data["notes"]) == 1
+
+
+@pytest.mark.parametrize("holding_pen", [False, True])
+def test_every_case_follows_the_published_schema(upstream: Upstream, holding_pen: bool) -> None:
+    import jsonschema
+
+    schema = json.loads((Path(__file__).parents[1] / "schema" / "diff.schema.json").read_text())
+    for commit in sorted(upstream.commits.values()):
+        for base, head in ((upstream.base, commit), (commit, upstream.base)):
+            data = to_json_data(upstream.diff(base, head, holding_pen=holding_pen))
+            jsonschema.validate(data, schema)
+    # A habit without its scope or comment is refused.
+    data = to_json_data(upstream.diff(upstream.base, upstream.commits["habit move"]))
+    item = next(q for t in data["targets"] for q in t["quarantine"])
+    item["habit"] = {}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, schema)
