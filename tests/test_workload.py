@@ -52,3 +52,13 @@ def test_a_script_edit_is_a_change_of_a_v1_tree_only() -> None:
     gpt = copy.deepcopy(GPT)
     gpt["spec"]["script"] = "bash other.sh"
     assert diff(v2_tree(), v2_tree(gpt)).unchanged
+
+
+def test_a_configured_target_that_says_so_compares_the_workload() -> None:
+    base = v2_tree()
+    base["matrixgen.yaml"]["targets"]["gitlab-mr-h100"][REREADS_SETTING] = True
+    head = copy.deepcopy(base)
+    head["h100/gpt.yaml"]["spec"]["script"] = "bash other.sh"
+    targets = by_name(diff(base, head))
+    assert {n for n, t in targets.items() if t.changed} == {"gitlab-mr-h100"}
+    assert {tuple(c.fields) for c in targets["gitlab-mr-h100"].changed} == {("workload.script",)}

@@ -20,6 +20,23 @@ environment, platform, tag) within the target. Per target:
   definition added/removed at file:line". The job itself is counted only where
   its emitted content changes.
 
+Where the target's launcher reloads the recipe at run time (engine.workload:
+every target of a format_version 1 tree, or one whose settings say so),
+changed also covers each field of the job's resolved workload
+(`workload.script_setup`, ...), its pipeline content the same or not.
+
+Then, over every target (`find_habits`, `find_moves`): a removed job whose row
+the head parks in a habit scope of the target's scope (migrate's notion:
+`mr` -> `mr-broken`, `flaky`, ...) or comments out with a tracker is a
+quarantine change with its habit, "quarantined"; an added one that the base
+had parked or commented out, "lifted". A job removed from one target and added
+to another with the same content but for the scope, platform or environment
+is moved. Each keeps what Megatron-LM's parser sees (`parser`,
+`TargetDiff.parser_counts`): to it these are removals and additions.
+
+Findings: what validate reports on each side (already run to load it) is
+compared; the diff lists what the head adds and what it removes.
+
 The file a job is defined in is not emitted: moving a case to another file
 changes nothing. A change to a target's own definition (selector, system
 settings) is listed once per target, besides the jobs it changes.

@@ -8,18 +8,26 @@ JSON shape (`--format json`, published as `schema/diff.schema.json`):
                   "added": [JOB], "removed": [JOB],
                   "changed": [{"job": JOB, "fields": {FIELD: [old, new]}}],
                   "quarantine": [{"change": CHANGE, "job": JOB,
-                                  "old": MARK or null, "new": MARK or null}],
+                                  "old": MARK or null, "new": MARK or null,
+                                  ["habit": HABIT, "parser": "added" | "removed"]}],
+                  "moved_out": [{"job": JOB, "to": NAME}],
+                  "moved_in": [{"job": JOB, "from": NAME}],
                   "duplicates": [{"change": "added" | "removed", "job": JOB,
                                   "locations": ["file:line:column", ...]}],
                   "settings": {KEY: [old, new]},      # the target's own definition
                   "exists": "both" | "base" | "head",
-                  "counts": {"added", "removed", "changed", "quarantine"},
+                  ["holding_pen": true,]              # no system runs it; costs nothing
+                  "counts": {"added", "removed", "changed", "quarantine",
+                             "moved_out", "moved_in", "parser": {"added", "removed"}},
                   "jobs": {"base": N, "head": N},     # jobs the target runs
                   COST...}],                          # one run of the target
      "summary": {"targets", "targets_changed", "added", "removed", "changed",
-                 "quarantine", "duplicates", COST...,
+                 "quarantine", "moved", "moves": [{"from", "to", "jobs"}],
+                 "parser": {"added", "removed"}, "findings_added",
+                 "findings_removed", "duplicates", COST...,
                  "pipelines": [{"pipeline", "jobs_before", "jobs_after",
                                 "jobs_delta", COST...}]},
+     "findings": {"added": [FINDING], "removed": [FINDING]},
      "notes": [TEXT],
      "evidence": {ENTRY ID: TEXT}}                    # with a results store only
 
@@ -34,7 +42,14 @@ JOB is a job as `list --format json` prints it (the head's where both sides
 have it); FIELD is an emitted field (a GitHub matrix row's key, a GitLab job's
 key, `name` for its job name); CHANGE is one of quarantined, lifted, action
 changed, entry changed, arrives quarantined, leaves quarantined; MARK is
-{id, tracker, action, kind[, node_ids]}. The target object echoes the selector
+{id, tracker, action, kind[, node_ids]}; HABIT is {scope} or {comment} (an
+upstream habit instead of an entry, with its tracker when its comment names
+one) and "parser" what Megatron-LM's parser, which reads neither, sees; "parser"
+counts add moves, habits and jobs arriving or leaving quarantined to the added
+and removed; FIELD may be `workload.NAME` (a field of the resolved workload a
+launcher that reloads the recipe submits); FINDING is {code, severity,
+location, message} (what validate reports on one side and not the other).
+The target object echoes the selector
 as configured (a scope stays "nightly"); every target is listed, unchanged ones
 with empty lists; summary counts are the per-target counts summed, as the
 table shows them.
@@ -362,6 +377,15 @@ def _text_diff(old: Any, new: Any, name: str) -> list[str]:
     if len(lines) > SCRIPT_DIFF_LINES:
         lines = [*lines[:SCRIPT_DIFF_LINES], f"... {len(lines) - SCRIPT_DIFF_LINES} more line(s)"]
     return lines
+
+
+def _changed_lines(old: Any, new: Any) -> int:
+    """How many lines a multi-line value loses and gains."""
+    a, b = (old or "").splitlines(), (new or "").splitlines()
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    return sum(
+        (i2 - i1) + (j2 - j1) for op, i1, i2, j1, j2 in matcher.get_opcodes() if op != "equal"
+    )
 
 
 def _groups(changed: Sequence[ChangedJob]) -> list[tuple[Mapping[str, tuple], list[Job]]]:
@@ -849,7 +873,7 @@ def _md_field(name: str, old: Any, new: Any) -> list[str]:
         if len(lines) <= SHORT_DIFF_LINES:
             return [f"- {md.code(name)}:", "", *fenced, ""]
         # A long script's diff is folded: the list of jobs stays readable.
-        changed = sum(1 for line in lines[2:] if line[:1] in "+-")
+        changed = _changed_lines(old, new)
         return [
             f"- {md.code(name)}: {changed} line(s) changed",
             "",
