@@ -230,6 +230,33 @@ def test_a_habit_move_is_a_quarantine_change_and_a_removal_to_the_parser(
     assert notes[0].startswith("scope(s) mr-broken, mr-github-broken, nightly-broken:")
 
 
+@pytest.mark.parametrize(
+    ("base", "head"),
+    [
+        ("", "habit move"),
+        ("habit move", ""),
+        ("", "commented out"),
+        ("commented out", ""),
+        ("", "scope rename"),
+        ("scope rename", ""),
+        ("", "script_setup"),
+        ("", "extra test_case"),
+    ],
+)
+def test_the_parser_counts_are_what_the_parser_selects(
+    upstream: Upstream, base: str, head: str
+) -> None:
+    """Per target: the jobs Megatron-LM's parser selects at head and not at base,
+    and the reverse, are what the JSON's parser counts say."""
+    a, b = upstream.commits.get(base, upstream.base), upstream.commits.get(head, upstream.base)
+    result = upstream.diff(a, b)
+    before, after = upstream.generation(a), upstream.generation(b)
+    for t, data in zip(result.targets, to_json_data(result)["targets"], strict=True):
+        gone = parser_selection(before, t.target) - parser_selection(after, t.target)
+        came = parser_selection(after, t.target) - parser_selection(before, t.target)
+        assert data["counts"]["parser"] == {"added": len(came), "removed": len(gone)}, t.target
+
+
 def test_holding_pens_belong_to_no_system_and_cost_nothing(upstream: Upstream) -> None:
     result = upstream.diff(upstream.base, upstream.commits["habit move"], holding_pen=True)
     data = to_json_data(result)
@@ -243,6 +270,13 @@ def test_holding_pens_belong_to_no_system_and_cost_nothing(upstream: Upstream) -
         for t in pens.values()
     )
     assert not [p for p in data["summary"]["pipelines"] if "broken" in p["pipeline"]]
+    assert {t["target"]["system"] for t in pens.values()} == {None}
+    # A rule about GitLab's targets does not count the pens.
+    from matrixgen.diff.expect import evaluate, parse_rules
+
+    [gitlab, every] = evaluate(parse_rules(["gitlab/*:=0", "*/*:=0"]), result)
+    assert not [n for n in gitlab.targets if n.startswith("holding-pen-")]
+    assert "holding-pen-mr-broken-dgx_h100-dev" in every.targets
     assert "holding-pen-mr-broken-dgx_h100-dev (holding pen mr-broken dgx_h100 dev)" in (
         render_text(result)
     )

@@ -74,6 +74,7 @@ from msgspec import Struct
 from matrixgen.diff.compare import SelectionDiff, target_counts
 from matrixgen.engine.errors import ExpectationError, UsageError, did_you_mean
 from matrixgen.engine.model import Target
+from matrixgen.engine.targets import is_holding_pen
 from matrixgen.engine.vocab import resolve_scope
 from matrixgen.views.cost import signed_hours
 
@@ -186,7 +187,9 @@ class Rule(Struct, frozen=True):
         if self.name is not None:
             return fnmatchcase(target.name, self.name)
         sel = target.selector
-        values = (target.system.value, sel.scope or "", sel.platform or "", sel.environment or "")
+        # A holding pen (--holding-pen) belongs to no system: only `*` matches it there.
+        system = "" if is_holding_pen(sel.scope) else target.system.value
+        values = (system, sel.scope or "", sel.platform or "", sel.environment or "")
         values += (sel.cadence or "",)
         for i, pattern in enumerate(self.parts):
             value = values[i]

@@ -146,7 +146,8 @@ def render_json(diff: SelectionDiff) -> str:
 def _target_data(t: TargetDiff) -> dict[str, Any]:
     counts = t.counts()
     return {
-        "target": t.target.to_dict(),
+        # A holding pen is no system's target.
+        "target": {**t.target.to_dict(), **({"system": None} if t.holding_pen else {})},
         "name": t.target.name,
         "added": [j.to_dict() for j in t.added],
         "removed": [j.to_dict() for j in t.removed],
