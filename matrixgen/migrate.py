@@ -399,10 +399,14 @@ def _scan_comments(
     """Commented-out rows and blocks: `# - environment: [dev]` ..."""
     if not blocks:
         return
-    lines = scan.lines
-    block_col = _dash_col(lines, blocks[0])
-    n = products.start_mark.line
-    end = len(lines)
+    block_col = _dash_col(scan.lines, blocks[0])
+    for run_start, run_stop in _comment_runs(scan.lines, products.start_mark.line):
+        _scan_run(scan, run_start, run_stop, blocks, block_col)
+
+
+def _comment_runs(lines: Sequence[str], start: int) -> Iterator[tuple[int, int]]:
+    """(first, past-last) line index of each run of comment lines from `start` on."""
+    n, end = start, len(lines)
     while n < end:
         if not lines[n].lstrip().startswith("#"):
             n += 1
@@ -410,7 +414,25 @@ def _scan_comments(
         run_start = n
         while n < end and lines[n].lstrip().startswith("#"):
             n += 1
-        _scan_run(scan, run_start, n, blocks, block_col)
+        yield run_start, n
+
+
+def _uncomment_edits(
+    lines: Sequence[str], offsets: Sequence[int], item: Sequence[int]
+) -> tuple[TextEdit, ...]:
+    """Remove the `# ` of each line of a commented-out item."""
+    return tuple(
+        TextEdit(offsets[k] + lines[k].find("#"), offsets[k] + lines[k].find("#") + 2, "")
+        for k in item
+    )
+
+
+def _item_comments(lines: Sequence[str], item: Sequence[int]) -> list[str]:
+    """What is said about a commented-out item: the prose above it, and each of
+    its lines' own comment."""
+    inline = [_comment_of(_uncommented(lines[k])[0]) for k in item]  # type: ignore[index]
+    said = [_comment_of(line) for line in _prose_above(lines, item[0])]
+    return said + [c for c in inline if c]
 
 
 def _dash_col(lines: Sequence[str], node: yaml.Node) -> int:
@@ -485,33 +507,20 @@ def commented_out(recipe: RecipeFile, text: str) -> list[CommentedOut]:
     lines = text.splitlines(keepends=True)
     offsets = _line_offsets(text)
     out: list[CommentedOut] = []
-    n, end = products.start_mark.line, len(lines)
-    while n < end:
-        if not lines[n].lstrip().startswith("#"):
-            n += 1
-            continue
-        run_start = n
-        while n < end and lines[n].lstrip().startswith("#"):
-            n += 1
-        for item, _dash in _run_items(lines, run_start, n):
+    for run_start, run_stop in _comment_runs(lines, products.start_mark.line):
+        for item, _dash in _run_items(lines, run_start, run_stop):
             first = item[0]
-            inline = [_comment_of(_uncommented(lines[k])[0]) for k in item]  # type: ignore[index]
-            said = [_comment_of(line) for line in _prose_above(lines, first)]
-            said += [c for c in inline if c]
+            said = _item_comments(lines, item)
             refs = _trackers(said)
             if not refs:
                 continue
-            edits = []
-            for k in item:
-                at = lines[k].find("#")
-                edits.append(TextEdit(offsets[k] + at, offsets[k] + at + 2, ""))
             out.append(
                 CommentedOut(
                     first_line=first + 1,
                     last_line=item[-1] + 1,
                     comment=" ".join(f"# {c}" for c in said if c),
                     tracker=refs[0] if len(refs) == 1 else None,
-                    edits=tuple(edits),
+                    edits=_uncomment_edits(lines, offsets, item),
                 )
             )
     return out
@@ -557,8 +566,7 @@ def _judge_item(
 ) -> None:
     recipe, lines, owner = scan.recipe, scan.lines, scan.owner
     first = item[0]
-    inline = [_comment_of(_uncommented(lines[k])[0]) for k in item]  # type: ignore[index]
-    said = [_comment_of(line) for line in _prose_above(lines, first)] + [c for c in inline if c]
+    said = _item_comments(lines, item)
     refs = _trackers(said)
     if not refs:
         scan.untracked_comments += 1
@@ -622,10 +630,7 @@ def _judge_item(
     if not owner:
         leave("the file names no maintainers; pass --owner")
         return
-    edits = []
-    for k in item:
-        at = lines[k].find("#")
-        edits.append(TextEdit(scan.offsets[k] + at, scan.offsets[k] + at + 2, ""))
+    edits = _uncomment_edits(lines, scan.offsets, item)
     scan.candidates.append(
         Candidate(
             rel=recipe.rel,
@@ -633,7 +638,7 @@ def _judge_item(
             habit=habit,
             first_line=first + 1,
             last_line=item[-1] + 1,
-            edits=tuple(edits),
+            edits=edits,
             describe=f"{recipe.path}:{first + 1}-{item[-1] + 1}: uncomment {what}",
             tracker=tracker,
             kind=_kind(said, QuarantineKind.BROKEN),
