@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,16 @@ _KIND_WORDS: tuple[tuple[re.Pattern[str], QuarantineKind], ...] = (
 
 def is_habit_scope(scope: str) -> bool:
     return scope == FLAKY_SCOPE or scope.endswith(HABIT_SUFFIXES)
+
+
+def parks(habit: str, scope: str) -> bool:
+    """Whether the habit scope `habit` is where upstream parks a job of `scope`:
+    its restored scope is `scope` (by tier: `mr-github-broken` parks `L1`), or it
+    is one that does not say which scope it parks (`flaky`)."""
+    if not is_habit_scope(habit) or is_habit_scope(scope):
+        return False
+    back = restore_scope(habit)
+    return back is None or resolve_scope(back) == resolve_scope(scope)
 
 
 def restore_scope(scope: str) -> str | None:
@@ -428,10 +438,14 @@ def _scan_comments(
     """Commented-out rows and blocks: `# - environment: [dev]` ..."""
     if not blocks:
         return
-    lines = scan.lines
-    block_col = _dash_col(lines, blocks[0])
-    n = products.start_mark.line
-    end = len(lines)
+    block_col = _dash_col(scan.lines, blocks[0])
+    for run_start, run_stop in _comment_runs(scan.lines, products.start_mark.line):
+        _scan_run(scan, run_start, run_stop, blocks, block_col)
+
+
+def _comment_runs(lines: Sequence[str], start: int) -> Iterator[tuple[int, int]]:
+    """(first, past-last) line index of each run of comment lines from `start` on."""
+    n, end = start, len(lines)
     while n < end:
         if not lines[n].lstrip().startswith("#"):
             n += 1
@@ -439,7 +453,25 @@ def _scan_comments(
         run_start = n
         while n < end and lines[n].lstrip().startswith("#"):
             n += 1
-        _scan_run(scan, run_start, n, blocks, block_col)
+        yield run_start, n
+
+
+def _uncomment_edits(
+    lines: Sequence[str], offsets: Sequence[int], item: Sequence[int]
+) -> tuple[TextEdit, ...]:
+    """Remove the `# ` of each line of a commented-out item."""
+    return tuple(
+        TextEdit(offsets[k] + lines[k].find("#"), offsets[k] + lines[k].find("#") + 2, "")
+        for k in item
+    )
+
+
+def _item_comments(lines: Sequence[str], item: Sequence[int]) -> list[str]:
+    """What is said about a commented-out item: the prose above it, and each of
+    its lines' own comment."""
+    inline = [_comment_of(_uncommented(lines[k])[0]) for k in item]  # type: ignore[index]
+    said = [_comment_of(line) for line in _prose_above(lines, item[0])]
+    return said + [c for c in inline if c]
 
 
 def _dash_col(lines: Sequence[str], node: yaml.Node) -> int:
@@ -464,7 +496,12 @@ def _scan_run(
     scan: _Scan, start: int, stop: int, blocks: Sequence[yaml.MappingNode], block_col: int
 ) -> None:
     """Split a run of comment lines into commented-out items and judge each."""
-    lines = scan.lines
+    for item, dash in _run_items(scan.lines, start, stop):
+        _judge_item(scan, item, dash, blocks, block_col)
+
+
+def _run_items(lines: Sequence[str], start: int, stop: int) -> Iterator[tuple[list[int], int]]:
+    """The commented-out items of a run of comment lines: (line indexes, dash column)."""
     n = start
     while n < stop:
         code = _uncommented(lines[n])
@@ -484,8 +521,74 @@ def _scan_run(
                 break
             item.append(m)
             m += 1
-        _judge_item(scan, item, dash, blocks, block_col)
+        yield item, dash
         n = m
+
+
+class CommentedOut(Struct, frozen=True, kw_only=True):
+    """A commented-out row or block that carries a tracker in its comment: the
+    commented-out habit (one without a tracker is not a habit: nothing says why)."""
+
+    first_line: int  # 1-based, inclusive
+    last_line: int
+    comment: str  # the comment as written, `# hang: #513` (several joined with " ")
+    tracker: str | None  # None when the comment names several trackers
+    edits: tuple[TextEdit, ...]  # what uncomments it (every other byte kept)
+
+
+def commented_out(recipe: RecipeFile, text: str) -> list[CommentedOut]:
+    """The commented-out habits of one recipe file's text (`recipe` parsed from it):
+    the items migration would consider, found the way it finds them, before its
+    checks of whether restoring one is unambiguous."""
+    products = _value(recipe.document.root, "products")
+    if not isinstance(products, yaml.SequenceNode):
+        return []
+    lines = text.splitlines(keepends=True)
+    offsets = _line_offsets(text)
+    out: list[CommentedOut] = []
+    for run_start, run_stop in _comment_runs(lines, products.start_mark.line):
+        for item, _dash in _run_items(lines, run_start, run_stop):
+            first = item[0]
+            said = _item_comments(lines, item)
+            refs = _trackers(said)
+            if not refs:
+                continue
+            out.append(
+                CommentedOut(
+                    first_line=first + 1,
+                    last_line=item[-1] + 1,
+                    comment=" ".join(f"# {c}" for c in said if c),
+                    tracker=refs[0] if len(refs) == 1 else None,
+                    edits=_uncomment_edits(lines, offsets, item),
+                )
+            )
+    return out
+
+
+def row_comment(text: str, line: int) -> tuple[str, str | None]:
+    """The comment of the row starting at 1-based `line` (prose above it, and
+    each of its lines' own), as written (`# hang: #513`), and its tracker (None
+    when it names none, or several)."""
+    lines = text.splitlines()
+    first = line - 1
+    if not 0 <= first < len(lines):
+        return "", None
+    dash = len(lines[first]) - len(lines[first].lstrip())  # the row's `-` (or first key)
+    own = [first]
+    for n in range(first + 1, len(lines)):
+        body = lines[n]
+        if body.strip() and len(body) - len(body.lstrip()) <= dash:
+            break
+        own.append(n)
+    said = [_comment_of(t) for t in _prose_above(lines, first)]
+    said += [c for c in (_comment_of(lines[n]) for n in own) if c]
+    refs = _trackers(said)
+    return " ".join(f"# {c}" for c in said if c), refs[0] if len(refs) == 1 else None
+
+
+def uncomment(text: str, items: Iterable[CommentedOut]) -> str:
+    """The text with the given commented-out items uncommented (lines kept)."""
+    return _apply_edits(text, [e for item in items for e in item.edits])
 
 
 def _enclosing_block(blocks: Sequence[yaml.MappingNode], line: int) -> yaml.MappingNode | None:
@@ -502,8 +605,7 @@ def _judge_item(
 ) -> None:
     recipe, lines, owner = scan.recipe, scan.lines, scan.owner
     first = item[0]
-    inline = [_comment_of(_uncommented(lines[k])[0]) for k in item]  # type: ignore[index]
-    said = [_comment_of(line) for line in _prose_above(lines, first)] + [c for c in inline if c]
+    said = _item_comments(lines, item)
     refs = _trackers(said)
     if not refs:
         scan.untracked_comments += 1
@@ -567,10 +669,7 @@ def _judge_item(
     if not owner:
         leave("the file names no maintainers; pass --owner or set quarantine.default_owner")
         return
-    edits = []
-    for k in item:
-        at = lines[k].find("#")
-        edits.append(TextEdit(scan.offsets[k] + at, scan.offsets[k] + at + 2, ""))
+    edits = _uncomment_edits(lines, scan.offsets, item)
     scan.candidates.append(
         Candidate(
             rel=recipe.rel,
@@ -578,7 +677,7 @@ def _judge_item(
             habit=habit,
             first_line=first + 1,
             last_line=item[-1] + 1,
-            edits=tuple(edits),
+            edits=edits,
             describe=f"{recipe.path}:{first + 1}-{item[-1] + 1}: uncomment {what}",
             tracker=tracker,
             kind=_kind(said, QuarantineKind.BROKEN),

@@ -446,15 +446,31 @@ def test_without_config_targets_are_every_combination_used_on_either_side() -> N
     assert cases(targets["gitlab-L2-dgx_h100-dev"].removed) == ["a"]  # now empty on head
 
 
-def test_quarantine_habit_scopes_are_left_out_and_named_in_a_note() -> None:
+def test_quarantine_habit_scopes_are_left_out_and_noted_only_where_the_branch_changes_them() -> (
+    None
+):
     habits = copy.deepcopy(V1_GPT)
     habits["products"].append(block("c", scope=["mr-broken", "nightly-temp-disabled"]))
     result = diff({"gpt.yaml": habits}, {"gpt.yaml": habits})
     assert not [t for t in by_name(result) if "broken" in t or "disabled" in t]
+    # Habit scopes on both sides, none of their jobs changed: nothing to say.
+    assert result.notes == ()
+    # A job of one habit scope changes: the note names that scope only.
+    head = copy.deepcopy(habits)
+    head["products"][-1]["products"].append(
+        {
+            "environment": ["dev"],
+            "scope": ["mr-broken"],
+            "n_repeat": [3],
+            "platforms": ["dgx_gb200"],
+        }
+    )
+    result = diff({"gpt.yaml": habits}, {"gpt.yaml": head})
     assert result.notes == (
-        "scope(s) mr-broken, nightly-temp-disabled: quarantine habits that no pipeline "
-        "runs, not compared as targets (their jobs count where an entry quarantines "
-        "them; --target compares one)",
+        "scope(s) mr-broken: this branch changes jobs in these quarantine habits, which "
+        "no pipeline runs and which are not compared as targets (a job parked there or "
+        "lifted from there is a quarantine change of the target it leaves or joins; "
+        "--holding-pen compares them)",
     )
     # No habit scope on either side: no note.
     assert diff({"gpt.yaml": V1_GPT}, {"gpt.yaml": V1_GPT}).notes == ()
@@ -631,6 +647,10 @@ def test_diff_properties(base: dict[str, Any], head: dict[str, Any]) -> None:
         b = backward[name]
         assert _keys(f.added) == _keys(b.removed)
         assert _keys(f.removed) == _keys(b.added)
+        # A move one way is the same move the other way.
+        assert sorted((m.job.sort_key(), m.target) for m in f.moved_out) == sorted(
+            (m.job.sort_key(), m.target) for m in b.moved_in
+        )
         swapped = {
             c.head.sort_key(): {k: (v[1], v[0]) for k, v in c.fields.items()} for c in b.changed
         }
@@ -869,3 +889,34 @@ def test_cli_with_renamed_and_deleted_files(in_repo: GitRepo, cli: Callable[...,
     mr = next(t for t in json.loads(run.out)["targets"] if t["name"] == "gitlab-mr-h100")
     assert [j["test_case"] for j in mr["removed"]] == ["gpt_x"]
     assert mr["removed"][0]["recipe"] == "h100/extra.yaml"
+
+
+# ---------------------------------------------------------------- habits (scope)
+
+
+@pytest.mark.parametrize(
+    ("parked", "quarantined", "removed"),
+    [
+        # nightly-broken parks nightly (L2) jobs only: the mr job is removed.
+        ("nightly-broken", ["gitlab-L2-dgx_h100-dev"], ["gitlab-mr-dgx_h100-dev"]),
+        ("mr-broken", ["gitlab-mr-dgx_h100-dev"], ["gitlab-L2-dgx_h100-dev"]),
+        # flaky does not say which scope it parks: any.
+        ("flaky", ["gitlab-L2-dgx_h100-dev", "gitlab-mr-dgx_h100-dev"], []),
+    ],
+)
+def test_a_job_parked_in_a_habit_scope_is_quarantined_where_that_habit_parks_its_scope(
+    parked: str, quarantined: list[str], removed: list[str]
+) -> None:
+    head = copy.deepcopy(V1_GPT)
+    head["products"][0] = block("a", scope=[parked])
+    targets = by_name(diff({"gpt.yaml": V1_GPT}, {"gpt.yaml": head}))
+    assert sorted(n for n, t in targets.items() if t.quarantine) == quarantined
+    assert sorted(n for n, t in targets.items() if t.removed) == removed
+    for name in quarantined:
+        [q] = targets[name].quarantine
+        assert (q.change, q.habit and q.habit.scope, q.parser) == (QUARANTINED, parked, "removed")
+    # Already parked there on both sides: the job that leaves is removed.
+    both = copy.deepcopy(V1_GPT)
+    both["products"].append(block("a", scope=[parked]))
+    targets = by_name(diff({"gpt.yaml": both}, {"gpt.yaml": head}))
+    assert not [n for n, t in targets.items() if t.quarantine]

@@ -99,6 +99,10 @@ def _platforms(tree: dict[str, Any]) -> None:
     tree["h100/gpt.yaml"]["products"][1]["products"][0]["platforms"] = ["dgx_gb200"]
 
 
+def _platform_move(tree: dict[str, Any]) -> None:
+    tree["h100/gpt.yaml"]["products"][0]["products"][0]["platforms"] = ["dgx_gb200"]
+
+
 def _scopes(tree: dict[str, Any]) -> None:
     tree["h100/gpt.yaml"]["products"][0]["products"][0]["scope"] = ["mr", "nightly"]
 
@@ -161,6 +165,7 @@ EDITS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "time limit": edited(_time_limit),
     "n_repeat": edited(_n_repeat),
     "platform list": edited(_platforms),
+    "a platform move": edited(_platform_move),
     "scope list": edited(_scopes),
     "a removed row": edited(_removed_row),
     "a new file": edited(_new_file),
@@ -289,13 +294,23 @@ def expected(base: dict[str, Any], head: dict[str, Any]) -> dict[str, Any]:
 
 
 def observed(result: SelectionDiff) -> dict[str, dict[str, Any]]:
+    """The diff as the files see it: a job moved in or out, or parked by a
+    habit, enters or leaves the target's file (the diff names why); the
+    resolved-workload fields (workload.*) are no emitted field."""
     out = {}
     for t in result.targets:
+        habits = [q for q in t.quarantine if q.habit is not None]
+        changed = {
+            str(c.head.identity): {f for f in c.fields if not f.startswith("workload.")}
+            for c in t.changed
+        }
         out[t.target.name] = {
-            "added": {str(j.identity) for j in t.added},
-            "removed": {str(j.identity) for j in t.removed},
-            "changed": {str(c.head.identity): set(c.fields) for c in t.changed},
-            "quarantine": {(str(q.job.identity), q.change) for q in t.quarantine},
+            "added": {str(j.identity) for j in (*t.added, *(m.job for m in t.moved_in))}
+            | {str(q.job.identity) for q in habits if q.parser == "added"},
+            "removed": {str(j.identity) for j in (*t.removed, *(m.job for m in t.moved_out))}
+            | {str(q.job.identity) for q in habits if q.parser == "removed"},
+            "changed": {k: v for k, v in changed.items() if v},
+            "quarantine": {(str(q.job.identity), q.change) for q in t.quarantine if not q.habit},
         }
     return out
 

@@ -187,6 +187,13 @@ def test_json_shape() -> None:
         "removed": 1,
         "changed": 4,
         "quarantine": 2,
+        "moved": 0,
+        "moves": [],
+        # The parser's view: the same here (no habit, no move, nothing arrives
+        # or leaves quarantined).
+        "parser": {"added": 6, "removed": 1},
+        "findings_added": 0,
+        "findings_removed": 0,
         "duplicates": 0,
         # One run of every target: 300 + 600 + 30 + 60 before, 480 + 660 + 0 + 60 after.
         "gpu_hours_before": 990,
@@ -251,7 +258,16 @@ def test_json_shape() -> None:
         480,
         180,
     )
-    assert mr["counts"] == {"added": 0, "removed": 0, "changed": 4, "quarantine": 2}
+    assert mr["counts"] == {
+        "added": 0,
+        "removed": 0,
+        "changed": 4,
+        "quarantine": 2,
+        "moved_out": 0,
+        "moved_in": 0,
+        # Entries the parser does not read: to it, nothing was added or removed.
+        "parser": {"added": 0, "removed": 0},
+    }
     assert data["notes"] == list(sample().notes)
 
 
@@ -323,6 +339,27 @@ def test_markdown_details_group_one_edit_of_many_jobs() -> None:
     assert "`env`: `+B=3, A: 1 -> 2`" in details
     assert "`time_limit`: `2700` → `5400`" in details
     assert details.count("<summary>") == 1
+
+
+def test_markdown_folds_the_diff_of_a_long_script() -> None:
+    old = "\n".join(f"step {i}" for i in range(40))
+    new = "\n".join(f"step {i}" if i % 3 else f"step {i} --fast" for i in range(40))
+    changed = (ChangedJob(job("a"), job("a"), {"workload.script_setup": (old, new)}),)
+    diff_ = SelectionDiff(
+        base="a" * 40,
+        head="b" * 40,
+        targets=(
+            TargetDiff(target("t", "gitlab", "mr"), changed=changed, base_jobs=2, head_jobs=2),
+        ),
+    )
+    text = render_markdown(diff_)
+    assert "- `workload.script_setup`: 28 line(s) changed" in text
+    folded = text[text.index("<details><summary>the diff of workload.script_setup</summary>") :]
+    assert "-step 0\n" in folded and "+step 0 --fast\n" in folded
+    assert folded.index("```diff") < folded.index("  </details>")
+    # The terminal shows the same diff, cut at its limit.
+    plain = render_text(diff_)
+    assert "        -step 0" in plain and "more line(s)" in plain
 
 
 def test_markdown_says_all_jobs_when_one_edit_changes_a_whole_target() -> None:

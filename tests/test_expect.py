@@ -197,7 +197,7 @@ def test_every_well_formed_check_parses_back(kind: str, op: str, number: int) ->
 
 
 def test_count_of_nothing() -> None:
-    assert target_counts([]) == {"+": 0, "-": 0, "~": 0, "q": 0, "=": 0}
+    assert target_counts([]) == {"+": 0, "-": 0, "~": 0, "q": 0, "m": 0, "=": 0}
 
 
 def test_large_counts_are_shown_whole() -> None:

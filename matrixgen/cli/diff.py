@@ -24,8 +24,14 @@ DIFF_HELP = """Per target, the difference between what HEAD and BASE emit for it
 
 Added / removed: jobs that run at HEAD and not at BASE / the reverse (a job a
 skip entry takes out does not run). Changed: jobs whose emitted content (GitHub
-matrix row, GitLab job) differs, field by field. Quarantine: quarantined,
-lifted, action changed, entry changed, arrives quarantined, leaves quarantined.
+matrix row, GitLab job) differs, field by field, and, where the launcher reloads
+the recipe at run time (a format_version 1 tree), whose resolved workload
+differs (workload.script_setup, ...). Quarantine: quarantined, lifted, action
+changed, entry changed, arrives quarantined, leaves quarantined; a row parked
+in a habit scope (mr -> mr-broken) or commented out with a tracker is
+quarantined, and back, lifted. Moved: jobs that leave one target for another
+unchanged (a renamed scope, platform or environment). Findings: what
+`matrixgen validate` reports at HEAD and not at BASE, and the reverse.
 A row that duplicates (or stops duplicating) a job is a note, not a change.
 Cost: each target's and pipeline's GPU-hours per run on both sides and the
 change ("+6 jobs, +12.5 GPU-h per run of gitlab/mr"), priced as `stats --cost`
@@ -55,9 +61,9 @@ on either side, holding-pen scopes only with --holding-pen.
     RULE    = PATTERN ":" CHECK [[","] CHECK]...
     PATTERN = SYSTEM/SCOPE[/PLATFORM[/ENVIRONMENT[/CADENCE]]] | TARGET-NAME
               (globs allowed; a scope matches by name or tier)
-    CHECK   = KIND [OP] COUNT | cost [OP] AMOUNT
+    CHECK   = KIND [OP] COUNT | findings [OP] COUNT | cost [OP] AMOUNT
     KIND    = + added | - removed | ~ changed | q quarantine changes
-              | = all of them (and target definition changes)
+              | m moved in or out | = all of them (and target definition changes)
     OP      = <= >= < > != == (none: exactly)
     AMOUNT  = [+|-]NUMBER h (GPU-hours) | [+|-]NUMBER m (GPU-minutes) | 0:
               the change in GPU-hours per run (head minus base, unweighted)
@@ -69,6 +75,7 @@ on either side, holding-pen scopes only with --holding-pen.
     github/L0/dgx_h100:+>=1,-0
     gitlab/mr:cost<=+2h  at most 2 GPU-hours more per run of gitlab/mr
     */nightly:cost<=0    nightly costs no more than before
+    *:findings=0         no new error or warning of `matrixgen validate`
 
 Counts are per target, as the table shows them, summed over the targets a
 pattern matches. A system, scope, platform, environment or cadence (without
@@ -168,7 +175,8 @@ def diff_command(
             data["changed_view"] = view.to_dict()
         echo_json(data)
     else:
-        text = render(result, fmt.value) + render_gaps(gaps, fmt.value)
+        # The notes went to stderr above: a terminal shows each once.
+        text = render(result, fmt.value, notes=False) + render_gaps(gaps, fmt.value)
         if view is not None:
             from matrixgen.diff.changed import render_changed_view
             from matrixgen.views.table import table

@@ -20,6 +20,23 @@ environment, platform, tag) within the target. Per target:
   definition added/removed at file:line". The job itself is counted only where
   its emitted content changes.
 
+Where the target's launcher reloads the recipe at run time (engine.workload:
+every target of a format_version 1 tree, or one whose settings say so),
+changed also covers each field of the job's resolved workload
+(`workload.script_setup`, ...), its pipeline content the same or not.
+
+Then, over every target (`find_habits`, `find_moves`): a removed job whose row
+the head parks in a habit scope of the target's scope (migrate's notion:
+`mr` -> `mr-broken`, `flaky`, ...) or comments out with a tracker is a
+quarantine change with its habit, "quarantined"; an added one that the base
+had parked or commented out, "lifted". A job removed from one target and added
+to another with the same content but for the scope, platform or environment
+is moved. Each keeps what Megatron-LM's parser sees (`parser`,
+`TargetDiff.parser_counts`): to it these are removals and additions.
+
+Findings: what validate reports on each side (already run to load it) is
+compared; the diff lists what the head adds and what it removes.
+
 The file a job is defined in is not emitted: moving a case to another file
 changes nothing. A change to a target's own definition (selector, system
 settings) is listed once per target, besides the jobs it changes.
@@ -49,12 +66,13 @@ unchanged without being emitted.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from msgspec import Struct, field
 
-from matrixgen.diff.gitsource import Repository, TreeSource
+from matrixgen.diff.gitsource import Repository, TreeSource, blob_id
 from matrixgen.emit.common import (
     EmitSettings,
     EmittedJob,
@@ -76,9 +94,10 @@ from matrixgen.engine.errors import (
     did_you_mean,
 )
 from matrixgen.engine.model import Job, JobId, QuarantineMark, Target
-from matrixgen.engine.targets import discover_targets, parse_target
+from matrixgen.engine.targets import discover_targets, is_holding_pen, parse_target
 from matrixgen.engine.vocab import System
-from matrixgen.migrate import is_habit_scope
+from matrixgen.engine.workload import rereads_recipe, workload_changes
+from matrixgen.migrate import commented_out, is_habit_scope, parks, row_comment, uncomment
 from matrixgen.pipeline import Generation, PipelineCache, generate_from_files
 from matrixgen.quarantine.entries import Selection
 from matrixgen.views.cost import Cost, jobs_cost
@@ -103,6 +122,32 @@ DUPLICATE_REMOVED = "removed"
 SKIP = "skip"  # the quarantine action that takes a job out of a target
 
 
+class Habit(Struct, frozen=True, kw_only=True):
+    """How upstream took a job out (or brought it back) without an entry: parked
+    in a habit scope (`scope`), or commented out (`comment`); `tracker` when the
+    comment names one."""
+
+    scope: str | None = None
+    comment: str | None = None
+    tracker: str | None = None
+
+    def describe(self) -> str:
+        if self.scope is not None:
+            text = f"parked in {self.scope}"
+            return text + (f" ({self.comment})" if self.comment else "")
+        return f"commented out: {self.comment}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.scope is not None:
+            out["scope"] = self.scope
+        if self.comment:
+            out["comment"] = self.comment
+        if self.tracker:
+            out["tracker"] = self.tracker
+        return out
+
+
 class ChangedJob(Struct, frozen=True):
     """A job that runs on both sides whose emitted content differs:
     {emitted field: (old, new)}, in the order the file has the fields."""
@@ -118,6 +163,19 @@ class QuarantineChange(Struct, frozen=True):
     change: str  # one of QUARANTINE_CHANGES
     base: Job | None  # None: the job is new to the target
     head: Job | None  # None: the job left the target
+    # An upstream habit (a row parked in a habit scope, or commented out) rather
+    # than an entry: the job left the target (quarantined) or joined it (lifted).
+    habit: Habit | None = None
+
+    @property
+    def parser(self) -> str | None:
+        """What Megatron-LM's parser, which reads no quarantine file, sees of the
+        change: "added" or "removed" from the target's selection, or None."""
+        if self.change == ARRIVES_QUARANTINED or (self.habit and self.change == LIFTED):
+            return "added"
+        if self.change == LEAVES_QUARANTINED or (self.habit and self.change == QUARANTINED):
+            return "removed"
+        return None
 
     @property
     def job(self) -> Job:
@@ -141,6 +199,14 @@ class QuarantineChange(Struct, frozen=True):
         return mark
 
 
+class Moved(Struct, frozen=True):
+    """A job that left this target for another (or came from one) unchanged:
+    a scope, platform or environment renamed."""
+
+    job: Job
+    target: str  # the other target's name
+
+
 class DuplicateNote(Struct, frozen=True):
     """A row that defines a job another row defines too, added or removed."""
 
@@ -158,6 +224,8 @@ class TargetDiff(Struct, frozen=True):
     changed: tuple[ChangedJob, ...] = ()
     quarantine: tuple[QuarantineChange, ...] = ()
     duplicates: tuple[DuplicateNote, ...] = ()
+    moved_out: tuple[Moved, ...] = ()  # to another target
+    moved_in: tuple[Moved, ...] = ()  # from another target
     # Differences in the target's own definition (selector and system settings).
     settings: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     # "both", or the one side the target exists on (a configured target added or removed).
@@ -180,21 +248,46 @@ class TargetDiff(Struct, frozen=True):
         return self.head_cost.weighted_max - self.base_cost.weighted_max
 
     @property
+    def holding_pen(self) -> bool:
+        """A habit scope's holding pen (`--holding-pen`): no system runs it."""
+        return is_holding_pen(self.target.selector.scope)
+
+    @property
     def unchanged(self) -> bool:
         """Nothing CI receives changes (a duplicate row added or removed is a note)."""
-        return not (self.added or self.removed or self.changed or self.quarantine or self.settings)
+        return not (
+            self.added
+            or self.removed
+            or self.changed
+            or self.quarantine
+            or self.settings
+            or self.moved_out
+            or self.moved_in
+        )
 
     def counts(self) -> dict[str, int]:
-        """+ added, - removed, ~ changed, q quarantine changes, = all of them and
-        1 for a changed target definition: what the table shows for the target."""
+        """+ added, - removed, ~ changed, q quarantine changes, m moved (in and
+        out), = all of them and 1 for a changed target definition: what the
+        table shows for the target."""
         out = {
             "+": len(self.added),
             "-": len(self.removed),
             "~": len(self.changed),
             "q": len(self.quarantine),
+            "m": len(self.moved_out) + len(self.moved_in),
         }
         out["="] = sum(out.values()) + (1 if self.settings else 0)
         return out
+
+    def parser_counts(self) -> dict[str, int]:
+        """Added and removed as Megatron-LM's parser counts them: it reads no
+        quarantine file and no habit, so a move, a habit and a job arriving or
+        leaving quarantined are additions and removals to it."""
+        moves = [q.parser for q in self.quarantine]
+        return {
+            "added": len(self.added) + len(self.moved_in) + moves.count("added"),
+            "removed": len(self.removed) + len(self.moved_out) + moves.count("removed"),
+        }
 
 
 class SelectionDiff(Struct, frozen=True):
@@ -206,6 +299,10 @@ class SelectionDiff(Struct, frozen=True):
     notes: tuple[str, ...] = ()  # what the reader must know (errors on a side, absent trees)
     # {entry id: evidence line} from a results store (diff.evidence); None: no store.
     evidence: Mapping[str, str] | None = None
+    # What `matrixgen validate` reports (errors and warnings) at head and not at
+    # base, and the reverse (compared by severity, code, file and message).
+    findings_added: tuple[Finding, ...] = ()
+    findings_removed: tuple[Finding, ...] = ()
 
     @property
     def unchanged(self) -> bool:
@@ -215,7 +312,7 @@ class SelectionDiff(Struct, frozen=True):
 def target_counts(targets: Sequence[TargetDiff]) -> dict[str, int]:
     """The per-target counts (`TargetDiff.counts`) summed over some targets: a job
     added to two targets counts twice, as the table shows it in both rows."""
-    total = {"+": 0, "-": 0, "~": 0, "q": 0, "=": 0}
+    total = {"+": 0, "-": 0, "~": 0, "q": 0, "m": 0, "=": 0}
     for t in targets:
         for kind, n in t.counts().items():
             total[kind] += n
@@ -299,27 +396,50 @@ def resolve_diff_targets(
         return [p for p in (_configured_pair(n, base, head) for n in configured) if p]
     typos = typo_platforms(base.tree) | typo_platforms(head.tree)
     return [
-        TargetPair(t, t, t)
+        TargetPair(_pen(t), t, t)
         for t in discover_targets(
             _chain(base.jobs, head.jobs), holding_pen=holding_pen, exclude_platforms=typos
         )
     ]
 
 
+def _pen(target: Target) -> Target:
+    """A discovered holding pen, shown by a name that claims no system
+    (`holding-pen-mr-broken-dgx_h100-dev`): no pipeline runs it."""
+    sel = target.selector
+    if not is_holding_pen(sel.scope):
+        return target
+    parts = ["holding-pen", sel.scope, sel.platform, sel.environment]
+    from msgspec.structs import replace as _replace
+
+    return _replace(target, name="-".join(p for p in parts if p))
+
+
 def habit_note(base: Generation, head: Generation) -> str | None:
-    """Which quarantine habit scopes a diff without configured targets leaves out."""
+    """The quarantine habit scopes, left out of a diff without configured targets,
+    in which the branch changes a job (None: it changes none)."""
     if base.tree.config.targets or head.tree.config.targets:
         return None
-    habits = sorted(
-        {j.scope for j in (*base.jobs, *head.jobs) if j.scope and is_habit_scope(j.scope)}
-    )
-    if not habits:
+    before, after = _habit_jobs(base), _habit_jobs(head)
+    if before == after:
         return None
-    return (
-        f"scope(s) {', '.join(habits)}: quarantine habits that no pipeline runs, not "
-        "compared as targets (their jobs count where an entry quarantines them; "
-        "--target compares one)"
+    habits = sorted(
+        {key[1] for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
     )
+    return (
+        f"scope(s) {', '.join(habits)}: this branch changes jobs in these quarantine "
+        "habits, which no pipeline runs and which are not compared as targets (a job "
+        "parked there or lifted from there is a quarantine change of the target it "
+        "leaves or joins; --holding-pen compares them)"
+    )
+
+
+def _habit_jobs(generation: Generation) -> dict[tuple[JobId, str], tuple[Job, Mapping[str, Any]]]:
+    return {
+        (j.identity, j.scope): (j, j.spec)
+        for j in generation.jobs
+        if j.scope and is_habit_scope(j.scope)
+    }
 
 
 def _chain(*groups: Iterable[Job]) -> list[Job]:
@@ -415,8 +535,11 @@ def diff_generations(
     base_ref: str = "base",
     head_ref: str = "head",
     notes: Sequence[str] = (),
+    sources: tuple[TreeSource, TreeSource] | None = None,
+    cache: PipelineCache | None = None,
 ) -> SelectionDiff:
-    """Compare two loaded trees target by target."""
+    """Compare two loaded trees target by target. With the trees' `sources`
+    (base, head), a row commented out (or back in) is told from a deletion."""
     pairs = resolve_diff_targets(
         base, head, values=values, specs=specs, names=names, holding_pen=holding_pen
     )
@@ -430,9 +553,243 @@ def diff_generations(
     )
     diffs = [diff_target(pair, base_index, head_index) for pair in pairs]
     diffs.sort(key=lambda d: _target_order(d.target))
+    if any(d.added or d.removed for d in diffs):
+        diffs = find_moves(find_habits(diffs, base, head, sources, cache))
     habits = habit_note(base, head) if not (values or specs or names or holding_pen) else None
     extra = [*base_index.notes, *head_index.notes, *([habits] if habits else [])]
     return SelectionDiff(base=base_ref, head=head_ref, targets=tuple(diffs), notes=(*notes, *extra))
+
+
+# ---------------------------------------------------------------- habits and moves
+
+
+def find_habits(
+    diffs: Sequence[TargetDiff],
+    base: Generation,
+    head: Generation,
+    sources: tuple[TreeSource, TreeSource] | None,
+    cache: PipelineCache | None,
+) -> list[TargetDiff]:
+    """Removed jobs that upstream's habits took out, and added ones they brought
+    back, as quarantine changes (migrate's notion of a habit): a job that leaves
+    a target while its row now sits in one of that scope's habit scopes
+    (`mr` -> `mr-broken`), or is now commented out with a tracker in the
+    comment, is quarantined; the reverse is lifted."""
+    from msgspec.structs import replace as _replace
+
+    gens = (base, head)
+    texts = (_texts(sources[0]), _texts(sources[1])) if sources else ({}, {})
+    parked = (_parked(base), _parked(head))
+    # Where a job is missing on a side, what that side's commented-out rows hold.
+    wanted = (
+        {j.recipe for d in diffs if not d.holding_pen for j in d.added},
+        {j.recipe for d in diffs if not d.holding_pen for j in d.removed},
+    )
+    restored = [
+        _commented_jobs(gens[i], texts[i], wanted[i], sources[i] if sources else None, cache)
+        for i in (0, 1)
+    ]
+    out = []
+    for d in diffs:
+        if d.holding_pen or not (d.added or d.removed):
+            out.append(d)
+            continue
+        scope = d.target.selector.scope or ""
+        changes = list(d.quarantine)
+        kept: dict[str, list[Job]] = {"removed": [], "added": []}
+        # A removed job is looked for at head, an added one at base.
+        for kind, jobs, side in (("removed", d.removed, 1), ("added", d.added, 0)):
+            for job in jobs:
+                habit = _habit_of(job, scope, side, parked, restored[side], texts[side])
+                if habit is None:
+                    kept[kind].append(job)
+                elif kind == "removed":
+                    changes.append(QuarantineChange(QUARANTINED, job, None, habit=habit))
+                else:
+                    changes.append(QuarantineChange(LIFTED, None, job, habit=habit))
+        if len(changes) == len(d.quarantine):
+            out.append(d)
+            continue
+        out.append(
+            _replace(
+                d,
+                added=tuple(kept["added"]),
+                removed=tuple(kept["removed"]),
+                quarantine=tuple(sorted(changes, key=lambda q: (q.job.sort_key(), q.change))),
+            )
+        )
+    return out
+
+
+def _texts(source: TreeSource) -> dict[str, str]:
+    return {
+        rel: data.decode("utf-8-sig", errors="replace")
+        for rel, data in source.files.items()
+        if rel.endswith((".yaml", ".yml"))
+    }
+
+
+def _parked(generation: Generation) -> dict[JobId, list[Job]]:
+    """The jobs of a side's habit scopes, by identity."""
+    out: dict[JobId, list[Job]] = {}
+    for job in generation.jobs:
+        if job.scope and is_habit_scope(job.scope):
+            out.setdefault(job.identity, []).append(job)
+    return out
+
+
+def _habit_of(
+    job: Job,
+    scope: str,
+    side: int,
+    parked: tuple[Mapping[JobId, list[Job]], Mapping[JobId, list[Job]]],
+    restored: Mapping[tuple[JobId, str | None], tuple[str, str | None]],
+    texts: Mapping[str, str],
+) -> Habit | None:
+    """The habit that explains a job's leaving (joining) a target of `scope`:
+    on the side it is missing from (`side`), its row parked in one of that
+    scope's habit scopes (and not parked there on the other side too), or
+    commented out with a tracker."""
+    for habit_job in parked[side].get(job.identity, ()):
+        where = habit_job.scope or ""
+        if not parks(where, scope):
+            continue
+        if any(j.scope == where for j in parked[1 - side].get(job.identity, ())):
+            continue
+        comment, tracker = "", None
+        text = texts.get(habit_job.recipe)
+        if text is not None:
+            comment, tracker = row_comment(text, habit_job.source.line)
+        return Habit(scope=habit_job.shown_scope, comment=comment or None, tracker=tracker)
+    found = restored.get((job.identity, job.scope))
+    if found is not None:
+        return Habit(comment=found[0], tracker=found[1])
+    return None
+
+
+def _commented_jobs(
+    generation: Generation,
+    texts: Mapping[str, str],
+    wanted: Iterable[str],
+    source: TreeSource | None,
+    cache: PipelineCache | None,
+) -> dict[tuple[JobId, str | None], tuple[str, str | None]]:
+    """{(identity, scope): (comment, tracker)} of the jobs that the commented-out
+    habits of the `wanted` files of one side would define, uncommented."""
+    if source is None:
+        return {}
+    recipes = {r.rel: r for r in generation.tree.tests}
+    items = {}
+    for rel in sorted(set(wanted)):
+        if rel in recipes and rel in texts:
+            found = commented_out(recipes[rel], texts[rel])
+            if found:
+                items[rel] = found
+    if not items:
+        return {}
+    files = dict(source.files)
+    blob_ids = dict(source.blob_ids)
+    for rel, found in items.items():
+        files[rel] = uncomment(texts[rel], found).encode("utf-8")
+        blob_ids[rel] = blob_id(files[rel])
+    try:
+        restored = generate_from_files(
+            files, root=source.path or ".", blob_ids=blob_ids, cache=cache
+        )
+    except MatrixgenError:  # what does not uncomment to a tree is no habit
+        return {}
+    out: dict[tuple[JobId, str | None], tuple[str, str | None]] = {}
+    for job in restored.jobs:
+        for item in items.get(job.recipe, ()):
+            if item.first_line <= job.source.line <= item.last_line:
+                out.setdefault((job.identity, job.scope), (item.comment, item.tracker))
+    return out
+
+
+def find_moves(diffs: Sequence[TargetDiff]) -> list[TargetDiff]:
+    """Jobs removed from one target and added to another with the same content
+    but for the renamed scope, platform or environment, as moves. Pairs are
+    made closest first: the targets that differ in the fewest of system, scope,
+    platform, environment and cadence, then in target order (the same pairs
+    whichever side is the base)."""
+    from msgspec.structs import replace as _replace
+
+    arrivals: dict[tuple, list[tuple[int, Job]]] = {}
+    for index, d in enumerate(diffs):
+        if not d.holding_pen:
+            for job in d.added:
+                arrivals.setdefault(_move_key(job), []).append((index, job))
+    if not arrivals:
+        return list(diffs)
+    options = []
+    for index, d in enumerate(diffs):
+        if d.holding_pen:
+            continue
+        for job in d.removed:
+            for i, other in arrivals.get(_move_key(job), ()):
+                if i != index:
+                    order = sorted([(index, job.sort_key()), (i, other.sort_key())])
+                    options.append(
+                        (_distance(d.target, diffs[i].target), order, index, job, i, other)
+                    )
+    if not options:
+        return list(diffs)
+    options.sort(key=lambda o: (o[0], o[1]))
+    moved_out: dict[int, list[Moved]] = {}
+    moved_in: dict[int, list[Moved]] = {}
+    taken: set[int] = set()
+    for _, _, index, job, i, other in options:
+        if id(job) in taken or id(other) in taken:
+            continue
+        taken.update((id(job), id(other)))
+        moved_out.setdefault(index, []).append(Moved(job, diffs[i].target.name))
+        moved_in.setdefault(i, []).append(Moved(other, diffs[index].target.name))
+    out = []
+    for index, d in enumerate(diffs):
+        if index not in moved_out and index not in moved_in:
+            out.append(d)
+            continue
+        out.append(
+            _replace(
+                d,
+                removed=tuple(j for j in d.removed if id(j) not in taken),
+                added=tuple(j for j in d.added if id(j) not in taken),
+                moved_out=tuple(sorted(moved_out.get(index, ()), key=lambda m: m.job.sort_key())),
+                moved_in=tuple(sorted(moved_in.get(index, ()), key=lambda m: m.job.sort_key())),
+            )
+        )
+    return out
+
+
+# The fields a rename of a target's scope, platform or environment changes.
+_RENAMED = frozenset({"scope", "platforms", "environment"})
+
+
+def _move_key(job: Job) -> tuple:
+    """A job's content but for its scope, platform and environment (and what
+    is rendered from them: its name, its build): what a move keeps."""
+    spec = json.dumps(
+        {k: v for k, v in job.spec.items() if k not in _RENAMED}, sort_keys=True, default=str
+    )
+    return (
+        job.model,
+        job.test_case,
+        job.tag or "",
+        job.n_repeat,
+        job.time_limit,
+        job.nodes,
+        job.gpus,
+        job.allow_failure,
+        job.env,
+        job.args,
+        job.quarantine,
+        spec,
+    )
+
+
+def _distance(a: Target, b: Target) -> int:
+    one, two = _target_order(a)[:5], _target_order(b)[:5]
+    return sum(x != y for x, y in zip(one, two, strict=True))
 
 
 def _target_order(target: Target) -> tuple:
@@ -466,7 +823,11 @@ def diff_target(pair: TargetPair, base: SideIndex, head: SideIndex) -> TargetDif
     ):
         # The very same jobs under the very same config: the same file.
         jobs = emitted_jobs(new_sel.jobs)
-        cost = jobs_cost(jobs, pair.head, head.generation.tree.config)
+        cost = (
+            Cost()
+            if is_holding_pen(pair.shown.selector.scope)
+            else jobs_cost(jobs, pair.head, head.generation.tree.config)
+        )
         return TargetDiff(
             target=pair.shown,
             settings=settings,
@@ -477,13 +838,19 @@ def diff_target(pair: TargetPair, base: SideIndex, head: SideIndex) -> TargetDif
         )
     old = base.emit(pair.base, old_sel)
     new = head.emit(pair.head, new_sel)
+    # A holding pen is no system's target: nothing runs it, it costs nothing.
+    priced = not is_holding_pen(pair.shown.selector.scope)
     return compare_emitted(
         pair.shown,
         old,
         new,
         settings=settings,
         exists=exists,
-        configs=(base.generation.tree.config, head.generation.tree.config),
+        configs=(base.generation.tree.config, head.generation.tree.config) if priced else None,
+        workloads=any(
+            target is not None and rereads_recipe(side.generation.tree, target)
+            for side, target in ((base, pair.base), (head, pair.head))
+        ),
     )
 
 
@@ -495,9 +862,13 @@ def compare_emitted(
     settings: Mapping[str, tuple[Any, Any]] | None = None,
     exists: str = "both",
     configs: tuple[ProjectConfig, ProjectConfig] | None = None,
+    workloads: bool = False,
 ) -> TargetDiff:
     """Compare what two sides emit for one target (None: the target is absent);
-    `configs` (base, head) price each side's running jobs (no cost without them)."""
+    `configs` (base, head) price each side's running jobs (no cost without them).
+    `workloads`: the target's launcher reloads the recipe at run time
+    (engine.workload), so a running job also changes where its resolved
+    workload does (`workload.FIELD`), its pipeline content unchanged or not."""
     olds: dict[JobId, EmittedJob] = old.by_identity() if old is not None else {}
     news: dict[JobId, EmittedJob] = new.by_identity() if new is not None else {}
     added: list[Job] = []
@@ -523,8 +894,16 @@ def compare_emitted(
         change = quarantine_change(a.quarantine, b.quarantine)
         if change is not None:
             quarantine.append(QuarantineChange(change, a.job, b.job))
-        if a.running and b.running and a.plain is not b.plain and a.plain != b.plain:
-            changed.append(ChangedJob(a.job, b.job, field_changes(a.plain, b.plain)))
+        if a.running and b.running:
+            fields = (
+                field_changes(a.plain, b.plain)
+                if a.plain is not b.plain and a.plain != b.plain
+                else {}
+            )
+            if workloads and a.job is not b.job:
+                fields.update(workload_changes(a.job, b.job))
+            if fields:
+                changed.append(ChangedJob(a.job, b.job, fields))
         duplicates.extend(duplicate_notes(a.job, b.job))
     return TargetDiff(
         target=shown,
@@ -623,6 +1002,8 @@ class Side(Struct, frozen=True):
     # The errors `matrixgen validate` reports on this side (without its JSON
     # Schema pass, like the emitters): the side's CI would refuse to generate.
     errors: tuple[Finding, ...] = ()
+    # Every finding of that validation (errors and warnings).
+    findings: tuple[Finding, ...] = ()
 
     @property
     def label(self) -> str:
@@ -643,8 +1024,38 @@ def load_side(name: str, source: TreeSource, cache: PipelineCache) -> Side:
         exc.message = f"{name} ({source.label}): {exc.message}"
         raise
     found.update(generation.findings)  # the quarantine file's too
-    errors = sorted((f for f in found if f.severity is Severity.ERROR), key=Finding.sort_key)
-    return Side(name, source, generation, tuple(errors))
+    findings = sorted(found, key=Finding.sort_key)
+    errors = [f for f in findings if f.severity is Severity.ERROR]
+    return Side(name, source, generation, tuple(errors), tuple(findings))
+
+
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def finding_changes(
+    base: Sequence[Finding], head: Sequence[Finding]
+) -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
+    """The findings head has and base has not, and the reverse, compared by
+    severity, code, file and message, numbers left out (a line moved by an edit
+    above it, a count in the message that another row changes: the same
+    finding), each as many times as one side has it more than the other."""
+    from collections import Counter
+
+    def key(f: Finding) -> tuple[str, str, str, str]:
+        return (f.severity.value, f.code, f.location.file, _DIGITS.sub("0", f.message))
+
+    before, after = Counter(map(key, base)), Counter(map(key, head))
+    added, removed = after - before, before - after
+
+    def pick(findings: Sequence[Finding], wanted: Counter) -> tuple[Finding, ...]:
+        out = []
+        for f in findings:
+            if wanted[key(f)] > 0:
+                wanted[key(f)] -= 1
+                out.append(f)
+        return tuple(out)
+
+    return pick(head, added), pick(base, removed)
 
 
 def side_notes(side: Side) -> list[str]:
@@ -700,5 +1111,12 @@ def diff_revisions(
         base_ref=base_source.ref,
         head_ref=head_source.ref,
         notes=notes,
+        sources=(base_source, head_source),
+        cache=cache,
     )
+    added, removed = finding_changes(sides[0].findings, sides[1].findings)
+    if added or removed:
+        from msgspec.structs import replace as _replace
+
+        result = _replace(result, findings_added=added, findings_removed=removed)
     return result, sides

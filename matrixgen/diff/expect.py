@@ -6,12 +6,16 @@ Grammar (one rule per --expect; every rule must hold):
     PATTERN  = SYSTEM "/" SCOPE [ "/" PLATFORM [ "/" ENVIRONMENT [ "/" CADENCE ] ] ]
              | TARGET-NAME
     CHECK    = KIND [ OP ] COUNT
+             | "findings" [ OP | "=" ] COUNT
              | "cost" [ OP ] AMOUNT
     KIND     = "+"  jobs added
              | "-"  jobs removed
              | "~"  jobs changed
              | "q"  quarantine changes (quarantined, lifted, action changed, entry
-                    changed, arrives quarantined, leaves quarantined)
+                    changed, arrives quarantined, leaves quarantined, and the
+                    habits: parked in a habit scope, commented out, lifted)
+             | "m"  jobs moved to or from another target (a renamed scope,
+                    platform or environment)
              | "="  all of the above, plus each matched target whose own definition changed
     OP       = "<=" | ">=" | "<" | ">" | "!=" | "=="  (none: exactly)
     COUNT    = a whole number
@@ -20,6 +24,11 @@ Grammar (one rule per --expect; every rule must hold):
                "m" GPU-minutes: the change in the GPU-hours of one run of the
                matched targets (head minus base, `stats --cost`'s upper bound,
                unweighted)
+
+`findings` counts what `matrixgen validate` reports (errors and warnings) at
+HEAD and not at BASE, over the whole tree (findings belong to files, not to
+targets: the pattern only has to match a target): `*:findings=0` fails a pull
+request that adds one.
 
 Each part of a PATTERN is a name or a glob (`*`, `?`, `[...]`); parts left out
 match anything. A scope matches by its name or its tier, so `*/nightly` matches
@@ -65,6 +74,7 @@ from msgspec import Struct
 from matrixgen.diff.compare import SelectionDiff, target_counts
 from matrixgen.engine.errors import ExpectationError, UsageError, did_you_mean
 from matrixgen.engine.model import Target
+from matrixgen.engine.targets import is_holding_pen
 from matrixgen.engine.vocab import resolve_scope
 from matrixgen.views.cost import signed_hours
 
@@ -73,9 +83,11 @@ KINDS = {
     "-": "removed",
     "~": "changed",
     "q": "quarantine changes",
+    "m": "jobs moved (in and out)",
     "=": "changes in total",
 }
 COST = "cost"
+FINDINGS = "findings"  # findings (errors and warnings) the branch adds, tree-wide
 UNITS = {"h": 1, "m": 60}  # per GPU-hour
 OPS: dict[str, Callable[[float, float], bool]] = {
     "": operator.eq,
@@ -87,10 +99,11 @@ OPS: dict[str, Callable[[float, float], bool]] = {
     "!=": operator.ne,
 }
 PATTERN_PARTS = ("system", "scope", "platform", "environment", "cadence")
-_CHECK = re.compile(r"\s*([-+~q=])(<=|>=|!=|==|<|>)?([0-9]+)\s*,?")
+_CHECK = re.compile(r"\s*([-+~qm=])(<=|>=|!=|==|<|>)?([0-9]+)\s*,?")
 _COST = re.compile(
     r"\s*cost(<=|>=|!=|==|<|>)?([-+]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+))([A-Za-z]*)\s*,?"
 )
+_FINDINGS = re.compile(r"\s*findings(<=|>=|!=|==|<|>|=)?([0-9]+)\s*,?")
 _WORD = re.compile(r"\s*([A-Za-z][A-Za-z_-]*)")
 _GLOB = re.compile(r"[*?\[]")
 _EXAMPLE = "like github/L1:+6, gitlab/*:=0, */nightly:-0 or gitlab/mr:cost<=+2h"
@@ -112,9 +125,12 @@ class Check(Struct, frozen=True):
         words = {"": "exactly", "==": "exactly", "<=": "at most", ">=": "at least"}
         words |= {"<": "fewer than"}
         words |= {">": "more than", "!=": "not"}
-        return f"{words[self.op]} {self.count} {KINDS[self.kind]}"
+        what = "new finding(s)" if self.kind == FINDINGS else KINDS[self.kind]
+        return f"{words[self.op]} {self.count} {what}"
 
     def shown(self, value: float) -> str:
+        if self.kind == FINDINGS:
+            return f"{int(value)} new finding(s)"
         return f"{int(value)} {KINDS[self.kind]}"
 
 
@@ -171,7 +187,9 @@ class Rule(Struct, frozen=True):
         if self.name is not None:
             return fnmatchcase(target.name, self.name)
         sel = target.selector
-        values = (target.system.value, sel.scope or "", sel.platform or "", sel.environment or "")
+        # A holding pen (--holding-pen) belongs to no system: only `*` matches it there.
+        system = "" if is_holding_pen(sel.scope) else target.system.value
+        values = (system, sel.scope or "", sel.platform or "", sel.environment or "")
         values += (sel.cadence or "",)
         for i, pattern in enumerate(self.parts):
             value = values[i]
@@ -225,13 +243,20 @@ def parse_rule(text: str) -> Rule:
             checks.append(cost[0])
             pos = cost[1]
             continue
+        found = _FINDINGS.match(body, pos)
+        if found is not None:
+            op = found.group(1) or ""
+            checks.append(Check(FINDINGS, "" if op == "=" else op, int(found.group(2))))
+            pos = found.end()
+            continue
         match = _CHECK.match(body, pos)
         if match is None:
             word = _WORD.match(body, pos)
-            hint = did_you_mean(word.group(1), [COST]) if word else ""
+            hint = did_you_mean(word.group(1), [COST, FINDINGS]) if word else ""
             raise UsageError(
                 f'--expect "{text}": cannot read "{body[pos:].strip()}"{hint}: a check is '
-                "one of + - ~ q = , an optional <= >= < > != ==, and a count; or cost, "
+                "one of + - ~ q m = findings, an optional <= >= < > != ==, and a count; "
+                "or cost, "
                 f"an optional operator and {_COST_FORM}; {_EXAMPLE}"
             )
         checks.append(Check(match.group(1), match.group(2) or "", int(match.group(3))))
@@ -338,6 +363,7 @@ def evaluate(rules: Sequence[Rule], diff: SelectionDiff) -> list[Outcome]:
         matched = [t for t in diff.targets if rule.matches(t.target)]
         counts: dict[str, float] = {**target_counts(matched)}
         counts[COST] = sum(t.gpu_hours_delta for t in matched) + 0.0
+        counts[FINDINGS] = len(diff.findings_added)
         failed = tuple(c for c in rule.checks if not c.holds(counts[c.kind]))
         names = tuple(t.target.name for t in matched)
         outcomes.append(Outcome(rule=rule, counts=counts, failed=failed, targets=names))

@@ -8,18 +8,26 @@ JSON shape (`--format json`, published as `schema/diff.schema.json`):
                   "added": [JOB], "removed": [JOB],
                   "changed": [{"job": JOB, "fields": {FIELD: [old, new]}}],
                   "quarantine": [{"change": CHANGE, "job": JOB,
-                                  "old": MARK or null, "new": MARK or null}],
+                                  "old": MARK or null, "new": MARK or null,
+                                  ["habit": HABIT, "parser": "added" | "removed"]}],
+                  "moved_out": [{"job": JOB, "to": NAME}],
+                  "moved_in": [{"job": JOB, "from": NAME}],
                   "duplicates": [{"change": "added" | "removed", "job": JOB,
                                   "locations": ["file:line:column", ...]}],
                   "settings": {KEY: [old, new]},      # the target's own definition
                   "exists": "both" | "base" | "head",
-                  "counts": {"added", "removed", "changed", "quarantine"},
+                  ["holding_pen": true,]              # no system runs it; costs nothing
+                  "counts": {"added", "removed", "changed", "quarantine",
+                             "moved_out", "moved_in", "parser": {"added", "removed"}},
                   "jobs": {"base": N, "head": N},     # jobs the target runs
                   COST...}],                          # one run of the target
      "summary": {"targets", "targets_changed", "added", "removed", "changed",
-                 "quarantine", "duplicates", COST...,
+                 "quarantine", "moved", "moves": [{"from", "to", "jobs"}],
+                 "parser": {"added", "removed"}, "findings_added",
+                 "findings_removed", "duplicates", COST...,
                  "pipelines": [{"pipeline", "jobs_before", "jobs_after",
                                 "jobs_delta", COST...}]},
+     "findings": {"added": [FINDING], "removed": [FINDING]},
      "notes": [TEXT],
      "evidence": {ENTRY ID: TEXT}}                    # with a results store only
 
@@ -34,7 +42,14 @@ JOB is a job as `list --format json` prints it (the head's where both sides
 have it); FIELD is an emitted field (a GitHub matrix row's key, a GitLab job's
 key, `name` for its job name); CHANGE is one of quarantined, lifted, action
 changed, entry changed, arrives quarantined, leaves quarantined; MARK is
-{id, tracker, action, kind[, node_ids]}. The target object echoes the selector
+{id, tracker, action, kind[, node_ids]}; HABIT is {scope} or {comment} (an
+upstream habit instead of an entry, with its tracker when its comment names
+one) and "parser" what Megatron-LM's parser, which reads neither, sees; "parser"
+counts add moves, habits and jobs arriving or leaving quarantined to the added
+and removed; FIELD may be `workload.NAME` (a field of the resolved workload a
+launcher that reloads the recipe submits); FINDING is {code, severity,
+location, message} (what validate reports on one side and not the other).
+The target object echoes the selector
 as configured (a scope stays "nightly"); every target is listed, unchanged ones
 with empty lists; summary counts are the per-target counts summed, as the
 table shows them.
@@ -58,14 +73,18 @@ from typing import Any
 
 from matrixgen.diff import markdown as md
 from matrixgen.diff.compare import (
+    LIFTED,
     ChangedJob,
+    Moved,
     QuarantineChange,
     SelectionDiff,
     TargetDiff,
     target_counts,
 )
 from matrixgen.diff.evidence import evidence_of
+from matrixgen.engine.errors import Finding
 from matrixgen.engine.model import Job, QuarantineMark, Target
+from matrixgen.engine.targets import is_holding_pen
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log, terminal_line
 from matrixgen.views.cost import Cost, hours, pipeline_name, signed_hours
@@ -75,6 +94,7 @@ MARKER = "<!-- matrixgen-diff -->"
 MARKDOWN_LIMIT = 60_000
 ITEMS_PER_SECTION = 50
 SCRIPT_DIFF_LINES = 40
+SHORT_DIFF_LINES = 12  # a longer diff of a multi-line field is folded in Markdown
 
 
 # ---------------------------------------------------------------- JSON
@@ -87,9 +107,36 @@ def to_json_data(diff: SelectionDiff) -> dict[str, Any]:
         "head": diff.head,
         "targets": [_target_data(t) for t in diff.targets],
         "summary": _summary(diff),
+        "findings": {
+            "added": [_finding_data(f) for f in diff.findings_added],
+            "removed": [_finding_data(f) for f in diff.findings_removed],
+        },
         "notes": list(diff.notes),
         **({"evidence": dict(diff.evidence)} if diff.evidence is not None else {}),
     }
+
+
+def _finding_data(finding: Finding) -> dict[str, Any]:
+    return {
+        "code": finding.code,
+        "severity": finding.severity.value,
+        "location": str(finding.location),
+        "message": finding.message,
+    }
+
+
+def _quarantine_data(q: QuarantineChange) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "change": q.change,
+        "job": q.job.to_dict(),
+        "old": q.old.to_dict() if q.old else None,
+        "new": q.new.to_dict() if q.new else None,
+    }
+    if q.habit is not None:
+        out["habit"] = q.habit.to_dict()
+    if q.parser is not None:
+        out["parser"] = q.parser
+    return out
 
 
 def render_json(diff: SelectionDiff) -> str:
@@ -99,7 +146,8 @@ def render_json(diff: SelectionDiff) -> str:
 def _target_data(t: TargetDiff) -> dict[str, Any]:
     counts = t.counts()
     return {
-        "target": t.target.to_dict(),
+        # A holding pen is no system's target.
+        "target": {**t.target.to_dict(), **({"system": None} if t.holding_pen else {})},
         "name": t.target.name,
         "added": [j.to_dict() for j in t.added],
         "removed": [j.to_dict() for j in t.removed],
@@ -107,26 +155,24 @@ def _target_data(t: TargetDiff) -> dict[str, Any]:
             {"job": c.head.to_dict(), "fields": {k: [v[0], v[1]] for k, v in c.fields.items()}}
             for c in t.changed
         ],
-        "quarantine": [
-            {
-                "change": q.change,
-                "job": q.job.to_dict(),
-                "old": q.old.to_dict() if q.old else None,
-                "new": q.new.to_dict() if q.new else None,
-            }
-            for q in t.quarantine
-        ],
+        "quarantine": [_quarantine_data(q) for q in t.quarantine],
+        "moved_out": [{"job": m.job.to_dict(), "to": m.target} for m in t.moved_out],
+        "moved_in": [{"job": m.job.to_dict(), "from": m.target} for m in t.moved_in],
         "duplicates": [
             {"change": d.change, "job": d.job.to_dict(), "locations": [str(w) for w in d.locations]}
             for d in t.duplicates
         ],
         "settings": {k: [v[0], v[1]] for k, v in t.settings.items()},
         "exists": t.exists,
+        **({"holding_pen": True} if t.holding_pen else {}),
         "counts": {
             "added": counts["+"],
             "removed": counts["-"],
             "changed": counts["~"],
             "quarantine": counts["q"],
+            "moved_out": len(t.moved_out),
+            "moved_in": len(t.moved_in),
+            "parser": t.parser_counts(),
         },
         "jobs": {"base": t.base_jobs, "head": t.head_jobs},
         **_cost_fields(t.base_cost, t.head_cost),
@@ -160,7 +206,8 @@ def pipelines(diff: SelectionDiff) -> list[tuple[str, list[TargetDiff]]]:
     """The targets of each pipeline (one run of it), in pipeline order."""
     grouped: dict[str, list[TargetDiff]] = defaultdict(list)
     for t in diff.targets:
-        grouped[pipeline_name(t.target)].append(t)
+        if not t.holding_pen:  # no pipeline runs a holding pen
+            grouped[pipeline_name(t.target)].append(t)
     return sorted(grouped.items())
 
 
@@ -179,6 +226,7 @@ def _pipeline_data(name: str, targets: Sequence[TargetDiff]) -> dict[str, Any]:
 def _summary(diff: SelectionDiff) -> dict[str, Any]:
     """The per-target counts and costs summed over every target."""
     counts = target_counts(diff.targets)
+    parser = [t.parser_counts() for t in diff.targets]
     return {
         "targets": len(diff.targets),
         "targets_changed": sum(not t.unchanged for t in diff.targets),
@@ -186,10 +234,27 @@ def _summary(diff: SelectionDiff) -> dict[str, Any]:
         "removed": counts["-"],
         "changed": counts["~"],
         "quarantine": counts["q"],
+        "moved": sum(len(t.moved_out) for t in diff.targets),
+        "moves": [{"from": a, "to": b, "jobs": n} for (a, b), n in moves(diff)],
+        "parser": {
+            "added": sum(p["added"] for p in parser),
+            "removed": sum(p["removed"] for p in parser),
+        },
+        "findings_added": len(diff.findings_added),
+        "findings_removed": len(diff.findings_removed),
         "duplicates": sum(len(t.duplicates) for t in diff.targets),
         **_cost_fields(*cost_totals(diff.targets)),
         "pipelines": [_pipeline_data(n, ts) for n, ts in pipelines(diff)],
     }
+
+
+def moves(diff: SelectionDiff) -> list[tuple[tuple[str, str], int]]:
+    """((from, to), jobs) for each pair of targets jobs moved between, in order."""
+    counted: dict[tuple[str, str], int] = defaultdict(int)
+    for t in diff.targets:
+        for m in t.moved_out:
+            counted[(t.target.name, m.target)] += 1
+    return sorted(counted.items())
 
 
 def _signed(value: int) -> str:
@@ -315,6 +380,15 @@ def _text_diff(old: Any, new: Any, name: str) -> list[str]:
     return lines
 
 
+def _changed_lines(old: Any, new: Any) -> int:
+    """How many lines a multi-line value loses and gains."""
+    a, b = (old or "").splitlines(), (new or "").splitlines()
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    return sum(
+        (i2 - i1) + (j2 - j1) for op, i1, i2, j1, j2 in matcher.get_opcodes() if op != "equal"
+    )
+
+
 def _groups(changed: Sequence[ChangedJob]) -> list[tuple[Mapping[str, tuple], list[Job]]]:
     """Changed jobs grouped by identical field changes (one spec edit, many jobs);
     the job's own name is left out of the key, so a rename does not split groups."""
@@ -363,13 +437,32 @@ def _tally(t: TargetDiff) -> str:
     text = f"+{len(t.added)} -{len(t.removed)} ~{len(t.changed)}"
     if t.quarantine:
         text += f" q{len(t.quarantine)}"
+    if t.moved_out or t.moved_in:
+        text += f" m{len(t.moved_out) + len(t.moved_in)}"
     return text
 
 
 def _target_path(target: Target) -> str:
     sel = target.selector
-    parts = [target.system.value, sel.scope, sel.platform, sel.environment, sel.cadence]
+    system = "holding pen" if is_holding_pen(sel.scope) else target.system.value
+    parts = [system, sel.scope, sel.platform, sel.environment, sel.cadence]
     return " ".join(p for p in parts if p)
+
+
+def _habit_text(q: QuarantineChange) -> str:
+    """`parked in mr-broken, tracker #513`, `commented out: # hang: #513, tracker #513`."""
+    assert q.habit is not None
+    text = q.habit.describe()
+    if q.habit.tracker:
+        text += f", tracker {q.habit.tracker}"
+    return text + (" (a removal, to Megatron-LM's parser)" if q.change != LIFTED else "")
+
+
+def _moves_by_target(moved: Sequence[Moved]) -> list[tuple[str, list[Job]]]:
+    grouped: dict[str, list[Job]] = defaultdict(list)
+    for m in moved:
+        grouped[m.target].append(m.job)
+    return sorted(grouped.items())
 
 
 def _existence(t: TargetDiff, base: str, head: str) -> str | None:
@@ -391,18 +484,26 @@ def _quarantine_counts(t: TargetDiff) -> list[tuple[str, int]]:
     return sorted(counts.items())
 
 
-def _summary_words(summary: Mapping[str, int]) -> str:
-    return (
+def _summary_words(summary: Mapping[str, Any]) -> str:
+    text = (
         f"+{summary['added']} added, -{summary['removed']} removed, "
         f"~{summary['changed']} changed, {summary['quarantine']} quarantine change(s)"
     )
+    if summary["moved"]:
+        text += f", {summary['moved']} moved"
+    return text
+
+
+def _finding_line(finding: Finding) -> str:
+    return f"{finding.location}: {finding.severity.value}: {finding.message} [{finding.code}]"
 
 
 # ---------------------------------------------------------------- text
 
 
-def render_text(diff: SelectionDiff) -> str:
-    """A terminal report: changed targets with their jobs, then the unchanged ones."""
+def render_text(diff: SelectionDiff, *, notes: bool = True) -> str:
+    """A terminal report: changed targets with their jobs, then the unchanged ones;
+    `notes=False` leaves the notes out (the command prints them on stderr)."""
     base, head = _short(diff.base), _short(diff.head)
     out = [f"selection diff: base {base} -> head {head}"]
     summary = _summary(diff)
@@ -414,6 +515,14 @@ def render_text(diff: SelectionDiff) -> str:
     )
     out.append("cost: " + _cost_line(summary))
     out.extend(f"  {cost_change(p)}" for p in changed_pipelines(summary))
+    out.extend(f"moved from {a} to {b} ({n} jobs)" for (a, b), n in moves(diff))
+    if diff.findings_added or diff.findings_removed:
+        out.append(
+            f"findings: +{len(diff.findings_added)} added, -{len(diff.findings_removed)} "
+            "removed (what `matrixgen validate` reports)"
+        )
+        out.extend(f"  + {_finding_line(f)}" for f in diff.findings_added)
+        out.extend(f"  - {_finding_line(f)}" for f in diff.findings_removed)
     for t in changed:
         out.append("")
         jobs = f"{t.base_jobs} -> {t.head_jobs}" if t.base_jobs != t.head_jobs else t.head_jobs
@@ -436,7 +545,16 @@ def render_text(diff: SelectionDiff) -> str:
             for name, (old, new) in fields.items():
                 out.extend(f"      {line}" for line in _text_field(name, old, new))
         for q in t.quarantine:
+            if q.habit is not None:
+                out.append(f"  q {q.change} {job_label(q.job)}: {_habit_text(q)}")
+                continue
             out.append(f"  q {q.change} {job_label(q.job)}: {_mark_text(q.mark)}{_was(q)}")
+        for other, jobs_moved in _moves_by_target(t.moved_out):
+            labels = ", ".join(job_label(j) for j in jobs_moved)
+            out.append(f"  > moved to {other} ({len(jobs_moved)} jobs): {labels}")
+        for other, jobs_moved in _moves_by_target(t.moved_in):
+            labels = ", ".join(job_label(j) for j in jobs_moved)
+            out.append(f"  < moved from {other} ({len(jobs_moved)} jobs): {labels}")
         for d in t.duplicates:
             places = ", ".join(str(w) for w in d.locations)
             out.append(f"  . duplicate definition {d.change} at {places}: {job_label(d.job)}")
@@ -447,7 +565,7 @@ def render_text(diff: SelectionDiff) -> str:
     if diff.evidence:
         out += ["", "evidence (results store):"]
         out += [f"  {entry}: {line}" for entry, line in diff.evidence.items()]
-    for note in diff.notes:
+    for note in diff.notes if notes else ():
         out.append(f"note: {note}")
     # Each entry is one line: a line break or control character inside a value
     # (a hostile test case) is shown escaped, never as a line of its own.
@@ -501,10 +619,11 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
     if not changed:
         out.append(f"**No selection change** in any of the {summary['targets']} target(s).")
     else:
+        moved_text = f" · {summary['moved']} moved" if summary["moved"] else ""
         out.append(
             f"**+{summary['added']} added · −{summary['removed']} removed · "
-            f"~{summary['changed']} changed · {summary['quarantine']} quarantine change(s)** "
-            f"in {summary['targets_changed']} of {summary['targets']} target(s)."
+            f"~{summary['changed']} changed · {summary['quarantine']} quarantine change(s)"
+            f"{moved_text}** in {summary['targets_changed']} of {summary['targets']} target(s)."
         )
     moved = changed_pipelines(summary)
     if changed or moved:
@@ -520,12 +639,17 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
             flag = {"head": " (new)", "base": " (gone)"}.get(t.exists, "")
             if t.settings:
                 flag += " (settings)"
+            if t.holding_pen:
+                flag += " (holding pen)"
             jobs = (
                 f"{t.head_jobs}" if t.base_jobs == t.head_jobs else f"{t.base_jobs} → {t.head_jobs}"
             )
             cell = ", ".join(f"{n} {change}" for change, n in _quarantine_counts(t))
             if t.duplicates:
                 cell += (", " if cell else "") + f"{len(t.duplicates)} duplicate note(s)"
+            for count, word in ((len(t.moved_out), "moved out"), (len(t.moved_in), "moved in")):
+                if count:
+                    cell += (", " if cell else "") + f"{count} {word}"
             out.append(
                 f"| {md.code(t.target.name)}{flag} | {jobs} | {_target_cost(t, '→', unit='')} "
                 f"| +{len(t.added)} | −{len(t.removed)} | ~{len(t.changed)} | {cell} |"
@@ -544,9 +668,24 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
             "",
             "</details>",
         ]
+    moved_lines = [
+        f"- moved from {md.code(a)} to {md.code(b)} ({n} jobs)" for (a, b), n in moves(diff)
+    ]
+    if moved_lines:
+        out += ["", "**Moves**", "", *moved_lines[:ITEMS_PER_SECTION]]
     trackers = _tracker_summary(diff)
     if trackers:
         out += ["", "**Quarantine changes**", "", *trackers]
+    if diff.findings_added or diff.findings_removed:
+        out += [
+            "",
+            f"**Findings** (what `matrixgen validate` reports): "
+            f"+{len(diff.findings_added)} added · −{len(diff.findings_removed)} removed",
+            "",
+        ]
+        items = [f"- added: {_finding_md(f)}" for f in diff.findings_added]
+        items += [f"- removed: {_finding_md(f)}" for f in diff.findings_removed]
+        out += _capped(items)
     if diff.notes:
         out.append("")
         out += [f"> ⚠️ {md.text(note)}" for note in diff.notes]
@@ -562,11 +701,55 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
     return "\n".join(out) + "\n"
 
 
+def _finding_md(finding: Finding) -> str:
+    return (
+        f"{md.code(finding.code)} ({md.text(finding.severity.value)}) at "
+        f"{md.code(str(finding.location))}: {md.text(finding.message)}"
+    )
+
+
+def _habit_md(q: QuarantineChange) -> str:
+    """`parked in `mr-broken`, tracker #513` for a PR comment."""
+    habit = q.habit
+    assert habit is not None
+    if habit.scope is not None:
+        text = f"parked in {md.code(habit.scope)}"
+        if habit.comment:
+            text += f" ({md.code(habit.comment)})"
+    else:
+        text = f"commented out: {md.code(habit.comment or '')}"
+    if habit.tracker:
+        text += f", tracker {_tracker_md(habit.tracker)}"
+    return text
+
+
+def _habit_summary(diff: SelectionDiff) -> list[str]:
+    grouped: dict[tuple[str, str], tuple[set, list[str], QuarantineChange]] = {}
+    for t in diff.targets:
+        for q in t.quarantine:
+            if q.habit is None:
+                continue
+            key = (q.change, _habit_md(q))
+            jobs, targets, _ = grouped.setdefault(key, (set(), [], q))
+            jobs.add(q.job.sort_key())
+            if t.target.name not in targets:
+                targets.append(t.target.name)
+    return [
+        f"- **{md.text(change)}** {text}: {len(jobs)} job(s) in "
+        + ", ".join(md.code(n) for n in targets[:10])
+        + (f" and {len(targets) - 10} more" if len(targets) > 10 else "")
+        for (change, text), (jobs, targets, _) in sorted(grouped.items())
+    ]
+
+
 def _tracker_summary(diff: SelectionDiff) -> list[str]:
-    """One line per (change, entry): what it does to how many jobs, where."""
+    """One line per (change, entry): what it does to how many jobs, where (and
+    one per habit)."""
     grouped: dict[tuple[str, str, str, str, str], tuple[set, list[str]]] = {}
     for t in diff.targets:
         for q in t.quarantine:
+            if q.habit is not None:
+                continue
             mark = q.mark
             key = (q.change, mark.tracker, mark.id, mark.action, mark.kind)
             jobs, targets = grouped.setdefault(key, (set(), []))
@@ -584,7 +767,7 @@ def _tracker_summary(diff: SelectionDiff) -> list[str]:
             + (f" and {len(targets) - 10} more" if len(targets) > 10 else "")
             + _evidence_md(mark, evidence)
         )
-    return lines
+    return lines + _habit_summary(diff)
 
 
 def _evidence_md(mark: QuarantineMark, evidence: Mapping[str, str]) -> str:
@@ -635,11 +818,29 @@ def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, 
         out += [f"**Quarantine ({len(t.quarantine)})**", ""]
         items = [
             f"- {md.text(q.change)} {md.code(job_label(q.job))}: "
-            f"{_mark_text(q.mark, markdown=True)}{_was(q, markdown=True)}"
+            + (
+                _habit_md(q)
+                if q.habit is not None
+                else f"{_mark_text(q.mark, markdown=True)}{_was(q, markdown=True)}"
+            )
             for q in t.quarantine
         ]
         out += _capped(items)
         out.append("")
+    for title, moved, word in (
+        ("Moved out", t.moved_out, "to"),
+        ("Moved in", t.moved_in, "from"),
+    ):
+        if moved:
+            out += [f"**{title} ({len(moved)})**", ""]
+            items = [
+                f"- {word} {md.code(other)} ({len(jobs)} jobs): "
+                + ", ".join(md.code(job_label(j)) for j in jobs[:ITEMS_PER_SECTION])
+                + _more(len(jobs))
+                for other, jobs in _moves_by_target(moved)
+            ]
+            out += _capped(items)
+            out.append("")
     if t.duplicates:
         out += [f"**Duplicate definitions ({len(t.duplicates)})**", ""]
         items = [
@@ -668,10 +869,20 @@ def _md_job_facts(job: Job, evidence: Mapping[str, str]) -> str:
 
 def _md_field(name: str, old: Any, new: Any) -> list[str]:
     if _is_multiline(old, new):
+        lines = _text_diff(old, new, name)
+        fenced = md.fence_lines(lines, info="diff", indent="  ")
+        if len(lines) <= SHORT_DIFF_LINES:
+            return [f"- {md.code(name)}:", "", *fenced, ""]
+        # A long script's diff is folded: the list of jobs stays readable.
+        changed = _changed_lines(old, new)
         return [
-            f"- {md.code(name)}:",
+            f"- {md.code(name)}: {changed} line(s) changed",
             "",
-            *md.fence_lines(_text_diff(old, new, name), info="diff", indent="  "),
+            f"  <details><summary>the diff of {md.html(name)}</summary>",
+            "",
+            *fenced,
+            "",
+            "  </details>",
             "",
         ]
     mapped = _mapping_change(old, new)
@@ -684,15 +895,21 @@ def _md_field(name: str, old: Any, new: Any) -> list[str]:
     return [f"- {md.code(name)}: {md.code(show_value(old))} → {md.code(show_value(new))}"]
 
 
+def _more(count: int) -> str:
+    return f" and {count - ITEMS_PER_SECTION} more" if count > ITEMS_PER_SECTION else ""
+
+
 def _capped(items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:
     if len(items) <= limit:
         return items
     return [*items[:limit], f"- … and {len(items) - limit} more (`--format json` lists all)"]
 
 
-def render(diff: SelectionDiff, fmt: str) -> str:
+def render(diff: SelectionDiff, fmt: str, *, notes: bool = True) -> str:
+    """The diff in a format; `notes=False` leaves the notes out of the text
+    (a command that prints them on stderr)."""
     if fmt == "json":
         return render_json(diff)
     if fmt == "markdown":
         return render_markdown(diff)
-    return render_text(diff)
+    return render_text(diff, notes=notes)

@@ -1,0 +1,53 @@
+"""What a job runs when its launcher loads the recipe again at run time.
+
+Megatron-LM's child-pipeline jobs pass only model, test case, scope, platform,
+environment (and n_repeat, time limit, tag, cluster, ...) to its launcher, which
+reloads the recipe tree at run time and submits the resolved workload: the job's
+whole resolved `spec` (script, script_setup, env, nodes, gpus, build,
+artifacts, ...), n_repeat and time limit taken from its arguments. So a recipe
+edit can change what a job runs while its pipeline stays byte-identical.
+
+`rereads_recipe` says whether a target's launcher does that: every target of a
+format_version 1 tree (the launcher is Megatron-LM's), and any target whose
+settings say so (`REREADS_SETTING: true`, as a drop-in profile of that launcher
+sets it). `workload` is what such a launcher submits for a job, field by field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from matrixgen.engine.load import RecipeTree
+from matrixgen.engine.model import Job, Target
+
+#: A target setting: true when the target's launcher reloads the recipe at run time.
+REREADS_SETTING = "rereads_recipe"
+#: Spec fields the launcher takes from its own arguments, not from the recipe
+#: (so what the pipeline passes wins: they are compared as emitted fields).
+LAUNCH_ARGUMENTS = frozenset({"n_repeat", "time_limit"})
+#: How a diff names a workload field beside the emitted ones (`workload.script`).
+WORKLOAD_PREFIX = "workload."
+
+
+def rereads_recipe(tree: RecipeTree, target: Target | None = None) -> bool:
+    """Whether the launcher of the target's jobs loads the recipe again at run
+    time: a target setting decides where one is set, else the tree's format."""
+    if target is not None and isinstance(target.settings.get(REREADS_SETTING), bool):
+        return bool(target.settings[REREADS_SETTING])
+    return tree.format_version == 1
+
+
+def workload(job: Job) -> Mapping[str, Any]:
+    """The fields of the resolved workload the launcher submits for the job."""
+    return {k: v for k, v in job.spec.items() if k not in LAUNCH_ARGUMENTS}
+
+
+def workload_changes(old: Job, new: Job) -> dict[str, tuple[Any, Any]]:
+    """{`workload.FIELD`: (old, new)} for each workload field that differs, in
+    the new spec's order, then the fields only the old one has."""
+    a, b = workload(old), workload(new)
+    if a == b:
+        return {}
+    keys = [*b, *(k for k in a if k not in b)]
+    return {WORKLOAD_PREFIX + k: (a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)}
