@@ -106,41 +106,71 @@ def _say(notices: list[Notice] | tuple[Notice, ...], strict: bool) -> None:
 
 
 def jet_trigger(
-    scope: Annotated[str, typer.Option("--scope", help="Test scope")],
-    environment: Annotated[str, typer.Option("--environment", help="LTS or dev features")],
+    scope: Annotated[str, typer.Option("--scope", metavar="SCOPE", help="Test scope")],
+    environment: Annotated[
+        str, typer.Option("--environment", metavar="ENV", help="LTS or dev features")
+    ],
     test_cases: Annotated[
-        str, typer.Option("--test-cases", help="Comma-separated list of test_cases, or 'all'")
+        str,
+        typer.Option(
+            "--test-cases", metavar="NAMES", help="Comma-separated list of test_cases, or 'all'"
+        ),
     ],
-    platform: Annotated[str, typer.Option("--platform", help="Platform to select")],
-    cluster: Annotated[str, typer.Option("--cluster", help="Cluster to run on")],
-    output_path: Annotated[str, typer.Option("--output-path", help="Path to write GitLab job to")],
+    platform: Annotated[
+        str, typer.Option("--platform", metavar="PLATFORM", help="Platform to select")
+    ],
+    cluster: Annotated[str, typer.Option("--cluster", metavar="CLUSTER", help="Cluster to run on")],
+    output_path: Annotated[
+        str, typer.Option("--output-path", metavar="FILE", help="Path to write GitLab job to")
+    ],
     container_image: Annotated[
-        str, typer.Option("--container-image", help="LTS Container image to use")
+        str, typer.Option("--container-image", metavar="IMAGE", help="LTS Container image to use")
     ],
-    container_tag: Annotated[str, typer.Option("--container-tag", help="Container tag to use")],
+    container_tag: Annotated[
+        str, typer.Option("--container-tag", metavar="TAG", help="Container tag to use")
+    ],
     dependent_job: Annotated[
         str,
-        typer.Option("--dependent-job", help="Name of job that created the downstream pipeline"),
+        typer.Option(
+            "--dependent-job",
+            metavar="JOB",
+            help="Name of job that created the downstream pipeline",
+        ),
     ],
-    slurm_account: Annotated[str, typer.Option("--slurm-account", help="Slurm account to use")],
-    n_repeat: Annotated[int, typer.Option("--n-repeat")] = 1,
-    time_limit: Annotated[int, typer.Option("--time-limit")] = 1,
+    slurm_account: Annotated[
+        str, typer.Option("--slurm-account", metavar="ACCOUNT", help="Slurm account to use")
+    ],
+    n_repeat: Annotated[
+        int, typer.Option("--n-repeat", metavar="N", help="Repeats, passed to the launcher")
+    ] = 1,
+    time_limit: Annotated[
+        int,
+        typer.Option("--time-limit", metavar="SECONDS", help="Time limit, passed to the launcher"),
+    ] = 1,
     partition: Annotated[
-        str | None, typer.Option("--partition", help="Slurm partition to use")
+        str | None, typer.Option("--partition", metavar="PARTITION", help="Slurm partition to use")
     ] = None,
     record_checkpoints: Annotated[
-        str | None, typer.Option("--record-checkpoints", help="Values are 'true' or 'false'")
+        str | None,
+        typer.Option(
+            "--record-checkpoints", metavar="true|false", help="Values are 'true' or 'false'"
+        ),
     ] = None,
     tag: Annotated[
-        str | None, typer.Option("--tag", help="Tag (only relevant for unit tests)")
+        str | None, typer.Option("--tag", metavar="TAG", help="Tag (only relevant for unit tests)")
     ] = None,
     run_name: Annotated[
-        str | None, typer.Option("--run-name", help="Run name (only relevant for release tests)")
+        str | None,
+        typer.Option(
+            "--run-name", metavar="NAME", help="Run name (only relevant for release tests)"
+        ),
     ] = None,
     wandb_experiment: Annotated[
         str | None,
         typer.Option(
-            "--wandb-experiment", help="Wandb experiment (only relevant for release tests)"
+            "--wandb-experiment",
+            metavar="NAME",
+            help="Wandb experiment (only relevant for release tests)",
         ),
     ] = None,
     enable_lightweight_mode: Annotated[
@@ -162,6 +192,7 @@ def jet_trigger(
         str | None,
         typer.Option(
             "--cadence",
+            metavar="CADENCE",
             help="Trigger cadence to filter tests by (pr|nightly|mergegroup). "
             "Empty/unset disables the cadence filter.",
         ),
@@ -268,12 +299,16 @@ def jet_buckets(
     recipes: RecipesOption = None,
     system: SystemChoiceOption = None,
     scope: Annotated[
-        str, typer.Option("--scope", help="The scope whose quarantine entries apply.")
+        str,
+        typer.Option("--scope", metavar="SCOPE", help="The scope whose quarantine entries apply."),
     ] = "unit-tests",
-    environment: Annotated[str, typer.Option("--environment")] = "dev",
-    tag: Annotated[str, typer.Option("--tag")] = "latest",
+    environment: Annotated[
+        str, typer.Option("--environment", metavar="ENV", help="The environment asked for.")
+    ] = "dev",
+    tag: Annotated[str, typer.Option("--tag", metavar="TAG", help="The tag asked for.")] = "latest",
     platform: Annotated[
-        str | None, typer.Option("--platform", help="Default: the recipe's own platform.")
+        str | None,
+        typer.Option("--platform", metavar="PLATFORM", help="Default: the recipe's own platform."),
     ] = None,
     output: Annotated[
         Path | None,
