@@ -621,7 +621,10 @@ def test_add_writes_an_entry_that_list_and_generation_see(tree: Callable[..., Pa
         (["--test-case", "ep8_muon", "--platform", "dgx_gb200"], "applies to no job"),
         (["--test-case", "ep8_muon", "--expires", "2001-01-01"], "in the past"),
         (["--test-case", "ep8_muon", "--expires", "soon"], "YYYY-MM-DD"),
-        (["--test-case", "ep8_muon", "--node-id", "a::b"], "only goes with --action deselect"),
+        (
+            ["--test-case", "ep8_muon", "--node-id", "a::b"],
+            "only goes with --action deselect or --action mute",
+        ),
         # date.fromisoformat alone takes these too; the file's dates are YYYY-MM-DD.
         (["--test-case", "ep8_muon", "--expires", "20990101"], "YYYY-MM-DD"),
         (["--test-case", "ep8_muon", "--expires", "2099-W01-1"], "YYYY-MM-DD"),
@@ -649,6 +652,31 @@ def test_deselect_needs_node_ids(tree: Callable[..., Path], cli) -> None:
         "--kind", "flaky", "--action", "deselect", "--owner", "o", "--reason", "r",
     )  # fmt: skip
     assert run.code == 2 and "--node-id" in run.err
+
+
+def test_mute_needs_node_ids_and_adds_an_entry_list_shows(tree: Callable[..., Path], cli) -> None:
+    root = tree(v2_files())
+    base = (
+        "quarantine", "add", "--recipes", root, "--test-case", "ep8_muon", "--tracker", "#1",
+        "--kind", "flaky", "--action", "mute", "--owner", "o", "--reason", "r",
+    )  # fmt: skip
+    run = cli(*base)
+    assert run.code == 2 and "--action mute needs at least one --node-id" in run.err
+    run = cli(*base, "--node-id", "t.py::test_x", "--node-id", "t.py::test_y", "--id", "m")
+    assert run.code == 0, run
+    assert run.out.splitlines()[0].endswith(": mutes in 1 job(s)")
+    listed = json.loads(
+        cli("quarantine", "list", "--recipes", root, "--action", "mute", "--format", "json").out
+    )
+    assert [(e["id"], e["action"], e["node_ids"]) for e in listed] == [
+        ("m", "mute", ["t.py::test_x", "t.py::test_y"])
+    ]
+    jobs = json.loads(cli("list", "--recipes", root, "--format", "json").out)
+    marks = [j["quarantine"] for j in jobs if j["test_case"] == "ep8_muon" and j.get("quarantine")]
+    assert any(m["id"] == "m" and m["action"] == "mute" for m in marks)
+    # Where an allow-failure entry applies too, it decides; the muted ids stay.
+    assert any(m["id"].endswith(", m") and m["action"] == "allow-failure" for m in marks)
+    assert all(m["muted"] == ["t.py::test_x", "t.py::test_y"] for m in marks)
 
 
 def test_add_refuses_a_malformed_file_with_exit_7(tree: Callable[..., Path], cli) -> None:

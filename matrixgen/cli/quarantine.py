@@ -163,7 +163,9 @@ def add(
         str, typer.Option(metavar="TRACKER", help='Issue URL, or "#N" (resolved by tracker_base).')
     ],
     kind: Annotated[QuarantineKind, typer.Option(help="Why: the reason taxonomy.")],
-    action: Annotated[QuarantineAction, typer.Option(help="skip, allow-failure or deselect.")],
+    action: Annotated[
+        QuarantineAction, typer.Option(help="skip, allow-failure, deselect or mute.")
+    ],
     owner: Annotated[str, typer.Option(metavar="OWNER", help="Who lifts it: a person or a team.")],
     reason: Annotated[str, typer.Option(metavar="TEXT", help="One line: what fails and how.")],
     recipes: RecipesOption = None,
@@ -192,7 +194,9 @@ def add(
     node_id: Annotated[
         list[str] | None,
         typer.Option(
-            "--node-id", metavar="NODE_ID", help="pytest node id to deselect (repeatable)."
+            "--node-id",
+            metavar="NODE_ID",
+            help="pytest node id to deselect or mute (repeatable).",
         ),
     ] = None,
     expires: Annotated[
@@ -232,10 +236,10 @@ def add(
     )
     if until < today:
         raise UsageError(f"--expires {until} is in the past")
-    if action is QuarantineAction.DESELECT and not node_id:
-        raise UsageError("--action deselect needs at least one --node-id")
-    if node_id and action is not QuarantineAction.DESELECT:
-        raise UsageError("--node-id only goes with --action deselect")
+    if action.node_level and not node_id:
+        raise UsageError(f"--action {action.value} needs at least one --node-id")
+    if node_id and not action.node_level:
+        raise UsageError("--node-id only goes with --action deselect or --action mute")
     match: dict[str, Any] = {"test_case": test_case}
     if model:
         match["model"] = model
@@ -321,9 +325,12 @@ def add(
             }
         )
     else:
-        verb = {"skip": "skips", "allow-failure": "lets fail", "deselect": "deselects in"}[
-            action.value
-        ]
+        verb = {
+            "skip": "skips",
+            "allow-failure": "lets fail",
+            "deselect": "deselects in",
+            "mute": "mutes in",
+        }[action.value]
         for name, target_jobs in grouped.items():
             typer.echo(f"{terminal_text(name)}: {verb} {len(target_jobs)} job(s)")
             for job in target_jobs:
