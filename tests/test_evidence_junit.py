@@ -171,3 +171,28 @@ def test_node_id_is_what_pytest_would_print(dirs, module, classes, name, param, 
 def test_a_record_that_is_not_pytest_keeps_its_names() -> None:
     assert node_id("io.example.CheckoutIT", "pays") == "io.example.CheckoutIT::pays"
     assert node_id("", "lonely") == "lonely"
+
+
+def test_a_quarantined_failure_is_muted_and_a_quarantined_pass_passes() -> None:
+    prop = '<properties><property name="quarantined" value="ut-mute"/></properties>'
+    data = (
+        '<testsuite name="s"><properties><property name="quarantined" value="x"/></properties>'
+        f'<testcase classname="tests.test_a" name="test_f">{prop}<failure message="m"/></testcase>'
+        f'<testcase classname="tests.test_a" name="test_e"><error message="e"/>{prop}</testcase>'
+        f'<testcase classname="tests.test_a" name="test_p">{prop}</testcase>'
+        f'<testcase classname="tests.test_a" name="test_s">{prop}<skipped/></testcase>'
+        '<testcase classname="tests.test_a" name="test_plain"><failure message="m"/></testcase>'
+        '<testcase classname="tests.test_a" name="test_empty_value"><properties>'
+        '<property name="quarantined" value=""/></properties><failure/></testcase>'
+        "</testsuite>"
+    ).encode()
+    found = {t.name: t.outcome for t in parse_report(data, "r.xml").testcases}
+    assert found == {
+        "test_f": Outcome.MUTED,
+        "test_e": Outcome.MUTED,
+        "test_p": Outcome.PASSED,
+        "test_s": Outcome.SKIPPED,
+        "test_plain": Outcome.FAILED,  # the suite's property marks no testcase
+        "test_empty_value": Outcome.FAILED,
+    }
+    assert not Outcome.MUTED.failed and Outcome.MUTED.test_failed
