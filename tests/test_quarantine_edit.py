@@ -657,26 +657,54 @@ def test_deselect_needs_node_ids(tree: Callable[..., Path], cli) -> None:
 def test_mute_needs_node_ids_and_adds_an_entry_list_shows(tree: Callable[..., Path], cli) -> None:
     root = tree(v2_files())
     base = (
-        "quarantine", "add", "--recipes", root, "--test-case", "ep8_muon", "--tracker", "#1",
+        "quarantine", "add", "--recipes", root,
+        "--test-case", "tests/unit_tests/models/test_gpt.py", "--tracker", "#1",
         "--kind", "flaky", "--action", "mute", "--owner", "o", "--reason", "r",
     )  # fmt: skip
     run = cli(*base)
     assert run.code == 2 and "--action mute needs at least one --node-id" in run.err
-    run = cli(*base, "--node-id", "t.py::test_x", "--node-id", "t.py::test_y", "--id", "m")
+    nodes = ("--node-id", "tests/unit_tests/models/test_gpt.py::test_x")
+    run = cli(
+        *base, *nodes, "--node-id", "tests/unit_tests/models/test_gpt.py::test_y", "--id", "m"
+    )
     assert run.code == 0, run
-    assert run.out.splitlines()[0].endswith(": mutes in 1 job(s)")
+    assert run.out.splitlines()[0] == "gitlab-mr-dgx_h100-dev: mutes in 1 job(s)"
     listed = json.loads(
         cli("quarantine", "list", "--recipes", root, "--action", "mute", "--format", "json").out
     )
     assert [(e["id"], e["action"], e["node_ids"]) for e in listed] == [
-        ("m", "mute", ["t.py::test_x", "t.py::test_y"])
+        (
+            "m",
+            "mute",
+            [
+                "tests/unit_tests/models/test_gpt.py::test_x",
+                "tests/unit_tests/models/test_gpt.py::test_y",
+            ],
+        )
     ]
     jobs = json.loads(cli("list", "--recipes", root, "--format", "json").out)
-    marks = [j["quarantine"] for j in jobs if j["test_case"] == "ep8_muon" and j.get("quarantine")]
-    assert any(m["id"] == "m" and m["action"] == "mute" for m in marks)
-    # Where an allow-failure entry applies too, it decides; the muted ids stay.
-    assert any(m["id"].endswith(", m") and m["action"] == "allow-failure" for m in marks)
-    assert all(m["muted"] == ["t.py::test_x", "t.py::test_y"] for m in marks)
+    marks = [j["quarantine"] for j in jobs if j.get("quarantine") and j["model"] == "unit-tests"]
+    mine = [m for m in marks if m["id"] == "m"]
+    assert len(mine) == 1 and mine[0]["action"] == "mute" and len(mine[0]["muted"]) == 2
+
+
+def test_add_refuses_a_node_level_entry_that_cannot_reach_the_tests(
+    tree: Callable[..., Path], cli
+) -> None:
+    # The moe jobs run Megatron-LM's launcher with no script of their own that
+    # hands the quarantine to pytest: the node ids would reach nothing.
+    root = tree(v2_files())
+    before = (root / "quarantine.yaml").read_bytes()
+    run = cli(
+        "quarantine", "add", "--recipes", root, "--test-case", "ep8_muon", "--tracker", "#1",
+        "--kind", "flaky", "--action", "mute", "--node-id", "t.py::x", "--owner", "o",
+        "--reason", "r",
+    )  # fmt: skip
+    assert run.code == 2, run
+    # GitLab's launcher only: a GitHub row's env reaches the workflow's test command.
+    assert "cannot reach the tests of target(s) gitlab-mr-dgx_h100-dev (moe/ep8_muon" in run.err
+    assert "launch_jet_workload.py) takes no node ids" in run.err
+    assert (root / "quarantine.yaml").read_bytes() == before
 
 
 def test_add_refuses_a_malformed_file_with_exit_7(tree: Callable[..., Path], cli) -> None:

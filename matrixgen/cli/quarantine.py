@@ -281,6 +281,19 @@ def add(
     ]
     if problems:
         raise UsageError("; ".join(_new_entry_message(f.message) for f in problems))
+    if entry.action.node_level:
+        from matrixgen.emit.generate import unreached
+
+        existing = [e for e in generation.quarantine.entries if e.id != entry.id]
+        blocked = [
+            u for u in unreached([*existing, entry], jobs, targets, config) if u.entry is entry
+        ]
+        if blocked:
+            names = ", ".join(sorted({u.target.name for u in blocked}))
+            raise UsageError(
+                f"the entry cannot reach the tests of target(s) {names} "
+                f"({blocked[0].job.identity}): {blocked[0].why}"
+            )
     hits = entry_hits(jobs, [entry], targets)[entry.id]
     grouped = _hits_by_target(hits)
     _note_overlaps(hits, generation.quarantine.entries, {j.test_case for j in jobs})
