@@ -580,3 +580,17 @@ def test_a_muted_failure_is_a_failure_of_the_test_but_not_of_the_job(tmp_path: P
     assert by_node[f"{TEST_FILE}::test_errors"].failures == 3
     assert by_node[f"{TEST_FILE}::test_passes"].failures == 0
     assert by_node[None].failures == 0 and by_node[None].verdict.value == "ok"  # the job
+
+
+def test_a_tracker_written_as_a_number_reaches_the_junit_xml_as_its_url(tmp_path: Path) -> None:
+    root = project(tmp_path, entry("m", "mute", [f"{TEST_FILE}::test_passes"]))
+    qfile = root / "recipes" / "quarantine.yaml"
+    qfile.write_text(qfile.read_text().replace("https://github.com/o/r/issues/1", '"#42"'))
+    (root / "recipes" / "matrixgen.yaml").write_text(
+        "format_version: 2\nquarantine: {tracker_base: https://github.com/o/r/issues/}\n"
+    )
+    done, junit = run_pytest(root, quarantined(root), "-q", f"{TEST_FILE}::test_passes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '<property name="quarantine_tracker" value="https://github.com/o/r/issues/42"' in (
+        junit.read_text()
+    )

@@ -184,6 +184,26 @@ def _tree_test_cases(tree_dir: Path) -> frozenset[str]:
         return frozenset()
 
 
+def _tracker_base(tree_dir: Path) -> str | None:
+    """quarantine.tracker_base of the project config beside the file, so that a
+    "#N" tracker reaches the JUnit XML as its URL; None without one. Only that
+    key is read: checking the config is validate's work, not the test run's."""
+    from matrixgen.engine.errors import Findings, MatrixgenError
+    from matrixgen.engine.load import read_root_file
+    from matrixgen.engine.vocab import CONFIG_FILENAME
+    from matrixgen.engine.yamlio import parse_yaml
+
+    try:
+        raw = read_root_file(tree_dir, CONFIG_FILENAME)
+        document = parse_yaml(raw, CONFIG_FILENAME, Findings()) if raw is not None else None
+    except (MatrixgenError, OSError, ValueError):
+        return None
+    data = document.data if document is not None else None
+    section = data.get("quarantine") if isinstance(data, dict) else None
+    base = section.get("tracker_base") if isinstance(section, dict) else None
+    return base if isinstance(base, str) and base.strip() else None
+
+
 def load_job_quarantine(
     environ: Mapping[str, str], *, today: dt.date | None = None
 ) -> JobQuarantine | None:
@@ -214,7 +234,7 @@ def load_job_quarantine(
             "file, e.g. tests/test_utils/recipes/quarantine.yaml)"
         )
     identity = identity_from(environ)
-    qfile = parse_quarantine(raw, value)
+    qfile = parse_quarantine(raw, value, tracker_base=_tracker_base(path.parent))
     if qfile.errors:
         shown = "; ".join(str(f) for f in qfile.errors[:3])
         more = f"; and {len(qfile.errors) - 3} more" if len(qfile.errors) > 3 else ""
