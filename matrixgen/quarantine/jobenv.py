@@ -46,9 +46,10 @@ def reaches_plugin(script_text: str) -> bool:
 # the system defaults to where the process runs (see `default_system`).
 REQUIRED_FIELDS = ("scope", "platform", "environment", "model", "test_case")
 
-# What GitLab jobs that matrixgen itself emits carried in QUARANTINE_VARIABLE
-# before it named a file: `<entry id>[, <entry id>...] <tracker>[, <tracker>...]`.
-# Such a value holds no quarantine file; the job's launcher got its node ids.
+# What a GitLab job that matrixgen itself emits carries in QUARANTINE_VARIABLE
+# when no mute entry applies to it (its launcher gets any deselected node ids):
+# `<entry id>[, <entry id>...] <tracker>[, <tracker>...]`. Such a value names no
+# quarantine file, and the plugin applies nothing for it.
 _ENTRY_ID = r"[A-Za-z0-9][A-Za-z0-9_.+-]*"
 _TRACKER = r"(?:https?://\S+|#\d+)"
 _LABEL = re.compile(rf"^{_ENTRY_ID}(?:, {_ENTRY_ID})* {_TRACKER}(?:, {_TRACKER})*$")
