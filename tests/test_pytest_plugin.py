@@ -210,6 +210,21 @@ def test_a_deselected_node_does_not_run(tmp_path: Path) -> None:
     assert "3 test(s) deselected by quarantine entries" in out
 
 
+@pytest.mark.parametrize(
+    ("node_id", "base"),
+    [
+        ("a.py::test_x[1]", "a.py::test_x"),
+        ("tests/d[x]/a.py::test_x[1]", "tests/d[x]/a.py::test_x"),  # brackets in a folder
+        ("a.py::K::test_x[a::b[c]]", "a.py::K::test_x"),  # anything in a parameter id
+        ("a.py::test_x", None),
+        ("tests/d[x]/a.py", None),
+        ("a.py::test_x[1]y", None),
+    ],
+)
+def test_a_parametrised_id_names_its_function(node_id: str, base: str | None) -> None:
+    assert pytest_plugin._base_id(node_id) == base
+
+
 def test_deselect_is_exact_never_a_prefix(tmp_path: Path) -> None:
     # `tests/unit` (a folder), `...::test_pass` (a prefix of test_passes) and the
     # class alone match nothing: no test leaves, and each is reported.

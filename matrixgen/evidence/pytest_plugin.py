@@ -62,12 +62,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _base_id(node_id: str) -> str | None:
     """`a.py::test_x` for `a.py::test_x[1-b]`; None for an id without parameters.
-    Only the last part is looked at: a folder may have brackets in its name."""
-    head, sep, name = node_id.rpartition("::")
-    cut = name.find("[")
-    if not sep or cut <= 0 or not name.endswith("]"):
+    The parameters start at the first `[` after the file's part: a folder may
+    have brackets in its name, a class or function may not (a parameter id may
+    hold anything, `::` too)."""
+    first = node_id.find("::")
+    cut = node_id.find("[", first + 2) if first >= 0 else -1
+    if cut < 0 or not node_id.endswith("]") or node_id[cut - 1] == ":":
         return None
-    return f"{head}::{name[:cut]}"
+    return node_id[:cut]
 
 
 class NodeQuarantine:
@@ -86,7 +88,6 @@ class NodeQuarantine:
         self.unmatched: list[tuple[Entry, str]] = []
         self.muted_failed: dict[str, tuple[Entry, str]] = {}  # node id -> (entry, message)
         self.muted_passed: set[str] = set()
-        self.collected = False
 
     def entry_for(self, node_id: str) -> Entry | None:
         entry = self.decides.get(node_id)
@@ -128,7 +129,6 @@ class NodeQuarantine:
     ) -> None:
         from matrixgen.engine.vocab import QuarantineAction
 
-        self.collected = True
         matched: set[str] = set()
         kept: list[pytest.Item] = []
         removed: list[pytest.Item] = []
