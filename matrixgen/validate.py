@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from matrixgen.emit.generate import check_duplicates, check_gitlab_names, check_timeouts
+from matrixgen.emit.generate import (
+    check_duplicates,
+    check_gitlab_names,
+    check_node_routes,
+    check_timeouts,
+)
 from matrixgen.engine.checks import check_tree
 from matrixgen.engine.context import ValidationContext
 from matrixgen.engine.errors import Finding, Findings, RecipeError, Severity
@@ -35,6 +40,7 @@ CHECKS: list[Callable[[ValidationContext], Iterable[Finding]]] = [
     check_references,
     check_timeouts,
     check_duplicates,
+    check_node_routes,
 ]
 
 

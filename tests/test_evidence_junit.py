@@ -304,3 +304,28 @@ def test_nested_suites_deeper_than_python_recurses_are_read(tmp_path) -> None:
         '<testsuite name="s">' * depth + '<testcase name="a"/>' + "</testsuite>" * depth
     )
     assert [t.node_id for t in read_report(path).testcases] == ["a"]
+
+
+def test_a_quarantined_failure_is_muted_and_a_quarantined_pass_passes() -> None:
+    prop = '<properties><property name="quarantined" value="ut-mute"/></properties>'
+    data = (
+        '<testsuite name="s"><properties><property name="quarantined" value="x"/></properties>'
+        f'<testcase classname="tests.test_a" name="test_f">{prop}<failure message="m"/></testcase>'
+        f'<testcase classname="tests.test_a" name="test_e"><error message="e"/>{prop}</testcase>'
+        f'<testcase classname="tests.test_a" name="test_p">{prop}</testcase>'
+        f'<testcase classname="tests.test_a" name="test_s">{prop}<skipped/></testcase>'
+        '<testcase classname="tests.test_a" name="test_plain"><failure message="m"/></testcase>'
+        '<testcase classname="tests.test_a" name="test_empty_value"><properties>'
+        '<property name="quarantined" value=""/></properties><failure/></testcase>'
+        "</testsuite>"
+    ).encode()
+    found = {t.name: t.outcome for t in parse_report(data, "r.xml").testcases}
+    assert found == {
+        "test_f": Outcome.MUTED,
+        "test_e": Outcome.MUTED,
+        "test_p": Outcome.PASSED,
+        "test_s": Outcome.SKIPPED,
+        "test_plain": Outcome.FAILED,  # the suite's property marks no testcase
+        "test_empty_value": Outcome.FAILED,
+    }
+    assert not Outcome.MUTED.failed and Outcome.MUTED.test_failed

@@ -151,7 +151,7 @@ def test_the_schema_is_versioned_and_a_newer_one_refused(db: str, evidence_runs:
     ingest_runs(db, evidence_runs[:1])
     store = open_store(db, write=True)
     try:
-        assert schema_version(store) == store_module.SCHEMA_VERSION == 1
+        assert schema_version(store) == store_module.SCHEMA_VERSION == 2
         with store.engine.begin() as conn:
             conn.execute(store_module.schema_table.update().values(version=99))
     finally:

@@ -25,6 +25,7 @@ from matrixgen.quarantine.entries import (
     audit_entries,
     entries_tracked_by,
     matches_test_case,
+    overlaps,
     parse_quarantine,
     resolve_tracker,
     same_tracker,
@@ -78,6 +79,10 @@ spec:
   model: unit-tests
   build: img-dev
   platforms: dgx_h100
+  # The jobs run Megatron-LM's launcher: the script hands the quarantine to pytest.
+  script: |-
+    export MATRIXGEN_QUARANTINE=quarantine.yaml MATRIXGEN_SCOPE={scope} MATRIXGEN_TAG={tag}
+    pytest {test_case}
 products:
   - test_case: [tests/unit_tests/models/**/*.py]
     products:
@@ -261,7 +266,12 @@ def test_missing_tracker_and_owner_are_located_errors() -> None:
         (
             "    action: skip\n    node_ids: [a::b]\n",
             "5:15",
-            "node_ids only go with action deselect",
+            "node_ids only go with action deselect or mute",
+        ),
+        (
+            "    action: mute\n",
+            "4:13",
+            "action mute needs node_ids (the pytest node ids to run muted)",
         ),
         ("    action: skip\n    where: [gitlab/]\n", "5:13", "does not match"),
         ("    action: skip\n    expires: 2025-02-30\n", "5:14", "not a valid date"),
@@ -489,6 +499,38 @@ def test_several_entries_on_one_job_strongest_wins_and_all_are_named() -> None:
     assert mark.node_ids == ("a", "b")  # deselects still apply to a job that runs
     _, skipped = apply_quarantine(jobs, [*entries, entry(id="s", tracker="#4")], None)
     assert skipped[0].quarantine and skipped[0].quarantine.node_ids == ()
+
+
+def test_a_mute_entry_keeps_the_job_and_its_mark_carries_the_node_ids() -> None:
+    jobs = [job(test_case="a"), job(test_case="b")]
+    mute = entry(
+        id="m", action=QuarantineAction.MUTE, match=Match(test_case="a"), node_ids=("t::x",)
+    )
+    kept, skipped = apply_quarantine(jobs, [mute], target("gitlab", "mr"))
+    assert not skipped and [j.test_case for j in kept] == ["a", "b"]
+    mark = kept[0].quarantine
+    assert mark is not None and mark.action == "mute"
+    assert mark.node_ids == ("t::x",) and mark.muted == ("t::x",) and mark.deselected == ()
+    assert mark.to_dict()["muted"] == ["t::x"]
+    assert kept[1].quarantine is None
+
+
+def test_deselect_and_mute_on_one_job_merge_and_deselect_wins_a_shared_node() -> None:
+    entries = [
+        entry(id="m", action=QuarantineAction.MUTE, node_ids=("x", "shared"), tracker="#1"),
+        entry(id="d", action=QuarantineAction.DESELECT, node_ids=("shared", "y"), tracker="#2"),
+    ]
+    kept, _ = apply_quarantine([job()], entries, None)
+    mark = kept[0].quarantine
+    assert mark is not None and mark.action == "deselect" and mark.id == "d, m"
+    assert mark.node_ids == ("shared", "y", "x")
+    assert mark.muted == ("x",) and mark.deselected == ("shared", "y")
+    # Node-level entries together are no overlap: all their node ids apply.
+    assert overlaps([job()], entries, [target("gitlab", "mr")]) == []
+    # A skip takes the job out: no node ids are left on it.
+    _, skipped = apply_quarantine([job()], [*entries, entry(id="s", tracker="#3")], None)
+    assert skipped[0].quarantine and skipped[0].quarantine.node_ids == ()
+    assert skipped[0].quarantine.muted == ()
 
 
 def test_without_target_each_job_is_placed_by_its_scope() -> None:

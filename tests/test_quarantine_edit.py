@@ -645,7 +645,10 @@ def test_add_writes_an_entry_that_list_and_generation_see(tree: Callable[..., Pa
         (["--test-case", "ep8_muon", "--platform", "dgx_gb200"], "applies to no job"),
         (["--test-case", "ep8_muon", "--expires", "2001-01-01"], "in the past"),
         (["--test-case", "ep8_muon", "--expires", "soon"], "YYYY-MM-DD"),
-        (["--test-case", "ep8_muon", "--node-id", "a::b"], "only goes with --action deselect"),
+        (
+            ["--test-case", "ep8_muon", "--node-id", "a::b"],
+            "only goes with --action deselect or --action mute",
+        ),
         # date.fromisoformat alone takes these too; the file's dates are YYYY-MM-DD.
         (["--test-case", "ep8_muon", "--expires", "20990101"], "YYYY-MM-DD"),
         (["--test-case", "ep8_muon", "--expires", "2099-W01-1"], "YYYY-MM-DD"),
@@ -673,6 +676,59 @@ def test_deselect_needs_node_ids(tree: Callable[..., Path], cli) -> None:
         "--kind", "flaky", "--action", "deselect", "--owner", "o", "--reason", "r",
     )  # fmt: skip
     assert run.code == 2 and "--node-id" in run.err
+
+
+def test_mute_needs_node_ids_and_adds_an_entry_list_shows(tree: Callable[..., Path], cli) -> None:
+    root = tree(v2_files())
+    base = (
+        "quarantine", "add", "--recipes", root,
+        "--test-case", "tests/unit_tests/models/test_gpt.py", "--tracker", "#1",
+        "--kind", "flaky", "--action", "mute", "--owner", "o", "--reason", "r",
+    )  # fmt: skip
+    run = cli(*base)
+    assert run.code == 2 and "--action mute needs at least one --node-id" in run.err
+    nodes = ("--node-id", "tests/unit_tests/models/test_gpt.py::test_x")
+    run = cli(
+        *base, *nodes, "--node-id", "tests/unit_tests/models/test_gpt.py::test_y", "--id", "m"
+    )
+    assert run.code == 0, run
+    assert run.out.splitlines()[0] == "gitlab-mr-dgx_h100-dev: mutes in 1 job(s)"
+    listed = json.loads(
+        cli("quarantine", "list", "--recipes", root, "--action", "mute", "--format", "json").out
+    )
+    assert [(e["id"], e["action"], e["node_ids"]) for e in listed] == [
+        (
+            "m",
+            "mute",
+            [
+                "tests/unit_tests/models/test_gpt.py::test_x",
+                "tests/unit_tests/models/test_gpt.py::test_y",
+            ],
+        )
+    ]
+    jobs = json.loads(cli("list", "--recipes", root, "--format", "json").out)
+    marks = [j["quarantine"] for j in jobs if j.get("quarantine") and j["model"] == "unit-tests"]
+    mine = [m for m in marks if m["id"] == "m"]
+    assert len(mine) == 1 and mine[0]["action"] == "mute" and len(mine[0]["muted"]) == 2
+
+
+def test_add_refuses_a_node_level_entry_that_cannot_reach_the_tests(
+    tree: Callable[..., Path], cli
+) -> None:
+    # The moe jobs run Megatron-LM's launcher with no script of their own that
+    # hands the quarantine to pytest: the node ids would reach nothing.
+    root = tree(v2_files())
+    before = (root / "quarantine.yaml").read_bytes()
+    run = cli(
+        "quarantine", "add", "--recipes", root, "--test-case", "ep8_muon", "--tracker", "#1",
+        "--kind", "flaky", "--action", "mute", "--node-id", "t.py::x", "--owner", "o",
+        "--reason", "r",
+    )  # fmt: skip
+    assert run.code == 2, run
+    # GitLab's launcher only: a GitHub row's env reaches the workflow's test command.
+    assert "cannot reach the tests of target(s) gitlab-mr-dgx_h100-dev (moe/ep8_muon" in run.err
+    assert "launch_jet_workload.py) takes no node ids" in run.err
+    assert (root / "quarantine.yaml").read_bytes() == before
 
 
 def test_add_refuses_a_malformed_file_with_exit_7(tree: Callable[..., Path], cli) -> None:

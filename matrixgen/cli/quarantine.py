@@ -176,7 +176,9 @@ def add(
         str, typer.Option(metavar="TRACKER", help='Issue URL, or "#N" (resolved by tracker_base).')
     ],
     kind: Annotated[QuarantineKind, typer.Option(help="Why: the reason taxonomy.")],
-    action: Annotated[QuarantineAction, typer.Option(help="skip, allow-failure or deselect.")],
+    action: Annotated[
+        QuarantineAction, typer.Option(help="skip, allow-failure, deselect or mute.")
+    ],
     reason: Annotated[str, typer.Option(metavar="TEXT", help="One line: what fails and how.")],
     owner: Annotated[
         str | None,
@@ -211,7 +213,9 @@ def add(
     node_id: Annotated[
         list[str] | None,
         typer.Option(
-            "--node-id", metavar="NODE_ID", help="pytest node id to deselect (repeatable)."
+            "--node-id",
+            metavar="NODE_ID",
+            help="pytest node id to deselect or mute (repeatable).",
         ),
     ] = None,
     expires: Annotated[
@@ -257,10 +261,10 @@ def add(
     )
     if until < today:
         raise UsageError(f"--expires {until} is in the past")
-    if action is QuarantineAction.DESELECT and not node_id:
-        raise UsageError("--action deselect needs at least one --node-id")
-    if node_id and action is not QuarantineAction.DESELECT:
-        raise UsageError("--node-id only goes with --action deselect")
+    if action.node_level and not node_id:
+        raise UsageError(f"--action {action.value} needs at least one --node-id")
+    if node_id and not action.node_level:
+        raise UsageError("--node-id only goes with --action deselect or --action mute")
     match: dict[str, Any] = {"test_case": test_case}
     if model:
         match["model"] = model
@@ -302,6 +306,19 @@ def add(
     ]
     if problems:
         raise UsageError("; ".join(_new_entry_message(f.message) for f in problems))
+    if entry.action.node_level:
+        from matrixgen.emit.generate import unreached
+
+        existing = [e for e in generation.quarantine.entries if e.id != entry.id]
+        blocked = [
+            u for u in unreached([*existing, entry], jobs, targets, config) if u.entry is entry
+        ]
+        if blocked:
+            names = ", ".join(sorted({u.target.name for u in blocked}))
+            raise UsageError(
+                f"the entry cannot reach the tests of target(s) {names} "
+                f"({blocked[0].job.identity}): {blocked[0].why}"
+            )
     hits = entry_hits(jobs, [entry], targets)[entry.id]
     grouped = _hits_by_target(hits)
     _note_overlaps(hits, generation.quarantine.entries, {j.test_case for j in jobs})
@@ -349,9 +366,12 @@ def add(
             }
         )
     else:
-        verb = {"skip": "skips", "allow-failure": "lets fail", "deselect": "deselects in"}[
-            action.value
-        ]
+        verb = {
+            "skip": "skips",
+            "allow-failure": "lets fail",
+            "deselect": "deselects in",
+            "mute": "mutes in",
+        }[action.value]
         for name, target_jobs in grouped.items():
             typer.echo(f"{terminal_text(name)}: {verb} {len(target_jobs)} job(s)")
             for job in target_jobs:

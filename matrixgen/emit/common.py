@@ -35,6 +35,13 @@ RETRY_MAX = 2
 # Megatron-LM's shared launcher: the command a job runs when neither the recipe
 # (spec.launcher) nor the config (systems.gitlab.launcher) names another one.
 DEFAULT_LAUNCHER = "python tests/test_utils/python_scripts/launch_jet_workload.py"
+# That launcher submits the recipe's own `script` to a cluster: it takes no node
+# ids, and the job's variables do not reach the test process it starts.
+REMOTE_LAUNCHER = "launch_jet_workload.py"
+# Where a job's node-level entries are applied (see `node_route`).
+ROUTE_LAUNCHER = "launcher"  # node ids as the launcher's --deselect / the row's "deselect"
+ROUTE_PLUGIN = "plugin"  # the job's variables hand the quarantine file to the pytest plugin
+ROUTE_SCRIPT = "script"  # the recipe's own script sets MATRIXGEN_QUARANTINE for the plugin
 
 # Retry on infrastructure failures only: a failing test must stay red.
 DEFAULT_RETRY: Mapping[str, Any] = {
@@ -63,6 +70,8 @@ class EmitSettings(Struct, frozen=True, kw_only=True):
     artifacts: Mapping[str, Any] | None = None
     # Jobs outside the recipes a spec's needs may name (graph.external.<system>).
     external_needs: frozenset[str] = frozenset()
+    # The quarantine file as a job's test process finds it (MATRIXGEN_QUARANTINE).
+    quarantine_file: str = "quarantine.yaml"
 
     def image(self, job: Job) -> str | None:
         return self.images.get((job.platform, job.environment))
@@ -193,7 +202,70 @@ def deselected(job: Job) -> tuple[str, ...]:
     mark = job.quarantine
     if mark is None or mark.action != QuarantineAction.DESELECT.value:
         return ()
-    return tuple(mark.node_ids)
+    return mark.deselected
+
+
+class Unreachable(Exception):
+    """A job's node-level entries cannot reach the tests it runs; says why."""
+
+
+def node_route(job: Job, settings: EmitSettings) -> str | None:
+    """How a job's node-level entries (deselect, mute) reach its tests; None when
+    none applies. Unreachable when they cannot:
+
+    - a job whose launcher is Megatron-LM's launch_jet_workload.py (GitLab)
+      runs the recipe's `script` on a cluster; the launcher takes no node ids and
+      the job's variables stay behind: only a script that sets
+      MATRIXGEN_QUARANTINE reaches the plugin (ROUTE_SCRIPT);
+    - any other job with a mute entry gets the plugin's variables (ROUTE_PLUGIN:
+      GitLab job variables, or the `env` of a GitHub matrix row, which the
+      workflow exports to the test command as for any recipe env); a recipe env
+      that sets one of them would hide the job from the plugin;
+    - a job with deselect entries only passes its node ids to the launcher
+      (`--deselect`) or the matrix row (`"deselect"`), as before (ROUTE_LAUNCHER).
+    """
+    from matrixgen.quarantine.jobenv import JOB_VARIABLES, QUARANTINE_VARIABLE, reaches_plugin
+
+    mark = job.quarantine
+    if mark is None or not mark.node_ids or mark.action == QuarantineAction.SKIP.value:
+        return None
+    if settings.target.system is System.GITLAB:
+        launcher = settings.launcher_for(job)
+        if REMOTE_LAUNCHER in launcher:
+            script = job.spec.get("script")
+            if isinstance(script, str) and reaches_plugin(script):
+                return ROUTE_SCRIPT
+            raise Unreachable(
+                f"its launcher ({REMOTE_LAUNCHER}) takes no node ids and runs the recipe's "
+                f"script, which never sets {QUARANTINE_VARIABLE} for the pytest plugin "
+                "(docs/pytest-plugin.md)"
+            )
+    if not mark.muted:
+        return ROUTE_LAUNCHER
+    reserved = {QUARANTINE_VARIABLE, *JOB_VARIABLES.values()}
+    taken = sorted(k for k, _ in job.env if k in reserved)
+    if taken:
+        raise Unreachable(
+            f"its recipe env sets {', '.join(taken)}, which the pytest plugin reads to "
+            "find the job's entries"
+        )
+    return ROUTE_PLUGIN
+
+
+def plugin_variables(job: Job, settings: EmitSettings, quarantine_file: str) -> dict[str, str]:
+    """The variables that hand a job's quarantine to the pytest plugin."""
+    from matrixgen.quarantine.jobenv import JobIdentity, identity_variables
+
+    identity = JobIdentity(
+        system=settings.target.system,
+        scope=job.scope or settings.target.selector.scope or "",
+        platform=job.platform,
+        environment=job.environment,
+        model=job.model,
+        test_case=job.test_case,
+        tag=job.tag or "",
+    )
+    return identity_variables(identity, quarantine_file)
 
 
 def allowed_to_fail(job: Job) -> bool:
@@ -283,6 +355,7 @@ def resolve_settings(
     jobs: Iterable[Job] = (),
     *,
     launcher: str | None = None,
+    quarantine_file: str | None = None,
 ) -> EmitSettings:
     """A target's settings: its own over its system's; images from pins where unset.
 
@@ -336,6 +409,7 @@ def resolve_settings(
         warmup=settings.get("warmup") is True,
         artifacts=dict(artifacts) if artifacts is not None else None,
         external_needs=_external_needs(config, target.system),
+        quarantine_file=quarantine_file or "quarantine.yaml",
     )
 
 

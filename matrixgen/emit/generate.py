@@ -44,9 +44,10 @@ from matrixgen.engine.errors import (
     write_failure,
 )
 from matrixgen.engine.model import Job, QuarantineMark, Target
-from matrixgen.engine.vocab import System
+from matrixgen.engine.select import select
+from matrixgen.engine.vocab import QUARANTINE_FILENAME, System
 from matrixgen.pipeline import Generation
-from matrixgen.quarantine.entries import Selection
+from matrixgen.quarantine.entries import Entry, Selection
 from matrixgen.util.atomic import WriteError, remove_stale_temps, write_atomic
 from matrixgen.util.jsontext import JSON_MAX_BYTES, JsonInputError, load_bounded
 from matrixgen.util.readfile import NotRegularFile, read_regular
@@ -116,10 +117,15 @@ def emitted_target(
     config: ProjectConfig,
     *,
     launcher: str | None = None,
+    quarantine_file: str | None = None,
 ) -> tuple[EmittedTarget, EmitSettings]:
-    """A target's selection as emitted jobs: what its file holds, job by job."""
+    """A target's selection as emitted jobs: what its file holds, job by job.
+    `quarantine_file` is the tree's quarantine file as the jobs' test processes
+    find it (for the pytest plugin; default quarantine.yaml)."""
     jobs = emitted_jobs(chosen.jobs)
-    settings = resolve_settings(target, config, jobs, launcher=launcher)
+    settings = resolve_settings(
+        target, config, jobs, launcher=launcher, quarantine_file=quarantine_file
+    )
     stages: list[str] = []
     if target.system is System.GITHUB:
         emitted = github_jobs(jobs, settings)
@@ -145,7 +151,13 @@ def emit_target(
 ) -> TargetOutput:
     """The file of one target, from a generation already loaded and expanded."""
     chosen = generation.selection(target)
-    emitted, settings = emitted_target(target, chosen, generation.tree.config, launcher=launcher)
+    emitted, settings = emitted_target(
+        target,
+        chosen,
+        generation.tree.config,
+        launcher=launcher,
+        quarantine_file=quarantine_path(generation.tree.root),
+    )
     if target.system is System.GITHUB:
         matrix = github_matrix(emitted.jobs)
         text, shards = matrix.text(), len(matrix.shards)
@@ -170,6 +182,20 @@ def emit_target(
         ),
         emitted=emitted,
     )
+
+
+def quarantine_path(root: str) -> str:
+    """The tree's quarantine file, relative to the folder matrixgen runs in (the
+    top of the checkout, where CI jobs start) when the tree is below it."""
+    if root in ("", "."):
+        return QUARANTINE_FILENAME
+    path = Path(root) / QUARANTINE_FILENAME
+    if path.is_absolute():
+        from contextlib import suppress
+
+        with suppress(ValueError, OSError):  # outside (or no working folder): as given
+            path = path.relative_to(Path.cwd())
+    return path.as_posix()
 
 
 def generate_all(
@@ -525,6 +551,78 @@ def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
             severity=severity,
             code="gitlab-job-name",
             message=f"{why} (target {shown})",
+        )
+
+
+class Unreached(Struct, frozen=True):
+    """A node-level entry that cannot reach the tests of a target's job."""
+
+    entry: Entry
+    target: Target
+    job: Job
+    why: str
+
+
+def unreached(
+    entries: Sequence[Entry], jobs: Sequence[Job], targets: Sequence[Target], config: ProjectConfig
+) -> list[Unreached]:
+    """Every (node-level entry, target, job) where the entry applies to the job
+    but cannot reach its tests (`common.node_route`), in target and job order."""
+    from matrixgen.emit.common import Unreachable, node_route
+    from matrixgen.engine.errors import MatrixgenError
+    from matrixgen.quarantine.entries import apply_quarantine, applying_entries
+
+    if not any(e.action.node_level for e in entries):
+        return []
+    known = {j.test_case for j in jobs}
+    found: list[Unreached] = []
+    for target in targets:
+        chosen = select(jobs, target.selector)
+        kept, _ = apply_quarantine(chosen, entries, target, known_test_cases=known)
+        marked = [j for j in kept if j.quarantine and j.quarantine.node_ids]
+        if not marked:
+            continue
+        try:
+            settings = resolve_settings(target, config, marked)
+        except MatrixgenError:
+            continue  # the settings' own check reports it
+        for job in marked:
+            try:
+                node_route(job, settings)
+            except Unreachable as exc:
+                for entry in applying_entries(job, entries, target, known):
+                    if entry.action.node_level:
+                        found.append(Unreached(entry, target, job, str(exc)))
+    return found
+
+
+def check_node_routes(context: ValidationContext) -> Iterator[Finding]:
+    """validate: node-level entries (deselect, mute) that cannot reach the tests
+    of a target's job (`common.node_route`): `generate` would refuse. One error
+    per entry and target, at the entry's action."""
+    from matrixgen.engine.targets import checked_targets
+    from matrixgen.quarantine.entries import load_quarantine
+
+    qfile = load_quarantine(context.tree)
+    found: dict[tuple[str, str], list[Unreached]] = {}
+    for item in unreached(
+        qfile.entries, context.expansion.jobs, checked_targets(context), context.tree.config
+    ):
+        found.setdefault((item.entry.id, item.target.name), []).append(item)
+    for (entry_id, target_name), items in sorted(found.items()):
+        entry = items[0].entry
+        more = f" and {len(items) - 1} more job(s)" if len(items) > 1 else ""
+        location = (
+            qfile.document.locate(["entries", entry.index, "action"])
+            if qfile.document
+            else entry.location
+        )
+        yield Finding(
+            location=location,
+            severity=Severity.ERROR,
+            code="quarantine-unreachable",
+            message=f'entry "{entry_id}" ({entry.action.value}) cannot reach the tests of '
+            f"target {target_name} ({items[0].job.identity}{more}): {items[0].why}",
         )
 
 

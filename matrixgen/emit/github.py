@@ -12,7 +12,11 @@ sets them; image and runner (labels for
 `runs-on`) where configured, env (an object) and args (a list) where set. A job
 that may fail has `"continue-on-error": true`; a quarantined job carries
 `"quarantine": {"id", "tracker", "action", "kind"}` and, for pytest node ids to
-deselect, `"deselect": [...]`.
+deselect, `"deselect": [...]`. A job with a mute entry instead carries the pytest
+plugin's variables in its `env` (MATRIXGEN_QUARANTINE, the tree's quarantine file
+relative to the checkout, and the job's MATRIXGEN_* identity): the workflow
+exports the row's env to the test command, and the plugin applies every
+node-level entry of the job (docs/pytest-plugin.md).
 
 A matrix runs at most 256 jobs, and a job output holds at most 1 MB. Past either
 limit the rows are split into shards of nearly equal size, in order, and the
@@ -42,14 +46,18 @@ from msgspec.structs import replace
 from matrixgen.emit.common import (
     GITHUB_MAX_MATRIX_ROWS,
     GITHUB_MAX_OUTPUT_BYTES,
+    ROUTE_PLUGIN,
     EmitSettings,
     EmittedJob,
+    Unreachable,
     allowed_to_fail,
     deselected,
     emitted_jobs,
+    node_route,
+    plugin_variables,
     timeout_minutes,
 )
-from matrixgen.engine.errors import LimitError, UsageError, write_failure
+from matrixgen.engine.errors import LimitError, RecipeError, UsageError, write_failure
 from matrixgen.engine.model import Job
 from matrixgen.util import jsontext
 from matrixgen.util.atomic import WriteError, append_whole
@@ -80,8 +88,12 @@ def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
     tags = settings.tags(job)
     if tags:
         row["runner"] = list(tags)
-    if job.env:
-        row["env"] = dict(job.env)
+    route = _route(job, settings)
+    env = dict(job.env)
+    if route == ROUTE_PLUGIN:
+        env.update(plugin_variables(job, settings, settings.quarantine_file))
+    if env:
+        row["env"] = env
     if job.args:
         row["args"] = list(job.args)
     if allowed_to_fail(job):
@@ -94,10 +106,22 @@ def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
             "action": mark.action,
             "kind": mark.kind,
         }
-        node_ids = deselected(job)
+        node_ids = deselected(job) if route != ROUTE_PLUGIN else ()
         if node_ids:
             row["deselect"] = list(node_ids)
     return row
+
+
+def _route(job: Job, settings: EmitSettings) -> str | None:
+    try:
+        return node_route(job, settings)
+    except Unreachable as exc:
+        mark = job.quarantine
+        assert mark is not None
+        raise RecipeError(
+            f"quarantine entry {mark.id} ({mark.action}) cannot reach the tests of "
+            f"{job.identity} in target {settings.target.name}: {exc}"
+        ) from None
 
 
 def compact(value: Any) -> str:

@@ -7,7 +7,8 @@
       tags: [h100]                    # runner_tags of the settings or the platform
       timeout: '3h55m'                # n_repeat x time_limit + overhead, or as set
       needs: []                       # plus the parent pipeline's job, the warm-up job
-      variables: {...}                # the job's env; MATRIXGEN_QUARANTINE="<id> <tracker>"
+      variables: {...}                # the job's env; MATRIXGEN_QUARANTINE="<id> <tracker>",
+                                      # or the plugin's variables (a mute entry applies)
       script:
         - <launcher> --model gpt --test-case gpt3_tp2 ... [-- <args>]
       artifacts: {...}                # when configured
@@ -31,6 +32,13 @@ the first job that may not fail runs alone and every other job needs it. A
 recipe's `spec.needs` names jobs (templates over the job's fields): a job of the
 same target, or one listed in `graph.external.gitlab`, which lives in the parent
 pipeline; anything else is an error (`validate` reports it too, with its place).
+
+Node-level entries (`common.node_route`): deselect-only node ids go to the
+launcher as `--deselect`; a job with a mute entry gets no `--deselect` but the
+pytest plugin's variables (MATRIXGEN_QUARANTINE=$CI_PROJECT_DIR/<tree>/quarantine.yaml
+and the job's MATRIXGEN_* identity), the entry label in MATRIXGEN_QUARANTINE_ENTRY,
+and the plugin applies every node-level entry of the job; a job whose node-level
+entries cannot reach its tests is an error naming the entries and the target.
 """
 
 from __future__ import annotations
@@ -51,11 +59,16 @@ from matrixgen.emit.common import (
     GITLAB_MAX_JOB_NAME,
     GITLAB_MAX_NEEDED_NAME,
     GITLAB_MAX_NEEDS,
+    ROUTE_LAUNCHER,
+    ROUTE_PLUGIN,
     EmitSettings,
     EmittedJob,
+    Unreachable,
     allowed_to_fail,
     deselected,
     emitted_jobs,
+    node_route,
+    plugin_variables,
     quarantine_label,
 )
 from matrixgen.engine.errors import Finding, LimitError, RecipeError, Severity
@@ -87,6 +100,8 @@ RESERVED_NAMES = frozenset(
 PLACEHOLDER_JOB = "no-jobs-selected"
 FALLBACK_STAGE = "test"
 QUARANTINE_VARIABLE = "MATRIXGEN_QUARANTINE"
+# A job whose MATRIXGEN_QUARANTINE names the file for the plugin carries its label here.
+ENTRY_LABEL_VARIABLE = "MATRIXGEN_QUARANTINE_ENTRY"
 PARENT_PIPELINE_VARIABLE = "$PARENT_PIPELINE_ID"
 
 
@@ -206,10 +221,16 @@ def _option(flag: str, value: str) -> list[str]:
 
 
 def job_script(
-    job: Job, launcher: str, *, n_repeat: int | None = None, lightweight: bool = False
+    job: Job,
+    launcher: str,
+    *,
+    n_repeat: int | None = None,
+    lightweight: bool = False,
+    node_ids_to_launcher: bool = True,
 ) -> str:
     """The launcher command line; the launcher is the config's (or recipe's) shell
-    text, every value after it is quoted."""
+    text, every value after it is quoted. Deselected node ids go to the launcher
+    unless the pytest plugin applies them (`node_ids_to_launcher` False)."""
     words: list[str] = [
         *_option("--model", job.model),
         *_option("--test-case", job.test_case),
@@ -228,26 +249,54 @@ def job_script(
         words.append("--lightweight")
     if job.build:
         words += _option("--build", job.build)
-    for node_id in deselected(job):
+    for node_id in deselected(job) if node_ids_to_launcher else ():
         words += _option("--deselect", node_id)
     if job.args:
         words += ["--", *job.args]
     return " ".join([launcher.strip(), *(shell_quote(w) for w in words)])
 
 
-def _variables(job: Job) -> dict[str, Any]:
+def _variables(job: Job, settings: EmitSettings, route: str | None) -> dict[str, Any]:
     variables: dict[str, Any] = {}
     for key, value in job.env:
         # GitLab expands $NAME in variable values; a value is data, keep it as written.
         variables[key] = {"value": value, "expand": False} if "$" in value else value
     label = quarantine_label(job)
-    if label is not None:
-        if QUARANTINE_VARIABLE in variables:
-            raise RecipeError(
-                f"{job.source}: env {QUARANTINE_VARIABLE} is reserved for the quarantine entry"
-            )
-        variables[QUARANTINE_VARIABLE] = label
+    if label is None:
+        return variables
+    if route == ROUTE_PLUGIN:
+        # node_route checked that the recipe env sets none of these.
+        path = settings.quarantine_file
+        if not path.startswith("/"):
+            path = f"$CI_PROJECT_DIR/{path}"  # the checkout, wherever the launcher runs
+        variables.update(plugin_variables(job, settings, path))
+        variables[ENTRY_LABEL_VARIABLE] = yaml_value(label)
+        return variables
+    if QUARANTINE_VARIABLE in variables:
+        raise RecipeError(
+            f"{job.source}: env {QUARANTINE_VARIABLE} is reserved for the quarantine entry"
+        )
+    variables[QUARANTINE_VARIABLE] = label
     return variables
+
+
+def yaml_value(value: str) -> Any:
+    """A variable value GitLab must not expand: a label is data."""
+    return {"value": value, "expand": False} if "$" in value else value
+
+
+def job_route(job: Job, settings: EmitSettings) -> str | None:
+    """`node_route`, with an unreachable job as a RecipeError naming its entries
+    and the target (validate reports the same, at each entry)."""
+    try:
+        return node_route(job, settings)
+    except Unreachable as exc:
+        mark = job.quarantine
+        assert mark is not None
+        raise RecipeError(
+            f"quarantine entry {mark.id} ({mark.action}) cannot reach the tests of "
+            f"{job.identity} in target {settings.target.name}: {exc}"
+        ) from None
 
 
 class GitlabPipeline(Struct, frozen=True):
@@ -359,7 +408,8 @@ def _job_content(
         entry["tags"] = list(tags)
     entry["timeout"] = gitlab_duration(settings.timeout_seconds(job))
     entry["needs"] = needs
-    variables = _variables(job)
+    route = job_route(job, settings)
+    variables = _variables(job, settings, route)
     if variables:
         entry["variables"] = variables
     entry["script"] = [
@@ -368,6 +418,7 @@ def _job_content(
             settings.launcher_for(job),
             n_repeat=settings.n_repeat_for(job),
             lightweight=settings.lightweight,
+            node_ids_to_launcher=route in (None, ROUTE_LAUNCHER),
         )
     ]
     if settings.artifacts:

@@ -33,13 +33,23 @@ class JobId(Struct, frozen=True, order=True):
 
 
 class QuarantineMark(Struct, frozen=True, kw_only=True):
-    """The quarantine entry that applies to a job in one target."""
+    """The quarantine entry that applies to a job in one target.
+
+    `node_ids` are the pytest node ids of every node-level entry (deselect and
+    mute) that applies; `muted` the ones of them that a mute entry runs without
+    letting them fail the job (the pytest plugin applies those)."""
 
     id: str
     tracker: str
     action: str
     kind: str
     node_ids: tuple[str, ...] = ()
+    muted: tuple[str, ...] = ()
+
+    @property
+    def deselected(self) -> tuple[str, ...]:
+        """The node ids a deselect entry takes out of the job."""
+        return tuple(n for n in self.node_ids if n not in self.muted)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -50,6 +60,8 @@ class QuarantineMark(Struct, frozen=True, kw_only=True):
         }
         if self.node_ids:
             out["node_ids"] = list(self.node_ids)
+        if self.muted:
+            out["muted"] = list(self.muted)
         return out
 
 

@@ -26,6 +26,12 @@ class QuarantineAction(StrEnum):
     SKIP = "skip"
     ALLOW_FAILURE = "allow-failure"
     DESELECT = "deselect"
+    MUTE = "mute"
+
+    @property
+    def node_level(self) -> bool:
+        """Acts on pytest node ids inside the job (the job itself stays)."""
+        return self in (QuarantineAction.DESELECT, QuarantineAction.MUTE)
 
 
 class QuarantineKind(StrEnum):

@@ -15,6 +15,11 @@ Reruns come in two shapes, and both count:
 A test's outcome is its last attempt's; `reruns` counts the failed attempts
 before it.
 
+A failure or error of a testcase that carries the property `quarantined` (the
+pytest plugin marks the tests a mute entry runs) is `muted`: the test failed,
+and the job did not fail for it. Flaky verdicts count it as a failure of the
+test; a job whose only failures are muted passed.
+
 Hostile input: a DOCTYPE (and so any entity declaration) is refused; the file
 is streamed through expat, so cost is linear in its size. Every problem is a
 `ResultsFileError` naming the file, line and column.
@@ -44,10 +49,17 @@ class Outcome(StrEnum):
     FAILED = "failed"
     ERROR = "error"
     SKIPPED = "skipped"
+    MUTED = "muted"  # failed or errored, under a mute entry: the job did not fail
 
     @property
     def failed(self) -> bool:
+        """A failure that fails the job."""
         return self in (Outcome.FAILED, Outcome.ERROR)
+
+    @property
+    def test_failed(self) -> bool:
+        """The test itself failed, muted or not (what flaky verdicts count)."""
+        return self in (Outcome.FAILED, Outcome.ERROR, Outcome.MUTED)
 
 
 class Testcase(Struct, frozen=True, kw_only=True, gc=False):
@@ -79,6 +91,7 @@ _CHUNK = 1024 * 1024  # bytes fed to the parser at a time
 
 _FAILURE_TAGS = {"failure": Outcome.FAILED, "error": Outcome.ERROR}
 _RERUN_TAGS = frozenset({"rerunFailure", "rerunError", "flakyFailure", "flakyError"})
+QUARANTINED_PROPERTY = "quarantined"  # written by matrixgen.evidence.pytest_plugin
 _ROOTS = ("testsuites", "testsuite")
 _PYTHON_FILE = re.compile(r"^(test_.*|.*_test)$")
 _DECLARED_ENCODING = re.compile(rb"""^\s*<\?xml[^>]*?\bencoding\s*=\s*["']([^"']{0,80})["']""")
@@ -100,6 +113,7 @@ class _Record(Struct, gc=False):
     outcome: Outcome = Outcome.PASSED
     reruns: int = 0
     message: str = ""
+    quarantined: bool = False
 
 
 def parse_report(data: bytes, path: str) -> Report:
@@ -178,6 +192,15 @@ def _parse(chunks: Iterator[bytes], path: str) -> Report:
                     record.outcome = Outcome.SKIPPED
             elif tag in _RERUN_TAGS:
                 record.reruns += 1
+        elif (
+            tag == "property"
+            and current[0] is not None
+            and stack[-2:-1] == ["properties"]
+            and stack[-3:-2] == ["testcase"]
+            and attrs.get("name") == QUARANTINED_PROPERTY
+            and attrs.get("value", "").strip()
+        ):
+            current[0].quarantined = True
 
     def end(tag: str) -> None:
         stack.pop()
@@ -186,6 +209,8 @@ def _parse(chunks: Iterator[bytes], path: str) -> Report:
         elif tag == "testcase":
             record = current[0]
             assert record is not None
+            if record.quarantined and record.outcome.failed:
+                record.outcome = Outcome.MUTED
             tests[record.node_id] = _testcase(record)
             current[0] = None
 

@@ -16,8 +16,9 @@ expiry the config's `quarantine.default_expiry_days` from today, and the reason
 cites the counts and run ids.
 
 Lifts, for existing entries:
-- allow-failure and deselect entries whose every job (for deselect: every node
-  id, where it has results) passed its last `lift_runs` runs;
+- allow-failure, deselect and mute entries whose every job (for deselect and
+  mute: every node id, where it has results) passed its last `lift_runs` runs
+  (a muted test keeps running, and a muted failure counts as a failure);
 - entries whose tracker is closed (when the caller could ask the tracker).
 """
 
@@ -112,7 +113,7 @@ def _covering(
         for entry in applying_entries(job, entries, target, known):
             if (
                 row.node_id is not None
-                and entry.action is QuarantineAction.DESELECT
+                and entry.action.node_level
                 and row.node_id not in entry.node_ids
             ):
                 continue
@@ -271,9 +272,10 @@ def _lifts(
         if not keys:
             continue
         silent = 0
-        if entry.action is QuarantineAction.DESELECT:
+        if entry.action.node_level:
             # A deselected test runs only where something still runs it: judge it
-            # there, and say how many of its jobs gave no results.
+            # there, and say how many of its jobs gave no results. A muted test
+            # runs wherever the entry applies.
             found = [by_key[(k, n)] for k in keys for n in entry.node_ids if (k, n) in by_key]
             missing = [n for n in entry.node_ids if not any((k, n) in by_key for k in keys)]
             silent = sum(1 for k in keys if not any((k, n) in by_key for n in entry.node_ids))

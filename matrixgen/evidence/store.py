@@ -48,11 +48,19 @@ from matrixgen.evidence.junit import Outcome, Testcase
 from matrixgen.util.checkout import choose_store, default_store_path
 from matrixgen.util.values import ComparedValue
 
-SCHEMA_VERSION = 1
-OUTCOME_CODES = {Outcome.PASSED: 0, Outcome.FAILED: 1, Outcome.ERROR: 2, Outcome.SKIPPED: 3}
+SCHEMA_VERSION = 2
+OUTCOME_CODES = {
+    Outcome.PASSED: 0,
+    Outcome.FAILED: 1,
+    Outcome.ERROR: 2,
+    Outcome.SKIPPED: 3,
+    Outcome.MUTED: 4,
+}
 OUTCOMES = {code: outcome for outcome, code in OUTCOME_CODES.items()}
 SKIPPED = OUTCOME_CODES[Outcome.SKIPPED]
-FAILED_CODES = (OUTCOME_CODES[Outcome.FAILED], OUTCOME_CODES[Outcome.ERROR])
+# A test's failed runs: a muted failure is one (the test failed). A job's stored
+# outcome is never muted: a job whose only failures are muted passed.
+FAILED_CODES = tuple(code for outcome, code in OUTCOME_CODES.items() if outcome.test_failed)
 NODE_ID_LIMIT = 2000  # PostgreSQL's btree entries stop near 2,700 bytes
 TEXT_LIMIT = 255
 TEST_CASE_LIMIT = 1000
@@ -146,9 +154,15 @@ def _migrate_1(conn: sa.Connection) -> None:
     metadata.create_all(conn, tables=[runs, jobs, run_jobs, cases, results])
 
 
+def _migrate_2(conn: sa.Connection) -> None:
+    """Outcome 4, muted, in `results`: no table changes, but a matrixgen that
+    knows only version 1 would read a muted failure as a pass, so it must
+    refuse a store that may hold one."""
+
+
 # Version N is reached by running MIGRATIONS[N - 1] on a store at version N - 1.
 # A later change appends a function; a released one is never edited.
-MIGRATIONS = (_migrate_1,)
+MIGRATIONS = (_migrate_1, _migrate_2)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

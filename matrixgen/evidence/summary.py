@@ -3,7 +3,7 @@
 
 `entry_evidence` gives one line per entry, for example "failed 3 of 40 runs on
 dgx_h100/dev since 2026-11-02, last in run 9120 (2026-11-20)": over the jobs the
-entry applies to, the node ids of a deselect entry, in the last `since_days`
+entry applies to, the node ids of a deselect or mute entry, in the last `since_days`
 days. It returns None when no results store is configured (no --db, no
 $MATRIXGEN_RESULTS_DB, and no .matrixgen/results.db at the top of the
 checkout that git does not track), so callers show nothing rather than "no
@@ -16,7 +16,6 @@ from collections.abc import Sequence
 
 from matrixgen.engine.model import Target
 from matrixgen.engine.targets import resolve_targets
-from matrixgen.engine.vocab import QuarantineAction
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.entries import Entry, entry_hits
 
@@ -58,7 +57,7 @@ def entry_evidence(
     found: dict[str, str] = {}
     for entry in entries:
         keys = sorted({job_key(h.job, h.target.system) for h in hits.get(entry.id, [])})
-        if entry.action is QuarantineAction.DESELECT:
+        if entry.action.node_level:
             rows = [by_key[(k, n)] for k in keys for n in entry.node_ids if (k, n) in by_key]
         else:
             rows = [by_key[(k, None)] for k in keys if (k, None) in by_key]

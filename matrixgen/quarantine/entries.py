@@ -4,8 +4,10 @@ The quarantine file (`quarantine.yaml` at the root of a recipe tree) is a list o
 entries. Each entry names its tracker, an owner, what it matches (model, test case
 name or glob, platforms, environments, tags) and where it applies (systems and
 scopes; absent means everywhere). In one target an entry either removes the job
-(skip), keeps it running without blocking (allow-failure), or keeps it and passes
-pytest node ids to deselect (deselect). See the README, Task 3.
+(skip), keeps it running without blocking (allow-failure), or keeps it and acts on
+pytest node ids inside it: deselects them (deselect), or runs them without
+letting their failure fail the job (mute; the pytest plugin applies node-level
+entries in the test process, docs/pytest-plugin.md). See the README, Task 3.
 
 Everything here is pure: parsing, matching and checking take values and return
 values; editing the file lives in quarantine_edit.py, tracker lookups in tracker.py.
@@ -16,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from matrixgen.engine.config import ProjectConfig
     from matrixgen.engine.context import ValidationContext
     from matrixgen.engine.load import RecipeTree
+    from matrixgen.quarantine.jobenv import JobIdentity
 
 DEFAULT_GRACE_DAYS = 14
 DEFAULT_EXPIRY_DAYS = 30
@@ -54,7 +57,9 @@ ACTION_STRENGTH = {
     QuarantineAction.SKIP: 0,
     QuarantineAction.ALLOW_FAILURE: 1,
     QuarantineAction.DESELECT: 2,
+    QuarantineAction.MUTE: 3,
 }
+_NODE_LEVEL = frozenset(a.value for a in QuarantineAction if a.node_level)
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _ISSUE_NUMBER = re.compile(r"^#(\d+)$")
 
@@ -111,7 +116,7 @@ class Match(Struct, frozen=True, kw_only=True):
     def is_glob(self) -> bool:
         return bool(_GLOB_CHARS.search(self.test_case))
 
-    def matches(self, job: Job, known_test_cases: frozenset[str] | set[str]) -> bool:
+    def matches(self, job: Job | JobIdentity, known_test_cases: Container[str]) -> bool:
         if self.model is not None and job.model != self.model:
             return False
         if self.platforms and job.platform not in self.platforms:
@@ -134,7 +139,7 @@ class Match(Struct, frozen=True, kw_only=True):
         return out
 
 
-def matches_test_case(pattern: str, test_case: str, known: frozenset[str] | set[str]) -> bool:
+def matches_test_case(pattern: str, test_case: str, known: Container[str]) -> bool:
     """Exact name first: Megatron-LM's unit-test buckets are named like globs
     (`tests/unit_tests/models/**/*.py`), and such a name must select only itself."""
     if pattern == test_case:
@@ -210,13 +215,18 @@ class Entry(ComparedValue, frozen=True, kw_only=True):
     def applies_in(self, system: System, scope: str | None) -> bool:
         return not self.where or any(place.covers(system, scope) for place in self.where)
 
+    def expired(self, today: dt.date) -> bool:
+        return self.expires is not None and self.expires < today
+
     def mark(self) -> QuarantineMark:
+        node_level = self.action.node_level
         return QuarantineMark(
             id=self.id,
             tracker=self.tracker_ref,
             action=self.action.value,
             kind=self.kind.value,
-            node_ids=self.node_ids if self.action is QuarantineAction.DESELECT else (),
+            node_ids=self.node_ids if node_level else (),
+            muted=self.node_ids if self.action is QuarantineAction.MUTE else (),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -435,7 +445,7 @@ def _schema_findings(document: YamlDocument, findings: Findings) -> None:
     data = _plain(document.data)
     items = data.get("entries") if isinstance(data, dict) else None
     for item in items if isinstance(items, list) else ():
-        if isinstance(item, dict) and item.get("action") != QuarantineAction.DESELECT:
+        if isinstance(item, dict) and item.get("action") not in _NODE_LEVEL:
             # Misplaced node_ids are said below; the schema's `not` would quote the
             # whole entry (cut at 200 characters) instead.
             item.pop("node_ids", None)
@@ -476,18 +486,19 @@ def _schema_findings(document: YamlDocument, findings: Findings) -> None:
             if not isinstance(item, dict):
                 continue
             action, node_ids = item.get("action"), item.get("node_ids")
-            if action == QuarantineAction.DESELECT and not node_ids:
+            if action in _NODE_LEVEL and not node_ids:
+                what = "deselect" if action == QuarantineAction.DESELECT else "run muted"
                 findings.add(
                     document.locate(["entries", i, "action"]),
                     "quarantine-node-ids",
-                    f"entry {_name(item, i)}: action deselect needs node_ids "
-                    "(the pytest node ids to deselect)",
+                    f"entry {_name(item, i)}: action {action} needs node_ids "
+                    f"(the pytest node ids to {what})",
                 )
-            elif node_ids is not None and action != QuarantineAction.DESELECT:
+            elif node_ids is not None and action not in _NODE_LEVEL:
                 findings.add(
                     document.locate(["entries", i, "node_ids"]),
                     "quarantine-node-ids",
-                    f"entry {_name(item, i)}: node_ids only go with action deselect "
+                    f"entry {_name(item, i)}: node_ids only go with action deselect or mute "
                     f"(this entry's action is {action})",
                 )
             for j, node in enumerate(node_ids if isinstance(node_ids, list) else ()):
@@ -708,15 +719,19 @@ def applying_entries(
 def combined_mark(applying: Sequence[Entry]) -> QuarantineMark:
     """One mark for a job: the strongest entry's action and kind; every applying
     entry's id and tracker (comma-separated, strongest first); the node ids of
-    every deselect entry, unless the job is skipped anyway."""
+    every deselect and mute entry, unless the job is skipped anyway (`muted`:
+    those only a mute entry names; one a deselect entry names is deselected)."""
     first = applying[0]
     if len(applying) == 1:
         return first.mark()
     node_ids: list[str] = []
+    deselected: set[str] = set()
     if first.action is not QuarantineAction.SKIP:
         for entry in applying:
-            if entry.action is QuarantineAction.DESELECT:
+            if entry.action.node_level:
                 node_ids.extend(n for n in entry.node_ids if n not in node_ids)
+            if entry.action is QuarantineAction.DESELECT:
+                deselected.update(entry.node_ids)
     trackers: list[str] = []
     for entry in applying:
         if entry.tracker_ref not in trackers:
@@ -727,6 +742,7 @@ def combined_mark(applying: Sequence[Entry]) -> QuarantineMark:
         action=first.action.value,
         kind=first.kind.value,
         node_ids=tuple(node_ids),
+        muted=tuple(n for n in node_ids if n not in deselected),
     )
 
 
@@ -786,15 +802,14 @@ def entry_hits(
 def overlaps(
     jobs: Sequence[Job], entries: Sequence[Entry], targets: Sequence[Target]
 ) -> list[tuple[Target, Job, list[Entry]]]:
-    """Jobs that several entries apply to in one target (merged deselects excepted)."""
+    """Jobs that several entries apply to in one target (merged node-level entries
+    excepted: their node ids all apply)."""
     known = {j.test_case for j in jobs}
     found = []
     for target in targets:
         for job in select(jobs, target.selector):
             applying = applying_entries(job, entries, target, known)
-            if len(applying) > 1 and any(
-                e.action is not QuarantineAction.DESELECT for e in applying
-            ):
+            if len(applying) > 1 and any(not e.action.node_level for e in applying):
                 found.append((target, job, applying))
     return found
 

@@ -9,6 +9,20 @@ honour a node-level entry, and emitters refuse to pretend it does.
 
 from __future__ import annotations
 
+import datetime as dt
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from msgspec import Struct
+
+from matrixgen.engine.vocab import QuarantineAction, System
+
+if TYPE_CHECKING:
+    from matrixgen.quarantine.entries import Entry
+
 QUARANTINE_VARIABLE = "MATRIXGEN_QUARANTINE"
 
 # Field of the job -> the variable that carries it into the test process.
@@ -26,3 +40,221 @@ JOB_VARIABLES: dict[str, str] = {
 def reaches_plugin(script_text: str) -> bool:
     """Whether a job's script hands the quarantine file to its test process."""
     return QUARANTINE_VARIABLE in script_text
+
+
+# Fields a job must name; the tag is optional ("" or unset: the job has none),
+# the system defaults to where the process runs (see `default_system`).
+REQUIRED_FIELDS = ("scope", "platform", "environment", "model", "test_case")
+
+# What a GitLab job that matrixgen itself emits carries in QUARANTINE_VARIABLE
+# when no mute entry applies to it (its launcher gets any deselected node ids):
+# `<entry id>[, <entry id>...] <tracker>[, <tracker>...]`. Such a value names no
+# quarantine file, and the plugin applies nothing for it.
+_ENTRY_ID = r"[A-Za-z0-9][A-Za-z0-9_.+-]*"
+_TRACKER = r"(?:https?://\S+|#\d+)"
+_LABEL = re.compile(rf"^{_ENTRY_ID}(?:, {_ENTRY_ID})* {_TRACKER}(?:, {_TRACKER})*$")
+
+
+class IdentityError(ValueError):
+    """A job variable is missing or holds a value that cannot be a job's."""
+
+
+class JobIdentity(Struct, frozen=True, kw_only=True):
+    """Where a test process runs and which job it is, as its variables say."""
+
+    system: System
+    scope: str
+    platform: str
+    environment: str
+    model: str
+    test_case: str
+    tag: str = ""
+
+    def __str__(self) -> str:
+        tag = f"[{self.tag}]" if self.tag else ""
+        return (
+            f"{self.model}/{self.test_case}{tag} on {self.platform}/{self.environment} "
+            f"({self.system.value}/{self.scope})"
+        )
+
+
+def default_system(environ: Mapping[str, str]) -> System:
+    """GitHub when the process runs in GitHub Actions, else GitLab."""
+    return System.GITHUB if environ.get("GITHUB_ACTIONS") == "true" else System.GITLAB
+
+
+def identity_from(environ: Mapping[str, str]) -> JobIdentity:
+    """The job's identity from its variables (JOB_VARIABLES); IdentityError
+    naming every variable that is missing, or a system that is none."""
+    values = {field: environ.get(name, "").strip() for field, name in JOB_VARIABLES.items()}
+    missing = [JOB_VARIABLES[f] for f in REQUIRED_FIELDS if not values[f]]
+    if missing:
+        raise IdentityError(
+            f"{', '.join(missing)} not set: with {QUARANTINE_VARIABLE} set, the job's "
+            f"{', '.join(JOB_VARIABLES[f] for f in REQUIRED_FIELDS)} must be set too "
+            "(docs/pytest-plugin.md)"
+        )
+    system_text = values["system"]
+    if system_text:
+        try:
+            system = System(system_text)
+        except ValueError:
+            raise IdentityError(
+                f"{JOB_VARIABLES['system']}={system_text!r}: expected "
+                + " or ".join(s.value for s in System)
+            ) from None
+    else:
+        system = default_system(environ)
+    return JobIdentity(
+        system=system,
+        scope=values["scope"],
+        platform=values["platform"],
+        environment=values["environment"],
+        model=values["model"],
+        test_case=values["test_case"],
+        tag=values["tag"],
+    )
+
+
+def identity_variables(identity: JobIdentity, quarantine_file: str) -> dict[str, str]:
+    """The variables that hand a job's quarantine to its test process, in
+    JOB_VARIABLES order (an empty tag left out)."""
+    out = {QUARANTINE_VARIABLE: quarantine_file}
+    for field, name in JOB_VARIABLES.items():
+        value = getattr(identity, field)
+        value = value.value if isinstance(value, System) else value
+        if value:
+            out[name] = value
+    return out
+
+
+def is_entry_label(value: str) -> bool:
+    """Whether a value of QUARANTINE_VARIABLE is an entry label, not a file."""
+    return bool(_LABEL.match(value))
+
+
+class QuarantineFileError(ValueError):
+    """The quarantine file named by QUARANTINE_VARIABLE cannot be used."""
+
+
+class JobQuarantine(Struct, frozen=True, kw_only=True):
+    """The node-level entries of one job, read in its test process."""
+
+    path: str
+    identity: JobIdentity
+    entries: tuple[Entry, ...]  # deselect and mute entries that apply, file order
+    expired: tuple[Entry, ...] = ()  # ones that would apply but expired
+
+    def node_actions(self) -> dict[str, Entry]:
+        """node id -> the entry that decides it: a deselect entry wins over a mute
+        entry, and of two entries of one action the first in the file."""
+        out: dict[str, Entry] = {}
+        for entry in sorted(
+            self.entries, key=lambda e: (e.action is QuarantineAction.MUTE, e.index)
+        ):
+            for node in entry.node_ids:
+                out.setdefault(node, entry)
+        return out
+
+
+class _TreeTestCases:
+    """The test cases of the recipe tree beside the quarantine file, read only
+    when a glob pattern needs them (an exact name must match only itself:
+    Megatron-LM's unit-test buckets are named like globs)."""
+
+    def __init__(self, tree_dir: Path) -> None:
+        self.tree_dir = tree_dir
+        self._names: frozenset[str] | None = None
+
+    def __contains__(self, name: object) -> bool:
+        if self._names is None:
+            self._names = _tree_test_cases(self.tree_dir)
+        return name in self._names
+
+
+def _tree_test_cases(tree_dir: Path) -> frozenset[str]:
+    from matrixgen.engine.errors import MatrixgenError
+    from matrixgen.engine.expand import expand_tree
+    from matrixgen.engine.load import load_tree, read_directory
+
+    try:
+        tree = load_tree(read_directory(tree_dir), root=str(tree_dir))
+        return frozenset(j.test_case for j in expand_tree(tree).jobs)
+    except (MatrixgenError, OSError):
+        # No readable tree beside the file: a pattern is then read as a glob.
+        return frozenset()
+
+
+def _tracker_base(tree_dir: Path) -> str | None:
+    """quarantine.tracker_base of the project config beside the file, so that a
+    "#N" tracker reaches the JUnit XML as its URL; None without one. Only that
+    key is read: checking the config is validate's work, not the test run's."""
+    from matrixgen.engine.errors import Findings, MatrixgenError
+    from matrixgen.engine.load import read_root_file
+    from matrixgen.engine.vocab import CONFIG_FILENAME
+    from matrixgen.engine.yamlio import parse_yaml
+
+    try:
+        raw = read_root_file(tree_dir, CONFIG_FILENAME)
+        document = parse_yaml(raw, CONFIG_FILENAME, Findings()) if raw is not None else None
+    except (MatrixgenError, OSError, ValueError):
+        return None
+    data = document.data if document is not None else None
+    section = data.get("quarantine") if isinstance(data, dict) else None
+    base = section.get("tracker_base") if isinstance(section, dict) else None
+    return base if isinstance(base, str) and base.strip() else None
+
+
+def load_job_quarantine(
+    environ: Mapping[str, str], *, today: dt.date | None = None
+) -> JobQuarantine | None:
+    """The node-level entries that apply to the job the variables name, or None
+    when QUARANTINE_VARIABLE is unset, empty, or holds an entry label (see
+    `is_entry_label`). QuarantineFileError for a file that is missing, not a
+    regular file, or has errors; IdentityError for missing job variables."""
+    from matrixgen.quarantine.entries import current_day, parse_quarantine
+    from matrixgen.util.readfile import NotRegularFile, read_regular
+
+    value = environ.get(QUARANTINE_VARIABLE, "").strip()
+    if not value:
+        return None
+    path = Path(value)
+    try:
+        raw = read_regular(Path(os.path.realpath(path)))
+    except NotRegularFile as exc:
+        raise QuarantineFileError(f"{QUARANTINE_VARIABLE}={value}: {exc.strerror}") from None
+    except OSError as exc:
+        raise QuarantineFileError(
+            f"{QUARANTINE_VARIABLE}={value}: cannot be read: {exc.strerror}"
+        ) from None
+    if raw is None:
+        if is_entry_label(value):
+            return None
+        raise QuarantineFileError(
+            f"{QUARANTINE_VARIABLE}={value}: no such file (it must name the quarantine "
+            "file, e.g. tests/test_utils/recipes/quarantine.yaml)"
+        )
+    identity = identity_from(environ)
+    qfile = parse_quarantine(raw, value, tracker_base=_tracker_base(path.parent))
+    if qfile.errors:
+        shown = "; ".join(str(f) for f in qfile.errors[:3])
+        more = f"; and {len(qfile.errors) - 3} more" if len(qfile.errors) > 3 else ""
+        raise QuarantineFileError(
+            f"{len(qfile.errors)} error(s) in the quarantine file: {shown}{more} "
+            "(matrixgen validate shows every finding)"
+        )
+    today = today or current_day()
+    known = _TreeTestCases(path.parent)
+    applying: list[Entry] = []
+    expired: list[Entry] = []
+    for entry in qfile.entries:
+        if not entry.action.node_level:
+            continue
+        if not entry.applies_in(identity.system, identity.scope):
+            continue
+        if not entry.match.matches(identity, known):
+            continue
+        (expired if entry.expired(today) else applying).append(entry)
+    return JobQuarantine(
+        path=value, identity=identity, entries=tuple(applying), expired=tuple(expired)
+    )

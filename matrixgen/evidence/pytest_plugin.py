@@ -1,0 +1,240 @@
+"""pytest plugin: a job's node-level quarantine entries, applied in its test process.
+
+Registered through the `pytest11` entry point, so it loads in every pytest run
+of an environment where matrixgen is installed, and does nothing at all unless
+MATRIXGEN_QUARANTINE names the quarantine file (importing this module imports
+nothing else of matrixgen). When it does, the job's identity comes from the
+MATRIXGEN_* variables (matrixgen.quarantine.jobenv), and the entries whose
+`match` and `where` cover that job, and which have not expired, apply:
+
+- `deselect`: each node id (and its parametrised children, `id[...]`) is
+  deselected before the run, as `--deselect` would;
+- `mute`: the test runs; a failure or error of it is reported (`M`, MUTED, and
+  a line in the summary) but does not fail the run: it does not count towards
+  pytest's failures, so neither the exit status nor `-x`/`--maxfail` see it.
+  Its JUnit XML testcase keeps its `<failure>` and gets the properties
+  `quarantined` (the entry id), `quarantine_tracker` and `quarantine_action`.
+
+A node id that matches no collected test is a warning and a summary line; a
+bad quarantine file or a missing job variable is a usage error (exit 4).
+See docs/pytest-plugin.md.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from matrixgen.quarantine.entries import Entry
+    from matrixgen.quarantine.jobenv import JobQuarantine
+
+# matrixgen.quarantine.jobenv.QUARANTINE_VARIABLE, spelt out so that a run
+# without it imports nothing (a test checks the two agree).
+QUARANTINE_VARIABLE = "MATRIXGEN_QUARANTINE"
+PLUGIN_NAME = "matrixgen-quarantine-job"
+MUTED = "muted"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not os.environ.get(QUARANTINE_VARIABLE, "").strip():
+        return
+    from matrixgen.engine.errors import MatrixgenError
+    from matrixgen.quarantine.jobenv import IdentityError, QuarantineFileError, load_job_quarantine
+
+    try:
+        quarantine = load_job_quarantine(os.environ)
+    except (IdentityError, QuarantineFileError, MatrixgenError) as exc:
+        raise pytest.UsageError(f"matrixgen quarantine: {exc}") from None
+    if quarantine is None:
+        return
+    plugin = NodeQuarantine(quarantine, maxfail=config.option.maxfail or 0)
+    if plugin.mutes:
+        # --maxfail (and -x) must not count muted failures: the plugin counts
+        # the failures itself and stops the run as pytest would.
+        config.option.maxfail = 0
+    config.pluginmanager.register(plugin, PLUGIN_NAME)
+
+
+def _base_id(node_id: str) -> str | None:
+    """`a.py::test_x` for `a.py::test_x[1-b]`; None for an id without parameters.
+    The parameters start at the first `[` after the file's part: a folder may
+    have brackets in its name, a class or function may not (a parameter id may
+    hold anything, `::` too)."""
+    first = node_id.find("::")
+    cut = node_id.find("[", first + 2) if first >= 0 else -1
+    if cut < 0 or not node_id.endswith("]") or node_id[cut - 1] == ":":
+        return None
+    return node_id[:cut]
+
+
+class NodeQuarantine:
+    """The hooks, once a job's quarantine is loaded."""
+
+    def __init__(self, quarantine: JobQuarantine, *, maxfail: int = 0) -> None:
+        from matrixgen.engine.vocab import QuarantineAction
+
+        self.quarantine = quarantine
+        self.decides = quarantine.node_actions()
+        self.mutes = any(e.action is QuarantineAction.MUTE for e in self.decides.values())
+        self.maxfail = maxfail
+        self.failures = 0  # the run's failures that count
+        self.session: pytest.Session | None = None
+        self.deselected: list[str] = []
+        self.unmatched: list[tuple[Entry, str]] = []
+        self.muted_failed: dict[str, tuple[Entry, str]] = {}  # node id -> (entry, message)
+        self.muted_passed: set[str] = set()
+
+    def entry_for(self, node_id: str) -> Entry | None:
+        entry = self.decides.get(node_id)
+        if entry is None:
+            base = _base_id(node_id)
+            if base is not None:
+                entry = self.decides.get(base)
+        return entry
+
+    def muting(self, node_id: str) -> Entry | None:
+        from matrixgen.engine.vocab import QuarantineAction
+
+        entry = self.entry_for(node_id)
+        return entry if entry is not None and entry.action is QuarantineAction.MUTE else None
+
+    # ------------------------------------------------------------------ hooks
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        q = self.quarantine
+        lines = [f"matrixgen quarantine: {q.path} for {q.identity}"]
+        if q.entries:
+            lines.append(
+                "  applies: "
+                + ", ".join(
+                    f"{e.id} ({e.action.value}, {len(e.node_ids)} node id(s))" for e in q.entries
+                )
+            )
+        else:
+            lines.append("  no node-level entry applies to this job")
+        lines.extend(_expired_lines(q.expired))
+        return lines
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        from matrixgen.engine.vocab import QuarantineAction
+
+        matched: set[str] = set()
+        kept: list[pytest.Item] = []
+        removed: list[pytest.Item] = []
+        for item in items:
+            node_id = item.nodeid
+            entry = self.entry_for(node_id)
+            if entry is None:
+                kept.append(item)
+                continue
+            matched.add(node_id if node_id in self.decides else _base_id(node_id) or node_id)
+            if entry.action is QuarantineAction.DESELECT:
+                removed.append(item)
+                continue
+            item.user_properties.extend(
+                [
+                    ("quarantined", entry.id),
+                    ("quarantine_tracker", entry.tracker_ref),
+                    ("quarantine_action", entry.action.value),
+                ]
+            )
+            kept.append(item)
+        if removed:
+            items[:] = kept
+            config.hook.pytest_deselected(items=removed)
+            self.deselected = [i.nodeid for i in removed]
+        for entry in self.quarantine.entries:
+            for node in entry.node_ids:
+                if node not in matched and self.decides.get(node) is entry:
+                    self.unmatched.append((entry, node))
+        for entry, node in self.unmatched:
+            # Shown at the entry's place in the quarantine file.
+            warnings.warn_explicit(
+                f"matrixgen quarantine: entry {entry.id} ({entry.action.value}) names "
+                f"{node}, which matches no collected test",
+                pytest.PytestWarning,
+                filename=entry.location.file or self.quarantine.path,
+                lineno=entry.location.line or 1,
+            )
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        session = self.session
+        entry = self.muting(report.nodeid)
+        if report.failed and entry is not None:
+            # Not one of the run's failures: the exit status does not count it
+            # (the session counted it just before, tryfirst).
+            if session is not None and session.testsfailed > 0:
+                session.testsfailed -= 1
+            self.muted_failed.setdefault(report.nodeid, (entry, _message(report)))
+            return
+        if entry is not None and report.when == "call" and report.passed:
+            self.muted_passed.add(report.nodeid)
+        if report.failed and not hasattr(report, "wasxfail") and self.mutes:
+            self.failures += 1
+            if self.maxfail and self.failures >= self.maxfail and session is not None:
+                session.shouldfail = f"stopping after {self.failures} failures"
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(
+        self, report: pytest.TestReport, config: pytest.Config
+    ) -> tuple[str, str, tuple[str, dict[str, bool]]] | None:
+        if report.failed and self.muting(report.nodeid) is not None:
+            return MUTED, "M", ("MUTED", {"yellow": True})
+        return None
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        lines = self.summary_lines()
+        if not lines:
+            return
+        terminalreporter.section("matrixgen quarantine", sep="-", yellow=True)
+        for line in lines:
+            terminalreporter.line(line)
+
+    def summary_lines(self) -> list[str]:
+        lines: list[str] = []
+        for node, (entry, message) in self.muted_failed.items():
+            tail = f": {message}" if message else ""
+            lines.append(f"MUTED {node} (entry {entry.id}, {entry.tracker_ref}){tail}")
+        if self.muted_failed:
+            lines.append(
+                f"{len(self.muted_failed)} muted test(s) failed; the run does not fail for them"
+            )
+        passed = self.muted_passed - set(self.muted_failed)
+        if passed:
+            lines.append(f"{len(passed)} muted test(s) passed")
+        if self.deselected:
+            lines.append(f"{len(self.deselected)} test(s) deselected by quarantine entries")
+        for entry, node in self.unmatched:
+            lines.append(
+                f"entry {entry.id} ({entry.action.value}): {node} matches no collected test"
+            )
+        lines.extend(_expired_lines(self.quarantine.expired))
+        return lines
+
+
+def _expired_lines(entries: Sequence[Entry]) -> list[str]:
+    return [
+        f"entry {e.id} ({e.action.value}) expired on {e.expires}: no longer applied "
+        "(lift or extend it)"
+        for e in entries
+    ]
+
+
+def _message(report: pytest.TestReport) -> str:
+    """The first line of a failure's message (the JUnit XML keeps all of it)."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = getattr(crash, "message", None) or str(report.longrepr or "")
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first[:200]
