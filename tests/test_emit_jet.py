@@ -178,8 +178,10 @@ def test_a_node_level_entry_needs_a_script_that_reaches_the_plugin(
     out = tmp_path / "mr.yaml"
     run = run_jet(cli, jet_tree(tree, deselect), out)
     assert run.code == 1, run
-    assert "entry a-node (deselect) cannot reach the tests of gpt/gpt_a" in run.err
-    assert "gitlab-mr-dgx_h100-dev" in run.err and "MATRIXGEN_QUARANTINE" in run.err
+    # validate's check, at the entry's line, refuses the tree before anything is written.
+    said = 'entry "a-node" (deselect) cannot reach the tests of target gitlab-mr-dgx_h100-dev'
+    assert said in run.err and "MATRIXGEN_QUARANTINE" in run.err
+    assert "[quarantine-unreachable]" in run.err
     assert not out.exists()
     reaching = jet_tree(tree, deselect, script="MATRIXGEN_QUARANTINE=q.yaml pytest tests")
     run = run_jet(cli, reaching, out)
@@ -187,6 +189,38 @@ def test_a_node_level_entry_needs_a_script_that_reaches_the_plugin(
     # The pipeline is as without the entry: the plugin deselects inside the job.
     assert set(jobs_of(out)) == {"gpt_a", "gpt_b", "gpt_c"}
     assert "--deselect" not in out.read_text(encoding="utf-8")
+
+
+def test_the_emitter_itself_refuses_a_node_level_mark_it_cannot_hand_on() -> None:
+    """Whatever place a call asks for (validate checks the targets a tree implies),
+    the emitter never writes a job whose marked node ids would go nowhere."""
+    from msgspec.structs import replace
+
+    from matrixgen.emit.jet import JetProfile, jet_pipeline, jet_target
+    from matrixgen.engine.errors import RecipeError
+    from matrixgen.engine.model import QuarantineMark
+    from matrixgen.engine.vocab import System
+
+    call = JetCall(
+        scope="mr",
+        environment="dev",
+        test_cases="all",
+        platform="dgx_h100",
+        cluster="ghci",
+        container_image="img",
+        container_tag="7",
+        dependent_job="configure",
+        slurm_account="acct",
+    )
+    mark = QuarantineMark(
+        id="e", tracker="#1", action="mute", kind="flaky", node_ids=("tests/t.py::x",)
+    )
+    job = replace(_job("a"), quarantine=mark, spec={"script": "pytest tests"})
+    target = jet_target(call, System.GITHUB)
+    with pytest.raises(RecipeError, match="entry e \\(mute\\) cannot reach the tests"):
+        jet_pipeline([job], [], call, target, JetProfile(), file_order={})
+    reaching = replace(job, spec={"script": "MATRIXGEN_QUARANTINE=q.yaml pytest tests"})
+    assert jet_pipeline([reaching], [], call, target, JetProfile(), file_order={}).jobs
 
 
 # --------------------------------------------------------------------------- lost jobs
