@@ -25,7 +25,7 @@ from pathlib import Path
 from msgspec import Struct
 
 from matrixgen.engine.model import Job
-from matrixgen.util.checkout import STATE_DIR
+from matrixgen.util.checkout import STATE_DIR, in_tree
 
 # Whole-selection fallbacks, as the summary names them.
 UNRESOLVED = "unresolved-ref"
@@ -139,7 +139,7 @@ def changed_files(repo: Path, ref: str, head: str | None = None) -> ChangeSet:
         # matrixgen's own state (the default results store) is no change of the
         # project's: counting it would send every run to the full selection.
         untracked_files = {
-            f for f in untracked.stdout.split("\0") if f and not f.startswith(f"{STATE_DIR}/")
+            f for f in untracked.stdout.split("\0") if f and not in_tree(f, STATE_DIR)
         }
     if diff.returncode != 0:
         return ChangeSet(ref=ref, error=f"git diff failed: {diff.stderr.strip()}")
@@ -155,12 +155,13 @@ def select_changed(
     ignore: Sequence[str] = (),
 ) -> ChangeSelection:
     """Which of `jobs` the change needs. `tree_paths` are the repository paths of
-    the recipe tree's folder, config and quarantine file (a change there changes
-    what every target runs); `ignore` globs name files no case needs (docs)."""
+    recipe tree folders (`util.checkout.tree_path`): a change to anything in one,
+    its config and quarantine file included, changes what every target runs
+    (`util.checkout.in_tree` decides); `ignore` globs name files no case needs (docs)."""
     if changes.error is not None:
         return ChangeSelection(changes=changes, fallback=UNRESOLVED, fallback_detail=changes.error)
     for path in changes.files:
-        if any(_inside(path, t) for t in tree_paths):
+        if any(in_tree(path, t) for t in tree_paths):
             return ChangeSelection(changes=changes, fallback=TREE_CHANGED, fallback_detail=path)
     declared = sorted({glob for job in jobs for glob in job_paths(job)})
     for path in changes.files:
@@ -178,11 +179,6 @@ def select_changed(
             shown = ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
             dropped.append((job, f"no changed file matches its paths ({shown})"))
     return ChangeSelection(changes=changes, fallback=None, dropped=tuple(dropped))
-
-
-def _inside(path: str, folder: str) -> bool:
-    folder = folder.strip("/")
-    return folder in ("", ".") or path == folder or path.startswith(folder + "/")
 
 
 FALLBACK_TEXT = {
