@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from matrixgen.emit.generate import check_duplicates, check_gitlab_names, check_timeouts
+from matrixgen.engine.changes import check_globs
 from matrixgen.engine.checks import check_tree
 from matrixgen.engine.context import ValidationContext
 from matrixgen.engine.errors import Finding, Findings, RecipeError, Severity
@@ -27,6 +28,7 @@ from matrixgen.views.stats import check_platforms
 # The checks of the stages after expansion: each yields findings.
 CHECKS: list[Callable[[ValidationContext], Iterable[Finding]]] = [
     check_quarantine,
+    check_globs,
     check_platforms,
     check_images,
     check_value_pins,
