@@ -23,7 +23,6 @@ is streamed through expat, so cost is linear in its size. Every problem is a
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Iterable, Iterator
 from enum import StrEnum
 from functools import lru_cache
@@ -32,6 +31,7 @@ from pathlib import Path
 from msgspec import Struct
 
 from matrixgen.engine.errors import ResultsFileError
+from matrixgen.util.patterns import name_pattern, whole
 
 MESSAGE_LIMIT = 300  # characters of a failure message kept
 
@@ -70,7 +70,7 @@ class Report(Struct, frozen=True, kw_only=True):
 _FAILURE_TAGS = {"failure": Outcome.FAILED, "error": Outcome.ERROR}
 _RERUN_TAGS = frozenset({"rerunFailure", "rerunError", "flakyFailure", "flakyError"})
 _ROOTS = ("testsuites", "testsuite")
-_PYTHON_FILE = re.compile(r"^(test_.*|.*_test)$")
+_PYTHON_FILE = name_pattern(r"test_.*|.*_test")
 
 
 class _DoctypeRefused(Exception):
@@ -255,7 +255,7 @@ def _node_prefix(classname: str, file: str) -> str:
         classes = parts[parts.index(stem) + 1 :] if stem in parts else []
         return "::".join([path, *classes])
     module_end = next(
-        (i for i in range(len(parts) - 1, -1, -1) if _PYTHON_FILE.match(parts[i])), -1
+        (i for i in range(len(parts) - 1, -1, -1) if whole(_PYTHON_FILE, parts[i])), -1
     )
     if module_end < 0:
         return classname

@@ -51,7 +51,7 @@ _COMMAND_LINE_START = re.compile(r"^[^\S\n]*::", re.MULTILINE)
 # For each pattern above: the ASCII characters it does not match (the ones the
 # caller allows, and the printable ones), as bytes for `bytes.translate` to delete.
 _ALLOWED_ASCII = {
-    maybe: bytes(c for c in range(128) if not maybe.match(chr(c)))
+    maybe: bytes(c for c in range(128) if not maybe.fullmatch(chr(c)))
     for maybe in (_MAYBE_HIDDEN, _MAYBE_HIDDEN_IN_LINES, _MAYBE_HIDDEN_IN_JSON)
 }
 
