@@ -68,11 +68,11 @@ FLAKY_SCOPE = "flaky"
 ROW_KEYS = KNOWN_AXES_V2 | ATTRIBUTE_KEYS_V2
 # Commented-out YAML, told from prose ("# Broken: ...") by its keys.
 _CODE_LINE = re.compile(
-    r"^\s*(?:-\s+)?(?:" + "|".join(sorted(ROW_KEYS | BLOCK_KEYS)) + r")\s*:(?:\s|$)"
+    r"^\s*(?:-\s+)?(?:" + "|".join(sorted(ROW_KEYS | BLOCK_KEYS)) + r")\s*:(?:\s|\Z)"
 )
 _TRACKER_REF = re.compile(r"(?<![\w&/#])#(\d+)\b|(https?://\S+/(?:issues|pull)/\d+)")
 
-_RULE_LINE = re.compile(r"^\s*#+\s*$|#{5,}")
+_RULE_LINE = re.compile(r"^\s*#+\s*\Z|#{5,}")
 _KIND_WORDS: tuple[tuple[re.Pattern[str], QuarantineKind], ...] = (
     (re.compile(r"flaky|non-?determinis|intermittent", re.I), QuarantineKind.FLAKY),
     (re.compile(r"timeout|time limit|exceeds|too long|infra", re.I), QuarantineKind.INFRA),
@@ -229,7 +229,7 @@ def _is_prose(line: str) -> bool:
     stripped = line.strip()
     if not stripped.startswith("#") or _RULE_LINE.search(stripped):
         return False
-    return not _CODE_LINE.match(stripped.lstrip("#"))
+    return not _CODE_LINE.match(stripped.lstrip("#"))  # prefix
 
 
 def _prose_above(lines: Sequence[str], first: int) -> list[str]:
@@ -489,7 +489,7 @@ def _uncommented(line: str) -> tuple[str, int] | None:
     if not rest.startswith(" "):
         return None
     text = line[:at] + rest[1:]
-    return (text, at) if _CODE_LINE.match(text) else None
+    return (text, at) if _CODE_LINE.match(text) else None  # prefix
 
 
 def _scan_run(

@@ -16,6 +16,7 @@ from matrixgen.emit.generate import (
     check_node_routes,
     check_timeouts,
 )
+from matrixgen.engine.changes import check_globs
 from matrixgen.engine.checks import check_tree
 from matrixgen.engine.context import ValidationContext
 from matrixgen.engine.errors import Finding, Findings, RecipeError, Severity
@@ -32,6 +33,7 @@ from matrixgen.views.stats import check_platforms
 # The checks of the stages after expansion: each yields findings.
 CHECKS: list[Callable[[ValidationContext], Iterable[Finding]]] = [
     check_quarantine,
+    check_globs,
     check_platforms,
     check_images,
     check_value_pins,

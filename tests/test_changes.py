@@ -21,6 +21,7 @@ from matrixgen.engine.changes import (
     select_changed,
 )
 from matrixgen.engine.model import Job
+from matrixgen.util.checkout import in_tree, tree_path
 from tests.conftest import Run, run_cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -328,3 +329,83 @@ def test_the_default_results_store_is_no_change_of_the_project(
     _, changed = generate(repo, "--changed-since", "HEAD")
     assert changed["changes"]["fallback"] is None, changed["changes"]
     assert changed["changes"]["changed_files"] == ["megatron/core/ssm/mamba_block.py"]
+
+
+# --- which changed paths belong to the tree -------------------------------
+#
+# One rule (util.checkout.in_tree over util.checkout.tree_path) decides for
+# --changed-since, --changed-view and the diff. A tree in a dot-folder once lost
+# its leading dot on the way, so no change to it counted as one.
+
+# Folder names a checkout can hold, dot-folders and dotted names among them.
+SEGMENT = st.sampled_from(
+    [".ci", "ci", ".github", "recipes", ".r", "r.", "..x", "a.b", "x", "tests", "c i"]
+)
+segments_st = st.lists(SEGMENT, max_size=4)
+
+
+@given(tree=segments_st, rest=st.lists(SEGMENT, max_size=4), file=SEGMENT)
+def test_a_path_is_in_the_tree_exactly_when_it_is_below_its_folder(
+    tree: list[str], rest: list[str], file: str
+) -> None:
+    top = Path("/checkout")
+    folder = tree_path(top, top.joinpath(*tree))
+    assert folder == "/".join(tree)  # the folder as git names it: dots kept
+    path = "/".join([*rest, file])
+    # The reference: the path's leading folders are the tree's folders.
+    expected = [*rest, file][: len(tree)] == tree
+    assert in_tree(path, folder) is expected
+    # Below the tree, its config and its quarantine file are all in it.
+    for name in ("matrixgen.yaml", "quarantine.yaml", f"{file}/{file}"):
+        assert in_tree("/".join([*tree, name]), folder)
+    # The same folder written with ./ and a trailing slash is the same tree.
+    assert in_tree(path, "./" + folder + "/") is expected
+
+
+def test_tree_paths_at_the_top_outside_and_through_a_link(tmp_path: Path) -> None:
+    top = tmp_path / "checkout"
+    (top / ".ci" / "recipes").mkdir(parents=True)
+    assert tree_path(top, top) == ""
+    assert all(in_tree(p, "") for p in ("README.md", ".ci/recipes/quarantine.yaml"))
+    assert tree_path(top, tmp_path / "elsewhere") is None
+    (top / "recipes").symlink_to(top / ".ci" / "recipes")
+    # git reports the changes under the folder the link points to.
+    assert tree_path(top, top / "recipes") == ".ci/recipes"
+
+
+@pytest.mark.parametrize("where", [".ci/recipes", "ci/.matrix/recipes", "."])
+@pytest.mark.parametrize("change", ["ignore-everything", "quarantine"])
+def test_a_change_to_a_tree_anywhere_keeps_the_full_selection(
+    tmp_path: Path, pinned_today: object, where: str, change: str
+) -> None:
+    # A pull request that edits only the tree (here: tells change-based selection to
+    # ignore every file, or edits a quarantine entry) must not slim the selection.
+    root = tmp_path / "repo"
+    tree = root / where
+    shutil.copytree(REPO / "recipes", tree, dirs_exist_ok=True)
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "base")
+    if change == "ignore-everything":
+        config = tree / "matrixgen.yaml"
+        text = config.read_text()
+        assert 'ignore: ["docs/**"' in text
+        config.write_text(text.replace('ignore: ["docs/**"', 'ignore: ["**", "docs/**"'))
+    else:
+        with (tree / "quarantine.yaml").open("a") as handle:
+            handle.write("\n# changed\n")
+    out = tmp_path / "out"
+    argv = ["--recipes", str(tree), "--format", "json", "--changed-since", "HEAD"]
+    full = run_cli(["generate", "--recipes", str(tree), "--out", str(out), "--format", "json"])
+    run = run_cli(["generate", "--out", str(out), *argv])
+    assert run.code == 0, run.err
+    changes = json.loads(run.out)["changes"]
+    assert changes["fallback"] == TREE_CHANGED, changes["fallback_reason"]
+    jobs = [t["jobs"] for t in json.loads(run.out)["targets"]]
+    assert jobs == [t["jobs"] for t in json.loads(full.out)["targets"]]
+    listed = run_cli(["list", *argv])
+    assert len(json.loads(listed.out)) == len(json.loads(run_cli(["list", *argv[:-2]]).out))
+    # The diff's view of the same change decides the same.
+    view = run_cli(["diff", "HEAD", "--changed-view", *argv[:-2]])
+    assert view.code == 0, view.err
+    assert json.loads(view.out)["changed_view"]["fallback"] == TREE_CHANGED

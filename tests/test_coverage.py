@@ -421,7 +421,7 @@ def test_reference_and_root_for_a_tree_without_config(outside_git: Path, cli: Ca
         "--format",
         "markdown",
     )
-    rows = [line for line in run.out.splitlines() if "gpt|b" in line or "gpt\\|b" in line]
+    rows = [line for line in run.out.splitlines() if "gpt`\\|``b`x" in line]
     assert rows, run.out
     for row in rows:
         cells = re.split(r"(?<!\\)\|", row)[1:-1]

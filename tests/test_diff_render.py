@@ -465,8 +465,9 @@ def test_markdown_escapes_what_would_break_a_table() -> None:
     )
     text = render_markdown(diff_)
     (row,) = table_rows(text)
-    assert len(row) == 7 and row[0] == "`x\\|y`"
-    assert "`` gpt/a\\|b`c ``" in text
+    # A pipe cannot be escaped inside a code span: it sits escaped between two.
+    assert len(row) == 7 and row[0] == "`x`\\|`y`"
+    assert "`gpt/a`\\|``b`c``" in text
 
 
 @settings(max_examples=200)
@@ -478,11 +479,10 @@ def test_code_spans_show_the_text_as_it_is(text: str) -> None:
     rendered = markdown_it.MarkdownIt("commonmark").enable("table")
     tokens = rendered.parse(f"| h |\n| -- |\n| {md.code(text)} |\n")
     cell = next(t for t in tokens if t.type == "inline" and t.map and t.map[0] == 2)
-    spans = [c.content for c in cell.children or [] if c.type == "code_inline"]
-    if text.strip(" "):
-        assert spans == [text]
-    else:  # Markdown keeps a code span of spaces only as it is
-        assert len(spans) == 1 and spans[0].strip(" ") == ""
+    children = cell.children or []
+    assert {c.type for c in children} <= {"code_inline", "text"}
+    assert "".join(c.content for c in children) == text
+    assert all(set(c.content) <= {"|"} for c in children if c.type == "text")
 
 
 # ---------------------------------------------------------------- text

@@ -201,12 +201,16 @@ def test_markdown_text_is_inert(value: str) -> None:
 
 
 @given(TEXT)
-def test_markdown_code_is_one_span(value: str) -> None:
+def test_markdown_code_is_spans_between_escaped_pipes(value: str) -> None:
     shown = markdown_code(value)
-    fence = re.match(r"`+", shown)[0]
-    inner = shown[len(fence) : -len(fence)]
-    assert fence not in inner and not shown[len(fence) :].startswith("`")
-    assert "\n" not in shown and "|" not in inner.replace("\\|", "")
+    assert "\n" not in shown
+    spans = shown.split("\\|")  # no span holds a pipe: each `\\|` is between two
+    assert len(spans) == value.count("|") + 1
+    for span in filter(None, spans):
+        fence = re.match(r"`+", span)[0]
+        inner = span[len(fence) : -len(fence)]
+        assert span.endswith(fence) and fence not in inner and "|" not in inner
+        assert not span[len(fence) :].startswith("`")
 
 
 def test_safe_links() -> None:

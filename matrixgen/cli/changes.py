@@ -40,20 +40,23 @@ def change_selection(
             )
         return generation, None
     from matrixgen.engine.changes import ChangeSet, changed_files, describe
-    from matrixgen.util.checkout import checkout_top
+    from matrixgen.util.checkout import checkout_top, tree_path
     from matrixgen.util.escape import terminal_text
     from matrixgen.views.changes import restrict, select_for
 
     directory = recipes.resolve()
     root = checkout_top(directory if directory.is_dir() else Path.cwd())
+    tree = tree_path(root, directory) if root is not None else None
     tree_paths: list[str] = []
     if root is None:
         changes = ChangeSet(ref=ref, error=f"{recipes} is not inside a git checkout")
+    elif tree is None:
+        changes = ChangeSet(ref=ref, error=f"{recipes} is not inside the git checkout at {root}")
     else:
         changes = changed_files(root, ref)
         # The recipe tree holds its config and quarantine file; at the top of the
         # repository ("" here) every change is a change of the tree.
-        tree_paths = [directory.relative_to(root.resolve()).as_posix().strip(".")]
+        tree_paths = [tree]
     selection = select_for(generation, changes, tree_paths)
     typer.echo(f"matrixgen: {terminal_text(describe(selection))}", err=True)
     return restrict(generation, selection), selection

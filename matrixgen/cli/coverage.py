@@ -7,7 +7,6 @@ inside the command.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
@@ -24,6 +23,7 @@ from matrixgen.cli.common import (
 )
 from matrixgen.engine.errors import ExitCode, UsageError
 from matrixgen.util.escape import terminal_text
+from matrixgen.util.patterns import name_pattern, whole
 
 if TYPE_CHECKING:
     from matrixgen.engine.references import ReferenceListing, ReferenceSettings
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     Lister = Callable[[ReferenceSettings, Path | None], ReferenceListing]
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+_NAME = name_pattern(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 class CoverageFormat(StrEnum):
@@ -70,7 +70,7 @@ def _given_settings(
     for text in references:
         name, sep, template = text.partition("=")
         name = name.strip()
-        if not sep or not _NAME.match(name) or not template:
+        if not sep or not whole(_NAME, name) or not template:
             raise UsageError(
                 f'--reference "{text}": expected NAME=TEMPLATE, e.g. '
                 "golden=tests/functional_tests/test_cases/{model}/{test_case}/"

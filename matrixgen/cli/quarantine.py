@@ -82,10 +82,10 @@ def _read(root: Path, config: ProjectConfig) -> QuarantineFile:
 
 def _parse_date(text: str, what: str) -> dt.date:
     # fromisoformat alone also takes 20270101 and 2027-W01-1: not what the file holds.
-    import re
+    from matrixgen.util.patterns import name_pattern, whole
 
     try:
-        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text.strip()):
+        if not whole(name_pattern(r"[0-9]{4}-[0-9]{2}-[0-9]{2}"), text.strip()):
             raise ValueError(text)
         return dt.date.fromisoformat(text.strip())
     except ValueError:

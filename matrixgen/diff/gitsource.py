@@ -29,7 +29,7 @@ from pathlib import Path
 from msgspec import Struct
 
 from matrixgen.engine.errors import GitError, UsageError, did_you_mean
-from matrixgen.util.checkout import RECIPES_VARIABLE, recipes_in
+from matrixgen.util.checkout import RECIPES_VARIABLE, recipes_in, tree_path
 
 WORKTREE = "worktree"
 
@@ -319,15 +319,10 @@ def locate_recipes(given: Path | None, cwd: Path | None = None) -> tuple[Reposit
     while not start.is_dir() and start != start.parent:
         start = start.parent
     repo = Repository.discover(start)
-    top = repo.top.resolve()
-    try:
-        rel = wanted.resolve().relative_to(top)
-    except ValueError:
-        raise UsageError(
-            f"--recipes {given}: not inside the git repository at {repo.top}"
-        ) from None
-    text = rel.as_posix()
-    return repo, "" if text == "." else text
+    tree = tree_path(repo.top, wanted)
+    if tree is None:
+        raise UsageError(f"--recipes {given}: not inside the git repository at {repo.top}")
+    return repo, tree
 
 
 def _slashes(name: str) -> list[int]:

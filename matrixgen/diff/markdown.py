@@ -10,8 +10,8 @@ safe for one place:
   every ASCII punctuation character that could mean something is
   backslash-escaped (CommonMark allows that for all of them), so nothing in
   it starts a tag, a link, an emphasis, an entity or a new block.
-- `code`: an inline code span (nothing inside is interpreted), fenced by more
-  backticks than it holds, with `|` escaped so it also stays in a table cell.
+- `code`: inline code (`util.escape.markdown_code`: nothing inside is
+  interpreted, fenced by more backticks than it holds, a `|` between spans).
 - `link`: a link only to an `http://` or `https://` address made of plain URL
   characters; anything else is shown as code, not linked.
 - `html`: text inside the few HTML tags the diff writes itself (`<details>`,
@@ -25,12 +25,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from matrixgen.util.escape import markdown_code
+from matrixgen.util.patterns import name_pattern, whole
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
 # ASCII punctuation that can mean something to Markdown or HTML (`, ; ' " = / % ?`
 # cannot, and stay as they are for readability).
 _PUNCTUATION = re.compile(r"([!#$&*+\-.<>@\[\\\]^_`{|}~])")
-_ISSUE_NUMBER = re.compile(r"#\d+")
-_SAFE_URL = re.compile(r"https?://[A-Za-z0-9\-._~:/?#@!$&*+,;=%]+")
+_ISSUE_NUMBER = name_pattern(r"#\d+")
+_SAFE_URL = name_pattern(r"https?://[A-Za-z0-9\-._~:/?#@!$&*+,;=%]+")
 CODE_LIMIT = 200
 
 
@@ -45,21 +48,17 @@ def text(value: str) -> str:
 
 
 def code(value: str, *, limit: int = CODE_LIMIT) -> str:
-    """An inline code span that survives backticks and table cells."""
+    """Inline code (`util.escape.markdown_code`) of the value on one line, cut to
+    `limit` characters."""
     value = flat(value)
     if len(value) > limit:
         value = value[: limit - 3] + "..."
-    value = value.replace("|", "\\|")
-    longest = max((len(run) for run in re.findall(r"`+", value)), default=0)
-    fence = "`" * (longest + 1)
-    if longest or value[:1] == " " or value[-1:] == " " or not value:
-        return f"{fence} {value} {fence}"
-    return f"{fence}{value}{fence}"
+    return markdown_code(value)
 
 
 def safe_url(url: str) -> str | None:
     """The address itself when it is a plain http(s) URL, else None."""
-    return url if _SAFE_URL.fullmatch(url) else None
+    return url if whole(_SAFE_URL, url) else None
 
 
 def link(label: str, url: str) -> str:
@@ -67,7 +66,7 @@ def link(label: str, url: str) -> str:
     target = safe_url(url)
     if target is None:
         return code(label)
-    shown = label if _ISSUE_NUMBER.fullmatch(label) else text(label)
+    shown = label if whole(_ISSUE_NUMBER, label) else text(label)
     return f"[{shown}]({target})"
 
 

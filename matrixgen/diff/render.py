@@ -87,6 +87,7 @@ from matrixgen.engine.model import Job, QuarantineMark, Target
 from matrixgen.engine.targets import is_holding_pen
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log, terminal_line
+from matrixgen.util.patterns import name_pattern, whole
 from matrixgen.views.cost import Cost, hours, pipeline_name, signed_hours
 
 MARKER = "<!-- matrixgen-diff -->"
@@ -409,7 +410,7 @@ def _mark_text(mark: QuarantineMark, *, markdown: bool = False) -> str:
     return f"{mark.tracker}, {mark.action}, {mark.kind}{nodes}, entry {mark.id}"
 
 
-_ISSUE_REF = re.compile(r"(?:[A-Za-z0-9.-]+/[A-Za-z0-9.-]+)?#\d+")
+_ISSUE_REF = name_pattern(r"(?:[A-Za-z0-9.-]+/[A-Za-z0-9.-]+)?#\d+")
 
 
 def _tracker_md(tracker: str) -> str:
@@ -420,7 +421,7 @@ def _tracker_md(tracker: str) -> str:
     for ref in tracker.split(", "):
         if md.safe_url(ref):
             parts.append(md.link(_short_tracker(ref), ref))
-        elif _ISSUE_REF.fullmatch(ref):
+        elif whole(_ISSUE_REF, ref):
             parts.append(ref)
         else:
             parts.append(md.text(ref))
@@ -429,7 +430,7 @@ def _tracker_md(tracker: str) -> str:
 
 def _short_tracker(tracker: str) -> str:
     """`#7201` for an issue or pull request URL, the text itself otherwise."""
-    match = re.search(r"/(?:issues|pull|merge_requests)/(\d+)/?$", tracker)
+    match = re.search(r"/(?:issues|pull|merge_requests)/([0-9]+)/?\Z", tracker)
     return f"#{match.group(1)}" if match else tracker
 
 

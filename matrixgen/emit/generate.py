@@ -50,6 +50,7 @@ from matrixgen.pipeline import Generation
 from matrixgen.quarantine.entries import Entry, Selection
 from matrixgen.util.atomic import WriteError, remove_stale_temps, write_atomic
 from matrixgen.util.jsontext import JSON_MAX_BYTES, JsonInputError, load_bounded
+from matrixgen.util.patterns import name_pattern, whole
 from matrixgen.util.readfile import NotRegularFile, read_regular
 from matrixgen.util.values import ComparedValue
 
@@ -216,7 +217,7 @@ def generate_all(
 
 MANIFEST_NAME = ".matrixgen-manifest.json"
 LOCK_NAME = ".matrixgen.lock"
-_OWNED_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*\.(?:json|yml)")
+_OWNED_NAME = name_pattern(r"[A-Za-z0-9_-][A-Za-z0-9._-]*\.(?:json|yml)")
 
 
 class WriteReport(Struct, frozen=True, kw_only=True):
@@ -310,7 +311,7 @@ def _read_manifest(out_dir: Path) -> tuple[dict[str, str], list[str]]:
     owned = {
         name: digest
         for name, digest in files.items()
-        if isinstance(name, str) and _OWNED_NAME.fullmatch(name) and isinstance(digest, str)
+        if isinstance(name, str) and whole(_OWNED_NAME, name) and isinstance(digest, str)
     }
     return owned, []
 

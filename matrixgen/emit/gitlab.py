@@ -525,7 +525,7 @@ _YAML11_WORDS = frozenset({"~", "null", "yes", "true", "on", "no", "false", "off
 
 def read_as_text_by_yaml11(value: str) -> bool:
     """Whether a YAML 1.1 reader (Psych) reads `value`, written plain, as that text."""
-    if "\n" not in value and not _PSYCH_WORDLIKE.match(value):
+    if "\n" not in value and not _PSYCH_WORDLIKE.match(value):  # prefix
         return False
     return len(value) > 5 or value.lower() not in _YAML11_WORDS
 

@@ -16,52 +16,23 @@ Nothing is dropped silently: every dropped job carries its reason.
 
 from __future__ import annotations
 
-import re
 import subprocess
-from collections.abc import Iterable, Sequence
-from functools import lru_cache
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from msgspec import Struct
 
+from matrixgen.engine.context import ValidationContext
+from matrixgen.engine.errors import Finding, Location, Severity
+from matrixgen.engine.globs import glob_problem, matches
 from matrixgen.engine.model import Job
-from matrixgen.util.checkout import STATE_DIR
+from matrixgen.engine.vocab import RecipeType
+from matrixgen.util.checkout import STATE_DIR, in_tree
 
 # Whole-selection fallbacks, as the summary names them.
 UNRESOLVED = "unresolved-ref"
 TREE_CHANGED = "recipe-tree-changed"
 UNMATCHED = "unmatched-file"
-
-
-@lru_cache(maxsize=4096)
-def glob_regex(glob: str) -> re.Pattern[str]:
-    """A repository-path glob: `**` any number of folders, `*` and `?` within one
-    folder, everything else literal. A glob ending in `/` matches what is below it."""
-    if glob.endswith("/"):
-        glob += "**"
-    out: list[str] = []
-    i = 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out.append("(?:[^/]*/)*")
-            i += 3
-        elif glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif glob[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif glob[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(glob[i]))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
-
-
-def matches(glob: str, path: str) -> bool:
-    return glob_regex(glob).match(path) is not None
 
 
 def job_paths(job: Job) -> tuple[str, ...]:
@@ -139,7 +110,7 @@ def changed_files(repo: Path, ref: str, head: str | None = None) -> ChangeSet:
         # matrixgen's own state (the default results store) is no change of the
         # project's: counting it would send every run to the full selection.
         untracked_files = {
-            f for f in untracked.stdout.split("\0") if f and not f.startswith(f"{STATE_DIR}/")
+            f for f in untracked.stdout.split("\0") if f and not in_tree(f, STATE_DIR)
         }
     if diff.returncode != 0:
         return ChangeSet(ref=ref, error=f"git diff failed: {diff.stderr.strip()}")
@@ -155,12 +126,13 @@ def select_changed(
     ignore: Sequence[str] = (),
 ) -> ChangeSelection:
     """Which of `jobs` the change needs. `tree_paths` are the repository paths of
-    the recipe tree's folder, config and quarantine file (a change there changes
-    what every target runs); `ignore` globs name files no case needs (docs)."""
+    recipe tree folders (`util.checkout.tree_path`): a change to anything in one,
+    its config and quarantine file included, changes what every target runs
+    (`util.checkout.in_tree` decides); `ignore` globs name files no case needs (docs)."""
     if changes.error is not None:
         return ChangeSelection(changes=changes, fallback=UNRESOLVED, fallback_detail=changes.error)
     for path in changes.files:
-        if any(_inside(path, t) for t in tree_paths):
+        if any(in_tree(path, t) for t in tree_paths):
             return ChangeSelection(changes=changes, fallback=TREE_CHANGED, fallback_detail=path)
     declared = sorted({glob for job in jobs for glob in job_paths(job)})
     for path in changes.files:
@@ -169,20 +141,17 @@ def select_changed(
         if not any(matches(g, path) for g in declared):
             return ChangeSelection(changes=changes, fallback=UNMATCHED, fallback_detail=path)
     relevant = [p for p in changes.files if not any(matches(g, p) for g in ignore)]
+    # Each glob meets each file once, however many jobs declare it.
+    hit = {g for g in declared if any(matches(g, p) for p in relevant)}
     dropped: list[tuple[Job, str]] = []
     for job in jobs:
         paths = job_paths(job)
         if job_always(job) or not paths:
             continue
-        if not any(matches(g, p) for g in paths for p in relevant):
+        if not any(g in hit for g in paths):
             shown = ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
             dropped.append((job, f"no changed file matches its paths ({shown})"))
     return ChangeSelection(changes=changes, fallback=None, dropped=tuple(dropped))
-
-
-def _inside(path: str, folder: str) -> bool:
-    folder = folder.strip("/")
-    return folder in ("", ".") or path == folder or path.startswith(folder + "/")
 
 
 FALLBACK_TEXT = {
@@ -204,3 +173,48 @@ def describe(selection: ChangeSelection) -> str:
         f"change-based selection since {changes.ref}: {len(changes.files)} changed file(s), "
         f"{len(selection.dropped)} job(s) not needed"
     )
+
+
+def check_globs(context: ValidationContext) -> Iterator[Finding]:
+    """A glob longer than the limit, or with more wildcards (`engine.globs`):
+    an error where it is written, in a recipe's `paths` or `changes.ignore`."""
+    tree = context.tree
+    for recipe in tree.files:
+        if recipe.kind is not RecipeType.BASIC or not isinstance(recipe.data, dict):
+            continue
+        for keys, globs in _recipe_globs(recipe.data):
+            for i, glob in enumerate(globs):
+                yield from _glob_finding(glob, recipe.document.locate([*keys, i]), "paths")
+    ignore = tree.config.section("changes").get("ignore")
+    for i, glob in enumerate(ignore if isinstance(ignore, list) else ()):
+        where = tree.config.locate(["changes", "ignore", i])
+        yield from _glob_finding(glob, where, "changes.ignore")
+
+
+def _recipe_globs(data: dict) -> Iterator[tuple[tuple[str | int, ...], list]]:
+    """(keys, globs) of every `paths` list of a test recipe: spec, blocks, rows."""
+    spec = data.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("paths"), list):
+        yield ("spec", "paths"), spec["paths"]
+    products = data.get("products")
+    for bi, block in enumerate(products if isinstance(products, list) else ()):
+        if not isinstance(block, dict):
+            continue
+        if isinstance(block.get("paths"), list):
+            yield ("products", bi, "paths"), block["paths"]
+        rows = block.get("products")
+        for ri, row in enumerate(rows if isinstance(rows, list) else ()):
+            if isinstance(row, dict) and isinstance(row.get("paths"), list):
+                yield ("products", bi, "products", ri, "paths"), row["paths"]
+
+
+def _glob_finding(glob: object, where: Location, key: str) -> Iterator[Finding]:
+    problem = glob_problem(glob) if isinstance(glob, str) else None
+    if problem is not None:
+        shown = glob if len(glob) <= 60 else glob[:57] + "..."
+        yield Finding(
+            location=where,
+            severity=Severity.ERROR,
+            code="path-glob",
+            message=f'{key}: the glob "{shown}" {problem}',
+        )

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -35,6 +34,7 @@ from matrixgen.engine.vocab import (
     MAX_JOBS_CEILING,
     RecipeType,
 )
+from matrixgen.util.patterns import name_pattern, whole
 from matrixgen.util.values import ComparedValue
 
 # Row keys that are attributes of each job, not axes that multiply out.
@@ -99,7 +99,7 @@ SPEC_SHAPES_V2 = {
     "artifacts": "table",
     "source": "mapping",
 }
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+ENV_NAME = name_pattern(r"[A-Za-z_][A-Za-z0-9_]*")
 # The least value of each count in a format_version 2 tree (schema/recipe.schema.json).
 COUNT_MINIMUM = {"n_repeat": 1, "time_limit": 1, "nodes": 1, "gpus": 0}
 TOP_KEYS = frozenset({"type", "format_version", "maintainers", "loggers", "spec", "products"})
@@ -556,7 +556,7 @@ class _FileExpander:
                     )
                     return None
                 for k, v in raw_env.items():
-                    if not ENV_NAME.match(k):
+                    if not whole(ENV_NAME, k):
                         # The emitters write it as a variable name: it must be one.
                         self.note(
                             self.at(*keys, "env", k, key=True),

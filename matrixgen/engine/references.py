@@ -27,6 +27,7 @@ from msgspec import Struct
 
 from matrixgen.engine.model import Job
 from matrixgen.engine.templates import TemplateError, parse_template, render
+from matrixgen.util.patterns import whole
 
 # A recipe's or row's opt-out: `references: {skip: all, reason: ...}`.
 OPT_OUT_KEY = "references"
@@ -112,7 +113,7 @@ def template_problem(template: str) -> str | None:
         return str(exc)
     if not template.strip():
         return "the template is empty"
-    if template.startswith("/") or re.match(r"[A-Za-z]:[\\/]", template):
+    if template.startswith("/") or re.match(r"[A-Za-z]:[\\/]", template):  # prefix
         return "the template must be a path relative to the reference root"
     if "\\" in template:
         return "write the template with / separators"
@@ -352,7 +353,7 @@ class TemplateMatcher(Struct, frozen=True):
         return cls(template, re.compile("".join(parts) + r"\Z"))
 
     def fit(self, path: str) -> dict[str, str] | None:
-        match = self.pattern.match(path)
+        match = whole(self.pattern, path)
         return match.groupdict() if match else None
 
 

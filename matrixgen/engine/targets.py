@@ -14,7 +14,6 @@ name). A platform that validate reports as a typo of another gets no target.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -24,12 +23,13 @@ from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import UsageError, did_you_mean
 from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.vocab import ALL_CADENCES, LEGACY_SCOPE_ALIASES, System, resolve_scope
+from matrixgen.util.patterns import name_pattern, whole
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
 
 TARGET_KEYS = ("system", "scope", "platform", "environment", "cadence", "model", "tag")
-_GITHUB_TIER = re.compile(r"^L[01]$")
+_GITHUB_TIER = name_pattern(r"L[01]")
 
 #: Scopes (and scope endings) where a tree parks jobs that no pipeline runs.
 HOLDING_PEN_SCOPES = frozenset({"flaky", "deprecated", "cleanup"})
@@ -47,7 +47,7 @@ def is_holding_pen(scope: str | None) -> bool:
 
 def default_system(scope: str) -> System:
     """GitHub runs the L0/L1 tiers (and their legacy names); GitLab runs the rest."""
-    return System.GITHUB if _GITHUB_TIER.match(resolve_scope(scope)) else System.GITLAB
+    return System.GITHUB if whole(_GITHUB_TIER, resolve_scope(scope)) else System.GITLAB
 
 
 def target_name(system: System, selector: Selector) -> str:

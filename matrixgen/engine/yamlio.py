@@ -118,7 +118,7 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
         # `2025-02-30` looks like a date to YAML but is none, and `!!timestamp x`
         # is not even shaped like one: say where, don't crash.
         text = self.construct_scalar(node)
-        if self.timestamp_regexp.match(text) is None:
+        if self.timestamp_regexp.match(text) is None:  # prefix: PyYAML's own test
             raise yaml.constructor.ConstructorError(
                 None, None, f'"{_shown(text)}" is not a date', node.start_mark
             )

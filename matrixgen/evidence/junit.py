@@ -40,6 +40,7 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from matrixgen.engine.errors import ResultsFileError
+from matrixgen.util.patterns import name_pattern, whole
 
 MESSAGE_LIMIT = 300  # characters of a failure message kept
 
@@ -93,7 +94,7 @@ _FAILURE_TAGS = {"failure": Outcome.FAILED, "error": Outcome.ERROR}
 _RERUN_TAGS = frozenset({"rerunFailure", "rerunError", "flakyFailure", "flakyError"})
 QUARANTINED_PROPERTY = "quarantined"  # written by matrixgen.evidence.pytest_plugin
 _ROOTS = ("testsuites", "testsuite")
-_PYTHON_FILE = re.compile(r"^(test_.*|.*_test)$")
+_PYTHON_FILE = name_pattern(r"test_.*|.*_test")
 _DECLARED_ENCODING = re.compile(rb"""^\s*<\?xml[^>]*?\bencoding\s*=\s*["']([^"']{0,80})["']""")
 
 
@@ -329,7 +330,7 @@ def _node_prefix(classname: str, file: str) -> str:
         classes = parts[parts.index(stem) + 1 :] if stem in parts else []
         return "::".join([path, *classes])
     module_end = next(
-        (i for i in range(len(parts) - 1, -1, -1) if _PYTHON_FILE.match(parts[i])), -1
+        (i for i in range(len(parts) - 1, -1, -1) if whole(_PYTHON_FILE, parts[i])), -1
     )
     if module_end < 0:
         return classname

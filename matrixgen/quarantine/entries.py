@@ -40,6 +40,7 @@ from matrixgen.engine.vocab import (
 )
 from matrixgen.engine.yamlio import YamlDocument, parse_yaml
 from matrixgen.util.nodeid import is_node_id, node_id_problem
+from matrixgen.util.patterns import NON_BLANK, name_pattern, whole
 from matrixgen.util.values import ComparedValue
 
 if TYPE_CHECKING:
@@ -61,7 +62,10 @@ ACTION_STRENGTH = {
 }
 _NODE_LEVEL = frozenset(a.value for a in QuarantineAction if a.node_level)
 _GLOB_CHARS = re.compile(r"[*?\[]")
-_ISSUE_NUMBER = re.compile(r"^#(\d+)$")
+_ISSUE_NUMBER = name_pattern(r"#(\d+)")
+_HTTP_URL = name_pattern(f"https?://{NON_BLANK}+", re.IGNORECASE)
+# Schema findings about a missing tracker or owner, said more clearly below.
+_SAID_BELOW = re.compile(r"entries/\d+/(tracker|owner): (None |'' should be)")
 
 
 # --------------------------------------------------------------------------- values
@@ -275,12 +279,12 @@ EMPTY = QuarantineFile(path=QUARANTINE_FILENAME, present=False)
 def resolve_tracker(ref: str, tracker_base: str | None) -> str | None:
     """`#N` -> tracker_base + N; a URL stays; anything else cannot be resolved."""
     ref = ref.strip()
-    number = _ISSUE_NUMBER.match(ref)
+    number = whole(_ISSUE_NUMBER, ref)
     if number:
         if not tracker_base:
             return None
         return tracker_base.rstrip("/") + "/" + number[1]
-    if re.match(r"^https?://\S+$", ref, re.IGNORECASE):
+    if whole(_HTTP_URL, ref):
         return ref.rstrip("/")
     return None
 
@@ -306,13 +310,13 @@ def entries_tracked_by(entries: Iterable[Entry], ref: str, tracker_base: str | N
     they name several, which one is meant is unclear (ValueError)."""
     entries = list(entries)
     found = [e for e in entries if same_tracker(e.tracker, ref, tracker_base)]
-    number = _ISSUE_NUMBER.match("#" + ref.strip() if ref.strip().isdigit() else ref.strip())
+    number = whole(_ISSUE_NUMBER, "#" + ref.strip() if ref.strip().isdigit() else ref.strip())
     if found or number is None or tracker_base:
         return found
     by_number: dict[str, list[Entry]] = {}
     for entry in entries:
         key = _url_key(entry.tracker_url) if entry.tracker_url else ""
-        issue = _ISSUE_PATH.match(key[key.find("/") :]) if "/" in key else None
+        issue = whole(_ISSUE_PATH, key[key.find("/") :]) if "/" in key else None
         if issue and issue[3] == number[1]:
             by_number.setdefault(key, []).append(entry)
     if len(by_number) > 1:
@@ -321,7 +325,7 @@ def entries_tracked_by(entries: Iterable[Entry], ref: str, tracker_base: str | N
     return next(iter(by_number.values()), [])
 
 
-_ISSUE_PATH = re.compile(r"^/([^/]+)/([^/]+)/(?:issues|pull)/(\d+)/?$")
+_ISSUE_PATH = name_pattern(r"/([^/]+)/([^/]+)/(?:issues|pull)/(\d+)/?")
 
 
 def _url_key(url: str) -> str:
@@ -336,7 +340,7 @@ def _url_key(url: str) -> str:
     if parts.port:
         host = f"{host}:{parts.port}"
     path = parts.path.rstrip("/")
-    issue = _ISSUE_PATH.match(path)
+    issue = whole(_ISSUE_PATH, path)
     if issue:
         path = f"/{issue[1].lower()}/{issue[2].lower()}/issues/{issue[3]}"
     return f"{host}{path}"
@@ -457,7 +461,7 @@ def _schema_findings(document: YamlDocument, findings: Findings) -> None:
             continue
         if "'owner' is a required property" in finding.message:
             continue
-        if re.match(r"^entries/\d+/(tracker|owner): (None |'' should be)", finding.message):
+        if _SAID_BELOW.match(finding.message):  # prefix
             continue
         if "'node_ids' is a required property" in finding.message:
             continue  # said below, where it happens
@@ -604,7 +608,7 @@ def _entry(
     tracker = item.get("tracker")
     tracker = tracker.strip() if isinstance(tracker, str) else ""
     tracker_url = resolve_tracker(tracker, tracker_base) if tracker else None
-    if tracker and tracker_url is None and not _ISSUE_NUMBER.match(tracker):
+    if tracker and tracker_url is None and not whole(_ISSUE_NUMBER, tracker):
         findings.add(
             document.locate(["entries", i, "tracker"]),
             "quarantine-tracker",
@@ -963,7 +967,7 @@ def check_entries(
 
 def _shell_tracker(tracker: str) -> str:
     """The tracker as typed in a shell: `#7201` unquoted would start a comment."""
-    number = _ISSUE_NUMBER.match(tracker)
+    number = whole(_ISSUE_NUMBER, tracker)
     return number[1] if number else (tracker or "...")
 
 

@@ -12,7 +12,6 @@ or down to http, is refused rather than followed with the token.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -21,14 +20,15 @@ from msgspec import Struct, field
 
 from matrixgen.engine.errors import TrackerError, UsageError
 from matrixgen.util.jsontext import JsonInputError, load_bounded
+from matrixgen.util.patterns import name_pattern, whole
 
 DEFAULT_API_URL = "https://api.github.com"
 API_URL_VARIABLE = "GITHUB_API_URL"
 # GitHub's own rules for names: an owner is letters, digits and '-'; a repository
 # also '_' and '.', but never '.' or '..' alone (which would climb the API's path).
-_ISSUE_URL = re.compile(
-    r"^https?://(?P<host>[A-Za-z0-9.-]+(?::\d+)?)/(?P<owner>[A-Za-z0-9-]+)/"
-    r"(?P<repo>(?!\.\.?/)[A-Za-z0-9_.-]+)/(?:issues|pull)/(?P<n>\d{1,18})/?$"
+_ISSUE_URL = name_pattern(
+    r"https?://(?P<host>[A-Za-z0-9.-]+(?::\d+)?)/(?P<owner>[A-Za-z0-9-]+)/"
+    r"(?P<repo>(?!\.\.?/)[A-Za-z0-9_.-]+)/(?:issues|pull)/(?P<n>\d{1,18})/?"
 )
 _LOOPBACK_HOSTS = frozenset({"localhost", "::1"})
 
@@ -93,7 +93,7 @@ class IssueRef(Struct, frozen=True, order=True):
 
 def parse_issue_url(url: str) -> IssueRef | None:
     """`https://github.com/OWNER/REPO/issues/N` (or `/pull/N`) -> IssueRef."""
-    found = _ISSUE_URL.match(url.strip())
+    found = whole(_ISSUE_URL, url.strip())
     if not found:
         return None
     return IssueRef(found["host"].lower(), found["owner"], found["repo"], int(found["n"]))

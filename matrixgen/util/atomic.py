@@ -33,12 +33,13 @@ import contextlib
 import errno
 import hashlib
 import os
-import re
 import stat
 import tempfile
 import time
 from functools import cache
 from pathlib import Path
+
+from matrixgen.util.patterns import name_pattern, whole
 
 STALE_AFTER_SECONDS = 3600.0
 TEMP_SUFFIX = ".tmp"
@@ -168,7 +169,7 @@ def _writer_alive(pid: int) -> bool:
 
 # What follows `.NAME.` in a temporary file's name: ours (pid, host tag, random
 # part), or the bare random part of an older writer's.
-_TEMP_TAIL = re.compile(r"(?:(\d+)@([0-9a-f]{8})\.)?[a-z0-9_]{8}\.tmp")
+_TEMP_TAIL = name_pattern(r"(?:(\d+)@([0-9a-f]{8})\.)?[a-z0-9_]{8}\.tmp")
 
 
 def is_stale_temp(
@@ -181,7 +182,7 @@ def is_stale_temp(
     prefix = temp_prefix(name)
     if not entry.startswith(prefix):
         return False
-    tail = _TEMP_TAIL.fullmatch(entry[len(prefix) :])
+    tail = whole(_TEMP_TAIL, entry[len(prefix) :])
     if tail is None:
         return False
     now = time.time() if now is None else now

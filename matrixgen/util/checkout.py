@@ -1,11 +1,12 @@
 """The top of the git checkout a path is in, the recipe tree and matrixgen's own
-folder there, and which results store a command reads."""
+folder there, which results store a command reads, and the one rule for which
+of the checkout's paths belong to a recipe tree."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
 # matrixgen's own state at the top of a checkout (the default results store):
@@ -103,3 +104,32 @@ def choose_store(given: str | None) -> StoreChoice:
             f"(a commit can forge it): pass --db or set {STORE_VARIABLE}",
         )
     return StoreChoice(str(path), False)
+
+
+def tree_path(top: Path, directory: Path) -> str | None:
+    """The recipe tree's folder as a path of the checkout at `top`: relative to
+    the top, '/'-separated as git names paths, "" for the top itself; None when
+    the folder is not inside the checkout. Links are followed, so the path is
+    the one git reports changes under."""
+    try:
+        rel = Path(os.path.realpath(directory)).relative_to(os.path.realpath(top))
+    except ValueError:
+        return None
+    return normal_tree(rel.as_posix())
+
+
+def normal_tree(tree: str) -> str:
+    """A tree's path as `in_tree` compares it: no `.` segments and no trailing
+    slash; "" for the top. Only `.` segments go: a leading dot is part of a
+    name (`.ci/recipes`)."""
+    text = PurePosixPath(tree).as_posix()
+    return "" if text in (".", "/") else text.strip("/")
+
+
+def in_tree(path: str, tree: str) -> bool:
+    """Whether `path` (relative to the checkout's top, as git names it) belongs
+    to the recipe tree at `tree` (a path as `tree_path` gives it): the folder
+    itself or anything below it, its project config and quarantine file
+    included (they live at its top). Every path belongs to a tree at the top."""
+    folder = normal_tree(tree)
+    return folder == "" or path == folder or path.startswith(folder + "/")

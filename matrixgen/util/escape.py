@@ -51,7 +51,7 @@ _COMMAND_LINE_START = re.compile(r"^[^\S\n]*::", re.MULTILINE)
 # For each pattern above: the ASCII characters it does not match (the ones the
 # caller allows, and the printable ones), as bytes for `bytes.translate` to delete.
 _ALLOWED_ASCII = {
-    maybe: bytes(c for c in range(128) if not maybe.match(chr(c)))
+    maybe: bytes(c for c in range(128) if not maybe.fullmatch(chr(c)))
     for maybe in (_MAYBE_HIDDEN, _MAYBE_HIDDEN_IN_LINES, _MAYBE_HIDDEN_IN_JSON)
 }
 
@@ -86,7 +86,11 @@ def _shown(char: str) -> str:
 
 
 def _needs_escape(char: str) -> bool:
-    return char in _NAMED or (not char.isprintable() and _hidden(char))
+    return char in _NAMED or _hidden_char(char)
+
+
+def _hidden_char(char: str) -> bool:
+    return not char.isprintable() and _hidden(char)
 
 
 def terminal_text(value: object) -> str:
@@ -250,7 +254,7 @@ def markdown_text(value: object) -> str:
     of it. Invisible characters are shown as in terminal lines (`\\n`, `\\x07`)."""
     text = value if isinstance(value, str) else str(value)
     shown = "".join(
-        _NAMED.get(c, c) if c in "\n\r\t" else (_code(c) if _needs_escape(c) else c) for c in text
+        _NAMED.get(c, c) if c in "\n\r\t" else (_code(c) if _hidden_char(c) else c) for c in text
     )
     escaped = []
     for char in shown:
@@ -264,15 +268,26 @@ def markdown_text(value: object) -> str:
 
 
 def markdown_code(value: object) -> str:
-    """An inline code span holding the value as it is (mentions, links and markup
-    stay inert inside it); a `|` is escaped so the span can sit in a table cell."""
+    """Inline code that renders as the value itself (invisible characters shown as
+    `\\xNN`), in running text and in a table cell alike. Code spans know only
+    backticks: the fence is longer than any run of backticks in the value, with a
+    space inside it where the value starts or ends with a backtick, or starts and
+    ends with a space (CommonMark takes one off each side). A `|`, which ends a
+    table cell and cannot be escaped inside a span, is an escaped `\\|` between
+    two spans. The empty value is nothing."""
     text = value if isinstance(value, str) else str(value)
     text = "".join(_code(c) if _needs_escape(c) and c != "\\" else c for c in text)
+    return "\\|".join(_code_span(part) for part in text.split("|"))
+
+
+def _code_span(text: str) -> str:
+    if not text:
+        return ""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip(" ") else ""
-    body = text.replace("|", "\\|")
-    return f"{fence}{pad}{body}{pad}{fence}"
+    stripped = text[0] == text[-1] == " " and text.strip(" ")
+    pad = " " if text[0] == "`" or text[-1] == "`" or stripped else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 _LINK_SCHEMES = ("http", "https")

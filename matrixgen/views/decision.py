@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from matrixgen.engine.decide import ANY_CADENCE, Decision
-from matrixgen.util.escape import markdown_text, terminal_text
+from matrixgen.util.escape import markdown_code, markdown_text, terminal_text
 from matrixgen.views.table import table
 
 
@@ -68,7 +68,7 @@ def render_markdown(decision: Decision) -> str:
     lines += [
         "",
         f"**{len(decision.targets)} target(s):** "
-        + (", ".join(f"`{_cell(t.name)}`" for t in decision.targets) or "none"),
+        + (", ".join(markdown_code(t.name) for t in decision.targets) or "none"),
     ]
     if decision.ignored_labels:
         ignored = ", ".join(_cell(label) for label in decision.ignored_labels)

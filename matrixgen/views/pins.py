@@ -32,6 +32,7 @@ from msgspec import Struct, field
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import Finding, Location, Severity, did_you_mean
 from matrixgen.engine.model import Job
+from matrixgen.util.patterns import name_pattern, whole
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
@@ -460,14 +461,14 @@ def pin_problems(pin: ValuePin, job: Job) -> list[PinProblem]:
     return problems
 
 
-_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_ASSIGNMENT = name_pattern(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
 
 
 def _assignments(command: str) -> dict[str, str]:
     """NAME=value words of a command line (`env NAME=value cmd`, `NAME=value cmd`)."""
     found: dict[str, str] = {}
     for word in _words(command):
-        match = _ASSIGNMENT.match(word)
+        match = whole(_ASSIGNMENT, word)
         if match:
             found[match.group(1)] = match.group(2)
     return found
