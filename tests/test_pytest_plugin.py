@@ -228,8 +228,8 @@ def test_a_parametrised_id_names_its_function(node_id: str, base: str | None) ->
 def test_deselect_is_exact_never_a_prefix(tmp_path: Path) -> None:
     # `tests/unit` (a folder), `...::test_pass` (a prefix of test_passes) and the
     # class alone match nothing: no test leaves, and each is reported.
-    nodes = ["tests/unit", f"{TEST_FILE}::test_pass", f"{TEST_FILE}::TestGroup"]
-    root = project(tmp_path, entry("prefixes", "deselect", nodes))
+    nodes = [f"{TEST_FILE}::test_pass", f"{TEST_FILE}::TestGroup"]
+    root = project(tmp_path / "prefixes", entry("prefixes", "deselect", nodes))
     done, junit = run_pytest(root, quarantined(root), "-q")
     found = outcomes(junit)
     assert f"{TEST_FILE}::test_passes" in found
@@ -238,6 +238,12 @@ def test_deselect_is_exact_never_a_prefix(tmp_path: Path) -> None:
     for node in nodes:
         assert f"entry prefixes (deselect): {node} matches no collected test" in done.stdout
         assert f"names {node}, which matches no collected test" in done.stdout  # the warning
+    # A bare path or folder is no node id at all: the quarantine file is refused
+    # before a test runs (pytest's own --deselect would take it as a prefix).
+    folder = project(tmp_path / "folder", entry("folder", "deselect", ["tests/unit"]))
+    done, _ = run_pytest(folder, quarantined(folder), "-q")
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
+    assert '"tests/unit" is not a pytest node id' in done.stdout + done.stderr
 
 
 # --------------------------------------------------------------------------- mute
@@ -522,10 +528,11 @@ def test_the_tests_run_are_the_collected_minus_the_deselected(
             collected.append(f"test_gen.py::{name}")
     bases = [f"test_gen.py::{n}" for n in names]
     chosen = data.draw(st.lists(st.sampled_from(bases), unique=True), label="deselected")
-    # A node id that names no test, a file, or a prefix of a test's id.
+    # A node id that names no test, or a prefix of a test's id (a bare file is no
+    # node id: the quarantine file refuses it).
     strays = data.draw(
         st.lists(
-            st.sampled_from(["test_gen.py::nothing", "test_gen.py", *(b[:-1] for b in bases)]),
+            st.sampled_from(["test_gen.py::nothing", *(b[:-1] for b in bases)]),
             unique=True,
             min_size=0 if chosen else 1,
         ),

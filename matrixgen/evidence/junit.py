@@ -237,7 +237,7 @@ def _parse(chunks: Iterator[bytes], path: str) -> Report:
     except (LookupError, ValueError) as exc:
         # The declared encoding: unknown to Python, or one expat cannot decode
         # (multi-byte encodings other than UTF-8 and UTF-16).
-        declared = _DECLARED_ENCODING.match(first)
+        declared = _DECLARED_ENCODING.match(first)  # prefix: the declaration starts the file
         name = declared.group(1).decode("ascii", "replace") if declared else "?"
         raise ResultsFileError(
             f'{where()}: the XML declaration names encoding "{name}", which cannot be '

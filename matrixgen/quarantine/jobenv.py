@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 from msgspec import Struct
 
 from matrixgen.engine.vocab import QuarantineAction, System
+from matrixgen.util.patterns import name_pattern, whole
 
 if TYPE_CHECKING:
     from matrixgen.quarantine.entries import Entry
@@ -52,7 +52,7 @@ REQUIRED_FIELDS = ("scope", "platform", "environment", "model", "test_case")
 # quarantine file, and the plugin applies nothing for it.
 _ENTRY_ID = r"[A-Za-z0-9][A-Za-z0-9_.+-]*"
 _TRACKER = r"(?:https?://\S+|#\d+)"
-_LABEL = re.compile(rf"^{_ENTRY_ID}(?:, {_ENTRY_ID})* {_TRACKER}(?:, {_TRACKER})*$")
+_LABEL = name_pattern(rf"{_ENTRY_ID}(?:, {_ENTRY_ID})* {_TRACKER}(?:, {_TRACKER})*")
 
 
 class IdentityError(ValueError):
@@ -130,7 +130,7 @@ def identity_variables(identity: JobIdentity, quarantine_file: str) -> dict[str,
 
 def is_entry_label(value: str) -> bool:
     """Whether a value of QUARANTINE_VARIABLE is an entry label, not a file."""
-    return bool(_LABEL.match(value))
+    return whole(_LABEL, value) is not None
 
 
 class QuarantineFileError(ValueError):

@@ -15,15 +15,17 @@ makes the pattern mean the same under JavaScript's `$` and Python's `re.search`
 
 from __future__ import annotations
 
-import re
+from matrixgen.util.patterns import name_pattern, whole
 
 NODE_ID_PATTERN = r"^(?![^\n]*\n)[^:\[\n\r]+(::[^:\[\n\r]+)+(\[[^\n\r]*\])?$"
-_NODE_ID = re.compile(NODE_ID_PATTERN)
+# The schema's pattern, for JavaScript readers too; in Python the whole text is
+# matched, without the anchors.
+_NODE_ID = name_pattern(NODE_ID_PATTERN.removeprefix("^").removesuffix("$"))
 
 
 def is_node_id(text: str) -> bool:
     """Does `text` name tests inside a file (path::name...), not a path?"""
-    return _NODE_ID.fullmatch(text) is not None
+    return whole(_NODE_ID, text) is not None
 
 
 def node_id_problem(text: str) -> str | None:
