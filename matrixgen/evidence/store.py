@@ -752,3 +752,45 @@ def counts(store: Store) -> Mapping[str, int]:
             t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
             for t in (runs, jobs, run_jobs, cases, results)
         }
+
+
+# Per key (a whole job, or a unit-test bucket's test), per run ref: the stored
+# outcome code and reruns.
+Cells = dict[tuple[JobKey, str | None], dict[int, tuple[int, int]]]
+
+
+def outcome_cells(store: Store, *, since: int | None) -> tuple[dict[int, RunRow], Cells]:
+    """Every stored outcome since `since` (epoch seconds; None: all), skipped
+    ones included, for the keys `histories` reads by default: one test of each
+    unit-test bucket, one whole job of every other job. What a test-by-run
+    grid shows; verdicts come from `flaky`, not from here."""
+    found: Cells = {}
+    with store.transaction() as conn:
+        run_rows = read_runs(conn)
+        job_keys = read_jobs(conn)
+        whole = run_jobs.c
+        query = sa.select(whole.job_id, whole.run_ref, whole.outcome, whole.reruns)
+        if since is not None:
+            query = query.where(whole.finished_at >= since)
+        for job_id, ref, outcome, reruns in conn.execute(query):
+            key = job_keys[job_id]
+            if not key.unit:
+                found.setdefault((key, None), {})[ref] = (outcome, reruns)
+        unit_ids = sorted(i for i, k in job_keys.items() if k.unit)
+        if unit_ids:
+            case_of = {
+                cid: (job_keys[job_id], node)
+                for cid, job_id, node in conn.execute(
+                    sa.select(cases.c.id, cases.c.job_id, cases.c.node_id).where(
+                        cases.c.job_id.in_(unit_ids)
+                    )
+                )
+            }
+            tests = results.c
+            query = sa.select(tests.case_id, tests.run_ref, tests.outcome, tests.reruns)
+            if since is not None:
+                query = query.where(tests.finished_at >= since)
+            for case_id, ref, outcome, reruns in conn.execute(query):
+                if case_id in case_of:
+                    found.setdefault(case_of[case_id], {})[ref] = (outcome, reruns)
+    return run_rows, found
