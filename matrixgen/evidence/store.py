@@ -305,7 +305,8 @@ class Store(ComparedValue, frozen=True):
                     _migrate(conn, self)
                     checked = True
                 yield conn
-        except sa.exc.OperationalError as exc:
+        except sa.exc.DatabaseError as exc:
+            # OperationalError among them, and SQLite's "file is not a database"
             raise ResultsStoreError(
                 f"results store {self.shown}: {_first_line(exc.orig or exc)}"
             ) from None
