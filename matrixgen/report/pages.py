@@ -64,7 +64,7 @@ def overview(data: SiteData) -> str:
                 (f"{len(data.targets)}", "targets"),
                 (f"{len(groups)}", "pipelines"),
                 (hours(total_weighted), "weighted GPU-h, one run of each"),
-                (f"{len(generation.quarantine.entries)}", "quarantine entries"),
+                (f"{len(data.entries)}", "quarantine entries"),
                 (f"{sum(quarantined.values())}", "quarantined jobs in targets"),
             ]
         )
@@ -230,7 +230,7 @@ def _worst(codes: Sequence[tuple[int, int]]) -> str:
 
 
 def board(data: SiteData) -> str:
-    entries = data.generation.quarantine.entries
+    entries = data.entries
     problems: dict[str, list[str]] = {}
     for item in data.audit:
         problems.setdefault(item.entry_id, []).append(item.problem)

@@ -13,7 +13,14 @@ from msgspec import Struct
 from matrixgen.engine.model import Target
 from matrixgen.engine.vocab import QuarantineAction
 from matrixgen.pipeline import Generation
-from matrixgen.quarantine.entries import AuditItem, Hit, Selection, audit_entries, entry_hits
+from matrixgen.quarantine.entries import (
+    AuditItem,
+    Entry,
+    Hit,
+    Selection,
+    audit_entries,
+    entry_hits,
+)
 from matrixgen.views.cost import CostReport, compute_cost
 
 if TYPE_CHECKING:
@@ -51,6 +58,7 @@ class SiteData(Struct, frozen=True, kw_only=True):
     targets: tuple[Target, ...]
     selections: Mapping[str, Selection]  # by target name
     cost: CostReport
+    entries: tuple[Entry, ...]  # the quarantine file's, in file order
     hits: Mapping[str, list[Hit]]
     audit: tuple[AuditItem, ...]
     today: dt.date
@@ -84,6 +92,7 @@ def gather(
         targets=chosen,
         selections={t.name: generation.selection(t) for t in chosen},
         cost=compute_cost(generation, chosen, measured=measured),
+        entries=generation.quarantine.entries,
         hits=hits,
         audit=tuple(audit_entries(generation.quarantine, hits, today=today, days=EXPIRING_DAYS)),
         today=today,
