@@ -342,11 +342,12 @@ def _key_label(key: Key) -> str:
 
 
 def _short_label(key: Key) -> str:
-    """What a row shows: the test's file and name (a node id's last path part),
+    """What a row shows: the test's file (without its directories) and name,
     or the job's model/test case, and where it ran."""
     job, node = key
     if node:
-        name = node.rsplit("/", 1)[-1]
+        path, sep, rest = node.partition("::")
+        name = path.rsplit("/", 1)[-1] + sep + rest
     else:
         name = f"{job.model}/{job.test_case}" + (f"[{job.tag}]" if job.tag else "")
     return f"{name} · {job.platform}/{job.environment}"
