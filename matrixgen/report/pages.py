@@ -373,10 +373,20 @@ def flakes(data: SiteData) -> str:
     if not runs:
         body.append(f'<p class="note">No results in the last {data.since_days} days.</p>\n')
         return page("flakes.html", "Flake history", "".join(body), subtitle=_subtitle(data))
-    style = {name: (cls, glyph) for name, (cls, glyph, _, _) in OUTCOME_STYLE.items()}
-    shown = {name: OUTCOME_STYLE[name][2] for name in OUTCOME_STYLE}
-    # Each run's part of a cell title, made once: "run 9106 8d42207ea2".
-    run_titles = [attr(f"run {r.run_id} {(r.commit or '')[:10]}".rstrip()) for r in runs]
+    # Each run's cells, made once per outcome: the cell title names the run,
+    # its commit and the outcome ("run 9106 8d42207ea2: fail").
+    made: list[dict[str, str]] = []
+    for run in runs:
+        where = attr(f"run {run.run_id} {(run.commit or '')[:10]}".rstrip())
+        made.append(
+            {
+                name: f'<td class={cls} title="{where}: {shown}">{glyph}'
+                for name, (cls, glyph, shown, _) in OUTCOME_STYLE.items()
+            }
+        )
+
+    names: dict[tuple[int, bool, bool], str] = {}  # _outcome, once per kind of cell
+
     heads = "".join(
         f'<th class=c title="{attr(_run_title(r))}">{text(_run_label(r))}</th>' for r in runs
     )
@@ -398,10 +408,12 @@ def flakes(data: SiteData) -> str:
             found = outcomes.get(run.ref)
             if found is None:
                 cells.append("<td>")
-                continue
-            name = _outcome(found[0], found[1], muted=muted)
-            cls, glyph = style[name]
-            cells.append(f'<td class={cls} title="{run_titles[i]}: {shown[name]}">{glyph}')
+            else:
+                kind = (found[0], found[1] > 0, muted)
+                name = names.get(kind)
+                if name is None:
+                    name = names[kind] = _outcome(found[0], found[1], muted=muted)
+                cells.append(made[i][name])
         lines.append(
             f'<tr><td class="k verdict-{verdict}">{verdict}</td><td class=k>{failed}</td>'
             f'<td class="k name" title="{attr(_key_label(key))}">{text(_short_label(key))}</td>'

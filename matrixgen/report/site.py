@@ -46,7 +46,6 @@ class StoreView(Struct, frozen=True, kw_only=True):
     runs: tuple[RunRow, ...]
     rows: tuple[FlakyRow, ...]
     skipped_only: tuple[Key, ...]  # keys whose every result in the window was a skip
-    too_few_runs: int
     cells: Cells
     muted: frozenset[Key]  # keys an allow-failure or deselect entry keeps from blocking
     evidence: Mapping[str, str]
@@ -109,22 +108,26 @@ def _store_view(
     db: str | None,
     since_days: int,
 ) -> StoreView:
-    from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows, window_start
+    from matrixgen.evidence.flaky import FlakyPolicy, window_start
     from matrixgen.evidence.mapping import job_key
     from matrixgen.evidence.store import open_store, outcome_cells
-    from matrixgen.evidence.summary import entry_evidence
+    from matrixgen.evidence.summary import entry_evidence, entry_verdicts
 
-    policy = FlakyPolicy(since_days=since_days, min_runs=1)
+    # One reading of the verdicts for the grid and the entries' evidence: the
+    # grid leaves out the whole-job rows of unit-test buckets (their tests
+    # have rows of their own, as in `matrixgen flaky`).
+    verdicts = entry_verdicts(db, since_days)
+    rows = tuple(r for r in verdicts.rows if not (r.job.unit and r.node_id is None))
     store = open_store(db, write=False)
     try:
         shown = store.shown
-        report = flaky_rows(store, policy)
-        run_rows, cells = outcome_cells(store, since=window_start(policy))
+        since = window_start(FlakyPolicy(since_days=since_days))
+        run_rows, cells = outcome_cells(store, since=since)
     finally:
         store.close()
     refs = {ref for outcomes in cells.values() for ref in outcomes}
     runs = sorted((run_rows[r] for r in refs), key=lambda r: (r.finished_at, r.ref))
-    ranked = {(r.job, r.node_id) for r in report.rows}
+    ranked = {(r.job, r.node_id) for r in rows}
     entries = generation.quarantine.entries
     entry_keys: dict[str, tuple[Key, ...]] = {}
     muted: set[Key] = set()
@@ -140,14 +143,21 @@ def _store_view(
     return StoreView(
         shown=shown,
         runs=tuple(runs[-GRID_RUNS:]),
-        rows=report.rows,
+        rows=rows,
         skipped_only=tuple(
             sorted((k for k in cells if k not in ranked), key=lambda k: (k[0], k[1] or ""))
         ),
-        too_few_runs=report.too_few_runs,
         cells=cells,
         muted=frozenset(muted),
-        evidence=entry_evidence(generation, entries, db=db, since_days=since_days, targets=targets)
+        evidence=entry_evidence(
+            generation,
+            entries,
+            db=db,
+            since_days=since_days,
+            targets=targets,
+            verdicts=verdicts,
+            hits=hits,
+        )
         or {},
         entry_keys=entry_keys,
     )
