@@ -6,8 +6,9 @@ evidence fixture's store, and a tree and store with hostile names): it loads
 with no console error and no request outside the site; the elements it
 promises are in the DOM; a hostile name shows as text; with JavaScript off it
 reads the same; a screenshot of it is not blank. With
-MATRIXGEN_WRITE_SCREENSHOTS=1 the screenshots of the first two sites are
-written to docs/images/ (the README shows them)."""
+MATRIXGEN_WRITE_SCREENSHOTS=1 the screenshots of the second site (the shipped
+tree with the evidence fixture's store) are written to docs/images/ (the README
+shows them)."""
 
 from __future__ import annotations
 
@@ -70,7 +71,16 @@ def sites(tmp_path_factory: pytest.TempPathFactory, evidence_store: Path) -> dic
     os.environ["MATRIXGEN_TODAY"] = TODAY
     out = tmp_path_factory.mktemp("sites")
     shipped = _report(RECIPES, out / "shipped")
-    evidence = _report(RECIPES, out / "evidence", "--db", str(evidence_store))
+    # The site of the README's screenshots: paths as a checkout shows them.
+    shutil.copytree(RECIPES, out / "recipes")
+    shutil.copyfile(evidence_store, out / "results.db")
+    here = Path.cwd()
+    os.chdir(out)
+    try:
+        evidence = _report(Path("recipes"), Path("evidence"), "--db", "results.db")
+    finally:
+        os.chdir(here)
+    evidence = out / evidence
     hostile_tree = out / "hostile-recipes"
     shutil.copytree(RECIPES, hostile_tree)
     quarantine = hostile_tree / "quarantine.yaml"
@@ -260,7 +270,7 @@ def test_page_loads_clean_and_is_not_blank(visit, colours, site: str, name: str)
     shot = seen.page.screenshot(full_page=False)
     found = colours(shot)
     assert found >= 8, f"{site}/{name}: {found} colour(s): a blank page"
-    if os.environ.get("MATRIXGEN_WRITE_SCREENSHOTS") == "1" and site != "hostile":
+    if os.environ.get("MATRIXGEN_WRITE_SCREENSHOTS") == "1" and site == "evidence":
         IMAGES.mkdir(parents=True, exist_ok=True)
         (IMAGES / f"report-{site}-{name.removesuffix('.html')}.png").write_bytes(shot)
 

@@ -162,7 +162,8 @@ def bar_chart(title: str, bars: Sequence[tuple[str, Sequence[tuple[str, float, s
             y += row
         y += 10
     x = label_width
-    for name, _, colour in bars[0][1]:
+    legend = {name: colour for _, series in bars for name, _, colour in series}
+    for name, colour in legend.items():
         out.append(f'<rect x="{x}" y="{y + 4}" width="10" height="10" fill="{attr(colour)}"/>')
         out.append(f'<text x="{x + 14}" y="{y + 13}">{text(name)}</text>')
         x += 14 + 8 * len(name) + 20

@@ -69,7 +69,6 @@ def overview(data: SiteData) -> str:
             ]
         )
     ]
-    measured = data.store is not None
     headers = ["pipeline (one run)", "targets", "jobs", "GPU-h max", "weighted"]
     headers += ["GPU-h expected", "quarantined jobs"]
     rows = []
@@ -97,8 +96,8 @@ def overview(data: SiteData) -> str:
             ("GPU-h max", cost.gpu_hours_max, "#90a4c8"),
             ("weighted", cost.weighted_max, "#1f5fbf"),
         ]
-        if measured:
-            bars.append(("expected", cost.expected or 0.0, "#2e7d32"))
+        if cost.expected is not None:
+            bars.append(("expected", cost.expected, "#2e7d32"))
         series.append((name, bars))
     body.append("<h2>GPU-hours per pipeline run</h2>\n")
     body.append(bar_chart("GPU-hours per pipeline run", series))
@@ -107,7 +106,7 @@ def overview(data: SiteData) -> str:
         "bound: time limits), weighted by each platform's gpu_hour_weight; "
         "as <code>matrixgen stats --cost</code> computes them.</p>\n"
     )
-    if not measured:
+    if data.store is None:
         body.append(_no_store("the expected GPU-hours of every measured job are shown too"))
     return page("index.html", "Overview", "".join(body), subtitle=_subtitle(data))
 
