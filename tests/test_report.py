@@ -380,3 +380,54 @@ def test_report_into_a_file_is_a_usage_error(cli, tmp_path: Path) -> None:
     done = cli("report", "--recipes", RECIPES, "--out", blocker / "site")
     assert done.code == ExitCode.USAGE, done
     assert "is a file, not a directory" in done.err
+
+
+def test_since_narrows_the_grid_as_it_narrows_flaky(cli, evidence_store: Path) -> None:
+    """With --since 14 (from 2026-12-01: the runs of 2026-11-18 on) the grid
+    holds only the runs of that window, and each row as many runs as flaky
+    counts for it."""
+    done = cli("flaky", "--db", evidence_store, "--min-runs", "1", "--since", "14",
+               "--format", "json")  # fmt: skip
+    flaky = json.loads(done.out)
+    data = gather(generate(RECIPES), db=str(evidence_store), since_days=14, today=DAY)
+    assert data.store is not None
+    runs = {r.ref for r in data.store.runs}
+    assert 0 < len(runs) < 24
+    assert all(ref in runs for cells in data.store.cells.values() for ref in cells)
+    ranked = [(r.job, r.node_id) for r in data.store.rows]
+    assert [(r["test_case"], r["node_id"]) for r in flaky] == [(k.test_case, n) for k, n in ranked]
+    from matrixgen.evidence.store import SKIPPED
+
+    for (key, node), expected in zip(ranked, flaky, strict=True):
+        played = [c for c in data.store.cells[(key, node)].values() if c[0] != SKIPPED]
+        assert len(played) == expected["runs"]
+
+
+def test_a_failure_a_deselect_entry_covers_is_muted(store_copy: Path) -> None:
+    """ut-async-save-flaky-dev deselects one node id on dev: its failure in a
+    new run is muted (M), another test's failure in that run is a fail (X)."""
+    from matrixgen.evidence.junit import Outcome, Testcase
+    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, ingest, open_store
+
+    bucket = "tests/unit_tests/dist_checkpointing/test_async_save.py"
+    job = JobKey(system="gitlab", scope="mr", platform="dgx_h100", environment="dev",
+                 model="unit-tests", test_case=bucket, tag="latest", unit=True)  # fmt: skip
+    deselected = f"{bucket}::TestAsyncSave::test_async_is_equivalent_to_sync"
+    other = f"{bucket}::TestAsyncSave::test_roundtrip"
+    tests = tuple(
+        Testcase(node_id=n, classname="c", name="n", suite="", outcome=Outcome.FAILED, duration=1.0)
+        for n in (deselected, other)
+    )
+    store = open_store(str(store_copy), write=True)
+    try:
+        at = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
+        ingest(store, RunInfo(run_id="9200", commit="e" * 40, finished_at=at),
+               [JobResults(job=job, job_name="unit", target="", testcases=tests)])  # fmt: skip
+    finally:
+        store.close()
+    data = gather(generate(RECIPES), db=str(store_copy), since_days=30, today=DAY)
+    page = render_site(data)["flakes.html"]
+    rows = page.split("<tbody>", 1)[1].split("<tr>")[1:]
+    last = {n: Parsed(r).tags[-1][1].get("class") for r in rows for n in (deselected, other)
+            if n.rsplit("/", 1)[-1] in r}  # fmt: skip
+    assert last == {deselected: "m", other: "f"}
