@@ -403,6 +403,38 @@ def jq(program: str, data: str) -> str:
     ).stdout
 
 
+#: Debian's Chromium (apt-get install chromium, by .ci/install-validators).
+CHROMIUM = Path("/usr/bin/chromium")
+
+#: How the browser tests start it: headless, and quiet on the network (no
+#: updates, sync, field trials or QUIC probes of its own).
+CHROMIUM_ARGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
+
+def missing_chromium() -> str | None:
+    if not CHROMIUM.is_file():
+        return (
+            f"{CHROMIUM} is missing (Debian's chromium package: apt-get install "
+            f"chromium); {INSTALL_HINT}"
+        )
+    if importlib.util.find_spec("playwright") is None:
+        return "playwright is not installed: pip install -e '.[test]'"
+    return None
+
+
+def require_chromium() -> None:
+    _require(missing_chromium())
+
+
 def require_check_jsonschema() -> None:
     _require(missing_check_jsonschema())
 

@@ -196,6 +196,23 @@ def test_action_summary_step_writes_the_diff(action: dict, tmp_path: Path) -> No
     assert summary.read_text().startswith("<!-- matrixgen-diff -->")
 
 
+def test_action_report_step_writes_the_site_it_uploads(action: dict, tmp_path: Path) -> None:
+    if shutil.which("matrixgen", path=str(Path(sys.executable).parent)) is None:
+        pytest.skip("matrixgen is not installed as a command next to this Python")
+    steps = {s.get("name"): s for s in action["runs"]["steps"]}
+    written = steps["Report site"]["env"]["REPORT_DIR"]
+    upload = steps["Upload the report site"]
+    assert upload["uses"].startswith("actions/upload-artifact@")
+    assert upload["with"]["path"] == written and upload["with"]["name"] == "matrixgen-report"
+    assert steps["Report site"]["if"] == upload["if"] == "inputs.report == 'true'"
+    site = tmp_path / "site"
+    run = _run_step(
+        _script(action, "Report site"), {"RECIPES": "recipes", "REPORT_DIR": str(site)}, REPO
+    )
+    assert run.returncode == 0, run.stderr
+    assert (site / "index.html").is_file() and (site / "quarantine.html").is_file()
+
+
 def test_functional_workflow_uses_the_action(action: dict) -> None:
     workflow = yaml.safe_load(FUNCTIONAL.read_text())
     job = workflow["jobs"]["generate"]

@@ -93,6 +93,21 @@ def test_generate_job_writes_what_the_triggers_include(
     assert written == included
 
 
+def test_report_job_publishes_the_site(gitlab_ci: dict, tmp_path: Path, cli) -> None:
+    """The report job writes the site where its artifact picks it up, and the
+    artifact is linked from merge requests (expose_as)."""
+    job = gitlab_ci["report"]
+    match = re.search(r"matrixgen report --recipes (\S+) --out (\S+)", " ".join(job["script"]))
+    assert match, job["script"]
+    recipes, out = match.groups()
+    assert job["artifacts"]["paths"] == [f"{out}/"]
+    assert job["artifacts"]["expose_as"]
+    assert job["needs"] == [] and job["stage"] == "generate"
+    run = cli("report", "--recipes", REPO / recipes, "--out", tmp_path / out)
+    assert run.code == 0, run
+    assert (tmp_path / out / "index.html").is_file()
+
+
 def test_test_job_runs_the_suite(gitlab_ci: dict) -> None:
     assert gitlab_ci["test"]["script"] == ["bash .ci/run"]
     assert gitlab_ci["stages"] == ["test", "generate", "trigger"]
@@ -218,8 +233,24 @@ def test_rules_pick_the_triggers_of_each_pipeline(pipeline_repo: Path, config: d
         )
         assert result.ok, result
         listed = {line.split(";")[0] for line in result.stdout.splitlines()[1:] if line}
-        assert listed - {"test", "generate"} == expected, (variables, result)
+        assert listed - {"test", "generate", "report"} == expected, (variables, result)
+        # Merge requests, schedules and the default branch (a push here) get the report.
+        assert "report" in listed, variables
         assert "generate" in listed
+
+
+def test_report_job_runs_under_gitlab_ci_local(pipeline_repo: Path) -> None:
+    rv.require_gitlab_ci_local()
+    result = rv.gitlab_ci_local_run(pipeline_repo, "report", env=_env(), timeout=240)
+    assert result.ok and result.passed_jobs == ["report"], result
+    site = pipeline_repo / ".gitlab-ci-local" / "artifacts" / "report" / "report"
+    assert sorted(p.name for p in site.iterdir()) == [
+        "flakes.html",
+        "index.html",
+        "quarantine.html",
+        "selection.html",
+        "triage.html",
+    ], result
 
 
 def test_gitlab_pipeline_runs_end_to_end(pipeline_repo: Path) -> None:

@@ -14,6 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "matrixgen"
 # Top to bottom; a module may import its own floor and the floors below it.
 FLOORS = [
     "cli",
+    "report",
     "diff",
     "validate",
     "views",

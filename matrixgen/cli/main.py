@@ -70,6 +70,7 @@ COMMAND_MODULES = {
     "flaky": "matrixgen.cli.evidence",
     "jet-trigger": "matrixgen.cli.jet",
     "jet-buckets": "matrixgen.cli.jet",
+    "report": "matrixgen.cli.report",
 }
 
 

@@ -37,6 +37,8 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -330,6 +332,7 @@ class Store(ComparedValue, frozen=True):
                     checked = True
                 yield conn
         except sa.exc.DatabaseError as exc:
+            # OperationalError among them, and SQLite's "file is not a database"
             if self.clock and self.clock[0].expired():
                 raise ResultsStoreError(
                     f"results store {self.shown}: a query ran past {self.clock[0].limit:g} "
@@ -876,3 +879,65 @@ def counts(store: Store) -> Mapping[str, int]:
             t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
             for t in (runs, jobs, run_jobs, cases, results)
         }
+
+
+def _raw_rows(conn: sa.Connection, query: sa.Select) -> list[tuple]:
+    """A query's rows as the driver returns them: compiled by SQLAlchemy for the
+    dialect, run on the driver's cursor (SQLAlchemy's own rows cost as much
+    again as reading them, for the 100,000s of rows of a results table)."""
+    compiled = query.compile(dialect=conn.dialect)
+    params = compiled.params
+    cursor = conn.connection.cursor()
+    try:
+        if compiled.positional:
+            cursor.execute(str(compiled), tuple(params[k] for k in compiled.positiontup or []))
+        else:
+            cursor.execute(str(compiled), params)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+# Per key (a whole job, or a unit-test bucket's test), per run ref: the stored
+# outcome code and reruns.
+Cells = dict[tuple[JobKey, str | None], dict[int, tuple[int, int]]]
+
+
+def outcome_cells(store: Store, *, since: int | None) -> tuple[dict[int, RunRow], Cells]:
+    """Every stored outcome since `since` (epoch seconds; None: all), skipped
+    ones included, for the keys `histories` reads by default: one test of each
+    unit-test bucket, one whole job of every other job. What a test-by-run
+    grid shows; verdicts come from `flaky`, not from here."""
+    found: Cells = {}
+    with store.transaction() as conn:
+        run_rows = read_runs(conn)
+        job_keys = read_jobs(conn)
+        whole = run_jobs.c
+        query = sa.select(whole.job_id, whole.run_ref, whole.outcome, whole.reruns)
+        if since is not None:
+            query = query.where(whole.finished_at >= since)
+        for job_id, ref, outcome, reruns in conn.execute(query).all():
+            key = job_keys[job_id]
+            if not key.unit:
+                found.setdefault((key, None), {})[ref] = (outcome, reruns)
+        unit_ids = sorted(i for i, k in job_keys.items() if k.unit)
+        if unit_ids:
+            case_of = {
+                cid: (job_keys[job_id], node)
+                for cid, job_id, node in conn.execute(
+                    sa.select(cases.c.id, cases.c.job_id, cases.c.node_id).where(
+                        cases.c.job_id.in_(unit_ids)
+                    )
+                )
+            }
+            tests = results.c
+            query = sa.select(tests.case_id, tests.run_ref, tests.outcome, tests.reruns)
+            if since is not None:
+                query = query.where(tests.finished_at >= since)
+            # In primary-key order: each test's results come together.
+            rows = _raw_rows(conn, query.order_by(tests.case_id))
+            for case_id, group in groupby(rows, itemgetter(0)):
+                key = case_of.get(case_id)
+                if key is not None:
+                    found[key] = {ref: (outcome, reruns) for _, ref, outcome, reruns in group}
+    return run_rows, found

@@ -12,12 +12,16 @@ results".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from matrixgen.engine.model import Target
 from matrixgen.engine.targets import resolve_targets
 from matrixgen.pipeline import Generation
-from matrixgen.quarantine.entries import Entry, entry_hits
+from matrixgen.quarantine.entries import Entry, Hit, entry_hits
+
+if TYPE_CHECKING:
+    from matrixgen.evidence.flaky import FlakyReport
 
 
 def store_configured(db: str | None) -> bool:
@@ -28,6 +32,21 @@ def store_configured(db: str | None) -> bool:
     return choose_store(db).location is not None
 
 
+def entry_verdicts(db: str | None, since_days: int) -> FlakyReport:
+    """The verdicts entries' evidence is made of: every key of the window, one
+    run being enough, unit-test buckets also as whole jobs."""
+    from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows
+    from matrixgen.evidence.store import open_store
+
+    store = open_store(db, write=False)
+    try:
+        return flaky_rows(
+            store, FlakyPolicy(since_days=since_days, min_runs=1), unit_jobs_whole=True
+        )
+    finally:
+        store.close()
+
+
 def entry_evidence(
     generation: Generation,
     entries: Sequence[Entry],
@@ -35,25 +54,23 @@ def entry_evidence(
     db: str | None = None,
     since_days: int = 30,
     targets: Sequence[Target] | None = None,
+    verdicts: FlakyReport | None = None,
+    hits: Mapping[str, Sequence[Hit]] | None = None,
 ) -> dict[str, str] | None:
-    """{entry id: one line of evidence} for the entries; None without a store."""
+    """{entry id: one line of evidence} for the entries; None without a store.
+    A caller that has them passes the verdicts (`entry_verdicts`) and the
+    entries' hits in `targets`, which are then not read or computed again."""
     if not store_configured(db):
         return None
-    from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows, summarize
+    from matrixgen.evidence.flaky import summarize
     from matrixgen.evidence.mapping import job_key
-    from matrixgen.evidence.store import open_store
 
-    store = open_store(db, write=False)
-    try:
-        report = flaky_rows(
-            store, FlakyPolicy(since_days=since_days, min_runs=1), unit_jobs_whole=True
-        )
-    finally:
-        store.close()
+    report = verdicts if verdicts is not None else entry_verdicts(db, since_days)
     by_key = {(r.job, r.node_id): r for r in report.rows}
     if targets is None:
         targets = resolve_targets(generation.tree.config, generation.jobs)
-    hits = entry_hits(generation.jobs, entries, targets)
+    if hits is None:
+        hits = entry_hits(generation.jobs, entries, targets)
     found: dict[str, str] = {}
     for entry in entries:
         keys = sorted({job_key(h.job, h.target.system) for h in hits.get(entry.id, [])})

@@ -320,3 +320,45 @@ def markdown_link(text: object, url: object) -> str:
     target = safe_link(url)
     shown = markdown_text(text)
     return f"[{shown}]({target})" if target is not None else shown
+
+
+# ------------------------------------------------------------------------- HTML
+
+_HTML_TEXT = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_HTML_ATTRIBUTE = {**_HTML_TEXT, '"': "&quot;", "'": "&#39;"}
+_HTML_TEXT_SPECIAL = re.compile("[&<>]")
+_HTML_ATTRIBUTE_SPECIAL = re.compile("[&<>\"']")
+
+
+def _html_shown(text: str) -> str:
+    """Invisible characters spelled as in terminal lines (`\\n`, `\\x07`, `\\u202e`),
+    so a name with a control character or a bidirectional override reads as
+    what it is; a backslash is left as it is (it means nothing to HTML)."""
+    if text.isprintable() or not _any_hidden(text):
+        return text
+    return "".join(_code(c) if c != "\\" and _needs_escape(c) else c for c in text)
+
+
+def html_text(value: object) -> str:
+    """Text for an HTML element's content: `&`, `<` and `>` as character
+    references, invisible characters shown as escapes. Never markup."""
+    text = _html_shown(value if isinstance(value, str) else str(value))
+    if not _HTML_TEXT_SPECIAL.search(text):
+        return text
+    return _HTML_TEXT_SPECIAL.sub(lambda found: _HTML_TEXT[found[0]], text)
+
+
+def html_attribute(value: object) -> str:
+    """A value for a quoted HTML attribute (`title="..."`): `html_text`, and both
+    quotes as character references, so it cannot end the attribute."""
+    text = _html_shown(value if isinstance(value, str) else str(value))
+    if not _HTML_ATTRIBUTE_SPECIAL.search(text):
+        return text
+    return _HTML_ATTRIBUTE_SPECIAL.sub(lambda found: _HTML_ATTRIBUTE[found[0]], text)
+
+
+def html_link(url: object) -> str | None:
+    """An `href` value for the URL under `safe_link`'s rule (an absolute http(s)
+    URL with a host), escaped for a quoted attribute; None when it is no link."""
+    target = safe_link(url)
+    return html_attribute(target) if target is not None else None

@@ -1,0 +1,75 @@
+"""`matrixgen report`: the static HTML site (matrixgen.report).
+
+Registered by matrixgen.cli.main at start-up: keep imports of anything heavy
+inside the command.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from matrixgen.cli.common import RecipesOption, TargetOption, check_ad_hoc, load_valid
+from matrixgen.cli.evidence import DbOption
+from matrixgen.util.escape import terminal_text
+
+
+def report(
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", metavar="DIR", help="Directory the site is written to.", file_okay=False
+        ),
+    ],
+    recipes: RecipesOption = None,
+    db: DbOption = None,
+    since: Annotated[
+        int,
+        typer.Option(
+            "--since",
+            metavar="DAYS",
+            help="Results of the last DAYS days (flake history, evidence).",
+        ),
+    ] = 30,
+    target: TargetOption = None,
+) -> None:
+    """Write a static HTML site into --out: Overview (jobs and GPU-hours per
+    pipeline), Selection (cases x platforms per pipeline, with quarantine),
+    Quarantine board, Flake history (a test-by-run grid from the results store)
+    and Triage. HTML and inline CSS and SVG only: no script, no request to any
+    other host; open index.html.
+
+    With a results store (--db, $MATRIXGEN_RESULTS_DB, or .matrixgen/results.db
+    when it exists) the pages add expected GPU-hours, each entry's evidence and
+    last runs, and the flake grid; without one each page says what a store adds.
+    Expiry and ages are judged against $MATRIXGEN_TODAY when set.
+
+    \b
+    Exit 0: written; 1: the tree has errors (see validate); 2: usage error;
+    3: bad project config; 9: a file cannot be written; 11: the results store
+    cannot be opened or read.
+    """
+    from matrixgen.engine.errors import UsageError
+    from matrixgen.quarantine.entries import current_day
+    from matrixgen.report.pages import render_site
+    from matrixgen.report.site import gather, write_site
+
+    if since < 1:  # as `flaky` says it (without importing the store for a tree without one)
+        raise UsageError("--since must be 1 day or more")
+    generation = load_valid(recipes)
+    targets = generation.targets(target or ())
+    if target:
+        check_ad_hoc(generation, targets)
+    data = gather(generation, db=db, since_days=since, today=current_day(), targets=targets)
+    site = render_site(data)
+    written = write_site(out, site)
+    size = sum(len(page.encode("utf-8")) for page in site.values())
+    typer.echo(
+        f"{len(written)} page(s), {size:,} bytes -> {terminal_text(out / 'index.html')}", err=True
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(report)

@@ -1,0 +1,463 @@
+"""The five pages. Each takes the gathered `SiteData` and returns its HTML;
+every string from the tree, the quarantine file or the store goes through
+`text` or `attr` (`page`), every link through `html_link`."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from matrixgen.engine.model import Job, Target
+from matrixgen.report.page import (
+    OUTCOME_STYLE,
+    attr,
+    bar_chart,
+    figures,
+    page,
+    sparkline,
+    table,
+    text,
+)
+from matrixgen.report.site import EXPIRING_DAYS, SPARK_RUNS, Key, SiteData, StoreView
+from matrixgen.util.escape import html_link
+from matrixgen.views.cost import hours, pipeline_name
+
+if TYPE_CHECKING:
+    from matrixgen.evidence.store import RunRow
+
+NO_STORE = (
+    "No results store (--db, $MATRIXGEN_RESULTS_DB, or .matrixgen/results.db): with one, {what}."
+)
+
+
+def _no_store(what: str) -> str:
+    return f'<p class="note no-store">{text(NO_STORE.format(what=what))}</p>\n'
+
+
+def _pipelines(targets: Sequence[Target]) -> dict[str, list[Target]]:
+    found: dict[str, list[Target]] = {}
+    for target in targets:
+        found.setdefault(pipeline_name(target), []).append(target)
+    return dict(sorted(found.items()))
+
+
+# ------------------------------------------------------------------- overview
+
+
+def overview(data: SiteData) -> str:
+    generation = data.generation
+    groups = _pipelines(data.targets)
+    quarantined = {
+        name: sum(
+            len(data.selections[t.name].skipped)
+            + sum(1 for j in data.selections[t.name].jobs if j.quarantine is not None)
+            for t in group
+        )
+        for name, group in groups.items()
+    }
+    total_weighted = sum(c.weighted_max for _, c in data.cost.pipelines)
+    body = [
+        figures(
+            [
+                (f"{len(generation.jobs):,}", "jobs in the tree"),
+                (f"{len(data.targets)}", "targets"),
+                (f"{len(groups)}", "pipelines"),
+                (hours(total_weighted), "weighted GPU-h, one run of each"),
+                (f"{len(data.entries)}", "quarantine entries"),
+                (f"{sum(quarantined.values())}", "quarantined jobs in targets"),
+            ]
+        )
+    ]
+    headers = ["pipeline (one run)", "targets", "jobs", "GPU-h max", "weighted"]
+    headers += ["GPU-h expected", "quarantined jobs"]
+    rows = []
+    for name, cost in data.cost.pipelines:
+        expected = (
+            f"{hours(cost.expected)} ({cost.measured_jobs} of {cost.jobs} measured)"
+            if cost.expected is not None
+            else "-"
+        )
+        rows.append(
+            [
+                text(name),
+                str(len(groups.get(name, []))),
+                f"{cost.jobs:,}",
+                hours(cost.gpu_hours_max),
+                hours(cost.weighted_max),
+                text(expected),
+                str(quarantined.get(name, 0)),
+            ]
+        )
+    body.append(table(headers, rows, numeric=(1, 2, 3, 4, 6), cls="pipelines"))
+    series = []
+    for name, cost in data.cost.pipelines:
+        bars = [
+            ("GPU-h max", cost.gpu_hours_max, "#90a4c8"),
+            ("weighted", cost.weighted_max, "#1f5fbf"),
+        ]
+        if cost.expected is not None:
+            bars.append(("expected", cost.expected, "#2e7d32"))
+        series.append((name, bars))
+    body.append("<h2>GPU-hours per pipeline run</h2>\n")
+    body.append(bar_chart("GPU-hours per pipeline run", series))
+    body.append(
+        '<p class="note">GPU-hours = nodes x gpus x time_limit x n_repeat / 3600 (an upper '
+        "bound: time limits), weighted by each platform's gpu_hour_weight; "
+        "as <code>matrixgen stats --cost</code> computes them.</p>\n"
+    )
+    if data.store is None:
+        body.append(_no_store("the expected GPU-hours of every measured job are shown too"))
+    return page("index.html", "Overview", "".join(body), subtitle=_subtitle(data))
+
+
+def _subtitle(data: SiteData) -> str:
+    where = f"store {data.store.shown}" if data.store is not None else "no results store"
+    return f"{data.generation.tree.root} · {where} · as of {data.today.isoformat()}"
+
+
+# ------------------------------------------------------------------ selection
+
+
+def _case(job: Job) -> tuple[str, str, str]:
+    return (job.model, job.test_case, job.tag or "")
+
+
+def _cell(jobs: list[Job], skipped: bool) -> str:
+    job = jobs[0]
+    mark = job.quarantine
+    if mark is None:
+        return '<td class="run" title="runs">run</td>'
+    entry = mark.id
+    if skipped:
+        return (
+            f'<td class="skip" title="{attr("skipped by " + entry)}">'
+            f"skip <small>{text(entry)}</small></td>"
+        )
+    if mark.action == "allow-failure":
+        return (
+            f'<td class="allow" title="{attr("runs, allowed to fail by " + entry)}">'
+            f"may fail <small>{text(entry)}</small></td>"
+        )
+    shown = f"runs, {len(mark.node_ids)} node id(s) deselected by {entry}"
+    return (
+        f'<td class="desel" title="{attr(shown)}">-{len(mark.node_ids)} '
+        f"<small>{text(entry)}</small></td>"
+    )
+
+
+def selection(data: SiteData) -> str:
+    body = [
+        '<p class="note">Per pipeline: each case (model / test case [tag]) against each '
+        "target's platform and environment. <b>run</b>: selected; <b>skip</b>: a quarantine "
+        "entry takes it out; <b>may fail</b>: it runs without blocking; <b>-N</b>: it runs "
+        "with N pytest node ids deselected; <b>·</b>: not selected in that target.</p>\n"
+    ]
+    for name, group in _pipelines(data.targets).items():
+        group = sorted(
+            group, key=lambda t: (t.selector.platform or "", t.selector.environment or "", t.name)
+        )
+        states: dict[tuple[str, str, str], dict[str, tuple[list[Job], bool]]] = {}
+        for target in group:
+            chosen = data.selections[target.name]
+            for skipped, jobs in ((False, chosen.jobs), (True, chosen.skipped)):
+                for job in jobs:
+                    slot = states.setdefault(_case(job), {}).setdefault(target.name, ([], skipped))
+                    slot[0].append(job)
+        headers = ["case"] + [
+            f"{t.selector.platform or 'any'} / {t.selector.environment or 'any'}" for t in group
+        ]
+        rows = []
+        for case in sorted(states):
+            model, test_case, tag = case
+            label = f"{model} / {test_case}" + (f" [{tag}]" if tag else "")
+            cells = [f'<td class="case">{text(label)}</td>']
+            for target in group:
+                found = states[case].get(target.name)
+                cells.append(
+                    '<td class="off" title="not selected">·</td>'
+                    if found is None
+                    else _cell(*found)
+                )
+            rows.append("<tr>" + "".join(cells) + "</tr>")
+        head = "".join(f'<th scope="col">{text(h)}</th>' for h in headers)
+        targets_named = ", ".join(t.name for t in group)
+        body.append(
+            f'<h2 id="{attr(name)}">{text(name)}</h2>\n<p class="note">{len(states)} case(s); '
+            f"targets: {text(targets_named)}</p>\n"
+            f'<table class="sel"><thead><tr>{head}</tr></thead><tbody>\n'
+            + "\n".join(rows)
+            + "\n</tbody></table>\n"
+        )
+    if not data.targets:
+        body.append('<p class="note">The tree has no targets.</p>\n')
+    body.append(
+        '<p class="note">The selection is the tree\'s own: a results store adds nothing '
+        "here (the Flake history page shows its results).</p>\n"
+    )
+    return page("selection.html", "Selection", "".join(body), subtitle=_subtitle(data))
+
+
+# ----------------------------------------------------------------- quarantine
+
+
+def _tracker(entry_url: str | None, written: str) -> str:
+    href = html_link(entry_url)
+    if href is None:
+        return text(written)
+    return f'<a href="{href}" rel="noreferrer noopener">{text(written)}</a>'
+
+
+def _entry_outcomes(store: StoreView, keys: Sequence[Key]) -> list[str]:
+    """Per run of the window where any of the keys has a result (the last
+    SPARK_RUNS): fail if one failed, else rerun-pass, pass, skip."""
+    out = []
+    for run in store.runs:
+        codes = [store.cells[k][run.ref] for k in keys if run.ref in store.cells.get(k, {})]
+        if not codes:
+            continue
+        out.append(_worst(codes))
+    return out[-SPARK_RUNS:]
+
+
+def _worst(codes: Sequence[tuple[int, int]]) -> str:
+    names = [_outcome(code, reruns, muted=False) for code, reruns in codes]
+    for name in ("fail", "rerun", "pass"):
+        if name in names:
+            return name
+    return "skip"
+
+
+def board(data: SiteData) -> str:
+    entries = data.entries
+    problems: dict[str, list[str]] = {}
+    for item in data.audit:
+        problems.setdefault(item.entry_id, []).append(item.problem)
+    headers = ["entry", "tracker", "owner", "kind", "action", "jobs", "age", "expires"]
+    store = data.store
+    if store is not None:
+        headers += ["evidence", "last runs"]
+    rows = []
+    classes = []
+    for entry in entries:
+        hits = data.hits.get(entry.id, [])
+        targets = sorted({h.target.name for h in hits})
+        age = f"{(data.today - entry.added).days} d" if entry.added else "-"
+        state = ""
+        if entry.expires is None:
+            expiry = "never"
+        else:
+            left = (entry.expires - data.today).days
+            if "expired" in problems.get(entry.id, []):
+                state = "expired"
+                expiry = (
+                    f'{entry.expires.isoformat()} <span class="tag expired">'
+                    f"expired {-left} d ago</span>"
+                )
+            elif "expiring" in problems.get(entry.id, []):
+                state = "expiring"
+                expiry = (
+                    f'{entry.expires.isoformat()} <span class="tag expiring">in {left} d</span>'
+                )
+            else:
+                expiry = f"{entry.expires.isoformat()} (in {left} d)"
+        jobs = (
+            f'<span title="{attr(", ".join(targets))}">'
+            f"{len(hits)} in {len(targets)} target(s)</span>"
+            if hits
+            else '<span class="tag expired">matches nothing</span>'
+        )
+        row = [
+            f'<span id="{attr("entry-" + entry.id)}">{text(entry.id)}</span>'
+            + (f"<br><small>{text(entry.reason)}</small>" if entry.reason else ""),
+            _tracker(entry.tracker_url, entry.tracker or "-"),
+            text(entry.owner or "-"),
+            text(entry.kind.value),
+            text(entry.action.value),
+            jobs,
+            age,
+            expiry,
+        ]
+        if store is not None:
+            keys = store.entry_keys.get(entry.id, ())
+            row.append(text(store.evidence.get(entry.id, "")))
+            row.append(sparkline(_entry_outcomes(store, keys), f"last runs of {entry.id}"))
+        rows.append(row)
+        classes.append(state)
+    expired = sum(1 for c in classes if c == "expired")
+    expiring = sum(1 for c in classes if c == "expiring")
+    body = [
+        figures(
+            [
+                (str(len(entries)), "entries"),
+                (str(expired), "expired"),
+                (str(expiring), f"expiring within {EXPIRING_DAYS} days"),
+                (str(sum(len(data.hits.get(e.id, [])) for e in entries)), "jobs touched"),
+            ]
+        )
+    ]
+    if entries:
+        body.append(table(headers, rows, cls="board", row_classes=classes))
+    else:
+        body.append('<p class="note">The tree has no quarantine entries.</p>\n')
+    if store is None:
+        body.append(
+            _no_store(
+                "each entry shows its evidence (its jobs' results of the last "
+                f"{data.since_days} days) and a sparkline of its last runs"
+            )
+        )
+    return page("quarantine.html", "Quarantine board", "".join(body), subtitle=_subtitle(data))
+
+
+# ---------------------------------------------------------------------- flakes
+
+
+def _outcome(code: int, reruns: int, *, muted: bool) -> str:
+    from matrixgen.evidence.store import FAILED_CODES, SKIPPED
+
+    if code in FAILED_CODES:
+        return "muted" if muted else "fail"
+    if code == SKIPPED:
+        return "skip"
+    return "rerun" if reruns else "pass"
+
+
+def _run_label(run: RunRow) -> str:
+    return (run.commit or f"run {run.run_id}")[:10]
+
+
+def _run_title(run: RunRow) -> str:
+    at = dt.datetime.fromtimestamp(run.finished_at, dt.UTC)
+    return f"run {run.run_id}, {at:%Y-%m-%d %H:%M}, commit {run.commit or '-'}"
+
+
+def _key_label(key: Key) -> str:
+    """The whole key: job, place, node id (a row's title)."""
+    job, node = key
+    label = f"{job.model}/{job.test_case}" + (f"[{job.tag}]" if job.tag else "")
+    label += f" on {job.platform}/{job.environment} ({job.system}/{job.scope})"
+    return f"{label} {node}" if node else label
+
+
+def _short_label(key: Key) -> str:
+    """What a row shows: the test's file (without its directories) and name,
+    or the job's model/test case, and where it ran."""
+    job, node = key
+    if node:
+        path, sep, rest = node.partition("::")
+        name = path.rsplit("/", 1)[-1] + sep + rest
+    else:
+        name = f"{job.model}/{job.test_case}" + (f"[{job.tag}]" if job.tag else "")
+    return f"{name} · {job.platform}/{job.environment}"
+
+
+def flakes(data: SiteData) -> str:
+    store = data.store
+    legend = "".join(
+        f'<span><i class="{c}">{g}</i>{n}</span>' for c, g, n, _ in OUTCOME_STYLE.values()
+    )
+    body = [
+        '<p class="note">Per job (and per pytest node id of unit-test buckets), its outcome '
+        f"in each of the last runs of the last {data.since_days} days, oldest on the left; "
+        "rows ranked as <code>matrixgen flaky</code> ranks them (broken, flaky, ok; most "
+        "failed runs first). Muted: a failure an allow-failure or deselect entry keeps "
+        "from blocking. A blank cell: no result in that run.</p>\n",
+        f'<p class="legend grid">{legend}</p>\n',
+    ]
+    if store is None:
+        body.append(_no_store("this page shows a test-by-run grid of outcomes"))
+        return page("flakes.html", "Flake history", "".join(body), subtitle=_subtitle(data))
+    runs = store.runs
+    if not runs:
+        body.append(f'<p class="note">No results in the last {data.since_days} days.</p>\n')
+        return page("flakes.html", "Flake history", "".join(body), subtitle=_subtitle(data))
+    # Each run's cells, made once per outcome: the cell title names the run,
+    # its commit and the outcome ("run 9106 8d42207ea2: fail").
+    made: list[dict[str, str]] = []
+    for run in runs:
+        where = attr(f"run {run.run_id} {(run.commit or '')[:10]}".rstrip())
+        made.append(
+            {
+                name: f'<td class={cls} title="{where}: {shown}">{glyph}'
+                for name, (cls, glyph, shown, _) in OUTCOME_STYLE.items()
+            }
+        )
+
+    names: dict[tuple[int, bool, bool], str] = {}  # _outcome, once per kind of cell
+
+    heads = "".join(
+        f'<th class=c title="{attr(_run_title(r))}">{text(_run_label(r))}</th>' for r in runs
+    )
+    lines = [
+        f'<table class="grid flakes"><thead><tr><th>verdict</th><th>failed</th>'
+        f"<th>job / test</th>{heads}</tr></thead><tbody>"
+    ]
+    counts = {"broken": 0, "flaky": 0, "ok": 0}
+    ordered: list[tuple[Key, str, str]] = [
+        ((r.job, r.node_id), r.verdict.value, f"{r.failures}/{r.runs}") for r in store.rows
+    ]
+    ordered += [(k, "skipped", "0/0") for k in store.skipped_only]
+    for key, verdict, failed in ordered:
+        counts[verdict] = counts.get(verdict, 0) + 1
+        outcomes = store.cells.get(key, {})
+        muted = key in store.muted
+        cells = []
+        for i, run in enumerate(runs):
+            found = outcomes.get(run.ref)
+            if found is None:
+                cells.append("<td>")
+            else:
+                kind = (found[0], found[1] > 0, muted)
+                name = names.get(kind)
+                if name is None:
+                    name = names[kind] = _outcome(found[0], found[1], muted=muted)
+                cells.append(made[i][name])
+        lines.append(
+            f'<tr><td class="k verdict-{verdict}">{verdict}</td><td class=k>{failed}</td>'
+            f'<td class="k name" title="{attr(_key_label(key))}">{text(_short_label(key))}</td>'
+            + "".join(cells)
+            + "</tr>"
+        )
+    lines.append("</tbody></table>")
+    body.insert(
+        0,
+        figures(
+            [
+                (str(len(runs)), "runs shown"),
+                (str(counts["broken"]), "broken"),
+                (str(counts["flaky"]), "flaky"),
+                (str(counts["ok"]), "ok"),
+            ]
+        ),
+    )
+    body.append("\n".join(lines) + "\n")
+    return page("flakes.html", "Flake history", "".join(body), subtitle=_subtitle(data))
+
+
+# ---------------------------------------------------------------------- triage
+
+
+def triage(data: SiteData) -> str:
+    body = (
+        '<p class="note not-available"><b>Triage is not available yet.</b> It needs '
+        "<code>matrixgen triage</code>, which matrixgen does not have yet.</p>\n"
+        "<p>When it is there, <code>matrixgen report --run RUN</code> will show on this page "
+        "the triage of that run: each job and test that failed in it, beside what the other "
+        "pages already show for it (its verdict and history in the results store, the "
+        "quarantine entry that covers it).</p>\n"
+    )
+    if data.store is None:
+        body += _no_store("and a run given, this page will show that run's triage")
+    return page("triage.html", "Triage", body, subtitle=_subtitle(data))
+
+
+def render_site(data: SiteData) -> dict[str, str]:
+    """{file name: page}, in the navigation's order."""
+    return {
+        "index.html": overview(data),
+        "selection.html": selection(data),
+        "quarantine.html": board(data),
+        "flakes.html": flakes(data),
+        "triage.html": triage(data),
+    }

@@ -1,0 +1,433 @@
+"""`matrixgen report`: what each page holds, checked against the commands that
+compute the same figures, the escaping of every string, and the command's
+errors. The pages in a real browser: tests/test_report_browser.py."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from matrixgen.engine.errors import ExitCode
+from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
+from matrixgen.pipeline import generate
+from matrixgen.quarantine.entries import Entry, Match
+from matrixgen.report.pages import render_site
+from matrixgen.report.site import SiteData, gather
+from matrixgen.util.escape import html_attribute, html_link, html_text
+from tests.evidence_fixtures import RECIPES, TODAY
+
+PAGES = ("index.html", "selection.html", "quarantine.html", "flakes.html", "triage.html")
+DAY = dt.date.fromisoformat(TODAY)
+
+
+class Parsed(HTMLParser):
+    """Every start tag with its attributes, and the text, of one page."""
+
+    def __init__(self, source: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.texts: list[str] = []
+        self.feed(source)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.texts.append(data)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.texts)
+
+    def rows(self, table_class: str) -> int:
+        """<tr> in <tbody> of the table with that class (rows after the head)."""
+        count = 0
+        inside = False
+        for tag, attrs in self.tags:
+            if tag == "table":
+                inside = table_class in (attrs.get("class") or "").split()
+            elif inside and tag == "tr":
+                count += 1
+        return count - 1 if count else 0  # the head's row
+
+
+@pytest.fixture(autouse=True)
+def _today(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MATRIXGEN_TODAY", TODAY)
+    monkeypatch.delenv("MATRIXGEN_RESULTS_DB", raising=False)
+
+
+@pytest.fixture(scope="module")
+def shipped() -> SiteData:
+    return gather(generate(RECIPES), db=None, since_days=30, today=DAY)
+
+
+# ---------------------------------------------------------------- escaping
+
+HOSTILE = st.one_of(
+    st.text(),
+    st.sampled_from(
+        [
+            "<script>alert(1)</script>",
+            '"><img src=x onerror=alert(1)>',
+            "' onmouseover='alert(1)",
+            "javascript:alert(1)",
+            "&lt;b&gt; &amp;",
+            "a\x00b\x07c\x1b[31m\u202eevil\u200b",
+            "</td></tr></table><h1>x</h1>",
+            "<!-- -->",
+        ]
+    ),
+)
+
+
+@given(HOSTILE)
+def test_html_text_is_never_markup(value: str) -> None:
+    parsed = Parsed(f"<p>{html_text(value)}</p>")
+    assert [t for t, _ in parsed.tags] == ["p"]
+    if value.isprintable():
+        assert parsed.text == value  # the value itself, as text
+
+
+@given(HOSTILE)
+def test_html_attribute_stays_one_attribute(value: str) -> None:
+    parsed = Parsed(f'<p title="{html_attribute(value)}">x</p>')
+    assert parsed.tags == [("p", {"title": parsed.tags[0][1]["title"]})]
+    if value.isprintable():
+        assert parsed.tags[0][1]["title"] == value
+    assert "\n" not in html_attribute(value) and "\x00" not in html_attribute(value)
+
+
+@given(HOSTILE)
+def test_html_link_is_http_or_nothing(url: str) -> None:
+    link = html_link(url)
+    if link is not None:
+        href = Parsed(f'<a href="{link}">x</a>').tags[0][1]["href"] or ""
+        assert href.startswith(("http://", "https://"))
+
+
+def test_html_link_refuses_what_is_no_web_link() -> None:
+    for url in ("javascript:alert(1)", "data:text/html,x", "//evil.org/x", "#7201", "file:///x"):
+        assert html_link(url) is None, url
+    assert html_link("https://example.org/a?b=1&c='2'") == (
+        "https://example.org/a?b=1&amp;c=&#39;2&#39;"
+    )
+
+
+def _hostile_entry(name: str, url: str) -> Entry:
+    return Entry(
+        id="hostile",
+        tracker=url,
+        tracker_url=url,
+        kind=QuarantineKind.FLAKY,
+        action=QuarantineAction.SKIP,
+        match=Match(test_case=name),
+        owner=name,
+        reason=name,
+        added=DAY,
+        expires=DAY + dt.timedelta(days=3),
+    )
+
+
+def _safe_markup(page: str) -> Parsed:
+    """The page's tags are the site's own: no script, no event handler, no link
+    but the site's pages and http(s) trackers."""
+    parsed = Parsed(page)
+    for tag, attrs in parsed.tags:
+        assert tag not in {"script", "iframe", "object", "embed", "img", "form", "base"}, tag
+        for name, value in attrs.items():
+            assert not name.startswith("on"), (tag, name)
+            if name == "href":
+                assert value in PAGES or (value or "").startswith(("http://", "https://")), value
+    return parsed
+
+
+@given(HOSTILE, HOSTILE)
+def test_hostile_entry_shows_as_text_on_the_board(shipped: SiteData, name: str, url: str) -> None:
+    data = msgspec.structs.replace(shipped, entries=(_hostile_entry(name, url),), hits={}, audit=())
+    parsed = _safe_markup(render_site(data)["quarantine.html"])
+    if name.isprintable() and name.strip():
+        assert name in parsed.text  # the owner, the reason: as they are
+    links = [a["href"] for tag, a in parsed.tags if tag == "a" and a["href"] not in PAGES]
+    assert len(links) == (1 if html_link(url) is not None else 0)
+
+
+# ------------------------------------------------------- the shipped tree
+
+
+def test_overview_shows_stats_cost_figures(cli, shipped: SiteData) -> None:
+    """Each pipeline's row holds the figures `stats --cost` prints for it."""
+    done = cli("stats", "--recipes", RECIPES, "--cost", "--format", "json")
+    assert done.code == 0, done.err
+    pipelines = json.loads(done.out)["pipelines"]
+    parsed = Parsed(render_site(shipped)["index.html"])
+    assert parsed.rows("pipelines") == len(pipelines) > 0
+    from matrixgen.views.cost import hours
+
+    for row in pipelines:
+        shown = f"{row['pipeline']}"
+        assert shown in parsed.text
+        assert hours(row["weighted_gpu_hours_max"]) in parsed.text
+    # One bar per pipeline and series (max and weighted: no store).
+    rects = [a for tag, a in parsed.tags if tag == "rect" and a.get("height") != "10"]
+    assert len(rects) == 2 * len(pipelines)
+
+
+def test_selection_grid_has_a_cell_per_case_and_target(cli, shipped: SiteData) -> None:
+    """Per pipeline: one row per case any of its targets holds, one cell per
+    target; the cells that say skip are the jobs `list --with-quarantined`
+    marks as skipped."""
+    parsed = Parsed(render_site(shipped)["selection.html"])
+    tables = [a for tag, a in parsed.tags if tag == "table"]
+    from matrixgen.views.cost import pipeline_name
+
+    assert len(tables) == len({pipeline_name(t) for t in shipped.targets})
+    cells = [a for tag, a in parsed.tags if tag == "td" and a.get("class") != "case"]
+    skips = sum(1 for a in cells if a.get("class") == "skip")
+    expected = sum(len(shipped.selections[t.name].skipped) for t in shipped.targets)
+    assert skips == expected > 0
+    runs = sum(1 for a in cells if a.get("class") in {"run", "allow", "desel"})
+    assert runs == sum(len(shipped.selections[t.name].jobs) for t in shipped.targets)
+    done = cli(
+        "list",
+        "--recipes",
+        RECIPES,
+        "--with-quarantined",
+        "--format",
+        "json",
+        *[x for t in shipped.targets for x in ("--target", t.name)],
+    )
+    listed = json.loads(done.out)
+    assert sum(1 for j in listed if (j.get("quarantine") or {}).get("action") == "skip") == skips
+
+
+def test_board_has_a_row_per_entry_with_its_tracker(shipped: SiteData) -> None:
+    parsed = Parsed(render_site(shipped)["quarantine.html"])
+    entries = shipped.entries
+    assert parsed.rows("board") == len(entries) > 0
+    hrefs = [a["href"] for tag, a in parsed.tags if tag == "a" and a["href"] not in PAGES]
+    assert hrefs == [e.tracker_url for e in entries]
+    for entry in entries:
+        assert entry.owner in parsed.text and entry.id in parsed.text
+
+
+def test_board_marks_expired_and_expiring_entries() -> None:
+    """Judged a day after an entry expired, its row stands out as expired; 10
+    days before, as expiring; 30 days before, as neither."""
+    generation = generate(RECIPES)
+    entry = generation.quarantine.entries[0]
+    assert entry.expires is not None
+    for day, state in (
+        (entry.expires + dt.timedelta(days=1), "expired"),
+        (entry.expires - dt.timedelta(days=10), "expiring"),
+        (entry.expires - dt.timedelta(days=30), None),
+    ):
+        data = gather(generation, db=None, since_days=30, today=day)
+        parsed = Parsed(render_site(data)["quarantine.html"])
+        rows = [a.get("class") for tag, a in parsed.tags if tag == "tr"][1:]
+        assert rows[0] == state, (day, rows)
+
+
+def test_every_page_says_what_a_store_would_add(shipped: SiteData) -> None:
+    site = render_site(shipped)
+    for name in ("index.html", "quarantine.html", "flakes.html", "triage.html"):
+        assert "No results store" in Parsed(site[name]).text, name
+    assert "adds nothing" in Parsed(site["selection.html"]).text
+    assert 'class="grid flakes"' not in site["flakes.html"]
+    triage = Parsed(site["triage.html"]).text
+    assert "Triage is not available yet" in triage
+
+
+def test_pages_load_nothing_from_elsewhere(shipped: SiteData) -> None:
+    for name, page in render_site(shipped).items():
+        parsed = _safe_markup(page)
+        for tag, attrs in parsed.tags:
+            assert "src" not in attrs, (name, tag)
+            assert tag != "link", name
+        assert "Content-Security-Policy" in page and "default-src 'none'" in page
+
+
+# -------------------------------------------------------------- a store
+
+
+@pytest.fixture(scope="module")
+def with_store(evidence_store: Path) -> SiteData:
+    os.environ["MATRIXGEN_TODAY"] = TODAY
+    return gather(generate(RECIPES), db=str(evidence_store), since_days=30, today=DAY)
+
+
+def test_flake_grid_rows_are_flakys_ranking(cli, with_store: SiteData, evidence_store) -> None:
+    """Rows in the order `matrixgen flaky` prints, one cell per run, and each
+    row's cells count what flaky counted: fail and muted cells are its failed
+    runs, rerun-pass cells its reruns that passed, every non-skip cell a run."""
+    done = cli("flaky", "--db", evidence_store, "--min-runs", "1", "--format", "json")
+    flaky = json.loads(done.out)
+    page = render_site(with_store)["flakes.html"]
+    rows = page.split("<tbody>", 1)[1].split("</tbody>", 1)[0].split("<tr>")[1:]
+    ranked = rows[: len(flaky)]
+    assert len(rows) >= len(flaky) > 0
+    runs = len(with_store.store.runs)
+    assert runs == 24
+    for row, expected in zip(ranked, flaky, strict=True):
+        cells = Parsed(row)
+        tds = [a.get("class") for tag, a in cells.tags if tag == "td"][3:]
+        assert len(tds) == runs
+        assert expected["verdict"] in row
+        node = expected["node_id"] or expected["test_case"]
+        assert node in [a.get("title") for tag, a in cells.tags if tag == "td"][2]
+        assert tds.count("f") + tds.count("m") == expected["failures"]
+        assert tds.count("r") == expected["rerun_passes"]
+        assert sum(1 for c in tds if c in {"p", "f", "m", "r"}) == expected["runs"]
+    # A test that was skipped in every run: not in flaky's rows, still shown.
+    assert any("test_blend_full_corpus" in r and r.count("class=s") == runs for r in rows)
+
+
+def test_flake_cells_name_run_commit_and_outcome(with_store: SiteData) -> None:
+    parsed = Parsed(render_site(with_store)["flakes.html"])
+    titles = [a["title"] for tag, a in parsed.tags if tag == "td" and a.get("class") == "f"]
+    run = with_store.store.runs[-1]
+    assert f"run {run.run_id} {run.commit[:10]}: fail" in titles
+
+
+def test_board_with_a_store_has_evidence_and_sparklines(
+    with_store: SiteData, evidence_store: Path, cli
+) -> None:
+    """The evidence column is `quarantine audit`'s line for each entry; the
+    deselect entry's sparkline has a bar for each of its runs."""
+    done = cli(
+        "quarantine", "audit", "--recipes", RECIPES, "--db", evidence_store, "--format", "json"
+    )
+    parsed = Parsed(render_site(with_store)["quarantine.html"])
+    for line in with_store.store.evidence.values():
+        assert line in parsed.text
+    audit = json.loads(done.out) if done.out.strip().startswith(("{", "[")) else None
+    assert audit is not None, done
+    svgs = [a for tag, a in parsed.tags if tag == "svg"]
+    assert len(svgs) == 1  # the one entry with runs: ut-async-save-flaky-dev
+    assert svgs[0]["width"] == str(5 * 20)  # its last 20 of 24 runs
+
+
+# -------------------------------------------------------------- the command
+
+
+def test_report_command_writes_the_site(cli, tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    done = cli("report", "--recipes", RECIPES, "--out", out)
+    assert done.code == 0, done.err
+    assert sorted(p.name for p in out.iterdir()) == sorted(PAGES)
+    assert "5 page(s)" in done.err
+
+
+def test_report_is_the_same_bytes_whatever_the_hash_seed(tmp_path: Path) -> None:
+    outs = []
+    for seed in ("0", "4242"):
+        out = tmp_path / f"site{seed}"
+        env = {**os.environ, "PYTHONHASHSEED": seed, "MATRIXGEN_TODAY": TODAY}
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "matrixgen",
+                "report",
+                "--recipes",
+                str(RECIPES),
+                "--out",
+                str(out),
+            ],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
+        outs.append({p.name: p.read_bytes() for p in out.iterdir()})
+    assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--since", "0"], ExitCode.USAGE, "--since must be 1 day or more"),
+        (["--db", "postgresql+nosuchdriver://x/y"], ExitCode.USAGE, "expected a file path"),
+        (["--db", "{garbage}"], ExitCode.RESULTS_STORE, "garbage"),
+    ],
+)
+def test_report_errors(cli, tmp_path: Path, args: list[str], code: int, message: str) -> None:
+    garbage = tmp_path / "garbage"
+    garbage.write_bytes(b"not a database, " * 100)
+    args = [a.format(garbage=garbage) for a in args]
+    done = cli("report", "--recipes", RECIPES, "--out", tmp_path / "site", *args)
+    assert done.code == code, done
+    assert message in done.err and "Traceback" not in done.err
+    assert len(done.err.strip().splitlines()) == 1
+
+
+def test_report_into_a_file_is_a_usage_error(cli, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    done = cli("report", "--recipes", RECIPES, "--out", blocker / "site")
+    assert done.code == ExitCode.USAGE, done
+    assert "is a file, not a directory" in done.err
+
+
+def test_since_narrows_the_grid_as_it_narrows_flaky(cli, evidence_store: Path) -> None:
+    """With --since 14 (from 2026-12-01: the runs of 2026-11-18 on) the grid
+    holds only the runs of that window, and each row as many runs as flaky
+    counts for it."""
+    done = cli("flaky", "--db", evidence_store, "--min-runs", "1", "--since", "14",
+               "--format", "json")  # fmt: skip
+    flaky = json.loads(done.out)
+    data = gather(generate(RECIPES), db=str(evidence_store), since_days=14, today=DAY)
+    assert data.store is not None
+    runs = {r.ref for r in data.store.runs}
+    assert 0 < len(runs) < 24
+    assert all(ref in runs for cells in data.store.cells.values() for ref in cells)
+    ranked = [(r.job, r.node_id) for r in data.store.rows]
+    assert [(r["test_case"], r["node_id"]) for r in flaky] == [(k.test_case, n) for k, n in ranked]
+    from matrixgen.evidence.store import SKIPPED
+
+    for (key, node), expected in zip(ranked, flaky, strict=True):
+        played = [c for c in data.store.cells[(key, node)].values() if c[0] != SKIPPED]
+        assert len(played) == expected["runs"]
+
+
+def test_a_failure_a_deselect_entry_covers_is_muted(store_copy: Path) -> None:
+    """ut-async-save-flaky-dev deselects one node id on dev: its failure in a
+    new run is muted (M), another test's failure in that run is a fail (X)."""
+    from matrixgen.evidence.junit import Outcome, Testcase
+    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, ingest, open_store
+
+    bucket = "tests/unit_tests/dist_checkpointing/test_async_save.py"
+    job = JobKey(system="gitlab", scope="mr", platform="dgx_h100", environment="dev",
+                 model="unit-tests", test_case=bucket, tag="latest", unit=True)  # fmt: skip
+    deselected = f"{bucket}::TestAsyncSave::test_async_is_equivalent_to_sync"
+    other = f"{bucket}::TestAsyncSave::test_roundtrip"
+    tests = tuple(
+        Testcase(node_id=n, classname="c", name="n", suite="", outcome=Outcome.FAILED, duration=1.0)
+        for n in (deselected, other)
+    )
+    store = open_store(str(store_copy), write=True)
+    try:
+        at = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
+        ingest(store, RunInfo(run_id="9200", commit="e" * 40, finished_at=at),
+               [JobResults(job=job, job_name="unit", target="", testcases=tests)])  # fmt: skip
+    finally:
+        store.close()
+    data = gather(generate(RECIPES), db=str(store_copy), since_days=30, today=DAY)
+    page = render_site(data)["flakes.html"]
+    rows = page.split("<tbody>", 1)[1].split("<tr>")[1:]
+    last = {n: Parsed(r).tags[-1][1].get("class") for r in rows for n in (deselected, other)
+            if n.rsplit("/", 1)[-1] in r}  # fmt: skip
+    assert last == {deselected: "m", other: "f"}
