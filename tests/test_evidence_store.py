@@ -339,7 +339,7 @@ def test_a_query_past_the_time_bound_is_stopped(
     path = _sqlite_file(
         tmp_path / "results.db",
         "CREATE TABLE matrixgen_schema (version INTEGER NOT NULL)",
-        "INSERT INTO matrixgen_schema VALUES (1)",
+        f"INSERT INTO matrixgen_schema VALUES ({store_module.SCHEMA_VERSION})",
         "CREATE VIEW runs AS WITH RECURSIVE r(id) AS (SELECT 1 UNION ALL SELECT id + 1 "
         "FROM r) SELECT id, '' AS run_id, NULL AS commit_sha, 0 AS finished_at FROM r",
     )

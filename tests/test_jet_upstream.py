@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -101,6 +102,7 @@ def test_options_are_the_generators_options(ci: Path, tmp_path: Path) -> None:
         subprocess.run(
             [sys.executable, "-c", probe, str(top)],
             cwd=top,
+            env={**os.environ, "PYTHONPATH": str(top)},
             capture_output=True,
             text=True,
             check=True,

@@ -341,7 +341,8 @@ def test_diff_takes_the_same_names_and_leaves_out_the_same_targets() -> None:
         "gitlab-mr-dgx_h100-dev",
     ]
     pens = diff_generations(base, head, holding_pen=True)
-    assert "gitlab-mr-broken-dgx_h100-dev" in {t.target.name for t in pens.targets}
+    # A holding pen is no system's target: it is named as one (diff.compare).
+    assert "holding-pen-mr-broken-dgx_h100-dev" in {t.target.name for t in pens.targets}
     named = diff_generations(base, head, values=["gitlab-mr-broken-dgx_h100-dev"])
     (only,) = named.targets
     assert [j.test_case for j in only.added] == ["g"]

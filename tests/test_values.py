@@ -28,7 +28,7 @@ NOT_COMPARED: dict[type, set[str]] = {
     EmittedJob: {"job"},
     TargetOutput: {"emitted"},
     Expansion: {"memo"},
-    Store: {"migrated"},
+    Store: {"migrated", "clock"},
 }
 
 

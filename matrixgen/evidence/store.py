@@ -305,7 +305,8 @@ class Store(ComparedValue, frozen=True):
     url: str
     write: bool
     migrated: list[bool] = field(default_factory=list)  # [True] once checked; not compared
-    clock: list[_Deadline] = field(default_factory=list)  # SQLite: the query time bound
+    # SQLite: the query time bound; not compared
+    clock: list[_Deadline] = field(default_factory=list)
 
     def compared(self) -> tuple:
         return (self.engine, self.url, self.write)
