@@ -467,3 +467,32 @@ def test_every_json_output_of_the_evidence_commands_is_strict_json(
         out, err = capsys.readouterr()
         assert code == 0, (args, err)
         assert orjson.loads(out) is not None, args
+
+
+def test_a_postgresql_reader_cannot_write_and_is_bounded_in_time(
+    db: str, evidence_runs: list[Run], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On either store a reader's transaction cannot write, and a statement past
+    $MATRIXGEN_STORE_TIMEOUT is stopped with a clear error (PostgreSQL:
+    READ ONLY and statement_timeout, as SQLite's read-only file and progress handler)."""
+    import sqlalchemy as sa
+
+    ingest_runs(db, evidence_runs[:1])
+    store = open_store(db, write=False)
+    try:
+        refused = pytest.raises(ResultsStoreError, match="results store")
+        with refused, store.transaction() as conn:
+            conn.execute(sa.text("DELETE FROM results"))
+        assert _counts(db)["results"] > 0
+    finally:
+        store.close()
+    if not db.startswith("postgresql"):
+        return
+    monkeypatch.setenv(store_module.TIMEOUT_VARIABLE, "0.5")
+    store = open_store(db, write=False)
+    try:
+        stopped = pytest.raises(ResultsStoreError, match=r"a query ran past 0\.5 seconds")
+        with stopped, store.transaction() as conn:
+            conn.execute(sa.text("SELECT pg_sleep(5)"))
+    finally:
+        store.close()

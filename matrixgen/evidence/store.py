@@ -300,6 +300,10 @@ def sqlite_path(url: str) -> Path | None:
     return Path(parsed.database)
 
 
+# PostgreSQL's SQLSTATE for a statement stopped by statement_timeout.
+_QUERY_CANCELED = "57014"
+
+
 class Store(ComparedValue, frozen=True):
     engine: sa.Engine
     url: str
@@ -326,6 +330,13 @@ class Store(ComparedValue, frozen=True):
         checked = False
         try:
             with self.engine.begin() as conn:
+                if self.dialect == "postgresql":
+                    # As a SQLite reader's file: a reader's transaction cannot
+                    # write, and every statement is bounded in time.
+                    if not self.write:
+                        conn.execute(sa.text("SET TRANSACTION READ ONLY"))
+                    limit = int(store_timeout() * 1000)
+                    conn.execute(sa.text(f"SET LOCAL statement_timeout = {limit}"))
                 if self.dialect == "postgresql" and self.write:
                     conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_ADVISORY_LOCK)))
                 if not self.migrated:
@@ -334,9 +345,11 @@ class Store(ComparedValue, frozen=True):
                 yield conn
         except sa.exc.DatabaseError as exc:
             # OperationalError among them, and SQLite's "file is not a database"
-            if self.clock and self.clock[0].expired():
+            cancelled = getattr(exc.orig, "sqlstate", None) == _QUERY_CANCELED
+            if (self.clock and self.clock[0].expired()) or cancelled:
+                limit = self.clock[0].limit if self.clock else store_timeout()
                 raise ResultsStoreError(
-                    f"results store {self.shown}: a query ran past {self.clock[0].limit:g} "
+                    f"results store {self.shown}: a query ran past {limit:g} "
                     f"seconds (${TIMEOUT_VARIABLE}) and was stopped"
                 ) from None
             raise ResultsStoreError(
@@ -387,8 +400,8 @@ def open_store(given: str | None, *, write: bool) -> Store:
     """Open the store for a command. Reading a SQLite store that does not exist is
     an error; writing creates it (never through a symlink). A reader opens a
     SQLite file read-only, and each transaction on a SQLite file is bounded in
-    time by a progress handler (a PostgreSQL server is configured by whoever
-    runs the command; its own `statement_timeout` bounds it)."""
+    time by a progress handler; on PostgreSQL a reader's transaction is READ
+    ONLY and every transaction sets `statement_timeout` to the same bound."""
     url, _ = store_url(given)
     path = sqlite_path(url)
     clock: list[_Deadline] = []
