@@ -205,24 +205,30 @@ def ci_calls(script: str, variables: Mapping[str, str], work: Path) -> list[list
     record = work / "calls.jsonl"
     record.unlink(missing_ok=True)
     body = script.replace(GENERATOR, f"{sys.executable} {recorder}")
+    _bash(body, {**variables, "RECORD_CALLS": str(record)}, work, ())
+    if not record.exists():
+        return []
+    return [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
+
+
+def _bash(script: str, variables: Mapping[str, str], cwd: Path, path: Sequence[Path]) -> None:
+    """Run a CI script in bash, in `cwd`, with only these variables (and PATH,
+    `path` first, and HOME); what it prints is not kept, and its exit code does
+    not matter (every other command of a CI script runs or fails harmlessly)."""
     env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(work),
-        "RECORD_CALLS": str(record),
+        "PATH": os.pathsep.join([*map(str, path), os.environ.get("PATH", "/usr/bin:/bin")]),
+        "HOME": str(cwd),
         **variables,
     }
     subprocess.run(
-        ["bash", "-c", body],
-        cwd=work,
+        ["bash", "-c", script],
+        cwd=cwd,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         check=False,
-        timeout=120,
+        timeout=600,
     )
-    if not record.exists():
-        return []
-    return [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
 
 
 SWITCH = (GENERATOR, "matrixgen jet-trigger")  # the edit of docs/megatron.md
@@ -235,20 +241,7 @@ def run_ci_script(
     the pipeline files it writes there: {file name: parsed YAML}. `path` comes
     first on PATH (where `python` and `matrixgen` are)."""
     before = set(top.iterdir())
-    env = {
-        "PATH": os.pathsep.join([*map(str, path), os.environ.get("PATH", "/usr/bin:/bin")]),
-        "HOME": str(top),
-        **variables,
-    }
-    subprocess.run(
-        ["bash", "-c", script],
-        cwd=top,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        check=False,
-        timeout=600,
-    )
+    _bash(script, variables, top, path)
     written = {}
     for new in sorted(set(top.iterdir()) - before):
         if new.suffix == ".yaml":

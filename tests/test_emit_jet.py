@@ -100,6 +100,22 @@ def call(root: Path, out: Path, *args: str) -> list[str]:
     ]
 
 
+def plain_call(**more: str) -> JetCall:
+    """A call of the generator with the required options only (and `more`)."""
+    return JetCall(
+        scope="mr",
+        environment="dev",
+        test_cases="all",
+        platform="dgx_h100",
+        cluster="ghci",
+        container_image="img",
+        container_tag="7",
+        dependent_job="configure",
+        slurm_account="acct",
+        **more,
+    )
+
+
 def jobs_of(path: Path) -> dict[str, dict]:
     document = yaml.safe_load(path.read_text(encoding="utf-8"))
     return {k: v for k, v in document.items() if isinstance(v, dict) and "script" in v}
@@ -201,17 +217,7 @@ def test_the_emitter_itself_refuses_a_node_level_mark_it_cannot_hand_on() -> Non
     from matrixgen.engine.model import QuarantineMark
     from matrixgen.engine.vocab import System
 
-    call = JetCall(
-        scope="mr",
-        environment="dev",
-        test_cases="all",
-        platform="dgx_h100",
-        cluster="ghci",
-        container_image="img",
-        container_tag="7",
-        dependent_job="configure",
-        slurm_account="acct",
-    )
+    call = plain_call()
     mark = QuarantineMark(
         id="e", tracker="#1", action="mute", kind="flaky", node_ids=("tests/t.py::x",)
     )
@@ -335,19 +341,7 @@ def test_clusters_and_cadences_the_generator_refuses_are_usage_errors(
 def test_a_test_case_is_one_shell_word_whatever_it_holds(name: str) -> None:
     command = launcher_command(
         _job(name),
-        JetCall(
-            scope="mr",
-            environment="dev",
-            test_cases="all",
-            platform="dgx_h100",
-            cluster="ghci",
-            container_image="img",
-            container_tag="7",
-            dependent_job="configure",
-            slurm_account="acct",
-            run_name="r",
-            wandb_experiment="w",
-        ),
+        plain_call(run_name="r", wandb_experiment="w"),
     )
     words = shlex.split(command.split("; ", 1)[1])
     assert words[words.index("--test-case") + 1] == name

@@ -16,7 +16,14 @@ from typing import Any
 from msgspec import Struct, field
 
 from matrixgen.engine.config import ProjectConfig
-from matrixgen.engine.errors import ConfigError, Finding, Severity, UsageError, did_you_mean
+from matrixgen.engine.errors import (
+    ConfigError,
+    Finding,
+    RecipeError,
+    Severity,
+    UsageError,
+    did_you_mean,
+)
 from matrixgen.engine.model import EMPTY_MAPPING, Job, JobId, QuarantineMark, Target
 from matrixgen.engine.select import unused_value, used_values
 from matrixgen.engine.vocab import QuarantineAction, System, resolve_scope
@@ -250,6 +257,20 @@ def node_route(job: Job, settings: EmitSettings) -> str | None:
             "find the job's entries"
         )
     return ROUTE_PLUGIN
+
+
+def job_route(job: Job, settings: EmitSettings) -> str | None:
+    """`node_route`, with an unreachable job as a RecipeError naming its entries
+    and the target (validate reports the same, at each entry)."""
+    try:
+        return node_route(job, settings)
+    except Unreachable as exc:
+        mark = job.quarantine
+        assert mark is not None
+        raise RecipeError(
+            f"quarantine entry {mark.id} ({mark.action}) cannot reach the tests of "
+            f"{job.identity} in target {settings.target.name}: {exc}"
+        ) from None
 
 
 def plugin_variables(job: Job, settings: EmitSettings, quarantine_file: str) -> dict[str, str]:

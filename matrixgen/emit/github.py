@@ -49,15 +49,14 @@ from matrixgen.emit.common import (
     ROUTE_PLUGIN,
     EmitSettings,
     EmittedJob,
-    Unreachable,
     allowed_to_fail,
     deselected,
     emitted_jobs,
-    node_route,
+    job_route,
     plugin_variables,
     timeout_minutes,
 )
-from matrixgen.engine.errors import LimitError, RecipeError, UsageError, write_failure
+from matrixgen.engine.errors import LimitError, UsageError, write_failure
 from matrixgen.engine.model import Job
 from matrixgen.util import jsontext
 from matrixgen.util.atomic import WriteError, append_whole
@@ -88,7 +87,7 @@ def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
     tags = settings.tags(job)
     if tags:
         row["runner"] = list(tags)
-    route = _route(job, settings)
+    route = job_route(job, settings)
     env = dict(job.env)
     if route == ROUTE_PLUGIN:
         env.update(plugin_variables(job, settings, settings.quarantine_file))
@@ -110,18 +109,6 @@ def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
         if node_ids:
             row["deselect"] = list(node_ids)
     return row
-
-
-def _route(job: Job, settings: EmitSettings) -> str | None:
-    try:
-        return node_route(job, settings)
-    except Unreachable as exc:
-        mark = job.quarantine
-        assert mark is not None
-        raise RecipeError(
-            f"quarantine entry {mark.id} ({mark.action}) cannot reach the tests of "
-            f"{job.identity} in target {settings.target.name}: {exc}"
-        ) from None
 
 
 def compact(value: Any) -> str:

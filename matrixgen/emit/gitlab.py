@@ -63,11 +63,10 @@ from matrixgen.emit.common import (
     ROUTE_PLUGIN,
     EmitSettings,
     EmittedJob,
-    Unreachable,
     allowed_to_fail,
     deselected,
     emitted_jobs,
-    node_route,
+    job_route,
     plugin_variables,
     quarantine_label,
 )
@@ -283,20 +282,6 @@ def _variables(job: Job, settings: EmitSettings, route: str | None) -> dict[str,
 def yaml_value(value: str) -> Any:
     """A variable value GitLab must not expand: a label is data."""
     return {"value": value, "expand": False} if "$" in value else value
-
-
-def job_route(job: Job, settings: EmitSettings) -> str | None:
-    """`node_route`, with an unreachable job as a RecipeError naming its entries
-    and the target (validate reports the same, at each entry)."""
-    try:
-        return node_route(job, settings)
-    except Unreachable as exc:
-        mark = job.quarantine
-        assert mark is not None
-        raise RecipeError(
-            f"quarantine entry {mark.id} ({mark.action}) cannot reach the tests of "
-            f"{job.identity} in target {settings.target.name}: {exc}"
-        ) from None
 
 
 class GitlabPipeline(Struct, frozen=True):
