@@ -151,7 +151,7 @@ def test_the_schema_is_versioned_and_a_newer_one_refused(db: str, evidence_runs:
     ingest_runs(db, evidence_runs[:1])
     store = open_store(db, write=True)
     try:
-        assert schema_version(store) == store_module.SCHEMA_VERSION == 1
+        assert schema_version(store) == store_module.SCHEMA_VERSION == 2
         with store.engine.begin() as conn:
             conn.execute(store_module.schema_table.update().values(version=99))
     finally:
@@ -339,9 +339,10 @@ def test_a_query_past_the_time_bound_is_stopped(
     path = _sqlite_file(
         tmp_path / "results.db",
         "CREATE TABLE matrixgen_schema (version INTEGER NOT NULL)",
-        "INSERT INTO matrixgen_schema VALUES (1)",
+        f"INSERT INTO matrixgen_schema VALUES ({store_module.SCHEMA_VERSION})",
         "CREATE VIEW runs AS WITH RECURSIVE r(id) AS (SELECT 1 UNION ALL SELECT id + 1 "
-        "FROM r) SELECT id, '' AS run_id, NULL AS commit_sha, 0 AS finished_at FROM r",
+        "FROM r) SELECT id, '' AS run_id, NULL AS commit_sha, 0 AS finished_at, "
+        "NULL AS ref, NULL AS source FROM r",
     )
     monkeypatch.setattr(store_module, "_check_sqlite_schema", lambda conn, store: None)
     monkeypatch.setenv(store_module.TIMEOUT_VARIABLE, "0.5")
@@ -467,3 +468,107 @@ def test_every_json_output_of_the_evidence_commands_is_strict_json(
         out, err = capsys.readouterr()
         assert code == 0, (args, err)
         assert orjson.loads(out) is not None, args
+
+
+def _version_1_store(db: str) -> None:
+    """A store as the first schema wrote it, with one run in it."""
+    import sqlalchemy as sa
+
+    url = store_url(db)[0]
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            store_module.schema_table.create(conn)
+            conn.execute(store_module.schema_table.insert().values(version=1))
+            store_module.MIGRATIONS[0](conn)
+            conn.execute(
+                sa.text(
+                    "INSERT INTO runs (run_id, commit_sha, finished_at, ingested_at) "
+                    "VALUES ('7001', 'abc', 1790000000, 1790000000)"
+                )
+            )
+    finally:
+        engine.dispose()
+
+
+def test_a_version_1_store_migrates_and_its_runs_have_no_ref(db: str) -> None:
+    import sqlalchemy as sa
+
+    from matrixgen.evidence.store import RunInfo, ingest, read_runs
+
+    _version_1_store(db)
+    store = open_store(db, write=True)
+    try:
+        ingest(store, RunInfo(run_id="7002", commit="def", finished_at=None, ref="main"), [])
+        assert schema_version(store) == 2
+        with store.transaction() as conn:
+            rows = {r.run_id: (r.git_ref, r.source, r.commit) for r in read_runs(conn).values()}
+            indexes = {i["name"] for i in sa.inspect(conn).get_indexes("runs")}
+        # The old run kept its row, and knows no ref; the new one does.
+        assert rows == {"7001": (None, None, "abc"), "7002": ("main", None, "def")}
+        assert "ix_runs_ref_finished" in indexes
+        # A run stored without a ref learns it from a later ingest; a different one is refused.
+        ingest(store, RunInfo(run_id="7001", commit=None, finished_at=None, ref="main"), [])
+        with pytest.raises(UsageError, match="stored with ref main, not dev"):
+            ingest(store, RunInfo(run_id="7001", commit=None, finished_at=None, ref="dev"), [])
+        with store.transaction() as conn:
+            assert {r.run_id: r.git_ref for r in read_runs(conn).values()} == {
+                "7001": "main",
+                "7002": "main",
+            }
+    finally:
+        store.close()
+
+
+def test_a_reader_refuses_a_version_1_sqlite_store_and_names_the_fix(tmp_path: Path) -> None:
+    db = str(tmp_path / "results.db")
+    _version_1_store(db)
+    before = Path(db).read_bytes()
+    store = open_store(db, write=False)
+    try:
+        with pytest.raises(ResultsStoreError, match="schema version 1; `matrixgen results ingest`"):
+            schema_version(store)
+    finally:
+        store.close()
+    assert Path(db).read_bytes() == before
+
+
+def test_ingest_takes_ref_and_source_from_the_ci_variables(
+    tmp_path: Path,
+    evidence_runs: list[Run],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from matrixgen.evidence.store import read_runs
+
+    db = str(tmp_path / "results.db")
+    for name in (
+        "CI_COMMIT_REF_NAME",
+        "CI_PIPELINE_SOURCE",
+        "GITHUB_REF_NAME",
+        "GITHUB_EVENT_NAME",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GITHUB_REF_NAME", "feature")
+    monkeypatch.setenv("GITHUB_EVENT_NAME", "pull_request")
+    base = ["results", "ingest", "--db", db, "--recipes", str(RECIPES), "--target", TARGET]
+    base += ["--tag", "latest"]
+    run = evidence_runs[0]
+    assert main([*base, "--run-id", "1", str(run.report)]) == 0
+    monkeypatch.setenv("CI_COMMIT_REF_NAME", "main")  # GitLab's come first
+    monkeypatch.setenv("CI_PIPELINE_SOURCE", "schedule")
+    assert main([*base, "--run-id", "2", str(run.report)]) == 0
+    assert main([*base, "--run-id", "3", "--ref", "r1", "--source", "web", str(run.report)]) == 0
+    assert main([*base, "--run-id", "4", "--ref", " ", str(run.report)]) == ExitCode.USAGE
+    assert "--ref ' ': expected a name" in capsys.readouterr().err
+    store = open_store(db, write=False)
+    try:
+        with store.transaction() as conn:
+            found = {r.run_id: (r.git_ref, r.source) for r in read_runs(conn).values()}
+    finally:
+        store.close()
+    assert found == {
+        "1": ("feature", "pull_request"),
+        "2": ("main", "schedule"),
+        "3": ("r1", "web"),
+    }

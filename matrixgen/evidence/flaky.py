@@ -30,7 +30,7 @@ from typing import Any
 from msgspec import Struct
 
 from matrixgen.engine.errors import UsageError
-from matrixgen.evidence.store import History, JobKey, RunRow, Store
+from matrixgen.evidence.store import History, JobKey, RunFilter, RunRow, Store
 
 DEFAULT_SINCE_DAYS = 30
 DEFAULT_MIN_RUNS = 3
@@ -280,13 +280,22 @@ class FlakyReport(Struct, frozen=True, kw_only=True):
         return out
 
 
-def flaky_rows(store: Store, policy: FlakyPolicy, *, unit_jobs_whole: bool = False) -> FlakyReport:
+def flaky_rows(
+    store: Store,
+    policy: FlakyPolicy,
+    *,
+    unit_jobs_whole: bool = False,
+    only: RunFilter | None = None,
+) -> FlakyReport:
     """Every key's verdict; with unit_jobs_whole, unit-test buckets also get a
-    whole-job row (what lifting an allow-failure entry of a bucket needs)."""
+    whole-job row (what lifting an allow-failure entry of a bucket needs); with
+    `only`, over the runs of one ref (and source) alone."""
     from matrixgen.evidence.store import histories
 
     policy.check()
-    run_rows, found = histories(store, since=window_start(policy), unit_jobs_whole=unit_jobs_whole)
+    run_rows, found = histories(
+        store, since=window_start(policy), unit_jobs_whole=unit_jobs_whole, only=only
+    )
     judged = [judge(h, run_rows, policy) for h in found if h.runs >= policy.min_runs]
     return FlakyReport(
         rows=tuple(rank(judged)),

@@ -3,7 +3,10 @@
 One schema for both dialects, written with SQLAlchemy Core (no SQL strings).
 Tables:
 
-    runs      one row per run id (a CI pipeline or workflow run): commit, time
+    runs      one row per run id (a CI pipeline or workflow run): commit, time;
+              since schema 2 the ref (branch or tag) and source (schedule,
+              merge_request_event, push...) it ran for: NULL for runs stored
+              before, and for runs whose CI did not say
     jobs      one row per job identity and place: system, scope, platform,
               environment, model, test case, tag; `unit` for unit-test buckets
     run_jobs  one row per (run, job): the job's outcome in that run
@@ -19,6 +22,8 @@ Indexes (what each read needs, nothing more):
     run_jobs  primary key (job_id, finished_at, run_ref), the same for whole jobs;
               unique (run_ref, job_id): what a re-ingest of a run looks up.
     cases     unique (job_id, node_id); jobs: unique identity; runs: unique run_id.
+    runs      (ref, finished_at): `triage` finds the latest runs of the baseline
+              ref, and `flaky --ref` the runs of one ref, off it.
 
 Migrations are versioned in `matrixgen_schema` (one row, the version) and
 applied by the tool itself when it opens a store, in the transaction of the
@@ -48,7 +53,7 @@ from matrixgen.evidence.junit import Outcome, Testcase
 from matrixgen.util.checkout import choose_store, default_store_path
 from matrixgen.util.values import ComparedValue
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 OUTCOME_CODES = {Outcome.PASSED: 0, Outcome.FAILED: 1, Outcome.ERROR: 2, Outcome.SKIPPED: 3}
 OUTCOMES = {code: outcome for outcome, code in OUTCOME_CODES.items()}
 SKIPPED = OUTCOME_CODES[Outcome.SKIPPED]
@@ -56,6 +61,7 @@ FAILED_CODES = (OUTCOME_CODES[Outcome.FAILED], OUTCOME_CODES[Outcome.ERROR])
 NODE_ID_LIMIT = 2000  # PostgreSQL's btree entries stop near 2,700 bytes
 TEXT_LIMIT = 255
 TEST_CASE_LIMIT = 1000
+SOURCE_LIMIT = 64
 _ADVISORY_LOCK = 0x6D677276  # "mgrv": the one lock every writer takes
 _IN_CHUNK = 500
 # Every transaction on a store is bounded in time ($MATRIXGEN_STORE_TIMEOUT).
@@ -80,7 +86,12 @@ runs = sa.Table(
     sa.Column("commit_sha", sa.String(64)),
     sa.Column("finished_at", sa.BigInteger, nullable=False),  # seconds since the epoch, UTC
     sa.Column("ingested_at", sa.BigInteger, nullable=False),
+    sa.Column("ref", sa.String(TEXT_LIMIT)),  # schema 2: the branch or tag; NULL: not known
+    sa.Column("source", sa.String(SOURCE_LIMIT)),  # schema 2: what started the run
+    sa.Index("ix_runs_ref_finished", "ref", "finished_at"),
 )
+# The columns of `runs` each schema version added (`_migrate_1` writes the others).
+_RUNS_ADDED = {2: ("ref", "source")}
 jobs = sa.Table(
     "jobs",
     metadata,
@@ -142,13 +153,38 @@ results = sa.Table(
 
 
 def _migrate_1(conn: sa.Connection) -> None:
-    """The first schema: runs, jobs, run_jobs, cases, results."""
-    metadata.create_all(conn, tables=[runs, jobs, run_jobs, cases, results])
+    """The first schema: runs, jobs, run_jobs, cases, results (`runs` as it was
+    then: the columns and indexes later versions add are theirs to add)."""
+    first = sa.MetaData()
+    sa.Table(
+        "runs",
+        first,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("run_id", sa.String(TEXT_LIMIT), nullable=False, unique=True),
+        sa.Column("commit_sha", sa.String(64)),
+        sa.Column("finished_at", sa.BigInteger, nullable=False),
+        sa.Column("ingested_at", sa.BigInteger, nullable=False),
+    )
+    first.create_all(conn)
+    metadata.create_all(conn, tables=[jobs, run_jobs, cases, results])
+
+
+def _migrate_2(conn: sa.Connection) -> None:
+    """Runs know where they come from: `runs.ref` and `runs.source`, NULL for
+    the runs stored before, and the index the baseline lookups read. Additive:
+    no row is rewritten."""
+    preparer = conn.dialect.identifier_preparer
+    for name in _RUNS_ADDED[2]:
+        column = sa.schema.CreateColumn(runs.c[name]).compile(dialect=conn.dialect)
+        conn.exec_driver_sql(f"ALTER TABLE {preparer.format_table(runs)} ADD COLUMN {column}")
+    for index in runs.indexes:
+        if index.name == "ix_runs_ref_finished":
+            index.create(conn)
 
 
 # Version N is reached by running MIGRATIONS[N - 1] on a store at version N - 1.
 # A later change appends a function; a released one is never edited.
-MIGRATIONS = (_migrate_1,)
+MIGRATIONS = (_migrate_1, _migrate_2)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -206,6 +242,8 @@ class RunInfo(Struct, frozen=True, kw_only=True):
     run_id: str
     commit: str | None
     finished_at: dt.datetime | None  # None: keep the stored one, else now
+    ref: str | None = None  # the branch or tag the run was for; None: not known
+    source: str | None = None  # what started it (schedule, merge_request_event, push...)
 
 
 class IngestReport(Struct, frozen=True, kw_only=True):
@@ -224,6 +262,8 @@ class RunRow(Struct, frozen=True):
     run_id: str
     commit: str | None
     finished_at: int
+    git_ref: str | None = None  # the branch or tag; None: not known (stored before schema 2)
+    source: str | None = None
 
 
 class History(Struct, frozen=True):
@@ -518,6 +558,10 @@ def check_lengths(run: RunInfo, groups: Sequence[JobResults]) -> None:
         raise UsageError(f"--run-id is {len(run.run_id)} characters (at most {TEXT_LIMIT})")
     if run.commit is not None and len(run.commit) > 64:
         raise UsageError(f"--commit is {len(run.commit)} characters (at most 64)")
+    if run.ref is not None and not 0 < len(run.ref) <= TEXT_LIMIT:
+        raise UsageError(f"--ref is {len(run.ref)} characters (1 to {TEXT_LIMIT})")
+    if run.source is not None and not 0 < len(run.source) <= SOURCE_LIMIT:
+        raise UsageError(f"--source is {len(run.source)} characters (1 to {SOURCE_LIMIT})")
     for group in groups:
         for t in group.testcases:
             if len(t.node_id) > NODE_ID_LIMIT:
@@ -534,27 +578,40 @@ def ingest(store: Store, run: RunInfo, groups: Sequence[JobResults]) -> IngestRe
     now = int(dt.datetime.now(dt.UTC).timestamp())
     with store.transaction() as conn:
         row = conn.execute(
-            sa.select(runs.c.id, runs.c.commit_sha, runs.c.finished_at).where(
-                runs.c.run_id == run.run_id
-            )
+            sa.select(
+                runs.c.id, runs.c.commit_sha, runs.c.finished_at, runs.c.ref, runs.c.source
+            ).where(runs.c.run_id == run.run_id)
         ).first()
         new_run = row is None
         if row is None:
             at = _epoch(run.finished_at) if run.finished_at else now
             ref = conn.execute(
                 runs.insert().values(
-                    run_id=run.run_id, commit_sha=run.commit, finished_at=at, ingested_at=now
+                    run_id=run.run_id,
+                    commit_sha=run.commit,
+                    finished_at=at,
+                    ingested_at=now,
+                    ref=run.ref,
+                    source=run.source,
                 )
             ).inserted_primary_key[0]
         else:
-            ref, commit, at = row
-            if run.commit is not None and commit is not None and run.commit != commit:
-                raise UsageError(
-                    f"run {run.run_id} was stored with commit {commit}, not {run.commit}: "
-                    "one run id names one commit"
-                )
-            if run.commit is not None and commit is None:
-                conn.execute(runs.update().where(runs.c.id == ref).values(commit_sha=run.commit))
+            ref, commit, at, git_ref, source = row
+            known = {}
+            for option, given, stored, column in (
+                ("commit", run.commit, commit, "commit_sha"),
+                ("ref", run.ref, git_ref, "ref"),
+                ("source", run.source, source, "source"),
+            ):
+                if given is not None and stored is not None and given != stored:
+                    raise UsageError(
+                        f"run {run.run_id} was stored with {option} {stored}, not {given}: "
+                        f"one run id names one {option}"
+                    )
+                if given is not None and stored is None:
+                    known[column] = given  # told now, not before: the run learns it
+            if known:
+                conn.execute(runs.update().where(runs.c.id == ref).values(**known))
         stored: list[tuple[JobResults, int]] = []
         already: list[JobResults] = []
         job_ids = _job_ids(conn, [g.job for g in groups])
@@ -713,8 +770,26 @@ def _bulk_insert(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]
 
 
 def read_runs(conn: sa.Connection) -> dict[int, RunRow]:
-    query = sa.select(runs.c.id, runs.c.run_id, runs.c.commit_sha, runs.c.finished_at)
-    return {ref: RunRow(ref, run_id, commit, at) for ref, run_id, commit, at in conn.execute(query)}
+    c = runs.c
+    query = sa.select(c.id, c.run_id, c.commit_sha, c.finished_at, c.ref, c.source)
+    return {row[0]: RunRow(*row) for row in conn.execute(query)}
+
+
+class RunFilter(Struct, frozen=True, kw_only=True):
+    """Which runs a read keeps: those of one ref (and source, when given)."""
+
+    ref: str
+    source: str | None = None
+
+    def refs(self) -> sa.Select:
+        """The matching runs' ids, as a subquery (off the (ref, finished_at) index)."""
+        where = [runs.c.ref == self.ref]
+        if self.source is not None:
+            where.append(runs.c.source == self.source)
+        return sa.select(runs.c.id).where(*where)
+
+    def __str__(self) -> str:
+        return f"ref {self.ref}" + (f", source {self.source}" if self.source else "")
 
 
 def read_jobs(conn: sa.Connection) -> dict[int, JobKey]:
@@ -736,11 +811,12 @@ def histories(
     unit_tests: bool = True,
     whole_jobs: bool = True,
     unit_jobs_whole: bool = False,
+    only: RunFilter | None = None,
 ) -> tuple[dict[int, RunRow], list[History]]:
     """Every key's history since `since` (epoch seconds; None: all): one test
     of each unit-test bucket (unit_tests), one whole job of every other job
     (whole_jobs; with unit_jobs_whole, of unit-test buckets too). Skipped
-    results are not runs."""
+    results are not runs; with `only`, neither are the runs it leaves out."""
     found: list[History] = []
     with store.transaction() as conn:
         run_rows = read_runs(conn)
@@ -748,7 +824,7 @@ def histories(
         unit_ids = {i for i, k in job_keys.items() if k.unit}
         if whole_jobs:
             wanted = set(job_keys) if unit_jobs_whole else set(job_keys) - unit_ids
-            for key_id, history in _grouped(conn, run_jobs, run_jobs.c.job_id, since, wanted):
+            for key_id, history in _grouped(conn, run_jobs, run_jobs.c.job_id, since, wanted, only):
                 found.append(_history(job_keys[key_id], None, history))
         if unit_tests and unit_ids:
             case_rows = conn.execute(
@@ -757,7 +833,8 @@ def histories(
                 )
             ).all()
             case_of = {cid: (job_id, node) for cid, job_id, node in case_rows}
-            for key_id, history in _grouped(conn, results, results.c.case_id, since, set(case_of)):
+            grouped = _grouped(conn, results, results.c.case_id, since, set(case_of), only)
+            for key_id, history in grouped:
                 job_id, node = case_of[key_id]
                 found.append(_history(job_keys[job_id], node, history))
     found.sort(key=lambda h: (h.job, h.node_id or ""))
@@ -784,6 +861,7 @@ def _grouped(
     key: sa.Column,
     since: int | None,
     wanted: set[int],
+    only: RunFilter | None = None,
 ) -> Iterator[tuple[int, tuple]]:
     """Phase 1, one aggregate query: runs, failures, reruns per key. Phase 2,
     only for keys that failed or were rerun: their results in time order."""
@@ -792,6 +870,8 @@ def _grouped(
     cond = [table.c.outcome != SKIPPED]
     if since is not None:
         cond.append(table.c.finished_at >= since)
+    if only is not None:
+        cond.append(table.c.run_ref.in_(only.refs()))
     reruns = sa.func.sum(sa.case((table.c.reruns > 0, 1), else_=0))
     summary = conn.execute(
         sa.select(
