@@ -24,6 +24,8 @@ Indexes (what each read needs, nothing more):
     cases     unique (job_id, node_id); jobs: unique identity; runs: unique run_id.
     runs      (ref, finished_at): `triage` finds the latest runs of the baseline
               ref, and `flaky --ref` the runs of one ref, off it.
+    results   (run_ref, case_id) of failed and errored results only (a partial
+              index): `triage` reads one run's failed tests off it.
 
 Migrations are versioned in `matrixgen_schema` (one row, the version) and
 applied by the tool itself when it opens a store, in the transaction of the
@@ -40,7 +42,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -152,6 +154,25 @@ results = sa.Table(
 )
 
 
+def _failed(table: sa.Table) -> sa.ColumnElement[bool]:
+    """Failed or errored, with the codes written out (not bound): the partial
+    index's predicate, and the one a query must repeat for the index to serve it."""
+    return table.c.outcome.in_([sa.literal_column(str(code)) for code in FAILED_CODES])
+
+
+# Schema 2: a run's failed tests, for `triage` (failures are few: the index is
+# small). On a copy of `results`: `_migrate_1` creates the table as it was.
+_results_2 = results.to_metadata(sa.MetaData())
+failed_results_index = sa.Index(
+    "ix_results_failed_run",
+    _results_2.c.run_ref,
+    _results_2.c.case_id,
+    sqlite_where=_failed(_results_2),
+    postgresql_where=_failed(_results_2),
+)
+_FAILED_WHERE = _failed(results)
+
+
 def _migrate_1(conn: sa.Connection) -> None:
     """The first schema: runs, jobs, run_jobs, cases, results (`runs` as it was
     then: the columns and indexes later versions add are theirs to add)."""
@@ -180,6 +201,7 @@ def _migrate_2(conn: sa.Connection) -> None:
     for index in runs.indexes:
         if index.name == "ix_runs_ref_finished":
             index.create(conn)
+    failed_results_index.create(conn)
 
 
 # Version N is reached by running MIGRATIONS[N - 1] on a store at version N - 1.
@@ -812,27 +834,40 @@ def histories(
     whole_jobs: bool = True,
     unit_jobs_whole: bool = False,
     only: RunFilter | None = None,
+    keys: Collection[tuple[JobKey, str | None]] | None = None,
 ) -> tuple[dict[int, RunRow], list[History]]:
     """Every key's history since `since` (epoch seconds; None: all): one test
     of each unit-test bucket (unit_tests), one whole job of every other job
     (whole_jobs; with unit_jobs_whole, of unit-test buckets too). Skipped
-    results are not runs; with `only`, neither are the runs it leaves out."""
+    results are not runs; with `only`, neither are the runs it leaves out; with
+    `keys` ((job, node id or None) pairs), only those keys are read."""
     found: list[History] = []
+    chosen = set(keys) if keys is not None else None
     with store.transaction() as conn:
         run_rows = read_runs(conn)
         job_keys = read_jobs(conn)
         unit_ids = {i for i, k in job_keys.items() if k.unit}
+        bucket_ids = unit_ids
+        if chosen is not None:
+            chosen_jobs = {job for job, _ in chosen}
+            bucket_ids = {i for i in unit_ids if job_keys[i] in chosen_jobs}
         if whole_jobs:
             wanted = set(job_keys) if unit_jobs_whole else set(job_keys) - unit_ids
+            if chosen is not None:
+                wanted = {i for i in wanted if (job_keys[i], None) in chosen}
             for key_id, history in _grouped(conn, run_jobs, run_jobs.c.job_id, since, wanted, only):
                 found.append(_history(job_keys[key_id], None, history))
-        if unit_tests and unit_ids:
+        if unit_tests and bucket_ids:
             case_rows = conn.execute(
                 sa.select(cases.c.id, cases.c.job_id, cases.c.node_id).where(
-                    cases.c.job_id.in_(sorted(unit_ids))
+                    cases.c.job_id.in_(sorted(bucket_ids))
                 )
             ).all()
-            case_of = {cid: (job_id, node) for cid, job_id, node in case_rows}
+            case_of = {
+                cid: (job_id, node)
+                for cid, job_id, node in case_rows
+                if chosen is None or (job_keys[job_id], node) in chosen
+            }
             grouped = _grouped(conn, results, results.c.case_id, since, set(case_of), only)
             for key_id, history in grouped:
                 job_id, node = case_of[key_id]
@@ -872,6 +907,8 @@ def _grouped(
         cond.append(table.c.finished_at >= since)
     if only is not None:
         cond.append(table.c.run_ref.in_(only.refs()))
+    # A few keys (what triage asks for) are read off the primary key, not the whole table.
+    few = [key.in_(sorted(wanted))] if len(wanted) <= _IN_CHUNK else []
     reruns = sa.func.sum(sa.case((table.c.reruns > 0, 1), else_=0))
     summary = conn.execute(
         sa.select(
@@ -882,7 +919,7 @@ def _grouped(
             sa.func.min(table.c.finished_at),
             sa.func.max(table.c.finished_at),
         )
-        .where(*cond)
+        .where(*cond, *few)
         .group_by(key)
     ).all()
     rows = {
@@ -905,6 +942,79 @@ def _grouped(
         n, f, r, first, last = rows[k]
         seq = sequences.get(k)
         yield k, (n, f, r, first, last, tuple(seq) if seq is not None else None)
+
+
+class RunOutcomes(Struct, frozen=True, kw_only=True):
+    """What `triage` reads of one run and its baseline runs."""
+
+    run: RunRow
+    baseline: tuple[RunRow, ...]  # latest first
+    jobs: Mapping[int, Mapping[JobKey, Outcome]]  # per run (its ref): each job's outcome
+    failed_tests: Mapping[int, frozenset[tuple[JobKey, str]]]  # per run: unit-test failures
+
+
+def find_run(conn: sa.Connection, run_id: str) -> RunRow | None:
+    c = runs.c
+    row = conn.execute(
+        sa.select(c.id, c.run_id, c.commit_sha, c.finished_at, c.ref, c.source).where(
+            c.run_id == run_id
+        )
+    ).first()
+    return RunRow(*row) if row is not None else None
+
+
+def run_outcomes(store: Store, run_id: str, baseline: RunFilter, count: int) -> RunOutcomes:
+    """One run's job outcomes and failed unit tests, and the same of the latest
+    `count` runs of `baseline` that finished no later than it (the run itself
+    left out). Each read goes through an index: runs (ref, finished_at),
+    run_jobs unique (run_ref, job_id), results' partial index of failures."""
+    with store.transaction() as conn:
+        run = find_run(conn, run_id)
+        if run is None:
+            near = conn.execute(
+                sa.select(runs.c.run_id).order_by(runs.c.finished_at.desc()).limit(5)
+            ).scalars()
+            latest = ", ".join(near)
+            raise UsageError(
+                f"--run {run_id}: no such run in {store.shown}"
+                + (f" (the latest: {latest})" if latest else " (it holds no runs)")
+            )
+        c = runs.c
+        where = [c.ref == baseline.ref, c.finished_at <= run.finished_at, c.id != run.ref]
+        if baseline.source is not None:
+            where.append(c.source == baseline.source)
+        rows = conn.execute(
+            sa.select(c.id, c.run_id, c.commit_sha, c.finished_at, c.ref, c.source)
+            .where(*where)
+            .order_by(c.finished_at.desc(), c.id.desc())
+            .limit(count)
+        ).all()
+        base = tuple(RunRow(*r) for r in rows)
+        wanted = [run.ref, *(b.ref for b in base)]
+        job_keys = read_jobs(conn)
+        outcomes: dict[int, dict[JobKey, Outcome]] = {ref: {} for ref in wanted}
+        for ref, job_id, outcome in conn.execute(
+            sa.select(run_jobs.c.run_ref, run_jobs.c.job_id, run_jobs.c.outcome).where(
+                run_jobs.c.run_ref.in_(wanted)
+            )
+        ):
+            outcomes[ref][job_keys[job_id]] = OUTCOMES.get(outcome, Outcome.FAILED)
+        failed: dict[int, set[tuple[JobKey, str]]] = {ref: set() for ref in wanted}
+        query = (
+            sa.select(results.c.run_ref, cases.c.job_id, cases.c.node_id)
+            .select_from(results.join(cases, cases.c.id == results.c.case_id))
+            .where(results.c.run_ref.in_(wanted), _FAILED_WHERE)
+        )
+        for ref, job_id, node in conn.execute(query):
+            key = job_keys[job_id]
+            if key.unit:
+                failed[ref].add((key, node))
+    return RunOutcomes(
+        run=run,
+        baseline=base,
+        jobs=outcomes,
+        failed_tests={ref: frozenset(v) for ref, v in failed.items()},
+    )
 
 
 def run_durations(store: Store) -> dict[JobKey, list[float]]:
