@@ -218,7 +218,7 @@ NODE = "tests/unit_tests/x/test_x.py::test_x"
 START = dt.datetime(2026, 11, 10, tzinfo=dt.UTC)
 
 
-def _store(db: str, baseline: str) -> None:  # noqa: F811
+def _store(db: str, baseline: str, *, node: str = NODE) -> None:  # noqa: F811
     """Baseline runs on main from a schedule, one per character of `baseline`
     (F failed, P passed), then a merge request's run in which the test fails."""
     store = open_store(db, write=True)
@@ -227,7 +227,7 @@ def _store(db: str, baseline: str) -> None:  # noqa: F811
         outcomes.append((True, "feature", "merge_request_event"))
         for k, (failed, ref, source) in enumerate(outcomes):
             test = junit.Testcase(
-                node_id=NODE,
+                node_id=node,
                 classname="x",
                 name="test_x",
                 suite="",
@@ -324,3 +324,22 @@ def test_baseline_runs_and_source_choose_the_baseline(capsys, db: str) -> None: 
         capsys, db, RECIPES, "106", "--baseline-source", "push", "--format", "json"
     )
     assert json.loads(out)["baseline"]["runs"] == []
+
+
+def test_the_markdown_escapes_what_the_reports_say(capsys, tmp_path: Path) -> None:
+    """A node id comes from a pull request's JUnit report: in the comment it
+    stays inert text, in code, and cannot break the table or open a tag."""
+    from matrixgen.evidence.triage import MARKER
+
+    hostile = "tests/unit_tests/x/test_x.py::test_x[<img src=x onerror=alert(1)>|`]"
+    path = str(tmp_path / "results.db")
+    _store(path, "PPP", node=hostile)
+    code, out, _ = _triage(capsys, path, RECIPES, "103", "--format", "markdown")
+    assert code == ExitCode.EXPECTATION
+    assert out.startswith(MARKER + "\n")
+    (row,) = [line for line in out.splitlines() if line.startswith("| new |")]
+    span = "``tests/unit_tests/x/test_x.py::test_x[<img src=x onerror=alert(1)>\\|`]``"
+    assert span in row  # inside a code span: shown, not rendered; its | escaped
+    rest = row.replace(span, "")
+    assert "<" not in rest and rest.count("`") == 2  # the case's own code span
+    assert rest.count("|") == 7  # six cells: the table's own cell breaks, no more
