@@ -156,7 +156,10 @@ def test_triage_table_and_markdown(
     assert new_at < out.index("test_fails_on_the_branch") < fold_at
     assert fold_at < out.index("test_broken_on_main")
     assert fold_at < out.index("test_flaky_on_some_seeds")
-    assert "[gpt3\\-golden\\-values](https://github.com/example/mcore/issues/8101)" in out
+    assert (
+        "quarantined by entry [gpt3\\-golden\\-values]"
+        "(https://github.com/example/mcore/issues/8101) (allow\\-failure, baseline\\-failure) |"
+    ) in out
     assert "| `ckpt-bucket-allow-failure` | allow\\-failure |" in out
     code, out, _ = _triage(capsys, store_db, recipes, "6000")
     assert code == ExitCode.EXPECTATION

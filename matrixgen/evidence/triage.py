@@ -478,8 +478,11 @@ def markdown(report: TriageReport) -> str:
     def row(f: Failure) -> str:
         test = code(f.node_id) if f.node_id else ""
         evidence = text(f.evidence)
-        if f.entry is not None:
-            evidence += " " + markdown_link(f.entry.id, f.entry.tracker)
+        if f.entry is not None:  # the entry, linked to its tracker
+            evidence = (
+                f"quarantined by entry {markdown_link(f.entry.id, f.entry.tracker)} "
+                f"({text(f.entry.action)}, {text(f.entry.kind)})"
+            )
         return (
             f"| {f.verdict.value} | {code(f.case)} | {test} | {text(f.where)} "
             f"| {text(f.job.place)} | {evidence} |"
