@@ -572,3 +572,42 @@ def test_ingest_takes_ref_and_source_from_the_ci_variables(
         "2": ("main", "schedule"),
         "3": ("r1", "web"),
     }
+
+
+def test_a_large_ingest_stores_every_row_as_given(db: str) -> None:
+    """Past 1,000 rows PostgreSQL takes them through COPY: every row arrives,
+    messages with tabs, line breaks, backslashes and quotes intact."""
+    import sqlalchemy as sa
+
+    from matrixgen.evidence.junit import Outcome, Testcase
+    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, ingest, results
+
+    bucket = JobKey("gitlab", "mr", "dgx_h100", "dev", "unit-tests", "tests/u/", "", unit=True)
+    odd = 'tab\there\nline \\N \\. "quoted" \x7f end'
+    tests = tuple(
+        Testcase(
+            node_id=f"tests/u/test_{i}.py::test_{i}",
+            classname="c",
+            name=f"test_{i}",
+            suite="",
+            outcome=Outcome.FAILED if i % 7 == 0 else Outcome.PASSED,
+            duration=None if i % 5 == 0 else i / 8,
+            message=odd if i % 7 == 0 else "",
+        )
+        for i in range(1500)
+    )
+    store = open_store(db, write=True)
+    try:
+        group = JobResults(job=bucket, job_name="u", target="", testcases=tests)
+        ingest(store, RunInfo(run_id="1", commit=None, finished_at=None), [group])
+        with store.transaction() as conn:
+            rows = conn.execute(
+                sa.select(results.c.outcome, results.c.duration, results.c.message)
+            ).all()
+    finally:
+        store.close()
+    assert len(rows) == 1500
+    assert sorted(rows, key=lambda r: (r[0], r[1] or -1.0, r[2] or "")) == sorted(
+        ((1 if t.outcome is Outcome.FAILED else 0, t.duration, t.message or None) for t in tests),
+        key=lambda r: (r[0], r[1] or -1.0, r[2] or ""),
+    )

@@ -66,6 +66,7 @@ TEST_CASE_LIMIT = 1000
 SOURCE_LIMIT = 64
 _ADVISORY_LOCK = 0x6D677276  # "mgrv": the one lock every writer takes
 _IN_CHUNK = 500
+_COPY_ROWS = 1000  # PostgreSQL: this many rows or more are written with COPY
 # Every transaction on a store is bounded in time ($MATRIXGEN_STORE_TIMEOUT).
 TIMEOUT_VARIABLE = "MATRIXGEN_STORE_TIMEOUT"
 DEFAULT_TIMEOUT = 300.0
@@ -776,6 +777,9 @@ def _bulk_insert(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]
     builds parameters row by row in Python: most of an ingest's time)."""
     if not rows:
         return
+    if conn.dialect.name == "postgresql" and len(rows) >= _COPY_ROWS:
+        _copy_rows(conn, table, rows)
+        return
     compiled = table.insert().compile(dialect=conn.dialect, column_keys=list(rows[0]))
     cursor = conn.connection.cursor()
     try:
@@ -784,6 +788,23 @@ def _bulk_insert(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]
             cursor.executemany(str(compiled), [tuple(r[k] for k in order) for r in rows])
         else:
             cursor.executemany(str(compiled), rows)
+    finally:
+        cursor.close()
+
+
+def _copy_rows(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+    """PostgreSQL's COPY FROM STDIN, in the command's transaction: the rows
+    stream in the binary-free text format psycopg writes, several times faster
+    than a batch of INSERTs."""
+    keys = list(rows[0])
+    preparer = conn.dialect.identifier_preparer
+    columns = ", ".join(preparer.quote(k) for k in keys)
+    statement = f"COPY {preparer.format_table(table)} ({columns}) FROM STDIN"
+    cursor = conn.connection.driver_connection.cursor()
+    try:
+        with cursor.copy(statement) as copy:
+            for row in rows:
+                copy.write_row(tuple(row[k] for k in keys))
     finally:
         cursor.close()
 
