@@ -611,3 +611,28 @@ def test_a_large_ingest_stores_every_row_as_given(db: str) -> None:
         ((1 if t.outcome is Outcome.FAILED else 0, t.duration, t.message or None) for t in tests),
         key=lambda r: (r[0], r[1] or -1.0, r[2] or ""),
     )
+
+
+def test_prune_deletes_the_old_runs_and_nothing_else(
+    db: str, evidence_runs: list[Run], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ingest_runs(db, evidence_runs)
+    before = _counts(db)
+    # The runs finish every 20 hours from 2026-11-02T06:00; judged from the end of
+    # 2026-12-01, 20 days back is 2026-11-12T00:00: the first 12 runs are older.
+    assert main(["results", "prune", "--older-than", "20", "--db", db]) == 0
+    assert "deleted 12 run(s) finished before 2026-11-12T00:00:00Z" in capsys.readouterr().err
+    after = _counts(db)
+    assert after["runs"] == 12 and before["runs"] == 24
+    assert after["results"] == before["results"] // 2
+    assert after["run_jobs"] == before["run_jobs"] // 2
+    assert after["cases"] == before["cases"] and after["jobs"] == before["jobs"]
+    store = open_store(db, write=False)
+    try:
+        report = flaky_rows(store, FlakyPolicy())
+    finally:
+        store.close()
+    assert report.runs == 12 and all(r.runs <= 12 for r in report.rows)
+    assert main(["results", "prune", "--older-than", "20", "--db", db]) == 0
+    assert "deleted 0 run(s)" in capsys.readouterr().err
+    assert main(["results", "prune", "--older-than", "0", "--db", db]) == ExitCode.USAGE

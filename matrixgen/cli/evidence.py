@@ -282,6 +282,37 @@ def _ingest_row(group: Any, status: str, count: int) -> list[Any]:
     ]
 
 
+def prune(
+    older_than: Annotated[
+        int,
+        typer.Option(
+            "--older-than",
+            metavar="DAYS",
+            help="Delete the runs that finished more than DAYS days ago, with their results.",
+        ),
+    ],
+    db: DbOption = None,
+) -> None:
+    """Delete old runs from the results store, with their results, in one transaction."""
+    from matrixgen.evidence.flaky import iso, reference_time
+    from matrixgen.evidence.store import open_store
+    from matrixgen.evidence.store import prune as store_prune
+
+    if older_than < 1:
+        raise UsageError("--older-than must be 1 day or more")
+    before = reference_time() - older_than * 86400
+    store = open_store(db, write=True)
+    try:
+        deleted = store_prune(store, before)
+    finally:
+        store.close()
+    typer.echo(
+        f"deleted {deleted['runs']} run(s) finished before {iso(before)}: "
+        f"{deleted['run_jobs']} job outcome(s), {deleted['results']} result(s) from {store.shown}",
+        err=True,
+    )
+
+
 def _policy(since: int, min_runs: int, flip_rate: float, broken_runs: int) -> FlakyPolicy:
     from matrixgen.evidence.flaky import FlakyPolicy
 
@@ -635,5 +666,6 @@ def register(app: typer.Typer) -> None:
         rich_markup_mode=None,
     )
     results.command("ingest")(ingest)
+    results.command("prune")(prune)
     app.add_typer(results, name="results")
     app.command("flaky")(flaky)
