@@ -103,19 +103,20 @@ def test_one_transaction_per_ingest(
 ) -> None:
     ingest_runs(db, evidence_runs[:1])
     before = _counts(db)
-    calls = []
-    real = store_module._case_ids
+    written = []
+    real = store_module._bulk_insert
 
-    def fail_on_second_job(conn, job_id, node_ids):
-        calls.append(job_id)
-        if len(calls) == 2:
+    def fail_at_the_results(conn, table, rows):
+        if table is store_module.results:
             raise RuntimeError("the runner died mid-ingest")
-        return real(conn, job_id, node_ids)
+        written.append(table.name)
+        return real(conn, table, rows)
 
-    monkeypatch.setattr(store_module, "_case_ids", fail_on_second_job)
+    monkeypatch.setattr(store_module, "_bulk_insert", fail_at_the_results)
     with pytest.raises(RuntimeError):
         ingest_runs(db, evidence_runs[1:2])
-    assert _counts(db) == before  # not the run, not the first job: nothing
+    assert "run_jobs" in written  # the run and its jobs' outcomes were written...
+    assert _counts(db) == before  # ...and rolled back with the rest: nothing
 
 
 def test_a_bad_file_stores_nothing(tmp_path: Path, evidence_runs: list[Run]) -> None:

@@ -645,30 +645,37 @@ def ingest(store: Store, run: RunInfo, groups: Sequence[JobResults]) -> IngestRe
             )
         }
         result_rows: list[dict[str, Any]] = []
+        job_rows: list[dict[str, Any]] = []
+        chosen: list[tuple[JobResults, int]] = []
         for group in _merged(groups):
             job_id = job_ids[group.job.identity()]
             if job_id in present:
                 already.append(group)
                 continue
             present.add(job_id)
-            conn.execute(
-                run_jobs.insert().values(
-                    job_id=job_id,
-                    finished_at=at,
-                    run_ref=ref,
-                    job_name=group.job_name[:TEST_CASE_LIMIT],
-                    target=group.target[:TEXT_LIMIT],
-                    outcome=OUTCOME_CODES[group.outcome],
-                    tests=len(group.testcases),
-                    failures=sum(t.outcome.failed for t in group.testcases),
-                    reruns=sum(t.reruns for t in group.testcases),
-                )
+            chosen.append((group, job_id))
+            job_rows.append(
+                {
+                    "job_id": job_id,
+                    "finished_at": at,
+                    "run_ref": ref,
+                    "job_name": group.job_name[:TEST_CASE_LIMIT],
+                    "target": group.target[:TEXT_LIMIT],
+                    "outcome": OUTCOME_CODES[group.outcome],
+                    "tests": len(group.testcases),
+                    "failures": sum(t.outcome.failed for t in group.testcases),
+                    "reruns": sum(t.reruns for t in group.testcases),
+                }
             )
-            case_ids = _case_ids(conn, job_id, [t.node_id for t in group.testcases])
+        _bulk_insert(conn, run_jobs, job_rows)
+        case_ids = _all_case_ids(
+            conn, [(job_id, [t.node_id for t in group.testcases]) for group, job_id in chosen]
+        )
+        for group, job_id in chosen:
             for t in group.testcases:
                 result_rows.append(
                     {
-                        "case_id": case_ids[t.node_id],
+                        "case_id": case_ids[(job_id, t.node_id)],
                         "finished_at": at,
                         "run_ref": ref,
                         "outcome": OUTCOME_CODES[t.outcome],
@@ -717,10 +724,24 @@ def _merged(groups: Sequence[JobResults]) -> list[JobResults]:
 
 
 def _job_ids(conn: sa.Connection, keys: Sequence[JobKey]) -> dict[tuple[str, ...], int]:
+    """The ids of the jobs, created where missing: the jobs table (one row per
+    job identity and place, thousands at most) is read once."""
+    c = jobs.c
+    stored = {
+        tuple(row[1:]): row[0]
+        for row in conn.execute(
+            sa.select(
+                c.id, c.system, c.scope, c.platform, c.environment, c.model, c.test_case, c.tag
+            )
+        )
+    }
     found: dict[tuple[str, ...], int] = {}
     for key in dict.fromkeys(keys):
         identity = key.identity()
         if identity in found:
+            continue
+        if identity in stored:
+            found[identity] = stored[identity]
             continue
         where = sa.and_(
             jobs.c.system == key.system,
@@ -746,6 +767,41 @@ def _job_ids(conn: sa.Connection, keys: Sequence[JobKey]) -> dict[tuple[str, ...
                 )
             ).inserted_primary_key[0]
         found[identity] = job_id
+    return found
+
+
+def _all_case_ids(
+    conn: sa.Connection, wanted: Sequence[tuple[int, Sequence[str]]]
+) -> dict[tuple[int, str], int]:
+    """(job id, node id) -> case id for every test asked for, created where
+    missing. On PostgreSQL one query for all the jobs (array parameters: a round
+    trip per job was most of an ingest's time); on SQLite one per job."""
+    found: dict[tuple[int, str], int] = {}
+    if conn.dialect.name != "postgresql":
+        for job_id, node_ids in wanted:
+            for node, case_id in _case_ids(conn, job_id, node_ids).items():
+                found[(job_id, node)] = case_id
+        return found
+    from sqlalchemy.dialects.postgresql import ARRAY
+
+    asked = {(job_id, node) for job_id, nodes in wanted for node in nodes}
+
+    def lookup(pairs: set[tuple[int, str]]) -> None:
+        jobs_param = sa.bindparam("jobs", sorted({j for j, _ in pairs}), type_=ARRAY(sa.Integer))
+        names_param = sa.bindparam("names", sorted({n for _, n in pairs}), type_=ARRAY(sa.String))
+        query = sa.select(cases.c.job_id, cases.c.node_id, cases.c.id).where(
+            cases.c.job_id == sa.any_(jobs_param), cases.c.node_id == sa.any_(names_param)
+        )
+        for job_id, node, case_id in conn.execute(query):
+            if (job_id, node) in pairs:
+                found[(job_id, node)] = case_id
+
+    if asked:
+        lookup(asked)
+    missing = sorted(asked - set(found))
+    if missing:
+        _bulk_insert(conn, cases, [{"job_id": j, "node_id": n} for j, n in missing])
+        lookup(set(missing))
     return found
 
 
