@@ -787,14 +787,27 @@ def _all_case_ids(
     asked = {(job_id, node) for job_id, nodes in wanted for node in nodes}
 
     def lookup(pairs: set[tuple[int, str]]) -> None:
-        jobs_param = sa.bindparam("jobs", sorted({j for j, _ in pairs}), type_=ARRAY(sa.Integer))
-        names_param = sa.bindparam("names", sorted({n for _, n in pairs}), type_=ARRAY(sa.String))
-        query = sa.select(cases.c.job_id, cases.c.node_id, cases.c.id).where(
-            cases.c.job_id == sa.any_(jobs_param), cases.c.node_id == sa.any_(names_param)
+        # The pairs as a table (unnest of two arrays) joined to `cases` on its
+        # unique (job_id, node_id) index: one probe per pair, linear in them.
+        ordered = sorted(pairs)
+        jobs_param = sa.bindparam("jobs", [j for j, _ in ordered], type_=ARRAY(sa.Integer))
+        names_param = sa.bindparam("names", [n for _, n in ordered], type_=ARRAY(sa.String))
+        asked_rows = (
+            sa.func.unnest(jobs_param, names_param)
+            .table_valued("job_id", "node_id")
+            .render_derived(name="asked")
+        )
+        query = sa.select(cases.c.job_id, cases.c.node_id, cases.c.id).select_from(
+            asked_rows.join(
+                cases,
+                sa.and_(
+                    cases.c.job_id == asked_rows.c.job_id,
+                    cases.c.node_id == asked_rows.c.node_id,
+                ),
+            )
         )
         for job_id, node, case_id in conn.execute(query):
-            if (job_id, node) in pairs:
-                found[(job_id, node)] = case_id
+            found[(job_id, node)] = case_id
 
     if asked:
         lookup(asked)

@@ -190,7 +190,6 @@ def places(generation: Generation) -> dict[JobKey, list[tuple[Target, Job]]]:
 
 
 def covering_entry(
-    key: JobKey,
     node_id: str | None,
     where: Sequence[tuple[Target, Job]],
     entries: Sequence[Entry],
@@ -198,7 +197,6 @@ def covering_entry(
 ) -> Entry | None:
     """The strongest entry that covers a failure there: a `deselect` entry only
     covers the node ids it names (and the tests under one, as pytest deselects)."""
-    del key
     for target, job in where:
         for entry in applying_entries(job, entries, target, known):
             if entry.action.value == "deselect" and not (
@@ -241,7 +239,7 @@ def judge_failures(
     base_runs = outcomes.baseline
     for key in failures_of(outcomes, outcomes.run.ref):
         job, node = key
-        entry = covering_entry(job, node, places_of.get(job, ()), entries, known)
+        entry = covering_entry(node, places_of.get(job, ()), entries, known)
         if entry is not None:
             judged.append(
                 Failure(
