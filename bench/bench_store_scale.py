@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import random
 import statistics
 import time
@@ -99,13 +100,26 @@ def main() -> None:
     parser.add_argument("--tests", type=int, default=800)
     parser.add_argument("--functional", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--timings-only", action="store_true", help="Time triage and flaky on a filled store."
+    )
     args = parser.parse_args()
+    # The runs end 100 days after START; `triage` judges flakiness over the 30
+    # days before the day of the last run.
+    last_day = (START + dt.timedelta(hours=8 * (args.runs - 1))).date()
+    os.environ["MATRIXGEN_TODAY"] = last_day.isoformat()
 
+    last_mr = str(100_000 + max(k for k in range(args.runs) if k % 3 == 2))
+    if not args.timings_only:
+        fill(args)
+    time_reads(args, last_mr)
+
+
+def fill(args: argparse.Namespace) -> None:
     plan = _plan(args.buckets, args.tests, args.functional, seed=1)
     rng = random.Random(2)
     store = open_store(args.db, write=True)
     per_run: list[tuple[int, float]] = []
-    last_mr = ""
     try:
         for k in range(args.runs):
             mr = k % 3 == 2
@@ -120,8 +134,6 @@ def main() -> None:
             began = time.perf_counter()
             report = ingest(store, info, groups)
             per_run.append((report.rows, time.perf_counter() - began))
-            if mr:
-                last_mr = info.run_id
             if (k + 1) % max(1, args.runs // 10) == 0:
                 rows = sum(r for r, _ in per_run)
                 seconds = sum(s for _, s in per_run)
@@ -137,6 +149,8 @@ def main() -> None:
     tail_rate = sum(r for r, _ in tail) / sum(s for _, s in tail)
     print(f"ingest, the last tenth of the runs: {tail_rate:,.0f} results/s")
 
+
+def time_reads(args: argparse.Namespace, last_mr: str) -> None:
     generation = generate(RECIPES)
     baseline = RunFilter(ref="main", source="schedule")
     triage_times, flaky_times = [], []
