@@ -213,6 +213,39 @@ def test_action_report_step_writes_the_site_it_uploads(action: dict, tmp_path: P
     assert (site / "index.html").is_file() and (site / "quarantine.html").is_file()
 
 
+def test_action_triage_step_writes_the_triage(
+    action: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step triages a stored run into the job summary: exit 6 on a new
+    failure (the summary written all the same), 0 without one."""
+    if shutil.which("matrixgen", path=str(Path(sys.executable).parent)) is None:
+        pytest.skip("matrixgen is not installed as a command next to this Python")
+    from matrixgen.evidence.triage import MARKER
+    from tests.test_triage import _store
+
+    monkeypatch.setenv("MATRIXGEN_TODAY", "2026-12-01")
+    script = _script(action, "Triage to the job summary")
+    db = tmp_path / "results.db"
+    _store(str(db), "PPP")  # baseline runs 100-102 pass; run 103 of a branch fails
+    summary = tmp_path / "summary.md"
+    env = {
+        "RECIPES": "recipes",
+        "DB": str(db),
+        "BASELINE_REF": "main",
+        "BASELINE_SOURCE": "schedule",
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "MATRIXGEN_TODAY": "2026-12-01",
+    }
+    run = _run_step(script, {**env, "RUN": "103"}, REPO)
+    assert run.returncode == 6, run.stderr
+    assert summary.read_text().startswith(MARKER + "\n")
+    assert "**1 new** of 1 failure(s)" in summary.read_text()
+    summary.unlink()
+    run = _run_step(script, {**env, "RUN": "102"}, REPO)  # a baseline run: nothing failed
+    assert run.returncode == 0, run.stderr
+    assert "**0 new** of 0 failure(s)" in summary.read_text()
+
+
 def test_functional_workflow_uses_the_action(action: dict) -> None:
     workflow = yaml.safe_load(FUNCTIONAL.read_text())
     job = workflow["jobs"]["generate"]

@@ -110,7 +110,28 @@ def test_report_job_publishes_the_site(gitlab_ci: dict, tmp_path: Path, cli) -> 
 
 def test_test_job_runs_the_suite(gitlab_ci: dict) -> None:
     assert gitlab_ci["test"]["script"] == ["bash .ci/run"]
-    assert gitlab_ci["stages"] == ["test", "generate", "trigger"]
+    assert gitlab_ci["stages"] == ["test", "generate", "trigger", "triage"]
+
+
+def test_triage_job_follows_the_child_pipelines(gitlab_ci: dict) -> None:
+    """After every trigger job (each optional: rules pick some), the reports
+    ingested as this pipeline's run first, then triaged against the scheduled
+    runs of the default branch; never without a store to read."""
+    job = gitlab_ci["triage"]
+    triggers = sorted(n for n, j in gitlab_ci.items() if isinstance(j, dict) and "trigger" in j)
+    assert job["stage"] == "triage"
+    assert job["needs"] == [{"job": n, "optional": True} for n in triggers]
+    script = "\n".join(job["script"])
+    ingest_at = script.index('matrixgen results ingest "$dir" --run-id "$CI_PIPELINE_ID"')
+    triage_at = script.index('matrixgen triage --run "$CI_PIPELINE_ID"')
+    assert script.index(".ci/child-junit") < ingest_at < triage_at
+    assert '--baseline-ref "$CI_DEFAULT_BRANCH" --baseline-source schedule' in script
+    assert job["rules"][0] == {
+        "if": '$MATRIXGEN_RESULTS_DB == null || $MATRIXGEN_RESULTS_DB == ""',
+        "when": "never",
+    }
+    assert job["rules"][-1]["when"] == "always"  # the children's failures are its input
+    assert (REPO / ".ci" / "child-junit").stat().st_mode & 0o111
 
 
 # --------------------------------------------------------------------------- GitHub
@@ -251,6 +272,26 @@ def test_report_job_runs_under_gitlab_ci_local(pipeline_repo: Path) -> None:
         "selection.html",
         "triage.html",
     ], result
+
+
+def test_triage_runs_only_with_a_results_store(pipeline_repo: Path) -> None:
+    rv.require_gitlab_ci_local()
+    mr = {"CI_PIPELINE_SOURCE": "merge_request_event"}
+    for variables, listed_too in (
+        (mr, False),
+        ({**mr, "MATRIXGEN_RESULTS_DB": "postgresql://ci@db/results"}, False),  # no token
+        ({**mr, "MATRIXGEN_RESULTS_DB": "postgresql://ci@db/r", "MATRIXGEN_API_TOKEN": "t"}, True),
+        (
+            {"CI_PIPELINE_SOURCE": "push", "MATRIXGEN_RESULTS_DB": "x", "MATRIXGEN_API_TOKEN": "t"},
+            False,
+        ),
+    ):
+        result = rv.gitlab_ci_local_run(
+            pipeline_repo, extra_args=["--list-csv"], variables=variables, env=_env()
+        )
+        assert result.ok, result
+        listed = {line.split(";")[0] for line in result.stdout.splitlines()[1:] if line}
+        assert ("triage" in listed) is listed_too, (variables, listed)
 
 
 def test_gitlab_pipeline_runs_end_to_end(pipeline_repo: Path) -> None:

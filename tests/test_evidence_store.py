@@ -103,19 +103,20 @@ def test_one_transaction_per_ingest(
 ) -> None:
     ingest_runs(db, evidence_runs[:1])
     before = _counts(db)
-    calls = []
-    real = store_module._case_ids
+    written = []
+    real = store_module._bulk_insert
 
-    def fail_on_second_job(conn, job_id, node_ids):
-        calls.append(job_id)
-        if len(calls) == 2:
+    def fail_at_the_results(conn, table, rows):
+        if table is store_module.results:
             raise RuntimeError("the runner died mid-ingest")
-        return real(conn, job_id, node_ids)
+        written.append(table.name)
+        return real(conn, table, rows)
 
-    monkeypatch.setattr(store_module, "_case_ids", fail_on_second_job)
+    monkeypatch.setattr(store_module, "_bulk_insert", fail_at_the_results)
     with pytest.raises(RuntimeError):
         ingest_runs(db, evidence_runs[1:2])
-    assert _counts(db) == before  # not the run, not the first job: nothing
+    assert "run_jobs" in written  # the run and its jobs' outcomes were written...
+    assert _counts(db) == before  # ...and rolled back with the rest: nothing
 
 
 def test_a_bad_file_stores_nothing(tmp_path: Path, evidence_runs: list[Run]) -> None:
@@ -151,7 +152,7 @@ def test_the_schema_is_versioned_and_a_newer_one_refused(db: str, evidence_runs:
     ingest_runs(db, evidence_runs[:1])
     store = open_store(db, write=True)
     try:
-        assert schema_version(store) == store_module.SCHEMA_VERSION == 2
+        assert schema_version(store) == store_module.SCHEMA_VERSION == 3
         with store.engine.begin() as conn:
             conn.execute(store_module.schema_table.update().values(version=99))
     finally:
@@ -341,7 +342,8 @@ def test_a_query_past_the_time_bound_is_stopped(
         "CREATE TABLE matrixgen_schema (version INTEGER NOT NULL)",
         f"INSERT INTO matrixgen_schema VALUES ({store_module.SCHEMA_VERSION})",
         "CREATE VIEW runs AS WITH RECURSIVE r(id) AS (SELECT 1 UNION ALL SELECT id + 1 "
-        "FROM r) SELECT id, '' AS run_id, NULL AS commit_sha, 0 AS finished_at FROM r",
+        "FROM r) SELECT id, '' AS run_id, NULL AS commit_sha, 0 AS finished_at, "
+        "NULL AS ref, NULL AS source FROM r",
     )
     monkeypatch.setattr(store_module, "_check_sqlite_schema", lambda conn, store: None)
     monkeypatch.setenv(store_module.TIMEOUT_VARIABLE, "0.5")
@@ -496,3 +498,171 @@ def test_a_postgresql_reader_cannot_write_and_is_bounded_in_time(
             conn.execute(sa.text("SELECT pg_sleep(5)"))
     finally:
         store.close()
+
+
+def _version_1_store(db: str) -> None:
+    """A store as the first schema wrote it, with one run in it."""
+    import sqlalchemy as sa
+
+    url = store_url(db)[0]
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            store_module.schema_table.create(conn)
+            conn.execute(store_module.schema_table.insert().values(version=1))
+            store_module.MIGRATIONS[0](conn)
+            conn.execute(
+                sa.text(
+                    "INSERT INTO runs (run_id, commit_sha, finished_at, ingested_at) "
+                    "VALUES ('7001', 'abc', 1790000000, 1790000000)"
+                )
+            )
+    finally:
+        engine.dispose()
+
+
+def test_a_version_1_store_migrates_and_its_runs_have_no_ref(db: str) -> None:
+    import sqlalchemy as sa
+
+    from matrixgen.evidence.store import RunInfo, ingest, read_runs
+
+    _version_1_store(db)
+    store = open_store(db, write=True)
+    try:
+        ingest(store, RunInfo(run_id="7002", commit="def", finished_at=None, ref="main"), [])
+        assert schema_version(store) == store_module.SCHEMA_VERSION == 3
+        with store.transaction() as conn:
+            rows = {r.run_id: (r.git_ref, r.source, r.commit) for r in read_runs(conn).values()}
+            indexes = {i["name"] for i in sa.inspect(conn).get_indexes("runs")}
+        # The old run kept its row, and knows no ref; the new one does.
+        assert rows == {"7001": (None, None, "abc"), "7002": ("main", None, "def")}
+        assert "ix_runs_ref_finished" in indexes
+        # A run stored without a ref learns it from a later ingest; a different one is refused.
+        ingest(store, RunInfo(run_id="7001", commit=None, finished_at=None, ref="main"), [])
+        with pytest.raises(UsageError, match="stored with ref main, not dev"):
+            ingest(store, RunInfo(run_id="7001", commit=None, finished_at=None, ref="dev"), [])
+        with store.transaction() as conn:
+            assert {r.run_id: r.git_ref for r in read_runs(conn).values()} == {
+                "7001": "main",
+                "7002": "main",
+            }
+    finally:
+        store.close()
+
+
+def test_a_reader_refuses_a_version_1_sqlite_store_and_names_the_fix(tmp_path: Path) -> None:
+    db = str(tmp_path / "results.db")
+    _version_1_store(db)
+    before = Path(db).read_bytes()
+    store = open_store(db, write=False)
+    try:
+        with pytest.raises(ResultsStoreError, match="schema version 1; `matrixgen results ingest`"):
+            schema_version(store)
+    finally:
+        store.close()
+    assert Path(db).read_bytes() == before
+
+
+def test_ingest_takes_ref_and_source_from_the_ci_variables(
+    tmp_path: Path,
+    evidence_runs: list[Run],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from matrixgen.evidence.store import read_runs
+
+    db = str(tmp_path / "results.db")
+    for name in (
+        "CI_COMMIT_REF_NAME",
+        "CI_PIPELINE_SOURCE",
+        "GITHUB_REF_NAME",
+        "GITHUB_EVENT_NAME",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GITHUB_REF_NAME", "feature")
+    monkeypatch.setenv("GITHUB_EVENT_NAME", "pull_request")
+    base = ["results", "ingest", "--db", db, "--recipes", str(RECIPES), "--target", TARGET]
+    base += ["--tag", "latest"]
+    run = evidence_runs[0]
+    assert main([*base, "--run-id", "1", str(run.report)]) == 0
+    monkeypatch.setenv("CI_COMMIT_REF_NAME", "main")  # GitLab's come first
+    monkeypatch.setenv("CI_PIPELINE_SOURCE", "schedule")
+    assert main([*base, "--run-id", "2", str(run.report)]) == 0
+    assert main([*base, "--run-id", "3", "--ref", "r1", "--source", "web", str(run.report)]) == 0
+    assert main([*base, "--run-id", "4", "--ref", " ", str(run.report)]) == ExitCode.USAGE
+    assert "--ref ' ': expected a name" in capsys.readouterr().err
+    store = open_store(db, write=False)
+    try:
+        with store.transaction() as conn:
+            found = {r.run_id: (r.git_ref, r.source) for r in read_runs(conn).values()}
+    finally:
+        store.close()
+    assert found == {
+        "1": ("feature", "pull_request"),
+        "2": ("main", "schedule"),
+        "3": ("r1", "web"),
+    }
+
+
+def test_a_large_ingest_stores_every_row_as_given(db: str) -> None:
+    """Past 1,000 rows PostgreSQL takes them through COPY: every row arrives,
+    messages with tabs, line breaks, backslashes and quotes intact."""
+    import sqlalchemy as sa
+
+    from matrixgen.evidence.junit import Outcome, Testcase
+    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, ingest, results
+
+    bucket = JobKey("gitlab", "mr", "dgx_h100", "dev", "unit-tests", "tests/u/", "", unit=True)
+    odd = 'tab\there\nline \\N \\. "quoted" \x7f end'
+    tests = tuple(
+        Testcase(
+            node_id=f"tests/u/test_{i}.py::test_{i}",
+            classname="c",
+            name=f"test_{i}",
+            suite="",
+            outcome=Outcome.FAILED if i % 7 == 0 else Outcome.PASSED,
+            duration=None if i % 5 == 0 else i / 8,
+            message=odd if i % 7 == 0 else "",
+        )
+        for i in range(1500)
+    )
+    store = open_store(db, write=True)
+    try:
+        group = JobResults(job=bucket, job_name="u", target="", testcases=tests)
+        ingest(store, RunInfo(run_id="1", commit=None, finished_at=None), [group])
+        with store.transaction() as conn:
+            rows = conn.execute(
+                sa.select(results.c.outcome, results.c.duration, results.c.message)
+            ).all()
+    finally:
+        store.close()
+    assert len(rows) == 1500
+    assert sorted(rows, key=lambda r: (r[0], r[1] or -1.0, r[2] or "")) == sorted(
+        ((1 if t.outcome is Outcome.FAILED else 0, t.duration, t.message or None) for t in tests),
+        key=lambda r: (r[0], r[1] or -1.0, r[2] or ""),
+    )
+
+
+def test_prune_deletes_the_old_runs_and_nothing_else(
+    db: str, evidence_runs: list[Run], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ingest_runs(db, evidence_runs)
+    before = _counts(db)
+    # The runs finish every 20 hours from 2026-11-02T06:00; judged from the end of
+    # 2026-12-01, 20 days back is 2026-11-12T00:00: the first 12 runs are older.
+    assert main(["results", "prune", "--older-than", "20", "--db", db]) == 0
+    assert "deleted 12 run(s) finished before 2026-11-12T00:00:00Z" in capsys.readouterr().err
+    after = _counts(db)
+    assert after["runs"] == 12 and before["runs"] == 24
+    assert after["results"] == before["results"] // 2
+    assert after["run_jobs"] == before["run_jobs"] // 2
+    assert after["cases"] == before["cases"] and after["jobs"] == before["jobs"]
+    store = open_store(db, write=False)
+    try:
+        report = flaky_rows(store, FlakyPolicy())
+    finally:
+        store.close()
+    assert report.runs == 12 and all(r.runs <= 12 for r in report.rows)
+    assert main(["results", "prune", "--older-than", "20", "--db", db]) == 0
+    assert "deleted 0 run(s)" in capsys.readouterr().err
+    assert main(["results", "prune", "--older-than", "0", "--db", db]) == ExitCode.USAGE

@@ -129,6 +129,22 @@ def ingest(
             help="When the run finished (default: the reports' timestamps, else now).",
         ),
     ] = None,
+    ref: Annotated[
+        str | None,
+        typer.Option(
+            metavar="REF",
+            help="The branch or tag the run was for "
+            "(default: $CI_COMMIT_REF_NAME, else $GITHUB_REF_NAME).",
+        ),
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            metavar="SOURCE",
+            help="What started the run: schedule, merge_request_event, push... "
+            "(default: $CI_PIPELINE_SOURCE, else $GITHUB_EVENT_NAME).",
+        ),
+    ] = None,
     db: DbOption = None,
     recipes: RecipesOption = None,
     fmt: TableOrJsonOption = TableOrJson.TABLE,
@@ -146,6 +162,8 @@ def ingest(
         raise UsageError("--run-id must not be empty")
     moment = _parse_time(finished_at) if finished_at else None
     commit = commit or os.environ.get("CI_COMMIT_SHA") or os.environ.get("GITHUB_SHA") or None
+    ref = _origin("--ref", ref, "CI_COMMIT_REF_NAME", "GITHUB_REF_NAME")
+    source = _origin("--source", source, "CI_PIPELINE_SOURCE", "GITHUB_EVENT_NAME")
     reports = [read_report(p) for p in report_files(files)]
     if not reports:
         raise UsageError("no JUnit XML files found in " + ", ".join(str(f) for f in files))
@@ -167,7 +185,15 @@ def ingest(
     store = open_store(db, write=True)
     try:
         report = store_ingest(
-            store, RunInfo(run_id=run_id.strip(), commit=commit, finished_at=moment), groups
+            store,
+            RunInfo(
+                run_id=run_id.strip(),
+                commit=commit,
+                finished_at=moment,
+                ref=ref,
+                source=source,
+            ),
+            groups,
         )
     finally:
         store.close()
@@ -209,6 +235,23 @@ def ingest(
     )
 
 
+def _origin(option: str, given: str | None, gitlab: str, github: str) -> str | None:
+    """--ref or --source: as given, else from the CI's own variables (GitLab's
+    first, then GitHub's); None when nothing says. An empty or blank value
+    given on the command line is a mistake; an empty variable is unset."""
+    import os
+
+    if given is not None:
+        if not given.strip() or given != given.strip():
+            raise UsageError(f"{option} {given!r}: expected a name without surrounding blanks")
+        return given
+    for variable in (gitlab, github):
+        value = os.environ.get(variable, "").strip()
+        if value:
+            return value
+    return None
+
+
 _INGEST_HEADERS = (
     "job",
     "target",
@@ -239,6 +282,37 @@ def _ingest_row(group: Any, status: str, count: int) -> list[Any]:
     ]
 
 
+def prune(
+    older_than: Annotated[
+        int,
+        typer.Option(
+            "--older-than",
+            metavar="DAYS",
+            help="Delete the runs that finished more than DAYS days ago, with their results.",
+        ),
+    ],
+    db: DbOption = None,
+) -> None:
+    """Delete old runs from the results store, with their results, in one transaction."""
+    from matrixgen.evidence.flaky import iso, reference_time
+    from matrixgen.evidence.store import open_store
+    from matrixgen.evidence.store import prune as store_prune
+
+    if older_than < 1:
+        raise UsageError("--older-than must be 1 day or more")
+    before = reference_time() - older_than * 86400
+    store = open_store(db, write=True)
+    try:
+        deleted = store_prune(store, before)
+    finally:
+        store.close()
+    typer.echo(
+        f"deleted {deleted['runs']} run(s) finished before {iso(before)}: "
+        f"{deleted['run_jobs']} job outcome(s), {deleted['results']} result(s) from {store.shown}",
+        err=True,
+    )
+
+
 def _policy(since: int, min_runs: int, flip_rate: float, broken_runs: int) -> FlakyPolicy:
     from matrixgen.evidence.flaky import FlakyPolicy
 
@@ -260,6 +334,16 @@ def flaky(
             "--verdict", metavar="VERDICT", help="Only rows with this verdict (flaky, broken, ok)."
         ),
     ] = None,
+    ref: Annotated[
+        str | None,
+        typer.Option("--ref", metavar="REF", help="Only the runs of this branch or tag."),
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source", metavar="SOURCE", help="Only the runs of this source (needs --ref)."
+        ),
+    ] = None,
     db: DbOption = None,
     fmt: Annotated[FlakyFormat, typer.Option("--format", help="table, json or markdown.")] = (
         FlakyFormat.TABLE
@@ -268,7 +352,11 @@ def flaky(
     """Flaky and broken cases from the stored results: one row per job, platform,
     environment and scope (per pytest node id inside unit-test buckets), ranked."""
     from matrixgen.evidence.flaky import Verdict, flaky_rows
-    from matrixgen.evidence.store import open_store
+    from matrixgen.evidence.store import RunFilter, open_store
+
+    if source is not None and ref is None:
+        raise UsageError("--source needs --ref: the runs of one ref, from one source")
+    only = RunFilter(ref=ref, source=source) if ref is not None else None
 
     wanted = set()
     for value in verdict or ():
@@ -279,7 +367,7 @@ def flaky(
     policy = _policy(since, min_runs, flip_rate, broken_runs)
     store = open_store(db, write=False)
     try:
-        report = flaky_rows(store, policy)
+        report = flaky_rows(store, policy, only=only)
     finally:
         store.close()
     rows = [r for r in report.rows if not wanted or r.verdict in wanted]
@@ -578,5 +666,6 @@ def register(app: typer.Typer) -> None:
         rich_markup_mode=None,
     )
     results.command("ingest")(ingest)
+    results.command("prune")(prune)
     app.add_typer(results, name="results")
     app.command("flaky")(flaky)

@@ -68,6 +68,7 @@ COMMAND_MODULES = {
     "decide": "matrixgen.cli.decide",
     "results": "matrixgen.cli.evidence",
     "flaky": "matrixgen.cli.evidence",
+    "triage": "matrixgen.cli.triage",
     "jet-trigger": "matrixgen.cli.jet",
     "jet-buckets": "matrixgen.cli.jet",
     "report": "matrixgen.cli.report",

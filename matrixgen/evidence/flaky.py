@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
 from msgspec import Struct
 
 from matrixgen.engine.errors import UsageError
-from matrixgen.evidence.store import History, JobKey, RunRow, Store
+from matrixgen.evidence.store import History, JobKey, RunFilter, RunRow, Store
 
 DEFAULT_SINCE_DAYS = 30
 DEFAULT_MIN_RUNS = 3
@@ -272,6 +272,8 @@ class FlakyReport(Struct, frozen=True, kw_only=True):
     rows: tuple[FlakyRow, ...]
     too_few_runs: int  # keys left out for having fewer than min_runs runs
     runs: int  # runs in the store
+    # The keys left out, each with its runs in the window: (job, node id, runs).
+    left_out: tuple[tuple[JobKey, str | None, int], ...] = ()
 
     def by_verdict(self) -> dict[str, int]:
         out = {v.value: 0 for v in Verdict}
@@ -280,18 +282,34 @@ class FlakyReport(Struct, frozen=True, kw_only=True):
         return out
 
 
-def flaky_rows(store: Store, policy: FlakyPolicy, *, unit_jobs_whole: bool = False) -> FlakyReport:
+def flaky_rows(
+    store: Store,
+    policy: FlakyPolicy,
+    *,
+    unit_jobs_whole: bool = False,
+    only: RunFilter | None = None,
+    keys: Collection[tuple[JobKey, str | None]] | None = None,
+) -> FlakyReport:
     """Every key's verdict; with unit_jobs_whole, unit-test buckets also get a
-    whole-job row (what lifting an allow-failure entry of a bucket needs)."""
+    whole-job row (what lifting an allow-failure entry of a bucket needs); with
+    `only`, over the runs of one ref (and source) alone; with `keys`, of those
+    keys only (what `triage` asks of one run's failures)."""
     from matrixgen.evidence.store import histories
 
     policy.check()
-    run_rows, found = histories(store, since=window_start(policy), unit_jobs_whole=unit_jobs_whole)
+    run_rows, found = histories(
+        store,
+        since=window_start(policy),
+        unit_jobs_whole=unit_jobs_whole,
+        only=only,
+        keys=keys,
+    )
     judged = [judge(h, run_rows, policy) for h in found if h.runs >= policy.min_runs]
     return FlakyReport(
         rows=tuple(rank(judged)),
         too_few_runs=sum(1 for h in found if h.runs < policy.min_runs),
         runs=len(run_rows),
+        left_out=tuple((h.job, h.node_id, h.runs) for h in found if h.runs < policy.min_runs),
     )
 
 

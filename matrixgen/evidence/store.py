@@ -3,7 +3,10 @@
 One schema for both dialects, written with SQLAlchemy Core (no SQL strings).
 Tables:
 
-    runs      one row per run id (a CI pipeline or workflow run): commit, time
+    runs      one row per run id (a CI pipeline or workflow run): commit, time;
+              since schema 3 the ref (branch or tag) and source (schedule,
+              merge_request_event, push...) it ran for: NULL for runs stored
+              before, and for runs whose CI did not say
     jobs      one row per job identity and place: system, scope, platform,
               environment, model, test case, tag; `unit` for unit-test buckets
     run_jobs  one row per (run, job): the job's outcome in that run
@@ -19,6 +22,10 @@ Indexes (what each read needs, nothing more):
     run_jobs  primary key (job_id, finished_at, run_ref), the same for whole jobs;
               unique (run_ref, job_id): what a re-ingest of a run looks up.
     cases     unique (job_id, node_id); jobs: unique identity; runs: unique run_id.
+    runs      (ref, finished_at): `triage` finds the latest runs of the baseline
+              ref, and `flaky --ref` the runs of one ref, off it.
+    results   (run_ref, case_id) of failed and errored results only (a partial
+              index): `triage` reads one run's failed tests off it.
 
 Migrations are versioned in `matrixgen_schema` (one row, the version) and
 applied by the tool itself when it opens a store, in the transaction of the
@@ -35,7 +42,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import groupby
 from operator import itemgetter
@@ -50,7 +57,7 @@ from matrixgen.evidence.junit import Outcome, Testcase
 from matrixgen.util.checkout import choose_store, default_store_path
 from matrixgen.util.values import ComparedValue
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 OUTCOME_CODES = {
     Outcome.PASSED: 0,
     Outcome.FAILED: 1,
@@ -66,8 +73,10 @@ FAILED_CODES = tuple(code for outcome, code in OUTCOME_CODES.items() if outcome.
 NODE_ID_LIMIT = 2000  # PostgreSQL's btree entries stop near 2,700 bytes
 TEXT_LIMIT = 255
 TEST_CASE_LIMIT = 1000
+SOURCE_LIMIT = 64
 _ADVISORY_LOCK = 0x6D677276  # "mgrv": the one lock every writer takes
 _IN_CHUNK = 500
+_COPY_ROWS = 1000  # PostgreSQL: this many rows or more are written with COPY
 # Every transaction on a store is bounded in time ($MATRIXGEN_STORE_TIMEOUT).
 TIMEOUT_VARIABLE = "MATRIXGEN_STORE_TIMEOUT"
 DEFAULT_TIMEOUT = 300.0
@@ -90,7 +99,12 @@ runs = sa.Table(
     sa.Column("commit_sha", sa.String(64)),
     sa.Column("finished_at", sa.BigInteger, nullable=False),  # seconds since the epoch, UTC
     sa.Column("ingested_at", sa.BigInteger, nullable=False),
+    sa.Column("ref", sa.String(TEXT_LIMIT)),  # schema 3: the branch or tag; NULL: not known
+    sa.Column("source", sa.String(SOURCE_LIMIT)),  # schema 3: what started the run
+    sa.Index("ix_runs_ref_finished", "ref", "finished_at"),
 )
+# The columns of `runs` each schema version added (`_migrate_1` writes the others).
+_RUNS_ADDED = {3: ("ref", "source")}
 jobs = sa.Table(
     "jobs",
     metadata,
@@ -151,9 +165,40 @@ results = sa.Table(
 )
 
 
+def _failed(table: sa.Table) -> sa.ColumnElement[bool]:
+    """Failed or errored, with the codes written out (not bound): the partial
+    index's predicate, and the one a query must repeat for the index to serve it."""
+    return table.c.outcome.in_([sa.literal_column(str(code)) for code in FAILED_CODES])
+
+
+# Schema 2: a run's failed tests, for `triage` (failures are few: the index is
+# small). On a copy of `results`: `_migrate_1` creates the table as it was.
+_results_3 = results.to_metadata(sa.MetaData())
+failed_results_index = sa.Index(
+    "ix_results_failed_run",
+    _results_3.c.run_ref,
+    _results_3.c.case_id,
+    sqlite_where=_failed(_results_3),
+    postgresql_where=_failed(_results_3),
+)
+_FAILED_WHERE = _failed(results)
+
+
 def _migrate_1(conn: sa.Connection) -> None:
-    """The first schema: runs, jobs, run_jobs, cases, results."""
-    metadata.create_all(conn, tables=[runs, jobs, run_jobs, cases, results])
+    """The first schema: runs, jobs, run_jobs, cases, results (`runs` as it was
+    then: the columns and indexes later versions add are theirs to add)."""
+    first = sa.MetaData()
+    sa.Table(
+        "runs",
+        first,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("run_id", sa.String(TEXT_LIMIT), nullable=False, unique=True),
+        sa.Column("commit_sha", sa.String(64)),
+        sa.Column("finished_at", sa.BigInteger, nullable=False),
+        sa.Column("ingested_at", sa.BigInteger, nullable=False),
+    )
+    first.create_all(conn)
+    metadata.create_all(conn, tables=[jobs, run_jobs, cases, results])
 
 
 def _migrate_2(conn: sa.Connection) -> None:
@@ -162,9 +207,23 @@ def _migrate_2(conn: sa.Connection) -> None:
     refuse a store that may hold one."""
 
 
+def _migrate_3(conn: sa.Connection) -> None:
+    """Runs know where they come from: `runs.ref` and `runs.source`, NULL for
+    the runs stored before, and the index the baseline lookups read. Additive:
+    no row is rewritten."""
+    preparer = conn.dialect.identifier_preparer
+    for name in _RUNS_ADDED[3]:
+        column = sa.schema.CreateColumn(runs.c[name]).compile(dialect=conn.dialect)
+        conn.exec_driver_sql(f"ALTER TABLE {preparer.format_table(runs)} ADD COLUMN {column}")
+    for index in runs.indexes:
+        if index.name == "ix_runs_ref_finished":
+            index.create(conn)
+    failed_results_index.create(conn)
+
+
 # Version N is reached by running MIGRATIONS[N - 1] on a store at version N - 1.
 # A later change appends a function; a released one is never edited.
-MIGRATIONS = (_migrate_1, _migrate_2)
+MIGRATIONS = (_migrate_1, _migrate_2, _migrate_3)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -222,6 +281,8 @@ class RunInfo(Struct, frozen=True, kw_only=True):
     run_id: str
     commit: str | None
     finished_at: dt.datetime | None  # None: keep the stored one, else now
+    ref: str | None = None  # the branch or tag the run was for; None: not known
+    source: str | None = None  # what started it (schedule, merge_request_event, push...)
 
 
 class IngestReport(Struct, frozen=True, kw_only=True):
@@ -240,6 +301,8 @@ class RunRow(Struct, frozen=True):
     run_id: str
     commit: str | None
     finished_at: int
+    git_ref: str | None = None  # the branch or tag; None: not known (stored before schema 3)
+    source: str | None = None
 
 
 class History(Struct, frozen=True):
@@ -549,6 +612,10 @@ def check_lengths(run: RunInfo, groups: Sequence[JobResults]) -> None:
         raise UsageError(f"--run-id is {len(run.run_id)} characters (at most {TEXT_LIMIT})")
     if run.commit is not None and len(run.commit) > 64:
         raise UsageError(f"--commit is {len(run.commit)} characters (at most 64)")
+    if run.ref is not None and not 0 < len(run.ref) <= TEXT_LIMIT:
+        raise UsageError(f"--ref is {len(run.ref)} characters (1 to {TEXT_LIMIT})")
+    if run.source is not None and not 0 < len(run.source) <= SOURCE_LIMIT:
+        raise UsageError(f"--source is {len(run.source)} characters (1 to {SOURCE_LIMIT})")
     for group in groups:
         for t in group.testcases:
             if len(t.node_id) > NODE_ID_LIMIT:
@@ -565,27 +632,40 @@ def ingest(store: Store, run: RunInfo, groups: Sequence[JobResults]) -> IngestRe
     now = int(dt.datetime.now(dt.UTC).timestamp())
     with store.transaction() as conn:
         row = conn.execute(
-            sa.select(runs.c.id, runs.c.commit_sha, runs.c.finished_at).where(
-                runs.c.run_id == run.run_id
-            )
+            sa.select(
+                runs.c.id, runs.c.commit_sha, runs.c.finished_at, runs.c.ref, runs.c.source
+            ).where(runs.c.run_id == run.run_id)
         ).first()
         new_run = row is None
         if row is None:
             at = _epoch(run.finished_at) if run.finished_at else now
             ref = conn.execute(
                 runs.insert().values(
-                    run_id=run.run_id, commit_sha=run.commit, finished_at=at, ingested_at=now
+                    run_id=run.run_id,
+                    commit_sha=run.commit,
+                    finished_at=at,
+                    ingested_at=now,
+                    ref=run.ref,
+                    source=run.source,
                 )
             ).inserted_primary_key[0]
         else:
-            ref, commit, at = row
-            if run.commit is not None and commit is not None and run.commit != commit:
-                raise UsageError(
-                    f"run {run.run_id} was stored with commit {commit}, not {run.commit}: "
-                    "one run id names one commit"
-                )
-            if run.commit is not None and commit is None:
-                conn.execute(runs.update().where(runs.c.id == ref).values(commit_sha=run.commit))
+            ref, commit, at, git_ref, source = row
+            known = {}
+            for option, given, stored, column in (
+                ("commit", run.commit, commit, "commit_sha"),
+                ("ref", run.ref, git_ref, "ref"),
+                ("source", run.source, source, "source"),
+            ):
+                if given is not None and stored is not None and given != stored:
+                    raise UsageError(
+                        f"run {run.run_id} was stored with {option} {stored}, not {given}: "
+                        f"one run id names one {option}"
+                    )
+                if given is not None and stored is None:
+                    known[column] = given  # told now, not before: the run learns it
+            if known:
+                conn.execute(runs.update().where(runs.c.id == ref).values(**known))
         stored: list[tuple[JobResults, int]] = []
         already: list[JobResults] = []
         job_ids = _job_ids(conn, [g.job for g in groups])
@@ -596,30 +676,37 @@ def ingest(store: Store, run: RunInfo, groups: Sequence[JobResults]) -> IngestRe
             )
         }
         result_rows: list[dict[str, Any]] = []
+        job_rows: list[dict[str, Any]] = []
+        chosen: list[tuple[JobResults, int]] = []
         for group in _merged(groups):
             job_id = job_ids[group.job.identity()]
             if job_id in present:
                 already.append(group)
                 continue
             present.add(job_id)
-            conn.execute(
-                run_jobs.insert().values(
-                    job_id=job_id,
-                    finished_at=at,
-                    run_ref=ref,
-                    job_name=group.job_name[:TEST_CASE_LIMIT],
-                    target=group.target[:TEXT_LIMIT],
-                    outcome=OUTCOME_CODES[group.outcome],
-                    tests=len(group.testcases),
-                    failures=sum(t.outcome.failed for t in group.testcases),
-                    reruns=sum(t.reruns for t in group.testcases),
-                )
+            chosen.append((group, job_id))
+            job_rows.append(
+                {
+                    "job_id": job_id,
+                    "finished_at": at,
+                    "run_ref": ref,
+                    "job_name": group.job_name[:TEST_CASE_LIMIT],
+                    "target": group.target[:TEXT_LIMIT],
+                    "outcome": OUTCOME_CODES[group.outcome],
+                    "tests": len(group.testcases),
+                    "failures": sum(t.outcome.failed for t in group.testcases),
+                    "reruns": sum(t.reruns for t in group.testcases),
+                }
             )
-            case_ids = _case_ids(conn, job_id, [t.node_id for t in group.testcases])
+        _bulk_insert(conn, run_jobs, job_rows)
+        case_ids = _all_case_ids(
+            conn, [(job_id, [t.node_id for t in group.testcases]) for group, job_id in chosen]
+        )
+        for group, job_id in chosen:
             for t in group.testcases:
                 result_rows.append(
                     {
-                        "case_id": case_ids[t.node_id],
+                        "case_id": case_ids[(job_id, t.node_id)],
                         "finished_at": at,
                         "run_ref": ref,
                         "outcome": OUTCOME_CODES[t.outcome],
@@ -668,10 +755,24 @@ def _merged(groups: Sequence[JobResults]) -> list[JobResults]:
 
 
 def _job_ids(conn: sa.Connection, keys: Sequence[JobKey]) -> dict[tuple[str, ...], int]:
+    """The ids of the jobs, created where missing: the jobs table (one row per
+    job identity and place, thousands at most) is read once."""
+    c = jobs.c
+    stored = {
+        tuple(row[1:]): row[0]
+        for row in conn.execute(
+            sa.select(
+                c.id, c.system, c.scope, c.platform, c.environment, c.model, c.test_case, c.tag
+            )
+        )
+    }
     found: dict[tuple[str, ...], int] = {}
     for key in dict.fromkeys(keys):
         identity = key.identity()
         if identity in found:
+            continue
+        if identity in stored:
+            found[identity] = stored[identity]
             continue
         where = sa.and_(
             jobs.c.system == key.system,
@@ -697,6 +798,54 @@ def _job_ids(conn: sa.Connection, keys: Sequence[JobKey]) -> dict[tuple[str, ...
                 )
             ).inserted_primary_key[0]
         found[identity] = job_id
+    return found
+
+
+def _all_case_ids(
+    conn: sa.Connection, wanted: Sequence[tuple[int, Sequence[str]]]
+) -> dict[tuple[int, str], int]:
+    """(job id, node id) -> case id for every test asked for, created where
+    missing. On PostgreSQL one query for all the jobs (array parameters: a round
+    trip per job was most of an ingest's time); on SQLite one per job."""
+    found: dict[tuple[int, str], int] = {}
+    if conn.dialect.name != "postgresql":
+        for job_id, node_ids in wanted:
+            for node, case_id in _case_ids(conn, job_id, node_ids).items():
+                found[(job_id, node)] = case_id
+        return found
+    from sqlalchemy.dialects.postgresql import ARRAY
+
+    asked = {(job_id, node) for job_id, nodes in wanted for node in nodes}
+
+    def lookup(pairs: set[tuple[int, str]]) -> None:
+        # The pairs as a table (unnest of two arrays) joined to `cases` on its
+        # unique (job_id, node_id) index: one probe per pair, linear in them.
+        ordered = sorted(pairs)
+        jobs_param = sa.bindparam("jobs", [j for j, _ in ordered], type_=ARRAY(sa.Integer))
+        names_param = sa.bindparam("names", [n for _, n in ordered], type_=ARRAY(sa.String))
+        asked_rows = (
+            sa.func.unnest(jobs_param, names_param)
+            .table_valued("job_id", "node_id")
+            .render_derived(name="asked")
+        )
+        query = sa.select(cases.c.job_id, cases.c.node_id, cases.c.id).select_from(
+            asked_rows.join(
+                cases,
+                sa.and_(
+                    cases.c.job_id == asked_rows.c.job_id,
+                    cases.c.node_id == asked_rows.c.node_id,
+                ),
+            )
+        )
+        for job_id, node, case_id in conn.execute(query):
+            found[(job_id, node)] = case_id
+
+    if asked:
+        lookup(asked)
+    missing = sorted(asked - set(found))
+    if missing:
+        _bulk_insert(conn, cases, [{"job_id": j, "node_id": n} for j, n in missing])
+        lookup(set(missing))
     return found
 
 
@@ -728,6 +877,9 @@ def _bulk_insert(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]
     builds parameters row by row in Python: most of an ingest's time)."""
     if not rows:
         return
+    if conn.dialect.name == "postgresql" and len(rows) >= _COPY_ROWS:
+        _copy_rows(conn, table, rows)
+        return
     compiled = table.insert().compile(dialect=conn.dialect, column_keys=list(rows[0]))
     cursor = conn.connection.cursor()
     try:
@@ -740,12 +892,47 @@ def _bulk_insert(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]
         cursor.close()
 
 
+def _copy_rows(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+    """PostgreSQL's COPY FROM STDIN, in the command's transaction: the rows
+    stream in the binary-free text format psycopg writes, several times faster
+    than a batch of INSERTs."""
+    keys = list(rows[0])
+    preparer = conn.dialect.identifier_preparer
+    columns = ", ".join(preparer.quote(k) for k in keys)
+    statement = f"COPY {preparer.format_table(table)} ({columns}) FROM STDIN"
+    cursor = conn.connection.driver_connection.cursor()
+    try:
+        with cursor.copy(statement) as copy:
+            for row in rows:
+                copy.write_row(tuple(row[k] for k in keys))
+    finally:
+        cursor.close()
+
+
 # --------------------------------------------------------------------------- reading
 
 
 def read_runs(conn: sa.Connection) -> dict[int, RunRow]:
-    query = sa.select(runs.c.id, runs.c.run_id, runs.c.commit_sha, runs.c.finished_at)
-    return {ref: RunRow(ref, run_id, commit, at) for ref, run_id, commit, at in conn.execute(query)}
+    c = runs.c
+    query = sa.select(c.id, c.run_id, c.commit_sha, c.finished_at, c.ref, c.source)
+    return {row[0]: RunRow(*row) for row in conn.execute(query)}
+
+
+class RunFilter(Struct, frozen=True, kw_only=True):
+    """Which runs a read keeps: those of one ref (and source, when given)."""
+
+    ref: str
+    source: str | None = None
+
+    def refs(self) -> sa.Select:
+        """The matching runs' ids, as a subquery (off the (ref, finished_at) index)."""
+        where = [runs.c.ref == self.ref]
+        if self.source is not None:
+            where.append(runs.c.source == self.source)
+        return sa.select(runs.c.id).where(*where)
+
+    def __str__(self) -> str:
+        return f"ref {self.ref}" + (f", source {self.source}" if self.source else "")
 
 
 def read_jobs(conn: sa.Connection) -> dict[int, JobKey]:
@@ -767,28 +954,43 @@ def histories(
     unit_tests: bool = True,
     whole_jobs: bool = True,
     unit_jobs_whole: bool = False,
+    only: RunFilter | None = None,
+    keys: Collection[tuple[JobKey, str | None]] | None = None,
 ) -> tuple[dict[int, RunRow], list[History]]:
     """Every key's history since `since` (epoch seconds; None: all): one test
     of each unit-test bucket (unit_tests), one whole job of every other job
     (whole_jobs; with unit_jobs_whole, of unit-test buckets too). Skipped
-    results are not runs."""
+    results are not runs; with `only`, neither are the runs it leaves out; with
+    `keys` ((job, node id or None) pairs), only those keys are read."""
     found: list[History] = []
+    chosen = set(keys) if keys is not None else None
     with store.transaction() as conn:
         run_rows = read_runs(conn)
         job_keys = read_jobs(conn)
         unit_ids = {i for i, k in job_keys.items() if k.unit}
+        bucket_ids = unit_ids
+        if chosen is not None:
+            chosen_jobs = {job for job, _ in chosen}
+            bucket_ids = {i for i in unit_ids if job_keys[i] in chosen_jobs}
         if whole_jobs:
             wanted = set(job_keys) if unit_jobs_whole else set(job_keys) - unit_ids
-            for key_id, history in _grouped(conn, run_jobs, run_jobs.c.job_id, since, wanted):
+            if chosen is not None:
+                wanted = {i for i in wanted if (job_keys[i], None) in chosen}
+            for key_id, history in _grouped(conn, run_jobs, run_jobs.c.job_id, since, wanted, only):
                 found.append(_history(job_keys[key_id], None, history))
-        if unit_tests and unit_ids:
+        if unit_tests and bucket_ids:
             case_rows = conn.execute(
                 sa.select(cases.c.id, cases.c.job_id, cases.c.node_id).where(
-                    cases.c.job_id.in_(sorted(unit_ids))
+                    cases.c.job_id.in_(sorted(bucket_ids))
                 )
             ).all()
-            case_of = {cid: (job_id, node) for cid, job_id, node in case_rows}
-            for key_id, history in _grouped(conn, results, results.c.case_id, since, set(case_of)):
+            case_of = {
+                cid: (job_id, node)
+                for cid, job_id, node in case_rows
+                if chosen is None or (job_keys[job_id], node) in chosen
+            }
+            grouped = _grouped(conn, results, results.c.case_id, since, set(case_of), only)
+            for key_id, history in grouped:
                 job_id, node = case_of[key_id]
                 found.append(_history(job_keys[job_id], node, history))
     found.sort(key=lambda h: (h.job, h.node_id or ""))
@@ -815,6 +1017,7 @@ def _grouped(
     key: sa.Column,
     since: int | None,
     wanted: set[int],
+    only: RunFilter | None = None,
 ) -> Iterator[tuple[int, tuple]]:
     """Phase 1, one aggregate query: runs, failures, reruns per key. Phase 2,
     only for keys that failed or were rerun: their results in time order."""
@@ -823,6 +1026,10 @@ def _grouped(
     cond = [table.c.outcome != SKIPPED]
     if since is not None:
         cond.append(table.c.finished_at >= since)
+    if only is not None:
+        cond.append(table.c.run_ref.in_(only.refs()))
+    # A few keys (what triage asks for) are read off the primary key, not the whole table.
+    few = [key.in_(sorted(wanted))] if len(wanted) <= _IN_CHUNK else []
     reruns = sa.func.sum(sa.case((table.c.reruns > 0, 1), else_=0))
     summary = conn.execute(
         sa.select(
@@ -833,7 +1040,7 @@ def _grouped(
             sa.func.min(table.c.finished_at),
             sa.func.max(table.c.finished_at),
         )
-        .where(*cond)
+        .where(*cond, *few)
         .group_by(key)
     ).all()
     rows = {
@@ -856,6 +1063,79 @@ def _grouped(
         n, f, r, first, last = rows[k]
         seq = sequences.get(k)
         yield k, (n, f, r, first, last, tuple(seq) if seq is not None else None)
+
+
+class RunOutcomes(Struct, frozen=True, kw_only=True):
+    """What `triage` reads of one run and its baseline runs."""
+
+    run: RunRow
+    baseline: tuple[RunRow, ...]  # latest first
+    jobs: Mapping[int, Mapping[JobKey, Outcome]]  # per run (its ref): each job's outcome
+    failed_tests: Mapping[int, frozenset[tuple[JobKey, str]]]  # per run: unit-test failures
+
+
+def find_run(conn: sa.Connection, run_id: str) -> RunRow | None:
+    c = runs.c
+    row = conn.execute(
+        sa.select(c.id, c.run_id, c.commit_sha, c.finished_at, c.ref, c.source).where(
+            c.run_id == run_id
+        )
+    ).first()
+    return RunRow(*row) if row is not None else None
+
+
+def run_outcomes(store: Store, run_id: str, baseline: RunFilter, count: int) -> RunOutcomes:
+    """One run's job outcomes and failed unit tests, and the same of the latest
+    `count` runs of `baseline` that finished no later than it (the run itself
+    left out). Each read goes through an index: runs (ref, finished_at),
+    run_jobs unique (run_ref, job_id), results' partial index of failures."""
+    with store.transaction() as conn:
+        run = find_run(conn, run_id)
+        if run is None:
+            near = conn.execute(
+                sa.select(runs.c.run_id).order_by(runs.c.finished_at.desc()).limit(5)
+            ).scalars()
+            latest = ", ".join(near)
+            raise UsageError(
+                f"--run {run_id}: no such run in {store.shown}"
+                + (f" (the latest: {latest})" if latest else " (it holds no runs)")
+            )
+        c = runs.c
+        where = [c.ref == baseline.ref, c.finished_at <= run.finished_at, c.id != run.ref]
+        if baseline.source is not None:
+            where.append(c.source == baseline.source)
+        rows = conn.execute(
+            sa.select(c.id, c.run_id, c.commit_sha, c.finished_at, c.ref, c.source)
+            .where(*where)
+            .order_by(c.finished_at.desc(), c.id.desc())
+            .limit(count)
+        ).all()
+        base = tuple(RunRow(*r) for r in rows)
+        wanted = [run.ref, *(b.ref for b in base)]
+        job_keys = read_jobs(conn)
+        outcomes: dict[int, dict[JobKey, Outcome]] = {ref: {} for ref in wanted}
+        for ref, job_id, outcome in conn.execute(
+            sa.select(run_jobs.c.run_ref, run_jobs.c.job_id, run_jobs.c.outcome).where(
+                run_jobs.c.run_ref.in_(wanted)
+            )
+        ):
+            outcomes[ref][job_keys[job_id]] = OUTCOMES.get(outcome, Outcome.FAILED)
+        failed: dict[int, set[tuple[JobKey, str]]] = {ref: set() for ref in wanted}
+        query = (
+            sa.select(results.c.run_ref, cases.c.job_id, cases.c.node_id)
+            .select_from(results.join(cases, cases.c.id == results.c.case_id))
+            .where(results.c.run_ref.in_(wanted), _FAILED_WHERE)
+        )
+        for ref, job_id, node in conn.execute(query):
+            key = job_keys[job_id]
+            if key.unit:
+                failed[ref].add((key, node))
+    return RunOutcomes(
+        run=run,
+        baseline=base,
+        jobs=outcomes,
+        failed_tests={ref: frozenset(v) for ref, v in failed.items()},
+    )
 
 
 def run_durations(store: Store) -> dict[JobKey, list[float]]:
@@ -884,6 +1164,34 @@ def run_durations(store: Store) -> dict[JobKey, list[float]]:
                 )
             found.setdefault(job_keys[job_id], []).append(seconds)
     return found
+
+
+_PRUNE_CASES = 20_000  # cases per DELETE of results: a range of the primary key
+
+
+def prune(store: Store, before: int) -> dict[str, int]:
+    """Delete the runs that finished before `before` (epoch seconds), with their
+    jobs' outcomes and results, in one transaction. Results go in batches of a
+    range of case ids each: every batch is a range scan of the primary key
+    (case_id, finished_at, run_ref), so the whole prune reads the table once.
+    Rows deleted, per table."""
+    deleted = {"runs": 0, "run_jobs": 0, "results": 0}
+    with store.transaction() as conn:
+        top = conn.execute(sa.select(sa.func.max(cases.c.id))).scalar_one_or_none() or 0
+        for start in range(0, top + 1, _PRUNE_CASES):
+            done = conn.execute(
+                results.delete().where(
+                    results.c.case_id >= start,
+                    results.c.case_id < start + _PRUNE_CASES,
+                    results.c.finished_at < before,
+                )
+            )
+            deleted["results"] += max(done.rowcount, 0)
+        done = conn.execute(run_jobs.delete().where(run_jobs.c.finished_at < before))
+        deleted["run_jobs"] = max(done.rowcount, 0)
+        done = conn.execute(runs.delete().where(runs.c.finished_at < before))
+        deleted["runs"] = max(done.rowcount, 0)
+    return deleted
 
 
 def counts(store: Store) -> Mapping[str, int]:

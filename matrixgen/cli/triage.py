@@ -1,0 +1,162 @@
+"""`matrixgen triage`: one run's failures against its baseline.
+
+Exit codes: 0 no failure is new; 6 one or more are new (as a failed
+`diff --expect`: CI blocks on new failures only); 1 the recipes or the
+quarantine file have errors; 2 a usage error (no such run, bad option); 11 the
+results store cannot be opened or read.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from matrixgen.cli.common import RecipesOption, echo_json, recipes_dir
+from matrixgen.cli.evidence import (
+    BrokenRunsOption,
+    DbOption,
+    FlakyFormat,
+    FlipRateOption,
+    MinRunsOption,
+    SinceOption,
+    _policy,
+)
+from matrixgen.engine.errors import UsageError
+from matrixgen.views.table import table
+
+if TYPE_CHECKING:
+    from matrixgen.evidence.triage import Failure, TriageReport
+
+_HEADERS = ("verdict", "model", "test_case", "node_id", "platform", "environment", "scope")
+
+
+def triage(
+    run: Annotated[str, typer.Option("--run", metavar="RUN_ID", help="The stored run to triage.")],
+    baseline_ref: Annotated[
+        str,
+        typer.Option("--baseline-ref", metavar="REF", help="The branch the baseline runs are of."),
+    ] = "main",
+    baseline_source: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline-source",
+            metavar="SOURCE",
+            help="Only baseline runs of this source, e.g. schedule (default: any).",
+        ),
+    ] = None,
+    baseline_runs: Annotated[
+        int,
+        typer.Option(
+            "--baseline-runs",
+            metavar="N",
+            help="Compare with the latest N baseline runs that finished before the run.",
+        ),
+    ] = 1,
+    since: SinceOption = 30,
+    min_runs: MinRunsOption = 3,
+    flip_rate: FlipRateOption = 0.1,
+    broken_runs: BrokenRunsOption = 3,
+    db: DbOption = None,
+    recipes: RecipesOption = None,
+    fmt: Annotated[FlakyFormat, typer.Option("--format", help="table, json or markdown.")] = (
+        FlakyFormat.TABLE
+    ),
+) -> None:
+    """Give each failed job and test of a run one verdict: quarantined (an entry
+    covers it), baseline (it also failed in the latest baseline run), flaky (as
+    `matrixgen flaky` judges it on the baseline ref) or new. Exit 6 when one is new."""
+    from matrixgen.engine.errors import ExpectationError, QuarantineError
+    from matrixgen.evidence.store import RunFilter, open_store
+    from matrixgen.evidence.triage import markdown
+    from matrixgen.evidence.triage import triage as run_triage
+    from matrixgen.pipeline import generate, require_no_errors
+
+    if not run.strip():
+        raise UsageError("--run must not be empty")
+    if not baseline_ref.strip():
+        raise UsageError("--baseline-ref must not be empty")
+    if baseline_source is not None and not baseline_source.strip():
+        raise UsageError("--baseline-source must not be empty")
+    if baseline_runs < 1:
+        raise UsageError("--baseline-runs must be 1 or more")
+    policy = _policy(since, min_runs, flip_rate, broken_runs)
+    root = recipes_dir(recipes)
+    if not root.is_dir():
+        raise UsageError(f"recipe directory not found: {root}")
+    generation = generate(root)
+    require_no_errors(generation)
+    if generation.quarantine.errors:
+        raise QuarantineError(
+            f"{generation.quarantine.path} has errors; fix them first",
+            findings=generation.quarantine.errors,
+        )
+    store = open_store(db, write=False)
+    try:
+        report = run_triage(
+            store,
+            generation,
+            run.strip(),
+            baseline=RunFilter(ref=baseline_ref, source=baseline_source),
+            count=baseline_runs,
+            policy=policy,
+        )
+    finally:
+        store.close()
+    if fmt is FlakyFormat.JSON:
+        echo_json(report.to_dict())
+    elif fmt is FlakyFormat.MARKDOWN:
+        typer.echo(markdown(report), nl=False)
+    else:
+        typer.echo(_table(report), nl=False)
+    counts = report.summary()
+    if report.note:
+        typer.echo(f"matrixgen: note: {_t(report.note)}", err=True)
+    typer.echo(
+        f"run {_t(report.run.run_id)}: {len(report.failures)} failure(s): {counts['new']} new, "
+        f"{counts['baseline']} baseline, {counts['flaky']} flaky, "
+        f"{counts['quarantined']} quarantined; {len(report.lift_candidates)} lift candidate(s)",
+        err=True,
+    )
+    if report.new:
+        raise ExpectationError(
+            f"{len(report.new)} new failure(s) in run {report.run.run_id}:",
+            details=[_name(f) for f in report.new[:20]]
+            + ([f"and {len(report.new) - 20} more"] if len(report.new) > 20 else []),
+        )
+
+
+def _name(f: Failure) -> str:
+    name = f"{f.job.model}/{f.case} on {f.where} ({f.job.place})"
+    return f"{name} {f.node_id}" if f.node_id else name
+
+
+def _table(report: TriageReport) -> str:
+    rows = [
+        [
+            f.verdict.value,
+            f.job.model,
+            f.case,
+            f.node_id or "",
+            f.job.platform,
+            f.job.environment,
+            f.job.place,
+        ]
+        for f in report.failures
+    ]
+    out = table(rows, list(_HEADERS)) if rows else "no failures\n"
+    for f in report.failures:
+        out += f"{f.verdict.value}: {_t(_name(f))}: {_t(f.evidence)}\n"
+    for c in report.lift_candidates:
+        out += f"lift candidate: {_t(c.entry.id)} ({_t(c.entry.action)}): {_t(c.reason)}\n"
+    return out
+
+
+def _t(value: object) -> str:
+    from matrixgen.util.escape import terminal_text
+
+    return terminal_text(value)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("triage")(triage)

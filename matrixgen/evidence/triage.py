@@ -1,0 +1,520 @@
+"""Which of a run's failures did its change cause: one verdict per failure.
+
+A run's failures are its failed jobs, and inside unit-test buckets its failed
+tests by pytest node id (a bucket is judged per test, as `flaky` judges it).
+Each gets exactly one verdict, the first that holds:
+
+- `quarantined`: a quarantine entry of the recipes covers it there (a
+  `deselect` entry only the node ids it names);
+- `baseline`: it also failed in one of the latest completed baseline runs: the
+  latest `count` runs of the baseline ref (and source) that finished no later
+  than the run, the run itself left out;
+- `flaky`: `matrixgen flaky` judges it flaky over its window, on the runs of
+  the baseline ref (and source) alone (`flaky.flaky_rows`, the same verdict);
+- `new`: none of these. With no baseline run at all, the report says so.
+
+Lift candidates: the entries that let jobs fail (`allow-failure`, and `mute`
+where the quarantine file knows that action) whose every job of the run passed,
+in the run and in each baseline run.
+
+Everything here but `triage` works on values; `triage` reads the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from typing import Any
+
+from msgspec import Struct
+
+from matrixgen.engine.model import Job, Target
+from matrixgen.engine.select import select
+from matrixgen.engine.targets import resolve_targets
+from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow, RunRef, Verdict, iso, runs_text
+from matrixgen.evidence.junit import Outcome
+from matrixgen.evidence.mapping import job_key
+from matrixgen.evidence.store import JobKey, RunFilter, RunOutcomes, RunRow, Store
+from matrixgen.pipeline import Generation
+from matrixgen.quarantine.entries import Entry, applying_entries
+
+DEFAULT_BASELINE_REF = "main"
+DEFAULT_BASELINE_RUNS = 1
+# Actions that keep a job running and let it fail: a pass there is what lifts them.
+# (By value: a file whose tool knows a `mute` action counts it as well.)
+LIFTABLE_ACTIONS = frozenset({"allow-failure", "mute"})
+# Outcomes that are a pass. A job that was muted or allowed to fail and failed is no pass.
+PASSING = frozenset({Outcome.PASSED.value})
+
+
+class TriageVerdict(StrEnum):
+    NEW = "new"
+    BASELINE = "baseline"
+    FLAKY = "flaky"
+    QUARANTINED = "quarantined"
+
+
+ORDER = (
+    TriageVerdict.NEW,
+    TriageVerdict.BASELINE,
+    TriageVerdict.FLAKY,
+    TriageVerdict.QUARANTINED,
+)
+
+
+class EntryRef(Struct, frozen=True, kw_only=True):
+    id: str
+    action: str
+    kind: str
+    tracker: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.id, "action": self.action, "kind": self.kind, "tracker": self.tracker}
+
+
+class Failure(Struct, frozen=True, kw_only=True):
+    job: JobKey
+    node_id: str | None  # None: the whole job
+    verdict: TriageVerdict
+    evidence: str
+    entry: EntryRef | None = None
+    baseline_run: RunRef | None = None  # the latest baseline run it failed in
+
+    @property
+    def where(self) -> str:
+        return f"{self.job.platform}/{self.job.environment}"
+
+    @property
+    def case(self) -> str:
+        return self.job.test_case + (f"[{self.job.tag}]" if self.job.tag else "")
+
+    def sort_key(self) -> tuple:
+        return (ORDER.index(self.verdict), self.job, self.node_id or "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.job.model,
+            "test_case": self.job.test_case,
+            "tag": self.job.tag or None,
+            "node_id": self.node_id,
+            "system": self.job.system,
+            "platform": self.job.platform,
+            "environment": self.job.environment,
+            "scope": self.job.scope,
+            "verdict": self.verdict.value,
+            "evidence": self.evidence,
+            "entry": self.entry.to_dict() if self.entry else None,
+            "baseline_run": self.baseline_run.to_dict() if self.baseline_run else None,
+        }
+
+
+class LiftCandidate(Struct, frozen=True, kw_only=True):
+    entry: EntryRef
+    jobs: int  # its jobs in the run
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.entry.to_dict(), "jobs": self.jobs, "reason": self.reason}
+
+
+class TriageReport(Struct, frozen=True, kw_only=True):
+    run: RunRow
+    baseline: RunFilter
+    baseline_runs: tuple[RunRow, ...]  # latest first
+    failures: tuple[Failure, ...]
+    lift_candidates: tuple[LiftCandidate, ...]
+
+    @property
+    def note(self) -> str | None:
+        """Why every failure is new, when there is no baseline to tell them apart."""
+        if self.baseline_runs:
+            return None
+        return (
+            f"no baseline: no run of {self.baseline} finished before run {self.run.run_id}, "
+            "so no failure can be told apart from the baseline's (ingest the baseline's "
+            "runs with --ref and --source)"
+        )
+
+    def summary(self) -> dict[str, int]:
+        out = {v.value: 0 for v in ORDER}
+        for failure in self.failures:
+            out[failure.verdict.value] += 1
+        return out
+
+    @property
+    def new(self) -> tuple[Failure, ...]:
+        return tuple(f for f in self.failures if f.verdict is TriageVerdict.NEW)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run": _run_dict(self.run),
+            "baseline": {
+                "ref": self.baseline.ref,
+                "source": self.baseline.source,
+                "runs": [_run_dict(r) for r in self.baseline_runs],
+            },
+            "failures": [f.to_dict() for f in self.failures],
+            "summary": self.summary(),
+            "lift_candidates": [c.to_dict() for c in self.lift_candidates],
+            "note": self.note,
+        }
+
+
+def _run_dict(row: RunRow) -> dict[str, Any]:
+    return {
+        "run_id": row.run_id,
+        "commit": row.commit,
+        "ref": row.git_ref,
+        "source": row.source,
+        "at": iso(row.finished_at),
+    }
+
+
+def _run_ref(row: RunRow) -> RunRef:
+    return RunRef(row.run_id, row.commit, row.finished_at)
+
+
+def _entry_ref(entry: Entry) -> EntryRef:
+    return EntryRef(
+        id=entry.id, action=entry.action.value, kind=entry.kind.value, tracker=entry.tracker_ref
+    )
+
+
+def places(generation: Generation) -> dict[JobKey, list[tuple[Target, Job]]]:
+    """Every job of the recipes, by its key in the store, with the targets it runs in."""
+    found: dict[JobKey, list[tuple[Target, Job]]] = {}
+    for target in resolve_targets(generation.tree.config, generation.jobs):
+        for job in select(generation.jobs, target.selector):
+            found.setdefault(job_key(job, target.system), []).append((target, job))
+    return found
+
+
+def covering_entry(
+    node_id: str | None,
+    where: Sequence[tuple[Target, Job]],
+    entries: Sequence[Entry],
+    known: set[str],
+) -> Entry | None:
+    """The strongest entry that covers a failure there: a `deselect` entry only
+    covers the node ids it names (and the tests under one, as pytest deselects)."""
+    for target, job in where:
+        for entry in applying_entries(job, entries, target, known):
+            if entry.action.value == "deselect" and not (
+                node_id is not None
+                and any(node_id == n or node_id.startswith(n + "::") for n in entry.node_ids)
+            ):
+                continue
+            return entry
+    return None
+
+
+def failures_of(outcomes: RunOutcomes, ref: int) -> list[tuple[JobKey, str | None]]:
+    """A run's failures: failed jobs, except unit-test buckets, whose failed tests
+    are the failures instead (a bucket that failed with no failed test stored,
+    say a crash before any report, stays a job failure)."""
+    tests = outcomes.failed_tests.get(ref, frozenset())
+    buckets_with_tests = {job for job, _ in tests}
+    found: list[tuple[JobKey, str | None]] = [
+        (job, None)
+        for job, outcome in outcomes.jobs.get(ref, {}).items()
+        if outcome.failed and job not in buckets_with_tests
+    ]
+    found.extend(tests)
+    return sorted(found, key=lambda k: (k[0], k[1] or ""))
+
+
+def judge_failures(
+    outcomes: RunOutcomes,
+    flaky: Mapping[tuple[JobKey, str | None], FlakyRow],
+    *,
+    baseline: RunFilter,
+    policy: FlakyPolicy,
+    places_of: Mapping[JobKey, Sequence[tuple[Target, Job]]],
+    entries: Sequence[Entry],
+    known: set[str],
+    too_few: Mapping[tuple[JobKey, str | None], int] | None = None,
+) -> list[Failure]:
+    """Each failure of the run and its one verdict (pure: values in, values out)."""
+    judged: list[Failure] = []
+    base_runs = outcomes.baseline
+    for key in failures_of(outcomes, outcomes.run.ref):
+        job, node = key
+        entry = covering_entry(node, places_of.get(job, ()), entries, known)
+        if entry is not None:
+            judged.append(
+                Failure(
+                    job=job,
+                    node_id=node,
+                    verdict=TriageVerdict.QUARANTINED,
+                    evidence=f"quarantined by entry {entry.id} ({entry.action.value}, "
+                    f"{entry.kind.value}; tracker {entry.tracker_ref})",
+                    entry=_entry_ref(entry),
+                )
+            )
+            continue
+        failed_in = [b for b in base_runs if key in _failed_keys(outcomes, b.ref)]
+        if failed_in:
+            last = failed_in[0]
+            share = (
+                f" ({len(failed_in)} of the {len(base_runs)} baseline runs)"
+                if len(base_runs) > 1
+                else ""
+            )
+            judged.append(
+                Failure(
+                    job=job,
+                    node_id=node,
+                    verdict=TriageVerdict.BASELINE,
+                    evidence=f"also failed in baseline run {last.run_id} of {baseline} "
+                    f"({iso(last.finished_at)}){share}",
+                    baseline_run=_run_ref(last),
+                )
+            )
+            continue
+        row = flaky.get(key)
+        if row is not None and row.verdict is Verdict.FLAKY:
+            judged.append(
+                Failure(
+                    job=job,
+                    node_id=node,
+                    verdict=TriageVerdict.FLAKY,
+                    evidence=f"flaky on {baseline}: {row.evidence()}",
+                )
+            )
+            continue
+        judged.append(
+            Failure(
+                job=job,
+                node_id=node,
+                verdict=TriageVerdict.NEW,
+                evidence=_new_evidence(
+                    key, outcomes, row, baseline, policy, (too_few or {}).get(key)
+                ),
+            )
+        )
+    judged.sort(key=Failure.sort_key)
+    return judged
+
+
+def _failed_keys(outcomes: RunOutcomes, ref: int) -> set[tuple[JobKey, str | None]]:
+    found: set[tuple[JobKey, str | None]] = {
+        (job, None) for job, outcome in outcomes.jobs.get(ref, {}).items() if outcome.failed
+    }
+    found.update(outcomes.failed_tests.get(ref, frozenset()))
+    return found
+
+
+def _new_evidence(
+    key: tuple[JobKey, str | None],
+    outcomes: RunOutcomes,
+    row: FlakyRow | None,
+    baseline: RunFilter,
+    policy: FlakyPolicy,
+    runs: int | None,
+) -> str:
+    if not outcomes.baseline:
+        return f"no baseline: no run of {baseline} before this run to compare with"
+    latest = outcomes.baseline[0]
+    ran = key[0] in outcomes.jobs.get(latest.ref, {})
+    count = len(outcomes.baseline)
+    text = (
+        f"did not fail in the {'baseline run ' + latest.run_id if count == 1 else runs_text(count)}"
+        f" of {baseline} ({iso(latest.finished_at)}{', the latest' if count > 1 else ''})"
+        if ran
+        else f"not run in baseline run {latest.run_id} of {baseline}"
+    )
+    if row is not None:
+        text += f"; {row.verdict.value} on {baseline}: {row.evidence()}"
+    elif runs:
+        text += (
+            f"; only {runs_text(runs)} on {baseline} in the window, fewer than "
+            f"--min-runs {policy.min_runs}: not judged for flakiness"
+        )
+    return text
+
+
+def lift_candidates(
+    outcomes: RunOutcomes,
+    places_of: Mapping[JobKey, Sequence[tuple[Target, Job]]],
+    entries: Sequence[Entry],
+    known: set[str],
+) -> list[LiftCandidate]:
+    """Entries that let jobs fail (or mute them) whose every job of the run passed,
+    in the run and in every baseline run (none without a baseline)."""
+    if not outcomes.baseline:
+        return []
+    liftable = [e for e in entries if e.action.value in LIFTABLE_ACTIONS]
+    if not liftable:
+        return []
+    run_jobs = outcomes.jobs.get(outcomes.run.ref, {})
+    covered: dict[str, list[JobKey]] = {}
+    for key in sorted(run_jobs):
+        for target, job in places_of.get(key, ()):
+            for entry in applying_entries(job, liftable, target, known):
+                members = covered.setdefault(entry.id, [])
+                if key not in members:
+                    members.append(key)
+    found: list[LiftCandidate] = []
+    for entry in liftable:
+        keys = covered.get(entry.id)
+        if not keys:
+            continue
+        runs = [outcomes.run, *outcomes.baseline]
+        if all(_passed(outcomes, r.ref, k, entry) for r in runs for k in keys):
+            found.append(
+                LiftCandidate(
+                    entry=_entry_ref(entry),
+                    jobs=len(keys),
+                    reason=f"its {len(keys)} job(s) passed in run {outcomes.run.run_id} and in "
+                    + (
+                        f"baseline run {outcomes.baseline[0].run_id}"
+                        if len(outcomes.baseline) == 1
+                        else f"the {len(outcomes.baseline)} baseline runs"
+                    ),
+                )
+            )
+    return found
+
+
+def _passed(outcomes: RunOutcomes, ref: int, key: JobKey, entry: Entry) -> bool:
+    """The job passed in that run; for an entry naming node ids, none of them failed."""
+    outcome = outcomes.jobs.get(ref, {}).get(key)
+    if outcome is None:
+        return False  # not run there: no evidence
+    if entry.node_ids:
+        failed = outcomes.failed_tests.get(ref, frozenset())
+        return not any((key, n) in failed for n in entry.node_ids)
+    return outcome.value in PASSING
+
+
+def triage(
+    store: Store,
+    generation: Generation,
+    run_id: str,
+    *,
+    baseline: RunFilter,
+    count: int = DEFAULT_BASELINE_RUNS,
+    policy: FlakyPolicy | None = None,
+) -> TriageReport:
+    """The triage of one stored run against its baseline."""
+    from matrixgen.engine.errors import UsageError
+    from matrixgen.evidence.flaky import flaky_rows
+    from matrixgen.evidence.store import run_outcomes
+
+    policy = policy or FlakyPolicy()
+    policy.check()
+    if count < 1:
+        raise UsageError("--baseline-runs must be 1 or more")
+    outcomes = run_outcomes(store, run_id, baseline, count)
+    keys = failures_of(outcomes, outcomes.run.ref)
+    flaky: dict[tuple[JobKey, str | None], FlakyRow] = {}
+    too_few: dict[tuple[JobKey, str | None], int] = {}
+    if keys:
+        report = flaky_rows(store, policy, only=baseline, keys=keys)
+        flaky = {(r.job, r.node_id): r for r in report.rows}
+        too_few = {(job, node): n for job, node, n in report.left_out}
+    places_of = places(generation)
+    known = {j.test_case for j in generation.jobs}
+    entries = generation.quarantine.entries
+    failures = judge_failures(
+        outcomes,
+        flaky,
+        baseline=baseline,
+        policy=policy,
+        places_of=places_of,
+        entries=entries,
+        known=known,
+        too_few=too_few,
+    )
+    return TriageReport(
+        run=outcomes.run,
+        baseline=baseline,
+        baseline_runs=outcomes.baseline,
+        failures=tuple(failures),
+        lift_candidates=tuple(lift_candidates(outcomes, places_of, entries, known)),
+    )
+
+
+# --------------------------------------------------------------------------- Markdown
+
+MARKER = "<!-- matrixgen-triage -->"
+
+
+def markdown(report: TriageReport) -> str:
+    """A pull request comment: the hidden marker (to update it in place), new
+    failures first, the known ones folded. Every string from the store or the
+    quarantine file is escaped (`util.escape`): it comes from a pull request."""
+    from matrixgen.util.escape import markdown_code as code
+    from matrixgen.util.escape import markdown_link
+    from matrixgen.util.escape import markdown_text as text
+
+    counts = report.summary()
+    lines = [MARKER, f"### matrixgen triage of run {code(report.run.run_id)}", ""]
+    base = report.baseline_runs
+    if base:
+        lines.append(
+            f"Baseline: {text(str(report.baseline))}, "
+            + (
+                f"run {code(base[0].run_id)} ({iso(base[0].finished_at)})"
+                if len(base) == 1
+                else f"{len(base)} runs, the latest {code(base[0].run_id)} "
+                f"({iso(base[0].finished_at)})"
+            )
+            + "."
+        )
+    else:
+        lines.append(f"**No baseline.** {text(report.note or '')}.")
+    lines.append("")
+    total = len(report.failures)
+    lines.append(
+        f"**{counts['new']} new** of {total} failure(s); {counts['baseline']} also failed in the "
+        f"baseline, {counts['flaky']} flaky there, {counts['quarantined']} quarantined."
+    )
+    lines.append("")
+    header = ["| verdict | case | test | platform/env | scope | evidence |", "|" + " :-- |" * 6]
+
+    def row(f: Failure) -> str:
+        test = code(f.node_id) if f.node_id else ""
+        evidence = text(f.evidence)
+        if f.entry is not None:  # the entry, linked to its tracker
+            evidence = (
+                f"quarantined by entry {markdown_link(f.entry.id, f.entry.tracker)} "
+                f"({text(f.entry.action)}, {text(f.entry.kind)})"
+            )
+        return (
+            f"| {f.verdict.value} | {code(f.case)} | {test} | {text(f.where)} "
+            f"| {text(f.job.place)} | {evidence} |"
+        )
+
+    new = [f for f in report.failures if f.verdict is TriageVerdict.NEW]
+    known = [f for f in report.failures if f.verdict is not TriageVerdict.NEW]
+    if new:
+        lines += ["#### New failures", "", *header, *(row(f) for f in new), ""]
+    if known:
+        lines += [
+            "<details>",
+            f"<summary>{len(known)} known failure(s): {counts['baseline']} baseline, "
+            f"{counts['flaky']} flaky, {counts['quarantined']} quarantined</summary>",
+            "",
+            *header,
+            *(row(f) for f in known),
+            "",
+            "</details>",
+            "",
+        ]
+    if report.lift_candidates:
+        lines += [
+            "<details>",
+            f"<summary>{len(report.lift_candidates)} quarantine entr"
+            f"{'y' if len(report.lift_candidates) == 1 else 'ies'} to lift</summary>",
+            "",
+            "| entry | action | tracker | why |",
+            "| :-- | :-- | :-- | :-- |",
+        ]
+        for c in report.lift_candidates:
+            lines.append(
+                f"| {code(c.entry.id)} | {text(c.entry.action)} | "
+                f"{markdown_link(c.entry.tracker, c.entry.tracker)} | {text(c.reason)} |"
+            )
+        lines += ["", "</details>", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"

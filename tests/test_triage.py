@@ -1,0 +1,348 @@
+"""`matrixgen triage` on real runs of a pytest project, and at the verdicts'
+boundaries on stores built here; the same on SQLite and on a real PostgreSQL
+server."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from matrixgen.cli.main import main
+from matrixgen.engine.errors import ExitCode
+from matrixgen.evidence import junit
+from matrixgen.evidence.store import JobKey, JobResults, RunInfo, ingest, open_store
+from tests.evidence_fixtures import RECIPES, TARGET, TODAY
+from tests.test_evidence_store import db  # noqa: F401
+from tests.triage_fixtures import TriageRun, triage_runs  # noqa: F401
+
+SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "triage.schema.json"
+DATA = "tests/unit_tests/data/test_triage_cases.py"
+ENTRIES = """
+  - id: gpt3-golden-values
+    tracker: "#8101"
+    kind: baseline-failure
+    action: allow-failure
+    match:
+      model: gpt
+      test_case: gpt3_tp1_pp1
+      platforms: [dgx_h100]
+      environments: [dev]
+    owner: mcore-gpt
+    added: "2026-11-15"
+    expires: "2027-01-31"
+    reason: Loss off its golden values since the optimizer change.
+
+  - id: ckpt-bucket-allow-failure
+    tracker: "#8102"
+    kind: flaky
+    action: allow-failure
+    match:
+      model: unit-tests
+      test_case: tests/unit_tests/dist_checkpointing/
+      environments: [dev]
+    owner: mcore-dist-ckpt
+    added: "2026-11-15"
+    expires: "2027-01-31"
+    reason: Timed out on the shared file system.
+"""
+
+
+@pytest.fixture(autouse=True)
+def _today(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MATRIXGEN_TODAY", TODAY)
+
+
+@pytest.fixture
+def recipes(shipped_recipes: Path) -> Path:
+    quarantine = shipped_recipes / "quarantine.yaml"
+    quarantine.write_text(quarantine.read_text() + ENTRIES)
+    return shipped_recipes
+
+
+def _ingest(db: str, recipes: Path, runs: list[TriageRun]) -> None:  # noqa: F811
+    for run in runs:
+        args = ["results", "ingest", "--db", db, "--recipes", str(recipes), "--target", TARGET]
+        args += ["--tag", "latest", "--run-id", run.run_id, "--commit", run.commit]
+        args += ["--finished-at", run.finished_at, "--ref", run.ref, "--source", run.source]
+        assert main([*args, str(run.report)]) == 0
+
+
+def _triage(capsys, db: str, recipes: Path, run: str, *extra: str) -> tuple[int, str, str]:  # noqa: F811
+    code = main(["triage", "--run", run, "--db", db, "--recipes", str(recipes), *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _verdicts(payload: dict) -> dict[str, str]:
+    return {f["node_id"] or f["test_case"]: f["verdict"] for f in payload["failures"]}
+
+
+def test_triage_gives_each_failure_of_a_real_run_its_verdict(
+    capsys,
+    db: str,  # noqa: F811
+    recipes: Path,
+    triage_runs: list[TriageRun],  # noqa: F811
+) -> None:
+    import jsonschema
+
+    _ingest(db, recipes, triage_runs)
+    capsys.readouterr()
+    base = ("--baseline-ref", "main", "--baseline-source", "schedule")
+    code, out, err = _triage(capsys, db, recipes, "6000", *base, "--format", "json")
+    assert code == ExitCode.EXPECTATION, err
+    payload = json.loads(out)
+    jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(payload)
+    # The functional job fails in every run, but an entry lets it fail: quarantined
+    # before baseline. The broken test failed in the latest scheduled run; the
+    # flaky one passed there, and flipped on main; the branch's test is new.
+    assert _verdicts(payload) == {
+        f"{DATA}::test_fails_on_the_branch": "new",
+        f"{DATA}::test_broken_on_main": "baseline",
+        f"{DATA}::test_flaky_on_some_seeds": "flaky",
+        "gpt3_tp1_pp1": "quarantined",
+    }
+    assert list(_verdicts(payload).values()) == ["new", "baseline", "flaky", "quarantined"]
+    assert payload["summary"] == {"new": 1, "baseline": 1, "flaky": 1, "quarantined": 1}
+    assert payload["baseline"]["ref"] == "main"
+    assert [r["run_id"] for r in payload["baseline"]["runs"]] == ["5007"]
+    by_verdict = {f["verdict"]: f for f in payload["failures"]}
+    assert by_verdict["baseline"]["baseline_run"] == {
+        "run_id": "5007",
+        "commit": "07" * 20,
+        "at": "2026-11-27T02:00:00Z",
+    }
+    assert by_verdict["quarantined"]["entry"] == {
+        "id": "gpt3-golden-values",
+        "action": "allow-failure",
+        "kind": "baseline-failure",
+        "tracker": "https://github.com/example/mcore/issues/8101",
+    }
+    assert "failed 2 of 8 runs" in by_verdict["flaky"]["evidence"]
+    assert "4 flips" in by_verdict["flaky"]["evidence"]
+    # The checkpoint bucket, allowed to fail, passed here and in the baseline.
+    assert [(c["id"], c["jobs"]) for c in payload["lift_candidates"]] == [
+        ("ckpt-bucket-allow-failure", 1)
+    ]
+    assert payload["note"] is None
+    assert "1 new failure(s) in run 6000" in err
+
+    # Fixed on the branch: nothing new, exit 0.
+    code, out, err = _triage(capsys, db, recipes, "6001", *base, "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["summary"] == {"new": 0, "baseline": 1, "flaky": 1, "quarantined": 1}
+
+
+def test_triage_table_and_markdown(
+    capsys,
+    tmp_path: Path,
+    recipes: Path,
+    triage_runs: list[TriageRun],  # noqa: F811
+) -> None:
+    from matrixgen.evidence.triage import MARKER
+
+    store_db = str(tmp_path / "results.store_db")
+    _ingest(store_db, recipes, triage_runs)
+    capsys.readouterr()
+    code, out, _ = _triage(capsys, store_db, recipes, "6000", "--format", "markdown")
+    assert code == ExitCode.EXPECTATION
+    lines = out.splitlines()
+    assert lines[0] == MARKER
+    # New failures first, outside the fold; the known ones inside it.
+    new_at = out.index("#### New failures")
+    fold_at = out.index("<details>")
+    assert new_at < out.index("test_fails_on_the_branch") < fold_at
+    assert fold_at < out.index("test_broken_on_main")
+    assert fold_at < out.index("test_flaky_on_some_seeds")
+    assert (
+        "quarantined by entry [gpt3\\-golden\\-values]"
+        "(https://github.com/example/mcore/issues/8101) (allow\\-failure, baseline\\-failure) |"
+    ) in out
+    assert "| `ckpt-bucket-allow-failure` | allow\\-failure |" in out
+    code, out, _ = _triage(capsys, store_db, recipes, "6000")
+    assert code == ExitCode.EXPECTATION
+    assert out.splitlines()[0].split() == [
+        "verdict",
+        "model",
+        "test_case",
+        "node_id",
+        "platform",
+        "environment",
+        "scope",
+    ]
+    assert "lift candidate: ckpt-bucket-allow-failure (allow-failure)" in out
+
+
+def test_a_run_without_a_baseline_says_so(
+    capsys,
+    tmp_path: Path,
+    recipes: Path,
+    triage_runs: list[TriageRun],  # noqa: F811
+) -> None:
+    store_db = str(tmp_path / "results.store_db")
+    _ingest(store_db, recipes, triage_runs[-2:])  # the branch's runs only
+    capsys.readouterr()
+    code, out, err = _triage(capsys, store_db, recipes, "6000", "--format", "json")
+    assert code == ExitCode.EXPECTATION
+    payload = json.loads(out)
+    assert payload["baseline"]["runs"] == []
+    assert payload["note"].startswith("no baseline: no run of ref main finished before run 6000")
+    assert "matrixgen: note: no baseline" in err
+    news = [f for f in payload["failures"] if f["verdict"] == "new"]
+    assert len(news) == 3 and all(f["evidence"].startswith("no baseline") for f in news)
+    assert payload["lift_candidates"] == []  # nothing to judge a lift on
+    code, out, _ = _triage(capsys, store_db, recipes, "6000", "--format", "markdown")
+    assert "**No baseline.**" in out
+
+
+def test_triage_of_an_unknown_run_is_a_usage_error(
+    capsys,
+    tmp_path: Path,
+    recipes: Path,
+    triage_runs: list[TriageRun],  # noqa: F811
+) -> None:
+    store_db = str(tmp_path / "results.store_db")
+    _ingest(store_db, recipes, triage_runs[:1])
+    capsys.readouterr()
+    code, _, err = _triage(capsys, store_db, recipes, "9999")
+    assert code == ExitCode.USAGE
+    assert "--run 9999: no such run in" in err and "(the latest: 5000)" in err
+    assert "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- boundaries
+
+BUCKET = JobKey(
+    "gitlab", "mr", "dgx_h100", "dev", "unit-tests", "tests/unit_tests/x/", "", unit=True
+)
+NODE = "tests/unit_tests/x/test_x.py::test_x"
+START = dt.datetime(2026, 11, 10, tzinfo=dt.UTC)
+
+
+def _store(db: str, baseline: str, *, node: str = NODE) -> None:  # noqa: F811
+    """Baseline runs on main from a schedule, one per character of `baseline`
+    (F failed, P passed), then a merge request's run in which the test fails."""
+    store = open_store(db, write=True)
+    try:
+        outcomes = [(c == "F", "main", "schedule") for c in baseline]
+        outcomes.append((True, "feature", "merge_request_event"))
+        for k, (failed, ref, source) in enumerate(outcomes):
+            test = junit.Testcase(
+                node_id=node,
+                classname="x",
+                name="test_x",
+                suite="",
+                outcome=junit.Outcome.FAILED if failed else junit.Outcome.PASSED,
+                duration=1.0,
+            )
+            group = JobResults(job=BUCKET, job_name="unit", target="", testcases=(test,))
+            run = RunInfo(
+                run_id=str(100 + k),
+                commit=f"{k:040x}",
+                finished_at=START + dt.timedelta(hours=k),
+                ref=ref,
+                source=source,
+            )
+            ingest(store, run, [group])
+    finally:
+        store.close()
+
+
+def _flaky_verdict(capsys, db: str, *extra: str) -> str | None:  # noqa: F811
+    assert main(["flaky", "--db", db, "--ref", "main", "--format", "json", *extra]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    return rows[0]["verdict"] if rows else None
+
+
+def _triaged(capsys, db: str, runs: int, *extra: str) -> tuple[int, dict]:  # noqa: F811
+    code, out, err = _triage(capsys, db, RECIPES, str(100 + runs), "--format", "json", *extra)
+    assert code in (0, ExitCode.EXPECTATION), err
+    (failure,) = json.loads(out)["failures"]
+    return code, failure
+
+
+@pytest.mark.parametrize(
+    ("baseline", "flaky", "triage"),
+    [
+        # 1 flip in 11 runs: 1 / 10 = 0.1, not above --flip-rate 0.1: ok, so new.
+        ("F" + "P" * 10, "ok", "new"),
+        # 2 flips in 11 runs: 0.2, above it: flaky.
+        ("PFP" + "P" * 8, "flaky", "flaky"),
+    ],
+)
+def test_the_flip_rate_threshold_is_exclusive(
+    capsys,
+    db: str,  # noqa: F811
+    baseline: str,
+    flaky: str,
+    triage: str,
+) -> None:
+    _store(db, baseline)
+    assert _flaky_verdict(capsys, db, "--flip-rate", "0.1") == flaky
+    code, failure = _triaged(capsys, db, len(baseline), "--flip-rate", "0.1")
+    assert failure["verdict"] == triage
+    assert code == (ExitCode.EXPECTATION if triage == "new" else 0)
+
+
+def test_exactly_broken_runs_failures_is_broken(capsys, db: str) -> None:  # noqa: F811
+    _store(db, "PPFPFF")  # the last 2 failed (flips 4 of 5: flaky when not broken)
+    assert _flaky_verdict(capsys, db, "--broken-runs", "2") == "broken"
+    assert _flaky_verdict(capsys, db, "--broken-runs", "3") == "flaky"
+    # The latest baseline run failed: baseline, whatever --broken-runs says.
+    for broken in ("2", "3"):
+        code, failure = _triaged(capsys, db, 6, "--broken-runs", broken)
+        assert (code, failure["verdict"]) == (0, "baseline")
+        assert failure["baseline_run"]["run_id"] == "105"
+
+
+@pytest.mark.parametrize(("baseline", "judged"), [("PFPFP", True), ("FPFP", False)])
+def test_one_run_fewer_than_min_runs_is_not_judged(
+    capsys,
+    db: str,  # noqa: F811
+    baseline: str,
+    judged: bool,
+) -> None:
+    _store(db, baseline)
+    assert _flaky_verdict(capsys, db, "--min-runs", "5") == ("flaky" if judged else None)
+    code, failure = _triaged(capsys, db, len(baseline), "--min-runs", "5")
+    if judged:
+        assert (code, failure["verdict"]) == (0, "flaky")
+    else:
+        assert (code, failure["verdict"]) == (ExitCode.EXPECTATION, "new")
+        assert "only 4 runs on ref main" in failure["evidence"]
+        assert "fewer than --min-runs 5" in failure["evidence"]
+
+
+def test_baseline_runs_and_source_choose_the_baseline(capsys, db: str) -> None:  # noqa: F811
+    _store(db, "PPPPFP")  # failed in the one before the latest
+    code, failure = _triaged(capsys, db, 6, "--min-runs", "99")
+    assert failure["verdict"] == "new"
+    code, failure = _triaged(capsys, db, 6, "--min-runs", "99", "--baseline-runs", "2")
+    assert (code, failure["verdict"]) == (0, "baseline")
+    assert failure["baseline_run"]["run_id"] == "104"
+    assert "(1 of the 2 baseline runs)" in failure["evidence"]
+    code, out, _ = _triage(
+        capsys, db, RECIPES, "106", "--baseline-source", "push", "--format", "json"
+    )
+    assert json.loads(out)["baseline"]["runs"] == []
+
+
+def test_the_markdown_escapes_what_the_reports_say(capsys, tmp_path: Path) -> None:
+    """A node id comes from a pull request's JUnit report: in the comment it
+    stays inert text, in code, and cannot break the table or open a tag."""
+    from matrixgen.evidence.triage import MARKER
+
+    hostile = "tests/unit_tests/x/test_x.py::test_x[<img src=x onerror=alert(1)>|`]"
+    path = str(tmp_path / "results.db")
+    _store(path, "PPP", node=hostile)
+    code, out, _ = _triage(capsys, path, RECIPES, "103", "--format", "markdown")
+    assert code == ExitCode.EXPECTATION
+    assert out.startswith(MARKER + "\n")
+    (row,) = [line for line in out.splitlines() if line.startswith("| new |")]
+    span = "``tests/unit_tests/x/test_x.py::test_x[<img src=x onerror=alert(1)>\\|`]``"
+    assert span in row  # inside a code span: shown, not rendered; its | escaped
+    rest = row.replace(span, "")
+    assert "<" not in rest and rest.count("`") == 2  # the case's own code span
+    assert rest.count("|") == 7  # six cells: the table's own cell breaks, no more

@@ -1,0 +1,95 @@
+"""Real runs for the triage tests: the project under tests/triage_project run
+through pytest with --junitxml: eight scheduled baseline runs on main (seeds 0
+to 7, a commit each), then two runs of a merge request's branch: one with the
+branch's bug (seed 100), one with it fixed (seed 101)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+PROJECT = HERE / "triage_project"
+SUITE = "gpt3_tp1_pp1_dev_dgx_h100"  # the functional job its functional tests stand for
+BASELINE_RUNS = 8
+
+
+@dataclass(frozen=True)
+class TriageRun:
+    run_id: str
+    commit: str
+    finished_at: str
+    ref: str
+    source: str
+    report: Path
+
+
+def _pytest(report: Path, seed: int, *, branch: bool, fixed: bool) -> None:
+    env = {
+        **os.environ,
+        "TRIAGE_PROJECT_RUN": "1",
+        "TRIAGE_SEED": str(seed),
+        "TRIAGE_BRANCH": "1" if branch else "0",
+        "TRIAGE_FIXED": "1" if fixed else "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "--rootdir",
+            str(PROJECT),
+            "-c",
+            str(PROJECT / "pytest.ini"),
+            f"--junitxml={report}",
+            "-o",
+            f"junit_suite_name={SUITE}",
+            "tests",
+        ],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert report.exists(), done.stdout + done.stderr
+
+
+@pytest.fixture(scope="session")
+def triage_runs(tmp_path_factory: pytest.TempPathFactory) -> list[TriageRun]:
+    out = tmp_path_factory.mktemp("triage-runs")
+    runs = []
+    for k in range(BASELINE_RUNS):
+        report = out / f"{5000 + k}.xml"
+        _pytest(report, k, branch=False, fixed=False)
+        runs.append(
+            TriageRun(
+                str(5000 + k),
+                f"{k:02d}" * 20,
+                f"2026-11-{20 + k}T02:00:00Z",
+                "main",
+                "schedule",
+                report,
+            )
+        )
+    for k, (seed, fixed) in enumerate(((100, False), (101, True))):
+        report = out / f"{6000 + k}.xml"
+        _pytest(report, seed, branch=True, fixed=fixed)
+        runs.append(
+            TriageRun(
+                str(6000 + k),
+                f"b{k}" * 20,
+                f"2026-11-28T1{k}:00:00Z",
+                "feature",
+                "merge_request_event",
+                report,
+            )
+        )
+    return runs
