@@ -440,12 +440,13 @@ def flakes(data: SiteData) -> str:
 
 def triage(data: SiteData) -> str:
     body = (
-        '<p class="note not-available"><b>Triage is not available yet.</b> It needs '
-        "<code>matrixgen triage</code>, which matrixgen does not have yet.</p>\n"
-        "<p>When it is there, <code>matrixgen report --run RUN</code> will show on this page "
-        "the triage of that run: each job and test that failed in it, beside what the other "
-        "pages already show for it (its verdict and history in the results store, the "
-        "quarantine entry that covers it).</p>\n"
+        '<p class="note not-available"><b>This report shows no run\'s triage yet.</b> '
+        "<code>matrixgen triage --run RUN</code> gives it: each job and test that failed "
+        "in the run, judged new, failing in the baseline, flaky or quarantined, as a table, "
+        "JSON or a pull-request comment.</p>\n"
+        "<p>A later <code>matrixgen report --run RUN</code> will show that triage on this "
+        "page, beside what the other pages show for each failure (its history in the "
+        "results store, the quarantine entry that covers it).</p>\n"
     )
     if data.store is None:
         body += _no_store("and a run given, this page will show that run's triage")
