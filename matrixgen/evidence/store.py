@@ -246,6 +246,19 @@ class JobKey(Struct, frozen=True, order=True):
     def place(self) -> str:
         return f"{self.system}/{self.scope}"
 
+    def to_dict(self, node_id: str | None) -> dict[str, Any]:
+        """The job and test as the JSON outputs (flaky, triage) name them."""
+        return {
+            "model": self.model,
+            "test_case": self.test_case,
+            "tag": self.tag or None,
+            "node_id": node_id,
+            "system": self.system,
+            "platform": self.platform,
+            "environment": self.environment,
+            "scope": self.scope,
+        }
+
     def identity(self) -> tuple[str, ...]:
         return (
             self.system,

@@ -93,14 +93,7 @@ class Failure(Struct, frozen=True, kw_only=True):
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "model": self.job.model,
-            "test_case": self.job.test_case,
-            "tag": self.job.tag or None,
-            "node_id": self.node_id,
-            "system": self.job.system,
-            "platform": self.job.platform,
-            "environment": self.job.environment,
-            "scope": self.job.scope,
+            **self.job.to_dict(self.node_id),
             "verdict": self.verdict.value,
             "evidence": self.evidence,
             "entry": self.entry.to_dict() if self.entry else None,
