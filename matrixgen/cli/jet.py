@@ -17,7 +17,8 @@ from matrixgen.cli.common import RecipesOption, held, note_warnings, recipes_dir
 from matrixgen.engine.vocab import System
 
 if TYPE_CHECKING:
-    from matrixgen.emit.jet import JetProfile, Notice
+    from matrixgen.emit.jet import JetPipeline, JetProfile, Notice
+    from matrixgen.engine.model import RecipeFile
     from matrixgen.pipeline import Generation
 
 
@@ -262,11 +263,10 @@ def jet_trigger(
     _summary(pipeline, output_path)
 
 
-def _summary(pipeline: object, output_path: str) -> None:
-    from matrixgen.emit.jet import JetPipeline
+def _summary(pipeline: JetPipeline, output_path: str) -> None:
+    """One line on stderr: what was written, and what the quarantine took out."""
     from matrixgen.util.escape import terminal_text
 
-    assert isinstance(pipeline, JetPipeline)
     target = pipeline.target
     where = f"{target.system.value}/{target.selector.scope}"
     line = (
@@ -344,7 +344,8 @@ def jet_buckets(
         _write_text(output, text)
 
 
-def _recipe_file(generation: Generation, directory: Path, file: Path) -> object:
+def _recipe_file(generation: Generation, directory: Path, file: Path) -> RecipeFile:
+    """The tree's recipe at FILE (a path as the shell has it)."""
     from matrixgen.engine.errors import UsageError
 
     try:
