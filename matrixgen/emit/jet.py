@@ -33,11 +33,11 @@ from msgspec import Struct, field
 
 from matrixgen.engine.errors import Location, UsageError, did_you_mean
 from matrixgen.engine.model import Job, RecipeFile, Selector, Target
+from matrixgen.engine.select import used_values
 from matrixgen.engine.targets import target_name
 from matrixgen.engine.vocab import (
     ALL_CADENCES,
     DEFAULT_CADENCE,
-    LEGACY_SCOPE_ALIASES,
     System,
     resolve_scope,
 )
@@ -211,20 +211,23 @@ def check_call(call: JetCall) -> None:
 
 def unused_values(call: JetCall, jobs: Sequence[Job]) -> list[Notice]:
     """Each asked-for value that no recipe uses: the generator selects nothing for
-    it without a word (`--platform dgx_gb2100`)."""
-    scopes = {j.scope for j in jobs if j.scope}
-    legacy = {name for name, (tier, _) in LEGACY_SCOPE_ALIASES.items() if tier in scopes}
-    asked: list[tuple[str, str | None, set[str]]] = [
-        ("--scope", call.scope, scopes | legacy),
-        ("--platform", call.platform, {j.platform for j in jobs}),
-        ("--environment", call.environment, {j.environment for j in jobs}),
-        ("--tag", call.tag, {j.tag for j in jobs if j.tag}),
+    it without a word (`--platform dgx_gb2100`). The values used are
+    `engine.select.used_values` (scopes with their tiers' legacy names)."""
+    asked = [
+        ("--scope", "scope", call.scope),
+        ("--platform", "platform", call.platform),
+        ("--environment", "environment", call.environment),
+        ("--tag", "tag", call.tag),
     ]
     notices = []
-    for flag, value, known in asked:
+    for flag, key, value in asked:
         if value is None:
             continue
-        used = resolve_scope(value) in scopes if flag == "--scope" else value in known
+        known = used_values(key, jobs)
+        if key == "scope":
+            used = resolve_scope(value) in {resolve_scope(k) for k in known}
+        else:
+            used = value in known
         if not used:
             notices.append(
                 Notice(
@@ -234,7 +237,7 @@ def unused_values(call: JetCall, jobs: Sequence[Job]) -> list[Notice]:
                 )
             )
     if call.test_cases != "all":
-        cases = {j.test_case for j in jobs}
+        cases = used_values("test_case", jobs)
         for name in dict.fromkeys(call.test_cases.split(",")):
             if name not in cases:
                 notices.append(
