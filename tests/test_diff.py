@@ -15,7 +15,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.diff.compare import (
+from matrixgen.diff.compare import SideIndex, diff_generations, diff_revisions
+from matrixgen.diff.gitsource import Repository
+from matrixgen.diff.model import (
     ACTION_CHANGED,
     ARRIVES_QUARANTINED,
     DUPLICATE_ADDED,
@@ -24,12 +26,8 @@ from matrixgen.diff.compare import (
     LIFTED,
     QUARANTINED,
     SelectionDiff,
-    SideIndex,
     TargetDiff,
-    diff_generations,
-    diff_revisions,
 )
-from matrixgen.diff.gitsource import Repository
 from matrixgen.engine import expand, load
 from matrixgen.engine.errors import ConfigError, ExitCode, GitError, UsageError
 from matrixgen.pipeline import generate_from_files

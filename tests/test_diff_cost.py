@@ -13,8 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.diff.compare import SelectionDiff, TargetDiff, diff_generations
+from matrixgen.diff.compare import diff_generations
 from matrixgen.diff.expect import CostCheck, evaluate, parse_rule, parse_rules, require
+from matrixgen.diff.model import SelectionDiff, TargetDiff
 from matrixgen.diff.render import render_json, render_markdown, render_text, to_json_data
 from matrixgen.engine.errors import ExitCode, ExpectationError, UsageError
 from matrixgen.views.cost import compute_cost

@@ -12,8 +12,8 @@ import markdown_it
 import orjson
 import pytest
 
-from matrixgen.diff.compare import SelectionDiff
 from matrixgen.diff.evidence import evidence_of, listed_entries
+from matrixgen.diff.model import SelectionDiff
 from matrixgen.diff.render import render_markdown, render_text
 from matrixgen.engine.model import QuarantineMark
 from tests.evidence_fixtures import TODAY

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matrixgen.diff import markdown as md
-from matrixgen.diff.compare import (
+from matrixgen.diff.model import (
     LIFTED,
     QUARANTINED,
     ChangedJob,

@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
-from matrixgen.diff.compare import SelectionDiff, diff_revisions
+from matrixgen.diff.compare import diff_revisions
 from matrixgen.diff.gitsource import Repository
+from matrixgen.diff.model import SelectionDiff
 from matrixgen.diff.render import render_markdown, render_text, to_json_data
 from matrixgen.engine.model import Job, Target
 from matrixgen.pipeline import Generation, generate_from_files

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matrixgen.diff.compare import (
+from matrixgen.diff.expect import Check, check_rules, evaluate, parse_rule, parse_rules, require
+from matrixgen.diff.model import (
     QUARANTINED,
     ChangedJob,
     QuarantineChange,
@@ -14,7 +15,6 @@ from matrixgen.diff.compare import (
     TargetDiff,
     target_counts,
 )
-from matrixgen.diff.expect import Check, check_rules, evaluate, parse_rule, parse_rules, require
 from matrixgen.engine.errors import ExitCode, ExpectationError, UsageError
 from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
 from matrixgen.engine.vocab import System

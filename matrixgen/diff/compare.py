@@ -25,13 +25,10 @@ every target of a format_version 1 tree, or one whose settings say so),
 changed also covers each field of the job's resolved workload
 (`workload.script_setup`, ...), its pipeline content the same or not.
 
-Then, over every target (`find_habits`, `find_moves`): a removed job whose row
-the head parks in a habit scope of the target's scope (migrate's notion:
-`mr` -> `mr-broken`, `flaky`, ...) or comments out with a tracker is a
-quarantine change with its habit, "quarantined"; an added one that the base
-had parked or commented out, "lifted". A job removed from one target and added
-to another with the same content but for the scope, platform or environment
-is moved. Each keeps what Megatron-LM's parser sees (`parser`,
+Then, over every target, upstream's habits (diff.habits: a job parked in a
+habit scope or commented out with a tracker is quarantined or lifted) and moves
+(diff.moves: the same job in another target, its scope, platform or environment
+renamed). Each keeps what Megatron-LM's parser sees (`parser`,
 `TargetDiff.parser_counts`): to it these are removals and additions.
 
 Findings: what validate reports on each side (already run to load it) is
@@ -41,13 +38,10 @@ The file a job is defined in is not emitted: moving a case to another file
 changes nothing. A change to a target's own definition (selector, system
 settings) is listed once per target, besides the jobs it changes.
 
-Targets: the ones asked for (`--target`, `--target-name`), else every target
-configured on either side, else (trees without config) every scope x platform
-x environment used on either side, except Megatron-LM's quarantine habit scopes
-(`mr-broken`, ...), which no pipeline runs. A target configured on one side
-only lists all its jobs as added (or removed); a side without any config
-selects with the other side's definition, so moving a tree to a config changes
-no job.
+Targets: diff.targets (configured on either side, else discovered from the jobs);
+a target configured on one side only lists all its jobs as added (or removed); a
+side without any config selects with the other side's definition, so moving a
+tree to a config changes no job.
 
 Robustness decisions: a side whose recipes have errors (what `matrixgen validate`
 reports, its JSON Schema pass left out) is still compared (the rows that cannot
@@ -67,12 +61,32 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from msgspec import Struct, field
+from msgspec import Struct
 
-from matrixgen.diff.gitsource import Repository, TreeSource, blob_id
+from matrixgen.diff.gitsource import Repository, TreeSource
+from matrixgen.diff.habits import find_habits, habit_note
+from matrixgen.diff.model import (
+    ACTION_CHANGED,
+    ARRIVES_QUARANTINED,
+    DUPLICATE_ADDED,
+    DUPLICATE_REMOVED,
+    ENTRY_CHANGED,
+    LEAVES_QUARANTINED,
+    LIFTED,
+    QUARANTINED,
+    ChangedJob,
+    DuplicateNote,
+    QuarantineChange,
+    SelectionDiff,
+    TargetDiff,
+    TargetPair,
+    target_order,
+)
+from matrixgen.diff.moves import find_moves
+from matrixgen.diff.targets import resolve_diff_targets
 from matrixgen.emit.common import (
     EmitSettings,
     EmittedJob,
@@ -82,386 +96,21 @@ from matrixgen.emit.common import (
     skipped_jobs,
 )
 from matrixgen.emit.generate import emitted_target
-from matrixgen.engine.checks import typo_platforms
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import (
     ConfigError,
     Finding,
-    Location,
     MatrixgenError,
     Severity,
     UsageError,
-    did_you_mean,
 )
 from matrixgen.engine.model import Job, JobId, QuarantineMark, Target
-from matrixgen.engine.targets import discover_targets, is_holding_pen, parse_target
+from matrixgen.engine.targets import is_holding_pen
 from matrixgen.engine.vocab import System
 from matrixgen.engine.workload import rereads_recipe, workload_changes
-from matrixgen.migrate import commented_out, is_habit_scope, parks, row_comment, uncomment
 from matrixgen.pipeline import Generation, PipelineCache, generate_from_files
 from matrixgen.quarantine.entries import Selection
 from matrixgen.views.cost import Cost, jobs_cost
-
-# Quarantine transitions of a job in a target.
-QUARANTINED = "quarantined"
-LIFTED = "lifted"
-ACTION_CHANGED = "action changed"
-ENTRY_CHANGED = "entry changed"
-ARRIVES_QUARANTINED = "arrives quarantined"
-LEAVES_QUARANTINED = "leaves quarantined"
-QUARANTINE_CHANGES: tuple[str, ...] = (
-    QUARANTINED,
-    LIFTED,
-    ACTION_CHANGED,
-    ENTRY_CHANGED,
-    ARRIVES_QUARANTINED,
-    LEAVES_QUARANTINED,
-)
-DUPLICATE_ADDED = "added"
-DUPLICATE_REMOVED = "removed"
-SKIP = "skip"  # the quarantine action that takes a job out of a target
-
-
-class Habit(Struct, frozen=True, kw_only=True):
-    """How upstream took a job out (or brought it back) without an entry: parked
-    in a habit scope (`scope`), or commented out (`comment`); `tracker` when the
-    comment names one."""
-
-    scope: str | None = None
-    comment: str | None = None
-    tracker: str | None = None
-
-    def describe(self) -> str:
-        if self.scope is not None:
-            text = f"parked in {self.scope}"
-            return text + (f" ({self.comment})" if self.comment else "")
-        return f"commented out: {self.comment}"
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.scope is not None:
-            out["scope"] = self.scope
-        if self.comment:
-            out["comment"] = self.comment
-        if self.tracker:
-            out["tracker"] = self.tracker
-        return out
-
-
-class ChangedJob(Struct, frozen=True):
-    """A job that runs on both sides whose emitted content differs:
-    {emitted field: (old, new)}, in the order the file has the fields."""
-
-    base: Job
-    head: Job
-    fields: Mapping[str, tuple[Any, Any]]
-
-
-class QuarantineChange(Struct, frozen=True):
-    """One quarantine transition of a job in a target (see the module docstring)."""
-
-    change: str  # one of QUARANTINE_CHANGES
-    base: Job | None  # None: the job is new to the target
-    head: Job | None  # None: the job left the target
-    # An upstream habit (a row parked in a habit scope, or commented out) rather
-    # than an entry: the job left the target (quarantined) or joined it (lifted).
-    habit: Habit | None = None
-
-    @property
-    def parser(self) -> str | None:
-        """What Megatron-LM's parser, which reads no quarantine file, sees of the
-        change: "added" or "removed" from the target's selection, or None."""
-        if self.change == ARRIVES_QUARANTINED or (self.habit and self.change == LIFTED):
-            return "added"
-        if self.change == LEAVES_QUARANTINED or (self.habit and self.change == QUARANTINED):
-            return "removed"
-        return None
-
-    @property
-    def job(self) -> Job:
-        job = self.head or self.base
-        assert job is not None
-        return job
-
-    @property
-    def old(self) -> QuarantineMark | None:
-        return self.base.quarantine if self.base is not None else None
-
-    @property
-    def new(self) -> QuarantineMark | None:
-        return self.head.quarantine if self.head is not None else None
-
-    @property
-    def mark(self) -> QuarantineMark:
-        """The entry the change is about: the new one, or the lifted one."""
-        mark = self.new or self.old
-        assert mark is not None
-        return mark
-
-
-class Moved(Struct, frozen=True):
-    """A job that left this target for another (or came from one) unchanged:
-    a scope, platform or environment renamed."""
-
-    job: Job
-    target: str  # the other target's name
-
-
-class DuplicateNote(Struct, frozen=True):
-    """A row that defines a job another row defines too, added or removed."""
-
-    change: str  # DUPLICATE_ADDED or DUPLICATE_REMOVED
-    job: Job
-    locations: tuple[Location, ...]
-
-
-class TargetDiff(Struct, frozen=True):
-    """What changes for one target."""
-
-    target: Target
-    added: tuple[Job, ...] = ()
-    removed: tuple[Job, ...] = ()
-    changed: tuple[ChangedJob, ...] = ()
-    quarantine: tuple[QuarantineChange, ...] = ()
-    duplicates: tuple[DuplicateNote, ...] = ()
-    moved_out: tuple[Moved, ...] = ()  # to another target
-    moved_in: tuple[Moved, ...] = ()  # from another target
-    # Differences in the target's own definition (selector and system settings).
-    settings: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
-    # "both", or the one side the target exists on (a configured target added or removed).
-    exists: str = "both"
-    # How many jobs the target runs on each side (skipped jobs left out).
-    base_jobs: int = 0
-    head_jobs: int = 0
-    # What one run of the target costs on each side (views.cost: the emitted
-    # jobs it runs, under that side's config and target definition).
-    base_cost: Cost = field(default_factory=Cost)
-    head_cost: Cost = field(default_factory=Cost)
-
-    @property
-    def gpu_hours_delta(self) -> float:
-        """The change in GPU-hours (upper bound) of one run of the target."""
-        return self.head_cost.gpu_hours_max - self.base_cost.gpu_hours_max
-
-    @property
-    def weighted_delta(self) -> float:
-        return self.head_cost.weighted_max - self.base_cost.weighted_max
-
-    @property
-    def holding_pen(self) -> bool:
-        """A habit scope's holding pen (`--holding-pen`): no system runs it."""
-        return is_holding_pen(self.target.selector.scope)
-
-    @property
-    def unchanged(self) -> bool:
-        """Nothing CI receives changes (a duplicate row added or removed is a note)."""
-        return not (
-            self.added
-            or self.removed
-            or self.changed
-            or self.quarantine
-            or self.settings
-            or self.moved_out
-            or self.moved_in
-        )
-
-    def counts(self) -> dict[str, int]:
-        """+ added, - removed, ~ changed, q quarantine changes, m moved (in and
-        out), = all of them and 1 for a changed target definition: what the
-        table shows for the target."""
-        out = {
-            "+": len(self.added),
-            "-": len(self.removed),
-            "~": len(self.changed),
-            "q": len(self.quarantine),
-            "m": len(self.moved_out) + len(self.moved_in),
-        }
-        out["="] = sum(out.values()) + (1 if self.settings else 0)
-        return out
-
-    def parser_counts(self) -> dict[str, int]:
-        """Added and removed as Megatron-LM's parser counts them: it reads no
-        quarantine file and no habit, so a move, a habit and a job arriving or
-        leaving quarantined are additions and removals to it."""
-        moves = [q.parser for q in self.quarantine]
-        return {
-            "added": len(self.added) + len(self.moved_in) + moves.count("added"),
-            "removed": len(self.removed) + len(self.moved_out) + moves.count("removed"),
-        }
-
-
-class SelectionDiff(Struct, frozen=True):
-    """The diff of every target, in a deterministic order."""
-
-    base: str  # full commit id
-    head: str  # full commit id, or "worktree"
-    targets: tuple[TargetDiff, ...]
-    notes: tuple[str, ...] = ()  # what the reader must know (errors on a side, absent trees)
-    # {entry id: evidence line} from a results store (diff.evidence); None: no store.
-    evidence: Mapping[str, str] | None = None
-    # What `matrixgen validate` reports (errors and warnings) at head and not at
-    # base, and the reverse (compared by severity, code, file and message).
-    findings_added: tuple[Finding, ...] = ()
-    findings_removed: tuple[Finding, ...] = ()
-
-    @property
-    def unchanged(self) -> bool:
-        return all(t.unchanged for t in self.targets)
-
-
-def target_counts(targets: Sequence[TargetDiff]) -> dict[str, int]:
-    """The per-target counts (`TargetDiff.counts`) summed over some targets: a job
-    added to two targets counts twice, as the table shows it in both rows."""
-    total = {"+": 0, "-": 0, "~": 0, "q": 0, "m": 0, "=": 0}
-    for t in targets:
-        for kind, n in t.counts().items():
-            total[kind] += n
-    return total
-
-
-# ---------------------------------------------------------------- targets
-
-
-class TargetPair(Struct, frozen=True):
-    """One target as each side defines it (None: not defined there)."""
-
-    shown: Target
-    base: Target | None
-    head: Target | None
-    ad_hoc: bool = False  # given with --target (checked against both sides' trees)
-
-
-# ---------------------------------------------------------------- targets
-
-
-def resolve_diff_targets(
-    base: Generation,
-    head: Generation,
-    *,
-    values: Sequence[str] = (),
-    specs: Sequence[str] = (),
-    names: Sequence[str] = (),
-    holding_pen: bool = False,
-) -> list[TargetPair]:
-    """The targets to compare, each as the base and the head define it.
-
-    `values` are `--target` values: a target's name (configured, or discovered,
-    on either side), else key=value pairs."""
-    base_config, head_config = base.tree.config, head.tree.config
-    # The targets the jobs imply, by name: only looked up for targets given.
-    discovered = (
-        {t.name: t for t in discover_targets(_chain(base.jobs, head.jobs), holding_pen=True)}
-        if values or names
-        else {}
-    )
-    names = list(names)
-    specs = list(specs)
-    for value in values:
-        if (
-            "=" in value
-            and value not in discovered
-            and base_config.target(value) is None
-            and head_config.target(value) is None
-        ):
-            specs.append(value)
-        else:
-            names.append(value)
-    pairs: list[TargetPair] = []
-    for name in names:
-        pair = _configured_pair(name, base, head)
-        if pair is None and name in discovered:
-            found = discovered[name]
-            pair = TargetPair(found, found, found)
-        if pair is None:
-            known = sorted({t.name for t in (*base_config.targets, *head_config.targets)})
-            hint = did_you_mean(name, known or list(discovered))
-            if not hint:
-                hint = f"; configured: {', '.join(known)}" if known else "; no target is configured"
-            raise UsageError(f'--target "{name}": no target has this name{hint}')
-        pairs.append(pair)
-    for spec in specs:
-        head_target = parse_target(spec, head_config)
-        pairs.append(
-            TargetPair(head_target, parse_target(spec, base_config), head_target, ad_hoc=True)
-        )
-    if pairs:
-        seen: set[str] = set()
-        for pair in pairs:
-            if pair.shown.name in seen:
-                raise UsageError(f'target "{pair.shown.name}" is given twice')
-            seen.add(pair.shown.name)
-        return pairs
-    configured = sorted({t.name for t in (*base_config.targets, *head_config.targets)})
-    if configured:
-        return [p for p in (_configured_pair(n, base, head) for n in configured) if p]
-    typos = typo_platforms(base.tree) | typo_platforms(head.tree)
-    return [
-        TargetPair(_pen(t), t, t)
-        for t in discover_targets(
-            _chain(base.jobs, head.jobs), holding_pen=holding_pen, exclude_platforms=typos
-        )
-    ]
-
-
-def _pen(target: Target) -> Target:
-    """A discovered holding pen, shown by a name that claims no system
-    (`holding-pen-mr-broken-dgx_h100-dev`): no pipeline runs it."""
-    sel = target.selector
-    if not is_holding_pen(sel.scope):
-        return target
-    parts = ["holding-pen", sel.scope, sel.platform, sel.environment]
-    from msgspec.structs import replace as _replace
-
-    return _replace(target, name="-".join(p for p in parts if p))
-
-
-def habit_note(base: Generation, head: Generation) -> str | None:
-    """The quarantine habit scopes, left out of a diff without configured targets,
-    in which the branch changes a job (None: it changes none)."""
-    if base.tree.config.targets or head.tree.config.targets:
-        return None
-    before, after = _habit_jobs(base), _habit_jobs(head)
-    if before == after:
-        return None
-    habits = sorted(
-        {key[1] for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
-    )
-    return (
-        f"scope(s) {', '.join(habits)}: this branch changes jobs in these quarantine "
-        "habits, which no pipeline runs and which are not compared as targets (a job "
-        "parked there or lifted from there is a quarantine change of the target it "
-        "leaves or joins; --holding-pen compares them)"
-    )
-
-
-def _habit_jobs(generation: Generation) -> dict[tuple[JobId, str], tuple[Job, Mapping[str, Any]]]:
-    return {
-        (j.identity, j.scope): (j, j.spec)
-        for j in generation.jobs
-        if j.scope and is_habit_scope(j.scope)
-    }
-
-
-def _chain(*groups: Iterable[Job]) -> list[Job]:
-    return [job for group in groups for job in group]
-
-
-def _configured_pair(name: str, base: Generation, head: Generation) -> TargetPair | None:
-    """A configured target on each side. A side without a vocabulary (a tree that
-    has not moved to format_version 2 yet, whose config, if any, has no targets)
-    selects with the other side's definition."""
-    base_target = base.tree.config.target(name)
-    head_target = head.tree.config.target(name)
-    if base_target is None and head_target is None:
-        return None
-    if base_target is None and base.tree.config.vocabulary is None:
-        base_target = head_target
-    if head_target is None and head.tree.config.vocabulary is None:
-        head_target = base_target
-    shown = head_target or base_target
-    assert shown is not None
-    return TargetPair(shown, base_target, head_target)
-
 
 # ---------------------------------------------------------------- emitting
 
@@ -552,256 +201,12 @@ def diff_generations(
         SideIndex(f"head {head_ref[:12]}", head),
     )
     diffs = [diff_target(pair, base_index, head_index) for pair in pairs]
-    diffs.sort(key=lambda d: _target_order(d.target))
+    diffs.sort(key=lambda d: target_order(d.target))
     if any(d.added or d.removed for d in diffs):
         diffs = find_moves(find_habits(diffs, base, head, sources, cache))
     habits = habit_note(base, head) if not (values or specs or names or holding_pen) else None
     extra = [*base_index.notes, *head_index.notes, *([habits] if habits else [])]
     return SelectionDiff(base=base_ref, head=head_ref, targets=tuple(diffs), notes=(*notes, *extra))
-
-
-# ---------------------------------------------------------------- habits and moves
-
-
-def find_habits(
-    diffs: Sequence[TargetDiff],
-    base: Generation,
-    head: Generation,
-    sources: tuple[TreeSource, TreeSource] | None,
-    cache: PipelineCache | None,
-) -> list[TargetDiff]:
-    """Removed jobs that upstream's habits took out, and added ones they brought
-    back, as quarantine changes (migrate's notion of a habit): a job that leaves
-    a target while its row now sits in one of that scope's habit scopes
-    (`mr` -> `mr-broken`), or is now commented out with a tracker in the
-    comment, is quarantined; the reverse is lifted."""
-    from msgspec.structs import replace as _replace
-
-    gens = (base, head)
-    texts = (_texts(sources[0]), _texts(sources[1])) if sources else ({}, {})
-    parked = (_parked(base), _parked(head))
-    # Where a job is missing on a side, what that side's commented-out rows hold.
-    wanted = (
-        {j.recipe for d in diffs if not d.holding_pen for j in d.added},
-        {j.recipe for d in diffs if not d.holding_pen for j in d.removed},
-    )
-    restored = [
-        _commented_jobs(gens[i], texts[i], wanted[i], sources[i] if sources else None, cache)
-        for i in (0, 1)
-    ]
-    out = []
-    for d in diffs:
-        if d.holding_pen or not (d.added or d.removed):
-            out.append(d)
-            continue
-        scope = d.target.selector.scope or ""
-        changes = list(d.quarantine)
-        kept: dict[str, list[Job]] = {"removed": [], "added": []}
-        # A removed job is looked for at head, an added one at base.
-        for kind, jobs, side in (("removed", d.removed, 1), ("added", d.added, 0)):
-            for job in jobs:
-                habit = _habit_of(job, scope, side, parked, restored[side], texts[side])
-                if habit is None:
-                    kept[kind].append(job)
-                elif kind == "removed":
-                    changes.append(QuarantineChange(QUARANTINED, job, None, habit=habit))
-                else:
-                    changes.append(QuarantineChange(LIFTED, None, job, habit=habit))
-        if len(changes) == len(d.quarantine):
-            out.append(d)
-            continue
-        out.append(
-            _replace(
-                d,
-                added=tuple(kept["added"]),
-                removed=tuple(kept["removed"]),
-                quarantine=tuple(sorted(changes, key=lambda q: (q.job.sort_key(), q.change))),
-            )
-        )
-    return out
-
-
-def _texts(source: TreeSource) -> dict[str, str]:
-    return {
-        rel: data.decode("utf-8-sig", errors="replace")
-        for rel, data in source.files.items()
-        if rel.endswith((".yaml", ".yml"))
-    }
-
-
-def _parked(generation: Generation) -> dict[JobId, list[Job]]:
-    """The jobs of a side's habit scopes, by identity."""
-    out: dict[JobId, list[Job]] = {}
-    for job in generation.jobs:
-        if job.scope and is_habit_scope(job.scope):
-            out.setdefault(job.identity, []).append(job)
-    return out
-
-
-def _habit_of(
-    job: Job,
-    scope: str,
-    side: int,
-    parked: tuple[Mapping[JobId, list[Job]], Mapping[JobId, list[Job]]],
-    restored: Mapping[tuple[JobId, str | None], tuple[str, str | None]],
-    texts: Mapping[str, str],
-) -> Habit | None:
-    """The habit that explains a job's leaving (joining) a target of `scope`:
-    on the side it is missing from (`side`), its row parked in one of that
-    scope's habit scopes (and not parked there on the other side too), or
-    commented out with a tracker."""
-    for habit_job in parked[side].get(job.identity, ()):
-        where = habit_job.scope or ""
-        if not parks(where, scope):
-            continue
-        if any(j.scope == where for j in parked[1 - side].get(job.identity, ())):
-            continue
-        comment, tracker = "", None
-        text = texts.get(habit_job.recipe)
-        if text is not None:
-            comment, tracker = row_comment(text, habit_job.source.line)
-        return Habit(scope=habit_job.shown_scope, comment=comment or None, tracker=tracker)
-    found = restored.get((job.identity, job.scope))
-    if found is not None:
-        return Habit(comment=found[0], tracker=found[1])
-    return None
-
-
-def _commented_jobs(
-    generation: Generation,
-    texts: Mapping[str, str],
-    wanted: Iterable[str],
-    source: TreeSource | None,
-    cache: PipelineCache | None,
-) -> dict[tuple[JobId, str | None], tuple[str, str | None]]:
-    """{(identity, scope): (comment, tracker)} of the jobs that the commented-out
-    habits of the `wanted` files of one side would define, uncommented."""
-    if source is None:
-        return {}
-    recipes = {r.rel: r for r in generation.tree.tests}
-    items = {}
-    for rel in sorted(set(wanted)):
-        if rel in recipes and rel in texts:
-            found = commented_out(recipes[rel], texts[rel])
-            if found:
-                items[rel] = found
-    if not items:
-        return {}
-    files = dict(source.files)
-    blob_ids = dict(source.blob_ids)
-    for rel, found in items.items():
-        files[rel] = uncomment(texts[rel], found).encode("utf-8")
-        blob_ids[rel] = blob_id(files[rel])
-    try:
-        restored = generate_from_files(
-            files, root=source.path or ".", blob_ids=blob_ids, cache=cache
-        )
-    except MatrixgenError:  # what does not uncomment to a tree is no habit
-        return {}
-    out: dict[tuple[JobId, str | None], tuple[str, str | None]] = {}
-    for job in restored.jobs:
-        for item in items.get(job.recipe, ()):
-            if item.first_line <= job.source.line <= item.last_line:
-                out.setdefault((job.identity, job.scope), (item.comment, item.tracker))
-    return out
-
-
-def find_moves(diffs: Sequence[TargetDiff]) -> list[TargetDiff]:
-    """Jobs removed from one target and added to another with the same content
-    but for the renamed scope, platform or environment, as moves. Pairs are
-    made closest first: the targets that differ in the fewest of system, scope,
-    platform, environment and cadence, then in target order (the same pairs
-    whichever side is the base)."""
-    from msgspec.structs import replace as _replace
-
-    arrivals: dict[tuple, list[tuple[int, Job]]] = {}
-    for index, d in enumerate(diffs):
-        if not d.holding_pen:
-            for job in d.added:
-                arrivals.setdefault(_move_key(job), []).append((index, job))
-    if not arrivals:
-        return list(diffs)
-    options = []
-    for index, d in enumerate(diffs):
-        if d.holding_pen:
-            continue
-        for job in d.removed:
-            for i, other in arrivals.get(_move_key(job), ()):
-                if i != index:
-                    order = sorted([(index, job.sort_key()), (i, other.sort_key())])
-                    options.append(
-                        (_distance(d.target, diffs[i].target), order, index, job, i, other)
-                    )
-    if not options:
-        return list(diffs)
-    options.sort(key=lambda o: (o[0], o[1]))
-    moved_out: dict[int, list[Moved]] = {}
-    moved_in: dict[int, list[Moved]] = {}
-    taken: set[int] = set()
-    for _, _, index, job, i, other in options:
-        if id(job) in taken or id(other) in taken:
-            continue
-        taken.update((id(job), id(other)))
-        moved_out.setdefault(index, []).append(Moved(job, diffs[i].target.name))
-        moved_in.setdefault(i, []).append(Moved(other, diffs[index].target.name))
-    out = []
-    for index, d in enumerate(diffs):
-        if index not in moved_out and index not in moved_in:
-            out.append(d)
-            continue
-        out.append(
-            _replace(
-                d,
-                removed=tuple(j for j in d.removed if id(j) not in taken),
-                added=tuple(j for j in d.added if id(j) not in taken),
-                moved_out=tuple(sorted(moved_out.get(index, ()), key=lambda m: m.job.sort_key())),
-                moved_in=tuple(sorted(moved_in.get(index, ()), key=lambda m: m.job.sort_key())),
-            )
-        )
-    return out
-
-
-# The fields a rename of a target's scope, platform or environment changes.
-_RENAMED = frozenset({"scope", "platforms", "environment"})
-
-
-def _move_key(job: Job) -> tuple:
-    """A job's content but for its scope, platform and environment (and what
-    is rendered from them: its name, its build): what a move keeps."""
-    spec = json.dumps(
-        {k: v for k, v in job.spec.items() if k not in _RENAMED}, sort_keys=True, default=str
-    )
-    return (
-        job.model,
-        job.test_case,
-        job.tag or "",
-        job.n_repeat,
-        job.time_limit,
-        job.nodes,
-        job.gpus,
-        job.allow_failure,
-        job.env,
-        job.args,
-        job.quarantine,
-        spec,
-    )
-
-
-def _distance(a: Target, b: Target) -> int:
-    one, two = _target_order(a)[:5], _target_order(b)[:5]
-    return sum(x != y for x, y in zip(one, two, strict=True))
-
-
-def _target_order(target: Target) -> tuple:
-    sel = target.selector
-    return (
-        target.system.value,
-        sel.scope or "",
-        sel.platform or "",
-        sel.environment or "",
-        sel.cadence or "",
-        target.name,
-    )
 
 
 def _same_objects(a: Sequence[Job], b: Sequence[Job]) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from matrixgen.diff.compare import SelectionDiff
+from matrixgen.diff.model import SelectionDiff
 from matrixgen.engine.model import QuarantineMark
 
 if TYPE_CHECKING:

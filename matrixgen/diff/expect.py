@@ -71,7 +71,7 @@ from fnmatch import fnmatchcase
 
 from msgspec import Struct
 
-from matrixgen.diff.compare import SelectionDiff, target_counts
+from matrixgen.diff.model import SelectionDiff, target_counts
 from matrixgen.engine.errors import ExpectationError, UsageError, did_you_mean
 from matrixgen.engine.model import Target
 from matrixgen.engine.targets import is_holding_pen

@@ -15,8 +15,9 @@ from typing import Any
 
 from msgspec import Struct
 
-from matrixgen.diff.compare import SelectionDiff, Side
+from matrixgen.diff.compare import Side
 from matrixgen.diff.gitsource import Repository
+from matrixgen.diff.model import SelectionDiff
 from matrixgen.engine.model import Job
 from matrixgen.engine.references import (
     ReferenceListing,

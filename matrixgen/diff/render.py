@@ -72,7 +72,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from matrixgen.diff import markdown as md
-from matrixgen.diff.compare import (
+from matrixgen.diff.evidence import evidence_of
+from matrixgen.diff.model import (
     LIFTED,
     ChangedJob,
     Moved,
@@ -81,7 +82,6 @@ from matrixgen.diff.compare import (
     TargetDiff,
     target_counts,
 )
-from matrixgen.diff.evidence import evidence_of
 from matrixgen.engine.errors import Finding
 from matrixgen.engine.model import Job, QuarantineMark, Target
 from matrixgen.engine.targets import is_holding_pen

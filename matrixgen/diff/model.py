@@ -1,0 +1,252 @@
+"""The values a selection diff is made of: per target, the jobs added, removed,
+changed, moved and the quarantine transitions (diff.compare builds them; the
+renderers, expect and evidence read them)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from msgspec import Struct, field
+
+from matrixgen.engine.errors import Finding, Location
+from matrixgen.engine.model import Job, QuarantineMark, Target
+from matrixgen.engine.targets import is_holding_pen
+from matrixgen.views.cost import Cost
+
+# Quarantine transitions of a job in a target.
+QUARANTINED = "quarantined"
+LIFTED = "lifted"
+ACTION_CHANGED = "action changed"
+ENTRY_CHANGED = "entry changed"
+ARRIVES_QUARANTINED = "arrives quarantined"
+LEAVES_QUARANTINED = "leaves quarantined"
+QUARANTINE_CHANGES: tuple[str, ...] = (
+    QUARANTINED,
+    LIFTED,
+    ACTION_CHANGED,
+    ENTRY_CHANGED,
+    ARRIVES_QUARANTINED,
+    LEAVES_QUARANTINED,
+)
+DUPLICATE_ADDED = "added"
+DUPLICATE_REMOVED = "removed"
+SKIP = "skip"  # the quarantine action that takes a job out of a target
+
+
+class Habit(Struct, frozen=True, kw_only=True):
+    """How upstream took a job out (or brought it back) without an entry: parked
+    in a habit scope (`scope`), or commented out (`comment`); `tracker` when the
+    comment names one."""
+
+    scope: str | None = None
+    comment: str | None = None
+    tracker: str | None = None
+
+    def describe(self) -> str:
+        if self.scope is not None:
+            text = f"parked in {self.scope}"
+            return text + (f" ({self.comment})" if self.comment else "")
+        return f"commented out: {self.comment}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.scope is not None:
+            out["scope"] = self.scope
+        if self.comment:
+            out["comment"] = self.comment
+        if self.tracker:
+            out["tracker"] = self.tracker
+        return out
+
+
+class ChangedJob(Struct, frozen=True):
+    """A job that runs on both sides whose emitted content differs:
+    {emitted field: (old, new)}, in the order the file has the fields."""
+
+    base: Job
+    head: Job
+    fields: Mapping[str, tuple[Any, Any]]
+
+
+class QuarantineChange(Struct, frozen=True):
+    """One quarantine transition of a job in a target (see the module docstring)."""
+
+    change: str  # one of QUARANTINE_CHANGES
+    base: Job | None  # None: the job is new to the target
+    head: Job | None  # None: the job left the target
+    # An upstream habit (a row parked in a habit scope, or commented out) rather
+    # than an entry: the job left the target (quarantined) or joined it (lifted).
+    habit: Habit | None = None
+
+    @property
+    def parser(self) -> str | None:
+        """What Megatron-LM's parser, which reads no quarantine file, sees of the
+        change: "added" or "removed" from the target's selection, or None."""
+        if self.change == ARRIVES_QUARANTINED or (self.habit and self.change == LIFTED):
+            return "added"
+        if self.change == LEAVES_QUARANTINED or (self.habit and self.change == QUARANTINED):
+            return "removed"
+        return None
+
+    @property
+    def job(self) -> Job:
+        job = self.head or self.base
+        assert job is not None
+        return job
+
+    @property
+    def old(self) -> QuarantineMark | None:
+        return self.base.quarantine if self.base is not None else None
+
+    @property
+    def new(self) -> QuarantineMark | None:
+        return self.head.quarantine if self.head is not None else None
+
+    @property
+    def mark(self) -> QuarantineMark:
+        """The entry the change is about: the new one, or the lifted one."""
+        mark = self.new or self.old
+        assert mark is not None
+        return mark
+
+
+class Moved(Struct, frozen=True):
+    """A job that left this target for another (or came from one) unchanged:
+    a scope, platform or environment renamed."""
+
+    job: Job
+    target: str  # the other target's name
+
+
+class DuplicateNote(Struct, frozen=True):
+    """A row that defines a job another row defines too, added or removed."""
+
+    change: str  # DUPLICATE_ADDED or DUPLICATE_REMOVED
+    job: Job
+    locations: tuple[Location, ...]
+
+
+class TargetDiff(Struct, frozen=True):
+    """What changes for one target."""
+
+    target: Target
+    added: tuple[Job, ...] = ()
+    removed: tuple[Job, ...] = ()
+    changed: tuple[ChangedJob, ...] = ()
+    quarantine: tuple[QuarantineChange, ...] = ()
+    duplicates: tuple[DuplicateNote, ...] = ()
+    moved_out: tuple[Moved, ...] = ()  # to another target
+    moved_in: tuple[Moved, ...] = ()  # from another target
+    # Differences in the target's own definition (selector and system settings).
+    settings: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
+    # "both", or the one side the target exists on (a configured target added or removed).
+    exists: str = "both"
+    # How many jobs the target runs on each side (skipped jobs left out).
+    base_jobs: int = 0
+    head_jobs: int = 0
+    # What one run of the target costs on each side (views.cost: the emitted
+    # jobs it runs, under that side's config and target definition).
+    base_cost: Cost = field(default_factory=Cost)
+    head_cost: Cost = field(default_factory=Cost)
+
+    @property
+    def gpu_hours_delta(self) -> float:
+        """The change in GPU-hours (upper bound) of one run of the target."""
+        return self.head_cost.gpu_hours_max - self.base_cost.gpu_hours_max
+
+    @property
+    def weighted_delta(self) -> float:
+        return self.head_cost.weighted_max - self.base_cost.weighted_max
+
+    @property
+    def holding_pen(self) -> bool:
+        """A habit scope's holding pen (`--holding-pen`): no system runs it."""
+        return is_holding_pen(self.target.selector.scope)
+
+    @property
+    def unchanged(self) -> bool:
+        """Nothing CI receives changes (a duplicate row added or removed is a note)."""
+        return not (
+            self.added
+            or self.removed
+            or self.changed
+            or self.quarantine
+            or self.settings
+            or self.moved_out
+            or self.moved_in
+        )
+
+    def counts(self) -> dict[str, int]:
+        """+ added, - removed, ~ changed, q quarantine changes, m moved (in and
+        out), = all of them and 1 for a changed target definition: what the
+        table shows for the target."""
+        out = {
+            "+": len(self.added),
+            "-": len(self.removed),
+            "~": len(self.changed),
+            "q": len(self.quarantine),
+            "m": len(self.moved_out) + len(self.moved_in),
+        }
+        out["="] = sum(out.values()) + (1 if self.settings else 0)
+        return out
+
+    def parser_counts(self) -> dict[str, int]:
+        """Added and removed as Megatron-LM's parser counts them: it reads no
+        quarantine file and no habit, so a move, a habit and a job arriving or
+        leaving quarantined are additions and removals to it."""
+        moves = [q.parser for q in self.quarantine]
+        return {
+            "added": len(self.added) + len(self.moved_in) + moves.count("added"),
+            "removed": len(self.removed) + len(self.moved_out) + moves.count("removed"),
+        }
+
+
+class SelectionDiff(Struct, frozen=True):
+    """The diff of every target, in a deterministic order."""
+
+    base: str  # full commit id
+    head: str  # full commit id, or "worktree"
+    targets: tuple[TargetDiff, ...]
+    notes: tuple[str, ...] = ()  # what the reader must know (errors on a side, absent trees)
+    # {entry id: evidence line} from a results store (diff.evidence); None: no store.
+    evidence: Mapping[str, str] | None = None
+    # What `matrixgen validate` reports (errors and warnings) at head and not at
+    # base, and the reverse (compared by severity, code, file and message).
+    findings_added: tuple[Finding, ...] = ()
+    findings_removed: tuple[Finding, ...] = ()
+
+    @property
+    def unchanged(self) -> bool:
+        return all(t.unchanged for t in self.targets)
+
+
+def target_counts(targets: Sequence[TargetDiff]) -> dict[str, int]:
+    """The per-target counts (`TargetDiff.counts`) summed over some targets: a job
+    added to two targets counts twice, as the table shows it in both rows."""
+    total = {"+": 0, "-": 0, "~": 0, "q": 0, "m": 0, "=": 0}
+    for t in targets:
+        for kind, n in t.counts().items():
+            total[kind] += n
+    return total
+
+
+class TargetPair(Struct, frozen=True):
+    """One target as each side defines it (None: not defined there)."""
+
+    shown: Target
+    base: Target | None
+    head: Target | None
+    ad_hoc: bool = False  # given with --target (checked against both sides' trees)
+
+
+def target_order(target: Target) -> tuple:
+    sel = target.selector
+    return (
+        target.system.value,
+        sel.scope or "",
+        sel.platform or "",
+        sel.environment or "",
+        sel.cadence or "",
+        target.name,
+    )
