@@ -27,7 +27,8 @@ from matrixgen.pipeline import Generation
 from matrixgen.quarantine.entries import check_quarantine
 from matrixgen.views.coverage import check_references
 from matrixgen.views.graph import check_graph
-from matrixgen.views.pins import check_images, check_value_pins
+from matrixgen.views.images import check_images
+from matrixgen.views.pins import check_value_pins
 from matrixgen.views.stats import check_platforms
 
 # The checks of the stages after expansion: each yields findings.

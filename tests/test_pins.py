@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from matrixgen.pipeline import generate
 from matrixgen.validate import validate
-from matrixgen.views.pins import _contains, _normalized, _split_image, version_of
+from matrixgen.views.images import _split_image, version_of
+from matrixgen.views.pins import _contains, _normalized
 
 REPO = Path(__file__).resolve().parents[1]
 LOCATED = re.compile(r"^(?P<file>[^\n:]+):(?P<line>\d+):(?P<col>\d+): error: (?P<msg>.*)$", re.M)

@@ -27,7 +27,7 @@ from matrixgen.pipeline import Generation, generate
 from matrixgen.quarantine.entries import check_entries
 from matrixgen.validate import validate
 from matrixgen.views.graph import target_graph
-from matrixgen.views.pins import image_status
+from matrixgen.views.images import image_status
 from matrixgen.views.stats import compute_stats
 from tests import realvalidators as rv
 from tests.conftest import SHIPPED_QUARANTINE_DAY

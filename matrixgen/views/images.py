@@ -1,0 +1,281 @@
+"""Image pins: the container image per system (and architecture, and optionally
+environment) in the project config's `images`. Every pin carries a version in
+its tag (26.09); they must all agree, on `images.version` when it is set, else
+with each other. A pin that deliberately differs (an LTS base) declares its own
+`version`, and its tag is still checked against it. An `image` set directly in
+`systems` or `targets` bypasses the pins, so it is checked the same way.
+
+`check_images` is registered in `validate.CHECKS`; `image_status` is the image
+half of what `matrixgen pins` prints (views.pins).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
+
+from matrixgen.engine.config import ProjectConfig
+from matrixgen.engine.errors import Finding, Location, Severity
+
+if TYPE_CHECKING:
+    from matrixgen.engine.context import ValidationContext
+
+# 26.09, 25.10, ...: the release a base image tag is named after.
+DEFAULT_VERSION_PATTERN = r"(\d{2}\.\d{2})"
+SYSTEMS = ("github", "gitlab")
+ARCHES = ("amd64", "arm64")
+
+
+class ImagePin(Struct, frozen=True, kw_only=True):
+    """One pinned image, where the config holds it."""
+
+    keys: tuple[str, ...]  # path in the config, e.g. ("images", "gitlab", "amd64")
+    system: str
+    environment: str | None  # None: every environment without its own pin
+    arch: str | None  # None: every architecture
+    repository: str
+    tag: str
+    declared: str | None = None  # the pin's own version, when it differs on purpose
+
+    @property
+    def name(self) -> str:
+        """How reports call it: github, gitlab/amd64, environments/lts/gitlab/amd64, ..."""
+        return "/".join(self.keys[1:]) if self.keys[0] == "images" else ".".join(self.keys)
+
+    @property
+    def image(self) -> str:
+        return f"{self.repository}:{self.tag}" if self.tag else self.repository
+
+
+class ImageStatus(Struct, frozen=True, kw_only=True):
+    """One pin with the version read from its tag and what it should be."""
+
+    pin: ImagePin
+    version: str | None
+    expected: str | None
+    problem: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.pin.name,
+            "system": self.pin.system,
+            "environment": self.pin.environment,
+            "arch": self.pin.arch,
+            "image": self.pin.image,
+            "version": self.version,
+            "expected": self.expected,
+            "ok": self.ok,
+            "problem": self.problem,
+        }
+
+
+def _pin_set(
+    value: Any, keys: tuple[str, ...], system: str, environment: str | None
+) -> Iterator[ImagePin]:
+    """A pin, or a mapping of architecture -> pin (shape checked by the schema)."""
+    if not isinstance(value, Mapping):
+        return
+    if "repository" in value:
+        yield _pin(value, keys, system, environment, None)
+        return
+    for arch in ARCHES:
+        if isinstance(value.get(arch), Mapping):
+            yield _pin(value[arch], (*keys, arch), system, environment, arch)
+
+
+def _pin(
+    value: Mapping[str, Any],
+    keys: tuple[str, ...],
+    system: str,
+    environment: str | None,
+    arch: str | None,
+) -> ImagePin:
+    declared = value.get("version")
+    return ImagePin(
+        keys=keys,
+        system=system,
+        environment=environment,
+        arch=arch,
+        repository=str(value.get("repository", "")),
+        tag=str(value.get("tag", "")),
+        declared=str(declared) if declared is not None else None,
+    )
+
+
+def _split_image(text: str) -> tuple[str, str]:
+    """repository:tag; a ':' before the last '/' is a registry port, not a tag."""
+    slash = text.rfind("/")
+    colon = text.rfind(":")
+    if colon > slash:
+        return text[:colon], text[colon + 1 :]
+    return text, ""
+
+
+def image_pins(config: ProjectConfig) -> list[ImagePin]:
+    """Every image the config pins, in config order, settings overrides last."""
+    images = config.section("images")
+    pins: list[ImagePin] = []
+    for system in SYSTEMS:
+        pins.extend(_pin_set(images.get(system), ("images", system), system, None))
+    environments = images.get("environments")
+    if isinstance(environments, Mapping):
+        for env in sorted(environments):
+            per_env = environments[env]
+            if not isinstance(per_env, Mapping):
+                continue
+            for system in SYSTEMS:
+                keys = ("images", "environments", env, system)
+                pins.extend(_pin_set(per_env.get(system), keys, system, env))
+    # An `image` in the system's or a target's settings wins over the pins: check it too.
+    for system, settings in sorted(config.section("systems").items()):
+        if isinstance(settings, Mapping) and isinstance(settings.get("image"), str):
+            pins.append(_settings_pin(("systems", system), settings["image"], system, None))
+    for name, spec in sorted(config.section("targets").items()):
+        if isinstance(spec, Mapping) and isinstance(spec.get("image"), str):
+            system, env = str(spec.get("system", "")), spec.get("environment")
+            pins.append(_settings_pin(("targets", name), spec["image"], system, env))
+    return pins
+
+
+def _settings_pin(where: tuple[str, str], image: str, system: str, env: str | None) -> ImagePin:
+    """The `image` of a system's or a target's settings, every architecture."""
+    repo, tag = _split_image(image)
+    return ImagePin(
+        keys=(*where, "image"),
+        system=system,
+        environment=env,
+        arch=None,
+        repository=repo,
+        tag=tag,
+    )
+
+
+def version_pattern(config: ProjectConfig) -> re.Pattern[str] | None:
+    """The configured pattern, or None when it does not compile."""
+    text = config.section("images").get("version_pattern", DEFAULT_VERSION_PATTERN)
+    try:
+        return re.compile(str(text))
+    except re.error:
+        return None
+
+
+def version_of(tag: str, pattern: re.Pattern[str]) -> str | None:
+    """The version a tag is named after: the pattern's first group (or whole match)."""
+    match = pattern.search(tag)
+    if match is None:
+        return None
+    return match.group(1) if pattern.groups else match.group(0)
+
+
+def image_status(config: ProjectConfig) -> list[ImageStatus]:
+    """Each pin with its version and, when it disagrees, what is wrong."""
+    pins = image_pins(config)
+    pattern = version_pattern(config)
+    if pattern is None:
+        return [ImageStatus(pin=p, version=None, expected=None) for p in pins]
+    versions = {p.keys: version_of(p.tag, pattern) for p in pins}
+    configured = config.section("images").get("version")
+    expected: str | None = str(configured) if configured is not None else None
+    reference = ""
+    if expected is None:
+        # No version configured: the pins must agree with each other; the most
+        # common version (first seen on a tie) is the one the others are told about.
+        seen = [versions[p.keys] for p in pins if p.declared is None and versions[p.keys]]
+        if seen:
+            counts = Counter(seen)
+            expected = max(seen, key=lambda v: (counts[v], -seen.index(v)))
+            holders = [p.name for p in pins if p.declared is None and versions[p.keys] == expected]
+            reference = f" like {', '.join(holders)}"
+    else:
+        reference = " (images.version)"
+    out: list[ImageStatus] = []
+    for pin in pins:
+        version = versions[pin.keys]
+        want = pin.declared if pin.declared is not None else expected
+        problem = None
+        if version is None:
+            problem = (
+                f'image {pin.name} ({pin.image}): no version in tag "{pin.tag}" '
+                f"(version_pattern {pattern.pattern})"
+            )
+        elif want is not None and version != want:
+            if pin.declared is not None:
+                problem = (
+                    f"image {pin.name} ({pin.image}) declares version {pin.declared} "
+                    f"but its tag is {version}"
+                )
+            else:
+                problem = (
+                    f"image {pin.name} ({pin.image}) is on {version}, "
+                    f"the pins are on {want}{reference}: drift between pins is a bug"
+                )
+        out.append(ImageStatus(pin=pin, version=version, expected=want, problem=problem))
+    return out
+
+
+def image_for(
+    config: ProjectConfig, system: str, environment: str | None, platform: str
+) -> ImagePin | None:
+    """The pin a job of this system, environment and platform runs in: the
+    environment's own pin first, then the system's, for the platform's arch."""
+    arch = config.platform_info(platform).get("arch")
+    candidates = [
+        p
+        for p in image_pins(config)
+        if p.keys[0] == "images" and p.system == system and p.arch in (None, arch)
+    ]
+    for pin in candidates:
+        if environment is not None and pin.environment == environment:
+            return pin
+    return next((p for p in candidates if p.environment is None), None)
+
+
+def check_images(context: ValidationContext) -> Iterator[Finding]:
+    """validate: image pins agree; every configured target has an image for its arch."""
+    config = context.tree.config
+    images = config.section("images")
+    if "version_pattern" in images and version_pattern(config) is None:
+        yield pin_error(
+            config.locate(["images", "version_pattern"]),
+            "pin-image",
+            "images.version_pattern is not a valid regular expression: "
+            + str(images["version_pattern"]),
+        )
+        return
+    for status in image_status(config):
+        if status.problem is not None:
+            keys = list(status.pin.keys)
+            where = [*keys, "tag"] if keys[0] == "images" else keys
+            yield pin_error(config.locate(where), "pin-image", status.problem)
+    if not images:
+        return
+    for target in config.targets:
+        platform = target.selector.platform or ""
+        system = target.system.value
+        if target.settings.get("image") is not None:
+            continue
+        if image_for(config, system, target.selector.environment, platform) is None:
+            arch = config.platform_info(platform).get("arch")
+            fix = (
+                f"add images.{system}.{arch}"
+                if arch in ARCHES
+                else f"set platforms.{platform}.arch (amd64 or arm64)"
+            )
+            yield pin_error(
+                config.locate(["targets", target.name]),
+                "pin-image",
+                f'target "{target.name}": no image pinned for {system} on {platform} '
+                f"({arch or 'no arch'}): {fix}",
+            )
+
+
+def pin_error(location: Location, code: str, message: str) -> Finding:
+    return Finding(location=location, severity=Severity.ERROR, code=code, message=message)
