@@ -23,7 +23,7 @@ is made from the configured target's settings.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -109,6 +109,10 @@ class Decision(Struct, frozen=True, kw_only=True):
         }
 
 
+# Checks one rule's values at its place in the config.
+_Check = Callable[[Mapping[str, Any], tuple], None]
+
+
 def parse_decisions(
     raw: Any,
     *,
@@ -125,80 +129,119 @@ def parse_decisions(
         return out
     for system_name, section in sorted(raw.items()):
         system = System(system_name)
-        known_events = EVENTS[system]
-        events: dict[str, Rule] = {}
-        for event, values in (section.get("events") or {}).items():
-            where = ("decisions", system_name, "events", event)
-            if event not in known_events:
-                findings.add(
-                    locate(list(where)),
-                    "config-decision",
-                    f'unknown {system.value} event "{event}"{did_you_mean(event, known_events)}; '
-                    f"known: {', '.join(known_events)}",
-                )
-                continue
-            if "scope" not in values:
-                findings.add(
-                    locate(list(where)),
-                    "config-decision",
-                    f"event {event}: an event's rule must name the scope it runs",
-                )
+
+        def check(values: Mapping[str, Any], where: tuple, system: System = system) -> None:
             _check_values(system, values, where, scopes, environments, cadences, locate, findings)
-            events[event] = Rule(system=system, event=event, values=dict(values), where=where)
-        labels: list[Rule] = []
-        for i, item in enumerate(section.get("labels") or ()):
-            where = ("decisions", system_name, "labels", i)
-            values = {k: v for k, v in item.items() if k in FIELDS}
-            rule = Rule(
-                system=system,
-                label=item["label"],
-                events=tuple(item.get("events") or ()),
-                values=values,
-                where=where,
-            )
-            for event in rule.events:
-                if event not in events:
-                    findings.add(
-                        locate([*where, "events"]),
-                        "config-decision",
-                        f'label "{rule.label}": event "{event}" has no rule of its own in '
-                        f"decisions.{system.value}.events{did_you_mean(event, list(events))}",
-                    )
-                elif event not in LABELLED_EVENTS:
-                    findings.add(
-                        locate([*where, "events"]),
-                        "config-decision",
-                        f'label "{rule.label}": {event} pipelines carry no labels '
-                        f"(only {', '.join(sorted(LABELLED_EVENTS & set(known_events)))} do)",
-                    )
-            if not values:
-                findings.add(
-                    locate(list(where)),
-                    "config-decision",
-                    f'label "{rule.label}" sets nothing ({", ".join(FIELDS)})',
-                )
-            for earlier in labels:
-                shared = _shared_events(earlier, rule, events)
-                if earlier.label == rule.label and shared:
-                    clash = sorted(
-                        k
-                        for k in set(earlier.values) & set(rule.values)
-                        if earlier.values[k] != rule.values[k]
-                    )
-                    what = f"sets {', '.join(clash)} differently" if clash else "repeats it"
-                    findings.add(
-                        locate(list(where)),
-                        "config-decision",
-                        f'label "{rule.label}" is listed twice for {", ".join(shared)} '
-                        f"(items {labels.index(earlier)} and {i}); the second {what}, and the "
-                        "first always wins: merge them into one rule",
-                    )
-            _check_values(system, values, where, scopes, environments, cadences, locate, findings)
-            labels.append(rule)
+
+        events = _event_rules(system, section, check, locate, findings)
+        labels = _label_rules(system, section, events, check, locate, findings)
         out[system] = Decisions(
             system=system, events=MappingProxyType(events), labels=tuple(labels)
         )
     return out
+
+
+def _event_rules(
+    system: System, section: Mapping[str, Any], check: _Check, locate: Any, findings: Findings
+) -> dict[str, Rule]:
+    """A system's `events` rules: one per known event, each naming its scope."""
+    known_events = EVENTS[system]
+    events: dict[str, Rule] = {}
+    for event, values in (section.get("events") or {}).items():
+        where = ("decisions", system.value, "events", event)
+        if event not in known_events:
+            findings.add(
+                locate(list(where)),
+                "config-decision",
+                f'unknown {system.value} event "{event}"{did_you_mean(event, known_events)}; '
+                f"known: {', '.join(known_events)}",
+            )
+            continue
+        if "scope" not in values:
+            findings.add(
+                locate(list(where)),
+                "config-decision",
+                f"event {event}: an event's rule must name the scope it runs",
+            )
+        check(values, where)
+        events[event] = Rule(system=system, event=event, values=dict(values), where=where)
+    return events
+
+
+def _label_rules(
+    system: System,
+    section: Mapping[str, Any],
+    events: Mapping[str, Rule],
+    check: _Check,
+    locate: Any,
+    findings: Findings,
+) -> list[Rule]:
+    """A system's `labels` rules: each on events that have a rule and carry
+    labels, setting something, and not clashing with an earlier one."""
+    known_events = EVENTS[system]
+    labels: list[Rule] = []
+    for i, item in enumerate(section.get("labels") or ()):
+        where = ("decisions", system.value, "labels", i)
+        values = {k: v for k, v in item.items() if k in FIELDS}
+        rule = Rule(
+            system=system,
+            label=item["label"],
+            events=tuple(item.get("events") or ()),
+            values=values,
+            where=where,
+        )
+        for event in rule.events:
+            if event not in events:
+                findings.add(
+                    locate([*where, "events"]),
+                    "config-decision",
+                    f'label "{rule.label}": event "{event}" has no rule of its own in '
+                    f"decisions.{system.value}.events{did_you_mean(event, list(events))}",
+                )
+            elif event not in LABELLED_EVENTS:
+                findings.add(
+                    locate([*where, "events"]),
+                    "config-decision",
+                    f'label "{rule.label}": {event} pipelines carry no labels '
+                    f"(only {', '.join(sorted(LABELLED_EVENTS & set(known_events)))} do)",
+                )
+        if not values:
+            findings.add(
+                locate(list(where)),
+                "config-decision",
+                f'label "{rule.label}" sets nothing ({", ".join(FIELDS)})',
+            )
+        for index, earlier in enumerate(labels):
+            _check_clash(earlier, index, rule, i, events, locate, findings)
+        check(values, where)
+        labels.append(rule)
+    return labels
+
+
+def _check_clash(
+    earlier: Rule,
+    earlier_index: int,
+    rule: Rule,
+    index: int,
+    events: Mapping[str, Rule],
+    locate: Any,
+    findings: Findings,
+) -> None:
+    """The same label listed twice for a shared event: the first always wins."""
+    shared = _shared_events(earlier, rule, events)
+    if earlier.label != rule.label or not shared:
+        return
+    clash = sorted(
+        k for k in set(earlier.values) & set(rule.values) if earlier.values[k] != rule.values[k]
+    )
+    what = f"sets {', '.join(clash)} differently" if clash else "repeats it"
+    findings.add(
+        locate(list(rule.where)),
+        "config-decision",
+        f'label "{rule.label}" is listed twice for {", ".join(shared)} '
+        f"(items {earlier_index} and {index}); the second {what}, and the "
+        "first always wins: merge them into one rule",
+    )
 
 
 def _shared_events(a: Rule, b: Rule, events: Mapping[str, Rule]) -> list[str]:
