@@ -104,7 +104,7 @@ def test_one_transaction_per_ingest(
     ingest_runs(db, evidence_runs[:1])
     before = _counts(db)
     written = []
-    real_bulk, real_results = store_module._bulk_insert, store_module._insert_results
+    real_bulk = store_module._bulk_insert
 
     def staged(conn, table, keys, rows):
         written.append(table.name)
