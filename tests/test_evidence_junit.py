@@ -277,12 +277,12 @@ def test_a_report_dated_in_the_future_is_clamped_to_now() -> None:
 def test_a_report_read_in_chunks_is_the_report_read_whole(data: st.DataObject) -> None:
     """The parser is fed the file in pieces; where the pieces end changes nothing
     (inside a tag, a name, a multi-byte character)."""
-    from matrixgen.evidence.junit import _parse
+    from matrixgen.evidence.junit import _collected
 
     raw = (JUNIT / "gitlab.xml").read_bytes().replace(b"test_cleanup", "test_clé".encode())
     cuts = sorted(data.draw(st.sets(st.integers(1, len(raw) - 1), max_size=12)))
     pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
-    assert _parse(iter(pieces), "r.xml") == parse_report(raw, "r.xml")
+    assert _collected(iter(pieces), "r.xml") == parse_report(raw, "r.xml")
 
 
 def test_a_report_past_the_size_limit_is_refused_unread(tmp_path, monkeypatch) -> None:

@@ -104,18 +104,20 @@ def test_one_transaction_per_ingest(
     ingest_runs(db, evidence_runs[:1])
     before = _counts(db)
     written = []
-    real = store_module._bulk_insert
+    real_bulk = store_module._bulk_insert
 
-    def fail_at_the_results(conn, table, rows):
-        if table is store_module.results:
-            raise RuntimeError("the runner died mid-ingest")
+    def staged(conn, table, keys, rows):
         written.append(table.name)
-        return real(conn, table, rows)
+        return real_bulk(conn, table, keys, rows)
 
-    monkeypatch.setattr(store_module, "_bulk_insert", fail_at_the_results)
+    def fail_at_the_results(conn, rows):
+        raise RuntimeError("the runner died mid-ingest")
+
+    monkeypatch.setattr(store_module, "_bulk_insert", staged)
+    monkeypatch.setattr(store_module, "_insert_results", fail_at_the_results)
     with pytest.raises(RuntimeError):
         ingest_runs(db, evidence_runs[1:2])
-    assert "run_jobs" in written  # the run and its jobs' outcomes were written...
+    assert "matrixgen_staged" in written  # the run and its records were written...
     assert _counts(db) == before  # ...and rolled back with the rest: nothing
 
 
@@ -152,7 +154,7 @@ def test_the_schema_is_versioned_and_a_newer_one_refused(db: str, evidence_runs:
     ingest_runs(db, evidence_runs[:1])
     store = open_store(db, write=True)
     try:
-        assert schema_version(store) == store_module.SCHEMA_VERSION == 3
+        assert schema_version(store) == store_module.SCHEMA_VERSION == 4
         with store.engine.begin() as conn:
             conn.execute(store_module.schema_table.update().values(version=99))
     finally:
@@ -530,13 +532,20 @@ def test_a_version_1_store_migrates_and_its_runs_have_no_ref(db: str) -> None:
     store = open_store(db, write=True)
     try:
         ingest(store, RunInfo(run_id="7002", commit="def", finished_at=None, ref="main"), [])
-        assert schema_version(store) == store_module.SCHEMA_VERSION == 3
+        assert schema_version(store) == store_module.SCHEMA_VERSION == 4
         with store.transaction() as conn:
             rows = {r.run_id: (r.git_ref, r.source, r.commit) for r in read_runs(conn).values()}
             indexes = {i["name"] for i in sa.inspect(conn).get_indexes("runs")}
         # The old run kept its row, and knows no ref; the new one does.
         assert rows == {"7001": (None, None, "abc"), "7002": ("main", None, "def")}
         assert "ix_runs_ref_finished" in indexes
+        with store.transaction() as conn:
+            keys = sa.inspect(conn).get_foreign_keys("results")
+        # Version 4: on PostgreSQL `results` checks no foreign key per row (SQLite
+        # never enforced them, and keeps the declaration the store was made with).
+        assert [k["referred_table"] for k in keys] == (
+            [] if store.dialect == "postgresql" else ["cases", "runs"]
+        )
         # A run stored without a ref learns it from a later ingest; a different one is refused.
         ingest(store, RunInfo(run_id="7001", commit=None, finished_at=None, ref="main"), [])
         with pytest.raises(UsageError, match="stored with ref main, not dev"):

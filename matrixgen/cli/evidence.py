@@ -154,8 +154,8 @@ def ingest(
     Re-ingesting a run changes nothing; a bad file stores nothing."""
     import os
 
-    from matrixgen.evidence.junit import read_report, report_files, run_finished_at
-    from matrixgen.evidence.mapping import map_reports, not_node_ids
+    from matrixgen.evidence.junit import report_files
+    from matrixgen.evidence.mapping import Mapper
     from matrixgen.pipeline import generate, require_no_errors
 
     if not run_id.strip():
@@ -164,50 +164,32 @@ def ingest(
     commit = commit or os.environ.get("CI_COMMIT_SHA") or os.environ.get("GITHUB_SHA") or None
     ref = _origin("--ref", ref, "CI_COMMIT_REF_NAME", "GITHUB_REF_NAME")
     source = _origin("--source", source, "CI_PIPELINE_SOURCE", "GITHUB_EVENT_NAME")
-    reports = [read_report(p) for p in report_files(files)]
-    if not reports:
+    paths = report_files(files)
+    if not paths:
         raise UsageError("no JUnit XML files found in " + ", ".join(str(f) for f in files))
     root = recipes_dir(recipes)
     if not root.is_dir():
         raise UsageError(f"recipe directory not found: {root}")
     generation = generate(root)
     require_no_errors(generation)
-    groups = map_reports(generation, reports, target=target, job=job, tag=tag)
-    odd = not_node_ids(groups)
-    if moment is None:
-        moment, note = run_finished_at(reports)
-        if note is not None:
-            typer.echo(f"matrixgen: note: {_t(note)}", err=True)
+    mapper = Mapper(generation, target=target, job=job, tag=tag)
 
-    from matrixgen.evidence.store import RunInfo, open_store
-    from matrixgen.evidence.store import ingest as store_ingest
+    from matrixgen.evidence.store import RunInfo
 
-    store = open_store(db, write=True)
-    try:
-        report = store_ingest(
-            store,
-            RunInfo(
-                run_id=run_id.strip(),
-                commit=commit,
-                finished_at=moment,
-                ref=ref,
-                source=source,
-            ),
-            groups,
-        )
-    finally:
-        store.close()
+    info = RunInfo(run_id=run_id.strip(), commit=commit, finished_at=moment, ref=ref, source=source)
+    report, shown = _stream_ingest(db, info, paths, mapper)
     rows = []
-    for group, count in report.stored:
-        rows.append(_ingest_row(group, "stored", count))
-    for group in report.already:
-        rows.append(_ingest_row(group, "already stored", 0))
+    for j in report.stored:
+        rows.append(_ingest_row(j, "stored"))
+    for j in report.already:
+        rows.append(_ingest_row(j, "already stored"))
+    odd = list(report.not_node_ids)
     if fmt is TableOrJson.JSON:
         echo_json(
             {
                 "run_id": report.run_id,
                 "new_run": report.new_run,
-                "files": len(reports),
+                "files": len(paths),
                 "jobs": [dict(zip(_INGEST_HEADERS, r, strict=True)) for r in rows],
                 "not_node_ids": odd,
             }
@@ -221,10 +203,9 @@ def ingest(
             "never used to draft a deselect",
             err=True,
         )
-    tests = sum(len(r.testcases) for r in reports)
     typer.echo(
-        f"run {report.run_id}: {len(reports)} file(s), {tests} test(s); stored {report.rows} "
-        f"result(s) of {len(report.stored)} job(s) in {store.shown}"
+        f"run {report.run_id}: {len(paths)} file(s), {report.tests} test(s); stored "
+        f"{report.rows} result(s) of {len(report.stored)} job(s) in {shown}"
         + (
             f"; {len(report.already)} job(s) of this run were stored before and are left as "
             "they were"
@@ -233,6 +214,45 @@ def ingest(
         ),
         err=True,
     )
+
+
+def _stream_ingest(db: str | None, info: Any, paths: list[Path], mapper: Any) -> tuple[Any, str]:
+    """Read the reports one record at a time into the store, in one transaction
+    (memory stays flat: `store.IngestSink`); the run ends when its reports
+    say (clamped to now), unless --finished-at said. A SQLite store this
+    ingest created is removed again when the ingest fails: nothing stored."""
+    from matrixgen.evidence.junit import run_finished_at, stream_report
+    from matrixgen.evidence.store import ingest_stream, open_store, sqlite_path, store_url
+
+    path = sqlite_path(store_url(db)[0])
+    created = path is not None and not path.exists()
+    store = open_store(db, write=True)
+    try:
+        with ingest_stream(store, info) as sink:
+            if mapper.named is not None:
+                named = mapper.named
+                sink.job(named.key, named.names[-1], named.target)
+            ends = []
+            for number, report in enumerate(paths):
+
+                def add(test: Any, number: int = number, report: Path = report) -> None:
+                    chosen = mapper(str(report), test)
+                    sink.add(chosen.key, chosen.names[-1], chosen.target, number, test)
+
+                ends.append(stream_report(report, add))
+            moment = info.finished_at
+            if moment is None:
+                moment, note = run_finished_at(ends)
+                if note is not None:
+                    typer.echo(f"matrixgen: note: {_t(note)}", err=True)
+            return sink.finish(moment), store.shown
+    except BaseException:
+        if created and path is not None:
+            store.close()
+            path.unlink(missing_ok=True)
+        raise
+    finally:
+        store.close()
 
 
 def _origin(option: str, given: str | None, gitlab: str, github: str) -> str | None:
@@ -266,18 +286,17 @@ _INGEST_HEADERS = (
 )
 
 
-def _ingest_row(group: Any, status: str, count: int) -> list[Any]:
-    tests = group.testcases
+def _ingest_row(j: Any, status: str) -> list[Any]:
     return [
-        group.job_name,
-        group.target,
-        group.job.platform,
-        group.job.environment,
-        group.job.place,
-        len(tests),
-        sum(t.outcome.failed for t in tests),
-        sum(t.outcome.value == "skipped" for t in tests),
-        sum(t.reruns for t in tests),
+        j.job_name,
+        j.target,
+        j.job.platform,
+        j.job.environment,
+        j.job.place,
+        j.tests,
+        j.failed,
+        j.skipped,
+        j.reruns,
         status,
     ]
 

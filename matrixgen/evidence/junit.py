@@ -31,6 +31,7 @@ import datetime as dt
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
@@ -117,107 +118,163 @@ class _Record(Struct, gc=False):
     quarantined: bool = False
 
 
+class ReportEnd(Struct, frozen=True, kw_only=True):
+    """What a report says once its records are read (stream_report)."""
+
+    path: str
+    finished_at: dt.datetime | None  # latest suite timestamp + time, UTC, when given
+    records: int  # testcase records read (a rerun's records each count)
+
+
 def parse_report(data: bytes, path: str) -> Report:
     """Parse one JUnit XML document (bytes), `path` naming it in errors."""
     if not data.strip():
         raise ResultsFileError(f"{path}: the file is empty, expected a JUnit XML report")
-    return _parse(iter([data]), path)
+    return _collected(iter([data]), path)
 
 
-def _parse(chunks: Iterator[bytes], path: str) -> Report:
-    """Stream the chunks through expat: no tree is built, and a test's state is
-    one record (a rerun's record replaces it), so the memory a report needs is
-    its distinct tests, whatever its size in bytes or the depth of its suites."""
-    from xml.parsers import expat
-
-    parser = expat.ParserCreate()
-    stack: list[str] = []
-    suites: list[str] = []
-    tests: dict[str, Testcase] = {}  # in the order of each test's last record
+def _collected(chunks: Iterator[bytes], path: str) -> Report:
+    """A whole report in memory: each test once, in the order of its last
+    record (an earlier record of it is a failed attempt: one rerun more)."""
+    tests: dict[str, Testcase] = {}
     attempts: dict[str, int] = {}  # records before the last one, of tests seen again
-    current: list[_Record | None] = [None]
-    finished: list[dt.datetime] = []
-    strings: dict[str, str] = {}  # one copy of each classname and suite name
 
-    def shared(text: str) -> str:
-        return strings.setdefault(text, text)
+    def keep(test: Testcase) -> None:
+        if tests.pop(test.node_id, None) is not None:
+            attempts[test.node_id] = attempts.get(test.node_id, 0) + 1
+        tests[test.node_id] = test
 
-    def where() -> str:
-        return f"{path}:{parser.CurrentLineNumber}:{parser.CurrentColumnNumber + 1}"
+    end = _parse(chunks, path, keep)
+    return Report(
+        path=path,
+        testcases=tuple(
+            replace(t, reruns=t.reruns + attempts[t.node_id]) if t.node_id in attempts else t
+            for t in tests.values()
+        ),
+        finished_at=end.finished_at,
+    )
 
-    def refuse_doctype(*_args: object) -> None:
-        raise _DoctypeRefused
 
-    def start(tag: str, attrs: dict[str, str]) -> None:
+# Distinct classnames and suite names shared as one string each, up to this
+# many (past it the table starts again: memory stays bounded).
+_SHARED_LIMIT = 10_000
+
+
+class _Reader:
+    """expat's handlers for one report: no tree is built, and the state is the
+    open elements and one record, whatever the report's size. Each finished
+    record goes to `emit` as read (a test's reruns are several records)."""
+
+    def __init__(self, parser: object, path: str, emit: Callable[[Testcase], object]) -> None:
+        self.parser = parser
+        self.path = path
+        self.emit = emit
+        self.stack: list[str] = []
+        self.suites: list[str] = []
+        self.current: _Record | None = None
+        self.finished: dt.datetime | None = None
+        self.records = 0
+        self.emitting = False  # an error raised by `emit` is its own, not the XML's
+        self.strings: dict[str, str] = {}
+
+    def shared(self, text: str) -> str:
+        if len(self.strings) >= _SHARED_LIMIT:
+            self.strings.clear()
+        return self.strings.setdefault(text, text)
+
+    def where(self) -> str:
+        parser = self.parser
+        return f"{self.path}:{parser.CurrentLineNumber}:{parser.CurrentColumnNumber + 1}"  # type: ignore[attr-defined]
+
+    def start(self, tag: str, attrs: dict[str, str]) -> None:
+        stack = self.stack
         if not stack and tag not in _ROOTS:
             raise ResultsFileError(
-                f"{where()}: not a JUnit XML report: the root element is <{tag}>, "
+                f"{self.where()}: not a JUnit XML report: the root element is <{tag}>, "
                 "expected <testsuites> or <testsuite>"
             )
         stack.append(tag)
+        record = self.current
         if tag == "testsuite":
-            suites.append(shared(attrs.get("name", "")))
-            stamp = _suite_end(attrs, where)
-            if stamp is not None:
-                finished.append(stamp)
+            self.suites.append(self.shared(attrs.get("name", "")))
+            stamp = _suite_end(attrs, self.where)
+            if stamp is not None and (self.finished is None or stamp > self.finished):
+                self.finished = stamp
         elif tag == "testcase":
-            if current[0] is not None:
-                raise ResultsFileError(f"{where()}: <testcase> inside <testcase>")
-            name = attrs.get("name", "").strip()
-            if not name:
-                raise ResultsFileError(f"{where()}: <testcase> without a name attribute")
-            classname = shared(attrs.get("classname", "").strip())
-            nid = node_id(classname, name, attrs.get("file", "").strip())
-            if tests.pop(nid, None) is not None:
-                # Every record of a test but its last is an attempt that failed.
-                attempts[nid] = attempts.get(nid, 0) + 1
-            current[0] = _Record(
-                node_id=nid,
-                classname=classname,
-                name=name,
-                suite=suites[-1] if suites else "",
-                duration=_seconds(attrs.get("time"), where),
-                line=parser.CurrentLineNumber,
-            )
-        elif current[0] is not None and stack[-2] == "testcase":
-            record = current[0]
-            if tag in _FAILURE_TAGS:
-                outcome = _FAILURE_TAGS[tag]
-                # An error beside a failure (a teardown error after a failed call)
-                # keeps the failure: the test itself failed.
-                if not record.outcome.failed:
-                    record.outcome = outcome
-                    record.message = attrs.get("message", "")[:MESSAGE_LIMIT]
-            elif tag == "skipped":
-                if record.outcome is Outcome.PASSED:
-                    record.outcome = Outcome.SKIPPED
-            elif tag in _RERUN_TAGS:
-                record.reruns += 1
+            self.open_record(attrs)
+        elif record is not None and stack[-2] == "testcase":
+            _child(record, tag, attrs)
         elif (
             tag == "property"
-            and current[0] is not None
+            and record is not None
             and stack[-2:-1] == ["properties"]
             and stack[-3:-2] == ["testcase"]
             and attrs.get("name") == QUARANTINED_PROPERTY
             and attrs.get("value", "").strip()
         ):
-            current[0].quarantined = True
+            record.quarantined = True
 
-    def end(tag: str) -> None:
-        stack.pop()
+    def open_record(self, attrs: dict[str, str]) -> None:
+        if self.current is not None:
+            raise ResultsFileError(f"{self.where()}: <testcase> inside <testcase>")
+        name = attrs.get("name", "").strip()
+        if not name:
+            raise ResultsFileError(f"{self.where()}: <testcase> without a name attribute")
+        classname = self.shared(attrs.get("classname", "").strip())
+        self.current = _Record(
+            node_id=node_id(classname, name, attrs.get("file", "").strip()),
+            classname=classname,
+            name=name,
+            suite=self.suites[-1] if self.suites else "",
+            duration=_seconds(attrs.get("time"), self.where),
+            line=self.parser.CurrentLineNumber,  # type: ignore[attr-defined]
+        )
+
+    def end(self, tag: str) -> None:
+        self.stack.pop()
         if tag == "testsuite":
-            suites.pop()
+            self.suites.pop()
         elif tag == "testcase":
-            record = current[0]
+            record = self.current
             assert record is not None
             if record.quarantined and record.outcome.failed:
                 record.outcome = Outcome.MUTED
-            tests[record.node_id] = _testcase(record)
-            current[0] = None
+            self.current = None
+            self.records += 1
+            self.emitting = True
+            self.emit(_testcase(record))
+            self.emitting = False
+
+
+def _child(record: _Record, tag: str, attrs: dict[str, str]) -> None:
+    """A child element of a testcase: its failure, error, skip or rerun."""
+    if tag in _FAILURE_TAGS:
+        # An error beside a failure (a teardown error after a failed call)
+        # keeps the failure: the test itself failed.
+        if not record.outcome.failed:
+            record.outcome = _FAILURE_TAGS[tag]
+            record.message = attrs.get("message", "")[:MESSAGE_LIMIT]
+    elif tag == "skipped":
+        if record.outcome is Outcome.PASSED:
+            record.outcome = Outcome.SKIPPED
+    elif tag in _RERUN_TAGS:
+        record.reruns += 1
+
+
+def _parse(chunks: Iterator[bytes], path: str, emit: Callable[[Testcase], object]) -> ReportEnd:
+    """Stream the chunks through expat, each record to `emit` as it ends: the
+    memory a report needs does not grow with its size."""
+    from xml.parsers import expat
+
+    parser = expat.ParserCreate()
+    reader = _Reader(parser, path, emit)
+
+    def refuse_doctype(*_args: object) -> None:
+        raise _DoctypeRefused
 
     parser.StartDoctypeDeclHandler = refuse_doctype
-    parser.StartElementHandler = start
-    parser.EndElementHandler = end
+    parser.StartElementHandler = reader.start
+    parser.EndElementHandler = reader.end
     first = b""
     try:
         for chunk in chunks:
@@ -231,26 +288,21 @@ def _parse(chunks: Iterator[bytes], path: str) -> Report:
         ) from None
     except _DoctypeRefused:
         raise ResultsFileError(
-            f"{where()}: a DOCTYPE is not accepted in a JUnit XML report "
+            f"{reader.where()}: a DOCTYPE is not accepted in a JUnit XML report "
             "(it could declare entities)"
         ) from None
     except (LookupError, ValueError) as exc:
+        if reader.emitting:
+            raise
         # The declared encoding: unknown to Python, or one expat cannot decode
         # (multi-byte encodings other than UTF-8 and UTF-16).
         declared = _DECLARED_ENCODING.match(first)  # prefix: the declaration starts the file
         name = declared.group(1).decode("ascii", "replace") if declared else "?"
         raise ResultsFileError(
-            f'{where()}: the XML declaration names encoding "{name}", which cannot be '
+            f'{reader.where()}: the XML declaration names encoding "{name}", which cannot be '
             f"read ({exc}): write the report in UTF-8"
         ) from None
-    return Report(
-        path=path,
-        testcases=tuple(
-            replace(t, reruns=t.reruns + attempts[t.node_id]) if t.node_id in attempts else t
-            for t in tests.values()
-        ),
-        finished_at=max(finished) if finished else None,
-    )
+    return ReportEnd(path=path, finished_at=reader.finished, records=reader.records)
 
 
 def _testcase(record: _Record) -> Testcase:
@@ -343,7 +395,7 @@ FUTURE_SKEW = dt.timedelta(minutes=5)
 
 
 def run_finished_at(
-    reports: Iterable[Report], now: dt.datetime | None = None
+    reports: Iterable[Report | ReportEnd], now: dt.datetime | None = None
 ) -> tuple[dt.datetime | None, str | None]:
     """When the run finished, by its reports: the latest suite end (None when
     no suite says). One later than now plus FUTURE_SKEW is clamped to now, and
@@ -386,6 +438,20 @@ def report_files(paths: Iterable[Path]) -> list[Path]:
 def read_report(path: Path) -> Report:
     """Read one report file, streamed in chunks; a file larger than
     MAX_REPORT_BYTES is refused before it is read."""
+    with _report_chunks(path) as chunks:
+        return _collected(chunks, str(path))
+
+
+def stream_report(path: Path, emit: Callable[[Testcase], object]) -> ReportEnd:
+    """Read one report file as read_report does, without keeping its tests:
+    each record goes to `emit` as it ends, in file order (a rerun's records
+    each once: folding them is the receiver's part). Memory stays flat."""
+    with _report_chunks(path) as chunks:
+        return _parse(chunks, str(path), emit)
+
+
+@contextmanager
+def _report_chunks(path: Path) -> Iterator[Iterator[bytes]]:
     try:
         with path.open("rb") as handle:
             size = os.fstat(handle.fileno()).st_size
@@ -397,7 +463,7 @@ def read_report(path: Path) -> Report:
             first = handle.read(_CHUNK)
             if not first.strip():
                 raise ResultsFileError(f"{path}: the file is empty, expected a JUnit XML report")
-            return _parse(_chunks(handle, first), str(path))
+            yield _chunks(handle, first)
     except OSError as exc:
         raise ResultsFileError(f"{path}: cannot read: {exc.strerror}") from None
 

@@ -142,47 +142,74 @@ def map_reports(
 ) -> list[JobResults]:
     """The reports' tests grouped by the job that ran them (see the module doc).
     `pool`: the candidates, when the caller computed them already."""
-    if pool is None:
-        pool = candidates(generation, target=target, tag=tag)
-    where = f" in target {target}" if target else ""
-    if job is not None:
-        named = [c for c in pool if job in c.names]
-        chosen = _one(named, f'job "{job}"{where}')
-        if chosen is None:
-            known = sorted({n for c in pool for n in c.names})
-            raise UsageError(f'no job is named "{job}"{where}{did_you_mean(job, known)}')
-        tests = tuple(t for r in reports for t in r.testcases)
-        return [_group(chosen, tests)]
-    buckets: dict[str, list[Candidate]] = {}
-    by_name: dict[str, list[Candidate]] = {}
-    for c in pool:
-        if c.job.model == UNIT_TEST_MODEL:
-            buckets.setdefault(c.job.test_case, []).append(c)
-        for name in c.names:
-            by_name.setdefault(name, []).append(c)
-    index = BucketIndex(buckets)
-    chosen_for: dict[tuple[str, str], Candidate] = {}
+    mapper = Mapper(generation, target=target, job=job, tag=tag, pool=pool)
     grouped: dict[JobKey, tuple[Candidate, list[Testcase]]] = {}
     for report in reports:
         for test in report.testcases:
-            path = test.node_id.split("::", 1)[0]
-            bucket = index(path)
-            cache_key = (bucket or "", test.suite if bucket is None else "")
-            picked = chosen_for.get(cache_key)
-            if picked is None:
-                at = f"{report.path}:{test.line}: test {test.node_id}"
-                if bucket is not None:
-                    picked = _one(buckets[bucket], f"{at}: its unit-test bucket {bucket}")
-                else:
-                    picked = _one(by_name.get(test.suite, []), f'{at}: suite "{test.suite}"')
-                if picked is None:
-                    raise UsageError(
-                        f"{at} is in no unit-test bucket{where}, and its testsuite "
-                        f'"{test.suite}" names no job; give --job NAME'
-                    )
-                chosen_for[cache_key] = picked
+            picked = mapper(report.path, test)
             grouped.setdefault(picked.key, (picked, []))[1].append(test)
     return [_group(c, tuple(tests)) for c, tests in grouped.values()]
+
+
+# Entries a lookup cache keeps before it starts again (memory stays bounded
+# whatever the reports hold).
+_CACHE_LIMIT = 100_000
+
+
+class Mapper:
+    """The job of each test, one test at a time (what a streamed ingest needs):
+    see the module doc. A test no job holds, or several, is a UsageError."""
+
+    def __init__(
+        self,
+        generation: Generation,
+        *,
+        target: str | None = None,
+        job: str | None = None,
+        tag: str | None = None,
+        pool: Sequence[Candidate] | None = None,
+    ) -> None:
+        if pool is None:
+            pool = candidates(generation, target=target, tag=tag)
+        self.where = f" in target {target}" if target else ""
+        self.named: Candidate | None = None
+        if job is not None:
+            self.named = _one([c for c in pool if job in c.names], f'job "{job}"{self.where}')
+            if self.named is None:
+                known = sorted({n for c in pool for n in c.names})
+                raise UsageError(f'no job is named "{job}"{self.where}{did_you_mean(job, known)}')
+        self.buckets: dict[str, list[Candidate]] = {}
+        self.by_name: dict[str, list[Candidate]] = {}
+        for c in pool:
+            if c.job.model == UNIT_TEST_MODEL:
+                self.buckets.setdefault(c.job.test_case, []).append(c)
+            for name in c.names:
+                self.by_name.setdefault(name, []).append(c)
+        self.index = BucketIndex(self.buckets)
+        self.chosen_for: dict[tuple[str, str], Candidate] = {}
+
+    def __call__(self, path: str, test: Testcase) -> Candidate:
+        if self.named is not None:
+            return self.named
+        bucket = self.index(test.node_id.split("::", 1)[0])
+        cache_key = (bucket or "", test.suite if bucket is None else "")
+        picked = self.chosen_for.get(cache_key)
+        if picked is not None:
+            return picked
+        at = f"{path}:{test.line}: test {test.node_id}"
+        if bucket is not None:
+            picked = _one(self.buckets[bucket], f"{at}: its unit-test bucket {bucket}")
+        else:
+            picked = _one(self.by_name.get(test.suite, []), f'{at}: suite "{test.suite}"')
+        if picked is None:
+            raise UsageError(
+                f"{at} is in no unit-test bucket{self.where}, and its testsuite "
+                f'"{test.suite}" names no job; give --job NAME'
+            )
+        if len(self.chosen_for) >= _CACHE_LIMIT:
+            self.chosen_for.clear()
+        self.chosen_for[cache_key] = picked
+        return picked
 
 
 def _group(candidate: Candidate, tests: tuple[Testcase, ...]) -> JobResults:
@@ -216,6 +243,8 @@ class BucketIndex:
         if path in self._found:
             return self._found[path]
         found = self._lookup(path)
+        if len(self._found) >= _CACHE_LIMIT:
+            self._found.clear()
         self._found[path] = found
         return found
 
