@@ -33,7 +33,7 @@ from matrixgen.emit.generate import emit_target, generate_all
 from matrixgen.engine.load import read_directory
 from matrixgen.engine.targets import discover_targets
 from matrixgen.pipeline import Generation, generate_from_files
-from matrixgen.validate import require_valid
+from matrixgen.validate import Needs, require_usable
 
 
 def default_tree() -> Path:
@@ -46,7 +46,7 @@ def default_tree() -> Path:
 def load(files: Mapping[str, bytes], root: str) -> Generation:
     """What every generating command does first: load, expand, check (as the CLI)."""
     generation = generate_from_files(files, root=root)
-    require_valid(generation)
+    require_usable(generation, Needs.VALID)
     return generation
 
 

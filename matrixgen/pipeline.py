@@ -13,7 +13,7 @@ from pathlib import Path
 
 from msgspec import Struct, field
 
-from matrixgen.engine.errors import Finding, RecipeError, Severity
+from matrixgen.engine.errors import Finding
 from matrixgen.engine.expand import Expansion, expand_tree
 from matrixgen.engine.load import RecipeTree, load_tree, read_directory
 from matrixgen.engine.model import Job, Selector, Target
@@ -25,11 +25,37 @@ from matrixgen.quarantine.entries import selection as quarantine_selection
 from matrixgen.util.checkout import RECIPES_VARIABLE, checkout_top, recipes_in
 
 
-class Generation(Struct, frozen=True):
-    """A loaded and expanded tree: what every later stage starts from."""
+class StageCache:
+    """What the stages after expansion derive from one generation and keep for each
+    other: the quarantine file, the jobs grouped by scope, platform and environment
+    once (JobIndex), each target's selection, and the targets validate's checks look
+    at. A Generation owns one; a generation with other jobs starts with a new one,
+    so nothing made from one set of jobs is handed out for another."""
 
-    tree: RecipeTree
-    expansion: Expansion
+    __slots__ = ("checked_targets", "index", "quarantine", "selections")
+
+    def __init__(self) -> None:
+        self.quarantine: QuarantineFile | None = None
+        self.index: JobIndex | None = None
+        self.selections: dict[Target, Selection] = {}
+        self.checked_targets: tuple[Target, ...] | None = None
+
+
+class Generation:
+    """A loaded and expanded tree: what every later stage starts from, and the
+    cache of what those stages derive from it (not part of the values: the tree
+    and the expansion stay frozen)."""
+
+    __slots__ = ("_cache", "expansion", "tree")
+
+    def __init__(self, tree: RecipeTree, expansion: Expansion) -> None:
+        self.tree = tree
+        self.expansion = expansion
+        self._cache = StageCache()
+
+    def with_jobs(self, jobs: tuple[Job, ...]) -> Generation:
+        """The same tree with other jobs (change-based selection), selecting afresh."""
+        return Generation(self.tree, self.expansion.with_jobs(jobs))
 
     @property
     def jobs(self) -> tuple[Job, ...]:
@@ -47,7 +73,10 @@ class Generation(Struct, frozen=True):
     @property
     def quarantine(self) -> QuarantineFile:
         """The parsed quarantine file of the tree (parsed once per content)."""
-        return load_quarantine(self.tree)
+        cache = self._cache
+        if cache.quarantine is None:
+            cache.quarantine = load_quarantine(self.tree)
+        return cache.quarantine
 
     def select(self, selector: Selector) -> list[Job]:
         """The jobs a selector matches, before quarantine."""
@@ -58,10 +87,10 @@ class Generation(Struct, frozen=True):
         the kept ones (marked where an entry applies), `.skipped` the removed ones.
         A bare selector is placed on the system that runs its scope.
 
-        A target's selection is made once per expansion and quarantine file, and
-        shared by everything that asks (validate's checks, the emitters, stats):
-        jobs grouped by scope, platform and environment once (JobIndex), each
-        target looks only at its group."""
+        A target's selection is made once per generation, and shared by everything
+        that asks (validate's checks, the emitters, stats): jobs grouped by scope,
+        platform and environment once (JobIndex), each target looks only at its
+        group."""
         quarantine = self.quarantine
         if not isinstance(target, Target):
             return quarantine_selection(
@@ -70,24 +99,27 @@ class Generation(Struct, frozen=True):
                 target,
                 known_test_cases={j.test_case for j in self.expansion.jobs},
             )
-        # Keyed by the jobs themselves too: an expansion copied with other jobs
-        # (`replace`) shares the memo dict, never a selection made from the others.
-        jobs = self.expansion.jobs
-        memo = self.expansion.memo
-        key = ("selections", id(jobs))
-        slot = memo.get(key)
-        if slot is None or slot[0] is not jobs or slot[1] is not quarantine:
-            slot = memo[key] = (jobs, quarantine, JobIndex(jobs), {})
-        _, _, index, chosen = slot
-        found = chosen.get(target)
+        cache = self._cache
+        found = cache.selections.get(target)
         if found is None:
-            found = chosen[target] = quarantine_selection(
+            index = cache.index
+            if index is None:
+                index = cache.index = JobIndex(self.expansion.jobs)
+            found = cache.selections[target] = quarantine_selection(
                 index.candidates(target.selector),
                 quarantine.entries,
                 target,
                 known_test_cases=index.test_cases,
             )
         return found
+
+    def checked_targets(self) -> tuple[Target, ...]:
+        """The targets validate's checks look at: `resolve_targets` of the config
+        and the jobs, resolved once per generation."""
+        cache = self._cache
+        if cache.checked_targets is None:
+            cache.checked_targets = tuple(resolve_targets(self.tree.config, self.jobs))
+        return cache.checked_targets
 
     def targets(
         self,
@@ -188,14 +220,3 @@ def _collector_paused() -> Iterator[None]:
 def generate(recipes: Path) -> Generation:
     """Load and expand the recipe tree in a directory."""
     return generate_from_files(read_directory(recipes), root=str(recipes))
-
-
-def require_no_errors(generation: Generation) -> None:
-    """Refuse a tree whose loading or expansion found errors; warnings pass."""
-    errors = [f for f in generation.findings if f.severity is Severity.ERROR]
-    if errors:
-        raise RecipeError(
-            f"{len(errors)} error(s) in {generation.tree.root}; "
-            "nothing was generated (run `matrixgen validate` for every finding)",
-            findings=errors,
-        )

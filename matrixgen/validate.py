@@ -9,6 +9,7 @@ caps); its findings come first.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from enum import Enum
 
 from matrixgen.emit.generate import (
     check_duplicates,
@@ -62,29 +63,69 @@ def validate(
     `references`: the listing of the reference tree, to check each target's jobs
     against the declared reference files (not checked without one).
     """
+    return validate_generation(Generation(tree, expansion), schema=schema, references=references)
+
+
+def validate_generation(
+    generation: Generation,
+    *,
+    schema: bool = True,
+    references: ReferenceListing | None = None,
+) -> list[Finding]:
+    """`validate` of a generation: the checks select through it, so the
+    selections they make are the ones its emitters use afterwards."""
     found = Findings()
-    found.extend(expansion.findings)
-    context = ValidationContext(tree, expansion, references)
+    found.extend(generation.expansion.findings)
+    context = ValidationContext(
+        generation=generation, targets=generation.checked_targets(), references=references
+    )
     found.extend(check_tree(context, schema=schema))
     for check in CHECKS:
         found.extend(check(context))
     return found.sorted()
 
 
-def require_valid(
-    generation: Generation, *, references: ReferenceListing | None = None
+class Needs(Enum):
+    """What a command needs of a tree: each level takes in the ones above it."""
+
+    # The jobs are what the files say: loading and expansion found no error
+    # (the quarantine commands, which must still read a broken quarantine file; pins).
+    JOBS = "jobs"
+    # And the quarantine file is sound, so every selection means what it says
+    # (graph, coverage, results ingest, quarantine propose, triage).
+    SELECTION = "selection"
+    # And validate's checks find no error (all but the JSON Schema pass), so a
+    # mistyped scope cannot quietly drop jobs from a target (the commands that
+    # generate or list jobs: generate, github, gitlab, list, decide, report,
+    # jet-trigger, project).
+    VALID = "valid"
+
+
+def require_usable(
+    generation: Generation, needs: Needs, *, references: ReferenceListing | None = None
 ) -> list[Finding]:
-    """Stage 2 for the commands that generate: run validate's checks (all but the
-    JSON Schema pass) and refuse a tree with errors, so a mistyped scope cannot
-    quietly drop jobs from a target. Returns the warnings, for the caller to show.
-    With a reference listing, a gating target's missing reference refuses too."""
-    checked = validate(generation.tree, generation.expansion, schema=False, references=references)
-    found = {*checked, *generation.findings}
+    """The one refusal policy: is this tree usable for a command that needs
+    `needs`? Raises RecipeError with the errors if not; returns the findings
+    that do not refuse (warnings), sorted, for the caller to show. With a
+    reference listing (VALID only), a gating target's missing reference refuses
+    too."""
+    root = generation.tree.root
+    if needs is Needs.JOBS:
+        errors = generation.expansion.errors
+        if errors:
+            raise RecipeError(
+                f"{len(errors)} error(s) in {root}; fix them first (run `matrixgen validate`)",
+                findings=errors,
+            )
+        return [f for f in generation.expansion.findings if f.severity is not Severity.ERROR]
+    found: set[Finding] = set(generation.findings)
+    if needs is Needs.VALID:
+        found.update(validate_generation(generation, schema=False, references=references))
     findings = sorted(found, key=Finding.sort_key)
     errors = [f for f in findings if f.severity is Severity.ERROR]
     if errors:
         raise RecipeError(
-            f"{len(errors)} error(s) in {generation.tree.root}; "
+            f"{len(errors)} error(s) in {root}; "
             "nothing was generated (run `matrixgen validate` for every finding)",
             findings=errors,
         )

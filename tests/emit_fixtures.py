@@ -17,7 +17,8 @@ from typing import Any
 import msgspec
 
 from matrixgen.emit.common import EmitSettings, resolve_settings
-from matrixgen.engine.model import Job, Target
+from matrixgen.engine.model import Job, Selector, Target
+from matrixgen.engine.vocab import System
 from matrixgen.pipeline import Generation, generate_from_files
 
 HOSTILE = "x; touch pwned1 $(touch pwned2) `touch pwned3` && touch pwned4 'q' \"dq\""
@@ -294,3 +295,30 @@ def write_workflows(json_files: Iterable[Path], dest: Path) -> list[Path]:
         workflow.write_text(workflow_for(matrices_of(document)), encoding="utf-8")
         out.append(workflow)
     return out
+
+
+def make_job(test_case: str = "case", **changes: object) -> Job:
+    fields: dict = {
+        "model": "gpt",
+        "test_case": test_case,
+        "environment": "dev",
+        "platform": "dgx_h100",
+        "tag": None,
+        "scope": "mr",
+        "cadence": ("pr",),
+        "name": f"{test_case}_dev_dgx_h100",
+        "build": None,
+        "n_repeat": 1,
+        "time_limit": 60,
+    }
+    fields.update(changes)
+    return Job(**fields)
+
+
+def bare_settings(**changes: object) -> EmitSettings:
+    target = Target(
+        name="t",
+        system=System.GITLAB,
+        selector=Selector(scope="mr", platform="dgx_h100", environment="dev"),
+    )
+    return msgspec.structs.replace(EmitSettings(target=target, launcher="run"), **changes)

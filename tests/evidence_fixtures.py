@@ -5,13 +5,18 @@ store with every run ingested."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from matrixgen.evidence.store import open_store, store_url
 
 HERE = Path(__file__).resolve().parent
 MAKE_RUNS = HERE / "evidence_project" / "make_runs.py"
@@ -51,7 +56,7 @@ def ingest_runs(db: str, runs: list[Run]) -> None:
 
     from matrixgen.evidence.junit import read_report
     from matrixgen.evidence.mapping import map_reports
-    from matrixgen.evidence.store import RunInfo, ingest, open_store
+    from matrixgen.evidence.store import RunInfo, ingest
     from matrixgen.pipeline import generate
 
     generation = generate(RECIPES)
@@ -86,3 +91,38 @@ def shipped_recipes(tmp_path: Path) -> Path:
     path = tmp_path / "recipes"
     shutil.copytree(RECIPES, path)
     return path
+
+
+POSTGRES_ENV = "MATRIXGEN_TEST_POSTGRES_URL"
+
+
+def _postgres_url() -> str:
+    url = os.environ.get(POSTGRES_ENV)
+    if not url:
+        reason = f"no PostgreSQL server (.ci/run starts one and sets {POSTGRES_ENV})"
+        if os.environ.get("MATRIXGEN_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"MATRIXGEN_REQUIRE_POSTGRES=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+    return url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty store: a SQLite file, or a schema of its own on the server."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "results.db")
+        return
+    import sqlalchemy as sa
+
+    base = _postgres_url()
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    engine = sa.create_engine(store_url(base)[0])
+    with engine.begin() as conn:
+        conn.execute(sa.schema.CreateSchema(schema))
+    try:
+        sep = "&" if "?" in base else "?"
+        yield f"{base}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.schema.DropSchema(schema, cascade=True))
+        engine.dispose()

@@ -221,7 +221,7 @@ def test_action_triage_step_writes_the_triage(
     if shutil.which("matrixgen", path=str(Path(sys.executable).parent)) is None:
         pytest.skip("matrixgen is not installed as a command next to this Python")
     from matrixgen.evidence.triage import MARKER
-    from tests.test_triage import _store
+    from tests.triage_fixtures import _store
 
     monkeypatch.setenv("MATRIXGEN_TODAY", "2026-12-01")
     script = _script(action, "Triage to the job summary")

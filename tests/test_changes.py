@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,9 +21,9 @@ from matrixgen.engine.changes import (
 )
 from matrixgen.engine.model import Job
 from matrixgen.util.checkout import in_tree, tree_path
+from tests.changes_fixtures import REPO, git
+from tests.changes_fixtures import repo as repo
 from tests.conftest import Run, run_cli
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize(
@@ -140,34 +139,6 @@ def test_every_fail_safe_condition_keeps_the_full_selection(
 
 
 # --- on a real git repository ----------------------------------------------
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-
-
-@pytest.fixture
-def repo(tmp_path: Path, pinned_today: object) -> Path:
-    """The shipped recipes in a repository of their own, with some source."""
-    root = tmp_path / "repo"
-    shutil.copytree(REPO / "recipes", root / "recipes")
-    for rel in (
-        "megatron/core/ssm/mamba_block.py",
-        "megatron/core/inference/engine.py",
-        "docs/index.md",
-    ):
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text("x\n")
-    git(root, "init", "-q")
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "base")
-    return root
 
 
 def generate(repo: Path, *extra: str) -> tuple[Run, dict]:

@@ -17,7 +17,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.test_compat import HAND_TREE
+from tests.tree_fixtures import HAND_TREE
 
 
 def test_usage_errors_exit_2(tree: Callable[..., Path], cli: Callable) -> None:

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from matrixgen.cli.output import GuardedStream, StreamError
 from matrixgen.util.escape import terminal_text, unescape_terminal
-from tests.test_compat import HAND_TREE
-from tests.test_escape import HOSTILE, runner_commands
-from tests.test_quarantine import v2_files
+from tests.escape_fixtures import HOSTILE, runner_commands
+from tests.quarantine_fixtures import v2_files
+from tests.tree_fixtures import HAND_TREE
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,55 +18,7 @@ import yaml
 
 from matrixgen.engine.model import Selector
 from matrixgen.pipeline import generate
-
-HAND_TREE = {
-    "_build-mcore-dev.yaml": """
-type: build
-format_version: 1
-spec: {name: mcore-pyt-dev, platforms: [linux/amd64]}
-""",
-    "h100/gpt.yaml": """
-type: basic
-format_version: 1
-spec:
-  name: "{test_case}_{environment}_{platforms}"
-  model: gpt
-  build: mcore-pyt-{environment}
-  platforms: dgx_a100
-products:
-  - test_case: [a_mr_and_github]
-    products:
-      - environment: [dev]
-        scope: [mr, mr-github]
-        platforms: [dgx_h100]
-  - test_case: [b_nightly_default_platform]
-    products:
-      - environment: [dev]
-        scope: [nightly]
-  - test_case: [c_weekly_block_cadence]
-    cadence: [pr]
-    products:
-      - environment: [dev]
-        scope: [weekly]
-        platforms: [dgx_h100]
-  - test_case: [d_slim]
-    products:
-      - environment: [dev]
-        scope: [mr-github-slim, mr-slim]
-        platforms: [dgx_h100]
-  - test_case: [e_broken]
-    products:
-      - environment: [dev]
-        scope: [mr-broken]
-        platforms: [dgx_h100]
-  - test_case: [f_l2_written_as_tier]
-    products:
-      - environment: [dev]
-        scope: [L2]
-        cadence: [nightly]
-        platforms: [dgx_h100]
-""",
-}
+from tests.tree_fixtures import HAND_TREE
 
 
 def selected(cli: Callable, root: Path, *args: str) -> set[str]:

@@ -17,11 +17,7 @@ from matrixgen.engine.errors import ConfigError, ExitCode, UsageError
 from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.vocab import System
 from tests.conftest import run_cli
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-SHIPPED = REPO / "recipes"
+from tests.tree_fixtures import SHIPPED
 
 # The decision table of the seed's GitHub workflow, row by row, as the shipped
 # config must model it: (event, labels) -> (scope, n_repeat, lightweight, cadence).

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.changes_fixtures import git
+from tests.changes_fixtures import repo as repo
 from tests.conftest import run_cli
-from tests.test_changes import git
-from tests.test_changes import repo as repo
 
 
 @pytest.fixture

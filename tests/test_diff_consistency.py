@@ -32,8 +32,8 @@ from matrixgen.engine.targets import resolve_targets
 from matrixgen.engine.vocab import System
 from matrixgen.migrate import real_targets
 from matrixgen.pipeline import generate_from_files
+from tests.diff_fixtures import GPT, block, dumped, v2_tree
 from tests.gitrepo import GIT_ENV, GitRepo
-from tests.test_diff import GPT, block, dumped, v2_tree
 
 ENTRY: dict[str, Any] = {
     "id": "gpt-a-hang",

@@ -19,7 +19,7 @@ from matrixgen.diff.model import SelectionDiff, TargetDiff
 from matrixgen.diff.render import render_json, render_markdown, render_text, to_json_data
 from matrixgen.engine.errors import ExitCode, ExpectationError, UsageError
 from matrixgen.views.cost import compute_cost
-from tests.test_diff import (
+from tests.diff_fixtures import (
     CONFIG,
     GPT,
     block,
@@ -30,8 +30,8 @@ from tests.test_diff import (
     quarantine_file,
     v2_tree,
 )
-from tests.test_diff import in_repo as in_repo
-from tests.test_diff import repo as repo
+from tests.diff_fixtures import in_repo as in_repo
+from tests.diff_fixtures import repo as repo
 
 # A GB200 GPU-hour weighs 1.5 against an H100 one.
 WEIGHTED = copy.deepcopy(CONFIG)
@@ -179,7 +179,7 @@ def test_cost_delta_is_head_minus_base_and_sums_up(
 def scenario(delta_hours: float) -> SelectionDiff:
     """One gitlab/mr target whose run costs `delta_hours` more, one GitHub target."""
     from matrixgen.views.cost import Cost
-    from tests.test_expect import target
+    from tests.diff_fixtures import target
 
     return SelectionDiff(
         base="a" * 40,

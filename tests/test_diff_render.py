@@ -35,8 +35,8 @@ from matrixgen.diff.render import (
 from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
 from matrixgen.engine.vocab import System
 from matrixgen.views.cost import Cost
+from tests.diff_fixtures import GPT, block, diff, dumped, v2_tree
 from tests.gitrepo import GIT_ENV, GitRepo
-from tests.test_diff import GPT, block, diff, dumped, v2_tree
 
 SCRIPT_OLD = "set -e\nbash run.sh {test_case}\necho done"
 SCRIPT_NEW = "set -e\nbash run.sh {test_case} --fast\necho done"

@@ -17,7 +17,7 @@ from matrixgen.engine.model import Selector
 from matrixgen.engine.targets import resolve_targets
 from matrixgen.validate import validate
 from matrixgen.views.stats import compute_stats
-from tests.test_diff import GPT, block, by_name, diff, gen, v2_tree
+from tests.diff_fixtures import GPT, block, by_name, diff, gen, v2_tree
 
 
 def files_of(tree: dict[str, Any]) -> dict[str, str]:

@@ -17,8 +17,7 @@ from matrixgen.emit.gitlab import emit_gitlab
 from matrixgen.engine.errors import ConfigError, UsageError
 from matrixgen.engine.targets import parse_target
 from matrixgen.pipeline import generate_from_files
-from tests.emit_fixtures import V1_TREE, V2_TREE, tree_files, v2_generation
-from tests.test_emit_gitlab import bare_settings, make_job
+from tests.emit_fixtures import V1_TREE, V2_TREE, bare_settings, make_job, tree_files, v2_generation
 
 # --------------------------------------------------------------------------- timeouts
 

@@ -17,7 +17,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.emit.common import EmitSettings, resolve_settings
+from matrixgen.emit.common import resolve_settings
 from matrixgen.emit.gitlab import (
     GITLAB_MAX_CHILD_YAML_BYTES,
     PLACEHOLDER_JOB,
@@ -30,8 +30,7 @@ from matrixgen.emit.gitlab import (
     shell_quote,
 )
 from matrixgen.engine.errors import ConfigError, LimitError, RecipeError
-from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
-from matrixgen.engine.vocab import System
+from matrixgen.engine.model import QuarantineMark
 from matrixgen.pipeline import generate_from_files
 from tests import realvalidators as rv
 from tests.emit_fixtures import (
@@ -39,6 +38,8 @@ from tests.emit_fixtures import (
     PWNED,
     V2_TREE,
     WEIRD_VALUE,
+    bare_settings,
+    make_job,
     target_jobs,
     tree_files,
 )
@@ -47,33 +48,6 @@ from tests.emit_fixtures import (
 def pipeline(name: str) -> dict:
     _, jobs, settings = target_jobs(name)
     return yaml.safe_load(emit_gitlab(jobs, settings).text)
-
-
-def make_job(test_case: str = "case", **changes: object) -> Job:
-    fields: dict = {
-        "model": "gpt",
-        "test_case": test_case,
-        "environment": "dev",
-        "platform": "dgx_h100",
-        "tag": None,
-        "scope": "mr",
-        "cadence": ("pr",),
-        "name": f"{test_case}_dev_dgx_h100",
-        "build": None,
-        "n_repeat": 1,
-        "time_limit": 60,
-    }
-    fields.update(changes)
-    return Job(**fields)
-
-
-def bare_settings(**changes: object) -> EmitSettings:
-    target = Target(
-        name="t",
-        system=System.GITLAB,
-        selector=Selector(scope="mr", platform="dgx_h100", environment="dev"),
-    )
-    return msgspec.structs.replace(EmitSettings(target=target, launcher="run"), **changes)
 
 
 # --------------------------------------------------------------------------- durations

@@ -23,53 +23,13 @@ from matrixgen.util.escape import (
     workflow_data,
     workflow_property,
 )
+from tests.escape_fixtures import HOSTILE, runner_commands
 
 # Text of every kind, lone surrogates included (they exist in-process: a file
 # name or argument that is not valid UTF-8 decodes to them).
 ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()))
-HOSTILE = st.lists(
-    st.sampled_from(
-        [
-            "::",
-            "##[",
-            "\n",
-            "\r",
-            "\r\n",
-            " ",
-            "\t",
-            "\x1b[0K",
-            "\u2028",
-            "\x85",
-            "\\",
-            "%",
-            ",",
-            ":",
-            "error",
-            "add-mask",
-            "stop-commands",
-            "x",
-            "é",
-            "\ud800",
-            "\u202e",
-        ]
-    )
-).map("".join)
 TEXT = st.one_of(ANY_TEXT, HOSTILE)
 HIDDEN = {"Cc", "Cf", "Zl", "Zp", "Cs"}
-
-# What .NET's String.TrimStart() takes for white space (Char.IsWhiteSpace).
-_DOTNET_SPACE = (
-    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
-    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
-)
-
-
-def runner_commands(output: str) -> list[str]:
-    """The lines of output that GitHub's runner would run as workflow commands: it
-    reads lines split at \\r, \\n or \\r\\n; a line is a command when it starts
-    with `::` after white space, or holds the legacy `##[` anywhere."""
-    lines = re.split(r"\r\n|\r|\n", output)
-    return [line for line in lines if line.lstrip(_DOTNET_SPACE).startswith("::") or "##[" in line]
 
 
 def physical_lines(text: str) -> list[str]:

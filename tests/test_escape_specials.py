@@ -261,7 +261,7 @@ def test_diff_html_is_text_inside_a_tag(value: str) -> None:
 
 def test_decide_writes_target_names_as_code_that_shows_them() -> None:
     from tests.conftest import run_cli
-    from tests.test_decide import SHIPPED
+    from tests.tree_fixtures import SHIPPED
 
     argv = ["decide", "--recipes", str(SHIPPED), "--event", "pull_request"]
     run = run_cli([*argv, "--format", "markdown"])

@@ -3,9 +3,7 @@ versioned migrations, idempotent ingest, one transaction per ingest."""
 
 from __future__ import annotations
 
-import os
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,41 +13,15 @@ from matrixgen.engine.errors import ExitCode, ResultsStoreError, UsageError
 from matrixgen.evidence import store as store_module
 from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows
 from matrixgen.evidence.store import counts, open_store, schema_version, store_url
-from tests.evidence_fixtures import RECIPES, TARGET, TODAY, Run, ingest_runs
-
-POSTGRES_ENV = "MATRIXGEN_TEST_POSTGRES_URL"
-
-
-def _postgres_url() -> str:
-    url = os.environ.get(POSTGRES_ENV)
-    if not url:
-        reason = f"no PostgreSQL server (.ci/run starts one and sets {POSTGRES_ENV})"
-        if os.environ.get("MATRIXGEN_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"MATRIXGEN_REQUIRE_POSTGRES=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
-    return url
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty store: a SQLite file, or a schema of its own on the server."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "results.db")
-        return
-    import sqlalchemy as sa
-
-    base = _postgres_url()
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    engine = sa.create_engine(store_url(base)[0])
-    with engine.begin() as conn:
-        conn.execute(sa.schema.CreateSchema(schema))
-    try:
-        sep = "&" if "?" in base else "?"
-        yield f"{base}{sep}options=-csearch_path%3D{schema}"
-    finally:
-        with engine.begin() as conn:
-            conn.execute(sa.schema.DropSchema(schema, cascade=True))
-        engine.dispose()
+from tests.evidence_fixtures import (
+    RECIPES,
+    TARGET,
+    TODAY,
+    Run,
+    _postgres_url,
+    ingest_runs,
+)
+from tests.evidence_fixtures import db as db
 
 
 @pytest.fixture(autouse=True)

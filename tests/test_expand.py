@@ -17,36 +17,7 @@ from hypothesis import strategies as st
 
 from matrixgen.engine.errors import Severity
 from matrixgen.pipeline import generate, generate_from_files
-
-BUILD = """
-type: build
-format_version: 1
-spec:
-  name: mcore-pyt-{env}
-  platforms: [linux/amd64]
-"""
-
-
-def v1_tree(products: str, spec_extra: str = "") -> dict[str, str]:
-    return {
-        "_build-dev.yaml": BUILD.replace("{env}", "dev"),
-        "_build-lts.yaml": BUILD.replace("{env}", "lts"),
-        "h100/gpt.yaml": f"""
-type: basic
-format_version: 1
-spec:
-  name: "{{test_case}}_{{environment}}_{{platforms}}"
-  model: gpt
-  build: mcore-pyt-{{environment}}
-  nodes: 1
-  gpus: 8
-  n_repeat: 5
-  platforms: dgx_a100
-{spec_extra}
-products:
-{products}
-""",
-    }
+from tests.tree_fixtures import v1_tree, v2_tree
 
 
 def jobs_of(tree: Callable, files: dict[str, str]):
@@ -278,41 +249,6 @@ defaults:
     assert not jobs
     assert "expansion-cap" in [f.code for f in findings]
     assert any("1,000" in f.message for f in findings)
-
-
-def v2_tree(products: str, spec_extra: str = "") -> dict[str, str]:
-    return {
-        "matrixgen.yaml": """
-format_version: 2
-vocabulary:
-  platforms: [dgx_h100, dgx_gb200]
-  environments: [dev, lts]
-  scopes: {github: [L0, L1], gitlab: [mr, mr-slim, nightly]}
-  tags: [latest, legacy]
-defaults:
-  time_limit: 2700
-  n_repeat: 5
-""",
-        "_build.yaml": """
-type: build
-format_version: 2
-spec: {name: "img-{environment}"}
-""".replace("{environment}", "dev"),
-        "gpt.yaml": f"""
-type: basic
-format_version: 2
-spec:
-  name: "{{test_case}}_{{environment}}_{{platforms}}"
-  model: gpt
-  build: img-{{environment}}
-  platforms: dgx_h100
-  env: {{NVTE_FLASH_ATTN_V4: 0, SHARED: spec}}
-  args: ["--flash-attention-version", "2"]
-{spec_extra}
-products:
-{products}
-""",
-    }
 
 
 def test_v2_env_and_args_and_defaults(tree: Callable[..., Path]) -> None:

@@ -16,8 +16,8 @@ from matrixgen.diff.model import (
     target_counts,
 )
 from matrixgen.engine.errors import ExitCode, ExpectationError, UsageError
-from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
-from matrixgen.engine.vocab import System
+from matrixgen.engine.model import Job, QuarantineMark
+from tests.diff_fixtures import target
 
 
 def job(test_case: str, scope: str, platform: str = "dgx_h100", **kw: object) -> Job:
@@ -35,14 +35,6 @@ def job(test_case: str, scope: str, platform: str = "dgx_h100", **kw: object) ->
         "time_limit": 2700,
     }
     return Job(**{**fields, **kw})  # type: ignore[arg-type]
-
-
-def target(
-    system: str, scope: str, platform: str = "dgx_h100", cadence: str | None = None
-) -> Target:
-    selector = Selector(scope=scope, platform=platform, environment="dev", cadence=cadence)
-    name = "-".join(p for p in (system, scope, platform, cadence) if p)
-    return Target(name=name, system=System(system), selector=selector)
 
 
 def scenario() -> SelectionDiff:

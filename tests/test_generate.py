@@ -314,17 +314,18 @@ def test_generate_loads_and_expands_once(tree, cli: Callable, tmp_path, monkeypa
 
 
 def test_a_generation_with_other_jobs_selects_afresh() -> None:
-    """Narrowing the jobs (as change-based selection does, or with `replace`)
-    must not reuse the selections made from the wider set."""
+    """Narrowing the jobs (as change-based selection does, or by building a
+    generation from another expansion) must not reuse the selections made from
+    the wider set: the cache belongs to the generation, not to its values."""
     generation = generate_from_files(tree_files(Q_TREE))
     target = Target(name="t", system=System.GITLAB, selector=Selector(scope="mr"))
     wide = generation.selection(target)
     assert wide.jobs
-    for narrowed in (
-        generation.expansion.with_jobs(()),
-        replace(generation.expansion, jobs=()),  # shares the memo dict
+    for narrow in (
+        generation.with_jobs(()),
+        Generation(generation.tree, replace(generation.expansion, jobs=())),
+        Generation(generation.tree, generation.expansion.with_jobs(())),
     ):
-        narrow = replace(generation, expansion=narrowed)
         assert narrow.selection(target).jobs == ()
         assert generation.selection(target) is wide
 

@@ -25,8 +25,7 @@ from matrixgen.engine.globs import (
     tokens,
     wildcards,
 )
-from tests.test_expand import v2_tree
-from tests.test_validate import findings_of
+from tests.tree_fixtures import findings_of, v2_tree
 
 
 def reference(glob: str, path: str) -> bool:

@@ -117,8 +117,8 @@ def test_no_module_outside_the_cli_imports_it() -> None:
     assert not offenders, "\n".join(offenders)
 
 
-def test_there_is_no_import_cycle() -> None:
-    graph = import_graph()
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every set of modules that import each other round in a circle (each sorted)."""
     # Tarjan's strongly connected components, iteratively: any component of more
     # than one module is a cycle.
     index: dict[str, int] = {}
@@ -165,7 +165,17 @@ def test_there_is_no_import_cycle() -> None:
                         break
                 if len(component) > 1:
                     cycles.append(sorted(component))
+    return cycles
+
+
+def test_there_is_no_import_cycle() -> None:
+    cycles = import_cycles(import_graph())
     assert not cycles, f"import cycles: {cycles}"
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert import_cycles(graph) == [["a", "b", "c"]]
 
 
 def test_the_check_sees_imports_inside_functions(tmp_path: Path) -> None:
@@ -187,3 +197,76 @@ def test_the_check_sees_imports_inside_functions(tmp_path: Path) -> None:
 @pytest.mark.parametrize("floor", FLOORS)
 def test_every_floor_exists(floor: str) -> None:
     assert (PACKAGE / floor).is_dir() or (PACKAGE / f"{floor}.py").exists() or floor == "util"
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _statements(node: ast.AST) -> list[ast.stmt]:
+    """Every statement under `node`, at any depth (imports are statements, so the
+    expressions are not walked)."""
+    out: list[ast.stmt] = []
+    work = [node]
+    while work:
+        current = work.pop()
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            children = getattr(current, name, None)
+            if isinstance(children, list):
+                for child in children:
+                    if isinstance(child, ast.stmt):
+                        out.append(child)
+                    work.append(child)
+    return out
+
+
+def imported_test_modules(path: Path) -> list[str]:
+    """The test modules (`tests.test_*`, or `.test_*` relative) that `path` imports:
+    shared builders belong in a fixtures module, never in another test file."""
+    found = []
+    for node in _statements(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                names = [module] if module else [a.name for a in node.names]
+                names = [f"tests.{n}" for n in names]
+            elif module == "tests":
+                names = [f"tests.{a.name}" for a in node.names]
+            else:
+                names = [module]
+        else:
+            continue
+        found += [
+            f"{path.name}:{node.lineno}: {n}"
+            for n in names
+            # tests.test_utils of a checked-out Megatron-LM tree is not one of ours
+            if n.startswith("tests.test_") and (TESTS / f"{n.split('.')[1]}.py").exists()
+        ]
+    return sorted(found, key=lambda line: int(line.split(":")[1]))
+
+
+def test_no_test_module_imports_another() -> None:
+    offenders = [
+        line for path in sorted(TESTS.glob("*.py")) for line in imported_test_modules(path)
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_check_sees_every_spelling_of_a_test_import(tmp_path: Path) -> None:
+    source = tmp_path / "test_sample.py"
+    source.write_text(
+        "from tests.test_cli import run\n"
+        "import tests.test_diff\n"
+        "from tests import test_pins\n"
+        "from .test_stats import build\n"
+        "from tests.emit_fixtures import emitted\n"
+        "def f():\n    from tests.test_values import _Mark\n"
+    )
+    assert [line.split(": ")[1] for line in imported_test_modules(source)] == [
+        "tests.test_cli",
+        "tests.test_diff",
+        "tests.test_pins",
+        "tests.test_stats",
+        "tests.test_values",
+    ]

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from matrixgen.engine import expand as expand_module
 from matrixgen.engine.errors import SUGGEST_MAX_LENGTH, Findings, did_you_mean
 from matrixgen.engine.yamlio import MAX_NESTING_DEPTH, parse_yaml
-from tests.test_expand import v1_tree, v2_tree
+from tests.tree_fixtures import v1_tree, v2_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 

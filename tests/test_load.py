@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from matrixgen.pipeline import generate
-from tests.test_expand import v1_tree, v2_tree
+from tests.tree_fixtures import v1_tree, v2_tree
 
 ROWS = """
   - test_case: [tc]

@@ -32,7 +32,7 @@ from matrixgen.quarantine.entries import resolve_tracker
 from matrixgen.quarantine.tracker import parse_issue_url
 from matrixgen.util.patterns import NON_BLANK, name_pattern, whole
 from tests import realvalidators
-from tests.test_validate import findings_of
+from tests.tree_fixtures import findings_of
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "matrixgen"
@@ -169,7 +169,7 @@ def test_the_non_blank_class_is_every_engines_non_blank() -> None:
 def test_a_target_group_with_a_line_break_is_a_located_error(
     tree: Callable[..., Path], cli: Callable
 ) -> None:
-    from tests.test_expand import v2_tree
+    from tests.tree_fixtures import v2_tree
 
     files = v2_tree(
         "  - test_case: [tc]\n    products:\n      - {environment: [dev], scope: [L0]}\n"

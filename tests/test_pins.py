@@ -470,3 +470,18 @@ def test_changing_one_env_pin_of_the_shipped_tree_fails_validate(
     assert Path(match["file"]) == recipe
     assert int(match["line"]) == line_of(recipe, "NVTE_FLASH_ATTN_V4")
     assert 'pin "flash-attention-env"' in match["msg"]
+
+
+def test_pins_refuses_a_tree_whose_rows_do_not_expand(
+    tree: Callable[..., Path], cli: Callable
+) -> None:
+    """pins reads the jobs: on a tree with a row that does not expand it says so
+    and shows nothing, rather than the pins of the jobs that did expand."""
+    assert cli("pins", "--recipes", tree(project())).code == 0
+    broken = GPT.replace("scope: [mr, L1],", "scope: [mr, L1], n_repeat: often,")
+    assert broken != GPT
+    run = cli("pins", "--recipes", tree(project(gpt=broken)), "--format", "json")
+    assert run.code == 1, run
+    assert run.out == ""
+    assert "error(s) in" in run.err and "fix them first" in run.err, run.err
+    assert "gpt.yaml:" in run.err and "n_repeat" in run.err, run.err

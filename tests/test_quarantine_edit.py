@@ -27,8 +27,8 @@ from matrixgen.quarantine.edit import (
     entry_id,
     insert_entries,
 )
-from tests.test_escape import runner_commands
-from tests.test_quarantine import v1_files, v2_files
+from tests.escape_fixtures import runner_commands
+from tests.quarantine_fixtures import v1_files, v2_files
 
 NEW = {
     "tracker": "#7201",

@@ -17,7 +17,7 @@ import pytest
 
 from matrixgen.util.atomic import host_tag
 from matrixgen.util.lockfile import hold
-from tests.test_quarantine import v2_files
+from tests.quarantine_fixtures import v2_files
 
 ADD = (
     "quarantine", "add", "--test-case", "cp2_*", "--tracker", "#9", "--kind", "broken",

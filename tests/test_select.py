@@ -79,7 +79,7 @@ def test_unknown_cadence_is_a_usage_error() -> None:
 
 
 def test_list_refuses_values_the_vocabulary_does_not_declare(tree: Callable, cli: Callable) -> None:
-    from tests.test_expand import v2_tree
+    from tests.tree_fixtures import v2_tree
 
     root = tree(
         v2_tree("""

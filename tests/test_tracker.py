@@ -21,7 +21,7 @@ from matrixgen.quarantine.tracker import (
     check_trackers,
     parse_issue_url,
 )
-from tests.test_quarantine import CONFIG, v2_files
+from tests.quarantine_fixtures import CONFIG, v2_files
 
 TOKEN = "test-token-123"
 ISSUES = {

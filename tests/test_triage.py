@@ -4,7 +4,6 @@ server."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 from pathlib import Path
@@ -13,11 +12,13 @@ import pytest
 
 from matrixgen.cli.main import main
 from matrixgen.engine.errors import ExitCode
-from matrixgen.evidence import junit
-from matrixgen.evidence.store import JobKey, JobResults, RunInfo, ingest, open_store
-from tests.evidence_fixtures import RECIPES, TARGET, TODAY
-from tests.test_evidence_store import db  # noqa: F401
-from tests.triage_fixtures import TriageRun, triage_runs  # noqa: F401
+from tests.evidence_fixtures import (
+    RECIPES,
+    TARGET,
+    TODAY,
+    db,  # noqa: F401
+)
+from tests.triage_fixtures import BUCKET, NODE, START, TriageRun, _store, triage_runs  # noqa: F401
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "triage.schema.json"
 DATA = "tests/unit_tests/data/test_triage_cases.py"
@@ -214,41 +215,6 @@ def test_triage_of_an_unknown_run_is_a_usage_error(
 
 
 # --------------------------------------------------------------------------- boundaries
-
-BUCKET = JobKey(
-    "gitlab", "mr", "dgx_h100", "dev", "unit-tests", "tests/unit_tests/x/", "", unit=True
-)
-NODE = "tests/unit_tests/x/test_x.py::test_x"
-START = dt.datetime(2026, 11, 10, tzinfo=dt.UTC)
-
-
-def _store(db: str, baseline: str, *, node: str = NODE) -> None:  # noqa: F811
-    """Baseline runs on main from a schedule, one per character of `baseline`
-    (F failed, P passed), then a merge request's run in which the test fails."""
-    store = open_store(db, write=True)
-    try:
-        outcomes = [(c == "F", "main", "schedule") for c in baseline]
-        outcomes.append((True, "feature", "merge_request_event"))
-        for k, (failed, ref, source) in enumerate(outcomes):
-            test = junit.Testcase(
-                node_id=node,
-                classname="x",
-                name="test_x",
-                suite="",
-                outcome=junit.Outcome.FAILED if failed else junit.Outcome.PASSED,
-                duration=1.0,
-            )
-            group = JobResults(job=BUCKET, job_name="unit", target="", testcases=(test,))
-            run = RunInfo(
-                run_id=str(100 + k),
-                commit=f"{k:040x}",
-                finished_at=START + dt.timedelta(hours=k),
-                ref=ref,
-                source=source,
-            )
-            ingest(store, run, [group])
-    finally:
-        store.close()
 
 
 def _flaky_verdict(capsys, db: str, *extra: str) -> str | None:  # noqa: F811

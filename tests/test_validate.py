@@ -11,13 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.test_expand import v1_tree, v2_tree
-
-LOCATED = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning): ")
-
-
-def findings_of(err: str) -> list[re.Match]:
-    return [m for line in err.splitlines() if (m := LOCATED.match(line))]
+from tests.tree_fixtures import findings_of, v1_tree, v2_tree
 
 
 def test_clean_v2_tree_exits_zero(tree: Callable[..., Path], cli: Callable) -> None:

@@ -27,7 +27,7 @@ NOT_COMPARED: dict[type, set[str]] = {
     Entry: {"location"},
     EmittedJob: {"job"},
     TargetOutput: {"emitted"},
-    Expansion: {"memo"},
+    Expansion: set(),
     Store: {"migrated", "clock"},
 }
 

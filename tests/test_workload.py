@@ -11,7 +11,7 @@ from msgspec.structs import replace
 from matrixgen.engine.model import Selector, Target
 from matrixgen.engine.vocab import System
 from matrixgen.engine.workload import REREADS_SETTING, rereads_recipe, workload, workload_changes
-from tests.test_diff import GPT, V1_GPT, by_name, diff, gen, v2_tree
+from tests.diff_fixtures import GPT, V1_GPT, by_name, diff, gen, v2_tree
 
 TARGET = Target(name="t", system=System.GITLAB, selector=Selector(scope="mr", platform="dgx_h100"))
 

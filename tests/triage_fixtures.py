@@ -5,6 +5,7 @@ branch's bug (seed 100), one with it fixed (seed 101)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -12,6 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from matrixgen.evidence import junit
+from matrixgen.evidence.store import JobKey, JobResults, RunInfo, ingest, open_store
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE / "triage_project"
@@ -93,3 +97,43 @@ def triage_runs(tmp_path_factory: pytest.TempPathFactory) -> list[TriageRun]:
             )
         )
     return runs
+
+
+BUCKET = JobKey(
+    "gitlab", "mr", "dgx_h100", "dev", "unit-tests", "tests/unit_tests/x/", "", unit=True
+)
+
+
+NODE = "tests/unit_tests/x/test_x.py::test_x"
+
+
+START = dt.datetime(2026, 11, 10, tzinfo=dt.UTC)
+
+
+def _store(db: str, baseline: str, *, node: str = NODE) -> None:
+    """Baseline runs on main from a schedule, one per character of `baseline`
+    (F failed, P passed), then a merge request's run in which the test fails."""
+    store = open_store(db, write=True)
+    try:
+        outcomes = [(c == "F", "main", "schedule") for c in baseline]
+        outcomes.append((True, "feature", "merge_request_event"))
+        for k, (failed, ref, source) in enumerate(outcomes):
+            test = junit.Testcase(
+                node_id=node,
+                classname="x",
+                name="test_x",
+                suite="",
+                outcome=junit.Outcome.FAILED if failed else junit.Outcome.PASSED,
+                duration=1.0,
+            )
+            group = JobResults(job=BUCKET, job_name="unit", target="", testcases=(test,))
+            run = RunInfo(
+                run_id=str(100 + k),
+                commit=f"{k:040x}",
+                finished_at=START + dt.timedelta(hours=k),
+                ref=ref,
+                source=source,
+            )
+            ingest(store, run, [group])
+    finally:
+        store.close()

@@ -95,22 +95,18 @@ def recipes_dir(given: Path | None) -> Path:
     return given if given is not None else default_recipes_dir()
 
 
-def checkout_top() -> Path:
+def report_base() -> Path:
     """Where paths in reports are relative to: $GITHUB_WORKSPACE in a GitHub
     job, else the top of the git checkout we are in, else the current directory."""
     import os
-    import subprocess
+
+    from matrixgen.util.checkout import checkout_top
 
     workspace = os.environ.get("GITHUB_WORKSPACE")
     if workspace:
         return Path(workspace)
-    try:
-        top = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False
-        ).stdout.strip()
-    except OSError:
-        top = ""
-    return Path(top) if top else Path.cwd()
+    here = Path.cwd()
+    return checkout_top(here) or here
 
 
 def echo_findings(findings: list[Finding] | tuple[Finding, ...]) -> None:
@@ -145,7 +141,7 @@ def load_valid(recipes: Path | None, *, emitting: bool = False) -> Generation:
     `emitting` (generate, github, gitlab): with references.refuse_generate in
     the config, a gating target's missing reference refuses too."""
     from matrixgen.pipeline import generate
-    from matrixgen.validate import require_valid
+    from matrixgen.validate import Needs, require_usable
 
     directory = recipes_dir(recipes)
     generation = generate(directory)
@@ -155,7 +151,8 @@ def load_valid(recipes: Path | None, *, emitting: bool = False) -> Generation:
         from matrixgen.views.coverage import read_listing
 
         listing = read_listing(directory, settings)
-    note_warnings(require_valid(generation, references=listing), generation.tree.root)
+    found = require_usable(generation, Needs.VALID, references=listing)
+    note_warnings(found, generation.tree.root)
     return held(generation)
 
 

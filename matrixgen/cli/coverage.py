@@ -139,7 +139,7 @@ def coverage(
         bool, typer.Option("--strict", help="Exit 1 on any missing reference, gating or not.")
     ] = False,
 ) -> None:
-    from matrixgen.pipeline import require_no_errors
+    from matrixgen.validate import Needs, require_usable
     from matrixgen.views.coverage import (
         compute_coverage,
         render_markdown,
@@ -148,7 +148,7 @@ def coverage(
     )
 
     generation, listing_for = _load(recipes, revision)
-    require_no_errors(generation)
+    require_usable(generation, Needs.SELECTION)
     config = generation.tree.config
     settings = _given_settings(list(reference or ()), root, config.references)
     if root is not None and revision is not None:

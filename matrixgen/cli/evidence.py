@@ -156,7 +156,8 @@ def ingest(
 
     from matrixgen.evidence.junit import report_files
     from matrixgen.evidence.mapping import Mapper
-    from matrixgen.pipeline import generate, require_no_errors
+    from matrixgen.pipeline import generate
+    from matrixgen.validate import Needs, require_usable
 
     if not run_id.strip():
         raise UsageError("--run-id must not be empty")
@@ -171,7 +172,7 @@ def ingest(
     if not root.is_dir():
         raise UsageError(f"recipe directory not found: {root}")
     generation = generate(root)
-    require_no_errors(generation)
+    require_usable(generation, Needs.SELECTION)
     mapper = Mapper(generation, target=target, job=job, tag=tag)
 
     from matrixgen.evidence.store import RunInfo
@@ -521,9 +522,10 @@ def propose(
     from matrixgen.evidence.flaky import flaky_rows
     from matrixgen.evidence.propose import propose as draft
     from matrixgen.evidence.store import open_store
-    from matrixgen.pipeline import generate, require_no_errors
+    from matrixgen.pipeline import generate
     from matrixgen.quarantine.edit import edit, render_entry, unique_id
     from matrixgen.quarantine.entries import policy as quarantine_policy
+    from matrixgen.validate import Needs, require_usable
 
     if lift_runs < 1:
         raise UsageError("--lift-runs must be 1 or more")
@@ -534,7 +536,7 @@ def propose(
     if not root.is_dir():
         raise UsageError(f"recipe directory not found: {root}")
     generation = generate(root)
-    require_no_errors(generation)
+    require_usable(generation, Needs.SELECTION)
     qfile = generation.quarantine
     if qfile.errors:
         raise QuarantineError(f"{qfile.path} has errors; fix them first", findings=qfile.errors)

@@ -63,7 +63,7 @@ def load_jet_tree(recipes: Path | None, local: Path | None) -> tuple[Generation,
     from matrixgen.engine.errors import UsageError
     from matrixgen.engine.load import RESERVED_FILES, read_directory
     from matrixgen.pipeline import generate_from_files
-    from matrixgen.validate import require_valid
+    from matrixgen.validate import Needs, require_usable
 
     directory = recipes_dir(recipes)
     files = read_directory(directory)
@@ -81,7 +81,7 @@ def load_jet_tree(recipes: Path | None, local: Path | None) -> tuple[Generation,
         files.update(extra)
         order += sorted(extra)
     generation = generate_from_files(files, root=str(directory))
-    note_warnings(require_valid(generation), generation.tree.root)
+    note_warnings(require_usable(generation, Needs.VALID), generation.tree.root)
     return held(generation), {rel: i for i, rel in enumerate(order)}
 
 

@@ -20,13 +20,13 @@ from matrixgen.cli.common import (
     RecipesOption,
     TargetOption,
     check_ad_hoc,
-    checkout_top,
     dump,
     echo_findings,
     echo_json,
     hold_until_exit,
     load_valid,
     recipes_dir,
+    report_base,
 )
 from matrixgen.cli.output import (
     StreamError,
@@ -145,7 +145,7 @@ def validate(
     else:
         from matrixgen.views.sarif import render_sarif
 
-        typer.echo(render_sarif(findings, version=__version__, base=checkout_top()), nl=False)
+        typer.echo(render_sarif(findings, version=__version__, base=report_base()), nl=False)
     typer.echo(
         f"{files} recipe file(s), {len(generation.jobs)} job(s): "
         f"{errors} error(s), {warnings} warning(s)",

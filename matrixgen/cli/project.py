@@ -47,12 +47,15 @@ def register(app: typer.Typer) -> None:
         the jobs they cover.
 
         Exit 0: every pin holds; 1: an image drifts or a covered job lacks a pin
-        (`matrixgen validate` says where to fix it); 3: bad project config.
+        (`matrixgen validate` says where to fix it), or the recipes have errors
+        (nothing is shown); 3: bad project config.
         """
         from matrixgen.pipeline import generate
+        from matrixgen.validate import Needs, require_usable
         from matrixgen.views.pins import pins_report
 
         generation = generate(recipes_dir(recipes))
+        require_usable(generation, Needs.JOBS)
         config = generation.tree.config
         report = pins_report(config, generation.jobs)
         bad = [i for i in report["images"] if not i["ok"]] + [
@@ -132,11 +135,12 @@ def register(app: typer.Typer) -> None:
         Exit 0: no needs missing and no cycles; 1: some (printed on stderr, and
         drawn in the graph); 2: unknown target.
         """
-        from matrixgen.pipeline import generate, require_no_errors
+        from matrixgen.pipeline import generate
+        from matrixgen.validate import Needs, require_usable
         from matrixgen.views.graph import render_graph, summary, target_graph, tree_graph
 
         generation = generate(recipes_dir(recipes))
-        require_no_errors(generation)
+        require_usable(generation, Needs.SELECTION)
         if not target:
             result = tree_graph(generation)
         else:

@@ -127,16 +127,11 @@ def _place_text(text: str) -> str:
 
 
 def _generation(root: Path) -> Generation:
-    from matrixgen.engine.errors import RecipeError
     from matrixgen.pipeline import generate
+    from matrixgen.validate import Needs, require_usable
 
     generation = generate(root)
-    errors = generation.expansion.errors
-    if errors:
-        raise RecipeError(
-            f"{len(errors)} error(s) in {root}; fix them first (run `matrixgen validate`)",
-            findings=errors,
-        )
+    require_usable(generation, Needs.JOBS)
     return generation
 
 

@@ -70,7 +70,8 @@ def triage(
     from matrixgen.evidence.store import RunFilter, open_store
     from matrixgen.evidence.triage import markdown
     from matrixgen.evidence.triage import triage as run_triage
-    from matrixgen.pipeline import generate, require_no_errors
+    from matrixgen.pipeline import generate
+    from matrixgen.validate import Needs, require_usable
 
     if not run.strip():
         raise UsageError("--run must not be empty")
@@ -85,7 +86,7 @@ def triage(
     if not root.is_dir():
         raise UsageError(f"recipe directory not found: {root}")
     generation = generate(root)
-    require_no_errors(generation)
+    require_usable(generation, Needs.SELECTION)
     if generation.quarantine.errors:
         raise QuarantineError(
             f"{generation.quarantine.path} has errors; fix them first",

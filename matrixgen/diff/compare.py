@@ -417,14 +417,14 @@ class Side(Struct, frozen=True):
 
 def load_side(name: str, source: TreeSource, cache: PipelineCache) -> Side:
     """Load, expand and check one side; a bad project config names the side it is on."""
-    from matrixgen.validate import validate  # imports every stage's checks
+    from matrixgen.validate import validate_generation  # imports every stage's checks
 
     root = source.path or "."
     try:
         generation = generate_from_files(
             source.files, root=root, blob_ids=source.blob_ids, cache=cache
         )
-        found = {*validate(generation.tree, generation.expansion, schema=False)}
+        found = {*validate_generation(generation, schema=False)}
     except MatrixgenError as exc:
         exc.message = f"{name} ({source.label}): {exc.message}"
         raise

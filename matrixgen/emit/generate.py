@@ -533,7 +533,7 @@ def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
     left with one name, or a name past 255 characters): `generate` would refuse."""
     from matrixgen.engine.targets import checked_targets
 
-    generation = Generation(context.tree, context.expansion)  # shares the selections
+    generation = context.generation  # shares the selections
     severity = Severity.ERROR if context.tree.format_version == 2 else Severity.WARNING
     found: dict[tuple[Any, str], list[str]] = {}
     for target in checked_targets(context):
@@ -739,7 +739,7 @@ def check_timeouts(context: ValidationContext) -> Iterator[Finding]:
     targets = [t for t in checked_targets(context) if t.settings.get("timeout_cap") is not None]
     if not targets:
         return
-    generation = Generation(context.tree, context.expansion)  # shares the selections
+    generation = context.generation  # shares the selections
     found: dict[Any, tuple[int, int, list[str]]] = {}
     for target in targets:
         jobs = generation.selection(target).jobs

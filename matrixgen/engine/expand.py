@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from msgspec import Struct, field
+from msgspec import Struct
 from msgspec.structs import replace
 
 from matrixgen.engine.config import ProjectConfig
@@ -120,18 +120,10 @@ class Expansion(ComparedValue, frozen=True):
     jobs: tuple[Job, ...]
     findings: tuple[Finding, ...]
     build_names: frozenset[str]
-    # What later stages derive from these jobs and keep for each other (each
-    # target's selection: validate's checks and the emitters select once).
-    # Not compared; an expansion made with other jobs (`with_jobs`) starts
-    # with an empty memo.
-    memo: dict[str, Any] = field(default_factory=dict)
 
     def with_jobs(self, jobs: tuple[Job, ...]) -> Expansion:
-        """The same expansion holding other jobs, with a memo of its own."""
+        """The same expansion holding other jobs."""
         return Expansion(jobs=jobs, findings=self.findings, build_names=self.build_names)
-
-    def compared(self) -> tuple:
-        return (self.jobs, self.findings, self.build_names)
 
     @property
     def errors(self) -> list[Finding]:
@@ -161,19 +153,21 @@ def expand_tree(tree: RecipeTree, *, cache: dict[Any, FileExpansion] | None = No
     budget = _Budget(min(config.max_jobs, MAX_JOBS_CEILING))
     jobs: list[Job] = []
     ids = tree.blob_ids or {}
-    config_key: Any = ids.get(CONFIG_FILENAME, "") if config.document is not None else ""
-    if config.document is not None and not config_key:
-        config_key = id(config)
+    # Only content ids make a key (an object's id() is reused once it is freed):
+    # a file, or a config, without one is expanded afresh and not kept.
+    config_key = ids.get(CONFIG_FILENAME, "") if config.document is not None else ""
+    usable = cache is not None and (config.document is None or bool(config_key))
     for recipe in tree.files:
         blob = ids.get(recipe.rel)
-        key = (blob or id(recipe.document), recipe.path, config_key)
-        result = cache.get(key) if cache is not None else None
+        key = (blob, recipe.path, config_key)
+        cached = usable and bool(blob)
+        result = cache.get(key) if cache is not None and cached else None
         if result is not None and budget.used + len(result.jobs) > budget.limit:
             result = None  # expand again, so the cap is reported where it is passed
         if result is None:
             result = expand_file(recipe, config, budget=budget)
             # A file cut short by the shared cap is not its own expansion: keep it out.
-            if cache is not None and not budget.exceeded:
+            if cache is not None and cached and not budget.exceeded:
                 cache[key] = result
         else:
             budget.used += len(result.jobs)

@@ -4,8 +4,9 @@ values, they never edit the ones they were given."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from operator import attrgetter
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 from msgspec import Struct, field
 
@@ -13,7 +14,7 @@ from matrixgen.engine.errors import Location
 from matrixgen.engine.templates import TemplateError, render
 from matrixgen.engine.vocab import RecipeType, System
 from matrixgen.engine.yamlio import YamlDocument
-from matrixgen.util.values import ComparedValue
+from matrixgen.util.values import ComparedValue, field_names
 
 EMPTY_MAPPING: Mapping[str, Any] = MappingProxyType({})
 
@@ -52,27 +53,34 @@ class QuarantineMark(Struct, frozen=True, kw_only=True):
         return tuple(n for n in self.node_ids if n not in self.muted)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id": self.id,
-            "tracker": self.tracker,
-            "action": self.action,
-            "kind": self.kind,
-        }
-        if self.node_ids:
-            out["node_ids"] = list(self.node_ids)
-        if self.muted:
-            out["muted"] = list(self.muted)
+        """Every field in the order declared; a list only when not empty."""
+        out: dict[str, Any] = {}
+        for name in _MARK_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, tuple):
+                if value:
+                    out[name] = list(value)
+            else:
+                out[name] = value
         return out
 
 
+_MARK_FIELDS = field_names(QuarantineMark)
+
+
 class Job(ComparedValue, frozen=True, kw_only=True):
-    """One expanded row: a test case with one value per axis, attributes resolved."""
+    """One expanded row: a test case with one value per axis, attributes resolved.
+
+    What each field takes part in is said once, below the fields: equality and
+    hashing (`compared`), the duplicate and sort keys and the JSON (`to_dict`)
+    derive from it. A new field is compared and in the JSON (in the order the
+    fields are written) unless it is named there."""
 
     model: str
     test_case: str
+    tag: str | None
     environment: str
     platform: str
-    tag: str | None
     scope: str | None
     cadence: tuple[str, ...]
     name: str
@@ -84,11 +92,11 @@ class Job(ComparedValue, frozen=True, kw_only=True):
     allow_failure: bool = False
     env: tuple[tuple[str, str], ...] = ()
     args: tuple[str, ...] = ()
+    recipe: str = ""
+    quarantine: QuarantineMark | None = None
     # Every resolved spec field (script, extra axes, ...), for diffs and emitters.
     spec: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAPPING)
-    recipe: str = ""
     source: Location = Location("")
-    quarantine: QuarantineMark | None = None
     # The scope as the project config declares it (`nightly`), where that differs
     # from the tier `scope` holds for matching (`L2`); None: shown as `scope`.
     declared_scope: str | None = None
@@ -96,33 +104,25 @@ class Job(ComparedValue, frozen=True, kw_only=True):
     # than one row defines the same identity in the same scope; () otherwise.
     definitions: tuple[Location, ...] = ()
 
-    def compared(self) -> tuple:
-        """What makes two jobs the same job: every field but where it was read
-        (recipe, source, definitions), the resolved spec and the scope as
-        declared. Equality and hashing use these only."""
-        return (
-            self.model,
-            self.test_case,
-            self.environment,
-            self.platform,
-            self.tag,
-            self.scope,
-            self.cadence,
-            self.name,
-            self.build,
-            self.n_repeat,
-            self.time_limit,
-            self.nodes,
-            self.gpus,
-            self.allow_failure,
-            self.env,
-            self.args,
-            self.quarantine,
-        )
+    # What makes two jobs the same job: every field but where it was read
+    # (recipe, source, definitions), the resolved spec and the scope as declared.
+    NOT_COMPARED: ClassVar[frozenset[str]] = frozenset(
+        {"spec", "recipe", "source", "declared_scope", "definitions"}
+    )
+    # The duplicate key: the identity (JobId's fields) and the scope, None as "".
+    # The sort key: the duplicate key, then the cadence.
+    KEY: ClassVar[tuple[str, ...]] = (*JobId.__struct_fields__, "scope")
+    SORT_AFTER: ClassVar[tuple[str, ...]] = ("cadence",)
+    # The JSON of `list --format json` (and of jobs in diffs): every field but
+    # these, `scope` as shown, `env` as a mapping, other tuples as lists, and
+    # `quarantine` only when there is one.
+    NOT_SERIALISED: ClassVar[frozenset[str]] = frozenset(
+        {"spec", "source", "declared_scope", "definitions"}
+    )
 
     @property
     def identity(self) -> JobId:
-        return JobId(self.model, self.test_case, self.environment, self.platform, self.tag or "")
+        return JobId(*(value or "" for value in _IDENTITY(self)))
 
     @property
     def shown_scope(self) -> str | None:
@@ -136,51 +136,34 @@ class Job(ComparedValue, frozen=True, kw_only=True):
 
     def duplicate_key(self) -> tuple[str, ...]:
         """Identity and scope: one job per key in a target."""
-        return (
-            self.model,
-            self.test_case,
-            self.environment,
-            self.platform,
-            self.tag or "",
-            self.scope or "",
-        )
+        return tuple(value or "" for value in _KEY(self))
 
     def sort_key(self) -> tuple:
         """Identity, then scope and cadence: a total order for deterministic output."""
-        return (
-            self.model,
-            self.test_case,
-            self.environment,
-            self.platform,
-            self.tag or "",
-            self.scope or "",
-            self.cadence,
-        )
+        return (*self.duplicate_key(), *[getattr(self, name) for name in Job.SORT_AFTER])
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of `list --format json` (and of jobs in diffs)."""
-        out: dict[str, Any] = {
-            "model": self.model,
-            "test_case": self.test_case,
-            "tag": self.tag,
-            "environment": self.environment,
-            "platform": self.platform,
-            "scope": self.shown_scope,
-            "cadence": list(self.cadence),
-            "name": self.name,
-            "build": self.build,
-            "n_repeat": self.n_repeat,
-            "time_limit": self.time_limit,
-            "nodes": self.nodes,
-            "gpus": self.gpus,
-            "allow_failure": self.allow_failure,
-            "env": dict(self.env),
-            "args": list(self.args),
-            "recipe": self.recipe,
-        }
-        if self.quarantine is not None:
-            out["quarantine"] = self.quarantine.to_dict()
+        out: dict[str, Any] = {}
+        for name in _JOB_JSON:
+            value = getattr(self, name)
+            if name == "scope":
+                value = self.shown_scope
+            elif name == "env":
+                value = dict(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            elif name == "quarantine":
+                if value is None:
+                    continue
+                value = value.to_dict()
+            out[name] = value
         return out
+
+
+_IDENTITY = attrgetter(*JobId.__struct_fields__)
+_KEY = attrgetter(*Job.KEY)
+_JOB_JSON = field_names(Job, Job.NOT_SERIALISED)
 
 
 class RecipeFile(Struct, frozen=True, kw_only=True):
@@ -225,10 +208,9 @@ class Target(ComparedValue, frozen=True, kw_only=True):
     selector: Selector
     settings: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAPPING)
 
-    def compared(self) -> tuple:
-        """Name, system and selector: the settings come with the system (and are
-        not hashable)."""
-        return (self.name, self.system, self.selector)
+    # Name, system and selector count: the settings come with the system (and
+    # are not hashable).
+    NOT_COMPARED: ClassVar[frozenset[str]] = frozenset({"settings"})
 
     def to_dict(self) -> dict[str, Any]:
         return {"system": self.system.value, **self.selector.to_dict()}

@@ -32,9 +32,6 @@ from matrixgen.util.patterns import whole
 # A recipe's or row's opt-out: `references: {skip: all, reason: ...}`.
 OPT_OUT_KEY = "references"
 SKIP_ALL = "all"
-# Job fields every template may use besides the job's resolved spec fields.
-# `platform` and `platforms` are both the job's resolved platform.
-JOB_TEMPLATE_FIELDS = ("model", "test_case", "environment", "platform", "platforms", "tag", "scope")
 # Fields with more values than this (test cases, say) are read without them:
 # they sit between "/" anyway, where the split is not in doubt.
 MAX_KNOWN_VALUES = 64

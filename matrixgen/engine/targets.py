@@ -228,10 +228,5 @@ def resolve_targets(
 
 def checked_targets(context: ValidationContext) -> list[Target]:
     """The targets validate's checks look at: `resolve_targets` of the tree's
-    config and jobs, resolved once per expansion and shared by every check."""
-    config, memo = context.tree.config, context.expansion.memo
-    slot = memo.get("checked-targets")
-    if slot is None or slot[0] is not config:
-        resolved = tuple(resolve_targets(config, context.expansion.jobs))
-        slot = memo["checked-targets"] = (config, resolved)
-    return list(slot[1])
+    config and jobs, resolved once per generation and shared by every check."""
+    return list(context.targets)

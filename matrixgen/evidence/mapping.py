@@ -265,11 +265,6 @@ class BucketIndex:
         return None
 
 
-def bucket_for(path: str, buckets: Iterable[str]) -> str | None:
-    """The bucket of one test file (see BucketIndex)."""
-    return BucketIndex(buckets)(path)
-
-
 def not_node_ids(groups: Sequence[JobResults]) -> list[str]:
     """The records of unit-test buckets that name no test (`util.nodeid`: a bare
     path or directory, as pytest writes a collection error), sorted. They are

@@ -10,7 +10,7 @@ letting their failure fail the job (mute; the pytest plugin applies node-level
 entries in the test process, docs/pytest-plugin.md). See the README, Task 3.
 
 Everything here is pure: parsing, matching and checking take values and return
-values; editing the file lives in quarantine_edit.py, tracker lookups in tracker.py.
+values; editing the file lives in edit.py, tracker lookups in tracker.py.
 """
 
 from __future__ import annotations

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import attrgetter
+from typing import Any, ClassVar
+
 from msgspec import Struct
 
 
@@ -9,10 +13,16 @@ class ComparedValue(Struct, frozen=True):
     """A frozen value compared and hashed by what `compared()` returns (its
     identity), not by every field: where it was read, caches, and parts that
     are not hashable are left out. Two values of different classes are never
-    equal."""
+    equal.
+
+    The fields left out are named once, in the class's `NOT_COMPARED`: every
+    other field counts, in the order declared, so a new field counts unless it
+    is named there. A class may still define `compared()` itself."""
+
+    NOT_COMPARED: ClassVar[frozenset[str]] = frozenset()
 
     def compared(self) -> tuple:
-        raise NotImplementedError
+        return compared_fields(type(self))(self)
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -21,3 +31,23 @@ class ComparedValue(Struct, frozen=True):
 
     def __hash__(self) -> int:
         return hash(self.compared())
+
+
+_GETTERS: dict[type, Callable[[Any], tuple]] = {}
+
+
+def compared_fields(cls: type[ComparedValue]) -> Callable[[Any], tuple]:
+    """The getter of the tuple a class compares: its fields, in the order
+    declared, but the ones in `NOT_COMPARED` (made once per class)."""
+    getter = _GETTERS.get(cls)
+    if getter is None:
+        names = [f for f in cls.__struct_fields__ if f not in cls.NOT_COMPARED]
+        one = attrgetter(*names)
+        getter = one if len(names) > 1 else (lambda value: (one(value),))
+        _GETTERS[cls] = getter
+    return getter
+
+
+def field_names(cls: type[Struct], leave_out: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """A Struct's fields in the order declared, but `leave_out`."""
+    return tuple(f for f in cls.__struct_fields__ if f not in leave_out)

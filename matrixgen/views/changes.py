@@ -6,7 +6,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
-from msgspec.structs import replace
 
 from matrixgen.engine.changes import FALLBACK_TEXT, ChangeSelection, ChangeSet, select_changed
 from matrixgen.engine.model import Job, Target
@@ -81,7 +80,7 @@ def restrict(generation: Generation, selection: ChangeSelection) -> Generation:
     if selection.fallback is not None or not selection.dropped:
         return generation
     kept = tuple(selection.kept(generation.jobs))
-    return replace(generation, expansion=generation.expansion.with_jobs(kept))
+    return generation.with_jobs(kept)
 
 
 def dropped_by_target(

@@ -18,7 +18,6 @@ however many targets select it; a hint is looked for only for missing files.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -323,18 +322,9 @@ def find_orphans(
 def repository_top(directory: Path) -> Path:
     """The top of the git checkout a directory is in; outside one, the
     directory's parent (the layout of a checkout with the recipes at its top)."""
-    try:
-        result = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel"],
-            cwd=directory,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        top = result.stdout.strip() if result.returncode == 0 else ""
-    except OSError:
-        top = ""
-    return Path(top) if top else directory.resolve().parent
+    from matrixgen.util.checkout import checkout_top
+
+    return checkout_top(directory) or directory.resolve().parent
 
 
 def read_listing(
@@ -388,7 +378,7 @@ def check_references(context: ValidationContext) -> Iterator[Finding]:
         return
     from matrixgen.engine.targets import resolve_targets
 
-    generation = Generation(tree, context.expansion)
+    generation = context.generation
     targets = resolve_targets(config, generation.jobs)
     coverage = compute_coverage(generation, settings, listing, targets, orphans=False)
     # One finding per missing file (the fix is adding it), at the first row that needs it.

@@ -214,9 +214,8 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
     if not _any_needs(context.expansion.jobs):
         return  # warm-up and parent edges alone can neither dangle nor close a cycle
     from matrixgen.engine.targets import checked_targets
-    from matrixgen.pipeline import Generation
 
-    generation = Generation(context.tree, context.expansion)
+    generation = context.generation
     config = context.tree.config
     targets = checked_targets(context)
     missing: dict[tuple[Location, str], list[str]] = {}

@@ -1,0 +1,229 @@
+"""The shape of the code, against the goals of the restructuring (one figure a line).
+
+    python bench/code_shape.py [--list]
+
+Plain `ast` over `matrixgen/` and `tests/`; nothing is imported from the package,
+so it runs in well under a second. What each figure counts:
+
+- package lines: physical lines of every `matrixgen/**/*.py` (and the non-blank ones).
+- modules over 600 lines, functions over 80 lines (`def` line to last line,
+  decorators left out; nested functions count on their own).
+- raw `["products"]` walks: subscripts whose key is the string "products", outside
+  the document readers (DOCUMENT_PATHS).
+- findings filtered by message text: a string literal tested against a message, the
+  forms that can be told from the code alone: `"..." in x.message`, `"..." in message`
+  (any name ending in `message`), `x.message.startswith("...")`/`endswith`, `x.message
+  == "..."`, `re.search/match/fullmatch/sub/findall(..., x.message)` and a compiled
+  pattern's `search/match/fullmatch(x.message)` (a pattern's `sub` that normalises a
+  message for comparing is not a filter). A message copied into
+  a variable of another name first, or tested inside a helper, is not seen.
+- system comparisons: a comparison (`is`, `is not`, `==`, `!=`, `in`, `not in`, or a
+  `case` pattern) with `System.GITHUB` or `System.GITLAB` on either side, outside
+  SYSTEM_PATHS (the engine's vocabulary, the emitter registry, the CLI's per-system
+  commands).
+- test-to-test imports and import cycles: as tests/test_layout.py finds them (its
+  functions are reused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "matrixgen"
+TESTS = ROOT / "tests"
+
+# Where the raw recipe document may be walked (paths relative to the checkout).
+DOCUMENT_PATHS = ("matrixgen/documents/",)
+# Where System.GITHUB / System.GITLAB may be compared: the engine's vocabulary, the
+# emitter registry, the CLI's per-system commands.
+SYSTEM_PATHS = (
+    "matrixgen/engine/vocab",
+    "matrixgen/emit/registry",
+    "matrixgen/emit/systems/",
+    "matrixgen/cli/emit.py",
+)
+MODULE_LIMIT = 600
+FUNCTION_LIMIT = 80
+SYSTEMS = {"GITHUB", "GITLAB"}
+RE_FUNCTIONS = {"search", "match", "fullmatch", "sub", "findall"}
+
+
+def _load_layout() -> ModuleType:
+    """tests/test_layout.py, for its import graph and cycle finder."""
+    spec = importlib.util.spec_from_file_location("_layout", TESTS / "test_layout.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def _is_message(node: ast.AST) -> bool:
+    if isinstance(node, ast.Attribute):
+        return node.attr == "message"
+    return isinstance(node, ast.Name) and node.id.endswith("message")
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _is_text(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _is_system(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr in SYSTEMS
+        and (
+            (isinstance(node.value, ast.Name) and node.value.id == "System")
+            or (isinstance(node.value, ast.Attribute) and node.value.attr == "System")
+        )
+    )
+
+
+def _contains_system(node: ast.AST) -> bool:
+    return any(_is_system(n) for n in ast.walk(node))
+
+
+def message_filters(nodes: list[ast.AST]) -> Iterator[int]:
+    """Line of each string literal tested against a message's text."""
+    for node in nodes:
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            for op, left, right in zip(node.ops, sides, sides[1:], strict=False):
+                if (
+                    isinstance(op, (ast.In, ast.NotIn)) and _is_text(left) and _is_message(right)
+                ) or (
+                    isinstance(op, (ast.Eq, ast.NotEq))
+                    and (
+                        (_is_text(left) and _is_message(right))
+                        or (_is_message(left) and _is_text(right))
+                    )
+                ):
+                    yield node.lineno
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            func = node.func
+            if (func.attr in {"startswith", "endswith"} and _is_message(func.value)) or (
+                any(_is_message(a) for a in node.args)
+                and (
+                    (func.attr in RE_FUNCTIONS and _is_name(func.value, "re"))
+                    or func.attr in {"search", "match", "fullmatch"}
+                )
+            ):
+                yield node.lineno
+
+
+def system_comparisons(nodes: list[ast.AST]) -> Iterator[int]:
+    """Line of each comparison with System.GITHUB or System.GITLAB."""
+    for node in nodes:
+        if isinstance(node, ast.Compare):
+            if any(_contains_system(side) for side in [node.left, *node.comparators]):
+                yield node.lineno
+        elif isinstance(node, ast.match_case) and _contains_system(node.pattern):
+            yield node.pattern.lineno
+
+
+def products_walks(nodes: list[ast.AST]) -> Iterator[int]:
+    for node in nodes:
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.slice, ast.Constant)
+            and node.slice.value == "products"
+        ):
+            yield node.lineno
+
+
+def long_functions(tree: ast.AST) -> Iterator[tuple[str, int, int]]:
+    """(name, line, length) of every function, methods and nested ones included."""
+
+    def visit(node: ast.AST, prefix: str) -> Iterator[tuple[str, int, int]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = f"{prefix}{child.name}"
+                assert child.end_lineno is not None
+                yield name, child.lineno, child.end_lineno - child.lineno + 1
+                yield from visit(child, f"{name}.")
+            elif isinstance(child, ast.ClassDef):
+                yield from visit(child, f"{prefix}{child.name}.")
+            else:
+                yield from visit(child, prefix)
+
+    yield from visit(tree, "")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--list", action="store_true", help="list every site, not only counts")
+    args = parser.parse_args()
+    layout = _load_layout()
+
+    lines = nonblank = functions = 0
+    big_modules: list[tuple[str, int]] = []
+    long: list[tuple[str, int]] = []
+    products: list[str] = []
+    filters: list[str] = []
+    systems: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = _rel(path)
+        text = path.read_text(encoding="utf-8")
+        count = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+        lines += count
+        nonblank += sum(1 for line in text.splitlines() if line.strip())
+        if count > MODULE_LIMIT:
+            big_modules.append((rel, count))
+        tree = ast.parse(text, filename=rel)
+        nodes = list(ast.walk(tree))
+        for name, line, length in long_functions(tree):
+            functions += 1
+            if length > FUNCTION_LIMIT:
+                long.append((f"{rel}:{line} {name}", length))
+        if not rel.startswith(DOCUMENT_PATHS):
+            products += [f"{rel}:{n}" for n in sorted(products_walks(nodes))]
+        filters += [f"{rel}:{n}" for n in sorted(set(message_filters(nodes)))]
+        if not rel.startswith(SYSTEM_PATHS):
+            systems += [f"{rel}:{n}" for n in sorted(set(system_comparisons(nodes)))]
+
+    test_imports = [
+        f"tests/{line}"
+        for path in sorted(TESTS.glob("*.py"))
+        for line in layout.imported_test_modules(path)
+    ]
+    cycles = layout.import_cycles(layout.import_graph())
+
+    def show(title: str, items: list[str], goal: str) -> None:
+        print(f"{title}: {len(items)} (goal {goal})")
+        if args.list or len(items) <= 12:
+            for item in items:
+                print(f"    {item}")
+
+    print(f"package lines: {lines:,} ({nonblank:,} not blank)")
+    show(
+        f"modules over {MODULE_LIMIT} lines",
+        [f"{rel} ({n})" for rel, n in sorted(big_modules, key=lambda m: -m[1])],
+        "0",
+    )
+    print(f"functions over {FUNCTION_LIMIT} lines: {len(long)} of {functions} (goal at most 10)")
+    for where, length in sorted(long, key=lambda f: -f[1]):
+        print(f"    {where} ({length})")
+    show('raw ["products"] subscripts outside documents/', products, "0")
+    show("findings filtered by message text", filters, "0")
+    show("System.GITHUB/GITLAB comparisons outside vocab, registry, CLI", systems, "0")
+    show("test-to-test imports", test_imports, "0")
+    show("import cycles", [" -> ".join(c) for c in cycles], "0")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
