@@ -195,3 +195,28 @@ def test_flaky_rows_reads_only_eventful_histories(evidence_store: Path) -> None:
     assert all(h.sequence is None for h in found if h.failures == 0 and not h.rerun_runs)
     assert all(h.sequence is not None for h in found if h.failures or h.rerun_runs)
     assert len(report.rows) == 6
+
+
+def test_flaky_names_scopes_in_the_trees_words(
+    capsys, store_copy: Path, shipped_recipes: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    # A nightly job's results are stored under its tier (evidence.mapping.job_key
+    # keys a job by Job.scope, which for `nightly` is L2): as a nightly run stores them.
+    with sqlite3.connect(store_copy) as conn:
+        conn.execute("UPDATE jobs SET scope = 'L2'")
+    monkeypatch.setenv("MATRIXGEN_RECIPES", str(store_copy.parent / "no-tree"))
+    assert {r["scope"] for r in _flaky_json(capsys, store_copy)} == {"L2"}  # no tree: as stored
+    # The shipped tree declares nightly: named so everywhere, L2 nowhere.
+    got = _flaky_json(capsys, store_copy, "--recipes", str(shipped_recipes))
+    assert {r["scope"] for r in got} == {"nightly"}
+    assert all("(gitlab/nightly)" in r["evidence"] for r in got if r["failures"])
+    assert main(["flaky", "--db", str(store_copy), "--recipes", str(shipped_recipes)]) == 0
+    out = capsys.readouterr().out
+    assert "gitlab/nightly" in out and "L2" not in out
+    # A tree without config writes legacy names (Megatron-LM's habit).
+    bare = shipped_recipes.parent / "bare"
+    bare.mkdir()
+    got = _flaky_json(capsys, store_copy, "--recipes", str(bare))
+    assert {r["scope"] for r in got} == {"nightly"}

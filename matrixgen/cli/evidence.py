@@ -22,6 +22,7 @@ from matrixgen.cli.common import (
     TableOrJsonOption,
     echo_json,
     recipes_dir,
+    tree_config,
 )
 from matrixgen.engine.errors import UsageError
 from matrixgen.views.table import table
@@ -348,10 +349,14 @@ def flaky(
     fmt: Annotated[FlakyFormat, typer.Option("--format", help="table, json or markdown.")] = (
         FlakyFormat.TABLE
     ),
+    recipes: RecipesOption = None,
 ) -> None:
     """Flaky and broken cases from the stored results: one row per job, platform,
-    environment and scope (per pytest node id inside unit-test buckets), ranked."""
-    from matrixgen.evidence.flaky import Verdict, flaky_rows
+    environment and scope (per pytest node id inside unit-test buckets), ranked.
+
+    Scopes are named as the recipe tree's config names them (`nightly`, which
+    the store holds as its tier L2); without a tree, as the store holds them."""
+    from matrixgen.evidence.flaky import Verdict, flaky_rows, in_tree_words
     from matrixgen.evidence.store import RunFilter, open_store
 
     if source is not None and ref is None:
@@ -371,6 +376,9 @@ def flaky(
     finally:
         store.close()
     rows = [r for r in report.rows if not wanted or r.verdict in wanted]
+    config = tree_config(recipes)
+    if config is not None:
+        rows = in_tree_words(rows, config.scope_word)
     if fmt is FlakyFormat.JSON:
         echo_json([r.to_dict() for r in rows])
     elif fmt is FlakyFormat.MARKDOWN:

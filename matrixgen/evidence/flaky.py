@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -304,6 +304,17 @@ def flaky_rows(
         runs=len(run_rows),
         left_out=tuple((h.job, h.node_id, h.runs) for h in found if h.runs < policy.min_runs),
     )
+
+
+def in_tree_words(rows: Iterable[FlakyRow], word: Callable[[str], str]) -> list[FlakyRow]:
+    """The rows with each scope as the tree names it (`word`, the config's
+    scope_word): the store holds the tier (`L2`), the tree says `nightly`."""
+    from msgspec.structs import replace
+
+    return [
+        r if (w := word(r.job.scope)) == r.job.scope else replace(r, job=replace(r.job, scope=w))
+        for r in rows
+    ]
 
 
 def summarize(rows: Sequence[FlakyRow]) -> str:
