@@ -36,6 +36,7 @@ from matrixgen.engine.vocab import (
     QuarantineKind,
 )
 from matrixgen.util.escape import terminal_text
+from matrixgen.util.words import counted
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -373,14 +374,15 @@ def add(
             "mute": "mutes in",
         }[action.value]
         for name, target_jobs in grouped.items():
-            typer.echo(f"{terminal_text(name)}: {verb} {len(target_jobs)} job(s)")
+            typer.echo(f"{terminal_text(name)}: {verb} {counted(len(target_jobs), 'job')}")
             for job in target_jobs:
                 typer.echo(f"  {terminal_text(_job_line(job))}")
         typer.echo(terminal_text(chosen["id"]))
     done = "dry run: nothing written to" if dry_run else "added to"
+    cases = counted(len({h.job.identity for h in hits}), "case")
+    reach = f"{cases}, {counted(len(hits), 'job')} in {counted(len(grouped), 'target')}"
     typer.echo(
-        f"entry {terminal_text(chosen['id'])} ({len(hits)} job(s) in {len(grouped)} target(s)) "
-        f"{done} {terminal_text(path)}",
+        f"entry {terminal_text(chosen['id'])} ({reach}) {done} {terminal_text(path)}",
         err=True,
     )
 
