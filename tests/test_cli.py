@@ -514,7 +514,8 @@ def _walk_help(cli, path: tuple[str, ...] = ()):
     sections = _help_sections(run.out)
     yield path, sections
     for line in sections.get("Commands", []):
-        name = line.split()[0] if line.strip() else ""
+        # A command's line starts two spaces in; its help's wrapped lines, deeper.
+        name = line.split()[0] if line.startswith("  ") and line[2:3] != " " else ""
         if name:
             yield from _walk_help(cli, (*path, name))
 
