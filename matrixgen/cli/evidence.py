@@ -332,7 +332,9 @@ def flaky(
     verdict: Annotated[
         list[str] | None,
         typer.Option(
-            "--verdict", metavar="VERDICT", help="Only rows with this verdict (flaky, broken, ok)."
+            "--verdict",
+            metavar="VERDICT",
+            help="Only rows with this verdict (broken, failing, flaky, ok).",
         ),
     ] = None,
     ref: Annotated[
@@ -368,7 +370,7 @@ def flaky(
         try:
             wanted.add(Verdict(value))
         except ValueError:
-            raise UsageError(f'--verdict "{value}": use flaky, broken or ok') from None
+            raise UsageError(f'--verdict "{value}": use broken, failing, flaky or ok') from None
     policy = _policy(since, min_runs, flip_rate, broken_runs)
     store = open_store(db, write=False)
     try:
@@ -388,7 +390,13 @@ def flaky(
     counts = report.by_verdict()
     typer.echo(
         f"{len(report.rows)} key(s) over {report.runs} run(s): {counts['broken']} broken, "
-        f"{counts['flaky']} flaky, {counts['ok']} ok"
+        + (
+            f"{counts['failing']} failing (every run failed, fewer than --broken-runs "
+            f"{broken_runs}), "
+            if counts["failing"]
+            else ""
+        )
+        + f"{counts['flaky']} flaky, {counts['ok']} ok"
         + (
             f"; {report.too_few_runs} key(s) with fewer than {min_runs} run(s) left out"
             if report.too_few_runs

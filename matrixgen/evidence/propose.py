@@ -104,10 +104,13 @@ def _owner(generation: Generation, job: Job, fallback: str | None) -> str:
 
 
 def _action(row: FlakyRow) -> tuple[QuarantineAction, QuarantineKind]:
-    kind = QuarantineKind.BROKEN if row.verdict is Verdict.BROKEN else QuarantineKind.FLAKY
+    # Failing (every run failed, too few to say broken) is drafted as broken:
+    # no run of it passed.
+    broken = row.verdict in (Verdict.BROKEN, Verdict.FAILING)
+    kind = QuarantineKind.BROKEN if broken else QuarantineKind.FLAKY
     if row.node_id is not None:
         return QuarantineAction.DESELECT, kind
-    if row.verdict is Verdict.BROKEN:
+    if broken:
         return QuarantineAction.SKIP, kind
     return QuarantineAction.ALLOW_FAILURE, kind
 
