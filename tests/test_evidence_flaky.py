@@ -280,3 +280,11 @@ def test_failing_is_judged_on_a_single_run() -> None:
         Verdict.FLAKY,
         Verdict.OK,
     ]
+
+
+def test_an_empty_flaky_table_says_so(capsys, evidence_store: Path) -> None:
+    # No key failed every run with fewer runs than --broken-runs at the defaults.
+    assert main(["flaky", "--db", str(evidence_store), "--verdict", "failing"]) == 0
+    assert capsys.readouterr().out == "no key has this verdict\n"
+    assert main(["flaky", "--db", str(evidence_store), "--min-runs", "99"]) == 0
+    assert capsys.readouterr().out == "no key has enough runs to judge\n"

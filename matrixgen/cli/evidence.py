@@ -386,7 +386,10 @@ def flaky(
     elif fmt is FlakyFormat.MARKDOWN:
         typer.echo(flaky_markdown(rows), nl=False)
     else:
-        typer.echo(table([_flaky_cells(r) for r in rows], list(_FLAKY_HEADERS)), nl=False)
+        none = "no key has enough runs to judge" if not report.rows else "no key has this verdict"
+        typer.echo(
+            table([_flaky_cells(r) for r in rows], list(_FLAKY_HEADERS), empty=none), nl=False
+        )
     counts = report.by_verdict()
     typer.echo(
         f"{len(report.rows)} key(s) over {report.runs} run(s): {counts['broken']} broken, "

@@ -298,7 +298,7 @@ def list_jobs(
         if target:
             headers.insert(0, "target")
             columns.insert(0, owners)
-        typer.echo(table_of_columns(columns, headers), nl=False)
+        typer.echo(table_of_columns(columns, headers) if jobs else "no job matches\n", nl=False)
         skipped = f", {skipped_count} skipped by quarantine" if skipped_count else ""
         typer.echo(f"{len(jobs)} job(s){skipped}", err=True)
     elif target:

@@ -548,7 +548,7 @@ def list_entries(
             "owner",
             "expires",
         ]
-        typer.echo(table(rows, headers), nl=False)
+        typer.echo(table(rows, headers, empty="no entries match"), nl=False)
     shown = len(entries)
     total = len(qfile.entries)
     of = f" of {total}" if shown != total else ""
@@ -641,7 +641,12 @@ def audit(
         )
     else:
         rows = [[i.entry_id, i.problem, i.tracker, i.detail] for i in items]
-        typer.echo(table(rows, ["id", "problem", "tracker", "detail"]), nl=False)
+        # All is well: said in words, not as a bare header.
+        fine = (
+            "no problems: no entry is expired, ownerless, matching nothing or with a closed "
+            f"tracker, and none expires within {days} days"
+        )
+        typer.echo(table(rows, ["id", "problem", "tracker", "detail"], empty=fine), nl=False)
         if evidence is not None:
             typer.echo("")
             typer.echo(table([[k, v] for k, v in evidence.items()], ["id", "evidence"]), nl=False)
