@@ -391,7 +391,8 @@ def resolve_diff_targets(
                 raise UsageError(f'target "{pair.shown.name}" is given twice')
             seen.add(pair.shown.name)
         return pairs
-    configured = sorted({t.name for t in (*base_config.targets, *head_config.targets)})
+    # In config order (head's, then the targets only the base has), as elsewhere.
+    configured = list(dict.fromkeys(t.name for t in (*head_config.targets, *base_config.targets)))
     if configured:
         return [p for p in (_configured_pair(n, base, head) for n in configured) if p]
     typos = typo_platforms(base.tree) | typo_platforms(head.tree)
@@ -552,7 +553,15 @@ def diff_generations(
         SideIndex(f"head {head_ref[:12]}", head),
     )
     diffs = [diff_target(pair, base_index, head_index) for pair in pairs]
-    diffs.sort(key=lambda d: _target_order(d.target))
+    # Configured targets in config order (head's, then the base's), as every
+    # command lists them; others (given as key=value, or implied) after, by selector.
+    written = {
+        n: i
+        for i, n in enumerate(
+            dict.fromkeys(t.name for t in (*head.tree.config.targets, *base.tree.config.targets))
+        )
+    }
+    diffs.sort(key=lambda d: (written.get(d.target.name, len(written)), _target_order(d.target)))
     if any(d.added or d.removed for d in diffs):
         diffs = find_moves(find_habits(diffs, base, head, sources, cache))
     habits = habit_note(base, head) if not (values or specs or names or holding_pen) else None

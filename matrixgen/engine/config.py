@@ -145,9 +145,10 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
     targets: tuple[Target, ...] = ()
     decisions: dict = {}
     if vocabulary is not None:
+        # In the order the config writes them: every command lists targets so.
         targets = tuple(
             _target(name, spec, config, findings)
-            for name, spec in sorted((data.get("targets") or {}).items())
+            for name, spec in (data.get("targets") or {}).items()
         )
         decisions = parse_decisions(
             data.get("decisions"),
