@@ -514,7 +514,8 @@ def _walk_help(cli, path: tuple[str, ...] = ()):
     sections = _help_sections(run.out)
     yield path, sections
     for line in sections.get("Commands", []):
-        name = line.split()[0] if line.strip() else ""
+        # A command's line starts two spaces in; its help's wrapped lines, deeper.
+        name = line.split()[0] if line.startswith("  ") and line[2:3] != " " else ""
         if name:
             yield from _walk_help(cli, (*path, name))
 
@@ -588,3 +589,56 @@ def test_list_table_is_each_jobs_fields(cli: Callable) -> None:
     names = [arg for t in targets for arg in ("--target", t.name)]
     run = cli("list", "--recipes", str(root), *names)
     assert run.out == _list_table_job_by_job(jobs, owners)
+
+
+# Commands that read no recipe tree, and why: each other one takes --recipes.
+NO_TREE = {"results prune": "deletes old runs from the results store only"}
+
+
+def _commands() -> list[tuple[str, object, object]]:
+    """Every command of the CLI: (its name as typed, the click command, its group)."""
+    import typer.main
+
+    from matrixgen.cli.main import build_app
+
+    found = []
+
+    def walk(group: object, prefix: str) -> None:
+        for name, command in group.commands.items():  # type: ignore[attr-defined]
+            typed = f"{prefix}{name}"
+            if getattr(command, "commands", None):
+                walk(command, typed + " ")
+            else:
+                found.append((typed, command, group))
+
+    walk(typer.main.get_command(build_app()), "")
+    return found
+
+
+def test_every_command_that_reads_the_tree_takes_recipes() -> None:
+    commands = _commands()
+    assert len(commands) > 20  # the walk reached the groups' commands too
+    lacking = {
+        name
+        for name, command, _ in commands
+        if "--recipes" not in {o for p in command.params for o in getattr(p, "opts", ())}
+    }
+    assert lacking == set(NO_TREE), lacking
+
+
+def test_help_lists_every_command_in_full_and_usage_has_no_braces(cli: Callable) -> None:
+    groups = {"": cli("--help").out}
+    for name in ("quarantine", "results"):
+        groups[name + " "] = cli(name, "--help").out
+    for name, command, _ in _commands():
+        prefix = name.rpartition(" ")[0] + " " if " " in name else ""
+        # Compared without white space: help wraps lines (at hyphens too).
+        listing = "".join(groups[prefix].split())
+        # The first sentence of the command's help, as typed in its docstring.
+        first = " ".join(command.help.split("\n\n")[0].split())  # type: ignore[attr-defined]
+        first = first[: first.find(". ") + 1] if ". " in first else first
+        assert "".join(f"{name.rpartition(' ')[2]} {first}".split()) in listing, (name, first)
+        usage = cli(*name.split(), "--help").out.splitlines()[0]
+        assert usage.startswith(f"Usage: matrixgen {name} [OPTIONS]"), usage
+        assert "{" not in usage and "}" not in usage, usage
+    assert cli("diff", "--help").out.startswith("Usage: matrixgen diff [OPTIONS] BASE [HEAD]\n")

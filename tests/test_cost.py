@@ -169,7 +169,8 @@ def test_expected_gpu_hours_from_measured_durations(measured_store: Path) -> Non
     )
     table = run_cli(["stats", "--recipes", str(SHIPPED), "--cost", "--db", str(measured_store)])
     row = next(line for line in table.out.splitlines() if line.startswith("gitlab/mr "))
-    assert row.endswith("  4.44 (1 of 322 measured)")
+    # 322 jobs in gitlab/mr's targets, less the 4 of GB300 (counted: false).
+    assert row.endswith("  4.44 (1 of 318 measured)")
 
 
 def test_no_store_no_expected_figure(measured_store: Path) -> None:
@@ -370,3 +371,35 @@ def test_a_weight_too_large_for_the_sum_is_refused(weight: float) -> None:
     cost = Cost(jobs=1, gpu_hours_max=hours, weighted_max=hours * weight * 1e10)
     with pytest.raises(RecipeError, match="do not fit a number"):
         _require_finite(target, cost)
+
+
+def test_cost_counts_the_jobs_stats_counts(pinned_today: object) -> None:
+    """`stats` and `stats --cost` leave out the same platforms and targets
+    (`counted: false`: GB300 in the shipped tree), and say so the same way."""
+    stats = json.loads(run_cli(["stats", "--recipes", str(SHIPPED), "--format", "json"]).out)
+    cost = cost_json()
+    assert cost["excluded_platforms"] == stats["excluded_platforms"] == ["dgx_gb300"]
+    assert cost["excluded_targets"] == stats["excluded_targets"]
+    assert [t["target"] for t in cost["targets"]] == [t["name"] for t in stats["targets"]]
+    assert "dgx_gb300" not in {p["platform"] for p in cost["platforms"]}
+    assert not any(f["file"].startswith("gb300/") for f in cost["files"])
+    # Every job stats counts in a target costs, but the ones quarantine skips.
+    for counted, costed in zip(stats["targets"], cost["targets"], strict=True):
+        assert costed["jobs"] == counted["jobs"] - counted["quarantine"]["skip"]
+    lines = [
+        run_cli(["stats", "--recipes", str(SHIPPED), *a]).out.splitlines() for a in ([], ["--cost"])
+    ]
+    said = [[line for line in out if line.startswith("Not counted: ")] for out in lines]
+    assert (
+        said[0]
+        == said[1]
+        == [
+            "Not counted: platform dgx_gb300; targets gitlab-mr-gb300-dev, "
+            "gitlab-nightly-gb300-dev (--all-platforms counts them)"
+        ]
+    )
+    # --all-platforms counts them in both.
+    every = cost_json("--all-platforms")
+    assert every["excluded_platforms"] == [] and "dgx_gb300" in {
+        p["platform"] for p in every["platforms"]
+    }

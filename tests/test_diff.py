@@ -7,13 +7,15 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.diff.compare import SideIndex, diff_revisions
+from matrixgen.diff.compare import SideIndex, diff_generations, diff_revisions
 from matrixgen.diff.gitsource import Repository
 from matrixgen.diff.model import (
     ACTION_CHANGED,
@@ -658,10 +660,11 @@ def test_cli_json(in_repo: GitRepo, cli: Callable[..., Any]) -> None:
     assert run.code == 0, run
     data = json.loads(run.out)
     assert data["base"] == base and data["head"] == "worktree"
+    # The first target in config order: CONFIG writes github-l1-h100 first.
     assert data["targets"][0]["target"] == {
         "system": "github",
         "scope": "L1",
-        "platform": "dgx_gb200",
+        "platform": "dgx_h100",
         "environment": "dev",
         "cadence": None,
     }
@@ -766,3 +769,26 @@ def test_a_job_parked_in_a_habit_scope_is_quarantined_where_that_habit_parks_its
     both["products"].append(block("a", scope=[parked]))
     targets = by_name(diff({"gpt.yaml": both}, {"gpt.yaml": head}))
     assert not [n for n, t in targets.items() if t.quarantine]
+
+
+def test_every_command_lists_targets_in_config_order(cli: Callable) -> None:
+    """One target order everywhere: the order the config writes them (the shipped
+    tree writes GitHub H100 before GB200, not by name)."""
+    from matrixgen.pipeline import generate
+
+    shipped = Path(__file__).resolve().parents[1] / "recipes"
+    written = list(yaml.safe_load((shipped / "matrixgen.yaml").read_text())["targets"])
+    assert written != sorted(written)  # else the order would not be seen
+    generation = generate(shipped)
+    assert [t.name for t in generation.targets()] == written
+    result = diff_generations(generation, generate(shipped))
+    assert [t.target.name for t in result.targets] == written
+    stats = json.loads(
+        cli("stats", "--recipes", shipped, "--all-platforms", "--format", "json").out
+    )
+    assert [t["name"] for t in stats["targets"]] == written
+    # The head's config decides the order (targets only the base has come after).
+    head = v2_tree()
+    head["matrixgen.yaml"]["targets"] = dict(reversed(CONFIG["targets"].items()))
+    names = [t.target.name for t in diff(v2_tree(), head).targets]
+    assert names == list(reversed(CONFIG["targets"]))

@@ -292,8 +292,7 @@ def test_markdown_summary_first() -> None:
     assert text.startswith(MARKER + "\n")
     assert "`0123456789ab` → the working tree" in text
     assert (
-        "**+6 added · −1 removed · ~4 changed · 2 quarantine change(s)** in 3 of 4 target(s)."
-        in text
+        "**+6 added · −1 removed · ~4 changed · 2 quarantine changes** in 3 of 4 targets." in text
     )
     assert table_rows(text) == [
         ["`github-l1-h100`", "10 → 16", "+180 (300 → 480)", "+6", "−0", "~0", ""],
@@ -313,7 +312,7 @@ def test_markdown_summary_first() -> None:
     assert "- -1 jobs, -30 GPU-h (-45 weighted) per run of `gitlab/nightly`\n" in text
     assert "`gitlab/mr-slim`" not in text  # no change there
     assert "**Cost:** +210 GPU-h per run of every target (990 → 1,200; an upper bound" in text
-    assert "<details><summary>1 target(s) unchanged</summary>" in text
+    assert "<details><summary>1 target unchanged</summary>" in text
     assert "`gitlab-mr-slim-h100`" in text
     assert "> ⚠️ base 0123456789ab: 1 recipe error(s); rows that could not be read" in text
 
@@ -322,7 +321,7 @@ def test_markdown_quarantine_changes_link_their_trackers() -> None:
     text = render_markdown(sample())
     assert (
         "- **quarantined** [#7201](https://github.com/example/mcore/issues/7201) "
-        "(skip, broken, entry `moe-ep8-hang`): 1 job(s) in `gitlab-mr-h100`"
+        "(skip, broken, entry `moe-ep8-hang`): 1 case, 1 job in 1 target (`gitlab-mr-h100`)"
     ) in text
     # A bare #N is left for GitHub to link in the repository of the PR.
     assert "- **lifted** #7733 (skip, flaky, entry `cp2`)" in text
@@ -353,13 +352,13 @@ def test_markdown_folds_the_diff_of_a_long_script() -> None:
         ),
     )
     text = render_markdown(diff_)
-    assert "- `workload.script_setup`: 28 line(s) changed" in text
+    assert "- `workload.script_setup`: 28 lines changed" in text
     folded = text[text.index("<details><summary>the diff of workload.script_setup</summary>") :]
     assert "-step 0\n" in folded and "+step 0 --fast\n" in folded
     assert folded.index("```diff") < folded.index("  </details>")
     # The terminal shows the same diff, cut at its limit.
     plain = render_text(diff_)
-    assert "        -step 0" in plain and "more line(s)" in plain
+    assert "        -step 0" in plain and "more lines" in plain
 
 
 def test_markdown_says_all_jobs_when_one_edit_changes_a_whole_target() -> None:
@@ -406,7 +405,7 @@ def test_markdown_without_changes() -> None:
     unchanged = SelectionDiff(base="a" * 40, head="b" * 40, targets=sample().targets[3:])
     text = render_markdown(unchanged)
     assert text.startswith(MARKER)
-    assert "**No selection change** in any of the 1 target(s)." in text
+    assert "**No selection change** in any of the 1 target." in text
     assert "<details>" not in text and "|" not in text
 
 
@@ -453,7 +452,7 @@ def test_markdown_with_thousands_of_targets() -> None:
     )
     text = render_markdown(huge)
     assert len(text) <= MARKDOWN_LIMIT
-    assert "| … and 2800 more target(s) | | | | | | |\n" in text
+    assert "| … and 2800 more targets | | | | | | |\n" in text
 
 
 def test_markdown_escapes_what_would_break_a_table() -> None:
@@ -491,7 +490,7 @@ def test_code_spans_show_the_text_as_it_is(text: str) -> None:
 def test_text_report() -> None:
     text = render_text(sample())
     assert text.splitlines()[0] == "selection diff: base 0123456789ab -> head worktree"
-    assert "3 of 4 target(s) change: +6 added, -1 removed, ~4 changed" in text
+    assert "3 of 4 targets change: +6 added, -1 removed, ~4 changed" in text
     assert "  + gpt/new0\n" in text
     assert "  - gpt/old\n" in text
     assert "      time_limit: 2700 -> 5400" in text
@@ -544,3 +543,23 @@ def test_same_bytes_whatever_the_hash_seed(tmp_path: Path) -> None:
         outputs.add(result.stdout)
     assert len(outputs) == 1
     assert "`gpt_new`" not in outputs.pop()  # jobs are model/test_case, not the raw name
+
+
+def test_quarantine_change_counts_say_their_units() -> None:
+    from matrixgen.diff.render import _reach
+
+    # One case (a job identity) run by three targets is three jobs: the count
+    # the summary gave as "2 job(s)" (its jobs per scope) for the EP8 FP8 entry.
+    key = ("moe", "moe_deepseek_tp1_pp2_ep8_etp1_fp8", "dev", "dgx_h100", "", "L1", ("pr",))
+    gitlab = (*key[:5], "mr", ("pr", "nightly", "mergegroup"))
+    targets = ["github-l1-h100-mergegroup", "github-l1-h100-pr", "gitlab-mr-h100-dev"]
+    jobs = {(targets[0], key), (targets[1], key), (targets[2], gitlab)}
+    assert _reach(jobs, targets) == (
+        "1 case, 3 jobs in 3 targets "
+        "(`github-l1-h100-mergegroup`, `github-l1-h100-pr`, `gitlab-mr-h100-dev`)"
+    )
+    # Two cases in one target; a case on another platform is another case.
+    other = (key[0], key[1], "dev", "dgx_gb200", "", "L1", ("pr",))
+    assert _reach({(targets[0], key), (targets[0], other)}, targets[:1]) == (
+        "2 cases, 2 jobs in 1 target (`github-l1-h100-mergegroup`)"
+    )

@@ -152,6 +152,8 @@ def test_verdict_rules(outcomes, commit_every, broken_runs) -> None:
         assert row.verdict is Verdict.BROKEN
         assert row.broken_since is not None
         assert row.broken_since.run_id == str(100 + len(flags) - streak)
+    elif streak == len(flags):  # failed every run, fewer than broken_runs of them
+        assert row.verdict is Verdict.FAILING
     elif mixed or (len(flags) > 1 and flips / (len(flags) - 1) > 0.1):
         assert row.verdict is Verdict.FLAKY
         assert set(row.same_commit) == mixed
@@ -195,3 +197,94 @@ def test_flaky_rows_reads_only_eventful_histories(evidence_store: Path) -> None:
     assert all(h.sequence is None for h in found if h.failures == 0 and not h.rerun_runs)
     assert all(h.sequence is not None for h in found if h.failures or h.rerun_runs)
     assert len(report.rows) == 6
+
+
+def test_flaky_names_scopes_in_the_trees_words(
+    capsys, store_copy: Path, shipped_recipes: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    # A nightly job's results are stored under its tier (evidence.mapping.job_key
+    # keys a job by Job.scope, which for `nightly` is L2): as a nightly run stores them.
+    with sqlite3.connect(store_copy) as conn:
+        conn.execute("UPDATE jobs SET scope = 'L2'")
+    monkeypatch.setenv("MATRIXGEN_RECIPES", str(store_copy.parent / "no-tree"))
+    assert {r["scope"] for r in _flaky_json(capsys, store_copy)} == {"L2"}  # no tree: as stored
+    # The shipped tree declares nightly: named so everywhere, L2 nowhere.
+    got = _flaky_json(capsys, store_copy, "--recipes", str(shipped_recipes))
+    assert {r["scope"] for r in got} == {"nightly"}
+    assert all("(gitlab/nightly)" in r["evidence"] for r in got if r["failures"])
+    assert main(["flaky", "--db", str(store_copy), "--recipes", str(shipped_recipes)]) == 0
+    out = capsys.readouterr().out
+    assert "gitlab/nightly" in out and "L2" not in out
+    # A tree without config writes legacy names (Megatron-LM's habit).
+    bare = shipped_recipes.parent / "bare"
+    bare.mkdir()
+    got = _flaky_json(capsys, store_copy, "--recipes", str(bare))
+    assert {r["scope"] for r in got} == {"nightly"}
+
+
+def test_a_key_that_failed_every_run_it_has_is_never_ok(
+    capsys, evidence_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Judged from 2026-11-24, the last 7 days hold runs 9120-9124: the blend test,
+    # broken since run 9116, failed all five. Five runs are fewer than
+    # --broken-runs 6, so not broken; but never ok: failing, ranked above the rest.
+    monkeypatch.setenv("MATRIXGEN_TODAY", "2026-11-24")
+    args = ["--since", "7", "--min-runs", "1", "--broken-runs", "6"]
+    rows = _flaky_json(capsys, evidence_store, *args)
+    first = rows[0]
+    assert (first["verdict"], first["node_id"], first["runs"], first["failures"]) == (
+        "failing",
+        f"{DATA}test_blend.py::test_blend_weights",
+        5,
+        5,
+    )
+    assert [r["verdict"] for r in rows].count("failing") == 1
+    order = ["broken", "failing", "flaky", "ok"]
+    ranks = [order.index(r["verdict"]) for r in rows]
+    assert ranks == sorted(ranks) and "ok" in {r["verdict"] for r in rows}
+    assert main(["flaky", "--db", str(evidence_store), *args]) == 0
+    err = capsys.readouterr().err
+    assert "1 failing (every run failed, fewer than --broken-runs 6)" in err
+    # The boundary: with --broken-runs 5 the same five runs are broken.
+    rows = _flaky_json(
+        capsys, evidence_store, "--since", "7", "--min-runs", "1", "--broken-runs", "5"
+    )
+    assert rows[0]["verdict"] == "broken" and "failing" not in {r["verdict"] for r in rows}
+    # The JSON, failing included, follows the schema.
+    import jsonschema
+
+    jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(
+        _flaky_json(capsys, evidence_store, *args)
+    )
+
+
+def test_failing_is_judged_on_a_single_run() -> None:
+    history, runs = _history([(True, 0)], ["c0"])
+    assert judge(history, runs, FlakyPolicy(broken_runs=3)).verdict is Verdict.FAILING
+    assert judge(history, runs, FlakyPolicy(broken_runs=1)).verdict is Verdict.BROKEN
+    # Ranked above ok and flaky, below broken.
+    judged = [
+        judge(*_history(outcomes, [None] * len(outcomes)), FlakyPolicy(broken_runs=3))
+        for outcomes in (
+            [(False, 0)] * 4,
+            [(True, 0), (False, 0)] * 2,
+            [(True, 0)] * 2,
+            [(True, 0)] * 3,
+        )
+    ]
+    assert [r.verdict for r in rank(judged)] == [
+        Verdict.BROKEN,
+        Verdict.FAILING,
+        Verdict.FLAKY,
+        Verdict.OK,
+    ]
+
+
+def test_an_empty_flaky_table_says_so(capsys, evidence_store: Path) -> None:
+    # No key failed every run with fewer runs than --broken-runs at the defaults.
+    assert main(["flaky", "--db", str(evidence_store), "--verdict", "failing"]) == 0
+    assert capsys.readouterr().out == "no key has this verdict\n"
+    assert main(["flaky", "--db", str(evidence_store), "--min-runs", "99"]) == 0
+    assert capsys.readouterr().out == "no key has enough runs to judge\n"

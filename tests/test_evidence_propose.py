@@ -215,3 +215,29 @@ def test_a_record_that_names_a_directory_never_becomes_a_deselect(
     written = yaml.safe_load((shipped_recipes / "quarantine.yaml").read_text())["entries"]
     assert all(is_node_id(n) for e in written for n in e.get("node_ids", []))
     assert main(["validate", "--recipes", str(shipped_recipes)]) == 0
+
+
+def test_propose_names_places_in_the_trees_words(
+    capsys, shipped_recipes: Path, store_copy: Path
+) -> None:
+    import sqlite3
+
+    # The entry allowed to fail in nightly has no results: its place as the
+    # tree says it (`where: [gitlab/nightly]`), not as the store's tier L2.
+    args = ["quarantine", "propose", "--recipes", str(shipped_recipes), "--db", str(store_copy)]
+    assert main(args) == 0
+    kept = [line for line in capsys.readouterr().out.splitlines() if line.startswith("# kept: ")]
+    assert any(
+        line.startswith("# kept: hybrid-moe-ep4-convergence-lts-baseline: no results for ")
+        and line.endswith("on dgx_h100/lts (gitlab/nightly)")
+        for line in kept
+    ), kept
+    # Results stored under the tier (as a nightly run stores them) draft entries
+    # for the place the tree names, which read back to the same scope.
+    with sqlite3.connect(store_copy) as conn:
+        conn.execute("UPDATE jobs SET scope = 'L2'")
+    code, got, _ = _propose(capsys, shipped_recipes, store_copy, "--tracker", "#8012")
+    assert code == 0 and got["drafts"]
+    assert {w for d in got["drafts"] for w in d["entry"]["where"]} == {"gitlab/nightly"}
+    assert all("(gitlab/nightly)" in d["entry"]["reason"] for d in got["drafts"])
+    assert all(r["scope"] == "nightly" for d in got["drafts"] for r in d["evidence"])

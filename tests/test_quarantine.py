@@ -619,7 +619,8 @@ def test_validate_unknown_scope_did_you_mean_knows_legacy_names(
     run = cli("validate", "--recipes", tree(v2_files(text)))
     assert run.code == 1, run
     assert 'no gitlab target has scope "nightlyy" (did you mean "nightly"?)' in run.err
-    assert "gitlab scopes: L2 (nightly), mr, mr-slim" in run.err
+    # The scopes in the tree's words: it declares nightly; L2 only as "also known as".
+    assert "gitlab scopes: mr, mr-slim, nightly (also known as L2) [" in run.err
 
 
 def test_validate_requires_tracker_and_owner(tree: Callable[..., Path], cli) -> None:

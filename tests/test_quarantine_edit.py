@@ -567,9 +567,9 @@ def test_add_dry_run_prints_jobs_per_target_and_writes_nothing(
     )  # fmt: skip
     assert run.code == 0, run
     lines = run.out.splitlines()
-    assert lines[0] == "github-L1-dgx_h100-dev: skips 1 job(s)"
+    assert lines[0] == "github-L1-dgx_h100-dev: skips 1 job"
     assert lines[1].startswith("  moe/ep8_dist_opt on dgx_h100/dev")
-    assert "gitlab-mr-dgx_h100-dev: skips 1 job(s)" in lines
+    assert "gitlab-mr-dgx_h100-dev: skips 1 job" in lines
     assert not any("mr-slim" in line for line in lines)
     assert lines[-1].startswith("ep8_dist_opt-")  # the new id, last
     assert "dry run" in run.err
@@ -692,7 +692,7 @@ def test_mute_needs_node_ids_and_adds_an_entry_list_shows(tree: Callable[..., Pa
         *base, *nodes, "--node-id", "tests/unit_tests/models/test_gpt.py::test_y", "--id", "m"
     )
     assert run.code == 0, run
-    assert run.out.splitlines()[0] == "gitlab-mr-dgx_h100-dev: mutes in 1 job(s)"
+    assert run.out.splitlines()[0] == "gitlab-mr-dgx_h100-dev: mutes in 1 job"
     listed = json.loads(
         cli("quarantine", "list", "--recipes", root, "--action", "mute", "--format", "json").out
     )

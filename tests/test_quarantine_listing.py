@@ -144,3 +144,26 @@ def test_library_filter_and_rows() -> None:
     assert row["matches"] == "y[latest]"
     assert (row["platforms"], row["environments"], row["where"]) == ("p1,p2", "dev", "gitlab/mr")
     assert entry_row(qfile.entries[0])["platforms"] == "any"
+
+
+def test_empty_results_say_so_in_words(cli, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("MATRIXGEN_TODAY", "2026-12-01")
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    monkeypatch.delenv("MATRIXGEN_RESULTS_DB", raising=False)
+    monkeypatch.chdir(tmp_path)  # no default results store of a checkout around
+    # The shipped entries are all in force on this day and none expires within
+    # 14 days: no table header, a sentence.
+    audit = cli("quarantine", "audit", "--recipes", SHIPPED)
+    assert audit.code == 0, audit
+    assert audit.out == (
+        "no problems: no entry is expired, ownerless, matching nothing or with a closed "
+        "tracker, and none expires within 14 days\n"
+    )
+    # Within 90 days two entries expire (2027-01-31): the table, no sentence.
+    soon = cli("quarantine", "audit", "--recipes", SHIPPED, "--days", "90")
+    assert soon.out.startswith("id ") and "no problems" not in soon.out
+    listed = cli("quarantine", "list", "--recipes", SHIPPED, "--owner", "nobody")
+    assert (listed.code, listed.out) == (0, "no entries match\n")
+    jobs = cli("list", "--recipes", SHIPPED, "--model", "gpt", "--tag", "legacy", "--scope", "L0")
+    assert (jobs.code, jobs.out) == (0, "no job matches\n")
+    assert jobs.err.strip() == "0 job(s)"

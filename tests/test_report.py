@@ -170,8 +170,9 @@ def test_hostile_entry_shows_as_text_on_the_board(shipped: SiteData, name: str, 
 
 
 def test_overview_shows_stats_cost_figures(cli, shipped: SiteData) -> None:
-    """Each pipeline's row holds the figures `stats --cost` prints for it."""
-    done = cli("stats", "--recipes", RECIPES, "--cost", "--format", "json")
+    """Each pipeline's row holds the figures `stats --cost` prints for it (the
+    Overview counts every platform: `--all-platforms`, GB300 included)."""
+    done = cli("stats", "--recipes", RECIPES, "--cost", "--all-platforms", "--format", "json")
     assert done.code == 0, done.err
     pipelines = json.loads(done.out)["pipelines"]
     parsed = Parsed(render_site(shipped)["index.html"])

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from matrixgen.engine.errors import UsageError
 from matrixgen.engine.model import Job, Selector
@@ -113,7 +115,16 @@ def test_list_refuses_values_the_vocabulary_does_not_declare(tree: Callable, cli
 @pytest.mark.parametrize(
     ("option", "typo", "meant", "used"),
     [
-        ("--scope", "mrr", "mr", "L0, L0-smoke, L1, L2, L3, cleanup"),
+        # The tree's own words: it writes nightly, never L2.
+        (
+            "--scope",
+            "mrr",
+            "mr",
+            "L0-smoke, cleanup, deprecated, flaky, mr, mr-broken, mr-github "
+            "(also known as L1), mr-github-broken, mr-github-slim (also known as L0), "
+            "mr-github-temp-disabled, mr-slim, nightly (also known as L2), nightly-broken, "
+            "unit-tests, weekly (also known as L3)",
+        ),
         ("--scope", "nightlyy", "nightly", "mr-broken"),  # legacy names are suggested too
         ("--model", "gtp", "gpt", "bert, cleanup, common, gpt, gpt-nemo"),
         ("--environment", "devv", "dev", "used: dev, lts"),
@@ -216,3 +227,23 @@ def test_each_criterion_keeps_exactly_the_equal_values(field: str) -> None:
     assert asked is not jobs[1].__getattribute__(field)
     chosen = select(jobs, Selector(**{field: asked}))
     assert [j.test_case for j in chosen] == [values[1]]
+
+
+def test_declared_scopes_are_listed_in_the_trees_words(cli: Callable) -> None:
+    # The shipped tree declares nightly (tier L2): the tier is named only as
+    # "also known as", never beside it as a scope of its own.
+    run = cli("list", "--scope", "mrr", "--recipes", Path(__file__).parent.parent / "recipes")
+    assert run.code == 2, run
+    assert run.err.endswith("declared: L0, L1, mr, mr-slim, nightly (also known as L2)\n"), run
+
+
+@given(st.sets(st.sampled_from(["L0", "L1", "L2", "L3", "mr", "mr-github", "nightly", "weekly"])))
+def test_scope_names_name_each_scope_once_in_the_trees_word(names: set[str]) -> None:
+    from matrixgen.engine.vocab import resolve_scope, scope_names
+
+    shown = scope_names(names)
+    words = [s.split(" (also known as ")[0] for s in shown]
+    # Each scope once: a tier and its legacy name are one scope, shown by the name.
+    assert sorted({resolve_scope(n) for n in names}) == sorted(resolve_scope(w) for w in words)
+    assert all(w in names or resolve_scope(w) != w for w in words)
+    assert all(resolve_scope(n) == n or n in words for n in names)

@@ -323,3 +323,13 @@ def test_the_markdown_escapes_what_the_reports_say(capsys, tmp_path: Path) -> No
     for entity, char in (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&amp;", "&")):
         shown = shown.replace(entity, char)
     assert shown.replace(" ", "") == hostile.replace(" ", "")
+
+
+def test_failed_every_baseline_run_but_too_few_to_be_broken(capsys, db: str) -> None:  # noqa: F811
+    _store(db, "FF")  # both baseline runs failed: fewer than --broken-runs 3
+    assert _flaky_verdict(capsys, db, "--min-runs", "1", "--broken-runs", "3") == "failing"
+    assert _flaky_verdict(capsys, db, "--min-runs", "1", "--broken-runs", "2") == "broken"
+    # Triage never calls it new at the boundary: it failed in the latest baseline run.
+    for broken in ("2", "3"):
+        code, failure = _triaged(capsys, db, 2, "--min-runs", "1", "--broken-runs", broken)
+        assert (code, failure["verdict"]) == (0, "baseline"), failure

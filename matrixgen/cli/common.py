@@ -20,6 +20,7 @@ from matrixgen.util.escape import terminal_text
 from matrixgen.util.jsontext import pretty
 
 if TYPE_CHECKING:
+    from matrixgen.engine.config import ProjectConfig
     from matrixgen.engine.model import Target
     from matrixgen.pipeline import Generation
 
@@ -93,6 +94,24 @@ def recipes_dir(given: Path | None) -> Path:
     from matrixgen.pipeline import default_recipes_dir
 
     return given if given is not None else default_recipes_dir()
+
+
+def tree_config(given: Path | None) -> ProjectConfig | None:
+    """The project config of the recipe tree, read alone (the commands that name
+    the tree's scopes but need none of its recipes): the default config for a
+    tree without one; None when --recipes is not given and no tree is found."""
+    from matrixgen.engine.config import DEFAULT_CONFIG, parse_config
+    from matrixgen.engine.errors import UsageError
+    from matrixgen.engine.load import read_root_file
+    from matrixgen.engine.vocab import CONFIG_FILENAME
+
+    directory = recipes_dir(given)
+    if not directory.is_dir():
+        if given is None:
+            return None
+        raise UsageError(f"recipe directory not found: {directory}")
+    raw = read_root_file(directory, CONFIG_FILENAME)
+    return DEFAULT_CONFIG if raw is None else parse_config(raw, str(directory / CONFIG_FILENAME))
 
 
 def report_base() -> Path:

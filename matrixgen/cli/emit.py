@@ -264,7 +264,10 @@ def generate(
             github_output_path,
         )
 
-        step_outputs, note = github_outputs(outputs, generation.tree.config.targets)
+        # The configured targets by name, not in config order as listed: the step
+        # outputs keep the bytes they had (workflows read them); --target's order stays.
+        ordered = outputs if target else sorted(outputs, key=lambda o: o.target.name)
+        step_outputs, note = github_outputs(ordered, generation.tree.config.targets)
         if note:
             typer.echo(f"matrixgen: note: {note}", err=True)
         output_path = github_output_path()

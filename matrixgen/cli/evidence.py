@@ -22,6 +22,7 @@ from matrixgen.cli.common import (
     TableOrJsonOption,
     echo_json,
     recipes_dir,
+    tree_config,
 )
 from matrixgen.engine.errors import UsageError
 from matrixgen.views.table import table
@@ -351,7 +352,9 @@ def flaky(
     verdict: Annotated[
         list[str] | None,
         typer.Option(
-            "--verdict", metavar="VERDICT", help="Only rows with this verdict (flaky, broken, ok)."
+            "--verdict",
+            metavar="VERDICT",
+            help="Only rows with this verdict (broken, failing, flaky, ok).",
         ),
     ] = None,
     ref: Annotated[
@@ -368,10 +371,14 @@ def flaky(
     fmt: Annotated[FlakyFormat, typer.Option("--format", help="table, json or markdown.")] = (
         FlakyFormat.TABLE
     ),
+    recipes: RecipesOption = None,
 ) -> None:
     """Flaky and broken cases from the stored results: one row per job, platform,
-    environment and scope (per pytest node id inside unit-test buckets), ranked."""
-    from matrixgen.evidence.flaky import Verdict, flaky_rows
+    environment and scope (per pytest node id inside unit-test buckets), ranked.
+
+    Scopes are named as the recipe tree's config names them (`nightly`, which
+    the store holds as its tier L2); without a tree, as the store holds them."""
+    from matrixgen.evidence.flaky import Verdict, flaky_rows, in_tree_words
     from matrixgen.evidence.store import RunFilter, open_store
 
     if source is not None and ref is None:
@@ -383,7 +390,7 @@ def flaky(
         try:
             wanted.add(Verdict(value))
         except ValueError:
-            raise UsageError(f'--verdict "{value}": use flaky, broken or ok') from None
+            raise UsageError(f'--verdict "{value}": use broken, failing, flaky or ok') from None
     policy = _policy(since, min_runs, flip_rate, broken_runs)
     store = open_store(db, write=False)
     try:
@@ -391,16 +398,28 @@ def flaky(
     finally:
         store.close()
     rows = [r for r in report.rows if not wanted or r.verdict in wanted]
+    config = tree_config(recipes)
+    if config is not None:
+        rows = in_tree_words(rows, config.scope_word)
     if fmt is FlakyFormat.JSON:
         echo_json([r.to_dict() for r in rows])
     elif fmt is FlakyFormat.MARKDOWN:
         typer.echo(flaky_markdown(rows), nl=False)
     else:
-        typer.echo(table([_flaky_cells(r) for r in rows], list(_FLAKY_HEADERS)), nl=False)
+        none = "no key has enough runs to judge" if not report.rows else "no key has this verdict"
+        typer.echo(
+            table([_flaky_cells(r) for r in rows], list(_FLAKY_HEADERS), empty=none), nl=False
+        )
     counts = report.by_verdict()
     typer.echo(
         f"{len(report.rows)} key(s) over {report.runs} run(s): {counts['broken']} broken, "
-        f"{counts['flaky']} flaky, {counts['ok']} ok"
+        + (
+            f"{counts['failing']} failing (every run failed, fewer than --broken-runs "
+            f"{broken_runs}), "
+            if counts["failing"]
+            else ""
+        )
+        + f"{counts['flaky']} flaky, {counts['ok']} ok"
         + (
             f"; {report.too_few_runs} key(s) with fewer than {min_runs} run(s) left out"
             if report.too_few_runs

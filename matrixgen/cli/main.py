@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from matrixgen import __version__
 from matrixgen.cli.changes import ChangedSinceOption, FullOption, change_selection
@@ -39,7 +40,42 @@ from matrixgen.engine.errors import ExitCode, MatrixgenError, Severity, annotati
 from matrixgen.engine.vocab import OutputFormat
 from matrixgen.views.table import each_shown, table_of_columns
 
+
+class _Plain:
+    """Help as the ecosystem writes it: every command's first sentence in full
+    in a command list (never cut with "..."), and usage lines without typer's
+    braces around required arguments (`diff [OPTIONS] BASE [HEAD]`)."""
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        return super().get_short_help_str(limit=1_000_000)  # type: ignore[misc]
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = super().collect_usage_pieces(ctx)  # type: ignore[misc]
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
+
+
+class Command(_Plain, TyperCommand):
+    pass
+
+
+class Group(_Plain, TyperGroup):
+    pass
+
+
+def _plain_help(app: typer.Typer) -> None:
+    """Every command and group of the app with the help of `_Plain`."""
+    for info in app.registered_commands:
+        if info.cls in (None, TyperCommand):
+            info.cls = Command
+    for group in app.registered_groups:
+        if getattr(group.cls, "value", group.cls) in (None, TyperGroup):  # typer's default
+            group.cls = Group
+        if group.typer_instance is not None:
+            _plain_help(group.typer_instance)
+
+
 APP_SETTINGS: dict[str, Any] = {
+    "cls": Group,
     "name": "matrixgen",
     "help": "Declarative YAML test recipes -> GitHub Actions matrices and GitLab child pipelines.",
     "add_completion": True,
@@ -262,7 +298,7 @@ def list_jobs(
         if target:
             headers.insert(0, "target")
             columns.insert(0, owners)
-        typer.echo(table_of_columns(columns, headers), nl=False)
+        typer.echo(table_of_columns(columns, headers) if jobs else "no job matches\n", nl=False)
         skipped = f", {skipped_count} skipped by quarantine" if skipped_count else ""
         typer.echo(f"{len(jobs)} job(s){skipped}", err=True)
     elif target:
@@ -323,6 +359,7 @@ def build_app(modules: tuple[str, ...] | None = None) -> typer.Typer:
             register(app)
         else:
             importlib.import_module(module).register(app)
+    _plain_help(app)
     return app
 
 

@@ -212,11 +212,14 @@ def register(app: typer.Typer) -> None:
         A pipeline counts distinct jobs over its targets; "cases" are the
         functional ones (every model but unit-tests).
         """
-        from matrixgen.views.stats import compute_stats, render_table
+        from matrixgen.views.stats import compute_stats, not_counted, render_table
 
         generation = load_valid(recipes)
         targets = generation.targets(target or (), holding_pen=holding_pen)
         check_ad_hoc(generation, targets)
+        result = compute_stats(
+            generation, targets, exclude=exclude_platform or (), all_platforms=all_platforms
+        )
         if cost:
             from matrixgen.evidence.summary import store_configured
             from matrixgen.views.cost import compute_cost, render_cost_table
@@ -227,15 +230,28 @@ def register(app: typer.Typer) -> None:
                 from matrixgen.evidence.durations import measured_from_store
 
                 measured = measured_from_store(db)
-            report = compute_cost(generation, targets, measured=measured)
+            # The jobs `stats` counts: the same targets, platforms left out alike.
+            left_out = set(result.excluded_platforms)
+            report = compute_cost(
+                generation,
+                [t.target for t in result.targets],
+                measured=measured,
+                jobs_of=lambda t: [j for j in generation.jobs_for(t) if j.platform not in left_out],
+            )
             if fmt is TableOrJson.JSON:
-                echo_json(report.to_dict())
+                echo_json(
+                    {
+                        "excluded_platforms": list(result.excluded_platforms),
+                        "excluded_targets": list(result.excluded_targets),
+                        **report.to_dict(),
+                    }
+                )
             else:
                 typer.echo(render_cost_table(report, table), nl=False)
+                line = not_counted(result)
+                if line is not None:
+                    typer.echo("\n" + line)
             return
-        result = compute_stats(
-            generation, targets, exclude=exclude_platform or (), all_platforms=all_platforms
-        )
         if fmt is TableOrJson.JSON:
             echo_json(result.to_dict())
         else:

@@ -36,6 +36,7 @@ from matrixgen.engine.vocab import (
     QuarantineKind,
 )
 from matrixgen.util.escape import terminal_text
+from matrixgen.util.words import counted
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -368,14 +369,15 @@ def add(
             "mute": "mutes in",
         }[action.value]
         for name, target_jobs in grouped.items():
-            typer.echo(f"{terminal_text(name)}: {verb} {len(target_jobs)} job(s)")
+            typer.echo(f"{terminal_text(name)}: {verb} {counted(len(target_jobs), 'job')}")
             for job in target_jobs:
                 typer.echo(f"  {terminal_text(_job_line(job))}")
         typer.echo(terminal_text(chosen["id"]))
     done = "dry run: nothing written to" if dry_run else "added to"
+    cases = counted(len({h.job.identity for h in hits}), "case")
+    reach = f"{cases}, {counted(len(hits), 'job')} in {counted(len(grouped), 'target')}"
     typer.echo(
-        f"entry {terminal_text(chosen['id'])} ({len(hits)} job(s) in {len(grouped)} target(s)) "
-        f"{done} {terminal_text(path)}",
+        f"entry {terminal_text(chosen['id'])} ({reach}) {done} {terminal_text(path)}",
         err=True,
     )
 
@@ -541,7 +543,7 @@ def list_entries(
             "owner",
             "expires",
         ]
-        typer.echo(table(rows, headers), nl=False)
+        typer.echo(table(rows, headers, empty="no entries match"), nl=False)
     shown = len(entries)
     total = len(qfile.entries)
     of = f" of {total}" if shown != total else ""
@@ -634,7 +636,12 @@ def audit(
         )
     else:
         rows = [[i.entry_id, i.problem, i.tracker, i.detail] for i in items]
-        typer.echo(table(rows, ["id", "problem", "tracker", "detail"]), nl=False)
+        # All is well: said in words, not as a bare header.
+        fine = (
+            "no problems: no entry is expired, ownerless, matching nothing or with a closed "
+            f"tracker, and none expires within {days} days"
+        )
+        typer.echo(table(rows, ["id", "problem", "tracker", "detail"], empty=fine), nl=False)
         if evidence is not None:
             typer.echo("")
             typer.echo(table([[k, v] for k, v in evidence.items()], ["id", "evidence"]), nl=False)

@@ -201,7 +201,15 @@ def diff_generations(
         SideIndex(f"head {head_ref[:12]}", head),
     )
     diffs = [diff_target(pair, base_index, head_index) for pair in pairs]
-    diffs.sort(key=lambda d: target_order(d.target))
+    # Configured targets in config order (head's, then the base's), as every
+    # command lists them; others (given as key=value, or implied) after, by selector.
+    written = {
+        n: i
+        for i, n in enumerate(
+            dict.fromkeys(t.name for t in (*head.tree.config.targets, *base.tree.config.targets))
+        )
+    }
+    diffs.sort(key=lambda d: (written.get(d.target.name, len(written)), target_order(d.target)))
     if any(d.added or d.removed for d in diffs):
         diffs = find_moves(find_habits(diffs, base, head, sources, cache))
     habits = habit_note(base, head) if not (values or specs or names or holding_pen) else None

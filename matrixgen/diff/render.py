@@ -88,6 +88,7 @@ from matrixgen.engine.targets import is_holding_pen
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log, terminal_line
 from matrixgen.util.patterns import name_pattern, whole
+from matrixgen.util.words import counted
 from matrixgen.views.cost import Cost, hours, pipeline_name, signed_hours
 
 MARKER = "<!-- matrixgen-diff -->"
@@ -377,7 +378,10 @@ def _text_diff(old: Any, new: Any, name: str) -> list[str]:
         )
     )
     if len(lines) > SCRIPT_DIFF_LINES:
-        lines = [*lines[:SCRIPT_DIFF_LINES], f"... {len(lines) - SCRIPT_DIFF_LINES} more line(s)"]
+        lines = [
+            *lines[:SCRIPT_DIFF_LINES],
+            f"... {counted(len(lines) - SCRIPT_DIFF_LINES, 'more line')}",
+        ]
     return lines
 
 
@@ -401,7 +405,7 @@ def _groups(changed: Sequence[ChangedJob]) -> list[tuple[Mapping[str, tuple], li
 
 
 def _mark_text(mark: QuarantineMark, *, markdown: bool = False) -> str:
-    nodes = f", {len(mark.node_ids)} node id(s)" if mark.node_ids else ""
+    nodes = f", {counted(len(mark.node_ids), 'node id')}" if mark.node_ids else ""
     if markdown:
         return (
             f"{_tracker_md(mark.tracker)}, {md.text(mark.action)}, {md.text(mark.kind)}"
@@ -488,7 +492,7 @@ def _quarantine_counts(t: TargetDiff) -> list[tuple[str, int]]:
 def _summary_words(summary: Mapping[str, Any]) -> str:
     text = (
         f"+{summary['added']} added, -{summary['removed']} removed, "
-        f"~{summary['changed']} changed, {summary['quarantine']} quarantine change(s)"
+        f"~{summary['changed']} changed, {counted(summary['quarantine'], 'quarantine change')}"
     )
     if summary["moved"]:
         text += f", {summary['moved']} moved"
@@ -510,7 +514,7 @@ def render_text(diff: SelectionDiff, *, notes: bool = True) -> str:
     summary = _summary(diff)
     changed = [t for t in diff.targets if not t.unchanged or t.duplicates]
     out.append(
-        f"{summary['targets_changed']} of {summary['targets']} target(s) change: "
+        f"{summary['targets_changed']} of {counted(summary['targets'], 'target')} change: "
         + _summary_words(summary)
         + " (counted per target)"
     )
@@ -618,13 +622,16 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
     summary = _summary(diff)
     changed = [t for t in diff.targets if not t.unchanged or t.duplicates]
     if not changed:
-        out.append(f"**No selection change** in any of the {summary['targets']} target(s).")
+        out.append(
+            f"**No selection change** in any of the {counted(summary['targets'], 'target')}."
+        )
     else:
         moved_text = f" · {summary['moved']} moved" if summary["moved"] else ""
         out.append(
             f"**+{summary['added']} added · −{summary['removed']} removed · "
-            f"~{summary['changed']} changed · {summary['quarantine']} quarantine change(s)"
-            f"{moved_text}** in {summary['targets_changed']} of {summary['targets']} target(s)."
+            f"~{summary['changed']} changed · {counted(summary['quarantine'], 'quarantine change')}"
+            f"{moved_text}** in {summary['targets_changed']} of "
+            f"{counted(summary['targets'], 'target')}."
         )
     moved = changed_pipelines(summary)
     if changed or moved:
@@ -647,7 +654,7 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
             )
             cell = ", ".join(f"{n} {change}" for change, n in _quarantine_counts(t))
             if t.duplicates:
-                cell += (", " if cell else "") + f"{len(t.duplicates)} duplicate note(s)"
+                cell += (", " if cell else "") + counted(len(t.duplicates), "duplicate note")
             for count, word in ((len(t.moved_out), "moved out"), (len(t.moved_in), "moved in")):
                 if count:
                     cell += (", " if cell else "") + f"{count} {word}"
@@ -656,14 +663,14 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
                 f"| +{len(t.added)} | −{len(t.removed)} | ~{len(t.changed)} | {cell} |"
             )
         if rows is not None and len(changed) > rows:
-            out.append(f"| … and {len(changed) - rows} more target(s) | | | | | | |")
+            out.append(f"| … and {counted(len(changed) - rows, 'more target')} | | | | | | |")
     unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates]
     if rows is not None:
         unchanged = unchanged[:rows]
     if unchanged and changed:
         out += [
             "",
-            f"<details><summary>{len(unchanged)} target(s) unchanged</summary>",
+            f"<details><summary>{counted(len(unchanged), 'target')} unchanged</summary>",
             "",
             ", ".join(md.code(n) for n in unchanged),
             "",
@@ -732,15 +739,26 @@ def _habit_summary(diff: SelectionDiff) -> list[str]:
                 continue
             key = (q.change, _habit_md(q))
             jobs, targets, _ = grouped.setdefault(key, (set(), [], q))
-            jobs.add(q.job.sort_key())
+            jobs.add((t.target.name, q.job.sort_key()))
             if t.target.name not in targets:
                 targets.append(t.target.name)
     return [
-        f"- **{md.text(change)}** {text}: {len(jobs)} job(s) in "
-        + ", ".join(md.code(n) for n in targets[:10])
-        + (f" and {len(targets) - 10} more" if len(targets) > 10 else "")
+        f"- **{md.text(change)}** {text}: {_reach(jobs, targets)}"
         for (change, text), (jobs, targets, _) in sorted(grouped.items())
     ]
+
+
+def _reach(jobs: set[tuple[str, tuple]], targets: list[str]) -> str:
+    """`1 case, 3 jobs in 3 targets (`a`, `b`, `c`)`: a case is a job's identity
+    (model, test case, environment, platform, tag), a job one case in one target."""
+    cases = len({key[:5] for _, key in jobs})
+    return (
+        f"{counted(cases, 'case')}, {counted(len(jobs), 'job')} in "
+        f"{counted(len(targets), 'target')} ("
+        + ", ".join(md.code(n) for n in targets[:10])
+        + (f" and {len(targets) - 10} more" if len(targets) > 10 else "")
+        + ")"
+    )
 
 
 def _tracker_summary(diff: SelectionDiff) -> list[str]:
@@ -754,7 +772,7 @@ def _tracker_summary(diff: SelectionDiff) -> list[str]:
             mark = q.mark
             key = (q.change, mark.tracker, mark.id, mark.action, mark.kind)
             jobs, targets = grouped.setdefault(key, (set(), []))
-            jobs.add(q.job.sort_key())
+            jobs.add((t.target.name, q.job.sort_key()))
             if t.target.name not in targets:
                 targets.append(t.target.name)
     lines = []
@@ -763,9 +781,7 @@ def _tracker_summary(diff: SelectionDiff) -> list[str]:
         mark = QuarantineMark(id=entry, tracker=tracker, action=action, kind=kind)
         lines.append(
             f"- **{md.text(change)}** {_tracker_md(tracker)} ({md.text(action)}, "
-            f"{md.text(kind)}, entry {md.code(entry)}): {len(jobs)} job(s) in "
-            + ", ".join(md.code(n) for n in targets[:10])
-            + (f" and {len(targets) - 10} more" if len(targets) > 10 else "")
+            f"{md.text(kind)}, entry {md.code(entry)}): {_reach(jobs, targets)}"
             + _evidence_md(mark, evidence)
         )
     return lines + _habit_summary(diff)
@@ -877,7 +893,7 @@ def _md_field(name: str, old: Any, new: Any) -> list[str]:
         # A long script's diff is folded: the list of jobs stays readable.
         changed = _changed_lines(old, new)
         return [
-            f"- {md.code(name)}: {changed} line(s) changed",
+            f"- {md.code(name)}: {counted(changed, 'line')} changed",
             "",
             f"  <details><summary>the diff of {md.html(name)}</summary>",
             "",

@@ -72,7 +72,8 @@ def resolve_diff_targets(
                 raise UsageError(f'target "{pair.shown.name}" is given twice')
             seen.add(pair.shown.name)
         return pairs
-    configured = sorted({t.name for t in (*base_config.targets, *head_config.targets)})
+    # In config order (head's, then the targets only the base has), as elsewhere.
+    configured = list(dict.fromkeys(t.name for t in (*head_config.targets, *base_config.targets)))
     if configured:
         return [p for p in (_configured_pair(n, base, head) for n in configured) if p]
     typos = typo_platforms(base.tree) | typo_platforms(head.tree)

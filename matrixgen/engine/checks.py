@@ -27,7 +27,7 @@ from matrixgen.engine.load import RecipeTree
 from matrixgen.engine.model import RecipeFile
 from matrixgen.engine.schemas import check_against_schema
 from matrixgen.engine.templates import TemplateError, placeholders
-from matrixgen.engine.vocab import RUNTIME_PLACEHOLDERS, RecipeType, resolve_scope
+from matrixgen.engine.vocab import RUNTIME_PLACEHOLDERS, RecipeType, resolve_scope, scope_names
 
 # Resolved job fields a launcher passes to the script even when no recipe sets them.
 JOB_FIELDS = frozenset({"n_repeat", "time_limit", "name", "cadence"})
@@ -248,7 +248,8 @@ def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
             severity=Severity.ERROR,
             code="vocabulary",
             message=f'unknown {what} "{value}"{did_you_mean(value, allowed)}; '
-            f"declared in {tree.config.path}: {', '.join(sorted(allowed))}",
+            f"declared in {tree.config.path}: "
+            f"{', '.join(scope_names(allowed) if what == 'scope' else sorted(allowed))}",
         )
     yield from _cadence_findings(tree, vocab.cadences)
     if vocab.models is not None:

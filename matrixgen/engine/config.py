@@ -32,8 +32,10 @@ from matrixgen.engine.vocab import (
     DEFAULT_MAX_JOBS,
     DEFAULT_N_REPEAT,
     DEFAULT_TIME_LIMIT,
+    LEGACY_SCOPE_ALIASES,
     System,
     resolve_scope,
+    scope_word,
 )
 from matrixgen.engine.yamlio import YamlDocument, parse_yaml
 
@@ -80,6 +82,15 @@ class ProjectConfig(Struct, frozen=True, kw_only=True):
 
     def target(self, name: str) -> Target | None:
         return next((t for t in self.targets if t.name == name), None)
+
+    def scope_word(self, scope: str) -> str:
+        """A scope (a tier, as the jobs and the results store hold it) as this
+        tree names it: `nightly` for `L2` where the vocabulary declares nightly;
+        without a vocabulary, the legacy name, as Megatron-LM's recipes write it."""
+        vocab = self.vocabulary
+        if vocab is None:
+            return scope_word(scope, LEGACY_SCOPE_ALIASES)
+        return scope_word(scope, [s for names in vocab.scopes.values() for s in names])
 
     def locate(self, keys: list[str | int]) -> Location:
         if self.document is None:
@@ -134,9 +145,10 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
     targets: tuple[Target, ...] = ()
     decisions: dict = {}
     if vocabulary is not None:
+        # In the order the config writes them: every command lists targets so.
         targets = tuple(
             _target(name, spec, config, findings)
-            for name, spec in sorted((data.get("targets") or {}).items())
+            for name, spec in (data.get("targets") or {}).items()
         )
         decisions = parse_decisions(
             data.get("decisions"),

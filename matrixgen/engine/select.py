@@ -15,7 +15,7 @@ from msgspec.structs import replace
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import UsageError, did_you_mean
 from matrixgen.engine.model import Job, Selector
-from matrixgen.engine.vocab import ALL_CADENCES, LEGACY_SCOPE_ALIASES, resolve_scope
+from matrixgen.engine.vocab import ALL_CADENCES, LEGACY_SCOPE_ALIASES, resolve_scope, scope_names
 
 
 def check_selector(selector: Selector) -> None:
@@ -103,7 +103,7 @@ def unused_value(what: str, value: str, used: Iterable[str], *, prefix: str) -> 
     if not known:
         return f"{prefix}: no job of the tree has a {what}"
     hint = did_you_mean(value, known)
-    shown = sorted(known)
+    shown = scope_names(known) if what.endswith("scope") else sorted(known)
     listing = (
         f"; used: {', '.join(shown)}" if len(shown) <= USED_SHOWN else f" ({len(shown)} are used)"
     )
@@ -147,7 +147,7 @@ def value_problem(
         return None
     return (
         f'{flag} "{value}" is not declared in {config.path}{did_you_mean(value, names)}; '
-        f"declared: {', '.join(sorted(names))}"
+        f"declared: {', '.join(scope_names(names) if key == 'scope' else sorted(names))}"
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 
 
@@ -70,6 +71,30 @@ def resolve_scope(scope: str) -> str:
     """The tier a scope name selects: `nightly` and `L2` select the same rows."""
     alias = LEGACY_SCOPE_ALIASES.get(scope)
     return alias[0] if alias else scope
+
+
+def scope_names(names: Iterable[str]) -> list[str]:
+    """Scope names as a message lists them, in the tree's own words, sorted: a
+    tier that a legacy name of the list resolves to is that name, with the tier
+    only as "also known as" (`nightly (also known as L2)`, never `L2` beside
+    `nightly`)."""
+    given = set(names)
+    tiers = {resolve_scope(n): n for n in sorted(given) if resolve_scope(n) != n}
+    return sorted(
+        f"{n} (also known as {resolve_scope(n)})" if resolve_scope(n) != n else n
+        for n in given
+        if n not in tiers
+    )
+
+
+def scope_word(scope: str, words: Iterable[str]) -> str:
+    """The name a tree uses for a scope: `scope` itself when the tree's words
+    (its declared or written scopes) hold it, else the legacy name of that tier
+    they hold (`nightly` for `L2`), else `scope`."""
+    known = set(words)
+    if scope in known:
+        return scope
+    return next((n for n in sorted(known) if n != scope and resolve_scope(n) == scope), scope)
 
 
 # Built-in defaults, used when a tree has no project config (format_version 1).

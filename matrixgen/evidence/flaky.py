@@ -8,12 +8,15 @@ failed, then passed on a rerun, counts as a pass that also failed). Over it:
   pass right after a failure, or the reverse);
 - broken: the last `broken_runs` runs or more all failed: it has failed every
   run since the commit of the first of them;
+- failing: it failed every run it has, but has fewer than `broken_runs` (with
+  `min_runs` below `broken_runs`): not enough runs to call it broken, and
+  never ok;
 - flaky: otherwise, when it failed and passed on one commit (two runs of the
   commit, or a rerun inside one run), or its flip rate, flips / (runs - 1), is
   over `flip_rate`;
 - ok otherwise.
 
-Rows are ranked: broken, then flaky, then ok; inside each, most failed runs
+Rows are ranked: broken, failing, flaky, then ok; inside each, most failed runs
 first, then most flips, then by job and node id.
 
 Everything here but `flaky_rows` is pure: it works on histories.
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -40,11 +43,12 @@ DEFAULT_BROKEN_RUNS = 3
 
 class Verdict(StrEnum):
     BROKEN = "broken"
+    FAILING = "failing"
     FLAKY = "flaky"
     OK = "ok"
 
 
-_ORDER = {Verdict.BROKEN: 0, Verdict.FLAKY: 1, Verdict.OK: 2}
+_ORDER = {Verdict.BROKEN: 0, Verdict.FAILING: 1, Verdict.FLAKY: 2, Verdict.OK: 3}
 
 
 class FlakyPolicy(Struct, frozen=True, kw_only=True):
@@ -217,6 +221,8 @@ def judge(history: History, run_rows: Mapping[int, RunRow], policy: FlakyPolicy)
     runs = len(sequence)
     if streak >= policy.broken_runs:
         verdict = Verdict.BROKEN
+    elif streak == runs:  # every run failed, too few of them to say broken
+        verdict = Verdict.FAILING
     elif same_commit or (runs > 1 and flips / (runs - 1) > policy.flip_rate):
         verdict = Verdict.FLAKY
     else:
@@ -304,6 +310,17 @@ def flaky_rows(
         runs=len(run_rows),
         left_out=tuple((h.job, h.node_id, h.runs) for h in found if h.runs < policy.min_runs),
     )
+
+
+def in_tree_words(rows: Iterable[FlakyRow], word: Callable[[str], str]) -> list[FlakyRow]:
+    """The rows with each scope as the tree names it (`word`, the config's
+    scope_word): the store holds the tier (`L2`), the tree says `nightly`."""
+    from msgspec.structs import replace
+
+    return [
+        r if (w := word(r.job.scope)) == r.job.scope else replace(r, job=replace(r.job, scope=w))
+        for r in rows
+    ]
 
 
 def summarize(rows: Sequence[FlakyRow]) -> str:

@@ -29,12 +29,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from msgspec import Struct
+from msgspec.structs import replace
 
 from matrixgen.engine.model import Job, Target
 from matrixgen.engine.select import select
 from matrixgen.engine.targets import resolve_targets
-from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
-from matrixgen.evidence.flaky import FlakyRow, Verdict, runs_text
+from matrixgen.engine.vocab import QuarantineAction, QuarantineKind, System
+from matrixgen.evidence.flaky import FlakyRow, Verdict, in_tree_words, runs_text
 from matrixgen.evidence.mapping import job_key
 from matrixgen.evidence.store import JobKey
 from matrixgen.pipeline import Generation
@@ -82,8 +83,15 @@ def _places(
     found: dict[JobKey, list[tuple[Target, Job]]] = {}
     for target in targets:
         for job in select(generation.jobs, target.selector):
-            found.setdefault(job_key(job, target.system), []).append((target, job))
+            found.setdefault(_key(generation, job, target.system), []).append((target, job))
     return found
+
+
+def _key(generation: Generation, job: Job, system: System) -> JobKey:
+    """A job's key with its scope in the tree's word, as the rows are named here."""
+    key = job_key(job, system)
+    word = generation.tree.config.scope_word(key.scope)
+    return key if word == key.scope else replace(key, scope=word)
 
 
 def _owner(generation: Generation, job: Job, fallback: str | None) -> str:
@@ -96,10 +104,13 @@ def _owner(generation: Generation, job: Job, fallback: str | None) -> str:
 
 
 def _action(row: FlakyRow) -> tuple[QuarantineAction, QuarantineKind]:
-    kind = QuarantineKind.BROKEN if row.verdict is Verdict.BROKEN else QuarantineKind.FLAKY
+    # Failing (every run failed, too few to say broken) is drafted as broken:
+    # no run of it passed.
+    broken = row.verdict in (Verdict.BROKEN, Verdict.FAILING)
+    kind = QuarantineKind.BROKEN if broken else QuarantineKind.FLAKY
     if row.node_id is not None:
         return QuarantineAction.DESELECT, kind
-    if row.verdict is Verdict.BROKEN:
+    if broken:
         return QuarantineAction.SKIP, kind
     return QuarantineAction.ALLOW_FAILURE, kind
 
@@ -162,6 +173,8 @@ def propose(
     targets = resolve_targets(config, generation.jobs)
     places = _places(generation, targets)
     known = {j.test_case for j in generation.jobs}
+    # Every place (drafts' `where`, reasons, what is left out) in the tree's words.
+    rows = in_tree_words(rows, config.scope_word)
 
     groups: dict[tuple, list[FlakyRow]] = {}
     covered: list[Covered] = []
@@ -268,7 +281,7 @@ def _lifts(
             continue
         if entry.action is QuarantineAction.SKIP:
             continue  # its jobs do not run: no evidence can clear it
-        keys = sorted({job_key(h.job, h.target.system) for h in hits.get(entry.id, [])})
+        keys = sorted({_key(generation, h.job, h.target.system) for h in hits.get(entry.id, [])})
         if not keys:
             continue
         silent = 0

@@ -37,6 +37,7 @@ from matrixgen.engine.vocab import (
     QuarantineKind,
     System,
     resolve_scope,
+    scope_names,
 )
 from matrixgen.engine.yamlio import YamlDocument, parse_yaml
 from matrixgen.util.nodeid import is_node_id, node_id_problem
@@ -830,13 +831,17 @@ class Known(Struct, frozen=True):
     environments: frozenset[str]
     tags: frozenset[str]
     scopes: Mapping[System, frozenset[str]]
+    # The same scopes as the tree writes them (`nightly`, where `scopes` has `L2`).
+    words: Mapping[System, frozenset[str]]
 
     @classmethod
     def of(cls, jobs: Sequence[Job], targets: Sequence[Target], config: ProjectConfig) -> Known:
         scopes: dict[System, set[str]] = {System.GITHUB: set(), System.GITLAB: set()}
+        words: dict[System, set[str]] = {System.GITHUB: set(), System.GITLAB: set()}
         for target in targets:
             if target.selector.scope:
                 scopes[target.system].add(resolve_scope(target.selector.scope))
+                words[target.system].add(target.selector.scope)
         vocab = config.vocabulary
         platforms = {j.platform for j in jobs}
         environments = {j.environment for j in jobs}
@@ -845,6 +850,12 @@ class Known(Struct, frozen=True):
             environments |= vocab.environments
             for system, names in vocab.scopes.items():
                 scopes[system] |= {resolve_scope(s) for s in names}
+                words[system] |= set(names)
+        else:  # implied targets name tiers: the legacy names are the tree's words
+            for system, tiers in scopes.items():
+                words[system] = tiers | {
+                    a for a, (t, _) in LEGACY_SCOPE_ALIASES.items() if t in tiers
+                }
         return cls(
             models=frozenset(j.model for j in jobs),
             test_cases=frozenset(j.test_case for j in jobs),
@@ -852,6 +863,7 @@ class Known(Struct, frozen=True):
             environments=frozenset(environments),
             tags=frozenset(j.tag for j in jobs if j.tag),
             scopes={k: frozenset(v) for k, v in scopes.items()},
+            words={k: frozenset(v) for k, v in words.items()},
         )
 
 
@@ -913,12 +925,7 @@ def check_entries(
                 used = sorted(known.scopes[place.system])
                 # Legacy names too: `nightlyy` is closer to `nightly` than to `L2`.
                 aliases = {a: t for a, (t, _) in LEGACY_SCOPE_ALIASES.items() if t in used}
-                shown = [
-                    f"{name} ({', '.join(a for a, t in aliases.items() if t == name)})"
-                    if name in aliases.values()
-                    else name
-                    for name in used
-                ]
+                shown = scope_names(known.words.get(place.system, used))
                 written = entry.where_text[j].partition("/")[2]
                 found.add(
                     at(entry, "where", j),

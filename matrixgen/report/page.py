@@ -63,7 +63,7 @@ font:12px system-ui,sans-serif}
 .grid .m{background:#e1bee7;color:#4a148c}
 .legend span{display:inline-block;margin-right:14px}
 .legend i{display:inline-block;width:16px;text-align:center;font-style:normal;margin-right:4px}
-.verdict-broken{color:var(--fail);font-weight:600}.verdict-flaky{color:var(--rerun);font-weight:600}
+.verdict-broken,.verdict-failing{color:var(--fail);font-weight:600}.verdict-flaky{color:var(--rerun);font-weight:600}
 svg text{font:12px system-ui,sans-serif;fill:var(--ink)}
 """
 

@@ -393,7 +393,7 @@ def flakes(data: SiteData) -> str:
         f'<table class="grid flakes"><thead><tr><th>verdict</th><th>failed</th>'
         f"<th>job / test</th>{heads}</tr></thead><tbody>"
     ]
-    counts = {"broken": 0, "flaky": 0, "ok": 0}
+    counts = {"broken": 0, "failing": 0, "flaky": 0, "ok": 0}
     ordered: list[tuple[Key, str, str]] = [
         ((r.job, r.node_id), r.verdict.value, f"{r.failures}/{r.runs}") for r in store.rows
     ]
@@ -426,6 +426,8 @@ def flakes(data: SiteData) -> str:
             [
                 (str(len(runs)), "runs shown"),
                 (str(counts["broken"]), "broken"),
+                # Only with --min-runs below --broken-runs: said where there are some.
+                *([(str(counts["failing"]), "failing")] if counts["failing"] else []),
                 (str(counts["flaky"]), "flaky"),
                 (str(counts["ok"]), "ok"),
             ]

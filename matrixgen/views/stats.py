@@ -207,6 +207,17 @@ def compute_stats(
     )
 
 
+def not_counted(stats: Stats) -> str | None:
+    """The line that says what `stats` (and `stats --cost`) leave out, if anything."""
+    if not stats.excluded_platforms:
+        return None
+    platforms, targets = stats.excluded_platforms, stats.excluded_targets
+    line = f"Not counted: platform{'s' if len(platforms) > 1 else ''} {', '.join(platforms)}"
+    if targets:
+        line += f"; target{'s' if len(targets) > 1 else ''} {', '.join(targets)}"
+    return line + " (--all-platforms counts them)"
+
+
 def _known_platforms(config: ProjectConfig, jobs: Iterable[Job]) -> set[str]:
     known = {j.platform for j in jobs}
     if config.vocabulary is not None:
@@ -385,9 +396,7 @@ def render_table(stats: Stats) -> str:
     ]
     out.append("Models (distinct jobs over every counted target; quarantined in any of them)")
     out.append(table(rows, ["model", "jobs", *QUARANTINE_STATES]))
-    if stats.excluded_platforms:
-        line = f"Not counted: platform(s) {', '.join(stats.excluded_platforms)}"
-        if stats.excluded_targets:
-            line += f"; target(s) {', '.join(stats.excluded_targets)}"
-        out.append(line + " (--all-platforms counts them)\n")
+    line = not_counted(stats)
+    if line is not None:
+        out.append(line + "\n")
     return "\n".join(out)

@@ -10,9 +10,12 @@ from matrixgen.util.escape import terminal_text
 _Value = TypeVar("_Value", bound=Hashable)
 
 
-def table(rows: list[list[str]], headers: list[str]) -> str:
+def table(rows: list[list[str]], headers: list[str], *, empty: str | None = None) -> str:
     """Columns padded to their widest cell. Every cell is escaped for a terminal
-    line (`terminal_text`): a value with a line break in it stays in its row."""
+    line (`terminal_text`): a value with a line break in it stays in its row.
+    `empty`: the line shown instead of a bare header when there is no row."""
+    if not rows and empty is not None:
+        return empty + "\n"
     for row in rows:
         if len(row) != len(headers):
             raise ValueError(f"a row of {len(row)} cell(s) in a table of {len(headers)} column(s)")
