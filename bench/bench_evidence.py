@@ -130,8 +130,9 @@ def time_ingest(files: int, tests: int) -> tuple[Clock, Clock, int]:
     return one, many, rows
 
 
-def fill_store(db: str, runs: int, keys: int, seed: int = 7) -> int:
-    """RUNS runs of KEYS tests, spread over the buckets' jobs."""
+def fill_store(db: str, runs: int, keys: int, seed: int = 7, *, ref: str | None = None) -> int:
+    """RUNS runs of KEYS tests, spread over the buckets' jobs (of branch `ref`,
+    when given, from a schedule)."""
     generation = generate(RECIPES)
     probe = map_reports(
         generation,
@@ -172,9 +173,11 @@ def fill_store(db: str, runs: int, keys: int, seed: int = 7) -> int:
                     JobResults(job=job, job_name=f"job{j}", target=TARGET, testcases=tuple(tests))
                 )
             at = START + dt.timedelta(minutes=30 * r)
-            ingest(
-                store, RunInfo(run_id=str(10000 + r), commit=f"c{r // 3}", finished_at=at), groups
+            source = "schedule" if ref is not None else None
+            info = RunInfo(
+                run_id=str(10000 + r), commit=f"c{r // 3}", finished_at=at, ref=ref, source=source
             )
+            ingest(store, info, groups)
         return counts(store)["results"]
     finally:
         store.close()

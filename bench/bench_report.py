@@ -7,7 +7,9 @@ Fills a SQLite store in a temporary directory through the store's own ingest
 unit-test buckets in gitlab-mr-h100-dev, 2% flaky, 1% broken from a run on),
 then times the site for the shipped tree with it: gather, render and write in
 this process (the tree loaded once before), and the whole command in a new
-process. Prints each page's size; the flake grid is KEYS tests x RUNS runs.
+process; then the same with `--run` (the Triage page of the last run, against
+the one before it: the runs are main's scheduled runs). Prints each page's
+size; the flake grid is KEYS tests x RUNS runs.
 Goals: the command at most 2 s; the flake grid under 5 MB of HTML.
 """
 
@@ -26,7 +28,7 @@ from bench_evidence import RECIPES, Clock, fill_store
 from matrixgen.pipeline import generate
 from matrixgen.quarantine.entries import current_day
 from matrixgen.report.pages import render_site
-from matrixgen.report.site import gather, write_site
+from matrixgen.report.site import TriageQuery, gather, write_site
 
 TODAY = "2026-11-10"  # the filled runs finish from 2026-11-01 on
 
@@ -40,40 +42,54 @@ def main() -> None:
     os.environ["MATRIXGEN_TODAY"] = TODAY
     with tempfile.TemporaryDirectory() as tmp:
         db = str(Path(tmp) / "results.db")
-        rows = fill_store(db, args.runs, args.keys)
+        rows = fill_store(db, args.runs, args.keys, ref="main")
         print(f"store: {rows:,} results ({args.runs} runs x {args.keys} tests)")
         generation = generate(RECIPES)
-        in_process: list[Clock] = []
-        site: dict[str, str] = {}
-        for _ in range(args.repeat):
-            with Clock() as clock:
-                data = gather(generation, db=db, since_days=30, today=current_day())
-                site = render_site(data)
-                write_site(Path(tmp) / "site", site)
-            in_process.append(clock)
-        command: list[Clock] = []
-        for _ in range(args.repeat):
-            with Clock() as clock:
-                subprocess.run(
-                    [sys.executable, "-m", "matrixgen", "report", "--recipes", str(RECIPES),
-                     "--out", str(Path(tmp) / "cmd"), "--db", db],
-                    check=True, capture_output=True,
-                )  # fmt: skip
-            command.append(clock)
+        last = str(10000 + args.runs - 1)
+        timings: dict[str, tuple[list[Clock], list[Clock]]] = {}
+        sites: dict[str, dict[str, str]] = {}
+        for case, query, extra in (
+            ("no --run", None, []),
+            (f"--run {last}", TriageQuery(run_id=last), ["--run", last]),
+        ):
+            in_process: list[Clock] = []
+            for _ in range(args.repeat):
+                with Clock() as clock:
+                    data = gather(
+                        generation, db=db, since_days=30, today=current_day(), triage=query
+                    )
+                    sites[case] = render_site(data)
+                    write_site(Path(tmp) / "site", sites[case])
+                in_process.append(clock)
+            command: list[Clock] = []
+            for _ in range(args.repeat):
+                with Clock() as clock:
+                    subprocess.run(
+                        [sys.executable, "-m", "matrixgen", "report", "--recipes", str(RECIPES),
+                         "--out", str(Path(tmp) / "cmd"), "--db", db, *extra],
+                        check=True, capture_output=True,
+                    )  # fmt: skip
+                command.append(clock)
+            timings[case] = (in_process, command)
 
     def median(clocks: list[Clock]) -> str:
         wall = statistics.median(c.wall for c in clocks)
         cpu = statistics.median(c.cpu for c in clocks)
         return f"{wall:.2f} s (CPU {cpu:.2f} s)"
 
-    print(f"gather + render + write, tree loaded: {median(in_process)}")
-    print(f"matrixgen report, a new process:      {median(command)}")
+    for case, (in_process, command) in timings.items():
+        print(f"{case}:")
+        print(f"  gather + render + write, tree loaded: {median(in_process)}")
+        print(f"  matrixgen report, a new process:      {median(command)}")
+    site = sites["no --run"]
     total = 0
     for name, page in site.items():
         size = len(page.encode("utf-8"))
         total += size
         print(f"  {name:16} {size:>12,} bytes")
     print(f"  {'site':16} {total:>12,} bytes")
+    triage = sites[f"--run {last}"]["triage.html"]
+    print(f"  {'triage.html':16} {len(triage.encode('utf-8')):>12,} bytes with --run {last}")
     grid = len(site["flakes.html"].encode("utf-8"))
     print(f"flake grid ({args.keys} tests x {args.runs} runs): {grid / 1e6:.2f} MB (goal < 5 MB)")
 

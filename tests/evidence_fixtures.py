@@ -50,8 +50,11 @@ def evidence_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Run]:
     return runs
 
 
-def ingest_runs(db: str, runs: list[Run]) -> None:
-    """Every run into the store, as `matrixgen results ingest` stores one."""
+def ingest_runs(
+    db: str, runs: list[Run], *, ref: str | None = None, source: str | None = None
+) -> None:
+    """Every run into the store, as `matrixgen results ingest` stores one (of
+    that branch and source, when given)."""
     import datetime as dt
 
     from matrixgen.evidence.junit import read_report
@@ -65,7 +68,10 @@ def ingest_runs(db: str, runs: list[Run]) -> None:
         for run in runs:
             groups = map_reports(generation, [read_report(run.report)], target=TARGET, tag="latest")
             at = dt.datetime.fromisoformat(run.finished_at.replace("Z", "+00:00"))
-            ingest(store, RunInfo(run_id=run.run_id, commit=run.commit, finished_at=at), groups)
+            info = RunInfo(
+                run_id=run.run_id, commit=run.commit, finished_at=at, ref=ref, source=source
+            )
+            ingest(store, info, groups)
     finally:
         store.close()
 
@@ -126,3 +132,97 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         with engine.begin() as conn:
             conn.execute(sa.schema.DropSchema(schema, cascade=True))
         engine.dispose()
+
+
+# A merge request's run between the fixture's last two (9123, 2026-11-20T14:00Z,
+# and 9124), when the fixture's runs are the main branch's scheduled runs: its
+# baseline is 9123, where only test_blend_weights failed. One failure of each
+# verdict, and a second flaky one.
+MR_RUN = "9125"
+MR_FAILURES = {
+    # never failed on main: new
+    "tests/unit_tests/data/test_blend.py::test_blend_rejects_empty": "new",
+    # failed in the baseline run (from the sixth commit on): baseline
+    "tests/unit_tests/data/test_blend.py::test_blend_weights": "baseline",
+    # flips on main: flaky
+    "tests/unit_tests/dist_checkpointing/test_async_save.py::TestAsyncSave::"
+    "test_parallel_write_order": "flaky",
+    # its node id deselected on dev by ut-async-save-flaky-dev: quarantined
+    "tests/unit_tests/dist_checkpointing/test_async_save.py::TestAsyncSave::"
+    "test_async_is_equivalent_to_sync": "quarantined",
+    # the functional job (its throughput test failed): flaky on main
+    "gpt3_tp1_pp1": "flaky",
+}
+
+
+def ingest_merge_request_run(db: str) -> None:
+    """MR_RUN, on branch `blend-cache` from a merge request, with MR_FAILURES
+    failed (and the other tests of the three jobs passed)."""
+    import datetime as dt
+
+    from matrixgen.evidence.junit import Outcome, Testcase
+    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, ingest, open_store
+
+    def job(model: str, case: str, tag: str, unit: bool) -> JobKey:
+        return JobKey(system="gitlab", scope="mr", platform="dgx_h100", environment="dev",
+                      model=model, test_case=case, tag=tag, unit=unit)  # fmt: skip
+
+    tests = {
+        job("gpt", "gpt3_tp1_pp1", "", False): [
+            ("tests/functional/test_gpt3_tp1_pp1.py::test_loss_matches_golden_values", False),
+            ("tests/functional/test_gpt3_tp1_pp1.py::test_throughput", True),
+        ],
+        job("unit-tests", "tests/unit_tests/data/", "latest", True): [
+            (node, node in MR_FAILURES)
+            for node in (
+                "tests/unit_tests/data/test_blend.py::test_blend_weights",
+                "tests/unit_tests/data/test_blend.py::test_blend_rejects_empty",
+            )
+        ],
+        job("unit-tests", "tests/unit_tests/dist_checkpointing/test_async_save.py", "latest",
+            True): [
+            (f"tests/unit_tests/dist_checkpointing/test_async_save.py::TestAsyncSave::{name}",
+             name != "test_roundtrip")
+            for name in ("test_async_is_equivalent_to_sync", "test_parallel_write_order",
+                         "test_roundtrip")
+        ],
+    }  # fmt: skip
+    groups = [
+        JobResults(
+            job=key,
+            job_name=key.test_case,
+            target=TARGET,
+            testcases=tuple(
+                Testcase(
+                    node_id=node,
+                    classname="c",
+                    name=node.rsplit("::", 1)[-1],
+                    suite="",
+                    outcome=Outcome.FAILED if failed else Outcome.PASSED,
+                    duration=1.0,
+                )
+                for node, failed in cases
+            ),
+        )
+        for key, cases in tests.items()
+    ]
+    store = open_store(db, write=True)
+    try:
+        info = RunInfo(run_id=MR_RUN, commit="c" * 40,
+                       finished_at=dt.datetime(2026, 11, 20, 20, 0, tzinfo=dt.UTC),
+                       ref="blend-cache", source="merge_request_event")  # fmt: skip
+        ingest(store, info, groups)
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="session")
+def triage_evidence_store(
+    evidence_runs: list[Run], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The fixture's runs as scheduled runs of main, and MR_RUN after them:
+    copy it before writing to it."""
+    path = tmp_path_factory.mktemp("triage-evidence-store") / "results.db"
+    ingest_runs(str(path), evidence_runs, ref="main", source="schedule")
+    ingest_merge_request_run(str(path))
+    return path

@@ -213,6 +213,42 @@ def test_action_report_step_writes_the_site_it_uploads(action: dict, tmp_path: P
     assert (site / "index.html").is_file() and (site / "quarantine.html").is_file()
 
 
+def test_action_report_step_triages_the_run_of_the_triage_input(
+    action: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With `triage` set, the report's Triage page is that run's triage, with
+    the triage step's store and baseline: the branch's failing run has its one
+    new failure there, and the step exits 0 all the same (the triage step is
+    the one that fails on it)."""
+    if shutil.which("matrixgen", path=str(Path(sys.executable).parent)) is None:
+        pytest.skip("matrixgen is not installed as a command next to this Python")
+    from tests.test_triage import _store
+
+    steps = {s.get("name"): s for s in action["runs"]["steps"]}
+    report_env, triage_env = steps["Report site"]["env"], steps["Triage to the job summary"]["env"]
+    for name in ("RUN", "DB", "BASELINE_REF", "BASELINE_SOURCE"):
+        assert report_env[name] == triage_env[name], name
+    monkeypatch.setenv("MATRIXGEN_TODAY", "2026-12-01")
+    db = tmp_path / "results.db"
+    _store(str(db), "PPP")  # baseline runs 100-102 pass; run 103 of a branch fails
+    env = {"RECIPES": "recipes", "DB": str(db), "BASELINE_REF": "main",
+           "BASELINE_SOURCE": "schedule", "MATRIXGEN_TODAY": "2026-12-01"}  # fmt: skip
+    site = tmp_path / "site"
+    run = _run_step(_script(action, "Report site"), {**env, "RUN": "103", "REPORT_DIR": str(site)},
+                    REPO)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    page = (site / "triage.html").read_text()
+    assert page.count('<tr><td><span class="verdict-new">new</span>') == 1
+    assert "run 103 (ref feature, source merge_request_event" in page
+    assert "run 102 (ref main, source schedule" in page  # the baseline
+    bare = tmp_path / "bare"
+    run = _run_step(_script(action, "Report site"), {**env, "RUN": "", "REPORT_DIR": str(bare)},
+                    REPO)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "No results store" in (bare / "triage.html").read_text()  # no --db without a triage
+    assert '<span class="verdict-' not in (bare / "triage.html").read_text()
+
+
 def test_action_triage_step_writes_the_triage(
     action: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -102,10 +102,31 @@ def test_report_job_publishes_the_site(gitlab_ci: dict, tmp_path: Path, cli) -> 
     recipes, out = match.groups()
     assert job["artifacts"]["paths"] == [f"{out}/"]
     assert job["artifacts"]["expose_as"]
-    assert job["needs"] == [] and job["stage"] == "generate"
+    # After the triage job when it is in the pipeline (at once when not), and
+    # whatever it ended with (exit 6 on a new failure): the report is wanted most then.
+    assert job["needs"] == [{"job": "triage", "optional": True}] and job["stage"] == "triage"
+    assert all(r.get("when") in ("always", "never") for r in job["rules"][:3]), job["rules"]
     run = cli("report", "--recipes", REPO / recipes, "--out", tmp_path / out)
     assert run.code == 0, run
     assert (tmp_path / out / "index.html").is_file()
+
+
+def test_report_job_shows_the_run_the_triage_job_stored(gitlab_ci: dict) -> None:
+    """The triage job names its run in triaged-run once the reports are
+    ingested (before triage, which may exit 6), and keeps it as an artifact;
+    the report job passes that run, with triage's baseline, only when the file
+    is there."""
+    triage = gitlab_ci["triage"]
+    script = "\n".join(triage["script"])
+    ingest_at = script.index("matrixgen results ingest")
+    marker_at = script.index('echo "$CI_PIPELINE_ID" > triaged-run')
+    assert ingest_at < marker_at < script.index("matrixgen triage --run")
+    assert "triaged-run" in triage["artifacts"]["paths"] and triage["artifacts"]["when"] == "always"
+    report = "\n".join(gitlab_ci["report"]["script"])
+    assert 'run="$(cat triaged-run 2>/dev/null || true)"' in report
+    baseline = '--baseline-ref "$CI_DEFAULT_BRANCH" --baseline-source schedule'
+    assert baseline in script
+    assert f'${{run:+--run "$run" {baseline}}}' in report
 
 
 def test_test_job_runs_the_suite(gitlab_ci: dict) -> None:
@@ -272,6 +293,40 @@ def test_report_job_runs_under_gitlab_ci_local(pipeline_repo: Path) -> None:
         "selection.html",
         "triage.html",
     ], result
+
+
+def test_report_job_triages_the_stored_run_under_gitlab_ci_local(
+    tmp_path: Path, triage_evidence_store: Path
+) -> None:
+    """The report job in a checkout where the triage job left triaged-run (as
+    its artifact does) and a store holding that run: the site's Triage page is
+    that run's triage against the default branch's scheduled runs. Without the
+    file, no run is triaged."""
+    from tests.evidence_fixtures import MR_RUN
+
+    rv.require_gitlab_ci_local()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copy2(GITLAB_CI, repo / ".gitlab-ci.yml")
+    shutil.copytree(REPO / "recipes", repo / "recipes")
+    shutil.copyfile(triage_evidence_store, tmp_path / "results.db")
+    variables = {"CI_DEFAULT_BRANCH": "main", "MATRIXGEN_RESULTS_DB": str(tmp_path / "results.db")}
+    site = repo / ".gitlab-ci-local" / "artifacts" / "report" / "report" / "triage.html"
+    for marker in (None, MR_RUN):
+        if marker is not None:
+            (repo / "triaged-run").write_text(marker + "\n")
+        result = rv.gitlab_ci_local_run(
+            repo, "report", variables=variables, env={**_env(), "MATRIXGEN_TODAY": "2026-12-01"},
+            timeout=240,
+        )  # fmt: skip
+        assert result.ok and result.passed_jobs == ["report"], result
+        page = site.read_text()
+        if marker is None:
+            assert "No run given." in page and '<span class="verdict-' not in page
+        else:
+            assert f"run {MR_RUN} (ref blend-cache" in page
+            assert page.count('<span class="verdict-') == 5  # its five failures
+            assert "run 9123 (ref main, source schedule" in page
 
 
 def test_triage_runs_only_with_a_results_store(pipeline_repo: Path) -> None:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 import pytest
@@ -24,10 +25,50 @@ from matrixgen.quarantine.entries import Entry, Match
 from matrixgen.report.pages import render_site
 from matrixgen.report.site import SiteData, gather
 from matrixgen.util.escape import html_attribute, html_link, html_text
-from tests.evidence_fixtures import RECIPES, TODAY
+from tests.evidence_fixtures import MR_FAILURES, MR_RUN, RECIPES, TODAY
+from tests.triage_fixtures import triage_runs  # noqa: F401
+
+if TYPE_CHECKING:
+    from matrixgen.evidence.triage import TriageReport
 
 PAGES = ("index.html", "selection.html", "quarantine.html", "flakes.html", "triage.html")
 DAY = dt.date.fromisoformat(TODAY)
+
+
+class Rows(HTMLParser):
+    """The text of each cell of each body row of the tables whose class holds
+    `table_class`, in page order (a cell's text with its line breaks as " | ")."""
+
+    def __init__(self, source: str, table_class: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.wanted = table_class
+        self.inside = self.in_body = self.in_cell = False
+        self.rows: list[list[str]] = []
+        self.feed(source)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self.inside = self.wanted in (dict(attrs).get("class") or "").split()
+        elif self.inside and tag == "tbody":
+            self.in_body = True
+        elif self.in_body and tag == "tr":
+            self.rows.append([])
+        elif self.in_body and tag == "td":
+            self.rows[-1].append("")
+            self.in_cell = True
+        elif self.in_cell and tag == "br":
+            self.rows[-1][-1] += " | "
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table":
+            self.inside = self.in_body = False
+        if tag in ("td", "tr", "table"):
+            self.in_cell = False
+
+    def handle_data(self, data: str) -> None:
+        if self.in_cell:
+            self.rows[-1][-1] += data
 
 
 class Parsed(HTMLParser):
@@ -250,8 +291,9 @@ def test_every_page_says_what_a_store_would_add(shipped: SiteData) -> None:
     assert "adds nothing" in Parsed(site["selection.html"]).text
     assert 'class="grid flakes"' not in site["flakes.html"]
     triage = Parsed(site["triage.html"]).text
-    assert "shows no run&#x27;s triage yet" in triage or "shows no run's triage yet" in triage
-    assert "matrixgen triage --run RUN" in triage
+    assert "With a run given (--run RUN), it shows each job and test that failed" in triage
+    assert "and --run RUN, this page shows that run's triage" in triage
+    assert 'class="triage' not in site["triage.html"]
 
 
 def test_pages_load_nothing_from_elsewhere(shipped: SiteData) -> None:
@@ -433,3 +475,216 @@ def test_a_failure_a_deselect_entry_covers_is_muted(store_copy: Path) -> None:
     last = {n: Parsed(r).tags[-1][1].get("class") for r in rows for n in (deselected, other)
             if n.rsplit("/", 1)[-1] in r}  # fmt: skip
     assert last == {deselected: "m", other: "f"}
+
+
+# ---------------------------------------------------------------- triage
+
+TRIAGE_COLUMNS = ["verdict", "job / test", "node id", "platform", "environment", "scope"]
+TRIAGE_COLUMNS += ["evidence", "entry", "baseline run"]
+
+
+def _triage_json(cli, db: Path, run: str, *extra: str | Path, recipes: Path = RECIPES) -> dict:
+    done = cli("triage", "--recipes", recipes, "--db", db, "--run", run, "--format", "json", *extra)
+    assert done.code in (0, ExitCode.EXPECTATION), done
+    return json.loads(done.out)
+
+
+def _triage_page(cli, tmp_path: Path, db: Path, *args: str | Path, recipes: Path = RECIPES) -> str:
+    out = tmp_path / "site"
+    done = cli("report", "--recipes", recipes, "--out", out, "--db", db, *args)
+    assert done.code == 0, done  # new failures or not: the report is written
+    return (out / "triage.html").read_text(encoding="utf-8")
+
+
+def _expected_row(f: dict) -> list[str]:
+    """A failure of `triage --format json` as the page's row shows it."""
+    case = f["test_case"] + (f"[{f['tag']}]" if f["tag"] else "")
+    entry = f["entry"]
+    base = f["baseline_run"]
+    return [
+        f["verdict"],
+        f"{f['model']}/{case}",
+        f["node_id"] or "the whole job",
+        f["platform"],
+        f["environment"],
+        f"{f['system']}/{f['scope']}",
+        f["evidence"],
+        f"{entry['id']} | {entry['action']}, {entry['kind']}; tracker {entry['tracker']}"
+        if entry
+        else "-",
+        f"run {base['run_id']} | {base['at']}" if base else "-",
+    ]
+
+
+def test_triage_page_rows_are_the_triage_json(
+    cli, tmp_path: Path, triage_evidence_store: Path
+) -> None:
+    """One truth: the page's rows are `triage --format json`'s failures, cell
+    for cell, in its order; and the verdicts are the ones the fixture's run was
+    made to have (new first, then baseline, flaky, quarantined)."""
+    payload = _triage_json(cli, triage_evidence_store, MR_RUN)
+    page = _triage_page(cli, tmp_path, triage_evidence_store, "--run", MR_RUN)
+    rows = Rows(page, "triage").rows
+    assert rows == [_expected_row(f) for f in payload["failures"]]
+    verdicts = {(f["node_id"] or f["test_case"]): f["verdict"] for f in payload["failures"]}
+    assert verdicts == MR_FAILURES
+    assert [r[0] for r in rows] == ["new", "baseline", "flaky", "flaky", "quarantined"]
+    headers = [t for t in Parsed(page).texts if t in TRIAGE_COLUMNS]
+    assert headers[: len(TRIAGE_COLUMNS)] == TRIAGE_COLUMNS
+    text = Parsed(page).text
+    for run in payload["baseline"]["runs"]:
+        assert f"run {run['run_id']} (ref main, source schedule, commit {run['commit']}, " in text
+        assert f"finished {run['at']})" in text
+    assert Rows(page, "lift").rows == [] and "None: no entry that lets jobs fail" in text
+    assert "No baseline" not in text and "has no failures" not in text
+    # The tracker of the quarantining entry is a link; no other link but the pages.
+    links = [
+        a["href"] for tag, a in _safe_markup(page).tags if tag == "a" and a["href"] not in PAGES
+    ]
+    assert links == ["https://github.com/example/mcore/issues/7958"]
+
+
+def test_triage_page_baseline_options_are_triages(
+    cli, tmp_path: Path, triage_evidence_store: Path
+) -> None:
+    """With --baseline-runs 2 (9123 and 9122) and a source no run has (no
+    baseline at all), the page still shows what `triage` gives with the same
+    options."""
+    for extra in (("--baseline-runs", "2"), ("--baseline-source", "push")):
+        payload = _triage_json(cli, triage_evidence_store, MR_RUN, *extra)
+        page = _triage_page(cli, tmp_path, triage_evidence_store, "--run", MR_RUN, *extra)
+        assert Rows(page, "triage").rows == [_expected_row(f) for f in payload["failures"]]
+    assert payload["note"] is not None
+    assert f"No baseline. {payload['note']}." in Parsed(page).text
+    # Without a baseline every failure is new, but the one an entry covers.
+    assert [r[0] for r in Rows(page, "triage").rows] == ["new"] * 4 + ["quarantined"]
+
+
+def test_triage_page_lift_candidates_are_triages(
+    cli,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    shipped_recipes: Path,
+    triage_runs: list,  # noqa: F811
+) -> None:
+    """On the triage project's real runs (an allow-failure entry whose bucket
+    passed): the lift candidate in the page is the one in the JSON."""
+    from tests.test_triage import ENTRIES, _ingest
+
+    quarantine = shipped_recipes / "quarantine.yaml"
+    quarantine.write_text(quarantine.read_text() + ENTRIES)
+    db = tmp_path / "results.db"
+    _ingest(str(db), shipped_recipes, triage_runs)
+    capsys.readouterr()
+    base = ("--baseline-source", "schedule")
+    payload = _triage_json(cli, db, "6000", *base, recipes=shipped_recipes)
+    page = _triage_page(cli, tmp_path, db, "--run", "6000", *base, recipes=shipped_recipes)
+    assert Rows(page, "triage").rows == [_expected_row(f) for f in payload["failures"]]
+    assert Rows(page, "lift").rows == [
+        [c["id"], c["action"], c["kind"], c["tracker"], str(c["jobs"]), c["reason"]]
+        for c in payload["lift_candidates"]
+    ]
+    assert [r[0] for r in Rows(page, "lift").rows] == ["ckpt-bucket-allow-failure"]
+
+
+def test_triage_page_of_a_run_without_failures_or_baseline(
+    cli, tmp_path: Path, triage_evidence_store: Path
+) -> None:
+    """9101, the first scheduled run: nothing failed, no run before it. 9102:
+    nothing failed, 9101 its baseline."""
+    first = Parsed(_triage_page(cli, tmp_path, triage_evidence_store, "--run", "9101")).text
+    assert "Run 9101 has no failures:" in first
+    assert "No baseline. no baseline: no run of ref main finished before run 9101" in first
+    second = Parsed(_triage_page(cli, tmp_path, triage_evidence_store, "--run", "9102")).text
+    assert "Run 9102 has no failures:" in second and "No baseline" not in second
+    assert "Baseline runs" in second and "run 9101 (ref main, source schedule" in second
+
+
+def test_triage_page_without_run_names_the_latest_runs(
+    cli, tmp_path: Path, triage_evidence_store: Path
+) -> None:
+    text = Parsed(_triage_page(cli, tmp_path, triage_evidence_store)).text
+    assert "No run given. matrixgen report --run RUN shows here each job and test" in text
+    assert "The latest runs in the store: 9124, 9125, 9123, 9122, 9121." in text
+    assert "No results store" not in text
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--run", "9126"], ExitCode.USAGE, "--run 9126: no such run in sqlite:///"),
+        (["--run", "9126"], ExitCode.USAGE, '(did you mean "9125"?) (the latest: 9124, 9125, 9123'),
+        (["--run", "  "], ExitCode.USAGE, "--run must not be empty"),
+        (["--run", MR_RUN, "--baseline-runs", "0"], ExitCode.USAGE, "--baseline-runs must be 1"),
+        (["--run", MR_RUN, "--baseline-ref", ""], ExitCode.USAGE, "--baseline-ref must not be"),
+    ],
+)
+def test_report_run_errors(
+    cli, tmp_path: Path, triage_evidence_store: Path, args: list[str], code: int, message: str
+) -> None:
+    done = cli("report", "--recipes", RECIPES, "--out", tmp_path / "site",
+               "--db", triage_evidence_store, *args)  # fmt: skip
+    assert done.code == code, done
+    assert message in done.err and "Traceback" not in done.err
+    assert len(done.err.strip().splitlines()) == 1
+    assert not (tmp_path / "site").exists()  # nothing written
+
+
+def test_report_run_without_a_store(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no .matrixgen/results.db here
+    done = cli("report", "--recipes", RECIPES, "--out", tmp_path / "site", "--run", MR_RUN)
+    assert done.code == ExitCode.RESULTS_STORE, done
+    assert f"--run {MR_RUN}: no results store to read the run from" in done.err
+    assert len(done.err.strip().splitlines()) == 1 and not (tmp_path / "site").exists()
+
+
+def _hostile_triage(name: str, url: str) -> TriageReport:
+    from matrixgen.evidence.flaky import RunRef
+    from matrixgen.evidence.store import JobKey, RunFilter, RunRow
+    from matrixgen.evidence.triage import (
+        EntryRef,
+        Failure,
+        LiftCandidate,
+        TriageReport,
+        TriageVerdict,
+    )
+
+    job = JobKey(system=name, scope=name, platform=name, environment=name, model=name,
+                 test_case=name, tag=name, unit=True)  # fmt: skip
+    entry = EntryRef(id=name, action=name, kind=name, tracker=url)
+    run = RunRow(1, name, name, 0, git_ref=name, source=name)
+    failures = tuple(
+        Failure(job=job, node_id=name, verdict=verdict, evidence=name,
+                entry=entry if verdict is TriageVerdict.QUARANTINED else None,
+                baseline_run=RunRef(name, name, 0) if verdict is TriageVerdict.BASELINE else None)
+        for verdict in TriageVerdict
+    )  # fmt: skip
+    return TriageReport(
+        run=run,
+        baseline=RunFilter(ref=name, source=name),
+        baseline_runs=(run,),
+        failures=failures,
+        lift_candidates=(LiftCandidate(entry=entry, jobs=1, reason=name),),
+    )
+
+
+@given(HOSTILE, HOSTILE)
+def test_hostile_names_show_as_text_on_the_triage_page(
+    shipped: SiteData, name: str, url: str
+) -> None:
+    """Every string of a triage (from the store: a pull request's reports) in
+    every place the page puts one: text, never markup; the tracker a link only
+    when it is http(s)."""
+    data = msgspec.structs.replace(shipped, triage=_hostile_triage(name, url))
+    page = render_site(data)["triage.html"]
+    parsed = _safe_markup(page)
+    rows = Rows(page, "triage").rows
+    assert len(rows) == 4  # one per failure, whatever the names hold
+    assert all(len(r) == len(TRIAGE_COLUMNS) for r in rows)
+    if name.isprintable() and name.strip() and "|" not in name:
+        assert rows[0][2] == name  # the node id, as it is
+        assert rows[0][6] == name  # the evidence
+        assert name in parsed.text
+    links = [a["href"] for tag, a in parsed.tags if tag == "a" and a["href"] not in PAGES]
+    # The quarantined failure's entry and the lift candidate: two links or none.
+    assert len(links) == (2 if html_link(url) is not None else 0)

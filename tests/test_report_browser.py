@@ -1,14 +1,15 @@
 """The report's pages in a real browser: Debian's Chromium, headless, driven
 by Playwright (never its own browser download).
 
-For each page of three sites (the shipped tree without a store, with the
-evidence fixture's store, and a tree and store with hostile names): it loads
+For each page of four sites (the shipped tree without a store, with the
+evidence fixture's store, the same with a merge request's run triaged
+(`--run`), and a tree and store with hostile names, its hostile run triaged): it loads
 with no console error and no request outside the site; the elements it
 promises are in the DOM; a hostile name shows as text; with JavaScript off it
 reads the same; a screenshot of it is not blank. With
 MATRIXGEN_WRITE_SCREENSHOTS=1 the screenshots of the second site (the shipped
-tree with the evidence fixture's store) are written to docs/images/ (the README
-shows them)."""
+tree with the evidence fixture's store), its Triage page from the third, are
+written to docs/images/ (the README shows them)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from matrixgen.cli.main import main
-from tests.evidence_fixtures import RECIPES, TODAY
+from tests.evidence_fixtures import MR_FAILURES, MR_RUN, RECIPES, TODAY
 from tests.realvalidators import CHROMIUM, CHROMIUM_ARGS, REPO_ROOT, require_chromium
 
 PAGES = ("index.html", "selection.html", "quarantine.html", "flakes.html", "triage.html")
@@ -35,6 +36,7 @@ IMAGES = REPO_ROOT / "docs" / "images"
 HOSTILE_OWNER = "<script>alert('owner')</script>"
 HOSTILE_REASON = '"><img src=x onerror=alert(1)> & <b>bold</b>'
 HOSTILE_NODE = "tests/unit_tests/data/test_blend.py::test_blend[<i>x</i>\"'javascript:]"
+HOSTILE_RUN = "<b>9999</b>"
 HOSTILE_ENTRY = f"""
   - id: hostile-entry
     tracker: 'https://github.com/example/mcore/issues/9"><script>alert(1)</script>'
@@ -67,20 +69,25 @@ def _report(recipes: Path, out: Path, *extra: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def sites(tmp_path_factory: pytest.TempPathFactory, evidence_store: Path) -> dict[str, Path]:
+def sites(
+    tmp_path_factory: pytest.TempPathFactory, evidence_store: Path, triage_evidence_store: Path
+) -> dict[str, Path]:
     os.environ["MATRIXGEN_TODAY"] = TODAY
     out = tmp_path_factory.mktemp("sites")
     shipped = _report(RECIPES, out / "shipped")
     # The site of the README's screenshots: paths as a checkout shows them.
     shutil.copytree(RECIPES, out / "recipes")
     shutil.copyfile(evidence_store, out / "results.db")
+    shutil.copyfile(triage_evidence_store, out / "triage.db")
     here = Path.cwd()
     os.chdir(out)
     try:
         evidence = _report(Path("recipes"), Path("evidence"), "--db", "results.db")
+        run = _report(Path("recipes"), Path("run"), "--db", "triage.db", "--run", MR_RUN)
     finally:
         os.chdir(here)
     evidence = out / evidence
+    run = out / run
     hostile_tree = out / "hostile-recipes"
     shutil.copytree(RECIPES, hostile_tree)
     quarantine = hostile_tree / "quarantine.yaml"
@@ -91,8 +98,8 @@ def sites(tmp_path_factory: pytest.TempPathFactory, evidence_store: Path) -> dic
     store = out / "hostile.db"
     shutil.copyfile(evidence_store, store)
     _ingest_hostile(store)
-    hostile = _report(hostile_tree, out / "hostile", "--db", str(store))
-    return {"shipped": shipped, "evidence": evidence, "hostile": hostile}
+    hostile = _report(hostile_tree, out / "hostile", "--db", str(store), "--run", HOSTILE_RUN)
+    return {"shipped": shipped, "evidence": evidence, "run": run, "hostile": hostile}
 
 
 def _ingest_hostile(store_path: Path) -> None:
@@ -112,7 +119,7 @@ def _ingest_hostile(store_path: Path) -> None:
     try:
         ingest(
             store,
-            RunInfo(run_id="<b>9999</b>", commit="f" * 40,
+            RunInfo(run_id=HOSTILE_RUN, commit="f" * 40,
                     finished_at=dt.datetime(2026, 11, 22, tzinfo=dt.UTC)),
             [JobResults(job=job, job_name="unit", target="", testcases=(test,))],
         )  # fmt: skip
@@ -127,7 +134,7 @@ class Quiet(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server(sites: dict[str, Path]) -> Iterator[str]:
-    """The sites over HTTP on 127.0.0.1: /shipped/, /evidence/, /hostile/."""
+    """The sites over HTTP on 127.0.0.1: /shipped/, /evidence/, /run/, /hostile/."""
     root = next(iter(sites.values())).parent
     handler = functools.partial(Quiet, directory=str(root))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -261,21 +268,25 @@ def test_colour_count_tells_a_blank_image(colours) -> None:
     assert colours(png(40, 10, lambda x, y: (x * 4, y * 20, 0))) == 400
 
 
-@pytest.mark.parametrize("site", ["shipped", "evidence", "hostile"])
+@pytest.mark.parametrize("site", ["shipped", "evidence", "run", "hostile"])
 @pytest.mark.parametrize("name", PAGES)
 def test_page_loads_clean_and_is_not_blank(visit, colours, site: str, name: str) -> None:
     seen = visit(site, name)
     assert seen.errors == []
     assert seen.outside == []
-    shot = seen.page.screenshot(full_page=False)
+    # The triaged run's page whole: its sections of every verdict, below the fold.
+    whole = site == "run" and name == "triage.html"
+    shot = seen.page.screenshot(full_page=whole)
     found = colours(shot)
     assert found >= 8, f"{site}/{name}: {found} colour(s): a blank page"
-    if os.environ.get("MATRIXGEN_WRITE_SCREENSHOTS") == "1" and site == "evidence":
+    # The README's screenshots: the evidence site's pages, and the run's triage.
+    shown = (site == "evidence" and name != "triage.html") or whole
+    if os.environ.get("MATRIXGEN_WRITE_SCREENSHOTS") == "1" and shown:
         IMAGES.mkdir(parents=True, exist_ok=True)
-        (IMAGES / f"report-{site}-{name.removesuffix('.html')}.png").write_bytes(shot)
+        (IMAGES / f"report-evidence-{name.removesuffix('.html')}.png").write_bytes(shot)
 
 
-@pytest.mark.parametrize("site", ["shipped", "evidence"])
+@pytest.mark.parametrize("site", ["shipped", "evidence", "run"])
 @pytest.mark.parametrize("name", PAGES)
 def test_page_reads_the_same_without_javascript(visit, site: str, name: str) -> None:
     with_js = visit(site, name).page.inner_text("main")
@@ -330,3 +341,35 @@ def test_hostile_names_show_as_text(visit) -> None:
     assert "<b>9999</b>" in grid.locator("table.flakes thead th.c").last.get_attribute("title")
     selection = visit("hostile", "selection.html").page
     assert "hostile-entry" in selection.inner_text("main")
+
+
+def test_triage_page_has_a_row_per_failure(visit) -> None:
+    """The run's five failures, one row each, in verdict order (new first), each
+    row's verdict the one the fixture's run was made to have; the quarantining
+    entry's tracker a link."""
+    page = visit("run", "triage.html").page
+    rows = page.locator("table.triage tbody tr")
+    assert rows.count() == len(MR_FAILURES) == 5
+    seen = {}
+    for i in range(rows.count()):
+        cells = rows.nth(i).locator("td")
+        assert cells.count() == 9
+        node = cells.nth(2).inner_text()
+        key = node if node != "the whole job" else cells.nth(1).inner_text().split("/", 1)[1]
+        seen[key] = cells.nth(0).inner_text()
+    assert seen == MR_FAILURES
+    assert list(seen.values()) == ["new", "baseline", "flaky", "flaky", "quarantined"]
+    hrefs = page.eval_on_selector_all("table.triage a", "links => links.map(a => a.href)")
+    assert hrefs == ["https://github.com/example/mcore/issues/7958"]
+    assert page.locator("h2#new").inner_text() == "New failures (1)"
+
+
+def test_hostile_run_triage_shows_as_text(visit) -> None:
+    """The hostile run (its id and a failed test's node id are markup): its
+    triage page shows both as written, and no tag of theirs."""
+    page = visit("hostile", "triage.html").page
+    assert page.locator("main script, main img, main i, table.triage b").count() == 0
+    assert HOSTILE_NODE in page.inner_text("table.triage")
+    assert f"run {HOSTILE_RUN} (commit " in page.inner_text("main")
+    without = visit("hostile", "triage.html", js=False).page
+    assert without.inner_text("main") == page.inner_text("main")

@@ -13,6 +13,12 @@ import typer
 
 from matrixgen.cli.common import RecipesOption, TargetOption, check_ad_hoc, load_valid
 from matrixgen.cli.evidence import DbOption
+from matrixgen.cli.triage import (
+    BaselineRefOption,
+    BaselineRunsOption,
+    BaselineSourceOption,
+    check_triage_options,
+)
 from matrixgen.util.escape import terminal_text
 
 
@@ -34,6 +40,15 @@ def report(
         ),
     ] = 30,
     target: TargetOption = None,
+    run: Annotated[
+        str | None,
+        typer.Option(
+            "--run", metavar="RUN_ID", help="The stored run whose triage the Triage page shows."
+        ),
+    ] = None,
+    baseline_ref: BaselineRefOption = "main",
+    baseline_source: BaselineSourceOption = None,
+    baseline_runs: BaselineRunsOption = 1,
 ) -> None:
     """Write a static HTML site into --out: Overview (jobs and GPU-hours per
     pipeline), Selection (cases x platforms per pipeline, with quarantine),
@@ -46,23 +61,37 @@ def report(
     last runs, and the flake grid; without one each page says what a store adds.
     Expiry and ages are judged against $MATRIXGEN_TODAY when set.
 
+    With --run (and a store), the Triage page shows that run's triage, as
+    `matrixgen triage --run RUN --since DAYS` gives it (the same baseline
+    options); new failures do not change the exit code here.
+
     \b
-    Exit 0: written; 1: the tree has errors (see validate); 2: usage error;
-    3: bad project config; 9: a file cannot be written; 11: the results store
-    cannot be opened or read.
+    Exit 0: written; 1: the tree has errors (see validate); 2: usage error
+    (an unknown --run among them); 3: bad project config; 9: a file cannot be
+    written; 11: the results store cannot be opened or read, or --run without one.
     """
     from matrixgen.engine.errors import UsageError
     from matrixgen.quarantine.entries import current_day
     from matrixgen.report.pages import render_site
-    from matrixgen.report.site import gather, write_site
+    from matrixgen.report.site import TriageQuery, gather, write_site
 
     if since < 1:  # as `flaky` says it (without importing the store for a tree without one)
         raise UsageError("--since must be 1 day or more")
+    query = None
+    if run is not None:
+        query = TriageQuery(
+            run_id=check_triage_options(run, baseline_ref, baseline_source, baseline_runs),
+            baseline_ref=baseline_ref,
+            baseline_source=baseline_source,
+            baseline_runs=baseline_runs,
+        )
     generation = load_valid(recipes)
     targets = generation.targets(target or ())
     if target:
         check_ad_hoc(generation, targets)
-    data = gather(generation, db=db, since_days=since, today=current_day(), targets=targets)
+    data = gather(
+        generation, db=db, since_days=since, today=current_day(), targets=targets, triage=query
+    )
     site = render_site(data)
     written = write_site(out, site)
     size = sum(len(page.encode("utf-8")) for page in site.values())

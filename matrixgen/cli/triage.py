@@ -30,29 +30,48 @@ if TYPE_CHECKING:
 
 _HEADERS = ("verdict", "model", "test_case", "node_id", "platform", "environment", "scope")
 
+# The baseline options, shared with `matrixgen report --run`.
+BaselineRefOption = Annotated[
+    str, typer.Option("--baseline-ref", metavar="REF", help="The branch the baseline runs are of.")
+]
+BaselineSourceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--baseline-source",
+        metavar="SOURCE",
+        help="Only baseline runs of this source, e.g. schedule (default: any).",
+    ),
+]
+BaselineRunsOption = Annotated[
+    int,
+    typer.Option(
+        "--baseline-runs",
+        metavar="N",
+        help="Compare with the latest N baseline runs that finished before the run.",
+    ),
+]
+
+
+def check_triage_options(
+    run: str, baseline_ref: str, baseline_source: str | None, baseline_runs: int
+) -> str:
+    """The run id, stripped; a usage error for an empty one or a bad baseline."""
+    if not run.strip():
+        raise UsageError("--run must not be empty")
+    if not baseline_ref.strip():
+        raise UsageError("--baseline-ref must not be empty")
+    if baseline_source is not None and not baseline_source.strip():
+        raise UsageError("--baseline-source must not be empty")
+    if baseline_runs < 1:
+        raise UsageError("--baseline-runs must be 1 or more")
+    return run.strip()
+
 
 def triage(
     run: Annotated[str, typer.Option("--run", metavar="RUN_ID", help="The stored run to triage.")],
-    baseline_ref: Annotated[
-        str,
-        typer.Option("--baseline-ref", metavar="REF", help="The branch the baseline runs are of."),
-    ] = "main",
-    baseline_source: Annotated[
-        str | None,
-        typer.Option(
-            "--baseline-source",
-            metavar="SOURCE",
-            help="Only baseline runs of this source, e.g. schedule (default: any).",
-        ),
-    ] = None,
-    baseline_runs: Annotated[
-        int,
-        typer.Option(
-            "--baseline-runs",
-            metavar="N",
-            help="Compare with the latest N baseline runs that finished before the run.",
-        ),
-    ] = 1,
+    baseline_ref: BaselineRefOption = "main",
+    baseline_source: BaselineSourceOption = None,
+    baseline_runs: BaselineRunsOption = 1,
     since: SinceOption = 30,
     min_runs: MinRunsOption = 3,
     flip_rate: FlipRateOption = 0.1,
@@ -67,20 +86,12 @@ def triage(
     covers it), baseline (it also failed in the latest baseline run), flaky (as
     `matrixgen flaky` judges it on the baseline ref) or new. Exit 6 when one is new."""
     from matrixgen.engine.errors import ExpectationError, QuarantineError
-    from matrixgen.evidence.store import RunFilter, open_store
-    from matrixgen.evidence.triage import markdown
-    from matrixgen.evidence.triage import triage as run_triage
+    from matrixgen.evidence.store import RunFilter
+    from matrixgen.evidence.triage import markdown, read_triage
     from matrixgen.pipeline import generate
     from matrixgen.validate import Needs, require_usable
 
-    if not run.strip():
-        raise UsageError("--run must not be empty")
-    if not baseline_ref.strip():
-        raise UsageError("--baseline-ref must not be empty")
-    if baseline_source is not None and not baseline_source.strip():
-        raise UsageError("--baseline-source must not be empty")
-    if baseline_runs < 1:
-        raise UsageError("--baseline-runs must be 1 or more")
+    run = check_triage_options(run, baseline_ref, baseline_source, baseline_runs)
     policy = _policy(since, min_runs, flip_rate, broken_runs)
     root = recipes_dir(recipes)
     if not root.is_dir():
@@ -92,39 +103,38 @@ def triage(
             f"{generation.quarantine.path} has errors; fix them first",
             findings=generation.quarantine.errors,
         )
-    store = open_store(db, write=False)
-    try:
-        report = run_triage(
-            store,
-            generation,
-            run.strip(),
-            baseline=RunFilter(ref=baseline_ref, source=baseline_source),
-            count=baseline_runs,
-            policy=policy,
-        )
-    finally:
-        store.close()
+    report = read_triage(
+        db,
+        generation,
+        run,
+        baseline=RunFilter(ref=baseline_ref, source=baseline_source),
+        count=baseline_runs,
+        policy=policy,
+    )
     if fmt is FlakyFormat.JSON:
         echo_json(report.to_dict())
     elif fmt is FlakyFormat.MARKDOWN:
         typer.echo(markdown(report), nl=False)
     else:
         typer.echo(_table(report), nl=False)
-    counts = report.summary()
     if report.note:
         typer.echo(f"matrixgen: note: {_t(report.note)}", err=True)
-    typer.echo(
-        f"run {_t(report.run.run_id)}: {len(report.failures)} failure(s): {counts['new']} new, "
-        f"{counts['baseline']} baseline, {counts['flaky']} flaky, "
-        f"{counts['quarantined']} quarantined; {len(report.lift_candidates)} lift candidate(s)",
-        err=True,
-    )
+    typer.echo(_summary(report), err=True)
     if report.new:
         raise ExpectationError(
             f"{len(report.new)} new failure(s) in run {report.run.run_id}:",
             details=[_name(f) for f in report.new[:20]]
             + ([f"and {len(report.new) - 20} more"] if len(report.new) > 20 else []),
         )
+
+
+def _summary(report: TriageReport) -> str:
+    counts = report.summary()
+    return (
+        f"run {_t(report.run.run_id)}: {len(report.failures)} failure(s): {counts['new']} new, "
+        f"{counts['baseline']} baseline, {counts['flaky']} flaky, "
+        f"{counts['quarantined']} quarantined; {len(report.lift_candidates)} lift candidate(s)"
+    )
 
 
 def _name(f: Failure) -> str:

@@ -52,7 +52,7 @@ from typing import Any
 import sqlalchemy as sa
 from msgspec import Struct, field
 
-from matrixgen.engine.errors import ResultsStoreError, UsageError
+from matrixgen.engine.errors import ResultsStoreError, UsageError, did_you_mean
 from matrixgen.evidence.junit import Outcome, Testcase
 from matrixgen.util.checkout import choose_store, default_store_path
 from matrixgen.util.nodeid import is_node_id
@@ -1245,6 +1245,10 @@ def find_run(conn: sa.Connection, run_id: str) -> RunRow | None:
     return RunRow(*row) if row is not None else None
 
 
+# An unknown --run is matched against this many of the latest run ids.
+SUGGEST_RUNS = 1000
+
+
 def run_outcomes(store: Store, run_id: str, baseline: RunFilter, count: int) -> RunOutcomes:
     """One run's job outcomes and failed unit tests, and the same of the latest
     `count` runs of `baseline` that finished no later than it (the run itself
@@ -1253,12 +1257,18 @@ def run_outcomes(store: Store, run_id: str, baseline: RunFilter, count: int) -> 
     with store.transaction() as conn:
         run = find_run(conn, run_id)
         if run is None:
-            near = conn.execute(
-                sa.select(runs.c.run_id).order_by(runs.c.finished_at.desc()).limit(5)
-            ).scalars()
-            latest = ", ".join(near)
+            # "Did you mean" over the latest runs only: one bounded read.
+            recent = list(
+                conn.execute(
+                    sa.select(runs.c.run_id)
+                    .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
+                    .limit(SUGGEST_RUNS)
+                ).scalars()
+            )
+            latest = ", ".join(recent[:5])
             raise UsageError(
                 f"--run {run_id}: no such run in {store.shown}"
+                + did_you_mean(run_id, recent)
                 + (f" (the latest: {latest})" if latest else " (it holds no runs)")
             )
         c = runs.c

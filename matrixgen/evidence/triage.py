@@ -428,6 +428,27 @@ def triage(
     )
 
 
+def read_triage(
+    db: str | None,
+    generation: Generation,
+    run_id: str,
+    *,
+    baseline: RunFilter,
+    count: int = DEFAULT_BASELINE_RUNS,
+    policy: FlakyPolicy | None = None,
+) -> TriageReport:
+    """`triage` of a run in the store at `db`, opened read-only for it and closed
+    after: the one reading `matrixgen triage` and the report's Triage page make,
+    so the two cannot disagree."""
+    from matrixgen.evidence.store import open_store
+
+    store = open_store(db, write=False)
+    try:
+        return triage(store, generation, run_id, baseline=baseline, count=count, policy=policy)
+    finally:
+        store.close()
+
+
 # --------------------------------------------------------------------------- Markdown
 
 MARKER = "<!-- matrixgen-triage -->"

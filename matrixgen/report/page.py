@@ -76,8 +76,9 @@ def text(value: object) -> str:
     return html_text(value)
 
 
-def page(name: str, title: str, body: str, *, subtitle: str = "") -> str:
-    """A whole page: `name` is its file (marked in the navigation)."""
+def page(name: str, title: str, body: str, *, subtitle: str = "", style: str = "") -> str:
+    """A whole page: `name` is its file (marked in the navigation); `style`, the
+    page's own rules after the shared ones."""
     links = "".join(
         f'<a href="{href}"{" aria-current=page" if href == name else ""}>{label}</a>'
         for href, label in PAGES
@@ -90,7 +91,7 @@ def page(name: str, title: str, body: str, *, subtitle: str = "") -> str:
         '<meta name="viewport" content="width=device-width,initial-scale=1">\n'
         '<meta name="referrer" content="no-referrer">\n'
         f"<title>{text(title)} · matrixgen</title>\n"
-        f"<style>{STYLE}</style></head>\n"
+        f"<style>{STYLE}{style}</style></head>\n"
         f"<body><header><b>matrixgen report</b><nav>{links}</nav>{sub}</header>\n"
         f"<main>\n<h1>{text(title)}</h1>\n{body}</main></body></html>\n"
     )

@@ -25,6 +25,7 @@ from matrixgen.views.cost import hours, pipeline_name
 
 if TYPE_CHECKING:
     from matrixgen.evidence.store import RunRow
+    from matrixgen.evidence.triage import Failure, TriageReport
 
 NO_STORE = (
     "No results store (--db, $MATRIXGEN_RESULTS_DB, or .matrixgen/results.db): with one, {what}."
@@ -440,19 +441,138 @@ def flakes(data: SiteData) -> str:
 # ---------------------------------------------------------------------- triage
 
 
-def triage(data: SiteData) -> str:
-    body = (
-        '<p class="note not-available"><b>This report shows no run\'s triage yet.</b> '
-        "<code>matrixgen triage --run RUN</code> gives it: each job and test that failed "
-        "in the run, judged new, failing in the baseline, flaky or quarantined, as a table, "
-        "JSON or a pull-request comment.</p>\n"
-        "<p>A later <code>matrixgen report --run RUN</code> will show that triage on this "
-        "page, beside what the other pages show for each failure (its history in the "
-        "results store, the quarantine entry that covers it).</p>\n"
+# What each verdict's section is called, in the order they come (new first).
+VERDICT_HEADINGS = {
+    "new": "New failures",
+    "baseline": "Also failed in the baseline",
+    "flaky": "Flaky on the baseline ref",
+    "quarantined": "Quarantined",
+}
+TRIAGE_STYLE = """.triage{font-size:13px}.triage .ev{min-width:260px;max-width:400px}
+.triage .node{min-width:200px;max-width:340px;overflow-wrap:anywhere}
+.triage .job{min-width:150px;max-width:220px;overflow-wrap:anywhere}
+.verdict-new{color:var(--fail);font-weight:600}.verdict-baseline{color:#4a5366;font-weight:600}
+.verdict-quarantined{color:var(--muted);font-weight:600}
+"""
+TRIAGE_HEADERS = ["verdict", "job / test", "node id", "platform", "environment", "scope"]
+TRIAGE_HEADERS += ["evidence", "entry", "baseline run"]
+
+
+def _run_line(run: RunRow) -> str:
+    from matrixgen.evidence.flaky import iso
+
+    where = ", ".join(
+        f"{name} {value}"
+        for name, value in (("ref", run.git_ref), ("source", run.source), ("commit", run.commit))
+        if value
     )
-    if data.store is None:
-        body += _no_store("and a run given, this page will show that run's triage")
-    return page("triage.html", "Triage", body, subtitle=_subtitle(data))
+    return f"run {run.run_id} ({where + ', ' if where else ''}finished {iso(run.finished_at)})"
+
+
+def _failure_row(f: Failure) -> list[str]:
+    from matrixgen.evidence.flaky import iso
+
+    entry = "-"
+    if f.entry is not None:
+        entry = (
+            f"{text(f.entry.id)}<br><small>{text(f.entry.action)}, {text(f.entry.kind)}; "
+            f"tracker {_tracker(f.entry.tracker, f.entry.tracker or '-')}</small>"
+        )
+    base = "-"
+    if f.baseline_run is not None:
+        run = f.baseline_run
+        base = (
+            f'<span title="{attr("commit " + (run.commit or "-"))}">run {text(run.run_id)}'
+            f"<br><small>{iso(run.at)}</small></span>"
+        )
+    return [
+        f'<span class="verdict-{f.verdict.value}">{f.verdict.value}</span>',
+        f'<div class="job">{text(f"{f.job.model}/{f.case}")}</div>',
+        f'<div class="node">{text(f.node_id)}</div>'
+        if f.node_id
+        else '<span class="off">the whole job</span>',
+        text(f.job.platform),
+        text(f.job.environment),
+        text(f.job.place),
+        f'<div class="ev">{text(f.evidence)}</div>',
+        entry,
+        base,
+    ]
+
+
+def _triage_of(report: TriageReport) -> list[str]:
+    counts = report.summary()
+    body = [
+        figures(
+            [(str(len(report.failures)), "failures"), (str(counts["new"]), "new")]
+            + [(str(counts[v]), v) for v in ("baseline", "flaky", "quarantined")]
+            + [(str(len(report.lift_candidates)), "lift candidates")]
+        ),
+        f'<p class="note">{text(_run_line(report.run))}, against the baseline: '
+        f"{text(str(report.baseline))}. The same verdicts as <code>matrixgen triage --run "
+        f"{text(report.run.run_id)}</code>.</p>\n",
+    ]
+    if report.baseline_runs:
+        body.append('<h2>Baseline runs</h2>\n<ul class="baseline">')
+        body += [f"<li>{text(_run_line(r))}</li>" for r in report.baseline_runs]
+        body.append("</ul>\n")
+    else:
+        body.append(f'<p class="note no-baseline"><b>No baseline.</b> {text(report.note)}.</p>\n')
+    if not report.failures:
+        body.append(
+            f'<p class="note no-failures"><b>Run {text(report.run.run_id)} has no failures:</b> '
+            "no job or test of it failed in the results store.</p>\n"
+        )
+    for verdict, heading in VERDICT_HEADINGS.items():
+        rows = [_failure_row(f) for f in report.failures if f.verdict.value == verdict]
+        if rows:
+            body.append(f'<h2 id="{verdict}">{heading} ({len(rows)})</h2>\n')
+            body.append(table(TRIAGE_HEADERS, rows, cls=f"triage {verdict}"))
+    body.append("<h2>Lift candidates</h2>\n")
+    if report.lift_candidates:
+        rows = [
+            [
+                text(c.entry.id),
+                text(c.entry.action),
+                text(c.entry.kind),
+                _tracker(c.entry.tracker, c.entry.tracker or "-"),
+                str(c.jobs),
+                text(c.reason),
+            ]
+            for c in report.lift_candidates
+        ]
+        headers = ["entry", "action", "kind", "tracker", "jobs", "why"]
+        body.append(table(headers, rows, numeric=(4,), cls="lift"))
+    else:
+        body.append(
+            '<p class="note">None: no entry that lets jobs fail had all its jobs pass in the '
+            "run and in the baseline.</p>\n"
+        )
+    return body
+
+
+def triage(data: SiteData) -> str:
+    what = (
+        "each job and test that failed in the run, judged new, failing in the baseline, "
+        "flaky on the baseline ref or quarantined, as <code>matrixgen triage</code> judges it"
+    )
+    if data.triage is not None:
+        body = "".join(_triage_of(data.triage))
+    elif data.store is None:
+        body = f'<p class="note">With a run given (<code>--run RUN</code>), it shows {what}.</p>\n'
+        body += _no_store("and --run RUN, this page shows that run's triage")
+    else:
+        latest = ", ".join(r.run_id for r in reversed(data.store.runs[-5:]))
+        body = (
+            '<p class="note no-run"><b>No run given.</b> <code>matrixgen report --run RUN</code> '
+            f"shows here {what}.</p>\n"
+            + (
+                f'<p class="note">The latest runs in the store: {text(latest)}.</p>\n'
+                if latest
+                else ""
+            )
+        )
+    return page("triage.html", "Triage", body, subtitle=_subtitle(data), style=TRIAGE_STYLE)
 
 
 def render_site(data: SiteData) -> dict[str, str]:

@@ -26,6 +26,7 @@ from matrixgen.views.cost import CostReport, compute_cost
 if TYPE_CHECKING:
     from matrixgen.evidence.flaky import FlakyRow
     from matrixgen.evidence.store import Cells, JobKey, RunRow
+    from matrixgen.evidence.triage import TriageReport
 
 # The flake grid shows at most this many runs (the last of the window), the
 # board's sparklines this many.
@@ -52,6 +53,15 @@ class StoreView(Struct, frozen=True, kw_only=True):
     entry_keys: Mapping[str, tuple[Key, ...]]
 
 
+class TriageQuery(Struct, frozen=True, kw_only=True):
+    """`--run` and the baseline options: the run the Triage page triages."""
+
+    run_id: str
+    baseline_ref: str = "main"
+    baseline_source: str | None = None
+    baseline_runs: int = 1
+
+
 class SiteData(Struct, frozen=True, kw_only=True):
     generation: Generation
     targets: tuple[Target, ...]
@@ -63,6 +73,7 @@ class SiteData(Struct, frozen=True, kw_only=True):
     today: dt.date
     since_days: int
     store: StoreView | None
+    triage: TriageReport | None = None  # with --run: that run's triage
 
 
 def gather(
@@ -72,20 +83,32 @@ def gather(
     since_days: int,
     today: dt.date,
     targets: Sequence[Target] | None = None,
+    triage: TriageQuery | None = None,
 ) -> SiteData:
     """Everything the pages show. Without a store (none given, none in the
-    environment, no default file) `store` is None and sqlalchemy is not imported."""
+    environment, no default file) `store` is None and sqlalchemy is not imported;
+    a `triage` query then is an error (exit 11): there is no run to read."""
     from matrixgen.evidence.summary import store_configured
 
     chosen = tuple(targets if targets is not None else generation.targets())
     measured = None
     store_view = None
+    report = None
     hits = entry_hits(generation.jobs, generation.quarantine.entries, chosen)
     if store_configured(db):
         from matrixgen.evidence.durations import measured_from_store
 
         measured = measured_from_store(db)
         store_view = _store_view(generation, chosen, hits, db=db, since_days=since_days)
+        if triage is not None:
+            report = _triage(generation, db, triage, since_days)
+    elif triage is not None:
+        from matrixgen.engine.errors import ResultsStoreError
+
+        raise ResultsStoreError(
+            f"--run {triage.run_id}: no results store to read the run from: pass --db or set "
+            "$MATRIXGEN_RESULTS_DB (or ingest into .matrixgen/results.db)"
+        )
     return SiteData(
         generation=generation,
         targets=chosen,
@@ -97,6 +120,26 @@ def gather(
         today=today,
         since_days=since_days,
         store=store_view,
+        triage=report,
+    )
+
+
+def _triage(
+    generation: Generation, db: str | None, query: TriageQuery, since_days: int
+) -> TriageReport:
+    """The run's triage, as `matrixgen triage --since DAYS` (its other policy
+    options at their defaults) gives it: the same library call."""
+    from matrixgen.evidence.flaky import FlakyPolicy
+    from matrixgen.evidence.store import RunFilter
+    from matrixgen.evidence.triage import read_triage
+
+    return read_triage(
+        db,
+        generation,
+        query.run_id,
+        baseline=RunFilter(ref=query.baseline_ref, source=query.baseline_source),
+        count=query.baseline_runs,
+        policy=FlakyPolicy(since_days=since_days),
     )
 
 
