@@ -55,12 +55,8 @@ from matrixgen.engine.vocab import (
 )
 from matrixgen.engine.yamlio import last_content_line
 from matrixgen.pipeline import Generation, generate_from_files
-from matrixgen.quarantine.entries import (
-    current_day,
-    entry_from_mapping,
-    policy,
-)
-from matrixgen.quarantine.entries import selection as quarantine_selection
+from matrixgen.quarantine.apply import selection as quarantine_selection
+from matrixgen.quarantine.model import current_day, entry_from_mapping, policy
 
 HABIT_SUFFIXES = ("-broken", "-temp-disabled")
 FLAKY_SCOPE = "flaky"

@@ -16,20 +16,17 @@ from hypothesis import strategies as st
 from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.vocab import QuarantineAction, QuarantineKind, System
 from matrixgen.pipeline import generate
-from matrixgen.quarantine.entries import (
+from matrixgen.quarantine.apply import apply_quarantine, overlaps
+from matrixgen.quarantine.audit import audit_entries
+from matrixgen.quarantine.model import (
     Entry,
     Match,
     Place,
     QuarantineFile,
-    apply_quarantine,
-    audit_entries,
-    entries_tracked_by,
     matches_test_case,
-    overlaps,
     parse_quarantine,
-    resolve_tracker,
-    same_tracker,
 )
+from matrixgen.quarantine.trackers import entries_tracked_by, resolve_tracker, same_tracker
 
 CONFIG = """
 format_version: 2
@@ -835,7 +832,7 @@ def test_the_day_expiry_is_judged_against(monkeypatch) -> None:
     import datetime as dt
 
     from matrixgen.engine.errors import UsageError
-    from matrixgen.quarantine.entries import TODAY_VARIABLE, current_day
+    from matrixgen.quarantine.model import TODAY_VARIABLE, current_day
 
     monkeypatch.delenv(TODAY_VARIABLE, raising=False)
     assert current_day() == dt.date.today()

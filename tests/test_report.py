@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from matrixgen.engine.errors import ExitCode
 from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
 from matrixgen.pipeline import generate
-from matrixgen.quarantine.entries import Entry, Match
+from matrixgen.quarantine.model import Entry, Match
 from matrixgen.report.pages import render_site
 from matrixgen.report.site import SiteData, gather
 from matrixgen.util.escape import html_attribute, html_link, html_text

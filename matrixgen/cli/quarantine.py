@@ -1,4 +1,4 @@
-"""`matrixgen quarantine add/remove/lift/list/audit` and `matrixgen migrate`.
+"""`matrixgen quarantine add/remove/lift/list/audit/propose` and `matrixgen migrate`.
 
 Exit codes: 0 done; 1 audit found stale entries (or the recipes have errors);
 2 a usage error (unknown id, a value no job has, ...); 3 bad project config;
@@ -27,7 +27,16 @@ from matrixgen.cli.common import (
     echo_json,
     recipes_dir,
 )
-from matrixgen.cli.evidence import DbOption, note_ignored_store
+from matrixgen.cli.evidence import (
+    BrokenRunsOption,
+    DbOption,
+    FlipRateOption,
+    MinRunsOption,
+    SinceOption,
+    _policy,
+    _t,
+    note_ignored_store,
+)
 from matrixgen.engine.errors import ExitCode, QuarantineError, UsageError, did_you_mean
 from matrixgen.engine.vocab import (
     CONFIG_FILENAME,
@@ -40,8 +49,10 @@ from matrixgen.views.table import table
 
 if TYPE_CHECKING:
     from matrixgen.engine.config import ProjectConfig
+    from matrixgen.evidence.flaky import FlakyRow
     from matrixgen.pipeline import Generation
-    from matrixgen.quarantine.entries import Entry, Hit, QuarantineFile
+    from matrixgen.quarantine.apply import Hit
+    from matrixgen.quarantine.model import Entry, QuarantineFile
 
 
 def _root(recipes: Path | None) -> Path:
@@ -65,7 +76,7 @@ def _config(root: Path) -> ProjectConfig:
 def _read(root: Path, config: ProjectConfig) -> QuarantineFile:
     """The quarantine file, refused when malformed (exit 7)."""
     from matrixgen.quarantine.edit import read_checked
-    from matrixgen.quarantine.entries import policy
+    from matrixgen.quarantine.model import policy
 
     path = root / QUARANTINE_FILENAME
     try:
@@ -234,9 +245,10 @@ def add(
 ) -> None:
     """Quarantine a test case: prints the jobs it affects per target, then the entry id."""
     from matrixgen.engine.targets import resolve_targets
+    from matrixgen.quarantine.apply import entry_hits
     from matrixgen.quarantine.edit import edit, unique_id
     from matrixgen.quarantine.edit import entry_id as derive_id
-    from matrixgen.quarantine.entries import current_day, entry_from_mapping, entry_hits, policy
+    from matrixgen.quarantine.model import current_day, entry_from_mapping, policy
 
     root = _root(recipes)
     generation = _generation(root)
@@ -295,7 +307,8 @@ def add(
         )
     jobs = generation.jobs
     targets = resolve_targets(config, jobs)
-    from matrixgen.quarantine.entries import QuarantineFile, check_entries
+    from matrixgen.quarantine.checks import check_entries
+    from matrixgen.quarantine.model import QuarantineFile
 
     problems = [
         f
@@ -388,7 +401,7 @@ def add(
 def _note_overlaps(hits: list[Hit], existing: Sequence[Entry], known: set[str]) -> None:
     """Say which existing entries already apply to jobs the new entry affects:
     the strongest action decides, so the new entry may change nothing there."""
-    from matrixgen.quarantine.entries import applying_entries
+    from matrixgen.quarantine.apply import applying_entries
 
     already: dict[str, int] = {}
     for hit in hits:
@@ -410,7 +423,7 @@ def remove(
 ) -> None:
     """Remove one entry by id."""
     from matrixgen.quarantine.edit import edit
-    from matrixgen.quarantine.entries import policy
+    from matrixgen.quarantine.model import policy
 
     root = _root(recipes)
     base = policy(_config(root)).tracker_base
@@ -443,7 +456,8 @@ def lift(
 ) -> None:
     """Remove every entry of one tracker (it was resolved): prints their ids."""
     from matrixgen.quarantine.edit import edit
-    from matrixgen.quarantine.entries import entries_tracked_by, policy
+    from matrixgen.quarantine.model import policy
+    from matrixgen.quarantine.trackers import entries_tracked_by
 
     root = _root(recipes)
     base = policy(_config(root)).tracker_base
@@ -508,8 +522,8 @@ def list_entries(
     """List the entries of the quarantine file: what each one matches (test
     case, model, tags, platforms, environments) and where it applies
     (system/scope), with its tracker, owner and expiry. The filters combine."""
-    from matrixgen.quarantine.entries import current_day, policy
     from matrixgen.quarantine.listing import EntryFilter, entry_row, filter_entries
+    from matrixgen.quarantine.model import current_day, policy
 
     root = _root(recipes)
     config = _config(root)
@@ -582,16 +596,11 @@ def audit(
     from msgspec.structs import replace
 
     from matrixgen.engine.targets import resolve_targets
-    from matrixgen.quarantine.entries import (
-        FAILING_PROBLEMS,
-        QuarantineFile,
-        audit_entries,
-        current_day,
-        entry_hits,
-        policy,
-        resolve_tracker,
-    )
+    from matrixgen.quarantine.apply import entry_hits
+    from matrixgen.quarantine.audit import FAILING_PROBLEMS, audit_entries
+    from matrixgen.quarantine.model import QuarantineFile, current_day, policy
     from matrixgen.quarantine.tracker import DEFAULT_API_URL, check_api_url, check_trackers
+    from matrixgen.quarantine.trackers import resolve_tracker
 
     if days < 0:
         raise UsageError("--days must be 0 or more")
@@ -718,7 +727,7 @@ def migrate(
 
     from matrixgen.migrate import plan_migration, write_migration
     from matrixgen.quarantine.edit import render_entry
-    from matrixgen.quarantine.entries import current_day
+    from matrixgen.quarantine.model import current_day
 
     root = _root(recipes)
     until = _parse_date(expires, "--expires") if expires else None
@@ -726,7 +735,7 @@ def migrate(
     if until is not None and until < current_day():
         raise UsageError(f"--expires {until} is in the past")
     if default_tracker is not None:
-        from matrixgen.quarantine.entries import resolve_tracker
+        from matrixgen.quarantine.trackers import resolve_tracker
 
         ref = _tracker_text(default_tracker)
         if resolve_tracker(ref, "https://tracker.invalid/") is None:  # "#N" or a URL
@@ -836,6 +845,202 @@ def _parser_refusal(migration: Any) -> str:
     )
 
 
+def propose(
+    tracker: Annotated[
+        str | None,
+        typer.Option(
+            metavar="TRACKER",
+            help='Tracker of the drafts: an issue URL, or "#N" (needed for --write).',
+        ),
+    ] = None,
+    write: Annotated[
+        bool, typer.Option("--write", help="Add the drafts and apply the lifts.")
+    ] = False,
+    owner: Annotated[
+        str | None,
+        typer.Option(metavar="OWNER", help="Owner when the recipe names no maintainers."),
+    ] = None,
+    lift_runs: Annotated[
+        int,
+        typer.Option(
+            "--lift-runs", metavar="N", help="Lift entries whose jobs passed this many last runs."
+        ),
+    ] = 10,
+    since: SinceOption = 30,
+    min_runs: MinRunsOption = 3,
+    flip_rate: FlipRateOption = 0.1,
+    broken_runs: BrokenRunsOption = 3,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="GITHUB_TOKEN",
+            show_envvar=True,
+            metavar="TOKEN",
+            help="GitHub token: lift closed trackers.",
+        ),
+    ] = None,
+    api_url: ApiUrlOption = None,
+    db: DbOption = None,
+    recipes: RecipesOption = None,
+    fmt: TableOrJsonOption = TableOrJson.TABLE,
+) -> None:
+    """Draft entries for flaky and broken cases that have none, scoped to where the
+    evidence is; propose lifting the entries the evidence clears. --write edits the
+    quarantine file (safely, as `add` and `lift` do)."""
+    from matrixgen.engine.errors import QuarantineError
+    from matrixgen.engine.vocab import QUARANTINE_FILENAME
+    from matrixgen.evidence.flaky import flaky_rows
+    from matrixgen.evidence.store import open_store
+    from matrixgen.pipeline import generate, require_no_errors
+    from matrixgen.quarantine.edit import edit, render_entry, unique_id
+    from matrixgen.quarantine.model import policy as quarantine_policy
+    from matrixgen.quarantine.propose import propose as draft
+
+    if lift_runs < 1:
+        raise UsageError("--lift-runs must be 1 or more")
+    if write and not tracker:
+        raise UsageError("--write needs --tracker: every entry names its tracker")
+    flaky_policy = _policy(since, min_runs, flip_rate, broken_runs)
+    root = recipes_dir(recipes)
+    if not root.is_dir():
+        raise UsageError(f"recipe directory not found: {root}")
+    generation = generate(root)
+    require_no_errors(generation)
+    qfile = generation.quarantine
+    if qfile.errors:
+        raise QuarantineError(f"{qfile.path} has errors; fix them first", findings=qfile.errors)
+    from msgspec.structs import replace
+
+    store = open_store(db, write=False)
+    try:
+        report = flaky_rows(store, replace(flaky_policy, min_runs=1), unit_jobs_whole=True)
+    finally:
+        store.close()
+    states: dict[str, str] = {}
+    unchecked = 0
+    pol = quarantine_policy(generation.tree.config)
+    if qfile.entries:
+        from matrixgen.quarantine.tracker import DEFAULT_API_URL, check_api_url, check_trackers
+
+        checked = check_trackers(
+            [(e.id, e.tracker_url) for e in qfile.entries if e.tracker],
+            token=token,
+            api_url=check_api_url(api_url or DEFAULT_API_URL),
+        )
+        states = dict(checked.states)
+        unchecked = len(checked.unchecked)
+    proposal = draft(
+        generation,
+        report.rows,
+        tracker=tracker,
+        owner=owner,
+        min_runs=min_runs,
+        lift_runs=lift_runs,
+        tracker_states=states,
+    )
+    path = root / QUARANTINE_FILENAME
+    written: dict[str, str] = {}
+    if write and (proposal.drafts or proposal.lifts):
+
+        def change(current: Any) -> tuple[list[dict[str, Any]], list[int]]:
+            taken = {e.id for e in current.entries}
+            lifted = {lift.entry.id for lift in proposal.lifts}
+            added = []
+            for d in proposal.drafts:
+                new_id = unique_id(d.id, taken - lifted)
+                taken.add(new_id)
+                written[d.id] = new_id
+                added.append({**d.data, "id": new_id})
+            removed = [e.index for e in current.entries if e.id in lifted]
+            return added, removed
+
+        edit(path, change, tracker_base=pol.tracker_base)
+    if fmt is TableOrJson.JSON:
+        echo_json(
+            {
+                "drafts": [
+                    {
+                        "entry": _plain(d.data),
+                        "evidence": [r.to_dict() for r in d.rows],
+                    }
+                    for d in proposal.drafts
+                ],
+                "lifts": [{"id": lift.entry.id, "reason": lift.reason} for lift in proposal.lifts],
+                "already_quarantined": [
+                    {"evidence": c.row.to_dict(), "entries": list(c.by)} for c in proposal.covered
+                ],
+                "not_judged": [{"id": i, "why": why} for i, why in proposal.unjudged],
+                "not_node_ids": [r.to_dict() for r in proposal.not_node_ids],
+                "written": bool(write and (proposal.drafts or proposal.lifts)),
+            }
+        )
+    else:
+        typer.echo(
+            f"# {len(proposal.drafts)} new entr{'y' if len(proposal.drafts) == 1 else 'ies'}"
+            f" for {path}"
+        )
+        for d in proposal.drafts:
+            for r in d.rows:
+                typer.echo(f"# {r.verdict.value}: {_t(_case(r))}: {_t(r.evidence())}")
+            typer.echo(render_entry(d.data, 0, 2, "\n"), nl=False)
+        if proposal.lifts:
+            typer.echo(f"\n# lifts ({len(proposal.lifts)})")
+            for lift in proposal.lifts:
+                typer.echo(
+                    f"# {_t(lift.entry.id)} ({_t(lift.entry.tracker_ref)}): {_t(lift.reason)}"
+                )
+        for c in proposal.covered:
+            why = (
+                f"already quarantined by {_t(', '.join(c.by))}"
+                if c.by
+                else "no job of the recipes runs it now"
+            )
+            typer.echo(
+                f"# left out: {c.row.verdict.value} {_t(_case(c.row))} on {_t(c.row.where)} "
+                f"({c.row.job.place}): {why}"
+            )
+        for entry_id, why in proposal.unjudged:
+            typer.echo(f"# kept: {_t(entry_id)}: {_t(why)}")
+        for r in proposal.not_node_ids:
+            typer.echo(
+                f"# left out: {r.verdict.value} {_t(_case(r))} on {_t(r.where)} ({r.job.place}): "
+                "not a pytest node id (path::name), so never drafted as a deselect"
+            )
+    if unchecked:
+        typer.echo(
+            f"tracker state not checked for {unchecked} entr{'y' if unchecked == 1 else 'ies'} "
+            "(set GITHUB_TOKEN or pass --token): a closed tracker there is not proposed for a lift",
+            err=True,
+        )
+    if not tracker and proposal.drafts:
+        typer.echo("the drafts name no tracker: pass --tracker (needed for --write)", err=True)
+    done = (
+        f"wrote them to {path}"
+        if write and (proposal.drafts or proposal.lifts)
+        else "nothing written (pass --write to apply)"
+    )
+    typer.echo(
+        f"{len(proposal.drafts)} draft(s), {len(proposal.lifts)} lift(s), "
+        f"{len(proposal.covered) + len(proposal.not_node_ids)} case(s) left out; {done}",
+        err=True,
+    )
+
+
+def _case(row: FlakyRow) -> str:
+    name = f"{row.job.model}/{row.job.test_case}" + (f"[{row.job.tag}]" if row.job.tag else "")
+    return f"{name} {row.node_id}" if row.node_id else name
+
+
+def _plain(data: Any) -> Any:
+    if isinstance(data, dt.date):
+        return data.isoformat()
+    if isinstance(data, dict):
+        return {k: _plain(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_plain(v) for v in data]
+    return data
+
+
 def register(app: typer.Typer) -> None:
     group = typer.Typer(
         name="quarantine",
@@ -849,8 +1054,6 @@ def register(app: typer.Typer) -> None:
     group.command("lift")(lift)
     group.command("list")(list_entries)
     group.command("audit")(audit)
-    from matrixgen.cli.evidence import propose
-
     group.command("propose")(propose)
     app.add_typer(group, name="quarantine")
     app.command("migrate")(migrate)

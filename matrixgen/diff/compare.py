@@ -99,7 +99,7 @@ from matrixgen.engine.vocab import System
 from matrixgen.engine.workload import rereads_recipe, workload_changes
 from matrixgen.migrate import commented_out, is_habit_scope, parks, row_comment, uncomment
 from matrixgen.pipeline import Generation, PipelineCache, generate_from_files
-from matrixgen.quarantine.entries import Selection
+from matrixgen.quarantine.apply import Selection
 from matrixgen.views.cost import Cost, jobs_cost
 
 # Quarantine transitions of a job in a target.

@@ -43,7 +43,7 @@ from msgspec import Struct, field
 
 from matrixgen.engine.errors import Findings, QuarantineError, UsageError
 from matrixgen.engine.yamlio import last_content_line, parse_yaml
-from matrixgen.quarantine.entries import QuarantineFile, parse_quarantine
+from matrixgen.quarantine.model import QuarantineFile, parse_quarantine
 from matrixgen.util.atomic import WriteError, describe_kind, remove_stale_temps, write_atomic
 from matrixgen.util.escape import yaml_double_quoted, yaml_for_log
 from matrixgen.util.readfile import NotRegularFile, read_regular

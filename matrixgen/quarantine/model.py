@@ -9,8 +9,11 @@ pytest node ids inside it: deselects them (deselect), or runs them without
 letting their failure fail the job (mute; the pytest plugin applies node-level
 entries in the test process, docs/pytest-plugin.md). See the README, Task 3.
 
-Everything here is pure: parsing, matching and checking take values and return
-values; editing the file lives in quarantine_edit.py, tracker lookups in tracker.py.
+This module holds the entry values and the parsing of the file; the other rooms:
+`apply` (what entries do to a selection), `checks` (validate's check), `audit`,
+`trackers` (tracker references), `edit` (comment-keeping edits of the file),
+`tracker` (the GitHub API), `propose` (drafts and lifts from the evidence).
+Everything but `edit` and `tracker` is pure: values in, values out.
 """
 
 from __future__ import annotations
@@ -18,20 +21,17 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import re
-from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 from msgspec.structs import replace
 
-from matrixgen.engine.errors import Finding, Findings, Location, Severity, UsageError, did_you_mean
-from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
+from matrixgen.engine.errors import Finding, Findings, Location, Severity, UsageError
+from matrixgen.engine.model import Job, QuarantineMark
 from matrixgen.engine.schemas import check_against_schema
-from matrixgen.engine.select import select
-from matrixgen.engine.targets import checked_targets, default_system, target_name
 from matrixgen.engine.vocab import (
-    LEGACY_SCOPE_ALIASES,
     QUARANTINE_FILENAME,
     QuarantineAction,
     QuarantineKind,
@@ -39,34 +39,22 @@ from matrixgen.engine.vocab import (
     resolve_scope,
 )
 from matrixgen.engine.yamlio import YamlDocument, parse_yaml
+from matrixgen.quarantine.trackers import ISSUE_NUMBER, resolve_tracker
 from matrixgen.util.nodeid import is_node_id, node_id_problem
-from matrixgen.util.patterns import NON_BLANK, name_pattern, whole
+from matrixgen.util.patterns import whole
 from matrixgen.util.values import ComparedValue
 
 if TYPE_CHECKING:
     from matrixgen.engine.config import ProjectConfig
-    from matrixgen.engine.context import ValidationContext
     from matrixgen.engine.load import RecipeTree
     from matrixgen.quarantine.jobenv import JobIdentity
 
 DEFAULT_GRACE_DAYS = 14
 DEFAULT_EXPIRY_DAYS = 30
-DEFAULT_API_URL = "https://api.github.com"
-
-# When several entries apply to one job in one target, the strongest action wins.
-ACTION_STRENGTH = {
-    QuarantineAction.SKIP: 0,
-    QuarantineAction.ALLOW_FAILURE: 1,
-    QuarantineAction.DESELECT: 2,
-    QuarantineAction.MUTE: 3,
-}
 _NODE_LEVEL = frozenset(a.value for a in QuarantineAction if a.node_level)
 _GLOB_CHARS = re.compile(r"[*?\[]")
-_ISSUE_NUMBER = name_pattern(r"#(\d+)")
-_HTTP_URL = name_pattern(f"https?://{NON_BLANK}+", re.IGNORECASE)
 # Schema findings about a missing tracker or owner, said more clearly below.
 _SAID_BELOW = re.compile(r"entries/\d+/(tracker|owner): (None |'' should be)")
-
 
 # --------------------------------------------------------------------------- values
 
@@ -271,80 +259,6 @@ class QuarantineFile(Struct, frozen=True, kw_only=True):
 
 
 EMPTY = QuarantineFile(path=QUARANTINE_FILENAME, present=False)
-
-
-# --------------------------------------------------------------------------- trackers
-
-
-def resolve_tracker(ref: str, tracker_base: str | None) -> str | None:
-    """`#N` -> tracker_base + N; a URL stays; anything else cannot be resolved."""
-    ref = ref.strip()
-    number = whole(_ISSUE_NUMBER, ref)
-    if number:
-        if not tracker_base:
-            return None
-        return tracker_base.rstrip("/") + "/" + number[1]
-    if whole(_HTTP_URL, ref):
-        return ref.rstrip("/")
-    return None
-
-
-def same_tracker(a: str, b: str, tracker_base: str | None) -> bool:
-    """`#7201`, `7201` and its URL name the same tracker."""
-    return _tracker_key(a, tracker_base) == _tracker_key(b, tracker_base)
-
-
-def _tracker_key(ref: str, tracker_base: str | None) -> str:
-    ref = ref.strip()
-    if ref.isdigit():
-        ref = "#" + ref
-    resolved = resolve_tracker(ref, tracker_base)
-    return _url_key(resolved) if resolved else ref
-
-
-def entries_tracked_by(entries: Iterable[Entry], ref: str, tracker_base: str | None) -> list[Entry]:
-    """The entries of one tracker, however it is spelled (`7201`, `#7201`, URL).
-
-    Without a tracker base a bare number still finds entries whose tracker URL
-    ends in that issue number, when those URLs all name one repository; when
-    they name several, which one is meant is unclear (ValueError)."""
-    entries = list(entries)
-    found = [e for e in entries if same_tracker(e.tracker, ref, tracker_base)]
-    number = whole(_ISSUE_NUMBER, "#" + ref.strip() if ref.strip().isdigit() else ref.strip())
-    if found or number is None or tracker_base:
-        return found
-    by_number: dict[str, list[Entry]] = {}
-    for entry in entries:
-        key = _url_key(entry.tracker_url) if entry.tracker_url else ""
-        issue = whole(_ISSUE_PATH, key[key.find("/") :]) if "/" in key else None
-        if issue and issue[3] == number[1]:
-            by_number.setdefault(key, []).append(entry)
-    if len(by_number) > 1:
-        urls = ", ".join(sorted(e[0].tracker_url or "" for e in by_number.values()))
-        raise ValueError(f"{ref} is ambiguous without a tracker base: it could be {urls}")
-    return next(iter(by_number.values()), [])
-
-
-_ISSUE_PATH = name_pattern(r"/([^/]+)/([^/]+)/(?:issues|pull)/(\d+)/?")
-
-
-def _url_key(url: str) -> str:
-    """What tells two spellings of one issue URL apart from another issue: not
-    the scheme, the host's case, a query, a fragment (a comment link) or a
-    trailing slash; on GitHub-style paths neither owner/repo case nor
-    issues-vs-pull (one number space)."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower().removeprefix("www.")
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    path = parts.path.rstrip("/")
-    issue = whole(_ISSUE_PATH, path)
-    if issue:
-        path = f"/{issue[1].lower()}/{issue[2].lower()}/issues/{issue[3]}"
-    return f"{host}{path}"
-
 
 # --------------------------------------------------------------------------- parsing
 
@@ -608,7 +522,7 @@ def _entry(
     tracker = item.get("tracker")
     tracker = tracker.strip() if isinstance(tracker, str) else ""
     tracker_url = resolve_tracker(tracker, tracker_base) if tracker else None
-    if tracker and tracker_url is None and not whole(_ISSUE_NUMBER, tracker):
+    if tracker and tracker_url is None and not whole(ISSUE_NUMBER, tracker):
         findings.add(
             document.locate(["entries", i, "tracker"]),
             "quarantine-tracker",
@@ -651,409 +565,3 @@ def entry_from_mapping(
     _schema_findings(document, findings)
     entry = _entry(dict(item), 0, document, tracker_base, findings)
     return entry, findings.sorted()
-
-
-# --------------------------------------------------------------------------- applying
-
-
-class Selection(Struct, frozen=True):
-    """What one target gets: its jobs (marked where an entry applies), and the
-    jobs an entry skipped (marked too), both in selection order."""
-
-    jobs: tuple[Job, ...]
-    skipped: tuple[Job, ...] = ()
-
-    @property
-    def with_quarantined(self) -> list[Job]:
-        return sorted((*self.jobs, *self.skipped), key=Job.sort_key)
-
-
-def apply_quarantine(
-    jobs: Sequence[Job],
-    entries: Sequence[Entry],
-    target: Target | None,
-    *,
-    known_test_cases: frozenset[str] | set[str] | None = None,
-) -> tuple[list[Job], list[Job]]:
-    """(selected jobs with marks, skipped jobs with marks) for one target.
-
-    `target` None means "no target": each job is placed by its own scope on the
-    system that runs that scope (L0/L1 on GitHub, the rest on GitLab).
-    `known_test_cases` are every test case of the tree, so that a name that is
-    also a glob (`tests/unit_tests/models/**/*.py`) matches only itself; by
-    default the test cases of `jobs`.
-    """
-    if known_test_cases is None:
-        known_test_cases = {j.test_case for j in jobs}
-    selected: list[Job] = []
-    skipped: list[Job] = []
-    for job in jobs:
-        applying = applying_entries(job, entries, target, known_test_cases)
-        if not applying:
-            selected.append(job)
-            continue
-        marked = replace(job, quarantine=combined_mark(applying))
-        if applying[0].action is QuarantineAction.SKIP:
-            skipped.append(marked)
-        else:
-            selected.append(marked)
-    return selected, skipped
-
-
-def job_place(job: Job, target: Target | None) -> tuple[System, str | None]:
-    system = target.system if target is not None else default_system(job.scope or "")
-    return system, job.scope
-
-
-def applying_entries(
-    job: Job,
-    entries: Iterable[Entry],
-    target: Target | None,
-    known_test_cases: frozenset[str] | set[str],
-) -> list[Entry]:
-    """The entries that apply to a job in a target, strongest action first."""
-    system, scope = job_place(job, target)
-    found = [
-        e for e in entries if e.applies_in(system, scope) and e.match.matches(job, known_test_cases)
-    ]
-    found.sort(key=lambda e: (ACTION_STRENGTH[e.action], e.index))
-    return found
-
-
-def combined_mark(applying: Sequence[Entry]) -> QuarantineMark:
-    """One mark for a job: the strongest entry's action and kind; every applying
-    entry's id and tracker (comma-separated, strongest first); the node ids of
-    every deselect and mute entry, unless the job is skipped anyway (`muted`:
-    those only a mute entry names; one a deselect entry names is deselected)."""
-    first = applying[0]
-    if len(applying) == 1:
-        return first.mark()
-    node_ids: list[str] = []
-    deselected: set[str] = set()
-    if first.action is not QuarantineAction.SKIP:
-        for entry in applying:
-            if entry.action.node_level:
-                node_ids.extend(n for n in entry.node_ids if n not in node_ids)
-            if entry.action is QuarantineAction.DESELECT:
-                deselected.update(entry.node_ids)
-    trackers: list[str] = []
-    for entry in applying:
-        if entry.tracker_ref not in trackers:
-            trackers.append(entry.tracker_ref)
-    return QuarantineMark(
-        id=", ".join(e.id for e in applying),
-        tracker=", ".join(trackers),
-        action=first.action.value,
-        kind=first.kind.value,
-        node_ids=tuple(node_ids),
-        muted=tuple(n for n in node_ids if n not in deselected),
-    )
-
-
-def selection(
-    jobs: Sequence[Job],
-    entries: Sequence[Entry],
-    target: Target | Selector,
-    *,
-    known_test_cases: frozenset[str] | set[str] | None = None,
-) -> Selection:
-    """Select for a target (or a bare selector), then apply quarantine.
-
-    A bare selector with a scope is placed on the system that runs that scope;
-    without a scope each job is placed by its own scope."""
-    if known_test_cases is None:
-        known_test_cases = {j.test_case for j in jobs}
-    if isinstance(target, Selector):
-        selector = target
-        as_target: Target | None = None
-        if selector.scope is not None:
-            system = default_system(selector.scope)
-            as_target = Target(name=target_name(system, selector), system=system, selector=selector)
-    else:
-        selector, as_target = target.selector, target
-    chosen = select(jobs, selector)
-    if not entries:
-        return Selection(tuple(chosen))
-    kept, skipped = apply_quarantine(chosen, entries, as_target, known_test_cases=known_test_cases)
-    return Selection(tuple(kept), tuple(skipped))
-
-
-# --------------------------------------------------------------------------- usage
-
-
-class Hit(Struct, frozen=True):
-    """One job an entry applies to, in one target."""
-
-    target: Target
-    job: Job
-
-
-def entry_hits(
-    jobs: Sequence[Job], entries: Sequence[Entry], targets: Sequence[Target]
-) -> dict[str, list[Hit]]:
-    """For each entry id: the (target, job) pairs it applies to."""
-    known = {j.test_case for j in jobs}
-    hits: dict[str, list[Hit]] = {e.id: [] for e in entries}
-    for target in targets:
-        for job in select(jobs, target.selector):
-            system, scope = job_place(job, target)
-            for entry in entries:
-                if entry.applies_in(system, scope) and entry.match.matches(job, known):
-                    hits[entry.id].append(Hit(target, job))
-    return hits
-
-
-def overlaps(
-    jobs: Sequence[Job], entries: Sequence[Entry], targets: Sequence[Target]
-) -> list[tuple[Target, Job, list[Entry]]]:
-    """Jobs that several entries apply to in one target (merged node-level entries
-    excepted: their node ids all apply)."""
-    known = {j.test_case for j in jobs}
-    found = []
-    for target in targets:
-        for job in select(jobs, target.selector):
-            applying = applying_entries(job, entries, target, known)
-            if len(applying) > 1 and any(not e.action.node_level for e in applying):
-                found.append((target, job, applying))
-    return found
-
-
-# --------------------------------------------------------------------------- checks
-
-
-class Known(Struct, frozen=True):
-    """The values a tree uses (or declares), for "did you mean" and unknown values."""
-
-    models: frozenset[str]
-    test_cases: frozenset[str]
-    platforms: frozenset[str]
-    environments: frozenset[str]
-    tags: frozenset[str]
-    scopes: Mapping[System, frozenset[str]]
-
-    @classmethod
-    def of(cls, jobs: Sequence[Job], targets: Sequence[Target], config: ProjectConfig) -> Known:
-        scopes: dict[System, set[str]] = {System.GITHUB: set(), System.GITLAB: set()}
-        for target in targets:
-            if target.selector.scope:
-                scopes[target.system].add(resolve_scope(target.selector.scope))
-        vocab = config.vocabulary
-        platforms = {j.platform for j in jobs}
-        environments = {j.environment for j in jobs}
-        if vocab is not None:
-            platforms |= vocab.platforms
-            environments |= vocab.environments
-            for system, names in vocab.scopes.items():
-                scopes[system] |= {resolve_scope(s) for s in names}
-        return cls(
-            models=frozenset(j.model for j in jobs),
-            test_cases=frozenset(j.test_case for j in jobs),
-            platforms=frozenset(platforms),
-            environments=frozenset(environments),
-            tags=frozenset(j.tag for j in jobs if j.tag),
-            scopes={k: frozenset(v) for k, v in scopes.items()},
-        )
-
-
-def check_entries(
-    qfile: QuarantineFile,
-    jobs: Sequence[Job],
-    targets: Sequence[Target],
-    config: ProjectConfig,
-    *,
-    today: dt.date | None = None,
-) -> list[Finding]:
-    """What `validate` reports about the entries beyond their shape: unknown
-    values, entries that match no job, expired entries, overlapping entries."""
-    today = today or current_day()
-    grace = policy(config).grace_days
-    doc = qfile.document
-    found = Findings()
-
-    def at(entry: Entry, *keys: str | int) -> Location:
-        return doc.locate(["entries", entry.index, *keys]) if doc else entry.location
-
-    known = Known.of(jobs, targets, config)
-    unknown_values: set[str] = set()
-    for entry in qfile.entries:
-        for key, values, allowed in (
-            ("platforms", entry.match.platforms, known.platforms),
-            ("environments", entry.match.environments, known.environments),
-            ("tags", entry.match.tags, known.tags),
-        ):
-            for j, value in enumerate(values):
-                if value not in allowed:
-                    unknown_values.add(entry.id)
-                    found.add(
-                        at(entry, "match", key, j),
-                        "quarantine-unknown",
-                        f'entry "{entry.id}": no job has {key[:-1]} "{value}"'
-                        f"{did_you_mean(value, allowed)}",
-                    )
-        if entry.match.model is not None and entry.match.model not in known.models:
-            unknown_values.add(entry.id)
-            found.add(
-                at(entry, "match", "model"),
-                "quarantine-unknown",
-                f'entry "{entry.id}": no job has model "{entry.match.model}"'
-                f"{did_you_mean(entry.match.model, known.models)}",
-            )
-        pattern = entry.match.test_case
-        if not any(matches_test_case(pattern, tc, known.test_cases) for tc in known.test_cases):
-            unknown_values.add(entry.id)
-            what = "matches no test case" if entry.match.is_glob else "is not a test case"
-            found.add(
-                at(entry, "match", "test_case"),
-                "quarantine-unknown",
-                f'entry "{entry.id}": "{pattern}" {what}{did_you_mean(pattern, known.test_cases)}',
-            )
-        for j, place in enumerate(entry.where):
-            if place.scope is not None and place.scope not in known.scopes[place.system]:
-                unknown_values.add(entry.id)
-                used = sorted(known.scopes[place.system])
-                # Legacy names too: `nightlyy` is closer to `nightly` than to `L2`.
-                aliases = {a: t for a, (t, _) in LEGACY_SCOPE_ALIASES.items() if t in used}
-                shown = [
-                    f"{name} ({', '.join(a for a, t in aliases.items() if t == name)})"
-                    if name in aliases.values()
-                    else name
-                    for name in used
-                ]
-                written = entry.where_text[j].partition("/")[2]
-                found.add(
-                    at(entry, "where", j),
-                    "quarantine-unknown",
-                    f'entry "{entry.id}": no {place.system.value} target has scope "{written}"'
-                    f"{did_you_mean(written, [*used, *aliases])}; "
-                    f"{place.system.value} scopes: {', '.join(shown) or 'none'}",
-                )
-        if entry.expires is not None and entry.expires < today:
-            late = (today - entry.expires).days
-            severity = Severity.ERROR if late > grace else Severity.WARNING
-            tail = (
-                f"past the grace period of {grace} day(s)"
-                if late > grace
-                else f"an error after {grace} day(s) of grace, on "
-                f"{entry.expires + dt.timedelta(days=grace + 1)}"
-            )
-            found.add(
-                at(entry, "expires"),
-                "quarantine-expired",
-                f'entry "{entry.id}" expired on {entry.expires} ({late} day(s) ago, {tail}); '
-                f"lift it (matrixgen quarantine lift --tracker {_shell_tracker(entry.tracker)}) "
-                "or extend it",
-                severity,
-            )
-    hits = entry_hits(jobs, qfile.entries, targets)
-    for entry in qfile.entries:
-        if not hits[entry.id] and entry.id not in unknown_values:
-            found.add(
-                at(entry, "match"),
-                "quarantine-matches-nothing",
-                f'entry "{entry.id}" applies to no job in any target '
-                f"({_describe(entry)}); remove it or fix what it matches",
-            )
-    for target, job, applying in overlaps(jobs, qfile.entries, targets):
-        ids = ", ".join(f'"{e.id}" ({e.action.value})' for e in applying)
-        found.add(
-            at(applying[1], "match"),
-            "quarantine-overlap",
-            f"entries {ids} all apply to {job.identity} in target {target.name}; "
-            f'"{applying[0].id}" decides what happens',
-            Severity.WARNING,
-        )
-    return found.sorted()
-
-
-def _shell_tracker(tracker: str) -> str:
-    """The tracker as typed in a shell: `#7201` unquoted would start a comment."""
-    number = whole(_ISSUE_NUMBER, tracker)
-    return number[1] if number else (tracker or "...")
-
-
-def _describe(entry: Entry) -> str:
-    parts = [f"test_case {entry.match.test_case}"]
-    if entry.match.model:
-        parts.append(f"model {entry.match.model}")
-    for key in ("platforms", "environments", "tags"):
-        values = getattr(entry.match, key)
-        if values:
-            parts.append(f"{key} {', '.join(values)}")
-    parts.append("where " + (", ".join(entry.where_text) if entry.where else "everywhere"))
-    return "; ".join(parts)
-
-
-def check_quarantine(context: ValidationContext) -> Iterator[Finding]:
-    """The check `matrixgen validate` runs (registered in validate.CHECKS)."""
-    tree = context.tree
-    qfile = load_quarantine(tree)
-    yield from qfile.findings
-    if not qfile.entries:
-        return
-    jobs = context.expansion.jobs
-    targets = checked_targets(context)
-    yield from check_entries(qfile, jobs, targets, tree.config)
-
-
-# --------------------------------------------------------------------------- audit
-
-
-class AuditItem(Struct, frozen=True, kw_only=True):
-    entry_id: str
-    problem: str  # expired, expiring, ownerless, trackerless, matches-nothing, tracker-closed
-    detail: str
-    tracker: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        return {
-            "id": self.entry_id,
-            "problem": self.problem,
-            "tracker": self.tracker,
-            "detail": self.detail,
-        }
-
-
-# Audit problems that make `quarantine audit` exit non-zero; "expiring" only informs.
-FAILING_PROBLEMS = frozenset(
-    {"expired", "ownerless", "trackerless", "matches-nothing", "tracker-closed", "tracker-missing"}
-)
-
-
-def audit_entries(
-    qfile: QuarantineFile,
-    hits: Mapping[str, Sequence[Hit]],
-    *,
-    today: dt.date,
-    days: int,
-    tracker_states: Mapping[str, str] | None = None,
-) -> list[AuditItem]:
-    """Expired, expiring within `days`, ownerless, trackerless, matching nothing,
-    and (when tracker states are given: entry id -> open/closed/missing) closed."""
-    items: list[AuditItem] = []
-    for entry in qfile.entries:
-        tracker = entry.tracker_ref
-
-        def add(problem: str, detail: str, entry: Entry = entry, tracker: str = tracker) -> None:
-            items.append(
-                AuditItem(entry_id=entry.id, problem=problem, detail=detail, tracker=tracker)
-            )
-
-        if entry.expires is not None:
-            left = (entry.expires - today).days
-            if left < 0:
-                add("expired", f"expired on {entry.expires} ({-left} day(s) ago)")
-            elif left <= days:
-                add("expiring", f"expires on {entry.expires} (in {left} day(s))")
-        if not entry.owner:
-            add("ownerless", "no owner")
-        if not entry.tracker:
-            add("trackerless", "no tracker")
-        if not hits.get(entry.id):
-            add("matches-nothing", f"applies to no job in any target ({_describe(entry)})")
-        state = (tracker_states or {}).get(entry.id)
-        if state == "closed":
-            add("tracker-closed", f"tracker {tracker} is closed: lift the entry")
-        elif state == "missing":
-            add("tracker-missing", f"tracker {tracker} does not exist")
-    order = {p: i for i, p in enumerate(sorted(FAILING_PROBLEMS | {"expiring"}))}
-    return sorted(items, key=lambda it: (it.entry_id, order[it.problem]))

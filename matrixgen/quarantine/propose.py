@@ -1,5 +1,7 @@
 """Quarantine entries drafted from the evidence, and lifts of the ones it clears.
 
+It sits on the views floor, with the evidence it reads (tests/test_layout.py).
+
 Drafts, for flaky and broken keys that no entry covers yet:
 - one pytest node id of a unit-test bucket: `deselect` of that node id (kind
   flaky or broken): the rest of the bucket keeps running;
@@ -38,8 +40,9 @@ from matrixgen.evidence.flaky import FlakyRow, Verdict, runs_text
 from matrixgen.evidence.mapping import job_key
 from matrixgen.evidence.store import JobKey
 from matrixgen.pipeline import Generation
+from matrixgen.quarantine.apply import applying_entries, entry_hits
 from matrixgen.quarantine.edit import entry_id, slug, unique_id
-from matrixgen.quarantine.entries import Entry, applying_entries, current_day, entry_hits, policy
+from matrixgen.quarantine.model import Entry, current_day, policy
 from matrixgen.util.nodeid import is_node_id
 
 DEFAULT_LIFT_RUNS = 10
