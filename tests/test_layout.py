@@ -29,8 +29,10 @@ FLOORS = [
 # a package, or one module of a package, named with the floor it sits on.
 FEATURES: dict[str, str] = {
     "evidence": "views",
-    # Drafts from the evidence, beside the rest of the quarantine.
+    # Beside the rest of the quarantine: drafts from the evidence, and a new
+    # entry checked for reaching its jobs' tests (the emitters' rule).
     "quarantine.propose": "views",
+    "quarantine.add": "emit",
 }
 
 

@@ -52,7 +52,7 @@ def report(
     cannot be opened or read.
     """
     from matrixgen.engine.errors import UsageError
-    from matrixgen.quarantine.model import current_day
+    from matrixgen.quarantine.policy import current_day
     from matrixgen.report.pages import render_site
     from matrixgen.report.site import gather, write_site
 

@@ -97,7 +97,7 @@ from matrixgen.engine.model import Job, JobId, QuarantineMark, Target
 from matrixgen.engine.targets import discover_targets, is_holding_pen, parse_target
 from matrixgen.engine.vocab import System
 from matrixgen.engine.workload import rereads_recipe, workload_changes
-from matrixgen.migrate import commented_out, is_habit_scope, parks, row_comment, uncomment
+from matrixgen.migrate.habits import commented_out, is_habit_scope, parks, row_comment, uncomment
 from matrixgen.pipeline import Generation, PipelineCache, generate_from_files
 from matrixgen.quarantine.apply import Selection
 from matrixgen.views.cost import Cost, jobs_cost

@@ -16,11 +16,12 @@ from matrixgen.quarantine.apply import entry_hits, overlaps
 from matrixgen.quarantine.model import (
     Entry,
     QuarantineFile,
-    current_day,
+    Subject,
+    file_subject,
     load_quarantine,
     matches_test_case,
-    policy,
 )
+from matrixgen.quarantine.policy import current_day, policy
 from matrixgen.quarantine.trackers import shell_tracker
 
 if TYPE_CHECKING:
@@ -71,13 +72,18 @@ def check_entries(
     config: ProjectConfig,
     *,
     today: dt.date | None = None,
+    subject: Subject = file_subject,
 ) -> list[Finding]:
     """What `validate` reports about the entries beyond their shape: unknown
-    values, entries that match no job, expired entries, overlapping entries."""
+    values, entries that match no job, expired entries, overlapping entries
+    (each entry named by `subject`)."""
     today = today or current_day()
     grace = policy(config).grace_days
     doc = qfile.document
     found = Findings()
+
+    def name(entry: Entry) -> str:
+        return subject(entry.id, entry.index)
 
     def at(entry: Entry, *keys: str | int) -> Location:
         return doc.locate(["entries", entry.index, *keys]) if doc else entry.location
@@ -85,57 +91,9 @@ def check_entries(
     known = Known.of(jobs, targets, config)
     unknown_values: set[str] = set()
     for entry in qfile.entries:
-        for key, values, allowed in (
-            ("platforms", entry.match.platforms, known.platforms),
-            ("environments", entry.match.environments, known.environments),
-            ("tags", entry.match.tags, known.tags),
-        ):
-            for j, value in enumerate(values):
-                if value not in allowed:
-                    unknown_values.add(entry.id)
-                    found.add(
-                        at(entry, "match", key, j),
-                        "quarantine-unknown",
-                        f'entry "{entry.id}": no job has {key[:-1]} "{value}"'
-                        f"{did_you_mean(value, allowed)}",
-                    )
-        if entry.match.model is not None and entry.match.model not in known.models:
+        for location, message in _unknown_values(entry, known, name(entry)):
             unknown_values.add(entry.id)
-            found.add(
-                at(entry, "match", "model"),
-                "quarantine-unknown",
-                f'entry "{entry.id}": no job has model "{entry.match.model}"'
-                f"{did_you_mean(entry.match.model, known.models)}",
-            )
-        pattern = entry.match.test_case
-        if not any(matches_test_case(pattern, tc, known.test_cases) for tc in known.test_cases):
-            unknown_values.add(entry.id)
-            what = "matches no test case" if entry.match.is_glob else "is not a test case"
-            found.add(
-                at(entry, "match", "test_case"),
-                "quarantine-unknown",
-                f'entry "{entry.id}": "{pattern}" {what}{did_you_mean(pattern, known.test_cases)}',
-            )
-        for j, place in enumerate(entry.where):
-            if place.scope is not None and place.scope not in known.scopes[place.system]:
-                unknown_values.add(entry.id)
-                used = sorted(known.scopes[place.system])
-                # Legacy names too: `nightlyy` is closer to `nightly` than to `L2`.
-                aliases = {a: t for a, (t, _) in LEGACY_SCOPE_ALIASES.items() if t in used}
-                shown = [
-                    f"{name} ({', '.join(a for a, t in aliases.items() if t == name)})"
-                    if name in aliases.values()
-                    else name
-                    for name in used
-                ]
-                written = entry.where_text[j].partition("/")[2]
-                found.add(
-                    at(entry, "where", j),
-                    "quarantine-unknown",
-                    f'entry "{entry.id}": no {place.system.value} target has scope "{written}"'
-                    f"{did_you_mean(written, [*used, *aliases])}; "
-                    f"{place.system.value} scopes: {', '.join(shown) or 'none'}",
-                )
+            found.add(at(entry, *location), "quarantine-unknown", message)
         if entry.expires is not None and entry.expires < today:
             late = (today - entry.expires).days
             severity = Severity.ERROR if late > grace else Severity.WARNING
@@ -148,7 +106,7 @@ def check_entries(
             found.add(
                 at(entry, "expires"),
                 "quarantine-expired",
-                f'entry "{entry.id}" expired on {entry.expires} ({late} day(s) ago, {tail}); '
+                f"{name(entry)} expired on {entry.expires} ({late} day(s) ago, {tail}); "
                 f"lift it (matrixgen quarantine lift --tracker {shell_tracker(entry.tracker)}) "
                 "or extend it",
                 severity,
@@ -159,7 +117,7 @@ def check_entries(
             found.add(
                 at(entry, "match"),
                 "quarantine-matches-nothing",
-                f'entry "{entry.id}" applies to no job in any target '
+                f"{name(entry)} applies to no job in any target "
                 f"({describe(entry)}); remove it or fix what it matches",
             )
     for target, job, applying in overlaps(jobs, qfile.entries, targets):
@@ -172,6 +130,54 @@ def check_entries(
             Severity.WARNING,
         )
     return found.sorted()
+
+
+def _unknown_values(
+    entry: Entry, known: Known, name: str
+) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """(where in the entry, message) for each value of the entry no job has."""
+    match = entry.match
+    for key, values, allowed in (
+        ("platforms", match.platforms, known.platforms),
+        ("environments", match.environments, known.environments),
+        ("tags", match.tags, known.tags),
+    ):
+        for j, value in enumerate(values):
+            if value not in allowed:
+                yield (
+                    ("match", key, j),
+                    f'{name}: no job has {key[:-1]} "{value}"{did_you_mean(value, allowed)}',
+                )
+    if match.model is not None and match.model not in known.models:
+        yield (
+            ("match", "model"),
+            f'{name}: no job has model "{match.model}"{did_you_mean(match.model, known.models)}',
+        )
+    pattern = match.test_case
+    if not any(matches_test_case(pattern, tc, known.test_cases) for tc in known.test_cases):
+        what = "matches no test case" if match.is_glob else "is not a test case"
+        yield (
+            ("match", "test_case"),
+            f'{name}: "{pattern}" {what}{did_you_mean(pattern, known.test_cases)}',
+        )
+    for j, place in enumerate(entry.where):
+        if place.scope is not None and place.scope not in known.scopes[place.system]:
+            used = sorted(known.scopes[place.system])
+            # Legacy names too: `nightlyy` is closer to `nightly` than to `L2`.
+            aliases = {a: t for a, (t, _) in LEGACY_SCOPE_ALIASES.items() if t in used}
+            shown = [
+                f"{scope} ({', '.join(a for a, t in aliases.items() if t == scope)})"
+                if scope in aliases.values()
+                else scope
+                for scope in used
+            ]
+            written = entry.where_text[j].partition("/")[2]
+            yield (
+                ("where", j),
+                f'{name}: no {place.system.value} target has scope "{written}"'
+                f"{did_you_mean(written, [*used, *aliases])}; "
+                f"{place.system.value} scopes: {', '.join(shown) or 'none'}",
+            )
 
 
 def describe(entry: Entry) -> str:

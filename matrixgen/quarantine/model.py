@@ -21,14 +21,14 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import re
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 from msgspec.structs import replace
 
-from matrixgen.engine.errors import Finding, Findings, Location, Severity, UsageError
+from matrixgen.engine.errors import Finding, Findings, Location, Severity
 from matrixgen.engine.model import Job, QuarantineMark
 from matrixgen.engine.schemas import check_against_schema
 from matrixgen.engine.vocab import (
@@ -39,60 +39,20 @@ from matrixgen.engine.vocab import (
     resolve_scope,
 )
 from matrixgen.engine.yamlio import YamlDocument, parse_yaml
+from matrixgen.quarantine.policy import parse_day, policy
 from matrixgen.quarantine.trackers import ISSUE_NUMBER, resolve_tracker
 from matrixgen.util.nodeid import is_node_id, node_id_problem
 from matrixgen.util.patterns import whole
 from matrixgen.util.values import ComparedValue
 
 if TYPE_CHECKING:
-    from matrixgen.engine.config import ProjectConfig
     from matrixgen.engine.load import RecipeTree
     from matrixgen.quarantine.jobenv import JobIdentity
 
-DEFAULT_GRACE_DAYS = 14
-DEFAULT_EXPIRY_DAYS = 30
 _NODE_LEVEL = frozenset(a.value for a in QuarantineAction if a.node_level)
 _GLOB_CHARS = re.compile(r"[*?\[]")
-# Schema findings about a missing tracker or owner, said more clearly below.
-_SAID_BELOW = re.compile(r"entries/\d+/(tracker|owner): (None |'' should be)")
 
 # --------------------------------------------------------------------------- values
-
-
-class Policy(Struct, frozen=True, kw_only=True):
-    """The `quarantine` section of the project config, with defaults."""
-
-    tracker_base: str | None = None
-    default_owner: str | None = None  # `add` and `migrate` when no owner is given
-    grace_days: int = DEFAULT_GRACE_DAYS
-    default_expiry_days: int = DEFAULT_EXPIRY_DAYS
-
-
-TODAY_VARIABLE = "MATRIXGEN_TODAY"
-
-
-def current_day() -> dt.date:
-    """The day expiry is judged against: $MATRIXGEN_TODAY (YYYY-MM-DD) when set, so
-    a past CI run can be reproduced and tests do not age; else the calendar's."""
-    import os
-
-    value = os.environ.get(TODAY_VARIABLE)
-    if not value:
-        return dt.date.today()
-    try:
-        return dt.date.fromisoformat(value)
-    except ValueError:
-        raise UsageError(f"{TODAY_VARIABLE}={value!r}: expected a date like 2026-12-01") from None
-
-
-def policy(config: ProjectConfig) -> Policy:
-    section = config.section("quarantine")
-    return Policy(
-        tracker_base=section.get("tracker_base"),
-        default_owner=section.get("default_owner"),
-        grace_days=section.get("grace_days", DEFAULT_GRACE_DAYS),
-        default_expiry_days=section.get("default_expiry_days", DEFAULT_EXPIRY_DAYS),
-    )
 
 
 class Match(Struct, frozen=True, kw_only=True):
@@ -347,43 +307,82 @@ def _bad_date_location(raw: bytes, path: str) -> Location:
     return Location(path)
 
 
-def _plain(value: Any) -> Any:
-    """Dates as YYYY-MM-DD text, as the schema describes them."""
+def plain(value: Any) -> Any:
+    """Dates as YYYY-MM-DD text, as the schema describes them and JSON holds them."""
     if isinstance(value, dt.date):
         return value.isoformat()
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
     return value
 
 
-def _schema_findings(document: YamlDocument, findings: Findings) -> None:
-    found = Findings()
-    data = _plain(document.data)
+# Rules this module states itself, each with a clearer message than the
+# schema's: a missing or empty tracker or owner, node_ids missing or misplaced
+# (`node_ids_misfit`), a node id that is not one (`node_id_problem`, with why),
+# and `entries` that is not a list (with what to write instead).
+OWN_FIELDS = ("tracker", "owner")
+Subject = Callable[[Any, int], str]
+
+
+def file_subject(entry_id: Any, index: int) -> str:
+    """How messages name an entry of the file: by its id, else by its position."""
+    return f'entry "{entry_id}"' if isinstance(entry_id, str) else f"entry entries[{index}]"
+
+
+def node_ids_misfit(action: str | None, node_ids: Any) -> str | None:
+    """ "missing" when a node-level action has no node ids, "misplaced" when
+    node ids come with another action, else None."""
+    if action in _NODE_LEVEL and not node_ids:
+        return "missing"
+    if node_ids is not None and action not in _NODE_LEVEL:
+        return "misplaced"
+    return None
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _said_here(error: Any, entries: Any) -> bool:
+    """Does a rule of this module report what this schema error reports?
+    Decided on the error's keyword, value and path."""
+    path = list(error.absolute_path)
+    if path[:1] != ["entries"]:
+        return False
+    if not isinstance(entries, list):
+        return True
+    if len(path) == 2 and error.validator == "required":
+        missing = error.validator_value[error.relative_schema_path[-1]]
+        return missing in (*OWN_FIELDS, "node_ids")
+    if len(path) == 3 and path[2] in OWN_FIELDS:
+        return _blank(error.instance)
+    return len(path) == 4 and path[2] == "node_ids" and error.validator == "pattern"
+
+
+def _schema_findings(
+    document: YamlDocument,
+    findings: Findings,
+    subject: Subject = file_subject,
+    within: Sequence[str | int] = (),
+) -> None:
+    data = plain(document.data)
     items = data.get("entries") if isinstance(data, dict) else None
     for item in items if isinstance(items, list) else ():
         if isinstance(item, dict) and item.get("action") not in _NODE_LEVEL:
             # Misplaced node_ids are said below; the schema's `not` would quote the
             # whole entry (cut at 200 characters) instead.
             item.pop("node_ids", None)
-    check_against_schema("quarantine", document, found, data=data)
     entries = document.data.get("entries")
-    for finding in found.items:
-        # Missing trackers and owners get their own clearer message (below).
-        if "'tracker' is a required property" in finding.message:
-            continue
-        if "'owner' is a required property" in finding.message:
-            continue
-        if _SAID_BELOW.match(finding.message):  # prefix
-            continue
-        if "'node_ids' is a required property" in finding.message:
-            continue  # said below, where it happens
-        if re.match(r"entries/\d+/node_ids/\d+: .* does not match ", finding.message):  # prefix
-            continue  # said below, with why
-        if finding.message.startswith("entries: ") and not isinstance(entries, list):
-            continue  # said below, with what to write instead
-        findings.items.append(finding)
+    check_against_schema(
+        "quarantine",
+        document,
+        findings,
+        data=data,
+        said_elsewhere=lambda error: _said_here(error, entries),
+        within=within,
+    )
     if "entries" in document.data and not isinstance(entries, list):
         kinds = {
             dict: "a mapping",
@@ -401,55 +400,56 @@ def _schema_findings(document: YamlDocument, findings: Findings) -> None:
         )
     if isinstance(entries, list):
         for i, item in enumerate(entries):
-            if not isinstance(item, dict):
-                continue
-            action, node_ids = item.get("action"), item.get("node_ids")
-            if action in _NODE_LEVEL and not node_ids:
-                what = "deselect" if action == QuarantineAction.DESELECT else "run muted"
-                findings.add(
-                    document.locate(["entries", i, "action"]),
-                    "quarantine-node-ids",
-                    f"entry {_name(item, i)}: action {action} needs node_ids "
-                    f"(the pytest node ids to {what})",
-                )
-            elif node_ids is not None and action not in _NODE_LEVEL:
-                findings.add(
-                    document.locate(["entries", i, "node_ids"]),
-                    "quarantine-node-ids",
-                    f"entry {_name(item, i)}: node_ids only go with action deselect or mute "
-                    f"(this entry's action is {action})",
-                )
-            for j, node in enumerate(node_ids if isinstance(node_ids, list) else ()):
-                problem = node_id_problem(node) if isinstance(node, str) and node else None
-                if problem is not None:
-                    findings.add(
-                        document.locate(["entries", i, "node_ids", j]),
-                        "quarantine-node-ids",
-                        f'entry {_name(item, i)}: "{node}" is not a pytest node id: {problem}',
-                    )
-            for key, what in (("tracker", "tracker"), ("owner", "owner")):
-                if key not in item:
-                    findings.add(
-                        document.locate(["entries", i]),
-                        f"quarantine-no-{key}",
-                        f"entry {_name(item, i)} has no {what}: every entry needs one",
-                    )
-                elif item[key] is None or (isinstance(item[key], str) and not item[key].strip()):
-                    hint = (
-                        ' (write it in quotes, tracker: "#123": a bare # starts a YAML comment)'
-                        if key == "tracker" and item[key] is None
-                        else ""
-                    )
-                    findings.add(
-                        document.locate(["entries", i, key]),
-                        f"quarantine-no-{key}",
-                        f"entry {_name(item, i)} has an empty {what}{hint}",
-                    )
+            if isinstance(item, dict):
+                _entry_rules(item, i, document, findings, subject(item.get("id"), i))
 
 
-def _name(item: Mapping[str, Any], i: int) -> str:
-    entry_id = item.get("id")
-    return f'"{entry_id}"' if isinstance(entry_id, str) else f"entries[{i}]"
+def _entry_rules(
+    item: Mapping[str, Any], i: int, document: YamlDocument, findings: Findings, name: str
+) -> None:
+    """The rules of one entry this module states itself (see OWN_FIELDS)."""
+    action, node_ids = item.get("action"), item.get("node_ids")
+    misfit = node_ids_misfit(action, node_ids)
+    if misfit == "missing":
+        what = "deselect" if action == QuarantineAction.DESELECT else "run muted"
+        findings.add(
+            document.locate(["entries", i, "action"]),
+            "quarantine-node-ids",
+            f"{name}: action {action} needs node_ids (the pytest node ids to {what})",
+        )
+    elif misfit == "misplaced":
+        findings.add(
+            document.locate(["entries", i, "node_ids"]),
+            "quarantine-node-ids",
+            f"{name}: node_ids only go with action deselect or mute "
+            f"(this entry's action is {action})",
+        )
+    for j, node in enumerate(node_ids if isinstance(node_ids, list) else ()):
+        problem = node_id_problem(node) if isinstance(node, str) and node else None
+        if problem is not None:
+            findings.add(
+                document.locate(["entries", i, "node_ids", j]),
+                "quarantine-node-ids",
+                f'{name}: "{node}" is not a pytest node id: {problem}',
+            )
+    for key in OWN_FIELDS:
+        if key not in item:
+            findings.add(
+                document.locate(["entries", i]),
+                f"quarantine-no-{key}",
+                f"{name} has no {key}: every entry needs one",
+            )
+        elif _blank(item[key]):
+            hint = (
+                ' (write it in quotes, tracker: "#123": a bare # starts a YAML comment)'
+                if key == "tracker" and item[key] is None
+                else ""
+            )
+            findings.add(
+                document.locate(["entries", i, key]),
+                f"quarantine-no-{key}",
+                f"{name} has an empty {key}{hint}",
+            )
 
 
 def _strings(value: Any) -> tuple[str, ...] | None:
@@ -470,41 +470,39 @@ def _date(value: Any) -> dt.date | bool | None:
         return value
     if isinstance(value, str):
         try:
-            return dt.date.fromisoformat(value)
+            return parse_day(value)
         except ValueError:
             return False
     return False
 
 
 def _entry(
-    item: Any, i: int, document: YamlDocument, tracker_base: str | None, findings: Findings
+    item: Any,
+    i: int,
+    document: YamlDocument,
+    tracker_base: str | None,
+    findings: Findings,
+    subject: Subject = file_subject,
 ) -> Entry | None:
     """An Entry when the fields that decide what it does are readable, else None
     (the schema check already said why)."""
     if not isinstance(item, dict):
         return None
     entry_id = item.get("id")
-    match = item.get("match")
     try:
         kind = QuarantineKind(item.get("kind"))
         action = QuarantineAction(item.get("action"))
     except ValueError:
         return None
-    if not isinstance(entry_id, str) or not entry_id or not isinstance(match, dict):
+    if not isinstance(entry_id, str) or not entry_id:
         return None
-    test_case = match.get("test_case")
-    if not isinstance(test_case, str) or not test_case:
-        return None
-    model = match.get("model")
-    lists = {key: _strings(match.get(key)) for key in ("platforms", "environments", "tags")}
+    match = _match(item.get("match"))
     node_ids = _strings(item.get("node_ids"))
     where_raw = _strings(item.get("where"))
-    if any(v is None for v in lists.values()) or node_ids is None or where_raw is None:
+    if match is None or node_ids is None or where_raw is None:
         return None
     if not all(is_node_id(n) for n in node_ids):
         return None  # said by the check: such an entry would deselect a whole folder
-    if model is not None and not isinstance(model, str):
-        return None
     try:
         where = tuple(Place.parse(w) for w in where_raw)
     except ValueError:
@@ -517,7 +515,7 @@ def _entry(
         findings.add(
             document.locate(["entries", i, "expires"]),
             "quarantine-dates",
-            f'entry "{entry_id}" expires ({expires}) before it was added ({added})',
+            f"{subject(entry_id, i)} expires ({expires}) before it was added ({added})",
         )
     tracker = item.get("tracker")
     tracker = tracker.strip() if isinstance(tracker, str) else ""
@@ -526,7 +524,7 @@ def _entry(
         findings.add(
             document.locate(["entries", i, "tracker"]),
             "quarantine-tracker",
-            f'entry "{entry_id}": tracker "{tracker}" is neither an issue URL nor "#N"',
+            f'{subject(entry_id, i)}: tracker "{tracker}" is neither an issue URL nor "#N"',
         )
     owner = item.get("owner")
     reason = item.get("reason")
@@ -536,13 +534,7 @@ def _entry(
         tracker_url=tracker_url,
         kind=kind,
         action=action,
-        match=Match(
-            test_case=test_case,
-            model=model,
-            platforms=lists["platforms"] or (),
-            environments=lists["environments"] or (),
-            tags=lists["tags"] or (),
-        ),
+        match=match,
         where=where,
         where_text=where_raw,
         node_ids=node_ids,
@@ -555,13 +547,38 @@ def _entry(
     )
 
 
+def _match(value: Any) -> Match | None:
+    """What an entry matches, when readable."""
+    if not isinstance(value, dict):
+        return None
+    test_case, model = value.get("test_case"), value.get("model")
+    if not isinstance(test_case, str) or not test_case:
+        return None
+    lists = {key: _strings(value.get(key)) for key in ("platforms", "environments", "tags")}
+    if any(v is None for v in lists.values()) or (model is not None and not isinstance(model, str)):
+        return None
+    return Match(
+        test_case=test_case,
+        model=model,
+        platforms=lists["platforms"] or (),
+        environments=lists["environments"] or (),
+        tags=lists["tags"] or (),
+    )
+
+
 def entry_from_mapping(
-    item: Mapping[str, Any], *, tracker_base: str | None = None, path: str = "new entry"
+    item: Mapping[str, Any],
+    *,
+    tracker_base: str | None = None,
+    path: str = "new entry",
+    subject: Subject = file_subject,
+    alone: bool = False,
 ) -> tuple[Entry | None, list[Finding]]:
     """One entry given as plain data (from the command line): the Entry, or None
-    and what is wrong with it, with the same checks as the file's."""
+    and what is wrong with it, with the same checks as the file's; `alone`:
+    messages name paths inside the entry, not inside a file's `entries`."""
     document = YamlDocument(path=path, data={"entries": [dict(item)]}, root=None)
     findings = Findings()
-    _schema_findings(document, findings)
-    entry = _entry(dict(item), 0, document, tracker_base, findings)
+    _schema_findings(document, findings, subject, ("entries", 0) if alone else ())
+    entry = _entry(dict(item), 0, document, tracker_base, findings, subject)
     return entry, findings.sorted()

@@ -88,6 +88,12 @@ def _url_key(url: str) -> str:
     return f"{host}{path}"
 
 
+def tracker_text(ref: str) -> str:
+    """A tracker as the file writes it: a bare issue number N as "#N"."""
+    ref = ref.strip()
+    return f"#{ref}" if ref.isdigit() else ref
+
+
 def shell_tracker(tracker: str) -> str:
     """The tracker as typed in a shell: `#7201` unquoted would start a comment."""
     number = whole(ISSUE_NUMBER, tracker)
