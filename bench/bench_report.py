@@ -26,7 +26,7 @@ from pathlib import Path
 from bench_evidence import RECIPES, Clock, fill_store
 
 from matrixgen.pipeline import generate
-from matrixgen.quarantine.entries import current_day
+from matrixgen.quarantine.policy import current_day
 from matrixgen.report.pages import render_site
 from matrixgen.report.site import TriageQuery, gather, write_site
 

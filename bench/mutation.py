@@ -51,7 +51,7 @@ class Core:
 CORE = (
     Core("expand", "matrixgen/engine/expand.py", ("tests/test_expand.py", "tests/test_compat.py")),
     Core("select", "matrixgen/engine/select.py", ("tests/test_select.py",)),
-    Core("quarantine", "matrixgen/quarantine/entries.py", ("tests/test_quarantine.py",)),
+    Core("quarantine", "matrixgen/quarantine/apply.py", ("tests/test_quarantine.py",)),
     Core("quarantine-edit", "matrixgen/quarantine/edit.py", ("tests/test_quarantine_edit.py",)),
     Core("diff", "matrixgen/diff/compare.py", ("tests/test_diff.py",)),
     Core(

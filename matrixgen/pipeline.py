@@ -20,8 +20,9 @@ from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.select import JobIndex, select
 from matrixgen.engine.targets import resolve_targets
 from matrixgen.engine.vocab import System
-from matrixgen.quarantine.entries import QuarantineFile, Selection, load_quarantine
-from matrixgen.quarantine.entries import selection as quarantine_selection
+from matrixgen.quarantine.apply import Selection
+from matrixgen.quarantine.apply import selection as quarantine_selection
+from matrixgen.quarantine.model import QuarantineFile, load_quarantine
 from matrixgen.util.checkout import RECIPES_VARIABLE, checkout_top, recipes_in
 
 

@@ -25,7 +25,7 @@ from matrixgen.engine.expand import Expansion
 from matrixgen.engine.load import RecipeTree
 from matrixgen.engine.references import ReferenceListing
 from matrixgen.pipeline import Generation
-from matrixgen.quarantine.entries import check_quarantine
+from matrixgen.quarantine.checks import check_quarantine
 from matrixgen.views.coverage import check_references
 from matrixgen.views.graph import check_graph
 from matrixgen.views.images import check_images

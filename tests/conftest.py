@@ -116,7 +116,7 @@ def pinned_today(monkeypatch: pytest.MonkeyPatch) -> dt.date:
     """Quarantine expiry, as `validate` (and every command that runs its checks)
     sees it, is checked against SHIPPED_QUARANTINE_DAY (through MATRIXGEN_TODAY,
     so subprocesses such as gitlab-ci-local's jobs see the same day)."""
-    from matrixgen.quarantine.entries import TODAY_VARIABLE
+    from matrixgen.quarantine.policy import TODAY_VARIABLE
 
     monkeypatch.setenv(TODAY_VARIABLE, SHIPPED_QUARANTINE_DAY.isoformat())
     return SHIPPED_QUARANTINE_DAY

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from matrixgen.pipeline import generate
-from matrixgen.quarantine.entries import TODAY_VARIABLE
+from matrixgen.quarantine.policy import TODAY_VARIABLE
 from tests import realvalidators as rv
 from tests.conftest import SHIPPED_QUARANTINE_DAY
 

@@ -30,7 +30,7 @@ from matrixgen.emit.gitlab import PLACEHOLDER_JOB, QUARANTINE_VARIABLE
 from matrixgen.engine.model import JobId
 from matrixgen.engine.targets import resolve_targets
 from matrixgen.engine.vocab import System
-from matrixgen.migrate import real_targets
+from matrixgen.migrate.plan import real_targets
 from matrixgen.pipeline import generate_from_files
 from tests.diff_fixtures import GPT, block, dumped, v2_tree
 from tests.gitrepo import GIT_ENV, GitRepo

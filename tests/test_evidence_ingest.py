@@ -15,7 +15,7 @@ from matrixgen.evidence import store as store_module
 from matrixgen.evidence.junit import parse_report
 from matrixgen.evidence.store import counts, open_store
 from tests.evidence_fixtures import RECIPES, TARGET, TODAY
-from tests.test_evidence_store import db as store_db  # noqa: F401  (SQLite and PostgreSQL)
+from tests.evidence_fixtures import db as store_db  # noqa: F401  (SQLite and PostgreSQL)
 
 BUCKET = "tests/unit_tests/data"
 OUTCOMES = {"passed": 0, "failed": 1, "error": 2, "skipped": 3}

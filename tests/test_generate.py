@@ -284,7 +284,7 @@ def test_a_tree_without_vocabulary_refuses_a_target_value_no_job_uses(tree, cli:
 def test_selections_select_what_the_generation_selects(**fields) -> None:
     """The indexed, shared selection of a target is what selecting from every
     job and applying quarantine gives, asked once or twice."""
-    from matrixgen.quarantine.entries import selection as quarantine_selection
+    from matrixgen.quarantine.apply import selection as quarantine_selection
 
     generation = generate_from_files(tree_files(Q_TREE))
     system = fields.pop("system")

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from matrixgen.quarantine.entries import parse_quarantine
+from matrixgen.quarantine.model import parse_quarantine
 from matrixgen.util.nodeid import NODE_ID_PATTERN, is_node_id, node_id_problem
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "quarantine.schema.json"

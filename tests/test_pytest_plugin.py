@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from matrixgen.evidence import pytest_plugin
 from matrixgen.evidence.junit import Outcome, parse_report
-from matrixgen.quarantine import entries as quarantine_entries
 from matrixgen.quarantine import jobenv
+from matrixgen.quarantine import model as quarantine_model
 
 pytest_plugins = ("pytester",)
 
@@ -548,7 +548,7 @@ def test_the_tests_run_are_the_collected_minus_the_deselected(
     monkeypatch.setenv("MATRIXGEN_QUARANTINE", str(pytester.path / "q.yaml"))
     # What the plugin imports once it has work is loaded here already: pytester
     # drops the modules a run imports, and PyYAML's must stay one set.
-    assert quarantine_entries.parse_quarantine
+    assert quarantine_model.parse_quarantine
     result = pytester.inline_run("-p", "no:cacheprovider", "test_gen.py")
     ran = sorted(
         r.nodeid for r in result.getreports("pytest_runtest_logreport") if r.when == "call"

@@ -16,20 +16,17 @@ from hypothesis import strategies as st
 from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.vocab import QuarantineAction, QuarantineKind, System
 from matrixgen.pipeline import generate
-from matrixgen.quarantine.entries import (
+from matrixgen.quarantine.apply import apply_quarantine, overlaps
+from matrixgen.quarantine.audit import audit_entries
+from matrixgen.quarantine.model import (
     Entry,
     Match,
     Place,
     QuarantineFile,
-    apply_quarantine,
-    audit_entries,
-    entries_tracked_by,
     matches_test_case,
-    overlaps,
     parse_quarantine,
-    resolve_tracker,
-    same_tracker,
 )
+from matrixgen.quarantine.trackers import entries_tracked_by, resolve_tracker, same_tracker
 from tests.quarantine_fixtures import (
     CONFIG,
     QUARANTINE,
@@ -699,7 +696,7 @@ def test_the_day_expiry_is_judged_against(monkeypatch) -> None:
     import datetime as dt
 
     from matrixgen.engine.errors import UsageError
-    from matrixgen.quarantine.entries import TODAY_VARIABLE, current_day
+    from matrixgen.quarantine.policy import TODAY_VARIABLE, current_day
 
     monkeypatch.delenv(TODAY_VARIABLE, raising=False)
     assert current_day() == dt.date.today()
@@ -708,3 +705,73 @@ def test_the_day_expiry_is_judged_against(monkeypatch) -> None:
     monkeypatch.setenv(TODAY_VARIABLE, "next tuesday")
     with pytest.raises(UsageError, match="MATRIXGEN_TODAY='next tuesday'"):
         current_day()
+
+
+def test_one_day_format_everywhere(monkeypatch) -> None:
+    """YYYY-MM-DD only, as the file and its schema hold dates: date.fromisoformat
+    alone also takes 20270101 and 2027-W01-1, in $MATRIXGEN_TODAY and in a
+    quoted date of the file alike."""
+    import datetime as dt
+
+    from matrixgen.engine.errors import UsageError
+    from matrixgen.quarantine.policy import TODAY_VARIABLE, current_day, parse_day
+
+    assert parse_day("2027-01-31") == dt.date(2027, 1, 31)
+    for text in ("20270131", "2027-W05-1", " 2027-01-31", "2027-1-31"):
+        with pytest.raises(ValueError):
+            parse_day(text)
+    monkeypatch.setenv(TODAY_VARIABLE, "20261201")
+    with pytest.raises(UsageError, match="expected a date like 2026-12-01"):
+        current_day()
+    text = ENTRY.replace("    reason: r\n", "    reason: r\n    expires: '20270131'\n")
+    qfile = parse_quarantine(text.encode(), "q.yaml")
+    assert [f.code for f in qfile.errors] == ["schema"] and not qfile.entries
+
+
+ENTRY = """entries:
+  - id: a
+    tracker: '#1'
+    owner: me
+    kind: flaky
+    action: skip
+    match: {test_case: x}
+    reason: r
+"""
+
+
+def test_schema_findings_the_file_says_itself_are_told_by_keyword_and_path() -> None:
+    """A missing tracker or owner, and missing node ids, are said once, by this
+    module's own rule; the schema's other findings about the same entry stay."""
+    text = (
+        "entries:\n  - kind: flaky\n    action: deselect\n    match: {test_case: x}\n"
+        "    reason: r\n"
+    )
+    qfile = parse_quarantine(text.encode(), "q.yaml")
+    said = sorted((f.code, f.message) for f in qfile.findings)
+    assert said == [
+        ("quarantine-no-owner", "entry entries[0] has no owner: every entry needs one"),
+        ("quarantine-no-tracker", "entry entries[0] has no tracker: every entry needs one"),
+        (
+            "quarantine-node-ids",
+            "entry entries[0]: action deselect needs node_ids (the pytest node ids to deselect)",
+        ),
+        ("schema", "entries/0: 'id' is a required property"),
+    ]
+
+
+def test_required_errors_name_their_property_in_the_schema_path() -> None:
+    from matrixgen.engine.schemas import _validator
+
+    errors = list(_validator("quarantine").iter_errors({"entries": [{"kind": "flaky"}]}))
+    missing = {
+        e.validator_value[e.relative_schema_path[-1]] for e in errors if e.validator == "required"
+    }
+    assert missing == {"id", "tracker", "action", "match", "owner", "reason"}
+    assert all(
+        e.message == f"{m!r} is a required property"
+        for e, m in zip(
+            sorted((e for e in errors if e.validator == "required"), key=lambda e: e.message),
+            sorted(missing),
+            strict=True,
+        )
+    )

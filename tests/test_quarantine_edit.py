@@ -21,12 +21,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.engine.errors import QuarantineError
-from matrixgen.quarantine.edit import (
-    delete_entries,
-    edit,
-    entry_id,
-    insert_entries,
-)
+from matrixgen.quarantine.edit import delete_entries, edit, insert_entries
+from matrixgen.quarantine.render import entry_id
 from tests.escape_fixtures import runner_commands
 from tests.quarantine_fixtures import v1_files, v2_files
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
-from matrixgen.quarantine.entries import parse_quarantine
 from matrixgen.quarantine.listing import EntryFilter, entry_row, filter_entries
+from matrixgen.quarantine.model import parse_quarantine
 
 SHIPPED = Path(__file__).resolve().parents[1] / "recipes"
 BASE = "https://github.com/example/mcore/issues/"

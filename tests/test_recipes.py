@@ -24,7 +24,7 @@ from matrixgen.emit.generate import MANIFEST_NAME
 from matrixgen.engine.targets import discover_targets, resolve_targets
 from matrixgen.engine.vocab import resolve_scope
 from matrixgen.pipeline import Generation, generate
-from matrixgen.quarantine.entries import check_entries
+from matrixgen.quarantine.checks import check_entries
 from matrixgen.validate import validate
 from matrixgen.views.graph import target_graph
 from matrixgen.views.images import image_status

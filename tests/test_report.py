@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from matrixgen.engine.errors import ExitCode
 from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
 from matrixgen.pipeline import generate
-from matrixgen.quarantine.entries import Entry, Match
+from matrixgen.quarantine.model import Entry, Match
 from matrixgen.report.pages import render_site
 from matrixgen.report.site import SiteData, gather
 from matrixgen.util.escape import html_attribute, html_link, html_text
@@ -309,9 +310,17 @@ def test_pages_load_nothing_from_elsewhere(shipped: SiteData) -> None:
 
 
 @pytest.fixture(scope="module")
-def with_store(evidence_store: Path) -> SiteData:
+def with_store(evidence_store: Path) -> Iterator[SiteData]:
+    # Module-scoped, so monkeypatch cannot set it: set, then put back as it was.
+    before = os.environ.get("MATRIXGEN_TODAY")
     os.environ["MATRIXGEN_TODAY"] = TODAY
-    return gather(generate(RECIPES), db=str(evidence_store), since_days=30, today=DAY)
+    try:
+        yield gather(generate(RECIPES), db=str(evidence_store), since_days=30, today=DAY)
+    finally:
+        if before is None:
+            del os.environ["MATRIXGEN_TODAY"]
+        else:
+            os.environ["MATRIXGEN_TODAY"] = before
 
 
 def test_flake_grid_rows_are_flakys_ranking(cli, with_store: SiteData, evidence_store) -> None:

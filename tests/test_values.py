@@ -18,7 +18,7 @@ from matrixgen.emit.generate import TargetOutput
 from matrixgen.engine.expand import Expansion
 from matrixgen.engine.model import Job, Target
 from matrixgen.evidence.store import Store
-from matrixgen.quarantine.entries import Entry
+from matrixgen.quarantine.model import Entry
 
 # class -> the fields equality leaves out (and why: see each class)
 NOT_COMPARED: dict[type, set[str]] = {

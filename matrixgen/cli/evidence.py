@@ -1,4 +1,4 @@
-"""`matrixgen results ingest`, `matrixgen flaky` and `matrixgen quarantine propose`.
+"""`matrixgen results ingest`, `matrixgen results prune` and `matrixgen flaky`.
 
 Exit codes: 0 done; 2 a usage error (unknown target or job, a test no job
 holds, bad option); 7 the quarantine file cannot be written; 10 a JUnit file is
@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from matrixgen.cli.common import (
-    ApiUrlOption,
     RecipesOption,
     TableOrJson,
     TableOrJsonOption,
@@ -494,207 +493,10 @@ def flaky_markdown(rows: list[FlakyRow]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def propose(
-    tracker: Annotated[
-        str | None,
-        typer.Option(
-            metavar="TRACKER",
-            help='Tracker of the drafts: an issue URL, or "#N" (needed for --write).',
-        ),
-    ] = None,
-    write: Annotated[
-        bool, typer.Option("--write", help="Add the drafts and apply the lifts.")
-    ] = False,
-    owner: Annotated[
-        str | None,
-        typer.Option(metavar="OWNER", help="Owner when the recipe names no maintainers."),
-    ] = None,
-    lift_runs: Annotated[
-        int,
-        typer.Option(
-            "--lift-runs", metavar="N", help="Lift entries whose jobs passed this many last runs."
-        ),
-    ] = 10,
-    since: SinceOption = 30,
-    min_runs: MinRunsOption = 3,
-    flip_rate: FlipRateOption = 0.1,
-    broken_runs: BrokenRunsOption = 3,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="GITHUB_TOKEN",
-            show_envvar=True,
-            metavar="TOKEN",
-            help="GitHub token: lift closed trackers.",
-        ),
-    ] = None,
-    api_url: ApiUrlOption = None,
-    db: DbOption = None,
-    recipes: RecipesOption = None,
-    fmt: TableOrJsonOption = TableOrJson.TABLE,
-) -> None:
-    """Draft entries for flaky and broken cases that have none, scoped to where the
-    evidence is; propose lifting the entries the evidence clears. --write edits the
-    quarantine file (safely, as `add` and `lift` do)."""
-    from matrixgen.engine.errors import QuarantineError
-    from matrixgen.engine.vocab import QUARANTINE_FILENAME
-    from matrixgen.evidence.flaky import flaky_rows
-    from matrixgen.evidence.propose import propose as draft
-    from matrixgen.evidence.store import open_store
-    from matrixgen.pipeline import generate
-    from matrixgen.quarantine.edit import edit, render_entry, unique_id
-    from matrixgen.quarantine.entries import policy as quarantine_policy
-    from matrixgen.validate import Needs, require_usable
-
-    if lift_runs < 1:
-        raise UsageError("--lift-runs must be 1 or more")
-    if write and not tracker:
-        raise UsageError("--write needs --tracker: every entry names its tracker")
-    flaky_policy = _policy(since, min_runs, flip_rate, broken_runs)
-    root = recipes_dir(recipes)
-    if not root.is_dir():
-        raise UsageError(f"recipe directory not found: {root}")
-    generation = generate(root)
-    require_usable(generation, Needs.SELECTION)
-    qfile = generation.quarantine
-    if qfile.errors:
-        raise QuarantineError(f"{qfile.path} has errors; fix them first", findings=qfile.errors)
-    from msgspec.structs import replace
-
-    store = open_store(db, write=False)
-    try:
-        report = flaky_rows(store, replace(flaky_policy, min_runs=1), unit_jobs_whole=True)
-    finally:
-        store.close()
-    states: dict[str, str] = {}
-    unchecked = 0
-    pol = quarantine_policy(generation.tree.config)
-    if qfile.entries:
-        from matrixgen.quarantine.tracker import DEFAULT_API_URL, check_api_url, check_trackers
-
-        checked = check_trackers(
-            [(e.id, e.tracker_url) for e in qfile.entries if e.tracker],
-            token=token,
-            api_url=check_api_url(api_url or DEFAULT_API_URL),
-        )
-        states = dict(checked.states)
-        unchecked = len(checked.unchecked)
-    proposal = draft(
-        generation,
-        report.rows,
-        tracker=tracker,
-        owner=owner,
-        min_runs=min_runs,
-        lift_runs=lift_runs,
-        tracker_states=states,
-    )
-    path = root / QUARANTINE_FILENAME
-    written: dict[str, str] = {}
-    if write and (proposal.drafts or proposal.lifts):
-
-        def change(current: Any) -> tuple[list[dict[str, Any]], list[int]]:
-            taken = {e.id for e in current.entries}
-            lifted = {lift.entry.id for lift in proposal.lifts}
-            added = []
-            for d in proposal.drafts:
-                new_id = unique_id(d.id, taken - lifted)
-                taken.add(new_id)
-                written[d.id] = new_id
-                added.append({**d.data, "id": new_id})
-            removed = [e.index for e in current.entries if e.id in lifted]
-            return added, removed
-
-        edit(path, change, tracker_base=pol.tracker_base)
-    if fmt is TableOrJson.JSON:
-        echo_json(
-            {
-                "drafts": [
-                    {
-                        "entry": _plain(d.data),
-                        "evidence": [r.to_dict() for r in d.rows],
-                    }
-                    for d in proposal.drafts
-                ],
-                "lifts": [{"id": lift.entry.id, "reason": lift.reason} for lift in proposal.lifts],
-                "already_quarantined": [
-                    {"evidence": c.row.to_dict(), "entries": list(c.by)} for c in proposal.covered
-                ],
-                "not_judged": [{"id": i, "why": why} for i, why in proposal.unjudged],
-                "not_node_ids": [r.to_dict() for r in proposal.not_node_ids],
-                "written": bool(write and (proposal.drafts or proposal.lifts)),
-            }
-        )
-    else:
-        typer.echo(
-            f"# {len(proposal.drafts)} new entr{'y' if len(proposal.drafts) == 1 else 'ies'}"
-            f" for {path}"
-        )
-        for d in proposal.drafts:
-            for r in d.rows:
-                typer.echo(f"# {r.verdict.value}: {_t(_case(r))}: {_t(r.evidence())}")
-            typer.echo(render_entry(d.data, 0, 2, "\n"), nl=False)
-        if proposal.lifts:
-            typer.echo(f"\n# lifts ({len(proposal.lifts)})")
-            for lift in proposal.lifts:
-                typer.echo(
-                    f"# {_t(lift.entry.id)} ({_t(lift.entry.tracker_ref)}): {_t(lift.reason)}"
-                )
-        for c in proposal.covered:
-            why = (
-                f"already quarantined by {_t(', '.join(c.by))}"
-                if c.by
-                else "no job of the recipes runs it now"
-            )
-            typer.echo(
-                f"# left out: {c.row.verdict.value} {_t(_case(c.row))} on {_t(c.row.where)} "
-                f"({c.row.job.place}): {why}"
-            )
-        for entry_id, why in proposal.unjudged:
-            typer.echo(f"# kept: {_t(entry_id)}: {_t(why)}")
-        for r in proposal.not_node_ids:
-            typer.echo(
-                f"# left out: {r.verdict.value} {_t(_case(r))} on {_t(r.where)} ({r.job.place}): "
-                "not a pytest node id (path::name), so never drafted as a deselect"
-            )
-    if unchecked:
-        typer.echo(
-            f"tracker state not checked for {unchecked} entr{'y' if unchecked == 1 else 'ies'} "
-            "(set GITHUB_TOKEN or pass --token): a closed tracker there is not proposed for a lift",
-            err=True,
-        )
-    if not tracker and proposal.drafts:
-        typer.echo("the drafts name no tracker: pass --tracker (needed for --write)", err=True)
-    done = (
-        f"wrote them to {path}"
-        if write and (proposal.drafts or proposal.lifts)
-        else "nothing written (pass --write to apply)"
-    )
-    typer.echo(
-        f"{len(proposal.drafts)} draft(s), {len(proposal.lifts)} lift(s), "
-        f"{len(proposal.covered) + len(proposal.not_node_ids)} case(s) left out; {done}",
-        err=True,
-    )
-
-
 def _t(value: object) -> str:
     from matrixgen.util.escape import terminal_text
 
     return terminal_text(value)
-
-
-def _case(row: FlakyRow) -> str:
-    name = f"{row.job.model}/{row.job.test_case}" + (f"[{row.job.tag}]" if row.job.tag else "")
-    return f"{name} {row.node_id}" if row.node_id else name
-
-
-def _plain(data: Any) -> Any:
-    if isinstance(data, dt.date):
-        return data.isoformat()
-    if isinstance(data, dict):
-        return {k: _plain(v) for k, v in data.items()}
-    if isinstance(data, list | tuple):
-        return [_plain(v) for v in data]
-    return data
 
 
 def register(app: typer.Typer) -> None:

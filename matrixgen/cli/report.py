@@ -71,7 +71,7 @@ def report(
     written; 11: the results store cannot be opened or read, or --run without one.
     """
     from matrixgen.engine.errors import UsageError
-    from matrixgen.quarantine.entries import current_day
+    from matrixgen.quarantine.policy import current_day
     from matrixgen.report.pages import render_site
     from matrixgen.report.site import TriageQuery, gather, write_site
 

@@ -109,7 +109,7 @@ from matrixgen.engine.targets import is_holding_pen
 from matrixgen.engine.vocab import System
 from matrixgen.engine.workload import rereads_recipe, workload_changes
 from matrixgen.pipeline import Generation, PipelineCache, generate_from_files
-from matrixgen.quarantine.entries import Selection
+from matrixgen.quarantine.apply import Selection
 from matrixgen.views.cost import Cost, jobs_cost
 
 # ---------------------------------------------------------------- emitting

@@ -47,7 +47,8 @@ from matrixgen.engine.model import Job, QuarantineMark, Target
 from matrixgen.engine.select import select
 from matrixgen.engine.vocab import QUARANTINE_FILENAME, System
 from matrixgen.pipeline import Generation
-from matrixgen.quarantine.entries import Entry, Selection
+from matrixgen.quarantine.apply import Selection
+from matrixgen.quarantine.model import Entry
 from matrixgen.util.atomic import WriteError, remove_stale_temps, write_atomic
 from matrixgen.util.jsontext import JSON_MAX_BYTES, JsonInputError, load_bounded
 from matrixgen.util.patterns import name_pattern, whole
@@ -571,7 +572,7 @@ def unreached(
     but cannot reach its tests (`common.node_route`), in target and job order."""
     from matrixgen.emit.common import Unreachable, node_route
     from matrixgen.engine.errors import MatrixgenError
-    from matrixgen.quarantine.entries import apply_quarantine, applying_entries
+    from matrixgen.quarantine.apply import apply_quarantine, applying_entries
 
     if not any(e.action.node_level for e in entries):
         return []
@@ -602,7 +603,7 @@ def check_node_routes(context: ValidationContext) -> Iterator[Finding]:
     of a target's job (`common.node_route`): `generate` would refuse. One error
     per entry and target, at the entry's action."""
     from matrixgen.engine.targets import checked_targets
-    from matrixgen.quarantine.entries import load_quarantine
+    from matrixgen.quarantine.model import load_quarantine
 
     qfile = load_quarantine(context.tree)
     found: dict[tuple[str, str], list[Unreached]] = {}

@@ -561,7 +561,7 @@ def bucket_matrix(
     takes out of this place. An allow-failure entry cannot be carried by the
     matrix (the workflow reads no such field): it is said, and the bucket runs."""
     from matrixgen.engine.errors import RecipeError
-    from matrixgen.quarantine.entries import applying_entries, combined_mark
+    from matrixgen.quarantine.apply import applying_entries, combined_mark
 
     data = recipe.data if isinstance(recipe.data, dict) else {}
     spec = data.get("spec") if isinstance(data.get("spec"), dict) else {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from typing import Any
 
@@ -24,7 +25,21 @@ def _validator(name: str) -> Any:
 
     schema = load_schema(name)
     cls = jsonschema.validators.validator_for(schema)
-    return cls(schema)
+    return jsonschema.validators.extend(cls, {"required": _required})(schema)
+
+
+def _required(validator: Any, required: list[str], instance: Any, schema: Any) -> Iterator[Any]:
+    """jsonschema's `required`, each error pointing at its property in the
+    keyword's list (schema path `.../required/INDEX`, as `items` errors point at
+    their item): `error.validator_value[error.relative_schema_path[-1]]` is the
+    missing property."""
+    from jsonschema.exceptions import ValidationError
+
+    if not validator.is_type(instance, "object"):
+        return
+    for index, name in enumerate(required):
+        if name not in instance:
+            yield ValidationError(f"{name!r} is a required property", schema_path=[index])
 
 
 def check_against_schema(
@@ -34,22 +49,30 @@ def check_against_schema(
     *,
     severity: Severity = Severity.ERROR,
     data: Any = None,
+    said_elsewhere: Callable[[Any], bool] | None = None,
+    within: Sequence[str | int] = (),
 ) -> bool:
-    """Add one finding per schema violation, located in the document; True if valid."""
+    """Add one finding per schema violation, located in the document; True if valid.
+
+    `said_elsewhere(error)` is True for an error the caller reports itself (it
+    decides on the error's keyword, value and path); messages name paths below
+    `within` (an error at `within` itself names none)."""
     validator = _validator(name)
     instance = document.data if data is None else data
     ok = True
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
     for error in errors:
         ok = False
+        if said_elsewhere is not None and said_elsewhere(error):
+            continue
         path = list(error.absolute_path)
-        where = "/".join(map(str, path)) or "(top level)"
+        where = "/".join(map(str, path[len(within) :])) or ("" if within else "(top level)")
         # A bad key (propertyNames) is reported at the key, not at its mapping.
         at_key = "propertyNames" in error.schema_path and isinstance(error.instance, str)
         findings.add(
             document.locate([*path, error.instance], key=True) if at_key else document.locate(path),
             "schema",
-            f"{where}: {_short(error)}",
+            f"{where}: {_short(error)}" if where else _short(error),
             severity,
         )
     return ok

@@ -244,20 +244,14 @@ def rank(rows: Iterable[FlakyRow]) -> list[FlakyRow]:
     return sorted(rows, key=FlakyRow.sort_key)
 
 
-TODAY_VARIABLE = "MATRIXGEN_TODAY"
-
-
 def reference_time() -> int:
     """Now, or the end of $MATRIXGEN_TODAY (YYYY-MM-DD) when set: the window of
     `--since` is judged against it, so a past run can be reproduced."""
-    value = os.environ.get(TODAY_VARIABLE)
-    if not value:
+    from matrixgen.quarantine.policy import TODAY_VARIABLE, current_day
+
+    if not os.environ.get(TODAY_VARIABLE):
         return int(dt.datetime.now(dt.UTC).timestamp())
-    try:
-        day = dt.date.fromisoformat(value)
-    except ValueError:
-        raise UsageError(f"{TODAY_VARIABLE}={value!r}: expected a date like 2026-12-01") from None
-    end = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), dt.UTC)
+    end = dt.datetime.combine(current_day() + dt.timedelta(days=1), dt.time(), dt.UTC)
     return int(end.timestamp())
 
 

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from matrixgen.quarantine.entries import Entry
     from matrixgen.quarantine.jobenv import JobQuarantine
+    from matrixgen.quarantine.model import Entry
 
 # matrixgen.quarantine.jobenv.QUARANTINE_VARIABLE, spelt out so that a run
 # without it imports nothing (a test checks the two agree).

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from matrixgen.engine.model import Target
 from matrixgen.engine.targets import resolve_targets
 from matrixgen.pipeline import Generation
-from matrixgen.quarantine.entries import Entry, Hit, entry_hits
+from matrixgen.quarantine.apply import Hit, entry_hits
+from matrixgen.quarantine.model import Entry
 
 if TYPE_CHECKING:
     from matrixgen.evidence.flaky import FlakyReport

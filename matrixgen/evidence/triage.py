@@ -36,7 +36,8 @@ from matrixgen.evidence.junit import Outcome
 from matrixgen.evidence.mapping import job_key
 from matrixgen.evidence.store import JobKey, RunFilter, RunOutcomes, RunRow, Store
 from matrixgen.pipeline import Generation
-from matrixgen.quarantine.entries import Entry, applying_entries
+from matrixgen.quarantine.apply import applying_entries
+from matrixgen.quarantine.model import Entry
 
 DEFAULT_BASELINE_REF = "main"
 DEFAULT_BASELINE_RUNS = 1

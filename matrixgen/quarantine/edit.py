@@ -30,10 +30,7 @@ Safety rules:
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import io
 import os
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,30 +40,16 @@ from msgspec import Struct, field
 
 from matrixgen.engine.errors import Findings, QuarantineError, UsageError
 from matrixgen.engine.yamlio import last_content_line, parse_yaml
-from matrixgen.quarantine.entries import QuarantineFile, parse_quarantine
+from matrixgen.quarantine.model import QuarantineFile, parse_quarantine
+from matrixgen.quarantine.render import QuoteStyle, comparable, quote_style, render_entry
 from matrixgen.util.atomic import WriteError, describe_kind, remove_stale_temps, write_atomic
-from matrixgen.util.escape import yaml_double_quoted, yaml_for_log
 from matrixgen.util.readfile import NotRegularFile, read_regular
+from matrixgen.util.textedit import TextEdit, apply_edits, decode, encode, line_offsets
 
 HEADER = (
     "# Quarantined jobs: each entry names its tracker, owner and expiry.\n"
     "# Edit with `matrixgen quarantine add / remove / lift`; see `matrixgen quarantine --help`.\n"
 )
-# The order fields are written in, whatever order the caller gives.
-FIELD_ORDER = (
-    "id",
-    "tracker",
-    "kind",
-    "action",
-    "match",
-    "where",
-    "node_ids",
-    "owner",
-    "added",
-    "expires",
-    "reason",
-)
-MATCH_ORDER = ("model", "test_case", "platforms", "environments", "tags")
 
 
 # --------------------------------------------------------------------------- locking, writing
@@ -125,11 +108,6 @@ def locate(path: Path, *, root: Path | None = None) -> Path:
     if found.kind is Kind.MISSING and target is not None:
         raise QuarantineError(f"{path}: {via}does not exist")
     return real
-
-
-def real_path(path: Path) -> Path:
-    """Where edits land (see `locate`)."""
-    return locate(path)
 
 
 def check_writable(path: Path, *, root: Path | None = None) -> int | None:
@@ -199,47 +177,6 @@ class _Layout(Struct, frozen=True):
     style: QuoteStyle = field(default_factory=lambda: QuoteStyle())
 
 
-class QuoteStyle(Struct, frozen=True):
-    """How a file's entries quote: the quote character of its quoted strings
-    (None: no quoted string yet, the dumper's own choice), and whether its
-    `added` / `expires` dates are written as quoted strings."""
-
-    quote: str | None = None
-    dates_quoted: bool = False
-
-
-def quote_style(items: Sequence[yaml.Node]) -> QuoteStyle:
-    """The style the existing entries use: the more frequent quote character
-    (the first one seen on a tie), and quoted dates when any date is quoted."""
-    counts = {'"': 0, "'": 0}
-    first: str | None = None
-    dates_quoted = False
-    stack = list(items)
-    while stack:
-        node = stack.pop(0)
-        if isinstance(node, yaml.ScalarNode):
-            if node.style in counts:
-                counts[node.style] += 1
-                first = first or node.style
-        elif isinstance(node, yaml.SequenceNode):
-            stack[:0] = node.value
-        elif isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                if (
-                    isinstance(key, yaml.ScalarNode)
-                    and key.value in ("added", "expires")
-                    and isinstance(value, yaml.ScalarNode)
-                    and value.style in counts
-                ):
-                    dates_quoted = True
-            stack[:0] = [v for _, v in node.value]
-    if not counts['"'] and not counts["'"]:
-        return QuoteStyle(None, dates_quoted)
-    if counts['"'] == counts["'"]:
-        return QuoteStyle(first, dates_quoted)
-    return QuoteStyle('"' if counts['"'] > counts["'"] else "'", dates_quoted)
-
-
 def _layout(text: str) -> _Layout:
     lines = text.splitlines(keepends=True)
     newline = "\r\n" if "\r\n" in text else "\n"
@@ -288,117 +225,6 @@ def _layout(text: str) -> _Layout:
     return _Layout(lines, newline, key_line, "block", starts, ends, dash_col, key_col, None, style)
 
 
-def render_entry(
-    entry: Mapping[str, Any],
-    dash_col: int,
-    key_col: int,
-    newline: str,
-    style: QuoteStyle | None = None,
-) -> str:
-    """One entry as block YAML lines, indented for this file and quoted the way
-    its entries are (`style`), ending in a newline."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
-    from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
-
-    style = style or QuoteStyle()
-    dumper = YAML(typ="rt")
-    dumper.width = 4096
-    dumper.indent(mapping=2, sequence=4, offset=2)
-    quoted = {'"': DoubleQuotedScalarString, "'": SingleQuotedScalarString}
-
-    def needs_quotes(text: str) -> bool:
-        out = io.StringIO()
-        dumper.dump({"k": text}, out)
-        return out.getvalue()[3:4] in ("'", '"')
-
-    def scalar(value: Any, *, in_flow: bool = False) -> Any:
-        if isinstance(value, dt.date) and style.dates_quoted:
-            return quoted[style.quote or '"'](value.isoformat())
-        if not isinstance(value, str):
-            return value
-        if yaml_double_quoted(value) or not value.isprintable():
-            return DoubleQuotedScalarString(value)  # only double quotes can escape it
-        if needs_quotes(value) or (in_flow and _FLOW_INDICATOR.search(value)):
-            # The dumper quotes it anyway: in the file's way (explicitly: a flow
-            # list would write what a block quotes plain, `[? x]`). In a flow
-            # list YAML 1.1 also ends a plain scalar at `?` (a glob's), which the
-            # dumper, writing YAML 1.2, leaves plain: `[gpt_tp?]` is unreadable.
-            return quoted[style.quote or "'"](value)
-        if not _plain_is_text(value):  # plain, YAML 1.1 would read another thing
-            return quoted[style.quote or '"'](value)
-        return value
-
-    def flow(values: Sequence[str]) -> CommentedSeq:
-        seq = CommentedSeq([scalar(v, in_flow=True) for v in values])
-        seq.fa.set_flow_style()
-        return seq
-
-    data = CommentedMap()
-    for key in FIELD_ORDER:
-        if key not in entry or entry[key] in (None, [], ()):
-            continue
-        value = entry[key]
-        if key == "match":
-            match = CommentedMap()
-            for mkey in MATCH_ORDER:
-                if value.get(mkey) not in (None, [], ()):
-                    mvalue = value[mkey]
-                    match[mkey] = (
-                        flow(list(mvalue)) if isinstance(mvalue, list | tuple) else scalar(mvalue)
-                    )
-            value = match
-        elif key == "where":
-            value = flow(list(value))
-        elif key == "node_ids":
-            value = CommentedSeq([scalar(v) for v in value])
-        else:
-            value = scalar(value)
-        data[key] = value
-    unknown = set(entry) - set(FIELD_ORDER)
-    if unknown:
-        raise ValueError(f"unknown entry fields: {sorted(unknown)}")
-    out = io.StringIO()
-    dumper.dump(data, out)
-    body = yaml_for_log(out.getvalue()).splitlines()
-    pad = " " * key_col
-    lines = [" " * dash_col + "-" + " " * (key_col - dash_col - 1) + body[0]]
-    lines += [pad + line if line else line for line in body[1:]]
-    return newline.join(lines) + newline
-
-
-def _scalar(value: Any) -> Any:
-    """A string as ruamel must write it for our reader (PyYAML, YAML 1.1) to read it
-    back as the same string. Plain only when it is words, digits and `_./+-()`
-    that YAML 1.1 reads as text; else double-quoted: `on`, `yes`, `1:30`, `null`,
-    `~`, `2024-01-31` written plain would come back as a boolean, a number, None or
-    a date, `? x` in a flow list as a mapping, and line breaks and invisible
-    characters need the quotes' escapes to stay on one printable line."""
-    if not isinstance(value, str):
-        return value
-    from ruamel.yaml.scalarstring import DoubleQuotedScalarString
-
-    if _plain_is_text(value):
-        return value
-    return DoubleQuotedScalarString(value)
-
-
-_PLAIN_PUNCTUATION = frozenset(" _./+-()")
-# The flow indicators: a YAML 1.1 reader ends a plain scalar at any of them in a flow list.
-_FLOW_INDICATOR = re.compile(r"[,?\[\]{}]")
-
-
-def _plain_is_text(value: str) -> bool:
-    if not value or value != value.strip() or value[0] in "-.(":
-        return False
-    if not all(c.isalnum() or c in _PLAIN_PUNCTUATION for c in value[:1]):
-        return False
-    if not all(c.isalnum() or c in _PLAIN_PUNCTUATION or c in "*?" for c in value[1:]):
-        return False  # a glob's * and ? are plain past the first character
-    resolved = yaml.resolver.Resolver().resolve(yaml.ScalarNode, value, (True, False))
-    return resolved == "tag:yaml.org,2002:str"
-
-
 def _keep_final_newline(original: str, result: str) -> str:
     """A file that ends without a newline keeps ending without one, so that
     add then remove gives it back byte for byte."""
@@ -419,7 +245,7 @@ def insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
 
 def _insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
     layout = _layout(text)
-    lines, nl = list(layout.lines), layout.newline
+    lines, nl = layout.lines, layout.newline
     separated = _blank_separated(layout)
     block = "".join(
         (nl if separated else "")
@@ -433,22 +259,22 @@ def _insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
             head += nl
         return head + "entries:" + nl + block
     assert layout.key_line is not None
+    offsets = line_offsets(text)
     if layout.value_kind in ("null", "flow"):
         # `entries: []` (or `entries:`) becomes `entries:` followed by the list.
-        body, ending = _split_ending(lines[layout.key_line])
+        key = layout.key_line
+        body, ending = _split_ending(lines[key])
         if layout.flow_span is not None:
             start, end = layout.flow_span
             body = body[:start] + body[end:]
         if not body[body.index(":") + 1 :].strip():
             body = body.rstrip()
-        lines[layout.key_line] = body + (ending or nl)
-        lines.insert(layout.key_line + 1, block)
-        return "".join(lines)
+        edit = TextEdit(offsets[key], offsets[key + 1], body + (ending or nl) + block)
+        return apply_edits(text, [edit])
     at = min(layout.ends[-1], len(lines))
     if at == len(lines) and lines and not lines[-1].endswith(("\n", "\r")):
-        lines[-1] += nl
-    lines.insert(at, block)
-    return "".join(lines)
+        block = nl + block
+    return apply_edits(text, [TextEdit(offsets[at], offsets[at], block)])
 
 
 def _split_ending(line: str) -> tuple[str, str]:
@@ -541,22 +367,23 @@ def _delete_entries(text: str, indices: Sequence[int]) -> str:
             start -= 1
         doomed.update(range(start, end))
     _check_anchors(text, doomed)
-    kept = [line for n, line in enumerate(lines) if n not in doomed]
+    offsets = line_offsets(text)
+    edits = [TextEdit(offsets[n], offsets[n + 1], "") for n in sorted(doomed)]
     if len(set(indices)) == len(layout.starts):
         key = layout.key_line
         assert key is not None
-        body, ending = _split_ending(kept[key])
+        body, _ = _split_ending(lines[key])
         colon = body.index(":", body.index("entries") + len("entries"))
         rest = body[colon + 1 :]
         if not rest.strip():
-            body = body[: colon + 1] + " []"
+            new = body[: colon + 1] + " []"
         elif rest.startswith("  "):
             # `entries:   # note` (what adding to `entries: []  # note` left) -> back
-            body = body[: colon + 2] + "[]" + body[colon + 2 :]
+            new = body[: colon + 2] + "[]" + body[colon + 2 :]
         else:
-            body = body[: colon + 1] + " []" + rest
-        kept[key] = body + ending
-    return "".join(kept)
+            new = body[: colon + 1] + " []" + rest
+        edits.append(TextEdit(offsets[key], offsets[key] + len(body), new))
+    return apply_edits(text, edits)
 
 
 def _check_anchors(text: str, doomed: set[int]) -> None:
@@ -592,27 +419,6 @@ def _plain_entries(text: str) -> list[Any]:
     return list(entries or [])
 
 
-def _comparable(value: Any) -> Any:
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, Mapping):
-        return {k: _comparable(v) for k, v in value.items() if v not in (None, [], ())}
-    if isinstance(value, list | tuple):
-        return [_comparable(v) for v in value]
-    return value
-
-
-def _decode(raw: bytes | None) -> tuple[str, bool]:
-    if raw is None:
-        return "", False
-    bom = raw.startswith(b"\xef\xbb\xbf")
-    return raw.decode("utf-8-sig"), bom
-
-
-def _encode(text: str, bom: bool) -> bytes:
-    return (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8")
-
-
 def edit(
     path: Path,
     change: Callable[[QuarantineFile], tuple[list[Mapping[str, Any]], list[int]]],
@@ -627,7 +433,7 @@ def edit(
     with contextlib.nullcontext() if dry_run else locked(path):
         raw, qfile = read_checked(path, tracker_base=tracker_base)
         added, removed = change(qfile)
-        text, bom = _decode(raw)
+        text, bom = decode(raw)
         before = _plain_entries(text)
         new_text = text
         try:
@@ -639,12 +445,12 @@ def edit(
             # The text edits do not know the file's name; the user needs it.
             raise QuarantineError(f"{path}: {exc.message}", findings=exc.findings) from None
         expected = [e for i, e in enumerate(before) if i not in set(removed)] + list(added)
-        if _comparable(_plain_entries(new_text)) != _comparable(expected):
+        if comparable(_plain_entries(new_text)) != comparable(expected):
             raise QuarantineError(
                 f"editing {path} would not give the intended entries; the file was not changed "
                 "(please report this with the file attached)"
             )
-        data = _encode(new_text, bom)
+        data = encode(new_text, bom)
         check = parse_quarantine(data, str(path), tracker_base=tracker_base)
         if check.errors:
             raise QuarantineError(
@@ -654,40 +460,3 @@ def edit(
         if not dry_run and data != raw:
             atomic_write(path, data)
         return raw, data
-
-
-_ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def slug(text: str, limit: int = 48) -> str:
-    cleaned = _ID_CHARS.sub("-", text).strip("-._") or "entry"
-    return cleaned[:limit].rstrip("-._")
-
-
-def entry_id(entry: Mapping[str, Any]) -> str:
-    """A readable, content-derived id: the test case, then a short hash of what
-    the entry matches, where, and its tracker."""
-    import hashlib
-    import json
-
-    basis = json.dumps(
-        {
-            "match": _comparable(entry.get("match", {})),
-            "where": sorted(entry.get("where") or []),
-            "tracker": entry.get("tracker"),
-            "action": entry.get("action"),
-            "node_ids": sorted(entry.get("node_ids") or []),
-        },
-        sort_keys=True,
-    )
-    digest = hashlib.sha256(basis.encode()).hexdigest()[:6]
-    return f"{slug(str(entry.get('match', {}).get('test_case', 'entry')))}-{digest}"
-
-
-def unique_id(wanted: str, taken: set[str]) -> str:
-    if wanted not in taken:
-        return wanted
-    n = 2
-    while f"{wanted}-{n}" in taken:
-        n += 1
-    return f"{wanted}-{n}"

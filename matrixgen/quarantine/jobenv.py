@@ -21,7 +21,7 @@ from matrixgen.engine.vocab import QuarantineAction, System
 from matrixgen.util.patterns import name_pattern, whole
 
 if TYPE_CHECKING:
-    from matrixgen.quarantine.entries import Entry
+    from matrixgen.quarantine.model import Entry
 
 QUARANTINE_VARIABLE = "MATRIXGEN_QUARANTINE"
 
@@ -212,7 +212,8 @@ def load_job_quarantine(
     when QUARANTINE_VARIABLE is unset, empty, or holds an entry label (see
     `is_entry_label`). QuarantineFileError for a file that is missing, not a
     regular file, or has errors; IdentityError for missing job variables."""
-    from matrixgen.quarantine.entries import current_day, parse_quarantine
+    from matrixgen.quarantine.model import parse_quarantine
+    from matrixgen.quarantine.policy import current_day
     from matrixgen.util.readfile import NotRegularFile, read_regular
 
     value = environ.get(QUARANTINE_VARIABLE, "").strip()

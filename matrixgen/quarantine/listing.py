@@ -18,7 +18,8 @@ from typing import Any
 from msgspec import Struct
 
 from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
-from matrixgen.quarantine.entries import Entry, entries_tracked_by
+from matrixgen.quarantine.model import Entry
+from matrixgen.quarantine.trackers import entries_tracked_by
 
 
 class EntryFilter(Struct, frozen=True, kw_only=True):

@@ -5,7 +5,7 @@ Pages: Overview (jobs and GPU-hours per pipeline), Selection (cases x
 platforms per pipeline, with what quarantine does to each), Quarantine board,
 Flake history (a test-by-run grid from the results store) and Triage. Every
 figure comes from the function that computes it for the other commands
-(`views.cost`, `pipeline.Generation.selection`, `quarantine.entries`,
+(`views.cost`, `pipeline.Generation.selection`, `quarantine.apply`,
 `evidence.flaky`, `evidence.summary`); this package only lays them out.
 
 The site is HTML with inline CSS and SVG: no script, no font, no request to any

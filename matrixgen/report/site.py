@@ -13,14 +13,9 @@ from msgspec import Struct
 from matrixgen.engine.model import Target
 from matrixgen.engine.vocab import QuarantineAction
 from matrixgen.pipeline import Generation
-from matrixgen.quarantine.entries import (
-    AuditItem,
-    Entry,
-    Hit,
-    Selection,
-    audit_entries,
-    entry_hits,
-)
+from matrixgen.quarantine.apply import Hit, Selection, entry_hits
+from matrixgen.quarantine.audit import AuditItem, audit_entries
+from matrixgen.quarantine.model import Entry
 from matrixgen.views.cost import CostReport, compute_cost
 
 if TYPE_CHECKING:

@@ -1,5 +1,7 @@
 """Quarantine entries drafted from the evidence, and lifts of the ones it clears.
 
+It sits on the views floor, with the evidence it reads (tests/test_layout.py).
+
 Drafts, for flaky and broken keys that no entry covers yet:
 - one pytest node id of a unit-test bucket: `deselect` of that node id (kind
   flaky or broken): the rest of the bucket keeps running;
@@ -26,22 +28,30 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 from msgspec.structs import replace
 
+from matrixgen.engine.errors import QuarantineError
 from matrixgen.engine.model import Job, Target
 from matrixgen.engine.select import select
 from matrixgen.engine.targets import resolve_targets
 from matrixgen.engine.vocab import QuarantineAction, QuarantineKind, System
-from matrixgen.evidence.flaky import FlakyRow, Verdict, in_tree_words, runs_text
+from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow, Verdict, in_tree_words, runs_text
 from matrixgen.evidence.mapping import job_key
 from matrixgen.evidence.store import JobKey
 from matrixgen.pipeline import Generation
-from matrixgen.quarantine.edit import entry_id, slug, unique_id
-from matrixgen.quarantine.entries import Entry, applying_entries, current_day, entry_hits, policy
+from matrixgen.quarantine.apply import applying_entries, entry_hits
+from matrixgen.quarantine.model import Entry, QuarantineFile, plain
+from matrixgen.quarantine.policy import current_day, policy
+from matrixgen.quarantine.render import entry_id, slug, unique_id
+from matrixgen.quarantine.trackers import tracker_text
 from matrixgen.util.nodeid import is_node_id
+
+if TYPE_CHECKING:
+    from matrixgen.engine.config import ProjectConfig
 
 DEFAULT_LIFT_RUNS = 10
 
@@ -75,6 +85,92 @@ class Proposal(Struct, frozen=True, kw_only=True):
     # Flaky/broken rows of a record that names no test (a bare path or directory,
     # as pytest writes a collection error): never drafted as a deselect.
     not_node_ids: tuple[FlakyRow, ...] = ()
+    trackers_unchecked: int = 0  # entries whose tracker state was not asked
+
+    def to_dict(self, *, written: bool) -> dict[str, Any]:
+        """The proposal as `quarantine propose --format json` prints it."""
+        return {
+            "drafts": [
+                {"entry": plain(d.data), "evidence": [r.to_dict() for r in d.rows]}
+                for d in self.drafts
+            ],
+            "lifts": [{"id": lift.entry.id, "reason": lift.reason} for lift in self.lifts],
+            "already_quarantined": [
+                {"evidence": c.row.to_dict(), "entries": list(c.by)} for c in self.covered
+            ],
+            "not_judged": [{"id": i, "why": why} for i, why in self.unjudged],
+            "not_node_ids": [r.to_dict() for r in self.not_node_ids],
+            "written": written,
+        }
+
+
+def proposal_from_store(
+    generation: Generation,
+    *,
+    db: str | None,
+    flaky_policy: FlakyPolicy,
+    tracker: str | None,
+    owner: str | None,
+    lift_runs: int,
+    token: str | None,
+    api_url: str | None,
+) -> Proposal:
+    """`propose` over the results store at `db` (judged by `flaky_policy`), with
+    the state of the entries' trackers where a token allows asking."""
+    from msgspec.structs import replace
+
+    from matrixgen.evidence.flaky import flaky_rows
+    from matrixgen.evidence.store import open_store
+
+    qfile = generation.quarantine
+    if qfile.errors:
+        raise QuarantineError(f"{qfile.path} has errors; fix them first", findings=qfile.errors)
+    store = open_store(db, write=False)
+    try:
+        report = flaky_rows(store, replace(flaky_policy, min_runs=1), unit_jobs_whole=True)
+    finally:
+        store.close()
+    states: dict[str, str] = {}
+    unchecked = 0
+    if qfile.entries:
+        from matrixgen.quarantine.tracker import DEFAULT_API_URL, check_api_url, check_trackers
+
+        checked = check_trackers(
+            [(e.id, e.tracker_url) for e in qfile.entries if e.tracker],
+            token=token,
+            api_url=check_api_url(api_url or DEFAULT_API_URL),
+        )
+        states = dict(checked.states)
+        unchecked = len(checked.unchecked)
+    found = propose(
+        generation,
+        report.rows,
+        tracker=tracker,
+        owner=owner,
+        min_runs=flaky_policy.min_runs,
+        lift_runs=lift_runs,
+        tracker_states=states,
+    )
+    return replace(found, trackers_unchecked=unchecked)
+
+
+def write_proposal(path: Path, proposal: Proposal, config: ProjectConfig) -> None:
+    """Add the drafts and remove the lifted entries, under the file's lock; a
+    draft whose id the file holds now gets a new one."""
+    from matrixgen.quarantine.edit import edit
+
+    def change(current: QuarantineFile) -> tuple[list[dict[str, Any]], list[int]]:
+        taken = {e.id for e in current.entries}
+        lifted = {lift.entry.id for lift in proposal.lifts}
+        added = []
+        for d in proposal.drafts:
+            new_id = unique_id(d.id, taken - lifted)
+            taken.add(new_id)
+            added.append({**d.data, "id": new_id})
+        removed = [e.index for e in current.entries if e.id in lifted]
+        return added, removed
+
+    edit(path, change, tracker_base=policy(config).tracker_base)
 
 
 def _places(
@@ -199,8 +295,31 @@ def propose(
         key = (action, kind, row.job.model, row.job.test_case, row.node_id or "")
         groups.setdefault(key, []).append(row)
 
+    drafts = _drafts(generation, groups, places, tracker, owner, today, expiry)
+    lifts, unjudged = _lifts(
+        generation, entries, targets, rows, lift_runs=lift_runs, tracker_states=tracker_states
+    )
+    return Proposal(
+        drafts=tuple(drafts),
+        lifts=tuple(lifts),
+        covered=tuple(covered),
+        unjudged=tuple(unjudged),
+        not_node_ids=tuple(not_node_ids),
+    )
+
+
+def _drafts(
+    generation: Generation,
+    groups: Mapping[tuple, list[FlakyRow]],
+    places: Mapping[JobKey, list[tuple[Target, Job]]],
+    tracker: str | None,
+    owner: str | None,
+    today: dt.date,
+    expiry: dt.date,
+) -> list[Draft]:
+    """One draft per rectangle of each group's cells (see `rectangles`)."""
     drafts: list[Draft] = []
-    taken = {e.id for e in entries}
+    taken = {e.id for e in generation.quarantine.entries}
     for (action, kind, model, test_case, node), members in sorted(groups.items()):
         by_cell = {(r.job.platform, r.job.environment, r.job.tag, r.job.place): r for r in members}
         first_job = places[members[0].job][0][1]
@@ -219,7 +338,7 @@ def propose(
             if any(tags):
                 match["tags"] = list(tags)
             data: dict[str, Any] = {
-                "tracker": _tracker_text(tracker) if tracker else "",
+                "tracker": tracker_text(tracker) if tracker else "",
                 "kind": kind.value,
                 "action": action.value,
                 "match": match,
@@ -238,21 +357,7 @@ def propose(
             taken.add(data["id"])
             drafts.append(Draft(data=data, rows=chosen))
 
-    lifts, unjudged = _lifts(
-        generation, entries, targets, rows, lift_runs=lift_runs, tracker_states=tracker_states
-    )
-    return Proposal(
-        drafts=tuple(drafts),
-        lifts=tuple(lifts),
-        covered=tuple(covered),
-        unjudged=tuple(unjudged),
-        not_node_ids=tuple(not_node_ids),
-    )
-
-
-def _tracker_text(ref: str) -> str:
-    ref = ref.strip()
-    return f"#{ref}" if ref.isdigit() else ref
+    return drafts
 
 
 def _reason(kind: QuarantineKind, rows: Sequence[FlakyRow]) -> str:

@@ -1,0 +1,74 @@
+"""What the quarantine commands share: the recipe tree, its config, the file, the options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from matrixgen.cli.common import recipes_dir
+from matrixgen.engine.errors import QuarantineError, UsageError
+from matrixgen.engine.vocab import CONFIG_FILENAME, QUARANTINE_FILENAME
+
+if TYPE_CHECKING:
+    from matrixgen.engine.config import ProjectConfig
+    from matrixgen.pipeline import Generation
+    from matrixgen.quarantine.model import QuarantineFile
+
+
+def _root(recipes: Path | None) -> Path:
+    root = recipes_dir(recipes)
+    if not root.is_dir():
+        raise UsageError(f"recipe directory not found: {root}")
+    return root
+
+
+def _config(root: Path) -> ProjectConfig:
+    from matrixgen.engine.config import DEFAULT_CONFIG, parse_config
+    from matrixgen.engine.load import read_root_file
+
+    raw = read_root_file(root, CONFIG_FILENAME)
+    if raw is None:
+        return DEFAULT_CONFIG
+    return parse_config(raw, str(root / CONFIG_FILENAME))
+
+
+def _read(root: Path, config: ProjectConfig) -> QuarantineFile:
+    """The quarantine file, refused when malformed (exit 7)."""
+    from matrixgen.quarantine.edit import read_checked
+    from matrixgen.quarantine.policy import policy
+
+    path = root / QUARANTINE_FILENAME
+    try:
+        return read_checked(path, tracker_base=policy(config).tracker_base)[1]
+    except QuarantineError as exc:
+        if not exc.findings:
+            raise
+        raise QuarantineError(
+            f"{path} has {len(exc.findings)} error(s); fix them first "
+            "(`matrixgen quarantine audit` still lists what it can read)",
+            findings=exc.findings,
+        ) from None
+
+
+def _generation(root: Path) -> Generation:
+    from matrixgen.pipeline import generate
+    from matrixgen.validate import Needs, require_usable
+
+    generation = generate(root)
+    require_usable(generation, Needs.JOBS)
+    return generation
+
+
+def _option(metavar: str, text: str, flag: str | None = None) -> Any:
+    return typer.Option(*([flag] if flag else []), metavar=metavar, help=text)
+
+
+OwnerOption = Annotated[
+    str | None,
+    _option("OWNER", "Who lifts it: a person or a team (default: quarantine.default_owner)."),
+]
+ExpiresOption = Annotated[
+    str | None, _option("YYYY-MM-DD", "Expiry day (default: today + default_expiry_days).")
+]

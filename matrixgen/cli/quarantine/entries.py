@@ -1,0 +1,315 @@
+"""`matrixgen quarantine add`, `remove`, `lift` and `list`: the entries of the file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from matrixgen.cli.common import (
+    RecipesOption,
+    TableOrJson,
+    TableOrJsonOption,
+    echo_json,
+)
+from matrixgen.cli.quarantine.common import (
+    ExpiresOption,
+    OwnerOption,
+    _config,
+    _generation,
+    _option,
+    _read,
+    _root,
+)
+from matrixgen.engine.errors import UsageError, did_you_mean
+from matrixgen.engine.vocab import (
+    CONFIG_FILENAME,
+    QUARANTINE_FILENAME,
+    QuarantineAction,
+    QuarantineKind,
+)
+from matrixgen.quarantine.trackers import tracker_text
+from matrixgen.util.escape import terminal_text
+from matrixgen.util.words import counted
+from matrixgen.views.table import table
+
+if TYPE_CHECKING:
+    from matrixgen.quarantine.add import NewEntry
+    from matrixgen.quarantine.model import Entry, QuarantineFile
+
+
+# Said once by `quarantine add`: who reads the entry it writes.
+HONOURED_BY = (
+    "note: only pipelines that matrixgen generates honour this entry; Megatron-LM's own "
+    "generate_jet_trigger_job.py reads no quarantine file (its CI honours it once it calls "
+    "`matrixgen jet-trigger` instead)"
+)
+_VERBS = {
+    "skip": "skips",
+    "allow-failure": "lets fail",
+    "deselect": "deselects in",
+    "mute": "mutes in",
+}
+
+
+def add(
+    test_case: Annotated[
+        str, _option("NAME", "Test case name, or a glob (*, ?, [..]).", "--test-case")
+    ],
+    tracker: Annotated[str, _option("TRACKER", 'Issue URL, or "#N" (resolved by tracker_base).')],
+    kind: Annotated[QuarantineKind, typer.Option(help="Why: the reason taxonomy.")],
+    action: Annotated[
+        QuarantineAction, typer.Option(help="skip, allow-failure, deselect or mute.")
+    ],
+    reason: Annotated[str, _option("TEXT", "One line: what fails and how.")],
+    owner: OwnerOption = None,
+    recipes: RecipesOption = None,
+    platform: Annotated[
+        list[str] | None, _option("PLATFORM", "Only on this platform (repeatable).", "--platform")
+    ] = None,
+    environment: Annotated[
+        list[str] | None, _option("ENV", "Only in this environment (repeatable).", "--environment")
+    ] = None,
+    scope: Annotated[
+        list[str] | None,
+        _option(
+            "SYSTEM/SCOPE",
+            "Only there: github/L1, gitlab/mr, or a whole system (repeatable; default: all).",
+            "--scope",
+        ),
+    ] = None,
+    model: Annotated[str | None, _option("MODEL", "Only this model's test case.")] = None,
+    tag: Annotated[list[str] | None, _option("TAG", "Only this tag (repeatable).", "--tag")] = None,
+    node_id: Annotated[
+        list[str] | None,
+        _option("NODE_ID", "pytest node id to deselect or mute (repeatable).", "--node-id"),
+    ] = None,
+    expires: ExpiresOption = None,
+    entry_id: Annotated[str | None, _option("ID", "Entry id (default: derived).", "--id")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what it would affect; write nothing.")
+    ] = False,
+    fmt: TableOrJsonOption = TableOrJson.TABLE,
+) -> None:
+    """Quarantine a test case: prints the jobs it affects per target, then the entry id."""
+    from matrixgen.quarantine.add import EntryRequest, new_entry, write_entry
+    from matrixgen.quarantine.policy import policy
+
+    root = _root(recipes)
+    generation = _generation(root)
+    request = EntryRequest(
+        test_case=test_case,
+        tracker=tracker,
+        kind=kind,
+        action=action,
+        reason=reason,
+        owner=owner,
+        model=model,
+        platforms=platform or (),
+        environments=environment or (),
+        tags=tag or (),
+        scopes=scope or (),
+        node_ids=node_id or (),
+        expires=expires,
+        entry_id=entry_id,
+    )
+    new = new_entry(generation, request, config_path=root / CONFIG_FILENAME)
+    for other_id, count in new.already:
+        typer.echo(
+            f"note: entry {terminal_text(other_id)} already applies to {count} of these job(s) "
+            "in their target(s); where two entries apply, skip beats allow-failure beats deselect",
+            err=True,
+        )
+    if new.entry.tracker_url is None:
+        typer.echo(
+            f"note: {terminal_text(new.entry.tracker)} cannot be linked: set "
+            f"quarantine.tracker_base in {terminal_text(root / CONFIG_FILENAME)} (in a tree "
+            "without vocabulary, `quarantine: {tracker_base: "
+            "https://github.com/OWNER/REPO/issues/}` is a whole config)",
+            err=True,
+        )
+    path, base = root / QUARANTINE_FILENAME, policy(generation.tree.config).tracker_base
+    chosen = write_entry(path, new, tracker_base=base, dry_run=dry_run)
+    typer.echo(HONOURED_BY, err=True)
+    _echo_added(new, chosen, path, fmt=fmt, dry_run=dry_run)
+
+
+def _echo_added(new: NewEntry, chosen: str, path: Path, *, fmt: TableOrJson, dry_run: bool) -> None:
+    grouped = new.by_target
+    if fmt is TableOrJson.JSON:
+        echo_json(
+            {
+                "id": chosen,
+                "written": not dry_run,
+                "file": str(path),
+                "entry": {**new.entry.to_dict(), "id": chosen},
+                "targets": [
+                    {"target": name, "jobs": [j.to_dict() for j in jobs]}
+                    for name, jobs in grouped.items()
+                ],
+            }
+        )
+    else:
+        verb = _VERBS[new.entry.action.value]
+        for name, target_jobs in grouped.items():
+            typer.echo(f"{terminal_text(name)}: {verb} {counted(len(target_jobs), 'job')}")
+            for job in target_jobs:
+                typer.echo(f"  {terminal_text(f'{job.identity} [{job.shown_scope}]')}")
+        typer.echo(terminal_text(chosen))
+    done = "dry run: nothing written to" if dry_run else "added to"
+    cases = counted(len({h.job.identity for h in new.hits}), "case")
+    reach = f"{cases}, {counted(len(new.hits), 'job')} in {counted(len(grouped), 'target')}"
+    typer.echo(f"entry {terminal_text(chosen)} ({reach}) {done} {terminal_text(path)}", err=True)
+
+
+def remove(
+    entry_id: Annotated[str, typer.Argument(metavar="ID", help="The entry to remove.")],
+    recipes: RecipesOption = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing.")] = False,
+) -> None:
+    """Remove one entry by id."""
+    from matrixgen.quarantine.edit import edit
+    from matrixgen.quarantine.policy import policy
+
+    root = _root(recipes)
+    base = policy(_config(root)).tracker_base
+
+    def change(qfile: QuarantineFile) -> tuple[list[dict[str, Any]], list[int]]:
+        entry = qfile.by_id(entry_id)
+        if entry is None:
+            known = [e.id for e in qfile.entries]
+            raise UsageError(
+                f'no quarantine entry has id "{entry_id}"{did_you_mean(entry_id, known)}'
+            )
+        return [], [entry.index]
+
+    path = root / QUARANTINE_FILENAME
+    if not os.path.lexists(path):
+        raise UsageError(f"{path} does not exist: there is nothing to remove")
+    edit(path, change, tracker_base=base, dry_run=dry_run)
+    typer.echo(terminal_text(entry_id))
+    typer.echo(
+        f"{'would remove' if dry_run else 'removed'} entry {terminal_text(entry_id)} from "
+        f"{terminal_text(path)}",
+        err=True,
+    )
+
+
+def lift(
+    tracker: Annotated[str, typer.Option(metavar="TRACKER", help='The tracker: URL, "#N" or N.')],
+    recipes: RecipesOption = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing.")] = False,
+) -> None:
+    """Remove every entry of one tracker (it was resolved): prints their ids."""
+    from matrixgen.quarantine.edit import edit
+    from matrixgen.quarantine.policy import policy
+    from matrixgen.quarantine.trackers import entries_tracked_by
+
+    root = _root(recipes)
+    base = policy(_config(root)).tracker_base
+    ref = tracker_text(tracker)
+    lifted: list[Entry] = []
+
+    def change(qfile: QuarantineFile) -> tuple[list[dict[str, Any]], list[int]]:
+        try:
+            found = entries_tracked_by(qfile.entries, ref, base)
+        except ValueError as exc:
+            raise UsageError(f"{exc}; give the URL") from None
+        if not found:
+            trackers = sorted({e.tracker for e in qfile.entries})
+            raise UsageError(
+                f"no quarantine entry is tracked by {ref}{did_you_mean(ref, trackers)}"
+            )
+        lifted.extend(found)
+        return [], [e.index for e in found]
+
+    path = root / QUARANTINE_FILENAME
+    if not os.path.lexists(path):
+        raise UsageError(f"{path} does not exist: there is nothing to lift")
+    edit(path, change, tracker_base=base, dry_run=dry_run)
+    for entry in lifted:
+        typer.echo(terminal_text(entry.id))
+    verb = "would lift" if dry_run else "lifted"
+    typer.echo(
+        f"{verb} {len(lifted)} entr{'y' if len(lifted) == 1 else 'ies'} of {terminal_text(ref)}",
+        err=True,
+    )
+
+
+def list_entries(
+    recipes: RecipesOption = None,
+    tracker: Annotated[
+        str | None,
+        typer.Option(metavar="TRACKER", help='Only entries of this tracker: URL, "#N" or N.'),
+    ] = None,
+    owner: Annotated[
+        str | None, typer.Option(metavar="OWNER", help="Only entries of this owner.")
+    ] = None,
+    kind: Annotated[QuarantineKind | None, typer.Option(help="Only entries of this kind.")] = None,
+    action: Annotated[
+        QuarantineAction | None, typer.Option(help="Only entries with this action.")
+    ] = None,
+    platform: Annotated[
+        str | None,
+        typer.Option(
+            metavar="PLATFORM",
+            help="Only entries that can apply on this platform (they list it, or list none).",
+        ),
+    ] = None,
+    expired: Annotated[
+        bool,
+        typer.Option(
+            "--expired",
+            help="Only expired entries (judged against today, or $MATRIXGEN_TODAY).",
+        ),
+    ] = False,
+    fmt: TableOrJsonOption = TableOrJson.TABLE,
+) -> None:
+    """List the entries of the quarantine file: what each one matches (test
+    case, model, tags, platforms, environments) and where it applies
+    (system/scope), with its tracker, owner and expiry. The filters combine."""
+    from matrixgen.quarantine.listing import EntryFilter, entry_row, filter_entries
+    from matrixgen.quarantine.policy import current_day, policy
+
+    root = _root(recipes)
+    config = _config(root)
+    qfile = _read(root, config)
+    if platform is not None:  # a typo would list no entry, and say nothing
+        from matrixgen.engine.select import check_values
+
+        check_values("--platform", "platform", [platform], config, _generation(root).jobs)
+    wanted = EntryFilter(
+        tracker=tracker_text(tracker) if tracker is not None else None,
+        owner=owner,
+        kind=kind,
+        action=action,
+        platform=platform,
+        expired_before=current_day() if expired else None,
+    )
+    try:
+        entries = filter_entries(qfile.entries, wanted, tracker_base=policy(config).tracker_base)
+    except ValueError as exc:
+        raise UsageError(f"--tracker {tracker}: {exc}; give the URL") from None
+    if fmt is TableOrJson.JSON:
+        echo_json([e.to_dict() for e in entries])
+    else:
+        rows = [list(entry_row(e).values()) for e in entries]
+        headers = [
+            "id",
+            "action",
+            "kind",
+            "tracker",
+            "matches",
+            "platforms",
+            "environments",
+            "where",
+            "owner",
+            "expires",
+        ]
+        typer.echo(table(rows, headers, empty="no entries match"), nl=False)
+    shown = len(entries)
+    total = len(qfile.entries)
+    of = f" of {total}" if shown != total else ""
+    typer.echo(f"{shown}{of} entr{'y' if total == 1 else 'ies'}", err=True)

@@ -1,0 +1,253 @@
+"""`matrixgen quarantine audit` and `propose`: entries judged against the tree,
+their trackers and the evidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from matrixgen.cli.common import (
+    ApiUrlOption,
+    RecipesOption,
+    TableOrJson,
+    TableOrJsonOption,
+    echo_findings,
+    echo_json,
+)
+from matrixgen.cli.evidence import (
+    BrokenRunsOption,
+    DbOption,
+    FlipRateOption,
+    MinRunsOption,
+    SinceOption,
+    _policy,
+    _t,
+    note_ignored_store,
+)
+from matrixgen.cli.quarantine.common import (
+    _generation,
+    _option,
+    _root,
+)
+from matrixgen.engine.errors import ExitCode, UsageError
+from matrixgen.engine.vocab import (
+    QUARANTINE_FILENAME,
+)
+from matrixgen.util.escape import terminal_text
+from matrixgen.views.table import table
+
+if TYPE_CHECKING:
+    from matrixgen.evidence.flaky import FlakyRow
+    from matrixgen.quarantine.audit import Audit
+    from matrixgen.quarantine.propose import Proposal
+
+
+def audit(
+    recipes: RecipesOption = None,
+    days: Annotated[int, _option("DAYS", "Report entries expiring within this many days.")] = 14,
+    token: Annotated[str | None, _token("GitHub token for tracker state.")] = None,
+    api_url: ApiUrlOption = None,
+    tracker_base: Annotated[
+        str | None, _option("URL", "Where #N points (default: quarantine.tracker_base).")
+    ] = None,
+    db: DbOption = None,
+    fmt: TableOrJsonOption = TableOrJson.TABLE,
+) -> None:
+    """Expired, expiring, ownerless, matching nothing, tracker closed. Exit 1 when
+    anything but "expiring" is found; 8 when the tracker API fails (after listing
+    what was found without it). With a results store, each entry's evidence
+    (its jobs' results of the last 30 days) follows."""
+    from matrixgen.evidence.summary import entry_evidence
+    from matrixgen.quarantine.audit import audit_quarantine
+    from matrixgen.quarantine.tracker import DEFAULT_API_URL, check_api_url
+
+    if days < 0:
+        raise UsageError("--days must be 0 or more")
+    api_root = check_api_url(api_url or DEFAULT_API_URL)
+    root = _root(recipes)
+    generation = _generation(root)
+    qfile = generation.quarantine
+    if qfile.findings:
+        echo_findings(qfile.findings)
+    found = audit_quarantine(
+        qfile,
+        generation.jobs,
+        generation.tree.config,
+        days=days,
+        token=token,
+        api_url=api_root,
+        tracker_base=tracker_base,
+    )
+    note_ignored_store(db)
+    evidence = (
+        entry_evidence(generation, found.entries, db=db, targets=found.targets)
+        if found.entries
+        else None
+    )
+    _echo_audit(found, evidence, fmt, days)
+    if found.trackers.error is not None:
+        from matrixgen.engine.errors import TrackerError
+
+        raise TrackerError(found.trackers.error)
+    if found.failing:
+        raise typer.Exit(ExitCode.FINDINGS)
+
+
+def _echo_audit(found: Audit, evidence: dict[str, Any] | None, fmt: TableOrJson, days: int) -> None:
+    report, items = found.trackers, found.items
+    if fmt is TableOrJson.JSON:
+        echo_json(
+            {
+                "items": [i.to_dict() for i in items],
+                "tracker_states": dict(sorted(report.states.items())),
+                "not_checked": dict(sorted(report.unchecked.items())),
+                "tracker_error": report.error,
+                **({"evidence": evidence} if evidence is not None else {}),
+            }
+        )
+    else:
+        rows = [[i.entry_id, i.problem, i.tracker, i.detail] for i in items]
+        # All is well: said in words, not as a bare header.
+        fine = (
+            "no problems: no entry is expired, ownerless, matching nothing or with a closed "
+            f"tracker, and none expires within {days} days"
+        )
+        typer.echo(table(rows, ["id", "problem", "tracker", "detail"], empty=fine), nl=False)
+        if evidence is not None:
+            typer.echo("")
+            typer.echo(table([[k, v] for k, v in evidence.items()], ["id", "evidence"]), nl=False)
+    reasons: dict[str, int] = {}
+    for reason in report.unchecked.values():
+        reasons[reason] = reasons.get(reason, 0) + 1
+    for reason, count in sorted(reasons.items()):
+        typer.echo(
+            f"tracker state NOT checked for {count} entr{'y' if count == 1 else 'ies'}: "
+            f"{terminal_text(reason)}; a closed tracker there is not reported",
+            err=True,
+        )
+    checked, failing = len(report.states), len(found.failing)
+    if len(found.entries) == 1:
+        counted = f"1 entry ({'its tracker' if checked else 'tracker not'} checked)"
+    else:
+        counted = f"{len(found.entries)} entries ({checked} of their trackers checked)"
+    typer.echo(
+        f"{counted}: {failing} problem(s), {len(items) - failing} expiring soon",
+        err=True,
+    )
+
+
+def _token(text: str) -> Any:
+    return typer.Option(envvar="GITHUB_TOKEN", show_envvar=True, metavar="TOKEN", help=text)
+
+
+def propose(
+    tracker: Annotated[
+        str | None,
+        _option("TRACKER", 'Tracker of the drafts: an issue URL, or "#N" (needed for --write).'),
+    ] = None,
+    write: Annotated[
+        bool, typer.Option("--write", help="Add the drafts and apply the lifts.")
+    ] = False,
+    owner: Annotated[
+        str | None, _option("OWNER", "Owner when the recipe names no maintainers.")
+    ] = (None),
+    lift_runs: Annotated[
+        int, _option("N", "Lift entries whose jobs passed this many last runs.", "--lift-runs")
+    ] = 10,
+    since: SinceOption = 30,
+    min_runs: MinRunsOption = 3,
+    flip_rate: FlipRateOption = 0.1,
+    broken_runs: BrokenRunsOption = 3,
+    token: Annotated[str | None, _token("GitHub token: lift closed trackers.")] = None,
+    api_url: ApiUrlOption = None,
+    db: DbOption = None,
+    recipes: RecipesOption = None,
+    fmt: TableOrJsonOption = TableOrJson.TABLE,
+) -> None:
+    """Draft entries for flaky and broken cases that have none, scoped to where the
+    evidence is; propose lifting the entries the evidence clears. --write edits the
+    quarantine file (safely, as `add` and `lift` do)."""
+    from matrixgen.pipeline import generate
+    from matrixgen.quarantine.propose import proposal_from_store, write_proposal
+    from matrixgen.validate import Needs, require_usable
+
+    if lift_runs < 1:
+        raise UsageError("--lift-runs must be 1 or more")
+    if write and not tracker:
+        raise UsageError("--write needs --tracker: every entry names its tracker")
+    flaky_policy = _policy(since, min_runs, flip_rate, broken_runs)
+    root = _root(recipes)
+    generation = generate(root)
+    require_usable(generation, Needs.SELECTION)
+    proposal = proposal_from_store(
+        generation,
+        db=db,
+        flaky_policy=flaky_policy,
+        tracker=tracker,
+        owner=owner,
+        lift_runs=lift_runs,
+        token=token,
+        api_url=api_url,
+    )
+    path = root / QUARANTINE_FILENAME
+    written = bool(write and (proposal.drafts or proposal.lifts))
+    if written:
+        write_proposal(path, proposal, generation.tree.config)
+    if fmt is TableOrJson.JSON:
+        echo_json(proposal.to_dict(written=written))
+    else:
+        _echo_proposal(proposal, path)
+    unchecked = proposal.trackers_unchecked
+    if unchecked:
+        typer.echo(
+            f"tracker state not checked for {unchecked} entr{'y' if unchecked == 1 else 'ies'} "
+            "(set GITHUB_TOKEN or pass --token): a closed tracker there is not proposed for a lift",
+            err=True,
+        )
+    if not tracker and proposal.drafts:
+        typer.echo("the drafts name no tracker: pass --tracker (needed for --write)", err=True)
+    done = f"wrote them to {path}" if written else "nothing written (pass --write to apply)"
+    typer.echo(
+        f"{len(proposal.drafts)} draft(s), {len(proposal.lifts)} lift(s), "
+        f"{len(proposal.covered) + len(proposal.not_node_ids)} case(s) left out; {done}",
+        err=True,
+    )
+
+
+def _echo_proposal(proposal: Proposal, path: Path) -> None:
+    from matrixgen.quarantine.render import render_entry
+
+    count = len(proposal.drafts)
+    typer.echo(f"# {count} new entr{'y' if count == 1 else 'ies'} for {path}")
+    for d in proposal.drafts:
+        for r in d.rows:
+            typer.echo(f"# {r.verdict.value}: {_t(_case(r))}: {_t(r.evidence())}")
+        typer.echo(render_entry(d.data, 0, 2, "\n"), nl=False)
+    if proposal.lifts:
+        typer.echo(f"\n# lifts ({len(proposal.lifts)})")
+        for lift in proposal.lifts:
+            typer.echo(f"# {_t(lift.entry.id)} ({_t(lift.entry.tracker_ref)}): {_t(lift.reason)}")
+    for c in proposal.covered:
+        why = (
+            f"already quarantined by {_t(', '.join(c.by))}"
+            if c.by
+            else "no job of the recipes runs it now"
+        )
+        typer.echo(
+            f"# left out: {c.row.verdict.value} {_t(_case(c.row))} on {_t(c.row.where)} "
+            f"({c.row.job.place}): {why}"
+        )
+    for entry_id, why in proposal.unjudged:
+        typer.echo(f"# kept: {_t(entry_id)}: {_t(why)}")
+    for r in proposal.not_node_ids:
+        typer.echo(
+            f"# left out: {r.verdict.value} {_t(_case(r))} on {_t(r.where)} ({r.job.place}): "
+            "not a pytest node id (path::name), so never drafted as a deselect"
+        )
+
+
+def _case(row: FlakyRow) -> str:
+    name = f"{row.job.model}/{row.job.test_case}" + (f"[{row.job.tag}]" if row.job.tag else "")
+    return f"{name} {row.node_id}" if row.node_id else name

@@ -1,0 +1,260 @@
+"""The habits themselves: habit scopes, what comments say (trackers, kinds,
+reasons), and commented-out rows and blocks."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import yaml
+from msgspec import Struct
+
+from matrixgen.engine.expand import ATTRIBUTE_KEYS_V2, BLOCK_KEYS, KNOWN_AXES_V2
+from matrixgen.engine.model import RecipeFile
+from matrixgen.engine.vocab import (
+    QuarantineKind,
+    resolve_scope,
+)
+from matrixgen.util.textedit import TextEdit, apply_edits, line_offsets
+
+HABIT_SUFFIXES = ("-broken", "-temp-disabled")
+FLAKY_SCOPE = "flaky"
+# Keys a product row may hold: the axes and attributes expansion knows.
+ROW_KEYS = KNOWN_AXES_V2 | ATTRIBUTE_KEYS_V2
+# Commented-out YAML, told from prose ("# Broken: ...") by its keys.
+_CODE_LINE = re.compile(
+    r"^\s*(?:-\s+)?(?:" + "|".join(sorted(ROW_KEYS | BLOCK_KEYS)) + r")\s*:(?:\s|\Z)"
+)
+_TRACKER_REF = re.compile(r"(?<![\w&/#])#(\d+)\b|(https?://\S+/(?:issues|pull)/\d+)")
+
+_RULE_LINE = re.compile(r"^\s*#+\s*\Z|#{5,}")
+_KIND_WORDS: tuple[tuple[re.Pattern[str], QuarantineKind], ...] = (
+    (re.compile(r"flaky|non-?determinis|intermittent", re.I), QuarantineKind.FLAKY),
+    (re.compile(r"timeout|time limit|exceeds|too long|infra", re.I), QuarantineKind.INFRA),
+    (re.compile(r"hang|oom|broken|outdated|requires|fail", re.I), QuarantineKind.BROKEN),
+)
+
+
+def is_habit_scope(scope: str) -> bool:
+    return scope == FLAKY_SCOPE or scope.endswith(HABIT_SUFFIXES)
+
+
+def parks(habit: str, scope: str) -> bool:
+    """Whether the habit scope `habit` is where upstream parks a job of `scope`:
+    its restored scope is `scope` (by tier: `mr-github-broken` parks `L1`), or it
+    is one that does not say which scope it parks (`flaky`)."""
+    if not is_habit_scope(habit) or is_habit_scope(scope):
+        return False
+    back = restore_scope(habit)
+    return back is None or resolve_scope(back) == resolve_scope(scope)
+
+
+def restore_scope(scope: str) -> str | None:
+    """`mr-broken` -> `mr`; None when the habit does not say (`flaky`)."""
+    for suffix in HABIT_SUFFIXES:
+        if scope.endswith(suffix) and len(scope) > len(suffix):
+            return scope[: -len(suffix)]
+    return None
+
+
+# --------------------------------------------------------------------------- comments
+
+
+def _comment_of(line: str) -> str:
+    """The comment part of a YAML line (Megatron-LM rows never hold a # in values)."""
+    stripped = line.lstrip()
+    if stripped.startswith("#"):
+        return stripped.lstrip("#").strip()
+    at = line.find(" #")
+    return line[at + 2 :].strip() if at >= 0 else ""
+
+
+def _is_prose(line: str) -> bool:
+    """A comment line that is neither commented-out YAML nor a ##### rule."""
+    stripped = line.strip()
+    if not stripped.startswith("#") or _RULE_LINE.search(stripped):
+        return False
+    return not _CODE_LINE.match(stripped.lstrip("#"))  # prefix
+
+
+def _prose_above(lines: Sequence[str], first: int) -> list[str]:
+    """Prose comment lines directly above line index `first`."""
+    found: list[str] = []
+    n = first - 1
+    while n >= 0 and _is_prose(lines[n]):
+        found.insert(0, lines[n])
+        n -= 1
+    return found
+
+
+def _trackers(texts: Iterable[str]) -> list[str]:
+    refs: list[str] = []
+    for text in texts:
+        for number, url in _TRACKER_REF.findall(text):
+            ref = f"#{number}" if number else url.rstrip(".,;)")
+            if ref not in refs:
+                refs.append(ref)
+    return refs
+
+
+def _kind(texts: Sequence[str], default: QuarantineKind) -> QuarantineKind:
+    joined = " ".join(texts)
+    for pattern, kind in _KIND_WORDS:
+        if pattern.search(joined):
+            return kind
+    return default
+
+
+def _reason(texts: Sequence[str], origin: str) -> str:
+    said = " ".join(" ".join(t.split()) for t in texts if t.strip())
+    if len(said) > 300:
+        said = said[:297] + "..."
+    return f"{said} ({origin})" if said else origin
+
+
+def _value(node: Any, key: str) -> Any:
+    for key_node, value_node in getattr(node, "value", ()) or ():
+        if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
+            return value_node
+    return None
+
+
+def _comment_runs(lines: Sequence[str], start: int) -> Iterator[tuple[int, int]]:
+    """(first, past-last) line index of each run of comment lines from `start` on."""
+    n, end = start, len(lines)
+    while n < end:
+        if not lines[n].lstrip().startswith("#"):
+            n += 1
+            continue
+        run_start = n
+        while n < end and lines[n].lstrip().startswith("#"):
+            n += 1
+        yield run_start, n
+
+
+def _uncomment_edits(
+    lines: Sequence[str], offsets: Sequence[int], item: Sequence[int]
+) -> tuple[TextEdit, ...]:
+    """Remove the `# ` of each line of a commented-out item."""
+    return tuple(
+        TextEdit(offsets[k] + lines[k].find("#"), offsets[k] + lines[k].find("#") + 2, "")
+        for k in item
+    )
+
+
+def _item_comments(lines: Sequence[str], item: Sequence[int]) -> list[str]:
+    """What is said about a commented-out item: the prose above it, and each of
+    its lines' own comment."""
+    inline = [_comment_of(_uncommented(lines[k])[0]) for k in item]  # type: ignore[index]
+    said = [_comment_of(line) for line in _prose_above(lines, item[0])]
+    return said + [c for c in inline if c]
+
+
+def _dash_col(lines: Sequence[str], node: yaml.Node) -> int:
+    line = lines[node.start_mark.line]
+    dash = line.rfind("-", 0, node.start_mark.column)
+    return dash if dash >= 0 else node.start_mark.column
+
+
+def _uncommented(line: str) -> tuple[str, int] | None:
+    """`  # - a: b` -> (`  - a: b`, column of the #); None when not `# ` code."""
+    at = line.find("#")
+    if at < 0 or line[:at].strip():
+        return None
+    rest = line[at + 1 :]
+    if not rest.startswith(" "):
+        return None
+    text = line[:at] + rest[1:]
+    return (text, at) if _CODE_LINE.match(text) else None  # prefix
+
+
+def _run_items(lines: Sequence[str], start: int, stop: int) -> Iterator[tuple[list[int], int]]:
+    """The commented-out items of a run of comment lines: (line indexes, dash column)."""
+    n = start
+    while n < stop:
+        code = _uncommented(lines[n])
+        if code is None or not code[0].lstrip().startswith("- "):
+            n += 1
+            continue
+        text, _ = code
+        dash = len(text) - len(text.lstrip())
+        item = [n]
+        m = n + 1
+        while m < stop:
+            more = _uncommented(lines[m])
+            if more is None:
+                break
+            indent = len(more[0]) - len(more[0].lstrip())
+            if indent <= dash:
+                break
+            item.append(m)
+            m += 1
+        yield item, dash
+        n = m
+
+
+class CommentedOut(Struct, frozen=True, kw_only=True):
+    """A commented-out row or block that carries a tracker in its comment: the
+    commented-out habit (one without a tracker is not a habit: nothing says why)."""
+
+    first_line: int  # 1-based, inclusive
+    last_line: int
+    comment: str  # the comment as written, `# hang: #513` (several joined with " ")
+    tracker: str | None  # None when the comment names several trackers
+    edits: tuple[TextEdit, ...]  # what uncomments it (every other byte kept)
+
+
+def commented_out(recipe: RecipeFile, text: str) -> list[CommentedOut]:
+    """The commented-out habits of one recipe file's text (`recipe` parsed from it):
+    the items migration would consider, found the way it finds them, before its
+    checks of whether restoring one is unambiguous."""
+    products = _value(recipe.document.root, "products")
+    if not isinstance(products, yaml.SequenceNode):
+        return []
+    lines = text.splitlines(keepends=True)
+    offsets = line_offsets(text)
+    out: list[CommentedOut] = []
+    for run_start, run_stop in _comment_runs(lines, products.start_mark.line):
+        for item, _dash in _run_items(lines, run_start, run_stop):
+            first = item[0]
+            said = _item_comments(lines, item)
+            refs = _trackers(said)
+            if not refs:
+                continue
+            out.append(
+                CommentedOut(
+                    first_line=first + 1,
+                    last_line=item[-1] + 1,
+                    comment=" ".join(f"# {c}" for c in said if c),
+                    tracker=refs[0] if len(refs) == 1 else None,
+                    edits=_uncomment_edits(lines, offsets, item),
+                )
+            )
+    return out
+
+
+def row_comment(text: str, line: int) -> tuple[str, str | None]:
+    """The comment of the row starting at 1-based `line` (prose above it, and
+    each of its lines' own), as written (`# hang: #513`), and its tracker (None
+    when it names none, or several)."""
+    lines = text.splitlines()
+    first = line - 1
+    if not 0 <= first < len(lines):
+        return "", None
+    dash = len(lines[first]) - len(lines[first].lstrip())  # the row's `-` (or first key)
+    own = [first]
+    for n in range(first + 1, len(lines)):
+        body = lines[n]
+        if body.strip() and len(body) - len(body.lstrip()) <= dash:
+            break
+        own.append(n)
+    said = [_comment_of(t) for t in _prose_above(lines, first)]
+    said += [c for c in (_comment_of(lines[n]) for n in own) if c]
+    refs = _trackers(said)
+    return " ".join(f"# {c}" for c in said if c), refs[0] if len(refs) == 1 else None
+
+
+def uncomment(text: str, items: Iterable[CommentedOut]) -> str:
+    """The text with the given commented-out items uncommented (lines kept)."""
+    return apply_edits(text, [e for item in items for e in item.edits])

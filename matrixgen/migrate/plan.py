@@ -1,0 +1,505 @@
+"""Planning a migration (applied, checked and repeated until every candidate
+holds), proving no real target's selection changes, and writing it."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from msgspec import Struct
+
+from matrixgen.engine.errors import Finding, QuarantineError, UsageError
+from matrixgen.engine.load import read_directory, read_root_file
+from matrixgen.engine.model import Job, JobId, Target
+from matrixgen.engine.targets import default_system, discover_targets, resolve_targets
+from matrixgen.engine.vocab import (
+    QUARANTINE_FILENAME,
+    QuarantineAction,
+    resolve_scope,
+)
+from matrixgen.migrate.habits import (
+    is_habit_scope,
+)
+from matrixgen.migrate.scan import (
+    Candidate,
+    LeftAlone,
+    _scan_file,
+)
+from matrixgen.pipeline import Generation, generate_from_files
+from matrixgen.quarantine.apply import selection as quarantine_selection
+from matrixgen.quarantine.model import entry_from_mapping
+from matrixgen.quarantine.policy import current_day, policy
+from matrixgen.quarantine.trackers import resolve_tracker, tracker_text
+from matrixgen.util.textedit import apply_edits, decode, encode
+
+
+class ParserChange(Struct, frozen=True, kw_only=True):
+    """What Megatron-LM's own parser, which reads no quarantine file, selects for
+    one target before and after the migration: `added` jobs come back."""
+
+    target: str
+    before: int
+    after: int
+    added: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "before": self.before,
+            "after": self.after,
+            "added": self.added,
+        }
+
+
+class Migration(Struct, frozen=True, kw_only=True):
+    """A planned migration: entries to add, recipe files to rewrite, and what was
+    left alone (with the reason)."""
+
+    root: Path
+    changes: tuple[tuple[Candidate, tuple[dict[str, Any], ...]], ...]
+    left_alone: tuple[LeftAlone, ...]
+    files_before: Mapping[str, bytes]
+    files_after: Mapping[str, bytes]
+    untracked_comments: int = 0  # commented-out rows without a tracker: not habits
+    # format_version 1: the targets whose selection by Megatron-LM's parser grows.
+    parser_changes: tuple[ParserChange, ...] = ()
+
+    @property
+    def parser_added(self) -> int:
+        """Jobs Megatron-LM's own parser would select in addition, over every target."""
+        return sum(c.added for c in self.parser_changes)
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        return [entry for _, entries in self.changes for entry in entries]
+
+    @property
+    def changed_files(self) -> list[str]:
+        return sorted(
+            rel
+            for rel, data in self.files_after.items()
+            if rel != QUARANTINE_FILENAME and self.files_before.get(rel) != data
+        )
+
+    def to_dict(self, *, written: bool) -> dict[str, Any]:
+        """The plan as `migrate --format json` prints it."""
+        return {
+            "entries": [
+                {
+                    **{k: (v.isoformat() if isinstance(v, dt.date) else v) for k, v in e.items()},
+                    "from": c.describe,
+                    "habit": c.habit,
+                }
+                for c, es in self.changes
+                for e in es
+            ],
+            "edits": [c.describe for c, _ in self.changes],
+            "left_alone": [x.to_dict() for x in self.left_alone],
+            "parser_changes": [c.to_dict() for c in self.parser_changes],
+            "summary": self.summary(),
+            "written": written,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        by_habit: dict[str, int] = {}
+        rows_by_habit: dict[str, int] = {}
+        for candidate, entries in self.changes:
+            by_habit[candidate.habit] = by_habit.get(candidate.habit, 0) + len(entries)
+            rows_by_habit[candidate.habit] = rows_by_habit.get(candidate.habit, 0) + 1
+        left: dict[str, int] = {}
+        for item in self.left_alone:
+            left[item.habit] = left.get(item.habit, 0) + 1
+        return {
+            "entries": len(self.entries),
+            "entries_by_habit": dict(sorted(by_habit.items())),
+            "migrated_by_habit": dict(sorted(rows_by_habit.items())),
+            "left_alone_by_habit": dict(sorted(left.items())),
+            "recipe_files_changed": len(self.changed_files),
+            "commented_out_without_tracker": self.untracked_comments,
+            "parser_added_jobs": self.parser_added,
+        }
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def _real_scopes(generation: Generation) -> frozenset[str]:
+    scopes = {j.scope for j in generation.jobs if j.scope and not is_habit_scope(j.scope)}
+    vocab = generation.tree.config.vocabulary
+    if vocab is not None:
+        scopes |= {s for s in vocab.all_scopes if not is_habit_scope(s)}
+    return frozenset(resolve_scope(s) for s in scopes)
+
+
+def _span_jobs(jobs: Iterable[Job], candidate: Candidate) -> list[Job]:
+    return [
+        j
+        for j in jobs
+        if j.recipe == candidate.rel
+        and candidate.first_line <= j.source.line <= candidate.last_line
+        and (candidate.scopes is None or j.scope in candidate.scopes)
+    ]
+
+
+def _entries_for(
+    candidate: Candidate,
+    jobs: Sequence[Job],
+    *,
+    today: dt.date,
+    expires: dt.date,
+) -> list[dict[str, Any]]:
+    """One skip entry per restored row: exactly that row's jobs in its scopes."""
+    by_row: dict[int, list[Job]] = {}
+    for job in jobs:
+        by_row.setdefault(job.source.line, []).append(job)
+    entries = []
+    for _, row_jobs in sorted(by_row.items()):
+        models = sorted({j.model for j in row_jobs})
+        cases = sorted({j.test_case for j in row_jobs})
+        if len(models) != 1 or len(cases) != 1:
+            continue
+        tags = sorted({j.tag for j in row_jobs if j.tag})
+        match: dict[str, Any] = {
+            "model": models[0],
+            "test_case": cases[0],
+            "platforms": sorted({j.platform for j in row_jobs}),
+            "environments": sorted({j.environment for j in row_jobs}),
+        }
+        if tags:
+            match["tags"] = tags
+        where = sorted(
+            {f"{default_system(j.scope or '').value}/{j.scope}" for j in row_jobs if j.scope}
+        )
+        entries.append(
+            {
+                "tracker": candidate.tracker,
+                "kind": candidate.kind.value,
+                "action": QuarantineAction.SKIP.value,
+                "match": match,
+                "where": where,
+                "owner": candidate.owner,
+                "added": today,
+                "expires": expires,
+                "reason": candidate.reason,
+            }
+        )
+    return entries
+
+
+def _identity_scopes(jobs: Iterable[Job]) -> set[tuple[JobId, str | None]]:
+    return {(j.identity, j.scope) for j in jobs}
+
+
+def plan_migration(
+    root: Path,
+    *,
+    default_tracker: str | None = None,
+    owner: str | None = None,
+    today: dt.date | None = None,
+    expires: dt.date | None = None,
+) -> Migration:
+    """Find the habits of the tree in `root` and plan their migration. Nothing is
+    written; `files_after` holds the recipe files (and quarantine file) as they
+    would be."""
+    from matrixgen.quarantine.edit import insert_entries
+
+    today = today or current_day()
+    default_tracker = _checked_options(default_tracker, expires, today)
+    files = read_directory(root)
+    before = generate_from_files(files, root=str(root))
+    if before.expansion.errors:
+        raise QuarantineError(
+            f"{root} has recipe errors; fix them before migrating (run `matrixgen validate`)",
+            findings=before.expansion.errors,
+        )
+    if before.quarantine.errors:
+        raise QuarantineError(
+            f"{root / QUARANTINE_FILENAME} has errors; fix them before migrating",
+            findings=before.quarantine.errors,
+        )
+    pol = policy(before.tree.config)
+    expires = expires or today + dt.timedelta(days=pol.default_expiry_days)
+    real_scopes = _real_scopes(before)
+    candidates: list[Candidate] = []
+    left: list[LeftAlone] = []
+    untracked = 0
+    texts: dict[str, tuple[str, bool]] = {}
+    for recipe in before.tree.tests:
+        text, bom = decode(files[recipe.rel])
+        texts[recipe.rel] = (text, bom)
+        scan = _scan_file(
+            recipe,
+            text,
+            real_scopes,
+            default_tracker=default_tracker,
+            owner=owner,
+            default_owner=pol.default_owner,
+        )
+        candidates += scan.candidates
+        left += scan.left_alone
+        untracked += scan.untracked_comments
+    taken = {e.id for e in before.quarantine.entries}
+    planned, after_files, after = _settle(
+        root, before, files, texts, candidates, left, today=today, expires=expires
+    )
+    changes = _named(planned, taken)
+    all_entries = [e for _, entries in changes for e in entries]
+    if all_entries:
+        old_q, bom = decode(files.get(QUARANTINE_FILENAME, b""))
+        after_files[QUARANTINE_FILENAME] = encode(insert_entries(old_q, all_entries), bom)
+    migration = Migration(
+        root=root,
+        changes=tuple(changes),
+        left_alone=tuple(sorted(left, key=lambda x: (x.path, x.line))),
+        files_before=files,
+        files_after=after_files,
+        untracked_comments=untracked,
+        parser_changes=parser_changes(before, after) if changes else (),
+    )
+    problems = equivalence_problems(files, after_files, root=str(root))
+    if problems:
+        raise QuarantineError(
+            "the migration would change what targets select; nothing was planned:",
+            details=problems[:20],
+        )
+    return migration
+
+
+def _checked_options(
+    default_tracker: str | None, expires: dt.date | None, today: dt.date
+) -> str | None:
+    """Refuse an expiry in the past (said once here, rather than as a reason on
+    every habit left alone) and a default tracker that is no URL, N or #N."""
+    if expires is not None and expires < today:
+        raise UsageError(f"--expires {expires} is in the past")
+    if default_tracker is None:
+        return None
+    ref = tracker_text(default_tracker)
+    if resolve_tracker(ref, "https://tracker.invalid/") is None:  # "#N" or a URL
+        raise UsageError(f'--default-tracker "{default_tracker}": give an issue URL, N or #N')
+    return ref
+
+
+def _named(
+    planned: Sequence[tuple[Candidate, list[dict[str, Any]]]], taken: set[str]
+) -> list[tuple[Candidate, tuple[dict[str, Any], ...]]]:
+    """The planned entries with their ids (derived, unique in the file)."""
+    from matrixgen.quarantine.render import entry_id, unique_id
+
+    changes = []
+    for candidate, entries in planned:
+        named = []
+        for entry in entries:
+            new_id = unique_id(entry_id(entry), taken)
+            taken.add(new_id)
+            named.append({"id": new_id, **entry})
+        changes.append((candidate, tuple(named)))
+    return changes
+
+
+def _settle(
+    root: Path,
+    before: Generation,
+    files: Mapping[str, bytes],
+    texts: Mapping[str, tuple[str, bool]],
+    candidates: list[Candidate],
+    left: list[LeftAlone],
+    *,
+    today: dt.date,
+    expires: dt.date,
+) -> tuple[list[tuple[Candidate, list[dict[str, Any]]]], dict[str, bytes], Generation]:
+    """Apply the candidates, check each on the result, drop the ones that fail
+    (into `left`, with why); repeat until every remaining one holds (each round
+    drops at least one). The candidates that hold with their entries, the files
+    and the generation after them."""
+    tracker_base = policy(before.tree.config).tracker_base
+    before_jobs = _identity_scopes(before.jobs)
+    before_findings = _finding_keys(before.findings)
+    while True:
+        after_files = dict(files)
+        for rel in sorted({c.rel for c in candidates}):
+            text, bom = texts[rel]
+            edits = [e for c in candidates if c.rel == rel for e in c.edits]
+            after_files[rel] = encode(apply_edits(text, edits), bom)
+        after = generate_from_files(after_files, root=str(root))
+        new_findings = _finding_keys(after.findings) - before_findings
+        failed: dict[int, str] = {}
+        planned: list[tuple[Candidate, list[dict[str, Any]]]] = []
+        known = {j.test_case for j in after.jobs}
+        for index, candidate in enumerate(candidates):
+            problem = _finding_problem(candidate, new_findings)
+            span = _span_jobs(after.jobs, candidate)
+            if problem is None and not span:
+                problem = "restoring it yields no job"
+            if problem is None:
+                clash = _identity_scopes(span) & before_jobs
+                if clash:
+                    some = sorted(clash, key=str)[0]
+                    problem = f"another row already has {some[0]} in scope {some[1]}"
+            entries: list[dict[str, Any]] = []
+            if problem is None:
+                entries = _entries_for(candidate, span, today=today, expires=expires)
+                problem = _check_entries(entries, span, after.jobs, known, tracker_base)
+            if problem is not None:
+                failed[index] = problem
+            else:
+                planned.append((candidate, entries))
+        if not failed:
+            return planned, after_files, after
+        for index, problem in sorted(failed.items()):
+            c = candidates[index]
+            left.append(LeftAlone(path=c.path, line=c.first_line, habit=c.habit, reason=problem))
+        candidates = [c for i, c in enumerate(candidates) if i not in failed]
+
+
+def _finding_keys(findings: Iterable[Finding]) -> set[tuple[str, int, str, str]]:
+    return {(f.location.file, f.location.line, f.code, f.message) for f in findings}
+
+
+def _finding_problem(candidate: Candidate, new: set[tuple[str, int, str, str]]) -> str | None:
+    for file, line, code, message in sorted(new):
+        if file == candidate.path and candidate.first_line <= line <= candidate.last_line:
+            return f"restoring it would be reported: {message} [{code}]"
+    return None
+
+
+def _check_entries(
+    entries: Sequence[dict[str, Any]],
+    span: Sequence[Job],
+    jobs: Sequence[Job],
+    known: set[str],
+    tracker_base: str | None,
+) -> str | None:
+    """Each entry must be valid and apply to exactly the restored jobs."""
+    if not entries:
+        return "its jobs do not share one model and test case"
+    hit: set[tuple[JobId, str | None]] = set()
+    for data in entries:
+        entry, findings = entry_from_mapping({"id": "candidate", **data}, tracker_base=tracker_base)
+        if entry is None or findings:
+            text = "; ".join(f.message for f in findings) or "invalid"
+            return f"its entry would be invalid: {text}"
+        for job in jobs:
+            system = default_system(job.scope or "")
+            if entry.applies_in(system, job.scope) and entry.match.matches(job, known):
+                hit.add((job.identity, job.scope))
+    want = _identity_scopes(span)
+    if hit != want:
+        extra = sorted(hit - want, key=str)
+        if extra:
+            return f"its entry would also skip {extra[0][0]} in scope {extra[0][1]}"
+        return "its entry would not cover every restored job"
+    return None
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def real_targets(generation: Generation) -> list[Target]:
+    """Every target the tree implies (or configures), except habit scopes: no
+    pipeline runs `mr-broken`."""
+    targets = resolve_targets(generation.tree.config, generation.jobs)
+    if not generation.tree.config.targets:
+        targets = discover_targets(generation.jobs, holding_pen=True)
+    return [t for t in targets if not is_habit_scope(t.selector.scope or "")]
+
+
+def parser_changes(before: Generation, after: Generation) -> tuple[ParserChange, ...]:
+    """On a format_version 1 tree, the real targets for which Megatron-LM's own
+    parser selects more jobs after the migration than before: it reads no
+    quarantine file, so every restored job comes back there. matrixgen's
+    selection before quarantine is that parser's (tests/test_compat.py). A
+    format_version 2 tree is read by matrixgen only: nothing to count."""
+    if before.tree.format_version != 1:
+        return ()
+    targets: dict[str, Target] = {}
+    for target in (*real_targets(before), *real_targets(after)):
+        targets.setdefault(target.name, target)
+    found = []
+    for name in sorted(targets):
+        selector = targets[name].selector
+        old = before.select(selector)
+        new = after.select(selector)
+        seen = _identity_scopes(old)
+        added = sum((j.identity, j.scope) not in seen for j in new)
+        if added:
+            found.append(ParserChange(target=name, before=len(old), after=len(new), added=added))
+    return tuple(found)
+
+
+def selections(generation: Generation, targets: Iterable[Target]) -> dict[str, list[dict]]:
+    """Target name -> the jobs it runs after quarantine, as comparable dicts."""
+    out = {}
+    known = {j.test_case for j in generation.jobs}
+    for target in targets:
+        chosen = quarantine_selection(
+            generation.jobs, generation.quarantine.entries, target, known_test_cases=known
+        )
+        out[target.name] = [j.to_dict() for j in chosen.jobs]
+    return out
+
+
+def equivalence_problems(
+    files_before: Mapping[str, bytes], files_after: Mapping[str, bytes], *, root: str
+) -> list[str]:
+    """Targets (real ones, of either tree, with and without each cadence) whose
+    selection after quarantine differs between the two trees."""
+    before = generate_from_files(files_before, root=root)
+    after = generate_from_files(files_after, root=root)
+    targets: dict[str, Target] = {}
+    for target in (*real_targets(before), *real_targets(after)):
+        targets.setdefault(target.name, target)
+    problems = []
+    ordered = [targets[name] for name in sorted(targets)]
+    a, b = selections(before, ordered), selections(after, ordered)
+    for name in sorted(targets):
+        if a[name] != b[name]:
+            gone = len([j for j in a[name] if j not in b[name]])
+            new = len([j for j in b[name] if j not in a[name]])
+            problems.append(f"{name}: {gone} job(s) no longer selected, {new} newly selected")
+    return problems
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def write_migration(migration: Migration) -> None:
+    """Add the entries (under the quarantine file's lock), then rewrite the recipe
+    files: if writing recipes failed, the entries would match nothing (validate
+    says so) but no target would select a quarantined job."""
+    from matrixgen.quarantine.edit import atomic_write, check_writable, edit, read_file
+
+    root = migration.root
+    entries = migration.entries
+    # Refuse before writing anything rather than half-way through.
+    for rel in migration.changed_files:
+        check_writable(root / rel, root=root)
+    if entries:
+        check_writable(root / QUARANTINE_FILENAME, root=root)
+    if entries:
+        pol_base = None
+        config_path = root / "matrixgen.yaml"
+        config_raw = read_root_file(root, "matrixgen.yaml")
+        if config_raw is not None:
+            from matrixgen.engine.config import parse_config
+
+            pol_base = policy(parse_config(config_raw, str(config_path))).tracker_base
+
+        def change(qfile: Any) -> tuple[list[dict[str, Any]], list[int]]:
+            clash = {e.id for e in qfile.entries} & {e["id"] for e in entries}
+            if clash:
+                raise QuarantineError(
+                    f"{root / QUARANTINE_FILENAME} changed since the migration was planned "
+                    f"(ids {', '.join(sorted(clash))} exist now); run migrate again"
+                )
+            return list(entries), []
+
+        edit(root / QUARANTINE_FILENAME, change, tracker_base=pol_base)
+    for rel in migration.changed_files:
+        path = root / rel
+        current = read_file(path, root=root)
+        if current != migration.files_before[rel]:
+            raise QuarantineError(f"{path} changed since the migration was planned; run it again")
+        atomic_write(path, migration.files_after[rel], root=root)

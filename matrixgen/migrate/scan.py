@@ -1,0 +1,347 @@
+"""Scanning one recipe file for habits migration can restore unambiguously
+(candidates), and the ones it leaves as they are (with the reason)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+from msgspec import Struct, field
+
+from matrixgen.engine.expand import BLOCK_KEYS
+from matrixgen.engine.model import RecipeFile
+from matrixgen.engine.vocab import (
+    QuarantineKind,
+    resolve_scope,
+)
+from matrixgen.engine.yamlio import last_content_line
+from matrixgen.migrate.habits import (
+    ROW_KEYS,
+    _comment_of,
+    _comment_runs,
+    _dash_col,
+    _item_comments,
+    _kind,
+    _prose_above,
+    _reason,
+    _run_items,
+    _trackers,
+    _uncomment_edits,
+    _uncommented,
+    _value,
+    is_habit_scope,
+    restore_scope,
+)
+from matrixgen.util.textedit import TextEdit, line_offsets
+
+
+class Candidate(Struct, frozen=True, kw_only=True):
+    """One habit that migration restores: a row, or a commented-out item."""
+
+    rel: str
+    path: str  # as shown in messages
+    habit: str  # "scope *-broken", "scope *-temp-disabled", "commented-out"
+    first_line: int  # 1-based, inclusive: the lines the restored row(s) span
+    last_line: int
+    edits: tuple[TextEdit, ...]
+    describe: str  # one line for the report
+    tracker: str
+    kind: QuarantineKind
+    reason: str
+    owner: str
+    # Scopes whose jobs are quarantined: for a renamed row, only the restored ones.
+    scopes: frozenset[str] | None = None  # resolved; None: every job of the span
+
+
+class LeftAlone(Struct, frozen=True, kw_only=True):
+    path: str
+    line: int
+    habit: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.habit}: {self.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.path, "line": self.line, "habit": self.habit, "reason": self.reason}
+
+
+class _Scan(Struct, kw_only=True):
+    """Scanning one file: what every step reads, and what they found."""
+
+    recipe: RecipeFile
+    lines: Sequence[str]
+    offsets: Sequence[int]  # character offset of each line's start
+    real_scopes: frozenset[str]
+    default_tracker: str | None
+    owner: str  # --owner, else the file's maintainers, else quarantine.default_owner, else ""
+    candidates: list[Candidate] = field(default_factory=list)
+    left_alone: list[LeftAlone] = field(default_factory=list)
+    untracked_comments: int = 0
+
+    def leave(self, line: int, habit: str, reason: str) -> None:
+        """Note a habit migration leaves as it is; `line` is 1-based."""
+        self.left_alone.append(
+            LeftAlone(path=self.recipe.path, line=line, habit=habit, reason=reason)
+        )
+
+
+def _owner(recipe: RecipeFile, owner: str | None, default: str | None = None) -> str:
+    """--owner, else the file's maintainers, else quarantine.default_owner."""
+    if owner:
+        return owner
+    maintainers = recipe.data.get("maintainers") if isinstance(recipe.data, dict) else None
+    if (
+        isinstance(maintainers, list)
+        and maintainers
+        and all(isinstance(m, str) for m in maintainers)
+    ):
+        return ", ".join(maintainers)
+    return default or ""
+
+
+def _scan_file(
+    recipe: RecipeFile,
+    text: str,
+    real_scopes: frozenset[str],
+    *,
+    default_tracker: str | None,
+    owner: str | None,
+    default_owner: str | None = None,
+) -> _Scan:
+    scan = _Scan(
+        recipe=recipe,
+        lines=text.splitlines(keepends=True),
+        offsets=line_offsets(text),
+        real_scopes=real_scopes,
+        default_tracker=default_tracker,
+        owner=_owner(recipe, owner, default_owner),
+    )
+    products = _value(recipe.document.root, "products")
+    if not isinstance(products, yaml.SequenceNode):
+        return scan
+    blocks = [b for b in products.value if isinstance(b, yaml.MappingNode)]
+    for block in blocks:
+        rows = _value(block, "products")
+        if not isinstance(rows, yaml.SequenceNode):
+            continue
+        for row in rows.value:
+            if isinstance(row, yaml.MappingNode):
+                _scan_row(scan, row)
+    _scan_comments(scan, products, blocks)
+    return scan
+
+
+def _need_tracker(refs: list[str], default_tracker: str | None) -> tuple[str | None, str]:
+    if len(refs) == 1:
+        return refs[0], ""
+    if len(refs) > 1:
+        return None, f"names several trackers ({', '.join(refs)}): which one it is for is unclear"
+    if default_tracker:
+        return default_tracker, ""
+    return None, "names no tracker; pass --default-tracker REF (an umbrella issue) to migrate it"
+
+
+def _scan_row(scan: _Scan, row: yaml.MappingNode) -> None:
+    recipe, lines, owner = scan.recipe, scan.lines, scan.owner
+    scope_node = _value(row, "scope")
+    if not isinstance(scope_node, yaml.SequenceNode):
+        return
+    values = [n for n in scope_node.value if isinstance(n, yaml.ScalarNode)]
+    habits = [n for n in values if is_habit_scope(n.value)]
+    if not habits:
+        return
+    first, last = row.start_mark.line, last_content_line(row)
+    line_no = first + 1
+    habit = "scope " + " + ".join(n.value for n in habits)
+
+    def leave(reason: str) -> None:
+        scan.leave(line_no, habit, reason)
+
+    restored: dict[str, str] = {}
+    for node in habits:
+        back = restore_scope(node.value)
+        if back is None:
+            leave(
+                f'scope "{node.value}" does not say which scope the row ran in before '
+                "(mr, mr-slim, nightly, ...): nothing to restore"
+            )
+            return
+        if resolve_scope(back) not in scan.real_scopes:
+            leave(f'restoring "{node.value}" gives "{back}", a scope no other row uses')
+            return
+        restored[node.value] = back
+    after = [restored.get(n.value, n.value) for n in values]
+    if len({resolve_scope(s) for s in after}) != len(after):
+        leave(f"restoring gives the scope list [{', '.join(after)}], with a scope twice")
+        return
+    own = [_comment_of(lines[n]) for n in range(first, last + 1)]
+    said = [_comment_of(line) for line in _prose_above(lines, first)] + [c for c in own if c]
+    tracker, problem = _need_tracker(_trackers(said), scan.default_tracker)
+    if tracker is None:
+        leave(problem)
+        return
+    if not owner:
+        leave("the file names no maintainers; pass --owner or set quarantine.default_owner")
+        return
+    edits = []
+    for node in habits:
+        start = scan.offsets[node.start_mark.line] + node.start_mark.column
+        end = scan.offsets[node.end_mark.line] + node.end_mark.column
+        quote = "" if node.style in (None, "") else node.style
+        edits.append(TextEdit(start, end, f"{quote}{restored[node.value]}{quote}"))
+    default_kind = (
+        QuarantineKind.INVESTIGATING
+        if habits[0].value.endswith("-temp-disabled")
+        else QuarantineKind.BROKEN
+    )
+    renames = ", ".join(f"{old} -> {new}" for old, new in restored.items())
+    scan.candidates.append(
+        Candidate(
+            rel=recipe.rel,
+            path=recipe.path,
+            habit=habit,
+            first_line=first + 1,
+            last_line=last + 1,
+            edits=tuple(edits),
+            describe=f"{recipe.path}:{line_no}: scope {renames}",
+            tracker=tracker,
+            kind=_kind(said, default_kind),
+            reason=_reason(said, f"was scope {', '.join(restored)} in {recipe.rel}"),
+            owner=owner,
+            scopes=frozenset(resolve_scope(s) for s in restored.values()),
+        )
+    )
+
+
+def _scan_comments(
+    scan: _Scan, products: yaml.SequenceNode, blocks: Sequence[yaml.MappingNode]
+) -> None:
+    """Commented-out rows and blocks: `# - environment: [dev]` ..."""
+    if not blocks:
+        return
+    block_col = _dash_col(scan.lines, blocks[0])
+    for run_start, run_stop in _comment_runs(scan.lines, products.start_mark.line):
+        _scan_run(scan, run_start, run_stop, blocks, block_col)
+
+
+def _scan_run(
+    scan: _Scan, start: int, stop: int, blocks: Sequence[yaml.MappingNode], block_col: int
+) -> None:
+    """Split a run of comment lines into commented-out items and judge each."""
+    for item, dash in _run_items(scan.lines, start, stop):
+        _judge_item(scan, item, dash, blocks, block_col)
+
+
+def _enclosing_block(blocks: Sequence[yaml.MappingNode], line: int) -> yaml.MappingNode | None:
+    """The block a row-level comment at `line` sits in: the last block starting above it."""
+    found = None
+    for block in blocks:
+        if block.start_mark.line < line:
+            found = block
+    return found
+
+
+def _judge_item(
+    scan: _Scan, item: list[int], dash: int, blocks: Sequence[yaml.MappingNode], block_col: int
+) -> None:
+    recipe, lines, owner = scan.recipe, scan.lines, scan.owner
+    first = item[0]
+    said = _item_comments(lines, item)
+    refs = _trackers(said)
+    if not refs:
+        scan.untracked_comments += 1
+        return
+    habit = "commented-out"
+
+    def leave(reason: str) -> None:
+        scan.leave(first + 1, habit, reason)
+
+    tracker, problem = _need_tracker(refs, None)
+    if tracker is None:
+        leave(problem)
+        return
+    source = "".join(_uncommented(lines[k])[0] for k in item)  # type: ignore[index]
+    try:
+        parsed = yaml.safe_load(source)
+    except yaml.YAMLError:
+        leave("does not uncomment to valid YAML")
+        return
+    if not (isinstance(parsed, list) and len(parsed) == 1 and isinstance(parsed[0], dict)):
+        leave("does not uncomment to one row or one test-case block")
+        return
+    found = _rows_of(parsed[0], dash, lines, _enclosing_block(blocks, first), block_col)
+    if isinstance(found, str):
+        leave(found)
+        return
+    rows_data, what = found
+    for row in rows_data:
+        scopes = row.get("scope")
+        if not isinstance(scopes, list) or not scopes:
+            leave("a row in it has no scope list")
+            return
+        for scope in scopes:
+            if not isinstance(scope, str) or is_habit_scope(scope):
+                leave(f'it has the scope "{scope}", itself a habit: restore that first')
+                return
+            if resolve_scope(scope) not in scan.real_scopes:
+                leave(f'its scope "{scope}" is one no active row uses')
+                return
+    if not owner:
+        leave("the file names no maintainers; pass --owner or set quarantine.default_owner")
+        return
+    edits = _uncomment_edits(lines, scan.offsets, item)
+    scan.candidates.append(
+        Candidate(
+            rel=recipe.rel,
+            path=recipe.path,
+            habit=habit,
+            first_line=first + 1,
+            last_line=item[-1] + 1,
+            edits=edits,
+            describe=f"{recipe.path}:{first + 1}-{item[-1] + 1}: uncomment {what}",
+            tracker=tracker,
+            kind=_kind(said, QuarantineKind.BROKEN),
+            reason=_reason(said, f"was commented out in {recipe.rel}"),
+            owner=owner,
+        )
+    )
+
+
+def _rows_of(
+    mapping: dict[str, Any],
+    dash: int,
+    lines: Sequence[str],
+    block: yaml.MappingNode | None,
+    block_col: int,
+) -> tuple[list[Any], str] | str:
+    """The rows an uncommented item holds, and what it is (a test-case block or
+    a row of one, by its indentation); or why it is neither."""
+    row_col = None
+    if block is not None:
+        rows = _value(block, "products")
+        if isinstance(rows, yaml.SequenceNode) and rows.value:
+            row_col = _dash_col(lines, rows.value[0])
+    if dash == block_col:
+        rows_ok = isinstance(mapping.get("products"), list) and all(
+            isinstance(r, dict) and set(r) <= ROW_KEYS and r for r in mapping["products"]
+        )
+        if set(mapping) - BLOCK_KEYS or "test_case" not in mapping or not rows_ok:
+            return "uncommented at the level of test-case blocks, it is not a well-formed block"
+        return mapping["products"], (
+            f"test case {mapping['test_case'][0] if mapping['test_case'] else '?'}"
+        )
+    if row_col is not None and dash == row_col:
+        if not set(mapping) <= ROW_KEYS:
+            extra = ", ".join(sorted(set(mapping) - ROW_KEYS))
+            return f"uncommented at the level of product rows, it has block keys ({extra})"
+        return [mapping], "a row of test case " + _test_case_of(block)
+    return "its indentation matches neither a test-case block nor a product row here"
+
+
+def _test_case_of(block: yaml.MappingNode | None) -> str:
+    node = _value(block, "test_case")
+    if isinstance(node, yaml.SequenceNode) and node.value:
+        return str(node.value[0].value)
+    return "?"

@@ -1,0 +1,216 @@
+"""One entry as the quarantine file writes it: its fields in a fixed order,
+rendered by ruamel.yaml (round-trip dumper, flow lists) in the indentation and
+quoting the file's entries use, so that PyYAML (YAML 1.1) reads back the same
+values; and the readable, content-derived id of a new entry."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+from msgspec import Struct
+
+from matrixgen.util.escape import yaml_double_quoted, yaml_for_log
+
+# The order fields are written in, whatever order the caller gives.
+FIELD_ORDER = (
+    "id",
+    "tracker",
+    "kind",
+    "action",
+    "match",
+    "where",
+    "node_ids",
+    "owner",
+    "added",
+    "expires",
+    "reason",
+)
+MATCH_ORDER = ("model", "test_case", "platforms", "environments", "tags")
+
+
+class QuoteStyle(Struct, frozen=True):
+    """How a file's entries quote: the quote character of its quoted strings
+    (None: no quoted string yet, the dumper's own choice), and whether its
+    `added` / `expires` dates are written as quoted strings."""
+
+    quote: str | None = None
+    dates_quoted: bool = False
+
+
+def quote_style(items: Sequence[yaml.Node]) -> QuoteStyle:
+    """The style the existing entries use: the more frequent quote character
+    (the first one seen on a tie), and quoted dates when any date is quoted."""
+    counts = {'"': 0, "'": 0}
+    first: str | None = None
+    dates_quoted = False
+    stack = list(items)
+    while stack:
+        node = stack.pop(0)
+        if isinstance(node, yaml.ScalarNode):
+            if node.style in counts:
+                counts[node.style] += 1
+                first = first or node.style
+        elif isinstance(node, yaml.SequenceNode):
+            stack[:0] = node.value
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if (
+                    isinstance(key, yaml.ScalarNode)
+                    and key.value in ("added", "expires")
+                    and isinstance(value, yaml.ScalarNode)
+                    and value.style in counts
+                ):
+                    dates_quoted = True
+            stack[:0] = [v for _, v in node.value]
+    if not counts['"'] and not counts["'"]:
+        return QuoteStyle(None, dates_quoted)
+    if counts['"'] == counts["'"]:
+        return QuoteStyle(first, dates_quoted)
+    return QuoteStyle('"' if counts['"'] > counts["'"] else "'", dates_quoted)
+
+
+def render_entry(
+    entry: Mapping[str, Any],
+    dash_col: int,
+    key_col: int,
+    newline: str,
+    style: QuoteStyle | None = None,
+) -> str:
+    """One entry as block YAML lines, indented for this file and quoted the way
+    its entries are (`style`), ending in a newline."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+    from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
+
+    style = style or QuoteStyle()
+    dumper = YAML(typ="rt")
+    dumper.width = 4096
+    dumper.indent(mapping=2, sequence=4, offset=2)
+    quoted = {'"': DoubleQuotedScalarString, "'": SingleQuotedScalarString}
+
+    def needs_quotes(text: str) -> bool:
+        out = io.StringIO()
+        dumper.dump({"k": text}, out)
+        return out.getvalue()[3:4] in ("'", '"')
+
+    def scalar(value: Any, *, in_flow: bool = False) -> Any:
+        if isinstance(value, dt.date) and style.dates_quoted:
+            return quoted[style.quote or '"'](value.isoformat())
+        if not isinstance(value, str):
+            return value
+        if yaml_double_quoted(value) or not value.isprintable():
+            return DoubleQuotedScalarString(value)  # only double quotes can escape it
+        if needs_quotes(value) or (in_flow and _FLOW_INDICATOR.search(value)):
+            # The dumper quotes it anyway: in the file's way (explicitly: a flow
+            # list would write what a block quotes plain, `[? x]`). In a flow
+            # list YAML 1.1 also ends a plain scalar at `?` (a glob's), which the
+            # dumper, writing YAML 1.2, leaves plain: `[gpt_tp?]` is unreadable.
+            return quoted[style.quote or "'"](value)
+        if not _plain_is_text(value):  # plain, YAML 1.1 would read another thing
+            return quoted[style.quote or '"'](value)
+        return value
+
+    def flow(values: Sequence[str]) -> CommentedSeq:
+        seq = CommentedSeq([scalar(v, in_flow=True) for v in values])
+        seq.fa.set_flow_style()
+        return seq
+
+    data = CommentedMap()
+    for key in FIELD_ORDER:
+        if key not in entry or entry[key] in (None, [], ()):
+            continue
+        value = entry[key]
+        if key == "match":
+            match = CommentedMap()
+            for mkey in MATCH_ORDER:
+                if value.get(mkey) not in (None, [], ()):
+                    mvalue = value[mkey]
+                    match[mkey] = (
+                        flow(list(mvalue)) if isinstance(mvalue, list | tuple) else scalar(mvalue)
+                    )
+            value = match
+        elif key == "where":
+            value = flow(list(value))
+        elif key == "node_ids":
+            value = CommentedSeq([scalar(v) for v in value])
+        else:
+            value = scalar(value)
+        data[key] = value
+    unknown = set(entry) - set(FIELD_ORDER)
+    if unknown:
+        raise ValueError(f"unknown entry fields: {sorted(unknown)}")
+    out = io.StringIO()
+    dumper.dump(data, out)
+    body = yaml_for_log(out.getvalue()).splitlines()
+    pad = " " * key_col
+    lines = [" " * dash_col + "-" + " " * (key_col - dash_col - 1) + body[0]]
+    lines += [pad + line if line else line for line in body[1:]]
+    return newline.join(lines) + newline
+
+
+_PLAIN_PUNCTUATION = frozenset(" _./+-()")
+# The flow indicators: a YAML 1.1 reader ends a plain scalar at any of them in a flow list.
+_FLOW_INDICATOR = re.compile(r"[,?\[\]{}]")
+
+
+def _plain_is_text(value: str) -> bool:
+    if not value or value != value.strip() or value[0] in "-.(":
+        return False
+    if not all(c.isalnum() or c in _PLAIN_PUNCTUATION for c in value[:1]):
+        return False
+    if not all(c.isalnum() or c in _PLAIN_PUNCTUATION or c in "*?" for c in value[1:]):
+        return False  # a glob's * and ? are plain past the first character
+    resolved = yaml.resolver.Resolver().resolve(yaml.ScalarNode, value, (True, False))
+    return resolved == "tag:yaml.org,2002:str"
+
+
+def comparable(value: Any) -> Any:
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {k: comparable(v) for k, v in value.items() if v not in (None, [], ())}
+    if isinstance(value, list | tuple):
+        return [comparable(v) for v in value]
+    return value
+
+
+_ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def slug(text: str, limit: int = 48) -> str:
+    cleaned = _ID_CHARS.sub("-", text).strip("-._") or "entry"
+    return cleaned[:limit].rstrip("-._")
+
+
+def entry_id(entry: Mapping[str, Any]) -> str:
+    """A readable, content-derived id: the test case, then a short hash of what
+    the entry matches, where, and its tracker."""
+    import hashlib
+    import json
+
+    basis = json.dumps(
+        {
+            "match": comparable(entry.get("match", {})),
+            "where": sorted(entry.get("where") or []),
+            "tracker": entry.get("tracker"),
+            "action": entry.get("action"),
+            "node_ids": sorted(entry.get("node_ids") or []),
+        },
+        sort_keys=True,
+    )
+    digest = hashlib.sha256(basis.encode()).hexdigest()[:6]
+    return f"{slug(str(entry.get('match', {}).get('test_case', 'entry')))}-{digest}"
+
+
+def unique_id(wanted: str, taken: set[str]) -> str:
+    if wanted not in taken:
+        return wanted
+    n = 2
+    while f"{wanted}-{n}" in taken:
+        n += 1
+    return f"{wanted}-{n}"
