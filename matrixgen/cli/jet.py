@@ -323,7 +323,7 @@ def jet_buckets(
     cannot reach its tests; 2: usage error, or FILE is no recipe of the tree.
     """
     from matrixgen.cli.emit import _write_text
-    from matrixgen.emit.jet import bucket_matrix, bucket_text
+    from matrixgen.emit.jet_buckets import bucket_matrix, bucket_text
 
     generation, _ = load_jet_tree(recipes, None)
     recipe = _recipe_file(generation, recipes_dir(recipes), file)

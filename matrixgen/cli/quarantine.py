@@ -307,7 +307,7 @@ def add(
     if problems:
         raise UsageError("; ".join(_new_entry_message(f.message) for f in problems))
     if entry.action.node_level:
-        from matrixgen.emit.generate import unreached
+        from matrixgen.emit.checks import unreached
 
         existing = [e for e in generation.quarantine.entries if e.id != entry.id]
         blocked = [
