@@ -26,7 +26,7 @@ def _system(given: System | None) -> System:
     """Which system asks: as given, else github inside GitHub Actions, else gitlab."""
     if given is not None:
         return given
-    return System.GITHUB if os.environ.get("GITHUB_ACTIONS") == "true" else System.GITLAB
+    return System.running_in(os.environ)
 
 
 SystemChoiceOption = Annotated[
