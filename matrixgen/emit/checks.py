@@ -9,13 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from matrixgen.emit.common import GITLAB_MAX_JOB_NAME, EmitSettings, resolve_settings
-from matrixgen.emit.gitlab import RESERVED_NAMES, name_problems
+from matrixgen.emit.common import EmitSettings, resolve_settings
+from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import Finding, Severity
 from matrixgen.engine.model import Job, Target
 from matrixgen.engine.select import select
-from matrixgen.engine.vocab import System
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.entries import Entry
 
@@ -32,13 +31,12 @@ def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
     severity = Severity.ERROR if context.tree.format_version == 2 else Severity.WARNING
     found: dict[tuple[Any, str], list[str]] = {}
     for target in checked_targets(context):
-        if target.system is not System.GITLAB:
+        emitter = emitter_for(target.system)
+        if not emitter.names_jobs:
             continue
         # The kept jobs are the emitted ones; naming does not depend on their order.
         jobs = generation.selection(target).jobs
-        if _named_as_they_are(jobs):
-            continue
-        for job, why in name_problems(jobs):
+        for job, why in emitter.name_problems(jobs):
             found.setdefault((job.source, why), []).append(target.name)
     for (location, why), names in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
@@ -82,9 +80,10 @@ def unreached(
             settings = resolve_settings(target, config, marked)
         except MatrixgenError:
             continue  # the settings' own check reports it
+        emitter = emitter_for(target.system)
         for job in marked:
             try:
-                node_route(job, settings)
+                node_route(job, settings, launcher=emitter.launcher(job, settings))
             except Unreachable as exc:
                 for entry in applying_entries(job, entries, target, known):
                     if entry.action.node_level:
@@ -122,22 +121,6 @@ def check_node_routes(context: ValidationContext) -> Iterator[Finding]:
         )
 
 
-def _named_as_they_are(jobs: Sequence[Job]) -> bool:
-    """Whether `name_problems` finds nothing without naming the jobs one by one:
-    distinct names, none reserved or hidden (a leading dot), none too long, are
-    what `assign_names` gives at its first round, each job its own name. Most
-    targets; the others go through `name_problems`."""
-    from operator import attrgetter, methodcaller
-
-    names = set(map(attrgetter("name"), jobs))
-    return (
-        len(names) == len(jobs)
-        and names.isdisjoint(RESERVED_NAMES)
-        and not any(map(methodcaller("startswith", "."), names))
-        and max(map(len, names), default=0) <= GITLAB_MAX_JOB_NAME
-    )
-
-
 def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
     """validate: one job defined by several rows for one target (the same identity
     and scope, cadences that the target takes both of). The target runs one job
@@ -145,8 +128,6 @@ def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
     every emitted field are a warning naming every location; copies that differ
     are an error (a warning in a format_version 1 tree, whose generator keeps the
     last one too) naming the locations and the fields: CI could run only one."""
-    from matrixgen.emit.github import github_row
-    from matrixgen.emit.gitlab import standalone_content
     from matrixgen.engine.errors import MatrixgenError
     from matrixgen.engine.select import matches
     from matrixgen.engine.targets import checked_targets
@@ -171,8 +152,7 @@ def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
                 settings = resolve_settings(target, config, group)
             except MatrixgenError:
                 settings = EmitSettings(target=target)
-            content = github_row if target.system is System.GITHUB else standalone_content
-            contents = [content(j, settings) for j in group]
+            contents = [emitter_for(target.system).standalone(j, settings) for j in group]
             differing: dict[str, list[Any]] = {}
             for key in sorted({k for c in contents for k in c}):
                 values = [c.get(key) for c in contents]

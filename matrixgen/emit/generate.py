@@ -18,7 +18,7 @@ import stat
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from msgspec import Struct
 
@@ -31,8 +31,7 @@ from matrixgen.emit.common import (
     resolve_settings,
     skipped_jobs,
 )
-from matrixgen.emit.github import github_jobs, github_matrix
-from matrixgen.emit.gitlab import gitlab_jobs, gitlab_pipeline
+from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import (
     OutputError,
@@ -41,7 +40,7 @@ from matrixgen.engine.errors import (
     write_failure,
 )
 from matrixgen.engine.model import QuarantineMark, Target
-from matrixgen.engine.vocab import QUARANTINE_FILENAME, System
+from matrixgen.engine.vocab import QUARANTINE_FILENAME
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.entries import Selection
 from matrixgen.util.atomic import WriteError, remove_stale_temps, write_atomic
@@ -50,16 +49,13 @@ from matrixgen.util.patterns import name_pattern, whole
 from matrixgen.util.readfile import NotRegularFile, read_regular
 from matrixgen.util.values import ComparedValue
 
-if TYPE_CHECKING:
-    pass
-
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def file_name(target: Target) -> str:
     """The file a target's output goes to, inside the output directory."""
     stem = _UNSAFE.sub("_", target.name).lstrip(".") or "target"
-    return stem + (".json" if target.system is System.GITHUB else ".yml")
+    return stem + emitter_for(target.system).suffix
 
 
 class TargetOutput(ComparedValue, frozen=True, kw_only=True):
@@ -123,11 +119,7 @@ def emitted_target(
     settings = resolve_settings(
         target, config, jobs, launcher=launcher, quarantine_file=quarantine_file
     )
-    stages: list[str] = []
-    if target.system is System.GITHUB:
-        emitted = github_jobs(jobs, settings)
-    else:
-        emitted, stages = gitlab_jobs(jobs, settings)
+    emitted, stages = emitter_for(target.system).jobs(jobs, settings)
     # A skip mark on a kept job (a caller's own selection) keeps it out as well.
     kept = {id(j) for j in jobs}
     left_out = [*chosen.skipped, *(j for j in chosen.jobs if id(j) not in kept)]
@@ -155,12 +147,7 @@ def emit_target(
         launcher=launcher,
         quarantine_file=quarantine_path(generation.tree.root),
     )
-    if target.system is System.GITHUB:
-        matrix = github_matrix(emitted.jobs)
-        text, shards = matrix.text(), len(matrix.shards)
-    else:
-        pipeline = gitlab_pipeline(emitted.jobs, emitted.stages, settings)
-        text, shards = pipeline.text, 1 if pipeline.job_names else 0
+    text, shards = emitter_for(target.system).file(emitted, settings)
     jobs = [e.job for e in emitted.jobs]
     return TargetOutput(
         target=target,
@@ -385,7 +372,7 @@ def github_groups(
     one group are a UsageError."""
     filled: dict[str, TargetOutput] = {}
     for output in outputs:
-        if output.target.system is not System.GITHUB:
+        if emitter_for(output.target.system).child_pipelines:
             continue
         name = _group(output.target)
         if name in filled:
@@ -394,7 +381,8 @@ def github_groups(
                 f'group "{name}": generate one of them at a time, or give them different groups'
             )
         filled[name] = output
-    groups = sorted({_group(t) for t in configured if t.system is System.GITHUB} | set(filled))
+    matrices = [t for t in configured if not emitter_for(t.system).child_pipelines]
+    groups = sorted({_group(t) for t in matrices} | set(filled))
     return {name: _shards(filled[name]) if name in filled else [] for name in groups}
 
 
@@ -438,7 +426,7 @@ def github_outputs(
     matrices: dict[str, list] = {}
     shards: dict[str, int] = {}
     for output in outputs:
-        if output.target.system is System.GITHUB:
+        if not emitter_for(output.target.system).child_pipelines:
             found = _shards(output)
             matrices[output.target.name] = found or [{"include": []}]
             shards[output.target.name] = len(found)

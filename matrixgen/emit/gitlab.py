@@ -62,6 +62,7 @@ from matrixgen.emit.common import (
     ROUTE_PLUGIN,
     EmitSettings,
     EmittedJob,
+    EmittedTarget,
     allowed_to_fail,
     deselected,
     emitted_jobs,
@@ -179,6 +180,22 @@ def name_problems(
                 )
             )
     return problems
+
+
+def named_as_they_are(jobs: Sequence[Job]) -> bool:
+    """Whether `name_problems` finds nothing without naming the jobs one by one:
+    distinct names, none reserved or hidden (a leading dot), none too long, are
+    what `assign_names` gives at its first round, each job its own name. Most
+    targets; the others go through `name_problems`."""
+    from operator import attrgetter, methodcaller
+
+    names = set(map(attrgetter("name"), jobs))
+    return (
+        len(names) == len(jobs)
+        and names.isdisjoint(RESERVED_NAMES)
+        and not any(map(methodcaller("startswith", "."), names))
+        and max(map(len, names), default=0) <= GITLAB_MAX_JOB_NAME
+    )
 
 
 def job_names(jobs: Sequence[Job]) -> list[str]:
@@ -392,7 +409,7 @@ def _job_content(
         entry["tags"] = list(tags)
     entry["timeout"] = gitlab_duration(settings.timeout_seconds(job))
     entry["needs"] = needs
-    route = job_route(job, settings)
+    route = job_route(job, settings, launcher=settings.launcher_for(job))
     variables = _variables(job, settings, route)
     if variables:
         entry["variables"] = variables
@@ -433,15 +450,6 @@ def pipeline_document(
         name = e.content["name"]
         document[name] = {k: v for k, v in e.content.items() if k != "name"}
     return document
-
-
-def gitlab_document(
-    jobs: Iterable[Job], settings: EmitSettings
-) -> tuple[dict[str, Any], list[str]]:
-    """The pipeline as plain ordered data, and the job names it uses."""
-    emitted, stages = gitlab_jobs(jobs, settings)
-    names = [e.content["name"] for e in emitted]
-    return pipeline_document(emitted, stages, settings), names
 
 
 def _stage_order(stage_after: dict[str, set[str]]) -> list[str]:
@@ -529,3 +537,35 @@ def gitlab_pipeline(
             f"at most {GITLAB_MAX_CHILD_YAML_BYTES:,}: split the target (by model or tag)"
         )
     return GitlabPipeline(document=document, text=text, job_names=tuple(names))
+
+
+class GitlabEmitter:
+    """GitLab CI: one child pipeline per target (an `emit.registry.Emitter`)."""
+
+    suffix = ".yml"
+    child_pipelines = True
+    names_jobs = True
+
+    def jobs(
+        self, jobs: Sequence[Job], settings: EmitSettings
+    ) -> tuple[list[EmittedJob], list[str]]:
+        return gitlab_jobs(jobs, settings)
+
+    def file(self, emitted: EmittedTarget, settings: EmitSettings) -> tuple[str, int]:
+        pipeline = gitlab_pipeline(emitted.jobs, emitted.stages, settings)
+        return pipeline.text, 1 if pipeline.job_names else 0
+
+    def standalone(self, job: Job, settings: EmitSettings) -> dict[str, Any]:
+        return standalone_content(job, settings)
+
+    def launcher(self, job: Job, settings: EmitSettings) -> str | None:
+        return settings.launcher_for(job)
+
+    def job_names(self, jobs: Sequence[Job]) -> list[str | None]:
+        return assign_names(jobs)
+
+    def name_problems(self, jobs: Sequence[Job]) -> list[tuple[Job, str]]:
+        return [] if named_as_they_are(jobs) else name_problems(jobs)
+
+
+EMITTER = GitlabEmitter()

@@ -298,9 +298,10 @@ def jet_pipeline(
     keys, key_notices = job_keys(ordered)
     notices.extend(key_notices)
     allowed = [j for j in ordered if j.quarantine and j.quarantine.action == "allow-failure"]
-    if allowed and target.system is System.GITHUB:
-        # GitHub's workflow turns this file into its matrix with yq, reading only
-        # each job's stage and key: allow_failure does not reach the job there.
+    if allowed and not _child_pipelines(target.system):
+        # A system without child pipelines (GitHub) has its workflow turn this file
+        # into its matrix with yq, reading only each job's stage and key:
+        # allow_failure does not reach the job there.
         notices.append(
             Notice(
                 "github-allow-failure",
@@ -355,6 +356,12 @@ def jet_pipeline(
         notices=tuple(notices),
         target=target,
     )
+
+
+def _child_pipelines(system: System) -> bool:
+    from matrixgen.emit.registry import emitter_for
+
+    return emitter_for(system).child_pipelines
 
 
 def _script_text(job: Job) -> str:
