@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from matrixgen.emit import github, gitlab
 from matrixgen.engine.vocab import System
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from matrixgen.engine.model import Job
 
 
+@runtime_checkable
 class Emitter(Protocol):
     """What `generate` and the views need of a system's emitter."""
 
