@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct, field
 
@@ -41,6 +41,9 @@ from matrixgen.engine.vocab import (
     resolve_scope,
 )
 from matrixgen.quarantine.jobenv import QUARANTINE_VARIABLE, reaches_plugin
+
+if TYPE_CHECKING:
+    from matrixgen.pipeline import Generation
 
 # The runner tags of every job, before its `cluster/<resolved cluster>` tag.
 DEFAULT_RUNNER_TAGS: tuple[str, ...] = (
@@ -260,6 +263,27 @@ def upstream_order(jobs: Sequence[Job], file_order: Mapping[str, int]) -> list[J
     )
 
 
+def call_pipeline(
+    generation: Generation, call: JetCall, system: System, *, file_order: Mapping[str, int]
+) -> JetPipeline:
+    """The pipeline of one call on a loaded tree: the call's target and its
+    selection (quarantine applied), with the config's `jet` profile; every job
+    of the tree is checked for the values the call asks for."""
+    jet = generation.tree.config.section("jet")
+    profile = jet_profile(jet.get("runner_tags"), jet.get("clusters"))
+    target = jet_target(call, system)
+    chosen = generation.selection(target)
+    return jet_pipeline(
+        chosen.jobs,
+        chosen.skipped,
+        call,
+        target,
+        profile,
+        file_order=file_order,
+        all_jobs=generation.jobs,
+    )
+
+
 def jet_pipeline(
     jobs: Sequence[Job],
     skipped: Sequence[Job],
@@ -275,6 +299,38 @@ def jet_pipeline(
     check_call(call)
     notices = unused_values(call, all_jobs) if all_jobs else []
     ordered = upstream_order(jobs, file_order)
+    _refuse_unreachable(ordered, target)
+    if not ordered:
+        return JetPipeline(
+            document=_placeholder(call, profile),
+            jobs=(),
+            skipped=tuple(skipped),
+            notices=tuple(notices),
+            target=target,
+        )
+    keys, key_notices = job_keys(ordered)
+    notices.extend(key_notices)
+    notices.extend(_allow_failure_notices(ordered, target))
+    cluster_tag = f"cluster/{profile.resolve_cluster(call.cluster)}"
+    document = _pipeline_head(ordered)
+    warmup = keys[0] if call.enable_warmup else None
+    for index, (key, job) in enumerate(zip(keys, ordered, strict=True)):
+        needs: list[dict[str, str]] = [{"pipeline": PARENT_PIPELINE, "job": call.dependent_job}]
+        if warmup is not None and index > 0:
+            needs.append({"job": warmup})
+        document[key] = _job_entry(job, call, profile, cluster_tag, needs)
+    return JetPipeline(
+        document=document,
+        jobs=tuple(zip(keys, ordered, strict=True)),
+        skipped=tuple(skipped),
+        notices=tuple(notices),
+        target=target,
+    )
+
+
+def _refuse_unreachable(ordered: Sequence[Job], target: Target) -> None:
+    """A RecipeError naming each job whose node-level entries its script cannot
+    hand to the pytest plugin."""
     unreachable = [j for j in ordered if j.quarantine is not None and j.quarantine.node_ids]
     unreachable = [j for j in unreachable if not reaches_plugin(_script_text(j))]
     if unreachable:
@@ -287,33 +343,30 @@ def jet_pipeline(
             for j in unreachable
         ]
         raise RecipeError("; ".join(lines))
-    if not ordered:
-        return JetPipeline(
-            document=_placeholder(call, profile),
-            jobs=(),
-            skipped=tuple(skipped),
-            notices=tuple(notices),
-            target=target,
-        )
-    keys, key_notices = job_keys(ordered)
-    notices.extend(key_notices)
+
+
+def _allow_failure_notices(ordered: Sequence[Job], target: Target) -> list[Notice]:
     allowed = [j for j in ordered if j.quarantine and j.quarantine.action == "allow-failure"]
-    if allowed and not _child_pipelines(target.system):
-        # A system without child pipelines (GitHub) has its workflow turn this file
-        # into its matrix with yq, reading only each job's stage and key:
-        # allow_failure does not reach the job there.
-        notices.append(
-            Notice(
-                "github-allow-failure",
-                f"{len(allowed)} job(s) allowed to fail by quarantine ("
-                + ", ".join(sorted({j.quarantine.id for j in allowed if j.quarantine}))
-                + "): GitHub's workflow reads only model and test case from this file, so "
-                "they still block there unless its matrix carries allow_failure "
-                '(docs/megatron.md, "Allow-failure on GitHub")',
-            )
+    if not allowed or _child_pipelines(target.system):
+        return []
+    # A system without child pipelines (GitHub) has its workflow turn this file
+    # into its matrix with yq, reading only each job's stage and key:
+    # allow_failure does not reach the job there.
+    return [
+        Notice(
+            "github-allow-failure",
+            f"{len(allowed)} job(s) allowed to fail by quarantine ("
+            + ", ".join(sorted({j.quarantine.id for j in allowed if j.quarantine}))
+            + "): GitHub's workflow reads only model and test case from this file, so "
+            "they still block there unless its matrix carries allow_failure "
+            '(docs/megatron.md, "Allow-failure on GitHub")',
         )
-    cluster_tag = f"cluster/{profile.resolve_cluster(call.cluster)}"
-    document: dict[str, Any] = {
+    ]
+
+
+def _pipeline_head(ordered: Sequence[Job]) -> dict[str, Any]:
+    """Stages, workflow rules and defaults: the pipeline before its jobs."""
+    return {
         "stages": sorted({j.model for j in ordered}),
         "workflow": {
             "rules": [
@@ -328,34 +381,28 @@ def jet_pipeline(
         },
         "default": {"interruptible": True, "retry": {"max": 2, "when": "runner_system_failure"}},
     }
-    warmup = keys[0] if call.enable_warmup else None
-    for index, (key, job) in enumerate(zip(keys, ordered, strict=True)):
-        needs: list[dict[str, str]] = [{"pipeline": PARENT_PIPELINE, "job": call.dependent_job}]
-        if warmup is not None and index > 0:
-            needs.append({"job": warmup})
-        script = launcher_command(job, call)
-        artifacts = ["results/"]
-        if call.enable_error_extraction:
-            script = with_error_extraction(script)
-            artifacts += [TRIAGE_LOG, TRIAGE_REPORT]
-        document[key] = {
-            "stage": job.model,
-            "image": f"{call.container_image}:{call.container_tag}",
-            "tags": [*profile.runner_tags, cluster_tag],
-            "timeout": "7 days",
-            "needs": needs,
-            "script": [script],
-            "artifacts": {"paths": artifacts, "when": "always"},
-            "allow_failure": allow_failure(job, profile),
-            "retry": JOB_RETRY,
-        }
-    return JetPipeline(
-        document=document,
-        jobs=tuple(zip(keys, ordered, strict=True)),
-        skipped=tuple(skipped),
-        notices=tuple(notices),
-        target=target,
-    )
+
+
+def _job_entry(
+    job: Job, call: JetCall, profile: JetProfile, cluster_tag: str, needs: list[dict[str, str]]
+) -> dict[str, Any]:
+    """One job of the pipeline, keys in the generator's order."""
+    script = launcher_command(job, call)
+    artifacts = ["results/"]
+    if call.enable_error_extraction:
+        script = with_error_extraction(script)
+        artifacts += [TRIAGE_LOG, TRIAGE_REPORT]
+    return {
+        "stage": job.model,
+        "image": f"{call.container_image}:{call.container_tag}",
+        "tags": [*profile.runner_tags, cluster_tag],
+        "timeout": "7 days",
+        "needs": needs,
+        "script": [script],
+        "artifacts": {"paths": artifacts, "when": "always"},
+        "allow_failure": allow_failure(job, profile),
+        "retry": JOB_RETRY,
+    }
 
 
 def _child_pipelines(system: System) -> bool:
