@@ -16,7 +16,7 @@ import os
 import re
 import stat
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +196,46 @@ def generate_all(
             f"{', '.join(clashes)}; rename one of them"
         )
     return [emit_target(generation, t, launcher=launcher) for t in targets]
+
+
+def generate_into(
+    generation: Generation,
+    targets: Sequence[Target],
+    out: Path,
+    *,
+    launcher: str | None = None,
+    github_output: bool = False,
+    say: Callable[[str], None] = lambda _: None,
+) -> list[TargetOutput]:
+    """`matrixgen generate`: every target's file written into `out`
+    (`write_outputs`; the files of every target the tree defines are kept, so a
+    run of some of them removes none of the others'); with `github_output`, the
+    step outputs (`github_outputs`) appended to $GITHUB_OUTPUT as well, checked
+    before any file is written. `say` gets each line for the log, in order."""
+    outputs = generate_all(generation, targets, launcher=launcher)
+    step_outputs: list[tuple[str, str]] | None = None
+    if github_output:
+        from matrixgen.emit.github import check_github_outputs, github_output_path
+
+        step_outputs, note = github_outputs(outputs, generation.tree.config.targets)
+        if note:
+            say(f"matrixgen: note: {note}")
+        output_path = github_output_path()
+        check_github_outputs(step_outputs)
+    defined = generation.targets(holding_pen=True)
+    report = write_outputs(outputs, out, targets_now=[file_name(t) for t in defined])
+    for note in report.notes:
+        say(f"matrixgen: {note}")
+    for name in report.removed:
+        say(f"matrixgen: removed {out / name} (its target is gone)")
+    for name, why in report.kept:
+        say(f"matrixgen: {out / name}: {why}")
+    if step_outputs is not None:
+        from matrixgen.emit.github import append_github_outputs
+
+        append_github_outputs(step_outputs, output_path)
+        say(f"step outputs -> {output_path}")
+    return outputs
 
 
 MANIFEST_NAME = ".matrixgen-manifest.json"
