@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from enum import Enum
 
-from matrixgen.emit.generate import (
+from matrixgen.emit.checks import (
     check_duplicates,
     check_gitlab_names,
     check_node_routes,

@@ -22,13 +22,13 @@ from matrixgen.emit.gitlab import (
     GITLAB_MAX_CHILD_YAML_BYTES,
     PLACEHOLDER_JOB,
     RESERVED_NAMES,
-    dump_yaml,
     emit_gitlab,
     gitlab_duration,
     job_names,
     job_script,
     shell_quote,
 )
+from matrixgen.emit.yamltext import dump_yaml
 from matrixgen.engine.errors import ConfigError, LimitError, RecipeError
 from matrixgen.engine.model import QuarantineMark
 from matrixgen.pipeline import generate_from_files
@@ -366,7 +366,7 @@ def test_every_plain_scalar_reads_back_as_text_in_yaml_1_1(value: str) -> None:
 def _representer_dump(document: object) -> str:
     """The reference: PyYAML's own representer and serializer, strings quoted
     where a YAML 1.1 reader would not read them as text, never an alias."""
-    from matrixgen.emit.gitlab import read_as_text_by_yaml11
+    from matrixgen.emit.yamltext import read_as_text_by_yaml11
     from matrixgen.util.escape import YAML_WIDTH, yaml_double_quoted, yaml_for_log
 
     base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)

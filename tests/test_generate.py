@@ -696,8 +696,7 @@ def test_jobs_named_as_they_are_have_no_name_problem(fields: list) -> None:
     """validate's GitLab-name check skips naming the jobs one by one only where
     naming them would find nothing, and does not skip a target of plainly
     distinct, usable names."""
-    from matrixgen.emit.generate import _named_as_they_are
-    from matrixgen.emit.gitlab import assign_names, name_problems
+    from matrixgen.emit.gitlab import assign_names, name_problems, named_as_they_are
     from matrixgen.engine.model import Job
 
     jobs = [
@@ -716,7 +715,7 @@ def test_jobs_named_as_they_are_have_no_name_problem(fields: list) -> None:
         )
         for i, (name, tag, environment, platform) in enumerate(fields)
     ]
-    if _named_as_they_are(jobs):
+    if named_as_they_are(jobs):
         assert name_problems(jobs) == []
         assert assign_names(jobs) == [j.name for j in jobs]
     else:

@@ -28,8 +28,11 @@ from matrixgen.util.escape import terminal_text
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
+    from matrixgen.cli.decide import SystemChoice
+    from matrixgen.emit.generate import TargetOutput
     from matrixgen.engine.model import Target
     from matrixgen.pipeline import Generation
+    from matrixgen.views.changes import Dropped
 
 
 LauncherOption = Annotated[
@@ -229,14 +232,47 @@ def generate(
     read-only disk); 12: --out or a file in it is a symbolic link (refused), or
     another run held the folder's lock too long.
     """
-    from matrixgen.emit.generate import (
-        file_name,
-        generate_all,
-        quarantine_rows,
-        summary,
-        summary_rows,
-        write_outputs,
+    from matrixgen.emit.generate import generate_into, summary
+
+    generation, targets = _generation_and_targets(
+        recipes, target, holding_pen, event, label, labels_json, system
     )
+    full_generation = generation
+    generation, changes = change_selection(generation, recipes_dir(recipes), changed_since, full)
+    outputs = generate_into(
+        generation,
+        targets,
+        out,
+        launcher=launcher,
+        github_output=github_output,
+        targets_given=bool(target),
+        say=lambda line: typer.echo(line, err=True),
+    )
+    saved = None
+    if changes is not None:
+        from matrixgen.views.changes import dropped_by_target
+
+        saved = dropped_by_target(full_generation, generation, targets, changes)
+    if fmt is TableOrJson.JSON:
+        data = summary(outputs)
+        if saved is not None:
+            data["changes"] = saved.to_dict()
+        echo_json(data)
+        return
+    _echo_summary(outputs, saved, out)
+
+
+def _generation_and_targets(
+    recipes: Path | None,
+    target: list[str] | None,
+    holding_pen: bool,
+    event: str | None,
+    label: list[str] | None,
+    labels_json: str | None,
+    system: SystemChoice | None,
+) -> tuple[Generation, list[Target]]:
+    """`generate`'s tree, refused when invalid, and its targets: the ones given,
+    the ones `decide` picks for --event, else every target of the tree."""
     from matrixgen.engine.errors import UsageError
 
     if event is None and (label or labels_json or system):
@@ -253,49 +289,15 @@ def generate(
         targets = generation.targets(target or (), holding_pen=holding_pen)
     if target:
         check_ad_hoc(generation, targets)
-    full_generation = generation
-    generation, changes = change_selection(generation, recipes_dir(recipes), changed_since, full)
-    outputs = generate_all(generation, targets, launcher=launcher)
-    if github_output:  # checked before any file is written
-        from matrixgen.emit.generate import github_outputs
-        from matrixgen.emit.github import (
-            append_github_outputs,
-            check_github_outputs,
-            github_output_path,
-        )
+    return generation, targets
 
-        # The configured targets by name, not in config order as listed: the step
-        # outputs keep the bytes they had (workflows read them); --target's order stays.
-        ordered = outputs if target else sorted(outputs, key=lambda o: o.target.name)
-        step_outputs, note = github_outputs(ordered, generation.tree.config.targets)
-        if note:
-            typer.echo(f"matrixgen: note: {note}", err=True)
-        output_path = github_output_path()
-        check_github_outputs(step_outputs)
-    # Every target the tree defines keeps its file (a run of some of them, by
-    # --target or --event, is not a removal of the others; holding pens too).
-    defined = generation.targets(holding_pen=True)
-    report = write_outputs(outputs, out, targets_now=[file_name(t) for t in defined])
-    for note in report.notes:
-        typer.echo(f"matrixgen: {note}", err=True)
-    for name in report.removed:
-        typer.echo(f"matrixgen: removed {out / name} (its target is gone)", err=True)
-    for name, why in report.kept:
-        typer.echo(f"matrixgen: {out / name}: {why}", err=True)
-    if github_output:
-        append_github_outputs(step_outputs, output_path)
-        typer.echo(f"step outputs -> {output_path}", err=True)
-    saved = None
-    if changes is not None:
-        from matrixgen.views.changes import dropped_by_target
 
-        saved = dropped_by_target(full_generation, generation, targets, changes)
-    if fmt is TableOrJson.JSON:
-        data = summary(outputs)
-        if saved is not None:
-            data["changes"] = saved.to_dict()
-        echo_json(data)
-        return
+def _echo_summary(outputs: list[TargetOutput], saved: Dropped | None, out: Path) -> None:
+    """The tables of `generate --format table`: targets, platforms, quarantine
+    entries in effect and (with --changed-since) the jobs left out; the totals on
+    stderr."""
+    from matrixgen.emit.generate import quarantine_rows, summary, summary_rows
+
     rows, headers = summary_rows(outputs)
     typer.echo(table(rows, headers), nl=False)
     totals = summary(outputs)

@@ -17,7 +17,7 @@ from matrixgen.cli.common import RecipesOption, held, note_warnings, recipes_dir
 from matrixgen.engine.vocab import System
 
 if TYPE_CHECKING:
-    from matrixgen.emit.jet import JetPipeline, JetProfile, Notice
+    from matrixgen.emit.jet import JetPipeline, Notice
     from matrixgen.engine.model import RecipeFile
     from matrixgen.pipeline import Generation
 
@@ -26,7 +26,7 @@ def _system(given: System | None) -> System:
     """Which system asks: as given, else github inside GitHub Actions, else gitlab."""
     if given is not None:
         return given
-    return System.GITHUB if os.environ.get("GITHUB_ACTIONS") == "true" else System.GITLAB
+    return System.running_in(os.environ)
 
 
 SystemChoiceOption = Annotated[
@@ -85,13 +85,6 @@ def load_jet_tree(recipes: Path | None, local: Path | None) -> tuple[Generation,
     return held(generation), {rel: i for i, rel in enumerate(order)}
 
 
-def _profile(generation: Generation) -> JetProfile:
-    from matrixgen.emit.jet import jet_profile
-
-    jet = generation.tree.config.section("jet")
-    return jet_profile(jet.get("runner_tags"), jet.get("clusters"))
-
-
 def _say(notices: list[Notice] | tuple[Notice, ...], strict: bool) -> None:
     from matrixgen.engine.errors import UsageError
     from matrixgen.util.escape import terminal_text
@@ -106,105 +99,127 @@ def _say(notices: list[Notice] | tuple[Notice, ...], strict: bool) -> None:
         typer.echo(f"matrixgen: warning: {terminal_text(notice.message)} [{notice.code}]", err=True)
 
 
+# The options of Megatron-LM's generate_jet_trigger_job.py, with its names, help and defaults.
+_ScopeOption = Annotated[str, typer.Option("--scope", metavar="SCOPE", help="Test scope")]
+_EnvironmentOption = Annotated[
+    str, typer.Option("--environment", metavar="ENV", help="LTS or dev features")
+]
+_TestCasesOption = Annotated[
+    str,
+    typer.Option(
+        "--test-cases", metavar="NAMES", help="Comma-separated list of test_cases, or 'all'"
+    ),
+]
+_PlatformOption = Annotated[
+    str, typer.Option("--platform", metavar="PLATFORM", help="Platform to select")
+]
+_ClusterOption = Annotated[
+    str, typer.Option("--cluster", metavar="CLUSTER", help="Cluster to run on")
+]
+_OutputPathOption = Annotated[
+    str, typer.Option("--output-path", metavar="FILE", help="Path to write GitLab job to")
+]
+_ContainerImageOption = Annotated[
+    str, typer.Option("--container-image", metavar="IMAGE", help="LTS Container image to use")
+]
+_ContainerTagOption = Annotated[
+    str, typer.Option("--container-tag", metavar="TAG", help="Container tag to use")
+]
+_DependentJobOption = Annotated[
+    str,
+    typer.Option(
+        "--dependent-job",
+        metavar="JOB",
+        help="Name of job that created the downstream pipeline",
+    ),
+]
+_SlurmAccountOption = Annotated[
+    str, typer.Option("--slurm-account", metavar="ACCOUNT", help="Slurm account to use")
+]
+_NRepeatOption = Annotated[
+    int, typer.Option("--n-repeat", metavar="N", help="Repeats, passed to the launcher")
+]
+_TimeLimitOption = Annotated[
+    int,
+    typer.Option("--time-limit", metavar="SECONDS", help="Time limit, passed to the launcher"),
+]
+_PartitionOption = Annotated[
+    str | None, typer.Option("--partition", metavar="PARTITION", help="Slurm partition to use")
+]
+_RecordCheckpointsOption = Annotated[
+    str | None,
+    typer.Option("--record-checkpoints", metavar="true|false", help="Values are 'true' or 'false'"),
+]
+_TagOption = Annotated[
+    str | None, typer.Option("--tag", metavar="TAG", help="Tag (only relevant for unit tests)")
+]
+_RunNameOption = Annotated[
+    str | None,
+    typer.Option("--run-name", metavar="NAME", help="Run name (only relevant for release tests)"),
+]
+_WandbExperimentOption = Annotated[
+    str | None,
+    typer.Option(
+        "--wandb-experiment",
+        metavar="NAME",
+        help="Wandb experiment (only relevant for release tests)",
+    ),
+]
+_EnableLightweightModeOption = Annotated[
+    bool,
+    typer.Option(
+        "--enable-lightweight-mode",
+        show_default=True,
+        help="Run 2-step smoke tests instead of full training",
+    ),
+]
+_EnableWarmupOption = Annotated[
+    bool,
+    typer.Option(
+        "--enable-warmup/--no-enable-warmup",
+        help="Run one job as dependency to others as to warm up cache",
+    ),
+]
+_CadenceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cadence",
+        metavar="CADENCE",
+        help="Trigger cadence to filter tests by (pr|nightly|mergegroup). "
+        "Empty/unset disables the cadence filter.",
+    ),
+]
+_EnableErrorExtractionOption = Annotated[
+    bool,
+    typer.Option(
+        "--enable-error-extraction/--no-enable-error-extraction",
+        help="Extract a structured error report from GitLab child-job output.",
+    ),
+]
+
+
 def jet_trigger(
-    scope: Annotated[str, typer.Option("--scope", metavar="SCOPE", help="Test scope")],
-    environment: Annotated[
-        str, typer.Option("--environment", metavar="ENV", help="LTS or dev features")
-    ],
-    test_cases: Annotated[
-        str,
-        typer.Option(
-            "--test-cases", metavar="NAMES", help="Comma-separated list of test_cases, or 'all'"
-        ),
-    ],
-    platform: Annotated[
-        str, typer.Option("--platform", metavar="PLATFORM", help="Platform to select")
-    ],
-    cluster: Annotated[str, typer.Option("--cluster", metavar="CLUSTER", help="Cluster to run on")],
-    output_path: Annotated[
-        str, typer.Option("--output-path", metavar="FILE", help="Path to write GitLab job to")
-    ],
-    container_image: Annotated[
-        str, typer.Option("--container-image", metavar="IMAGE", help="LTS Container image to use")
-    ],
-    container_tag: Annotated[
-        str, typer.Option("--container-tag", metavar="TAG", help="Container tag to use")
-    ],
-    dependent_job: Annotated[
-        str,
-        typer.Option(
-            "--dependent-job",
-            metavar="JOB",
-            help="Name of job that created the downstream pipeline",
-        ),
-    ],
-    slurm_account: Annotated[
-        str, typer.Option("--slurm-account", metavar="ACCOUNT", help="Slurm account to use")
-    ],
-    n_repeat: Annotated[
-        int, typer.Option("--n-repeat", metavar="N", help="Repeats, passed to the launcher")
-    ] = 1,
-    time_limit: Annotated[
-        int,
-        typer.Option("--time-limit", metavar="SECONDS", help="Time limit, passed to the launcher"),
-    ] = 1,
-    partition: Annotated[
-        str | None, typer.Option("--partition", metavar="PARTITION", help="Slurm partition to use")
-    ] = None,
-    record_checkpoints: Annotated[
-        str | None,
-        typer.Option(
-            "--record-checkpoints", metavar="true|false", help="Values are 'true' or 'false'"
-        ),
-    ] = None,
-    tag: Annotated[
-        str | None, typer.Option("--tag", metavar="TAG", help="Tag (only relevant for unit tests)")
-    ] = None,
-    run_name: Annotated[
-        str | None,
-        typer.Option(
-            "--run-name", metavar="NAME", help="Run name (only relevant for release tests)"
-        ),
-    ] = None,
-    wandb_experiment: Annotated[
-        str | None,
-        typer.Option(
-            "--wandb-experiment",
-            metavar="NAME",
-            help="Wandb experiment (only relevant for release tests)",
-        ),
-    ] = None,
-    enable_lightweight_mode: Annotated[
-        bool,
-        typer.Option(
-            "--enable-lightweight-mode",
-            show_default=True,
-            help="Run 2-step smoke tests instead of full training",
-        ),
-    ] = False,
-    enable_warmup: Annotated[
-        bool,
-        typer.Option(
-            "--enable-warmup/--no-enable-warmup",
-            help="Run one job as dependency to others as to warm up cache",
-        ),
-    ] = True,
-    cadence: Annotated[
-        str | None,
-        typer.Option(
-            "--cadence",
-            metavar="CADENCE",
-            help="Trigger cadence to filter tests by (pr|nightly|mergegroup). "
-            "Empty/unset disables the cadence filter.",
-        ),
-    ] = None,
-    enable_error_extraction: Annotated[
-        bool,
-        typer.Option(
-            "--enable-error-extraction/--no-enable-error-extraction",
-            help="Extract a structured error report from GitLab child-job output.",
-        ),
-    ] = False,
+    scope: _ScopeOption,
+    environment: _EnvironmentOption,
+    test_cases: _TestCasesOption,
+    platform: _PlatformOption,
+    cluster: _ClusterOption,
+    output_path: _OutputPathOption,
+    container_image: _ContainerImageOption,
+    container_tag: _ContainerTagOption,
+    dependent_job: _DependentJobOption,
+    slurm_account: _SlurmAccountOption,
+    n_repeat: _NRepeatOption = 1,
+    time_limit: _TimeLimitOption = 1,
+    partition: _PartitionOption = None,
+    record_checkpoints: _RecordCheckpointsOption = None,
+    tag: _TagOption = None,
+    run_name: _RunNameOption = None,
+    wandb_experiment: _WandbExperimentOption = None,
+    enable_lightweight_mode: _EnableLightweightModeOption = False,
+    enable_warmup: _EnableWarmupOption = True,
+    cadence: _CadenceOption = None,
+    enable_error_extraction: _EnableErrorExtractionOption = False,
     recipes: RecipesOption = None,
     local_recipes: LocalRecipesOption = None,
     system: SystemChoiceOption = None,
@@ -221,7 +236,7 @@ def jet_trigger(
     written, or is a link.
     """
     from matrixgen.cli.emit import _write_text
-    from matrixgen.emit.jet import JetCall, check_call, jet_pipeline, jet_target, pipeline_text
+    from matrixgen.emit.jet import JetCall, call_pipeline, check_call, pipeline_text
 
     call = JetCall(
         scope=scope,
@@ -247,17 +262,7 @@ def jet_trigger(
     )
     check_call(call)
     generation, file_order = load_jet_tree(recipes, local_recipes)
-    target = jet_target(call, _system(system))
-    chosen = generation.selection(target)
-    pipeline = jet_pipeline(
-        chosen.jobs,
-        chosen.skipped,
-        call,
-        target,
-        _profile(generation),
-        file_order=file_order,
-        all_jobs=generation.jobs,
-    )
+    pipeline = call_pipeline(generation, call, _system(system), file_order=file_order)
     _say(pipeline.notices, strict)
     _write_text(Path(output_path), pipeline_text(pipeline))
     _summary(pipeline, output_path)
@@ -323,7 +328,7 @@ def jet_buckets(
     cannot reach its tests; 2: usage error, or FILE is no recipe of the tree.
     """
     from matrixgen.cli.emit import _write_text
-    from matrixgen.emit.jet import bucket_matrix, bucket_text
+    from matrixgen.emit.jet_buckets import bucket_matrix, bucket_text
 
     generation, _ = load_jet_tree(recipes, None)
     recipe = _recipe_file(generation, recipes_dir(recipes), file)

@@ -106,7 +106,6 @@ from matrixgen.engine.errors import (
 )
 from matrixgen.engine.model import Job, JobId, QuarantineMark, Target
 from matrixgen.engine.targets import is_holding_pen
-from matrixgen.engine.vocab import System
 from matrixgen.engine.workload import rereads_recipe, workload_changes
 from matrixgen.pipeline import Generation, PipelineCache, generate_from_files
 from matrixgen.quarantine.apply import Selection
@@ -150,11 +149,10 @@ def _one_by_one(target: Target, chosen: Selection) -> EmittedTarget:
     """A target that cannot be emitted whole: each job as it would be emitted alone."""
     from msgspec.structs import replace as _replace
 
-    from matrixgen.emit.github import github_row
-    from matrixgen.emit.gitlab import standalone_content
+    from matrixgen.emit.registry import emitter_for
 
     settings = EmitSettings(target=target)
-    content = github_row if target.system is System.GITHUB else standalone_content
+    content = emitter_for(target.system).standalone
     jobs = emitted_jobs(chosen.jobs)
     out = []
     for job in jobs:

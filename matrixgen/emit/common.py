@@ -216,9 +216,11 @@ class Unreachable(Exception):
     """A job's node-level entries cannot reach the tests it runs; says why."""
 
 
-def node_route(job: Job, settings: EmitSettings) -> str | None:
+def node_route(job: Job, settings: EmitSettings, *, launcher: str | None) -> str | None:
     """How a job's node-level entries (deselect, mute) reach its tests; None when
-    none applies. Unreachable when they cannot:
+    none applies. `launcher` is the command the job's entry runs (the emitter's
+    `launcher`: None for a matrix row, which the workflow runs). Unreachable when
+    they cannot:
 
     - a job whose launcher is Megatron-LM's launch_jet_workload.py (GitLab)
       runs the recipe's `script` on a cluster; the launcher takes no node ids and
@@ -236,17 +238,15 @@ def node_route(job: Job, settings: EmitSettings) -> str | None:
     mark = job.quarantine
     if mark is None or not mark.node_ids or mark.action == QuarantineAction.SKIP.value:
         return None
-    if settings.target.system is System.GITLAB:
-        launcher = settings.launcher_for(job)
-        if REMOTE_LAUNCHER in launcher:
-            script = job.spec.get("script")
-            if isinstance(script, str) and reaches_plugin(script):
-                return ROUTE_SCRIPT
-            raise Unreachable(
-                f"its launcher ({REMOTE_LAUNCHER}) takes no node ids and runs the recipe's "
-                f"script, which never sets {QUARANTINE_VARIABLE} for the pytest plugin "
-                "(docs/pytest-plugin.md)"
-            )
+    if launcher is not None and REMOTE_LAUNCHER in launcher:
+        script = job.spec.get("script")
+        if isinstance(script, str) and reaches_plugin(script):
+            return ROUTE_SCRIPT
+        raise Unreachable(
+            f"its launcher ({REMOTE_LAUNCHER}) takes no node ids and runs the recipe's "
+            f"script, which never sets {QUARANTINE_VARIABLE} for the pytest plugin "
+            "(docs/pytest-plugin.md)"
+        )
     if not mark.muted:
         return ROUTE_LAUNCHER
     reserved = {QUARANTINE_VARIABLE, *JOB_VARIABLES.values()}
@@ -259,11 +259,11 @@ def node_route(job: Job, settings: EmitSettings) -> str | None:
     return ROUTE_PLUGIN
 
 
-def job_route(job: Job, settings: EmitSettings) -> str | None:
+def job_route(job: Job, settings: EmitSettings, *, launcher: str | None) -> str | None:
     """`node_route`, with an unreachable job as a RecipeError naming its entries
     and the target (validate reports the same, at each entry)."""
     try:
-        return node_route(job, settings)
+        return node_route(job, settings, launcher=launcher)
     except Unreachable as exc:
         mark = job.quarantine
         assert mark is not None

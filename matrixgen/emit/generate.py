@@ -16,14 +16,13 @@ import os
 import re
 import stat
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from msgspec import Struct
 
 from matrixgen.emit.common import (
-    GITLAB_MAX_JOB_NAME,
     EmitSettings,
     EmittedTarget,
     allowed_to_fail,
@@ -32,31 +31,23 @@ from matrixgen.emit.common import (
     resolve_settings,
     skipped_jobs,
 )
-from matrixgen.emit.github import github_jobs, github_matrix
-from matrixgen.emit.gitlab import RESERVED_NAMES, gitlab_jobs, gitlab_pipeline, name_problems
+from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import (
-    Finding,
     OutputError,
-    Severity,
     UsageError,
     file_error,
     write_failure,
 )
-from matrixgen.engine.model import Job, QuarantineMark, Target
-from matrixgen.engine.select import select
-from matrixgen.engine.vocab import QUARANTINE_FILENAME, System
+from matrixgen.engine.model import QuarantineMark, Target
+from matrixgen.engine.vocab import QUARANTINE_FILENAME
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.apply import Selection
-from matrixgen.quarantine.model import Entry
 from matrixgen.util.atomic import WriteError, remove_stale_temps, write_atomic
 from matrixgen.util.jsontext import JSON_MAX_BYTES, JsonInputError, load_bounded
 from matrixgen.util.patterns import name_pattern, whole
 from matrixgen.util.readfile import NotRegularFile, read_regular
 from matrixgen.util.values import ComparedValue
-
-if TYPE_CHECKING:
-    from matrixgen.engine.context import ValidationContext
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -64,7 +55,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 def file_name(target: Target) -> str:
     """The file a target's output goes to, inside the output directory."""
     stem = _UNSAFE.sub("_", target.name).lstrip(".") or "target"
-    return stem + (".json" if target.system is System.GITHUB else ".yml")
+    return stem + emitter_for(target.system).suffix
 
 
 class TargetOutput(ComparedValue, frozen=True, kw_only=True):
@@ -128,11 +119,7 @@ def emitted_target(
     settings = resolve_settings(
         target, config, jobs, launcher=launcher, quarantine_file=quarantine_file
     )
-    stages: list[str] = []
-    if target.system is System.GITHUB:
-        emitted = github_jobs(jobs, settings)
-    else:
-        emitted, stages = gitlab_jobs(jobs, settings)
+    emitted, stages = emitter_for(target.system).jobs(jobs, settings)
     # A skip mark on a kept job (a caller's own selection) keeps it out as well.
     kept = {id(j) for j in jobs}
     left_out = [*chosen.skipped, *(j for j in chosen.jobs if id(j) not in kept)]
@@ -160,12 +147,7 @@ def emit_target(
         launcher=launcher,
         quarantine_file=quarantine_path(generation.tree.root),
     )
-    if target.system is System.GITHUB:
-        matrix = github_matrix(emitted.jobs)
-        text, shards = matrix.text(), len(matrix.shards)
-    else:
-        pipeline = gitlab_pipeline(emitted.jobs, emitted.stages, settings)
-        text, shards = pipeline.text, 1 if pipeline.job_names else 0
+    text, shards = emitter_for(target.system).file(emitted, settings)
     jobs = [e.job for e in emitted.jobs]
     return TargetOutput(
         target=target,
@@ -214,6 +196,51 @@ def generate_all(
             f"{', '.join(clashes)}; rename one of them"
         )
     return [emit_target(generation, t, launcher=launcher) for t in targets]
+
+
+def generate_into(
+    generation: Generation,
+    targets: Sequence[Target],
+    out: Path,
+    *,
+    launcher: str | None = None,
+    github_output: bool = False,
+    targets_given: bool = False,
+    say: Callable[[str], None] = lambda _: None,
+) -> list[TargetOutput]:
+    """`matrixgen generate`: every target's file written into `out`
+    (`write_outputs`; the files of every target the tree defines are kept, so a
+    run of some of them removes none of the others'); with `github_output`, the
+    step outputs (`github_outputs`; by target name unless `targets_given`)
+    appended to $GITHUB_OUTPUT as well, checked before any file is written.
+    `say` gets each line for the log, in order."""
+    outputs = generate_all(generation, targets, launcher=launcher)
+    step_outputs: list[tuple[str, str]] | None = None
+    if github_output:
+        from matrixgen.emit.github import check_github_outputs, github_output_path
+
+        # The configured targets by name, not in config order as listed: the step
+        # outputs keep the bytes they had (workflows read them); --target's order stays.
+        ordered = outputs if targets_given else sorted(outputs, key=lambda o: o.target.name)
+        step_outputs, note = github_outputs(ordered, generation.tree.config.targets)
+        if note:
+            say(f"matrixgen: note: {note}")
+        output_path = github_output_path()
+        check_github_outputs(step_outputs)
+    defined = generation.targets(holding_pen=True)
+    report = write_outputs(outputs, out, targets_now=[file_name(t) for t in defined])
+    for note in report.notes:
+        say(f"matrixgen: {note}")
+    for name in report.removed:
+        say(f"matrixgen: removed {out / name} (its target is gone)")
+    for name, why in report.kept:
+        say(f"matrixgen: {out / name}: {why}")
+    if step_outputs is not None:
+        from matrixgen.emit.github import append_github_outputs
+
+        append_github_outputs(step_outputs, output_path)
+        say(f"step outputs -> {output_path}")
+    return outputs
 
 
 MANIFEST_NAME = ".matrixgen-manifest.json"
@@ -390,7 +417,7 @@ def github_groups(
     one group are a UsageError."""
     filled: dict[str, TargetOutput] = {}
     for output in outputs:
-        if output.target.system is not System.GITHUB:
+        if emitter_for(output.target.system).child_pipelines:
             continue
         name = _group(output.target)
         if name in filled:
@@ -399,7 +426,8 @@ def github_groups(
                 f'group "{name}": generate one of them at a time, or give them different groups'
             )
         filled[name] = output
-    groups = sorted({_group(t) for t in configured if t.system is System.GITHUB} | set(filled))
+    matrices = [t for t in configured if not emitter_for(t.system).child_pipelines]
+    groups = sorted({_group(t) for t in matrices} | set(filled))
     return {name: _shards(filled[name]) if name in filled else [] for name in groups}
 
 
@@ -443,7 +471,7 @@ def github_outputs(
     matrices: dict[str, list] = {}
     shards: dict[str, int] = {}
     for output in outputs:
-        if output.target.system is System.GITHUB:
+        if not emitter_for(output.target.system).child_pipelines:
             found = _shards(output)
             matrices[output.target.name] = found or [{"include": []}]
             shards[output.target.name] = len(found)
@@ -527,237 +555,3 @@ def summary_rows(outputs: Sequence[TargetOutput]) -> tuple[list[list[str]], list
         for o in outputs
     ]
     return rows, headers
-
-
-def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
-    """validate: jobs a GitLab target's child pipeline could not name (two jobs
-    left with one name, or a name past 255 characters): `generate` would refuse."""
-    from matrixgen.engine.targets import checked_targets
-
-    generation = context.generation  # shares the selections
-    severity = Severity.ERROR if context.tree.format_version == 2 else Severity.WARNING
-    found: dict[tuple[Any, str], list[str]] = {}
-    for target in checked_targets(context):
-        if target.system is not System.GITLAB:
-            continue
-        # The kept jobs are the emitted ones; naming does not depend on their order.
-        jobs = generation.selection(target).jobs
-        if _named_as_they_are(jobs):
-            continue
-        for job, why in name_problems(jobs):
-            found.setdefault((job.source, why), []).append(target.name)
-    for (location, why), names in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        yield Finding(
-            location=location,
-            severity=severity,
-            code="gitlab-job-name",
-            message=f"{why} (target {shown})",
-        )
-
-
-class Unreached(Struct, frozen=True):
-    """A node-level entry that cannot reach the tests of a target's job."""
-
-    entry: Entry
-    target: Target
-    job: Job
-    why: str
-
-
-def unreached(
-    entries: Sequence[Entry], jobs: Sequence[Job], targets: Sequence[Target], config: ProjectConfig
-) -> list[Unreached]:
-    """Every (node-level entry, target, job) where the entry applies to the job
-    but cannot reach its tests (`common.node_route`), in target and job order."""
-    from matrixgen.emit.common import Unreachable, node_route
-    from matrixgen.engine.errors import MatrixgenError
-    from matrixgen.quarantine.apply import apply_quarantine, applying_entries
-
-    if not any(e.action.node_level for e in entries):
-        return []
-    known = {j.test_case for j in jobs}
-    found: list[Unreached] = []
-    for target in targets:
-        chosen = select(jobs, target.selector)
-        kept, _ = apply_quarantine(chosen, entries, target, known_test_cases=known)
-        marked = [j for j in kept if j.quarantine and j.quarantine.node_ids]
-        if not marked:
-            continue
-        try:
-            settings = resolve_settings(target, config, marked)
-        except MatrixgenError:
-            continue  # the settings' own check reports it
-        for job in marked:
-            try:
-                node_route(job, settings)
-            except Unreachable as exc:
-                for entry in applying_entries(job, entries, target, known):
-                    if entry.action.node_level:
-                        found.append(Unreached(entry, target, job, str(exc)))
-    return found
-
-
-def check_node_routes(context: ValidationContext) -> Iterator[Finding]:
-    """validate: node-level entries (deselect, mute) that cannot reach the tests
-    of a target's job (`common.node_route`): `generate` would refuse. One error
-    per entry and target, at the entry's action."""
-    from matrixgen.engine.targets import checked_targets
-    from matrixgen.quarantine.model import load_quarantine
-
-    qfile = load_quarantine(context.tree)
-    found: dict[tuple[str, str], list[Unreached]] = {}
-    for item in unreached(
-        qfile.entries, context.expansion.jobs, checked_targets(context), context.tree.config
-    ):
-        found.setdefault((item.entry.id, item.target.name), []).append(item)
-    for (entry_id, target_name), items in sorted(found.items()):
-        entry = items[0].entry
-        more = f" and {len(items) - 1} more job(s)" if len(items) > 1 else ""
-        location = (
-            qfile.document.locate(["entries", entry.index, "action"])
-            if qfile.document
-            else entry.location
-        )
-        yield Finding(
-            location=location,
-            severity=Severity.ERROR,
-            code="quarantine-unreachable",
-            message=f'entry "{entry_id}" ({entry.action.value}) cannot reach the tests of '
-            f"target {target_name} ({items[0].job.identity}{more}): {items[0].why}",
-        )
-
-
-def _named_as_they_are(jobs: Sequence[Job]) -> bool:
-    """Whether `name_problems` finds nothing without naming the jobs one by one:
-    distinct names, none reserved or hidden (a leading dot), none too long, are
-    what `assign_names` gives at its first round, each job its own name. Most
-    targets; the others go through `name_problems`."""
-    from operator import attrgetter, methodcaller
-
-    names = set(map(attrgetter("name"), jobs))
-    return (
-        len(names) == len(jobs)
-        and names.isdisjoint(RESERVED_NAMES)
-        and not any(map(methodcaller("startswith", "."), names))
-        and max(map(len, names), default=0) <= GITLAB_MAX_JOB_NAME
-    )
-
-
-def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
-    """validate: one job defined by several rows for one target (the same identity
-    and scope, cadences that the target takes both of). The target runs one job
-    (the last definition, see `select.one_per_identity`). Copies that agree on
-    every emitted field are a warning naming every location; copies that differ
-    are an error (a warning in a format_version 1 tree, whose generator keeps the
-    last one too) naming the locations and the fields: CI could run only one."""
-    from matrixgen.emit.github import github_row
-    from matrixgen.emit.gitlab import standalone_content
-    from matrixgen.engine.errors import MatrixgenError
-    from matrixgen.engine.select import matches
-    from matrixgen.engine.targets import checked_targets
-
-    doubled = [j for j in context.expansion.jobs if j.definitions]
-    if not doubled:
-        return
-    config = context.tree.config
-    severity = Severity.ERROR if context.tree.format_version == 2 else Severity.WARNING
-    # locations of the copies -> (targets, differing fields, a job)
-    found: dict[tuple, tuple[list[str], dict[str, list[Any]], Any]] = {}
-    for target in checked_targets(context):
-        groups: dict[tuple[str, ...], list[Any]] = {}
-        for job in doubled:
-            if matches(job, target.selector):
-                groups.setdefault(job.duplicate_key(), []).append(job)
-        for group in groups.values():
-            if len(group) < 2:
-                continue
-            group.sort(key=lambda j: j.source)
-            try:
-                settings = resolve_settings(target, config, group)
-            except MatrixgenError:
-                settings = EmitSettings(target=target)
-            content = github_row if target.system is System.GITHUB else standalone_content
-            contents = [content(j, settings) for j in group]
-            differing: dict[str, list[Any]] = {}
-            for key in sorted({k for c in contents for k in c}):
-                values = [c.get(key) for c in contents]
-                if any(v != values[0] for v in values[1:]):
-                    differing[key] = values
-            where = tuple(j.source for j in group)
-            names, fields, _ = found.setdefault(where, ([], {}, group[-1]))
-            names.append(target.name)
-            for key, values in differing.items():
-                fields.setdefault(key, values)
-    for where, (names, fields, job) in sorted(found.items()):
-        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        places = ", ".join(str(w) for w in where)
-        scope = job.shown_scope
-        if not fields:
-            yield Finding(
-                location=where[0],
-                severity=Severity.WARNING,
-                code="duplicate-job",
-                message=(
-                    f"{job.identity} in scope {scope} is defined {len(where)} times, at "
-                    f"{places}; the copies agree on everything emitted, so target(s) "
-                    f"{shown} run it once: keep one row"
-                ),
-            )
-            continue
-        differences = "; ".join(
-            f"{key}: "
-            + ", ".join(f"{_short_value(v)} at {w}" for v, w in zip(values, where, strict=True))
-            for key, values in fields.items()
-        )
-        yield Finding(
-            location=where[0],
-            severity=severity,
-            code="duplicate-conflict",
-            message=(
-                f"{job.identity} in scope {scope} is defined {len(where)} times and the "
-                f"copies differ ({differences}): target(s) {shown} can run only one; "
-                f"generate uses the last, at {where[-1]}"
-            ),
-        )
-
-
-def _short_value(value: Any) -> str:
-    import json
-
-    text = "(unset)" if value is None else json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def check_timeouts(context: ValidationContext) -> Iterator[Finding]:
-    """validate: a job whose timeout (derived from n_repeat x time_limit plus the
-    system's overhead, or set) exceeds its system's timeout_cap: CI would cut it
-    off, or refuse the job, before its last repeat."""
-    from matrixgen.emit.common import resolve_settings, timeout_minutes
-    from matrixgen.engine.targets import checked_targets
-
-    config = context.tree.config
-    targets = [t for t in checked_targets(context) if t.settings.get("timeout_cap") is not None]
-    if not targets:
-        return
-    generation = context.generation  # shares the selections
-    found: dict[Any, tuple[int, int, list[str]]] = {}
-    for target in targets:
-        jobs = generation.selection(target).jobs
-        settings = resolve_settings(target, config, jobs)
-        cap = settings.timeout_cap
-        assert cap is not None
-        for job in jobs:
-            seconds = settings.timeout_seconds(job)
-            if seconds > cap:
-                found.setdefault(job.source, (seconds, cap, []))[2].append(target.name)
-    for location, (seconds, cap, names) in sorted(found.items(), key=lambda kv: kv[0]):
-        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        yield Finding(
-            location=location,
-            severity=Severity.ERROR,
-            code="timeout-cap",
-            message=f"the job's timeout is {timeout_minutes(seconds)} min ({seconds} s), past the "
-            f"system's timeout_cap of {timeout_minutes(cap)} min ({cap} s): lower n_repeat or "
-            f"time_limit, or set the recipe's timeout (target {shown})",
-        )

@@ -49,6 +49,7 @@ from matrixgen.emit.common import (
     ROUTE_PLUGIN,
     EmitSettings,
     EmittedJob,
+    EmittedTarget,
     allowed_to_fail,
     deselected,
     emitted_jobs,
@@ -87,7 +88,7 @@ def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
     tags = settings.tags(job)
     if tags:
         row["runner"] = list(tags)
-    route = job_route(job, settings)
+    route = job_route(job, settings, launcher=None)
     env = dict(job.env)
     if route == ROUTE_PLUGIN:
         env.update(plugin_variables(job, settings, settings.quarantine_file))
@@ -216,6 +217,38 @@ def github_matrix(emitted: Sequence[EmittedJob]) -> GithubMatrix:
 def emit_github(jobs: Iterable[Job], settings: EmitSettings) -> GithubMatrix:
     """The matrix of a selection: one row per job, sharded past the limits."""
     return github_matrix(github_jobs(jobs, settings))
+
+
+class GithubEmitter:
+    """GitHub Actions: one matrix per target (an `emit.registry.Emitter`)."""
+
+    suffix = ".json"
+    child_pipelines = False
+    names_jobs = False
+
+    def jobs(
+        self, jobs: Sequence[Job], settings: EmitSettings
+    ) -> tuple[list[EmittedJob], list[str]]:
+        return github_jobs(jobs, settings), []
+
+    def file(self, emitted: EmittedTarget, settings: EmitSettings) -> tuple[str, int]:
+        matrix = github_matrix(emitted.jobs)
+        return matrix.text(), len(matrix.shards)
+
+    def standalone(self, job: Job, settings: EmitSettings) -> dict[str, Any]:
+        return github_row(job, settings)
+
+    def launcher(self, job: Job, settings: EmitSettings) -> str | None:
+        return None
+
+    def job_names(self, jobs: Sequence[Job]) -> list[str | None]:
+        return [j.name for j in jobs]
+
+    def name_problems(self, jobs: Sequence[Job]) -> list[tuple[Job, str]]:
+        return []
+
+
+EMITTER = GithubEmitter()
 
 
 def heredoc_delimiter(content: str) -> str:

@@ -43,12 +43,11 @@ entries cannot reach its tests is an error naming the entries and the target.
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from functools import cache, lru_cache
-from typing import Any, ClassVar
+from functools import lru_cache
+from typing import Any
 
 from msgspec import Struct
 from msgspec.structs import replace
@@ -63,6 +62,7 @@ from matrixgen.emit.common import (
     ROUTE_PLUGIN,
     EmitSettings,
     EmittedJob,
+    EmittedTarget,
     allowed_to_fail,
     deselected,
     emitted_jobs,
@@ -70,9 +70,9 @@ from matrixgen.emit.common import (
     plugin_variables,
     quarantine_label,
 )
+from matrixgen.emit.yamltext import dump_yaml
 from matrixgen.engine.errors import Finding, LimitError, RecipeError, Severity
 from matrixgen.engine.model import Job, spec_needs
-from matrixgen.util.escape import YAML_WIDTH, yaml_double_quoted, yaml_for_log
 
 # Top-level keywords of .gitlab-ci.yml (and `pages`, which deploys a site): a
 # job with one of these names would not be a job.
@@ -180,6 +180,22 @@ def name_problems(
                 )
             )
     return problems
+
+
+def named_as_they_are(jobs: Sequence[Job]) -> bool:
+    """Whether `name_problems` finds nothing without naming the jobs one by one:
+    distinct names, none reserved or hidden (a leading dot), none too long, are
+    what `assign_names` gives at its first round, each job its own name. Most
+    targets; the others go through `name_problems`."""
+    from operator import attrgetter, methodcaller
+
+    names = set(map(attrgetter("name"), jobs))
+    return (
+        len(names) == len(jobs)
+        and names.isdisjoint(RESERVED_NAMES)
+        and not any(map(methodcaller("startswith", "."), names))
+        and max(map(len, names), default=0) <= GITLAB_MAX_JOB_NAME
+    )
 
 
 def job_names(jobs: Sequence[Job]) -> list[str]:
@@ -393,7 +409,7 @@ def _job_content(
         entry["tags"] = list(tags)
     entry["timeout"] = gitlab_duration(settings.timeout_seconds(job))
     entry["needs"] = needs
-    route = job_route(job, settings)
+    route = job_route(job, settings, launcher=settings.launcher_for(job))
     variables = _variables(job, settings, route)
     if variables:
         entry["variables"] = variables
@@ -434,15 +450,6 @@ def pipeline_document(
         name = e.content["name"]
         document[name] = {k: v for k, v in e.content.items() if k != "name"}
     return document
-
-
-def gitlab_document(
-    jobs: Iterable[Job], settings: EmitSettings
-) -> tuple[dict[str, Any], list[str]]:
-    """The pipeline as plain ordered data, and the job names it uses."""
-    emitted, stages = gitlab_jobs(jobs, settings)
-    names = [e.content["name"] for e in emitted]
-    return pipeline_document(emitted, stages, settings), names
 
 
 def _stage_order(stage_after: dict[str, set[str]]) -> list[str]:
@@ -499,140 +506,6 @@ def _recipe_needs(
     return out
 
 
-# GitLab reads YAML with Ruby's Psych, a YAML 1.1 reader that turns more plain
-# scalars into non-strings than PyYAML quotes for: `0,1,2,3` (commas dropped: the
-# octal int 83), `1,000`, `01:30` (sexagesimal 90), `:x` (a symbol), `yEs`, `nO`.
-# A plain scalar is only left plain where Psych takes it for a string at once: it
-# starts like a word (Psych's own test) and is not one of the YAML 1.1 words.
-_PSYCH_WORDLIKE = re.compile(r"[^\d.:-]?[A-Za-z_\s!@#$%^&*(){}<>|/\\~;=]+")
-_YAML11_WORDS = frozenset({"~", "null", "yes", "true", "on", "no", "false", "off"})
-
-
-def read_as_text_by_yaml11(value: str) -> bool:
-    """Whether a YAML 1.1 reader (Psych) reads `value`, written plain, as that text."""
-    if "\n" not in value and not _PSYCH_WORDLIKE.match(value):  # prefix
-        return False
-    return len(value) > 5 or value.lower() not in _YAML11_WORDS
-
-
-_STR = "tag:yaml.org,2002:str"
-_BOOL = "tag:yaml.org,2002:bool"
-_INT = "tag:yaml.org,2002:int"
-_NULL = "tag:yaml.org,2002:null"
-_MAP = "tag:yaml.org,2002:map"
-_SEQ = "tag:yaml.org,2002:seq"
-
-
-def _style(value: str) -> str | None:
-    if yaml_double_quoted(value):  # one line, safe to print in a CI log
-        return '"'
-    return None if read_as_text_by_yaml11(value) else "'"
-
-
-@cache
-def _yaml() -> Any:
-    import yaml
-
-    return yaml
-
-
-class _Events:
-    """The events PyYAML's SafeDumper emits for plain data (str, bool, int, None,
-    list, dict) with sort_keys=False and default_flow_style=False, strings quoted
-    where `read_as_text_by_yaml11` says and never an alias, fed straight to the
-    emitter (libyaml's when present): the representer, the node tree and the
-    serializer's per-node calls back into Python cost several times more."""
-
-    # (value, tag) -> (plain implicit, quoted implicit), as the serializer asks
-    # the resolver; values repeat across jobs and targets.
-    implicit: ClassVar[dict[tuple[str, str], tuple[bool, bool]]] = {}
-
-    def __init__(self, emit: Any) -> None:
-        yaml = _yaml()
-        self.emit = emit
-        self.scalar = yaml.ScalarEvent
-        self.resolver = yaml.resolver.Resolver()
-        self.node = yaml.ScalarNode
-        # An event is read, never changed, by the emitter: each distinct one is
-        # made once per file (job after job repeats the same keys and values).
-        self.mapping = (
-            yaml.MappingStartEvent(None, _MAP, True, flow_style=False),
-            yaml.MappingEndEvent(),
-        )
-        self.sequence = (
-            yaml.SequenceStartEvent(None, _SEQ, True, flow_style=False),
-            yaml.SequenceEndEvent(),
-        )
-        self.strings: dict[str, Any] = {}
-
-    def flags(self, value: str, tag: str) -> tuple[bool, bool]:
-        key = (value, tag)
-        found = self.implicit.get(key)
-        if found is None:
-            resolve = self.resolver.resolve
-            found = (
-                resolve(self.node, value, (True, False)) == tag,
-                resolve(self.node, value, (False, True)) == tag,
-            )
-            if len(self.implicit) > 200_000:
-                self.implicit.clear()
-            self.implicit[key] = found
-        return found
-
-    def put(self, value: Any) -> None:
-        kind = type(value)
-        if kind is str:
-            event = self.strings.get(value)
-            if event is None:
-                event = self.strings[value] = self.scalar(
-                    None, _STR, self.flags(value, _STR), value, style=_style(value)
-                )
-            self.emit(event)
-        elif kind is dict:
-            start, end = self.mapping
-            self.emit(start)
-            for key, item in value.items():
-                self.put(key)
-                self.put(item)
-            self.emit(end)
-        elif kind is list or kind is tuple:
-            start, end = self.sequence
-            self.emit(start)
-            for item in value:
-                self.put(item)
-            self.emit(end)
-        elif kind is bool:
-            text = "true" if value else "false"
-            self.emit(self.scalar(None, _BOOL, self.flags(text, _BOOL), text))
-        elif kind is int:
-            text = str(value)
-            self.emit(self.scalar(None, _INT, self.flags(text, _INT), text))
-        elif value is None:
-            self.emit(self.scalar(None, _NULL, self.flags("null", _NULL), "null"))
-        else:
-            raise TypeError(f"cannot write {kind.__name__} to a GitLab pipeline")
-
-
-def dump_yaml(document: dict[str, Any], header: str = "") -> str:
-    """Stable YAML: key order as built, the C emitter when PyYAML has it."""
-    import io
-
-    yaml = _yaml()
-    stream = io.StringIO()
-    emitter_class = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    emitter = emitter_class(stream, default_flow_style=False, allow_unicode=True, width=YAML_WIDTH)
-    try:
-        emit = emitter.emit
-        emit(yaml.StreamStartEvent())
-        emit(yaml.DocumentStartEvent(explicit=False))
-        _Events(emit).put(document)
-        emit(yaml.DocumentEndEvent(explicit=False))
-        emit(yaml.StreamEndEvent())
-    finally:
-        emitter.dispose()
-    return yaml_for_log(header + stream.getvalue())
-
-
 def _comment(text: str) -> str:
     """A one-line YAML comment whatever the text holds."""
     return "# " + "".join(ch if ch.isprintable() else "?" for ch in text) + "\n"
@@ -664,3 +537,35 @@ def gitlab_pipeline(
             f"at most {GITLAB_MAX_CHILD_YAML_BYTES:,}: split the target (by model or tag)"
         )
     return GitlabPipeline(document=document, text=text, job_names=tuple(names))
+
+
+class GitlabEmitter:
+    """GitLab CI: one child pipeline per target (an `emit.registry.Emitter`)."""
+
+    suffix = ".yml"
+    child_pipelines = True
+    names_jobs = True
+
+    def jobs(
+        self, jobs: Sequence[Job], settings: EmitSettings
+    ) -> tuple[list[EmittedJob], list[str]]:
+        return gitlab_jobs(jobs, settings)
+
+    def file(self, emitted: EmittedTarget, settings: EmitSettings) -> tuple[str, int]:
+        pipeline = gitlab_pipeline(emitted.jobs, emitted.stages, settings)
+        return pipeline.text, 1 if pipeline.job_names else 0
+
+    def standalone(self, job: Job, settings: EmitSettings) -> dict[str, Any]:
+        return standalone_content(job, settings)
+
+    def launcher(self, job: Job, settings: EmitSettings) -> str | None:
+        return settings.launcher_for(job)
+
+    def job_names(self, jobs: Sequence[Job]) -> list[str | None]:
+        return assign_names(jobs)
+
+    def name_problems(self, jobs: Sequence[Job]) -> list[tuple[Job, str]]:
+        return [] if named_as_they_are(jobs) else name_problems(jobs)
+
+
+EMITTER = GitlabEmitter()

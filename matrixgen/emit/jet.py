@@ -31,13 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct, field
 
-from matrixgen.engine.errors import Location, UsageError, did_you_mean
-from matrixgen.engine.model import Job, RecipeFile, Selector, Target
+from matrixgen.engine.errors import UsageError, did_you_mean
+from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.select import used_values
 from matrixgen.engine.targets import target_name
 from matrixgen.engine.vocab import (
     ALL_CADENCES,
-    DEFAULT_CADENCE,
     System,
     resolve_scope,
 )
@@ -264,6 +263,27 @@ def upstream_order(jobs: Sequence[Job], file_order: Mapping[str, int]) -> list[J
     )
 
 
+def call_pipeline(
+    generation: Generation, call: JetCall, system: System, *, file_order: Mapping[str, int]
+) -> JetPipeline:
+    """The pipeline of one call on a loaded tree: the call's target and its
+    selection (quarantine applied), with the config's `jet` profile; every job
+    of the tree is checked for the values the call asks for."""
+    jet = generation.tree.config.section("jet")
+    profile = jet_profile(jet.get("runner_tags"), jet.get("clusters"))
+    target = jet_target(call, system)
+    chosen = generation.selection(target)
+    return jet_pipeline(
+        chosen.jobs,
+        chosen.skipped,
+        call,
+        target,
+        profile,
+        file_order=file_order,
+        all_jobs=generation.jobs,
+    )
+
+
 def jet_pipeline(
     jobs: Sequence[Job],
     skipped: Sequence[Job],
@@ -279,6 +299,38 @@ def jet_pipeline(
     check_call(call)
     notices = unused_values(call, all_jobs) if all_jobs else []
     ordered = upstream_order(jobs, file_order)
+    _refuse_unreachable(ordered, target)
+    if not ordered:
+        return JetPipeline(
+            document=_placeholder(call, profile),
+            jobs=(),
+            skipped=tuple(skipped),
+            notices=tuple(notices),
+            target=target,
+        )
+    keys, key_notices = job_keys(ordered)
+    notices.extend(key_notices)
+    notices.extend(_allow_failure_notices(ordered, target))
+    cluster_tag = f"cluster/{profile.resolve_cluster(call.cluster)}"
+    document = _pipeline_head(ordered)
+    warmup = keys[0] if call.enable_warmup else None
+    for index, (key, job) in enumerate(zip(keys, ordered, strict=True)):
+        needs: list[dict[str, str]] = [{"pipeline": PARENT_PIPELINE, "job": call.dependent_job}]
+        if warmup is not None and index > 0:
+            needs.append({"job": warmup})
+        document[key] = _job_entry(job, call, profile, cluster_tag, needs)
+    return JetPipeline(
+        document=document,
+        jobs=tuple(zip(keys, ordered, strict=True)),
+        skipped=tuple(skipped),
+        notices=tuple(notices),
+        target=target,
+    )
+
+
+def _refuse_unreachable(ordered: Sequence[Job], target: Target) -> None:
+    """A RecipeError naming each job whose node-level entries its script cannot
+    hand to the pytest plugin."""
     unreachable = [j for j in ordered if j.quarantine is not None and j.quarantine.node_ids]
     unreachable = [j for j in unreachable if not reaches_plugin(_script_text(j))]
     if unreachable:
@@ -291,32 +343,30 @@ def jet_pipeline(
             for j in unreachable
         ]
         raise RecipeError("; ".join(lines))
-    if not ordered:
-        return JetPipeline(
-            document=_placeholder(call, profile),
-            jobs=(),
-            skipped=tuple(skipped),
-            notices=tuple(notices),
-            target=target,
-        )
-    keys, key_notices = job_keys(ordered)
-    notices.extend(key_notices)
+
+
+def _allow_failure_notices(ordered: Sequence[Job], target: Target) -> list[Notice]:
     allowed = [j for j in ordered if j.quarantine and j.quarantine.action == "allow-failure"]
-    if allowed and target.system is System.GITHUB:
-        # GitHub's workflow turns this file into its matrix with yq, reading only
-        # each job's stage and key: allow_failure does not reach the job there.
-        notices.append(
-            Notice(
-                "github-allow-failure",
-                f"{len(allowed)} job(s) allowed to fail by quarantine ("
-                + ", ".join(sorted({j.quarantine.id for j in allowed if j.quarantine}))
-                + "): GitHub's workflow reads only model and test case from this file, so "
-                "they still block there unless its matrix carries allow_failure "
-                '(docs/megatron.md, "Allow-failure on GitHub")',
-            )
+    if not allowed or _child_pipelines(target.system):
+        return []
+    # A system without child pipelines (GitHub) has its workflow turn this file
+    # into its matrix with yq, reading only each job's stage and key:
+    # allow_failure does not reach the job there.
+    return [
+        Notice(
+            "github-allow-failure",
+            f"{len(allowed)} job(s) allowed to fail by quarantine ("
+            + ", ".join(sorted({j.quarantine.id for j in allowed if j.quarantine}))
+            + "): GitHub's workflow reads only model and test case from this file, so "
+            "they still block there unless its matrix carries allow_failure "
+            '(docs/megatron.md, "Allow-failure on GitHub")',
         )
-    cluster_tag = f"cluster/{profile.resolve_cluster(call.cluster)}"
-    document: dict[str, Any] = {
+    ]
+
+
+def _pipeline_head(ordered: Sequence[Job]) -> dict[str, Any]:
+    """Stages, workflow rules and defaults: the pipeline before its jobs."""
+    return {
         "stages": sorted({j.model for j in ordered}),
         "workflow": {
             "rules": [
@@ -331,38 +381,43 @@ def jet_pipeline(
         },
         "default": {"interruptible": True, "retry": {"max": 2, "when": "runner_system_failure"}},
     }
-    warmup = keys[0] if call.enable_warmup else None
-    for index, (key, job) in enumerate(zip(keys, ordered, strict=True)):
-        needs: list[dict[str, str]] = [{"pipeline": PARENT_PIPELINE, "job": call.dependent_job}]
-        if warmup is not None and index > 0:
-            needs.append({"job": warmup})
-        script = launcher_command(job, call)
-        artifacts = ["results/"]
-        if call.enable_error_extraction:
-            script = with_error_extraction(script)
-            artifacts += [TRIAGE_LOG, TRIAGE_REPORT]
-        document[key] = {
-            "stage": job.model,
-            "image": f"{call.container_image}:{call.container_tag}",
-            "tags": [*profile.runner_tags, cluster_tag],
-            "timeout": "7 days",
-            "needs": needs,
-            "script": [script],
-            "artifacts": {"paths": artifacts, "when": "always"},
-            "allow_failure": allow_failure(job, profile),
-            "retry": JOB_RETRY,
-        }
-    return JetPipeline(
-        document=document,
-        jobs=tuple(zip(keys, ordered, strict=True)),
-        skipped=tuple(skipped),
-        notices=tuple(notices),
-        target=target,
-    )
+
+
+def _job_entry(
+    job: Job, call: JetCall, profile: JetProfile, cluster_tag: str, needs: list[dict[str, str]]
+) -> dict[str, Any]:
+    """One job of the pipeline, keys in the generator's order."""
+    script = launcher_command(job, call)
+    artifacts = ["results/"]
+    if call.enable_error_extraction:
+        script = with_error_extraction(script)
+        artifacts += [TRIAGE_LOG, TRIAGE_REPORT]
+    return {
+        "stage": job.model,
+        "image": f"{call.container_image}:{call.container_tag}",
+        "tags": [*profile.runner_tags, cluster_tag],
+        "timeout": "7 days",
+        "needs": needs,
+        "script": [script],
+        "artifacts": {"paths": artifacts, "when": "always"},
+        "allow_failure": allow_failure(job, profile),
+        "retry": JOB_RETRY,
+    }
+
+
+def _child_pipelines(system: System) -> bool:
+    from matrixgen.emit.registry import emitter_for
+
+    return emitter_for(system).child_pipelines
 
 
 def _script_text(job: Job) -> str:
     return _script_text_of(job.spec)
+
+
+def _script_text_of(spec: Mapping[str, Any]) -> str:
+    parts = [spec.get("script_setup"), spec.get("script")]
+    return "\n".join(p for p in parts if isinstance(p, str))
 
 
 def _placeholder(call: JetCall, profile: JetProfile) -> dict[str, Any]:
@@ -530,124 +585,6 @@ def sorted_document(value: Any) -> Any:
 
 def pipeline_text(pipeline: JetPipeline) -> str:
     """The file a call writes."""
-    from matrixgen.emit.gitlab import dump_yaml
+    from matrixgen.emit.yamltext import dump_yaml
 
     return dump_yaml(sorted_document(pipeline.document))
-
-
-# --------------------------------------------------------------------------- buckets
-
-
-class BucketMatrix(Struct, frozen=True, kw_only=True):
-    """The GitHub unit-test matrix of one recipe: a row per bucket, in file order."""
-
-    rows: tuple[Any, ...]
-    skipped: tuple[tuple[Any, str], ...] = ()  # (bucket, entry ids)
-    notices: tuple[Notice, ...] = ()
-
-
-def bucket_matrix(
-    recipe: RecipeFile,
-    generation: Generation,
-    *,
-    system: System,
-    scope: str,
-    environment: str,
-    tag: str,
-    platform: str | None,
-) -> BucketMatrix:
-    """Every test case named in the recipe's blocks, as `{"bucket": name}` (the
-    workflow's yq reads every name of every block), less the buckets a skip entry
-    takes out of this place. An allow-failure entry cannot be carried by the
-    matrix (the workflow reads no such field): it is said, and the bucket runs."""
-    from matrixgen.engine.errors import RecipeError
-    from matrixgen.quarantine.apply import applying_entries, combined_mark
-
-    data = recipe.data if isinstance(recipe.data, dict) else {}
-    spec = data.get("spec") if isinstance(data.get("spec"), dict) else {}
-    names = [
-        name
-        for block in (data.get("products") or [])
-        if isinstance(block, dict) and isinstance(block.get("test_case"), list)
-        for name in block["test_case"]
-    ]
-    model = spec.get("model") if isinstance(spec.get("model"), str) else ""
-    where = platform or (spec.get("platforms") if isinstance(spec.get("platforms"), str) else "")
-    selector = Selector(scope=scope, environment=environment, platform=where, tag=tag)
-    target = Target(name=target_name(system, selector), system=system, selector=selector)
-    entries = generation.quarantine.entries
-    known = {j.test_case for j in generation.jobs}
-    rows: list[Any] = []
-    skipped: list[tuple[Any, str]] = []
-    notices: list[Notice] = []
-    for name in names:
-        applying = (
-            applying_entries(
-                _bucket_job(name, model, selector, spec, recipe), entries, target, known
-            )
-            if isinstance(name, str) and entries
-            else []
-        )
-        if not applying:
-            rows.append({"bucket": name})
-            continue
-        mark = combined_mark(applying)
-        if mark.action == "skip":
-            skipped.append((name, mark.id))
-            continue
-        rows.append({"bucket": name})
-        if mark.node_ids and not reaches_plugin(_script_text_of(spec)):
-            raise RecipeError(
-                f"entry {mark.id} ({mark.action}) cannot reach the tests of bucket {name} in "
-                f"{target.name}: {recipe.path}'s script never sets {QUARANTINE_VARIABLE} for "
-                "the pytest plugin (docs/megatron.md)"
-            )
-        if mark.action == "allow-failure":
-            notices.append(
-                Notice(
-                    "bucket-allow-failure",
-                    f"entry {mark.id} (allow-failure) on bucket {name}: the bucket matrix has "
-                    "no field for it, so the bucket still blocks (use skip, or mute its node ids)",
-                )
-            )
-    return BucketMatrix(rows=tuple(rows), skipped=tuple(skipped), notices=tuple(notices))
-
-
-def _bucket_job(
-    name: str, model: str, selector: Selector, spec: Mapping[str, Any], recipe: RecipeFile
-) -> Job:
-    """A bucket as the job an entry is matched against (the matrix row has no
-    more than its name: the rest is the place asked for)."""
-    return Job(
-        model=model,
-        test_case=name,
-        environment=selector.environment or "",
-        platform=selector.platform or "",
-        tag=selector.tag,
-        scope=resolve_scope(selector.scope or ""),
-        cadence=DEFAULT_CADENCE,
-        name=name,
-        build=None,
-        n_repeat=1,
-        time_limit=1,
-        spec=spec,
-        recipe=recipe.rel,
-        source=Location(recipe.path),
-    )
-
-
-def _script_text_of(spec: Mapping[str, Any]) -> str:
-    parts = [spec.get("script_setup"), spec.get("script")]
-    return "\n".join(p for p in parts if isinstance(p, str))
-
-
-def bucket_text(matrix: BucketMatrix) -> str:
-    """Compact JSON on one line, as `jq -c` writes it, safe to print in a log."""
-    import json
-
-    from matrixgen.util.escape import json_for_log
-
-    return (
-        json_for_log(json.dumps(list(matrix.rows), ensure_ascii=False, separators=(",", ":")))
-        + "\n"
-    )

@@ -35,17 +35,10 @@ from matrixgen.engine.model import Selector, Target
 from matrixgen.engine.vocab import System, resolve_scope
 
 # The events each system reports (GitHub's event names; GitLab's CI_PIPELINE_SOURCE).
-EVENTS: Mapping[System, tuple[str, ...]] = MappingProxyType(
-    {
-        System.GITHUB: ("pull_request", "merge_group", "schedule", "workflow_dispatch", "push"),
-        System.GITLAB: ("merge_request_event", "schedule", "push", "web", "api", "trigger"),
-    }
-)
+EVENTS: Mapping[System, tuple[str, ...]] = MappingProxyType({s: s.events for s in System})
 # Events whose pipelines carry the labels of a pull or merge request.
 LABELLED_EVENTS = frozenset({"pull_request", "merge_request_event"})
 ANY_CADENCE = "any"
-# The variable each system sets to "true" in its jobs.
-_RUNNING_IN = ((System.GITHUB, "GITHUB_ACTIONS"), (System.GITLAB, "GITLAB_CI"))
 # The fields a rule may set, in the order a decision shows them.
 FIELDS = ("scope", "cadence", "environment", "n_repeat", "lightweight")
 
@@ -359,7 +352,7 @@ def _system_for(rules: Mapping[System, Decisions], event: str, system: System | 
     if len(owners) == 1:
         return owners[0]
     # Inside a CI job, its own system's rules decide.
-    running = [s for s, var in _RUNNING_IN if os.environ.get(var) == "true"]
+    running = [s for s in System if os.environ.get(s.job_variable) == "true"]
     if len(owners) > 1 and len(running) == 1 and running[0] in owners:
         return running[0]
     if len(owners) > 1:

@@ -22,14 +22,20 @@ from msgspec.structs import replace
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import UsageError, did_you_mean
 from matrixgen.engine.model import Job, Selector, Target
-from matrixgen.engine.vocab import ALL_CADENCES, LEGACY_SCOPE_ALIASES, System, resolve_scope
+from matrixgen.engine.vocab import (
+    ALL_CADENCES,
+    LEGACY_SCOPE_ALIASES,
+    OTHER_TIERS_SYSTEM,
+    System,
+    resolve_scope,
+)
 from matrixgen.util.patterns import name_pattern, whole
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
 
 TARGET_KEYS = ("system", "scope", "platform", "environment", "cadence", "model", "tag")
-_GITHUB_TIER = name_pattern(r"L[01]")
+_TIERS = tuple((s, name_pattern(s.tiers)) for s in System if s.tiers)
 
 #: Scopes (and scope endings) where a tree parks jobs that no pipeline runs.
 HOLDING_PEN_SCOPES = frozenset({"flaky", "deprecated", "cleanup"})
@@ -46,8 +52,10 @@ def is_holding_pen(scope: str | None) -> bool:
 
 
 def default_system(scope: str) -> System:
-    """GitHub runs the L0/L1 tiers (and their legacy names); GitLab runs the rest."""
-    return System.GITHUB if whole(_GITHUB_TIER, resolve_scope(scope)) else System.GITLAB
+    """The system that runs the scope's tier (`System.tiers`: GitHub runs the L0/L1
+    tiers and their legacy names, GitLab the rest)."""
+    tier = resolve_scope(scope)
+    return next((s for s, tiers in _TIERS if whole(tiers, tier)), OTHER_TIERS_SYSTEM)
 
 
 def target_name(system: System, selector: Selector) -> str:

@@ -2,13 +2,65 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
+from typing import NamedTuple
 
 
 class System(StrEnum):
+    """A CI system. What the engine knows of each is in `_SYSTEM_FACTS`; how its
+    files are written is its emitter's (`matrixgen.emit.registry`)."""
+
     GITHUB = "github"
     GITLAB = "gitlab"
+
+    @property
+    def events(self) -> tuple[str, ...]:
+        """The events the system reports (GitHub's event names; GitLab's
+        CI_PIPELINE_SOURCE)."""
+        return _SYSTEM_FACTS[self].events
+
+    @property
+    def job_variable(self) -> str:
+        """The variable the system sets to "true" in every job it runs."""
+        return _SYSTEM_FACTS[self].job_variable
+
+    @property
+    def tiers(self) -> str | None:
+        """The tiers the system runs unless a target says otherwise (a pattern of
+        tier names); None: every tier no other system claims."""
+        return _SYSTEM_FACTS[self].tiers
+
+    @classmethod
+    def running_in(cls, environ: Mapping[str, str]) -> System:
+        """The system whose job this process runs in (its variable is "true"),
+        else the one that runs every other tier."""
+        for system in cls:
+            if environ.get(system.job_variable) == "true":
+                return system
+        return OTHER_TIERS_SYSTEM
+
+
+class _Facts(NamedTuple):
+    events: tuple[str, ...]
+    job_variable: str
+    tiers: str | None
+
+
+_SYSTEM_FACTS: Mapping[System, _Facts] = {
+    System.GITHUB: _Facts(
+        events=("pull_request", "merge_group", "schedule", "workflow_dispatch", "push"),
+        job_variable="GITHUB_ACTIONS",
+        tiers=r"L[01]",
+    ),
+    System.GITLAB: _Facts(
+        events=("merge_request_event", "schedule", "push", "web", "api", "trigger"),
+        job_variable="GITLAB_CI",
+        tiers=None,
+    ),
+}
+# The system that runs the tiers no other claims, and is assumed outside any CI.
+OTHER_TIERS_SYSTEM = System.GITLAB
 
 
 class Cadence(StrEnum):

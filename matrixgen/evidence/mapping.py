@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 
 from msgspec import Struct
 
-from matrixgen.emit.gitlab import assign_names
+from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.errors import UsageError, did_you_mean
 from matrixgen.engine.model import Job, Target
 from matrixgen.engine.select import select
@@ -94,9 +94,12 @@ def candidates(
 def _in_target(generation: Generation, target: Target) -> list[Candidate]:
     chosen = select(generation.jobs, target.selector)
     names: dict[int, str] = {}
-    if target.system is System.GITLAB:
+    emitter = emitter_for(target.system)
+    if emitter.names_jobs:
         emitted = generation.jobs_for(target)
-        by_identity = {j.identity: n for j, n in zip(emitted, assign_names(emitted), strict=True)}
+        by_identity = {
+            j.identity: n for j, n in zip(emitted, emitter.job_names(emitted), strict=True)
+        }
         for i, job in enumerate(chosen):
             name = by_identity.get(job.identity)
             if name:

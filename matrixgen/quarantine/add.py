@@ -200,7 +200,7 @@ def _check_reach(entry: Entry, generation: Generation, targets: Sequence[Target]
     """A node-level entry must reach the tests of every job it applies to."""
     if not entry.action.node_level:
         return
-    from matrixgen.emit.generate import unreached
+    from matrixgen.emit.checks import unreached
 
     existing = [e for e in generation.quarantine.entries if e.id != entry.id]
     blocked = [

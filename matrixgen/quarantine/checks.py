@@ -45,8 +45,8 @@ class Known(Struct, frozen=True):
 
     @classmethod
     def of(cls, jobs: Sequence[Job], targets: Sequence[Target], config: ProjectConfig) -> Known:
-        scopes: dict[System, set[str]] = {System.GITHUB: set(), System.GITLAB: set()}
-        words: dict[System, set[str]] = {System.GITHUB: set(), System.GITLAB: set()}
+        scopes: dict[System, set[str]] = {s: set() for s in System}
+        words: dict[System, set[str]] = {s: set() for s in System}
         for target in targets:
             if target.selector.scope:
                 scopes[target.system].add(resolve_scope(target.selector.scope))

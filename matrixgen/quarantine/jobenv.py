@@ -80,7 +80,7 @@ class JobIdentity(Struct, frozen=True, kw_only=True):
 
 def default_system(environ: Mapping[str, str]) -> System:
     """GitHub when the process runs in GitHub Actions, else GitLab."""
-    return System.GITHUB if environ.get("GITHUB_ACTIONS") == "true" else System.GITLAB
+    return System.running_in(environ)
 
 
 def identity_from(environ: Mapping[str, str]) -> JobIdentity:

@@ -27,7 +27,6 @@ from msgspec import Struct, field
 from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import Finding, Location, Severity
 from matrixgen.engine.model import Job, Target, spec_needs
-from matrixgen.engine.vocab import System
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log, terminal_text
 
@@ -85,7 +84,9 @@ def warmup_job(jobs: Sequence[Job], target: Target | None) -> Job | None:
 
 
 def parent_job(target: Target | None) -> str | None:
-    if target is None or target.system is not System.GITLAB:
+    from matrixgen.emit.registry import emitter_for
+
+    if target is None or not emitter_for(target.system).child_pipelines:
         return None
     name = target.settings.get("parent_job")
     return name if isinstance(name, str) and name else None
@@ -213,6 +214,7 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
     """validate: needs that resolve to no job in a target, and cycles."""
     if not _any_needs(context.expansion.jobs):
         return  # warm-up and parent edges alone can neither dangle nor close a cycle
+    from matrixgen.emit.registry import emitter_for
     from matrixgen.engine.targets import checked_targets
 
     generation = context.generation
@@ -243,7 +245,7 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
                 where = jobs[0].source if jobs else Location(config.path)
                 cycles[key] = (where, [])
             cycles[key][1].append(target.name)
-        if target.system is System.GITHUB:
+        if not emitter_for(target.system).child_pipelines:  # rows cannot wait
             for job in selection.jobs:
                 for index, _ in spec_needs(job):
                     where = locate(Need(job=job, name="", index=index, kind="needs"))

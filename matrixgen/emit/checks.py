@@ -1,0 +1,236 @@
+"""The checks `validate` runs on what the emitters would write: GitLab job names,
+node-level quarantine entries that cannot reach their tests, one job defined
+twice, and timeouts past a system's cap."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
+
+from matrixgen.emit.common import EmitSettings, resolve_settings
+from matrixgen.emit.registry import emitter_for
+from matrixgen.engine.config import ProjectConfig
+from matrixgen.engine.errors import Finding, Severity
+from matrixgen.engine.model import Job, Target
+from matrixgen.engine.select import select
+from matrixgen.quarantine.model import Entry
+
+if TYPE_CHECKING:
+    from matrixgen.engine.context import ValidationContext
+
+
+def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
+    """validate: jobs a GitLab target's child pipeline could not name (two jobs
+    left with one name, or a name past 255 characters): `generate` would refuse."""
+    from matrixgen.engine.targets import checked_targets
+
+    generation = context.generation  # shares the selections
+    severity = Severity.ERROR if context.tree.format_version == 2 else Severity.WARNING
+    found: dict[tuple[Any, str], list[str]] = {}
+    for target in checked_targets(context):
+        emitter = emitter_for(target.system)
+        if not emitter.names_jobs:
+            continue
+        # The kept jobs are the emitted ones; naming does not depend on their order.
+        jobs = generation.selection(target).jobs
+        for job, why in emitter.name_problems(jobs):
+            found.setdefault((job.source, why), []).append(target.name)
+    for (location, why), names in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        yield Finding(
+            location=location,
+            severity=severity,
+            code="gitlab-job-name",
+            message=f"{why} (target {shown})",
+        )
+
+
+class Unreached(Struct, frozen=True):
+    """A node-level entry that cannot reach the tests of a target's job."""
+
+    entry: Entry
+    target: Target
+    job: Job
+    why: str
+
+
+def unreached(
+    entries: Sequence[Entry], jobs: Sequence[Job], targets: Sequence[Target], config: ProjectConfig
+) -> list[Unreached]:
+    """Every (node-level entry, target, job) where the entry applies to the job
+    but cannot reach its tests (`common.node_route`), in target and job order."""
+    from matrixgen.emit.common import Unreachable, node_route
+    from matrixgen.engine.errors import MatrixgenError
+    from matrixgen.quarantine.apply import apply_quarantine, applying_entries
+
+    if not any(e.action.node_level for e in entries):
+        return []
+    known = {j.test_case for j in jobs}
+    found: list[Unreached] = []
+    for target in targets:
+        chosen = select(jobs, target.selector)
+        kept, _ = apply_quarantine(chosen, entries, target, known_test_cases=known)
+        marked = [j for j in kept if j.quarantine and j.quarantine.node_ids]
+        if not marked:
+            continue
+        try:
+            settings = resolve_settings(target, config, marked)
+        except MatrixgenError:
+            continue  # the settings' own check reports it
+        emitter = emitter_for(target.system)
+        for job in marked:
+            try:
+                node_route(job, settings, launcher=emitter.launcher(job, settings))
+            except Unreachable as exc:
+                for entry in applying_entries(job, entries, target, known):
+                    if entry.action.node_level:
+                        found.append(Unreached(entry, target, job, str(exc)))
+    return found
+
+
+def check_node_routes(context: ValidationContext) -> Iterator[Finding]:
+    """validate: node-level entries (deselect, mute) that cannot reach the tests
+    of a target's job (`common.node_route`): `generate` would refuse. One error
+    per entry and target, at the entry's action."""
+    from matrixgen.engine.targets import checked_targets
+    from matrixgen.quarantine.model import load_quarantine
+
+    qfile = load_quarantine(context.tree)
+    found: dict[tuple[str, str], list[Unreached]] = {}
+    for item in unreached(
+        qfile.entries, context.expansion.jobs, checked_targets(context), context.tree.config
+    ):
+        found.setdefault((item.entry.id, item.target.name), []).append(item)
+    for (entry_id, target_name), items in sorted(found.items()):
+        entry = items[0].entry
+        more = f" and {len(items) - 1} more job(s)" if len(items) > 1 else ""
+        location = (
+            qfile.document.locate(["entries", entry.index, "action"])
+            if qfile.document
+            else entry.location
+        )
+        yield Finding(
+            location=location,
+            severity=Severity.ERROR,
+            code="quarantine-unreachable",
+            message=f'entry "{entry_id}" ({entry.action.value}) cannot reach the tests of '
+            f"target {target_name} ({items[0].job.identity}{more}): {items[0].why}",
+        )
+
+
+def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
+    """validate: one job defined by several rows for one target (the same identity
+    and scope, cadences that the target takes both of). The target runs one job
+    (the last definition, see `select.one_per_identity`). Copies that agree on
+    every emitted field are a warning naming every location; copies that differ
+    are an error (a warning in a format_version 1 tree, whose generator keeps the
+    last one too) naming the locations and the fields: CI could run only one."""
+    from matrixgen.engine.errors import MatrixgenError
+    from matrixgen.engine.select import matches
+    from matrixgen.engine.targets import checked_targets
+
+    doubled = [j for j in context.expansion.jobs if j.definitions]
+    if not doubled:
+        return
+    config = context.tree.config
+    severity = Severity.ERROR if context.tree.format_version == 2 else Severity.WARNING
+    # locations of the copies -> (targets, differing fields, a job)
+    found: dict[tuple, tuple[list[str], dict[str, list[Any]], Any]] = {}
+    for target in checked_targets(context):
+        groups: dict[tuple[str, ...], list[Any]] = {}
+        for job in doubled:
+            if matches(job, target.selector):
+                groups.setdefault(job.duplicate_key(), []).append(job)
+        for group in groups.values():
+            if len(group) < 2:
+                continue
+            group.sort(key=lambda j: j.source)
+            try:
+                settings = resolve_settings(target, config, group)
+            except MatrixgenError:
+                settings = EmitSettings(target=target)
+            contents = [emitter_for(target.system).standalone(j, settings) for j in group]
+            differing: dict[str, list[Any]] = {}
+            for key in sorted({k for c in contents for k in c}):
+                values = [c.get(key) for c in contents]
+                if any(v != values[0] for v in values[1:]):
+                    differing[key] = values
+            where = tuple(j.source for j in group)
+            names, fields, _ = found.setdefault(where, ([], {}, group[-1]))
+            names.append(target.name)
+            for key, values in differing.items():
+                fields.setdefault(key, values)
+    for where, (names, fields, job) in sorted(found.items()):
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        places = ", ".join(str(w) for w in where)
+        scope = job.shown_scope
+        if not fields:
+            yield Finding(
+                location=where[0],
+                severity=Severity.WARNING,
+                code="duplicate-job",
+                message=(
+                    f"{job.identity} in scope {scope} is defined {len(where)} times, at "
+                    f"{places}; the copies agree on everything emitted, so target(s) "
+                    f"{shown} run it once: keep one row"
+                ),
+            )
+            continue
+        differences = "; ".join(
+            f"{key}: "
+            + ", ".join(f"{_short_value(v)} at {w}" for v, w in zip(values, where, strict=True))
+            for key, values in fields.items()
+        )
+        yield Finding(
+            location=where[0],
+            severity=severity,
+            code="duplicate-conflict",
+            message=(
+                f"{job.identity} in scope {scope} is defined {len(where)} times and the "
+                f"copies differ ({differences}): target(s) {shown} can run only one; "
+                f"generate uses the last, at {where[-1]}"
+            ),
+        )
+
+
+def _short_value(value: Any) -> str:
+    import json
+
+    text = "(unset)" if value is None else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_timeouts(context: ValidationContext) -> Iterator[Finding]:
+    """validate: a job whose timeout (derived from n_repeat x time_limit plus the
+    system's overhead, or set) exceeds its system's timeout_cap: CI would cut it
+    off, or refuse the job, before its last repeat."""
+    from matrixgen.emit.common import resolve_settings, timeout_minutes
+    from matrixgen.engine.targets import checked_targets
+
+    config = context.tree.config
+    targets = [t for t in checked_targets(context) if t.settings.get("timeout_cap") is not None]
+    if not targets:
+        return
+    generation = context.generation  # shares the selections
+    found: dict[Any, tuple[int, int, list[str]]] = {}
+    for target in targets:
+        jobs = generation.selection(target).jobs
+        settings = resolve_settings(target, config, jobs)
+        cap = settings.timeout_cap
+        assert cap is not None
+        for job in jobs:
+            seconds = settings.timeout_seconds(job)
+            if seconds > cap:
+                found.setdefault(job.source, (seconds, cap, []))[2].append(target.name)
+    for location, (seconds, cap, names) in sorted(found.items(), key=lambda kv: kv[0]):
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        yield Finding(
+            location=location,
+            severity=Severity.ERROR,
+            code="timeout-cap",
+            message=f"the job's timeout is {timeout_minutes(seconds)} min ({seconds} s), past the "
+            f"system's timeout_cap of {timeout_minutes(cap)} min ({cap} s): lower n_repeat or "
+            f"time_limit, or set the recipe's timeout (target {shown})",
+        )

@@ -1,0 +1,96 @@
+"""The CI systems matrixgen writes files for: one emitter each, named in one table.
+
+An emitter is a module's `EMITTER`, a value that has what `Emitter` lists: how
+its system names a file and a job, whether the file is a child pipeline or a
+matrix, and how a target's selection becomes that file. `generate`, the diff,
+the checks, the graph and the evidence mapping ask the table, never which system
+it is. A new system is a member of `engine.vocab.System` (with the facts the
+engine needs: its events, job variable and tiers), a module with its `EMITTER`,
+and one line in `EMITTERS` (tests/test_emit_registry.py checks that every system
+has one).
+
+Megatron-LM's JET drop-in (`emit.jet`, `jet-trigger`) is not a line here: it
+writes what that project's own generator writes, for either system, from that
+generator's options rather than a target's settings; it asks this table for the
+facts of the system it writes for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+
+from matrixgen.emit import github, gitlab
+from matrixgen.engine.vocab import System
+
+if TYPE_CHECKING:
+    from matrixgen.emit.common import EmitSettings, EmittedJob, EmittedTarget
+    from matrixgen.engine.model import Job
+
+
+@runtime_checkable
+class Emitter(Protocol):
+    """What `generate` and the views need of a system's emitter."""
+
+    @property
+    def suffix(self) -> str:
+        """The ending of a target's file name (`.json`, `.yml`)."""
+        ...
+
+    @property
+    def child_pipelines(self) -> bool:
+        """True: the file is a child pipeline that a job of the parent pipeline
+        triggers (it may need that job; its jobs may wait for each other). False:
+        a matrix that a workflow reads through step outputs, whose rows cannot
+        wait for each other."""
+        ...
+
+    @property
+    def names_jobs(self) -> bool:
+        """The file gives each job a name of its own (`job_names`), which may
+        differ from the job's `name`; False: a job is known by its `name`."""
+        ...
+
+    def jobs(
+        self, jobs: Sequence[Job], settings: EmitSettings
+    ) -> tuple[list[EmittedJob], list[str]]:
+        """The emitted jobs of a selection, in file order, and the stage order
+        (empty where the system has none)."""
+        ...
+
+    def file(self, emitted: EmittedTarget, settings: EmitSettings) -> tuple[str, int]:
+        """The text of the file that holds a target's emitted jobs, and its shards
+        (matrices in the file; 1 for a pipeline, 0 when it holds no job)."""
+        ...
+
+    def standalone(self, job: Job, settings: EmitSettings) -> dict[str, Any]:
+        """What the file would hold for a job on its own (two definitions of one
+        job are compared on it)."""
+        ...
+
+    def launcher(self, job: Job, settings: EmitSettings) -> str | None:
+        """The command a job's entry runs; None where the file names none (the
+        workflow's own step runs a matrix row)."""
+        ...
+
+    def job_names(self, jobs: Sequence[Job]) -> list[str | None]:
+        """The name each job gets in the file (None where it can get none)."""
+        ...
+
+    def name_problems(self, jobs: Sequence[Job]) -> list[tuple[Job, str]]:
+        """(job, why) for each job the file could not name."""
+        ...
+
+
+EMITTERS: Final[Mapping[System, Emitter]] = MappingProxyType(
+    {
+        System.GITHUB: github.EMITTER,
+        System.GITLAB: gitlab.EMITTER,
+    }
+)
+
+
+def emitter_for(system: System) -> Emitter:
+    """The emitter of a system."""
+    return EMITTERS[system]
