@@ -42,6 +42,7 @@ from typing import Any
 import yaml
 from msgspec import Struct, field
 
+from matrixgen.documents.yamlio import last_content_line
 from matrixgen.engine.errors import Finding, QuarantineError
 from matrixgen.engine.expand import ATTRIBUTE_KEYS_V2, BLOCK_KEYS, KNOWN_AXES_V2
 from matrixgen.engine.load import read_directory, read_root_file
@@ -53,7 +54,6 @@ from matrixgen.engine.vocab import (
     QuarantineKind,
     resolve_scope,
 )
-from matrixgen.engine.yamlio import last_content_line
 from matrixgen.pipeline import Generation, generate_from_files
 from matrixgen.quarantine.entries import (
     current_day,

@@ -6,8 +6,8 @@ import json
 from functools import cache
 from typing import Any
 
+from matrixgen.documents.yamlio import YamlDocument
 from matrixgen.engine.errors import Findings, Severity
-from matrixgen.engine.yamlio import YamlDocument
 
 
 @cache

@@ -41,8 +41,8 @@ from typing import Any
 import yaml
 from msgspec import Struct, field
 
+from matrixgen.documents.yamlio import last_content_line, parse_yaml
 from matrixgen.engine.errors import Findings, QuarantineError, UsageError
-from matrixgen.engine.yamlio import last_content_line, parse_yaml
 from matrixgen.quarantine.entries import QuarantineFile, parse_quarantine
 from matrixgen.util.atomic import WriteError, describe_kind, remove_stale_temps, write_atomic
 from matrixgen.util.escape import yaml_double_quoted, yaml_for_log

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct
 from msgspec.structs import replace
 
+from matrixgen.documents.yamlio import YamlDocument, parse_yaml
 from matrixgen.engine.errors import Finding, Findings, Location, Severity, UsageError, did_you_mean
 from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
 from matrixgen.engine.schemas import check_against_schema
@@ -38,7 +39,6 @@ from matrixgen.engine.vocab import (
     System,
     resolve_scope,
 )
-from matrixgen.engine.yamlio import YamlDocument, parse_yaml
 from matrixgen.util.nodeid import is_node_id, node_id_problem
 from matrixgen.util.patterns import NON_BLANK, name_pattern, whole
 from matrixgen.util.values import ComparedValue
