@@ -31,7 +31,10 @@ FEATURES: dict[str, str] = {"evidence": "views"}
 # documents/ sits below the engine's stages and reads each file into the
 # engine's values: the modules of engine/ it may import, which themselves import
 # no engine module outside this list.
-ENGINE_VALUES = frozenset({"matrixgen.engine.errors"})
+ENGINE_VALUES = frozenset(
+    f"matrixgen.engine.{name}"
+    for name in ("errors", "vocab", "templates", "model", "references", "decide", "schemas")
+)
 
 
 def module_name(path: Path) -> str:

@@ -39,7 +39,7 @@ from matrixgen.util.escape import terminal_text
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
-    from matrixgen.engine.config import ProjectConfig
+    from matrixgen.documents.config import ProjectConfig
     from matrixgen.pipeline import Generation
     from matrixgen.quarantine.entries import Entry, Hit, QuarantineFile
 
@@ -52,7 +52,7 @@ def _root(recipes: Path | None) -> Path:
 
 
 def _config(root: Path) -> ProjectConfig:
-    from matrixgen.engine.config import DEFAULT_CONFIG, parse_config
+    from matrixgen.documents.config import DEFAULT_CONFIG, parse_config
     from matrixgen.engine.load import read_root_file
     from matrixgen.engine.vocab import CONFIG_FILENAME
 

@@ -73,6 +73,7 @@ from typing import Any
 from msgspec import Struct, field
 
 from matrixgen.diff.gitsource import Repository, TreeSource, blob_id
+from matrixgen.documents.config import ProjectConfig
 from matrixgen.emit.common import (
     EmitSettings,
     EmittedJob,
@@ -83,7 +84,6 @@ from matrixgen.emit.common import (
 )
 from matrixgen.emit.generate import emitted_target
 from matrixgen.engine.checks import typo_platforms
-from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import (
     ConfigError,
     Finding,

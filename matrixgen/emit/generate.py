@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
+from matrixgen.documents.config import ProjectConfig
 from matrixgen.emit.common import (
     GITLAB_MAX_JOB_NAME,
     EmitSettings,
@@ -34,7 +35,6 @@ from matrixgen.emit.common import (
 )
 from matrixgen.emit.github import github_jobs, github_matrix
 from matrixgen.emit.gitlab import RESERVED_NAMES, gitlab_jobs, gitlab_pipeline, name_problems
-from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import (
     Finding,
     OutputError,

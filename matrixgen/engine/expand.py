@@ -21,7 +21,7 @@ from typing import Any
 from msgspec import Struct, field
 from msgspec.structs import replace
 
-from matrixgen.engine.config import ProjectConfig
+from matrixgen.documents.config import ProjectConfig
 from matrixgen.engine.errors import Finding, Findings, Location, Severity, did_you_mean
 from matrixgen.engine.load import RecipeTree
 from matrixgen.engine.model import Job, RecipeFile

@@ -16,8 +16,8 @@ from typing import Any
 from msgspec import Struct, field
 from msgspec.structs import replace
 
+from matrixgen.documents.config import DEFAULT_CONFIG, ProjectConfig, parse_config
 from matrixgen.documents.yamlio import parse_yaml
-from matrixgen.engine.config import DEFAULT_CONFIG, ProjectConfig, parse_config
 from matrixgen.engine.errors import (
     ConfigError,
     Finding,

@@ -44,7 +44,7 @@ from matrixgen.util.patterns import NON_BLANK, name_pattern, whole
 from matrixgen.util.values import ComparedValue
 
 if TYPE_CHECKING:
-    from matrixgen.engine.config import ProjectConfig
+    from matrixgen.documents.config import ProjectConfig
     from matrixgen.engine.context import ValidationContext
     from matrixgen.engine.load import RecipeTree
     from matrixgen.quarantine.jobenv import JobIdentity

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct, field
 
-from matrixgen.engine.config import ProjectConfig
+from matrixgen.documents.config import ProjectConfig
 from matrixgen.engine.errors import Finding, Location, Severity, did_you_mean
 from matrixgen.engine.model import Job
 from matrixgen.util.patterns import name_pattern, whole
