@@ -92,15 +92,26 @@ def _schema_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding
     for recipe in tree.files:
         lenient = Severity.ERROR if recipe.format_version == 2 else Severity.WARNING
         schema_findings = Findings()
-        check_against_schema("recipe", recipe.document, schema_findings, severity=lenient)
+        check_against_schema(
+            "recipe", recipe.document, schema_findings, severity=lenient, leave_out=_unknown_key
+        )
         for finding in schema_findings.items:
             loc = finding.location
             # Expansion already said it (with a "did you mean" where it helps).
             if (loc.file, loc.line, loc.column) in taken:
                 continue
-            if "Additional properties" in finding.message:
-                continue
             yield finding
+
+
+def _unknown_key(error: Any) -> bool:
+    """A key no schema property names (`additionalProperties: false` where no
+    `patternProperties` frees a pattern): expansion reports each unknown key itself,
+    at the key, with a "did you mean"."""
+    return (
+        error.validator == "additionalProperties"
+        and error.validator_value is False
+        and "patternProperties" not in error.schema
+    )
 
 
 def _rows(recipe: RecipeFile) -> Iterator[tuple[tuple[str | int, ...], dict[str, Any]]]:
