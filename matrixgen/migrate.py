@@ -42,9 +42,9 @@ from typing import Any
 import yaml
 from msgspec import Struct, field
 
+from matrixgen.documents.recipe import BLOCK_KEYS, ROW_KEYS_V2, block_rows
 from matrixgen.documents.yamlio import last_content_line
 from matrixgen.engine.errors import Finding, QuarantineError
-from matrixgen.engine.expand import ATTRIBUTE_KEYS_V2, BLOCK_KEYS, KNOWN_AXES_V2
 from matrixgen.engine.load import read_directory, read_root_file
 from matrixgen.engine.model import Job, JobId, RecipeFile, Target
 from matrixgen.engine.targets import default_system, discover_targets, resolve_targets
@@ -64,11 +64,9 @@ from matrixgen.quarantine.entries import selection as quarantine_selection
 
 HABIT_SUFFIXES = ("-broken", "-temp-disabled")
 FLAKY_SCOPE = "flaky"
-# Keys a product row may hold: the axes and attributes expansion knows.
-ROW_KEYS = KNOWN_AXES_V2 | ATTRIBUTE_KEYS_V2
 # Commented-out YAML, told from prose ("# Broken: ...") by its keys.
 _CODE_LINE = re.compile(
-    r"^\s*(?:-\s+)?(?:" + "|".join(sorted(ROW_KEYS | BLOCK_KEYS)) + r")\s*:(?:\s|\Z)"
+    r"^\s*(?:-\s+)?(?:" + "|".join(sorted(ROW_KEYS_V2 | BLOCK_KEYS)) + r")\s*:(?:\s|\Z)"
 )
 _TRACKER_REF = re.compile(r"(?<![\w&/#])#(\d+)\b|(https?://\S+/(?:issues|pull)/\d+)")
 
@@ -636,17 +634,14 @@ def _judge_item(
         if isinstance(rows, yaml.SequenceNode) and rows.value:
             row_col = _dash_col(lines, rows.value[0])
     if dash == block_col:
-        rows_ok = isinstance(mapping.get("products"), list) and all(
-            isinstance(r, dict) and set(r) <= ROW_KEYS and r for r in mapping["products"]
-        )
-        if set(mapping) - BLOCK_KEYS or "test_case" not in mapping or not rows_ok:
+        rows_data = block_rows(mapping)
+        if rows_data is None:
             leave("uncommented at the level of test-case blocks, it is not a well-formed block")
             return
-        rows_data = mapping["products"]
         what = f"test case {mapping['test_case'][0] if mapping['test_case'] else '?'}"
     elif row_col is not None and dash == row_col:
-        if not set(mapping) <= ROW_KEYS:
-            extra = ", ".join(sorted(set(mapping) - ROW_KEYS))
+        if not set(mapping) <= ROW_KEYS_V2:
+            extra = ", ".join(sorted(set(mapping) - ROW_KEYS_V2))
             leave(f"uncommented at the level of product rows, it has block keys ({extra})")
             return
         rows_data = [mapping]
