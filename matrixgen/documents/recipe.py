@@ -223,7 +223,9 @@ class _Reader:
 
     def taken(self) -> tuple[Finding, ...]:
         """The findings so far, handed to the value they belong to."""
-        found, self.findings = tuple(self.findings.items), Findings()
+        items = self.findings.items
+        found = tuple(items)
+        items.clear()
         return found
 
     def document(self) -> RecipeDoc:

@@ -176,7 +176,8 @@ class _FileExpander:
         for block in document.products:
             self.findings.extend(block.findings)
             for row in block.products:
-                self.findings.extend(row.findings)
+                if row.findings:
+                    self.findings.extend(row.findings)
                 if row.usable:
                     self.row(block, row, jobs)
                 if self.budget.exceeded:
