@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from matrixgen.engine.config import DEFAULT_CONFIG, parse_config
+from matrixgen.documents.config import DEFAULT_CONFIG, parse_config
 from matrixgen.engine.errors import ConfigError, ExitCode
 from matrixgen.engine.model import Selector
 from matrixgen.engine.vocab import System

@@ -50,7 +50,7 @@ def test_the_formula(nodes: int, gpus: int, time_limit: int, n_repeat: int) -> N
     target = Target(
         name="t", system=System.GITHUB, selector=Selector(scope="mr"), settings={"n_repeat": 1}
     )
-    from matrixgen.engine.config import DEFAULT_CONFIG
+    from matrixgen.documents.config import DEFAULT_CONFIG
 
     cost = jobs_cost([job], target, DEFAULT_CONFIG)
     assert cost.gpu_hours_max == pytest.approx(nodes * gpus * time_limit / 3600)
@@ -193,7 +193,7 @@ def test_seconds_per_repeat_follow_the_repeats_of_the_target() -> None:
     job's GPUs x its median run; a job never measured has no figure."""
     from msgspec.structs import replace
 
-    from matrixgen.engine.config import DEFAULT_CONFIG
+    from matrixgen.documents.config import DEFAULT_CONFIG
     from matrixgen.evidence.durations import measured_hook
     from matrixgen.evidence.mapping import job_key
 
@@ -229,7 +229,7 @@ def test_seconds_per_repeat_follow_the_repeats_of_the_target() -> None:
 )
 def test_a_selection_costs_the_sum_of_its_jobs(rows: list[tuple], decided: int | None) -> None:
     """`jobs_cost` adds up `job_cost` (weights, decided repeats, measured hook)."""
-    from matrixgen.engine.config import ProjectConfig
+    from matrixgen.documents.config import ProjectConfig
     from matrixgen.views.cost import Cost, job_cost
 
     config = ProjectConfig(

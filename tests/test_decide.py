@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from matrixgen.documents.config import parse_config
 from matrixgen.emit.common import EmitSettings, recipe_timeout
-from matrixgen.engine.config import parse_config
 from matrixgen.engine.decide import decide
 from matrixgen.engine.errors import ConfigError, ExitCode, UsageError
 from matrixgen.engine.model import Job, Selector, Target

@@ -336,7 +336,7 @@ def test_output_does_not_depend_on_file_or_block_order(
 
 
 def test_build_graph_marks_quarantined_jobs() -> None:
-    from matrixgen.engine.config import DEFAULT_CONFIG
+    from matrixgen.documents.config import DEFAULT_CONFIG
     from matrixgen.engine.model import QuarantineMark
 
     marked = bare_job(
@@ -353,7 +353,7 @@ def test_build_graph_marks_quarantined_jobs() -> None:
     [('say "hi"', 'label="say \\"hi\\""'), ("a\\b", 'label="a\\\\b"')],
 )
 def test_labels_are_escaped(label: str, in_dot: str) -> None:
-    from matrixgen.engine.config import DEFAULT_CONFIG
+    from matrixgen.documents.config import DEFAULT_CONFIG
     from matrixgen.views.graph import to_dot, to_mermaid
 
     job = bare_job(name=label)

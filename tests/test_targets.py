@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from matrixgen.documents.config import DEFAULT_CONFIG
 from matrixgen.engine.checks import typo_platforms
-from matrixgen.engine.config import DEFAULT_CONFIG
 from matrixgen.engine.errors import UsageError
 from matrixgen.engine.model import Job
 from matrixgen.engine.targets import (

@@ -128,6 +128,35 @@ def test_schema_catches_wrong_types(tree: Callable[..., Path], cli: Callable) ->
     assert len(found) == 3, found
 
 
+def test_schema_findings_are_left_out_by_keyword_not_by_their_text(
+    tree: Callable[..., Path], cli: Callable
+) -> None:
+    """An unknown key is expansion's to report (once, with a "did you mean"); a
+    schema finding whose message quotes a value of the file's is kept, whatever
+    the value says."""
+    files = v2_tree(
+        """
+  - test_case: [tc]
+    products:
+      - {environment: [dev], scope: [mr]}
+"""
+    )
+    files["gpt.yaml"] = files["gpt.yaml"].replace(
+        "format_version: 2\n",
+        "format_version: 2\nmaintainers: [{Additional properties: are not allowed}]\n"
+        "maintainer: [me]\n",
+        1,
+    )
+    run = cli("validate", "--recipes", tree(files))
+    assert run.code == 1
+    assert (
+        "maintainers/0: {'Additional properties': 'are not allowed'} is not of type 'string'"
+        " [schema]" in run.err
+    )
+    assert 'unknown top-level key "maintainer" (did you mean "maintainers"?)' in run.err
+    assert "Additional properties are not allowed" not in run.err
+
+
 def test_script_placeholders(tree: Callable[..., Path], cli: Callable) -> None:
     files = v2_tree(
         """

@@ -10,8 +10,8 @@ import yaml
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from matrixgen.documents.yamlio import _MAY_HAVE_ANCHOR, MAX_EXPANDED_NODES, parse_yaml
 from matrixgen.engine.errors import Findings
-from matrixgen.engine.yamlio import _MAY_HAVE_ANCHOR, MAX_EXPANDED_NODES, parse_yaml
 
 
 def parse(text: str | bytes) -> tuple[object, Findings]:

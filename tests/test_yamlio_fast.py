@@ -16,9 +16,9 @@ import yaml
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from matrixgen.engine import yamlio
+from matrixgen.documents import yamlio
+from matrixgen.documents.yamlio import MAX_NESTING_DEPTH, parse_yaml
 from matrixgen.engine.errors import Findings
-from matrixgen.engine.yamlio import MAX_NESTING_DEPTH, parse_yaml
 
 # Plain scalars of every implicit type YAML 1.1 knows, and the tricky ones.
 PLAIN = [

@@ -20,7 +20,7 @@ from matrixgen.util.escape import terminal_text
 from matrixgen.util.jsontext import pretty
 
 if TYPE_CHECKING:
-    from matrixgen.engine.config import ProjectConfig
+    from matrixgen.documents.config import ProjectConfig
     from matrixgen.engine.model import Target
     from matrixgen.pipeline import Generation
 
@@ -100,7 +100,7 @@ def tree_config(given: Path | None) -> ProjectConfig | None:
     """The project config of the recipe tree, read alone (the commands that name
     the tree's scopes but need none of its recipes): the default config for a
     tree without one; None when --recipes is not given and no tree is found."""
-    from matrixgen.engine.config import DEFAULT_CONFIG, parse_config
+    from matrixgen.documents.config import DEFAULT_CONFIG, parse_config
     from matrixgen.engine.errors import UsageError
     from matrixgen.engine.load import read_root_file
     from matrixgen.engine.vocab import CONFIG_FILENAME

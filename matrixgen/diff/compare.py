@@ -87,6 +87,7 @@ from matrixgen.diff.model import (
 )
 from matrixgen.diff.moves import find_moves
 from matrixgen.diff.targets import resolve_diff_targets
+from matrixgen.documents.config import ProjectConfig
 from matrixgen.emit.common import (
     EmitSettings,
     EmittedJob,
@@ -96,7 +97,6 @@ from matrixgen.emit.common import (
     skipped_jobs,
 )
 from matrixgen.emit.generate import emitted_target
-from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import (
     ConfigError,
     Finding,

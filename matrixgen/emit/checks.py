@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
+from matrixgen.documents.config import ProjectConfig
 from matrixgen.emit.common import EmitSettings, resolve_settings
 from matrixgen.emit.registry import emitter_for
-from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import Finding, Severity
 from matrixgen.engine.model import Job, Target
 from matrixgen.engine.select import select

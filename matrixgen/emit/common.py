@@ -15,7 +15,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
-from matrixgen.engine.config import ProjectConfig
+from matrixgen.documents.config import ProjectConfig
 from matrixgen.engine.errors import (
     ConfigError,
     Finding,

@@ -22,6 +22,7 @@ from typing import Any
 
 from msgspec import Struct
 
+from matrixgen.documents.config import ProjectConfig
 from matrixgen.emit.common import (
     EmitSettings,
     EmittedTarget,
@@ -32,7 +33,6 @@ from matrixgen.emit.common import (
     skipped_jobs,
 )
 from matrixgen.emit.registry import emitter_for
-from matrixgen.engine.config import ProjectConfig
 from matrixgen.engine.errors import (
     OutputError,
     UsageError,

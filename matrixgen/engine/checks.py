@@ -13,6 +13,7 @@ from typing import Any
 
 from msgspec import Struct
 
+from matrixgen.documents.recipe import blocks, rows
 from matrixgen.engine.context import ValidationContext
 from matrixgen.engine.errors import (
     SUGGEST_MAX_LENGTH,
@@ -92,44 +93,26 @@ def _schema_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding
     for recipe in tree.files:
         lenient = Severity.ERROR if recipe.format_version == 2 else Severity.WARNING
         schema_findings = Findings()
-        check_against_schema("recipe", recipe.document, schema_findings, severity=lenient)
+        check_against_schema(
+            "recipe", recipe.document, schema_findings, severity=lenient, leave_out=_unknown_key
+        )
         for finding in schema_findings.items:
             loc = finding.location
             # Expansion already said it (with a "did you mean" where it helps).
             if (loc.file, loc.line, loc.column) in taken:
                 continue
-            if "Additional properties" in finding.message:
-                continue
             yield finding
 
 
-def _rows(recipe: RecipeFile) -> Iterator[tuple[tuple[str | int, ...], dict[str, Any]]]:
-    """(path, row) for every well-formed product row of a test recipe."""
-    if recipe.kind is not RecipeType.BASIC:
-        return
-    products = recipe.data.get("products")
-    if not isinstance(products, list):
-        return
-    for bi, block in enumerate(products):
-        rows = block.get("products") if isinstance(block, dict) else None
-        if isinstance(rows, list):
-            for ri, row in enumerate(rows):
-                if isinstance(row, dict):
-                    yield ("products", bi, "products", ri), row
-
-
-def _row_dicts(recipe: RecipeFile) -> list[dict[str, Any]]:
-    """The rows `_rows` yields, without their paths."""
-    products = recipe.data.get("products") if recipe.kind is RecipeType.BASIC else None
-    if not isinstance(products, list):
-        return []
-    return [
-        row
-        for block in products
-        if isinstance(block, dict) and isinstance(rows := block.get("products"), list)
-        for row in rows
-        if isinstance(row, dict)
-    ]
+def _unknown_key(error: Any) -> bool:
+    """A key no schema property names (`additionalProperties: false` where no
+    `patternProperties` frees a pattern): expansion reports each unknown key itself,
+    at the key, with a "did you mean"."""
+    return (
+        error.validator == "additionalProperties"
+        and error.validator_value is False
+        and "patternProperties" not in error.schema
+    )
 
 
 class _Place(Struct, frozen=True):
@@ -156,7 +139,7 @@ def _recipe_axis_values(recipe: RecipeFile) -> Iterator[tuple[str, str, _Place]]
             value = spec.get(key)
             if isinstance(value, str):
                 yield what, value, _Place(recipe, ("spec", key))
-    for where, row in _rows(recipe):
+    for where, row in rows(recipe.data):
         for key, what in VOCABULARY_AXES.items():
             values = row.get(key)
             if isinstance(values, list):
@@ -189,7 +172,7 @@ class _AxisUsage:
                     value = spec.get(key)
                     if isinstance(value, str):
                         single[(what, value)] = single.get((what, value), 0) + 1
-            for row in _row_dicts(recipe):
+            for _, row in rows(recipe.data):
                 for key, what in axes:
                     values = row.get(key)
                     if not isinstance(values, list):
@@ -268,13 +251,10 @@ def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
 def _cadence_findings(tree: RecipeTree, declared: frozenset[str]) -> Iterator[Finding]:
     """Cadences of blocks and rows must be among those the config declares."""
     for recipe in tree.tests:
-        products = recipe.data.get("products")
-        places: list[tuple[tuple[str | int, ...], Any]] = []
-        if isinstance(products, list):
-            for bi, block in enumerate(products):
-                if isinstance(block, dict):
-                    places.append((("products", bi, "cadence"), block.get("cadence")))
-        places += [((*where, "cadence"), row.get("cadence")) for where, row in _rows(recipe)]
+        places: list[tuple[tuple[str | int, ...], Any]] = [
+            (("products", bi, "cadence"), block.get("cadence")) for bi, block in blocks(recipe.data)
+        ]
+        places += [((*where, "cadence"), row.get("cadence")) for where, row in rows(recipe.data)]
         for where, cadence in places:
             if not isinstance(cadence, list):
                 continue

@@ -16,7 +16,8 @@ from typing import Any
 from msgspec import Struct, field
 from msgspec.structs import replace
 
-from matrixgen.engine.config import DEFAULT_CONFIG, ProjectConfig, parse_config
+from matrixgen.documents.config import DEFAULT_CONFIG, ProjectConfig, parse_config
+from matrixgen.documents.yamlio import parse_yaml
 from matrixgen.engine.errors import (
     ConfigError,
     Finding,
@@ -29,7 +30,6 @@ from matrixgen.engine.errors import (
 )
 from matrixgen.engine.model import RecipeFile
 from matrixgen.engine.vocab import CONFIG_FILENAME, QUARANTINE_FILENAME, RecipeType
-from matrixgen.engine.yamlio import parse_yaml
 from matrixgen.util import treelinks
 from matrixgen.util.atomic import describe_kind
 from matrixgen.util.readfile import NotRegularFile, read_regular

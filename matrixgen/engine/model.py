@@ -10,10 +10,10 @@ from typing import Any, ClassVar
 
 from msgspec import Struct, field
 
+from matrixgen.documents.yamlio import YamlDocument
 from matrixgen.engine.errors import Location
 from matrixgen.engine.templates import TemplateError, render
 from matrixgen.engine.vocab import RecipeType, System
-from matrixgen.engine.yamlio import YamlDocument
 from matrixgen.util.values import ComparedValue, field_names
 
 EMPTY_MAPPING: Mapping[str, Any] = MappingProxyType({})

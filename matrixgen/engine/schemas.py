@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from typing import Any
 
+from matrixgen.documents.yamlio import YamlDocument
 from matrixgen.engine.errors import Findings, Severity
-from matrixgen.engine.yamlio import YamlDocument
 
 
 @cache
@@ -49,21 +49,23 @@ def check_against_schema(
     *,
     severity: Severity = Severity.ERROR,
     data: Any = None,
-    said_elsewhere: Callable[[Any], bool] | None = None,
+    leave_out: Callable[[Any], bool] | None = None,
     within: Sequence[str | int] = (),
 ) -> bool:
     """Add one finding per schema violation, located in the document; True if valid.
 
-    `said_elsewhere(error)` is True for an error the caller reports itself (it
-    decides on the error's keyword, value and path); messages name paths below
-    `within` (an error at `within` itself names none)."""
+    `leave_out` is asked of each jsonschema error (its `validator` keyword, its
+    `absolute_path`, its `schema`): the ones it answers True for are left to a
+    check that reports them better (or the caller reports them itself), never
+    chosen by their message's text. Messages name paths below `within` (an
+    error at `within` itself names none)."""
     validator = _validator(name)
     instance = document.data if data is None else data
     ok = True
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
     for error in errors:
         ok = False
-        if said_elsewhere is not None and said_elsewhere(error):
+        if leave_out is not None and leave_out(error):
             continue
         path = list(error.absolute_path)
         where = "/".join(map(str, path[len(within) :])) or ("" if within else "(top level)")

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from msgspec.structs import replace
 
-from matrixgen.engine.config import ProjectConfig
+from matrixgen.documents.config import ProjectConfig
 from matrixgen.engine.errors import UsageError, did_you_mean
 from matrixgen.engine.model import Job, Selector
 from matrixgen.engine.vocab import ALL_CADENCES, LEGACY_SCOPE_ALIASES, resolve_scope, scope_names

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
 
-from matrixgen.engine.config import ProjectConfig
+from matrixgen.documents.config import ProjectConfig
 from matrixgen.engine.errors import UsageError, did_you_mean
 from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.vocab import (

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from msgspec import Struct
 
-from matrixgen.engine.expand import ATTRIBUTE_KEYS_V2, BLOCK_KEYS, KNOWN_AXES_V2
+from matrixgen.documents.recipe import BLOCK_KEYS, ROW_KEYS_V2
 from matrixgen.engine.model import RecipeFile
 from matrixgen.engine.vocab import (
     QuarantineKind,
@@ -20,11 +20,9 @@ from matrixgen.util.textedit import TextEdit, apply_edits, line_offsets
 
 HABIT_SUFFIXES = ("-broken", "-temp-disabled")
 FLAKY_SCOPE = "flaky"
-# Keys a product row may hold: the axes and attributes expansion knows.
-ROW_KEYS = KNOWN_AXES_V2 | ATTRIBUTE_KEYS_V2
 # Commented-out YAML, told from prose ("# Broken: ...") by its keys.
 _CODE_LINE = re.compile(
-    r"^\s*(?:-\s+)?(?:" + "|".join(sorted(ROW_KEYS | BLOCK_KEYS)) + r")\s*:(?:\s|\Z)"
+    r"^\s*(?:-\s+)?(?:" + "|".join(sorted(ROW_KEYS_V2 | BLOCK_KEYS)) + r")\s*:(?:\s|\Z)"
 )
 _TRACKER_REF = re.compile(r"(?<![\w&/#])#(\d+)\b|(https?://\S+/(?:issues|pull)/\d+)")
 

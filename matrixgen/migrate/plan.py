@@ -483,7 +483,7 @@ def write_migration(migration: Migration) -> None:
         config_path = root / "matrixgen.yaml"
         config_raw = read_root_file(root, "matrixgen.yaml")
         if config_raw is not None:
-            from matrixgen.engine.config import parse_config
+            from matrixgen.documents.config import parse_config
 
             pol_base = policy(parse_config(config_raw, str(config_path))).tracker_base
 

@@ -9,15 +9,14 @@ from typing import Any
 import yaml
 from msgspec import Struct, field
 
-from matrixgen.engine.expand import BLOCK_KEYS
+from matrixgen.documents.recipe import ROW_KEYS_V2, block_rows
+from matrixgen.documents.yamlio import last_content_line
 from matrixgen.engine.model import RecipeFile
 from matrixgen.engine.vocab import (
     QuarantineKind,
     resolve_scope,
 )
-from matrixgen.engine.yamlio import last_content_line
 from matrixgen.migrate.habits import (
-    ROW_KEYS,
     _comment_of,
     _comment_runs,
     _dash_col,
@@ -324,17 +323,13 @@ def _rows_of(
         if isinstance(rows, yaml.SequenceNode) and rows.value:
             row_col = _dash_col(lines, rows.value[0])
     if dash == block_col:
-        rows_ok = isinstance(mapping.get("products"), list) and all(
-            isinstance(r, dict) and set(r) <= ROW_KEYS and r for r in mapping["products"]
-        )
-        if set(mapping) - BLOCK_KEYS or "test_case" not in mapping or not rows_ok:
+        rows_data = block_rows(mapping)
+        if rows_data is None:
             return "uncommented at the level of test-case blocks, it is not a well-formed block"
-        return mapping["products"], (
-            f"test case {mapping['test_case'][0] if mapping['test_case'] else '?'}"
-        )
+        return rows_data, (f"test case {mapping['test_case'][0] if mapping['test_case'] else '?'}")
     if row_col is not None and dash == row_col:
-        if not set(mapping) <= ROW_KEYS:
-            extra = ", ".join(sorted(set(mapping) - ROW_KEYS))
+        if not set(mapping) <= ROW_KEYS_V2:
+            extra = ", ".join(sorted(set(mapping) - ROW_KEYS_V2))
             return f"uncommented at the level of product rows, it has block keys ({extra})"
         return [mapping], "a row of test case " + _test_case_of(block)
     return "its indentation matches neither a test-case block nor a product row here"

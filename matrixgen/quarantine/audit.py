@@ -20,7 +20,7 @@ from matrixgen.quarantine.policy import current_day
 from matrixgen.quarantine.trackers import resolve_tracker
 
 if TYPE_CHECKING:
-    from matrixgen.engine.config import ProjectConfig
+    from matrixgen.documents.config import ProjectConfig
     from matrixgen.quarantine.tracker import TrackerReport
 
 # --------------------------------------------------------------------------- audit

@@ -25,7 +25,7 @@ from matrixgen.quarantine.policy import current_day, policy
 from matrixgen.quarantine.trackers import shell_tracker
 
 if TYPE_CHECKING:
-    from matrixgen.engine.config import ProjectConfig
+    from matrixgen.documents.config import ProjectConfig
     from matrixgen.engine.context import ValidationContext
 
 # --------------------------------------------------------------------------- checks

@@ -38,8 +38,8 @@ from typing import Any
 import yaml
 from msgspec import Struct, field
 
+from matrixgen.documents.yamlio import last_content_line, parse_yaml
 from matrixgen.engine.errors import Findings, QuarantineError, UsageError
-from matrixgen.engine.yamlio import last_content_line, parse_yaml
 from matrixgen.quarantine.model import QuarantineFile, parse_quarantine
 from matrixgen.quarantine.render import QuoteStyle, comparable, quote_style, render_entry
 from matrixgen.util.atomic import WriteError, describe_kind, remove_stale_temps, write_atomic

@@ -189,10 +189,10 @@ def _tracker_base(tree_dir: Path) -> str | None:
     """quarantine.tracker_base of the project config beside the file, so that a
     "#N" tracker reaches the JUnit XML as its URL; None without one. Only that
     key is read: checking the config is validate's work, not the test run's."""
+    from matrixgen.documents.yamlio import parse_yaml
     from matrixgen.engine.errors import Findings, MatrixgenError
     from matrixgen.engine.load import read_root_file
     from matrixgen.engine.vocab import CONFIG_FILENAME
-    from matrixgen.engine.yamlio import parse_yaml
 
     try:
         raw = read_root_file(tree_dir, CONFIG_FILENAME)

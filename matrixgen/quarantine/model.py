@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct
 from msgspec.structs import replace
 
+from matrixgen.documents.yamlio import YamlDocument, parse_yaml
 from matrixgen.engine.errors import Finding, Findings, Location, Severity
 from matrixgen.engine.model import Job, QuarantineMark
 from matrixgen.engine.schemas import check_against_schema
@@ -38,7 +39,6 @@ from matrixgen.engine.vocab import (
     System,
     resolve_scope,
 )
-from matrixgen.engine.yamlio import YamlDocument, parse_yaml
 from matrixgen.quarantine.policy import parse_day, policy
 from matrixgen.quarantine.trackers import ISSUE_NUMBER, resolve_tracker
 from matrixgen.util.nodeid import is_node_id, node_id_problem
@@ -380,7 +380,7 @@ def _schema_findings(
         document,
         findings,
         data=data,
-        said_elsewhere=lambda error: _said_here(error, entries),
+        leave_out=lambda error: _said_here(error, entries),
         within=within,
     )
     if "entries" in document.data and not isinstance(entries, list):

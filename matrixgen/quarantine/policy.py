@@ -12,7 +12,7 @@ from matrixgen.engine.errors import UsageError
 from matrixgen.util.patterns import name_pattern, whole
 
 if TYPE_CHECKING:
-    from matrixgen.engine.config import ProjectConfig
+    from matrixgen.documents.config import ProjectConfig
 
 DEFAULT_GRACE_DAYS = 14
 DEFAULT_EXPIRY_DAYS = 30

@@ -51,7 +51,7 @@ from matrixgen.quarantine.trackers import tracker_text
 from matrixgen.util.nodeid import is_node_id
 
 if TYPE_CHECKING:
-    from matrixgen.engine.config import ProjectConfig
+    from matrixgen.documents.config import ProjectConfig
 
 DEFAULT_LIFT_RUNS = 10
 

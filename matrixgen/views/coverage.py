@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
+from matrixgen.documents.recipe import rows
 from matrixgen.engine.errors import Finding, Severity, did_you_mean
 from matrixgen.engine.model import Job, Target
 from matrixgen.engine.references import (
@@ -429,7 +430,7 @@ def opt_out_findings(tree: RecipeTree, settings: ReferenceSettings) -> Iterator[
         if isinstance(spec, dict) and OPT_OUT_KEY in spec:
             places.append((("spec", OPT_OUT_KEY), spec[OPT_OUT_KEY]))
         if recipe.format_version == 2:
-            for where, row in _rows(data):
+            for where, row in rows(data):
                 if OPT_OUT_KEY in row:
                     places.append(((*where, OPT_OUT_KEY), row[OPT_OUT_KEY]))
         for keys, value in places:
@@ -452,18 +453,6 @@ def opt_out_findings(tree: RecipeTree, settings: ReferenceSettings) -> Iterator[
                         f"{did_you_mean(name, declared)}; declared in {tree.config.path}: "
                         f"{', '.join(declared)}",
                     )
-
-
-def _rows(data: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], Mapping[str, Any]]]:
-    products = data.get("products")
-    if not isinstance(products, list):
-        return
-    for bi, block in enumerate(products):
-        rows = block.get("products") if isinstance(block, dict) else None
-        if isinstance(rows, list):
-            for ri, row in enumerate(rows):
-                if isinstance(row, dict):
-                    yield ("products", bi, "products", ri), row
 
 
 # ---------------------------------------------------------------- rendering

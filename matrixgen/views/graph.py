@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct, field
 
-from matrixgen.engine.config import ProjectConfig
+from matrixgen.documents.config import ProjectConfig
 from matrixgen.engine.errors import Finding, Location, Severity
 from matrixgen.engine.model import Job, Target, spec_needs
 from matrixgen.util import jsontext

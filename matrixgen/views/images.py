@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from matrixgen.engine.config import ProjectConfig
+from matrixgen.documents.config import ProjectConfig
 from matrixgen.engine.errors import Finding, Location, Severity
 
 if TYPE_CHECKING:

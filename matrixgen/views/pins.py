@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct, field
 
-from matrixgen.engine.config import ProjectConfig
+from matrixgen.documents.config import ProjectConfig
+from matrixgen.documents.recipe import rows
 from matrixgen.engine.errors import Finding, Location, Severity, did_you_mean
 from matrixgen.engine.model import Job
 from matrixgen.util.patterns import name_pattern, whole
@@ -325,14 +326,9 @@ class _RecipeLocator:
         if rel not in self.rows:
             found: dict[Location, Mapping[str, Any]] = {}
             recipe = self.files.get(rel)
-            products = recipe.data.get("products") if recipe is not None else None
-            if isinstance(products, list):
-                for bi, block in enumerate(products):
-                    rows = block.get("products") if isinstance(block, Mapping) else None
-                    for ri, row in enumerate(rows if isinstance(rows, list) else ()):
-                        if isinstance(row, Mapping):
-                            loc = recipe.document.locate(["products", bi, "products", ri])
-                            found[loc] = row
+            if recipe is not None:
+                for where, row in rows(recipe.data):
+                    found[recipe.document.locate(list(where))] = row
             self.rows[rel] = found
         return self.rows[rel]
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from matrixgen.engine.config import ProjectConfig
+from matrixgen.documents.config import ProjectConfig
 from matrixgen.engine.errors import Finding, Severity, UsageError, did_you_mean
 from matrixgen.engine.model import Job, JobId, Target
 

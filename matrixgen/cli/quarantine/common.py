@@ -12,7 +12,7 @@ from matrixgen.engine.errors import QuarantineError, UsageError
 from matrixgen.engine.vocab import CONFIG_FILENAME, QUARANTINE_FILENAME
 
 if TYPE_CHECKING:
-    from matrixgen.engine.config import ProjectConfig
+    from matrixgen.documents.config import ProjectConfig
     from matrixgen.pipeline import Generation
     from matrixgen.quarantine.model import QuarantineFile
 
@@ -25,7 +25,7 @@ def _root(recipes: Path | None) -> Path:
 
 
 def _config(root: Path) -> ProjectConfig:
-    from matrixgen.engine.config import DEFAULT_CONFIG, parse_config
+    from matrixgen.documents.config import DEFAULT_CONFIG, parse_config
     from matrixgen.engine.load import read_root_file
 
     raw = read_root_file(root, CONFIG_FILENAME)

@@ -17,6 +17,7 @@ from typing import Any
 from msgspec import Struct, field
 from msgspec.structs import replace
 
+from matrixgen.documents.yamlio import YamlDocument, parse_yaml
 from matrixgen.engine.decide import Decisions, parse_decisions
 from matrixgen.engine.errors import ConfigError, Findings, Location, did_you_mean
 from matrixgen.engine.model import EMPTY_MAPPING, Selector, Target
@@ -37,7 +38,6 @@ from matrixgen.engine.vocab import (
     resolve_scope,
     scope_word,
 )
-from matrixgen.engine.yamlio import YamlDocument, parse_yaml
 
 
 class Vocabulary(Struct, frozen=True, kw_only=True):

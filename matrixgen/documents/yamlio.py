@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import yaml
@@ -232,32 +232,18 @@ class _Unusual(Exception):
     key that is a list, a document too deep, or any error."""
 
 
-def _construct_fast(
-    loader: _Loader, root: yaml.Node, *, shared: bool, merges: bool, nul: bool
-) -> tuple[Any, list[tuple[yaml.Node, str]], list[tuple[yaml.Node, str]]]:
-    """The value of a composed document, with its duplicate and odd keys, as
-    `loader.construct_document` would build them but in one tight walk.
-
-    `shared`: nodes may be reached twice (the text has an `&`): each list or
-    mapping node then gives one value, however often it is used. `merges`: the
-    text may hold `<<` keys; without it one makes the walk give up. `nul`: each
-    string is checked for NUL. The walk goes level by level, as PyYAML builds
-    (so findings come in the same order), and stops past MAX_NESTING_DEPTH.
-    Raises _Unusual for anything it does not build itself.
-    """
+def _builder(
+    loader: _Loader, below: list[tuple[yaml.Node, Any]], memo: dict[yaml.Node, Any] | None
+) -> Callable[[yaml.Node], Any]:
+    """The fast walk's constructor of any node but a plain string: a scalar's
+    value, or a new empty list or dict, put on `below` to be filled when its
+    level is reached (each node once, with `memo`, where nodes are shared)."""
     scalar_node = yaml.ScalarNode
     sequence_node = yaml.SequenceNode
     mapping_node = yaml.MappingNode
     constructors = loader.yaml_constructors
-    fast_str = None if nul else _STR  # with NUL checks every string goes the long way
-    memo: dict[yaml.Node, Any] | None = {} if shared else None
-    duplicate_keys: list[tuple[yaml.Node, str]] = []
-    odd_keys: list[tuple[yaml.Node, str]] = []
-    below: list[tuple[yaml.Node, Any]] = []
 
     def build(node: yaml.Node) -> Any:
-        """Any node but a plain string: a scalar's value, or a new empty list or
-        dict that is filled when its level is reached."""
         kind = type(node)
         tag = node.tag
         if kind is scalar_node:
@@ -283,6 +269,28 @@ def _construct_fast(
         below.append((node, value))
         return value
 
+    return build
+
+
+def _construct_fast(
+    loader: _Loader, root: yaml.Node, *, shared: bool, merges: bool, nul: bool
+) -> tuple[Any, list[tuple[yaml.Node, str]], list[tuple[yaml.Node, str]]]:
+    """The value of a composed document, with its duplicate and odd keys, as
+    `loader.construct_document` would build them but in one tight walk.
+
+    `shared`: nodes may be reached twice (the text has an `&`): each list or
+    mapping node then gives one value, however often it is used. `merges`: the
+    text may hold `<<` keys; without it one makes the walk give up. `nul`: each
+    string is checked for NUL. The walk goes level by level, as PyYAML builds
+    (so findings come in the same order), and stops past MAX_NESTING_DEPTH.
+    Raises _Unusual for anything it does not build itself.
+    """
+    scalar_node = yaml.ScalarNode
+    fast_str = None if nul else _STR  # with NUL checks every string goes the long way
+    duplicate_keys: list[tuple[yaml.Node, str]] = []
+    odd_keys: list[tuple[yaml.Node, str]] = []
+    below: list[tuple[yaml.Node, Any]] = []
+    build = _builder(loader, below, {} if shared else None)
     try:
         if type(root) is scalar_node and root.tag == fast_str:
             return root.value, duplicate_keys, odd_keys
@@ -291,7 +299,8 @@ def _construct_fast(
         while below:
             if depth > MAX_NESTING_DEPTH:
                 raise _Unusual
-            level, below = below, []
+            level = below.copy()
+            below.clear()
             for node, value in level:
                 if type(value) is list:
                     value.extend(
@@ -491,22 +500,11 @@ def _depth_ok(root: yaml.Node, path: str, findings: Findings) -> bool:
 
 def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None:
     """Parse one YAML document; on any problem add a finding and return None."""
-    if b"\x00" in raw:
-        findings.add(Location(path), "file-binary", "not a text file (it contains NUL bytes)")
-        return None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        findings.add(
-            Location(path),
-            "file-encoding",
-            f"not UTF-8 text (byte {exc.start} cannot be decoded)",
-        )
+    text = _text(raw, path, findings)
+    if text is None:
         return None
     nul = _MAY_HAVE_NUL_ESCAPE.search(text) is not None
-    loader = (_NulRefusingLoader if nul else _Loader)(text)
-    loader.duplicate_keys = []
-    loader.odd_keys = []
+    loader = _loader(text, nul)
     try:
         root = loader.get_single_node()
         if root is None:
@@ -532,33 +530,64 @@ def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None
             # The walk may have rewritten merge keys in place, as PyYAML does even
             # on the way to an error: read the text again, untouched.
             loader.dispose()
-            loader = (_NulRefusingLoader if nul else _Loader)(text)
-            loader.duplicate_keys = []
-            loader.odd_keys = []
+            loader = _loader(text, nul)
             root = loader.get_single_node()
             if not checked_depth and not _depth_ok(root, path, findings):
                 return None
             data = loader.construct_document(root)
             duplicate_keys, odd_keys = loader.duplicate_keys, loader.odd_keys
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "invalid YAML"
-        if "could not determine a constructor" in str(exc):
-            problem = (
-                f"unsupported tag {exc.problem.split('tag ', 1)[-1]}; only plain YAML is allowed"
-            )
-        elif exc.context and exc.problem:
-            problem = f"{exc.context}: {exc.problem}"
-        findings.add(_mark_location(path, mark), "yaml-syntax", problem)
-        return None
-    except yaml.YAMLError as exc:
-        findings.add(Location(path), "yaml-syntax", str(exc).splitlines()[0])
-        return None
-    except RecursionError:
-        findings.add(Location(path), "yaml-too-deep", "the document is nested too deeply")
+    except (yaml.YAMLError, RecursionError) as exc:
+        findings.add(*_yaml_problem(exc, path))
         return None
     finally:
         loader.dispose()
+    _add_key_findings(path, duplicate_keys, odd_keys, findings)
+    return YamlDocument(path=path, data=data, root=root)
+
+
+def _text(raw: bytes, path: str, findings: Findings) -> str | None:
+    if b"\x00" in raw:
+        findings.add(Location(path), "file-binary", "not a text file (it contains NUL bytes)")
+        return None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        findings.add(
+            Location(path),
+            "file-encoding",
+            f"not UTF-8 text (byte {exc.start} cannot be decoded)",
+        )
+        return None
+
+
+def _loader(text: str, nul: bool) -> _Loader:
+    loader = (_NulRefusingLoader if nul else _Loader)(text)
+    loader.duplicate_keys = []
+    loader.odd_keys = []
+    return loader
+
+
+def _yaml_problem(exc: Exception, path: str) -> tuple[Location, str, str]:
+    """(where, code, message) of a document PyYAML cannot read."""
+    if isinstance(exc, RecursionError):
+        return Location(path), "yaml-too-deep", "the document is nested too deeply"
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return Location(path), "yaml-syntax", str(exc).splitlines()[0]
+    mark = exc.problem_mark or exc.context_mark
+    problem = exc.problem or exc.context or "invalid YAML"
+    if "could not determine a constructor" in str(exc):
+        problem = f"unsupported tag {exc.problem.split('tag ', 1)[-1]}; only plain YAML is allowed"
+    elif exc.context and exc.problem:
+        problem = f"{exc.context}: {exc.problem}"
+    return _mark_location(path, mark), "yaml-syntax", problem
+
+
+def _add_key_findings(
+    path: str,
+    duplicate_keys: list[tuple[yaml.Node, str]],
+    odd_keys: list[tuple[yaml.Node, str]],
+    findings: Findings,
+) -> None:
     for key_node, key in duplicate_keys:
         findings.add(
             _mark_location(path, key_node.start_mark),
@@ -572,7 +601,6 @@ def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None
             f"key {key_node.value or '(empty)'} is read as {kind}, not as a name; "
             f'quote it ("{key_node.value}") if a name is meant',
         )
-    return YamlDocument(path=path, data=data, root=root)
 
 
 def last_content_line(node: yaml.Node) -> int:
