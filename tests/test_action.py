@@ -222,7 +222,7 @@ def test_action_report_step_triages_the_run_of_the_triage_input(
     the one that fails on it)."""
     if shutil.which("matrixgen", path=str(Path(sys.executable).parent)) is None:
         pytest.skip("matrixgen is not installed as a command next to this Python")
-    from tests.test_triage import _store
+    from tests.triage_fixtures import _store
 
     steps = {s.get("name"): s for s in action["runs"]["steps"]}
     report_env, triage_env = steps["Report site"]["env"], steps["Triage to the job summary"]["env"]

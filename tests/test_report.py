@@ -578,7 +578,7 @@ def test_triage_page_lift_candidates_are_triages(
 ) -> None:
     """On the triage project's real runs (an allow-failure entry whose bucket
     passed): the lift candidate in the page is the one in the JSON."""
-    from tests.test_triage import ENTRIES, _ingest
+    from tests.triage_fixtures import ENTRIES, _ingest
 
     quarantine = shipped_recipes / "quarantine.yaml"
     quarantine.write_text(quarantine.read_text() + ENTRIES)

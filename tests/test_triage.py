@@ -14,42 +14,22 @@ from matrixgen.cli.main import main
 from matrixgen.engine.errors import ExitCode
 from tests.evidence_fixtures import (
     RECIPES,
-    TARGET,
     TODAY,
     db,  # noqa: F401
 )
-from tests.triage_fixtures import BUCKET, NODE, START, TriageRun, _store, triage_runs  # noqa: F401
+from tests.triage_fixtures import (  # noqa: F401
+    BUCKET,
+    ENTRIES,
+    NODE,
+    START,
+    TriageRun,
+    _ingest,
+    _store,
+    triage_runs,
+)
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "triage.schema.json"
 DATA = "tests/unit_tests/data/test_triage_cases.py"
-ENTRIES = """
-  - id: gpt3-golden-values
-    tracker: "#8101"
-    kind: baseline-failure
-    action: allow-failure
-    match:
-      model: gpt
-      test_case: gpt3_tp1_pp1
-      platforms: [dgx_h100]
-      environments: [dev]
-    owner: mcore-gpt
-    added: "2026-11-15"
-    expires: "2027-01-31"
-    reason: Loss off its golden values since the optimizer change.
-
-  - id: ckpt-bucket-allow-failure
-    tracker: "#8102"
-    kind: flaky
-    action: allow-failure
-    match:
-      model: unit-tests
-      test_case: tests/unit_tests/dist_checkpointing/
-      environments: [dev]
-    owner: mcore-dist-ckpt
-    added: "2026-11-15"
-    expires: "2027-01-31"
-    reason: Timed out on the shared file system.
-"""
 
 
 @pytest.fixture(autouse=True)
@@ -62,14 +42,6 @@ def recipes(shipped_recipes: Path) -> Path:
     quarantine = shipped_recipes / "quarantine.yaml"
     quarantine.write_text(quarantine.read_text() + ENTRIES)
     return shipped_recipes
-
-
-def _ingest(db: str, recipes: Path, runs: list[TriageRun]) -> None:  # noqa: F811
-    for run in runs:
-        args = ["results", "ingest", "--db", db, "--recipes", str(recipes), "--target", TARGET]
-        args += ["--tag", "latest", "--run-id", run.run_id, "--commit", run.commit]
-        args += ["--finished-at", run.finished_at, "--ref", run.ref, "--source", run.source]
-        assert main([*args, str(run.report)]) == 0
 
 
 def _triage(capsys, db: str, recipes: Path, run: str, *extra: str) -> tuple[int, str, str]:  # noqa: F811

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from matrixgen.cli.main import main
 from matrixgen.evidence import junit
 from matrixgen.evidence.store import JobKey, JobResults, RunInfo, ingest, open_store
+from tests.evidence_fixtures import TARGET
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE / "triage_project"
@@ -137,3 +139,43 @@ def _store(db: str, baseline: str, *, node: str = NODE) -> None:
             ingest(store, run, [group])
     finally:
         store.close()
+
+
+# Entries of the triage tests: an allow-failure entry on the functional job, one
+# on the dist_checkpointing bucket.
+ENTRIES = """
+  - id: gpt3-golden-values
+    tracker: "#8101"
+    kind: baseline-failure
+    action: allow-failure
+    match:
+      model: gpt
+      test_case: gpt3_tp1_pp1
+      platforms: [dgx_h100]
+      environments: [dev]
+    owner: mcore-gpt
+    added: "2026-11-15"
+    expires: "2027-01-31"
+    reason: Loss off its golden values since the optimizer change.
+
+  - id: ckpt-bucket-allow-failure
+    tracker: "#8102"
+    kind: flaky
+    action: allow-failure
+    match:
+      model: unit-tests
+      test_case: tests/unit_tests/dist_checkpointing/
+      environments: [dev]
+    owner: mcore-dist-ckpt
+    added: "2026-11-15"
+    expires: "2027-01-31"
+    reason: Timed out on the shared file system.
+"""
+
+
+def _ingest(db: str, recipes: Path, runs: list[TriageRun]) -> None:
+    for run in runs:
+        args = ["results", "ingest", "--db", db, "--recipes", str(recipes), "--target", TARGET]
+        args += ["--tag", "latest", "--run-id", run.run_id, "--commit", run.commit]
+        args += ["--finished-at", run.finished_at, "--ref", run.ref, "--source", run.source]
+        assert main([*args, str(run.report)]) == 0
