@@ -22,9 +22,9 @@ import pytest
 import yaml
 
 from matrixgen.diff.compare import diff_revisions
+from matrixgen.diff.data import to_json_data
 from matrixgen.diff.gitsource import Repository
 from matrixgen.diff.model import ACTION_CHANGED, ENTRY_CHANGED, LIFTED, QUARANTINED, SelectionDiff
-from matrixgen.diff.render import to_json_data
 from matrixgen.emit.generate import generate_all
 from matrixgen.emit.gitlab import PLACEHOLDER_JOB, QUARANTINE_VARIABLE
 from matrixgen.engine.model import JobId

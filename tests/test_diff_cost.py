@@ -13,10 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from matrixgen.diff.comment import render_markdown
 from matrixgen.diff.compare import diff_generations
+from matrixgen.diff.data import render_json, to_json_data
 from matrixgen.diff.expect import CostCheck, evaluate, parse_rule, parse_rules, require
 from matrixgen.diff.model import SelectionDiff, TargetDiff
-from matrixgen.diff.render import render_json, render_markdown, render_text, to_json_data
+from matrixgen.diff.render import render_text
 from matrixgen.engine.errors import ExitCode, ExpectationError, UsageError
 from matrixgen.views.cost import compute_cost
 from tests.diff_fixtures import (

@@ -12,9 +12,10 @@ import markdown_it
 import orjson
 import pytest
 
+from matrixgen.diff.comment import render_markdown
 from matrixgen.diff.evidence import evidence_of, listed_entries
 from matrixgen.diff.model import SelectionDiff
-from matrixgen.diff.render import render_markdown, render_text
+from matrixgen.diff.render import render_text
 from matrixgen.engine.model import QuarantineMark
 from tests.evidence_fixtures import TODAY
 from tests.gitrepo import GitRepo

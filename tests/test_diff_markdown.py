@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matrixgen.diff import markdown as md
+from matrixgen.diff.comment import render_markdown
 from matrixgen.diff.model import (
     QUARANTINED,
     ChangedJob,
@@ -20,7 +21,6 @@ from matrixgen.diff.model import (
     SelectionDiff,
     TargetDiff,
 )
-from matrixgen.diff.render import render_markdown
 from matrixgen.engine.errors import Location
 from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
 from matrixgen.engine.vocab import System

@@ -16,6 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matrixgen.diff import markdown as md
+from matrixgen.diff.comment import MARKDOWN_LIMIT, MARKER, render_markdown
+from matrixgen.diff.data import render_json
 from matrixgen.diff.model import (
     LIFTED,
     QUARANTINED,
@@ -24,14 +26,7 @@ from matrixgen.diff.model import (
     SelectionDiff,
     TargetDiff,
 )
-from matrixgen.diff.render import (
-    MARKDOWN_LIMIT,
-    MARKER,
-    render,
-    render_json,
-    render_markdown,
-    render_text,
-)
+from matrixgen.diff.render import render, render_text
 from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
 from matrixgen.engine.vocab import System
 from matrixgen.views.cost import Cost
@@ -546,7 +541,7 @@ def test_same_bytes_whatever_the_hash_seed(tmp_path: Path) -> None:
 
 
 def test_quarantine_change_counts_say_their_units() -> None:
-    from matrixgen.diff.render import _reach
+    from matrixgen.diff.comment import _reach
 
     # One case (a job identity) run by three targets is three jobs: the count
     # the summary gave as "2 job(s)" (its jobs per scope) for the EP8 FP8 entry.

@@ -129,10 +129,11 @@ def diff_command(
     ] = False,
 ) -> None:
     from matrixgen.diff.compare import diff_revisions
+    from matrixgen.diff.data import to_json_data
     from matrixgen.diff.expect import check_rules, evaluate, parse_rules, require
     from matrixgen.diff.gitsource import check_revision, locate_recipes
     from matrixgen.diff.references import reference_gaps, render_gaps
-    from matrixgen.diff.render import render, to_json_data
+    from matrixgen.diff.render import render
 
     rules = parse_rules(expect or ())  # a malformed rule stops us before any git work
     check_revision(base)

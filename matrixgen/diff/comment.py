@@ -1,0 +1,370 @@
+"""The diff as a pull request comment (`matrixgen diff --format markdown`):
+a hidden marker to update it in place, every string escaped for where it goes
+(diff.markdown), and under GitHub's size limit by cutting long lists."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from matrixgen.diff import markdown as md
+from matrixgen.diff.data import (
+    changed_pipelines,
+    cost_change,
+    cost_line,
+    moves,
+    summary_data,
+    target_cost,
+)
+from matrixgen.diff.describe import (
+    SHORT_DIFF_LINES,
+    changed_lines,
+    existence_line,
+    field_groups,
+    is_multiline,
+    job_label,
+    mapping_change,
+    mark_text,
+    moves_by_target,
+    quarantine_counts,
+    short_ref,
+    show_value,
+    target_path,
+    target_tally,
+    text_diff,
+    tracker_md,
+    was_text,
+    word_change,
+)
+from matrixgen.diff.evidence import evidence_of
+from matrixgen.diff.model import (
+    QuarantineChange,
+    SelectionDiff,
+    TargetDiff,
+)
+from matrixgen.engine.errors import Finding
+from matrixgen.engine.model import Job, QuarantineMark
+from matrixgen.util.words import counted
+
+MARKER = "<!-- matrixgen-diff -->"
+# GitHub refuses comments over 65,536 characters; keep a margin for the cut note.
+MARKDOWN_LIMIT = 60_000
+ITEMS_PER_SECTION = 50
+
+
+def render_markdown(diff: SelectionDiff) -> str:
+    """A PR comment: a summary line, one table row per changed target, details
+    per target folded away."""
+    text = _markdown(diff, details=True)
+    if len(text) > MARKDOWN_LIMIT:
+        text = _markdown(diff, details=False)
+    if len(text) > MARKDOWN_LIMIT:  # thousands of targets: cut the table too
+        text = _markdown(diff, details=False, rows=200)
+    return text
+
+
+def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) -> str:
+    base, head = short_ref(diff.base), short_ref(diff.head)
+    head_text = "the working tree" if diff.head == "worktree" else md.code(head)
+    out = [MARKER, f"### matrixgen selection diff: {md.code(base)} → {head_text}", ""]
+    summary = summary_data(diff)
+    changed = [t for t in diff.targets if not t.unchanged or t.duplicates]
+    if not changed:
+        out.append(
+            f"**No selection change** in any of the {counted(summary['targets'], 'target')}."
+        )
+    else:
+        moved_text = f" · {summary['moved']} moved" if summary["moved"] else ""
+        out.append(
+            f"**+{summary['added']} added · −{summary['removed']} removed · "
+            f"~{summary['changed']} changed · {counted(summary['quarantine'], 'quarantine change')}"
+            f"{moved_text}** in {summary['targets_changed']} of "
+            f"{counted(summary['targets'], 'target')}."
+        )
+    moved = changed_pipelines(summary)
+    if changed or moved:
+        # The figures are the diff's own text; only the pipeline names come from the tree.
+        out += ["", "**Cost:** " + cost_line(summary, "→")]
+        if moved:
+            out.append("")
+            out += [f"- {cost_change(p, md.code(p['pipeline']))}" for p in moved]
+    if changed:
+        out += ["", "| target | jobs | GPU-h per run | added | removed | changed | quarantine |"]
+        out.append("| :-- | --: | --: | --: | --: | --: | :-- |")
+        for t in changed[:rows]:
+            flag = {"head": " (new)", "base": " (gone)"}.get(t.exists, "")
+            if t.settings:
+                flag += " (settings)"
+            if t.holding_pen:
+                flag += " (holding pen)"
+            jobs = (
+                f"{t.head_jobs}" if t.base_jobs == t.head_jobs else f"{t.base_jobs} → {t.head_jobs}"
+            )
+            cell = ", ".join(f"{n} {change}" for change, n in quarantine_counts(t))
+            if t.duplicates:
+                cell += (", " if cell else "") + counted(len(t.duplicates), "duplicate note")
+            for count, word in ((len(t.moved_out), "moved out"), (len(t.moved_in), "moved in")):
+                if count:
+                    cell += (", " if cell else "") + f"{count} {word}"
+            out.append(
+                f"| {md.code(t.target.name)}{flag} | {jobs} | {target_cost(t, '→', unit='')} "
+                f"| +{len(t.added)} | −{len(t.removed)} | ~{len(t.changed)} | {cell} |"
+            )
+        if rows is not None and len(changed) > rows:
+            out.append(f"| … and {counted(len(changed) - rows, 'more target')} | | | | | | |")
+    unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates]
+    if rows is not None:
+        unchanged = unchanged[:rows]
+    if unchanged and changed:
+        out += [
+            "",
+            f"<details><summary>{counted(len(unchanged), 'target')} unchanged</summary>",
+            "",
+            ", ".join(md.code(n) for n in unchanged),
+            "",
+            "</details>",
+        ]
+    moved_lines = [
+        f"- moved from {md.code(a)} to {md.code(b)} ({n} jobs)" for (a, b), n in moves(diff)
+    ]
+    if moved_lines:
+        out += ["", "**Moves**", "", *moved_lines[:ITEMS_PER_SECTION]]
+    trackers = _tracker_summary(diff)
+    if trackers:
+        out += ["", "**Quarantine changes**", "", *trackers]
+    if diff.findings_added or diff.findings_removed:
+        out += [
+            "",
+            f"**Findings** (what `matrixgen validate` reports): "
+            f"+{len(diff.findings_added)} added · −{len(diff.findings_removed)} removed",
+            "",
+        ]
+        items = [f"- added: {_finding_md(f)}" for f in diff.findings_added]
+        items += [f"- removed: {_finding_md(f)}" for f in diff.findings_removed]
+        out += _capped(items)
+    if diff.notes:
+        out.append("")
+        out += [f"> ⚠️ {md.text(note)}" for note in diff.notes]
+    if changed and details:
+        for t in changed:
+            out += ["", *_target_details(t, base, head, diff.evidence or {})]
+    elif changed:
+        out += [
+            "",
+            "_Per-target details are left out: they would pass the size of a comment. "
+            "Run `matrixgen diff --format json` for every job._",
+        ]
+    return "\n".join(out) + "\n"
+
+
+def _finding_md(finding: Finding) -> str:
+    return (
+        f"{md.code(finding.code)} ({md.text(finding.severity.value)}) at "
+        f"{md.code(str(finding.location))}: {md.text(finding.message)}"
+    )
+
+
+def _habit_md(q: QuarantineChange) -> str:
+    """`parked in `mr-broken`, tracker #513` for a PR comment."""
+    habit = q.habit
+    assert habit is not None
+    if habit.scope is not None:
+        text = f"parked in {md.code(habit.scope)}"
+        if habit.comment:
+            text += f" ({md.code(habit.comment)})"
+    else:
+        text = f"commented out: {md.code(habit.comment or '')}"
+    if habit.tracker:
+        text += f", tracker {tracker_md(habit.tracker)}"
+    return text
+
+
+def _habit_summary(diff: SelectionDiff) -> list[str]:
+    grouped: dict[tuple[str, str], tuple[set, list[str], QuarantineChange]] = {}
+    for t in diff.targets:
+        for q in t.quarantine:
+            if q.habit is None:
+                continue
+            key = (q.change, _habit_md(q))
+            jobs, targets, _ = grouped.setdefault(key, (set(), [], q))
+            jobs.add((t.target.name, q.job.sort_key()))
+            if t.target.name not in targets:
+                targets.append(t.target.name)
+    return [
+        f"- **{md.text(change)}** {text}: {_reach(jobs, targets)}"
+        for (change, text), (jobs, targets, _) in sorted(grouped.items())
+    ]
+
+
+def _reach(jobs: set[tuple[str, tuple]], targets: list[str]) -> str:
+    """`1 case, 3 jobs in 3 targets (`a`, `b`, `c`)`: a case is a job's identity
+    (model, test case, environment, platform, tag), a job one case in one target."""
+    cases = len({key[:5] for _, key in jobs})
+    return (
+        f"{counted(cases, 'case')}, {counted(len(jobs), 'job')} in "
+        f"{counted(len(targets), 'target')} ("
+        + ", ".join(md.code(n) for n in targets[:10])
+        + (f" and {len(targets) - 10} more" if len(targets) > 10 else "")
+        + ")"
+    )
+
+
+def _tracker_summary(diff: SelectionDiff) -> list[str]:
+    """One line per (change, entry): what it does to how many jobs, where (and
+    one per habit)."""
+    grouped: dict[tuple[str, str, str, str, str], tuple[set, list[str]]] = {}
+    for t in diff.targets:
+        for q in t.quarantine:
+            if q.habit is not None:
+                continue
+            mark = q.mark
+            key = (q.change, mark.tracker, mark.id, mark.action, mark.kind)
+            jobs, targets = grouped.setdefault(key, (set(), []))
+            jobs.add((t.target.name, q.job.sort_key()))
+            if t.target.name not in targets:
+                targets.append(t.target.name)
+    lines = []
+    evidence = diff.evidence or {}
+    for (change, tracker, entry, action, kind), (jobs, targets) in sorted(grouped.items()):
+        mark = QuarantineMark(id=entry, tracker=tracker, action=action, kind=kind)
+        lines.append(
+            f"- **{md.text(change)}** {tracker_md(tracker)} ({md.text(action)}, "
+            f"{md.text(kind)}, entry {md.code(entry)}): {_reach(jobs, targets)}"
+            + _evidence_md(mark, evidence)
+        )
+    return lines + _habit_summary(diff)
+
+
+def _evidence_md(mark: QuarantineMark, evidence: Mapping[str, str]) -> str:
+    """` — evidence: failed 3 of 40 runs ...` where the results store has some."""
+    line = evidence_of(mark, evidence)
+    return f" — evidence: {md.text(line)}" if line is not None else ""
+
+
+def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, str]) -> list[str]:
+    out = [
+        f"<details><summary><b>{md.html(t.target.name)}</b> "
+        f"({md.html(target_path(t.target))}): {md.html(target_tally(t).replace('-', '−'))}"
+        "</summary>",
+        "",
+    ]
+    note = existence_line(t, base, head)
+    if note:
+        out += [f"_{md.text(note)}_", ""]
+    if t.settings:
+        out += ["**Target settings**", ""]
+        out += [
+            f"- {md.code(k)}: {md.code(show_value(a))} → {md.code(show_value(b))}"
+            for k, (a, b) in t.settings.items()
+        ]
+        out.append("")
+    for title, jobs in (("Added", t.added), ("Removed", t.removed)):
+        if jobs:
+            out += [f"**{title} ({len(jobs)})**", ""]
+            items = [f"- {md.code(job_label(job))}{_md_job_facts(job, evidence)}" for job in jobs]
+            out += _capped(items)
+            out.append("")
+    if t.changed:
+        out += [f"**Changed ({len(t.changed)})**", ""]
+        items: list[str] = []
+        for fields, jobs in field_groups(t.changed):
+            if len(jobs) > 1 and len(jobs) == t.head_jobs:
+                names = f"all {len(jobs)} jobs of this target"
+            else:
+                names = ", ".join(md.code(job_label(j)) for j in jobs[:ITEMS_PER_SECTION])
+                if len(jobs) > ITEMS_PER_SECTION:
+                    names += f" and {len(jobs) - ITEMS_PER_SECTION} more"
+            items.append(f"- {names}")
+            for name, (old, new) in fields.items():
+                items.extend(f"  {line}" if line else "" for line in _md_field(name, old, new))
+        out += _capped(items, limit=ITEMS_PER_SECTION * 4)
+        out.append("")
+    if t.quarantine:
+        out += [f"**Quarantine ({len(t.quarantine)})**", ""]
+        items = [
+            f"- {md.text(q.change)} {md.code(job_label(q.job))}: "
+            + (
+                _habit_md(q)
+                if q.habit is not None
+                else f"{mark_text(q.mark, markdown=True)}{was_text(q, markdown=True)}"
+            )
+            for q in t.quarantine
+        ]
+        out += _capped(items)
+        out.append("")
+    for title, moved, word in (
+        ("Moved out", t.moved_out, "to"),
+        ("Moved in", t.moved_in, "from"),
+    ):
+        if moved:
+            out += [f"**{title} ({len(moved)})**", ""]
+            items = [
+                f"- {word} {md.code(other)} ({len(jobs)} jobs): "
+                + ", ".join(md.code(job_label(j)) for j in jobs[:ITEMS_PER_SECTION])
+                + _more(len(jobs))
+                for other, jobs in moves_by_target(moved)
+            ]
+            out += _capped(items)
+            out.append("")
+    if t.duplicates:
+        out += [f"**Duplicate definitions ({len(t.duplicates)})**", ""]
+        items = [
+            f"- duplicate definition {d.change} at "
+            + ", ".join(md.code(str(w)) for w in d.locations)
+            + f": {md.code(job_label(d.job))} (it runs once, as before)"
+            for d in t.duplicates
+        ]
+        out += _capped(items)
+        out.append("")
+    out.append("</details>")
+    return out
+
+
+def _md_job_facts(job: Job, evidence: Mapping[str, str]) -> str:
+    facts = [f"cadence {','.join(job.cadence)}", f"n_repeat {job.n_repeat}"]
+    facts.append(f"time_limit {job.time_limit}s")
+    if job.allow_failure:
+        facts.append("allow_failure")
+    text = " — " + md.text(", ".join(facts))
+    if job.quarantine is not None:
+        text += f"; quarantined: {mark_text(job.quarantine, markdown=True)}"
+        text += _evidence_md(job.quarantine, evidence)
+    return text
+
+
+def _md_field(name: str, old: Any, new: Any) -> list[str]:
+    if is_multiline(old, new):
+        lines = text_diff(old, new, name)
+        fenced = md.fence_lines(lines, info="diff", indent="  ")
+        if len(lines) <= SHORT_DIFF_LINES:
+            return [f"- {md.code(name)}:", "", *fenced, ""]
+        # A long script's diff is folded: the list of jobs stays readable.
+        changed = changed_lines(old, new)
+        return [
+            f"- {md.code(name)}: {counted(changed, 'line')} changed",
+            "",
+            f"  <details><summary>the diff of {md.html(name)}</summary>",
+            "",
+            *fenced,
+            "",
+            "  </details>",
+            "",
+        ]
+    mapped = mapping_change(old, new)
+    if mapped is not None:
+        return [f"- {md.code(name)}: {md.code(mapped)}"]
+    words = word_change(old, new)
+    if words is not None:
+        shown = "; ".join(f"{md.code(f'…{a}…')} → {md.code(f'…{b}…')}" for a, b in words)
+        return [f"- {md.code(name)}: {shown}"]
+    return [f"- {md.code(name)}: {md.code(show_value(old))} → {md.code(show_value(new))}"]
+
+
+def _more(count: int) -> str:
+    return f" and {count - ITEMS_PER_SECTION} more" if count > ITEMS_PER_SECTION else ""
+
+
+def _capped(items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:
+    if len(items) <= limit:
+        return items
+    return [*items[:limit], f"- … and {len(items) - limit} more (`--format json` lists all)"]

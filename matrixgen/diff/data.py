@@ -1,0 +1,271 @@
+"""The diff as data: the JSON document (`matrixgen diff --format json`),
+and the per-pipeline and cost summaries the text and the comment show of it.
+
+JSON shape (`--format json`, published as `schema/diff.schema.json`):
+
+    {"base": SHA, "head": SHA or "worktree",
+     "targets": [{"target": {"system", "scope", "platform", "environment", "cadence"},
+                  "name": NAME,
+                  "added": [JOB], "removed": [JOB],
+                  "changed": [{"job": JOB, "fields": {FIELD: [old, new]}}],
+                  "quarantine": [{"change": CHANGE, "job": JOB,
+                                  "old": MARK or null, "new": MARK or null,
+                                  ["habit": HABIT, "parser": "added" | "removed"]}],
+                  "moved_out": [{"job": JOB, "to": NAME}],
+                  "moved_in": [{"job": JOB, "from": NAME}],
+                  "duplicates": [{"change": "added" | "removed", "job": JOB,
+                                  "locations": ["file:line:column", ...]}],
+                  "settings": {KEY: [old, new]},      # the target's own definition
+                  "exists": "both" | "base" | "head",
+                  ["holding_pen": true,]              # no system runs it; costs nothing
+                  "counts": {"added", "removed", "changed", "quarantine",
+                             "moved_out", "moved_in", "parser": {"added", "removed"}},
+                  "jobs": {"base": N, "head": N},     # jobs the target runs
+                  COST...}],                          # one run of the target
+     "summary": {"targets", "targets_changed", "added", "removed", "changed",
+                 "quarantine", "moved", "moves": [{"from", "to", "jobs"}],
+                 "parser": {"added", "removed"}, "findings_added",
+                 "findings_removed", "duplicates", COST...,
+                 "pipelines": [{"pipeline", "jobs_before", "jobs_after",
+                                "jobs_delta", COST...}]},
+     "findings": {"added": [FINDING], "removed": [FINDING]},
+     "notes": [TEXT],
+     "evidence": {ENTRY ID: TEXT}}                    # with a results store only
+
+COST is `gpu_hours_before`, `gpu_hours_after`, `gpu_hours_delta` and the same
+three `weighted_gpu_hours_*` (views/cost.py's formula and platform weights over
+the jobs each side's file holds for the target; rounded to 3 decimals, the
+delta being after minus before as shown). The summary's figures are the
+targets' summed; a pipeline's (system/scope[/cadence], as `stats --cost` names
+it) are those of its targets, so "+6 jobs, +12.5 GPU-h per run of gitlab/mr".
+
+JOB is a job as `list --format json` prints it (the head's where both sides
+have it); FIELD is an emitted field (a GitHub matrix row's key, a GitLab job's
+key, `name` for its job name); CHANGE is one of quarantined, lifted, action
+changed, entry changed, arrives quarantined, leaves quarantined; MARK is
+{id, tracker, action, kind[, node_ids]}; HABIT is {scope} or {comment} (an
+upstream habit instead of an entry, with its tracker when its comment names
+one) and "parser" what Megatron-LM's parser, which reads neither, sees; "parser"
+counts add moves, habits and jobs arriving or leaving quarantined to the added
+and removed; FIELD may be `workload.NAME` (a field of the resolved workload a
+launcher that reloads the recipe submits); FINDING is {code, severity,
+location, message} (what validate reports on one side and not the other).
+The target object echoes the selector
+as configured (a scope stays "nightly"); every target is listed, unchanged ones
+with empty lists; summary counts are the per-target counts summed, as the
+table shows them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from matrixgen.diff.model import (
+    QuarantineChange,
+    SelectionDiff,
+    TargetDiff,
+    target_counts,
+)
+from matrixgen.engine.errors import Finding
+from matrixgen.util import jsontext
+from matrixgen.util.escape import json_for_log
+from matrixgen.views.cost import Cost, hours, pipeline_name, signed_hours
+
+
+def to_json_data(diff: SelectionDiff) -> dict[str, Any]:
+    """The documented JSON shape."""
+    return {
+        "base": diff.base,
+        "head": diff.head,
+        "targets": [_target_data(t) for t in diff.targets],
+        "summary": summary_data(diff),
+        "findings": {
+            "added": [_finding_data(f) for f in diff.findings_added],
+            "removed": [_finding_data(f) for f in diff.findings_removed],
+        },
+        "notes": list(diff.notes),
+        **({"evidence": dict(diff.evidence)} if diff.evidence is not None else {}),
+    }
+
+
+def _finding_data(finding: Finding) -> dict[str, Any]:
+    return {
+        "code": finding.code,
+        "severity": finding.severity.value,
+        "location": str(finding.location),
+        "message": finding.message,
+    }
+
+
+def _quarantine_data(q: QuarantineChange) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "change": q.change,
+        "job": q.job.to_dict(),
+        "old": q.old.to_dict() if q.old else None,
+        "new": q.new.to_dict() if q.new else None,
+    }
+    if q.habit is not None:
+        out["habit"] = q.habit.to_dict()
+    if q.parser is not None:
+        out["parser"] = q.parser
+    return out
+
+
+def render_json(diff: SelectionDiff) -> str:
+    return json_for_log(jsontext.pretty(to_json_data(diff)))
+
+
+def _target_data(t: TargetDiff) -> dict[str, Any]:
+    counts = t.counts()
+    return {
+        # A holding pen is no system's target.
+        "target": {**t.target.to_dict(), **({"system": None} if t.holding_pen else {})},
+        "name": t.target.name,
+        "added": [j.to_dict() for j in t.added],
+        "removed": [j.to_dict() for j in t.removed],
+        "changed": [
+            {"job": c.head.to_dict(), "fields": {k: [v[0], v[1]] for k, v in c.fields.items()}}
+            for c in t.changed
+        ],
+        "quarantine": [_quarantine_data(q) for q in t.quarantine],
+        "moved_out": [{"job": m.job.to_dict(), "to": m.target} for m in t.moved_out],
+        "moved_in": [{"job": m.job.to_dict(), "from": m.target} for m in t.moved_in],
+        "duplicates": [
+            {"change": d.change, "job": d.job.to_dict(), "locations": [str(w) for w in d.locations]}
+            for d in t.duplicates
+        ],
+        "settings": {k: [v[0], v[1]] for k, v in t.settings.items()},
+        "exists": t.exists,
+        **({"holding_pen": True} if t.holding_pen else {}),
+        "counts": {
+            "added": counts["+"],
+            "removed": counts["-"],
+            "changed": counts["~"],
+            "quarantine": counts["q"],
+            "moved_out": len(t.moved_out),
+            "moved_in": len(t.moved_in),
+            "parser": t.parser_counts(),
+        },
+        "jobs": {"base": t.base_jobs, "head": t.head_jobs},
+        **_cost_fields(t.base_cost, t.head_cost),
+    }
+
+
+def _cost_fields(before: Cost, after: Cost) -> dict[str, float]:
+    """GPU-hours before, after and the change, as rounded figures whose
+    difference is the change shown."""
+    out: dict[str, float] = {}
+    for prefix, a, b in (
+        ("gpu_hours", before.gpu_hours_max, after.gpu_hours_max),
+        ("weighted_gpu_hours", before.weighted_max, after.weighted_max),
+    ):
+        old, new = round(a, 3), round(b, 3)
+        out[f"{prefix}_before"] = old
+        out[f"{prefix}_after"] = new
+        out[f"{prefix}_delta"] = round(new - old, 3) + 0.0  # never -0.0
+    return out
+
+
+def cost_totals(targets: Sequence[TargetDiff]) -> tuple[Cost, Cost]:
+    """One run of each of the targets, before and after."""
+    before, after = Cost(), Cost()
+    for t in targets:
+        before, after = before + t.base_cost, after + t.head_cost
+    return before, after
+
+
+def pipelines(diff: SelectionDiff) -> list[tuple[str, list[TargetDiff]]]:
+    """The targets of each pipeline (one run of it), in pipeline order."""
+    grouped: dict[str, list[TargetDiff]] = defaultdict(list)
+    for t in diff.targets:
+        if not t.holding_pen:  # no pipeline runs a holding pen
+            grouped[pipeline_name(t.target)].append(t)
+    return sorted(grouped.items())
+
+
+def _pipeline_data(name: str, targets: Sequence[TargetDiff]) -> dict[str, Any]:
+    before = sum(t.base_jobs for t in targets)
+    after = sum(t.head_jobs for t in targets)
+    return {
+        "pipeline": name,
+        "jobs_before": before,
+        "jobs_after": after,
+        "jobs_delta": after - before,
+        **_cost_fields(*cost_totals(targets)),
+    }
+
+
+def summary_data(diff: SelectionDiff) -> dict[str, Any]:
+    """The per-target counts and costs summed over every target."""
+    counts = target_counts(diff.targets)
+    parser = [t.parser_counts() for t in diff.targets]
+    return {
+        "targets": len(diff.targets),
+        "targets_changed": sum(not t.unchanged for t in diff.targets),
+        "added": counts["+"],
+        "removed": counts["-"],
+        "changed": counts["~"],
+        "quarantine": counts["q"],
+        "moved": sum(len(t.moved_out) for t in diff.targets),
+        "moves": [{"from": a, "to": b, "jobs": n} for (a, b), n in moves(diff)],
+        "parser": {
+            "added": sum(p["added"] for p in parser),
+            "removed": sum(p["removed"] for p in parser),
+        },
+        "findings_added": len(diff.findings_added),
+        "findings_removed": len(diff.findings_removed),
+        "duplicates": sum(len(t.duplicates) for t in diff.targets),
+        **_cost_fields(*cost_totals(diff.targets)),
+        "pipelines": [_pipeline_data(n, ts) for n, ts in pipelines(diff)],
+    }
+
+
+def moves(diff: SelectionDiff) -> list[tuple[tuple[str, str], int]]:
+    """((from, to), jobs) for each pair of targets jobs moved between, in order."""
+    counted: dict[tuple[str, str], int] = defaultdict(int)
+    for t in diff.targets:
+        for m in t.moved_out:
+            counted[(t.target.name, m.target)] += 1
+    return sorted(counted.items())
+
+
+def _signed(value: int) -> str:
+    return f"+{value}" if value > 0 else str(value)
+
+
+def cost_change(pipeline: Mapping[str, Any], name: str | None = None) -> str:
+    """ "+6 jobs, +12.5 GPU-h per run of gitlab/mr" (the weighted change beside it
+    where platform weights make it differ); `name` shows the pipeline (escaped
+    for where it goes), the figures being the diff's own text."""
+    text = (
+        f"{_signed(pipeline['jobs_delta'])} jobs, {signed_hours(pipeline['gpu_hours_delta'])} GPU-h"
+    )
+    if pipeline["weighted_gpu_hours_delta"] != pipeline["gpu_hours_delta"]:
+        text += f" ({signed_hours(pipeline['weighted_gpu_hours_delta'])} weighted)"
+    return text + f" per run of {pipeline['pipeline'] if name is None else name}"
+
+
+def changed_pipelines(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The pipelines whose job count or cost changes."""
+    return [
+        p
+        for p in summary["pipelines"]
+        if p["jobs_delta"] or p["gpu_hours_delta"] or p["weighted_gpu_hours_delta"]
+    ]
+
+
+def cost_line(summary: Mapping[str, Any], arrow: str = "->") -> str:
+    return (
+        f"{signed_hours(summary['gpu_hours_delta'])} GPU-h per run of every target "
+        f"({hours(summary['gpu_hours_before'])} {arrow} {hours(summary['gpu_hours_after'])}; "
+        "an upper bound, as stats --cost prices it)"
+    )
+
+
+def target_cost(t: TargetDiff, arrow: str = "->", unit: str = " GPU-h") -> str:
+    before, after = hours(t.base_cost.gpu_hours_max), hours(t.head_cost.gpu_hours_max)
+    if before == after:
+        return f"{after}{unit}"
+    return f"{signed_hours(t.gpu_hours_delta)}{unit} ({before} {arrow} {after})"

@@ -1,0 +1,235 @@
+"""How the diff's text and comment name things: a job, a value and its
+change, a tracker, a quarantine mark, a habit, a target's tally."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from matrixgen.diff import markdown as md
+from matrixgen.diff.model import (
+    LIFTED,
+    ChangedJob,
+    Moved,
+    QuarantineChange,
+    TargetDiff,
+)
+from matrixgen.engine.errors import Finding
+from matrixgen.engine.model import Job, QuarantineMark, Target
+from matrixgen.engine.targets import is_holding_pen
+from matrixgen.util.patterns import name_pattern, whole
+from matrixgen.util.words import counted
+
+SCRIPT_DIFF_LINES = 40
+SHORT_DIFF_LINES = 12  # a longer diff of a multi-line field is folded in Markdown
+
+
+def job_label(job: Job) -> str:
+    """`model/test_case [tag]`: platform and environment are the target's."""
+    text = f"{job.model}/{job.test_case}"
+    if job.tag:
+        text += f" [{job.tag}]"
+    return text
+
+
+def show_value(value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def is_multiline(old: Any, new: Any) -> bool:
+    return any(isinstance(v, str) and "\n" in v.rstrip("\n") for v in (old, new))
+
+
+def mapping_change(old: Any, new: Any) -> str | None:
+    """`+B=2, -A=1, C: 1 -> 2` for two mappings (env, variables), else None."""
+    if not (isinstance(old, Mapping) or old is None) or not (
+        isinstance(new, Mapping) or new is None
+    ):
+        return None
+    if old is None and new is None:
+        return None
+    a, b = dict(old or {}), dict(new or {})
+    parts = [f"+{k}={show_value(b[k])}" for k in sorted(b.keys() - a.keys())]
+    parts += [f"-{k}={show_value(a[k])}" for k in sorted(a.keys() - b.keys())]
+    parts += [
+        f"{k}: {show_value(a[k])} -> {show_value(b[k])}"
+        for k in sorted(a.keys() & b.keys())
+        if a[k] != b[k]
+    ]
+    return ", ".join(parts)
+
+
+def _command(value: Any) -> str | None:
+    """A command line: a string, or a one-line list of one (a GitLab script)."""
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    return value if isinstance(value, str) and "\n" not in value else None
+
+
+def word_change(old: Any, new: Any) -> list[tuple[str, str]] | None:
+    """For two long command lines: each differing stretch of words, with the word
+    before it, as (old, new); None for anything else."""
+    a, b = _command(old), _command(new)
+    if a is None or b is None or max(len(a), len(b)) <= 80:
+        return None
+    aw, bw = a.split(" "), b.split(" ")
+    out = []
+    matcher = difflib.SequenceMatcher(a=aw, b=bw, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        lead = max(0, i1 - 1)
+        context = aw[lead:i1] if i1 > 0 else []
+        out.append((" ".join([*context, *aw[i1:i2]]), " ".join([*context, *bw[j1:j2]])))
+    return out or None
+
+
+def text_diff(old: Any, new: Any, name: str) -> list[str]:
+    lines = list(
+        difflib.unified_diff(
+            (old or "").splitlines(),
+            (new or "").splitlines(),
+            fromfile=f"{name} (base)",
+            tofile=f"{name} (head)",
+            lineterm="",
+            n=1,
+        )
+    )
+    if len(lines) > SCRIPT_DIFF_LINES:
+        lines = [
+            *lines[:SCRIPT_DIFF_LINES],
+            f"... {counted(len(lines) - SCRIPT_DIFF_LINES, 'more line')}",
+        ]
+    return lines
+
+
+def changed_lines(old: Any, new: Any) -> int:
+    """How many lines a multi-line value loses and gains."""
+    a, b = (old or "").splitlines(), (new or "").splitlines()
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    return sum(
+        (i2 - i1) + (j2 - j1) for op, i1, i2, j1, j2 in matcher.get_opcodes() if op != "equal"
+    )
+
+
+def field_groups(changed: Sequence[ChangedJob]) -> list[tuple[Mapping[str, tuple], list[Job]]]:
+    """Changed jobs grouped by identical field changes (one spec edit, many jobs);
+    the job's own name is left out of the key, so a rename does not split groups."""
+    grouped: dict[str, tuple[Mapping[str, tuple], list[Job]]] = {}
+    for c in changed:
+        key = json.dumps(c.fields, sort_keys=True, default=str)
+        grouped.setdefault(key, (c.fields, []))[1].append(c.head)
+    return sorted(grouped.values(), key=lambda g: (g[1][0].sort_key(), len(g[1])))
+
+
+def mark_text(mark: QuarantineMark, *, markdown: bool = False) -> str:
+    nodes = f", {counted(len(mark.node_ids), 'node id')}" if mark.node_ids else ""
+    if markdown:
+        return (
+            f"{tracker_md(mark.tracker)}, {md.text(mark.action)}, {md.text(mark.kind)}"
+            f"{nodes}, entry {md.code(mark.id)}"
+        )
+    return f"{mark.tracker}, {mark.action}, {mark.kind}{nodes}, entry {mark.id}"
+
+
+_ISSUE_REF = name_pattern(r"(?:[A-Za-z0-9.-]+/[A-Za-z0-9.-]+)?#\d+")
+
+
+def tracker_md(tracker: str) -> str:
+    """Each tracker of a mark (entries combine theirs with ", ") as a link where it
+    is a plain http(s) URL; `#N` stays as it is, for GitHub to link in the PR's
+    repository; anything else is escaped text."""
+    parts = []
+    for ref in tracker.split(", "):
+        if md.safe_url(ref):
+            parts.append(md.link(_short_tracker(ref), ref))
+        elif whole(_ISSUE_REF, ref):
+            parts.append(ref)
+        else:
+            parts.append(md.text(ref))
+    return ", ".join(parts)
+
+
+def _short_tracker(tracker: str) -> str:
+    """`#7201` for an issue or pull request URL, the text itself otherwise."""
+    match = re.search(r"/(?:issues|pull|merge_requests)/([0-9]+)/?\Z", tracker)
+    return f"#{match.group(1)}" if match else tracker
+
+
+def target_tally(t: TargetDiff) -> str:
+    text = f"+{len(t.added)} -{len(t.removed)} ~{len(t.changed)}"
+    if t.quarantine:
+        text += f" q{len(t.quarantine)}"
+    if t.moved_out or t.moved_in:
+        text += f" m{len(t.moved_out) + len(t.moved_in)}"
+    return text
+
+
+def target_path(target: Target) -> str:
+    sel = target.selector
+    system = "holding pen" if is_holding_pen(sel.scope) else target.system.value
+    parts = [system, sel.scope, sel.platform, sel.environment, sel.cadence]
+    return " ".join(p for p in parts if p)
+
+
+def habit_text(q: QuarantineChange) -> str:
+    """`parked in mr-broken, tracker #513`, `commented out: # hang: #513, tracker #513`."""
+    assert q.habit is not None
+    text = q.habit.describe()
+    if q.habit.tracker:
+        text += f", tracker {q.habit.tracker}"
+    return text + (" (a removal, to Megatron-LM's parser)" if q.change != LIFTED else "")
+
+
+def moves_by_target(moved: Sequence[Moved]) -> list[tuple[str, list[Job]]]:
+    grouped: dict[str, list[Job]] = defaultdict(list)
+    for m in moved:
+        grouped[m.target].append(m.job)
+    return sorted(grouped.items())
+
+
+def existence_line(t: TargetDiff, base: str, head: str) -> str | None:
+    if t.exists == "head":
+        return f"this target is new: it is configured at {head} only"
+    if t.exists == "base":
+        return f"this target is gone: it is configured at {base} only"
+    return None
+
+
+def short_ref(ref: str) -> str:
+    return ref[:12] if len(ref) == 40 or len(ref) == 64 else ref
+
+
+def quarantine_counts(t: TargetDiff) -> list[tuple[str, int]]:
+    counts: dict[str, int] = defaultdict(int)
+    for q in t.quarantine:
+        counts[q.change] += 1
+    return sorted(counts.items())
+
+
+def summary_words(summary: Mapping[str, Any]) -> str:
+    text = (
+        f"+{summary['added']} added, -{summary['removed']} removed, "
+        f"~{summary['changed']} changed, {counted(summary['quarantine'], 'quarantine change')}"
+    )
+    if summary["moved"]:
+        text += f", {summary['moved']} moved"
+    return text
+
+
+def finding_line(finding: Finding) -> str:
+    return f"{finding.location}: {finding.severity.value}: {finding.message} [{finding.code}]"
+
+
+def was_text(q: QuarantineChange, *, markdown: bool = False) -> str:
+    if q.old is not None and q.new is not None:
+        return f" (was {mark_text(q.old, markdown=markdown)})"
+    return ""
