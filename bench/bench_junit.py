@@ -9,7 +9,7 @@ wall and CPU time and its peak resident memory (ru_maxrss) above what the proces
 held before reading (Python, matrixgen imported). Figures are medians of
 --repeat runs.
 
-On the 2-core machine of the README's benchmarks, 100 MB (1,031,826
+On the 2-core machine of docs/benchmarks.md, 100 MB (1,031,826
 testcases): +376 MB peak, 10.4 s of CPU (wall 20 to 30 s while the machine was
 shared); before the reader streamed and folded records as read, +744 MB and
 18.2 s of CPU.

@@ -7,7 +7,7 @@ scopes; absent means everywhere). In one target an entry either removes the job
 (skip), keeps it running without blocking (allow-failure), or keeps it and acts on
 pytest node ids inside it: deselects them (deselect), or runs them without
 letting their failure fail the job (mute; the pytest plugin applies node-level
-entries in the test process, docs/pytest-plugin.md). See the README, Task 3.
+entries in the test process, docs/pytest-plugin.md). See docs/quarantine.md.
 
 Everything here is pure: parsing, matching and checking take values and return
 values; editing the file lives in quarantine_edit.py, tracker lookups in tracker.py.
