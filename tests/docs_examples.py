@@ -175,7 +175,17 @@ def _pattern(expected: list[str], excerpt: bool) -> list[re.Pattern[str] | None]
 
 
 def matches(expected: list[str], excerpt: bool, actual: list[str]) -> bool:
+    return first_unmatched(expected, excerpt, actual) is None
+
+
+def first_unmatched(expected: list[str], excerpt: bool, actual: list[str]) -> str | None:
+    """None when the shown output matches; else the first shown line no match reaches."""
     items = _pattern(expected, excerpt)
+    shown = [None if line.strip() == GAP else line for line in expected]
+    if excerpt:  # the pattern interleaves a gap after each shown line
+        shown = [s for line in shown for s in ((line, None) if line is not None else (None,))]
+        shown = [None, *shown]
+    reached = [0]
     actual = [line.rstrip() for line in actual]
     memo: dict[tuple[int, int], bool] = {}
 
@@ -183,6 +193,7 @@ def matches(expected: list[str], excerpt: bool, actual: list[str]) -> bool:
         key = (p, a)
         if key in memo:
             return memo[key]
+        reached[0] = max(reached[0], p)
         if p == len(items):
             result = a == len(actual)
         elif items[p] is None:
@@ -194,7 +205,12 @@ def matches(expected: list[str], excerpt: bool, actual: list[str]) -> bool:
         return result
 
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20 * (len(items) + len(actual)) + 1000))
-    return go(0, 0)
+    if go(0, 0):
+        return None
+    if reached[0] >= len(items):
+        return "(the end: the run prints more lines than the page shows)"
+    line = next((s for s in shown[reached[0] :] if s is not None), None)
+    return line if line is not None else "(the end: the run prints more lines than the page shows)"
 
 
 def repaired(expected: list[str], excerpt: bool, actual: list[str]) -> list[str]:
@@ -303,9 +319,12 @@ class Mismatch:
             )
         )
         kind = "an excerpt of" if self.command.excerpt else "the output of"
+        c = self.command
+        line = first_unmatched(c.expected, c.excerpt, self.actual)
         return (
-            f"{page}:{self.command.line}: $ {self.command.text}\n"
-            f"the page shows {kind} this command that the run does not print:\n"
+            f"{page}:{c.line}: $ {c.text}\n"
+            f"the page shows {kind} this command that the run does not print;\n"
+            f"first shown line not matched: {line}\n"
             f"{diff or shown}"
         )
 
