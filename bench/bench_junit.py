@@ -17,7 +17,7 @@ recipes generated too). Figures are medians of --repeat runs. The ingest's
 peak does not grow with the report: it is the parser's chunk, one batch of
 records and SQLite's page cache.
 
-On the 2-core machine of the README's benchmarks (shared with other work, so
+On the 2-core machine of docs/benchmarks.md (shared with other work, so
 wall times vary), 100 MB (1,031,826 testcases): read +376 MB peak, 10.4 s of
 CPU; before the reader streamed and folded records as read, +744 MB and 18.2 s.
 See docs/results-store.md for the ingest's figures.

@@ -2,7 +2,7 @@
 tree when `.ci/run` points MATRIXGEN_MEGATRON_RECIPES at it, and the Hypothesis
 profiles.
 
-Hypothesis profiles (README, "Testing"):
+Hypothesis profiles (docs/testing.md):
 - ``ci``: derandomised (the same examples on every run), no example database,
   and a reproduction blob printed on failure. Selected when ``CI=true`` or
   ``MATRIXGEN_HYPOTHESIS_PROFILE=ci``: a CI run must be reproducible, and a

@@ -1,6 +1,6 @@
 """The shipped recipe tree (recipes/): a model of a large H100/GB200 CI.
 
-The expected figures here are the ones the README's "What the tree holds" table
+The expected figures here are the ones docs/generating.md's "What the tree holds" table
 states (42 unit-test buckets; 110 GitHub functional cases, 80 H100 and 30 GB200;
 GitLab MR 158 and nightly 167, GB300 left out; time limits 2,700 s and one
 nightly recipe at 5,400 s; n_repeat 5 for numerical cases; the quarantines of
@@ -128,7 +128,7 @@ def test_every_pipeline_has_a_named_target(gen: Generation) -> None:
     assert github == {"pr", "mergegroup"}
 
 
-# --------------------------------------------------------------------------- the README's figures
+# --------------------------------------------------------------------------- the docs' figures
 
 
 def test_the_readme_figures(gen: Generation) -> None:

@@ -9,7 +9,7 @@ promises are in the DOM; a hostile name shows as text; with JavaScript off it
 reads the same; a screenshot of it is not blank. With
 MATRIXGEN_WRITE_SCREENSHOTS=1 the screenshots of the second site (the shipped
 tree with the evidence fixture's store), its Triage page from the third, are
-written to docs/images/ (the README shows them)."""
+written to docs/images/ (docs/report.md shows them, the README the overview)."""
 
 from __future__ import annotations
 

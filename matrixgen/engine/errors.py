@@ -18,7 +18,7 @@ from matrixgen.util.escape import annotation, terminal_lines, terminal_text
 
 
 class ExitCode(IntEnum):
-    """Process exit codes. Documented in the README; never renumber."""
+    """Process exit codes. Documented in docs/exit-codes.md; never renumber."""
 
     OK = 0
     FINDINGS = 1  # recipes, config or quarantine file have errors (or warnings under --strict)

@@ -20,7 +20,7 @@ EMPTY_MAPPING: Mapping[str, Any] = MappingProxyType({})
 
 
 class JobId(Struct, frozen=True, order=True):
-    """What makes two jobs the same job across branches (README: "Recipe format")."""
+    """What makes two jobs the same job across branches (docs/recipe-format.md)."""
 
     model: str
     test_case: str

@@ -1,4 +1,4 @@
-"""Pins: values that must agree across systems and jobs (README: "The shipped recipes").
+"""Pins: values that must agree across systems and jobs (docs/generating.md).
 
 Two kinds live in the project config:
 

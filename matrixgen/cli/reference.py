@@ -1,0 +1,90 @@
+"""docs/cli.md, the CLI reference, written from the CLI itself.
+
+    python -m matrixgen.cli.reference            # rewrite docs/cli.md
+    python -m matrixgen.cli.reference --check    # exit 1 when docs/cli.md differs
+
+Every command and command group of `matrixgen` (the whole app, as `build_app`
+makes it), in the order `matrixgen --help` lists them, each with the help click
+prints for it: usage, description, options. The help is laid out at a fixed
+width, so the page is the same on every terminal. tests/test_docs_cli.py fails
+when the committed page differs from what this writes.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+#: The width click lays the help out at (its default is the terminal's).
+WIDTH = 100
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+REGENERATE = "python -m matrixgen.cli.reference"
+
+HEAD = f"""# CLI reference
+
+Every command's usage, options and help, as `matrixgen COMMAND --help` prints
+them. This page is generated from the CLI (`{REGENERATE}`); a test fails
+when it differs from what the CLI says. The commands at a glance, with the
+options every command shares: [commands](commands.md). Exit codes:
+[exit codes](exit-codes.md).
+"""
+
+
+def _sections() -> list[tuple[str, str]]:
+    """(command path, help text) of the root and of every command, depth first."""
+    import typer.main
+
+    from matrixgen.cli.main import build_app
+
+    # typer carries its own click: its classes are reached through the command.
+    root = typer.main.get_command(build_app())
+    found: list[tuple[str, str]] = []
+
+    def walk(command: Any, ctx: Any) -> None:
+        found.append((ctx.command_path, command.get_help(ctx).rstrip()))
+        if hasattr(command, "list_commands"):  # a group
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                if sub is None or sub.hidden:
+                    continue
+                walk(sub, sub.context_class(sub, info_name=name, parent=ctx))
+
+    walk(
+        root,
+        root.context_class(
+            root, info_name="matrixgen", terminal_width=WIDTH, max_content_width=WIDTH
+        ),
+    )
+    return found
+
+
+def render() -> str:
+    """The whole page."""
+    sections = _sections()
+    parts = [HEAD, "Commands:\n"]
+    parts.append(
+        "\n".join(f"- [`{path}`](#{path.replace(' ', '-')})" for path, _ in sections[1:]) + "\n"
+    )
+    for path, text in sections:
+        parts.append(f"## {path}\n\n```text\n{text}\n```\n")
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    text = render()
+    if args == ["--check"]:
+        if PAGE.read_text(encoding="utf-8") != text:
+            print(f"{PAGE} differs from the CLI: run `{REGENERATE}`", file=sys.stderr)
+            return 1
+        return 0
+    if args:
+        print(f"usage: {REGENERATE} [--check]", file=sys.stderr)
+        return 2
+    PAGE.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
