@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from matrixgen.engine.errors import Finding, Findings, Location, Severity, did_you_mean
+from matrixgen.engine.errors import (
+    FileFindings,
+    Finding,
+    Findings,
+    Location,
+    Severity,
+    did_you_mean,
+)
 from matrixgen.engine.model import RecipeFile
 from matrixgen.engine.vocab import ALL_CADENCES, RecipeType
 from matrixgen.util.patterns import name_pattern, whole
@@ -200,7 +207,7 @@ def with_change_keys(spec: Mapping[str, Any], more: Mapping[str, Any]) -> dict[s
     return out
 
 
-class _Reader:
+class _Reader(FileFindings):
     def __init__(self, recipe: RecipeFile, vocabulary: Vocabulary | None) -> None:
         self.recipe = recipe
         self.doc = recipe.document
@@ -211,15 +218,6 @@ class _Reader:
         self.spec_keys = KNOWN_SPEC_KEYS_V2 | (vocabulary.spec_keys if vocabulary else frozenset())
         self.findings = Findings()
         self.products_node: Any = None
-
-    def at(self, *keys: str | int, key: bool = False) -> Location:
-        return self.doc.locate(list(keys), key=key)
-
-    def error(self, where: Location, code: str, message: str) -> None:
-        self.findings.add(where, code, message, Severity.ERROR)
-
-    def note(self, where: Location, code: str, message: str) -> None:
-        self.findings.add(where, code, message, self.lenient)
 
     def taken(self) -> tuple[Finding, ...]:
         """The findings so far, handed to the value they belong to."""

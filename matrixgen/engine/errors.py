@@ -11,6 +11,7 @@ import difflib
 import os
 from collections.abc import Iterable, Sequence
 from enum import IntEnum, StrEnum
+from typing import Any
 
 from msgspec import Struct, field
 
@@ -130,6 +131,25 @@ class Findings(Struct):
 # "Did you mean" is for names mistyped: a longer value gets no suggestion, so that
 # a value of tens of kilobytes costs no more than reading it.
 SUGGEST_MAX_LENGTH = 64
+
+
+class FileFindings:
+    """Findings in one recipe file, for its reading (documents.recipe) and its
+    expansion: `note` is what Megatron-LM tolerates (a warning in v1, an error
+    in v2). `doc` is the file's YamlDocument."""
+
+    doc: Any
+    findings: Findings
+    lenient: Severity
+
+    def at(self, *keys: str | int, key: bool = False) -> Location:
+        return self.doc.locate(list(keys), key=key)
+
+    def error(self, where: Location, code: str, message: str) -> None:
+        self.findings.add(where, code, message, Severity.ERROR)
+
+    def note(self, where: Location, code: str, message: str) -> None:
+        self.findings.add(where, code, message, self.lenient)
 
 
 def did_you_mean(value: object, known: Iterable[str]) -> str:

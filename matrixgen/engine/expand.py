@@ -32,7 +32,14 @@ from matrixgen.documents.recipe import (
     shown,
     with_change_keys,
 )
-from matrixgen.engine.errors import Finding, Findings, Location, Severity, did_you_mean
+from matrixgen.engine.errors import (
+    FileFindings,
+    Finding,
+    Findings,
+    Location,
+    Severity,
+    did_you_mean,
+)
 from matrixgen.engine.load import RecipeTree
 from matrixgen.engine.model import Job, RecipeFile
 from matrixgen.engine.templates import TemplateError, render
@@ -136,7 +143,7 @@ def expand_file(
     return FileExpansion(jobs=tuple(jobs), findings=tuple(findings.items))
 
 
-class _FileExpander:
+class _FileExpander(FileFindings):
     def __init__(
         self, recipe: RecipeFile, config: ProjectConfig, findings: Findings, budget: _Budget
     ) -> None:
@@ -151,15 +158,6 @@ class _FileExpander:
         vocab = config.vocabulary
         self.declared_scopes = vocab.all_scopes if vocab else frozenset()
         self.spec: dict[str, Any] = {}
-
-    def at(self, *keys: str | int, key: bool = False) -> Location:
-        return self.doc.locate(list(keys), key=key)
-
-    def error(self, where: Location, code: str, message: str) -> None:
-        self.findings.add(where, code, message, Severity.ERROR)
-
-    def note(self, where: Location, code: str, message: str) -> None:
-        self.findings.add(where, code, message, self.lenient)
 
     def run(self) -> list[Job]:
         """The jobs of each usable row, with each value's findings as it is reached."""
