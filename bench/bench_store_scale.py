@@ -36,8 +36,10 @@ import time
 from pathlib import Path
 
 from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows
+from matrixgen.evidence.ingest import ingest
 from matrixgen.evidence.junit import Outcome, Testcase
-from matrixgen.evidence.store import JobKey, JobResults, RunFilter, RunInfo, ingest, open_store
+from matrixgen.evidence.queries import RunFilter
+from matrixgen.evidence.store import JobKey, JobResults, RunInfo, open_store
 from matrixgen.evidence.triage import triage
 from matrixgen.pipeline import generate
 
