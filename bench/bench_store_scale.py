@@ -9,7 +9,7 @@ FUNCTIONAL functional jobs of 5 tests each (40 x 800 + 300 x 5 = 33,500 results
 a run; 300 runs: 10,050,000 rows). Two runs in three are scheduled runs of
 `main`, the third a merge request's. Failures as a CI sees them: 1% of the tests
 flaky (failing one run in ten), 0.2% broken from a third of the way on, 0.05%
-failing only in merge requests. Each run is one `store.ingest` (what `matrixgen
+failing only in merge requests. Each run is one `ingest.ingest` (what `matrixgen
 results ingest` does with the records it reads: one transaction, COPY into
 the staging table, then INSERT ... SELECT into results); the reports are built
 in memory, so the figure is the store's. Client CPU is this process's only.

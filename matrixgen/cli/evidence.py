@@ -219,7 +219,7 @@ def ingest(
 
 def _stream_ingest(db: str | None, info: Any, paths: list[Path], mapper: Any) -> tuple[Any, str]:
     """Read the reports one record at a time into the store, in one transaction
-    (memory stays flat: `store.IngestSink`); the run ends when its reports
+    (memory stays flat: `ingest.IngestSink`); the run ends when its reports
     say (clamped to now), unless --finished-at said. A SQLite store this
     ingest created is removed again when the ingest fails: nothing stored."""
     from matrixgen.evidence.ingest import ingest_stream

@@ -17,8 +17,8 @@ from matrixgen.engine.errors import ResultsStoreError, UsageError, did_you_mean
 from matrixgen.evidence.junit import Outcome
 from matrixgen.evidence.store import History, JobKey, RunRow, Store
 from matrixgen.evidence.tables import (
-    _FAILED_WHERE,
     FAILED_CODES,
+    FAILED_WHERE,
     OUTCOMES,
     SKIPPED,
     cases,
@@ -255,7 +255,7 @@ def run_outcomes(store: Store, run_id: str, baseline: RunFilter, count: int) -> 
         query = (
             sa.select(results.c.run_ref, cases.c.job_id, cases.c.node_id)
             .select_from(results.join(cases, cases.c.id == results.c.case_id))
-            .where(results.c.run_ref.in_(wanted), _FAILED_WHERE)
+            .where(results.c.run_ref.in_(wanted), FAILED_WHERE)
         )
         for ref, job_id, node in conn.execute(query):
             key = job_keys[job_id]

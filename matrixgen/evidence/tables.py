@@ -159,7 +159,7 @@ failed_results_index = sa.Index(
     sqlite_where=_failed(_results_3),
     postgresql_where=_failed(_results_3),
 )
-_FAILED_WHERE = _failed(results)
+FAILED_WHERE = _failed(results)
 
 
 def _migrate_1(conn: sa.Connection) -> None:
