@@ -30,9 +30,11 @@ import time
 from pathlib import Path
 
 from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows
+from matrixgen.evidence.ingest import ingest
 from matrixgen.evidence.junit import Outcome, Testcase, read_report, report_files
 from matrixgen.evidence.mapping import candidates, map_reports
-from matrixgen.evidence.store import JobResults, RunInfo, counts, ingest, open_store
+from matrixgen.evidence.queries import counts
+from matrixgen.evidence.store import JobResults, RunInfo, open_store
 from matrixgen.pipeline import generate
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"

@@ -49,7 +49,8 @@ import resource, sys, time
 from pathlib import Path
 from matrixgen.cli.evidence import _stream_ingest
 from matrixgen.evidence.mapping import Mapper
-from matrixgen.evidence.store import RunInfo, counts, open_store
+from matrixgen.evidence.queries import counts
+from matrixgen.evidence.store import RunInfo, open_store
 from matrixgen.pipeline import generate
 mapper = Mapper(generate(Path(sys.argv[3])), target="gitlab-mr-h100-dev", tag="latest")
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -9,7 +9,7 @@ FUNCTIONAL functional jobs of 5 tests each (40 x 800 + 300 x 5 = 33,500 results
 a run; 300 runs: 10,050,000 rows). Two runs in three are scheduled runs of
 `main`, the third a merge request's. Failures as a CI sees them: 1% of the tests
 flaky (failing one run in ten), 0.2% broken from a third of the way on, 0.05%
-failing only in merge requests. Each run is one `store.ingest` (what `matrixgen
+failing only in merge requests. Each run is one `ingest.ingest` (what `matrixgen
 results ingest` does with the records it reads: one transaction, COPY into
 the staging table, then INSERT ... SELECT into results); the reports are built
 in memory, so the figure is the store's. Client CPU is this process's only.
@@ -36,8 +36,10 @@ import time
 from pathlib import Path
 
 from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows
+from matrixgen.evidence.ingest import ingest
 from matrixgen.evidence.junit import Outcome, Testcase
-from matrixgen.evidence.store import JobKey, JobResults, RunFilter, RunInfo, ingest, open_store
+from matrixgen.evidence.queries import RunFilter
+from matrixgen.evidence.store import JobKey, JobResults, RunInfo, open_store
 from matrixgen.evidence.triage import triage
 from matrixgen.pipeline import generate
 

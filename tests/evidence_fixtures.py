@@ -57,9 +57,10 @@ def ingest_runs(
     that branch and source, when given)."""
     import datetime as dt
 
+    from matrixgen.evidence.ingest import ingest
     from matrixgen.evidence.junit import read_report
     from matrixgen.evidence.mapping import map_reports
-    from matrixgen.evidence.store import RunInfo, ingest
+    from matrixgen.evidence.store import RunInfo
     from matrixgen.pipeline import generate
 
     generation = generate(RECIPES)
@@ -160,8 +161,9 @@ def ingest_merge_request_run(db: str) -> None:
     failed (and the other tests of the three jobs passed)."""
     import datetime as dt
 
+    from matrixgen.evidence.ingest import ingest
     from matrixgen.evidence.junit import Outcome, Testcase
-    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, ingest, open_store
+    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, open_store
 
     def job(model: str, case: str, tag: str, unit: bool) -> JobKey:
         return JobKey(system="gitlab", scope="mr", platform="dgx_h100", environment="dev",

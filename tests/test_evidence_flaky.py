@@ -185,7 +185,7 @@ def test_rows_are_ranked_broken_flaky_ok_then_by_failures() -> None:
 
 def test_flaky_rows_reads_only_eventful_histories(evidence_store: Path) -> None:
     """Keys that always passed come back without a sequence (phase 2 skips them)."""
-    from matrixgen.evidence.store import histories
+    from matrixgen.evidence.queries import histories
 
     store = open_store(str(evidence_store), write=False)
     try:

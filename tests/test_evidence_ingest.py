@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
 from matrixgen.engine.errors import ExitCode
-from matrixgen.evidence import store as store_module
+from matrixgen.evidence import ingest as ingest_module
 from matrixgen.evidence.junit import parse_report
-from matrixgen.evidence.store import counts, open_store
+from matrixgen.evidence.queries import counts
+from matrixgen.evidence.store import open_store
 from tests.evidence_fixtures import RECIPES, TARGET, TODAY
 from tests.evidence_fixtures import db as store_db  # noqa: F401  (SQLite and PostgreSQL)
 
@@ -61,7 +62,7 @@ def _expected(files: list[str]) -> dict[str, tuple[int, int]]:
 def _stored(db: str) -> dict[str, tuple[int, int]]:
     import sqlalchemy as sa
 
-    from matrixgen.evidence.store import cases, results
+    from matrixgen.evidence.tables import cases, results
 
     store = open_store(db, write=False)
     try:
@@ -102,7 +103,7 @@ def test_a_streamed_ingest_stores_what_the_whole_reports_say(
     """Whatever the batch size and however a test's records repeat (reruns in
     one file, the same test in several files of the job): one result per test,
     its last record's outcome, its failed attempts counted as reruns."""
-    monkeypatch.setattr(store_module, "_STAGE_BATCH", batch)
+    monkeypatch.setattr(ingest_module, "_STAGE_BATCH", batch)
     tmp = tmp_path_factory.mktemp("streamed")
     texts = [_xml(records) for records in files]
     paths = []
@@ -123,7 +124,7 @@ def test_a_bad_file_after_flushed_batches_leaves_no_partial_run(
     """The good file's records went to the store batch by batch before the bad
     file was read: the one transaction takes them all back."""
     db = store_db
-    monkeypatch.setattr(store_module, "_STAGE_BATCH", 2)
+    monkeypatch.setattr(ingest_module, "_STAGE_BATCH", 2)
     first = tmp_path / "a.xml"
     first.write_text(_xml([(n, "passed", 0) for n in range(6)]), encoding="utf-8")
     assert _ingest([first], db, run_id="1") == 0
@@ -133,13 +134,13 @@ def test_a_bad_file_after_flushed_batches_leaves_no_partial_run(
     finally:
         store.close()
     flushed = []
-    real = store_module._bulk_insert
+    real = ingest_module._bulk_insert
 
     def counted(conn, table, keys, rows):
         flushed.append(len(rows))
         return real(conn, table, keys, rows)
 
-    monkeypatch.setattr(store_module, "_bulk_insert", counted)
+    monkeypatch.setattr(ingest_module, "_bulk_insert", counted)
     bad = tmp_path / "b.xml"
     bad.write_text(_xml([(n, "failed", 0) for n in range(6)])[:-30], encoding="utf-8")
     capsys.readouterr()
@@ -159,7 +160,7 @@ def test_a_test_no_job_holds_stores_nothing_of_the_run(
     """A mapping error raised from inside the parser's handler is the usage
     error it is (exit 2, located), not a report the parser could not read; and
     the SQLite store the ingest would have created is not left behind."""
-    monkeypatch.setattr(store_module, "_STAGE_BATCH", 1)
+    monkeypatch.setattr(ingest_module, "_STAGE_BATCH", 1)
     report = tmp_path / "r.xml"
     text = _xml([(0, "passed", 0), (1, "passed", 0)])
     elsewhere = 'classname="nowhere.test_x" name="test_1"'

@@ -10,9 +10,12 @@ import pytest
 
 from matrixgen.cli.main import main
 from matrixgen.engine.errors import ExitCode, ResultsStoreError, UsageError
+from matrixgen.evidence import ingest as ingest_module
 from matrixgen.evidence import store as store_module
+from matrixgen.evidence import tables as tables_module
 from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows
-from matrixgen.evidence.store import counts, open_store, schema_version, store_url
+from matrixgen.evidence.queries import counts
+from matrixgen.evidence.store import open_store, schema_version, store_url
 from tests.evidence_fixtures import (
     RECIPES,
     TARGET,
@@ -76,7 +79,7 @@ def test_one_transaction_per_ingest(
     ingest_runs(db, evidence_runs[:1])
     before = _counts(db)
     written = []
-    real_bulk = store_module._bulk_insert
+    real_bulk = ingest_module._bulk_insert
 
     def staged(conn, table, keys, rows):
         written.append(table.name)
@@ -85,8 +88,8 @@ def test_one_transaction_per_ingest(
     def fail_at_the_results(conn, rows):
         raise RuntimeError("the runner died mid-ingest")
 
-    monkeypatch.setattr(store_module, "_bulk_insert", staged)
-    monkeypatch.setattr(store_module, "_insert_results", fail_at_the_results)
+    monkeypatch.setattr(ingest_module, "_bulk_insert", staged)
+    monkeypatch.setattr(ingest_module, "_insert_results", fail_at_the_results)
     with pytest.raises(RuntimeError):
         ingest_runs(db, evidence_runs[1:2])
     assert "matrixgen_staged" in written  # the run and its records were written...
@@ -126,9 +129,9 @@ def test_the_schema_is_versioned_and_a_newer_one_refused(db: str, evidence_runs:
     ingest_runs(db, evidence_runs[:1])
     store = open_store(db, write=True)
     try:
-        assert schema_version(store) == store_module.SCHEMA_VERSION == 4
+        assert schema_version(store) == tables_module.SCHEMA_VERSION == 4
         with store.engine.begin() as conn:
-            conn.execute(store_module.schema_table.update().values(version=99))
+            conn.execute(tables_module.schema_table.update().values(version=99))
     finally:
         store.close()
     store = open_store(db, write=False)
@@ -227,7 +230,7 @@ def test_measured_run_durations_agree_on_both_dialects(
 ) -> None:
     # `stats --cost --db` prices jobs from this one aggregate query: the server
     # must add up what SQLite adds up, run by run.
-    from matrixgen.evidence.store import run_durations
+    from matrixgen.evidence.queries import run_durations
 
     reference = str(tmp_path / "reference.db")
     for path in (db, reference):
@@ -314,7 +317,7 @@ def test_a_query_past_the_time_bound_is_stopped(
     path = _sqlite_file(
         tmp_path / "results.db",
         "CREATE TABLE matrixgen_schema (version INTEGER NOT NULL)",
-        f"INSERT INTO matrixgen_schema VALUES ({store_module.SCHEMA_VERSION})",
+        f"INSERT INTO matrixgen_schema VALUES ({tables_module.SCHEMA_VERSION})",
         "CREATE VIEW runs AS WITH RECURSIVE r(id) AS (SELECT 1 UNION ALL SELECT id + 1 "
         "FROM r) SELECT id, '' AS run_id, NULL AS commit_sha, 0 AS finished_at, "
         "NULL AS ref, NULL AS source FROM r",
@@ -482,9 +485,9 @@ def _version_1_store(db: str) -> None:
     engine = sa.create_engine(url)
     try:
         with engine.begin() as conn:
-            store_module.schema_table.create(conn)
-            conn.execute(store_module.schema_table.insert().values(version=1))
-            store_module.MIGRATIONS[0](conn)
+            tables_module.schema_table.create(conn)
+            conn.execute(tables_module.schema_table.insert().values(version=1))
+            tables_module.MIGRATIONS[0](conn)
             conn.execute(
                 sa.text(
                     "INSERT INTO runs (run_id, commit_sha, finished_at, ingested_at) "
@@ -498,13 +501,15 @@ def _version_1_store(db: str) -> None:
 def test_a_version_1_store_migrates_and_its_runs_have_no_ref(db: str) -> None:
     import sqlalchemy as sa
 
-    from matrixgen.evidence.store import RunInfo, ingest, read_runs
+    from matrixgen.evidence.ingest import ingest
+    from matrixgen.evidence.queries import read_runs
+    from matrixgen.evidence.store import RunInfo
 
     _version_1_store(db)
     store = open_store(db, write=True)
     try:
         ingest(store, RunInfo(run_id="7002", commit="def", finished_at=None, ref="main"), [])
-        assert schema_version(store) == store_module.SCHEMA_VERSION == 4
+        assert schema_version(store) == tables_module.SCHEMA_VERSION == 4
         with store.transaction() as conn:
             rows = {r.run_id: (r.git_ref, r.source, r.commit) for r in read_runs(conn).values()}
             indexes = {i["name"] for i in sa.inspect(conn).get_indexes("runs")}
@@ -550,7 +555,7 @@ def test_ingest_takes_ref_and_source_from_the_ci_variables(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from matrixgen.evidence.store import read_runs
+    from matrixgen.evidence.queries import read_runs
 
     db = str(tmp_path / "results.db")
     for name in (
@@ -590,8 +595,10 @@ def test_a_large_ingest_stores_every_row_as_given(db: str) -> None:
     messages with tabs, line breaks, backslashes and quotes intact."""
     import sqlalchemy as sa
 
+    from matrixgen.evidence.ingest import ingest
     from matrixgen.evidence.junit import Outcome, Testcase
-    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, ingest, results
+    from matrixgen.evidence.store import JobKey, JobResults, RunInfo
+    from matrixgen.evidence.tables import results
 
     bucket = JobKey("gitlab", "mr", "dgx_h100", "dev", "unit-tests", "tests/u/", "", unit=True)
     odd = 'tab\there\nline \\N \\. "quoted" \x7f end'

@@ -573,7 +573,8 @@ def test_a_muted_failure_is_a_failure_of_the_test_but_not_of_the_job(tmp_path: P
     import datetime as dt
 
     from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows
-    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, ingest, open_store
+    from matrixgen.evidence.ingest import ingest
+    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, open_store
 
     root = project(
         tmp_path,

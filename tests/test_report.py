@@ -449,7 +449,7 @@ def test_since_narrows_the_grid_as_it_narrows_flaky(cli, evidence_store: Path) -
     assert all(ref in runs for cells in data.store.cells.values() for ref in cells)
     ranked = [(r.job, r.node_id) for r in data.store.rows]
     assert [(r["test_case"], r["node_id"]) for r in flaky] == [(k.test_case, n) for k, n in ranked]
-    from matrixgen.evidence.store import SKIPPED
+    from matrixgen.evidence.tables import SKIPPED
 
     for (key, node), expected in zip(ranked, flaky, strict=True):
         played = [c for c in data.store.cells[(key, node)].values() if c[0] != SKIPPED]
@@ -459,8 +459,9 @@ def test_since_narrows_the_grid_as_it_narrows_flaky(cli, evidence_store: Path) -
 def test_a_failure_a_deselect_entry_covers_is_muted(store_copy: Path) -> None:
     """ut-async-save-flaky-dev deselects one node id on dev: its failure in a
     new run is muted (M), another test's failure in that run is a fail (X)."""
+    from matrixgen.evidence.ingest import ingest
     from matrixgen.evidence.junit import Outcome, Testcase
-    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, ingest, open_store
+    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, open_store
 
     bucket = "tests/unit_tests/dist_checkpointing/test_async_save.py"
     job = JobKey(system="gitlab", scope="mr", platform="dgx_h100", environment="dev",
@@ -649,7 +650,8 @@ def test_report_run_without_a_store(cli, tmp_path: Path, monkeypatch: pytest.Mon
 
 def _hostile_triage(name: str, url: str) -> TriageReport:
     from matrixgen.evidence.flaky import RunRef
-    from matrixgen.evidence.store import JobKey, RunFilter, RunRow
+    from matrixgen.evidence.queries import RunFilter
+    from matrixgen.evidence.store import JobKey, RunRow
     from matrixgen.evidence.triage import (
         EntryRef,
         Failure,

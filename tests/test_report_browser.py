@@ -104,8 +104,9 @@ def sites(
 
 def _ingest_hostile(store_path: Path) -> None:
     """One more run, with a test whose node id is markup."""
+    from matrixgen.evidence.ingest import ingest
     from matrixgen.evidence.junit import Outcome, Testcase
-    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, ingest, open_store
+    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, open_store
 
     job = JobKey(
         system="gitlab", scope="mr", platform="dgx_h100", environment="dev",

@@ -16,7 +16,8 @@ import pytest
 
 from matrixgen.cli.main import main
 from matrixgen.evidence import junit
-from matrixgen.evidence.store import JobKey, JobResults, RunInfo, ingest, open_store
+from matrixgen.evidence.ingest import ingest
+from matrixgen.evidence.store import JobKey, JobResults, RunInfo, open_store
 from tests.evidence_fixtures import TARGET
 
 HERE = Path(__file__).resolve().parent

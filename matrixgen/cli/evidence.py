@@ -219,11 +219,12 @@ def ingest(
 
 def _stream_ingest(db: str | None, info: Any, paths: list[Path], mapper: Any) -> tuple[Any, str]:
     """Read the reports one record at a time into the store, in one transaction
-    (memory stays flat: `store.IngestSink`); the run ends when its reports
+    (memory stays flat: `ingest.IngestSink`); the run ends when its reports
     say (clamped to now), unless --finished-at said. A SQLite store this
     ingest created is removed again when the ingest fails: nothing stored."""
+    from matrixgen.evidence.ingest import ingest_stream
     from matrixgen.evidence.junit import run_finished_at, stream_report
-    from matrixgen.evidence.store import ingest_stream, open_store, sqlite_path, store_url
+    from matrixgen.evidence.store import open_store, sqlite_path, store_url
 
     path = sqlite_path(store_url(db)[0])
     created = path is not None and not path.exists()
@@ -315,8 +316,8 @@ def prune(
 ) -> None:
     """Delete old runs from the results store, with their results, in one transaction."""
     from matrixgen.evidence.flaky import iso, reference_time
+    from matrixgen.evidence.queries import prune as store_prune
     from matrixgen.evidence.store import open_store
-    from matrixgen.evidence.store import prune as store_prune
 
     if older_than < 1:
         raise UsageError("--older-than must be 1 day or more")
@@ -378,7 +379,8 @@ def flaky(
     Scopes are named as the recipe tree's config names them (`nightly`, which
     the store holds as its tier L2); without a tree, as the store holds them."""
     from matrixgen.evidence.flaky import Verdict, flaky_rows, in_tree_words
-    from matrixgen.evidence.store import RunFilter, open_store
+    from matrixgen.evidence.queries import RunFilter
+    from matrixgen.evidence.store import open_store
 
     if source is not None and ref is None:
         raise UsageError("--source needs --ref: the runs of one ref, from one source")

@@ -86,7 +86,7 @@ def triage(
     covers it), baseline (it also failed in the latest baseline run), flaky (as
     `matrixgen flaky` judges it on the baseline ref) or new. Exit 6 when one is new."""
     from matrixgen.engine.errors import ExpectationError, QuarantineError
-    from matrixgen.evidence.store import RunFilter
+    from matrixgen.evidence.queries import RunFilter
     from matrixgen.evidence.triage import markdown, read_triage
     from matrixgen.pipeline import generate
     from matrixgen.validate import Needs, require_usable

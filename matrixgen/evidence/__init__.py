@@ -1,8 +1,10 @@
 """Quarantine from evidence: JUnit XML results of CI runs stored per run, job and
-test (`junit`, `mapping`, `store`), verdicts on them (`flaky`), entries drafted
-and lifts proposed from them (`propose`), the evidence shown beside entries
-(`summary`), and the pytest plugin that applies a job's node-level entries in
-its test process and marks muted tests in the JUnit XML (`pytest_plugin`).
+test (`junit`, `mapping`; the store: its schema in `tables`, opening it in
+`store`, writing in `ingest`, reading in `queries`), verdicts on them (`flaky`),
+entries drafted and lifts proposed from them (`propose`), the evidence shown
+beside entries (`summary`), and the pytest plugin that applies a job's
+node-level entries in its test process and marks muted tests in the JUnit XML
+(`pytest_plugin`).
 
 This feature sits on the views floor: it builds on the pipeline, quarantine and
 emitters, and the diff and the CLI call it.

@@ -44,7 +44,8 @@ def measured_hook(medians: Mapping[JobKey, float]) -> Measured:
 def measured_from_store(db: str | None) -> Measured | None:
     """The hook fed from the results store (--db, $MATRIXGEN_RESULTS_DB, or the
     default file when it exists); None when no store is configured."""
-    from matrixgen.evidence.store import open_store, run_durations
+    from matrixgen.evidence.queries import run_durations
+    from matrixgen.evidence.store import open_store
     from matrixgen.evidence.summary import store_configured
 
     if not store_configured(db):

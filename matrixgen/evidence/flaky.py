@@ -33,7 +33,8 @@ from typing import Any
 from msgspec import Struct
 
 from matrixgen.engine.errors import UsageError
-from matrixgen.evidence.store import History, JobKey, RunFilter, RunRow, Store
+from matrixgen.evidence.queries import RunFilter
+from matrixgen.evidence.store import History, JobKey, RunRow, Store
 
 DEFAULT_SINCE_DAYS = 30
 DEFAULT_MIN_RUNS = 3
@@ -287,7 +288,7 @@ def flaky_rows(
     whole-job row (what lifting an allow-failure entry of a bucket needs); with
     `only`, over the runs of one ref (and source) alone; with `keys`, of those
     keys only (what `triage` asks of one run's failures)."""
-    from matrixgen.evidence.store import histories
+    from matrixgen.evidence.queries import histories
 
     policy.check()
     run_rows, found = histories(

@@ -34,7 +34,8 @@ from matrixgen.engine.targets import resolve_targets
 from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow, RunRef, Verdict, iso, runs_text
 from matrixgen.evidence.junit import Outcome
 from matrixgen.evidence.mapping import job_key
-from matrixgen.evidence.store import JobKey, RunFilter, RunOutcomes, RunRow, Store
+from matrixgen.evidence.queries import RunFilter, RunOutcomes
+from matrixgen.evidence.store import JobKey, RunRow, Store
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.apply import applying_entries
 from matrixgen.quarantine.model import Entry
@@ -393,7 +394,7 @@ def triage(
     """The triage of one stored run against its baseline."""
     from matrixgen.engine.errors import UsageError
     from matrixgen.evidence.flaky import flaky_rows
-    from matrixgen.evidence.store import run_outcomes
+    from matrixgen.evidence.queries import run_outcomes
 
     policy = policy or FlakyPolicy()
     policy.check()

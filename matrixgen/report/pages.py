@@ -315,7 +315,7 @@ def board(data: SiteData) -> str:
 
 
 def _outcome(code: int, reruns: int, *, muted: bool) -> str:
-    from matrixgen.evidence.store import FAILED_CODES, SKIPPED
+    from matrixgen.evidence.tables import FAILED_CODES, SKIPPED
 
     if code in FAILED_CODES:
         return "muted" if muted else "fail"

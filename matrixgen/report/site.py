@@ -20,7 +20,8 @@ from matrixgen.views.cost import CostReport, compute_cost
 
 if TYPE_CHECKING:
     from matrixgen.evidence.flaky import FlakyRow
-    from matrixgen.evidence.store import Cells, JobKey, RunRow
+    from matrixgen.evidence.queries import Cells
+    from matrixgen.evidence.store import JobKey, RunRow
     from matrixgen.evidence.triage import TriageReport
 
 # The flake grid shows at most this many runs (the last of the window), the
@@ -125,7 +126,7 @@ def _triage(
     """The run's triage, as `matrixgen triage --since DAYS` (its other policy
     options at their defaults) gives it: the same library call."""
     from matrixgen.evidence.flaky import FlakyPolicy
-    from matrixgen.evidence.store import RunFilter
+    from matrixgen.evidence.queries import RunFilter
     from matrixgen.evidence.triage import read_triage
 
     return read_triage(
@@ -148,7 +149,8 @@ def _store_view(
 ) -> StoreView:
     from matrixgen.evidence.flaky import FlakyPolicy, window_start
     from matrixgen.evidence.mapping import job_key
-    from matrixgen.evidence.store import open_store, outcome_cells
+    from matrixgen.evidence.queries import outcome_cells
+    from matrixgen.evidence.store import open_store
     from matrixgen.evidence.summary import entry_evidence, entry_verdicts
 
     # One reading of the verdicts for the grid and the entries' evidence: the

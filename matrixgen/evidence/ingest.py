@@ -1,0 +1,482 @@
+"""Ingest into the results store: one run's test records, staged as they are
+read, folded into one result per test and stored, in one transaction (see
+IngestSink).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from msgspec import Struct
+
+from matrixgen.engine.errors import UsageError
+from matrixgen.evidence.junit import Outcome, Testcase
+from matrixgen.evidence.store import JobKey, JobResults, RunInfo, Store
+from matrixgen.evidence.tables import (
+    NODE_ID_LIMIT,
+    OUTCOME_CODES,
+    SKIPPED,
+    SOURCE_LIMIT,
+    TEST_CASE_LIMIT,
+    TEXT_LIMIT,
+    cases,
+    jobs,
+    results,
+    run_jobs,
+    runs,
+)
+from matrixgen.util.nodeid import is_node_id
+
+
+class IngestReport(Struct, frozen=True, kw_only=True):
+    run_id: str
+    new_run: bool
+    jobs: tuple[JobIngest, ...]  # in the order each job first came
+    tests: int  # each report's tests, each once per report
+    not_node_ids: tuple[str, ...] = ()  # unit-test records that name no test, sorted
+
+    @property
+    def stored(self) -> tuple[JobIngest, ...]:
+        return tuple(j for j in self.jobs if j.stored)
+
+    @property
+    def already(self) -> tuple[JobIngest, ...]:
+        """(run, job) pairs stored before: left as they were."""
+        return tuple(j for j in self.jobs if not j.stored)
+
+    @property
+    def rows(self) -> int:
+        return sum(j.tests for j in self.stored)
+
+
+def _epoch(moment: dt.datetime) -> int:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return int(moment.timestamp())
+
+
+def check_lengths(run: RunInfo) -> None:
+    """Values too long for the store's columns are refused before writing (a
+    test's node id: as it is staged)."""
+    if len(run.run_id) > TEXT_LIMIT:
+        raise UsageError(f"--run-id is {len(run.run_id)} characters (at most {TEXT_LIMIT})")
+    if run.commit is not None and len(run.commit) > 64:
+        raise UsageError(f"--commit is {len(run.commit)} characters (at most 64)")
+    if run.ref is not None and not 0 < len(run.ref) <= TEXT_LIMIT:
+        raise UsageError(f"--ref is {len(run.ref)} characters (1 to {TEXT_LIMIT})")
+    if run.source is not None and not 0 < len(run.source) <= SOURCE_LIMIT:
+        raise UsageError(f"--source is {len(run.source)} characters (1 to {SOURCE_LIMIT})")
+
+
+def ingest(store: Store, run: RunInfo, groups: Sequence[JobResults]) -> IngestReport:
+    """Store one run's results held in memory, in one transaction (each group
+    as one report file: see IngestSink). A (run, job) pair stored before is
+    left as it was: re-ingesting a run changes nothing."""
+    with ingest_stream(store, run) as sink:
+        for number, group in enumerate(groups):
+            sink.job(group.job, group.job_name, group.target)
+            for test in group.testcases:
+                sink.add(group.job, group.job_name, group.target, number, test)
+        return sink.finish(run.finished_at)
+
+
+@contextmanager
+def ingest_stream(store: Store, run: RunInfo) -> Iterator[IngestSink]:
+    """One run's ingest, in one transaction: add each record as it is read,
+    then `finish`. An error before `finish` returns (a bad report, a test no
+    job holds, the store's) rolls the whole ingest back: no partial run."""
+    check_lengths(run)
+    with store.transaction() as conn:
+        sink = IngestSink(conn, run)
+        yield sink
+        if not sink.finished:
+            raise RuntimeError("ingest_stream: the ingest was not finished")
+
+
+# An ingest's records as read, before they are folded into one result per test:
+# a temporary table of the transaction (on the server for PostgreSQL, in
+# SQLite's temporary file otherwise), written in batches of _STAGE_BATCH rows,
+# so the memory an ingest needs does not grow with its reports.
+_STAGE_BATCH = 5_000
+_staging = sa.MetaData()
+staged = sa.Table(
+    "matrixgen_staged",
+    _staging,
+    sa.Column("seq", sa.Integer, nullable=False),  # the record's place in the ingest
+    sa.Column("file_no", sa.Integer, nullable=False),
+    sa.Column("job_id", sa.Integer, nullable=False),
+    sa.Column("node_id", sa.String(NODE_ID_LIMIT), nullable=False),
+    sa.Column("outcome", sa.SmallInteger, nullable=False),
+    sa.Column("reruns", sa.Integer, nullable=False),
+    sa.Column("duration", sa.Float),
+    sa.Column("message", sa.String(300)),
+    sa.Column("odd", sa.Boolean, nullable=False),  # a unit-test record that names no test
+    prefixes=["TEMPORARY"],
+)
+folded = sa.Table(
+    "matrixgen_folded",
+    _staging,
+    sa.Column("job_id", sa.Integer, nullable=False),
+    sa.Column("node_id", sa.String(NODE_ID_LIMIT), nullable=False),
+    sa.Column("outcome", sa.SmallInteger, nullable=False),
+    sa.Column("reruns", sa.Integer, nullable=False),
+    sa.Column("duration", sa.Float),
+    sa.Column("message", sa.String(300)),
+    prefixes=["TEMPORARY"],
+)
+_STAGED_KEYS = [c.name for c in staged.columns]
+_JOB_FAILED = tuple(code for outcome, code in OUTCOME_CODES.items() if outcome.failed)
+
+
+class JobIngest(Struct, frozen=True, kw_only=True):
+    """One job of an ingest: its tests (each once, reruns folded in) and whether
+    they were stored now (False: the run held the job already)."""
+
+    job: JobKey
+    job_name: str
+    target: str
+    tests: int
+    failed: int  # failed or errored (muted failures are not the job's)
+    skipped: int
+    reruns: int
+    stored: bool
+
+
+class IngestSink:
+    """Receives one run's test records as they are read, one report file after
+    another (`number`: the file's place), in batches to the staging table.
+    `finish` folds them: a test's records in one file are its attempts (every
+    one but the last failed), and a test in several files of one job was run
+    again; its outcome, duration and message are its last record's, its reruns
+    the failed attempts before it: the reruns of each file's last record, plus
+    one per record but the last. Then one INSERT ... SELECT per table."""
+
+    def __init__(self, conn: sa.Connection, run: RunInfo) -> None:
+        self.conn = conn
+        self.run = run
+        self.rows: list[tuple] = []
+        self.seq = 0
+        self.finished = False
+        self.job_of: dict[JobKey, int] = {}
+        self.jobs: dict[int, tuple[JobKey, str, str]] = {}  # first name and target per job
+        self.stored_jobs = {
+            tuple(row[1:]): row[0]
+            for row in conn.execute(sa.select(jobs.c.id, *(jobs.c[name] for name in _IDENTITY)))
+        }
+        self.new_run, self.ref, self.at = _run_row(conn, run)
+        for table in (staged, folded):
+            table.drop(conn, checkfirst=True)
+            table.create(conn)
+
+    def job(self, job: JobKey, job_name: str, target: str) -> int:
+        """The job's id; a job named here is stored even when no record is its."""
+        job_id = self.job_of.get(job)
+        if job_id is None:
+            job_id = self.job_of[job] = _job_id(self.conn, job, self.stored_jobs)
+            self.jobs.setdefault(job_id, (job, job_name, target))
+        return job_id
+
+    def add(self, job: JobKey, job_name: str, target: str, number: int, test: Testcase) -> None:
+        job_id = self.job_of.get(job)
+        if job_id is None:
+            job_id = self.job(job, job_name, target)
+        node = test.node_id
+        if len(node) > NODE_ID_LIMIT:
+            raise UsageError(
+                f"test {node[:80]}... has a node id of {len(node)} characters "
+                f"(at most {NODE_ID_LIMIT})"
+            )
+        self.rows.append(
+            (
+                self.seq,
+                number,
+                job_id,
+                node,
+                OUTCOME_CODES[test.outcome],
+                test.reruns,
+                test.duration,
+                test.message[:300] or None,
+                job.unit and not is_node_id(node),
+            )
+        )
+        self.seq += 1
+        if len(self.rows) >= _STAGE_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        _bulk_insert(self.conn, staged, _STAGED_KEYS, self.rows)
+        self.rows = []
+
+    def finish(self, finished_at: dt.datetime | None) -> IngestReport:
+        """Fold the records and store them; what was stored, per job."""
+        self.flush()
+        conn = self.conn
+        if self.new_run:
+            self.at = _epoch(finished_at) if finished_at else self.at
+            conn.execute(runs.update().where(runs.c.id == self.ref).values(finished_at=self.at))
+        s = staged.c
+        repeated = (
+            sa.select(s.job_id).group_by(s.job_id, s.node_id).having(sa.func.count() > 1).limit(1)
+        )
+        source, tests = staged, self.seq
+        if conn.execute(repeated).first() is not None:
+            # Some test has several records (reruns): fold them, one row each.
+            conn.execute(folded.insert().from_select([c.name for c in folded.columns], _folding()))
+            source = folded
+            each = sa.select(s.file_no, s.job_id, s.node_id).distinct().subquery()
+            tests = conn.execute(sa.select(sa.func.count()).select_from(each)).scalar_one()
+        present = {
+            job_id
+            for (job_id,) in conn.execute(
+                sa.select(run_jobs.c.job_id).where(run_jobs.c.run_ref == self.ref)
+            )
+        }
+        figures = {job_id: rest for job_id, *rest in conn.execute(_job_figures(source))}
+        report = [
+            self._job(job_id, figures.get(job_id, (0, 0, 0, 0)), job_id not in present)
+            for job_id in self.jobs
+        ]
+        fresh = sorted(self.job_of[j.job] for j in report if j.stored)
+        if fresh:
+            _store_folded(conn, source, self.ref, self.at, fresh)
+            job_rows = [self._run_job(j) for j in report if j.stored]
+            _bulk_insert(conn, run_jobs, list(job_rows[0]), [tuple(r.values()) for r in job_rows])
+        odd = sorted(conn.execute(sa.select(s.node_id).where(s.odd).distinct()).scalars())
+        for table in (folded, staged):
+            table.drop(conn)
+        self.finished = True
+        return IngestReport(
+            run_id=self.run.run_id,
+            new_run=self.new_run,
+            jobs=tuple(report),
+            tests=tests,
+            not_node_ids=tuple(odd),
+        )
+
+    def _job(self, job_id: int, figures: Sequence[Any], stored: bool) -> JobIngest:
+        key, name, target = self.jobs[job_id]
+        tests, failed, skipped, reruns = (int(v or 0) for v in figures)
+        return JobIngest(
+            job=key,
+            job_name=name,
+            target=target,
+            tests=tests,
+            failed=failed,
+            skipped=skipped,
+            reruns=reruns,
+            stored=stored,
+        )
+
+    def _run_job(self, j: JobIngest) -> dict[str, Any]:
+        outcome = (
+            Outcome.FAILED
+            if j.failed
+            else Outcome.SKIPPED
+            if j.skipped == j.tests
+            else Outcome.PASSED
+        )
+        return {
+            "job_id": self.job_of[j.job],
+            "finished_at": self.at,
+            "run_ref": self.ref,
+            "job_name": j.job_name[:TEST_CASE_LIMIT],
+            "target": j.target[:TEXT_LIMIT],
+            "outcome": OUTCOME_CODES[outcome],
+            "tests": j.tests,
+            "failures": j.failed,
+            "reruns": j.reruns,
+        }
+
+
+_IDENTITY = ("system", "scope", "platform", "environment", "model", "test_case", "tag")
+
+
+def _run_row(conn: sa.Connection, run: RunInfo) -> tuple[bool, int, int]:
+    """(new?, id, finished_at) of the run, its row written when new (finished
+    now, until the ingest knows better); a run stored before learns the commit,
+    ref and source it did not know, and refuses others."""
+    now = int(dt.datetime.now(dt.UTC).timestamp())
+    row = conn.execute(
+        sa.select(
+            runs.c.id, runs.c.commit_sha, runs.c.finished_at, runs.c.ref, runs.c.source
+        ).where(runs.c.run_id == run.run_id)
+    ).first()
+    if row is None:
+        ref = conn.execute(
+            runs.insert().values(
+                run_id=run.run_id,
+                commit_sha=run.commit,
+                finished_at=now,
+                ingested_at=now,
+                ref=run.ref,
+                source=run.source,
+            )
+        ).inserted_primary_key[0]
+        return True, ref, now
+    ref, commit, at, git_ref, source = row
+    known = {}
+    for option, given, stored, column in (
+        ("commit", run.commit, commit, "commit_sha"),
+        ("ref", run.ref, git_ref, "ref"),
+        ("source", run.source, source, "source"),
+    ):
+        if given is not None and stored is not None and given != stored:
+            raise UsageError(
+                f"run {run.run_id} was stored with {option} {stored}, not {given}: "
+                f"one run id names one {option}"
+            )
+        if given is not None and stored is None:
+            known[column] = given  # told now, not before: the run learns it
+    if known:
+        conn.execute(runs.update().where(runs.c.id == ref).values(**known))
+    return False, ref, at
+
+
+def _folding() -> sa.Select:
+    """The staged records, one row per (job, node id): see IngestSink."""
+    s = staged.c
+    test = [s.job_id, s.node_id]
+    inner = sa.select(
+        s.seq,
+        s.job_id,
+        s.node_id,
+        s.outcome,
+        s.reruns,
+        s.duration,
+        s.message,
+        sa.func.row_number()
+        .over(partition_by=[*test, s.file_no], order_by=s.seq.desc())
+        .label("file_back"),
+    ).subquery()
+    i = inner.c
+    test = [i.job_id, i.node_id]
+    outer = sa.select(
+        i.job_id,
+        i.node_id,
+        i.outcome,
+        i.duration,
+        i.message,
+        sa.func.row_number().over(partition_by=test, order_by=i.seq.desc()).label("back"),
+        sa.func.count().over(partition_by=test).label("records"),
+        sa.func.sum(sa.case((i.file_back == 1, i.reruns), else_=0))
+        .over(partition_by=test)
+        .label("last_reruns"),
+    ).subquery()
+    o = outer.c
+    return sa.select(
+        o.job_id,
+        o.node_id,
+        o.outcome,
+        (o.last_reruns + o.records - 1).label("reruns"),
+        o.duration,
+        o.message,
+    ).where(o.back == 1)
+
+
+def _job_figures(source: sa.Table) -> sa.Select:
+    """Per job of the ingest: tests, failed (the job's failures), skipped, reruns
+    (`source`: the folded records, or the staged ones when none repeats)."""
+    f = source.c
+
+    def count(codes: Sequence[int]) -> sa.ColumnElement:
+        return sa.func.sum(sa.case((f.outcome.in_(codes), 1), else_=0))
+
+    return sa.select(
+        f.job_id, sa.func.count(), count(_JOB_FAILED), count([SKIPPED]), sa.func.sum(f.reruns)
+    ).group_by(f.job_id)
+
+
+def _store_folded(
+    conn: sa.Connection, source: sa.Table, ref: int, at: int, job_ids: Sequence[int]
+) -> None:
+    """The folded tests of these jobs into `cases` (those not there yet) and
+    `results`: set-based, on the server, through the unique (job_id, node_id)."""
+    f, c = source.c, cases.c
+    chosen = f.job_id.in_(job_ids)
+    same = sa.and_(c.job_id == f.job_id, c.node_id == f.node_id)
+    missing = (
+        sa.select(f.job_id, f.node_id)
+        .where(chosen, ~sa.exists().where(same))
+        .order_by(f.job_id, f.node_id)
+    )
+    conn.execute(cases.insert().from_select(["job_id", "node_id"], missing))
+    capped = sa.case((f.reruns > 32767, 32767), else_=f.reruns)
+    rows = (
+        sa.select(
+            c.id,
+            sa.literal(at, sa.BigInteger),
+            sa.literal(ref, sa.Integer),
+            f.outcome,
+            capped,
+            f.duration,
+            f.message,
+        )
+        .select_from(source.join(cases, same))
+        .where(chosen)
+    )
+    _insert_results(conn, rows)
+
+
+def _insert_results(conn: sa.Connection, rows: sa.Select) -> None:
+    keys = ["case_id", "finished_at", "run_ref", "outcome", "reruns", "duration", "message"]
+    conn.execute(results.insert().from_select(keys, rows))
+
+
+def _job_id(conn: sa.Connection, key: JobKey, stored: Mapping[tuple[str, ...], int]) -> int:
+    """A job's id, its row created when missing (`stored`: the jobs table as
+    the ingest found it)."""
+    identity = key.identity()
+    if identity in stored:
+        return stored[identity]
+    return conn.execute(
+        jobs.insert().values(**dict(zip(_IDENTITY, identity, strict=True)), unit=key.unit)
+    ).inserted_primary_key[0]
+
+
+def _bulk_insert(
+    conn: sa.Connection, table: sa.Table, keys: Sequence[str], rows: Sequence[tuple]
+) -> None:
+    """Many rows of one shape (values in the order of `keys`): on PostgreSQL
+    through COPY; else the INSERT is compiled by SQLAlchemy once, for this
+    dialect, and the driver runs it for every row (SQLAlchemy's own executemany
+    builds parameters row by row in Python: most of an ingest's time)."""
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        _copy_rows(conn, table, keys, rows)
+        return
+    compiled = table.insert().compile(dialect=conn.dialect, column_keys=list(keys))
+    cursor = conn.connection.cursor()
+    try:
+        if compiled.positional:
+            where = {k: i for i, k in enumerate(keys)}
+            order = [where[k] for k in compiled.positiontup or []]
+            if order != list(range(len(keys))):
+                rows = [tuple(r[i] for i in order) for r in rows]
+            cursor.executemany(str(compiled), rows)
+        else:
+            cursor.executemany(str(compiled), [dict(zip(keys, r, strict=True)) for r in rows])
+    finally:
+        cursor.close()
+
+
+def _copy_rows(
+    conn: sa.Connection, table: sa.Table, keys: Sequence[str], rows: Sequence[tuple]
+) -> None:
+    """PostgreSQL's COPY FROM STDIN, in the command's transaction: the rows
+    stream in the text format psycopg writes, several times faster than a
+    batch of INSERTs."""
+    preparer = conn.dialect.identifier_preparer
+    columns = ", ".join(preparer.quote(k) for k in keys)
+    statement = f"COPY {preparer.format_table(table)} ({columns}) FROM STDIN"
+    cursor = conn.connection.driver_connection.cursor()
+    try:
+        with cursor.copy(statement) as copy:
+            for row in rows:
+                copy.write_row(row)
+    finally:
+        cursor.close()

@@ -1,0 +1,396 @@
+"""Reading the results store: its runs and jobs, each key's history (`flaky`),
+one run's outcomes beside its baseline runs (`triage`), run durations, the
+stored outcomes of a test-by-run grid (the report), counts per table, and
+prune.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping
+from itertools import groupby
+from operator import itemgetter
+
+import sqlalchemy as sa
+from msgspec import Struct
+
+from matrixgen.engine.errors import ResultsStoreError, UsageError, did_you_mean
+from matrixgen.evidence.junit import Outcome
+from matrixgen.evidence.store import History, JobKey, RunRow, Store
+from matrixgen.evidence.tables import (
+    FAILED_CODES,
+    FAILED_WHERE,
+    OUTCOMES,
+    SKIPPED,
+    cases,
+    jobs,
+    results,
+    run_jobs,
+    runs,
+)
+
+_IN_CHUNK = 500
+# A job's run is a sum of its tests' durations, each at most a year when ingested.
+_MAX_RUN_SECONDS = 1e15
+
+
+def read_runs(conn: sa.Connection) -> dict[int, RunRow]:
+    c = runs.c
+    query = sa.select(c.id, c.run_id, c.commit_sha, c.finished_at, c.ref, c.source)
+    return {row[0]: RunRow(*row) for row in conn.execute(query)}
+
+
+class RunFilter(Struct, frozen=True, kw_only=True):
+    """Which runs a read keeps: those of one ref (and source, when given)."""
+
+    ref: str
+    source: str | None = None
+
+    def refs(self) -> sa.Select:
+        """The matching runs' ids, as a subquery (off the (ref, finished_at) index)."""
+        where = [runs.c.ref == self.ref]
+        if self.source is not None:
+            where.append(runs.c.source == self.source)
+        return sa.select(runs.c.id).where(*where)
+
+    def __str__(self) -> str:
+        return f"ref {self.ref}" + (f", source {self.source}" if self.source else "")
+
+
+def read_jobs(conn: sa.Connection) -> dict[int, JobKey]:
+    c = jobs.c
+    query = sa.select(
+        c.id, c.system, c.scope, c.platform, c.environment, c.model, c.test_case, c.tag, c.unit
+    )
+    return {row[0]: JobKey(*row[1:8], unit=bool(row[8])) for row in conn.execute(query)}
+
+
+def _failed_sum(column: sa.ColumnElement) -> sa.ColumnElement:
+    return sa.func.sum(sa.case((column.in_(FAILED_CODES), 1), else_=0))
+
+
+def histories(
+    store: Store,
+    *,
+    since: int | None,
+    unit_tests: bool = True,
+    whole_jobs: bool = True,
+    unit_jobs_whole: bool = False,
+    only: RunFilter | None = None,
+    keys: Collection[tuple[JobKey, str | None]] | None = None,
+) -> tuple[dict[int, RunRow], list[History]]:
+    """Every key's history since `since` (epoch seconds; None: all): one test
+    of each unit-test bucket (unit_tests), one whole job of every other job
+    (whole_jobs; with unit_jobs_whole, of unit-test buckets too). Skipped
+    results are not runs; with `only`, neither are the runs it leaves out; with
+    `keys` ((job, node id or None) pairs), only those keys are read."""
+    found: list[History] = []
+    chosen = set(keys) if keys is not None else None
+    with store.transaction() as conn:
+        run_rows = read_runs(conn)
+        job_keys = read_jobs(conn)
+        unit_ids = {i for i, k in job_keys.items() if k.unit}
+        bucket_ids = unit_ids
+        if chosen is not None:
+            chosen_jobs = {job for job, _ in chosen}
+            bucket_ids = {i for i in unit_ids if job_keys[i] in chosen_jobs}
+        if whole_jobs:
+            wanted = set(job_keys) if unit_jobs_whole else set(job_keys) - unit_ids
+            if chosen is not None:
+                wanted = {i for i in wanted if (job_keys[i], None) in chosen}
+            for key_id, history in _grouped(conn, run_jobs, run_jobs.c.job_id, since, wanted, only):
+                found.append(_history(job_keys[key_id], None, history))
+        if unit_tests and bucket_ids:
+            case_rows = conn.execute(
+                sa.select(cases.c.id, cases.c.job_id, cases.c.node_id).where(
+                    cases.c.job_id.in_(sorted(bucket_ids))
+                )
+            ).all()
+            case_of = {
+                cid: (job_id, node)
+                for cid, job_id, node in case_rows
+                if chosen is None or (job_keys[job_id], node) in chosen
+            }
+            grouped = _grouped(conn, results, results.c.case_id, since, set(case_of), only)
+            for key_id, history in grouped:
+                job_id, node = case_of[key_id]
+                found.append(_history(job_keys[job_id], node, history))
+    found.sort(key=lambda h: (h.job, h.node_id or ""))
+    return run_rows, found
+
+
+def _history(job: JobKey, node: str | None, parts: tuple) -> History:
+    runs_, failures, reruns, first_at, last_at, sequence = parts
+    return History(
+        job=job,
+        node_id=node,
+        runs=runs_,
+        failures=failures,
+        rerun_runs=reruns,
+        first_at=first_at,
+        last_at=last_at,
+        sequence=sequence,
+    )
+
+
+def _grouped(
+    conn: sa.Connection,
+    table: sa.Table,
+    key: sa.Column,
+    since: int | None,
+    wanted: set[int],
+    only: RunFilter | None = None,
+) -> Iterator[tuple[int, tuple]]:
+    """Phase 1, one aggregate query: runs, failures, reruns per key. Phase 2,
+    only for keys that failed or were rerun: their results in time order."""
+    if not wanted:
+        return
+    cond = [table.c.outcome != SKIPPED]
+    if since is not None:
+        cond.append(table.c.finished_at >= since)
+    if only is not None:
+        cond.append(table.c.run_ref.in_(only.refs()))
+    # A few keys (what triage asks for) are read off the primary key, not the whole table.
+    few = [key.in_(sorted(wanted))] if len(wanted) <= _IN_CHUNK else []
+    reruns = sa.func.sum(sa.case((table.c.reruns > 0, 1), else_=0))
+    summary = conn.execute(
+        sa.select(
+            key,
+            sa.func.count(),
+            _failed_sum(table.c.outcome),
+            reruns,
+            sa.func.min(table.c.finished_at),
+            sa.func.max(table.c.finished_at),
+        )
+        .where(*cond, *few)
+        .group_by(key)
+    ).all()
+    rows = {
+        k: (n, int(f or 0), int(r or 0), first, last)
+        for k, n, f, r, first, last in summary
+        if k in wanted
+    }
+    eventful = sorted(k for k, (_, f, r, _, _) in rows.items() if f or r)
+    sequences: dict[int, list[tuple[int, int, bool, int]]] = {}
+    for start in range(0, len(eventful), _IN_CHUNK):
+        chunk = eventful[start : start + _IN_CHUNK]
+        query = (
+            sa.select(key, table.c.finished_at, table.c.run_ref, table.c.outcome, table.c.reruns)
+            .where(key.in_(chunk), *cond)
+            .order_by(key, table.c.finished_at, table.c.run_ref)
+        )
+        for k, at, ref, outcome, rr in conn.execute(query):
+            sequences.setdefault(k, []).append((at, ref, outcome in FAILED_CODES, rr))
+    for k in sorted(rows):
+        n, f, r, first, last = rows[k]
+        seq = sequences.get(k)
+        yield k, (n, f, r, first, last, tuple(seq) if seq is not None else None)
+
+
+class RunOutcomes(Struct, frozen=True, kw_only=True):
+    """What `triage` reads of one run and its baseline runs."""
+
+    run: RunRow
+    baseline: tuple[RunRow, ...]  # latest first
+    jobs: Mapping[int, Mapping[JobKey, Outcome]]  # per run (its ref): each job's outcome
+    failed_tests: Mapping[int, frozenset[tuple[JobKey, str]]]  # per run: unit-test failures
+
+
+def find_run(conn: sa.Connection, run_id: str) -> RunRow | None:
+    c = runs.c
+    row = conn.execute(
+        sa.select(c.id, c.run_id, c.commit_sha, c.finished_at, c.ref, c.source).where(
+            c.run_id == run_id
+        )
+    ).first()
+    return RunRow(*row) if row is not None else None
+
+
+# An unknown --run is matched against this many of the latest run ids.
+SUGGEST_RUNS = 1000
+
+
+def run_outcomes(store: Store, run_id: str, baseline: RunFilter, count: int) -> RunOutcomes:
+    """One run's job outcomes and failed unit tests, and the same of the latest
+    `count` runs of `baseline` that finished no later than it (the run itself
+    left out). Each read goes through an index: runs (ref, finished_at),
+    run_jobs unique (run_ref, job_id), results' partial index of failures."""
+    with store.transaction() as conn:
+        run = find_run(conn, run_id)
+        if run is None:
+            # "Did you mean" over the latest runs only: one bounded read.
+            recent = list(
+                conn.execute(
+                    sa.select(runs.c.run_id)
+                    .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
+                    .limit(SUGGEST_RUNS)
+                ).scalars()
+            )
+            latest = ", ".join(recent[:5])
+            raise UsageError(
+                f"--run {run_id}: no such run in {store.shown}"
+                + did_you_mean(run_id, recent)
+                + (f" (the latest: {latest})" if latest else " (it holds no runs)")
+            )
+        c = runs.c
+        where = [c.ref == baseline.ref, c.finished_at <= run.finished_at, c.id != run.ref]
+        if baseline.source is not None:
+            where.append(c.source == baseline.source)
+        rows = conn.execute(
+            sa.select(c.id, c.run_id, c.commit_sha, c.finished_at, c.ref, c.source)
+            .where(*where)
+            .order_by(c.finished_at.desc(), c.id.desc())
+            .limit(count)
+        ).all()
+        base = tuple(RunRow(*r) for r in rows)
+        wanted = [run.ref, *(b.ref for b in base)]
+        job_keys = read_jobs(conn)
+        outcomes: dict[int, dict[JobKey, Outcome]] = {ref: {} for ref in wanted}
+        for ref, job_id, outcome in conn.execute(
+            sa.select(run_jobs.c.run_ref, run_jobs.c.job_id, run_jobs.c.outcome).where(
+                run_jobs.c.run_ref.in_(wanted)
+            )
+        ):
+            outcomes[ref][job_keys[job_id]] = OUTCOMES.get(outcome, Outcome.FAILED)
+        failed: dict[int, set[tuple[JobKey, str]]] = {ref: set() for ref in wanted}
+        query = (
+            sa.select(results.c.run_ref, cases.c.job_id, cases.c.node_id)
+            .select_from(results.join(cases, cases.c.id == results.c.case_id))
+            .where(results.c.run_ref.in_(wanted), FAILED_WHERE)
+        )
+        for ref, job_id, node in conn.execute(query):
+            key = job_keys[job_id]
+            if key.unit:
+                failed[ref].add((key, node))
+    return RunOutcomes(
+        run=run,
+        baseline=base,
+        jobs=outcomes,
+        failed_tests={ref: frozenset(v) for ref, v in failed.items()},
+    )
+
+
+def run_durations(store: Store) -> dict[JobKey, list[float]]:
+    """Per job, the measured seconds of each stored run of it: the sum of its
+    tests' durations in the run (skipped tests and tests without a duration
+    left out; a run with none of them has no figure). One aggregate query over
+    `results` joined to `cases`."""
+    seconds = sa.func.sum(results.c.duration)
+    query = (
+        sa.select(cases.c.job_id, results.c.run_ref, seconds)
+        .select_from(results.join(cases, cases.c.id == results.c.case_id))
+        .where(results.c.duration.is_not(None), results.c.outcome != SKIPPED)
+        .group_by(cases.c.job_id, results.c.run_ref)
+        .order_by(cases.c.job_id, results.c.run_ref)
+    )
+    found: dict[JobKey, list[float]] = {}
+    with store.transaction() as conn:
+        job_keys = read_jobs(conn)
+        for job_id, run_ref, total in conn.execute(query):
+            seconds = float(total)
+            if not 0 <= seconds < _MAX_RUN_SECONDS:
+                # Ingest bounds each duration; a store written otherwise is refused.
+                raise ResultsStoreError(
+                    f"results store {store.shown}: run {run_ref} of job {job_id} sums to "
+                    f"{seconds:g} seconds of tests, not a duration"
+                )
+            found.setdefault(job_keys[job_id], []).append(seconds)
+    return found
+
+
+_PRUNE_CASES = 20_000  # cases per DELETE of results: a range of the primary key
+
+
+def prune(store: Store, before: int) -> dict[str, int]:
+    """Delete the runs that finished before `before` (epoch seconds), with their
+    jobs' outcomes and results, in one transaction. Results go in batches of a
+    range of case ids each: every batch is a range scan of the primary key
+    (case_id, finished_at, run_ref), so the whole prune reads the table once.
+    Rows deleted, per table."""
+    deleted = {"runs": 0, "run_jobs": 0, "results": 0}
+    with store.transaction() as conn:
+        top = conn.execute(sa.select(sa.func.max(cases.c.id))).scalar_one_or_none() or 0
+        for start in range(0, top + 1, _PRUNE_CASES):
+            done = conn.execute(
+                results.delete().where(
+                    results.c.case_id >= start,
+                    results.c.case_id < start + _PRUNE_CASES,
+                    results.c.finished_at < before,
+                )
+            )
+            deleted["results"] += max(done.rowcount, 0)
+        done = conn.execute(run_jobs.delete().where(run_jobs.c.finished_at < before))
+        deleted["run_jobs"] = max(done.rowcount, 0)
+        done = conn.execute(runs.delete().where(runs.c.finished_at < before))
+        deleted["runs"] = max(done.rowcount, 0)
+    return deleted
+
+
+def counts(store: Store) -> Mapping[str, int]:
+    """Rows per table (for messages and tests)."""
+    with store.transaction() as conn:
+        return {
+            t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
+            for t in (runs, jobs, run_jobs, cases, results)
+        }
+
+
+def _raw_rows(conn: sa.Connection, query: sa.Select) -> list[tuple]:
+    """A query's rows as the driver returns them: compiled by SQLAlchemy for the
+    dialect, run on the driver's cursor (SQLAlchemy's own rows cost as much
+    again as reading them, for the 100,000s of rows of a results table)."""
+    compiled = query.compile(dialect=conn.dialect)
+    params = compiled.params
+    cursor = conn.connection.cursor()
+    try:
+        if compiled.positional:
+            cursor.execute(str(compiled), tuple(params[k] for k in compiled.positiontup or []))
+        else:
+            cursor.execute(str(compiled), params)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+# Per key (a whole job, or a unit-test bucket's test), per run ref: the stored
+# outcome code and reruns.
+Cells = dict[tuple[JobKey, str | None], dict[int, tuple[int, int]]]
+
+
+def outcome_cells(store: Store, *, since: int | None) -> tuple[dict[int, RunRow], Cells]:
+    """Every stored outcome since `since` (epoch seconds; None: all), skipped
+    ones included, for the keys `histories` reads by default: one test of each
+    unit-test bucket, one whole job of every other job. What a test-by-run
+    grid shows; verdicts come from `flaky`, not from here."""
+    found: Cells = {}
+    with store.transaction() as conn:
+        run_rows = read_runs(conn)
+        job_keys = read_jobs(conn)
+        whole = run_jobs.c
+        query = sa.select(whole.job_id, whole.run_ref, whole.outcome, whole.reruns)
+        if since is not None:
+            query = query.where(whole.finished_at >= since)
+        for job_id, ref, outcome, reruns in conn.execute(query).all():
+            key = job_keys[job_id]
+            if not key.unit:
+                found.setdefault((key, None), {})[ref] = (outcome, reruns)
+        unit_ids = sorted(i for i, k in job_keys.items() if k.unit)
+        if unit_ids:
+            case_of = {
+                cid: (job_keys[job_id], node)
+                for cid, job_id, node in conn.execute(
+                    sa.select(cases.c.id, cases.c.job_id, cases.c.node_id).where(
+                        cases.c.job_id.in_(unit_ids)
+                    )
+                )
+            }
+            tests = results.c
+            query = sa.select(tests.case_id, tests.run_ref, tests.outcome, tests.reruns)
+            if since is not None:
+                query = query.where(tests.finished_at >= since)
+            # In primary-key order: each test's results come together.
+            rows = _raw_rows(conn, query.order_by(tests.case_id))
+            for case_id, group in groupby(rows, itemgetter(0)):
+                key = case_of.get(case_id)
+                if key is not None:
+                    found[key] = {ref: (outcome, reruns) for _, ref, outcome, reruns in group}
+    return run_rows, found
