@@ -28,7 +28,8 @@ from matrixgen.util.escape import terminal_text
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
-    pass
+    from matrixgen.pipeline import Generation
+    from matrixgen.views.stats import Stats
 
 
 class GraphFormat(StrEnum):
@@ -210,7 +211,7 @@ def stats(
     A pipeline counts distinct jobs over its targets; "cases" are the
     functional ones (every model but unit-tests).
     """
-    from matrixgen.views.stats import compute_stats, not_counted, render_table
+    from matrixgen.views.stats import compute_stats, render_table
 
     generation = load_valid(recipes)
     targets = generation.targets(target or (), holding_pen=holding_pen)
@@ -219,41 +220,48 @@ def stats(
         generation, targets, exclude=exclude_platform or (), all_platforms=all_platforms
     )
     if cost:
-        from matrixgen.evidence.summary import store_configured
-        from matrixgen.views.cost import compute_cost, render_cost_table
-
-        measured = None
-        note_ignored_store(db)
-        if store_configured(db):  # sqlalchemy only when there is a store
-            from matrixgen.evidence.durations import measured_from_store
-
-            measured = measured_from_store(db)
-        # The jobs `stats` counts: the same targets, platforms left out alike.
-        left_out = set(result.excluded_platforms)
-        report = compute_cost(
-            generation,
-            [t.target for t in result.targets],
-            measured=measured,
-            jobs_of=lambda t: [j for j in generation.jobs_for(t) if j.platform not in left_out],
-        )
-        if fmt is TableOrJson.JSON:
-            echo_json(
-                {
-                    "excluded_platforms": list(result.excluded_platforms),
-                    "excluded_targets": list(result.excluded_targets),
-                    **report.to_dict(),
-                }
-            )
-        else:
-            typer.echo(render_cost_table(report, table), nl=False)
-            line = not_counted(result)
-            if line is not None:
-                typer.echo("\n" + line)
+        _stats_cost(generation, result, fmt, db)
         return
     if fmt is TableOrJson.JSON:
         echo_json(result.to_dict())
     else:
         typer.echo(render_table(result), nl=False)
+
+
+def _stats_cost(generation: Generation, result: Stats, fmt: TableOrJson, db: str | None) -> None:
+    """`stats --cost`: GPU-hours of the jobs `stats` counts, with expected ones
+    from measured durations when a results store is configured."""
+    from matrixgen.evidence.summary import store_configured
+    from matrixgen.views.cost import compute_cost, render_cost_table
+    from matrixgen.views.stats import not_counted
+
+    measured = None
+    note_ignored_store(db)
+    if store_configured(db):  # sqlalchemy only when there is a store
+        from matrixgen.evidence.durations import measured_from_store
+
+        measured = measured_from_store(db)
+    # The jobs `stats` counts: the same targets, platforms left out alike.
+    left_out = set(result.excluded_platforms)
+    report = compute_cost(
+        generation,
+        [t.target for t in result.targets],
+        measured=measured,
+        jobs_of=lambda t: [j for j in generation.jobs_for(t) if j.platform not in left_out],
+    )
+    if fmt is TableOrJson.JSON:
+        echo_json(
+            {
+                "excluded_platforms": list(result.excluded_platforms),
+                "excluded_targets": list(result.excluded_targets),
+                **report.to_dict(),
+            }
+        )
+    else:
+        typer.echo(render_cost_table(report, table), nl=False)
+        line = not_counted(result)
+        if line is not None:
+            typer.echo("\n" + line)
 
 
 def _covers(pin: dict[str, Any]) -> str:
