@@ -27,7 +27,7 @@ from matrixgen.engine.errors import UsageError
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
-    from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow
+    from matrixgen.evidence.flaky import FlakyPolicy, FlakyReport, FlakyRow
     from matrixgen.evidence.mapping import Mapper
 
 DbOption = Annotated[
@@ -424,8 +424,13 @@ def flaky(
         typer.echo(
             table([_flaky_cells(r) for r in rows], list(_FLAKY_HEADERS), empty=none), nl=False
         )
+    typer.echo(_flaky_summary(report, broken_runs, min_runs), err=True)
+
+
+def _flaky_summary(report: FlakyReport, broken_runs: int, min_runs: int) -> str:
+    """`flaky`'s closing line: how many keys of each verdict, over how many runs."""
     counts = report.by_verdict()
-    typer.echo(
+    return (
         f"{len(report.rows)} key(s) over {report.runs} run(s): {counts['broken']} broken, "
         + (
             f"{counts['failing']} failing (every run failed, fewer than --broken-runs "
@@ -438,8 +443,7 @@ def flaky(
             f"; {report.too_few_runs} key(s) with fewer than {min_runs} run(s) left out"
             if report.too_few_runs
             else ""
-        ),
-        err=True,
+        )
     )
 
 
