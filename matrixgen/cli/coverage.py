@@ -28,6 +28,7 @@ from matrixgen.util.patterns import name_pattern, whole
 if TYPE_CHECKING:
     from matrixgen.engine.references import ReferenceListing, ReferenceSettings
     from matrixgen.pipeline import Generation
+    from matrixgen.views.coverage import Coverage
 
     Lister = Callable[[ReferenceSettings, Path | None], ReferenceListing]
 
@@ -140,12 +141,7 @@ def coverage(
     ] = False,
 ) -> None:
     from matrixgen.validate import Needs, require_usable
-    from matrixgen.views.coverage import (
-        compute_coverage,
-        render_markdown,
-        render_table,
-        summary_line,
-    )
+    from matrixgen.views.coverage import compute_coverage
 
     generation, listing_for = _load(recipes, revision)
     require_usable(generation, Needs.SELECTION)
@@ -171,6 +167,17 @@ def coverage(
         all_targets=every,
         exclude_models=exclude_model or (),
     )
+    _echo_problems(result, listing, settings)
+    _echo_coverage(result, fmt)
+    failing = result.gating_missing or (strict and result.missing) or result.problems
+    if failing:
+        raise typer.Exit(ExitCode.FINDINGS)
+
+
+def _echo_problems(
+    result: Coverage, listing: ReferenceListing, settings: ReferenceSettings
+) -> None:
+    """On stderr: a missing reference tree, and each reference that cannot be read."""
     if not listing.present:
         where = listing.shown(settings.prefix) or "."
         typer.echo(
@@ -186,6 +193,12 @@ def coverage(
             f"({terminal_text(problem.jobs[0].identity)}, {len(problem.jobs)} job(s))",
             err=True,
         )
+
+
+def _echo_coverage(result: Coverage, fmt: CoverageFormat) -> None:
+    """The report in the chosen format, and its summary line on stderr."""
+    from matrixgen.views.coverage import render_markdown, render_table, summary_line
+
     if fmt is CoverageFormat.JSON:
         echo_json(result.to_dict())
     elif fmt is CoverageFormat.MARKDOWN:
@@ -193,9 +206,6 @@ def coverage(
     else:
         typer.echo(render_table(result), nl=False)
     typer.echo(terminal_text(summary_line(result)), err=True)
-    failing = result.gating_missing or (strict and result.missing) or result.problems
-    if failing:
-        raise typer.Exit(ExitCode.FINDINGS)
 
 
 def _load(recipes: Path | None, revision: str | None) -> tuple[Generation, Lister]:

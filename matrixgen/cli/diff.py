@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from msgspec.structs import replace
@@ -12,6 +12,12 @@ from msgspec.structs import replace
 from matrixgen.cli.common import HoldingPenOption, TargetOption, echo_findings, echo_json
 from matrixgen.cli.evidence import DbOption, note_ignored_store
 from matrixgen.util.escape import terminal_text
+
+if TYPE_CHECKING:
+    from matrixgen.diff.changed import ChangedView
+    from matrixgen.diff.compare import Side
+    from matrixgen.diff.model import SelectionDiff
+    from matrixgen.diff.references import ReferenceGaps
 
 
 class DiffFormat(StrEnum):
@@ -129,11 +135,9 @@ def diff_command(
     ] = False,
 ) -> None:
     from matrixgen.diff.compare import diff_revisions
-    from matrixgen.diff.data import to_json_data
     from matrixgen.diff.expect import check_rules, evaluate, parse_rules, require
     from matrixgen.diff.gitsource import check_revision, locate_recipes
-    from matrixgen.diff.references import reference_gaps, render_gaps
-    from matrixgen.diff.render import render
+    from matrixgen.diff.references import reference_gaps
 
     rules = parse_rules(expect or ())  # a malformed rule stops us before any git work
     check_revision(base)
@@ -150,6 +154,26 @@ def diff_command(
     if evidence is not None:
         result = replace(result, evidence=evidence)
     check_rules(rules, result)  # an unknown system/scope/platform: exit 2, before any output
+    _echo_side_notes(result, sides)
+    # Jobs the head runs without their reference files (each side's own revision).
+    gaps = reference_gaps(repo, result, sides)
+    view = None
+    if changed_view:
+        from matrixgen.diff.changed import changed_view as view_of
+
+        head_targets = [t.target for t in result.targets if t.exists != "base"]
+        view = view_of(repo, path, base, head, sides[1].generation, head_targets)
+    _echo_diff(result, fmt, gaps, view)
+    if rules:
+        outcomes = evaluate(rules, result)
+        for outcome in outcomes:
+            if outcome.ok:
+                typer.echo(f"matrixgen: {terminal_text(outcome)}", err=True)
+        require(outcomes, result)
+
+
+def _echo_side_notes(result: SelectionDiff, sides: list[Side]) -> None:
+    """On stderr: each side's recipe-tree errors, then the diff's notes."""
     for side in sides:
         if side.errors:
             typer.echo(
@@ -160,14 +184,16 @@ def diff_command(
             echo_findings(side.errors)
     for note in result.notes:
         typer.echo(f"matrixgen: note: {terminal_text(note)}", err=True)
-    # Jobs the head runs without their reference files (each side's own revision).
-    gaps = reference_gaps(repo, result, sides)
-    view = None
-    if changed_view:
-        from matrixgen.diff.changed import changed_view as view_of
 
-        head_targets = [t.target for t in result.targets if t.exists != "base"]
-        view = view_of(repo, path, base, head, sides[1].generation, head_targets)
+
+def _echo_diff(
+    result: SelectionDiff, fmt: DiffFormat, gaps: ReferenceGaps, view: ChangedView | None
+) -> None:
+    """The diff in the chosen format, with the reference gaps and the changed view."""
+    from matrixgen.diff.data import to_json_data
+    from matrixgen.diff.references import render_gaps
+    from matrixgen.diff.render import render
+
     if fmt is DiffFormat.JSON and (gaps.declared or view is not None):
         data = to_json_data(result)
         if gaps.declared:
@@ -186,12 +212,6 @@ def diff_command(
             room = max(0, 65_000 - len(text))
             text += render_changed_view(view, fmt.value, table, room=room)
         typer.echo(text, nl=False)
-    if rules:
-        outcomes = evaluate(rules, result)
-        for outcome in outcomes:
-            if outcome.ok:
-                typer.echo(f"matrixgen: {terminal_text(outcome)}", err=True)
-        require(outcomes, result)
 
 
 def register(app: typer.Typer) -> None:

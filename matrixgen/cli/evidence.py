@@ -27,7 +27,8 @@ from matrixgen.engine.errors import UsageError
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
-    from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow
+    from matrixgen.evidence.flaky import FlakyPolicy, FlakyReport, FlakyRow
+    from matrixgen.evidence.mapping import Mapper
 
 DbOption = Annotated[
     str | None,
@@ -155,9 +156,6 @@ def ingest(
     import os
 
     from matrixgen.evidence.junit import report_files
-    from matrixgen.evidence.mapping import Mapper
-    from matrixgen.pipeline import generate
-    from matrixgen.validate import Needs, require_usable
 
     if not run_id.strip():
         raise UsageError("--run-id must not be empty")
@@ -168,17 +166,34 @@ def ingest(
     paths = report_files(files)
     if not paths:
         raise UsageError("no JUnit XML files found in " + ", ".join(str(f) for f in files))
+    mapper = _ingest_mapper(recipes, target, job, tag)
+
+    from matrixgen.evidence.store import RunInfo
+
+    info = RunInfo(run_id=run_id.strip(), commit=commit, finished_at=moment, ref=ref, source=source)
+    report, shown = _stream_ingest(db, info, paths, mapper)
+    _echo_ingest(report, shown, len(paths), fmt)
+
+
+def _ingest_mapper(
+    recipes: Path | None, target: str | None, job: str | None, tag: str | None
+) -> Mapper:
+    """What maps the reports' tests to the jobs of the recipe tree."""
+    from matrixgen.evidence.mapping import Mapper
+    from matrixgen.pipeline import generate
+    from matrixgen.validate import Needs, require_usable
+
     root = recipes_dir(recipes)
     if not root.is_dir():
         raise UsageError(f"recipe directory not found: {root}")
     generation = generate(root)
     require_usable(generation, Needs.SELECTION)
     mapper = Mapper(generation, target=target, job=job, tag=tag)
+    return mapper
 
-    from matrixgen.evidence.store import RunInfo
 
-    info = RunInfo(run_id=run_id.strip(), commit=commit, finished_at=moment, ref=ref, source=source)
-    report, shown = _stream_ingest(db, info, paths, mapper)
+def _echo_ingest(report: Any, shown: str, files: int, fmt: TableOrJson) -> None:
+    """What `ingest` stored: a row per job (table or JSON), notes on stderr."""
     rows = []
     for j in report.stored:
         rows.append(_ingest_row(j, "stored"))
@@ -190,7 +205,7 @@ def ingest(
             {
                 "run_id": report.run_id,
                 "new_run": report.new_run,
-                "files": len(paths),
+                "files": files,
                 "jobs": [dict(zip(_INGEST_HEADERS, r, strict=True)) for r in rows],
                 "not_node_ids": odd,
             }
@@ -205,7 +220,7 @@ def ingest(
             err=True,
         )
     typer.echo(
-        f"run {report.run_id}: {len(paths)} file(s), {report.tests} test(s); stored "
+        f"run {report.run_id}: {files} file(s), {report.tests} test(s); stored "
         f"{report.rows} result(s) of {len(report.stored)} job(s) in {shown}"
         + (
             f"; {len(report.already)} job(s) of this run were stored before and are left as "
@@ -411,8 +426,13 @@ def flaky(
         typer.echo(
             table([_flaky_cells(r) for r in rows], list(_FLAKY_HEADERS), empty=none), nl=False
         )
+    typer.echo(_flaky_summary(report, broken_runs, min_runs), err=True)
+
+
+def _flaky_summary(report: FlakyReport, broken_runs: int, min_runs: int) -> str:
+    """`flaky`'s closing line: how many keys of each verdict, over how many runs."""
     counts = report.by_verdict()
-    typer.echo(
+    return (
         f"{len(report.rows)} key(s) over {report.runs} run(s): {counts['broken']} broken, "
         + (
             f"{counts['failing']} failing (every run failed, fewer than --broken-runs "
@@ -425,8 +445,7 @@ def flaky(
             f"; {report.too_few_runs} key(s) with fewer than {min_runs} run(s) left out"
             if report.too_few_runs
             else ""
-        ),
-        err=True,
+        )
     )
 
 

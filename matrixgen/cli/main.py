@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -39,6 +39,10 @@ from matrixgen.cli.output import (
 from matrixgen.engine.errors import ExitCode, MatrixgenError, Severity, annotation_lines
 from matrixgen.engine.vocab import OutputFormat
 from matrixgen.views.table import each_shown, table_of_columns
+
+if TYPE_CHECKING:
+    from matrixgen.engine.model import Selector, Target
+    from matrixgen.pipeline import Generation
 
 
 class _Plain:
@@ -238,26 +242,13 @@ def list_jobs(
     Exit 0: listed (also when nothing matches); 1: the tree has errors (see
     validate); 2: usage error; 3: bad project config.
     """
-    from matrixgen.engine.errors import UsageError
     from matrixgen.engine.model import Selector
 
     cases = tuple(c for given in test_case or () for c in given.split(",") if c)
     if target:
-        given = [
-            flag
-            for flag, value in (
-                ("--scope", scope),
-                ("--cadence", cadence),
-                ("--environment", environment),
-                ("--platform", platform),
-            )
-            if value is not None
-        ]
-        if given:
-            raise UsageError(
-                f"give --target or {'/'.join(given)}, not both: a target fixes its scope, "
-                "cadence, environment and platform"
-            )
+        _refuse_with_target(
+            scope=scope, cadence=cadence, environment=environment, platform=platform
+        )
     selector = Selector(
         scope=scope,
         cadence=cadence,
@@ -267,7 +258,7 @@ def list_jobs(
         tag=tag,
         test_cases=cases,
     )
-    from matrixgen.engine.select import check_selector, check_selector_values, matches
+    from matrixgen.engine.select import check_selector, check_selector_values
 
     check_selector(selector)
     generation = load_valid(recipes)
@@ -278,30 +269,63 @@ def list_jobs(
     if target:
         targets = generation.targets(target)
         check_ad_hoc(generation, targets)
-        jobs = []
-        for chosen_target in targets:
-            chosen = generation.selection(chosen_target)
-            picked = [
-                j
-                for j in (chosen.with_quarantined if with_quarantined else chosen.jobs)
-                if matches(j, selector)
-            ]
-            skipped_count += sum(matches(j, selector) for j in chosen.skipped)
-            jobs += picked
-            owners += [chosen_target.name] * len(picked)
+        jobs, owners, skipped_count = _target_jobs(generation, targets, selector, with_quarantined)
     else:
         chosen = generation.selection(selector)
         jobs = chosen.with_quarantined if with_quarantined else list(chosen.jobs)
         skipped_count = len(chosen.skipped)
+    _echo_jobs(jobs, owners if target else None, skipped_count, fmt)
+
+
+def _refuse_with_target(**filters: str | None) -> None:
+    """A usage error when --target comes with filters a target fixes itself."""
+    from matrixgen.engine.errors import UsageError
+
+    given = [f"--{name}" for name, value in filters.items() if value is not None]
+    if given:
+        raise UsageError(
+            f"give --target or {'/'.join(given)}, not both: a target fixes its scope, "
+            "cadence, environment and platform"
+        )
+
+
+def _target_jobs(
+    generation: Generation, targets: list[Target], selector: Selector, with_quarantined: bool
+) -> tuple[list[Any], list[str], int]:
+    """The jobs of each target that match `selector`, the target of each, and how
+    many matching jobs quarantine skips."""
+    from matrixgen.engine.select import matches
+
+    jobs: list[Any] = []
+    owners: list[str] = []
+    skipped_count = 0
+    for chosen_target in targets:
+        chosen = generation.selection(chosen_target)
+        picked = [
+            j
+            for j in (chosen.with_quarantined if with_quarantined else chosen.jobs)
+            if matches(j, selector)
+        ]
+        skipped_count += sum(matches(j, selector) for j in chosen.skipped)
+        jobs += picked
+        owners += [chosen_target.name] * len(picked)
+    return jobs, owners, skipped_count
+
+
+def _echo_jobs(
+    jobs: list[Any], owners: list[str] | None, skipped_count: int, fmt: OutputFormat
+) -> None:
+    """`list-jobs` output: a table (the count on stderr), or JSON/YAML; with
+    `owners` (--target), each job's target first."""
     if fmt is OutputFormat.TABLE:
         headers, columns = _job_columns(jobs)
-        if target:
+        if owners is not None:
             headers.insert(0, "target")
             columns.insert(0, owners)
         typer.echo(table_of_columns(columns, headers) if jobs else "no job matches\n", nl=False)
         skipped = f", {skipped_count} skipped by quarantine" if skipped_count else ""
         typer.echo(f"{len(jobs)} job(s){skipped}", err=True)
-    elif target:
+    elif owners is not None:
         data = [{"target": n, **j.to_dict()} for n, j in zip(owners, jobs, strict=True)]
         typer.echo(dump(data, fmt), nl=False)
     else:

@@ -91,25 +91,7 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
     if changed:
         out += ["", "| target | jobs | GPU-h per run | added | removed | changed | quarantine |"]
         out.append("| :-- | --: | --: | --: | --: | --: | :-- |")
-        for t in changed[:rows]:
-            flag = {"head": " (new)", "base": " (gone)"}.get(t.exists, "")
-            if t.settings:
-                flag += " (settings)"
-            if t.holding_pen:
-                flag += " (holding pen)"
-            jobs = (
-                f"{t.head_jobs}" if t.base_jobs == t.head_jobs else f"{t.base_jobs} → {t.head_jobs}"
-            )
-            cell = ", ".join(f"{n} {change}" for change, n in quarantine_counts(t))
-            if t.duplicates:
-                cell += (", " if cell else "") + counted(len(t.duplicates), "duplicate note")
-            for count, word in ((len(t.moved_out), "moved out"), (len(t.moved_in), "moved in")):
-                if count:
-                    cell += (", " if cell else "") + f"{count} {word}"
-            out.append(
-                f"| {md.code(t.target.name)}{flag} | {jobs} | {target_cost(t, '→', unit='')} "
-                f"| +{len(t.added)} | −{len(t.removed)} | ~{len(t.changed)} | {cell} |"
-            )
+        out += [_target_row(t) for t in changed[:rows]]
         if rows is not None and len(changed) > rows:
             out.append(f"| … and {counted(len(changed) - rows, 'more target')} | | | | | | |")
     unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates]
@@ -155,6 +137,26 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
             "Run `matrixgen diff --format json` for every job._",
         ]
     return "\n".join(out) + "\n"
+
+
+def _target_row(t: TargetDiff) -> str:
+    """The comment's table row of one changed target."""
+    flag = {"head": " (new)", "base": " (gone)"}.get(t.exists, "")
+    if t.settings:
+        flag += " (settings)"
+    if t.holding_pen:
+        flag += " (holding pen)"
+    jobs = f"{t.head_jobs}" if t.base_jobs == t.head_jobs else f"{t.base_jobs} → {t.head_jobs}"
+    cell = ", ".join(f"{n} {change}" for change, n in quarantine_counts(t))
+    if t.duplicates:
+        cell += (", " if cell else "") + counted(len(t.duplicates), "duplicate note")
+    for count, word in ((len(t.moved_out), "moved out"), (len(t.moved_in), "moved in")):
+        if count:
+            cell += (", " if cell else "") + f"{count} {word}"
+    return (
+        f"| {md.code(t.target.name)}{flag} | {jobs} | {target_cost(t, '→', unit='')} "
+        f"| +{len(t.added)} | −{len(t.removed)} | ~{len(t.changed)} | {cell} |"
+    )
 
 
 def _finding_md(finding: Finding) -> str:

@@ -373,18 +373,7 @@ def flakes(data: SiteData) -> str:
     if not runs:
         body.append(f'<p class="note">No results in the last {data.since_days} days.</p>\n')
         return page("flakes.html", "Flake history", "".join(body), subtitle=_subtitle(data))
-    # Each run's cells, made once per outcome: the cell title names the run,
-    # its commit and the outcome ("run 9106 8d42207ea2: fail").
-    made: list[dict[str, str]] = []
-    for run in runs:
-        where = attr(f"run {run.run_id} {(run.commit or '')[:10]}".rstrip())
-        made.append(
-            {
-                name: f'<td class={cls} title="{where}: {shown}">{glyph}'
-                for name, (cls, glyph, shown, _) in OUTCOME_STYLE.items()
-            }
-        )
-
+    made = _run_cells(runs)
     names: dict[tuple[int, bool, bool], str] = {}  # _outcome, once per kind of cell
 
     heads = "".join(
@@ -436,6 +425,21 @@ def flakes(data: SiteData) -> str:
     )
     body.append("\n".join(lines) + "\n")
     return page("flakes.html", "Flake history", "".join(body), subtitle=_subtitle(data))
+
+
+def _run_cells(runs: Sequence[RunRow]) -> list[dict[str, str]]:
+    """Each run's cells, made once per outcome: the cell title names the run,
+    its commit and the outcome ("run 9106 8d42207ea2: fail")."""
+    made: list[dict[str, str]] = []
+    for run in runs:
+        where = attr(f"run {run.run_id} {(run.commit or '')[:10]}".rstrip())
+        made.append(
+            {
+                name: f'<td class={cls} title="{where}: {shown}">{glyph}'
+                for name, (cls, glyph, shown, _) in OUTCOME_STYLE.items()
+            }
+        )
+    return made
 
 
 # ---------------------------------------------------------------------- triage

@@ -317,6 +317,32 @@ def _loops(config: ProjectConfig, platform: str) -> bool:
 def render_table(stats: Stats) -> str:
     from matrixgen.views.table import table
 
+    out = ["Targets (jobs before quarantine; skip/allow-failure/deselect: quarantined)"]
+    out.append(_targets_table(stats))
+    out.append("Pipelines (distinct jobs over their targets; cases = functional jobs)")
+    out.append(_pipelines_table(stats))
+    rows = [
+        [name, str(v["jobs"]), str(v["functional"]), str(v["unit_tests"]), str(v["quarantined"])]
+        for name, v in stats.platforms().items()
+    ]
+    out.append("Platforms (distinct jobs over every counted target; quarantined in any of them)")
+    out.append(table(rows, ["platform", "jobs", "functional", "unit tests", "quarantined"]))
+    rows = [
+        [name, str(v["jobs"]), *[str(v[s]) for s in QUARANTINE_STATES]]
+        for name, v in stats.models().items()
+    ]
+    out.append("Models (distinct jobs over every counted target; quarantined in any of them)")
+    out.append(table(rows, ["model", "jobs", *QUARANTINE_STATES]))
+    line = not_counted(stats)
+    if line is not None:
+        out.append(line + "\n")
+    return "\n".join(out)
+
+
+def _targets_table(stats: Stats) -> str:
+    """A row per target: its jobs, per model, and quarantined."""
+    from matrixgen.views.table import table
+
     models = sorted({m for t in stats.targets for m in t.models()})
     rows = []
     for t in stats.targets:
@@ -335,23 +361,26 @@ def render_table(stats: Stats) -> str:
                 str(q["deselect"]),
             ]
         )
-    out = ["Targets (jobs before quarantine; skip/allow-failure/deselect: quarantined)"]
-    out.append(
-        table(
-            rows,
-            [
-                "target",
-                "platform",
-                "env",
-                "cadence",
-                "jobs",
-                *models,
-                "skip",
-                "allow-fail",
-                "deselect",
-            ],
-        )
+    return table(
+        rows,
+        [
+            "target",
+            "platform",
+            "env",
+            "cadence",
+            "jobs",
+            *models,
+            "skip",
+            "allow-fail",
+            "deselect",
+        ],
     )
+
+
+def _pipelines_table(stats: Stats) -> str:
+    """A row per pipeline: its cases by fleet and platform, unit-test jobs, quarantined."""
+    from matrixgen.views.table import table
+
     rows = []
     for p in stats.pipelines:
         d = p.to_dict()
@@ -369,34 +398,15 @@ def render_table(stats: Stats) -> str:
                 f"{q['skip']}/{q['allow-failure']}/{q['deselect']}",
             ]
         )
-    out.append("Pipelines (distinct jobs over their targets; cases = functional jobs)")
-    out.append(
-        table(
-            rows,
-            [
-                "pipeline",
-                "cases",
-                "by fleet",
-                "by platform",
-                "unit jobs",
-                "buckets",
-                "skip/allow-fail/deselect",
-            ],
-        )
+    return table(
+        rows,
+        [
+            "pipeline",
+            "cases",
+            "by fleet",
+            "by platform",
+            "unit jobs",
+            "buckets",
+            "skip/allow-fail/deselect",
+        ],
     )
-    rows = [
-        [name, str(v["jobs"]), str(v["functional"]), str(v["unit_tests"]), str(v["quarantined"])]
-        for name, v in stats.platforms().items()
-    ]
-    out.append("Platforms (distinct jobs over every counted target; quarantined in any of them)")
-    out.append(table(rows, ["platform", "jobs", "functional", "unit tests", "quarantined"]))
-    rows = [
-        [name, str(v["jobs"]), *[str(v[s]) for s in QUARANTINE_STATES]]
-        for name, v in stats.models().items()
-    ]
-    out.append("Models (distinct jobs over every counted target; quarantined in any of them)")
-    out.append(table(rows, ["model", "jobs", *QUARANTINE_STATES]))
-    line = not_counted(stats)
-    if line is not None:
-        out.append(line + "\n")
-    return "\n".join(out)
