@@ -221,6 +221,30 @@ def test_table_output(tree: Callable[..., Path], cli: Callable) -> None:
     assert row.split()[1] == "3"
 
 
+def test_table_rows_of_targets_are_the_json_figures(
+    tree: Callable[..., Path], cli: Callable
+) -> None:
+    """Each target's row of the table shows, column by column, what the JSON
+    says of it: jobs, jobs per model, and each quarantine action's count."""
+    root = tree(files())
+    data = stats_json(cli, root)
+    out = cli("stats", "--recipes", root).out
+    lines = out.splitlines()
+    header = next(line.split() for line in lines if line.startswith("target "))
+    rows = {line.split()[0]: line.split() for line in lines if line.split()[:1]}
+    models = sorted({m for t in data["targets"] for m in t["models"]})
+    assert header == ["target", "platform", "env", "cadence", "jobs", *models,
+                      "skip", "allow-fail", "deselect"]  # fmt: skip
+    for target in data["targets"]:
+        cells = rows[target["name"]]
+        # The figures are the row's last cells (platform, env, cadence may be empty).
+        figures = cells[len(cells) - (4 + len(models)) :]
+        q = target["quarantine"]
+        expected = [target["jobs"], *[target["models"].get(m, 0) for m in models],
+                    q["skip"], q["allow-failure"], q["deselect"]]  # fmt: skip
+        assert figures == [str(n) for n in expected], target["name"]
+
+
 def test_tree_without_config_counts_discovered_targets(
     tree: Callable[..., Path], cli: Callable
 ) -> None:
