@@ -1,4 +1,4 @@
-"""engine/config.py: the project config parsed into values, or refused with every
+"""documents/config.py: the project config parsed into values, or refused with every
 problem located: the vocabulary, the defaults, the targets with their system's
 settings under their own, and what the tree may not say (quarantine.api_url)."""
 
