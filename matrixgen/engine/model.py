@@ -3,8 +3,7 @@ values, they never edit the ones they were given."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from operator import attrgetter
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -122,7 +121,7 @@ class Job(ComparedValue, frozen=True, kw_only=True):
 
     @property
     def identity(self) -> JobId:
-        return JobId(*(value or "" for value in _IDENTITY(self)))
+        return _IDENTITY(self)
 
     @property
     def shown_scope(self) -> str | None:
@@ -136,34 +135,50 @@ class Job(ComparedValue, frozen=True, kw_only=True):
 
     def duplicate_key(self) -> tuple[str, ...]:
         """Identity and scope: one job per key in a target."""
-        return tuple(value or "" for value in _KEY(self))
+        return _DUPLICATE_KEY(self)
 
     def sort_key(self) -> tuple:
         """Identity, then scope and cadence: a total order for deterministic output."""
-        return (*self.duplicate_key(), *[getattr(self, name) for name in Job.SORT_AFTER])
+        return _SORT_KEY(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of `list --format json` (and of jobs in diffs)."""
-        out: dict[str, Any] = {}
-        for name in _JOB_JSON:
-            value = getattr(self, name)
-            if name == "scope":
-                value = self.shown_scope
-            elif name == "env":
-                value = dict(value)
-            elif isinstance(value, tuple):
-                value = list(value)
-            elif name == "quarantine":
-                if value is None:
-                    continue
-                value = value.to_dict()
-            out[name] = value
+        out = _JOB_JSON(self)
+        if self.quarantine is None:
+            del out["quarantine"]
+        else:
+            out["quarantine"] = self.quarantine.to_dict()
         return out
 
 
-_IDENTITY = attrgetter(*JobId.__struct_fields__)
-_KEY = attrgetter(*Job.KEY)
-_JOB_JSON = field_names(Job, Job.NOT_SERIALISED)
+def _compiled(expression: str, **names: Any) -> Callable[[Any], Any]:
+    """A function of one job from an expression over its fields (`j.model`),
+    made once from the declarations above: every job of a listing, a sort or a
+    selection goes through these, as fast as code written out by hand."""
+    return eval(f"lambda j: {expression}", names)  # from Job's own field names
+
+
+def _part(name: str) -> str:
+    """A field in the JSON, as the declarations above say."""
+    if name == "scope":  # shown as declared in the JSON; keys use the tier
+        return "j.shown_scope"
+    if name == "env":
+        return "dict(j.env)"
+    if str(Job.__annotations__[name]).startswith("tuple["):
+        return f"list(j.{name})"
+    return f"j.{name}"
+
+
+_KEY_PARTS = [f'(j.{n} or "")' for n in Job.KEY]  # None as "", as in every key
+_DUPLICATE_KEY = _compiled(f"({', '.join(_KEY_PARTS)},)")
+_SORT_KEY = _compiled(f"({', '.join([*_KEY_PARTS, *(f'j.{n}' for n in Job.SORT_AFTER)])},)")
+_JOB_JSON = _compiled(
+    "{" + ", ".join(f"{n!r}: {_part(n)}" for n in field_names(Job, Job.NOT_SERIALISED)) + "}"
+)
+
+_IDENTITY = _compiled(
+    "JobId(" + ", ".join(f'(j.{n} or "")' for n in JobId.__struct_fields__) + ")", JobId=JobId
+)
 
 
 class RecipeFile(Struct, frozen=True, kw_only=True):
