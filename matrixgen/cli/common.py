@@ -100,18 +100,25 @@ def tree_config(given: Path | None) -> ProjectConfig | None:
     """The project config of the recipe tree, read alone (the commands that name
     the tree's scopes but need none of its recipes): the default config for a
     tree without one; None when --recipes is not given and no tree is found."""
-    from matrixgen.documents.config import DEFAULT_CONFIG, parse_config
     from matrixgen.engine.errors import UsageError
-    from matrixgen.engine.load import read_root_file
-    from matrixgen.engine.vocab import CONFIG_FILENAME
 
     directory = recipes_dir(given)
     if not directory.is_dir():
         if given is None:
             return None
         raise UsageError(f"recipe directory not found: {directory}")
-    raw = read_root_file(directory, CONFIG_FILENAME)
-    return DEFAULT_CONFIG if raw is None else parse_config(raw, str(directory / CONFIG_FILENAME))
+    return read_config(directory)
+
+
+def read_config(root: Path) -> ProjectConfig:
+    """The project config at the top of a tree on disk, alone (no recipe read);
+    the default config for a tree without one."""
+    from matrixgen.documents.config import DEFAULT_CONFIG, parse_config
+    from matrixgen.engine.load import read_root_file
+    from matrixgen.engine.vocab import CONFIG_FILENAME
+
+    raw = read_root_file(root, CONFIG_FILENAME)
+    return DEFAULT_CONFIG if raw is None else parse_config(raw, str(root / CONFIG_FILENAME))
 
 
 def report_base() -> Path:

@@ -9,7 +9,7 @@ import typer
 
 from matrixgen.cli.common import recipes_dir
 from matrixgen.engine.errors import QuarantineError, UsageError
-from matrixgen.engine.vocab import CONFIG_FILENAME, QUARANTINE_FILENAME
+from matrixgen.engine.vocab import QUARANTINE_FILENAME
 
 if TYPE_CHECKING:
     from matrixgen.documents.config import ProjectConfig
@@ -22,16 +22,6 @@ def _root(recipes: Path | None) -> Path:
     if not root.is_dir():
         raise UsageError(f"recipe directory not found: {root}")
     return root
-
-
-def _config(root: Path) -> ProjectConfig:
-    from matrixgen.documents.config import DEFAULT_CONFIG, parse_config
-    from matrixgen.engine.load import read_root_file
-
-    raw = read_root_file(root, CONFIG_FILENAME)
-    if raw is None:
-        return DEFAULT_CONFIG
-    return parse_config(raw, str(root / CONFIG_FILENAME))
 
 
 def _read(root: Path, config: ProjectConfig) -> QuarantineFile:

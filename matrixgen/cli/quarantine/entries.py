@@ -13,11 +13,11 @@ from matrixgen.cli.common import (
     TableOrJson,
     TableOrJsonOption,
     echo_json,
+    read_config,
 )
 from matrixgen.cli.quarantine.common import (
     ExpiresOption,
     OwnerOption,
-    _config,
     _generation,
     _option,
     _read,
@@ -174,7 +174,7 @@ def remove(
     from matrixgen.quarantine.policy import policy
 
     root = _root(recipes)
-    base = policy(_config(root)).tracker_base
+    base = policy(read_config(root)).tracker_base
 
     def change(qfile: QuarantineFile) -> tuple[list[dict[str, Any]], list[int]]:
         entry = qfile.by_id(entry_id)
@@ -208,7 +208,7 @@ def lift(
     from matrixgen.quarantine.trackers import entries_tracked_by
 
     root = _root(recipes)
-    base = policy(_config(root)).tracker_base
+    base = policy(read_config(root)).tracker_base
     ref = tracker_text(tracker)
     lifted: list[Entry] = []
 
@@ -274,7 +274,7 @@ def list_entries(
     from matrixgen.quarantine.policy import current_day, policy
 
     root = _root(recipes)
-    config = _config(root)
+    config = read_config(root)
     qfile = _read(root, config)
     if platform is not None:  # a typo would list no entry, and say nothing
         from matrixgen.engine.select import check_values
