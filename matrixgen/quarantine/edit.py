@@ -40,8 +40,8 @@ from msgspec import Struct, field
 
 from matrixgen.documents.yamlio import last_content_line, parse_yaml
 from matrixgen.engine.errors import Findings, QuarantineError, UsageError
-from matrixgen.quarantine.model import QuarantineFile, parse_quarantine
-from matrixgen.quarantine.render import QuoteStyle, comparable, quote_style, render_entry
+from matrixgen.quarantine.model import QuarantineFile, parse_quarantine, plain
+from matrixgen.quarantine.render import QuoteStyle, quote_style, render_entry
 from matrixgen.util.atomic import WriteError, describe_kind, remove_stale_temps, write_atomic
 from matrixgen.util.readfile import NotRegularFile, read_regular
 from matrixgen.util.textedit import TextEdit, apply_edits, decode, encode, line_offsets
@@ -445,7 +445,7 @@ def edit(
             # The text edits do not know the file's name; the user needs it.
             raise QuarantineError(f"{path}: {exc.message}", findings=exc.findings) from None
         expected = [e for i, e in enumerate(before) if i not in set(removed)] + list(added)
-        if comparable(_plain_entries(new_text)) != comparable(expected):
+        if plain(_plain_entries(new_text), sparse=True) != plain(expected, sparse=True):
             raise QuarantineError(
                 f"editing {path} would not give the intended entries; the file was not changed "
                 "(please report this with the file attached)"

@@ -23,10 +23,9 @@ import fnmatch
 import re
 from collections.abc import Callable, Container, Mapping, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from msgspec import Struct
-from msgspec.structs import replace
 
 from matrixgen.documents.yamlio import YamlDocument, parse_yaml
 from matrixgen.engine.errors import Finding, Findings, Location, Severity
@@ -138,26 +137,9 @@ class Entry(ComparedValue, frozen=True, kw_only=True):
     expires: dt.date | None = None
     reason: str = ""
     index: int = 0  # position in the file's entries list
-    location: Location = Location("")  # not compared: where the file holds it
+    location: Location = Location("")  # not compared: an entry moved in the file is the same
 
-    def compared(self) -> tuple:
-        """Every field but `location`: an entry moved in the file is the same entry."""
-        return (
-            self.id,
-            self.tracker,
-            self.tracker_url,
-            self.kind,
-            self.action,
-            self.match,
-            self.where,
-            self.where_text,
-            self.node_ids,
-            self.owner,
-            self.added,
-            self.expires,
-            self.reason,
-            self.index,
-        )
+    NOT_COMPARED: ClassVar[frozenset[str]] = frozenset({"location"})
 
     @property
     def tracker_ref(self) -> str:
@@ -218,8 +200,6 @@ class QuarantineFile(Struct, frozen=True, kw_only=True):
         return next((e for e in self.entries if e.id == entry_id), None)
 
 
-EMPTY = QuarantineFile(path=QUARANTINE_FILENAME, present=False)
-
 # --------------------------------------------------------------------------- parsing
 
 
@@ -246,7 +226,7 @@ def parse_quarantine(
     are kept (the audit lists them) but reported as errors; entries whose id,
     kind, action or match cannot be read are left out and reported."""
     if raw is None:
-        return replace(EMPTY, path=path)
+        return QuarantineFile(path=path, present=False)
     findings = Findings()
     try:
         document = parse_yaml(raw, path, findings)
@@ -307,14 +287,19 @@ def _bad_date_location(raw: bytes, path: str) -> Location:
     return Location(path)
 
 
-def plain(value: Any) -> Any:
-    """Dates as YYYY-MM-DD text, as the schema describes them and JSON holds them."""
+def plain(value: Any, *, sparse: bool = False) -> Any:
+    """Dates as YYYY-MM-DD text, as the schema describes them and JSON holds them;
+    `sparse`: mappings without their empty values, as entries are compared."""
     if isinstance(value, dt.date):
         return value.isoformat()
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, Mapping):
+        return {
+            k: plain(v, sparse=sparse)
+            for k, v in value.items()
+            if not (sparse and v in (None, [], ()))
+        }
     if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
+        return [plain(v, sparse=sparse) for v in value]
     return value
 
 

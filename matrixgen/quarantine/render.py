@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from msgspec import Struct
 
+from matrixgen.quarantine.model import plain
 from matrixgen.util.escape import yaml_double_quoted, yaml_for_log
 
 # The order fields are written in, whatever order the caller gives.
@@ -169,16 +170,6 @@ def _plain_is_text(value: str) -> bool:
     return resolved == "tag:yaml.org,2002:str"
 
 
-def comparable(value: Any) -> Any:
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, Mapping):
-        return {k: comparable(v) for k, v in value.items() if v not in (None, [], ())}
-    if isinstance(value, list | tuple):
-        return [comparable(v) for v in value]
-    return value
-
-
 _ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -195,7 +186,7 @@ def entry_id(entry: Mapping[str, Any]) -> str:
 
     basis = json.dumps(
         {
-            "match": comparable(entry.get("match", {})),
+            "match": plain(entry.get("match", {}), sparse=True),
             "where": sorted(entry.get("where") or []),
             "tracker": entry.get("tracker"),
             "action": entry.get("action"),
