@@ -3,7 +3,7 @@ allow-failure, deselect, mute), and which entries apply to which jobs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from msgspec import Struct
@@ -12,7 +12,7 @@ from msgspec.structs import replace
 from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
 from matrixgen.engine.select import select
 from matrixgen.engine.targets import default_system, target_name
-from matrixgen.engine.vocab import QuarantineAction, System
+from matrixgen.engine.vocab import QuarantineAction
 
 if TYPE_CHECKING:
     from matrixgen.quarantine.model import Entry
@@ -72,22 +72,16 @@ def apply_quarantine(
     return selected, skipped
 
 
-def job_place(job: Job, target: Target | None) -> tuple[System, str | None]:
-    system = target.system if target is not None else default_system(job.scope or "")
-    return system, job.scope
-
-
 def applying_entries(
     job: Job,
     entries: Iterable[Entry],
     target: Target | None,
-    known_test_cases: frozenset[str] | set[str],
+    known: frozenset[str] | set[str],
 ) -> list[Entry]:
-    """The entries that apply to a job in a target, strongest action first."""
-    system, scope = job_place(job, target)
-    found = [
-        e for e in entries if e.applies_in(system, scope) and e.match.matches(job, known_test_cases)
-    ]
+    """The entries that apply to a job in a target (None: on the system that runs
+    the job's scope), strongest action first."""
+    system = target.system if target is not None else default_system(job.scope or "")
+    found = [e for e in entries if e.applies_in(system, job.scope) and e.match.matches(job, known)]
     found.sort(key=lambda e: (ACTION_STRENGTH[e.action], e.index))
     return found
 
@@ -160,18 +154,24 @@ class Hit(Struct, frozen=True):
     job: Job
 
 
+def _applying(
+    jobs: Sequence[Job], entries: Sequence[Entry], targets: Sequence[Target]
+) -> Iterator[tuple[Target, Job, list[Entry]]]:
+    """Each job of each target, with the entries that apply to it there."""
+    known = {j.test_case for j in jobs}
+    for target in targets:
+        for job in select(jobs, target.selector):
+            yield target, job, applying_entries(job, entries, target, known)
+
+
 def entry_hits(
     jobs: Sequence[Job], entries: Sequence[Entry], targets: Sequence[Target]
 ) -> dict[str, list[Hit]]:
     """For each entry id: the (target, job) pairs it applies to."""
-    known = {j.test_case for j in jobs}
     hits: dict[str, list[Hit]] = {e.id: [] for e in entries}
-    for target in targets:
-        for job in select(jobs, target.selector):
-            system, scope = job_place(job, target)
-            for entry in entries:
-                if entry.applies_in(system, scope) and entry.match.matches(job, known):
-                    hits[entry.id].append(Hit(target, job))
+    for target, job, applying in _applying(jobs, entries, targets):
+        for entry in applying:
+            hits[entry.id].append(Hit(target, job))
     return hits
 
 
@@ -180,11 +180,8 @@ def overlaps(
 ) -> list[tuple[Target, Job, list[Entry]]]:
     """Jobs that several entries apply to in one target (merged node-level entries
     excepted: their node ids all apply)."""
-    known = {j.test_case for j in jobs}
-    found = []
-    for target in targets:
-        for job in select(jobs, target.selector):
-            applying = applying_entries(job, entries, target, known)
-            if len(applying) > 1 and any(not e.action.node_level for e in applying):
-                found.append((target, job, applying))
-    return found
+    return [
+        (target, job, applying)
+        for target, job, applying in _applying(jobs, entries, targets)
+        if len(applying) > 1 and any(not e.action.node_level for e in applying)
+    ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,7 +44,7 @@ def reaches_plugin(script_text: str) -> bool:
 
 
 # Fields a job must name; the tag is optional ("" or unset: the job has none),
-# the system defaults to where the process runs (see `default_system`).
+# the system defaults to where the process runs (`System.running_in`).
 REQUIRED_FIELDS = ("scope", "platform", "environment", "model", "test_case")
 
 # What a GitLab job that matrixgen itself emits carries in QUARANTINE_VARIABLE
@@ -78,11 +79,6 @@ class JobIdentity(Struct, frozen=True, kw_only=True):
         )
 
 
-def default_system(environ: Mapping[str, str]) -> System:
-    """GitHub when the process runs in GitHub Actions, else GitLab."""
-    return System.running_in(environ)
-
-
 def identity_from(environ: Mapping[str, str]) -> JobIdentity:
     """The job's identity from its variables (JOB_VARIABLES); IdentityError
     naming every variable that is missing, or a system that is none."""
@@ -103,8 +99,8 @@ def identity_from(environ: Mapping[str, str]) -> JobIdentity:
                 f"{JOB_VARIABLES['system']}={system_text!r}: expected "
                 + " or ".join(s.value for s in System)
             ) from None
-    else:
-        system = default_system(environ)
+    else:  # GitHub when the process runs in GitHub Actions, else GitLab
+        system = System.running_in(environ)
     return JobIdentity(
         system=system,
         scope=values["scope"],
@@ -164,25 +160,22 @@ class _TreeTestCases:
 
     def __init__(self, tree_dir: Path) -> None:
         self.tree_dir = tree_dir
-        self._names: frozenset[str] | None = None
 
     def __contains__(self, name: object) -> bool:
-        if self._names is None:
-            self._names = _tree_test_cases(self.tree_dir)
-        return name in self._names
+        return name in self.names
 
+    @cached_property
+    def names(self) -> frozenset[str]:
+        from matrixgen.engine.errors import MatrixgenError
+        from matrixgen.engine.expand import expand_tree
+        from matrixgen.engine.load import load_tree, read_directory
 
-def _tree_test_cases(tree_dir: Path) -> frozenset[str]:
-    from matrixgen.engine.errors import MatrixgenError
-    from matrixgen.engine.expand import expand_tree
-    from matrixgen.engine.load import load_tree, read_directory
-
-    try:
-        tree = load_tree(read_directory(tree_dir), root=str(tree_dir))
-        return frozenset(j.test_case for j in expand_tree(tree).jobs)
-    except (MatrixgenError, OSError):
-        # No readable tree beside the file: a pattern is then read as a glob.
-        return frozenset()
+        try:
+            tree = load_tree(read_directory(self.tree_dir), root=str(self.tree_dir))
+            return frozenset(j.test_case for j in expand_tree(tree).jobs)
+        except (MatrixgenError, OSError):
+            # No readable tree beside the file: a pattern is then read as a glob.
+            return frozenset()
 
 
 def _tracker_base(tree_dir: Path) -> str | None:
@@ -249,13 +242,12 @@ def load_job_quarantine(
     applying: list[Entry] = []
     expired: list[Entry] = []
     for entry in qfile.entries:
-        if not entry.action.node_level:
-            continue
-        if not entry.applies_in(identity.system, identity.scope):
-            continue
-        if not entry.match.matches(identity, known):
-            continue
-        (expired if entry.expired(today) else applying).append(entry)
+        if (
+            entry.action.node_level
+            and entry.applies_in(identity.system, identity.scope)
+            and entry.match.matches(identity, known)
+        ):
+            (expired if entry.expired(today) else applying).append(entry)
     return JobQuarantine(
         path=value, identity=identity, entries=tuple(applying), expired=tuple(expired)
     )

@@ -117,8 +117,6 @@ def proposal_from_store(
 ) -> Proposal:
     """`propose` over the results store at `db` (judged by `flaky_policy`), with
     the state of the entries' trackers where a token allows asking."""
-    from msgspec.structs import replace
-
     from matrixgen.evidence.flaky import flaky_rows
     from matrixgen.evidence.store import open_store
 
@@ -323,14 +321,12 @@ def _drafts(
     for (action, kind, model, test_case, node), members in sorted(groups.items()):
         by_cell = {(r.job.platform, r.job.environment, r.job.tag, r.job.place): r for r in members}
         first_job = places[members[0].job][0][1]
-        for platforms, environments, tags, where in rectangles(set(by_cell)):
+        for rectangle in rectangles(set(by_cell)):
+            platforms, environments, tags, where = rectangle
             chosen = tuple(
                 r
                 for cell, r in sorted(by_cell.items())
-                if cell[0] in platforms
-                and cell[1] in environments
-                and cell[2] in tags
-                and cell[3] in where
+                if all(value in axis for value, axis in zip(cell, rectangle, strict=True))
             )
             match: dict[str, Any] = {"model": model, "test_case": test_case}
             match["platforms"] = list(platforms)
@@ -375,6 +371,8 @@ def _lifts(
     lift_runs: int,
     tracker_states: Mapping[str, str] | None,
 ) -> tuple[list[Lift], list[tuple[str, str]]]:
+    from matrixgen.evidence.flaky import summarize
+
     lifts: list[Lift] = []
     unjudged: list[tuple[str, str]] = []
     by_key: dict[tuple[JobKey, str | None], FlakyRow] = {(r.job, r.node_id): r for r in rows}
@@ -405,34 +403,15 @@ def _lifts(
                 if (k, None) not in by_key
             ]
         if missing:
-            unjudged.append(
-                (
-                    entry.id,
-                    "no results for "
-                    + ", ".join(missing[:3])
-                    + (f" and {len(missing) - 3} more" if len(missing) > 3 else ""),
-                )
-            )
+            more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+            unjudged.append((entry.id, f"no results for {', '.join(missing[:3])}{more}"))
             continue
-        short = [r for r in found if r.passing_streak < lift_runs]
-        if short:
-            worst = min(short, key=lambda r: r.passing_streak)
-            unjudged.append(
-                (
-                    entry.id,
-                    f"passed only its last {runs_text(worst.passing_streak)} on "
-                    f"{worst.where} ({worst.job.place}); a lift needs {lift_runs}",
-                )
-            )
+        worst = min(found, key=lambda r: r.passing_streak)
+        if worst.passing_streak < lift_runs:
+            short = f"passed only its last {runs_text(worst.passing_streak)} on {worst.where}"
+            unjudged.append((entry.id, f"{short} ({worst.job.place}); a lift needs {lift_runs}"))
             continue
-        from matrixgen.evidence.flaky import summarize
-
         where = f"; no results from the other {silent} job(s) it applies to" if silent else ""
-        lifts.append(
-            Lift(
-                entry=entry,
-                reason=f"passed its last {runs_text(min(r.passing_streak for r in found))}: "
-                f"{summarize(found)}{where}",
-            )
-        )
+        passed = f"passed its last {runs_text(worst.passing_streak)}: {summarize(found)}{where}"
+        lifts.append(Lift(entry=entry, reason=passed))
     return lifts, unjudged
