@@ -101,7 +101,7 @@ def locate(path: Path, *, root: Path | None = None) -> Path:
     assert found.path is not None
     real = root / found.path
     if found.kind is Kind.DIRECTORY:
-        raise QuarantineError(f"{path}: {via or ''}is a directory, not a file")
+        raise QuarantineError(f"{path}: {via}is a directory, not a file")
     if found.kind is Kind.SPECIAL:
         kind = describe_kind(os.lstat(real).st_mode)
         raise QuarantineError(f"{path}: {via}is {kind}, not a regular file: not read")
@@ -230,10 +230,7 @@ def _keep_final_newline(original: str, result: str) -> str:
     add then remove gives it back byte for byte."""
     if not original or original.endswith(("\n", "\r")):
         return result
-    for ending in ("\r\n", "\n", "\r"):
-        if result.endswith(ending):
-            return result[: -len(ending)]
-    return result
+    return _split_ending(result)[0]
 
 
 def insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:

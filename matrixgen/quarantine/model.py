@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from msgspec import Struct
+from msgspec.structs import asdict
 
 from matrixgen.documents.yamlio import YamlDocument, parse_yaml
 from matrixgen.engine.errors import Finding, Findings, Location, Severity
@@ -57,8 +58,8 @@ _GLOB_CHARS = re.compile(r"[*?\[]")
 class Match(Struct, frozen=True, kw_only=True):
     """What an entry matches; an empty tuple means any value."""
 
-    test_case: str
     model: str | None = None
+    test_case: str
     platforms: tuple[str, ...] = ()
     environments: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
@@ -79,15 +80,12 @@ class Match(Struct, frozen=True, kw_only=True):
         return matches_test_case(self.test_case, job.test_case, known_test_cases)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.model is not None:
-            out["model"] = self.model
-        out["test_case"] = self.test_case
-        for key in ("platforms", "environments", "tags"):
-            values = getattr(self, key)
-            if values:
-                out[key] = list(values)
-        return out
+        """The fields as the file writes them: an absent model or empty list left out."""
+        return {
+            key: list(value) if isinstance(value, tuple) else value
+            for key, value in asdict(self).items()
+            if value not in (None, ())
+        }
 
 
 def matches_test_case(pattern: str, test_case: str, known: Container[str]) -> bool:
@@ -234,39 +232,30 @@ def parse_quarantine(
         # PyYAML builds dates as it reads: `2025-13-01` raises instead of reporting.
         findings.add(_bad_date_location(raw, path), "yaml-date", "not a valid date (YYYY-MM-DD)")
         document = None
-    if document is None:
-        # An empty file is an empty quarantine, not a broken one.
-        if [f.code for f in findings.items] == ["file-empty"]:
-            return QuarantineFile(path=path, present=True)
-        return QuarantineFile(path=path, present=True, findings=tuple(findings.sorted()))
-    data = document.data
-    if not isinstance(data, dict):
+    if document is None and [f.code for f in findings.items] == ["file-empty"]:
+        return QuarantineFile(path=path, present=True)  # empty, not broken
+    entries: list[Entry] = []
+    if document is not None and not isinstance(document.data, dict):
         findings.add(
             document.locate([]),
             "quarantine-type",
             "the quarantine file must be a mapping with an `entries:` list",
         )
-        return QuarantineFile(
-            path=path, present=True, findings=tuple(findings.sorted()), document=document
-        )
-    _schema_findings(document, findings)
-    raw_entries = data.get("entries") or []
-    entries: list[Entry] = []
-    seen: dict[str, int] = {}
-    if isinstance(raw_entries, list):
-        for i, item in enumerate(raw_entries):
+    elif document is not None:
+        _schema_findings(document, findings)
+        raw_entries = document.data.get("entries")
+        seen: dict[str, int] = {}
+        for i, item in enumerate(raw_entries if isinstance(raw_entries, list) else ()):
             entry = _entry(item, i, document, tracker_base, findings)
-            if entry is None:
-                continue
-            if entry.id in seen:
+            if entry is not None and entry.id in seen:
                 findings.add(
                     document.locate(["entries", i, "id"]),
                     "quarantine-duplicate-id",
                     f'entry id "{entry.id}" is already used by entries[{seen[entry.id]}]',
                 )
-                continue
-            seen[entry.id] = i
-            entries.append(entry)
+            elif entry is not None:
+                seen[entry.id] = i
+                entries.append(entry)
     return QuarantineFile(
         path=path,
         present=True,
