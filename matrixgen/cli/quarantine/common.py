@@ -42,12 +42,13 @@ def _read(root: Path, config: ProjectConfig) -> QuarantineFile:
         ) from None
 
 
-def _generation(root: Path) -> Generation:
+def _generation(root: Path, *, selection: bool = False) -> Generation:
+    """The tree, refused when its jobs have errors (`selection`: or its quarantine file)."""
     from matrixgen.pipeline import generate
     from matrixgen.validate import Needs, require_usable
 
     generation = generate(root)
-    require_usable(generation, Needs.JOBS)
+    require_usable(generation, Needs.SELECTION if selection else Needs.JOBS)
     return generation
 
 

@@ -164,6 +164,18 @@ def _echo_added(new: NewEntry, chosen: str, path: Path, *, fmt: TableOrJson, dry
     typer.echo(f"entry {terminal_text(chosen)} ({reach}) {done} {terminal_text(path)}", err=True)
 
 
+def _existing_file(recipes: Path | None, verb: str) -> tuple[Path, str | None]:
+    """The tree's quarantine file, which must exist to `verb` entries, and its tracker base."""
+    from matrixgen.quarantine.policy import policy
+
+    root = _root(recipes)
+    base = policy(read_config(root)).tracker_base
+    path = root / QUARANTINE_FILENAME
+    if not os.path.lexists(path):
+        raise UsageError(f"{path} does not exist: there is nothing to {verb}")
+    return path, base
+
+
 def remove(
     entry_id: Annotated[str, typer.Argument(metavar="ID", help="The entry to remove.")],
     recipes: RecipesOption = None,
@@ -171,10 +183,8 @@ def remove(
 ) -> None:
     """Remove one entry by id."""
     from matrixgen.quarantine.edit import edit
-    from matrixgen.quarantine.policy import policy
 
-    root = _root(recipes)
-    base = policy(read_config(root)).tracker_base
+    path, base = _existing_file(recipes, "remove")
 
     def change(qfile: QuarantineFile) -> tuple[list[dict[str, Any]], list[int]]:
         entry = qfile.by_id(entry_id)
@@ -185,9 +195,6 @@ def remove(
             )
         return [], [entry.index]
 
-    path = root / QUARANTINE_FILENAME
-    if not os.path.lexists(path):
-        raise UsageError(f"{path} does not exist: there is nothing to remove")
     edit(path, change, tracker_base=base, dry_run=dry_run)
     typer.echo(terminal_text(entry_id))
     typer.echo(
@@ -204,11 +211,9 @@ def lift(
 ) -> None:
     """Remove every entry of one tracker (it was resolved): prints their ids."""
     from matrixgen.quarantine.edit import edit
-    from matrixgen.quarantine.policy import policy
     from matrixgen.quarantine.trackers import entries_tracked_by
 
-    root = _root(recipes)
-    base = policy(read_config(root)).tracker_base
+    path, base = _existing_file(recipes, "lift")
     ref = tracker_text(tracker)
     lifted: list[Entry] = []
 
@@ -225,9 +230,6 @@ def lift(
         lifted.extend(found)
         return [], [e.index for e in found]
 
-    path = root / QUARANTINE_FILENAME
-    if not os.path.lexists(path):
-        raise UsageError(f"{path} does not exist: there is nothing to lift")
     edit(path, change, tracker_base=base, dry_run=dry_run)
     for entry in lifted:
         typer.echo(terminal_text(entry.id))

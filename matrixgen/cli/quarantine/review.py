@@ -169,9 +169,7 @@ def propose(
     """Draft entries for flaky and broken cases that have none, scoped to where the
     evidence is; propose lifting the entries the evidence clears. --write edits the
     quarantine file (safely, as `add` and `lift` do)."""
-    from matrixgen.pipeline import generate
     from matrixgen.quarantine.propose import proposal_from_store, write_proposal
-    from matrixgen.validate import Needs, require_usable
 
     if lift_runs < 1:
         raise UsageError("--lift-runs must be 1 or more")
@@ -179,8 +177,7 @@ def propose(
         raise UsageError("--write needs --tracker: every entry names its tracker")
     flaky_policy = _policy(since, min_runs, flip_rate, broken_runs)
     root = _root(recipes)
-    generation = generate(root)
-    require_usable(generation, Needs.SELECTION)
+    generation = _generation(root, selection=True)
     proposal = proposal_from_store(
         generation,
         db=db,
