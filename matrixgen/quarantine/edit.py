@@ -1,30 +1,19 @@
 """Safe edits of the quarantine file: add, remove and lift entries.
 
-Safety rules:
-- Every edit holds an exclusive lock (`util.lockfile`: the file
-  `.quarantine.yaml.lock` next to the quarantine file, removed afterwards) from
-  reading the file to replacing it: two `add` commands at once both land. A
-  wait for the lock gives up after MATRIXGEN_LOCK_TIMEOUT seconds (30 by
-  default), naming the holder (pid, host, command).
-- The new content is written whole (`util.atomic`): a temporary file in the
-  same directory, fsynced, renamed over the old one; a reader sees the old file
-  or the new one, never half of one, and a full disk leaves the old one. Under
-  the lock, temporary files that killed edits left behind are removed.
-- The file must be a regular file: a directory, FIFO, device or a link to one
-  is refused (exit 7) before anything is read, and a FIFO is never opened
-  blocking. A link is followed only inside the recipe tree (the rule of
-  `engine.load.plan_reads`): a link to a file of the tree is edited where it
-  points (the link stays a link); one that leaves the tree is refused.
-- A file that does not parse or does not follow the schema is reported and left
-  alone; so is a read-only file.
-- Only the edited entry's lines change. The new entry is rendered by ruamel.yaml
-  (round-trip dumper: flow lists), in the indentation the file already uses and
-  quoted the way its entries are (the quote character they use, dates quoted or
-  plain), and spliced in after the last entry. Removing deletes exactly an
-  entry's lines; a comment block heading a group of entries goes with the last
-  of them (see delete_entries). Everything else (comments, order, formatting)
-  stays byte for byte, so add then remove gives back the original file. Each
-  edit is checked by parsing the result again.
+- Each edit holds an exclusive lock (`util.lockfile`: `.quarantine.yaml.lock`
+  beside the file; MATRIXGEN_LOCK_TIMEOUT, the holder named) from reading the
+  file to replacing it, so two `add` commands at once both land; the new content
+  is written whole (`util.atomic`), so a reader sees the old file or the new
+  one, never half of one, and a full disk leaves the old one.
+- Only a regular file is read: a directory, FIFO or device (or a link to one) is
+  refused (exit 7) before it is opened; a link is followed only inside the
+  recipe tree (`locate`). A file that does not parse, breaks the schema or is
+  read-only is reported and left alone.
+- Only the edited entry's lines change: a new entry is rendered (`render`) in the
+  file's indentation and quoting after the last entry; removing deletes exactly
+  an entry's lines (see delete_entries). Everything else stays byte for byte, so
+  add then remove gives back the original file; each edit is checked by parsing
+  the result again.
 """
 
 from __future__ import annotations
@@ -55,10 +44,6 @@ HEADER = (
 # --------------------------------------------------------------------------- locking, writing
 
 
-def _lock_path(path: Path) -> Path:
-    return path.parent / f".{path.name}.lock"
-
-
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
     """Hold the exclusive lock for edits of `path` (the file edits land in)."""
@@ -69,7 +54,7 @@ def locked(path: Path) -> Iterator[None]:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     try:
-        with hold(_lock_path(path), timeout=timeout):
+        with hold(path.parent / f".{path.name}.lock", timeout=timeout):
             remove_stale_temps(path.parent, path.name, every=True)
             yield
     except LockError as exc:

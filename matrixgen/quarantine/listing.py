@@ -63,26 +63,22 @@ def _any(values: Sequence[str]) -> str:
     return ",".join(values) if values else "any"
 
 
-def matches_text(entry: Entry) -> str:
-    """`model/test_case[tag,...]`: the jobs an entry matches, platforms aside."""
-    text = entry.match.test_case
-    if entry.match.model:
-        text = f"{entry.match.model}/{text}"
-    if entry.match.tags:
-        text += f"[{','.join(entry.match.tags)}]"
-    if entry.node_ids:
-        text += f" ({len(entry.node_ids)} node id(s))"
-    return text
-
-
 def entry_row(entry: Entry) -> dict[str, Any]:
-    """One entry as `quarantine list` shows it: what it matches and where."""
+    """One entry as `quarantine list` shows it: what it matches
+    (`model/test_case[tag,...]`, platforms aside) and where."""
+    matches = entry.match.test_case
+    if entry.match.model:
+        matches = f"{entry.match.model}/{matches}"
+    if entry.match.tags:
+        matches += f"[{','.join(entry.match.tags)}]"
+    if entry.node_ids:
+        matches += f" ({len(entry.node_ids)} node id(s))"
     return {
         "id": entry.id,
         "action": entry.action.value,
         "kind": entry.kind.value,
         "tracker": entry.tracker_ref,
-        "matches": matches_text(entry),
+        "matches": matches,
         "platforms": _any(entry.match.platforms),
         "environments": _any(entry.match.environments),
         "where": ",".join(entry.where_text) or "everywhere",

@@ -116,6 +116,7 @@ class GitHubTracker(Struct):
 
     def __post_init__(self) -> None:
         self.api_url = check_api_url(self.api_url)
+        self._opener = _opener(self.api_url)
 
     @property
     def api_host(self) -> str:
@@ -146,7 +147,7 @@ class GitHubTracker(Struct):
             },
         )
         try:
-            with self._open(request) as response:
+            with self._opener.open(request, timeout=self.timeout) as response:
                 body = response.read(_MAX_BODY + 1)
         except TrackerError:
             raise
@@ -170,11 +171,6 @@ class GitHubTracker(Struct):
             raise TrackerError(f'the GitHub API gave issue {ref.url} the unknown state "{state}"')
         title = data.get("title") if isinstance(data.get("title"), str) else ""
         return IssueState(ref, state, title)
-
-    def _open(self, request: Any) -> Any:
-        if self._opener is None:
-            self._opener = _opener(self.api_url)
-        return self._opener.open(request, timeout=self.timeout)
 
 
 # An issue's JSON is a few KB; a server that sends megabytes is not the GitHub API.

@@ -243,21 +243,17 @@ def lift(
 def list_entries(
     recipes: RecipesOption = None,
     tracker: Annotated[
-        str | None,
-        typer.Option(metavar="TRACKER", help='Only entries of this tracker: URL, "#N" or N.'),
+        str | None, _option("TRACKER", 'Only entries of this tracker: URL, "#N" or N.')
     ] = None,
-    owner: Annotated[
-        str | None, typer.Option(metavar="OWNER", help="Only entries of this owner.")
-    ] = None,
+    owner: Annotated[str | None, _option("OWNER", "Only entries of this owner.")] = None,
     kind: Annotated[QuarantineKind | None, typer.Option(help="Only entries of this kind.")] = None,
     action: Annotated[
         QuarantineAction | None, typer.Option(help="Only entries with this action.")
     ] = None,
     platform: Annotated[
         str | None,
-        typer.Option(
-            metavar="PLATFORM",
-            help="Only entries that can apply on this platform (they list it, or list none).",
+        _option(
+            "PLATFORM", "Only entries that can apply on this platform (they list it, or list none)."
         ),
     ] = None,
     expired: Annotated[
