@@ -110,7 +110,6 @@ def audit_quarantine(
     token: str | None,
     api_url: str,
     tracker_base: str | None = None,
-    today: dt.date | None = None,
 ) -> Audit:
     """Audit the entries of a readable file (QuarantineError for one that cannot
     be read): `tracker_base`, when given, resolves the `#N` trackers the config
@@ -133,7 +132,5 @@ def audit_quarantine(
     report = check_trackers(
         [(e.id, e.tracker_url) for e in entries if e.tracker], token=token, api_url=api_url
     )
-    items = audit_entries(
-        qfile, hits, today=today or current_day(), days=days, tracker_states=report.states
-    )
+    items = audit_entries(qfile, hits, today=current_day(), days=days, tracker_states=report.states)
     return Audit(entries=entries, targets=tuple(targets), items=tuple(items), trackers=report)

@@ -90,7 +90,7 @@ def identity_from(environ: Mapping[str, str]) -> JobIdentity:
             f"{', '.join(JOB_VARIABLES[f] for f in REQUIRED_FIELDS)} must be set too "
             "(docs/pytest-plugin.md)"
         )
-    system_text = values["system"]
+    system_text = values.pop("system")
     if system_text:
         try:
             system = System(system_text)
@@ -101,15 +101,7 @@ def identity_from(environ: Mapping[str, str]) -> JobIdentity:
             ) from None
     else:  # GitHub when the process runs in GitHub Actions, else GitLab
         system = System.running_in(environ)
-    return JobIdentity(
-        system=system,
-        scope=values["scope"],
-        platform=values["platform"],
-        environment=values["environment"],
-        model=values["model"],
-        test_case=values["test_case"],
-        tag=values["tag"],
-    )
+    return JobIdentity(system=system, **values)
 
 
 def identity_variables(identity: JobIdentity, quarantine_file: str) -> dict[str, str]:

@@ -53,8 +53,6 @@ from matrixgen.util.nodeid import is_node_id
 if TYPE_CHECKING:
     from matrixgen.documents.config import ProjectConfig
 
-DEFAULT_LIFT_RUNS = 10
-
 
 class Draft(Struct, frozen=True, kw_only=True):
     """One entry to add: its fields as the editor writes them, and the rows behind it."""
@@ -252,15 +250,14 @@ def propose(
     rows: Sequence[FlakyRow],
     *,
     tracker: str | None,
-    owner: str | None = None,
-    min_runs: int = 1,
-    lift_runs: int = DEFAULT_LIFT_RUNS,
-    tracker_states: Mapping[str, str] | None = None,
-    today: dt.date | None = None,
+    owner: str | None,
+    min_runs: int,
+    lift_runs: int,
+    tracker_states: Mapping[str, str],
 ) -> Proposal:
     """Drafts and lifts from judged rows (every key's row, ok ones too: lifts
     need them)."""
-    today = today or current_day()
+    today = current_day()
     config = generation.tree.config
     expiry = today + dt.timedelta(days=policy(config).default_expiry_days)
     entries = generation.quarantine.entries
@@ -369,7 +366,7 @@ def _lifts(
     rows: Sequence[FlakyRow],
     *,
     lift_runs: int,
-    tracker_states: Mapping[str, str] | None,
+    tracker_states: Mapping[str, str],
 ) -> tuple[list[Lift], list[tuple[str, str]]]:
     from matrixgen.evidence.flaky import summarize
 
@@ -378,8 +375,7 @@ def _lifts(
     by_key: dict[tuple[JobKey, str | None], FlakyRow] = {(r.job, r.node_id): r for r in rows}
     hits = entry_hits(generation.jobs, entries, targets)
     for entry in entries:
-        state = (tracker_states or {}).get(entry.id)
-        if state == "closed":
+        if tracker_states.get(entry.id) == "closed":
             lifts.append(Lift(entry=entry, reason=f"its tracker {entry.tracker_ref} is closed"))
             continue
         if entry.action is QuarantineAction.SKIP:
