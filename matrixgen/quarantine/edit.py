@@ -168,14 +168,11 @@ def _layout(text: str) -> _Layout:
     findings = Findings()
     doc = parse_yaml(text.encode("utf-8"), "quarantine", findings) if text.strip() else None
     root = doc.root if doc is not None else None
-    if root is None or not isinstance(root, yaml.MappingNode):
+    pairs = root.value if isinstance(root, yaml.MappingNode) else []
+    found = [(k, v) for k, v in pairs if isinstance(k, yaml.ScalarNode) and k.value == "entries"]
+    if not found:
         return _Layout(lines, newline, None, "absent", [], [], 2, 4, None)
-    key_node = value = None
-    for k, v in root.value:
-        if isinstance(k, yaml.ScalarNode) and k.value == "entries":
-            key_node, value = k, v
-    if key_node is None or value is None:
-        return _Layout(lines, newline, None, "absent", [], [], 2, 4, None)
+    key_node, value = found[-1]
     key_line = key_node.start_mark.line
     if isinstance(value, yaml.ScalarNode):
         return _Layout(lines, newline, key_line, "null", [], [], 2, 4, None)
@@ -201,10 +198,8 @@ def _layout(text: str) -> _Layout:
         ends.append(end)
     dash_col, key_col = 2, 4
     if value.value:
-        first_item = value.value[0]
-        line = lines[first_item.start_mark.line]
-        key_col = first_item.start_mark.column
-        dash = line.rfind("-", 0, key_col)
+        key_col = value.value[0].start_mark.column
+        dash = lines[starts[0]].rfind("-", 0, key_col)
         dash_col = dash if dash >= 0 else max(key_col - 2, 0)
     style = quote_style(value.value)
     return _Layout(lines, newline, key_line, "block", starts, ends, dash_col, key_col, None, style)

@@ -114,9 +114,6 @@ class Place(Struct, frozen=True, order=True):
             return False
         return self.scope is None or (scope is not None and resolve_scope(scope) == self.scope)
 
-    def __str__(self) -> str:
-        return f"{self.system.value}/{self.scope}" if self.scope else self.system.value
-
 
 class Entry(ComparedValue, frozen=True, kw_only=True):
     """One quarantine entry, as written in the file (tracker also resolved)."""

@@ -219,7 +219,6 @@ class TrackerReport(Struct, frozen=True):
 
     states: dict[str, str]
     unchecked: dict[str, str]
-    titles: dict[str, str] = field(default_factory=dict)
     error: str | None = None  # the API failure that stopped the checks, if any
 
 
@@ -235,7 +234,6 @@ def check_trackers(
     fails every later one too); the entries left are reported as not checked,
     with the failure, so the caller can still show what it found."""
     states: dict[str, str] = {}
-    titles: dict[str, str] = {}
     unchecked: dict[str, str] = {}
     items = list(entries)
     if not token:
@@ -271,6 +269,4 @@ def check_trackers(
             unchecked[entry_id] = f"the GitHub API failed: {error}"
             continue
         states[entry_id] = found.state
-        if found.title:
-            titles[entry_id] = found.title
-    return TrackerReport(states, unchecked, titles, error)
+    return TrackerReport(states, unchecked, error)
