@@ -14,17 +14,14 @@ from matrixgen.util.patterns import name_pattern, whole
 if TYPE_CHECKING:
     from matrixgen.documents.config import ProjectConfig
 
-DEFAULT_GRACE_DAYS = 14
-DEFAULT_EXPIRY_DAYS = 30
-
 
 class Policy(Struct, frozen=True, kw_only=True):
     """The `quarantine` section of the project config, with defaults."""
 
     tracker_base: str | None = None
     default_owner: str | None = None  # `add` and `migrate` when no owner is given
-    grace_days: int = DEFAULT_GRACE_DAYS
-    default_expiry_days: int = DEFAULT_EXPIRY_DAYS
+    grace_days: int = 14
+    default_expiry_days: int = 30
 
 
 TODAY_VARIABLE = "MATRIXGEN_TODAY"
@@ -66,9 +63,4 @@ def parse_day(text: str) -> dt.date:
 
 def policy(config: ProjectConfig) -> Policy:
     section = config.section("quarantine")
-    return Policy(
-        tracker_base=section.get("tracker_base"),
-        default_owner=section.get("default_owner"),
-        grace_days=section.get("grace_days", DEFAULT_GRACE_DAYS),
-        default_expiry_days=section.get("default_expiry_days", DEFAULT_EXPIRY_DAYS),
-    )
+    return Policy(**{key: section[key] for key in Policy.__struct_fields__ if key in section})

@@ -3,6 +3,7 @@ their trackers and the evidence."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -118,10 +119,7 @@ def _echo_audit(found: Audit, evidence: dict[str, Any] | None, fmt: TableOrJson,
         if evidence is not None:
             typer.echo("")
             typer.echo(table([[k, v] for k, v in evidence.items()], ["id", "evidence"]), nl=False)
-    reasons: dict[str, int] = {}
-    for reason in report.unchecked.values():
-        reasons[reason] = reasons.get(reason, 0) + 1
-    for reason, count in sorted(reasons.items()):
+    for reason, count in sorted(Counter(report.unchecked.values()).items()):
         typer.echo(
             f"tracker state NOT checked for {count} entr{'y' if count == 1 else 'ies'}: "
             f"{terminal_text(reason)}; a closed tracker there is not reported",
