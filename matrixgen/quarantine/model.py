@@ -423,16 +423,17 @@ def _entry_rules(
             )
 
 
-def _strings(value: Any) -> tuple[str, ...] | None:
+def _strings(value: Any) -> tuple[str, ...]:
+    """A list of non-empty strings (none when absent); ValueError for anything else."""
     if value is None:
         return ()
     if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
         return tuple(value)
-    return None
+    raise ValueError(value)
 
 
-def _date(value: Any) -> dt.date | bool | None:
-    """A date, None when absent, False when unreadable (the schema reports it)."""
+def _date(value: Any) -> dt.date | None:
+    """A date, None when absent; ValueError when unreadable."""
     if value is None:
         return None
     if isinstance(value, dt.datetime):
@@ -440,11 +441,8 @@ def _date(value: Any) -> dt.date | bool | None:
     if isinstance(value, dt.date):
         return value
     if isinstance(value, str):
-        try:
-            return parse_day(value)
-        except ValueError:
-            return False
-    return False
+        return parse_day(value)
+    raise ValueError(value)
 
 
 def _entry(
@@ -457,31 +455,21 @@ def _entry(
 ) -> Entry | None:
     """An Entry when the fields that decide what it does are readable, else None
     (the schema check already said why)."""
-    if not isinstance(item, dict):
+    entry_id = item.get("id") if isinstance(item, dict) else None
+    if not isinstance(entry_id, str) or not entry_id:
         return None
-    entry_id = item.get("id")
     try:
         kind = QuarantineKind(item.get("kind"))
         action = QuarantineAction(item.get("action"))
+        match = _match(item.get("match"))
+        node_ids = _strings(item.get("node_ids"))
+        where_text = _strings(item.get("where"))
+        where = tuple(Place.parse(w) for w in where_text)
+        added, expires = _date(item.get("added")), _date(item.get("expires"))
     except ValueError:
-        return None
-    if not isinstance(entry_id, str) or not entry_id:
-        return None
-    match = _match(item.get("match"))
-    node_ids = _strings(item.get("node_ids"))
-    where_raw = _strings(item.get("where"))
-    if match is None or node_ids is None or where_raw is None:
         return None
     if not all(is_node_id(n) for n in node_ids):
         return None  # said by the check: such an entry would deselect a whole folder
-    try:
-        where = tuple(Place.parse(w) for w in where_raw)
-    except ValueError:
-        return None
-    added, expires = _date(item.get("added")), _date(item.get("expires"))
-    if added is False or expires is False:
-        return None
-    assert not isinstance(added, bool) and not isinstance(expires, bool)
     if added and expires and expires < added:
         findings.add(
             document.locate(["entries", i, "expires"]),
@@ -507,7 +495,7 @@ def _entry(
         action=action,
         match=match,
         where=where,
-        where_text=where_raw,
+        where_text=where_text,
         node_ids=node_ids,
         owner=owner.strip() if isinstance(owner, str) else "",
         added=added,
@@ -518,22 +506,21 @@ def _entry(
     )
 
 
-def _match(value: Any) -> Match | None:
-    """What an entry matches, when readable."""
+def _match(value: Any) -> Match:
+    """What an entry matches; ValueError when unreadable."""
     if not isinstance(value, dict):
-        return None
+        raise ValueError(value)
     test_case, model = value.get("test_case"), value.get("model")
     if not isinstance(test_case, str) or not test_case:
-        return None
-    lists = {key: _strings(value.get(key)) for key in ("platforms", "environments", "tags")}
-    if any(v is None for v in lists.values()) or (model is not None and not isinstance(model, str)):
-        return None
+        raise ValueError(value)
+    if model is not None and not isinstance(model, str):
+        raise ValueError(value)
     return Match(
         test_case=test_case,
         model=model,
-        platforms=lists["platforms"] or (),
-        environments=lists["environments"] or (),
-        tags=lists["tags"] or (),
+        platforms=_strings(value.get("platforms")),
+        environments=_strings(value.get("environments")),
+        tags=_strings(value.get("tags")),
     )
 
 
