@@ -186,9 +186,7 @@ def _place_text(text: str) -> str:
     """Check one --scope value: `github/L1`, `gitlab/mr`, or a whole system."""
     system, sep, scope = text.partition("/")
     if system not in ("github", "gitlab") or (sep and not scope):
-        hint = ""
-        if not sep and system not in ("github", "gitlab"):
-            hint = f" (did you mean {default_system(text).value}/{text}?)"
+        hint = "" if sep else f" (did you mean {default_system(text).value}/{text}?)"
         raise UsageError(
             f'--scope "{text}": write SYSTEM/SCOPE, like github/L1 or gitlab/mr, '
             f"or a whole system (github, gitlab){hint}"

@@ -100,11 +100,18 @@ def check_entries(
         return doc.locate(["entries", entry.index, *keys]) if doc else entry.location
 
     known = Known.of(jobs, targets, config)
-    unknown_values: set[str] = set()
+    hits = entry_hits(jobs, qfile.entries, targets)
     for entry in qfile.entries:
-        for location, message in _unknown_values(entry, known, name(entry)):
-            unknown_values.add(entry.id)
+        unknown = list(_unknown_values(entry, known, name(entry)))
+        for location, message in unknown:
             found.add(at(entry, *location), "quarantine-unknown", message)
+        if not hits[entry.id] and not unknown:
+            found.add(
+                at(entry, "match"),
+                "quarantine-matches-nothing",
+                f"{name(entry)} applies to no job in any target "
+                f"({describe(entry)}); remove it or fix what it matches",
+            )
         if entry.expires is not None and entry.expires < today:
             late = (today - entry.expires).days
             severity = Severity.ERROR if late > grace else Severity.WARNING
@@ -121,15 +128,6 @@ def check_entries(
                 f"lift it (matrixgen quarantine lift --tracker {shell_tracker(entry.tracker)}) "
                 "or extend it",
                 severity,
-            )
-    hits = entry_hits(jobs, qfile.entries, targets)
-    for entry in qfile.entries:
-        if not hits[entry.id] and entry.id not in unknown_values:
-            found.add(
-                at(entry, "match"),
-                "quarantine-matches-nothing",
-                f"{name(entry)} applies to no job in any target "
-                f"({describe(entry)}); remove it or fix what it matches",
             )
     for target, job, applying in overlaps(jobs, qfile.entries, targets):
         ids = ", ".join(f'"{e.id}" ({e.action.value})' for e in applying)

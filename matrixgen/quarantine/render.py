@@ -68,9 +68,7 @@ def quote_style(items: Sequence[yaml.Node]) -> QuoteStyle:
                 ):
                     dates_quoted = True
             stack[:0] = [v for _, v in node.value]
-    if not counts['"'] and not counts["'"]:
-        return QuoteStyle(None, dates_quoted)
-    if counts['"'] == counts["'"]:
+    if counts['"'] == counts["'"]:  # none at all too: first is then None
         return QuoteStyle(first, dates_quoted)
     return QuoteStyle('"' if counts['"'] > counts["'"] else "'", dates_quoted)
 
@@ -127,14 +125,11 @@ def render_entry(
             continue
         value = entry[key]
         if key == "match":
-            match = CommentedMap()
-            for mkey in MATCH_ORDER:
-                if value.get(mkey) not in (None, [], ()):
-                    mvalue = value[mkey]
-                    match[mkey] = (
-                        flow(list(mvalue)) if isinstance(mvalue, list | tuple) else scalar(mvalue)
-                    )
-            value = match
+            value = CommentedMap(
+                (k, flow(v) if isinstance(v, list | tuple) else scalar(v))
+                for k in MATCH_ORDER
+                if (v := value.get(k)) not in (None, [], ())
+            )
         elif key == "where":
             value = flow(list(value))
         elif key == "node_ids":

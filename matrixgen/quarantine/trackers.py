@@ -37,9 +37,7 @@ def same_tracker(a: str, b: str, tracker_base: str | None) -> bool:
 
 
 def _tracker_key(ref: str, tracker_base: str | None) -> str:
-    ref = ref.strip()
-    if ref.isdigit():
-        ref = "#" + ref
+    ref = tracker_text(ref)
     resolved = resolve_tracker(ref, tracker_base)
     return _url_key(resolved) if resolved else ref
 
@@ -52,7 +50,7 @@ def entries_tracked_by(entries: Iterable[Entry], ref: str, tracker_base: str | N
     they name several, which one is meant is unclear (ValueError)."""
     entries = list(entries)
     found = [e for e in entries if same_tracker(e.tracker, ref, tracker_base)]
-    number = whole(ISSUE_NUMBER, "#" + ref.strip() if ref.strip().isdigit() else ref.strip())
+    number = whole(ISSUE_NUMBER, tracker_text(ref))
     if found or number is None or tracker_base:
         return found
     by_number: dict[str, list[Entry]] = {}
