@@ -416,8 +416,7 @@ def edit(
         try:
             if removed:
                 new_text = delete_entries(new_text, sorted(set(removed)))
-            if added:
-                new_text = insert_entries(new_text, added)
+            new_text = insert_entries(new_text, added)
         except QuarantineError as exc:
             # The text edits do not know the file's name; the user needs it.
             raise QuarantineError(f"{path}: {exc.message}", findings=exc.findings) from None

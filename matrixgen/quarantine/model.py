@@ -148,13 +148,12 @@ class Entry(ComparedValue, frozen=True, kw_only=True):
         return self.expires is not None and self.expires < today
 
     def mark(self) -> QuarantineMark:
-        node_level = self.action.node_level
         return QuarantineMark(
             id=self.id,
             tracker=self.tracker_ref,
             action=self.action.value,
             kind=self.kind.value,
-            node_ids=self.node_ids if node_level else (),
+            node_ids=self.node_ids if self.action.node_level else (),
             muted=self.node_ids if self.action is QuarantineAction.MUTE else (),
         )
 
@@ -200,8 +199,7 @@ class QuarantineFile(Struct, frozen=True, kw_only=True):
 
 def load_quarantine(tree: RecipeTree) -> QuarantineFile:
     """The quarantine file of a loaded tree (its bytes were kept by load.py)."""
-    extra = tree.extra_files or {}
-    raw = extra.get(QUARANTINE_FILENAME)
+    raw = (tree.extra_files or {}).get(QUARANTINE_FILENAME)
     root = tree.root
     shown = (
         QUARANTINE_FILENAME if root in ("", ".") else f"{root.rstrip('/')}/{QUARANTINE_FILENAME}"

@@ -210,19 +210,15 @@ def _action(row: FlakyRow) -> tuple[QuarantineAction, QuarantineKind]:
 def _covering(
     row: FlakyRow, places: list[tuple[Target, Job]], entries: Sequence[Entry], known: set[str]
 ) -> list[str]:
-    """Ids of entries that already take this key out (or let it fail)."""
-    ids: list[str] = []
-    for target, job in places:
-        for entry in applying_entries(job, entries, target, known):
-            if (
-                row.node_id is not None
-                and entry.action.node_level
-                and row.node_id not in entry.node_ids
-            ):
-                continue
-            if entry.id not in ids:
-                ids.append(entry.id)
-    return ids
+    """Ids of entries that already take this key out (or let it fail): of the
+    node-level ones, those that name the row's node id."""
+    ids = (
+        entry.id
+        for target, job in places
+        for entry in applying_entries(job, entries, target, known)
+        if row.node_id is None or not entry.action.node_level or row.node_id in entry.node_ids
+    )
+    return list(dict.fromkeys(ids))
 
 
 def rectangles(cells: set[tuple[str, str, str, str]]) -> list[tuple[tuple[str, ...], ...]]:
@@ -237,11 +233,7 @@ def rectangles(cells: set[tuple[str, str, str, str]]) -> list[tuple[tuple[str, .
         for group in groups:
             rest = tuple(g for i, g in enumerate(group) if i != axis)
             merged.setdefault(rest, set()).update(group[axis])
-        groups = []
-        for rest, values in merged.items():
-            parts = list(rest)
-            parts.insert(axis, frozenset(values))
-            groups.append(tuple(parts))
+        groups = [(*rest[:axis], frozenset(v), *rest[axis:]) for rest, v in merged.items()]
     return sorted(tuple(tuple(sorted(g)) for g in group) for group in groups)
 
 
@@ -278,12 +270,9 @@ def propose(
         if row.node_id is not None and not is_node_id(row.node_id):
             not_node_ids.append(row)  # pytest deselects by prefix: it would take a folder out
             continue
-        found = places.get(row.job)
-        if not found:
-            covered.append(Covered(row=row, by=()))
-            continue
-        by = _covering(row, found, entries, known)
-        if by:
+        found = places.get(row.job)  # none: the job is in no target now
+        by = _covering(row, found, entries, known) if found else []
+        if not found or by:
             covered.append(Covered(row=row, by=tuple(by)))
             continue
         action, kind = _action(row)
@@ -349,7 +338,6 @@ def _drafts(
             data = {"id": unique_id(derived, taken), **data}
             taken.add(data["id"])
             drafts.append(Draft(data=data, rows=chosen))
-
     return drafts
 
 

@@ -32,7 +32,7 @@ from matrixgen.cli.quarantine.common import (
     _option,
     _root,
 )
-from matrixgen.engine.errors import ExitCode, UsageError
+from matrixgen.engine.errors import ExitCode, TrackerError, UsageError
 from matrixgen.engine.vocab import (
     QUARANTINE_FILENAME,
 )
@@ -89,8 +89,6 @@ def audit(
     )
     _echo_audit(found, evidence, fmt, days)
     if found.trackers.error is not None:
-        from matrixgen.engine.errors import TrackerError
-
         raise TrackerError(found.trackers.error)
     if found.failing:
         raise typer.Exit(ExitCode.FINDINGS)
