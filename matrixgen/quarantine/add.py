@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from matrixgen.engine.errors import QuarantineError, UsageError
+from matrixgen.engine.errors import UsageError
 from matrixgen.engine.model import Job, Target
 from matrixgen.engine.targets import default_system, resolve_targets
 from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
@@ -78,11 +78,7 @@ def new_entry(generation: Generation, request: EntryRequest, *, config_path: Pat
     from matrixgen.quarantine.render import entry_id as derive_id
 
     qfile = generation.quarantine
-    if qfile.errors:
-        raise QuarantineError(
-            f"{qfile.path} has errors; fix them first, the file was not changed",
-            findings=qfile.errors,
-        )
+    qfile.refuse_errors(f"{qfile.path} has errors; fix them first, the file was not changed")
     data = _fields(request, generation, config_path)
     explicit = request.entry_id is not None
     subject = file_subject if explicit else (lambda _id, _index: "the entry")

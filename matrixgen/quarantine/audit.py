@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from msgspec import Struct
 from msgspec.structs import replace
 
-from matrixgen.engine.errors import QuarantineError
 from matrixgen.engine.model import Job, Target
 from matrixgen.engine.targets import resolve_targets
 from matrixgen.quarantine.apply import Hit, entry_hits
@@ -116,8 +115,8 @@ def audit_quarantine(
     cannot; tracker states come from the API at `api_url` (checked)."""
     from matrixgen.quarantine.tracker import check_trackers
 
-    if qfile.present and qfile.document is None and qfile.errors:
-        raise QuarantineError(f"{qfile.path} cannot be read", findings=qfile.errors)
+    if qfile.present and qfile.document is None:
+        qfile.refuse_errors(f"{qfile.path} cannot be read")
     entries = qfile.entries
     if tracker_base:
         entries = tuple(

@@ -136,11 +136,8 @@ def read_checked(
     """The file's bytes and parse; a file with errors in its shape is refused."""
     raw = read_file(path)
     qfile = parse_quarantine(raw, str(path), tracker_base=tracker_base)
-    if qfile.errors:
-        raise QuarantineError(
-            f"{path} has {len(qfile.errors)} error(s); fix them first, the file was not changed",
-            findings=qfile.errors,
-        )
+    n = len(qfile.errors)
+    qfile.refuse_errors(f"{path} has {n} error(s); fix them first, the file was not changed")
     return raw, qfile
 
 
@@ -428,11 +425,7 @@ def edit(
             )
         data = encode(new_text, bom)
         check = parse_quarantine(data, str(path), tracker_base=tracker_base)
-        if check.errors:
-            raise QuarantineError(
-                f"the edited {path} would have errors; the file was not changed",
-                findings=check.errors,
-            )
+        check.refuse_errors(f"the edited {path} would have errors; the file was not changed")
         if not dry_run and data != raw:
             atomic_write(path, data)
         return raw, data

@@ -29,7 +29,7 @@ from msgspec import Struct
 from msgspec.structs import asdict
 
 from matrixgen.documents.yamlio import YamlDocument, parse_yaml
-from matrixgen.engine.errors import Finding, Findings, Location, Severity
+from matrixgen.engine.errors import Finding, Findings, Location, QuarantineError, Severity
 from matrixgen.engine.model import Job, QuarantineMark
 from matrixgen.engine.schemas import check_against_schema
 from matrixgen.engine.vocab import (
@@ -192,6 +192,11 @@ class QuarantineFile(Struct, frozen=True, kw_only=True):
 
     def by_id(self, entry_id: str) -> Entry | None:
         return next((e for e in self.entries if e.id == entry_id), None)
+
+    def refuse_errors(self, message: str) -> None:
+        """A QuarantineError saying `message`, with the errors, when there are any."""
+        if self.errors:
+            raise QuarantineError(message, findings=self.errors)
 
 
 # --------------------------------------------------------------------------- parsing

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct
 from msgspec.structs import replace
 
-from matrixgen.engine.errors import QuarantineError
 from matrixgen.engine.model import Job, Target
 from matrixgen.engine.select import select
 from matrixgen.engine.targets import resolve_targets
@@ -119,8 +118,7 @@ def proposal_from_store(
     from matrixgen.evidence.store import open_store
 
     qfile = generation.quarantine
-    if qfile.errors:
-        raise QuarantineError(f"{qfile.path} has errors; fix them first", findings=qfile.errors)
+    qfile.refuse_errors(f"{qfile.path} has errors; fix them first")
     store = open_store(db, write=False)
     try:
         report = flaky_rows(store, replace(flaky_policy, min_runs=1), unit_jobs_whole=True)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from matrixgen.cli.common import recipes_dir
-from matrixgen.engine.errors import QuarantineError, UsageError
+from matrixgen.engine.errors import UsageError
 from matrixgen.engine.vocab import QUARANTINE_FILENAME
 
 if TYPE_CHECKING:
@@ -26,20 +26,17 @@ def _root(recipes: Path | None) -> Path:
 
 def _read(root: Path, config: ProjectConfig) -> QuarantineFile:
     """The quarantine file, refused when malformed (exit 7)."""
-    from matrixgen.quarantine.edit import read_checked
+    from matrixgen.quarantine.edit import read_file
+    from matrixgen.quarantine.model import parse_quarantine
     from matrixgen.quarantine.policy import policy
 
     path = root / QUARANTINE_FILENAME
-    try:
-        return read_checked(path, tracker_base=policy(config).tracker_base)[1]
-    except QuarantineError as exc:
-        if not exc.findings:
-            raise
-        raise QuarantineError(
-            f"{path} has {len(exc.findings)} error(s); fix them first "
-            "(`matrixgen quarantine audit` still lists what it can read)",
-            findings=exc.findings,
-        ) from None
+    qfile = parse_quarantine(read_file(path), str(path), tracker_base=policy(config).tracker_base)
+    qfile.refuse_errors(
+        f"{path} has {len(qfile.errors)} error(s); fix them first "
+        "(`matrixgen quarantine audit` still lists what it can read)"
+    )
+    return qfile
 
 
 def _generation(root: Path, *, selection: bool = False) -> Generation:

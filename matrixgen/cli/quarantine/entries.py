@@ -293,20 +293,10 @@ def list_entries(
     if fmt is TableOrJson.JSON:
         echo_json([e.to_dict() for e in entries])
     else:
-        rows = [list(entry_row(e).values()) for e in entries]
-        headers = [
-            "id",
-            "action",
-            "kind",
-            "tracker",
-            "matches",
-            "platforms",
-            "environments",
-            "where",
-            "owner",
-            "expires",
-        ]
-        typer.echo(table(rows, headers, empty="no entries match"), nl=False)
+        rows = [entry_row(e) for e in entries]
+        headers = list(rows[0]) if rows else []  # no row: the table is the `empty` line
+        cells = [list(row.values()) for row in rows]
+        typer.echo(table(cells, headers, empty="no entries match"), nl=False)
     shown = len(entries)
     total = len(qfile.entries)
     of = f" of {total}" if shown != total else ""
