@@ -233,40 +233,33 @@ def check_trackers(
     The first API failure stops the lookups (a bad token or a used-up rate limit
     fails every later one too); the entries left are reported as not checked,
     with the failure, so the caller can still show what it found."""
+    if not token:
+        why = "no GitHub token (set GITHUB_TOKEN or pass --token)"
+        return TrackerReport({}, {entry_id: why for entry_id, _ in entries})
     states: dict[str, str] = {}
     unchecked: dict[str, str] = {}
-    items = list(entries)
-    if not token:
-        for entry_id, _ in items:
-            unchecked[entry_id] = "no GitHub token (set GITHUB_TOKEN or pass --token)"
-        return TrackerReport(states, unchecked)
     client = GitHubTracker(token=token, api_url=api_url or DEFAULT_API_URL)  # checked there
     error: str | None = None
-    for entry_id, url in items:
+    for entry_id, url in entries:
+        ref = parse_issue_url(url) if url is not None else None
         if error is not None:
             unchecked[entry_id] = f"the GitHub API failed: {error}"
-            continue
-        if url is None:
+        elif url is None:
             unchecked[entry_id] = (
                 "the tracker is #N and no tracker base is set "
                 "(quarantine.tracker_base in matrixgen.yaml, or --tracker-base)"
             )
-            continue
-        ref = parse_issue_url(url)
-        if ref is None:
+        elif ref is None:
             unchecked[entry_id] = f"{url} is not a GitHub issue or pull request URL"
-            continue
-        if not client.can_check(ref):
+        elif not client.can_check(ref):
             unchecked[entry_id] = (
                 f"{url} is not on github.com nor on the API's host ({client.api_host}); "
                 f"pass --api-url (or set {API_URL_VARIABLE}) for GitHub Enterprise"
             )
-            continue
-        try:
-            found = client.state(ref)
-        except TrackerError as exc:
-            error = exc.message
-            unchecked[entry_id] = f"the GitHub API failed: {error}"
-            continue
-        states[entry_id] = found.state
+        else:
+            try:
+                states[entry_id] = client.state(ref).state
+            except TrackerError as exc:
+                error = exc.message
+                unchecked[entry_id] = f"the GitHub API failed: {error}"
     return TrackerReport(states, unchecked, error)
