@@ -70,8 +70,7 @@ def audit(
     root = _root(recipes)
     generation = _generation(root)
     qfile = generation.quarantine
-    if qfile.findings:
-        echo_findings(qfile.findings)
+    echo_findings(qfile.findings)
     found = audit_quarantine(
         qfile,
         generation.jobs,
@@ -222,23 +221,18 @@ def _echo_proposal(proposal: Proposal, path: Path) -> None:
         typer.echo(f"\n# lifts ({len(proposal.lifts)})")
         for lift in proposal.lifts:
             typer.echo(f"# {_t(lift.entry.id)} ({_t(lift.entry.tracker_ref)}): {_t(lift.reason)}")
+
+    def left_out(row: FlakyRow, why: str) -> None:
+        where = f"{_t(row.where)} ({row.job.place})"
+        typer.echo(f"# left out: {row.verdict.value} {_t(_case(row))} on {where}: {why}")
+
     for c in proposal.covered:
-        why = (
-            f"already quarantined by {_t(', '.join(c.by))}"
-            if c.by
-            else "no job of the recipes runs it now"
-        )
-        typer.echo(
-            f"# left out: {c.row.verdict.value} {_t(_case(c.row))} on {_t(c.row.where)} "
-            f"({c.row.job.place}): {why}"
-        )
+        by = f"already quarantined by {_t(', '.join(c.by))}"
+        left_out(c.row, by if c.by else "no job of the recipes runs it now")
     for entry_id, why in proposal.unjudged:
         typer.echo(f"# kept: {_t(entry_id)}: {_t(why)}")
     for r in proposal.not_node_ids:
-        typer.echo(
-            f"# left out: {r.verdict.value} {_t(_case(r))} on {_t(r.where)} ({r.job.place}): "
-            "not a pytest node id (path::name), so never drafted as a deselect"
-        )
+        left_out(r, "not a pytest node id (path::name), so never drafted as a deselect")
 
 
 def _case(row: FlakyRow) -> str:
