@@ -130,17 +130,6 @@ def read_file(path: Path, *, root: Path | None = None) -> bytes | None:
         raise QuarantineError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def read_checked(
-    path: Path, *, tracker_base: str | None = None
-) -> tuple[bytes | None, QuarantineFile]:
-    """The file's bytes and parse; a file with errors in its shape is refused."""
-    raw = read_file(path)
-    qfile = parse_quarantine(raw, str(path), tracker_base=tracker_base)
-    n = len(qfile.errors)
-    qfile.refuse_errors(f"{path} has {n} error(s); fix them first, the file was not changed")
-    return raw, qfile
-
-
 # --------------------------------------------------------------------------- text edits
 
 
@@ -405,7 +394,10 @@ def edit(
     Returns (old bytes, new bytes)."""
     path = locate(path)
     with contextlib.nullcontext() if dry_run else locked(path):
-        raw, qfile = read_checked(path, tracker_base=tracker_base)
+        raw = read_file(path)
+        qfile = parse_quarantine(raw, str(path), tracker_base=tracker_base)
+        n = len(qfile.errors)
+        qfile.refuse_errors(f"{path} has {n} error(s); fix them first, the file was not changed")
         added, removed = change(qfile)
         text, bom = decode(raw)
         before = _plain_entries(text)
