@@ -109,8 +109,7 @@ def identity_variables(identity: JobIdentity, quarantine_file: str) -> dict[str,
     JOB_VARIABLES order (an empty tag left out)."""
     out = {QUARANTINE_VARIABLE: quarantine_file}
     for field, name in JOB_VARIABLES.items():
-        value = getattr(identity, field)
-        value = value.value if isinstance(value, System) else value
+        value = str(getattr(identity, field))  # the system's value: System is a StrEnum
         if value:
             out[name] = value
     return out

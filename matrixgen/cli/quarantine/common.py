@@ -9,12 +9,9 @@ import typer
 
 from matrixgen.cli.common import recipes_dir
 from matrixgen.engine.errors import UsageError
-from matrixgen.engine.vocab import QUARANTINE_FILENAME
 
 if TYPE_CHECKING:
-    from matrixgen.documents.config import ProjectConfig
     from matrixgen.pipeline import Generation
-    from matrixgen.quarantine.model import QuarantineFile
 
 
 def _root(recipes: Path | None) -> Path:
@@ -22,21 +19,6 @@ def _root(recipes: Path | None) -> Path:
     if not root.is_dir():
         raise UsageError(f"recipe directory not found: {root}")
     return root
-
-
-def _read(root: Path, config: ProjectConfig) -> QuarantineFile:
-    """The quarantine file, refused when malformed (exit 7)."""
-    from matrixgen.quarantine.edit import read_file
-    from matrixgen.quarantine.model import parse_quarantine
-    from matrixgen.quarantine.policy import policy
-
-    path = root / QUARANTINE_FILENAME
-    qfile = parse_quarantine(read_file(path), str(path), tracker_base=policy(config).tracker_base)
-    qfile.refuse_errors(
-        f"{path} has {len(qfile.errors)} error(s); fix them first "
-        "(`matrixgen quarantine audit` still lists what it can read)"
-    )
-    return qfile
 
 
 def _generation(root: Path, *, selection: bool = False) -> Generation:

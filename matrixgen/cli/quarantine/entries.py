@@ -20,7 +20,6 @@ from matrixgen.cli.quarantine.common import (
     OwnerOption,
     _generation,
     _option,
-    _read,
     _root,
 )
 from matrixgen.engine.errors import UsageError, did_you_mean
@@ -268,12 +267,19 @@ def list_entries(
     """List the entries of the quarantine file: what each one matches (test
     case, model, tags, platforms, environments) and where it applies
     (system/scope), with its tracker, owner and expiry. The filters combine."""
+    from matrixgen.quarantine.edit import read_file
     from matrixgen.quarantine.listing import EntryFilter, entry_row, filter_entries
+    from matrixgen.quarantine.model import parse_quarantine
     from matrixgen.quarantine.policy import current_day, policy
 
     root = _root(recipes)
     config = read_config(root)
-    qfile = _read(root, config)
+    base, path = policy(config).tracker_base, root / QUARANTINE_FILENAME
+    qfile = parse_quarantine(read_file(path), str(path), tracker_base=base)
+    qfile.refuse_errors(
+        f"{path} has {len(qfile.errors)} error(s); fix them first "
+        "(`matrixgen quarantine audit` still lists what it can read)"
+    )
     if platform is not None:  # a typo would list no entry, and say nothing
         from matrixgen.engine.select import check_values
 
@@ -287,7 +293,7 @@ def list_entries(
         expired_before=current_day() if expired else None,
     )
     try:
-        entries = filter_entries(qfile.entries, wanted, tracker_base=policy(config).tracker_base)
+        entries = filter_entries(qfile.entries, wanted, tracker_base=base)
     except ValueError as exc:
         raise UsageError(f"--tracker {tracker}: {exc}; give the URL") from None
     if fmt is TableOrJson.JSON:
