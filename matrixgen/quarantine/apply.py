@@ -64,11 +64,8 @@ def apply_quarantine(
         if not applying:
             selected.append(job)
             continue
-        marked = replace(job, quarantine=combined_mark(applying))
-        if applying[0].action is QuarantineAction.SKIP:
-            skipped.append(marked)
-        else:
-            selected.append(marked)
+        skip = applying[0].action is QuarantineAction.SKIP
+        (skipped if skip else selected).append(replace(job, quarantine=combined_mark(applying)))
     return selected, skipped
 
 
@@ -102,10 +99,7 @@ def combined_mark(applying: Sequence[Entry]) -> QuarantineMark:
                 node_ids.extend(n for n in entry.node_ids if n not in node_ids)
             if entry.action is QuarantineAction.DESELECT:
                 deselected.update(entry.node_ids)
-    trackers: list[str] = []
-    for entry in applying:
-        if entry.tracker_ref not in trackers:
-            trackers.append(entry.tracker_ref)
+    trackers = dict.fromkeys(e.tracker_ref for e in applying)  # each once, in order
     return QuarantineMark(
         id=", ".join(e.id for e in applying),
         tracker=", ".join(trackers),

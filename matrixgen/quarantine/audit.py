@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from matrixgen.documents.config import ProjectConfig
     from matrixgen.quarantine.tracker import TrackerReport
 
-# --------------------------------------------------------------------------- audit
-
 
 class AuditItem(Struct, frozen=True, kw_only=True):
     entry_id: str
@@ -82,8 +80,7 @@ def audit_entries(
             add("tracker-closed", f"tracker {tracker} is closed: lift the entry")
         elif state == "missing":
             add("tracker-missing", f"tracker {tracker} does not exist")
-    order = {p: i for i, p in enumerate(sorted(FAILING_PROBLEMS | {"expiring"}))}
-    return sorted(items, key=lambda it: (it.entry_id, order[it.problem]))
+    return sorted(items, key=lambda it: (it.entry_id, it.problem))
 
 
 class Audit(Struct, frozen=True, kw_only=True):

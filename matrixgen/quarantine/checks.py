@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from matrixgen.documents.config import ProjectConfig
     from matrixgen.engine.context import ValidationContext
 
-# --------------------------------------------------------------------------- checks
-
 
 class Known(Struct, frozen=True):
     """The values a tree uses (or declares), for "did you mean" and unknown values."""

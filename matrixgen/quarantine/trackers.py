@@ -15,8 +15,6 @@ if TYPE_CHECKING:
 ISSUE_NUMBER = name_pattern(r"#(\d+)")
 _HTTP_URL = name_pattern(f"https?://{NON_BLANK}+", re.IGNORECASE)
 
-# --------------------------------------------------------------------------- trackers
-
 
 def resolve_tracker(ref: str, tracker_base: str | None) -> str | None:
     """`#N` -> tracker_base + N; a URL stays; anything else cannot be resolved."""
