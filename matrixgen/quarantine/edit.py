@@ -249,13 +249,9 @@ def _split_ending(line: str) -> tuple[str, str]:
 
 def _blank_separated(layout: _Layout) -> bool:
     """Are the existing entries separated by blank lines?"""
-    if len(layout.starts) < 2:
-        return False
-    for prev_end, start in zip(layout.ends, layout.starts[1:], strict=False):
-        gap = layout.lines[prev_end:start]
-        if not any(not line.strip() for line in gap):
-            return False
-    return True
+    ends, starts = layout.ends, layout.starts[1:]
+    gaps = [layout.lines[end:start] for end, start in zip(ends, starts, strict=False)]
+    return bool(gaps) and all(any(not line.strip() for line in gap) for gap in gaps)
 
 
 def delete_entries(text: str, indices: Sequence[int]) -> str:
@@ -309,8 +305,8 @@ def _delete_entries(text: str, indices: Sequence[int]) -> str:
     for i in sorted(removed):
         if i in done:
             continue
-        members = [j for j in range(i, len(starts)) if group[j] == i]
-        survivor = next((j for j in members if j not in removed), None)
+        members = (j for j in range(i, len(starts)) if group[j] == i and j not in removed)
+        survivor = next(members, None)
         if group[i] == i and survivor is not None:
             # The heading stays for the rest of its group: the removed entries up
             # to the first remaining one go, with the blank lines between them,
