@@ -30,11 +30,10 @@ _ISSUE_URL = name_pattern(
     r"https?://(?P<host>[A-Za-z0-9.-]+(?::\d+)?)/(?P<owner>[A-Za-z0-9-]+)/"
     r"(?P<repo>(?!\.\.?/)[A-Za-z0-9_.-]+)/(?:issues|pull)/(?P<n>\d{1,18})/?"
 )
-_LOOPBACK_HOSTS = frozenset({"localhost", "::1"})
 
 
 def _is_loopback(host: str) -> bool:
-    if host in _LOOPBACK_HOSTS:
+    if host == "localhost":
         return True
     import ipaddress
 
@@ -70,14 +69,10 @@ def check_api_url(url: str) -> str:
     return url.strip().rstrip("/")
 
 
-def _same_origin(a: str, b: str) -> bool:
-    pa, pb = urlsplit(a), urlsplit(b)
-    port = {"https": 443, "http": 80}
-    return (
-        pa.scheme == pb.scheme
-        and (pa.hostname or "").lower() == (pb.hostname or "").lower()
-        and (pa.port or port.get(pa.scheme)) == (pb.port or port.get(pb.scheme))
-    )
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port
 
 
 class IssueRef(Struct, frozen=True, order=True):
@@ -187,7 +182,7 @@ def _opener(api_url: str) -> Any:
         def redirect_request(  # type: ignore[override]
             self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
         ) -> Any:
-            if not _same_origin(newurl, api_url):
+            if _origin(newurl) != _origin(api_url):
                 raise TrackerError(
                     f"the GitHub API redirected {req.full_url} to {newurl}, away from "
                     f"{api_url}: not followed (the token goes to the API root only)"
