@@ -42,21 +42,17 @@ def filter_entries(
     if wanted.tracker is not None:
         tracked = {e.index for e in entries_tracked_by(chosen, wanted.tracker, tracker_base)}
         chosen = [e for e in chosen if e.index in tracked]
-    if wanted.owner is not None:
-        owner = wanted.owner.strip().casefold()
-        chosen = [e for e in chosen if e.owner.strip().casefold() == owner]
-    if wanted.kind is not None:
-        chosen = [e for e in chosen if e.kind is wanted.kind]
-    if wanted.action is not None:
-        chosen = [e for e in chosen if e.action is wanted.action]
-    if wanted.platform is not None:
-        chosen = [
-            e for e in chosen if not e.match.platforms or wanted.platform in e.match.platforms
-        ]
-    if wanted.expired_before is not None:
-        day = wanted.expired_before
-        chosen = [e for e in chosen if e.expires is not None and e.expires < day]
-    return chosen
+    owner = wanted.owner.strip().casefold() if wanted.owner is not None else None
+    platform, day = wanted.platform, wanted.expired_before
+    return [
+        e
+        for e in chosen
+        if (owner is None or e.owner.strip().casefold() == owner)
+        and (wanted.kind is None or e.kind is wanted.kind)
+        and (wanted.action is None or e.action is wanted.action)
+        and (platform is None or not e.match.platforms or platform in e.match.platforms)
+        and (day is None or (e.expires is not None and e.expires < day))
+    ]
 
 
 def _any(values: Sequence[str]) -> str:
