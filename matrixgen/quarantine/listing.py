@@ -51,7 +51,7 @@ def filter_entries(
         and (wanted.kind is None or e.kind is wanted.kind)
         and (wanted.action is None or e.action is wanted.action)
         and (platform is None or not e.match.platforms or platform in e.match.platforms)
-        and (day is None or (e.expires is not None and e.expires < day))
+        and (day is None or e.expired(day))
     ]
 
 

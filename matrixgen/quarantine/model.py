@@ -531,14 +531,13 @@ def entry_from_mapping(
     item: Mapping[str, Any],
     *,
     tracker_base: str | None = None,
-    path: str = "new entry",
     subject: Subject = file_subject,
     alone: bool = False,
 ) -> tuple[Entry | None, list[Finding]]:
     """One entry given as plain data (from the command line): the Entry, or None
     and what is wrong with it, with the same checks as the file's; `alone`:
     messages name paths inside the entry, not inside a file's `entries`."""
-    document = YamlDocument(path=path, data={"entries": [dict(item)]}, root=None)
+    document = YamlDocument(path="new entry", data={"entries": [dict(item)]}, root=None)
     findings = Findings()
     _schema_findings(document, findings, subject, ("entries", 0) if alone else ())
     entry = _entry(dict(item), 0, document, tracker_base, findings, subject)

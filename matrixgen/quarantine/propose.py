@@ -124,7 +124,7 @@ def proposal_from_store(
         report = flaky_rows(store, replace(flaky_policy, min_runs=1), unit_jobs_whole=True)
     finally:
         store.close()
-    states: dict[str, str] = {}
+    states: Mapping[str, str] = {}
     unchecked = 0
     if qfile.entries:
         from matrixgen.quarantine.tracker import DEFAULT_API_URL, check_api_url, check_trackers
@@ -134,8 +134,7 @@ def proposal_from_store(
             token=token,
             api_url=check_api_url(api_url or DEFAULT_API_URL),
         )
-        states = dict(checked.states)
-        unchecked = len(checked.unchecked)
+        states, unchecked = checked.states, len(checked.unchecked)
     found = propose(
         generation,
         report.rows,
