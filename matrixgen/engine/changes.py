@@ -60,9 +60,6 @@ class ChangeSelection(Struct, frozen=True, kw_only=True):
     fallback_detail: str = ""
     dropped: tuple[tuple[Job, str], ...] = ()  # (job, why it is not needed)
 
-    def keeps(self, job: Job) -> bool:
-        return self.fallback is not None or job not in self._dropped_jobs
-
     @property
     def _dropped_jobs(self) -> frozenset[Job]:
         return frozenset(job for job, _ in self.dropped)

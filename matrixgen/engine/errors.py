@@ -134,13 +134,16 @@ SUGGEST_MAX_LENGTH = 64
 
 
 class FileFindings:
-    """Findings in one recipe file, for its reading (documents.recipe) and its
-    expansion: `note` is what Megatron-LM tolerates (a warning in v1, an error
-    in v2). `doc` is the file's YamlDocument."""
+    """Findings in one recipe file (a RecipeFile), for its reading
+    (documents.recipe) and its expansion: `note` is what Megatron-LM tolerates
+    (a warning in v1, an error in v2). `doc` is the file's YamlDocument."""
 
-    doc: Any
-    findings: Findings
-    lenient: Severity
+    def __init__(self, recipe: Any, findings: Findings) -> None:
+        self.recipe = recipe
+        self.doc = recipe.document
+        self.findings = findings
+        self.v2 = recipe.format_version == 2
+        self.lenient = Severity.ERROR if self.v2 else Severity.WARNING
 
     def at(self, *keys: str | int, key: bool = False) -> Location:
         return self.doc.locate(list(keys), key=key)
@@ -259,12 +262,7 @@ def file_error(message: str, exc: OSError) -> MatrixgenError:
     """The error for an OSError met on a path: an EnvironmentFault (exit 9) when
     the machine refused (read-only, full, no permission), else a UsageError (the
     path itself is wrong: a directory where a file must go, a name too long)."""
-    import errno
-
-    reason = exc.strerror or str(exc)
-    name = errno.errorcode.get(exc.errno or 0, "")
-    kind = EnvironmentFault if name in _MACHINE_ERRNOS else UsageError
-    return kind(f"{message}: {reason}")
+    return write_failure(f"{message}: {exc.strerror or exc}", exc.errno or 0)
 
 
 class ResultsFileError(MatrixgenError):

@@ -120,7 +120,7 @@ def plan_reads(listing: TreeListing, *, root: str = ".", where: str = "") -> dic
         if rel.endswith(RECIPE_SUFFIXES):
             reads[rel] = rel
     for rel, target in sorted(listing.links.items()):
-        shown_target = _quoted(target)
+        shown_target = repr(target)
         found = treelinks.resolve(rel, listing.lookup)
         recipe_named = rel.endswith(RECIPE_SUFFIXES) or rel in RESERVED_FILES
         if found.kind is treelinks.Kind.OUTSIDE:
@@ -168,11 +168,6 @@ def _raise_tree_problems(findings: Findings, root: str, where: str) -> None:
     if about(CONFIG_FILENAME):
         raise ConfigError(f"{count}; nothing was read", findings=items)
     raise RecipeError(f"{count}; nothing was read", findings=items)
-
-
-def _quoted(text: str) -> str:
-    """A link target as messages show it: quoted, control characters escaped."""
-    return repr(text)
 
 
 def list_directory(root: Path) -> TreeListing:
@@ -248,7 +243,7 @@ def read_root_file(root: Path, name: str) -> bytes | None:
     )
     found, target = locate_in_tree(root, name)
     shown = root / name
-    via = f"a symbolic link to {_quoted(target)}, which " if target is not None else ""
+    via = f"a symbolic link to {target!r}, which " if target is not None else ""
     kind = found.kind
     if kind is treelinks.Kind.MISSING and target is None:
         return None
