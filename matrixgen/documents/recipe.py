@@ -15,14 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from matrixgen.engine.errors import (
-    FileFindings,
-    Finding,
-    Findings,
-    Location,
-    Severity,
-    did_you_mean,
-)
+from matrixgen.engine.errors import FileFindings, Finding, Findings, Location, did_you_mean
 from matrixgen.engine.model import RecipeFile
 from matrixgen.engine.vocab import ALL_CADENCES, RecipeType
 from matrixgen.util.patterns import name_pattern, whole
@@ -209,14 +202,10 @@ def with_change_keys(spec: Mapping[str, Any], more: Mapping[str, Any]) -> dict[s
 
 class _Reader(FileFindings):
     def __init__(self, recipe: RecipeFile, vocabulary: Vocabulary | None) -> None:
-        self.recipe = recipe
-        self.doc = recipe.document
-        self.v2 = recipe.format_version == 2
-        self.lenient = Severity.ERROR if self.v2 else Severity.WARNING
+        super().__init__(recipe, Findings())
         self.attribute_keys = ATTRIBUTE_KEYS_V2 if self.v2 else ATTRIBUTE_KEYS_V1
         self.known_axes = KNOWN_AXES_V2 | (vocabulary.axes if vocabulary else frozenset())
         self.spec_keys = KNOWN_SPEC_KEYS_V2 | (vocabulary.spec_keys if vocabulary else frozenset())
-        self.findings = Findings()
         self.products_node: Any = None
 
     def taken(self) -> tuple[Finding, ...]:

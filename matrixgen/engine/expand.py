@@ -147,14 +147,9 @@ class _FileExpander(FileFindings):
     def __init__(
         self, recipe: RecipeFile, config: ProjectConfig, findings: Findings, budget: _Budget
     ) -> None:
-        self.recipe = recipe
-        self.doc = recipe.document
+        super().__init__(recipe, findings)
         self.config = config
-        self.findings = findings
         self.budget = budget
-        self.v2 = recipe.format_version == 2
-        # What Megatron-LM tolerates is a warning in a v1 file, an error in v2.
-        self.lenient = Severity.ERROR if self.v2 else Severity.WARNING
         vocab = config.vocabulary
         self.declared_scopes = vocab.all_scopes if vocab else frozenset()
         self.spec: dict[str, Any] = {}
