@@ -12,10 +12,7 @@ from msgspec import Struct
 
 from matrixgen.documents.recipe import BLOCK_KEYS, ROW_KEYS_V2
 from matrixgen.engine.model import RecipeFile
-from matrixgen.engine.vocab import (
-    QuarantineKind,
-    resolve_scope,
-)
+from matrixgen.engine.vocab import QuarantineKind, resolve_scope
 from matrixgen.util.textedit import TextEdit, apply_edits, line_offsets
 
 HABIT_SUFFIXES = ("-broken", "-temp-disabled")
