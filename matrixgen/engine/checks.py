@@ -310,18 +310,12 @@ def _usage(tree: RecipeTree) -> _AxisUsage:
     return usage
 
 
-def _axis_counts(tree: RecipeTree) -> dict[str, Counter[str]]:
-    """How often each vocabulary value is used, per axis (what _axis_values
-    yields, counted without building a place for each)."""
-    return _usage(tree).counts
-
-
 def typo_platforms(tree: RecipeTree) -> frozenset[str]:
     """The platforms `validate` reports as typos of another (a tree without a
     vocabulary; a declared vocabulary rejects unknown platforms instead)."""
     if tree.config.vocabulary is not None:
         return frozenset()
-    return frozenset(typos(_axis_counts(tree).get("platform", Counter())))
+    return frozenset(typos(_usage(tree).counts.get("platform", Counter())))
 
 
 def typos(counter: Mapping[str, int]) -> dict[str, str]:

@@ -204,9 +204,3 @@ class JobIndex:
             return self.jobs
         key = (resolve_scope(selector.scope), selector.platform, selector.environment)
         return self.groups.get(key, ())
-
-    def select(self, selector: Selector) -> list[Job]:
-        """The same as `select(jobs, selector)`."""
-        return one_per_identity(
-            [job for job in self.candidates(selector) if matches(job, selector)]
-        )
