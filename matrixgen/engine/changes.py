@@ -19,9 +19,11 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from msgspec import Struct
 
+from matrixgen.documents.recipe import blocks, rows
 from matrixgen.engine.context import ValidationContext
 from matrixgen.engine.errors import Finding, Location, Severity
 from matrixgen.engine.globs import glob_problem, matches
@@ -190,19 +192,11 @@ def check_globs(context: ValidationContext) -> Iterator[Finding]:
 
 def _recipe_globs(data: dict) -> Iterator[tuple[tuple[str | int, ...], list]]:
     """(keys, globs) of every `paths` list of a test recipe: spec, blocks, rows."""
-    spec = data.get("spec")
-    if isinstance(spec, dict) and isinstance(spec.get("paths"), list):
-        yield ("spec", "paths"), spec["paths"]
-    products = data.get("products")
-    for bi, block in enumerate(products if isinstance(products, list) else ()):
-        if not isinstance(block, dict):
-            continue
-        if isinstance(block.get("paths"), list):
-            yield ("products", bi, "paths"), block["paths"]
-        rows = block.get("products")
-        for ri, row in enumerate(rows if isinstance(rows, list) else ()):
-            if isinstance(row, dict) and isinstance(row.get("paths"), list):
-                yield ("products", bi, "products", ri, "paths"), row["paths"]
+    places: list[tuple[tuple[str | int, ...], Any]] = [(("spec",), data.get("spec"))]
+    places += [(("products", bi), block) for bi, block in blocks(data)]
+    for keys, mapping in [*places, *rows(data)]:
+        if isinstance(mapping, dict) and isinstance(mapping.get("paths"), list):
+            yield (*keys, "paths"), mapping["paths"]
 
 
 def _glob_finding(glob: object, where: Location, key: str) -> Iterator[Finding]:
