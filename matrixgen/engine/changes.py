@@ -42,10 +42,6 @@ def job_paths(job: Job) -> tuple[str, ...]:
     return tuple(p for p in paths if isinstance(p, str)) if isinstance(paths, list) else ()
 
 
-def job_always(job: Job) -> bool:
-    return job.spec.get("always") is True
-
-
 class ChangeSet(Struct, frozen=True, kw_only=True):
     """The files that changed since `ref`, or why they could not be known."""
 
@@ -145,7 +141,7 @@ def select_changed(
     dropped: list[tuple[Job, str]] = []
     for job in jobs:
         paths = job_paths(job)
-        if job_always(job) or not paths:
+        if job.spec.get("always") is True or not paths:
             continue
         if not any(g in hit for g in paths):
             shown = ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")

@@ -170,11 +170,6 @@ def did_you_mean(value: object, known: Iterable[str]) -> str:
     return f' (did you mean "{lowered[close[0]]}"?)' if close else ""
 
 
-def annotations_enabled() -> bool:
-    """Findings are also printed as GitHub annotations under GITHUB_ACTIONS=true."""
-    return os.environ.get("GITHUB_ACTIONS") == "true"
-
-
 def render_findings(findings: Sequence[Finding]) -> str:
     """Text for stderr: one line per finding (the annotations are printed apart,
     see `annotation_lines`: they are the only lines meant to be commands)."""
@@ -183,7 +178,9 @@ def render_findings(findings: Sequence[Finding]) -> str:
 
 def annotation_lines(findings: Sequence[Finding]) -> list[str]:
     """The GitHub annotations of findings, when GITHUB_ACTIONS=true."""
-    return [f.github_annotation() for f in findings] if annotations_enabled() else []
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        return []
+    return [f.github_annotation() for f in findings]
 
 
 class MatrixgenError(Exception):

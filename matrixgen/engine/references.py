@@ -249,7 +249,8 @@ class ReferenceListing(Struct, frozen=True, kw_only=True, dict=True):
                 at = bisect.bisect_left(names, name)
                 half = MAX_HINT_CANDIDATES // 2
                 names = names[max(0, at - half) : at + half]
-            best = max(names, key=lambda n: (_likeness(name, n), _neg(n)))
+            # Ties go to the alphabetically first name (max() keeps the largest key).
+            best = max(names, key=lambda n: (_likeness(name, n), [-ord(c) for c in n]))
             return posixpath.join(directory, best) if directory else best
         leaf = directory.rpartition("/")[2]
         for other in self.by_dir_name.get(leaf, ()) if leaf else ():
@@ -260,11 +261,6 @@ class ReferenceListing(Struct, frozen=True, kw_only=True, dict=True):
 
 def _likeness(a: str, b: str) -> float:
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
-
-
-def _neg(name: str) -> tuple[int, ...]:
-    # Ties go to the alphabetically first name (max() keeps the largest key).
-    return tuple(-ord(c) for c in name)
 
 
 def list_directory(directory: Path, prefix: str, *, shown_root: str) -> ReferenceListing:

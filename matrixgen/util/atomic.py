@@ -55,20 +55,16 @@ class WriteError(Exception):
         self.errno = errno
 
 
-def current_umask() -> int:
-    """The process umask, read without changing it where the OS allows."""
+def default_mode() -> int:
+    """The mode a new file gets: what `open(..., "w")` would give it (the umask
+    read without changing it where the OS allows)."""
     with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as status:
         for line in status:
             if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
+                return 0o666 & ~int(line.split()[1], 8)
     mask = os.umask(0o022)
     os.umask(mask)
-    return mask
-
-
-def default_mode() -> int:
-    """The mode a new file gets: what `open(..., "w")` would give it."""
-    return 0o666 & ~current_umask()
+    return 0o666 & ~mask
 
 
 def describe_kind(mode: int) -> str:
