@@ -34,8 +34,6 @@ from matrixgen.engine.errors import Findings, UsageError, did_you_mean
 from matrixgen.engine.model import Selector, Target
 from matrixgen.engine.vocab import System, resolve_scope
 
-# The events each system reports (GitHub's event names; GitLab's CI_PIPELINE_SOURCE).
-EVENTS: Mapping[System, tuple[str, ...]] = MappingProxyType({s: s.events for s in System})
 # Events whose pipelines carry the labels of a pull or merge request.
 LABELLED_EVENTS = frozenset({"pull_request", "merge_request_event"})
 ANY_CADENCE = "any"
@@ -138,7 +136,7 @@ def _event_rules(
     system: System, section: Mapping[str, Any], check: _Check, locate: Any, findings: Findings
 ) -> dict[str, Rule]:
     """A system's `events` rules: one per known event, each naming its scope."""
-    known_events = EVENTS[system]
+    known_events = system.events
     events: dict[str, Rule] = {}
     for event, values in (section.get("events") or {}).items():
         where = ("decisions", system.value, "events", event)
@@ -171,7 +169,7 @@ def _label_rules(
 ) -> list[Rule]:
     """A system's `labels` rules: each on events that have a rule and carry
     labels, setting something, and not clashing with an earlier one."""
-    known_events = EVENTS[system]
+    known_events = system.events
     labels: list[Rule] = []
     for i, item in enumerate(section.get("labels") or ()):
         where = ("decisions", system.value, "labels", i)

@@ -209,9 +209,7 @@ class MatrixgenError(Exception):
 
 
 class RecipeError(MatrixgenError):
-    """Recipe files could not be read or are invalid."""
-
-    exit_code = ExitCode.FINDINGS
+    """Recipe files could not be read or are invalid (exit_code FINDINGS, the base's)."""
 
 
 class UsageError(MatrixgenError):
