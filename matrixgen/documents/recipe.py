@@ -225,15 +225,19 @@ class _Reader(FileFindings):
                     f'unknown top-level key "{key}"{did_you_mean(key, TOP_KEYS)}',
                 )
         spec = self.spec(data.get("spec"))
-        blocks = self.blocks(data, spec) if spec is not None else None
+        products = self.products(data) if spec is not None else None
+        findings = self.taken()  # the file's own, before its blocks'
+        seen_cases: dict[str, int] = {}
         return RecipeDoc(
-            findings=self.taken() if blocks is None else blocks[0],
+            findings=findings,
             type=self.recipe.kind,
             format_version=self.recipe.format_version,
             spec=spec,
             maintainers=data.get("maintainers"),
             loggers=data.get("loggers"),
-            products=() if blocks is None else blocks[1],
+            products=tuple(
+                self.block(spec, bi, block, seen_cases) for bi, block in enumerate(products or ())
+            ),
         )
 
     def spec(self, spec: Any) -> dict[str, Any] | None:
@@ -268,10 +272,8 @@ class _Reader(FileFindings):
             )
         return spec
 
-    def blocks(
-        self, data: dict[str, Any], spec: dict[str, Any]
-    ) -> tuple[tuple[Finding, ...], tuple[Block, ...]] | None:
-        """The file's own findings and its blocks (None: no blocks to read)."""
+    def products(self, data: dict[str, Any]) -> list[Any] | None:
+        """The file's list of blocks (None: no blocks to read)."""
         products = data.get("products")
         if self.recipe.kind is RecipeType.BUILD:
             if products:
@@ -296,11 +298,7 @@ class _Reader(FileFindings):
             self.note(
                 self.at("products"), "products-empty", "products is empty: this file yields no jobs"
             )
-        own = self.taken()
-        seen_cases: dict[str, int] = {}
-        return own, tuple(
-            self.block(spec, bi, block, seen_cases) for bi, block in enumerate(products)
-        )
+        return products
 
     def block(self, spec: dict[str, Any], bi: int, block: Any, seen_cases: dict[str, int]) -> Block:
         where: Path = ("products", bi)
