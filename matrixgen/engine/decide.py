@@ -115,33 +115,26 @@ def parse_decisions(
     if not isinstance(raw, Mapping):
         return out
     for system_name, section in sorted(raw.items()):
-        reader = _RuleReader(System(system_name), scopes, environments, cadences, locate, findings)
+        system = System(system_name)
+        known_scopes = list(scopes.get(system, ()))
+        reader = _RuleReader(system, known_scopes, environments, cadences, locate, findings)
         events = reader.event_rules(section)
         labels = reader.label_rules(section, events)
-        out[reader.system] = Decisions(
-            system=reader.system, events=MappingProxyType(events), labels=tuple(labels)
+        out[system] = Decisions(
+            system=system, events=MappingProxyType(events), labels=tuple(labels)
         )
     return out
 
 
-class _RuleReader:
+class _RuleReader(Struct):
     """One system's rules read, each problem a finding at its place in the config."""
 
-    def __init__(
-        self,
-        system: System,
-        scopes: Mapping[System, Sequence[str]],
-        environments: frozenset[str],
-        cadences: frozenset[str],
-        locate: Any,
-        findings: Findings,
-    ) -> None:
-        self.system = system
-        self.scopes = list(scopes.get(system, ()))
-        self.environments = environments
-        self.cadences = cadences
-        self.locate = locate
-        self.findings = findings
+    system: System
+    scopes: list[str]  # the system's
+    environments: frozenset[str]
+    cadences: frozenset[str]
+    locate: Any
+    findings: Findings
 
     def add(self, where: Sequence[str | int], message: str) -> None:
         self.findings.add(self.locate(list(where)), "config-decision", message)
