@@ -75,13 +75,12 @@ class Expansion(ComparedValue, frozen=True):
         return [f for f in self.findings if f.severity is Severity.ERROR]
 
 
-class _Budget:
+class _Budget(Struct):
     """The job cap shared by every file of one expansion."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
-        self.exceeded = False
+    limit: int
+    used: int = 0
+    exceeded: bool = False
 
 
 def expand_tree(tree: RecipeTree, *, cache: dict[Any, FileExpansion] | None = None) -> Expansion:
