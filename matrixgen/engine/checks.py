@@ -208,17 +208,11 @@ class _AxisUsage:
 def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
     vocab = tree.config.vocabulary
     assert vocab is not None
-    known: dict[str, frozenset[str] | None] = {
-        "platform": vocab.platforms,
-        "environment": vocab.environments,
-        "scope": vocab.all_scopes,
-        "tag": vocab.tags,
-    }
     # Each distinct value checked once; only the unknown ones are looked for.
     usage = _usage(tree)
     unknown: dict[tuple[str, str], frozenset[str]] = {}
     for what, counter in usage.counts.items():
-        allowed = known[what]
+        allowed = vocab.declared(what)
         if allowed is None:
             continue
         for value in counter:
