@@ -19,7 +19,6 @@ from matrixgen.engine.vocab import QUARANTINE_FILENAME, QuarantineAction, resolv
 from matrixgen.migrate.habits import is_habit_scope
 from matrixgen.migrate.scan import Candidate, LeftAlone, _scan_file
 from matrixgen.pipeline import Generation, generate_from_files
-from matrixgen.quarantine.apply import selection as quarantine_selection
 from matrixgen.quarantine.model import entry_from_mapping
 from matrixgen.quarantine.policy import current_day, policy
 from matrixgen.quarantine.trackers import resolve_tracker, tracker_text
@@ -420,14 +419,7 @@ def parser_changes(before: Generation, after: Generation) -> tuple[ParserChange,
 
 def selections(generation: Generation, targets: Iterable[Target]) -> dict[str, list[dict]]:
     """Target name -> the jobs it runs after quarantine, as comparable dicts."""
-    out = {}
-    known = {j.test_case for j in generation.jobs}
-    for target in targets:
-        chosen = quarantine_selection(
-            generation.jobs, generation.quarantine.entries, target, known_test_cases=known
-        )
-        out[target.name] = [j.to_dict() for j in chosen.jobs]
-    return out
+    return {t.name: [j.to_dict() for j in generation.selection(t).jobs] for t in targets}
 
 
 def equivalence_problems(
