@@ -76,12 +76,9 @@ class Generation:
     def selection(self, target: Target | Selector) -> Selection:
         """Stage 4 then 5: the target's jobs with quarantine applied; `.jobs` are
         the kept ones (marked where an entry applies), `.skipped` the removed ones.
-        A bare selector is placed on the system that runs its scope.
-
-        A target's selection is made once per generation, and shared by everything
-        that asks (validate's checks, the emitters, stats): jobs grouped by scope,
-        platform and environment once (JobIndex), each target looks only at its
-        group."""
+        A bare selector is placed on the system that runs its scope. A target's
+        selection is made once, from its group of the JobIndex, and shared by
+        everything that asks (validate's checks, the emitters, stats)."""
         quarantine = self.quarantine
         if not isinstance(target, Target):
             return quarantine_selection(
