@@ -278,9 +278,10 @@ def read_directory(root: Path) -> dict[str, bytes]:
         try:
             data = read_regular(path)
         except NotRegularFile as exc:  # changed since it was listed
-            _raise_tree_problems(
-                _one(root, rel, f"{exc.kind}, not a regular file: not read"), str(root), ""
-            )
+            found = Findings()
+            where = Location(_display(str(root), rel))
+            found.add(where, "tree-file-kind", f"{exc.kind}, not a regular file: not read")
+            _raise_tree_problems(found, str(root), "")
             raise  # unreachable
         except OSError as exc:
             raise RecipeError(f"{path}: cannot be read: {exc.strerror}") from None
@@ -288,12 +289,6 @@ def read_directory(root: Path) -> dict[str, bytes]:
             raise RecipeError(f"{path}: removed while the tree was being read")
         files[rel] = data
     return files
-
-
-def _one(root: Path, rel: str, message: str) -> Findings:
-    findings = Findings()
-    findings.add(Location(_display(str(root), rel)), "tree-file-kind", message)
-    return findings
 
 
 def load_tree(
