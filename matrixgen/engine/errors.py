@@ -120,10 +120,6 @@ class Findings(Struct):
     def errors(self) -> list[Finding]:
         return [f for f in self.sorted() if f.severity is Severity.ERROR]
 
-    @property
-    def warnings(self) -> list[Finding]:
-        return [f for f in self.sorted() if f.severity is Severity.WARNING]
-
     def __len__(self) -> int:
         return len(self.items)
 
