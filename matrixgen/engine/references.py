@@ -89,17 +89,8 @@ class ReferenceSettings(Struct, frozen=True, kw_only=True):
     @property
     def prefix(self) -> str:
         """The directory every template starts in: the only part of the tree listed."""
-        parts: list[str] | None = None
-        for template in self.templates:
-            here = [p for p in template.static_dir.split("/") if p]
-            if parts is None:
-                parts = here
-            else:
-                n = 0
-                while n < min(len(parts), len(here)) and parts[n] == here[n]:
-                    n += 1
-                parts = parts[:n]
-        return "/".join(parts or ())
+        dirs = [t.static_dir for t in self.templates]
+        return posixpath.commonpath(dirs) if dirs else ""  # whole folder names
 
 
 def template_problem(template: str) -> str | None:
