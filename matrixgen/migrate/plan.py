@@ -4,6 +4,7 @@ holds), proving no real target's selection changes, and writing it."""
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -85,14 +86,11 @@ class Migration(Struct, frozen=True, kw_only=True):
         }
 
     def summary(self) -> dict[str, Any]:
-        by_habit: dict[str, int] = {}
-        rows_by_habit: dict[str, int] = {}
+        by_habit: Counter[str] = Counter()
         for candidate, entries in self.changes:
-            by_habit[candidate.habit] = by_habit.get(candidate.habit, 0) + len(entries)
-            rows_by_habit[candidate.habit] = rows_by_habit.get(candidate.habit, 0) + 1
-        left: dict[str, int] = {}
-        for item in self.left_alone:
-            left[item.habit] = left.get(item.habit, 0) + 1
+            by_habit[candidate.habit] += len(entries)
+        rows_by_habit = Counter(candidate.habit for candidate, _ in self.changes)
+        left = Counter(item.habit for item in self.left_alone)
         return {
             "entries": len(self.entries),
             "entries_by_habit": dict(sorted(by_habit.items())),
