@@ -224,15 +224,6 @@ def _scan_comments(
             _judge_item(scan, item, dash, blocks, block_col)
 
 
-def _enclosing_block(blocks: Sequence[yaml.MappingNode], line: int) -> yaml.MappingNode | None:
-    """The block a row-level comment at `line` sits in: the last block starting above it."""
-    found = None
-    for block in blocks:
-        if block.start_mark.line < line:
-            found = block
-    return found
-
-
 def _judge_item(
     scan: _Scan, item: list[int], dash: int, blocks: Sequence[yaml.MappingNode], block_col: int
 ) -> None:
@@ -261,7 +252,9 @@ def _judge_item(
     if not (isinstance(parsed, list) and len(parsed) == 1 and isinstance(parsed[0], dict)):
         leave("does not uncomment to one row or one test-case block")
         return
-    found = _rows_of(parsed[0], dash, lines, _enclosing_block(blocks, first), block_col)
+    # The block a row-level comment sits in: the last one starting above it.
+    block = next((b for b in reversed(blocks) if b.start_mark.line < first), None)
+    found = _rows_of(parsed[0], dash, lines, block, block_col)
     if isinstance(found, str):
         leave(found)
         return
