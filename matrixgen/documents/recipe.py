@@ -10,7 +10,7 @@ reports what it read, no more).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
@@ -517,7 +517,7 @@ class _Reader(FileFindings):
                             f"env {k} must be a string, number or boolean",
                         )
                         return None
-                    env[str(k)] = _env_text(v)
+                    env[str(k)] = str(v).lower() if isinstance(v, bool) else str(v)
             raw_args = source.get("args")
             if raw_args is not None:
                 if not isinstance(raw_args, list) or not all(isinstance(a, str) for a in raw_args):
@@ -545,9 +545,9 @@ def _has_shape(value: Any, want: str) -> bool:
     if want == "text":
         return isinstance(value, str)
     if want == "names":
-        return isinstance(value, list) and _all_text(value)
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
     if want == "table":
-        return isinstance(value, dict) and _all_text(value.values())
+        return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
     return isinstance(value, dict)
 
 
@@ -556,16 +556,6 @@ def _value_node(node: Any, key: str) -> Any:
         if getattr(key_node, "value", None) == key:
             return value_node
     return None
-
-
-def _env_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _all_text(values: Iterable[Any]) -> bool:
-    return all(isinstance(v, str) for v in values)
 
 
 def shown(value: Any) -> str:
