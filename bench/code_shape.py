@@ -21,8 +21,8 @@ so it runs in well under a second. What each figure counts:
   `case` pattern) with `System.GITHUB` or `System.GITLAB` on either side, outside
   SYSTEM_PATHS (the engine's vocabulary, the emitter registry, the CLI's per-system
   commands).
-- test-to-test imports and import cycles: as tests/test_layout.py finds them (its
-  functions are reused).
+- test-to-test imports, import cycles and type-only imports (`if TYPE_CHECKING:`)
+  pointing up a floor: as tests/test_layout.py finds them (its functions are reused).
 """
 
 from __future__ import annotations
@@ -201,6 +201,12 @@ def main() -> int:
         for line in layout.imported_test_modules(path)
     ]
     cycles = layout.import_cycles(layout.import_graph())
+    typed = layout.import_graph(type_only=True)
+    upward_types = [
+        line
+        for line in layout.upward_imports(typed)
+        if line not in layout.upward_imports(layout.import_graph())
+    ]
 
     def show(title: str, items: list[str], goal: str) -> None:
         print(f"{title}: {len(items)} (goal {goal})")
@@ -222,6 +228,7 @@ def main() -> int:
     show("System.GITHUB/GITLAB comparisons outside vocab, registry, CLI", systems, "0")
     show("test-to-test imports", test_imports, "0")
     show("import cycles", [" -> ".join(c) for c in cycles], "0")
+    show("type-only imports pointing up a floor", upward_types, "0")
     return 0
 
 

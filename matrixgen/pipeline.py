@@ -26,33 +26,24 @@ from matrixgen.quarantine.model import QuarantineFile, load_quarantine
 from matrixgen.util.checkout import RECIPES_VARIABLE, checkout_top, recipes_in
 
 
-class StageCache:
-    """What the stages after expansion derive from one generation and keep for each
-    other: the quarantine file, the jobs grouped by scope, platform and environment
-    once (JobIndex), each target's selection, and the targets validate's checks look
-    at. A Generation owns one; a generation with other jobs starts with a new one,
-    so nothing made from one set of jobs is handed out for another."""
-
-    __slots__ = ("checked_targets", "index", "quarantine", "selections")
-
-    def __init__(self) -> None:
-        self.quarantine: QuarantineFile | None = None
-        self.index: JobIndex | None = None
-        self.selections: dict[Target, Selection] = {}
-        self.checked_targets: tuple[Target, ...] | None = None
-
-
 class Generation:
     """A loaded and expanded tree: what every later stage starts from, and the
-    cache of what those stages derive from it (not part of the values: the tree
-    and the expansion stay frozen)."""
+    cache of what those stages derive from it and keep for each other (not part
+    of the values: the tree and the expansion stay frozen): the quarantine file,
+    the jobs grouped by scope, platform and environment once (JobIndex), each
+    target's selection, and the targets validate's checks look at. A generation
+    with other jobs starts afresh, so nothing made from one set of jobs is handed
+    out for another."""
 
-    __slots__ = ("_cache", "expansion", "tree")
+    __slots__ = ("_checked_targets", "_index", "_quarantine", "_selections", "expansion", "tree")
 
     def __init__(self, tree: RecipeTree, expansion: Expansion) -> None:
         self.tree = tree
         self.expansion = expansion
-        self._cache = StageCache()
+        self._quarantine: QuarantineFile | None = None
+        self._index: JobIndex | None = None
+        self._selections: dict[Target, Selection] = {}
+        self._checked_targets: tuple[Target, ...] | None = None
 
     def with_jobs(self, jobs: tuple[Job, ...]) -> Generation:
         """The same tree with other jobs (change-based selection), selecting afresh."""
@@ -74,10 +65,9 @@ class Generation:
     @property
     def quarantine(self) -> QuarantineFile:
         """The parsed quarantine file of the tree (parsed once per content)."""
-        cache = self._cache
-        if cache.quarantine is None:
-            cache.quarantine = load_quarantine(self.tree)
-        return cache.quarantine
+        if self._quarantine is None:
+            self._quarantine = load_quarantine(self.tree)
+        return self._quarantine
 
     def select(self, selector: Selector) -> list[Job]:
         """The jobs a selector matches, before quarantine."""
@@ -86,12 +76,9 @@ class Generation:
     def selection(self, target: Target | Selector) -> Selection:
         """Stage 4 then 5: the target's jobs with quarantine applied; `.jobs` are
         the kept ones (marked where an entry applies), `.skipped` the removed ones.
-        A bare selector is placed on the system that runs its scope.
-
-        A target's selection is made once per generation, and shared by everything
-        that asks (validate's checks, the emitters, stats): jobs grouped by scope,
-        platform and environment once (JobIndex), each target looks only at its
-        group."""
+        A bare selector is placed on the system that runs its scope. A target's
+        selection is made once, from its group of the JobIndex, and shared by
+        everything that asks (validate's checks, the emitters, stats)."""
         quarantine = self.quarantine
         if not isinstance(target, Target):
             return quarantine_selection(
@@ -100,13 +87,12 @@ class Generation:
                 target,
                 known_test_cases={j.test_case for j in self.expansion.jobs},
             )
-        cache = self._cache
-        found = cache.selections.get(target)
+        found = self._selections.get(target)
         if found is None:
-            index = cache.index
+            index = self._index
             if index is None:
-                index = cache.index = JobIndex(self.expansion.jobs)
-            found = cache.selections[target] = quarantine_selection(
+                index = self._index = JobIndex(self.expansion.jobs)
+            found = self._selections[target] = quarantine_selection(
                 index.candidates(target.selector),
                 quarantine.entries,
                 target,
@@ -117,10 +103,9 @@ class Generation:
     def checked_targets(self) -> tuple[Target, ...]:
         """The targets validate's checks look at: `resolve_targets` of the config
         and the jobs, resolved once per generation."""
-        cache = self._cache
-        if cache.checked_targets is None:
-            cache.checked_targets = tuple(resolve_targets(self.tree.config, self.jobs))
-        return cache.checked_targets
+        if self._checked_targets is None:
+            self._checked_targets = tuple(resolve_targets(self.tree.config, self.jobs))
+        return self._checked_targets
 
     def targets(
         self,

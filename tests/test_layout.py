@@ -1,6 +1,7 @@
 """The package is layered: every import of a module (imports inside functions
-included, `if TYPE_CHECKING:` blocks left out) points to a floor at or below its
-own, and no set of modules imports itself round in a circle."""
+and `if TYPE_CHECKING:` blocks included) points to a floor at or below its own,
+and no set of modules imports itself round in a circle (type-only imports left
+out: they are never run)."""
 
 from __future__ import annotations
 
@@ -66,15 +67,16 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def imports_of(path: Path, own: str | None = None) -> set[str]:
-    """Every matrixgen module that `path` imports, at any depth of its code."""
+def imports_of(path: Path, own: str | None = None, *, type_only: bool = False) -> set[str]:
+    """Every matrixgen module that `path` imports, at any depth of its code
+    (with `type_only`, those inside `if TYPE_CHECKING:` blocks too)."""
     found: set[str] = set()
     own = own or module_name(path)
     package = own if path.name == "__init__.py" else own.rpartition(".")[0]
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
+            if isinstance(child, ast.If) and _is_type_checking(child) and not type_only:
                 for other in child.orelse:
                     visit(other)
                 continue
@@ -103,22 +105,29 @@ def imports_of(path: Path, own: str | None = None) -> set[str]:
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(*, type_only: bool = False) -> dict[str, set[str]]:
     modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
-        graph[name] = {m for m in imports_of(path) if m in modules}
+        graph[name] = {m for m in imports_of(path, type_only=type_only) if m in modules}
     return graph
 
 
-def test_every_import_points_down_the_floors() -> None:
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
     upward = []
-    for module, deps in sorted(import_graph().items()):
+    for module, deps in sorted(graph.items()):
         for dep in sorted(deps):
             if module.startswith("matrixgen.documents") and dep in ENGINE_VALUES:
                 continue
             if floor_of(dep) < floor_of(module) and floor_of(module) >= 0 and floor_of(dep) >= 0:
                 upward.append(f"{module} imports {dep}")
+    return upward
+
+
+def test_every_import_points_down_the_floors() -> None:
+    """Type-only imports too: a type named from a floor above is a dependency
+    on it all the same, only not run."""
+    upward = upward_imports(import_graph(type_only=True))
     assert not upward, "imports that point up a floor:\n" + "\n".join(upward)
 
 
@@ -207,7 +216,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_the_check_sees_imports_inside_functions(tmp_path: Path) -> None:
     """The reader must not miss a function-level import (the kind that hid the
-    old cycle) and must leave TYPE_CHECKING imports out."""
+    old cycle) and must leave TYPE_CHECKING imports out unless asked for them."""
     source = tmp_path / "sample.py"
     source.write_text(
         "from typing import TYPE_CHECKING\n"
@@ -219,6 +228,7 @@ def test_the_check_sees_imports_inside_functions(tmp_path: Path) -> None:
     assert "matrixgen.validate" in found
     assert "matrixgen.engine.checks" in found  # a relative import
     assert "matrixgen.cli.main" not in found
+    assert "matrixgen.cli.main" in imports_of(source, "matrixgen.engine.sample", type_only=True)
 
 
 @pytest.mark.parametrize("floor", FLOORS)

@@ -14,13 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.cli.common import (
-    RecipesOption,
-    TargetOption,
-    check_ad_hoc,
-    echo_json,
-    recipes_dir,
-)
+from matrixgen.cli.common import RecipesOption, TargetOption, check_ad_hoc, echo_json, recipes_dir
 from matrixgen.engine.errors import ExitCode, UsageError
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.patterns import name_pattern, whole

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from matrixgen.cli.common import RecipesOption, echo_json, load_valid
+from matrixgen.engine.vocab import System
 
 if TYPE_CHECKING:
     from matrixgen.engine.decide import Decision
@@ -22,11 +23,6 @@ class DecideFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
     MARKDOWN = "markdown"
-
-
-class SystemChoice(StrEnum):
-    GITHUB = "github"
-    GITLAB = "gitlab"
 
 
 EventOption = Annotated[
@@ -58,7 +54,7 @@ LabelsJsonOption = Annotated[
     ),
 ]
 SystemOption = Annotated[
-    SystemChoice | None,
+    System | None,
     typer.Option("--system", help="The system whose rules decide, when both have the event."),
 ]
 
@@ -86,10 +82,9 @@ def decision_for(
     event: str,
     labels: list[str] | None,
     labels_json: str | None,
-    system: SystemChoice | None,
+    system: System | None,
 ) -> Decision:
     from matrixgen.engine.decide import decide
-    from matrixgen.engine.vocab import System
 
     config = generation.tree.config
     return decide(
@@ -98,7 +93,7 @@ def decision_for(
         event=event,
         labels=list(labels or ()),
         loose_labels=parse_labels_json(labels_json),
-        system=System(system.value) if system is not None else None,
+        system=system,
     )
 
 

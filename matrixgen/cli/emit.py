@@ -28,7 +28,6 @@ from matrixgen.util.escape import terminal_text
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
-    from matrixgen.cli.decide import SystemChoice
     from matrixgen.emit.generate import TargetOutput
     from matrixgen.engine.model import Target
     from matrixgen.pipeline import Generation
@@ -269,7 +268,7 @@ def _generation_and_targets(
     event: str | None,
     label: list[str] | None,
     labels_json: str | None,
-    system: SystemChoice | None,
+    system: System | None,
 ) -> tuple[Generation, list[Target]]:
     """`generate`'s tree, refused when invalid, and its targets: the ones given,
     the ones `decide` picks for --event, else every target of the tree."""

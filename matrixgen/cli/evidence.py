@@ -183,22 +183,15 @@ def _ingest_mapper(
     from matrixgen.pipeline import generate
     from matrixgen.validate import Needs, require_usable
 
-    root = recipes_dir(recipes)
-    if not root.is_dir():
-        raise UsageError(f"recipe directory not found: {root}")
-    generation = generate(root)
+    generation = generate(recipes_dir(recipes))  # refuses a directory that is not there
     require_usable(generation, Needs.SELECTION)
-    mapper = Mapper(generation, target=target, job=job, tag=tag)
-    return mapper
+    return Mapper(generation, target=target, job=job, tag=tag)
 
 
 def _echo_ingest(report: Any, shown: str, files: int, fmt: TableOrJson) -> None:
     """What `ingest` stored: a row per job (table or JSON), notes on stderr."""
-    rows = []
-    for j in report.stored:
-        rows.append(_ingest_row(j, "stored"))
-    for j in report.already:
-        rows.append(_ingest_row(j, "already stored"))
+    rows = [_ingest_row(j, "stored") for j in report.stored]
+    rows += [_ingest_row(j, "already stored") for j in report.already]
     odd = list(report.not_node_ids)
     if fmt is TableOrJson.JSON:
         echo_json(

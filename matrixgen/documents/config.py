@@ -56,6 +56,17 @@ class Vocabulary(Struct, frozen=True, kw_only=True):
         names = {s for scopes in self.scopes.values() for s in scopes}
         return frozenset(names | {resolve_scope(s) for s in names})
 
+    def declared(self, key: str) -> frozenset[str] | None:
+        """The values declared for a job field (scope, platform, environment,
+        model, tag); None when none are (no list for it; test cases never)."""
+        return {
+            "scope": self.all_scopes,
+            "platform": self.platforms,
+            "environment": self.environments,
+            "model": self.models,
+            "tag": self.tags,
+        }.get(key)
+
 
 class ProjectConfig(Struct, frozen=True, kw_only=True):
     """The parsed project config; sections not modelled here stay in `raw`."""

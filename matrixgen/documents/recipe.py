@@ -10,19 +10,12 @@ reports what it read, no more).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from matrixgen.engine.errors import (
-    FileFindings,
-    Finding,
-    Findings,
-    Location,
-    Severity,
-    did_you_mean,
-)
+from matrixgen.engine.errors import FileFindings, Finding, Findings, Location, did_you_mean
 from matrixgen.engine.model import RecipeFile
 from matrixgen.engine.vocab import ALL_CADENCES, RecipeType
 from matrixgen.util.patterns import name_pattern, whole
@@ -209,14 +202,10 @@ def with_change_keys(spec: Mapping[str, Any], more: Mapping[str, Any]) -> dict[s
 
 class _Reader(FileFindings):
     def __init__(self, recipe: RecipeFile, vocabulary: Vocabulary | None) -> None:
-        self.recipe = recipe
-        self.doc = recipe.document
-        self.v2 = recipe.format_version == 2
-        self.lenient = Severity.ERROR if self.v2 else Severity.WARNING
+        super().__init__(recipe, Findings())
         self.attribute_keys = ATTRIBUTE_KEYS_V2 if self.v2 else ATTRIBUTE_KEYS_V1
         self.known_axes = KNOWN_AXES_V2 | (vocabulary.axes if vocabulary else frozenset())
         self.spec_keys = KNOWN_SPEC_KEYS_V2 | (vocabulary.spec_keys if vocabulary else frozenset())
-        self.findings = Findings()
         self.products_node: Any = None
 
     def taken(self) -> tuple[Finding, ...]:
@@ -236,15 +225,19 @@ class _Reader(FileFindings):
                     f'unknown top-level key "{key}"{did_you_mean(key, TOP_KEYS)}',
                 )
         spec = self.spec(data.get("spec"))
-        blocks = self.blocks(data, spec) if spec is not None else None
+        products = self.products(data) if spec is not None else None
+        findings = self.taken()  # the file's own, before its blocks'
+        seen_cases: dict[str, int] = {}
         return RecipeDoc(
-            findings=self.taken() if blocks is None else blocks[0],
+            findings=findings,
             type=self.recipe.kind,
             format_version=self.recipe.format_version,
             spec=spec,
             maintainers=data.get("maintainers"),
             loggers=data.get("loggers"),
-            products=() if blocks is None else blocks[1],
+            products=tuple(
+                self.block(spec, bi, block, seen_cases) for bi, block in enumerate(products or ())
+            ),
         )
 
     def spec(self, spec: Any) -> dict[str, Any] | None:
@@ -279,10 +272,8 @@ class _Reader(FileFindings):
             )
         return spec
 
-    def blocks(
-        self, data: dict[str, Any], spec: dict[str, Any]
-    ) -> tuple[tuple[Finding, ...], tuple[Block, ...]] | None:
-        """The file's own findings and its blocks (None: no blocks to read)."""
+    def products(self, data: dict[str, Any]) -> list[Any] | None:
+        """The file's list of blocks (None: no blocks to read)."""
         products = data.get("products")
         if self.recipe.kind is RecipeType.BUILD:
             if products:
@@ -307,11 +298,7 @@ class _Reader(FileFindings):
             self.note(
                 self.at("products"), "products-empty", "products is empty: this file yields no jobs"
             )
-        own = self.taken()
-        seen_cases: dict[str, int] = {}
-        return own, tuple(
-            self.block(spec, bi, block, seen_cases) for bi, block in enumerate(products)
-        )
+        return products
 
     def block(self, spec: dict[str, Any], bi: int, block: Any, seen_cases: dict[str, int]) -> Block:
         where: Path = ("products", bi)
@@ -530,7 +517,7 @@ class _Reader(FileFindings):
                             f"env {k} must be a string, number or boolean",
                         )
                         return None
-                    env[str(k)] = _env_text(v)
+                    env[str(k)] = str(v).lower() if isinstance(v, bool) else str(v)
             raw_args = source.get("args")
             if raw_args is not None:
                 if not isinstance(raw_args, list) or not all(isinstance(a, str) for a in raw_args):
@@ -558,9 +545,9 @@ def _has_shape(value: Any, want: str) -> bool:
     if want == "text":
         return isinstance(value, str)
     if want == "names":
-        return isinstance(value, list) and _all_text(value)
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
     if want == "table":
-        return isinstance(value, dict) and _all_text(value.values())
+        return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
     return isinstance(value, dict)
 
 
@@ -569,16 +556,6 @@ def _value_node(node: Any, key: str) -> Any:
         if getattr(key_node, "value", None) == key:
             return value_node
     return None
-
-
-def _env_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _all_text(values: Iterable[Any]) -> bool:
-    return all(isinstance(v, str) for v in values)
 
 
 def shown(value: Any) -> str:

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
-
-if TYPE_CHECKING:
-    from matrixgen.documents.yamlio import _Loader
-
+from yaml.constructor import SafeConstructor
 
 # Lists and mappings inside each other at most this deep (a recipe or a
 # quarantine file needs fewer than ten): every later stage may walk a value
@@ -54,7 +51,7 @@ class _Unusual(Exception):
 
 
 def _builder(
-    loader: _Loader, below: list[tuple[yaml.Node, Any]], memo: dict[yaml.Node, Any] | None
+    loader: SafeConstructor, below: list[tuple[yaml.Node, Any]], memo: dict[yaml.Node, Any] | None
 ) -> Callable[[yaml.Node], Any]:
     """The fast walk's constructor of any node but a plain string: a scalar's
     value, or a new empty list or dict, put on `below` to be filled when its
@@ -94,7 +91,7 @@ def _builder(
 
 
 def _construct_fast(
-    loader: _Loader, root: yaml.Node, *, shared: bool, merges: bool, nul: bool
+    loader: SafeConstructor, root: yaml.Node, *, shared: bool, merges: bool, nul: bool
 ) -> tuple[Any, list[tuple[yaml.Node, str]], list[tuple[yaml.Node, str]]]:
     """The value of a composed document, with its duplicate and odd keys, as
     `loader.construct_document` would build them but in one tight walk.

@@ -18,7 +18,13 @@ from typing import Any
 import yaml
 from msgspec import Struct
 
-from matrixgen.documents.yamlfast import MAX_NESTING_DEPTH, _construct_fast, _kind_of, _Unusual
+from matrixgen.documents.yamlfast import (
+    MAX_NESTING_DEPTH,
+    _construct_fast,
+    _note_duplicate_keys,
+    _rename_odd_keys,
+    _Unusual,
+)
 from matrixgen.engine.errors import Findings, Location
 
 # libyaml's C parser when PyYAML was built with it; the pure-Python one otherwise.
@@ -84,30 +90,14 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
         mapping = super().construct_mapping(node, deep=deep)
         # Fewer keys than entries: some key came twice (or a merge key was folded in).
         if len(mapping) < len(node.value):
-            seen: set[tuple[str, str]] = set()
-            for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode) and key_node.value != "<<":
-                    key = (key_node.tag, key_node.value)
-                    if key in seen:
-                        self.duplicate_keys.append((key_node, key_node.value))
-                    seen.add(key)
-        for key in mapping:
-            if type(key) is not str:
-                return self._named_keys(node, mapping)
+            _note_duplicate_keys(node.value, self.duplicate_keys)
+        # `on:`, `1:`, `null:`, `2024-01-01:` are a boolean, a number, null and a
+        # date to YAML, never names: each is recorded (an error for the caller to
+        # report) and keyed by its text, so no later stage meets a key that is not a
+        # string. (Only a scalar key can be hashable here.)
+        if any(type(key) is not str for key in mapping):
+            _rename_odd_keys(node.value, mapping, self.constructed_objects.get, self.odd_keys)
         return mapping
-
-    def _named_keys(self, node: yaml.MappingNode, mapping: dict) -> dict:
-        """`on:`, `1:`, `null:`, `2024-01-01:` are a boolean, a number, null and a
-        date to YAML, never names: record each (an error for the caller to report)
-        and key the value by the text as written, so that no later stage meets a
-        key that is not a string."""
-        written: dict[Any, str] = {}
-        for key_node, _ in node.value:
-            key = self.constructed_objects.get(key_node, key_node)
-            if type(key) is not str and isinstance(key_node, yaml.ScalarNode):
-                self.odd_keys.append((key_node, _kind_of(key)))
-                written.setdefault(key, key_node.value)
-        return {(k if type(k) is str else written.get(k, str(k))): v for k, v in mapping.items()}
 
     def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> Any:
         # `2025-02-30` looks like a date to YAML but is none, and `!!timestamp x`

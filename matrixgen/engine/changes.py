@@ -19,9 +19,11 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from msgspec import Struct
 
+from matrixgen.documents.recipe import blocks, rows
 from matrixgen.engine.context import ValidationContext
 from matrixgen.engine.errors import Finding, Location, Severity
 from matrixgen.engine.globs import glob_problem, matches
@@ -40,10 +42,6 @@ def job_paths(job: Job) -> tuple[str, ...]:
     return tuple(p for p in paths if isinstance(p, str)) if isinstance(paths, list) else ()
 
 
-def job_always(job: Job) -> bool:
-    return job.spec.get("always") is True
-
-
 class ChangeSet(Struct, frozen=True, kw_only=True):
     """The files that changed since `ref`, or why they could not be known."""
 
@@ -59,9 +57,6 @@ class ChangeSelection(Struct, frozen=True, kw_only=True):
     fallback: str | None  # UNRESOLVED, TREE_CHANGED, UNMATCHED: everything is kept
     fallback_detail: str = ""
     dropped: tuple[tuple[Job, str], ...] = ()  # (job, why it is not needed)
-
-    def keeps(self, job: Job) -> bool:
-        return self.fallback is not None or job not in self._dropped_jobs
 
     @property
     def _dropped_jobs(self) -> frozenset[Job]:
@@ -146,7 +141,7 @@ def select_changed(
     dropped: list[tuple[Job, str]] = []
     for job in jobs:
         paths = job_paths(job)
-        if job_always(job) or not paths:
+        if job.spec.get("always") is True or not paths:
             continue
         if not any(g in hit for g in paths):
             shown = ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
@@ -193,19 +188,11 @@ def check_globs(context: ValidationContext) -> Iterator[Finding]:
 
 def _recipe_globs(data: dict) -> Iterator[tuple[tuple[str | int, ...], list]]:
     """(keys, globs) of every `paths` list of a test recipe: spec, blocks, rows."""
-    spec = data.get("spec")
-    if isinstance(spec, dict) and isinstance(spec.get("paths"), list):
-        yield ("spec", "paths"), spec["paths"]
-    products = data.get("products")
-    for bi, block in enumerate(products if isinstance(products, list) else ()):
-        if not isinstance(block, dict):
-            continue
-        if isinstance(block.get("paths"), list):
-            yield ("products", bi, "paths"), block["paths"]
-        rows = block.get("products")
-        for ri, row in enumerate(rows if isinstance(rows, list) else ()):
-            if isinstance(row, dict) and isinstance(row.get("paths"), list):
-                yield ("products", bi, "products", ri, "paths"), row["paths"]
+    places: list[tuple[tuple[str | int, ...], Any]] = [(("spec",), data.get("spec"))]
+    places += [(("products", bi), block) for bi, block in blocks(data)]
+    for keys, mapping in [*places, *rows(data)]:
+        if isinstance(mapping, dict) and isinstance(mapping.get("paths"), list):
+            yield (*keys, "paths"), mapping["paths"]
 
 
 def _glob_finding(glob: object, where: Location, key: str) -> Iterator[Finding]:

@@ -208,17 +208,11 @@ class _AxisUsage:
 def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
     vocab = tree.config.vocabulary
     assert vocab is not None
-    known: dict[str, frozenset[str] | None] = {
-        "platform": vocab.platforms,
-        "environment": vocab.environments,
-        "scope": vocab.all_scopes,
-        "tag": vocab.tags,
-    }
     # Each distinct value checked once; only the unknown ones are looked for.
     usage = _usage(tree)
     unknown: dict[tuple[str, str], frozenset[str]] = {}
     for what, counter in usage.counts.items():
-        allowed = known[what]
+        allowed = vocab.declared(what)
         if allowed is None:
             continue
         for value in counter:
@@ -310,18 +304,12 @@ def _usage(tree: RecipeTree) -> _AxisUsage:
     return usage
 
 
-def _axis_counts(tree: RecipeTree) -> dict[str, Counter[str]]:
-    """How often each vocabulary value is used, per axis (what _axis_values
-    yields, counted without building a place for each)."""
-    return _usage(tree).counts
-
-
 def typo_platforms(tree: RecipeTree) -> frozenset[str]:
     """The platforms `validate` reports as typos of another (a tree without a
     vocabulary; a declared vocabulary rejects unknown platforms instead)."""
     if tree.config.vocabulary is not None:
         return frozenset()
-    return frozenset(typos(_axis_counts(tree).get("platform", Counter())))
+    return frozenset(typos(_usage(tree).counts.get("platform", Counter())))
 
 
 def typos(counter: Mapping[str, int]) -> dict[str, str]:

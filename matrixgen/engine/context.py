@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
 from msgspec import Struct
 
+from matrixgen.engine.expand import Expansion
 from matrixgen.engine.load import RecipeTree
 from matrixgen.engine.model import Target
 from matrixgen.engine.references import ReferenceListing
 
-if TYPE_CHECKING:
-    # Built above this floor (matrixgen.validate makes the context): the checks
-    # of the later stages select through it, sharing its cache with the emitters.
-    from matrixgen.engine.expand import Expansion
-    from matrixgen.pipeline import Generation
+
+class Generated(Protocol):
+    """What the engine's checks read of a generation. The generation itself is
+    built above this floor (matrixgen.pipeline); the checks of the later stages
+    select through it, sharing its cache with the emitters."""
+
+    @property
+    def tree(self) -> RecipeTree: ...
+    @property
+    def expansion(self) -> Expansion: ...
 
 
-class ValidationContext(Struct, frozen=True, kw_only=True):
-    generation: Generation
+G = TypeVar("G", bound=Generated)
+
+
+class ValidationContext(Struct, Generic[G], frozen=True, kw_only=True):
+    generation: G
     # The targets validate's checks look at: `resolve_targets` of the config and
     # the jobs (Generation.checked_targets).
     targets: tuple[Target, ...]

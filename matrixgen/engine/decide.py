@@ -23,7 +23,7 @@ is made from the configured target's settings.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -34,8 +34,6 @@ from matrixgen.engine.errors import Findings, UsageError, did_you_mean
 from matrixgen.engine.model import Selector, Target
 from matrixgen.engine.vocab import System, resolve_scope
 
-# The events each system reports (GitHub's event names; GitLab's CI_PIPELINE_SOURCE).
-EVENTS: Mapping[System, tuple[str, ...]] = MappingProxyType({s: s.events for s in System})
 # Events whose pipelines carry the labels of a pull or merge request.
 LABELLED_EVENTS = frozenset({"pull_request", "merge_request_event"})
 ANY_CADENCE = "any"
@@ -102,10 +100,6 @@ class Decision(Struct, frozen=True, kw_only=True):
         }
 
 
-# Checks one rule's values at its place in the config.
-_Check = Callable[[Mapping[str, Any], tuple], None]
-
-
 def parse_decisions(
     raw: Any,
     *,
@@ -122,160 +116,126 @@ def parse_decisions(
         return out
     for system_name, section in sorted(raw.items()):
         system = System(system_name)
-
-        def check(values: Mapping[str, Any], where: tuple, system: System = system) -> None:
-            _check_values(system, values, where, scopes, environments, cadences, locate, findings)
-
-        events = _event_rules(system, section, check, locate, findings)
-        labels = _label_rules(system, section, events, check, locate, findings)
+        known_scopes = list(scopes.get(system, ()))
+        reader = _RuleReader(system, known_scopes, environments, cadences, locate, findings)
+        events = reader.event_rules(section)
+        labels = reader.label_rules(section, events)
         out[system] = Decisions(
             system=system, events=MappingProxyType(events), labels=tuple(labels)
         )
     return out
 
 
-def _event_rules(
-    system: System, section: Mapping[str, Any], check: _Check, locate: Any, findings: Findings
-) -> dict[str, Rule]:
-    """A system's `events` rules: one per known event, each naming its scope."""
-    known_events = EVENTS[system]
-    events: dict[str, Rule] = {}
-    for event, values in (section.get("events") or {}).items():
-        where = ("decisions", system.value, "events", event)
-        if event not in known_events:
-            findings.add(
-                locate(list(where)),
-                "config-decision",
-                f'unknown {system.value} event "{event}"{did_you_mean(event, known_events)}; '
-                f"known: {', '.join(known_events)}",
-            )
-            continue
-        if "scope" not in values:
-            findings.add(
-                locate(list(where)),
-                "config-decision",
-                f"event {event}: an event's rule must name the scope it runs",
-            )
-        check(values, where)
-        events[event] = Rule(system=system, event=event, values=dict(values), where=where)
-    return events
+class _RuleReader(Struct):
+    """One system's rules read, each problem a finding at its place in the config."""
 
+    system: System
+    scopes: list[str]  # the system's
+    environments: frozenset[str]
+    cadences: frozenset[str]
+    locate: Any
+    findings: Findings
 
-def _label_rules(
-    system: System,
-    section: Mapping[str, Any],
-    events: Mapping[str, Rule],
-    check: _Check,
-    locate: Any,
-    findings: Findings,
-) -> list[Rule]:
-    """A system's `labels` rules: each on events that have a rule and carry
-    labels, setting something, and not clashing with an earlier one."""
-    known_events = EVENTS[system]
-    labels: list[Rule] = []
-    for i, item in enumerate(section.get("labels") or ()):
-        where = ("decisions", system.value, "labels", i)
-        values = {k: v for k, v in item.items() if k in FIELDS}
-        rule = Rule(
-            system=system,
-            label=item["label"],
-            events=tuple(item.get("events") or ()),
-            values=values,
-            where=where,
-        )
-        for event in rule.events:
-            if event not in events:
-                findings.add(
-                    locate([*where, "events"]),
-                    "config-decision",
-                    f'label "{rule.label}": event "{event}" has no rule of its own in '
-                    f"decisions.{system.value}.events{did_you_mean(event, list(events))}",
+    def add(self, where: Sequence[str | int], message: str) -> None:
+        self.findings.add(self.locate(list(where)), "config-decision", message)
+
+    def event_rules(self, section: Mapping[str, Any]) -> dict[str, Rule]:
+        """The `events` rules: one per known event, each naming its scope."""
+        system, known_events = self.system, self.system.events
+        events: dict[str, Rule] = {}
+        for event, values in (section.get("events") or {}).items():
+            where = ("decisions", system.value, "events", event)
+            if event not in known_events:
+                self.add(
+                    where,
+                    f'unknown {system.value} event "{event}"{did_you_mean(event, known_events)}; '
+                    f"known: {', '.join(known_events)}",
                 )
-            elif event not in LABELLED_EVENTS:
-                findings.add(
-                    locate([*where, "events"]),
-                    "config-decision",
-                    f'label "{rule.label}": {event} pipelines carry no labels '
-                    f"(only {', '.join(sorted(LABELLED_EVENTS & set(known_events)))} do)",
-                )
-        if not values:
-            findings.add(
-                locate(list(where)),
-                "config-decision",
-                f'label "{rule.label}" sets nothing ({", ".join(FIELDS)})',
+                continue
+            if "scope" not in values:
+                self.add(where, f"event {event}: an event's rule must name the scope it runs")
+            self.check_values(values, where)
+            events[event] = Rule(system=system, event=event, values=dict(values), where=where)
+        return events
+
+    def label_rules(self, section: Mapping[str, Any], events: Mapping[str, Rule]) -> list[Rule]:
+        """The `labels` rules: each on events that have a rule and carry labels,
+        setting something, and not clashing with an earlier one."""
+        system = self.system
+        labels: list[Rule] = []
+        for i, item in enumerate(section.get("labels") or ()):
+            where = ("decisions", system.value, "labels", i)
+            values = {k: v for k, v in item.items() if k in FIELDS}
+            rule = Rule(
+                system=system,
+                label=item["label"],
+                events=tuple(item.get("events") or ()),
+                values=values,
+                where=where,
             )
-        for index, earlier in enumerate(labels):
-            _check_clash(earlier, index, rule, i, events, locate, findings)
-        check(values, where)
-        labels.append(rule)
-    return labels
+            for event in rule.events:
+                if event not in events:
+                    self.add(
+                        [*where, "events"],
+                        f'label "{rule.label}": event "{event}" has no rule of its own in '
+                        f"decisions.{system.value}.events{did_you_mean(event, list(events))}",
+                    )
+                elif event not in LABELLED_EVENTS:
+                    labelled = sorted(LABELLED_EVENTS & set(system.events))
+                    self.add(
+                        [*where, "events"],
+                        f'label "{rule.label}": {event} pipelines carry no labels '
+                        f"(only {', '.join(labelled)} do)",
+                    )
+            if not values:
+                self.add(where, f'label "{rule.label}" sets nothing ({", ".join(FIELDS)})')
+            for index, earlier in enumerate(labels):
+                self.check_clash(earlier, index, rule, i, events)
+            self.check_values(values, where)
+            labels.append(rule)
+        return labels
 
-
-def _check_clash(
-    earlier: Rule,
-    earlier_index: int,
-    rule: Rule,
-    index: int,
-    events: Mapping[str, Rule],
-    locate: Any,
-    findings: Findings,
-) -> None:
-    """The same label listed twice for a shared event: the first always wins."""
-    shared = _shared_events(earlier, rule, events)
-    if earlier.label != rule.label or not shared:
-        return
-    clash = sorted(
-        k for k in set(earlier.values) & set(rule.values) if earlier.values[k] != rule.values[k]
-    )
-    what = f"sets {', '.join(clash)} differently" if clash else "repeats it"
-    findings.add(
-        locate(list(rule.where)),
-        "config-decision",
-        f'label "{rule.label}" is listed twice for {", ".join(shared)} '
-        f"(items {earlier_index} and {index}); the second {what}, and the "
-        "first always wins: merge them into one rule",
-    )
-
-
-def _shared_events(a: Rule, b: Rule, events: Mapping[str, Rule]) -> list[str]:
-    labelled = [e for e in events if e in LABELLED_EVENTS]
-    return [e for e in labelled if a.applies_to(e) and b.applies_to(e)]
-
-
-def _check_values(
-    system: System,
-    values: Mapping[str, Any],
-    where: tuple[str | int, ...],
-    scopes: Mapping[System, Sequence[str]],
-    environments: frozenset[str],
-    cadences: frozenset[str],
-    locate: Any,
-    findings: Findings,
-) -> None:
-    known_scopes = list(scopes.get(system, ()))
-    scope = values.get("scope")
-    if scope is not None and scope not in known_scopes:
-        findings.add(
-            locate([*where, "scope"]),
-            "config-decision",
-            f'unknown {system.value} scope "{scope}"{did_you_mean(scope, known_scopes)}; '
-            f"declared: {', '.join(known_scopes)}",
+    def check_clash(
+        self, earlier: Rule, earlier_index: int, rule: Rule, index: int, events: Mapping[str, Rule]
+    ) -> None:
+        """The same label listed twice for a shared event: the first always wins."""
+        labelled = [e for e in events if e in LABELLED_EVENTS]
+        shared = [e for e in labelled if earlier.applies_to(e) and rule.applies_to(e)]
+        if earlier.label != rule.label or not shared:
+            return
+        clash = sorted(
+            k for k in set(earlier.values) & set(rule.values) if earlier.values[k] != rule.values[k]
         )
-    env = values.get("environment")
-    if env is not None and env not in environments:
-        findings.add(
-            locate([*where, "environment"]),
-            "config-decision",
-            f'unknown environment "{env}"{did_you_mean(env, environments)}',
+        what = f"sets {', '.join(clash)} differently" if clash else "repeats it"
+        self.add(
+            rule.where,
+            f'label "{rule.label}" is listed twice for {", ".join(shared)} '
+            f"(items {earlier_index} and {index}); the second {what}, and the "
+            "first always wins: merge them into one rule",
         )
-    cadence = values.get("cadence")
-    if cadence is not None and cadence != ANY_CADENCE and cadence not in cadences:
-        findings.add(
-            locate([*where, "cadence"]),
-            "config-decision",
-            f'cadence "{cadence}" is not declared (vocabulary.cadences: '
-            f"{', '.join(sorted(cadences))}; or {ANY_CADENCE} to bypass the cadence filter)",
-        )
+
+    def check_values(self, values: Mapping[str, Any], where: tuple[str | int, ...]) -> None:
+        scope = values.get("scope")
+        if scope is not None and scope not in self.scopes:
+            self.add(
+                [*where, "scope"],
+                f'unknown {self.system.value} scope "{scope}"{did_you_mean(scope, self.scopes)}; '
+                f"declared: {', '.join(self.scopes)}",
+            )
+        env = values.get("environment")
+        if env is not None and env not in self.environments:
+            self.add(
+                [*where, "environment"],
+                f'unknown environment "{env}"{did_you_mean(env, self.environments)}',
+            )
+        cadence = values.get("cadence")
+        if cadence is not None and cadence != ANY_CADENCE and cadence not in self.cadences:
+            self.add(
+                [*where, "cadence"],
+                f'cadence "{cadence}" is not declared (vocabulary.cadences: '
+                f"{', '.join(sorted(self.cadences))}; or {ANY_CADENCE} to bypass the cadence "
+                "filter)",
+            )
 
 
 def decide(

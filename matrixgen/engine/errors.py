@@ -120,10 +120,6 @@ class Findings(Struct):
     def errors(self) -> list[Finding]:
         return [f for f in self.sorted() if f.severity is Severity.ERROR]
 
-    @property
-    def warnings(self) -> list[Finding]:
-        return [f for f in self.sorted() if f.severity is Severity.WARNING]
-
     def __len__(self) -> int:
         return len(self.items)
 
@@ -134,13 +130,16 @@ SUGGEST_MAX_LENGTH = 64
 
 
 class FileFindings:
-    """Findings in one recipe file, for its reading (documents.recipe) and its
-    expansion: `note` is what Megatron-LM tolerates (a warning in v1, an error
-    in v2). `doc` is the file's YamlDocument."""
+    """Findings in one recipe file (a RecipeFile), for its reading
+    (documents.recipe) and its expansion: `note` is what Megatron-LM tolerates
+    (a warning in v1, an error in v2). `doc` is the file's YamlDocument."""
 
-    doc: Any
-    findings: Findings
-    lenient: Severity
+    def __init__(self, recipe: Any, findings: Findings) -> None:
+        self.recipe = recipe
+        self.doc = recipe.document
+        self.findings = findings
+        self.v2 = recipe.format_version == 2
+        self.lenient = Severity.ERROR if self.v2 else Severity.WARNING
 
     def at(self, *keys: str | int, key: bool = False) -> Location:
         return self.doc.locate(list(keys), key=key)
@@ -167,11 +166,6 @@ def did_you_mean(value: object, known: Iterable[str]) -> str:
     return f' (did you mean "{lowered[close[0]]}"?)' if close else ""
 
 
-def annotations_enabled() -> bool:
-    """Findings are also printed as GitHub annotations under GITHUB_ACTIONS=true."""
-    return os.environ.get("GITHUB_ACTIONS") == "true"
-
-
 def render_findings(findings: Sequence[Finding]) -> str:
     """Text for stderr: one line per finding (the annotations are printed apart,
     see `annotation_lines`: they are the only lines meant to be commands)."""
@@ -180,7 +174,9 @@ def render_findings(findings: Sequence[Finding]) -> str:
 
 def annotation_lines(findings: Sequence[Finding]) -> list[str]:
     """The GitHub annotations of findings, when GITHUB_ACTIONS=true."""
-    return [f.github_annotation() for f in findings] if annotations_enabled() else []
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        return []
+    return [f.github_annotation() for f in findings]
 
 
 class MatrixgenError(Exception):
@@ -209,9 +205,7 @@ class MatrixgenError(Exception):
 
 
 class RecipeError(MatrixgenError):
-    """Recipe files could not be read or are invalid."""
-
-    exit_code = ExitCode.FINDINGS
+    """Recipe files could not be read or are invalid (exit_code FINDINGS, the base's)."""
 
 
 class UsageError(MatrixgenError):
@@ -259,12 +253,7 @@ def file_error(message: str, exc: OSError) -> MatrixgenError:
     """The error for an OSError met on a path: an EnvironmentFault (exit 9) when
     the machine refused (read-only, full, no permission), else a UsageError (the
     path itself is wrong: a directory where a file must go, a name too long)."""
-    import errno
-
-    reason = exc.strerror or str(exc)
-    name = errno.errorcode.get(exc.errno or 0, "")
-    kind = EnvironmentFault if name in _MACHINE_ERRNOS else UsageError
-    return kind(f"{message}: {reason}")
+    return write_failure(f"{message}: {exc.strerror or exc}", exc.errno or 0)
 
 
 class ResultsFileError(MatrixgenError):

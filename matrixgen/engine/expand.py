@@ -75,13 +75,12 @@ class Expansion(ComparedValue, frozen=True):
         return [f for f in self.findings if f.severity is Severity.ERROR]
 
 
-class _Budget:
+class _Budget(Struct):
     """The job cap shared by every file of one expansion."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
-        self.exceeded = False
+    limit: int
+    used: int = 0
+    exceeded: bool = False
 
 
 def expand_tree(tree: RecipeTree, *, cache: dict[Any, FileExpansion] | None = None) -> Expansion:
@@ -147,14 +146,9 @@ class _FileExpander(FileFindings):
     def __init__(
         self, recipe: RecipeFile, config: ProjectConfig, findings: Findings, budget: _Budget
     ) -> None:
-        self.recipe = recipe
-        self.doc = recipe.document
+        super().__init__(recipe, findings)
         self.config = config
-        self.findings = findings
         self.budget = budget
-        self.v2 = recipe.format_version == 2
-        # What Megatron-LM tolerates is a warning in a v1 file, an error in v2.
-        self.lenient = Severity.ERROR if self.v2 else Severity.WARNING
         vocab = config.vocabulary
         self.declared_scopes = vocab.all_scopes if vocab else frozenset()
         self.spec: dict[str, Any] = {}

@@ -120,7 +120,7 @@ def plan_reads(listing: TreeListing, *, root: str = ".", where: str = "") -> dic
         if rel.endswith(RECIPE_SUFFIXES):
             reads[rel] = rel
     for rel, target in sorted(listing.links.items()):
-        shown_target = _quoted(target)
+        shown_target = repr(target)
         found = treelinks.resolve(rel, listing.lookup)
         recipe_named = rel.endswith(RECIPE_SUFFIXES) or rel in RESERVED_FILES
         if found.kind is treelinks.Kind.OUTSIDE:
@@ -168,11 +168,6 @@ def _raise_tree_problems(findings: Findings, root: str, where: str) -> None:
     if about(CONFIG_FILENAME):
         raise ConfigError(f"{count}; nothing was read", findings=items)
     raise RecipeError(f"{count}; nothing was read", findings=items)
-
-
-def _quoted(text: str) -> str:
-    """A link target as messages show it: quoted, control characters escaped."""
-    return repr(text)
 
 
 def list_directory(root: Path) -> TreeListing:
@@ -248,7 +243,7 @@ def read_root_file(root: Path, name: str) -> bytes | None:
     )
     found, target = locate_in_tree(root, name)
     shown = root / name
-    via = f"a symbolic link to {_quoted(target)}, which " if target is not None else ""
+    via = f"a symbolic link to {target!r}, which " if target is not None else ""
     kind = found.kind
     if kind is treelinks.Kind.MISSING and target is None:
         return None
@@ -283,9 +278,10 @@ def read_directory(root: Path) -> dict[str, bytes]:
         try:
             data = read_regular(path)
         except NotRegularFile as exc:  # changed since it was listed
-            _raise_tree_problems(
-                _one(root, rel, f"{exc.kind}, not a regular file: not read"), str(root), ""
-            )
+            found = Findings()
+            where = Location(_display(str(root), rel))
+            found.add(where, "tree-file-kind", f"{exc.kind}, not a regular file: not read")
+            _raise_tree_problems(found, str(root), "")
             raise  # unreachable
         except OSError as exc:
             raise RecipeError(f"{path}: cannot be read: {exc.strerror}") from None
@@ -293,12 +289,6 @@ def read_directory(root: Path) -> dict[str, bytes]:
             raise RecipeError(f"{path}: removed while the tree was being read")
         files[rel] = data
     return files
-
-
-def _one(root: Path, rel: str, message: str) -> Findings:
-    findings = Findings()
-    findings.add(Location(_display(str(root), rel)), "tree-file-kind", message)
-    return findings
 
 
 def load_tree(

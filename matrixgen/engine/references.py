@@ -89,17 +89,8 @@ class ReferenceSettings(Struct, frozen=True, kw_only=True):
     @property
     def prefix(self) -> str:
         """The directory every template starts in: the only part of the tree listed."""
-        parts: list[str] | None = None
-        for template in self.templates:
-            here = [p for p in template.static_dir.split("/") if p]
-            if parts is None:
-                parts = here
-            else:
-                n = 0
-                while n < min(len(parts), len(here)) and parts[n] == here[n]:
-                    n += 1
-                parts = parts[:n]
-        return "/".join(parts or ())
+        dirs = [t.static_dir for t in self.templates]
+        return posixpath.commonpath(dirs) if dirs else ""  # whole folder names
 
 
 def template_problem(template: str) -> str | None:
@@ -249,7 +240,8 @@ class ReferenceListing(Struct, frozen=True, kw_only=True, dict=True):
                 at = bisect.bisect_left(names, name)
                 half = MAX_HINT_CANDIDATES // 2
                 names = names[max(0, at - half) : at + half]
-            best = max(names, key=lambda n: (_likeness(name, n), _neg(n)))
+            # Ties go to the alphabetically first name (max() keeps the largest key).
+            best = max(names, key=lambda n: (_likeness(name, n), [-ord(c) for c in n]))
             return posixpath.join(directory, best) if directory else best
         leaf = directory.rpartition("/")[2]
         for other in self.by_dir_name.get(leaf, ()) if leaf else ():
@@ -260,11 +252,6 @@ class ReferenceListing(Struct, frozen=True, kw_only=True, dict=True):
 
 def _likeness(a: str, b: str) -> float:
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
-
-
-def _neg(name: str) -> tuple[int, ...]:
-    # Ties go to the alphabetically first name (max() keeps the largest key).
-    return tuple(-ord(c) for c in name)
 
 
 def list_directory(directory: Path, prefix: str, *, shown_root: str) -> ReferenceListing:

@@ -114,28 +114,13 @@ def unused_value(what: str, value: str, used: Iterable[str], *, prefix: str) -> 
 USED_SHOWN = 24
 
 
-def _declared(key: str, config: ProjectConfig) -> frozenset[str] | None:
-    """The values the vocabulary declares for a field; None when it declares none
-    (no vocabulary, or no list for that field; test cases never)."""
-    vocab = config.vocabulary
-    if vocab is None:
-        return None
-    return {
-        "scope": vocab.all_scopes,
-        "platform": vocab.platforms,
-        "environment": vocab.environments,
-        "model": vocab.models,
-        "tag": vocab.tags,
-    }.get(key)
-
-
 def value_problem(
     flag: str, key: str, value: str, config: ProjectConfig, jobs: Sequence[Job]
 ) -> str | None:
     """Why `flag value` can select nothing, or None: against the declared
     vocabulary when there is one for `key`, else against the values the jobs
     use; both with "did you mean"."""
-    names = _declared(key, config)
+    names = config.vocabulary.declared(key) if config.vocabulary is not None else None
     what = "test case" if key == "test_case" else key
     if names is None:
         return unused_value(what, value, used_values(key, jobs), prefix=f'{flag} "{value}"')
@@ -204,9 +189,3 @@ class JobIndex:
             return self.jobs
         key = (resolve_scope(selector.scope), selector.platform, selector.environment)
         return self.groups.get(key, ())
-
-    def select(self, selector: Selector) -> list[Job]:
-        """The same as `select(jobs, selector)`."""
-        return one_per_identity(
-            [job for job in self.candidates(selector) if matches(job, selector)]
-        )

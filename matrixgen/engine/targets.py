@@ -144,12 +144,10 @@ def discover_targets(
         and platform not in left_out
         and (holding_pen or not is_holding_pen(scope))
     )
-    targets = []
-    for scope, platform, environment in seen:
-        selector = Selector(scope=scope, platform=platform, environment=environment)
-        system = default_system(scope)
-        targets.append(Target(name=target_name(system, selector), system=system, selector=selector))
-    return targets
+    return [
+        _ad_hoc(default_system(scope), Selector(scope=scope, platform=p, environment=e), None)
+        for scope, p, e in seen
+    ]
 
 
 def legacy_names(targets: Iterable[Target]) -> dict[str, Target]:

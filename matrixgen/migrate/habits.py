@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import groupby
 from typing import Any
 
 import yaml
@@ -12,10 +13,7 @@ from msgspec import Struct
 
 from matrixgen.documents.recipe import BLOCK_KEYS, ROW_KEYS_V2
 from matrixgen.engine.model import RecipeFile
-from matrixgen.engine.vocab import (
-    QuarantineKind,
-    resolve_scope,
-)
+from matrixgen.engine.vocab import QuarantineKind, resolve_scope
 from matrixgen.util.textedit import TextEdit, apply_edits, line_offsets
 
 HABIT_SUFFIXES = ("-broken", "-temp-disabled")
@@ -120,15 +118,11 @@ def _value(node: Any, key: str) -> Any:
 
 def _comment_runs(lines: Sequence[str], start: int) -> Iterator[tuple[int, int]]:
     """(first, past-last) line index of each run of comment lines from `start` on."""
-    n, end = start, len(lines)
-    while n < end:
-        if not lines[n].lstrip().startswith("#"):
-            n += 1
-            continue
-        run_start = n
-        while n < end and lines[n].lstrip().startswith("#"):
-            n += 1
-        yield run_start, n
+    runs = groupby(range(start, len(lines)), key=lambda n: lines[n].lstrip().startswith("#"))
+    for comment, run in runs:
+        if comment:
+            indexes = list(run)
+            yield indexes[0], indexes[-1] + 1
 
 
 def _uncomment_edits(

@@ -4,31 +4,22 @@ holds), proving no real target's selection changes, and writing it."""
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from msgspec import Struct
+from msgspec.structs import asdict
 
 from matrixgen.engine.errors import Finding, QuarantineError, UsageError
 from matrixgen.engine.load import read_directory, read_root_file
 from matrixgen.engine.model import Job, JobId, Target
 from matrixgen.engine.targets import default_system, discover_targets, resolve_targets
-from matrixgen.engine.vocab import (
-    QUARANTINE_FILENAME,
-    QuarantineAction,
-    resolve_scope,
-)
-from matrixgen.migrate.habits import (
-    is_habit_scope,
-)
-from matrixgen.migrate.scan import (
-    Candidate,
-    LeftAlone,
-    _scan_file,
-)
+from matrixgen.engine.vocab import QUARANTINE_FILENAME, QuarantineAction, resolve_scope
+from matrixgen.migrate.habits import is_habit_scope
+from matrixgen.migrate.scan import Candidate, LeftAlone, _scan_file
 from matrixgen.pipeline import Generation, generate_from_files
-from matrixgen.quarantine.apply import selection as quarantine_selection
 from matrixgen.quarantine.model import entry_from_mapping
 from matrixgen.quarantine.policy import current_day, policy
 from matrixgen.quarantine.trackers import resolve_tracker, tracker_text
@@ -43,14 +34,6 @@ class ParserChange(Struct, frozen=True, kw_only=True):
     before: int
     after: int
     added: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "before": self.before,
-            "after": self.after,
-            "added": self.added,
-        }
 
 
 class Migration(Struct, frozen=True, kw_only=True):
@@ -97,20 +80,17 @@ class Migration(Struct, frozen=True, kw_only=True):
             ],
             "edits": [c.describe for c, _ in self.changes],
             "left_alone": [x.to_dict() for x in self.left_alone],
-            "parser_changes": [c.to_dict() for c in self.parser_changes],
+            "parser_changes": [asdict(c) for c in self.parser_changes],
             "summary": self.summary(),
             "written": written,
         }
 
     def summary(self) -> dict[str, Any]:
-        by_habit: dict[str, int] = {}
-        rows_by_habit: dict[str, int] = {}
+        by_habit: Counter[str] = Counter()
         for candidate, entries in self.changes:
-            by_habit[candidate.habit] = by_habit.get(candidate.habit, 0) + len(entries)
-            rows_by_habit[candidate.habit] = rows_by_habit.get(candidate.habit, 0) + 1
-        left: dict[str, int] = {}
-        for item in self.left_alone:
-            left[item.habit] = left.get(item.habit, 0) + 1
+            by_habit[candidate.habit] += len(entries)
+        rows_by_habit = Counter(candidate.habit for candidate, _ in self.changes)
+        left = Counter(item.habit for item in self.left_alone)
         return {
             "entries": len(self.entries),
             "entries_by_habit": dict(sorted(by_habit.items())),
@@ -406,6 +386,14 @@ def real_targets(generation: Generation) -> list[Target]:
     return [t for t in targets if not is_habit_scope(t.selector.scope or "")]
 
 
+def _real_targets_of_both(before: Generation, after: Generation) -> list[Target]:
+    """The real targets of either tree, by name (before's where both have one)."""
+    targets: dict[str, Target] = {}
+    for target in (*real_targets(before), *real_targets(after)):
+        targets.setdefault(target.name, target)
+    return [targets[name] for name in sorted(targets)]
+
+
 def parser_changes(before: Generation, after: Generation) -> tuple[ParserChange, ...]:
     """On a format_version 1 tree, the real targets for which Megatron-LM's own
     parser selects more jobs after the migration than before: it reads no
@@ -414,31 +402,22 @@ def parser_changes(before: Generation, after: Generation) -> tuple[ParserChange,
     format_version 2 tree is read by matrixgen only: nothing to count."""
     if before.tree.format_version != 1:
         return ()
-    targets: dict[str, Target] = {}
-    for target in (*real_targets(before), *real_targets(after)):
-        targets.setdefault(target.name, target)
     found = []
-    for name in sorted(targets):
-        selector = targets[name].selector
-        old = before.select(selector)
-        new = after.select(selector)
+    for target in _real_targets_of_both(before, after):
+        old = before.select(target.selector)
+        new = after.select(target.selector)
         seen = _identity_scopes(old)
         added = sum((j.identity, j.scope) not in seen for j in new)
         if added:
-            found.append(ParserChange(target=name, before=len(old), after=len(new), added=added))
+            found.append(
+                ParserChange(target=target.name, before=len(old), after=len(new), added=added)
+            )
     return tuple(found)
 
 
 def selections(generation: Generation, targets: Iterable[Target]) -> dict[str, list[dict]]:
     """Target name -> the jobs it runs after quarantine, as comparable dicts."""
-    out = {}
-    known = {j.test_case for j in generation.jobs}
-    for target in targets:
-        chosen = quarantine_selection(
-            generation.jobs, generation.quarantine.entries, target, known_test_cases=known
-        )
-        out[target.name] = [j.to_dict() for j in chosen.jobs]
-    return out
+    return {t.name: [j.to_dict() for j in generation.selection(t).jobs] for t in targets}
 
 
 def equivalence_problems(
@@ -448,13 +427,10 @@ def equivalence_problems(
     selection after quarantine differs between the two trees."""
     before = generate_from_files(files_before, root=root)
     after = generate_from_files(files_after, root=root)
-    targets: dict[str, Target] = {}
-    for target in (*real_targets(before), *real_targets(after)):
-        targets.setdefault(target.name, target)
+    targets = _real_targets_of_both(before, after)
     problems = []
-    ordered = [targets[name] for name in sorted(targets)]
-    a, b = selections(before, ordered), selections(after, ordered)
-    for name in sorted(targets):
+    a, b = selections(before, targets), selections(after, targets)
+    for name in a:
         if a[name] != b[name]:
             gone = len([j for j in a[name] if j not in b[name]])
             new = len([j for j in b[name] if j not in a[name]])
@@ -478,7 +454,6 @@ def write_migration(migration: Migration) -> None:
         check_writable(root / rel, root=root)
     if entries:
         check_writable(root / QUARANTINE_FILENAME, root=root)
-    if entries:
         pol_base = None
         config_path = root / "matrixgen.yaml"
         config_raw = read_root_file(root, "matrixgen.yaml")

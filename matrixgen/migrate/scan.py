@@ -12,10 +12,7 @@ from msgspec import Struct, field
 from matrixgen.documents.recipe import ROW_KEYS_V2, block_rows
 from matrixgen.documents.yamlio import last_content_line
 from matrixgen.engine.model import RecipeFile
-from matrixgen.engine.vocab import (
-    QuarantineKind,
-    resolve_scope,
-)
+from matrixgen.engine.vocab import QuarantineKind, resolve_scope
 from matrixgen.migrate.habits import (
     _comment_of,
     _comment_runs,
@@ -217,29 +214,14 @@ def _scan_row(scan: _Scan, row: yaml.MappingNode) -> None:
 def _scan_comments(
     scan: _Scan, products: yaml.SequenceNode, blocks: Sequence[yaml.MappingNode]
 ) -> None:
-    """Commented-out rows and blocks: `# - environment: [dev]` ..."""
+    """Commented-out rows and blocks (`# - environment: [dev]` ...): each run of
+    comment lines split into commented-out items, each judged."""
     if not blocks:
         return
     block_col = _dash_col(scan.lines, blocks[0])
     for run_start, run_stop in _comment_runs(scan.lines, products.start_mark.line):
-        _scan_run(scan, run_start, run_stop, blocks, block_col)
-
-
-def _scan_run(
-    scan: _Scan, start: int, stop: int, blocks: Sequence[yaml.MappingNode], block_col: int
-) -> None:
-    """Split a run of comment lines into commented-out items and judge each."""
-    for item, dash in _run_items(scan.lines, start, stop):
-        _judge_item(scan, item, dash, blocks, block_col)
-
-
-def _enclosing_block(blocks: Sequence[yaml.MappingNode], line: int) -> yaml.MappingNode | None:
-    """The block a row-level comment at `line` sits in: the last block starting above it."""
-    found = None
-    for block in blocks:
-        if block.start_mark.line < line:
-            found = block
-    return found
+        for item, dash in _run_items(scan.lines, run_start, run_stop):
+            _judge_item(scan, item, dash, blocks, block_col)
 
 
 def _judge_item(
@@ -270,7 +252,9 @@ def _judge_item(
     if not (isinstance(parsed, list) and len(parsed) == 1 and isinstance(parsed[0], dict)):
         leave("does not uncomment to one row or one test-case block")
         return
-    found = _rows_of(parsed[0], dash, lines, _enclosing_block(blocks, first), block_col)
+    # The block a row-level comment sits in: the last one starting above it.
+    block = next((b for b in reversed(blocks) if b.start_mark.line < first), None)
+    found = _rows_of(parsed[0], dash, lines, block, block_col)
     if isinstance(found, str):
         leave(found)
         return

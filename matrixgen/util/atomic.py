@@ -55,20 +55,16 @@ class WriteError(Exception):
         self.errno = errno
 
 
-def current_umask() -> int:
-    """The process umask, read without changing it where the OS allows."""
+def default_mode() -> int:
+    """The mode a new file gets: what `open(..., "w")` would give it (the umask
+    read without changing it where the OS allows)."""
     with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as status:
         for line in status:
             if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
+                return 0o666 & ~int(line.split()[1], 8)
     mask = os.umask(0o022)
     os.umask(mask)
-    return mask
-
-
-def default_mode() -> int:
-    """The mode a new file gets: what `open(..., "w")` would give it."""
-    return 0o666 & ~current_umask()
+    return 0o666 & ~mask
 
 
 def describe_kind(mode: int) -> str:
@@ -223,13 +219,13 @@ def remove_stale_temps(directory: Path, name: str, *, every: bool = False) -> li
     return removed
 
 
-def append_whole(path: Path, data: bytes, *, separate: bool = True) -> None:
+def append_whole(path: Path, data: bytes) -> None:
     """Append `data` to a regular file (created when missing), in one write.
 
-    With `separate`, a newline goes first when the file does not end in one
-    (an earlier writer left its last line open). A link or special file is
-    refused; when writing fails (a full disk) the file is cut back to its old
-    length, so what was there before survives whole."""
+    A newline goes first when the file does not end in one (an earlier writer
+    left its last line open). A link or special file is refused; when writing
+    fails (a full disk) the file is cut back to its old length, so what was
+    there before survives whole."""
     path = Path(path)
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
     flags |= getattr(os, "O_CLOEXEC", 0)
@@ -251,7 +247,7 @@ def append_whole(path: Path, data: bytes, *, separate: bool = True) -> None:
                 f"cannot append to {path}: it is {describe_kind(info.st_mode)}, not a file"
             )
         size = info.st_size
-        if separate and size and os.pread(fd, 1, size - 1) != b"\n":
+        if size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
         try:
             view = memoryview(data)

@@ -134,12 +134,6 @@ def _open(path: Path) -> int:
     return fd
 
 
-def _read_holder(fd: int) -> Holder:
-    with contextlib.suppress(OSError):
-        return Holder.parse(os.pread(fd, 2048, 0).decode("utf-8", "replace"))
-    return Holder()
-
-
 @contextlib.contextmanager
 def hold(
     path: Path, *, timeout: float | None = None, command: str | None = None
@@ -156,7 +150,9 @@ def hold(
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _read_holder(fd)
+            holder = Holder()
+            with contextlib.suppress(OSError):
+                holder = Holder.parse(os.pread(fd, 2048, 0).decode("utf-8", "replace"))
             os.close(fd)
             left = deadline - time.monotonic()
             if left <= 0:
