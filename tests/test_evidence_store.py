@@ -7,6 +7,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
 from matrixgen.engine.errors import ExitCode, ResultsStoreError, UsageError
@@ -129,7 +131,7 @@ def test_the_schema_is_versioned_and_a_newer_one_refused(db: str, evidence_runs:
     ingest_runs(db, evidence_runs[:1])
     store = open_store(db, write=True)
     try:
-        assert schema_version(store) == tables_module.SCHEMA_VERSION == 4
+        assert schema_version(store) == tables_module.SCHEMA_VERSION == 5
         with store.engine.begin() as conn:
             conn.execute(tables_module.schema_table.update().values(version=99))
     finally:
@@ -509,7 +511,7 @@ def test_a_version_1_store_migrates_and_its_runs_have_no_ref(db: str) -> None:
     store = open_store(db, write=True)
     try:
         ingest(store, RunInfo(run_id="7002", commit="def", finished_at=None, ref="main"), [])
-        assert schema_version(store) == tables_module.SCHEMA_VERSION == 4
+        assert schema_version(store) == tables_module.SCHEMA_VERSION == 5
         with store.transaction() as conn:
             rows = {r.run_id: (r.git_ref, r.source, r.commit) for r in read_runs(conn).values()}
             indexes = {i["name"] for i in sa.inspect(conn).get_indexes("runs")}
@@ -520,7 +522,7 @@ def test_a_version_1_store_migrates_and_its_runs_have_no_ref(db: str) -> None:
             keys = sa.inspect(conn).get_foreign_keys("results")
         # Version 4: on PostgreSQL `results` checks no foreign key per row (SQLite
         # never enforced them, and keeps the declaration the store was made with).
-        assert [k["referred_table"] for k in keys] == (
+        assert sorted(k["referred_table"] for k in keys) == (
             [] if store.dialect == "postgresql" else ["cases", "runs"]
         )
         # A run stored without a ref learns it from a later ingest; a different one is refused.
@@ -534,6 +536,58 @@ def test_a_version_1_store_migrates_and_its_runs_have_no_ref(db: str) -> None:
             }
     finally:
         store.close()
+
+
+def test_a_version_4_store_moves_its_results_into_day_partitions(
+    db: str, evidence_runs: list[Run], tmp_path: Path
+) -> None:
+    """The same rows, through schema 4 and migration 5, read as one ingest
+    under schema 5 stored them: every row kept, the flaky verdicts the same."""
+    import sqlalchemy as sa
+
+    fresh = str(tmp_path / "fresh.db")
+    ingest_runs(fresh, evidence_runs)
+    url = store_url(db)[0]
+    source, engine = sa.create_engine(store_url(fresh)[0]), sa.create_engine(url)
+    ordered = [tables_module.runs, tables_module.jobs, tables_module.run_jobs]
+    ordered += [tables_module.cases, tables_module.results]
+    try:
+        with source.connect() as read, engine.begin() as conn:
+            tables_module.schema_table.create(conn)
+            conn.execute(tables_module.schema_table.insert().values(version=4))
+            for migration in tables_module.MIGRATIONS[:4]:
+                migration(conn)
+            for table in ordered:
+                rows = [dict(r._mapping) for r in read.execute(sa.select(table))]
+                conn.execute(table.insert(), rows)
+    finally:
+        source.dispose()
+        engine.dispose()
+
+    def read(location: str) -> tuple[list, list]:
+        store = open_store(location, write=True)
+        try:
+            with store.transaction() as conn:
+                order = tables_module.results.c.case_id, tables_module.results.c.run_ref
+                rows = conn.execute(sa.select(tables_module.results).order_by(*order)).all()
+                days = tables_module.partitions(conn)
+            verdicts = [r.to_dict() for r in flaky_rows(store, FlakyPolicy(since_days=None)).rows]
+            assert schema_version(store) == 5
+        finally:
+            store.close()
+        return [tuple(r) for r in rows], [verdicts, days]
+
+    migrated, (verdicts, weeks) = read(db)
+    expected, (expected_verdicts, _) = read(fresh)
+    assert len(migrated) == len(expected) == 24 * 8
+    assert migrated == expected and verdicts == expected_verdicts
+    if "postgresql" in url:
+        # One partition per week a run finished in (runs every 20 hours: 20 days).
+        assert [(name, end - start) for name, start, end in weeks] == [
+            ("results_20261102", 7 * 86_400),
+            ("results_20261109", 7 * 86_400),
+            ("results_20261116", 7 * 86_400),
+        ]
 
 
 def test_a_reader_refuses_a_version_1_sqlite_store_and_names_the_fix(tmp_path: Path) -> None:
@@ -651,6 +705,148 @@ def test_prune_deletes_the_old_runs_and_nothing_else(
     finally:
         store.close()
     assert report.runs == 12 and all(r.runs <= 12 for r in report.rows)
+    # PostgreSQL: the weeks that ended by the cutoff went whole, the later ones stay.
+    cutoff = 1_794_441_600  # 2026-11-12T00:00:00Z
+    store = open_store(db, write=False)
+    try:
+        with store.transaction() as conn:
+            weeks = tables_module.partitions(conn)
+    finally:
+        store.close()
+    if store.dialect == "postgresql":
+        assert weeks and all(end > cutoff for _, _, end in weeks)
+        assert weeks[0][1] == cutoff - 3 * 86_400  # the week from Monday 2026-11-09
     assert main(["results", "prune", "--older-than", "20", "--db", db]) == 0
     assert "deleted 0 run(s)" in capsys.readouterr().err
     assert main(["results", "prune", "--older-than", "0", "--db", db]) == ExitCode.USAGE
+
+
+# --------------------------------------------------------------- rolled weeks
+
+
+def _random_ingests(seed: int) -> list[tuple[object, list]]:
+    """Runs of two unit-test buckets, in no order of time: tests that come and
+    go, are skipped, fail, error, are muted or rerun; some runs stored twice,
+    some later with one more job."""
+    import datetime as dt
+    import random
+
+    from matrixgen.evidence.junit import Outcome, Testcase
+    from matrixgen.evidence.store import JobKey, JobResults, RunInfo
+
+    rng = random.Random(seed)
+    buckets = [
+        JobKey("gitlab", "mr", "dgx_h100", "dev", "unit-tests", f"tests/unit/b{b}/", "", True)
+        for b in range(2)
+    ]
+    outcomes = [Outcome.PASSED] * 6 + [Outcome.FAILED, Outcome.ERROR, Outcome.SKIPPED]
+    outcomes.append(Outcome.MUTED)
+    ingests = []
+    for k in range(rng.randint(4, 14)):
+        info = RunInfo(
+            run_id=f"r{k}",
+            commit=f"{rng.randint(0, 3):040x}",
+            # On a day's first or last second too: where rolled days meet.
+            finished_at=dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+            + dt.timedelta(days=rng.randint(0, 20), seconds=rng.choice([0, 1, 43_200, 86_399])),
+        )
+        groups = []
+        for key in buckets[: rng.randint(1, 2)]:
+            cases = tuple(
+                Testcase(
+                    node_id=f"{key.test_case}test_a.py::test_{i}",
+                    classname="",
+                    name=f"test_{i}",
+                    suite="",
+                    outcome=rng.choice(outcomes),
+                    duration=1.0,
+                    reruns=rng.choice([0, 0, 0, 1, 2]),
+                )
+                for i in rng.sample(range(8), rng.randint(0, 8))
+            )
+            groups.append(JobResults(job=key, job_name=key.test_case, target="", testcases=cases))
+        ingests.append((info, groups))
+        if rng.random() < 0.3:
+            ingests.append((info, groups))  # stored again: nothing changes
+    return ingests
+
+
+def _counted_two_ways(store: object, since: int | None) -> tuple[list, list]:
+    """Each test's (node id, runs, failures, rerun runs, first and last finish):
+    as `histories` reads them (rolled weeks and results), and counted here from
+    every stored result."""
+    import sqlalchemy as sa
+
+    from matrixgen.evidence.queries import histories
+    from matrixgen.evidence.tables import FAILED_CODES, SKIPPED, cases, results
+
+    read = [
+        (h.node_id, h.runs, h.failures, h.rerun_runs, h.first_at, h.last_at)
+        for h in histories(store, since=since, whole_jobs=False)[1]
+    ]
+    figures: dict[str, list[int]] = {}
+    with store.transaction() as conn:
+        query = sa.select(cases.c.node_id, results.c.finished_at, results.c.outcome)
+        query = query.add_columns(results.c.reruns).join(cases, cases.c.id == results.c.case_id)
+        for node, at, outcome, reruns in conn.execute(query):
+            if outcome == SKIPPED or (since is not None and at < since):
+                continue
+            f = figures.setdefault(node, [0, 0, 0, at, at])
+            f[0] += 1
+            f[1] += outcome in FAILED_CODES
+            f[2] += reruns > 0
+            f[3], f[4] = min(f[3], at), max(f[4], at)
+    return read, sorted((node, *f) for node, f in figures.items())
+
+
+# Windows: all, from inside a day, from a day's start, from past the last run.
+_SINCE = (None, 1_793_600_000, 1_794_182_400, 1_800_000_000)
+
+
+def test_rolled_weeks_count_as_every_result(db: str) -> None:
+    """What `flaky` and `triage` read of the tests (the weeks rolled up, and the
+    results of the others) is what counting every stored result gives, over
+    any window: after ingests in any order of time (late reports among them),
+    a run stored again or with a job more, and a prune."""
+    from matrixgen.evidence.ingest import ingest
+    from matrixgen.evidence.queries import prune
+    from matrixgen.evidence.tables import rolled_weeks
+
+    for seed in range(3):
+        store = open_store(db, write=True)
+        try:
+            with store.transaction() as conn:  # an empty store for each seed
+                for table in reversed(tables_module.metadata.sorted_tables):
+                    if table.name != "matrixgen_schema":
+                        conn.execute(table.delete())
+            for info, groups in _random_ingests(seed):
+                ingest(store, info, groups)
+            with store.transaction() as conn:
+                assert conn.execute(rolled_weeks.select()).first() is not None  # weeks rolled
+            for since in _SINCE:
+                read, expected = _counted_two_ways(store, since)
+                assert read == expected
+            prune(store, 1_793_900_000 + seed * 86_400)  # some days after 2026-11-01
+            for since in _SINCE:
+                read, expected = _counted_two_ways(store, since)
+                assert read == expected
+        finally:
+            store.close()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(min_value=0, max_value=10_000), st.sampled_from(_SINCE))
+def test_rolled_weeks_count_as_every_result_for_any_ingests(seed: int, since: int | None) -> None:
+    import tempfile
+
+    from matrixgen.evidence.ingest import ingest
+
+    with tempfile.TemporaryDirectory() as folder:
+        store = open_store(str(Path(folder) / "results.db"), write=True)
+        try:
+            for info, groups in _random_ingests(seed):
+                ingest(store, info, groups)
+                read, expected = _counted_two_ways(store, since)
+                assert read == expected
+        finally:
+            store.close()

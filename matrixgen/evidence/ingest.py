@@ -15,6 +15,7 @@ from msgspec import Struct
 
 from matrixgen.engine.errors import UsageError
 from matrixgen.evidence.junit import Outcome, Testcase
+from matrixgen.evidence.rollup import roll_up
 from matrixgen.evidence.store import JobKey, JobResults, RunInfo, Store
 from matrixgen.evidence.tables import (
     NODE_ID_LIMIT,
@@ -24,6 +25,7 @@ from matrixgen.evidence.tables import (
     TEST_CASE_LIMIT,
     TEXT_LIMIT,
     cases,
+    ensure_partition,
     jobs,
     results,
     run_jobs,
@@ -102,6 +104,7 @@ def ingest_stream(store: Store, run: RunInfo) -> Iterator[IngestSink]:
 # SQLite's temporary file otherwise), written in batches of _STAGE_BATCH rows,
 # so the memory an ingest needs does not grow with its reports.
 _STAGE_BATCH = 5_000
+_WORK_MEM = "64MB"
 _staging = sa.MetaData()
 staged = sa.Table(
     "matrixgen_staged",
@@ -168,6 +171,9 @@ class IngestSink:
             for row in conn.execute(sa.select(jobs.c.id, *(jobs.c[name] for name in _IDENTITY)))
         }
         self.new_run, self.ref, self.at = _run_row(conn, run)
+        if conn.dialect.name == "postgresql":
+            # The folding's sorts and hashes of a run's records in memory, not on disk.
+            conn.exec_driver_sql(f"SET LOCAL work_mem = '{_WORK_MEM}'")
         for table in (staged, folded):
             table.drop(conn, checkfirst=True)
             table.create(conn)
@@ -242,7 +248,9 @@ class IngestSink:
         ]
         fresh = sorted(self.job_of[j.job] for j in report if j.stored)
         if fresh:
+            ensure_partition(conn, self.at)
             _store_folded(conn, source, self.ref, self.at, fresh)
+            roll_up(conn, self.at)
             job_rows = [self._run_job(j) for j in report if j.stored]
             _bulk_insert(conn, run_jobs, list(job_rows[0]), [tuple(r.values()) for r in job_rows])
         odd = sorted(conn.execute(sa.select(s.node_id).where(s.odd).distinct()).scalars())
@@ -398,12 +406,16 @@ def _store_folded(
     f, c = source.c, cases.c
     chosen = f.job_id.in_(job_ids)
     same = sa.and_(c.job_id == f.job_id, c.node_id == f.node_id)
+    # Materialized, so that PostgreSQL finds the few missing tests with a hash
+    # anti-join and sorts only them (asked for in order, it sorted both sides).
     missing = (
         sa.select(f.job_id, f.node_id)
         .where(chosen, ~sa.exists().where(same))
-        .order_by(f.job_id, f.node_id)
+        .cte("missing")
+        .prefix_with("MATERIALIZED")
     )
-    conn.execute(cases.insert().from_select(["job_id", "node_id"], missing))
+    ordered = sa.select(missing.c.job_id, missing.c.node_id).order_by(*missing.c)
+    conn.execute(cases.insert().from_select(["job_id", "node_id"], ordered))
     capped = sa.case((f.reruns > 32767, 32767), else_=f.reruns)
     rows = (
         sa.select(

@@ -15,6 +15,7 @@ from msgspec import Struct
 
 from matrixgen.engine.errors import ResultsStoreError, UsageError, did_you_mean
 from matrixgen.evidence.junit import Outcome
+from matrixgen.evidence.rollup import counted, forget_before
 from matrixgen.evidence.store import History, JobKey, RunRow, Store
 from matrixgen.evidence.tables import (
     FAILED_CODES,
@@ -22,7 +23,9 @@ from matrixgen.evidence.tables import (
     OUTCOMES,
     SKIPPED,
     cases,
+    failed_count,
     jobs,
+    partitions,
     results,
     run_jobs,
     runs,
@@ -65,7 +68,7 @@ def read_jobs(conn: sa.Connection) -> dict[int, JobKey]:
 
 
 def _failed_sum(column: sa.ColumnElement) -> sa.ColumnElement:
-    return sa.func.sum(sa.case((column.in_(FAILED_CODES), 1), else_=0))
+    return sa.func.sum(failed_count(column))
 
 
 def histories(
@@ -150,20 +153,24 @@ def _grouped(
     if only is not None:
         cond.append(table.c.run_ref.in_(only.refs()))
     # A few keys (what triage asks for) are read off the primary key, not the whole table.
-    few = [key.in_(sorted(wanted))] if len(wanted) <= _IN_CHUNK else []
+    few = len(wanted) <= _IN_CHUNK
     reruns = sa.func.sum(sa.case((table.c.reruns > 0, 1), else_=0))
-    summary = conn.execute(
-        sa.select(
-            key,
-            sa.func.count(),
-            _failed_sum(table.c.outcome),
-            reruns,
-            sa.func.min(table.c.finished_at),
-            sa.func.max(table.c.finished_at),
-        )
-        .where(*cond, *few)
-        .group_by(key)
-    ).all()
+    if table is results and only is None:
+        # Tests' results: the days rolled up, and the results of the others.
+        summary = conn.execute(counted(conn, since, sorted(wanted) if few else None)).all()
+    else:
+        summary = conn.execute(
+            sa.select(
+                key,
+                sa.func.count(),
+                _failed_sum(table.c.outcome),
+                reruns,
+                sa.func.min(table.c.finished_at),
+                sa.func.max(table.c.finished_at),
+            )
+            .where(*cond, *([key.in_(sorted(wanted))] if few else []))
+            .group_by(key)
+        ).all()
     rows = {
         k: (n, int(f or 0), int(r or 0), first, last)
         for k, n, f, r, first, last in summary
@@ -302,12 +309,19 @@ _PRUNE_CASES = 20_000  # cases per DELETE of results: a range of the primary key
 
 def prune(store: Store, before: int) -> dict[str, int]:
     """Delete the runs that finished before `before` (epoch seconds), with their
-    jobs' outcomes and results, in one transaction. Results go in batches of a
-    range of case ids each: every batch is a range scan of the primary key
-    (case_id, finished_at, run_ref), so the whole prune reads the table once.
-    Rows deleted, per table."""
+    jobs' outcomes and results, in one transaction. On PostgreSQL a week's
+    partition of results that ends by then goes whole (its rows are all of
+    those runs). The other results go in batches of a range of case ids each:
+    every batch is a range scan of the primary key (case_id, finished_at,
+    run_ref), so the whole prune reads the table once. Rows deleted, per table."""
     deleted = {"runs": 0, "run_jobs": 0, "results": 0}
     with store.transaction() as conn:
+        quote = conn.dialect.identifier_preparer.quote
+        for name, _start, end in partitions(conn):
+            if end <= before:
+                count = conn.exec_driver_sql(f"SELECT count(*) FROM {quote(name)}").scalar_one()
+                conn.exec_driver_sql(f"DROP TABLE {quote(name)}")
+                deleted["results"] += count
         top = conn.execute(sa.select(sa.func.max(cases.c.id))).scalar_one_or_none() or 0
         for start in range(0, top + 1, _PRUNE_CASES):
             done = conn.execute(
@@ -318,6 +332,7 @@ def prune(store: Store, before: int) -> dict[str, int]:
                 )
             )
             deleted["results"] += max(done.rowcount, 0)
+        forget_before(conn, before)
         done = conn.execute(run_jobs.delete().where(run_jobs.c.finished_at < before))
         deleted["run_jobs"] = max(done.rowcount, 0)
         done = conn.execute(runs.delete().where(runs.c.finished_at < before))

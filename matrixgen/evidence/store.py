@@ -208,6 +208,9 @@ class Store(ComparedValue, frozen=True):
                         conn.execute(sa.text("SET TRANSACTION READ ONLY"))
                     limit = int(store_timeout() * 1000)
                     conn.execute(sa.text(f"SET LOCAL statement_timeout = {limit}"))
+                    # JIT compiles each partition's scan anew (100 days of results:
+                    # 2 s of compiling for a 5 s aggregate); these queries gain nothing.
+                    conn.execute(sa.text("SET LOCAL jit = off"))
                 if self.dialect == "postgresql" and self.write:
                     conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_ADVISORY_LOCK)))
                 if not self.migrated:

@@ -1,0 +1,135 @@
+"""Each test's totals per week, for the weeks that are over: what `flaky` and
+`triage` count instead of every result.
+
+Weeks are those of the results' partitions (Monday to Monday, UTC). A week is
+over once a run that finished two or more days after its end is stored: CI
+runs are stored within hours of finishing, so no more of that week's results
+are due. The ingest that stores such a run rolls every stored week that is
+over and not rolled yet into `case_weeks`: one row per test and week (runs,
+failures, runs with reruns, first and last finish; skipped results are not
+runs), and marks it in `rolled_weeks`. A run stored later for a rolled week (a
+late report) makes that week count anew; prune forgets the weeks it deletes
+from.
+
+A read then counts the rolled weeks' rows and, for the time they leave out,
+the results themselves: the same figures as counting every result (the
+store's tests hold them equal), from a table about as many times smaller as a
+week has runs.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from matrixgen.evidence.tables import (
+    PARTITION_SECONDS,
+    SKIPPED,
+    case_weeks,
+    failed_count,
+    partition_start,
+    results,
+    rolled_weeks,
+    runs,
+)
+
+WEEK = PARTITION_SECONDS
+_OVER_AFTER = 2 * 86_400  # after a week's end, until it is over
+
+
+def roll_up(conn: sa.Connection, stored_at: int) -> None:
+    """After an ingest stored results of a run that finished at `stored_at`:
+    its week counted anew if it was rolled, and every week that is over rolled."""
+    forget(conn, partition_start(stored_at))
+    finished = set(conn.execute(sa.select(runs.c.finished_at).distinct()).scalars())
+    if not finished:
+        return
+    rolled = set(conn.execute(sa.select(rolled_weeks.c.week)).scalars())
+    newest = max(finished)
+    for week in sorted({partition_start(at) for at in finished} - rolled):
+        if week + WEEK + _OVER_AFTER <= newest:
+            _count_week(conn, week)
+
+
+def _count_week(conn: sa.Connection, week: int) -> None:
+    r = results.c
+    counted = (
+        sa.select(
+            sa.literal(week, sa.BigInteger),
+            r.case_id,
+            sa.func.count(),
+            sa.func.sum(failed_count(r.outcome)),
+            sa.func.sum(sa.case((r.reruns > 0, 1), else_=0)),
+            sa.func.min(r.finished_at),
+            sa.func.max(r.finished_at),
+        )
+        .where(r.outcome != SKIPPED, r.finished_at >= week, r.finished_at < week + WEEK)
+        .group_by(r.case_id)
+    )
+    conn.execute(case_weeks.insert().from_select(list(case_weeks.c.keys()), counted))
+    conn.execute(rolled_weeks.insert().values(week=week))
+
+
+def forget(conn: sa.Connection, week: int) -> None:
+    """This week is no longer rolled (its results changed)."""
+    conn.execute(case_weeks.delete().where(case_weeks.c.week == week))
+    conn.execute(rolled_weeks.delete().where(rolled_weeks.c.week == week))
+
+
+def forget_before(conn: sa.Connection, at: int) -> None:
+    """Prune deleted the results before `at`: its week and those before are forgotten."""
+    last = partition_start(at)
+    conn.execute(case_weeks.delete().where(case_weeks.c.week <= last))
+    conn.execute(rolled_weeks.delete().where(rolled_weeks.c.week <= last))
+
+
+def counted(conn: sa.Connection, since: int | None, keys: list[int] | None) -> sa.Select:
+    """Per test (case id): runs, failures, runs with reruns, first and last
+    finish, over its results since `since` (epoch seconds; None: all), skipped
+    ones left out; of the tests `keys` only, when given."""
+    weeks = rolled_weeks.c.week
+    whole = [
+        week
+        for week in conn.execute(sa.select(weeks).order_by(weeks)).scalars()
+        if since is None or week >= since
+    ]
+    w, r = case_weeks.c, results.c
+    rolled = sa.select(w.case_id, w.runs, w.failures, w.rerun_runs, w.first_at, w.last_at).where(
+        w.week.in_(whole)
+    )
+    fresh = sa.select(
+        r.case_id,
+        sa.literal(1, sa.Integer),
+        failed_count(r.outcome),
+        sa.case((r.reruns > 0, 1), else_=0),
+        r.finished_at,
+        r.finished_at,
+    ).where(r.outcome != SKIPPED, sa.or_(*_outside(whole, since)))
+    if keys is not None:
+        rolled = rolled.where(w.case_id.in_(keys))
+        fresh = fresh.where(r.case_id.in_(keys))
+    both = sa.union_all(rolled, fresh).subquery()
+    b = both.c
+    return sa.select(
+        b.case_id,
+        sa.func.sum(b.runs),
+        sa.func.sum(b.failures),
+        sa.func.sum(b.rerun_runs),
+        sa.func.min(b.first_at),
+        sa.func.max(b.last_at),
+    ).group_by(b.case_id)
+
+
+def _outside(whole: list[int], since: int | None) -> list[sa.ColumnElement[bool]]:
+    """The stretches of time since `since` that the rolled weeks `whole`
+    (sorted) leave out, as conditions on finished_at (PostgreSQL reads only the
+    partitions they touch)."""
+    at = results.c.finished_at
+    stretches = []
+    start = since
+    for week in whole:
+        if start is None or start < week:
+            lower = [] if start is None else [at >= start]
+            stretches.append(sa.and_(*lower, at < week))
+        start = week + WEEK
+    stretches.append(sa.true() if start is None else at >= start)
+    return stretches
