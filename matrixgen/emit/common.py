@@ -10,10 +10,11 @@ into text; they never read the config themselves.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar
 
 from msgspec import Struct, field
+from msgspec.structs import replace
 
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.engine.errors import (
@@ -131,8 +132,7 @@ class EmittedJob(ComparedValue, frozen=True, kw_only=True):
     skipped: bool = False
     job: Job  # the job it was emitted from; not compared
 
-    def compared(self) -> tuple:
-        return (self.identity, self.content, self.plain, self.quarantine, self.skipped)
+    NOT_COMPARED: ClassVar[frozenset[str]] = frozenset({"job"})
 
     @property
     def running(self) -> bool:
@@ -167,6 +167,16 @@ def skipped_jobs(jobs: Iterable[Job]) -> tuple[EmittedJob, ...]:
             job=j,
         )
         for j in sorted(jobs, key=Job.sort_key)
+    )
+
+
+def emitted_job(job: Job, emit: Callable[..., Mapping[str, Any]], *args: Any) -> EmittedJob:
+    """A job as `emit(job, *args)` writes it, and as it writes it without its
+    quarantine mark (`EmittedJob.plain`)."""
+    content = emit(job, *args)
+    plain = content if job.quarantine is None else emit(replace(job, quarantine=None), *args)
+    return EmittedJob(
+        identity=job.identity, content=content, plain=plain, quarantine=job.quarantine, job=job
     )
 
 
@@ -297,16 +307,6 @@ def allowed_to_fail(job: Job) -> bool:
     )
 
 
-# Selector fields of an ad hoc target checked against the tree: (field, what).
-_TARGET_FIELDS = (
-    ("scope", "scope"),
-    ("platform", "platform"),
-    ("environment", "environment"),
-    ("model", "model"),
-    ("tag", "tag"),
-)
-
-
 def check_ad_hoc_target(
     target: Target, sides: Sequence[tuple[ProjectConfig, Sequence[Job]]]
 ) -> None:
@@ -318,7 +318,8 @@ def check_ad_hoc_target(
     is known)."""
     errors: list[str] = []
     selector = target.selector
-    for key, what in _TARGET_FIELDS:
+    for key in ("scope", "platform", "environment", "model", "tag"):
+        what = key
         value = getattr(selector, key)
         if value is None:
             continue
@@ -328,14 +329,12 @@ def check_ad_hoc_target(
             vocab = config.vocabulary
             values: Iterable[str] | None = None
             if vocab is not None:
-                if key == "scope":
-                    values = vocab.scopes.get(target.system, ())
-                elif key == "platform":
-                    values = vocab.platforms
-                elif key == "environment":
-                    values = vocab.environments
-                else:
-                    values = vocab.models if key == "model" else vocab.tags
+                # Scopes are declared per system; the others as the field's plural.
+                values = (
+                    vocab.scopes.get(target.system, ())
+                    if key == "scope"
+                    else getattr(vocab, key + "s")
+                )
             if values is None:
                 values = used_values(key, jobs)
             else:

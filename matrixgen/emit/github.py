@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 from msgspec import Struct
-from msgspec.structs import replace
 
 from matrixgen.emit.common import (
     GITHUB_MAX_MATRIX_ROWS,
@@ -52,6 +51,7 @@ from matrixgen.emit.common import (
     EmittedTarget,
     allowed_to_fail,
     deselected,
+    emitted_job,
     emitted_jobs,
     job_route,
     plugin_variables,
@@ -194,18 +194,7 @@ class GithubMatrix(Struct, frozen=True):
 
 def github_jobs(jobs: Iterable[Job], settings: EmitSettings) -> list[EmittedJob]:
     """The emitted jobs of a selection: one matrix row each, in file order."""
-    out = []
-    for job in emitted_jobs(jobs):
-        row = github_row(job, settings)
-        plain = (
-            row if job.quarantine is None else github_row(replace(job, quarantine=None), settings)
-        )
-        out.append(
-            EmittedJob(
-                identity=job.identity, content=row, plain=plain, quarantine=job.quarantine, job=job
-            )
-        )
-    return out
+    return [emitted_job(job, github_row, settings) for job in emitted_jobs(jobs)]
 
 
 def github_matrix(emitted: Sequence[EmittedJob]) -> GithubMatrix:

@@ -50,7 +50,6 @@ from functools import lru_cache
 from typing import Any
 
 from msgspec import Struct
-from msgspec.structs import replace
 
 from matrixgen.emit.common import (
     DEFAULT_RETRY,
@@ -65,6 +64,7 @@ from matrixgen.emit.common import (
     EmittedTarget,
     allowed_to_fail,
     deselected,
+    emitted_job,
     emitted_jobs,
     job_route,
     plugin_variables,
@@ -74,28 +74,25 @@ from matrixgen.emit.yamltext import dump_yaml
 from matrixgen.engine.errors import Finding, LimitError, RecipeError, Severity
 from matrixgen.engine.model import Job, spec_needs
 
-# Top-level keywords of .gitlab-ci.yml (and `pages`, which deploys a site): a
-# job with one of these names would not be a job.
-RESERVED_NAMES = frozenset(
+# Top-level keys GitLab reads as settings, not jobs: a job keyed so is lost.
+GITLAB_GLOBAL_KEYS = frozenset(
     {
         "after_script",
         "before_script",
         "cache",
         "default",
-        "false",
         "image",
         "include",
-        "nil",
-        "pages",
         "services",
         "spec",
         "stages",
-        "true",
-        "types",
         "variables",
         "workflow",
     }
 )
+# Those, the old `types`, the YAML words GitLab reads as no name, and `pages`
+# (which deploys a site): a job with one of these names would not be a job.
+RESERVED_NAMES = GITLAB_GLOBAL_KEYS | {"types", "true", "false", "nil", "pages"}
 PLACEHOLDER_JOB = "no-jobs-selected"
 FALLBACK_STAGE = "test"
 QUARANTINE_VARIABLE = "MATRIXGEN_QUARANTINE"
@@ -274,8 +271,7 @@ def job_script(
 def _variables(job: Job, settings: EmitSettings, route: str | None) -> dict[str, Any]:
     variables: dict[str, Any] = {}
     for key, value in job.env:
-        # GitLab expands $NAME in variable values; a value is data, keep it as written.
-        variables[key] = {"value": value, "expand": False} if "$" in value else value
+        variables[key] = yaml_value(value)
     label = quarantine_label(job)
     if label is None:
         return variables
@@ -296,7 +292,8 @@ def _variables(job: Job, settings: EmitSettings, route: str | None) -> dict[str,
 
 
 def yaml_value(value: str) -> Any:
-    """A variable value GitLab must not expand: a label is data."""
+    """A variable value as written: GitLab expands $NAME in values, and an env
+    value or a label is data."""
     return {"value": value, "expand": False} if "$" in value else value
 
 
@@ -349,7 +346,6 @@ def gitlab_jobs(jobs: Iterable[Job], settings: EmitSettings) -> tuple[list[Emitt
         blocking = [i for i, j in enumerate(selected) if not allowed_to_fail(j)]
         warmup = blocking[0] if blocking else 0
         _needed(names[warmup], "warm-up job")
-    retry = settings.retry if settings.retry is not None else DEFAULT_RETRY
     emitted_name: dict[str, str] = {}  # a recipe's job name -> its GitLab job name
     for job, name in zip(selected, names, strict=True):
         emitted_name.setdefault(job.name, name)
@@ -372,22 +368,10 @@ def gitlab_jobs(jobs: Iterable[Job], settings: EmitSettings) -> tuple[list[Emitt
         )
         all_needs.append(needs)
     stages = _stage_order(stage_after)
-    out: list[EmittedJob] = []
-    for (job, name), needs in zip(zip(selected, names, strict=True), all_needs, strict=True):
-        content = _job_content(job, name, stage_of[name], needs, retry, settings)
-        plain = content
-        if job.quarantine is not None:
-            unmarked = replace(job, quarantine=None)
-            plain = _job_content(unmarked, name, stage_of[name], needs, retry, settings)
-        out.append(
-            EmittedJob(
-                identity=job.identity,
-                content=content,
-                plain=plain,
-                quarantine=job.quarantine,
-                job=job,
-            )
-        )
+    out = [
+        emitted_job(job, _job_content, name, stage_of[name], needs, settings)
+        for job, name, needs in zip(selected, names, all_needs, strict=True)
+    ]
     return out, stages
 
 
@@ -396,7 +380,6 @@ def _job_content(
     name: str,
     stage: str,
     needs: list[Any],
-    retry: Any,
     settings: EmitSettings,
 ) -> dict[str, Any]:
     """`{"name": NAME, **the GitLab job}`, keys in the order the file has them."""
@@ -424,32 +407,10 @@ def _job_content(
     ]
     if settings.artifacts:
         entry["artifacts"] = dict(settings.artifacts)
-    entry["retry"] = dict(retry)
+    entry["retry"] = dict(settings.retry if settings.retry is not None else DEFAULT_RETRY)
     if allowed_to_fail(job):
         entry["allow_failure"] = True
     return entry
-
-
-def standalone_content(job: Job, settings: EmitSettings) -> dict[str, Any]:
-    """What the file would hold for a job on its own: its own name, and its
-    recipe's needs as written (no parent job, no warm-up): the emitted fields two
-    definitions of one job are compared on."""
-    retry = settings.retry if settings.retry is not None else DEFAULT_RETRY
-    needs: list[Any] = [wanted for _, wanted in spec_needs(job)]
-    return _job_content(job, job.name, job.model or FALLBACK_STAGE, needs, retry, settings)
-
-
-def pipeline_document(
-    emitted: Sequence[EmittedJob], stages: Sequence[str], settings: EmitSettings
-) -> dict[str, Any]:
-    """The child pipeline that holds emitted jobs (a placeholder job when none)."""
-    if not emitted:
-        return _placeholder(settings)
-    document: dict[str, Any] = {"stages": list(stages)}
-    for e in emitted:
-        name = e.content["name"]
-        document[name] = {k: v for k, v in e.content.items() if k != "name"}
-    return document
 
 
 def _stage_order(stage_after: dict[str, set[str]]) -> list[str]:
@@ -520,8 +481,10 @@ def emit_gitlab(jobs: Iterable[Job], settings: EmitSettings) -> GitlabPipeline:
 def gitlab_pipeline(
     emitted: Sequence[EmittedJob], stages: Sequence[str], settings: EmitSettings
 ) -> GitlabPipeline:
-    """The child pipeline file that holds emitted jobs."""
-    document = pipeline_document(emitted, stages, settings)
+    """The child pipeline file that holds emitted jobs (a placeholder job when none)."""
+    document: dict[str, Any] = {"stages": list(stages)} if emitted else _placeholder(settings)
+    for e in emitted:
+        document[e.content["name"]] = {k: v for k, v in e.content.items() if k != "name"}
     names = [e.content["name"] for e in emitted]
     target = settings.target
     header = _comment(
@@ -556,7 +519,10 @@ class GitlabEmitter:
         return pipeline.text, 1 if pipeline.job_names else 0
 
     def standalone(self, job: Job, settings: EmitSettings) -> dict[str, Any]:
-        return standalone_content(job, settings)
+        """Its own name, and its recipe's needs as written (no parent job, no
+        warm-up): the emitted fields two definitions of one job are compared on."""
+        needs: list[Any] = [wanted for _, wanted in spec_needs(job)]
+        return _job_content(job, job.name, job.model or FALLBACK_STAGE, needs, settings)
 
     def launcher(self, job: Job, settings: EmitSettings) -> str | None:
         return settings.launcher_for(job)
