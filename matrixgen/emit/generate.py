@@ -18,7 +18,7 @@ import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from msgspec import Struct
 
@@ -75,19 +75,7 @@ class TargetOutput(ComparedValue, frozen=True, kw_only=True):
     # The jobs of the file as values (what the diff compares).
     emitted: EmittedTarget | None = None  # not compared
 
-    def compared(self) -> tuple:
-        return (
-            self.target,
-            self.file,
-            self.text,
-            self.jobs,
-            self.allow_failure,
-            self.quarantined,
-            self.deselect,
-            self.skipped,
-            self.shards,
-            self.marks,
-        )
+    NOT_COMPARED: ClassVar[frozenset[str]] = frozenset({"emitted"})
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -431,23 +419,6 @@ def github_groups(
     return {name: _shards(filled[name]) if name in filled else [] for name in groups}
 
 
-def github_group_outputs(
-    outputs: Sequence[TargetOutput], configured: Sequence[Target]
-) -> list[tuple[str, str]]:
-    """Step outputs per output group: `<group>-shards` and `<group>` (the first
-    matrix; `<group>-1`... past one). A group no generated target fills gets 0
-    shards and an empty matrix, so a workflow can give each group one job, run
-    when its shards are more than 0."""
-    from matrixgen.emit.github import compact
-
-    out: list[tuple[str, str]] = []
-    for name, matrices in github_groups(outputs, configured).items():
-        out.append((f"{name}-shards", str(len(matrices))))
-        out.append((name, compact(matrices[0] if matrices else {"include": []})))
-        out.extend((f"{name}-{i}", compact(m)) for i, m in enumerate(matrices[1:], start=1))
-    return out
-
-
 def github_outputs(
     outputs: Sequence[TargetOutput], configured: Sequence[Target] = ()
 ) -> tuple[list[tuple[str, str]], str | None]:
@@ -461,8 +432,11 @@ def github_outputs(
     - `files`: {name: the file written for it, inside --out};
     - `groups` and `group-shards`: the same per output group (see github_groups);
 
-    then, per group, `<group>-shards` and `<group>` (github_group_outputs). A
-    group whose name is one of the outputs above is a UsageError. When two
+    then, per group, `<group>-shards` and `<group>` (the first matrix;
+    `<group>-1`... past one; 0 shards and an empty matrix for a group no
+    generated target fills, so a workflow can give each group one job, run when
+    its shards are more than 0). A group whose name is one of the outputs above
+    is a UsageError. When two
     generated targets fill one group (every target of a tree, pr and mergegroup
     alike), the group outputs are left out and the note returned says so; the
     outputs per target hold everything."""
@@ -489,7 +463,11 @@ def github_outputs(
         ("groups", compact({g: m or [{"include": []}] for g, m in groups.items()})),
         ("group-shards", compact({g: len(m) for g, m in groups.items()})),
     ]
-    per_group = github_group_outputs(outputs, configured)
+    per_group: list[tuple[str, str]] = []
+    for name, found in groups.items():
+        per_group.append((f"{name}-shards", str(len(found))))
+        per_group.append((name, compact(found[0] if found else {"include": []})))
+        per_group.extend((f"{name}-{i}", compact(m)) for i, m in enumerate(found[1:], start=1))
     taken = {name for name, _ in fixed}
     clash = sorted({name for name, _ in per_group} & taken)
     if clash:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct, field
 
+from matrixgen.emit.gitlab import GITLAB_GLOBAL_KEYS, PARENT_PIPELINE_VARIABLE
 from matrixgen.engine.errors import UsageError, did_you_mean
 from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.select import used_values
@@ -80,24 +81,7 @@ JOB_RETRY: dict[str, Any] = {
 }
 PLACEHOLDER_STAGE = "empty-pipeline-placeholder"
 PLACEHOLDER_JOB = "empty-pipeline-placeholder-job"
-PARENT_PIPELINE = "$PARENT_PIPELINE_ID"
 PARENT_RULE = '$CI_PIPELINE_SOURCE == "parent_pipeline" || $CI_MERGE_REQUEST_ID'
-# Top-level keys GitLab reads as settings, not jobs: a job keyed so is lost.
-GITLAB_GLOBAL_KEYS = frozenset(
-    {
-        "default",
-        "include",
-        "stages",
-        "variables",
-        "workflow",
-        "image",
-        "services",
-        "cache",
-        "before_script",
-        "after_script",
-        "spec",
-    }
-)
 
 
 class JetProfile(Struct, frozen=True, kw_only=True):
@@ -315,7 +299,9 @@ def jet_pipeline(
     document = _pipeline_head(ordered)
     warmup = keys[0] if call.enable_warmup else None
     for index, (key, job) in enumerate(zip(keys, ordered, strict=True)):
-        needs: list[dict[str, str]] = [{"pipeline": PARENT_PIPELINE, "job": call.dependent_job}]
+        needs: list[dict[str, str]] = [
+            {"pipeline": PARENT_PIPELINE_VARIABLE, "job": call.dependent_job}
+        ]
         if warmup is not None and index > 0:
             needs.append({"job": warmup})
         document[key] = _job_entry(job, call, profile, cluster_tag, needs)
@@ -332,7 +318,7 @@ def _refuse_unreachable(ordered: Sequence[Job], target: Target) -> None:
     """A RecipeError naming each job whose node-level entries its script cannot
     hand to the pytest plugin."""
     unreachable = [j for j in ordered if j.quarantine is not None and j.quarantine.node_ids]
-    unreachable = [j for j in unreachable if not reaches_plugin(_script_text(j))]
+    unreachable = [j for j in unreachable if not reaches_plugin(script_text(j.spec))]
     if unreachable:
         from matrixgen.engine.errors import RecipeError
 
@@ -346,8 +332,10 @@ def _refuse_unreachable(ordered: Sequence[Job], target: Target) -> None:
 
 
 def _allow_failure_notices(ordered: Sequence[Job], target: Target) -> list[Notice]:
+    from matrixgen.emit.registry import emitter_for
+
     allowed = [j for j in ordered if j.quarantine and j.quarantine.action == "allow-failure"]
-    if not allowed or _child_pipelines(target.system):
+    if not allowed or emitter_for(target.system).child_pipelines:
         return []
     # A system without child pipelines (GitHub) has its workflow turn this file
     # into its matrix with yq, reading only each job's stage and key:
@@ -405,17 +393,8 @@ def _job_entry(
     }
 
 
-def _child_pipelines(system: System) -> bool:
-    from matrixgen.emit.registry import emitter_for
-
-    return emitter_for(system).child_pipelines
-
-
-def _script_text(job: Job) -> str:
-    return _script_text_of(job.spec)
-
-
-def _script_text_of(spec: Mapping[str, Any]) -> str:
+def script_text(spec: Mapping[str, Any]) -> str:
+    """The shell a recipe's job runs (its setup, then its script)."""
     parts = [spec.get("script_setup"), spec.get("script")]
     return "\n".join(p for p in parts if isinstance(p, str))
 
@@ -430,7 +409,7 @@ def _placeholder(call: JetCall, profile: JetProfile) -> dict[str, Any]:
             "image": f"{call.container_image}:{call.container_tag}",
             "tags": list(profile.runner_tags),
             "timeout": "7 days",
-            "needs": [{"pipeline": PARENT_PIPELINE, "job": call.dependent_job}],
+            "needs": [{"pipeline": PARENT_PIPELINE_VARIABLE, "job": call.dependent_job}],
             "script": ["sleep 1"],
             "artifacts": {"paths": ["results/"], "when": "always"},
             "retry": JOB_RETRY,
@@ -449,12 +428,6 @@ def allow_failure(job: Job, profile: JetProfile) -> Any:
     return job.model in profile.allow_failure_models
 
 
-def _word(value: str) -> str:
-    """A value from a recipe, as one shell word: written bare when it is one
-    already (as the generator writes it), quoted otherwise."""
-    return shlex.quote(value)
-
-
 def launcher_command(job: Job, call: JetCall) -> str:
     """The launcher call of one job: the generator's options, in its order.
 
@@ -466,8 +439,8 @@ def launcher_command(job: Job, call: JetCall) -> str:
     quoted_case = f"'{test_case}'" if "'" not in test_case else shlex.quote(test_case)
     parts = [
         LAUNCHER,
-        f"--model {_word(job.model)}",
-        f"--environment {_word(job.environment)}",
+        f"--model {shlex.quote(job.model)}",
+        f"--environment {shlex.quote(job.environment)}",
         f"--n-repeat {call.n_repeat}",
         f"--time-limit {call.time_limit}",
         f"--scope {call.scope}",

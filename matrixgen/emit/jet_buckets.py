@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from matrixgen.emit.jet import Notice, _script_text_of
+from matrixgen.emit.jet import Notice, script_text
 from matrixgen.engine.errors import Location
 from matrixgen.engine.model import Job, RecipeFile, Selector, Target
 from matrixgen.engine.targets import target_name
@@ -76,7 +76,7 @@ def bucket_matrix(
             skipped.append((name, mark.id))
             continue
         rows.append({"bucket": name})
-        if mark.node_ids and not reaches_plugin(_script_text_of(spec)):
+        if mark.node_ids and not reaches_plugin(script_text(spec)):
             raise RecipeError(
                 f"entry {mark.id} ({mark.action}) cannot reach the tests of bucket {name} in "
                 f"{target.name}: {recipe.path}'s script never sets {QUARANTINE_VARIABLE} for "
