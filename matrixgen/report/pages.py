@@ -74,11 +74,6 @@ def overview(data: SiteData) -> str:
     headers += ["GPU-h expected", "quarantined jobs"]
     rows = []
     for name, cost in data.cost.pipelines:
-        expected = (
-            f"{hours(cost.expected)} ({cost.measured_jobs} of {cost.jobs} measured)"
-            if cost.expected is not None
-            else "-"
-        )
         rows.append(
             [
                 text(name),
@@ -86,7 +81,7 @@ def overview(data: SiteData) -> str:
                 f"{cost.jobs:,}",
                 hours(cost.gpu_hours_max),
                 hours(cost.weighted_max),
-                text(expected),
+                text(cost.expected_text()),
                 str(quarantined.get(name, 0)),
             ]
         )

@@ -81,6 +81,12 @@ class Cost(Struct, frozen=True, kw_only=True):
             without_gpus=self.without_gpus + other.without_gpus,
         )
 
+    def expected_text(self) -> str:
+        """The expected GPU-hours as tables show them: with how many jobs are measured."""
+        if self.expected is None:
+            return "-"
+        return f"{hours(self.expected)} ({self.measured_jobs} of {self.jobs} measured)"
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "jobs": self.jobs,
@@ -260,16 +266,10 @@ def signed_hours(value: float) -> str:
 
 def render_cost_table(report: CostReport, table: Callable[..., str]) -> str:
     def rows(items: Iterable[tuple[str, Cost]]) -> list[list[str]]:
-        out = []
-        for name, cost in items:
-            row = [name, str(cost.jobs), hours(cost.gpu_hours_max), hours(cost.weighted_max)]
-            row.append(
-                f"{hours(cost.expected)} ({cost.measured_jobs} of {cost.jobs} measured)"
-                if cost.expected is not None
-                else "-"
-            )
-            out.append(row)
-        return out
+        return [
+            [name, str(c.jobs), hours(c.gpu_hours_max), hours(c.weighted_max), c.expected_text()]
+            for name, c in items
+        ]
 
     headers = ["jobs", "GPU-h max", "weighted", "GPU-h expected"]
     parts = [

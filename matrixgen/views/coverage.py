@@ -32,6 +32,7 @@ from matrixgen.engine.references import (
     ORPHAN_FIELDS,
     ReferenceListing,
     ReferenceSettings,
+    ReferenceTemplate,
     TemplateMatcher,
     is_variant,
     job_opt_out,
@@ -42,7 +43,7 @@ from matrixgen.engine.references import (
 )
 from matrixgen.engine.templates import TemplateError
 from matrixgen.pipeline import Generation
-from matrixgen.util.escape import markdown_code
+from matrixgen.util.escape import markdown_code as code_span  # no content breaks out of it
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -101,18 +102,21 @@ class ReferenceChecker:
         self._hints: dict[str, str | None] = {}
         self.problems: dict[tuple[str, str], list[Job]] = {}
 
+    def _render(self, template: ReferenceTemplate, job: Job) -> str | None:
+        """The template's path for the job; None (and the problem kept) when it cannot fill it."""
+        try:
+            return reference_path(template, job)
+        except TemplateError as exc:
+            self.problems.setdefault((template.name, str(exc)), []).append(job)
+            return None
+
     def paths(self, job: Job) -> tuple[str, ...]:
         """Every path (relative to the root) the job's templates render to."""
         key = id(job)
         if key not in self._paths:
             self._keep[key] = job
-            found = []
-            for template in self.settings.templates:
-                try:
-                    found.append(reference_path(template, job))
-                except TemplateError as exc:
-                    self.problems.setdefault((template.name, str(exc)), []).append(job)
-            self._paths[key] = tuple(found)
+            rendered = (self._render(t, job) for t in self.settings.templates)
+            self._paths[key] = tuple(p for p in rendered if p is not None)
         return self._paths[key]
 
     def missing(self, job: Job) -> tuple[MissingReference, ...]:
@@ -126,12 +130,8 @@ class ReferenceChecker:
         for template in self.settings.templates:
             if opt_out is not None and opt_out.covers(template.name):
                 continue
-            try:
-                rel = reference_path(template, job)
-            except TemplateError as exc:
-                self.problems.setdefault((template.name, str(exc)), []).append(job)
-                continue
-            if rel in self.listing.files:
+            rel = self._render(template, job)
+            if rel is None or rel in self.listing.files:
                 continue
             found.append(
                 MissingReference(
@@ -320,22 +320,17 @@ def find_orphans(
 # ---------------------------------------------------------------- reading
 
 
-def repository_top(directory: Path) -> Path:
-    """The top of the git checkout a directory is in; outside one, the
-    directory's parent (the layout of a checkout with the recipes at its top)."""
-    from matrixgen.util.checkout import checkout_top
-
-    return checkout_top(directory) or directory.resolve().parent
-
-
 def read_listing(
     recipes: Path, settings: ReferenceSettings, root: Path | None = None
 ) -> ReferenceListing:
     """The reference tree of a recipe tree on disk: `root` when given (--root),
-    else the configured root below the top of the checkout the recipes are in."""
+    else the configured root below the top of the checkout the recipes are in
+    (outside a checkout, the recipes' parent: a checkout with them at its top)."""
+    from matrixgen.util.checkout import checkout_top
+
     if root is not None:
         return list_directory(root, settings.prefix, shown_root=_shown(root))
-    top = repository_top(recipes)
+    top = checkout_top(recipes) or recipes.resolve().parent
     directory = top / settings.root if settings.root else top
     return list_directory(directory, settings.prefix, shown_root=_shown(directory))
 
@@ -458,10 +453,6 @@ def opt_out_findings(tree: RecipeTree, settings: ReferenceSettings) -> Iterator[
 # ---------------------------------------------------------------- rendering
 
 
-def _job(missing: MissingReference) -> str:
-    return str(missing.job.identity)
-
-
 def render_table(coverage: Coverage) -> str:
     """`matrixgen coverage`: targets, then missing references, then orphans."""
     rows = [
@@ -477,7 +468,7 @@ def render_table(coverage: Coverage) -> str:
     out = [table(rows, ["target", "gating", "jobs", "checked", "missing"])]
     if coverage.missing:
         rows = [
-            [t.target.name, _job(m), m.reference, m.path, m.short_hint or "-"]
+            [t.target.name, str(m.job.identity), m.reference, m.path, m.short_hint or "-"]
             for t, m in coverage.missing
         ]
         out.append(f"\nMissing references ({len(rows)})\n")
@@ -509,11 +500,6 @@ def summary_line(coverage: Coverage) -> str:
     )
 
 
-def code_span(text: str) -> str:
-    """A markdown code span that no content can break out of (table cells too)."""
-    return markdown_code(text)
-
-
 def render_markdown(coverage: Coverage) -> str:
     """A PR comment: a summary, the targets that miss something, the missing
     files and the orphans."""
@@ -543,8 +529,9 @@ def render_markdown(coverage: Coverage) -> str:
             "| :-- | :-- | :-- | :-- | :-- |",
         ]
         lines += [
-            f"| {code_span(t.target.name)} | {code_span(_job(m))} | {code_span(m.reference)} | "
-            f"{code_span(m.path)} | {code_span(m.short_hint) if m.short_hint else '-'} |"
+            f"| {code_span(t.target.name)} | {code_span(str(m.job.identity))} | "
+            f"{code_span(m.reference)} | {code_span(m.path)} | "
+            f"{code_span(m.short_hint) if m.short_hint else '-'} |"
             for t, m in coverage.missing
         ]
         lines.append("")

@@ -137,18 +137,14 @@ def build_graph(
     )
     for job in jobs:
         for index, name in spec_needs(job):
-            need = Need(job=job, name=name, index=index, kind="needs")
             if name in by_name:
                 graph.add_edge(job_node(by_name[name]), job_node(job), kind="needs")
-            elif name in externals:
-                node = f"external:{name}"
-                graph.add_node(node, kind="external", label=name)
-                graph.add_edge(node, job_node(job), kind="needs")
-            else:
-                node = f"missing:{name}"
-                graph.add_node(node, kind="missing", label=name)
-                graph.add_edge(node, job_node(job), kind="needs")
-                result.missing.append(need)
+                continue
+            kind = "external" if name in externals else "missing"
+            graph.add_node(f"{kind}:{name}", kind=kind, label=name)
+            graph.add_edge(f"{kind}:{name}", job_node(job), kind="needs")
+            if kind == "missing":
+                result.missing.append(Need(job=job, name=name, index=index, kind="needs"))
     warm = warmup_job(jobs, target)
     if warm is not None:
         graph.nodes[job_node(warm)]["warmup"] = True

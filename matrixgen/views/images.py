@@ -148,14 +148,7 @@ def image_pins(config: ProjectConfig) -> list[ImagePin]:
 def _settings_pin(where: tuple[str, str], image: str, system: str, env: str | None) -> ImagePin:
     """The `image` of a system's or a target's settings, every architecture."""
     repo, tag = _split_image(image)
-    return ImagePin(
-        keys=(*where, "image"),
-        system=system,
-        environment=env,
-        arch=None,
-        repository=repo,
-        tag=tag,
-    )
+    return _pin({"repository": repo, "tag": tag}, (*where, "image"), system, env, None)
 
 
 def version_pattern(config: ProjectConfig) -> re.Pattern[str] | None:

@@ -30,6 +30,7 @@ from msgspec import Struct
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.engine.errors import Finding, Severity, UsageError, did_you_mean
 from matrixgen.engine.model import Job, JobId, Target
+from matrixgen.views.table import table
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
@@ -50,12 +51,19 @@ def excluded_by_default(config: ProjectConfig) -> list[str]:
 
 def fleet(config: ProjectConfig, platform: str) -> str:
     """The platform a platform is an alias of (followed to the end), else itself."""
+    return _alias_chain(config, platform)[0]
+
+
+def _alias_chain(config: ProjectConfig, platform: str) -> tuple[str, bool]:
+    """Where a platform's `alias_of` chain ends, and whether it loops back."""
     seen = {platform}
     current = platform
     while True:
         alias = config.platform_info(current).get("alias_of")
-        if not isinstance(alias, str) or alias in seen:
-            return current
+        if not isinstance(alias, str):
+            return current, False
+        if alias in seen:
+            return current, True
         seen.add(alias)
         current = alias
 
@@ -260,54 +268,35 @@ def check_platforms(context: ValidationContext) -> Iterable[Finding]:
     platforms = config.section("platforms")
     if vocab is None or not platforms:
         return []
-    findings = []
+    findings: list[Finding] = []
+
+    def error(keys: list[str | int], message: str) -> None:
+        location = config.locate(keys)
+        findings.append(
+            Finding(location=location, severity=Severity.ERROR, code="platform", message=message)
+        )
+
     for name, info in sorted(platforms.items()):
         if name not in vocab.platforms:
-            findings.append(
-                Finding(
-                    location=config.locate(["platforms", name]),
-                    severity=Severity.ERROR,
-                    code="platform",
-                    message=f'platforms: "{name}" is not in vocabulary.platforms'
-                    f"{did_you_mean(name, vocab.platforms)}",
-                )
+            error(
+                ["platforms", name],
+                f'platforms: "{name}" is not in vocabulary.platforms'
+                f"{did_you_mean(name, vocab.platforms)}",
             )
         alias = info.get("alias_of") if isinstance(info, Mapping) else None
         if alias is None:
             continue
         if alias == name or alias not in vocab.platforms:
-            findings.append(
-                Finding(
-                    location=config.locate(["platforms", name, "alias_of"]),
-                    severity=Severity.ERROR,
-                    code="platform",
-                    message=f'platforms.{name}.alias_of: "{alias}" must be another platform'
-                    f"{did_you_mean(alias, vocab.platforms - {name})}",
-                )
+            error(
+                ["platforms", name, "alias_of"],
+                f'platforms.{name}.alias_of: "{alias}" must be another platform'
+                f"{did_you_mean(alias, vocab.platforms - {name})}",
             )
-        elif _loops(config, name):
-            findings.append(
-                Finding(
-                    location=config.locate(["platforms", name, "alias_of"]),
-                    severity=Severity.ERROR,
-                    code="platform",
-                    message=f"platforms.{name}.alias_of: aliases form a loop",
-                )
+        elif _alias_chain(config, name)[1]:
+            error(
+                ["platforms", name, "alias_of"], f"platforms.{name}.alias_of: aliases form a loop"
             )
     return findings
-
-
-def _loops(config: ProjectConfig, platform: str) -> bool:
-    seen = {platform}
-    current = platform
-    while True:
-        alias = config.platform_info(current).get("alias_of")
-        if not isinstance(alias, str):
-            return False
-        if alias in seen:
-            return True
-        seen.add(alias)
-        current = alias
 
 
 # ---------------------------------------------------------------------------
@@ -315,8 +304,6 @@ def _loops(config: ProjectConfig, platform: str) -> bool:
 
 
 def render_table(stats: Stats) -> str:
-    from matrixgen.views.table import table
-
     out = ["Targets (jobs before quarantine; skip/allow-failure/deselect: quarantined)"]
     out.append(_targets_table(stats))
     out.append("Pipelines (distinct jobs over their targets; cases = functional jobs)")
@@ -341,8 +328,6 @@ def render_table(stats: Stats) -> str:
 
 def _targets_table(stats: Stats) -> str:
     """A row per target: its jobs, per model, and quarantined."""
-    from matrixgen.views.table import table
-
     models = sorted({m for t in stats.targets for m in t.models()})
     rows = []
     for t in stats.targets:
@@ -379,8 +364,6 @@ def _targets_table(stats: Stats) -> str:
 
 def _pipelines_table(stats: Stats) -> str:
     """A row per pipeline: its cases by fleet and platform, unit-test jobs, quarantined."""
-    from matrixgen.views.table import table
-
     rows = []
     for p in stats.pipelines:
         d = p.to_dict()
