@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct
 
 from matrixgen.documents.config import ProjectConfig
-from matrixgen.emit.common import EmitSettings, resolve_settings
+from matrixgen.emit.common import EmitSettings, resolve_settings, timeout_minutes
 from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.errors import Finding, Severity
 from matrixgen.engine.model import Job, Target
@@ -206,7 +206,6 @@ def check_timeouts(context: ValidationContext) -> Iterator[Finding]:
     """validate: a job whose timeout (derived from n_repeat x time_limit plus the
     system's overhead, or set) exceeds its system's timeout_cap: CI would cut it
     off, or refuse the job, before its last repeat."""
-    from matrixgen.emit.common import resolve_settings, timeout_minutes
     from matrixgen.engine.targets import checked_targets
 
     config = context.tree.config

@@ -383,7 +383,11 @@ def resolve_settings(
     architecture) and environment, the runner tags on their platform.
     """
     settings: Mapping[str, Any] = target.settings or EMPTY_MAPPING
-    where = _settings_path(target, config)
+    # Where the settings live, for messages.
+    configured = config.target(target.name) is target
+    where: list[str | int] = (
+        ["targets", target.name] if configured else ["systems", target.system.value]
+    )
     selector = target.selector
     pairs = {(j.platform, j.environment) for j in jobs}
     if selector.platform and selector.environment:
@@ -413,6 +417,8 @@ def resolve_settings(
     artifacts = settings.get("artifacts")
     if artifacts is not None and not isinstance(artifacts, Mapping):
         _bad(config, [*where, "artifacts"], "artifacts must be a mapping (paths, when, ...)")
+    external = config.section("graph").get("external")
+    external = external.get(target.system.value) if isinstance(external, Mapping) else None
     return EmitSettings(
         target=target,
         images=images,
@@ -428,22 +434,9 @@ def resolve_settings(
         launcher_forced=launcher is not None,
         warmup=settings.get("warmup") is True,
         artifacts=dict(artifacts) if artifacts is not None else None,
-        external_needs=_external_needs(config, target.system),
+        external_needs=frozenset(n for n in external or () if isinstance(n, str)),
         quarantine_file=quarantine_file or "quarantine.yaml",
     )
-
-
-def _external_needs(config: ProjectConfig, system: System) -> frozenset[str]:
-    external = config.section("graph").get("external")
-    names = external.get(system.value) if isinstance(external, Mapping) else None
-    return frozenset(n for n in names or () if isinstance(n, str))
-
-
-def _settings_path(target: Target, config: ProjectConfig) -> list[str | int]:
-    """Where a target's settings live, for messages."""
-    if config.target(target.name) is target:
-        return ["targets", target.name]
-    return ["systems", target.system.value]
 
 
 def _bad(config: ProjectConfig, keys: list[str | int], message: str) -> None:

@@ -110,15 +110,6 @@ def gitlab_duration(seconds: int) -> str:
     return " ".join(parts)
 
 
-def _name_candidates(job: Job) -> list[str]:
-    """The name of a job, then the same with tag, environment, platform added."""
-    names = [job.name]
-    for extra in (job.tag, job.environment, job.platform):
-        if extra:
-            names.append(f"{names[-1]}_{extra}")
-    return names
-
-
 def assign_names(jobs: Sequence[Job]) -> list[str | None]:
     """A unique GitLab job name for each job (None where none is left), independent
     of the order given.
@@ -145,7 +136,11 @@ def assign_names(jobs: Sequence[Job]) -> list[str | None]:
         level += 1
         pending = []
         for i in unnamed:
-            candidates = _name_candidates(jobs[i])
+            # The name, then the same with tag, environment, platform added.
+            candidates = [jobs[i].name]
+            for extra in (jobs[i].tag, jobs[i].environment, jobs[i].platform):
+                if extra:
+                    candidates.append(f"{candidates[-1]}_{extra}")
             if level < len(candidates):  # else no name is left for it
                 pending.append((i, candidates[level]))
     return names
@@ -467,11 +462,6 @@ def _recipe_needs(
     return out
 
 
-def _comment(text: str) -> str:
-    """A one-line YAML comment whatever the text holds."""
-    return "# " + "".join(ch if ch.isprintable() else "?" for ch in text) + "\n"
-
-
 def emit_gitlab(jobs: Iterable[Job], settings: EmitSettings) -> GitlabPipeline:
     """The child pipeline of a selection; LimitError past GitLab's limits."""
     emitted, stages = gitlab_jobs(jobs, settings)
@@ -487,11 +477,13 @@ def gitlab_pipeline(
         document[e.content["name"]] = {k: v for k, v in e.content.items() if k != "name"}
     names = [e.content["name"] for e in emitted]
     target = settings.target
-    header = _comment(
+    comment = (
         f"matrixgen child pipeline for target {target.name} "
         f"({', '.join(f'{k}={v}' for k, v in target.to_dict().items() if v)}): "
         f"{len(names)} job(s). Generated: do not edit."
     )
+    # One comment line whatever the target's values hold.
+    header = "# " + "".join(ch if ch.isprintable() else "?" for ch in comment) + "\n"
     text = dump_yaml(document, header)
     size = len(text.encode("utf-8"))
     if size > GITLAB_MAX_CHILD_YAML_BYTES:

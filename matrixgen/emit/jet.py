@@ -102,16 +102,6 @@ class JetProfile(Struct, frozen=True, kw_only=True):
         return found
 
 
-def jet_profile(
-    runner_tags: Sequence[str] | None, clusters: Mapping[str, str] | None
-) -> JetProfile:
-    """The default profile, with a config's runner tags and clusters applied."""
-    merged = dict(DEFAULT_CLUSTERS)
-    merged.update(clusters or {})
-    tags = tuple(runner_tags) if runner_tags is not None else DEFAULT_RUNNER_TAGS
-    return JetProfile(runner_tags=tags, clusters=merged)
-
-
 class JetCall(Struct, frozen=True, kw_only=True):
     """One call of the generator: its options, with the generator's defaults."""
 
@@ -233,20 +223,6 @@ def unused_values(call: JetCall, jobs: Sequence[Job]) -> list[Notice]:
     return notices
 
 
-def upstream_order(jobs: Sequence[Job], file_order: Mapping[str, int]) -> list[Job]:
-    """The generator's order: by model, then by file (as listed), then by row.
-    Jobs of one row keep their expansion order."""
-    return sorted(
-        jobs,
-        key=lambda j: (
-            j.model,
-            file_order.get(j.recipe, len(file_order)),
-            j.source.line,
-            j.source.column,
-        ),
-    )
-
-
 def call_pipeline(
     generation: Generation, call: JetCall, system: System, *, file_order: Mapping[str, int]
 ) -> JetPipeline:
@@ -254,7 +230,11 @@ def call_pipeline(
     selection (quarantine applied), with the config's `jet` profile; every job
     of the tree is checked for the values the call asks for."""
     jet = generation.tree.config.section("jet")
-    profile = jet_profile(jet.get("runner_tags"), jet.get("clusters"))
+    tags = jet.get("runner_tags")
+    profile = JetProfile(
+        runner_tags=tuple(tags) if tags is not None else DEFAULT_RUNNER_TAGS,
+        clusters={**DEFAULT_CLUSTERS, **(jet.get("clusters") or {})},
+    )
     target = jet_target(call, system)
     chosen = generation.selection(target)
     return jet_pipeline(
@@ -282,29 +262,27 @@ def jet_pipeline(
     applied: `jobs` kept and marked, `skipped` taken out)."""
     check_call(call)
     notices = unused_values(call, all_jobs) if all_jobs else []
-    ordered = upstream_order(jobs, file_order)
+    # The generator's order: by model, then by file (as listed), then by row;
+    # jobs of one row keep their expansion order.
+    last = len(file_order)
+    ordered = sorted(
+        jobs,
+        key=lambda j: (j.model, file_order.get(j.recipe, last), j.source.line, j.source.column),
+    )
     _refuse_unreachable(ordered, target)
+    keys: list[str] = []
     if not ordered:
-        return JetPipeline(
-            document=_placeholder(call, profile),
-            jobs=(),
-            skipped=tuple(skipped),
-            notices=tuple(notices),
-            target=target,
-        )
-    keys, key_notices = job_keys(ordered)
-    notices.extend(key_notices)
-    notices.extend(_allow_failure_notices(ordered, target))
-    cluster_tag = f"cluster/{profile.resolve_cluster(call.cluster)}"
-    document = _pipeline_head(ordered)
-    warmup = keys[0] if call.enable_warmup else None
-    for index, (key, job) in enumerate(zip(keys, ordered, strict=True)):
-        needs: list[dict[str, str]] = [
-            {"pipeline": PARENT_PIPELINE_VARIABLE, "job": call.dependent_job}
-        ]
-        if warmup is not None and index > 0:
-            needs.append({"job": warmup})
-        document[key] = _job_entry(job, call, profile, cluster_tag, needs)
+        document = _placeholder(call, profile)
+    else:
+        keys, key_notices = job_keys(ordered)
+        notices += [*key_notices, *_allow_failure_notices(ordered, target)]
+        cluster_tag = f"cluster/{profile.resolve_cluster(call.cluster)}"
+        document = _pipeline_head(ordered)
+        for index, (key, job) in enumerate(zip(keys, ordered, strict=True)):
+            needs = [{"pipeline": PARENT_PIPELINE_VARIABLE, "job": call.dependent_job}]
+            if call.enable_warmup and index > 0:
+                needs.append({"job": keys[0]})
+            document[key] = _job_entry(job, call, profile, cluster_tag, needs)
     return JetPipeline(
         document=document,
         jobs=tuple(zip(keys, ordered, strict=True)),
