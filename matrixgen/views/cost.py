@@ -44,16 +44,13 @@ def weight(config: ProjectConfig, platform: str) -> float:
     return 1.0
 
 
-def gpus_of(job: Job) -> int:
-    return (job.nodes if job.nodes is not None else 1) * (job.gpus or 0)
-
-
 def gpu_hours(job: Job, n_repeat: int | None = None, seconds: float | None = None) -> float:
     """The job's GPU-hours: time limit (or `seconds` measured) per repeat."""
     repeats = n_repeat if n_repeat is not None else job.n_repeat
     per_repeat = seconds if seconds is not None else job.time_limit
     try:
-        return gpus_of(job) * per_repeat * repeats / 3600
+        gpus = (job.nodes if job.nodes is not None else 1) * (job.gpus or 0)
+        return gpus * per_repeat * repeats / 3600
     except OverflowError:  # counts too large for a float: refused by compute_cost
         return math.inf
 

@@ -93,24 +93,21 @@ class PinProblem(Struct, frozen=True):
     message: str
 
 
-def env_text(value: Any) -> str:
-    """As expansion stores env values: booleans as true/false, the rest as text."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def value_pins(config: ProjectConfig) -> list[ValuePin]:
     out: list[ValuePin] = []
     for name, raw in sorted(config.section("pins").items()):
         if not isinstance(raw, Mapping):
             continue
         env = raw.get("env") if isinstance(raw.get("env"), Mapping) else {}
+        # As expansion stores env values: booleans as true/false, the rest as text.
+        pairs = [
+            (str(k), str(v).lower() if isinstance(v, bool) else str(v)) for k, v in env.items()
+        ]
         exclude_raw = raw.get("exclude") if isinstance(raw.get("exclude"), Mapping) else {}
         out.append(
             ValuePin(
                 name=str(name),
-                env=tuple(sorted((str(k), env_text(v)) for k, v in env.items())),
+                env=tuple(sorted(pairs)),
                 args=tuple(str(a) for a in raw.get("args") or ()),
                 models=_names(raw.get("models")),
                 platforms=_names(raw.get("platforms")),

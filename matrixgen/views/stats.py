@@ -40,15 +40,6 @@ UNIT_TEST_MODEL = "unit-tests"
 QUARANTINE_STATES = ("skip", "allow-failure", "deselect")
 
 
-def excluded_by_default(config: ProjectConfig) -> list[str]:
-    """Platforms the config says not to count (`counted: false`)."""
-    return sorted(
-        p
-        for p, info in config.section("platforms").items()
-        if isinstance(info, Mapping) and info.get("counted") is False
-    )
-
-
 def fleet(config: ProjectConfig, platform: str) -> str:
     """The platform a platform is an alias of (followed to the end), else itself."""
     return _alias_chain(config, platform)[0]
@@ -187,14 +178,20 @@ def compute_stats(
     all_platforms: bool = False,
 ) -> Stats:
     config = generation.tree.config
-    known = _known_platforms(config, generation.jobs)
+    vocab = config.vocabulary
+    known = {j.platform for j in generation.jobs} | set(vocab.platforms if vocab else ())
     for platform in exclude:
         if platform not in known:
             raise UsageError(
                 f'--exclude-platform "{platform}": no such platform'
                 f"{did_you_mean(platform, known)}; known: {', '.join(sorted(known))}"
             )
-    excluded = set(exclude) | (set() if all_platforms else set(excluded_by_default(config)))
+    excluded = set(exclude)
+    if not all_platforms:  # and the platforms the config says not to count
+        platforms = config.section("platforms").items()
+        excluded |= {
+            p for p, info in platforms if isinstance(info, Mapping) and info.get("counted") is False
+        }
     counted: list[TargetStats] = []
     left_out: list[str] = []
     for target in targets:
@@ -224,13 +221,6 @@ def not_counted(stats: Stats) -> str | None:
     if targets:
         line += f"; target{'s' if len(targets) > 1 else ''} {', '.join(targets)}"
     return line + " (--all-platforms counts them)"
-
-
-def _known_platforms(config: ProjectConfig, jobs: Iterable[Job]) -> set[str]:
-    known = {j.platform for j in jobs}
-    if config.vocabulary is not None:
-        known |= set(config.vocabulary.platforms)
-    return known
 
 
 def _pipelines(targets: Sequence[TargetStats], config: ProjectConfig) -> list[PipelineStats]:
