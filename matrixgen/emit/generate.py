@@ -436,23 +436,21 @@ def github_outputs(
     `<group>-1`... past one; 0 shards and an empty matrix for a group no
     generated target fills, so a workflow can give each group one job, run when
     its shards are more than 0). A group whose name is one of the outputs above
-    is a UsageError. When two
-    generated targets fill one group (every target of a tree, pr and mergegroup
-    alike), the group outputs are left out and the note returned says so; the
-    outputs per target hold everything."""
+    is a UsageError. When two generated targets fill one group (every target of
+    a tree, pr and mergegroup alike), the group outputs are left out and the
+    note returned says so; the outputs per target hold everything."""
     from matrixgen.emit.github import compact
 
-    matrices: dict[str, list] = {}
-    shards: dict[str, int] = {}
-    for output in outputs:
-        if not emitter_for(output.target.system).child_pipelines:
-            found = _shards(output)
-            matrices[output.target.name] = found or [{"include": []}]
-            shards[output.target.name] = len(found)
+    empty = [{"include": []}]
+    per_target = {
+        o.target.name: _shards(o)
+        for o in outputs
+        if not emitter_for(o.target.system).child_pipelines
+    }
     fixed = [
         ("targets", compact([o.target.name for o in outputs])),
-        ("matrices", compact(matrices)),
-        ("shards", compact(shards)),
+        ("matrices", compact({name: m or empty for name, m in per_target.items()})),
+        ("shards", compact({name: len(m) for name, m in per_target.items()})),
         ("files", compact({o.target.name: o.file for o in outputs})),
     ]
     try:
@@ -460,7 +458,7 @@ def github_outputs(
     except UsageError as exc:
         return fixed, f"no output group outputs: {exc.message}"
     fixed += [
-        ("groups", compact({g: m or [{"include": []}] for g, m in groups.items()})),
+        ("groups", compact({g: m or empty for g, m in groups.items()})),
         ("group-shards", compact({g: len(m) for g, m in groups.items()})),
     ]
     per_group: list[tuple[str, str]] = []

@@ -244,19 +244,12 @@ def board(data: SiteData) -> str:
             expiry = "never"
         else:
             left = (entry.expires - data.today).days
-            if "expired" in problems.get(entry.id, []):
-                state = "expired"
-                expiry = (
-                    f'{entry.expires.isoformat()} <span class="tag expired">'
-                    f"expired {-left} d ago</span>"
-                )
-            elif "expiring" in problems.get(entry.id, []):
-                state = "expiring"
-                expiry = (
-                    f'{entry.expires.isoformat()} <span class="tag expiring">in {left} d</span>'
-                )
-            else:
-                expiry = f"{entry.expires.isoformat()} (in {left} d)"
+            expiry = f"{entry.expires.isoformat()} (in {left} d)"
+            found = problems.get(entry.id, [])
+            state = next((s for s in ("expired", "expiring") if s in found), "")
+            if state:
+                shown = f"expired {-left} d ago" if state == "expired" else f"in {left} d"
+                expiry = f'{entry.expires.isoformat()} <span class="tag {state}">{shown}</span>'
         jobs = (
             f'<span title="{attr(", ".join(targets))}">'
             f"{len(hits)} in {len(targets)} target(s)</span>"
