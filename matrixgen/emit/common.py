@@ -299,6 +299,12 @@ def plugin_variables(job: Job, settings: EmitSettings, quarantine_file: str) -> 
     return identity_variables(identity, quarantine_file)
 
 
+def warmup_index(jobs: Sequence[Job]) -> int:
+    """The job of a file the others wait for (`warmup: true`): the first that may
+    not fail, since one that may would hold back every job if it failed."""
+    return next((i for i, j in enumerate(jobs) if not allowed_to_fail(j)), 0)
+
+
 def allowed_to_fail(job: Job) -> bool:
     """The recipe allows it, or an allow-failure quarantine entry applies."""
     mark = job.quarantine

@@ -69,6 +69,7 @@ from matrixgen.emit.common import (
     job_route,
     plugin_variables,
     quarantine_label,
+    warmup_index,
 )
 from matrixgen.emit.yamltext import dump_yaml
 from matrixgen.engine.errors import Finding, LimitError, RecipeError, Severity
@@ -155,22 +156,19 @@ def name_problems(
         names = assign_names(jobs)
     for job, name in zip(jobs, names, strict=True):
         if name is None:
-            problems.append(
-                (
-                    job,
-                    f"{job.identity} gets no unique GitLab job name (name {job.name!r}), even "
-                    "with tag, environment and platform added: GitLab would keep only one "
-                    "job of each name",
-                )
+            why = (
+                f"{job.identity} gets no unique GitLab job name (name {job.name!r}), even "
+                "with tag, environment and platform added: GitLab would keep only one "
+                "job of each name"
             )
         elif len(name) > GITLAB_MAX_JOB_NAME:
-            problems.append(
-                (
-                    job,
-                    f"the GitLab job name of {job.identity} is {len(name)} characters "
-                    f"(at most {GITLAB_MAX_JOB_NAME}): {name[:80]}...",
-                )
+            why = (
+                f"the GitLab job name of {job.identity} is {len(name)} characters "
+                f"(at most {GITLAB_MAX_JOB_NAME}): {name[:80]}..."
             )
+        else:
+            continue
+        problems.append((job, why))
     return problems
 
 
@@ -264,9 +262,7 @@ def job_script(
 
 
 def _variables(job: Job, settings: EmitSettings, route: str | None) -> dict[str, Any]:
-    variables: dict[str, Any] = {}
-    for key, value in job.env:
-        variables[key] = yaml_value(value)
+    variables: dict[str, Any] = {key: yaml_value(value) for key, value in job.env}
     label = quarantine_label(job)
     if label is None:
         return variables
@@ -329,17 +325,11 @@ def gitlab_jobs(jobs: Iterable[Job], settings: EmitSettings) -> tuple[list[Emitt
     names = job_names(selected)
     common_needs: list[Any] = []
     if settings.parent_job:
-        common_needs.append(
-            {
-                "pipeline": PARENT_PIPELINE_VARIABLE,
-                "job": _needed(settings.parent_job, "parent job"),
-            }
-        )
+        parent = _needed(settings.parent_job, "parent job")
+        common_needs.append({"pipeline": PARENT_PIPELINE_VARIABLE, "job": parent})
     warmup: int | None = None
     if settings.warmup and len(selected) > 1:
-        # A job that may fail would hold back every job if it failed: prefer one that may not.
-        blocking = [i for i, j in enumerate(selected) if not allowed_to_fail(j)]
-        warmup = blocking[0] if blocking else 0
+        warmup = warmup_index(selected)
         _needed(names[warmup], "warm-up job")
     emitted_name: dict[str, str] = {}  # a recipe's job name -> its GitLab job name
     for job, name in zip(selected, names, strict=True):
@@ -371,11 +361,7 @@ def gitlab_jobs(jobs: Iterable[Job], settings: EmitSettings) -> tuple[list[Emitt
 
 
 def _job_content(
-    job: Job,
-    name: str,
-    stage: str,
-    needs: list[Any],
-    settings: EmitSettings,
+    job: Job, name: str, stage: str, needs: list[Any], settings: EmitSettings
 ) -> dict[str, Any]:
     """`{"name": NAME, **the GitLab job}`, keys in the order the file has them."""
     entry: dict[str, Any] = {"name": name, "stage": stage}

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct, field
+from msgspec.structs import replace
 
 from matrixgen.emit.gitlab import GITLAB_GLOBAL_KEYS, PARENT_PIPELINE_VARIABLE
 from matrixgen.engine.errors import UsageError, did_you_mean
@@ -163,12 +164,7 @@ def jet_target(call: JetCall, system: System) -> Target:
     """The place a call asks for: its system, scope, platform, environment and
     cadence (quarantine entries are placed by system and scope)."""
     selector = call.selector()
-    named = Selector(
-        scope=selector.scope,
-        cadence=selector.cadence,
-        environment=selector.environment,
-        platform=selector.platform,
-    )
+    named = replace(selector, tag=None, test_cases=())  # named by its place alone
     return Target(name=target_name(system, named), system=system, selector=selector)
 
 
@@ -211,15 +207,14 @@ def unused_values(call: JetCall, jobs: Sequence[Job]) -> list[Notice]:
             )
     if call.test_cases != "all":
         cases = used_values("test_case", jobs)
-        for name in dict.fromkeys(call.test_cases.split(",")):
-            if name not in cases:
-                notices.append(
-                    Notice(
-                        "unknown-value",
-                        f'--test-cases "{name}" is no test case of any recipe'
-                        f"{did_you_mean(name, cases)}",
-                    )
-                )
+        notices += [
+            Notice(
+                "unknown-value",
+                f'--test-cases "{name}" is no test case of any recipe{did_you_mean(name, cases)}',
+            )
+            for name in dict.fromkeys(call.test_cases.split(","))
+            if name not in cases
+        ]
     return notices
 
 
@@ -490,31 +485,24 @@ def job_keys(jobs: Sequence[Job]) -> tuple[list[str], list[Notice]]:
             counter += 1
         if not renamed:
             continue
+        kept_as = ", ".join(f'"{name}" ({job.identity}, {job.source})' for job, name in renamed)
         if kept_plain is None:
-            notices.append(
-                Notice(
-                    "job-key-reserved",
-                    f'test case "{case}" is a GitLab keyword, not a job name: the generator '
-                    f"would write it as a setting and run nothing; kept as "
-                    + ", ".join(
-                        f'"{name}" ({job.identity}, {job.source})' for job, name in renamed
-                    ),
-                )
+            why = (
+                f'test case "{case}" is a GitLab keyword, not a job name: the generator '
+                f"would write it as a setting and run nothing; kept as {kept_as}"
             )
+            notices.append(Notice("job-key-reserved", why))
             continue
         kept = jobs[kept_plain]
-        notices.append(
-            Notice(
-                "job-key-duplicate",
-                f'{len(indexes)} selected jobs share test case "{case}": the generator keeps '
-                f"only the last ({kept.identity}, {kept.source}); kept all, the others as "
-                + ", ".join(f'"{name}" ({job.identity}, {job.source})' for job, name in renamed)
-                + ". The launcher finds a job by test case alone, so it cannot tell them "
-                "apart either: give each its own test case name",
-            )
+        why = (
+            f'{len(indexes)} selected jobs share test case "{case}": the generator keeps '
+            f"only the last ({kept.identity}, {kept.source}); kept all, the others as "
+            f"{kept_as}. The launcher finds a job by test case alone, so it cannot tell "
+            "them apart either: give each its own test case name"
         )
-    if any(k.startswith(".") for k in keys if k):
-        hidden = sorted(k for k in keys if k and k.startswith("."))
+        notices.append(Notice("job-key-duplicate", why))
+    hidden = sorted(k for k in keys if k and k.startswith("."))
+    if hidden:
         notices.append(
             Notice(
                 "job-key-hidden",

@@ -74,13 +74,10 @@ def warmup_job(jobs: Sequence[Job], target: Target | None) -> Job | None:
     one: the first job the emitter writes that may not fail."""
     if target is None or target.settings.get("warmup") is not True:
         return None
-    from matrixgen.emit.common import allowed_to_fail, emitted_jobs
+    from matrixgen.emit.common import emitted_jobs, warmup_index
 
     emitted = emitted_jobs(jobs)
-    if len(emitted) < 2:
-        return None
-    blocking = [j for j in emitted if not allowed_to_fail(j)]
-    return blocking[0] if blocking else emitted[0]
+    return emitted[warmup_index(emitted)] if len(emitted) > 1 else None
 
 
 def parent_job(target: Target | None) -> str | None:
