@@ -439,7 +439,7 @@ def github_outputs(
     is a UsageError. When two generated targets fill one group (every target of
     a tree, pr and mergegroup alike), the group outputs are left out and the
     note returned says so; the outputs per target hold everything."""
-    from matrixgen.emit.github import compact
+    from matrixgen.emit.github import compact, shard_outputs
 
     empty = [{"include": []}]
     per_target = {
@@ -461,11 +461,7 @@ def github_outputs(
         ("groups", compact({g: m or empty for g, m in groups.items()})),
         ("group-shards", compact({g: len(m) for g, m in groups.items()})),
     ]
-    per_group: list[tuple[str, str]] = []
-    for name, found in groups.items():
-        per_group.append((f"{name}-shards", str(len(found))))
-        per_group.append((name, compact(found[0] if found else {"include": []})))
-        per_group.extend((f"{name}-{i}", compact(m)) for i, m in enumerate(found[1:], start=1))
+    per_group = [out for g, m in groups.items() for out in shard_outputs(f"{g}-shards", g, m)]
     taken = {name for name, _ in fixed}
     clash = sorted({name for name, _ in per_group} & taken)
     if clash:

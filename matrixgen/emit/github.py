@@ -184,12 +184,15 @@ class GithubMatrix(Struct, frozen=True):
 
     def outputs(self) -> list[tuple[str, str]]:
         """(name, value) of each step output, in order (see the module docstring)."""
-        out = [("shards", str(len(self.shards)))]
-        first = list(self.shards[0]) if self.shards else []
-        out.append(("matrix", compact({"include": first})))
-        for i, shard in enumerate(self.shards[1:], start=1):
-            out.append((f"matrix-{i}", compact({"include": list(shard)})))
-        return out
+        return shard_outputs("shards", "matrix", [{"include": list(s)} for s in self.shards])
+
+
+def shard_outputs(count: str, name: str, matrices: Sequence[Any]) -> list[tuple[str, str]]:
+    """The step outputs of some matrices: `count` (how many), `name` (the first,
+    `{"include": []}` when none) and `<name>-1`... (the others)."""
+    first = matrices[0] if matrices else {"include": []}
+    rest = ((f"{name}-{i}", compact(m)) for i, m in enumerate(matrices[1:], start=1))
+    return [(count, str(len(matrices))), (name, compact(first)), *rest]
 
 
 def github_jobs(jobs: Iterable[Job], settings: EmitSettings) -> list[EmittedJob]:

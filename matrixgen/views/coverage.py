@@ -193,6 +193,10 @@ class TargetCoverage(Struct, frozen=True, kw_only=True):
         }
 
 
+# What an orphan's path tells of the job it would be for, as reports show it.
+ORPHAN_COLUMNS = ("model", "test_case", "environment", "platform")
+
+
 class Orphan(Struct, frozen=True, kw_only=True):
     path: str  # as shown
     reference: str
@@ -200,7 +204,7 @@ class Orphan(Struct, frozen=True, kw_only=True):
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path}
-        for name in ("model", "test_case", "environment", "platform"):
+        for name in ORPHAN_COLUMNS:
             out[name] = self.fields.get(name)
         return out
 
@@ -475,17 +479,10 @@ def render_table(coverage: Coverage) -> str:
         out.append(table(rows, ["target", "job", "reference", "looked for", "nearest"]))
     if coverage.orphans:
         rows = [
-            [
-                o.path,
-                *(
-                    o.fields.get(k) or "-"
-                    for k in ("model", "test_case", "environment", "platform")
-                ),
-            ]
-            for o in coverage.orphans
+            [o.path, *(o.fields.get(k) or "-" for k in ORPHAN_COLUMNS)] for o in coverage.orphans
         ]
         out.append(f"\nOrphans: files no job of any target selects ({len(rows)})\n")
-        out.append(table(rows, ["file", "model", "test_case", "environment", "platform"]))
+        out.append(table(rows, ["file", *ORPHAN_COLUMNS]))
     return "".join(out)
 
 
@@ -542,7 +539,7 @@ def render_markdown(coverage: Coverage) -> str:
             "| :-- | :-- | :-- | :-- | :-- |",
         ]
         for o in coverage.orphans:
-            cells = [o.fields.get(k) for k in ("model", "test_case", "environment", "platform")]
+            cells = [o.fields.get(k) for k in ORPHAN_COLUMNS]
             lines.append(
                 f"| {code_span(o.path)} | "
                 + " | ".join(code_span(c) if c else "-" for c in cells)

@@ -325,15 +325,30 @@ def _mermaid_text(text: str) -> str:
     return terminal_text(text).replace('"', "#quot;")
 
 
+# The mermaid class of each kind of node (and of the warm-up job), in the order written.
+MERMAID_STYLES = {
+    "build": "fill:#e8f0fe,stroke:#4a6fa5",
+    "parent": "fill:#f3e8fd,stroke:#7a4aa5",
+    "missing": "fill:#fde8e8,stroke:#c0392b,stroke-dasharray:4",
+    "external": "fill:#f0f0f0,stroke:#777",
+    "warmup": "fill:#fff4d6,stroke:#b8860b",
+}
+
+
 def to_mermaid(result: JobGraph) -> str:
     graph = result.graph
     order = {node: i for i, node in enumerate(_sorted_nodes(graph))}
     ids = {node: f"n{i}" for node, i in order.items()}
     lines = ["flowchart LR"]
+    classes: dict[str, list[str]] = {name: [] for name in MERMAID_STYLES}
     for node, nid in ids.items():
         attrs = graph.nodes[node]
         label = attrs["label"]
         kind = attrs["kind"]
+        if kind in classes:
+            classes[kind].append(nid)
+        if attrs.get("warmup"):
+            classes["warmup"].append(nid)
         if kind == "build":
             label = f"build {label}"
         elif kind == "parent":
@@ -347,23 +362,9 @@ def to_mermaid(result: JobGraph) -> str:
     for a, b in sorted(graph.edges, key=lambda e: (order[e[0]], order[e[1]])):
         arrow = "-.->" if graph.edges[a, b]["kind"] in ("parent", "build") else "-->"
         lines.append(f"  {ids[a]} {arrow} {ids[b]}")
-    classes = {"build": [], "parent": [], "missing": [], "external": [], "warmup": []}
-    for node, nid in ids.items():
-        attrs = graph.nodes[node]
-        if attrs["kind"] in classes:
-            classes[attrs["kind"]].append(nid)
-        if attrs.get("warmup"):
-            classes["warmup"].append(nid)
-    styles = {
-        "build": "fill:#e8f0fe,stroke:#4a6fa5",
-        "parent": "fill:#f3e8fd,stroke:#7a4aa5",
-        "missing": "fill:#fde8e8,stroke:#c0392b,stroke-dasharray:4",
-        "external": "fill:#f0f0f0,stroke:#777",
-        "warmup": "fill:#fff4d6,stroke:#b8860b",
-    }
     for name, members in classes.items():
         if members:
-            lines.append(f"  classDef {name} {styles[name]}")
+            lines.append(f"  classDef {name} {MERMAID_STYLES[name]}")
             lines.append(f"  class {','.join(members)} {name}")
     return "\n".join(lines) + "\n"
 
