@@ -17,6 +17,7 @@ import re
 import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -31,6 +32,13 @@ from matrixgen.emit.common import (
     emitted_jobs,
     resolve_settings,
     skipped_jobs,
+)
+from matrixgen.emit.github import (
+    append_github_outputs,
+    check_github_outputs,
+    compact,
+    github_output_path,
+    shard_outputs,
 )
 from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.errors import (
@@ -163,8 +171,6 @@ def quarantine_path(root: str) -> str:
         return QUARANTINE_FILENAME
     path = Path(root) / QUARANTINE_FILENAME
     if path.is_absolute():
-        from contextlib import suppress
-
         with suppress(ValueError, OSError):  # outside (or no working folder): as given
             path = path.relative_to(Path.cwd())
     return path.as_posix()
@@ -205,8 +211,6 @@ def generate_into(
     outputs = generate_all(generation, targets, launcher=launcher)
     step_outputs: list[tuple[str, str]] | None = None
     if github_output:
-        from matrixgen.emit.github import check_github_outputs, github_output_path
-
         # The configured targets by name, not in config order as listed: the step
         # outputs keep the bytes they had (workflows read them); --target's order stays.
         ordered = outputs if targets_given else sorted(outputs, key=lambda o: o.target.name)
@@ -224,8 +228,6 @@ def generate_into(
     for name, why in report.kept:
         say(f"matrixgen: {out / name}: {why}")
     if step_outputs is not None:
-        from matrixgen.emit.github import append_github_outputs
-
         append_github_outputs(step_outputs, output_path)
         say(f"step outputs -> {output_path}")
     return outputs
@@ -439,8 +441,6 @@ def github_outputs(
     is a UsageError. When two generated targets fill one group (every target of
     a tree, pr and mergegroup alike), the group outputs are left out and the
     note returned says so; the outputs per target hold everything."""
-    from matrixgen.emit.github import compact, shard_outputs
-
     empty = [{"include": []}]
     per_target = {
         o.target.name: _shards(o)

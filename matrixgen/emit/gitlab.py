@@ -43,10 +43,12 @@ entries cannot reach its tests is an error naming the entries and the target.
 
 from __future__ import annotations
 
+import heapq
 import shlex
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from operator import attrgetter, methodcaller
 from typing import Any
 
 from msgspec import Struct
@@ -177,8 +179,6 @@ def named_as_they_are(jobs: Sequence[Job]) -> bool:
     distinct names, none reserved or hidden (a leading dot), none too long, are
     what `assign_names` gives at its first round, each job its own name. Most
     targets; the others go through `name_problems`."""
-    from operator import attrgetter, methodcaller
-
     names = set(map(attrgetter("name"), jobs))
     return (
         len(names) == len(jobs)
@@ -397,8 +397,6 @@ def _job_content(
 def _stage_order(stage_after: dict[str, set[str]]) -> list[str]:
     """Stages sorted by name, except that a stage comes after the stages whose jobs
     its jobs need: GitLab refuses a need on a job of a later stage."""
-    import heapq
-
     waiting = {stage: set(before) - {stage} for stage, before in stage_after.items()}
     ready = [stage for stage, before in waiting.items() if not before]
     heapq.heapify(ready)

@@ -33,7 +33,9 @@ from msgspec import Struct, field
 from msgspec.structs import replace
 
 from matrixgen.emit.gitlab import GITLAB_GLOBAL_KEYS, PARENT_PIPELINE_VARIABLE
-from matrixgen.engine.errors import UsageError, did_you_mean
+from matrixgen.emit.registry import emitter_for
+from matrixgen.emit.yamltext import dump_yaml
+from matrixgen.engine.errors import RecipeError, UsageError, did_you_mean
 from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.select import used_values
 from matrixgen.engine.targets import target_name
@@ -293,8 +295,6 @@ def _refuse_unreachable(ordered: Sequence[Job], target: Target) -> None:
     unreachable = [j for j in ordered if j.quarantine is not None and j.quarantine.node_ids]
     unreachable = [j for j in unreachable if not reaches_plugin(script_text(j.spec))]
     if unreachable:
-        from matrixgen.engine.errors import RecipeError
-
         lines = [
             f"entry {j.quarantine.id} ({j.quarantine.action}) cannot reach the tests of "  # type: ignore[union-attr]
             f"{j.identity} in target {target.name}: the job's script never sets "
@@ -305,8 +305,6 @@ def _refuse_unreachable(ordered: Sequence[Job], target: Target) -> None:
 
 
 def _allow_failure_notices(ordered: Sequence[Job], target: Target) -> list[Notice]:
-    from matrixgen.emit.registry import emitter_for
-
     allowed = [j for j in ordered if j.quarantine and j.quarantine.action == "allow-failure"]
     if not allowed or emitter_for(target.system).child_pipelines:
         return []
@@ -524,6 +522,4 @@ def sorted_document(value: Any) -> Any:
 
 def pipeline_text(pipeline: JetPipeline) -> str:
     """The file a call writes."""
-    from matrixgen.emit.yamltext import dump_yaml
-
     return dump_yaml(sorted_document(pipeline.document))

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
 from matrixgen.emit.jet import Notice, script_text
-from matrixgen.engine.errors import Location
+from matrixgen.engine.errors import Location, RecipeError
 from matrixgen.engine.model import Job, RecipeFile, Selector, Target
 from matrixgen.engine.targets import target_name
 from matrixgen.engine.vocab import DEFAULT_CADENCE, System, resolve_scope
+from matrixgen.quarantine.apply import applying_entries, combined_mark
 from matrixgen.quarantine.jobenv import QUARANTINE_VARIABLE, reaches_plugin
+from matrixgen.util.escape import json_for_log
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
@@ -40,9 +43,6 @@ def bucket_matrix(
     workflow's yq reads every name of every block), less the buckets a skip entry
     takes out of this place. An allow-failure entry cannot be carried by the
     matrix (the workflow reads no such field): it is said, and the bucket runs."""
-    from matrixgen.engine.errors import RecipeError
-    from matrixgen.quarantine.apply import applying_entries, combined_mark
-
     data = recipe.data if isinstance(recipe.data, dict) else {}
     spec = data.get("spec") if isinstance(data.get("spec"), dict) else {}
     names = [
@@ -118,10 +118,6 @@ def _bucket_job(
 
 def bucket_text(matrix: BucketMatrix) -> str:
     """Compact JSON on one line, as `jq -c` writes it, safe to print in a log."""
-    import json
-
-    from matrixgen.util.escape import json_for_log
-
     return (
         json_for_log(json.dumps(list(matrix.rows), ensure_ascii=False, separators=(",", ":")))
         + "\n"

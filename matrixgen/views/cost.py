@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct
 
 from matrixgen.documents.config import ProjectConfig
+from matrixgen.engine.errors import RecipeError
 from matrixgen.engine.model import Job, Target
 from matrixgen.views.stats import fleet
 
@@ -240,8 +241,6 @@ def _require_finite(target: Target, cost: Cost) -> None:
     that they overflow is the tree's mistake, said as such (never `Infinity`)."""
     totals = (cost.gpu_hours_max, cost.weighted_max, cost.expected or 0.0)
     if not all(math.isfinite(value) for value in totals):
-        from matrixgen.engine.errors import RecipeError
-
         raise RecipeError(
             f"the GPU-hours of target {target.name} do not fit a number: a job's nodes, "
             "gpus, time_limit or n_repeat, or a platform's gpu_hour_weight, is too large"

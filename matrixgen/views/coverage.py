@@ -41,8 +41,10 @@ from matrixgen.engine.references import (
     reference_path,
     used_by_dir,
 )
+from matrixgen.engine.targets import resolve_targets
 from matrixgen.engine.templates import TemplateError
 from matrixgen.pipeline import Generation
+from matrixgen.util.checkout import checkout_top
 from matrixgen.util.escape import markdown_code as code_span  # no content breaks out of it
 from matrixgen.views.table import table
 
@@ -330,8 +332,6 @@ def read_listing(
     """The reference tree of a recipe tree on disk: `root` when given (--root),
     else the configured root below the top of the checkout the recipes are in
     (outside a checkout, the recipes' parent: a checkout with them at its top)."""
-    from matrixgen.util.checkout import checkout_top
-
     if root is not None:
         return list_directory(root, settings.prefix, shown_root=_shown(root))
     top = checkout_top(recipes) or recipes.resolve().parent
@@ -376,8 +376,6 @@ def check_references(context: ValidationContext) -> Iterator[Finding]:
             message=f"no reference tree at {where} ({listing.where}): no reference is checked",
         )
         return
-    from matrixgen.engine.targets import resolve_targets
-
     generation = context.generation
     targets = resolve_targets(config, generation.jobs)
     coverage = compute_coverage(generation, settings, listing, targets, orphans=False)

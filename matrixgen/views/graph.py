@@ -20,13 +20,18 @@ skips the needed job in a target) and cycles. networkx is imported only here.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import compress, repeat
+from operator import attrgetter, contains
 from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct, field
 
 from matrixgen.documents.config import ProjectConfig
+from matrixgen.emit.common import emitted_jobs, warmup_index
+from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.errors import Finding, Location, Severity
 from matrixgen.engine.model import Job, Target, spec_needs
+from matrixgen.engine.targets import checked_targets
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log, terminal_text
 
@@ -74,15 +79,11 @@ def warmup_job(jobs: Sequence[Job], target: Target | None) -> Job | None:
     one: the first job the emitter writes that may not fail."""
     if target is None or target.settings.get("warmup") is not True:
         return None
-    from matrixgen.emit.common import emitted_jobs, warmup_index
-
     emitted = emitted_jobs(jobs)
     return emitted[warmup_index(emitted)] if len(emitted) > 1 else None
 
 
 def parent_job(target: Target | None) -> str | None:
-    from matrixgen.emit.registry import emitter_for
-
     if target is None or not emitter_for(target.system).child_pipelines:
         return None
     name = target.settings.get("parent_job")
@@ -195,9 +196,6 @@ def tree_graph(generation: Generation) -> JobGraph:
 def _any_needs(jobs: Sequence[Job]) -> bool:
     """`any(spec_needs(j) for j in jobs)`: a needs list with a template in it
     (whether it renders or not), tested in C for the jobs without one."""
-    from itertools import compress, repeat
-    from operator import attrgetter, contains
-
     specs = list(map(attrgetter("spec"), jobs))
     needs = (s["needs"] for s in compress(specs, map(contains, specs, repeat("needs"))))
     return any(isinstance(n, list) and any(isinstance(t, str) for t in n) for n in needs)
@@ -207,9 +205,6 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
     """validate: needs that resolve to no job in a target, and cycles."""
     if not _any_needs(context.expansion.jobs):
         return  # warm-up and parent edges alone can neither dangle nor close a cycle
-    from matrixgen.emit.registry import emitter_for
-    from matrixgen.engine.targets import checked_targets
-
     generation = context.generation
     config = context.tree.config
     targets = checked_targets(context)
