@@ -120,26 +120,18 @@ def _case(job: Job) -> tuple[str, str, str]:
 
 
 def _cell(jobs: list[Job], skipped: bool) -> str:
-    job = jobs[0]
-    mark = job.quarantine
+    mark = jobs[0].quarantine
     if mark is None:
         return '<td class="run" title="runs">run</td>'
     entry = mark.id
     if skipped:
-        return (
-            f'<td class="skip" title="{attr("skipped by " + entry)}">'
-            f"skip <small>{text(entry)}</small></td>"
-        )
-    if mark.action == "allow-failure":
-        return (
-            f'<td class="allow" title="{attr("runs, allowed to fail by " + entry)}">'
-            f"may fail <small>{text(entry)}</small></td>"
-        )
-    shown = f"runs, {len(mark.node_ids)} node id(s) deselected by {entry}"
-    return (
-        f'<td class="desel" title="{attr(shown)}">-{len(mark.node_ids)} '
-        f"<small>{text(entry)}</small></td>"
-    )
+        cls, title, shown = "skip", f"skipped by {entry}", "skip"
+    elif mark.action == "allow-failure":
+        cls, title, shown = "allow", f"runs, allowed to fail by {entry}", "may fail"
+    else:
+        n = len(mark.node_ids)
+        cls, title, shown = "desel", f"runs, {n} node id(s) deselected by {entry}", f"-{n}"
+    return f'<td class="{cls}" title="{attr(title)}">{shown} <small>{text(entry)}</small></td>'
 
 
 def selection(data: SiteData) -> str:

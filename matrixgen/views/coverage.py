@@ -536,12 +536,11 @@ def render_markdown(coverage: Coverage) -> str:
             "| file | model | test case | environment | platform |",
             "| :-- | :-- | :-- | :-- | :-- |",
         ]
-        for o in coverage.orphans:
-            cells = [o.fields.get(k) for k in ORPHAN_COLUMNS]
-            lines.append(
-                f"| {code_span(o.path)} | "
-                + " | ".join(code_span(c) if c else "-" for c in cells)
-                + " |"
-            )
+        lines += [
+            f"| {code_span(o.path)} | "
+            + " | ".join(code_span(o.fields[k]) if o.fields.get(k) else "-" for k in ORPHAN_COLUMNS)
+            + " |"
+            for o in coverage.orphans
+        ]
         lines.append("")
     return "\n".join(lines) + "\n"

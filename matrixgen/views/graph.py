@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     import networkx as nx
 
     from matrixgen.engine.context import ValidationContext
-    from matrixgen.engine.load import RecipeTree
     from matrixgen.pipeline import Generation
 
 KIND_ORDER = {"parent": 0, "build": 1, "external": 2, "job": 3, "missing": 4}
@@ -211,7 +210,15 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
     missing: dict[tuple[Location, str], list[str]] = {}
     cycles: dict[tuple[str, ...], tuple[Location, list[str]]] = {}
     github_needs: dict[Location, list[str]] = {}
-    locate = _NeedLocator(context.tree)
+    files = {f.rel: f for f in context.tree.files}
+
+    def locate(need: Need) -> Location:
+        """spec.needs[i] of the job's recipe, else the job's row."""
+        recipe = files.get(need.job.recipe)
+        if recipe is None or need.index < 0:
+            return need.job.source
+        return recipe.document.locate(["spec", "needs", need.index])
+
     for target in targets:
         selection = generation.selection(target)
         skipped_names = {j.name: j for j in selection.skipped}
@@ -267,19 +274,6 @@ def _some(names: Sequence[str], limit: int = 4) -> str:
     names = sorted(dict.fromkeys(names))
     shown = ", ".join(names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
-class _NeedLocator:
-    """spec.needs[i] of the job's recipe, else the job's row."""
-
-    def __init__(self, tree: RecipeTree) -> None:
-        self.files = {f.rel: f for f in tree.files}
-
-    def __call__(self, need: Need) -> Location:
-        recipe = self.files.get(need.job.recipe)
-        if recipe is None or need.index < 0:
-            return need.job.source
-        return recipe.document.locate(["spec", "needs", need.index])
 
 
 # ---------------------------------------------------------------------------
