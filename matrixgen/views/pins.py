@@ -54,10 +54,8 @@ class ValuePin(Struct, frozen=True, kw_only=True):
     reason: str = ""
 
     def covers(self, job: Job) -> bool:
-        for key, value in (
-            ("models", job.model),
-            ("platforms", job.platform),
-            ("environments", job.environment),
+        for key, value in zip(
+            SELECTOR_KEYS, (job.model, job.platform, job.environment), strict=True
         ):
             wanted = getattr(self, key)
             if wanted is not None and value not in wanted:
@@ -66,12 +64,6 @@ class ValuePin(Struct, frozen=True, kw_only=True):
                 return False
         globs = self.exclude.get("test_cases", ())
         return not any(fnmatch.fnmatchcase(job.test_case, g) for g in globs)
-
-    def describe(self) -> str:
-        parts = [f"{k}={v}" for k, v in self.env]
-        if self.args:
-            parts.append(shlex.join(self.args))
-        return ", ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -287,14 +279,9 @@ def _selector_findings(config: ProjectConfig, pins: Sequence[ValuePin]) -> Itera
     vocab = config.vocabulary
     if vocab is None:
         return
-    known: dict[str, frozenset[str] | None] = {
-        "models": vocab.models,
-        "platforms": vocab.platforms,
-        "environments": vocab.environments,
-    }
     for pin in pins:
-        for key in SELECTOR_KEYS:
-            allowed = known[key]
+        for key in SELECTOR_KEYS:  # named as the vocabulary's fields
+            allowed: frozenset[str] | None = getattr(vocab, key)
             if allowed is None:
                 continue
             for where, values in (
