@@ -267,11 +267,6 @@ def github_output_text(outputs: Sequence[tuple[str, str]]) -> str:
     return "".join(parts)
 
 
-def write_github_output(matrix: GithubMatrix, path: str | None = None) -> Path:
-    """Append the matrix outputs to $GITHUB_OUTPUT (or `path`)."""
-    return append_github_outputs(matrix.outputs(), path)
-
-
 def github_output_path(path: str | None = None) -> str:
     """`path`, else $GITHUB_OUTPUT; a UsageError outside GitHub Actions."""
     target = path or os.environ.get("GITHUB_OUTPUT")

@@ -68,14 +68,13 @@ def bucket_matrix(
             if isinstance(name, str) and entries
             else []
         )
-        if not applying:
-            rows.append({"bucket": name})
-            continue
-        mark = combined_mark(applying)
-        if mark.action == "skip":
+        mark = combined_mark(applying) if applying else None
+        if mark is not None and mark.action == "skip":
             skipped.append((name, mark.id))
             continue
         rows.append({"bucket": name})
+        if mark is None:
+            continue
         if mark.node_ids and not reaches_plugin(script_text(spec)):
             raise RecipeError(
                 f"entry {mark.id} ({mark.action}) cannot reach the tests of bucket {name} in "

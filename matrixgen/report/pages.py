@@ -72,7 +72,7 @@ def overview(data: SiteData) -> str:
     ]
     headers = ["pipeline (one run)", "targets", "jobs", "GPU-h max", "weighted"]
     headers += ["GPU-h expected", "quarantined jobs"]
-    rows = []
+    rows, series = [], []
     for name, cost in data.cost.pipelines:
         rows.append(
             [
@@ -85,9 +85,6 @@ def overview(data: SiteData) -> str:
                 str(quarantined.get(name, 0)),
             ]
         )
-    body.append(table(headers, rows, numeric=(1, 2, 3, 4, 6), cls="pipelines"))
-    series = []
-    for name, cost in data.cost.pipelines:
         bars = [
             ("GPU-h max", cost.gpu_hours_max, "#90a4c8"),
             ("weighted", cost.weighted_max, "#1f5fbf"),
@@ -95,6 +92,7 @@ def overview(data: SiteData) -> str:
         if cost.expected is not None:
             bars.append(("expected", cost.expected, "#2e7d32"))
         series.append((name, bars))
+    body.append(table(headers, rows, numeric=(1, 2, 3, 4, 6), cls="pipelines"))
     body.append("<h2>GPU-hours per pipeline run</h2>\n")
     body.append(bar_chart("GPU-hours per pipeline run", series))
     body.append(

@@ -46,7 +46,7 @@ from matrixgen.engine.templates import TemplateError
 from matrixgen.pipeline import Generation
 from matrixgen.util.checkout import checkout_top
 from matrixgen.util.escape import markdown_code as code_span  # no content breaks out of it
-from matrixgen.views.table import table
+from matrixgen.views.table import few, table
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
@@ -391,7 +391,7 @@ def check_references(context: ValidationContext) -> Iterator[Finding]:
         gating = [t.target.name for t in in_targets if t.gating]
         names = [t.target.name for t in in_targets]
         hint = f"; nearest: {missing.short_hint}" if missing.hint else ""
-        which = f"gating target(s) {_few(gating)}" if gating else f"target(s) {_few(names)}"
+        which = f"gating target(s) {few(gating, 3)}" if gating else f"target(s) {few(names, 3)}"
         yield Finding(
             location=missing.job.source,
             severity=Severity.ERROR if gating else Severity.WARNING,
@@ -409,12 +409,6 @@ def check_references(context: ValidationContext) -> Iterator[Finding]:
             message=f'reference "{problem.reference}": {problem.message} '
             f"({example.identity}{more})",
         )
-
-
-def _few(names: Sequence[str]) -> str:
-    unique = sorted(set(names))
-    shown = ", ".join(unique[:3])
-    return shown + (f" and {len(unique) - 3} more" if len(unique) > 3 else "")
 
 
 def opt_out_findings(tree: RecipeTree, settings: ReferenceSettings) -> Iterator[Finding]:

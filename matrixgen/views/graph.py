@@ -34,6 +34,7 @@ from matrixgen.engine.model import Job, Target, spec_needs
 from matrixgen.engine.targets import checked_targets
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log, terminal_text
+from matrixgen.views.table import few
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -250,7 +251,7 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
             location=where,
             severity=Severity.ERROR,
             code="graph-missing",
-            message=f'needs "{name}", which is no job of target(s) {_some(in_targets)}',
+            message=f'needs "{name}", which is no job of target(s) {few(in_targets, 4)}',
         )
     for cycle, (where, in_targets) in sorted(cycles.items(), key=lambda kv: kv[1][0]):
         path = " -> ".join(n.split(":", 1)[1] for n in (*cycle, cycle[0]))
@@ -258,7 +259,7 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
             location=where,
             severity=Severity.ERROR,
             code="graph-cycle",
-            message=f"jobs wait for each other: {path} (in {_some(in_targets)})",
+            message=f"jobs wait for each other: {path} (in {few(in_targets, 4)})",
         )
     for where, in_targets in sorted(github_needs.items()):
         yield Finding(
@@ -266,14 +267,8 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
             severity=Severity.WARNING,
             code="graph-github-needs",
             message="the rows of a GitHub matrix cannot wait for each other; "
-            f"these needs are not kept in {_some(sorted(set(in_targets)))}",
+            f"these needs are not kept in {few(in_targets, 4)}",
         )
-
-
-def _some(names: Sequence[str], limit: int = 4) -> str:
-    names = sorted(dict.fromkeys(names))
-    shown = ", ".join(names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 # ---------------------------------------------------------------------------

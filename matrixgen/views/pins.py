@@ -37,10 +37,6 @@ if TYPE_CHECKING:
 SELECTOR_KEYS = ("models", "platforms", "environments")
 
 
-# ---------------------------------------------------------------------------
-# env and argument pins
-
-
 class ValuePin(Struct, frozen=True, kw_only=True):
     """An env and/or argument pin and the jobs it claims to cover."""
 
