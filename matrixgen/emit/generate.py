@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from msgspec import Struct
 
@@ -80,10 +80,6 @@ class TargetOutput(ComparedValue, frozen=True, kw_only=True):
     shards: int  # GitHub: matrices in the file; GitLab: 1 (0 when only a placeholder)
     # Every quarantined job of the target, kept or skipped: (job identity, mark).
     marks: tuple[tuple[str, QuarantineMark], ...] = ()
-    # The jobs of the file as values (what the diff compares).
-    emitted: EmittedTarget | None = None  # not compared
-
-    NOT_COMPARED: ClassVar[frozenset[str]] = frozenset({"emitted"})
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -160,7 +156,6 @@ def emit_target(
             for e in sorted((*emitted.jobs, *emitted.skipped), key=lambda e: e.job.sort_key())
             if e.quarantine is not None
         ),
-        emitted=emitted,
     )
 
 
@@ -241,7 +236,6 @@ _OWNED_NAME = name_pattern(r"[A-Za-z0-9_-][A-Za-z0-9._-]*\.(?:json|yml)")
 class WriteReport(Struct, frozen=True, kw_only=True):
     """What `write_outputs` did in the folder."""
 
-    written: tuple[Path, ...]
     removed: tuple[str, ...] = ()  # files of earlier runs for targets that are gone
     kept: tuple[tuple[str, str], ...] = ()  # (file, why) earlier files left in place
     notes: tuple[str, ...] = ()
@@ -347,11 +341,8 @@ def _write_owned(outputs: list[TargetOutput], out_dir: Path, targets_now: set[st
     now = {name: _digest(body) for name, body in data.items()}
     # Recorded before writing: a run killed half-way never forgets a file it wrote.
     _write_manifest(out_dir, {**earlier, **now})
-    written = []
     for output in outputs:
-        path = out_dir / output.file
-        write_atomic(path, data[output.file])
-        written.append(path)
+        write_atomic(out_dir / output.file, data[output.file])
     removed: list[str] = []
     kept: list[tuple[str, str]] = []
     owned = dict(now)
@@ -382,9 +373,7 @@ def _write_owned(outputs: list[TargetOutput], out_dir: Path, targets_now: set[st
             continue
         removed.append(name)
     _write_manifest(out_dir, owned)
-    return WriteReport(
-        written=tuple(written), removed=tuple(removed), kept=tuple(kept), notes=tuple(notes)
-    )
+    return WriteReport(removed=tuple(removed), kept=tuple(kept), notes=tuple(notes))
 
 
 def _group(target: Target) -> str:

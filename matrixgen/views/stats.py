@@ -230,20 +230,18 @@ def _pipelines(targets: Sequence[TargetStats], config: ProjectConfig) -> list[Pi
         scope = stats.target.selector.scope
         groups.setdefault((system, scope), []).append(stats)
         groups.setdefault((system, None), []).append(stats)
-    out = []
-    for (system, scope), members in sorted(
-        groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "~")
-    ):
-        out.append(
-            PipelineStats(
-                system=system,
-                scope=scope,
-                jobs=_distinct(m.jobs for m in members),
-                targets=tuple(m.target.name for m in members),
-                config=config,
-            )
+    return [
+        PipelineStats(
+            system=system,
+            scope=scope,
+            jobs=_distinct(m.jobs for m in members),
+            targets=tuple(m.target.name for m in members),
+            config=config,
         )
-    return out
+        for (system, scope), members in sorted(
+            groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "~")
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -322,7 +320,6 @@ def _targets_table(stats: Stats) -> str:
     rows = []
     for t in stats.targets:
         d = t.to_dict()
-        q = d["quarantine"]
         rows.append(
             [
                 d["name"],
@@ -331,9 +328,7 @@ def _targets_table(stats: Stats) -> str:
                 d["cadence"] or "",
                 str(d["jobs"]),
                 *[str(d["models"].get(m, 0)) for m in models],
-                str(q["skip"]),
-                str(q["allow-failure"]),
-                str(q["deselect"]),
+                *[str(d["quarantine"][s]) for s in QUARANTINE_STATES],
             ]
         )
     return table(
