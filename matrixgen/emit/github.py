@@ -170,17 +170,12 @@ class GithubMatrix(Struct, frozen=True):
     def rows(self) -> list[dict[str, Any]]:
         return [row for shard in self.shards for row in shard]
 
-    def document(self) -> dict[str, Any]:
-        """The file's shape: a plain matrix, or the sharded form past the limits."""
-        if len(self.shards) <= 1:
-            return {"include": list(self.shards[0]) if self.shards else []}
-        return {
-            "shards": len(self.shards),
-            "matrices": [{"include": list(shard)} for shard in self.shards],
-        }
-
     def text(self) -> str:
-        return compact(self.document()) + "\n"
+        """The file: a plain matrix, or the sharded form past the limits."""
+        matrices = [{"include": list(shard)} for shard in self.shards]
+        if len(matrices) > 1:
+            return compact({"shards": len(matrices), "matrices": matrices}) + "\n"
+        return compact(matrices[0] if matrices else {"include": []}) + "\n"
 
     def outputs(self) -> list[tuple[str, str]]:
         """(name, value) of each step output, in order (see the module docstring)."""

@@ -27,13 +27,13 @@ if TYPE_CHECKING:
     from matrixgen.evidence.store import RunRow
     from matrixgen.evidence.triage import Failure, TriageReport
 
-NO_STORE = (
-    "No results store (--db, $MATRIXGEN_RESULTS_DB, or .matrixgen/results.db): with one, {what}."
-)
-
 
 def _no_store(what: str) -> str:
-    return f'<p class="note no-store">{text(NO_STORE.format(what=what))}</p>\n'
+    note = (
+        "No results store (--db, $MATRIXGEN_RESULTS_DB, or .matrixgen/results.db): "
+        f"with one, {what}."
+    )
+    return f'<p class="note no-store">{text(note)}</p>\n'
 
 
 def _pipelines(targets: Sequence[Target]) -> dict[str, list[Target]]:

@@ -153,12 +153,6 @@ class ReferenceChecker:
             self._hints[rel] = self.listing.shown(near) if near is not None else None
         return self._hints[rel]
 
-    def template_problems(self) -> list[TemplateProblem]:
-        return [
-            TemplateProblem(reference=name, message=message, jobs=tuple(jobs))
-            for (name, message), jobs in sorted(self.problems.items())
-        ]
-
 
 def missing_references(
     settings: ReferenceSettings, jobs: Iterable[Job], listing: ReferenceListing
@@ -285,7 +279,10 @@ def compute_coverage(
         listing=listing,
         targets=tuple(results),
         orphans=tuple(found),
-        problems=tuple(checker.template_problems()),
+        problems=tuple(
+            TemplateProblem(reference=name, message=message, jobs=tuple(jobs))
+            for (name, message), jobs in sorted(checker.problems.items())
+        ),
     )
 
 

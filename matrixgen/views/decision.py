@@ -11,19 +11,16 @@ from matrixgen.util.escape import markdown_code, markdown_text, terminal_text
 from matrixgen.views.table import table
 
 
-def _n_repeat(decision: Decision) -> str:
-    return str(decision.n_repeat) if decision.n_repeat is not None else "recipes' own"
-
-
 def fields(decision: Decision) -> list[tuple[str, str, str]]:
     """(field, value, rule that decided it) in display order."""
     by = decision.set_by
     cadence = decision.cadence if decision.cadence is not None else f"{ANY_CADENCE} (bypassed)"
+    n_repeat = str(decision.n_repeat) if decision.n_repeat is not None else "recipes' own"
     return [
         ("scope", decision.scope, by.get("scope", "")),
         ("cadence", cadence, by.get("cadence", "")),
         ("environment", decision.environment or "each target's own", by.get("environment", "")),
-        ("n_repeat", _n_repeat(decision), by.get("n_repeat", "")),
+        ("n_repeat", n_repeat, by.get("n_repeat", "")),
         ("lightweight", "yes" if decision.lightweight else "no", by.get("lightweight", "")),
     ]
 
