@@ -20,12 +20,12 @@ from matrixgen.emit.common import (
 )
 from matrixgen.emit.github import (
     GithubMatrix,
+    append_github_outputs,
     compact,
     emit_github,
     github_output_text,
     heredoc_delimiter,
     shard_rows,
-    write_github_output,
 )
 from matrixgen.engine.errors import LimitError
 from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
@@ -261,7 +261,7 @@ def test_github_output_appends_and_reads_back(tmp_path: Path, monkeypatch) -> No
     path.write_text("earlier=kept\n")
     monkeypatch.setenv("GITHUB_OUTPUT", str(path))
     matrix = emit_github([make_job(i) for i in range(300)], bare_settings())
-    write_github_output(matrix)
+    append_github_outputs(matrix.outputs())
     parsed = parse_github_output(path.read_text())
     assert parsed.pop("earlier") == "kept"
     assert parsed == dict(matrix.outputs())
@@ -277,12 +277,12 @@ def test_github_output_never_joins_an_unterminated_line(tmp_path: Path, monkeypa
     path.write_bytes(b"earlier=kept")
     monkeypatch.setenv("GITHUB_OUTPUT", str(path))
     matrix = emit_github([make_job(i) for i in range(3)], bare_settings())
-    write_github_output(matrix)
+    append_github_outputs(matrix.outputs())
     parsed = parse_github_output(path.read_text())
     assert parsed.pop("earlier") == "kept"
     assert parsed == dict(matrix.outputs())
     # A file that ends its lines gets no blank line in between.
-    write_github_output(matrix)
+    append_github_outputs(matrix.outputs())
     assert "\n\n" not in path.read_text()
 
 
@@ -290,7 +290,7 @@ def test_github_output_refuses_more_than_1_mb_per_job(tmp_path: Path, monkeypatc
     monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "out"))
     jobs = [make_job(i, args=("y" * 10_000,)) for i in range(150)]
     with pytest.raises(LimitError, match="at most 1,000,000"):
-        write_github_output(emit_github(jobs, bare_settings()))
+        append_github_outputs(emit_github(jobs, bare_settings()).outputs())
     assert not (tmp_path / "out").exists()  # nothing half written
 
 

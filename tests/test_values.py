@@ -26,7 +26,7 @@ NOT_COMPARED: dict[type, set[str]] = {
     Target: {"settings"},
     Entry: {"location"},
     EmittedJob: {"job"},
-    TargetOutput: {"emitted"},
+    TargetOutput: set(),
     Expansion: set(),
     Store: {"migrated", "clock"},
 }

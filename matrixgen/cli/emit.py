@@ -118,7 +118,7 @@ def github(
     (refused, never written through).
     """
     from matrixgen.emit.common import resolve_settings
-    from matrixgen.emit.github import emit_github, write_github_output
+    from matrixgen.emit.github import append_github_outputs, emit_github
     from matrixgen.engine.errors import UsageError
 
     if output is not None and github_output:
@@ -130,7 +130,7 @@ def github(
     settings = resolve_settings(chosen, generation.tree.config, jobs)
     matrix = emit_github(jobs, settings)
     if github_output:
-        path = write_github_output(matrix)
+        path = append_github_outputs(matrix.outputs())
         typer.echo(
             f"{terminal_text(chosen.name)}: {len(matrix.rows)} job(s) in {len(matrix.shards)} "
             f"shard(s) -> {terminal_text(path)}",

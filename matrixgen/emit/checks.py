@@ -4,18 +4,27 @@ twice, and timeouts past a system's cap."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
 from matrixgen.documents.config import ProjectConfig
-from matrixgen.emit.common import EmitSettings, resolve_settings
+from matrixgen.emit.common import (
+    EmitSettings,
+    Unreachable,
+    node_route,
+    resolve_settings,
+    timeout_minutes,
+)
 from matrixgen.emit.registry import emitter_for
-from matrixgen.engine.errors import Finding, Severity
+from matrixgen.engine.errors import Finding, MatrixgenError, Severity
 from matrixgen.engine.model import Job, Target
-from matrixgen.engine.select import select
-from matrixgen.quarantine.model import Entry
+from matrixgen.engine.select import matches, select
+from matrixgen.engine.targets import checked_targets
+from matrixgen.quarantine.apply import apply_quarantine, applying_entries
+from matrixgen.quarantine.model import Entry, load_quarantine
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
@@ -24,8 +33,6 @@ if TYPE_CHECKING:
 def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
     """validate: jobs a GitLab target's child pipeline could not name (two jobs
     left with one name, or a name past 255 characters): `generate` would refuse."""
-    from matrixgen.engine.targets import checked_targets
-
     generation = context.generation  # shares the selections
     severity = Severity.ERROR if context.tree.format_version == 2 else Severity.WARNING
     found: dict[tuple[Any, str], list[str]] = {}
@@ -61,10 +68,6 @@ def unreached(
 ) -> list[Unreached]:
     """Every (node-level entry, target, job) where the entry applies to the job
     but cannot reach its tests (`common.node_route`), in target and job order."""
-    from matrixgen.emit.common import Unreachable, node_route
-    from matrixgen.engine.errors import MatrixgenError
-    from matrixgen.quarantine.apply import apply_quarantine, applying_entries
-
     if not any(e.action.node_level for e in entries):
         return []
     known = {j.test_case for j in jobs}
@@ -94,9 +97,6 @@ def check_node_routes(context: ValidationContext) -> Iterator[Finding]:
     """validate: node-level entries (deselect, mute) that cannot reach the tests
     of a target's job (`common.node_route`): `generate` would refuse. One error
     per entry and target, at the entry's action."""
-    from matrixgen.engine.targets import checked_targets
-    from matrixgen.quarantine.model import load_quarantine
-
     qfile = load_quarantine(context.tree)
     found: dict[tuple[str, str], list[Unreached]] = {}
     for item in unreached(
@@ -127,10 +127,6 @@ def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
     every emitted field are a warning naming every location; copies that differ
     are an error (a warning in a format_version 1 tree, whose generator keeps the
     last one too) naming the locations and the fields: CI could run only one."""
-    from matrixgen.engine.errors import MatrixgenError
-    from matrixgen.engine.select import matches
-    from matrixgen.engine.targets import checked_targets
-
     doubled = [j for j in context.expansion.jobs if j.definitions]
     if not doubled:
         return
@@ -165,17 +161,14 @@ def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
     for where, (names, fields, job) in sorted(found.items()):
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         places = ", ".join(str(w) for w in where)
-        scope = job.shown_scope
+        defined = f"{job.identity} in scope {job.shown_scope} is defined {len(where)} times"
         if not fields:
             yield Finding(
                 location=where[0],
                 severity=Severity.WARNING,
                 code="duplicate-job",
-                message=(
-                    f"{job.identity} in scope {scope} is defined {len(where)} times, at "
-                    f"{places}; the copies agree on everything emitted, so target(s) "
-                    f"{shown} run it once: keep one row"
-                ),
+                message=f"{defined}, at {places}; the copies agree on everything emitted, so "
+                f"target(s) {shown} run it once: keep one row",
             )
             continue
         differences = "; ".join(
@@ -187,17 +180,12 @@ def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
             location=where[0],
             severity=severity,
             code="duplicate-conflict",
-            message=(
-                f"{job.identity} in scope {scope} is defined {len(where)} times and the "
-                f"copies differ ({differences}): target(s) {shown} can run only one; "
-                f"generate uses the last, at {where[-1]}"
-            ),
+            message=f"{defined} and the copies differ ({differences}): target(s) {shown} can "
+            f"run only one; generate uses the last, at {where[-1]}",
         )
 
 
 def _short_value(value: Any) -> str:
-    import json
-
     text = "(unset)" if value is None else json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -206,9 +194,6 @@ def check_timeouts(context: ValidationContext) -> Iterator[Finding]:
     """validate: a job whose timeout (derived from n_repeat x time_limit plus the
     system's overhead, or set) exceeds its system's timeout_cap: CI would cut it
     off, or refuse the job, before its last repeat."""
-    from matrixgen.emit.common import resolve_settings, timeout_minutes
-    from matrixgen.engine.targets import checked_targets
-
     config = context.tree.config
     targets = [t for t in checked_targets(context) if t.settings.get("timeout_cap") is not None]
     if not targets:

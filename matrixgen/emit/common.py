@@ -10,10 +10,11 @@ into text; they never read the config themselves.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar
 
 from msgspec import Struct, field
+from msgspec.structs import replace
 
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.engine.errors import (
@@ -131,8 +132,7 @@ class EmittedJob(ComparedValue, frozen=True, kw_only=True):
     skipped: bool = False
     job: Job  # the job it was emitted from; not compared
 
-    def compared(self) -> tuple:
-        return (self.identity, self.content, self.plain, self.quarantine, self.skipped)
+    NOT_COMPARED: ClassVar[frozenset[str]] = frozenset({"job"})
 
     @property
     def running(self) -> bool:
@@ -167,6 +167,16 @@ def skipped_jobs(jobs: Iterable[Job]) -> tuple[EmittedJob, ...]:
             job=j,
         )
         for j in sorted(jobs, key=Job.sort_key)
+    )
+
+
+def emitted_job(job: Job, emit: Callable[..., Mapping[str, Any]], *args: Any) -> EmittedJob:
+    """A job as `emit(job, *args)` writes it, and as it writes it without its
+    quarantine mark (`EmittedJob.plain`)."""
+    content = emit(job, *args)
+    plain = content if job.quarantine is None else emit(replace(job, quarantine=None), *args)
+    return EmittedJob(
+        identity=job.identity, content=content, plain=plain, quarantine=job.quarantine, job=job
     )
 
 
@@ -289,22 +299,18 @@ def plugin_variables(job: Job, settings: EmitSettings, quarantine_file: str) -> 
     return identity_variables(identity, quarantine_file)
 
 
+def warmup_index(jobs: Sequence[Job]) -> int:
+    """The job of a file the others wait for (`warmup: true`): the first that may
+    not fail, since one that may would hold back every job if it failed."""
+    return next((i for i, j in enumerate(jobs) if not allowed_to_fail(j)), 0)
+
+
 def allowed_to_fail(job: Job) -> bool:
     """The recipe allows it, or an allow-failure quarantine entry applies."""
     mark = job.quarantine
     return job.allow_failure or (
         mark is not None and mark.action == QuarantineAction.ALLOW_FAILURE.value
     )
-
-
-# Selector fields of an ad hoc target checked against the tree: (field, what).
-_TARGET_FIELDS = (
-    ("scope", "scope"),
-    ("platform", "platform"),
-    ("environment", "environment"),
-    ("model", "model"),
-    ("tag", "tag"),
-)
 
 
 def check_ad_hoc_target(
@@ -318,7 +324,8 @@ def check_ad_hoc_target(
     is known)."""
     errors: list[str] = []
     selector = target.selector
-    for key, what in _TARGET_FIELDS:
+    for key in ("scope", "platform", "environment", "model", "tag"):
+        what = key
         value = getattr(selector, key)
         if value is None:
             continue
@@ -328,14 +335,12 @@ def check_ad_hoc_target(
             vocab = config.vocabulary
             values: Iterable[str] | None = None
             if vocab is not None:
-                if key == "scope":
-                    values = vocab.scopes.get(target.system, ())
-                elif key == "platform":
-                    values = vocab.platforms
-                elif key == "environment":
-                    values = vocab.environments
-                else:
-                    values = vocab.models if key == "model" else vocab.tags
+                # Scopes are declared per system; the others as the field's plural.
+                values = (
+                    vocab.scopes.get(target.system, ())
+                    if key == "scope"
+                    else getattr(vocab, key + "s")
+                )
             if values is None:
                 values = used_values(key, jobs)
             else:
@@ -384,7 +389,11 @@ def resolve_settings(
     architecture) and environment, the runner tags on their platform.
     """
     settings: Mapping[str, Any] = target.settings or EMPTY_MAPPING
-    where = _settings_path(target, config)
+    # Where the settings live, for messages.
+    configured = config.target(target.name) is target
+    where: list[str | int] = (
+        ["targets", target.name] if configured else ["systems", target.system.value]
+    )
     selector = target.selector
     pairs = {(j.platform, j.environment) for j in jobs}
     if selector.platform and selector.environment:
@@ -414,6 +423,8 @@ def resolve_settings(
     artifacts = settings.get("artifacts")
     if artifacts is not None and not isinstance(artifacts, Mapping):
         _bad(config, [*where, "artifacts"], "artifacts must be a mapping (paths, when, ...)")
+    external = config.section("graph").get("external")
+    external = external.get(target.system.value) if isinstance(external, Mapping) else None
     return EmitSettings(
         target=target,
         images=images,
@@ -429,22 +440,9 @@ def resolve_settings(
         launcher_forced=launcher is not None,
         warmup=settings.get("warmup") is True,
         artifacts=dict(artifacts) if artifacts is not None else None,
-        external_needs=_external_needs(config, target.system),
+        external_needs=frozenset(n for n in external or () if isinstance(n, str)),
         quarantine_file=quarantine_file or "quarantine.yaml",
     )
-
-
-def _external_needs(config: ProjectConfig, system: System) -> frozenset[str]:
-    external = config.section("graph").get("external")
-    names = external.get(system.value) if isinstance(external, Mapping) else None
-    return frozenset(n for n in names or () if isinstance(n, str))
-
-
-def _settings_path(target: Target, config: ProjectConfig) -> list[str | int]:
-    """Where a target's settings live, for messages."""
-    if config.target(target.name) is target:
-        return ["targets", target.name]
-    return ["systems", target.system.value]
 
 
 def _bad(config: ProjectConfig, keys: list[str | int], message: str) -> None:

@@ -17,6 +17,7 @@ import re
 import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,13 @@ from matrixgen.emit.common import (
     emitted_jobs,
     resolve_settings,
     skipped_jobs,
+)
+from matrixgen.emit.github import (
+    append_github_outputs,
+    check_github_outputs,
+    compact,
+    github_output_path,
+    shard_outputs,
 )
 from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.errors import (
@@ -72,22 +80,6 @@ class TargetOutput(ComparedValue, frozen=True, kw_only=True):
     shards: int  # GitHub: matrices in the file; GitLab: 1 (0 when only a placeholder)
     # Every quarantined job of the target, kept or skipped: (job identity, mark).
     marks: tuple[tuple[str, QuarantineMark], ...] = ()
-    # The jobs of the file as values (what the diff compares).
-    emitted: EmittedTarget | None = None  # not compared
-
-    def compared(self) -> tuple:
-        return (
-            self.target,
-            self.file,
-            self.text,
-            self.jobs,
-            self.allow_failure,
-            self.quarantined,
-            self.deselect,
-            self.skipped,
-            self.shards,
-            self.marks,
-        )
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -164,7 +156,6 @@ def emit_target(
             for e in sorted((*emitted.jobs, *emitted.skipped), key=lambda e: e.job.sort_key())
             if e.quarantine is not None
         ),
-        emitted=emitted,
     )
 
 
@@ -175,8 +166,6 @@ def quarantine_path(root: str) -> str:
         return QUARANTINE_FILENAME
     path = Path(root) / QUARANTINE_FILENAME
     if path.is_absolute():
-        from contextlib import suppress
-
         with suppress(ValueError, OSError):  # outside (or no working folder): as given
             path = path.relative_to(Path.cwd())
     return path.as_posix()
@@ -217,8 +206,6 @@ def generate_into(
     outputs = generate_all(generation, targets, launcher=launcher)
     step_outputs: list[tuple[str, str]] | None = None
     if github_output:
-        from matrixgen.emit.github import check_github_outputs, github_output_path
-
         # The configured targets by name, not in config order as listed: the step
         # outputs keep the bytes they had (workflows read them); --target's order stays.
         ordered = outputs if targets_given else sorted(outputs, key=lambda o: o.target.name)
@@ -236,8 +223,6 @@ def generate_into(
     for name, why in report.kept:
         say(f"matrixgen: {out / name}: {why}")
     if step_outputs is not None:
-        from matrixgen.emit.github import append_github_outputs
-
         append_github_outputs(step_outputs, output_path)
         say(f"step outputs -> {output_path}")
     return outputs
@@ -251,7 +236,6 @@ _OWNED_NAME = name_pattern(r"[A-Za-z0-9_-][A-Za-z0-9._-]*\.(?:json|yml)")
 class WriteReport(Struct, frozen=True, kw_only=True):
     """What `write_outputs` did in the folder."""
 
-    written: tuple[Path, ...]
     removed: tuple[str, ...] = ()  # files of earlier runs for targets that are gone
     kept: tuple[tuple[str, str], ...] = ()  # (file, why) earlier files left in place
     notes: tuple[str, ...] = ()
@@ -357,11 +341,8 @@ def _write_owned(outputs: list[TargetOutput], out_dir: Path, targets_now: set[st
     now = {name: _digest(body) for name, body in data.items()}
     # Recorded before writing: a run killed half-way never forgets a file it wrote.
     _write_manifest(out_dir, {**earlier, **now})
-    written = []
     for output in outputs:
-        path = out_dir / output.file
-        write_atomic(path, data[output.file])
-        written.append(path)
+        write_atomic(out_dir / output.file, data[output.file])
     removed: list[str] = []
     kept: list[tuple[str, str]] = []
     owned = dict(now)
@@ -392,9 +373,7 @@ def _write_owned(outputs: list[TargetOutput], out_dir: Path, targets_now: set[st
             continue
         removed.append(name)
     _write_manifest(out_dir, owned)
-    return WriteReport(
-        written=tuple(written), removed=tuple(removed), kept=tuple(kept), notes=tuple(notes)
-    )
+    return WriteReport(removed=tuple(removed), kept=tuple(kept), notes=tuple(notes))
 
 
 def _group(target: Target) -> str:
@@ -431,23 +410,6 @@ def github_groups(
     return {name: _shards(filled[name]) if name in filled else [] for name in groups}
 
 
-def github_group_outputs(
-    outputs: Sequence[TargetOutput], configured: Sequence[Target]
-) -> list[tuple[str, str]]:
-    """Step outputs per output group: `<group>-shards` and `<group>` (the first
-    matrix; `<group>-1`... past one). A group no generated target fills gets 0
-    shards and an empty matrix, so a workflow can give each group one job, run
-    when its shards are more than 0."""
-    from matrixgen.emit.github import compact
-
-    out: list[tuple[str, str]] = []
-    for name, matrices in github_groups(outputs, configured).items():
-        out.append((f"{name}-shards", str(len(matrices))))
-        out.append((name, compact(matrices[0] if matrices else {"include": []})))
-        out.extend((f"{name}-{i}", compact(m)) for i, m in enumerate(matrices[1:], start=1))
-    return out
-
-
 def github_outputs(
     outputs: Sequence[TargetOutput], configured: Sequence[Target] = ()
 ) -> tuple[list[tuple[str, str]], str | None]:
@@ -461,24 +423,23 @@ def github_outputs(
     - `files`: {name: the file written for it, inside --out};
     - `groups` and `group-shards`: the same per output group (see github_groups);
 
-    then, per group, `<group>-shards` and `<group>` (github_group_outputs). A
-    group whose name is one of the outputs above is a UsageError. When two
-    generated targets fill one group (every target of a tree, pr and mergegroup
-    alike), the group outputs are left out and the note returned says so; the
-    outputs per target hold everything."""
-    from matrixgen.emit.github import compact
-
-    matrices: dict[str, list] = {}
-    shards: dict[str, int] = {}
-    for output in outputs:
-        if not emitter_for(output.target.system).child_pipelines:
-            found = _shards(output)
-            matrices[output.target.name] = found or [{"include": []}]
-            shards[output.target.name] = len(found)
+    then, per group, `<group>-shards` and `<group>` (the first matrix;
+    `<group>-1`... past one; 0 shards and an empty matrix for a group no
+    generated target fills, so a workflow can give each group one job, run when
+    its shards are more than 0). A group whose name is one of the outputs above
+    is a UsageError. When two generated targets fill one group (every target of
+    a tree, pr and mergegroup alike), the group outputs are left out and the
+    note returned says so; the outputs per target hold everything."""
+    empty = [{"include": []}]
+    per_target = {
+        o.target.name: _shards(o)
+        for o in outputs
+        if not emitter_for(o.target.system).child_pipelines
+    }
     fixed = [
         ("targets", compact([o.target.name for o in outputs])),
-        ("matrices", compact(matrices)),
-        ("shards", compact(shards)),
+        ("matrices", compact({name: m or empty for name, m in per_target.items()})),
+        ("shards", compact({name: len(m) for name, m in per_target.items()})),
         ("files", compact({o.target.name: o.file for o in outputs})),
     ]
     try:
@@ -486,10 +447,10 @@ def github_outputs(
     except UsageError as exc:
         return fixed, f"no output group outputs: {exc.message}"
     fixed += [
-        ("groups", compact({g: m or [{"include": []}] for g, m in groups.items()})),
+        ("groups", compact({g: m or empty for g, m in groups.items()})),
         ("group-shards", compact({g: len(m) for g, m in groups.items()})),
     ]
-    per_group = github_group_outputs(outputs, configured)
+    per_group = [out for g, m in groups.items() for out in shard_outputs(f"{g}-shards", g, m)]
     taken = {name for name, _ in fixed}
     clash = sorted({name for name, _ in per_group} & taken)
     if clash:

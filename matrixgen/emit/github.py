@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 from msgspec import Struct
-from msgspec.structs import replace
 
 from matrixgen.emit.common import (
     GITHUB_MAX_MATRIX_ROWS,
@@ -52,6 +51,7 @@ from matrixgen.emit.common import (
     EmittedTarget,
     allowed_to_fail,
     deselected,
+    emitted_job,
     emitted_jobs,
     job_route,
     plugin_variables,
@@ -170,42 +170,29 @@ class GithubMatrix(Struct, frozen=True):
     def rows(self) -> list[dict[str, Any]]:
         return [row for shard in self.shards for row in shard]
 
-    def document(self) -> dict[str, Any]:
-        """The file's shape: a plain matrix, or the sharded form past the limits."""
-        if len(self.shards) <= 1:
-            return {"include": list(self.shards[0]) if self.shards else []}
-        return {
-            "shards": len(self.shards),
-            "matrices": [{"include": list(shard)} for shard in self.shards],
-        }
-
     def text(self) -> str:
-        return compact(self.document()) + "\n"
+        """The file: a plain matrix, or the sharded form past the limits."""
+        matrices = [{"include": list(shard)} for shard in self.shards]
+        if len(matrices) > 1:
+            return compact({"shards": len(matrices), "matrices": matrices}) + "\n"
+        return compact(matrices[0] if matrices else {"include": []}) + "\n"
 
     def outputs(self) -> list[tuple[str, str]]:
         """(name, value) of each step output, in order (see the module docstring)."""
-        out = [("shards", str(len(self.shards)))]
-        first = list(self.shards[0]) if self.shards else []
-        out.append(("matrix", compact({"include": first})))
-        for i, shard in enumerate(self.shards[1:], start=1):
-            out.append((f"matrix-{i}", compact({"include": list(shard)})))
-        return out
+        return shard_outputs("shards", "matrix", [{"include": list(s)} for s in self.shards])
+
+
+def shard_outputs(count: str, name: str, matrices: Sequence[Any]) -> list[tuple[str, str]]:
+    """The step outputs of some matrices: `count` (how many), `name` (the first,
+    `{"include": []}` when none) and `<name>-1`... (the others)."""
+    first = matrices[0] if matrices else {"include": []}
+    rest = ((f"{name}-{i}", compact(m)) for i, m in enumerate(matrices[1:], start=1))
+    return [(count, str(len(matrices))), (name, compact(first)), *rest]
 
 
 def github_jobs(jobs: Iterable[Job], settings: EmitSettings) -> list[EmittedJob]:
     """The emitted jobs of a selection: one matrix row each, in file order."""
-    out = []
-    for job in emitted_jobs(jobs):
-        row = github_row(job, settings)
-        plain = (
-            row if job.quarantine is None else github_row(replace(job, quarantine=None), settings)
-        )
-        out.append(
-            EmittedJob(
-                identity=job.identity, content=row, plain=plain, quarantine=job.quarantine, job=job
-            )
-        )
-    return out
+    return [emitted_job(job, github_row, settings) for job in emitted_jobs(jobs)]
 
 
 def github_matrix(emitted: Sequence[EmittedJob]) -> GithubMatrix:
@@ -273,11 +260,6 @@ def github_output_text(outputs: Sequence[tuple[str, str]]) -> str:
         delimiter = heredoc_delimiter(value)
         parts.append(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
     return "".join(parts)
-
-
-def write_github_output(matrix: GithubMatrix, path: str | None = None) -> Path:
-    """Append the matrix outputs to $GITHUB_OUTPUT (or `path`)."""
-    return append_github_outputs(matrix.outputs(), path)
 
 
 def github_output_path(path: str | None = None) -> str:

@@ -43,14 +43,15 @@ entries cannot reach its tests is an error naming the entries and the target.
 
 from __future__ import annotations
 
+import heapq
 import shlex
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from operator import attrgetter, methodcaller
 from typing import Any
 
 from msgspec import Struct
-from msgspec.structs import replace
 
 from matrixgen.emit.common import (
     DEFAULT_RETRY,
@@ -65,37 +66,36 @@ from matrixgen.emit.common import (
     EmittedTarget,
     allowed_to_fail,
     deselected,
+    emitted_job,
     emitted_jobs,
     job_route,
     plugin_variables,
     quarantine_label,
+    warmup_index,
 )
 from matrixgen.emit.yamltext import dump_yaml
 from matrixgen.engine.errors import Finding, LimitError, RecipeError, Severity
 from matrixgen.engine.model import Job, spec_needs
 
-# Top-level keywords of .gitlab-ci.yml (and `pages`, which deploys a site): a
-# job with one of these names would not be a job.
-RESERVED_NAMES = frozenset(
+# Top-level keys GitLab reads as settings, not jobs: a job keyed so is lost.
+GITLAB_GLOBAL_KEYS = frozenset(
     {
         "after_script",
         "before_script",
         "cache",
         "default",
-        "false",
         "image",
         "include",
-        "nil",
-        "pages",
         "services",
         "spec",
         "stages",
-        "true",
-        "types",
         "variables",
         "workflow",
     }
 )
+# Those, the old `types`, the YAML words GitLab reads as no name, and `pages`
+# (which deploys a site): a job with one of these names would not be a job.
+RESERVED_NAMES = GITLAB_GLOBAL_KEYS | {"types", "true", "false", "nil", "pages"}
 PLACEHOLDER_JOB = "no-jobs-selected"
 FALLBACK_STAGE = "test"
 QUARANTINE_VARIABLE = "MATRIXGEN_QUARANTINE"
@@ -111,15 +111,6 @@ def gitlab_duration(seconds: int) -> str:
     minutes, secs = divmod(rest, 60)
     parts = [f"{v}{unit}" for v, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if v]
     return " ".join(parts)
-
-
-def _name_candidates(job: Job) -> list[str]:
-    """The name of a job, then the same with tag, environment, platform added."""
-    names = [job.name]
-    for extra in (job.tag, job.environment, job.platform):
-        if extra:
-            names.append(f"{names[-1]}_{extra}")
-    return names
 
 
 def assign_names(jobs: Sequence[Job]) -> list[str | None]:
@@ -148,7 +139,11 @@ def assign_names(jobs: Sequence[Job]) -> list[str | None]:
         level += 1
         pending = []
         for i in unnamed:
-            candidates = _name_candidates(jobs[i])
+            # The name, then the same with tag, environment, platform added.
+            candidates = [jobs[i].name]
+            for extra in (jobs[i].tag, jobs[i].environment, jobs[i].platform):
+                if extra:
+                    candidates.append(f"{candidates[-1]}_{extra}")
             if level < len(candidates):  # else no name is left for it
                 pending.append((i, candidates[level]))
     return names
@@ -163,22 +158,19 @@ def name_problems(
         names = assign_names(jobs)
     for job, name in zip(jobs, names, strict=True):
         if name is None:
-            problems.append(
-                (
-                    job,
-                    f"{job.identity} gets no unique GitLab job name (name {job.name!r}), even "
-                    "with tag, environment and platform added: GitLab would keep only one "
-                    "job of each name",
-                )
+            why = (
+                f"{job.identity} gets no unique GitLab job name (name {job.name!r}), even "
+                "with tag, environment and platform added: GitLab would keep only one "
+                "job of each name"
             )
         elif len(name) > GITLAB_MAX_JOB_NAME:
-            problems.append(
-                (
-                    job,
-                    f"the GitLab job name of {job.identity} is {len(name)} characters "
-                    f"(at most {GITLAB_MAX_JOB_NAME}): {name[:80]}...",
-                )
+            why = (
+                f"the GitLab job name of {job.identity} is {len(name)} characters "
+                f"(at most {GITLAB_MAX_JOB_NAME}): {name[:80]}..."
             )
+        else:
+            continue
+        problems.append((job, why))
     return problems
 
 
@@ -187,8 +179,6 @@ def named_as_they_are(jobs: Sequence[Job]) -> bool:
     distinct names, none reserved or hidden (a leading dot), none too long, are
     what `assign_names` gives at its first round, each job its own name. Most
     targets; the others go through `name_problems`."""
-    from operator import attrgetter, methodcaller
-
     names = set(map(attrgetter("name"), jobs))
     return (
         len(names) == len(jobs)
@@ -272,10 +262,7 @@ def job_script(
 
 
 def _variables(job: Job, settings: EmitSettings, route: str | None) -> dict[str, Any]:
-    variables: dict[str, Any] = {}
-    for key, value in job.env:
-        # GitLab expands $NAME in variable values; a value is data, keep it as written.
-        variables[key] = {"value": value, "expand": False} if "$" in value else value
+    variables: dict[str, Any] = {key: yaml_value(value) for key, value in job.env}
     label = quarantine_label(job)
     if label is None:
         return variables
@@ -296,7 +283,8 @@ def _variables(job: Job, settings: EmitSettings, route: str | None) -> dict[str,
 
 
 def yaml_value(value: str) -> Any:
-    """A variable value GitLab must not expand: a label is data."""
+    """A variable value as written: GitLab expands $NAME in values, and an env
+    value or a label is data."""
     return {"value": value, "expand": False} if "$" in value else value
 
 
@@ -337,19 +325,12 @@ def gitlab_jobs(jobs: Iterable[Job], settings: EmitSettings) -> tuple[list[Emitt
     names = job_names(selected)
     common_needs: list[Any] = []
     if settings.parent_job:
-        common_needs.append(
-            {
-                "pipeline": PARENT_PIPELINE_VARIABLE,
-                "job": _needed(settings.parent_job, "parent job"),
-            }
-        )
+        parent = _needed(settings.parent_job, "parent job")
+        common_needs.append({"pipeline": PARENT_PIPELINE_VARIABLE, "job": parent})
     warmup: int | None = None
     if settings.warmup and len(selected) > 1:
-        # A job that may fail would hold back every job if it failed: prefer one that may not.
-        blocking = [i for i, j in enumerate(selected) if not allowed_to_fail(j)]
-        warmup = blocking[0] if blocking else 0
+        warmup = warmup_index(selected)
         _needed(names[warmup], "warm-up job")
-    retry = settings.retry if settings.retry is not None else DEFAULT_RETRY
     emitted_name: dict[str, str] = {}  # a recipe's job name -> its GitLab job name
     for job, name in zip(selected, names, strict=True):
         emitted_name.setdefault(job.name, name)
@@ -372,32 +353,15 @@ def gitlab_jobs(jobs: Iterable[Job], settings: EmitSettings) -> tuple[list[Emitt
         )
         all_needs.append(needs)
     stages = _stage_order(stage_after)
-    out: list[EmittedJob] = []
-    for (job, name), needs in zip(zip(selected, names, strict=True), all_needs, strict=True):
-        content = _job_content(job, name, stage_of[name], needs, retry, settings)
-        plain = content
-        if job.quarantine is not None:
-            unmarked = replace(job, quarantine=None)
-            plain = _job_content(unmarked, name, stage_of[name], needs, retry, settings)
-        out.append(
-            EmittedJob(
-                identity=job.identity,
-                content=content,
-                plain=plain,
-                quarantine=job.quarantine,
-                job=job,
-            )
-        )
+    out = [
+        emitted_job(job, _job_content, name, stage_of[name], needs, settings)
+        for job, name, needs in zip(selected, names, all_needs, strict=True)
+    ]
     return out, stages
 
 
 def _job_content(
-    job: Job,
-    name: str,
-    stage: str,
-    needs: list[Any],
-    retry: Any,
-    settings: EmitSettings,
+    job: Job, name: str, stage: str, needs: list[Any], settings: EmitSettings
 ) -> dict[str, Any]:
     """`{"name": NAME, **the GitLab job}`, keys in the order the file has them."""
     entry: dict[str, Any] = {"name": name, "stage": stage}
@@ -424,39 +388,15 @@ def _job_content(
     ]
     if settings.artifacts:
         entry["artifacts"] = dict(settings.artifacts)
-    entry["retry"] = dict(retry)
+    entry["retry"] = dict(settings.retry if settings.retry is not None else DEFAULT_RETRY)
     if allowed_to_fail(job):
         entry["allow_failure"] = True
     return entry
 
 
-def standalone_content(job: Job, settings: EmitSettings) -> dict[str, Any]:
-    """What the file would hold for a job on its own: its own name, and its
-    recipe's needs as written (no parent job, no warm-up): the emitted fields two
-    definitions of one job are compared on."""
-    retry = settings.retry if settings.retry is not None else DEFAULT_RETRY
-    needs: list[Any] = [wanted for _, wanted in spec_needs(job)]
-    return _job_content(job, job.name, job.model or FALLBACK_STAGE, needs, retry, settings)
-
-
-def pipeline_document(
-    emitted: Sequence[EmittedJob], stages: Sequence[str], settings: EmitSettings
-) -> dict[str, Any]:
-    """The child pipeline that holds emitted jobs (a placeholder job when none)."""
-    if not emitted:
-        return _placeholder(settings)
-    document: dict[str, Any] = {"stages": list(stages)}
-    for e in emitted:
-        name = e.content["name"]
-        document[name] = {k: v for k, v in e.content.items() if k != "name"}
-    return document
-
-
 def _stage_order(stage_after: dict[str, set[str]]) -> list[str]:
     """Stages sorted by name, except that a stage comes after the stages whose jobs
     its jobs need: GitLab refuses a need on a job of a later stage."""
-    import heapq
-
     waiting = {stage: set(before) - {stage} for stage, before in stage_after.items()}
     ready = [stage for stage, before in waiting.items() if not before]
     heapq.heapify(ready)
@@ -506,11 +446,6 @@ def _recipe_needs(
     return out
 
 
-def _comment(text: str) -> str:
-    """A one-line YAML comment whatever the text holds."""
-    return "# " + "".join(ch if ch.isprintable() else "?" for ch in text) + "\n"
-
-
 def emit_gitlab(jobs: Iterable[Job], settings: EmitSettings) -> GitlabPipeline:
     """The child pipeline of a selection; LimitError past GitLab's limits."""
     emitted, stages = gitlab_jobs(jobs, settings)
@@ -520,15 +455,19 @@ def emit_gitlab(jobs: Iterable[Job], settings: EmitSettings) -> GitlabPipeline:
 def gitlab_pipeline(
     emitted: Sequence[EmittedJob], stages: Sequence[str], settings: EmitSettings
 ) -> GitlabPipeline:
-    """The child pipeline file that holds emitted jobs."""
-    document = pipeline_document(emitted, stages, settings)
+    """The child pipeline file that holds emitted jobs (a placeholder job when none)."""
+    document: dict[str, Any] = {"stages": list(stages)} if emitted else _placeholder(settings)
+    for e in emitted:
+        document[e.content["name"]] = {k: v for k, v in e.content.items() if k != "name"}
     names = [e.content["name"] for e in emitted]
     target = settings.target
-    header = _comment(
+    comment = (
         f"matrixgen child pipeline for target {target.name} "
         f"({', '.join(f'{k}={v}' for k, v in target.to_dict().items() if v)}): "
         f"{len(names)} job(s). Generated: do not edit."
     )
+    # One comment line whatever the target's values hold.
+    header = "# " + "".join(ch if ch.isprintable() else "?" for ch in comment) + "\n"
     text = dump_yaml(document, header)
     size = len(text.encode("utf-8"))
     if size > GITLAB_MAX_CHILD_YAML_BYTES:
@@ -556,7 +495,10 @@ class GitlabEmitter:
         return pipeline.text, 1 if pipeline.job_names else 0
 
     def standalone(self, job: Job, settings: EmitSettings) -> dict[str, Any]:
-        return standalone_content(job, settings)
+        """Its own name, and its recipe's needs as written (no parent job, no
+        warm-up): the emitted fields two definitions of one job are compared on."""
+        needs: list[Any] = [wanted for _, wanted in spec_needs(job)]
+        return _job_content(job, job.name, job.model or FALLBACK_STAGE, needs, settings)
 
     def launcher(self, job: Job, settings: EmitSettings) -> str | None:
         return settings.launcher_for(job)

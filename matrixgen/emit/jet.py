@@ -30,8 +30,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct, field
+from msgspec.structs import replace
 
-from matrixgen.engine.errors import UsageError, did_you_mean
+from matrixgen.emit.gitlab import GITLAB_GLOBAL_KEYS, PARENT_PIPELINE_VARIABLE
+from matrixgen.emit.registry import emitter_for
+from matrixgen.emit.yamltext import dump_yaml
+from matrixgen.engine.errors import RecipeError, UsageError, did_you_mean
 from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.select import used_values
 from matrixgen.engine.targets import target_name
@@ -80,24 +84,7 @@ JOB_RETRY: dict[str, Any] = {
 }
 PLACEHOLDER_STAGE = "empty-pipeline-placeholder"
 PLACEHOLDER_JOB = "empty-pipeline-placeholder-job"
-PARENT_PIPELINE = "$PARENT_PIPELINE_ID"
 PARENT_RULE = '$CI_PIPELINE_SOURCE == "parent_pipeline" || $CI_MERGE_REQUEST_ID'
-# Top-level keys GitLab reads as settings, not jobs: a job keyed so is lost.
-GITLAB_GLOBAL_KEYS = frozenset(
-    {
-        "default",
-        "include",
-        "stages",
-        "variables",
-        "workflow",
-        "image",
-        "services",
-        "cache",
-        "before_script",
-        "after_script",
-        "spec",
-    }
-)
 
 
 class JetProfile(Struct, frozen=True, kw_only=True):
@@ -116,16 +103,6 @@ class JetProfile(Struct, frozen=True, kw_only=True):
                 f"{', '.join(known)} (a project config adds more under jet.clusters)"
             )
         return found
-
-
-def jet_profile(
-    runner_tags: Sequence[str] | None, clusters: Mapping[str, str] | None
-) -> JetProfile:
-    """The default profile, with a config's runner tags and clusters applied."""
-    merged = dict(DEFAULT_CLUSTERS)
-    merged.update(clusters or {})
-    tags = tuple(runner_tags) if runner_tags is not None else DEFAULT_RUNNER_TAGS
-    return JetProfile(runner_tags=tags, clusters=merged)
 
 
 class JetCall(Struct, frozen=True, kw_only=True):
@@ -189,12 +166,7 @@ def jet_target(call: JetCall, system: System) -> Target:
     """The place a call asks for: its system, scope, platform, environment and
     cadence (quarantine entries are placed by system and scope)."""
     selector = call.selector()
-    named = Selector(
-        scope=selector.scope,
-        cadence=selector.cadence,
-        environment=selector.environment,
-        platform=selector.platform,
-    )
+    named = replace(selector, tag=None, test_cases=())  # named by its place alone
     return Target(name=target_name(system, named), system=system, selector=selector)
 
 
@@ -237,30 +209,15 @@ def unused_values(call: JetCall, jobs: Sequence[Job]) -> list[Notice]:
             )
     if call.test_cases != "all":
         cases = used_values("test_case", jobs)
-        for name in dict.fromkeys(call.test_cases.split(",")):
-            if name not in cases:
-                notices.append(
-                    Notice(
-                        "unknown-value",
-                        f'--test-cases "{name}" is no test case of any recipe'
-                        f"{did_you_mean(name, cases)}",
-                    )
-                )
+        notices += [
+            Notice(
+                "unknown-value",
+                f'--test-cases "{name}" is no test case of any recipe{did_you_mean(name, cases)}',
+            )
+            for name in dict.fromkeys(call.test_cases.split(","))
+            if name not in cases
+        ]
     return notices
-
-
-def upstream_order(jobs: Sequence[Job], file_order: Mapping[str, int]) -> list[Job]:
-    """The generator's order: by model, then by file (as listed), then by row.
-    Jobs of one row keep their expansion order."""
-    return sorted(
-        jobs,
-        key=lambda j: (
-            j.model,
-            file_order.get(j.recipe, len(file_order)),
-            j.source.line,
-            j.source.column,
-        ),
-    )
 
 
 def call_pipeline(
@@ -270,7 +227,11 @@ def call_pipeline(
     selection (quarantine applied), with the config's `jet` profile; every job
     of the tree is checked for the values the call asks for."""
     jet = generation.tree.config.section("jet")
-    profile = jet_profile(jet.get("runner_tags"), jet.get("clusters"))
+    tags = jet.get("runner_tags")
+    profile = JetProfile(
+        runner_tags=tuple(tags) if tags is not None else DEFAULT_RUNNER_TAGS,
+        clusters={**DEFAULT_CLUSTERS, **(jet.get("clusters") or {})},
+    )
     target = jet_target(call, system)
     chosen = generation.selection(target)
     return jet_pipeline(
@@ -298,27 +259,27 @@ def jet_pipeline(
     applied: `jobs` kept and marked, `skipped` taken out)."""
     check_call(call)
     notices = unused_values(call, all_jobs) if all_jobs else []
-    ordered = upstream_order(jobs, file_order)
+    # The generator's order: by model, then by file (as listed), then by row;
+    # jobs of one row keep their expansion order.
+    last = len(file_order)
+    ordered = sorted(
+        jobs,
+        key=lambda j: (j.model, file_order.get(j.recipe, last), j.source.line, j.source.column),
+    )
     _refuse_unreachable(ordered, target)
+    keys: list[str] = []
     if not ordered:
-        return JetPipeline(
-            document=_placeholder(call, profile),
-            jobs=(),
-            skipped=tuple(skipped),
-            notices=tuple(notices),
-            target=target,
-        )
-    keys, key_notices = job_keys(ordered)
-    notices.extend(key_notices)
-    notices.extend(_allow_failure_notices(ordered, target))
-    cluster_tag = f"cluster/{profile.resolve_cluster(call.cluster)}"
-    document = _pipeline_head(ordered)
-    warmup = keys[0] if call.enable_warmup else None
-    for index, (key, job) in enumerate(zip(keys, ordered, strict=True)):
-        needs: list[dict[str, str]] = [{"pipeline": PARENT_PIPELINE, "job": call.dependent_job}]
-        if warmup is not None and index > 0:
-            needs.append({"job": warmup})
-        document[key] = _job_entry(job, call, profile, cluster_tag, needs)
+        document = _placeholder(call, profile)
+    else:
+        keys, key_notices = job_keys(ordered)
+        notices += [*key_notices, *_allow_failure_notices(ordered, target)]
+        cluster_tag = f"cluster/{profile.resolve_cluster(call.cluster)}"
+        document = _pipeline_head(ordered)
+        for index, (key, job) in enumerate(zip(keys, ordered, strict=True)):
+            needs = [{"pipeline": PARENT_PIPELINE_VARIABLE, "job": call.dependent_job}]
+            if call.enable_warmup and index > 0:
+                needs.append({"job": keys[0]})
+            document[key] = _job_entry(job, call, profile, cluster_tag, needs)
     return JetPipeline(
         document=document,
         jobs=tuple(zip(keys, ordered, strict=True)),
@@ -332,10 +293,8 @@ def _refuse_unreachable(ordered: Sequence[Job], target: Target) -> None:
     """A RecipeError naming each job whose node-level entries its script cannot
     hand to the pytest plugin."""
     unreachable = [j for j in ordered if j.quarantine is not None and j.quarantine.node_ids]
-    unreachable = [j for j in unreachable if not reaches_plugin(_script_text(j))]
+    unreachable = [j for j in unreachable if not reaches_plugin(script_text(j.spec))]
     if unreachable:
-        from matrixgen.engine.errors import RecipeError
-
         lines = [
             f"entry {j.quarantine.id} ({j.quarantine.action}) cannot reach the tests of "  # type: ignore[union-attr]
             f"{j.identity} in target {target.name}: the job's script never sets "
@@ -347,7 +306,7 @@ def _refuse_unreachable(ordered: Sequence[Job], target: Target) -> None:
 
 def _allow_failure_notices(ordered: Sequence[Job], target: Target) -> list[Notice]:
     allowed = [j for j in ordered if j.quarantine and j.quarantine.action == "allow-failure"]
-    if not allowed or _child_pipelines(target.system):
+    if not allowed or emitter_for(target.system).child_pipelines:
         return []
     # A system without child pipelines (GitHub) has its workflow turn this file
     # into its matrix with yq, reading only each job's stage and key:
@@ -405,17 +364,8 @@ def _job_entry(
     }
 
 
-def _child_pipelines(system: System) -> bool:
-    from matrixgen.emit.registry import emitter_for
-
-    return emitter_for(system).child_pipelines
-
-
-def _script_text(job: Job) -> str:
-    return _script_text_of(job.spec)
-
-
-def _script_text_of(spec: Mapping[str, Any]) -> str:
+def script_text(spec: Mapping[str, Any]) -> str:
+    """The shell a recipe's job runs (its setup, then its script)."""
     parts = [spec.get("script_setup"), spec.get("script")]
     return "\n".join(p for p in parts if isinstance(p, str))
 
@@ -430,7 +380,7 @@ def _placeholder(call: JetCall, profile: JetProfile) -> dict[str, Any]:
             "image": f"{call.container_image}:{call.container_tag}",
             "tags": list(profile.runner_tags),
             "timeout": "7 days",
-            "needs": [{"pipeline": PARENT_PIPELINE, "job": call.dependent_job}],
+            "needs": [{"pipeline": PARENT_PIPELINE_VARIABLE, "job": call.dependent_job}],
             "script": ["sleep 1"],
             "artifacts": {"paths": ["results/"], "when": "always"},
             "retry": JOB_RETRY,
@@ -449,12 +399,6 @@ def allow_failure(job: Job, profile: JetProfile) -> Any:
     return job.model in profile.allow_failure_models
 
 
-def _word(value: str) -> str:
-    """A value from a recipe, as one shell word: written bare when it is one
-    already (as the generator writes it), quoted otherwise."""
-    return shlex.quote(value)
-
-
 def launcher_command(job: Job, call: JetCall) -> str:
     """The launcher call of one job: the generator's options, in its order.
 
@@ -466,8 +410,8 @@ def launcher_command(job: Job, call: JetCall) -> str:
     quoted_case = f"'{test_case}'" if "'" not in test_case else shlex.quote(test_case)
     parts = [
         LAUNCHER,
-        f"--model {_word(job.model)}",
-        f"--environment {_word(job.environment)}",
+        f"--model {shlex.quote(job.model)}",
+        f"--environment {shlex.quote(job.environment)}",
         f"--n-repeat {call.n_repeat}",
         f"--time-limit {call.time_limit}",
         f"--scope {call.scope}",
@@ -539,31 +483,24 @@ def job_keys(jobs: Sequence[Job]) -> tuple[list[str], list[Notice]]:
             counter += 1
         if not renamed:
             continue
+        kept_as = ", ".join(f'"{name}" ({job.identity}, {job.source})' for job, name in renamed)
         if kept_plain is None:
-            notices.append(
-                Notice(
-                    "job-key-reserved",
-                    f'test case "{case}" is a GitLab keyword, not a job name: the generator '
-                    f"would write it as a setting and run nothing; kept as "
-                    + ", ".join(
-                        f'"{name}" ({job.identity}, {job.source})' for job, name in renamed
-                    ),
-                )
+            why = (
+                f'test case "{case}" is a GitLab keyword, not a job name: the generator '
+                f"would write it as a setting and run nothing; kept as {kept_as}"
             )
+            notices.append(Notice("job-key-reserved", why))
             continue
         kept = jobs[kept_plain]
-        notices.append(
-            Notice(
-                "job-key-duplicate",
-                f'{len(indexes)} selected jobs share test case "{case}": the generator keeps '
-                f"only the last ({kept.identity}, {kept.source}); kept all, the others as "
-                + ", ".join(f'"{name}" ({job.identity}, {job.source})' for job, name in renamed)
-                + ". The launcher finds a job by test case alone, so it cannot tell them "
-                "apart either: give each its own test case name",
-            )
+        why = (
+            f'{len(indexes)} selected jobs share test case "{case}": the generator keeps '
+            f"only the last ({kept.identity}, {kept.source}); kept all, the others as "
+            f"{kept_as}. The launcher finds a job by test case alone, so it cannot tell "
+            "them apart either: give each its own test case name"
         )
-    if any(k.startswith(".") for k in keys if k):
-        hidden = sorted(k for k in keys if k and k.startswith("."))
+        notices.append(Notice("job-key-duplicate", why))
+    hidden = sorted(k for k in keys if k and k.startswith("."))
+    if hidden:
         notices.append(
             Notice(
                 "job-key-hidden",
@@ -585,6 +522,4 @@ def sorted_document(value: Any) -> Any:
 
 def pipeline_text(pipeline: JetPipeline) -> str:
     """The file a call writes."""
-    from matrixgen.emit.yamltext import dump_yaml
-
     return dump_yaml(sorted_document(pipeline.document))

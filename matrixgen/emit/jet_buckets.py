@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from matrixgen.emit.jet import Notice, _script_text_of
-from matrixgen.engine.errors import Location
+from matrixgen.emit.jet import Notice, script_text
+from matrixgen.engine.errors import Location, RecipeError
 from matrixgen.engine.model import Job, RecipeFile, Selector, Target
 from matrixgen.engine.targets import target_name
 from matrixgen.engine.vocab import DEFAULT_CADENCE, System, resolve_scope
+from matrixgen.quarantine.apply import applying_entries, combined_mark
 from matrixgen.quarantine.jobenv import QUARANTINE_VARIABLE, reaches_plugin
+from matrixgen.util.escape import json_for_log
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
@@ -40,9 +43,6 @@ def bucket_matrix(
     workflow's yq reads every name of every block), less the buckets a skip entry
     takes out of this place. An allow-failure entry cannot be carried by the
     matrix (the workflow reads no such field): it is said, and the bucket runs."""
-    from matrixgen.engine.errors import RecipeError
-    from matrixgen.quarantine.apply import applying_entries, combined_mark
-
     data = recipe.data if isinstance(recipe.data, dict) else {}
     spec = data.get("spec") if isinstance(data.get("spec"), dict) else {}
     names = [
@@ -68,15 +68,14 @@ def bucket_matrix(
             if isinstance(name, str) and entries
             else []
         )
-        if not applying:
-            rows.append({"bucket": name})
-            continue
-        mark = combined_mark(applying)
-        if mark.action == "skip":
+        mark = combined_mark(applying) if applying else None
+        if mark is not None and mark.action == "skip":
             skipped.append((name, mark.id))
             continue
         rows.append({"bucket": name})
-        if mark.node_ids and not reaches_plugin(_script_text_of(spec)):
+        if mark is None:
+            continue
+        if mark.node_ids and not reaches_plugin(script_text(spec)):
             raise RecipeError(
                 f"entry {mark.id} ({mark.action}) cannot reach the tests of bucket {name} in "
                 f"{target.name}: {recipe.path}'s script never sets {QUARANTINE_VARIABLE} for "
@@ -118,10 +117,6 @@ def _bucket_job(
 
 def bucket_text(matrix: BucketMatrix) -> str:
     """Compact JSON on one line, as `jq -c` writes it, safe to print in a log."""
-    import json
-
-    from matrixgen.util.escape import json_for_log
-
     return (
         json_for_log(json.dumps(list(matrix.rows), ensure_ascii=False, separators=(",", ":")))
         + "\n"

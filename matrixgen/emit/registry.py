@@ -33,54 +33,40 @@ if TYPE_CHECKING:
 class Emitter(Protocol):
     """What `generate` and the views need of a system's emitter."""
 
-    @property
-    def suffix(self) -> str:
-        """The ending of a target's file name (`.json`, `.yml`)."""
-        ...
-
-    @property
-    def child_pipelines(self) -> bool:
-        """True: the file is a child pipeline that a job of the parent pipeline
-        triggers (it may need that job; its jobs may wait for each other). False:
-        a matrix that a workflow reads through step outputs, whose rows cannot
-        wait for each other."""
-        ...
-
-    @property
-    def names_jobs(self) -> bool:
-        """The file gives each job a name of its own (`job_names`), which may
-        differ from the job's `name`; False: a job is known by its `name`."""
-        ...
+    # The ending of a target's file name (`.json`, `.yml`).
+    suffix: str
+    # True: the file is a child pipeline that a job of the parent pipeline
+    # triggers (it may need that job; its jobs may wait for each other). False: a
+    # matrix that a workflow reads through step outputs, whose rows cannot wait
+    # for each other.
+    child_pipelines: bool
+    # The file gives each job a name of its own (`job_names`), which may differ
+    # from the job's `name`; False: a job is known by its `name`.
+    names_jobs: bool
 
     def jobs(
         self, jobs: Sequence[Job], settings: EmitSettings
     ) -> tuple[list[EmittedJob], list[str]]:
         """The emitted jobs of a selection, in file order, and the stage order
         (empty where the system has none)."""
-        ...
 
     def file(self, emitted: EmittedTarget, settings: EmitSettings) -> tuple[str, int]:
         """The text of the file that holds a target's emitted jobs, and its shards
         (matrices in the file; 1 for a pipeline, 0 when it holds no job)."""
-        ...
 
     def standalone(self, job: Job, settings: EmitSettings) -> dict[str, Any]:
         """What the file would hold for a job on its own (two definitions of one
         job are compared on it)."""
-        ...
 
     def launcher(self, job: Job, settings: EmitSettings) -> str | None:
         """The command a job's entry runs; None where the file names none (the
         workflow's own step runs a matrix row)."""
-        ...
 
     def job_names(self, jobs: Sequence[Job]) -> list[str | None]:
         """The name each job gets in the file (None where it can get none)."""
-        ...
 
     def name_problems(self, jobs: Sequence[Job]) -> list[tuple[Job, str]]:
         """(job, why) for each job the file could not name."""
-        ...
 
 
 EMITTERS: Final[Mapping[System, Emitter]] = MappingProxyType(

@@ -4,7 +4,6 @@ wherever GitLab's YAML 1.1 reader would read them as something else."""
 from __future__ import annotations
 
 import re
-from functools import cache
 from typing import Any, ClassVar
 
 from matrixgen.util.escape import YAML_WIDTH, yaml_double_quoted, yaml_for_log
@@ -39,13 +38,6 @@ def _style(value: str) -> str | None:
     return None if read_as_text_by_yaml11(value) else "'"
 
 
-@cache
-def _yaml() -> Any:
-    import yaml
-
-    return yaml
-
-
 class _Events:
     """The events PyYAML's SafeDumper emits for plain data (str, bool, int, None,
     list, dict) with sort_keys=False and default_flow_style=False, strings quoted
@@ -58,7 +50,8 @@ class _Events:
     implicit: ClassVar[dict[tuple[str, str], tuple[bool, bool]]] = {}
 
     def __init__(self, emit: Any) -> None:
-        yaml = _yaml()
+        import yaml
+
         self.emit = emit
         self.scalar = yaml.ScalarEvent
         self.resolver = yaml.resolver.Resolver()
@@ -127,7 +120,8 @@ def dump_yaml(document: dict[str, Any], header: str = "") -> str:
     """Stable YAML: key order as built, the C emitter when PyYAML has it."""
     import io
 
-    yaml = _yaml()
+    import yaml
+
     stream = io.StringIO()
     emitter_class = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     emitter = emitter_class(stream, default_flow_style=False, allow_unicode=True, width=YAML_WIDTH)

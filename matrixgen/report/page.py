@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from matrixgen.util.escape import html_attribute, html_text
+from matrixgen.util.escape import html_attribute as attr
+from matrixgen.util.escape import html_text as text
 from matrixgen.views.cost import hours
 
 # What each page is called, in the navigation's order.
@@ -66,14 +67,6 @@ font:12px system-ui,sans-serif}
 .verdict-broken,.verdict-failing{color:var(--fail);font-weight:600}.verdict-flaky{color:var(--rerun);font-weight:600}
 svg text{font:12px system-ui,sans-serif;fill:var(--ink)}
 """
-
-
-def attr(value: object) -> str:
-    return html_attribute(value)
-
-
-def text(value: object) -> str:
-    return html_text(value)
 
 
 def page(name: str, title: str, body: str, *, subtitle: str = "", style: str = "") -> str:

@@ -27,13 +27,13 @@ if TYPE_CHECKING:
     from matrixgen.evidence.store import RunRow
     from matrixgen.evidence.triage import Failure, TriageReport
 
-NO_STORE = (
-    "No results store (--db, $MATRIXGEN_RESULTS_DB, or .matrixgen/results.db): with one, {what}."
-)
-
 
 def _no_store(what: str) -> str:
-    return f'<p class="note no-store">{text(NO_STORE.format(what=what))}</p>\n'
+    note = (
+        "No results store (--db, $MATRIXGEN_RESULTS_DB, or .matrixgen/results.db): "
+        f"with one, {what}."
+    )
+    return f'<p class="note no-store">{text(note)}</p>\n'
 
 
 def _pipelines(targets: Sequence[Target]) -> dict[str, list[Target]]:
@@ -72,13 +72,8 @@ def overview(data: SiteData) -> str:
     ]
     headers = ["pipeline (one run)", "targets", "jobs", "GPU-h max", "weighted"]
     headers += ["GPU-h expected", "quarantined jobs"]
-    rows = []
+    rows, series = [], []
     for name, cost in data.cost.pipelines:
-        expected = (
-            f"{hours(cost.expected)} ({cost.measured_jobs} of {cost.jobs} measured)"
-            if cost.expected is not None
-            else "-"
-        )
         rows.append(
             [
                 text(name),
@@ -86,13 +81,10 @@ def overview(data: SiteData) -> str:
                 f"{cost.jobs:,}",
                 hours(cost.gpu_hours_max),
                 hours(cost.weighted_max),
-                text(expected),
+                text(cost.expected_text()),
                 str(quarantined.get(name, 0)),
             ]
         )
-    body.append(table(headers, rows, numeric=(1, 2, 3, 4, 6), cls="pipelines"))
-    series = []
-    for name, cost in data.cost.pipelines:
         bars = [
             ("GPU-h max", cost.gpu_hours_max, "#90a4c8"),
             ("weighted", cost.weighted_max, "#1f5fbf"),
@@ -100,6 +92,7 @@ def overview(data: SiteData) -> str:
         if cost.expected is not None:
             bars.append(("expected", cost.expected, "#2e7d32"))
         series.append((name, bars))
+    body.append(table(headers, rows, numeric=(1, 2, 3, 4, 6), cls="pipelines"))
     body.append("<h2>GPU-hours per pipeline run</h2>\n")
     body.append(bar_chart("GPU-hours per pipeline run", series))
     body.append(
@@ -125,26 +118,18 @@ def _case(job: Job) -> tuple[str, str, str]:
 
 
 def _cell(jobs: list[Job], skipped: bool) -> str:
-    job = jobs[0]
-    mark = job.quarantine
+    mark = jobs[0].quarantine
     if mark is None:
         return '<td class="run" title="runs">run</td>'
     entry = mark.id
     if skipped:
-        return (
-            f'<td class="skip" title="{attr("skipped by " + entry)}">'
-            f"skip <small>{text(entry)}</small></td>"
-        )
-    if mark.action == "allow-failure":
-        return (
-            f'<td class="allow" title="{attr("runs, allowed to fail by " + entry)}">'
-            f"may fail <small>{text(entry)}</small></td>"
-        )
-    shown = f"runs, {len(mark.node_ids)} node id(s) deselected by {entry}"
-    return (
-        f'<td class="desel" title="{attr(shown)}">-{len(mark.node_ids)} '
-        f"<small>{text(entry)}</small></td>"
-    )
+        cls, title, shown = "skip", f"skipped by {entry}", "skip"
+    elif mark.action == "allow-failure":
+        cls, title, shown = "allow", f"runs, allowed to fail by {entry}", "may fail"
+    else:
+        n = len(mark.node_ids)
+        cls, title, shown = "desel", f"runs, {n} node id(s) deselected by {entry}", f"-{n}"
+    return f'<td class="{cls}" title="{attr(title)}">{shown} <small>{text(entry)}</small></td>'
 
 
 def selection(data: SiteData) -> str:
@@ -249,19 +234,12 @@ def board(data: SiteData) -> str:
             expiry = "never"
         else:
             left = (entry.expires - data.today).days
-            if "expired" in problems.get(entry.id, []):
-                state = "expired"
-                expiry = (
-                    f'{entry.expires.isoformat()} <span class="tag expired">'
-                    f"expired {-left} d ago</span>"
-                )
-            elif "expiring" in problems.get(entry.id, []):
-                state = "expiring"
-                expiry = (
-                    f'{entry.expires.isoformat()} <span class="tag expiring">in {left} d</span>'
-                )
-            else:
-                expiry = f"{entry.expires.isoformat()} (in {left} d)"
+            expiry = f"{entry.expires.isoformat()} (in {left} d)"
+            found = problems.get(entry.id, [])
+            state = next((s for s in ("expired", "expiring") if s in found), "")
+            if state:
+                shown = f"expired {-left} d ago" if state == "expired" else f"in {left} d"
+                expiry = f'{entry.expires.isoformat()} <span class="tag {state}">{shown}</span>'
         jobs = (
             f'<span title="{attr(", ".join(targets))}">'
             f"{len(hits)} in {len(targets)} target(s)</span>"

@@ -24,10 +24,7 @@ class Dropped(Struct, frozen=True, kw_only=True):
 
     @property
     def saved(self) -> Cost:
-        total = Cost()
-        for _, _, cost in self.targets:
-            total = total + cost
-        return total
+        return sum((cost for _, _, cost in self.targets), Cost())
 
     def to_dict(self) -> dict[str, Any]:
         selection = self.selection

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct
 
 from matrixgen.documents.config import ProjectConfig
+from matrixgen.engine.errors import RecipeError
 from matrixgen.engine.model import Job, Target
 from matrixgen.views.stats import fleet
 
@@ -44,16 +45,13 @@ def weight(config: ProjectConfig, platform: str) -> float:
     return 1.0
 
 
-def gpus_of(job: Job) -> int:
-    return (job.nodes if job.nodes is not None else 1) * (job.gpus or 0)
-
-
 def gpu_hours(job: Job, n_repeat: int | None = None, seconds: float | None = None) -> float:
     """The job's GPU-hours: time limit (or `seconds` measured) per repeat."""
     repeats = n_repeat if n_repeat is not None else job.n_repeat
     per_repeat = seconds if seconds is not None else job.time_limit
     try:
-        return gpus_of(job) * per_repeat * repeats / 3600
+        gpus = (job.nodes if job.nodes is not None else 1) * (job.gpus or 0)
+        return gpus * per_repeat * repeats / 3600
     except OverflowError:  # counts too large for a float: refused by compute_cost
         return math.inf
 
@@ -80,6 +78,12 @@ class Cost(Struct, frozen=True, kw_only=True):
             measured_jobs=self.measured_jobs + other.measured_jobs,
             without_gpus=self.without_gpus + other.without_gpus,
         )
+
+    def expected_text(self) -> str:
+        """The expected GPU-hours as tables show them: with how many jobs are measured."""
+        if self.expected is None:
+            return "-"
+        return f"{hours(self.expected)} ({self.measured_jobs} of {self.jobs} measured)"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -237,8 +241,6 @@ def _require_finite(target: Target, cost: Cost) -> None:
     that they overflow is the tree's mistake, said as such (never `Infinity`)."""
     totals = (cost.gpu_hours_max, cost.weighted_max, cost.expected or 0.0)
     if not all(math.isfinite(value) for value in totals):
-        from matrixgen.engine.errors import RecipeError
-
         raise RecipeError(
             f"the GPU-hours of target {target.name} do not fit a number: a job's nodes, "
             "gpus, time_limit or n_repeat, or a platform's gpu_hour_weight, is too large"
@@ -260,16 +262,10 @@ def signed_hours(value: float) -> str:
 
 def render_cost_table(report: CostReport, table: Callable[..., str]) -> str:
     def rows(items: Iterable[tuple[str, Cost]]) -> list[list[str]]:
-        out = []
-        for name, cost in items:
-            row = [name, str(cost.jobs), hours(cost.gpu_hours_max), hours(cost.weighted_max)]
-            row.append(
-                f"{hours(cost.expected)} ({cost.measured_jobs} of {cost.jobs} measured)"
-                if cost.expected is not None
-                else "-"
-            )
-            out.append(row)
-        return out
+        return [
+            [name, str(c.jobs), hours(c.gpu_hours_max), hours(c.weighted_max), c.expected_text()]
+            for name, c in items
+        ]
 
     headers = ["jobs", "GPU-h max", "weighted", "GPU-h expected"]
     parts = [

@@ -32,6 +32,7 @@ from matrixgen.engine.references import (
     ORPHAN_FIELDS,
     ReferenceListing,
     ReferenceSettings,
+    ReferenceTemplate,
     TemplateMatcher,
     is_variant,
     job_opt_out,
@@ -40,10 +41,12 @@ from matrixgen.engine.references import (
     reference_path,
     used_by_dir,
 )
+from matrixgen.engine.targets import resolve_targets
 from matrixgen.engine.templates import TemplateError
 from matrixgen.pipeline import Generation
-from matrixgen.util.escape import markdown_code
-from matrixgen.views.table import table
+from matrixgen.util.checkout import checkout_top
+from matrixgen.util.escape import markdown_code as code_span  # no content breaks out of it
+from matrixgen.views.table import few, table
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
@@ -101,18 +104,21 @@ class ReferenceChecker:
         self._hints: dict[str, str | None] = {}
         self.problems: dict[tuple[str, str], list[Job]] = {}
 
+    def _render(self, template: ReferenceTemplate, job: Job) -> str | None:
+        """The template's path for the job; None (and the problem kept) when it cannot fill it."""
+        try:
+            return reference_path(template, job)
+        except TemplateError as exc:
+            self.problems.setdefault((template.name, str(exc)), []).append(job)
+            return None
+
     def paths(self, job: Job) -> tuple[str, ...]:
         """Every path (relative to the root) the job's templates render to."""
         key = id(job)
         if key not in self._paths:
             self._keep[key] = job
-            found = []
-            for template in self.settings.templates:
-                try:
-                    found.append(reference_path(template, job))
-                except TemplateError as exc:
-                    self.problems.setdefault((template.name, str(exc)), []).append(job)
-            self._paths[key] = tuple(found)
+            rendered = (self._render(t, job) for t in self.settings.templates)
+            self._paths[key] = tuple(p for p in rendered if p is not None)
         return self._paths[key]
 
     def missing(self, job: Job) -> tuple[MissingReference, ...]:
@@ -126,12 +132,8 @@ class ReferenceChecker:
         for template in self.settings.templates:
             if opt_out is not None and opt_out.covers(template.name):
                 continue
-            try:
-                rel = reference_path(template, job)
-            except TemplateError as exc:
-                self.problems.setdefault((template.name, str(exc)), []).append(job)
-                continue
-            if rel in self.listing.files:
+            rel = self._render(template, job)
+            if rel is None or rel in self.listing.files:
                 continue
             found.append(
                 MissingReference(
@@ -150,12 +152,6 @@ class ReferenceChecker:
             near = self.listing.nearest(rel)
             self._hints[rel] = self.listing.shown(near) if near is not None else None
         return self._hints[rel]
-
-    def template_problems(self) -> list[TemplateProblem]:
-        return [
-            TemplateProblem(reference=name, message=message, jobs=tuple(jobs))
-            for (name, message), jobs in sorted(self.problems.items())
-        ]
 
 
 def missing_references(
@@ -193,6 +189,10 @@ class TargetCoverage(Struct, frozen=True, kw_only=True):
         }
 
 
+# What an orphan's path tells of the job it would be for, as reports show it.
+ORPHAN_COLUMNS = ("model", "test_case", "environment", "platform")
+
+
 class Orphan(Struct, frozen=True, kw_only=True):
     path: str  # as shown
     reference: str
@@ -200,7 +200,7 @@ class Orphan(Struct, frozen=True, kw_only=True):
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path}
-        for name in ("model", "test_case", "environment", "platform"):
+        for name in ORPHAN_COLUMNS:
             out[name] = self.fields.get(name)
         return out
 
@@ -279,7 +279,10 @@ def compute_coverage(
         listing=listing,
         targets=tuple(results),
         orphans=tuple(found),
-        problems=tuple(checker.template_problems()),
+        problems=tuple(
+            TemplateProblem(reference=name, message=message, jobs=tuple(jobs))
+            for (name, message), jobs in sorted(checker.problems.items())
+        ),
     )
 
 
@@ -320,22 +323,15 @@ def find_orphans(
 # ---------------------------------------------------------------- reading
 
 
-def repository_top(directory: Path) -> Path:
-    """The top of the git checkout a directory is in; outside one, the
-    directory's parent (the layout of a checkout with the recipes at its top)."""
-    from matrixgen.util.checkout import checkout_top
-
-    return checkout_top(directory) or directory.resolve().parent
-
-
 def read_listing(
     recipes: Path, settings: ReferenceSettings, root: Path | None = None
 ) -> ReferenceListing:
     """The reference tree of a recipe tree on disk: `root` when given (--root),
-    else the configured root below the top of the checkout the recipes are in."""
+    else the configured root below the top of the checkout the recipes are in
+    (outside a checkout, the recipes' parent: a checkout with them at its top)."""
     if root is not None:
         return list_directory(root, settings.prefix, shown_root=_shown(root))
-    top = repository_top(recipes)
+    top = checkout_top(recipes) or recipes.resolve().parent
     directory = top / settings.root if settings.root else top
     return list_directory(directory, settings.prefix, shown_root=_shown(directory))
 
@@ -377,8 +373,6 @@ def check_references(context: ValidationContext) -> Iterator[Finding]:
             message=f"no reference tree at {where} ({listing.where}): no reference is checked",
         )
         return
-    from matrixgen.engine.targets import resolve_targets
-
     generation = context.generation
     targets = resolve_targets(config, generation.jobs)
     coverage = compute_coverage(generation, settings, listing, targets, orphans=False)
@@ -394,7 +388,7 @@ def check_references(context: ValidationContext) -> Iterator[Finding]:
         gating = [t.target.name for t in in_targets if t.gating]
         names = [t.target.name for t in in_targets]
         hint = f"; nearest: {missing.short_hint}" if missing.hint else ""
-        which = f"gating target(s) {_few(gating)}" if gating else f"target(s) {_few(names)}"
+        which = f"gating target(s) {few(gating, 3)}" if gating else f"target(s) {few(names, 3)}"
         yield Finding(
             location=missing.job.source,
             severity=Severity.ERROR if gating else Severity.WARNING,
@@ -412,12 +406,6 @@ def check_references(context: ValidationContext) -> Iterator[Finding]:
             message=f'reference "{problem.reference}": {problem.message} '
             f"({example.identity}{more})",
         )
-
-
-def _few(names: Sequence[str]) -> str:
-    unique = sorted(set(names))
-    shown = ", ".join(unique[:3])
-    return shown + (f" and {len(unique) - 3} more" if len(unique) > 3 else "")
 
 
 def opt_out_findings(tree: RecipeTree, settings: ReferenceSettings) -> Iterator[Finding]:
@@ -458,10 +446,6 @@ def opt_out_findings(tree: RecipeTree, settings: ReferenceSettings) -> Iterator[
 # ---------------------------------------------------------------- rendering
 
 
-def _job(missing: MissingReference) -> str:
-    return str(missing.job.identity)
-
-
 def render_table(coverage: Coverage) -> str:
     """`matrixgen coverage`: targets, then missing references, then orphans."""
     rows = [
@@ -477,24 +461,17 @@ def render_table(coverage: Coverage) -> str:
     out = [table(rows, ["target", "gating", "jobs", "checked", "missing"])]
     if coverage.missing:
         rows = [
-            [t.target.name, _job(m), m.reference, m.path, m.short_hint or "-"]
+            [t.target.name, str(m.job.identity), m.reference, m.path, m.short_hint or "-"]
             for t, m in coverage.missing
         ]
         out.append(f"\nMissing references ({len(rows)})\n")
         out.append(table(rows, ["target", "job", "reference", "looked for", "nearest"]))
     if coverage.orphans:
         rows = [
-            [
-                o.path,
-                *(
-                    o.fields.get(k) or "-"
-                    for k in ("model", "test_case", "environment", "platform")
-                ),
-            ]
-            for o in coverage.orphans
+            [o.path, *(o.fields.get(k) or "-" for k in ORPHAN_COLUMNS)] for o in coverage.orphans
         ]
         out.append(f"\nOrphans: files no job of any target selects ({len(rows)})\n")
-        out.append(table(rows, ["file", "model", "test_case", "environment", "platform"]))
+        out.append(table(rows, ["file", *ORPHAN_COLUMNS]))
     return "".join(out)
 
 
@@ -507,11 +484,6 @@ def summary_line(coverage: Coverage) -> str:
         f"({coverage.gating_missing} in gating targets), {len(coverage.orphans)} orphan(s); "
         f"reference tree {where} ({listing.where}): {len(listing.files)} file(s)"
     )
-
-
-def code_span(text: str) -> str:
-    """A markdown code span that no content can break out of (table cells too)."""
-    return markdown_code(text)
 
 
 def render_markdown(coverage: Coverage) -> str:
@@ -543,8 +515,9 @@ def render_markdown(coverage: Coverage) -> str:
             "| :-- | :-- | :-- | :-- | :-- |",
         ]
         lines += [
-            f"| {code_span(t.target.name)} | {code_span(_job(m))} | {code_span(m.reference)} | "
-            f"{code_span(m.path)} | {code_span(m.short_hint) if m.short_hint else '-'} |"
+            f"| {code_span(t.target.name)} | {code_span(str(m.job.identity))} | "
+            f"{code_span(m.reference)} | {code_span(m.path)} | "
+            f"{code_span(m.short_hint) if m.short_hint else '-'} |"
             for t, m in coverage.missing
         ]
         lines.append("")
@@ -554,12 +527,11 @@ def render_markdown(coverage: Coverage) -> str:
             "| file | model | test case | environment | platform |",
             "| :-- | :-- | :-- | :-- | :-- |",
         ]
-        for o in coverage.orphans:
-            cells = [o.fields.get(k) for k in ("model", "test_case", "environment", "platform")]
-            lines.append(
-                f"| {code_span(o.path)} | "
-                + " | ".join(code_span(c) if c else "-" for c in cells)
-                + " |"
-            )
+        lines += [
+            f"| {code_span(o.path)} | "
+            + " | ".join(code_span(o.fields[k]) if o.fields.get(k) else "-" for k in ORPHAN_COLUMNS)
+            + " |"
+            for o in coverage.orphans
+        ]
         lines.append("")
     return "\n".join(lines) + "\n"

@@ -11,41 +11,29 @@ from matrixgen.util.escape import markdown_code, markdown_text, terminal_text
 from matrixgen.views.table import table
 
 
-def _cell(text: str) -> str:
-    """Text safe inside a Markdown table cell: a label comes from a pull request."""
-    return markdown_text(text)
-
-
-def _plain(text: str) -> str:
-    """Text safe on one terminal line."""
-    return terminal_text(text)
-
-
-def _n_repeat(decision: Decision) -> str:
-    return str(decision.n_repeat) if decision.n_repeat is not None else "recipes' own"
-
-
 def fields(decision: Decision) -> list[tuple[str, str, str]]:
     """(field, value, rule that decided it) in display order."""
     by = decision.set_by
     cadence = decision.cadence if decision.cadence is not None else f"{ANY_CADENCE} (bypassed)"
+    n_repeat = str(decision.n_repeat) if decision.n_repeat is not None else "recipes' own"
     return [
         ("scope", decision.scope, by.get("scope", "")),
         ("cadence", cadence, by.get("cadence", "")),
         ("environment", decision.environment or "each target's own", by.get("environment", "")),
-        ("n_repeat", _n_repeat(decision), by.get("n_repeat", "")),
+        ("n_repeat", n_repeat, by.get("n_repeat", "")),
         ("lightweight", "yes" if decision.lightweight else "no", by.get("lightweight", "")),
     ]
 
 
 def render_table(decision: Decision) -> str:
-    labels = ", ".join(_plain(label) for label in decision.labels) or "none"
-    head = f"{decision.system.value} event {_plain(decision.event)}, labels: {labels}\n"
+    labels = ", ".join(terminal_text(label) for label in decision.labels) or "none"
+    head = f"{decision.system.value} event {terminal_text(decision.event)}, labels: {labels}\n"
     if decision.ignored_labels:
-        ignored = ", ".join(_plain(label) for label in decision.ignored_labels)
+        ignored = ", ".join(terminal_text(label) for label in decision.ignored_labels)
         head += f"ignored labels (no rule names them): {ignored}\n"
     body = table(
-        [[f, _plain(v), _plain(r)] for f, v, r in fields(decision)], ["field", "value", "rule"]
+        [[f, terminal_text(v), terminal_text(r)] for f, v, r in fields(decision)],
+        ["field", "value", "rule"],
     )
     names = [
         [t.name, t.selector.platform or "", t.selector.environment or ""] for t in decision.targets
@@ -55,23 +43,24 @@ def render_table(decision: Decision) -> str:
 
 
 def render_markdown(decision: Decision) -> str:
-    labels = ", ".join(_cell(label) for label in decision.labels) or "none"
+    # Labels and the event come from a pull request: escaped for a table cell.
+    labels = ", ".join(markdown_text(label) for label in decision.labels) or "none"
     lines = [
-        f"### matrixgen decision: {decision.system.value} event {_cell(decision.event)}",
+        f"### matrixgen decision: {decision.system.value} event {markdown_text(decision.event)}",
         "",
         f"Labels: {labels}.",
         "",
         "| field | value | rule |",
         "| :-- | :-- | :-- |",
     ]
-    lines += [f"| {f} | {_cell(v)} | {_cell(r)} |" for f, v, r in fields(decision)]
+    lines += [f"| {f} | {markdown_text(v)} | {markdown_text(r)} |" for f, v, r in fields(decision)]
     lines += [
         "",
         f"**{len(decision.targets)} target(s):** "
         + (", ".join(markdown_code(t.name) for t in decision.targets) or "none"),
     ]
     if decision.ignored_labels:
-        ignored = ", ".join(_cell(label) for label in decision.ignored_labels)
+        ignored = ", ".join(markdown_text(label) for label in decision.ignored_labels)
         lines += ["", f"Ignored labels (no rule names them): {ignored}."]
     return "\n".join(lines) + "\n"
 

@@ -20,21 +20,26 @@ skips the needed job in a target) and cycles. networkx is imported only here.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import compress, repeat
+from operator import attrgetter, contains
 from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct, field
 
 from matrixgen.documents.config import ProjectConfig
+from matrixgen.emit.common import emitted_jobs, warmup_index
+from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.errors import Finding, Location, Severity
 from matrixgen.engine.model import Job, Target, spec_needs
+from matrixgen.engine.targets import checked_targets
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log, terminal_text
+from matrixgen.views.table import few
 
 if TYPE_CHECKING:
     import networkx as nx
 
     from matrixgen.engine.context import ValidationContext
-    from matrixgen.engine.load import RecipeTree
     from matrixgen.pipeline import Generation
 
 KIND_ORDER = {"parent": 0, "build": 1, "external": 2, "job": 3, "missing": 4}
@@ -74,18 +79,11 @@ def warmup_job(jobs: Sequence[Job], target: Target | None) -> Job | None:
     one: the first job the emitter writes that may not fail."""
     if target is None or target.settings.get("warmup") is not True:
         return None
-    from matrixgen.emit.common import allowed_to_fail, emitted_jobs
-
     emitted = emitted_jobs(jobs)
-    if len(emitted) < 2:
-        return None
-    blocking = [j for j in emitted if not allowed_to_fail(j)]
-    return blocking[0] if blocking else emitted[0]
+    return emitted[warmup_index(emitted)] if len(emitted) > 1 else None
 
 
 def parent_job(target: Target | None) -> str | None:
-    from matrixgen.emit.registry import emitter_for
-
     if target is None or not emitter_for(target.system).child_pipelines:
         return None
     name = target.settings.get("parent_job")
@@ -137,18 +135,14 @@ def build_graph(
     )
     for job in jobs:
         for index, name in spec_needs(job):
-            need = Need(job=job, name=name, index=index, kind="needs")
             if name in by_name:
                 graph.add_edge(job_node(by_name[name]), job_node(job), kind="needs")
-            elif name in externals:
-                node = f"external:{name}"
-                graph.add_node(node, kind="external", label=name)
-                graph.add_edge(node, job_node(job), kind="needs")
-            else:
-                node = f"missing:{name}"
-                graph.add_node(node, kind="missing", label=name)
-                graph.add_edge(node, job_node(job), kind="needs")
-                result.missing.append(need)
+                continue
+            kind = "external" if name in externals else "missing"
+            graph.add_node(f"{kind}:{name}", kind=kind, label=name)
+            graph.add_edge(f"{kind}:{name}", job_node(job), kind="needs")
+            if kind == "missing":
+                result.missing.append(Need(job=job, name=name, index=index, kind="needs"))
     warm = warmup_job(jobs, target)
     if warm is not None:
         graph.nodes[job_node(warm)]["warmup"] = True
@@ -202,9 +196,6 @@ def tree_graph(generation: Generation) -> JobGraph:
 def _any_needs(jobs: Sequence[Job]) -> bool:
     """`any(spec_needs(j) for j in jobs)`: a needs list with a template in it
     (whether it renders or not), tested in C for the jobs without one."""
-    from itertools import compress, repeat
-    from operator import attrgetter, contains
-
     specs = list(map(attrgetter("spec"), jobs))
     needs = (s["needs"] for s in compress(specs, map(contains, specs, repeat("needs"))))
     return any(isinstance(n, list) and any(isinstance(t, str) for t in n) for n in needs)
@@ -214,16 +205,21 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
     """validate: needs that resolve to no job in a target, and cycles."""
     if not _any_needs(context.expansion.jobs):
         return  # warm-up and parent edges alone can neither dangle nor close a cycle
-    from matrixgen.emit.registry import emitter_for
-    from matrixgen.engine.targets import checked_targets
-
     generation = context.generation
     config = context.tree.config
     targets = checked_targets(context)
     missing: dict[tuple[Location, str], list[str]] = {}
     cycles: dict[tuple[str, ...], tuple[Location, list[str]]] = {}
     github_needs: dict[Location, list[str]] = {}
-    locate = _NeedLocator(context.tree)
+    files = {f.rel: f for f in context.tree.files}
+
+    def locate(need: Need) -> Location:
+        """spec.needs[i] of the job's recipe, else the job's row."""
+        recipe = files.get(need.job.recipe)
+        if recipe is None or need.index < 0:
+            return need.job.source
+        return recipe.document.locate(["spec", "needs", need.index])
+
     for target in targets:
         selection = generation.selection(target)
         skipped_names = {j.name: j for j in selection.skipped}
@@ -255,7 +251,7 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
             location=where,
             severity=Severity.ERROR,
             code="graph-missing",
-            message=f'needs "{name}", which is no job of target(s) {_some(in_targets)}',
+            message=f'needs "{name}", which is no job of target(s) {few(in_targets, 4)}',
         )
     for cycle, (where, in_targets) in sorted(cycles.items(), key=lambda kv: kv[1][0]):
         path = " -> ".join(n.split(":", 1)[1] for n in (*cycle, cycle[0]))
@@ -263,7 +259,7 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
             location=where,
             severity=Severity.ERROR,
             code="graph-cycle",
-            message=f"jobs wait for each other: {path} (in {_some(in_targets)})",
+            message=f"jobs wait for each other: {path} (in {few(in_targets, 4)})",
         )
     for where, in_targets in sorted(github_needs.items()):
         yield Finding(
@@ -271,27 +267,8 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
             severity=Severity.WARNING,
             code="graph-github-needs",
             message="the rows of a GitHub matrix cannot wait for each other; "
-            f"these needs are not kept in {_some(sorted(set(in_targets)))}",
+            f"these needs are not kept in {few(in_targets, 4)}",
         )
-
-
-def _some(names: Sequence[str], limit: int = 4) -> str:
-    names = sorted(dict.fromkeys(names))
-    shown = ", ".join(names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
-class _NeedLocator:
-    """spec.needs[i] of the job's recipe, else the job's row."""
-
-    def __init__(self, tree: RecipeTree) -> None:
-        self.files = {f.rel: f for f in tree.files}
-
-    def __call__(self, need: Need) -> Location:
-        recipe = self.files.get(need.job.recipe)
-        if recipe is None or need.index < 0:
-            return need.job.source
-        return recipe.document.locate(["spec", "needs", need.index])
 
 
 # ---------------------------------------------------------------------------
@@ -332,15 +309,30 @@ def _mermaid_text(text: str) -> str:
     return terminal_text(text).replace('"', "#quot;")
 
 
+# The mermaid class of each kind of node (and of the warm-up job), in the order written.
+MERMAID_STYLES = {
+    "build": "fill:#e8f0fe,stroke:#4a6fa5",
+    "parent": "fill:#f3e8fd,stroke:#7a4aa5",
+    "missing": "fill:#fde8e8,stroke:#c0392b,stroke-dasharray:4",
+    "external": "fill:#f0f0f0,stroke:#777",
+    "warmup": "fill:#fff4d6,stroke:#b8860b",
+}
+
+
 def to_mermaid(result: JobGraph) -> str:
     graph = result.graph
     order = {node: i for i, node in enumerate(_sorted_nodes(graph))}
     ids = {node: f"n{i}" for node, i in order.items()}
     lines = ["flowchart LR"]
+    classes: dict[str, list[str]] = {name: [] for name in MERMAID_STYLES}
     for node, nid in ids.items():
         attrs = graph.nodes[node]
         label = attrs["label"]
         kind = attrs["kind"]
+        if kind in classes:
+            classes[kind].append(nid)
+        if attrs.get("warmup"):
+            classes["warmup"].append(nid)
         if kind == "build":
             label = f"build {label}"
         elif kind == "parent":
@@ -354,23 +346,9 @@ def to_mermaid(result: JobGraph) -> str:
     for a, b in sorted(graph.edges, key=lambda e: (order[e[0]], order[e[1]])):
         arrow = "-.->" if graph.edges[a, b]["kind"] in ("parent", "build") else "-->"
         lines.append(f"  {ids[a]} {arrow} {ids[b]}")
-    classes = {"build": [], "parent": [], "missing": [], "external": [], "warmup": []}
-    for node, nid in ids.items():
-        attrs = graph.nodes[node]
-        if attrs["kind"] in classes:
-            classes[attrs["kind"]].append(nid)
-        if attrs.get("warmup"):
-            classes["warmup"].append(nid)
-    styles = {
-        "build": "fill:#e8f0fe,stroke:#4a6fa5",
-        "parent": "fill:#f3e8fd,stroke:#7a4aa5",
-        "missing": "fill:#fde8e8,stroke:#c0392b,stroke-dasharray:4",
-        "external": "fill:#f0f0f0,stroke:#777",
-        "warmup": "fill:#fff4d6,stroke:#b8860b",
-    }
     for name, members in classes.items():
         if members:
-            lines.append(f"  classDef {name} {styles[name]}")
+            lines.append(f"  classDef {name} {MERMAID_STYLES[name]}")
             lines.append(f"  class {','.join(members)} {name}")
     return "\n".join(lines) + "\n"
 

@@ -148,14 +148,7 @@ def image_pins(config: ProjectConfig) -> list[ImagePin]:
 def _settings_pin(where: tuple[str, str], image: str, system: str, env: str | None) -> ImagePin:
     """The `image` of a system's or a target's settings, every architecture."""
     repo, tag = _split_image(image)
-    return ImagePin(
-        keys=(*where, "image"),
-        system=system,
-        environment=env,
-        arch=None,
-        repository=repo,
-        tag=tag,
-    )
+    return _pin({"repository": repo, "tag": tag}, (*where, "image"), system, env, None)
 
 
 def version_pattern(config: ProjectConfig) -> re.Pattern[str] | None:
@@ -221,23 +214,6 @@ def image_status(config: ProjectConfig) -> list[ImageStatus]:
     return out
 
 
-def image_for(
-    config: ProjectConfig, system: str, environment: str | None, platform: str
-) -> ImagePin | None:
-    """The pin a job of this system, environment and platform runs in: the
-    environment's own pin first, then the system's, for the platform's arch."""
-    arch = config.platform_info(platform).get("arch")
-    candidates = [
-        p
-        for p in image_pins(config)
-        if p.keys[0] == "images" and p.system == system and p.arch in (None, arch)
-    ]
-    for pin in candidates:
-        if environment is not None and pin.environment == environment:
-            return pin
-    return next((p for p in candidates if p.environment is None), None)
-
-
 def check_images(context: ValidationContext) -> Iterator[Finding]:
     """validate: image pins agree; every configured target has an image for its arch."""
     config = context.tree.config
@@ -257,13 +233,21 @@ def check_images(context: ValidationContext) -> Iterator[Finding]:
             yield pin_error(config.locate(where), "pin-image", status.problem)
     if not images:
         return
+    pins = [p for p in image_pins(config) if p.keys[0] == "images"]
     for target in config.targets:
         platform = target.selector.platform or ""
         system = target.system.value
         if target.settings.get("image") is not None:
             continue
-        if image_for(config, system, target.selector.environment, platform) is None:
-            arch = config.platform_info(platform).get("arch")
+        # A job runs in its environment's own pin, else the system's, for its arch.
+        arch = config.platform_info(platform).get("arch")
+        env = target.selector.environment
+        if not any(
+            p.system == system
+            and p.arch in (None, arch)
+            and (p.environment is None or (env is not None and p.environment == env))
+            for p in pins
+        ):
             fix = (
                 f"add images.{system}.{arch}"
                 if arch in ARCHES

@@ -37,10 +37,6 @@ if TYPE_CHECKING:
 SELECTOR_KEYS = ("models", "platforms", "environments")
 
 
-# ---------------------------------------------------------------------------
-# env and argument pins
-
-
 class ValuePin(Struct, frozen=True, kw_only=True):
     """An env and/or argument pin and the jobs it claims to cover."""
 
@@ -54,10 +50,8 @@ class ValuePin(Struct, frozen=True, kw_only=True):
     reason: str = ""
 
     def covers(self, job: Job) -> bool:
-        for key, value in (
-            ("models", job.model),
-            ("platforms", job.platform),
-            ("environments", job.environment),
+        for key, value in zip(
+            SELECTOR_KEYS, (job.model, job.platform, job.environment), strict=True
         ):
             wanted = getattr(self, key)
             if wanted is not None and value not in wanted:
@@ -66,12 +60,6 @@ class ValuePin(Struct, frozen=True, kw_only=True):
                 return False
         globs = self.exclude.get("test_cases", ())
         return not any(fnmatch.fnmatchcase(job.test_case, g) for g in globs)
-
-    def describe(self) -> str:
-        parts = [f"{k}={v}" for k, v in self.env]
-        if self.args:
-            parts.append(shlex.join(self.args))
-        return ", ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,24 +81,21 @@ class PinProblem(Struct, frozen=True):
     message: str
 
 
-def env_text(value: Any) -> str:
-    """As expansion stores env values: booleans as true/false, the rest as text."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def value_pins(config: ProjectConfig) -> list[ValuePin]:
     out: list[ValuePin] = []
     for name, raw in sorted(config.section("pins").items()):
         if not isinstance(raw, Mapping):
             continue
         env = raw.get("env") if isinstance(raw.get("env"), Mapping) else {}
+        # As expansion stores env values: booleans as true/false, the rest as text.
+        pairs = [
+            (str(k), str(v).lower() if isinstance(v, bool) else str(v)) for k, v in env.items()
+        ]
         exclude_raw = raw.get("exclude") if isinstance(raw.get("exclude"), Mapping) else {}
         out.append(
             ValuePin(
                 name=str(name),
-                env=tuple(sorted((str(k), env_text(v)) for k, v in env.items())),
+                env=tuple(sorted(pairs)),
                 args=tuple(str(a) for a in raw.get("args") or ()),
                 models=_names(raw.get("models")),
                 platforms=_names(raw.get("platforms")),
@@ -290,14 +275,9 @@ def _selector_findings(config: ProjectConfig, pins: Sequence[ValuePin]) -> Itera
     vocab = config.vocabulary
     if vocab is None:
         return
-    known: dict[str, frozenset[str] | None] = {
-        "models": vocab.models,
-        "platforms": vocab.platforms,
-        "environments": vocab.environments,
-    }
     for pin in pins:
-        for key in SELECTOR_KEYS:
-            allowed = known[key]
+        for key in SELECTOR_KEYS:  # named as the vocabulary's fields
+            allowed: frozenset[str] | None = getattr(vocab, key)
             if allowed is None:
                 continue
             for where, values in (

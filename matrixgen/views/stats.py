@@ -30,6 +30,7 @@ from msgspec import Struct
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.engine.errors import Finding, Severity, UsageError, did_you_mean
 from matrixgen.engine.model import Job, JobId, Target
+from matrixgen.views.table import table
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
@@ -39,23 +40,21 @@ UNIT_TEST_MODEL = "unit-tests"
 QUARANTINE_STATES = ("skip", "allow-failure", "deselect")
 
 
-def excluded_by_default(config: ProjectConfig) -> list[str]:
-    """Platforms the config says not to count (`counted: false`)."""
-    return sorted(
-        p
-        for p, info in config.section("platforms").items()
-        if isinstance(info, Mapping) and info.get("counted") is False
-    )
-
-
 def fleet(config: ProjectConfig, platform: str) -> str:
     """The platform a platform is an alias of (followed to the end), else itself."""
+    return _alias_chain(config, platform)[0]
+
+
+def _alias_chain(config: ProjectConfig, platform: str) -> tuple[str, bool]:
+    """Where a platform's `alias_of` chain ends, and whether it loops back."""
     seen = {platform}
     current = platform
     while True:
         alias = config.platform_info(current).get("alias_of")
-        if not isinstance(alias, str) or alias in seen:
-            return current
+        if not isinstance(alias, str):
+            return current, False
+        if alias in seen:
+            return current, True
         seen.add(alias)
         current = alias
 
@@ -179,14 +178,20 @@ def compute_stats(
     all_platforms: bool = False,
 ) -> Stats:
     config = generation.tree.config
-    known = _known_platforms(config, generation.jobs)
+    vocab = config.vocabulary
+    known = {j.platform for j in generation.jobs} | set(vocab.platforms if vocab else ())
     for platform in exclude:
         if platform not in known:
             raise UsageError(
                 f'--exclude-platform "{platform}": no such platform'
                 f"{did_you_mean(platform, known)}; known: {', '.join(sorted(known))}"
             )
-    excluded = set(exclude) | (set() if all_platforms else set(excluded_by_default(config)))
+    excluded = set(exclude)
+    if not all_platforms:  # and the platforms the config says not to count
+        platforms = config.section("platforms").items()
+        excluded |= {
+            p for p, info in platforms if isinstance(info, Mapping) and info.get("counted") is False
+        }
     counted: list[TargetStats] = []
     left_out: list[str] = []
     for target in targets:
@@ -218,13 +223,6 @@ def not_counted(stats: Stats) -> str | None:
     return line + " (--all-platforms counts them)"
 
 
-def _known_platforms(config: ProjectConfig, jobs: Iterable[Job]) -> set[str]:
-    known = {j.platform for j in jobs}
-    if config.vocabulary is not None:
-        known |= set(config.vocabulary.platforms)
-    return known
-
-
 def _pipelines(targets: Sequence[TargetStats], config: ProjectConfig) -> list[PipelineStats]:
     groups: dict[tuple[str, str | None], list[TargetStats]] = {}
     for stats in targets:
@@ -232,20 +230,18 @@ def _pipelines(targets: Sequence[TargetStats], config: ProjectConfig) -> list[Pi
         scope = stats.target.selector.scope
         groups.setdefault((system, scope), []).append(stats)
         groups.setdefault((system, None), []).append(stats)
-    out = []
-    for (system, scope), members in sorted(
-        groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "~")
-    ):
-        out.append(
-            PipelineStats(
-                system=system,
-                scope=scope,
-                jobs=_distinct(m.jobs for m in members),
-                targets=tuple(m.target.name for m in members),
-                config=config,
-            )
+    return [
+        PipelineStats(
+            system=system,
+            scope=scope,
+            jobs=_distinct(m.jobs for m in members),
+            targets=tuple(m.target.name for m in members),
+            config=config,
         )
-    return out
+        for (system, scope), members in sorted(
+            groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "~")
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -260,54 +256,35 @@ def check_platforms(context: ValidationContext) -> Iterable[Finding]:
     platforms = config.section("platforms")
     if vocab is None or not platforms:
         return []
-    findings = []
+    findings: list[Finding] = []
+
+    def error(keys: list[str | int], message: str) -> None:
+        location = config.locate(keys)
+        findings.append(
+            Finding(location=location, severity=Severity.ERROR, code="platform", message=message)
+        )
+
     for name, info in sorted(platforms.items()):
         if name not in vocab.platforms:
-            findings.append(
-                Finding(
-                    location=config.locate(["platforms", name]),
-                    severity=Severity.ERROR,
-                    code="platform",
-                    message=f'platforms: "{name}" is not in vocabulary.platforms'
-                    f"{did_you_mean(name, vocab.platforms)}",
-                )
+            error(
+                ["platforms", name],
+                f'platforms: "{name}" is not in vocabulary.platforms'
+                f"{did_you_mean(name, vocab.platforms)}",
             )
         alias = info.get("alias_of") if isinstance(info, Mapping) else None
         if alias is None:
             continue
         if alias == name or alias not in vocab.platforms:
-            findings.append(
-                Finding(
-                    location=config.locate(["platforms", name, "alias_of"]),
-                    severity=Severity.ERROR,
-                    code="platform",
-                    message=f'platforms.{name}.alias_of: "{alias}" must be another platform'
-                    f"{did_you_mean(alias, vocab.platforms - {name})}",
-                )
+            error(
+                ["platforms", name, "alias_of"],
+                f'platforms.{name}.alias_of: "{alias}" must be another platform'
+                f"{did_you_mean(alias, vocab.platforms - {name})}",
             )
-        elif _loops(config, name):
-            findings.append(
-                Finding(
-                    location=config.locate(["platforms", name, "alias_of"]),
-                    severity=Severity.ERROR,
-                    code="platform",
-                    message=f"platforms.{name}.alias_of: aliases form a loop",
-                )
+        elif _alias_chain(config, name)[1]:
+            error(
+                ["platforms", name, "alias_of"], f"platforms.{name}.alias_of: aliases form a loop"
             )
     return findings
-
-
-def _loops(config: ProjectConfig, platform: str) -> bool:
-    seen = {platform}
-    current = platform
-    while True:
-        alias = config.platform_info(current).get("alias_of")
-        if not isinstance(alias, str):
-            return False
-        if alias in seen:
-            return True
-        seen.add(alias)
-        current = alias
 
 
 # ---------------------------------------------------------------------------
@@ -315,8 +292,6 @@ def _loops(config: ProjectConfig, platform: str) -> bool:
 
 
 def render_table(stats: Stats) -> str:
-    from matrixgen.views.table import table
-
     out = ["Targets (jobs before quarantine; skip/allow-failure/deselect: quarantined)"]
     out.append(_targets_table(stats))
     out.append("Pipelines (distinct jobs over their targets; cases = functional jobs)")
@@ -341,13 +316,10 @@ def render_table(stats: Stats) -> str:
 
 def _targets_table(stats: Stats) -> str:
     """A row per target: its jobs, per model, and quarantined."""
-    from matrixgen.views.table import table
-
     models = sorted({m for t in stats.targets for m in t.models()})
     rows = []
     for t in stats.targets:
         d = t.to_dict()
-        q = d["quarantine"]
         rows.append(
             [
                 d["name"],
@@ -356,9 +328,7 @@ def _targets_table(stats: Stats) -> str:
                 d["cadence"] or "",
                 str(d["jobs"]),
                 *[str(d["models"].get(m, 0)) for m in models],
-                str(q["skip"]),
-                str(q["allow-failure"]),
-                str(q["deselect"]),
+                *[str(d["quarantine"][s]) for s in QUARANTINE_STATES],
             ]
         )
     return table(
@@ -379,8 +349,6 @@ def _targets_table(stats: Stats) -> str:
 
 def _pipelines_table(stats: Stats) -> str:
     """A row per pipeline: its cases by fleet and platform, unit-test jobs, quarantined."""
-    from matrixgen.views.table import table
-
     rows = []
     for p in stats.pipelines:
         d = p.to_dict()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TypeVar
 
 from matrixgen.util.escape import terminal_text
@@ -51,6 +51,13 @@ def table_of_columns(columns: Sequence[Sequence[object]], headers: Sequence[str]
     lines.append("  ".join("-" * w for w in widths))
     lines += map(str.rstrip, map("  ".join, zip(*padded_columns, strict=True)))
     return "\n".join(lines) + "\n"
+
+
+def few(names: Iterable[str], limit: int) -> str:
+    """The distinct names, sorted, the first `limit` of them written out: `a, b and 3 more`."""
+    unique = sorted(set(names))
+    shown = ", ".join(unique[:limit])
+    return shown + (f" and {len(unique) - limit} more" if len(unique) > limit else "")
 
 
 def each_shown(values: Sequence[_Value], show: Callable[[_Value], str]) -> list[str]:
