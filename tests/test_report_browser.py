@@ -72,7 +72,21 @@ def _report(recipes: Path, out: Path, *extra: str) -> Path:
 def sites(
     tmp_path_factory: pytest.TempPathFactory, evidence_store: Path, triage_evidence_store: Path
 ) -> dict[str, Path]:
+    # A module fixture cannot take monkeypatch: the day is set, and put back.
+    before = os.environ.get("MATRIXGEN_TODAY")
     os.environ["MATRIXGEN_TODAY"] = TODAY
+    try:
+        return _sites(tmp_path_factory, evidence_store, triage_evidence_store)
+    finally:
+        if before is None:
+            os.environ.pop("MATRIXGEN_TODAY", None)
+        else:
+            os.environ["MATRIXGEN_TODAY"] = before
+
+
+def _sites(
+    tmp_path_factory: pytest.TempPathFactory, evidence_store: Path, triage_evidence_store: Path
+) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("sites")
     shipped = _report(RECIPES, out / "shipped")
     # The site of the README's screenshots: paths as a checkout shows them.
