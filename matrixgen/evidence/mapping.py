@@ -24,7 +24,7 @@ from msgspec import Struct
 
 from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.errors import UsageError, did_you_mean
-from matrixgen.engine.model import Job, Target
+from matrixgen.engine.model import Job, JobId, Target
 from matrixgen.engine.select import select
 from matrixgen.engine.targets import default_system, resolve_targets
 from matrixgen.engine.vocab import System
@@ -92,26 +92,19 @@ def candidates(
 
 
 def _in_target(generation: Generation, target: Target) -> list[Candidate]:
-    chosen = select(generation.jobs, target.selector)
-    names: dict[int, str] = {}
     emitter = emitter_for(target.system)
+    ci_names: dict[JobId, str] = {}  # job identity -> its CI job's name
     if emitter.names_jobs:
         emitted = generation.jobs_for(target)
-        by_identity = {
-            j.identity: n for j, n in zip(emitted, emitter.job_names(emitted), strict=True)
-        }
-        for i, job in enumerate(chosen):
-            name = by_identity.get(job.identity)
-            if name:
-                names[i] = name
+        ci_names = {j.identity: n for j, n in zip(emitted, emitter.job_names(emitted), strict=True)}
     return [
         Candidate(
             job,
             target.system,
             target.name,
-            tuple(dict.fromkeys([job.name, names.get(i, job.name)])),
+            tuple(dict.fromkeys([job.name, ci_names.get(job.identity) or job.name])),
         )
-        for i, job in enumerate(chosen)
+        for job in select(generation.jobs, target.selector)
     ]
 
 
@@ -151,7 +144,10 @@ def map_reports(
         for test in report.testcases:
             picked = mapper(report.path, test)
             grouped.setdefault(picked.key, (picked, []))[1].append(test)
-    return [_group(c, tuple(tests)) for c, tests in grouped.values()]
+    return [
+        JobResults(job=c.key, job_name=c.names[-1], target=c.target, testcases=tuple(tests))
+        for c, tests in grouped.values()
+    ]
 
 
 # Entries a lookup cache keeps before it starts again (memory stays bounded
@@ -215,15 +211,6 @@ class Mapper:
         return picked
 
 
-def _group(candidate: Candidate, tests: tuple[Testcase, ...]) -> JobResults:
-    return JobResults(
-        job=candidate.key,
-        job_name=candidate.names[-1],
-        target=candidate.target,
-        testcases=tests,
-    )
-
-
 class BucketIndex:
     """Finds the unit-test bucket that holds a test file: the file itself, else
     the longest directory holding it, else the first glob (sorted) that matches
@@ -255,10 +242,7 @@ class BucketIndex:
         if path in self.exact:
             return path
         end = len(path)
-        while True:
-            end = path.rfind("/", 0, end)
-            if end < 0:
-                break
+        while (end := path.rfind("/", 0, end)) >= 0:
             bucket = self.directories.get(path[: end + 1])
             if bucket is not None:
                 return bucket
