@@ -91,10 +91,8 @@ class NodeQuarantine:
 
     def entry_for(self, node_id: str) -> Entry | None:
         entry = self.decides.get(node_id)
-        if entry is None:
-            base = _base_id(node_id)
-            if base is not None:
-                entry = self.decides.get(base)
+        if entry is None and (base := _base_id(node_id)) is not None:
+            entry = self.decides.get(base)
         return entry
 
     def muting(self, node_id: str) -> Entry | None:
@@ -158,15 +156,14 @@ class NodeQuarantine:
             for node in entry.node_ids:
                 if node not in matched and self.decides.get(node) is entry:
                     self.unmatched.append((entry, node))
-        for entry, node in self.unmatched:
-            # Shown at the entry's place in the quarantine file.
-            warnings.warn_explicit(
-                f"matrixgen quarantine: entry {entry.id} ({entry.action.value}) names "
-                f"{node}, which matches no collected test",
-                pytest.PytestWarning,
-                filename=entry.location.file or self.quarantine.path,
-                lineno=entry.location.line or 1,
-            )
+                    # Shown at the entry's place in the quarantine file.
+                    warnings.warn_explicit(
+                        f"matrixgen quarantine: entry {entry.id} ({entry.action.value}) names "
+                        f"{node}, which matches no collected test",
+                        pytest.PytestWarning,
+                        filename=entry.location.file or self.quarantine.path,
+                        lineno=entry.location.line or 1,
+                    )
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -195,14 +192,6 @@ class NodeQuarantine:
         return None
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        lines = self.summary_lines()
-        if not lines:
-            return
-        terminalreporter.section("matrixgen quarantine", sep="-", yellow=True)
-        for line in lines:
-            terminalreporter.line(line)
-
-    def summary_lines(self) -> list[str]:
         lines: list[str] = []
         for node, (entry, message) in self.muted_failed.items():
             tail = f": {message}" if message else ""
@@ -221,7 +210,10 @@ class NodeQuarantine:
                 f"entry {entry.id} ({entry.action.value}): {node} matches no collected test"
             )
         lines.extend(_expired_lines(self.quarantine.expired))
-        return lines
+        if lines:
+            terminalreporter.section("matrixgen quarantine", sep="-", yellow=True)
+            for line in lines:
+                terminalreporter.line(line)
 
 
 def _expired_lines(entries: Sequence[Entry]) -> list[str]:

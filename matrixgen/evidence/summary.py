@@ -13,6 +13,7 @@ results".
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 from typing import TYPE_CHECKING
 
 from matrixgen.engine.model import Target
@@ -39,13 +40,10 @@ def entry_verdicts(db: str | None, since_days: int) -> FlakyReport:
     from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows
     from matrixgen.evidence.store import open_store
 
-    store = open_store(db, write=False)
-    try:
+    with closing(open_store(db, write=False)) as store:
         return flaky_rows(
             store, FlakyPolicy(since_days=since_days, min_runs=1), unit_jobs_whole=True
         )
-    finally:
-        store.close()
 
 
 def entry_evidence(
