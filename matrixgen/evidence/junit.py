@@ -188,8 +188,7 @@ class _Reader:
         elif (
             tag == "property"
             and record is not None
-            and stack[-2:-1] == ["properties"]
-            and stack[-3:-2] == ["testcase"]
+            and stack[-3:-1] == ["testcase", "properties"]
             and attrs.get("name") == QUARANTINED_PROPERTY
             and attrs.get("value", "").strip()
         ):
@@ -369,15 +368,14 @@ def run_finished_at(
     the note (else None) says so: a report dated 2099 would otherwise be the
     latest run of every test for good."""
     now = now or dt.datetime.now(dt.UTC)
-    dated = [r for r in reports if r.finished_at is not None]
+    dated = [(r.finished_at, r.path) for r in reports if r.finished_at is not None]
     if not dated:
         return None, None
-    latest = max(dated, key=lambda r: r.finished_at or now)
-    assert latest.finished_at is not None
-    if latest.finished_at <= now + FUTURE_SKEW:
-        return latest.finished_at, None
+    finished, path = max(dated, key=lambda d: d[0])  # the first of equal ends
+    if finished <= now + FUTURE_SKEW:
+        return finished, None
     return now, (
-        f"{latest.path}: its suites end at {latest.finished_at.isoformat()}, later than now "
+        f"{path}: its suites end at {finished.isoformat()}, later than now "
         f"({now.isoformat(timespec='seconds')}) plus {FUTURE_SKEW.seconds // 60} minutes: "
         "the run is stored as finished now (clamped)"
     )

@@ -66,18 +66,16 @@ def candidates(
     generation: Generation, *, target: str | None = None, tag: str | None = None
 ) -> list[Candidate]:
     jobs = generation.jobs
-    found: list[Candidate] = []
     if target is not None:
         specs, names = ([target], []) if "=" in target else ([], [target])
         (chosen,) = resolve_targets(generation.tree.config, jobs, specs=specs, names=names)
         found = _in_target(generation, chosen)
     else:
-        seen: set[tuple[JobKey, str]] = set()
+        unique: dict[tuple[JobKey, str], Candidate] = {}  # each (job, CI name) once: its first
         for chosen in resolve_targets(generation.tree.config, jobs):
             for c in _in_target(generation, chosen):
-                if (c.key, c.names[-1]) not in seen:
-                    seen.add((c.key, c.names[-1]))
-                    found.append(Candidate(c.job, c.system, "", c.names))
+                unique.setdefault((c.key, c.names[-1]), Candidate(c.job, c.system, "", c.names))
+        found = list(unique.values())
         placed = {c.key for c in found}
         for job in jobs:
             system = default_system(job.scope or "")

@@ -105,18 +105,14 @@ class NodeQuarantine:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         q = self.quarantine
-        lines = [f"matrixgen quarantine: {q.path} for {q.identity}"]
-        if q.entries:
-            lines.append(
-                "  applies: "
-                + ", ".join(
-                    f"{e.id} ({e.action.value}, {len(e.node_ids)} node id(s))" for e in q.entries
-                )
-            )
-        else:
-            lines.append("  no node-level entry applies to this job")
-        lines.extend(_expired_lines(q.expired))
-        return lines
+        applies = ", ".join(
+            f"{e.id} ({e.action.value}, {len(e.node_ids)} node id(s))" for e in q.entries
+        )
+        return [
+            f"matrixgen quarantine: {q.path} for {q.identity}",
+            f"  applies: {applies}" if applies else "  no node-level entry applies to this job",
+            *_expired_lines(q.expired),
+        ]
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
