@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from msgspec import Struct
 
@@ -182,7 +183,8 @@ class Mapper:
                 self.buckets.setdefault(c.job.test_case, []).append(c)
             for name in c.names:
                 self.by_name.setdefault(name, []).append(c)
-        self.index = BucketIndex(self.buckets)
+        # Each file looked up once.
+        self.index = lru_cache(maxsize=_CACHE_LIMIT)(BucketIndex(self.buckets))
         self.chosen_for: dict[tuple[str, str], Candidate] = {}
 
     def __call__(self, path: str, test: Testcase) -> Candidate:
@@ -213,7 +215,7 @@ class BucketIndex:
     """Finds the unit-test bucket that holds a test file: the file itself, else
     the longest directory holding it, else the first glob (sorted) that matches
     (`tests/unit_tests/models/**/*.py`). Cost per file: its depth, plus the
-    globs; files are looked up once."""
+    globs."""
 
     def __init__(self, buckets: Iterable[str]) -> None:
         self.exact: set[str] = set()
@@ -225,18 +227,8 @@ class BucketIndex:
                 self.globs.append(bucket)
             else:
                 self.directories.setdefault(bucket.rstrip("/") + "/", bucket)
-        self._found: dict[str, str | None] = {}
 
     def __call__(self, path: str) -> str | None:
-        if path in self._found:
-            return self._found[path]
-        found = self._lookup(path)
-        if len(self._found) >= _CACHE_LIMIT:
-            self._found.clear()
-        self._found[path] = found
-        return found
-
-    def _lookup(self, path: str) -> str | None:
         if path in self.exact:
             return path
         end = len(path)

@@ -129,20 +129,18 @@ class NodeQuarantine:
         for item in items:
             node_id = item.nodeid
             entry = self.entry_for(node_id)
-            if entry is None:
-                kept.append(item)
-                continue
-            matched.add(node_id if node_id in self.decides else _base_id(node_id) or node_id)
-            if entry.action is QuarantineAction.DESELECT:
-                removed.append(item)
-                continue
-            item.user_properties.extend(
-                [
-                    ("quarantined", entry.id),
-                    ("quarantine_tracker", entry.tracker_ref),
-                    ("quarantine_action", entry.action.value),
-                ]
-            )
+            if entry is not None:
+                matched.add(node_id if node_id in self.decides else _base_id(node_id) or node_id)
+                if entry.action is QuarantineAction.DESELECT:
+                    removed.append(item)
+                    continue
+                item.user_properties.extend(
+                    [
+                        ("quarantined", entry.id),
+                        ("quarantine_tracker", entry.tracker_ref),
+                        ("quarantine_action", entry.action.value),
+                    ]
+                )
             kept.append(item)
         if removed:
             items[:] = kept
@@ -224,5 +222,4 @@ def _message(report: pytest.TestReport) -> str:
     """The first line of a failure's message (the JUnit XML keeps all of it)."""
     crash = getattr(report.longrepr, "reprcrash", None)
     text = getattr(crash, "message", None) or str(report.longrepr or "")
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    return first[:200]
+    return (text.strip().splitlines() or [""])[0][:200]

@@ -4,10 +4,8 @@
 `entry_evidence` gives one line per entry, for example "failed 3 of 40 runs on
 dgx_h100/dev since 2026-11-02, last in run 9120 (2026-11-20)": over the jobs the
 entry applies to, the node ids of a deselect or mute entry, in the last `since_days`
-days. It returns None when no results store is configured (no --db, no
-$MATRIXGEN_RESULTS_DB, and no .matrixgen/results.db at the top of the
-checkout that git does not track), so callers show nothing rather than "no
-results".
+days. It returns None when no results store is configured (`store_configured`),
+so callers show nothing rather than "no results".
 """
 
 from __future__ import annotations
@@ -27,8 +25,9 @@ if TYPE_CHECKING:
 
 
 def store_configured(db: str | None) -> bool:
-    """Is there a results store to read: given, in the environment, or the
-    default file present and not tracked by git (`util.checkout.choose_store`)?"""
+    """Is there a results store to read: --db, $MATRIXGEN_RESULTS_DB, or a
+    .matrixgen/results.db at the top of the checkout that git does not track
+    (`util.checkout.choose_store`)?"""
     from matrixgen.util.checkout import choose_store
 
     return choose_store(db).location is not None
