@@ -17,16 +17,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
+from contextlib import closing
 
 from matrixgen.engine.model import Job, Target
 from matrixgen.evidence.mapping import job_key
 from matrixgen.evidence.store import JobKey
 from matrixgen.views.cost import Measured, repeats_in
-
-
-def median_runs(durations: Mapping[JobKey, list[float]]) -> dict[JobKey, float]:
-    """The median measured run of each job."""
-    return {key: statistics.median(values) for key, values in durations.items() if values}
 
 
 def measured_hook(medians: Mapping[JobKey, float]) -> Measured:
@@ -50,9 +46,6 @@ def measured_from_store(db: str | None) -> Measured | None:
 
     if not store_configured(db):
         return None
-    store = open_store(db, write=False)
-    try:
+    with closing(open_store(db, write=False)) as store:
         durations = run_durations(store)
-    finally:
-        store.close()
-    return measured_hook(median_runs(durations))
+    return measured_hook({key: statistics.median(runs) for key, runs in durations.items() if runs})

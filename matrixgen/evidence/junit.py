@@ -33,9 +33,9 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
-from functools import lru_cache
+from functools import lru_cache, partial
+from itertools import chain
 from pathlib import Path
-from typing import BinaryIO
 
 from msgspec import Struct
 from msgspec.structs import replace
@@ -99,25 +99,6 @@ _PYTHON_FILE = name_pattern(r"test_.*|.*_test")
 _DECLARED_ENCODING = re.compile(rb"""^\s*<\?xml[^>]*?\bencoding\s*=\s*["']([^"']{0,80})["']""")
 
 
-class _DoctypeRefused(Exception):
-    pass
-
-
-class _Record(Struct, gc=False):
-    """The record being read (one at a time)."""
-
-    node_id: str
-    classname: str
-    name: str
-    suite: str
-    duration: float | None
-    line: int
-    outcome: Outcome = Outcome.PASSED
-    reruns: int = 0
-    message: str = ""
-    quarantined: bool = False
-
-
 class ReportEnd(Struct, frozen=True, kw_only=True):
     """What a report says once its records are read (stream_report)."""
 
@@ -128,8 +109,6 @@ class ReportEnd(Struct, frozen=True, kw_only=True):
 
 def parse_report(data: bytes, path: str) -> Report:
     """Parse one JUnit XML document (bytes), `path` naming it in errors."""
-    if not data.strip():
-        raise ResultsFileError(f"{path}: the file is empty, expected a JUnit XML report")
     return _collected(iter([data]), path)
 
 
@@ -171,7 +150,9 @@ class _Reader:
         self.emit = emit
         self.stack: list[str] = []
         self.suites: list[str] = []
-        self.current: _Record | None = None
+        # The record being read; its children (rare) replace it with what they say.
+        self.current: Testcase | None = None
+        self.quarantined = False
         self.finished: dt.datetime | None = None
         self.records = 0
         self.emitting = False  # an error raised by `emit` is its own, not the XML's
@@ -203,16 +184,15 @@ class _Reader:
         elif tag == "testcase":
             self.open_record(attrs)
         elif record is not None and stack[-2] == "testcase":
-            _child(record, tag, attrs)
+            self.current = _child(record, tag, attrs)
         elif (
             tag == "property"
             and record is not None
-            and stack[-2:-1] == ["properties"]
-            and stack[-3:-2] == ["testcase"]
+            and stack[-3:-1] == ["testcase", "properties"]
             and attrs.get("name") == QUARANTINED_PROPERTY
             and attrs.get("value", "").strip()
         ):
-            record.quarantined = True
+            self.quarantined = True
 
     def open_record(self, attrs: dict[str, str]) -> None:
         if self.current is not None:
@@ -221,11 +201,13 @@ class _Reader:
         if not name:
             raise ResultsFileError(f"{self.where()}: <testcase> without a name attribute")
         classname = self.shared(attrs.get("classname", "").strip())
-        self.current = _Record(
+        self.quarantined = False
+        self.current = Testcase(
             node_id=node_id(classname, name, attrs.get("file", "").strip()),
             classname=classname,
             name=name,
             suite=self.suites[-1] if self.suites else "",
+            outcome=Outcome.PASSED,
             duration=_seconds(attrs.get("time"), self.where),
             line=self.parser.CurrentLineNumber,  # type: ignore[attr-defined]
         )
@@ -237,28 +219,27 @@ class _Reader:
         elif tag == "testcase":
             record = self.current
             assert record is not None
-            if record.quarantined and record.outcome.failed:
-                record.outcome = Outcome.MUTED
+            if self.quarantined and record.outcome.failed:
+                record = replace(record, outcome=Outcome.MUTED)
             self.current = None
             self.records += 1
             self.emitting = True
-            self.emit(_testcase(record))
+            self.emit(record)
             self.emitting = False
 
 
-def _child(record: _Record, tag: str, attrs: dict[str, str]) -> None:
-    """A child element of a testcase: its failure, error, skip or rerun."""
-    if tag in _FAILURE_TAGS:
-        # An error beside a failure (a teardown error after a failed call)
-        # keeps the failure: the test itself failed.
-        if not record.outcome.failed:
-            record.outcome = _FAILURE_TAGS[tag]
-            record.message = attrs.get("message", "")[:MESSAGE_LIMIT]
-    elif tag == "skipped":
-        if record.outcome is Outcome.PASSED:
-            record.outcome = Outcome.SKIPPED
-    elif tag in _RERUN_TAGS:
-        record.reruns += 1
+def _child(record: Testcase, tag: str, attrs: dict[str, str]) -> Testcase:
+    """The record with a child element of it: its failure, error, skip or rerun."""
+    # An error beside a failure (a teardown error after a failed call) keeps
+    # the failure: the test itself failed.
+    if tag in _FAILURE_TAGS and not record.outcome.failed:
+        message = attrs.get("message", "")[:MESSAGE_LIMIT]
+        return replace(record, outcome=_FAILURE_TAGS[tag], message=message)
+    if tag == "skipped" and record.outcome is Outcome.PASSED:
+        return replace(record, outcome=Outcome.SKIPPED)
+    if tag in _RERUN_TAGS:
+        return replace(record, reruns=record.reruns + 1)
+    return record
 
 
 def _parse(chunks: Iterator[bytes], path: str, emit: Callable[[Testcase], object]) -> ReportEnd:
@@ -270,15 +251,19 @@ def _parse(chunks: Iterator[bytes], path: str, emit: Callable[[Testcase], object
     reader = _Reader(parser, path, emit)
 
     def refuse_doctype(*_args: object) -> None:
-        raise _DoctypeRefused
+        raise ResultsFileError(
+            f"{reader.where()}: a DOCTYPE is not accepted in a JUnit XML report "
+            "(it could declare entities)"
+        )
 
     parser.StartDoctypeDeclHandler = refuse_doctype
     parser.StartElementHandler = reader.start
     parser.EndElementHandler = reader.end
-    first = b""
+    first = next(chunks, b"")
+    if not first.strip():
+        raise ResultsFileError(f"{path}: the file is empty, expected a JUnit XML report")
     try:
-        for chunk in chunks:
-            first = first or chunk[:200]
+        for chunk in chain([first], chunks):
             parser.Parse(chunk, False)
         parser.Parse(b"", True)
     except expat.ExpatError as exc:
@@ -286,37 +271,18 @@ def _parse(chunks: Iterator[bytes], path: str, emit: Callable[[Testcase], object
             f"{path}:{exc.lineno}:{exc.offset + 1}: not well-formed XML "
             f"({expat.errors.messages[exc.code] if exc.code else exc})"
         ) from None
-    except _DoctypeRefused:
-        raise ResultsFileError(
-            f"{reader.where()}: a DOCTYPE is not accepted in a JUnit XML report "
-            "(it could declare entities)"
-        ) from None
     except (LookupError, ValueError) as exc:
         if reader.emitting:
             raise
         # The declared encoding: unknown to Python, or one expat cannot decode
         # (multi-byte encodings other than UTF-8 and UTF-16).
-        declared = _DECLARED_ENCODING.match(first)  # prefix: the declaration starts the file
+        declared = _DECLARED_ENCODING.match(first[:200])  # prefix: the declaration starts the file
         name = declared.group(1).decode("ascii", "replace") if declared else "?"
         raise ResultsFileError(
             f'{reader.where()}: the XML declaration names encoding "{name}", which cannot be '
             f"read ({exc}): write the report in UTF-8"
         ) from None
     return ReportEnd(path=path, finished_at=reader.finished, records=reader.records)
-
-
-def _testcase(record: _Record) -> Testcase:
-    return Testcase(
-        node_id=record.node_id,
-        classname=record.classname,
-        name=record.name,
-        suite=record.suite,
-        outcome=record.outcome,
-        duration=record.duration,
-        reruns=record.reruns,
-        message=record.message,
-        line=record.line,
-    )
 
 
 def _seconds(text: str | None, where: Callable[[], str]) -> float | None:
@@ -402,15 +368,14 @@ def run_finished_at(
     the note (else None) says so: a report dated 2099 would otherwise be the
     latest run of every test for good."""
     now = now or dt.datetime.now(dt.UTC)
-    dated = [r for r in reports if r.finished_at is not None]
+    dated = [(r.finished_at, r.path) for r in reports if r.finished_at is not None]
     if not dated:
         return None, None
-    latest = max(dated, key=lambda r: r.finished_at or now)
-    assert latest.finished_at is not None
-    if latest.finished_at <= now + FUTURE_SKEW:
-        return latest.finished_at, None
+    finished, path = max(dated, key=lambda d: d[0])  # the first of equal ends
+    if finished <= now + FUTURE_SKEW:
+        return finished, None
     return now, (
-        f"{latest.path}: its suites end at {latest.finished_at.isoformat()}, later than now "
+        f"{path}: its suites end at {finished.isoformat()}, later than now "
         f"({now.isoformat(timespec='seconds')}) plus {FUTURE_SKEW.seconds // 60} minutes: "
         "the run is stored as finished now (clamped)"
     )
@@ -419,20 +384,15 @@ def run_finished_at(
 def report_files(paths: Iterable[Path]) -> list[Path]:
     """The report files named: files as given, directories searched for
     `*.xml` (sorted, so the order is the same on every machine)."""
-    found: list[Path] = []
-    seen: set[Path] = set()
+    found: dict[Path, None] = {}  # a file named twice stays at its first place
     for path in paths:
         if path.is_dir():
-            children = sorted(p for p in path.rglob("*.xml") if p.is_file())
+            found.update(dict.fromkeys(sorted(p for p in path.rglob("*.xml") if p.is_file())))
         elif path.is_file():
-            children = [path]
+            found.setdefault(path)
         else:
             raise ResultsFileError(f"{path}: no such file or directory")
-        for child in children:
-            if child not in seen:
-                seen.add(child)
-                found.append(child)
-    return found
+    return list(found)
 
 
 def read_report(path: Path) -> Report:
@@ -460,15 +420,6 @@ def _report_chunks(path: Path) -> Iterator[Iterator[bytes]]:
                     f"{path}: {size:,} bytes, more than the {MAX_REPORT_BYTES:,} bytes "
                     "a JUnit XML report may have: split it (pytest writes one per run of it)"
                 )
-            first = handle.read(_CHUNK)
-            if not first.strip():
-                raise ResultsFileError(f"{path}: the file is empty, expected a JUnit XML report")
-            yield _chunks(handle, first)
+            yield iter(partial(handle.read, _CHUNK), b"")
     except OSError as exc:
         raise ResultsFileError(f"{path}: cannot read: {exc.strerror}") from None
-
-
-def _chunks(handle: BinaryIO, first: bytes) -> Iterator[bytes]:
-    yield first
-    while chunk := handle.read(_CHUNK):
-        yield chunk

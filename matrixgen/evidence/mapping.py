@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from msgspec import Struct
 
 from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.errors import UsageError, did_you_mean
-from matrixgen.engine.model import Job, Target
+from matrixgen.engine.model import Job, JobId, Target
 from matrixgen.engine.select import select
 from matrixgen.engine.targets import default_system, resolve_targets
 from matrixgen.engine.vocab import System
@@ -66,18 +67,16 @@ def candidates(
     generation: Generation, *, target: str | None = None, tag: str | None = None
 ) -> list[Candidate]:
     jobs = generation.jobs
-    found: list[Candidate] = []
     if target is not None:
         specs, names = ([target], []) if "=" in target else ([], [target])
         (chosen,) = resolve_targets(generation.tree.config, jobs, specs=specs, names=names)
         found = _in_target(generation, chosen)
     else:
-        seen: set[tuple[JobKey, str]] = set()
+        unique: dict[tuple[JobKey, str], Candidate] = {}  # each (job, CI name) once: its first
         for chosen in resolve_targets(generation.tree.config, jobs):
             for c in _in_target(generation, chosen):
-                if (c.key, c.names[-1]) not in seen:
-                    seen.add((c.key, c.names[-1]))
-                    found.append(Candidate(c.job, c.system, "", c.names))
+                unique.setdefault((c.key, c.names[-1]), Candidate(c.job, c.system, "", c.names))
+        found = list(unique.values())
         placed = {c.key for c in found}
         for job in jobs:
             system = default_system(job.scope or "")
@@ -92,26 +91,19 @@ def candidates(
 
 
 def _in_target(generation: Generation, target: Target) -> list[Candidate]:
-    chosen = select(generation.jobs, target.selector)
-    names: dict[int, str] = {}
     emitter = emitter_for(target.system)
+    ci_names: dict[JobId, str] = {}  # job identity -> its CI job's name
     if emitter.names_jobs:
         emitted = generation.jobs_for(target)
-        by_identity = {
-            j.identity: n for j, n in zip(emitted, emitter.job_names(emitted), strict=True)
-        }
-        for i, job in enumerate(chosen):
-            name = by_identity.get(job.identity)
-            if name:
-                names[i] = name
+        ci_names = {j.identity: n for j, n in zip(emitted, emitter.job_names(emitted), strict=True)}
     return [
         Candidate(
             job,
             target.system,
             target.name,
-            tuple(dict.fromkeys([job.name, names.get(i, job.name)])),
+            tuple(dict.fromkeys([job.name, ci_names.get(job.identity) or job.name])),
         )
-        for i, job in enumerate(chosen)
+        for job in select(generation.jobs, target.selector)
     ]
 
 
@@ -151,7 +143,10 @@ def map_reports(
         for test in report.testcases:
             picked = mapper(report.path, test)
             grouped.setdefault(picked.key, (picked, []))[1].append(test)
-    return [_group(c, tuple(tests)) for c, tests in grouped.values()]
+    return [
+        JobResults(job=c.key, job_name=c.names[-1], target=c.target, testcases=tuple(tests))
+        for c, tests in grouped.values()
+    ]
 
 
 # Entries a lookup cache keeps before it starts again (memory stays bounded
@@ -188,7 +183,8 @@ class Mapper:
                 self.buckets.setdefault(c.job.test_case, []).append(c)
             for name in c.names:
                 self.by_name.setdefault(name, []).append(c)
-        self.index = BucketIndex(self.buckets)
+        # Each file looked up once.
+        self.index = lru_cache(maxsize=_CACHE_LIMIT)(BucketIndex(self.buckets))
         self.chosen_for: dict[tuple[str, str], Candidate] = {}
 
     def __call__(self, path: str, test: Testcase) -> Candidate:
@@ -215,20 +211,11 @@ class Mapper:
         return picked
 
 
-def _group(candidate: Candidate, tests: tuple[Testcase, ...]) -> JobResults:
-    return JobResults(
-        job=candidate.key,
-        job_name=candidate.names[-1],
-        target=candidate.target,
-        testcases=tests,
-    )
-
-
 class BucketIndex:
     """Finds the unit-test bucket that holds a test file: the file itself, else
     the longest directory holding it, else the first glob (sorted) that matches
     (`tests/unit_tests/models/**/*.py`). Cost per file: its depth, plus the
-    globs; files are looked up once."""
+    globs."""
 
     def __init__(self, buckets: Iterable[str]) -> None:
         self.exact: set[str] = set()
@@ -240,25 +227,12 @@ class BucketIndex:
                 self.globs.append(bucket)
             else:
                 self.directories.setdefault(bucket.rstrip("/") + "/", bucket)
-        self._found: dict[str, str | None] = {}
 
     def __call__(self, path: str) -> str | None:
-        if path in self._found:
-            return self._found[path]
-        found = self._lookup(path)
-        if len(self._found) >= _CACHE_LIMIT:
-            self._found.clear()
-        self._found[path] = found
-        return found
-
-    def _lookup(self, path: str) -> str | None:
         if path in self.exact:
             return path
         end = len(path)
-        while True:
-            end = path.rfind("/", 0, end)
-            if end < 0:
-                break
+        while (end := path.rfind("/", 0, end)) >= 0:
             bucket = self.directories.get(path[: end + 1])
             if bucket is not None:
                 return bucket

@@ -91,10 +91,8 @@ class NodeQuarantine:
 
     def entry_for(self, node_id: str) -> Entry | None:
         entry = self.decides.get(node_id)
-        if entry is None:
-            base = _base_id(node_id)
-            if base is not None:
-                entry = self.decides.get(base)
+        if entry is None and (base := _base_id(node_id)) is not None:
+            entry = self.decides.get(base)
         return entry
 
     def muting(self, node_id: str) -> Entry | None:
@@ -107,18 +105,14 @@ class NodeQuarantine:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         q = self.quarantine
-        lines = [f"matrixgen quarantine: {q.path} for {q.identity}"]
-        if q.entries:
-            lines.append(
-                "  applies: "
-                + ", ".join(
-                    f"{e.id} ({e.action.value}, {len(e.node_ids)} node id(s))" for e in q.entries
-                )
-            )
-        else:
-            lines.append("  no node-level entry applies to this job")
-        lines.extend(_expired_lines(q.expired))
-        return lines
+        applies = ", ".join(
+            f"{e.id} ({e.action.value}, {len(e.node_ids)} node id(s))" for e in q.entries
+        )
+        return [
+            f"matrixgen quarantine: {q.path} for {q.identity}",
+            f"  applies: {applies}" if applies else "  no node-level entry applies to this job",
+            *_expired_lines(q.expired),
+        ]
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
@@ -135,20 +129,18 @@ class NodeQuarantine:
         for item in items:
             node_id = item.nodeid
             entry = self.entry_for(node_id)
-            if entry is None:
-                kept.append(item)
-                continue
-            matched.add(node_id if node_id in self.decides else _base_id(node_id) or node_id)
-            if entry.action is QuarantineAction.DESELECT:
-                removed.append(item)
-                continue
-            item.user_properties.extend(
-                [
-                    ("quarantined", entry.id),
-                    ("quarantine_tracker", entry.tracker_ref),
-                    ("quarantine_action", entry.action.value),
-                ]
-            )
+            if entry is not None:
+                matched.add(node_id if node_id in self.decides else _base_id(node_id) or node_id)
+                if entry.action is QuarantineAction.DESELECT:
+                    removed.append(item)
+                    continue
+                item.user_properties.extend(
+                    [
+                        ("quarantined", entry.id),
+                        ("quarantine_tracker", entry.tracker_ref),
+                        ("quarantine_action", entry.action.value),
+                    ]
+                )
             kept.append(item)
         if removed:
             items[:] = kept
@@ -158,15 +150,14 @@ class NodeQuarantine:
             for node in entry.node_ids:
                 if node not in matched and self.decides.get(node) is entry:
                     self.unmatched.append((entry, node))
-        for entry, node in self.unmatched:
-            # Shown at the entry's place in the quarantine file.
-            warnings.warn_explicit(
-                f"matrixgen quarantine: entry {entry.id} ({entry.action.value}) names "
-                f"{node}, which matches no collected test",
-                pytest.PytestWarning,
-                filename=entry.location.file or self.quarantine.path,
-                lineno=entry.location.line or 1,
-            )
+                    # Shown at the entry's place in the quarantine file.
+                    warnings.warn_explicit(
+                        f"matrixgen quarantine: entry {entry.id} ({entry.action.value}) names "
+                        f"{node}, which matches no collected test",
+                        pytest.PytestWarning,
+                        filename=entry.location.file or self.quarantine.path,
+                        lineno=entry.location.line or 1,
+                    )
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -195,14 +186,6 @@ class NodeQuarantine:
         return None
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        lines = self.summary_lines()
-        if not lines:
-            return
-        terminalreporter.section("matrixgen quarantine", sep="-", yellow=True)
-        for line in lines:
-            terminalreporter.line(line)
-
-    def summary_lines(self) -> list[str]:
         lines: list[str] = []
         for node, (entry, message) in self.muted_failed.items():
             tail = f": {message}" if message else ""
@@ -221,7 +204,10 @@ class NodeQuarantine:
                 f"entry {entry.id} ({entry.action.value}): {node} matches no collected test"
             )
         lines.extend(_expired_lines(self.quarantine.expired))
-        return lines
+        if lines:
+            terminalreporter.section("matrixgen quarantine", sep="-", yellow=True)
+            for line in lines:
+                terminalreporter.line(line)
 
 
 def _expired_lines(entries: Sequence[Entry]) -> list[str]:
@@ -236,5 +222,4 @@ def _message(report: pytest.TestReport) -> str:
     """The first line of a failure's message (the JUnit XML keeps all of it)."""
     crash = getattr(report.longrepr, "reprcrash", None)
     text = getattr(crash, "message", None) or str(report.longrepr or "")
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    return first[:200]
+    return (text.strip().splitlines() or [""])[0][:200]

@@ -4,15 +4,14 @@
 `entry_evidence` gives one line per entry, for example "failed 3 of 40 runs on
 dgx_h100/dev since 2026-11-02, last in run 9120 (2026-11-20)": over the jobs the
 entry applies to, the node ids of a deselect or mute entry, in the last `since_days`
-days. It returns None when no results store is configured (no --db, no
-$MATRIXGEN_RESULTS_DB, and no .matrixgen/results.db at the top of the
-checkout that git does not track), so callers show nothing rather than "no
-results".
+days. It returns None when no results store is configured (`store_configured`),
+so callers show nothing rather than "no results".
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 from typing import TYPE_CHECKING
 
 from matrixgen.engine.model import Target
@@ -26,8 +25,9 @@ if TYPE_CHECKING:
 
 
 def store_configured(db: str | None) -> bool:
-    """Is there a results store to read: given, in the environment, or the
-    default file present and not tracked by git (`util.checkout.choose_store`)?"""
+    """Is there a results store to read: --db, $MATRIXGEN_RESULTS_DB, or a
+    .matrixgen/results.db at the top of the checkout that git does not track
+    (`util.checkout.choose_store`)?"""
     from matrixgen.util.checkout import choose_store
 
     return choose_store(db).location is not None
@@ -39,13 +39,10 @@ def entry_verdicts(db: str | None, since_days: int) -> FlakyReport:
     from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows
     from matrixgen.evidence.store import open_store
 
-    store = open_store(db, write=False)
-    try:
+    with closing(open_store(db, write=False)) as store:
         return flaky_rows(
             store, FlakyPolicy(since_days=since_days, min_runs=1), unit_jobs_whole=True
         )
-    finally:
-        store.close()
 
 
 def entry_evidence(
