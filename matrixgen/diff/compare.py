@@ -488,6 +488,22 @@ def side_notes(side: Side) -> list[str]:
     return notes
 
 
+def _read_sides(
+    repo: Repository, path: str, base: str, head: str | None
+) -> tuple[TreeSource, TreeSource]:
+    """Both sides' trees. The working tree is read first: the files it holds
+    as the base has them (the same blob id) are not read from git again. A
+    problem of the base is still the one reported when both sides have one."""
+    if head is not None:
+        return repo.read(base, path), repo.read(head, path)
+    try:
+        head_source = repo.read(None, path)
+    except Exception:  # whatever it is, the base's own problem comes first
+        repo.read(base, path)
+        raise
+    return repo.read(base, path), head_source
+
+
 def diff_revisions(
     repo: Repository,
     path: str,
@@ -502,8 +518,7 @@ def diff_revisions(
 ) -> tuple[SelectionDiff, list[Side]]:
     """The selection diff between two revisions (head None: the working tree)."""
     cache = cache if cache is not None else PipelineCache()
-    base_source = repo.read(base, path)
-    head_source = repo.read(head, path)
+    base_source, head_source = _read_sides(repo, path, base, head)
     if not base_source.present and not head_source.present:
         where = path or "the repository top"
         raise UsageError(

@@ -71,7 +71,7 @@ from fnmatch import fnmatchcase
 
 from msgspec import Struct
 
-from matrixgen.diff.model import SelectionDiff, target_counts
+from matrixgen.diff.model import SelectionDiff, target_counts, target_order
 from matrixgen.engine.errors import ExpectationError, UsageError, did_you_mean
 from matrixgen.engine.model import Target
 from matrixgen.engine.targets import is_holding_pen
@@ -345,14 +345,8 @@ def check_rules(rules: Sequence[Rule], diff: SelectionDiff) -> None:
 
 
 def _values(target: Target) -> tuple[str, ...]:
-    sel = target.selector
-    return (
-        target.system.value,
-        sel.scope or "",
-        sel.platform or "",
-        sel.environment or "",
-        sel.cadence or "",
-    )
+    """System, scope, platform, environment and cadence: what a pattern's parts match."""
+    return target_order(target)[:5]
 
 
 def evaluate(rules: Sequence[Rule], diff: SelectionDiff) -> list[Outcome]:

@@ -86,6 +86,9 @@ class Repository:
     def __init__(self, top: Path) -> None:
         self.top = top
         self._object_format: str | None = None
+        # Blob contents by id, read from git or the working tree: a file that two
+        # sides hold unchanged is read once.
+        self._blobs: dict[str, bytes] = {}
 
     @classmethod
     def discover(cls, start: Path) -> Repository:
@@ -240,11 +243,17 @@ class Repository:
         return files, blobs, []
 
     def cat_blobs(self, oids: Sequence[str]) -> dict[str, bytes]:
-        """The contents of many blobs from one `git cat-file --batch` process."""
-        if not oids:
-            return {}
+        """The contents of many blobs, the ones not read before from one `git
+        cat-file --batch` process."""
+        contents = self._blobs
+        missing = [oid for oid in oids if oid not in contents]
+        if missing:
+            self._cat_blobs(missing)
+        return {oid: contents[oid] for oid in oids}
+
+    def _cat_blobs(self, oids: Sequence[str]) -> None:
         out = self.git(["cat-file", "--batch"], stdin=("\n".join(oids) + "\n").encode())
-        contents: dict[str, bytes] = {}
+        contents = self._blobs
         pos = 0
         for oid in oids:
             end = out.index(b"\n", pos)
@@ -254,7 +263,6 @@ class Repository:
             size = int(header[2])
             contents[oid] = out[end + 1 : end + 1 + size]
             pos = end + 1 + size + 1  # the content is followed by a newline
-        return contents
 
     def read_worktree(self, path: str) -> TreeSource:
         """The recipe tree at `path` in the working tree, as it is on disk now."""
@@ -270,6 +278,7 @@ class Repository:
         files = read_directory(directory)
         fmt = self.object_format
         blobs = {rel: blob_id(data, fmt) for rel, data in sorted(files.items())}
+        self._blobs.update((blobs[rel], data) for rel, data in files.items())
         return TreeSource(
             revision=WORKTREE,
             commit=None,

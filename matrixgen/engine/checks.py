@@ -153,41 +153,28 @@ class _AxisUsage:
     value is used per axis, and which recipes use it. One pass over the rows,
     counting each distinct list of values once per recipe (rows repeat a few
     lists thousands of times); the places of the few values a check reports
-    come from walking only the recipes that use them (`places`)."""
+    come from walking only the recipes that use them (`places`). A recipe that
+    an earlier usage counted (the very same parsed file: the other side of a
+    diff, where the file did not change) is not counted again (`known`)."""
 
-    def __init__(self, tests: Sequence[RecipeFile]) -> None:
+    def __init__(self, tests: Sequence[RecipeFile], known: Sequence[_AxisUsage] = ()) -> None:
         counts: dict[str, Counter[str]] = {what: Counter() for what in VOCABULARY_AXES.values()}
         # (axis, value) -> the indexes of the recipes that use it, ascending.
         users: dict[tuple[str, str], list[int]] = {}
-        axes = tuple(VOCABULARY_AXES.items())
+        # id(recipe) -> (recipe, its uses); the recipe is held, so its id stays its own.
+        self._uses: dict[int, tuple[RecipeFile, dict[tuple[str, Any], int]]] = {}
         for index, recipe in enumerate(tests):
-            # (axis, value) -> uses in this recipe: a spec's value, and the values
-            # of the row lists counted by the list (a list holding something
-            # unhashable is counted value by value).
-            single: dict[tuple[str, Any], int] = {}
-            lists: dict[tuple[str, tuple], int] = {}
-            spec = recipe.data.get("spec")
-            if isinstance(spec, dict):
-                for key, what in axes:
-                    value = spec.get(key)
-                    if isinstance(value, str):
-                        single[(what, value)] = single.get((what, value), 0) + 1
-            for _, row in rows(recipe.data):
-                for key, what in axes:
-                    values = row.get(key)
-                    if not isinstance(values, list):
-                        continue
-                    listed = (what, tuple(values))
-                    try:
-                        lists[listed] = lists.get(listed, 0) + 1
-                    except TypeError:
-                        for value in values:
-                            if isinstance(value, str):
-                                single[(what, value)] = single.get((what, value), 0) + 1
-            for (what, values), n in lists.items():
-                for value in values:
-                    if isinstance(value, str):
-                        single[(what, value)] = single.get((what, value), 0) + n
+            single = next(
+                (
+                    hit[1]
+                    for usage in known
+                    if (hit := usage._uses.get(id(recipe))) and hit[0] is recipe
+                ),
+                None,
+            )
+            if single is None:
+                single = _recipe_uses(recipe)
+            self._uses[id(recipe)] = (recipe, single)
             for (what, value), n in single.items():
                 counts[what][value] += n
                 users.setdefault((what, value), []).append(index)
@@ -203,6 +190,38 @@ class _AxisUsage:
             for what, value, place in _recipe_axis_values(self._tests[index]):
                 if (what, value) in wanted:
                     yield what, value, place
+
+
+def _recipe_uses(recipe: RecipeFile) -> dict[tuple[str, Any], int]:
+    """(axis, value) -> uses in one test recipe: a spec's value, and the values
+    of the row lists counted by the list (a list holding something unhashable is
+    counted value by value)."""
+    axes = tuple(VOCABULARY_AXES.items())
+    single: dict[tuple[str, Any], int] = {}
+    lists: dict[tuple[str, tuple], int] = {}
+    spec = recipe.data.get("spec")
+    if isinstance(spec, dict):
+        for key, what in axes:
+            value = spec.get(key)
+            if isinstance(value, str):
+                single[(what, value)] = single.get((what, value), 0) + 1
+    for _, row in rows(recipe.data):
+        for key, what in axes:
+            values = row.get(key)
+            if not isinstance(values, list):
+                continue
+            listed = (what, tuple(values))
+            try:
+                lists[listed] = lists.get(listed, 0) + 1
+            except TypeError:
+                for value in values:
+                    if isinstance(value, str):
+                        single[(what, value)] = single.get((what, value), 0) + 1
+    for (what, values), n in lists.items():
+        for value in values:
+            if isinstance(value, str):
+                single[(what, value)] = single.get((what, value), 0) + n
+    return single
 
 
 def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
@@ -298,7 +317,7 @@ def _usage(tree: RecipeTree) -> _AxisUsage:
     for known, usage in _USAGES:
         if known is tree:
             return usage
-    usage = _AxisUsage(tree.tests)
+    usage = _AxisUsage(tree.tests, known=[u for _, u in _USAGES])
     _USAGES.insert(0, (tree, usage))
     del _USAGES[4:]
     return usage
