@@ -154,7 +154,12 @@ def main() -> int:
         git(repo, "commit", "-q", "-m", "synthetic tree")
         edited = x50 / "copy07" / "h100" / "gpt.yaml"
         text = edited.read_text(encoding="utf-8")
-        edited.write_text(text.replace("time_limit:", "time_limit: 5400 #", 1), encoding="utf-8")
+        changed = text.replace("n_repeat: 5", "n_repeat: 4", 1)
+        # The diff must see a real change: an edit that matched nothing compared
+        # two identical trees (as an earlier `time_limit:` edit did).
+        if changed == text:
+            sys.exit(f"bench: {edited} holds no `n_repeat: 5` to edit")
+        edited.write_text(changed, encoding="utf-8")
         out = top / "out"
         sides: dict[str, tuple[list[str], Path]] = {
             "floor megatron": ([python, "-c", FLOOR, str(megatron)], top),
