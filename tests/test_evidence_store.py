@@ -746,7 +746,7 @@ def _random_ingests(seed: int) -> list[tuple[object, list]]:
         info = RunInfo(
             run_id=f"r{k}",
             commit=f"{rng.randint(0, 3):040x}",
-            # On a day's first or last second too: where rolled days meet.
+            # On a day's first or last second too: where rolled weeks meet.
             finished_at=dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
             + dt.timedelta(days=rng.randint(0, 20), seconds=rng.choice([0, 1, 43_200, 86_399])),
         )
