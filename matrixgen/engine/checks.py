@@ -161,20 +161,20 @@ class _AxisUsage:
         counts: dict[str, Counter[str]] = {what: Counter() for what in VOCABULARY_AXES.values()}
         # (axis, value) -> the indexes of the recipes that use it, ascending.
         users: dict[tuple[str, str], list[int]] = {}
-        # id(recipe) -> (recipe, its uses); the recipe is held, so its id stays its own.
-        self._uses: dict[int, tuple[RecipeFile, dict[tuple[str, Any], int]]] = {}
+        # recipe rel -> (recipe, its uses): a hit counts only for that very recipe.
+        self._uses: dict[str, tuple[RecipeFile, dict[tuple[str, Any], int]]] = {}
         for index, recipe in enumerate(tests):
             single = next(
                 (
                     hit[1]
                     for usage in known
-                    if (hit := usage._uses.get(id(recipe))) and hit[0] is recipe
+                    if (hit := usage._uses.get(recipe.rel)) and hit[0] is recipe
                 ),
                 None,
             )
             if single is None:
                 single = _recipe_uses(recipe)
-            self._uses[id(recipe)] = (recipe, single)
+            self._uses[recipe.rel] = (recipe, single)
             for (what, value), n in single.items():
                 counts[what][value] += n
                 users.setdefault((what, value), []).append(index)

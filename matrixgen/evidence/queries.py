@@ -15,7 +15,7 @@ from msgspec import Struct
 
 from matrixgen.engine.errors import ResultsStoreError, UsageError, did_you_mean
 from matrixgen.evidence.junit import Outcome
-from matrixgen.evidence.rollup import counted, forget_before
+from matrixgen.evidence.rollup import counted, forget_before, totals
 from matrixgen.evidence.store import History, JobKey, RunRow, Store
 from matrixgen.evidence.tables import (
     FAILED_CODES,
@@ -23,7 +23,6 @@ from matrixgen.evidence.tables import (
     OUTCOMES,
     SKIPPED,
     cases,
-    failed_count,
     jobs,
     partitions,
     results,
@@ -65,10 +64,6 @@ def read_jobs(conn: sa.Connection) -> dict[int, JobKey]:
         c.id, c.system, c.scope, c.platform, c.environment, c.model, c.test_case, c.tag, c.unit
     )
     return {row[0]: JobKey(*row[1:8], unit=bool(row[8])) for row in conn.execute(query)}
-
-
-def _failed_sum(column: sa.ColumnElement) -> sa.ColumnElement:
-    return sa.func.sum(failed_count(column))
 
 
 def histories(
@@ -154,20 +149,12 @@ def _grouped(
         cond.append(table.c.run_ref.in_(only.refs()))
     # A few keys (what triage asks for) are read off the primary key, not the whole table.
     few = len(wanted) <= _IN_CHUNK
-    reruns = sa.func.sum(sa.case((table.c.reruns > 0, 1), else_=0))
     if table is results and only is None:
-        # Tests' results: the days rolled up, and the results of the others.
+        # Tests' results: the weeks rolled up, and the results of the others.
         summary = conn.execute(counted(conn, since, sorted(wanted) if few else None)).all()
     else:
         summary = conn.execute(
-            sa.select(
-                key,
-                sa.func.count(),
-                _failed_sum(table.c.outcome),
-                reruns,
-                sa.func.min(table.c.finished_at),
-                sa.func.max(table.c.finished_at),
-            )
+            sa.select(*totals(table, key))
             .where(*cond, *([key.in_(sorted(wanted))] if few else []))
             .group_by(key)
         ).all()

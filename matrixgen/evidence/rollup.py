@@ -53,20 +53,26 @@ def roll_up(conn: sa.Connection, stored_at: int) -> None:
 def _count_week(conn: sa.Connection, week: int) -> None:
     r = results.c
     counted = (
-        sa.select(
-            sa.literal(week, sa.BigInteger),
-            r.case_id,
-            sa.func.count(),
-            sa.func.sum(failed_count(r.outcome)),
-            sa.func.sum(sa.case((r.reruns > 0, 1), else_=0)),
-            sa.func.min(r.finished_at),
-            sa.func.max(r.finished_at),
-        )
+        sa.select(sa.literal(week, sa.BigInteger), *totals(results, r.case_id))
         .where(r.outcome != SKIPPED, r.finished_at >= week, r.finished_at < week + WEEK)
         .group_by(r.case_id)
     )
     conn.execute(case_weeks.insert().from_select(list(case_weeks.c.keys()), counted))
     conn.execute(rolled_weeks.insert().values(week=week))
+
+
+def totals(table: sa.Table, key: sa.ColumnElement) -> list[sa.ColumnElement]:
+    """Per `key`, over the rows of `table` the caller chooses (skipped ones left
+    out): the key, runs, failures, runs with reruns, first and last finish."""
+    c = table.c
+    return [
+        key,
+        sa.func.count(),
+        sa.func.sum(failed_count(c.outcome)),
+        sa.func.sum(sa.case((c.reruns > 0, 1), else_=0)),
+        sa.func.min(c.finished_at),
+        sa.func.max(c.finished_at),
+    ]
 
 
 def forget(conn: sa.Connection, week: int) -> None:
