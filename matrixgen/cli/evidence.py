@@ -24,6 +24,7 @@ from matrixgen.cli.common import (
     tree_config,
 )
 from matrixgen.engine.errors import UsageError
+from matrixgen.util.escape import terminal_text as _t
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -64,17 +65,21 @@ def note_ignored_store(db: str | None) -> None:
     """One note on stderr when the default results store is there but tracked by
     git, so not read (the commands that need a store stop on it instead)."""
     from matrixgen.util.checkout import choose_store
-    from matrixgen.util.escape import terminal_text
 
     note = choose_store(db).note
     if note is not None:
-        typer.echo(f"matrixgen: note: {terminal_text(note)}", err=True)
+        typer.echo(f"matrixgen: note: {_t(note)}", err=True)
 
 
 class FlakyFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
     MARKDOWN = "markdown"
+
+
+FlakyFormatOption = Annotated[
+    FlakyFormat, typer.Option("--format", help="table, json or markdown.")
+]
 
 
 def _parse_time(text: str) -> dt.datetime:
@@ -376,9 +381,7 @@ def flaky(
         ),
     ] = None,
     db: DbOption = None,
-    fmt: Annotated[FlakyFormat, typer.Option("--format", help="table, json or markdown.")] = (
-        FlakyFormat.TABLE
-    ),
+    fmt: FlakyFormatOption = FlakyFormat.TABLE,
     recipes: RecipesOption = None,
 ) -> None:
     """Flaky and broken cases from the stored results: one row per job, platform,
@@ -505,12 +508,6 @@ def flaky_markdown(rows: list[FlakyRow]) -> str:
             f"| {r.runs} | {r.failures} | {r.flips} | {md_text(r.evidence())} |"
         )
     return "\n".join(lines) + "\n"
-
-
-def _t(value: object) -> str:
-    from matrixgen.util.escape import terminal_text
-
-    return terminal_text(value)
 
 
 def register(app: typer.Typer) -> None:

@@ -17,12 +17,14 @@ from matrixgen.cli.evidence import (
     BrokenRunsOption,
     DbOption,
     FlakyFormat,
+    FlakyFormatOption,
     FlipRateOption,
     MinRunsOption,
     SinceOption,
     _policy,
 )
 from matrixgen.engine.errors import UsageError
+from matrixgen.util.escape import terminal_text as _t
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -78,9 +80,7 @@ def triage(
     broken_runs: BrokenRunsOption = 3,
     db: DbOption = None,
     recipes: RecipesOption = None,
-    fmt: Annotated[FlakyFormat, typer.Option("--format", help="table, json or markdown.")] = (
-        FlakyFormat.TABLE
-    ),
+    fmt: FlakyFormatOption = FlakyFormat.TABLE,
 ) -> None:
     """Give each failed job and test of a run one verdict: quarantined (an entry
     covers it), baseline (it also failed in the latest baseline run), flaky (as
@@ -93,10 +93,7 @@ def triage(
 
     run = check_triage_options(run, baseline_ref, baseline_source, baseline_runs)
     policy = _policy(since, min_runs, flip_rate, broken_runs)
-    root = recipes_dir(recipes)
-    if not root.is_dir():
-        raise UsageError(f"recipe directory not found: {root}")
-    generation = generate(root)
+    generation = generate(recipes_dir(recipes))  # refuses a directory that is not there
     require_usable(generation, Needs.SELECTION)
     if generation.quarantine.errors:
         raise QuarantineError(
@@ -161,12 +158,6 @@ def _table(report: TriageReport) -> str:
     for c in report.lift_candidates:
         out += f"lift candidate: {_t(c.entry.id)} ({_t(c.entry.action)}): {_t(c.reason)}\n"
     return out
-
-
-def _t(value: object) -> str:
-    from matrixgen.util.escape import terminal_text
-
-    return terminal_text(value)
 
 
 def register(app: typer.Typer) -> None:
