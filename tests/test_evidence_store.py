@@ -782,7 +782,8 @@ def _counted_two_ways(store: object, since: int | None) -> tuple[list, list]:
 
     read = [
         (h.node_id, h.runs, h.failures, h.rerun_runs, h.first_at, h.last_at)
-        for h in histories(store, since=since, whole_jobs=False)[1]
+        for h in histories(store, since=since)[1]
+        if h.node_id is not None
     ]
     figures: dict[str, list[int]] = {}
     with store.transaction() as conn:

@@ -35,10 +35,12 @@ _IN_CHUNK = 500
 _MAX_RUN_SECONDS = 1e15
 
 
+# A RunRow's columns, in its order.
+_RUN_ROW = [runs.c[name] for name in ("id", "run_id", "commit_sha", "finished_at", "ref", "source")]
+
+
 def read_runs(conn: sa.Connection) -> dict[int, RunRow]:
-    c = runs.c
-    query = sa.select(c.id, c.run_id, c.commit_sha, c.finished_at, c.ref, c.source)
-    return {row[0]: RunRow(*row) for row in conn.execute(query)}
+    return {row[0]: RunRow(*row) for row in conn.execute(sa.select(*_RUN_ROW))}
 
 
 class RunFilter(Struct, frozen=True, kw_only=True):
@@ -47,12 +49,12 @@ class RunFilter(Struct, frozen=True, kw_only=True):
     ref: str
     source: str | None = None
 
-    def refs(self) -> sa.Select:
-        """The matching runs' ids, as a subquery (off the (ref, finished_at) index)."""
+    def where(self) -> list[sa.ColumnElement[bool]]:
+        """The matching runs, as conditions on `runs` (off the (ref, finished_at) index)."""
         where = [runs.c.ref == self.ref]
         if self.source is not None:
             where.append(runs.c.source == self.source)
-        return sa.select(runs.c.id).where(*where)
+        return where
 
     def __str__(self) -> str:
         return f"ref {self.ref}" + (f", source {self.source}" if self.source else "")
@@ -70,17 +72,15 @@ def histories(
     store: Store,
     *,
     since: int | None,
-    unit_tests: bool = True,
-    whole_jobs: bool = True,
     unit_jobs_whole: bool = False,
     only: RunFilter | None = None,
     keys: Collection[tuple[JobKey, str | None]] | None = None,
 ) -> tuple[dict[int, RunRow], list[History]]:
     """Every key's history since `since` (epoch seconds; None: all): one test
-    of each unit-test bucket (unit_tests), one whole job of every other job
-    (whole_jobs; with unit_jobs_whole, of unit-test buckets too). Skipped
-    results are not runs; with `only`, neither are the runs it leaves out; with
-    `keys` ((job, node id or None) pairs), only those keys are read."""
+    of each unit-test bucket, one whole job of every other job (with
+    unit_jobs_whole, of unit-test buckets too). Skipped results are not runs;
+    with `only`, neither are the runs it leaves out; with `keys` ((job, node id
+    or None) pairs), only those keys are read."""
     found: list[History] = []
     chosen = set(keys) if keys is not None else None
     with store.transaction() as conn:
@@ -91,43 +91,28 @@ def histories(
         if chosen is not None:
             chosen_jobs = {job for job, _ in chosen}
             bucket_ids = {i for i in unit_ids if job_keys[i] in chosen_jobs}
-        if whole_jobs:
-            wanted = set(job_keys) if unit_jobs_whole else set(job_keys) - unit_ids
-            if chosen is not None:
-                wanted = {i for i in wanted if (job_keys[i], None) in chosen}
-            for key_id, history in _grouped(conn, run_jobs, run_jobs.c.job_id, since, wanted, only):
-                found.append(_history(job_keys[key_id], None, history))
-        if unit_tests and bucket_ids:
-            case_rows = conn.execute(
-                sa.select(cases.c.id, cases.c.job_id, cases.c.node_id).where(
-                    cases.c.job_id.in_(sorted(bucket_ids))
-                )
-            ).all()
+        wanted = set(job_keys) if unit_jobs_whole else set(job_keys) - unit_ids
+        if chosen is not None:
+            wanted = {i for i in wanted if (job_keys[i], None) in chosen}
+        for key_id, parts in _grouped(conn, run_jobs, run_jobs.c.job_id, since, wanted, only):
+            found.append(History(job_keys[key_id], None, *parts))
+        if bucket_ids:
             case_of = {
-                cid: (job_id, node)
-                for cid, job_id, node in case_rows
+                cid: (job_keys[job_id], node)
+                for cid, job_id, node in _cases_of(conn, bucket_ids)
                 if chosen is None or (job_keys[job_id], node) in chosen
             }
             grouped = _grouped(conn, results, results.c.case_id, since, set(case_of), only)
-            for key_id, history in grouped:
-                job_id, node = case_of[key_id]
-                found.append(_history(job_keys[job_id], node, history))
+            for key_id, parts in grouped:
+                found.append(History(*case_of[key_id], *parts))
     found.sort(key=lambda h: (h.job, h.node_id or ""))
     return run_rows, found
 
 
-def _history(job: JobKey, node: str | None, parts: tuple) -> History:
-    runs_, failures, reruns, first_at, last_at, sequence = parts
-    return History(
-        job=job,
-        node_id=node,
-        runs=runs_,
-        failures=failures,
-        rerun_runs=reruns,
-        first_at=first_at,
-        last_at=last_at,
-        sequence=sequence,
-    )
+def _cases_of(conn: sa.Connection, job_ids: Collection[int]) -> sa.CursorResult:
+    """(case id, job id, node id) of these jobs' tests."""
+    c = cases.c
+    return conn.execute(sa.select(c.id, c.job_id, c.node_id).where(c.job_id.in_(sorted(job_ids))))
 
 
 def _grouped(
@@ -146,7 +131,7 @@ def _grouped(
     if since is not None:
         cond.append(table.c.finished_at >= since)
     if only is not None:
-        cond.append(table.c.run_ref.in_(only.refs()))
+        cond.append(table.c.run_ref.in_(sa.select(runs.c.id).where(*only.where())))
     # A few keys (what triage asks for) are read off the primary key, not the whole table.
     few = len(wanted) <= _IN_CHUNK
     if table is results and only is None:
@@ -190,12 +175,7 @@ class RunOutcomes(Struct, frozen=True, kw_only=True):
 
 
 def find_run(conn: sa.Connection, run_id: str) -> RunRow | None:
-    c = runs.c
-    row = conn.execute(
-        sa.select(c.id, c.run_id, c.commit_sha, c.finished_at, c.ref, c.source).where(
-            c.run_id == run_id
-        )
-    ).first()
+    row = conn.execute(sa.select(*_RUN_ROW).where(runs.c.run_id == run_id)).first()
     return RunRow(*row) if row is not None else None
 
 
@@ -226,12 +206,9 @@ def run_outcomes(store: Store, run_id: str, baseline: RunFilter, count: int) -> 
                 + (f" (the latest: {latest})" if latest else " (it holds no runs)")
             )
         c = runs.c
-        where = [c.ref == baseline.ref, c.finished_at <= run.finished_at, c.id != run.ref]
-        if baseline.source is not None:
-            where.append(c.source == baseline.source)
         rows = conn.execute(
-            sa.select(c.id, c.run_id, c.commit_sha, c.finished_at, c.ref, c.source)
-            .where(*where)
+            sa.select(*_RUN_ROW)
+            .where(*baseline.where(), c.finished_at <= run.finished_at, c.id != run.ref)
             .order_by(c.finished_at.desc(), c.id.desc())
             .limit(count)
         ).all()
@@ -364,35 +341,26 @@ def outcome_cells(store: Store, *, since: int | None) -> tuple[dict[int, RunRow]
     unit-test bucket, one whole job of every other job. What a test-by-run
     grid shows; verdicts come from `flaky`, not from here."""
     found: Cells = {}
+
+    def read(conn: sa.Connection, table: sa.Table, key: sa.Column, keys: Mapping) -> None:
+        c = table.c
+        query = sa.select(key, c.run_ref, c.outcome, c.reruns)
+        if since is not None:
+            query = query.where(c.finished_at >= since)
+        # In primary-key order: each key's outcomes come together.
+        for k, group in groupby(_raw_rows(conn, query.order_by(key)), itemgetter(0)):
+            if k in keys:
+                found[keys[k]] = {ref: (outcome, reruns) for _, ref, outcome, reruns in group}
+
     with store.transaction() as conn:
         run_rows = read_runs(conn)
         job_keys = read_jobs(conn)
-        whole = run_jobs.c
-        query = sa.select(whole.job_id, whole.run_ref, whole.outcome, whole.reruns)
-        if since is not None:
-            query = query.where(whole.finished_at >= since)
-        for job_id, ref, outcome, reruns in conn.execute(query).all():
-            key = job_keys[job_id]
-            if not key.unit:
-                found.setdefault((key, None), {})[ref] = (outcome, reruns)
-        unit_ids = sorted(i for i, k in job_keys.items() if k.unit)
+        whole = {i: (k, None) for i, k in job_keys.items() if not k.unit}
+        read(conn, run_jobs, run_jobs.c.job_id, whole)
+        unit_ids = {i for i, k in job_keys.items() if k.unit}
         if unit_ids:
             case_of = {
-                cid: (job_keys[job_id], node)
-                for cid, job_id, node in conn.execute(
-                    sa.select(cases.c.id, cases.c.job_id, cases.c.node_id).where(
-                        cases.c.job_id.in_(unit_ids)
-                    )
-                )
+                cid: (job_keys[job_id], node) for cid, job_id, node in _cases_of(conn, unit_ids)
             }
-            tests = results.c
-            query = sa.select(tests.case_id, tests.run_ref, tests.outcome, tests.reruns)
-            if since is not None:
-                query = query.where(tests.finished_at >= since)
-            # In primary-key order: each test's results come together.
-            rows = _raw_rows(conn, query.order_by(tests.case_id))
-            for case_id, group in groupby(rows, itemgetter(0)):
-                key = case_of.get(case_id)
-                if key is not None:
-                    found[key] = {ref: (outcome, reruns) for _, ref, outcome, reruns in group}
+            read(conn, results, results.c.case_id, case_of)
     return run_rows, found

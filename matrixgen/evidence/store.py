@@ -211,8 +211,8 @@ class Store(ComparedValue, frozen=True):
                     # JIT compiles each partition's scan anew (100 days of results:
                     # 2 s of compiling for a 5 s aggregate); these queries gain nothing.
                     conn.execute(sa.text("SET LOCAL jit = off"))
-                if self.dialect == "postgresql" and self.write:
-                    conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_ADVISORY_LOCK)))
+                    if self.write:
+                        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_ADVISORY_LOCK)))
                 if not self.migrated:
                     _migrate(conn, self)
                     checked = True
