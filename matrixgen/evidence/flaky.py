@@ -28,6 +28,7 @@ import datetime as dt
 import os
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from enum import StrEnum
+from itertools import pairwise
 from typing import Any
 
 from msgspec import Struct
@@ -185,40 +186,22 @@ def judge(history: History, run_rows: Mapping[int, RunRow], policy: FlakyPolicy)
         return RunRef(row.run_id, row.commit, row.finished_at)
 
     sequence = history.sequence
-    flips = 0
-    previous: bool | None = None
-    outcomes: dict[str, set[bool]] = {}
-    order: list[str] = []
+    flips = sum(a[2] != b[2] for a, b in pairwise(sequence))
+    outcomes: dict[str, set[bool]] = {}  # per commit (else run), in the order first run
     rerun_passes = 0
-    first_failure = last_failure = None
     for _at, run_ref, failed, reruns in sequence:
-        if previous is not None and failed != previous:
-            flips += 1
-        previous = failed
         row = run_rows[run_ref]
-        commit = row.commit or f"run {row.run_id}"
-        if commit not in outcomes:
-            outcomes[commit] = set()
-            order.append(commit)
-        outcomes[commit].add(failed)
+        seen = outcomes.setdefault(row.commit or f"run {row.run_id}", set())
+        seen.add(failed)
         if not failed and reruns:
             rerun_passes += 1
-            outcomes[commit].add(True)  # it failed before it passed
-        if failed:
-            if first_failure is None:
-                first_failure = run_ref
-            last_failure = run_ref
-    streak = 0
-    for _at, _ref, failed, _rr in reversed(sequence):
-        if not failed:
-            break
-        streak += 1
-    passing = 0
-    for _at, _ref, failed, _rr in reversed(sequence):
-        if failed:
-            break
-        passing += 1
-    same_commit = tuple(c for c in order if len(outcomes[c]) == 2)
+            seen.add(True)  # it failed before it passed
+    failed_refs = [run_ref for _at, run_ref, failed, _rr in sequence if failed]
+    # The runs in a row at the end that went as the last one did.
+    last_failed = sequence[-1][2]
+    tail = next((i for i, s in enumerate(reversed(sequence)) if s[2] != last_failed), len(sequence))
+    streak, passing = (tail, 0) if last_failed else (0, tail)
+    same_commit = tuple(c for c, seen in outcomes.items() if len(seen) == 2)
     runs = len(sequence)
     if streak >= policy.broken_runs:
         verdict = Verdict.BROKEN
@@ -234,8 +217,8 @@ def judge(history: History, run_rows: Mapping[int, RunRow], policy: FlakyPolicy)
         verdict=verdict,
         same_commit=same_commit,
         rerun_passes=rerun_passes,
-        first_failure=ref(first_failure) if first_failure is not None else None,
-        last_failure=ref(last_failure) if last_failure is not None else None,
+        first_failure=ref(failed_refs[0]) if failed_refs else None,
+        last_failure=ref(failed_refs[-1]) if failed_refs else None,
         broken_since=ref(sequence[-streak][1]) if verdict is Verdict.BROKEN else None,
         passing_streak=passing,
     )
@@ -270,10 +253,7 @@ class FlakyReport(Struct, frozen=True, kw_only=True):
     left_out: tuple[tuple[JobKey, str | None, int], ...] = ()
 
     def by_verdict(self) -> dict[str, int]:
-        out = {v.value: 0 for v in Verdict}
-        for row in self.rows:
-            out[row.verdict.value] += 1
-        return out
+        return {v.value: sum(r.verdict is v for r in self.rows) for v in Verdict}
 
 
 def flaky_rows(

@@ -131,10 +131,7 @@ class TriageReport(Struct, frozen=True, kw_only=True):
         )
 
     def summary(self) -> dict[str, int]:
-        out = {v.value: 0 for v in ORDER}
-        for failure in self.failures:
-            out[failure.verdict.value] += 1
-        return out
+        return {v.value: sum(f.verdict is v for f in self.failures) for v in ORDER}
 
     @property
     def new(self) -> tuple[Failure, ...]:
@@ -232,61 +229,43 @@ def judge_failures(
     """Each failure of the run and its one verdict (pure: values in, values out)."""
     judged: list[Failure] = []
     base_runs = outcomes.baseline
+    failed_keys = {b.ref: _failed_keys(outcomes, b.ref) for b in base_runs}
     for key in failures_of(outcomes, outcomes.run.ref):
         job, node = key
         entry = covering_entry(node, places_of.get(job, ()), entries, known)
+        row = flaky.get(key)
         if entry is not None:
-            judged.append(
-                Failure(
-                    job=job,
-                    node_id=node,
-                    verdict=TriageVerdict.QUARANTINED,
-                    evidence=f"quarantined by entry {entry.id} ({entry.action.value}, "
-                    f"{entry.kind.value}; tracker {entry.tracker_ref})",
-                    entry=_entry_ref(entry),
-                )
-            )
-            continue
-        failed_in = [b for b in base_runs if key in _failed_keys(outcomes, b.ref)]
-        if failed_in:
+            found: dict[str, Any] = {
+                "verdict": TriageVerdict.QUARANTINED,
+                "evidence": f"quarantined by entry {entry.id} ({entry.action.value}, "
+                f"{entry.kind.value}; tracker {entry.tracker_ref})",
+                "entry": _entry_ref(entry),
+            }
+        elif failed_in := [b for b in base_runs if key in failed_keys[b.ref]]:
             last = failed_in[0]
             share = (
                 f" ({len(failed_in)} of the {len(base_runs)} baseline runs)"
                 if len(base_runs) > 1
                 else ""
             )
-            judged.append(
-                Failure(
-                    job=job,
-                    node_id=node,
-                    verdict=TriageVerdict.BASELINE,
-                    evidence=f"also failed in baseline run {last.run_id} of {baseline} "
-                    f"({iso(last.finished_at)}){share}",
-                    baseline_run=_run_ref(last),
-                )
-            )
-            continue
-        row = flaky.get(key)
-        if row is not None and row.verdict is Verdict.FLAKY:
-            judged.append(
-                Failure(
-                    job=job,
-                    node_id=node,
-                    verdict=TriageVerdict.FLAKY,
-                    evidence=f"flaky on {baseline}: {row.evidence()}",
-                )
-            )
-            continue
-        judged.append(
-            Failure(
-                job=job,
-                node_id=node,
-                verdict=TriageVerdict.NEW,
-                evidence=_new_evidence(
-                    key, outcomes, row, baseline, policy, (too_few or {}).get(key)
-                ),
-            )
-        )
+            found = {
+                "verdict": TriageVerdict.BASELINE,
+                "evidence": f"also failed in baseline run {last.run_id} of {baseline} "
+                f"({iso(last.finished_at)}){share}",
+                "baseline_run": _run_ref(last),
+            }
+        elif row is not None and row.verdict is Verdict.FLAKY:
+            found = {
+                "verdict": TriageVerdict.FLAKY,
+                "evidence": f"flaky on {baseline}: {row.evidence()}",
+            }
+        else:
+            runs = (too_few or {}).get(key)
+            found = {
+                "verdict": TriageVerdict.NEW,
+                "evidence": _new_evidence(key, outcomes, row, baseline, policy, runs),
+            }
+        judged.append(Failure(job=job, node_id=node, **found))
     judged.sort(key=Failure.sort_key)
     return judged
 
