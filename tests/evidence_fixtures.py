@@ -123,7 +123,7 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
     base = _postgres_url()
     schema = f"t_{uuid.uuid4().hex[:12]}"
-    engine = sa.create_engine(store_url(base)[0])
+    engine = sa.create_engine(store_url(base))
     with engine.begin() as conn:
         conn.execute(sa.schema.CreateSchema(schema))
     try:

@@ -155,7 +155,7 @@ def test_both_dialects_give_the_same_verdicts(
     import sqlalchemy as sa
 
     schema = f"t_{uuid.uuid4().hex[:12]}"
-    engine = sa.create_engine(store_url(url)[0])
+    engine = sa.create_engine(store_url(url))
     with engine.begin() as conn:
         conn.execute(sa.schema.CreateSchema(schema))
     try:
@@ -198,7 +198,7 @@ def test_the_store_is_never_written_through_a_symlink(tmp_path: Path) -> None:
     ],
 )
 def test_store_urls(given: str, url: str) -> None:
-    assert store_url(given) == (url, True)
+    assert store_url(given) == url
 
 
 def test_an_unknown_url_scheme_is_a_usage_error() -> None:
@@ -209,10 +209,10 @@ def test_an_unknown_url_scheme_is_a_usage_error() -> None:
 def test_the_default_store_is_at_the_top_of_the_checkout(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.delenv("MATRIXGEN_RESULTS_DB", raising=False)
     monkeypatch.chdir(tmp_path)
-    assert store_url(None) == (f"sqlite:///{tmp_path / '.matrixgen' / 'results.db'}", False)
+    assert store_url(None) == f"sqlite:///{tmp_path / '.matrixgen' / 'results.db'}"
     top = Path(__file__).resolve().parents[1]
     monkeypatch.chdir(top / "tests")
-    assert store_url(None)[0] == f"sqlite:///{top / '.matrixgen' / 'results.db'}"
+    assert store_url(None) == f"sqlite:///{top / '.matrixgen' / 'results.db'}"
 
 
 def test_sqlalchemy_is_not_imported_by_other_commands() -> None:
@@ -355,7 +355,7 @@ def test_a_default_store_git_tracks_is_refused_by_the_commands_that_need_one(
     default = repo.top / ".matrixgen" / "results.db"
     ingest_runs(str(default), evidence_runs[:1])
     monkeypatch.chdir(repo.top)
-    assert store_url(None)[0] == f"sqlite:///{default}"  # untracked: the default store
+    assert store_url(None) == f"sqlite:///{default}"  # untracked: the default store
     repo.git("add", "-f", ".matrixgen/results.db")
     for write in (False, True):
         with pytest.raises(ResultsStoreError, match="is tracked by git, so it is not read"):
@@ -483,7 +483,7 @@ def _version_1_store(db: str) -> None:
     """A store as the first schema wrote it, with one run in it."""
     import sqlalchemy as sa
 
-    url = store_url(db)[0]
+    url = store_url(db)
     engine = sa.create_engine(url)
     try:
         with engine.begin() as conn:
@@ -547,8 +547,8 @@ def test_a_version_4_store_moves_its_results_into_day_partitions(
 
     fresh = str(tmp_path / "fresh.db")
     ingest_runs(fresh, evidence_runs)
-    url = store_url(db)[0]
-    source, engine = sa.create_engine(store_url(fresh)[0]), sa.create_engine(url)
+    url = store_url(db)
+    source, engine = sa.create_engine(store_url(fresh)), sa.create_engine(url)
     ordered = [tables_module.runs, tables_module.jobs, tables_module.run_jobs]
     ordered += [tables_module.cases, tables_module.results]
     try:

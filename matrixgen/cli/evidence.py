@@ -9,6 +9,7 @@ opened, read or written. sqlalchemy is imported only when one of these runs.
 from __future__ import annotations
 
 import datetime as dt
+from contextlib import closing
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -239,7 +240,7 @@ def _stream_ingest(db: str | None, info: Any, paths: list[Path], mapper: Any) ->
     from matrixgen.evidence.junit import run_finished_at, stream_report
     from matrixgen.evidence.store import open_store, sqlite_path, store_url
 
-    path = sqlite_path(store_url(db)[0])
+    path = sqlite_path(store_url(db))
     created = path is not None and not path.exists()
     store = open_store(db, write=True)
     try:
@@ -335,11 +336,8 @@ def prune(
     if older_than < 1:
         raise UsageError("--older-than must be 1 day or more")
     before = reference_time() - older_than * 86400
-    store = open_store(db, write=True)
-    try:
+    with closing(open_store(db, write=True)) as store:
         deleted = store_prune(store, before)
-    finally:
-        store.close()
     typer.echo(
         f"deleted {deleted['runs']} run(s) finished before {iso(before)}: "
         f"{deleted['run_jobs']} job outcome(s), {deleted['results']} result(s) from {store.shown}",
@@ -404,11 +402,8 @@ def flaky(
         except ValueError:
             raise UsageError(f'--verdict "{value}": use broken, failing, flaky or ok') from None
     policy = _policy(since, min_runs, flip_rate, broken_runs)
-    store = open_store(db, write=False)
-    try:
+    with closing(open_store(db, write=False)) as store:
         report = flaky_rows(store, policy, only=only)
-    finally:
-        store.close()
     rows = [r for r in report.rows if not wanted or r.verdict in wanted]
     config = tree_config(recipes)
     if config is not None:

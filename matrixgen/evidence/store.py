@@ -19,9 +19,10 @@ from typing import Any
 
 import sqlalchemy as sa
 from msgspec import Struct, field
+from msgspec.structs import astuple
 
 from matrixgen.engine.errors import ResultsStoreError, UsageError
-from matrixgen.evidence.junit import Outcome, Testcase
+from matrixgen.evidence.junit import Testcase
 from matrixgen.evidence.tables import MIGRATIONS, SCHEMA_VERSION, schema_table
 from matrixgen.util.checkout import choose_store, default_store_path
 from matrixgen.util.values import ComparedValue
@@ -66,15 +67,8 @@ class JobKey(Struct, frozen=True, order=True):
         }
 
     def identity(self) -> tuple[str, ...]:
-        return (
-            self.system,
-            self.scope,
-            self.platform,
-            self.environment,
-            self.model,
-            self.test_case,
-            self.tag,
-        )
+        """Every field but `unit`: the jobs table's unique key."""
+        return astuple(self)[:-1]
 
 
 class JobResults(Struct, frozen=True, kw_only=True):
@@ -84,16 +78,6 @@ class JobResults(Struct, frozen=True, kw_only=True):
     job_name: str
     target: str
     testcases: tuple[Testcase, ...]
-
-    @property
-    def outcome(self) -> Outcome:
-        """The job's outcome: failed when a test failed or errored; skipped when
-        every test was skipped (or there were none); else passed."""
-        if any(t.outcome.failed for t in self.testcases):
-            return Outcome.FAILED
-        if all(t.outcome is Outcome.SKIPPED for t in self.testcases):
-            return Outcome.SKIPPED
-        return Outcome.PASSED
 
 
 class RunInfo(Struct, frozen=True, kw_only=True):
@@ -133,27 +117,27 @@ class History(Struct, frozen=True):
 # --------------------------------------------------------------------------- opening
 
 
-def store_url(given: str | None) -> tuple[str, bool]:
-    """(SQLAlchemy URL, explicitly configured?) from --db, $MATRIXGEN_RESULTS_DB,
-    or the default file (`util.checkout.choose_store`: never one git tracks). A
-    plain path is a SQLite file; postgresql:// URLs use psycopg (version 3)."""
+def store_url(given: str | None) -> str:
+    """The SQLAlchemy URL from --db, $MATRIXGEN_RESULTS_DB, or the default file
+    (`util.checkout.choose_store`: never one git tracks). A plain path is a
+    SQLite file; postgresql:// URLs use psycopg (version 3)."""
     choice = choose_store(given)
     if choice.note is not None:
         raise ResultsStoreError(choice.note)
     text = choice.location or ""
     if not text:
-        return "sqlite:///" + str(default_store_path()), False
+        return "sqlite:///" + str(default_store_path())
     lowered = text.lower()
     for prefix in ("postgresql://", "postgres://"):
         if lowered.startswith(prefix):
-            return "postgresql+psycopg://" + text[len(prefix) :], True
+            return "postgresql+psycopg://" + text[len(prefix) :]
     if lowered.startswith(("postgresql+psycopg://", "sqlite://")):
-        return text, True
+        return text
     if "://" in text:
         raise UsageError(
             f"--db {_shown(text)}: expected a file path, sqlite:///PATH or postgresql://..."
         )
-    return "sqlite:///" + text, choice.explicit
+    return "sqlite:///" + text
 
 
 def _shown(url: str) -> str:
@@ -276,7 +260,7 @@ def open_store(given: str | None, *, write: bool) -> Store:
     SQLite file read-only, and each transaction on a SQLite file is bounded in
     time by a progress handler; on PostgreSQL a reader's transaction is READ
     ONLY and every transaction sets `statement_timeout` to the same bound."""
-    url, _ = store_url(given)
+    url = store_url(given)
     path = sqlite_path(url)
     clock: list[_Deadline] = []
     if path is not None:

@@ -23,6 +23,7 @@ Everything here but `triage` works on values; `triage` reads the store.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 from enum import StrEnum
 from typing import Any
 
@@ -423,11 +424,8 @@ def read_triage(
     so the two cannot disagree."""
     from matrixgen.evidence.store import open_store
 
-    store = open_store(db, write=False)
-    try:
+    with closing(open_store(db, write=False)) as store:
         return triage(store, generation, run_id, baseline=baseline, count=count, policy=policy)
-    finally:
-        store.close()
 
 
 # --------------------------------------------------------------------------- Markdown
