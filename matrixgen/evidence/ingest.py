@@ -12,9 +12,11 @@ from typing import Any
 
 import sqlalchemy as sa
 from msgspec import Struct
+from msgspec.structs import asdict
 
 from matrixgen.engine.errors import UsageError
 from matrixgen.evidence.junit import Outcome, Testcase
+from matrixgen.evidence.queries import read_jobs
 from matrixgen.evidence.rollup import roll_up
 from matrixgen.evidence.store import JobKey, JobResults, RunInfo, Store
 from matrixgen.evidence.tables import (
@@ -166,10 +168,7 @@ class IngestSink:
         self.finished = False
         self.job_of: dict[JobKey, int] = {}
         self.jobs: dict[int, tuple[JobKey, str, str]] = {}  # first name and target per job
-        self.stored_jobs = {
-            tuple(row[1:]): row[0]
-            for row in conn.execute(sa.select(jobs.c.id, *(jobs.c[name] for name in _IDENTITY)))
-        }
+        self.stored_jobs = {key.identity(): job_id for job_id, key in read_jobs(conn).items()}
         self.new_run, self.ref, self.at = _run_row(conn, run)
         if conn.dialect.name == "postgresql":
             # The folding's sorts and hashes of a run's records in memory, not on disk.
@@ -298,9 +297,6 @@ class IngestSink:
             "failures": j.failed,
             "reruns": j.reruns,
         }
-
-
-_IDENTITY = ("system", "scope", "platform", "environment", "model", "test_case", "tag")
 
 
 def _run_row(conn: sa.Connection, run: RunInfo) -> tuple[bool, int, int]:
@@ -441,54 +437,38 @@ def _insert_results(conn: sa.Connection, rows: sa.Select) -> None:
 def _job_id(conn: sa.Connection, key: JobKey, stored: Mapping[tuple[str, ...], int]) -> int:
     """A job's id, its row created when missing (`stored`: the jobs table as
     the ingest found it)."""
-    identity = key.identity()
-    if identity in stored:
-        return stored[identity]
-    return conn.execute(
-        jobs.insert().values(**dict(zip(_IDENTITY, identity, strict=True)), unit=key.unit)
-    ).inserted_primary_key[0]
+    found = stored.get(key.identity())
+    if found is not None:
+        return found
+    return conn.execute(jobs.insert().values(**asdict(key))).inserted_primary_key[0]
 
 
 def _bulk_insert(
     conn: sa.Connection, table: sa.Table, keys: Sequence[str], rows: Sequence[tuple]
 ) -> None:
-    """Many rows of one shape (values in the order of `keys`): on PostgreSQL
-    through COPY; else the INSERT is compiled by SQLAlchemy once, for this
-    dialect, and the driver runs it for every row (SQLAlchemy's own executemany
-    builds parameters row by row in Python: most of an ingest's time)."""
+    """Many rows of one shape (values in the order of `keys`). On PostgreSQL
+    through COPY FROM STDIN, in the command's transaction: the rows stream in
+    the text format psycopg writes, several times faster than a batch of
+    INSERTs. Else the INSERT is compiled by SQLAlchemy once, for this dialect,
+    and the driver runs it for every row (SQLAlchemy's own executemany builds
+    parameters row by row in Python: most of an ingest's time)."""
     if not rows:
         return
     if conn.dialect.name == "postgresql":
-        _copy_rows(conn, table, keys, rows)
-        return
-    compiled = table.insert().compile(dialect=conn.dialect, column_keys=list(keys))
-    cursor = conn.connection.cursor()
-    try:
-        if compiled.positional:
-            where = {k: i for i, k in enumerate(keys)}
-            order = [where[k] for k in compiled.positiontup or []]
-            if order != list(range(len(keys))):
-                rows = [tuple(r[i] for i in order) for r in rows]
-            cursor.executemany(str(compiled), rows)
-        else:
-            cursor.executemany(str(compiled), [dict(zip(keys, r, strict=True)) for r in rows])
-    finally:
-        cursor.close()
-
-
-def _copy_rows(
-    conn: sa.Connection, table: sa.Table, keys: Sequence[str], rows: Sequence[tuple]
-) -> None:
-    """PostgreSQL's COPY FROM STDIN, in the command's transaction: the rows
-    stream in the text format psycopg writes, several times faster than a
-    batch of INSERTs."""
-    preparer = conn.dialect.identifier_preparer
-    columns = ", ".join(preparer.quote(k) for k in keys)
-    statement = f"COPY {preparer.format_table(table)} ({columns}) FROM STDIN"
-    cursor = conn.connection.driver_connection.cursor()
-    try:
-        with cursor.copy(statement) as copy:
+        preparer = conn.dialect.identifier_preparer
+        columns = ", ".join(preparer.quote(k) for k in keys)
+        statement = f"COPY {preparer.format_table(table)} ({columns}) FROM STDIN"
+        with conn.connection.driver_connection.cursor() as cursor, cursor.copy(statement) as copy:
             for row in rows:
                 copy.write_row(row)
+        return
+    compiled = table.insert().compile(dialect=conn.dialect, column_keys=list(keys))
+    where = {k: i for i, k in enumerate(keys)}
+    order = [where[k] for k in compiled.positiontup or []]  # SQLite's parameters: positional
+    if order != list(range(len(keys))):
+        rows = [tuple(r[i] for i in order) for r in rows]
+    cursor = conn.connection.cursor()
+    try:
+        cursor.executemany(str(compiled), rows)
     finally:
         cursor.close()
