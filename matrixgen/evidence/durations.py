@@ -37,15 +37,12 @@ def measured_hook(medians: Mapping[JobKey, float]) -> Measured:
     return measured
 
 
-def measured_from_store(db: str | None) -> Measured | None:
+def measured_from_store(db: str | None) -> Measured:
     """The hook fed from the results store (--db, $MATRIXGEN_RESULTS_DB, or the
-    default file when it exists); None when no store is configured."""
+    default file: callers ask `summary.store_configured` first)."""
     from matrixgen.evidence.queries import run_durations
     from matrixgen.evidence.store import open_store
-    from matrixgen.evidence.summary import store_configured
 
-    if not store_configured(db):
-        return None
     with closing(open_store(db, write=False)) as store:
         durations = run_durations(store)
     return measured_hook({key: statistics.median(runs) for key, runs in durations.items() if runs})

@@ -15,7 +15,7 @@ from msgspec import Struct
 
 from matrixgen.engine.errors import ResultsStoreError, UsageError, did_you_mean
 from matrixgen.evidence.junit import Outcome
-from matrixgen.evidence.rollup import counted, forget_before, totals
+from matrixgen.evidence.rollup import counted, forget, totals
 from matrixgen.evidence.store import History, JobKey, RunRow, Store
 from matrixgen.evidence.tables import (
     FAILED_CODES,
@@ -24,6 +24,7 @@ from matrixgen.evidence.tables import (
     SKIPPED,
     cases,
     jobs,
+    partition_start,
     partitions,
     results,
     run_jobs,
@@ -296,7 +297,7 @@ def prune(store: Store, before: int) -> dict[str, int]:
                 )
             )
             deleted["results"] += max(done.rowcount, 0)
-        forget_before(conn, before)
+        forget(conn, partition_start(before), before=True)
         done = conn.execute(run_jobs.delete().where(run_jobs.c.finished_at < before))
         deleted["run_jobs"] = max(done.rowcount, 0)
         done = conn.execute(runs.delete().where(runs.c.finished_at < before))

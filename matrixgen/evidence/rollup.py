@@ -75,17 +75,11 @@ def totals(table: sa.Table, key: sa.ColumnElement) -> list[sa.ColumnElement]:
     ]
 
 
-def forget(conn: sa.Connection, week: int) -> None:
-    """This week is no longer rolled (its results changed)."""
-    conn.execute(case_weeks.delete().where(case_weeks.c.week == week))
-    conn.execute(rolled_weeks.delete().where(rolled_weeks.c.week == week))
-
-
-def forget_before(conn: sa.Connection, at: int) -> None:
-    """Prune deleted the results before `at`: its week and those before are forgotten."""
-    last = partition_start(at)
-    conn.execute(case_weeks.delete().where(case_weeks.c.week <= last))
-    conn.execute(rolled_weeks.delete().where(rolled_weeks.c.week <= last))
+def forget(conn: sa.Connection, week: int, *, before: bool = False) -> None:
+    """This week is no longer rolled (its results changed); with `before`, nor
+    are the weeks before it (prune deleted results of them)."""
+    for table in (case_weeks, rolled_weeks):
+        conn.execute(table.delete().where(table.c.week <= week if before else table.c.week == week))
 
 
 def counted(conn: sa.Connection, since: int | None, keys: list[int] | None) -> sa.Select:

@@ -91,8 +91,6 @@ runs = sa.Table(
     sa.Column("source", sa.String(SOURCE_LIMIT)),  # schema 3: what started the run
     sa.Index("ix_runs_ref_finished", "ref", "finished_at"),
 )
-# The columns of `runs` each schema version added (`_migrate_1` writes the others).
-_RUNS_ADDED = {3: ("ref", "source")}
 jobs = sa.Table(
     "jobs",
     metadata,
@@ -249,7 +247,7 @@ def _migrate_3(conn: sa.Connection) -> None:
     the runs stored before, and the index the baseline lookups read. Additive:
     no row is rewritten."""
     preparer = conn.dialect.identifier_preparer
-    for name in _RUNS_ADDED[3]:
+    for name in ("ref", "source"):
         column = sa.schema.CreateColumn(runs.c[name]).compile(dialect=conn.dialect)
         conn.exec_driver_sql(f"ALTER TABLE {preparer.format_table(runs)} ADD COLUMN {column}")
     for index in runs.indexes:

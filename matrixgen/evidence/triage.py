@@ -41,28 +41,22 @@ from matrixgen.pipeline import Generation
 from matrixgen.quarantine.apply import applying_entries
 from matrixgen.quarantine.model import Entry
 
-DEFAULT_BASELINE_REF = "main"
 DEFAULT_BASELINE_RUNS = 1
 # Actions that keep a job running and let it fail: a pass there is what lifts them.
 # (By value: a file whose tool knows a `mute` action counts it as well.)
 LIFTABLE_ACTIONS = frozenset({"allow-failure", "mute"})
-# Outcomes that are a pass. A job that was muted or allowed to fail and failed is no pass.
-PASSING = frozenset({Outcome.PASSED.value})
 
 
 class TriageVerdict(StrEnum):
+    """In the order reports list failures: new ones first."""
+
     NEW = "new"
     BASELINE = "baseline"
     FLAKY = "flaky"
     QUARANTINED = "quarantined"
 
 
-ORDER = (
-    TriageVerdict.NEW,
-    TriageVerdict.BASELINE,
-    TriageVerdict.FLAKY,
-    TriageVerdict.QUARANTINED,
-)
+_RANK = {v: i for i, v in enumerate(TriageVerdict)}
 
 
 class EntryRef(Struct, frozen=True, kw_only=True):
@@ -92,7 +86,7 @@ class Failure(Struct, frozen=True, kw_only=True):
         return self.job.test_case + (f"[{self.job.tag}]" if self.job.tag else "")
 
     def sort_key(self) -> tuple:
-        return (ORDER.index(self.verdict), self.job, self.node_id or "")
+        return (_RANK[self.verdict], self.job, self.node_id or "")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -132,7 +126,7 @@ class TriageReport(Struct, frozen=True, kw_only=True):
         )
 
     def summary(self) -> dict[str, int]:
-        return {v.value: sum(f.verdict is v for f in self.failures) for v in ORDER}
+        return {v.value: sum(f.verdict is v for f in self.failures) for v in TriageVerdict}
 
     @property
     def new(self) -> tuple[Failure, ...]:
@@ -359,7 +353,7 @@ def _passed(outcomes: RunOutcomes, ref: int, key: JobKey, entry: Entry) -> bool:
     if entry.node_ids:
         failed = outcomes.failed_tests.get(ref, frozenset())
         return not any((key, n) in failed for n in entry.node_ids)
-    return outcome.value in PASSING
+    return outcome is Outcome.PASSED  # a job muted or allowed to fail that failed is no pass
 
 
 def triage(
