@@ -495,9 +495,7 @@ def flaky_markdown(rows: list[FlakyRow]) -> str:
         "| :-- | :-- | :-- | :-- | --: | --: | --: | :-- |",
     ]
     for r in rows:
-        case = r.job.test_case + (f"[{r.job.tag}]" if r.job.tag else "")
-        if r.node_id:
-            case = r.node_id
+        case = r.node_id or r.job.test_case + (f"[{r.job.tag}]" if r.job.tag else "")
         lines.append(
             f"| {r.verdict.value} | {md_code(case)} | {md_text(r.where)} | {md_text(r.job.place)} "
             f"| {r.runs} | {r.failures} | {r.flips} | {md_text(r.evidence())} |"

@@ -104,7 +104,6 @@ class ReportEnd(Struct, frozen=True, kw_only=True):
 
     path: str
     finished_at: dt.datetime | None  # latest suite timestamp + time, UTC, when given
-    records: int  # testcase records read (a rerun's records each count)
 
 
 def parse_report(data: bytes, path: str) -> Report:
@@ -154,7 +153,6 @@ class _Reader:
         self.current: Testcase | None = None
         self.quarantined = False
         self.finished: dt.datetime | None = None
-        self.records = 0
         self.emitting = False  # an error raised by `emit` is its own, not the XML's
         self.strings: dict[str, str] = {}
 
@@ -222,7 +220,6 @@ class _Reader:
             if self.quarantined and record.outcome.failed:
                 record = replace(record, outcome=Outcome.MUTED)
             self.current = None
-            self.records += 1
             self.emitting = True
             self.emit(record)
             self.emitting = False
@@ -282,7 +279,7 @@ def _parse(chunks: Iterator[bytes], path: str, emit: Callable[[Testcase], object
             f'{reader.where()}: the XML declaration names encoding "{name}", which cannot be '
             f"read ({exc}): write the report in UTF-8"
         ) from None
-    return ReportEnd(path=path, finished_at=reader.finished, records=reader.records)
+    return ReportEnd(path=path, finished_at=reader.finished)
 
 
 def _seconds(text: str | None, where: Callable[[], str]) -> float | None:
