@@ -270,11 +270,10 @@ def open_store(given: str | None, *, write: bool) -> Store:
             )
         if write:
             _prepare_sqlite_file(path)
+        clock.append(_Deadline(store_timeout()))
     try:
         if path is not None:
-            deadline = _Deadline(store_timeout())
-            clock.append(deadline)
-            engine = _sqlite_engine(url, path, write=write, deadline=deadline)
+            engine = _sqlite_engine(url, path, write=write, deadline=clock[0])
         else:
             engine = sa.create_engine(url, pool_pre_ping=False)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
