@@ -197,13 +197,11 @@ def _tracker(entry_url: str | None, written: str) -> str:
 def _entry_outcomes(store: StoreView, keys: Sequence[Key]) -> list[str]:
     """Per run of the window where any of the keys has a result (the last
     SPARK_RUNS): fail if one failed, else rerun-pass, pass, skip."""
-    out = []
-    for run in store.runs:
-        codes = [store.cells[k][run.ref] for k in keys if run.ref in store.cells.get(k, {})]
-        if not codes:
-            continue
-        out.append(_worst(codes))
-    return out[-SPARK_RUNS:]
+    found = (
+        [store.cells[k][run.ref] for k in keys if run.ref in store.cells.get(k, {})]
+        for run in store.runs
+    )
+    return [_worst(codes) for codes in found if codes][-SPARK_RUNS:]
 
 
 def _worst(codes: Sequence[tuple[int, int]]) -> str:
@@ -263,14 +261,12 @@ def board(data: SiteData) -> str:
             row.append(sparkline(_entry_outcomes(store, keys), f"last runs of {entry.id}"))
         rows.append(row)
         classes.append(state)
-    expired = sum(1 for c in classes if c == "expired")
-    expiring = sum(1 for c in classes if c == "expiring")
     body = [
         figures(
             [
                 (str(len(entries)), "entries"),
-                (str(expired), "expired"),
-                (str(expiring), f"expiring within {EXPIRING_DAYS} days"),
+                (str(classes.count("expired")), "expired"),
+                (str(classes.count("expiring")), f"expiring within {EXPIRING_DAYS} days"),
                 (str(sum(len(data.hits.get(e.id, [])) for e in entries)), "jobs touched"),
             ]
         )

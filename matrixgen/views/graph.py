@@ -19,6 +19,7 @@ skips the needed job in a target) and cycles. networkx is imported only here.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, contains
@@ -393,7 +394,5 @@ def render_graph(result: JobGraph, fmt: str) -> str:
 
 
 def summary(result: JobGraph) -> Mapping[str, int]:
-    kinds: dict[str, int] = {}
-    for _, attrs in result.graph.nodes(data=True):
-        kinds[attrs["kind"]] = kinds.get(attrs["kind"], 0) + 1
+    kinds = Counter(kind for _, kind in result.graph.nodes(data="kind"))
     return {**kinds, "edges": result.graph.number_of_edges()}
