@@ -5,6 +5,7 @@ every string from the tree, the quarantine file or the store goes through
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -357,13 +358,12 @@ def flakes(data: SiteData) -> str:
         f'<table class="grid flakes"><thead><tr><th>verdict</th><th>failed</th>'
         f"<th>job / test</th>{heads}</tr></thead><tbody>"
     ]
-    counts = {"broken": 0, "failing": 0, "flaky": 0, "ok": 0}
     ordered: list[tuple[Key, str, str]] = [
         ((r.job, r.node_id), r.verdict.value, f"{r.failures}/{r.runs}") for r in store.rows
     ]
     ordered += [(k, "skipped", "0/0") for k in store.skipped_only]
+    counts = Counter(verdict for _, verdict, _ in ordered)
     for key, verdict, failed in ordered:
-        counts[verdict] = counts.get(verdict, 0) + 1
         outcomes = store.cells.get(key, {})
         muted = key in store.muted
         cells = []
