@@ -26,7 +26,7 @@ from matrixgen.engine.references import (
     reference_path,
 )
 from matrixgen.pipeline import Generation, generate
-from matrixgen.views.coverage import compute_coverage, missing_references, read_listing
+from matrixgen.views.coverage import ReferenceChecker, compute_coverage, read_listing
 from tests.conftest import REQUIRE_MEGATRON_ENV, megatron_required, write_tree
 from tests.gitrepo import GitRepo
 
@@ -348,13 +348,14 @@ def test_an_absent_reference_tree_is_said_once(outside_git: Path, cli: Callable)
     assert "no reference tree at repo/tests/functional_tests/test_cases" in err
 
 
-def test_library_missing_references_is_one_lookup_per_job(outside_git: Path) -> None:
+def test_library_reference_checker_is_one_lookup_per_job(outside_git: Path) -> None:
     recipes = project(outside_git / "repo")
     gen = generate(recipes)
     settings = gen.tree.config.references
     assert settings is not None
     listing = read_listing(recipes, settings)
-    missing = missing_references(settings, gen.jobs, listing)
+    checker = ReferenceChecker(settings, listing)
+    missing = [m for job in gen.jobs for m in checker.missing(job)]
     # One job per scope (mr, and nightly as its tier L2) of the same case and platform.
     assert sorted((m.job.test_case, m.job.platform, m.job.scope, m.reference) for m in missing) == [
         ("gpt_a", "dgx_gb200", "L2", "golden"),

@@ -5,6 +5,7 @@ every string from the tree, the quarantine file or the store goes through
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -197,13 +198,11 @@ def _tracker(entry_url: str | None, written: str) -> str:
 def _entry_outcomes(store: StoreView, keys: Sequence[Key]) -> list[str]:
     """Per run of the window where any of the keys has a result (the last
     SPARK_RUNS): fail if one failed, else rerun-pass, pass, skip."""
-    out = []
-    for run in store.runs:
-        codes = [store.cells[k][run.ref] for k in keys if run.ref in store.cells.get(k, {})]
-        if not codes:
-            continue
-        out.append(_worst(codes))
-    return out[-SPARK_RUNS:]
+    found = (
+        [store.cells[k][run.ref] for k in keys if run.ref in store.cells.get(k, {})]
+        for run in store.runs
+    )
+    return [_worst(codes) for codes in found if codes][-SPARK_RUNS:]
 
 
 def _worst(codes: Sequence[tuple[int, int]]) -> str:
@@ -263,14 +262,12 @@ def board(data: SiteData) -> str:
             row.append(sparkline(_entry_outcomes(store, keys), f"last runs of {entry.id}"))
         rows.append(row)
         classes.append(state)
-    expired = sum(1 for c in classes if c == "expired")
-    expiring = sum(1 for c in classes if c == "expiring")
     body = [
         figures(
             [
                 (str(len(entries)), "entries"),
-                (str(expired), "expired"),
-                (str(expiring), f"expiring within {EXPIRING_DAYS} days"),
+                (str(classes.count("expired")), "expired"),
+                (str(classes.count("expiring")), f"expiring within {EXPIRING_DAYS} days"),
                 (str(sum(len(data.hits.get(e.id, [])) for e in entries)), "jobs touched"),
             ]
         )
@@ -361,13 +358,12 @@ def flakes(data: SiteData) -> str:
         f'<table class="grid flakes"><thead><tr><th>verdict</th><th>failed</th>'
         f"<th>job / test</th>{heads}</tr></thead><tbody>"
     ]
-    counts = {"broken": 0, "failing": 0, "flaky": 0, "ok": 0}
     ordered: list[tuple[Key, str, str]] = [
         ((r.job, r.node_id), r.verdict.value, f"{r.failures}/{r.runs}") for r in store.rows
     ]
     ordered += [(k, "skipped", "0/0") for k in store.skipped_only]
+    counts = Counter(verdict for _, verdict, _ in ordered)
     for key, verdict, failed in ordered:
-        counts[verdict] = counts.get(verdict, 0) + 1
         outcomes = store.cells.get(key, {})
         muted = key in store.muted
         cells = []

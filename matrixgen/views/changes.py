@@ -76,8 +76,7 @@ def restrict(generation: Generation, selection: ChangeSelection) -> Generation:
     """The generation with only the jobs the change needs (itself on a fallback)."""
     if selection.fallback is not None or not selection.dropped:
         return generation
-    kept = tuple(selection.kept(generation.jobs))
-    return generation.with_jobs(kept)
+    return generation.with_jobs(tuple(selection.kept(generation.jobs)))
 
 
 def dropped_by_target(
@@ -85,16 +84,15 @@ def dropped_by_target(
 ) -> Dropped:
     # Keyed by identity, scope and cadence: a target's jobs carry quarantine marks.
     reasons = {job.sort_key(): why for job, why in selection.dropped}
-    config = full.tree.config
     out = []
     for target in targets:
-        kept = set(changed.jobs_for(target)) if selection.fallback is None else None
-        if kept is None:
+        if selection.fallback is not None:
             out.append((target, (), Cost()))
             continue
+        kept = set(changed.jobs_for(target))
         gone = [j for j in full.jobs_for(target) if j not in kept]
         pairs = tuple((j, reasons.get(j.sort_key(), "not needed by the change")) for j in gone)
-        out.append((target, pairs, jobs_cost(gone, target, config)))
+        out.append((target, pairs, jobs_cost(gone, target, full.tree.config)))
     return Dropped(selection=selection, targets=tuple(out))
 
 
@@ -113,13 +111,12 @@ def render_dropped(dropped: Dropped, table: Callable[..., str], *, details: bool
         for t, jobs, cost in dropped.targets
         if jobs
     ]
-    lines = [
+    text = (
         f"change-based selection since {terminal_text(selection.changes.ref)}: "
         f"{len(selection.changes.files)} changed file(s); "
         f"{sum(len(j) for _, j, _ in dropped.targets)} job(s) left out over "
-        f"{len(rows)} target(s), {hours(dropped.saved.gpu_hours_max)} GPU-h saved per run"
-    ]
-    text = "\n".join(lines) + "\n"
+        f"{len(rows)} target(s), {hours(dropped.saved.gpu_hours_max)} GPU-h saved per run\n"
+    )
     if rows:
         text += table(rows, ["target", "left out", "GPU-h saved"])
         for target, jobs, _ in dropped.targets if details else ():

@@ -154,15 +154,6 @@ class ReferenceChecker:
         return self._hints[rel]
 
 
-def missing_references(
-    settings: ReferenceSettings, jobs: Iterable[Job], listing: ReferenceListing
-) -> list[MissingReference]:
-    """The references these jobs need and the listing lacks, in job order (the
-    diff asks this about the jobs it adds)."""
-    checker = ReferenceChecker(settings, listing)
-    return [missing for job in jobs for missing in checker.missing(job)]
-
-
 def checked(job: Job, settings: ReferenceSettings) -> bool:
     """Whether any of the job's references is checked (it does not opt out of all)."""
     opt_out = job_opt_out(job)
@@ -199,10 +190,7 @@ class Orphan(Struct, frozen=True, kw_only=True):
     fields: Mapping[str, str]
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"path": self.path}
-        for name in ORPHAN_COLUMNS:
-            out[name] = self.fields.get(name)
-        return out
+        return {"path": self.path, **{name: self.fields.get(name) for name in ORPHAN_COLUMNS}}
 
 
 class Coverage(Struct, frozen=True, kw_only=True):

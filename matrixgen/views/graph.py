@@ -19,6 +19,7 @@ skips the needed job in a target) and cycles. networkx is imported only here.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, contains
@@ -318,6 +319,9 @@ MERMAID_STYLES = {
     "warmup": "fill:#fff4d6,stroke:#b8860b",
 }
 
+# What a label of each kind of node begins with (a job's ends with its quarantine).
+MERMAID_PREFIXES = {"build": "build ", "parent": "parent pipeline: ", "missing": "MISSING "}
+
 
 def to_mermaid(result: JobGraph) -> str:
     graph = result.graph
@@ -333,12 +337,8 @@ def to_mermaid(result: JobGraph) -> str:
             classes[kind].append(nid)
         if attrs.get("warmup"):
             classes["warmup"].append(nid)
-        if kind == "build":
-            label = f"build {label}"
-        elif kind == "parent":
-            label = f"parent pipeline: {label}"
-        elif kind == "missing":
-            label = f"MISSING {label}"
+        if kind in MERMAID_PREFIXES:
+            label = MERMAID_PREFIXES[kind] + label
         elif attrs.get("quarantine"):
             label = f"{label} ({attrs['quarantine']})"
         shape = ('[("', '")]') if kind == "build" else ('["', '"]')
@@ -366,9 +366,7 @@ def to_dot(result: JobGraph) -> str:
     shapes = {"build": "cylinder", "parent": "component", "missing": "octagon", "external": "box"}
     for node in _sorted_nodes(graph):
         attrs = graph.nodes[node]
-        extra = ""
-        if attrs["kind"] in shapes:
-            extra = f", shape={shapes[attrs['kind']]}"
+        extra = f", shape={shapes[attrs['kind']]}" if attrs["kind"] in shapes else ""
         if attrs["kind"] == "missing":
             extra += ", color=red"
         if attrs.get("warmup"):
@@ -393,7 +391,5 @@ def render_graph(result: JobGraph, fmt: str) -> str:
 
 
 def summary(result: JobGraph) -> Mapping[str, int]:
-    kinds: dict[str, int] = {}
-    for _, attrs in result.graph.nodes(data=True):
-        kinds[attrs["kind"]] = kinds.get(attrs["kind"], 0) + 1
+    kinds = Counter(kind for _, kind in result.graph.nodes(data="kind"))
     return {**kinds, "edges": result.graph.number_of_edges()}

@@ -173,17 +173,15 @@ def pin_problems(pin: ValuePin, job: Job) -> list[PinProblem]:
                 )
             )
     if pin.args:
-        if launcher is not None:
-            # The custom launcher bypasses the shared one: it must carry the arguments.
-            problem = _args_problem(
-                _words(launcher), pin.args, "the custom launcher (bypasses the shared one)"
-            )
-            if problem:
-                problems.append(PinProblem("launcher", problem))
-        else:
-            problem = _args_problem(job.args, pin.args, "args")
-            if problem:
-                problems.append(PinProblem("args", problem))
+        # The custom launcher bypasses the shared one: it must carry the arguments.
+        key, words, where = (
+            ("launcher", _words(launcher), "the custom launcher (bypasses the shared one)")
+            if launcher is not None
+            else ("args", job.args, "args")
+        )
+        problem = _args_problem(words, pin.args, where)
+        if problem:
+            problems.append(PinProblem(key, problem))
     return problems
 
 

@@ -68,7 +68,7 @@ class TargetStats(Struct, frozen=True):
         return {state: counts.get(state, 0) for state in QUARANTINE_STATES}
 
     def models(self) -> dict[str, int]:
-        return dict(sorted(Counter(j.model for j in self.jobs).items()))
+        return _counts(j.model for j in self.jobs)
 
     def to_dict(self) -> dict[str, Any]:
         quarantine = self.quarantine()
@@ -103,16 +103,12 @@ class PipelineStats(Struct, frozen=True):
             "scope": self.scope,
             "targets": list(self.targets),
             "cases": len(functional),
-            "cases_by_platform": dict(sorted(Counter(j.platform for j in functional).items())),
-            "cases_by_fleet": dict(
-                sorted(Counter(fleet(self.config, j.platform) for j in functional).items())
-            ),
-            "cases_by_environment": dict(
-                sorted(Counter(j.environment for j in functional).items())
-            ),
+            "cases_by_platform": _counts(j.platform for j in functional),
+            "cases_by_fleet": _counts(fleet(self.config, j.platform) for j in functional),
+            "cases_by_environment": _counts(j.environment for j in functional),
             "unit_test_jobs": len(unit),
             "unit_test_buckets": len({j.test_case for j in unit}),
-            "models": dict(sorted(Counter(j.model for j in self.jobs.values()).items())),
+            "models": _counts(j.model for j in self.jobs.values()),
             "quarantine": {s: states.get(s, 0) for s in QUARANTINE_STATES},
         }
 
@@ -159,6 +155,11 @@ class Stats(Struct, frozen=True):
         }
 
 
+def _counts(values: Iterable[str]) -> dict[str, int]:
+    """How many times each value occurs, by value."""
+    return dict(sorted(Counter(values).items()))
+
+
 def _distinct(groups: Iterable[Iterable[Job]]) -> dict[JobId, Job]:
     """One job per identity; a quarantined copy wins (it says more)."""
     out: dict[JobId, Job] = {}
@@ -198,14 +199,11 @@ def compute_stats(
         if target.selector.platform in excluded:
             left_out.append(target.name)
             continue
-        selection = generation.selection(target)
-        jobs = selection.with_quarantined
-        jobs = [j for j in jobs if j.platform not in excluded]
-        counted.append(TargetStats(target=target, jobs=tuple(jobs)))
-    pipelines = _pipelines(counted, config)
+        jobs = generation.selection(target).with_quarantined
+        counted.append(TargetStats(target, tuple(j for j in jobs if j.platform not in excluded)))
     return Stats(
         targets=tuple(counted),
-        pipelines=tuple(pipelines),
+        pipelines=tuple(_pipelines(counted, config)),
         excluded_platforms=tuple(sorted(excluded)),
         excluded_targets=tuple(sorted(left_out)),
         config=config,
