@@ -7,6 +7,7 @@ The CLI and the diff both call these functions; nothing here prints.
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -142,8 +143,6 @@ def default_recipes_dir(start: Path | None = None) -> Path:
     """The recipe tree when --recipes is not given: $MATRIXGEN_RECIPES; else, at
     the top of the git checkout we are in (else here), `recipes/`, else
     Megatron-LM's `tests/test_utils/recipes/` (see util.checkout.recipes_in)."""
-    import os
-
     given = os.environ.get(RECIPES_VARIABLE)
     if given:
         return Path(given)

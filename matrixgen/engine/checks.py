@@ -22,6 +22,7 @@ from matrixgen.engine.errors import (
     Location,
     Severity,
     did_you_mean,
+    finding,
 )
 from matrixgen.engine.expand import Expansion
 from matrixgen.engine.load import RecipeTree
@@ -68,23 +69,20 @@ def _unused_findings(tree: RecipeTree) -> Iterator[Finding]:
     for recipe in tree.files:
         if recipe.format_version != 2 or recipe.kind is not RecipeType.BASIC:
             continue
-        data = recipe.data
-        spec = data.get("spec") if isinstance(data, dict) else None
+        spec = recipe.data.get("spec")
         if not isinstance(spec, dict):
             continue
         for key in UNUSED_SPEC_KEYS_V2:
             if key not in spec:
                 continue
-            yield Finding(
-                location=recipe.document.locate(["spec", key], key=True),
-                severity=Severity.WARNING,
-                code="unused-field",
-                message=(
-                    f'spec "{key}" reaches no emitted job: GitLab jobs run the launcher '
-                    "(spec.launcher, else systems.gitlab.launcher) with the job's fields, "
-                    f'and GitHub rows carry no {key}; remove it, or name it "x-{key}" '
-                    "if a tool of your own reads it"
-                ),
+            yield finding(
+                recipe.document.locate(["spec", key], key=True),
+                "unused-field",
+                f'spec "{key}" reaches no emitted job: GitLab jobs run the launcher '
+                "(spec.launcher, else systems.gitlab.launcher) with the job's fields, "
+                f'and GitHub rows carry no {key}; remove it, or name it "x-{key}" '
+                "if a tool of your own reads it",
+                Severity.WARNING,
             )
 
 
@@ -96,12 +94,12 @@ def _schema_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding
         check_against_schema(
             "recipe", recipe.document, schema_findings, severity=lenient, leave_out=_unknown_key
         )
-        for finding in schema_findings.items:
-            loc = finding.location
+        for found in schema_findings.items:
+            loc = found.location
             # Expansion already said it (with a "did you mean" where it helps).
             if (loc.file, loc.line, loc.column) in taken:
                 continue
-            yield finding
+            yield found
 
 
 def _unknown_key(error: Any) -> bool:
@@ -239,11 +237,10 @@ def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
                 unknown[(what, value)] = allowed
     for what, value, place in usage.occurrences(unknown):
         allowed = unknown[(what, value)]
-        yield Finding(
-            location=place.locate(),
-            severity=Severity.ERROR,
-            code="vocabulary",
-            message=f'unknown {what} "{value}"{did_you_mean(value, allowed)}; '
+        yield finding(
+            place.locate(),
+            "vocabulary",
+            f'unknown {what} "{value}"{did_you_mean(value, allowed)}; '
             f"declared in {tree.config.path}: "
             f"{', '.join(scope_names(allowed) if what == 'scope' else sorted(allowed))}",
         )
@@ -253,11 +250,10 @@ def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
             spec = recipe.data.get("spec")
             model = spec.get("model") if isinstance(spec, dict) else None
             if isinstance(model, str) and model not in vocab.models:
-                yield Finding(
-                    location=recipe.document.locate(["spec", "model"]),
-                    severity=Severity.ERROR,
-                    code="vocabulary",
-                    message=f'unknown model "{model}"{did_you_mean(model, vocab.models)}',
+                yield finding(
+                    recipe.document.locate(["spec", "model"]),
+                    "vocabulary",
+                    f'unknown model "{model}"{did_you_mean(model, vocab.models)}',
                 )
 
 
@@ -273,11 +269,10 @@ def _cadence_findings(tree: RecipeTree, declared: frozenset[str]) -> Iterator[Fi
                 continue
             for i, value in enumerate(cadence):
                 if isinstance(value, str) and value not in declared:
-                    yield Finding(
-                        location=recipe.document.locate([*where, i]),
-                        severity=Severity.ERROR,
-                        code="vocabulary",
-                        message=f'cadence "{value}" is not declared in {tree.config.path} '
+                    yield finding(
+                        recipe.document.locate([*where, i]),
+                        "vocabulary",
+                        f'cadence "{value}" is not declared in {tree.config.path} '
                         f"(vocabulary.cadences: {', '.join(sorted(declared))})",
                     )
 
@@ -298,12 +293,12 @@ def _typo_findings(tree: RecipeTree) -> Iterator[Finding]:
         for value, other in sorted(found[what].items()):
             n, m = counter[value], counter[other]
             for place in places[(what, value)]:
-                yield Finding(
-                    location=place.locate(),
-                    severity=Severity.WARNING,
-                    code="vocabulary-typo",
-                    message=f'{what} "{value}" is used {n} time(s) and looks like a typo '
+                yield finding(
+                    place.locate(),
+                    "vocabulary-typo",
+                    f'{what} "{value}" is used {n} time(s) and looks like a typo '
                     f'of "{other}" (used {m} times) (did you mean "{other}"?)',
+                    Severity.WARNING,
                 )
 
 
@@ -451,12 +446,7 @@ def _script_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding
             if (job.source, key + problem) in reported:
                 continue
             reported.add((job.source, key + problem))
-            yield Finding(
-                location=job.source,
-                severity=lenient,
-                code="template",
-                message=f"spec {key}: {problem}",
-            )
+            yield finding(job.source, "template", f"spec {key}: {problem}", lenient)
 
 
 def _spec_placeholders(script: str) -> frozenset[str] | str:

@@ -88,6 +88,13 @@ class Finding(Struct, frozen=True, kw_only=True):
         return (self.location, self.code, self.message, self.severity)
 
 
+def finding(
+    location: Location, code: str, message: str, severity: Severity = Severity.ERROR
+) -> Finding:
+    """A Finding, given as `Findings.add` takes it."""
+    return Finding(location=location, severity=severity, code=code, message=message)
+
+
 def _workspace_path(file: str) -> str:
     """GitHub places an annotation on a file only by its path from the top of the
     checkout (GITHUB_WORKSPACE): not absolute, not `./`-prefixed."""
@@ -108,7 +115,7 @@ class Findings(Struct):
     def add(
         self, location: Location, code: str, message: str, severity: Severity = Severity.ERROR
     ) -> None:
-        self.items.append(Finding(location=location, severity=severity, code=code, message=message))
+        self.items.append(finding(location, code, message, severity))
 
     def extend(self, other: Iterable[Finding]) -> None:
         self.items.extend(other)

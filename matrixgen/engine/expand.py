@@ -130,15 +130,10 @@ def expand_tree(tree: RecipeTree, *, cache: dict[Any, FileExpansion] | None = No
     )
 
 
-def expand_file(
-    recipe: RecipeFile, config: ProjectConfig, *, budget: _Budget | None = None
-) -> FileExpansion:
-    """Expand one recipe file on its own."""
+def expand_file(recipe: RecipeFile, config: ProjectConfig, *, budget: _Budget) -> FileExpansion:
+    """Expand one recipe file, its jobs counted against the tree's cap."""
     findings = Findings()
-    if budget is None:
-        budget = _Budget(min(config.max_jobs, MAX_JOBS_CEILING))
-    expander = _FileExpander(recipe, config, findings, budget)
-    jobs = expander.run()
+    jobs = _FileExpander(recipe, config, findings, budget).run()
     return FileExpansion(jobs=tuple(jobs), findings=tuple(findings.items))
 
 

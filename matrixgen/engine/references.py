@@ -83,9 +83,6 @@ class ReferenceSettings(Struct, frozen=True, kw_only=True):
     def is_gating(self, target_name: str) -> bool:
         return any(fnmatch.fnmatchcase(target_name, g) for g in self.gating)
 
-    def template(self, name: str) -> ReferenceTemplate | None:
-        return next((t for t in self.templates if t.name == name), None)
-
     @property
     def prefix(self) -> str:
         """The directory every template starts in: the only part of the tree listed."""
@@ -212,11 +209,7 @@ class ReferenceListing(Struct, frozen=True, kw_only=True, dict=True):
 
     @cached_property
     def by_dir(self) -> Mapping[str, tuple[str, ...]]:
-        groups: dict[str, list[str]] = {}
-        for path in self.files:
-            head, _, name = path.rpartition("/")
-            groups.setdefault(head, []).append(name)
-        return {d: tuple(sorted(names)) for d, names in groups.items()}
+        return {d: tuple(sorted(names)) for d, names in used_by_dir(self.files).items()}
 
     @cached_property
     def by_dir_name(self) -> Mapping[str, tuple[str, ...]]:
