@@ -126,12 +126,10 @@ def select_changed(
         if any(in_tree(path, t) for t in tree_paths):
             return ChangeSelection(changes=changes, fallback=TREE_CHANGED, fallback_detail=path)
     declared = sorted({glob for job in jobs for glob in job_paths(job)})
-    for path in changes.files:
-        if any(matches(g, path) for g in ignore):
-            continue
+    relevant = [p for p in changes.files if not any(matches(g, p) for g in ignore)]
+    for path in relevant:
         if not any(matches(g, path) for g in declared):
             return ChangeSelection(changes=changes, fallback=UNMATCHED, fallback_detail=path)
-    relevant = [p for p in changes.files if not any(matches(g, p) for g in ignore)]
     # Each glob meets each file once, however many jobs declare it.
     hit = {g for g in declared if any(matches(g, p) for p in relevant)}
     dropped: list[tuple[Job, str]] = []

@@ -87,19 +87,15 @@ def _unused_findings(tree: RecipeTree) -> Iterator[Finding]:
 
 
 def _schema_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding]:
-    taken = {(f.location.file, f.location.line, f.location.column) for f in expansion.findings}
+    taken = {f.location for f in expansion.findings}
     for recipe in tree.files:
         lenient = Severity.ERROR if recipe.format_version == 2 else Severity.WARNING
         schema_findings = Findings()
         check_against_schema(
             "recipe", recipe.document, schema_findings, severity=lenient, leave_out=_unknown_key
         )
-        for found in schema_findings.items:
-            loc = found.location
-            # Expansion already said it (with a "did you mean" where it helps).
-            if (loc.file, loc.line, loc.column) in taken:
-                continue
-            yield found
+        # Expansion already said it (with a "did you mean" where it helps).
+        yield from (f for f in schema_findings.items if f.location not in taken)
 
 
 def _unknown_key(error: Any) -> bool:
