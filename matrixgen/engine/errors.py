@@ -8,6 +8,7 @@ collected, not raised one by one, so a run reports all of them at once.
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 from collections.abc import Iterable, Sequence
 from enum import IntEnum, StrEnum
@@ -284,8 +285,6 @@ def write_failure(message: str, errno_number: int | None) -> MatrixgenError:
     """The error for a write that failed with `message` (which says why): an
     OutputError (exit 12) when matrixgen refused it (no errno), else as
     `file_error` (exit 9 when the machine refused, 2 when the path is wrong)."""
-    import errno
-
     if errno_number is None:
         return OutputError(message)
     name = errno.errorcode.get(errno_number, "")

@@ -26,7 +26,7 @@ from typing import Any
 from msgspec import Struct
 
 from matrixgen.engine.model import Job
-from matrixgen.engine.templates import TemplateError, parse_template, render
+from matrixgen.engine.templates import TemplateError, parse_template, placeholders, render
 from matrixgen.util.patterns import whole
 
 # A recipe's or row's opt-out: `references: {skip: all, reason: ...}`.
@@ -56,7 +56,7 @@ class ReferenceTemplate(Struct, frozen=True):
 
     @property
     def fields(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(n for _, n, _, _ in parse_template(self.template) if n))
+        return placeholders(self.template)
 
     @property
     def static_dir(self) -> str:

@@ -51,8 +51,8 @@ def check_against_schema(
     data: Any = None,
     leave_out: Callable[[Any], bool] | None = None,
     within: Sequence[str | int] = (),
-) -> bool:
-    """Add one finding per schema violation, located in the document; True if valid.
+) -> None:
+    """Add one finding per schema violation, located in the document.
 
     `leave_out` is asked of each jsonschema error (its `validator` keyword, its
     `absolute_path`, its `schema`): the ones it answers True for are left to a
@@ -61,10 +61,8 @@ def check_against_schema(
     error at `within` itself names none)."""
     validator = _validator(name)
     instance = document.data if data is None else data
-    ok = True
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
     for error in errors:
-        ok = False
         if leave_out is not None and leave_out(error):
             continue
         path = list(error.absolute_path)
@@ -77,7 +75,6 @@ def check_against_schema(
             f"{where}: {_short(error)}" if where else _short(error),
             severity,
         )
-    return ok
 
 
 def _short(error: Any) -> str:
