@@ -206,10 +206,7 @@ class YamlDocument(Struct, frozen=True):
             if nxt is None:
                 break
             node = best = nxt
-        if best is None:
-            return Location(self.path)
-        mark = best.start_mark
-        return Location(self.path, mark.line + 1, mark.column + 1)
+        return _mark_location(self.path, best.start_mark if best is not None else None)
 
 
 def _child(node: yaml.Node | None, step: str | int, *, want_key: bool) -> yaml.Node | None:

@@ -345,10 +345,8 @@ def is_variant(path: str, used: Mapping[str, set[str]]) -> bool:
     stem, dot, ext = name.rpartition(".")
     if not dot:
         stem, ext = name, ""
-    for i, ch in enumerate(stem):
-        if ch == "_" and (stem[:i] + (f".{ext}" if dot else "")) in names:
-            return True
-    return False
+    suffix = f".{ext}" if dot else ""
+    return any(ch == "_" and stem[:i] + suffix in names for i, ch in enumerate(stem))
 
 
 def used_by_dir(paths: Iterable[str]) -> dict[str, set[str]]:
