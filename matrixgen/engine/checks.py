@@ -373,16 +373,17 @@ class _Neighbours:
         found = set(self._most_used(_squash(value), counter))
         found.update(self.deleted.get(value, ()))  # one letter more
         found.update(v for v in _deletions(value) if v in self.values)  # one letter less
-        found.update(
-            swapped
-            for i in range(len(value) - 1)
-            if (swapped := value[:i] + value[i + 1] + value[i] + value[i + 2 :]) in self.values
-        )
+        found.update(v for v in _swaps(value) if v in self.values)
         return found
 
 
 def _deletions(value: str) -> set[str]:
     return {value[:i] + value[i + 1 :] for i in range(len(value))}
+
+
+def _swaps(value: str) -> set[str]:
+    """The value with two neighbouring letters swapped, each way there is."""
+    return {value[:i] + value[i + 1] + value[i] + value[i + 2 :] for i in range(len(value) - 1)}
 
 
 def _squash(value: str) -> str:
@@ -396,17 +397,9 @@ def _looks_like_typo(value: str, other: str) -> bool:
     if min(len(value), len(other)) < 4:
         return False
     if len(value) == len(other):
-        diffs = [i for i, (a, b) in enumerate(zip(value, other, strict=True)) if a != b]
-        return (
-            len(diffs) == 2
-            and diffs[1] == diffs[0] + 1
-            and value[diffs[0]] == other[diffs[1]]
-            and value[diffs[1]] == other[diffs[0]]
-        )
+        return other in _swaps(value)
     short, long_ = sorted((value, other), key=len)
-    if len(long_) - len(short) != 1:
-        return False
-    return any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))
+    return len(long_) - len(short) == 1 and short in _deletions(long_)
 
 
 def _script_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding]:
