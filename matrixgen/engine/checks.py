@@ -72,9 +72,7 @@ def _unused_findings(tree: RecipeTree) -> Iterator[Finding]:
         spec = recipe.data.get("spec")
         if not isinstance(spec, dict):
             continue
-        for key in UNUSED_SPEC_KEYS_V2:
-            if key not in spec:
-                continue
+        for key in (k for k in UNUSED_SPEC_KEYS_V2 if k in spec):
             yield finding(
                 recipe.document.locate(["spec", key], key=True),
                 "unused-field",
