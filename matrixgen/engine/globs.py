@@ -192,11 +192,9 @@ class Glob:
         return self._accepts[state]
 
 
-@lru_cache(maxsize=4096)
-def compile_glob(glob: str) -> Glob:
-    return Glob(glob)
+_compiled = lru_cache(maxsize=4096)(Glob)
 
 
 def matches(glob: str, path: str) -> bool:
     """Whether the repository path matches the glob (the whole path)."""
-    return compile_glob(glob).matches(path)
+    return _compiled(glob).matches(path)

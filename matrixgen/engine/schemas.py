@@ -12,18 +12,14 @@ from matrixgen.engine.errors import Findings, Severity
 
 
 @cache
-def load_schema(name: str) -> dict[str, Any]:
-    from importlib import resources  # only where a schema is read
-
-    text = (resources.files("matrixgen") / "schema" / f"{name}.schema.json").read_text("utf-8")
-    return json.loads(text)
-
-
-@cache
 def _validator(name: str) -> Any:
+    """The validator of one published schema, read the first time one is asked for."""
+    from importlib import resources
+
     import jsonschema  # heavy: only when a schema check runs
 
-    schema = load_schema(name)
+    text = (resources.files("matrixgen") / "schema" / f"{name}.schema.json").read_text("utf-8")
+    schema = json.loads(text)
     cls = jsonschema.validators.validator_for(schema)
     return jsonschema.validators.extend(cls, {"required": _required})(schema)
 
