@@ -7,6 +7,7 @@ The CLI and the diff both call these functions; nothing here prints.
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,28 +77,23 @@ class Generation:
     def selection(self, target: Target | Selector) -> Selection:
         """Stage 4 then 5: the target's jobs with quarantine applied; `.jobs` are
         the kept ones (marked where an entry applies), `.skipped` the removed ones.
-        A bare selector is placed on the system that runs its scope. A target's
-        selection is made once, from its group of the JobIndex, and shared by
+        A bare selector is placed on the system that runs its scope. Each is
+        made from its group of the JobIndex; a target's once, shared by
         everything that asks (validate's checks, the emitters, stats)."""
-        quarantine = self.quarantine
-        if not isinstance(target, Target):
-            return quarantine_selection(
-                self.expansion.jobs,
-                quarantine.entries,
-                target,
-                known_test_cases={j.test_case for j in self.expansion.jobs},
-            )
-        found = self._selections.get(target)
+        named = isinstance(target, Target)
+        found = self._selections.get(target) if named else None
         if found is None:
             index = self._index
             if index is None:
                 index = self._index = JobIndex(self.expansion.jobs)
-            found = self._selections[target] = quarantine_selection(
-                index.candidates(target.selector),
-                quarantine.entries,
+            found = quarantine_selection(
+                index.candidates(target.selector if named else target),
+                self.quarantine.entries,
                 target,
                 known_test_cases=index.test_cases,
             )
+            if named:
+                self._selections[target] = found
         return found
 
     def checked_targets(self) -> tuple[Target, ...]:
@@ -142,8 +138,6 @@ def default_recipes_dir(start: Path | None = None) -> Path:
     """The recipe tree when --recipes is not given: $MATRIXGEN_RECIPES; else, at
     the top of the git checkout we are in (else here), `recipes/`, else
     Megatron-LM's `tests/test_utils/recipes/` (see util.checkout.recipes_in)."""
-    import os
-
     given = os.environ.get(RECIPES_VARIABLE)
     if given:
         return Path(given)

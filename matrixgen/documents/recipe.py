@@ -98,7 +98,7 @@ ENV_NAME = name_pattern(r"[A-Za-z_][A-Za-z0-9_]*")
 SCALARS = (str, int, float, bool)
 # The fields of RecipeDoc and Block that are what reading found, not keys of
 # the file (every other field is named as the schema names the key).
-READ_FIELDS = frozenset({"where", "spec_of_rows", "findings", "usable"})
+READ_FIELDS = frozenset({"spec_of_rows", "findings", "usable"})
 
 Path = tuple[str | int, ...]
 
@@ -121,7 +121,6 @@ class Row(Struct, frozen=True, kw_only=True):
 class Block(Struct, frozen=True, kw_only=True):
     """One test-case block (its fields named as the schema's block_v2 names them)."""
 
-    where: Path  # ("products", block)
     usable: bool
     findings: tuple[Finding, ...]
     test_case: str
@@ -308,7 +307,7 @@ class _Reader(FileFindings):
                 "block-type",
                 "a test-case block must be a mapping with test_case and products",
             )
-            return Block(where=where, usable=False, findings=self.taken(), test_case="")
+            return Block(usable=False, findings=self.taken(), test_case="")
         for key in block:
             if key not in BLOCK_KEYS:
                 self.note(
@@ -325,13 +324,10 @@ class _Reader(FileFindings):
             and self.rows_ok(block, block_rows, where, test_case)
         )
         if not usable:
-            return Block(
-                where=where, usable=False, findings=self.taken(), test_case=test_case or ""
-            )
+            return Block(usable=False, findings=self.taken(), test_case=test_case or "")
         if self.v2 and any(k in block for k in CHANGE_KEYS):
             spec = with_change_keys(spec, block)
         return Block(
-            where=where,
             usable=True,
             findings=self.taken(),
             test_case=test_case or "",

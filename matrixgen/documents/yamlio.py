@@ -206,10 +206,7 @@ class YamlDocument(Struct, frozen=True):
             if nxt is None:
                 break
             node = best = nxt
-        if best is None:
-            return Location(self.path)
-        mark = best.start_mark
-        return Location(self.path, mark.line + 1, mark.column + 1)
+        return _mark_location(self.path, best.start_mark if best is not None else None)
 
 
 def _child(node: yaml.Node | None, step: str | int, *, want_key: bool) -> yaml.Node | None:
@@ -279,15 +276,22 @@ def _check_expansion(root: yaml.Node, path: str, findings: Findings) -> bool:
     return True
 
 
-def _too_deep(root: yaml.Node) -> yaml.Node | None:
-    """The first collection node past MAX_NESTING_DEPTH, level by level (no
-    recursion, and linear: aliases were checked before)."""
+def _depth_ok(root: yaml.Node, path: str, findings: Findings) -> bool:
+    """False (with a finding at the first node too deep) when lists and mappings
+    nest past MAX_NESTING_DEPTH: looked for level by level (no recursion, and
+    linear: aliases were checked before)."""
     mapping = yaml.MappingNode
     level = [root] if isinstance(root.value, list) else []
     depth = 1
     while level:
         if depth > MAX_NESTING_DEPTH:
-            return level[0]
+            findings.add(
+                _mark_location(path, level[0].start_mark),
+                "yaml-too-deep",
+                f"lists and mappings are nested here deeper than {MAX_NESTING_DEPTH} levels, "
+                "the most matrixgen reads",
+            )
+            return False
         below: list[yaml.Node] = []
         for node in level:
             if type(node) is mapping:
@@ -300,21 +304,7 @@ def _too_deep(root: yaml.Node) -> yaml.Node | None:
                 below.extend([v for v in node.value if type(v.value) is list])
         level = below
         depth += 1
-    return None
-
-
-def _depth_ok(root: yaml.Node, path: str, findings: Findings) -> bool:
-    """False (with a finding) when lists and mappings nest past MAX_NESTING_DEPTH."""
-    too_deep = _too_deep(root)
-    if too_deep is None:
-        return True
-    findings.add(
-        _mark_location(path, too_deep.start_mark),
-        "yaml-too-deep",
-        f"lists and mappings are nested here deeper than {MAX_NESTING_DEPTH} levels, "
-        "the most matrixgen reads",
-    )
-    return False
+    return True
 
 
 def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None:

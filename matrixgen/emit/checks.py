@@ -22,7 +22,6 @@ from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.errors import Finding, MatrixgenError, Severity
 from matrixgen.engine.model import Job, Target
 from matrixgen.engine.select import matches, select
-from matrixgen.engine.targets import checked_targets
 from matrixgen.quarantine.apply import apply_quarantine, applying_entries
 from matrixgen.quarantine.model import Entry, load_quarantine
 
@@ -36,7 +35,7 @@ def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
     generation = context.generation  # shares the selections
     severity = Severity.ERROR if context.tree.format_version == 2 else Severity.WARNING
     found: dict[tuple[Any, str], list[str]] = {}
-    for target in checked_targets(context):
+    for target in context.targets:
         emitter = emitter_for(target.system)
         if not emitter.names_jobs:
             continue
@@ -100,7 +99,7 @@ def check_node_routes(context: ValidationContext) -> Iterator[Finding]:
     qfile = load_quarantine(context.tree)
     found: dict[tuple[str, str], list[Unreached]] = {}
     for item in unreached(
-        qfile.entries, context.expansion.jobs, checked_targets(context), context.tree.config
+        qfile.entries, context.expansion.jobs, context.targets, context.tree.config
     ):
         found.setdefault((item.entry.id, item.target.name), []).append(item)
     for (entry_id, target_name), items in sorted(found.items()):
@@ -134,7 +133,7 @@ def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
     severity = Severity.ERROR if context.tree.format_version == 2 else Severity.WARNING
     # locations of the copies -> (targets, differing fields, a job)
     found: dict[tuple, tuple[list[str], dict[str, list[Any]], Any]] = {}
-    for target in checked_targets(context):
+    for target in context.targets:
         groups: dict[tuple[str, ...], list[Any]] = {}
         for job in doubled:
             if matches(job, target.selector):
@@ -195,7 +194,7 @@ def check_timeouts(context: ValidationContext) -> Iterator[Finding]:
     system's overhead, or set) exceeds its system's timeout_cap: CI would cut it
     off, or refuse the job, before its last repeat."""
     config = context.tree.config
-    targets = [t for t in checked_targets(context) if t.settings.get("timeout_cap") is not None]
+    targets = [t for t in context.targets if t.settings.get("timeout_cap") is not None]
     if not targets:
         return
     generation = context.generation  # shares the selections

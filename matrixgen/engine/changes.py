@@ -23,9 +23,9 @@ from typing import Any
 
 from msgspec import Struct
 
-from matrixgen.documents.recipe import blocks, rows
+from matrixgen.documents.recipe import blocks, rows, show
 from matrixgen.engine.context import ValidationContext
-from matrixgen.engine.errors import Finding, Location, Severity
+from matrixgen.engine.errors import Finding, Location, finding
 from matrixgen.engine.globs import glob_problem, matches
 from matrixgen.engine.model import Job
 from matrixgen.engine.vocab import RecipeType
@@ -58,14 +58,10 @@ class ChangeSelection(Struct, frozen=True, kw_only=True):
     fallback_detail: str = ""
     dropped: tuple[tuple[Job, str], ...] = ()  # (job, why it is not needed)
 
-    @property
-    def _dropped_jobs(self) -> frozenset[Job]:
-        return frozenset(job for job, _ in self.dropped)
-
     def kept(self, jobs: Iterable[Job]) -> list[Job]:
         if self.fallback is not None:
             return list(jobs)
-        dropped = self._dropped_jobs
+        dropped = frozenset(job for job, _ in self.dropped)
         return [j for j in jobs if j not in dropped]
 
 
@@ -130,12 +126,10 @@ def select_changed(
         if any(in_tree(path, t) for t in tree_paths):
             return ChangeSelection(changes=changes, fallback=TREE_CHANGED, fallback_detail=path)
     declared = sorted({glob for job in jobs for glob in job_paths(job)})
-    for path in changes.files:
-        if any(matches(g, path) for g in ignore):
-            continue
+    relevant = [p for p in changes.files if not any(matches(g, p) for g in ignore)]
+    for path in relevant:
         if not any(matches(g, path) for g in declared):
             return ChangeSelection(changes=changes, fallback=UNMATCHED, fallback_detail=path)
-    relevant = [p for p in changes.files if not any(matches(g, p) for g in ignore)]
     # Each glob meets each file once, however many jobs declare it.
     hit = {g for g in declared if any(matches(g, p) for p in relevant)}
     dropped: list[tuple[Job, str]] = []
@@ -175,7 +169,7 @@ def check_globs(context: ValidationContext) -> Iterator[Finding]:
     an error where it is written, in a recipe's `paths` or `changes.ignore`."""
     tree = context.tree
     for recipe in tree.files:
-        if recipe.kind is not RecipeType.BASIC or not isinstance(recipe.data, dict):
+        if recipe.kind is not RecipeType.BASIC:
             continue
         for keys, globs in _recipe_globs(recipe.data):
             for i, glob in enumerate(globs):
@@ -198,10 +192,4 @@ def _recipe_globs(data: dict) -> Iterator[tuple[tuple[str | int, ...], list]]:
 def _glob_finding(glob: object, where: Location, key: str) -> Iterator[Finding]:
     problem = glob_problem(glob) if isinstance(glob, str) else None
     if problem is not None:
-        shown = glob if len(glob) <= 60 else glob[:57] + "..."
-        yield Finding(
-            location=where,
-            severity=Severity.ERROR,
-            code="path-glob",
-            message=f'{key}: the glob "{shown}" {problem}',
-        )
+        yield finding(where, "path-glob", f'{key}: the glob "{show(glob)}" {problem}')

@@ -22,6 +22,7 @@ from matrixgen.engine.errors import (
     Location,
     Severity,
     did_you_mean,
+    finding,
 )
 from matrixgen.engine.expand import Expansion
 from matrixgen.engine.load import RecipeTree
@@ -68,40 +69,31 @@ def _unused_findings(tree: RecipeTree) -> Iterator[Finding]:
     for recipe in tree.files:
         if recipe.format_version != 2 or recipe.kind is not RecipeType.BASIC:
             continue
-        data = recipe.data
-        spec = data.get("spec") if isinstance(data, dict) else None
+        spec = recipe.data.get("spec")
         if not isinstance(spec, dict):
             continue
-        for key in UNUSED_SPEC_KEYS_V2:
-            if key not in spec:
-                continue
-            yield Finding(
-                location=recipe.document.locate(["spec", key], key=True),
-                severity=Severity.WARNING,
-                code="unused-field",
-                message=(
-                    f'spec "{key}" reaches no emitted job: GitLab jobs run the launcher '
-                    "(spec.launcher, else systems.gitlab.launcher) with the job's fields, "
-                    f'and GitHub rows carry no {key}; remove it, or name it "x-{key}" '
-                    "if a tool of your own reads it"
-                ),
+        for key in (k for k in UNUSED_SPEC_KEYS_V2 if k in spec):
+            yield finding(
+                recipe.document.locate(["spec", key], key=True),
+                "unused-field",
+                f'spec "{key}" reaches no emitted job: GitLab jobs run the launcher '
+                "(spec.launcher, else systems.gitlab.launcher) with the job's fields, "
+                f'and GitHub rows carry no {key}; remove it, or name it "x-{key}" '
+                "if a tool of your own reads it",
+                Severity.WARNING,
             )
 
 
 def _schema_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding]:
-    taken = {(f.location.file, f.location.line, f.location.column) for f in expansion.findings}
+    taken = {f.location for f in expansion.findings}
     for recipe in tree.files:
         lenient = Severity.ERROR if recipe.format_version == 2 else Severity.WARNING
         schema_findings = Findings()
         check_against_schema(
             "recipe", recipe.document, schema_findings, severity=lenient, leave_out=_unknown_key
         )
-        for finding in schema_findings.items:
-            loc = finding.location
-            # Expansion already said it (with a "did you mean" where it helps).
-            if (loc.file, loc.line, loc.column) in taken:
-                continue
-            yield finding
+        # Expansion already said it (with a "did you mean" where it helps).
+        yield from (f for f in schema_findings.items if f.location not in taken)
 
 
 def _unknown_key(error: Any) -> bool:
@@ -239,11 +231,10 @@ def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
                 unknown[(what, value)] = allowed
     for what, value, place in usage.occurrences(unknown):
         allowed = unknown[(what, value)]
-        yield Finding(
-            location=place.locate(),
-            severity=Severity.ERROR,
-            code="vocabulary",
-            message=f'unknown {what} "{value}"{did_you_mean(value, allowed)}; '
+        yield finding(
+            place.locate(),
+            "vocabulary",
+            f'unknown {what} "{value}"{did_you_mean(value, allowed)}; '
             f"declared in {tree.config.path}: "
             f"{', '.join(scope_names(allowed) if what == 'scope' else sorted(allowed))}",
         )
@@ -253,11 +244,10 @@ def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
             spec = recipe.data.get("spec")
             model = spec.get("model") if isinstance(spec, dict) else None
             if isinstance(model, str) and model not in vocab.models:
-                yield Finding(
-                    location=recipe.document.locate(["spec", "model"]),
-                    severity=Severity.ERROR,
-                    code="vocabulary",
-                    message=f'unknown model "{model}"{did_you_mean(model, vocab.models)}',
+                yield finding(
+                    recipe.document.locate(["spec", "model"]),
+                    "vocabulary",
+                    f'unknown model "{model}"{did_you_mean(model, vocab.models)}',
                 )
 
 
@@ -273,11 +263,10 @@ def _cadence_findings(tree: RecipeTree, declared: frozenset[str]) -> Iterator[Fi
                 continue
             for i, value in enumerate(cadence):
                 if isinstance(value, str) and value not in declared:
-                    yield Finding(
-                        location=recipe.document.locate([*where, i]),
-                        severity=Severity.ERROR,
-                        code="vocabulary",
-                        message=f'cadence "{value}" is not declared in {tree.config.path} '
+                    yield finding(
+                        recipe.document.locate([*where, i]),
+                        "vocabulary",
+                        f'cadence "{value}" is not declared in {tree.config.path} '
                         f"(vocabulary.cadences: {', '.join(sorted(declared))})",
                     )
 
@@ -298,12 +287,12 @@ def _typo_findings(tree: RecipeTree) -> Iterator[Finding]:
         for value, other in sorted(found[what].items()):
             n, m = counter[value], counter[other]
             for place in places[(what, value)]:
-                yield Finding(
-                    location=place.locate(),
-                    severity=Severity.WARNING,
-                    code="vocabulary-typo",
-                    message=f'{what} "{value}" is used {n} time(s) and looks like a typo '
+                yield finding(
+                    place.locate(),
+                    "vocabulary-typo",
+                    f'{what} "{value}" is used {n} time(s) and looks like a typo '
                     f'of "{other}" (used {m} times) (did you mean "{other}"?)',
+                    Severity.WARNING,
                 )
 
 
@@ -382,16 +371,17 @@ class _Neighbours:
         found = set(self._most_used(_squash(value), counter))
         found.update(self.deleted.get(value, ()))  # one letter more
         found.update(v for v in _deletions(value) if v in self.values)  # one letter less
-        found.update(
-            swapped
-            for i in range(len(value) - 1)
-            if (swapped := value[:i] + value[i + 1] + value[i] + value[i + 2 :]) in self.values
-        )
+        found.update(v for v in _swaps(value) if v in self.values)
         return found
 
 
 def _deletions(value: str) -> set[str]:
     return {value[:i] + value[i + 1 :] for i in range(len(value))}
+
+
+def _swaps(value: str) -> set[str]:
+    """The value with two neighbouring letters swapped, each way there is."""
+    return {value[:i] + value[i + 1] + value[i] + value[i + 2 :] for i in range(len(value) - 1)}
 
 
 def _squash(value: str) -> str:
@@ -405,17 +395,9 @@ def _looks_like_typo(value: str, other: str) -> bool:
     if min(len(value), len(other)) < 4:
         return False
     if len(value) == len(other):
-        diffs = [i for i, (a, b) in enumerate(zip(value, other, strict=True)) if a != b]
-        return (
-            len(diffs) == 2
-            and diffs[1] == diffs[0] + 1
-            and value[diffs[0]] == other[diffs[1]]
-            and value[diffs[1]] == other[diffs[0]]
-        )
+        return other in _swaps(value)
     short, long_ = sorted((value, other), key=len)
-    if len(long_) - len(short) != 1:
-        return False
-    return any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))
+    return len(long_) - len(short) == 1 and short in _deletions(long_)
 
 
 def _script_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding]:
@@ -451,12 +433,7 @@ def _script_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding
             if (job.source, key + problem) in reported:
                 continue
             reported.add((job.source, key + problem))
-            yield Finding(
-                location=job.source,
-                severity=lenient,
-                code="template",
-                message=f"spec {key}: {problem}",
-            )
+            yield finding(job.source, "template", f"spec {key}: {problem}", lenient)
 
 
 def _spec_placeholders(script: str) -> frozenset[str] | str:

@@ -29,7 +29,7 @@ G = TypeVar("G", bound=Generated)
 class ValidationContext(Struct, Generic[G], frozen=True, kw_only=True):
     generation: G
     # The targets validate's checks look at: `resolve_targets` of the config and
-    # the jobs (Generation.checked_targets).
+    # the jobs, resolved once per generation (Generation.checked_targets).
     targets: tuple[Target, ...]
     # The reference tree's files, when the caller listed them (validate on disk);
     # None: references are not checked (a tree read from git, generate by default).

@@ -335,14 +335,10 @@ def _with_targets(decision: Decision, configured: Sequence[Target]) -> Decision:
     for base in sorted(configured, key=lambda t: t.name):
         if base.system is not decision.system or resolve_scope(base.selector.scope or "") != scope:
             continue
-        environment = decision.environment or base.selector.environment
-        selector = Selector(
-            scope=base.selector.scope,
-            platform=base.selector.platform,
-            environment=environment,
+        selector = replace(
+            base.selector,
+            environment=decision.environment or base.selector.environment,
             cadence=decision.cadence,
-            model=base.selector.model,
-            tag=base.selector.tag,
         )
         key = (selector.platform or "", selector.environment or "")
         if key in chosen:

@@ -8,6 +8,7 @@ collected, not raised one by one, so a run reports all of them at once.
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 from collections.abc import Iterable, Sequence
 from enum import IntEnum, StrEnum
@@ -88,6 +89,13 @@ class Finding(Struct, frozen=True, kw_only=True):
         return (self.location, self.code, self.message, self.severity)
 
 
+def finding(
+    location: Location, code: str, message: str, severity: Severity = Severity.ERROR
+) -> Finding:
+    """A Finding, given as `Findings.add` takes it."""
+    return Finding(location=location, severity=severity, code=code, message=message)
+
+
 def _workspace_path(file: str) -> str:
     """GitHub places an annotation on a file only by its path from the top of the
     checkout (GITHUB_WORKSPACE): not absolute, not `./`-prefixed."""
@@ -108,7 +116,7 @@ class Findings(Struct):
     def add(
         self, location: Location, code: str, message: str, severity: Severity = Severity.ERROR
     ) -> None:
-        self.items.append(Finding(location=location, severity=severity, code=code, message=message))
+        self.items.append(finding(location, code, message, severity))
 
     def extend(self, other: Iterable[Finding]) -> None:
         self.items.extend(other)
@@ -277,8 +285,6 @@ def write_failure(message: str, errno_number: int | None) -> MatrixgenError:
     """The error for a write that failed with `message` (which says why): an
     OutputError (exit 12) when matrixgen refused it (no errno), else as
     `file_error` (exit 9 when the machine refused, 2 when the path is wrong)."""
-    import errno
-
     if errno_number is None:
         return OutputError(message)
     name = errno.errorcode.get(errno_number, "")

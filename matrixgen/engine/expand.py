@@ -130,15 +130,10 @@ def expand_tree(tree: RecipeTree, *, cache: dict[Any, FileExpansion] | None = No
     )
 
 
-def expand_file(
-    recipe: RecipeFile, config: ProjectConfig, *, budget: _Budget | None = None
-) -> FileExpansion:
-    """Expand one recipe file on its own."""
+def expand_file(recipe: RecipeFile, config: ProjectConfig, *, budget: _Budget) -> FileExpansion:
+    """Expand one recipe file, its jobs counted against the tree's cap."""
     findings = Findings()
-    if budget is None:
-        budget = _Budget(min(config.max_jobs, MAX_JOBS_CEILING))
-    expander = _FileExpander(recipe, config, findings, budget)
-    jobs = expander.run()
+    jobs = _FileExpander(recipe, config, findings, budget).run()
     return FileExpansion(jobs=tuple(jobs), findings=tuple(findings.items))
 
 
@@ -240,24 +235,18 @@ class _FileExpander(FileFindings):
     ) -> Job:
         site = _Site(self, merged, row)
         location = site.row
-        model = self.text_field(merged, "model", site)
-        environment = self.text_field(merged, "environment", site)
-        platform = self.text_field(merged, "platforms", site)
-        name = self.template(merged, "name", location) or merged["test_case"]
-        build = self.template(merged, "build", location) if "build" in merged else None
-        config = self.config
         return Job(
-            model=model,
+            model=self.text_field(merged, "model", site),
             test_case=merged["test_case"],
-            environment=environment,
-            platform=platform,
+            environment=self.text_field(merged, "environment", site),
+            platform=self.text_field(merged, "platforms", site),
             tag=self.name_field(merged, "tag", site),
             scope=self.name_field(merged, "scope", site),
             cadence=cadence,
-            name=name,
-            build=build,
-            n_repeat=self.count_field(merged, "n_repeat", config.n_repeat, site),
-            time_limit=self.count_field(merged, "time_limit", config.time_limit, site),
+            name=self.template(merged, "name", location) or merged["test_case"],
+            build=self.template(merged, "build", location) if "build" in merged else None,
+            n_repeat=self.count_field(merged, "n_repeat", self.config.n_repeat, site),
+            time_limit=self.count_field(merged, "time_limit", self.config.time_limit, site),
             nodes=self.count_field(merged, "nodes", None, site),
             gpus=self.count_field(merged, "gpus", None, site),
             allow_failure=self.flag_field(merged, "allow_failure", site),

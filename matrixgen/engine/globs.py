@@ -20,6 +20,7 @@ wildcards (`glob_problem`): a located error, before any path meets them.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 # Bounds on one glob, checked by validate: real globs are a path prefix and a
@@ -37,6 +38,8 @@ _STAR = 2  # `*`: any run without `/`
 _ANY = 3  # `**` not followed by `/`: any run
 _FOLDERS = 4  # `**/`: nothing, or any run that ends with `/`
 _LOOPS = frozenset({_STAR, _ANY, _FOLDERS})  # may match nothing: a free step past them
+# Each wildcard as written, left to right (no backtracking: one pass).
+_WILDCARD = re.compile(r"\*\*/?|[*?]")
 
 
 def tokens(glob: str) -> list[tuple[int, str]]:
@@ -81,16 +84,7 @@ def _merged(first: int, second: int) -> int | None:
 
 def wildcards(glob: str) -> int:
     """How many wildcard tokens the glob has, as written (`**/` is one)."""
-    count = 0
-    i = 0
-    while i < len(glob):
-        if glob.startswith("**", i):
-            count, i = count + 1, i + (3 if glob.startswith("**/", i) else 2)
-        elif glob[i] in "*?":
-            count, i = count + 1, i + 1
-        else:
-            i += 1
-    return count
+    return len(_WILDCARD.findall(glob))
 
 
 def glob_problem(glob: str) -> str | None:
@@ -198,11 +192,9 @@ class Glob:
         return self._accepts[state]
 
 
-@lru_cache(maxsize=4096)
-def compile_glob(glob: str) -> Glob:
-    return Glob(glob)
+_compiled = lru_cache(maxsize=4096)(Glob)
 
 
 def matches(glob: str, path: str) -> bool:
     """Whether the repository path matches the glob (the whole path)."""
-    return compile_glob(glob).matches(path)
+    return _compiled(glob).matches(path)

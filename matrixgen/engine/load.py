@@ -11,7 +11,7 @@ import os
 import stat
 from collections.abc import Hashable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from msgspec import Struct, field
 from msgspec.structs import replace
@@ -26,6 +26,7 @@ from matrixgen.engine.errors import (
     QuarantineError,
     RecipeError,
     Severity,
+    UsageError,
     did_you_mean,
 )
 from matrixgen.engine.model import RecipeFile
@@ -153,7 +154,7 @@ def plan_reads(listing: TreeListing, *, root: str = ".", where: str = "") -> dic
     return dict(sorted(reads.items()))
 
 
-def _raise_tree_problems(findings: Findings, root: str, where: str) -> None:
+def _raise_tree_problems(findings: Findings, root: str, where: str) -> NoReturn:
     items = findings.sorted()
     at = f" {where}" if where else ""
 
@@ -268,8 +269,6 @@ def read_directory(root: Path) -> dict[str, bytes]:
     """Every file a tree may need, keyed by '/'-separated path relative to root
     (links and special files as `plan_reads` says)."""
     if not root.is_dir():
-        from matrixgen.engine.errors import UsageError
-
         raise UsageError(f"recipe directory not found: {root}")
     plan = plan_reads(list_directory(root), root=str(root))
     files: dict[str, bytes] = {}
@@ -282,7 +281,6 @@ def read_directory(root: Path) -> dict[str, bytes]:
             where = Location(_display(str(root), rel))
             found.add(where, "tree-file-kind", f"{exc.kind}, not a regular file: not read")
             _raise_tree_problems(found, str(root), "")
-            raise  # unreachable
         except OSError as exc:
             raise RecipeError(f"{path}: cannot be read: {exc.strerror}") from None
         if data is None:
@@ -350,7 +348,7 @@ def load_tree(
         if recipe is not None:
             parsed.append(recipe)
     if config.vocabulary is None:
-        _check_needs_config(parsed, files, root, findings, present=CONFIG_FILENAME in files)
+        _check_needs_config(parsed, files, root, findings)
     extra = {k: v for k, v in files.items() if k in RESERVED_FILES}
     return RecipeTree(
         root=root,
@@ -413,8 +411,6 @@ def _check_needs_config(
     files: Mapping[str, bytes],
     root: str,
     findings: Findings,
-    *,
-    present: bool = False,
 ) -> None:
     """format_version 2 files are checked against the project config's
     vocabulary: without one (no config, or a config that declares none), nothing
@@ -423,26 +419,24 @@ def _check_needs_config(
     if not v2:
         return
     others = f" (and {len(v2) - 1} other file(s))" if len(v2) > 1 else ""
-    if present:
-        findings.add(
-            v2[0].document.locate(["format_version"]),
-            "config-missing",
-            f"format_version 2{others} needs a vocabulary in the project config "
-            f"{_display(root, CONFIG_FILENAME)}, which declares none (add format_version: 2 "
-            "and vocabulary there)",
+    config = _display(root, CONFIG_FILENAME)
+    if CONFIG_FILENAME in files:
+        need = (
+            f"a vocabulary in the project config {config}, which declares none "
+            "(add format_version: 2 and vocabulary there)"
         )
-        return
-    near = sorted(
-        rel
-        for rel in files
-        if "/" not in rel and rel not in RESERVED_FILES and did_you_mean(rel, [CONFIG_FILENAME])
-    )
-    hint = f"; rename {_display(root, near[0])} to {CONFIG_FILENAME}" if near else ""
+    else:
+        near = sorted(
+            rel
+            for rel in files
+            if "/" not in rel and rel not in RESERVED_FILES and did_you_mean(rel, [CONFIG_FILENAME])
+        )
+        hint = f"; rename {_display(root, near[0])} to {CONFIG_FILENAME}" if near else ""
+        need = f"the project config {config}, which does not exist{hint}"
     findings.add(
         v2[0].document.locate(["format_version"]),
         "config-missing",
-        f"format_version 2{others} needs the project config {_display(root, CONFIG_FILENAME)}, "
-        f"which does not exist{hint}",
+        f"format_version 2{others} needs {need}",
     )
 
 

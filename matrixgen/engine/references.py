@@ -26,7 +26,7 @@ from typing import Any
 from msgspec import Struct
 
 from matrixgen.engine.model import Job
-from matrixgen.engine.templates import TemplateError, parse_template, render
+from matrixgen.engine.templates import TemplateError, parse_template, placeholders, render
 from matrixgen.util.patterns import whole
 
 # A recipe's or row's opt-out: `references: {skip: all, reason: ...}`.
@@ -56,7 +56,7 @@ class ReferenceTemplate(Struct, frozen=True):
 
     @property
     def fields(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(n for _, n, _, _ in parse_template(self.template) if n))
+        return placeholders(self.template)
 
     @property
     def static_dir(self) -> str:
@@ -82,9 +82,6 @@ class ReferenceSettings(Struct, frozen=True, kw_only=True):
 
     def is_gating(self, target_name: str) -> bool:
         return any(fnmatch.fnmatchcase(target_name, g) for g in self.gating)
-
-    def template(self, name: str) -> ReferenceTemplate | None:
-        return next((t for t in self.templates if t.name == name), None)
 
     @property
     def prefix(self) -> str:
@@ -212,11 +209,7 @@ class ReferenceListing(Struct, frozen=True, kw_only=True, dict=True):
 
     @cached_property
     def by_dir(self) -> Mapping[str, tuple[str, ...]]:
-        groups: dict[str, list[str]] = {}
-        for path in self.files:
-            head, _, name = path.rpartition("/")
-            groups.setdefault(head, []).append(name)
-        return {d: tuple(sorted(names)) for d, names in groups.items()}
+        return {d: tuple(sorted(names)) for d, names in used_by_dir(self.files).items()}
 
     @cached_property
     def by_dir_name(self) -> Mapping[str, tuple[str, ...]]:
@@ -352,10 +345,8 @@ def is_variant(path: str, used: Mapping[str, set[str]]) -> bool:
     stem, dot, ext = name.rpartition(".")
     if not dot:
         stem, ext = name, ""
-    for i, ch in enumerate(stem):
-        if ch == "_" and (stem[:i] + (f".{ext}" if dot else "")) in names:
-            return True
-    return False
+    suffix = f".{ext}" if dot else ""
+    return any(ch == "_" and stem[:i] + suffix in names for i, ch in enumerate(stem))
 
 
 def used_by_dir(paths: Iterable[str]) -> dict[str, set[str]]:

@@ -12,18 +12,14 @@ from matrixgen.engine.errors import Findings, Severity
 
 
 @cache
-def load_schema(name: str) -> dict[str, Any]:
-    from importlib import resources  # only where a schema is read
-
-    text = (resources.files("matrixgen") / "schema" / f"{name}.schema.json").read_text("utf-8")
-    return json.loads(text)
-
-
-@cache
 def _validator(name: str) -> Any:
+    """The validator of one published schema, read the first time one is asked for."""
+    from importlib import resources
+
     import jsonschema  # heavy: only when a schema check runs
 
-    schema = load_schema(name)
+    text = (resources.files("matrixgen") / "schema" / f"{name}.schema.json").read_text("utf-8")
+    schema = json.loads(text)
     cls = jsonschema.validators.validator_for(schema)
     return jsonschema.validators.extend(cls, {"required": _required})(schema)
 
@@ -51,8 +47,8 @@ def check_against_schema(
     data: Any = None,
     leave_out: Callable[[Any], bool] | None = None,
     within: Sequence[str | int] = (),
-) -> bool:
-    """Add one finding per schema violation, located in the document; True if valid.
+) -> None:
+    """Add one finding per schema violation, located in the document.
 
     `leave_out` is asked of each jsonschema error (its `validator` keyword, its
     `absolute_path`, its `schema`): the ones it answers True for are left to a
@@ -61,10 +57,8 @@ def check_against_schema(
     error at `within` itself names none)."""
     validator = _validator(name)
     instance = document.data if data is None else data
-    ok = True
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
     for error in errors:
-        ok = False
         if leave_out is not None and leave_out(error):
             continue
         path = list(error.absolute_path)
@@ -77,7 +71,6 @@ def check_against_schema(
             f"{where}: {_short(error)}" if where else _short(error),
             severity,
         )
-    return ok
 
 
 def _short(error: Any) -> str:

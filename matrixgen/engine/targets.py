@@ -15,7 +15,6 @@ name). A platform that validate reports as a typo of another gets no target.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
 
@@ -30,9 +29,6 @@ from matrixgen.engine.vocab import (
     resolve_scope,
 )
 from matrixgen.util.patterns import name_pattern, whole
-
-if TYPE_CHECKING:
-    from matrixgen.engine.context import ValidationContext
 
 TARGET_KEYS = ("system", "scope", "platform", "environment", "cadence", "model", "tag")
 _TIERS = tuple((s, name_pattern(s.tiers)) for s in System if s.tiers)
@@ -230,9 +226,3 @@ def resolve_targets(
     if config.targets:
         return list(config.targets)
     return discover_targets(jobs, holding_pen=holding_pen, exclude_platforms=exclude_platforms)
-
-
-def checked_targets(context: ValidationContext) -> list[Target]:
-    """The targets validate's checks look at: `resolve_targets` of the tree's
-    config and jobs, resolved once per generation and shared by every check."""
-    return list(context.targets)

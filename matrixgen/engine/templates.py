@@ -53,11 +53,7 @@ def parse_template(template: str) -> tuple[Piece, ...]:
 @lru_cache(maxsize=4096)
 def placeholders(template: str) -> tuple[str, ...]:
     """The field names a template uses, in order of first use."""
-    seen: dict[str, None] = {}
-    for _, name, _, _ in parse_template(template):
-        if name is not None:
-            seen.setdefault(name, None)
-    return tuple(seen)
+    return tuple(dict.fromkeys(name for _, name, _, _ in parse_template(template) if name))
 
 
 def render(template: str, fields: Mapping[str, Any]) -> str:

@@ -10,7 +10,6 @@ from msgspec import Struct
 
 from matrixgen.engine.errors import Finding, Findings, Location, Severity, did_you_mean
 from matrixgen.engine.model import Job, Target
-from matrixgen.engine.targets import checked_targets
 from matrixgen.engine.vocab import LEGACY_SCOPE_ALIASES, System, resolve_scope, scope_names
 from matrixgen.quarantine.apply import entry_hits, overlaps
 from matrixgen.quarantine.model import (
@@ -202,5 +201,5 @@ def check_quarantine(context: ValidationContext) -> Iterator[Finding]:
     if not qfile.entries:
         return
     jobs = context.expansion.jobs
-    targets = checked_targets(context)
+    targets = context.targets
     yield from check_entries(qfile, jobs, targets, tree.config)

@@ -32,7 +32,6 @@ from matrixgen.emit.common import emitted_jobs, warmup_index
 from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.errors import Finding, Location, Severity
 from matrixgen.engine.model import Job, Target, spec_needs
-from matrixgen.engine.targets import checked_targets
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log, terminal_text
 from matrixgen.views.table import few
@@ -208,7 +207,7 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
         return  # warm-up and parent edges alone can neither dangle nor close a cycle
     generation = context.generation
     config = context.tree.config
-    targets = checked_targets(context)
+    targets = context.targets
     missing: dict[tuple[Location, str], list[str]] = {}
     cycles: dict[tuple[str, ...], tuple[Location, list[str]]] = {}
     github_needs: dict[Location, list[str]] = {}
