@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct
 
 from matrixgen.diff import markdown as md
+from matrixgen.diff.describe import job_label
 from matrixgen.diff.gitsource import Repository
 from matrixgen.engine.changes import FALLBACK_TEXT, changed_files
 from matrixgen.engine.model import Job, Target
@@ -45,7 +46,7 @@ class ChangedView(Struct, frozen=True):
         for item in out["targets"]:
             jobs, total = running[item["target"]]
             item["jobs"] = total
-            item["runs"] = [_label(j) for j in jobs]
+            item["runs"] = [job_label(j) for j in jobs]
         return out
 
 
@@ -71,11 +72,6 @@ def changed_view(
     return ChangedView(dropped=dropped, runs=runs)
 
 
-def _label(job: Job) -> str:
-    text = f"{job.model}/{job.test_case}"
-    return f"{text} [{job.tag}]" if job.tag else text
-
-
 def render_changed_view(view: ChangedView, fmt: str, table: Any, *, room: int | None = None) -> str:
     """The view in text (as `generate --changed-since` prints its summary) or
     Markdown; Markdown longer than `room` characters leaves out its lists."""
@@ -88,7 +84,7 @@ def render_changed_view(view: ChangedView, fmt: str, table: Any, *, room: int | 
     if view.dropped.selection.fallback is None:
         for target, jobs, total in view.runs:
             if len(jobs) < total:
-                shown = ", ".join(_label(j) for j in jobs[:TEXT_ITEMS]) or "nothing"
+                shown = ", ".join(job_label(j) for j in jobs[:TEXT_ITEMS]) or "nothing"
                 if len(jobs) > TEXT_ITEMS:
                     shown += f" and {len(jobs) - TEXT_ITEMS} more"
                 text += terminal_text(f"  {target.name} runs {len(jobs)} of {total}: {shown}")
@@ -142,7 +138,7 @@ def _markdown(view: ChangedView, *, lists: bool) -> str:
                 elif not shown:
                     names = f"{len(kept)} case(s) (`--format json` lists them)"
                 else:
-                    names = ", ".join(md.code(_label(j)) for j in shown)
+                    names = ", ".join(md.code(job_label(j)) for j in shown)
                     if len(kept) > len(shown):
                         names += f" and {len(kept) - len(shown)} more"
                 items.append(f"- {md.code(target.name)}: {names}")

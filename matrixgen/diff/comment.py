@@ -4,7 +4,7 @@ a hidden marker to update it in place, every string escaped for where it goes
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from matrixgen.diff import markdown as md
@@ -182,20 +182,29 @@ def _habit_md(q: QuarantineChange) -> str:
 
 
 def _habit_summary(diff: SelectionDiff) -> list[str]:
-    grouped: dict[tuple[str, str], tuple[set, list[str], QuarantineChange]] = {}
+    return [
+        f"- **{md.text(change)}** {text}: {_reach(jobs, targets)}"
+        for (change, text), (jobs, targets) in _grouped(
+            diff, lambda q: (q.change, _habit_md(q)), habits=True
+        )
+    ]
+
+
+def _grouped(
+    diff: SelectionDiff, key: Callable[[QuarantineChange], tuple], *, habits: bool
+) -> list[tuple[tuple, tuple[set, list[str]]]]:
+    """The quarantine changes (of habits, or of entries) grouped by `key`: the
+    jobs (target, job key) and the targets, in order, of each group."""
+    grouped: dict[tuple, tuple[set, list[str]]] = {}
     for t in diff.targets:
         for q in t.quarantine:
-            if q.habit is None:
+            if (q.habit is not None) != habits:
                 continue
-            key = (q.change, _habit_md(q))
-            jobs, targets, _ = grouped.setdefault(key, (set(), [], q))
+            jobs, targets = grouped.setdefault(key(q), (set(), []))
             jobs.add((t.target.name, q.job.sort_key()))
             if t.target.name not in targets:
                 targets.append(t.target.name)
-    return [
-        f"- **{md.text(change)}** {text}: {_reach(jobs, targets)}"
-        for (change, text), (jobs, targets, _) in sorted(grouped.items())
-    ]
+    return sorted(grouped.items())
 
 
 def _reach(jobs: set[tuple[str, tuple]], targets: list[str]) -> str:
@@ -214,20 +223,14 @@ def _reach(jobs: set[tuple[str, tuple]], targets: list[str]) -> str:
 def _tracker_summary(diff: SelectionDiff) -> list[str]:
     """One line per (change, entry): what it does to how many jobs, where (and
     one per habit)."""
-    grouped: dict[tuple[str, str, str, str, str], tuple[set, list[str]]] = {}
-    for t in diff.targets:
-        for q in t.quarantine:
-            if q.habit is not None:
-                continue
-            mark = q.mark
-            key = (q.change, mark.tracker, mark.id, mark.action, mark.kind)
-            jobs, targets = grouped.setdefault(key, (set(), []))
-            jobs.add((t.target.name, q.job.sort_key()))
-            if t.target.name not in targets:
-                targets.append(t.target.name)
     lines = []
     evidence = diff.evidence or {}
-    for (change, tracker, entry, action, kind), (jobs, targets) in sorted(grouped.items()):
+    groups = _grouped(
+        diff,
+        lambda q: (q.change, q.mark.tracker, q.mark.id, q.mark.action, q.mark.kind),
+        habits=False,
+    )
+    for (change, tracker, entry, action, kind), (jobs, targets) in groups:
         mark = QuarantineMark(id=entry, tracker=tracker, action=action, kind=kind)
         lines.append(
             f"- **{md.text(change)}** {tracker_md(tracker)} ({md.text(action)}, "
@@ -274,8 +277,7 @@ def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, 
                 names = f"all {len(jobs)} jobs of this target"
             else:
                 names = ", ".join(md.code(job_label(j)) for j in jobs[:ITEMS_PER_SECTION])
-                if len(jobs) > ITEMS_PER_SECTION:
-                    names += f" and {len(jobs) - ITEMS_PER_SECTION} more"
+                names += _more(len(jobs))
             items.append(f"- {names}")
             for name, (old, new) in fields.items():
                 items.extend(f"  {line}" if line else "" for line in _md_field(name, old, new))

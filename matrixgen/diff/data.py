@@ -58,7 +58,7 @@ table shows them.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -224,11 +224,9 @@ def summary_data(diff: SelectionDiff) -> dict[str, Any]:
 
 def moves(diff: SelectionDiff) -> list[tuple[tuple[str, str], int]]:
     """((from, to), jobs) for each pair of targets jobs moved between, in order."""
-    counted: dict[tuple[str, str], int] = defaultdict(int)
-    for t in diff.targets:
-        for m in t.moved_out:
-            counted[(t.target.name, m.target)] += 1
-    return sorted(counted.items())
+    return sorted(
+        Counter((t.target.name, m.target) for t in diff.targets for m in t.moved_out).items()
+    )
 
 
 def _signed(value: int) -> str:

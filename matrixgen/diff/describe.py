@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -209,10 +209,7 @@ def short_ref(ref: str) -> str:
 
 
 def quarantine_counts(t: TargetDiff) -> list[tuple[str, int]]:
-    counts: dict[str, int] = defaultdict(int)
-    for q in t.quarantine:
-        counts[q.change] += 1
-    return sorted(counts.items())
+    return sorted(Counter(q.change for q in t.quarantine).items())
 
 
 def summary_words(summary: Mapping[str, Any]) -> str:

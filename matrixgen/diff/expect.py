@@ -189,19 +189,13 @@ class Rule(Struct, frozen=True):
         sel = target.selector
         # A holding pen (--holding-pen) belongs to no system: only `*` matches it there.
         system = "" if is_holding_pen(sel.scope) else target.system.value
-        values = (system, sel.scope or "", sel.platform or "", sel.environment or "")
-        values += (sel.cadence or "",)
-        for i, pattern in enumerate(self.parts):
-            value = values[i]
-            if i == 1:
-                if not (
-                    fnmatchcase(value, pattern)
-                    or fnmatchcase(resolve_scope(value), resolve_scope(pattern))
-                ):
-                    return False
-            elif not fnmatchcase(value, pattern):
-                return False
-        return True
+        values = (system, *_values(target)[1:])
+        # A scope matches by its name or by its tier.
+        return all(
+            fnmatchcase(value, pattern)
+            or (i == 1 and fnmatchcase(resolve_scope(value), resolve_scope(pattern)))
+            for i, (value, pattern) in enumerate(zip(values, self.parts, strict=False))
+        )
 
 
 class Outcome(Struct, frozen=True):

@@ -52,9 +52,8 @@ class TargetGaps(Struct, frozen=True, kw_only=True):
 
     target: str
     added: tuple[MissingReference, ...] = ()  # jobs the head adds
-    lost: tuple[
-        MissingReference, ...
-    ] = ()  # jobs both run: present at the base, missing at the head
+    # Jobs both sides run: present at the base, missing at the head.
+    lost: tuple[MissingReference, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {

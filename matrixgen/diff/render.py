@@ -98,12 +98,10 @@ def render_text(diff: SelectionDiff, *, notes: bool = True) -> str:
                 out.append(f"  q {q.change} {job_label(q.job)}: {habit_text(q)}")
                 continue
             out.append(f"  q {q.change} {job_label(q.job)}: {mark_text(q.mark)}{was_text(q)}")
-        for other, jobs_moved in moves_by_target(t.moved_out):
-            labels = ", ".join(job_label(j) for j in jobs_moved)
-            out.append(f"  > moved to {other} ({len(jobs_moved)} jobs): {labels}")
-        for other, jobs_moved in moves_by_target(t.moved_in):
-            labels = ", ".join(job_label(j) for j in jobs_moved)
-            out.append(f"  < moved from {other} ({len(jobs_moved)} jobs): {labels}")
+        for sign, word, moved in ((">", "to", t.moved_out), ("<", "from", t.moved_in)):
+            for other, jobs_moved in moves_by_target(moved):
+                labels = ", ".join(job_label(j) for j in jobs_moved)
+                out.append(f"  {sign} moved {word} {other} ({len(jobs_moved)} jobs): {labels}")
         for d in t.duplicates:
             places = ", ".join(str(w) for w in d.locations)
             out.append(f"  . duplicate definition {d.change} at {places}: {job_label(d.job)}")
