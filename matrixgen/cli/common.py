@@ -90,6 +90,14 @@ class TableOrJson(StrEnum):
 TableOrJsonOption = Annotated[TableOrJson, typer.Option("--format", help="table or json.")]
 
 
+class TableJsonOrMarkdown(StrEnum):
+    """--format of the commands that print a table, JSON, or Markdown to post."""
+
+    TABLE = "table"
+    JSON = "json"
+    MARKDOWN = "markdown"
+
+
 def recipes_dir(given: Path | None) -> Path:
     from matrixgen.pipeline import default_recipes_dir
 

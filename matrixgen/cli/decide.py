@@ -6,23 +6,16 @@ decided targets.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.cli.common import RecipesOption, echo_json, load_valid
+from matrixgen.cli.common import RecipesOption, TableJsonOrMarkdown, echo_json, load_valid
 from matrixgen.engine.vocab import System
 
 if TYPE_CHECKING:
     from matrixgen.engine.decide import Decision
     from matrixgen.pipeline import Generation
-
-
-class DecideFormat(StrEnum):
-    TABLE = "table"
-    JSON = "json"
-    MARKDOWN = "markdown"
 
 
 EventOption = Annotated[
@@ -104,8 +97,9 @@ def decide_command(
     system: SystemOption = None,
     recipes: RecipesOption = None,
     fmt: Annotated[
-        DecideFormat, typer.Option("--format", help="table, json, or markdown (a job summary).")
-    ] = DecideFormat.TABLE,
+        TableJsonOrMarkdown,
+        typer.Option("--format", help="table, json, or markdown (a job summary)."),
+    ] = TableJsonOrMarkdown.TABLE,
     github_output: Annotated[
         bool,
         typer.Option(
@@ -134,9 +128,9 @@ def decide_command(
         from matrixgen.views.decision import github_outputs
 
         append_github_outputs(github_outputs(decision))
-    if fmt is DecideFormat.JSON:
+    if fmt is TableJsonOrMarkdown.JSON:
         echo_json(decision.to_dict())
-    elif fmt is DecideFormat.MARKDOWN:
+    elif fmt is TableJsonOrMarkdown.MARKDOWN:
         from matrixgen.views.decision import render_markdown
 
         typer.echo(render_markdown(decision), nl=False)

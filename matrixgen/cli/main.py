@@ -81,7 +81,6 @@ def _plain_help(app: typer.Typer) -> None:
 APP_SETTINGS: dict[str, Any] = {
     "cls": Group,
     "name": "matrixgen",
-    "help": "Declarative YAML test recipes -> GitHub Actions matrices and GitLab child pipelines.",
     "add_completion": True,
     "no_args_is_help": True,
     "pretty_exceptions_enable": False,
