@@ -28,8 +28,6 @@ class StreamError(Exception):
 
     def __init__(self, name: str, reason: str) -> None:
         super().__init__(f"cannot write to standard {name}: {reason}")
-        self.name = name
-        self.reason = reason
 
 
 def _reason(exc: OSError) -> str:
