@@ -1,8 +1,8 @@
 """What every `matrixgen` command module shares: options, format choices, output helpers.
 
-matrixgen.cli.main and its extension modules (cli_emit, cli_quarantine, cli_diff,
-cli_project) import this at start-up, so it imports none of them and nothing
-heavy: the pipeline and YAML dumping are imported inside the functions.
+matrixgen.cli.main and the command modules import this at start-up, so it
+imports none of them and nothing heavy: the pipeline and YAML dumping are
+imported inside the functions.
 """
 
 from __future__ import annotations

@@ -210,12 +210,7 @@ def _load(recipes: Path | None, revision: str | None) -> tuple[Generation, Liste
         from matrixgen.views.coverage import read_listing
 
         directory = recipes_dir(recipes)
-        generation = generate(directory)
-
-        def on_disk(settings: ReferenceSettings, root: Path | None) -> ReferenceListing:
-            return read_listing(directory, settings, root)
-
-        return generation, on_disk
+        return generate(directory), lambda settings, root: read_listing(directory, settings, root)
     from matrixgen.diff.gitsource import check_revision, locate_recipes
     from matrixgen.diff.references import listing_at
     from matrixgen.pipeline import generate_from_files
@@ -226,11 +221,7 @@ def _load(recipes: Path | None, revision: str | None) -> tuple[Generation, Liste
     if not source.present:
         raise UsageError(f"the recipe directory {path or '.'} does not exist at {revision}")
     loaded = generate_from_files(source.files, root=path or ".", blob_ids=source.blob_ids)
-
-    def at_revision(settings: ReferenceSettings, root: Path | None) -> ReferenceListing:
-        return listing_at(repo, revision, settings)
-
-    return loaded, at_revision
+    return loaded, lambda settings, root: listing_at(repo, revision, settings)
 
 
 def register(app: typer.Typer) -> None:
