@@ -118,6 +118,7 @@ def decide_command(
     3: bad project config.
     """
     from matrixgen.engine.errors import UsageError
+    from matrixgen.views.decision import github_outputs, render_markdown, render_table
 
     if event is None:
         raise UsageError("decide needs --event NAME (pull_request, merge_group, schedule, ...)")
@@ -125,18 +126,13 @@ def decide_command(
     decision = decision_for(generation, event, label, labels_json, system)
     if github_output:
         from matrixgen.emit.github import append_github_outputs
-        from matrixgen.views.decision import github_outputs
 
         append_github_outputs(github_outputs(decision))
     if fmt is TableJsonOrMarkdown.JSON:
         echo_json(decision.to_dict())
     elif fmt is TableJsonOrMarkdown.MARKDOWN:
-        from matrixgen.views.decision import render_markdown
-
         typer.echo(render_markdown(decision), nl=False)
     else:
-        from matrixgen.views.decision import render_table
-
         typer.echo(render_table(decision), nl=False)
 
 

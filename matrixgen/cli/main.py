@@ -263,8 +263,6 @@ def list_jobs(
     generation = load_valid(recipes)
     check_selector_values(selector, generation.tree.config, generation.jobs)
     generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
-    owners: list[str] = []  # the target of each job, with --target
-    skipped_count = 0
     if target:
         targets = generation.targets(target)
         check_ad_hoc(generation, targets)
@@ -272,8 +270,8 @@ def list_jobs(
     else:
         chosen = generation.selection(selector)
         jobs = chosen.with_quarantined if with_quarantined else list(chosen.jobs)
-        skipped_count = len(chosen.skipped)
-    _echo_jobs(jobs, owners if target else None, skipped_count, fmt)
+        owners, skipped_count = None, len(chosen.skipped)
+    _echo_jobs(jobs, owners, skipped_count, fmt)
 
 
 def _refuse_with_target(**filters: str | None) -> None:
