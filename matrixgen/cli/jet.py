@@ -92,6 +92,25 @@ def _say(notices: list[Notice] | tuple[Notice, ...], strict: bool) -> None:
         typer.echo(f"matrixgen: warning: {terminal_text(notice.message)} [{notice.code}]", err=True)
 
 
+# Two of jet-trigger's options, too long to spell in its signature.
+_LightweightOption = Annotated[
+    bool,
+    typer.Option(
+        "--enable-lightweight-mode",
+        show_default=True,
+        help="Run 2-step smoke tests instead of full training",
+    ),
+]
+_CadenceOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="CADENCE",
+        help="Trigger cadence to filter tests by (pr|nightly|mergegroup). "
+        "Empty/unset disables the cadence filter.",
+    ),
+]
+
+
 def jet_trigger(
     # The options of Megatron-LM's generate_jet_trigger_job.py, with its names,
     # help and defaults: but --output-path, the fields of the JetCall.
@@ -132,25 +151,11 @@ def jet_trigger(
         str | None,
         typer.Option(metavar="NAME", help="Wandb experiment (only relevant for release tests)"),
     ] = None,
-    enable_lightweight_mode: Annotated[
-        bool,
-        typer.Option(
-            "--enable-lightweight-mode",
-            show_default=True,
-            help="Run 2-step smoke tests instead of full training",
-        ),
-    ] = False,
+    enable_lightweight_mode: _LightweightOption = False,
     enable_warmup: Annotated[
         bool, typer.Option(help="Run one job as dependency to others as to warm up cache")
     ] = True,
-    cadence: Annotated[
-        str | None,
-        typer.Option(
-            metavar="CADENCE",
-            help="Trigger cadence to filter tests by (pr|nightly|mergegroup). "
-            "Empty/unset disables the cadence filter.",
-        ),
-    ] = None,
+    cadence: _CadenceOption = None,
     enable_error_extraction: Annotated[
         bool, typer.Option(help="Extract a structured error report from GitLab child-job output.")
     ] = False,
