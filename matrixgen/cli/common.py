@@ -1,8 +1,8 @@
 """What every `matrixgen` command module shares: options, format choices, output helpers.
 
-matrixgen.cli.main and its extension modules (cli_emit, cli_quarantine, cli_diff,
-cli_project) import this at start-up, so it imports none of them and nothing
-heavy: the pipeline and YAML dumping are imported inside the functions.
+matrixgen.cli.main and the command modules import this at start-up, so it
+imports none of them and nothing heavy: the pipeline and YAML dumping are
+imported inside the functions.
 """
 
 from __future__ import annotations
@@ -88,6 +88,14 @@ class TableOrJson(StrEnum):
 
 
 TableOrJsonOption = Annotated[TableOrJson, typer.Option("--format", help="table or json.")]
+
+
+class TableJsonOrMarkdown(StrEnum):
+    """--format of the commands that print a table, JSON, or Markdown to post."""
+
+    TABLE = "table"
+    JSON = "json"
+    MARKDOWN = "markdown"
 
 
 def recipes_dir(given: Path | None) -> Path:

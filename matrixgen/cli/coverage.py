@@ -8,13 +8,19 @@ inside the command.
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.cli.common import RecipesOption, TargetOption, check_ad_hoc, echo_json, recipes_dir
+from matrixgen.cli.common import (
+    RecipesOption,
+    TableJsonOrMarkdown,
+    TargetOption,
+    check_ad_hoc,
+    echo_json,
+    recipes_dir,
+)
 from matrixgen.engine.errors import ExitCode, UsageError
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.patterns import name_pattern, whole
@@ -27,12 +33,6 @@ if TYPE_CHECKING:
     Lister = Callable[[ReferenceSettings, Path | None], ReferenceListing]
 
 _NAME = name_pattern(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-
-
-class CoverageFormat(StrEnum):
-    TABLE = "table"
-    JSON = "json"
-    MARKDOWN = "markdown"
 
 
 COVERAGE_HELP = """Per target, the selected jobs that miss a reference file (the path
@@ -94,8 +94,9 @@ def coverage(
     recipes: RecipesOption = None,
     target: TargetOption = None,
     fmt: Annotated[
-        CoverageFormat, typer.Option("--format", help="table, json or markdown (a PR comment).")
-    ] = CoverageFormat.TABLE,
+        TableJsonOrMarkdown,
+        typer.Option("--format", help="table, json or markdown (a PR comment)."),
+    ] = TableJsonOrMarkdown.TABLE,
     reference: Annotated[
         list[str] | None,
         typer.Option(
@@ -189,13 +190,13 @@ def _echo_problems(
         )
 
 
-def _echo_coverage(result: Coverage, fmt: CoverageFormat) -> None:
+def _echo_coverage(result: Coverage, fmt: TableJsonOrMarkdown) -> None:
     """The report in the chosen format, and its summary line on stderr."""
     from matrixgen.views.coverage import render_markdown, render_table, summary_line
 
-    if fmt is CoverageFormat.JSON:
+    if fmt is TableJsonOrMarkdown.JSON:
         echo_json(result.to_dict())
-    elif fmt is CoverageFormat.MARKDOWN:
+    elif fmt is TableJsonOrMarkdown.MARKDOWN:
         typer.echo(render_markdown(result), nl=False)
     else:
         typer.echo(render_table(result), nl=False)
@@ -209,12 +210,7 @@ def _load(recipes: Path | None, revision: str | None) -> tuple[Generation, Liste
         from matrixgen.views.coverage import read_listing
 
         directory = recipes_dir(recipes)
-        generation = generate(directory)
-
-        def on_disk(settings: ReferenceSettings, root: Path | None) -> ReferenceListing:
-            return read_listing(directory, settings, root)
-
-        return generation, on_disk
+        return generate(directory), lambda settings, root: read_listing(directory, settings, root)
     from matrixgen.diff.gitsource import check_revision, locate_recipes
     from matrixgen.diff.references import listing_at
     from matrixgen.pipeline import generate_from_files
@@ -225,11 +221,7 @@ def _load(recipes: Path | None, revision: str | None) -> tuple[Generation, Liste
     if not source.present:
         raise UsageError(f"the recipe directory {path or '.'} does not exist at {revision}")
     loaded = generate_from_files(source.files, root=path or ".", blob_ids=source.blob_ids)
-
-    def at_revision(settings: ReferenceSettings, root: Path | None) -> ReferenceListing:
-        return listing_at(repo, revision, settings)
-
-    return loaded, at_revision
+    return loaded, lambda settings, root: listing_at(repo, revision, settings)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,23 +6,16 @@ decided targets.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.cli.common import RecipesOption, echo_json, load_valid
+from matrixgen.cli.common import RecipesOption, TableJsonOrMarkdown, echo_json, load_valid
 from matrixgen.engine.vocab import System
 
 if TYPE_CHECKING:
     from matrixgen.engine.decide import Decision
     from matrixgen.pipeline import Generation
-
-
-class DecideFormat(StrEnum):
-    TABLE = "table"
-    JSON = "json"
-    MARKDOWN = "markdown"
 
 
 EventOption = Annotated[
@@ -104,8 +97,9 @@ def decide_command(
     system: SystemOption = None,
     recipes: RecipesOption = None,
     fmt: Annotated[
-        DecideFormat, typer.Option("--format", help="table, json, or markdown (a job summary).")
-    ] = DecideFormat.TABLE,
+        TableJsonOrMarkdown,
+        typer.Option("--format", help="table, json, or markdown (a job summary)."),
+    ] = TableJsonOrMarkdown.TABLE,
     github_output: Annotated[
         bool,
         typer.Option(
@@ -124,6 +118,7 @@ def decide_command(
     3: bad project config.
     """
     from matrixgen.engine.errors import UsageError
+    from matrixgen.views.decision import github_outputs, render_markdown, render_table
 
     if event is None:
         raise UsageError("decide needs --event NAME (pull_request, merge_group, schedule, ...)")
@@ -131,18 +126,13 @@ def decide_command(
     decision = decision_for(generation, event, label, labels_json, system)
     if github_output:
         from matrixgen.emit.github import append_github_outputs
-        from matrixgen.views.decision import github_outputs
 
         append_github_outputs(github_outputs(decision))
-    if fmt is DecideFormat.JSON:
+    if fmt is TableJsonOrMarkdown.JSON:
         echo_json(decision.to_dict())
-    elif fmt is DecideFormat.MARKDOWN:
-        from matrixgen.views.decision import render_markdown
-
+    elif fmt is TableJsonOrMarkdown.MARKDOWN:
         typer.echo(render_markdown(decision), nl=False)
     else:
-        from matrixgen.views.decision import render_table
-
         typer.echo(render_table(decision), nl=False)
 
 

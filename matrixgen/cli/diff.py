@@ -102,7 +102,7 @@ def diff_command(
         str | None,
         typer.Argument(metavar="HEAD", help="The revision to compare (default: the working tree)."),
     ] = None,
-    # Not cli_common's RecipesOption: a directory inside the repository, which
+    # Not common.RecipesOption: a directory inside the repository, which
     # may exist at one revision only.
     recipes: Annotated[
         Path | None,

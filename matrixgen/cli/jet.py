@@ -22,13 +22,6 @@ if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
 
 
-def _system(given: System | None) -> System:
-    """Which system asks: as given, else github inside GitHub Actions, else gitlab."""
-    if given is not None:
-        return given
-    return System.running_in(os.environ)
-
-
 SystemChoiceOption = Annotated[
     System | None,
     typer.Option(
@@ -99,73 +92,8 @@ def _say(notices: list[Notice] | tuple[Notice, ...], strict: bool) -> None:
         typer.echo(f"matrixgen: warning: {terminal_text(notice.message)} [{notice.code}]", err=True)
 
 
-# The options of Megatron-LM's generate_jet_trigger_job.py, with its names, help and defaults.
-_ScopeOption = Annotated[str, typer.Option("--scope", metavar="SCOPE", help="Test scope")]
-_EnvironmentOption = Annotated[
-    str, typer.Option("--environment", metavar="ENV", help="LTS or dev features")
-]
-_TestCasesOption = Annotated[
-    str,
-    typer.Option(
-        "--test-cases", metavar="NAMES", help="Comma-separated list of test_cases, or 'all'"
-    ),
-]
-_PlatformOption = Annotated[
-    str, typer.Option("--platform", metavar="PLATFORM", help="Platform to select")
-]
-_ClusterOption = Annotated[
-    str, typer.Option("--cluster", metavar="CLUSTER", help="Cluster to run on")
-]
-_OutputPathOption = Annotated[
-    str, typer.Option("--output-path", metavar="FILE", help="Path to write GitLab job to")
-]
-_ContainerImageOption = Annotated[
-    str, typer.Option("--container-image", metavar="IMAGE", help="LTS Container image to use")
-]
-_ContainerTagOption = Annotated[
-    str, typer.Option("--container-tag", metavar="TAG", help="Container tag to use")
-]
-_DependentJobOption = Annotated[
-    str,
-    typer.Option(
-        "--dependent-job",
-        metavar="JOB",
-        help="Name of job that created the downstream pipeline",
-    ),
-]
-_SlurmAccountOption = Annotated[
-    str, typer.Option("--slurm-account", metavar="ACCOUNT", help="Slurm account to use")
-]
-_NRepeatOption = Annotated[
-    int, typer.Option("--n-repeat", metavar="N", help="Repeats, passed to the launcher")
-]
-_TimeLimitOption = Annotated[
-    int,
-    typer.Option("--time-limit", metavar="SECONDS", help="Time limit, passed to the launcher"),
-]
-_PartitionOption = Annotated[
-    str | None, typer.Option("--partition", metavar="PARTITION", help="Slurm partition to use")
-]
-_RecordCheckpointsOption = Annotated[
-    str | None,
-    typer.Option("--record-checkpoints", metavar="true|false", help="Values are 'true' or 'false'"),
-]
-_TagOption = Annotated[
-    str | None, typer.Option("--tag", metavar="TAG", help="Tag (only relevant for unit tests)")
-]
-_RunNameOption = Annotated[
-    str | None,
-    typer.Option("--run-name", metavar="NAME", help="Run name (only relevant for release tests)"),
-]
-_WandbExperimentOption = Annotated[
-    str | None,
-    typer.Option(
-        "--wandb-experiment",
-        metavar="NAME",
-        help="Wandb experiment (only relevant for release tests)",
-    ),
-]
-_EnableLightweightModeOption = Annotated[
+# Two of jet-trigger's options, too long to spell in its signature.
+_LightweightOption = Annotated[
     bool,
     typer.Option(
         "--enable-lightweight-mode",
@@ -173,53 +101,64 @@ _EnableLightweightModeOption = Annotated[
         help="Run 2-step smoke tests instead of full training",
     ),
 ]
-_EnableWarmupOption = Annotated[
-    bool,
-    typer.Option(
-        "--enable-warmup/--no-enable-warmup",
-        help="Run one job as dependency to others as to warm up cache",
-    ),
-]
 _CadenceOption = Annotated[
     str | None,
     typer.Option(
-        "--cadence",
         metavar="CADENCE",
         help="Trigger cadence to filter tests by (pr|nightly|mergegroup). "
         "Empty/unset disables the cadence filter.",
     ),
 ]
-_EnableErrorExtractionOption = Annotated[
-    bool,
-    typer.Option(
-        "--enable-error-extraction/--no-enable-error-extraction",
-        help="Extract a structured error report from GitLab child-job output.",
-    ),
-]
 
 
 def jet_trigger(
-    scope: _ScopeOption,
-    environment: _EnvironmentOption,
-    test_cases: _TestCasesOption,
-    platform: _PlatformOption,
-    cluster: _ClusterOption,
-    output_path: _OutputPathOption,
-    container_image: _ContainerImageOption,
-    container_tag: _ContainerTagOption,
-    dependent_job: _DependentJobOption,
-    slurm_account: _SlurmAccountOption,
-    n_repeat: _NRepeatOption = 1,
-    time_limit: _TimeLimitOption = 1,
-    partition: _PartitionOption = None,
-    record_checkpoints: _RecordCheckpointsOption = None,
-    tag: _TagOption = None,
-    run_name: _RunNameOption = None,
-    wandb_experiment: _WandbExperimentOption = None,
-    enable_lightweight_mode: _EnableLightweightModeOption = False,
-    enable_warmup: _EnableWarmupOption = True,
+    # The options of Megatron-LM's generate_jet_trigger_job.py, with its names,
+    # help and defaults: but --output-path, the fields of the JetCall.
+    scope: Annotated[str, typer.Option(metavar="SCOPE", help="Test scope")],
+    environment: Annotated[str, typer.Option(metavar="ENV", help="LTS or dev features")],
+    test_cases: Annotated[
+        str, typer.Option(metavar="NAMES", help="Comma-separated list of test_cases, or 'all'")
+    ],
+    platform: Annotated[str, typer.Option(metavar="PLATFORM", help="Platform to select")],
+    cluster: Annotated[str, typer.Option(metavar="CLUSTER", help="Cluster to run on")],
+    output_path: Annotated[str, typer.Option(metavar="FILE", help="Path to write GitLab job to")],
+    container_image: Annotated[
+        str, typer.Option(metavar="IMAGE", help="LTS Container image to use")
+    ],
+    container_tag: Annotated[str, typer.Option(metavar="TAG", help="Container tag to use")],
+    dependent_job: Annotated[
+        str, typer.Option(metavar="JOB", help="Name of job that created the downstream pipeline")
+    ],
+    slurm_account: Annotated[str, typer.Option(metavar="ACCOUNT", help="Slurm account to use")],
+    n_repeat: Annotated[int, typer.Option(metavar="N", help="Repeats, passed to the launcher")] = 1,
+    time_limit: Annotated[
+        int, typer.Option(metavar="SECONDS", help="Time limit, passed to the launcher")
+    ] = 1,
+    partition: Annotated[
+        str | None, typer.Option(metavar="PARTITION", help="Slurm partition to use")
+    ] = None,
+    record_checkpoints: Annotated[
+        str | None, typer.Option(metavar="true|false", help="Values are 'true' or 'false'")
+    ] = None,
+    tag: Annotated[
+        str | None, typer.Option(metavar="TAG", help="Tag (only relevant for unit tests)")
+    ] = None,
+    run_name: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="Run name (only relevant for release tests)"),
+    ] = None,
+    wandb_experiment: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="Wandb experiment (only relevant for release tests)"),
+    ] = None,
+    enable_lightweight_mode: _LightweightOption = False,
+    enable_warmup: Annotated[
+        bool, typer.Option(help="Run one job as dependency to others as to warm up cache")
+    ] = True,
     cadence: _CadenceOption = None,
-    enable_error_extraction: _EnableErrorExtractionOption = False,
+    enable_error_extraction: Annotated[
+        bool, typer.Option(help="Extract a structured error report from GitLab child-job output.")
+    ] = False,
     recipes: RecipesOption = None,
     local_recipes: LocalRecipesOption = None,
     system: SystemChoiceOption = None,
@@ -238,31 +177,13 @@ def jet_trigger(
     from matrixgen.cli.emit import _write_text
     from matrixgen.emit.jet import JetCall, call_pipeline, check_call, pipeline_text
 
-    call = JetCall(
-        scope=scope,
-        environment=environment,
-        n_repeat=n_repeat,
-        time_limit=time_limit,
-        test_cases=test_cases,
-        platform=platform,
-        cluster=cluster,
-        partition=partition,
-        container_image=container_image,
-        container_tag=container_tag,
-        dependent_job=dependent_job,
-        record_checkpoints=record_checkpoints,
-        slurm_account=slurm_account,
-        tag=tag,
-        run_name=run_name,
-        wandb_experiment=wandb_experiment,
-        enable_lightweight_mode=enable_lightweight_mode,
-        enable_warmup=enable_warmup,
-        cadence=cadence,
-        enable_error_extraction=enable_error_extraction,
-    )
+    options = locals()
+    call = JetCall(**{name: options[name] for name in JetCall.__struct_fields__})
     check_call(call)
     generation, file_order = load_jet_tree(recipes, local_recipes)
-    pipeline = call_pipeline(generation, call, _system(system), file_order=file_order)
+    pipeline = call_pipeline(
+        generation, call, system or System.running_in(os.environ), file_order=file_order
+    )
     _say(pipeline.notices, strict)
     _write_text(Path(output_path), pipeline_text(pipeline))
     _summary(pipeline, output_path)
@@ -335,7 +256,7 @@ def jet_buckets(
     matrix = bucket_matrix(
         recipe,
         generation,
-        system=_system(system),
+        system=system or System.running_in(os.environ),
         scope=scope,
         environment=environment,
         tag=tag,

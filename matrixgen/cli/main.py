@@ -81,7 +81,6 @@ def _plain_help(app: typer.Typer) -> None:
 APP_SETTINGS: dict[str, Any] = {
     "cls": Group,
     "name": "matrixgen",
-    "help": "Declarative YAML test recipes -> GitHub Actions matrices and GitLab child pipelines.",
     "add_completion": True,
     "no_args_is_help": True,
     "pretty_exceptions_enable": False,
@@ -264,8 +263,6 @@ def list_jobs(
     generation = load_valid(recipes)
     check_selector_values(selector, generation.tree.config, generation.jobs)
     generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
-    owners: list[str] = []  # the target of each job, with --target
-    skipped_count = 0
     if target:
         targets = generation.targets(target)
         check_ad_hoc(generation, targets)
@@ -273,8 +270,8 @@ def list_jobs(
     else:
         chosen = generation.selection(selector)
         jobs = chosen.with_quarantined if with_quarantined else list(chosen.jobs)
-        skipped_count = len(chosen.skipped)
-    _echo_jobs(jobs, owners if target else None, skipped_count, fmt)
+        owners, skipped_count = None, len(chosen.skipped)
+    _echo_jobs(jobs, owners, skipped_count, fmt)
 
 
 def _refuse_with_target(**filters: str | None) -> None:
@@ -439,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
             out.finish()
             out.flush()
         except StreamError as exc:
-            code = _stream_failed(exc)
+            code = _say(f"matrixgen: {exc}", ExitCode.ENVIRONMENT)
     return code
 
 
@@ -452,19 +449,15 @@ def _run(argv: list[str] | None) -> int:
         # Without standalone mode click returns the code of a typer.Exit.
         code = app_for(args)(args=args, prog_name="matrixgen", standalone_mode=False)
     except StreamError as exc:
-        return _stream_failed(exc)
+        return _say(f"matrixgen: {exc}", ExitCode.ENVIRONMENT)
     except MatrixgenError as exc:
-        try:
-            typer.echo(f"matrixgen: {exc}" if not exc.findings else str(exc), err=True)
-            write_annotations(annotation_lines(exc.findings))
-        except StreamError:
-            pass  # standard error is gone too: the exit code is all that is left
+        typer.echo(f"matrixgen: {exc}" if not exc.findings else str(exc), err=True)
+        write_annotations(annotation_lines(exc.findings))
         return int(exc.exit_code)
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.Abort:
-        typer.echo("matrixgen: aborted", err=True)
-        return 130
+        return _say("matrixgen: aborted", 130)
     except TyperException as exc:  # usage errors: bad option, missing argument, ...
         exc.show()  # type: ignore[attr-defined]
         return int(getattr(exc, "exit_code", ExitCode.USAGE))
@@ -477,18 +470,11 @@ def _run(argv: list[str] | None) -> int:
     return code if isinstance(code, int) else 0
 
 
-def _stream_failed(exc: StreamError) -> int:
-    if exc.name == "output":
-        return _say(f"matrixgen: {exc}", ExitCode.ENVIRONMENT)
-    return int(ExitCode.ENVIRONMENT)
-
-
 def _say(line: str, code: int) -> int:
-    try:
-        typer.echo(line, err=True)
-        sys.stderr.flush()
-    except StreamError:
-        pass
+    """The line on standard error, and the code. Standard error never raises
+    (a guarded one that fails drops what is written): should the line be
+    lost, the exit code still tells."""
+    typer.echo(line, err=True)
     return int(code)
 
 

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from matrixgen.util.escape import terminal_lines
+from matrixgen.util.escape import terminal_lines, terminal_text
 
 
 class StreamError(Exception):
@@ -28,8 +28,6 @@ class StreamError(Exception):
 
     def __init__(self, name: str, reason: str) -> None:
         super().__init__(f"cannot write to standard {name}: {reason}")
-        self.name = name
-        self.reason = reason
 
 
 def _reason(exc: OSError) -> str:
@@ -185,8 +183,6 @@ def guarded_output() -> Iterator[tuple[GuardedStream, GuardedStream]]:
 
 def describe_os_error(exc: OSError) -> str:
     """`PATH: reason` of a failed file operation, in one line."""
-    from matrixgen.util.escape import terminal_text
-
     reason = exc.strerror or str(exc)
     names = [n for n in (exc.filename, exc.filename2) if n is not None]
     where = " -> ".join(terminal_text(os.fsdecode(n)) for n in names)

@@ -265,14 +265,9 @@ def _stats_cost(generation: Generation, result: Stats, fmt: TableOrJson, db: str
 
 
 def _covers(pin: dict[str, Any]) -> str:
-    parts = []
-    for key in ("models", "platforms", "environments"):
-        if pin.get(key):
-            parts.append(f"{key} {','.join(pin[key])}")
-    if not parts:
-        parts.append("every job")
-    for key, values in pin.get("exclude", {}).items():
-        parts.append(f"but {key} {','.join(values)}")
+    keys = ("models", "platforms", "environments")
+    parts = [f"{key} {','.join(pin[key])}" for key in keys if pin.get(key)] or ["every job"]
+    parts += [f"but {key} {','.join(values)}" for key, values in pin.get("exclude", {}).items()]
     return "; ".join(parts)
 
 

@@ -82,19 +82,17 @@ def describe_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def check_destination(path: Path) -> os.stat_result | None:
-    """The destination's lstat (None when it does not exist yet); WriteError when
-    it is a link, a directory or another special file, or its folder is missing."""
+def check_destination(path: Path) -> None:
+    """WriteError when the destination is a link, a directory or another special
+    file, or its folder is missing (a destination not there yet is fine)."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
-        info = None
+        return
     except NotADirectoryError:
         raise WriteError(f"cannot write {path}: a folder above it is a file") from None
     except OSError as exc:
         raise WriteError(f"cannot write {path}: {exc.strerror}", errno=exc.errno) from None
-    if info is None:
-        return None
     if stat.S_ISLNK(info.st_mode):
         raise WriteError(
             f"refusing to write {path}: it is a symbolic link (to {os.readlink(path)!r}); "
@@ -102,7 +100,6 @@ def check_destination(path: Path) -> os.stat_result | None:
         )
     if not stat.S_ISREG(info.st_mode):
         raise WriteError(f"cannot write {path}: it is {describe_kind(info.st_mode)}, not a file")
-    return info
 
 
 @cache

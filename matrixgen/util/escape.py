@@ -63,10 +63,7 @@ def _any_hidden(text: str, maybe: re.Pattern[str] = _MAYBE_HIDDEN) -> bool:
     characters `maybe` matches (whole: no byte of a multi-byte character is
     ASCII), in one pass in C where a regex scan costs tens of nanoseconds per
     character; only those left, each distinct one once, are looked up."""
-    allowed = _ALLOWED_ASCII.get(maybe)
-    if allowed is None:
-        return any(_hidden(found[0]) for found in maybe.finditer(text))
-    left = text.encode("utf-8", "surrogatepass").translate(None, allowed)
+    left = text.encode("utf-8", "surrogatepass").translate(None, _ALLOWED_ASCII[maybe])
     if not left:
         return False
     return any(_hidden(char) for char in set(left.decode("utf-8", "surrogatepass")))
@@ -85,10 +82,6 @@ def _shown(char: str) -> str:
     return _NAMED[char] if char in "\n\r" else _code(char)
 
 
-def _needs_escape(char: str) -> bool:
-    return char in _NAMED or _hidden_char(char)
-
-
 def _hidden_char(char: str) -> bool:
     return not char.isprintable() and _hidden(char)
 
@@ -102,15 +95,8 @@ def terminal_text(value: object) -> str:
     text = value if isinstance(value, str) else str(value)
     if text.isprintable() and "\\" not in text and _LEGACY_COMMAND not in text:
         return text  # the common case: nothing to do
-    out = []
-    for char in text:
-        if char in _NAMED:
-            out.append(_NAMED[char])
-        elif not char.isprintable() and _hidden(char):
-            out.append(_code(char))
-        else:
-            out.append(char)
-    return "".join(out).replace(_LEGACY_COMMAND, _LEGACY_COMMAND_ESCAPED)
+    out = "".join(_NAMED.get(c) or (_code(c) if _hidden_char(c) else c) for c in text)
+    return out.replace(_LEGACY_COMMAND, _LEGACY_COMMAND_ESCAPED)
 
 
 def unescape_terminal(text: str) -> str:
@@ -243,8 +229,9 @@ def yaml_for_log(text: str) -> str:
 # --------------------------------------------------------------------- Markdown
 
 # Every ASCII punctuation character may be backslash-escaped in CommonMark; the
-# ones that can start markup (or end a table cell) are.
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>=^$:@])")
+# ones that can start markup (or end a table cell) are, but the ones HTML
+# spells as character references (`_HTML`).
+_MARKDOWN_SPECIAL = re.compile(r"[\\`*_{}\[\]()#+\-.!|~>=^$:@&<\"]")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
 
 
@@ -256,15 +243,7 @@ def markdown_text(value: object) -> str:
     shown = "".join(
         _NAMED.get(c, c) if c in "\n\r\t" else (_code(c) if _hidden_char(c) else c) for c in text
     )
-    escaped = []
-    for char in shown:
-        if char in _HTML:
-            escaped.append(_HTML[char])
-        elif _MARKDOWN_SPECIAL.fullmatch(char):
-            escaped.append("\\" + char)
-        else:
-            escaped.append(char)
-    return "".join(escaped)
+    return _MARKDOWN_SPECIAL.sub(lambda found: _HTML.get(found[0]) or "\\" + found[0], shown)
 
 
 def markdown_code(value: object) -> str:
@@ -276,7 +255,7 @@ def markdown_code(value: object) -> str:
     table cell and cannot be escaped inside a span, is an escaped `\\|` between
     two spans. The empty value is nothing."""
     text = value if isinstance(value, str) else str(value)
-    text = "".join(_code(c) if _needs_escape(c) and c != "\\" else c for c in text)
+    text = "".join(_code(c) if _hidden_char(c) else c for c in text)
     return "\\|".join(_code_span(part) for part in text.split("|"))
 
 
@@ -336,7 +315,7 @@ def _html_shown(text: str) -> str:
     what it is; a backslash is left as it is (it means nothing to HTML)."""
     if text.isprintable() or not _any_hidden(text):
         return text
-    return "".join(_code(c) if c != "\\" and _needs_escape(c) else c for c in text)
+    return "".join(_code(c) if _hidden_char(c) else c for c in text)
 
 
 def html_text(value: object) -> str:

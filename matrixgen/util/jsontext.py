@@ -25,8 +25,6 @@ try:
 except ImportError:  # pragma: no cover - a dependency; the standard library still works
     orjson = None  # type: ignore[assignment]
 
-_CONTAINERS = (dict, list, tuple)
-
 
 def pretty(value: Any) -> str:
     """`json.dumps(value, indent=2, ensure_ascii=False) + "\\n"`, byte for byte
@@ -65,12 +63,7 @@ def _orjson(value: Any, *, indent: bool) -> str | None:
 
 def _has_float(value: Any) -> bool:
     """Whether a float is anywhere in the value (without recursing: any depth)."""
-    kind = type(value)
-    if kind is float:
-        return True
-    if kind not in _CONTAINERS:
-        return False
-    stack = [value]
+    stack: list[Any] = [(value,)]
     while stack:
         items = stack.pop()
         for item in items.values() if type(items) is dict else items:

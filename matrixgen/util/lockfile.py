@@ -55,16 +55,11 @@ class Holder(Struct, frozen=True):
         fields: dict[str, str] = {}
         for line in text.splitlines()[:8]:
             key, sep, value = line.partition("=")
-            if sep and key in ("pid", "host", "command", "since"):
+            if sep and key in cls.__struct_fields__:
                 # What the file says is shown in a message: keep it printable and short.
                 fields[key] = "".join(c if c.isprintable() else "?" for c in value)[:200]
-        pid = fields.get("pid", "")
-        return cls(
-            pid=int(pid) if pid.isdigit() else None,
-            host=fields.get("host"),
-            command=fields.get("command"),
-            since=fields.get("since"),
-        )
+        pid = fields.pop("pid", "")
+        return cls(pid=int(pid) if pid.isdigit() else None, **fields)
 
     def render(self) -> str:
         """'matrixgen quarantine add (pid 12, host ci-3, since ...)', or 'an unknown process'."""

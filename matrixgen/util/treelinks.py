@@ -49,15 +49,17 @@ class Resolved(Struct, frozen=True):
     path: str | None
 
 
+def _parts(path: str) -> list[str]:
+    return [c for c in path.split("/") if c not in ("", ".")]
+
+
 def resolve(path: str, lookup: Lookup) -> Resolved:
     """Follow `path` (relative to the root) through links, inside the tree."""
     done: list[str] = []
-    pending = [c for c in path.split("/") if c not in ("", ".")]
+    pending = _parts(path)
     hops = 0
     while pending:
         part = pending.pop(0)
-        if part in ("", "."):
-            continue
         if part == "..":
             if not done:
                 return Resolved(Kind.OUTSIDE, None)
@@ -72,13 +74,11 @@ def resolve(path: str, lookup: Lookup) -> Resolved:
             target = entry.target or ""
             if target.startswith("/") or not target:
                 return Resolved(Kind.OUTSIDE, None)
-            pending = target.split("/") + pending
+            pending = _parts(target) + pending
             continue
         if entry.kind is not Kind.DIRECTORY and pending:
             # A file (or nothing) where the path needs a directory.
-            rest = [c for c in pending if c not in ("", ".")]
-            if rest:
-                return Resolved(Kind.MISSING, "/".join([*done, part, *rest]))
+            return Resolved(Kind.MISSING, "/".join([*done, part, *pending]))
         done.append(part)
     final = "/".join(done)
     if not final:

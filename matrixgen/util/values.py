@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from operator import attrgetter
 from typing import Any, ClassVar
 
@@ -33,19 +34,13 @@ class ComparedValue(Struct, frozen=True):
         return hash(self.compared())
 
 
-_GETTERS: dict[type, Callable[[Any], tuple]] = {}
-
-
+@cache
 def compared_fields(cls: type[ComparedValue]) -> Callable[[Any], tuple]:
     """The getter of the tuple a class compares: its fields, in the order
     declared, but the ones in `NOT_COMPARED` (made once per class)."""
-    getter = _GETTERS.get(cls)
-    if getter is None:
-        names = [f for f in cls.__struct_fields__ if f not in cls.NOT_COMPARED]
-        one = attrgetter(*names)
-        getter = one if len(names) > 1 else (lambda value: (one(value),))
-        _GETTERS[cls] = getter
-    return getter
+    names = [f for f in cls.__struct_fields__ if f not in cls.NOT_COMPARED]
+    one = attrgetter(*names)
+    return one if len(names) > 1 else (lambda value: (one(value),))
 
 
 def field_names(cls: type[Struct], leave_out: frozenset[str] = frozenset()) -> tuple[str, ...]:
