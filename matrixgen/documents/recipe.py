@@ -206,10 +206,13 @@ class _Reader(FileFindings):
         self.known_axes = KNOWN_AXES_V2 | (vocabulary.axes if vocabulary else frozenset())
         self.spec_keys = KNOWN_SPEC_KEYS_V2 | (vocabulary.spec_keys if vocabulary else frozenset())
         self.products_node: Any = None
+        self.rows_node: tuple[int, Any] = (-1, None)
 
     def taken(self) -> tuple[Finding, ...]:
         """The findings so far, handed to the value they belong to."""
         items = self.findings.items
+        if not items:  # the common case: nothing to hand over
+            return ()
         found = tuple(items)
         items.clear()
         return found
@@ -235,7 +238,7 @@ class _Reader(FileFindings):
             maintainers=data.get("maintainers"),
             loggers=data.get("loggers"),
             products=tuple(
-                self.block(spec, bi, block, seen_cases) for bi, block in enumerate(products or ())
+                [self.block(spec, bi, block, seen_cases) for bi, block in enumerate(products or ())]
             ),
         )
 
@@ -336,7 +339,7 @@ class _Reader(FileFindings):
             always=block.get("always"),
             spec_of_rows=spec,
             products=tuple(
-                self.row(spec, (*where, "products", ri), row) for ri, row in enumerate(block_rows)
+                [self.row(spec, (*where, "products", ri), row) for ri, row in enumerate(block_rows)]
             ),
         )
 
@@ -425,7 +428,7 @@ class _Reader(FileFindings):
                 self.at(*where), "row-empty", "an empty product row yields one job of spec defaults"
             )
         inner = row.get("cadence")
-        axes = tuple(k for k in row if k not in self.attribute_keys)
+        axes = tuple([k for k in row if k not in self.attribute_keys])
         attrs = None
         if (inner is None or self.cadence_ok(inner, (*where, "cadence"))) and self.axes_ok(
             row, axes, where
@@ -441,7 +444,7 @@ class _Reader(FileFindings):
             location=self.row_location(where),
             cadence=inner,
             axes=axes,
-            values=tuple(row[k] for k in axes),
+            values=tuple([row[k] for k in axes]),
             env=attrs[0],
             args=attrs[1],
         )
@@ -530,8 +533,9 @@ class _Reader(FileFindings):
             self.products_node = _value_node(self.doc.root, "products")
         _, bi, _, ri = where
         try:
-            block = self.products_node.value[bi]
-            row = _value_node(block, "products").value[ri]
+            if self.rows_node[0] != bi:  # found once per block, not once per row
+                self.rows_node = (bi, _value_node(self.products_node.value[bi], "products"))
+            row = self.rows_node[1].value[ri]
         except (AttributeError, IndexError, TypeError):
             return self.at(*where)
         return Location(self.doc.path, row.start_mark.line + 1, row.start_mark.column + 1)

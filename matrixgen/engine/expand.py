@@ -166,7 +166,7 @@ class _FileExpander(FileFindings):
         return jobs
 
     def row(self, block: Block, row: Row, jobs: list[Job]) -> None:
-        count = math.prod(len(v) for v in row.values)
+        count = math.prod(map(len, row.values))
         self.budget.used += count
         if self.budget.used > self.budget.limit:
             self.budget.exceeded = True
