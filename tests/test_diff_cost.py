@@ -72,7 +72,7 @@ def test_cost_change_by_hand() -> None:
     assert (l1.base_cost.gpu_hours_max, l1.head_cost.gpu_hours_max) == (30, 54)
     assert l1.gpu_hours_delta == 24
     assert (l1.base_cost.weighted_max, l1.head_cost.weighted_max) == (45, 81)
-    assert l1.weighted_delta == 36
+    assert l1.head_cost.weighted_max - l1.base_cost.weighted_max == 36
     # gpt_big is a GB200 job: the H100 mr target does not run it.
     assert targets["gitlab-mr-h100"].gpu_hours_delta == 0
     assert targets["gitlab-mr-h100"].head_cost.gpu_hours_max == 90  # gpt_a, gpt_b, gpt_c

@@ -381,17 +381,12 @@ def target_changes(base: Target | None, head: Target | None) -> dict[str, tuple[
     new.pop("system", None)
     if base.system != head.system:
         old["system"], new["system"] = base.system.value, head.system.value
-    out = {}
-    for key in sorted(old.keys() | new.keys()):
-        if old.get(key) != new.get(key):
-            out[key] = (old.get(key), new.get(key))
-    return out
+    keys = sorted(old.keys() | new.keys())
+    return {k: (old.get(k), new.get(k)) for k in keys if old.get(k) != new.get(k)}
 
 
-def plain(value: Any, name: str = "") -> Any:
-    """A JSON-ready copy of a value (env as a mapping, tuples as lists, dates as text)."""
-    if name == "env" and isinstance(value, tuple):
-        return {k: v for k, v in value}
+def plain(value: Any) -> Any:
+    """A JSON-ready copy of a value (tuples as lists, dates as text)."""
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     if isinstance(value, Mapping):
@@ -410,11 +405,14 @@ class Side(Struct, frozen=True):
     name: str  # "base" or "head"
     source: TreeSource
     generation: Generation
-    # The errors `matrixgen validate` reports on this side (without its JSON
-    # Schema pass, like the emitters): the side's CI would refuse to generate.
-    errors: tuple[Finding, ...] = ()
-    # Every finding of that validation (errors and warnings).
+    # Every finding `matrixgen validate` reports on this side (errors and
+    # warnings; without its JSON Schema pass, like the emitters).
     findings: tuple[Finding, ...] = ()
+
+    @property
+    def errors(self) -> tuple[Finding, ...]:
+        """The errors among the findings: the side's CI would refuse to generate."""
+        return tuple(f for f in self.findings if f.severity is Severity.ERROR)
 
     @property
     def label(self) -> str:
@@ -435,9 +433,7 @@ def load_side(name: str, source: TreeSource, cache: PipelineCache) -> Side:
         exc.message = f"{name} ({source.label}): {exc.message}"
         raise
     found.update(generation.findings)  # the quarantine file's too
-    findings = sorted(found, key=Finding.sort_key)
-    errors = [f for f in findings if f.severity is Severity.ERROR]
-    return Side(name, source, generation, tuple(errors), tuple(findings))
+    return Side(name, source, generation, tuple(sorted(found, key=Finding.sort_key)))
 
 
 _DIGITS = re.compile(r"[0-9]+")

@@ -50,11 +50,8 @@ def is_multiline(old: Any, new: Any) -> bool:
 
 def mapping_change(old: Any, new: Any) -> str | None:
     """`+B=2, -A=1, C: 1 -> 2` for two mappings (env, variables), else None."""
-    if not (isinstance(old, Mapping) or old is None) or not (
-        isinstance(new, Mapping) or new is None
-    ):
-        return None
-    if old is None and new is None:
+    sides = (old, new)
+    if sides == (None, None) or not all(isinstance(v, Mapping) or v is None for v in sides):
         return None
     a, b = dict(old or {}), dict(new or {})
     parts = [f"+{k}={show_value(b[k])}" for k in sorted(b.keys() - a.keys())]
@@ -86,8 +83,7 @@ def word_change(old: Any, new: Any) -> list[tuple[str, str]] | None:
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
             continue
-        lead = max(0, i1 - 1)
-        context = aw[lead:i1] if i1 > 0 else []
+        context = aw[max(0, i1 - 1) : i1]
         out.append((" ".join([*context, *aw[i1:i2]]), " ".join([*context, *bw[j1:j2]])))
     return out or None
 

@@ -156,10 +156,6 @@ class TargetDiff(Struct, frozen=True):
         return self.head_cost.gpu_hours_max - self.base_cost.gpu_hours_max
 
     @property
-    def weighted_delta(self) -> float:
-        return self.head_cost.weighted_max - self.base_cost.weighted_max
-
-    @property
     def holding_pen(self) -> bool:
         """A habit scope's holding pen (`--holding-pen`): no system runs it."""
         return is_holding_pen(self.target.selector.scope)
