@@ -467,7 +467,7 @@ def finding_changes(
 
 def side_notes(side: Side) -> list[str]:
     """What a reader must know about one side: an absent tree, errors in it."""
-    notes = [f"{side.label}: {note}" for note in side.source.notes]
+    notes = []
     where = side.source.path or "the repository top"
     if not side.source.present:
         other = "added" if side.name == "base" else "removed"

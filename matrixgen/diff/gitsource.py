@@ -47,7 +47,6 @@ class TreeSource(Struct, frozen=True, kw_only=True):
     files: Mapping[str, bytes]
     blob_ids: Mapping[str, str]
     present: bool = True  # False: the directory does not exist at this revision
-    notes: tuple[str, ...] = ()
 
     @property
     def ref(self) -> str:
@@ -93,7 +92,7 @@ class Repository:
     @classmethod
     def discover(cls, start: Path) -> Repository:
         """The repository that contains `start` (a directory)."""
-        result = _run_git(["rev-parse", "--show-toplevel"], cwd=start, check=False)
+        result = _run_git(["rev-parse", "--show-toplevel"], cwd=start)
         top = result.stdout.decode("utf-8", "replace").strip()
         if result.returncode != 0 or not top:
             raise GitError(
@@ -104,7 +103,7 @@ class Repository:
 
     def git(self, args: Sequence[str], *, stdin: bytes | None = None) -> bytes:
         """Run git in this repository; a failure is a GitError with git's own words."""
-        result = _run_git(args, cwd=self.top, stdin=stdin, check=False)
+        result = _run_git(args, cwd=self.top, stdin=stdin)
         if result.returncode != 0:
             words = result.stderr.decode("utf-8", "replace").strip().splitlines()
             detail = words[-1] if words else f"exit status {result.returncode}"
@@ -114,7 +113,7 @@ class Repository:
     @property
     def object_format(self) -> str:
         if self._object_format is None:
-            out = _run_git(["rev-parse", "--show-object-format"], cwd=self.top, check=False)
+            out = _run_git(["rev-parse", "--show-object-format"], cwd=self.top)
             text = out.stdout.decode().strip()
             self._object_format = text if out.returncode == 0 and text else "sha1"
         return self._object_format
@@ -125,7 +124,6 @@ class Repository:
         result = _run_git(
             ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"],
             cwd=self.top,
-            check=False,
         )
         commit = result.stdout.decode().strip()
         if result.returncode == 0 and commit:
@@ -143,7 +141,7 @@ class Repository:
         refs = [name for name in self.ref_names() if name != revision]
         message = f'unknown revision "{revision}"{did_you_mean(revision, refs)}'
         message += f" in the git repository at {self.top}"
-        shallow = _run_git(["rev-parse", "--is-shallow-repository"], cwd=self.top, check=False)
+        shallow = _run_git(["rev-parse", "--is-shallow-repository"], cwd=self.top)
         if shallow.stdout.strip() == b"true":
             message += (
                 "; this clone is shallow: fetch the base first "
@@ -153,7 +151,7 @@ class Repository:
 
     def has_commits(self) -> bool:
         """Whether any commit is reachable from a ref or HEAD (a fresh `git init` has none)."""
-        result = _run_git(["rev-list", "-n", "1", "--all"], cwd=self.top, check=False)
+        result = _run_git(["rev-list", "-n", "1", "--all"], cwd=self.top)
         return result.returncode == 0 and bool(result.stdout.strip())
 
     def ref_names(self) -> list[str]:
@@ -167,7 +165,6 @@ class Repository:
                 "refs/remotes",
             ],
             cwd=self.top,
-            check=False,
         )
         names = result.stdout.decode("utf-8", "replace").split()
         return sorted({*names, "HEAD"})
@@ -176,7 +173,7 @@ class Repository:
         """The recipe tree at `path` (relative to the top) in a commit."""
         commit = self.resolve(revision)
         spec = f"{commit}:{path}" if path else f"{commit}^{{tree}}"
-        kind = _run_git(["cat-file", "-t", "--end-of-options", spec], cwd=self.top, check=False)
+        kind = _run_git(["cat-file", "-t", "--end-of-options", spec], cwd=self.top)
         kind_text = kind.stdout.decode().strip()
         if kind.returncode != 0 or not kind_text:
             return TreeSource(
@@ -186,19 +183,12 @@ class Repository:
             what = "file" if kind_text == "blob" else kind_text  # "commit": a submodule
             raise GitError(f'"{path}" is a {what}, not a directory, at {revision} ({commit[:12]})')
         listing = self.git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", spec])
-        files, blobs, notes = self._read_listing(listing, revision, path)
-        return TreeSource(
-            revision=revision,
-            commit=commit,
-            path=path,
-            files=files,
-            blob_ids=blobs,
-            notes=tuple(notes),
-        )
+        files, blobs = self._read_listing(listing, revision, path)
+        return TreeSource(revision=revision, commit=commit, path=path, files=files, blob_ids=blobs)
 
     def _read_listing(
         self, listing: bytes, revision: str, path: str = ""
-    ) -> tuple[dict[str, bytes], dict[str, str], list[str]]:
+    ) -> tuple[dict[str, bytes], dict[str, str]]:
         """The recipe files of a `git ls-tree -r -z` listing, links resolved by
         the rule the disk reader follows (`engine.load.plan_reads`)."""
         from matrixgen.engine.load import TreeListing, plan_reads
@@ -240,7 +230,7 @@ class Repository:
         blobs = {name: regular[real] for name, real in plan.items()}
         contents = self.cat_blobs(sorted(set(blobs.values())))
         files = {name: contents[oid] for name, oid in blobs.items()}
-        return files, blobs, []
+        return files, blobs
 
     def cat_blobs(self, oids: Sequence[str]) -> dict[str, bytes]:
         """The contents of many blobs, the ones not read before from one `git
@@ -293,7 +283,7 @@ class Repository:
         when `path` is no directory there. Links are listed like files."""
         commit = self.resolve(revision)
         spec = f"{commit}:{path}" if path else f"{commit}^{{tree}}"
-        kind = _run_git(["cat-file", "-t", "--end-of-options", spec], cwd=self.top, check=False)
+        kind = _run_git(["cat-file", "-t", "--end-of-options", spec], cwd=self.top)
         if kind.returncode != 0 or kind.stdout.decode().strip() != "tree":
             return None
         listing = self.git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", spec])
@@ -339,8 +329,9 @@ def _slashes(name: str) -> list[int]:
 
 
 def _run_git(
-    args: Sequence[str], *, cwd: Path, stdin: bytes | None = None, check: bool
+    args: Sequence[str], *, cwd: Path, stdin: bytes | None = None
 ) -> subprocess.CompletedProcess[bytes]:
+    """git's result, whatever its exit status (each caller reads that its way)."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
     try:
         return subprocess.run(
@@ -348,7 +339,7 @@ def _run_git(
             cwd=cwd,
             input=stdin,
             capture_output=True,
-            check=check,
+            check=False,
             env=env,
         )
     except FileNotFoundError:
