@@ -1,6 +1,6 @@
 """Whole `matrixgen` processes, as ratios against the parse floor.
 
-    python bench/bench_process.py [--megatron DIR] [--repeat N] [--only NAME]...
+    python bench/bench_process.py [--megatron DIR] [--repeat N] [--wall | --instructions]
 
 The floor is a process that only does `import yaml` and parses the same files
 with `yaml.CSafeLoader`: nothing can do less and still read the tree. Every
@@ -18,6 +18,12 @@ Runs alternate so that machine noise hits every side alike; figures are the
 medians of N runs. Both CPU time (user + system, of the process and its
 children: what it costs) and wall time (what one waits, noisier on a shared
 machine) are shown; the goals are checked on CPU time.
+
+--instructions counts what each process executes instead (valgrind's callgrind, one
+run each, the process itself and not its children such as git): the same count for
+the same code and input whatever else the machine runs, so two versions of the
+package can be compared within a per cent on a shared machine, where times move by a
+quarter. Give another checkout's package with PYTHONPATH=DIR to measure it.
 """
 
 from __future__ import annotations
@@ -125,12 +131,40 @@ def run_once(argv: Sequence[str], cwd: Path) -> tuple[float, float]:
     return cpu, wall
 
 
+COLLECTED = re.compile(rb"Collected : (\d+)")
+
+
+def count_once(argv: Sequence[str], cwd: Path) -> int:
+    """Instructions one process executes (callgrind; git and other children not
+    traced); fails loudly on a non-zero exit."""
+    with tempfile.NamedTemporaryFile(prefix="matrixgen-callgrind-") as out:
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out.name}", *argv],
+            cwd=cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            check=False,
+            env={**ENV, "PYTHONHASHSEED": "0"},
+        )
+    found = COLLECTED.search(done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}:\n{done.stderr.decode()}")
+    return int(found[1])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--megatron", type=Path, default=default_tree(), help="recipe tree")
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--wall", action="store_true", help="check the goals on wall time")
+    basis = parser.add_mutually_exclusive_group()
+    basis.add_argument("--wall", action="store_true", help="check the goals on wall time")
+    basis.add_argument(
+        "--instructions", action="store_true", help="count instructions (callgrind), once each"
+    )
     options = parser.parse_args()
+    if options.instructions and shutil.which("valgrind") is None:
+        print("--instructions needs valgrind on PATH", file=sys.stderr)
+        return 2
     if not options.megatron.is_dir():
         print(f"no recipe tree at {options.megatron} (give --megatron DIR)", file=sys.stderr)
         return 2
@@ -176,7 +210,9 @@ def main() -> int:
         timings = {name: Timing([], []) for name in sides}
         for argv, cwd in sides.values():  # warm the OS file cache and .pyc files
             run_once(argv, cwd)
-        for _ in range(options.repeat):
+        if options.instructions:
+            counts = {name: count_once(argv, cwd) for name, (argv, cwd) in sides.items()}
+        for _ in range(0 if options.instructions else options.repeat):
             for name, (argv, cwd) in sides.items():
                 cpu, wall = run_once(argv, cwd)
                 timings[name].cpu.append(cpu)
@@ -185,18 +221,24 @@ def main() -> int:
             name: sum(1 for _ in path.rglob("*.yaml"))
             for name, path in (("megatron", megatron), ("10x", x10), ("50x", x50))
         }
-    print(
-        f"trees: megatron {files['megatron']} files, 10x {files['10x']}, 50x {files['50x']}; "
-        f"medians of {options.repeat} runs each"
-    )
+    print(f"trees: megatron {files['megatron']} files, 10x {files['10x']}, 50x {files['50x']}")
+    if options.instructions:
+        print(f"{'process':<20} {'instructions':>15}")
+        for name, count in counts.items():
+            print(f"{name:<20} {count:15,}")
+        # One count per side: a median of one is the count itself.
+        goals = report({n: Timing([c], [c]) for n, c in counts.items()}, basis="instructions")
+        return 0 if all(goals) else 1
+    print(f"medians of {options.repeat} runs each")
     print(f"{'process':<20} {'cpu ms':>9} {'wall ms':>9}")
     for name, t in timings.items():
         print(f"{name:<20} {t.median() * 1000:9.0f} {t.median(False) * 1000:9.0f}")
-    goals = report(timings, cpu=not options.wall)
+    goals = report(timings, basis="wall time" if options.wall else "CPU time")
     return 0 if all(goals) else 1
 
 
-def report(timings: dict[str, Timing], *, cpu: bool) -> list[bool]:
+def report(timings: dict[str, Timing], *, basis: str) -> list[bool]:
+    cpu = basis != "wall time"
     med: Callable[[str], float] = lambda name: timings[name].median(cpu)  # noqa: E731
     rows = [
         ("generate megatron / floor", med("generate megatron") / med("floor megatron"), 2.5),
@@ -204,8 +246,7 @@ def report(timings: dict[str, Timing], *, cpu: bool) -> list[bool]:
         ("diff 50x / list 50x", med("diff 50x") / med("list 50x"), 1.5),
         ("list 50x / list 10x", med("list 50x") / med("list 10x"), 5.5),
     ]
-    basis = "CPU" if cpu else "wall"
-    print(f"\nratio ({basis} time)           value   goal")
+    print(f"\n{'ratio (' + basis + ')':<28}  value   goal")
     results = []
     for label, value, goal in rows:
         ok = value <= goal
