@@ -378,16 +378,11 @@ def _mark_duplicates(jobs: list[Job]) -> list[Job]:
     so they are neighbours) the locations of all of them. Selection keeps one job
     per identity in a target (`select.one_per_identity`); validate reports them."""
     out: list[Job] = []
-    i, n = 0, len(jobs)
-    while i < n:
-        key = jobs[i].duplicate_key()
-        j = i + 1
-        while j < n and jobs[j].duplicate_key() == key:
-            j += 1
-        if j - i == 1:
-            out.append(jobs[i])
+    for _, group in itertools.groupby(jobs, key=Job.duplicate_key):
+        same = list(group)
+        if len(same) == 1:
+            out.append(same[0])
         else:
-            where = tuple(sorted({job.source for job in jobs[i:j]}))
-            out.extend(replace(job, definitions=where) for job in jobs[i:j])
-        i = j
+            where = tuple(sorted({job.source for job in same}))
+            out.extend(replace(job, definitions=where) for job in same)
     return out
