@@ -267,8 +267,7 @@ def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, 
             if len(jobs) > 1 and len(jobs) == t.head_jobs:
                 names = f"all {len(jobs)} jobs of this target"
             else:
-                names = ", ".join(md.code(job_label(j)) for j in jobs[:ITEMS_PER_SECTION])
-                names += _more(len(jobs))
+                names = _job_list(jobs)
             items.append(f"- {names}")
             for name, (old, new) in fields.items():
                 items.extend(f"  {line}" if line else "" for line in _md_field(name, old, new))
@@ -290,9 +289,7 @@ def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, 
     ):
         if moved:
             items = [
-                f"- {word} {md.code(other)} ({len(jobs)} jobs): "
-                + ", ".join(md.code(job_label(j)) for j in jobs[:ITEMS_PER_SECTION])
-                + _more(len(jobs))
+                f"- {word} {md.code(other)} ({len(jobs)} jobs): {_job_list(jobs)}"
                 for other, jobs in moves_by_target(moved)
             ]
             out += _section(f"{title} ({len(moved)})", items)
@@ -348,8 +345,10 @@ def _md_field(name: str, old: Any, new: Any) -> list[str]:
     return [f"- {md.code(name)}: {md.code(show_value(old))} → {md.code(show_value(new))}"]
 
 
-def _more(count: int) -> str:
-    return f" and {count - ITEMS_PER_SECTION} more" if count > ITEMS_PER_SECTION else ""
+def _job_list(jobs: list[Job]) -> str:
+    shown = ", ".join(md.code(job_label(j)) for j in jobs[:ITEMS_PER_SECTION])
+    more = len(jobs) - ITEMS_PER_SECTION
+    return shown + (f" and {more} more" if more > 0 else "")
 
 
 def _section(title: str, items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:
