@@ -94,9 +94,7 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
         out += [_target_row(t) for t in changed[:rows]]
         if rows is not None and len(changed) > rows:
             out.append(f"| … and {counted(len(changed) - rows, 'more target')} | | | | | | |")
-    unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates]
-    if rows is not None:
-        unchanged = unchanged[:rows]
+    unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates][:rows]
     if unchanged and changed:
         out += [
             "",
