@@ -228,9 +228,9 @@ def test_seconds_per_repeat_follow_the_repeats_of_the_target() -> None:
     decided=st.one_of(st.none(), st.integers(1, 3)),
 )
 def test_a_selection_costs_the_sum_of_its_jobs(rows: list[tuple], decided: int | None) -> None:
-    """`jobs_cost` adds up `job_cost` (weights, decided repeats, measured hook)."""
+    """`jobs_cost` adds up each job's cost (weights, decided repeats, measured hook)."""
     from matrixgen.documents.config import ProjectConfig
-    from matrixgen.views.cost import Cost, job_cost
+    from matrixgen.views.cost import Cost, weight
 
     config = ProjectConfig(
         path="matrixgen.yaml", document=None, raw={"platforms": {"b": {"gpu_hour_weight": 1.5}}}
@@ -255,7 +255,16 @@ def test_a_selection_costs_the_sum_of_its_jobs(rows: list[tuple], decided: int |
     total = Cost()
     for job in jobs:
         repeats = decided if decided is not None and "n_repeat" not in job.spec else None
-        total = total + job_cost(job, target, config, n_repeat=repeats, measured=measured)
+        hours = gpu_hours(job, repeats)
+        seconds = measured(job, target)
+        total = total + Cost(
+            jobs=1,
+            gpu_hours_max=hours,
+            weighted_max=hours * weight(config, job.platform),
+            expected=gpu_hours(job, repeats, seconds) if seconds is not None else None,
+            measured_jobs=1 if seconds is not None else 0,
+            without_gpus=0 if job.gpus else 1,
+        )
     assert jobs_cost(jobs, target, config, measured=measured) == total
 
 

@@ -433,8 +433,8 @@ def _flaky_summary(report: FlakyReport, broken_runs: int, min_runs: int) -> str:
         )
         + f"{counts['flaky']} flaky, {counts['ok']} ok"
         + (
-            f"; {report.too_few_runs} key(s) with fewer than {min_runs} run(s) left out"
-            if report.too_few_runs
+            f"; {len(report.left_out)} key(s) with fewer than {min_runs} run(s) left out"
+            if report.left_out
             else ""
         )
     )
@@ -497,8 +497,9 @@ def flaky_markdown(rows: list[FlakyRow]) -> str:
     for r in rows:
         case = r.node_id or r.job.test_case + (f"[{r.job.tag}]" if r.job.tag else "")
         lines.append(
-            f"| {r.verdict.value} | {md_code(case)} | {md_text(r.where)} | {md_text(r.job.place)} "
-            f"| {r.runs} | {r.failures} | {r.flips} | {md_text(r.evidence())} |"
+            f"| {r.verdict.value} | {md_code(case)} | {md_text(r.job.where)} "
+            f"| {md_text(r.job.place)} | {r.runs} | {r.failures} | {r.flips} "
+            f"| {md_text(r.evidence())} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -135,7 +135,7 @@ def _summary(report: TriageReport) -> str:
 
 
 def _name(f: Failure) -> str:
-    name = f"{f.job.model}/{f.case} on {f.where} ({f.job.place})"
+    name = f"{f.job.model}/{f.case} on {f.job.where} ({f.job.place})"
     return f"{name} {f.node_id}" if f.node_id else name
 
 

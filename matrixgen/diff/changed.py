@@ -78,8 +78,7 @@ def render_changed_view(view: ChangedView, fmt: str, table: Any, *, room: int | 
     if fmt == "markdown":
         text = _markdown(view, lists=True)
         return text if room is None or len(text) <= room else _markdown(view, lists=False)
-    out = ["", "change-based selection for the files this branch changes:"]
-    text = "\n".join(terminal_text(line) for line in out) + "\n"
+    text = "\nchange-based selection for the files this branch changes:\n"
     text += render_dropped(view.dropped, table, details=False)
     if view.dropped.selection.fallback is None:
         for target, jobs, total in view.runs:

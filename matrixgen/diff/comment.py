@@ -94,9 +94,7 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
         out += [_target_row(t) for t in changed[:rows]]
         if rows is not None and len(changed) > rows:
             out.append(f"| … and {counted(len(changed) - rows, 'more target')} | | | | | | |")
-    unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates]
-    if rows is not None:
-        unchanged = unchanged[:rows]
+    unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates][:rows]
     if unchanged and changed:
         out += [
             "",
@@ -170,12 +168,7 @@ def _habit_md(q: QuarantineChange) -> str:
     """`parked in `mr-broken`, tracker #513` for a PR comment."""
     habit = q.habit
     assert habit is not None
-    if habit.scope is not None:
-        text = f"parked in {md.code(habit.scope)}"
-        if habit.comment:
-            text += f" ({md.code(habit.comment)})"
-    else:
-        text = f"commented out: {md.code(habit.comment or '')}"
+    text = habit.describe(md.code)
     if habit.tracker:
         text += f", tracker {tracker_md(habit.tracker)}"
     return text
@@ -257,34 +250,27 @@ def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, 
     if note:
         out += [f"_{md.text(note)}_", ""]
     if t.settings:
-        out += ["**Target settings**", ""]
-        out += [
+        settings = [
             f"- {md.code(k)}: {md.code(show_value(a))} → {md.code(show_value(b))}"
             for k, (a, b) in t.settings.items()
         ]
-        out.append("")
+        out += ["**Target settings**", "", *settings, ""]
     for title, jobs in (("Added", t.added), ("Removed", t.removed)):
         if jobs:
-            out += [f"**{title} ({len(jobs)})**", ""]
             items = [f"- {md.code(job_label(job))}{_md_job_facts(job, evidence)}" for job in jobs]
-            out += _capped(items)
-            out.append("")
+            out += _section(f"{title} ({len(jobs)})", items)
     if t.changed:
-        out += [f"**Changed ({len(t.changed)})**", ""]
         items: list[str] = []
         for fields, jobs in field_groups(t.changed):
             if len(jobs) > 1 and len(jobs) == t.head_jobs:
                 names = f"all {len(jobs)} jobs of this target"
             else:
-                names = ", ".join(md.code(job_label(j)) for j in jobs[:ITEMS_PER_SECTION])
-                names += _more(len(jobs))
+                names = _job_list(jobs)
             items.append(f"- {names}")
             for name, (old, new) in fields.items():
                 items.extend(f"  {line}" if line else "" for line in _md_field(name, old, new))
-        out += _capped(items, limit=ITEMS_PER_SECTION * 4)
-        out.append("")
+        out += _section(f"Changed ({len(t.changed)})", items, limit=ITEMS_PER_SECTION * 4)
     if t.quarantine:
-        out += [f"**Quarantine ({len(t.quarantine)})**", ""]
         items = [
             f"- {md.text(q.change)} {md.code(job_label(q.job))}: "
             + (
@@ -294,32 +280,25 @@ def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, 
             )
             for q in t.quarantine
         ]
-        out += _capped(items)
-        out.append("")
+        out += _section(f"Quarantine ({len(t.quarantine)})", items)
     for title, moved, word in (
         ("Moved out", t.moved_out, "to"),
         ("Moved in", t.moved_in, "from"),
     ):
         if moved:
-            out += [f"**{title} ({len(moved)})**", ""]
             items = [
-                f"- {word} {md.code(other)} ({len(jobs)} jobs): "
-                + ", ".join(md.code(job_label(j)) for j in jobs[:ITEMS_PER_SECTION])
-                + _more(len(jobs))
+                f"- {word} {md.code(other)} ({len(jobs)} jobs): {_job_list(jobs)}"
                 for other, jobs in moves_by_target(moved)
             ]
-            out += _capped(items)
-            out.append("")
+            out += _section(f"{title} ({len(moved)})", items)
     if t.duplicates:
-        out += [f"**Duplicate definitions ({len(t.duplicates)})**", ""]
         items = [
             f"- duplicate definition {d.change} at "
             + ", ".join(md.code(str(w)) for w in d.locations)
             + f": {md.code(job_label(d.job))} (it runs once, as before)"
             for d in t.duplicates
         ]
-        out += _capped(items)
-        out.append("")
+        out += _section(f"Duplicate definitions ({len(t.duplicates)})", items)
     out.append("</details>")
     return out
 
@@ -364,8 +343,15 @@ def _md_field(name: str, old: Any, new: Any) -> list[str]:
     return [f"- {md.code(name)}: {md.code(show_value(old))} → {md.code(show_value(new))}"]
 
 
-def _more(count: int) -> str:
-    return f" and {count - ITEMS_PER_SECTION} more" if count > ITEMS_PER_SECTION else ""
+def _job_list(jobs: list[Job]) -> str:
+    shown = ", ".join(md.code(job_label(j)) for j in jobs[:ITEMS_PER_SECTION])
+    more = len(jobs) - ITEMS_PER_SECTION
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _section(title: str, items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:
+    """A bold title, its items (cut at `limit`), a blank line."""
+    return [f"**{title}**", "", *_capped(items, limit), ""]
 
 
 def _capped(items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:

@@ -170,10 +170,7 @@ def _cost_fields(before: Cost, after: Cost) -> dict[str, float]:
 
 def cost_totals(targets: Sequence[TargetDiff]) -> tuple[Cost, Cost]:
     """One run of each of the targets, before and after."""
-    before, after = Cost(), Cost()
-    for t in targets:
-        before, after = before + t.base_cost, after + t.head_cost
-    return before, after
+    return sum((t.base_cost for t in targets), Cost()), sum((t.head_cost for t in targets), Cost())
 
 
 def pipelines(diff: SelectionDiff) -> list[tuple[str, list[TargetDiff]]]:

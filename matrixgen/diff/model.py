@@ -4,7 +4,7 @@ renderers, expect and evidence read them)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from msgspec import Struct, field
@@ -43,11 +43,13 @@ class Habit(Struct, frozen=True, kw_only=True):
     comment: str | None = None
     tracker: str | None = None
 
-    def describe(self) -> str:
+    def describe(self, show: Callable[[str], str] = str) -> str:
+        """`parked in mr-broken (# hang)`, `commented out: # hang`; `show` writes
+        the scope and the comment (md.code in a PR comment)."""
         if self.scope is not None:
-            text = f"parked in {self.scope}"
-            return text + (f" ({self.comment})" if self.comment else "")
-        return f"commented out: {self.comment}"
+            text = f"parked in {show(self.scope)}"
+            return text + (f" ({show(self.comment)})" if self.comment else "")
+        return f"commented out: {show(self.comment or '')}"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

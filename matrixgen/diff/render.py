@@ -42,9 +42,7 @@ from matrixgen.diff.describe import (
     was_text,
     word_change,
 )
-from matrixgen.diff.model import (
-    SelectionDiff,
-)
+from matrixgen.diff.model import SelectionDiff
 from matrixgen.engine.model import Job
 from matrixgen.util.escape import terminal_line
 from matrixgen.util.words import counted

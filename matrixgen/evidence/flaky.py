@@ -111,10 +111,6 @@ class FlakyRow(Struct, frozen=True, kw_only=True):
     def rate(self) -> float:
         return round(self.failures / self.runs, 4) if self.runs else 0.0
 
-    @property
-    def where(self) -> str:
-        return f"{self.job.platform}/{self.job.environment}"
-
     def sort_key(self) -> tuple:
         return (_ORDER[self.verdict], -self.failures, -self.flips, self.job, self.node_id or "")
 
@@ -122,7 +118,7 @@ class FlakyRow(Struct, frozen=True, kw_only=True):
         """One line: "failed 3 of 40 runs on dgx_h100/dev (gitlab/mr) since 2026-11-02"."""
         since = dt.datetime.fromtimestamp(self.first_at, dt.UTC).date().isoformat()
         text = (
-            f"failed {self.failures} of {runs_text(self.runs)} on {self.where} "
+            f"failed {self.failures} of {runs_text(self.runs)} on {self.job.where} "
             f"({self.job.place}) since {since}"
         )
         if self.verdict is Verdict.BROKEN and self.broken_since is not None:
@@ -247,9 +243,9 @@ def window_start(policy: FlakyPolicy) -> int | None:
 
 class FlakyReport(Struct, frozen=True, kw_only=True):
     rows: tuple[FlakyRow, ...]
-    too_few_runs: int  # keys left out for having fewer than min_runs runs
     runs: int  # runs in the store
-    # The keys left out, each with its runs in the window: (job, node id, runs).
+    # The keys left out for having fewer than min_runs runs, each with its runs
+    # in the window: (job, node id, runs).
     left_out: tuple[tuple[JobKey, str | None, int], ...] = ()
 
     def by_verdict(self) -> dict[str, int]:
@@ -281,7 +277,6 @@ def flaky_rows(
     judged = [judge(h, run_rows, policy) for h in found if h.runs >= policy.min_runs]
     return FlakyReport(
         rows=tuple(rank(judged)),
-        too_few_runs=sum(1 for h in found if h.runs < policy.min_runs),
         runs=len(run_rows),
         left_out=tuple((h.job, h.node_id, h.runs) for h in found if h.runs < policy.min_runs),
     )
@@ -305,7 +300,7 @@ def summarize(rows: Sequence[FlakyRow]) -> str:
         return ""
     groups: dict[str, list[FlakyRow]] = {}
     for row in rows:
-        groups.setdefault(row.where, []).append(row)
+        groups.setdefault(row.job.where, []).append(row)
     parts = []
     for where, group in sorted(groups.items()):
         runs = sum(r.runs for r in group)

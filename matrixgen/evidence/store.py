@@ -53,6 +53,10 @@ class JobKey(Struct, frozen=True, order=True):
     def place(self) -> str:
         return f"{self.system}/{self.scope}"
 
+    @property
+    def where(self) -> str:
+        return f"{self.platform}/{self.environment}"
+
     def to_dict(self, node_id: str | None) -> dict[str, Any]:
         """The job and test as the JSON outputs (flaky, triage) name them."""
         return {

@@ -78,10 +78,6 @@ class Failure(Struct, frozen=True, kw_only=True):
     baseline_run: RunRef | None = None  # the latest baseline run it failed in
 
     @property
-    def where(self) -> str:
-        return f"{self.job.platform}/{self.job.environment}"
-
-    @property
     def case(self) -> str:
         return self.job.test_case + (f"[{self.job.tag}]" if self.job.tag else "")
 
@@ -469,7 +465,7 @@ def markdown(report: TriageReport) -> str:
                 f"({text(f.entry.action)}, {text(f.entry.kind)})"
             )
         return (
-            f"| {f.verdict.value} | {code(f.case)} | {test} | {text(f.where)} "
+            f"| {f.verdict.value} | {code(f.case)} | {test} | {text(f.job.where)} "
             f"| {text(f.job.place)} | {evidence} |"
         )
 

@@ -379,9 +379,7 @@ def _lifts(
         else:
             found = [by_key[(k, None)] for k in keys if (k, None) in by_key]
             missing = [
-                f"{k.test_case} on {k.platform}/{k.environment} ({k.place})"
-                for k in keys
-                if (k, None) not in by_key
+                f"{k.test_case} on {k.where} ({k.place})" for k in keys if (k, None) not in by_key
             ]
         if missing:
             more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
@@ -389,7 +387,7 @@ def _lifts(
             continue
         worst = min(found, key=lambda r: r.passing_streak)
         if worst.passing_streak < lift_runs:
-            short = f"passed only its last {runs_text(worst.passing_streak)} on {worst.where}"
+            short = f"passed only its last {runs_text(worst.passing_streak)} on {worst.job.where}"
             unjudged.append((entry.id, f"{short} ({worst.job.place}); a lift needs {lift_runs}"))
             continue
         where = f"; no results from the other {silent} job(s) it applies to" if silent else ""

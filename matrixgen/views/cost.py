@@ -99,26 +99,6 @@ class Cost(Struct, frozen=True, kw_only=True):
         return out
 
 
-def job_cost(
-    job: Job,
-    target: Target,
-    config: ProjectConfig,
-    *,
-    n_repeat: int | None = None,
-    measured: Measured | None = None,
-) -> Cost:
-    hours = gpu_hours(job, n_repeat)
-    seconds = measured(job, target) if measured is not None else None
-    return Cost(
-        jobs=1,
-        gpu_hours_max=hours,
-        weighted_max=hours * weight(config, job.platform),
-        expected=gpu_hours(job, n_repeat, seconds) if seconds is not None else None,
-        measured_jobs=1 if seconds is not None else 0,
-        without_gpus=0 if job.gpus else 1,
-    )
-
-
 def decided_repeats(job: Job, target: Target) -> int | None:
     """The n_repeat a target's decision gives the job (None: the job's own): a
     decision applies where the recipe leaves n_repeat to the default."""
@@ -142,7 +122,7 @@ def jobs_cost(
     measured: Measured | None = None,
 ) -> Cost:
     """The cost of the jobs one target runs (a decision's n_repeat applied): the
-    sum of their `job_cost`, added up without a value per job (the diff prices
+    sum of each job's cost, added up without a value per job (the diff prices
     every target of both sides)."""
     weights: dict[str, float] = {}
     count = without = measured_jobs = 0

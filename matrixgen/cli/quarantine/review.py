@@ -223,7 +223,7 @@ def _echo_proposal(proposal: Proposal, path: Path) -> None:
             typer.echo(f"# {_t(lift.entry.id)} ({_t(lift.entry.tracker_ref)}): {_t(lift.reason)}")
 
     def left_out(row: FlakyRow, why: str) -> None:
-        where = f"{_t(row.where)} ({row.job.place})"
+        where = f"{_t(row.job.where)} ({row.job.place})"
         typer.echo(f"# left out: {row.verdict.value} {_t(_case(row))} on {where}: {why}")
 
     for c in proposal.covered:
