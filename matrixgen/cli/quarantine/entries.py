@@ -234,8 +234,7 @@ def lift(
         typer.echo(terminal_text(entry.id))
     verb = "would lift" if dry_run else "lifted"
     typer.echo(
-        f"{verb} {len(lifted)} entr{'y' if len(lifted) == 1 else 'ies'} of {terminal_text(ref)}",
-        err=True,
+        f"{verb} {counted(len(lifted), 'entry', 'entries')} of {terminal_text(ref)}", err=True
     )
 
 
