@@ -22,7 +22,6 @@ from matrixgen.quarantine.model import (
     Entry,
     Match,
     Place,
-    QuarantineFile,
     matches_test_case,
     parse_quarantine,
 )
@@ -261,8 +260,7 @@ def test_audit_counts_an_entry_expiring_within_the_days_given() -> None:
     entries = tuple(
         entry(id=f"in-{n}", owner="me", expires=today + dt.timedelta(days=n)) for n in (0, 7, 8)
     )
-    qfile = QuarantineFile(path="q.yaml", present=True, entries=entries)
-    items = audit_entries(qfile, {}, today=today, days=7)
+    items = audit_entries(entries, {}, today=today, days=7)
     assert {i.problem for i in items} == {"expiring", "matches-nothing"}
     assert [(i.entry_id, i.problem, i.detail) for i in items if i.problem == "expiring"] == [
         ("in-0", "expiring", "expires on 2026-12-01 (in 0 day(s))"),

@@ -210,9 +210,9 @@ def _check_reach(entry: Entry, generation: Generation, targets: Sequence[Target]
         )
 
 
-def write_entry(path: Path, new: NewEntry, *, tracker_base: str | None, dry_run: bool) -> str:
+def write_entry(path: Path, new: NewEntry, *, tracker_base: str | None, dry_run: bool) -> None:
     """Add the entry to the file under its lock (`edit.edit`): its id, the one
-    asked for or the derived one, must be new there. Returns the id."""
+    asked for or the derived one, must be new there."""
     from matrixgen.quarantine.edit import edit
 
     wanted = new.entry.id
@@ -227,4 +227,3 @@ def write_entry(path: Path, new: NewEntry, *, tracker_base: str | None, dry_run:
         return [{"id": wanted, **new.data}], []
 
     edit(path, change, tracker_base=tracker_base, dry_run=dry_run)
-    return wanted

@@ -45,7 +45,7 @@ FAILING_PROBLEMS = frozenset(
 
 
 def audit_entries(
-    qfile: QuarantineFile,
+    entries: Sequence[Entry],
     hits: Mapping[str, Sequence[Hit]],
     *,
     today: dt.date,
@@ -55,7 +55,7 @@ def audit_entries(
     """Expired, expiring within `days`, ownerless, trackerless, matching nothing,
     and (when tracker states are given: entry id -> open/closed/missing) closed."""
     items: list[AuditItem] = []
-    for entry in qfile.entries:
+    for entry in entries:
         tracker = entry.tracker_ref
 
         def add(problem: str, detail: str, entry: Entry = entry, tracker: str = tracker) -> None:
@@ -120,13 +120,12 @@ def audit_quarantine(
             replace(e, tracker_url=e.tracker_url or resolve_tracker(e.tracker, tracker_base))
             for e in entries
         )
-        qfile = QuarantineFile(
-            path=qfile.path, present=True, entries=entries, document=qfile.document
-        )
     targets = resolve_targets(config, jobs)
     hits = entry_hits(jobs, entries, targets)
     report = check_trackers(
         [(e.id, e.tracker_url) for e in entries if e.tracker], token=token, api_url=api_url
     )
-    items = audit_entries(qfile, hits, today=current_day(), days=days, tracker_states=report.states)
+    items = audit_entries(
+        entries, hits, today=current_day(), days=days, tracker_states=report.states
+    )
     return Audit(entries=entries, targets=tuple(targets), items=tuple(items), trackers=report)

@@ -200,6 +200,4 @@ def check_quarantine(context: ValidationContext) -> Iterator[Finding]:
     yield from qfile.findings
     if not qfile.entries:
         return
-    jobs = context.expansion.jobs
-    targets = context.targets
-    yield from check_entries(qfile, jobs, targets, tree.config)
+    yield from check_entries(qfile, context.expansion.jobs, context.targets, tree.config)

@@ -138,13 +138,13 @@ class _Layout(Struct, frozen=True):
 
     lines: list[str]
     newline: str
-    key_line: int | None  # the `entries:` line, None when the key is absent
     value_kind: str  # "block", "flow", "null" or "absent"
-    starts: list[int]  # first line (the dash) of each entry
-    ends: list[int]  # one past the last content line of each entry
-    dash_col: int
-    key_col: int
-    flow_span: tuple[int, int] | None  # columns of `[]` on key_line
+    key_line: int | None = None  # the `entries:` line, None when the key is absent
+    starts: list[int] = field(default_factory=list)  # first line (the dash) of each entry
+    ends: list[int] = field(default_factory=list)  # one past the last content line of each
+    dash_col: int = 2
+    key_col: int = 4
+    flow_span: tuple[int, int] | None = None  # columns of `[]` on key_line
     style: QuoteStyle = field(default_factory=lambda: QuoteStyle())
 
 
@@ -157,11 +157,11 @@ def _layout(text: str) -> _Layout:
     pairs = root.value if isinstance(root, yaml.MappingNode) else []
     found = [(k, v) for k, v in pairs if isinstance(k, yaml.ScalarNode) and k.value == "entries"]
     if not found:
-        return _Layout(lines, newline, None, "absent", [], [], 2, 4, None)
+        return _Layout(lines, newline, "absent")
     key_node, value = found[-1]
     key_line = key_node.start_mark.line
     if isinstance(value, yaml.ScalarNode):
-        return _Layout(lines, newline, key_line, "null", [], [], 2, 4, None)
+        return _Layout(lines, newline, "null", key_line)
     if not isinstance(value, yaml.SequenceNode):
         raise QuarantineError("entries must be a list")
     if value.flow_style:
@@ -172,7 +172,7 @@ def _layout(text: str) -> _Layout:
         span = (value.start_mark.column, value.end_mark.column)
         if value.start_mark.line != key_line:
             raise QuarantineError("entries: [] must be on the entries line")
-        return _Layout(lines, newline, key_line, "flow", [], [], 2, 4, span)
+        return _Layout(lines, newline, "flow", key_line, flow_span=span)
     starts, ends = [], []
     for item in value.value:
         first = item.start_mark.line
@@ -188,7 +188,7 @@ def _layout(text: str) -> _Layout:
         dash = lines[starts[0]].rfind("-", 0, key_col)
         dash_col = dash if dash >= 0 else max(key_col - 2, 0)
     style = quote_style(value.value)
-    return _Layout(lines, newline, key_line, "block", starts, ends, dash_col, key_col, None, style)
+    return _Layout(lines, newline, "block", key_line, starts, ends, dash_col, key_col, style=style)
 
 
 def _keep_final_newline(original: str, result: str) -> str:

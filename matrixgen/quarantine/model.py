@@ -209,12 +209,7 @@ def load_quarantine(tree: RecipeTree) -> QuarantineFile:
     shown = (
         QUARANTINE_FILENAME if root in ("", ".") else f"{root.rstrip('/')}/{QUARANTINE_FILENAME}"
     )
-    return _parse_cached(raw, shown, policy(tree.config).tracker_base)
-
-
-@lru_cache(maxsize=64)
-def _parse_cached(raw: bytes | None, path: str, tracker_base: str | None) -> QuarantineFile:
-    return parse_quarantine(raw, path, tracker_base=tracker_base)
+    return _parse_cached(raw, shown, tracker_base=policy(tree.config).tracker_base)
 
 
 def parse_quarantine(
@@ -263,6 +258,9 @@ def parse_quarantine(
         findings=tuple(findings.sorted()),
         document=document,
     )
+
+
+_parse_cached = lru_cache(maxsize=64)(parse_quarantine)
 
 
 def _bad_date_location(raw: bytes, path: str) -> Location:

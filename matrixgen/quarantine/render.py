@@ -168,9 +168,9 @@ def _plain_is_text(value: str) -> bool:
 _ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-def slug(text: str, limit: int = 48) -> str:
+def slug(text: str) -> str:
     cleaned = _ID_CHARS.sub("-", text).strip("-._") or "entry"
-    return cleaned[:limit].rstrip("-._")
+    return cleaned[:48].rstrip("-._")
 
 
 def entry_id(entry: Mapping[str, Any]) -> str:

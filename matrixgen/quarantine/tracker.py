@@ -94,19 +94,13 @@ def parse_issue_url(url: str) -> IssueRef | None:
     return IssueRef(found["host"].lower(), found["owner"], found["repo"], int(found["n"]))
 
 
-class IssueState(Struct, frozen=True):
-    ref: IssueRef
-    state: str  # "open", "closed", or "missing" (404/410: deleted or never existed)
-    title: str = ""
-
-
 class GitHubTracker(Struct):
     """A small GitHub REST client: issue state, cached per issue for one run."""
 
     token: str
     api_url: str = DEFAULT_API_URL
     timeout: float = 10.0
-    _cache: dict[IssueRef, IssueState] = field(default_factory=dict)
+    _cache: dict[IssueRef, str] = field(default_factory=dict)
     _opener: Any = None
 
     def __post_init__(self) -> None:
@@ -121,12 +115,13 @@ class GitHubTracker(Struct):
         """github.com issues, and issues on the API's own host (GitHub Enterprise)."""
         return ref.host in ("github.com", "www.github.com") or ref.host == self.api_host
 
-    def state(self, ref: IssueRef) -> IssueState:
+    def state(self, ref: IssueRef) -> str:
+        """The issue's state: open, closed, or missing (404/410: deleted or never existed)."""
         if ref not in self._cache:
             self._cache[ref] = self._fetch(ref)
         return self._cache[ref]
 
-    def _fetch(self, ref: IssueRef) -> IssueState:
+    def _fetch(self, ref: IssueRef) -> str:
         import urllib.error
         import urllib.request
 
@@ -148,7 +143,7 @@ class GitHubTracker(Struct):
             raise
         except urllib.error.HTTPError as exc:
             if exc.code in (404, 410):
-                return IssueState(ref, "missing")
+                return "missing"
             raise TrackerError(_http_problem(exc, url)) from None
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
@@ -164,8 +159,7 @@ class GitHubTracker(Struct):
             ) from None
         if state not in ("open", "closed"):
             raise TrackerError(f'the GitHub API gave issue {ref.url} the unknown state "{state}"')
-        title = data.get("title") if isinstance(data.get("title"), str) else ""
-        return IssueState(ref, state, title)
+        return state
 
 
 # An issue's JSON is a few KB; a server that sends megabytes is not the GitHub API.
@@ -253,7 +247,7 @@ def check_trackers(
             )
         else:
             try:
-                states[entry_id] = client.state(ref).state
+                states[entry_id] = client.state(ref)
             except TrackerError as exc:
                 error = exc.message
                 unchecked[entry_id] = f"the GitHub API failed: {error}"

@@ -90,7 +90,8 @@ def gather(
     measured = None
     store_view = None
     report = None
-    hits = entry_hits(generation.jobs, generation.quarantine.entries, chosen)
+    entries = generation.quarantine.entries
+    hits = entry_hits(generation.jobs, entries, chosen)
     if store_configured(db):
         from matrixgen.evidence.durations import measured_from_store
 
@@ -110,9 +111,9 @@ def gather(
         targets=chosen,
         selections={t.name: generation.selection(t) for t in chosen},
         cost=compute_cost(generation, chosen, measured=measured),
-        entries=generation.quarantine.entries,
+        entries=entries,
         hits=hits,
-        audit=tuple(audit_entries(generation.quarantine, hits, today=today, days=EXPIRING_DAYS)),
+        audit=tuple(audit_entries(entries, hits, today=today, days=EXPIRING_DAYS)),
         today=today,
         since_days=since_days,
         store=store_view,

@@ -130,20 +130,20 @@ def add(
             err=True,
         )
     path, base = root / QUARANTINE_FILENAME, policy(generation.tree.config).tracker_base
-    chosen = write_entry(path, new, tracker_base=base, dry_run=dry_run)
+    write_entry(path, new, tracker_base=base, dry_run=dry_run)
     typer.echo(HONOURED_BY, err=True)
-    _echo_added(new, chosen, path, fmt=fmt, dry_run=dry_run)
+    _echo_added(new, path, fmt=fmt, dry_run=dry_run)
 
 
-def _echo_added(new: NewEntry, chosen: str, path: Path, *, fmt: TableOrJson, dry_run: bool) -> None:
-    grouped = new.by_target
+def _echo_added(new: NewEntry, path: Path, *, fmt: TableOrJson, dry_run: bool) -> None:
+    grouped, chosen = new.by_target, new.entry.id
     if fmt is TableOrJson.JSON:
         echo_json(
             {
                 "id": chosen,
                 "written": not dry_run,
                 "file": str(path),
-                "entry": {**new.entry.to_dict(), "id": chosen},
+                "entry": new.entry.to_dict(),
                 "targets": [
                     {"target": name, "jobs": [j.to_dict() for j in jobs]}
                     for name, jobs in grouped.items()
@@ -234,8 +234,7 @@ def lift(
         typer.echo(terminal_text(entry.id))
     verb = "would lift" if dry_run else "lifted"
     typer.echo(
-        f"{verb} {len(lifted)} entr{'y' if len(lifted) == 1 else 'ies'} of {terminal_text(ref)}",
-        err=True,
+        f"{verb} {counted(len(lifted), 'entry', 'entries')} of {terminal_text(ref)}", err=True
     )
 
 

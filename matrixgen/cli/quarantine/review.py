@@ -37,6 +37,7 @@ from matrixgen.engine.vocab import (
     QUARANTINE_FILENAME,
 )
 from matrixgen.util.escape import terminal_text
+from matrixgen.util.words import counted
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -118,17 +119,17 @@ def _echo_audit(found: Audit, evidence: dict[str, Any] | None, fmt: TableOrJson,
             typer.echo(table([[k, v] for k, v in evidence.items()], ["id", "evidence"]), nl=False)
     for reason, count in sorted(Counter(report.unchecked.values()).items()):
         typer.echo(
-            f"tracker state NOT checked for {count} entr{'y' if count == 1 else 'ies'}: "
+            f"tracker state NOT checked for {counted(count, 'entry', 'entries')}: "
             f"{terminal_text(reason)}; a closed tracker there is not reported",
             err=True,
         )
     checked, failing = len(report.states), len(found.failing)
     if len(found.entries) == 1:
-        counted = f"1 entry ({'its tracker' if checked else 'tracker not'} checked)"
+        entries = f"1 entry ({'its tracker' if checked else 'tracker not'} checked)"
     else:
-        counted = f"{len(found.entries)} entries ({checked} of their trackers checked)"
+        entries = f"{len(found.entries)} entries ({checked} of their trackers checked)"
     typer.echo(
-        f"{counted}: {failing} problem(s), {len(items) - failing} expiring soon",
+        f"{entries}: {failing} problem(s), {len(items) - failing} expiring soon",
         err=True,
     )
 
@@ -194,7 +195,7 @@ def propose(
     unchecked = proposal.trackers_unchecked
     if unchecked:
         typer.echo(
-            f"tracker state not checked for {unchecked} entr{'y' if unchecked == 1 else 'ies'} "
+            f"tracker state not checked for {counted(unchecked, 'entry', 'entries')} "
             "(set GITHUB_TOKEN or pass --token): a closed tracker there is not proposed for a lift",
             err=True,
         )
@@ -211,8 +212,7 @@ def propose(
 def _echo_proposal(proposal: Proposal, path: Path) -> None:
     from matrixgen.quarantine.render import render_entry
 
-    count = len(proposal.drafts)
-    typer.echo(f"# {count} new entr{'y' if count == 1 else 'ies'} for {path}")
+    typer.echo(f"# {counted(len(proposal.drafts), 'new entry', 'new entries')} for {path}")
     for d in proposal.drafts:
         for r in d.rows:
             typer.echo(f"# {r.verdict.value}: {_t(_case(r))}: {_t(r.evidence())}")
