@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct
 
 from matrixgen.documents.recipe import rows
-from matrixgen.engine.errors import Finding, Severity, did_you_mean
+from matrixgen.engine.errors import Finding, Severity, did_you_mean, finding
 from matrixgen.engine.model import Job, Target
 from matrixgen.engine.references import (
     OPT_OUT_KEY,
@@ -354,11 +354,11 @@ def check_references(context: ValidationContext) -> Iterator[Finding]:
     config = tree.config
     if not listing.present:
         where = listing.shown(settings.prefix) or "the repository top"
-        yield Finding(
-            location=config.locate(["references"]),
-            severity=Severity.WARNING,
-            code="reference-tree",
-            message=f"no reference tree at {where} ({listing.where}): no reference is checked",
+        yield finding(
+            config.locate(["references"]),
+            "reference-tree",
+            f"no reference tree at {where} ({listing.where}): no reference is checked",
+            Severity.WARNING,
         )
         return
     generation = context.generation
@@ -377,22 +377,19 @@ def check_references(context: ValidationContext) -> Iterator[Finding]:
         names = [t.target.name for t in in_targets]
         hint = f"; nearest: {missing.short_hint}" if missing.hint else ""
         which = f"gating target(s) {few(gating, 3)}" if gating else f"target(s) {few(names, 3)}"
-        yield Finding(
-            location=missing.job.source,
-            severity=Severity.ERROR if gating else Severity.WARNING,
-            code="reference-missing",
-            message=f"{missing.job.identity}: no {missing.reference} file {missing.path}"
-            f"{hint} ({which})",
+        yield finding(
+            missing.job.source,
+            "reference-missing",
+            f"{missing.job.identity}: no {missing.reference} file {missing.path}{hint} ({which})",
+            Severity.ERROR if gating else Severity.WARNING,
         )
     for problem in coverage.problems:
         example = problem.jobs[0]
         more = f" and {len(problem.jobs) - 1} other job(s)" if len(problem.jobs) > 1 else ""
-        yield Finding(
-            location=config.locate(["references", "templates", problem.reference]),
-            severity=Severity.ERROR,
-            code="reference-template",
-            message=f'reference "{problem.reference}": {problem.message} '
-            f"({example.identity}{more})",
+        yield finding(
+            config.locate(["references", "templates", problem.reference]),
+            "reference-template",
+            f'reference "{problem.reference}": {problem.message} ({example.identity}{more})',
         )
 
 
@@ -412,20 +409,14 @@ def opt_out_findings(tree: RecipeTree, settings: ReferenceSettings) -> Iterator[
         for keys, value in places:
             parsed = parse_opt_out(value)
             if isinstance(parsed, str):
-                yield Finding(
-                    location=recipe.document.locate(list(keys)),
-                    severity=Severity.ERROR,
-                    code="reference-opt-out",
-                    message=parsed,
-                )
+                yield finding(recipe.document.locate(list(keys)), "reference-opt-out", parsed)
                 continue
             for name in sorted(parsed.names or ()):
                 if name not in declared:
-                    yield Finding(
-                        location=recipe.document.locate([*keys, "skip"]),
-                        severity=Severity.ERROR,
-                        code="reference-opt-out",
-                        message=f'references.skip: "{name}" is not a declared reference'
+                    yield finding(
+                        recipe.document.locate([*keys, "skip"]),
+                        "reference-opt-out",
+                        f'references.skip: "{name}" is not a declared reference'
                         f"{did_you_mean(name, declared)}; declared in {tree.config.path}: "
                         f"{', '.join(declared)}",
                     )

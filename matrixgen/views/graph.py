@@ -30,7 +30,7 @@ from msgspec import Struct, field
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.emit.common import emitted_jobs, warmup_index
 from matrixgen.emit.registry import emitter_for
-from matrixgen.engine.errors import Finding, Location, Severity
+from matrixgen.engine.errors import Finding, Location, Severity, finding
 from matrixgen.engine.model import Job, Target, spec_needs
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log, terminal_text
@@ -247,27 +247,23 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
                     where = locate(Need(job=job, name="", index=index, kind="needs"))
                     github_needs.setdefault(where, []).append(target.name)
     for (where, name), in_targets in sorted(missing.items()):
-        yield Finding(
-            location=where,
-            severity=Severity.ERROR,
-            code="graph-missing",
-            message=f'needs "{name}", which is no job of target(s) {few(in_targets, 4)}',
+        yield finding(
+            where,
+            "graph-missing",
+            f'needs "{name}", which is no job of target(s) {few(in_targets, 4)}',
         )
     for cycle, (where, in_targets) in sorted(cycles.items(), key=lambda kv: kv[1][0]):
         path = " -> ".join(n.split(":", 1)[1] for n in (*cycle, cycle[0]))
-        yield Finding(
-            location=where,
-            severity=Severity.ERROR,
-            code="graph-cycle",
-            message=f"jobs wait for each other: {path} (in {few(in_targets, 4)})",
+        yield finding(
+            where, "graph-cycle", f"jobs wait for each other: {path} (in {few(in_targets, 4)})"
         )
     for where, in_targets in sorted(github_needs.items()):
-        yield Finding(
-            location=where,
-            severity=Severity.WARNING,
-            code="graph-github-needs",
-            message="the rows of a GitHub matrix cannot wait for each other; "
+        yield finding(
+            where,
+            "graph-github-needs",
+            "the rows of a GitHub matrix cannot wait for each other; "
             f"these needs are not kept in {few(in_targets, 4)}",
+            Severity.WARNING,
         )
 
 

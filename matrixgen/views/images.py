@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct
 
 from matrixgen.documents.config import ProjectConfig
-from matrixgen.engine.errors import Finding, Location, Severity
+from matrixgen.engine.errors import Finding, finding
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
@@ -219,7 +219,7 @@ def check_images(context: ValidationContext) -> Iterator[Finding]:
     config = context.tree.config
     images = config.section("images")
     if "version_pattern" in images and version_pattern(config) is None:
-        yield pin_error(
+        yield finding(
             config.locate(["images", "version_pattern"]),
             "pin-image",
             "images.version_pattern is not a valid regular expression: "
@@ -230,7 +230,7 @@ def check_images(context: ValidationContext) -> Iterator[Finding]:
         if status.problem is not None:
             keys = list(status.pin.keys)
             where = [*keys, "tag"] if keys[0] == "images" else keys
-            yield pin_error(config.locate(where), "pin-image", status.problem)
+            yield finding(config.locate(where), "pin-image", status.problem)
     if not images:
         return
     pins = [p for p in image_pins(config) if p.keys[0] == "images"]
@@ -253,13 +253,9 @@ def check_images(context: ValidationContext) -> Iterator[Finding]:
                 if arch in ARCHES
                 else f"set platforms.{platform}.arch (amd64 or arm64)"
             )
-            yield pin_error(
+            yield finding(
                 config.locate(["targets", target.name]),
                 "pin-image",
                 f'target "{target.name}": no image pinned for {system} on {platform} '
                 f"({arch or 'no arch'}): {fix}",
             )
-
-
-def pin_error(location: Location, code: str, message: str) -> Finding:
-    return Finding(location=location, severity=Severity.ERROR, code=code, message=message)

@@ -25,10 +25,10 @@ from msgspec import Struct, field
 
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.documents.recipe import rows
-from matrixgen.engine.errors import Finding, Location, Severity, did_you_mean
+from matrixgen.engine.errors import Finding, Location, Severity, did_you_mean, finding
 from matrixgen.engine.model import Job
 from matrixgen.util.patterns import name_pattern, whole
-from matrixgen.views.images import image_status, pin_error
+from matrixgen.views.images import image_status
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
@@ -252,16 +252,16 @@ def check_value_pins(context: ValidationContext) -> Iterator[Finding]:
                 where = locator.locate(job, problem.key, pin)
                 grouped.setdefault((where, pin.name, problem.message), []).append(job)
         if covered == 0:
-            yield Finding(
-                location=config.locate(["pins", pin.name]),
-                severity=Severity.WARNING,
-                code="pin-unused",
-                message=f'pin "{pin.name}" covers no job: check its selector',
+            yield finding(
+                config.locate(["pins", pin.name]),
+                "pin-unused",
+                f'pin "{pin.name}" covers no job: check its selector',
+                Severity.WARNING,
             )
     for (where, name, message), jobs in sorted(grouped.items(), key=lambda kv: kv[0]):
         names = sorted({j.name for j in jobs})
         example = names[0] + (f" and {len(names) - 1} more" if len(names) > 1 else "")
-        yield pin_error(
+        yield finding(
             where,
             "pin",
             f'pin "{name}": {message} ({len(names)} job(s): {example}); pinned in {config.path}',
@@ -284,7 +284,7 @@ def _selector_findings(config: ProjectConfig, pins: Sequence[ValuePin]) -> Itera
             ):
                 for value in sorted(values or ()):
                     if value not in allowed:
-                        yield pin_error(
+                        yield finding(
                             config.locate(["pins", pin.name, *where]),
                             "pin",
                             f'pin "{pin.name}": unknown {key[:-1]} "{value}"'

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct
 
 from matrixgen.documents.config import ProjectConfig
-from matrixgen.engine.errors import Finding, Severity, UsageError, did_you_mean
+from matrixgen.engine.errors import Finding, UsageError, did_you_mean, finding
 from matrixgen.engine.model import Job, JobId, Target
 from matrixgen.views.table import table
 
@@ -257,10 +257,7 @@ def check_platforms(context: ValidationContext) -> Iterable[Finding]:
     findings: list[Finding] = []
 
     def error(keys: list[str | int], message: str) -> None:
-        location = config.locate(keys)
-        findings.append(
-            Finding(location=location, severity=Severity.ERROR, code="platform", message=message)
-        )
+        findings.append(finding(config.locate(keys), "platform", message))
 
     for name, info in sorted(platforms.items()):
         if name not in vocab.platforms:
