@@ -414,11 +414,13 @@ def test_axis_usage_counts_and_finds_what_each_value_gives(recipes: list, data: 
     in the recipes that use a value) against the value-by-value walk."""
     from collections import Counter
 
-    from matrixgen.engine.checks import _axis_values, _AxisUsage
+    from matrixgen.engine.checks import _AxisUsage, _recipe_axis_values
 
     tree = _loaded_tree(recipes)
     each = [
-        (what, value, place.recipe.path, place.keys) for what, value, place in _axis_values(tree)
+        (what, value, place.recipe.path, place.keys)
+        for recipe in tree.tests
+        for what, value, place in _recipe_axis_values(recipe)
     ]
     usage = _AxisUsage(tree.tests)
     counted: dict[str, Counter] = {}

@@ -117,12 +117,6 @@ class _Place(Struct, frozen=True):
         return self.recipe.document.locate(list(self.keys))
 
 
-def _axis_values(tree: RecipeTree) -> Iterator[tuple[str, str, _Place]]:
-    """(axis, value, place) for each vocabulary value a tree uses."""
-    for recipe in tree.tests:
-        yield from _recipe_axis_values(recipe)
-
-
 def _recipe_axis_values(recipe: RecipeFile) -> Iterator[tuple[str, str, _Place]]:
     """(axis, value, place) for each vocabulary value one test recipe uses."""
     spec = recipe.data.get("spec")
@@ -141,8 +135,9 @@ def _recipe_axis_values(recipe: RecipeFile) -> Iterator[tuple[str, str, _Place]]
 
 
 class _AxisUsage:
-    """What `_axis_values` yields, without a place for each value: how often each
-    value is used per axis, and which recipes use it. One pass over the rows,
+    """What `_recipe_axis_values` yields for each test recipe of a tree, without
+    a place for each value: how often each value is used per axis, and which
+    recipes use it. One pass over the rows,
     counting each distinct list of values once per recipe (rows repeat a few
     lists thousands of times); the places of the few values a check reports
     come from walking only the recipes that use them (`places`). A recipe that
@@ -175,8 +170,8 @@ class _AxisUsage:
         self._users = users
 
     def occurrences(self, wanted: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str, _Place]]:
-        """What `_axis_values` yields for the wanted (axis, value) pairs, in its
-        order, walking only the recipes that use one."""
+        """What `_recipe_axis_values` yields for the wanted (axis, value) pairs,
+        in recipe order, walking only the recipes that use one."""
         wanted = set(wanted)
         for index in sorted({i for used in wanted for i in self._users.get(used, ())}):
             for what, value, place in _recipe_axis_values(self._tests[index]):
