@@ -8,7 +8,7 @@ list; every other criterion is plain equality.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from msgspec.structs import replace
 
@@ -94,11 +94,7 @@ def unused_value(what: str, value: str, used: Iterable[str], *, prefix: str) -> 
     `what`: scope, platform, ..., or "test case"; `prefix` starts the message
     (`--platform "x"`, `target NAME: platform "x"`)."""
     known = set(used)
-    if what.endswith("scope"):
-        found = resolve_scope(value) in {resolve_scope(k) for k in known}
-    else:
-        found = value in known
-    if found:
+    if _among(value, known, scope=what.endswith("scope")):
         return None
     if not known:
         return f"{prefix}: no job of the tree has a {what}"
@@ -114,6 +110,13 @@ def unused_value(what: str, value: str, used: Iterable[str], *, prefix: str) -> 
 USED_SHOWN = 24
 
 
+def _among(value: str, names: Collection[str], *, scope: bool) -> bool:
+    """Whether `value` is one of `names`; a scope by its tier (`nightly` is `L2`)."""
+    if scope:
+        return resolve_scope(value) in {resolve_scope(k) for k in names}
+    return value in names
+
+
 def value_problem(
     flag: str, key: str, value: str, config: ProjectConfig, jobs: Sequence[Job]
 ) -> str | None:
@@ -124,11 +127,7 @@ def value_problem(
     what = "test case" if key == "test_case" else key
     if names is None:
         return unused_value(what, value, used_values(key, jobs), prefix=f'{flag} "{value}"')
-    if key == "scope":
-        found = resolve_scope(value) in {resolve_scope(k) for k in names}
-    else:
-        found = value in names
-    if found:
+    if _among(value, names, scope=key == "scope"):
         return None
     return (
         f'{flag} "{value}" is not declared in {config.path}{did_you_mean(value, names)}; '
