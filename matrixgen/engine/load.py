@@ -230,8 +230,8 @@ def disk_lookup(root: Path) -> treelinks.Lookup:
 def locate_in_tree(root: Path, rel: str) -> tuple[treelinks.Resolved, str | None]:
     """Where the tree's `rel` leads on disk, by `plan_reads`'s rule for links,
     and, when `rel` itself is a link, its target text (for messages)."""
-    entry = disk_lookup(root)(rel)
-    return treelinks.resolve(rel, disk_lookup(root)), entry.target
+    lookup = disk_lookup(root)
+    return treelinks.resolve(rel, lookup), lookup(rel).target
 
 
 def read_root_file(root: Path, name: str) -> bytes | None:
