@@ -127,7 +127,7 @@ def test_nearest_file_prefers_the_same_folder_then_the_same_name_elsewhere() -> 
 def test_shown_paths_join_the_root() -> None:
     listing = ReferenceListing(shown_root="refs", files=frozenset({"a/b.json"}))
     assert listing.shown("a/b.json") == "refs/a/b.json"
-    assert "a/b.json" in listing and "refs/a/b.json" not in listing
+    assert "a/b.json" in listing.files and "refs/a/b.json" not in listing.files
 
 
 def test_listing_from_paths_keeps_the_prefix_only() -> None:

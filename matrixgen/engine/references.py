@@ -204,9 +204,6 @@ class ReferenceListing(Struct, frozen=True, kw_only=True, dict=True):
     def shown(self, rel: str) -> str:
         return posixpath.join(self.shown_root, rel) if self.shown_root else rel
 
-    def __contains__(self, rel: str) -> bool:
-        return rel in self.files
-
     @cached_property
     def by_dir(self) -> Mapping[str, tuple[str, ...]]:
         return {d: tuple(sorted(names)) for d, names in used_by_dir(self.files).items()}
