@@ -349,7 +349,6 @@ def _pipelines_table(stats: Stats) -> str:
         d = p.to_dict()
         fleets = ", ".join(f"{k} {v}" for k, v in d["cases_by_fleet"].items())
         platforms = ", ".join(f"{k} {v}" for k, v in d["cases_by_platform"].items())
-        q = d["quarantine"]
         rows.append(
             [
                 d["pipeline"],
@@ -358,7 +357,7 @@ def _pipelines_table(stats: Stats) -> str:
                 platforms if platforms != fleets else "",
                 str(d["unit_test_jobs"]),
                 str(d["unit_test_buckets"]),
-                f"{q['skip']}/{q['allow-failure']}/{q['deselect']}",
+                "/".join(str(d["quarantine"][s]) for s in QUARANTINE_STATES),
             ]
         )
     return table(
