@@ -38,7 +38,7 @@ class ComparedValue(Struct, frozen=True):
 def compared_fields(cls: type[ComparedValue]) -> Callable[[Any], tuple]:
     """The getter of the tuple a class compares: its fields, in the order
     declared, but the ones in `NOT_COMPARED` (made once per class)."""
-    names = [f for f in cls.__struct_fields__ if f not in cls.NOT_COMPARED]
+    names = field_names(cls, cls.NOT_COMPARED)
     one = attrgetter(*names)
     return one if len(names) > 1 else (lambda value: (one(value),))
 
