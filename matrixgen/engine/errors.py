@@ -38,6 +38,8 @@ class ExitCode(IntEnum):
 
 
 class Severity(StrEnum):
+    """A finding's severity: its value is the level SARIF and GitHub annotations name."""
+
     ERROR = "error"
     WARNING = "warning"
 
@@ -73,10 +75,9 @@ class Finding(Struct, frozen=True, kw_only=True):
     def github_annotation(self) -> str:
         """`::error file=...,line=...,col=...::message`: the message as the log line
         shows it (line breaks as \\n), escaped as GitHub's runner unescapes it."""
-        level = "error" if self.severity is Severity.ERROR else "warning"
         loc = self.location
         return annotation(
-            level,
+            self.severity.value,
             terminal_text(self.message),
             file=_workspace_path(loc.file),
             line=loc.line,

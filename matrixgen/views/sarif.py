@@ -24,10 +24,6 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SRCROOT = "%SRCROOT%"
 
 
-def _level(severity: Severity) -> str:
-    return "error" if severity is Severity.ERROR else "warning"
-
-
 def artifact_location(file: str, base: Path) -> dict[str, str]:
     """`file` as code scanning wants it: relative to `base` (the checkout's top),
     with `/` separators and percent-encoding, else an absolute file URI. The
@@ -47,7 +43,7 @@ def _rule(code: str, severity: Severity) -> dict[str, Any]:
         "id": code,
         "name": "".join(w.capitalize() for w in code.split("-")),
         "shortDescription": {"text": f"matrixgen check: {words}"},
-        "defaultConfiguration": {"level": _level(severity)},
+        "defaultConfiguration": {"level": severity.value},
     }
 
 
@@ -70,7 +66,7 @@ def sarif_report(findings: Sequence[Finding], *, version: str, base: Path) -> di
             {
                 "ruleId": f.code,
                 "ruleIndex": index[f.code],
-                "level": _level(f.severity),
+                "level": f.severity.value,
                 "message": {"text": f.message},
                 "locations": [
                     {
