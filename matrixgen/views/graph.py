@@ -282,8 +282,7 @@ def to_json(result: JobGraph) -> dict[str, Any]:
         attrs = {k: v for k, v in sorted(graph.nodes[node].items()) if v is not None}
         nodes.append({"id": node, **attrs})
     edges = [
-        {"from": a, "to": b, "kind": graph.edges[a, b]["kind"]}
-        for a, b in sorted(graph.edges, key=lambda e: (e[0], e[1]))
+        {"from": a, "to": b, "kind": graph.edges[a, b]["kind"]} for a, b in sorted(graph.edges)
     ]
     return {
         "target": (
@@ -367,7 +366,7 @@ def to_dot(result: JobGraph) -> str:
         if attrs.get("warmup"):
             extra += ", style=bold"
         lines.append(f"  {_dot_quote(node)} [label={_dot_quote(attrs['label'])}{extra}];")
-    for a, b in sorted(graph.edges, key=lambda e: (e[0], e[1])):
+    for a, b in sorted(graph.edges):
         style = ", style=dashed" if graph.edges[a, b]["kind"] in ("parent", "build") else ""
         lines.append(
             f"  {_dot_quote(a)} -> {_dot_quote(b)} [label={_dot_quote(graph.edges[a, b]['kind'])}"
