@@ -138,7 +138,7 @@ def _uncomment_edits(
 def _item_comments(lines: Sequence[str], item: Sequence[int]) -> list[str]:
     """What is said about a commented-out item: the prose above it, and each of
     its lines' own comment."""
-    inline = [_comment_of(_uncommented(lines[k])[0]) for k in item]  # type: ignore[index]
+    inline = [_comment_of(_uncommented(lines[k])) for k in item]  # type: ignore[arg-type]
     said = [_comment_of(line) for line in _prose_above(lines, item[0])]
     return said + [c for c in inline if c]
 
@@ -149,8 +149,8 @@ def _dash_col(lines: Sequence[str], node: yaml.Node) -> int:
     return dash if dash >= 0 else node.start_mark.column
 
 
-def _uncommented(line: str) -> tuple[str, int] | None:
-    """`  # - a: b` -> (`  - a: b`, column of the #); None when not `# ` code."""
+def _uncommented(line: str) -> str | None:
+    """`  # - a: b` -> `  - a: b`; None when not `# ` code."""
     at = line.find("#")
     if at < 0 or line[:at].strip():
         return None
@@ -158,18 +158,17 @@ def _uncommented(line: str) -> tuple[str, int] | None:
     if not rest.startswith(" "):
         return None
     text = line[:at] + rest[1:]
-    return (text, at) if _CODE_LINE.match(text) else None  # prefix
+    return text if _CODE_LINE.match(text) else None  # prefix
 
 
 def _run_items(lines: Sequence[str], start: int, stop: int) -> Iterator[tuple[list[int], int]]:
     """The commented-out items of a run of comment lines: (line indexes, dash column)."""
     n = start
     while n < stop:
-        code = _uncommented(lines[n])
-        if code is None or not code[0].lstrip().startswith("- "):
+        text = _uncommented(lines[n])
+        if text is None or not text.lstrip().startswith("- "):
             n += 1
             continue
-        text, _ = code
         dash = len(text) - len(text.lstrip())
         item = [n]
         m = n + 1
@@ -177,7 +176,7 @@ def _run_items(lines: Sequence[str], start: int, stop: int) -> Iterator[tuple[li
             more = _uncommented(lines[m])
             if more is None:
                 break
-            indent = len(more[0]) - len(more[0].lstrip())
+            indent = len(more) - len(more.lstrip())
             if indent <= dash:
                 break
             item.append(m)

@@ -243,7 +243,7 @@ def _judge_item(
     if tracker is None:
         leave(problem)
         return
-    source = "".join(_uncommented(lines[k])[0] for k in item)  # type: ignore[index]
+    source = "".join(_uncommented(lines[k]) for k in item)  # type: ignore[arg-type]
     try:
         parsed = yaml.safe_load(source)
     except yaml.YAMLError:
