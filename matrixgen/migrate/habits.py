@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import groupby
 from typing import Any
 
 import yaml
@@ -116,15 +115,6 @@ def _value(node: Any, key: str) -> Any:
     return None
 
 
-def _comment_runs(lines: Sequence[str], start: int) -> Iterator[tuple[int, int]]:
-    """(first, past-last) line index of each run of comment lines from `start` on."""
-    runs = groupby(range(start, len(lines)), key=lambda n: lines[n].lstrip().startswith("#"))
-    for comment, run in runs:
-        if comment:
-            indexes = list(run)
-            yield indexes[0], indexes[-1] + 1
-
-
 def _uncomment_edits(
     lines: Sequence[str], offsets: Sequence[int], item: Sequence[int]
 ) -> tuple[TextEdit, ...]:
@@ -161,10 +151,12 @@ def _uncommented(line: str) -> str | None:
     return text if _CODE_LINE.match(text) else None  # prefix
 
 
-def _run_items(lines: Sequence[str], start: int, stop: int) -> Iterator[tuple[list[int], int]]:
-    """The commented-out items of a run of comment lines: (line indexes, dash column)."""
+def _commented_items(lines: Sequence[str], start: int) -> Iterator[tuple[list[int], int]]:
+    """The commented-out items from line index `start` on: (line indexes, dash
+    column). Only a comment line uncomments, so an item never spans two runs of
+    comment lines."""
     n = start
-    while n < stop:
+    while n < len(lines):
         text = _uncommented(lines[n])
         if text is None or not text.lstrip().startswith("- "):
             n += 1
@@ -172,7 +164,7 @@ def _run_items(lines: Sequence[str], start: int, stop: int) -> Iterator[tuple[li
         dash = len(text) - len(text.lstrip())
         item = [n]
         m = n + 1
-        while m < stop:
+        while m < len(lines):
             more = _uncommented(lines[m])
             if more is None:
                 break
@@ -206,22 +198,20 @@ def commented_out(recipe: RecipeFile, text: str) -> list[CommentedOut]:
     lines = text.splitlines(keepends=True)
     offsets = line_offsets(text)
     out: list[CommentedOut] = []
-    for run_start, run_stop in _comment_runs(lines, products.start_mark.line):
-        for item, _dash in _run_items(lines, run_start, run_stop):
-            first = item[0]
-            said = _item_comments(lines, item)
-            refs = _trackers(said)
-            if not refs:
-                continue
-            out.append(
-                CommentedOut(
-                    first_line=first + 1,
-                    last_line=item[-1] + 1,
-                    comment=" ".join(f"# {c}" for c in said if c),
-                    tracker=refs[0] if len(refs) == 1 else None,
-                    edits=_uncomment_edits(lines, offsets, item),
-                )
+    for item, _dash in _commented_items(lines, products.start_mark.line):
+        said = _item_comments(lines, item)
+        refs = _trackers(said)
+        if not refs:
+            continue
+        out.append(
+            CommentedOut(
+                first_line=item[0] + 1,
+                last_line=item[-1] + 1,
+                comment=" ".join(f"# {c}" for c in said if c),
+                tracker=refs[0] if len(refs) == 1 else None,
+                edits=_uncomment_edits(lines, offsets, item),
             )
+        )
     return out
 
 

@@ -15,13 +15,12 @@ from matrixgen.engine.model import RecipeFile
 from matrixgen.engine.vocab import QuarantineKind, resolve_scope
 from matrixgen.migrate.habits import (
     _comment_of,
-    _comment_runs,
+    _commented_items,
     _dash_col,
     _item_comments,
     _kind,
     _prose_above,
     _reason,
-    _run_items,
     _trackers,
     _uncomment_edits,
     _uncommented,
@@ -214,14 +213,13 @@ def _scan_row(scan: _Scan, row: yaml.MappingNode) -> None:
 def _scan_comments(
     scan: _Scan, products: yaml.SequenceNode, blocks: Sequence[yaml.MappingNode]
 ) -> None:
-    """Commented-out rows and blocks (`# - environment: [dev]` ...): each run of
-    comment lines split into commented-out items, each judged."""
+    """Commented-out rows and blocks (`# - environment: [dev]` ...): each
+    commented-out item, judged."""
     if not blocks:
         return
     block_col = _dash_col(scan.lines, blocks[0])
-    for run_start, run_stop in _comment_runs(scan.lines, products.start_mark.line):
-        for item, dash in _run_items(scan.lines, run_start, run_stop):
-            _judge_item(scan, item, dash, blocks, block_col)
+    for item, dash in _commented_items(scan.lines, products.start_mark.line):
+        _judge_item(scan, item, dash, blocks, block_col)
 
 
 def _judge_item(
