@@ -83,6 +83,13 @@ def _prose_above(lines: Sequence[str], first: int) -> list[str]:
     return found
 
 
+def _said(lines: Sequence[str], first: int, own: Iterable[str]) -> list[str]:
+    """What is said about the row or item at line index `first`: the prose
+    directly above it, then the comment of each of its own lines that has one."""
+    above = [_comment_of(line) for line in _prose_above(lines, first)]
+    return above + [c for c in map(_comment_of, own) if c]
+
+
 def _trackers(texts: Iterable[str]) -> list[str]:
     refs: list[str] = []
     for text in texts:
@@ -126,11 +133,8 @@ def _uncomment_edits(
 
 
 def _item_comments(lines: Sequence[str], item: Sequence[int]) -> list[str]:
-    """What is said about a commented-out item: the prose above it, and each of
-    its lines' own comment."""
-    inline = [_comment_of(_uncommented(lines[k])) for k in item]  # type: ignore[arg-type]
-    said = [_comment_of(line) for line in _prose_above(lines, item[0])]
-    return said + [c for c in inline if c]
+    """What is said about a commented-out item (`_said`), its lines read uncommented."""
+    return _said(lines, item[0], (_uncommented(lines[k]) for k in item))  # type: ignore[arg-type]
 
 
 def _dash_col(lines: Sequence[str], node: yaml.Node) -> int:
@@ -230,8 +234,7 @@ def row_comment(text: str, line: int) -> tuple[str, str | None]:
         if body.strip() and len(body) - len(body.lstrip()) <= dash:
             break
         own.append(n)
-    said = [_comment_of(t) for t in _prose_above(lines, first)]
-    said += [c for c in (_comment_of(lines[n]) for n in own) if c]
+    said = _said(lines, first, (lines[n] for n in own))
     refs = _trackers(said)
     return " ".join(f"# {c}" for c in said if c), refs[0] if len(refs) == 1 else None
 

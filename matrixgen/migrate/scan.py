@@ -14,13 +14,12 @@ from matrixgen.documents.yamlio import last_content_line
 from matrixgen.engine.model import RecipeFile
 from matrixgen.engine.vocab import QuarantineKind, resolve_scope
 from matrixgen.migrate.habits import (
-    _comment_of,
     _commented_items,
     _dash_col,
     _item_comments,
     _kind,
-    _prose_above,
     _reason,
+    _said,
     _trackers,
     _uncomment_edits,
     _uncommented,
@@ -171,8 +170,7 @@ def _scan_row(scan: _Scan, row: yaml.MappingNode) -> None:
     if len({resolve_scope(s) for s in after}) != len(after):
         leave(f"restoring gives the scope list [{', '.join(after)}], with a scope twice")
         return
-    own = [_comment_of(lines[n]) for n in range(first, last + 1)]
-    said = [_comment_of(line) for line in _prose_above(lines, first)] + [c for c in own if c]
+    said = _said(lines, first, lines[first : last + 1])
     tracker, problem = _need_tracker(_trackers(said), scan.default_tracker)
     if tracker is None:
         leave(problem)
