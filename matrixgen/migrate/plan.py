@@ -238,7 +238,7 @@ def plan_migration(
         untracked_comments=untracked,
         parser_changes=parser_changes(before, after) if changes else (),
     )
-    problems = equivalence_problems(files, after_files, root=str(root))
+    problems = equivalence_problems(before, after_files, root=str(root))
     if problems:
         raise QuarantineError(
             "the migration would change what targets select; nothing was planned:",
@@ -421,11 +421,10 @@ def selections(generation: Generation, targets: Iterable[Target]) -> dict[str, l
 
 
 def equivalence_problems(
-    files_before: Mapping[str, bytes], files_after: Mapping[str, bytes], *, root: str
+    before: Generation, files_after: Mapping[str, bytes], *, root: str
 ) -> list[str]:
     """Targets (real ones, of either tree, with and without each cadence) whose
-    selection after quarantine differs between the two trees."""
-    before = generate_from_files(files_before, root=root)
+    selection after quarantine differs between `before` and the tree of `files_after`."""
     after = generate_from_files(files_after, root=root)
     targets = _real_targets_of_both(before, after)
     problems = []
