@@ -37,6 +37,7 @@ import hashlib
 import math
 import os
 from collections.abc import Iterable, Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -152,13 +153,9 @@ def shard_rows(
 
 
 def _even_bounds(n: int, count: int) -> list[tuple[int, int]]:
+    """(start, end) of `count` runs covering `n` rows, the first `n % count` one longer."""
     base, extra = divmod(n, count)
-    bounds, start = [], 0
-    for i in range(count):
-        end = start + base + (1 if i < extra else 0)
-        bounds.append((start, end))
-        start = end
-    return bounds
+    return list(pairwise(i * base + min(i, extra) for i in range(count + 1)))
 
 
 class GithubMatrix(Struct, frozen=True):
