@@ -291,7 +291,6 @@ def yaml_value(value: str) -> Any:
 class GitlabPipeline(Struct, frozen=True):
     """The emitted child pipeline of one target."""
 
-    document: dict[str, Any]
     text: str
     job_names: tuple[str, ...]  # empty for the placeholder pipeline
 
@@ -475,7 +474,7 @@ def gitlab_pipeline(
             f"the child pipeline of target {target.name} is {size:,} bytes; GitLab accepts "
             f"at most {GITLAB_MAX_CHILD_YAML_BYTES:,}: split the target (by model or tag)"
         )
-    return GitlabPipeline(document=document, text=text, job_names=tuple(names))
+    return GitlabPipeline(text=text, job_names=tuple(names))
 
 
 class GitlabEmitter:
