@@ -84,7 +84,7 @@ def unreached(
         emitter = emitter_for(target.system)
         for job in marked:
             try:
-                node_route(job, settings, launcher=emitter.launcher(job, settings))
+                node_route(job, launcher=emitter.launcher(job, settings))
             except Unreachable as exc:
                 for entry in applying_entries(job, entries, target, known):
                     if entry.action.node_level:

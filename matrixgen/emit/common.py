@@ -226,7 +226,7 @@ class Unreachable(Exception):
     """A job's node-level entries cannot reach the tests it runs; says why."""
 
 
-def node_route(job: Job, settings: EmitSettings, *, launcher: str | None) -> str | None:
+def node_route(job: Job, *, launcher: str | None) -> str | None:
     """How a job's node-level entries (deselect, mute) reach its tests; None when
     none applies. `launcher` is the command the job's entry runs (the emitter's
     `launcher`: None for a matrix row, which the workflow runs). Unreachable when
@@ -273,7 +273,7 @@ def job_route(job: Job, settings: EmitSettings, *, launcher: str | None) -> str 
     """`node_route`, with an unreachable job as a RecipeError naming its entries
     and the target (validate reports the same, at each entry)."""
     try:
-        return node_route(job, settings, launcher=launcher)
+        return node_route(job, launcher=launcher)
     except Unreachable as exc:
         mark = job.quarantine
         assert mark is not None
