@@ -406,9 +406,6 @@ def resolve_settings(
         isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1
     ):
         _bad(config, [*where, "timeout"], "timeout must be a whole number of seconds, at least 1")
-    overhead = settings.get("timeout_overhead", 0)
-    cap = settings.get("timeout_cap")
-    n_repeat = settings.get("n_repeat")
     retry = _retry(settings.get("retry"), config, [*where, "retry"])
     parent_job = settings.get("parent_job")
     if parent_job is not None and (not isinstance(parent_job, str) or not parent_job):
@@ -430,9 +427,9 @@ def resolve_settings(
         images=images,
         runner_tags=tags,
         timeout=timeout,
-        timeout_overhead=overhead,
-        timeout_cap=cap,
-        n_repeat=n_repeat,
+        timeout_overhead=settings.get("timeout_overhead", 0),
+        timeout_cap=settings.get("timeout_cap"),
+        n_repeat=settings.get("n_repeat"),
         lightweight=settings.get("lightweight") is True,
         retry=retry,
         parent_job=parent_job,
