@@ -298,16 +298,15 @@ def _rows_of(
     """The rows an uncommented item holds, and what it is (a test-case block or
     a row of one, by its indentation); or why it is neither."""
     row_col = None
-    if block is not None:
-        rows = _value(block, "products")
-        if isinstance(rows, yaml.SequenceNode) and rows.value:
-            row_col = _dash_col(lines, rows.value[0])
+    rows = _value(block, "products")  # None without a block
+    if isinstance(rows, yaml.SequenceNode) and rows.value:
+        row_col = _dash_col(lines, rows.value[0])
     if dash == block_col:
         rows_data = block_rows(mapping)
         if rows_data is None:
             return "uncommented at the level of test-case blocks, it is not a well-formed block"
         return rows_data, (f"test case {mapping['test_case'][0] if mapping['test_case'] else '?'}")
-    if row_col is not None and dash == row_col:
+    if dash == row_col:
         if not set(mapping) <= ROW_KEYS_V2:
             extra = ", ".join(sorted(set(mapping) - ROW_KEYS_V2))
             return f"uncommented at the level of product rows, it has block keys ({extra})"
