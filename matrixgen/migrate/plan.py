@@ -87,9 +87,7 @@ class Migration(Struct, frozen=True, kw_only=True):
         }
 
     def summary(self) -> dict[str, Any]:
-        by_habit: Counter[str] = Counter()
-        for candidate, entries in self.changes:
-            by_habit[candidate.habit] += len(entries)
+        by_habit = Counter(candidate.habit for candidate, entries in self.changes for _ in entries)
         rows_by_habit = Counter(candidate.habit for candidate, _ in self.changes)
         left = Counter(item.habit for item in self.left_alone)
         return {
