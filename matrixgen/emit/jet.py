@@ -479,7 +479,6 @@ def job_keys(jobs: Sequence[Job]) -> tuple[list[str], list[Notice]]:
             taken.add(name)
             keys[index] = name
             renamed.append((jobs[index], name))
-            counter += 1
         if not renamed:
             continue
         kept_as = ", ".join(f'"{name}" ({job.identity}, {job.source})' for job, name in renamed)
