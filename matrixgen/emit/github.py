@@ -209,6 +209,7 @@ class GithubEmitter:
     suffix = ".json"
     child_pipelines = False
     names_jobs = False
+    standalone = staticmethod(github_row)  # a job on its own is its matrix row
 
     def jobs(
         self, jobs: Sequence[Job], settings: EmitSettings
@@ -218,9 +219,6 @@ class GithubEmitter:
     def file(self, emitted: EmittedTarget, settings: EmitSettings) -> tuple[str, int]:
         matrix = github_matrix(emitted.jobs)
         return matrix.text(), len(matrix.shards)
-
-    def standalone(self, job: Job, settings: EmitSettings) -> dict[str, Any]:
-        return github_row(job, settings)
 
     def launcher(self, job: Job, settings: EmitSettings) -> str | None:
         return None

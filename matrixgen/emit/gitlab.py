@@ -483,11 +483,8 @@ class GitlabEmitter:
     suffix = ".yml"
     child_pipelines = True
     names_jobs = True
-
-    def jobs(
-        self, jobs: Sequence[Job], settings: EmitSettings
-    ) -> tuple[list[EmittedJob], list[str]]:
-        return gitlab_jobs(jobs, settings)
+    jobs = staticmethod(gitlab_jobs)
+    job_names = staticmethod(assign_names)
 
     def file(self, emitted: EmittedTarget, settings: EmitSettings) -> tuple[str, int]:
         pipeline = gitlab_pipeline(emitted.jobs, emitted.stages, settings)
@@ -501,9 +498,6 @@ class GitlabEmitter:
 
     def launcher(self, job: Job, settings: EmitSettings) -> str | None:
         return settings.launcher_for(job)
-
-    def job_names(self, jobs: Sequence[Job]) -> list[str | None]:
-        return assign_names(jobs)
 
     def name_problems(self, jobs: Sequence[Job]) -> list[tuple[Job, str]]:
         return [] if named_as_they_are(jobs) else name_problems(jobs)
