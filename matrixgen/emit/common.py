@@ -149,10 +149,8 @@ class EmittedTarget(Struct, frozen=True, kw_only=True):
     stages: tuple[str, ...] = ()
 
     def by_identity(self) -> dict[JobId, EmittedJob]:
-        """Every job of the target, running or skipped (one per identity)."""
-        out = {e.identity: e for e in self.skipped}
-        out.update((e.identity, e) for e in self.jobs)
-        return out
+        """Every job of the target, running or skipped (one per identity: running wins)."""
+        return {e.identity: e for e in (*self.skipped, *self.jobs)}
 
 
 def skipped_jobs(jobs: Iterable[Job]) -> tuple[EmittedJob, ...]:
