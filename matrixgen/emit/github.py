@@ -250,11 +250,8 @@ def heredoc_delimiter(content: str) -> str:
 
 def github_output_text(outputs: Sequence[tuple[str, str]]) -> str:
     """`name<<DELIM` / value / `DELIM` blocks, the multi-line form of $GITHUB_OUTPUT."""
-    parts = []
-    for name, value in outputs:
-        delimiter = heredoc_delimiter(value)
-        parts.append(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
-    return "".join(parts)
+    delimited = ((name, value, heredoc_delimiter(value)) for name, value in outputs)
+    return "".join(f"{name}<<{end}\n{value}\n{end}\n" for name, value, end in delimited)
 
 
 def github_output_path(path: str | None = None) -> str:
