@@ -228,13 +228,12 @@ def row_comment(text: str, line: int) -> tuple[str, str | None]:
     if not 0 <= first < len(lines):
         return "", None
     dash = len(lines[first]) - len(lines[first].lstrip())  # the row's `-` (or first key)
-    own = [first]
-    for n in range(first + 1, len(lines)):
-        body = lines[n]
+    own = [lines[first]]
+    for body in lines[first + 1 :]:
         if body.strip() and len(body) - len(body.lstrip()) <= dash:
             break
-        own.append(n)
-    said = _said(lines, first, (lines[n] for n in own))
+        own.append(body)
+    said = _said(lines, first, own)
     refs = _trackers(said)
     return " ".join(f"# {c}" for c in said if c), refs[0] if len(refs) == 1 else None
 
