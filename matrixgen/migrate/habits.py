@@ -91,13 +91,13 @@ def _said(lines: Sequence[str], first: int, own: Iterable[str]) -> list[str]:
 
 
 def _trackers(texts: Iterable[str]) -> list[str]:
-    refs: list[str] = []
-    for text in texts:
-        for number, url in _TRACKER_REF.findall(text):
-            ref = f"#{number}" if number else url.rstrip(".,;)")
-            if ref not in refs:
-                refs.append(ref)
-    return refs
+    """The trackers the texts name (`#513`, an issue or pull request URL), once each, in order."""
+    refs = (
+        f"#{number}" if number else url.rstrip(".,;)")
+        for text in texts
+        for number, url in _TRACKER_REF.findall(text)
+    )
+    return list(dict.fromkeys(refs))
 
 
 def _kind(texts: Sequence[str], default: QuarantineKind) -> QuarantineKind:
