@@ -109,8 +109,7 @@ def gitlab_duration(seconds: int) -> str:
     seconds = max(1, int(seconds))
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
-    parts = [f"{v}{unit}" for v, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if v]
-    return " ".join(parts)
+    return " ".join(f"{v}{unit}" for v, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if v)
 
 
 def assign_names(jobs: Sequence[Job]) -> list[str | None]:
