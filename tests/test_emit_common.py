@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+import yaml
 
 from matrixgen.emit.common import (
     EmittedJob,
@@ -49,13 +50,14 @@ def test_a_recipe_timeout_counts_from_one_second_else_the_derived_one_applies() 
     for ignored in (0, -1, True, 1.5, "60", None):
         assert recipe_timeout(make_job(spec={"timeout": ignored})) is None
     # Emitted: 1 s as written; 0 falls back to n_repeat x time_limit (1 x 60 s).
-    doc = emit_gitlab(
+    text = emit_gitlab(
         [
             make_job("one", name="one", spec={"timeout": 1}),
             make_job("zero", name="zero", spec={"timeout": 0}),
         ],
         bare_settings(),
-    ).document
+    ).text
+    doc = yaml.safe_load(text)
     assert (doc["one"]["timeout"], doc["zero"]["timeout"]) == ("1s", "1m")
 
 

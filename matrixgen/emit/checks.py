@@ -43,7 +43,7 @@ def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
         jobs = generation.selection(target).jobs
         for job, why in emitter.name_problems(jobs):
             found.setdefault((job.source, why), []).append(target.name)
-    for (location, why), names in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+    for (location, why), names in sorted(found.items()):
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         yield Finding(
             location=location,
@@ -84,7 +84,7 @@ def unreached(
         emitter = emitter_for(target.system)
         for job in marked:
             try:
-                node_route(job, settings, launcher=emitter.launcher(job, settings))
+                node_route(job, launcher=emitter.launcher(job, settings))
             except Unreachable as exc:
                 for entry in applying_entries(job, entries, target, known):
                     if entry.action.node_level:
@@ -147,16 +147,13 @@ def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
             except MatrixgenError:
                 settings = EmitSettings(target=target)
             contents = [emitter_for(target.system).standalone(j, settings) for j in group]
-            differing: dict[str, list[Any]] = {}
-            for key in sorted({k for c in contents for k in c}):
-                values = [c.get(key) for c in contents]
-                if any(v != values[0] for v in values[1:]):
-                    differing[key] = values
             where = tuple(j.source for j in group)
             names, fields, _ = found.setdefault(where, ([], {}, group[-1]))
             names.append(target.name)
-            for key, values in differing.items():
-                fields.setdefault(key, values)
+            for key in sorted({k for c in contents for k in c}):
+                values = [c.get(key) for c in contents]
+                if any(v != values[0] for v in values[1:]):
+                    fields.setdefault(key, values)  # as the first target that differs has it
     for where, (names, fields, job) in sorted(found.items()):
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         places = ", ".join(str(w) for w in where)
@@ -208,7 +205,7 @@ def check_timeouts(context: ValidationContext) -> Iterator[Finding]:
             seconds = settings.timeout_seconds(job)
             if seconds > cap:
                 found.setdefault(job.source, (seconds, cap, []))[2].append(target.name)
-    for location, (seconds, cap, names) in sorted(found.items(), key=lambda kv: kv[0]):
+    for location, (seconds, cap, names) in sorted(found.items()):
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         yield Finding(
             location=location,

@@ -149,10 +149,8 @@ class EmittedTarget(Struct, frozen=True, kw_only=True):
     stages: tuple[str, ...] = ()
 
     def by_identity(self) -> dict[JobId, EmittedJob]:
-        """Every job of the target, running or skipped (one per identity)."""
-        out = {e.identity: e for e in self.skipped}
-        out.update((e.identity, e) for e in self.jobs)
-        return out
+        """Every job of the target, running or skipped (one per identity: running wins)."""
+        return {e.identity: e for e in (*self.skipped, *self.jobs)}
 
 
 def skipped_jobs(jobs: Iterable[Job]) -> tuple[EmittedJob, ...]:
@@ -226,7 +224,7 @@ class Unreachable(Exception):
     """A job's node-level entries cannot reach the tests it runs; says why."""
 
 
-def node_route(job: Job, settings: EmitSettings, *, launcher: str | None) -> str | None:
+def node_route(job: Job, *, launcher: str | None) -> str | None:
     """How a job's node-level entries (deselect, mute) reach its tests; None when
     none applies. `launcher` is the command the job's entry runs (the emitter's
     `launcher`: None for a matrix row, which the workflow runs). Unreachable when
@@ -273,7 +271,7 @@ def job_route(job: Job, settings: EmitSettings, *, launcher: str | None) -> str 
     """`node_route`, with an unreachable job as a RecipeError naming its entries
     and the target (validate reports the same, at each entry)."""
     try:
-        return node_route(job, settings, launcher=launcher)
+        return node_route(job, launcher=launcher)
     except Unreachable as exc:
         mark = job.quarantine
         assert mark is not None
@@ -406,9 +404,6 @@ def resolve_settings(
         isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1
     ):
         _bad(config, [*where, "timeout"], "timeout must be a whole number of seconds, at least 1")
-    overhead = settings.get("timeout_overhead", 0)
-    cap = settings.get("timeout_cap")
-    n_repeat = settings.get("n_repeat")
     retry = _retry(settings.get("retry"), config, [*where, "retry"])
     parent_job = settings.get("parent_job")
     if parent_job is not None and (not isinstance(parent_job, str) or not parent_job):
@@ -430,9 +425,9 @@ def resolve_settings(
         images=images,
         runner_tags=tags,
         timeout=timeout,
-        timeout_overhead=overhead,
-        timeout_cap=cap,
-        n_repeat=n_repeat,
+        timeout_overhead=settings.get("timeout_overhead", 0),
+        timeout_cap=settings.get("timeout_cap"),
+        n_repeat=settings.get("n_repeat"),
         lightweight=settings.get("lightweight") is True,
         retry=retry,
         parent_job=parent_job,

@@ -313,11 +313,9 @@ def _read_manifest(out_dir: Path) -> tuple[dict[str, str], list[str]]:
     why = ""
     try:
         data = load_bounded(raw)
-        files = data["files"] if isinstance(data, dict) and data.get("format") == 1 else None
+        files = data.get("files") if isinstance(data, dict) and data.get("format") == 1 else None
     except JsonInputError as exc:
         files, why = None, f" ({exc})"
-    except KeyError:
-        files = None
     if not isinstance(files, dict):
         return {}, [f"{path} is not a manifest matrixgen wrote{why}: ignored, no file removed"]
     owned = {

@@ -37,6 +37,7 @@ import hashlib
 import math
 import os
 from collections.abc import Iterable, Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -152,13 +153,9 @@ def shard_rows(
 
 
 def _even_bounds(n: int, count: int) -> list[tuple[int, int]]:
+    """(start, end) of `count` runs covering `n` rows, the first `n % count` one longer."""
     base, extra = divmod(n, count)
-    bounds, start = [], 0
-    for i in range(count):
-        end = start + base + (1 if i < extra else 0)
-        bounds.append((start, end))
-        start = end
-    return bounds
+    return list(pairwise(i * base + min(i, extra) for i in range(count + 1)))
 
 
 class GithubMatrix(Struct, frozen=True):
@@ -212,6 +209,7 @@ class GithubEmitter:
     suffix = ".json"
     child_pipelines = False
     names_jobs = False
+    standalone = staticmethod(github_row)  # a job on its own is its matrix row
 
     def jobs(
         self, jobs: Sequence[Job], settings: EmitSettings
@@ -221,9 +219,6 @@ class GithubEmitter:
     def file(self, emitted: EmittedTarget, settings: EmitSettings) -> tuple[str, int]:
         matrix = github_matrix(emitted.jobs)
         return matrix.text(), len(matrix.shards)
-
-    def standalone(self, job: Job, settings: EmitSettings) -> dict[str, Any]:
-        return github_row(job, settings)
 
     def launcher(self, job: Job, settings: EmitSettings) -> str | None:
         return None
@@ -255,11 +250,8 @@ def heredoc_delimiter(content: str) -> str:
 
 def github_output_text(outputs: Sequence[tuple[str, str]]) -> str:
     """`name<<DELIM` / value / `DELIM` blocks, the multi-line form of $GITHUB_OUTPUT."""
-    parts = []
-    for name, value in outputs:
-        delimiter = heredoc_delimiter(value)
-        parts.append(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
-    return "".join(parts)
+    delimited = ((name, value, heredoc_delimiter(value)) for name, value in outputs)
+    return "".join(f"{name}<<{end}\n{value}\n{end}\n" for name, value, end in delimited)
 
 
 def github_output_path(path: str | None = None) -> str:

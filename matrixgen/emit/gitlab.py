@@ -109,8 +109,7 @@ def gitlab_duration(seconds: int) -> str:
     seconds = max(1, int(seconds))
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
-    parts = [f"{v}{unit}" for v, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if v]
-    return " ".join(parts)
+    return " ".join(f"{v}{unit}" for v, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if v)
 
 
 def assign_names(jobs: Sequence[Job]) -> list[str | None]:
@@ -291,7 +290,6 @@ def yaml_value(value: str) -> Any:
 class GitlabPipeline(Struct, frozen=True):
     """The emitted child pipeline of one target."""
 
-    document: dict[str, Any]
     text: str
     job_names: tuple[str, ...]  # empty for the placeholder pipeline
 
@@ -475,7 +473,7 @@ def gitlab_pipeline(
             f"the child pipeline of target {target.name} is {size:,} bytes; GitLab accepts "
             f"at most {GITLAB_MAX_CHILD_YAML_BYTES:,}: split the target (by model or tag)"
         )
-    return GitlabPipeline(document=document, text=text, job_names=tuple(names))
+    return GitlabPipeline(text=text, job_names=tuple(names))
 
 
 class GitlabEmitter:
@@ -484,11 +482,8 @@ class GitlabEmitter:
     suffix = ".yml"
     child_pipelines = True
     names_jobs = True
-
-    def jobs(
-        self, jobs: Sequence[Job], settings: EmitSettings
-    ) -> tuple[list[EmittedJob], list[str]]:
-        return gitlab_jobs(jobs, settings)
+    jobs = staticmethod(gitlab_jobs)
+    job_names = staticmethod(assign_names)
 
     def file(self, emitted: EmittedTarget, settings: EmitSettings) -> tuple[str, int]:
         pipeline = gitlab_pipeline(emitted.jobs, emitted.stages, settings)
@@ -502,9 +497,6 @@ class GitlabEmitter:
 
     def launcher(self, job: Job, settings: EmitSettings) -> str | None:
         return settings.launcher_for(job)
-
-    def job_names(self, jobs: Sequence[Job]) -> list[str | None]:
-        return assign_names(jobs)
 
     def name_problems(self, jobs: Sequence[Job]) -> list[tuple[Job, str]]:
         return [] if named_as_they_are(jobs) else name_problems(jobs)

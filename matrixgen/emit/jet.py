@@ -73,7 +73,7 @@ DEFAULT_CLUSTERS: Mapping[str, str] = {
     "ghci": "ghci",
 }
 # Models whose jobs never block, whatever the recipe says.
-DEFAULT_ALLOW_FAILURE_MODELS: tuple[str, ...] = ("gpt-nemo",)
+ALLOW_FAILURE_MODELS: tuple[str, ...] = ("gpt-nemo",)
 
 LAUNCHER = "export PYTHONPATH=$(pwd); python tests/test_utils/python_scripts/launch_jet_workload.py"
 TRIAGE_LOG = "jet_workload.log"
@@ -92,7 +92,6 @@ class JetProfile(Struct, frozen=True, kw_only=True):
 
     runner_tags: tuple[str, ...] = DEFAULT_RUNNER_TAGS
     clusters: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_CLUSTERS))
-    allow_failure_models: tuple[str, ...] = DEFAULT_ALLOW_FAILURE_MODELS
 
     def resolve_cluster(self, cluster: str) -> str:
         found = self.clusters.get(cluster)
@@ -359,7 +358,7 @@ def _job_entry(
         "needs": needs,
         "script": [script],
         "artifacts": {"paths": artifacts, "when": "always"},
-        "allow_failure": allow_failure(job, profile),
+        "allow_failure": allow_failure(job),
         "retry": JOB_RETRY,
     }
 
@@ -388,7 +387,7 @@ def _placeholder(call: JetCall, profile: JetProfile) -> dict[str, Any]:
     }
 
 
-def allow_failure(job: Job, profile: JetProfile) -> Any:
+def allow_failure(job: Job) -> Any:
     """The recipe's own allow_failure (as written), else whether the model never
     blocks; an allow-failure quarantine entry makes it true."""
     if job.quarantine is not None and job.quarantine.action == "allow-failure":
@@ -396,7 +395,7 @@ def allow_failure(job: Job, profile: JetProfile) -> Any:
     written = job.spec.get("allow_failure", False)
     if written:
         return written if isinstance(written, bool | int | str) else True
-    return job.model in profile.allow_failure_models
+    return job.model in ALLOW_FAILURE_MODELS
 
 
 def launcher_command(job: Job, call: JetCall) -> str:
@@ -480,7 +479,6 @@ def job_keys(jobs: Sequence[Job]) -> tuple[list[str], list[Notice]]:
             taken.add(name)
             keys[index] = name
             renamed.append((jobs[index], name))
-            counter += 1
         if not renamed:
             continue
         kept_as = ", ".join(f'"{name}" ({job.identity}, {job.source})' for job, name in renamed)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import groupby
 from typing import Any
 
 import yaml
@@ -84,14 +83,21 @@ def _prose_above(lines: Sequence[str], first: int) -> list[str]:
     return found
 
 
+def _said(lines: Sequence[str], first: int, own: Iterable[str]) -> list[str]:
+    """What is said about the row or item at line index `first`: the prose
+    directly above it, then the comment of each of its own lines that has one."""
+    above = [_comment_of(line) for line in _prose_above(lines, first)]
+    return above + [c for c in map(_comment_of, own) if c]
+
+
 def _trackers(texts: Iterable[str]) -> list[str]:
-    refs: list[str] = []
-    for text in texts:
-        for number, url in _TRACKER_REF.findall(text):
-            ref = f"#{number}" if number else url.rstrip(".,;)")
-            if ref not in refs:
-                refs.append(ref)
-    return refs
+    """The trackers the texts name (`#513`, an issue or pull request URL), once each, in order."""
+    refs = (
+        f"#{number}" if number else url.rstrip(".,;)")
+        for text in texts
+        for number, url in _TRACKER_REF.findall(text)
+    )
+    return list(dict.fromkeys(refs))
 
 
 def _kind(texts: Sequence[str], default: QuarantineKind) -> QuarantineKind:
@@ -116,15 +122,6 @@ def _value(node: Any, key: str) -> Any:
     return None
 
 
-def _comment_runs(lines: Sequence[str], start: int) -> Iterator[tuple[int, int]]:
-    """(first, past-last) line index of each run of comment lines from `start` on."""
-    runs = groupby(range(start, len(lines)), key=lambda n: lines[n].lstrip().startswith("#"))
-    for comment, run in runs:
-        if comment:
-            indexes = list(run)
-            yield indexes[0], indexes[-1] + 1
-
-
 def _uncomment_edits(
     lines: Sequence[str], offsets: Sequence[int], item: Sequence[int]
 ) -> tuple[TextEdit, ...]:
@@ -136,11 +133,8 @@ def _uncomment_edits(
 
 
 def _item_comments(lines: Sequence[str], item: Sequence[int]) -> list[str]:
-    """What is said about a commented-out item: the prose above it, and each of
-    its lines' own comment."""
-    inline = [_comment_of(_uncommented(lines[k])[0]) for k in item]  # type: ignore[index]
-    said = [_comment_of(line) for line in _prose_above(lines, item[0])]
-    return said + [c for c in inline if c]
+    """What is said about a commented-out item (`_said`), its lines read uncommented."""
+    return _said(lines, item[0], (_uncommented(lines[k]) for k in item))  # type: ignore[arg-type]
 
 
 def _dash_col(lines: Sequence[str], node: yaml.Node) -> int:
@@ -149,8 +143,8 @@ def _dash_col(lines: Sequence[str], node: yaml.Node) -> int:
     return dash if dash >= 0 else node.start_mark.column
 
 
-def _uncommented(line: str) -> tuple[str, int] | None:
-    """`  # - a: b` -> (`  - a: b`, column of the #); None when not `# ` code."""
+def _uncommented(line: str) -> str | None:
+    """`  # - a: b` -> `  - a: b`; None when not `# ` code."""
     at = line.find("#")
     if at < 0 or line[:at].strip():
         return None
@@ -158,26 +152,27 @@ def _uncommented(line: str) -> tuple[str, int] | None:
     if not rest.startswith(" "):
         return None
     text = line[:at] + rest[1:]
-    return (text, at) if _CODE_LINE.match(text) else None  # prefix
+    return text if _CODE_LINE.match(text) else None  # prefix
 
 
-def _run_items(lines: Sequence[str], start: int, stop: int) -> Iterator[tuple[list[int], int]]:
-    """The commented-out items of a run of comment lines: (line indexes, dash column)."""
+def _commented_items(lines: Sequence[str], start: int) -> Iterator[tuple[list[int], int]]:
+    """The commented-out items from line index `start` on: (line indexes, dash
+    column). Only a comment line uncomments, so an item never spans two runs of
+    comment lines."""
     n = start
-    while n < stop:
-        code = _uncommented(lines[n])
-        if code is None or not code[0].lstrip().startswith("- "):
+    while n < len(lines):
+        text = _uncommented(lines[n])
+        if text is None or not text.lstrip().startswith("- "):
             n += 1
             continue
-        text, _ = code
         dash = len(text) - len(text.lstrip())
         item = [n]
         m = n + 1
-        while m < stop:
+        while m < len(lines):
             more = _uncommented(lines[m])
             if more is None:
                 break
-            indent = len(more[0]) - len(more[0].lstrip())
+            indent = len(more) - len(more.lstrip())
             if indent <= dash:
                 break
             item.append(m)
@@ -207,22 +202,20 @@ def commented_out(recipe: RecipeFile, text: str) -> list[CommentedOut]:
     lines = text.splitlines(keepends=True)
     offsets = line_offsets(text)
     out: list[CommentedOut] = []
-    for run_start, run_stop in _comment_runs(lines, products.start_mark.line):
-        for item, _dash in _run_items(lines, run_start, run_stop):
-            first = item[0]
-            said = _item_comments(lines, item)
-            refs = _trackers(said)
-            if not refs:
-                continue
-            out.append(
-                CommentedOut(
-                    first_line=first + 1,
-                    last_line=item[-1] + 1,
-                    comment=" ".join(f"# {c}" for c in said if c),
-                    tracker=refs[0] if len(refs) == 1 else None,
-                    edits=_uncomment_edits(lines, offsets, item),
-                )
+    for item, _dash in _commented_items(lines, products.start_mark.line):
+        said = _item_comments(lines, item)
+        refs = _trackers(said)
+        if not refs:
+            continue
+        out.append(
+            CommentedOut(
+                first_line=item[0] + 1,
+                last_line=item[-1] + 1,
+                comment=" ".join(f"# {c}" for c in said if c),
+                tracker=refs[0] if len(refs) == 1 else None,
+                edits=_uncomment_edits(lines, offsets, item),
             )
+        )
     return out
 
 
@@ -235,14 +228,12 @@ def row_comment(text: str, line: int) -> tuple[str, str | None]:
     if not 0 <= first < len(lines):
         return "", None
     dash = len(lines[first]) - len(lines[first].lstrip())  # the row's `-` (or first key)
-    own = [first]
-    for n in range(first + 1, len(lines)):
-        body = lines[n]
+    own = [lines[first]]
+    for body in lines[first + 1 :]:
         if body.strip() and len(body) - len(body.lstrip()) <= dash:
             break
-        own.append(n)
-    said = [_comment_of(t) for t in _prose_above(lines, first)]
-    said += [c for c in (_comment_of(lines[n]) for n in own) if c]
+        own.append(body)
+    said = _said(lines, first, own)
     refs = _trackers(said)
     return " ".join(f"# {c}" for c in said if c), refs[0] if len(refs) == 1 else None
 

@@ -13,7 +13,7 @@ from msgspec import Struct
 from msgspec.structs import asdict
 
 from matrixgen.engine.errors import Finding, QuarantineError, UsageError
-from matrixgen.engine.load import read_directory, read_root_file
+from matrixgen.engine.load import read_directory
 from matrixgen.engine.model import Job, JobId, Target
 from matrixgen.engine.targets import default_system, discover_targets, resolve_targets
 from matrixgen.engine.vocab import QUARANTINE_FILENAME, QuarantineAction, resolve_scope
@@ -48,6 +48,7 @@ class Migration(Struct, frozen=True, kw_only=True):
     untracked_comments: int = 0  # commented-out rows without a tracker: not habits
     # format_version 1: the targets whose selection by Megatron-LM's parser grows.
     parser_changes: tuple[ParserChange, ...] = ()
+    tracker_base: str | None = None  # the config's, that the entries are written under
 
     @property
     def parser_added(self) -> int:
@@ -86,9 +87,7 @@ class Migration(Struct, frozen=True, kw_only=True):
         }
 
     def summary(self) -> dict[str, Any]:
-        by_habit: Counter[str] = Counter()
-        for candidate, entries in self.changes:
-            by_habit[candidate.habit] += len(entries)
+        by_habit = Counter(candidate.habit for candidate, entries in self.changes for _ in entries)
         rows_by_habit = Counter(candidate.habit for candidate, _ in self.changes)
         left = Counter(item.habit for item in self.left_alone)
         return {
@@ -237,8 +236,9 @@ def plan_migration(
         files_after=after_files,
         untracked_comments=untracked,
         parser_changes=parser_changes(before, after) if changes else (),
+        tracker_base=pol.tracker_base,
     )
-    problems = equivalence_problems(files, after_files, root=str(root))
+    problems = equivalence_problems(before, after_files, root=str(root))
     if problems:
         raise QuarantineError(
             "the migration would change what targets select; nothing was planned:",
@@ -421,11 +421,10 @@ def selections(generation: Generation, targets: Iterable[Target]) -> dict[str, l
 
 
 def equivalence_problems(
-    files_before: Mapping[str, bytes], files_after: Mapping[str, bytes], *, root: str
+    before: Generation, files_after: Mapping[str, bytes], *, root: str
 ) -> list[str]:
     """Targets (real ones, of either tree, with and without each cadence) whose
-    selection after quarantine differs between the two trees."""
-    before = generate_from_files(files_before, root=root)
+    selection after quarantine differs between `before` and the tree of `files_after`."""
     after = generate_from_files(files_after, root=root)
     targets = _real_targets_of_both(before, after)
     problems = []
@@ -454,13 +453,6 @@ def write_migration(migration: Migration) -> None:
         check_writable(root / rel, root=root)
     if entries:
         check_writable(root / QUARANTINE_FILENAME, root=root)
-        pol_base = None
-        config_path = root / "matrixgen.yaml"
-        config_raw = read_root_file(root, "matrixgen.yaml")
-        if config_raw is not None:
-            from matrixgen.documents.config import parse_config
-
-            pol_base = policy(parse_config(config_raw, str(config_path))).tracker_base
 
         def change(qfile: Any) -> tuple[list[dict[str, Any]], list[int]]:
             clash = {e.id for e in qfile.entries} & {e["id"] for e in entries}
@@ -471,7 +463,7 @@ def write_migration(migration: Migration) -> None:
                 )
             return list(entries), []
 
-        edit(root / QUARANTINE_FILENAME, change, tracker_base=pol_base)
+        edit(root / QUARANTINE_FILENAME, change, tracker_base=migration.tracker_base)
     for rel in migration.changed_files:
         path = root / rel
         current = read_file(path, root=root)

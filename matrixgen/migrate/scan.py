@@ -14,14 +14,12 @@ from matrixgen.documents.yamlio import last_content_line
 from matrixgen.engine.model import RecipeFile
 from matrixgen.engine.vocab import QuarantineKind, resolve_scope
 from matrixgen.migrate.habits import (
-    _comment_of,
-    _comment_runs,
+    _commented_items,
     _dash_col,
     _item_comments,
     _kind,
-    _prose_above,
     _reason,
-    _run_items,
+    _said,
     _trackers,
     _uncomment_edits,
     _uncommented,
@@ -172,8 +170,7 @@ def _scan_row(scan: _Scan, row: yaml.MappingNode) -> None:
     if len({resolve_scope(s) for s in after}) != len(after):
         leave(f"restoring gives the scope list [{', '.join(after)}], with a scope twice")
         return
-    own = [_comment_of(lines[n]) for n in range(first, last + 1)]
-    said = [_comment_of(line) for line in _prose_above(lines, first)] + [c for c in own if c]
+    said = _said(lines, first, lines[first : last + 1])
     tracker, problem = _need_tracker(_trackers(said), scan.default_tracker)
     if tracker is None:
         leave(problem)
@@ -214,14 +211,13 @@ def _scan_row(scan: _Scan, row: yaml.MappingNode) -> None:
 def _scan_comments(
     scan: _Scan, products: yaml.SequenceNode, blocks: Sequence[yaml.MappingNode]
 ) -> None:
-    """Commented-out rows and blocks (`# - environment: [dev]` ...): each run of
-    comment lines split into commented-out items, each judged."""
+    """Commented-out rows and blocks (`# - environment: [dev]` ...): each
+    commented-out item, judged."""
     if not blocks:
         return
     block_col = _dash_col(scan.lines, blocks[0])
-    for run_start, run_stop in _comment_runs(scan.lines, products.start_mark.line):
-        for item, dash in _run_items(scan.lines, run_start, run_stop):
-            _judge_item(scan, item, dash, blocks, block_col)
+    for item, dash in _commented_items(scan.lines, products.start_mark.line):
+        _judge_item(scan, item, dash, blocks, block_col)
 
 
 def _judge_item(
@@ -243,7 +239,7 @@ def _judge_item(
     if tracker is None:
         leave(problem)
         return
-    source = "".join(_uncommented(lines[k])[0] for k in item)  # type: ignore[index]
+    source = "".join(_uncommented(lines[k]) for k in item)  # type: ignore[arg-type]
     try:
         parsed = yaml.safe_load(source)
     except yaml.YAMLError:
@@ -302,16 +298,15 @@ def _rows_of(
     """The rows an uncommented item holds, and what it is (a test-case block or
     a row of one, by its indentation); or why it is neither."""
     row_col = None
-    if block is not None:
-        rows = _value(block, "products")
-        if isinstance(rows, yaml.SequenceNode) and rows.value:
-            row_col = _dash_col(lines, rows.value[0])
+    rows = _value(block, "products")  # None without a block
+    if isinstance(rows, yaml.SequenceNode) and rows.value:
+        row_col = _dash_col(lines, rows.value[0])
     if dash == block_col:
         rows_data = block_rows(mapping)
         if rows_data is None:
             return "uncommented at the level of test-case blocks, it is not a well-formed block"
         return rows_data, (f"test case {mapping['test_case'][0] if mapping['test_case'] else '?'}")
-    if row_col is not None and dash == row_col:
+    if dash == row_col:
         if not set(mapping) <= ROW_KEYS_V2:
             extra = ", ".join(sorted(set(mapping) - ROW_KEYS_V2))
             return f"uncommented at the level of product rows, it has block keys ({extra})"
