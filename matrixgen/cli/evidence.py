@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 from contextlib import closing
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -18,6 +17,7 @@ import typer
 
 from matrixgen.cli.common import (
     RecipesOption,
+    TableJsonOrMarkdown,
     TableOrJson,
     TableOrJsonOption,
     echo_json,
@@ -72,14 +72,8 @@ def note_ignored_store(db: str | None) -> None:
         typer.echo(f"matrixgen: note: {_t(note)}", err=True)
 
 
-class FlakyFormat(StrEnum):
-    TABLE = "table"
-    JSON = "json"
-    MARKDOWN = "markdown"
-
-
 FlakyFormatOption = Annotated[
-    FlakyFormat, typer.Option("--format", help="table, json or markdown.")
+    TableJsonOrMarkdown, typer.Option("--format", help="table, json or markdown.")
 ]
 
 
@@ -379,7 +373,7 @@ def flaky(
         ),
     ] = None,
     db: DbOption = None,
-    fmt: FlakyFormatOption = FlakyFormat.TABLE,
+    fmt: FlakyFormatOption = TableJsonOrMarkdown.TABLE,
     recipes: RecipesOption = None,
 ) -> None:
     """Flaky and broken cases from the stored results: one row per job, platform,
@@ -408,9 +402,9 @@ def flaky(
     config = tree_config(recipes)
     if config is not None:
         rows = in_tree_words(rows, config.scope_word)
-    if fmt is FlakyFormat.JSON:
+    if fmt is TableJsonOrMarkdown.JSON:
         echo_json([r.to_dict() for r in rows])
-    elif fmt is FlakyFormat.MARKDOWN:
+    elif fmt is TableJsonOrMarkdown.MARKDOWN:
         typer.echo(flaky_markdown(rows), nl=False)
     else:
         none = "no key has enough runs to judge" if not report.rows else "no key has this verdict"

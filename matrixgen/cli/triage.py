@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.cli.common import RecipesOption, echo_json, recipes_dir
+from matrixgen.cli.common import RecipesOption, TableJsonOrMarkdown, echo_json, recipes_dir
 from matrixgen.cli.evidence import (
     BrokenRunsOption,
     DbOption,
-    FlakyFormat,
     FlakyFormatOption,
     FlipRateOption,
     MinRunsOption,
@@ -80,7 +79,7 @@ def triage(
     broken_runs: BrokenRunsOption = 3,
     db: DbOption = None,
     recipes: RecipesOption = None,
-    fmt: FlakyFormatOption = FlakyFormat.TABLE,
+    fmt: FlakyFormatOption = TableJsonOrMarkdown.TABLE,
 ) -> None:
     """Give each failed job and test of a run one verdict: quarantined (an entry
     covers it), baseline (it also failed in the latest baseline run), flaky (as
@@ -108,9 +107,9 @@ def triage(
         count=baseline_runs,
         policy=policy,
     )
-    if fmt is FlakyFormat.JSON:
+    if fmt is TableJsonOrMarkdown.JSON:
         echo_json(report.to_dict())
-    elif fmt is FlakyFormat.MARKDOWN:
+    elif fmt is TableJsonOrMarkdown.MARKDOWN:
         typer.echo(markdown(report), nl=False)
     else:
         typer.echo(_table(report), nl=False)
