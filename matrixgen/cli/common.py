@@ -169,6 +169,17 @@ def held(value: Any) -> Any:
     return value
 
 
+def usable_generation(recipes: Path | None, *, selection: bool = False) -> Generation:
+    """The tree (a directory that is not there refused), refused when its jobs
+    have errors (`selection`: or its quarantine file); its warnings unsaid."""
+    from matrixgen.pipeline import generate
+    from matrixgen.validate import Needs, require_usable
+
+    generation = generate(recipes_dir(recipes))
+    require_usable(generation, Needs.SELECTION if selection else Needs.JOBS)
+    return generation
+
+
 def load_valid(recipes: Path | None, *, emitting: bool = False) -> Generation:
     """Load, expand and validate the tree; refuse one that `validate` would fail
     (a mistyped scope would otherwise drop its jobs from every selection).

@@ -21,8 +21,8 @@ from matrixgen.cli.common import (
     TableOrJson,
     TableOrJsonOption,
     echo_json,
-    recipes_dir,
     tree_config,
+    usable_generation,
 )
 from matrixgen.engine.errors import UsageError
 from matrixgen.util.escape import terminal_text as _t
@@ -180,12 +180,8 @@ def _ingest_mapper(
 ) -> Mapper:
     """What maps the reports' tests to the jobs of the recipe tree."""
     from matrixgen.evidence.mapping import Mapper
-    from matrixgen.pipeline import generate
-    from matrixgen.validate import Needs, require_usable
 
-    generation = generate(recipes_dir(recipes))  # refuses a directory that is not there
-    require_usable(generation, Needs.SELECTION)
-    return Mapper(generation, target=target, job=job, tag=tag)
+    return Mapper(usable_generation(recipes, selection=True), target=target, job=job, tag=tag)
 
 
 def _echo_ingest(report: Any, shown: str, files: int, fmt: TableOrJson) -> None:

@@ -20,7 +20,7 @@ from matrixgen.cli.common import (
     check_ad_hoc,
     echo_json,
     load_valid,
-    recipes_dir,
+    usable_generation,
 )
 from matrixgen.cli.evidence import DbOption, note_ignored_store
 from matrixgen.engine.errors import ExitCode, UsageError
@@ -49,12 +49,9 @@ def pins(
     (`matrixgen validate` says where to fix it), or the recipes have errors
     (nothing is shown); 3: bad project config.
     """
-    from matrixgen.pipeline import generate
-    from matrixgen.validate import Needs, require_usable
     from matrixgen.views.pins import pins_report
 
-    generation = generate(recipes_dir(recipes))
-    require_usable(generation, Needs.JOBS)
+    generation = usable_generation(recipes)
     config = generation.tree.config
     report = pins_report(config, generation.jobs)
     bad = [i for i in report["images"] if not i["ok"]] + [
@@ -134,12 +131,9 @@ def graph(
     Exit 0: no needs missing and no cycles; 1: some (printed on stderr, and
     drawn in the graph); 2: unknown target.
     """
-    from matrixgen.pipeline import generate
-    from matrixgen.validate import Needs, require_usable
     from matrixgen.views.graph import render_graph, summary, target_graph, tree_graph
 
-    generation = generate(recipes_dir(recipes))
-    require_usable(generation, Needs.SELECTION)
+    generation = usable_generation(recipes, selection=True)
     if not target:
         result = tree_graph(generation)
     else:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.cli.common import RecipesOption, TableJsonOrMarkdown, echo_json, recipes_dir
+from matrixgen.cli.common import RecipesOption, TableJsonOrMarkdown, echo_json, usable_generation
 from matrixgen.cli.evidence import (
     BrokenRunsOption,
     DbOption,
@@ -87,13 +87,10 @@ def triage(
     from matrixgen.engine.errors import ExpectationError, QuarantineError
     from matrixgen.evidence.queries import RunFilter
     from matrixgen.evidence.triage import markdown, read_triage
-    from matrixgen.pipeline import generate
-    from matrixgen.validate import Needs, require_usable
 
     run = check_triage_options(run, baseline_ref, baseline_source, baseline_runs)
     policy = _policy(since, min_runs, flip_rate, broken_runs)
-    generation = generate(recipes_dir(recipes))  # refuses a directory that is not there
-    require_usable(generation, Needs.SELECTION)
+    generation = usable_generation(recipes, selection=True)
     if generation.quarantine.errors:
         raise QuarantineError(
             f"{generation.quarantine.path} has errors; fix them first",
