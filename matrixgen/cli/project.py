@@ -52,8 +52,7 @@ def pins(
     from matrixgen.views.pins import pins_report
 
     generation = usable_generation(recipes)
-    config = generation.tree.config
-    report = pins_report(config, generation.jobs)
+    report = pins_report(generation.tree.config, generation.jobs)
     bad = [i for i in report["images"] if not i["ok"]] + [
         p for p in report["pins"] if p["failing_jobs"]
     ]
@@ -144,8 +143,7 @@ def graph(
         check_ad_hoc(generation, chosen)
         result = target_graph(generation, chosen[0])
     typer.echo(render_graph(result, fmt.value), nl=False)
-    counts = summary(result)
-    typer.echo(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), err=True)
+    typer.echo(", ".join(f"{k}: {v}" for k, v in sorted(summary(result).items())), err=True)
     problems = [
         f"{n.job.name} needs {n.name}, which is no job here ({n.job.recipe})"
         for n in result.missing
