@@ -52,6 +52,10 @@ ApiUrlOption = Annotated[
         "https://api.github.com). Never read from the recipe tree.",
     ),
 ]
+JsonOutputOption = Annotated[
+    Path | None,
+    typer.Option("--output", metavar="FILE", help="Write the JSON here instead of stdout."),
+]
 TargetOption = Annotated[
     list[str] | None,
     typer.Option("--target", "--target-name", metavar="TARGET", help=TARGET_HELP),
