@@ -84,18 +84,14 @@ def triage(
     """Give each failed job and test of a run one verdict: quarantined (an entry
     covers it), baseline (it also failed in the latest baseline run), flaky (as
     `matrixgen flaky` judges it on the baseline ref) or new. Exit 6 when one is new."""
-    from matrixgen.engine.errors import ExpectationError, QuarantineError
+    from matrixgen.engine.errors import ExpectationError
     from matrixgen.evidence.queries import RunFilter
     from matrixgen.evidence.triage import markdown, read_triage
 
     run = check_triage_options(run, baseline_ref, baseline_source, baseline_runs)
     policy = _policy(since, min_runs, flip_rate, broken_runs)
+    # A quarantine file with errors is refused here too (exit 1).
     generation = usable_generation(recipes, selection=True)
-    if generation.quarantine.errors:
-        raise QuarantineError(
-            f"{generation.quarantine.path} has errors; fix them first",
-            findings=generation.quarantine.errors,
-        )
     report = read_triage(
         db,
         generation,
