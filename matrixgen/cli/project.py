@@ -213,8 +213,7 @@ def stats(
     )
     if cost:
         _stats_cost(generation, result, fmt, db)
-        return
-    if fmt is TableOrJson.JSON:
+    elif fmt is TableOrJson.JSON:
         echo_json(result.to_dict())
     else:
         typer.echo(render_table(result), nl=False)
