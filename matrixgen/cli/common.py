@@ -52,6 +52,10 @@ ApiUrlOption = Annotated[
         "https://api.github.com). Never read from the recipe tree.",
     ),
 ]
+JsonOutputOption = Annotated[
+    Path | None,
+    typer.Option("--output", metavar="FILE", help="Write the JSON here instead of stdout."),
+]
 TargetOption = Annotated[
     list[str] | None,
     typer.Option("--target", "--target-name", metavar="TARGET", help=TARGET_HELP),
@@ -167,6 +171,17 @@ def held(value: Any) -> Any:
     if _held is not None:
         _held.append(value)
     return value
+
+
+def usable_generation(recipes: Path | None, *, selection: bool = False) -> Generation:
+    """The tree (a directory that is not there refused), refused when its jobs
+    have errors (`selection`: or its quarantine file); its warnings unsaid."""
+    from matrixgen.pipeline import generate
+    from matrixgen.validate import Needs, require_usable
+
+    generation = generate(recipes_dir(recipes))
+    require_usable(generation, Needs.SELECTION if selection else Needs.JOBS)
+    return generation
 
 
 def load_valid(recipes: Path | None, *, emitting: bool = False) -> Generation:

@@ -148,7 +148,6 @@ def coverage(
         settings = replace(settings, root=root.as_posix().strip("/"))
         root = None
     listing = listing_for(settings, root)
-    every = generation.targets()
     targets = generation.targets(target or ())
     check_ad_hoc(generation, targets)
     from matrixgen.engine.select import check_values
@@ -159,7 +158,7 @@ def coverage(
         settings,
         listing,
         targets,
-        all_targets=every,
+        all_targets=generation.targets(),
         exclude_models=exclude_model or (),
     )
     _echo_problems(result, listing, settings)

@@ -14,6 +14,7 @@ import typer
 from matrixgen.cli.changes import ChangedSinceOption, FullOption, change_selection
 from matrixgen.cli.common import (
     HoldingPenOption,
+    JsonOutputOption,
     RecipesOption,
     TableOrJson,
     TargetOption,
@@ -94,10 +95,7 @@ def _write_text(path: Path, text: str) -> None:
 def github(
     target: TargetOption = None,
     recipes: RecipesOption = None,
-    output: Annotated[
-        Path | None,
-        typer.Option("--output", metavar="FILE", help="Write the JSON here instead of stdout."),
-    ] = None,
+    output: JsonOutputOption = None,
     github_output: Annotated[
         bool,
         typer.Option(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 from contextlib import closing
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -18,11 +17,12 @@ import typer
 
 from matrixgen.cli.common import (
     RecipesOption,
+    TableJsonOrMarkdown,
     TableOrJson,
     TableOrJsonOption,
     echo_json,
-    recipes_dir,
     tree_config,
+    usable_generation,
 )
 from matrixgen.engine.errors import UsageError
 from matrixgen.util.escape import terminal_text as _t
@@ -72,14 +72,8 @@ def note_ignored_store(db: str | None) -> None:
         typer.echo(f"matrixgen: note: {_t(note)}", err=True)
 
 
-class FlakyFormat(StrEnum):
-    TABLE = "table"
-    JSON = "json"
-    MARKDOWN = "markdown"
-
-
 FlakyFormatOption = Annotated[
-    FlakyFormat, typer.Option("--format", help="table, json or markdown.")
+    TableJsonOrMarkdown, typer.Option("--format", help="table, json or markdown.")
 ]
 
 
@@ -186,12 +180,8 @@ def _ingest_mapper(
 ) -> Mapper:
     """What maps the reports' tests to the jobs of the recipe tree."""
     from matrixgen.evidence.mapping import Mapper
-    from matrixgen.pipeline import generate
-    from matrixgen.validate import Needs, require_usable
 
-    generation = generate(recipes_dir(recipes))  # refuses a directory that is not there
-    require_usable(generation, Needs.SELECTION)
-    return Mapper(generation, target=target, job=job, tag=tag)
+    return Mapper(usable_generation(recipes, selection=True), target=target, job=job, tag=tag)
 
 
 def _echo_ingest(report: Any, shown: str, files: int, fmt: TableOrJson) -> None:
@@ -379,7 +369,7 @@ def flaky(
         ),
     ] = None,
     db: DbOption = None,
-    fmt: FlakyFormatOption = FlakyFormat.TABLE,
+    fmt: FlakyFormatOption = TableJsonOrMarkdown.TABLE,
     recipes: RecipesOption = None,
 ) -> None:
     """Flaky and broken cases from the stored results: one row per job, platform,
@@ -408,9 +398,9 @@ def flaky(
     config = tree_config(recipes)
     if config is not None:
         rows = in_tree_words(rows, config.scope_word)
-    if fmt is FlakyFormat.JSON:
+    if fmt is TableJsonOrMarkdown.JSON:
         echo_json([r.to_dict() for r in rows])
-    elif fmt is FlakyFormat.MARKDOWN:
+    elif fmt is TableJsonOrMarkdown.MARKDOWN:
         typer.echo(flaky_markdown(rows), nl=False)
     else:
         none = "no key has enough runs to judge" if not report.rows else "no key has this verdict"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.cli.common import RecipesOption, held, note_warnings, recipes_dir
+from matrixgen.cli.common import JsonOutputOption, RecipesOption, held, note_warnings, recipes_dir
 from matrixgen.engine.vocab import System
 
 if TYPE_CHECKING:
@@ -236,10 +236,7 @@ def jet_buckets(
         str | None,
         typer.Option("--platform", metavar="PLATFORM", help="Default: the recipe's own platform."),
     ] = None,
-    output: Annotated[
-        Path | None,
-        typer.Option("--output", metavar="FILE", help="Write the JSON here instead of stdout."),
-    ] = None,
+    output: JsonOutputOption = None,
     strict: StrictOption = False,
 ) -> None:
     """The unit-test bucket matrix Megatron-LM's GitHub workflow builds with yq from a

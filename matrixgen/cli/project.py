@@ -20,7 +20,7 @@ from matrixgen.cli.common import (
     check_ad_hoc,
     echo_json,
     load_valid,
-    recipes_dir,
+    usable_generation,
 )
 from matrixgen.cli.evidence import DbOption, note_ignored_store
 from matrixgen.engine.errors import ExitCode, UsageError
@@ -49,14 +49,10 @@ def pins(
     (`matrixgen validate` says where to fix it), or the recipes have errors
     (nothing is shown); 3: bad project config.
     """
-    from matrixgen.pipeline import generate
-    from matrixgen.validate import Needs, require_usable
     from matrixgen.views.pins import pins_report
 
-    generation = generate(recipes_dir(recipes))
-    require_usable(generation, Needs.JOBS)
-    config = generation.tree.config
-    report = pins_report(config, generation.jobs)
+    generation = usable_generation(recipes)
+    report = pins_report(generation.tree.config, generation.jobs)
     bad = [i for i in report["images"] if not i["ok"]] + [
         p for p in report["pins"] if p["failing_jobs"]
     ]
@@ -134,12 +130,9 @@ def graph(
     Exit 0: no needs missing and no cycles; 1: some (printed on stderr, and
     drawn in the graph); 2: unknown target.
     """
-    from matrixgen.pipeline import generate
-    from matrixgen.validate import Needs, require_usable
     from matrixgen.views.graph import render_graph, summary, target_graph, tree_graph
 
-    generation = generate(recipes_dir(recipes))
-    require_usable(generation, Needs.SELECTION)
+    generation = usable_generation(recipes, selection=True)
     if not target:
         result = tree_graph(generation)
     else:
@@ -150,8 +143,7 @@ def graph(
         check_ad_hoc(generation, chosen)
         result = target_graph(generation, chosen[0])
     typer.echo(render_graph(result, fmt.value), nl=False)
-    counts = summary(result)
-    typer.echo(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), err=True)
+    typer.echo(", ".join(f"{k}: {v}" for k, v in sorted(summary(result).items())), err=True)
     problems = [
         f"{n.job.name} needs {n.name}, which is no job here ({n.job.recipe})"
         for n in result.missing
@@ -221,8 +213,7 @@ def stats(
     )
     if cost:
         _stats_cost(generation, result, fmt, db)
-        return
-    if fmt is TableOrJson.JSON:
+    elif fmt is TableOrJson.JSON:
         echo_json(result.to_dict())
     else:
         typer.echo(render_table(result), nl=False)

@@ -93,10 +93,10 @@ def report(
         generation, db=db, since_days=since, today=current_day(), targets=targets, triage=query
     )
     site = render_site(data)
-    written = write_site(out, site)
+    write_site(out, site)
     size = sum(len(page.encode("utf-8")) for page in site.values())
     typer.echo(
-        f"{len(written)} page(s), {size:,} bytes -> {terminal_text(out / 'index.html')}", err=True
+        f"{len(site)} page(s), {size:,} bytes -> {terminal_text(out / 'index.html')}", err=True
     )
 
 

@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.cli.common import RecipesOption, echo_json, recipes_dir
+from matrixgen.cli.common import RecipesOption, TableJsonOrMarkdown, echo_json, usable_generation
 from matrixgen.cli.evidence import (
     BrokenRunsOption,
     DbOption,
-    FlakyFormat,
     FlakyFormatOption,
     FlipRateOption,
     MinRunsOption,
@@ -80,26 +79,19 @@ def triage(
     broken_runs: BrokenRunsOption = 3,
     db: DbOption = None,
     recipes: RecipesOption = None,
-    fmt: FlakyFormatOption = FlakyFormat.TABLE,
+    fmt: FlakyFormatOption = TableJsonOrMarkdown.TABLE,
 ) -> None:
     """Give each failed job and test of a run one verdict: quarantined (an entry
     covers it), baseline (it also failed in the latest baseline run), flaky (as
     `matrixgen flaky` judges it on the baseline ref) or new. Exit 6 when one is new."""
-    from matrixgen.engine.errors import ExpectationError, QuarantineError
+    from matrixgen.engine.errors import ExpectationError
     from matrixgen.evidence.queries import RunFilter
     from matrixgen.evidence.triage import markdown, read_triage
-    from matrixgen.pipeline import generate
-    from matrixgen.validate import Needs, require_usable
 
     run = check_triage_options(run, baseline_ref, baseline_source, baseline_runs)
     policy = _policy(since, min_runs, flip_rate, broken_runs)
-    generation = generate(recipes_dir(recipes))  # refuses a directory that is not there
-    require_usable(generation, Needs.SELECTION)
-    if generation.quarantine.errors:
-        raise QuarantineError(
-            f"{generation.quarantine.path} has errors; fix them first",
-            findings=generation.quarantine.errors,
-        )
+    # A quarantine file with errors is refused here too (exit 1).
+    generation = usable_generation(recipes, selection=True)
     report = read_triage(
         db,
         generation,
@@ -108,9 +100,9 @@ def triage(
         count=baseline_runs,
         policy=policy,
     )
-    if fmt is FlakyFormat.JSON:
+    if fmt is TableJsonOrMarkdown.JSON:
         echo_json(report.to_dict())
-    elif fmt is FlakyFormat.MARKDOWN:
+    elif fmt is TableJsonOrMarkdown.MARKDOWN:
         typer.echo(markdown(report), nl=False)
     else:
         typer.echo(_table(report), nl=False)

@@ -48,7 +48,6 @@ def _pipelines(targets: Sequence[Target]) -> dict[str, list[Target]]:
 
 
 def overview(data: SiteData) -> str:
-    generation = data.generation
     groups = _pipelines(data.targets)
     quarantined = {
         name: sum(
@@ -62,7 +61,7 @@ def overview(data: SiteData) -> str:
     body = [
         figures(
             [
-                (f"{len(generation.jobs):,}", "jobs in the tree"),
+                (f"{len(data.generation.jobs):,}", "jobs in the tree"),
                 (f"{len(data.targets)}", "targets"),
                 (f"{len(groups)}", "pipelines"),
                 (hours(total_weighted), "weighted GPU-h, one run of each"),
@@ -114,10 +113,6 @@ def _subtitle(data: SiteData) -> str:
 # ------------------------------------------------------------------ selection
 
 
-def _case(job: Job) -> tuple[str, str, str]:
-    return (job.model, job.test_case, job.tag or "")
-
-
 def _cell(jobs: list[Job], skipped: bool) -> str:
     mark = jobs[0].quarantine
     if mark is None:
@@ -149,7 +144,8 @@ def selection(data: SiteData) -> str:
             chosen = data.selections[target.name]
             for skipped, jobs in ((False, chosen.jobs), (True, chosen.skipped)):
                 for job in jobs:
-                    slot = states.setdefault(_case(job), {}).setdefault(target.name, ([], skipped))
+                    case = (job.model, job.test_case, job.tag or "")
+                    slot = states.setdefault(case, {}).setdefault(target.name, ([], skipped))
                     slot[0].append(job)
         headers = ["case"] + [
             f"{t.selector.platform or 'any'} / {t.selector.environment or 'any'}" for t in group
@@ -168,10 +164,9 @@ def selection(data: SiteData) -> str:
                 )
             rows.append("<tr>" + "".join(cells) + "</tr>")
         head = "".join(f'<th scope="col">{text(h)}</th>' for h in headers)
-        targets_named = ", ".join(t.name for t in group)
         body.append(
             f'<h2 id="{attr(name)}">{text(name)}</h2>\n<p class="note">{len(states)} case(s); '
-            f"targets: {text(targets_named)}</p>\n"
+            f"targets: {text(', '.join(t.name for t in group))}</p>\n"
             f'<table class="sel"><thead><tr>{head}</tr></thead><tbody>\n'
             + "\n".join(rows)
             + "\n</tbody></table>\n"

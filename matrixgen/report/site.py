@@ -204,7 +204,7 @@ def _store_view(
     )
 
 
-def write_site(out: Path, site: Mapping[str, str]) -> list[Path]:
+def write_site(out: Path, site: Mapping[str, str]) -> None:
     """Each page into `out` (made when missing), each file replaced whole and
     never written through a link (`util.atomic`). A file where the directory
     should be is a usage error; a disk that refuses the files, exit 9."""
@@ -218,12 +218,8 @@ def write_site(out: Path, site: Mapping[str, str]) -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise file_error(f"cannot write {out}", exc) from None
-    written = []
     for name, content in site.items():
-        path = out / name
         try:
-            write_atomic(path, content.encode("utf-8"), sync=False)
+            write_atomic(out / name, content.encode("utf-8"), sync=False)
         except WriteError as exc:
             raise write_failure(exc.message, exc.errno) from None
-        written.append(path)
-    return written

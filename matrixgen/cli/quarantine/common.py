@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from matrixgen.cli.common import recipes_dir
 from matrixgen.engine.errors import UsageError
-
-if TYPE_CHECKING:
-    from matrixgen.pipeline import Generation
 
 
 def _root(recipes: Path | None) -> Path:
@@ -19,16 +16,6 @@ def _root(recipes: Path | None) -> Path:
     if not root.is_dir():
         raise UsageError(f"recipe directory not found: {root}")
     return root
-
-
-def _generation(root: Path, *, selection: bool = False) -> Generation:
-    """The tree, refused when its jobs have errors (`selection`: or its quarantine file)."""
-    from matrixgen.pipeline import generate
-    from matrixgen.validate import Needs, require_usable
-
-    generation = generate(root)
-    require_usable(generation, Needs.SELECTION if selection else Needs.JOBS)
-    return generation
 
 
 def _option(metavar: str, text: str, flag: str | None = None) -> Any:

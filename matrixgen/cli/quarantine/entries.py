@@ -14,11 +14,11 @@ from matrixgen.cli.common import (
     TableOrJsonOption,
     echo_json,
     read_config,
+    usable_generation,
 )
 from matrixgen.cli.quarantine.common import (
     ExpiresOption,
     OwnerOption,
-    _generation,
     _option,
     _root,
 )
@@ -97,7 +97,7 @@ def add(
     from matrixgen.quarantine.policy import policy
 
     root = _root(recipes)
-    generation = _generation(root)
+    generation = usable_generation(root)
     request = EntryRequest(
         test_case=test_case,
         tracker=tracker,
@@ -282,7 +282,7 @@ def list_entries(
     if platform is not None:  # a typo would list no entry, and say nothing
         from matrixgen.engine.select import check_values
 
-        check_values("--platform", "platform", [platform], config, _generation(root).jobs)
+        check_values("--platform", "platform", [platform], config, usable_generation(root).jobs)
     wanted = EntryFilter(
         tracker=tracker_text(tracker) if tracker is not None else None,
         owner=owner,

@@ -16,6 +16,7 @@ from matrixgen.cli.common import (
     TableOrJsonOption,
     echo_findings,
     echo_json,
+    usable_generation,
 )
 from matrixgen.cli.evidence import (
     BrokenRunsOption,
@@ -28,7 +29,6 @@ from matrixgen.cli.evidence import (
     note_ignored_store,
 )
 from matrixgen.cli.quarantine.common import (
-    _generation,
     _option,
     _root,
 )
@@ -69,7 +69,7 @@ def audit(
         raise UsageError("--days must be 0 or more")
     api_root = check_api_url(api_url or DEFAULT_API_URL)
     root = _root(recipes)
-    generation = _generation(root)
+    generation = usable_generation(root)
     qfile = generation.quarantine
     echo_findings(qfile.findings)
     found = audit_quarantine(
@@ -173,7 +173,7 @@ def propose(
         raise UsageError("--write needs --tracker: every entry names its tracker")
     flaky_policy = _policy(since, min_runs, flip_rate, broken_runs)
     root = _root(recipes)
-    generation = _generation(root, selection=True)
+    generation = usable_generation(root, selection=True)
     proposal = proposal_from_store(
         generation,
         db=db,
