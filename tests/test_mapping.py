@@ -9,7 +9,7 @@ import fnmatch
 import textwrap
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from matrixgen.engine.errors import UsageError
@@ -144,8 +144,8 @@ def _reference(path: str, buckets: list[str]) -> str | None:
         return path
     directories = [b for b in buckets if not set(b) & set("*?[")]
     holding = [b for b in directories if path.startswith(b.rstrip("/") + "/")]
-    if holding:
-        return max(holding, key=len)
+    if holding:  # the longest directory; of names for one directory (a, a/), the first
+        return min(holding, key=lambda b: (-len(b.rstrip("/")), b))
     return next(
         (g for g in sorted(buckets) if set(g) & set("*?[") and fnmatch.fnmatchcase(path, g)), None
     )
@@ -159,6 +159,7 @@ BUCKET = st.one_of(
 
 
 @given(st.lists(BUCKET, max_size=5), st.lists(PATH, min_size=1, max_size=5))
+@example(["a", "a/"], ["a/a"])  # two names for one directory
 def test_the_bucket_index_follows_the_rule(buckets: list[str], paths: list[str]) -> None:
     index = BucketIndex(buckets)
     for path in paths:

@@ -213,7 +213,8 @@ class Mapper:
 
 class BucketIndex:
     """Finds the unit-test bucket that holds a test file: the file itself, else
-    the longest directory holding it, else the first glob (sorted) that matches
+    the longest directory holding it (of two names for one directory, `a` and
+    `a/`, the first sorted), else the first glob (sorted) that matches
     (`tests/unit_tests/models/**/*.py`). Cost per file: its depth, plus the
     globs."""
 
