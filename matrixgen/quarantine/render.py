@@ -166,11 +166,13 @@ def _plain_is_text(value: str) -> bool:
 
 
 _ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+# The readable part of a derived id: with its hash, well under the schema's 128.
+SLUG_MAX = 48
 
 
 def slug(text: str) -> str:
     cleaned = _ID_CHARS.sub("-", text).strip("-._") or "entry"
-    return cleaned[:48].rstrip("-._")
+    return cleaned[:SLUG_MAX].rstrip("-._")
 
 
 def entry_id(entry: Mapping[str, Any]) -> str:
