@@ -225,7 +225,7 @@ def test_tracker_resolution_and_equivalence() -> None:
     # Spellings of one issue URL: scheme and host case, www, query, fragment, pull.
     url = "https://github.com/acme/ml/issues/7201"
     for spelling in (
-        "HTTP://WWW.GitHub.com/acme/ML/issues/7201/",
+        "HTTP://WWW.GitHub.com/acme/ml/issues/7201/",
         "https://github.com/acme/ml/pull/7201",
         "https://github.com/acme/ml/issues/7201#issuecomment-1",
     ):
@@ -234,6 +234,7 @@ def test_tracker_resolution_and_equivalence() -> None:
     assert not same_tracker("https://github.com/acme/ml/issues/72011", url, None)
     assert not same_tracker("https://github.com/acme/ml2/issues/7201", url, None)
     assert not same_tracker("https://jira.example.com/browse/ML-7201", url, None)
+    assert not same_tracker("https://github.com/acme/ML/issues/7201", url, None)  # path case
 
 
 def test_a_bare_issue_number_finds_its_entries_unless_two_repositories_have_it() -> None:

@@ -769,7 +769,7 @@ def test_remove_and_lift(tree: Callable[..., Path], cli) -> None:
     "spelling",
     [
         "https://github.com/acme/ml/issues/7201#issuecomment-99",  # a comment's link
-        "HTTPS://GitHub.com/ACME/ml/issues/7201/",
+        "HTTPS://GitHub.com:443/acme/ml/issues/7201/",
         "http://www.github.com/acme/ml/pull/7201",  # one number space on GitHub
         "https://github.com/acme/ml/issues/7201?q=1",
     ],
@@ -785,13 +785,38 @@ def test_lift_finds_a_tracker_however_its_url_is_spelled(
 
 @pytest.mark.parametrize(
     "other",
-    ["https://github.com/acme/ml/issues/72011", "https://github.com/acme/mlx/issues/7201"],
+    [
+        "https://github.com/acme/ml/issues/72011",
+        "https://github.com/acme/mlx/issues/7201",
+        "https://github.com/ACME/ml/issues/7201",  # a path is compared with its case
+    ],
 )
 def test_lift_does_not_take_a_neighbouring_tracker(
     tree: Callable[..., Path], cli, other: str
 ) -> None:
     run = cli("quarantine", "lift", "--tracker", other, "--recipes", tree(v2_files()))
     assert run.code == 2 and "no quarantine entry is tracked by" in run.err
+
+
+def test_lift_keeps_the_entries_of_a_tracker_that_differs_only_in_its_query(
+    tree: Callable[..., Path], cli
+) -> None:
+    def one(n: str, case: str, url: str) -> str:
+        return (
+            f"  - id: e{n}\n    tracker: '{url}'\n    kind: flaky\n    action: skip\n"
+            f"    match: {{test_case: {case}}}\n    owner: o\n    reason: r\n"
+        )
+
+    text = "entries:\n" + one("1", "tc_a", "https://bugs.example/show_bug.cgi?id=1")
+    text += one("2", "tc_b", "https://bugs.example/show_bug.cgi?id=2")
+    root = tree(v1_files(quarantine=text))
+    run = cli("quarantine", "lift", "--tracker", "HTTPS://Bugs.Example/show_bug.cgi?id=1",
+              "--recipes", root)  # fmt: skip
+    assert run.code == 0 and run.out.split() == ["e1"], run
+    assert [e["id"] for e in entries_of((root / "quarantine.yaml").read_text())] == ["e2"]
+    none = cli("quarantine", "lift", "--tracker", "https://bugs.example/show_bug.cgi",
+               "--recipes", root)  # fmt: skip
+    assert none.code == 2 and "no quarantine entry is tracked by" in none.err
 
 
 def test_lift_by_number_without_a_tracker_base(tree: Callable[..., Path], cli) -> None:

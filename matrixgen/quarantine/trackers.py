@@ -1,9 +1,16 @@
 """Tracker references: `#N` resolved against the config's tracker base, issue
-URLs, and which spellings name the same tracker."""
+URLs, and which spellings name the same tracker.
+
+A tracker has one canonical form (`canonical_url`), and every place that
+compares trackers (lift, `list --tracker`, audit, propose, the marks jobs carry
+into the diff, triage and the reports) compares that form and nothing looser:
+two trackers that might be different issues are never taken for one, since
+lifting one would delete the other's entries."""
 
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -17,71 +24,192 @@ _HTTP_URL = name_pattern(f"https?://{NON_BLANK}+", re.IGNORECASE)
 
 
 def resolve_tracker(ref: str, tracker_base: str | None) -> str | None:
-    """`#N` -> tracker_base + N; a URL stays; anything else cannot be resolved."""
+    """`#N` -> the tracker base's issue N; a URL -> its canonical form; None for
+    anything else (and for `#N` without a base)."""
     ref = ref.strip()
     number = whole(ISSUE_NUMBER, ref)
     if number:
         if not tracker_base:
             return None
-        return tracker_base.rstrip("/") + "/" + number[1]
+        return canonical_url(issue_of_base(tracker_base.strip(), number[1]))
     if whole(_HTTP_URL, ref):
-        return ref.rstrip("/")
+        return canonical_url(ref)
     return None
 
 
+def issue_of_base(tracker_base: str, number: str) -> str:
+    """Where `#N` points: the base + N, as the config's schema says. A base
+    that ends in its path gets one `/` between (`.../issues` and `.../issues/`
+    alike); one with a query or fragment takes N as written after it
+    (`show_bug.cgi?id=`, `/#/issue/`)."""
+    if "?" in tracker_base or "#" in tracker_base:
+        return tracker_base + number
+    return tracker_base.rstrip("/") + "/" + number
+
+
+# RFC 3986, appendix B: scheme, authority, path, query, fragment.
+_URI_PARTS = re.compile(r"([^:/?#]+):(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.DOTALL)
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
+_URI_CHARACTERS = _UNRESERVED | frozenset(":/?#[]@!$&'()*+,;=%")
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
+_GITHUB_HOSTS = frozenset({"github.com", "www.github.com"})
+_GITHUB_ISSUE = name_pattern(r"(/[^/]+/[^/]+)/(?:issues|pull)/([0-9]+)")
+
+
+def canonical_url(url: str) -> str | None:
+    """The one spelling of an http(s) tracker URL that `same_tracker` compares,
+    or None when the text is not one (no host, a port that is not a number).
+
+    Folded, since they cannot tell two issues apart (RFC 3986's normalisations):
+    the case of the scheme and of the host (ASCII letters only), a default port
+    (`:443`, `:80`, an empty `:`), percent-encoding (hex digits in upper case,
+    unreserved characters decoded, a character a URI cannot hold raw encoded as
+    UTF-8), `.` and `..` path segments, trailing slashes of the path (an empty path
+    is `/`), an empty `?` or `#`. On github.com, where issues and pull requests share one number
+    and a query or fragment only points into the page: `www.`, `/pull/N` as
+    `/issues/N`, and the query and fragment after an issue's path.
+
+    Kept as written, since trackers use them to name issues: the path (case
+    included: `acme/ML` is not `acme/ml`), the query (`show_bug.cgi?id=1` is not
+    `?id=2`), the fragment (`/#/issue/1` is not `/#/issue/2`), the user part,
+    a percent-encoded reserved character (`%2F` is not `/`), an explicit port."""
+    parts = _URI_PARTS.fullmatch(url.strip())
+    if parts is None or parts[2] is None:
+        return None
+    scheme, authority, path, query, fragment = parts.groups()
+    scheme = _ascii_lower(scheme)
+    if scheme not in _DEFAULT_PORTS:
+        return None
+    user, at, hostport = authority.rpartition("@")
+    host, port = _host_port(hostport)
+    if not host or port is None:
+        return None
+    host = _ascii_lower(_percent_normal(host))
+    if host in _GITHUB_HOSTS:
+        scheme, host = "https", "github.com"
+    if port == _DEFAULT_PORTS[scheme]:
+        port = ""
+    path = _without_dot_segments(_percent_normal(path)).rstrip("/") or "/"
+    query = _percent_normal(query) if query else ""
+    fragment = _percent_normal(fragment) if fragment else ""
+    issue = whole(_GITHUB_ISSUE, path) if host == "github.com" else None
+    if issue:
+        path, query, fragment = f"{issue[1]}/issues/{issue[2]}", "", ""
+    text = f"{scheme}://{_percent_normal(user)}{at}{host}{':' if port else ''}{port}{path}"
+    return text + (f"?{query}" if query else "") + (f"#{fragment}" if fragment else "")
+
+
+def _ascii_lower(text: str) -> str:
+    return text.translate(_LOWER)
+
+
+_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def _host_port(hostport: str) -> tuple[str, str | None]:
+    """(host, port text); port None when it is not a number a port can be."""
+    if hostport.startswith("["):  # an IPv6 literal
+        end = hostport.find("]")
+        if end < 0:
+            return "", None
+        host, rest = hostport[: end + 1], hostport[end + 1 :]
+        if rest and not rest.startswith(":"):
+            return "", None
+        port = rest[1:]
+    else:
+        host, colon, port = hostport.partition(":")
+        if not colon:
+            port = ""
+    if port and (not port.isascii() or not port.isdigit() or int(port) > 65535):
+        return host, None
+    return host, str(int(port)) if port else ""
+
+
+def _percent_normal(text: str) -> str:
+    """Percent-encoding in one spelling: an escape of an unreserved character
+    decoded, the others' hex in upper case; a character a URI cannot hold raw
+    (and a `%` that starts no escape) encoded, as UTF-8."""
+    return _PERCENT_OR_CHARACTER.sub(_percent_spelling, text)
+
+
+_PERCENT_OR_CHARACTER = re.compile(r"%([0-9A-Fa-f]{2})|.", re.DOTALL)
+
+
+def _percent_spelling(found: re.Match[str]) -> str:
+    if found[1] is not None:
+        char = chr(int(found[1], 16))
+        return char if char in _UNRESERVED else f"%{found[1].upper()}"
+    char = found[0]
+    if char in _URI_CHARACTERS and char != "%":
+        return char
+    return "".join(f"%{b:02X}" for b in char.encode("utf-8", "surrogatepass"))
+
+
+def _without_dot_segments(path: str) -> str:
+    """RFC 3986's remove_dot_segments, for a path that starts with `/` (or is empty)."""
+    out: list[str] = []
+    segments = path.split("/")[1:]
+    for i, segment in enumerate(segments):
+        last = i == len(segments) - 1
+        if segment == "..":
+            if out:
+                out.pop()
+        elif segment != ".":
+            out.append(segment)
+            continue
+        if last:
+            out.append("")
+    return "".join("/" + s for s in out)
+
+
 def same_tracker(a: str, b: str, tracker_base: str | None) -> bool:
-    """`#7201`, `7201` and its URL name the same tracker."""
-    return _tracker_key(a, tracker_base) == _tracker_key(b, tracker_base)
+    """`#7201`, `7201` and its URL (in any spelling of the same canonical form)
+    name the same tracker."""
+    return tracker_key(a, tracker_base) == tracker_key(b, tracker_base)
 
 
-def _tracker_key(ref: str, tracker_base: str | None) -> str:
+def tracker_key(ref: str, tracker_base: str | None) -> str:
+    """What `same_tracker` compares: the canonical URL, or for a reference that
+    has none (`#N` without a tracker base) the reference as the file writes it."""
     ref = tracker_text(ref)
-    resolved = resolve_tracker(ref, tracker_base)
-    return _url_key(resolved) if resolved else ref
+    return resolve_tracker(ref, tracker_base) or ref
 
 
 def entries_tracked_by(entries: Iterable[Entry], ref: str, tracker_base: str | None) -> list[Entry]:
     """The entries of one tracker, however it is spelled (`7201`, `#7201`, URL).
 
     Without a tracker base a bare number still finds entries whose tracker URL
-    ends in that issue number, when those URLs all name one repository; when
-    they name several, which one is meant is unclear (ValueError)."""
+    is a GitHub-style issue (`/OWNER/REPO/issues/N`, no query or fragment) of
+    that number, when those URLs are all one; when they are several, which one
+    is meant is unclear (ValueError)."""
     entries = list(entries)
-    found = [e for e in entries if same_tracker(e.tracker, ref, tracker_base)]
+    key = tracker_key(ref, tracker_base)
+    found = [e for e in entries if tracker_key(e.tracker, tracker_base) == key]
     number = whole(ISSUE_NUMBER, tracker_text(ref))
     if found or number is None or tracker_base:
         return found
-    by_number: dict[str, list[Entry]] = {}
+    by_url: dict[str, list[Entry]] = {}
     for entry in entries:
-        key = _url_key(entry.tracker_url) if entry.tracker_url else ""
-        issue = whole(_ISSUE_PATH, key[key.find("/") :]) if "/" in key else None
-        if issue and issue[3] == number[1]:
-            by_number.setdefault(key, []).append(entry)
-    if len(by_number) > 1:
-        urls = ", ".join(sorted(e[0].tracker_url or "" for e in by_number.values()))
-        raise ValueError(f"{ref} is ambiguous without a tracker base: it could be {urls}")
-    return next(iter(by_number.values()), [])
+        url = canonical_url(entry.tracker_url) if entry.tracker_url else None
+        if url is not None and _issue_number(url) == number[1]:
+            by_url.setdefault(url, []).append(entry)
+    if len(by_url) > 1:
+        raise ValueError(
+            f"{ref} is ambiguous without a tracker base: it could be {', '.join(sorted(by_url))}"
+        )
+    return next(iter(by_url.values()), [])
 
 
-_ISSUE_PATH = name_pattern(r"/([^/]+)/([^/]+)/(?:issues|pull)/(\d+)/?")
+_ISSUE_PATH = name_pattern(r"/[^/]+/[^/]+/issues/([0-9]+)")
 
 
-def _url_key(url: str) -> str:
-    """What tells two spellings of one issue URL apart from another issue: not
-    the scheme, the host's case, a query, a fragment (a comment link) or a
-    trailing slash; on GitHub-style paths neither owner/repo case nor
-    issues-vs-pull (one number space)."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower().removeprefix("www.")
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    path = parts.path.rstrip("/")
-    issue = whole(_ISSUE_PATH, path)
-    if issue:
-        path = f"/{issue[1].lower()}/{issue[2].lower()}/issues/{issue[3]}"
-    return f"{host}{path}"
+def _issue_number(url: str) -> str | None:
+    """N of a canonical `https://HOST/OWNER/REPO/issues/N` (no query, no fragment)."""
+    parts = _URI_PARTS.fullmatch(url)
+    if parts is None or parts[4] is not None or parts[5] is not None:
+        return None
+    issue = whole(_ISSUE_PATH, parts[3])
+    return issue[1] if issue else None
 
 
 def tracker_text(ref: str) -> str:
