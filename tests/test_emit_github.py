@@ -13,11 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matrixgen.emit.common import (
-    GITHUB_MAX_MATRIX_ROWS,
-    GITHUB_MAX_OUTPUT_BYTES,
-    EmitSettings,
-)
+from matrixgen.emit.common import EmitSettings
 from matrixgen.emit.github import (
     GithubMatrix,
     append_github_outputs,
@@ -27,6 +23,7 @@ from matrixgen.emit.github import (
     heredoc_delimiter,
     shard_rows,
 )
+from matrixgen.emit.limits import GITHUB_MAX_MATRIX_ROWS, GITHUB_MAX_OUTPUT_BYTES
 from matrixgen.engine.errors import LimitError
 from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
 from matrixgen.engine.vocab import System

@@ -19,15 +19,14 @@ from hypothesis import strategies as st
 
 from matrixgen.emit.common import resolve_settings
 from matrixgen.emit.gitlab import (
-    GITLAB_MAX_CHILD_YAML_BYTES,
     PLACEHOLDER_JOB,
-    RESERVED_NAMES,
     emit_gitlab,
     gitlab_duration,
     job_names,
     job_script,
     shell_quote,
 )
+from matrixgen.emit.limits import GITLAB_MAX_CHILD_YAML_BYTES, RESERVED_NAMES
 from matrixgen.emit.yamltext import dump_yaml
 from matrixgen.engine.errors import ConfigError, LimitError, RecipeError
 from matrixgen.engine.model import QuarantineMark

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.emit.jet import JetCall, job_keys, launcher_command
+from matrixgen.emit.jet import JetCall, Notice, job_keys, launcher_command
 from matrixgen.engine.model import Job
 from tests import realvalidators as rv
 from tests.conftest import Run, require_megatron
@@ -100,20 +100,20 @@ def call(root: Path, out: Path, *args: str) -> list[str]:
     ]
 
 
-def plain_call(**more: str) -> JetCall:
+def plain_call(**more: object) -> JetCall:
     """A call of the generator with the required options only (and `more`)."""
-    return JetCall(
-        scope="mr",
-        environment="dev",
-        test_cases="all",
-        platform="dgx_h100",
-        cluster="ghci",
-        container_image="img",
-        container_tag="7",
-        dependent_job="configure",
-        slurm_account="acct",
-        **more,
-    )
+    fields: dict = {
+        "scope": "mr",
+        "environment": "dev",
+        "test_cases": "all",
+        "platform": "dgx_h100",
+        "cluster": "ghci",
+        "container_image": "img",
+        "container_tag": "7",
+        "dependent_job": "configure",
+        "slurm_account": "acct",
+    }
+    return JetCall(**{**fields, **more})
 
 
 def jobs_of(path: Path) -> dict[str, dict]:
@@ -296,6 +296,148 @@ def test_job_keys_are_unique_and_keep_what_the_generator_keeps(names: list[str])
     for name in set(names) - {"stages", "default"}:
         last = max(i for i, n in enumerate(names) if n == name)
         assert keys[last] == name  # the job the generator would keep, under its own key
+
+
+# --------------------------------------------------------------------------- CI limits
+
+# What GitLab takes for no job (docs/ci-limits.md), written out here, not read
+# from the code that checks it.
+GITLAB_NO_JOB = {
+    "after_script", "before_script", "cache", "default", "image", "include", "services",
+    "spec", "stages", "variables", "workflow", "types", "true", "false", "nil", "pages",
+}  # fmt: skip
+TEST_CASE_NAMES = st.one_of(
+    st.sampled_from(sorted(GITLAB_NO_JOB)),
+    st.sampled_from([".hidden", "a", "b", "a (2)"]),
+    st.integers(120, 260).map(lambda n: "t" * n),  # around 128 (needs) and 255 (names)
+)
+
+
+def _limit_messages(notices: Sequence[Notice]) -> list[str]:
+    return [n.message for n in notices if n.code == "ci-limit"]
+
+
+@example(names=["t" * 255], dependent=128, warmup=True)
+@example(names=["t" * 256], dependent=128, warmup=True)
+@example(names=["t" * 129, "a"], dependent=128, warmup=True)
+@example(names=["t" * 129, "a"], dependent=128, warmup=False)
+@example(names=["t" * 128, "a"], dependent=129, warmup=False)
+@example(names=[*sorted(GITLAB_NO_JOB), ".hidden"], dependent=10, warmup=True)
+@given(
+    names=st.lists(TEST_CASE_NAMES, max_size=6),
+    dependent=st.sampled_from([10, 128, 129]),
+    warmup=st.booleans(),
+)
+def test_jet_trigger_says_every_gitlab_limit_its_pipeline_would_break(
+    names: list[str], dependent: int, warmup: bool
+) -> None:
+    """A job key GitLab would not run is renamed or said; a job name past 255
+    characters, a name in `needs` past 128: a ci-limit notice (an error with
+    --strict), exactly when the file breaks the limit."""
+    from matrixgen.emit.jet import JetProfile, jet_pipeline, jet_target
+    from matrixgen.engine.vocab import System
+
+    call = plain_call(dependent_job="d" * dependent, enable_warmup=warmup)
+    jobs = [_job(name, model=f"m{i}") for i, name in enumerate(names)]
+    target = jet_target(call, System.GITLAB)
+    pipeline = jet_pipeline(jobs, [], call, target, JetProfile(), file_order={})
+    keys = [key for key, _ in pipeline.jobs]
+    document = yaml.safe_load(pipeline.text)
+    assert not set(keys) & GITLAB_NO_JOB and set(keys) <= set(document)
+    hidden = [n.message for n in pipeline.notices if n.code == "job-key-hidden"]
+    assert len(hidden) == len({k for k in keys if k.startswith(".")})
+    said = _limit_messages(pipeline.notices)
+    long_names = [k for k in keys if len(k) > 255]
+    long_needs = [call.dependent_job] if dependent > 128 else []
+    if warmup and len(keys) > 1 and len(keys[0]) > 128:
+        long_needs.append(keys[0])
+    assert len(said) == len(long_names) + len(long_needs), said
+    for key in long_names:
+        assert any(f"is {len(key)} characters (at most 255)" in m for m in said)
+    for name in long_needs:
+        assert any(f"{name[:80]}... is {len(name)} characters" in m for m in said)
+
+
+@example(rows=256, model_length=1)
+@example(rows=257, model_length=1)
+@example(rows=200, model_length=5_000)  # 200 rows past 1 MB
+@example(rows=190, model_length=5_200)
+@settings(max_examples=20)  # each example writes a pipeline of up to 300 jobs twice
+@given(rows=st.integers(0, 300), model_length=st.sampled_from([1, 100, 5_000, 5_200]))
+def test_jet_trigger_on_github_says_a_matrix_github_would_refuse(
+    rows: int, model_length: int
+) -> None:
+    """On GitHub the workflow turns the file into a matrix, a row per job: past
+    256 rows or 1 MB (10**6 bytes of compact JSON) it is said."""
+    from matrixgen.emit.jet import JetProfile, jet_pipeline, jet_target
+    from matrixgen.engine.vocab import System
+
+    call = plain_call()
+    model = "m" * model_length
+    jobs = [_job(f"c{i}", model=model) for i in range(rows)]
+    pipeline = jet_pipeline(
+        jobs, [], call, jet_target(call, System.GITHUB), JetProfile(), file_order={}
+    )
+    matrix = [{"model": model, "test_case": key} for key, _ in pipeline.jobs]
+    size = len(json.dumps(matrix, separators=(",", ":")).encode())
+    said = _limit_messages(pipeline.notices)
+    assert any("a GitHub matrix runs at most 256 jobs" in m for m in said) is (rows > 256)
+    assert any("outputs hold at most 1,000,000" in m for m in said) is (size > 10**6)
+    # The same jobs for GitLab: a child pipeline has no row limit.
+    gitlab = jet_pipeline(
+        jobs, [], call, jet_target(call, System.GITLAB), JetProfile(), file_order={}
+    )
+    assert not any("GitHub" in m for m in _limit_messages(gitlab.notices))
+
+
+def test_jet_trigger_strict_refuses_a_limit_with_exit_4(
+    tree: Callable, cli: Callable, tmp_path: Path
+) -> None:
+    long_case = "gpt_" + "x" * 252  # 256 characters
+    root = jet_tree(tree, extra={"h100/long.yaml": OTHER_MODEL.replace("stages", long_case)})
+    out = tmp_path / "mr.yaml"
+    run = run_jet(cli, root, out)
+    assert run.code == 0, run
+    assert f"is 256 characters (at most 255): {long_case[:80]}..." in run.err
+    assert "[ci-limit]" in run.err and long_case in jobs_of(out)
+    strict = run_jet(cli, root, tmp_path / "strict.yaml", "--strict")
+    assert strict.code == 4, strict
+    assert "is 256 characters (at most 255)" in strict.err and "nothing written" in strict.err
+    assert not (tmp_path / "strict.yaml").exists()
+
+
+def test_jet_trigger_renames_a_job_gitlab_would_take_for_its_pages(
+    tree: Callable, cli: Callable, tmp_path: Path
+) -> None:
+    root = jet_tree(tree, extra={"h100/moe.yaml": OTHER_MODEL.replace("stages", "pages")})
+    out = tmp_path / "mr.yaml"
+    run = run_jet(cli, root, out)
+    assert run.code == 0, run
+    assert "pages" not in jobs_of(out) and "pages (2)" in jobs_of(out)
+    assert 'test case "pages" is GitLab\'s keyword for the job that deploys GitLab Pages' in run.err
+
+
+def test_jet_buckets_strict_refuses_a_matrix_github_would_refuse(
+    tree: Callable, cli: Callable, tmp_path: Path
+) -> None:
+    def buckets(count: int) -> str:
+        blocks = "".join(
+            f"  - test_case: [tests/unit_tests/b{i}/]\n    products:\n"
+            "      - {environment: [dev], tag: [latest], scope: [unit-tests]}\n"
+            for i in range(count)
+        )
+        return UNIT.split("products:\n")[0] + "products:\n" + blocks
+
+    for count, over in ((256, False), (257, True)):
+        root = tree({"h100/unit-tests.yaml": buckets(count), "_build-mcore-dev.yaml": BUILD})
+        recipe = root / "h100/unit-tests.yaml"
+        run = cli("jet-buckets", recipe, "--recipes", root)
+        assert run.code == 0 and len(json.loads(run.out)) == count, run
+        assert ("a GitHub matrix runs at most 256 jobs" in run.err) is over
+        out = tmp_path / f"{count}.json"
+        strict = cli("jet-buckets", recipe, "--recipes", root, "--strict", "--output", out)
+        assert strict.code == (4 if over else 0), strict
+        assert out.exists() is not over
 
 
 # --------------------------------------------------------------------------- values

@@ -21,9 +21,10 @@ from hypothesis import strategies as st
 from msgspec.structs import replace
 
 import matrixgen.pipeline as pipeline_module
-from matrixgen.emit.common import GITHUB_MAX_MATRIX_ROWS, EmitSettings
+from matrixgen.emit.common import EmitSettings
 from matrixgen.emit.generate import file_name, generate_all
 from matrixgen.emit.github import emit_github
+from matrixgen.emit.limits import GITHUB_MAX_MATRIX_ROWS
 from matrixgen.engine.checks import typo_platforms
 from matrixgen.engine.errors import UsageError
 from matrixgen.engine.load import read_directory

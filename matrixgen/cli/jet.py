@@ -33,7 +33,9 @@ SystemChoiceOption = Annotated[
 StrictOption = Annotated[
     bool,
     typer.Option(
-        "--strict", help="A value no recipe uses, or a job the generator would lose, is an error."
+        "--strict",
+        help="A value no recipe uses, a job the generator would lose, or a CI limit the "
+        "file would break, is an error.",
     ),
 ]
 LocalRecipesOption = Annotated[
@@ -79,11 +81,15 @@ def load_jet_tree(recipes: Path | None, local: Path | None) -> tuple[Generation,
 
 
 def _say(notices: list[Notice] | tuple[Notice, ...], strict: bool) -> None:
-    from matrixgen.engine.errors import UsageError
+    """Each notice as a warning; with --strict an error, and nothing written: exit 4
+    when a CI system's limit would be broken, else 2."""
+    from matrixgen.emit.jet import LIMIT_NOTICE
+    from matrixgen.engine.errors import LimitError, UsageError
     from matrixgen.util.escape import terminal_text
 
     if strict and notices:
-        raise UsageError(
+        error = LimitError if any(n.code == LIMIT_NOTICE for n in notices) else UsageError
+        raise error(
             "--strict: "
             + "; ".join(terminal_text(n.message) for n in notices)
             + "; nothing written"
@@ -170,9 +176,10 @@ def jet_trigger(
     Takes every option of that script, with the same names, types and defaults.
     Exit 1: the tree or a quarantine entry has errors, or a node-level entry
     cannot reach its tests; 2: usage error (with --strict also a value no
-    recipe uses, or a job the generator would lose); 3: bad project config; 7:
-    the quarantine file cannot be read; 9 and 12: the output cannot be
-    written, or is a link.
+    recipe uses, or a job the generator would lose); 3: bad project config; 4:
+    with --strict, a CI limit the file would break (docs/ci-limits.md); 7: the
+    quarantine file cannot be read; 9 and 12: the output cannot be written, or
+    is a link.
     """
     from matrixgen.cli.emit import _write_text
     from matrixgen.emit.jet import JetCall, call_pipeline, check_call, pipeline_text
@@ -243,7 +250,8 @@ def jet_buckets(
     unit-test recipe ([{"bucket": ...}, ...], compact), with skip entries applied.
 
     Exit 1: the tree or a quarantine entry has errors, or a node-level entry
-    cannot reach its tests; 2: usage error, or FILE is no recipe of the tree.
+    cannot reach its tests; 2: usage error, or FILE is no recipe of the tree; 4:
+    with --strict, a GitHub limit the matrix would break (docs/ci-limits.md).
     """
     from matrixgen.cli.emit import _write_text
     from matrixgen.emit.jet_buckets import bucket_matrix, bucket_text

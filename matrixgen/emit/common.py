@@ -30,14 +30,7 @@ from matrixgen.engine.select import unused_value, used_values
 from matrixgen.engine.vocab import QuarantineAction, System, resolve_scope
 from matrixgen.util.values import ComparedValue
 
-# The hard limits of the systems we emit for (docs/ci-limits.md). Sizes are bytes of the
-# UTF-8 text; 1 MB and 5 MB are read as 10**6 and 5 * 10**6 to keep a margin.
-GITHUB_MAX_MATRIX_ROWS = 256
-GITHUB_MAX_OUTPUT_BYTES = 1_000_000
-GITLAB_MAX_NEEDS = 50
-GITLAB_MAX_JOB_NAME = 255
-GITLAB_MAX_NEEDED_NAME = 128
-GITLAB_MAX_CHILD_YAML_BYTES = 5_000_000
+# GitLab's most retries of a job (the other limits: emit/limits.py).
 RETRY_MAX = 2
 
 # Megatron-LM's shared launcher: the command a job runs when neither the recipe

@@ -44,8 +44,6 @@ from typing import Any
 from msgspec import Struct
 
 from matrixgen.emit.common import (
-    GITHUB_MAX_MATRIX_ROWS,
-    GITHUB_MAX_OUTPUT_BYTES,
     ROUTE_PLUGIN,
     EmitSettings,
     EmittedJob,
@@ -58,6 +56,7 @@ from matrixgen.emit.common import (
     plugin_variables,
     timeout_minutes,
 )
+from matrixgen.emit.limits import GITHUB_MAX_MATRIX_ROWS, GITHUB_MAX_OUTPUT_BYTES, output_size
 from matrixgen.engine.errors import LimitError, UsageError, write_failure
 from matrixgen.engine.model import Job
 from matrixgen.util import jsontext
@@ -265,10 +264,10 @@ def github_output_path(path: str | None = None) -> str:
 def check_github_outputs(outputs: Sequence[tuple[str, str]]) -> None:
     """A LimitError when the outputs would not fit in one job's outputs."""
     total = sum(len(value.encode("utf-8")) for _, value in outputs)
-    if total > GITHUB_MAX_OUTPUT_BYTES:
+    problem = output_size(total, "the outputs")
+    if problem is not None:
         raise LimitError(
-            f"the outputs total {total:,} bytes; a GitHub job's outputs hold at most "
-            f"{GITHUB_MAX_OUTPUT_BYTES:,}: split the target (by model or tag) or write a file "
+            f"{problem}: split the target (by model or tag) or write a file "
             "with --output and read it in several jobs"
         )
 

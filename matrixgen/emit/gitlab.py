@@ -48,17 +48,13 @@ import shlex
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from operator import attrgetter, methodcaller
+from operator import attrgetter
 from typing import Any
 
 from msgspec import Struct
 
 from matrixgen.emit.common import (
     DEFAULT_RETRY,
-    GITLAB_MAX_CHILD_YAML_BYTES,
-    GITLAB_MAX_JOB_NAME,
-    GITLAB_MAX_NEEDED_NAME,
-    GITLAB_MAX_NEEDS,
     ROUTE_LAUNCHER,
     ROUTE_PLUGIN,
     EmitSettings,
@@ -73,29 +69,18 @@ from matrixgen.emit.common import (
     quarantine_label,
     warmup_index,
 )
+from matrixgen.emit.limits import (
+    child_pipeline_size,
+    job_name_length,
+    needed_name_length,
+    needs_count,
+    refuse,
+    reserved_job_name,
+)
 from matrixgen.emit.yamltext import dump_yaml
 from matrixgen.engine.errors import Finding, LimitError, RecipeError, Severity
 from matrixgen.engine.model import Job, spec_needs
 
-# Top-level keys GitLab reads as settings, not jobs: a job keyed so is lost.
-GITLAB_GLOBAL_KEYS = frozenset(
-    {
-        "after_script",
-        "before_script",
-        "cache",
-        "default",
-        "image",
-        "include",
-        "services",
-        "spec",
-        "stages",
-        "variables",
-        "workflow",
-    }
-)
-# Those, the old `types`, the YAML words GitLab reads as no name, and `pages`
-# (which deploys a site): a job with one of these names would not be a job.
-RESERVED_NAMES = GITLAB_GLOBAL_KEYS | {"types", "true", "false", "nil", "pages"}
 PLACEHOLDER_JOB = "no-jobs-selected"
 FALLBACK_STAGE = "test"
 QUARANTINE_VARIABLE = "MATRIXGEN_QUARANTINE"
@@ -121,7 +106,7 @@ def assign_names(jobs: Sequence[Job]) -> list[str | None]:
     it is a usable job name (not a keyword, not hidden by a leading dot).
     """
     names: list[str | None] = [None] * len(jobs)
-    taken: set[str] = set(RESERVED_NAMES)
+    taken: set[str] = set()
     # Round 0 only needs each job's own name; the longer candidates are built for
     # the few jobs that share one.
     pending: list[tuple[int, str]] = [(i, job.name) for i, job in enumerate(jobs)]
@@ -130,7 +115,7 @@ def assign_names(jobs: Sequence[Job]) -> list[str | None]:
         wanted = Counter(name for _, name in pending)
         unnamed: list[int] = []
         for i, name in pending:
-            if wanted[name] == 1 and name not in taken and not name.startswith("."):
+            if wanted[name] == 1 and name not in taken and reserved_job_name(name) is None:
                 names[i] = name
             else:
                 unnamed.append(i)
@@ -162,13 +147,11 @@ def name_problems(
                 "with tag, environment and platform added: GitLab would keep only one "
                 "job of each name"
             )
-        elif len(name) > GITLAB_MAX_JOB_NAME:
-            why = (
-                f"the GitLab job name of {job.identity} is {len(name)} characters "
-                f"(at most {GITLAB_MAX_JOB_NAME}): {name[:80]}..."
-            )
         else:
-            continue
+            too_long = job_name_length(name, str(job.identity))
+            if too_long is None:
+                continue
+            why = too_long
         problems.append((job, why))
     return problems
 
@@ -179,11 +162,8 @@ def named_as_they_are(jobs: Sequence[Job]) -> bool:
     what `assign_names` gives at its first round, each job its own name. Most
     targets; the others go through `name_problems`."""
     names = set(map(attrgetter("name"), jobs))
-    return (
-        len(names) == len(jobs)
-        and names.isdisjoint(RESERVED_NAMES)
-        and not any(map(methodcaller("startswith", "."), names))
-        and max(map(len, names), default=0) <= GITLAB_MAX_JOB_NAME
+    return len(names) == len(jobs) and not any(
+        reserved_job_name(n) or job_name_length(n, "") for n in names
     )
 
 
@@ -295,11 +275,7 @@ class GitlabPipeline(Struct, frozen=True):
 
 
 def _needed(name: str, what: str) -> str:
-    if len(name) > GITLAB_MAX_NEEDED_NAME:
-        raise LimitError(
-            f"{what} {name[:80]}... is {len(name)} characters: a job named in `needs` "
-            f"may have at most {GITLAB_MAX_NEEDED_NAME}"
-        )
+    refuse(needed_name_length(name, what))
     return name
 
 
@@ -342,10 +318,7 @@ def gitlab_jobs(jobs: Iterable[Job], settings: EmitSettings) -> tuple[list[Emitt
         for need in _recipe_needs(job, name, emitted_name, settings):
             if need not in needs:
                 needs.append(need)
-        if len(needs) > GITLAB_MAX_NEEDS:
-            raise LimitError(
-                f"job {name} would need {len(needs)} jobs (at most {GITLAB_MAX_NEEDS})"
-            )
+        refuse(needs_count(name, len(needs)))
         stage_after.setdefault(stage_of[name], set()).update(
             stage_of[n] for n in needs if isinstance(n, str)
         )
@@ -467,12 +440,7 @@ def gitlab_pipeline(
     # One comment line whatever the target's values hold.
     header = "# " + "".join(ch if ch.isprintable() else "?" for ch in comment) + "\n"
     text = dump_yaml(document, header)
-    size = len(text.encode("utf-8"))
-    if size > GITLAB_MAX_CHILD_YAML_BYTES:
-        raise LimitError(
-            f"the child pipeline of target {target.name} is {size:,} bytes; GitLab accepts "
-            f"at most {GITLAB_MAX_CHILD_YAML_BYTES:,}: split the target (by model or tag)"
-        )
+    refuse(child_pipeline_size(len(text.encode("utf-8")), f"target {target.name}"))
     return GitlabPipeline(text=text, job_names=tuple(names))
 
 

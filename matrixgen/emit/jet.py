@@ -16,7 +16,12 @@ and retry, and the same placeholder pipeline when nothing is selected
   test case named like a GitLab keyword) is kept under a name that cannot
   collide, and said so;
 - a scope, platform, environment, tag or test case that no recipe uses is a
-  warning with "did you mean" (an error with `strict`).
+  warning with "did you mean" (an error with `strict`);
+- a limit of the CI system the file goes to (`emit.limits`: a job name's
+  length, a name in `needs`, the child pipeline's size; on GitHub, whose
+  workflow turns the file into a matrix, its rows and bytes) is a warning
+  (with `strict` an error, exit 4), checked by the same functions as the
+  `gitlab` and `github` emitters'.
 
 Jobs come in the generator's order: by model, then file path, then row. The
 generator itself takes files in the order the file system lists them, so which
@@ -25,6 +30,7 @@ job it picks for warm-up differs between machines; here it is always the same.
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -32,7 +38,17 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct, field
 from msgspec.structs import replace
 
-from matrixgen.emit.gitlab import GITLAB_GLOBAL_KEYS, PARENT_PIPELINE_VARIABLE
+from matrixgen.emit.gitlab import PARENT_PIPELINE_VARIABLE
+from matrixgen.emit.limits import (
+    RESERVED_NAMES,
+    child_pipeline_size,
+    job_name_length,
+    matrix_rows,
+    needed_name_length,
+    needs_count,
+    output_size,
+    reserved_job_name,
+)
 from matrixgen.emit.registry import emitter_for
 from matrixgen.emit.yamltext import dump_yaml
 from matrixgen.engine.errors import RecipeError, UsageError, did_you_mean
@@ -147,10 +163,20 @@ class Notice(Struct, frozen=True):
     message: str
 
 
+# The code of a notice that a CI system's limit would be broken.
+LIMIT_NOTICE = "ci-limit"
+
+
+def limit_notices(*problems: str | None) -> list[Notice]:
+    """The problems `emit.limits` found, as notices."""
+    return [Notice(LIMIT_NOTICE, p) for p in problems if p is not None]
+
+
 class JetPipeline(Struct, frozen=True, kw_only=True):
     """What one call writes, and what it has to say about it."""
 
     document: dict[str, Any]
+    text: str  # the file the call writes
     # (job key, job) in pipeline order; empty for the placeholder pipeline.
     jobs: tuple[tuple[str, Job], ...]
     skipped: tuple[Job, ...] = ()
@@ -278,14 +304,43 @@ def jet_pipeline(
             needs = [{"pipeline": PARENT_PIPELINE_VARIABLE, "job": call.dependent_job}]
             if call.enable_warmup and index > 0:
                 needs.append({"job": keys[0]})
+            notices += limit_notices(needs_count(key, len(needs)))
             document[key] = _job_entry(job, call, profile, cluster_tag, needs)
+    text = dump_yaml(sorted_document(document))
+    notices += _limits(keys, ordered if keys else [], call, target, text)
     return JetPipeline(
         document=document,
+        text=text,
         jobs=tuple(zip(keys, ordered, strict=True)),
         skipped=tuple(skipped),
         notices=tuple(notices),
         target=target,
     )
+
+
+def _limits(
+    keys: Sequence[str], jobs: Sequence[Job], call: JetCall, target: Target, text: str
+) -> list[Notice]:
+    """What the CI system the file goes to would refuse: GitLab's limits on job
+    names, names in `needs` and the file's size; where the file becomes a GitHub
+    matrix (one row per job, `{model, test_case}`), GitHub's on its rows and
+    bytes. A key GitLab would not run is said by `job_keys`."""
+    problems = [job_name_length(key, f'test case "{key}"') for key in keys]
+    problems.append(needed_name_length(call.dependent_job, "--dependent-job"))
+    if call.enable_warmup and len(keys) > 1:
+        problems.append(needed_name_length(keys[0], "the warm-up job"))
+    problems.append(child_pipeline_size(len(text.encode("utf-8")), f"target {target.name}"))
+    if not emitter_for(target.system).child_pipelines:
+        what = f"the matrix GitHub's workflow builds from this file (target {target.name})"
+        problems.append(matrix_rows(len(keys), what))
+        problems.append(output_size(_matrix_bytes(keys, jobs), what))
+    return limit_notices(*problems)
+
+
+def _matrix_bytes(keys: Sequence[str], jobs: Sequence[Job]) -> int:
+    """The matrix's bytes as compact JSON: a row per job, its model and key."""
+    rows = [{"model": job.model, "test_case": key} for key, job in zip(keys, jobs, strict=True)]
+    return len(json.dumps(rows, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
 def _refuse_unreachable(ordered: Sequence[Job], target: Target) -> None:
@@ -463,10 +518,10 @@ def job_keys(jobs: Sequence[Job]) -> tuple[list[str], list[Notice]]:
     for index, job in enumerate(jobs):
         by_case.setdefault(job.test_case, []).append(index)
     keys: list[str | None] = [None] * len(jobs)
-    taken = {j.test_case for j in jobs} | GITLAB_GLOBAL_KEYS
+    taken = {j.test_case for j in jobs} | RESERVED_NAMES
     notices: list[Notice] = []
     for case, indexes in by_case.items():
-        kept_plain = indexes[-1] if case not in GITLAB_GLOBAL_KEYS else None
+        kept_plain = indexes[-1] if case not in RESERVED_NAMES else None
         counter = 2
         renamed: list[tuple[Job, str]] = []
         for index in indexes:
@@ -484,8 +539,8 @@ def job_keys(jobs: Sequence[Job]) -> tuple[list[str], list[Notice]]:
         kept_as = ", ".join(f'"{name}" ({job.identity}, {job.source})' for job, name in renamed)
         if kept_plain is None:
             why = (
-                f'test case "{case}" is a GitLab keyword, not a job name: the generator '
-                f"would write it as a setting and run nothing; kept as {kept_as}"
+                f"test case {reserved_job_name(case)}: the generator would write it so and "
+                f"run nothing; kept as {kept_as}"
             )
             notices.append(Notice("job-key-reserved", why))
             continue
@@ -497,15 +552,9 @@ def job_keys(jobs: Sequence[Job]) -> tuple[list[str], list[Notice]]:
             "them apart either: give each its own test case name"
         )
         notices.append(Notice("job-key-duplicate", why))
-    hidden = sorted(k for k in keys if k and k.startswith("."))
-    if hidden:
-        notices.append(
-            Notice(
-                "job-key-hidden",
-                "GitLab never runs a job whose name starts with a dot: "
-                + ", ".join(f'"{k}"' for k in hidden),
-            )
-        )
+    # A hidden key stays hidden whatever is added after it: said, not renamed.
+    hidden = sorted(k for k in keys if k and k not in RESERVED_NAMES and reserved_job_name(k))
+    notices += [Notice("job-key-hidden", f"test case {reserved_job_name(k)}") for k in hidden]
     return [k for k in keys if k is not None], notices
 
 
@@ -520,4 +569,4 @@ def sorted_document(value: Any) -> Any:
 
 def pipeline_text(pipeline: JetPipeline) -> str:
     """The file a call writes."""
-    return dump_yaml(sorted_document(pipeline.document))
+    return pipeline.text

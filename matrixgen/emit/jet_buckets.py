@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from matrixgen.emit.jet import Notice, script_text
+from matrixgen.emit.jet import Notice, limit_notices, script_text
+from matrixgen.emit.limits import matrix_rows, output_size
 from matrixgen.engine.errors import Location, RecipeError
 from matrixgen.engine.model import Job, RecipeFile, Selector, Target
 from matrixgen.engine.targets import target_name
@@ -89,6 +90,9 @@ def bucket_matrix(
                     "no field for it, so the bucket still blocks (use skip, or mute its node ids)",
                 )
             )
+    what = f"the bucket matrix of {recipe.rel}"
+    size = len(_matrix_json(rows).encode("utf-8"))
+    notices += limit_notices(matrix_rows(len(rows), what), output_size(size, what))
     return BucketMatrix(rows=tuple(rows), skipped=tuple(skipped), notices=tuple(notices))
 
 
@@ -117,7 +121,8 @@ def _bucket_job(
 
 def bucket_text(matrix: BucketMatrix) -> str:
     """Compact JSON on one line, as `jq -c` writes it, safe to print in a log."""
-    return (
-        json_for_log(json.dumps(list(matrix.rows), ensure_ascii=False, separators=(",", ":")))
-        + "\n"
-    )
+    return _matrix_json(matrix.rows) + "\n"
+
+
+def _matrix_json(rows: Sequence[Any]) -> str:
+    return json_for_log(json.dumps(list(rows), ensure_ascii=False, separators=(",", ":")))
