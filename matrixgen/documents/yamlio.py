@@ -354,6 +354,37 @@ def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None
     return YamlDocument(path=path, data=data, root=root)
 
 
+class YamlAnchor(Struct, frozen=True):
+    """An anchor (`&name`) or, with `alias`, a use of one (`*name`), and its line (0-based)."""
+
+    name: str
+    line: int
+    alias: bool
+
+
+def yaml_anchors(text: str, path: str, findings: Findings) -> list[YamlAnchor] | None:
+    """Every anchor and alias of a document, in order, read by the parser
+    `parse_yaml` uses (so whatever it reads, a tab before a comment included,
+    reads here alike); None, with a finding at its place, for text it refuses.
+    Only the parser's events are read: nothing is composed, expanded or built,
+    so the cost is linear in the text whatever it nests or aliases."""
+    loader = _loader(text, nul=False)
+    found: list[YamlAnchor] = []
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            anchor = getattr(event, "anchor", None)
+            if anchor:
+                alias = isinstance(event, yaml.AliasEvent)
+                found.append(YamlAnchor(anchor, event.start_mark.line, alias))
+    except yaml.YAMLError as exc:
+        findings.add(*_yaml_problem(exc, path))
+        return None
+    finally:
+        loader.dispose()
+    return found
+
+
 def _text(raw: bytes, path: str, findings: Findings) -> str | None:
     if b"\x00" in raw:
         findings.add(Location(path), "file-binary", "not a text file (it contains NUL bytes)")

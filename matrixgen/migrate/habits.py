@@ -57,12 +57,16 @@ def restore_scope(scope: str) -> str | None:
 
 
 def _comment_of(line: str) -> str:
-    """The comment part of a YAML line (Megatron-LM rows never hold a # in values)."""
+    """The comment part of a YAML line: from a `#` at its start or after a blank
+    or a tab, as YAML reads it (Megatron-LM rows never hold a # in values)."""
     stripped = line.lstrip()
     if stripped.startswith("#"):
         return stripped.lstrip("#").strip()
-    at = line.find(" #")
-    return line[at + 2 :].strip() if at >= 0 else ""
+    found = _COMMENT_START.search(line)
+    return line[found.end() :].strip() if found else ""
+
+
+_COMMENT_START = re.compile(r"[ \t]#")
 
 
 def _is_prose(line: str) -> bool:

@@ -10,7 +10,8 @@ import yaml
 from msgspec import Struct, field
 
 from matrixgen.documents.recipe import ROW_KEYS_V2, block_rows
-from matrixgen.documents.yamlio import last_content_line
+from matrixgen.documents.yamlio import last_content_line, parse_yaml
+from matrixgen.engine.errors import Findings
 from matrixgen.engine.model import RecipeFile
 from matrixgen.engine.vocab import QuarantineKind, resolve_scope
 from matrixgen.migrate.habits import (
@@ -240,11 +241,13 @@ def _judge_item(
         leave(problem)
         return
     source = "".join(_uncommented(lines[k]) for k in item)  # type: ignore[arg-type]
-    try:
-        parsed = yaml.safe_load(source)
-    except yaml.YAMLError:
-        leave("does not uncomment to valid YAML")
+    # Read as the recipe itself is, with the same bounds (nesting, aliases).
+    findings = Findings()
+    document = parse_yaml(source.encode("utf-8"), recipe.path, findings)
+    if document is None or findings.errors:
+        leave(f"does not uncomment to valid YAML{_where(findings, item)}")
         return
+    parsed = document.data
     if not (isinstance(parsed, list) and len(parsed) == 1 and isinstance(parsed[0], dict)):
         leave("does not uncomment to one row or one test-case block")
         return
@@ -286,6 +289,18 @@ def _judge_item(
             owner=owner,
         )
     )
+
+
+def _where(findings: Findings, item: Sequence[int]) -> str:
+    """` (line N: what is wrong)` of the first error reading an uncommented item,
+    its line counted in the recipe file (the item's lines are its text's lines)."""
+    problem = findings.errors[0] if findings.errors else None
+    if problem is None:
+        return ""
+    line = problem.location.line
+    if not line:
+        return f" ({problem.message})"
+    return f" (line {item[min(line, len(item)) - 1] + 1}: {problem.message})"
 
 
 def _rows_of(

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 from msgspec import Struct, field
 
-from matrixgen.documents.yamlio import last_content_line, parse_yaml
+from matrixgen.documents.yamlio import YamlDocument, last_content_line, parse_yaml, yaml_anchors
 from matrixgen.engine.errors import Findings, QuarantineError, UsageError
 from matrixgen.quarantine.model import QuarantineFile, parse_quarantine, plain
 from matrixgen.quarantine.render import QuoteStyle, quote_style, render_entry
@@ -148,11 +148,31 @@ class _Layout(Struct, frozen=True):
     style: QuoteStyle = field(default_factory=lambda: QuoteStyle())
 
 
+def _document(text: str) -> YamlDocument | None:
+    """The text as every command reads it (`documents.yamlio`, with its bounds on
+    nesting and aliases); None when it holds no document (nothing, or only
+    comments). QuarantineError, at the line and column, for text it refuses."""
+    if not text.strip():
+        return None
+    findings = Findings()
+    doc = parse_yaml(text.encode("utf-8"), "quarantine", findings)
+    _refuse(findings)
+    return doc
+
+
+def _refuse(findings: Findings) -> None:
+    problems = [f for f in findings.errors if f.code != "file-empty"]
+    if problems:
+        where = problems[0].location
+        raise QuarantineError(
+            f"line {where.line}, column {where.column}: {problems[0].message}", findings=problems
+        )
+
+
 def _layout(text: str) -> _Layout:
     lines = text.splitlines(keepends=True)
     newline = "\r\n" if "\r\n" in text else "\n"
-    findings = Findings()
-    doc = parse_yaml(text.encode("utf-8"), "quarantine", findings) if text.strip() else None
+    doc = _document(text)
     root = doc.root if doc is not None else None
     pairs = root.value if isinstance(root, yaml.MappingNode) else []
     found = [(k, v) for k, v in pairs if isinstance(k, yaml.ScalarNode) and k.value == "entries"]
@@ -349,16 +369,15 @@ def _check_anchors(text: str, doomed: set[int]) -> None:
     """Refuse to delete an anchor (`&name`) that a kept line still uses (`*name`)."""
     defined: dict[str, int] = {}
     used: dict[str, int] = {}
-    for event in yaml.parse(text):
-        anchor = getattr(event, "anchor", None)
-        if not anchor:
-            continue
-        line = event.start_mark.line
-        if isinstance(event, yaml.AliasEvent):
-            if line not in doomed:
-                used.setdefault(anchor, line)
-        elif line in doomed:
-            defined[anchor] = line
+    findings = Findings()
+    found = yaml_anchors(text, "quarantine", findings)
+    _refuse(findings)
+    for anchor in found or ():
+        if anchor.alias:
+            if anchor.line not in doomed:
+                used.setdefault(anchor.name, anchor.line)
+        elif anchor.line in doomed:
+            defined[anchor.name] = anchor.line
     for anchor in sorted(set(defined) & set(used)):
         raise QuarantineError(
             f"the entry to remove defines the YAML anchor &{anchor} (line {defined[anchor] + 1}) "
@@ -371,8 +390,7 @@ def _check_anchors(text: str, doomed: set[int]) -> None:
 
 
 def _plain_entries(text: str) -> list[Any]:
-    findings = Findings()
-    doc = parse_yaml(text.encode("utf-8"), "quarantine", findings) if text.strip() else None
+    doc = _document(text)
     data = doc.data if doc is not None else None
     entries = data.get("entries") if isinstance(data, dict) else None
     return list(entries or [])
@@ -396,17 +414,18 @@ def edit(
         qfile.refuse_errors(f"{path} has {n} error(s); fix them first, the file was not changed")
         added, removed = change(qfile)
         text, bom = decode(raw)
-        before = _plain_entries(text)
         new_text = text
         try:
+            before = _plain_entries(text)
             if removed:
                 new_text = delete_entries(new_text, sorted(set(removed)))
             new_text = insert_entries(new_text, added)
+            after = _plain_entries(new_text)
         except QuarantineError as exc:
             # The text edits do not know the file's name; the user needs it.
             raise QuarantineError(f"{path}: {exc.message}", findings=exc.findings) from None
         expected = [e for i, e in enumerate(before) if i not in set(removed)] + list(added)
-        if plain(_plain_entries(new_text), sparse=True) != plain(expected, sparse=True):
+        if plain(after, sparse=True) != plain(expected, sparse=True):
             raise QuarantineError(
                 f"editing {path} would not give the intended entries; the file was not changed "
                 "(please report this with the file attached)"
