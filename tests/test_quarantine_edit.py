@@ -22,7 +22,9 @@ from hypothesis import strategies as st
 
 from matrixgen.engine.errors import QuarantineError
 from matrixgen.quarantine.edit import delete_entries, edit, insert_entries
+from matrixgen.quarantine.model import parse_quarantine
 from matrixgen.quarantine.render import entry_id
+from matrixgen.util.textedit import split_ending, split_lines
 from tests.escape_fixtures import runner_commands
 from tests.quarantine_fixtures import v1_files, v2_files
 
@@ -233,6 +235,113 @@ def test_round_trip_property(items: list[str], head: str, tail: str, gap: str) -
     for i in range(len(before)):
         left = entries_of(delete_entries(text, [i]))
         assert left == before[:i] + before[i + 1 :]
+
+
+# --------------------------------------------------------------------------- bytes kept
+#
+# Files built line by line with their own line breaks (LF, CRLF, CR, or mixed,
+# NEL among them), with or without a final line break and a byte order mark,
+# comments after blanks or tabs, an empty list in each spelling `remove` writes
+# back: `edit` adding an entry and removing it again gives back every byte.
+
+ENDINGS = {"LF": ["\n"], "CRLF": ["\r\n"], "CR": ["\r"], "mixed": ["\n", "\r\n", "\r", "\x85"]}
+EMPTY_LISTS = ["entries: []", "entries: []  # none", "entries: [] # none", "entries: []\t# none",
+               "entries:\t[]\t# none"]  # fmt: skip
+
+
+@st.composite
+def byte_files(draw: st.DrawFn) -> bytes:
+    ending = draw(st.sampled_from(sorted(ENDINGS)))
+
+    def nl() -> str:
+        return draw(st.sampled_from(ENDINGS[ending]))
+
+    def comment(what: str) -> str:
+        sep = draw(st.sampled_from([" ", "  ", "\t"]))
+        return f"{sep}# {what}" if draw(st.booleans()) else ""
+
+    lines = [f"# header{comment('more')}"] if draw(st.booleans()) else []
+    count = draw(st.integers(0, 3))
+    dash = draw(st.sampled_from([0, 2]))
+    pad = " " * (dash + 2)
+    if not count:
+        lines.append(draw(st.sampled_from(EMPTY_LISTS)))
+    else:
+        lines.append(f"entries:{comment('the list')}")
+        for n in range(count):
+            if n and draw(st.booleans()):
+                lines.append("")
+            if draw(st.booleans()):
+                lines.append(f"{' ' * dash}# about e{n}")
+            lines += [
+                f"{' ' * dash}- id: e{n}{comment('id')}",
+                f"{pad}tracker: '#{n + 1}'",
+                f"{pad}kind: flaky{comment('kind')}",
+                f"{pad}action: skip",
+                f"{pad}match: {{test_case: t{n}}}",
+                f"{pad}owner: me",
+                f"{pad}reason: r{n}",
+            ]
+    if draw(st.booleans()):
+        lines.append(f"# footer{comment('end')}")
+    text = "".join(line + nl() for line in lines)
+    if not draw(st.booleans()):  # no final line break
+        text = text[: len(text) - len(split_ending(text)[1])]
+    bom = b"\xef\xbb\xbf" if draw(st.booleans()) else b""
+    return bom + text.encode("utf-8")
+
+
+def _common_prefix(a: str, b: str) -> int:
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+
+
+def _ids(raw: bytes) -> list[str]:
+    """The entries' ids, as every command reads the file (a tab before a comment
+    included, which PyYAML's pure-Python reader refuses)."""
+    return [e.id for e in parse_quarantine(raw, "quarantine.yaml").entries]
+
+
+@example(raw=b"entries: []\r")
+@example(raw=b"entries:\r  - id: a\r    tracker: '#1'\r    kind: flaky\r    action: skip\r"
+         b"    match: {test_case: t}\r    owner: me\r    reason: r\r# tail")  # fmt: skip
+@example(raw=b"\xef\xbb\xbfentries:\r\n- id: a\n  tracker: '#1'\r  kind: flaky\r\n  action: skip\n"
+         b"  match: {test_case: t}\r  owner: me\r\n  reason: r\xc2\x85")  # fmt: skip
+@example(raw=b"entries: []\t# none\r\n")
+@example(raw=b"entries:\t# the list\n  - id: a\t# id\n    tracker: '#1'\n    kind: flaky\n"
+         b"    action: skip\n    match: {test_case: t}\n    owner: me\n    reason: r")  # fmt: skip
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=byte_files())
+def test_add_then_remove_gives_back_every_byte(tmp_path_factory, raw: bytes) -> None:
+    path = tmp_path_factory.mktemp("b") / "quarantine.yaml"
+    path.write_bytes(raw)
+    text = raw.decode("utf-8-sig")
+    ids = _ids(raw)
+    assert not parse_quarantine(raw, "quarantine.yaml").errors
+    edit(path, lambda q: ([{"id": "zz-new", **NEW}], []))
+    added = path.read_bytes()
+    assert _ids(added) == [*ids, "zz-new"]
+    assert added.startswith(b"\xef\xbb\xbf") == raw.startswith(b"\xef\xbb\xbf")
+    new = added.decode("utf-8-sig")
+    if ids:
+        # The new entry is one run of text put in; nothing else changed.
+        head = _common_prefix(text, new)
+        tail = _common_prefix(text[head:][::-1], new[head:][::-1])
+        assert head + tail == len(text), (text, new)
+        inserted = new[head : len(new) - tail]
+    else:  # `entries: []` became `entries:` followed by the list
+        lines = split_lines(new)
+        key = next(n for n, line in enumerate(lines) if line.startswith("entries:"))
+        count = len(lines) - len(split_lines(text))
+        inserted = "".join(lines[key + 1 : key + 1 + count])
+    # Its lines end as the file's lines do: CR in a CR-only file, CRLF in a CRLF
+    # one (LF where the file has no LF, CRLF or CR: a NEL is no break to YAML 1.2).
+    breaks = {split_ending(line)[1] for line in split_lines(inserted)} - {""}
+    used = {split_ending(line)[1] for line in split_lines(text)} & {"\n", "\r\n", "\r"}
+    assert len(breaks) == 1 and breaks <= (used or {"\n"}), (breaks, used)
+    edit(path, lambda q: ([], [len(ids)]))
+    assert path.read_bytes() == raw
 
 
 # --------------------------------------------------------------------------- edit()

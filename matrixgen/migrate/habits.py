@@ -13,7 +13,13 @@ from msgspec import Struct
 from matrixgen.documents.recipe import BLOCK_KEYS, ROW_KEYS_V2
 from matrixgen.engine.model import RecipeFile
 from matrixgen.engine.vocab import QuarantineKind, resolve_scope
-from matrixgen.util.textedit import TextEdit, apply_edits, line_offsets
+from matrixgen.util.textedit import (
+    TextEdit,
+    apply_edits,
+    line_offsets,
+    split_ending,
+    split_lines,
+)
 
 HABIT_SUFFIXES = ("-broken", "-temp-disabled")
 FLAKY_SCOPE = "flaky"
@@ -203,7 +209,7 @@ def commented_out(recipe: RecipeFile, text: str) -> list[CommentedOut]:
     products = _value(recipe.document.root, "products")
     if not isinstance(products, yaml.SequenceNode):
         return []
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     offsets = line_offsets(text)
     out: list[CommentedOut] = []
     for item, _dash in _commented_items(lines, products.start_mark.line):
@@ -227,7 +233,7 @@ def row_comment(text: str, line: int) -> tuple[str, str | None]:
     """The comment of the row starting at 1-based `line` (prose above it, and
     each of its lines' own), as written (`# hang: #513`), and its tracker (None
     when it names none, or several)."""
-    lines = text.splitlines()
+    lines = [split_ending(line)[0] for line in split_lines(text)]
     first = line - 1
     if not 0 <= first < len(lines):
         return "", None

@@ -28,7 +28,7 @@ from matrixgen.migrate.habits import (
     is_habit_scope,
     restore_scope,
 )
-from matrixgen.util.textedit import TextEdit, line_offsets
+from matrixgen.util.textedit import TextEdit, line_offsets, split_lines
 
 
 class Candidate(Struct, frozen=True, kw_only=True):
@@ -107,7 +107,7 @@ def _scan_file(
 ) -> _Scan:
     scan = _Scan(
         recipe=recipe,
-        lines=text.splitlines(keepends=True),
+        lines=split_lines(text),
         offsets=line_offsets(text),
         real_scopes=real_scopes,
         default_tracker=default_tracker,

@@ -33,7 +33,16 @@ from matrixgen.quarantine.model import QuarantineFile, parse_quarantine, plain
 from matrixgen.quarantine.render import QuoteStyle, quote_style, render_entry
 from matrixgen.util.atomic import WriteError, describe_kind, remove_stale_temps, write_atomic
 from matrixgen.util.readfile import NotRegularFile, read_regular
-from matrixgen.util.textedit import TextEdit, apply_edits, decode, encode, line_offsets
+from matrixgen.util.textedit import (
+    TextEdit,
+    apply_edits,
+    decode,
+    encode,
+    line_offsets,
+    newline_at,
+    split_ending,
+    split_lines,
+)
 
 HEADER = (
     "# Quarantined jobs: each entry names its tracker, owner and expiry.\n"
@@ -136,8 +145,7 @@ def read_file(path: Path, *, root: Path | None = None) -> bytes | None:
 class _Layout(Struct, frozen=True):
     """Where the entries are in the text, line by line (0-based)."""
 
-    lines: list[str]
-    newline: str
+    lines: list[str]  # as `util.textedit.split_lines` cuts them: where YAML does
     value_kind: str  # "block", "flow", "null" or "absent"
     key_line: int | None = None  # the `entries:` line, None when the key is absent
     starts: list[int] = field(default_factory=list)  # first line (the dash) of each entry
@@ -170,18 +178,17 @@ def _refuse(findings: Findings) -> None:
 
 
 def _layout(text: str) -> _Layout:
-    lines = text.splitlines(keepends=True)
-    newline = "\r\n" if "\r\n" in text else "\n"
+    lines = split_lines(text)
     doc = _document(text)
     root = doc.root if doc is not None else None
     pairs = root.value if isinstance(root, yaml.MappingNode) else []
     found = [(k, v) for k, v in pairs if isinstance(k, yaml.ScalarNode) and k.value == "entries"]
     if not found:
-        return _Layout(lines, newline, "absent")
+        return _Layout(lines, "absent")
     key_node, value = found[-1]
     key_line = key_node.start_mark.line
     if isinstance(value, yaml.ScalarNode):
-        return _Layout(lines, newline, "null", key_line)
+        return _Layout(lines, "null", key_line)
     if not isinstance(value, yaml.SequenceNode):
         raise QuarantineError("entries must be a list")
     if value.flow_style:
@@ -192,7 +199,7 @@ def _layout(text: str) -> _Layout:
         span = (value.start_mark.column, value.end_mark.column)
         if value.start_mark.line != key_line:
             raise QuarantineError("entries: [] must be on the entries line")
-        return _Layout(lines, newline, "flow", key_line, flow_span=span)
+        return _Layout(lines, "flow", key_line, flow_span=span)
     starts, ends = [], []
     for item in value.value:
         first = item.start_mark.line
@@ -208,15 +215,15 @@ def _layout(text: str) -> _Layout:
         dash = lines[starts[0]].rfind("-", 0, key_col)
         dash_col = dash if dash >= 0 else max(key_col - 2, 0)
     style = quote_style(value.value)
-    return _Layout(lines, newline, "block", key_line, starts, ends, dash_col, key_col, style=style)
+    return _Layout(lines, "block", key_line, starts, ends, dash_col, key_col, style=style)
 
 
 def _keep_final_newline(original: str, result: str) -> str:
     """A file that ends without a newline keeps ending without one, so that
     add then remove gives it back byte for byte."""
-    if not original or original.endswith(("\n", "\r")):
+    if not original or split_ending(original)[1]:
         return result
-    return _split_ending(result)[0]
+    return split_ending(result)[0]
 
 
 def insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
@@ -228,7 +235,13 @@ def insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
 
 def _insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
     layout = _layout(text)
-    lines, nl = layout.lines, layout.newline
+    lines = layout.lines
+    # New lines end as the line they follow does (`util.textedit.newline_at`).
+    if layout.value_kind == "block":
+        at = min(layout.ends[-1], len(lines))
+    else:
+        at = len(lines) if layout.key_line is None else layout.key_line + 1
+    nl = newline_at(lines, at - 1)
     separated = _blank_separated(layout)
     block = "".join(
         (nl if separated else "")
@@ -238,7 +251,7 @@ def _insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
     if layout.value_kind == "absent":
         # No file yet, or only comments: start the list below what is there.
         head = text if text.strip() else HEADER.replace("\n", nl)
-        if not head.endswith(("\n", "\r")):
+        if not split_ending(head)[1]:
             head += nl
         return head + "entries:" + nl + block
     assert layout.key_line is not None
@@ -246,7 +259,7 @@ def _insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
     if layout.value_kind in ("null", "flow"):
         # `entries: []` (or `entries:`) becomes `entries:` followed by the list.
         key = layout.key_line
-        body, ending = _split_ending(lines[key])
+        body, ending = split_ending(lines[key])
         if layout.flow_span is not None:
             start, end = layout.flow_span
             body = body[:start] + body[end:]
@@ -254,17 +267,9 @@ def _insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
             body = body.rstrip()
         edit = TextEdit(offsets[key], offsets[key + 1], body + (ending or nl) + block)
         return apply_edits(text, [edit])
-    at = min(layout.ends[-1], len(lines))
-    if at == len(lines) and lines and not lines[-1].endswith(("\n", "\r")):
+    if at == len(lines) and lines and not split_ending(lines[-1])[1]:
         block = nl + block
     return apply_edits(text, [TextEdit(offsets[at], offsets[at], block)])
-
-
-def _split_ending(line: str) -> tuple[str, str]:
-    for ending in ("\r\n", "\n", "\r"):
-        if line.endswith(ending):
-            return line[: -len(ending)], ending
-    return line, ""
 
 
 def _blank_separated(layout: _Layout) -> bool:
@@ -351,16 +356,19 @@ def _delete_entries(text: str, indices: Sequence[int]) -> str:
     if len(set(indices)) == len(layout.starts):
         key = layout.key_line
         assert key is not None
-        body, _ = _split_ending(lines[key])
+        body, _ = split_ending(lines[key])
         colon = body.index(":", body.index("entries") + len("entries"))
         rest = body[colon + 1 :]
         if not rest.strip():
             new = body[: colon + 1] + " []"
-        elif rest.startswith("  "):
-            # `entries:   # note` (what adding to `entries: []  # note` left) -> back
-            new = body[: colon + 2] + "[]" + body[colon + 2 :]
         else:
-            new = body[: colon + 1] + " []" + rest
+            # `entries:` W `# note`, where adding to `entries:` A `[]` B `# note`
+            # left W = A + B: one blank goes before `[]` (as `entries: []`
+            # writes it) when one is left after it, so that add then remove
+            # gives the line back.
+            blanks = len(rest) - len(rest.lstrip(" \t"))
+            before = rest[:1] if blanks >= 2 else ""
+            new = body[: colon + 1] + before + "[]" + rest[len(before) :]
         edits.append(TextEdit(offsets[key], offsets[key] + len(body), new))
     return apply_edits(text, edits)
 

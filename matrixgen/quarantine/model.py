@@ -43,6 +43,7 @@ from matrixgen.quarantine.policy import parse_day, policy
 from matrixgen.quarantine.trackers import ISSUE_NUMBER, resolve_tracker
 from matrixgen.util.nodeid import is_node_id, node_id_problem
 from matrixgen.util.patterns import whole
+from matrixgen.util.textedit import split_lines
 from matrixgen.util.values import ComparedValue
 
 if TYPE_CHECKING:
@@ -266,7 +267,7 @@ _parse_cached = lru_cache(maxsize=64)(parse_quarantine)
 
 def _bad_date_location(raw: bytes, path: str) -> Location:
     text = raw.decode("utf-8", "replace")
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(split_lines(text), 1):
         for found in re.finditer(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b", line):
             try:
                 dt.date(*map(int, found.groups()))

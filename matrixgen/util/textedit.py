@@ -4,6 +4,7 @@ editor of the quarantine file's entries and of migrate's recipe rewrites."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from msgspec import Struct
@@ -26,11 +27,45 @@ def apply_edits(text: str, edits: Iterable[TextEdit]) -> str:
     return text
 
 
+# The line breaks YAML reads (libyaml, YAML 1.1), a CR LF pair first: lines are
+# cut here where the parser cuts them, so a line number of its marks is a line
+# of `split_lines`. (`str.splitlines` also cuts at \v, \f and \x1c-\x1e.)
+LINE_BREAKS = ("\r\n", "\n", "\r", "\x85", "\u2028", "\u2029")
+_LINE = re.compile(r"[^\r\n\x85\u2028\u2029]*(?:\r\n|[\r\n\x85\u2028\u2029]|\Z)")
+# What an edit writes between new lines: one of these, never the rarer breaks.
+_NEWLINES = ("\r\n", "\n", "\r")
+
+
+def split_lines(text: str) -> list[str]:
+    """The text's lines, each with its line break (the last one without, when the
+    text does not end in one)."""
+    return [line for line in _LINE.findall(text) if line]
+
+
+def split_ending(line: str) -> tuple[str, str]:
+    """(the line without its break, the break)."""
+    for ending in LINE_BREAKS:
+        if line.endswith(ending):
+            return line[: -len(ending)], ending
+    return line, ""
+
+
+def newline_at(lines: list[str], index: int) -> str:
+    """The line break new lines written after line `index` take: that line's own,
+    else the nearest earlier line's, else the first in the file, else LF. A
+    CR-only file gets CR lines, a CRLF one CRLF, a mixed one what is around."""
+    for line in (*reversed(lines[: index + 1]), *lines[index + 1 :]):
+        ending = split_ending(line)[1]
+        if ending in _NEWLINES:
+            return ending
+    return "\n"
+
+
 def line_offsets(text: str) -> list[int]:
-    """The character offset of each line's start (as `splitlines` cuts them),
+    """The character offset of each line's start (as `split_lines` cuts them),
     and the text's length last."""
     offsets = [0]
-    for line in text.splitlines(keepends=True):
+    for line in split_lines(text):
         offsets.append(offsets[-1] + len(line))
     return offsets
 
