@@ -16,7 +16,7 @@ from msgspec import Struct, field
 
 from matrixgen.engine.errors import Finding
 from matrixgen.engine.expand import Expansion, expand_tree
-from matrixgen.engine.load import RecipeTree, load_tree, read_directory
+from matrixgen.engine.load import RecipeTree, folder_in_tree, load_tree, read_directory
 from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.select import JobIndex, select
 from matrixgen.engine.targets import resolve_targets
@@ -143,6 +143,8 @@ def default_recipes_dir(start: Path | None = None) -> Path:
         return Path(given)
     start = start or Path.cwd()
     top = checkout_top(start)
+    # Found in the checkout, not given: a link on the way is refused as in a tree.
+    folder_in_tree(top or start, recipes_in(top or start))
     if top is None:
         return start / recipes_in(start)
     found = top / recipes_in(top)

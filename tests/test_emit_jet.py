@@ -6,6 +6,8 @@ with the real generator is in test_jet_upstream.py."""
 from __future__ import annotations
 
 import json
+import os
+import posixpath
 import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -438,6 +440,106 @@ def test_jet_buckets_strict_refuses_a_matrix_github_would_refuse(
         strict = cli("jet-buckets", recipe, "--recipes", root, "--strict", "--output", out)
         assert strict.code == (4 if over else 0), strict
         assert out.exists() is not over
+
+
+# --------------------------------------------------------------------------- links
+
+LOCAL = GPT.replace("gpt_a", "local_a").replace("gpt_b", "local_b").replace("gpt_c", "local_c")
+OUTSIDE = GPT.replace("gpt_a", "outside_a")
+LINK_TARGETS = st.one_of(
+    st.sampled_from(["/", "OUTSIDE", "recipes", "sub", "local_recipes", "missing", "a-file"]),
+    st.builds(
+        lambda k, name: "../" * k + name, st.integers(1, 3), st.sampled_from(["", "x", "outside"])
+    ),
+    st.builds(lambda k: "sub/" + "../" * k + "outside", st.integers(1, 3)),
+)
+
+
+def _expected(target: str, checkout: Path) -> str:
+    """What the rule says of `local_recipes -> target` (worked out by hand, not by
+    the code under test): "refused" (it leaves the checkout's folder, loops or
+    is a link to a directory) or "none" (it leads to a file or nothing)."""
+    if target.startswith("/"):
+        return "refused"
+    path = posixpath.normpath(target)
+    if path == ".." or path.startswith("../"):
+        return "refused"
+    if path == "local_recipes" or (checkout / path).is_dir():
+        return "refused"
+    return "none"
+
+
+@example(target="/")
+@example(target="OUTSIDE")  # an absolute path to a folder of recipes outside
+@example(target="../outside")
+@example(target="sub/../../outside")
+@example(target="recipes")  # a link to a directory inside: not followed
+@example(target="local_recipes")  # a loop
+@example(target="missing")
+@example(target="a-file")
+@settings(max_examples=30, deadline=None)
+@given(target=LINK_TARGETS)
+def test_local_recipes_follow_the_tree_rule_for_links(tmp_path_factory, target: str) -> None:
+    from unittest import mock
+
+    from matrixgen.cli.jet import load_jet_tree
+    from matrixgen.engine import load
+    from matrixgen.engine.errors import RecipeError
+    from tests.conftest import write_tree
+
+    base = tmp_path_factory.mktemp("links")
+    outside = write_tree(base / "outside", {"h100/gpt.yaml": OUTSIDE, "_build.yaml": BUILD})
+    checkout = base / "checkout"
+    recipes = write_tree(checkout / "recipes", {"h100/gpt.yaml": GPT.replace("{SCRIPT}", "x"),
+                                                "_build-mcore-dev.yaml": BUILD})  # fmt: skip
+    write_tree(checkout / "sub", {"local.yaml": LOCAL})
+    (checkout / "a-file").write_text("x")
+    target = str(outside) if target == "OUTSIDE" else target
+    (checkout / "local_recipes").symlink_to(target)
+    listed: list[Path] = []
+    real_list = load.list_directory
+
+    def spy(root: Path) -> load.TreeListing:
+        # Stop at once on a folder outside: a link to / would list the whole disk.
+        listed.append(Path(os.path.abspath(root)))
+        assert listed[-1].is_relative_to(checkout), f"listed {root}, outside the checkout"
+        return real_list(root)
+
+    with mock.patch.object(load, "list_directory", spy):
+        try:
+            generation, _ = load_jet_tree(recipes, None)
+            outcome = "none"
+        except RecipeError as exc:
+            outcome = "refused"
+            message = exc.message
+    assert outcome == _expected(target, checkout), target
+    if outcome == "refused":
+        assert f"local_recipes: a symbolic link to {target!r}" in message
+    else:
+        cases = {j.test_case for j in generation.jobs}
+        assert cases == {"gpt_a", "gpt_b", "gpt_c"}  # the tree's only
+    # A real folder beside the tree is read; one given on the command line too.
+    (checkout / "local_recipes").unlink()
+    write_tree(checkout / "local_recipes", {"local.yaml": LOCAL})
+    generation, _ = load_jet_tree(recipes, None)
+    assert "local_a" in {j.test_case for j in generation.jobs}
+
+
+def test_a_default_recipe_tree_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    import subprocess
+
+    from matrixgen.engine.errors import RecipeError
+    from matrixgen.pipeline import default_recipes_dir
+
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    subprocess.run(["git", "init", "-q", str(checkout)], check=True)
+    (checkout / "recipes").symlink_to("/")
+    with pytest.raises(RecipeError, match=r"recipes: a symbolic link to '/', which leaves"):
+        default_recipes_dir(checkout)
+    (checkout / "recipes").unlink()
+    (checkout / "recipes").mkdir()
+    assert default_recipes_dir(checkout).resolve() == (checkout / "recipes").resolve()
 
 
 # --------------------------------------------------------------------------- values

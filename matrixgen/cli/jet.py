@@ -56,17 +56,19 @@ def load_jet_tree(recipes: Path | None, local: Path | None) -> tuple[Generation,
     when `validate` would fail it. Returns the files' order too (tree first, each
     part by path)."""
     from matrixgen.engine.errors import UsageError
-    from matrixgen.engine.load import RESERVED_FILES, read_directory
+    from matrixgen.engine.load import RESERVED_FILES, folder_in_tree, read_directory
     from matrixgen.pipeline import generate_from_files
     from matrixgen.validate import Needs, require_usable
 
     directory = recipes_dir(recipes)
     files = read_directory(directory)
     order = sorted(files)
-    local_dir = local if local is not None else directory.parent / "local_recipes"
     if local is not None and not local.is_dir():
         raise UsageError(f"--local-recipes: directory not found: {local}")
-    if local_dir.is_dir() and local_dir.resolve() != directory.resolve():
+    # The default, beside the tree, is the checkout's: a link there is refused as
+    # in a tree (a link to / would have the whole disk read).
+    local_dir = local if local is not None else folder_in_tree(directory.parent, "local_recipes")
+    if local_dir is not None and local_dir.resolve() != directory.resolve():
         prefix = os.path.relpath(local_dir, directory).replace(os.sep, "/") + "/"
         extra = {
             prefix + rel: data

@@ -234,6 +234,37 @@ def locate_in_tree(root: Path, rel: str) -> tuple[treelinks.Resolved, str | None
     return treelinks.resolve(rel, lookup), lookup(rel).target
 
 
+def folder_in_tree(root: Path, rel: str) -> Path | None:
+    """The folder at `rel` below `root` that a command finds by itself (the
+    default recipe tree of a checkout, jet-trigger's `local_recipes` beside the
+    tree), by `plan_reads`'s rule for links: the folder; None when there is none
+    (nothing there, a file, a link to nothing). RecipeError for a link on the
+    way that leaves `root` (what it points at is never looked at), loops, or
+    leads to a directory (not followed, as in a tree): a folder given on the
+    command line (`--recipes`, `--local-recipes`) is taken as given instead."""
+    lookup = disk_lookup(root)
+    done: list[str] = []
+    for part in (p for p in rel.split("/") if p):
+        here = "/".join([*done, part])
+        entry = lookup(here)
+        if entry.kind is treelinks.Kind.LINK:
+            found = treelinks.resolve(here, lookup)
+            why = {
+                treelinks.Kind.OUTSIDE: f"which leaves {root}: refused (what it points at "
+                "was not looked at)",
+                treelinks.Kind.LOOP: "that loops: refused",
+                treelinks.Kind.DIRECTORY: "a directory: links to directories are not followed; "
+                "give the folder itself on the command line",
+            }.get(found.kind)
+            if why is None:
+                return None
+            raise RecipeError(f"{root / here}: a symbolic link to {entry.target!r}, {why}")
+        if entry.kind is not treelinks.Kind.DIRECTORY:
+            return None
+        done.append(part)
+    return root / "/".join(done) if done else root
+
+
 def read_root_file(root: Path, name: str) -> bytes | None:
     """One file at the root of a tree on disk (the project config, say), by the
     rule of `plan_reads`; None when it is absent. A link that leaves the tree,
