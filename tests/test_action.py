@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from tests import realvalidators as rv
 
@@ -35,11 +37,13 @@ def action() -> dict:
 
 
 def read_outputs(path: Path) -> dict[str, str]:
-    """$GITHUB_OUTPUT as the runner reads it: `k=v` lines and `k<<DELIM` blocks."""
+    """$GITHUB_OUTPUT as the runner reads it: lines ended by LF, CRLF or a lone
+    CR; `k=v` when the first `=` comes before any `<<`, else a `k<<DELIM` block."""
     outputs: dict[str, str] = {}
-    lines = iter(path.read_text().splitlines())
+    lines = iter(re.split(r"\r\n|\r|\n", path.read_bytes().decode("utf-8")))
     for line in lines:
-        if "<<" in line:
+        equals, heredoc = line.find("="), line.find("<<")
+        if heredoc >= 0 and (equals < 0 or heredoc < equals):
             name, delimiter = line.split("<<", 1)
             value = []
             for inner in lines:
@@ -175,6 +179,64 @@ def test_action_generate_step_exposes_each_matrix(action: dict, tmp_path: Path) 
         REPO,
     )
     assert run.returncode == 2 and '--target "github-l1-h100-p"' in run.stderr
+
+
+FORGED = 'targets=["forged"]'
+OUT_VALUES = st.builds(
+    lambda head, brk, tail: head + brk + tail,
+    st.text(st.sampled_from("ab/=<%-. "), max_size=6),
+    st.sampled_from(["\n", "\r", "\r\n", "\n\n", "\r\r"]),
+    st.sampled_from([FORGED, "matrices<<EOF\n{}\nEOF", "out=elsewhere", "", "x"]),
+)
+
+
+@example(out="out\n" + FORGED)
+@example(out="out\r" + FORGED)  # the runner also ends a line at a lone CR
+@example(out="out\r\n" + FORGED)
+@example(out="out\nmatrices<<EOF\n{}\nEOF")
+@example(out="\n")
+@settings(max_examples=25, deadline=None)
+@given(out=OUT_VALUES)
+def test_action_refuses_an_out_input_that_would_forge_an_output(
+    action: dict, tmp_path_factory: pytest.TempPathFactory, out: str
+) -> None:
+    """Whatever the `out` input holds, $GITHUB_OUTPUT gets no line of its
+    choosing: a line break in it is refused (exit 2) before anything is written."""
+    tmp = tmp_path_factory.mktemp("forge")
+    github_output = tmp / "github_output"
+    github_output.write_text("earlier=1\n")
+    folder = f"{tmp}/{out}"
+    run = _run_step(
+        _script(action, "generate"),
+        {"TARGETS": "github-l1-h100-pr", "RECIPES": "recipes", "OUT": folder,
+         "GITHUB_OUTPUT": str(github_output)},
+        REPO,  # a tree that generates: the refusal comes before anything runs
+    )  # fmt: skip
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert "::error::matrixgen: the input out holds a line break" in run.stdout
+    assert folder not in run.stdout + run.stderr  # the value is never echoed
+    assert github_output.read_text() == "earlier=1\n"
+    assert list(tmp.iterdir()) == [github_output]
+
+
+def test_action_out_input_is_written_back_as_given(action: dict, tmp_path: Path) -> None:
+    """Any folder name on one line comes back as the `out` output, byte for byte."""
+    if shutil.which("matrixgen", path=str(Path(sys.executable).parent)) is None:
+        pytest.skip("matrixgen is not installed as a command next to this Python")
+    out = str(tmp_path / "a=b <<EOF %0A \u00e9 ::x")
+    github_output = tmp_path / "github_output"
+    run = _run_step(
+        _script(action, "generate"),
+        {"TARGETS": "github-l1-h100-pr", "RECIPES": "recipes", "OUT": out,
+         "GITHUB_OUTPUT": str(github_output)},
+        REPO,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    outputs = read_outputs(github_output)
+    assert outputs["out"] == out and set(outputs) == {
+        "matrices", "shards", "groups", "group-shards", "targets", "files", "out",
+        *json.loads(outputs["groups"]), *(f"{g}-shards" for g in json.loads(outputs["groups"])),
+    }  # fmt: skip
 
 
 def test_action_summary_step_writes_the_diff(action: dict, tmp_path: Path) -> None:
