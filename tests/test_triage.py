@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
 from matrixgen.engine.errors import ExitCode
@@ -305,3 +308,177 @@ def test_failed_every_baseline_run_but_too_few_to_be_broken(capsys, db: str) -> 
     for broken in ("2", "3"):
         code, failure = _triaged(capsys, db, 2, "--min-runs", "1", "--broken-runs", broken)
         assert (code, failure["verdict"]) == (0, "baseline"), failure
+
+
+# --------------------------------------------------------------------------- node-level entries
+
+
+def test_a_one_node_mute_covers_that_test_alone(
+    capsys,
+    db: str,  # noqa: F811
+    shipped_recipes: Path,
+    triage_runs: list[TriageRun],  # noqa: F811
+) -> None:
+    """A mute entry naming one node id of the data bucket (here a prefix of the
+    branch's failing test, and a test no run has) leaves every other failure of
+    the bucket its own verdict, and is no lift candidate: its test never ran."""
+    quarantine = shipped_recipes / "quarantine.yaml"
+    quarantine.write_text(
+        quarantine.read_text()
+        + ENTRIES
+        + f"""
+  - id: one-node-mute
+    tracker: "#8103"
+    kind: flaky
+    action: mute
+    match: {{model: unit-tests, test_case: tests/unit_tests/data/}}
+    node_ids: ["{DATA}::test_fails_on_the"]
+    owner: mcore-data
+    expires: "2027-01-31"
+    reason: one test only
+"""
+    )
+    _ingest(db, shipped_recipes, triage_runs)
+    capsys.readouterr()
+    base = ("--baseline-ref", "main", "--baseline-source", "schedule")
+    code, out, err = _triage(capsys, db, shipped_recipes, "6000", *base, "--format", "json")
+    assert code == ExitCode.EXPECTATION, err
+    payload = json.loads(out)
+    assert _verdicts(payload) == {
+        f"{DATA}::test_fails_on_the_branch": "new",
+        f"{DATA}::test_broken_on_main": "baseline",
+        f"{DATA}::test_flaky_on_some_seeds": "flaky",
+        "gpt3_tp1_pp1": "quarantined",
+    }
+    assert "one-node-mute" not in [c["id"] for c in payload["lift_candidates"]]
+
+
+_BUCKET = "tests/unit_tests/x/test_x.py"
+# Test names around the dangerous ones: prefixes of each other, a class and its
+# method, parametrised children (one with `::` inside its parameters).
+_NAMES = st.sampled_from(
+    [
+        "test_x",
+        "test_x_after_restart",
+        "test_x[1]",
+        "test_x[a::b]",
+        "test_xy",
+        "TestK",
+        "TestK::test_x",
+        "TestK::test_x[2]",
+        "test_y",
+    ]
+)
+
+
+def _reference_covers(named: str, node: str) -> bool:
+    """Written apart from util.nodeid: the id itself, or the id with one
+    bracket group of parameters after it."""
+    return node == named or (
+        node.startswith(named + "[") and node.endswith("]") and "[" not in named
+    )
+
+
+def _node_entry(action: str, named: list[str]) -> Any:
+    from matrixgen.quarantine.model import parse_quarantine
+
+    text = (
+        "entries:\n  - id: node-entry\n    tracker: '#1'\n    kind: flaky\n"
+        f"    action: {action}\n    match: {{model: unit-tests, test_case: {_BUCKET}}}\n"
+        "    node_ids: [" + ", ".join(json.dumps(f"{_BUCKET}::{n}") for n in named) + "]\n"
+        "    owner: o\n    reason: r\n"
+    )
+    qfile = parse_quarantine(text.encode(), "quarantine.yaml")
+    assert not qfile.errors, qfile.errors
+    return qfile.entries[0]
+
+
+def _bucket_place() -> tuple[Any, Any, Any]:
+    from matrixgen.engine.model import Selector, Target
+    from matrixgen.engine.vocab import System
+    from matrixgen.evidence.mapping import job_key
+    from tests.emit_fixtures import make_job
+
+    job = make_job(_BUCKET, model="unit-tests", scope="unit-tests", tag="latest")
+    selector = Selector(scope="unit-tests", platform="dgx_h100", environment="dev")
+    target = Target(name="gitlab-unit-tests", system=System.GITLAB, selector=selector)
+    return job_key(job, System.GITLAB), target, job
+
+
+@given(
+    action=st.sampled_from(["deselect", "mute"]),
+    named=st.lists(_NAMES, min_size=1, max_size=3, unique=True),
+    failed=st.none() | _NAMES,
+)
+@example(action="mute", named=["test_x"], failed="test_y")  # another test of the bucket
+@example(action="mute", named=["test_x"], failed="test_x_after_restart")  # a longer name
+@example(action="mute", named=["test_x"], failed=None)  # the bucket failed with no test
+@example(action="deselect", named=["TestK"], failed="TestK::test_x")  # a class is no prefix
+@example(action="mute", named=["test_x"], failed="test_x[a::b]")  # its parametrised child
+@example(action="mute", named=["test_x[1]"], failed="test_x")  # a child names no parent
+def test_a_node_level_entry_covers_exactly_the_tests_it_names(
+    action: str, named: list[str], failed: str | None
+) -> None:
+    from matrixgen.evidence.triage import covering_entry
+
+    entry = _node_entry(action, named)
+    _, target, job = _bucket_place()
+    node = f"{_BUCKET}::{failed}" if failed is not None else None
+    found = covering_entry(node, [(target, job)], [entry], {_BUCKET})
+    expected = node is not None and any(_reference_covers(f"{_BUCKET}::{n}", node) for n in named)
+    assert (found is entry) is expected
+
+
+@given(
+    named=st.lists(_NAMES, min_size=1, max_size=2, unique=True),
+    results=st.lists(
+        st.dictionaries(_NAMES, st.sampled_from(["passed", "failed", "muted", "skipped"])),
+        min_size=2,
+        max_size=2,
+    ),
+)
+@example(named=["test_x"], results=[{"test_y": "failed"}, {"test_y": "passed"}])  # never ran
+@example(
+    named=["test_x"],
+    results=[{"test_x": "passed", "test_x_after_restart": "failed"}, {"test_x": "passed"}],
+)
+@example(named=["test_x"], results=[{"test_x[1]": "passed", "test_x[2]": "muted"}, {}])
+@example(named=["test_x"], results=[{"test_x": "skipped"}, {"test_x": "passed"}])
+def test_a_node_level_entry_is_lifted_only_on_passes_of_its_own_tests(
+    named: list[str], results: list[dict[str, str]]
+) -> None:
+    """A lift candidate for a mute entry needs each named test to have run and
+    passed in the run and its baseline run: a test it does not name, failing or
+    not, and a test that never ran, are no evidence."""
+    from matrixgen.evidence.junit import Outcome
+    from matrixgen.evidence.queries import RunOutcomes
+    from matrixgen.evidence.store import RunRow
+    from matrixgen.evidence.triage import lift_candidates
+
+    entry = _node_entry("mute", named)
+    key, target, job = _bucket_place()
+    run, base = RunRow(1, "run", "a" * 40, 200), RunRow(2, "base", "b" * 40, 100)
+    tests = {
+        ref: {key: {f"{_BUCKET}::{n}": Outcome(o) for n, o in ran.items()}}
+        for ref, ran in zip((1, 2), results, strict=True)
+    }
+    job_outcome = {
+        ref: Outcome.FAILED
+        if any(o in (Outcome.FAILED, Outcome.ERROR) for o in tests[ref][key].values())
+        else Outcome.PASSED
+        for ref in (1, 2)
+    }
+    outcomes = RunOutcomes(
+        run=run,
+        baseline=(base,),
+        jobs={ref: {key: o} for ref, o in job_outcome.items()},
+        failed_tests={},
+    )
+    found = lift_candidates(outcomes, {key: [(target, job)]}, [entry], {_BUCKET}, tests)
+    expected = all(
+        (mine := [o for n, o in ran.items() if _reference_covers(named_id, n)])
+        and all(o == "passed" for o in mine)
+        for ran in results
+        for named_id in named
+    )
+    assert [c.entry.id for c in found] == (["node-entry"] if expected else [])

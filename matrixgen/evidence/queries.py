@@ -241,6 +241,33 @@ def run_outcomes(store: Store, run_id: str, baseline: RunFilter, count: int) -> 
     )
 
 
+def test_outcomes(
+    store: Store, refs: Collection[int], keys: Collection[JobKey]
+) -> dict[int, dict[JobKey, dict[str, Outcome]]]:
+    """Per run (its ref), per job of `keys`: each stored test's outcome (what
+    the lift of an entry that names node ids is judged on). One read per chunk
+    of jobs, off the unique (job_id, node_id) of cases and results' primary key."""
+    found: dict[int, dict[JobKey, dict[str, Outcome]]] = {ref: {} for ref in refs}
+    if not refs or not keys:
+        return found
+    with store.transaction() as conn:
+        job_keys = read_jobs(conn)
+        chosen = set(keys)
+        wanted = sorted(i for i, k in job_keys.items() if k in chosen)
+        for start in range(0, len(wanted), _IN_CHUNK):
+            chunk = wanted[start : start + _IN_CHUNK]
+            query = (
+                sa.select(results.c.run_ref, cases.c.job_id, cases.c.node_id, results.c.outcome)
+                .select_from(results.join(cases, cases.c.id == results.c.case_id))
+                .where(cases.c.job_id.in_(chunk), results.c.run_ref.in_(sorted(refs)))
+            )
+            for ref, job_id, node, outcome in conn.execute(query):
+                found[ref].setdefault(job_keys[job_id], {})[node] = OUTCOMES.get(
+                    outcome, Outcome.FAILED
+                )
+    return found
+
+
 def run_durations(store: Store) -> dict[JobKey, list[float]]:
     """Per job, the measured seconds of each stored run of it: the sum of its
     tests' durations in the run (skipped tests and tests without a duration

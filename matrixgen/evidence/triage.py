@@ -35,11 +35,12 @@ from matrixgen.engine.targets import resolve_targets
 from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow, RunRef, Verdict, iso, runs_text
 from matrixgen.evidence.junit import Outcome
 from matrixgen.evidence.mapping import job_key
-from matrixgen.evidence.queries import RunFilter, RunOutcomes
+from matrixgen.evidence.queries import RunFilter, RunOutcomes, test_outcomes
 from matrixgen.evidence.store import JobKey, RunRow, Store
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.apply import applying_entries
 from matrixgen.quarantine.model import Entry
+from matrixgen.util.nodeid import covers
 
 DEFAULT_BASELINE_RUNS = 1
 # Actions that keep a job running and let it fail: a pass there is what lifts them.
@@ -178,13 +179,14 @@ def covering_entry(
     entries: Sequence[Entry],
     known: set[str],
 ) -> Entry | None:
-    """The strongest entry that covers a failure there: a `deselect` entry only
-    covers the node ids it names (and the tests under one, as pytest deselects)."""
+    """The strongest entry that covers a failure there. A node-level entry
+    (`deselect`, `mute`: every action that names node ids) covers only the tests
+    it names, as the pytest plugin decides them (`util.nodeid.covers`: the id
+    itself and its parametrised children, never a prefix); never a whole job."""
     for target, job in where:
         for entry in applying_entries(job, entries, target, known):
-            if entry.action.value == "deselect" and not (
-                node_id is not None
-                and any(node_id == n or node_id.startswith(n + "::") for n in entry.node_ids)
+            if entry.action.node_level and not (
+                node_id is not None and any(covers(n, node_id) for n in entry.node_ids)
             ):
                 continue
             return entry
@@ -303,9 +305,15 @@ def lift_candidates(
     places_of: Mapping[JobKey, Sequence[tuple[Target, Job]]],
     entries: Sequence[Entry],
     known: set[str],
+    tests: Mapping[int, Mapping[JobKey, Mapping[str, Outcome]]] | None = None,
 ) -> list[LiftCandidate]:
-    """Entries that let jobs fail (or mute them) whose every job of the run passed,
-    in the run and in every baseline run (none without a baseline)."""
+    """Entries that let jobs fail (or mute tests) whose every job of the run
+    passed, in the run and in every baseline run (none without a baseline). For
+    an entry that names node ids the evidence is those tests, not the job: each
+    named test (`util.nodeid.covers`) has results in every one of those runs and
+    all of them passed (`tests`: per run, the test outcomes of its unit-test
+    buckets, `queries.test_outcomes`). A test of the bucket that failed is no
+    evidence for or against an entry that does not name it."""
     if not outcomes.baseline:
         return []
     liftable = [e for e in entries if e.action.value in LIFTABLE_ACTIONS]
@@ -320,36 +328,65 @@ def lift_candidates(
                 if key not in members:
                     members.append(key)
     found: list[LiftCandidate] = []
+    runs = [outcomes.run, *outcomes.baseline]
+    baseline = (
+        f"baseline run {outcomes.baseline[0].run_id}"
+        if len(outcomes.baseline) == 1
+        else f"the {len(outcomes.baseline)} baseline runs"
+    )
     for entry in liftable:
         keys = covered.get(entry.id)
         if not keys:
             continue
-        runs = [outcomes.run, *outcomes.baseline]
-        if all(_passed(outcomes, r.ref, k, entry) for r in runs for k in keys):
-            found.append(
-                LiftCandidate(
-                    entry=_entry_ref(entry),
-                    jobs=len(keys),
-                    reason=f"its {len(keys)} job(s) passed in run {outcomes.run.run_id} and in "
-                    + (
-                        f"baseline run {outcomes.baseline[0].run_id}"
-                        if len(outcomes.baseline) == 1
-                        else f"the {len(outcomes.baseline)} baseline runs"
-                    ),
-                )
+        if not all(_passed(outcomes, tests or {}, r.ref, k, entry) for r in runs for k in keys):
+            continue
+        what = (
+            f"its {len(entry.node_ids)} named test(s) passed in its {len(keys)} job(s)"
+            if entry.node_ids
+            else f"its {len(keys)} job(s) passed"
+        )
+        found.append(
+            LiftCandidate(
+                entry=_entry_ref(entry),
+                jobs=len(keys),
+                reason=f"{what} in run {outcomes.run.run_id} and in {baseline}",
             )
+        )
     return found
 
 
-def _passed(outcomes: RunOutcomes, ref: int, key: JobKey, entry: Entry) -> bool:
-    """The job passed in that run; for an entry naming node ids, none of them failed."""
+def _passed(
+    outcomes: RunOutcomes,
+    tests: Mapping[int, Mapping[JobKey, Mapping[str, Outcome]]],
+    ref: int,
+    key: JobKey,
+    entry: Entry,
+) -> bool:
+    """The job passed in that run; for an entry naming node ids, each of them
+    has results there and every one passed (a test that did not run, was
+    skipped or failed, muted or not, is no pass)."""
     outcome = outcomes.jobs.get(ref, {}).get(key)
     if outcome is None:
         return False  # not run there: no evidence
     if entry.node_ids:
-        failed = outcomes.failed_tests.get(ref, frozenset())
-        return not any((key, n) in failed for n in entry.node_ids)
+        ran = tests.get(ref, {}).get(key, {})
+        for named in entry.node_ids:
+            results = [o for node, o in ran.items() if covers(named, node)]
+            if not results or any(o is not Outcome.PASSED for o in results):
+                return False
+        return True
     return outcome is Outcome.PASSED  # a job muted or allowed to fail that failed is no pass
+
+
+def _names_tests(
+    where: Sequence[tuple[Target, Job]], entries: Sequence[Entry], known: set[str]
+) -> bool:
+    """Does a liftable entry that names node ids apply to the job somewhere?"""
+    return any(
+        e.node_ids and e.action.value in LIFTABLE_ACTIONS
+        for target, job in where
+        for e in applying_entries(job, entries, target, known)
+    )
 
 
 def triage(
@@ -381,6 +418,8 @@ def triage(
     places_of = places(generation)
     known = {j.test_case for j in generation.jobs}
     entries = generation.quarantine.entries
+    named = {k for k, where in places_of.items() if _names_tests(where, entries, known)}
+    tests = test_outcomes(store, [outcomes.run.ref, *(b.ref for b in outcomes.baseline)], named)
     failures = judge_failures(
         outcomes,
         flaky,
@@ -396,7 +435,7 @@ def triage(
         baseline=baseline,
         baseline_runs=outcomes.baseline,
         failures=tuple(failures),
-        lift_candidates=tuple(lift_candidates(outcomes, places_of, entries, known)),
+        lift_candidates=tuple(lift_candidates(outcomes, places_of, entries, known, tests)),
     )
 
 
