@@ -26,12 +26,13 @@ from matrixgen.diff.data import to_json_data
 from matrixgen.diff.gitsource import Repository
 from matrixgen.diff.model import ACTION_CHANGED, ENTRY_CHANGED, LIFTED, QUARANTINED, SelectionDiff
 from matrixgen.emit.generate import generate_all
-from matrixgen.emit.gitlab import PLACEHOLDER_JOB, QUARANTINE_VARIABLE
+from matrixgen.emit.gitlab import ENTRY_LABEL_VARIABLE, PLACEHOLDER_JOB, QUARANTINE_VARIABLE
 from matrixgen.engine.model import JobId
 from matrixgen.engine.targets import resolve_targets
 from matrixgen.engine.vocab import System
 from matrixgen.migrate.plan import real_targets
 from matrixgen.pipeline import generate_from_files
+from matrixgen.quarantine.jobenv import JOB_VARIABLES
 from tests.diff_fixtures import GPT, block, dumped, v2_tree
 from tests.gitrepo import GIT_ENV, GitRepo
 
@@ -210,20 +211,22 @@ def _file_jobs(text: str, system: System) -> dict[str, dict[str, Any]]:
 def _unmarked(content: dict[str, Any], system: System) -> dict[str, Any]:
     """The content without what a quarantine mark adds to it."""
     content = copy.deepcopy(content)
+    plugin = {QUARANTINE_VARIABLE, ENTRY_LABEL_VARIABLE, *JOB_VARIABLES.values()}
     if system is System.GITHUB:
-        for key in ("quarantine", "deselect", "continue-on-error"):
+        for key in ("quarantine", "continue-on-error"):
             content.pop(key, None)
+        env = content.get("env", {})
+        for key in plugin:
+            env.pop(key, None)
+        if not env:
+            content.pop("env", None)
         return content
     content.pop("allow_failure", None)
     variables = content.get("variables", {})
-    variables.pop(QUARANTINE_VARIABLE, None)
+    for key in plugin:
+        variables.pop(key, None)
     if not variables:
         content.pop("variables", None)
-    words = shlex.split(content["script"][0])
-    while "--deselect" in words:
-        i = words.index("--deselect")
-        del words[i : i + 2]
-    content["script"] = [shlex.join(words)]
     return content
 
 

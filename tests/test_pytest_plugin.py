@@ -16,7 +16,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.evidence import pytest_plugin
@@ -488,6 +488,61 @@ def test_bad_input_is_a_usage_error_not_a_traceback(
     assert done.stderr.startswith("ERROR: matrixgen quarantine: ")
 
 
+_ENTRY_IDS = st.lists(st.from_regex(jobenv.ENTRY_ID, fullmatch=True), min_size=1, max_size=3)
+_SCHEMES = st.sampled_from(["https", "http", "HTTPS", "Https", "hTtP"])
+_HOSTS = st.sampled_from(["github.com", "GITHUB.COM", "GitHub.com", "gitlab.example"])
+_PATHS = st.text(st.characters(codec="ascii", categories=["L", "N", "P", "S"]), max_size=20)
+_TRACKERS = st.lists(
+    st.builds(lambda s, h, p: f"{s}://{h}/{p}", _SCHEMES, _HOSTS, _PATHS)
+    | st.integers(0, 10**9).map(lambda n: f"#{n}"),
+    min_size=1,
+    max_size=3,
+)
+
+
+@given(ids=_ENTRY_IDS, trackers=_TRACKERS)
+@example(ids=["ut-flaky"], trackers=["HTTPS://GITHUB.COM/o/r/issues/1"])  # upper-case scheme
+@example(ids=["a", "b.c+d"], trackers=["#7", "Https://GitHub.com/o/r/issues/8"])
+@example(ids=["x"], trackers=["https://github.com/o/r/issues/1?a=b,c"])  # a comma inside
+def test_every_label_an_emitter_writes_is_one_the_plugin_knows(
+    ids: list[str], trackers: list[str]
+) -> None:
+    """The GitLab emitter writes a quarantined job's label into
+    MATRIXGEN_QUARANTINE; the plugin must know it for a label, or the job stops
+    with a usage error (exit 4) and its tests never run. Every tracker the
+    quarantine file accepts (`resolve_tracker`, or "#N") and every entry id the
+    schema allows round-trips through the emitter's own output."""
+    import yaml
+
+    from matrixgen.emit.gitlab import emit_gitlab
+    from matrixgen.engine.model import QuarantineMark
+    from matrixgen.quarantine.trackers import ISSUE_NUMBER, resolve_tracker
+    from matrixgen.util.patterns import whole
+    from tests.emit_fixtures import bare_settings, make_job
+
+    trackers = [
+        t for t in trackers if whole(ISSUE_NUMBER, t) or resolve_tracker(t, None) is not None
+    ]
+    if not trackers:
+        return
+    mark = QuarantineMark(
+        id=", ".join(ids), tracker=", ".join(trackers), action="allow-failure", kind="flaky"
+    )
+    text = emit_gitlab([make_job(name="job", quarantine=mark)], bare_settings()).text
+    value = yaml.safe_load(text)["job"]["variables"]["MATRIXGEN_QUARANTINE"]
+    value = value["value"] if isinstance(value, dict) else value  # written unexpanded
+    assert jobenv.is_entry_label(value), value
+    assert jobenv.load_job_quarantine({"MATRIXGEN_QUARANTINE": value}) is None
+
+
+def test_the_label_rule_holds_the_schemas_entry_id_pattern() -> None:
+    import json
+
+    schema = Path(__file__).resolve().parents[1] / "schema" / "quarantine.schema.json"
+    pattern = json.loads(schema.read_text())["$defs"]["entry"]["properties"]["id"]["pattern"]
+    assert pattern == f"^{jobenv.ENTRY_ID}$(?!\\n)"
+
+
 def test_an_entry_label_from_an_older_emitter_is_not_read_as_a_file(tmp_path: Path) -> None:
     # matrixgen's GitLab jobs carry `<entry id> <tracker>` in the variable when
     # their launcher gets the node ids; such a job must still run.
@@ -503,20 +558,44 @@ def test_an_entry_label_from_an_older_emitter_is_not_read_as_a_file(tmp_path: Pa
 # --------------------------------------------------------------------------- property
 
 
-NAMES = st.lists(
-    st.from_regex(r"test_[a-z]{1,6}", fullmatch=True), min_size=1, max_size=8, unique=True
+# Test names, with the dangerous ones forced in: each a prefix of another.
+_NAME = st.sampled_from(["test_x", "test_x_after_restart", "test_xy", "test_x_"]) | st.from_regex(
+    r"test_[a-z]{1,6}", fullmatch=True
 )
 
 
+@st.composite
+def _deselect_cases(draw: st.DrawFn) -> tuple[dict[str, int], list[str], list[str]]:
+    """(test name -> parametrised children (0: none), names deselected, node ids
+    that name no test: absent names and prefixes of collected ones)."""
+    names = draw(st.lists(_NAME, min_size=1, max_size=8, unique=True))
+    params = {n: draw(st.integers(0, 2)) for n in names}
+    chosen = draw(st.lists(st.sampled_from(names), unique=True))
+    strays = draw(
+        st.lists(
+            st.sampled_from(["nothing", "test_x", *(n[:-1] for n in names)]),
+            unique=True,
+            min_size=0 if chosen else 1,
+        )
+    )
+    strays = [n for n in strays if n not in names] or ([] if chosen else ["nothing"])
+    return params, chosen, strays
+
+
 @settings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.data(), names=NAMES)
+@given(case=_deselect_cases())
+# An entry for test_x leaves test_x_after_restart, test_xy and test_x_ running
+# (pytest's --deselect, a prefix match, would drop them all).
+@example(case=({"test_x": 0, "test_x_after_restart": 0, "test_xy": 1}, ["test_x"], []))
+# Its parametrised children go with it; a name's prefix takes nothing.
+@example(case=({"test_x": 2, "test_x_after_restart": 2}, ["test_x"], []))
+@example(case=({"test_x_after_restart": 0, "test_xy": 0}, [], ["test_x"]))
 def test_the_tests_run_are_the_collected_minus_the_deselected(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
-    data: st.DataObject,
-    names: list[str],
+    case: tuple[dict[str, int], list[str], list[str]],
 ) -> None:
-    params = {n: data.draw(st.integers(0, 2), label=f"params of {n}") for n in names}
+    params, chosen_names, stray_names = case
     source = ["import pytest"]
     collected: list[str] = []
     for name, count in params.items():
@@ -526,19 +605,8 @@ def test_the_tests_run_are_the_collected_minus_the_deselected(
         else:
             source.append(f"def {name}(): pass")
             collected.append(f"test_gen.py::{name}")
-    bases = [f"test_gen.py::{n}" for n in names]
-    chosen = data.draw(st.lists(st.sampled_from(bases), unique=True), label="deselected")
-    # A node id that names no test, or a prefix of a test's id (a bare file is no
-    # node id: the quarantine file refuses it).
-    strays = data.draw(
-        st.lists(
-            st.sampled_from(["test_gen.py::nothing", *(b[:-1] for b in bases)]),
-            unique=True,
-            min_size=0 if chosen else 1,
-        ),
-        label="matching nothing",
-    )
-    strays = [n for n in strays if n not in bases] or ([] if chosen else ["test_gen.py::nothing"])
+    chosen = [f"test_gen.py::{n}" for n in chosen_names]
+    strays = [f"test_gen.py::{n}" for n in stray_names]
     (pytester.path / "test_gen.py").write_text("\n".join(source) + "\n")
     (pytester.path / "q.yaml").write_text(
         "entries:\n" + entry("d", "deselect", [*chosen, *strays], match="{test_case: b}") + "\n"

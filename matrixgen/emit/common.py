@@ -40,7 +40,6 @@ DEFAULT_LAUNCHER = "python tests/test_utils/python_scripts/launch_jet_workload.p
 # ids, and the job's variables do not reach the test process it starts.
 REMOTE_LAUNCHER = "launch_jet_workload.py"
 # Where a job's node-level entries are applied (see `node_route`).
-ROUTE_LAUNCHER = "launcher"  # node ids as the launcher's --deselect / the row's "deselect"
 ROUTE_PLUGIN = "plugin"  # the job's variables hand the quarantine file to the pytest plugin
 ROUTE_SCRIPT = "script"  # the recipe's own script sets MATRIXGEN_QUARANTINE for the plugin
 
@@ -200,10 +199,12 @@ def emitted_jobs(jobs: Iterable[Job]) -> list[Job]:
 
 def quarantine_label(job: Job) -> str | None:
     """`<entry id> <tracker>`: what every file says about a quarantined job."""
+    from matrixgen.quarantine.jobenv import entry_label
+
     mark = job.quarantine
     if mark is None:
         return None
-    return f"{mark.id} {mark.tracker}".strip()
+    return entry_label(mark.id, mark.tracker)
 
 
 def deselected(job: Job) -> tuple[str, ...]:
@@ -220,36 +221,38 @@ class Unreachable(Exception):
 def node_route(job: Job, *, launcher: str | None) -> str | None:
     """How a job's node-level entries (deselect, mute) reach its tests; None when
     none applies. `launcher` is the command the job's entry runs (the emitter's
-    `launcher`: None for a matrix row, which the workflow runs). Unreachable when
-    they cannot:
+    `launcher`: None for a matrix row, which the workflow runs). Every node-level
+    entry is applied by the pytest plugin, which matches node ids exactly
+    (`util.nodeid.covers`): never by pytest's own `--deselect`, a prefix match
+    (`::test_x` would also drop `::test_x_after_restart`). Unreachable when they
+    cannot reach it:
 
     - a job whose launcher is Megatron-LM's launch_jet_workload.py (GitLab)
       runs the recipe's `script` on a cluster; the launcher takes no node ids and
-      the job's variables stay behind: only a script that sets
-      MATRIXGEN_QUARANTINE reaches the plugin (ROUTE_SCRIPT);
-    - any other job with a mute entry gets the plugin's variables (ROUTE_PLUGIN:
-      GitLab job variables, or the `env` of a GitHub matrix row, which the
-      workflow exports to the test command as for any recipe env); a recipe env
-      that sets one of them would hide the job from the plugin;
-    - a job with deselect entries only passes its node ids to the launcher
-      (`--deselect`) or the matrix row (`"deselect"`), as before (ROUTE_LAUNCHER).
+      the job's variables stay behind: only a script that hands the quarantine
+      file on (`jobenv.script_reaches_plugin`) reaches the plugin (ROUTE_SCRIPT);
+    - any other job gets the plugin's variables (ROUTE_PLUGIN: GitLab job
+      variables, or the `env` of a GitHub matrix row, which the workflow exports
+      to the test command as for any recipe env); a recipe env that sets one of
+      them would hide the job from the plugin.
     """
-    from matrixgen.quarantine.jobenv import JOB_VARIABLES, QUARANTINE_VARIABLE, reaches_plugin
+    from matrixgen.quarantine.jobenv import (
+        JOB_VARIABLES,
+        QUARANTINE_VARIABLE,
+        script_reaches_plugin,
+    )
 
     mark = job.quarantine
     if mark is None or not mark.node_ids or mark.action == QuarantineAction.SKIP.value:
         return None
     if launcher is not None and REMOTE_LAUNCHER in launcher:
-        script = job.spec.get("script")
-        if isinstance(script, str) and reaches_plugin(script):
+        why = script_reaches_plugin(job.spec)
+        if why is None:
             return ROUTE_SCRIPT
         raise Unreachable(
             f"its launcher ({REMOTE_LAUNCHER}) takes no node ids and runs the recipe's "
-            f"script, which never sets {QUARANTINE_VARIABLE} for the pytest plugin "
-            "(docs/pytest-plugin.md)"
+            f"script, which {why} (docs/pytest-plugin.md)"
         )
-    if not mark.muted:
-        return ROUTE_LAUNCHER
     reserved = {QUARANTINE_VARIABLE, *JOB_VARIABLES.values()}
     taken = sorted(k for k, _ in job.env if k in reserved)
     if taken:

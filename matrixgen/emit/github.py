@@ -11,12 +11,12 @@ n_repeat and timeout (minutes, rounded up); nodes and gpus where the recipe
 sets them; image and runner (labels for
 `runs-on`) where configured, env (an object) and args (a list) where set. A job
 that may fail has `"continue-on-error": true`; a quarantined job carries
-`"quarantine": {"id", "tracker", "action", "kind"}` and, for pytest node ids to
-deselect, `"deselect": [...]`. A job with a mute entry instead carries the pytest
-plugin's variables in its `env` (MATRIXGEN_QUARANTINE, the tree's quarantine file
-relative to the checkout, and the job's MATRIXGEN_* identity): the workflow
-exports the row's env to the test command, and the plugin applies every
-node-level entry of the job (docs/pytest-plugin.md).
+`"quarantine": {"id", "tracker", "action", "kind"}`. A job with a deselect or
+mute entry carries the pytest plugin's variables in its `env` (MATRIXGEN_QUARANTINE,
+the tree's quarantine file relative to the checkout, and the job's MATRIXGEN_*
+identity): the workflow exports the row's env to the test command, and the
+plugin applies every node-level entry of the job, each node id matched exactly
+(docs/pytest-plugin.md); no node id goes to pytest's `--deselect`, a prefix match.
 
 A matrix runs at most 256 jobs, and a job output holds at most 1 MB. Past either
 limit the rows are split into shards of nearly equal size, in order, and the
@@ -49,7 +49,6 @@ from matrixgen.emit.common import (
     EmittedJob,
     EmittedTarget,
     allowed_to_fail,
-    deselected,
     emitted_job,
     emitted_jobs,
     job_route,
@@ -106,9 +105,6 @@ def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
             "action": mark.action,
             "kind": mark.kind,
         }
-        node_ids = deselected(job) if route != ROUTE_PLUGIN else ()
-        if node_ids:
-            row["deselect"] = list(node_ids)
     return row
 
 

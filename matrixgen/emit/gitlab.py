@@ -33,12 +33,13 @@ recipe's `spec.needs` names jobs (templates over the job's fields): a job of the
 same target, or one listed in `graph.external.gitlab`, which lives in the parent
 pipeline; anything else is an error (`validate` reports it too, with its place).
 
-Node-level entries (`common.node_route`): deselect-only node ids go to the
-launcher as `--deselect`; a job with a mute entry gets no `--deselect` but the
-pytest plugin's variables (MATRIXGEN_QUARANTINE=$CI_PROJECT_DIR/<tree>/quarantine.yaml
-and the job's MATRIXGEN_* identity), the entry label in MATRIXGEN_QUARANTINE_ENTRY,
-and the plugin applies every node-level entry of the job; a job whose node-level
-entries cannot reach its tests is an error naming the entries and the target.
+Node-level entries (`common.node_route`): a job with a deselect or mute entry
+gets the pytest plugin's variables (MATRIXGEN_QUARANTINE=$CI_PROJECT_DIR/<tree>/quarantine.yaml
+and the job's MATRIXGEN_* identity) and the entry label in
+MATRIXGEN_QUARANTINE_ENTRY, and the plugin applies every node-level entry of the
+job, each node id matched exactly (the launcher never gets a `--deselect`: pytest
+matches that by prefix); a job whose node-level entries cannot reach its tests is
+an error naming the entries and the target.
 """
 
 from __future__ import annotations
@@ -55,13 +56,11 @@ from msgspec import Struct
 
 from matrixgen.emit.common import (
     DEFAULT_RETRY,
-    ROUTE_LAUNCHER,
     ROUTE_PLUGIN,
     EmitSettings,
     EmittedJob,
     EmittedTarget,
     allowed_to_fail,
-    deselected,
     emitted_job,
     emitted_jobs,
     job_route,
@@ -210,11 +209,10 @@ def job_script(
     *,
     n_repeat: int | None = None,
     lightweight: bool = False,
-    node_ids_to_launcher: bool = True,
 ) -> str:
     """The launcher command line; the launcher is the config's (or recipe's) shell
-    text, every value after it is quoted. Deselected node ids go to the launcher
-    unless the pytest plugin applies them (`node_ids_to_launcher` False)."""
+    text, every value after it is quoted. Node ids never go to it: the pytest
+    plugin applies them (`common.node_route`)."""
     words: list[str] = [
         *_option("--model", job.model),
         *_option("--test-case", job.test_case),
@@ -233,8 +231,6 @@ def job_script(
         words.append("--lightweight")
     if job.build:
         words += _option("--build", job.build)
-    for node_id in deselected(job) if node_ids_to_launcher else ():
-        words += _option("--deselect", node_id)
     if job.args:
         words += ["--", *job.args]
     return " ".join([launcher.strip(), *(shell_quote(w) for w in words)])
@@ -354,7 +350,6 @@ def _job_content(
             settings.launcher_for(job),
             n_repeat=settings.n_repeat_for(job),
             lightweight=settings.lightweight,
-            node_ids_to_launcher=route in (None, ROUTE_LAUNCHER),
         )
     ]
     if settings.artifacts:

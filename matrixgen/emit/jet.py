@@ -60,7 +60,7 @@ from matrixgen.engine.vocab import (
     System,
     resolve_scope,
 )
-from matrixgen.quarantine.jobenv import QUARANTINE_VARIABLE, reaches_plugin
+from matrixgen.quarantine.jobenv import script_reaches_plugin
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
@@ -346,15 +346,15 @@ def _matrix_bytes(keys: Sequence[str], jobs: Sequence[Job]) -> int:
 def _refuse_unreachable(ordered: Sequence[Job], target: Target) -> None:
     """A RecipeError naming each job whose node-level entries its script cannot
     hand to the pytest plugin."""
-    unreachable = [j for j in ordered if j.quarantine is not None and j.quarantine.node_ids]
-    unreachable = [j for j in unreachable if not reaches_plugin(script_text(j.spec))]
-    if unreachable:
-        lines = [
-            f"entry {j.quarantine.id} ({j.quarantine.action}) cannot reach the tests of "  # type: ignore[union-attr]
-            f"{j.identity} in target {target.name}: the job's script never sets "
-            f"{QUARANTINE_VARIABLE} for the pytest plugin (docs/megatron.md)"
-            for j in unreachable
-        ]
+    lines = [
+        f"entry {j.quarantine.id} ({j.quarantine.action}) cannot reach the tests of "
+        f"{j.identity} in target {target.name}: the job's script {why} (docs/megatron.md)"
+        for j in ordered
+        if j.quarantine is not None
+        and j.quarantine.node_ids
+        and (why := script_reaches_plugin(j.spec)) is not None
+    ]
+    if lines:
         raise RecipeError("; ".join(lines))
 
 
@@ -416,12 +416,6 @@ def _job_entry(
         "allow_failure": allow_failure(job),
         "retry": JOB_RETRY,
     }
-
-
-def script_text(spec: Mapping[str, Any]) -> str:
-    """The shell a recipe's job runs (its setup, then its script)."""
-    parts = [spec.get("script_setup"), spec.get("script")]
-    return "\n".join(p for p in parts if isinstance(p, str))
 
 
 def _placeholder(call: JetCall, profile: JetProfile) -> dict[str, Any]:

@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from matrixgen.emit.jet import Notice, limit_notices, script_text
+from matrixgen.emit.jet import Notice, limit_notices
 from matrixgen.emit.limits import matrix_rows, output_size
 from matrixgen.engine.errors import Location, RecipeError
 from matrixgen.engine.model import Job, RecipeFile, Selector, Target
 from matrixgen.engine.targets import target_name
 from matrixgen.engine.vocab import DEFAULT_CADENCE, System, resolve_scope
 from matrixgen.quarantine.apply import applying_entries, combined_mark
-from matrixgen.quarantine.jobenv import QUARANTINE_VARIABLE, reaches_plugin
+from matrixgen.quarantine.jobenv import script_reaches_plugin
 from matrixgen.util.escape import json_for_log
 
 if TYPE_CHECKING:
@@ -76,11 +76,10 @@ def bucket_matrix(
         rows.append({"bucket": name})
         if mark is None:
             continue
-        if mark.node_ids and not reaches_plugin(script_text(spec)):
+        if mark.node_ids and (why := script_reaches_plugin(spec)) is not None:
             raise RecipeError(
                 f"entry {mark.id} ({mark.action}) cannot reach the tests of bucket {name} in "
-                f"{target.name}: {recipe.path}'s script never sets {QUARANTINE_VARIABLE} for "
-                "the pytest plugin (docs/megatron.md)"
+                f"{target.name}: {recipe.path}'s script {why} (docs/megatron.md)"
             )
         if mark.action == "allow-failure":
             notices.append(

@@ -14,12 +14,13 @@ import os
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
 from matrixgen.engine.vocab import QuarantineAction, System
 from matrixgen.util.patterns import name_pattern, whole
+from matrixgen.util.shellvars import exported
 
 if TYPE_CHECKING:
     from matrixgen.quarantine.model import Entry
@@ -38,9 +39,29 @@ JOB_VARIABLES: dict[str, str] = {
 }
 
 
+def recipe_script(spec: Mapping[str, Any]) -> str:
+    """The shell a recipe's job runs (its setup, then its script)."""
+    parts = [spec.get("script_setup"), spec.get("script")]
+    return "\n".join(p for p in parts if isinstance(p, str))
+
+
 def reaches_plugin(script_text: str) -> bool:
-    """Whether a job's script hands the quarantine file to its test process."""
-    return QUARANTINE_VARIABLE in script_text
+    """Whether a job's script hands the quarantine file to its test process: it
+    exports QUARANTINE_VARIABLE with a value at its top level, as the shell
+    reads the script (`util.shellvars`: a comment, an `echo` or a here-document
+    that mentions the variable sets nothing)."""
+    return bool(exported(script_text).get(QUARANTINE_VARIABLE))
+
+
+def script_reaches_plugin(spec: Mapping[str, Any]) -> str | None:
+    """None when the recipe's script hands the quarantine file to the pytest
+    plugin; else why it does not (for a message)."""
+    if reaches_plugin(recipe_script(spec)):
+        return None
+    return (
+        f"never exports {QUARANTINE_VARIABLE} for the pytest plugin (an `export` line at "
+        "its top level; a comment or a string that names the variable sets nothing)"
+    )
 
 
 # Fields a job must name; the tag is optional ("" or unset: the job has none),
@@ -48,12 +69,16 @@ def reaches_plugin(script_text: str) -> bool:
 REQUIRED_FIELDS = ("scope", "platform", "environment", "model", "test_case")
 
 # What a GitLab job that matrixgen itself emits carries in QUARANTINE_VARIABLE
-# when no mute entry applies to it (its launcher gets any deselected node ids):
-# `<entry id>[, <entry id>...] <tracker>[, <tracker>...]`. Such a value names no
-# quarantine file, and the plugin applies nothing for it.
-_ENTRY_ID = r"[A-Za-z0-9][A-Za-z0-9_.+-]*"
-_TRACKER = r"(?:https?://\S+|#\d+)"
-_LABEL = name_pattern(rf"{_ENTRY_ID}(?:, {_ENTRY_ID})* {_TRACKER}(?:, {_TRACKER})*")
+# when no node-level entry applies to it (a skip or allow-failure entry does):
+# its label, `entry_label`. Such a value names no quarantine file, and the
+# plugin applies nothing for it. The emitters write labels with `entry_label`
+# and the plugin knows them with `is_entry_label`: one rule, so that whatever
+# an entry's tracker looks like (`HTTPS://GitHub.com/...`, `#7`), the job runs.
+ENTRY_ID = r"[A-Za-z0-9][A-Za-z0-9_.+-]*"  # the quarantine schema's id pattern
+# A tracker as a job carries it: "#N", or a URL (its scheme in any case, as
+# `trackers.resolve_tracker` takes it).
+_TRACKER = r"(?:#[0-9]+|[A-Za-z][A-Za-z0-9+.-]*://\S+)"
+_LABEL = name_pattern(rf"{ENTRY_ID}(?:, {ENTRY_ID})* {_TRACKER}(?:, {_TRACKER})*")
 
 
 class IdentityError(ValueError):
@@ -115,9 +140,17 @@ def identity_variables(identity: JobIdentity, quarantine_file: str) -> dict[str,
     return out
 
 
+def entry_label(entry_ids: str, trackers: str) -> str:
+    """`<entry id>[, <entry id>...] <tracker>[, <tracker>...]`: what a quarantined
+    job carries (a QuarantineMark's id and tracker, each already joined)."""
+    return f"{entry_ids} {trackers}".strip()
+
+
 def is_entry_label(value: str) -> bool:
-    """Whether a value of QUARANTINE_VARIABLE is an entry label, not a file."""
-    return whole(_LABEL, value) is not None
+    """Whether a value of QUARANTINE_VARIABLE is an entry label (one that
+    `entry_label` writes), not a file: its entry ids, a blank, then its
+    trackers, whatever their spelling, on one line."""
+    return whole(_LABEL, value.strip()) is not None
 
 
 class QuarantineFileError(ValueError):
