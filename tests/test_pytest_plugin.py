@@ -23,6 +23,7 @@ from matrixgen.evidence import pytest_plugin
 from matrixgen.evidence.junit import Outcome, parse_report
 from matrixgen.quarantine import jobenv
 from matrixgen.quarantine import model as quarantine_model
+from matrixgen.util.nodeid import base_id
 
 pytest_plugins = ("pytester",)
 
@@ -222,7 +223,7 @@ def test_a_deselected_node_does_not_run(tmp_path: Path) -> None:
     ],
 )
 def test_a_parametrised_id_names_its_function(node_id: str, base: str | None) -> None:
-    assert pytest_plugin._base_id(node_id) == base
+    assert base_id(node_id) == base
 
 
 def test_deselect_is_exact_never_a_prefix(tmp_path: Path) -> None:
@@ -336,6 +337,58 @@ def test_a_node_id_that_matches_nothing_is_reported(tmp_path: Path) -> None:
     assert "PytestWarning: matrixgen quarantine: entry stale (mute) names" in done.stdout
     # The warning points at the entry in the quarantine file.
     assert "recipes/quarantine.yaml:2" in done.stdout
+
+
+@pytest.mark.parametrize("mode", [("-W", "error"), ("-o", "filterwarnings=error")])
+def test_a_stale_node_id_under_warnings_as_errors_is_reported_never_fatal(
+    tmp_path: Path, mode: tuple[str, str]
+) -> None:
+    """Under `filterwarnings = error` the warning for a node id that names no
+    test would stop pytest at collection (INTERNALERROR, no test run)."""
+    missing = f"{TEST_FILE}::test_renamed_away"
+    root = project(
+        tmp_path,
+        entry("stale", "mute", [missing, f"{TEST_FILE}::test_fails"]),
+        entry("gone", "deselect", [f"{TEST_FILE}::test_to_deselect"]),
+    )
+    chosen = [f"{TEST_FILE}::{n}" for n in ("test_passes", "test_fails", "test_to_deselect")]
+    done, junit = run_pytest(root, quarantined(root), *mode, *chosen)
+    out = done.stdout + done.stderr
+    assert "INTERNALERROR" not in out
+    assert done.returncode == 0, out
+    assert f"entry stale (mute): {missing} matches no collected test" in done.stdout
+    assert f"names {missing}, which matches no collected test" in done.stdout  # the warning
+    assert outcomes(junit) == {
+        f"{TEST_FILE}::test_passes": Outcome.PASSED,
+        f"{TEST_FILE}::test_fails": Outcome.MUTED,
+    }
+
+
+def test_under_xdist_the_controller_says_what_the_workers_deselected_and_muted(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("xdist")
+    missing = f"{TEST_FILE}::test_renamed_away"
+    root = project(
+        tmp_path,
+        entry("m", "mute", [f"{TEST_FILE}::test_fails", missing]),
+        entry("gone", "deselect", [f"{TEST_FILE}::test_to_deselect", f"{TEST_FILE}::test_param"]),
+    )
+    done, junit = run_pytest(root, quarantined(root), "-n", "2", "-p", "xdist", "-rA")
+    out = done.stdout
+    assert "- matrixgen quarantine -" in out, out
+    section = out.split("- matrixgen quarantine -", 1)[1]
+    # Each worker collected every test: each deselected test counted once.
+    assert "3 test(s) deselected by quarantine entries" in section
+    assert f"entry m (mute): {missing} matches no collected test" in section
+    assert section.count("matches no collected test") == 1
+    assert "MUTED tests/unit/test_things.py::test_fails (entry m, " in section
+    assert "a deselected test ran" not in out + done.stderr
+    found = outcomes(junit)
+    assert found[f"{TEST_FILE}::test_fails"] is Outcome.MUTED
+    assert f"{TEST_FILE}::test_to_deselect" not in found
+    assert found[f"{TEST_FILE}::test_errors"] is Outcome.ERROR  # not muted: the run fails
+    assert done.returncode == 1
 
 
 # --------------------------------------------------------------------------- which entries
@@ -565,9 +618,12 @@ _NAME = st.sampled_from(["test_x", "test_x_after_restart", "test_xy", "test_x_"]
 
 
 @st.composite
-def _deselect_cases(draw: st.DrawFn) -> tuple[dict[str, int], list[str], list[str]]:
+def _deselect_cases(
+    draw: st.DrawFn,
+) -> tuple[dict[str, int], list[str], list[str], tuple[str, ...]]:
     """(test name -> parametrised children (0: none), names deselected, node ids
-    that name no test: absent names and prefixes of collected ones)."""
+    that name no test: absent names and prefixes of collected ones, the
+    warnings' treatment)."""
     names = draw(st.lists(_NAME, min_size=1, max_size=8, unique=True))
     params = {n: draw(st.integers(0, 2)) for n in names}
     chosen = draw(st.lists(st.sampled_from(names), unique=True))
@@ -579,23 +635,37 @@ def _deselect_cases(draw: st.DrawFn) -> tuple[dict[str, int], list[str], list[st
         )
     )
     strays = [n for n in strays if n not in names] or ([] if chosen else ["nothing"])
-    return params, chosen, strays
+    return params, chosen, strays, draw(st.sampled_from(WARNING_MODES))
+
+
+# How the run treats warnings: pytest's default, every warning an error (the
+# option and the ini setting), warnings ignored.
+WARNING_MODES: list[tuple[str, ...]] = [
+    (),
+    ("-W", "error"),
+    ("-o", "filterwarnings=error"),
+    ("-W", "ignore"),
+]
 
 
 @settings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=_deselect_cases())
 # An entry for test_x leaves test_x_after_restart, test_xy and test_x_ running
 # (pytest's --deselect, a prefix match, would drop them all).
-@example(case=({"test_x": 0, "test_x_after_restart": 0, "test_xy": 1}, ["test_x"], []))
+@example(case=({"test_x": 0, "test_x_after_restart": 0, "test_xy": 1}, ["test_x"], [], ()))
 # Its parametrised children go with it; a name's prefix takes nothing.
-@example(case=({"test_x": 2, "test_x_after_restart": 2}, ["test_x"], []))
-@example(case=({"test_x_after_restart": 0, "test_xy": 0}, [], ["test_x"]))
+@example(case=({"test_x": 2, "test_x_after_restart": 2}, ["test_x"], [], ()))
+@example(case=({"test_x_after_restart": 0, "test_xy": 0}, [], ["test_x"], ()))
+# A stale node id is reported, never an error that stops the run: under -W
+# error and filterwarnings = error too.
+@example(case=({"test_a": 0}, [], ["nothing"], ("-W", "error")))
+@example(case=({"test_a": 1}, ["test_a"], ["test_"], ("-o", "filterwarnings=error")))
 def test_the_tests_run_are_the_collected_minus_the_deselected(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
-    case: tuple[dict[str, int], list[str], list[str]],
+    case: tuple[dict[str, int], list[str], list[str], tuple[str, ...]],
 ) -> None:
-    params, chosen_names, stray_names = case
+    params, chosen_names, stray_names, warning_mode = case
     source = ["import pytest"]
     collected: list[str] = []
     for name, count in params.items():
@@ -617,7 +687,8 @@ def test_the_tests_run_are_the_collected_minus_the_deselected(
     # What the plugin imports once it has work is loaded here already: pytester
     # drops the modules a run imports, and PyYAML's must stay one set.
     assert quarantine_model.parse_quarantine
-    result = pytester.inline_run("-p", "no:cacheprovider", "test_gen.py")
+    result = pytester.inline_run("-p", "no:cacheprovider", *warning_mode, "test_gen.py")
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED), warning_mode
     ran = sorted(
         r.nodeid for r in result.getreports("pytest_runtest_logreport") if r.when == "call"
     )

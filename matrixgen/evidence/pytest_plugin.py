@@ -15,7 +15,9 @@ MATRIXGEN_* variables (matrixgen.quarantine.jobenv), and the entries whose
   Its JUnit XML testcase keeps its `<failure>` and gets the properties
   `quarantined` (the entry id), `quarantine_tracker` and `quarantine_action`.
 
-A node id that matches no collected test is a warning and a summary line; a
+A node id that matches no collected test is a warning and a summary line,
+never an error, even under `-W error`; under pytest-xdist each worker hands
+what it deselected and found to the controller, which prints the section. A
 bad quarantine file or a missing job variable is a usage error (exit 4).
 See docs/pytest-plugin.md.
 """
@@ -38,6 +40,9 @@ if TYPE_CHECKING:
 QUARANTINE_VARIABLE = "MATRIXGEN_QUARANTINE"
 PLUGIN_NAME = "matrixgen-quarantine-job"
 MUTED = "muted"
+# What each pytest-xdist worker hands its controller (config.workeroutput):
+# the controller collects nothing itself, and prints the section.
+WORKER_OUTPUT = "matrixgen_quarantine"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -60,18 +65,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(plugin, PLUGIN_NAME)
 
 
-def _base_id(node_id: str) -> str | None:
-    """`a.py::test_x` for `a.py::test_x[1-b]`; None for an id without parameters.
-    The parameters start at the first `[` after the file's part: a folder may
-    have brackets in its name, a class or function may not (a parameter id may
-    hold anything, `::` too)."""
-    first = node_id.find("::")
-    cut = node_id.find("[", first + 2) if first >= 0 else -1
-    if cut < 0 or not node_id.endswith("]") or node_id[cut - 1] == ":":
-        return None
-    return node_id[:cut]
-
-
 class NodeQuarantine:
     """The hooks, once a job's quarantine is loaded."""
 
@@ -90,10 +83,11 @@ class NodeQuarantine:
         self.muted_passed: set[str] = set()
 
     def entry_for(self, node_id: str) -> Entry | None:
-        entry = self.decides.get(node_id)
-        if entry is None and (base := _base_id(node_id)) is not None:
-            entry = self.decides.get(base)
-        return entry
+        """The entry that decides a test (`util.nodeid.covers`: its own id, or
+        the function it parametrises; never a prefix)."""
+        from matrixgen.util.nodeid import decider
+
+        return decider(self.decides, node_id)
 
     def muting(self, node_id: str) -> Entry | None:
         from matrixgen.engine.vocab import QuarantineAction
@@ -122,6 +116,7 @@ class NodeQuarantine:
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
         from matrixgen.engine.vocab import QuarantineAction
+        from matrixgen.util.nodeid import base_id
 
         matched: set[str] = set()
         kept: list[pytest.Item] = []
@@ -130,7 +125,7 @@ class NodeQuarantine:
             node_id = item.nodeid
             entry = self.entry_for(node_id)
             if entry is not None:
-                matched.add(node_id if node_id in self.decides else _base_id(node_id) or node_id)
+                matched.add(node_id if node_id in self.decides else base_id(node_id) or node_id)
                 if entry.action is QuarantineAction.DESELECT:
                     removed.append(item)
                     continue
@@ -150,14 +145,31 @@ class NodeQuarantine:
             for node in entry.node_ids:
                 if node not in matched and self.decides.get(node) is entry:
                     self.unmatched.append((entry, node))
-                    # Shown at the entry's place in the quarantine file.
-                    warnings.warn_explicit(
-                        f"matrixgen quarantine: entry {entry.id} ({entry.action.value}) names "
-                        f"{node}, which matches no collected test",
-                        pytest.PytestWarning,
-                        filename=entry.location.file or self.quarantine.path,
-                        lineno=entry.location.line or 1,
-                    )
+                    _warn_unmatched(entry, node, self.quarantine.path)
+        worker_output = getattr(config, "workeroutput", None)
+        if worker_output is not None:  # a pytest-xdist worker: for the controller
+            worker_output[WORKER_OUTPUT] = {
+                "deselected": list(self.deselected),
+                "unmatched": [[e.id, n] for e, n in self.unmatched],
+            }
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """pytest-xdist's controller, as each worker ends: what it deselected
+        and which node ids it found no test for (every worker collects every
+        test, so each is counted once)."""
+        found = (getattr(node, "workeroutput", None) or {}).get(WORKER_OUTPUT)
+        if not isinstance(found, dict):
+            return
+        by_id = {e.id: e for e in self.quarantine.entries}
+        seen = set(self.deselected)
+        self.deselected += [n for n in found.get("deselected", ()) if n not in seen]
+        known = {(e.id, n) for e, n in self.unmatched}
+        for entry_id, node in found.get("unmatched", ()):
+            entry = by_id.get(entry_id)
+            if entry is not None and (entry_id, node) not in known:
+                known.add((entry_id, node))
+                self.unmatched.append((entry, node))
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -208,6 +220,23 @@ class NodeQuarantine:
             terminalreporter.section("matrixgen quarantine", sep="-", yellow=True)
             for line in lines:
                 terminalreporter.line(line)
+
+
+def _warn_unmatched(entry: Entry, node: str, path: str) -> None:
+    """A PytestWarning at the entry's place in the quarantine file, shown in
+    pytest's warnings summary, and never an error: under `-W error` or
+    `filterwarnings = error` pytest would stop the whole run at collection
+    (INTERNALERROR, no test run) for a stale node id, which the section reports
+    anyway. So it is issued under a filter of its own that lets it through."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", pytest.PytestWarning)
+        warnings.warn_explicit(
+            f"matrixgen quarantine: entry {entry.id} ({entry.action.value}) names "
+            f"{node}, which matches no collected test",
+            pytest.PytestWarning,
+            filename=entry.location.file or path,
+            lineno=entry.location.line or 1,
+        )
 
 
 def _expired_lines(entries: Sequence[Entry]) -> list[str]:
