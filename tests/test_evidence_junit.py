@@ -4,14 +4,23 @@ GitHub reporter shapes, node ids, and refused input."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from matrixgen.engine.errors import ExitCode, ResultsFileError
-from matrixgen.evidence.junit import Outcome, node_id, parse_report, read_report, report_files
-from tests.evidence_fixtures import JUNIT, Run
+from matrixgen.evidence.junit import (
+    MAX_DEPTH,
+    Outcome,
+    node_id,
+    parse_report,
+    read_report,
+    report_files,
+    stream_report,
+)
+from tests.evidence_fixtures import JUNIT, RECIPES, Run
 
 ASYNC = "tests/unit_tests/dist_checkpointing/test_async_save.py"
 FUNCTIONAL = "tests/functional/test_gpt3_tp1_pp1.py"
@@ -297,13 +306,15 @@ def test_a_report_past_the_size_limit_is_refused_unread(tmp_path, monkeypatch) -
         read_report(path)
 
 
-def test_nested_suites_deeper_than_python_recurses_are_read(tmp_path) -> None:
+def test_nested_suites_deeper_than_python_recurses_are_a_located_error(tmp_path) -> None:
     depth = 60_000
     path = tmp_path / "deep.xml"
     path.write_text(
         '<testsuite name="s">' * depth + '<testcase name="a"/>' + "</testsuite>" * depth
     )
-    assert [t.node_id for t in read_report(path).testcases] == ["a"]
+    column = len('<testsuite name="s">') * MAX_DEPTH + 1
+    with pytest.raises(ResultsFileError, match=f"deep.xml:1:{column}: <testsuite> is nested"):
+        read_report(path)
 
 
 def test_a_quarantined_failure_is_muted_and_a_quarantined_pass_passes() -> None:
@@ -329,3 +340,92 @@ def test_a_quarantined_failure_is_muted_and_a_quarantined_pass_passes() -> None:
         "test_empty_value": Outcome.FAILED,
     }
     assert not Outcome.MUTED.failed and Outcome.MUTED.test_failed
+
+
+# --------------------------------------------------------------------------- nesting depth
+
+
+def _nested(depth: int) -> bytes:
+    """A report whose elements nest `depth` deep: suites in suites, a test inside."""
+    suites = max(depth - 2, 0)
+    head = "<testsuites>" + '<testsuite name="s">' * suites
+    body = '<testcase classname="tests.test_a" name="test_b"/>' if depth >= 2 else ""
+    tail = "</testsuite>" * suites + "</testsuites>"
+    return (head + body + tail).encode()
+
+
+@given(depth=st.integers(1, 400))
+@example(depth=MAX_DEPTH)  # the deepest report read
+@example(depth=MAX_DEPTH + 1)  # the first refused
+@example(depth=1)
+def test_a_report_nested_deeper_than_the_bound_is_refused_where_it_goes_too_deep(
+    depth: int,
+) -> None:
+    data = _nested(depth)
+    if depth <= MAX_DEPTH:
+        assert [t.name for t in parse_report(data, "r.xml").testcases] == (
+            ["test_b"] if depth >= 2 else []
+        )
+        return
+    with pytest.raises(ResultsFileError, match=f"nested more than {MAX_DEPTH} elements deep"):
+        parse_report(data, "r.xml")
+    # Located at the element that opens one level too deep.
+    column = len("<testsuites>") + len('<testsuite name="s">') * (MAX_DEPTH - 1) + 1
+    assert f"r.xml:1:{column}:" in str(_error(data))
+
+
+def _error(data: bytes) -> ResultsFileError:
+    try:
+        parse_report(data, "r.xml")
+    except ResultsFileError as exc:
+        return exc
+    raise AssertionError("no error")
+
+
+def test_running_out_of_memory_is_a_located_error(tmp_path: Path) -> None:
+    def emit(_test: object) -> None:
+        raise MemoryError
+
+    path = tmp_path / "r.xml"
+    path.write_bytes(_nested(3))
+    with pytest.raises(ResultsFileError, match=r"r.xml:1:\d+: out of memory while reading"):
+        stream_report(path, emit)
+
+
+def test_a_deep_report_under_a_memory_cap_fails_at_once_with_flat_memory(
+    tmp_path: Path,
+) -> None:
+    """14 MB of open elements took 319 MB before, and under a memory cap went on
+    instead of failing. Under a 300 MB address-space cap, `results ingest`
+    stops at the 101st element with exit 10, in a second, using little memory."""
+    import resource
+    import subprocess
+    import sys
+
+    report = tmp_path / "deep.xml"
+    report.write_bytes(b"<testsuites>" + b"<a>" * 4_600_000)  # 14 MB
+    code = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (300 * 2**20, 300 * 2**20))\n"
+        "from matrixgen.cli.main import main\n"
+        "code = main(sys.argv[1:])\n"
+        "print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    argv = ["results", "ingest", str(report), "--run-id", "1", "--job", "gpt3_tp1_pp1_dev_dgx_h100",
+            "--target", "gitlab-mr-h100-dev", "--recipes", str(RECIPES),
+            "--db", str(tmp_path / "results.db")]  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120
+    )
+    spent = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - before
+    assert done.returncode == ExitCode.RESULTS_FILE, done.stderr
+    assert (
+        f"deep.xml:1:{len('<testsuites>') + 3 * (MAX_DEPTH - 1) + 1}: <a> is nested" in done.stderr
+    )
+    assert "Traceback" not in done.stderr
+    peak_kib = int(done.stderr.rsplit("peak ", 1)[1].split()[0])
+    assert peak_kib < 150 * 1024, peak_kib  # the interpreter and matrixgen's imports
+    assert spent < 30
+    assert not (tmp_path / "results.db").exists()  # nothing stored

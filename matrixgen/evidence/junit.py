@@ -21,7 +21,9 @@ and the job did not fail for it. Flaky verdicts count it as a failure of the
 test; a job whose only failures are muted passed.
 
 Hostile input: a DOCTYPE (and so any entity declaration) is refused; the file
-is streamed through expat, so cost is linear in its size. Every problem is a
+is streamed through expat, so cost is linear in its size; elements nested more
+than MAX_DEPTH deep are refused where they open, so memory stays flat whatever
+the nesting; running out of memory anyway is a located error, not a traceback. Every problem is a
 `ResultsFileError` naming the file, line and column.
 """
 
@@ -89,6 +91,10 @@ class Report(Struct, frozen=True, kw_only=True):
 # than a year is no measurement, and sums of such durations stay finite.
 MAX_REPORT_BYTES = 256 * 1024 * 1024
 MAX_SECONDS = 366 * 24 * 3600
+# Elements open at once: a JUnit report nests suites in suites a few levels
+# deep; expat and the reader keep state for every open element, so a report
+# nested a million deep would take memory its size does not bound.
+MAX_DEPTH = 100
 _CHUNK = 1024 * 1024  # bytes fed to the parser at a time
 
 _FAILURE_TAGS = {"failure": Outcome.FAILED, "error": Outcome.ERROR}
@@ -171,6 +177,11 @@ class _Reader:
             raise ResultsFileError(
                 f"{self.where()}: not a JUnit XML report: the root element is <{tag}>, "
                 "expected <testsuites> or <testsuite>"
+            )
+        if len(stack) >= MAX_DEPTH:
+            raise ResultsFileError(
+                f"{self.where()}: <{tag[:40]}> is nested more than {MAX_DEPTH} elements deep: "
+                "not a JUnit XML report (suites and tests nest a few levels)"
             )
         stack.append(tag)
         record = self.current
@@ -263,6 +274,12 @@ def _parse(chunks: Iterator[bytes], path: str, emit: Callable[[Testcase], object
         for chunk in chain([first], chunks):
             parser.Parse(chunk, False)
         parser.Parse(b"", True)
+    except MemoryError:
+        where = reader.where()
+        del parser, reader  # what the parse held, freed before the message is built
+        raise ResultsFileError(
+            f"{where}: out of memory while reading the report (nothing is stored)"
+        ) from None
     except expat.ExpatError as exc:
         raise ResultsFileError(
             f"{path}:{exc.lineno}:{exc.offset + 1}: not well-formed XML "
