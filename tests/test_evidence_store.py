@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
@@ -851,3 +851,63 @@ def test_rolled_weeks_count_as_every_result_for_any_ingests(seed: int, since: in
                 assert read == expected
         finally:
             store.close()
+
+
+# --------------------------------------------------------------------------- node id bytes
+
+# Characters of 1, 2, 3 and 4 bytes in UTF-8 (each kind a run of different
+# ones: PostgreSQL compresses a repeated character below its limits).
+_WIDE = st.sampled_from(["a", "é", "€", "😀"])
+_RUNS = {
+    "a": lambda i: chr(0x61 + i % 26),
+    "é": lambda i: chr(0xC0 + i % 64),
+    "€": lambda i: chr(0x4E00 + (i * 7919) % 20000),
+    "😀": lambda i: chr(0x1F300 + (i * 31) % 700),
+}
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(char=_WIDE, extra=st.integers(-3, 3) | st.just(1300))
+# Under 2,000 characters, 5,800 bytes: past a btree entry of PostgreSQL.
+@example(char="€", extra=1300)
+@example(char="😀", extra=1)  # 501 characters of 4 bytes: 2,004 bytes, past the limit
+@example(char="😀", extra=0)  # exactly the limit in bytes
+@example(char="€", extra=1)  # 667 of 3 bytes: 2,001 bytes
+@example(char="a", extra=1)  # ASCII: bytes are characters
+def test_a_node_ids_limit_is_in_bytes_and_the_same_on_every_backend(
+    db: str, char: str, extra: int
+) -> None:
+    """A node id of long non-ASCII text was stored on SQLite and broke the whole
+    ingest on PostgreSQL (its btree entries are bytes): one limit, in bytes of
+    UTF-8, refused before anything is written, alike on both."""
+    import datetime as dt
+
+    from matrixgen.engine.errors import ResultsFileError
+    from matrixgen.evidence.ingest import ingest
+    from matrixgen.evidence.junit import Outcome, Testcase
+    from matrixgen.evidence.store import JobKey, JobResults, RunInfo
+
+    prefix = "tests/unit_tests/test_u.py::test_p["
+    width = len(char.encode())
+    count = (tables_module.NODE_ID_LIMIT - len(prefix) - 1) // width + extra
+    node = prefix + "".join(_RUNS[char](i) for i in range(count)) + "]"
+    size = len(node.encode())
+    job = JobKey("gitlab", "mr", "dgx_h100", "dev", "unit-tests", "tests/unit_tests/", "", True)
+    test = Testcase(node_id=node, classname="c", name="n", suite="", outcome=Outcome.PASSED,
+                    duration=1.0)  # fmt: skip
+    run = RunInfo(run_id=uuid.uuid4().hex, commit="c" * 40, finished_at=dt.datetime.now(dt.UTC))
+    store = open_store(db, write=True)
+    try:
+        before = counts(store)
+        if size <= tables_module.NODE_ID_LIMIT:
+            stored = ingest(store, run, [JobResults(job=job, job_name="u", target="",
+                                                    testcases=(test,))])  # fmt: skip
+            assert stored.rows == 1
+            return
+        with pytest.raises(ResultsFileError, match=f"node id of {size:,} bytes"):
+            ingest(store, run, [JobResults(job=job, job_name="u", target="", testcases=(test,))])
+        assert counts(store) == before  # nothing of it stored
+    finally:
+        store.close()

@@ -243,7 +243,7 @@ def _stream_ingest(db: str | None, info: Any, paths: list[Path], mapper: Any) ->
 
                 def add(test: Any, number: int = number, report: Path = report) -> None:
                     chosen = mapper(str(report), test)
-                    sink.add(chosen.key, chosen.names[-1], chosen.target, number, test)
+                    sink.add(chosen.key, chosen.names[-1], chosen.target, number, test, str(report))
 
                 ends.append(stream_report(report, add))
             moment = info.finished_at

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from msgspec import Struct
 from msgspec.structs import asdict
 
-from matrixgen.engine.errors import UsageError
+from matrixgen.engine.errors import ResultsFileError, UsageError
 from matrixgen.evidence.junit import Outcome, Testcase
 from matrixgen.evidence.queries import read_jobs
 from matrixgen.evidence.rollup import roll_up
@@ -185,15 +185,26 @@ class IngestSink:
             self.jobs.setdefault(job_id, (job, job_name, target))
         return job_id
 
-    def add(self, job: JobKey, job_name: str, target: str, number: int, test: Testcase) -> None:
+    def add(
+        self,
+        job: JobKey,
+        job_name: str,
+        target: str,
+        number: int,
+        test: Testcase,
+        where: str = "",
+    ) -> None:
+        """Stage one record (`where`: its report file, for a message)."""
         job_id = self.job_of.get(job)
         if job_id is None:
             job_id = self.job(job, job_name, target)
         node = test.node_id
-        if len(node) > NODE_ID_LIMIT:
-            raise UsageError(
-                f"test {node[:80]}... has a node id of {len(node)} characters "
-                f"(at most {NODE_ID_LIMIT})"
+        size = len(node) if node.isascii() else len(node.encode("utf-8", "surrogatepass"))
+        if size > NODE_ID_LIMIT:
+            at = f"{where}:{test.line}: " if where else ""
+            raise ResultsFileError(
+                f"{at}test {node[:80]}... has a node id of {size:,} bytes (UTF-8), more than "
+                f"the {NODE_ID_LIMIT:,} a results store holds: nothing of this ingest is stored"
             )
         self.rows.append(
             (

@@ -67,7 +67,10 @@ SKIPPED = OUTCOME_CODES[Outcome.SKIPPED]
 # A test's failed runs: a muted failure is one (the test failed). A job's stored
 # outcome is never muted: a job whose only failures are muted passed.
 FAILED_CODES = tuple(code for outcome, code in OUTCOME_CODES.items() if outcome.test_failed)
-NODE_ID_LIMIT = 2000  # PostgreSQL's btree entries stop near 2,700 bytes
+# A node id's length in bytes of UTF-8, the same on every backend: PostgreSQL's
+# btree entries (the unique (job_id, node_id) of cases) stop near 2,700 bytes,
+# whatever the characters; a column of NODE_ID_LIMIT characters holds it.
+NODE_ID_LIMIT = 2000
 TEXT_LIMIT = 255
 TEST_CASE_LIMIT = 1000
 SOURCE_LIMIT = 64
