@@ -8,7 +8,7 @@ caps); its findings come first.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from enum import Enum
 
 from matrixgen.emit.checks import (
@@ -102,13 +102,19 @@ class Needs(Enum):
 
 
 def require_usable(
-    generation: Generation, needs: Needs, *, references: ReferenceListing | None = None
+    generation: Generation,
+    needs: Needs,
+    *,
+    references: ReferenceListing | None = None,
+    own_checks: Collection[str] = (),
 ) -> list[Finding]:
     """The one refusal policy: is this tree usable for a command that needs
     `needs`? Raises RecipeError with the errors if not; returns the findings
     that do not refuse (warnings), sorted, for the caller to show. With a
     reference listing (VALID only), a gating target's missing reference refuses
-    too."""
+    too. `own_checks`: finding codes the command checks itself, where they
+    apply to what it writes (jet-trigger refuses a node-level entry that cannot
+    reach a job of its own call, not of every target): left out here."""
     root = generation.tree.root
     if needs is Needs.JOBS:
         errors = generation.expansion.errors
@@ -121,7 +127,7 @@ def require_usable(
     found: set[Finding] = set(generation.findings)
     if needs is Needs.VALID:
         found.update(validate_generation(generation, schema=False, references=references))
-    findings = sorted(found, key=Finding.sort_key)
+    findings = sorted((f for f in found if f.code not in own_checks), key=Finding.sort_key)
     errors = [f for f in findings if f.severity is Severity.ERROR]
     if errors:
         raise RecipeError(

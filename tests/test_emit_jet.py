@@ -196,10 +196,11 @@ def test_a_node_level_entry_needs_a_script_that_reaches_the_plugin(
     out = tmp_path / "mr.yaml"
     run = run_jet(cli, jet_tree(tree, deselect), out)
     assert run.code == 1, run
-    # validate's check, at the entry's line, refuses the tree before anything is written.
-    said = 'entry "a-node" (deselect) cannot reach the tests of target gitlab-mr-dgx_h100-dev'
-    assert said in run.err and "MATRIXGEN_QUARANTINE" in run.err
-    assert "[quarantine-unreachable]" in run.err
+    # The call whose pipeline holds the job refuses it, naming entry and job,
+    # before anything is written.
+    said = "entry a-node (deselect) cannot reach the tests of gpt/gpt_a on dgx_h100/dev"
+    assert said in run.err and "in target gitlab-mr-dgx_h100-dev" in run.err
+    assert "never exports MATRIXGEN_QUARANTINE" in run.err
     assert not out.exists()
     reaching = jet_tree(tree, deselect, script="MATRIXGEN_QUARANTINE=q.yaml pytest tests")
     run = run_jet(cli, reaching, out)
@@ -207,6 +208,52 @@ def test_a_node_level_entry_needs_a_script_that_reaches_the_plugin(
     # The pipeline is as without the entry: the plugin deselects inside the job.
     assert set(jobs_of(out)) == {"gpt_a", "gpt_b", "gpt_c"}
     assert "--deselect" not in out.read_text(encoding="utf-8")
+
+
+def test_an_entry_that_cannot_reach_its_job_stops_only_the_calls_that_hold_it(
+    tree: Callable, cli: Callable, tmp_path: Path
+) -> None:
+    """One bad node-level entry (its job's script no longer hands the quarantine
+    file on) stopped every jet-trigger and jet-buckets call of the pipeline,
+    those that do not write its job included."""
+    bucket = entry(
+        "data-node", "mute", "tests/unit_tests/data/", node_ids="tests/unit_tests/data/t.py::x"
+    )
+    root = tree(
+        {
+            "h100/gpt.yaml": GPT.replace("{SCRIPT}", "pytest tests"),
+            "h100/unit-tests.yaml": UNIT,
+            "_build-mcore-dev.yaml": BUILD,
+            "quarantine.yaml": "entries:\n" + bucket,
+        }
+    )
+    out = tmp_path / "pipeline.yaml"
+    # Functional pipelines, and another bucket asked alone: written.
+    for args in (("--scope", "mr"), ("--scope", "mr-github")):
+        run = run_jet(cli, root, out, *args)
+        assert run.code == 0, run
+    run = run_jet(cli, root, out, "--scope", "unit-tests", "--tag", "latest",
+                  "--test-cases", "tests/unit_tests/models/")  # fmt: skip
+    assert run.code == 0, run
+    assert set(jobs_of(out)) == {"tests/unit_tests/models/"}
+    # The call that holds the bucket: refused, saying which entry and which job.
+    out.unlink()
+    run = run_jet(cli, root, out, "--scope", "unit-tests", "--tag", "latest")
+    assert run.code == 1, run
+    assert "entry data-node (mute) cannot reach the tests of unit-tests/tests/unit_tests/data/" in (
+        run.err
+    )
+    assert not out.exists()
+    # jet-buckets the same: the matrix holding the bucket is refused, with both named.
+    run = cli("jet-buckets", root / "h100/unit-tests.yaml", "--recipes", root,
+              "--system", "gitlab")  # fmt: skip
+    assert run.code == 1, run
+    assert "entry data-node (mute) cannot reach the tests of bucket tests/unit_tests/data/" in (
+        run.err
+    )
+    # validate still reports it, at the entry.
+    run = cli("validate", "--recipes", root)
+    assert "[quarantine-unreachable]" in run.out + run.err
 
 
 def test_the_emitter_itself_refuses_a_node_level_mark_it_cannot_hand_on() -> None:

@@ -55,6 +55,7 @@ def load_jet_tree(recipes: Path | None, local: Path | None) -> tuple[Generation,
     """The tree and, as the generator reads it, its local recipes after it; refused
     when `validate` would fail it. Returns the files' order too (tree first, each
     part by path)."""
+    from matrixgen.emit.checks import UNREACHABLE
     from matrixgen.engine.errors import UsageError
     from matrixgen.engine.load import RESERVED_FILES, folder_in_tree, read_directory
     from matrixgen.pipeline import generate_from_files
@@ -78,7 +79,11 @@ def load_jet_tree(recipes: Path | None, local: Path | None) -> tuple[Generation,
         files.update(extra)
         order += sorted(extra)
     generation = generate_from_files(files, root=str(directory))
-    note_warnings(require_usable(generation, Needs.VALID), generation.tree.root)
+    # A node-level entry that cannot reach a job's tests is refused by the call
+    # whose pipeline holds that job (emit.jet, emit.jet_buckets), naming entry
+    # and job: not by every call, whatever pipeline it writes.
+    usable = require_usable(generation, Needs.VALID, own_checks=(UNREACHABLE,))
+    note_warnings(usable, generation.tree.root)
     return held(generation), {rel: i for i, rel in enumerate(order)}
 
 

@@ -53,6 +53,9 @@ def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
         )
 
 
+UNREACHABLE = "quarantine-unreachable"  # the code of check_node_routes' findings
+
+
 class Unreached(Struct, frozen=True):
     """A node-level entry that cannot reach the tests of a target's job."""
 
@@ -113,7 +116,7 @@ def check_node_routes(context: ValidationContext) -> Iterator[Finding]:
         yield Finding(
             location=location,
             severity=Severity.ERROR,
-            code="quarantine-unreachable",
+            code=UNREACHABLE,
             message=f'entry "{entry_id}" ({entry.action.value}) cannot reach the tests of '
             f"target {target_name} ({items[0].job.identity}{more}): {items[0].why}",
         )
