@@ -5,9 +5,10 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
@@ -288,3 +289,123 @@ def test_an_empty_flaky_table_says_so(capsys, evidence_store: Path) -> None:
     assert capsys.readouterr().out == "no key has this verdict\n"
     assert main(["flaky", "--db", str(evidence_store), "--min-runs", "99"]) == 0
     assert capsys.readouterr().out == "no key has enough runs to judge\n"
+
+
+# --------------------------------------------------------------------------- future results
+
+_UNIT = JobKey("gitlab", "mr", "dgx_h100", "dev", "unit-tests", "tests/unit_tests/", "", True)
+_NODE = "tests/unit_tests/test_a.py::test_b"
+_DAY = 86_400
+# Seconds from now of a run's end: the past, within the clock skew allowed,
+# just past it, next year, and 2099.
+_OFFSETS = st.sampled_from([-10 * _DAY, -_DAY, 0, 299, 301, 3600, 365 * _DAY]) | st.just(
+    4_070_908_800  # 2099-01-01, an absolute time: see _when
+)
+
+
+def _when(offset: int) -> Any:
+    import datetime as dt
+
+    now = dt.datetime.now(dt.UTC)
+    if offset > 10**9:
+        return dt.datetime.fromtimestamp(offset, dt.UTC)
+    return now + dt.timedelta(seconds=offset)
+
+
+def _store_runs(path: Path, outcomes: str, last_at: Any) -> None:
+    """A run a day for each F/P of `outcomes` (the last one at `last_at`)."""
+    import datetime as dt
+
+    from matrixgen.evidence.ingest import ingest
+    from matrixgen.evidence.junit import Outcome, Testcase
+    from matrixgen.evidence.store import JobResults, RunInfo
+
+    store = open_store(str(path), write=True)
+    try:
+        now = dt.datetime.now(dt.UTC)
+        for k, c in enumerate(outcomes):
+            at = last_at if k == len(outcomes) - 1 else now - dt.timedelta(days=len(outcomes) - k)
+            outcome = Outcome.FAILED if c == "F" else Outcome.PASSED
+            test = Testcase(node_id=_NODE, classname="c", name="n", suite="", outcome=outcome,
+                            duration=1.0)  # fmt: skip
+            run = RunInfo(run_id=f"r{k}", commit=f"{k:040x}", finished_at=at)
+            ingest(store, run, [JobResults(job=_UNIT, job_name="u", target="", testcases=(test,))])
+    finally:
+        store.close()
+
+
+def _verdicts(path: Path) -> list[tuple[str | None, str, int]]:
+    store = open_store(str(path), write=False)
+    try:
+        rows = flaky_rows(store, FlakyPolicy(since_days=30, min_runs=1), unit_jobs_whole=True).rows
+    finally:
+        store.close()
+    return [(r.node_id, r.verdict.value, r.failures) for r in rows]
+
+
+@settings(max_examples=12, deadline=None)
+@given(outcomes=st.text("FP", min_size=2, max_size=6), offset=_OFFSETS)
+@example(outcomes="FFFP", offset=4_070_908_800)  # broken, then a pass dated 2099
+@example(outcomes="FFFP", offset=301)  # just past the skew allowed
+@example(outcomes="FFFP", offset=299)  # within it: kept as it is
+def test_a_run_dated_in_the_future_is_stored_as_finished_now(
+    tmp_path_factory: pytest.TempPathFactory, outcomes: str, offset: int
+) -> None:
+    """Whoever ingests (the library too, not only the CLI, which also says so):
+    a run's end past now plus the skew is stored as now, so its verdicts are
+    those of the same run finishing now."""
+    import datetime as dt
+    import sqlite3
+
+    folder = tmp_path_factory.mktemp("future")
+    late, now = folder / "late.db", folder / "now.db"
+    before = int(dt.datetime.now(dt.UTC).timestamp())
+    _store_runs(late, outcomes, _when(offset))
+    after = int(dt.datetime.now(dt.UTC).timestamp())
+    with sqlite3.connect(late) as conn:
+        (stored,) = conn.execute("SELECT max(finished_at) FROM runs").fetchone()
+    conn.close()
+    assert stored <= after + 300
+    if offset > 300:
+        assert before <= stored <= after
+        _store_runs(now, outcomes, dt.datetime.fromtimestamp(stored, dt.UTC))
+        assert _verdicts(late) == _verdicts(now)
+
+
+@settings(max_examples=8, deadline=None)
+@given(outcomes=st.text("FP", min_size=2, max_size=6), offset=_OFFSETS, failed=st.booleans())
+@example(outcomes="FFF", offset=4_070_908_800, failed=False)  # a pass in 2099: not ok
+@example(outcomes="PPPP", offset=301, failed=True)  # a failure just past the skew
+def test_a_result_later_than_now_is_never_evidence(
+    tmp_path_factory: pytest.TempPathFactory, outcomes: str, offset: int, failed: bool
+) -> None:
+    """A result the store holds with a time past now plus the skew (a store an
+    older tool or another writer filled: the ingest clamps) changes no verdict."""
+    import sqlite3
+
+    folder = tmp_path_factory.mktemp("read")
+    path = folder / "r.db"
+    _store_runs(path, outcomes, _when(-3600))
+    expected = _verdicts(path)
+    at = int(_when(offset).timestamp())
+    with sqlite3.connect(path) as conn:
+        (case_id,) = conn.execute("SELECT id FROM cases").fetchone()
+        (job_id,) = conn.execute("SELECT id FROM jobs").fetchone()
+        conn.execute(
+            "INSERT INTO runs (run_id, commit_sha, finished_at, ingested_at) VALUES (?, ?, ?, ?)",
+            ("forged", "f" * 40, at, at),
+        )
+        (ref,) = conn.execute("SELECT id FROM runs WHERE run_id = 'forged'").fetchone()
+        conn.execute(
+            "INSERT INTO results (case_id, finished_at, run_ref, outcome, reruns) "
+            "VALUES (?, ?, ?, ?, 0)",
+            (case_id, at, ref, 1 if failed else 0),
+        )
+        conn.execute(
+            "INSERT INTO run_jobs (job_id, finished_at, run_ref, job_name, target, outcome, "
+            "tests, failures, reruns) VALUES (?, ?, ?, 'u', '', ?, 1, ?, 0)",
+            (job_id, at, ref, 1 if failed else 0, int(failed)),
+        )
+    conn.close()
+    if offset > 300:
+        assert _verdicts(path) == expected

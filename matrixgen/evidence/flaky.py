@@ -235,6 +235,16 @@ def reference_time() -> int:
     return int(end.timestamp())
 
 
+def reference_end() -> int:
+    """The latest time a result may have to count as evidence: the reference
+    time plus the clock skew a report may have (junit.FUTURE_SKEW). A result
+    dated later (a report from 2099, in a store written by anything but this
+    ingest, which clamps) never changes a verdict."""
+    from matrixgen.evidence.junit import FUTURE_SKEW
+
+    return reference_time() + int(FUTURE_SKEW.total_seconds())
+
+
 def window_start(policy: FlakyPolicy) -> int | None:
     if policy.since_days is None:
         return None
@@ -270,6 +280,7 @@ def flaky_rows(
     run_rows, found = histories(
         store,
         since=window_start(policy),
+        until=reference_end(),
         unit_jobs_whole=unit_jobs_whole,
         only=only,
         keys=keys,

@@ -15,7 +15,7 @@ from msgspec import Struct
 from msgspec.structs import asdict
 
 from matrixgen.engine.errors import ResultsFileError, UsageError
-from matrixgen.evidence.junit import Outcome, Testcase
+from matrixgen.evidence.junit import FUTURE_SKEW, Outcome, Testcase
 from matrixgen.evidence.queries import read_jobs
 from matrixgen.evidence.rollup import roll_up
 from matrixgen.evidence.store import JobKey, JobResults, RunInfo, Store
@@ -106,6 +106,7 @@ def ingest_stream(store: Store, run: RunInfo) -> Iterator[IngestSink]:
 # SQLite's temporary file otherwise), written in batches of _STAGE_BATCH rows,
 # so the memory an ingest needs does not grow with its reports.
 _STAGE_BATCH = 5_000
+_SKEW = int(FUTURE_SKEW.total_seconds())
 _WORK_MEM = "64MB"
 _staging = sa.MetaData()
 staged = sa.Table(
@@ -169,6 +170,7 @@ class IngestSink:
         self.job_of: dict[JobKey, int] = {}
         self.jobs: dict[int, tuple[JobKey, str, str]] = {}  # first name and target per job
         self.stored_jobs = {key.identity(): job_id for job_id, key in read_jobs(conn).items()}
+        self.now = int(dt.datetime.now(dt.UTC).timestamp())
         self.new_run, self.ref, self.at = _run_row(conn, run)
         if conn.dialect.name == "postgresql":
             # The folding's sorts and hashes of a run's records in memory, not on disk.
@@ -232,7 +234,10 @@ class IngestSink:
         self.flush()
         conn = self.conn
         if self.new_run:
-            self.at = _epoch(finished_at) if finished_at else self.at
+            # Never later than now (plus a clock's skew), whoever calls: a run
+            # dated 2099 would be the latest of every test for good.
+            at = _epoch(finished_at) if finished_at else self.at
+            self.at = at if at <= self.now + _SKEW else self.now
             conn.execute(runs.update().where(runs.c.id == self.ref).values(finished_at=self.at))
         s = staged.c
         repeated = (

@@ -73,11 +73,14 @@ def histories(
     store: Store,
     *,
     since: int | None,
+    until: int | None = None,
     unit_jobs_whole: bool = False,
     only: RunFilter | None = None,
     keys: Collection[tuple[JobKey, str | None]] | None = None,
 ) -> tuple[dict[int, RunRow], list[History]]:
-    """Every key's history since `since` (epoch seconds; None: all): one test
+    """Every key's history since `since` and until `until` (epoch seconds;
+    None: no bound; a result later than the reference time is no evidence, see
+    flaky.reference_end): one test
     of each unit-test bucket, one whole job of every other job (with
     unit_jobs_whole, of unit-test buckets too). Skipped results are not runs;
     with `only`, neither are the runs it leaves out; with `keys` ((job, node id
@@ -95,7 +98,9 @@ def histories(
         wanted = set(job_keys) if unit_jobs_whole else set(job_keys) - unit_ids
         if chosen is not None:
             wanted = {i for i in wanted if (job_keys[i], None) in chosen}
-        for key_id, parts in _grouped(conn, run_jobs, run_jobs.c.job_id, since, wanted, only):
+        for key_id, parts in _grouped(
+            conn, run_jobs, run_jobs.c.job_id, (since, until), wanted, only
+        ):
             found.append(History(job_keys[key_id], None, *parts))
         if bucket_ids:
             case_of = {
@@ -103,7 +108,9 @@ def histories(
                 for cid, job_id, node in _cases_of(conn, bucket_ids)
                 if chosen is None or (job_keys[job_id], node) in chosen
             }
-            grouped = _grouped(conn, results, results.c.case_id, since, set(case_of), only)
+            grouped = _grouped(
+                conn, results, results.c.case_id, (since, until), set(case_of), only
+            )
             for key_id, parts in grouped:
                 found.append(History(*case_of[key_id], *parts))
     found.sort(key=lambda h: (h.job, h.node_id or ""))
@@ -120,24 +127,30 @@ def _grouped(
     conn: sa.Connection,
     table: sa.Table,
     key: sa.Column,
-    since: int | None,
+    window: tuple[int | None, int | None],
     wanted: set[int],
     only: RunFilter | None = None,
 ) -> Iterator[tuple[int, tuple]]:
     """Phase 1, one aggregate query: runs, failures, reruns per key. Phase 2,
-    only for keys that failed or were rerun: their results in time order."""
+    only for keys that failed or were rerun: their results in time order.
+    `window`: (since, until), epoch seconds, either None for no bound."""
     if not wanted:
         return
+    since, until = window
     cond = [table.c.outcome != SKIPPED]
     if since is not None:
         cond.append(table.c.finished_at >= since)
+    if until is not None:
+        cond.append(table.c.finished_at <= until)
     if only is not None:
         cond.append(table.c.run_ref.in_(sa.select(runs.c.id).where(*only.where())))
     # A few keys (what triage asks for) are read off the primary key, not the whole table.
     few = len(wanted) <= _IN_CHUNK
     if table is results and only is None:
         # Tests' results: the weeks rolled up, and the results of the others.
-        summary = conn.execute(counted(conn, since, sorted(wanted) if few else None)).all()
+        summary = conn.execute(
+            counted(conn, since, sorted(wanted) if few else None, until=until)
+        ).all()
     else:
         summary = conn.execute(
             sa.select(*totals(table, key))

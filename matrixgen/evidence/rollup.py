@@ -82,15 +82,18 @@ def forget(conn: sa.Connection, week: int, *, before: bool = False) -> None:
         conn.execute(table.delete().where(table.c.week <= week if before else table.c.week == week))
 
 
-def counted(conn: sa.Connection, since: int | None, keys: list[int] | None) -> sa.Select:
+def counted(
+    conn: sa.Connection, since: int | None, keys: list[int] | None, *, until: int | None = None
+) -> sa.Select:
     """Per test (case id): runs, failures, runs with reruns, first and last
-    finish, over its results since `since` (epoch seconds; None: all), skipped
-    ones left out; of the tests `keys` only, when given."""
+    finish, over its results since `since` and until `until` (epoch seconds;
+    None: no bound), skipped ones left out; of the tests `keys` only, when given.
+    A rolled week counts whole only when it ends by `until`."""
     weeks = rolled_weeks.c.week
     whole = [
         week
         for week in conn.execute(sa.select(weeks).order_by(weeks)).scalars()
-        if since is None or week >= since
+        if (since is None or week >= since) and (until is None or week + WEEK <= until)
     ]
     w, r = case_weeks.c, results.c
     rolled = sa.select(w.case_id, w.runs, w.failures, w.rerun_runs, w.first_at, w.last_at).where(
@@ -103,7 +106,11 @@ def counted(conn: sa.Connection, since: int | None, keys: list[int] | None) -> s
         sa.case((r.reruns > 0, 1), else_=0),
         r.finished_at,
         r.finished_at,
-    ).where(r.outcome != SKIPPED, sa.or_(*_outside(whole, since)))
+    ).where(
+        r.outcome != SKIPPED,
+        sa.or_(*_outside(whole, since)),
+        *([r.finished_at <= until] if until is not None else []),
+    )
     if keys is not None:
         rolled = rolled.where(w.case_id.in_(keys))
         fresh = fresh.where(r.case_id.in_(keys))
