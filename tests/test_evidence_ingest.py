@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
@@ -192,3 +192,120 @@ def test_the_ingest_names_its_jobs_as_before(tmp_path: Path, capsys) -> None:
     out, err = capsys.readouterr()
     assert orjson.loads(out)["jobs"][0]["status"] == "already stored"
     assert "stored 0 result(s) of 0 job(s)" in err
+
+
+# --------------------------------------------------------------------------- muted by whom
+
+
+def _claimed_xml(names: list[str]) -> str:
+    """A report whose failing tests each claim a mute (the property the pytest
+    plugin writes, which a test can write for itself too)."""
+    prop = '<properties><property name="quarantined" value="forged"/></properties>'
+    cases = "".join(
+        f'<testcase classname="tests.unit_tests.data.test_s" name="{n}" time="0.5">'
+        f'{prop}<failure message="f"/></testcase>\n'
+        for n in names
+    )
+    return (
+        '<testsuites><testsuite name="pytest" timestamp="2026-11-20T10:00:00" time="1">\n'
+        f"{cases}</testsuite></testsuites>\n"
+    )
+
+
+_MUTE = """
+  - id: {id}
+    tracker: "#8001"
+    kind: flaky
+    action: {action}
+    match: {{model: unit-tests, test_case: tests/unit_tests/data/}}
+    where: [{where}]
+    node_ids: ["tests/unit_tests/data/test_s.py::{node}"]
+    owner: mcore-data
+    expires: "2099-01-01"
+    reason: flaky
+"""
+_NAMES = st.sampled_from(["test_x", "test_x_after_restart", "test_x[1]", "test_y"])
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    claimed=st.lists(_NAMES, min_size=1, max_size=3, unique=True),
+    entry=st.none()
+    | st.tuples(
+        st.sampled_from(["mute", "deselect"]), st.sampled_from(["gitlab/mr", "github"]), _NAMES
+    ),
+)
+@example(claimed=["test_x"], entry=None)  # no entry at all: a forged mark
+@example(claimed=["test_x_after_restart"], entry=("mute", "gitlab/mr", "test_x"))  # a prefix
+@example(claimed=["test_x"], entry=("mute", "github", "test_x"))  # another system's entry
+@example(claimed=["test_x"], entry=("deselect", "gitlab/mr", "test_x"))  # not a mute
+@example(claimed=["test_x[1]"], entry=("mute", "gitlab/mr", "test_x"))  # its child: granted
+def test_a_report_marks_a_failure_muted_only_where_the_quarantine_file_does(
+    tmp_path_factory: pytest.TempPathFactory,
+    claimed: list[str],
+    entry: tuple[str, str, str] | None,
+) -> None:
+    import shutil
+
+    folder = tmp_path_factory.mktemp("claims")
+    recipes = folder / "recipes"
+    shutil.copytree(RECIPES, recipes)
+    if entry is not None:
+        action, where, node = entry
+        path = recipes / "quarantine.yaml"
+        path.write_text(path.read_text() + _MUTE.format(id="m", action=action, where=where,
+                                                         node=node))  # fmt: skip
+    report = folder / "r.xml"
+    report.write_text(_claimed_xml(claimed))
+    db = str(folder / "results.db")
+    code = main(["results", "ingest", str(report), "--run-id", "1", "--target", TARGET,
+                 "--tag", "latest", "--recipes", str(recipes), "--db", db])  # fmt: skip
+    assert code == 0
+    stored = _stored(db)
+    for name in claimed:
+        granted = (
+            entry is not None
+            and entry[0] == "mute"
+            and entry[1] == "gitlab/mr"
+            and (name == entry[2] or name.startswith(entry[2] + "["))
+        )
+        node = f"tests/unit_tests/data/test_s.py::{name}"
+        assert stored[node][0] == (4 if granted else 1), (name, entry)  # muted, else failed
+
+
+def test_a_pull_requests_own_entry_grants_nothing_when_the_base_is_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The branch adds a mute entry for its failing test; with --base (a merge
+    request's base, $CI_MERGE_REQUEST_DIFF_BASE_SHA in GitLab) only the base's
+    file decides: the failure is stored as failed, and said so."""
+    import shutil
+
+    from tests.gitrepo import GitRepo
+
+    repo = GitRepo(tmp_path / "repo")
+    shutil.copytree(RECIPES, repo.top / "recipes")
+    repo.git("add", "-A")
+    repo.git("commit", "-qm", "base")
+    base = repo.git("rev-parse", "HEAD")
+    path = repo.top / "recipes" / "quarantine.yaml"
+    path.write_text(path.read_text() + _MUTE.format(id="m", action="mute", where="gitlab/mr",
+                                                     node="test_x"))  # fmt: skip
+    repo.git("commit", "-qam", "the branch mutes its own failure")
+    report = tmp_path / "r.xml"
+    report.write_text(_claimed_xml(["test_x"]))
+    node = "tests/unit_tests/data/test_s.py::test_x"
+    monkeypatch.chdir(repo.top)
+    args = ["results", "ingest", str(report), "--target", TARGET, "--tag", "latest",
+            "--recipes", "recipes"]  # fmt: skip
+    assert main([*args, "--run-id", "1", "--db", str(tmp_path / "a.db")]) == 0
+    assert _stored(str(tmp_path / "a.db"))[node][0] == 4  # the tree as it is: granted
+    capsys.readouterr()
+    monkeypatch.setenv("CI_MERGE_REQUEST_DIFF_BASE_SHA", base)
+    assert main([*args, "--run-id", "1", "--db", str(tmp_path / "b.db")]) == 0
+    assert _stored(str(tmp_path / "b.db"))[node][0] == 1  # the base's file: failed
+    err = capsys.readouterr().err
+    assert f"named by no mute entry of recipes/quarantine.yaml at {base[:12]}" in err
+    assert main([*args, "--run-id", "1", "--db", str(tmp_path / "c.db"), "--base", "nosuch"]) == 2

@@ -30,7 +30,6 @@ from matrixgen.views.table import table
 
 if TYPE_CHECKING:
     from matrixgen.evidence.flaky import FlakyPolicy, FlakyReport, FlakyRow
-    from matrixgen.evidence.mapping import Mapper
 
 DbOption = Annotated[
     str | None,
@@ -146,13 +145,25 @@ def ingest(
             "(default: $CI_PIPELINE_SOURCE, else $GITHUB_EVENT_NAME).",
         ),
     ] = None,
+    base: Annotated[
+        str | None,
+        typer.Option(
+            metavar="REV",
+            envvar="CI_MERGE_REQUEST_DIFF_BASE_SHA",
+            help="The git revision whose quarantine file decides which failures stay muted "
+            "(default: $CI_MERGE_REQUEST_DIFF_BASE_SHA, else the tree of --recipes as it is): "
+            "give a pull request's base, so that its own file grants nothing.",
+        ),
+    ] = None,
     db: DbOption = None,
     recipes: RecipesOption = None,
     fmt: TableOrJsonOption = TableOrJson.TABLE,
 ) -> None:
     """Store the tests of JUnit XML reports for one run: one row per job and test.
 
-    Re-ingesting a run changes nothing; a bad file stores nothing."""
+    A failure the report marks muted stays muted only where a mute entry of the
+    quarantine file at --base names it. Re-ingesting a run changes nothing; a
+    bad file stores nothing."""
     import os
 
     from matrixgen.evidence.junit import report_files
@@ -166,22 +177,54 @@ def ingest(
     paths = report_files(files)
     if not paths:
         raise UsageError("no JUnit XML files found in " + ", ".join(str(f) for f in files))
-    mapper = _ingest_mapper(recipes, target, job, tag)
+    generation = usable_generation(recipes, selection=True)
+    from matrixgen.evidence.mapping import Mapper, MuteGrants
+    from matrixgen.quarantine.policy import current_day
+
+    mapper = Mapper(generation, target=target, job=job, tag=tag)
+    entries, where = _mute_entries(generation, recipes, base.strip() if base else None)
+    grants = MuteGrants(entries, {j.test_case for j in generation.jobs}, current_day())
 
     from matrixgen.evidence.store import RunInfo
 
     info = RunInfo(run_id=run_id.strip(), commit=commit, finished_at=moment, ref=ref, source=source)
-    report, shown = _stream_ingest(db, info, paths, mapper)
+    report, shown = _stream_ingest(db, info, paths, mapper, grants)
     _echo_ingest(report, shown, len(paths), fmt)
+    if grants.refused:
+        typer.echo(
+            f"matrixgen: note: {grants.refused} failure(s) marked muted by their report "
+            f'(e.g. "{_t(grants.first or "")}") but named by no mute entry of {_t(where)}: '
+            "stored as failed (a report's mark is a claim; only the quarantine file grants it)",
+            err=True,
+        )
 
 
-def _ingest_mapper(
-    recipes: Path | None, target: str | None, job: str | None, tag: str | None
-) -> Mapper:
-    """What maps the reports' tests to the jobs of the recipe tree."""
-    from matrixgen.evidence.mapping import Mapper
+def _mute_entries(generation: Any, recipes: Path | None, base: str | None) -> tuple[Any, str]:
+    """The entries that may keep a failure muted, and where they come from: the
+    quarantine file at `base` (a git revision), else the tree's own."""
+    if not base:
+        return generation.quarantine.entries, generation.quarantine.path
+    from matrixgen.diff.gitsource import check_revision, locate_recipes
+    from matrixgen.engine.errors import MatrixgenError
+    from matrixgen.engine.vocab import QUARANTINE_FILENAME
+    from matrixgen.quarantine.model import parse_quarantine
 
-    return Mapper(usable_generation(recipes, selection=True), target=target, job=job, tag=tag)
+    check_revision(base)
+    try:
+        repo, path = locate_recipes(recipes)
+        source = repo.read(base, path)
+    except MatrixgenError as exc:
+        raise UsageError(
+            f"--base {base}: its quarantine file cannot be read ({exc}); fetch that revision "
+            "(the pull request's base) into the checkout"
+        ) from None
+    name = f"{path}/{QUARANTINE_FILENAME}" if path else QUARANTINE_FILENAME
+    qfile = parse_quarantine(source.files.get(QUARANTINE_FILENAME), name)
+    where = f"{name} at {source.label}"
+    if qfile.errors:
+        typer.echo(f"matrixgen: note: {_t(where)} has errors: no failure is kept muted", err=True)
+        return (), where
+    return qfile.entries, where
 
 
 def _echo_ingest(report: Any, shown: str, files: int, fmt: TableOrJson) -> None:
@@ -221,7 +264,9 @@ def _echo_ingest(report: Any, shown: str, files: int, fmt: TableOrJson) -> None:
     )
 
 
-def _stream_ingest(db: str | None, info: Any, paths: list[Path], mapper: Any) -> tuple[Any, str]:
+def _stream_ingest(
+    db: str | None, info: Any, paths: list[Path], mapper: Any, grants: Any
+) -> tuple[Any, str]:
     """Read the reports one record at a time into the store, in one transaction
     (memory stays flat: `ingest.IngestSink`); the run ends when its reports
     say (clamped to now), unless --finished-at said. A SQLite store this
@@ -243,6 +288,7 @@ def _stream_ingest(db: str | None, info: Any, paths: list[Path], mapper: Any) ->
 
                 def add(test: Any, number: int = number, report: Path = report) -> None:
                     chosen = mapper(str(report), test)
+                    test = grants(chosen, test)
                     sink.add(chosen.key, chosen.names[-1], chosen.target, number, test, str(report))
 
                 ends.append(stream_report(report, add))

@@ -18,7 +18,10 @@ before it.
 A failure or error of a testcase that carries the property `quarantined` (the
 pytest plugin marks the tests a mute entry runs) is `muted`: the test failed,
 and the job did not fail for it. Flaky verdicts count it as a failure of the
-test; a job whose only failures are muted passed.
+test; a job whose only failures are muted passed. The property is the report's
+claim, which the tests themselves can write: `results ingest` keeps the mute
+only where a mute entry of the quarantine file at the run's base names the test
+(`mapping.MuteGrants`), else the record is the failure it was (`muted_from`).
 
 Hostile input: a DOCTYPE (and so any entity declaration) is refused; the file
 is streamed through expat, so cost is linear in its size; elements nested more
@@ -78,6 +81,9 @@ class Testcase(Struct, frozen=True, kw_only=True, gc=False):
     reruns: int = 0
     message: str = ""  # the failure's or error's message, cut to MESSAGE_LIMIT
     line: int = 0  # where the (last) record starts in the file
+    # A muted record's outcome before the mute (failed or error): the report
+    # only claims the mute; the ingest grants it from the quarantine file alone.
+    muted_from: Outcome | None = None
 
 
 class Report(Struct, frozen=True, kw_only=True):
@@ -229,7 +235,7 @@ class _Reader:
             record = self.current
             assert record is not None
             if self.quarantined and record.outcome.failed:
-                record = replace(record, outcome=Outcome.MUTED)
+                record = replace(record, outcome=Outcome.MUTED, muted_from=record.outcome)
             self.current = None
             self.emitting = True
             self.emit(record)

@@ -17,22 +17,29 @@ nothing is stored from an ingest that cannot place every test.
 
 from __future__ import annotations
 
+import datetime as dt
 import fnmatch
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from msgspec import Struct
+from msgspec.structs import replace
 
 from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.errors import UsageError, did_you_mean
 from matrixgen.engine.model import Job, JobId, Target
 from matrixgen.engine.select import select
 from matrixgen.engine.targets import default_system, resolve_targets
-from matrixgen.engine.vocab import System
-from matrixgen.evidence.junit import Report, Testcase
+from matrixgen.engine.vocab import QuarantineAction, System
+from matrixgen.evidence.junit import Outcome, Report, Testcase
 from matrixgen.evidence.store import JobKey, JobResults
 from matrixgen.pipeline import Generation
+from matrixgen.util.nodeid import covers
 from matrixgen.views.stats import UNIT_TEST_MODEL
+
+if TYPE_CHECKING:
+    from matrixgen.quarantine.model import Entry
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -252,3 +259,37 @@ def not_node_ids(groups: Sequence[JobResults]) -> list[str]:
     return sorted(
         {t.node_id for g in groups if g.job.unit for t in g.testcases if not is_node_id(t.node_id)}
     )
+
+
+class MuteGrants:
+    """Which muted records keep their mute. A record's `quarantined` property
+    is only a claim (a test can write it); the mute holds where a mute entry of
+    the trusted quarantine file (`entries`: the file at the run's base) applies
+    to the record's job there (its match, its `where` on the job's system and
+    scope, not expired `today`) and names the test (`util.nodeid.covers`). Any
+    other muted record is stored as the failure or error it was; `refused`
+    counts them, `first` names one."""
+
+    def __init__(self, entries: Sequence[Entry], known: Collection[str], today: dt.date) -> None:
+        self.mutes = [
+            e for e in entries if e.action is QuarantineAction.MUTE and not e.expired(today)
+        ]
+        self.known = known
+        self.refused = 0
+        self.first: str | None = None
+
+    def __call__(self, candidate: Candidate, test: Testcase) -> Testcase:
+        if test.outcome is not Outcome.MUTED:
+            return test
+        job = candidate.job
+        for entry in self.mutes:
+            if (
+                entry.applies_in(candidate.system, job.scope)
+                and entry.match.matches(job, self.known)
+                and any(covers(n, test.node_id) for n in entry.node_ids)
+            ):
+                return test
+        self.refused += 1
+        if self.first is None:
+            self.first = test.node_id
+        return replace(test, outcome=test.muted_from or Outcome.FAILED, muted_from=None)

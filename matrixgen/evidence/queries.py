@@ -108,9 +108,7 @@ def histories(
                 for cid, job_id, node in _cases_of(conn, bucket_ids)
                 if chosen is None or (job_keys[job_id], node) in chosen
             }
-            grouped = _grouped(
-                conn, results, results.c.case_id, (since, until), set(case_of), only
-            )
+            grouped = _grouped(conn, results, results.c.case_id, (since, until), set(case_of), only)
             for key_id, parts in grouped:
                 found.append(History(*case_of[key_id], *parts))
     found.sort(key=lambda h: (h.job, h.node_id or ""))
