@@ -81,7 +81,7 @@ def ingest_runs(
 def evidence_store(evidence_runs: list[Run], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SQLite store holding every run: copy it before writing to it."""
     path = tmp_path_factory.mktemp("evidence-store") / "results.db"
-    ingest_runs(str(path), evidence_runs)
+    ingest_runs(str(path), evidence_runs, ref="main", source="schedule")
     return path
 
 

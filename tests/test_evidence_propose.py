@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
@@ -241,3 +241,70 @@ def test_propose_names_places_in_the_trees_words(
     assert {w for d in got["drafts"] for w in d["entry"]["where"]} == {"gitlab/nightly"}
     assert all("(gitlab/nightly)" in d["entry"]["reason"] for d in got["drafts"])
     assert all(r["scope"] == "nightly" for d in got["drafts"] for r in d["evidence"])
+
+
+# --------------------------------------------------------------------------- whose runs lift
+
+
+_DESELECTED = f"{ASYNC}::TestAsyncSave::test_async_is_equivalent_to_sync"
+_RUNS = st.lists(st.tuples(st.sampled_from(["main", "feature", "release"]), st.booleans()),
+                 min_size=1, max_size=7)  # fmt: skip
+
+
+def _bucket_store(path: Path, runs: list[tuple[str, bool]]) -> None:
+    """One run a day of the shipped deselect entry's test, of a branch each."""
+    import datetime as dt
+
+    from matrixgen.evidence.ingest import ingest
+    from matrixgen.evidence.junit import Outcome, Testcase
+    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, open_store
+
+    job = JobKey("gitlab", "mr", "dgx_h100", "dev", "unit-tests", ASYNC, "latest", True)
+    store = open_store(str(path), write=True)
+    try:
+        for k, (ref, passed) in enumerate(runs):
+            outcome = Outcome.PASSED if passed else Outcome.FAILED
+            test = Testcase(node_id=_DESELECTED, classname="c", name="n", suite="",
+                            outcome=outcome, duration=1.0)  # fmt: skip
+            at = dt.datetime(2026, 11, 20, tzinfo=dt.UTC) + dt.timedelta(hours=k)
+            run = RunInfo(run_id=f"{700 + k}", commit=f"{k:040x}", finished_at=at, ref=ref)
+            ingest(store, run, [JobResults(job=job, job_name="u", target="", testcases=(test,))])
+    finally:
+        store.close()
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(runs=_RUNS, refs=st.lists(st.sampled_from(["main", "feature", "release"]), unique=True))
+# Failing on main, passing on an unreviewed branch after: no lift by default.
+@example(runs=[("main", False), ("feature", True), ("feature", True), ("feature", True)], refs=[])
+@example(runs=[("main", False), ("feature", True), ("feature", True)], refs=["feature"])
+@example(runs=[("release", True), ("main", True), ("release", True)], refs=["main", "release"])
+@example(runs=[("feature", True), ("feature", True)], refs=[])  # main has no run at all
+def test_lifts_are_judged_on_the_runs_of_the_refs_named_only(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path_factory: pytest.TempPathFactory,
+    runs: list[tuple[str, bool]],
+    refs: list[str],
+) -> None:
+    import shutil
+
+    from tests.evidence_fixtures import RECIPES
+
+    folder = tmp_path_factory.mktemp("lift")
+    recipes = folder / "recipes"
+    shutil.copytree(RECIPES, recipes)
+    _bucket_store(folder / "r.db", runs)
+    args = ["--lift-runs", "2", *(x for r in refs for x in ("--ref", r))]
+    code, got, err = _propose(capsys, recipes, folder / "r.db", *args)
+    assert code == 0, err
+    named = refs or ["main"]
+    trusted = [passed for ref, passed in runs if ref in named]
+    streak = len(trusted) if all(trusted) else trusted[::-1].index(False)
+    lifted = "ut-async-save-flaky-dev" in [lift["id"] for lift in got["lifts"]]
+    assert lifted is (streak >= 2), (runs, refs, got["lifts"])
+    # The proposal says which runs it used.
+    used = [f"{700 + k}" for k, (ref, _) in enumerate(runs) if ref in named]
+    assert got["lift_evidence"] == {"refs": named, "runs": used}
+    assert f"lifts judged on the {len(used)} run(s) of ref(s) {', '.join(named)}" in err or not used

@@ -45,20 +45,29 @@ def read_runs(conn: sa.Connection) -> dict[int, RunRow]:
 
 
 class RunFilter(Struct, frozen=True, kw_only=True):
-    """Which runs a read keeps: those of one ref (and source, when given)."""
+    """Which runs a read keeps: those of one ref, or of any of `also` besides
+    (and of one source, when given)."""
 
     ref: str
     source: str | None = None
+    also: tuple[str, ...] = ()  # more refs whose runs count too
+
+    @property
+    def refs(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((self.ref, *self.also)))
 
     def where(self) -> list[sa.ColumnElement[bool]]:
         """The matching runs, as conditions on `runs` (off the (ref, finished_at) index)."""
-        where = [runs.c.ref == self.ref]
+        refs = self.refs
+        where = [runs.c.ref == refs[0] if len(refs) == 1 else runs.c.ref.in_(refs)]
         if self.source is not None:
             where.append(runs.c.source == self.source)
         return where
 
     def __str__(self) -> str:
-        return f"ref {self.ref}" + (f", source {self.source}" if self.source else "")
+        refs = self.refs
+        named = f"ref {refs[0]}" if len(refs) == 1 else f"refs {', '.join(refs)}"
+        return named + (f", source {self.source}" if self.source else "")
 
 
 def read_jobs(conn: sa.Connection) -> dict[int, JobKey]:
@@ -277,6 +286,15 @@ def test_outcomes(
                     outcome, Outcome.FAILED
                 )
     return found
+
+
+def runs_of(store: Store, only: RunFilter) -> list[RunRow]:
+    """The runs a filter keeps, oldest first."""
+    with store.transaction() as conn:
+        rows = conn.execute(
+            sa.select(*_RUN_ROW).where(*only.where()).order_by(runs.c.finished_at, runs.c.id)
+        ).all()
+    return [RunRow(*r) for r in rows]
 
 
 def run_durations(store: Store) -> dict[JobKey, list[float]]:

@@ -83,6 +83,19 @@ class Proposal(Struct, frozen=True, kw_only=True):
     # as pytest writes a collection error): never drafted as a deselect.
     not_node_ids: tuple[FlakyRow, ...] = ()
     trackers_unchecked: int = 0  # entries whose tracker state was not asked
+    # The runs the lifts were judged on: those of the refs the operator named.
+    lift_refs: tuple[str, ...] = ()
+    lift_runs: tuple[str, ...] = ()  # their run ids, oldest first
+
+    @property
+    def lift_evidence(self) -> str:
+        """Which runs the lifts were judged on, in words."""
+        refs = ", ".join(self.lift_refs) or "none"
+        runs = self.lift_runs
+        if not runs:
+            return f"lifts judged on the runs of ref(s) {refs}: there are none"
+        span = f"run {runs[0]}" if len(runs) == 1 else f"runs {runs[0]} to {runs[-1]}"
+        return f"lifts judged on the {len(runs)} run(s) of ref(s) {refs} ({span})"
 
     def to_dict(self, *, written: bool) -> dict[str, Any]:
         """The proposal as `quarantine propose --format json` prints it."""
@@ -97,6 +110,7 @@ class Proposal(Struct, frozen=True, kw_only=True):
             ],
             "not_judged": [{"id": i, "why": why} for i, why in self.unjudged],
             "not_node_ids": [r.to_dict() for r in self.not_node_ids],
+            "lift_evidence": {"refs": list(self.lift_refs), "runs": list(self.lift_runs)},
             "written": written,
         }
 
@@ -111,17 +125,25 @@ def proposal_from_store(
     lift_runs: int,
     token: str | None,
     api_url: str | None,
+    lift_refs: Sequence[str] = ("main",),
 ) -> Proposal:
     """`propose` over the results store at `db` (judged by `flaky_policy`), with
-    the state of the entries' trackers where a token allows asking."""
+    the state of the entries' trackers where a token allows asking. Drafts come
+    from every run; lifts only from the runs of `lift_refs` (the branches the
+    operator trusts: a run of an unreviewed branch must not lift an entry)."""
     from matrixgen.evidence.flaky import flaky_rows
+    from matrixgen.evidence.queries import RunFilter, runs_of
     from matrixgen.evidence.store import open_store
 
     qfile = generation.quarantine
     qfile.refuse_errors(f"{qfile.path} has errors; fix them first")
+    trusted = RunFilter(ref=lift_refs[0], also=tuple(lift_refs[1:]))
+    policy_all = replace(flaky_policy, min_runs=1)
     store = open_store(db, write=False)
     try:
-        report = flaky_rows(store, replace(flaky_policy, min_runs=1), unit_jobs_whole=True)
+        report = flaky_rows(store, policy_all, unit_jobs_whole=True)
+        lift_report = flaky_rows(store, policy_all, unit_jobs_whole=True, only=trusted)
+        used = runs_of(store, trusted)
     finally:
         store.close()
     states: Mapping[str, str] = {}
@@ -143,8 +165,14 @@ def proposal_from_store(
         min_runs=flaky_policy.min_runs,
         lift_runs=lift_runs,
         tracker_states=states,
+        lift_rows=lift_report.rows,
     )
-    return replace(found, trackers_unchecked=unchecked)
+    return replace(
+        found,
+        trackers_unchecked=unchecked,
+        lift_refs=trusted.refs,
+        lift_runs=tuple(r.run_id for r in used),
+    )
 
 
 def write_proposal(path: Path, proposal: Proposal, config: ProjectConfig) -> None:
@@ -243,9 +271,11 @@ def propose(
     min_runs: int,
     lift_runs: int,
     tracker_states: Mapping[str, str],
+    lift_rows: Sequence[FlakyRow] | None = None,
 ) -> Proposal:
     """Drafts and lifts from judged rows (every key's row, ok ones too: lifts
-    need them)."""
+    need them); `lift_rows`, when given, are the rows lifts are judged on (the
+    runs of the refs the operator trusts), else `rows`."""
     today = current_day()
     config = generation.tree.config
     expiry = today + dt.timedelta(days=policy(config).default_expiry_days)
@@ -277,8 +307,9 @@ def propose(
         groups.setdefault(key, []).append(row)
 
     drafts = _drafts(generation, groups, places, tracker, owner, today, expiry)
+    trusted = rows if lift_rows is None else in_tree_words(lift_rows, config.scope_word)
     lifts, unjudged = _lifts(
-        generation, entries, targets, rows, lift_runs=lift_runs, tracker_states=tracker_states
+        generation, entries, targets, trusted, lift_runs=lift_runs, tracker_states=tracker_states
     )
     return Proposal(
         drafts=tuple(drafts),

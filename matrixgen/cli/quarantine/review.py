@@ -156,6 +156,15 @@ def propose(
     min_runs: MinRunsOption = 3,
     flip_rate: FlipRateOption = 0.1,
     broken_runs: BrokenRunsOption = 3,
+    ref: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ref",
+            metavar="REF",
+            help="Judge lifts on the runs of this branch only (repeatable; default: main, "
+            "the baseline ref): a run of an unreviewed branch never lifts an entry.",
+        ),
+    ] = None,
     token: Annotated[str | None, _token("GitHub token: lift closed trackers.")] = None,
     api_url: ApiUrlOption = None,
     db: DbOption = None,
@@ -183,6 +192,7 @@ def propose(
         lift_runs=lift_runs,
         token=token,
         api_url=api_url,
+        lift_refs=_refs(ref),
     )
     path = root / QUARANTINE_FILENAME
     written = bool(write and (proposal.drafts or proposal.lifts))
@@ -199,6 +209,7 @@ def propose(
             "(set GITHUB_TOKEN or pass --token): a closed tracker there is not proposed for a lift",
             err=True,
         )
+    typer.echo(f"matrixgen: note: {_t(proposal.lift_evidence)}", err=True)
     if not tracker and proposal.drafts:
         typer.echo("the drafts name no tracker: pass --tracker (needed for --write)", err=True)
     done = f"wrote them to {path}" if written else "nothing written (pass --write to apply)"
@@ -207,6 +218,15 @@ def propose(
         f"{len(proposal.covered) + len(proposal.not_node_ids)} case(s) left out; {done}",
         err=True,
     )
+
+
+def _refs(given: list[str] | None) -> tuple[str, ...]:
+    """The --ref values, each once; main (the baseline ref) when none."""
+    refs = tuple(dict.fromkeys(given or ["main"]))
+    for value in refs:
+        if not value.strip() or value != value.strip():
+            raise UsageError(f"--ref {value!r}: expected a branch name without surrounding blanks")
+    return refs
 
 
 def _echo_proposal(proposal: Proposal, path: Path) -> None:
@@ -218,7 +238,7 @@ def _echo_proposal(proposal: Proposal, path: Path) -> None:
             typer.echo(f"# {r.verdict.value}: {_t(_case(r))}: {_t(r.evidence())}")
         typer.echo(render_entry(d.data, 0, 2, "\n"), nl=False)
     if proposal.lifts:
-        typer.echo(f"\n# lifts ({len(proposal.lifts)})")
+        typer.echo(f"\n# lifts ({len(proposal.lifts)}), {_t(proposal.lift_evidence)}")
         for lift in proposal.lifts:
             typer.echo(f"# {_t(lift.entry.id)} ({_t(lift.entry.tracker_ref)}): {_t(lift.reason)}")
 
