@@ -756,3 +756,56 @@ def test_a_tracker_written_as_a_number_reaches_the_junit_xml_as_its_url(tmp_path
     assert '<property name="quarantine_tracker" value="https://github.com/o/r/issues/42"' in (
         junit.read_text()
     )
+
+
+# --------------------------------------------------------------------------- which system
+
+
+_PLACES = st.lists(
+    st.sampled_from(["gitlab/unit-tests", "github/unit-tests", "gitlab", "github", "gitlab/mr"]),
+    unique=True,
+    max_size=3,
+)
+_SIGNALS = st.sampled_from(
+    [{}, {"MATRIXGEN_SYSTEM": "gitlab"}, {"MATRIXGEN_SYSTEM": "github"},
+     {"GITHUB_ACTIONS": "true"}, {"GITLAB_CI": "true"}, {"GITHUB_ACTIONS": "false"}]
+)  # fmt: skip
+
+
+@settings(max_examples=40)
+@given(where=_PLACES, signal=_SIGNALS)
+# Megatron-LM's launchers pass no GITHUB_ACTIONS into the container: a GitLab
+# entry must not act on GitHub's job that says nothing of its system.
+@example(where=["gitlab/unit-tests"], signal={})
+@example(where=["gitlab/unit-tests"], signal={"MATRIXGEN_SYSTEM": "gitlab"})
+@example(where=["gitlab/unit-tests"], signal={"MATRIXGEN_SYSTEM": "github"})
+@example(where=[], signal={})  # everywhere: applies whatever the system
+@example(where=["gitlab/unit-tests", "github/unit-tests"], signal={})  # both systems
+def test_an_entry_for_one_system_acts_only_where_the_job_says_it_runs(
+    tmp_path_factory: pytest.TempPathFactory, where: list[str], signal: dict[str, str]
+) -> None:
+    root = tmp_path_factory.mktemp("system")
+    places = f"[{', '.join(where)}]" if where else None
+    (root / "q.yaml").write_text(
+        "entries:\n" + entry("e", "mute", [f"{TEST_FILE}::test_fails"], where=places) + "\n"
+    )
+    env = {**IDENTITY, "MATRIXGEN_QUARANTINE": str(root / "q.yaml")}
+    del env["MATRIXGEN_SYSTEM"]
+    env.update(signal)
+    loaded = jobenv.load_job_quarantine(env)
+    assert loaded is not None
+    said = signal.get("MATRIXGEN_SYSTEM") or (
+        "github" if signal.get("GITHUB_ACTIONS") == "true"
+        else "gitlab" if signal.get("GITLAB_CI") == "true" else None
+    )  # fmt: skip
+
+    def covers(system: str) -> bool:
+        return not where or any(p in (system, f"{system}/unit-tests") for p in where)
+
+    if said is None:
+        expected = covers("github") and covers("gitlab")
+        undecided = covers("github") != covers("gitlab")
+    else:
+        expected, undecided = covers(said), False
+    assert bool(loaded.entries) is expected, (where, signal)
+    assert bool(loaded.undecided) is undecided

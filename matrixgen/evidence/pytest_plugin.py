@@ -106,6 +106,7 @@ class NodeQuarantine:
             f"matrixgen quarantine: {q.path} for {q.identity}",
             f"  applies: {applies}" if applies else "  no node-level entry applies to this job",
             *_expired_lines(q.expired),
+            *_undecided_lines(q.undecided),
         ]
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -216,6 +217,7 @@ class NodeQuarantine:
                 f"entry {entry.id} ({entry.action.value}): {node} matches no collected test"
             )
         lines.extend(_expired_lines(self.quarantine.expired))
+        lines.extend(_undecided_lines(self.quarantine.undecided))
         if lines:
             terminalreporter.section("matrixgen quarantine", sep="-", yellow=True)
             for line in lines:
@@ -237,6 +239,14 @@ def _warn_unmatched(entry: Entry, node: str, path: str) -> None:
             filename=entry.location.file or path,
             lineno=entry.location.line or 1,
         )
+
+
+def _undecided_lines(entries: Sequence[Entry]) -> list[str]:
+    return [
+        f"entry {e.id} ({e.action.value}) applies on {', '.join(e.where_text)} only, and "
+        "MATRIXGEN_SYSTEM is not set (nor GITHUB_ACTIONS or GITLAB_CI): not applied"
+        for e in entries
+    ]
 
 
 def _expired_lines(entries: Sequence[Entry]) -> list[str]:

@@ -88,7 +88,7 @@ class IdentityError(ValueError):
 class JobIdentity(Struct, frozen=True, kw_only=True):
     """Where a test process runs and which job it is, as its variables say."""
 
-    system: System
+    system: System | None  # None: not said (MATRIXGEN_SYSTEM unset, no CI marker)
     scope: str
     platform: str
     environment: str
@@ -100,7 +100,7 @@ class JobIdentity(Struct, frozen=True, kw_only=True):
         tag = f"[{self.tag}]" if self.tag else ""
         return (
             f"{self.model}/{self.test_case}{tag} on {self.platform}/{self.environment} "
-            f"({self.system.value}/{self.scope})"
+            f"({self.system.value if self.system else 'system not set'}/{self.scope})"
         )
 
 
@@ -124,8 +124,11 @@ def identity_from(environ: Mapping[str, str]) -> JobIdentity:
                 f"{JOB_VARIABLES['system']}={system_text!r}: expected "
                 + " or ".join(s.value for s in System)
             ) from None
-    else:  # GitHub when the process runs in GitHub Actions, else GitLab
-        system = System.running_in(environ)
+    else:
+        # Only what the environment says: a CI marker set to "true". Never a
+        # default: Megatron-LM's launchers pass no GITHUB_ACTIONS into the
+        # container, so a GitHub job there would pass for a GitLab one.
+        system = next((s for s in System if environ.get(s.job_variable) == "true"), None)
     return JobIdentity(system=system, **values)
 
 
@@ -164,6 +167,9 @@ class JobQuarantine(Struct, frozen=True, kw_only=True):
     identity: JobIdentity
     entries: tuple[Entry, ...]  # deselect and mute entries that apply, file order
     expired: tuple[Entry, ...] = ()  # ones that would apply but expired
+    # Ones that apply on some systems only, to a job whose system is not said:
+    # not applied (a gitlab/unit-tests entry must not act on GitHub's job).
+    undecided: tuple[Entry, ...] = ()
 
     def node_actions(self) -> dict[str, Entry]:
         """node id -> the entry that decides it: a deselect entry wins over a mute
@@ -265,13 +271,19 @@ def load_job_quarantine(
     known = _TreeTestCases(path.parent)
     applying: list[Entry] = []
     expired: list[Entry] = []
+    undecided: list[Entry] = []
     for entry in qfile.entries:
-        if (
-            entry.action.node_level
-            and entry.applies_in(identity.system, identity.scope)
-            and entry.match.matches(identity, known)
-        ):
+        if not entry.action.node_level or not entry.match.matches(identity, known):
+            continue
+        systems = [s for s in System if entry.applies_in(s, identity.scope)]
+        if identity.system is None and systems and len(systems) < len(System):
+            undecided.append(entry)
+        elif (identity.system in systems) if identity.system else systems:
             (expired if entry.expired(today) else applying).append(entry)
     return JobQuarantine(
-        path=value, identity=identity, entries=tuple(applying), expired=tuple(expired)
+        path=value,
+        identity=identity,
+        entries=tuple(applying),
+        expired=tuple(expired),
+        undecided=tuple(undecided),
     )
