@@ -393,7 +393,8 @@ def test_reference_and_root_for_a_tree_without_config(outside_git: Path, cli: Ca
     assert code == 0, err  # nothing gates without a config
     assert [(m["test_case"], m["path"]) for m in data["missing"]] == [
         ("gpt|b`x", "refs/gpt/gpt|b`x/golden_values_dev_dgx_h100.json"),  # target mr
-        ("bucket", "refs/gpt/bucket/golden_values_dev_dgx_h100.json"),  # target unit-tests
+        ("bucket", "refs/gpt/bucket/golden_values_dev_dgx_h100.json"),  # gitlab unit-tests
+        ("bucket", "refs/gpt/bucket/golden_values_dev_dgx_h100.json"),  # github unit-tests
     ]
     code, data, err = coverage_json(
         cli,

@@ -759,3 +759,29 @@ def test_a_config_extends_the_clusters_and_sets_the_runner_tags(
     # The built-in map still holds beside the config's.
     assert run_jet(cli, root, out, "--cluster", "dgxh100_eos").code == 0
     assert jobs_of(out)["gpt_a"]["tags"][-1] == "cluster/eos"
+
+
+def test_githubs_unit_test_buckets_are_a_target_every_command_honours(
+    tree: Callable, cli: Callable, tmp_path: Path
+) -> None:
+    """GitHub builds its unit-test bucket matrix from the same rows GitLab runs
+    (`jet-buckets`): `github/unit-tests` is a place an entry may name, and only
+    GitHub's calls apply it."""
+    root = tree({"h100/unit-tests.yaml": UNIT, "_build-mcore-dev.yaml": BUILD})
+    added = cli("quarantine", "add", "--recipes", root, "--test-case", "tests/unit_tests/data/",
+                "--tracker", f"{TRACKER}9", "--kind", "broken", "--action", "skip",
+                "--scope", "github/unit-tests", "--reason", "r", "--owner", "o")  # fmt: skip
+    assert added.code == 0, added
+    assert "github-unit-tests-dgx_h100-dev: skips 1 job" in added.out
+    assert cli("validate", "--recipes", root).code == 0
+    recipe = root / "h100/unit-tests.yaml"
+    github = cli("jet-buckets", recipe, "--recipes", root, "--system", "github")
+    gitlab = cli("jet-buckets", recipe, "--recipes", root, "--system", "gitlab")
+    assert {"bucket": "tests/unit_tests/data/"} not in json.loads(github.out)
+    assert {"bucket": "tests/unit_tests/data/"} in json.loads(gitlab.out)
+    out = tmp_path / "unit.yaml"
+    run = run_jet(cli, root, out, "--scope", "unit-tests", "--tag", "latest", "--system", "gitlab")
+    assert run.code == 0, run
+    assert "tests/unit_tests/data/" in jobs_of(out)
+    listed = cli("list", "--recipes", root, "--target", "github-unit-tests-dgx_h100-dev")
+    assert listed.code == 0 and "tests/unit_tests/data/" not in listed.out

@@ -140,10 +140,18 @@ def discover_targets(
         and platform not in left_out
         and (holding_pen or not is_holding_pen(scope))
     )
-    return [
-        _ad_hoc(default_system(scope), Selector(scope=scope, platform=p, environment=e), None)
-        for scope, p, e in seen
-    ]
+    found = []
+    for scope, p, e in seen:
+        selector = Selector(scope=scope, platform=p, environment=e)
+        found.append(_ad_hoc(default_system(scope), selector, None))
+        # Scopes another system runs as well (GitHub builds its unit-test bucket
+        # matrix from the same rows: `jet-buckets`), a target there too.
+        found += [
+            _ad_hoc(other, selector, None)
+            for other in System
+            if other is not default_system(scope) and scope in other.also_runs
+        ]
+    return found
 
 
 def legacy_names(targets: Iterable[Target]) -> dict[str, Target]:

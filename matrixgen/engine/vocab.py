@@ -21,6 +21,12 @@ class System(StrEnum):
         return _SYSTEM_FACTS[self].events
 
     @property
+    def also_runs(self) -> tuple[str, ...]:
+        """Scopes of another system's tiers that this system runs too: GitHub
+        runs Megatron-LM's unit-test buckets (`jet-buckets`) beside GitLab."""
+        return _SYSTEM_FACTS[self].also_runs
+
+    @property
     def job_variable(self) -> str:
         """The variable the system sets to "true" in every job it runs."""
         return _SYSTEM_FACTS[self].job_variable
@@ -45,6 +51,7 @@ class _Facts(NamedTuple):
     events: tuple[str, ...]
     job_variable: str
     tiers: str | None
+    also_runs: tuple[str, ...] = ()
 
 
 _SYSTEM_FACTS: Mapping[System, _Facts] = {
@@ -52,6 +59,7 @@ _SYSTEM_FACTS: Mapping[System, _Facts] = {
         events=("pull_request", "merge_group", "schedule", "workflow_dispatch", "push"),
         job_variable="GITHUB_ACTIONS",
         tiers=r"L[01]",
+        also_runs=("unit-tests",),
     ),
     System.GITLAB: _Facts(
         events=("merge_request_event", "schedule", "push", "web", "api", "trigger"),
