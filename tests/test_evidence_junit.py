@@ -409,7 +409,9 @@ def test_a_deep_report_under_a_memory_cap_fails_at_once_with_flat_memory(
         "resource.setrlimit(resource.RLIMIT_AS, (300 * 2**20, 300 * 2**20))\n"
         "from matrixgen.cli.main import main\n"
         "code = main(sys.argv[1:])\n"
-        "print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+        # VmHWM: this process's own peak (ru_maxrss would hold the parent's, at fork).
+        "peak = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]\n"
+        "print('peak', peak, file=sys.stderr)\n"
         "sys.exit(code)\n"
     )
     argv = ["results", "ingest", str(report), "--run-id", "1", "--job", "gpt3_tp1_pp1_dev_dgx_h100",
