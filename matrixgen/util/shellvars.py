@@ -178,7 +178,7 @@ def _word_part_end(text: str, i: int) -> int:
 def _unquote(word: str) -> str:
     """A word's text for an assignment's value test: quotes removed, so that
     `""` and `''` are empty (substitutions kept as written)."""
-    return re.sub(r"""^(['"])(.*)\1$""", r"\2", word, flags=re.S) if len(word) >= 2 else word
+    return re.sub(r"""\A(['"])(.*)\1\Z""", r"\2", word, flags=re.S) if len(word) >= 2 else word
 
 
 def exported(script: str) -> Mapping[str, str]:
