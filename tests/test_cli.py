@@ -455,7 +455,7 @@ def test_version(cli) -> None:
     run = cli("--version")
     assert run.code == 0
     assert run.out == f"matrixgen {matrixgen.__version__}\n"
-    assert matrixgen.__version__ == version("matrixgen")  # one truth: pyproject reads it
+    assert matrixgen.__version__ == version("matrixgen-ci")  # one truth: pyproject reads it
 
 
 def test_shell_completion(tmp_path: Path) -> None:

@@ -27,6 +27,8 @@ from matrixgen.evidence.tables import MIGRATIONS, SCHEMA_VERSION, schema_table
 from matrixgen.util.checkout import choose_store, default_store_path
 from matrixgen.util.values import ComparedValue
 
+# What installs the PostgreSQL driver: the base install leaves it out.
+POSTGRES_EXTRA = "matrixgen-ci[postgres]"
 _ADVISORY_LOCK = 0x6D677276  # "mgrv": the one lock every writer takes
 # Every transaction on a store is bounded in time ($MATRIXGEN_STORE_TIMEOUT).
 TIMEOUT_VARIABLE = "MATRIXGEN_STORE_TIMEOUT"
@@ -282,6 +284,15 @@ def open_store(given: str | None, *, write: bool) -> Store:
             engine = sa.create_engine(url, pool_pre_ping=False)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
         raise UsageError(f"--db {_shown(url)}: {exc}") from None
+    except ImportError as exc:
+        # SQLAlchemy imports the driver when it makes the engine: without the
+        # `postgres` extra there is none.
+        if path is not None or not (exc.name or "").startswith("psycopg"):
+            raise
+        raise ResultsStoreError(
+            f"results store {_shown(url)}: the PostgreSQL driver (psycopg) is not "
+            f"installed: install {POSTGRES_EXTRA} (docs/setup.md), or give a SQLite file"
+        ) from None
     return Store(engine=engine, url=url, write=write, clock=clock)
 
 
