@@ -41,7 +41,7 @@ def entry(**fields: object) -> Entry:
         "tracker_url": None,
         "kind": QuarantineKind.FLAKY,
         "action": QuarantineAction.SKIP,
-        "match": Match(test_case="tc"),
+        "match": Match(test_cases=("tc",)),
     }
     base.update(fields)
     return Entry(**base)  # type: ignore[arg-type]
@@ -309,17 +309,17 @@ def test_places_resolve_legacy_scope_names() -> None:
 def test_skip_allow_failure_and_deselect_per_target() -> None:
     jobs = [job(test_case="a"), job(test_case="b"), job(test_case="c")]
     entries = [
-        entry(id="s", match=Match(test_case="a"), where=(Place.parse("gitlab/mr"),)),
+        entry(id="s", match=Match(test_cases=("a",)), where=(Place.parse("gitlab/mr"),)),
         entry(
             id="f",
             action=QuarantineAction.ALLOW_FAILURE,
             kind=QuarantineKind.BROKEN,
-            match=Match(test_case="b"),
+            match=Match(test_cases=("b",)),
         ),
         entry(
             id="d",
             action=QuarantineAction.DESELECT,
-            match=Match(test_case="c"),
+            match=Match(test_cases=("c",)),
             node_ids=("t.py::x",),
         ),
     ]
@@ -363,7 +363,7 @@ def test_several_entries_on_one_job_strongest_wins_and_all_are_named() -> None:
 def test_a_mute_entry_keeps_the_job_and_its_mark_carries_the_node_ids() -> None:
     jobs = [job(test_case="a"), job(test_case="b")]
     mute = entry(
-        id="m", action=QuarantineAction.MUTE, match=Match(test_case="a"), node_ids=("t::x",)
+        id="m", action=QuarantineAction.MUTE, match=Match(test_cases=("a",)), node_ids=("t::x",)
     )
     kept, skipped = apply_quarantine(jobs, [mute], target("gitlab", "mr"))
     assert not skipped and [j.test_case for j in kept] == ["a", "b"]
@@ -415,7 +415,7 @@ entry_strategy = st.builds(
     lambda i, tc, action, plats, where: entry(
         id=f"e{i}",
         action=action,
-        match=Match(test_case=tc, platforms=plats),
+        match=Match(test_cases=(tc,), platforms=plats),
         where=tuple(Place.parse(w) for w in where),
         node_ids=("n",) if action is QuarantineAction.DESELECT else (),
     ),

@@ -177,7 +177,7 @@ def _hostile_entry(name: str, url: str) -> Entry:
         tracker_url=url,
         kind=QuarantineKind.FLAKY,
         action=QuarantineAction.SKIP,
-        match=Match(test_case=name),
+        match=Match(test_cases=(name,)),
         owner=name,
         reason=name,
         added=DAY,

@@ -58,11 +58,47 @@ class _Plain:
         return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
 
 
-class Command(_Plain, TyperCommand):
+class _Once:
+    """An option that takes one value, given twice, is a usage error (exit 2):
+    click would keep the last silently (`--test-case A --test-case B` would
+    quarantine B alone). Options that accumulate (`multiple`, counts) and
+    help's are left alone. Checked as the command line is parsed, before any
+    value is converted or any required option is looked for."""
+
+    def make_parser(self, ctx: Any) -> Any:
+        parser = super().make_parser(ctx)  # type: ignore[misc]
+        parse = parser.parse_args
+
+        def parse_args(args: list[str]) -> Any:
+            opts, rest, order = parse(args)
+            repeated = [
+                p
+                for p in dict.fromkeys(order)
+                if p.param_type_name == "option"
+                and p.expose_value
+                and not p.multiple
+                and not p.count
+                and order.count(p) > 1
+            ]
+            if repeated:
+                ctx.fail("; ".join(_given_twice(p, order.count(p)) for p in repeated))
+            return opts, rest, order
+
+        parser.parse_args = parse_args
+        return parser
+
+
+def _given_twice(param: Any, times: int) -> str:
+    names = "/".join([*param.opts, *param.secondary_opts])
+    what = "a flag" if param.is_flag else "it takes one value"
+    return f"option {names} is given {times} times: give it once ({what})"
+
+
+class Command(_Once, _Plain, TyperCommand):
     pass
 
 
-class Group(_Plain, TyperGroup):
+class Group(_Once, _Plain, TyperGroup):
     pass
 
 

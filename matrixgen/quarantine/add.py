@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 class EntryRequest(Struct, frozen=True, kw_only=True):
     """What the command line asks for, as given."""
 
-    test_case: str
+    test_cases: Sequence[str]  # one entry covers them all
     tracker: str
     kind: QuarantineKind
     action: QuarantineAction
@@ -142,7 +142,8 @@ def _fields(request: EntryRequest, generation: Generation, config_path: Path) ->
         raise UsageError(f"--action {request.action.value} needs at least one --node-id")
     if misfit == "misplaced":
         raise UsageError("--node-id only goes with --action deselect or --action mute")
-    match: dict[str, Any] = {"test_case": request.test_case}
+    cases = list(dict.fromkeys(request.test_cases))
+    match: dict[str, Any] = {"test_case": cases[0] if len(cases) == 1 else cases}
     if request.model:
         match["model"] = request.model
     for key in ("platforms", "environments", "tags"):

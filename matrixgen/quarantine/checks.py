@@ -17,6 +17,7 @@ from matrixgen.quarantine.model import (
     QuarantineFile,
     Subject,
     file_subject,
+    is_glob,
     load_quarantine,
     matches_test_case,
 )
@@ -159,13 +160,13 @@ def _unknown_values(
             ("match", "model"),
             f'{name}: no job has model "{match.model}"{did_you_mean(match.model, known.models)}',
         )
-    pattern = match.test_case
-    if not any(matches_test_case(pattern, tc, known.test_cases) for tc in known.test_cases):
-        what = "matches no test case" if match.is_glob else "is not a test case"
-        yield (
-            ("match", "test_case"),
-            f'{name}: "{pattern}" {what}{did_you_mean(pattern, known.test_cases)}',
-        )
+    for j, pattern in enumerate(match.test_cases):
+        if not any(matches_test_case(pattern, tc, known.test_cases) for tc in known.test_cases):
+            what = "matches no test case" if is_glob(pattern) else "is not a test case"
+            yield (
+                ("match", "test_case", j) if len(match.test_cases) > 1 else ("match", "test_case"),
+                f'{name}: "{pattern}" {what}{did_you_mean(pattern, known.test_cases)}',
+            )
     for j, place in enumerate(entry.where):
         if place.scope is not None and place.scope not in known.scopes[place.system]:
             used = sorted(known.scopes[place.system])

@@ -57,17 +57,20 @@ _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
 class Match(Struct, frozen=True, kw_only=True):
-    """What an entry matches; an empty tuple means any value."""
+    """What an entry matches; an empty tuple means any value. `test_cases` holds
+    one name or glob or more (the file's `test_case`: a string, or a list when
+    one entry covers several test cases); a job matches when any of them does."""
 
     model: str | None = None
-    test_case: str
+    test_cases: tuple[str, ...]
     platforms: tuple[str, ...] = ()
     environments: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
 
     @property
-    def is_glob(self) -> bool:
-        return bool(_GLOB_CHARS.search(self.test_case))
+    def test_case(self) -> str:
+        """The test case(s) as a line shows them."""
+        return ", ".join(self.test_cases)
 
     def matches(self, job: Job | JobIdentity, known_test_cases: Container[str]) -> bool:
         if self.model is not None and job.model != self.model:
@@ -78,15 +81,26 @@ class Match(Struct, frozen=True, kw_only=True):
             return False
         if self.tags and (job.tag or "") not in self.tags:
             return False
-        return matches_test_case(self.test_case, job.test_case, known_test_cases)
+        return any(
+            matches_test_case(pattern, job.test_case, known_test_cases)
+            for pattern in self.test_cases
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as the file writes them: an absent model or empty list left out."""
-        return {
-            key: list(value) if isinstance(value, tuple) else value
-            for key, value in asdict(self).items()
-            if value not in (None, ())
-        }
+        """The fields as the file writes them: an absent model or empty list left
+        out, one test case as a string."""
+        out: dict[str, Any] = {}
+        for key, value in asdict(self).items():
+            if key == "test_cases":
+                out["test_case"] = value[0] if len(value) == 1 else list(value)
+            elif value not in (None, ()):
+                out[key] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+def is_glob(pattern: str) -> bool:
+    """Whether a test case pattern holds glob characters (*, ?, [)."""
+    return bool(_GLOB_CHARS.search(pattern))
 
 
 def matches_test_case(pattern: str, test_case: str, known: Container[str]) -> bool:
@@ -514,12 +528,13 @@ def _match(value: Any) -> Match:
     if not isinstance(value, dict):
         raise ValueError(value)
     test_case, model = value.get("test_case"), value.get("model")
-    if not isinstance(test_case, str) or not test_case:
+    cases = (test_case,) if isinstance(test_case, str) else _strings(test_case)
+    if not cases or not all(cases):
         raise ValueError(value)
     if model is not None and not isinstance(model, str):
         raise ValueError(value)
     return Match(
-        test_case=test_case,
+        test_cases=cases,
         model=model,
         platforms=_strings(value.get("platforms")),
         environments=_strings(value.get("environments")),

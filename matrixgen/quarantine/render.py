@@ -192,7 +192,9 @@ def entry_id(entry: Mapping[str, Any]) -> str:
         sort_keys=True,
     )
     digest = hashlib.sha256(basis.encode()).hexdigest()[:6]
-    return f"{slug(str(entry.get('match', {}).get('test_case', 'entry')))}-{digest}"
+    cases = entry.get("match", {}).get("test_case", "entry")
+    first = cases[0] if isinstance(cases, list) and cases else cases
+    return f"{slug(str(first))}-{digest}"
 
 
 def unique_id(wanted: str, taken: set[str]) -> str:

@@ -55,7 +55,12 @@ _VERBS = {
 
 def add(
     test_case: Annotated[
-        str, _option("NAME", "Test case name, or a glob (*, ?, [..]).", "--test-case")
+        list[str],
+        _option(
+            "NAME",
+            "Test case name, or a glob (*, ?, [..]); repeatable: one entry covers them all.",
+            "--test-case",
+        ),
     ],
     tracker: Annotated[str, _option("TRACKER", 'Issue URL, or "#N" (resolved by tracker_base).')],
     kind: Annotated[QuarantineKind, typer.Option(help="Why: the reason taxonomy.")],
@@ -99,7 +104,7 @@ def add(
     root = _root(recipes)
     generation = usable_generation(root)
     request = EntryRequest(
-        test_case=test_case,
+        test_cases=test_case,
         tracker=tracker,
         kind=kind,
         action=action,
