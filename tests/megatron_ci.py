@@ -29,6 +29,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -73,6 +74,53 @@ for line in sys.stdin:
 """
 
 
+# Megatron-LM's parser, asked what it selects for many targets at once: one line
+# of [[scope, platform, environment, tag, cadence], ...] in, one line out with,
+# per target, the sorted identities (model, test case, environment, platform,
+# tag or "") of the test workloads it selects (or {"error": ...}). The same
+# file-order fix as DRIVER, and one parse per distinct file text (a deep copy
+# each time: the parser changes what it loads).
+PARSER_DRIVER = r"""
+import copy, json, pathlib, sys
+
+import yaml
+
+_glob = pathlib.Path.glob
+pathlib.Path.glob = lambda self, pattern: iter(sorted(_glob(self, pattern), key=str))
+_loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_parsed = {}
+
+
+def _load(stream):
+    text = stream.read() if hasattr(stream, "read") else stream
+    if text not in _parsed:
+        _parsed[text] = yaml.load(text, Loader=_loader)
+    return copy.deepcopy(_parsed[text])
+
+
+yaml.safe_load = _load
+
+from tests.test_utils.python_scripts import recipe_parser as parser
+
+for line in sys.stdin:
+    answer = []
+    for scope, platform, environment, tag, cadence in json.loads(line):
+        try:
+            found = parser.load_workloads(
+                container_tag="t", scope=scope, platform=platform,
+                environment=environment, tag=tag, cadence=cadence,
+            )
+            answer.append(sorted({
+                (w.spec["model"], w.spec["test_case"], w.spec["environment"],
+                 w.spec["platforms"], w.spec.get("tag") or "")
+                for w in found if "test_case" in w.spec
+            }))
+        except Exception as exc:
+            answer.append({"error": f"{type(exc).__name__}: {exc}"})
+    print(json.dumps(answer), flush=True)
+"""
+
+
 def megatron_ci_path() -> Path | None:
     value = os.environ.get(CI_ENV)
     path = Path(value) if value else Path(__file__).resolve().parents[2] / "shared" / "megatron-ci"
@@ -101,7 +149,7 @@ def require_megatron_ci() -> Path:
 class Upstream:
     """Megatron-LM's generator in a temporary checkout, one process for many calls."""
 
-    def __init__(self, ci: Path, top: Path, recipes: Path | None) -> None:
+    def __init__(self, ci: Path, top: Path, recipes: Path | None, *, driver: str = DRIVER) -> None:
         self.ci = ci
         self.top = top
         scripts = top / "tests" / "test_utils" / "python_scripts"
@@ -115,7 +163,7 @@ class Upstream:
             self.recipes.mkdir()
         env = {**os.environ, "PYTHONPATH": str(top)}
         self.process = subprocess.Popen(
-            [sys.executable, "-c", DRIVER],
+            [sys.executable, "-c", driver],
             cwd=top,
             env=env,
             stdin=subprocess.PIPE,
@@ -133,12 +181,24 @@ class Upstream:
 
     def run(self, args: Sequence[str]) -> dict:
         """One call of the generator; its answer ({"ok": ..., "error": ...})."""
+        return self._ask(list(args))
+
+    def select(self, targets: Sequence[Sequence[str | None]]) -> list[set[tuple[str, ...]]]:
+        """What the parser (PARSER_DRIVER) selects for each (scope, platform,
+        environment, tag, cadence): the identities of its test workloads."""
+        answers = self._ask([list(t) for t in targets])
+        for target, answer in zip(targets, answers, strict=True):
+            if isinstance(answer, dict):
+                raise RuntimeError(f"the reference parser failed for {target}: {answer}")
+        return [{tuple(identity) for identity in answer} for answer in answers]
+
+    def _ask(self, question: Any) -> Any:
         assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(json.dumps(list(args)) + "\n")
+        self.process.stdin.write(json.dumps(question) + "\n")
         self.process.stdin.flush()
         line = self.process.stdout.readline()
         if not line:
-            raise RuntimeError("the reference generator's process ended")
+            raise RuntimeError("the reference process ended")
         return json.loads(line)
 
     def close(self) -> None:

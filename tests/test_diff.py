@@ -369,10 +369,23 @@ def test_ad_hoc_targets_are_checked_against_both_sides() -> None:
     spec = "scope=mr-slim,platform=dgx_h100,environment=dev"
     result = diff({"gpt.yaml": V1_GPT}, {"gpt.yaml": head}, specs=[spec])
     assert result.notes == () and cases(result.targets[0].added) == ["c"]
-    # Without a vocabulary, a value no job uses on either side is refused too.
+    # Without a vocabulary, a value no job uses on either side is an empty target:
+    # one note for every such target (with "did you mean"), compared as selecting
+    # nothing. A CI keeps one list of targets for revisions older than some of them.
     typo = "scope=mr-slm,platform=dgx_h100,environment=dev"
-    with pytest.raises(UsageError, match=r'scope "mr-slm": .* \(did you mean "mr-slim"\?\)'):
-        diff({"gpt.yaml": V1_GPT}, {"gpt.yaml": head}, specs=[typo])
+    later = "scope=L0-smoke,platform=dgx_h100,environment=dev"
+    result = diff({"gpt.yaml": V1_GPT}, {"gpt.yaml": head}, specs=[typo, later, spec])
+    assert len(result.notes) == 1
+    assert result.notes[0] == (
+        'no job of either side has scope "mr-slm" (did you mean "mr-slim"?); scope '
+        '"L0-smoke": 2 target(s) compared as empty, selecting nothing '
+        "(gitlab-mr-slm-dgx_h100-dev, gitlab-L0-smoke-dgx_h100-dev)"
+    )
+    by_name = {t.target.name: t for t in result.targets}
+    for name in ("gitlab-mr-slm-dgx_h100-dev", "gitlab-L0-smoke-dgx_h100-dev"):
+        t = by_name[name]
+        assert (t.base_jobs, t.head_jobs, t.unchanged) == (0, 0, True)
+    assert cases(by_name["gitlab-mr-slim-dgx_h100-dev"].added) == ["c"]
 
 
 def test_target_names_and_their_mistakes() -> None:

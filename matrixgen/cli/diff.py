@@ -59,7 +59,10 @@ reported as `--changed-since BASE` decides, fallbacks included.
 Targets: --target as in the emitters (a name configured or discovered on
 either side, or key=value pairs); else every target configured on either
 side; else (trees without config) every scope x platform x environment used
-on either side, holding-pen scopes only with --holding-pen.
+on either side, holding-pen scopes only with --holding-pen. A key=value target
+whose scope, platform, environment, model or tag no job of either side has
+(in trees without vocabulary) is compared as empty, all such targets named in
+one note: a CI keeps one target list for every revision it compares.
 
 --expect RULE (repeatable) fails the command when the diff is otherwise:
 

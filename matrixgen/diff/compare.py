@@ -92,7 +92,7 @@ from matrixgen.emit.common import (
     EmitSettings,
     EmittedJob,
     EmittedTarget,
-    check_ad_hoc_target,
+    ad_hoc_target_problems,
     emitted_jobs,
     skipped_jobs,
 )
@@ -103,8 +103,10 @@ from matrixgen.engine.errors import (
     MatrixgenError,
     Severity,
     UsageError,
+    did_you_mean,
 )
 from matrixgen.engine.model import Job, JobId, QuarantineMark, Target
+from matrixgen.engine.select import used_values
 from matrixgen.engine.targets import is_holding_pen
 from matrixgen.engine.workload import rereads_recipe, workload_changes
 from matrixgen.pipeline import Generation, PipelineCache, generate_from_files
@@ -190,10 +192,7 @@ def diff_generations(
     pairs = resolve_diff_targets(
         base, head, values=values, specs=specs, names=names, holding_pen=holding_pen
     )
-    sides = [(base.tree.config, base.jobs), (head.tree.config, head.jobs)]
-    for pair in pairs:
-        if pair.ad_hoc:
-            check_ad_hoc_target(pair.shown, sides)
+    empty = _empty_targets(pairs, base, head)
     base_index, head_index = (
         SideIndex(f"base {base_ref[:12]}", base),
         SideIndex(f"head {head_ref[:12]}", head),
@@ -211,8 +210,38 @@ def diff_generations(
     if any(d.added or d.removed for d in diffs):
         diffs = find_moves(find_habits(diffs, base, head, sources, cache))
     habits = habit_note(base, head) if not (values or specs or names or holding_pen) else None
-    extra = [*base_index.notes, *head_index.notes, *([habits] if habits else [])]
+    extra = [*empty, *base_index.notes, *head_index.notes, *([habits] if habits else [])]
     return SelectionDiff(base=base_ref, head=head_ref, targets=tuple(diffs), notes=(*notes, *extra))
+
+
+def _empty_targets(pairs: Sequence[TargetPair], base: Generation, head: Generation) -> list[str]:
+    """Targets given as key=value pairs are checked as every command checks them
+    (a value a declared vocabulary lacks is a UsageError), but one that, in trees
+    without vocabulary, asks for a value no job of either side uses is an empty
+    target, not a mistake: a CI that keeps one list of targets runs the diff on
+    revisions older than some of them. Said in one note (with "did you mean"),
+    the target compared as selecting nothing on both sides."""
+    sides = [(base.tree.config, base.jobs), (head.tree.config, head.jobs)]
+    names: list[str] = []
+    values: dict[tuple[str, str], list[str]] = {}
+    for pair in pairs:
+        if not pair.ad_hoc:
+            continue
+        problems = ad_hoc_target_problems(pair.shown, sides)
+        if problems.undeclared:
+            raise UsageError(f"target {pair.shown.name}: " + "; ".join(problems.undeclared))
+        if problems.unused_values:
+            names.append(pair.shown.name)
+            for key, value in problems.unused_values:
+                used = used_values(key, [*base.jobs, *head.jobs])
+                values.setdefault((key, value), []).append(did_you_mean(value, used))
+    if not names:
+        return []
+    said = "; ".join(f'{key} "{value}"{hints[0]}' for (key, value), hints in values.items())
+    return [
+        f"no job of either side has {said}: {len(names)} target(s) compared as empty, "
+        f"selecting nothing ({', '.join(names)})"
+    ]
 
 
 def _same_objects(a: Sequence[Job], b: Sequence[Job]) -> bool:

@@ -316,7 +316,30 @@ def check_ad_hoc_target(
     mean" (a typo would otherwise give a target that selects nothing). `sides`
     are the trees the target is used on (two for a diff: a value one side uses
     is known)."""
+    problems = ad_hoc_target_problems(target, sides)
+    errors = [*problems.undeclared, *problems.unused]
+    if errors:
+        raise UsageError(f"target {target.name}: " + "; ".join(errors))
+
+
+class AdHocProblems(Struct, frozen=True):
+    """What is wrong with a target given on the command line: values a declared
+    vocabulary does not have (`undeclared`: a typo, whatever the jobs), and, in
+    trees without one, values no job uses (`unused`, each with "did you mean";
+    `unused_values`: (field, value) of each)."""
+
+    undeclared: tuple[str, ...] = ()
+    unused: tuple[str, ...] = ()
+    unused_values: tuple[tuple[str, str], ...] = ()
+
+
+def ad_hoc_target_problems(
+    target: Target, sides: Sequence[tuple[ProjectConfig, Sequence[Job]]]
+) -> AdHocProblems:
+    """The problems `check_ad_hoc_target` refuses, by kind."""
     errors: list[str] = []
+    unused: list[str] = []
+    unused_values: list[tuple[str, str]] = []
     selector = target.selector
     for key in ("scope", "platform", "environment", "model", "tag"):
         what = key
@@ -343,7 +366,8 @@ def check_ad_hoc_target(
         if not declared:
             problem = unused_value(what, value, known, prefix=f'{what} "{value}"')
             if problem is not None:
-                errors.append(problem)
+                unused.append(problem)
+                unused_values.append((key, value))
             continue
         if key == "scope":
             found = resolve_scope(value) in {resolve_scope(k) for k in known}
@@ -365,8 +389,7 @@ def check_ad_hoc_target(
                 hint = f" (a {owners[0]} scope: give system={owners[0]})"
         shown = ", ".join(sorted(known)) or "none"
         errors.append(f'unknown {what} "{value}"{hint}; declared: {shown}')
-    if errors:
-        raise UsageError(f"target {target.name}: " + "; ".join(errors))
+    return AdHocProblems(tuple(errors), tuple(unused), tuple(unused_values))
 
 
 def resolve_settings(

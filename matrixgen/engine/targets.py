@@ -114,9 +114,10 @@ def _ad_hoc(system: System, selector: Selector, config: ProjectConfig | None) ->
     settings: dict = {}
     if config is not None:
         settings = dict(config.section("systems").get(system.value, {}))
-    return Target(
-        name=target_name(system, selector), system=system, selector=selector, settings=settings
-    )
+    # Named by its place, then its model and tag: the unit-test targets of one
+    # place differ by tag alone (gitlab-unit-tests-dgx_h100-dev-latest).
+    name = "-".join([target_name(system, selector), *filter(None, (selector.model, selector.tag))])
+    return Target(name=name, system=system, selector=selector, settings=settings)
 
 
 def discover_targets(
