@@ -331,6 +331,15 @@ def test_the_diff_is_the_difference_of_the_generated_files(kind: str, tmp_path: 
     for name in sorted(seen):
         want = expected(before.get(name, {}), after.get(name, {}))
         assert seen[name] == want, (kind, name)
+    # The jobs that start and stop running, whatever the cause (added, lifted,
+    # parked, moved, skipped): the running jobs of each side's file, compared.
+    for t in result.targets:
+        run_b = set(before.get(t.target.name, {}).get("running", {}))
+        run_h = set(after.get(t.target.name, {}).get("running", {}))
+        starts, stops = t.running_changes()
+        assert {str(j.identity) for j in starts} == run_h - run_b, (kind, t.target.name)
+        assert {str(j.identity) for j in stops} == run_b - run_h, (kind, t.target.name)
+        assert t.head_jobs - t.base_jobs == len(starts) - len(stops), (kind, t.target.name)
     # Every edit here does something, except the ones that reach no emitted file.
     quiet = {"script", "a renamed file", "a duplicate copy"}
     assert result.unchanged == (kind in quiet), kind

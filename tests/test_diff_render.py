@@ -262,6 +262,9 @@ def test_json_shape() -> None:
         "moved_in": 0,
         # Entries the parser does not read: to it, nothing was added or removed.
         "parser": {"added": 0, "removed": 0},
+        # One job skipped (it stops running), one lifted (it starts again).
+        "starts": 1,
+        "stops": 1,
     }
     assert data["notes"] == list(sample().notes)
 

@@ -258,6 +258,12 @@ def test_the_parser_counts_are_what_the_parser_selects(
         gone = parser_selection(before, t.target) - parser_selection(after, t.target)
         came = parser_selection(after, t.target) - parser_selection(before, t.target)
         assert data["counts"]["parser"] == {"added": len(came), "removed": len(gone)}, t.target
+        # No quarantine file: what starts and stops running is what the parser
+        # gains and loses, a row parked in a habit scope or commented out included.
+        starts, stops = t.running_changes()
+        assert {str(j.identity) for j in starts} == came, t.target
+        assert {str(j.identity) for j in stops} == gone, t.target
+        assert (data["counts"]["starts"], data["counts"]["stops"]) == (len(came), len(gone))
 
 
 def test_holding_pens_belong_to_no_system_and_cost_nothing(upstream: Upstream) -> None:

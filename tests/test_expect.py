@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from matrixgen.diff.expect import Check, check_rules, evaluate, parse_rule, parse_rules, require
 from matrixgen.diff.model import (
@@ -194,3 +195,130 @@ def test_count_of_nothing() -> None:
 
 def test_large_counts_are_shown_whole() -> None:
     assert Check("+", "", 6).shown(1_234_567) == "1234567 added"
+
+
+# ------------------------------------------------------------- starts, stops, test cases
+
+SKIP_MARK = QuarantineMark(id="cp2", tracker="#7733", action="skip", kind="broken")
+ALLOW_MARK = QuarantineMark(id="ep8", tracker="#7734", action="allow-failure", kind="broken")
+BUCKET = "tests/unit/**/*.py"  # a unit-test bucket: named like a glob
+
+
+def lifted_scenario() -> SelectionDiff:
+    """GitHub L1 after a lift of six CP2 cases (skip entries: they start
+    running), one EP8 case moved from skip to allow-failure (it starts too), one
+    allow-failure entry added (it keeps running), one case parked in a habit
+    scope (it stops), and two unit-test buckets, one lifted."""
+    from matrixgen.diff.model import ACTION_CHANGED, LIFTED, Habit
+
+    cp2 = [job(f"cp2_{i}", "L1") for i in range(6)]
+    changes = [QuarantineChange(LIFTED, replace(j, quarantine=SKIP_MARK), j) for j in cp2]
+    ep8 = job("ep8_fp8", "L1")
+    changes.append(
+        QuarantineChange(ACTION_CHANGED, replace(ep8, quarantine=SKIP_MARK),
+                         replace(ep8, quarantine=ALLOW_MARK))
+    )  # fmt: skip
+    flaky = job("flaky_one", "L1")
+    changes.append(QuarantineChange(QUARANTINED, flaky, replace(flaky, quarantine=ALLOW_MARK)))
+    parked = job("parked_one", "L1")
+    habit = Habit(scope="mr-github-broken")
+    changes.append(QuarantineChange(QUARANTINED, parked, None, habit=habit))
+    bucket = job(BUCKET, "L1", model="unit-tests")
+    other = job("tests/unit/a/b.py", "L1", model="unit-tests")
+    changes.append(QuarantineChange(LIFTED, replace(bucket, quarantine=SKIP_MARK), bucket))
+    return SelectionDiff(
+        base="a" * 40,
+        head="worktree",
+        targets=(
+            TargetDiff(
+                target("github", "L1"), quarantine=tuple(changes), base_jobs=50, head_jobs=57
+            ),
+            TargetDiff(target("gitlab", "mr"), added=(job("new", "mr"),), removed=(other,)),
+        ),
+        test_cases=(*(j.test_case for j in cp2), "ep8_fp8", "flaky_one", "parked_one", BUCKET,
+                    "tests/unit/a/b.py", "new"),
+    )  # fmt: skip
+
+
+def lifted(rule: str):  # type: ignore[no-untyped-def]
+    diff = lifted_scenario()
+    rules = parse_rules([rule])
+    check_rules(rules, diff)
+    (result,) = evaluate(rules, diff)
+    return result
+
+
+def test_starts_and_stops_count_what_runs_whatever_the_cause() -> None:
+    l1 = lifted_scenario().targets[0]
+    starts, stops = l1.running_changes()
+    # Six lifted, one skip made allow-failure, one bucket lifted; one parked.
+    assert len(starts) == 8 and [j.test_case for j in stops] == ["parked_one"]
+    assert l1.head_jobs - l1.base_jobs == len(starts) - len(stops)
+    assert lifted("github/L1:starts=8,stops=1").ok
+    assert lifted("github/L1:q10,+0,-0").ok  # a lift adds no row
+    assert lifted("gitlab/mr:starts=1,stops=1,+1,-1").ok  # added and removed rows count too
+
+
+def test_a_failed_count_of_rows_says_what_starts_running() -> None:
+    result = lifted("github/L1:+6")
+    assert not result.ok
+    assert str(result) == (
+        "--expect github/L1:+6: FAILED: expected exactly 6 added, got 0 added (but 8 start "
+        "running, lifts and habits included: `starts` counts those) (over 1 target(s))"
+    )
+    assert "stop running" in str(lifted("github/L1:-0,-<1,-!=0"))
+
+
+def test_test_cases_in_a_rule_count_only_their_jobs() -> None:
+    assert lifted("github/L1{cp2_*}:starts=6,stops=0,q6").ok
+    assert lifted("github/L1{cp2_0,cp2_5}:starts=2").ok
+    assert lifted("github/L1{parked_one}:stops=1,starts=0,=1").ok
+    assert lifted("github/L1{ep8_fp8,flaky_one}:starts=1,q2").ok
+    assert lifted("*{new,cp2_1}:starts=2,+1").ok  # a target name pattern takes them too
+    # A name that looks like a glob matches itself only; a glob matches by fnmatch.
+    assert lifted("github/L1{" + BUCKET + "}:starts=1").ok
+    assert lifted("gitlab/mr{" + BUCKET + "}:stops=0").ok
+    assert lifted("gitlab/mr{tests/unit/*}:stops=1").ok
+
+
+@pytest.mark.parametrize(
+    ("rule", "says"),
+    [
+        ("github/L1:+=6", '(did you mean "+6" or "+==6"?)'),
+        ("github/L1:cost=+2h", '(did you mean "cost==+2h"?)'),
+        ("github/L1:startz=6", '(did you mean "starts"?)'),
+        ("github/L1{cp2_*}:cost<=0", "cost<=0 counts whole targets and takes no test cases"),
+        ("github/L1{cp2_*}:findings=0", "counts whole targets"),
+        ("github/L1{}:starts=1", "an empty test case"),
+        ("github/L1{a,,b}:starts=1", "an empty test case"),
+        ("github/L1{a,a}:starts=1", "given twice in the braces"),
+        ("github/{a}L1:starts=1", "one pair of braces at the end of the pattern"),
+    ],
+)
+def test_malformed_running_and_case_rules_are_usage_errors(rule: str, says: str) -> None:
+    with pytest.raises(UsageError) as info:
+        parse_rule(rule)
+    assert says in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("rule", "says"),
+    [
+        ("github/L1{cp2_9x}:starts=1", '"cp2_9x" is no test case of either side'),
+        ("github/L1{ep8_fp9}:starts=1", 'did you mean "ep8_fp8"?'),
+        ("github/L1{nothing_*}:starts=1", '"nothing_*" matches no test case of either side'),
+    ],
+)
+def test_a_test_case_no_job_has_is_a_usage_error(rule: str, says: str) -> None:
+    with pytest.raises(UsageError) as info:
+        lifted(rule)
+    assert says in str(info.value) and info.value.exit_code is ExitCode.USAGE
+
+
+@settings(max_examples=30, deadline=None)
+@given(word=st.sampled_from(["starts", "stops"]), op=st.sampled_from(["", "=", "<=", ">=", "!="]),
+       number=st.integers(0, 1000))  # fmt: skip
+def test_running_checks_parse_back(word: str, op: str, number: int) -> None:
+    (check,) = parse_rule(f"github/L1:{word}{op}{number}").checks
+    assert check == Check(word, "" if op == "=" else op, number)
+    assert parse_rule(f"github/L1:{check}").checks == (check,)

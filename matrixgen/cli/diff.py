@@ -67,12 +67,16 @@ one note: a CI keeps one target list for every revision it compares.
 --expect RULE (repeatable) fails the command when the diff is otherwise:
 
 \b
-    RULE    = PATTERN ":" CHECK [[","] CHECK]...
+    RULE    = PATTERN ["{" CASE[,CASE]... "}"] ":" CHECK [[","] CHECK]...
     PATTERN = SYSTEM/SCOPE[/PLATFORM[/ENVIRONMENT[/CADENCE]]] | TARGET-NAME
               (globs allowed; a scope matches by name or tier)
-    CHECK   = KIND [OP] COUNT | findings [OP] COUNT | cost [OP] AMOUNT
+    CASE    = a test case name or glob: the checks count its jobs only
+    CHECK   = KIND [OP] COUNT | starts|stops|findings [OP] COUNT
+              | cost [OP] AMOUNT
     KIND    = + added | - removed | ~ changed | q quarantine changes
               | m moved in or out | = all of them (and target definition changes)
+    starts  = jobs that start running, whatever the cause (added, lifted,
+              brought back from a habit scope); stops: the reverse
     OP      = <= >= < > != == (none: exactly)
     AMOUNT  = [+|-]NUMBER h (GPU-hours) | [+|-]NUMBER m (GPU-minutes) | 0:
               the change in GPU-hours per run (head minus base, unweighted)
@@ -82,6 +86,8 @@ one note: a CI keeps one target list for every revision it compares.
     gitlab/*:=0        no change at all on GitLab
     */nightly:-0       nothing removed from nightly
     github/L0/dgx_h100:+>=1,-0
+    github/L1:starts=6   six jobs start running on GitHub L1 (a lift too)
+    gitlab/mr{*cp2*}:stops=0   no CP2 job stops running in gitlab/mr
     gitlab/mr:cost<=+2h  at most 2 GPU-hours more per run of gitlab/mr
     */nightly:cost<=0    nightly costs no more than before
     *:findings=0         no new error or warning of `matrixgen validate`

@@ -211,7 +211,14 @@ def diff_generations(
         diffs = find_moves(find_habits(diffs, base, head, sources, cache))
     habits = habit_note(base, head) if not (values or specs or names or holding_pen) else None
     extra = [*empty, *base_index.notes, *head_index.notes, *([habits] if habits else [])]
-    return SelectionDiff(base=base_ref, head=head_ref, targets=tuple(diffs), notes=(*notes, *extra))
+    cases = tuple(sorted({j.test_case for j in (*base.jobs, *head.jobs)}))
+    return SelectionDiff(
+        base=base_ref,
+        head=head_ref,
+        targets=tuple(diffs),
+        notes=(*notes, *extra),
+        test_cases=cases,
+    )
 
 
 def _empty_targets(pairs: Sequence[TargetPair], base: Generation, head: Generation) -> list[str]:

@@ -119,6 +119,7 @@ def render_json(diff: SelectionDiff) -> str:
 
 def _target_data(t: TargetDiff) -> dict[str, Any]:
     counts = t.counts()
+    starts, stops = t.running_changes()
     return {
         # A holding pen is no system's target.
         "target": {**t.target.to_dict(), **({"system": None} if t.holding_pen else {})},
@@ -147,6 +148,8 @@ def _target_data(t: TargetDiff) -> dict[str, Any]:
             "moved_out": len(t.moved_out),
             "moved_in": len(t.moved_in),
             "parser": t.parser_counts(),
+            "starts": len(starts),
+            "stops": len(stops),
         },
         "jobs": {"base": t.base_jobs, "head": t.head_jobs},
         **_cost_fields(t.base_cost, t.head_cost),

@@ -2,12 +2,20 @@
 
 Grammar (one rule per --expect; every rule must hold):
 
-    RULE     = PATTERN ":" CHECK { [","] CHECK }
+    RULE     = PATTERN [ "{" CASES "}" ] ":" CHECK { [","] CHECK }
     PATTERN  = SYSTEM "/" SCOPE [ "/" PLATFORM [ "/" ENVIRONMENT [ "/" CADENCE ] ] ]
              | TARGET-NAME
+    CASES    = CASE { "," CASE }   test case names or globs: the checks count
+                                   only the jobs of those test cases
     CHECK    = KIND [ OP ] COUNT
+             | RUNNING [ OP | "=" ] COUNT
              | "findings" [ OP | "=" ] COUNT
              | "cost" [ OP ] AMOUNT
+    RUNNING  = "starts"  jobs that start running: run at HEAD and not at BASE
+                         (added, moved in, a skip entry lifted or made
+                         allow-failure, a habit-parked row brought back)
+             | "stops"   jobs that stop running, whatever the cause (removed,
+                         moved out, skipped, parked in a habit scope)
     KIND     = "+"  jobs added
              | "-"  jobs removed
              | "~"  jobs changed
@@ -37,7 +45,16 @@ no `/` matches target names (`gitlab-mr-*`).
 
 Counts are per target, as the table shows them, summed over every target the
 pattern matches: a job added to the pr and the mergegroup targets of a tier
-counts twice (`github/L1/*/*/pr:+6` asks about one cadence).
+counts twice (`github/L1/*/*/pr:+6` asks about one cadence). A target's
+`starts` minus its `stops` is the change in the jobs it runs (the table's jobs
+column): after a lift, `github/L1:starts=6` holds where `+6` does not (a lift
+adds no row; it is a quarantine change that starts jobs).
+
+With CASES the checks count only the jobs of those test cases (a name matches
+itself only, even when it looks like a glob; a glob matches the names it
+matches): `gitlab/mr{gpt3_tp2_pp1_cp2,moe_*_cp2}:starts=2,stops=0`. A name no
+job of either side has, or a glob that matches none, is a usage error (exit 2);
+`cost` and `findings` count whole targets and take no CASES.
 
 Examples:
 
@@ -50,6 +67,11 @@ Examples:
     gitlab/mr:cost<=+2h   one run of the GitLab mr targets costs at most 2 GPU-hours more
     */nightly:cost<=0     nightly costs no more than before
     github/*:cost>=-30m   GitHub saves at most 30 GPU-minutes per run
+    github/L1:starts=6,stops=0
+                          six jobs start running on GitHub L1 (added or lifted),
+                          none stops
+    gitlab/mr{*cp2*}:starts=4
+                          four jobs of the CP2 test cases start running in GitLab mr
 
 A cost is compared in the rule's unit at a millionth of it, so `cost<=+7m`
 holds for a change of exactly 7 GPU-minutes.
@@ -71,9 +93,9 @@ from fnmatch import fnmatchcase
 
 from msgspec import Struct
 
-from matrixgen.diff.model import SelectionDiff, target_counts, target_order
+from matrixgen.diff.model import SelectionDiff, TargetDiff, target_counts, target_order
 from matrixgen.engine.errors import ExpectationError, UsageError, did_you_mean
-from matrixgen.engine.model import Target
+from matrixgen.engine.model import Job, Target
 from matrixgen.engine.targets import is_holding_pen
 from matrixgen.engine.vocab import resolve_scope
 from matrixgen.views.cost import signed_hours
@@ -85,7 +107,10 @@ KINDS = {
     "q": "quarantine changes",
     "m": "jobs moved (in and out)",
     "=": "changes in total",
+    "starts": "start running",
+    "stops": "stop running",
 }
+RUNNING = ("starts", "stops")  # words, written with "=" for exactly
 COST = "cost"
 FINDINGS = "findings"  # findings (errors and warnings) the branch adds, tree-wide
 UNITS = {"h": 1, "m": 60}  # per GPU-hour
@@ -104,10 +129,14 @@ _COST = re.compile(
     r"\s*cost(<=|>=|!=|==|<|>)?([-+]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+))([A-Za-z]*)\s*,?"
 )
 _FINDINGS = re.compile(r"\s*findings(<=|>=|!=|==|<|>|=)?([0-9]+)\s*,?")
+_RUNNING = re.compile(r"\s*(starts|stops)(<=|>=|!=|==|<|>|=)?([0-9]+)\s*,?")
+_CASES = re.compile(r"^(?P<pattern>[^{}]*)\{(?P<cases>[^{}]*)\}$")
+# `+=6`: one "=" where "==" (or none) is meant.
+_SINGLE_EQUALS = re.compile(r"\s*([-+~qm])=(?!=)([0-9]+)")
 _WORD = re.compile(r"\s*([A-Za-z][A-Za-z_-]*)")
 _GLOB = re.compile(r"[*?\[]")
 _EXAMPLE = "like github/L1:+6, gitlab/*:=0, */nightly:-0 or gitlab/mr:cost<=+2h"
-_COST_FORM = "a signed amount of GPU-hours or GPU-minutes, like cost<=+2h, cost<=+30m or cost<=0"
+_COST_FORM = "a signed amount of GPU-hours or GPU-minutes, like cost<=+2h, cost==+30m or cost<=0"
 
 
 class Check(Struct, frozen=True):
@@ -116,22 +145,24 @@ class Check(Struct, frozen=True):
     count: int
 
     def __str__(self) -> str:
-        return f"{self.kind}{self.op}{self.count}"
+        op = "=" if not self.op and self.kind in RUNNING else self.op
+        return f"{self.kind}{op}{self.count}"
 
     def holds(self, value: int) -> bool:
         return OPS[self.op](value, self.count)
-
-    def describe(self) -> str:
-        words = {"": "exactly", "==": "exactly", "<=": "at most", ">=": "at least"}
-        words |= {"<": "fewer than"}
-        words |= {">": "more than", "!=": "not"}
-        what = "new finding(s)" if self.kind == FINDINGS else KINDS[self.kind]
-        return f"{words[self.op]} {self.count} {what}"
 
     def shown(self, value: float) -> str:
         if self.kind == FINDINGS:
             return f"{int(value)} new finding(s)"
         return f"{int(value)} {KINDS[self.kind]}"
+
+    def describe(self) -> str:
+        words = {"": "exactly", "==": "exactly", "<=": "at most", ">=": "at least"}
+        words |= {"<": "fewer than", ">": "more than", "!=": "not"}
+        what = "new finding(s)" if self.kind == FINDINGS else KINDS[self.kind]
+        if self.kind in RUNNING:
+            what = f"jobs that {what}"
+        return f"{words[self.op]} {self.count} {what}"
 
 
 class CostCheck(Struct, frozen=True):
@@ -182,6 +213,7 @@ class Rule(Struct, frozen=True):
     parts: tuple[str, ...]  # system, scope, ... (glob patterns); empty when by name
     name: str | None  # a target name glob, for patterns without "/"
     checks: tuple[Check | CostCheck, ...]
+    cases: tuple[str, ...] = ()  # test case names or globs; (): every job counts
 
     def matches(self, target: Target) -> bool:
         if self.name is not None:
@@ -215,9 +247,22 @@ class Outcome(Struct, frozen=True):
         if not self.failed:
             return f"--expect {self.rule.text}: holds ({shown})"
         wrong = "; ".join(
-            f"expected {c.describe()}, got {c.shown(self.counts[c.kind])}" for c in self.failed
+            f"expected {c.describe()}, got {c.shown(self.counts[c.kind])}{self._hint(c)}"
+            for c in self.failed
         )
         return f"--expect {self.rule.text}: FAILED: {wrong} (over {len(self.targets)} target(s))"
+
+    def _hint(self, check: Check | CostCheck) -> str:
+        """For a failed + or - check, the jobs that start (stop) running when
+        they differ: a lift adds no row, a skip removes none."""
+        word = {"+": "starts", "-": "stops"}.get(check.kind)
+        if word is None or self.counts[word] == self.counts[check.kind]:
+            return ""
+        why = "lifts" if word == "starts" else "skips"
+        return (
+            f" (but {int(self.counts[word])} {KINDS[word]}, {why} and habits included: "
+            f"`{word}` counts those)"
+        )
 
 
 def parse_rule(text: str) -> Rule:
@@ -226,6 +271,7 @@ def parse_rule(text: str) -> Rule:
     pattern = pattern.strip()
     if not sep or not pattern:
         raise UsageError(f'--expect "{text}": expected PATTERN:CHECKS, {_EXAMPLE}')
+    pattern, cases = _rule_cases(text, pattern)
     checks: list[Check | CostCheck] = []
     pos = 0
     body = checks_text.rstrip()
@@ -237,20 +283,25 @@ def parse_rule(text: str) -> Rule:
             checks.append(cost[0])
             pos = cost[1]
             continue
-        found = _FINDINGS.match(body, pos)
+        found = _FINDINGS.match(body, pos) or _RUNNING.match(body, pos)
         if found is not None:
-            op = found.group(1) or ""
-            checks.append(Check(FINDINGS, "" if op == "=" else op, int(found.group(2))))
+            kind = FINDINGS if found.re is _FINDINGS else found.group(1)
+            op, count = found.groups()[-2:]
+            checks.append(Check(kind, "" if op in (None, "=") else op, int(count)))
             pos = found.end()
             continue
         match = _CHECK.match(body, pos)
         if match is None:
             word = _WORD.match(body, pos)
-            hint = did_you_mean(word.group(1), [COST, FINDINGS]) if word else ""
+            hint = did_you_mean(word.group(1), [COST, FINDINGS, *RUNNING]) if word else ""
+            single = _SINGLE_EQUALS.match(body, pos)
+            if single is not None:
+                kind, count = single.groups()
+                hint = f' (did you mean "{kind}{count}" or "{kind}=={count}"?)'
             raise UsageError(
                 f'--expect "{text}": cannot read "{body[pos:].strip()}"{hint}: a check is '
-                "one of + - ~ q m = findings, an optional <= >= < > != ==, and a count; "
-                "or cost, "
+                "one of + - ~ q m =, starts, stops or findings, an optional <= >= < > != "
+                "==, and a count; or cost, "
                 f"an optional operator and {_COST_FORM}; {_EXAMPLE}"
             )
         checks.append(Check(match.group(1), match.group(2) or "", int(match.group(3))))
@@ -258,8 +309,14 @@ def parse_rule(text: str) -> Rule:
     kinds = [c.kind + c.op for c in checks]
     if len(set(kinds)) != len(kinds):
         raise UsageError(f'--expect "{text}": a check is given twice')
+    whole = [str(c) for c in checks if cases and c.kind in (COST, FINDINGS)]
+    if whole:
+        raise UsageError(
+            f'--expect "{text}": {whole[0]} counts whole targets and takes no test cases '
+            "(give it in a rule of its own)"
+        )
     if "/" not in pattern:
-        return Rule(text=text, parts=(), name=pattern, checks=tuple(checks))
+        return Rule(text=text, parts=(), name=pattern, checks=tuple(checks), cases=cases)
     parts = tuple(p.strip() for p in pattern.split("/"))
     if len(parts) > len(PATTERN_PARTS):
         raise UsageError(
@@ -268,7 +325,25 @@ def parse_rule(text: str) -> Rule:
         )
     if any(not p for p in parts):
         raise UsageError(f'--expect "{text}": an empty part in the pattern (use * for any)')
-    return Rule(text=text, parts=parts, name=None, checks=tuple(checks))
+    return Rule(text=text, parts=parts, name=None, checks=tuple(checks), cases=cases)
+
+
+def _rule_cases(text: str, pattern: str) -> tuple[str, tuple[str, ...]]:
+    """The pattern without its `{CASES}`, and the test cases named there."""
+    if "{" not in pattern and "}" not in pattern:
+        return pattern, ()
+    found = _CASES.match(pattern)
+    if found is None:
+        raise UsageError(
+            f'--expect "{text}": test cases go in one pair of braces at the end of the '
+            "pattern, like gitlab/mr{gpt3_a,moe_*}:starts=2"
+        )
+    cases = tuple(c.strip() for c in found.group("cases").split(","))
+    if not all(cases):
+        raise UsageError(f'--expect "{text}": an empty test case in the braces')
+    if len(set(cases)) != len(cases):
+        raise UsageError(f'--expect "{text}": a test case is given twice in the braces')
+    return found.group("pattern").strip(), cases
 
 
 def _cost_check(text: str, body: str, pos: int) -> tuple[CostCheck, int] | None:
@@ -279,7 +354,12 @@ def _cost_check(text: str, body: str, pos: int) -> tuple[CostCheck, int] | None:
     match = _COST.match(body, pos)
     start = body[pos:].strip()
     if match is None:
-        raise UsageError(f'--expect "{text}": cannot read "{start}": a cost check is {_COST_FORM}')
+        # `cost=+2h`: one "=" where "==" (exactly) is meant.
+        single = re.match(r"cost=(?!=)([^,]*)", start)
+        hint = f' (did you mean "cost=={single.group(1)}"?)' if single else ""
+        raise UsageError(
+            f'--expect "{text}": cannot read "{start}"{hint}: a cost check is {_COST_FORM}'
+        )
     op, number, unit = match.group(1) or "", match.group(2), match.group(3)
     if len(number) > 40:
         raise UsageError(f'--expect "{text}": the amount "{number}" has more than 40 characters')
@@ -336,6 +416,24 @@ def check_rules(rules: Sequence[Rule], diff: SelectionDiff) -> None:
                     f'--expect "{rule.text}": unknown {what} "{pattern}"'
                     f"{did_you_mean(pattern, known)}; the targets of this diff have: {shown}"
                 )
+        _check_cases(rule, diff.test_cases)
+
+
+def _check_cases(rule: Rule, known: Sequence[str]) -> None:
+    """A test case of a rule that no job of either side has (a glob that
+    matches none) is a usage error: the rule would count nothing, and hold or
+    fail for the wrong reason. Not checked when the diff does not know them."""
+    if not known:
+        return
+    for case in rule.cases:
+        if case in known:
+            continue
+        if _GLOB.search(case) and any(fnmatchcase(k, case) for k in known):
+            continue
+        what = "matches no test case" if _GLOB.search(case) else "is no test case"
+        raise UsageError(
+            f'--expect "{rule.text}": "{case}" {what} of either side{did_you_mean(case, known)}'
+        )
 
 
 def _values(target: Target) -> tuple[str, ...]:
@@ -349,13 +447,59 @@ def evaluate(rules: Sequence[Rule], diff: SelectionDiff) -> list[Outcome]:
     outcomes = []
     for rule in rules:
         matched = [t for t in diff.targets if rule.matches(t.target)]
-        counts: dict[str, float] = {**target_counts(matched)}
+        if rule.cases:
+            counts: dict[str, float] = {**case_counts(matched, rule.cases, diff.test_cases)}
+        else:
+            counts = {**target_counts(matched)}
+            for t in matched:
+                starts, stops = t.running_changes()
+                counts["starts"] = counts.get("starts", 0) + len(starts)
+                counts["stops"] = counts.get("stops", 0) + len(stops)
+            counts.setdefault("starts", 0)
+            counts.setdefault("stops", 0)
         counts[COST] = sum(t.gpu_hours_delta for t in matched) + 0.0
         counts[FINDINGS] = len(diff.findings_added)
         failed = tuple(c for c in rule.checks if not c.holds(counts[c.kind]))
         names = tuple(t.target.name for t in matched)
         outcomes.append(Outcome(rule=rule, counts=counts, failed=failed, targets=names))
     return outcomes
+
+
+def case_matcher(cases: Sequence[str], known: Iterable[str]) -> Callable[[str], bool]:
+    """Whether a test case is one of `cases`: a name matches itself only, even
+    when it looks like a glob (Megatron-LM's unit-test buckets are named
+    `tests/unit_tests/models/**/*.py`); another glob matches by fnmatch."""
+    names = set(known)
+    exact = {c for c in cases if c in names or not _GLOB.search(c)}
+    globs = [c for c in cases if c not in exact]
+    return lambda test_case: test_case in exact or any(fnmatchcase(test_case, g) for g in globs)
+
+
+def case_counts(
+    targets: Sequence[TargetDiff], cases: Sequence[str], known: Iterable[str]
+) -> dict[str, int]:
+    """The counts of `target_counts`, and starts and stops, of the jobs of some
+    test cases only (`=`: their changes of every kind; a target's own
+    definition is no test case's)."""
+    wanted = case_matcher(cases, known)
+    total = dict.fromkeys(("+", "-", "~", "q", "m", "=", "starts", "stops"), 0)
+    for t in targets:
+        starts, stops = t.running_changes()
+        jobs: dict[str, Iterable[Job]] = {
+            "+": t.added,
+            "-": t.removed,
+            "~": (c.head for c in t.changed),
+            "q": (q.job for q in t.quarantine),
+            "m": (m.job for m in (*t.moved_out, *t.moved_in)),
+            "starts": starts,
+            "stops": stops,
+        }
+        for kind, group in jobs.items():
+            n = sum(1 for job in group if wanted(job.test_case))
+            total[kind] += n
+            if kind not in RUNNING:
+                total["="] += n
+    return total
 
 
 def require(outcomes: Sequence[Outcome], diff: SelectionDiff) -> None:

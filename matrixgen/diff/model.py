@@ -189,6 +189,23 @@ class TargetDiff(Struct, frozen=True):
         out["="] = sum(out.values()) + (1 if self.settings else 0)
         return out
 
+    def running_changes(self) -> tuple[tuple[Job, ...], tuple[Job, ...]]:
+        """The jobs that start running in the target (run at head and not at
+        base) and those that stop, whatever the cause: added or removed rows,
+        moves, a skip entry added or lifted (or its action changed to or from
+        skip), a row parked in a habit scope or brought back. A job an
+        allow-failure, deselect or mute entry marks still runs.
+        `len(starts) - len(stops)` is `head_jobs - base_jobs`."""
+        starts = [*self.added, *(m.job for m in self.moved_in)]
+        stops = [*self.removed, *(m.job for m in self.moved_out)]
+        for q in self.quarantine:
+            before, after = _runs(q.base), _runs(q.head)
+            if after and not before:
+                starts.append(q.job)
+            elif before and not after:
+                stops.append(q.job)
+        return tuple(sorted(starts, key=Job.sort_key)), tuple(sorted(stops, key=Job.sort_key))
+
     def parser_counts(self) -> dict[str, int]:
         """Added and removed as Megatron-LM's parser counts them: it reads no
         quarantine file and no habit, so a move, a habit and a job arriving or
@@ -198,6 +215,11 @@ class TargetDiff(Struct, frozen=True):
             "added": len(self.added) + len(self.moved_in) + moves.count("added"),
             "removed": len(self.removed) + len(self.moved_out) + moves.count("removed"),
         }
+
+
+def _runs(job: Job | None) -> bool:
+    """Whether a job of one side of a quarantine change runs in the target."""
+    return job is not None and (job.quarantine is None or job.quarantine.action != SKIP)
 
 
 class SelectionDiff(Struct, frozen=True):
@@ -213,6 +235,9 @@ class SelectionDiff(Struct, frozen=True):
     # base, and the reverse (compared by severity, code, file and message).
     findings_added: tuple[Finding, ...] = ()
     findings_removed: tuple[Finding, ...] = ()
+    # Every test case a job of either side has (for --expect rules that name
+    # test cases); () when not known.
+    test_cases: tuple[str, ...] = ()
 
     @property
     def unchanged(self) -> bool:
