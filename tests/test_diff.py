@@ -318,7 +318,7 @@ def test_quarantine_habit_scopes_are_left_out_and_noted_only_where_the_branch_ch
     assert not [t for t in by_name(result) if "broken" in t or "disabled" in t]
     # Habit scopes on both sides, none of their jobs changed: nothing to say.
     assert result.notes == ()
-    # A job of one habit scope changes: the note names that scope only.
+    # A job joins one habit scope: the note names that scope only.
     head = copy.deepcopy(habits)
     head["products"][-1]["products"].append(
         {
@@ -330,11 +330,18 @@ def test_quarantine_habit_scopes_are_left_out_and_noted_only_where_the_branch_ch
     )
     result = diff({"gpt.yaml": habits}, {"gpt.yaml": head})
     assert result.notes == (
-        "scope(s) mr-broken: this branch changes jobs in these quarantine habits, which "
-        "no pipeline runs and which are not compared as targets (a job parked there or "
-        "lifted from there is a quarantine change of the target it leaves or joins; "
+        "scope(s) mr-broken: jobs join or leave these quarantine habits on this branch, "
+        "which no pipeline runs and which are not compared as targets (a job parked there "
+        "or lifted from there is a quarantine change of the target it leaves or joins; "
         "--holding-pen compares them)",
     )
+    # The recipe of a parked job changes (every row of its file), none joins or
+    # leaves: no pipeline runs it, before or after; nothing to say.
+    edited = copy.deepcopy(habits)
+    edited["spec"]["script"] = "echo changed {test_case}"
+    result = diff({"gpt.yaml": habits}, {"gpt.yaml": edited})
+    assert not [n for n in result.notes if "quarantine habits" in n]
+    assert result.targets and any(t.changed for t in result.targets)  # running jobs changed
     # No habit scope on either side: no note.
     assert diff({"gpt.yaml": V1_GPT}, {"gpt.yaml": V1_GPT}).notes == ()
 

@@ -7,6 +7,7 @@ imported inside the functions.
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -205,15 +206,34 @@ def load_valid(recipes: Path | None, *, emitting: bool = False) -> Generation:
     return held(generation)
 
 
+# Set to 1, the notes a command adds to its output (the tree's warnings
+# counted, the system assumed) are left out: a CI that makes many calls on one
+# tree (Megatron-LM's configure jobs) says them once, with `validate`.
+QUIET_VARIABLE = "MATRIXGEN_QUIET"
+
+
+def quiet() -> bool:
+    return os.environ.get(QUIET_VARIABLE, "") == "1"
+
+
+def note(text: str) -> None:
+    """One `matrixgen: note:` line on stderr, unless $MATRIXGEN_QUIET=1."""
+    if not quiet():
+        typer.echo(f"matrixgen: note: {terminal_text(text)}", err=True)
+
+
 def note_warnings(findings: list[Finding], root: str) -> None:
     """The warnings of a tree that a command other than `validate` loaded: one
-    line that counts them, not the findings again (validate, the command that
-    shows findings, prints and annotates each, once)."""
+    line that counts them and gives the command that shows them, not the
+    findings again (validate, the command that shows findings, prints and
+    annotates each, once)."""
     if findings:
-        typer.echo(
-            f"matrixgen: note: {len(findings)} warning(s) in {terminal_text(root)} "
-            "(`matrixgen validate` shows them)",
-            err=True,
+        import shlex
+
+        command = f"matrixgen validate --recipes {shlex.quote(root)}"
+        note(
+            f"{len(findings)} warning(s) in {root} (`{command}` shows them; "
+            f"{QUIET_VARIABLE}=1 leaves this note out)"
         )
 
 

@@ -13,12 +13,19 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.cli.common import JsonOutputOption, RecipesOption, held, note_warnings, recipes_dir
+from matrixgen.cli.common import (
+    JsonOutputOption,
+    RecipesOption,
+    held,
+    note,
+    note_warnings,
+    recipes_dir,
+)
 from matrixgen.engine.vocab import System
 
 if TYPE_CHECKING:
     from matrixgen.emit.jet import JetPipeline, Notice
-    from matrixgen.engine.model import RecipeFile
+    from matrixgen.engine.model import Job, RecipeFile
     from matrixgen.pipeline import Generation
 
 
@@ -85,6 +92,23 @@ def load_jet_tree(recipes: Path | None, local: Path | None) -> tuple[Generation,
     usable = require_usable(generation, Needs.VALID, own_checks=(UNREACHABLE,))
     note_warnings(usable, generation.tree.root)
     return held(generation), {rel: i for i, rel in enumerate(order)}
+
+
+def asking_system(given: System | None) -> System:
+    """The system whose entries apply: --system, else the one whose job this
+    process runs in. When assumed, a note says which and why (once)."""
+    if given is not None:
+        return given
+    chosen = System.running_in(os.environ)
+    if os.environ.get(chosen.job_variable) == "true":
+        why = f"{chosen.job_variable}=true"
+    else:
+        why = " and ".join(f"{s.job_variable}" for s in System) + " are not true"
+    note(
+        f"--system {chosen.value} assumed ({why}): the quarantine entries of "
+        f"{chosen.value} apply; give --system github or --system gitlab to choose"
+    )
+    return chosen
 
 
 def _say(notices: list[Notice] | tuple[Notice, ...], strict: bool) -> None:
@@ -195,16 +219,17 @@ def jet_trigger(
     call = JetCall(**{name: options[name] for name in JetCall.__struct_fields__})
     check_call(call)
     generation, file_order = load_jet_tree(recipes, local_recipes)
-    pipeline = call_pipeline(
-        generation, call, system or System.running_in(os.environ), file_order=file_order
-    )
+    pipeline = call_pipeline(generation, call, asking_system(system), file_order=file_order)
     _say(pipeline.notices, strict)
     _write_text(Path(output_path), pipeline_text(pipeline))
-    _summary(pipeline, output_path)
+    _summary(pipeline, output_path, generation)
 
 
-def _summary(pipeline: JetPipeline, output_path: str) -> None:
-    """One line on stderr: what was written, and what the quarantine took out."""
+def _summary(pipeline: JetPipeline, output_path: str, generation: Generation) -> None:
+    """One line on stderr: what was written, and what the quarantine did to it,
+    each with the entries that did it: jobs skipped, allowed to fail, and node
+    ids muted or deselected inside jobs (the pytest plugin applies those)."""
+    from matrixgen.quarantine.apply import applying_entries
     from matrixgen.util.escape import terminal_text
 
     target = pipeline.target
@@ -213,16 +238,35 @@ def _summary(pipeline: JetPipeline, output_path: str) -> None:
         f"{terminal_text(output_path)}: {len(pipeline.jobs)} job(s) for {terminal_text(where)} "
         f"{terminal_text(target.selector.platform)}/{terminal_text(target.selector.environment)}"
     )
-    skipped = pipeline.skipped
-    allowed = [
-        j for _, j in pipeline.jobs if j.quarantine and j.quarantine.action == "allow-failure"
-    ]
+    written = [j for _, j in pipeline.jobs if j.quarantine is not None]
+    known = {j.test_case for j in generation.jobs}
+    entries = generation.quarantine.entries
+
+    def ids(jobs: list[Job], action: str) -> str:
+        found = {
+            e.id
+            for j in jobs
+            for e in applying_entries(j, entries, target, known)
+            if e.action.value == action
+        }
+        return ", ".join(sorted(found))
+
     notes = []
-    if skipped:
-        ids = sorted({j.quarantine.id for j in skipped if j.quarantine})
-        notes.append(f"{len(skipped)} skipped by quarantine ({', '.join(ids)})")
+    if pipeline.skipped:
+        notes.append(
+            f"{len(pipeline.skipped)} skipped by quarantine ({ids(list(pipeline.skipped), 'skip')})"
+        )
+    allowed = [j for j in written if j.quarantine and j.quarantine.action == "allow-failure"]
     if allowed:
-        notes.append(f"{len(allowed)} allowed to fail by quarantine")
+        by = ids(allowed, "allow-failure")
+        notes.append(f"{len(allowed)} allowed to fail by quarantine ({by})")
+    for action, verb in (("mute", "muted"), ("deselect", "deselected")):
+        hit = [j for j in written if j.quarantine and getattr(j.quarantine, verb)]
+        if hit:
+            count = sum(len(getattr(j.quarantine, verb)) for j in hit if j.quarantine)
+            notes.append(
+                f"{count} node id(s) {verb} in {len(hit)} job(s) by quarantine ({ids(hit, action)})"
+            )
     if notes:
         line += "; " + "; ".join(terminal_text(n) for n in notes)
     typer.echo(line, err=True)
@@ -268,7 +312,7 @@ def jet_buckets(
     matrix = bucket_matrix(
         recipe,
         generation,
-        system=system or System.running_in(os.environ),
+        system=asking_system(system),
         scope=scope,
         environment=environment,
         tag=tag,

@@ -6,7 +6,6 @@ notion of a habit)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from matrixgen.diff.gitsource import TreeSource, blob_id
 from matrixgen.diff.model import LIFTED, QUARANTINED, Habit, QuarantineChange, TargetDiff
@@ -18,28 +17,26 @@ from matrixgen.pipeline import Generation, PipelineCache, generate_from_files
 
 def habit_note(base: Generation, head: Generation) -> str | None:
     """The quarantine habit scopes, left out of a diff without configured targets,
-    in which the branch changes a job (None: it changes none)."""
+    that a job joins or leaves on this branch (None: none). A job whose recipe
+    changes while it stays parked (a script edited for every row of its file)
+    is no change there: no pipeline runs it, before or after."""
     if base.tree.config.targets or head.tree.config.targets:
         return None
-    before, after = _habit_jobs(base), _habit_jobs(head)
-    if before == after:
+    moved = _habit_jobs(base) ^ _habit_jobs(head)
+    if not moved:
         return None
-    habits = sorted(
-        {key[1] for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
-    )
+    habits = sorted({scope for _, scope in moved})
     return (
-        f"scope(s) {', '.join(habits)}: this branch changes jobs in these quarantine "
-        "habits, which no pipeline runs and which are not compared as targets (a job "
+        f"scope(s) {', '.join(habits)}: jobs join or leave these quarantine habits on "
+        "this branch, which no pipeline runs and which are not compared as targets (a job "
         "parked there or lifted from there is a quarantine change of the target it "
         "leaves or joins; --holding-pen compares them)"
     )
 
 
-def _habit_jobs(generation: Generation) -> dict[tuple[JobId, str], tuple[Job, Mapping[str, Any]]]:
+def _habit_jobs(generation: Generation) -> set[tuple[JobId, str]]:
     return {
-        (j.identity, j.scope): (j, j.spec)
-        for j in generation.jobs
-        if j.scope and is_habit_scope(j.scope)
+        (j.identity, j.scope) for j in generation.jobs if j.scope and is_habit_scope(j.scope)
     }
 
 
