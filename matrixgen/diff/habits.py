@@ -35,9 +35,7 @@ def habit_note(base: Generation, head: Generation) -> str | None:
 
 
 def _habit_jobs(generation: Generation) -> set[tuple[JobId, str]]:
-    return {
-        (j.identity, j.scope) for j in generation.jobs if j.scope and is_habit_scope(j.scope)
-    }
+    return {(j.identity, j.scope) for j in generation.jobs if j.scope and is_habit_scope(j.scope)}
 
 
 def find_habits(
