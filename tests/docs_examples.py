@@ -22,6 +22,13 @@ source does:
   holding a copy of the shipped tree (`recipes/`), its reference files
   (`tests/functional_tests/`) and the evidence fixture project
   (`tests/evidence_project/`), committed on `main`;
+- `<!-- docs-test: setup megatron-checkout -->`: a fresh sandbox laid out as a
+  Megatron-LM checkout: its CI files, parser and generator (from
+  `$MATRIXGEN_MEGATRON_CI`) and its recipe tree at `tests/test_utils/recipes`
+  (from `$MATRIXGEN_MEGATRON_RECIPES`), committed on `main`; the page's test
+  skips when they are absent (fails under `MATRIXGEN_REQUIRE_MEGATRON=1`);
+- `<!-- docs-test: example -->`: the next block runs even without a `matrixgen`
+  command (an edit a later example depends on);
 - `<!-- docs-test: run` + shell lines + `-->`: those lines run in the sandbox
   (bash, stopping at the first failure) before the next block;
 - `<!-- docs-test: skip REASON -->`: the next example is not run, for REASON.
@@ -52,7 +59,7 @@ TODAY = "2026-12-01"
 UPDATE_ENV = "MATRIXGEN_UPDATE_DOCS"
 RERUN = "MATRIXGEN_UPDATE_DOCS=1 python -m pytest -m docs tests/test_docs_examples.py"
 GAP = "..."
-DIRECTIVE = re.compile(r"<!--\s*docs-test:\s*(setup|run|skip)\b(.*?)-->", re.S)
+DIRECTIVE = re.compile(r"<!--\s*docs-test:\s*(setup|run|skip|example)\b(.*?)-->", re.S)
 # A matrixgen command: at the start of a line of the command, after variable
 # assignments, or after a shell separator.
 MATRIXGEN = re.compile(r"(?:^|[;&|(]|\bdo\b|\bthen\b)\s*(?:\w+=\S*\s+)*matrixgen\b", re.M)
@@ -75,17 +82,19 @@ class Block:
     commands: list[Command]
     skip: str | None = None
     before: list[tuple[str, str]] = field(default_factory=list)  # (kind, argument)
+    forced: bool = False  # `docs-test: example`: run without a matrixgen command
 
     @property
     def is_example(self) -> bool:
-        return any(MATRIXGEN.search(c.text) for c in self.commands)
+        return self.forced or any(MATRIXGEN.search(c.text) for c in self.commands)
 
 
 def _incomplete(script: str) -> bool:
     if script.endswith("\\"):
         return True
     done = subprocess.run(["bash", "-n", "-c", script], capture_output=True, text=True)
-    return "unexpected end of file" in done.stderr
+    # An open here-document is only a warning to bash -n.
+    return "unexpected end of file" in done.stderr or "delimited by end-of-file" in done.stderr
 
 
 def parse_transcript(lines: list[str], start: int) -> list[Command]:
@@ -124,6 +133,7 @@ def parse_page(text: str) -> list[Block]:
     blocks: list[Block] = []
     pending: list[tuple[str, str]] = []
     skip: str | None = None
+    forced = False
     i = 0
     while i < len(lines):
         fence = FENCE.match(lines[i])
@@ -134,6 +144,8 @@ def parse_page(text: str) -> list[Block]:
             for kind, arg in DIRECTIVE.findall("\n".join(lines[i : j + 1])):
                 if kind == "skip":
                     skip = arg.strip() or "no reason given"
+                elif kind == "example":
+                    forced = True
                 else:
                     pending.append((kind, arg.strip()))
             i = j + 1
@@ -146,8 +158,9 @@ def parse_page(text: str) -> list[Block]:
                 j += 1
             body = lines[i + 1 : j]
             if any(line.startswith("$ ") for line in body):
-                blocks.append(Block(i + 1, parse_transcript(body, i + 1), skip, pending))
-                pending, skip = [], None
+                block = Block(i + 1, parse_transcript(body, i + 1), skip, pending, forced)
+                blocks.append(block)
+                pending, skip, forced = [], None, False
             i = j + 1
             continue
         i += 1
@@ -289,7 +302,26 @@ def setup_shipped_checkout(sandbox: Path) -> None:
     run_shell(sandbox, "git init -q -b main && git add -A && git commit -q -m 'the shipped tree'")
 
 
-SETUPS = {"shipped-checkout": setup_shipped_checkout}
+def setup_megatron_checkout(sandbox: Path) -> None:
+    """A Megatron-LM checkout from the reference copies (never kept in the project)."""
+    from tests.conftest import require_megatron
+    from tests.megatron_ci import require_megatron_ci
+
+    ci, recipes = require_megatron_ci(), require_megatron()
+    if sandbox.exists():
+        shutil.rmtree(sandbox)
+    (sandbox.parent / "home").mkdir(exist_ok=True)
+    shutil.copytree(ci, sandbox)
+    shutil.copytree(recipes, sandbox / "tests" / "test_utils" / "recipes")
+    for path in [sandbox, *sandbox.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+    run_shell(sandbox, "git init -q -b main && git add -A && git commit -q -m 'Megatron-LM'")
+
+
+SETUPS = {
+    "shipped-checkout": setup_shipped_checkout,
+    "megatron-checkout": setup_megatron_checkout,
+}
 
 
 def run_shell(sandbox: Path, script: str, last: int = 0) -> tuple[int, list[str]]:

@@ -114,3 +114,27 @@ def test_update_mode_keeps_gaps_and_replaces_what_changed() -> None:
     assert de.repaired(["old"], False, ["new", "lines"]) == ["new", "lines"]
     # a line printed before the first one shown, in a whole (not excerpt) output
     assert de.repaired(["b", "..."], False, ["note", "b", "c"]) == ["note", "b", "..."]
+
+
+def test_a_here_document_is_one_command_and_a_forced_block_is_an_example() -> None:
+    text = "\n".join(
+        [
+            "<!-- docs-test: example -->",
+            "```console",
+            "$ cat > ~/check.py <<'EOF'",
+            "$ echo 'a line of the document, not a command'",
+            "EOF",
+            "$ python3 ~/check.py",
+            "```",
+            "```console",
+            "$ git diff --stat",
+            "```",
+        ]
+    )
+    forced, plain = de.parse_page(text)
+    write, run = forced.commands
+    assert write.text == (
+        "cat > ~/check.py <<'EOF'\n$ echo 'a line of the document, not a command'\nEOF"
+    )
+    assert (write.expected, run.text, run.expected) == ([], "python3 ~/check.py", [])
+    assert forced.is_example and not plain.is_example

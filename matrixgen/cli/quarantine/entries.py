@@ -39,12 +39,46 @@ if TYPE_CHECKING:
     from matrixgen.quarantine.model import Entry, QuarantineFile
 
 
-# Said once by `quarantine add`: who reads the entry it writes.
-HONOURED_BY = (
-    "note: only pipelines that matrixgen generates honour this entry; Megatron-LM's own "
-    "generate_jet_trigger_job.py reads no quarantine file (its CI honours it once it calls "
-    "`matrixgen jet-trigger` instead)"
-)
+# Megatron-LM's own pipeline generator, which reads no quarantine file.
+GENERATOR = "generate_jet_trigger_job.py"
+
+
+def generator_callers(root: Path) -> list[str]:
+    """The CI files of the checkout holding the tree at `root` that still call
+    Megatron-LM's generator (relative to the checkout's top, sorted); none
+    outside a checkout."""
+    from matrixgen.util.checkout import checkout_top
+
+    top = checkout_top(root if root.is_dir() else root.parent)
+    if top is None:
+        return []
+    files = [top / ".gitlab-ci.yml", *sorted((top / ".gitlab").rglob("*.yml"))]
+    files += sorted((top / ".github" / "workflows").glob("*.y*ml"))
+    found = []
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if GENERATOR in text.replace(f"# {GENERATOR}", ""):
+            found.append(path.relative_to(top).as_posix())
+    return found
+
+
+def honoured_by(root: Path) -> str | None:
+    """Said once by `quarantine add` when the checkout's CI does not read the
+    entry it writes: its files still call the generator (None: they do not)."""
+    callers = generator_callers(root)
+    if not callers:
+        return None
+    more = f" and {len(callers) - 1} other CI file(s)" if len(callers) > 1 else ""
+    return (
+        f"note: {callers[0]}{more} still call Megatron-LM's {GENERATOR}, which reads no "
+        "quarantine file: this entry applies to their pipelines once they call "
+        "`matrixgen jet-trigger` instead (docs/megatron.md)"
+    )
+
+
 _VERBS = {
     "skip": "skips",
     "allow-failure": "lets fail",
@@ -136,7 +170,9 @@ def add(
         )
     path, base = root / QUARANTINE_FILENAME, policy(generation.tree.config).tracker_base
     write_entry(path, new, tracker_base=base, dry_run=dry_run)
-    typer.echo(HONOURED_BY, err=True)
+    note = honoured_by(root)
+    if note is not None:
+        typer.echo(terminal_text(note), err=True)
     _echo_added(new, path, fmt=fmt, dry_run=dry_run)
 
 
