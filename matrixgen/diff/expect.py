@@ -98,6 +98,7 @@ from matrixgen.engine.errors import ExpectationError, UsageError, did_you_mean
 from matrixgen.engine.model import Job, Target
 from matrixgen.engine.targets import is_holding_pen
 from matrixgen.engine.vocab import resolve_scope
+from matrixgen.util.patterns import name_pattern, whole
 from matrixgen.views.cost import signed_hours
 
 KINDS = {
@@ -130,7 +131,7 @@ _COST = re.compile(
 )
 _FINDINGS = re.compile(r"\s*findings(<=|>=|!=|==|<|>|=)?([0-9]+)\s*,?")
 _RUNNING = re.compile(r"\s*(starts|stops)(<=|>=|!=|==|<|>|=)?([0-9]+)\s*,?")
-_CASES = re.compile(r"^(?P<pattern>[^{}]*)\{(?P<cases>[^{}]*)\}$")
+_CASES = name_pattern(r"(?P<pattern>[^{}]*)\{(?P<cases>[^{}]*)\}")
 # `+=6`: one "=" where "==" (or none) is meant.
 _SINGLE_EQUALS = re.compile(r"\s*([-+~qm])=(?!=)([0-9]+)")
 _WORD = re.compile(r"\s*([A-Za-z][A-Za-z_-]*)")
@@ -332,7 +333,7 @@ def _rule_cases(text: str, pattern: str) -> tuple[str, tuple[str, ...]]:
     """The pattern without its `{CASES}`, and the test cases named there."""
     if "{" not in pattern and "}" not in pattern:
         return pattern, ()
-    found = _CASES.match(pattern)
+    found = whole(_CASES, pattern)
     if found is None:
         raise UsageError(
             f'--expect "{text}": test cases go in one pair of braces at the end of the '
@@ -355,7 +356,7 @@ def _cost_check(text: str, body: str, pos: int) -> tuple[CostCheck, int] | None:
     start = body[pos:].strip()
     if match is None:
         # `cost=+2h`: one "=" where "==" (exactly) is meant.
-        single = re.match(r"cost=(?!=)([^,]*)", start)
+        single = re.match(r"cost=(?!=)([^,]*)", start)  # prefix: the hint reads its start
         hint = f' (did you mean "cost=={single.group(1)}"?)' if single else ""
         raise UsageError(
             f'--expect "{text}": cannot read "{start}"{hint}: a cost check is {_COST_FORM}'
