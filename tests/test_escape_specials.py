@@ -49,7 +49,7 @@ SPECIALS: dict[str, list[str]] = {
     "workflow_property": ["%", "%25", "%0A", "%3A", "%2C", "\r", "\n", ":", ","],
     "json_for_log": ["##[", '"', "\\", *HIDDEN],
     "yaml_double_quoted": [":", " :", "##[", " ", "\n", *HIDDEN],
-    "markdown_text": [*'\\`*_{}[]()#+-.!|~>=^$:@&<"\n\r\t', "``", "**", "](", *HIDDEN],
+    "markdown_text": [*'\\`*_{}[]()#+-.!|~>=^$:@&<"\n\r\t\xa0\u3000', "``", "**", "](", *HIDDEN],
     "markdown_code": ["`", "``", "```", "|", " ", "\\", *HIDDEN],
     "safe_link": [" ", "\\", "@", "u@", "(", ")", "<", ">", '"', "`", "\n", *HIDDEN],
     "diff_text": [*"!#$&*+-.<>@[\\]^_`{|}~\n\r", "``", "**", "](", *HIDDEN],
@@ -210,6 +210,12 @@ def rendered(children: list, *, cell: bool) -> str:
     return out if cell else out.removeprefix("x ").removesuffix(" x")
 
 
+# Blanks at a cell's edge: GitHub trims a cell of ASCII blanks only, markdown-it
+# of every Unicode one; the escaper's references make both keep the others.
+@example("\xa0x")
+@example("x\xa0")
+@example(" \u3000x\u2003 ")
+@example("\u202f")
 @given(visible_text(SPECIALS["markdown_text"]))
 def test_markdown_text_renders_as_the_value(value: str) -> None:
     assert rendered(inline(markdown_text(value), cell=False), cell=False) == value

@@ -238,12 +238,33 @@ _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
 def markdown_text(value: object) -> str:
     """Inline Markdown text (table cells included) that renders as the value itself:
     no emphasis, link, image, HTML tag, heading or table cell break can come out
-    of it. Invisible characters are shown as in terminal lines (`\\n`, `\\x07`)."""
+    of it. Invisible characters are shown as in terminal lines (`\\n`, `\\x07`).
+    Blanks other than the space at either end (a no-break space, an em space)
+    are character references: renderers trim a table cell or a heading of
+    different sets of them (GitHub's of ASCII blanks only, markdown-it of all
+    Unicode ones), a reference survives every trim."""
     text = value if isinstance(value, str) else str(value)
     shown = "".join(
         _NAMED.get(c, c) if c in "\n\r\t" else (_code(c) if _hidden_char(c) else c) for c in text
     )
-    return _MARKDOWN_SPECIAL.sub(lambda found: _HTML.get(found[0]) or "\\" + found[0], shown)
+    shown = _MARKDOWN_SPECIAL.sub(lambda found: _HTML.get(found[0]) or "\\" + found[0], shown)
+    return _edge_blank_references(shown)
+
+
+def _edge_blank_references(shown: str) -> str:
+    """The blanks at either end of a text (its invisible characters, among them
+    the line and paragraph separators, already shown as escapes) but the space,
+    as character references."""
+    core = shown.strip()
+    if len(core) == len(shown):
+        return shown
+    lead = len(shown) - len(shown.lstrip())
+    head, tail = shown[:lead], shown[lead + len(core) :] if core else ""
+    return _blank_refs(head) + core + _blank_refs(tail)
+
+
+def _blank_refs(blanks: str) -> str:
+    return "".join(c if c == " " else f"&#{ord(c)};" for c in blanks)
 
 
 def markdown_code(value: object) -> str:
