@@ -28,9 +28,27 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from matrixgen.cli.main import main
+from tests import tiers
 
 # The evidence tests' real pytest runs and results store (session fixtures).
 pytest_plugins = ("tests.evidence_fixtures",)
+
+
+# The tiers (tests/tiers.py): marked before `-m` deselects, and each test's
+# slow resources checked against its mark while it runs.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tiers.mark_tiers(items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    tiers.enter(item)
+    try:
+        return (yield)
+    finally:
+        tiers.leave(item)
+
 
 MEGATRON_ENV = "MATRIXGEN_MEGATRON_RECIPES"
 REQUIRE_MEGATRON_ENV = "MATRIXGEN_REQUIRE_MEGATRON"

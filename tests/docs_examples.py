@@ -54,6 +54,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests import tiers
+
 REPO = Path(__file__).resolve().parent.parent
 TODAY = "2026-12-01"
 UPDATE_ENV = "MATRIXGEN_UPDATE_DOCS"
@@ -363,6 +365,7 @@ class Mismatch:
 
 def run_page(path: Path, sandbox: Path) -> tuple[list[Mismatch], list[str]]:
     """Run every example of a page; the mismatches, and the examples skipped."""
+    tiers.uses("docs")
     text = path.read_text(encoding="utf-8")
     mismatches: list[Mismatch] = []
     skipped: list[str] = []

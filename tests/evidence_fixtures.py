@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from matrixgen.evidence.store import open_store, store_url
+from tests import tiers
 
 HERE = Path(__file__).resolve().parent
 MAKE_RUNS = HERE / "evidence_project" / "make_runs.py"
@@ -38,6 +39,7 @@ class Run:
 
 @pytest.fixture(scope="session")
 def evidence_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Run]:
+    tiers.uses("pytest")
     out = tmp_path_factory.mktemp("evidence-runs")
     done = subprocess.run(
         [sys.executable, str(MAKE_RUNS), str(out)], capture_output=True, text=True, check=False
@@ -110,6 +112,7 @@ def _postgres_url() -> str:
         if os.environ.get("MATRIXGEN_REQUIRE_POSTGRES") == "1":
             pytest.fail(f"MATRIXGEN_REQUIRE_POSTGRES=1 but {reason}", pytrace=False)
         pytest.skip(reason)
+    tiers.uses("postgresql")
     return url
 
 

@@ -34,6 +34,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import tiers
+
 CI_ENV = "MATRIXGEN_MEGATRON_CI"
 REQUIRE_ENV = "MATRIXGEN_REQUIRE_MEGATRON"
 GENERATOR = "python tests/test_utils/python_scripts/generate_jet_trigger_job.py"
@@ -143,6 +145,7 @@ def require_megatron_ci() -> Path:
         import click  # noqa: F401  (the generator's command line)
     except ImportError:
         pytest.fail("the test extra lacks click, which Megatron-LM's generator imports")
+    tiers.uses("generator")
     return path
 
 
@@ -150,6 +153,7 @@ class Upstream:
     """Megatron-LM's generator in a temporary checkout, one process for many calls."""
 
     def __init__(self, ci: Path, top: Path, recipes: Path | None, *, driver: str = DRIVER) -> None:
+        tiers.uses("generator")
         self.ci = ci
         self.top = top
         scripts = top / "tests" / "test_utils" / "python_scripts"

@@ -66,6 +66,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import tiers
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PINS_DIR = REPO_ROOT / ".ci" / "tools"
 INSTALL_HINT = "run `bash .ci/install-validators`"
@@ -175,6 +177,7 @@ def _run(
     env: Mapping[str, str] | None = None,
     timeout: float = 120,
 ) -> ToolResult:
+    tiers.uses("validators")
     argv = [os.fspath(a) for a in args]
     start = time.monotonic()
     proc = subprocess.run(
@@ -398,6 +401,7 @@ def require_jq() -> None:
 
 def jq(program: str, data: str) -> str:
     """jq -c PROGRAM over JSON text: its output."""
+    tiers.uses("validators")
     return subprocess.run(
         ["jq", "-c", program], input=data, capture_output=True, text=True, check=True, timeout=60
     ).stdout
@@ -433,6 +437,7 @@ def missing_chromium() -> str | None:
 
 def require_chromium() -> None:
     _require(missing_chromium())
+    tiers.uses("browser")
 
 
 def require_check_jsonschema() -> None:

@@ -60,6 +60,7 @@ def read_outputs(path: Path) -> dict[str, str]:
 # --------------------------------------------------------------------------- action.yml
 
 
+@pytest.mark.slow
 def test_action_passes_the_action_metadata_schema(tmp_path: Path) -> None:
     rv.require_check_jsonschema()
     result = rv.check_jsonschema(ACTION, builtin_schema="vendor.github-actions")
@@ -110,6 +111,7 @@ def _run_step(script: str, env: dict[str, str], cwd: Path) -> subprocess.Complet
     )
 
 
+@pytest.mark.slow  # seconds by itself (tests/tiers.py)
 def test_action_generate_step_exposes_each_matrix(action: dict, tmp_path: Path) -> None:
     if shutil.which("matrixgen", path=str(Path(sys.executable).parent)) is None:
         pytest.skip("matrixgen is not installed as a command next to this Python")
@@ -360,6 +362,7 @@ def test_functional_workflow_uses_the_action(action: dict) -> None:
     assert read and read <= set(action["outputs"])
 
 
+@pytest.mark.slow
 def test_workflow_using_the_action_passes_actionlint(tmp_path: Path) -> None:
     rv.require_actionlint()
     result = rv.actionlint(FUNCTIONAL)
@@ -376,6 +379,7 @@ def test_workflow_using_the_action_passes_actionlint(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- pre-commit
 
 
+@pytest.mark.slow
 def test_hooks_pass_pre_commits_manifest_reader(tmp_path: Path) -> None:
     rv.require_pre_commit()
     result = rv.pre_commit_manifest(HOOKS)

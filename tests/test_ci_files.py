@@ -201,6 +201,7 @@ def test_functional_workflow_covers_every_github_target(config: dict) -> None:
     assert events == set(config["decisions"]["github"]["events"])
 
 
+@pytest.mark.slow
 def test_ci_files_pass_check_jsonschema() -> None:
     rv.require_check_jsonschema()
     gitlab = rv.check_jsonschema_gitlab(GITLAB_CI)
@@ -209,6 +210,7 @@ def test_ci_files_pass_check_jsonschema() -> None:
     assert github.ok, github
 
 
+@pytest.mark.slow
 def test_workflows_pass_actionlint(tmp_path: Path) -> None:
     rv.require_actionlint()
     workflows = sorted(WORKFLOWS.glob("*.yml"))
@@ -255,6 +257,7 @@ def _env() -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_rules_pick_the_triggers_of_each_pipeline(pipeline_repo: Path, config: dict) -> None:
     rv.require_gitlab_ci_local()
     by_scope: dict[str, set[str]] = {}
@@ -281,6 +284,7 @@ def test_rules_pick_the_triggers_of_each_pipeline(pipeline_repo: Path, config: d
         assert "generate" in listed
 
 
+@pytest.mark.slow
 def test_report_job_runs_under_gitlab_ci_local(pipeline_repo: Path) -> None:
     rv.require_gitlab_ci_local()
     result = rv.gitlab_ci_local_run(pipeline_repo, "report", env=_env(), timeout=240)
@@ -329,6 +333,7 @@ def test_report_job_triages_the_stored_run_under_gitlab_ci_local(
             assert "run 9123 (ref main, source schedule" in page
 
 
+@pytest.mark.slow
 def test_triage_runs_only_with_a_results_store(pipeline_repo: Path) -> None:
     rv.require_gitlab_ci_local()
     mr = {"CI_PIPELINE_SOURCE": "merge_request_event"}
@@ -349,6 +354,7 @@ def test_triage_runs_only_with_a_results_store(pipeline_repo: Path) -> None:
         assert ("triage" in listed) is listed_too, (variables, listed)
 
 
+@pytest.mark.slow
 def test_gitlab_pipeline_runs_end_to_end(pipeline_repo: Path) -> None:
     rv.require_gitlab_ci_local()
     result = rv.gitlab_ci_local_run(

@@ -157,6 +157,7 @@ def run_module(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
     )
 
 
+@pytest.mark.slow  # seconds by itself (tests/tiers.py)
 def test_output_is_identical_across_hash_seeds(tree: Callable[..., Path]) -> None:
     root = tree(HAND_TREE)
     outputs = {

@@ -371,6 +371,7 @@ def test_every_edit_kind_of_the_issue_is_covered() -> None:
 # ---------------------------------------------------------------- JSON Schema
 
 
+@pytest.mark.slow  # seconds by itself (tests/tiers.py)
 def test_json_output_follows_the_published_schema(tmp_path: Path) -> None:
     import jsonschema
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -521,6 +522,7 @@ def test_same_bytes_whatever_the_file_order() -> None:
         assert render(forward, fmt) == render(backward, fmt)
 
 
+@pytest.mark.slow  # seconds by itself (tests/tiers.py)
 def test_same_bytes_whatever_the_hash_seed(tmp_path: Path) -> None:
     repo = GitRepo(tmp_path / "repo")
     repo.commit(dumped(v2_tree()))

@@ -24,6 +24,7 @@ def _name(path: Path) -> str:
     return str(path.relative_to(de.REPO))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES, ids=_name)
 def test_every_example_of_the_page_prints_what_it_shows(page: Path, tmp_path: Path) -> None:
     mismatches, skipped = de.run_page(page, tmp_path / "checkout")

@@ -765,6 +765,7 @@ def parent_pipeline(megatron: Path | None) -> dict:
     return doc
 
 
+@pytest.mark.slow
 def test_generated_children_run_under_gitlab_ci_local(tmp_path: Path) -> None:
     rv.require_gitlab_ci_local()
     from tests.conftest import megatron_recipes_path, write_tree

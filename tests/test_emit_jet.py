@@ -647,6 +647,7 @@ def test_a_test_case_is_one_shell_word_whatever_it_holds(name: str) -> None:
 BUCKETS_PROGRAM = '[.products[].test_case[] | { "bucket": .}] | sort_by(.model, .test_case)'
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rel", ["h100/unit-tests.yaml", "gb200/unit-tests.yaml"])
 def test_buckets_are_what_the_workflow_builds_from_the_recipe(cli: Callable, rel: str) -> None:
     rv.require_jq()
@@ -714,6 +715,7 @@ def test_buckets_leave_out_what_a_skip_entry_skips_there(
 # --------------------------------------------------------------------------- validators
 
 
+@pytest.mark.slow
 def test_the_real_trees_pipelines_pass_gitlabs_schema(cli: Callable, tmp_path: Path) -> None:
     rv.require_check_jsonschema()
     recipes = require_megatron()

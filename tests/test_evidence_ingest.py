@@ -87,6 +87,7 @@ def _ingest(paths: list[Path], db: str, run_id: str = "1") -> int:
 _RECORD = st.tuples(st.integers(0, 5), st.sampled_from(sorted(OUTCOMES)), st.integers(0, 2))
 
 
+@pytest.mark.slow  # seconds by itself (tests/tiers.py)
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -835,6 +835,7 @@ def test_rolled_weeks_count_as_every_result(db: str) -> None:
             store.close()
 
 
+@pytest.mark.slow  # seconds by itself (tests/tiers.py)
 @settings(max_examples=25, deadline=None)
 @given(st.integers(min_value=0, max_value=10_000), st.sampled_from(_SINCE))
 def test_rolled_weeks_count_as_every_result_for_any_ingests(seed: int, since: int | None) -> None:

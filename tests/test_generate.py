@@ -561,6 +561,7 @@ def _check_github_matrices(files: list[Path], tmp_path: Path) -> list[Path]:
     return workflows
 
 
+@pytest.mark.slow
 def test_emitted_gitlab_files_pass_check_jsonschema(emitted: Path, tmp_path) -> None:
     rv.require_check_jsonschema()
     files = sorted(emitted.rglob("*.yml"))
@@ -573,6 +574,7 @@ def test_emitted_gitlab_files_pass_check_jsonschema(emitted: Path, tmp_path) -> 
     _check_gitlab_children(files, tmp_path)
 
 
+@pytest.mark.slow
 def test_emitted_github_matrices_pass_check_jsonschema_and_actionlint(
     emitted: Path, tmp_path
 ) -> None:
@@ -585,6 +587,7 @@ def test_emitted_github_matrices_pass_check_jsonschema_and_actionlint(
     assert len(workflows) == len(files)
 
 
+@pytest.mark.slow
 def test_megatron_emitted_files_pass_check_jsonschema_and_actionlint(
     emitted_megatron: Path, tmp_path
 ) -> None:
@@ -658,6 +661,7 @@ def _cli_digest(recipes: Path, out: Path, seed: int) -> str:
     return digest.hexdigest()
 
 
+@pytest.mark.slow  # seconds by itself (tests/tiers.py)
 @settings(
     max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

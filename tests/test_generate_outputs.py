@@ -225,6 +225,7 @@ def test_two_generates_into_one_folder_leave_one_runs_files(
     assert sorted(p.name for p in shared.iterdir() if p.name.startswith(".")) == [MANIFEST_NAME]
 
 
+@pytest.mark.slow  # seconds by itself (tests/tiers.py)
 def test_generate_waits_for_the_folders_lock_and_names_its_holder(
     tree: Callable[..., Path], tmp_path: Path, cli: Callable, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -34,6 +34,9 @@ from tests.megatron_ci import (
     with_output,
 )
 
+# The slow tier (tests/tiers.py): every test here runs Megatron-LM's generator or CI scripts.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def ci() -> Path:

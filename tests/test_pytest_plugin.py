@@ -24,6 +24,7 @@ from matrixgen.evidence.junit import Outcome, parse_report
 from matrixgen.quarantine import jobenv
 from matrixgen.quarantine import model as quarantine_model
 from matrixgen.util.nodeid import base_id
+from tests import tiers
 
 pytest_plugins = ("pytester",)
 
@@ -115,6 +116,7 @@ def run_pytest(
         for k, v in os.environ.items()
         if not k.startswith(("MATRIXGEN_", "PYTEST_", "GITHUB_ACTIONS"))
     }
+    tiers.uses("pytest")
     clean.update(env or {})
     junit = root / "report.xml"
     done = subprocess.run(
@@ -166,6 +168,7 @@ def test_the_variable_name_is_the_one_jobenv_defines() -> None:
     assert pytest_plugin.QUARANTINE_VARIABLE == jobenv.QUARANTINE_VARIABLE
 
 
+@pytest.mark.slow
 def test_without_the_variable_the_plugin_does_nothing(tmp_path: Path) -> None:
     root = project(tmp_path, entry("m", "deselect", [f"{TEST_FILE}::test_to_deselect"]))
     done, junit = run_pytest(root, {**IDENTITY}, "-q")
@@ -176,6 +179,7 @@ def test_without_the_variable_the_plugin_does_nothing(tmp_path: Path) -> None:
     assert outcomes(junit)[f"{TEST_FILE}::test_to_deselect"] is Outcome.FAILED
 
 
+@pytest.mark.slow
 def test_without_the_variable_no_matrixgen_module_but_the_plugin_is_imported(
     tmp_path: Path,
 ) -> None:
@@ -195,6 +199,7 @@ def test_without_the_variable_no_matrixgen_module_but_the_plugin_is_imported(
 # --------------------------------------------------------------------------- deselect
 
 
+@pytest.mark.slow
 def test_a_deselected_node_does_not_run(tmp_path: Path) -> None:
     root = project(
         tmp_path,
@@ -226,6 +231,7 @@ def test_a_parametrised_id_names_its_function(node_id: str, base: str | None) ->
     assert base_id(node_id) == base
 
 
+@pytest.mark.slow
 def test_deselect_is_exact_never_a_prefix(tmp_path: Path) -> None:
     # `tests/unit` (a folder), `...::test_pass` (a prefix of test_passes) and the
     # class alone match nothing: no test leaves, and each is reported.
@@ -250,6 +256,7 @@ def test_deselect_is_exact_never_a_prefix(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- mute
 
 
+@pytest.mark.slow
 def test_muted_failures_leave_the_run_green_and_are_marked_in_the_junit_xml(
     tmp_path: Path,
 ) -> None:
@@ -283,6 +290,7 @@ def test_muted_failures_leave_the_run_green_and_are_marked_in_the_junit_xml(
     assert found[f"{TEST_FILE}::test_passes"] is Outcome.PASSED
 
 
+@pytest.mark.slow
 def test_a_failure_that_is_not_muted_still_fails_the_run(tmp_path: Path) -> None:
     root = project(
         tmp_path,
@@ -297,6 +305,7 @@ def test_a_failure_that_is_not_muted_still_fails_the_run(tmp_path: Path) -> None
     assert found[f"{TEST_FILE}::test_param[2]"] is Outcome.FAILED
 
 
+@pytest.mark.slow
 def test_maxfail_does_not_count_muted_failures(tmp_path: Path) -> None:
     root = project(
         tmp_path,
@@ -312,6 +321,7 @@ def test_maxfail_does_not_count_muted_failures(tmp_path: Path) -> None:
     assert done.returncode == 1
 
 
+@pytest.mark.slow
 def test_a_muted_passing_node_passes(tmp_path: Path) -> None:
     root = project(
         tmp_path,
@@ -325,6 +335,7 @@ def test_a_muted_passing_node_passes(tmp_path: Path) -> None:
     assert '<property name="quarantined" value="m"' in junit.read_text()
 
 
+@pytest.mark.slow
 def test_a_node_id_that_matches_nothing_is_reported(tmp_path: Path) -> None:
     missing = f"{TEST_FILE}::test_renamed_away"
     root = project(
@@ -394,6 +405,7 @@ def test_under_xdist_the_controller_says_what_the_workers_deselected_and_muted(
 # --------------------------------------------------------------------------- which entries
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "match", "where"),
     [
@@ -420,6 +432,7 @@ def test_an_entry_for_another_job_or_place_does_not_apply(
     assert "no node-level entry applies to this job" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_same_entry_applies_where_it_names_the_job(tmp_path: Path) -> None:
     # The counterpart of the test above: the same fields, matching.
     match = (
@@ -437,6 +450,7 @@ def test_the_same_entry_applies_where_it_names_the_job(tmp_path: Path) -> None:
     assert "1 deselected" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_system_defaults_to_github_in_github_actions(tmp_path: Path) -> None:
     root = project(
         tmp_path,
@@ -449,6 +463,7 @@ def test_the_system_defaults_to_github_in_github_actions(tmp_path: Path) -> None
     assert "a deselected test ran" in done.stdout + done.stderr  # gitlab: not there
 
 
+@pytest.mark.slow
 def test_an_expired_entry_no_longer_applies_and_says_so(tmp_path: Path) -> None:
     root = project(
         tmp_path,
@@ -463,6 +478,7 @@ def test_an_expired_entry_no_longer_applies_and_says_so(tmp_path: Path) -> None:
     assert "1 deselected" in done.stdout
 
 
+@pytest.mark.slow
 def test_an_exact_bucket_name_that_looks_like_a_glob_matches_only_itself(tmp_path: Path) -> None:
     # Megatron-LM names buckets like globs; with the tree beside the quarantine
     # file, `tests/unit/*.py` (a bucket of its own) is not a pattern.
@@ -500,6 +516,7 @@ def test_an_exact_bucket_name_that_looks_like_a_glob_matches_only_itself(tmp_pat
 # --------------------------------------------------------------------------- bad input
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("setup", "expected"),
     [
@@ -596,6 +613,7 @@ def test_the_label_rule_holds_the_schemas_entry_id_pattern() -> None:
     assert pattern == f"^{jobenv.ENTRY_ID}$(?!\\n)"
 
 
+@pytest.mark.slow
 def test_an_entry_label_from_an_older_emitter_is_not_read_as_a_file(tmp_path: Path) -> None:
     # matrixgen's GitLab jobs carry `<entry id> <tracker>` in the variable when
     # their launcher gets the node ids; such a job must still run.
@@ -705,6 +723,7 @@ def test_the_tests_run_are_the_collected_minus_the_deselected(
 # --------------------------------------------------------------------------- evidence
 
 
+@pytest.mark.slow
 def test_a_muted_failure_is_a_failure_of_the_test_but_not_of_the_job(tmp_path: Path) -> None:
     """From a real run's JUnit XML into the results store: `flaky` counts the
     muted failure against the test (the evidence for lifting keeps coming), and
@@ -744,6 +763,7 @@ def test_a_muted_failure_is_a_failure_of_the_test_but_not_of_the_job(tmp_path: P
     assert by_node[None].failures == 0 and by_node[None].verdict.value == "ok"  # the job
 
 
+@pytest.mark.slow
 def test_a_tracker_written_as_a_number_reaches_the_junit_xml_as_its_url(tmp_path: Path) -> None:
     root = project(tmp_path, entry("m", "mute", [f"{TEST_FILE}::test_passes"]))
     qfile = root / "recipes" / "quarantine.yaml"

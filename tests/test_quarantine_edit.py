@@ -487,6 +487,7 @@ OPS = st.lists(
 )
 
 
+@pytest.mark.slow  # seconds by itself (tests/tiers.py)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(model=commented_files(), ops=OPS)
 def test_edits_keep_every_comment_no_removed_entry_owns(
@@ -638,6 +639,7 @@ def _add_one(args: tuple[str, int]) -> str:
     return f"e{n}"
 
 
+@pytest.mark.slow  # seconds by itself (tests/tiers.py)
 def test_concurrent_adds_lose_no_entry(tmp_path: Path) -> None:
     path = tmp_path / "quarantine.yaml"
     path.write_text(HAND_WRITTEN)
@@ -1018,6 +1020,7 @@ def test_list_table(tree: Callable[..., Path], cli) -> None:
     assert "3 entries" in run.err
 
 
+@pytest.mark.slow  # seconds by itself (tests/tiers.py)
 def test_concurrent_add_commands_lose_no_entry(tree: Callable[..., Path]) -> None:
     root = tree(v1_files(quarantine="# shared file\nentries: []\n"))
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_TOKEN"}

@@ -18,6 +18,9 @@ try:
 except ImportError:  # tests/ is not a package: pytest put it on sys.path
     import realvalidators as rv
 
+# The slow tier (tests/tiers.py): every test here runs a real validator.
+pytestmark = pytest.mark.slow
+
 
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)

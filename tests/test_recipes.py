@@ -331,6 +331,7 @@ def test_generate_writes_a_file_for_every_configured_target(
     assert len(list(generated.iterdir())) == 22 + 1
 
 
+@pytest.mark.slow
 def test_every_github_matrix_passes_check_jsonschema_and_actionlint(
     generated: Path, tmp_path: Path
 ) -> None:
@@ -352,6 +353,7 @@ def test_every_github_matrix_passes_check_jsonschema_and_actionlint(
     assert [e for e in lint.errors if e not in lint.errors_for(bad)] == [], lint
 
 
+@pytest.mark.slow
 def test_every_gitlab_child_passes_check_jsonschema(generated: Path, tmp_path: Path) -> None:
     rv.require_check_jsonschema()
     children = sorted(generated.glob("[!.]*.yml"))
@@ -363,6 +365,7 @@ def test_every_gitlab_child_passes_check_jsonschema(generated: Path, tmp_path: P
     assert not [c for c in children if str(c) in result.output], result
 
 
+@pytest.mark.slow
 def test_every_gitlab_child_loads_in_gitlab_ci_local_with_its_jobs(
     generated: Path, tmp_path: Path
 ) -> None:

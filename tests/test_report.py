@@ -385,6 +385,7 @@ def test_report_command_writes_the_site(cli, tmp_path: Path) -> None:
     assert "5 page(s)" in done.err
 
 
+@pytest.mark.slow  # seconds by itself (tests/tiers.py)
 def test_report_is_the_same_bytes_whatever_the_hash_seed(tmp_path: Path) -> None:
     outs = []
     for seed in ("0", "4242"):

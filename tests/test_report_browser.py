@@ -31,6 +31,9 @@ from matrixgen.cli.main import main
 from tests.evidence_fixtures import MR_FAILURES, MR_RUN, RECIPES, TODAY
 from tests.realvalidators import CHROMIUM, CHROMIUM_ARGS, REPO_ROOT, require_chromium
 
+# The slow tier (tests/tiers.py): Chromium drives every test here.
+pytestmark = pytest.mark.slow
+
 PAGES = ("index.html", "selection.html", "quarantine.html", "flakes.html", "triage.html")
 IMAGES = REPO_ROOT / "docs" / "images"
 HOSTILE_OWNER = "<script>alert('owner')</script>"

@@ -184,6 +184,7 @@ def test_formats_are_documented(cli, fmt: str) -> None:
     assert fmt in cli("validate", "--help").out
 
 
+@pytest.mark.slow  # seconds by itself (tests/tiers.py)
 def test_findings_that_differ_only_in_severity_keep_one_order_whatever_the_hash_seed() -> None:
     # Findings are de-duplicated through a set, whose order follows the string
     # hash: the sort must decide between them, or the bytes change per process.

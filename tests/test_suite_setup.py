@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests import conftest
+from tests import conftest, tiers
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -138,3 +138,72 @@ def test_code_docs_and_tests_cite_only_the_project_s_own_files() -> None:
         if p.name != "test_suite_setup.py" and outside.search(p.read_text(encoding="utf-8"))
     ]
     assert citing == []
+
+
+# --------------------------------------------------------------------------- the tiers
+
+
+class _Item:
+    """What the tiers read of a collected test."""
+
+    def __init__(self, fixtures: tuple[str, ...] = (), params: dict | None = None, slow=False):
+        self.nodeid = "tests/test_x.py::test_x"
+        self.fixturenames = list(fixtures)
+        if params is not None:
+            self.callspec = type("CallSpec", (), {"params": params})()
+        self.markers = {tiers.SLOW} if slow else set()
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return name if name in self.markers else None
+
+    def add_marker(self, name: str) -> None:
+        self.markers.add(name)
+
+
+@pytest.mark.parametrize(
+    ("item", "tier"),
+    [
+        (_Item(("tmp_path",)), tiers.FAST),
+        (_Item(("tmp_path", "evidence_runs")), tiers.SLOW),
+        (_Item(("triage_runs",)), tiers.SLOW),
+        (_Item(("upstream",)), tiers.SLOW),
+        (_Item(("db",), {"db": "sqlite"}), tiers.FAST),
+        (_Item(("store_db",), {"store_db": "postgresql"}), tiers.SLOW),
+        (_Item(slow=True), tiers.SLOW),
+    ],
+)
+def test_a_test_is_slow_by_its_fixtures_and_marks_and_fast_otherwise(
+    item: _Item, tier: str
+) -> None:
+    tiers.mark_tiers([item])  # type: ignore[list-item]
+    assert item.markers == {tier}
+
+
+def test_a_slow_resource_fails_a_test_not_marked_slow() -> None:
+    fast, slow = _Item(), _Item(slow=True)
+    tiers.enter(slow)  # type: ignore[arg-type]
+    try:
+        tiers.uses("validators")  # marked: nothing happens
+        tiers.enter(fast)  # type: ignore[arg-type]
+        try:
+            with pytest.raises(pytest.fail.Exception, match=r"uses a real validator .* not marked"):
+                tiers.uses("validators")
+        finally:
+            tiers.leave(fast)  # type: ignore[arg-type]
+        tiers.uses("validators")  # back in the slow test
+    finally:
+        tiers.leave(slow)  # type: ignore[arg-type]
+
+
+def test_this_test_runs_in_the_tier_its_marks_say(request: pytest.FixtureRequest) -> None:
+    assert request.node.get_closest_marker(tiers.FAST) is not None
+    assert request.node.get_closest_marker(tiers.SLOW) is None
+    with pytest.raises(pytest.fail.Exception, match="uses a real pytest run"):
+        tiers.uses("pytest")
+
+
+def test_every_tier_marker_is_declared() -> None:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    declared = {m.split(":")[0] for m in config["tool"]["pytest"]["ini_options"]["markers"]}
+    assert {tiers.SLOW, tiers.FAST} <= declared
+    assert set(tiers.FIXTURE_RESOURCES.values()) <= set(tiers.RESOURCES)

@@ -18,6 +18,7 @@ from matrixgen.cli.main import main
 from matrixgen.evidence import junit
 from matrixgen.evidence.ingest import ingest
 from matrixgen.evidence.store import JobKey, JobResults, RunInfo, open_store
+from tests import tiers
 from tests.evidence_fixtures import TARGET
 
 HERE = Path(__file__).resolve().parent
@@ -37,6 +38,7 @@ class TriageRun:
 
 
 def _pytest(report: Path, seed: int, *, branch: bool, fixed: bool) -> None:
+    tiers.uses("pytest")
     env = {
         **os.environ,
         "TRIAGE_PROJECT_RUN": "1",
