@@ -15,9 +15,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from matrixgen.engine.model import Selector
 from matrixgen.pipeline import generate
+from tests.conftest import write_tree
 from tests.tree_fixtures import HAND_TREE
 
 
@@ -222,3 +225,86 @@ def test_hand_derived_cases_on_the_real_tree(megatron_dir: Path, cli: Callable) 
     typo = "hybrid_static_inference_tp1_pp1_2B_cudagraphs"
     assert cases("--scope", "mr", "--platform", "dg  x_h100", "--environment", "dev") == {typo}
     assert typo not in cases("--scope", "mr", *h100)
+
+
+# --- generated trees, against the same naive reading (no external files) -------------
+
+SCOPES = (
+    "mr",
+    "mr-slim",
+    "nightly",
+    "weekly",
+    "mr-github",
+    "mr-github-slim",
+    "L1",
+    "L2",
+    "mr-broken",
+)
+PLATFORMS = ("dgx_h100", "dgx_a100", "dgx_gb200")
+CADENCES = ("pr", "nightly", "mergegroup", "weekly")
+
+
+def _some(values: tuple[str, ...]) -> st.SearchStrategy[list[str]]:
+    return st.lists(st.sampled_from(values), min_size=1, max_size=3, unique=True)
+
+
+@st.composite
+def v1_trees(draw: st.DrawFn) -> dict[str, str]:
+    """A format_version 1 tree whose rows reach every rule of the selection: legacy
+    scope names and tiers side by side, a row's cadence, a block's, or neither
+    (where an aliased scope sets it), a row's platforms or the spec's default,
+    tags, and the same test case in two rows or two files."""
+    files: dict[str, str] = {}
+    cases = draw(st.lists(st.sampled_from(("c1", "c2", "c3")), min_size=1, max_size=3))
+    for index, model in enumerate(draw(_some(("gpt", "moe")))):
+        blocks = []
+        for case in cases:
+            rows = []
+            for _ in range(draw(st.integers(1, 2))):
+                row: dict = {
+                    "environment": draw(_some(("dev", "lts"))),
+                    "scope": draw(_some(SCOPES)),
+                }
+                if draw(st.booleans()):
+                    row["platforms"] = draw(_some(PLATFORMS))
+                if draw(st.booleans()):
+                    row["cadence"] = draw(_some(CADENCES))
+                if draw(st.booleans()):
+                    row["tag"] = draw(_some(("latest", "legacy")))
+                rows.append(row)
+            block: dict = {"test_case": [case], "products": rows}
+            if draw(st.booleans()):
+                block["cadence"] = draw(_some(CADENCES))
+            blocks.append(block)
+        spec = {
+            "name": "{test_case}_{environment}_{platforms}",
+            "model": model,
+            "build": "mcore-pyt-{environment}",
+            "platforms": draw(st.sampled_from(PLATFORMS)),
+        }
+        document = {"type": "basic", "format_version": 1, "spec": spec, "products": blocks}
+        files[f"t{index}/{model}.yaml"] = yaml.safe_dump(document, sort_keys=False)
+    for env in ("dev", "lts"):
+        build = {"type": "build", "format_version": 1, "spec": {"name": f"mcore-pyt-{env}"}}
+        files[f"_build-mcore-{env}.yaml"] = yaml.safe_dump(build)
+    return files
+
+
+@settings(max_examples=40)
+@given(v1_trees())
+def test_every_selection_of_a_generated_tree_matches(
+    tmp_path_factory: pytest.TempPathFactory, files: dict[str, str]
+) -> None:
+    """What the real tree's comparison above checks, on trees made here: it runs
+    wherever the Megatron-LM tree is absent."""
+    root = write_tree(tmp_path_factory.mktemp("v1"), files)
+    rows = [r for r in naive_rows(root) if "model" in r]
+    generation = generate(root)
+    for scope, platform, env, cadence in itertools.product(
+        (*SCOPES, "L0", "L3"), PLATFORMS, ("dev", "lts"), (None, *CADENCES)
+    ):
+        expected = naive_select(rows, scope, platform, env, cadence)
+        jobs = generation.select(
+            Selector(scope=scope, platform=platform, environment=env, cadence=cadence)
+        )
+        assert {(j.model, j.test_case, j.tag) for j in jobs} == expected, (scope, platform, env)

@@ -787,3 +787,177 @@ def test_githubs_unit_test_buckets_are_a_target_every_command_honours(
     assert "tests/unit_tests/data/" in jobs_of(out)
     listed = cli("list", "--recipes", root, "--target", "github-unit-tests-dgx_h100-dev")
     assert listed.code == 0 and "tests/unit_tests/data/" not in listed.out
+
+
+# --------------------------------------------------------------------------- the whole file
+
+BERT = """
+type: basic
+format_version: 1
+spec:
+  name: "{test_case}_{environment}_{platforms}"
+  model: bert
+  build: mcore-pyt-{environment}
+  platforms: dgx_h100
+  allow_failure: true
+  script: "pytest tests"
+products:
+  - test_case: [bert_x]
+    products:
+      - {environment: [dev], scope: [mr]}
+"""
+LAUNCH = "export PYTHONPATH=$(pwd); python tests/test_utils/python_scripts/launch_jet_workload.py"
+PARENT = '$CI_PIPELINE_SOURCE == "parent_pipeline" || $CI_MERGE_REQUEST_ID'
+
+
+def generators_pipeline(order: list[tuple[str, str, bool]], *, warm_up: bool) -> dict:
+    """The file Megatron-LM's generator writes for `call_args` on the tree of
+    `test_the_whole_file_is_the_generators`, written out from its rules: jobs in
+    order of model (stable), stages the sorted models, and with warm-up the
+    first job a need of every later one."""
+    document: dict = {
+        "stages": sorted({model for model, _, _ in order}),
+        "workflow": {
+            "rules": [
+                {
+                    "if": f'({PARENT}) && $CI_COMMIT_BRANCH == "main"',
+                    "auto_cancel": {"on_new_commit": "interruptible"},
+                },
+                {"if": PARENT},
+                {"when": "never"},
+            ],
+            "auto_cancel": {"on_new_commit": "interruptible"},
+        },
+        "default": {"interruptible": True, "retry": {"max": 2, "when": "runner_system_failure"}},
+    }
+    first = order[0][1]
+    for model, case, allowed in order:
+        needs = [{"pipeline": "$PARENT_PIPELINE_ID", "job": "functional:configure"}]
+        if warm_up and case != first:
+            needs.append({"job": first})
+        document[case] = {
+            "stage": model,
+            "image": "img:7",
+            "tags": [
+                "arch/amd64",
+                "env/prod",
+                "origin/jet-fleet",
+                "owner/jet-core",
+                "purpose/jet-client",
+                "team/megatron",
+                "cluster/eos",
+            ],
+            "timeout": "7 days",
+            "needs": needs,
+            "script": [
+                f"{LAUNCH} --model {model} --environment dev --n-repeat 3 --time-limit 900 "
+                f"--scope mr --test-case '{case}' --container-tag 7 --cluster dgxh100_eos "
+                "--platform dgx_h100 --record-checkpoints None --account acct"
+            ],
+            "artifacts": {"paths": ["results/"], "when": "always"},
+            "allow_failure": allowed,
+            "retry": {
+                "max": 2,
+                "when": ["unknown_failure", "stuck_or_timeout_failure", "runner_system_failure"],
+            },
+        }
+    return document
+
+
+@pytest.mark.parametrize("warm_up", [True, False])
+def test_the_whole_file_is_the_generators(
+    tree: Callable, cli: Callable, tmp_path: Path, warm_up: bool
+) -> None:
+    """The file of one call, every key of it, as Megatron-LM's generator writes it
+    (test_jet_upstream.py runs the generator itself where its files are present):
+    bert's file is listed after gpt's, but its model sorts first, so its job is
+    the one every other job waits for when warm-up is on (the generator's default)."""
+    root = jet_tree(tree, extra={"h100/zz_bert.yaml": BERT})
+    out = tmp_path / "mr.yaml"
+    args = [
+        "jet-trigger",
+        *("--scope", "mr", "--environment", "dev", "--platform", "dgx_h100"),
+        *("--cluster", "dgxh100_eos", "--test-cases", "all", "--container-image", "img"),
+        *("--container-tag", "7", "--dependent-job", "functional:configure"),
+        *("--slurm-account", "acct", "--n-repeat", "3", "--time-limit", "900"),
+        *("--output-path", str(out), "--recipes", str(root)),
+        *(() if warm_up else ("--no-enable-warmup",)),
+    ]
+    run = cli(*args)
+    assert run.code == 0, run
+    order = [("bert", "bert_x", True)] + [("gpt", c, False) for c in ("gpt_a", "gpt_b", "gpt_c")]
+    expected = generators_pipeline(order, warm_up=warm_up)
+    assert yaml.safe_load(out.read_text(encoding="utf-8")) == expected
+    # The generator dumps with sorted keys: so does jet-trigger, byte for byte the order.
+    assert list(yaml.safe_load(out.read_text(encoding="utf-8"))) == sorted(expected)
+
+
+def test_one_selected_job_waits_for_no_warm_up(
+    tree: Callable, cli: Callable, tmp_path: Path
+) -> None:
+    root = jet_tree(tree)
+    out = tmp_path / "one.yaml"
+    base = call(root, out, "--test-cases", "gpt_b")
+    run = cli(*[a for a in base if a != "--no-enable-warmup"])
+    assert run.code == 0, run
+    assert jobs_of(out)["gpt_b"]["needs"] == [
+        {"pipeline": "$PARENT_PIPELINE_ID", "job": "functional:configure"}
+    ]
+
+
+def test_every_launcher_option_is_written_as_the_generator_writes_it() -> None:
+    """Each optional flag in the generator's order (`--partition`, `--tag`,
+    lightweight mode, the run name and its W&B experiment per job)."""
+    job = _job("gpt_a")
+    full = plain_call(
+        partition="batch",
+        tag="latest",
+        enable_lightweight_mode=True,
+        run_name="release/x",
+        wandb_experiment="release-x",
+        record_checkpoints="true",
+        n_repeat=5,
+        time_limit=2700,
+    )
+    assert launcher_command(job, full) == (
+        f"{LAUNCH} --model gpt --environment dev --n-repeat 5 --time-limit 2700 --scope mr "
+        "--test-case 'gpt_a' --container-tag 7 --cluster ghci --platform dgx_h100 "
+        "--record-checkpoints true --account acct --partition batch --tag latest "
+        "--enable-lightweight-mode --run-name release/x --wandb-experiment release-x-gpt-gpt_a"
+    )
+    # A run name without an experiment (or the reverse) writes neither.
+    for half in (plain_call(run_name="r"), plain_call(wandb_experiment="w")):
+        assert "--run-name" not in launcher_command(job, half)
+        assert "--wandb-experiment" not in launcher_command(job, half)
+
+
+def test_error_extraction_wraps_the_launcher_and_keeps_its_exit_code(
+    tree: Callable, cli: Callable, tmp_path: Path
+) -> None:
+    out = tmp_path / "mr.yaml"
+    run = run_jet(cli, jet_tree(tree), out, "--enable-error-extraction")
+    assert run.code == 0, run
+    job = jobs_of(out)["gpt_a"]
+    command = (
+        f"{LAUNCH} --model gpt --environment dev --n-repeat 1 --time-limit 1 --scope mr "
+        "--test-case 'gpt_a' --container-tag 7 --cluster dgxh100_eos --platform dgx_h100 "
+        "--record-checkpoints None --account acct"
+    )
+    assert job["script"] == [
+        "\n".join(
+            [
+                "set +e",
+                "set -o pipefail",
+                f"{command} 2>&1 | tee jet_workload.log",
+                "exit_code=${PIPESTATUS[0]}",
+                "set -e",
+                "extract-errors jet_workload.log --output error_report.json "
+                '--exit-code "$exit_code" || true',
+                'exit "$exit_code"',
+            ]
+        )
+    ]
+    assert job["artifacts"] == {
+        "paths": ["results/", "jet_workload.log", "error_report.json"],
+        "when": "always",
+    }
