@@ -430,3 +430,17 @@ def test_a_result_later_than_now_is_never_evidence(
     conn.close()
     if offset > 300:
         assert _verdicts(path) == expected
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "verdict"),
+    [
+        ([True] + [False] * 10, Verdict.OK),  # 1 flip in 10 steps: the rate itself
+        ([True] + [False] * 9, Verdict.FLAKY),  # 1 flip in 9 steps: over it
+    ],
+)
+def test_a_flip_rate_equal_to_the_threshold_is_not_flaky(
+    outcomes: list[bool], verdict: Verdict
+) -> None:
+    history, runs = _history([(f, 0) for f in outcomes], [f"c{i}" for i in range(len(outcomes))])
+    assert judge(history, runs, FlakyPolicy(flip_rate=0.1)).verdict is verdict

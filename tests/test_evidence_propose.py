@@ -308,3 +308,21 @@ def test_lifts_are_judged_on_the_runs_of_the_refs_named_only(
     used = [f"{700 + k}" for k, (ref, _) in enumerate(runs) if ref in named]
     assert got["lift_evidence"] == {"refs": named, "runs": used}
     assert f"lifts judged on the {len(used)} run(s) of ref(s) {', '.join(named)}" in err or not used
+
+
+@pytest.mark.parametrize(("lift_runs", "lifted"), [(24, True), (25, False)])
+def test_a_lift_needs_exactly_lift_runs_passes_in_a_row(
+    capsys, shipped_recipes: Path, evidence_store: Path, lift_runs: int, lifted: bool
+) -> None:
+    """ut-async-save-flaky-dev's test passed every one of its 24 runs."""
+    _, got, _ = _propose(capsys, shipped_recipes, evidence_store, "--lift-runs", str(lift_runs))
+    assert [lift["id"] for lift in got["lifts"]] == (["ut-async-save-flaky-dev"] if lifted else [])
+
+
+@pytest.mark.parametrize(("min_runs", "drafts"), [(24, 3), (25, 0)])
+def test_a_key_with_min_runs_runs_is_judged(
+    capsys, shipped_recipes: Path, evidence_store: Path, min_runs: int, drafts: int
+) -> None:
+    """Every key of the fixture has 24 runs: judged at --min-runs 24, not at 25."""
+    _, got, _ = _propose(capsys, shipped_recipes, evidence_store, "--min-runs", str(min_runs))
+    assert len(got["drafts"]) == drafts

@@ -553,3 +553,34 @@ def test_refuses_a_rewrite_that_would_change_a_selection(
     assert "gh-l1" not in run.err
     assert "Traceback" not in run.err
     assert {p: p.read_bytes() for p in sorted(root.rglob("*"))} == before
+
+
+@pytest.mark.parametrize(("expires", "refused"), [("2026-12-01", False), ("2026-11-30", True)])
+def test_an_expiry_today_is_in_force_and_yesterday_is_past(
+    tree: Callable[..., Path], cli, monkeypatch: pytest.MonkeyPatch, expires: str, refused: bool
+) -> None:
+    monkeypatch.setenv("MATRIXGEN_TODAY", "2026-12-01")
+    root = tree(habit_files())
+    run = cli("migrate", "--recipes", root, "--write", MATRIXGEN_PIPELINES, "--expires", expires)
+    if refused:
+        assert run.code == 2 and f"--expires {expires} is in the past" in run.err, run
+        return
+    assert run.code == 0, run
+    entries = yaml.safe_load((root / "quarantine.yaml").read_text(encoding="utf-8"))["entries"]
+    assert entries and {str(e["expires"]) for e in entries} == {expires}
+    assert cli("validate", "--recipes", root).code == 0
+
+
+def test_a_habit_row_written_on_one_line_is_migrated(tree: Callable[..., Path], cli) -> None:
+    """A flow mapping row starts and ends on one line: its jobs are its own."""
+    block = "      - environment: [dev]\n        scope: [mr-broken]\n        platforms: [dgx_h100]"
+    text = HABITS.replace(
+        f"{block} # hang: #513",
+        "      - {environment: [dev], scope: [mr-broken], platforms: [dgx_h100]} # hang: #513",
+    )
+    assert "{environment: [dev], scope: [mr-broken]" in text
+    root = tree({**habit_files(), "h100/gpt.yaml": text})
+    plan = run_migrate(cli, root)
+    by_case = {e["match"]["test_case"]: e for e in plan["entries"]}
+    assert by_case["broken_mr"]["where"] == ["gitlab/mr"]
+    assert by_case["broken_mr"]["tracker"] == "#513"
