@@ -529,6 +529,11 @@ def test_long_names_are_refused() -> None:
         emit_gitlab(jobs, warmup)
     with pytest.raises(LimitError, match="at most 128"):
         emit_gitlab([make_job()], bare_settings(parent_job="p" * 129))
+    # 128 characters is the limit itself: a name of that length may be needed.
+    jobs = [make_job("a", name="a" * 128), make_job("b", name="b")]
+    doc = yaml.safe_load(emit_gitlab(jobs, bare_settings(warmup=True, parent_job="p" * 128)).text)
+    assert {"job": "p" * 128, "pipeline": "$PARENT_PIPELINE_ID"} in doc["b"]["needs"]
+    assert "a" * 128 in doc["b"]["needs"]
 
 
 def test_warmup_prefers_a_job_that_may_not_fail() -> None:

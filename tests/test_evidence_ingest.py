@@ -310,3 +310,35 @@ def test_a_pull_requests_own_entry_grants_nothing_when_the_base_is_given(
     err = capsys.readouterr().err
     assert f"named by no mute entry of recipes/quarantine.yaml at {base[:12]}" in err
     assert main([*args, "--run-id", "1", "--db", str(tmp_path / "c.db"), "--base", "nosuch"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("field", "longest", "message"),
+    [
+        ("run_id", 255, "--run-id is 256 characters (at most 255)"),
+        ("commit", 64, "--commit is 65 characters (at most 64)"),  # a SHA-256 commit fits
+        ("ref", 255, "--ref is 256 characters (1 to 255)"),
+        ("source", 64, "--source is 65 characters (1 to 64)"),
+    ],
+)
+def test_each_run_value_fits_its_column_up_to_its_limit(
+    field: str, longest: int, message: str
+) -> None:
+    import datetime as dt
+
+    from matrixgen.engine.errors import UsageError
+    from matrixgen.evidence.ingest import check_lengths
+    from matrixgen.evidence.store import RunInfo
+
+    def run(value: str) -> RunInfo:
+        base = {"run_id": "1", "commit": "a" * 40, "ref": "main", "source": "push"}
+        at = dt.datetime(2026, 11, 20, tzinfo=dt.UTC)
+        return RunInfo(**{**base, field: value}, finished_at=at)
+
+    check_lengths(run("x" * longest))
+    with pytest.raises(UsageError) as info:
+        check_lengths(run("x" * (longest + 1)))
+    assert str(info.value) == message
+    if field in ("ref", "source"):  # an empty one is no value
+        with pytest.raises(UsageError, match=f"--{field} is 0 characters"):
+            check_lengths(run(""))

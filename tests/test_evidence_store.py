@@ -912,3 +912,31 @@ def test_a_node_ids_limit_is_in_bytes_and_the_same_on_every_backend(
         assert counts(store) == before  # nothing of it stored
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(("after_end", "rolled"), [(2 * 86_400, True), (2 * 86_400 - 1, False)])
+def test_a_week_is_rolled_once_a_run_two_days_past_its_end_is_stored(
+    db: str, after_end: int, rolled: bool
+) -> None:
+    import datetime as dt
+
+    from matrixgen.evidence.ingest import ingest
+    from matrixgen.evidence.junit import Outcome, Testcase
+    from matrixgen.evidence.store import JobKey, JobResults, RunInfo
+    from matrixgen.evidence.tables import PARTITION_SECONDS, partition_start, rolled_weeks
+
+    key = JobKey("gitlab", "mr", "dgx_h100", "dev", "unit-tests", "tests/unit/", "", True)
+    case = Testcase(node_id="tests/unit/test_a.py::test_a", classname="", name="test_a",
+                    suite="", outcome=Outcome.PASSED, duration=1.0)  # fmt: skip
+    groups = [JobResults(job=key, job_name=key.test_case, target="", testcases=(case,))]
+    week = partition_start(int(dt.datetime(2026, 11, 4, tzinfo=dt.UTC).timestamp()))
+    store = open_store(db, write=True)
+    try:
+        for run_id, at in (("1", week + 3_600), ("2", week + PARTITION_SECONDS + after_end)):
+            when = dt.datetime.fromtimestamp(at, dt.UTC)
+            ingest(store, RunInfo(run_id=run_id, commit="a" * 40, finished_at=when), groups)
+        with store.transaction() as conn:
+            weeks = set(conn.execute(rolled_weeks.select()).scalars())
+    finally:
+        store.close()
+    assert (week in weeks) is rolled
