@@ -961,3 +961,23 @@ def test_error_extraction_wraps_the_launcher_and_keeps_its_exit_code(
         "paths": ["results/", "jet_workload.log", "error_report.json"],
         "when": "always",
     }
+
+
+@pytest.mark.parametrize("reaches", [True, False])
+def test_a_node_level_entry_on_a_bucket_needs_a_script_that_reaches_the_plugin(
+    tree: Callable, cli: Callable, reaches: bool
+) -> None:
+    script = "MATRIXGEN_QUARANTINE=q.yaml bash run_ci_test.sh" if reaches else "bash run_ci_test.sh"
+    unit = UNIT.replace("bash run_ci_test.sh --bucket {test_case}", script)
+    mute = entry("data-node", "mute", "tests/unit_tests/data/", node_ids="tests/x.py::test_x")
+    root = tree(
+        {"h100/unit-tests.yaml": unit, "_build-mcore-dev.yaml": BUILD,
+         "quarantine.yaml": "entries:\n" + mute}
+    )  # fmt: skip
+    run = cli("jet-buckets", root / "h100/unit-tests.yaml", "--recipes", root, "--system", "gitlab")
+    if reaches:
+        assert run.code == 0, run
+        assert {"bucket": "tests/unit_tests/data/"} in json.loads(run.out)
+    else:
+        assert run.code != 0 and run.out == "", run
+        assert "data-node" in run.err and "MATRIXGEN_QUARANTINE" in run.err

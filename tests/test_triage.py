@@ -482,3 +482,12 @@ def test_a_node_level_entry_is_lifted_only_on_passes_of_its_own_tests(
         for named_id in named
     )
     assert [c.entry.id for c in found] == (["node-entry"] if expected else [])
+
+
+def test_the_baseline_run_named_is_the_latest_it_failed_in(capsys, db: str) -> None:  # noqa: F811
+    _store(db, "PPFPFF")  # of the latest four (102-105), failed in 102, 104 and 105
+    code, failure = _triaged(capsys, db, 6, "--min-runs", "99", "--baseline-runs", "4")
+    assert (code, failure["verdict"]) == (0, "baseline")
+    assert failure["baseline_run"]["run_id"] == "105"
+    assert "also failed in baseline run 105 " in failure["evidence"]
+    assert "(3 of the 4 baseline runs)" in failure["evidence"]
