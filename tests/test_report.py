@@ -700,3 +700,49 @@ def test_hostile_names_show_as_text_on_the_triage_page(
     links = [a["href"] for tag, a in parsed.tags if tag == "a" and a["href"] not in PAGES]
     # The quarantined failure's entry and the lift candidate: two links or none.
     assert len(links) == (2 if html_link(url) is not None else 0)
+
+
+def _store_view(keys: list, cells: dict, entry_keys: dict | None = None) -> object:
+    """A results store's view of `keys` (each with its ranked flaky row) over
+    runs 1 and 2, and their outcomes `cells`: {key: {run ref: (code, reruns)}}."""
+    from matrixgen.evidence.flaky import FlakyRow, Verdict
+    from matrixgen.evidence.store import RunRow
+    from matrixgen.report.site import StoreView
+
+    rows = tuple(
+        FlakyRow(job=job, node_id=node, runs=2, failures=1, flips=1, verdict=Verdict.FLAKY)
+        for job, node in keys
+    )
+    runs = (RunRow(1, "101", "a" * 40, 1_795_000_000), RunRow(2, "102", "b" * 40, 1_795_003_600))
+    return StoreView(shown="test", runs=runs, rows=rows, skipped_only=(), cells=cells,
+                     muted=frozenset(), evidence={}, entry_keys=entry_keys or {})  # fmt: skip
+
+
+def _bucket(name: str) -> object:
+    from matrixgen.evidence.store import JobKey
+
+    return JobKey(system="gitlab", scope="mr", platform="dgx_h100", environment="dev",
+                  model="unit-tests", test_case=name, tag="", unit=True)  # fmt: skip
+
+
+@given(HOSTILE)
+def test_hostile_node_ids_show_as_text_on_the_flakes_page(shipped: SiteData, name: str) -> None:
+    """A node id comes from a pull request's JUnit report: in the grid, text."""
+    key = (_bucket("tests/unit/"), f"tests/unit/test_a.py::test_a[{name}]")
+    store = _store_view([key], {key: {1: (1, 0), 2: (0, 0)}})
+    page = render_site(msgspec.structs.replace(shipped, store=store))["flakes.html"]
+    parsed = _safe_markup(page)
+    if name.isprintable() and name.strip():
+        assert f"test_a.py::test_a[{name}]" in parsed.text
+
+
+def test_an_entrys_sparkline_shows_each_runs_worst_outcome(shipped: SiteData) -> None:
+    """Per run, over the entry's keys: fail before rerun-pass before pass."""
+    one, two = (_bucket("tests/unit/"), "tests/unit/test_a.py::t1"), (_bucket("tests/unit/"), None)
+    cells = {one: {1: (0, 1), 2: (1, 0)}, two: {1: (0, 0), 2: (0, 1)}}
+    entries = {e.id: (one, two) for e in shipped.entries}
+    data = msgspec.structs.replace(shipped, store=_store_view([one, two], cells, entries))
+    page = render_site(data)["quarantine.html"]
+    first = shipped.entries[0].id
+    svg = page.split(f'aria-label="last runs of {first}"', 1)[1].split("</svg>", 1)[0]
+    assert [t.split("</title>")[0] for t in svg.split("<title>")[1:]] == ["rerun-pass", "fail"]
