@@ -412,3 +412,17 @@ def test_cost_counts_the_jobs_stats_counts(pinned_today: object) -> None:
     assert every["excluded_platforms"] == [] and "dgx_gb300" in {
         p["platform"] for p in every["platforms"]
     }
+
+
+def test_a_platform_weighs_its_own_weight_before_the_one_it_is_an_alias_of() -> None:
+    from matrixgen.documents.config import ProjectConfig
+    from matrixgen.views.cost import weight
+
+    platforms = {
+        "dgx_h100": {"gpu_hour_weight": 2.0},
+        "h100_eos": {"alias_of": "dgx_h100", "gpu_hour_weight": 3.0},  # its own wins
+        "h100_ord": {"alias_of": "h100_eos"},  # the end of its chain: dgx_h100's
+        "a100": {},
+    }
+    config = ProjectConfig(path="matrixgen.yaml", document=None, raw={"platforms": platforms})
+    assert [weight(config, p) for p in platforms] == [2.0, 3.0, 2.0, 1.0]

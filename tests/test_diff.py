@@ -812,3 +812,32 @@ def test_every_command_lists_targets_in_config_order(cli: Callable) -> None:
     head["matrixgen.yaml"]["targets"] = dict(reversed(CONFIG["targets"].items()))
     names = [t.target.name for t in diff(v2_tree(), head).targets]
     assert names == list(reversed(CONFIG["targets"]))
+
+
+def test_a_removed_job_moves_to_the_closest_target_it_arrives_in() -> None:
+    """Removed from mr/dgx_h100, added to mr/dgx_a100 (one field apart) and to
+    mr-slim/dgx_gb200 (two apart): the move is to the first; the other stays added."""
+
+    def tree(*rows: tuple[str, str]) -> dict[str, Any]:
+        products = [{"environment": ["dev"], "scope": [s], "platforms": [p]} for s, p in rows]
+        return {
+            "gpt.yaml": {
+                "type": "basic",
+                "format_version": 1,
+                "spec": {"name": "{test_case}", "model": "gpt", "script": "run {test_case}"},
+                "products": [{"test_case": ["x"], "products": products}],
+            }
+        }
+
+    moves = {
+        name: ([m.target for m in d.moved_out], [m.target for m in d.moved_in], len(d.added))
+        for name, d in by_name(
+            diff(tree(("mr", "dgx_h100")), tree(("mr", "dgx_a100"), ("mr-slim", "dgx_gb200")))
+        ).items()
+        if d.moved_out or d.moved_in or d.added
+    }
+    assert moves == {
+        "gitlab-mr-dgx_h100-dev": (["gitlab-mr-dgx_a100-dev"], [], 0),
+        "gitlab-mr-dgx_a100-dev": ([], ["gitlab-mr-dgx_h100-dev"], 0),
+        "gitlab-mr-slim-dgx_gb200-dev": ([], [], 1),
+    }
