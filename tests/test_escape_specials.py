@@ -5,8 +5,11 @@ draws: under the derandomised `ci` profile the Markdown property once never saw
 a backtick, so dropping the backtick from the escaped set left the suite green.
 Here each escaper has the set of characters it treats specially, its strategy
 has them forced into its alphabet, a test checks that the strategy reaches each
-one, and each property runs on that strategy. Markdown is checked by rendering
-it (markdown-it-py, with GitHub's tables): what renders is the value itself.
+one, each property runs on that strategy, and each special piece is also an
+explicit example of the property, alone and in the forms that make markup of
+it (`~~x~~`, at a line's start): the derandomised profile runs those every
+time. Markdown is checked by rendering it (markdown-it-py, with GitHub's
+tables): what renders is the value itself.
 """
 
 from __future__ import annotations
@@ -23,8 +26,11 @@ from markdown_it import MarkdownIt
 from matrixgen.diff import markdown as md
 from matrixgen.util.escape import (
     annotation,
+    html_attribute,
+    html_text,
     json_for_log,
     markdown_code,
+    markdown_link,
     markdown_text,
     safe_link,
     terminal_line,
@@ -54,6 +60,9 @@ SPECIALS: dict[str, list[str]] = {
     "safe_link": [" ", "\\", "@", "u@", "(", ")", "<", ">", '"', "`", "\n", *HIDDEN],
     "diff_text": [*"!#$&*+-.<>@[\\]^_`{|}~\n\r", "``", "**", "](", *HIDDEN],
     "diff_html": [*"&<>\"'\n", "</b>", "<i>"],
+    "html_text": [*"&<>", "&amp;", "&lt;", "</p>", "<b>", *HIDDEN],
+    "html_attribute": [*"&<>\"'", "&quot;", '" onclick="', *HIDDEN],
+    "markdown_link": [*"[]()<>`\\", "](", ")[", *HIDDEN],
 }
 
 
@@ -83,6 +92,28 @@ STRATEGIES["safe_link"] = st.one_of(
     text_with(SPECIALS["safe_link"], head="https://"),
     text_with(SPECIALS["safe_link"], head="http://h/"),
 )
+
+
+def each_special(name: str, *, pair: bool = False):  # type: ignore[no-untyped-def]
+    """An explicit example per special piece of the escaper `name`: alone, around
+    a word, doubled around a word (`~~x~~`, `**x**`) and at a line's start after
+    a word; the derandomised profile need not draw any of them in those forms."""
+    pieces = sorted(set(SPECIALS[name]))
+    head = "https://h/" if name == "safe_link" else ""
+    values = [
+        head + form
+        for piece in pieces
+        for form in (piece, f"{piece}x{piece}", f"{piece * 2}x{piece * 2}", f"x\n{piece}x")
+    ]
+
+    def apply(test):  # type: ignore[no-untyped-def]
+        for value in reversed(values):
+            test = example(value, value)(test) if pair else example(value)(test)
+        return test
+
+    return apply
+
+
 PROBE = settings(
     max_examples=100,
     derandomize=True,
@@ -108,6 +139,7 @@ def test_each_strategy_reaches_every_special_character(name: str) -> None:
 # --- the properties, on those strategies ------------------------------------------
 
 
+@each_special("terminal_text")
 @given(STRATEGIES["terminal_text"])
 def test_terminal_text(value: str) -> None:
     shown = terminal_text(value)
@@ -117,6 +149,7 @@ def test_terminal_text(value: str) -> None:
 
 @example("::add-mask::x")
 @example(" \t::stop-commands::x")
+@each_special("terminal_line")
 @given(STRATEGIES["terminal_line"])
 def test_terminal_line(value: str) -> None:
     shown = terminal_line(value)
@@ -132,6 +165,7 @@ def _runner_unescape(text: str, *, prop: bool) -> str:
     return text.replace("%25", "%")
 
 
+@each_special("workflow_data")
 @given(STRATEGIES["workflow_data"])
 def test_workflow_data(value: str) -> None:
     shown = workflow_data(value)
@@ -139,6 +173,7 @@ def test_workflow_data(value: str) -> None:
     assert _runner_unescape(shown, prop=False) == value
 
 
+@each_special("workflow_property", pair=True)
 @given(STRATEGIES["workflow_property"], STRATEGIES["workflow_data"])
 def test_workflow_property_and_annotation(value: str, message: str) -> None:
     shown = workflow_property(value)
@@ -152,6 +187,7 @@ def test_workflow_property_and_annotation(value: str, message: str) -> None:
     assert _runner_unescape(props["file"], prop=True) == value
 
 
+@each_special("json_for_log")
 @given(STRATEGIES["json_for_log"])
 def test_json_for_log(value: str) -> None:
     text = json.dumps({"k": value}, ensure_ascii=False)
@@ -163,6 +199,7 @@ def test_json_for_log(value: str) -> None:
 
 @example(":x")
 @example("  :x")
+@each_special("yaml_double_quoted")
 @given(STRATEGIES["yaml_double_quoted"])
 def test_yaml_double_quoted(value: str) -> None:
     # Double-quoted (escaped by the emitter) exactly when a log could misread it.
@@ -170,6 +207,7 @@ def test_yaml_double_quoted(value: str) -> None:
     assert yaml_double_quoted(value) is must
 
 
+@each_special("safe_link")
 @given(STRATEGIES["safe_link"])
 def test_safe_link(url: str) -> None:
     from urllib.parse import urlsplit
@@ -195,6 +233,20 @@ def visible_text(specials: list[str]) -> st.SearchStrategy[str]:
     return text_with(shown, st.characters(exclude_categories=_HIDDEN_CATEGORIES))
 
 
+def each_visible_special(name: str):  # type: ignore[no-untyped-def]
+    """`each_special` for the rendering properties: the visible pieces, each
+    alone, around a word and doubled around a word (on one line)."""
+    pieces = sorted({c for c in SPECIALS[name] if not any_hidden(c) and c not in "\n\r\t"})
+    values = [f for p in pieces for f in (p, f"{p}x{p}", f"{p * 2}x{p * 2}", f"a {p}x{p} b")]
+
+    def apply(test):  # type: ignore[no-untyped-def]
+        for value in reversed(values):
+            test = example(value)(test)
+        return test
+
+    return apply
+
+
 def inline(markdown: str, *, cell: bool) -> list:
     """The inline tokens of `markdown` in running text (between two words) or alone
     in a table cell."""
@@ -216,6 +268,7 @@ def rendered(children: list, *, cell: bool) -> str:
 @example("x\xa0")
 @example(" \u3000x\u2003 ")
 @example("\u202f")
+@each_visible_special("markdown_text")
 @given(visible_text(SPECIALS["markdown_text"]))
 def test_markdown_text_renders_as_the_value(value: str) -> None:
     assert rendered(inline(markdown_text(value), cell=False), cell=False) == value
@@ -223,6 +276,7 @@ def test_markdown_text_renders_as_the_value(value: str) -> None:
     assert rendered(cell, cell=True) == value.strip(" \t")  # a cell is trimmed
 
 
+@each_visible_special("markdown_code")
 @given(visible_text(SPECIALS["markdown_code"] + SPECIALS["markdown_text"]))
 def test_markdown_code_renders_as_the_value(value: str) -> None:
     for cell in (False, True):
@@ -233,11 +287,13 @@ def test_markdown_code_renders_as_the_value(value: str) -> None:
         assert set(plain.removeprefix("x ").removesuffix(" x") if not cell else plain) <= {"|"}
 
 
+@each_visible_special("diff_text")
 @given(visible_text(SPECIALS["diff_text"]))
 def test_diff_markdown_text_renders_as_the_value(value: str) -> None:
     assert rendered(inline(md.text(value), cell=False), cell=False) == value
 
 
+@each_special("markdown_text")
 @given(STRATEGIES["markdown_text"])
 def test_markdown_text_is_one_line_of_text_whatever_the_value(value: str) -> None:
     shown = markdown_text(value)
@@ -246,6 +302,7 @@ def test_markdown_text_is_one_line_of_text_whatever_the_value(value: str) -> Non
     assert {c.type for c in children} <= {"text"}
 
 
+@each_special("diff_html")
 @given(STRATEGIES["diff_html"])
 def test_diff_html_is_text_inside_a_tag(value: str) -> None:
     from html.parser import HTMLParser
@@ -281,3 +338,66 @@ def test_decide_writes_target_names_as_code_that_shows_them() -> None:
     ]
     assert codes and all(name.startswith("github-") for name in codes)
     assert not any("\\" in name for name in codes)  # once github\-l0\-h100\-pr
+
+
+# --- HTML: what a parser reads is the value ------------------------------------------
+
+
+def _html_parts(markup: str) -> list[str]:
+    from html.parser import HTMLParser
+
+    parts: list[str] = []
+
+    class Collect(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            parts.append(f"<{tag} {attrs}>")
+
+        def handle_endtag(self, tag: str) -> None:
+            parts.append(f"</{tag}>")
+
+        def handle_data(self, data: str) -> None:
+            parts.append(data)
+
+    parser = Collect(convert_charrefs=True)
+    parser.feed(markup)
+    parser.close()
+    return parts
+
+
+def _shown(value: str) -> str:
+    """The value as the HTML escapers show it: invisible characters as escapes."""
+    return "".join(_code_of(c) if any_hidden(c) else c for c in value)
+
+
+def _code_of(char: str) -> str:
+    point = ord(char)
+    return f"\\x{point:02x}" if point <= 0xFF else f"\\u{point:04x}"
+
+
+@each_special("html_text")
+@given(STRATEGIES["html_text"])
+def test_html_text_is_the_text_of_its_element(value: str) -> None:
+    shown = _shown(value)
+    assert _html_parts(f"<p>{html_text(value)}</p>") == [
+        "<p []>",
+        *([shown] if shown else []),
+        "</p>",
+    ]
+
+
+@each_special("html_attribute")
+@given(STRATEGIES["html_attribute"])
+def test_html_attribute_is_the_value_of_its_attribute(value: str) -> None:
+    """Between double quotes or single ones alike."""
+    for quote in "\"'":
+        markup = f"<p title={quote}{html_attribute(value)}{quote}>x</p>"
+        assert _html_parts(markup) == [f"<p {[('title', _shown(value))]}>", "x", "</p>"]
+
+
+@each_special("markdown_link", pair=True)
+@given(STRATEGIES["markdown_link"], STRATEGIES["safe_link"])
+def test_markdown_link_is_one_link_or_text(text: str, url: str) -> None:
+    tokens = RENDERER.parseInline(f"x {markdown_link(text, url)} x")[0].children or []
+    links = [t for t in tokens if t.type == "link_open"]
+    assert len(links) == (1 if safe_link(url) is not None else 0)
+    assert {t.type for t in tokens} <= {"text", "link_open", "link_close", "softbreak"}
