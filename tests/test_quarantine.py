@@ -774,3 +774,43 @@ def test_required_errors_name_their_property_in_the_schema_path() -> None:
             strict=True,
         )
     )
+
+
+@pytest.mark.parametrize(
+    ("days_ago", "finding"),
+    [(0, None), (1, "warning"), (7, "warning"), (8, "error")],  # grace_days is 7 in CONFIG
+)
+def test_expiry_and_grace_on_both_sides_of_each_day(
+    tree: Callable[..., Path], cli, monkeypatch: pytest.MonkeyPatch, days_ago: int, finding: str
+) -> None:
+    """An entry is in force on its expiry day; the day after it is expired, a
+    warning through the grace period's last day and an error the day after."""
+    monkeypatch.setenv("MATRIXGEN_TODAY", "2026-12-01")
+    expires = (dt.date(2026, 12, 1) - dt.timedelta(days=days_ago)).isoformat()
+    run = cli("validate", "--recipes", tree(v2_files("entries:\n" + _entry_text(expires=expires))))
+    if finding is None:
+        assert run.code == 0 and "expired" not in run.err, run
+        return
+    assert run.code == (1 if finding == "error" else 0), run
+    assert f'{finding}: entry "x" expired on {expires} ({days_ago} day(s) ago' in run.err
+
+
+@pytest.mark.parametrize(("expires", "listed"), [("2026-12-01", False), ("2026-11-30", True)])
+def test_list_expired_shows_an_entry_from_the_day_after_its_expiry(
+    tree: Callable[..., Path], cli, monkeypatch: pytest.MonkeyPatch, expires: str, listed: bool
+) -> None:
+    monkeypatch.setenv("MATRIXGEN_TODAY", "2026-12-01")
+    root = tree(v2_files("entries:\n" + _entry_text(expires=expires)))
+    run = cli("quarantine", "list", "--recipes", root, "--expired", "--format", "json")
+    assert run.code == 0, run
+    assert [e["id"] for e in json.loads(run.out)] == (["x"] if listed else [])
+
+
+@pytest.mark.parametrize(("expires", "finding"), [("2026-11-01", False), ("2026-10-31", True)])
+def test_an_entry_may_expire_on_the_day_it_was_added(
+    tree: Callable[..., Path], cli, monkeypatch: pytest.MonkeyPatch, expires: str, finding: bool
+) -> None:
+    monkeypatch.setenv("MATRIXGEN_TODAY", "2026-10-01")
+    text = "entries:\n" + _entry_text(expires=expires, added="2026-11-01")
+    run = cli("validate", "--recipes", tree(v2_files(text)))
+    assert ("quarantine-dates" in run.err or "before it was added" in run.err) is finding, run

@@ -1113,3 +1113,21 @@ def test_arguments_that_are_not_utf8_are_refused(tree: Callable[..., Path], cli)
     )  # fmt: skip
     assert run.code == 2 and '--owner "bad\\udcff" is not valid UTF-8 text' in run.err, run
     assert (root / "quarantine.yaml").read_bytes() == before
+
+
+@pytest.mark.parametrize(("expires", "added"), [("2026-12-01", True), ("2026-11-30", False)])
+def test_add_takes_an_expiry_of_today_and_refuses_yesterday(
+    tree: Callable[..., Path], cli, monkeypatch: pytest.MonkeyPatch, expires: str, added: bool
+) -> None:
+    monkeypatch.setenv("MATRIXGEN_TODAY", "2026-12-01")
+    root = tree(v2_files())
+    run = cli(
+        "quarantine", "add", "--recipes", root, "--test-case", "ep8_muon", "--tracker", "#1",
+        "--kind", "flaky", "--action", "skip", "--owner", "o", "--reason", "r",
+        "--expires", expires,
+    )  # fmt: skip
+    if added:
+        assert run.code == 0, run
+        assert f"expires: {expires}" in (root / "quarantine.yaml").read_text(encoding="utf-8")
+    else:
+        assert run.code == 2 and f"--expires {expires} is in the past" in run.err, run
