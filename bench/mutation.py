@@ -1,18 +1,27 @@
-"""Mutation testing of the core modules with cosmic-ray (not run in CI: too slow).
+"""Mutation testing with cosmic-ray, module by module (not run in CI: too slow).
 
     pip install -e '.[mutation]'
     python bench/mutation.py                      # every core module, 20 mutants each
     python bench/mutation.py --sample 0           # every mutant (hours on 2 cores)
     python bench/mutation.py --module select --module diff --report survivors.txt
+    python bench/mutation.py --all --sample 0 --work /tmp/mutation   # the whole package
+    python bench/mutation.py --module matrixgen/views/cost.py --sample 0
 
 cosmic-ray writes each mutant into the source file and runs the test command, so
 the run happens in a copy of the checkout's tracked files in a temporary
 directory; the checkout itself is never touched. Per module, the mutants are a
 seeded sample (the same sample for the same source and seed), and each runs the
-test files of that module only, with the derandomised Hypothesis profile, and
-without the real validators (their tests skip: they check emitted files, which
-the emitter tests already cover). The Megatron-LM tree is used when
+module's tests only, in the fast tier (`-m fast`: no browser, server, real
+validator, external generator or real pytest run), with the derandomised
+Hypothesis profile. The Megatron-LM tree is used when
 MATRIXGEN_MEGATRON_RECIPES points at it.
+
+A module's tests: for the core modules (CORE), the test files named there; for
+every other module of the package (`--all`, or `--module PATH`), the test files
+a coverage map chooses. The map is made once per work directory: the fast tier
+runs under coverage with a context per test, and each module gets the fewest
+test files whose tests run every line of it that some test runs (greedy set
+cover), and its mirrored file (`tests/test_<name>.py`) when there is one.
 
 Mutants inside type annotations are left out before sampling: the modules
 import `annotations` from __future__, so annotations are never evaluated and
@@ -21,13 +30,14 @@ such a mutant is equivalent to the original.
 The score of a module is killed / (killed + survived) over the sampled mutants
 that ran; mutants that make the module fail to import count as killed (the
 tests noticed), timeouts too. Each surviving mutant is listed with its diff, in
---report when given.
+--report when given, and the time per module is printed (mutants per minute).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import random
 import shutil
@@ -64,6 +74,82 @@ CORE = (
 )
 
 
+def package_modules() -> list[str]:
+    """Every module of the package that holds code (not only a docstring)."""
+    found = []
+    for path in sorted((REPO / "matrixgen").rglob("*.py")):
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        if any(not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)) for n in body):
+            found.append(str(path.relative_to(REPO)))
+    return found
+
+
+def mirrored_tests(module: str) -> list[str]:
+    """tests/test_<name>.py and tests/test_<package>_<name>.py, where they exist."""
+    path = Path(module)
+    names = [f"test_{path.stem}.py", f"test_{path.parent.name}_{path.stem}.py"]
+    return [f"tests/{n}" for n in dict.fromkeys(names) if (REPO / "tests" / n).exists()]
+
+
+MAP_FILE = ".mutation-map.json"
+
+
+def test_map(work: Path, env: dict[str, str]) -> dict[str, list[str]]:
+    """{module: test files} from one run of the fast tier under coverage, a
+    context per test (kept in the work directory for the next modules)."""
+    cached = work / MAP_FILE
+    if cached.exists():
+        return json.loads(cached.read_text())
+    rc = work / ".mutation-coveragerc"
+    rc.write_text(
+        "[run]\nsource = matrixgen\ndynamic_context = test_function\n"
+        "data_file = .mutation-coverage\n"
+    )
+    subprocess.run(
+        [sys.executable, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest", "-q",
+         "-p", "no:cacheprovider", "-m", "fast"],
+        cwd=work, env=env, stdout=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    from coverage import CoverageData
+
+    data = CoverageData(basename=str(work / ".mutation-coverage"))
+    data.read()
+    chosen: dict[str, list[str]] = {}
+    for filename in sorted(data.measured_files()):
+        module = str(Path(filename).resolve().relative_to(work.resolve()))
+        lines: dict[str, set[int]] = {}
+        for line, contexts in (data.contexts_by_lineno(filename) or {}).items():
+            for context in contexts:
+                if context:  # "": run at import, by no test in particular
+                    lines.setdefault(_test_file(context), set()).add(line)
+        chosen[module] = _cover(lines)
+    cached.write_text(json.dumps(chosen, indent=1, sort_keys=True))
+    return chosen
+
+
+def _test_file(context: str) -> str:
+    """tests.test_cost.test_the_formula (or ...TestClass.test_x) -> tests/test_cost.py."""
+    return "/".join(context.split(".")[:2]) + ".py"
+
+
+def _cover(lines: dict[str, set[int]]) -> list[str]:
+    """The fewest test files (greedy) whose lines together are all of `lines`'."""
+    left = set().union(*lines.values()) if lines else set()
+    picked: list[str] = []
+    while left:
+        best = max(sorted(lines), key=lambda f: len(lines[f] & left))
+        picked.append(best)
+        left -= lines[best]
+    return sorted(picked)
+
+
+def module_core(module: str, mapped: dict[str, list[str]]) -> Core:
+    """A module of the package as a Core: its coverage-chosen and mirrored tests."""
+    tests = sorted({*mapped.get(module, []), *mirrored_tests(module)})
+    name = module.removeprefix("matrixgen/").removesuffix(".py").replace("/", ".")
+    return Core(name, module, tuple(tests))
+
+
 def copy_checkout(dest: Path) -> None:
     files = subprocess.run(
         ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
@@ -95,7 +181,7 @@ def environment(work: Path) -> dict[str, str]:
 
 def config_text(core: Core, timeout: float) -> str:
     tests = " ".join(core.tests)
-    command = f"{sys.executable} -m pytest -x -q -p no:cacheprovider {tests}"
+    command = f"{sys.executable} -m pytest -x -q -p no:cacheprovider -m fast {tests}"
     return (
         "[cosmic-ray]\n"
         f'module-path = "{core.module}"\n'
@@ -192,6 +278,8 @@ def read_results(core: Core, session: Path, total: int, sampled: int, seconds: f
 
 def run_core(core: Core, work: Path, size: int, seed: int, timeout: float) -> Score:
     env = environment(work)
+    if not core.tests:
+        return Score(core, 0, 0, 0, 0, 0, 0.0, ["no test of the fast tier runs this module"])
     slug = core.name
     config = work / f".mutation-{slug}.toml"
     session = work / f".mutation-{slug}.sqlite"
@@ -199,7 +287,18 @@ def run_core(core: Core, work: Path, size: int, seed: int, timeout: float) -> Sc
     started = time.perf_counter()
     # The unmutated tests must pass, or every mutant would look killed.
     baseline = subprocess.run(
-        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *core.tests],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-x",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "fast",
+            *core.tests,
+        ],
         cwd=work,
         env=env,
         capture_output=True,
@@ -226,34 +325,54 @@ def run_core(core: Core, work: Path, size: int, seed: int, timeout: float) -> Sc
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--module", action="append", choices=[c.name for c in CORE])
+    parser.add_argument(
+        "--module", action="append", help="a core name (CORE) or a module path (matrixgen/...)"
+    )
+    parser.add_argument("--all", action="store_true", help="every module of the package")
     parser.add_argument("--sample", type=int, default=20, help="mutants per module (0: all)")
     parser.add_argument("--seed", type=int, default=15)
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per mutant")
     parser.add_argument("--report", type=Path, help="write every surviving mutant here")
-    parser.add_argument("--work", type=Path, help="run in this (new) directory and keep it")
+    parser.add_argument("--work", type=Path, help="run in this directory and keep it (and its map)")
     args = parser.parse_args(argv)
     if shutil.which("cosmic-ray") is None:
         print("cosmic-ray is not installed: pip install -e '.[mutation]'", file=sys.stderr)
         return 2
-    chosen = [c for c in CORE if not args.module or c.name in args.module]
+    names = {c.name for c in CORE}
+    paths = [m for m in args.module or [] if m not in names]
+    unknown = [m for m in paths if m not in package_modules()]
+    if unknown:
+        parser.error(f"unknown module(s): {', '.join(unknown)} (a CORE name or matrixgen/...py)")
     scores = []
     with tempfile.TemporaryDirectory(prefix="matrixgen-mutation-") as tmp:
         work = args.work.resolve() if args.work else Path(tmp)
-        copy_checkout(work)
+        if not (work / "pyproject.toml").exists():
+            copy_checkout(work)
+        if args.all or paths:
+            mapped = test_map(work, environment(work))
+            by_module = {c.module: c for c in CORE}
+            chosen = [
+                by_module.get(m) or module_core(m, mapped)
+                for m in (package_modules() if args.all else paths)
+            ]
+        else:
+            chosen = [c for c in CORE if not args.module or c.name in args.module]
         for core in chosen:
             score = run_core(core, work, args.sample, args.seed, args.timeout)
             scores.append(score)
+            ran = score.killed + score.survived + score.incompetent
+            rate = ran / (score.seconds / 60) if score.seconds else 0.0
             print(
-                f"{core.name:16} {score.score:6.1%}  killed {score.killed:3} "
+                f"{core.name:24} {score.score:6.1%}  killed {score.killed:3} "
                 f"survived {score.survived:3}  (sample {score.sampled} of {score.total}; "
                 f"{score.equivalent} in annotations left out, "
-                f"{score.incompetent} not run, {score.seconds:.0f} s)",
+                f"{score.incompetent} not run, {score.seconds:.0f} s, "
+                f"{rate:.1f} mutants/min, {len(core.tests)} test file(s))",
                 flush=True,
             )
     killed = sum(s.killed for s in scores)
     ran = killed + sum(s.survived for s in scores)
-    print(f"{'all':16} {killed / ran if ran else 0:6.1%}  killed {killed} of {ran}")
+    print(f"{'all':24} {killed / ran if ran else 0:6.1%}  killed {killed} of {ran}")
     if args.report:
         args.report.write_text(
             "\n".join(f"== {s.core.name}\n" + "\n".join(s.survivors) for s in scores)
