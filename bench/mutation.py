@@ -92,6 +92,23 @@ def mirrored_tests(module: str) -> list[str]:
 
 
 MAP_FILE = ".mutation-map.json"
+# A pytest plugin for the map's run: each test's lines under its node id (its
+# fixtures' set-up included). Coverage's own per-test contexts name the function
+# that runs a Hypothesis test's examples, not the test.
+CONTEXT_PLUGIN = """
+import coverage, pytest
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    current = coverage.Coverage.current()
+    if current is not None:
+        current.switch_context(item.nodeid)
+    try:
+        return (yield)
+    finally:
+        if current is not None:
+            current.switch_context("")
+"""
 
 
 def test_map(work: Path, env: dict[str, str]) -> dict[str, list[str]]:
@@ -101,13 +118,11 @@ def test_map(work: Path, env: dict[str, str]) -> dict[str, list[str]]:
     if cached.exists():
         return json.loads(cached.read_text())
     rc = work / ".mutation-coveragerc"
-    rc.write_text(
-        "[run]\nsource = matrixgen\ndynamic_context = test_function\n"
-        "data_file = .mutation-coverage\n"
-    )
+    rc.write_text("[run]\nsource = matrixgen\ndata_file = .mutation-coverage\n")
+    (work / "mutation_contexts.py").write_text(CONTEXT_PLUGIN)
     subprocess.run(
         [sys.executable, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest", "-q",
-         "-p", "no:cacheprovider", "-m", "fast"],
+         "-p", "no:cacheprovider", "-p", "mutation_contexts", "-m", "fast"],
         cwd=work, env=env, stdout=subprocess.DEVNULL, check=False,
     )  # fmt: skip
     from coverage import CoverageData
@@ -120,16 +135,12 @@ def test_map(work: Path, env: dict[str, str]) -> dict[str, list[str]]:
         lines: dict[str, set[int]] = {}
         for line, contexts in (data.contexts_by_lineno(filename) or {}).items():
             for context in contexts:
-                if context:  # "": run at import, by no test in particular
-                    lines.setdefault(_test_file(context), set()).add(line)
+                test_file = context.split("::", 1)[0]
+                if test_file.startswith("tests/test_"):  # "": at import, by no test
+                    lines.setdefault(test_file, set()).add(line)
         chosen[module] = _cover(lines)
     cached.write_text(json.dumps(chosen, indent=1, sort_keys=True))
     return chosen
-
-
-def _test_file(context: str) -> str:
-    """tests.test_cost.test_the_formula (or ...TestClass.test_x) -> tests/test_cost.py."""
-    return "/".join(context.split(".")[:2]) + ".py"
 
 
 def _cover(lines: dict[str, set[int]]) -> list[str]:
