@@ -84,24 +84,79 @@ def backtracking(glob: str, path: str) -> bool:
 PIECES = ["**", "*", "?", "/", "[a-]", "a", "b", "**/", "."]
 globs_st = st.lists(st.sampled_from(PIECES), min_size=1, max_size=10).map("".join)
 paths_st = st.text(alphabet="ab/[-].", max_size=14)
+_NAME = st.text(alphabet="ab[-].", max_size=3)  # within one folder: no `/`
 
 
-@example("**/**/", "a/b/")
-@example("*/", "a/b/c")
-@example("*b**/b", "abb")  # `**/` matching nothing right after a `*`
-@example("a**b", "a/x/b")
-@example("**/*", "")
-@example("**/*.a", "b/.a")
-@example("[a-]", "[a-]")
-@example("*?*", "a")
-@given(globs_st, paths_st)
-def test_globs_match_what_the_rule_says(glob: str, path: str) -> None:
+@st.composite
+def glob_and_path(draw: st.DrawFn) -> tuple[str, str]:
+    """A glob and a path that it matches, a near miss of one (a character
+    changed, added or taken away), or any path: random paths alone meet a
+    random glob's match one time in ten."""
+    pieces = draw(st.lists(st.sampled_from(PIECES), min_size=1, max_size=10))
+    glob = "".join(pieces)
+    kind = draw(st.sampled_from(["match", "near", "any"]))
+    if kind == "any":
+        return glob, draw(paths_st)
+    made = []
+    for piece in pieces:
+        if piece == "**":
+            made.append(draw(st.text(alphabet="ab/.", max_size=4)))
+        elif piece == "*":
+            made.append(draw(_NAME))
+        elif piece == "?":
+            made.append(draw(st.sampled_from("ab[-].")))
+        elif piece == "**/":
+            made.append("".join(f"{f}/" for f in draw(st.lists(_NAME, max_size=2))))
+        else:
+            made.append(piece)
+    path = "".join(made)
+    if glob.endswith("/"):
+        path += draw(st.text(alphabet="ab/.", min_size=1, max_size=3))
+    if kind == "near":
+        at = draw(st.integers(0, len(path)))
+        change = draw(st.sampled_from(["add", "drop", "swap"]))
+        letter = draw(st.sampled_from("ab/[-]."))
+        if change == "add":
+            path = path[:at] + letter + path[at:]
+        elif path:
+            at = min(at, len(path) - 1)
+            path = path[:at] + (letter if change == "swap" else "") + path[at + 1 :]
+    return glob, path
+
+
+def test_the_strategy_draws_matches_and_misses() -> None:
+    from hypothesis import HealthCheck, Phase
+
+    seen: list[bool] = []
+
+    @settings(max_examples=200, derandomize=True, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(glob_and_path())
+    def draw(pair: tuple[str, str]) -> None:
+        seen.append(matches(*pair))
+
+    draw()
+    assert 0.3 < sum(seen) / len(seen) < 0.8
+
+
+@example(("**/**/", "a/b/"))
+@example(("*/", "a/b/c"))
+@example(("*b**/b", "abb"))  # `**/` matching nothing right after a `*`
+@example(("a**b", "a/x/b"))
+@example(("**/*", ""))
+@example(("**/*.a", "b/.a"))
+@example(("[a-]", "[a-]"))
+@example(("*?*", "a"))
+@given(glob_and_path())
+def test_globs_match_what_the_rule_says(pair: tuple[str, str]) -> None:
+    glob, path = pair
     assert matches(glob, path) is reference(glob, path)
     assert matches(glob, path) is backtracking(glob, path)
 
 
-@given(globs_st, paths_st)
-def test_forgetting_states_changes_nothing(glob: str, path: str) -> None:
+@given(glob_and_path())
+def test_forgetting_states_changes_nothing(pair: tuple[str, str]) -> None:
+    glob, path = pair
     # The automaton forgets its states past MAX_STATES: with room for two it
     # rebuilds almost every step, and must match the same.
     small = globs.Glob(glob)
