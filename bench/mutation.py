@@ -5,6 +5,7 @@
     python bench/mutation.py --sample 0           # every mutant (hours on 2 cores)
     python bench/mutation.py --module select --module diff --report survivors.txt
     python bench/mutation.py --all --sample 0 --work /tmp/mutation   # the whole package
+    python bench/mutation.py --all --sample 0 --work /tmp/m1 --shard 1/2   # half, per core
     python bench/mutation.py --module matrixgen/views/cost.py --sample 0
 
 cosmic-ray writes each mutant into the source file and runs the test command, so
@@ -340,6 +341,9 @@ def main(argv: list[str] | None = None) -> int:
         "--module", action="append", help="a core name (CORE) or a module path (matrixgen/...)"
     )
     parser.add_argument("--all", action="store_true", help="every module of the package")
+    parser.add_argument(
+        "--shard", help="K/N: every Nth of the chosen modules from the Kth (a run per core)"
+    )
     parser.add_argument("--sample", type=int, default=20, help="mutants per module (0: all)")
     parser.add_argument("--seed", type=int, default=15)
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per mutant")
@@ -368,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
             ]
         else:
             chosen = [c for c in CORE if not args.module or c.name in args.module]
+        if args.shard:
+            k, n = (int(x) for x in args.shard.split("/"))
+            chosen = chosen[k - 1 :: n]
         for core in chosen:
             score = run_core(core, work, args.sample, args.seed, args.timeout)
             scores.append(score)
