@@ -940,3 +940,58 @@ def test_a_week_is_rolled_once_a_run_two_days_past_its_end_is_stored(
     finally:
         store.close()
     assert (week in weeks) is rolled
+
+
+def _runs_at(db: str, runs: list[tuple[str, int, bool]], *, unit: bool) -> None:
+    """One job (a unit-test bucket or a functional job) in each run (id, epoch
+    seconds, whether its test failed), on main from a schedule."""
+    import datetime as dt
+
+    from matrixgen.evidence.ingest import ingest
+    from matrixgen.evidence.junit import Outcome, Testcase
+    from matrixgen.evidence.store import JobKey, JobResults, RunInfo
+
+    case = "tests/unit/" if unit else "gpt3_tp1"
+    key = JobKey("gitlab", "mr", "dgx_h100", "dev", "unit-tests" if unit else "gpt", case, "", unit)
+    store = open_store(db, write=True)
+    try:
+        for run_id, at, failed in runs:
+            test = Testcase(node_id="tests/unit/test_a.py::test_a", classname="", name="test_a",
+                            suite="", outcome=Outcome.FAILED if failed else Outcome.PASSED,
+                            duration=1.0)  # fmt: skip
+            group = JobResults(job=key, job_name=case, target="", testcases=(test,))
+            when = dt.datetime.fromtimestamp(at, dt.UTC)
+            info = RunInfo(run_id=run_id, commit=f"{int(run_id):040x}", finished_at=when,
+                           ref="main", source="schedule")  # fmt: skip
+            ingest(store, info, [group])
+    finally:
+        store.close()
+
+
+# 2026-12-01T00:00:00Z: with MATRIXGEN_TODAY=2026-12-01 (judged at the day's
+# end), the first second of `--since 1`'s window.
+_WINDOW_START = 1_796_083_200
+
+
+@pytest.mark.parametrize("unit", [True, False])
+def test_a_run_at_the_first_second_of_the_window_is_in_it(db: str, unit: bool) -> None:
+    _runs_at(db, [("1", _WINDOW_START - 1, True), ("2", _WINDOW_START, True)], unit=unit)
+    store = open_store(db, write=False)
+    try:
+        report = flaky_rows(store, FlakyPolicy(since_days=1, min_runs=1))
+    finally:
+        store.close()
+    assert [row.runs for row in report.rows] == [1]
+
+
+def test_prune_keeps_a_run_that_finished_at_the_cut(db: str) -> None:
+    from matrixgen.evidence.queries import prune
+
+    cut = _WINDOW_START
+    _runs_at(db, [("1", cut - 1, False), ("2", cut, False)], unit=True)
+    store = open_store(db, write=True)
+    try:
+        assert prune(store, cut)["runs"] == 1
+        assert counts(store)["runs"] == 1
+    finally:
+        store.close()

@@ -491,3 +491,28 @@ def test_the_baseline_run_named_is_the_latest_it_failed_in(capsys, db: str) -> N
     assert failure["baseline_run"]["run_id"] == "105"
     assert "also failed in baseline run 105 " in failure["evidence"]
     assert "(3 of the 4 baseline runs)" in failure["evidence"]
+
+
+def test_a_baseline_run_that_finished_with_the_run_is_its_baseline(
+    capsys,
+    db: str,  # noqa: F811
+) -> None:
+    """A baseline run finishes no later than the run: the same second counts."""
+    from matrixgen.evidence import junit
+    from matrixgen.evidence.ingest import ingest
+    from matrixgen.evidence.store import JobResults, RunInfo, open_store
+
+    test = junit.Testcase(node_id=NODE, classname="x", name="test_x", suite="",
+                          outcome=junit.Outcome.FAILED, duration=1.0)  # fmt: skip
+    group = JobResults(job=BUCKET, job_name="unit", target="", testcases=(test,))
+    store = open_store(db, write=True)
+    try:
+        for run_id, ref, source in (("300", "main", "schedule"), ("301", "f", "push")):
+            info = RunInfo(run_id=run_id, commit=run_id * 8, finished_at=START, ref=ref,
+                           source=source)  # fmt: skip
+            ingest(store, info, [group])
+    finally:
+        store.close()
+    _, out, err = _triage(capsys, db, RECIPES, "301", "--format", "json", "--min-runs", "99")
+    (failure,) = json.loads(out)["failures"]
+    assert (failure["verdict"], failure["baseline_run"]["run_id"]) == ("baseline", "300"), err
