@@ -444,3 +444,30 @@ def test_a_flip_rate_equal_to_the_threshold_is_not_flaky(
 ) -> None:
     history, runs = _history([(f, 0) for f in outcomes], [f"c{i}" for i in range(len(outcomes))])
     assert judge(history, runs, FlakyPolicy(flip_rate=0.1)).verdict is verdict
+
+
+@pytest.mark.parametrize(
+    ("field", "lowest", "below", "said"),
+    [
+        ("since_days", 1, 0, "--since must be 1 day or more"),
+        ("min_runs", 1, 0, "--min-runs must be 1 or more"),
+        ("broken_runs", 1, 0, "--broken-runs must be 1 or more"),
+        ("flip_rate", 0.0, -0.01, "--flip-rate must be at least 0 and below 1"),
+    ],
+)
+def test_each_policy_value_is_taken_from_its_lowest_allowed(
+    field: str, lowest: float, below: float, said: str
+) -> None:
+    from matrixgen.engine.errors import UsageError
+
+    FlakyPolicy(**{field: lowest}).check()
+    with pytest.raises(UsageError, match=said):
+        FlakyPolicy(**{field: below}).check()
+
+
+def test_a_flip_rate_must_stay_below_1() -> None:
+    from matrixgen.engine.errors import UsageError
+
+    FlakyPolicy(flip_rate=0.99).check()
+    with pytest.raises(UsageError, match="below 1"):
+        FlakyPolicy(flip_rate=1.0).check()
