@@ -350,6 +350,7 @@ def test_a_node_id_that_matches_nothing_is_reported(tmp_path: Path) -> None:
     assert "recipes/quarantine.yaml:2" in done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [("-W", "error"), ("-o", "filterwarnings=error")])
 def test_a_stale_node_id_under_warnings_as_errors_is_reported_never_fatal(
     tmp_path: Path, mode: tuple[str, str]
@@ -375,6 +376,7 @@ def test_a_stale_node_id_under_warnings_as_errors_is_reported_never_fatal(
     }
 
 
+@pytest.mark.slow
 def test_under_xdist_the_controller_says_what_the_workers_deselected_and_muted(
     tmp_path: Path,
 ) -> None:
