@@ -814,3 +814,20 @@ def test_an_entry_may_expire_on_the_day_it_was_added(
     text = "entries:\n" + _entry_text(expires=expires, added="2026-11-01")
     run = cli("validate", "--recipes", tree(v2_files(text)))
     assert ("quarantine-dates" in run.err or "before it was added" in run.err) is finding, run
+
+
+@pytest.mark.parametrize("action", ["[]", "{a: 1}", "[skip]", "[mute]"])
+@pytest.mark.parametrize("node_ids", [None, "[tests/a.py::test_a]"])
+def test_an_action_that_is_no_string_is_a_located_error(
+    tree: Callable[..., Path], cli, action: str, node_ids: str | None
+) -> None:
+    """A list or a mapping where the action goes (a random Hypothesis seed's
+    fuzzed file): what the schema says, at its line, never a traceback."""
+    text = "entries:\n" + _entry_text(action=action, node_ids=node_ids or "")
+    root = tree(v2_files(text))
+    for command in (["validate"], ["list"], ["quarantine", "list"]):
+        run = cli(*command, "--recipes", root)
+        assert run.code in (1, 7), (command, run)
+        assert re.search(
+            r"quarantine\.yaml:5:13: error: entries/0/action: .* is not one of", run.err
+        )

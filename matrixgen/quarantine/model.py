@@ -319,14 +319,20 @@ def file_subject(entry_id: Any, index: int) -> str:
     return f'entry "{entry_id}"' if isinstance(entry_id, str) else f"entry entries[{index}]"
 
 
-def node_ids_misfit(action: str | None, node_ids: Any) -> str | None:
+def node_ids_misfit(action: object, node_ids: Any) -> str | None:
     """ "missing" when a node-level action has no node ids, "misplaced" when
-    node ids come with another action, else None."""
-    if action in _NODE_LEVEL and not node_ids:
+    node ids come with another action, else None. An action that is no string
+    (a list, a mapping: the schema says what it should be) is no node-level one."""
+    node_level = _node_level(action)
+    if node_level and not node_ids:
         return "missing"
-    if node_ids is not None and action not in _NODE_LEVEL:
+    if node_ids is not None and not node_level:
         return "misplaced"
     return None
+
+
+def _node_level(action: object) -> bool:
+    return isinstance(action, str) and action in _NODE_LEVEL
 
 
 def _blank(value: Any) -> bool:
@@ -358,7 +364,7 @@ def _schema_findings(
     data = plain(document.data)
     items = data.get("entries") if isinstance(data, dict) else None
     for item in items if isinstance(items, list) else ():
-        if isinstance(item, dict) and item.get("action") not in _NODE_LEVEL:
+        if isinstance(item, dict) and not _node_level(item.get("action")):
             # Misplaced node_ids are said below; the schema's `not` would quote the
             # whole entry (cut at 200 characters) instead.
             item.pop("node_ids", None)
