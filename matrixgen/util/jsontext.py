@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 try:
@@ -89,14 +90,29 @@ _TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 
 class JsonInputError(ValueError):
     """A JSON input refused: the message says why (and where, as line:column),
-    not which input: the caller names it."""
+    not which input: the caller names it. `line` and `column` (1-based; 0:
+    not known) say where for a caller that places it itself."""
+
+    def __init__(self, message: str, line: int = 0, column: int = 0) -> None:
+        super().__init__(message)
+        self.line = line
+        self.column = column
 
 
 def load_bounded(
-    data: str | bytes, *, max_bytes: int = JSON_MAX_BYTES, max_depth: int = JSON_MAX_DEPTH
+    data: str | bytes,
+    *,
+    max_bytes: int = JSON_MAX_BYTES,
+    max_depth: int = JSON_MAX_DEPTH,
+    constants: bool = False,
+    object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
+    parse_int: Callable[[str], Any] | None = None,
 ) -> Any:
     """Parse one JSON document within the bounds; JsonInputError otherwise. The
-    constants NaN and Infinity, which JSON does not have, are refused too."""
+    constants NaN and Infinity, which JSON does not have, are refused too, unless
+    `constants` (a file another program's `json.dump` wrote, as Python writes a
+    NaN). `object_pairs_hook` and `parse_int` are `json.loads`'s (to see keys
+    given twice; to read a long whole number otherwise than as an int)."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if len(raw) > max_bytes:
         raise JsonInputError(
@@ -108,18 +124,26 @@ def load_bounded(
         if first in (b"[", b"{"):
             depth += 1
             if depth > max_depth:
+                line, column = _place(raw, token.start())
                 raise JsonInputError(
-                    f"nested deeper than {max_depth} levels (at {_place(raw, token.start())})"
+                    f"nested deeper than {max_depth} levels (at {line}:{column})", line, column
                 )
         elif first in (b"]", b"}"):
             depth -= 1
     try:
-        return json.loads(raw, parse_constant=_no_constant)
+        return json.loads(
+            raw,
+            parse_constant=float if constants else _no_constant,
+            parse_int=parse_int,
+            object_pairs_hook=object_pairs_hook,
+        )
     except JsonInputError:
         raise
     except ValueError as exc:
         if isinstance(exc, json.JSONDecodeError):
-            raise JsonInputError(f"not JSON ({exc.msg} at {exc.lineno}:{exc.colno})") from None
+            raise JsonInputError(
+                f"not JSON ({exc.msg} at {exc.lineno}:{exc.colno})", exc.lineno, exc.colno
+            ) from None
         raise JsonInputError(f"not JSON ({exc})") from None
 
 
@@ -127,7 +151,7 @@ def _no_constant(name: str) -> Any:
     raise JsonInputError(f"{name} is not a JSON value")
 
 
-def _place(raw: bytes, offset: int) -> str:
+def _place(raw: bytes, offset: int) -> tuple[int, int]:
     line = raw.count(b"\n", 0, offset) + 1
     column = offset - raw.rfind(b"\n", 0, offset)
-    return f"{line}:{column}"
+    return line, column
