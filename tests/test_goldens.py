@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 import time
 from typing import Any
 
@@ -17,39 +16,8 @@ from hypothesis import strategies as st
 
 from matrixgen.diff import goldens as g
 from matrixgen.engine.errors import Severity
-
-# ---------------------------------------------------------------- the definitions, naively
-
-
-def _finite(value: Any) -> bool:
-    return type(value) in (int, float) and math.isfinite(value)
-
-
-def naive(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """The figures of one metric as the issue defines them, in a few lines."""
-    o = {int(k): v for k, v in old.items()}
-    n = {int(k): v for k, v in new.items()}
-    both = sorted(s for s in o if s in n and _finite(o[s]) and _finite(n[s]))
-    measured = []
-    for s in both:
-        if abs(o[s]) < 1e-12:
-            continue
-        rel = (float(o[s]) - float(n[s])) / float(o[s])
-        if math.isfinite(100 * abs(rel)):
-            measured.append((s, rel))
-    largest = max((100 * abs(r) for _, r in measured), default=None)
-    return {
-        "steps_compared": len(both),
-        "steps_added": len(set(n) - set(o)),
-        "steps_removed": len(set(o) - set(n)),
-        "steps_skipped": len(both) - len(measured),
-        "non_finite_new": sum(not _finite(v) for v in n.values()),
-        "mean": 100 * statistics.fmean(r for _, r in measured) if measured else None,
-        "max": largest,
-        "max_step": next(str(s) for s, r in measured if 100 * abs(r) == largest)
-        if measured
-        else None,
-    }
+from tests.golden_fixtures import finite as _finite
+from tests.golden_fixtures import naive
 
 
 def series(values: dict[str, Any]) -> dict[int, tuple[str, Any]]:
@@ -302,7 +270,8 @@ def test_a_file_past_the_bounds_is_refused_unread(monkeypatch: pytest.MonkeyPatc
     monkeypatch.undo()
     deep = b"[" * 101 + b"]" * 101
     ((code, message, line, column),) = problems_of(deep)
-    assert code == "golden-json" and "nested deeper than 100" in message and line == 1
+    assert code == "golden-json" and "nested deeper than 100" in message
+    assert (line, column) == (1, 101)
     too_big = g.too_large("f.json", "base", 17_000_000)
     assert not too_big.readable and too_big.problems[0].code == "golden-size"
 

@@ -162,6 +162,11 @@ def diff_command(
     evidence = diff_evidence(result, [side.generation for side in sides], db=db)
     if evidence is not None:
         result = replace(result, evidence=evidence)
+    from matrixgen.diff.golden_review import golden_review
+
+    goldens = golden_review(repo, sides)
+    if goldens is not None:
+        result = replace(result, goldens=goldens)
     check_rules(rules, result)  # an unknown system/scope/platform: exit 2, before any output
     _echo_side_notes(result, sides)
     # Jobs the head runs without their reference files (each side's own revision).

@@ -37,6 +37,8 @@ from matrixgen.diff.describe import (
     word_change,
 )
 from matrixgen.diff.evidence import evidence_of
+from matrixgen.diff.golden_review import COMMENT_ROWS, SHORT_COMMENT_ROWS
+from matrixgen.diff.golden_review import render_markdown as golden_markdown
 from matrixgen.diff.model import (
     QuarantineChange,
     SelectionDiff,
@@ -125,6 +127,7 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
     if diff.notes:
         out.append("")
         out += [f"> ⚠️ {md.text(note)}" for note in diff.notes]
+    out += golden_markdown(diff.goldens, rows=COMMENT_ROWS if details else SHORT_COMMENT_ROWS)
     if changed and details:
         for t in changed:
             out += ["", *_target_details(t, base, head, diff.evidence or {})]

@@ -30,7 +30,8 @@ JSON shape (`--format json`, published as `schema/diff.schema.json`):
                                 "jobs_delta", COST...}]},
      "findings": {"added": [FINDING], "removed": [FINDING]},
      "notes": [TEXT],
-     "evidence": {ENTRY ID: TEXT}}                    # with a results store only
+     "evidence": {ENTRY ID: TEXT},                    # with a results store only
+     "golden_changes": [GOLDEN]}                      # where the tree has golden values
 
 COST is `gpu_hours_before`, `gpu_hours_after`, `gpu_hours_delta` and the same
 three `weighted_gpu_hours_*` (views/cost.py's formula and platform weights over
@@ -50,6 +51,17 @@ counts add moves, habits and jobs arriving or leaving quarantined to the added
 and removed; FIELD may be `workload.NAME` (a field of the resolved workload a
 launcher that reloads the recipe submits); FINDING is {code, severity,
 location, message} (what validate reports on one side and not the other).
+GOLDEN is one golden-values file the diff adds, removes or changes
+(diff.goldens, diff.golden_review): {"path", "status": "added" | "removed" |
+"changed", "model", "test_case", "environment", "platform" (what the path
+says), "jobs": [{"target", "model", "test_case"}] (the jobs that read it, in
+every target; empty for an orphan), "quarantined_jobs" (the same, kept out by
+a skip entry), "orphan", "gated_by" (the model_config.yaml naming METRICS, or
+"default"), "compared" (false: a side could not be read), "metrics": [{"name",
+"gated", "status": "unchanged" | "changed" | "added" | "removed",
+"steps_compared", "steps_added", "steps_removed", "steps_skipped",
+"non_finite_new", "mean_rel_change_pct", "max_abs_rel_change_pct",
+"max_step"}], "problems": [FINDING]}.
 The target object echoes the selector
 as configured (a scope stays "nightly"); every target is listed, unchanged ones
 with empty lists; summary counts are the per-target counts summed, as the
@@ -87,6 +99,7 @@ def to_json_data(diff: SelectionDiff) -> dict[str, Any]:
         },
         "notes": list(diff.notes),
         **({"evidence": dict(diff.evidence)} if diff.evidence is not None else {}),
+        **({"golden_changes": diff.goldens.to_list()} if diff.goldens is not None else {}),
     }
 
 

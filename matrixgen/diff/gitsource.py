@@ -294,6 +294,45 @@ class Repository:
                 paths.append(raw_name.decode("utf-8", "surrogateescape"))
         return paths
 
+    def changed_files(self, base: str, head: str | None, path: str) -> list[PathChange]:
+        """The files below `path` (relative to the top; "" = everywhere) that
+        differ between two commits, or between a commit and the working tree
+        (head None: untracked files included, ignored ones not), from git's
+        tree diff: no file git knows unchanged is read. Renames are a removal
+        and an addition."""
+        spec = ["--", f":(literal){path}"] if path else []
+        common = ["-r", "-z", "--raw", "--no-renames", "--no-ext-diff", "--no-textconv"]
+        if head is not None:
+            out = self.git(["diff-tree", *common, base, head, *spec])
+            return _path_changes(out)
+        changes = _path_changes(self.git(["diff", *common, base, *spec]))
+        known = {c.path for c in changes}
+        untracked = self.git(["ls-files", "-z", "--others", "--exclude-standard", *spec])
+        for raw_name in untracked.split(b"\0"):
+            name = raw_name.decode("utf-8", "surrogateescape")
+            if name and name not in known:
+                changes.append(PathChange(status="A", path=name, new_mode="100644"))
+        return sorted(changes, key=lambda c: c.path)
+
+    def blob_info(self, names: Sequence[str]) -> dict[str, tuple[str, int] | None]:
+        """The id and size of each blob (named by id, or as `COMMIT:PATH`), from
+        one `git cat-file --batch-check`: nothing is read. None where no blob
+        is there, and for a name holding a line break (it cannot be asked for)."""
+        asked = [n for n in dict.fromkeys(names) if "\n" not in n and "\r" not in n]
+        info: dict[str, tuple[str, int] | None] = dict.fromkeys(names)
+        if not asked:
+            return info
+        out = self.git(
+            ["cat-file", "--batch-check=%(objecttype) %(objectname) %(objectsize)"],
+            stdin=("\n".join(asked) + "\n").encode("utf-8", "surrogateescape"),
+        )
+        lines = out.decode("utf-8", "replace").split("\n")
+        for name, line in zip(asked, lines, strict=False):
+            kind, oid, size = [*line.split(" "), "", ""][:3]
+            if kind == "blob" and size.isdigit():
+                info[name] = (oid, int(size))
+        return info
+
     def read(self, revision: str | None, path: str) -> TreeSource:
         """A revision's tree, or the working tree when revision is None."""
         return self.read_worktree(path) if revision is None else self.read_revision(revision, path)
@@ -322,6 +361,43 @@ def locate_recipes(given: Path | None, cwd: Path | None = None) -> tuple[Reposit
     if tree is None:
         raise UsageError(f"--recipes {given}: not inside the git repository at {repo.top}")
     return repo, tree
+
+
+class PathChange(Struct, frozen=True, kw_only=True):
+    """One file that differs between two sides (`Repository.changed_files`)."""
+
+    status: str  # "A" added, "D" removed, else changed ("M", "T": a type change)
+    path: str  # from the top of the repository
+    old: str | None = None  # its blob id on the base side (None: added)
+    new: str | None = None  # its blob id on the head side (None: removed, or on disk)
+    old_mode: str = ""
+    new_mode: str = ""
+
+
+_NO_BLOB = frozenset({"0" * 40, "0" * 64})
+
+
+def _path_changes(out: bytes) -> list[PathChange]:
+    """The entries of `git diff-tree -r -z --raw` (or `git diff`'s)."""
+    fields = out.split(b"\0")
+    changes = []
+    for i in range(0, len(fields) - 1, 2):
+        meta = fields[i].decode().lstrip(":").split(" ")
+        if len(meta) != 5:
+            continue
+        old_mode, new_mode, old, new, status = meta
+        name = fields[i + 1].decode("utf-8", "surrogateescape")
+        changes.append(
+            PathChange(
+                status=status[:1],
+                path=name,
+                old=None if old in _NO_BLOB else old,
+                new=None if new in _NO_BLOB else new,
+                old_mode=old_mode,
+                new_mode=new_mode,
+            )
+        )
+    return changes
 
 
 def _slashes(name: str) -> list[int]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
+from matrixgen.diff.goldens import GoldenReview
 from matrixgen.engine.errors import Finding, Location
 from matrixgen.engine.model import Job, QuarantineMark, Target
 from matrixgen.engine.targets import is_holding_pen
@@ -238,6 +239,9 @@ class SelectionDiff(Struct, frozen=True):
     # Every test case a job of either side has (for --expect rules that name
     # test cases); () when not known.
     test_cases: tuple[str, ...] = ()
+    # The golden-values files the diff changes (diff.golden_review); None: the
+    # tree declares no golden values, or they were not looked at.
+    goldens: GoldenReview | None = None
 
     @property
     def unchanged(self) -> bool:

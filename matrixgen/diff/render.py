@@ -42,6 +42,7 @@ from matrixgen.diff.describe import (
     was_text,
     word_change,
 )
+from matrixgen.diff.golden_review import render_text as golden_text
 from matrixgen.diff.model import SelectionDiff
 from matrixgen.engine.model import Job
 from matrixgen.util.escape import terminal_line
@@ -114,7 +115,8 @@ def render_text(diff: SelectionDiff, *, notes: bool = True) -> str:
         out.append(f"note: {note}")
     # Each entry is one line: a line break or control character inside a value
     # (a hostile test case) is shown escaped, never as a line of its own.
-    return "\n".join(terminal_line(line) for line in out) + "\n"
+    text = "\n".join(terminal_line(line) for line in out) + "\n"
+    return text + golden_text(diff.goldens)
 
 
 def _text_field(name: str, old: Any, new: Any) -> list[str]:

@@ -335,15 +335,24 @@ def is_variant(path: str, used: Mapping[str, set[str]]) -> bool:
     """A file named like a used one with a `_suffix` before its extension
     (`golden_values_dev_dgx_h100_2nd.json` next to the used
     `golden_values_dev_dgx_h100.json`) belongs to the same job."""
+    return variant_of(path, used) is not None
+
+
+def variant_of(path: str, used: Mapping[str, set[str]]) -> str | None:
+    """The used file a variant belongs to (`is_variant`): the longest name
+    that fits; None when the path is no variant of one."""
     directory, _, name = path.rpartition("/")
     names = used.get(directory)
     if not names:
-        return False
+        return None
     stem, dot, ext = name.rpartition(".")
     if not dot:
         stem, ext = name, ""
     suffix = f".{ext}" if dot else ""
-    return any(ch == "_" and stem[:i] + suffix in names for i, ch in enumerate(stem))
+    for i in range(len(stem) - 1, -1, -1):
+        if stem[i] == "_" and stem[:i] + suffix in names:
+            return f"{directory}/{stem[:i]}{suffix}" if directory else stem[:i] + suffix
+    return None
 
 
 def used_by_dir(paths: Iterable[str]) -> dict[str, set[str]]:

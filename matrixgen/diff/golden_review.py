@@ -1,0 +1,514 @@
+"""The golden-values review of a diff: every golden-values file the branch
+adds, removes or changes, compared metric by metric (`diff.goldens`), with the
+jobs that read it, in the diff's text and its PR comment.
+
+Which files are golden values: those that fit a template (`{model}`,
+`{test_case}`, `{environment}`, `{platforms}`), from the top of the repository:
+
+- in a tree with a project config, its reference named `golden`
+  (`references.templates.golden`, below `references.root`); a config that
+  declares none has no review;
+- in a tree without one (Megatron-LM's), `MEGATRON_TEMPLATE`, Megatron-LM's
+  layout, with each case's `model_config.yaml` beside its files.
+
+Git says which of them differ (`Repository.changed_files`: a tree diff, or
+against the working tree git's own status, untracked files included): a file
+git knows unchanged is never read. A changed file is read on each side it is
+on, within GOLDEN_MAX_BYTES (its size asked of git first; a link or special
+file is not followed); the case's `model_config.yaml` beside it says what its
+test gates (the head's; the base's for a removed file).
+
+Jobs: each file's readers are the jobs, in every target the diff would compare
+without `--target` (habit scopes' holding pens left out), whose rendered
+template is the file's path, or whose path it is a `_suffix` variant of (the
+`_2nd` values of a resumed run): the head's jobs (the base's for a removed
+file), those a skip entry keeps from running listed apart. A file no job reads
+is an orphan, and is said to be one.
+
+Cost: one tree diff, one size query and one read per side (`git cat-file`),
+the same for the configs; linear in the changed files' size.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from matrixgen.diff import markdown as md
+from matrixgen.diff.gitsource import PathChange, Repository, blob_id
+from matrixgen.diff.goldens import (
+    ADDED,
+    CHANGED,
+    CONFIG_NAME,
+    GOLDEN_MAX_BYTES,
+    REMOVED,
+    UNCHANGED,
+    Gating,
+    GoldenFile,
+    GoldenJob,
+    GoldenReview,
+    GoldenValues,
+    MetricChange,
+    compare_goldens,
+    parse_golden,
+    pct,
+    read_gating,
+    too_large,
+    unread_gating,
+    unreadable,
+)
+from matrixgen.diff.targets import resolve_diff_targets
+from matrixgen.engine.errors import Severity
+from matrixgen.engine.model import Job
+from matrixgen.engine.references import (
+    ORPHAN_FIELDS,
+    ReferenceTemplate,
+    TemplateMatcher,
+    reference_path,
+    used_by_dir,
+    variant_of,
+)
+from matrixgen.engine.templates import TemplateError
+from matrixgen.util.escape import terminal_line
+from matrixgen.util.readfile import NotRegularFile, read_regular
+from matrixgen.util.words import counted
+from matrixgen.views.table import table
+
+if TYPE_CHECKING:
+    from matrixgen.diff.compare import Side
+    from matrixgen.engine.model import Target
+    from matrixgen.pipeline import Generation
+
+    Named = tuple[str, Target | None]  # a target's name, and how one side defines it
+
+GOLDEN = "golden"  # the reference name of golden values in a project config
+MEGATRON_TEMPLATE = ReferenceTemplate(
+    GOLDEN,
+    "tests/functional_tests/test_cases/{model}/{test_case}/golden_values_{environment}_{platforms}.json",
+)
+_LINK, _SUBMODULE = "120000", "160000"
+# The table shows this many metrics as columns; the others go in one cell.
+METRIC_COLUMNS = 6
+# The PR comment lists this many files (and problems); the JSON has all.
+COMMENT_ROWS = 50
+SHORT_COMMENT_ROWS = 10
+
+
+# ---------------------------------------------------------------- building
+
+
+def golden_template(sides: Sequence[Side]) -> tuple[ReferenceTemplate, str] | None:
+    """The golden template and its root: the head's config decides (the base's
+    when the head has none); no config on either side: Megatron-LM's layout."""
+    for side in reversed(sides):
+        config = side.generation.tree.config
+        if config.document is None:
+            continue
+        settings = config.references
+        if settings is None:
+            return None
+        found = next((t for t in settings.templates if t.name == GOLDEN), None)
+        return (found, settings.root) if found is not None else None
+    return MEGATRON_TEMPLATE, ""
+
+
+def golden_review(repo: Repository, sides: Sequence[Side]) -> GoldenReview | None:
+    """The review of every golden-values file that differs between the sides
+    (None: the tree declares no golden values)."""
+    chosen = golden_template(sides)
+    if chosen is None:
+        return None
+    template, root = chosen
+    base, head = sides
+    shown = posixpath.join(root, template.template) if root else template.template
+    start = posixpath.join(root, template.static_dir) if root else template.static_dir
+    base_commit = base.source.commit
+    if base_commit is None:  # the base is always a commit; a guard for callers
+        return GoldenReview(template=shown)
+    head_commit = head.source.commit
+    matcher = TemplateMatcher.build(template, _known(base.generation, head.generation))
+    found: list[tuple[PathChange, str, dict[str, str]]] = []
+    for change in repo.changed_files(base_commit, head_commit, start):
+        if _SUBMODULE in (change.old_mode, change.new_mode):
+            continue
+        rel = _below(change.path, root)
+        fields = matcher.fit(rel) if rel is not None else None
+        if fields is not None:
+            shown_fields = {ORPHAN_FIELDS[k]: v for k, v in fields.items() if k in ORPHAN_FIELDS}
+            found.append((change, rel or "", shown_fields))
+    if not found:
+        return GoldenReview(template=shown)
+    olds = _read_base(repo, base_commit, [c for c, _, _ in found if c.status != "A"])
+    news = _read_head(repo, head_commit, [c for c, _, _ in found if c.status != "D"])
+    pairs = resolve_diff_targets(base.generation, head.generation)
+    readers = {
+        "base": _Readers(template, base.generation, [(p.shown.name, p.base) for p in pairs]),
+        "head": _Readers(template, head.generation, [(p.shown.name, p.head) for p in pairs]),
+    }
+    configs: dict[tuple[str, str], str] = {}
+    for change, _, _ in found:
+        side = "base" if change.status == "D" else "head"
+        configs[(side, posixpath.dirname(change.path))] = side
+    gating = _read_configs(repo, base_commit, head_commit, list(configs))
+    files = []
+    for change, rel, fields in found:
+        old = olds.get(change.path) if change.status != "A" else None
+        new = news.get(change.path) if change.status != "D" else None
+        if change.status not in ("A", "D") and old is None and new is None:
+            continue  # the working tree holds what the base holds
+        side = "base" if change.status == "D" else "head"
+        gate = gating[(side, posixpath.dirname(change.path))]
+        jobs, quarantined = readers[side].of(rel)
+        status = {"A": ADDED, "D": REMOVED}.get(change.status, CHANGED)
+        sides_read = [v for v in (old, new) if v is not None]
+        files.append(
+            GoldenFile(
+                path=change.path,
+                status=status,
+                fields=fields,
+                jobs=jobs,
+                quarantined=quarantined,
+                metrics=compare_goldens(old, new, gate.metrics),
+                problems=tuple(p for v in sides_read for p in v.problems) + gate.problems,
+                gated_by=gate.source,
+                compared=all(v.readable for v in sides_read),
+            )
+        )
+    return GoldenReview(template=shown, files=tuple(files))
+
+
+def _below(path: str, root: str) -> str | None:
+    if not root:
+        return path
+    prefix = root.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else None
+
+
+def _known(*generations: Generation) -> dict[str, set[str]]:
+    """The values the jobs use, so a file name splits as they would render it."""
+    known: dict[str, set[str]] = {}
+    for generation in generations:
+        for job in generation.jobs:
+            for name in ("model", "test_case", "environment"):
+                known.setdefault(name, set()).add(getattr(job, name))
+            known.setdefault("platforms", set()).add(job.platform)
+            known.setdefault("platform", set()).add(job.platform)
+    return known
+
+
+class _Readers:
+    """One side's jobs by the golden file each reads, in every target."""
+
+    def __init__(
+        self, template: ReferenceTemplate, generation: Generation, targets: Sequence[Named]
+    ) -> None:
+        self.running: dict[str, set[GoldenJob]] = {}
+        self.skipped: dict[str, set[GoldenJob]] = {}
+        rendered: dict[int, str | None] = {}
+        for name, target in targets:
+            if target is None:
+                continue
+            selection = generation.selection(target)
+            for jobs, into in ((selection.jobs, self.running), (selection.skipped, self.skipped)):
+                for job in jobs:
+                    if id(job) not in rendered:
+                        rendered[id(job)] = _path(template, job)
+                    path = rendered[id(job)]
+                    if path is not None:
+                        into.setdefault(path, set()).add(
+                            GoldenJob(target=name, model=job.model, test_case=job.test_case)
+                        )
+        self.by_dir = used_by_dir([*self.running, *self.skipped])
+
+    def of(self, rel: str) -> tuple[tuple[GoldenJob, ...], tuple[GoldenJob, ...]]:
+        """The jobs that read a file (running, kept out by a skip entry)."""
+        path = rel if rel in self.running or rel in self.skipped else variant_of(rel, self.by_dir)
+        if path is None:
+            return (), ()
+        return (
+            tuple(sorted(self.running.get(path, ()))),
+            tuple(sorted(self.skipped.get(path, ()))),
+        )
+
+
+def _path(template: ReferenceTemplate, job: Job) -> str | None:
+    try:
+        return reference_path(template, job)
+    except TemplateError:
+        return None  # a job without a field the template names reads no such file
+
+
+def _read_base(
+    repo: Repository, commit: str, changes: Sequence[PathChange]
+) -> dict[str, GoldenValues]:
+    """The base side of each file, from git (within GOLDEN_MAX_BYTES)."""
+    return _read_blobs(repo, {c.path: (c.old, c.old_mode) for c in changes}, "base")
+
+
+def _read_head(
+    repo: Repository, commit: str | None, changes: Sequence[PathChange]
+) -> dict[str, GoldenValues]:
+    """The head side of each file: from git, or from the working tree (a file
+    whose bytes are the base's is left out: git's status saw only its time)."""
+    if commit is not None:
+        return _read_blobs(repo, {c.path: (c.new, c.new_mode) for c in changes}, "head")
+    out: dict[str, GoldenValues] = {}
+    for change in changes:
+        data = _read_disk(repo.top, change.path)
+        if isinstance(data, str):
+            out[change.path] = unreadable(change.path, "head", "golden-read", data)
+        elif data is None:
+            out[change.path] = unreadable(change.path, "head", "golden-read", "gone meanwhile")
+        elif len(data) > GOLDEN_MAX_BYTES:
+            out[change.path] = too_large(change.path, "head", len(data))
+        elif change.old is None or blob_id(data, repo.object_format) != change.old:
+            out[change.path] = parse_golden(data, change.path, "head")
+    return out
+
+
+def _read_disk(top: Path, path: str) -> bytes | str | None:
+    """A file of the working tree (at most GOLDEN_MAX_BYTES + 1 bytes of it),
+    None when there is none, or why it is not read (a link is not followed)."""
+    try:
+        return read_regular(top / path, limit=GOLDEN_MAX_BYTES)
+    except NotRegularFile as exc:
+        return f"it is {exc.kind}: not followed"
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror})"
+
+
+def _read_blobs(
+    repo: Repository, blobs: Mapping[str, tuple[str | None, str]], side: str
+) -> dict[str, GoldenValues]:
+    """Each file's blob within the bound, its size asked of git first."""
+    info = repo.blob_info([oid for oid, _ in blobs.values() if oid is not None])
+    wanted = {
+        oid
+        for oid, mode in blobs.values()
+        if oid is not None
+        and mode != _LINK
+        and (found := info.get(oid))
+        and found[1] <= GOLDEN_MAX_BYTES
+    }
+    contents = repo.cat_blobs(sorted(wanted))
+    out: dict[str, GoldenValues] = {}
+    for path, (oid, mode) in blobs.items():
+        found = info.get(oid) if oid is not None else None
+        if mode == _LINK:
+            out[path] = unreadable(path, side, "golden-read", "it is a symbolic link: not followed")
+        elif oid is None or found is None:
+            out[path] = unreadable(path, side, "golden-read", "git holds no file there")
+        elif found[1] > GOLDEN_MAX_BYTES:
+            out[path] = too_large(path, side, found[1])
+        else:
+            out[path] = parse_golden(contents[oid], path, side)
+    return out
+
+
+def _read_configs(
+    repo: Repository, base: str, head: str | None, wanted: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], Gating]:
+    """Each (side, folder)'s gating, from the folder's model_config.yaml."""
+    out: dict[tuple[str, str], Gating] = {}
+    names: dict[tuple[str, str], str] = {}
+    for side, directory in wanted:
+        path = posixpath.join(directory, CONFIG_NAME)
+        commit = base if side == "base" else head
+        if commit is not None:
+            names[(side, directory)] = f"{commit}:{path}"
+            continue
+        data = _read_disk(repo.top, path)
+        if isinstance(data, str):
+            out[(side, directory)] = unread_gating(path, data)
+        elif data is not None and len(data) > GOLDEN_MAX_BYTES:
+            out[(side, directory)] = unread_gating(path, f"{len(data):,} bytes or more")
+        else:
+            out[(side, directory)] = read_gating(data, path)
+    info = repo.blob_info(list(names.values()))
+    small = {found[0] for found in info.values() if found and found[1] <= GOLDEN_MAX_BYTES}
+    contents = repo.cat_blobs(sorted(small))
+    for key, name in names.items():
+        path = posixpath.join(key[1], CONFIG_NAME)
+        found = info.get(name)
+        if found is None:
+            out[key] = read_gating(None, path)
+        elif found[1] > GOLDEN_MAX_BYTES:
+            out[key] = unread_gating(path, f"{found[1]:,} bytes")
+        else:
+            out[key] = read_gating(contents[found[0]], path)
+    return out
+
+
+# ---------------------------------------------------------------- showing
+
+
+def metric_cell(metric: MetricChange | None) -> str:
+    """A metric's cell: its signed mean change, "Unchanged", or what happened."""
+    if metric is None:
+        return "-"
+    if metric.status == UNCHANGED:
+        return "Unchanged"
+    if metric.status in (ADDED, REMOVED):
+        return metric.status
+    if metric.mean_rel_change_pct is None:
+        return "changed"
+    return pct(metric.mean_rel_change_pct)
+
+
+def largest(f: GoldenFile) -> tuple[MetricChange, float] | None:
+    """The metric with the largest change at any one step (the first of equals)."""
+    best: tuple[MetricChange, float] | None = None
+    for m in f.metrics:
+        value = m.max_abs_rel_change_pct
+        if value is not None and (best is None or value > best[1]):
+            best = (m, value)
+    return best
+
+
+def flags(f: GoldenFile, show: Callable[[str], str] = str) -> list[str]:
+    """What a reviewer must look at in a file: missing and non-finite samples,
+    changes of metrics the test does not check, problems. `show` writes a
+    metric name (code in Markdown)."""
+    out = []
+    missing = [m for m in f.metrics if m.steps_removed]
+    if missing:
+        out.append("missing: " + ", ".join(f"{show(m.name)} ({m.steps_removed})" for m in missing))
+    nonfinite = [m for m in f.metrics if m.non_finite_new]
+    if nonfinite:
+        out.append(
+            "non-finite: " + ", ".join(f"{show(m.name)} ({m.non_finite_new})" for m in nonfinite)
+        )
+    ungated = [m for m in f.metrics if not m.gated and m.status != UNCHANGED]
+    if ungated:
+        out.append("ungated change: " + ", ".join(show(m.name) for m in ungated))
+    errors = sum(p.severity is Severity.ERROR for p in f.problems)
+    if not f.compared:
+        out.append("not compared")
+    if errors:
+        out.append(counted(errors, "problem"))
+    return out
+
+
+def readers_cell(f: GoldenFile) -> str:
+    if f.jobs:
+        return counted(len({j.target for j in f.jobs}), "target")
+    if f.quarantined:
+        return "quarantined jobs only"
+    return "orphan"
+
+
+def metric_columns(review: GoldenReview) -> list[str]:
+    """The metrics shown as columns: the first METRIC_COLUMNS names, in the order
+    the files (by path) first have them."""
+    names: dict[str, None] = {}
+    for f in review.files:
+        for m in f.metrics:
+            names.setdefault(m.name)
+    return list(names)[:METRIC_COLUMNS]
+
+
+def _others(f: GoldenFile, columns: Sequence[str], show: Callable[[str], str] = str) -> str:
+    """The metrics past the table's columns, each with its cell."""
+    cells = [f"{show(m.name)}: {metric_cell(m)}" for m in f.metrics if m.name not in columns]
+    return "; ".join(cells)
+
+
+def summary_words(review: GoldenReview) -> str:
+    files = review.files
+    status = {s: sum(f.status == s for f in files) for s in (CHANGED, ADDED, REMOVED)}
+    orphans = sum(f.orphan for f in files)
+    problems = sum(any(p.severity is Severity.ERROR for p in f.problems) for f in files)
+    return (
+        f"{counted(len(files), 'file')} ({status[CHANGED]} changed, {status[ADDED]} added, "
+        f"{status[REMOVED]} removed), {counted(orphans, 'orphan')}, "
+        f"{counted(problems, 'file')} with problems"
+    )
+
+
+def render_text(review: GoldenReview | None) -> str:
+    """The golden values of a diff for a terminal ("" when there is no review)."""
+    if review is None:
+        return ""
+    if not review.files:
+        return f"\ngolden values: no file changes ({review.template})\n"
+    columns = metric_columns(review)
+    extra = any(m.name not in columns for f in review.files for m in f.metrics)
+    headers = ["case", "hardware", "file", "read by", *columns]
+    headers += [*(["other metrics"] if extra else []), "largest step change", "flags"]
+    rows = []
+    for f in review.files:
+        by_name = {m.name: m for m in f.metrics}
+        top = largest(f)
+        row = [f.case, f.hardware, f.status, readers_cell(f)]
+        row += [metric_cell(by_name.get(c)) if f.compared else "?" for c in columns]
+        row += [_others(f, columns)] if extra else []
+        row.append(f"{pct(top[1], signed=False)} {top[0].name} @ {top[0].max_step}" if top else "-")
+        row.append("; ".join(flags(f)) or "-")
+        rows.append(row)
+    out = [
+        "",
+        f"golden values: {summary_words(review)} ({review.template})",
+        "  each metric: the signed mean of (old - new) / old over the steps both sides "
+        "have (+: lower now)",
+    ]
+    text = "\n".join(terminal_line(line) for line in out) + "\n" + table(rows, headers)
+    problems = [p for f in review.files for p in f.problems]
+    if problems:
+        text += "problems:\n" + "".join(f"  {p}\n" for p in problems)
+    return text
+
+
+def render_markdown(review: GoldenReview | None, *, rows: int = COMMENT_ROWS) -> list[str]:
+    """The golden values of a diff as lines of a PR comment, under their own
+    heading (none when there is no review)."""
+    if review is None:
+        return []
+    out = ["", "#### Golden values", ""]
+    if not review.files:
+        return [*out, f"No golden-values file changes ({md.code(review.template)})."]
+    columns = metric_columns(review)
+    extra = any(m.name not in columns for f in review.files for m in f.metrics)
+    out += [
+        f"**{md.text(summary_words(review))}**, under {md.code(review.template)}. "
+        "Each metric: the signed mean of (old − new) / old over the steps both sides have "
+        "(positive: lower now), or Unchanged.",
+        "",
+    ]
+    headers = ["case", "hardware", "file", "read by", *(md.code(c) for c in columns)]
+    headers += [*(["other metrics"] if extra else []), "largest step change", "flags"]
+    align = [":--"] * 4 + ["--:"] * len(columns) + [":--"] * (len(headers) - 4 - len(columns))
+    out += ["| " + " | ".join(headers) + " |", "| " + " | ".join(align) + " |"]
+    for f in review.files[:rows]:
+        by_name = {m.name: m for m in f.metrics}
+        top = largest(f)
+        cells = [md.code(f.case), md.text(f.hardware), f.status, readers_cell(f)]
+        cells += [md.text(metric_cell(by_name.get(c))) if f.compared else "?" for c in columns]
+        if extra:
+            cells.append(_others(f, columns, md.code))
+        cells.append(
+            f"{md.text(pct(top[1], signed=False))} {md.code(top[0].name)} step "
+            f"{md.code(top[0].max_step or '')}"
+            if top
+            else "-"
+        )
+        cells.append("; ".join(flags(f, md.code)) or "-")
+        out.append("| " + " | ".join(cells) + " |")
+    if len(review.files) > rows:
+        more = len(review.files) - rows
+        out.append(f"\n… and {counted(more, 'more file')} (`--format json` lists all)")
+    problems = [p for f in review.files for p in f.problems]
+    if problems:
+        out += ["", "**Golden-values problems**", ""]
+        out += [
+            f"- {md.code(str(p.location))}: {md.text(p.message)} ({md.code(p.code)})"
+            for p in problems[:rows]
+        ]
+        if len(problems) > rows:
+            out.append(f"- … and {len(problems) - rows} more (`--format json` lists all)")
+    return out
+
+
+def cases_of(review: GoldenReview | None) -> Iterable[str]:
+    return review.test_cases if review is not None else ()
