@@ -11,9 +11,10 @@ Hypothesis profiles (docs/testing.md):
   database, so that each local run tries new examples and replays failures.
   ``MATRIXGEN_HYPOTHESIS_PROFILE=explore`` selects it explicitly.
 
-Tests that need the Megatron-LM tree skip when it is absent, or fail instead
-under ``MATRIXGEN_REQUIRE_MEGATRON=1`` (set by `.ci/run`), where a silently
-skipped comparison would hide a missing tree.
+Tests that need the Megatron-LM tree (or its golden-values changes,
+`MATRIXGEN_MEGATRON_GOLDENS`) skip when it is absent, or fail instead under
+``MATRIXGEN_REQUIRE_MEGATRON=1`` (set by `.ci/run`), where a silently skipped
+comparison would hide a missing tree.
 """
 
 from __future__ import annotations
@@ -120,6 +121,41 @@ def require_megatron() -> Path:
 @pytest.fixture
 def megatron_dir() -> Path:
     return require_megatron()
+
+
+GOLDENS_ENV = "MATRIXGEN_MEGATRON_GOLDENS"
+
+
+def megatron_goldens_path() -> Path | None:
+    """Megatron-LM's golden-values changes (before and after files of real
+    refresh commits, `$MATRIXGEN_MEGATRON_GOLDENS`), or None when absent;
+    under MATRIXGEN_REQUIRE_MEGATRON=1 an absent folder fails the test."""
+    value = os.environ.get(GOLDENS_ENV)
+    if value:
+        path = Path(value)
+    else:
+        path = Path(__file__).resolve().parents[2] / "shared" / "megatron-goldens"
+    if path.is_dir():
+        return path
+    if megatron_required():
+        pytest.fail(
+            f"{REQUIRE_MEGATRON_ENV}=1 but Megatron-LM's golden-values changes are absent "
+            f"(looked for {path}; set {GOLDENS_ENV})",
+            pytrace=False,
+        )
+    return None
+
+
+def require_megatron_goldens() -> Path:
+    """The golden-values changes; skips the test when they are absent (fails
+    under MATRIXGEN_REQUIRE_MEGATRON=1)."""
+    path = megatron_goldens_path()
+    if path is None:
+        pytest.skip(
+            f"Megatron-LM's golden-values changes are absent (set {GOLDENS_ENV}; "
+            f"{REQUIRE_MEGATRON_ENV}=1 makes this a failure)"
+        )
+    return path
 
 
 # A day on which every entry of the shipped recipes/quarantine.yaml is in force
