@@ -27,6 +27,9 @@ source does:
   `$MATRIXGEN_MEGATRON_CI`) and its recipe tree at `tests/test_utils/recipes`
   (from `$MATRIXGEN_MEGATRON_RECIPES`), committed on `main`; the page's test
   skips when they are absent (fails under `MATRIXGEN_REQUIRE_MEGATRON=1`);
+- `<!-- docs-test: setup megatron-goldens -->`: the same checkout, with a copy
+  of Megatron-LM's golden-values changes (`$MATRIXGEN_MEGATRON_GOLDENS`) beside
+  it as `../megatron-goldens`; skipped (or failed) the same way without them;
 - `<!-- docs-test: example -->`: the next block runs even without a `matrixgen`
   command (an edit a later example depends on);
 - `<!-- docs-test: run` + shell lines + `-->`: those lines run in the sandbox
@@ -320,9 +323,25 @@ def setup_megatron_checkout(sandbox: Path) -> None:
     run_shell(sandbox, "git init -q -b main && git add -A && git commit -q -m 'Megatron-LM'")
 
 
+def setup_megatron_goldens(sandbox: Path) -> None:
+    """A Megatron-LM checkout, and beside it (`../megatron-goldens`) a copy of
+    the golden-values files of real refresh commits ($MATRIXGEN_MEGATRON_GOLDENS)."""
+    from tests.conftest import require_megatron_goldens
+
+    goldens = require_megatron_goldens()
+    setup_megatron_checkout(sandbox)
+    beside = sandbox.parent / "megatron-goldens"
+    if beside.exists():
+        shutil.rmtree(beside)
+    shutil.copytree(goldens, beside, copy_function=shutil.copy)
+    for path in [beside, *beside.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+
+
 SETUPS = {
     "shipped-checkout": setup_shipped_checkout,
     "megatron-checkout": setup_megatron_checkout,
+    "megatron-goldens": setup_megatron_goldens,
 }
 
 

@@ -345,7 +345,7 @@ def test_percentages_keep_three_significant_digits(value: float, shown: str) -> 
 
 def test_figures_sum_and_pick_over_the_chosen_files() -> None:
     def metric(name: str, gated: bool, **kw: Any) -> g.MetricChange:
-        return g.MetricChange(name=name, gated=gated, status="changed", **kw)
+        return g.MetricChange(name=name, gated=gated, **{"status": "changed", **kw})
 
     files = (
         g.GoldenFile(
@@ -378,5 +378,26 @@ def test_figures_sum_and_pick_over_the_chosen_files() -> None:
     assert (every.files, every.orphans, every.missing, every.nonfinite) == (2, 1, 2, 1)
     assert (every.max, every.mean) == (4.0, 3.0)  # the ungated metric is left out
     assert every.places["max"] == "lm loss at step 7 of a"
+    flat = g.GoldenReview(
+        template="x",
+        files=(
+            g.GoldenFile(
+                path="c",
+                status="changed",
+                fields={"test_case": "c"},
+                metrics=(
+                    metric(
+                        "lm loss",
+                        True,
+                        status="unchanged",
+                        mean_rel_change_pct=0.0,
+                        max_abs_rel_change_pct=0.0,
+                        max_step="1",
+                    ),
+                ),
+            ),
+        ),
+    ).figures()
+    assert (flat.max, flat.places["max"]) == (0.0, "lm loss at step 1 of c")  # measured: 0%
     only_b = review.figures(lambda case: case == "b")
     assert (only_b.files, only_b.others, only_b.max, only_b.orphans) == (1, 1, 0.0, 1)

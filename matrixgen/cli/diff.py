@@ -96,10 +96,33 @@ Counts are per target, as the table shows them, summed over the targets a
 pattern matches. A system, scope, platform, environment or cadence (without
 globs) that no target has is a usage error.
 
+Golden values: every golden-values file the branch adds, removes or changes
+(Megatron-LM's tests/functional_tests/test_cases/{model}/{test_case}/
+golden_values_{environment}_{platforms}.json in a tree without config, else
+the config's reference named golden; git says which files differ, an
+unchanged one is never read) is compared metric by metric: the signed mean of
+(old - new) / old in percent, the largest change at any step, steps added,
+removed and compared, non-finite samples, whether the case's test gates the
+metric (its model_config.yaml's METRICS, else lm loss and num-zeros), and the
+jobs of every target that read the file. A file that cannot be read is a
+problem at its line, and the rest of the diff still prints. Rules over them:
+
+\b
+    golden[{CASE,...}]:GCHECK[,GCHECK]...
+    GCHECK  = files|others|orphans|missing|nonfinite|problems [OP] COUNT
+              | max|mean [OP] PERCENT%   (the gated metrics)
+
+\b
+    golden:files=0               no golden-values file changes at all
+    golden{*_1node}:others=0     only the 1-node cases' golden values change
+    golden:max<=2%               no gated metric moves more than 2% at any step
+    golden:nonfinite=0,missing=0 no NaN or "nan" on the new side, no step lost
+
 \b
 Exit codes: 0 ok (changes or not); 2 usage error (a malformed --expect rule,
 a cost without its unit, or one naming an unknown system, scope or platform, a
-revision starting with "-"); 3 bad project config on a side; 5 git problem
+golden rule in a tree without golden values, a revision starting with "-"); 3
+bad project config on a side; 5 git problem
 (unknown revision, not a repository); 6 an expectation failed or matched no
 target; 11 the results store cannot be opened or read.
 """

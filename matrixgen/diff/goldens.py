@@ -651,7 +651,8 @@ class GoldenReview(Struct, frozen=True, kw_only=True):
         """The figures of the files whose test case `wanted` accepts (None: all)."""
         chosen = [f for f in self.files if wanted is None or wanted(f.fields.get("test_case", ""))]
         others = [f for f in self.files if f not in chosen]
-        mean_value, max_value = 0.0, 0.0
+        mean_value: float | None = None
+        max_value: float | None = None
         places: dict[str, list[str]] = {k: [] for k in ("missing", "nonfinite", "problems")}
         places |= {
             "files": [f.where for f in chosen],
@@ -671,11 +672,13 @@ class GoldenReview(Struct, frozen=True, kw_only=True):
                     places["nonfinite"].append(f"{m.name} of {where}: {m.non_finite_new}")
                 if not m.gated:
                     continue
-                if m.mean_rel_change_pct is not None and abs(m.mean_rel_change_pct) > mean_value:
-                    mean_value = abs(m.mean_rel_change_pct)
+                mean = m.mean_rel_change_pct
+                if mean is not None and (mean_value is None or abs(mean) > mean_value):
+                    mean_value = abs(mean)
                     places["mean"] = [f"{m.name} of {where}"]
-                if m.max_abs_rel_change_pct is not None and m.max_abs_rel_change_pct > max_value:
-                    max_value = m.max_abs_rel_change_pct
+                top = m.max_abs_rel_change_pct
+                if top is not None and (max_value is None or top > max_value):
+                    max_value = top
                     places["max"] = [f"{m.name} at step {m.max_step} of {where}"]
         return GoldenFigures(
             files=len(chosen),
@@ -684,7 +687,7 @@ class GoldenReview(Struct, frozen=True, kw_only=True):
             missing=sum(m.steps_removed for f in chosen for m in f.metrics),
             nonfinite=sum(m.non_finite_new for f in chosen for m in f.metrics),
             problems=len(places["problems"]),
-            mean=mean_value,
-            max=max_value,
+            mean=mean_value or 0.0,
+            max=max_value or 0.0,
             places={k: _places(v) for k, v in places.items() if v},
         )
