@@ -34,7 +34,10 @@ def naive(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         "non_finite_new": sum(not finite(v) for v in n.values()),
         "mean": 100 * statistics.fmean(r for _, r in measured) if measured else None,
         "max": largest,
-        "max_step": next(str(s) for s, r in measured if 100 * abs(r) == largest)
+        # The step as the new file writes it (the last of two spellings of one step).
+        "max_step": {int(k): k for k in new}[
+            next(s for s, r in measured if 100 * abs(r) == largest)
+        ]
         if measured
         else None,
     }

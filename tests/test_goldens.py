@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 import pytest
-from hypothesis import example, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from matrixgen.diff import goldens as g
@@ -20,16 +20,19 @@ from tests.golden_fixtures import finite as _finite
 from tests.golden_fixtures import naive
 
 
-def series(values: dict[str, Any]) -> dict[int, tuple[str, Any]]:
-    return {int(k): (k, v) for k, v in values.items()}
+def series(values: dict[str, Any]) -> dict[int, Any]:
+    """Samples by step, as the reader keeps them (the last of two spellings)."""
+    return {int(k): v for k, v in values.items()}
 
 
 def compare(old: dict[str, Any] | None, new: dict[str, Any] | None) -> g.MetricChange:
+    written = {int(k): k for k in new or {}}
     return g.compare_series(
         "lm loss",
         series(old) if old is not None else None,
         series(new) if new is not None else None,
         gated=True,
+        spelled={s: k for s, k in written.items() if k != str(s)},
     )
 
 
@@ -59,7 +62,10 @@ samples = st.one_of(
     st.sampled_from(DANGEROUS),
     st.text(max_size=3),
 )
-steps = st.integers(min_value=0, max_value=40).map(str)
+steps = st.one_of(
+    st.integers(min_value=0, max_value=40).map(str),
+    st.sampled_from(["01", "007", "-0"]),  # written otherwise than as themselves
+)
 metric_values = st.dictionaries(steps, samples, max_size=25)
 
 
@@ -115,11 +121,12 @@ def test_swapping_the_sides_swaps_added_and_removed(
     assert (forward.steps_added, forward.steps_removed) == (back.steps_removed, back.steps_added)
     assert forward.steps_compared == back.steps_compared
     assert (forward.status == "unchanged") == (back.status == "unchanged")
-    same = old.keys() == new.keys() and all(_same(old[k], new[k]) for k in old)
+    a, b = series(old), series(new)  # by step: "01" and "1" are one
+    same = a.keys() == b.keys() and all(_same(a[s], b[s]) for s in a)
     assert (forward.status == "unchanged") == same
     assert compare(None, new).status == "added" and compare(new, None).status == "removed"
-    assert compare(None, new).steps_added == len(new)
-    assert compare(old, None).steps_removed == len(old)
+    assert compare(None, new).steps_added == len(b)
+    assert compare(old, None).steps_removed == len(a)
 
 
 @given(values=metric_values)
@@ -182,6 +189,7 @@ def golden_text(metrics: dict[str, dict[str, Any]]) -> bytes:
 @example(metrics={"iteration-time": {}})
 @example(metrics={'a"b\n\\': {"7": 1}})
 def test_a_file_reads_back_as_written(metrics: dict[str, dict[str, Any]]) -> None:
+    assume(all(len({int(k) for k in v}) == len(v) for v in metrics.values()))  # no step twice
     got = g.parse_golden(golden_text(metrics), "f.json", "head")
     # A list, an object or a boolean is read, counted as non-finite, and said.
     odd = [
@@ -197,10 +205,8 @@ def test_a_file_reads_back_as_written(metrics: dict[str, dict[str, Any]]) -> Non
         read = got.metrics[name]
         assert sorted(read) == sorted(int(k) for k in values)
         for key, value in values.items():
-            assert read[int(key)][0] == key
-            assert json.dumps(read[int(key)][1], allow_nan=True) == json.dumps(
-                value, allow_nan=True
-            )
+            assert got.spelled.get(name, {}).get(int(key), str(int(key))) == key
+            assert json.dumps(read[int(key)], allow_nan=True) == json.dumps(value, allow_nan=True)
 
 
 def problems_of(raw: bytes) -> list[tuple[str, str, int, int]]:
@@ -244,7 +250,7 @@ def test_each_bad_part_is_located_and_the_rest_is_read() -> None:
     assert ("golden-value", 5) in found
     steps = [p for p in got.problems if p.code == "golden-step"]
     assert len(steps) == 5  # abc, 1.5, the Arabic-Indic digit, " 2", 20 digits
-    assert got.metrics["lm loss"] == {1: ("01", 6)}
+    assert got.metrics["lm loss"] == {1: 6} and got.spelled["lm loss"] == {1: "01"}
     assert sorted(got.metrics["iteration-time"]) == [1, 2, 3]
 
 
@@ -253,7 +259,7 @@ def test_keys_given_twice_are_said_and_the_last_is_read() -> None:
     got = g.parse_golden(raw, "f.json", "head")
     codes = [p.code for p in got.problems]
     assert codes == ["golden-duplicate", "golden-duplicate"]
-    assert got.metrics["a"] == {1: ("1", 3)}
+    assert got.metrics["a"] == {1: 3}
 
 
 def test_each_kind_of_problem_is_listed_a_bounded_number_of_times() -> None:
@@ -279,7 +285,7 @@ def test_a_file_past_the_bounds_is_refused_unread(monkeypatch: pytest.MonkeyPatc
 def test_a_huge_whole_number_is_a_float_not_an_error() -> None:
     raw = golden_text({"a": {"1": 1}}).replace(b'"1": 1', b'"1": ' + b"9" * 5000)
     got = g.parse_golden(raw, "f.json", "head")
-    assert not got.problems and got.metrics["a"][1][1] == float("inf")
+    assert not got.problems and got.metrics["a"][1] == float("inf")
 
 
 def test_reading_and_comparing_cost_is_linear_in_the_size() -> None:
@@ -300,6 +306,20 @@ def test_reading_and_comparing_cost_is_linear_in_the_size() -> None:
 # ---------------------------------------------------------------- gating
 
 
+def test_a_key_given_twice_in_a_config_is_read_as_the_test_reads_it() -> None:
+    got = g.read_gating(b"METRICS: [a]\nMETRICS: [b]\n", "c.yaml")  # yaml.safe_load: the last
+    assert got.metrics == {"b"} and [p.severity for p in got.problems] == [Severity.WARNING]
+
+
+def test_a_config_that_cannot_name_metrics_is_not_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object) -> None:
+        raise AssertionError("parsed")
+
+    monkeypatch.setattr(g, "parse_yaml", refuse)
+    got = g.read_gating(b"MODEL_ARGS:\n  --x: 1\nbroken: [\n", "c.yaml")
+    assert got == g.DEFAULT_GATING
+
+
 def test_gated_metrics_are_the_configs_metrics_else_the_tests_default() -> None:
     listed = g.read_gating(
         b'MODEL_ARGS: {}\nMETRICS:\n  - "iteration-time"\n  - lm loss\n', "c.yaml"
@@ -314,7 +334,13 @@ def test_gated_metrics_are_the_configs_metrics_else_the_tests_default() -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    [b"METRICS: lm loss\n", b"METRICS:\n  - [1]\n", b"- a\n", b"METRICS: [\n", b"a: 1\na: 2\n"],
+    [
+        b"METRICS: lm loss\n",
+        b"METRICS:\n  - [1]\n",
+        b"- METRICS\n",
+        b"METRICS: [\n",
+        b'"\\x4dETRICS": 1\n',  # spelt with an escape: read, and no list
+    ],
 )
 def test_a_config_that_says_nothing_readable_keeps_the_default_and_a_warning(raw: bytes) -> None:
     got = g.read_gating(raw, "c.yaml")
@@ -401,3 +427,38 @@ def test_figures_sum_and_pick_over_the_chosen_files() -> None:
     assert (flat.max, flat.places["max"]) == (0.0, "lm loss at step 1 of c")  # measured: 0%
     only_b = review.figures(lambda case: case == "b")
     assert (only_b.files, only_b.others, only_b.max, only_b.orphans) == (1, 1, 0.0, 1)
+
+
+@given(
+    metrics=st.dictionaries(
+        st.one_of(st.text(max_size=6), st.sampled_from(['a":', "b"])), metric_values, max_size=4
+    ),
+    spacing=st.sampled_from([None, 1, "\t"]),
+)
+@example(metrics={"lm loss": {"1": 10**19, "2": 1.5}}, spacing=None)  # past 64 bits
+@example(metrics={'x":': {"1": 1}}, spacing=1)  # a key ending inside a string
+def test_the_fast_reader_reads_what_the_standard_one_reads(
+    metrics: dict[str, dict[str, Any]], spacing: int | str | None
+) -> None:
+    raw = json.dumps(
+        {name: {"values": values} for name, values in metrics.items()},
+        allow_nan=True,
+        indent=spacing,
+    ).encode()
+    fast = g.parse_golden(raw, "f.json", "head")
+    real = g._quick
+    try:
+        g._quick = lambda data: None  # type: ignore[assignment]
+        slow = g.parse_golden(raw, "f.json", "head")
+    finally:
+        g._quick = real
+    assert json.dumps(fast.metrics, allow_nan=True) == json.dumps(slow.metrics, allow_nan=True)
+    assert fast.problems == slow.problems and fast.spelled == slow.spelled
+
+
+def test_a_key_given_twice_is_seen_whichever_reader_reads_the_file() -> None:
+    raw = b'{"a": {"values": {"1": 1, "2": 2, "1": 3}}}'
+    assert g._quick(raw) is None  # orjson would keep the last "1" without a word
+    got = g.parse_golden(raw, "f.json", "head")
+    assert [p.code for p in got.problems] == ["golden-duplicate"]
+    assert g._quick(b'{"a": {"values": {"1": 1, "2": 2}}}') == {"a": {"values": {"1": 1, "2": 2}}}

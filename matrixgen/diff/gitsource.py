@@ -23,8 +23,10 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 from msgspec import Struct
 
@@ -333,6 +335,102 @@ class Repository:
                 info[name] = (oid, int(size))
         return info
 
+    def small_blobs(
+        self, names: Sequence[str], limit: int
+    ) -> dict[str, tuple[str, int, bytes | None] | None]:
+        """Each blob (named by id, or as `COMMIT:PATH`) with its id, size and
+        bytes, the bytes only when it is at most `limit` bytes (a larger one is
+        never read); None where no blob is there, and for a name holding a line
+        break (it cannot be asked for). One `git cat-file --batch-command`
+        process asks every size, then reads the small ones; a git without that
+        command (before 2.36) gets one `--batch-check` and one `--batch`."""
+        asked = [n for n in dict.fromkeys(names) if n and "\n" not in n and "\r" not in n]
+        out: dict[str, tuple[str, int, bytes | None] | None] = dict.fromkeys(names)
+        if not asked:
+            return out
+        found = self._batch_command(asked, limit)
+        if found is None:  # an older git
+            info = self.blob_info(asked)
+            small = sorted({i[0] for i in info.values() if i is not None and i[1] <= limit})
+            contents = self.cat_blobs(small)
+            found = {
+                name: (i[0], i[1], contents.get(i[0])) if i is not None else None
+                for name, i in info.items()
+            }
+        out.update(found)
+        return out
+
+    def _batch_command(
+        self, names: Sequence[str], limit: int
+    ) -> dict[str, tuple[str, int, bytes | None] | None] | None:
+        """`small_blobs` through one `git cat-file --batch-command --buffer`:
+        `info` of every name, then `contents` of the blobs within the limit
+        (commands written from a thread, so neither side waits on a full pipe).
+        None when this git has no such command."""
+        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+        try:
+            process = subprocess.Popen(
+                [
+                    "git",
+                    "cat-file",
+                    "--batch-command=%(objecttype) %(objectname) %(objectsize)",
+                    "--buffer",
+                ],
+                cwd=self.top,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+            )
+        except FileNotFoundError:
+            raise GitError(
+                "git is not installed (or not on PATH); matrixgen diff needs it"
+            ) from None
+        assert process.stdin is not None and process.stdout is not None
+        stdin, stdout = process.stdin, process.stdout
+        try:
+            commands = "".join(f"info {n}\n" for n in names) + "flush\n"
+            writer = _write_async(stdin, commands.encode("utf-8", "surrogateescape"))
+            lines = [stdout.readline() for _ in names]
+            writer.join()
+            if not all(lines):  # no answer: this git lacks --batch-command
+                return None
+            found: dict[str, tuple[str, int, bytes | None] | None] = {}
+            for name, line in zip(names, lines, strict=True):
+                kind, oid, size = [
+                    *line.decode("utf-8", "replace").rstrip("\n").split(" "),
+                    "",
+                    "",
+                ][:3]
+                found[name] = (oid, int(size), None) if kind == "blob" and size.isdigit() else None
+            small = sorted({f[0] for f in found.values() if f is not None and f[1] <= limit})
+            commands = "".join(f"contents {oid}\n" for oid in small) + "flush\n"
+            writer = _write_async(stdin, commands.encode(), close=True)
+            data = stdout.read()  # every answer at once: no wait on git per object
+            writer.join()
+            contents: dict[str, bytes] = {}
+            pos = 0
+            for oid in small:
+                end = data.find(b"\n", pos)
+                header = data[pos:end].decode().split(" ") if end >= 0 else []
+                if len(header) != 3 or header[0] != "blob" or not header[2].isdigit():
+                    raise GitError(f"git cat-file: object {oid} is missing or not a file")
+                size = int(header[2])
+                contents[oid] = data[end + 1 : end + 1 + size]
+                pos = end + 1 + size + 1  # the content is followed by a newline
+                if len(contents[oid]) != size or data[pos - 1 : pos] != b"\n":
+                    raise GitError(f"git cat-file: object {oid} was cut short")
+            self._blobs.update(contents)
+            return {
+                name: (f[0], f[1], contents.get(f[0])) if f is not None else None
+                for name, f in found.items()
+            }
+        finally:
+            if not stdin.closed:
+                stdin.close()
+            stdout.close()
+            process.wait()
+
     def read(self, revision: str | None, path: str) -> TreeSource:
         """A revision's tree, or the working tree when revision is None."""
         return self.read_worktree(path) if revision is None else self.read_revision(revision, path)
@@ -398,6 +496,24 @@ def _path_changes(out: bytes) -> list[PathChange]:
             )
         )
     return changes
+
+
+def _write_async(pipe: IO[bytes], data: bytes, *, close: bool = False) -> threading.Thread:
+    """Write to a child's stdin from a thread (a child that stops reading,
+    or exits, is left to the reader to notice)."""
+
+    def write() -> None:
+        try:
+            pipe.write(data)
+            pipe.flush()
+            if close:
+                pipe.close()
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
 
 
 def _slashes(name: str) -> list[int]:

@@ -32,7 +32,7 @@ the same for the configs; linear in the changed files' size.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -130,7 +130,16 @@ def golden_review(repo: Repository, sides: Sequence[Side]) -> GoldenReview | Non
     head_commit = head.source.commit
     matcher = TemplateMatcher.build(template, _known(base.generation, head.generation))
     found: list[tuple[PathChange, str, dict[str, str]]] = []
-    for change in repo.changed_files(base_commit, head_commit, start):
+    changed = repo.changed_files(base_commit, head_commit, start)
+    # The blob ids the tree diff gives of other files (a case's model_config.yaml
+    # added or changed with it): read by id, not looked up by path again.
+    known = {
+        (side, c.path): oid
+        for c in changed
+        for side, oid in (("base", c.old), ("head", c.new))
+        if oid
+    }
+    for change in changed:
         if _SUBMODULE in (change.old_mode, change.new_mode):
             continue
         rel = _below(change.path, root)
@@ -140,24 +149,24 @@ def golden_review(repo: Repository, sides: Sequence[Side]) -> GoldenReview | Non
             found.append((change, rel or "", shown_fields))
     if not found:
         return GoldenReview(template=shown)
-    olds = _read_base(repo, base_commit, [c for c, _, _ in found if c.status != "A"])
-    news = _read_head(repo, head_commit, [c for c, _, _ in found if c.status != "D"])
+    configs = sorted(
+        {("base" if c.status == "D" else "head", posixpath.dirname(c.path)) for c, _, _ in found}
+    )
+    olds, news, gating = _read(
+        repo, base_commit, head_commit, [c for c, _, _ in found], configs, known
+    )
     pairs = resolve_diff_targets(base.generation, head.generation)
+    cases = {fields.get("test_case") for _, _, fields in found}
     readers = {
-        "base": _Readers(template, base.generation, [(p.shown.name, p.base) for p in pairs]),
-        "head": _Readers(template, head.generation, [(p.shown.name, p.head) for p in pairs]),
+        "base": _Readers(template, base.generation, [(p.shown.name, p.base) for p in pairs], cases),
+        "head": _Readers(template, head.generation, [(p.shown.name, p.head) for p in pairs], cases),
     }
-    configs: dict[tuple[str, str], str] = {}
-    for change, _, _ in found:
-        side = "base" if change.status == "D" else "head"
-        configs[(side, posixpath.dirname(change.path))] = side
-    gating = _read_configs(repo, base_commit, head_commit, list(configs))
     files = []
     for change, rel, fields in found:
+        if change.status != "D" and change.path not in news:
+            continue  # the working tree holds what the base holds: git saw its time only
         old = olds.get(change.path) if change.status != "A" else None
         new = news.get(change.path) if change.status != "D" else None
-        if change.status not in ("A", "D") and old is None and new is None:
-            continue  # the working tree holds what the base holds
         side = "base" if change.status == "D" else "head"
         gate = gating[(side, posixpath.dirname(change.path))]
         jobs, quarantined = readers[side].of(rel)
@@ -188,31 +197,41 @@ def _below(path: str, root: str) -> str | None:
 
 def _known(*generations: Generation) -> dict[str, set[str]]:
     """The values the jobs use, so a file name splits as they would render it."""
-    known: dict[str, set[str]] = {}
-    for generation in generations:
-        for job in generation.jobs:
-            for name in ("model", "test_case", "environment"):
-                known.setdefault(name, set()).add(getattr(job, name))
-            known.setdefault("platforms", set()).add(job.platform)
-            known.setdefault("platform", set()).add(job.platform)
-    return known
+    jobs = {id(g.jobs): g.jobs for g in generations}.values()  # both sides may share them
+    platforms = {j.platform for side in jobs for j in side}
+    return {
+        "model": {j.model for side in jobs for j in side},
+        "test_case": {j.test_case for side in jobs for j in side},
+        "environment": {j.environment for side in jobs for j in side},
+        "platforms": platforms,
+        "platform": platforms,
+    }
 
 
 class _Readers:
     """One side's jobs by the golden file each reads, in every target."""
 
     def __init__(
-        self, template: ReferenceTemplate, generation: Generation, targets: Sequence[Named]
+        self,
+        template: ReferenceTemplate,
+        generation: Generation,
+        targets: Sequence[Named],
+        cases: Set[str | None],
     ) -> None:
+        """`cases`: the test cases of the files asked about (None: a file
+        whose path names none, so every job is looked at)."""
         self.running: dict[str, set[GoldenJob]] = {}
         self.skipped: dict[str, set[GoldenJob]] = {}
         rendered: dict[int, str | None] = {}
+        every = None in cases or "test_case" not in template.fields
         for name, target in targets:
             if target is None:
                 continue
             selection = generation.selection(target)
             for jobs, into in ((selection.jobs, self.running), (selection.skipped, self.skipped)):
                 for job in jobs:
+                    if not every and job.test_case not in cases:
+                        continue
                     if id(job) not in rendered:
                         rendered[id(job)] = _path(template, job)
                     path = rendered[id(job)]
@@ -240,32 +259,92 @@ def _path(template: ReferenceTemplate, job: Job) -> str | None:
         return None  # a job without a field the template names reads no such file
 
 
-def _read_base(
-    repo: Repository, commit: str, changes: Sequence[PathChange]
-) -> dict[str, GoldenValues]:
-    """The base side of each file, from git (within GOLDEN_MAX_BYTES)."""
-    return _read_blobs(repo, {c.path: (c.old, c.old_mode) for c in changes}, "base")
+def _read(
+    repo: Repository,
+    base: str,
+    head: str | None,
+    changes: Sequence[PathChange],
+    configs: Sequence[tuple[str, str]],
+    known: Mapping[tuple[str, str], str],
+) -> tuple[dict[str, GoldenValues], dict[str, GoldenValues], dict[tuple[str, str], Gating]]:
+    """Each side of each file, and each (side, folder)'s gating from its
+    model_config.yaml: from git, every size asked in one `cat-file
+    --batch-check` and every blob within GOLDEN_MAX_BYTES read in one `cat-file
+    --batch`; the working tree's files from disk. A head file whose bytes are
+    the base's is left out (git's status saw its time change, not its bytes)."""
+    wanted: list[tuple[str, str, str, str]] = []  # (side, path, name to ask git, mode)
+    for c in changes:
+        if c.status != "A":
+            wanted.append(("base", c.path, c.old or "", c.old_mode))
+        if c.status != "D" and head is not None:
+            wanted.append(("head", c.path, c.new or "", c.new_mode))
+    for side, directory in configs:
+        commit = base if side == "base" else head
+        if commit is not None:
+            path = posixpath.join(directory, CONFIG_NAME)
+            name = known.get((side, path)) or f"{commit}:{path}"
+            wanted.append((f"{side} config", path, name, ""))
+    # A link's blob (its target's name) is never asked for.
+    blobs = repo.small_blobs(
+        [name for _, _, name, mode in wanted if name and mode != _LINK], GOLDEN_MAX_BYTES
+    )
+    olds: dict[str, GoldenValues] = {}
+    news: dict[str, GoldenValues] = {}
+    gating: dict[tuple[str, str], Gating] = {}
+    for side, path, name, mode in wanted:
+        found = blobs.get(name) if name else None
+        if side.endswith("config"):
+            key = (side.split()[0], posixpath.dirname(path))
+            if "\n" in path or "\r" in path:
+                gating[key] = unread_gating(path, "its path holds a line break")
+            elif found is None:
+                gating[key] = read_gating(None, path)
+            elif found[2] is None:
+                gating[key] = unread_gating(path, f"{found[1]:,} bytes")
+            else:
+                gating[key] = read_gating(found[2], path)
+            continue
+        into = olds if side == "base" else news
+        if mode == _LINK:
+            into[path] = unreadable(
+                path, side, "golden-read", "it is a symbolic link: not followed"
+            )
+        elif found is None:
+            into[path] = unreadable(path, side, "golden-read", "git holds no file there")
+        elif found[2] is None:
+            into[path] = too_large(path, side, found[1])
+        else:
+            into[path] = parse_golden(found[2], path, side)
+    if head is None:
+        for c in changes:
+            if c.status != "D":
+                _read_worktree(repo, c, news)
+        for side, directory in configs:
+            if side == "head":
+                gating[(side, directory)] = _worktree_gating(repo, directory)
+    return olds, news, gating
 
 
-def _read_head(
-    repo: Repository, commit: str | None, changes: Sequence[PathChange]
-) -> dict[str, GoldenValues]:
-    """The head side of each file: from git, or from the working tree (a file
-    whose bytes are the base's is left out: git's status saw only its time)."""
-    if commit is not None:
-        return _read_blobs(repo, {c.path: (c.new, c.new_mode) for c in changes}, "head")
-    out: dict[str, GoldenValues] = {}
-    for change in changes:
-        data = _read_disk(repo.top, change.path)
-        if isinstance(data, str):
-            out[change.path] = unreadable(change.path, "head", "golden-read", data)
-        elif data is None:
-            out[change.path] = unreadable(change.path, "head", "golden-read", "gone meanwhile")
-        elif len(data) > GOLDEN_MAX_BYTES:
-            out[change.path] = too_large(change.path, "head", len(data))
-        elif change.old is None or blob_id(data, repo.object_format) != change.old:
-            out[change.path] = parse_golden(data, change.path, "head")
-    return out
+def _read_worktree(repo: Repository, change: PathChange, news: dict[str, GoldenValues]) -> None:
+    data = _read_disk(repo.top, change.path)
+    if isinstance(data, str):
+        news[change.path] = unreadable(change.path, "head", "golden-read", data)
+    elif data is None:
+        news[change.path] = unreadable(change.path, "head", "golden-read", "gone meanwhile")
+    elif len(data) > GOLDEN_MAX_BYTES:
+        news[change.path] = too_large(change.path, "head", len(data))
+    elif change.old is None or blob_id(data, repo.object_format) != change.old:
+        news[change.path] = parse_golden(data, change.path, "head")
+
+
+def _worktree_gating(repo: Repository, directory: str) -> Gating:
+    path = posixpath.join(directory, CONFIG_NAME)
+    data = _read_disk(repo.top, path)
+    if isinstance(data, str):
+        return unread_gating(path, data)
+    if data is not None and len(data) > GOLDEN_MAX_BYTES:
+        return unread_gating(path, f"{len(data):,} bytes or more")
+    return read_gating(data, path)
 
 
 def _read_disk(top: Path, path: str) -> bytes | str | None:
@@ -277,68 +356,6 @@ def _read_disk(top: Path, path: str) -> bytes | str | None:
         return f"it is {exc.kind}: not followed"
     except OSError as exc:
         return f"it cannot be read ({exc.strerror})"
-
-
-def _read_blobs(
-    repo: Repository, blobs: Mapping[str, tuple[str | None, str]], side: str
-) -> dict[str, GoldenValues]:
-    """Each file's blob within the bound, its size asked of git first."""
-    info = repo.blob_info([oid for oid, _ in blobs.values() if oid is not None])
-    wanted = {
-        oid
-        for oid, mode in blobs.values()
-        if oid is not None
-        and mode != _LINK
-        and (found := info.get(oid))
-        and found[1] <= GOLDEN_MAX_BYTES
-    }
-    contents = repo.cat_blobs(sorted(wanted))
-    out: dict[str, GoldenValues] = {}
-    for path, (oid, mode) in blobs.items():
-        found = info.get(oid) if oid is not None else None
-        if mode == _LINK:
-            out[path] = unreadable(path, side, "golden-read", "it is a symbolic link: not followed")
-        elif oid is None or found is None:
-            out[path] = unreadable(path, side, "golden-read", "git holds no file there")
-        elif found[1] > GOLDEN_MAX_BYTES:
-            out[path] = too_large(path, side, found[1])
-        else:
-            out[path] = parse_golden(contents[oid], path, side)
-    return out
-
-
-def _read_configs(
-    repo: Repository, base: str, head: str | None, wanted: Sequence[tuple[str, str]]
-) -> dict[tuple[str, str], Gating]:
-    """Each (side, folder)'s gating, from the folder's model_config.yaml."""
-    out: dict[tuple[str, str], Gating] = {}
-    names: dict[tuple[str, str], str] = {}
-    for side, directory in wanted:
-        path = posixpath.join(directory, CONFIG_NAME)
-        commit = base if side == "base" else head
-        if commit is not None:
-            names[(side, directory)] = f"{commit}:{path}"
-            continue
-        data = _read_disk(repo.top, path)
-        if isinstance(data, str):
-            out[(side, directory)] = unread_gating(path, data)
-        elif data is not None and len(data) > GOLDEN_MAX_BYTES:
-            out[(side, directory)] = unread_gating(path, f"{len(data):,} bytes or more")
-        else:
-            out[(side, directory)] = read_gating(data, path)
-    info = repo.blob_info(list(names.values()))
-    small = {found[0] for found in info.values() if found and found[1] <= GOLDEN_MAX_BYTES}
-    contents = repo.cat_blobs(sorted(small))
-    for key, name in names.items():
-        path = posixpath.join(key[1], CONFIG_NAME)
-        found = info.get(name)
-        if found is None:
-            out[key] = read_gating(None, path)
-        elif found[1] > GOLDEN_MAX_BYTES:
-            out[key] = unread_gating(path, f"{found[1]:,} bytes")
-        else:
-            out[key] = read_gating(contents[found[0]], path)
-    return out
 
 
 # ---------------------------------------------------------------- showing

@@ -51,6 +51,11 @@ from matrixgen.documents.yamlio import parse_yaml
 from matrixgen.engine.errors import Finding, Findings, Location, Severity, finding
 from matrixgen.util.jsontext import JSON_MAX_DEPTH, JsonInputError, load_bounded
 
+try:
+    import orjson
+except ImportError:  # pragma: no cover - a dependency; the standard library still reads
+    orjson = None  # type: ignore[assignment]
+
 # Bounds on a golden-values file (docs/security.md, input sizes): checked
 # before it is read.
 GOLDEN_MAX_BYTES = 16 * 1024 * 1024
@@ -63,6 +68,8 @@ ZERO = 1e-12
 PROBLEMS_PER_KIND = 10
 # A step is a whole number as the file writes it (ASCII digits, at most 18 of them).
 _STEP = re.compile(r"-?[0-9]{1,18}")
+_STEP_DIGITS = 18  # as _STEP reads them
+_LEADING_ZERO = re.compile(r"(?:^|\n)0[0-9]")  # "01": a step written otherwise than as itself
 # More digits than this read as a float (past 308 digits: infinite), never as
 # an int no float holds (Python refuses int() past 4,300 digits).
 _WHOLE_DIGITS = 300
@@ -74,8 +81,7 @@ CHANGED = "changed"
 UNCHANGED = "unchanged"
 LAYOUT = '{METRIC: {"start_step", "end_step", "step_interval", "values": {STEP: VALUE}}}'
 
-Sample = tuple[str, Any]  # the step as the file writes it, and its value
-Series = Mapping[int, Sample]
+Series = Mapping[int, Any]  # step -> its sample
 
 
 # ---------------------------------------------------------------- reading
@@ -85,6 +91,9 @@ class GoldenValues(Struct, frozen=True, kw_only=True):
     """One side of a golden-values file, as far as it could be read."""
 
     metrics: Mapping[str, Series]  # in file order
+    # metric -> step -> the step as the file writes it, where that is not the
+    # step's own spelling ("01" for 1)
+    spelled: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
     problems: tuple[Finding, ...] = ()
     readable: bool = True  # False: nothing in it can be compared
     unreadable: frozenset[str] = frozenset()  # metrics this side cannot read
@@ -106,6 +115,10 @@ class _Object(dict):
                     twice.append(key)
                 seen.add(key)
             self.duplicates = tuple(twice)
+
+
+# Samples that are said: a boolean, a list, an object (read as _Object).
+_ODD = frozenset({bool, list, dict, _Object})
 
 
 def _whole(text: str) -> int | float:
@@ -174,6 +187,45 @@ class _Problems:
         return line, start - text.rfind("\n", 0, start)
 
 
+_KEY_END = re.compile(rb'"[ \t\r\n]*:')
+# orjson reads a whole number past 64 bits (20 digits and more) as a float.
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_NUMBER = b"0" * 20
+_CONTAINERS = frozenset({dict, list})
+
+
+def _quick(raw: bytes) -> Any:
+    """The document as orjson reads it, when it reads it as the standard
+    library would and its text writes no key twice; None otherwise (the
+    standard library's reader, with its hooks, then reads it, says where it
+    breaks and which key is given twice).
+
+    orjson reads a whole number past 64 bits as a float: a text with 20
+    digits in a row goes to the standard library. orjson keeps the
+    last of two equal keys silently, so its result is taken only when it holds
+    as many keys as the text has key endings (`":`): the text has at least one
+    per key it writes (more where a string holds `":`), the result one per key
+    it keeps, so equal counts mean no key was given twice."""
+    if orjson is None or len(raw) > GOLDEN_MAX_BYTES:
+        return None
+    if raw.count(b"[") + raw.count(b"{") > GOLDEN_MAX_DEPTH:
+        return None  # maybe too deep: the bounded reader says where
+    if _LONG_NUMBER in raw.translate(_DIGITS_AS_ZERO):
+        return None  # 20 digits in a row: maybe a whole number orjson reads as a float
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    keys, todo = 0, [document] if type(document) in _CONTAINERS else []
+    while todo:
+        item = todo.pop()
+        values = item.values() if type(item) is dict else item
+        keys += len(item) if type(item) is dict else 0
+        if not _CONTAINERS.isdisjoint(set(map(type, values))):
+            todo.extend(v for v in values if type(v) is dict or type(v) is list)
+    return document if keys == len(_KEY_END.findall(raw)) else None
+
+
 def too_large(path: str, side: str, size: int) -> GoldenValues:
     """A side not read: larger than GOLDEN_MAX_BYTES."""
     message = (
@@ -193,14 +245,16 @@ def parse_golden(raw: bytes, path: str, side: str) -> GoldenValues:
     """One side of a golden-values file; every problem a located finding."""
     problems = _Problems(path, side, raw)
     try:
-        document = load_bounded(
-            raw,
-            max_bytes=GOLDEN_MAX_BYTES,
-            max_depth=GOLDEN_MAX_DEPTH,
-            constants=True,
-            object_pairs_hook=_Object,
-            parse_int=_whole,
-        )
+        document = _quick(raw)
+        if document is None:
+            document = load_bounded(
+                raw,
+                max_bytes=GOLDEN_MAX_BYTES,
+                max_depth=GOLDEN_MAX_DEPTH,
+                constants=True,
+                object_pairs_hook=_Object,
+                parse_int=_whole,
+            )
     except JsonInputError as exc:
         problems.add("golden-json", str(exc), line=exc.line, column=exc.column)
         return GoldenValues(metrics={}, problems=problems.done(), readable=False)
@@ -217,6 +271,7 @@ def parse_golden(raw: bytes, path: str, side: str) -> GoldenValues:
             "golden-duplicate", f'metric "{name}" is given twice; the last one is read', [name]
         )
     metrics: dict[str, Series] = {}
+    spelled: dict[str, Mapping[int, str]] = {}
     bad: list[tuple[str, str]] = []
     for name, entry in document.items():
         values = entry.get("values") if isinstance(entry, dict) else None
@@ -228,7 +283,9 @@ def parse_golden(raw: bytes, path: str, side: str) -> GoldenValues:
             )
             bad.append((name, what))
             continue
-        metrics[name] = _series(name, values, problems)
+        metrics[name], written = _series(name, values, problems)
+        if written:
+            spelled[name] = written
     if bad and not metrics:
         name, what = bad[0]
         problems.add(
@@ -242,19 +299,37 @@ def parse_golden(raw: bytes, path: str, side: str) -> GoldenValues:
         problems.add("golden-layout", f'metric "{name}": {what}: not compared', [name])
     return GoldenValues(
         metrics=metrics,
+        spelled=spelled,
         problems=problems.done(),
         unreadable=frozenset(name for name, _ in bad),
     )
 
 
-def _series(name: str, values: dict[str, Any], problems: _Problems) -> dict[int, Sample]:
+def _series(
+    name: str, values: dict[str, Any], problems: _Problems
+) -> tuple[dict[int, Any], dict[int, str]]:
+    """A metric's samples by step, and the steps written otherwise than as
+    themselves ("01")."""
     for key in getattr(values, "duplicates", ()):
         problems.add(
             "golden-duplicate",
             f'metric "{name}": step "{key}" is given twice; the last one is read',
             [name, "values", key],
         )
-    series: dict[int, Sample] = {}
+    # The usual file: every key a step written as itself, every sample a
+    # number, a string or null: read in passes that run in C.
+    joined = "\n".join(values)
+    if (
+        joined.isascii()
+        and joined.replace("\n", "").isdigit()  # ASCII digits only: no sign, blank or "_"
+        and joined.count("\n") == len(values) - 1
+        and _LEADING_ZERO.search(joined) is None
+        and max(map(len, values)) <= _STEP_DIGITS
+        and _ODD.isdisjoint(set(map(type, values.values())))
+    ):
+        return dict(zip(map(int, values), values.values(), strict=True)), {}
+    series: dict[int, Any] = {}
+    written: dict[int, str] = {}
     for key, value in values.items():
         if _STEP.fullmatch(key) is None:
             problems.add(
@@ -267,8 +342,8 @@ def _series(name: str, values: dict[str, Any], problems: _Problems) -> dict[int,
         if step in series:
             problems.add(
                 "golden-duplicate",
-                f'metric "{name}": steps "{series[step][0]}" and "{key}" are one step; '
-                "the last one is read",
+                f'metric "{name}": steps "{written.get(step, str(step))}" and "{key}" are one '
+                "step; the last one is read",
                 [name, "values", key],
             )
         if isinstance(value, (bool, list, dict)):
@@ -278,8 +353,12 @@ def _series(name: str, values: dict[str, Any], problems: _Problems) -> dict[int,
                 "counted as non-finite",
                 [name, "values", key],
             )
-        series[step] = (key, value)
-    return series
+        series[step] = value
+        if key != str(step):
+            written[step] = key
+        else:
+            written.pop(step, None)
+    return series, written
 
 
 def _kind(value: object) -> str:
@@ -317,6 +396,10 @@ def read_gating(raw: bytes | None, path: str) -> Gating:
     none): its METRICS list, else DEFAULT_GATED. A config that cannot be read,
     or whose METRICS is no list of names, is a finding, and the default holds."""
     if raw is None:
+        return DEFAULT_GATING
+    if b"METRICS" not in raw and b"\\" not in raw:
+        # The key is not there (only a backslash escape could spell it
+        # otherwise): the default, without reading the rest of the config.
         return DEFAULT_GATING
     findings = Findings()
     document = parse_yaml(raw, path, findings)
@@ -425,60 +508,92 @@ def _text(value: Any) -> str:
 
 
 def compare_series(
-    name: str, old: Series | None, new: Series | None, *, gated: bool
+    name: str,
+    old: Series | None,
+    new: Series | None,
+    *,
+    gated: bool,
+    spelled: Mapping[int, str] | None = None,
 ) -> MetricChange:
-    """One metric's change (old None: the metric is new; new None: it is gone)."""
+    """One metric's change (old None: the metric is new; new None: it is
+    gone); `spelled`: the new side's steps written otherwise than as
+    themselves. Each pass over the steps is a comprehension or a set
+    operation: the cost is a few passes, linear in the steps."""
     before: Series = old if old is not None else {}
     after: Series = new if new is not None else {}
-    compared = added = removed = skipped = 0
-    differs = False
-    rels: list[float] = []
-    largest = -1.0
-    largest_step: str | None = None
-    for step in sorted(before.keys() | after.keys()):
-        a, b = before.get(step), after.get(step)
-        if a is None:
-            added += 1
-            continue
-        if b is None:
-            removed += 1
-            continue
-        x, y = finite(a[1]), finite(b[1])
-        if x is None or y is None:
-            differs = differs or not _same(a[1], b[1])
-            continue
-        compared += 1
-        differs = differs or a[1] != b[1]
-        if abs(x) < ZERO:
-            skipped += 1
-            continue
-        rel = (x - y) / x
-        pct = 100.0 * abs(rel)
-        if not math.isfinite(pct):  # a difference past the floats' range
-            skipped += 1
-            continue
-        rels.append(rel)
-        if pct > largest:
-            largest, largest_step = pct, b[0]
+    olds, news = _numbers(before), _numbers(after)
+    if olds is before and news is after and before == after and old is not None and new:
+        return _unchanged(name, gated, before, spelled)
+    common = olds.keys() & news.keys()
+    both = before.keys() & after.keys()
+    added, removed = len(after) - len(both), len(before) - len(both)
+    differs = bool(added or removed) or any(before[s] != after[s] for s in common)
+    if not differs:
+        differs = any(_text(before[s]) != _text(after[s]) for s in both - common)
+    changes = {s: (x - news[s]) / x for s in common if abs(x := olds[s]) >= ZERO}
+    pcts = {s: 100.0 * abs(r) for s, r in changes.items()}
+    # A difference past the floats' range is not measured.
+    if not all(map(math.isfinite, pcts.values())):
+        pcts = {s: p for s, p in pcts.items() if math.isfinite(p)}
+        changes = {s: changes[s] for s in pcts}
+    largest = max(pcts.values(), default=None)
+    step = min((s for s, p in pcts.items() if p == largest), default=None)
     if old is None:
         status = ADDED
     elif new is None:
         status = REMOVED
     else:
-        status = CHANGED if differs or added or removed else UNCHANGED
+        status = CHANGED if differs else UNCHANGED
     return MetricChange(
         name=name,
         gated=gated,
         status=status,
-        steps_compared=compared,
+        steps_compared=len(common),
         steps_added=added,
         steps_removed=removed,
-        steps_skipped=skipped,
-        non_finite_new=sum(1 for _, value in after.values() if finite(value) is None),
-        mean_rel_change_pct=100.0 * mean(rels) + 0.0 if rels else None,
-        max_abs_rel_change_pct=largest + 0.0 if rels else None,
-        max_step=largest_step,
+        steps_skipped=len(common) - len(changes),
+        non_finite_new=len(after) - len(news),
+        mean_rel_change_pct=100.0 * mean(list(changes.values())) + 0.0 if changes else None,
+        max_abs_rel_change_pct=largest + 0.0 if largest is not None else None,
+        max_step=None if step is None else (spelled or {}).get(step, str(step)),
     )
+
+
+_FLOAT = frozenset({float})
+
+
+def _unchanged(
+    name: str, gated: bool, series: Series, spelled: Mapping[int, str] | None
+) -> MetricChange:
+    """A metric whose samples, all finite numbers, are the same on both sides."""
+    skipped = sum(1 for x in series.values() if -ZERO < x < ZERO)
+    measured = len(series) - skipped
+    first = min((s for s, x in series.items() if abs(x) >= ZERO), default=None)
+    return MetricChange(
+        name=name,
+        gated=gated,
+        status=UNCHANGED,
+        steps_compared=len(series),
+        steps_skipped=skipped,
+        mean_rel_change_pct=0.0 if measured else None,
+        max_abs_rel_change_pct=0.0 if measured else None,
+        max_step=(spelled or {}).get(first, str(first)) if first is not None else None,
+    )
+
+
+def _numbers(series: Series) -> Series:
+    """The finite numbers of a series as floats (as Megatron-LM's script
+    reads them): the series itself when all its samples are finite floats
+    (checked in passes that run in C), else those of them converted (a boolean
+    is none; x - x is 0.0 for a finite float only)."""
+    kinds = set(map(type, series.values()))
+    if kinds <= _FLOAT and all(map(math.isfinite, series.values())):
+        return series
+    return {
+        s: float(v)
+        for s, v in series.items()
+        if (type(v) is float and v - v == 0.0) or type(v) is int
+    }
 
 
 def mean(values: Sequence[float]) -> float:
@@ -508,6 +623,7 @@ def compare_goldens(
             before.get(name) if old is not None and name in before else None,
             after.get(name) if new is not None and name in after else None,
             gated=name in checked,
+            spelled=new.spelled.get(name) if new is not None else None,
         )
         for name in names
         if name not in skip

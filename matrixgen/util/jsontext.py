@@ -119,7 +119,9 @@ def load_bounded(
             f"{len(raw):,} bytes, more than the {max_bytes:,} a JSON input may have"
         )
     depth = 0
-    for token in _TOKENS.finditer(raw):
+    # Fewer brackets than levels allowed cannot nest too deep: no walk needed.
+    shallow = raw.count(b"[") + raw.count(b"{") <= max_depth
+    for token in () if shallow else _TOKENS.finditer(raw):
         first = token.group()[:1]
         if first in (b"[", b"{"):
             depth += 1
