@@ -250,3 +250,49 @@ def test_git_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path:
     monkeypatch.setattr(subprocess, "run", missing)
     with pytest.raises(GitError, match="git is not installed"):
         Repository.discover(tmp_path)
+
+
+def test_small_blobs_reads_only_what_fits_and_says_what_is_not_there(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    big = b"x" * 5000
+    commit = repo.commit({"small.json": "{}\n", "big.json": big.decode(), "sub/c.yaml": "a: 1\n"})
+    git = Repository(repo.top)
+    small_id = blob_id(b"{}\n")
+    names = [small_id, f"{commit}:recipes/big.json", f"{commit}:recipes/sub/c.yaml"]
+    names += [f"{commit}:recipes/none.json", "0" * 40, f"{commit}:recipes/a\nb"]
+
+    def check(found: dict) -> None:
+        assert found[small_id] == (small_id, 3, b"{}\n")
+        assert found[f"{commit}:recipes/big.json"] == (blob_id(big), 5000, None)  # never read
+        assert found[f"{commit}:recipes/sub/c.yaml"][2] == b"a: 1\n"
+        assert found[f"{commit}:recipes/none.json"] is None and found["0" * 40] is None
+        assert found[f"{commit}:recipes/a\nb"] is None  # a name git cannot be asked for
+
+    check(git.small_blobs(names, 4096))
+    assert blob_id(big) not in git._blobs
+    # A git before 2.36 has no --batch-command: the same from two processes.
+    monkeypatch.setattr(Repository, "_batch_command", lambda self, names, limit: None)
+    check(Repository(repo.top).small_blobs(names, 4096))
+
+
+def test_changed_files_come_from_the_tree_diff_and_the_working_tree(repo: GitRepo) -> None:
+    repo.commit({"a.json": "1", "b.json": "2", "c.json": "3"})
+    base = repo.git("rev-parse", "HEAD")
+    repo.commit({"a.json": "10", "b.json": None, "d.json": "4"})
+    git = Repository(repo.top)
+    changes = {
+        c.path: c.status for c in git.changed_files(base, repo.git("rev-parse", "HEAD"), "recipes")
+    }
+    assert changes == {"recipes/a.json": "M", "recipes/b.json": "D", "recipes/d.json": "A"}
+    repo.write({"c.json": "30", "e.json": "5"})  # e.json: untracked
+    (repo.top / "recipes" / "a.json").unlink()
+    changes = {c.path: c.status for c in git.changed_files(base, None, "recipes")}
+    assert changes == {
+        "recipes/a.json": "D",
+        "recipes/b.json": "D",
+        "recipes/c.json": "M",
+        "recipes/d.json": "A",
+        "recipes/e.json": "A",
+    }
+    assert git.changed_files(base, None, "recipes/[bc].json") == []  # a path, not a pattern
