@@ -248,6 +248,25 @@ def test_the_working_tree_counts_edits_and_new_files_but_not_a_touched_one(
     assert data["head"] == "worktree"
 
 
+def test_a_file_whose_bytes_are_the_bases_is_no_change(
+    megatron_like: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should git's status report a file of the working tree whose time alone
+    changed, its bytes say it is the base's."""
+    repo = megatron_like
+    real = golden_review.Repository.changed_files
+    base_blob = repo.git("rev-parse", f"HEAD:{B_H100}")
+
+    def with_a_touched_file(self: Any, base: str, head: str | None, where: str) -> Any:
+        found = real(self, base, head, where)
+        touched = golden_review.PathChange(status="M", path=B_H100, old=base_blob)
+        return [*found, touched]
+
+    monkeypatch.setattr(golden_review.Repository, "changed_files", with_a_touched_file)
+    repo.write({A_H100: golden(NEW_A)}, under="")
+    assert [i["path"] for i in json_of(repo, "main")["golden_changes"]] == [A_H100]
+
+
 def test_metrics_the_case_lists_are_the_gated_ones(megatron_like: GitRepo) -> None:
     repo = megatron_like
     commit(
