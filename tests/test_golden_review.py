@@ -19,7 +19,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.diff import golden_review, goldens
+from matrixgen.diff import golden_read, golden_review
 from matrixgen.diff.comment import render_markdown
 from matrixgen.diff.goldens import GoldenFile, GoldenJob, GoldenReview, MetricChange
 from matrixgen.diff.model import SelectionDiff
@@ -293,7 +293,7 @@ def test_bad_files_are_located_problems_and_the_rest_of_the_diff_still_prints(
 ) -> None:
     repo = megatron_like
     big = golden({"lm loss": {str(s): 1.0 for s in range(400)}})
-    monkeypatch.setattr(goldens, "GOLDEN_MAX_BYTES", len(big) - 1)
+    monkeypatch.setattr(golden_read, "GOLDEN_MAX_BYTES", len(big) - 1)
     monkeypatch.setattr(golden_review, "GOLDEN_MAX_BYTES", len(big) - 1)
     link = repo.top / path("gpt_b")
     link.unlink()

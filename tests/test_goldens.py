@@ -14,6 +14,7 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
+from matrixgen.diff import golden_read as r
 from matrixgen.diff import goldens as g
 from matrixgen.engine.errors import Severity
 from tests.golden_fixtures import finite as _finite
@@ -150,19 +151,19 @@ def test_the_sign_says_which_way() -> None:
 
 
 def test_a_metric_that_only_one_side_can_read_is_not_compared() -> None:
-    old = g.parse_golden(b'{"a": {"values": {"1": 1}}, "b": {"values": [1]}}', "f.json", "base")
-    new = g.parse_golden(
+    old = r.parse_golden(b'{"a": {"values": {"1": 1}}, "b": {"values": [1]}}', "f.json", "base")
+    new = r.parse_golden(
         b'{"a": {"values": {"1": 2}}, "b": {"values": {"1": 1}}}', "f.json", "head"
     )
     (only,) = g.compare_goldens(old, new, ["a", "b"])
     assert only.name == "a" and only.status == "changed"
-    broken = g.parse_golden(b"{", "f.json", "base")
+    broken = r.parse_golden(b"{", "f.json", "base")
     assert g.compare_goldens(broken, new, ["a"]) == ()
 
 
 def test_metrics_come_in_the_new_files_order_then_the_old_ones() -> None:
-    old = g.parse_golden(b'{"x": {"values": {}}, "a": {"values": {}}}', "f.json", "base")
-    new = g.parse_golden(b'{"b": {"values": {}}, "a": {"values": {}}}', "f.json", "head")
+    old = r.parse_golden(b'{"x": {"values": {}}, "a": {"values": {}}}', "f.json", "base")
+    new = r.parse_golden(b'{"b": {"values": {}}, "a": {"values": {}}}', "f.json", "head")
     got = g.compare_goldens(old, new, ["a"])
     assert [(m.name, m.status, m.gated) for m in got] == [
         ("b", "added", False),
@@ -190,7 +191,7 @@ def golden_text(metrics: dict[str, dict[str, Any]]) -> bytes:
 @example(metrics={'a"b\n\\': {"7": 1}})
 def test_a_file_reads_back_as_written(metrics: dict[str, dict[str, Any]]) -> None:
     assume(all(len({int(k) for k in v}) == len(v) for v in metrics.values()))  # no step twice
-    got = g.parse_golden(golden_text(metrics), "f.json", "head")
+    got = r.parse_golden(golden_text(metrics), "f.json", "head")
     # A list, an object or a boolean is read, counted as non-finite, and said.
     odd = [
         v
@@ -210,7 +211,7 @@ def test_a_file_reads_back_as_written(metrics: dict[str, dict[str, Any]]) -> Non
 
 
 def problems_of(raw: bytes) -> list[tuple[str, str, int, int]]:
-    got = g.parse_golden(raw, "t/golden.json", "head")
+    got = r.parse_golden(raw, "t/golden.json", "head")
     return [(p.code, p.message, p.location.line, p.location.column) for p in got.problems]
 
 
@@ -218,13 +219,13 @@ def test_a_file_that_is_not_json_is_one_finding_at_its_line_and_column() -> None
     ((code, message, line, column),) = problems_of(b'{"lm loss": {"values":\n  {"1": 1,, }}}')
     assert code == "golden-json" and (line, column) == (2, 11)
     assert message.startswith("head: not JSON (")
-    assert g.parse_golden(b"\xff\xfe{", "f", "base").readable is False
+    assert r.parse_golden(b"\xff\xfe{", "f", "base").readable is False
     assert problems_of(b"")[0][0] == "golden-json"
 
 
 def test_not_the_training_layout_is_one_finding_and_nothing_compared() -> None:
     inference = b'{"0": {"generated_text": "x", "logprobs": [1]}, "mem": 5}'
-    got = g.parse_golden(inference, "t/golden.json", "head")
+    got = r.parse_golden(inference, "t/golden.json", "head")
     assert not got.readable and not got.metrics
     ((problem),) = got.problems
     assert problem.code == "golden-layout" and problem.location.line == 1
@@ -241,7 +242,7 @@ def test_each_bad_part_is_located_and_the_rest_is_read() -> None:
   "mem": "big",
   "iteration-time": {"values": {"1": [1], "2": {"x": 1}, "3": false, "99999999999999999999": 1}}
 }"""
-    got = g.parse_golden(raw, "t/golden.json", "head")
+    got = r.parse_golden(raw, "t/golden.json", "head")
     assert got.readable and got.unreadable == {"num-zeros", "mem"}
     found = {(p.code, p.location.line) for p in got.problems}
     assert ("golden-step", 2) in found  # "abc", "1.5", the Arabic-Indic one, " 2"
@@ -256,7 +257,7 @@ def test_each_bad_part_is_located_and_the_rest_is_read() -> None:
 
 def test_keys_given_twice_are_said_and_the_last_is_read() -> None:
     raw = b'{"a": {"values": {"1": 1}},\n "a": {"values": {"1": 2, "1": 3}}}'
-    got = g.parse_golden(raw, "f.json", "head")
+    got = r.parse_golden(raw, "f.json", "head")
     codes = [p.code for p in got.problems]
     assert codes == ["golden-duplicate", "golden-duplicate"]
     assert got.metrics["a"] == {1: 3}
@@ -264,13 +265,13 @@ def test_keys_given_twice_are_said_and_the_last_is_read() -> None:
 
 def test_each_kind_of_problem_is_listed_a_bounded_number_of_times() -> None:
     values = {f"s{i}": 1 for i in range(5000)}
-    got = g.parse_golden(golden_text({"a": values}), "f.json", "head")
-    assert len(got.problems) == g.PROBLEMS_PER_KIND + 1
+    got = r.parse_golden(golden_text({"a": values}), "f.json", "head")
+    assert len(got.problems) == r.PROBLEMS_PER_KIND + 1
     assert got.problems[-1].message == "head: and 4990 more problem(s) of this kind"
 
 
 def test_a_file_past_the_bounds_is_refused_unread(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(g, "GOLDEN_MAX_BYTES", 100)
+    monkeypatch.setattr(r, "GOLDEN_MAX_BYTES", 100)
     ((code, message, _, _),) = problems_of(golden_text({"a": {str(i): i for i in range(50)}}))
     assert code == "golden-json" and "more than the 100" in message
     monkeypatch.undo()
@@ -278,13 +279,13 @@ def test_a_file_past_the_bounds_is_refused_unread(monkeypatch: pytest.MonkeyPatc
     ((code, message, line, column),) = problems_of(deep)
     assert code == "golden-json" and "nested deeper than 100" in message
     assert (line, column) == (1, 101)
-    too_big = g.too_large("f.json", "base", 17_000_000)
+    too_big = r.too_large("f.json", "base", 17_000_000)
     assert not too_big.readable and too_big.problems[0].code == "golden-size"
 
 
 def test_a_huge_whole_number_is_a_float_not_an_error() -> None:
     raw = golden_text({"a": {"1": 1}}).replace(b'"1": 1', b'"1": ' + b"9" * 5000)
-    got = g.parse_golden(raw, "f.json", "head")
+    got = r.parse_golden(raw, "f.json", "head")
     assert not got.problems and got.metrics["a"][1] == float("inf")
 
 
@@ -293,8 +294,8 @@ def test_reading_and_comparing_cost_is_linear_in_the_size() -> None:
         metrics = {f"m{k}": {str(s): 1.0 + s / 7 for s in range(n)} for k in range(5)}
         raw = golden_text(metrics)
         start = time.process_time()
-        old = g.parse_golden(raw, "f.json", "base")
-        new = g.parse_golden(raw.replace(b".1", b".2"), "f.json", "head")
+        old = r.parse_golden(raw, "f.json", "base")
+        new = r.parse_golden(raw.replace(b".1", b".2"), "f.json", "head")
         g.compare_goldens(old, new, ["m0"])
         return time.process_time() - start
 
@@ -307,7 +308,7 @@ def test_reading_and_comparing_cost_is_linear_in_the_size() -> None:
 
 
 def test_a_key_given_twice_in_a_config_is_read_as_the_test_reads_it() -> None:
-    got = g.read_gating(b"METRICS: [a]\nMETRICS: [b]\n", "c.yaml")  # yaml.safe_load: the last
+    got = r.read_gating(b"METRICS: [a]\nMETRICS: [b]\n", "c.yaml")  # yaml.safe_load: the last
     assert got.metrics == {"b"} and [p.severity for p in got.problems] == [Severity.WARNING]
 
 
@@ -315,19 +316,19 @@ def test_a_config_that_cannot_name_metrics_is_not_parsed(monkeypatch: pytest.Mon
     def refuse(*args: object) -> None:
         raise AssertionError("parsed")
 
-    monkeypatch.setattr(g, "parse_yaml", refuse)
-    got = g.read_gating(b"MODEL_ARGS:\n  --x: 1\nbroken: [\n", "c.yaml")
-    assert got == g.DEFAULT_GATING
+    monkeypatch.setattr(r, "parse_yaml", refuse)
+    got = r.read_gating(b"MODEL_ARGS:\n  --x: 1\nbroken: [\n", "c.yaml")
+    assert got == r.DEFAULT_GATING
 
 
 def test_gated_metrics_are_the_configs_metrics_else_the_tests_default() -> None:
-    listed = g.read_gating(
+    listed = r.read_gating(
         b'MODEL_ARGS: {}\nMETRICS:\n  - "iteration-time"\n  - lm loss\n', "c.yaml"
     )
     assert listed.metrics == {"iteration-time", "lm loss"} and listed.source == "c.yaml"
     assert not listed.problems
     for raw in (None, b"MODEL_ARGS:\n  --x: 1\n"):
-        plain = g.read_gating(raw, "c.yaml")
+        plain = r.read_gating(raw, "c.yaml")
         assert plain.metrics == {"lm loss", "num-zeros"} and plain.source == "default"
         assert not plain.problems
 
@@ -343,7 +344,7 @@ def test_gated_metrics_are_the_configs_metrics_else_the_tests_default() -> None:
     ],
 )
 def test_a_config_that_says_nothing_readable_keeps_the_default_and_a_warning(raw: bytes) -> None:
-    got = g.read_gating(raw, "c.yaml")
+    got = r.read_gating(raw, "c.yaml")
     assert got.metrics == {"lm loss", "num-zeros"}
     assert got.problems and all(p.severity is Severity.WARNING for p in got.problems)
     assert all(p.location.file == "c.yaml" for p in got.problems)
@@ -445,20 +446,20 @@ def test_the_fast_reader_reads_what_the_standard_one_reads(
         allow_nan=True,
         indent=spacing,
     ).encode()
-    fast = g.parse_golden(raw, "f.json", "head")
-    real = g._quick
+    fast = r.parse_golden(raw, "f.json", "head")
+    real = r._quick
     try:
-        g._quick = lambda data: None  # type: ignore[assignment]
-        slow = g.parse_golden(raw, "f.json", "head")
+        r._quick = lambda data: None  # type: ignore[assignment]
+        slow = r.parse_golden(raw, "f.json", "head")
     finally:
-        g._quick = real
+        r._quick = real
     assert json.dumps(fast.metrics, allow_nan=True) == json.dumps(slow.metrics, allow_nan=True)
     assert fast.problems == slow.problems and fast.spelled == slow.spelled
 
 
 def test_a_key_given_twice_is_seen_whichever_reader_reads_the_file() -> None:
     raw = b'{"a": {"values": {"1": 1, "2": 2, "1": 3}}}'
-    assert g._quick(raw) is None  # orjson would keep the last "1" without a word
-    got = g.parse_golden(raw, "f.json", "head")
+    assert r._quick(raw) is None  # orjson would keep the last "1" without a word
+    got = r.parse_golden(raw, "f.json", "head")
     assert [p.code for p in got.problems] == ["golden-duplicate"]
-    assert g._quick(b'{"a": {"values": {"1": 1, "2": 2}}}') == {"a": {"values": {"1": 1, "2": 2}}}
+    assert r._quick(b'{"a": {"values": {"1": 1, "2": 2}}}') == {"a": {"values": {"1": 1, "2": 2}}}

@@ -14,8 +14,12 @@ from matrixgen.cli.evidence import DbOption, note_ignored_store
 from matrixgen.util.escape import terminal_text
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from matrixgen.diff.changed import ChangedView
     from matrixgen.diff.compare import Side
+    from matrixgen.diff.expect import Rule
+    from matrixgen.diff.golden_rules import GoldenRule
     from matrixgen.diff.model import SelectionDiff
     from matrixgen.diff.references import ReferenceGaps
 
@@ -167,11 +171,10 @@ def diff_command(
     ] = False,
 ) -> None:
     from matrixgen.diff.compare import diff_revisions
-    from matrixgen.diff.expect import check_rules, evaluate, parse_rules, require
     from matrixgen.diff.gitsource import check_revision, locate_recipes
     from matrixgen.diff.references import reference_gaps
 
-    rules = parse_rules(expect or ())  # a malformed rule stops us before any git work
+    rules = _read_rules(expect or ())  # a malformed rule stops us before any git work
     check_revision(base)
     if head is not None:
         check_revision(head)
@@ -190,7 +193,7 @@ def diff_command(
     goldens = golden_review(repo, sides)
     if goldens is not None:
         result = replace(result, goldens=goldens)
-    check_rules(rules, result)  # an unknown system/scope/platform: exit 2, before any output
+    _check_rules(rules, result)  # exit 2 before any output
     _echo_side_notes(result, sides)
     # Jobs the head runs without their reference files (each side's own revision).
     gaps = reference_gaps(repo, result, sides)
@@ -202,11 +205,41 @@ def diff_command(
         view = view_of(repo, path, base, head, sides[1].generation, head_targets)
     _echo_diff(result, fmt, gaps, view)
     if rules:
-        outcomes = evaluate(rules, result)
-        for outcome in outcomes:
-            if outcome.ok:
-                typer.echo(f"matrixgen: {terminal_text(outcome)}", err=True)
-        require(outcomes, result)
+        _judge(rules, result)
+
+
+def _read_rules(texts: Sequence[str]) -> list[Rule | GoldenRule]:
+    """Each --expect rule: a golden one (`golden[{CASES}]:...`) or a target one."""
+    from matrixgen.diff.expect import parse_rule
+    from matrixgen.diff.golden_rules import is_golden, parse_golden_rule
+
+    return [parse_golden_rule(t) if is_golden(t) else parse_rule(t) for t in texts]
+
+
+def _check_rules(rules: Sequence[Rule | GoldenRule], result: SelectionDiff) -> None:
+    """A usage error for an unknown system, scope, platform or test case, and for
+    a golden rule in a tree without golden values."""
+    from matrixgen.diff.expect import Rule, check_rules
+    from matrixgen.diff.golden_rules import GoldenRule, check_golden_rules
+
+    check_rules([r for r in rules if isinstance(r, Rule)], result)
+    check_golden_rules([r for r in rules if isinstance(r, GoldenRule)], result)
+
+
+def _judge(rules: Sequence[Rule | GoldenRule], result: SelectionDiff) -> None:
+    """Each rule's outcome, in the order given: those that hold on stderr, and
+    exit 6 listing those that do not."""
+    from matrixgen.diff.expect import evaluate, require
+    from matrixgen.diff.golden_rules import GoldenRule, evaluate_golden
+
+    outcomes = [
+        evaluate_golden(r, result) if isinstance(r, GoldenRule) else evaluate([r], result)[0]
+        for r in rules
+    ]
+    for outcome in outcomes:
+        if outcome.ok:
+            typer.echo(f"matrixgen: {terminal_text(outcome)}", err=True)
+    require(outcomes, result)
 
 
 def _echo_side_notes(result: SelectionDiff, sides: list[Side]) -> None:

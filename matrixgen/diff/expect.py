@@ -76,36 +76,9 @@ Examples:
 A cost is compared in the rule's unit at a millionth of it, so `cost<=+7m`
 holds for a change of exactly 7 GPU-minutes.
 
-Golden values (diff.golden_review: the golden-values files the branch adds,
-removes or changes) have rules of their own, the pattern `golden`:
-
-    GOLDEN   = "golden" [ "{" CASES "}" ] ":" GCHECK { [","] GCHECK }
-    GCHECK   = GCOUNT [ OP | "=" ] COUNT | ("max" | "mean") [ OP | "=" ] PERCENT "%"
-    GCOUNT   = "files"      golden-values files added, removed or changed
-             | "others"     files of test cases other than the braces name
-             | "orphans"    files no job of any target reads
-             | "missing"    steps the new side lacks, over every metric (a
-                            removed metric or file: all its steps)
-             | "nonfinite"  samples of the new side that are no finite
-                            number (NaN, infinities, "nan"), every metric
-             | "problems"   files that could not be read whole (not JSON, no
-                            values, a step that is no whole number, too large)
-    "max"    the largest change at any one step of a gated metric,
-             100 x |old - new| / |old|, over the files
-    "mean"   the largest signed mean change of a gated metric, in size
-
-With CASES the checks count only the files of those test cases; `others`
-needs them. Examples:
-
-    golden:files=0                     no golden-values file changes at all
-    golden{*_1node}:others=0           only the 1-node cases' golden values change
-    golden:max<=2%                     no gated metric changes by more than 2% at any step
-    golden:nonfinite=0,missing=0       no non-finite sample, no step lost
-    golden:problems=0                  every changed file could be compared
-
-A tree without golden values (a project config that declares no `golden`
-reference) makes a golden rule a usage error. A percentage is compared at a
-billionth of a percent.
+Rules over the golden-values files a branch changes (the pattern `golden`) are
+read and judged by diff.golden_rules, with this module's operators, test-case
+braces and `require`.
 
 A malformed rule (a cost without its unit, an unknown check) is a usage error
 (exit 2), and so is a pattern part (system,
@@ -121,10 +94,10 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from fnmatch import fnmatchcase
+from typing import Protocol
 
 from msgspec import Struct
 
-from matrixgen.diff.goldens import GoldenFigures, pct
 from matrixgen.diff.model import SelectionDiff, TargetDiff, target_counts, target_order
 from matrixgen.engine.errors import ExpectationError, UsageError, did_you_mean
 from matrixgen.engine.model import Job, Target
@@ -263,133 +236,6 @@ class Rule(Struct, frozen=True):
         )
 
 
-GOLDEN = "golden"
-GOLDEN_COUNTS = {
-    "files": "golden-values file(s) changed",
-    "others": "file(s) of other test cases",
-    "orphans": "orphan file(s)",
-    "missing": "missing step(s)",
-    "nonfinite": "non-finite sample(s)",
-    "problems": "file(s) with problems",
-}
-GOLDEN_PERCENTS = {
-    "max": "a gated metric's change at any step",
-    "mean": "a gated metric's mean change",
-}
-_GOLDEN_COUNT = re.compile(
-    r"\s*(" + "|".join(GOLDEN_COUNTS) + r")(<=|>=|!=|==|<|>|=)?([0-9]+)\s*,?"
-)
-_GOLDEN_PERCENT = re.compile(
-    r"\s*(max|mean)(<=|>=|!=|==|<|>|=)?([0-9]+(?:\.[0-9]+)?|\.[0-9]+)(%?)\s*,?"
-)
-_GOLDEN_EXAMPLE = (
-    "like golden:files=0, golden{CASE,...}:others=0, golden:max<=2% or golden:missing=0"
-)
-
-
-class GoldenCheck(Struct, frozen=True):
-    """A check over golden-values changes: a count (GOLDEN_COUNTS) or a
-    percentage (GOLDEN_PERCENTS)."""
-
-    kind: str
-    op: str  # one of OPS ("" exactly)
-    amount: float
-
-    def __str__(self) -> str:
-        amount = f"{self.amount:g}%" if self.kind in GOLDEN_PERCENTS else str(int(self.amount))
-        return f"{self.kind}{self.op or '='}{amount}"
-
-    def value(self, figures: GoldenFigures) -> float:
-        return float(getattr(figures, self.kind))
-
-    def holds(self, figures: GoldenFigures) -> bool:
-        return OPS[self.op](round(self.value(figures), 9), round(self.amount, 9))
-
-    def shown(self, figures: GoldenFigures) -> str:
-        value = self.value(figures)
-        where = figures.places.get(self.kind)
-        if self.kind in GOLDEN_COUNTS:
-            return f"{int(value)} {GOLDEN_COUNTS[self.kind]}" + (f" ({where})" if where else "")
-        if not where:
-            return "no gated metric measured"
-        return f"{pct(value, signed=False)} ({where})"
-
-    def describe(self) -> str:
-        words = {"": "exactly", "==": "exactly", "<=": "at most", ">=": "at least"}
-        words |= {"<": "less than", ">": "more than", "!=": "not"}
-        if self.kind in GOLDEN_COUNTS:
-            return f"{words[self.op]} {int(self.amount)} {GOLDEN_COUNTS[self.kind]}"
-        return f"{GOLDEN_PERCENTS[self.kind]} {words[self.op]} {self.amount:g}%"
-
-
-class GoldenRule(Struct, frozen=True):
-    """A rule over the golden-values files a diff changes (`golden[{CASES}]:...`)."""
-
-    text: str
-    checks: tuple[GoldenCheck, ...]
-    cases: tuple[str, ...] = ()
-
-
-class GoldenOutcome(Struct, frozen=True):
-    rule: GoldenRule
-    figures: GoldenFigures
-    failed: tuple[GoldenCheck, ...]
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed
-
-    def __str__(self) -> str:
-        if not self.failed:
-            shown = ", ".join(f"{c}: {c.shown(self.figures)}" for c in self.rule.checks)
-            return f"--expect {self.rule.text}: holds ({shown})"
-        wrong = "; ".join(
-            f"expected {c.describe()}, got {c.shown(self.figures)}" for c in self.failed
-        )
-        return f"--expect {self.rule.text}: FAILED: {wrong}"
-
-
-def _golden_rule(text: str, cases: tuple[str, ...], body: str) -> GoldenRule:
-    """The checks of a `golden` rule; UsageError when one cannot be read."""
-    checks: list[GoldenCheck] = []
-    pos = 0
-    while pos < len(body):
-        found = _GOLDEN_PERCENT.match(body, pos) or _GOLDEN_COUNT.match(body, pos)
-        if found is None:
-            word = _WORD.match(body, pos)
-            known = [*GOLDEN_COUNTS, *GOLDEN_PERCENTS]
-            hint = did_you_mean(word.group(1), known) if word else ""
-            raise UsageError(
-                f'--expect "{text}": cannot read "{body[pos:].strip()}"{hint}: a golden check is '
-                f"one of {', '.join(GOLDEN_COUNTS)} with an optional operator and a count, or "
-                f"max or mean with an optional operator and a percentage; {_GOLDEN_EXAMPLE}"
-            )
-        kind, op = found.group(1), found.group(2)
-        if found.re is _GOLDEN_PERCENT:
-            number, sign = found.group(3), found.group(4)
-            if not sign:
-                raise UsageError(
-                    f'--expect "{text}": {kind} is a percentage: write "{kind}{op or "<="}'
-                    f'{number}%" (the change at any step of a gated metric, in percent)'
-                )
-            if len(number) > 40:
-                raise UsageError(f'--expect "{text}": the percentage "{number}" is too long')
-            amount = float(number)
-        else:
-            amount = float(found.group(3))
-        checks.append(GoldenCheck(kind, "" if op in (None, "=") else op, amount))
-        pos = found.end()
-    kinds = [c.kind + c.op for c in checks]
-    if len(set(kinds)) != len(kinds):
-        raise UsageError(f'--expect "{text}": a check is given twice')
-    if not cases and any(c.kind == "others" for c in checks):
-        raise UsageError(
-            f'--expect "{text}": "others" counts the files of test cases the braces do not '
-            "name: give them, like golden{gpt3_a,moe_*}:others=0"
-        )
-    return GoldenRule(text=text, checks=tuple(checks), cases=cases)
-
-
 class Outcome(Struct, frozen=True):
     rule: Rule
     counts: dict[str, float]  # per check kind; "cost": GPU-hours per run, head minus base
@@ -425,20 +271,18 @@ class Outcome(Struct, frozen=True):
         )
 
 
-def parse_rule(text: str) -> Rule | GoldenRule:
+def parse_rule(text: str) -> Rule:
     """One rule; UsageError (exit 2) saying what is wrong when it is malformed."""
     pattern, sep, checks_text = text.rpartition(":")
     pattern = pattern.strip()
     if not sep or not pattern:
         raise UsageError(f'--expect "{text}": expected PATTERN:CHECKS, {_EXAMPLE}')
-    pattern, cases = _rule_cases(text, pattern)
+    pattern, cases = rule_cases(text, pattern)
     checks: list[Check | CostCheck] = []
     pos = 0
     body = checks_text.rstrip()
     if not body.strip():
         raise UsageError(f'--expect "{text}": no check after ":", {_EXAMPLE}')
-    if pattern == GOLDEN:
-        return _golden_rule(text, cases, body)
     while pos < len(body):
         cost = _cost_check(text, body, pos)
         if cost is not None:
@@ -490,7 +334,7 @@ def parse_rule(text: str) -> Rule | GoldenRule:
     return Rule(text=text, parts=parts, name=None, checks=tuple(checks), cases=cases)
 
 
-def _rule_cases(text: str, pattern: str) -> tuple[str, tuple[str, ...]]:
+def rule_cases(text: str, pattern: str) -> tuple[str, tuple[str, ...]]:
     """The pattern without its `{CASES}`, and the test cases named there."""
     if "{" not in pattern and "}" not in pattern:
         return pattern, ()
@@ -539,11 +383,11 @@ def _cost_check(text: str, body: str, pos: int) -> tuple[CostCheck, int] | None:
     return CostCheck(op, amount, unit), match.end()
 
 
-def parse_rules(texts: Iterable[str]) -> list[Rule | GoldenRule]:
+def parse_rules(texts: Iterable[str]) -> list[Rule]:
     return [parse_rule(t) for t in texts]
 
 
-def check_rules(rules: Sequence[Rule | GoldenRule], diff: SelectionDiff) -> None:
+def check_rules(rules: Sequence[Rule], diff: SelectionDiff) -> None:
     """A UsageError (exit 2) for a rule that names a system, scope, platform,
     environment or cadence (without globs) that no target of the diff has; a
     scope is looked for among the scopes of the system(s) the rule names."""
@@ -554,9 +398,6 @@ def check_rules(rules: Sequence[Rule | GoldenRule], diff: SelectionDiff) -> None
                 values[i].add(value)
     values[0] |= {"github", "gitlab"}
     for rule in rules:
-        if isinstance(rule, GoldenRule):
-            _check_golden(rule, diff)
-            continue
         for i, pattern in enumerate(rule.parts):
             if _GLOB.search(pattern):
                 continue
@@ -581,35 +422,24 @@ def check_rules(rules: Sequence[Rule | GoldenRule], diff: SelectionDiff) -> None
                     f'--expect "{rule.text}": unknown {what} "{pattern}"'
                     f"{did_you_mean(pattern, known)}; the targets of this diff have: {shown}"
                 )
-        _check_cases(rule, diff.test_cases)
+        check_cases(rule.text, rule.cases, diff.test_cases)
 
 
-def _check_golden(rule: GoldenRule, diff: SelectionDiff) -> None:
-    """A golden rule needs golden values; its test cases are checked against
-    every job's and every changed file's."""
-    if diff.goldens is None:
-        raise UsageError(
-            f'--expect "{rule.text}": this tree declares no golden values (a project config '
-            "names them as references.templates.golden)"
-        )
-    known = sorted({*diff.test_cases, *diff.goldens.test_cases})
-    _check_cases(rule, known)
-
-
-def _check_cases(rule: Rule | GoldenRule, known: Sequence[str]) -> None:
-    """A test case of a rule that no job of either side has (a glob that
-    matches none) is a usage error: the rule would count nothing, and hold or
-    fail for the wrong reason. Not checked when the diff does not know them."""
+def check_cases(text: str, cases: Sequence[str], known: Sequence[str]) -> None:
+    """A test case of a rule (as given: `text`) that no job of either side has
+    (a glob that matches none) is a usage error: the rule would count nothing,
+    and hold or fail for the wrong reason. Not checked when the diff does not
+    know them."""
     if not known:
         return
-    for case in rule.cases:
+    for case in cases:
         if case in known:
             continue
         if _GLOB.search(case) and any(fnmatchcase(k, case) for k in known):
             continue
         what = "matches no test case" if _GLOB.search(case) else "is no test case"
         raise UsageError(
-            f'--expect "{rule.text}": "{case}" {what} of either side{did_you_mean(case, known)}'
+            f'--expect "{text}": "{case}" {what} of either side{did_you_mean(case, known)}'
         )
 
 
@@ -618,16 +448,11 @@ def _values(target: Target) -> tuple[str, ...]:
     return target_order(target)[:5]
 
 
-def evaluate(
-    rules: Sequence[Rule | GoldenRule], diff: SelectionDiff
-) -> list[Outcome | GoldenOutcome]:
+def evaluate(rules: Sequence[Rule], diff: SelectionDiff) -> list[Outcome]:
     """Each rule's counts over the targets it matches (see `check_rules` for the
     usage errors, which callers check first)."""
-    outcomes: list[Outcome | GoldenOutcome] = []
+    outcomes = []
     for rule in rules:
-        if isinstance(rule, GoldenRule):
-            outcomes.append(_golden_outcome(rule, diff))
-            continue
         matched = [t for t in diff.targets if rule.matches(t.target)]
         if rule.cases:
             counts: dict[str, float] = {**case_counts(matched, rule.cases, diff.test_cases)}
@@ -645,18 +470,6 @@ def evaluate(
         names = tuple(t.target.name for t in matched)
         outcomes.append(Outcome(rule=rule, counts=counts, failed=failed, targets=names))
     return outcomes
-
-
-def _golden_outcome(rule: GoldenRule, diff: SelectionDiff) -> GoldenOutcome:
-    review = diff.goldens
-    if review is None:  # check_rules refuses it first
-        raise UsageError(f'--expect "{rule.text}": this tree declares no golden values')
-    wanted = None
-    if rule.cases:
-        wanted = case_matcher(rule.cases, {*diff.test_cases, *review.test_cases})
-    figures = review.figures(wanted)
-    failed = tuple(c for c in rule.checks if not c.holds(figures))
-    return GoldenOutcome(rule=rule, figures=figures, failed=failed)
 
 
 def case_matcher(cases: Sequence[str], known: Iterable[str]) -> Callable[[str], bool]:
@@ -696,7 +509,15 @@ def case_counts(
     return total
 
 
-def require(outcomes: Sequence[Outcome | GoldenOutcome], diff: SelectionDiff) -> None:
+class Verdict(Protocol):
+    """What `require` reads of an outcome (this module's, or a golden rule's):
+    whether it holds, and `str()` to say so."""
+
+    @property
+    def ok(self) -> bool: ...
+
+
+def require(outcomes: Sequence[Verdict], diff: SelectionDiff) -> None:
     """Raise ExpectationError (exit 6) listing every rule that does not hold."""
     bad = [o for o in outcomes if not o.ok]
     if not bad:
@@ -706,7 +527,7 @@ def require(outcomes: Sequence[Outcome | GoldenOutcome], diff: SelectionDiff) ->
     unmatched = [o for o in bad if isinstance(o, Outcome) and not o.targets]
     for o in bad:
         line = str(o)
-        if o in unmatched and isinstance(o.rule, Rule) and o.rule.name is None:
+        if isinstance(o, Outcome) and not o.targets and o.rule.name is None:
             line += did_you_mean("/".join(o.rule.parts[:2]), places)
         lines.append(line)
     if unmatched:

@@ -1,5 +1,5 @@
 """The golden-values review of a diff: every golden-values file the branch
-adds, removes or changes, compared metric by metric (`diff.goldens`), with the
+adds, removes or changes, compared metric by metric (`diff.golden_read`, `diff.goldens`), with the
 jobs that read it, in the diff's text and its PR comment.
 
 Which files are golden values: those that fit a template (`{model}`,
@@ -38,26 +38,28 @@ from typing import TYPE_CHECKING
 
 from matrixgen.diff import markdown as md
 from matrixgen.diff.gitsource import PathChange, Repository, blob_id
-from matrixgen.diff.goldens import (
-    ADDED,
-    CHANGED,
+from matrixgen.diff.golden_read import (
     CONFIG_NAME,
     GOLDEN_MAX_BYTES,
-    REMOVED,
-    UNCHANGED,
     Gating,
-    GoldenFile,
-    GoldenJob,
-    GoldenReview,
     GoldenValues,
-    MetricChange,
-    compare_goldens,
     parse_golden,
-    pct,
     read_gating,
     too_large,
     unread_gating,
     unreadable,
+)
+from matrixgen.diff.goldens import (
+    ADDED,
+    CHANGED,
+    REMOVED,
+    UNCHANGED,
+    GoldenFile,
+    GoldenJob,
+    GoldenReview,
+    MetricChange,
+    compare_goldens,
+    pct,
 )
 from matrixgen.diff.targets import resolve_diff_targets
 from matrixgen.engine.errors import Severity
