@@ -31,6 +31,9 @@ HEAVY = (
     "sqlalchemy",
     "psycopg",
     "matrixgen.evidence",
+    # Known-failure patterns are compiled only where a config declares some.
+    "re2",
+    "matrixgen.util.linear_regex",
     # Not heavy, but each costs a few ms of every run for nothing: the host
     # name comes from os.uname(), a schema file is read only by the schema pass.
     "socket",
@@ -123,6 +126,23 @@ def test_commands_on_a_plain_tree_import_nothing_heavy(tmp_path: Path, args: lis
     # The command modules of quarantine editing and of diff stay out of other commands.
     assert "matrixgen.cli.quarantine" not in modules
     assert "matrixgen.cli.diff" not in modules
+
+
+def test_re2_is_imported_only_for_a_config_that_declares_known_failures(tmp_path: Path) -> None:
+    """The config's known-failure patterns are checked where they are read, so
+    a tree that declares some pays for RE2 (a few ms); one that does not never
+    imports it (the plain tree above)."""
+    tree = tmp_path / "recipes"
+    for rel, text in V1_TREE.items():
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    (tree / "matrixgen.yaml").write_text(
+        "triage:\n  known_failures:\n"
+        "    - {pattern: 'Segmentation fault', tracker: 'https://example.com/1', kind: infra}\n"
+    )
+    modules = _imported(["list", "--recipes", str(tree)], tmp_path)
+    assert "re2" in modules and "matrixgen.util.linear_regex" in modules
+    assert not {m for m in modules if m.split(".")[0] in ("sqlalchemy", "psycopg")}
 
 
 def test_validate_imports_jsonschema_for_its_schema_pass(tmp_path: Path) -> None:

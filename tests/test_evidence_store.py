@@ -131,7 +131,7 @@ def test_the_schema_is_versioned_and_a_newer_one_refused(db: str, evidence_runs:
     ingest_runs(db, evidence_runs[:1])
     store = open_store(db, write=True)
     try:
-        assert schema_version(store) == tables_module.SCHEMA_VERSION == 5
+        assert schema_version(store) == tables_module.SCHEMA_VERSION == 6
         with store.engine.begin() as conn:
             conn.execute(tables_module.schema_table.update().values(version=99))
     finally:
@@ -511,7 +511,7 @@ def test_a_version_1_store_migrates_and_its_runs_have_no_ref(db: str) -> None:
     store = open_store(db, write=True)
     try:
         ingest(store, RunInfo(run_id="7002", commit="def", finished_at=None, ref="main"), [])
-        assert schema_version(store) == tables_module.SCHEMA_VERSION == 5
+        assert schema_version(store) == tables_module.SCHEMA_VERSION == 6
         with store.transaction() as conn:
             rows = {r.run_id: (r.git_ref, r.source, r.commit) for r in read_runs(conn).values()}
             indexes = {i["name"] for i in sa.inspect(conn).get_indexes("runs")}
@@ -541,8 +541,10 @@ def test_a_version_1_store_migrates_and_its_runs_have_no_ref(db: str) -> None:
 def test_a_version_4_store_moves_its_results_into_day_partitions(
     db: str, evidence_runs: list[Run], tmp_path: Path
 ) -> None:
-    """The same rows, through schema 4 and migration 5, read as one ingest
-    under schema 5 stored them: every row kept, the flaky verdicts the same."""
+    """The same rows, through schema 4 and migrations 5 and 6, read as one
+    ingest under schema 6 stored them: every row kept (each failure's reason
+    computed from its message as the ingest computes it), the flaky verdicts
+    the same."""
     import sqlalchemy as sa
 
     fresh = str(tmp_path / "fresh.db")
@@ -558,7 +560,10 @@ def test_a_version_4_store_moves_its_results_into_day_partitions(
             for migration in tables_module.MIGRATIONS[:4]:
                 migration(conn)
             for table in ordered:
-                rows = [dict(r._mapping) for r in read.execute(sa.select(table))]
+                # The columns schema 4 has (a fresh store's results have the reasons too).
+                old = tables_module._results_1 if table is tables_module.results else table
+                columns = [table.c[c.name] for c in old.columns]
+                rows = [dict(r._mapping) for r in read.execute(sa.select(*columns))]
                 conn.execute(table.insert(), rows)
     finally:
         source.dispose()
@@ -572,7 +577,7 @@ def test_a_version_4_store_moves_its_results_into_day_partitions(
                 rows = conn.execute(sa.select(tables_module.results).order_by(*order)).all()
                 days = tables_module.partitions(conn)
             verdicts = [r.to_dict() for r in flaky_rows(store, FlakyPolicy(since_days=None)).rows]
-            assert schema_version(store) == 5
+            assert schema_version(store) == 6
         finally:
             store.close()
         return [tuple(r) for r in rows], [verdicts, days]
@@ -588,6 +593,119 @@ def test_a_version_4_store_moves_its_results_into_day_partitions(
             ("results_20261109", 7 * 86_400),
             ("results_20261116", 7 * 86_400),
         ]
+
+
+def _kinds_run(location: str) -> None:
+    """One more run into a store: a failure, an error, a muted error (the
+    element it was is not stored), a failure without a message, a pass."""
+    import datetime as dt
+
+    from matrixgen.evidence.ingest import ingest
+    from matrixgen.evidence.junit import Outcome, Testcase
+    from matrixgen.evidence.store import JobKey, JobResults, RunInfo
+
+    bucket = JobKey("gitlab", "mr", "dgx_h100", "dev", "unit-tests", "tests/k/", "", unit=True)
+    kinds = [
+        ("failed", Outcome.FAILED, None, "assert 3 == 4\nmore"),
+        ("errored", Outcome.ERROR, None, "fixture 'db' not found at 0x7f3a2b"),
+        ("muted", Outcome.MUTED, Outcome.ERROR, "TimeoutError: 30 s"),
+        ("silent", Outcome.FAILED, None, ""),
+        ("passed", Outcome.PASSED, None, ""),
+    ]
+    tests = tuple(
+        Testcase(node_id=f"tests/k/test_k.py::test_{name}", classname="c", name=name, suite="",
+                 outcome=outcome, muted_from=was, duration=1.0, message=message)
+        for name, outcome, was, message in kinds
+    )  # fmt: skip
+    store = open_store(location, write=True)
+    try:
+        at = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
+        ingest(store, RunInfo(run_id="k1", commit=None, finished_at=at, ref="main"),
+               [JobResults(job=bucket, job_name="k", target="", testcases=tests)])  # fmt: skip
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("writer", [True, False], ids=["writer", "reader"])
+def test_a_version_5_store_gets_each_failures_reason(
+    db: str, evidence_runs: list[Run], tmp_path: Path, writer: bool
+) -> None:
+    """Schema 6 on a store schema 5 made: every failed result gets the reason
+    an ingest gives it now, computed from its stored message (a muted one is a
+    `failure`: the element it was is not stored), no other row changes, and
+    the failed-results index holds the reasons. The first command to open it
+    migrates it: an ingest, or on PostgreSQL a reader (under the writers'
+    lock, its reads then read-only); a SQLite reader cannot write its file and
+    says so."""
+    import sqlalchemy as sa
+
+    fresh = str(tmp_path / "fresh.db")
+    ingest_runs(fresh, evidence_runs[-6:])
+    _kinds_run(fresh)
+    url = store_url(db)
+    source, engine = sa.create_engine(store_url(fresh)), sa.create_engine(url)
+    ordered = [tables_module.runs, tables_module.jobs, tables_module.run_jobs]
+    ordered += [tables_module.cases, tables_module.results]
+    old_results = [c.name for c in tables_module._results_5.columns]
+    try:
+        with source.connect() as read, engine.begin() as conn:
+            tables_module.schema_table.create(conn)
+            conn.execute(tables_module.schema_table.insert().values(version=5))
+            for migration in tables_module.MIGRATIONS[:5]:
+                migration(conn)
+            for table in ordered:
+                names = old_results if table is tables_module.results else list(table.c.keys())
+                rows = [
+                    dict(r._mapping) for r in read.execute(sa.select(*(table.c[n] for n in names)))
+                ]
+                if table is tables_module.results:
+                    tables_module.ensure_partition(conn, min(r["finished_at"] for r in rows))
+                    for at in {r["finished_at"] for r in rows}:
+                        tables_module.ensure_partition(conn, at)
+                conn.execute(table.insert(), rows)
+    finally:
+        source.dispose()
+        engine.dispose()
+    if not writer and "postgresql" not in url:
+        store = open_store(db, write=False)
+        try:
+            with pytest.raises(ResultsStoreError, match="schema version 5; `matrixgen results"):
+                schema_version(store)
+        finally:
+            store.close()
+        return
+
+    def read(location: str, write: bool = True) -> list[tuple]:
+        store = open_store(location, write=write)
+        try:
+            with store.transaction() as conn:
+                r = tables_module.results.c
+                query = sa.select(r.case_id, r.run_ref, r.outcome, r.message, r.reason)
+                rows = conn.execute(query.order_by(r.case_id, r.run_ref)).all()
+                indexes = {
+                    i["name"]: i["column_names"] for i in sa.inspect(conn).get_indexes("results")
+                }
+            assert schema_version(store) == 6
+        finally:
+            store.close()
+        assert indexes["ix_results_failed_run"] == ["run_ref", "case_id", "reason"]
+        return [tuple(row) for row in rows]
+
+    migrated, expected = read(db, write=writer), read(fresh)
+    assert len(migrated) == len(expected) == 6 * 8 + 5
+    stored = {message: why for _, _, _, message, why in migrated if why}
+    assert stored["fixture 'db' not found at 0x7f3a2b"] == (
+        "error: fixture '<q>' not found at <addr>"
+    )
+    assert stored["TimeoutError: 30 s"] == "failure: TimeoutError: <n> s"  # muted: a failure
+    assert stored[None] == "failure (no message)"
+    assert stored["assert 3 == 4\nmore"] == "failure: assert <n> == <n>"
+    # Every row as a fresh ingest has it, but the muted error's kind.
+    differs = [(a, b) for a, b in zip(migrated, expected, strict=True) if a != b]
+    assert [(a[2], a[4], b[4]) for a, b in differs] == [
+        (4, "failure: TimeoutError: <n> s", "error: TimeoutError: <n> s")
+    ]
+    assert all((row[4] is None) == (row[2] in (0, 3)) for row in migrated)
 
 
 def test_a_reader_refuses_a_version_1_sqlite_store_and_names_the_fix(tmp_path: Path) -> None:

@@ -162,8 +162,9 @@ def ingest(
     """Store the tests of JUnit XML reports for one run: one row per job and test.
 
     A failure the report marks muted stays muted only where a mute entry of the
-    quarantine file at --base names it. Re-ingesting a run changes nothing; a
-    bad file stores nothing."""
+    quarantine file at --base names it. Each failure's reason is stored, and the
+    line of its output a known-failure pattern of the config matches. Re-ingesting
+    a run changes nothing; a bad file stores nothing."""
     import os
 
     from matrixgen.evidence.junit import report_files
@@ -188,7 +189,12 @@ def ingest(
     from matrixgen.evidence.store import RunInfo
 
     info = RunInfo(run_id=run_id.strip(), commit=commit, finished_at=moment, ref=ref, source=source)
-    report, shown = _stream_ingest(db, info, paths, mapper, grants)
+    from matrixgen.evidence.known import known_failures
+
+    # The config's known-failure patterns read each failed test's output: the
+    # line one matches is kept (triage matches the message itself later).
+    known = known_failures(generation.tree.config)
+    report, shown = _stream_ingest(db, info, paths, mapper, grants, known.watch if known else None)
     _echo_ingest(report, shown, len(paths), fmt)
     if grants.refused:
         typer.echo(
@@ -265,7 +271,7 @@ def _echo_ingest(report: Any, shown: str, files: int, fmt: TableOrJson) -> None:
 
 
 def _stream_ingest(
-    db: str | None, info: Any, paths: list[Path], mapper: Any, grants: Any
+    db: str | None, info: Any, paths: list[Path], mapper: Any, grants: Any, watch: Any = None
 ) -> tuple[Any, str]:
     """Read the reports one record at a time into the store, in one transaction
     (memory stays flat: `ingest.IngestSink`); the run ends when its reports
@@ -291,7 +297,7 @@ def _stream_ingest(
                     test = grants(chosen, test)
                     sink.add(chosen.key, chosen.names[-1], chosen.target, number, test, str(report))
 
-                ends.append(stream_report(report, add))
+                ends.append(stream_report(report, add, watch))
             moment = info.finished_at
             if moment is None:
                 moment, note = run_finished_at(ends)

@@ -17,6 +17,7 @@ from typing import Any
 from msgspec import Struct, field
 from msgspec.structs import replace
 
+from matrixgen.documents.known_failures import NO_TRIAGE_SETTINGS, TriageSettings, parse_triage
 from matrixgen.documents.yamlio import YamlDocument, parse_yaml
 from matrixgen.engine.decide import Decisions, parse_decisions
 from matrixgen.engine.errors import ConfigError, Findings, Location, did_you_mean
@@ -81,6 +82,7 @@ class ProjectConfig(Struct, frozen=True, kw_only=True):
     references: ReferenceSettings | None = None  # the `references` section
     # decisions.<system>: what each CI event runs (engine/decide.py)
     decisions: Mapping[System, Decisions] = field(default_factory=lambda: EMPTY_MAPPING)
+    triage: TriageSettings = NO_TRIAGE_SETTINGS  # the `triage` section (known failures)
     raw: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAPPING)
 
     def section(self, name: str) -> Mapping[str, Any]:
@@ -170,6 +172,7 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
             findings=findings,
         )
     references = _references(data.get("references"), config, targets, findings)
+    triage = parse_triage(data.get("triage"), config.locate, findings)
     if findings.errors:
         raise ConfigError(f"invalid project config {path}", findings=findings.errors)
     return replace(
@@ -177,6 +180,7 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
         targets=targets,
         decisions=MappingProxyType(decisions),
         references=references,
+        triage=triage,
     )
 
 

@@ -15,8 +15,9 @@ from msgspec import Struct
 from msgspec.structs import asdict
 
 from matrixgen.engine.errors import ResultsFileError, UsageError
-from matrixgen.evidence.junit import FUTURE_SKEW, Outcome, Testcase
+from matrixgen.evidence.junit import FUTURE_SKEW, MESSAGE_LIMIT, Outcome, Testcase
 from matrixgen.evidence.queries import read_jobs
+from matrixgen.evidence.reasons import REASON_LIMIT, kind_of, reason
 from matrixgen.evidence.rollup import roll_up
 from matrixgen.evidence.store import JobKey, JobResults, RunInfo, Store
 from matrixgen.evidence.tables import (
@@ -119,8 +120,10 @@ staged = sa.Table(
     sa.Column("outcome", sa.SmallInteger, nullable=False),
     sa.Column("reruns", sa.Integer, nullable=False),
     sa.Column("duration", sa.Float),
-    sa.Column("message", sa.String(300)),
+    sa.Column("message", sa.String(MESSAGE_LIMIT)),
     sa.Column("odd", sa.Boolean, nullable=False),  # a unit-test record that names no test
+    sa.Column("reason", sa.String(REASON_LIMIT)),  # a failed record's (evidence/reasons.py)
+    sa.Column("output_line", sa.String(MESSAGE_LIMIT)),  # what a known-failure pattern matched
     prefixes=["TEMPORARY"],
 )
 folded = sa.Table(
@@ -131,7 +134,9 @@ folded = sa.Table(
     sa.Column("outcome", sa.SmallInteger, nullable=False),
     sa.Column("reruns", sa.Integer, nullable=False),
     sa.Column("duration", sa.Float),
-    sa.Column("message", sa.String(300)),
+    sa.Column("message", sa.String(MESSAGE_LIMIT)),
+    sa.Column("reason", sa.String(REASON_LIMIT)),
+    sa.Column("output_line", sa.String(MESSAGE_LIMIT)),
     prefixes=["TEMPORARY"],
 )
 _STAGED_KEYS = [c.name for c in staged.columns]
@@ -208,17 +213,22 @@ class IngestSink:
                 f"{at}test {node[:80]}... has a node id of {size:,} bytes (UTF-8), more than "
                 f"the {NODE_ID_LIMIT:,} a results store holds: nothing of this ingest is stored"
             )
+        outcome = test.outcome
+        failed = outcome.test_failed
         self.rows.append(
             (
                 self.seq,
                 number,
                 job_id,
                 node,
-                OUTCOME_CODES[test.outcome],
+                OUTCOME_CODES[outcome],
                 test.reruns,
                 test.duration,
-                test.message[:300] or None,
+                test.message[:MESSAGE_LIMIT] or None,
                 job.unit and not is_node_id(node),
+                # Each failed record's reason, once, here; the other records have none.
+                reason(kind_of(outcome, test.muted_from), test.message) if failed else None,
+                (test.output_line[:MESSAGE_LIMIT] or None) if failed else None,
             )
         )
         self.seq += 1
@@ -368,6 +378,8 @@ def _folding() -> sa.Select:
         s.reruns,
         s.duration,
         s.message,
+        s.reason,
+        s.output_line,
         sa.func.row_number()
         .over(partition_by=[*test, s.file_no], order_by=s.seq.desc())
         .label("file_back"),
@@ -380,6 +392,8 @@ def _folding() -> sa.Select:
         i.outcome,
         i.duration,
         i.message,
+        i.reason,
+        i.output_line,
         sa.func.row_number().over(partition_by=test, order_by=i.seq.desc()).label("back"),
         sa.func.count().over(partition_by=test).label("records"),
         sa.func.sum(sa.case((i.file_back == 1, i.reruns), else_=0))
@@ -394,6 +408,8 @@ def _folding() -> sa.Select:
         (o.last_reruns + o.records - 1).label("reruns"),
         o.duration,
         o.message,
+        o.reason,
+        o.output_line,
     ).where(o.back == 1)
 
 
@@ -438,6 +454,8 @@ def _store_folded(
             capped,
             f.duration,
             f.message,
+            f.reason,
+            f.output_line,
         )
         .select_from(source.join(cases, same))
         .where(chosen)
@@ -447,6 +465,7 @@ def _store_folded(
 
 def _insert_results(conn: sa.Connection, rows: sa.Select) -> None:
     keys = ["case_id", "finished_at", "run_ref", "outcome", "reruns", "duration", "message"]
+    keys += ["reason", "output_line"]
     conn.execute(results.insert().from_select(keys, rows))
 
 

@@ -23,6 +23,16 @@ claim, which the tests themselves can write: `results ingest` keeps the mute
 only where a mute entry of the quarantine file at the run's base names the test
 (`mapping.MuteGrants`), else the record is the failure it was (`muted_from`).
 
+Known failures (the project config's `triage.known_failures`): given a
+`watch`, the reader hands it what a failed record's report says of the
+failure besides its (cut) message: the whole message, then the record's
+system-out and system-err, as pytest, Surefire and GitLab's reporters write
+them after the failure (a failure's text, the traceback, is not read: it
+quotes source lines, which name errors they handle), in pieces of whole
+lines; the first line it names is kept on the record (`output_line`), the
+output itself is not. Pieces are at most _WATCH_PIECE characters (a longer
+line is cut there), so the memory stays flat.
+
 Hostile input: a DOCTYPE (and so any entity declaration) is refused; the file
 is streamed through expat, so cost is linear in its size; elements nested more
 than MAX_DEPTH deep are refused where they open, so memory stays flat whatever
@@ -84,6 +94,9 @@ class Testcase(Struct, frozen=True, kw_only=True, gc=False):
     # A muted record's outcome before the mute (failed or error): the report
     # only claims the mute; the ingest grants it from the quarantine file alone.
     muted_from: Outcome | None = None
+    # The line of the failure's text or output that a known-failure pattern
+    # matched when it was read ("" for none; see the module).
+    output_line: str = ""
 
 
 class Report(Struct, frozen=True, kw_only=True):
@@ -107,6 +120,14 @@ _FAILURE_TAGS = {"failure": Outcome.FAILED, "error": Outcome.ERROR}
 _RERUN_TAGS = frozenset({"rerunFailure", "rerunError", "flakyFailure", "flakyError"})
 QUARANTINED_PROPERTY = "quarantined"  # written by matrixgen.evidence.pytest_plugin
 _ROOTS = ("testsuites", "testsuite")
+# A failed record's elements whose text a `watch` reads (of a failure or an
+# error: its message).
+_WATCHED = frozenset({"failure", "error", "system-out", "system-err"})
+_WATCH_PIECE = 64 * 1024  # characters handed to a `watch` at a time
+
+# Given the text of a failed record (whole lines), the line a known-failure
+# pattern matches, or None.
+Watch = Callable[[str], "str | None"]
 _PYTHON_FILE = name_pattern(r"test_.*|.*_test")
 _DECLARED_ENCODING = re.compile(rb"""^\s*<\?xml[^>]*?\bencoding\s*=\s*["']([^"']{0,80})["']""")
 
@@ -118,12 +139,12 @@ class ReportEnd(Struct, frozen=True, kw_only=True):
     finished_at: dt.datetime | None  # latest suite timestamp + time, UTC, when given
 
 
-def parse_report(data: bytes, path: str) -> Report:
+def parse_report(data: bytes, path: str, watch: Watch | None = None) -> Report:
     """Parse one JUnit XML document (bytes), `path` naming it in errors."""
-    return _collected(iter([data]), path)
+    return _collected(iter([data]), path, watch)
 
 
-def _collected(chunks: Iterator[bytes], path: str) -> Report:
+def _collected(chunks: Iterator[bytes], path: str, watch: Watch | None = None) -> Report:
     """A whole report in memory: each test once, in the order of its last
     record (an earlier record of it is a failed attempt: one rerun more)."""
     tests: dict[str, Testcase] = {}
@@ -134,7 +155,7 @@ def _collected(chunks: Iterator[bytes], path: str) -> Report:
             attempts[test.node_id] = attempts.get(test.node_id, 0) + 1
         tests[test.node_id] = test
 
-    end = _parse(chunks, path, keep)
+    end = _parse(chunks, path, keep, watch)
     return Report(
         path=path,
         testcases=tuple(
@@ -155,10 +176,21 @@ class _Reader:
     open elements and one record, whatever the report's size. Each finished
     record goes to `emit` as read (a test's reruns are several records)."""
 
-    def __init__(self, parser: object, path: str, emit: Callable[[Testcase], object]) -> None:
+    def __init__(
+        self,
+        parser: object,
+        path: str,
+        emit: Callable[[Testcase], object],
+        watch: Watch | None = None,
+    ) -> None:
         self.parser = parser
         self.path = path
         self.emit = emit
+        self.watch = watch
+        self.text: list[str] = []  # the watched element's text not handed on yet
+        self.text_size = 0
+        self.watching = 0  # the depth of the element whose text is read (0: none)
+        self.output_line = ""
         self.stack: list[str] = []
         self.suites: list[str] = []
         # The record being read; its children (rare) replace it with what they say.
@@ -200,6 +232,8 @@ class _Reader:
             self.open_record(attrs)
         elif record is not None and stack[-2] == "testcase":
             self.current = _child(record, tag, attrs)
+            if self.watch is not None and tag in _WATCHED:
+                self.start_watching(tag, attrs)
         elif (
             tag == "property"
             and record is not None
@@ -217,6 +251,7 @@ class _Reader:
             raise ResultsFileError(f"{self.where()}: <testcase> without a name attribute")
         classname = self.shared(attrs.get("classname", "").strip())
         self.quarantined = False
+        self.output_line = ""
         self.current = Testcase(
             node_id=node_id(classname, name, attrs.get("file", "").strip()),
             classname=classname,
@@ -227,7 +262,51 @@ class _Reader:
             line=self.parser.CurrentLineNumber,  # type: ignore[attr-defined]
         )
 
+    def start_watching(self, tag: str, attrs: dict[str, str]) -> None:
+        """Read a failed record's output (a failure's or error's message)."""
+        record = self.current
+        if self.output_line or record is None or not record.outcome.failed:
+            return  # a line was found, or the record has not failed (yet)
+        if tag in _FAILURE_TAGS:
+            message = attrs.get("message")
+            if message:
+                assert self.watch is not None
+                self.output_line = self.watch(message) or ""
+            return
+        self.watching = len(self.stack)
+        self.parser.CharacterDataHandler = self.characters  # type: ignore[attr-defined]
+
+    def characters(self, data: str) -> None:
+        self.text.append(data)
+        self.text_size += len(data)
+        if self.text_size >= _WATCH_PIECE:
+            self.hand_on(final=False)
+
+    def hand_on(self, *, final: bool) -> None:
+        """The whole lines read so far to the watch (all of it, when `final`
+        or when one line is longer than _WATCH_PIECE: it is cut there)."""
+        text = "".join(self.text)
+        rest = ""
+        if not final:
+            cut = text.rfind("\n") + 1
+            if cut > 0 and len(text) - cut < _WATCH_PIECE:
+                text, rest = text[:cut], text[cut:]
+        self.text, self.text_size = ([rest], len(rest)) if rest else ([], 0)
+        assert self.watch is not None
+        found = self.watch(text) if text else None
+        if found is not None:
+            self.output_line = found
+            self.stop_watching()
+
+    def stop_watching(self) -> None:
+        self.watching = 0
+        self.text, self.text_size = [], 0
+        self.parser.CharacterDataHandler = None  # type: ignore[attr-defined]
+
     def end(self, tag: str) -> None:
+        if self.watching and len(self.stack) == self.watching:
+            self.hand_on(final=True)
+            self.stop_watching()
         self.stack.pop()
         if tag == "testsuite":
             self.suites.pop()
@@ -236,6 +315,8 @@ class _Reader:
             assert record is not None
             if self.quarantined and record.outcome.failed:
                 record = replace(record, outcome=Outcome.MUTED, muted_from=record.outcome)
+            if self.output_line:
+                record = replace(record, output_line=self.output_line)
             self.current = None
             self.emitting = True
             self.emit(record)
@@ -256,13 +337,19 @@ def _child(record: Testcase, tag: str, attrs: dict[str, str]) -> Testcase:
     return record
 
 
-def _parse(chunks: Iterator[bytes], path: str, emit: Callable[[Testcase], object]) -> ReportEnd:
+def _parse(
+    chunks: Iterator[bytes],
+    path: str,
+    emit: Callable[[Testcase], object],
+    watch: Watch | None = None,
+) -> ReportEnd:
     """Stream the chunks through expat, each record to `emit` as it ends: the
     memory a report needs does not grow with its size."""
     from xml.parsers import expat
 
     parser = expat.ParserCreate()
-    reader = _Reader(parser, path, emit)
+    parser.buffer_text = True  # a watch gets an element's text in few pieces
+    reader = _Reader(parser, path, emit, watch)
 
     def refuse_doctype(*_args: object) -> None:
         raise ResultsFileError(
@@ -415,19 +502,21 @@ def report_files(paths: Iterable[Path]) -> list[Path]:
     return list(found)
 
 
-def read_report(path: Path) -> Report:
+def read_report(path: Path, watch: Watch | None = None) -> Report:
     """Read one report file, streamed in chunks; a file larger than
     MAX_REPORT_BYTES is refused before it is read."""
     with _report_chunks(path) as chunks:
-        return _collected(chunks, str(path))
+        return _collected(chunks, str(path), watch)
 
 
-def stream_report(path: Path, emit: Callable[[Testcase], object]) -> ReportEnd:
+def stream_report(
+    path: Path, emit: Callable[[Testcase], object], watch: Watch | None = None
+) -> ReportEnd:
     """Read one report file as read_report does, without keeping its tests:
     each record goes to `emit` as it ends, in file order (a rerun's records
     each once: folding them is the receiver's part). Memory stays flat."""
     with _report_chunks(path) as chunks:
-        return _parse(chunks, str(path), emit)
+        return _parse(chunks, str(path), emit, watch)
 
 
 @contextmanager

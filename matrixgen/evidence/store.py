@@ -118,6 +118,10 @@ class History(Struct, frozen=True):
     first_at: int
     last_at: int
     sequence: tuple[tuple[int, int, bool, int], ...] | None
+    # Read with the sequence: how many of its failures had each reason (most
+    # first), and its latest failure's.
+    reasons: tuple[tuple[str, int], ...] = ()
+    last_reason: str | None = None
 
 
 # --------------------------------------------------------------------------- opening
@@ -191,11 +195,9 @@ class Store(ComparedValue, frozen=True):
         checked = False
         try:
             with self.engine.begin() as conn:
-                if self.dialect == "postgresql":
-                    # As a SQLite reader's file: a reader's transaction cannot
-                    # write, and every statement is bounded in time.
-                    if not self.write:
-                        conn.execute(sa.text("SET TRANSACTION READ ONLY"))
+                postgresql = self.dialect == "postgresql"
+                if postgresql:
+                    # Every statement is bounded in time.
                     limit = int(store_timeout() * 1000)
                     conn.execute(sa.text(f"SET LOCAL statement_timeout = {limit}"))
                     # JIT compiles each partition's scan anew (100 days of results:
@@ -204,8 +206,12 @@ class Store(ComparedValue, frozen=True):
                     if self.write:
                         conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_ADVISORY_LOCK)))
                 if not self.migrated:
-                    _migrate(conn, self)
+                    _migrate(conn, self)  # a reader migrates an older store under the lock
                     checked = True
+                if postgresql and not self.write:
+                    # As a SQLite reader's file: past the migration, a reader's
+                    # transaction cannot write.
+                    conn.execute(sa.text("SET TRANSACTION READ ONLY"))
                 yield conn
         except sa.exc.DatabaseError as exc:
             # OperationalError among them, and SQLite's "file is not a database"

@@ -13,7 +13,9 @@ Tables:
     run_jobs  one row per (run, job): the job's outcome in that run
     cases     one row per (job, pytest node id)
     results   one row per (run, job, test): outcome, reruns, duration, message;
-              since schema 5, on PostgreSQL, partitioned by week of finished_at
+              since schema 5, on PostgreSQL, partitioned by week of finished_at;
+              since schema 6, a failed result's reason (evidence/reasons.py)
+              and the line of its output a known-failure pattern matched
     case_weeks one row per (week, test) of the weeks that are over: its
               results' totals (schema 5, see evidence/rollup.py); rolled_weeks:
               those weeks
@@ -29,8 +31,10 @@ Indexes (what each read needs, nothing more):
     cases     unique (job_id, node_id); jobs: unique identity; runs: unique run_id.
     runs      (ref, finished_at): `triage` finds the latest runs of the baseline
               ref, and `flaky --ref` the runs of one ref, off it.
-    results   (run_ref, case_id) of failed and errored results only (a partial
-              index): `triage` reads one run's failed tests off it.
+    results   (run_ref, case_id, reason) of failed and errored results only (a
+              partial index; the reason since schema 6): `triage` reads the
+              failed tests and their reasons of one run and its baseline
+              runs off it, without reading the table.
     case_weeks primary key (week, case_id): `flaky` reads the rolled weeks
               off it (`triage` too: its few tests in each week), an ingest
               forgets a week.
@@ -52,9 +56,10 @@ import re
 
 import sqlalchemy as sa
 
-from matrixgen.evidence.junit import Outcome
+from matrixgen.evidence.junit import MESSAGE_LIMIT, Outcome
+from matrixgen.evidence.reasons import REASON_LIMIT, kind_of, reason
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 OUTCOME_CODES = {
     Outcome.PASSED: 0,
     Outcome.FAILED: 1,
@@ -142,8 +147,9 @@ cases = sa.Table(
 )
 
 
-def _result_columns(foreign_keys: bool) -> list[sa.Column]:
-    """The columns of `results`: with the foreign keys of schemas 1 to 3, or without."""
+def _result_columns(foreign_keys: bool, *, reasons: bool = True) -> list[sa.Column]:
+    """The columns of `results`: with the foreign keys of schemas 1 to 3, or
+    without; with the reason columns of schema 6, or without."""
 
     def to(target: str) -> list[sa.ForeignKey]:
         return [sa.ForeignKey(target)] if foreign_keys else []
@@ -155,7 +161,18 @@ def _result_columns(foreign_keys: bool) -> list[sa.Column]:
         sa.Column("outcome", sa.SmallInteger, nullable=False),
         sa.Column("reruns", sa.SmallInteger, nullable=False),
         sa.Column("duration", sa.Float),
-        sa.Column("message", sa.String(300)),
+        sa.Column("message", sa.String(MESSAGE_LIMIT)),
+        *(_reason_columns() if reasons else []),
+    ]
+
+
+def _reason_columns() -> list[sa.Column]:
+    """Schema 6: a failed result's reason (evidence/reasons.py: its kind and
+    masked first line), NULL for the others; the line of its report's output
+    a known-failure pattern matched at ingest (evidence/known.py), else NULL."""
+    return [
+        sa.Column("reason", sa.String(REASON_LIMIT)),
+        sa.Column("output_line", sa.String(MESSAGE_LIMIT)),
     ]
 
 
@@ -167,6 +184,14 @@ results = sa.Table(
     "results",
     metadata,
     *_result_columns(foreign_keys=False),
+    sqlite_with_rowid=False,
+    postgresql_partition_by="RANGE (finished_at)",
+)
+# `results` as schema 5 made it (what `_migrate_5` creates).
+_results_5 = sa.Table(
+    "results",
+    sa.MetaData(),
+    *_result_columns(foreign_keys=False, reasons=False),
     sqlite_with_rowid=False,
     postgresql_partition_by="RANGE (finished_at)",
 )
@@ -199,24 +224,29 @@ def _failed(table: sa.Table) -> sa.ColumnElement[bool]:
 # `results` as schemas 1 to 4 have it (PostgreSQL drops its foreign keys in 4);
 # `_migrate_1` creates it, and SQLite keeps it.
 _results_1 = sa.Table(
-    "results", sa.MetaData(), *_result_columns(foreign_keys=True), sqlite_with_rowid=False
+    "results",
+    sa.MetaData(),
+    *_result_columns(foreign_keys=True, reasons=False),
+    sqlite_with_rowid=False,
 )
 
 
-def _failed_index(table: sa.Table) -> sa.Index:
+def _failed_index(table: sa.Table, *, with_reason: bool) -> sa.Index:
     """Schema 3: a run's failed tests, for `triage` (failures are few: the index
-    is small)."""
+    is small); since schema 6 with their reasons, which triage reads off it."""
+    columns = [table.c.run_ref, table.c.case_id, *([table.c.reason] if with_reason else [])]
     return sa.Index(
         "ix_results_failed_run",
-        table.c.run_ref,
-        table.c.case_id,
+        *columns,
         sqlite_where=_failed(table),
         postgresql_where=_failed(table),
     )
 
 
-_FAILED_INDEX_3 = _failed_index(_results_1.to_metadata(sa.MetaData()))
-_failed_index(results)  # created with the table (schema 5)
+_FAILED_INDEX_3 = _failed_index(_results_1.to_metadata(sa.MetaData()), with_reason=False)
+_failed_index(_results_5, with_reason=False)  # created with the table (schema 5)
+_failed_index(results, with_reason=True)  # created with the table (schema 6)
+FAILED_INDEX_6 = next(i for i in results.indexes if i.name == "ix_results_failed_run")
 FAILED_WHERE = _failed(results)
 
 
@@ -291,15 +321,63 @@ def _migrate_5(conn: sa.Connection) -> None:
         conn.exec_driver_sql("DROP INDEX ix_results_failed_run")
         conn.exec_driver_sql(f"ALTER TABLE results RENAME TO {old}")
         conn.exec_driver_sql(f"ALTER TABLE {old} RENAME CONSTRAINT results_pkey TO {old}_pkey")
-        results.create(conn)  # with its failed-results index
+        _results_5.create(conn)  # with its failed-results index
         finished = conn.exec_driver_sql(f"SELECT DISTINCT finished_at FROM {old}").scalars()
         for start in sorted({partition_start(at) for at in finished}):
             ensure_partition(conn, start)
-        columns = ", ".join(c.name for c in results.columns)
+        columns = ", ".join(c.name for c in _results_5.columns)
         conn.exec_driver_sql(f"INSERT INTO results ({columns}) SELECT {columns} FROM {old}")
         conn.exec_driver_sql(f"DROP TABLE {old}")
     case_weeks.create(conn)
     rolled_weeks.create(conn)
+
+
+_REASONS = "matrixgen_reasons"  # migration 6's map from (outcome, message) to reason
+
+
+def _migrate_6(conn: sa.Connection) -> None:
+    """Each failure's reason (evidence/reasons.py), stored once: the columns
+    `reason` and `output_line` (none of the results stored before has a line:
+    the ingest reads outputs), each failed result's reason computed from its
+    message (a muted one is a failure: which element it was is not stored),
+    and the failed-results index made again with the reason in it, so
+    `triage` reads the reasons of a run's failures off the index. The reasons
+    are computed once per distinct (outcome, message), written to a temporary
+    table and set in one UPDATE (each failed row's reason looked up by its
+    outcome and message); the index is made after."""
+    preparer = conn.dialect.identifier_preparer
+    for column in _reason_columns():
+        added = sa.schema.CreateColumn(column).compile(dialect=conn.dialect)
+        conn.exec_driver_sql(f"ALTER TABLE {preparer.format_table(results)} ADD COLUMN {added}")
+    conn.exec_driver_sql("DROP INDEX ix_results_failed_run")
+    r = results.c
+    seen = conn.execute(
+        sa.select(r.outcome, sa.func.coalesce(r.message, "")).where(FAILED_WHERE).distinct()
+    ).all()
+    if seen:
+        mapping = sa.Table(
+            _REASONS,
+            sa.MetaData(),
+            sa.Column("outcome", sa.SmallInteger, primary_key=True),
+            sa.Column("message", sa.String(MESSAGE_LIMIT), primary_key=True),
+            sa.Column("reason", sa.String(REASON_LIMIT), nullable=False),
+            prefixes=["TEMPORARY"],
+        )
+        mapping.create(conn)
+        rows = [
+            {"outcome": o, "message": m, "reason": reason(kind_of(OUTCOMES[o]), m)} for o, m in seen
+        ]
+        for start in range(0, len(rows), 5_000):
+            conn.execute(mapping.insert(), rows[start : start + 5_000])
+        m = mapping.c
+        found = (
+            sa.select(m.reason)
+            .where(m.outcome == r.outcome, m.message == sa.func.coalesce(r.message, ""))
+            .scalar_subquery()
+        )
+        conn.execute(results.update().where(FAILED_WHERE).values(reason=found))
+        mapping.drop(conn)
+    FAILED_INDEX_6.create(conn)
 
 
 def failed_count(outcome: sa.ColumnElement) -> sa.ColumnElement[int]:
@@ -347,5 +425,5 @@ def partitions(conn: sa.Connection) -> list[tuple[str, int, int]]:
 
 # Version N is reached by running MIGRATIONS[N - 1] on a store at version N - 1.
 # A later change appends a function; a released one is never edited.
-MIGRATIONS = (_migrate_1, _migrate_2, _migrate_3, _migrate_4, _migrate_5)
+MIGRATIONS = (_migrate_1, _migrate_2, _migrate_3, _migrate_4, _migrate_5, _migrate_6)
 assert len(MIGRATIONS) == SCHEMA_VERSION
