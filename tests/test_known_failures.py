@@ -6,6 +6,7 @@ text (util/linear_regex.py, evidence/known.py)."""
 from __future__ import annotations
 
 import re
+import textwrap
 import time
 from pathlib import Path
 
@@ -173,3 +174,26 @@ def test_known_failures_resolve_trackers_and_match_messages_and_lines() -> None:
     assert known.match("assert 1 == 2", None) is None
     assert known.watch("warn\n" + socket + "\nend") == socket
     assert not known_failures(parse("project: x\n"))
+
+
+def test_the_shipped_example_of_megatron_lm_patterns_is_a_valid_config() -> None:
+    """docs/evidence.md ships the transient failures Megatron-LM's launcher
+    retries as an example config: it must load, and match its own lines."""
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "evidence.md").read_text()
+    block = docs.split("$ cat >> recipes/matrixgen.yaml <<'EOF'\n", 1)[1].split("\nEOF", 1)[0]
+    config = parse(textwrap.dedent(block))
+    known = config.triage.known_failures
+    assert len(known) >= 20
+    from matrixgen.evidence.known import known_failures
+
+    matcher = known_failures(config)
+    for line in (
+        "Some NCCL operations have failed or timed out. Due to the asynchronous nature",
+        "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+        "torch.distributed.DistNetworkError: The server socket has failed to listen on any "
+        "local network address. port: 29500",
+        "OSError: We couldn't connect to 'https://huggingface.co' to load the files",
+        "zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:5555')",
+    ):
+        assert matcher.match(line, None) is not None, line
+    assert matcher.match("AssertionError: loss 2.31 at step 100, golden value 2.29", None) is None

@@ -491,7 +491,7 @@ def test_a_failure_a_deselect_entry_covers_is_muted(store_copy: Path) -> None:
 # ---------------------------------------------------------------- triage
 
 TRIAGE_COLUMNS = ["verdict", "job / test", "node id", "platform", "environment", "scope"]
-TRIAGE_COLUMNS += ["evidence", "entry", "baseline run"]
+TRIAGE_COLUMNS += ["reason", "evidence", "entry", "baseline run"]
 
 
 def _triage_json(cli, db: Path, run: str, *extra: str | Path, recipes: Path = RECIPES) -> dict:
@@ -510,18 +510,22 @@ def _triage_page(cli, tmp_path: Path, db: Path, *args: str | Path, recipes: Path
 def _expected_row(f: dict) -> list[str]:
     """A failure of `triage --format json` as the page's row shows it."""
     case = f["test_case"] + (f"[{f['tag']}]" if f["tag"] else "")
-    entry = f["entry"]
+    entry, known = f["entry"], f["known"]
     base = f["baseline_run"]
     return [
         f["verdict"],
         f"{f['model']}/{case}",
-        f["node_id"] or "the whole job",
+        f["node_id"] or (f"check {f['metric']}" if f["metric"] else "the whole job"),
         f["platform"],
         f["environment"],
         f"{f['system']}/{f['scope']}",
+        f["reason"] or "-",
         f["evidence"],
         f"{entry['id']} | {entry['action']}, {entry['kind']}; tracker {entry['tracker']}"
         if entry
+        else f"known {known['kind']} failure | pattern {known['pattern']}; tracker "
+        f"{known['tracker']}"
+        if known
         else "-",
         f"run {base['run_id']} | {base['at']}" if base else "-",
     ]
@@ -651,6 +655,7 @@ def test_report_run_without_a_store(cli, tmp_path: Path, monkeypatch: pytest.Mon
 
 def _hostile_triage(name: str, url: str) -> TriageReport:
     from matrixgen.evidence.flaky import RunRef
+    from matrixgen.evidence.known import KnownRef
     from matrixgen.evidence.queries import RunFilter
     from matrixgen.evidence.store import JobKey, RunRow
     from matrixgen.evidence.triage import (
@@ -665,9 +670,11 @@ def _hostile_triage(name: str, url: str) -> TriageReport:
                  test_case=name, tag=name, unit=True)  # fmt: skip
     entry = EntryRef(id=name, action=name, kind=name, tracker=url)
     run = RunRow(1, name, name, 0, git_ref=name, source=name)
+    known = KnownRef(pattern=name, tracker=url, kind=name)
     failures = tuple(
-        Failure(job=job, node_id=name, verdict=verdict, evidence=name,
+        Failure(job=job, node_id=name, verdict=verdict, evidence=name, reason="failure: " + name,
                 entry=entry if verdict is TriageVerdict.QUARANTINED else None,
+                known=known if verdict is TriageVerdict.KNOWN else None,
                 baseline_run=RunRef(name, name, 0) if verdict is TriageVerdict.BASELINE else None)
         for verdict in TriageVerdict
     )  # fmt: skip
@@ -691,15 +698,19 @@ def test_hostile_names_show_as_text_on_the_triage_page(
     page = render_site(data)["triage.html"]
     parsed = _safe_markup(page)
     rows = Rows(page, "triage").rows
-    assert len(rows) == 4  # one per failure, whatever the names hold
+    assert len(rows) == 5  # one per failure, whatever the names hold
     assert all(len(r) == len(TRIAGE_COLUMNS) for r in rows)
+    # The five failures share their reason: one group, its reason and test as text.
+    assert "5 failures of one test share one reason:" in parsed.text
     if name.isprintable() and name.strip() and "|" not in name:
         assert rows[0][2] == name  # the node id, as it is
-        assert rows[0][6] == name  # the evidence
+        assert rows[0][6] == "failure: " + name  # the reason
+        assert rows[0][7] == name  # the evidence
         assert name in parsed.text
     links = [a["href"] for tag, a in parsed.tags if tag == "a" and a["href"] not in PAGES]
-    # The quarantined failure's entry and the lift candidate: two links or none.
-    assert len(links) == (2 if html_link(url) is not None else 0)
+    # The quarantined failure's entry, the known failure's tracker and the lift
+    # candidate: three links or none.
+    assert len(links) == (3 if html_link(url) is not None else 0)
 
 
 def _store_view(keys: list, cells: dict, entry_keys: dict | None = None) -> object:

@@ -82,7 +82,26 @@ def test_triage_gives_each_failure_of_a_real_run_its_verdict(
         "gpt3_tp1_pp1": "quarantined",
     }
     assert list(_verdicts(payload).values()) == ["new", "baseline", "flaky", "quarantined"]
-    assert payload["summary"] == {"new": 1, "baseline": 1, "flaky": 1, "quarantined": 1}
+    summary = {"new": 1, "baseline": 1, "flaky": 1, "known": 0, "quarantined": 1}
+    assert payload["summary"] == summary
+    # Each failure's reason: its kind and message's first line, numbers and
+    # quoted values masked; the functional job failed its loss check.
+    reasons = {f["node_id"] or f["metric"]: f["reason"] for f in payload["failures"]}
+    assert reasons == {
+        f"{DATA}::test_fails_on_the_branch": (
+            "failure: AssertionError: the branch's change broke this"
+        ),
+        f"{DATA}::test_broken_on_main": (
+            "failure: AssertionError: broken on main since before the branch"
+        ),
+        f"{DATA}::test_flaky_on_some_seeds": (
+            "failure: AssertionError: worker order depends on seed <n>"
+        ),
+        "tests/functional/test_golden_values.py::test_loss_matches_golden_values": (
+            "failure: AssertionError: loss <n> at step <n>, golden value <n>"
+        ),
+    }
+    assert [g["count"] for g in payload["groups"]] == [1, 1, 1, 1]
     assert payload["baseline"]["ref"] == "main"
     assert [r["run_id"] for r in payload["baseline"]["runs"]] == ["5007"]
     by_verdict = {f["verdict"]: f for f in payload["failures"]}
@@ -91,6 +110,8 @@ def test_triage_gives_each_failure_of_a_real_run_its_verdict(
         "commit": "07" * 20,
         "at": "2026-11-27T02:00:00Z",
     }
+    assert by_verdict["baseline"]["evidence"].endswith(", with the same reason")
+    assert by_verdict["new"]["baseline_reason"] is None  # the baseline did not fail it
     assert by_verdict["quarantined"]["entry"] == {
         "id": "gpt3-golden-values",
         "action": "allow-failure",
@@ -109,7 +130,8 @@ def test_triage_gives_each_failure_of_a_real_run_its_verdict(
     # Fixed on the branch: nothing new, exit 0.
     code, out, err = _triage(capsys, db, recipes, "6001", *base, "--format", "json")
     assert code == 0, err
-    assert json.loads(out)["summary"] == {"new": 0, "baseline": 1, "flaky": 1, "quarantined": 1}
+    summary = {"new": 0, "baseline": 1, "flaky": 1, "known": 0, "quarantined": 1}
+    assert json.loads(out)["summary"] == summary
 
 
 def test_triage_table_and_markdown(
@@ -292,7 +314,7 @@ def test_the_markdown_escapes_what_the_reports_say(capsys, tmp_path: Path) -> No
     html = MarkdownIt("commonmark").enable("table").render("\n".join(lines[at - 2 : at + 1]))
     assert "<img" not in html
     cells = re.findall(r"<td[^>]*>(.*?)</td>", html.split("<tbody>")[1], flags=re.S)
-    assert len(cells) == 6, html
+    assert len(cells) == 7, html
     assert "<code>" in cells[2]
     shown = re.sub(r"<[^>]+>", "", cells[2])
     for entity, char in (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&amp;", "&")):

@@ -115,9 +115,12 @@ NODE = "tests/unit_tests/x/test_x.py::test_x"
 START = dt.datetime(2026, 11, 10, tzinfo=dt.UTC)
 
 
-def _store(db: str, baseline: str, *, node: str = NODE) -> None:
+def _store(
+    db: str, baseline: str, *, node: str = NODE, messages: tuple[str, str] = ("", "")
+) -> None:
     """Baseline runs on main from a schedule, one per character of `baseline`
-    (F failed, P passed), then a merge request's run in which the test fails."""
+    (F failed, P passed), then a merge request's run in which the test fails;
+    `messages`: the baseline's failures' message, the merge request's."""
     store = open_store(db, write=True)
     try:
         outcomes = [(c == "F", "main", "schedule") for c in baseline]
@@ -130,6 +133,7 @@ def _store(db: str, baseline: str, *, node: str = NODE) -> None:
                 suite="",
                 outcome=junit.Outcome.FAILED if failed else junit.Outcome.PASSED,
                 duration=1.0,
+                message=messages[k == len(baseline)] if failed else "",
             )
             group = JobResults(job=BUCKET, job_name="unit", target="", testcases=(test,))
             run = RunInfo(

@@ -29,7 +29,10 @@ from matrixgen.util.escape import terminal_text as _t
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from matrixgen.evidence.flaky import FlakyPolicy, FlakyReport, FlakyRow
+    from matrixgen.evidence.reasons import ReasonGroup
 
 DbOption = Annotated[
     str | None,
@@ -429,7 +432,7 @@ def flaky(
 
     Scopes are named as the recipe tree's config names them (`nightly`, which
     the store holds as its tier L2); without a tree, as the store holds them."""
-    from matrixgen.evidence.flaky import Verdict, flaky_rows, in_tree_words
+    from matrixgen.evidence.flaky import Verdict, flaky_rows, in_tree_words, shared_reasons
     from matrixgen.evidence.queries import RunFilter
     from matrixgen.evidence.store import open_store
 
@@ -450,15 +453,19 @@ def flaky(
     config = tree_config(recipes)
     if config is not None:
         rows = in_tree_words(rows, config.scope_word)
+    groups = shared_reasons(rows)
     if fmt is TableJsonOrMarkdown.JSON:
         echo_json([r.to_dict() for r in rows])
     elif fmt is TableJsonOrMarkdown.MARKDOWN:
-        typer.echo(flaky_markdown(rows), nl=False)
+        typer.echo(flaky_markdown(rows, groups), nl=False)
     else:
         none = "no key has enough runs to judge" if not report.rows else "no key has this verdict"
         typer.echo(
             table([_flaky_cells(r) for r in rows], list(_FLAKY_HEADERS), empty=none), nl=False
         )
+        for g in groups:
+            typer.echo(f"{g.sentence()}: {_t(g.reason)}")
+            typer.echo("".join(f"  {_t(test)}\n" for test in g.tests), nl=False)
     typer.echo(_flaky_summary(report, broken_runs, min_runs), err=True)
 
 
@@ -528,7 +535,7 @@ def _short_node(row: FlakyRow) -> str:
     )
 
 
-def flaky_markdown(rows: list[FlakyRow]) -> str:
+def flaky_markdown(rows: list[FlakyRow], groups: Sequence[ReasonGroup] = ()) -> str:
     from matrixgen.util.escape import markdown_code as md_code
     from matrixgen.util.escape import markdown_text as md_text
 
@@ -543,6 +550,11 @@ def flaky_markdown(rows: list[FlakyRow]) -> str:
             f"| {md_text(r.job.place)} | {r.runs} | {r.failures} | {r.flips} "
             f"| {md_text(r.evidence())} |"
         )
+    if groups:
+        lines += ["", "**Failures that share a reason**", ""]
+        for g in groups:
+            tests = ", ".join(md_code(t) for t in g.tests)
+            lines.append(f"- **{md_text(g.sentence())}:** {md_code(g.reason)}: {tests}")
     return "\n".join(lines) + "\n"
 
 

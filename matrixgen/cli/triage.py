@@ -82,8 +82,10 @@ def triage(
     fmt: FlakyFormatOption = TableJsonOrMarkdown.TABLE,
 ) -> None:
     """Give each failed job and test of a run one verdict: quarantined (an entry
-    covers it), baseline (it also failed in the latest baseline run), flaky (as
-    `matrixgen flaky` judges it on the baseline ref) or new. Exit 6 when one is new."""
+    covers it), known (a known-failure pattern of the config matches it),
+    baseline (the latest baseline run failed it with the same reason), flaky
+    (as `matrixgen flaky` judges it on the baseline ref) or new; and group the
+    failures that share one reason. Exit 6 when one is new."""
     from matrixgen.engine.errors import ExpectationError
     from matrixgen.evidence.queries import RunFilter
     from matrixgen.evidence.triage import markdown, read_triage
@@ -121,13 +123,15 @@ def _summary(report: TriageReport) -> str:
     counts = report.summary()
     return (
         f"run {_t(report.run.run_id)}: {len(report.failures)} failure(s): {counts['new']} new, "
-        f"{counts['baseline']} baseline, {counts['flaky']} flaky, "
+        f"{counts['baseline']} baseline, {counts['flaky']} flaky, {counts['known']} known, "
         f"{counts['quarantined']} quarantined; {len(report.lift_candidates)} lift candidate(s)"
     )
 
 
 def _name(f: Failure) -> str:
     name = f"{f.job.model}/{f.case} on {f.job.where} ({f.job.place})"
+    if f.metric:
+        return f"{name} check {f.metric}"
     return f"{name} {f.node_id}" if f.node_id else name
 
 
@@ -137,7 +141,7 @@ def _table(report: TriageReport) -> str:
             f.verdict.value,
             f.job.model,
             f.case,
-            f.node_id or "",
+            f.node_id or f.metric or "",
             f.job.platform,
             f.job.environment,
             f.job.place,
@@ -147,6 +151,11 @@ def _table(report: TriageReport) -> str:
     out = table(rows, list(_HEADERS)) if rows else "no failures\n"
     for f in report.failures:
         out += f"{f.verdict.value}: {_t(_name(f))}: {_t(f.evidence)}\n"
+        if f.reason is not None:
+            out += f"  reason: {_t(f.reason)}\n"
+    for g in report.shared:
+        out += f"{g.sentence()}: {_t(g.reason)}\n"
+        out += "".join(f"  {_t(test)}\n" for test in g.tests)
     for c in report.lift_candidates:
         out += f"lift candidate: {_t(c.entry.id)} ({_t(c.entry.action)}): {_t(c.reason)}\n"
     return out

@@ -35,6 +35,7 @@ from msgspec import Struct
 
 from matrixgen.engine.errors import UsageError
 from matrixgen.evidence.queries import RunFilter
+from matrixgen.evidence.reasons import ReasonGroup, group_reasons
 from matrixgen.evidence.store import History, JobKey, RunRow, Store
 
 DEFAULT_SINCE_DAYS = 30
@@ -106,6 +107,8 @@ class FlakyRow(Struct, frozen=True, kw_only=True):
     passing_streak: int = 0  # passes in a row at the end
     first_at: int = 0
     last_at: int = 0
+    reasons: tuple[tuple[str, int], ...] = ()  # its failures' reasons, each with its count
+    reason: str | None = None  # its latest failure's
 
     @property
     def rate(self) -> float:
@@ -160,6 +163,8 @@ class FlakyRow(Struct, frozen=True, kw_only=True):
             "passing_streak": self.passing_streak,
             "first_run_at": iso(self.first_at),
             "last_run_at": iso(self.last_at),
+            "reason": self.reason,
+            "reasons": [{"reason": r, "failures": n} for r, n in self.reasons],
             "evidence": self.evidence(),
         }
 
@@ -173,6 +178,8 @@ def judge(history: History, run_rows: Mapping[int, RunRow], policy: FlakyPolicy)
         "failures": history.failures,
         "first_at": history.first_at,
         "last_at": history.last_at,
+        "reasons": history.reasons,
+        "reason": history.last_reason,
     }
     if history.sequence is None:  # every run passed
         return FlakyRow(**base, flips=0, verdict=Verdict.OK, passing_streak=history.runs)
@@ -291,6 +298,19 @@ def flaky_rows(
         runs=len(run_rows),
         left_out=tuple((h.job, h.node_id, h.runs) for h in found if h.runs < policy.min_runs),
     )
+
+
+def shared_reasons(rows: Iterable[FlakyRow]) -> tuple[ReasonGroup, ...]:
+    """The failures of the rows that are not ok, by reason, where one reason
+    is shared by several tests (a test failing in several jobs is one test;
+    a whole job is named model/case): one cause read once, not test by test."""
+    groups = group_reasons(
+        (why, row.node_id or f"{row.job.model}/{row.job.test_case}", count)
+        for row in rows
+        if row.verdict is not Verdict.OK
+        for why, count in row.reasons
+    )
+    return tuple(g for g in groups if len(g.tests) > 1)
 
 
 def in_tree_words(rows: Iterable[FlakyRow], word: Callable[[str], str]) -> list[FlakyRow]:

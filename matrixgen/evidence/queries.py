@@ -11,7 +11,7 @@ from itertools import groupby
 from operator import itemgetter
 
 import sqlalchemy as sa
-from msgspec import Struct
+from msgspec import Struct, field
 
 from matrixgen.engine.errors import ResultsStoreError, UsageError, did_you_mean
 from matrixgen.evidence.junit import Outcome
@@ -93,7 +93,8 @@ def histories(
     of each unit-test bucket, one whole job of every other job (with
     unit_jobs_whole, of unit-test buckets too). Skipped results are not runs;
     with `only`, neither are the runs it leaves out; with `keys` ((job, node id
-    or None) pairs), only those keys are read."""
+    or None) pairs), only those keys are read (a node id of a job that is not
+    a unit-test bucket: that test of it)."""
     found: list[History] = []
     chosen = set(keys) if keys is not None else None
     with store.transaction() as conn:
@@ -102,15 +103,19 @@ def histories(
         unit_ids = {i for i, k in job_keys.items() if k.unit}
         bucket_ids = unit_ids
         if chosen is not None:
-            chosen_jobs = {job for job, _ in chosen}
-            bucket_ids = {i for i in unit_ids if job_keys[i] in chosen_jobs}
+            # The tests asked for: of unit-test buckets, and of whole jobs (a
+            # functional job's checks, which `triage` judges one by one).
+            tested = {job for job, node in chosen if node is not None}
+            bucket_ids = {i for i, k in job_keys.items() if k in tested}
         wanted = set(job_keys) if unit_jobs_whole else set(job_keys) - unit_ids
         if chosen is not None:
             wanted = {i for i in wanted if (job_keys[i], None) in chosen}
-        for key_id, parts in _grouped(
-            conn, run_jobs, run_jobs.c.job_id, (since, until), wanted, only
-        ):
-            found.append(History(job_keys[key_id], None, *parts))
+        whole = list(_grouped(conn, run_jobs, run_jobs.c.job_id, (since, until), wanted, only))
+        reasons = _job_reasons(
+            conn, [k for k, parts in whole if parts[-1] is not None], (since, until), only
+        )
+        for key_id, parts in whole:
+            found.append(History(job_keys[key_id], None, *parts, *reasons.get(key_id, ((), None))))
         if bucket_ids:
             case_of = {
                 cid: (job_keys[job_id], node)
@@ -171,19 +176,74 @@ def _grouped(
     }
     eventful = sorted(k for k, (_, f, r, _, _) in rows.items() if f or r)
     sequences: dict[int, list[tuple[int, int, bool, int]]] = {}
+    why: dict[int, list[str | None]] = {}  # each failure's reason, in time order
+    # A test's reasons come with its history; a whole job's from its tests (_job_reasons).
+    reason = table.c.reason if table is results else sa.null()
     for start in range(0, len(eventful), _IN_CHUNK):
         chunk = eventful[start : start + _IN_CHUNK]
         query = (
-            sa.select(key, table.c.finished_at, table.c.run_ref, table.c.outcome, table.c.reruns)
+            sa.select(
+                key, table.c.finished_at, table.c.run_ref, table.c.outcome, table.c.reruns, reason
+            )
             .where(key.in_(chunk), *cond)
             .order_by(key, table.c.finished_at, table.c.run_ref)
         )
-        for k, at, ref, outcome, rr in conn.execute(query):
-            sequences.setdefault(k, []).append((at, ref, outcome in FAILED_CODES, rr))
+        for k, at, ref, outcome, rr, because in conn.execute(query):
+            failed = outcome in FAILED_CODES
+            sequences.setdefault(k, []).append((at, ref, failed, rr))
+            if failed:
+                why.setdefault(k, []).append(because)
     for k in sorted(rows):
         n, f, r, first, last = rows[k]
         seq = sequences.get(k)
-        yield k, (n, f, r, first, last, tuple(seq) if seq is not None else None)
+        parts = (n, f, r, first, last, tuple(seq) if seq is not None else None)
+        if table is results:
+            yield k, (*parts, *_counted_reasons(why.get(k, [])))
+        else:
+            yield k, parts
+
+
+def _counted_reasons(reasons: list[str | None]) -> tuple[tuple[tuple[str, int], ...], str | None]:
+    """(each reason with its count, the most first; the last one) of failures
+    in time order (those without a reason left out)."""
+    counts: dict[str, int] = {}
+    for because in reasons:
+        if because is not None:
+            counts[because] = counts.get(because, 0) + 1
+    ordered = tuple(sorted(counts.items(), key=lambda c: (-c[1], c[0])))
+    last = next((b for b in reversed(reasons) if b is not None), None)
+    return ordered, last
+
+
+def _job_reasons(
+    conn: sa.Connection,
+    job_ids: list[int],
+    window: tuple[int | None, int | None],
+    only: RunFilter | None,
+) -> dict[int, tuple[tuple[tuple[str, int], ...], str | None]]:
+    """Per whole job: the reasons of its failed tests in the window (those of
+    the jobs that failed or were rerun: `flaky`'s eventful keys)."""
+    found: dict[int, list[str | None]] = {}
+    r, c = results.c, cases.c
+    since, until = window
+    cond = [FAILED_WHERE]
+    if since is not None:
+        cond.append(r.finished_at >= since)
+    if until is not None:
+        cond.append(r.finished_at <= until)
+    if only is not None:
+        cond.append(r.run_ref.in_(sa.select(runs.c.id).where(*only.where())))
+    for start in range(0, len(job_ids), _IN_CHUNK):
+        chunk = sorted(job_ids)[start : start + _IN_CHUNK]
+        query = (
+            sa.select(c.job_id, r.reason)
+            .select_from(results.join(cases, c.id == r.case_id))
+            .where(c.job_id.in_(chunk), *cond)
+            .order_by(c.job_id, r.finished_at, r.run_ref, c.node_id)
+        )
+        for job_id, because in conn.execute(query):
+            found.setdefault(job_id, []).append(because)
+    return {job_id: _counted_reasons(reasons) for job_id, reasons in found.items()}
 
 
 class RunOutcomes(Struct, frozen=True, kw_only=True):
@@ -192,7 +252,12 @@ class RunOutcomes(Struct, frozen=True, kw_only=True):
     run: RunRow
     baseline: tuple[RunRow, ...]  # latest first
     jobs: Mapping[int, Mapping[JobKey, Outcome]]  # per run (its ref): each job's outcome
-    failed_tests: Mapping[int, frozenset[tuple[JobKey, str]]]  # per run: unit-test failures
+    # Per run: each failed test of every job (unit-test buckets and whole
+    # jobs), with its reason (None: stored before reasons were, never since).
+    failed_tests: Mapping[int, Mapping[tuple[JobKey, str], str | None]]
+    # The run's own failed tests: (message, output line) each, what known
+    # failures are matched against.
+    texts: Mapping[tuple[JobKey, str], tuple[str | None, str | None]] = field(default_factory=dict)
 
 
 def find_run(conn: sa.Connection, run_id: str) -> RunRow | None:
@@ -243,21 +308,32 @@ def run_outcomes(store: Store, run_id: str, baseline: RunFilter, count: int) -> 
             )
         ):
             outcomes[ref][job_keys[job_id]] = OUTCOMES.get(outcome, Outcome.FAILED)
-        failed: dict[int, set[tuple[JobKey, str]]] = {ref: set() for ref in wanted}
+        failed: dict[int, dict[tuple[JobKey, str], str | None]] = {ref: {} for ref in wanted}
+        r = results.c
+        # Off the failed-results index alone (run_ref, case_id, reason).
         query = (
-            sa.select(results.c.run_ref, cases.c.job_id, cases.c.node_id)
-            .select_from(results.join(cases, cases.c.id == results.c.case_id))
-            .where(results.c.run_ref.in_(wanted), FAILED_WHERE)
+            sa.select(r.run_ref, cases.c.job_id, cases.c.node_id, r.reason)
+            .select_from(results.join(cases, cases.c.id == r.case_id))
+            .where(r.run_ref.in_(wanted), FAILED_WHERE)
         )
-        for ref, job_id, node in conn.execute(query):
-            key = job_keys[job_id]
-            if key.unit:
-                failed[ref].add((key, node))
+        for ref, job_id, node, reason in conn.execute(query):
+            failed[ref][(job_keys[job_id], node)] = reason
+        # The run's own failures: their messages and output lines.
+        query = (
+            sa.select(cases.c.job_id, cases.c.node_id, r.message, r.output_line)
+            .select_from(results.join(cases, cases.c.id == r.case_id))
+            .where(r.run_ref == run.ref, FAILED_WHERE)
+        )
+        texts = {
+            (job_keys[job_id], node): (message, line)
+            for job_id, node, message, line in conn.execute(query)
+        }
     return RunOutcomes(
         run=run,
         baseline=base,
         jobs=outcomes,
-        failed_tests={ref: frozenset(v) for ref, v in failed.items()},
+        failed_tests=failed,
+        texts=texts,
     )
 
 

@@ -1,17 +1,32 @@
 """Which of a run's failures did its change cause: one verdict per failure.
 
-A run's failures are its failed jobs, and inside unit-test buckets its failed
-tests by pytest node id (a bucket is judged per test, as `flaky` judges it).
-Each gets exactly one verdict, the first that holds:
+A run's failures are its failed tests inside unit-test buckets, by pytest node
+id (a bucket is judged per test, as `flaky` judges it), and its failed jobs:
+a failed job whose report says which of its checks failed (a functional
+case's gated metrics: its loss, its timing) is one failure per failed check,
+its `metric`; a job that failed with no failed test stored (a crash before
+any report) is one failure. Each failure has a reason (evidence/reasons.py:
+its kind and its message's first line, masked), stored at ingest. Each gets
+exactly one verdict, the first that holds:
 
 - `quarantined`: a quarantine entry of the recipes covers it there (a
   `deselect` entry only the node ids it names);
-- `baseline`: it also failed in one of the latest completed baseline runs: the
-  latest `count` runs of the baseline ref (and source) that finished no later
-  than the run, the run itself left out;
+- `known`: a known-failure pattern of the project config (`triage.
+  known_failures`) matches its message or the line of its output the ingest
+  kept (evidence/known.py): an infrastructure failure, say, with its tracker;
+- `baseline`: one of the latest completed baseline runs failed it with the
+  same reason: the latest `count` runs of the baseline ref (and source) that
+  finished no later than the run, the run itself left out. A baseline run
+  that failed it with another reason (or failed the job on another check)
+  does not make it `baseline`: the evidence says how the baseline fails it;
 - `flaky`: `matrixgen flaky` judges it flaky over its window, on the runs of
-  the baseline ref (and source) alone (`flaky.flaky_rows`, the same verdict);
+  the baseline ref (and source) alone (`flaky.flaky_rows`, the same verdict;
+  a check of a whole job: that check's own history), and it failed there with
+  this reason: a flaky test that now fails otherwise is new;
 - `new`: none of these. With no baseline run at all, the report says so.
+
+Failures with one reason are grouped (`groups`): a broken runner or a
+changed API that fails many tests is read once.
 
 Lift candidates: the entries that let jobs fail (`allow-failure`, and `mute`
 where the quarantine file knows that action) whose every job of the run passed,
@@ -34,8 +49,10 @@ from matrixgen.engine.select import select
 from matrixgen.engine.targets import resolve_targets
 from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow, RunRef, Verdict, iso, runs_text
 from matrixgen.evidence.junit import Outcome
+from matrixgen.evidence.known import NO_KNOWN_FAILURES, KnownFailures, KnownRef
 from matrixgen.evidence.mapping import job_key
 from matrixgen.evidence.queries import RunFilter, RunOutcomes, test_outcomes
+from matrixgen.evidence.reasons import ReasonGroup, group_reasons
 from matrixgen.evidence.store import JobKey, RunRow, Store
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.apply import applying_entries
@@ -54,6 +71,7 @@ class TriageVerdict(StrEnum):
     NEW = "new"
     BASELINE = "baseline"
     FLAKY = "flaky"
+    KNOWN = "known"
     QUARANTINED = "quarantined"
 
 
@@ -70,29 +88,70 @@ class EntryRef(Struct, frozen=True, kw_only=True):
         return {"id": self.id, "action": self.action, "kind": self.kind, "tracker": self.tracker}
 
 
+class FailureKey(Struct, frozen=True, order=True):
+    """One failure of a run: a unit-test bucket's test (`node_id`), a check
+    of a whole job (`metric`: the failed test's node id), or a whole job that
+    failed with no failed test stored (both None)."""
+
+    job: JobKey
+    node_id: str | None = None
+    metric: str | None = None
+
+    @property
+    def test(self) -> str | None:
+        """The failed test, in a bucket or in a whole job; None: the job itself."""
+        return self.node_id or self.metric
+
+    @property
+    def flaky_key(self) -> tuple[JobKey, str | None]:
+        """The key `flaky` judges it by: its test, else the whole job."""
+        return (self.job, self.test)
+
+
 class Failure(Struct, frozen=True, kw_only=True):
     job: JobKey
-    node_id: str | None  # None: the whole job
+    node_id: str | None  # a unit-test bucket's failed test; None: a whole job
     verdict: TriageVerdict
     evidence: str
     entry: EntryRef | None = None
-    baseline_run: RunRef | None = None  # the latest baseline run it failed in
+    baseline_run: RunRef | None = None  # the latest baseline run it failed in, with its reason
+    metric: str | None = None  # a whole job's failed check (its test's node id)
+    reason: str | None = None  # None: the job failed with no failed test stored
+    known: KnownRef | None = None
+    baseline_reason: str | None = None  # how the latest baseline run failed it, differently
 
     @property
     def case(self) -> str:
         return self.job.test_case + (f"[{self.job.tag}]" if self.job.tag else "")
 
+    @property
+    def test(self) -> str | None:
+        return self.node_id or self.metric
+
     def sort_key(self) -> tuple:
-        return (_RANK[self.verdict], self.job, self.node_id or "")
+        return (_RANK[self.verdict], self.job, self.node_id or "", self.metric or "")
 
     def to_dict(self) -> dict[str, Any]:
         return {
             **self.job.to_dict(self.node_id),
+            "metric": self.metric,
             "verdict": self.verdict.value,
+            "reason": self.reason,
             "evidence": self.evidence,
             "entry": self.entry.to_dict() if self.entry else None,
+            "known": self.known.to_dict() if self.known else None,
             "baseline_run": self.baseline_run.to_dict() if self.baseline_run else None,
+            "baseline_reason": self.baseline_reason,
         }
+
+
+def reason_groups(failures: Sequence[Failure]) -> tuple[ReasonGroup, ...]:
+    """The run's failures by reason (those without one left out), the largest
+    groups first; a test is named by its node id (a whole job's check too),
+    a job that failed whole by model/case."""
+    return group_reasons(
+        (f.reason, f.test or f"{f.job.model}/{f.case}", 1) for f in failures if f.reason
+    )
 
 
 class LiftCandidate(Struct, frozen=True, kw_only=True):
@@ -110,6 +169,15 @@ class TriageReport(Struct, frozen=True, kw_only=True):
     baseline_runs: tuple[RunRow, ...]  # latest first
     failures: tuple[Failure, ...]
     lift_candidates: tuple[LiftCandidate, ...]
+
+    @property
+    def groups(self) -> tuple[ReasonGroup, ...]:
+        return reason_groups(self.failures)
+
+    @property
+    def shared(self) -> tuple[ReasonGroup, ...]:
+        """The groups of more than one failure: what a reader reads once."""
+        return tuple(g for g in self.groups if g.count > 1)
 
     @property
     def note(self) -> str | None:
@@ -138,6 +206,7 @@ class TriageReport(Struct, frozen=True, kw_only=True):
                 "runs": [_run_dict(r) for r in self.baseline_runs],
             },
             "failures": [f.to_dict() for f in self.failures],
+            "groups": [g.to_dict() for g in self.groups],
             "summary": self.summary(),
             "lift_candidates": [c.to_dict() for c in self.lift_candidates],
             "note": self.note,
@@ -193,19 +262,65 @@ def covering_entry(
     return None
 
 
-def failures_of(outcomes: RunOutcomes, ref: int) -> list[tuple[JobKey, str | None]]:
-    """A run's failures: failed jobs, except unit-test buckets, whose failed tests
-    are the failures instead (a bucket that failed with no failed test stored,
-    say a crash before any report, stays a job failure)."""
-    tests = outcomes.failed_tests.get(ref, frozenset())
-    buckets_with_tests = {job for job, _ in tests}
-    found: list[tuple[JobKey, str | None]] = [
-        (job, None)
-        for job, outcome in outcomes.jobs.get(ref, {}).items()
-        if outcome.failed and job not in buckets_with_tests
+def failures_of(outcomes: RunOutcomes, ref: int) -> list[FailureKey]:
+    """A run's failures: the failed tests of unit-test buckets; each failed
+    check (test) of a failed whole job; a failed job with no failed test
+    stored (a crash before any report, a bucket included), whole."""
+    tests = outcomes.failed_tests.get(ref, {})
+    jobs = outcomes.jobs.get(ref, {})
+    with_tests = {job for job, _ in tests}
+    found = [
+        FailureKey(job) for job, outcome in jobs.items() if outcome.failed and job not in with_tests
     ]
-    found.extend(tests)
-    return sorted(found, key=lambda k: (k[0], k[1] or ""))
+    for job, node in tests:
+        if job.unit:
+            found.append(FailureKey(job, node_id=node))
+        elif jobs.get(job, Outcome.FAILED).failed:
+            found.append(FailureKey(job, metric=node))  # a check that failed the job
+    return sorted(found)
+
+
+class _Baseline:
+    """How the baseline runs failed each key: the reason of each failed test
+    per run, and each job's outcome."""
+
+    def __init__(self, outcomes: RunOutcomes) -> None:
+        self.runs = outcomes.baseline
+        self.outcomes = outcomes
+
+    def reasons(self, key: FailureKey, run: RunRow) -> list[tuple[str | None, str | None]]:
+        """(reason, the test it is of) of each way `run` failed the key: its
+        test with its reason; for a job (or a check of it), the job's failed
+        checks, or (None, None) when the job failed with no test stored."""
+        tests = self.outcomes.failed_tests.get(run.ref, {})
+        if key.node_id is not None:
+            found = tests.get((key.job, key.node_id), _NOT_FAILED)
+            return [] if found is _NOT_FAILED else [(found, key.node_id)]  # type: ignore[list-item]
+        outcome = self.outcomes.jobs.get(run.ref, {}).get(key.job)
+        checks = sorted(
+            ((reason, node) for (job, node), reason in tests.items() if job == key.job),
+            key=lambda c: (c[1] != key.metric, c[1]),  # its own check first
+        )
+        if checks:
+            return checks
+        return [(None, None)] if outcome is not None and outcome.failed else []
+
+    def same(self, key: FailureKey, reason: str | None) -> list[RunRow]:
+        """The baseline runs that failed it with this reason, latest first."""
+        return [run for run in self.runs if (reason, key.test) in self.reasons(key, run)]
+
+    def differently(self, key: FailureKey) -> tuple[RunRow, str | None, str | None] | None:
+        """The latest baseline run that failed it otherwise: (run, reason,
+        the test that reason is of)."""
+        for run in self.runs:
+            found = self.reasons(key, run)
+            if found:
+                reason, test = found[0]
+                return run, reason, test
+        return None
+
+
+_NOT_FAILED = object()
 
 
 def judge_failures(
@@ -218,86 +333,133 @@ def judge_failures(
     entries: Sequence[Entry],
     known: set[str],
     too_few: Mapping[tuple[JobKey, str | None], int] | None = None,
+    known_failures: KnownFailures = NO_KNOWN_FAILURES,
 ) -> list[Failure]:
     """Each failure of the run and its one verdict (pure: values in, values out)."""
     judged: list[Failure] = []
-    base_runs = outcomes.baseline
-    failed_keys = {b.ref: _failed_keys(outcomes, b.ref) for b in base_runs}
+    base = _Baseline(outcomes)
+    run_tests = outcomes.failed_tests.get(outcomes.run.ref, {})
     for key in failures_of(outcomes, outcomes.run.ref):
-        job, node = key
-        entry = covering_entry(node, places_of.get(job, ()), entries, known)
-        row = flaky.get(key)
+        job, test = key.job, key.test
+        reason = run_tests.get((job, test)) if test is not None else None
+        entry = covering_entry(key.node_id, places_of.get(job, ()), entries, known)
+        row = flaky.get(key.flaky_key)
+        message, line = outcomes.texts.get((job, test), (None, None)) if test else (None, None)
+        matched, where = known_failures.match(message, None), "its message"
+        if matched is None and line:
+            matched, where = known_failures.match(None, line), f'a line of its output: "{line}"'
+        found: dict[str, Any] = {}
         if entry is not None:
-            found: dict[str, Any] = {
+            found = {
                 "verdict": TriageVerdict.QUARANTINED,
                 "evidence": f"quarantined by entry {entry.id} ({entry.action.value}, "
                 f"{entry.kind.value}; tracker {entry.tracker_ref})",
                 "entry": _entry_ref(entry),
             }
-        elif failed_in := [b for b in base_runs if key in failed_keys[b.ref]]:
-            last = failed_in[0]
+        elif matched is not None:
+            found = {
+                "verdict": TriageVerdict.KNOWN,
+                "evidence": f'{_known_prefix(matched)}the pattern "{matched.pattern}" matches '
+                + where,
+                "known": matched,
+            }
+        elif same := base.same(key, reason):
+            last = same[0]
             share = (
-                f" ({len(failed_in)} of the {len(base_runs)} baseline runs)"
-                if len(base_runs) > 1
+                f" ({len(same)} of the {len(base.runs)} baseline runs)"
+                if len(base.runs) > 1
                 else ""
             )
             found = {
                 "verdict": TriageVerdict.BASELINE,
                 "evidence": f"also failed in baseline run {last.run_id} of {baseline} "
-                f"({iso(last.finished_at)}){share}",
+                f"({iso(last.finished_at)}){share}"
+                + (", with the same reason" if reason is not None else ""),
                 "baseline_run": _run_ref(last),
             }
-        elif row is not None and row.verdict is Verdict.FLAKY:
-            found = {
-                "verdict": TriageVerdict.FLAKY,
-                "evidence": f"flaky on {baseline}: {row.evidence()}",
-            }
         else:
-            runs = (too_few or {}).get(key)
-            found = {
-                "verdict": TriageVerdict.NEW,
-                "evidence": _new_evidence(key, outcomes, row, baseline, policy, runs),
-            }
-        judged.append(Failure(job=job, node_id=node, **found))
+            other = base.differently(key)
+            differently = _differently(key, other, baseline) if other is not None else ""
+            if other is not None:
+                found["baseline_reason"] = other[1]
+            if row is not None and row.verdict is Verdict.FLAKY and _flaky_so(row, reason):
+                found |= {
+                    "verdict": TriageVerdict.FLAKY,
+                    "evidence": f"flaky on {baseline}: {row.evidence()}"
+                    + (f"; {differently}" if differently else ""),
+                }
+            else:
+                runs = (too_few or {}).get(key.flaky_key)
+                found |= {
+                    "verdict": TriageVerdict.NEW,
+                    "evidence": differently or _new_evidence(key, outcomes, baseline),
+                }
+                found["evidence"] += _history(row, baseline, policy, runs)
+        judged.append(
+            Failure(job=job, node_id=key.node_id, metric=key.metric, reason=reason, **found)
+        )
     judged.sort(key=Failure.sort_key)
     return judged
 
 
-def _failed_keys(outcomes: RunOutcomes, ref: int) -> set[tuple[JobKey, str | None]]:
-    found: set[tuple[JobKey, str | None]] = {
-        (job, None) for job, outcome in outcomes.jobs.get(ref, {}).items() if outcome.failed
-    }
-    found.update(outcomes.failed_tests.get(ref, frozenset()))
-    return found
+def _known_prefix(known: KnownRef) -> str:
+    return f"a known {known.kind} failure (tracker {known.tracker}): "
 
 
-def _new_evidence(
-    key: tuple[JobKey, str | None],
-    outcomes: RunOutcomes,
-    row: FlakyRow | None,
-    baseline: RunFilter,
-    policy: FlakyPolicy,
-    runs: int | None,
+def _differently(
+    key: FailureKey, other: tuple[RunRow, str | None, str | None], baseline: RunFilter
 ) -> str:
+    """The evidence "the baseline fails this test differently: <its reason>", and where."""
+    run, reason, test = other
+    shown = reason or "the job failed with no failed test stored"
+    what = "test" if test == key.test else "job"
+    on = f" (in {_short(test)})" if what == "job" and test else ""
+    return (
+        f"the baseline fails this {what} differently: {shown}{on} "
+        f"(baseline run {run.run_id} of {baseline}, {iso(run.finished_at)})"
+    )
+
+
+def _short(test: str) -> str:
+    """A test's name without its file: `test_throughput` of `tests/f.py::test_throughput`."""
+    return test.rsplit("::", 1)[-1]
+
+
+def _new_evidence(key: FailureKey, outcomes: RunOutcomes, baseline: RunFilter) -> str:
     if not outcomes.baseline:
         return f"no baseline: no run of {baseline} before this run to compare with"
     latest = outcomes.baseline[0]
-    ran = key[0] in outcomes.jobs.get(latest.ref, {})
+    ran = key.job in outcomes.jobs.get(latest.ref, {})
     count = len(outcomes.baseline)
-    text = (
+    return (
         f"did not fail in the {'baseline run ' + latest.run_id if count == 1 else runs_text(count)}"
         f" of {baseline} ({iso(latest.finished_at)}{', the latest' if count > 1 else ''})"
         if ran
         else f"not run in baseline run {latest.run_id} of {baseline}"
     )
+
+
+def _flaky_so(row: FlakyRow, reason: str | None) -> bool:
+    """Is a failure with this reason one of the key's flakes on the baseline
+    ref: did it fail there with this reason (a job that failed with no test
+    stored has none: any flake of the job is)?"""
+    return reason is None or any(reason == why for why, _ in row.reasons)
+
+
+def _history(
+    row: FlakyRow | None, baseline: RunFilter, policy: FlakyPolicy, runs: int | None
+) -> str:
+    """What `flaky` says of a new failure's key on the baseline ref."""
+    if row is not None and row.verdict is Verdict.FLAKY:  # but never with this reason
+        return f"; flaky on {baseline}, but never with this reason: {row.evidence()}"
     if row is not None:
-        text += f"; {row.verdict.value} on {baseline}: {row.evidence()}"
-    elif runs:
-        text += (
+        return f"; {row.verdict.value} on {baseline}: {row.evidence()}"
+    if runs:
+        return (
             f"; only {runs_text(runs)} on {baseline} in the window, fewer than "
             f"--min-runs {policy.min_runs}: not judged for flakiness"
         )
-    return text
+    return ""
 
 
 def lift_candidates(
@@ -401,6 +563,7 @@ def triage(
     """The triage of one stored run against its baseline."""
     from matrixgen.engine.errors import UsageError
     from matrixgen.evidence.flaky import flaky_rows
+    from matrixgen.evidence.known import known_failures
     from matrixgen.evidence.queries import run_outcomes
 
     policy = policy or FlakyPolicy()
@@ -408,7 +571,7 @@ def triage(
     if count < 1:
         raise UsageError("--baseline-runs must be 1 or more")
     outcomes = run_outcomes(store, run_id, baseline, count)
-    keys = failures_of(outcomes, outcomes.run.ref)
+    keys = [k.flaky_key for k in failures_of(outcomes, outcomes.run.ref)]
     flaky: dict[tuple[JobKey, str | None], FlakyRow] = {}
     too_few: dict[tuple[JobKey, str | None], int] = {}
     if keys:
@@ -429,6 +592,7 @@ def triage(
         entries=entries,
         known=known,
         too_few=too_few,
+        known_failures=known_failures(generation.tree.config),
     )
     return TriageReport(
         run=outcomes.run,
@@ -460,6 +624,7 @@ def read_triage(
 # --------------------------------------------------------------------------- Markdown
 
 MARKER = "<!-- matrixgen-triage -->"
+_GROUP_TESTS_SHOWN = 10  # a group's tests the comment names
 
 
 def markdown(report: TriageReport) -> str:
@@ -490,22 +655,34 @@ def markdown(report: TriageReport) -> str:
     total = len(report.failures)
     lines.append(
         f"**{counts['new']} new** of {total} failure(s); {counts['baseline']} also failed in the "
-        f"baseline, {counts['flaky']} flaky there, {counts['quarantined']} quarantined."
+        f"baseline with the same reason, {counts['flaky']} flaky there, {counts['known']} known, "
+        f"{counts['quarantined']} quarantined."
     )
     lines.append("")
-    header = ["| verdict | case | test | platform/env | scope | evidence |", "|" + " :-- |" * 6]
+    header = [
+        "| verdict | case | test | platform/env | scope | reason | evidence |",
+        "|" + " :-- |" * 7,
+    ]
 
     def row(f: Failure) -> str:
-        test = code(f.node_id) if f.node_id else ""
+        test = code(f.test) if f.test else ""
         evidence = text(f.evidence)
         if f.entry is not None:  # the entry, linked to its tracker
             evidence = (
                 f"quarantined by entry {markdown_link(f.entry.id, f.entry.tracker)} "
                 f"({text(f.entry.action)}, {text(f.entry.kind)})"
             )
+        elif f.known is not None:  # the known failure, linked to its tracker
+            said = _known_prefix(f.known)
+            rest = f.evidence[len(said) :] if f.evidence.startswith(said) else f.evidence
+            evidence = (
+                f"{markdown_link('known ' + f.known.kind + ' failure', f.known.tracker)}: "
+                f"{text(rest)}"
+            )
+        reason = code(f.reason) if f.reason else ""
         return (
             f"| {f.verdict.value} | {code(f.case)} | {test} | {text(f.job.where)} "
-            f"| {text(f.job.place)} | {evidence} |"
+            f"| {text(f.job.place)} | {reason} | {evidence} |"
         )
 
     new = [f for f in report.failures if f.verdict is TriageVerdict.NEW]
@@ -516,7 +693,8 @@ def markdown(report: TriageReport) -> str:
         lines += [
             "<details>",
             f"<summary>{len(known)} known failure(s): {counts['baseline']} baseline, "
-            f"{counts['flaky']} flaky, {counts['quarantined']} quarantined</summary>",
+            f"{counts['flaky']} flaky, {counts['known']} known, "
+            f"{counts['quarantined']} quarantined</summary>",
             "",
             *header,
             *(row(f) for f in known),
@@ -524,6 +702,16 @@ def markdown(report: TriageReport) -> str:
             "</details>",
             "",
         ]
+    if report.shared:
+        lines += ["#### Failures that share a reason", ""]
+        for g in report.shared:
+            shown = ", ".join(code(t) for t in g.tests[:_GROUP_TESTS_SHOWN])
+            more = len(g.tests) - _GROUP_TESTS_SHOWN
+            lines.append(
+                f"- **{text(g.sentence())}:** {code(g.reason)}: {shown}"
+                + (f" and {more} more" if more > 0 else "")
+            )
+        lines.append("")
     if report.lift_candidates:
         lines += [
             "<details>",

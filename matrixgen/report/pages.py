@@ -417,18 +417,22 @@ def _run_cells(runs: Sequence[RunRow]) -> list[dict[str, str]]:
 # What each verdict's section is called, in the order they come (new first).
 VERDICT_HEADINGS = {
     "new": "New failures",
-    "baseline": "Also failed in the baseline",
+    "baseline": "Also failed in the baseline, with the same reason",
     "flaky": "Flaky on the baseline ref",
+    "known": "Known failures",
     "quarantined": "Quarantined",
 }
 TRIAGE_STYLE = """.triage{font-size:13px}.triage .ev{min-width:260px;max-width:400px}
 .triage .node{min-width:200px;max-width:340px;overflow-wrap:anywhere}
 .triage .job{min-width:150px;max-width:220px;overflow-wrap:anywhere}
 .verdict-new{color:var(--fail);font-weight:600}.verdict-baseline{color:#4a5366;font-weight:600}
-.verdict-quarantined{color:var(--muted);font-weight:600}
+.verdict-quarantined{color:var(--muted);font-weight:600}.verdict-known{color:#4a5366;font-weight:600}
+.triage .reason,.groups .reason{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;
+overflow-wrap:anywhere;max-width:360px}
+.groups li{margin:4px 0}
 """
 TRIAGE_HEADERS = ["verdict", "job / test", "node id", "platform", "environment", "scope"]
-TRIAGE_HEADERS += ["evidence", "entry", "baseline run"]
+TRIAGE_HEADERS += ["reason", "evidence", "entry", "baseline run"]
 
 
 def _run_line(run: RunRow) -> str:
@@ -451,6 +455,11 @@ def _failure_row(f: Failure) -> list[str]:
             f"{text(f.entry.id)}<br><small>{text(f.entry.action)}, {text(f.entry.kind)}; "
             f"tracker {_tracker(f.entry.tracker, f.entry.tracker or '-')}</small>"
         )
+    elif f.known is not None:
+        entry = (
+            f"known {text(f.known.kind)} failure<br><small>pattern <code>{text(f.known.pattern)}"
+            f"</code>; tracker {_tracker(f.known.tracker, f.known.tracker or '-')}</small>"
+        )
     base = "-"
     if f.baseline_run is not None:
         run = f.baseline_run
@@ -463,10 +472,13 @@ def _failure_row(f: Failure) -> list[str]:
         f'<div class="job">{text(f"{f.job.model}/{f.case}")}</div>',
         f'<div class="node">{text(f.node_id)}</div>'
         if f.node_id
+        else f'<div class="node">check {text(f.metric)}</div>'
+        if f.metric
         else '<span class="off">the whole job</span>',
         text(f.job.platform),
         text(f.job.environment),
         text(f.job.place),
+        f'<div class="reason">{text(f.reason)}</div>' if f.reason else "-",
         f'<div class="ev">{text(f.evidence)}</div>',
         entry,
         base,
@@ -478,7 +490,7 @@ def _triage_of(report: TriageReport) -> list[str]:
     body = [
         figures(
             [(str(len(report.failures)), "failures"), (str(counts["new"]), "new")]
-            + [(str(counts[v]), v) for v in ("baseline", "flaky", "quarantined")]
+            + [(str(counts[v]), v) for v in ("baseline", "flaky", "known", "quarantined")]
             + [(str(len(report.lift_candidates)), "lift candidates")]
         ),
         f'<p class="note">{text(_run_line(report.run))}, against the baseline: '
@@ -501,6 +513,15 @@ def _triage_of(report: TriageReport) -> list[str]:
         if rows:
             body.append(f'<h2 id="{verdict}">{heading} ({len(rows)})</h2>\n')
             body.append(table(TRIAGE_HEADERS, rows, cls=f"triage {verdict}"))
+    if report.shared:
+        body.append('<h2 id="groups">Failures that share a reason</h2>\n<ul class="groups">')
+        for g in report.shared:
+            tests = ", ".join(f"<code>{text(t)}</code>" for t in g.tests)
+            body.append(
+                f'<li><b>{text(g.sentence())}:</b> <span class="reason">{text(g.reason)}</span>'
+                f"<br><small>{tests}</small></li>"
+            )
+        body.append("</ul>\n")
     body.append("<h2>Lift candidates</h2>\n")
     if report.lift_candidates:
         rows = [
@@ -526,8 +547,9 @@ def _triage_of(report: TriageReport) -> list[str]:
 
 def triage(data: SiteData) -> str:
     what = (
-        "each job and test that failed in the run, judged new, failing in the baseline, "
-        "flaky on the baseline ref or quarantined, as <code>matrixgen triage</code> judges it"
+        "each job and test that failed in the run, judged new, failing in the baseline with "
+        "the same reason, flaky on the baseline ref, a known failure or quarantined, as "
+        "<code>matrixgen triage</code> judges it, and the failures that share a reason"
     )
     if data.triage is not None:
         body = "".join(_triage_of(data.triage))
