@@ -197,3 +197,44 @@ def test_the_shipped_example_of_megatron_lm_patterns_is_a_valid_config() -> None
     ):
         assert matcher.match(line, None) is not None, line
     assert matcher.match("AssertionError: loss 2.31 at step 100, golden value 2.29", None) is None
+
+
+def _watched(xml: str) -> dict[str, str]:
+    from matrixgen.evidence.junit import parse_report
+
+    watch = PatternSet(["NCCL timeout"])
+
+    def line(text: str) -> str | None:
+        found = watch.first_line(text, 300)
+        return found[1] if found else None
+
+    report = parse_report(xml.encode(), "r.xml", line)
+    return {t.name: t.output_line for t in report.testcases}
+
+
+def test_the_ingest_reads_a_failed_tests_message_and_output_not_its_traceback() -> None:
+    """What a watch is handed: a failed record's whole message, its
+    system-out and system-err; not a passing record's output, and not the
+    traceback, which quotes the source lines that name the errors they handle."""
+    long_line = "x" * 100_000 + " NCCL timeout on rank 3 " + "y" * 100_000
+    case = '<testcase classname="t.test_a" name='
+    message = "RuntimeError: " + "x" * 400 + " NCCL timeout"
+    xml = f"""<testsuite name="s">
+{case}"in_stderr"><failure message="boom">trace</failure>
+<system-out>nothing here</system-out>
+<system-err>a\n[rank 3] NCCL timeout after 600 s\nb</system-err></testcase>
+{case}"in_message"><error message="{message}"/></testcase>
+{case}"in_traceback"><failure message="boom">
+    except NCCL timeout as e:  # the source line a traceback quotes
+</failure></testcase>
+{case}"passed"><system-out>NCCL timeout</system-out></testcase>
+{case}"long"><failure message="boom"/><system-out>{long_line}</system-out></testcase>
+</testsuite>"""
+    found = _watched(xml)
+    assert found["in_stderr"] == "[rank 3] NCCL timeout after 600 s"
+    # The whole message (the store keeps 300 characters of it), the line cut to
+    # 300 characters that end where the match does.
+    assert found["in_message"].endswith("x NCCL timeout") and len(found["in_message"]) == 300
+    assert found["in_traceback"] == "" and found["passed"] == ""
+    # A line longer than a piece (64 Ki characters) is cut there: the match inside one is found.
+    assert found["long"].endswith(" NCCL timeout") and len(found["long"]) == 300

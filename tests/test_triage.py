@@ -300,7 +300,8 @@ def test_the_markdown_escapes_what_the_reports_say(capsys, tmp_path: Path) -> No
 
     hostile = "tests/unit_tests/x/test_x.py::test_x[<img src=x onerror=alert(1)>|`]"
     path = str(tmp_path / "results.db")
-    _store(path, "PPP", node=hostile)
+    # Its message too: its reason goes in a cell of its own.
+    _store(path, "PPP", node=hostile, messages=("", "boom | <img src=y onerror=alert(2)> `z` *"))
     code, out, _ = _triage(capsys, path, RECIPES, "103", "--format", "markdown")
     assert code == ExitCode.EXPECTATION
     assert out.startswith(MARKER + "\n")
@@ -316,10 +317,16 @@ def test_the_markdown_escapes_what_the_reports_say(capsys, tmp_path: Path) -> No
     cells = re.findall(r"<td[^>]*>(.*?)</td>", html.split("<tbody>")[1], flags=re.S)
     assert len(cells) == 7, html
     assert "<code>" in cells[2]
-    shown = re.sub(r"<[^>]+>", "", cells[2])
-    for entity, char in (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&amp;", "&")):
-        shown = shown.replace(entity, char)
-    assert shown.replace(" ", "") == hostile.replace(" ", "")
+
+    def shown(cell: str) -> str:
+        cell = re.sub(r"<[^>]+>", "", cell)
+        for entity, char in (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&amp;", "&")):
+            cell = cell.replace(entity, char)
+        return cell.replace(" ", "")
+
+    assert shown(cells[2]) == hostile.replace(" ", "")
+    assert "<code>" in cells[5]
+    assert shown(cells[5]) == "failure:boom|<imgsrc=yonerror=alert(<n>)>`z`*"
 
 
 def test_failed_every_baseline_run_but_too_few_to_be_broken(capsys, db: str) -> None:  # noqa: F811

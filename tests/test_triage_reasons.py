@@ -132,6 +132,10 @@ def test_the_merge_request_run_shows_each_case(
         "the baseline fails this job differently: failure: AssertionError: loss diverged from "
         "the golden values at step <n> (in test_loss_matches_golden_values)"
     )
+    # Judged on the check's own history on main, not the job's (which flakes on its loss).
+    assert throughput["evidence"].endswith(
+        "; ok on ref main: failed 0 of 24 runs on dgx_h100/dev (gitlab/mr) since 2026-11-02"
+    )
     # Known: the hub line is in its stderr only, kept at ingest.
     hub = found[HUB]
     assert hub["reason"] == "failure: ConnectionError: could not fetch the blend weights"
@@ -378,3 +382,42 @@ def test_flaky_groups_the_failures_that_share_a_reason(capsys, tmp_path: Path) -
         "- **9 failures in 3 tests share one reason:** `failure: TimeoutError: port <n> busy`"
         in (capsys.readouterr().out)
     )
+
+
+def test_the_cost_of_a_triage_grows_linearly_with_its_failures() -> None:
+    """A broken runner fails every test of a job: 20,000 failed checks of one
+    whole job; the baseline failed half of them with the same reason, and
+    10,000 others. Each failure is judged off per-run indexes, never by
+    scanning the baseline's failures again: linear, well under the bound a
+    quadratic judge (200 million steps) would need many times over."""
+    import time
+
+    from matrixgen.evidence.flaky import FlakyPolicy
+    from matrixgen.evidence.junit import Outcome
+    from matrixgen.evidence.queries import RunFilter, RunOutcomes
+    from matrixgen.evidence.store import RunRow
+    from matrixgen.evidence.triage import judge_failures
+
+    key, target, job = _place("gpt3_case", "gpt")
+    checks = [f"tests/f.py::test_{i:05d}" for i in range(20_000)]
+    others = [f"tests/f.py::test_other_{i:05d}" for i in range(10_000)]
+    run, base = RunRow(1, "run", None, 200), RunRow(2, "base", None, 100)
+    outcomes = RunOutcomes(
+        run=run,
+        baseline=(base,),
+        jobs={1: {key: Outcome.FAILED}, 2: {key: Outcome.FAILED}},
+        failed_tests={
+            1: {(key, c): MINE for c in checks},
+            2: {(key, c): MINE for c in [*checks[:10_000], *others]},
+        },
+    )
+    began = time.process_time()
+    judged = judge_failures(
+        outcomes, {}, baseline=RunFilter(ref="main"), policy=FlakyPolicy(),
+        places_of={key: [(target, job)]}, entries=[], known=set(),
+    )  # fmt: skip
+    assert time.process_time() - began < 5.0
+    verdicts = [f.verdict.value for f in judged]
+    assert verdicts.count("baseline") == verdicts.count("new") == 10_000
+    new = next(f for f in judged if f.verdict.value == "new")
+    assert new.evidence.startswith(f"the baseline fails this job differently: {MINE} (in test_0")

@@ -94,8 +94,8 @@ class Testcase(Struct, frozen=True, kw_only=True, gc=False):
     # A muted record's outcome before the mute (failed or error): the report
     # only claims the mute; the ingest grants it from the quarantine file alone.
     muted_from: Outcome | None = None
-    # The line of the failure's text or output that a known-failure pattern
-    # matched when it was read ("" for none; see the module).
+    # The line of the failure's message or output that a known-failure
+    # pattern matched when it was read ("" for none; see the module).
     output_line: str = ""
 
 

@@ -281,46 +281,49 @@ def failures_of(outcomes: RunOutcomes, ref: int) -> list[FailureKey]:
 
 
 class _Baseline:
-    """How the baseline runs failed each key: the reason of each failed test
-    per run, and each job's outcome."""
+    """How the baseline runs failed each key: each failed test's reason per
+    run, and per run and job its first failed test (by node id), read once so
+    that a run that failed thousands of tests costs no more per key."""
 
     def __init__(self, outcomes: RunOutcomes) -> None:
         self.runs = outcomes.baseline
         self.outcomes = outcomes
+        self.first: dict[int, dict[JobKey, tuple[str, str | None]]] = {}
+        for run in self.runs:
+            first: dict[JobKey, tuple[str, str | None]] = {}
+            for (job, node), reason in outcomes.failed_tests.get(run.ref, {}).items():
+                if job not in first or node < first[job][0]:
+                    first[job] = (node, reason)
+            self.first[run.ref] = first
 
-    def reasons(self, key: FailureKey, run: RunRow) -> list[tuple[str | None, str | None]]:
-        """(reason, the test it is of) of each way `run` failed the key: its
-        test with its reason; for a job (or a check of it), the job's failed
-        checks, or (None, None) when the job failed with no test stored."""
+    def failed(self, key: FailureKey, run: RunRow) -> tuple[str | None, str | None] | None:
+        """How `run` failed the key, (reason, the test it is of), None when it
+        did not: the key's own test; else, for a whole job or a check of it,
+        the job's first failed test, or (None, None) for a job that failed
+        with no failed test stored."""
         tests = self.outcomes.failed_tests.get(run.ref, {})
+        if key.test is not None and (key.job, key.test) in tests:
+            return tests[(key.job, key.test)], key.test
         if key.node_id is not None:
-            found = tests.get((key.job, key.node_id), _NOT_FAILED)
-            return [] if found is _NOT_FAILED else [(found, key.node_id)]  # type: ignore[list-item]
+            return None  # a bucket's test: only itself
+        first = self.first.get(run.ref, {}).get(key.job)
+        if first is not None:
+            return first[1], first[0]
         outcome = self.outcomes.jobs.get(run.ref, {}).get(key.job)
-        checks = sorted(
-            ((reason, node) for (job, node), reason in tests.items() if job == key.job),
-            key=lambda c: (c[1] != key.metric, c[1]),  # its own check first
-        )
-        if checks:
-            return checks
-        return [(None, None)] if outcome is not None and outcome.failed else []
+        return (None, None) if outcome is not None and outcome.failed else None
 
     def same(self, key: FailureKey, reason: str | None) -> list[RunRow]:
         """The baseline runs that failed it with this reason, latest first."""
-        return [run for run in self.runs if (reason, key.test) in self.reasons(key, run)]
+        return [run for run in self.runs if self.failed(key, run) == (reason, key.test)]
 
     def differently(self, key: FailureKey) -> tuple[RunRow, str | None, str | None] | None:
         """The latest baseline run that failed it otherwise: (run, reason,
         the test that reason is of)."""
         for run in self.runs:
-            found = self.reasons(key, run)
-            if found:
-                reason, test = found[0]
-                return run, reason, test
+            found = self.failed(key, run)
+            if found is not None:
+                return run, *found
         return None
-
-
-_NOT_FAILED = object()
 
 
 def judge_failures(
