@@ -139,7 +139,9 @@ folded = sa.Table(
     sa.Column("output_line", sa.String(MESSAGE_LIMIT)),
     prefixes=["TEMPORARY"],
 )
-_STAGED_KEYS = [c.name for c in staged.columns]
+_STAGED_FAILED_KEYS = [c.name for c in staged.columns]
+_STAGED_KEYS = _STAGED_FAILED_KEYS[:-2]  # a record that did not fail: no reason, no line
+_TEST_FAILED = frozenset(code for outcome, code in OUTCOME_CODES.items() if outcome.test_failed)
 _JOB_FAILED = tuple(code for outcome, code in OUTCOME_CODES.items() if outcome.failed)
 
 
@@ -170,6 +172,7 @@ class IngestSink:
         self.conn = conn
         self.run = run
         self.rows: list[tuple] = []
+        self.failed_rows: list[tuple] = []
         self.seq = 0
         self.finished = False
         self.job_of: dict[JobKey, int] = {}
@@ -213,31 +216,34 @@ class IngestSink:
                 f"{at}test {node[:80]}... has a node id of {size:,} bytes (UTF-8), more than "
                 f"the {NODE_ID_LIMIT:,} a results store holds: nothing of this ingest is stored"
             )
-        outcome = test.outcome
-        failed = outcome.test_failed
-        self.rows.append(
-            (
-                self.seq,
-                number,
-                job_id,
-                node,
-                OUTCOME_CODES[outcome],
-                test.reruns,
-                test.duration,
-                test.message[:MESSAGE_LIMIT] or None,
-                job.unit and not is_node_id(node),
-                # Each failed record's reason, once, here; the other records have none.
-                reason(kind_of(outcome, test.muted_from), test.message) if failed else None,
-                (test.output_line[:MESSAGE_LIMIT] or None) if failed else None,
-            )
+        code = OUTCOME_CODES[test.outcome]
+        row = (
+            self.seq,
+            number,
+            job_id,
+            node,
+            code,
+            test.reruns,
+            test.duration,
+            test.message[:MESSAGE_LIMIT] or None,
+            job.unit and not is_node_id(node),
         )
+        if code in _TEST_FAILED:
+            # A failed record's reason, computed once, here, and the output line
+            # a known failure matched: staged with their own columns (the others
+            # have none: their rows are written without those columns).
+            why = reason(kind_of(test.outcome, test.muted_from), test.message)
+            self.failed_rows.append((*row, why, test.output_line[:MESSAGE_LIMIT] or None))
+        else:
+            self.rows.append(row)
         self.seq += 1
-        if len(self.rows) >= _STAGE_BATCH:
+        if len(self.rows) + len(self.failed_rows) >= _STAGE_BATCH:
             self.flush()
 
     def flush(self) -> None:
         _bulk_insert(self.conn, staged, _STAGED_KEYS, self.rows)
-        self.rows = []
+        _bulk_insert(self.conn, staged, _STAGED_FAILED_KEYS, self.failed_rows)
+        self.rows, self.failed_rows = [], []
 
     def finish(self, finished_at: dt.datetime | None) -> IngestReport:
         """Fold the records and store them; what was stored, per job."""
