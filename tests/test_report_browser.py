@@ -363,17 +363,18 @@ def test_hostile_names_show_as_text(visit) -> None:
 
 def test_triage_page_has_a_row_per_failure(visit) -> None:
     """The run's five failures, one row each, in verdict order (new first), each
-    row's verdict the one the fixture's run was made to have; the quarantining
-    entry's tracker a link."""
+    row's verdict the one the fixture's run was made to have (the functional
+    job's: its loss check's); the quarantining entry's tracker a link."""
     page = visit("run", "triage.html").page
     rows = page.locator("table.triage tbody tr")
     assert rows.count() == len(MR_FAILURES) == 5
     seen = {}
     for i in range(rows.count()):
         cells = rows.nth(i).locator("td")
-        assert cells.count() == 9
+        assert cells.count() == 10
         node = cells.nth(2).inner_text()
-        key = node if node != "the whole job" else cells.nth(1).inner_text().split("/", 1)[1]
+        whole_job = node == "the whole job" or node.startswith("check ")  # a job, or a check of it
+        key = cells.nth(1).inner_text().split("/", 1)[1] if whole_job else node
         seen[key] = cells.nth(0).inner_text()
     assert seen == MR_FAILURES
     assert list(seen.values()) == ["new", "baseline", "flaky", "flaky", "quarantined"]
