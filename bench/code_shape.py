@@ -21,6 +21,12 @@ so it runs in well under a second. What each figure counts:
   `case` pattern) with `System.GITHUB` or `System.GITLAB` on either side, outside
   SYSTEM_PATHS (the engine's vocabulary, the emitter registry, the CLI's per-system
   commands).
+- hand-written `to_dict`: methods named `to_dict` in the package (JSON comes from
+  the Structs' declarations instead).
+- raw config reads: a project config's sections read as plain mappings
+  (`config.raw`, `config.section(...)`, `config.platform_info(...)`) and a target's
+  settings read by key (`target.settings.get(...)`, `target.settings[...]`),
+  outside the document readers (DOCUMENT_PATHS).
 - test-to-test imports, import cycles and type-only imports (`if TYPE_CHECKING:`)
   pointing up a floor: as tests/test_layout.py finds them (its functions are reused).
 """
@@ -145,6 +151,36 @@ def products_walks(nodes: list[ast.AST]) -> Iterator[int]:
             yield node.lineno
 
 
+def to_dicts(nodes: list[ast.AST]) -> Iterator[int]:
+    for node in nodes:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "to_dict":
+            yield node.lineno
+
+
+def _names_config(node: ast.AST) -> bool:
+    """An expression that names a project config (`config`, `tree.config`, ...)."""
+    if isinstance(node, ast.Name):
+        return node.id.endswith("config")
+    return isinstance(node, ast.Attribute) and node.attr.endswith("config")
+
+
+def _names_target(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id.endswith(("target", "base", "head", "template"))
+    return isinstance(node, ast.Attribute) and node.attr.endswith("target")
+
+
+def raw_config_reads(nodes: list[ast.AST]) -> Iterator[int]:
+    """Line of each read of a config section or of a target's settings by key."""
+    for node in nodes:
+        if not isinstance(node, ast.Attribute):
+            continue
+        if (node.attr in {"raw", "section", "platform_info"} and _names_config(node.value)) or (
+            node.attr == "settings" and _names_target(node.value)
+        ):
+            yield node.lineno
+
+
 def long_functions(tree: ast.AST) -> Iterator[tuple[str, int, int]]:
     """(name, line, length) of every function, methods and nested ones included."""
 
@@ -175,6 +211,8 @@ def main() -> int:
     products: list[str] = []
     filters: list[str] = []
     systems: list[str] = []
+    dicts: list[str] = []
+    raw_reads: list[str] = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = _rel(path)
         text = path.read_text(encoding="utf-8")
@@ -191,6 +229,8 @@ def main() -> int:
                 long.append((f"{rel}:{line} {name}", length))
         if not rel.startswith(DOCUMENT_PATHS):
             products += [f"{rel}:{n}" for n in sorted(products_walks(nodes))]
+            raw_reads += [f"{rel}:{n}" for n in sorted(set(raw_config_reads(nodes)))]
+        dicts += [f"{rel}:{n}" for n in sorted(to_dicts(nodes))]
         filters += [f"{rel}:{n}" for n in sorted(set(message_filters(nodes)))]
         if not rel.startswith(SYSTEM_PATHS):
             systems += [f"{rel}:{n}" for n in sorted(set(system_comparisons(nodes)))]
@@ -224,6 +264,8 @@ def main() -> int:
     for where, length in sorted(long, key=lambda f: -f[1]):
         print(f"    {where} ({length})")
     show('raw ["products"] subscripts outside documents/', products, "0")
+    show("hand-written to_dict", dicts, "0")
+    show("raw config reads outside documents/", raw_reads, "0")
     show("findings filtered by message text", filters, "0")
     show("System.GITHUB/GITLAB comparisons outside vocab, registry, CLI", systems, "0")
     show("test-to-test imports", test_imports, "0")
