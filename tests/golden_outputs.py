@@ -45,6 +45,13 @@ STDOUT_COMMANDS = {
     "generate-summary.json": ["generate", "--format", "json", "--out", "{out}"],
     "graph.json": ["graph", "--format", "json"],
     "stats.json": ["stats", "--format", "json"],
+    "stats-cost.json": ["stats", "--cost", "--format", "json"],
+    "pins.json": ["pins", "--format", "json"],
+    "coverage.json": ["coverage", "--format", "json"],
+    "decide.json": ["decide", "--event", "pull_request", "--format", "json"],
+    "quarantine-list.json": ["quarantine", "list", "--format", "json"],
+    "quarantine-audit.json": ["quarantine", "audit", "--format", "json"],
+    "migrate.json": ["migrate", "--format", "json"],
 }
 
 
@@ -52,17 +59,27 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# The day pinned; no tracker token (audit would ask the tracker) and no results
+# store (stats --cost would read it).
+PINNED = {"MATRIXGEN_TODAY": DAY, "GITHUB_TOKEN": None, "MATRIXGEN_RESULTS_DB": None}
+
+
 @contextlib.contextmanager
 def _pinned_day() -> Iterator[None]:
-    saved = os.environ.get("MATRIXGEN_TODAY")
-    os.environ["MATRIXGEN_TODAY"] = DAY
+    saved = {name: os.environ.get(name) for name in PINNED}
+    for name, value in PINNED.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     try:
         yield
     finally:
-        if saved is None:
-            del os.environ["MATRIXGEN_TODAY"]
-        else:
-            os.environ["MATRIXGEN_TODAY"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _run(argv: list[str]) -> tuple[int, bytes]:
