@@ -13,18 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from matrixgen.documents.quarantine import Match, matches_test_case
 from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.vocab import QuarantineAction, QuarantineKind, System
 from matrixgen.pipeline import generate
 from matrixgen.quarantine.apply import apply_quarantine, overlaps
 from matrixgen.quarantine.audit import audit_entries
-from matrixgen.quarantine.model import (
-    Entry,
-    Match,
-    Place,
-    matches_test_case,
-    parse_quarantine,
-)
+from matrixgen.quarantine.model import Entry, Place, parse_quarantine
 from matrixgen.quarantine.trackers import entries_tracked_by, resolve_tracker, same_tracker
 from tests.quarantine_fixtures import (
     CONFIG,
@@ -41,7 +36,7 @@ def entry(**fields: object) -> Entry:
         "tracker_url": None,
         "kind": QuarantineKind.FLAKY,
         "action": QuarantineAction.SKIP,
-        "match": Match(test_cases=("tc",)),
+        "match": Match(test_case="tc"),
     }
     base.update(fields)
     return Entry(**base)  # type: ignore[arg-type]
@@ -82,7 +77,7 @@ def test_parse_valid_file_resolves_trackers_and_places() -> None:
     first = qfile.entries[0]
     assert first.tracker == "#7201"
     assert first.tracker_url == "https://github.com/acme/ml/issues/7201"
-    assert first.where == (
+    assert first.places == (
         Place(System.GITHUB, "L1"),
         Place(System.GITLAB, "mr"),
         Place(System.GITLAB, "mr-slim"),
@@ -309,17 +304,17 @@ def test_places_resolve_legacy_scope_names() -> None:
 def test_skip_allow_failure_and_deselect_per_target() -> None:
     jobs = [job(test_case="a"), job(test_case="b"), job(test_case="c")]
     entries = [
-        entry(id="s", match=Match(test_cases=("a",)), where=(Place.parse("gitlab/mr"),)),
+        entry(id="s", match=Match(test_case="a"), places=(Place.parse("gitlab/mr"),)),
         entry(
             id="f",
             action=QuarantineAction.ALLOW_FAILURE,
             kind=QuarantineKind.BROKEN,
-            match=Match(test_cases=("b",)),
+            match=Match(test_case="b"),
         ),
         entry(
             id="d",
             action=QuarantineAction.DESELECT,
-            match=Match(test_cases=("c",)),
+            match=Match(test_case="c"),
             node_ids=("t.py::x",),
         ),
     ]
@@ -363,7 +358,7 @@ def test_several_entries_on_one_job_strongest_wins_and_all_are_named() -> None:
 def test_a_mute_entry_keeps_the_job_and_its_mark_carries_the_node_ids() -> None:
     jobs = [job(test_case="a"), job(test_case="b")]
     mute = entry(
-        id="m", action=QuarantineAction.MUTE, match=Match(test_cases=("a",)), node_ids=("t::x",)
+        id="m", action=QuarantineAction.MUTE, match=Match(test_case="a"), node_ids=("t::x",)
     )
     kept, skipped = apply_quarantine(jobs, [mute], target("gitlab", "mr"))
     assert not skipped and [j.test_case for j in kept] == ["a", "b"]
@@ -394,11 +389,11 @@ def test_deselect_and_mute_on_one_job_merge_and_deselect_wins_a_shared_node() ->
 
 def test_without_target_each_job_is_placed_by_its_scope() -> None:
     jobs = [job(scope="L1"), job(scope="mr"), job(scope="L2")]
-    only_l1 = [entry(where=(Place.parse("github/mr-github"),))]
+    only_l1 = [entry(places=(Place.parse("github/mr-github"),))]
     kept, skipped = apply_quarantine(jobs, only_l1, None)
     assert [j.scope for j in skipped] == ["L1"]
     assert [j.scope for j in kept] == ["mr", "L2"]
-    gitlab = [entry(where=(Place.parse("gitlab"),))]
+    gitlab = [entry(places=(Place.parse("gitlab"),))]
     _, skipped = apply_quarantine(jobs, gitlab, None)
     assert [j.scope for j in skipped] == ["mr", "L2"]
 
@@ -415,7 +410,7 @@ entry_strategy = st.builds(
     lambda i, tc, action, plats, where: entry(
         id=f"e{i}",
         action=action,
-        match=Match(test_cases=(tc,), platforms=plats),
+        match=Match(test_case=tc, platforms=plats),
         where=tuple(Place.parse(w) for w in where),
         node_ids=("n",) if action is QuarantineAction.DESELECT else (),
     ),

@@ -19,10 +19,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from matrixgen.documents.quarantine import Match
 from matrixgen.engine.errors import ExitCode
 from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
 from matrixgen.pipeline import generate
-from matrixgen.quarantine.model import Entry, Match
+from matrixgen.quarantine.model import Entry
 from matrixgen.report.pages import render_site
 from matrixgen.report.site import SiteData, gather
 from matrixgen.util.escape import html_attribute, html_link, html_text
@@ -177,7 +178,7 @@ def _hostile_entry(name: str, url: str) -> Entry:
         tracker_url=url,
         kind=QuarantineKind.FLAKY,
         action=QuarantineAction.SKIP,
-        match=Match(test_cases=(name,)),
+        match=Match(test_case=name),
         owner=name,
         reason=name,
         added=DAY,

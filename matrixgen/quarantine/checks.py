@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
+from matrixgen.documents.quarantine import is_glob, matches_test_case
 from matrixgen.engine.errors import Finding, Findings, Location, Severity, did_you_mean
 from matrixgen.engine.model import Job, Target
 from matrixgen.engine.vocab import LEGACY_SCOPE_ALIASES, System, resolve_scope, scope_names
@@ -17,9 +18,7 @@ from matrixgen.quarantine.model import (
     QuarantineFile,
     Subject,
     file_subject,
-    is_glob,
     load_quarantine,
-    matches_test_case,
 )
 from matrixgen.quarantine.policy import current_day, policy
 from matrixgen.quarantine.trackers import shell_tracker
@@ -167,13 +166,13 @@ def _unknown_values(
                 ("match", "test_case", j) if len(match.test_cases) > 1 else ("match", "test_case"),
                 f'{name}: "{pattern}" {what}{did_you_mean(pattern, known.test_cases)}',
             )
-    for j, place in enumerate(entry.where):
+    for j, place in enumerate(entry.places):
         if place.scope is not None and place.scope not in known.scopes[place.system]:
             used = sorted(known.scopes[place.system])
             # Legacy names too: `nightlyy` is closer to `nightly` than to `L2`.
             aliases = {a: t for a, (t, _) in LEGACY_SCOPE_ALIASES.items() if t in used}
             shown = scope_names(known.words.get(place.system, used))
-            written = entry.where_text[j].partition("/")[2]
+            written = entry.where[j].partition("/")[2]
             yield (
                 ("where", j),
                 f'{name}: no {place.system.value} target has scope "{written}"'
@@ -183,14 +182,14 @@ def _unknown_values(
 
 
 def describe(entry: Entry) -> str:
-    parts = [f"test_case {entry.match.test_case}"]
+    parts = [f"test_case {', '.join(entry.match.test_cases)}"]
     if entry.match.model:
         parts.append(f"model {entry.match.model}")
     for key in ("platforms", "environments", "tags"):
         values = getattr(entry.match, key)
         if values:
             parts.append(f"{key} {', '.join(values)}")
-    parts.append("where " + (", ".join(entry.where_text) if entry.where else "everywhere"))
+    parts.append("where " + (", ".join(entry.where) or "everywhere"))
     return "; ".join(parts)
 
 

@@ -62,7 +62,7 @@ def _any(values: Sequence[str]) -> str:
 def entry_row(entry: Entry) -> dict[str, Any]:
     """One entry as `quarantine list` shows it: what it matches
     (`model/test_case[tag,...]`, platforms aside) and where."""
-    matches = entry.match.test_case
+    matches = ", ".join(entry.match.test_cases)
     if entry.match.model:
         matches = f"{entry.match.model}/{matches}"
     if entry.match.tags:
@@ -77,7 +77,7 @@ def entry_row(entry: Entry) -> dict[str, Any]:
         "matches": matches,
         "platforms": _any(entry.match.platforms),
         "environments": _any(entry.match.environments),
-        "where": ",".join(entry.where_text) or "everywhere",
+        "where": ",".join(entry.where) or "everywhere",
         "owner": entry.owner,
         "expires": entry.expires.isoformat() if entry.expires else "",
     }

@@ -9,7 +9,12 @@ pytest node ids inside it: deselects them (deselect), or runs them without
 letting their failure fail the job (mute; the pytest plugin applies node-level
 entries in the test process, docs/pytest-plugin.md). See the README, Task 3.
 
-This module holds the entry values and the parsing of the file; the other rooms:
+The file's shape is declared once, in documents/quarantine.py. This module reads
+it: the schema made from that declaration says what is wrong with the shape
+(every problem, located), the rules here what no schema states (a missing
+tracker or owner said in its own words, node ids, duplicate ids, dates in
+order, a tracker's form), and each entry becomes an Entry: its declared fields
+and what reading resolves. The other rooms:
 `apply` (what entries do to a selection), `checks` (validate's check), `audit`,
 `trackers` (tracker references), `edit` (comment-keeping edits of the file),
 `tracker` (the GitHub API), `propose` (drafts and lifts from the evidence).
@@ -19,98 +24,36 @@ Everything but `edit` and `tracker` is pure: values in, values out.
 from __future__ import annotations
 
 import datetime as dt
-import fnmatch
 import re
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from msgspec import Struct
 from msgspec.structs import asdict
 
+from matrixgen.documents.quarantine import NODE_LEVEL, EntryFields, QuarantineDocument
+from matrixgen.documents.schema import DecodeError, check_document, decode
 from matrixgen.documents.yamlio import YamlDocument, parse_yaml
 from matrixgen.engine.errors import Finding, Findings, Location, QuarantineError, Severity
-from matrixgen.engine.model import Job, QuarantineMark
-from matrixgen.engine.schemas import check_against_schema
+from matrixgen.engine.model import QuarantineMark
 from matrixgen.engine.vocab import (
     QUARANTINE_FILENAME,
     QuarantineAction,
-    QuarantineKind,
     System,
     resolve_scope,
 )
-from matrixgen.quarantine.policy import parse_day, policy
+from matrixgen.quarantine.policy import policy
 from matrixgen.quarantine.trackers import ISSUE_NUMBER, resolve_tracker
-from matrixgen.util.nodeid import is_node_id, node_id_problem
+from matrixgen.util.nodeid import node_id_problem
 from matrixgen.util.patterns import whole
 from matrixgen.util.textedit import split_lines
-from matrixgen.util.values import ComparedValue
+from matrixgen.util.values import JsonLayout
 
 if TYPE_CHECKING:
     from matrixgen.engine.load import RecipeTree
-    from matrixgen.quarantine.jobenv import JobIdentity
-
-_NODE_LEVEL = frozenset(a.value for a in QuarantineAction if a.node_level)
-_GLOB_CHARS = re.compile(r"[*?\[]")
 
 # --------------------------------------------------------------------------- values
-
-
-class Match(Struct, frozen=True, kw_only=True):
-    """What an entry matches; an empty tuple means any value. `test_cases` holds
-    one name or glob or more (the file's `test_case`: a string, or a list when
-    one entry covers several test cases); a job matches when any of them does."""
-
-    model: str | None = None
-    test_cases: tuple[str, ...]
-    platforms: tuple[str, ...] = ()
-    environments: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()
-
-    @property
-    def test_case(self) -> str:
-        """The test case(s) as a line shows them."""
-        return ", ".join(self.test_cases)
-
-    def matches(self, job: Job | JobIdentity, known_test_cases: Container[str]) -> bool:
-        if self.model is not None and job.model != self.model:
-            return False
-        if self.platforms and job.platform not in self.platforms:
-            return False
-        if self.environments and job.environment not in self.environments:
-            return False
-        if self.tags and (job.tag or "") not in self.tags:
-            return False
-        return any(
-            matches_test_case(pattern, job.test_case, known_test_cases)
-            for pattern in self.test_cases
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The fields as the file writes them: an absent model or empty list left
-        out, one test case as a string."""
-        out: dict[str, Any] = {}
-        for key, value in asdict(self).items():
-            if key == "test_cases":
-                out["test_case"] = value[0] if len(value) == 1 else list(value)
-            elif value not in (None, ()):
-                out[key] = list(value) if isinstance(value, tuple) else value
-        return out
-
-
-def is_glob(pattern: str) -> bool:
-    """Whether a test case pattern holds glob characters (*, ?, [)."""
-    return bool(_GLOB_CHARS.search(pattern))
-
-
-def matches_test_case(pattern: str, test_case: str, known: Container[str]) -> bool:
-    """Exact name first: Megatron-LM's unit-test buckets are named like globs
-    (`tests/unit_tests/models/**/*.py`), and such a name must select only itself."""
-    if pattern == test_case:
-        return True
-    if pattern in known or not _GLOB_CHARS.search(pattern):
-        return False
-    return fnmatch.fnmatchcase(test_case, pattern)
 
 
 class Place(Struct, frozen=True, order=True):
@@ -130,26 +73,28 @@ class Place(Struct, frozen=True, order=True):
         return self.scope is None or (scope is not None and resolve_scope(scope) == self.scope)
 
 
-class Entry(ComparedValue, frozen=True, kw_only=True):
-    """One quarantine entry, as written in the file (tracker also resolved)."""
+class Entry(EntryFields, frozen=True, kw_only=True):
+    """One quarantine entry: its fields as the file writes them (documents/quarantine),
+    tracker, owner and reason as text ("" when missing: an error), and what reading
+    resolved: the tracker's URL, the places of `where`, the position in the file."""
 
-    id: str
-    tracker: str  # as written: a URL or "#N"; "" when missing (an error)
-    tracker_url: str | None  # resolved URL, None when "#N" has no tracker_base
-    kind: QuarantineKind
-    action: QuarantineAction
-    match: Match
-    where: tuple[Place, ...] = ()  # empty: everywhere
-    where_text: tuple[str, ...] = ()  # as written, for messages and listings
-    node_ids: tuple[str, ...] = ()
-    owner: str = ""  # "" when missing (an error)
-    added: dt.date | None = None
-    expires: dt.date | None = None
+    tracker: str = ""  # as written: a URL or "#N"
+    owner: str = ""
     reason: str = ""
+    tracker_url: str | None = None  # resolved URL, None when "#N" has no tracker_base
+    places: tuple[Place, ...] = ()  # `where` read; empty: everywhere
     index: int = 0  # position in the file's entries list
     location: Location = Location("")  # not compared: an entry moved in the file is the same
 
     NOT_COMPARED: ClassVar[frozenset[str]] = frozenset({"location"})
+    # `quarantine list --format json`: the fields as the file writes them, the
+    # resolved tracker after the tracker, node ids last and only when there are some.
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        leave_out=frozenset({"places", "index", "location"}),
+        after=(("tracker_url", "tracker"),),
+        last=("node_ids",),
+        when_set=frozenset({"node_ids"}),
+    )
 
     @property
     def tracker_ref(self) -> str:
@@ -157,7 +102,7 @@ class Entry(ComparedValue, frozen=True, kw_only=True):
         return self.tracker_url or self.tracker
 
     def applies_in(self, system: System, scope: str | None) -> bool:
-        return not self.where or any(place.covers(system, scope) for place in self.where)
+        return not self.places or any(place.covers(system, scope) for place in self.places)
 
     def expired(self, today: dt.date) -> bool:
         return self.expires is not None and self.expires < today
@@ -171,25 +116,6 @@ class Entry(ComparedValue, frozen=True, kw_only=True):
             node_ids=self.node_ids if self.action.node_level else (),
             muted=self.node_ids if self.action is QuarantineAction.MUTE else (),
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The entry's fields as in the file (dates as YYYY-MM-DD), for `quarantine list`."""
-        out: dict[str, Any] = {
-            "id": self.id,
-            "tracker": self.tracker,
-            "tracker_url": self.tracker_url,
-            "kind": self.kind.value,
-            "action": self.action.value,
-            "match": self.match.to_dict(),
-            "where": list(self.where_text),
-            "owner": self.owner,
-            "added": self.added.isoformat() if self.added else None,
-            "expires": self.expires.isoformat() if self.expires else None,
-            "reason": self.reason,
-        }
-        if self.node_ids:
-            out["node_ids"] = list(self.node_ids)
-        return out
 
 
 class QuarantineFile(Struct, frozen=True, kw_only=True):
@@ -332,7 +258,7 @@ def node_ids_misfit(action: object, node_ids: Any) -> str | None:
 
 
 def _node_level(action: object) -> bool:
-    return isinstance(action, str) and action in _NODE_LEVEL
+    return isinstance(action, str) and action in NODE_LEVEL
 
 
 def _blank(value: Any) -> bool:
@@ -369,8 +295,8 @@ def _schema_findings(
             # whole entry (cut at 200 characters) instead.
             item.pop("node_ids", None)
     entries = document.data.get("entries")
-    check_against_schema(
-        "quarantine",
+    check_document(
+        QuarantineDocument,
         document,
         findings,
         data=data,
@@ -446,28 +372,6 @@ def _entry_rules(
             )
 
 
-def _strings(value: Any) -> tuple[str, ...]:
-    """A list of non-empty strings (none when absent); ValueError for anything else."""
-    if value is None:
-        return ()
-    if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
-        return tuple(value)
-    raise ValueError(value)
-
-
-def _date(value: Any) -> dt.date | None:
-    """A date, None when absent; ValueError when unreadable."""
-    if value is None:
-        return None
-    if isinstance(value, dt.datetime):
-        return value.date()
-    if isinstance(value, dt.date):
-        return value
-    if isinstance(value, str):
-        return parse_day(value)
-    raise ValueError(value)
-
-
 def _entry(
     item: Any,
     i: int,
@@ -476,75 +380,59 @@ def _entry(
     findings: Findings,
     subject: Subject = file_subject,
 ) -> Entry | None:
-    """An Entry when the fields that decide what it does are readable, else None
-    (the schema check already said why)."""
-    entry_id = item.get("id") if isinstance(item, dict) else None
-    if not isinstance(entry_id, str) or not entry_id:
-        return None
+    """An Entry when its fields read as declared (EntryFields), tracker, owner and
+    reason kept even when missing; else None, and a finding when the schema's
+    check said nothing at the entry (what it refused, where)."""
+    where = ("entries", i)
     try:
-        kind = QuarantineKind(item.get("kind"))
-        action = QuarantineAction(item.get("action"))
-        match = _match(item.get("match"))
-        node_ids = _strings(item.get("node_ids"))
-        where_text = _strings(item.get("where"))
-        where = tuple(Place.parse(w) for w in where_text)
-        added, expires = _date(item.get("added")), _date(item.get("expires"))
-    except ValueError:
+        fields = decode(item, EntryFields, document, where)
+    except DecodeError as exc:
+        if not _said_at(findings, document, i):
+            findings.add(exc.location, "schema", exc.message)
         return None
-    if not all(is_node_id(n) for n in node_ids):
-        return None  # said by the check: such an entry would deselect a whole folder
-    if added and expires and expires < added:
+    if fields.added and fields.expires and fields.expires < fields.added:
         findings.add(
-            document.locate(["entries", i, "expires"]),
+            document.locate([*where, "expires"]),
             "quarantine-dates",
-            f"{subject(entry_id, i)} expires ({expires}) before it was added ({added})",
+            f"{subject(fields.id, i)} expires ({fields.expires}) before it was added "
+            f"({fields.added})",
         )
-    tracker = item.get("tracker")
-    tracker = tracker.strip() if isinstance(tracker, str) else ""
+    tracker = (fields.tracker or "").strip()
     tracker_url = resolve_tracker(tracker, tracker_base) if tracker else None
     if tracker and tracker_url is None and not whole(ISSUE_NUMBER, tracker):
         findings.add(
-            document.locate(["entries", i, "tracker"]),
+            document.locate([*where, "tracker"]),
             "quarantine-tracker",
-            f'{subject(entry_id, i)}: tracker "{tracker}" is neither an issue URL nor "#N"',
+            f'{subject(fields.id, i)}: tracker "{tracker}" is neither an issue URL nor "#N"',
         )
-    owner = item.get("owner")
-    reason = item.get("reason")
     return Entry(
-        id=entry_id,
-        tracker=tracker,
+        **{
+            **asdict(fields),
+            "tracker": tracker,
+            "owner": (fields.owner or "").strip(),
+            "reason": fields.reason or "",
+        },
         tracker_url=tracker_url,
-        kind=kind,
-        action=action,
-        match=match,
-        where=where,
-        where_text=where_text,
-        node_ids=node_ids,
-        owner=owner.strip() if isinstance(owner, str) else "",
-        added=added,
-        expires=expires,
-        reason=reason if isinstance(reason, str) else "",
+        places=tuple(Place.parse(w) for w in fields.where),
         index=i,
-        location=document.locate(["entries", i]),
+        location=document.locate(where),
     )
 
 
-def _match(value: Any) -> Match:
-    """What an entry matches; ValueError when unreadable."""
-    if not isinstance(value, dict):
-        raise ValueError(value)
-    test_case, model = value.get("test_case"), value.get("model")
-    cases = (test_case,) if isinstance(test_case, str) else _strings(test_case)
-    if not cases or not all(cases):
-        raise ValueError(value)
-    if model is not None and not isinstance(model, str):
-        raise ValueError(value)
-    return Match(
-        test_cases=cases,
-        model=model,
-        platforms=_strings(value.get("platforms")),
-        environments=_strings(value.get("environments")),
-        tags=_strings(value.get("tags")),
+def _said_at(findings: Findings, document: YamlDocument, i: int) -> bool:
+    """Is an error already reported inside entry i (from its first line to the
+    next entry's)? The schema's check and this module's rules say why an entry
+    is left out; a value only msgspec refuses (a quoted date that is none,
+    `"2025-02-30"`) is said by the decoding."""
+    start = document.locate(["entries", i])
+    after = document.locate(["entries", i + 1])
+    end = (after.line, after.column) if after != document.locate(["entries"]) else None
+    return any(
+        f.severity is Severity.ERROR
+        and f.location.file == start.file
+        and (f.location.line, f.location.column) >= (start.line, start.column)
+        and (end is None or (f.location.line, f.location.column) < end)
+        for f in findings.items
     )
 
 

@@ -14,24 +14,15 @@ from typing import Any
 import yaml
 from msgspec import Struct
 
+from matrixgen.documents.quarantine import EntryFields, Match
 from matrixgen.quarantine.model import plain
 from matrixgen.util.escape import yaml_double_quoted, yaml_for_log
 
-# The order fields are written in, whatever order the caller gives.
-FIELD_ORDER = (
-    "id",
-    "tracker",
-    "kind",
-    "action",
-    "match",
-    "where",
-    "node_ids",
-    "owner",
-    "added",
-    "expires",
-    "reason",
-)
-MATCH_ORDER = ("model", "test_case", "platforms", "environments", "tags")
+# The order fields are written in, whatever order the caller gives: as declared.
+FIELD_ORDER = EntryFields.__struct_encode_fields__
+MATCH_ORDER = Match.__struct_encode_fields__
+# Lists written one item a line (node ids are long); every other list is a flow list.
+BLOCK_LISTS = frozenset({"node_ids"})
 
 
 class QuoteStyle(Struct, frozen=True):
@@ -124,16 +115,16 @@ def render_entry(
         if key not in entry or entry[key] in (None, [], ()):
             continue
         value = entry[key]
-        if key == "match":
+        if isinstance(value, Mapping):
             value = CommentedMap(
                 (k, flow(v) if isinstance(v, list | tuple) else scalar(v))
                 for k in MATCH_ORDER
                 if (v := value.get(k)) not in (None, [], ())
             )
-        elif key == "where":
-            value = flow(list(value))
-        elif key == "node_ids":
+        elif key in BLOCK_LISTS:
             value = CommentedSeq([scalar(v) for v in value])
+        elif isinstance(value, list | tuple):
+            value = flow(list(value))
         else:
             value = scalar(value)
         data[key] = value

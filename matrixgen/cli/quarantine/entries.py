@@ -31,6 +31,7 @@ from matrixgen.engine.vocab import (
 )
 from matrixgen.quarantine.trackers import tracker_text
 from matrixgen.util.escape import terminal_text
+from matrixgen.util.values import json_value
 from matrixgen.util.words import counted
 from matrixgen.views.table import table
 
@@ -184,7 +185,7 @@ def _echo_added(new: NewEntry, path: Path, *, fmt: TableOrJson, dry_run: bool) -
                 "id": chosen,
                 "written": not dry_run,
                 "file": str(path),
-                "entry": new.entry.to_dict(),
+                "entry": json_value(new.entry),
                 "targets": [
                     {"target": name, "jobs": [j.to_dict() for j in jobs]}
                     for name, jobs in grouped.items()
@@ -337,7 +338,7 @@ def list_entries(
     except ValueError as exc:
         raise UsageError(f"--tracker {tracker}: {exc}; give the URL") from None
     if fmt is TableOrJson.JSON:
-        echo_json([e.to_dict() for e in entries])
+        echo_json([json_value(e) for e in entries])
     else:
         rows = [entry_row(e) for e in entries]
         headers = list(rows[0]) if rows else []  # no row: the table is the `empty` line

@@ -1,0 +1,188 @@
+"""The quarantine file (`quarantine.yaml` at the root of a recipe tree), declared once.
+
+`QuarantineDocument` is the file, `EntryFields` one entry as the file writes it
+(its fields in the order written), `Match` what an entry matches. The published
+schema (schema/quarantine.schema.json), the reading (quarantine/model.py: the
+Entry values, with the rules no schema states), the entries `quarantine add`
+writes (quarantine/render.py) and the JSON of `quarantine list` all come from
+these declarations: a field added here is read, checked, listed and written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import re
+from collections.abc import Container, Mapping
+from typing import Annotated, Any, ClassVar, Protocol
+
+from msgspec import Meta
+
+from matrixgen.documents.schema import NON_BLANK, whole
+from matrixgen.engine.vocab import QuarantineAction, QuarantineKind, System
+from matrixgen.util.nodeid import NODE_ID_PATTERN
+from matrixgen.util.values import ComparedValue
+
+_GLOB_CHARS = re.compile(r"[*?\[]")
+NODE_LEVEL = tuple(a.value for a in QuarantineAction if a.node_level)
+
+Name = Annotated[str, Meta(min_length=1)]
+Unique = Meta(extra_json_schema={"uniqueItems": True})
+Names = Annotated[tuple[Name, ...], Meta(min_length=1), Unique]
+
+
+class JobLike(Protocol):
+    """What an entry's match looks at: a job, or the identity of the one running."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def test_case(self) -> str: ...
+    @property
+    def platform(self) -> str: ...
+    @property
+    def environment(self) -> str: ...
+    @property
+    def tag(self) -> str | None: ...
+
+
+class Match(
+    ComparedValue, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """What an entry matches; an empty tuple means any value. `test_case` is one
+    name or glob, or a list of them (one entry covering several test cases): a
+    job matches when any of them does."""
+
+    model: Name | None = None
+    test_case: Name | Annotated[tuple[Name, ...], Meta(min_length=2), Unique]
+    platforms: Names = ()
+    environments: Names = ()
+    tags: Names = ()
+
+    DESCRIPTIONS: ClassVar[Mapping[str, str]] = {
+        "test_case": "A test case name, or a glob (fnmatch: *, ?, [..]) when no test case has "
+        "exactly this name; or a list of them (the entry covers every test case any of them "
+        "matches)."
+    }
+
+    @property
+    def test_cases(self) -> tuple[str, ...]:
+        """The test case names and globs, one or more."""
+        return (self.test_case,) if isinstance(self.test_case, str) else self.test_case
+
+    def matches(self, job: JobLike, known_test_cases: Container[str]) -> bool:
+        if self.model is not None and job.model != self.model:
+            return False
+        if self.platforms and job.platform not in self.platforms:
+            return False
+        if self.environments and job.environment not in self.environments:
+            return False
+        if self.tags and (job.tag or "") not in self.tags:
+            return False
+        return any(matches_test_case(p, job.test_case, known_test_cases) for p in self.test_cases)
+
+
+def is_glob(pattern: str) -> bool:
+    """Whether a test case pattern holds glob characters (*, ?, [)."""
+    return bool(_GLOB_CHARS.search(pattern))
+
+
+def matches_test_case(pattern: str, test_case: str, known: Container[str]) -> bool:
+    """Exact name first: Megatron-LM's unit-test buckets are named like globs
+    (`tests/unit_tests/models/**/*.py`), and such a name must select only itself."""
+    if pattern == test_case:
+        return True
+    if pattern in known or not _GLOB_CHARS.search(pattern):
+        return False
+    return fnmatch.fnmatchcase(test_case, pattern)
+
+
+# Kept by the reader when missing or blank (the audit lists such entries), so
+# their rule is the schema's alone: `required`, and a non-empty string.
+def _kept_text(description: str | None = None) -> Any:
+    schema: dict[str, Any] = {"minLength": 1}
+    if description:
+        schema["description"] = description
+    return Meta(extra_json_schema=schema, extra={"required": True})
+
+
+_PLACE = whole(f"({'|'.join(s.value for s in System)})(/{NON_BLANK}+)?")
+
+
+class EntryFields(ComparedValue, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One quarantine entry, as the file writes it (and in that order)."""
+
+    id: Annotated[
+        str,
+        Meta(
+            pattern=whole("[A-Za-z0-9][A-Za-z0-9_.+-]*"),
+            max_length=128,
+            description="Stable, unique name of the entry: `matrixgen quarantine remove ID`.",
+        ),
+    ]
+    tracker: Annotated[
+        str | None,
+        _kept_text(
+            'Issue URL, or "#N" (quoted: a bare # starts a YAML comment) resolved against '
+            "quarantine.tracker_base in matrixgen.yaml."
+        ),
+    ] = None
+    kind: QuarantineKind
+    action: Annotated[
+        QuarantineAction,
+        Meta(
+            description="skip: the job leaves the target; allow-failure: it runs without "
+            "blocking; deselect: it runs without the pytest node ids in node_ids; mute: it "
+            "runs them, and their failures are reported (and marked quarantined in the JUnit "
+            "XML) without failing the job."
+        ),
+    ]
+    match: Match
+    where: Annotated[
+        tuple[Annotated[str, Meta(pattern=_PLACE)], ...],
+        Meta(
+            min_length=1,
+            extra_json_schema={
+                "uniqueItems": True,
+                "description": "Systems and scopes the entry applies to (github/L1, gitlab/mr, "
+                "gitlab/mr-slim, or a whole system: gitlab). Absent: everywhere. Legacy scope "
+                "names resolve (github/mr-github is github/L1).",
+            },
+        ),
+    ] = ()
+    node_ids: Annotated[
+        tuple[Annotated[str, Meta(min_length=1, pattern=NODE_ID_PATTERN)], ...],
+        Meta(
+            min_length=1,
+            extra_json_schema={
+                "uniqueItems": True,
+                "description": "pytest node ids to deselect or mute (path::name[::name...], with "
+                "an optional [parameters] part; never a bare path or directory); required with "
+                "action deselect or mute, and only there.",
+            },
+        ),
+    ] = ()
+    owner: Annotated[str | None, _kept_text()] = None
+    added: dt.date | None = None
+    expires: dt.date | None = None
+    reason: Annotated[str | None, _kept_text()] = None
+
+    SCHEMA: ClassVar[dict[str, Any]] = {
+        "if": {"properties": {"action": {"enum": list(NODE_LEVEL)}}, "required": ["action"]},
+        "then": {"required": ["node_ids"]},
+        "else": {"not": {"required": ["node_ids"]}},
+    }
+    SCHEMA_NAME: ClassVar[str] = "entry"
+
+
+class QuarantineDocument(ComparedValue, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    entries: tuple[EntryFields, ...]
+
+    SCHEMA: ClassVar[dict[str, Any]] = {
+        "$id": "https://matrixgen.invalid/schema/quarantine.schema.json",
+        "title": "matrixgen quarantine file (quarantine.yaml at the root of a recipe tree)",
+        "description": "Tracker-linked entries that take jobs out of targets (skip), keep them "
+        "running without blocking (allow-failure), deselect single pytest node ids (deselect), "
+        "or run them without letting their failure fail the job (mute). Edit it with "
+        "`matrixgen quarantine add/remove/lift`.",
+    }

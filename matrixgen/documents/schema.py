@@ -1,0 +1,420 @@
+"""Each document's JSON Schema, made from the Structs that declare its shape, and
+the two readings of a document against that declaration.
+
+A document (the quarantine file, the project config, a recipe) is declared once,
+as msgspec Structs: its keys (the fields, by their encoded names), their types,
+their defaults, and msgspec `Meta` constraints (patterns, bounds, descriptions).
+From that one declaration:
+
+- `json_schema` writes the JSON Schema published in schema/ (`python -m
+  matrixgen.documents` writes the files; a test holds them equal to it);
+- `check_document` validates a read document against it with jsonschema, which
+  reports every problem at once, each located at its line and column;
+- `decode` builds the typed values with msgspec; a value it refuses is located
+  by msgspec's error path (`$.entries[0].match`).
+
+How a declaration reads as a schema:
+
+- A Struct is an object of its fields; `forbid_unknown_fields` closes it
+  (`additionalProperties: false`); a field without a default is required.
+- `X | None = None`: the key is optional and null is no value of it (a file
+  leaves the key out); `Meta(extra={"nullable": True})` takes null too.
+- `Meta(extra={"required": True})` on a field with a default: the file must
+  hold the key, and the reader still keeps a value without it (to say so in its
+  own words, and list it).
+- `Meta(extra={"schema": {...}})`: the field's schema as written, for a shape no
+  type says (a string or a list of strings).
+- A Struct's `SCHEMA` (a ClassVar mapping) is added to its object: what no one
+  field says (`if`/`then` over two fields, `dependentRequired`, a title).
+- tuple and list: arrays; frozenset and set: arrays of unique items;
+  `dict[K, V]`: an object whose keys follow K (`propertyNames`) and values V;
+  `dt.date`: a YYYY-MM-DD string; an Enum or Literal: its values.
+- A union of Structs tagged by one field (msgspec's `tag_field`): the tag's
+  values, the fields every variant has alike, and each variant's own where the
+  tag names it (`if`/`then`); `unevaluatedProperties: false` when they forbid
+  unknown keys.
+- A Struct used in more than one place, or named by a `SCHEMA_NAME` ClassVar,
+  is written once under `$defs` (by that name, or its class name in snake case).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import cache
+from typing import Any
+
+import msgspec
+import msgspec.inspect as mi
+
+from matrixgen.documents.yamlio import YamlDocument
+from matrixgen.engine.errors import Findings, Location, Severity
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+# The end of a name in both Python (`$` alone also takes a final line break) and
+# JavaScript: every anchored pattern of the schemas ends so (docs/security.md, names).
+END = "$(?!\\n)"
+# A character blank to neither Python nor JavaScript, as the schemas write it.
+NON_BLANK = "[^\\s\\x1c-\\x1f\\x85\\ufeff]"
+DATE_PATTERN = f"^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}{END}"
+
+
+def whole(body: str) -> str:
+    """A schema pattern that `body` must match whole, in Python and JavaScript alike."""
+    return f"^{body}{END}"
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+def json_schema(root: type[msgspec.Struct]) -> dict[str, Any]:
+    """The JSON Schema of a document whose top level is `root`: its `SCHEMA`
+    (`$id`, title, description) first, then the object, then `$defs`."""
+    writer = _Writer(root)
+    body = writer.struct_body(mi.type_info(root))
+    defs = {name: writer.defs[name] for name in sorted(writer.defs)}
+    return {"$schema": DRAFT, **body, **({"$defs": defs} if defs else {})}
+
+
+class _Writer:
+    """One walk over a document's types, naming the Structs it meets more than once."""
+
+    def __init__(self, root: type[msgspec.Struct]) -> None:
+        self.root = root
+        self.defs: dict[str, Any] = {}
+        self.names: dict[type, str] = {}
+        self.shared = _shared_structs(root)
+
+    def struct_ref(self, info: mi.StructType) -> dict[str, Any]:
+        cls = info.cls
+        if cls not in self.shared or cls is self.root:
+            return self.struct_body(info)
+        name = self.names.get(cls)
+        if name is None:
+            name = self.names[cls] = _def_name(cls)
+            self.defs[name] = {}  # placed first: a Struct may refer to itself
+            self.defs[name] = self.struct_body(info)
+        return {"$ref": f"#/$defs/{name}"}
+
+    def struct_body(self, info: mi.StructType) -> dict[str, Any]:
+        extra: Mapping[str, Any] = getattr(info.cls, "SCHEMA", None) or {}
+        out: dict[str, Any] = {k: v for k, v in extra.items() if k in _HEAD_KEYS}
+        out["type"] = "object"
+        if info.forbid_unknown_fields and "patternProperties" not in extra:
+            out["additionalProperties"] = False
+        required = [f.encode_name for f in info.fields if _required(f)]
+        if required:
+            out["required"] = required
+        out["properties"] = {f.encode_name: self.field(f) for f in info.fields}
+        out.update((k, v) for k, v in extra.items() if k not in _HEAD_KEYS)
+        return out
+
+    def field(self, field: mi.Field) -> dict[str, Any]:
+        nullable = _hints(field.type).get("nullable", False)
+        return self.type(field.type, optional=field.default is None and not nullable)
+
+    def type(self, info: mi.Type, *, optional: bool = False) -> dict[str, Any]:
+        if isinstance(info, mi.Metadata):
+            hints = info.extra or {}
+            if "schema" in hints:
+                return dict(hints["schema"])
+            inner = self.type(info.type, optional=optional)
+            return {**inner, **(info.extra_json_schema or {})}
+        if isinstance(info, mi.UnionType):
+            return self.union(info, optional=optional)
+        if isinstance(info, mi.StructType):
+            return self.struct_ref(info)
+        if isinstance(info, (mi.ListType, mi.VarTupleType, mi.SetType, mi.FrozenSetType)):
+            out: dict[str, Any] = {"type": "array", "items": self.type(info.item_type)}
+            if isinstance(info, (mi.SetType, mi.FrozenSetType)):
+                out["uniqueItems"] = True
+            return _bounded(out, info, "minItems", "maxItems")
+        if isinstance(info, mi.DictType):
+            out = {"type": "object"}
+            keys = _key_schema(info.key_type)
+            if keys:
+                out["propertyNames"] = keys
+            out["additionalProperties"] = self.type(info.value_type)
+            return _bounded(out, info, "minProperties", "maxProperties")
+        return _scalar(info)
+
+    def union(self, info: mi.UnionType, *, optional: bool) -> dict[str, Any]:
+        types = [t for t in info.types if not (optional and isinstance(t, mi.NoneType))]
+        structs = [t for t in types if isinstance(t, mi.StructType)]
+        if structs and len(structs) == len(types) and structs[0].tag_field is not None:
+            return self.tagged(structs)
+        if len(types) == 1:
+            return self.type(types[0])
+        if all(isinstance(t, (mi.LiteralType, mi.EnumType, mi.NoneType)) for t in types):
+            return {"enum": [v for t in types for v in _values(t)]}
+        return {"anyOf": [self.type(t) for t in types]}
+
+    def tagged(self, variants: list[mi.StructType]) -> dict[str, Any]:
+        """A union of Structs told apart by one field: that field's values, the
+        fields common to all variants, and each variant's where its tag is."""
+        tag_field = variants[0].tag_field
+        assert tag_field is not None
+        tags = [v.tag for v in variants]
+        first = {f.encode_name: f for f in variants[0].fields}
+        common = [
+            f
+            for name, f in first.items()
+            if all(
+                any(g.encode_name == name and g.type == f.type for g in v.fields)
+                for v in variants[1:]
+            )
+        ]
+        out: dict[str, Any] = {"type": "object"}
+        required = [tag_field] + [f.encode_name for f in common if _required(f)]
+        out["required"] = required
+        out["properties"] = {tag_field: {"enum": tags}} | {
+            f.encode_name: self.field(f) for f in common
+        }
+        out["allOf"] = [
+            {
+                "if": {"properties": {tag_field: {"const": v.tag}}, "required": [tag_field]},
+                "then": {
+                    k: s
+                    for k, s in self.struct_body(v).items()
+                    if k not in ("type", "additionalProperties")
+                },
+            }
+            for v in variants
+        ]
+        if all(v.forbid_unknown_fields for v in variants):
+            out["unevaluatedProperties"] = False
+        return out
+
+
+# The keys of a Struct's SCHEMA written before its object's own, in this order.
+_HEAD_KEYS = ("$id", "title", "description")
+
+
+def _def_name(cls: type) -> str:
+    given = getattr(cls, "SCHEMA_NAME", None)
+    if given:
+        return str(given)
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
+
+
+def _shared_structs(root: type) -> set[type]:
+    """The Structs met more than once in the walk from `root`, or named for `$defs`."""
+    seen: dict[type, int] = {}
+
+    def walk(info: mi.Type) -> None:
+        if isinstance(info, mi.StructType):
+            seen[info.cls] = seen.get(info.cls, 0) + 1
+            if seen[info.cls] == 1:
+                for f in info.fields:
+                    walk(f.type)
+            return
+        for child in _children(info):
+            walk(child)
+
+    walk(mi.type_info(root))
+    return {cls for cls, n in seen.items() if n > 1 or getattr(cls, "SCHEMA_NAME", None)}
+
+
+def _children(info: mi.Type) -> Iterator[mi.Type]:
+    if isinstance(info, mi.Metadata):
+        yield info.type
+    elif isinstance(info, mi.UnionType):
+        yield from info.types
+    elif isinstance(info, (mi.ListType, mi.VarTupleType, mi.SetType, mi.FrozenSetType)):
+        yield info.item_type
+    elif isinstance(info, mi.DictType):
+        yield info.key_type
+        yield info.value_type
+
+
+def _hints(info: mi.Type) -> Mapping[str, Any]:
+    return (info.extra or {}) if isinstance(info, mi.Metadata) else {}
+
+
+def _required(field: mi.Field) -> bool:
+    return field.required or bool(_hints(field.type).get("required"))
+
+
+def _bounded(out: dict[str, Any], info: Any, low: str, high: str) -> dict[str, Any]:
+    if info.min_length is not None:
+        out[low] = info.min_length
+    if info.max_length is not None:
+        out[high] = info.max_length
+    return out
+
+
+def _values(info: mi.Type) -> list[Any]:
+    if isinstance(info, mi.LiteralType):
+        return list(info.values)
+    if isinstance(info, mi.EnumType):
+        return [member.value for member in info.cls]
+    return [None]
+
+
+def _key_schema(info: mi.Type) -> dict[str, Any]:
+    """What a mapping's keys must be: nothing past being text, or the key type's rules."""
+    schema = _scalar(info.type if isinstance(info, mi.Metadata) else info)
+    if isinstance(info, mi.Metadata):
+        schema = {**(info.extra_json_schema or {}), **schema}
+    schema.pop("type", None)
+    return schema
+
+
+def _scalar(info: mi.Type) -> dict[str, Any]:
+    if isinstance(info, mi.StrType):
+        out: dict[str, Any] = {"type": "string"}
+        if info.min_length is not None:
+            out["minLength"] = info.min_length
+        if info.max_length is not None:
+            out["maxLength"] = info.max_length
+        if info.pattern is not None:
+            out["pattern"] = info.pattern
+        return out
+    if isinstance(info, (mi.IntType, mi.FloatType)):
+        out = {"type": "integer" if isinstance(info, mi.IntType) else "number"}
+        for attr, key in _BOUNDS:
+            value = getattr(info, attr)
+            if value is not None:
+                out[key] = value
+        return out
+    if isinstance(info, mi.BoolType):
+        return {"type": "boolean"}
+    if isinstance(info, mi.NoneType):
+        return {"type": "null"}
+    if isinstance(info, mi.DateType):
+        return {"type": "string", "pattern": DATE_PATTERN, "description": "YYYY-MM-DD."}
+    if isinstance(info, (mi.LiteralType, mi.EnumType)):
+        return {"enum": _values(info)}
+    if isinstance(info, mi.AnyType):
+        return {}
+    raise TypeError(f"no JSON Schema for {info!r}")
+
+
+_BOUNDS = (
+    ("ge", "minimum"),
+    ("gt", "exclusiveMinimum"),
+    ("le", "maximum"),
+    ("lt", "exclusiveMaximum"),
+    ("multiple_of", "multipleOf"),
+)
+
+
+# --------------------------------------------------------------------------- checking
+
+
+@cache
+def _validator(root: type[msgspec.Struct]) -> Any:
+    """The validator of one document's schema, made the first time one is asked for."""
+    import jsonschema  # heavy: only when a document is checked
+
+    schema = json_schema(root)
+    cls = jsonschema.validators.validator_for(schema)
+    return jsonschema.validators.extend(cls, {"required": _required_each})(schema)
+
+
+def _required_each(
+    validator: Any, required: list[str], instance: Any, schema: Any
+) -> Iterator[Any]:
+    """jsonschema's `required`, each error pointing at its property in the
+    keyword's list (schema path `.../required/INDEX`, as `items` errors point at
+    their item): `error.validator_value[error.relative_schema_path[-1]]` is the
+    missing property."""
+    from jsonschema.exceptions import ValidationError
+
+    if not validator.is_type(instance, "object"):
+        return
+    for index, name in enumerate(required):
+        if name not in instance:
+            yield ValidationError(f"{name!r} is a required property", schema_path=[index])
+
+
+def check_document(
+    root: type[msgspec.Struct],
+    document: YamlDocument,
+    findings: Findings,
+    *,
+    severity: Severity = Severity.ERROR,
+    data: Any = None,
+    leave_out: Callable[[Any], bool] | None = None,
+    within: Sequence[str | int] = (),
+) -> None:
+    """Add one finding per way the document breaks its declaration, located in it.
+
+    `leave_out` is asked of each jsonschema error (its `validator` keyword, its
+    `absolute_path`, its `schema`): the ones it answers True for are left to a
+    check that reports them better (or the caller reports them itself), never
+    chosen by their message's text. Messages name paths below `within` (an
+    error at `within` itself names none)."""
+    validator = _validator(root)
+    instance = document.data if data is None else data
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
+    for error in errors:
+        if leave_out is not None and leave_out(error):
+            continue
+        path = list(error.absolute_path)
+        where = "/".join(map(str, path[len(within) :])) or ("" if within else "(top level)")
+        # A bad key (propertyNames) is reported at the key, not at its mapping.
+        at_key = "propertyNames" in error.schema_path and isinstance(error.instance, str)
+        findings.add(
+            document.locate([*path, error.instance], key=True) if at_key else document.locate(path),
+            "schema",
+            f"{where}: {_short(error)}" if where else _short(error),
+            severity,
+        )
+
+
+def _short(error: Any) -> str:
+    """jsonschema messages can quote whole scripts; keep them to one short line."""
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        return error.message.split(" (")[0] if len(error.message) > 200 else error.message
+    if error.validator == "dependentRequired":
+        # "'vocabulary' is a dependency of 'targets'", said the other way round.
+        present = [k for k, needs in error.validator_value.items() if k in error.instance]
+        for key in present:
+            missing = [n for n in error.validator_value[key] if n not in error.instance]
+            if missing:
+                return f"{key} needs {', '.join(missing)} beside it"
+    message = error.message
+    if len(message) > 200:
+        message = message[:197] + "..."
+    return message.replace("\n", " ")
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+class DecodeError(Exception):
+    """A value msgspec refused: where (in the document), and what was expected."""
+
+    def __init__(self, location: Location, message: str) -> None:
+        super().__init__(message)
+        self.location = location
+        self.message = message
+
+
+_PATH_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+
+
+def error_path(message: str) -> tuple[list[str | int], str]:
+    """msgspec's `... - at `$.a[0].b`` as keys (["a", 0, "b"]) and the message
+    before it."""
+    text, sep, at = message.rpartition(" - at `")
+    if not sep or not at.startswith("$"):
+        return [], message
+    keys: list[str | int] = []
+    for found in _PATH_STEP.finditer(at[1:].rstrip("`")):
+        name, index = found.groups()
+        keys.append(int(index) if index is not None else name)
+    return keys, text
+
+
+def decode(data: Any, into: Any, document: YamlDocument, within: Sequence[str | int] = ()) -> Any:
+    """`data` (found at `within` in the document) as the declared type `into`;
+    a DecodeError at the value msgspec refused."""
+    try:
+        return msgspec.convert(data, into)
+    except msgspec.ValidationError as exc:
+        keys, text = error_path(str(exc))
+        path = [*within, *keys]
+        where = "/".join(map(str, path)) or "(top level)"
+        raise DecodeError(document.locate(path), f"{where}: {text}") from None

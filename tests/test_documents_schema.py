@@ -1,0 +1,265 @@
+"""The published JSON Schemas are made from the Structs that declare each
+document: the committed files are what `python -m matrixgen.documents` writes,
+they accept and refuse what the hand-written ones did (tests/data/schema-before/),
+each rule has its example on both sides, and a field added to a Struct alone is
+read, checked, listed and written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from matrixgen.documents.published import PUBLISHED, schema_text
+from matrixgen.documents.schema import error_path, json_schema
+from tests.schema_fixtures import (
+    EDGE_VALUES,
+    REPO,
+    add_toy_field,
+    before,
+    corpus,
+    nodes,
+    removed,
+    replaced,
+    schema_words,
+    toy_field_carried,
+)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_the_committed_schema_is_the_generated_one(name: str) -> None:
+    committed = (REPO / "schema" / f"{name}.schema.json").read_text(encoding="utf-8")
+    assert committed == schema_text(name), f"run `python -m matrixgen.documents` ({name})"
+
+
+def test_the_check_sees_a_stale_file(tmp_path: Path) -> None:
+    from matrixgen.documents.published import main
+
+    for name in PUBLISHED:
+        (tmp_path / f"{name}.schema.json").write_text(schema_text(name), encoding="utf-8")
+    assert main(["--check", "--dir", str(tmp_path)]) == 0
+    stale = tmp_path / f"{sorted(PUBLISHED)[0]}.schema.json"
+    stale.write_text(stale.read_text(encoding="utf-8").replace('"type"', '"typ"', 1))
+    assert main(["--check", "--dir", str(tmp_path)]) == 1
+    assert main(["--dir", str(tmp_path)]) == 0 and main(["--check", "--dir", str(tmp_path)]) == 0
+
+
+def _new(name: str) -> Any:
+    schema = json_schema(PUBLISHED[name])
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+# --------------------------------------------------------------------------- old and new agree
+
+
+def _changed(
+    doc: Any, steps: list[tuple[int, int, int]], values: list[Any], names: list[str]
+) -> Any:
+    """`doc` after each step: (which node, what change, which value or name)."""
+    for node_pick, kind, pick in steps:
+        found = list(nodes(doc))
+        path, value = found[node_pick % len(found)]
+        if kind == 0:
+            doc = replaced(doc, path, values[pick % len(values)])
+        elif kind == 1 and path:
+            doc = removed(doc, path)
+        elif kind == 2 and isinstance(value, dict):
+            doc = replaced(doc, (*path, names[pick % len(names)]), values[pick % len(values)])
+        elif kind == 3 and isinstance(value, list) and value:
+            doc = replaced(doc, path, [*value, value[pick % len(value)]])
+    return doc
+
+
+STEPS = st.lists(
+    st.tuples(st.integers(0, 10_000), st.integers(0, 3), st.integers(0, 10_000)),
+    min_size=1,
+    max_size=3,
+)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(which=st.integers(0, 10_000), steps=STEPS)
+@example(which=0, steps=[(0, 2, 0)])  # an unknown key at the top
+@example(which=0, steps=[(1, 0, 1)])  # the first value null
+@example(which=0, steps=[(5, 0, 5)])  # a name with a line break
+@example(which=0, steps=[(6, 1, 0)])  # a key removed
+@example(which=0, steps=[(3, 3, 0)])  # a list item twice
+def test_the_generated_schema_accepts_and_refuses_what_the_written_one_did(
+    name: str, which: int, steps: list[tuple[int, int, int]]
+) -> None:
+    documents = corpus(name)
+    old, new = before(name), _new(name)
+    words, names = schema_words(old.schema)
+    values = [*EDGE_VALUES, *words]
+    where, doc = documents[which % len(documents)]
+    changed = _changed(doc, steps, values, [*names, "zz"])
+    assert old.is_valid(changed) == new.is_valid(changed), (where, steps, changed)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_the_corpus_reads_alike_on_both_sides(name: str) -> None:
+    documents = corpus(name)
+    assert documents
+    old, new = before(name), _new(name)
+    for where, doc in documents:
+        assert old.is_valid(doc) and new.is_valid(doc), where
+
+
+# --------------------------------------------------------------------------- each rule
+
+
+def _entry(**changes: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "id": "ep8-muon",
+        "tracker": "#7201",
+        "kind": "flaky",
+        "action": "skip",
+        "match": {"test_case": "ep8_muon"},
+        "owner": "alice",
+        "reason": "hangs",
+    }
+    for key, value in changes.items():
+        if value is ...:
+            del entry[key]
+        else:
+            entry[key] = value
+    return {"entries": [entry]}
+
+
+QUARANTINE_RULES: list[tuple[str, Any, bool]] = [
+    ("the smallest entry", _entry(), True),
+    ("no entries at all", {"entries": []}, True),
+    ("entries missing", {}, False),
+    ("entries null", {"entries": None}, False),
+    ("an unknown top-level key", {"entries": [], "zz": 1}, False),
+    ("an unknown entry key", _entry(colour="red"), False),
+    ("id of 128 characters", _entry(id="a" * 128), True),
+    ("id of 129 characters", _entry(id="a" * 129), False),
+    ("id with a line break after it", _entry(id="a\n"), False),
+    ("id starting with a dash", _entry(id="-a"), False),
+    ("id with a plus and a dot", _entry(id="a.b+c_d-e"), True),
+    ("tracker missing", _entry(tracker=...), False),
+    ("tracker empty", _entry(tracker=""), False),
+    ("tracker null", _entry(tracker=None), False),
+    ("owner missing", _entry(owner=...), False),
+    ("reason missing", _entry(reason=...), False),
+    ("reason empty", _entry(reason=""), False),
+    ("kind unknown", _entry(kind="flakey"), False),
+    ("action unknown", _entry(action="silence"), False),
+    ("deselect without node ids", _entry(action="deselect"), False),
+    ("deselect with a node id", _entry(action="deselect", node_ids=["t/a.py::b"]), True),
+    ("mute with a node id and parameters", _entry(action="mute", node_ids=["a::b[x-1]"]), True),
+    ("skip with node ids", _entry(node_ids=["t/a.py::b"]), False),
+    ("a bare path as node id", _entry(action="mute", node_ids=["tests/a.py"]), False),
+    ("a node id with a line break", _entry(action="mute", node_ids=["a::b\n"]), False),
+    ("node ids empty", _entry(action="mute", node_ids=[]), False),
+    ("a node id twice", _entry(action="mute", node_ids=["a::b", "a::b"]), False),
+    ("where a system", _entry(where=["gitlab"]), True),
+    ("where a system and scope", _entry(where=["github/L1", "gitlab/mr-slim"]), True),
+    ("where a system and no scope after the slash", _entry(where=["gitlab/"]), False),
+    ("where an unknown system", _entry(where=["jenkins/mr"]), False),
+    ("where a scope with a blank", _entry(where=["gitlab/m r"]), False),
+    ("where empty", _entry(where=[]), False),
+    ("where twice", _entry(where=["gitlab", "gitlab"]), False),
+    ("match without test case", _entry(match={"model": "gpt"}), False),
+    (
+        "match with every key",
+        _entry(
+            match={
+                "model": "gpt",
+                "test_case": "t*",
+                "platforms": ["dgx_h100"],
+                "environments": ["dev"],
+                "tags": ["x"],
+            }
+        ),
+        True,
+    ),
+    ("match model empty", _entry(match={"test_case": "t", "model": ""}), False),
+    ("match model null", _entry(match={"test_case": "t", "model": None}), False),
+    ("match platforms empty", _entry(match={"test_case": "t", "platforms": []}), False),
+    (
+        "match platforms with an empty name",
+        _entry(match={"test_case": "t", "platforms": [""]}),
+        False,
+    ),
+    ("match an unknown key", _entry(match={"test_case": "t", "platform": ["x"]}), False),
+    ("added a date", _entry(added="2025-01-31"), True),
+    ("added one digit short", _entry(added="2025-1-31"), False),
+    ("expires with a line break after it", _entry(expires="2025-01-31\n"), False),
+    ("expires null", _entry(expires=None), False),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "document", "valid"), QUARANTINE_RULES, ids=[r[0] for r in QUARANTINE_RULES]
+)
+def test_each_quarantine_rule_on_both_sides(what: str, document: Any, valid: bool) -> None:
+    assert before("quarantine").is_valid(document) is valid, what
+    assert _new("quarantine").is_valid(document) is valid, what
+
+
+# --------------------------------------------------------------------------- error paths
+
+
+@pytest.mark.parametrize(
+    ("message", "keys", "text"),
+    [
+        ("Expected `str` - at `$.entries[0].match`", ["entries", 0, "match"], "Expected `str`"),
+        (
+            "Object missing required field `id` - at `$[3]`",
+            [3],
+            "Object missing required field `id`",
+        ),
+        ("Expected `int`, got `str`", [], "Expected `int`, got `str`"),
+        ("Invalid value - at `$.a.b-c[12].x_y`", ["a", "b-c", 12, "x_y"], "Invalid value"),
+    ],
+)
+def test_msgspec_error_paths_read_as_keys(message: str, keys: list[Any], text: str) -> None:
+    assert error_path(message) == (keys, text)
+
+
+def test_a_value_only_the_decoding_refuses_is_said_where_it_is() -> None:
+    """A quoted date of no day: the schema's pattern takes it, msgspec does not;
+    the entry is left out and the reason is a finding at the value, not silence."""
+    from matrixgen.quarantine.model import parse_quarantine
+
+    raw = (
+        b"entries:\n"
+        b"  - id: a\n    tracker: '#1'\n    kind: flaky\n    action: skip\n"
+        b"    match: {test_case: t}\n    owner: o\n    reason: r\n"
+        b"    expires: '2025-02-30'\n"
+    )
+    qfile = parse_quarantine(raw, "q.yaml")
+    assert not qfile.entries
+    assert [(str(f.location), f.code) for f in qfile.errors] == [("q.yaml:9:14", "schema")]
+    assert "entries/0/expires" in qfile.errors[0].message
+
+
+# --------------------------------------------------------------------------- a new field
+
+
+def test_a_field_added_to_the_entry_struct_alone_is_read_checked_listed_and_written(
+    tmp_path: Path,
+) -> None:
+    checkout = tmp_path / "checkout"
+    for top in ("matrixgen", "schema", "docs"):
+        shutil.copytree(REPO / top, checkout / top, ignore=shutil.ignore_patterns("__pycache__"))
+    tree = tmp_path / "recipes"
+    shutil.copytree(REPO / "recipes", tree)
+    assert add_toy_field(checkout) == [
+        "matrixgen/documents/quarantine.py",
+        "schema/quarantine.schema.json",
+    ]
+    assert json.loads((checkout / "schema" / "quarantine.schema.json").read_text())["$defs"][
+        "entry"
+    ]["properties"]["team"] == {"type": "string", "minLength": 1}
+    carried = toy_field_carried(checkout, tree)
+    assert all(carried.values()), carried
