@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 from matrixgen.documents.config import DEFAULT_CONFIG, parse_config
+from matrixgen.documents.config_sections import PlatformInfo
 from matrixgen.engine.errors import ConfigError, ExitCode
 from matrixgen.engine.model import Selector
 from matrixgen.engine.vocab import System
@@ -45,9 +46,8 @@ def test_the_vocabulary_defaults_and_sections() -> None:
     assert vocab.tags == {"latest"} and vocab.models is None
     assert "L1" in vocab.all_scopes
     assert (config.time_limit, config.n_repeat) == (900, 3)
-    assert config.platform_info("dgx_h100") == {"arch": "amd64"}
-    assert config.platform_info("dgx_a100") == {}
-    assert config.section("nothing") == {}
+    assert config.platform("dgx_h100").arch == "amd64"
+    assert config.platform("dgx_a100") == PlatformInfo()
 
 
 def test_targets_keep_the_config_order_with_their_system_settings_under_their_own() -> None:
@@ -58,8 +58,8 @@ def test_targets_keep_the_config_order_with_their_system_settings_under_their_ow
     assert nightly is not None and config.target("nope") is None
     assert nightly.system is System.GITLAB
     assert nightly.selector == Selector(scope="nightly", platform="dgx_h100", environment="lts")
-    assert nightly.settings["launcher"] == "run-it"  # from systems.gitlab
-    assert nightly.settings["retry"] == 0  # the target's own wins
+    assert nightly.settings.launcher == "run-it"  # from systems.gitlab
+    assert nightly.settings.retry == 0  # the target's own wins
     assert config.target("l1").selector.cadence == "pr"  # type: ignore[union-attr]
 
 

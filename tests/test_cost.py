@@ -47,9 +47,7 @@ def test_the_formula(nodes: int, gpus: int, time_limit: int, n_repeat: int) -> N
     job = gpu_job(n_repeat=n_repeat, time_limit=time_limit, nodes=nodes, gpus=gpus)
     assert gpu_hours(job) == pytest.approx(nodes * gpus * time_limit * n_repeat / 3600)
     # A decision's n_repeat applies where the recipe leaves it to the default.
-    target = Target(
-        name="t", system=System.GITHUB, selector=Selector(scope="mr"), settings={"n_repeat": 1}
-    )
+    target = Target(name="t", system=System.GITHUB, selector=Selector(scope="mr"), n_repeat=1)
     from matrixgen.documents.config import DEFAULT_CONFIG
 
     cost = jobs_cost([job], target, DEFAULT_CONFIG)
@@ -199,9 +197,7 @@ def test_seconds_per_repeat_follow_the_repeats_of_the_target() -> None:
 
     job = gpu_job(n_repeat=4, time_limit=3600, nodes=1, gpus=8)
     plain = Target(name="t", system=System.GITLAB, selector=Selector(scope="mr"))
-    decided = Target(
-        name="d", system=System.GITLAB, selector=Selector(scope="mr"), settings={"n_repeat": 2}
-    )
+    decided = Target(name="d", system=System.GITLAB, selector=Selector(scope="mr"), n_repeat=2)
     hook = measured_hook({job_key(job, System.GITLAB): 7200.0})
     assert hook(job, plain) == 1800  # 7,200 s over 4 repeats
     assert hook(job, decided) == 3600  # over the 2 repeats the decision leaves
@@ -229,12 +225,10 @@ def test_seconds_per_repeat_follow_the_repeats_of_the_target() -> None:
 )
 def test_a_selection_costs_the_sum_of_its_jobs(rows: list[tuple], decided: int | None) -> None:
     """`jobs_cost` adds up each job's cost (weights, decided repeats, measured hook)."""
-    from matrixgen.documents.config import ProjectConfig
+    from matrixgen.documents.config import parse_config
     from matrixgen.views.cost import Cost, weight
 
-    config = ProjectConfig(
-        path="matrixgen.yaml", document=None, raw={"platforms": {"b": {"gpu_hour_weight": 1.5}}}
-    )
+    config = parse_config(b"platforms: {b: {gpu_hour_weight: 1.5}}\n", "matrixgen.yaml")
     jobs = [
         Job(model="gpt", test_case=f"c{i}", environment="dev", platform=platform, tag=None,
             scope="mr", cadence=("pr",), name=f"c{i}", build=None, n_repeat=n_repeat,
@@ -246,7 +240,7 @@ def test_a_selection_costs_the_sum_of_its_jobs(rows: list[tuple], decided: int |
         name="t",
         system=System.GITLAB,
         selector=Selector(scope="mr"),
-        settings={"n_repeat": decided} if decided is not None else {},
+        n_repeat=decided,
     )
 
     def measured(job: Job, _: Target) -> float | None:

@@ -393,7 +393,7 @@ def test_the_first_listed_label_wins_each_field_whatever_the_order_given(
     # One target per platform and environment, of the decided scope.
     assert len(decision.targets) == 1
     assert decision.targets[0].selector.scope == decision.scope
-    assert decision.targets[0].settings.get("n_repeat") == decision.n_repeat
+    assert decision.targets[0].n_repeat == decision.n_repeat
 
 
 def test_a_decided_target_that_is_configured_keeps_its_name() -> None:

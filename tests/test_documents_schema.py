@@ -206,6 +206,122 @@ def test_each_quarantine_rule_on_both_sides(what: str, document: Any, valid: boo
     assert _new("quarantine").is_valid(document) is valid, what
 
 
+VOCABULARY = {"platforms": ["dgx_h100"], "environments": ["dev"], "scopes": {"gitlab": ["mr"]}}
+
+
+def _config(**sections: Any) -> dict[str, Any]:
+    """A format_version 2 config with the smallest vocabulary, and `sections`."""
+    return {"format_version": 2, "vocabulary": dict(VOCABULARY), **sections}
+
+
+def _target(**settings: Any) -> dict[str, Any]:
+    target = {"system": "gitlab", "scope": "mr", "platform": "dgx_h100", "environment": "dev"}
+    return _config(targets={"t": {**target, **settings}})
+
+
+PIN = {"repository": "r", "tag": "26.09"}
+CONFIG_RULES: list[tuple[str, Any, bool]] = [
+    ("the smallest v2 config", _config(), True),
+    ("a v1 config of settings only", {"quarantine": {"grace_days": 3}}, True),
+    ("format_version without vocabulary", {"format_version": 2}, False),
+    ("vocabulary without format_version", {"vocabulary": VOCABULARY}, False),
+    ("targets without vocabulary", {"targets": {}}, False),
+    ("format_version 1", {"format_version": 1, "vocabulary": VOCABULARY}, False),
+    ("an unknown top-level key", _config(colour=1), False),
+    ("vocabulary scopes of an unknown system", _config(vocabulary={**VOCABULARY,
+        "scopes": {"jenkins": ["mr"]}}), False),
+    ("vocabulary scopes empty", _config(vocabulary={**VOCABULARY, "scopes": {}}), False),
+    ("a platform twice", _config(vocabulary={**VOCABULARY, "platforms": ["a", "a"]}), False),
+    ("a platform with a line break", _config(vocabulary={**VOCABULARY,
+        "platforms": ["a\n"]}), False),
+    ("cadences known", _config(vocabulary={**VOCABULARY, "cadences": ["pr", "weekly"]}), True),
+    ("a cadence unknown", _config(vocabulary={**VOCABULARY, "cadences": ["hourly"]}), False),
+    ("defaults at their bounds", _config(defaults={"time_limit": 1, "max_jobs": 500000}), True),
+    ("max_jobs past the ceiling", _config(defaults={"max_jobs": 500001}), False),
+    ("n_repeat 0", _config(defaults={"n_repeat": 0}), False),
+    ("n_repeat true", _config(defaults={"n_repeat": True}), False),
+    ("a platform's facts", _config(platforms={"p": {"arch": "arm64", "counted": False,
+        "alias_of": "q", "runner_tags": ["x"], "cluster": "c", "gpu_hour_weight": 0.5}}), True),
+    ("an unknown arch", _config(platforms={"p": {"arch": "x86"}}), False),
+    ("a gpu_hour_weight of 0", _config(platforms={"p": {"gpu_hour_weight": 0}}), False),
+    ("one image for every arch", _config(images={"gitlab": PIN}), True),
+    ("an image per arch", _config(images={"gitlab": {"amd64": PIN, "arm64": PIN}}), True),
+    ("an image without tag", _config(images={"gitlab": {"repository": "r"}}), False),
+    ("an image and an arch's", _config(images={"gitlab": {**PIN, "amd64": PIN}}), False),
+    ("an arch's pin and a tag", _config(images={"gitlab": {"amd64": PIN, "tag": "t"}}), False),
+    ("no pin at all", _config(images={"gitlab": {}}), False),
+    ("an unknown arch's pin", _config(images={"gitlab": {"x86": PIN}}), False),
+    ("a tag with a blank", _config(images={"github": {"repository": "r", "tag": "a b"}}), False),
+    ("a version with a line break", _config(images={"version": "26.09\n"}), False),
+    ("an environment's pins", _config(images={"environments": {"lts": {"gitlab": PIN}}}), True),
+    ("an environment with no pin", _config(images={"environments": {"lts": {}}}), False),
+    ("an env pin", _config(pins={"nvte": {"env": {"NVTE_X": 0}}}), True),
+    ("a pin of neither env nor args", _config(pins={"p": {"reason": "r"}}), False),
+    ("a pin's env name", _config(pins={"p": {"env": {"1X": "a"}}}), False),
+    ("a pin's name with a line break", _config(pins={"p\n": {"args": ["--x"]}}), False),
+    ("an exclude of nothing", _config(pins={"p": {"args": ["--x"], "exclude": {}}}), False),
+    ("system settings", _config(systems={"gitlab": {"retry": 1, "warmup": True}}), True),
+    ("settings of an unknown system", _config(systems={"jenkins": {}}), False),
+    ("an unknown setting", _config(systems={"github": {"colour": 1}}), False),
+    ("a GitLab setting on GitHub", _config(systems={"github": {"retry": 1}}), False),
+    ("a target", _target(), True),
+    ("a target without scope", _target(scope=...), False),
+    ("a target of an unknown system", _target(system="jenkins"), False),
+    ("a target without system", _target(system=...), False),
+    ("a target's cadence null", _target(cadence=None), True),
+    ("a target's cadence unknown", _target(cadence="hourly"), False),
+    ("a target's unknown key", _target(colour=1), False),
+    ("a GitLab target's retry", _target(retry={"max": 2, "when": ["api_failure"]}), True),
+    ("retry past GitLab's limit", _target(retry=3), False),
+    ("retry of no max", _target(retry={"when": ["api_failure"]}), False),
+    ("retry on an unknown reason", _target(retry={"max": 1, "when": ["tuesday"]}), False),
+    ("a GitHub target's retry", _target(system="github", retry=1), False),
+    ("a GitHub target's group", _target(system="github", group="l0_h100"), True),
+    ("a group with a line break", _target(system="github", group="l0\n"), False),
+    ("a blank launcher", _target(launcher="  "), False),
+    ("a parent job of 129 characters", _target(parent_job="j" * 129), False),
+    ("artifacts", _target(artifacts={"paths": ["a/"], "when": "always"}), True),
+    ("artifacts when never", _target(artifacts={"when": "never"}), False),
+    ("a timeout of 0", _target(timeout=0), False),
+    ("a target named with a line break", _config(targets={"t\n": {}}), False),
+    ("jet", {"jet": {"runner_tags": ["x"], "clusters": {"a": "b"}}}, True),
+    ("jet clusters of numbers", {"jet": {"clusters": {"a": 1}}}, False),
+    ("a tracker base", {"quarantine": {"tracker_base": "https://x/issues/"}}, True),
+    ("a tracker base not http", {"quarantine": {"tracker_base": "ftp://x/"}}, False),
+    ("a blank default owner", {"quarantine": {"default_owner": " "}}, False),
+    ("grace_days -1", {"quarantine": {"grace_days": -1}}, False),
+    ("references", {"references": {"templates": {"g": "{model}.json"}, "gating": ["t*"]}}, True),
+    ("references without templates", {"references": {"root": "x"}}, False),
+    ("a reference named with a blank", {"references": {"templates": {"g h": "x"}}}, False),
+    ("gating twice", {"references": {"templates": {"g": "x"}, "gating": ["a", "a"]}}, False),
+    ("changes", {"changes": {"ignore": ["docs/**"]}}, True),
+    ("changes ignore ''", {"changes": {"ignore": [""]}}, False),
+    ("decisions", _config(decisions={"gitlab": {"events": {"push": {"scope": "mr"}},
+        "labels": [{"label": "x", "n_repeat": 1}]}}), True),
+    ("decisions without events", _config(decisions={"gitlab": {"labels": []}}), False),
+    ("an event rule's unknown key", _config(decisions={"gitlab": {"events": {"push": {
+        "scope": "mr", "colour": 1}}}}), False),
+    ("a label rule without label", _config(decisions={"gitlab": {"events": {"push": {}},
+        "labels": [{"n_repeat": 1}]}}), False),
+    ("a label rule's events empty", _config(decisions={"gitlab": {"events": {"push": {}},
+        "labels": [{"label": "x", "events": []}]}}), False),
+    ("graph external", {"graph": {"external": {"gitlab": ["generate"]}}}, True),
+    ("graph external of an unknown system", {"graph": {"external": {"x": ["g"]}}}, False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("what", "document", "valid"), CONFIG_RULES, ids=[r[0] for r in CONFIG_RULES]
+)
+def test_each_config_rule_on_both_sides(what: str, document: Any, valid: bool) -> None:
+    document = {k: v for k, v in document.items() if v is not ...}
+    for target in (document.get("targets") or {}).values():
+        for key in [k for k, v in target.items() if v is ...]:
+            del target[key]
+    assert before("config").is_valid(document) is valid, what
+    assert _new("config").is_valid(document) is valid, what
+
+
 # --------------------------------------------------------------------------- error paths
 
 

@@ -3,7 +3,6 @@ timeout, the emitted-job value, and the check of an ad hoc `--target`."""
 
 from __future__ import annotations
 
-import msgspec
 import pytest
 import yaml
 
@@ -23,25 +22,35 @@ from tests.emit_fixtures import V1_TREE, V2_TREE, bare_settings, make_job, tree_
 # --------------------------------------------------------------------------- timeouts
 
 
-def _with_timeout(timeout: object):  # type: ignore[no-untyped-def]
+def _with_timeout(timeout: str):  # type: ignore[no-untyped-def]
     """The jobs and settings of the fixture's gl-nightly-h100-lts with another
-    `timeout` (as a config that skipped the schema could hold it)."""
-    gen = v2_generation()
+    `timeout`, as YAML writes it."""
+    files = tree_files(V2_TREE)
+    config = files["matrixgen.yaml"].decode()
+    assert config.count("timeout: 7200") == 1
+    files["matrixgen.yaml"] = config.replace("timeout: 7200", f"timeout: {timeout}").encode()
+    gen = generate_from_files(files, root="fixture")
     target = gen.tree.config.target("gl-nightly-h100-lts")
-    assert target is not None and target.settings["timeout"] == 7200
+    assert target is not None
     jobs = gen.jobs_for(target)
-    changed = msgspec.structs.replace(target, settings={**target.settings, "timeout": timeout})
-    return jobs, resolve_settings(changed, gen.tree.config, jobs)
+    return jobs, resolve_settings(target, gen.tree.config, jobs)
 
 
 def test_a_target_timeout_of_one_second_is_the_smallest_allowed() -> None:
-    jobs, settings = _with_timeout(1)
+    jobs, settings = _with_timeout("1")
     assert jobs and all(settings.timeout_seconds(j) == 1 for j in jobs)
-    for bad in (0, -60, 1.5, True, "60"):
+    for bad, why in [
+        ("0", "0 is less than the minimum of 1"),
+        ("-60", "-60 is less than the minimum of 1"),
+        ("1.5", "1.5 is not of type 'integer'"),
+        ("true", "True is not of type 'integer'"),
+        ('"60"', "'60' is not of type 'integer'"),
+    ]:
         with pytest.raises(ConfigError) as info:
             _with_timeout(bad)
-        (finding,) = info.value.findings
-        assert finding.message == "timeout must be a whole number of seconds, at least 1"
+        assert [f.message for f in info.value.findings] == [
+            f"targets/gl-nightly-h100-lts/timeout: {why}"
+        ]
 
 
 def test_a_recipe_timeout_counts_from_one_second_else_the_derived_one_applies() -> None:

@@ -66,7 +66,7 @@ def test_a_format_version_1_tree_takes_a_config_without_vocabulary(
     generation = generate(root)
     assert generation.tree.format_version == 1 and generation.tree.config.vocabulary is None
     assert generation.jobs and not generation.findings
-    assert generation.tree.config.section("jet")["clusters"]["dgxh100_eos"] == "eos"
+    assert generation.tree.config.doc.jet.clusters["dgxh100_eos"] == "eos"
     assert cli("validate", "--recipes", root).code == 0
     # Values are still the ones the jobs use: a typo is refused with a hint.
     run = cli("list", "--recipes", root, "--scope", "mrr")

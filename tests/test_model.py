@@ -9,6 +9,7 @@ from typing import Any
 
 from msgspec.structs import replace
 
+from matrixgen.documents.config_sections import GitlabSettings
 from matrixgen.engine.errors import Location
 from matrixgen.engine.model import Job, JobId, QuarantineMark, Selector, Target, spec_needs
 from matrixgen.engine.vocab import System
@@ -138,7 +139,14 @@ def test_where_a_job_was_read_does_not_make_it_another_job() -> None:
 def test_a_target_is_its_name_system_and_selector() -> None:
     selector = Selector(scope="mr", platform="dgx_h100")
     a = Target(name="t", system=System.GITLAB, selector=selector)
-    b = replace(a, settings=MappingProxyType({"timeout_cap": 60}))
+    b = replace(
+        a,
+        settings=GitlabSettings(timeout_cap=60),
+        description="d",
+        rereads_recipe=True,
+        n_repeat=1,
+        lightweight=True,
+    )
     assert a == b and hash(a) == hash(b)
     assert a != replace(a, system=System.GITHUB)
     assert a.to_dict() == {

@@ -4,20 +4,19 @@ they submit; the diff compares that for those targets only."""
 from __future__ import annotations
 
 import copy
-from types import MappingProxyType
 
 from msgspec.structs import replace
 
 from matrixgen.engine.model import Selector, Target
 from matrixgen.engine.vocab import System
-from matrixgen.engine.workload import REREADS_SETTING, rereads_recipe, workload, workload_changes
+from matrixgen.engine.workload import rereads_recipe, workload, workload_changes
 from tests.diff_fixtures import GPT, V1_GPT, by_name, diff, gen, v2_tree
 
 TARGET = Target(name="t", system=System.GITLAB, selector=Selector(scope="mr", platform="dgx_h100"))
 
 
 def _with(setting: bool) -> Target:
-    return replace(TARGET, settings=MappingProxyType({REREADS_SETTING: setting}))
+    return replace(TARGET, rereads_recipe=setting)
 
 
 def test_a_v1_tree_rereads_a_v2_tree_does_not_unless_a_target_says_so() -> None:
@@ -56,7 +55,7 @@ def test_a_script_edit_is_a_change_of_a_v1_tree_only() -> None:
 
 def test_a_configured_target_that_says_so_compares_the_workload() -> None:
     base = v2_tree()
-    base["matrixgen.yaml"]["targets"]["gitlab-mr-h100"][REREADS_SETTING] = True
+    base["matrixgen.yaml"]["targets"]["gitlab-mr-h100"]["rereads_recipe"] = True
     head = copy.deepcopy(base)
     head["h100/gpt.yaml"]["spec"]["script"] = "bash other.sh"
     targets = by_name(diff(base, head))

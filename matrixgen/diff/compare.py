@@ -111,6 +111,7 @@ from matrixgen.engine.targets import is_holding_pen
 from matrixgen.engine.workload import rereads_recipe, workload_changes
 from matrixgen.pipeline import Generation, PipelineCache, generate_from_files
 from matrixgen.quarantine.apply import Selection
+from matrixgen.util.values import json_value
 from matrixgen.views.cost import Cost, jobs_cost
 
 # ---------------------------------------------------------------- emitting
@@ -411,14 +412,29 @@ def target_changes(base: Target | None, head: Target | None) -> dict[str, tuple[
     """Differences in a target's definition between the sides (both must exist)."""
     if base is None or head is None or base is head:
         return {}
-    old = {**base.to_dict(), **plain(dict(base.settings))}
-    new = {**head.to_dict(), **plain(dict(head.settings))}
+    old, new = _definition(base), _definition(head)
     old.pop("system", None)
     new.pop("system", None)
     if base.system != head.system:
         old["system"], new["system"] = base.system.value, head.system.value
     keys = sorted(old.keys() | new.keys())
     return {k: (old.get(k), new.get(k)) for k in keys if old.get(k) != new.get(k)}
+
+
+def _definition(target: Target) -> dict[str, Any]:
+    """What defines a target, by the config's names: its selector, its own
+    fields, its settings (those set), and what a decision sets."""
+    selector = target.selector
+    return {
+        **target.to_dict(),
+        "model": selector.model,
+        "tag": selector.tag,
+        "description": target.description,
+        "rereads_recipe": target.rereads_recipe,
+        **json_value(target.settings),
+        "n_repeat": target.n_repeat,
+        "lightweight": target.lightweight or None,
+    }
 
 
 def plain(value: Any) -> Any:

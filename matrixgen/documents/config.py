@@ -17,7 +17,16 @@ from typing import Any
 from msgspec import Struct, field
 from msgspec.structs import replace
 
+from matrixgen.documents.config_sections import (
+    SYSTEM_SETTINGS,
+    ConfigDocument,
+    PlatformInfo,
+    References,
+    SystemSettings,
+    Vocabulary,
+)
 from matrixgen.documents.known_failures import NO_TRIAGE_SETTINGS, TriageSettings, parse_triage
+from matrixgen.documents.schema import DecodeError, check_document, decode
 from matrixgen.documents.yamlio import YamlDocument, parse_yaml
 from matrixgen.engine.decide import Decisions, parse_decisions
 from matrixgen.engine.errors import ConfigError, Findings, Location, did_you_mean
@@ -28,9 +37,7 @@ from matrixgen.engine.references import (
     root_problem,
     template_problem,
 )
-from matrixgen.engine.schemas import check_against_schema
 from matrixgen.engine.vocab import (
-    ALL_CADENCES,
     DEFAULT_MAX_JOBS,
     DEFAULT_N_REPEAT,
     DEFAULT_TIME_LIMIT,
@@ -40,40 +47,18 @@ from matrixgen.engine.vocab import (
     scope_word,
 )
 
+__all__ = ["DEFAULT_CONFIG", "ProjectConfig", "Vocabulary", "parse_config"]
 
-class Vocabulary(Struct, frozen=True, kw_only=True):
-    platforms: frozenset[str]
-    environments: frozenset[str]
-    scopes: Mapping[System, tuple[str, ...]]
-    cadences: frozenset[str]
-    tags: frozenset[str] | None = None
-    models: frozenset[str] | None = None
-    axes: frozenset[str] = frozenset()
-    spec_keys: frozenset[str] = frozenset()
-
-    @property
-    def all_scopes(self) -> frozenset[str]:
-        """Every scope of every system, with the tier each legacy name resolves to."""
-        names = {s for scopes in self.scopes.values() for s in scopes}
-        return frozenset(names | {resolve_scope(s) for s in names})
-
-    def declared(self, key: str) -> frozenset[str] | None:
-        """The values declared for a job field (scope, platform, environment,
-        model, tag); None when none are (no list for it; test cases never)."""
-        return {
-            "scope": self.all_scopes,
-            "platform": self.platforms,
-            "environment": self.environments,
-            "model": self.models,
-            "tag": self.tags,
-        }.get(key)
+_NO_PLATFORM = PlatformInfo()
 
 
 class ProjectConfig(Struct, frozen=True, kw_only=True):
-    """The parsed project config; sections not modelled here stay in `raw`."""
+    """The project config read: its document (`doc`, every section typed as
+    documents/config_sections.py declares it) and what reading derives from it."""
 
     path: str
     document: YamlDocument | None
+    doc: ConfigDocument = ConfigDocument()
     vocabulary: Vocabulary | None = None
     time_limit: int = DEFAULT_TIME_LIMIT
     n_repeat: int = DEFAULT_N_REPEAT
@@ -83,15 +68,10 @@ class ProjectConfig(Struct, frozen=True, kw_only=True):
     # decisions.<system>: what each CI event runs (engine/decide.py)
     decisions: Mapping[System, Decisions] = field(default_factory=lambda: EMPTY_MAPPING)
     triage: TriageSettings = NO_TRIAGE_SETTINGS  # the `triage` section (known failures)
-    raw: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAPPING)
 
-    def section(self, name: str) -> Mapping[str, Any]:
-        value = self.raw.get(name)
-        return value if isinstance(value, Mapping) else EMPTY_MAPPING
-
-    def platform_info(self, platform: str) -> Mapping[str, Any]:
-        info = self.section("platforms").get(platform)
-        return info if isinstance(info, Mapping) else EMPTY_MAPPING
+    def platform(self, name: str) -> PlatformInfo:
+        """What `platforms` says of one platform (nothing, for one it does not name)."""
+        return self.doc.platforms.get(name, _NO_PLATFORM)
 
     def target(self, name: str) -> Target | None:
         return next((t for t in self.targets if t.name == name), None)
@@ -119,39 +99,33 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
     """Parse and check a project config; raise ConfigError listing every problem."""
     findings = Findings()
     document = parse_yaml(raw, path, findings)
+    doc = None
     if document is not None:
         if not isinstance(document.data, dict):
             findings.add(document.locate([]), "config-type", "the project config must be a mapping")
         else:
-            check_against_schema("config", document, findings)
+            check_document(ConfigDocument, document, findings)
             _refuse_api_url(document, findings)
-    if findings.errors or document is None:
+            if not findings.errors:
+                try:
+                    doc = decode(document.data, ConfigDocument, document)
+                except DecodeError as exc:
+                    findings.add(exc.location, "schema", exc.message)
+    if findings.errors or document is None or doc is None:
         raise ConfigError(f"invalid project config {path}", findings=findings.errors)
-    data: dict[str, Any] = document.data
-    vocab_raw = data.get("vocabulary")
-    vocabulary = None
-    if vocab_raw is not None:
-        vocabulary = Vocabulary(
-            platforms=frozenset(vocab_raw["platforms"]),
-            environments=frozenset(vocab_raw["environments"]),
-            scopes=MappingProxyType(
-                {System(k): tuple(v) for k, v in sorted(vocab_raw["scopes"].items())}
-            ),
-            cadences=frozenset(vocab_raw.get("cadences", ALL_CADENCES)),
-            tags=frozenset(vocab_raw["tags"]) if "tags" in vocab_raw else None,
-            models=frozenset(vocab_raw["models"]) if "models" in vocab_raw else None,
-            axes=frozenset(vocab_raw.get("axes", ())),
-            spec_keys=frozenset(vocab_raw.get("spec_keys", ())),
-        )
-    defaults = data.get("defaults", {})
+    vocabulary = doc.vocabulary
+    if vocabulary is not None:
+        # Systems in their order, whatever order the file writes them in.
+        scopes = MappingProxyType(dict(sorted(vocabulary.scopes.items())))
+        vocabulary = replace(vocabulary, scopes=scopes)
     config = ProjectConfig(
         path=path,
         document=document,
+        doc=doc,
         vocabulary=vocabulary,
-        time_limit=defaults.get("time_limit", DEFAULT_TIME_LIMIT),
-        n_repeat=defaults.get("n_repeat", DEFAULT_N_REPEAT),
-        max_jobs=defaults.get("max_jobs", DEFAULT_MAX_JOBS),
-        raw=MappingProxyType(data),
+        time_limit=doc.defaults.time_limit,
+        n_repeat=doc.defaults.n_repeat,
+        max_jobs=doc.defaults.max_jobs,
     )
     # Targets and decisions name vocabulary values: the schema asks for a
     # vocabulary beside them.
@@ -159,20 +133,17 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
     decisions: dict = {}
     if vocabulary is not None:
         # In the order the config writes them: every command lists targets so.
-        targets = tuple(
-            _target(name, spec, config, findings)
-            for name, spec in (data.get("targets") or {}).items()
-        )
+        targets = tuple(_target(name, spec, config, findings) for name, spec in doc.targets.items())
         decisions = parse_decisions(
-            data.get("decisions"),
+            doc.decisions,
             scopes=vocabulary.scopes,
             environments=vocabulary.environments,
             cadences=vocabulary.cadences,
             locate=config.locate,
             findings=findings,
         )
-    references = _references(data.get("references"), config, targets, findings)
-    triage = parse_triage(data.get("triage"), config.locate, findings)
+    references = _references(doc.references, config, targets, findings)
+    triage = parse_triage(doc.triage, config.locate, findings)
     if findings.errors:
         raise ConfigError(f"invalid project config {path}", findings=findings.errors)
     return replace(
@@ -185,16 +156,16 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
 
 
 def _references(
-    raw: Mapping[str, Any] | None,
+    raw: References | None,
     config: ProjectConfig,
     targets: tuple[Target, ...],
     findings: Findings,
 ) -> ReferenceSettings | None:
-    """The declared reference templates (the schema checked the shape)."""
+    """The declared reference templates, each checked for rendering."""
     if raw is None:
         return None
     templates = []
-    for name, template in sorted(raw["templates"].items()):
+    for name, template in sorted(raw.templates.items()):
         problem = template_problem(template)
         if problem is not None:
             findings.add(
@@ -203,13 +174,13 @@ def _references(
                 f'reference "{name}": {problem}',
             )
         templates.append(ReferenceTemplate(name, template))
-    root = str(raw.get("root", ""))
+    root = raw.root
     problem = root_problem(root)
     root = root.rstrip("/")
     if problem is not None:
         findings.add(config.locate(["references", "root"]), "config-references", problem)
     names = [t.name for t in targets]
-    for i, pattern in enumerate(raw.get("gating", ())):
+    for i, pattern in enumerate(raw.gating):
         if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
             findings.add(
                 config.locate(["references", "gating", i]),
@@ -220,8 +191,8 @@ def _references(
     return ReferenceSettings(
         templates=tuple(templates),
         root=root,
-        gating=tuple(raw.get("gating", ())),
-        refuse_generate=bool(raw.get("refuse_generate", False)),
+        gating=raw.gating,
+        refuse_generate=raw.refuse_generate,
     )
 
 
@@ -239,11 +210,9 @@ def _refuse_api_url(document: YamlDocument, findings: Findings) -> None:
         )
 
 
-def _target(
-    name: str, spec: Mapping[str, Any], config: ProjectConfig, findings: Findings
-) -> Target:
+def _target(name: str, spec: Any, config: ProjectConfig, findings: Findings) -> Target:
     """A configured target, with its system's shared settings under its own."""
-    system = System(spec["system"])
+    system = spec.system
     vocab = config.vocabulary
     assert vocab is not None
     checks = (
@@ -252,7 +221,7 @@ def _target(
         ("environment", vocab.environments, "environment"),
     )
     for key, known, what in checks:
-        value = spec[key]
+        value = getattr(spec, key)
         allowed = set(known) | {resolve_scope(k) for k in known} if key == "scope" else set(known)
         if value not in allowed:
             findings.add(
@@ -260,13 +229,33 @@ def _target(
                 "config-target",
                 f'target "{name}": unknown {what} "{value}"{did_you_mean(value, known)}',
             )
-    settings = {**config.section("systems").get(system.value, {}), **spec}
     selector = Selector(
-        scope=spec["scope"],
-        cadence=spec.get("cadence"),
-        environment=spec["environment"],
-        platform=spec["platform"],
-        model=spec.get("model"),
-        tag=spec.get("tag"),
+        scope=spec.scope,
+        cadence=spec.cadence,
+        environment=spec.environment,
+        platform=spec.platform,
+        model=spec.model,
+        tag=spec.tag,
     )
-    return Target(name=name, system=system, selector=selector, settings=MappingProxyType(settings))
+    return Target(
+        name=name,
+        system=system,
+        selector=selector,
+        settings=system_settings(config, system, spec),
+        description=spec.description,
+        rereads_recipe=spec.rereads_recipe,
+    )
+
+
+def system_settings(config: ProjectConfig, system: System, own: Any = None) -> SystemSettings:
+    """A target's settings: each its own (`own`: the target's entry), else its system's."""
+    cls = SYSTEM_SETTINGS[system]
+    shared = config.doc.systems.of(system)
+    values = {}
+    for name in cls.__struct_fields__:
+        value = getattr(own, name, None)
+        if value is None and shared is not None:
+            value = getattr(shared, name)
+        if value is not None:
+            values[name] = value
+    return cls(**values)

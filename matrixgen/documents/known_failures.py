@@ -8,8 +8,8 @@
 
 A failure whose message, or a line of its report's output (system-out,
 system-err, the failure's text), a pattern matches is `known` to `triage`,
-with that tracker and kind. The schema checks the section's shape; here each
-pattern is checked where it is written (file, line, column): it must be one
+with that tracker and kind. Its shape is declared in documents/config_sections.py
+(`Triage`); here each pattern is checked where it is written (file, line, column): it must be one
 that RE2 runs (`util.linear_regex`: time linear in the text, so no
 backreference and no lookaround, which only a backtracking engine runs; a
 nested quantifier such as `(a+)+` is harmless there), and must not match the
@@ -19,10 +19,10 @@ empty text (it would call every failure known).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from msgspec import Struct
 
+from matrixgen.documents.config_sections import Triage
 from matrixgen.engine.errors import Findings, Location
 
 
@@ -43,22 +43,17 @@ NO_TRIAGE_SETTINGS = TriageSettings()
 
 
 def parse_triage(
-    raw: Any, locate: Callable[[Sequence[str | int]], Location], findings: Findings
+    section: Triage, locate: Callable[[Sequence[str | int]], Location], findings: Findings
 ) -> TriageSettings:
-    """The section as the schema let it through (`raw`: the section's value,
-    None when absent); a finding at each pattern RE2 refuses."""
-    if not isinstance(raw, dict):
+    """The section as the config declares it; a finding at each pattern RE2 refuses."""
+    if not section.known_failures:
         return NO_TRIAGE_SETTINGS
-    known: list[KnownFailure] = []
-    for i, item in enumerate(raw.get("known_failures") or ()):
-        if not isinstance(item, dict) or not isinstance(item.get("pattern"), str):
-            continue  # the schema's finding
-        from matrixgen.util.linear_regex import MAX_PATTERN, problem
+    from matrixgen.util.linear_regex import problem
 
-        if len(item["pattern"]) > MAX_PATTERN:
-            continue  # the schema's finding (maxLength)
+    known: list[KnownFailure] = []
+    for i, item in enumerate(section.known_failures):
         where = locate(["triage", "known_failures", i, "pattern"])
-        pattern = item["pattern"]
+        pattern = item.pattern
         found = problem(pattern)
         if found is not None:
             findings.add(
@@ -68,12 +63,7 @@ def parse_triage(
             )
             continue
         known.append(
-            KnownFailure(
-                pattern=pattern,
-                tracker=str(item.get("tracker", "")),
-                kind=str(item.get("kind", "")),
-                location=where,
-            )
+            KnownFailure(pattern=pattern, tracker=item.tracker, kind=item.kind, location=where)
         )
     return TriageSettings(known_failures=tuple(known))
 

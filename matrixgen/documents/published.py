@@ -16,11 +16,13 @@ from typing import Any
 
 from msgspec import Struct
 
+from matrixgen.documents.config_sections import ConfigDocument
 from matrixgen.documents.quarantine import QuarantineDocument
 from matrixgen.documents.schema import json_schema
 
 # Each published document: its file name in schema/ (NAME.schema.json) and its top level.
 PUBLISHED: dict[str, type[Struct]] = {
+    "config": ConfigDocument,
     "quarantine": QuarantineDocument,
 }
 

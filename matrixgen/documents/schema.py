@@ -25,7 +25,8 @@ How a declaration reads as a schema:
 - `Meta(extra={"schema": {...}})`: the field's schema as written, for a shape no
   type says (a string or a list of strings).
 - A Struct's `SCHEMA` (a ClassVar mapping) is added to its object: what no one
-  field says (`if`/`then` over two fields, `dependentRequired`, a title).
+  field says (`if`/`then` over two fields, `dependentRequired`, a title); its
+  `DESCRIPTIONS` (field name -> text) describe its keys.
 - tuple and list: arrays; frozenset and set: arrays of unique items;
   `dict[K, V]`: an object whose keys follow K (`propertyNames`) and values V;
   `dt.date`: a YYYY-MM-DD string; an Enum or Literal: its values.
@@ -105,7 +106,10 @@ class _Writer:
         required = [f.encode_name for f in info.fields if _required(f)]
         if required:
             out["required"] = required
-        out["properties"] = {f.encode_name: self.field(f) for f in info.fields}
+        described: Mapping[str, str] = getattr(info.cls, "DESCRIPTIONS", None) or {}
+        out["properties"] = {
+            f.encode_name: self.field(f) | _described(described.get(f.name)) for f in info.fields
+        }
         out.update((k, v) for k, v in extra.items() if k not in _HEAD_KEYS)
         return out
 
@@ -147,6 +151,9 @@ class _Writer:
             return self.type(types[0])
         if all(isinstance(t, (mi.LiteralType, mi.EnumType, mi.NoneType)) for t in types):
             return {"enum": [v for t in types for v in _values(t)]}
+        plain = [_scalar(t) for t in types if _plain_scalar(t)]
+        if len(plain) == len(types):
+            return {"type": [p["type"] for p in plain]}
         return {"anyOf": [self.type(t) for t in types]}
 
     def tagged(self, variants: list[mi.StructType]) -> dict[str, Any]:
@@ -184,6 +191,10 @@ class _Writer:
         if all(v.forbid_unknown_fields for v in variants):
             out["unevaluatedProperties"] = False
         return out
+
+
+def _described(text: str | None) -> dict[str, str]:
+    return {"description": text} if text else {}
 
 
 # The keys of a Struct's SCHEMA written before its object's own, in this order.
@@ -241,6 +252,15 @@ def _bounded(out: dict[str, Any], info: Any, low: str, high: str) -> dict[str, A
     if info.max_length is not None:
         out[high] = info.max_length
     return out
+
+
+def _plain_scalar(info: mi.Type) -> bool:
+    """A scalar type without constraints: a union of such is a list of JSON types."""
+    if isinstance(info, mi.StrType):
+        return info.min_length is info.max_length is info.pattern is None
+    if isinstance(info, (mi.IntType, mi.FloatType)):
+        return all(getattr(info, attr) is None for attr, _ in _BOUNDS)
+    return isinstance(info, (mi.BoolType, mi.NoneType))
 
 
 def _values(info: mi.Type) -> list[Any]:

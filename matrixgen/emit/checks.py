@@ -194,7 +194,7 @@ def check_timeouts(context: ValidationContext) -> Iterator[Finding]:
     system's overhead, or set) exceeds its system's timeout_cap: CI would cut it
     off, or refuse the job, before its last repeat."""
     config = context.tree.config
-    targets = [t for t in context.targets if t.settings.get("timeout_cap") is not None]
+    targets = [t for t in context.targets if t.settings.timeout_cap is not None]
     if not targets:
         return
     generation = context.generation  # shares the selections

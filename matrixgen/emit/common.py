@@ -17,6 +17,7 @@ from msgspec import Struct, field
 from msgspec.structs import replace
 
 from matrixgen.documents.config import ProjectConfig
+from matrixgen.documents.config_sections import ImageSet, Retry, SystemSettings
 from matrixgen.engine.errors import (
     ConfigError,
     Finding,
@@ -28,7 +29,7 @@ from matrixgen.engine.errors import (
 from matrixgen.engine.model import EMPTY_MAPPING, Job, JobId, QuarantineMark, Target
 from matrixgen.engine.select import unused_value, used_values
 from matrixgen.engine.vocab import QuarantineAction, System, resolve_scope
-from matrixgen.util.values import ComparedValue
+from matrixgen.util.values import ComparedValue, json_value
 
 # GitLab's most retries of a job (the other limits: emit/limits.py).
 RETRY_MAX = 2
@@ -400,61 +401,46 @@ def resolve_settings(
     launcher: str | None = None,
     quarantine_file: str | None = None,
 ) -> EmitSettings:
-    """A target's settings: its own over its system's; images from pins where unset.
+    """A target's settings (its own over its system's, as the config declares
+    them); images from pins where unset.
 
     `jobs` are the jobs to emit: the image depends on their platform (its
     architecture) and environment, the runner tags on their platform.
     """
-    settings: Mapping[str, Any] = target.settings or EMPTY_MAPPING
-    # Where the settings live, for messages.
-    configured = config.target(target.name) is target
-    where: list[str | int] = (
-        ["targets", target.name] if configured else ["systems", target.system.value]
-    )
+    settings = target.settings
     selector = target.selector
     pairs = {(j.platform, j.environment) for j in jobs}
     if selector.platform and selector.environment:
         pairs.add((selector.platform, selector.environment))
-    images = {pair: _image(settings, config, target.system, *pair, where) for pair in sorted(pairs)}
+    images = {pair: _image(settings, config, target.system, *pair) for pair in sorted(pairs)}
     platforms = sorted({p for p, _ in pairs} | ({selector.platform} - {None}))
-    tags = {p: _runner_tags(settings, config, p, where) for p in platforms}
-    timeout = settings.get("timeout")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1
-    ):
-        _bad(config, [*where, "timeout"], "timeout must be a whole number of seconds, at least 1")
-    retry = _retry(settings.get("retry"), config, [*where, "retry"])
-    parent_job = settings.get("parent_job")
-    if parent_job is not None and (not isinstance(parent_job, str) or not parent_job):
-        _bad(config, [*where, "parent_job"], "parent_job must be a job name")
+    tags = {
+        p: settings.runner_tags
+        if settings.runner_tags is not None
+        else config.platform(p).runner_tags or ()
+        for p in platforms
+    }
     if launcher is not None and not launcher.strip():
         raise UsageError("--launcher: give a command (e.g. 'echo'), not an empty string")
-    configured_launcher = settings.get("launcher")
-    if configured_launcher is not None and (
-        not isinstance(configured_launcher, str) or not configured_launcher.strip()
-    ):
-        _bad(config, [*where, "launcher"], "launcher must be a command")
-    artifacts = settings.get("artifacts")
-    if artifacts is not None and not isinstance(artifacts, Mapping):
-        _bad(config, [*where, "artifacts"], "artifacts must be a mapping (paths, when, ...)")
-    external = config.section("graph").get("external")
-    external = external.get(target.system.value) if isinstance(external, Mapping) else None
+    # Settings of one system only (GitLab's); step by step they move to its emitter.
+    retry = getattr(settings, "retry", None)
+    artifacts = getattr(settings, "artifacts", None)
     return EmitSettings(
         target=target,
         images=images,
         runner_tags=tags,
-        timeout=timeout,
-        timeout_overhead=settings.get("timeout_overhead", 0),
-        timeout_cap=settings.get("timeout_cap"),
-        n_repeat=settings.get("n_repeat"),
-        lightweight=settings.get("lightweight") is True,
-        retry=retry,
-        parent_job=parent_job,
-        launcher=launcher or configured_launcher or DEFAULT_LAUNCHER,
+        timeout=settings.timeout,
+        timeout_overhead=settings.timeout_overhead or 0,
+        timeout_cap=settings.timeout_cap,
+        n_repeat=target.n_repeat,
+        lightweight=target.lightweight,
+        retry=_retry(retry) if retry is not None else None,
+        parent_job=getattr(settings, "parent_job", None),
+        launcher=launcher or getattr(settings, "launcher", None) or DEFAULT_LAUNCHER,
         launcher_forced=launcher is not None,
-        warmup=settings.get("warmup") is True,
-        artifacts=dict(artifacts) if artifacts is not None else None,
-        external_needs=frozenset(n for n in external or () if isinstance(n, str)),
+        warmup=getattr(settings, "warmup", None) is True,
+        artifacts=json_value(artifacts) if artifacts is not None else None,
+        external_needs=frozenset(config.doc.graph.external.get(target.system, ())),
         quarantine_file=quarantine_file or "quarantine.yaml",
     )
 
@@ -468,99 +454,62 @@ def _bad(config: ProjectConfig, keys: list[str | int], message: str) -> None:
 
 
 def _image(
-    settings: Mapping[str, Any],
+    settings: SystemSettings,
     config: ProjectConfig,
     system: System,
     platform: str,
     environment: str,
-    where: list[str | int],
 ) -> str | None:
     """`image: repo:tag` in the settings, else the pin in `images` for the system
     (and, when pinned per architecture, the platform's `arch`): the one under
     `images.environments.<environment>` where it has one, else the shared one."""
-    image = settings.get("image")
-    if image is not None:
-        if not isinstance(image, str) or not image.strip():
-            _bad(config, [*where, "image"], 'image must be "repository:tag"')
-        return image
-    images = config.section("images")
-    overrides = images.get("environments")
-    override = overrides.get(environment) if isinstance(overrides, Mapping) else None
-    if isinstance(override, Mapping) and override.get(system.value) is not None:
-        env_pin = override[system.value]
-        arch = config.platform_info(platform).get("arch")
-        per_arch = isinstance(env_pin, Mapping) and "repository" not in env_pin
+    if settings.image is not None:
+        return settings.image
+    images = config.doc.images
+    override = images.environments.get(environment)
+    env_pin = override.of(system) if override is not None else None
+    if env_pin is not None:
+        arch = config.platform(platform).arch
         # Pinned per architecture but not for this one: the shared pin applies.
-        if not per_arch or arch in env_pin:
-            keys = ["images", "environments", environment, system.value]
+        if env_pin.shared is not None or (arch is not None and getattr(env_pin, arch)):
+            keys: list[str | int] = ["images", "environments", environment, system.value]
             return _pinned(env_pin, config, platform, keys)
-    pin = images.get(system.value)
+    pin = images.of(system)
     if pin is None:
         return None
     return _pinned(pin, config, platform, ["images", system.value])
 
 
-def _pinned(pin: Any, config: ProjectConfig, platform: str, keys: list[str | int]) -> str:
+def _pinned(pin: ImageSet, config: ProjectConfig, platform: str, keys: list[str | int]) -> str:
     """`repository:tag` of a pin, per architecture where it is split by one."""
-    if isinstance(pin, Mapping) and "repository" not in pin:
-        # Per architecture: images.gitlab.<arch>, arch from platforms.<p>.arch.
-        arch = config.platform_info(platform).get("arch")
-        if not isinstance(arch, str):
-            _bad(
-                config,
-                keys,
-                f"{'.'.join(map(str, keys))} pins an image per architecture, but platform "
-                f'"{platform}" has none: set platforms.{platform}.arch '
-                f"({' or '.join(sorted(map(str, pin)))})",
-            )
-        if arch not in pin:
-            _bad(
-                config,
-                keys,
-                f'no image pinned for architecture "{arch}" (platform "{platform}") '
-                f"under {'.'.join(map(str, keys))}",
-            )
-        pin = pin[arch]
-        keys.append(str(arch))
-    if (
-        not isinstance(pin, Mapping)
-        or not isinstance(pin.get("repository"), str)
-        or not isinstance(pin.get("tag"), str | int | float)
-    ):
-        _bad(config, keys, f"{'.'.join(map(str, keys))} must be a mapping with repository and tag")
-    return f"{pin['repository']}:{pin['tag']}"
+    if pin.shared is not None:
+        return pin.shared.image
+    # Per architecture: images.gitlab.<arch>, arch from platforms.<p>.arch.
+    arch = config.platform(platform).arch
+    if arch is None:
+        _bad(
+            config,
+            keys,
+            f"{'.'.join(map(str, keys))} pins an image per architecture, but platform "
+            f'"{platform}" has none: set platforms.{platform}.arch '
+            f"({' or '.join(sorted(pin.pins()))})",
+        )
+    chosen = getattr(pin, str(arch))
+    if chosen is None:
+        _bad(
+            config,
+            keys,
+            f'no image pinned for architecture "{arch}" (platform "{platform}") '
+            f"under {'.'.join(map(str, keys))}",
+        )
+    return chosen.image
 
 
-def _runner_tags(
-    settings: Mapping[str, Any], config: ProjectConfig, platform: str, where: list[str | int]
-) -> tuple[str, ...]:
-    tags = settings.get("runner_tags")
-    if tags is None:
-        tags = config.platform_info(platform).get("runner_tags")
-        where = ["platforms", platform]
-    if tags is None:
-        return ()
-    if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
-        _bad(config, [*where, "runner_tags"], "runner_tags must be a list of runner tags")
-    return tuple(tags)
-
-
-def _retry(value: Any, config: ProjectConfig, keys: list[str | int]) -> Mapping[str, Any] | None:
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = {"max": value}
-    if not isinstance(value, Mapping):
-        _bad(config, keys, "retry must be a number (0 to 2) or a mapping with max and when")
-    maximum = value.get("max")
-    if isinstance(maximum, bool) or not isinstance(maximum, int) or not 0 <= maximum <= RETRY_MAX:
-        _bad(config, [*keys, "max"], f"retry max must be 0, 1 or {RETRY_MAX} (GitLab's limit)")
-    out: dict[str, Any] = {"max": maximum}
-    when = value.get("when")
-    if when is not None:
-        if isinstance(when, str):
-            when = [when]
-        if not isinstance(when, list) or not when or not all(isinstance(w, str) for w in when):
-            _bad(config, [*keys, "when"], "retry when must be a list of failure reasons")
-        out["when"] = list(when)
+def _retry(value: int | Retry) -> Mapping[str, Any]:
+    """GitLab's `retry` of a job: a number of retries is the most, on any failure."""
+    if isinstance(value, int):
+        return {"max": value}
+    out: dict[str, Any] = {"max": value.max}
+    if value.when is not None:
+        out["when"] = list(value.when)
     return out

@@ -375,8 +375,7 @@ def _write_owned(outputs: list[TargetOutput], out_dir: Path, targets_now: set[st
 
 
 def _group(target: Target) -> str:
-    value = target.settings.get("group")
-    return value if isinstance(value, str) and value else target.name
+    return target.settings.group or target.name
 
 
 def _shards(output: TargetOutput) -> list[Any]:

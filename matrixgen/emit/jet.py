@@ -251,11 +251,10 @@ def call_pipeline(
     """The pipeline of one call on a loaded tree: the call's target and its
     selection (quarantine applied), with the config's `jet` profile; every job
     of the tree is checked for the values the call asks for."""
-    jet = generation.tree.config.section("jet")
-    tags = jet.get("runner_tags")
+    jet = generation.tree.config.doc.jet
     profile = JetProfile(
-        runner_tags=tuple(tags) if tags is not None else DEFAULT_RUNNER_TAGS,
-        clusters={**DEFAULT_CLUSTERS, **(jet.get("clusters") or {})},
+        runner_tags=jet.runner_tags if jet.runner_tags is not None else DEFAULT_RUNNER_TAGS,
+        clusters={**DEFAULT_CLUSTERS, **jet.clusters},
     )
     target = jet_target(call, system)
     chosen = generation.selection(target)

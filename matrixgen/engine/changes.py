@@ -174,8 +174,7 @@ def check_globs(context: ValidationContext) -> Iterator[Finding]:
         for keys, globs in _recipe_globs(recipe.data):
             for i, glob in enumerate(globs):
                 yield from _glob_finding(glob, recipe.document.locate([*keys, i]), "paths")
-    ignore = tree.config.section("changes").get("ignore")
-    for i, glob in enumerate(ignore if isinstance(ignore, list) else ()):
+    for i, glob in enumerate(tree.config.doc.changes.ignore):
         where = tree.config.locate(["changes", "ignore", i])
         yield from _glob_finding(glob, where, "changes.ignore")
 

@@ -30,6 +30,7 @@ from typing import Any
 from msgspec import Struct, field
 from msgspec.structs import replace
 
+from matrixgen.documents.config_sections import DecisionRule, SystemDecisions
 from matrixgen.engine.errors import Findings, UsageError, did_you_mean
 from matrixgen.engine.model import Selector, Target
 from matrixgen.engine.vocab import System, resolve_scope
@@ -101,7 +102,7 @@ class Decision(Struct, frozen=True, kw_only=True):
 
 
 def parse_decisions(
-    raw: Any,
+    doc: Any,
     *,
     scopes: Mapping[System, Sequence[str]],
     environments: frozenset[str],
@@ -109,13 +110,13 @@ def parse_decisions(
     locate: Any,
     findings: Findings,
 ) -> dict[System, Decisions]:
-    """`decisions` of the project config (its shape is checked by the schema);
+    """`decisions` of the project config (documents/config_sections.Decisions);
     every rule that can never fire, or that clashes with another, is a finding."""
     out: dict[System, Decisions] = {}
-    if not isinstance(raw, Mapping):
-        return out
-    for system_name, section in sorted(raw.items()):
-        system = System(system_name)
+    for system in sorted(System) if doc is not None else ():
+        section = doc.of(system)
+        if section is None:
+            continue
         known_scopes = list(scopes.get(system, ()))
         reader = _RuleReader(system, known_scopes, environments, cadences, locate, findings)
         events = reader.event_rules(section)
@@ -139,11 +140,12 @@ class _RuleReader(Struct):
     def add(self, where: Sequence[str | int], message: str) -> None:
         self.findings.add(self.locate(list(where)), "config-decision", message)
 
-    def event_rules(self, section: Mapping[str, Any]) -> dict[str, Rule]:
+    def event_rules(self, section: SystemDecisions) -> dict[str, Rule]:
         """The `events` rules: one per known event, each naming its scope."""
         system, known_events = self.system, self.system.events
         events: dict[str, Rule] = {}
-        for event, values in (section.get("events") or {}).items():
+        for event, rule in section.events.items():
+            values = _set(rule, (*FIELDS, "description"))
             where = ("decisions", system.value, "events", event)
             if event not in known_events:
                 self.add(
@@ -158,18 +160,18 @@ class _RuleReader(Struct):
             events[event] = Rule(system=system, event=event, values=dict(values), where=where)
         return events
 
-    def label_rules(self, section: Mapping[str, Any], events: Mapping[str, Rule]) -> list[Rule]:
+    def label_rules(self, section: SystemDecisions, events: Mapping[str, Rule]) -> list[Rule]:
         """The `labels` rules: each on events that have a rule and carry labels,
         setting something, and not clashing with an earlier one."""
         system = self.system
         labels: list[Rule] = []
-        for i, item in enumerate(section.get("labels") or ()):
+        for i, item in enumerate(section.labels):
             where = ("decisions", system.value, "labels", i)
-            values = {k: v for k, v in item.items() if k in FIELDS}
+            values = _set(item, FIELDS)
             rule = Rule(
                 system=system,
-                label=item["label"],
-                events=tuple(item.get("events") or ()),
+                label=item.label,
+                events=item.events,
                 values=values,
                 where=where,
             )
@@ -236,6 +238,11 @@ class _RuleReader(Struct):
                 f"{', '.join(sorted(self.cadences))}; or {ANY_CADENCE} to bypass the cadence "
                 "filter)",
             )
+
+
+def _set(rule: DecisionRule, names: Sequence[str]) -> dict[str, Any]:
+    """The fields a rule sets (the ones it writes), by name."""
+    return {name: value for name in names if (value := getattr(rule, name)) is not None}
 
 
 def decide(
@@ -347,17 +354,12 @@ def _with_targets(decision: Decision, configured: Sequence[Target]) -> Decision:
             (t for t in configured if t.system is decision.system and t.selector == selector), None
         )
         template = exact or base
-        settings = dict(template.settings)
-        if decision.n_repeat is not None:
-            settings["n_repeat"] = decision.n_repeat
-        if decision.lightweight:
-            settings["lightweight"] = True
-        name = template.name if exact is not None else _ad_hoc_name(decision, selector, base)
-        chosen[key] = Target(
-            name=name,
-            system=decision.system,
+        chosen[key] = replace(
+            template,
+            name=template.name if exact is not None else _ad_hoc_name(decision, selector, base),
             selector=selector,
-            settings=MappingProxyType(settings),
+            n_repeat=decision.n_repeat,
+            lightweight=decision.lightweight,
         )
     return replace(decision, targets=tuple(chosen[k] for k in sorted(chosen)))
 
@@ -365,12 +367,8 @@ def _with_targets(decision: Decision, configured: Sequence[Target]) -> Decision:
 def _ad_hoc_name(decision: Decision, selector: Selector, base: Target) -> str:
     """`<system>-<group>-<environment>-<cadence>` where the configured target names
     an output group (github-l1-h100-lts-any), else from the selector's values."""
-    group = base.settings.get("group")
-    middle = (
-        [group]
-        if isinstance(group, str) and group
-        else [(selector.scope or "").lower(), selector.platform or ""]
-    )
+    group = base.settings.group
+    middle = [group] if group else [(selector.scope or "").lower(), selector.platform or ""]
     parts = [
         decision.system.value,
         *middle,

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from msgspec import Struct, field
 
+from matrixgen.documents.config_sections import SystemSettings
 from matrixgen.documents.yamlio import YamlDocument
 from matrixgen.engine.errors import Location
 from matrixgen.engine.templates import TemplateError, render
@@ -216,16 +217,25 @@ class Selector(Struct, frozen=True, kw_only=True):
 
 
 class Target(ComparedValue, frozen=True, kw_only=True):
-    """One place jobs go: a system plus a selector, and that system's settings."""
+    """One place jobs go: a system plus a selector, that system's settings (its
+    own over the system's, as documents/config_sections.py declares them), and
+    what a decision sets for every job."""
 
     name: str
     system: System
     selector: Selector
-    settings: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAPPING)
+    settings: SystemSettings = SystemSettings()
+    description: str | None = None
+    # The launcher loads the recipe again at run time (None: as the tree's format says).
+    rereads_recipe: bool | None = None
+    n_repeat: int | None = None  # a decision's n_repeat (None: each job's own)
+    lightweight: bool = False  # a decision's lightweight mode
 
-    # Name, system and selector count: the settings come with the system (and
-    # are not hashable).
-    NOT_COMPARED: ClassVar[frozenset[str]] = frozenset({"settings"})
+    # Name, system and selector count: the rest comes with the system, the
+    # config or the decision.
+    NOT_COMPARED: ClassVar[frozenset[str]] = frozenset(
+        {"settings", "description", "rereads_recipe", "n_repeat", "lightweight"}
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return {"system": self.system.value, **self.selector.to_dict()}

@@ -18,7 +18,7 @@ from collections.abc import Collection, Iterable, Sequence
 
 from msgspec.structs import replace
 
-from matrixgen.documents.config import ProjectConfig
+from matrixgen.documents.config import DEFAULT_CONFIG, ProjectConfig, system_settings
 from matrixgen.engine.errors import UsageError, did_you_mean
 from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.vocab import (
@@ -111,13 +111,16 @@ def parse_target(
 
 
 def _ad_hoc(system: System, selector: Selector, config: ProjectConfig | None) -> Target:
-    settings: dict = {}
-    if config is not None:
-        settings = dict(config.section("systems").get(system.value, {}))
-    # Named by its place, then its model and tag: the unit-test targets of one
-    # place differ by tag alone (gitlab-unit-tests-dgx_h100-dev-latest).
+    """A target of the system's shared settings (none without a config), named
+    by its place, then its model and tag: the unit-test targets of one place
+    differ by tag alone (gitlab-unit-tests-dgx_h100-dev-latest)."""
     name = "-".join([target_name(system, selector), *filter(None, (selector.model, selector.tag))])
-    return Target(name=name, system=system, selector=selector, settings=settings)
+    return Target(
+        name=name,
+        system=system,
+        selector=selector,
+        settings=system_settings(config or DEFAULT_CONFIG, system),
+    )
 
 
 def discover_targets(

@@ -9,8 +9,8 @@ edit can change what a job runs while its pipeline stays byte-identical.
 
 `rereads_recipe` says whether a target's launcher does that: every target of a
 format_version 1 tree (the launcher is Megatron-LM's), and any target whose
-settings say so (`REREADS_SETTING: true`, as a drop-in profile of that launcher
-sets it). `workload` is what such a launcher submits for a job, field by field.
+config says so (`rereads_recipe: true` in `targets.<name>`, as a drop-in profile
+of that launcher sets it). `workload` is what such a launcher submits for a job, field by field.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ from typing import Any
 from matrixgen.engine.load import RecipeTree
 from matrixgen.engine.model import Job, Target
 
-#: A target setting: true when the target's launcher reloads the recipe at run time.
-REREADS_SETTING = "rereads_recipe"
 #: Spec fields the launcher takes from its own arguments, not from the recipe
 #: (so what the pipeline passes wins: they are compared as emitted fields).
 LAUNCH_ARGUMENTS = frozenset({"n_repeat", "time_limit"})
@@ -33,8 +31,8 @@ WORKLOAD_PREFIX = "workload."
 def rereads_recipe(tree: RecipeTree, target: Target | None = None) -> bool:
     """Whether the launcher of the target's jobs loads the recipe again at run
     time: a target setting decides where one is set, else the tree's format."""
-    if target is not None and isinstance(target.settings.get(REREADS_SETTING), bool):
-        return bool(target.settings[REREADS_SETTING])
+    if target is not None and target.rereads_recipe is not None:
+        return target.rereads_recipe
     return tree.format_version == 1
 
 

@@ -6,22 +6,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
-from msgspec import Struct
-
 from matrixgen.engine.errors import UsageError
 from matrixgen.util.patterns import name_pattern, whole
 
 if TYPE_CHECKING:
     from matrixgen.documents.config import ProjectConfig
-
-
-class Policy(Struct, frozen=True, kw_only=True):
-    """The `quarantine` section of the project config, with defaults."""
-
-    tracker_base: str | None = None
-    default_owner: str | None = None  # `add` and `migrate` when no owner is given
-    grace_days: int = 14
-    default_expiry_days: int = 30
+    from matrixgen.documents.config_sections import QuarantinePolicy
 
 
 TODAY_VARIABLE = "MATRIXGEN_TODAY"
@@ -61,6 +51,6 @@ def parse_day(text: str) -> dt.date:
     return dt.date.fromisoformat(text)
 
 
-def policy(config: ProjectConfig) -> Policy:
-    section = config.section("quarantine")
-    return Policy(**{key: section[key] for key in Policy.__struct_fields__ if key in section})
+def policy(config: ProjectConfig) -> QuarantinePolicy:
+    """The `quarantine` section of the project config (its defaults where it says nothing)."""
+    return config.doc.quarantine

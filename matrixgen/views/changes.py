@@ -63,7 +63,7 @@ def select_for(
 ) -> ChangeSelection:
     """What change-based selection decides over a generation's jobs, with its
     config's `changes.ignore` globs."""
-    ignore = generation.tree.config.section("changes").get("ignore") or ()
+    ignore = generation.tree.config.doc.changes.ignore
     return select_changed(
         generation.jobs,
         changes,

@@ -39,9 +39,9 @@ Measured = Callable[[Job, Target], float | None]
 def weight(config: ProjectConfig, platform: str) -> float:
     """The platform's gpu_hour_weight, else that of the platform it is an alias of."""
     for name in (platform, fleet(config, platform)):
-        value = config.platform_info(name).get("gpu_hour_weight")
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
+        value = config.platform(name).gpu_hour_weight
+        if value is not None:
+            return value
     return 1.0
 
 
@@ -102,8 +102,8 @@ class Cost(Struct, frozen=True, kw_only=True):
 def decided_repeats(job: Job, target: Target) -> int | None:
     """The n_repeat a target's decision gives the job (None: the job's own): a
     decision applies where the recipe leaves n_repeat to the default."""
-    decided = target.settings.get("n_repeat")
-    if isinstance(decided, int) and not isinstance(decided, bool) and "n_repeat" not in job.spec:
+    decided = target.n_repeat
+    if decided is not None and "n_repeat" not in job.spec:
         return decided
     return None
 

@@ -70,14 +70,14 @@ def job_node(job: Job) -> str:
 def build_node(job: Job, config: ProjectConfig) -> str | None:
     if not job.build:
         return None
-    arch = config.platform_info(job.platform).get("arch")
-    return f"build:{job.build}" + (f"@{arch}" if isinstance(arch, str) else "")
+    arch = config.platform(job.platform).arch
+    return f"build:{job.build}" + (f"@{arch}" if arch is not None else "")
 
 
 def warmup_job(jobs: Sequence[Job], target: Target | None) -> Job | None:
     """The job every other job of the target waits for, when the target asks for
     one: the first job the emitter writes that may not fail."""
-    if target is None or target.settings.get("warmup") is not True:
+    if target is None or getattr(target.settings, "warmup", None) is not True:
         return None
     emitted = emitted_jobs(jobs)
     return emitted[warmup_index(emitted)] if len(emitted) > 1 else None
@@ -86,8 +86,7 @@ def warmup_job(jobs: Sequence[Job], target: Target | None) -> Job | None:
 def parent_job(target: Target | None) -> str | None:
     if target is None or not emitter_for(target.system).child_pipelines:
         return None
-    name = target.settings.get("parent_job")
-    return name if isinstance(name, str) and name else None
+    return getattr(target.settings, "parent_job", None)
 
 
 def build_graph(
@@ -126,11 +125,10 @@ def build_graph(
             if build not in graph:
                 graph.add_node(build, kind="build", label=build.removeprefix("build:"))
             graph.add_edge(build, node, kind="build")
-    system = target.system.value if target is not None else None
-    external = config.section("graph").get("external") or {}
+    external = config.doc.graph.external
     externals = (
-        set(external.get(system, ()))
-        if system
+        set(external.get(target.system, ()))
+        if target is not None
         else {name for names in external.values() for name in names}
     )
     for job in jobs:

@@ -13,20 +13,22 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
 from matrixgen.documents.config import ProjectConfig
+from matrixgen.documents.config_sections import ImagePin as PinDoc
+from matrixgen.documents.config_sections import ImageSet
 from matrixgen.engine.errors import Finding, finding
+from matrixgen.engine.vocab import System
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
 
 # 26.09, 25.10, ...: the release a base image tag is named after.
 DEFAULT_VERSION_PATTERN = r"(\d{2}\.\d{2})"
-SYSTEMS = ("github", "gitlab")
 ARCHES = ("amd64", "arm64")
 
 
@@ -78,35 +80,31 @@ class ImageStatus(Struct, frozen=True, kw_only=True):
 
 
 def _pin_set(
-    value: Any, keys: tuple[str, ...], system: str, environment: str | None
+    value: ImageSet | None, keys: tuple[str, ...], system: str, environment: str | None
 ) -> Iterator[ImagePin]:
-    """A pin, or a mapping of architecture -> pin (shape checked by the schema)."""
-    if not isinstance(value, Mapping):
+    """The pin of every architecture, or each architecture's."""
+    if value is None:
         return
-    if "repository" in value:
-        yield _pin(value, keys, system, environment, None)
-        return
-    for arch in ARCHES:
-        if isinstance(value.get(arch), Mapping):
-            yield _pin(value[arch], (*keys, arch), system, environment, arch)
+    for arch, pin in value.pins().items():
+        where = (*keys, arch) if arch else keys
+        yield _pin(pin, where, system, environment, arch or None)
 
 
 def _pin(
-    value: Mapping[str, Any],
+    value: PinDoc,
     keys: tuple[str, ...],
     system: str,
     environment: str | None,
     arch: str | None,
 ) -> ImagePin:
-    declared = value.get("version")
     return ImagePin(
         keys=keys,
         system=system,
         environment=environment,
         arch=arch,
-        repository=str(value.get("repository", "")),
-        tag=str(value.get("tag", "")),
-        declared=str(declared) if declared is not None else None,
+        repository=value.repository,
+        tag=value.tag,
+        declared=value.version,
     )
 
 
@@ -121,41 +119,40 @@ def _split_image(text: str) -> tuple[str, str]:
 
 def image_pins(config: ProjectConfig) -> list[ImagePin]:
     """Every image the config pins, in config order, settings overrides last."""
-    images = config.section("images")
+    images = config.doc.images
     pins: list[ImagePin] = []
-    for system in SYSTEMS:
-        pins.extend(_pin_set(images.get(system), ("images", system), system, None))
-    environments = images.get("environments")
-    if isinstance(environments, Mapping):
-        for env in sorted(environments):
-            per_env = environments[env]
-            if not isinstance(per_env, Mapping):
-                continue
-            for system in SYSTEMS:
-                keys = ("images", "environments", env, system)
-                pins.extend(_pin_set(per_env.get(system), keys, system, env))
+    for system in System:
+        pins.extend(_pin_set(images.of(system), ("images", system), system, None))
+    for env in sorted(images.environments):
+        per_env = images.environments[env]
+        for system in System:
+            keys = ("images", "environments", env, system)
+            pins.extend(_pin_set(per_env.of(system), keys, system, env))
     # An `image` in the system's or a target's settings wins over the pins: check it too.
-    for system, settings in sorted(config.section("systems").items()):
-        if isinstance(settings, Mapping) and isinstance(settings.get("image"), str):
-            pins.append(_settings_pin(("systems", system), settings["image"], system, None))
-    for name, spec in sorted(config.section("targets").items()):
-        if isinstance(spec, Mapping) and isinstance(spec.get("image"), str):
-            system, env = str(spec.get("system", "")), spec.get("environment")
-            pins.append(_settings_pin(("targets", name), spec["image"], system, env))
+    for system in System:
+        settings = config.doc.systems.of(system)
+        if settings is not None and settings.image is not None:
+            pins.append(_settings_pin(("systems", system), settings.image, system, None))
+    for name, spec in sorted(config.doc.targets.items()):
+        if spec.image is not None:
+            where = ("targets", name)
+            pins.append(_settings_pin(where, spec.image, spec.system, spec.environment))
     return pins
 
 
 def _settings_pin(where: tuple[str, str], image: str, system: str, env: str | None) -> ImagePin:
     """The `image` of a system's or a target's settings, every architecture."""
     repo, tag = _split_image(image)
-    return _pin({"repository": repo, "tag": tag}, (*where, "image"), system, env, None)
+    return ImagePin(
+        keys=(*where, "image"), system=system, environment=env, arch=None, repository=repo, tag=tag
+    )
 
 
 def version_pattern(config: ProjectConfig) -> re.Pattern[str] | None:
     """The configured pattern, or None when it does not compile."""
-    text = config.section("images").get("version_pattern", DEFAULT_VERSION_PATTERN)
+    text = config.doc.images.version_pattern or DEFAULT_VERSION_PATTERN
     try:
-        return re.compile(str(text))
+        return re.compile(text)
     except re.error:
         return None
 
@@ -175,8 +172,7 @@ def image_status(config: ProjectConfig) -> list[ImageStatus]:
     if pattern is None:
         return [ImageStatus(pin=p, version=None, expected=None) for p in pins]
     versions = {p.keys: version_of(p.tag, pattern) for p in pins}
-    configured = config.section("images").get("version")
-    expected: str | None = str(configured) if configured is not None else None
+    expected = config.doc.images.version
     reference = ""
     if expected is None:
         # No version configured: the pins must agree with each other; the most
@@ -217,13 +213,12 @@ def image_status(config: ProjectConfig) -> list[ImageStatus]:
 def check_images(context: ValidationContext) -> Iterator[Finding]:
     """validate: image pins agree; every configured target has an image for its arch."""
     config = context.tree.config
-    images = config.section("images")
-    if "version_pattern" in images and version_pattern(config) is None:
+    images = config.doc.images
+    if images.version_pattern is not None and version_pattern(config) is None:
         yield finding(
             config.locate(["images", "version_pattern"]),
             "pin-image",
-            "images.version_pattern is not a valid regular expression: "
-            + str(images["version_pattern"]),
+            "images.version_pattern is not a valid regular expression: " + images.version_pattern,
         )
         return
     for status in image_status(config):
@@ -231,16 +226,16 @@ def check_images(context: ValidationContext) -> Iterator[Finding]:
             keys = list(status.pin.keys)
             where = [*keys, "tag"] if keys[0] == "images" else keys
             yield finding(config.locate(where), "pin-image", status.problem)
-    if not images:
+    if images == type(images)():  # no images section
         return
     pins = [p for p in image_pins(config) if p.keys[0] == "images"]
     for target in config.targets:
         platform = target.selector.platform or ""
         system = target.system.value
-        if target.settings.get("image") is not None:
+        if target.settings.image is not None:
             continue
         # A job runs in its environment's own pin, else the system's, for its arch.
-        arch = config.platform_info(platform).get("arch")
+        arch = config.platform(platform).arch
         env = target.selector.environment
         if not any(
             p.system == system

@@ -83,32 +83,30 @@ class PinProblem(Struct, frozen=True):
 
 def value_pins(config: ProjectConfig) -> list[ValuePin]:
     out: list[ValuePin] = []
-    for name, raw in sorted(config.section("pins").items()):
-        if not isinstance(raw, Mapping):
-            continue
-        env = raw.get("env") if isinstance(raw.get("env"), Mapping) else {}
+    for name, pin in sorted(config.doc.pins.items()):
         # As expansion stores env values: booleans as true/false, the rest as text.
         pairs = [
-            (str(k), str(v).lower() if isinstance(v, bool) else str(v)) for k, v in env.items()
+            (k, str(v).lower() if isinstance(v, bool) else str(v))
+            for k, v in (pin.env or {}).items()
         ]
-        exclude_raw = raw.get("exclude") if isinstance(raw.get("exclude"), Mapping) else {}
+        exclude = pin.exclude
         out.append(
             ValuePin(
-                name=str(name),
+                name=name,
                 env=tuple(sorted(pairs)),
-                args=tuple(str(a) for a in raw.get("args") or ()),
-                models=_names(raw.get("models")),
-                platforms=_names(raw.get("platforms")),
-                environments=_names(raw.get("environments")),
-                exclude={k: frozenset(map(str, v)) for k, v in exclude_raw.items()},
-                reason=str(raw.get("reason", "")),
+                args=pin.args or (),
+                models=pin.models,
+                platforms=pin.platforms,
+                environments=pin.environments,
+                exclude={
+                    key: value
+                    for key in (*SELECTOR_KEYS, "test_cases")
+                    if exclude is not None and (value := getattr(exclude, key)) is not None
+                },
+                reason=pin.reason or "",
             )
         )
     return out
-
-
-def _names(value: Any) -> frozenset[str] | None:
-    return frozenset(map(str, value)) if isinstance(value, list) else None
 
 
 def custom_launcher(job: Job) -> str | None:
@@ -336,9 +334,8 @@ class _RecipeLocator:
 
 def pins_report(config: ProjectConfig, jobs: Iterable[Job]) -> dict[str, Any]:
     """Images side by side with their versions, then env/argument pins with coverage."""
-    images = config.section("images")
     return {
-        "version": images.get("version"),
+        "version": config.doc.images.version,
         "images": [s.to_dict() for s in image_status(config)],
         "pins": [c.to_dict() for c in coverage(config, jobs)],
     }

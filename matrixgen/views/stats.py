@@ -50,8 +50,8 @@ def _alias_chain(config: ProjectConfig, platform: str) -> tuple[str, bool]:
     seen = {platform}
     current = platform
     while True:
-        alias = config.platform_info(current).get("alias_of")
-        if not isinstance(alias, str):
+        alias = config.platform(current).alias_of
+        if alias is None:
             return current, False
         if alias in seen:
             return current, True
@@ -189,10 +189,7 @@ def compute_stats(
             )
     excluded = set(exclude)
     if not all_platforms:  # and the platforms the config says not to count
-        platforms = config.section("platforms").items()
-        excluded |= {
-            p for p, info in platforms if isinstance(info, Mapping) and info.get("counted") is False
-        }
+        excluded |= {p for p, info in config.doc.platforms.items() if not info.counted}
     counted: list[TargetStats] = []
     left_out: list[str] = []
     for target in targets:
@@ -251,7 +248,7 @@ def check_platforms(context: ValidationContext) -> Iterable[Finding]:
     another one, without a loop."""
     config = context.tree.config
     vocab = config.vocabulary
-    platforms = config.section("platforms")
+    platforms = config.doc.platforms
     if vocab is None or not platforms:
         return []
     findings: list[Finding] = []
@@ -266,7 +263,7 @@ def check_platforms(context: ValidationContext) -> Iterable[Finding]:
                 f'platforms: "{name}" is not in vocabulary.platforms'
                 f"{did_you_mean(name, vocab.platforms)}",
             )
-        alias = info.get("alias_of") if isinstance(info, Mapping) else None
+        alias = info.alias_of
         if alias is None:
             continue
         if alias == name or alias not in vocab.platforms:
