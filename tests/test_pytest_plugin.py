@@ -831,3 +831,8 @@ def test_an_entry_for_one_system_acts_only_where_the_job_says_it_runs(
         expected, undecided = covers(said), False
     assert bool(loaded.entries) is expected, (where, signal)
     assert bool(loaded.undecided) is undecided
+    if undecided:  # the run says which entry, and where it applies
+        from matrixgen.evidence.pytest_plugin import _undecided_lines
+
+        (line,) = _undecided_lines(loaded.undecided)
+        assert line.startswith(f"entry e (mute) applies on {', '.join(where)} only"), line

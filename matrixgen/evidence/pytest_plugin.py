@@ -243,7 +243,7 @@ def _warn_unmatched(entry: Entry, node: str, path: str) -> None:
 
 def _undecided_lines(entries: Sequence[Entry]) -> list[str]:
     return [
-        f"entry {e.id} ({e.action.value}) applies on {', '.join(e.where_text)} only, and "
+        f"entry {e.id} ({e.action.value}) applies on {', '.join(e.where)} only, and "
         "MATRIXGEN_SYSTEM is not set (nor GITHUB_ACTIONS or GITLAB_CI): not applied"
         for e in entries
     ]
