@@ -4,26 +4,18 @@ them, and each key list it checks against is the schema's list."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 
 from matrixgen.documents import recipe
+from matrixgen.documents import recipe_fields as fields
+from matrixgen.documents.schema import json_schema
 from matrixgen.documents.yamlio import parse_yaml
 from matrixgen.engine.errors import Findings
 from matrixgen.engine.model import RecipeFile
 from matrixgen.engine.vocab import RecipeType
-
-SCHEMA = json.loads(
-    (Path(__file__).resolve().parents[1] / "schema" / "recipe.schema.json").read_text("utf-8")
-)
-V2 = next(
-    part["then"]
-    for part in SCHEMA["allOf"]
-    if part["if"]["properties"].get("format_version") == {"const": 2} and "then" in part
-)
 
 
 def file_fields(cls: type) -> tuple[set[str], set[str]]:
@@ -32,47 +24,51 @@ def file_fields(cls: type) -> tuple[set[str], set[str]]:
     return {f.name for f in fields}, {f.name for f in fields if f.required}
 
 
-# Names as format_version 2 has them (a superset of 1's); required as both
-# versions require (a format_version 1 block may go without products).
+# The values reading makes are named as the declaration names the keys, and
+# required where both format versions require them (a format_version 1 block
+# may go without products).
 @pytest.mark.parametrize(
-    ("cls", "properties", "required"),
-    [
-        (recipe.RecipeDoc, V2["properties"], SCHEMA["required"]),
-        (
-            recipe.Block,
-            SCHEMA["$defs"]["block_v2"]["properties"],
-            SCHEMA["$defs"]["block"]["required"],
-        ),
-    ],
+    ("cls", "declared"),
+    [(recipe.RecipeDoc, fields.RecipeV2), (recipe.Block, fields.Block)],
     ids=["RecipeDoc", "Block"],
 )
-def test_each_struct_is_named_as_the_schema_names_its_keys(
-    cls: type, properties: dict, required: list[str]
-) -> None:
+def test_each_value_is_named_as_the_declaration_names_its_keys(cls: type, declared: type) -> None:
     names, needed = file_fields(cls)
-    assert names == set(properties)
-    assert needed == set(required)
+    v2, v2_needed = file_fields(declared)
+    v1_needed = file_fields(fields.RecipeV1 if declared is fields.RecipeV2 else fields.BlockV1)[1]
+    tag = {"format_version"} if declared is fields.RecipeV2 else set()
+    assert names == v2 | tag
+    assert needed == (v2_needed & v1_needed) | tag
 
 
-def test_the_key_lists_are_the_schemas() -> None:
-    defs = SCHEMA["$defs"]
-    assert recipe.TOP_KEYS == set(V2["properties"]) == set(SCHEMA["properties"])
-    assert set(defs["block_v2"]["properties"]) == recipe.BLOCK_KEYS
-    assert set(defs["spec_v2"]["properties"]) == recipe.KNOWN_SPEC_KEYS_V2
-    assert set(defs["row_v2"]["properties"]) == recipe.ROW_KEYS_V2
+def test_the_key_lists_read_the_declaration_as_the_schema_does() -> None:
+    """Each list the reader checks keys against is what the published schema
+    (made from the same Structs) says of them."""
+    schema = json_schema(fields.RECIPE)
+    v2 = next(
+        p["then"]
+        for p in schema["allOf"]
+        if p["if"]["properties"].get("format_version") == {"const": 2}
+    )
+    defs = schema["$defs"]
+    assert set(v2["properties"]) == fields.TOP_KEYS
+    assert set(defs["block_v2"]["properties"]) == fields.BLOCK_KEYS
+    assert set(defs["spec_v2"]["properties"]) == fields.KNOWN_SPEC_KEYS_V2
+    assert set(defs["row_v2"]["properties"]) == fields.ROW_KEYS_V2
+    assert fields.ATTRIBUTE_KEYS_V2 < fields.ROW_KEYS_V2
     spec = defs["spec_v2"]["properties"]
     # Each integer of the spec but `timeout` (the emitters read it as written)
     # is a count of each job.
     counts = {k: r["minimum"] for k, r in spec.items() if r.get("type") == "integer"}
     del counts["timeout"]
-    assert counts == recipe.COUNT_MINIMUM
+    assert counts == fields.COUNT_MINIMUM == {"nodes": 1, "gpus": 0, "n_repeat": 1, "time_limit": 1}
     shapes = {
-        "text": {"type": "string"},
-        "names": {"type": "array", "items": {"type": "string"}},
-        "table": {"type": "object", "additionalProperties": {"type": "string"}},
-        "mapping": {"type": "object"},
+        str: {"type": "string"},
+        tuple[str, ...]: {"type": "array", "items": {"type": "string"}},
+        dict[str, str]: {"type": "object", "additionalProperties": {"type": "string"}},
+        dict[str, Any]: {"type": "object", "additionalProperties": {}},
     }
-    for key, want in recipe.SPEC_SHAPES_V2.items():
+    for key, want in fields.SPEC_SHAPES_V2.items():
         rule = {k: v for k, v in spec[key].items() if k != "description"}
         assert rule == shapes[want], key
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from tests.schema_fixtures import (
     replaced,
     schema_words,
     toy_field_carried,
+    trimmed,
 )
 
 
@@ -50,6 +52,7 @@ def test_the_check_sees_a_stale_file(tmp_path: Path) -> None:
     assert main(["--dir", str(tmp_path)]) == 0 and main(["--check", "--dir", str(tmp_path)]) == 0
 
 
+@cache
 def _new(name: str) -> Any:
     schema = json_schema(PUBLISHED[name])
     return jsonschema.validators.validator_for(schema)(schema)
@@ -99,7 +102,7 @@ def test_the_generated_schema_accepts_and_refuses_what_the_written_one_did(
     words, names = schema_words(old.schema)
     values = [*EDGE_VALUES, *words]
     where, doc = documents[which % len(documents)]
-    changed = _changed(doc, steps, values, [*names, "zz"])
+    changed = _changed(trimmed(doc), steps, values, [*names, "zz"])
     assert old.is_valid(changed) == new.is_valid(changed), (where, steps, changed)
 
 
@@ -320,6 +323,100 @@ def test_each_config_rule_on_both_sides(what: str, document: Any, valid: bool) -
             del target[key]
     assert before("config").is_valid(document) is valid, what
     assert _new("config").is_valid(document) is valid, what
+
+
+def _recipe(version: int = 2, spec: Any = None, block: Any = None, **top: Any) -> dict[str, Any]:
+    """A test recipe of one block and row; `block` and `spec` replace or add to the defaults."""
+    base_spec = {"name": "{test_case}", "model": "gpt", "build": "img"}
+    base_block = {"test_case": ["tc"], "products": [{"environment": ["dev"]}]}
+    doc: dict[str, Any] = {
+        "type": "basic",
+        "format_version": version,
+        "spec": {**base_spec, **(spec or {})},
+        "products": [{**base_block, **(block or {})}],
+    }
+    for key, value in top.items():
+        if value is ...:
+            del doc[key]
+        else:
+            doc[key] = value
+    return doc
+
+
+def _row(**row: Any) -> dict[str, Any]:
+    return _recipe(block={"products": [row]})
+
+
+RECIPE_RULES: list[tuple[str, Any, bool]] = [
+    ("a v2 test recipe", _recipe(), True),
+    ("a v1 test recipe", _recipe(1), True),
+    ("a build recipe", {"type": "build", "format_version": 1, "spec": {"name": "img"}}, True),
+    ("a build recipe without a name", {"type": "build", "format_version": 2, "spec": {}}, False),
+    ("a test recipe without a build", _recipe() | {"spec": {"name": "n", "model": "m"}}, False),
+    ("no format_version", _recipe(format_version=...), False),
+    ("format_version 3", _recipe(3), False),
+    ("format_version as text", _recipe(format_version="2"), False),
+    ("an unknown type", _recipe(type="check"), False),
+    ("no spec", {k: v for k, v in _recipe().items() if k != "spec"}, False),
+    ("a v1 unknown top-level key", _recipe(1, colour=1), True),
+    ("a v2 unknown top-level key", _recipe(colour=1), False),
+    ("maintainers of numbers", _recipe(maintainers=[3]), False),
+    ("v1 products null", _recipe(1, products=None), True),
+    ("v2 products null", _recipe(products=None), False),
+    ("v2 products empty", _recipe(products=[]), False),
+    ("v1 two test cases", _recipe(1, block={"test_case": ["a", "b"]}), True),
+    ("v2 two test cases", _recipe(block={"test_case": ["a", "b"]}), False),
+    ("v2 an empty test case", _recipe(block={"test_case": [""]}), False),
+    ("v1 a block of products null", _recipe(1, block={"products": None}), False),
+    ("v2 a block without products", {**_recipe(), "products": [{"test_case": ["tc"]}]}, False),
+    ("v2 an unknown block key", _recipe(block={"colour": 1}), False),
+    ("v1 an unknown block key", _recipe(1, block={"colour": 1}), True),
+    ("a block cadence", _recipe(block={"cadence": ["pr", "weekly"]}), True),
+    ("a cadence unknown", _recipe(block={"cadence": ["hourly"]}), False),
+    ("a cadence empty", _recipe(block={"cadence": []}), False),
+    ("v2 an empty row", _row(), False),
+    ("v1 an empty row", _recipe(1, block={"products": [{}]}), True),
+    ("v2 a declared axis", _row(precision=["bf16", 8, True]), True),
+    ("v2 a declared axis empty", _row(precision=[]), False),
+    ("v1 an axis empty", _recipe(1, block={"products": [{"precision": []}]}), True),
+    ("an axis of a mapping", _row(precision=[{"a": 1}]), False),
+    ("an axis not a list", _row(environment="dev"), False),
+    ("n_repeat 0", _row(n_repeat=[0]), False),
+    ("gpus 1", _row(gpus=[1]), True),
+    ("allow_failure a boolean list", _row(allow_failure=[True]), True),
+    ("allow_failure of text", _row(allow_failure=["yes"]), False),
+    ("a row's env", _row(env={"NVTE_X": 1, "B": True}), True),
+    ("a row's env name", _row(env={"1B": "x"}), False),
+    ("a row's args", _row(args=["--a"]), True),
+    ("a row's args of numbers", _row(args=[1]), False),
+    ("a row's paths empty", _row(paths=[]), False),
+    ("a row's references", _row(references={"skip": "all", "reason": "unit tests"}), True),
+    ("references skip names", _row(references={"skip": ["golden"], "reason": "r"}), True),
+    ("references skip some", _row(references={"skip": "some", "reason": "r"}), False),
+    ("references with a blank reason", _row(references={"skip": "all", "reason": " "}), False),
+    ("references without reason", _row(references={"skip": "all"}), False),
+    ("a spec's x- key", _recipe(spec={"x-owner": {"a": 1}}), True),
+    ("a spec's unknown key", _recipe(spec={"owner": "a"}), False),
+    ("a v1 spec's unknown key", _recipe(1, spec={"owner": "a"}), True),
+    ("a spec's nodes 0", _recipe(spec={"nodes": 0}), False),
+    ("a spec's gpus 0", _recipe(spec={"gpus": 0}), True),
+    ("a spec's platforms as text", _recipe(spec={"platforms": "dgx_h100"}), True),
+    ("a spec's platforms as a list", _recipe(spec={"platforms": ["dgx_h100"]}), True),
+    ("a spec's platforms a number", _recipe(spec={"platforms": 1}), False),
+    ("a spec's artifacts of lists", _recipe(spec={"artifacts": {"a": ["x"]}}), False),
+    ("a spec's needs of text", _recipe(spec={"needs": "warm"}), False),
+    ("a spec's source", _recipe(spec={"source": {"a": [1]}}), True),
+    ("a spec's always", _recipe(spec={"always": True}), True),
+    ("a spec's name empty", _recipe(spec={"name": ""}), False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("what", "document", "valid"), RECIPE_RULES, ids=[r[0] for r in RECIPE_RULES]
+)
+def test_each_recipe_rule_on_both_sides(what: str, document: Any, valid: bool) -> None:
+    assert before("recipe").is_valid(document) is valid, what
+    assert _new("recipe").is_valid(document) is valid, what
 
 
 # --------------------------------------------------------------------------- error paths

@@ -41,7 +41,7 @@ FEATURES: dict[str, str] = {
 # no engine module outside this list.
 ENGINE_VALUES = frozenset(
     f"matrixgen.engine.{name}"
-    for name in ("errors", "vocab", "templates", "model", "references", "decide", "schemas")
+    for name in ("errors", "vocab", "templates", "model", "references", "decide")
 )
 
 

@@ -754,9 +754,10 @@ def test_schema_findings_the_file_says_itself_are_told_by_keyword_and_path() -> 
 
 
 def test_required_errors_name_their_property_in_the_schema_path() -> None:
-    from matrixgen.engine.schemas import _validator
+    from matrixgen.documents.quarantine import QuarantineDocument
+    from matrixgen.documents.schema import _validator
 
-    errors = list(_validator("quarantine").iter_errors({"entries": [{"kind": "flaky"}]}))
+    errors = list(_validator(QuarantineDocument).iter_errors({"entries": [{"kind": "flaky"}]}))
     missing = {
         e.validator_value[e.relative_schema_path[-1]] for e in errors if e.validator == "required"
     }

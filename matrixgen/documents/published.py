@@ -14,16 +14,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from msgspec import Struct
-
 from matrixgen.documents.config_sections import ConfigDocument
 from matrixgen.documents.quarantine import QuarantineDocument
+from matrixgen.documents.recipe_fields import RECIPE
 from matrixgen.documents.schema import json_schema
 
 # Each published document: its file name in schema/ (NAME.schema.json) and its top level.
-PUBLISHED: dict[str, type[Struct]] = {
+PUBLISHED: dict[str, Any] = {
     "config": ConfigDocument,
     "quarantine": QuarantineDocument,
+    "recipe": RECIPE,
 }
 
 

@@ -1,7 +1,8 @@
 """A recipe file read once into located values: RecipeDoc, its Blocks, their Rows.
 
-The shape of a recipe is published as schema/recipe.schema.json; the reader holds
-each rule of it that expansion needs, once, with its finding's code. What
+The shape of a recipe is declared in documents/recipe_fields.py (and published,
+made from it, as schema/recipe.schema.json); the reader takes its key lists from
+there and says, with a code of its own, what expansion cannot use. What
 Megatron-LM's own parser tolerates is a warning in a format_version 1 file and an
 error in a format_version 2 one. Each value keeps the findings its reading gave,
 so that expansion reports them as it reaches it (a file cut short by the job cap
@@ -15,6 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
+from matrixgen.documents.recipe_fields import (
+    ATTRIBUTE_KEYS_V1,
+    ATTRIBUTE_KEYS_V2,
+    BLOCK_KEYS,
+    KNOWN_AXES_V2,
+    KNOWN_SPEC_KEYS_V2,
+    ROW_KEYS_V2,
+    SPEC_SHAPES_V2,
+    TOP_KEYS,
+)
 from matrixgen.engine.errors import FileFindings, Finding, Findings, Location, did_you_mean
 from matrixgen.engine.model import RecipeFile
 from matrixgen.engine.vocab import ALL_CADENCES, RecipeType
@@ -23,77 +34,16 @@ from matrixgen.util.patterns import name_pattern, whole
 if TYPE_CHECKING:
     from matrixgen.documents.config import Vocabulary
 
-# Row keys that are attributes of each job, not axes that multiply out.
-ATTRIBUTE_KEYS_V1 = frozenset({"cadence"})
-# `references` (an opt-out of the declared reference files) replaces the spec's.
-ATTRIBUTE_KEYS_V2 = frozenset({"cadence", "env", "args", "paths", "always", "references"})
 # Change-based selection (format_version 2): globs of repository paths whose
 # change needs a case, and `always` for cases every change runs. They add up
 # from the spec (the file) to the block to the row; engine/changes.py reads them.
 CHANGE_KEYS = ("paths", "always")
-# Row keys a format_version 2 tree knows without declaring them.
-KNOWN_AXES_V2 = frozenset(
-    {
-        "environment",
-        "scope",
-        "platforms",
-        "tag",
-        "n_repeat",
-        "time_limit",
-        "timeout",
-        "nodes",
-        "gpus",
-        "allow_failure",
-    }
-)
-# Every key a format_version 2 row may hold without declaring it (row_v2).
-ROW_KEYS_V2 = KNOWN_AXES_V2 | ATTRIBUTE_KEYS_V2
-# Spec keys a format_version 2 file may use (spec_v2); names starting with "x-"
-# are free for tools of the project's own.
-KNOWN_SPEC_KEYS_V2 = frozenset(
-    {
-        "name",
-        "model",
-        "build",
-        "nodes",
-        "gpus",
-        "n_repeat",
-        "time_limit",
-        "timeout",
-        "platforms",
-        "environment",
-        "scope",
-        "tag",
-        "script_setup",
-        "script",
-        "launcher",
-        "env",
-        "args",
-        "artifacts",
-        "source",
-        "needs",
-        "references",
-        "paths",
-        "always",
-    }
-)
-# Spec keys of format_version 2 that the emitters and the graph read as they are.
-SPEC_SHAPES_V2 = {
-    "script_setup": "text",
-    "script": "text",
-    "launcher": "text",
-    "needs": "names",
-    "artifacts": "table",
-    "source": "mapping",
-}
 _SHAPES = {
-    "text": "a string",
-    "names": "a list of strings",
-    "table": "a mapping of strings",
-    "mapping": "a mapping",
+    str: "a string",
+    tuple[str, ...]: "a list of strings",
+    dict[str, str]: "a mapping of strings",
+    dict[str, Any]: "a mapping",
 }
-# The least value of each count in a format_version 2 tree.
-COUNT_MINIMUM = {"n_repeat": 1, "time_limit": 1, "nodes": 1, "gpus": 0}
 ENV_NAME = name_pattern(r"[A-Za-z_][A-Za-z0-9_]*")
 SCALARS = (str, int, float, bool)
 # The fields of RecipeDoc and Block that are what reading found, not keys of
@@ -143,10 +93,6 @@ class RecipeDoc(Struct, frozen=True, kw_only=True):
     maintainers: Any = None
     loggers: Any = None
     products: tuple[Block, ...] = ()
-
-
-TOP_KEYS = frozenset(set(RecipeDoc.__struct_fields__) - READ_FIELDS)
-BLOCK_KEYS = frozenset(set(Block.__struct_fields__) - READ_FIELDS)
 
 
 def read_recipe(recipe: RecipeFile, vocabulary: Vocabulary | None) -> RecipeDoc:
@@ -539,12 +485,13 @@ class _Reader(FileFindings):
         return Location(self.doc.path, row.start_mark.line + 1, row.start_mark.column + 1)
 
 
-def _has_shape(value: Any, want: str) -> bool:
-    if want == "text":
+def _has_shape(value: Any, want: Any) -> bool:
+    """Whether a value as YAML read it is of the declared type (`_SHAPES`)."""
+    if want is str:
         return isinstance(value, str)
-    if want == "names":
+    if want == tuple[str, ...]:
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
-    if want == "table":
+    if want == dict[str, str]:
         return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
     return isinstance(value, dict)
 

@@ -68,19 +68,22 @@ def whole(body: str) -> str:
 # --------------------------------------------------------------------------- schemas
 
 
-def json_schema(root: type[msgspec.Struct]) -> dict[str, Any]:
-    """The JSON Schema of a document whose top level is `root`: its `SCHEMA`
-    (`$id`, title, description) first, then the object, then `$defs`."""
+def json_schema(root: Any) -> dict[str, Any]:
+    """The JSON Schema of a document whose top level is `root` (a Struct, or a
+    type annotated with the document's `$id` and title): `$id`, title and
+    description first, then the rules, then `$defs`."""
     writer = _Writer(root)
-    body = writer.struct_body(mi.type_info(root))
+    info = mi.type_info(root)
+    body = writer.struct_body(info) if isinstance(info, mi.StructType) else writer.type(info)
+    head = {key: body.pop(key) for key in _HEAD_KEYS if key in body}
     defs = {name: writer.defs[name] for name in sorted(writer.defs)}
-    return {"$schema": DRAFT, **body, **({"$defs": defs} if defs else {})}
+    return {"$schema": DRAFT, **head, **body, **({"$defs": defs} if defs else {})}
 
 
 class _Writer:
     """One walk over a document's types, naming the Structs it meets more than once."""
 
-    def __init__(self, root: type[msgspec.Struct]) -> None:
+    def __init__(self, root: Any) -> None:
         self.root = root
         self.defs: dict[str, Any] = {}
         self.names: dict[type, str] = {}
@@ -101,7 +104,7 @@ class _Writer:
         extra: Mapping[str, Any] = getattr(info.cls, "SCHEMA", None) or {}
         out: dict[str, Any] = {k: v for k, v in extra.items() if k in _HEAD_KEYS}
         out["type"] = "object"
-        if info.forbid_unknown_fields and "patternProperties" not in extra:
+        if info.forbid_unknown_fields:
             out["additionalProperties"] = False
         required = [f.encode_name for f in info.fields if _required(f)]
         if required:
@@ -123,7 +126,7 @@ class _Writer:
             if "schema" in hints:
                 return dict(hints["schema"])
             inner = self.type(info.type, optional=optional)
-            return {**inner, **(info.extra_json_schema or {})}
+            return _merged(inner, info.extra_json_schema or {})
         if isinstance(info, mi.UnionType):
             return self.union(info, optional=optional)
         if isinstance(info, mi.StructType):
@@ -177,20 +180,44 @@ class _Writer:
         out["properties"] = {tag_field: {"enum": tags}} | {
             f.encode_name: self.field(f) for f in common
         }
+        # All closed: what no variant names is refused once, at the top; else each
+        # closed variant refuses what it does not name (its tag included).
+        closed = all(v.forbid_unknown_fields for v in variants)
+        shared = [tag_field, *(f.encode_name for f in common)]
         out["allOf"] = [
             {
                 "if": {"properties": {tag_field: {"const": v.tag}}, "required": [tag_field]},
-                "then": {
-                    k: s
-                    for k, s in self.struct_body(v).items()
-                    if k not in ("type", "additionalProperties")
-                },
+                "then": self.variant(v, shared, closed),
             }
             for v in variants
         ]
-        if all(v.forbid_unknown_fields for v in variants):
+        if closed:
             out["unevaluatedProperties"] = False
         return out
+
+    def variant(self, info: mi.StructType, shared: list[str], closed: bool) -> dict[str, Any]:
+        """One variant's own rules, where its tag names it: the keys every variant
+        has are checked once, outside."""
+        body = {k: s for k, s in self.struct_body(info).items() if k != "type"}
+        own = {k: s for k, s in body["properties"].items() if k not in shared}
+        if closed:
+            body.pop("additionalProperties", None)
+        elif info.forbid_unknown_fields:  # the shared keys are known here too
+            own = {**dict.fromkeys(shared, True), **own}
+        body["properties"] = own
+        if "required" in body:
+            body["required"] = [k for k in body["required"] if k not in shared]
+            if not body["required"]:
+                del body["required"]
+        return body
+
+
+def _merged(schema: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """`schema` with `extra`'s keywords; both `allOf` lists kept, the schema's first."""
+    out = {**schema, **extra}
+    if "allOf" in schema and "allOf" in extra:
+        out["allOf"] = [*schema["allOf"], *extra["allOf"]]
+    return out
 
 
 def _described(text: str | None) -> dict[str, str]:
@@ -323,7 +350,7 @@ _BOUNDS = (
 
 
 @cache
-def _validator(root: type[msgspec.Struct]) -> Any:
+def _validator(root: Any) -> Any:
     """The validator of one document's schema, made the first time one is asked for."""
     import jsonschema  # heavy: only when a document is checked
 
@@ -349,7 +376,7 @@ def _required_each(
 
 
 def check_document(
-    root: type[msgspec.Struct],
+    root: Any,
     document: YamlDocument,
     findings: Findings,
     *,

@@ -14,6 +14,8 @@ from typing import Any
 from msgspec import Struct
 
 from matrixgen.documents.recipe import blocks, rows
+from matrixgen.documents.recipe_fields import RECIPE
+from matrixgen.documents.schema import check_document
 from matrixgen.engine.context import ValidationContext
 from matrixgen.engine.errors import (
     SUGGEST_MAX_LENGTH,
@@ -27,7 +29,6 @@ from matrixgen.engine.errors import (
 from matrixgen.engine.expand import Expansion
 from matrixgen.engine.load import RecipeTree
 from matrixgen.engine.model import RecipeFile
-from matrixgen.engine.schemas import check_against_schema
 from matrixgen.engine.templates import TemplateError, placeholders
 from matrixgen.engine.vocab import RUNTIME_PLACEHOLDERS, RecipeType, resolve_scope, scope_names
 
@@ -89,8 +90,8 @@ def _schema_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding
     for recipe in tree.files:
         lenient = Severity.ERROR if recipe.format_version == 2 else Severity.WARNING
         schema_findings = Findings()
-        check_against_schema(
-            "recipe", recipe.document, schema_findings, severity=lenient, leave_out=_unknown_key
+        check_document(
+            RECIPE, recipe.document, schema_findings, severity=lenient, leave_out=_unknown_key
         )
         # Expansion already said it (with a "did you mean" where it helps).
         yield from (f for f in schema_findings.items if f.location not in taken)

@@ -24,7 +24,6 @@ from msgspec.structs import replace
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.documents.recipe import (
     CHANGE_KEYS,
-    COUNT_MINIMUM,
     Block,
     Row,
     read_recipe,
@@ -32,6 +31,7 @@ from matrixgen.documents.recipe import (
     shown,
     with_change_keys,
 )
+from matrixgen.documents.recipe_fields import COUNT_MINIMUM
 from matrixgen.engine.errors import (
     FileFindings,
     Finding,

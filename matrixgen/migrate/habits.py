@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from msgspec import Struct
 
-from matrixgen.documents.recipe import BLOCK_KEYS, ROW_KEYS_V2
+from matrixgen.documents.recipe_fields import BLOCK_KEYS, ROW_KEYS_V2
 from matrixgen.engine.model import RecipeFile
 from matrixgen.engine.vocab import QuarantineKind, resolve_scope
 from matrixgen.util.textedit import (

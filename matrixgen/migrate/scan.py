@@ -9,7 +9,8 @@ from typing import Any
 import yaml
 from msgspec import Struct, field
 
-from matrixgen.documents.recipe import ROW_KEYS_V2, block_rows
+from matrixgen.documents.recipe import block_rows
+from matrixgen.documents.recipe_fields import ROW_KEYS_V2
 from matrixgen.documents.yamlio import last_content_line, parse_yaml
 from matrixgen.engine.errors import Findings
 from matrixgen.engine.model import RecipeFile
