@@ -1,5 +1,7 @@
 """docs/cli.md is what the CLI says of itself: the page cannot drift from the
-commands, their usage, options and help (matrixgen/cli/reference.py writes it)."""
+commands, their usage, options and help (matrixgen/cli/reference.py writes it);
+docs/exit-codes.md is what the exit codes say of themselves, and each command's
+help names its codes as they are."""
 
 from __future__ import annotations
 
@@ -46,3 +48,31 @@ def test_the_reference_holds_every_command_and_option() -> None:
             for opt in param.opts:
                 if opt.startswith("-"):
                     assert opt in page, f"matrixgen {name} {opt} missing from docs/cli.md"
+
+
+def test_the_exit_code_page_is_written_from_the_exit_codes() -> None:
+    from matrixgen.engine.errors import ExitCode
+
+    committed = reference.EXIT_PAGE.read_text(encoding="utf-8")
+    assert committed == reference.render_exit_codes(), (
+        f"docs/exit-codes.md differs from engine.errors.ExitCode: run `{reference.REGENERATE}`"
+    )
+    for code in ExitCode:
+        assert f"\n| {int(code)} | {code.meaning} |\n" in committed
+
+
+def test_each_command_help_names_its_exit_codes_as_the_codes_do() -> None:
+    """A command's `Exit N: ...` line names codes that exist, in order, and a
+    code given without the command's own words in the code's short words."""
+    import re
+
+    from matrixgen.engine.errors import ExitCode, exit_codes
+
+    assert exit_codes(ExitCode.USAGE, (ExitCode.CONFIG, "bad config on a side")) == (
+        "Exit 2: usage error; 3: bad config on a side."
+    )
+    page = reference.render()
+    lines = re.findall(r"Exit ((?:\d+: [^;]*?; )*\d+: .*?\.)\s*$", page, re.M | re.S)
+    assert lines, "no command lists its exit codes"
+    for said in re.findall(r"(?:^|; |Exit )(\d+): ", page):
+        assert int(said) in set(ExitCode), said

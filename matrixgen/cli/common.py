@@ -7,18 +7,28 @@ imported inside the functions.
 
 from __future__ import annotations
 
+import inspect
 import os
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from matrixgen.cli.output import write_annotations
-from matrixgen.engine.errors import Finding, annotation_lines, render_findings
+from matrixgen.engine.errors import (
+    ExitCode,
+    Finding,
+    annotation_lines,
+    exit_codes,
+    render_findings,
+)
 from matrixgen.engine.vocab import OutputFormat
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.jsontext import pretty
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:
     from matrixgen.documents.config import ProjectConfig
@@ -36,6 +46,20 @@ RecipesOption = Annotated[
         dir_okay=True,
     ),
 ]
+
+
+def exits(*codes: ExitCode | tuple[ExitCode, str]) -> Callable[[F], F]:
+    """A command's help closes with its exit codes (`engine.errors.exit_codes`):
+    the generic words of each come from the ExitCode, the command's own where
+    it says them."""
+
+    def add(command: F) -> F:
+        command.__doc__ = f"{inspect.cleandoc(command.__doc__ or '')}\n\n{exit_codes(*codes)}"
+        return command
+
+    return add
+
+
 TARGET_HELP = (
     "A name as `generate` prints it (configured, or implied by a tree without config), "
     "or key=value pairs: scope=S,platform=P,environment=E[,system=...][,cadence=...]"

@@ -21,7 +21,7 @@ from matrixgen.cli.common import (
     echo_json,
     recipes_dir,
 )
-from matrixgen.engine.errors import ExitCode, UsageError
+from matrixgen.engine.errors import ExitCode, UsageError, exit_codes
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.patterns import name_pattern, whole
 
@@ -45,12 +45,14 @@ and --root DIR. Templates name job fields: {model}, {test_case},
 {environment}, {platforms} (or {platform}), {tag}, {scope}, any spec field.
 Jobs a quarantine skip takes out, and jobs whose recipe or row opts out
 (references: {skip: all | [NAME...], reason: TEXT}), are not checked.
-
-\b
-Exit codes: 0 nothing missing in a gating target (--strict: nothing missing
-at all); 1 something missing there; 2 usage error (no references declared
-nor given, a bad --reference); 3 bad project config; 5 git problem (--revision).
 """
+COVERAGE_HELP += "\n" + exit_codes(
+    (ExitCode.OK, "nothing missing in a gating target (--strict: nothing missing at all)"),
+    (ExitCode.FINDINGS, "something missing there"),
+    (ExitCode.USAGE, "usage error (no references declared nor given, a bad --reference)"),
+    ExitCode.CONFIG,
+    (ExitCode.GIT, "git problem (--revision)"),
+)
 
 
 def _given_settings(

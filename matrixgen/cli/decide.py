@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.cli.common import RecipesOption, TableJsonOrMarkdown, echo_json, load_valid
+from matrixgen.cli.common import RecipesOption, TableJsonOrMarkdown, echo_json, exits, load_valid
+from matrixgen.engine.errors import ExitCode
 from matrixgen.engine.vocab import System
 
 if TYPE_CHECKING:
@@ -90,6 +91,11 @@ def decision_for(
     )
 
 
+@exits(
+    (ExitCode.FINDINGS, "the tree has errors"),
+    (ExitCode.USAGE, "usage error (unknown event or label)"),
+    ExitCode.CONFIG,
+)
 def decide_command(
     event: EventOption = None,
     label: LabelOption = None,
@@ -114,8 +120,7 @@ def decide_command(
 
     Precedence: a label rule overrides the event's rule for the fields it sets; of
     several labels, the first listed in the config wins each field.
-    Exit 1: the tree has errors; 2: usage error (unknown event or label);
-    3: bad project config.
+
     """
     from matrixgen.engine.errors import UsageError
     from matrixgen.views.decision import github_outputs, render_markdown, render_table

@@ -11,6 +11,7 @@ from msgspec.structs import replace
 
 from matrixgen.cli.common import HoldingPenOption, TargetOption, echo_findings, echo_json
 from matrixgen.cli.evidence import DbOption, note_ignored_store
+from matrixgen.engine.errors import ExitCode, exit_codes
 from matrixgen.util.escape import terminal_text
 
 if TYPE_CHECKING:
@@ -121,15 +122,20 @@ problem at its line, and the rest of the diff still prints. Rules over them:
     golden{*_1node}:others=0     only the 1-node cases' golden values change
     golden:max<=2%               no gated metric moves more than 2% at any step
     golden:nonfinite=0,missing=0 no NaN or "nan" on the new side, no step lost
-
-\b
-Exit codes: 0 ok (changes or not); 2 usage error (a malformed --expect rule,
-a cost without its unit, or one naming an unknown system, scope or platform, a
-golden rule in a tree without golden values, a revision starting with "-"); 3
-bad project config on a side; 5 git problem
-(unknown revision, not a repository); 6 an expectation failed or matched no
-target; 11 the results store cannot be opened or read.
 """
+DIFF_HELP += "\n" + exit_codes(
+    (ExitCode.OK, "ok (changes or not)"),
+    (
+        ExitCode.USAGE,
+        "usage error (a malformed --expect rule, a cost without its unit, or one naming an "
+        "unknown system, scope or platform, a golden rule in a tree without golden values, a "
+        'revision starting with "-")',
+    ),
+    (ExitCode.CONFIG, "bad project config on a side"),
+    ExitCode.GIT,
+    (ExitCode.EXPECTATION, "an expectation failed or matched no target"),
+    (ExitCode.RESULTS_STORE, "the results store cannot be opened or read"),
+)
 
 
 def diff_command(

@@ -20,10 +20,12 @@ from matrixgen.cli.common import (
     TargetOption,
     check_ad_hoc,
     echo_json,
+    exits,
     load_valid,
     recipes_dir,
 )
 from matrixgen.cli.decide import EventOption, LabelOption, LabelsJsonOption, SystemOption
+from matrixgen.engine.errors import ExitCode
 from matrixgen.engine.vocab import System
 from matrixgen.util.escape import terminal_text
 from matrixgen.views.table import table
@@ -92,6 +94,14 @@ def _write_text(path: Path, text: str) -> None:
         raise write_failure(exc.message, exc.errno) from None
 
 
+@exits(
+    ExitCode.FINDINGS,
+    ExitCode.USAGE,
+    ExitCode.CONFIG,
+    (ExitCode.LIMIT, "a GitHub limit cannot be met"),
+    ExitCode.ENVIRONMENT,
+    ExitCode.OUTPUT,
+)
 def github(
     target: TargetOption = None,
     recipes: RecipesOption = None,
@@ -110,10 +120,6 @@ def github(
 
     Past 256 rows (or 1 MB) the rows are split into shards:
     {"shards": N, "matrices": [{"include": [...]}, ...]}; never a job dropped.
-    Exit 1: the tree has errors (see validate); 2: usage error; 3: bad project
-    config; 4: a GitHub limit cannot be met; 9: the output cannot be written (a
-    full or read-only disk); 12: the output is a symbolic link or special file
-    (refused, never written through).
     """
     from matrixgen.emit.common import resolve_settings
     from matrixgen.emit.github import append_github_outputs, emit_github
@@ -144,6 +150,17 @@ def github(
         typer.echo(matrix.text(), nl=False)
 
 
+@exits(
+    ExitCode.FINDINGS,
+    ExitCode.USAGE,
+    ExitCode.CONFIG,
+    (
+        ExitCode.LIMIT,
+        "a GitLab limit cannot be met (job name collision or length, child pipeline over 5 MB)",
+    ),
+    ExitCode.ENVIRONMENT,
+    ExitCode.OUTPUT,
+)
 def gitlab(
     target: TargetOption = None,
     recipes: RecipesOption = None,
@@ -155,13 +172,7 @@ def gitlab(
     changed_since: ChangedSinceOption = None,
     full: FullOption = False,
 ) -> None:
-    """GitLab child pipeline YAML of one target, for trigger: include: artifact.
-
-    Exit 1: the tree has errors (see validate); 2: usage error; 3: bad project
-    config; 4: a GitLab limit cannot be met (job name collision or length,
-    child pipeline over 5 MB); 9: the output cannot be written (a full or
-    read-only disk); 12: the output is a symbolic link or special file.
-    """
+    """GitLab child pipeline YAML of one target, for trigger: include: artifact."""
     from matrixgen.emit.common import resolve_settings
     from matrixgen.emit.gitlab import emit_gitlab
 
@@ -182,6 +193,18 @@ def gitlab(
         typer.echo(pipeline.text, nl=False)
 
 
+@exits(
+    ExitCode.FINDINGS,
+    ExitCode.USAGE,
+    ExitCode.CONFIG,
+    ExitCode.LIMIT,
+    (ExitCode.ENVIRONMENT, "a file cannot be written (full or read-only disk)"),
+    (
+        ExitCode.OUTPUT,
+        "--out or a file in it is a symbolic link (refused), or another run held the folder's lock "
+        "too long",
+    ),
+)
 def generate(
     target: TargetOption = None,
     recipes: RecipesOption = None,
@@ -223,11 +246,6 @@ def generate(
     .matrixgen-manifest.json: files earlier runs wrote for targets that are gone
     are removed (never a file matrixgen did not write, nor one changed since);
     runs into one folder wait for each other (MATRIXGEN_LOCK_TIMEOUT, 30 s).
-
-    Exit 1: the tree has errors (see validate); 2: usage error; 3: bad project
-    config; 4: a CI limit cannot be met; 9: a file cannot be written (full or
-    read-only disk); 12: --out or a file in it is a symbolic link (refused), or
-    another run held the folder's lock too long.
     """
     from matrixgen.emit.generate import generate_into, summary
 

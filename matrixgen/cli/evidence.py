@@ -1,9 +1,7 @@
 """`matrixgen results ingest`, `matrixgen results prune` and `matrixgen flaky`.
 
-Exit codes: 0 done; 2 a usage error (unknown target or job, a test no job
-holds, bad option); 7 the quarantine file cannot be written; 10 a JUnit file is
-missing or malformed (nothing is stored); 11 the results store cannot be
-opened, read or written. sqlalchemy is imported only when one of these runs.
+Each command's help lists its exit codes. sqlalchemy is imported only when one of
+these runs.
 """
 
 from __future__ import annotations
@@ -21,10 +19,11 @@ from matrixgen.cli.common import (
     TableOrJson,
     TableOrJsonOption,
     echo_json,
+    exits,
     tree_config,
     usable_generation,
 )
-from matrixgen.engine.errors import UsageError
+from matrixgen.engine.errors import ExitCode, UsageError
 from matrixgen.util.escape import terminal_text as _t
 from matrixgen.views.table import table
 
@@ -98,6 +97,12 @@ def _parse_time(text: str) -> dt.datetime:
     return moment
 
 
+@exits(
+    ExitCode.OK,
+    (ExitCode.USAGE, "usage error (unknown target or job, a test no job holds, bad option)"),
+    ExitCode.RESULTS_FILE,
+    ExitCode.RESULTS_STORE,
+)
 def ingest(
     files: Annotated[
         list[Path], typer.Argument(metavar="FILE|DIR...", help="JUnit XML files, or directories.")
@@ -362,6 +367,7 @@ def _ingest_row(j: Any, status: str) -> list[Any]:
     ]
 
 
+@exits(ExitCode.OK, ExitCode.USAGE, ExitCode.RESULTS_STORE)
 def prune(
     older_than: Annotated[
         int,
@@ -400,6 +406,11 @@ def _policy(since: int, min_runs: int, flip_rate: float, broken_runs: int) -> Fl
     return policy
 
 
+@exits(
+    ExitCode.OK,
+    ExitCode.USAGE,
+    (ExitCode.RESULTS_STORE, "the results store cannot be opened or read"),
+)
 def flaky(
     since: SinceOption = 30,
     min_runs: MinRunsOption = 3,

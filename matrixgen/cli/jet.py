@@ -16,11 +16,13 @@ import typer
 from matrixgen.cli.common import (
     JsonOutputOption,
     RecipesOption,
+    exits,
     held,
     note,
     note_warnings,
     recipes_dir,
 )
+from matrixgen.engine.errors import ExitCode
 from matrixgen.engine.vocab import System
 
 if TYPE_CHECKING:
@@ -148,6 +150,22 @@ _CadenceOption = Annotated[
 ]
 
 
+@exits(
+    (
+        ExitCode.FINDINGS,
+        "the tree or a quarantine entry has errors, or a node-level entry cannot reach its tests",
+    ),
+    (
+        ExitCode.USAGE,
+        "usage error (with --strict also a value no recipe uses, or a job the generator would "
+        "lose)",
+    ),
+    ExitCode.CONFIG,
+    (ExitCode.LIMIT, "with --strict, a CI limit the file would break (docs/ci-limits.md)"),
+    (ExitCode.QUARANTINE, "the quarantine file cannot be read"),
+    ExitCode.ENVIRONMENT,
+    ExitCode.OUTPUT,
+)
 def jet_trigger(
     # The options of Megatron-LM's generate_jet_trigger_job.py, with its names,
     # help and defaults: but --output-path, the fields of the JetCall.
@@ -205,12 +223,6 @@ def jet_trigger(
     writes it, with the quarantine applied (docs/megatron.md).
 
     Takes every option of that script, with the same names, types and defaults.
-    Exit 1: the tree or a quarantine entry has errors, or a node-level entry
-    cannot reach its tests; 2: usage error (with --strict also a value no
-    recipe uses, or a job the generator would lose); 3: bad project config; 4:
-    with --strict, a CI limit the file would break (docs/ci-limits.md); 7: the
-    quarantine file cannot be read; 9 and 12: the output cannot be written, or
-    is a link.
     """
     from matrixgen.cli.emit import _write_text
     from matrixgen.emit.jet import JetCall, call_pipeline, check_call, pipeline_text
@@ -272,6 +284,14 @@ def _summary(pipeline: JetPipeline, output_path: str, generation: Generation) ->
     typer.echo(line, err=True)
 
 
+@exits(
+    (
+        ExitCode.FINDINGS,
+        "the tree or a quarantine entry has errors, or a node-level entry cannot reach its tests",
+    ),
+    (ExitCode.USAGE, "usage error, or FILE is no recipe of the tree"),
+    (ExitCode.LIMIT, "with --strict, a GitHub limit the matrix would break (docs/ci-limits.md)"),
+)
 def jet_buckets(
     file: Annotated[
         Path,
@@ -300,9 +320,6 @@ def jet_buckets(
     """The unit-test bucket matrix Megatron-LM's GitHub workflow builds with yq from a
     unit-test recipe ([{"bucket": ...}, ...], compact), with skip entries applied.
 
-    Exit 1: the tree or a quarantine entry has errors, or a node-level entry
-    cannot reach its tests; 2: usage error, or FILE is no recipe of the tree; 4:
-    with --strict, a GitHub limit the matrix would break (docs/ci-limits.md).
     """
     from matrixgen.cli.emit import _write_text
     from matrixgen.emit.jet_buckets import bucket_matrix, bucket_text

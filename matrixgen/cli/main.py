@@ -24,6 +24,7 @@ from matrixgen.cli.common import (
     dump,
     echo_findings,
     echo_json,
+    exits,
     hold_until_exit,
     load_valid,
     recipes_dir,
@@ -162,6 +163,12 @@ class ValidateFormat(StrEnum):
     SARIF = "sarif"
 
 
+@exits(
+    (ExitCode.OK, "clean"),
+    (ExitCode.FINDINGS, "problems found (errors, or warnings with --strict)"),
+    ExitCode.USAGE,
+    ExitCode.CONFIG,
+)
 def validate(
     recipes: RecipesOption = None,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings count as problems.")] = False,
@@ -177,8 +184,7 @@ def validate(
     """Check a recipe tree: YAML, schema, vocabulary, templates, builds, duplicates.
 
     Prints every problem as file:line:column (--format json or sarif: on stdout,
-    the summary line still on stderr). Exit 0: clean; 1: problems found (errors,
-    or warnings with --strict); 2: usage error; 3: bad project config.
+    the summary line still on stderr).
     """
     from matrixgen.pipeline import generate
     from matrixgen.validate import validate as run_checks
@@ -230,6 +236,12 @@ def validate(
         raise typer.Exit(ExitCode.FINDINGS)
 
 
+@exits(
+    (ExitCode.OK, "listed (also when nothing matches)"),
+    ExitCode.FINDINGS,
+    ExitCode.USAGE,
+    ExitCode.CONFIG,
+)
 def list_jobs(
     recipes: RecipesOption = None,
     target: TargetOption = None,
@@ -274,8 +286,6 @@ def list_jobs(
     the target of that scope's system; without, each job as in its own scope's.
     With --target, the jobs of those targets, exactly as `generate` emits them
     (--model, --tag and --test-case narrow them further; the row says its target).
-    Exit 0: listed (also when nothing matches); 1: the tree has errors (see
-    validate); 2: usage error; 3: bad project config.
     """
     from matrixgen.engine.model import Selector
 

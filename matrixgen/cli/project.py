@@ -19,6 +19,7 @@ from matrixgen.cli.common import (
     TargetOption,
     check_ad_hoc,
     echo_json,
+    exits,
     load_valid,
     usable_generation,
 )
@@ -38,6 +39,15 @@ class GraphFormat(StrEnum):
     JSON = "json"
 
 
+@exits(
+    (ExitCode.OK, "every pin holds"),
+    (
+        ExitCode.FINDINGS,
+        "an image drifts or a covered job lacks a pin (`matrixgen validate` says where to fix it), "
+        "or the recipes have errors (nothing is shown)",
+    ),
+    ExitCode.CONFIG,
+)
 def pins(
     recipes: RecipesOption = None,
     fmt: TableOrJsonOption = TableOrJson.TABLE,
@@ -45,9 +55,6 @@ def pins(
     """Show the image pins side by side, and the env and argument pins with
     the jobs they cover.
 
-    Exit 0: every pin holds; 1: an image drifts or a covered job lacks a pin
-    (`matrixgen validate` says where to fix it), or the recipes have errors
-    (nothing is shown); 3: bad project config.
     """
     from matrixgen.views.pins import pins_report
 
@@ -116,6 +123,11 @@ def pins(
         raise typer.Exit(ExitCode.FINDINGS)
 
 
+@exits(
+    (ExitCode.OK, "no needs missing and no cycles"),
+    (ExitCode.FINDINGS, "some (printed on stderr, and drawn in the graph)"),
+    (ExitCode.USAGE, "unknown target"),
+)
 def graph(
     recipes: RecipesOption = None,
     target: TargetOption = None,
@@ -127,8 +139,6 @@ def graph(
     (spec needs, a target's warm-up job, the parent pipeline's job).
 
     Without --target: every job of the tree, with builds and spec needs.
-    Exit 0: no needs missing and no cycles; 1: some (printed on stderr, and
-    drawn in the graph); 2: unknown target.
     """
     from matrixgen.views.graph import render_graph, summary, target_graph, tree_graph
 

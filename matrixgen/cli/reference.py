@@ -1,7 +1,8 @@
-"""docs/cli.md, the CLI reference, written from the CLI itself.
+"""docs/cli.md, the CLI reference, written from the CLI itself; and
+docs/exit-codes.md, written from the exit codes themselves (engine.errors.ExitCode).
 
-    python -m matrixgen.cli.reference            # rewrite docs/cli.md
-    python -m matrixgen.cli.reference --check    # exit 1 when docs/cli.md differs
+    python -m matrixgen.cli.reference            # rewrite both pages
+    python -m matrixgen.cli.reference --check    # exit 1 when a page differs
 
 Every command and command group of `matrixgen` (the whole app, as `build_app`
 makes it), in the order `matrixgen --help` lists them, each with the help click
@@ -19,6 +20,7 @@ from typing import Any
 #: The width click lays the help out at (its default is the terminal's).
 WIDTH = 100
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+EXIT_PAGE = PAGE.with_name("exit-codes.md")
 REGENERATE = "python -m matrixgen.cli.reference"
 
 HEAD = f"""# CLI reference
@@ -71,18 +73,34 @@ def render() -> str:
     return "\n".join(parts)
 
 
+EXIT_TAIL = """
+A user's mistake never ends in a traceback, nor does a fault of the machine: each is
+one line on stderr and its exit code. Under `GITHUB_ACTIONS=true` findings are
+also printed as `::error file=…,line=…,col=…::…` annotations.
+"""
+
+
+def render_exit_codes() -> str:
+    """docs/exit-codes.md: one row per exit code, in its own words."""
+    from matrixgen.engine.errors import ExitCode
+
+    rows = "".join(f"| {int(code)} | {code.meaning} |\n" for code in ExitCode)
+    return f"# Exit codes\n\n| code | meaning |\n| --- | --- |\n{rows}{EXIT_TAIL}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    text = render()
+    pages = {PAGE: render(), EXIT_PAGE: render_exit_codes()}
     if args == ["--check"]:
-        if PAGE.read_text(encoding="utf-8") != text:
-            print(f"{PAGE} differs from the CLI: run `{REGENERATE}`", file=sys.stderr)
-            return 1
-        return 0
+        stale = [page for page, text in pages.items() if page.read_text(encoding="utf-8") != text]
+        for page in stale:
+            print(f"{page} differs from the CLI: run `{REGENERATE}`", file=sys.stderr)
+        return 1 if stale else 0
     if args:
         print(f"usage: {REGENERATE} [--check]", file=sys.stderr)
         return 2
-    PAGE.write_text(text, encoding="utf-8")
+    for page, text in pages.items():
+        page.write_text(text, encoding="utf-8")
     return 0
 
 

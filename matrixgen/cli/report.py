@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from matrixgen.cli.common import RecipesOption, TargetOption, check_ad_hoc, load_valid
+from matrixgen.cli.common import RecipesOption, TargetOption, check_ad_hoc, exits, load_valid
 from matrixgen.cli.evidence import DbOption
 from matrixgen.cli.triage import (
     BaselineRefOption,
@@ -19,9 +19,18 @@ from matrixgen.cli.triage import (
     BaselineSourceOption,
     check_triage_options,
 )
+from matrixgen.engine.errors import ExitCode
 from matrixgen.util.escape import terminal_text
 
 
+@exits(
+    (ExitCode.OK, "written"),
+    ExitCode.FINDINGS,
+    (ExitCode.USAGE, "usage error (an unknown --run among them)"),
+    ExitCode.CONFIG,
+    (ExitCode.ENVIRONMENT, "a file cannot be written"),
+    (ExitCode.RESULTS_STORE, "the results store cannot be opened or read, or --run without one"),
+)
 def report(
     out: Annotated[
         Path,
@@ -66,9 +75,6 @@ def report(
     options); new failures do not change the exit code here.
 
     \b
-    Exit 0: written; 1: the tree has errors (see validate); 2: usage error
-    (an unknown --run among them); 3: bad project config; 9: a file cannot be
-    written; 11: the results store cannot be opened or read, or --run without one.
     """
     from matrixgen.engine.errors import UsageError
     from matrixgen.quarantine.policy import current_day

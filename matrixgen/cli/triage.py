@@ -1,10 +1,4 @@
-"""`matrixgen triage`: one run's failures against its baseline.
-
-Exit codes: 0 no failure is new; 6 one or more are new (as a failed
-`diff --expect`: CI blocks on new failures only); 1 the recipes or the
-quarantine file have errors; 2 a usage error (no such run, bad option); 11 the
-results store cannot be opened or read.
-"""
+"""`matrixgen triage`: one run's failures against its baseline."""
 
 from __future__ import annotations
 
@@ -12,7 +6,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.cli.common import RecipesOption, TableJsonOrMarkdown, echo_json, usable_generation
+from matrixgen.cli.common import (
+    RecipesOption,
+    TableJsonOrMarkdown,
+    echo_json,
+    exits,
+    usable_generation,
+)
 from matrixgen.cli.evidence import (
     BrokenRunsOption,
     DbOption,
@@ -22,7 +22,7 @@ from matrixgen.cli.evidence import (
     SinceOption,
     _policy,
 )
-from matrixgen.engine.errors import UsageError
+from matrixgen.engine.errors import ExitCode, UsageError
 from matrixgen.util.escape import terminal_text as _t
 from matrixgen.views.table import table
 
@@ -68,6 +68,16 @@ def check_triage_options(
     return run.strip()
 
 
+@exits(
+    (ExitCode.OK, "no failure is new"),
+    (
+        ExitCode.EXPECTATION,
+        "one or more are new (as a failed `diff --expect`: CI blocks on new failures only)",
+    ),
+    (ExitCode.FINDINGS, "the recipes or the quarantine file have errors"),
+    (ExitCode.USAGE, "usage error (no such run, bad option)"),
+    (ExitCode.RESULTS_STORE, "the results store cannot be opened or read"),
+)
 def triage(
     run: Annotated[str, typer.Option("--run", metavar="RUN_ID", help="The stored run to triage.")],
     baseline_ref: BaselineRefOption = "main",
@@ -85,7 +95,7 @@ def triage(
     covers it), known (a known-failure pattern of the config matches it),
     baseline (the latest baseline run failed it with the same reason), flaky
     (as `matrixgen flaky` judges it on the baseline ref) or new; and group the
-    failures that share one reason. Exit 6 when one is new."""
+    failures that share one reason."""
     from matrixgen.engine.errors import ExpectationError
     from matrixgen.evidence.queries import RunFilter
     from matrixgen.evidence.triage import markdown, read_triage

@@ -20,21 +20,108 @@ from matrixgen.util.escape import annotation, terminal_lines, terminal_text
 
 
 class ExitCode(IntEnum):
-    """Process exit codes. Documented in docs/exit-codes.md; never renumber."""
+    """Process exit codes, one per kind of failure. Never renumber.
 
-    OK = 0
-    FINDINGS = 1  # recipes, config or quarantine file have errors (or warnings under --strict)
-    USAGE = 2  # bad command-line arguments (also what typer uses)
-    CONFIG = 3  # the project config is missing, unreadable or invalid
-    LIMIT = 4  # a CI system limit would be broken (size, name length, name collision)
-    GIT = 5  # a git revision or repository problem
-    EXPECTATION = 6  # `diff --expect` rules did not hold
-    QUARANTINE = 7  # the quarantine file could not be read, locked or written
-    TRACKER = 8  # the tracker API answered with an error
-    ENVIRONMENT = 9  # stdout/stderr closed or full, working directory gone, a path not writable
-    RESULTS_FILE = 10  # a test-result (JUnit XML) file cannot be read or is not a report
-    RESULTS_STORE = 11  # the results store cannot be opened, read or written
-    OUTPUT = 12  # an output refused as unsafe: a link or special file there, its folder locked
+    Each says what it means (`meaning`: docs/exit-codes.md is written from it,
+    `python -m matrixgen.cli.reference`) and how a command's help says it in
+    short (`short`, in the lines `exit_codes` writes)."""
+
+    short: str
+    meaning: str
+
+    def __new__(cls, value: int, short: str, meaning: str) -> ExitCode:
+        member = int.__new__(cls, value)
+        member._value_ = value
+        member.short = short
+        member.meaning = meaning
+        return member
+
+    OK = (0, "done", "success")
+    FINDINGS = (
+        1,
+        "the tree has errors (see validate)",
+        "problems found in the recipes or the quarantine entries (errors; warnings too with "
+        "`--strict`); pins or graph do not hold",
+    )
+    USAGE = (
+        2,
+        "usage error",
+        "usage error: unknown option or value, an option that takes one value given twice (also a "
+        "scope, platform, environment, model, tag or test case that no job of a tree without "
+        "vocabulary uses), bad `--target` or `--expect` (also one naming a system, scope or "
+        "platform no target has), missing directory, `migrate --write` that Megatron-LM's parser "
+        "would undo without `--for-matrixgen-pipelines`",
+    )
+    CONFIG = (
+        3,
+        "bad project config",
+        "the project config (`matrixgen.yaml`) is invalid, or is not a regular file",
+    )
+    LIMIT = (
+        4,
+        "a CI limit cannot be met",
+        "a CI system limit would be broken (matrix output size, GitLab job name length or "
+        "collision, child pipeline size)",
+    )
+    GIT = (
+        5,
+        "git problem (unknown revision, not a repository)",
+        "git: unknown revision, not a repository",
+    )
+    EXPECTATION = (
+        6,
+        "an expectation failed",
+        "`diff --expect` rules did not hold; `triage`: a failure is new",
+    )
+    QUARANTINE = (
+        7,
+        "the quarantine file cannot be read, locked or written",
+        "the quarantine file cannot be read (a directory, FIFO, device, or a link out of the tree:"
+        " every command stops), locked (another edit held it past `MATRIXGEN_LOCK_TIMEOUT`; the "
+        "message names it) or written (it is never overwritten when malformed)",
+    )
+    TRACKER = (
+        8,
+        "the tracker API answered with an error",
+        "the tracker API answered with an error (`audit` first prints what it found)",
+    )
+    ENVIRONMENT = (
+        9,
+        "the output cannot be written (a full or read-only disk)",
+        "the machine, not the input: standard output or error closed, broken or full, the working "
+        "directory deleted, an output location read-only, full or not permitted",
+    )
+    RESULTS_FILE = (
+        10,
+        "a JUnit file is missing or malformed (nothing is stored)",
+        "a JUnit XML file is missing, unreadable or not a report (`file:line:column`; nothing is "
+        "stored); also one past a bound: over 256 MiB, a duration over a year, a suite end outside"
+        " the years 1 to 9999, an encoding the parser cannot read",
+    )
+    RESULTS_STORE = (
+        11,
+        "the results store cannot be opened, read or written",
+        "the results store cannot be opened, read or written (none at the path, a newer schema, "
+        "the server refused); also a file that is not a store, one holding a view or trigger, a "
+        "transaction past `MATRIXGEN_STORE_TIMEOUT`, or (for `flaky`, `propose`, `ingest`) a "
+        "default store that git tracks; a PostgreSQL URL when the `postgres` extra (its driver) is"
+        " not installed",
+    )
+    OUTPUT = (
+        12,
+        "the output is a symbolic link or special file (refused, never written through)",
+        "an output refused as unsafe: the file (`--output`, `--github-output`, a file in `--out`) "
+        "or the `--out` folder is a symbolic link or a special file, or another `generate` held "
+        "the folder's lock past `MATRIXGEN_LOCK_TIMEOUT` (the message names it)",
+    )
+
+
+def exit_codes(*codes: ExitCode | tuple[ExitCode, str]) -> str:
+    """A command's exit codes as its help lists them (`Exit 1: ...; 2: usage
+    error.`): each in the command's own words where it gives them, else in the
+    code's `short` ones."""
+    said = [c if isinstance(c, tuple) else (c, c.short) for c in codes]
+    return "Exit " + "; ".join(f"{int(code)}: {text}" for code, text in said) + "."
 
 
 class Severity(StrEnum):

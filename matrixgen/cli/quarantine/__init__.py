@@ -1,11 +1,6 @@
 """`matrixgen quarantine add/remove/lift/list/audit/propose` and `matrixgen migrate`.
 
-Exit codes: 0 done; 1 audit found stale entries (or the recipes have errors);
-2 a usage error (unknown id, a value no job has, ...); 3 bad project config;
-7 the quarantine file is malformed, is not a regular file (a directory, FIFO,
-device, a link out of the tree), or cannot be locked (MATRIXGEN_LOCK_TIMEOUT,
-the holder named) or written (it is then left as it was); 8 the tracker API
-answered with an error.
+Each command's help lists its exit codes.
 """
 
 from __future__ import annotations

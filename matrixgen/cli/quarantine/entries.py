@@ -13,6 +13,7 @@ from matrixgen.cli.common import (
     TableOrJson,
     TableOrJsonOption,
     echo_json,
+    exits,
     read_config,
     usable_generation,
 )
@@ -22,7 +23,7 @@ from matrixgen.cli.quarantine.common import (
     _option,
     _root,
 )
-from matrixgen.engine.errors import UsageError, did_you_mean
+from matrixgen.engine.errors import ExitCode, UsageError, did_you_mean
 from matrixgen.engine.vocab import (
     CONFIG_FILENAME,
     QUARANTINE_FILENAME,
@@ -42,6 +43,20 @@ if TYPE_CHECKING:
 
 # Megatron-LM's own pipeline generator, which reads no quarantine file.
 GENERATOR = "generate_jet_trigger_job.py"
+
+
+# How the commands that edit the quarantine file end.
+EDIT_EXITS = (
+    ExitCode.OK,
+    (ExitCode.USAGE, "usage error (unknown id, a value no job has, ...)"),
+    ExitCode.CONFIG,
+    (
+        ExitCode.QUARANTINE,
+        "the quarantine file is malformed, is not a regular file (a directory, FIFO, device, a "
+        "link out of the tree), or cannot be locked (MATRIXGEN_LOCK_TIMEOUT, the holder named) or "
+        "written (it is then left as it was)",
+    ),
+)
 
 
 def generator_callers(root: Path) -> list[str]:
@@ -88,6 +103,7 @@ _VERBS = {
 }
 
 
+@exits(*EDIT_EXITS)
 def add(
     test_case: Annotated[
         list[str],
@@ -217,6 +233,7 @@ def _existing_file(recipes: Path | None, verb: str) -> tuple[Path, str | None]:
     return path, base
 
 
+@exits(*EDIT_EXITS)
 def remove(
     entry_id: Annotated[str, typer.Argument(metavar="ID", help="The entry to remove.")],
     recipes: RecipesOption = None,
@@ -245,6 +262,7 @@ def remove(
     )
 
 
+@exits(*EDIT_EXITS)
 def lift(
     tracker: Annotated[str, typer.Option(metavar="TRACKER", help='The tracker: URL, "#N" or N.')],
     recipes: RecipesOption = None,
@@ -280,6 +298,7 @@ def lift(
     )
 
 
+@exits(*EDIT_EXITS)
 def list_entries(
     recipes: RecipesOption = None,
     tracker: Annotated[

@@ -16,6 +16,7 @@ from matrixgen.cli.common import (
     TableOrJsonOption,
     echo_findings,
     echo_json,
+    exits,
     usable_generation,
 )
 from matrixgen.cli.evidence import (
@@ -46,6 +47,15 @@ if TYPE_CHECKING:
     from matrixgen.quarantine.propose import Proposal
 
 
+@exits(
+    ExitCode.OK,
+    (ExitCode.FINDINGS, 'anything but "expiring" is found (or the recipes have errors)'),
+    ExitCode.CONFIG,
+    (
+        ExitCode.TRACKER,
+        "the tracker API answered with an error (after listing what was found without it)",
+    ),
+)
 def audit(
     recipes: RecipesOption = None,
     days: Annotated[int, _option("DAYS", "Report entries expiring within this many days.")] = 14,
@@ -57,10 +67,9 @@ def audit(
     db: DbOption = None,
     fmt: TableOrJsonOption = TableOrJson.TABLE,
 ) -> None:
-    """Expired, expiring, ownerless, matching nothing, tracker closed. Exit 1 when
-    anything but "expiring" is found; 8 when the tracker API fails (after listing
-    what was found without it). With a results store, each entry's evidence
-    (its jobs' results of the last 30 days) follows."""
+    """Expired, expiring, ownerless, matching nothing, tracker closed. With a
+    results store, each entry's evidence (its jobs' results of the last 30 days)
+    follows."""
     from matrixgen.evidence.summary import entry_evidence
     from matrixgen.quarantine.audit import audit_quarantine
     from matrixgen.quarantine.tracker import DEFAULT_API_URL, check_api_url
