@@ -138,24 +138,14 @@ def tree_config(given: Path | None) -> ProjectConfig | None:
     the tree's scopes but need none of its recipes): the default config for a
     tree without one; None when --recipes is not given and no tree is found."""
     from matrixgen.engine.errors import UsageError
+    from matrixgen.quarantine.project import open_project
 
     directory = recipes_dir(given)
     if not directory.is_dir():
         if given is None:
             return None
         raise UsageError(f"recipe directory not found: {directory}")
-    return read_config(directory)
-
-
-def read_config(root: Path) -> ProjectConfig:
-    """The project config at the top of a tree on disk, alone (no recipe read);
-    the default config for a tree without one."""
-    from matrixgen.documents.config import DEFAULT_CONFIG, parse_config
-    from matrixgen.engine.load import read_root_file
-    from matrixgen.engine.vocab import CONFIG_FILENAME
-
-    raw = read_root_file(root, CONFIG_FILENAME)
-    return DEFAULT_CONFIG if raw is None else parse_config(raw, str(root / CONFIG_FILENAME))
+    return open_project(directory).config
 
 
 def report_base() -> Path:

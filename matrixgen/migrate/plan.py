@@ -12,6 +12,7 @@ from typing import Any
 from msgspec import Struct
 from msgspec.structs import asdict
 
+from matrixgen.documents.config import DEFAULT_CONFIG, ProjectConfig
 from matrixgen.engine.errors import Finding, QuarantineError, UsageError
 from matrixgen.engine.load import read_directory
 from matrixgen.engine.model import Job, JobId, Target
@@ -22,6 +23,7 @@ from matrixgen.migrate.scan import Candidate, LeftAlone, _scan_file
 from matrixgen.pipeline import Generation, generate_from_files
 from matrixgen.quarantine.model import entry_from_mapping
 from matrixgen.quarantine.policy import current_day, policy
+from matrixgen.quarantine.project import Project
 from matrixgen.quarantine.trackers import resolve_tracker, tracker_text
 from matrixgen.util.textedit import apply_edits, decode, encode
 
@@ -48,7 +50,7 @@ class Migration(Struct, frozen=True, kw_only=True):
     untracked_comments: int = 0  # commented-out rows without a tracker: not habits
     # format_version 1: the targets whose selection by Megatron-LM's parser grows.
     parser_changes: tuple[ParserChange, ...] = ()
-    tracker_base: str | None = None  # the config's, that the entries are written under
+    config: ProjectConfig = DEFAULT_CONFIG  # the tree's, that the entries are written under
 
     @property
     def parser_added(self) -> int:
@@ -236,7 +238,7 @@ def plan_migration(
         files_after=after_files,
         untracked_comments=untracked,
         parser_changes=parser_changes(before, after) if changes else (),
-        tracker_base=pol.tracker_base,
+        config=before.tree.config,
     )
     problems = equivalence_problems(before, after_files, root=str(root))
     if problems:
@@ -444,7 +446,7 @@ def write_migration(migration: Migration) -> None:
     """Add the entries (under the quarantine file's lock), then rewrite the recipe
     files: if writing recipes failed, the entries would match nothing (validate
     says so) but no target would select a quarantined job."""
-    from matrixgen.quarantine.edit import atomic_write, check_writable, edit, read_file
+    from matrixgen.quarantine.edit import atomic_write, check_writable, read_file
 
     root = migration.root
     entries = migration.entries
@@ -463,7 +465,7 @@ def write_migration(migration: Migration) -> None:
                 )
             return list(entries), []
 
-        edit(root / QUARANTINE_FILENAME, change, tracker_base=migration.tracker_base)
+        Project(root, migration.config).edit(change)
     for rel in migration.changed_files:
         path = root / rel
         current = read_file(path, root=root)

@@ -33,6 +33,7 @@ from matrixgen.quarantine.trackers import tracker_text
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
+    from matrixgen.quarantine.project import Project
 
 
 class EntryRequest(Struct, frozen=True, kw_only=True):
@@ -211,11 +212,9 @@ def _check_reach(entry: Entry, generation: Generation, targets: Sequence[Target]
         )
 
 
-def write_entry(path: Path, new: NewEntry, *, tracker_base: str | None, dry_run: bool) -> None:
-    """Add the entry to the file under its lock (`edit.edit`): its id, the one
-    asked for or the derived one, must be new there."""
-    from matrixgen.quarantine.edit import edit
-
+def write_entry(project: Project, new: NewEntry, *, dry_run: bool) -> None:
+    """Add the entry to the project's file under its lock (`Project.edit`): its
+    id, the one asked for or the derived one, must be new there."""
     wanted = new.entry.id
 
     def change(qfile: QuarantineFile) -> tuple[list[dict[str, Any]], list[int]]:
@@ -227,4 +226,4 @@ def write_entry(path: Path, new: NewEntry, *, tracker_base: str | None, dry_run:
             )
         return [{"id": wanted, **new.data}], []
 
-    edit(path, change, tracker_base=tracker_base, dry_run=dry_run)
+    project.edit(change, dry_run=dry_run)

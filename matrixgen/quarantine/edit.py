@@ -22,17 +22,20 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from msgspec import Struct, field
 
 from matrixgen.documents.yamlio import YamlDocument, last_content_line, parse_yaml, yaml_anchors
 from matrixgen.engine.errors import Findings, QuarantineError, UsageError
-from matrixgen.quarantine.model import QuarantineFile, parse_quarantine, plain
+from matrixgen.quarantine.model import QuarantineFile, plain, read_quarantine
 from matrixgen.quarantine.render import QuoteStyle, quote_style, render_entry
 from matrixgen.util.atomic import WriteError, describe_kind, remove_stale_temps, write_atomic
 from matrixgen.util.readfile import NotRegularFile, read_regular
+
+if TYPE_CHECKING:
+    from matrixgen.documents.config import ProjectConfig
 from matrixgen.util.textedit import (
     TextEdit,
     apply_edits,
@@ -408,16 +411,20 @@ def edit(
     path: Path,
     change: Callable[[QuarantineFile], tuple[list[Mapping[str, Any]], list[int]]],
     *,
-    tracker_base: str | None = None,
+    config: ProjectConfig | None = None,
     dry_run: bool = False,
 ) -> tuple[bytes | None, bytes]:
-    """Under the lock: read and check the file, ask `change` for (entries to add,
+    """Under the lock: read and check the file (with its project's config:
+    `Project.edit`; none, the default one), ask `change` for (entries to add,
     indices to remove), apply both, check the result, write it atomically.
     Returns (old bytes, new bytes)."""
+    from matrixgen.documents.config import DEFAULT_CONFIG
+
+    config = config or DEFAULT_CONFIG
     path = locate(path)
     with contextlib.nullcontext() if dry_run else locked(path):
         raw = read_file(path)
-        qfile = parse_quarantine(raw, str(path), tracker_base=tracker_base)
+        qfile = read_quarantine(raw, str(path), config)
         n = len(qfile.errors)
         qfile.refuse_errors(f"{path} has {n} error(s); fix them first, the file was not changed")
         added, removed = change(qfile)
@@ -439,7 +446,7 @@ def edit(
                 "(please report this with the file attached)"
             )
         data = encode(new_text, bom)
-        check = parse_quarantine(data, str(path), tracker_base=tracker_base)
+        check = read_quarantine(data, str(path), config)
         check.refuse_errors(f"the edited {path} would have errors; the file was not changed")
         if not dry_run and data != raw:
             atomic_write(path, data)

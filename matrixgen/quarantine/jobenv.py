@@ -23,6 +23,7 @@ from matrixgen.util.patterns import name_pattern, whole
 from matrixgen.util.shellvars import exported
 
 if TYPE_CHECKING:
+    from matrixgen.documents.config import ProjectConfig
     from matrixgen.quarantine.model import Entry
 
 QUARANTINE_VARIABLE = "MATRIXGEN_QUARANTINE"
@@ -208,24 +209,18 @@ class _TreeTestCases:
             return frozenset()
 
 
-def _tracker_base(tree_dir: Path) -> str | None:
-    """quarantine.tracker_base of the project config beside the file, so that a
-    "#N" tracker reaches the JUnit XML as its URL; None without one. Only that
-    key is read: checking the config is validate's work, not the test run's."""
-    from matrixgen.documents.yamlio import parse_yaml
-    from matrixgen.engine.errors import Findings, MatrixgenError
-    from matrixgen.engine.load import read_root_file
-    from matrixgen.engine.vocab import CONFIG_FILENAME
+def _config(tree_dir: Path) -> ProjectConfig:
+    """The project config beside the file (`open_project`), so that a "#N"
+    tracker reaches the JUnit XML as its URL; the default config where there is
+    none or it cannot be read: checking it is validate's work, not the test run's."""
+    from matrixgen.documents.config import DEFAULT_CONFIG
+    from matrixgen.engine.errors import MatrixgenError
+    from matrixgen.quarantine.project import open_project
 
     try:
-        raw = read_root_file(tree_dir, CONFIG_FILENAME)
-        document = parse_yaml(raw, CONFIG_FILENAME, Findings()) if raw is not None else None
-    except (MatrixgenError, OSError, ValueError):
-        return None
-    data = document.data if document is not None else None
-    section = data.get("quarantine") if isinstance(data, dict) else None
-    base = section.get("tracker_base") if isinstance(section, dict) else None
-    return base if isinstance(base, str) and base.strip() else None
+        return open_project(tree_dir).config
+    except (MatrixgenError, OSError):
+        return DEFAULT_CONFIG
 
 
 def load_job_quarantine(
@@ -235,7 +230,7 @@ def load_job_quarantine(
     when QUARANTINE_VARIABLE is unset, empty, or holds an entry label (see
     `is_entry_label`). QuarantineFileError for a file that is missing, not a
     regular file, or has errors; IdentityError for missing job variables."""
-    from matrixgen.quarantine.model import parse_quarantine
+    from matrixgen.quarantine.model import read_quarantine
     from matrixgen.quarantine.policy import current_day
     from matrixgen.util.readfile import NotRegularFile, read_regular
 
@@ -259,7 +254,7 @@ def load_job_quarantine(
             "file, e.g. tests/test_utils/recipes/quarantine.yaml)"
         )
     identity = identity_from(environ)
-    qfile = parse_quarantine(raw, value, tracker_base=_tracker_base(path.parent))
+    qfile = read_quarantine(raw, value, _config(path.parent))
     if qfile.errors:
         shown = "; ".join(str(f) for f in qfile.errors[:3])
         more = f"; and {len(qfile.errors) - 3} more" if len(qfile.errors) > 3 else ""

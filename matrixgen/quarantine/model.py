@@ -51,6 +51,7 @@ from matrixgen.util.textedit import split_lines
 from matrixgen.util.values import JsonLayout
 
 if TYPE_CHECKING:
+    from matrixgen.documents.config import ProjectConfig
     from matrixgen.engine.load import RecipeTree
 
 # --------------------------------------------------------------------------- values
@@ -150,7 +151,14 @@ def load_quarantine(tree: RecipeTree) -> QuarantineFile:
     shown = (
         QUARANTINE_FILENAME if root in ("", ".") else f"{root.rstrip('/')}/{QUARANTINE_FILENAME}"
     )
-    return _parse_cached(raw, shown, tracker_base=policy(tree.config).tracker_base)
+    return read_quarantine(raw, shown, tree.config)
+
+
+def read_quarantine(raw: bytes | None, path: str, config: ProjectConfig) -> QuarantineFile:
+    """A project's quarantine file (its bytes, None when absent), read with its
+    config: a "#N" tracker resolves against the config's tracker_base. Bytes
+    read before (the two sides of a diff) are not parsed again."""
+    return _parse_cached(raw, path, tracker_base=policy(config).tracker_base)
 
 
 def parse_quarantine(

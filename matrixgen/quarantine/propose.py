@@ -191,7 +191,7 @@ def write_proposal(path: Path, proposal: Proposal, config: ProjectConfig) -> Non
         removed = [e.index for e in current.entries if e.id in lifted]
         return added, removed
 
-    edit(path, change, tracker_base=policy(config).tracker_base)
+    edit(path, change, config=config)
 
 
 def _places(

@@ -14,7 +14,6 @@ from matrixgen.cli.common import (
     TableOrJsonOption,
     echo_json,
     exits,
-    read_config,
     usable_generation,
 )
 from matrixgen.cli.quarantine.common import (
@@ -26,7 +25,6 @@ from matrixgen.cli.quarantine.common import (
 from matrixgen.engine.errors import ExitCode, UsageError, did_you_mean
 from matrixgen.engine.vocab import (
     CONFIG_FILENAME,
-    QUARANTINE_FILENAME,
     QuarantineAction,
     QuarantineKind,
 )
@@ -39,6 +37,7 @@ from matrixgen.views.table import table
 if TYPE_CHECKING:
     from matrixgen.quarantine.add import NewEntry
     from matrixgen.quarantine.model import Entry, QuarantineFile
+    from matrixgen.quarantine.project import Project
 
 
 # Megatron-LM's own pipeline generator, which reads no quarantine file.
@@ -150,7 +149,6 @@ def add(
 ) -> None:
     """Quarantine a test case: prints the jobs it affects per target, then the entry id."""
     from matrixgen.quarantine.add import EntryRequest, new_entry, write_entry
-    from matrixgen.quarantine.policy import policy
 
     root = _root(recipes)
     generation = usable_generation(root)
@@ -185,8 +183,11 @@ def add(
             "https://github.com/OWNER/REPO/issues/}` is a whole config)",
             err=True,
         )
-    path, base = root / QUARANTINE_FILENAME, policy(generation.tree.config).tracker_base
-    write_entry(path, new, tracker_base=base, dry_run=dry_run)
+    from matrixgen.quarantine.project import Project
+
+    project = Project(root, generation.tree.config)  # the config the generation read
+    path = project.quarantine_path
+    write_entry(project, new, dry_run=dry_run)
     note = honoured_by(root)
     if note is not None:
         typer.echo(terminal_text(note), err=True)
@@ -221,16 +222,17 @@ def _echo_added(new: NewEntry, path: Path, *, fmt: TableOrJson, dry_run: bool) -
     typer.echo(f"entry {terminal_text(chosen)} ({reach}) {done} {terminal_text(path)}", err=True)
 
 
-def _existing_file(recipes: Path | None, verb: str) -> tuple[Path, str | None]:
-    """The tree's quarantine file, which must exist to `verb` entries, and its tracker base."""
+def _existing_file(recipes: Path | None, verb: str) -> tuple[Project, str | None]:
+    """The tree's project, whose quarantine file must exist to `verb` entries,
+    and its tracker base."""
     from matrixgen.quarantine.policy import policy
+    from matrixgen.quarantine.project import open_project
 
-    root = _root(recipes)
-    base = policy(read_config(root)).tracker_base
-    path = root / QUARANTINE_FILENAME
+    project = open_project(_root(recipes))
+    path = project.quarantine_path
     if not os.path.lexists(path):
         raise UsageError(f"{path} does not exist: there is nothing to {verb}")
-    return path, base
+    return project, policy(project.config).tracker_base
 
 
 @exits(*EDIT_EXITS)
@@ -240,9 +242,8 @@ def remove(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing.")] = False,
 ) -> None:
     """Remove one entry by id."""
-    from matrixgen.quarantine.edit import edit
-
-    path, base = _existing_file(recipes, "remove")
+    project, _ = _existing_file(recipes, "remove")
+    path = project.quarantine_path
 
     def change(qfile: QuarantineFile) -> tuple[list[dict[str, Any]], list[int]]:
         entry = qfile.by_id(entry_id)
@@ -253,7 +254,7 @@ def remove(
             )
         return [], [entry.index]
 
-    edit(path, change, tracker_base=base, dry_run=dry_run)
+    project.edit(change, dry_run=dry_run)
     typer.echo(terminal_text(entry_id))
     typer.echo(
         f"{'would remove' if dry_run else 'removed'} entry {terminal_text(entry_id)} from "
@@ -269,10 +270,9 @@ def lift(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing.")] = False,
 ) -> None:
     """Remove every entry of one tracker (it was resolved): prints their ids."""
-    from matrixgen.quarantine.edit import edit
     from matrixgen.quarantine.trackers import entries_tracked_by
 
-    path, base = _existing_file(recipes, "lift")
+    project, base = _existing_file(recipes, "lift")
     ref = tracker_text(tracker)
     lifted: list[Entry] = []
 
@@ -289,7 +289,7 @@ def lift(
         lifted.extend(found)
         return [], [e.index for e in found]
 
-    edit(path, change, tracker_base=base, dry_run=dry_run)
+    project.edit(change, dry_run=dry_run)
     for entry in lifted:
         typer.echo(terminal_text(entry.id))
     verb = "would lift" if dry_run else "lifted"
@@ -327,15 +327,14 @@ def list_entries(
     """List the entries of the quarantine file: what each one matches (test
     case, model, tags, platforms, environments) and where it applies
     (system/scope), with its tracker, owner and expiry. The filters combine."""
-    from matrixgen.quarantine.edit import read_file
     from matrixgen.quarantine.listing import EntryFilter, entry_row, filter_entries
-    from matrixgen.quarantine.model import parse_quarantine
     from matrixgen.quarantine.policy import current_day, policy
+    from matrixgen.quarantine.project import open_project
 
     root = _root(recipes)
-    config = read_config(root)
-    base, path = policy(config).tracker_base, root / QUARANTINE_FILENAME
-    qfile = parse_quarantine(read_file(path), str(path), tracker_base=base)
+    project = open_project(root)
+    config, path, qfile = project.config, project.quarantine_path, project.quarantine
+    base = policy(config).tracker_base
     qfile.refuse_errors(
         f"{path} has {len(qfile.errors)} error(s); fix them first "
         "(`matrixgen quarantine audit` still lists what it can read)"
