@@ -25,8 +25,17 @@ so it runs in well under a second. What each figure counts:
   the Structs' declarations instead).
 - raw config reads: a project config's sections read as plain mappings
   (`config.raw`, `config.section(...)`, `config.platform_info(...)`) and a target's
-  settings read by key (`target.settings.get(...)`, `target.settings[...]`),
-  outside the document readers (DOCUMENT_PATHS).
+  settings read by key (`target.settings.get(...)`, `target.settings[...]`, or
+  `getattr(target.settings, "...")`: a setting only some systems have), outside the
+  document readers (DOCUMENT_PATHS).
+- files to touch to add a field to a quarantine entry: measured, not counted from
+  the code. A copy of the checkout gets one field more in the entry's Struct
+  (tests/schema_fixtures.py `add_toy_field`, the one hand edit), its schemas
+  written again as `python -m matrixgen.documents` does; every file that then
+  differs counts, and the field must be read, checked, listed by `quarantine
+  list --format json` and written by the editor (`toy_field_carried`), else the
+  figure says where it is not. This part runs the copy's package (a few
+  seconds); `--no-field` leaves it out.
 - test-to-test imports, import cycles and type-only imports (`if TYPE_CHECKING:`)
   pointing up a floor: as tests/test_layout.py finds them (its functions are reused).
 """
@@ -61,13 +70,32 @@ SYSTEMS = {"GITHUB", "GITLAB"}
 RE_FUNCTIONS = {"search", "match", "fullmatch", "sub", "findall"}
 
 
-def _load_layout() -> ModuleType:
-    """tests/test_layout.py, for its import graph and cycle finder."""
-    spec = importlib.util.spec_from_file_location("_layout", TESTS / "test_layout.py")
+def _load(name: str) -> ModuleType:
+    """A module of tests/ by its file name (test_layout for its import graph and
+    cycle finder, schema_fixtures for the new-field experiment)."""
+    spec = importlib.util.spec_from_file_location(f"_{name}", TESTS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def field_experiment() -> tuple[list[str], dict[str, bool]]:
+    """(the files a new entry field changes, where it is carried) in a copy of
+    the checkout."""
+    import shutil
+    import tempfile
+
+    fixtures = _load("schema_fixtures")
+    with tempfile.TemporaryDirectory(prefix="matrixgen-field-") as tmp:
+        checkout = Path(tmp) / "checkout"
+        skip = shutil.ignore_patterns("__pycache__")
+        for top in ("matrixgen", "schema", "docs"):
+            shutil.copytree(ROOT / top, checkout / top, ignore=skip)
+        tree = Path(tmp) / "recipes"
+        shutil.copytree(ROOT / "recipes", tree)
+        changed = fixtures.add_toy_field(checkout)
+        return changed, fixtures.toy_field_carried(checkout, tree)
 
 
 def _rel(path: Path) -> str:
@@ -164,19 +192,30 @@ def _names_config(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and node.attr.endswith("config")
 
 
-def _names_target(node: ast.AST) -> bool:
-    if isinstance(node, ast.Name):
-        return node.id.endswith(("target", "base", "head", "template"))
-    return isinstance(node, ast.Attribute) and node.attr.endswith("target")
+def _is_settings(node: ast.AST) -> bool:
+    """`x.settings` or a name `settings` (what a target's settings are read through)."""
+    return (isinstance(node, ast.Attribute) and node.attr == "settings") or (
+        isinstance(node, ast.Name) and node.id == "settings"
+    )
 
 
 def raw_config_reads(nodes: list[ast.AST]) -> Iterator[int]:
-    """Line of each read of a config section or of a target's settings by key."""
+    """Line of each read of a config section, or of a target's settings by key."""
     for node in nodes:
-        if not isinstance(node, ast.Attribute):
-            continue
-        if (node.attr in {"raw", "section", "platform_info"} and _names_config(node.value)) or (
-            node.attr == "settings" and _names_target(node.value)
+        if isinstance(node, ast.Attribute):
+            if node.attr in {"raw", "section", "platform_info"} and _names_config(node.value):
+                yield node.lineno
+        elif isinstance(node, ast.Subscript) and _is_settings(node.value):
+            yield node.lineno
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr == "get" and _is_settings(node.func.value):
+                yield node.lineno
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and node.args
+            and _is_settings(node.args[0])
         ):
             yield node.lineno
 
@@ -202,8 +241,11 @@ def long_functions(tree: ast.AST) -> Iterator[tuple[str, int, int]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--list", action="store_true", help="list every site, not only counts")
+    parser.add_argument(
+        "--no-field", action="store_true", help="leave out the new-field experiment"
+    )
     args = parser.parse_args()
-    layout = _load_layout()
+    layout = _load("test_layout")
 
     lines = nonblank = functions = 0
     big_modules: list[tuple[str, int]] = []
@@ -266,6 +308,15 @@ def main() -> int:
     show('raw ["products"] subscripts outside documents/', products, "0")
     show("hand-written to_dict", dicts, "0")
     show("raw config reads outside documents/", raw_reads, "0")
+    if not args.no_field:
+        changed, carried = field_experiment()
+        missing = [where for where, done in carried.items() if not done]
+        print(
+            f"files to touch to add a field to a quarantine entry: {len(changed)} (goal at most 2)"
+            + (f"; not carried: {', '.join(missing)}" if missing else "")
+        )
+        for rel in changed:
+            print(f"    {rel}")
     show("findings filtered by message text", filters, "0")
     show("System.GITHUB/GITLAB comparisons outside vocab, registry, CLI", systems, "0")
     show("test-to-test imports", test_imports, "0")
