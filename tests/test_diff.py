@@ -28,6 +28,7 @@ from matrixgen.diff.model import (
 )
 from matrixgen.engine import expand, load
 from matrixgen.engine.errors import ConfigError, ExitCode, GitError, UsageError
+from matrixgen.util.values import json_value
 from tests.diff_fixtures import (
     CONFIG,
     GPT,
@@ -355,7 +356,7 @@ def test_ad_hoc_targets_echo_the_selector_as_given() -> None:
         specs=["scope=nightly,platform=dgx_h100,environment=dev,cadence=nightly"],
     )
     (t,) = result.targets
-    assert t.target.to_dict() == {
+    assert json_value(t.target.place) == {
         "system": "gitlab",
         "scope": "nightly",
         "platform": "dgx_h100",

@@ -30,6 +30,7 @@ from matrixgen.diff.model import (
 from matrixgen.diff.render import render, render_text
 from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
 from matrixgen.engine.vocab import System
+from matrixgen.util.values import json_value
 from matrixgen.views.cost import Cost
 from tests.diff_fixtures import GPT, block, diff, dumped, v2_tree
 from tests.gitrepo import GIT_ENV, GitRepo
@@ -160,12 +161,12 @@ def test_json_shape() -> None:
         "environment": "dev",
         "cadence": None,
     }
-    assert first["added"][0] == job("new0").to_dict()
+    assert first["added"][0] == json_value(job("new0"))
     assert first["removed"] == [] and first["changed"] == []
     assert first["jobs"] == {"base": 10, "head": 16}
     mr = data["targets"][1]
     assert mr["changed"][3] == {
-        "job": job("t", "mr", time_limit=5400).to_dict(),
+        "job": json_value(job("t", "mr", time_limit=5400)),
         "fields": {"env": [{"A": "1"}, {"A": "2", "B": "3"}], "time_limit": [2700, 5400]},
     }
     assert [q["change"] for q in mr["quarantine"]] == ["quarantined", "lifted"]

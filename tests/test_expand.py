@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from matrixgen.engine.errors import Severity
 from matrixgen.pipeline import generate, generate_from_files
+from matrixgen.util.values import json_value
 from tests.tree_fixtures import v1_tree, v2_tree
 
 
@@ -450,7 +451,7 @@ def test_output_does_not_depend_on_file_order(files_blocks, rnd: random.Random) 
     rnd.shuffle(shuffled_keys)
     a = generate_from_files(files)
     b = generate_from_files({k: files[k] for k in shuffled_keys})
-    dump = lambda g: json.dumps([j.to_dict() for j in g.jobs])  # noqa: E731
+    dump = lambda g: json.dumps([json_value(j) for j in g.jobs])  # noqa: E731
     assert dump(a) == dump(b)
 
 

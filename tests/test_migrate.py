@@ -15,6 +15,7 @@ from matrixgen.engine.model import Selector, Target
 from matrixgen.engine.targets import discover_targets
 from matrixgen.engine.vocab import ALL_CADENCES
 from matrixgen.pipeline import Generation, generate
+from matrixgen.util.values import json_value
 
 HABITS = """
 type: basic
@@ -150,8 +151,8 @@ def all_targets(*generations: Generation) -> list[Target]:
 def assert_same_selections(before: Generation, after: Generation) -> int:
     targets = all_targets(before, after)
     for target in targets:
-        a = [j.to_dict() for j in before.jobs_for(target)]
-        b = [j.to_dict() for j in after.jobs_for(target)]
+        a = [json_value(j) for j in before.jobs_for(target)]
+        b = [json_value(j) for j in after.jobs_for(target)]
         assert a == b, target.name
     return len(targets)
 

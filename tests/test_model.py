@@ -13,6 +13,7 @@ from matrixgen.documents.config_sections import GitlabSettings
 from matrixgen.engine.errors import Location
 from matrixgen.engine.model import Job, JobId, QuarantineMark, Selector, Target, spec_needs
 from matrixgen.engine.vocab import System
+from matrixgen.util.values import json_value
 
 
 def job(**changes: Any) -> Job:
@@ -47,7 +48,7 @@ def test_the_json_of_a_job_in_the_order_list_prints_it() -> None:
         source=Location("gpt.yaml", 3, 5),
         definitions=(Location("gpt.yaml", 3, 5), Location("gpt.yaml", 9, 5)),
     )
-    data = marked.to_dict()
+    data = json_value(marked)
     assert list(data) == [
         "model",
         "test_case",
@@ -78,7 +79,7 @@ def test_the_json_of_a_job_in_the_order_list_prints_it() -> None:
 
 def test_a_quarantined_job_s_json_ends_with_its_mark() -> None:
     mark = QuarantineMark(id="e1", tracker="#7", action="mute", kind="flaky", node_ids=("a::b",))
-    data = job(quarantine=mark).to_dict()
+    data = json_value(job(quarantine=mark))
     assert list(data)[-1] == "quarantine"
     assert data["quarantine"] == {
         "id": "e1",
@@ -91,9 +92,9 @@ def test_a_quarantined_job_s_json_ends_with_its_mark() -> None:
 
 def test_a_mark_writes_its_node_lists_only_when_there_are_some() -> None:
     bare = QuarantineMark(id="e", tracker="#1", action="skip", kind="broken")
-    assert bare.to_dict() == {"id": "e", "tracker": "#1", "action": "skip", "kind": "broken"}
+    assert json_value(bare) == {"id": "e", "tracker": "#1", "action": "skip", "kind": "broken"}
     muted = replace(bare, action="mute", node_ids=("t::a", "t::b"), muted=("t::b",))
-    assert muted.to_dict()["muted"] == ["t::b"]
+    assert json_value(muted)["muted"] == ["t::b"]
     assert muted.deselected == ("t::a",)
 
 
@@ -149,7 +150,7 @@ def test_a_target_is_its_name_system_and_selector() -> None:
     )
     assert a == b and hash(a) == hash(b)
     assert a != replace(a, system=System.GITHUB)
-    assert a.to_dict() == {
+    assert json_value(a.place) == {
         "system": "gitlab",
         "scope": "mr",
         "platform": "dgx_h100",

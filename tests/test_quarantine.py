@@ -21,6 +21,7 @@ from matrixgen.quarantine.apply import apply_quarantine, overlaps
 from matrixgen.quarantine.audit import audit_entries
 from matrixgen.quarantine.model import Entry, Place, parse_quarantine
 from matrixgen.quarantine.trackers import entries_tracked_by, resolve_tracker, same_tracker
+from matrixgen.util.values import json_value
 from tests.quarantine_fixtures import (
     CONFIG,
     QUARANTINE,
@@ -322,7 +323,7 @@ def test_skip_allow_failure_and_deselect_per_target() -> None:
     assert [j.test_case for j in skipped] == ["a"]
     assert skipped[0].quarantine and skipped[0].quarantine.action == "skip"
     assert [j.test_case for j in kept] == ["b", "c"]
-    assert kept[0].quarantine and kept[0].quarantine.to_dict() == {
+    assert kept[0].quarantine and json_value(kept[0].quarantine) == {
         "id": "f",
         "tracker": "#1",
         "action": "allow-failure",
@@ -365,7 +366,7 @@ def test_a_mute_entry_keeps_the_job_and_its_mark_carries_the_node_ids() -> None:
     mark = kept[0].quarantine
     assert mark is not None and mark.action == "mute"
     assert mark.node_ids == ("t::x",) and mark.muted == ("t::x",) and mark.deselected == ()
-    assert mark.to_dict()["muted"] == ["t::x"]
+    assert json_value(mark)["muted"] == ["t::x"]
     assert kept[1].quarantine is None
 
 

@@ -39,6 +39,7 @@ from matrixgen.cli.output import (
 )
 from matrixgen.engine.errors import ExitCode, MatrixgenError, Severity, annotation_lines
 from matrixgen.engine.vocab import OutputFormat
+from matrixgen.util.values import json_value
 from matrixgen.views.table import each_shown, table_of_columns
 
 if TYPE_CHECKING:
@@ -369,10 +370,10 @@ def _echo_jobs(
         skipped = f", {skipped_count} skipped by quarantine" if skipped_count else ""
         typer.echo(f"{len(jobs)} job(s){skipped}", err=True)
     elif owners is not None:
-        data = [{"target": n, **j.to_dict()} for n, j in zip(owners, jobs, strict=True)]
+        data = [{"target": n, **json_value(j)} for n, j in zip(owners, jobs, strict=True)]
         typer.echo(dump(data, fmt), nl=False)
     else:
-        typer.echo(dump([j.to_dict() for j in jobs], fmt), nl=False)
+        typer.echo(dump([json_value(j) for j in jobs], fmt), nl=False)
 
 
 def _job_columns(jobs: list[Any]) -> tuple[list[str], list[Any]]:

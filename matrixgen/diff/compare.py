@@ -426,7 +426,7 @@ def _definition(target: Target) -> dict[str, Any]:
     fields, its settings (those set), and what a decision sets."""
     selector = target.selector
     return {
-        **target.to_dict(),
+        **json_value(target.place),
         "model": selector.model,
         "tag": selector.tag,
         "description": target.description,

@@ -83,6 +83,7 @@ from matrixgen.diff.model import (
 from matrixgen.engine.errors import Finding
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log
+from matrixgen.util.values import json_value
 from matrixgen.views.cost import Cost, hours, pipeline_name, signed_hours
 
 
@@ -115,12 +116,12 @@ def _finding_data(finding: Finding) -> dict[str, Any]:
 def _quarantine_data(q: QuarantineChange) -> dict[str, Any]:
     out: dict[str, Any] = {
         "change": q.change,
-        "job": q.job.to_dict(),
-        "old": q.old.to_dict() if q.old else None,
-        "new": q.new.to_dict() if q.new else None,
+        "job": json_value(q.job),
+        "old": json_value(q.old),
+        "new": json_value(q.new),
     }
     if q.habit is not None:
-        out["habit"] = q.habit.to_dict()
+        out["habit"] = json_value(q.habit)
     if q.parser is not None:
         out["parser"] = q.parser
     return out
@@ -135,19 +136,23 @@ def _target_data(t: TargetDiff) -> dict[str, Any]:
     starts, stops = t.running_changes()
     return {
         # A holding pen is no system's target.
-        "target": {**t.target.to_dict(), **({"system": None} if t.holding_pen else {})},
+        "target": {**json_value(t.target.place), **({"system": None} if t.holding_pen else {})},
         "name": t.target.name,
-        "added": [j.to_dict() for j in t.added],
-        "removed": [j.to_dict() for j in t.removed],
+        "added": [json_value(j) for j in t.added],
+        "removed": [json_value(j) for j in t.removed],
         "changed": [
-            {"job": c.head.to_dict(), "fields": {k: [v[0], v[1]] for k, v in c.fields.items()}}
+            {"job": json_value(c.head), "fields": {k: [v[0], v[1]] for k, v in c.fields.items()}}
             for c in t.changed
         ],
         "quarantine": [_quarantine_data(q) for q in t.quarantine],
-        "moved_out": [{"job": m.job.to_dict(), "to": m.target} for m in t.moved_out],
-        "moved_in": [{"job": m.job.to_dict(), "from": m.target} for m in t.moved_in],
+        "moved_out": [{"job": json_value(m.job), "to": m.target} for m in t.moved_out],
+        "moved_in": [{"job": json_value(m.job), "from": m.target} for m in t.moved_in],
         "duplicates": [
-            {"change": d.change, "job": d.job.to_dict(), "locations": [str(w) for w in d.locations]}
+            {
+                "change": d.change,
+                "job": json_value(d.job),
+                "locations": [str(w) for w in d.locations],
+            }
             for d in t.duplicates
         ],
         "settings": {k: [v[0], v[1]] for k, v in t.settings.items()},

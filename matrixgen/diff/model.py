@@ -5,7 +5,7 @@ renderers, expect and evidence read them)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from msgspec import Struct, field
 
@@ -13,6 +13,7 @@ from matrixgen.diff.goldens import GoldenReview
 from matrixgen.engine.errors import Finding, Location
 from matrixgen.engine.model import Job, QuarantineMark, Target
 from matrixgen.engine.targets import is_holding_pen
+from matrixgen.util.values import JsonLayout
 from matrixgen.views.cost import Cost
 
 # Quarantine transitions of a job in a target.
@@ -52,15 +53,8 @@ class Habit(Struct, frozen=True, kw_only=True):
             return text + (f" ({show(self.comment)})" if self.comment else "")
         return f"commented out: {show(self.comment or '')}"
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.scope is not None:
-            out["scope"] = self.scope
-        if self.comment:
-            out["comment"] = self.comment
-        if self.tracker:
-            out["tracker"] = self.tracker
-        return out
+    # Its JSON: the parts it has.
+    JSON: ClassVar[JsonLayout] = JsonLayout(when_set=frozenset({"scope", "comment", "tracker"}))
 
 
 class ChangedJob(Struct, frozen=True):

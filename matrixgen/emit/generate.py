@@ -55,7 +55,7 @@ from matrixgen.util.atomic import WriteError, remove_stale_temps, write_atomic
 from matrixgen.util.jsontext import JSON_MAX_BYTES, JsonInputError, load_bounded
 from matrixgen.util.patterns import name_pattern, whole
 from matrixgen.util.readfile import NotRegularFile, read_regular
-from matrixgen.util.values import ComparedValue
+from matrixgen.util.values import ComparedValue, json_value
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -84,7 +84,7 @@ class TargetOutput(ComparedValue, frozen=True, kw_only=True):
     def summary(self) -> dict[str, Any]:
         return {
             "target": self.target.name,
-            **self.target.to_dict(),
+            **json_value(self.target.place),
             "file": self.file,
             "jobs": self.jobs,
             "allow_failure": self.allow_failure,
@@ -92,7 +92,7 @@ class TargetOutput(ComparedValue, frozen=True, kw_only=True):
             "deselect": self.deselect,
             "skipped": self.skipped,
             "shards": self.shards,
-            "quarantine": [{"job": name, **mark.to_dict()} for name, mark in self.marks],
+            "quarantine": [{"job": name, **json_value(mark)} for name, mark in self.marks],
         }
 
 

@@ -79,6 +79,7 @@ from matrixgen.emit.limits import (
 from matrixgen.emit.yamltext import dump_yaml
 from matrixgen.engine.errors import Finding, LimitError, RecipeError, Severity
 from matrixgen.engine.model import Job, spec_needs
+from matrixgen.util.values import json_value
 
 PLACEHOLDER_JOB = "no-jobs-selected"
 FALLBACK_STAGE = "test"
@@ -429,7 +430,7 @@ def gitlab_pipeline(
     target = settings.target
     comment = (
         f"matrixgen child pipeline for target {target.name} "
-        f"({', '.join(f'{k}={v}' for k, v in target.to_dict().items() if v)}): "
+        f"({', '.join(f'{k}={v}' for k, v in json_value(target.place).items() if v)}): "
         f"{len(names)} job(s). Generated: do not edit."
     )
     # One comment line whatever the target's values hold.

@@ -14,7 +14,7 @@ from matrixgen.documents.yamlio import YamlDocument
 from matrixgen.engine.errors import Location
 from matrixgen.engine.templates import TemplateError, render
 from matrixgen.engine.vocab import RecipeType, System
-from matrixgen.util.values import ComparedValue, field_names
+from matrixgen.util.values import ComparedValue, JsonLayout
 
 EMPTY_MAPPING: Mapping[str, Any] = MappingProxyType({})
 
@@ -47,34 +47,22 @@ class QuarantineMark(Struct, frozen=True, kw_only=True):
     node_ids: tuple[str, ...] = ()
     muted: tuple[str, ...] = ()
 
+    # Its JSON: every field in the order declared; a list only when not empty.
+    JSON: ClassVar[JsonLayout] = JsonLayout(when_set=frozenset({"node_ids", "muted"}))
+
     @property
     def deselected(self) -> tuple[str, ...]:
         """The node ids a deselect entry takes out of the job."""
         return tuple(n for n in self.node_ids if n not in self.muted)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every field in the order declared; a list only when not empty."""
-        out: dict[str, Any] = {}
-        for name in _MARK_FIELDS:
-            value = getattr(self, name)
-            if isinstance(value, tuple):
-                if value:
-                    out[name] = list(value)
-            else:
-                out[name] = value
-        return out
-
-
-_MARK_FIELDS = field_names(QuarantineMark)
 
 
 class Job(ComparedValue, frozen=True, kw_only=True):
     """One expanded row: a test case with one value per axis, attributes resolved.
 
     What each field takes part in is said once, below the fields: equality and
-    hashing (`compared`), the duplicate and sort keys and the JSON (`to_dict`)
-    derive from it. A new field is compared and in the JSON (in the order the
-    fields are written) unless it is named there."""
+    hashing (`compared`), the duplicate and sort keys and the JSON (`JSON`,
+    read by util.values.json_value) derive from it. A new field is compared and
+    in the JSON (in the order the fields are written) unless it is named there."""
 
     model: str
     test_case: str
@@ -114,10 +102,13 @@ class Job(ComparedValue, frozen=True, kw_only=True):
     KEY: ClassVar[tuple[str, ...]] = (*JobId.__struct_fields__, "scope")
     SORT_AFTER: ClassVar[tuple[str, ...]] = ("cadence",)
     # The JSON of `list --format json` (and of jobs in diffs): every field but
-    # these, `scope` as shown, `env` as a mapping, other tuples as lists, and
-    # `quarantine` only when there is one.
-    NOT_SERIALISED: ClassVar[frozenset[str]] = frozenset(
-        {"spec", "source", "declared_scope", "definitions"}
+    # where it was read and the resolved spec, `scope` as shown, `env` as a
+    # mapping, other tuples as lists, and `quarantine` only when there is one.
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        leave_out=frozenset({"spec", "source", "declared_scope", "definitions"}),
+        shown={"scope": "shown_scope"},
+        as_mapping=frozenset({"env"}),
+        when_set=frozenset({"quarantine"}),
     )
 
     @property
@@ -142,15 +133,6 @@ class Job(ComparedValue, frozen=True, kw_only=True):
         """Identity, then scope and cadence: a total order for deterministic output."""
         return _SORT_KEY(self)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of `list --format json` (and of jobs in diffs)."""
-        out = _JOB_JSON(self)
-        if self.quarantine is None:
-            del out["quarantine"]
-        else:
-            out["quarantine"] = self.quarantine.to_dict()
-        return out
-
 
 def _compiled(expression: str, **names: Any) -> Callable[[Any], Any]:
     """A function of one job from an expression over its fields (`j.model`),
@@ -159,23 +141,9 @@ def _compiled(expression: str, **names: Any) -> Callable[[Any], Any]:
     return eval(f"lambda j: {expression}", names)  # from Job's own field names
 
 
-def _part(name: str) -> str:
-    """A field in the JSON, as the declarations above say."""
-    if name == "scope":  # shown as declared in the JSON; keys use the tier
-        return "j.shown_scope"
-    if name == "env":
-        return "dict(j.env)"
-    if str(Job.__annotations__[name]).startswith("tuple["):
-        return f"list(j.{name})"
-    return f"j.{name}"
-
-
 _KEY_PARTS = [f'(j.{n} or "")' for n in Job.KEY]  # None as "", as in every key
 _DUPLICATE_KEY = _compiled(f"({', '.join(_KEY_PARTS)},)")
 _SORT_KEY = _compiled(f"({', '.join([*_KEY_PARTS, *(f'j.{n}' for n in Job.SORT_AFTER)])},)")
-_JOB_JSON = _compiled(
-    "{" + ", ".join(f"{n!r}: {_part(n)}" for n in field_names(Job, Job.NOT_SERIALISED)) + "}"
-)
 
 _IDENTITY = _compiled(
     "JobId(" + ", ".join(f'(j.{n} or "")' for n in JobId.__struct_fields__) + ")", JobId=JobId
@@ -200,20 +168,23 @@ class Selector(Struct, frozen=True, kw_only=True):
     """What a target asks for; None means 'any'. Matching lives in select.py."""
 
     scope: str | None = None
-    cadence: str | None = None
-    environment: str | None = None
     platform: str | None = None
+    environment: str | None = None
+    cadence: str | None = None
     model: str | None = None
     tag: str | None = None
     test_cases: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "scope": self.scope,
-            "platform": self.platform,
-            "environment": self.environment,
-            "cadence": self.cadence,
-        }
+
+class TargetPlace(Struct, frozen=True, kw_only=True):
+    """Where a target's jobs go, as reports name a target: its system and the
+    place its selector picks (the JSON of `Target.place`)."""
+
+    system: System
+    scope: str | None
+    platform: str | None
+    environment: str | None
+    cadence: str | None
 
 
 class Target(ComparedValue, frozen=True, kw_only=True):
@@ -237,8 +208,16 @@ class Target(ComparedValue, frozen=True, kw_only=True):
         {"settings", "description", "rereads_recipe", "n_repeat", "lightweight"}
     )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"system": self.system.value, **self.selector.to_dict()}
+    @property
+    def place(self) -> TargetPlace:
+        selector = self.selector
+        return TargetPlace(
+            system=self.system,
+            scope=selector.scope,
+            platform=selector.platform,
+            environment=selector.environment,
+            cadence=selector.cadence,
+        )
 
 
 def spec_needs(job: Job) -> list[tuple[int, str]]:

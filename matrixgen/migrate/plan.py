@@ -26,6 +26,7 @@ from matrixgen.quarantine.policy import current_day, policy
 from matrixgen.quarantine.project import Project
 from matrixgen.quarantine.trackers import resolve_tracker, tracker_text
 from matrixgen.util.textedit import apply_edits, decode, encode
+from matrixgen.util.values import json_value
 
 
 class ParserChange(Struct, frozen=True, kw_only=True):
@@ -419,7 +420,7 @@ def parser_changes(before: Generation, after: Generation) -> tuple[ParserChange,
 
 def selections(generation: Generation, targets: Iterable[Target]) -> dict[str, list[dict]]:
     """Target name -> the jobs it runs after quarantine, as comparable dicts."""
-    return {t.name: [j.to_dict() for j in generation.selection(t).jobs] for t in targets}
+    return {t.name: [json_value(j) for j in generation.selection(t).jobs] for t in targets}
 
 
 def equivalence_problems(

@@ -3,13 +3,16 @@ the JSON of values whose JSON is not simply their fields."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import enum
+import re
+from collections.abc import Callable, Mapping
 from functools import cache
 from operator import attrgetter
-from typing import Any, ClassVar
+from types import UnionType
+from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
 import msgspec
-from msgspec import Struct
+from msgspec import Struct, field
 
 
 class ComparedValue(Struct, frozen=True):
@@ -53,13 +56,17 @@ def field_names(cls: type[Struct], leave_out: frozenset[str] = frozenset()) -> t
 class JsonLayout(Struct, frozen=True, kw_only=True):
     """How a value's JSON differs from its fields in the order declared, said on
     its class as `JSON` (read by `json_value`): the fields left out, the ones
-    written only when set (not None nor empty), and where some of them go
-    (`after`: (field, the field it follows); `last`: at the end)."""
+    written only when set (not None nor empty), where some go (`after`: (field,
+    the field it follows); `last`: at the end), the property a field's value is
+    read from (`shown`), and tuples of (key, value) pairs written as an object
+    (`as_mapping`). Keys are the fields' encoded names (msgspec's `rename`)."""
 
     leave_out: frozenset[str] = frozenset()
     when_set: frozenset[str] = frozenset()
     after: tuple[tuple[str, str], ...] = ()
     last: tuple[str, ...] = ()
+    shown: Mapping[str, str] = field(default_factory=dict)
+    as_mapping: frozenset[str] = frozenset()
 
 
 @cache
@@ -74,24 +81,71 @@ def json_fields(cls: type[Struct]) -> tuple[str, ...]:
 
 
 def json_value(value: Any) -> Any:
-    """A value as JSON holds it: a Struct as an object of its fields (by its
-    `JSON` layout, when it has one; else as msgspec encodes it: its `rename` and
-    `omit_defaults`), tuples as lists, enums as their values, dates as
-    YYYY-MM-DD."""
+    """A value as JSON holds it: a Struct as its class says (its `JSON` layout,
+    else msgspec's encoding: its `rename` and `omit_defaults`), tuples as lists,
+    enums as their values, dates as YYYY-MM-DD, mappings key by key."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
     if isinstance(value, Struct):
-        cls = type(value)
-        if getattr(cls, "JSON", None) is None:
+        if getattr(kind, "JSON", None) is None:
             return msgspec.to_builtins(value)
-        layout: JsonLayout = cls.JSON  # type: ignore[attr-defined]
-        out = {}
-        for name in json_fields(cls):
-            item = getattr(value, name)
-            if name in layout.when_set and item in (None, "", (), [], {}):
-                continue
-            out[name] = json_value(item)
-        return out
+        return _encoder(kind)(value)
     if isinstance(value, (list, tuple)):
         return [json_value(v) for v in value]
-    if isinstance(value, dict):
+    if isinstance(value, (frozenset, set)):
+        return sorted(json_value(v) for v in value)
+    if isinstance(value, Mapping):
         return {k: json_value(v) for k, v in value.items()}
     return msgspec.to_builtins(value)
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+@cache
+def _encoder(cls: type[Struct]) -> Callable[[Any], dict[str, Any]]:
+    """A class's JSON as one function, made once from its layout and its
+    fields' types: a listing of 30,000 jobs goes as fast as code written out by
+    hand."""
+    layout: JsonLayout = cls.JSON  # type: ignore[attr-defined]
+    hints = get_type_hints(cls)
+    keys = dict(zip(cls.__struct_fields__, cls.__struct_encode_fields__, strict=True))
+    parts, dropped = [], []
+    for name in json_fields(cls):
+        source = f"v.{layout.shown.get(name, name)}"
+        expression = "dict(x)" if name in layout.as_mapping else _conversion(hints.get(name))
+        parts.append(f"{keys[name]!r}: {_apply(expression, source)}")
+        if name in layout.when_set:
+            dropped.append(keys[name])
+    body = f"out = {{{', '.join(parts)}}}"
+    for key in dropped:
+        body += f"\n    if out[{key!r}] in _EMPTY: del out[{key!r}]"
+    namespace: dict[str, Any] = {"_json": json_value, "_EMPTY": _EMPTY}
+    exec(f"def encode(v):\n    {body}\n    return out", namespace)  # from the class's own fields
+    return namespace["encode"]
+
+
+_EMPTY: tuple[Any, ...] = (None, "", [], {})
+
+
+def _apply(expression: str, source: str) -> str:
+    """`expression` (over the value `x`) written over `source` (an attribute read)."""
+    return re.sub(r"\bx\b", source, expression)
+
+
+def _conversion(kind: Any) -> str:
+    """How a field of this type is written (an expression over its value `x`)."""
+    args = [a for a in get_args(kind) if a is not type(None)]
+    if get_origin(kind) in (UnionType, Union) and len(args) < len(get_args(kind)):
+        inner = _conversion(args[0] if len(args) == 1 else Any)
+        return "x" if inner == "x" else f"None if x is None else {inner}"
+    if kind in _PLAIN or kind is Any:
+        return "x" if kind in _PLAIN else "_json(x)"
+    origin = get_origin(kind) or kind
+    if origin is tuple or origin is list:
+        item = get_args(kind)[0] if get_args(kind) else Any
+        return "list(x)" if item in _PLAIN else "[_json(i) for i in x]"
+    if isinstance(origin, type) and issubclass(origin, enum.Enum):
+        return "x.value"
+    return "_json(x)"

@@ -25,6 +25,7 @@ from msgspec import Struct
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.engine.errors import RecipeError
 from matrixgen.engine.model import Job, Target
+from matrixgen.util.values import json_value
 from matrixgen.views.stats import fleet
 
 if TYPE_CHECKING:
@@ -170,7 +171,9 @@ class CostReport(Struct, frozen=True, kw_only=True):
     def to_dict(self) -> dict[str, Any]:
         return {
             "formula": FORMULA,
-            "targets": [{"target": t.name, **t.to_dict(), **c.to_dict()} for t, c in self.targets],
+            "targets": [
+                {"target": t.name, **json_value(t.place), **c.to_dict()} for t, c in self.targets
+            ],
             "pipelines": [{"pipeline": n, **c.to_dict()} for n, c in self.pipelines],
             "platforms": [{"platform": n, **c.to_dict()} for n, c in self.platforms],
             "files": [{"file": n, **c.to_dict()} for n, c in self.files],

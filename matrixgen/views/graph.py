@@ -34,6 +34,7 @@ from matrixgen.engine.errors import Finding, Location, Severity, finding
 from matrixgen.engine.model import Job, Target, spec_needs
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log, terminal_text
+from matrixgen.util.values import json_value
 from matrixgen.views.table import few
 
 if TYPE_CHECKING:
@@ -284,7 +285,9 @@ def to_json(result: JobGraph) -> dict[str, Any]:
     ]
     return {
         "target": (
-            {"name": result.target.name, **result.target.to_dict()} if result.target else None
+            {"name": result.target.name, **json_value(result.target.place)}
+            if result.target
+            else None
         ),
         "nodes": nodes,
         "edges": edges,

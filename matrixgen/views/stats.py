@@ -30,6 +30,7 @@ from msgspec import Struct
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.engine.errors import Finding, UsageError, did_you_mean, finding
 from matrixgen.engine.model import Job, JobId, Target
+from matrixgen.util.values import json_value
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class TargetStats(Struct, frozen=True):
         quarantine = self.quarantine()
         return {
             "name": self.target.name,
-            **self.target.to_dict(),
+            **json_value(self.target.place),
             "jobs": len(self.jobs),
             "running": len(self.jobs) - quarantine["skip"],
             "functional": sum(1 for j in self.jobs if j.model != UNIT_TEST_MODEL),

@@ -204,7 +204,7 @@ def _echo_added(new: NewEntry, path: Path, *, fmt: TableOrJson, dry_run: bool) -
                 "file": str(path),
                 "entry": json_value(new.entry),
                 "targets": [
-                    {"target": name, "jobs": [j.to_dict() for j in jobs]}
+                    {"target": name, "jobs": [json_value(j) for j in jobs]}
                     for name, jobs in grouped.items()
                 ],
             }
