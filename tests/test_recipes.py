@@ -17,6 +17,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import pytest
 import yaml
 
@@ -135,7 +136,7 @@ def test_the_readme_figures(gen: Generation) -> None:
     config = gen.tree.config
     stats = compute_stats(gen, resolve_targets(config, gen.jobs))
     assert stats.excluded_platforms == ("dgx_gb300",)
-    pipelines = {p.to_dict()["pipeline"]: p.to_dict() for p in stats.pipelines}
+    pipelines = {p.row.pipeline: msgspec.to_builtins(p.row) for p in stats.pipelines}
     github = pipelines["github"]
     assert github["cases"] == 110
     assert github["cases_by_fleet"] == {"dgx_h100": 80, "dgx_gb200": 30}
@@ -144,7 +145,7 @@ def test_the_readme_figures(gen: Generation) -> None:
     assert pipelines["gitlab/mr"]["unit_test_buckets"] == 42
     # GB300 is present and has jobs: counting it changes the figures.
     everything = compute_stats(gen, resolve_targets(config, gen.jobs), all_platforms=True)
-    all_pipelines = {p.to_dict()["pipeline"]: p.to_dict() for p in everything.pipelines}
+    all_pipelines = {p.row.pipeline: msgspec.to_builtins(p.row) for p in everything.pipelines}
     assert all_pipelines["gitlab/nightly"]["cases"] > 167
     assert all_pipelines["gitlab/mr"]["cases"] > 158
 

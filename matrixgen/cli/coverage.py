@@ -24,6 +24,7 @@ from matrixgen.cli.common import (
 from matrixgen.engine.errors import ExitCode, UsageError, exit_codes
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.patterns import name_pattern, whole
+from matrixgen.util.values import json_value
 
 if TYPE_CHECKING:
     from matrixgen.engine.references import ReferenceListing, ReferenceSettings
@@ -196,7 +197,7 @@ def _echo_coverage(result: Coverage, fmt: TableJsonOrMarkdown) -> None:
     from matrixgen.views.coverage import render_markdown, render_table, summary_line
 
     if fmt is TableJsonOrMarkdown.JSON:
-        echo_json(result.to_dict())
+        echo_json(json_value(result))
     elif fmt is TableJsonOrMarkdown.MARKDOWN:
         typer.echo(render_markdown(result), nl=False)
     else:

@@ -13,6 +13,7 @@ import typer
 from matrixgen.cli.common import RecipesOption, TableJsonOrMarkdown, echo_json, exits, load_valid
 from matrixgen.engine.errors import ExitCode
 from matrixgen.engine.vocab import System
+from matrixgen.util.values import json_value
 
 if TYPE_CHECKING:
     from matrixgen.engine.decide import Decision
@@ -134,7 +135,7 @@ def decide_command(
 
         append_github_outputs(github_outputs(decision))
     if fmt is TableJsonOrMarkdown.JSON:
-        echo_json(decision.to_dict())
+        echo_json(json_value(decision))
     elif fmt is TableJsonOrMarkdown.MARKDOWN:
         typer.echo(render_markdown(decision), nl=False)
     else:

@@ -13,6 +13,7 @@ from matrixgen.cli.common import HoldingPenOption, TargetOption, echo_findings, 
 from matrixgen.cli.evidence import DbOption, note_ignored_store
 from matrixgen.engine.errors import ExitCode, exit_codes
 from matrixgen.util.escape import terminal_text
+from matrixgen.util.values import json_value
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -273,7 +274,7 @@ def _echo_diff(
     if fmt is DiffFormat.JSON and (gaps.declared or view is not None):
         data = to_json_data(result)
         if gaps.declared:
-            data["references"] = gaps.to_dict()
+            data["references"] = json_value(gaps.targets)
         if view is not None:
             data["changed_view"] = view.to_dict()
         echo_json(data)

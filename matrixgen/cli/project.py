@@ -26,6 +26,7 @@ from matrixgen.cli.common import (
 from matrixgen.cli.evidence import DbOption, note_ignored_store
 from matrixgen.engine.errors import ExitCode, UsageError
 from matrixgen.util.escape import terminal_text
+from matrixgen.util.values import json_value
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -224,7 +225,7 @@ def stats(
     if cost:
         _stats_cost(generation, result, fmt, db)
     elif fmt is TableOrJson.JSON:
-        echo_json(result.to_dict())
+        echo_json(json_value(result.report))
     else:
         typer.echo(render_table(result), nl=False)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Sequence
-from typing import Any
+from typing import ClassVar
 
 from msgspec import Struct
 
@@ -26,6 +26,7 @@ from matrixgen.engine.references import (
     listing_from_paths,
 )
 from matrixgen.util.escape import terminal_text
+from matrixgen.util.values import JsonLayout
 from matrixgen.views.coverage import MissingReference, ReferenceChecker
 from matrixgen.views.coverage import code_span as _code
 
@@ -55,12 +56,8 @@ class TargetGaps(Struct, frozen=True, kw_only=True):
     # Jobs both sides run: present at the base, missing at the head.
     lost: tuple[MissingReference, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "added": [m.to_dict() for m in self.added],
-            "lost": [m.to_dict() for m in self.lost],
-        }
+    # Its JSON: every field (a missing reference as coverage writes it).
+    JSON: ClassVar[JsonLayout] = JsonLayout()
 
 
 class ReferenceGaps(Struct, frozen=True, kw_only=True):
@@ -70,9 +67,6 @@ class ReferenceGaps(Struct, frozen=True, kw_only=True):
 
     def __bool__(self) -> bool:
         return bool(self.targets)
-
-    def to_dict(self) -> list[dict[str, Any]]:
-        return [t.to_dict() for t in self.targets]
 
 
 def reference_gaps(repo: Repository, result: SelectionDiff, sides: Sequence[Side]) -> ReferenceGaps:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 from msgspec import Struct, field
 from msgspec.structs import replace
@@ -34,6 +34,7 @@ from matrixgen.documents.config_sections import DecisionRule, SystemDecisions
 from matrixgen.engine.errors import Findings, UsageError, did_you_mean
 from matrixgen.engine.model import Selector, Target
 from matrixgen.engine.vocab import System, resolve_scope
+from matrixgen.util.values import JsonLayout
 
 # Events whose pipelines carry the labels of a pull or merge request.
 LABELLED_EVENTS = frozenset({"pull_request", "merge_request_event"})
@@ -84,21 +85,26 @@ class Decision(Struct, frozen=True, kw_only=True):
     ignored_labels: tuple[str, ...] = ()
     targets: tuple[Target, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "system": self.system.value,
-            "event": self.event,
-            "labels": list(self.labels),
-            "ignored_labels": list(self.ignored_labels),
-            "scope": self.scope,
-            "cadence": self.cadence if self.cadence is not None else ANY_CADENCE,
-            "environment": self.environment,
-            "n_repeat": self.n_repeat,
-            "lightweight": self.lightweight,
-            "rules": list(self.fired),
-            "set_by": dict(self.set_by),
-            "targets": [t.name for t in self.targets],
-        }
+    # Its JSON (`matrixgen decide --format json`): the cadence `any` when bypassed,
+    # the rules that fired, the targets by name.
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(
+            *((k, k) for k in ("system", "event", "labels", "ignored_labels", "scope")),
+            ("cadence", "cadence_shown"),
+            *((k, k) for k in ("environment", "n_repeat", "lightweight")),
+            ("rules", "fired"),
+            ("set_by", "set_by"),
+            ("targets", "target_names"),
+        )
+    )
+
+    @property
+    def cadence_shown(self) -> str:
+        return self.cadence if self.cadence is not None else ANY_CADENCE
+
+    @property
+    def target_names(self) -> list[str]:
+        return [t.name for t in self.targets]
 
 
 def parse_decisions(

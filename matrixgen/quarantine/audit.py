@@ -23,19 +23,13 @@ if TYPE_CHECKING:
     from matrixgen.quarantine.tracker import TrackerReport
 
 
-class AuditItem(Struct, frozen=True, kw_only=True):
+class AuditItem(Struct, frozen=True, kw_only=True, rename={"entry_id": "id"}):
+    """One problem of one entry (its JSON: its fields, the entry's id as `id`)."""
+
     entry_id: str
     problem: str  # expired, expiring, ownerless, trackerless, matches-nothing, tracker-closed
-    detail: str
     tracker: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        return {
-            "id": self.entry_id,
-            "problem": self.problem,
-            "tracker": self.tracker,
-            "detail": self.detail,
-        }
+    detail: str
 
 
 # Audit problems that make `quarantine audit` exit non-zero; "expiring" only informs.

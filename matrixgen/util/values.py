@@ -59,8 +59,13 @@ class JsonLayout(Struct, frozen=True, kw_only=True):
     written only when set (not None nor empty), where some go (`after`: (field,
     the field it follows); `last`: at the end), the property a field's value is
     read from (`shown`), and tuples of (key, value) pairs written as an object
-    (`as_mapping`). Keys are the fields' encoded names (msgspec's `rename`)."""
+    (`as_mapping`). Keys are the fields' encoded names (msgspec's `rename`).
 
+    A report whose JSON is not its fields names its keys instead (`keys`: each
+    key and the attribute, or dotted path of attributes, it is read from), in
+    order; `when_set` then names keys."""
+
+    keys: tuple[tuple[str, str], ...] = ()
     leave_out: frozenset[str] = frozenset()
     when_set: frozenset[str] = frozenset()
     after: tuple[tuple[str, str], ...] = ()
@@ -109,6 +114,8 @@ def _encoder(cls: type[Struct]) -> Callable[[Any], dict[str, Any]]:
     fields' types: a listing of 30,000 jobs goes as fast as code written out by
     hand."""
     layout: JsonLayout = cls.JSON  # type: ignore[attr-defined]
+    if layout.keys:
+        return _keyed(layout)
     hints = get_type_hints(cls)
     keys = dict(zip(cls.__struct_fields__, cls.__struct_encode_fields__, strict=True))
     parts, dropped = [], []
@@ -127,6 +134,21 @@ def _encoder(cls: type[Struct]) -> Callable[[Any], dict[str, Any]]:
 
 
 _EMPTY: tuple[Any, ...] = (None, "", [], {})
+
+
+def _keyed(layout: JsonLayout) -> Callable[[Any], dict[str, Any]]:
+    """The JSON of a report that names its keys: each read where it says."""
+    getters = [(key, attrgetter(path)) for key, path in layout.keys]
+    when_set = layout.when_set
+
+    def encode(value: Any) -> dict[str, Any]:
+        out = {key: json_value(get(value)) for key, get in getters}
+        for key in when_set:
+            if out[key] in _EMPTY:
+                del out[key]
+        return out
+
+    return encode
 
 
 def _apply(expression: str, source: str) -> str:

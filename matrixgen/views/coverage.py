@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from msgspec import Struct
 
@@ -46,11 +46,17 @@ from matrixgen.engine.templates import TemplateError
 from matrixgen.pipeline import Generation
 from matrixgen.util.checkout import checkout_top
 from matrixgen.util.escape import markdown_code as code_span  # no content breaks out of it
+from matrixgen.util.values import JsonLayout
 from matrixgen.views.table import few, table
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
     from matrixgen.engine.load import RecipeTree
+
+
+# The job fields of a missing reference, in the JSON, then where it was looked for.
+MISSING_JOB_FIELDS = ("model", "test_case", "tag", "environment", "platform")
+PLACE_KEYS = (("reference", "reference"), ("path", "path"), ("hint", "hint"))
 
 
 class MissingReference(Struct, frozen=True, kw_only=True):
@@ -69,19 +75,24 @@ class MissingReference(Struct, frozen=True, kw_only=True):
         here, _, name = self.hint.rpartition("/")
         return name if here == self.path.rpartition("/")[0] else self.hint
 
-    def to_dict(self, target: str | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = {} if target is None else {"target": target}
-        out.update(
-            model=self.job.model,
-            test_case=self.job.test_case,
-            tag=self.job.tag,
-            environment=self.job.environment,
-            platform=self.job.platform,
-            reference=self.reference,
-            path=self.path,
-            hint=self.hint,
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(*((k, f"job.{k}") for k in MISSING_JOB_FIELDS), *PLACE_KEYS)
+    )
+
+
+class TargetMissing(Struct, frozen=True, kw_only=True):
+    """A missing reference in one target, as `coverage --format json` lists it."""
+
+    target: str
+    missing: MissingReference
+
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(
+            ("target", "target"),
+            *((k, f"missing.job.{k}") for k in MISSING_JOB_FIELDS),
+            *((k, f"missing.{path}") for k, path in PLACE_KEYS),
         )
-        return out
+    )
 
 
 class TemplateProblem(Struct, frozen=True, kw_only=True):
@@ -170,14 +181,19 @@ class TargetCoverage(Struct, frozen=True, kw_only=True):
     checked: int  # of those, the ones that do not opt out of every reference
     missing: tuple[MissingReference, ...]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "target": self.target.name,
-            "gating": self.gating,
-            "jobs": self.jobs,
-            "checked": self.checked,
-            "missing": len(self.missing),
-        }
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(
+            ("target", "target.name"),
+            ("gating", "gating"),
+            ("jobs", "jobs"),
+            ("checked", "checked"),
+            ("missing", "missing_count"),
+        )
+    )
+
+    @property
+    def missing_count(self) -> int:
+        return len(self.missing)
 
 
 # What an orphan's path tells of the job it would be for, as reports show it.
@@ -189,8 +205,23 @@ class Orphan(Struct, frozen=True, kw_only=True):
     reference: str
     fields: Mapping[str, str]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, **{name: self.fields.get(name) for name in ORPHAN_COLUMNS}}
+    # Its JSON: the path, and each field its path tells (None where it tells none).
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(("path", "path"), *((name, f"told.{name}") for name in ORPHAN_COLUMNS))
+    )
+
+    @property
+    def told(self) -> OrphanFields:
+        return OrphanFields(**{k: v for k, v in self.fields.items() if k in ORPHAN_COLUMNS})
+
+
+class OrphanFields(Struct, frozen=True, kw_only=True):
+    """What an orphan's path tells of the job it would be for."""
+
+    model: str | None = None
+    test_case: str | None = None
+    environment: str | None = None
+    platform: str | None = None
 
 
 class Coverage(Struct, frozen=True, kw_only=True):
@@ -208,16 +239,25 @@ class Coverage(Struct, frozen=True, kw_only=True):
     def gating_missing(self) -> int:
         return sum(len(t.missing) for t in self.targets if t.gating)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON of `matrixgen coverage --format json` (schema/coverage.schema.json)."""
-        return {
-            "root": self.listing.shown_root,
-            "present": self.listing.present,
-            "references": {t.name: t.template for t in self.settings.templates},
-            "targets": [t.to_dict() for t in self.targets],
-            "missing": [m.to_dict(t.target.name) for t, m in self.missing],
-            "orphans": [o.to_dict() for o in self.orphans],
-        }
+    @property
+    def templates(self) -> dict[str, str]:
+        return {t.name: t.template for t in self.settings.templates}
+
+    @property
+    def missing_by_target(self) -> tuple[TargetMissing, ...]:
+        return tuple(TargetMissing(target=t.target.name, missing=m) for t, m in self.missing)
+
+    # The JSON of `matrixgen coverage --format json` (schema/coverage.schema.json).
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(
+            ("root", "listing.shown_root"),
+            ("present", "listing.present"),
+            ("references", "templates"),
+            ("targets", "targets"),
+            ("missing", "missing_by_target"),
+            ("orphans", "orphans"),
+        )
+    )
 
 
 def compute_coverage(

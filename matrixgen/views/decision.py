@@ -8,6 +8,7 @@ from typing import Any
 
 from matrixgen.engine.decide import ANY_CADENCE, Decision
 from matrixgen.util.escape import markdown_code, markdown_text, terminal_text
+from matrixgen.util.values import json_value
 from matrixgen.views.table import table
 
 
@@ -67,7 +68,7 @@ def render_markdown(decision: Decision) -> str:
 
 def github_outputs(decision: Decision) -> list[tuple[str, str]]:
     """Step outputs: each decided field, and the targets as a JSON list."""
-    data: dict[str, Any] = decision.to_dict()
+    data: dict[str, Any] = json_value(decision)
     return [
         ("scope", decision.scope),
         ("cadence", data["cadence"]),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, ClassVar
 
 from msgspec import Struct
 
@@ -23,6 +23,7 @@ from matrixgen.documents.config_sections import ImagePin as PinDoc
 from matrixgen.documents.config_sections import ImageSet
 from matrixgen.engine.errors import Finding, finding
 from matrixgen.engine.vocab import System
+from matrixgen.util.values import JsonLayout
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
@@ -65,18 +66,13 @@ class ImageStatus(Struct, frozen=True, kw_only=True):
     def ok(self) -> bool:
         return self.problem is None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.pin.name,
-            "system": self.pin.system,
-            "environment": self.pin.environment,
-            "arch": self.pin.arch,
-            "image": self.pin.image,
-            "version": self.version,
-            "expected": self.expected,
-            "ok": self.ok,
-            "problem": self.problem,
-        }
+    # Its JSON (`matrixgen pins --format json`): the pin, its version, whether it holds.
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(
+            *((k, f"pin.{k}") for k in ("name", "system", "environment", "arch", "image")),
+            *((k, k) for k in ("version", "expected", "ok", "problem")),
+        )
+    )
 
 
 def _pin_set(

@@ -19,15 +19,17 @@ import fnmatch
 import re
 import shlex
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from msgspec import Struct, field
+from msgspec.structs import asdict
 
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.documents.recipe import rows
 from matrixgen.engine.errors import Finding, Location, Severity, did_you_mean, finding
 from matrixgen.engine.model import Job
 from matrixgen.util.patterns import name_pattern, whole
+from matrixgen.util.values import JsonLayout, json_value
 from matrixgen.views.images import image_status
 
 if TYPE_CHECKING:
@@ -46,8 +48,11 @@ class ValuePin(Struct, frozen=True, kw_only=True):
     models: frozenset[str] | None = None
     platforms: frozenset[str] | None = None
     environments: frozenset[str] | None = None
-    exclude: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    exclude: Mapping[str, frozenset[str]] = field(default_factory=dict)  # by key, sorted
     reason: str = ""
+
+    # Its JSON: env as a mapping, each set of names sorted.
+    JSON: ClassVar[JsonLayout] = JsonLayout(as_mapping=frozenset({"env"}))
 
     def covers(self, job: Job) -> bool:
         for key, value in zip(
@@ -60,18 +65,6 @@ class ValuePin(Struct, frozen=True, kw_only=True):
                 return False
         globs = self.exclude.get("test_cases", ())
         return not any(fnmatch.fnmatchcase(job.test_case, g) for g in globs)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "env": dict(self.env),
-            "args": list(self.args),
-            "models": sorted(self.models) if self.models is not None else None,
-            "platforms": sorted(self.platforms) if self.platforms is not None else None,
-            "environments": sorted(self.environments) if self.environments is not None else None,
-            "exclude": {k: sorted(v) for k, v in sorted(self.exclude.items())},
-            "reason": self.reason,
-        }
 
 
 class PinProblem(Struct, frozen=True):
@@ -100,7 +93,7 @@ def value_pins(config: ProjectConfig) -> list[ValuePin]:
                 environments=pin.environments,
                 exclude={
                     key: value
-                    for key in (*SELECTOR_KEYS, "test_cases")
+                    for key in sorted((*SELECTOR_KEYS, "test_cases"))
                     if exclude is not None and (value := getattr(exclude, key)) is not None
                 },
                 reason=pin.reason or "",
@@ -196,21 +189,21 @@ def _assignments(command: str) -> dict[str, str]:
     return found
 
 
-class PinCoverage(Struct, frozen=True):
-    """For `matrixgen pins`: how many jobs a pin covers and how many lack it."""
+class PinCoverage(
+    ValuePin,
+    frozen=True,
+    kw_only=True,
+    rename={
+        "covered": "covered_jobs",
+        "failing": "failing_jobs",
+        "custom_launchers": "custom_launcher_jobs",
+    },
+):
+    """For `matrixgen pins`: a pin, how many jobs it covers and how many lack it."""
 
-    pin: ValuePin
     covered: int
     failing: int
     custom_launchers: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.pin.to_dict(),
-            "covered_jobs": self.covered,
-            "failing_jobs": self.failing,
-            "custom_launcher_jobs": self.custom_launchers,
-        }
 
 
 def coverage(config: ProjectConfig, jobs: Iterable[Job]) -> list[PinCoverage]:
@@ -220,7 +213,7 @@ def coverage(config: ProjectConfig, jobs: Iterable[Job]) -> list[PinCoverage]:
         covered = [j for j in jobs if pin.covers(j)]
         out.append(
             PinCoverage(
-                pin=pin,
+                **asdict(pin),
                 covered=len(covered),
                 failing=sum(1 for j in covered if pin_problems(pin, j)),
                 custom_launchers=sum(1 for j in covered if custom_launcher(j) is not None),
@@ -336,6 +329,6 @@ def pins_report(config: ProjectConfig, jobs: Iterable[Job]) -> dict[str, Any]:
     """Images side by side with their versions, then env/argument pins with coverage."""
     return {
         "version": config.doc.images.version,
-        "images": [s.to_dict() for s in image_status(config)],
-        "pins": [c.to_dict() for c in coverage(config, jobs)],
+        "images": json_value(image_status(config)),
+        "pins": json_value(coverage(config, jobs)),
     }

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.engine.errors import Finding, UsageError, did_you_mean, finding
 from matrixgen.engine.model import Job, JobId, Target
-from matrixgen.util.values import json_value
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -60,6 +59,23 @@ def _alias_chain(config: ProjectConfig, platform: str) -> tuple[str, bool]:
         current = alias
 
 
+class TargetRow(Struct, frozen=True, kw_only=True):
+    """One target's counts: a row of the table, an item of the JSON."""
+
+    name: str
+    system: str
+    scope: str | None
+    platform: str | None
+    environment: str | None
+    cadence: str | None
+    jobs: int
+    running: int
+    functional: int
+    unit_tests: int
+    models: dict[str, int]
+    quarantine: dict[str, int]
+
+
 class TargetStats(Struct, frozen=True):
     target: Target
     jobs: tuple[Job, ...]  # before quarantine; skipped ones carry their mark
@@ -71,18 +87,40 @@ class TargetStats(Struct, frozen=True):
     def models(self) -> dict[str, int]:
         return _counts(j.model for j in self.jobs)
 
-    def to_dict(self) -> dict[str, Any]:
-        quarantine = self.quarantine()
-        return {
-            "name": self.target.name,
-            **json_value(self.target.place),
-            "jobs": len(self.jobs),
-            "running": len(self.jobs) - quarantine["skip"],
-            "functional": sum(1 for j in self.jobs if j.model != UNIT_TEST_MODEL),
-            "unit_tests": sum(1 for j in self.jobs if j.model == UNIT_TEST_MODEL),
-            "models": self.models(),
-            "quarantine": quarantine,
-        }
+    @property
+    def row(self) -> TargetRow:
+        quarantine, place = self.quarantine(), self.target.place
+        return TargetRow(
+            name=self.target.name,
+            system=place.system.value,
+            scope=place.scope,
+            platform=place.platform,
+            environment=place.environment,
+            cadence=place.cadence,
+            jobs=len(self.jobs),
+            running=len(self.jobs) - quarantine["skip"],
+            functional=sum(1 for j in self.jobs if j.model != UNIT_TEST_MODEL),
+            unit_tests=sum(1 for j in self.jobs if j.model == UNIT_TEST_MODEL),
+            models=self.models(),
+            quarantine=quarantine,
+        )
+
+
+class PipelineRow(Struct, frozen=True, kw_only=True):
+    """One pipeline's counts: a row of the table, an item of the JSON."""
+
+    pipeline: str
+    system: str
+    scope: str | None
+    targets: tuple[str, ...]
+    cases: int
+    cases_by_platform: dict[str, int]
+    cases_by_fleet: dict[str, int]
+    cases_by_environment: dict[str, int]
+    unit_test_jobs: int
+    unit_test_buckets: int
+    models: dict[str, int]
+    quarantine: dict[str, int]
 
 
 class PipelineStats(Struct, frozen=True):
@@ -94,24 +132,25 @@ class PipelineStats(Struct, frozen=True):
     targets: tuple[str, ...]
     config: ProjectConfig
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def row(self) -> PipelineRow:
         functional = [j for j in self.jobs.values() if j.model != UNIT_TEST_MODEL]
         unit = [j for j in self.jobs.values() if j.model == UNIT_TEST_MODEL]
         states = Counter(j.quarantine.action for j in self.jobs.values() if j.quarantine)
-        return {
-            "pipeline": self.system + (f"/{self.scope}" if self.scope else ""),
-            "system": self.system,
-            "scope": self.scope,
-            "targets": list(self.targets),
-            "cases": len(functional),
-            "cases_by_platform": _counts(j.platform for j in functional),
-            "cases_by_fleet": _counts(fleet(self.config, j.platform) for j in functional),
-            "cases_by_environment": _counts(j.environment for j in functional),
-            "unit_test_jobs": len(unit),
-            "unit_test_buckets": len({j.test_case for j in unit}),
-            "models": _counts(j.model for j in self.jobs.values()),
-            "quarantine": {s: states.get(s, 0) for s in QUARANTINE_STATES},
-        }
+        return PipelineRow(
+            pipeline=self.system + (f"/{self.scope}" if self.scope else ""),
+            system=self.system,
+            scope=self.scope,
+            targets=self.targets,
+            cases=len(functional),
+            cases_by_platform=_counts(j.platform for j in functional),
+            cases_by_fleet=_counts(fleet(self.config, j.platform) for j in functional),
+            cases_by_environment=_counts(j.environment for j in functional),
+            unit_test_jobs=len(unit),
+            unit_test_buckets=len({j.test_case for j in unit}),
+            models=_counts(j.model for j in self.jobs.values()),
+            quarantine={s: states.get(s, 0) for s in QUARANTINE_STATES},
+        )
 
 
 class Stats(Struct, frozen=True):
@@ -145,15 +184,26 @@ class Stats(Struct, frozen=True):
                 row[job.quarantine.action] += 1
         return dict(sorted(out.items()))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "excluded_platforms": list(self.excluded_platforms),
-            "excluded_targets": list(self.excluded_targets),
-            "targets": [t.to_dict() for t in self.targets],
-            "pipelines": [p.to_dict() for p in self.pipelines],
-            "platforms": self.platforms(),
-            "models": self.models(),
-        }
+    @property
+    def report(self) -> StatsReport:
+        """What `stats --format json` prints."""
+        return StatsReport(
+            excluded_platforms=self.excluded_platforms,
+            excluded_targets=self.excluded_targets,
+            targets=tuple(t.row for t in self.targets),
+            pipelines=tuple(p.row for p in self.pipelines),
+            platforms=self.platforms(),
+            models=self.models(),
+        )
+
+
+class StatsReport(Struct, frozen=True, kw_only=True):
+    excluded_platforms: tuple[str, ...]
+    excluded_targets: tuple[str, ...]
+    targets: tuple[TargetRow, ...]
+    pipelines: tuple[PipelineRow, ...]
+    platforms: dict[str, dict[str, int]]
+    models: dict[str, dict[str, int]]
 
 
 def _counts(values: Iterable[str]) -> dict[str, int]:
@@ -312,16 +362,16 @@ def _targets_table(stats: Stats) -> str:
     models = sorted({m for t in stats.targets for m in t.models()})
     rows = []
     for t in stats.targets:
-        d = t.to_dict()
+        d = t.row
         rows.append(
             [
-                d["name"],
-                d["platform"] or "",
-                d["environment"] or "",
-                d["cadence"] or "",
-                str(d["jobs"]),
-                *[str(d["models"].get(m, 0)) for m in models],
-                *[str(d["quarantine"][s]) for s in QUARANTINE_STATES],
+                d.name,
+                d.platform or "",
+                d.environment or "",
+                d.cadence or "",
+                str(d.jobs),
+                *[str(d.models.get(m, 0)) for m in models],
+                *[str(d.quarantine[s]) for s in QUARANTINE_STATES],
             ]
         )
     return table(
@@ -344,18 +394,18 @@ def _pipelines_table(stats: Stats) -> str:
     """A row per pipeline: its cases by fleet and platform, unit-test jobs, quarantined."""
     rows = []
     for p in stats.pipelines:
-        d = p.to_dict()
-        fleets = ", ".join(f"{k} {v}" for k, v in d["cases_by_fleet"].items())
-        platforms = ", ".join(f"{k} {v}" for k, v in d["cases_by_platform"].items())
+        d = p.row
+        fleets = ", ".join(f"{k} {v}" for k, v in d.cases_by_fleet.items())
+        platforms = ", ".join(f"{k} {v}" for k, v in d.cases_by_platform.items())
         rows.append(
             [
-                d["pipeline"],
-                str(d["cases"]),
+                d.pipeline,
+                str(d.cases),
                 fleets,
                 platforms if platforms != fleets else "",
-                str(d["unit_test_jobs"]),
-                str(d["unit_test_buckets"]),
-                "/".join(str(d["quarantine"][s]) for s in QUARANTINE_STATES),
+                str(d.unit_test_jobs),
+                str(d.unit_test_buckets),
+                "/".join(str(d.quarantine[s]) for s in QUARANTINE_STATES),
             ]
         )
     return table(

@@ -38,6 +38,7 @@ from matrixgen.engine.vocab import (
     QUARANTINE_FILENAME,
 )
 from matrixgen.util.escape import terminal_text
+from matrixgen.util.values import json_value
 from matrixgen.util.words import counted
 from matrixgen.views.table import table
 
@@ -108,7 +109,7 @@ def _echo_audit(found: Audit, evidence: dict[str, Any] | None, fmt: TableOrJson,
     if fmt is TableOrJson.JSON:
         echo_json(
             {
-                "items": [i.to_dict() for i in items],
+                "items": json_value(items),
                 "tracker_states": dict(sorted(report.states.items())),
                 "not_checked": dict(sorted(report.unchecked.items())),
                 "tracker_error": report.error,
