@@ -18,6 +18,7 @@ from matrixgen.evidence import tables as tables_module
 from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows
 from matrixgen.evidence.queries import counts
 from matrixgen.evidence.store import open_store, schema_version, store_url
+from matrixgen.util.values import json_value
 from tests.evidence_fixtures import (
     RECIPES,
     TARGET,
@@ -165,7 +166,7 @@ def test_both_dialects_give_the_same_verdicts(
         for where in (pg, str(evidence_store)):
             store = open_store(where, write=False)
             try:
-                verdicts.append([r.to_dict() for r in flaky_rows(store, FlakyPolicy()).rows])
+                verdicts.append(json_value(flaky_rows(store, FlakyPolicy()).rows))
             finally:
                 store.close()
         assert verdicts[0] == verdicts[1]
@@ -576,7 +577,7 @@ def test_a_version_4_store_moves_its_results_into_day_partitions(
                 order = tables_module.results.c.case_id, tables_module.results.c.run_ref
                 rows = conn.execute(sa.select(tables_module.results).order_by(*order)).all()
                 days = tables_module.partitions(conn)
-            verdicts = [r.to_dict() for r in flaky_rows(store, FlakyPolicy(since_days=None)).rows]
+            verdicts = json_value(flaky_rows(store, FlakyPolicy(since_days=None)).rows)
             assert schema_version(store) == 6
         finally:
             store.close()

@@ -25,6 +25,7 @@ from matrixgen.cli.common import (
 )
 from matrixgen.engine.errors import ExitCode, UsageError
 from matrixgen.util.escape import terminal_text as _t
+from matrixgen.util.values import json_value
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -466,7 +467,7 @@ def flaky(
         rows = in_tree_words(rows, config.scope_word)
     groups = shared_reasons(rows)
     if fmt is TableJsonOrMarkdown.JSON:
-        echo_json([r.to_dict() for r in rows])
+        echo_json(json_value(rows))
     elif fmt is TableJsonOrMarkdown.MARKDOWN:
         typer.echo(flaky_markdown(rows, groups), nl=False)
     else:

@@ -24,6 +24,7 @@ from matrixgen.cli.evidence import (
 )
 from matrixgen.engine.errors import ExitCode, UsageError
 from matrixgen.util.escape import terminal_text as _t
+from matrixgen.util.values import json_value
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def triage(
         policy=policy,
     )
     if fmt is TableJsonOrMarkdown.JSON:
-        echo_json(report.to_dict())
+        echo_json(json_value(report))
     elif fmt is TableJsonOrMarkdown.MARKDOWN:
         typer.echo(markdown(report), nl=False)
     else:

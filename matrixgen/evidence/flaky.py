@@ -29,14 +29,15 @@ import os
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from enum import StrEnum
 from itertools import pairwise
-from typing import Any
+from typing import ClassVar
 
 from msgspec import Struct
 
 from matrixgen.engine.errors import UsageError
 from matrixgen.evidence.queries import RunFilter
 from matrixgen.evidence.reasons import ReasonGroup, group_reasons
-from matrixgen.evidence.store import History, JobKey, RunRow, Store
+from matrixgen.evidence.store import JOB_JSON_KEYS, History, JobKey, RunRow, Store, utc_text
+from matrixgen.util.values import JsonLayout
 
 DEFAULT_SINCE_DAYS = 30
 DEFAULT_MIN_RUNS = 3
@@ -76,20 +77,24 @@ class RunRef(Struct, frozen=True):
     commit: str | None
     at: int  # seconds since the epoch, UTC
 
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(("run_id", "run_id"), ("commit", "commit"), ("at", "at_text"))
+    )
+
     @property
     def day(self) -> str:
         return dt.datetime.fromtimestamp(self.at, dt.UTC).date().isoformat()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "commit": self.commit, "at": iso(self.at)}
+    @property
+    def at_text(self) -> str:
+        return iso(self.at)
 
 
 def runs_text(count: int) -> str:
     return f"{count} run" if count == 1 else f"{count} runs"
 
 
-def iso(at: int) -> str:
-    return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+iso = utc_text
 
 
 class FlakyRow(Struct, frozen=True, kw_only=True):
@@ -113,6 +118,37 @@ class FlakyRow(Struct, frozen=True, kw_only=True):
     @property
     def rate(self) -> float:
         return round(self.failures / self.runs, 4) if self.runs else 0.0
+
+    # Its JSON (`matrixgen flaky --format json`, schema/flaky.schema.json).
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(
+            *JOB_JSON_KEYS,
+            *((k, k) for k in ("runs", "failures", "flips", "rate", "verdict", "same_commit")),
+            *((k, k) for k in ("rerun_passes", "first_failure", "last_failure", "broken_since")),
+            ("passing_streak", "passing_streak"),
+            ("first_run_at", "first_run_text"),
+            ("last_run_at", "last_run_text"),
+            ("reason", "reason"),
+            ("reasons", "reason_counts"),
+            ("evidence", "evidence_text"),
+        )
+    )
+
+    @property
+    def reason_counts(self) -> tuple[ReasonCount, ...]:
+        return tuple(ReasonCount(reason=r, failures=n) for r, n in self.reasons)
+
+    @property
+    def first_run_text(self) -> str:
+        return iso(self.first_at)
+
+    @property
+    def last_run_text(self) -> str:
+        return iso(self.last_at)
+
+    @property
+    def evidence_text(self) -> str:
+        return self.evidence()
 
     def sort_key(self) -> tuple:
         return (_ORDER[self.verdict], -self.failures, -self.flips, self.job, self.node_id or "")
@@ -147,26 +183,10 @@ class FlakyRow(Struct, frozen=True, kw_only=True):
                 )
         return text
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.job.to_dict(self.node_id),
-            "runs": self.runs,
-            "failures": self.failures,
-            "flips": self.flips,
-            "rate": self.rate,
-            "verdict": self.verdict.value,
-            "same_commit": list(self.same_commit),
-            "rerun_passes": self.rerun_passes,
-            "first_failure": self.first_failure.to_dict() if self.first_failure else None,
-            "last_failure": self.last_failure.to_dict() if self.last_failure else None,
-            "broken_since": self.broken_since.to_dict() if self.broken_since else None,
-            "passing_streak": self.passing_streak,
-            "first_run_at": iso(self.first_at),
-            "last_run_at": iso(self.last_at),
-            "reason": self.reason,
-            "reasons": [{"reason": r, "failures": n} for r, n in self.reasons],
-            "evidence": self.evidence(),
-        }
+
+class ReasonCount(Struct, frozen=True, kw_only=True):
+    reason: str
+    failures: int
 
 
 def judge(history: History, run_rows: Mapping[int, RunRow], policy: FlakyPolicy) -> FlakyRow:

@@ -15,7 +15,7 @@ the pattern and the text.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
@@ -33,9 +33,6 @@ class KnownRef(Struct, frozen=True, kw_only=True):
     pattern: str
     tracker: str  # the resolved tracker URL, else the reference as written
     kind: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"pattern": self.pattern, "tracker": self.tracker, "kind": self.kind}
 
 
 class KnownFailures:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
 
 from msgspec import Struct
 
@@ -117,9 +116,6 @@ class ReasonGroup(Struct, frozen=True, kw_only=True):
     reason: str
     tests: tuple[str, ...]  # sorted
     count: int  # failures
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"reason": self.reason, "tests": list(self.tests), "count": self.count}
 
     def sentence(self) -> str:
         """The group in words: "17 failures in 9 tests share one reason", "3

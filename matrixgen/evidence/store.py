@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from msgspec import Struct, field
@@ -25,7 +25,7 @@ from matrixgen.engine.errors import ResultsStoreError, UsageError
 from matrixgen.evidence.junit import Testcase
 from matrixgen.evidence.tables import MIGRATIONS, SCHEMA_VERSION, schema_table
 from matrixgen.util.checkout import choose_store, default_store_path
-from matrixgen.util.values import ComparedValue
+from matrixgen.util.values import ComparedValue, JsonLayout
 
 # What installs the PostgreSQL driver: the base install leaves it out.
 POSTGRES_EXTRA = "matrixgen-ci[postgres]"
@@ -59,22 +59,27 @@ class JobKey(Struct, frozen=True, order=True):
     def where(self) -> str:
         return f"{self.platform}/{self.environment}"
 
-    def to_dict(self, node_id: str | None) -> dict[str, Any]:
-        """The job and test as the JSON outputs (flaky, triage) name them."""
-        return {
-            "model": self.model,
-            "test_case": self.test_case,
-            "tag": self.tag or None,
-            "node_id": node_id,
-            "system": self.system,
-            "platform": self.platform,
-            "environment": self.environment,
-            "scope": self.scope,
-        }
+    @property
+    def shown_tag(self) -> str | None:
+        return self.tag or None
 
     def identity(self) -> tuple[str, ...]:
         """Every field but `unit`: the jobs table's unique key."""
         return astuple(self)[:-1]
+
+
+# The job and test as the JSON outputs (flaky, triage) name them: the keys of a
+# value with a `job` (a JobKey) and a `node_id`, and where each is read.
+JOB_JSON_KEYS = (
+    ("model", "job.model"),
+    ("test_case", "job.test_case"),
+    ("tag", "job.shown_tag"),
+    ("node_id", "node_id"),
+    ("system", "job.system"),
+    ("platform", "job.platform"),
+    ("environment", "job.environment"),
+    ("scope", "job.scope"),
+)
 
 
 class JobResults(Struct, frozen=True, kw_only=True):
@@ -101,6 +106,26 @@ class RunRow(Struct, frozen=True):
     finished_at: int
     git_ref: str | None = None  # the branch or tag; None: not known (stored before schema 3)
     source: str | None = None
+
+    # Its JSON (triage's runs): the run, its branch as `ref`, its end as UTC text.
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(
+            ("run_id", "run_id"),
+            ("commit", "commit"),
+            ("ref", "git_ref"),
+            ("source", "source"),
+            ("at", "finished_text"),
+        )
+    )
+
+    @property
+    def finished_text(self) -> str:
+        return utc_text(self.finished_at)
+
+
+def utc_text(at: int) -> str:
+    """Seconds since the epoch as the JSON outputs write a time (UTC, to the second)."""
+    return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class History(Struct, frozen=True):

@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import closing
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from msgspec import Struct
 
@@ -53,11 +53,12 @@ from matrixgen.evidence.known import NO_KNOWN_FAILURES, KnownFailures, KnownRef
 from matrixgen.evidence.mapping import job_key
 from matrixgen.evidence.queries import RunFilter, RunOutcomes, test_outcomes
 from matrixgen.evidence.reasons import ReasonGroup, group_reasons
-from matrixgen.evidence.store import JobKey, RunRow, Store
+from matrixgen.evidence.store import JOB_JSON_KEYS, JobKey, RunRow, Store
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.apply import applying_entries
 from matrixgen.quarantine.model import Entry
 from matrixgen.util.nodeid import covers
+from matrixgen.util.values import JsonLayout
 
 DEFAULT_BASELINE_RUNS = 1
 # Actions that keep a job running and let it fail: a pass there is what lifts them.
@@ -83,9 +84,6 @@ class EntryRef(Struct, frozen=True, kw_only=True):
     action: str
     kind: str
     tracker: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"id": self.id, "action": self.action, "kind": self.kind, "tracker": self.tracker}
 
 
 class FailureKey(Struct, frozen=True, order=True):
@@ -131,18 +129,14 @@ class Failure(Struct, frozen=True, kw_only=True):
     def sort_key(self) -> tuple:
         return (_RANK[self.verdict], self.job, self.node_id or "", self.metric or "")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.job.to_dict(self.node_id),
-            "metric": self.metric,
-            "verdict": self.verdict.value,
-            "reason": self.reason,
-            "evidence": self.evidence,
-            "entry": self.entry.to_dict() if self.entry else None,
-            "known": self.known.to_dict() if self.known else None,
-            "baseline_run": self.baseline_run.to_dict() if self.baseline_run else None,
-            "baseline_reason": self.baseline_reason,
-        }
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(
+            *JOB_JSON_KEYS,
+            *((k, k) for k in ("metric", "verdict", "reason", "evidence", "entry", "known")),
+            ("baseline_run", "baseline_run"),
+            ("baseline_reason", "baseline_reason"),
+        )
+    )
 
 
 def reason_groups(failures: Sequence[Failure]) -> tuple[ReasonGroup, ...]:
@@ -159,8 +153,14 @@ class LiftCandidate(Struct, frozen=True, kw_only=True):
     jobs: int  # its jobs in the run
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.entry.to_dict(), "jobs": self.jobs, "reason": self.reason}
+    # Its JSON: the entry's fields, then its jobs and the reason.
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(
+            *((k, f"entry.{k}") for k in EntryRef.__struct_fields__),
+            ("jobs", "jobs"),
+            ("reason", "reason"),
+        )
+    )
 
 
 class TriageReport(Struct, frozen=True, kw_only=True):
@@ -197,30 +197,36 @@ class TriageReport(Struct, frozen=True, kw_only=True):
     def new(self) -> tuple[Failure, ...]:
         return tuple(f for f in self.failures if f.verdict is TriageVerdict.NEW)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run": _run_dict(self.run),
-            "baseline": {
-                "ref": self.baseline.ref,
-                "source": self.baseline.source,
-                "runs": [_run_dict(r) for r in self.baseline_runs],
-            },
-            "failures": [f.to_dict() for f in self.failures],
-            "groups": [g.to_dict() for g in self.groups],
-            "summary": self.summary(),
-            "lift_candidates": [c.to_dict() for c in self.lift_candidates],
-            "note": self.note,
-        }
+    # Its JSON (`matrixgen triage --format json`, schema/triage.schema.json).
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(
+            ("run", "run"),
+            ("baseline", "baseline_report"),
+            ("failures", "failures"),
+            ("groups", "groups"),
+            ("summary", "counts"),
+            ("lift_candidates", "lift_candidates"),
+            ("note", "note"),
+        )
+    )
+
+    @property
+    def baseline_report(self) -> Baseline:
+        return Baseline(ref=self.baseline.ref, source=self.baseline.source, runs=self.baseline_runs)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return self.summary()
 
 
-def _run_dict(row: RunRow) -> dict[str, Any]:
-    return {
-        "run_id": row.run_id,
-        "commit": row.commit,
-        "ref": row.git_ref,
-        "source": row.source,
-        "at": iso(row.finished_at),
-    }
+class Baseline(Struct, frozen=True, kw_only=True):
+    """The baseline a triage judged against: its ref and source, its runs (latest first)."""
+
+    ref: str
+    source: str | None
+    runs: tuple[RunRow, ...]
+
+    JSON: ClassVar[JsonLayout] = JsonLayout()
 
 
 def _run_ref(row: RunRow) -> RunRef:

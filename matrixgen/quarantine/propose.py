@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from msgspec import Struct
 from msgspec.structs import replace
@@ -43,11 +43,12 @@ from matrixgen.evidence.mapping import job_key
 from matrixgen.evidence.store import JobKey
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.apply import applying_entries, entry_hits
-from matrixgen.quarantine.model import Entry, QuarantineFile, plain
+from matrixgen.quarantine.model import Entry, QuarantineFile
 from matrixgen.quarantine.policy import current_day, policy
 from matrixgen.quarantine.render import entry_id, slug, unique_id
 from matrixgen.quarantine.trackers import tracker_text
 from matrixgen.util.nodeid import is_node_id
+from matrixgen.util.values import JsonLayout
 
 if TYPE_CHECKING:
     from matrixgen.documents.config import ProjectConfig
@@ -59,6 +60,8 @@ class Draft(Struct, frozen=True, kw_only=True):
     data: Mapping[str, Any]
     rows: tuple[FlakyRow, ...]
 
+    JSON: ClassVar[JsonLayout] = JsonLayout(keys=(("entry", "data"), ("evidence", "rows")))
+
     @property
     def id(self) -> str:
         return str(self.data["id"])
@@ -68,10 +71,24 @@ class Lift(Struct, frozen=True, kw_only=True):
     entry: Entry
     reason: str
 
+    JSON: ClassVar[JsonLayout] = JsonLayout(keys=(("id", "entry.id"), ("reason", "reason")))
+
 
 class Covered(Struct, frozen=True, kw_only=True):
     row: FlakyRow
     by: tuple[str, ...]  # entry ids; empty: the job is in no target of the recipes now
+
+    JSON: ClassVar[JsonLayout] = JsonLayout(keys=(("evidence", "row"), ("entries", "by")))
+
+
+class NotJudged(Struct, frozen=True, kw_only=True):
+    id: str
+    why: str
+
+
+class LiftEvidence(Struct, frozen=True, kw_only=True):
+    refs: tuple[str, ...]
+    runs: tuple[str, ...]
 
 
 class Proposal(Struct, frozen=True, kw_only=True):
@@ -97,22 +114,25 @@ class Proposal(Struct, frozen=True, kw_only=True):
         span = f"run {runs[0]}" if len(runs) == 1 else f"runs {runs[0]} to {runs[-1]}"
         return f"lifts judged on the {len(runs)} run(s) of ref(s) {refs} ({span})"
 
-    def to_dict(self, *, written: bool) -> dict[str, Any]:
-        """The proposal as `quarantine propose --format json` prints it."""
-        return {
-            "drafts": [
-                {"entry": plain(d.data), "evidence": [r.to_dict() for r in d.rows]}
-                for d in self.drafts
-            ],
-            "lifts": [{"id": lift.entry.id, "reason": lift.reason} for lift in self.lifts],
-            "already_quarantined": [
-                {"evidence": c.row.to_dict(), "entries": list(c.by)} for c in self.covered
-            ],
-            "not_judged": [{"id": i, "why": why} for i, why in self.unjudged],
-            "not_node_ids": [r.to_dict() for r in self.not_node_ids],
-            "lift_evidence": {"refs": list(self.lift_refs), "runs": list(self.lift_runs)},
-            "written": written,
-        }
+    # Its JSON (`quarantine propose --format json`, which adds whether it was written).
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(
+            ("drafts", "drafts"),
+            ("lifts", "lifts"),
+            ("already_quarantined", "covered"),
+            ("not_judged", "not_judged"),
+            ("not_node_ids", "not_node_ids"),
+            ("lift_evidence", "lift_runs_judged"),
+        )
+    )
+
+    @property
+    def not_judged(self) -> tuple[NotJudged, ...]:
+        return tuple(NotJudged(id=i, why=why) for i, why in self.unjudged)
+
+    @property
+    def lift_runs_judged(self) -> LiftEvidence:
+        return LiftEvidence(refs=self.lift_refs, runs=self.lift_runs)
 
 
 def proposal_from_store(

@@ -209,7 +209,7 @@ def propose(
     if written:
         write_proposal(path, proposal, generation.tree.config)
     if fmt is TableOrJson.JSON:
-        echo_json(proposal.to_dict(written=written))
+        echo_json({**json_value(proposal), "written": written})
     else:
         _echo_proposal(proposal, path)
     unchecked = proposal.trackers_unchecked
