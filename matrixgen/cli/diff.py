@@ -276,7 +276,7 @@ def _echo_diff(
         if gaps.declared:
             data["references"] = json_value(gaps.targets)
         if view is not None:
-            data["changed_view"] = view.to_dict()
+            data["changed_view"] = json_value(view)
         echo_json(data)
     else:
         # The notes went to stderr above: a terminal shows each once.

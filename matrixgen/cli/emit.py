@@ -28,6 +28,7 @@ from matrixgen.cli.decide import EventOption, LabelOption, LabelsJsonOption, Sys
 from matrixgen.engine.errors import ExitCode
 from matrixgen.engine.vocab import System
 from matrixgen.util.escape import terminal_text
+from matrixgen.util.values import json_value
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -271,7 +272,7 @@ def generate(
     if fmt is TableOrJson.JSON:
         data = summary(outputs)
         if saved is not None:
-            data["changes"] = saved.to_dict()
+            data["changes"] = json_value(saved)
         echo_json(data)
         return
     _echo_summary(outputs, saved, out)

@@ -256,7 +256,7 @@ def _stats_cost(generation: Generation, result: Stats, fmt: TableOrJson, db: str
             {
                 "excluded_platforms": list(result.excluded_platforms),
                 "excluded_targets": list(result.excluded_targets),
-                **report.to_dict(),
+                **json_value(report),
             }
         )
     else:

@@ -14,9 +14,10 @@ ones save.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from msgspec import Struct
+from msgspec.structs import asdict
 
 from matrixgen.diff import markdown as md
 from matrixgen.diff.describe import job_label
@@ -24,7 +25,16 @@ from matrixgen.diff.gitsource import Repository
 from matrixgen.engine.changes import FALLBACK_TEXT, changed_files
 from matrixgen.engine.model import Job, Target
 from matrixgen.util.escape import terminal_text
-from matrixgen.views.changes import Dropped, dropped_by_target, render_dropped, restrict, select_for
+from matrixgen.util.values import JsonLayout
+from matrixgen.views.changes import (
+    DROPPED_HEAD,
+    Dropped,
+    TargetDropped,
+    dropped_by_target,
+    render_dropped,
+    restrict,
+    select_for,
+)
 from matrixgen.views.cost import hours
 
 if TYPE_CHECKING:
@@ -40,14 +50,30 @@ class ChangedView(Struct, frozen=True):
     # Per target of the head: the jobs change-based selection would run, of how many.
     runs: tuple[tuple[Target, tuple[Job, ...], int], ...]
 
-    def to_dict(self) -> dict[str, Any]:
-        out = self.dropped.to_dict()
+    # Its JSON (`diff --changed-view`): the change-based selection's, each target
+    # with the jobs it would run, of how many.
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(*((k, f"dropped.{path}") for k, path in DROPPED_HEAD), ("targets", "rows"))
+    )
+
+    @property
+    def rows(self) -> tuple[TargetRuns, ...]:
         running = {t.name: (jobs, total) for t, jobs, total in self.runs}
-        for item in out["targets"]:
-            jobs, total = running[item["target"]]
-            item["jobs"] = total
-            item["runs"] = [job_label(j) for j in jobs]
-        return out
+        return tuple(
+            TargetRuns(
+                **asdict(row),
+                jobs=running[row.target][1],
+                runs=tuple(job_label(j) for j in running[row.target][0]),
+            )
+            for row in self.dropped.rows
+        )
+
+
+class TargetRuns(TargetDropped, frozen=True, kw_only=True):
+    """A target's dropped jobs, and the jobs it would run, of how many."""
+
+    jobs: int
+    runs: tuple[str, ...]
 
 
 def changed_view(

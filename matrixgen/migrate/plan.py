@@ -7,10 +7,9 @@ import datetime as dt
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from msgspec import Struct
-from msgspec.structs import asdict
 
 from matrixgen.documents.config import DEFAULT_CONFIG, ProjectConfig
 from matrixgen.engine.errors import Finding, QuarantineError, UsageError
@@ -26,7 +25,7 @@ from matrixgen.quarantine.policy import current_day, policy
 from matrixgen.quarantine.project import Project
 from matrixgen.quarantine.trackers import resolve_tracker, tracker_text
 from matrixgen.util.textedit import apply_edits, decode, encode
-from matrixgen.util.values import json_value
+from matrixgen.util.values import JsonLayout, json_value
 
 
 class ParserChange(Struct, frozen=True, kw_only=True):
@@ -37,6 +36,18 @@ class ParserChange(Struct, frozen=True, kw_only=True):
     before: int
     after: int
     added: int
+
+
+class Migrated(Struct, frozen=True, kw_only=True):
+    """An entry migration writes, and the habit it replaces."""
+
+    entry: Mapping[str, Any]
+    origin: str  # the habit's line, as the report says it
+    habit: str
+
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        spread="entry", keys=(("from", "origin"), ("habit", "habit"))
+    )
 
 
 class Migration(Struct, frozen=True, kw_only=True):
@@ -70,24 +81,33 @@ class Migration(Struct, frozen=True, kw_only=True):
             if rel != QUARANTINE_FILENAME and self.files_before.get(rel) != data
         )
 
-    def to_dict(self, *, written: bool) -> dict[str, Any]:
-        """The plan as `migrate --format json` prints it."""
-        return {
-            "entries": [
-                {
-                    **{k: (v.isoformat() if isinstance(v, dt.date) else v) for k, v in e.items()},
-                    "from": c.describe,
-                    "habit": c.habit,
-                }
-                for c, es in self.changes
-                for e in es
-            ],
-            "edits": [c.describe for c, _ in self.changes],
-            "left_alone": [x.to_dict() for x in self.left_alone],
-            "parser_changes": [asdict(c) for c in self.parser_changes],
-            "summary": self.summary(),
-            "written": written,
-        }
+    # Its JSON (`migrate --format json`, which adds whether it was written).
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(
+            ("entries", "migrated"),
+            ("edits", "edits"),
+            ("left_alone", "left_alone"),
+            ("parser_changes", "parser_changes"),
+            ("summary", "counts"),
+        )
+    )
+
+    @property
+    def migrated(self) -> tuple[Migrated, ...]:
+        """Each entry with the habit it comes from."""
+        return tuple(
+            Migrated(entry=e, origin=c.describe, habit=c.habit)
+            for c, es in self.changes
+            for e in es
+        )
+
+    @property
+    def edits(self) -> tuple[str, ...]:
+        return tuple(c.describe for c, _ in self.changes)
+
+    @property
+    def counts(self) -> dict[str, Any]:
+        return self.summary()
 
     def summary(self) -> dict[str, Any]:
         by_habit = Counter(candidate.habit for candidate, entries in self.changes for _ in entries)

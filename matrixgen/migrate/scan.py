@@ -50,7 +50,9 @@ class Candidate(Struct, frozen=True, kw_only=True):
     scopes: frozenset[str] | None = None  # resolved; None: every job of the span
 
 
-class LeftAlone(Struct, frozen=True, kw_only=True):
+class LeftAlone(Struct, frozen=True, kw_only=True, rename={"path": "file"}):
+    """A habit migrate leaves as it is, and why (its JSON: its fields, the path as `file`)."""
+
     path: str
     line: int
     habit: str
@@ -58,9 +60,6 @@ class LeftAlone(Struct, frozen=True, kw_only=True):
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}: {self.habit}: {self.reason}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"file": self.path, "line": self.line, "habit": self.habit, "reason": self.reason}
 
 
 class _Scan(Struct, kw_only=True):

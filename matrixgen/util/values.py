@@ -63,9 +63,11 @@ class JsonLayout(Struct, frozen=True, kw_only=True):
 
     A report whose JSON is not its fields names its keys instead (`keys`: each
     key and the attribute, or dotted path of attributes, it is read from), in
-    order; `when_set` then names keys."""
+    order, after the items of the mapping `spread` names, if any; `when_set`
+    then names keys."""
 
     keys: tuple[tuple[str, str], ...] = ()
+    spread: str | None = None
     leave_out: frozenset[str] = frozenset()
     when_set: frozenset[str] = frozenset()
     after: tuple[tuple[str, str], ...] = ()
@@ -140,9 +142,11 @@ def _keyed(layout: JsonLayout) -> Callable[[Any], dict[str, Any]]:
     """The JSON of a report that names its keys: each read where it says."""
     getters = [(key, attrgetter(path)) for key, path in layout.keys]
     when_set = layout.when_set
+    spread = attrgetter(layout.spread) if layout.spread else None
 
     def encode(value: Any) -> dict[str, Any]:
-        out = {key: json_value(get(value)) for key, get in getters}
+        out = json_value(spread(value)) if spread is not None else {}
+        out.update((key, json_value(get(value))) for key, get in getters)
         for key in when_set:
             if out[key] in _EMPTY:
                 del out[key]

@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, ClassVar
 
 from msgspec import Struct
 
 from matrixgen.engine.changes import FALLBACK_TEXT, ChangeSelection, ChangeSet, select_changed
 from matrixgen.engine.model import Job, Target
 from matrixgen.util.escape import terminal_text
+from matrixgen.util.values import JsonLayout
 from matrixgen.views.cost import Cost, hours, jobs_cost
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
+
+
+# The head of a change-based selection's JSON, and where each key is read.
+DROPPED_HEAD = (
+    ("ref", "selection.changes.ref"),
+    ("changed_files", "selection.changes.files"),
+    ("fallback", "selection.fallback"),
+    ("fallback_reason", "fallback_reason"),
+    ("gpu_hours_saved", "gpu_hours_saved"),
+)
 
 
 class Dropped(Struct, frozen=True, kw_only=True):
@@ -26,36 +37,55 @@ class Dropped(Struct, frozen=True, kw_only=True):
     def saved(self) -> Cost:
         return sum((cost for _, _, cost in self.targets), Cost())
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def fallback_reason(self) -> str | None:
         selection = self.selection
-        return {
-            "ref": selection.changes.ref,
-            "changed_files": list(selection.changes.files),
-            "fallback": selection.fallback,
-            "fallback_reason": (
-                f"{FALLBACK_TEXT[selection.fallback]} ({selection.fallback_detail})"
-                if selection.fallback
-                else None
-            ),
-            "gpu_hours_saved": round(self.saved.gpu_hours_max, 3),
-            "targets": [
-                {
-                    "target": target.name,
-                    "dropped": [
-                        {
-                            "job": f"{j.model}/{j.test_case}",
-                            "platform": j.platform,
-                            "environment": j.environment,
-                            "tag": j.tag or "",
-                            "reason": why,
-                        }
-                        for j, why in jobs
-                    ],
-                    "gpu_hours_saved": round(cost.gpu_hours_max, 3),
-                }
-                for target, jobs, cost in self.targets
-            ],
-        }
+        if not selection.fallback:
+            return None
+        return f"{FALLBACK_TEXT[selection.fallback]} ({selection.fallback_detail})"
+
+    @property
+    def rows(self) -> tuple[TargetDropped, ...]:
+        """A row per target: the jobs it drops, why, and the GPU-hours saved."""
+        return tuple(
+            TargetDropped(
+                target=target.name,
+                dropped=tuple(
+                    DroppedJob(
+                        job=f"{j.model}/{j.test_case}",
+                        platform=j.platform,
+                        environment=j.environment,
+                        tag=j.tag or "",
+                        reason=why,
+                    )
+                    for j, why in jobs
+                ),
+                gpu_hours_saved=round(cost.gpu_hours_max, 3),
+            )
+            for target, jobs, cost in self.targets
+        )
+
+    @property
+    def gpu_hours_saved(self) -> float:
+        return round(self.saved.gpu_hours_max, 3)
+
+    # Its JSON (`--changed-since`'s `changes`): what changed, why everything runs
+    # when it does, and the rows.
+    JSON: ClassVar[JsonLayout] = JsonLayout(keys=(*DROPPED_HEAD, ("targets", "rows")))
+
+
+class DroppedJob(Struct, frozen=True, kw_only=True):
+    job: str  # model/test_case
+    platform: str
+    environment: str
+    tag: str
+    reason: str
+
+
+class TargetDropped(Struct, frozen=True, kw_only=True):
+    target: str
+    dropped: tuple[DroppedJob, ...]
+    gpu_hours_saved: float
 
 
 def select_for(

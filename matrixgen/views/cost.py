@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from msgspec import Struct
+from msgspec import Struct, defstruct
 
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.engine.errors import RecipeError
-from matrixgen.engine.model import Job, Target
-from matrixgen.util.values import json_value
+from matrixgen.engine.model import Job, Target, TargetPlace
+from matrixgen.util.values import JsonLayout
 from matrixgen.views.stats import fleet
 
 if TYPE_CHECKING:
@@ -57,6 +57,19 @@ def gpu_hours(job: Job, n_repeat: int | None = None, seconds: float | None = Non
         return math.inf
 
 
+# The keys of a cost in the JSON, and where each is read (of a Cost).
+COST_KEYS = (
+    ("jobs", "jobs"),
+    ("gpu_hours_max", "shown.gpu_hours_max"),
+    ("weighted_gpu_hours_max", "shown.weighted_max"),
+    ("gpu_hours_expected", "shown.expected"),
+    ("measured_jobs", "shown.measured_jobs"),
+    ("jobs_without_gpus", "shown.without_gpus"),
+)
+# Those left out when not set.
+COST_OPTIONAL = frozenset({"gpu_hours_expected", "measured_jobs", "jobs_without_gpus"})
+
+
 class Cost(Struct, frozen=True, kw_only=True):
     jobs: int = 0
     gpu_hours_max: float = 0.0
@@ -86,18 +99,29 @@ class Cost(Struct, frozen=True, kw_only=True):
             return "-"
         return f"{hours(self.expected)} ({self.measured_jobs} of {self.jobs} measured)"
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "jobs": self.jobs,
-            "gpu_hours_max": round(self.gpu_hours_max, 3),
-            "weighted_gpu_hours_max": round(self.weighted_max, 3),
-        }
-        if self.expected is not None:
-            out["gpu_hours_expected"] = round(self.expected, 3)
-            out["measured_jobs"] = self.measured_jobs
-        if self.without_gpus:
-            out["jobs_without_gpus"] = self.without_gpus
-        return out
+    # Its JSON: GPU-hours to the thousandth; the expected ones (and how many jobs
+    # are measured) when some are, the jobs without GPUs when there are some.
+    JSON: ClassVar[JsonLayout] = JsonLayout(keys=COST_KEYS, when_set=COST_OPTIONAL)
+
+    @property
+    def shown(self) -> CostShown:
+        return CostShown(
+            gpu_hours_max=round(self.gpu_hours_max, 3),
+            weighted_max=round(self.weighted_max, 3),
+            expected=round(self.expected, 3) if self.expected is not None else None,
+            measured_jobs=self.measured_jobs if self.expected is not None else None,
+            without_gpus=self.without_gpus or None,
+        )
+
+
+class CostShown(Struct, frozen=True, kw_only=True):
+    """A cost's figures as reports show them (None: not shown)."""
+
+    gpu_hours_max: float
+    weighted_max: float
+    expected: float | None
+    measured_jobs: int | None
+    without_gpus: int | None
 
 
 def decided_repeats(job: Job, target: Target) -> int | None:
@@ -162,22 +186,67 @@ def pipeline_name(target: Target) -> str:
     return "/".join(parts)
 
 
+def _named_cost(key: str, name_keys: tuple[tuple[str, str], ...] = ()) -> Any:
+    """A report row: what a cost is of (`key`: its name; `name_keys`: more of
+    it), then the cost."""
+    return defstruct(
+        f"{key.capitalize()}Cost",
+        [("of", Any), ("cost", Cost)],
+        frozen=True,
+        kw_only=True,
+        namespace={
+            "JSON": JsonLayout(
+                keys=(
+                    (key, "of" if not name_keys else "of.name"),
+                    *name_keys,
+                    *((k, f"cost.{path}") for k, path in COST_KEYS),
+                ),
+                when_set=COST_OPTIONAL,
+            )
+        },
+    )
+
+
+TargetCost = _named_cost(
+    "target", tuple((k, f"of.place.{k}") for k in TargetPlace.__struct_fields__)
+)
+PipelineCost, PlatformCost, FileCost = (_named_cost(k) for k in ("pipeline", "platform", "file"))
+
+
 class CostReport(Struct, frozen=True, kw_only=True):
     targets: tuple[tuple[Target, Cost], ...]
     pipelines: tuple[tuple[str, Cost], ...]
     platforms: tuple[tuple[str, Cost], ...]
     files: tuple[tuple[str, Cost], ...]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "formula": FORMULA,
-            "targets": [
-                {"target": t.name, **json_value(t.place), **c.to_dict()} for t, c in self.targets
-            ],
-            "pipelines": [{"pipeline": n, **c.to_dict()} for n, c in self.pipelines],
-            "platforms": [{"platform": n, **c.to_dict()} for n, c in self.platforms],
-            "files": [{"file": n, **c.to_dict()} for n, c in self.files],
-        }
+    # Its JSON (`stats --cost --format json`): the formula, then a row per target,
+    # pipeline, platform and recipe file.
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(
+            ("formula", "formula"),
+            *((k, f"rows.{k}") for k in ("targets", "pipelines", "platforms", "files")),
+        )
+    )
+
+    @property
+    def formula(self) -> str:
+        return FORMULA
+
+    @property
+    def rows(self) -> CostRows:
+        return CostRows(
+            targets=tuple(TargetCost(of=t, cost=c) for t, c in self.targets),
+            pipelines=tuple(PipelineCost(of=n, cost=c) for n, c in self.pipelines),
+            platforms=tuple(PlatformCost(of=n, cost=c) for n, c in self.platforms),
+            files=tuple(FileCost(of=n, cost=c) for n, c in self.files),
+        )
+
+
+class CostRows(Struct, frozen=True, kw_only=True):
+    targets: tuple[Any, ...]
+    pipelines: tuple[Any, ...]
+    platforms: tuple[Any, ...]
+    files: tuple[Any, ...]
 
 
 def _grouped(items: Iterable[tuple[str, Cost]]) -> tuple[tuple[str, Cost], ...]:

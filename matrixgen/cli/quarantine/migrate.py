@@ -22,6 +22,7 @@ from matrixgen.engine.vocab import (
     QUARANTINE_FILENAME,
 )
 from matrixgen.util.escape import terminal_text
+from matrixgen.util.values import json_value
 
 if TYPE_CHECKING:
     from matrixgen.migrate.plan import Migration
@@ -72,7 +73,7 @@ def migrate(
     if write and migration.parser_added and not for_matrixgen:
         raise UsageError(_parser_refusal(migration))
     if fmt is TableOrJson.JSON:
-        echo_json(migration.to_dict(written=write))
+        echo_json({**json_value(migration), "written": write})
     else:
         _echo_plan(migration, root)
     summary = migration.summary()
