@@ -48,6 +48,7 @@ EnvName = Annotated[str, Meta(pattern=whole("[A-Za-z_][A-Za-z0-9_]*"))]
 Positive = Annotated[int, Meta(ge=1)]
 Url = Annotated[str, Meta(pattern=whole(f"https?://{NON_BLANK}+"))]
 Arch = Literal["amd64", "arm64"]
+Retries = Annotated[int, Meta(ge=0, le=2)]  # GitLab's most retries of a job
 RetryReason = Literal[
     "always", "unknown_failure", "script_failure", "api_failure", "stuck_or_timeout_failure",
     "runner_system_failure", "runner_unsupported", "stale_schedule", "job_execution_timeout",
@@ -255,7 +256,7 @@ class Pin(Section, frozen=True, kw_only=True):
 
 
 class Retry(Section, frozen=True, kw_only=True):
-    max: Annotated[int, Meta(ge=0, le=2)]
+    max: Retries
     when: Annotated[tuple[RetryReason, ...], Unique, Meta(min_length=1)] | None = None
 
 
@@ -307,7 +308,7 @@ class GithubSettings(SystemSettings, frozen=True, kw_only=True):
 
 
 class GitlabSettings(SystemSettings, frozen=True, kw_only=True):
-    retry: Annotated[int, Meta(ge=0, le=2)] | Retry | None = None
+    retry: Retries | Retry | None = None
     parent_job: Annotated[str, Meta(min_length=1, max_length=128)] | None = None
     launcher: Annotated[str, Meta(min_length=1, pattern=NON_BLANK)] | None = None
     warmup: bool | None = None

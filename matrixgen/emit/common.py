@@ -31,9 +31,6 @@ from matrixgen.engine.select import unused_value, used_values
 from matrixgen.engine.vocab import QuarantineAction, System, resolve_scope
 from matrixgen.util.values import ComparedValue, json_value
 
-# GitLab's most retries of a job (the other limits: emit/limits.py).
-RETRY_MAX = 2
-
 # Megatron-LM's shared launcher: the command a job runs when neither the recipe
 # (spec.launcher) nor the config (systems.gitlab.launcher) names another one.
 DEFAULT_LAUNCHER = "python tests/test_utils/python_scripts/launch_jet_workload.py"
