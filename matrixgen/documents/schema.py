@@ -22,8 +22,6 @@ How a declaration reads as a schema:
 - `Meta(extra={"required": True})` on a field with a default: the file must
   hold the key, and the reader still keeps a value without it (to say so in its
   own words, and list it).
-- `Meta(extra={"schema": {...}})`: the field's schema as written, for a shape no
-  type says (a string or a list of strings).
 - A Struct's `SCHEMA` (a ClassVar mapping) is added to its object: what no one
   field says (`if`/`then` over two fields, `dependentRequired`, a title); its
   `DESCRIPTIONS` (field name -> text) describe its keys.
@@ -122,9 +120,6 @@ class _Writer:
 
     def type(self, info: mi.Type, *, optional: bool = False) -> dict[str, Any]:
         if isinstance(info, mi.Metadata):
-            hints = info.extra or {}
-            if "schema" in hints:
-                return dict(hints["schema"])
             inner = self.type(info.type, optional=optional)
             return _merged(inner, info.extra_json_schema or {})
         if isinstance(info, mi.UnionType):
