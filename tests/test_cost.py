@@ -409,7 +409,10 @@ def test_cost_counts_the_jobs_stats_counts(pinned_today: object) -> None:
 
 
 def test_a_platform_weighs_its_own_weight_before_the_one_it_is_an_alias_of() -> None:
+    import msgspec
+
     from matrixgen.documents.config import ProjectConfig
+    from matrixgen.documents.config_sections import ConfigDocument
     from matrixgen.views.cost import weight
 
     platforms = {
@@ -418,5 +421,6 @@ def test_a_platform_weighs_its_own_weight_before_the_one_it_is_an_alias_of() -> 
         "h100_ord": {"alias_of": "h100_eos"},  # the end of its chain: dgx_h100's
         "a100": {},
     }
-    config = ProjectConfig(path="matrixgen.yaml", document=None, raw={"platforms": platforms})
+    doc = msgspec.convert({"platforms": platforms}, ConfigDocument)
+    config = ProjectConfig(path="matrixgen.yaml", document=None, doc=doc)
     assert [weight(config, p) for p in platforms] == [2.0, 3.0, 2.0, 1.0]

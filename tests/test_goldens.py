@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from matrixgen.diff import golden_read as r
 from matrixgen.diff import goldens as g
 from matrixgen.engine.errors import Severity
+from matrixgen.util.values import json_value
 from tests.golden_fixtures import finite as _finite
 from tests.golden_fixtures import naive
 
@@ -100,7 +101,7 @@ def test_every_figure_is_its_definition(old: dict[str, Any], new: dict[str, Any]
     assert got.max_abs_rel_change_pct == want["max"]
     assert got.max_step == want["max_step"]
     # JSON never holds NaN or Infinity.
-    json.dumps(got.to_dict(), allow_nan=False)
+    json.dumps(json_value(got), allow_nan=False)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -23,7 +23,8 @@ from matrixgen.quarantine.model import Entry
 # class -> the fields equality leaves out (and why: see each class)
 NOT_COMPARED: dict[type, set[str]] = {
     Job: {"spec", "recipe", "source", "declared_scope", "definitions"},
-    Target: {"settings"},
+    # what comes with the system, the config or a decision
+    Target: {"settings", "description", "rereads_recipe", "n_repeat", "lightweight"},
     Entry: {"location"},
     EmittedJob: {"job"},
     TargetOutput: set(),

@@ -80,7 +80,6 @@ from matrixgen.diff.model import (
     TargetDiff,
     target_counts,
 )
-from matrixgen.engine.errors import Finding
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log
 from matrixgen.util.values import json_value
@@ -95,21 +94,12 @@ def to_json_data(diff: SelectionDiff) -> dict[str, Any]:
         "targets": [_target_data(t) for t in diff.targets],
         "summary": summary_data(diff),
         "findings": {
-            "added": [_finding_data(f) for f in diff.findings_added],
-            "removed": [_finding_data(f) for f in diff.findings_removed],
+            "added": json_value(diff.findings_added),
+            "removed": json_value(diff.findings_removed),
         },
         "notes": list(diff.notes),
         **({"evidence": dict(diff.evidence)} if diff.evidence is not None else {}),
-        **({"golden_changes": diff.goldens.to_list()} if diff.goldens is not None else {}),
-    }
-
-
-def _finding_data(finding: Finding) -> dict[str, Any]:
-    return {
-        "code": finding.code,
-        "severity": finding.severity.value,
-        "location": str(finding.location),
-        "message": finding.message,
+        **({"golden_changes": json_value(diff.goldens.files)} if diff.goldens is not None else {}),
     }
 
 

@@ -28,12 +28,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from msgspec import Struct, field
 
 from matrixgen.diff.golden_read import GoldenValues, Series
 from matrixgen.engine.errors import Finding, Severity
+from matrixgen.util.values import JsonLayout
+from matrixgen.views.coverage import ORPHAN_COLUMNS, OrphanFields
 
 # |old| below this is not divided by (Megatron-LM's script skips such steps).
 ZERO = 1e-12
@@ -61,21 +63,6 @@ class MetricChange(Struct, frozen=True, kw_only=True):
     mean_rel_change_pct: float | None = None
     max_abs_rel_change_pct: float | None = None
     max_step: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "gated": self.gated,
-            "status": self.status,
-            "steps_compared": self.steps_compared,
-            "steps_added": self.steps_added,
-            "steps_removed": self.steps_removed,
-            "steps_skipped": self.steps_skipped,
-            "non_finite_new": self.non_finite_new,
-            "mean_rel_change_pct": self.mean_rel_change_pct,
-            "max_abs_rel_change_pct": self.max_abs_rel_change_pct,
-            "max_step": self.max_step,
-        }
 
 
 def _text(value: Any) -> str:
@@ -234,9 +221,6 @@ class GoldenJob(Struct, frozen=True, order=True):
     model: str
     test_case: str
 
-    def to_dict(self) -> dict[str, str]:
-        return {"target": self.target, "model": self.model, "test_case": self.test_case}
-
 
 class GoldenFile(Struct, frozen=True, kw_only=True):
     """One golden-values file the diff changes."""
@@ -276,27 +260,23 @@ class GoldenFile(Struct, frozen=True, kw_only=True):
         parts = [self.fields.get("environment"), self.fields.get("platform")]
         return " ".join(p for p in parts if p)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "status": self.status,
-            **{k: self.fields.get(k) for k in ("model", "test_case", "environment", "platform")},
-            "jobs": [j.to_dict() for j in self.jobs],
-            "quarantined_jobs": [j.to_dict() for j in self.quarantined],
-            "orphan": self.orphan,
-            "gated_by": self.gated_by,
-            "compared": self.compared,
-            "metrics": [m.to_dict() for m in self.metrics],
-            "problems": [
-                {
-                    "code": p.code,
-                    "severity": p.severity.value,
-                    "location": str(p.location),
-                    "message": p.message,
-                }
-                for p in self.problems
-            ],
-        }
+    @property
+    def told(self) -> OrphanFields:
+        """What its path tells of the jobs that read it."""
+        return OrphanFields(**{k: v for k, v in self.fields.items() if k in ORPHAN_COLUMNS})
+
+    # Its JSON (the diff's `golden_changes`): the file, what its path tells, who
+    # reads it, and each metric's change.
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(
+            ("path", "path"),
+            ("status", "status"),
+            *((k, f"told.{k}") for k in ORPHAN_COLUMNS),
+            ("jobs", "jobs"),
+            ("quarantined_jobs", "quarantined"),
+            *((k, k) for k in ("orphan", "gated_by", "compared", "metrics", "problems")),
+        )
+    )
 
 
 class GoldenFigures(Struct, frozen=True, kw_only=True):
@@ -330,9 +310,6 @@ class GoldenReview(Struct, frozen=True, kw_only=True):
 
     template: str  # the path template the files fit, from the top of the repository
     files: tuple[GoldenFile, ...] = ()
-
-    def to_list(self) -> list[dict[str, Any]]:
-        return [f.to_dict() for f in self.files]
 
     @property
     def test_cases(self) -> tuple[str, ...]:

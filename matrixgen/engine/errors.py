@@ -12,11 +12,12 @@ import errno
 import os
 from collections.abc import Iterable, Sequence
 from enum import IntEnum, StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from msgspec import Struct, field
 
 from matrixgen.util.escape import annotation, terminal_lines, terminal_text
+from matrixgen.util.values import JsonLayout
 
 
 class ExitCode(IntEnum):
@@ -152,6 +153,16 @@ class Finding(Struct, frozen=True, kw_only=True):
     code: str
     message: str
 
+    # Its JSON (the diff's findings, a golden file's problems): the place as text.
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(
+            ("code", "code"),
+            ("severity", "severity"),
+            ("location", "where"),
+            ("message", "message"),
+        )
+    )
+
     def __str__(self) -> str:
         # One line whatever the file name and message hold (they come from the tree).
         return (
@@ -170,6 +181,10 @@ class Finding(Struct, frozen=True, kw_only=True):
             line=loc.line,
             column=loc.column,
         )
+
+    @property
+    def where(self) -> str:
+        return str(self.location)
 
     def sort_key(self) -> tuple:
         # Severity last, and never left out: findings are de-duplicated through a
