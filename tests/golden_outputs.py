@@ -51,7 +51,7 @@ STDOUT_COMMANDS = {
     "decide.json": ["decide", "--event", "pull_request", "--format", "json"],
     "quarantine-list.json": ["quarantine", "list", "--format", "json"],
     "quarantine-audit.json": ["quarantine", "audit", "--format", "json"],
-    "migrate.json": ["migrate", "--format", "json"],
+    "migrate.json": ["quarantine", "migrate", "--format", "json"],
 }
 
 

@@ -120,7 +120,7 @@ def test_report_job_shows_the_run_the_triage_job_stored(gitlab_ci: dict) -> None
     script = "\n".join(triage["script"])
     ingest_at = script.index("matrixgen results ingest")
     marker_at = script.index('echo "$CI_PIPELINE_ID" > triaged-run')
-    assert ingest_at < marker_at < script.index("matrixgen triage --run")
+    assert ingest_at < marker_at < script.index("matrixgen results triage --run")
     assert "triaged-run" in triage["artifacts"]["paths"] and triage["artifacts"]["when"] == "always"
     report = "\n".join(gitlab_ci["report"]["script"])
     assert 'run="$(cat triaged-run 2>/dev/null || true)"' in report
@@ -144,7 +144,7 @@ def test_triage_job_follows_the_child_pipelines(gitlab_ci: dict) -> None:
     assert job["needs"] == [{"job": n, "optional": True} for n in triggers]
     script = "\n".join(job["script"])
     ingest_at = script.index('matrixgen results ingest "$dir" --run-id "$CI_PIPELINE_ID"')
-    triage_at = script.index('matrixgen triage --run "$CI_PIPELINE_ID"')
+    triage_at = script.index('matrixgen results triage --run "$CI_PIPELINE_ID"')
     assert script.index(".ci/child-junit") < ingest_at < triage_at
     assert '--baseline-ref "$CI_DEFAULT_BRANCH" --baseline-source schedule' in script
     assert job["rules"][0] == {

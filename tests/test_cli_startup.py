@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import typer.main
 
-from matrixgen.cli.main import COMMAND_MODULES, app_for, build_app
+from matrixgen.cli.main import app_for, build_app
+from matrixgen.cli.registry import top_level_names
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "recipes"
@@ -48,29 +49,37 @@ def _help(app: typer.Typer, args: list[str]) -> str:
     return out.getvalue()
 
 
-def test_every_command_is_in_the_table() -> None:
-    """A command missing from COMMAND_MODULES would still run (through the whole
-    app), but slowly: the table must name every command the app has."""
+def test_the_app_holds_the_registry_in_its_order() -> None:
+    """The whole app is the registry: every top-level name, aliases included,
+    and help lists them in the registry's order (commands before groups)."""
     commands = typer.main.get_command(build_app()).commands  # type: ignore[attr-defined]
-    assert sorted(commands) == sorted(COMMAND_MODULES)
+    assert list(commands) == top_level_names()
 
 
 @pytest.mark.parametrize(
     "args",
-    [[n, "--help"] for n in COMMAND_MODULES]
+    [[n, "--help"] for n in top_level_names()]
     + [
         ["quarantine", "add", "--help"],
+        ["results", "triage", "--help"],
     ],
 )
 def test_the_app_of_one_command_behaves_as_the_whole_app(args: list[str]) -> None:
     assert _help(app_for(args), args) == _help(build_app(), args)
 
 
-@pytest.mark.parametrize("name", sorted(COMMAND_MODULES))
+@pytest.mark.parametrize("name", top_level_names())
 def test_the_app_of_one_command_holds_only_that_command(name: str) -> None:
     """typer builds the options of every command an app holds, at every run."""
     commands = typer.main.get_command(app_for([name])).commands  # type: ignore[attr-defined]
     assert sorted(commands) == [name]
+
+
+@pytest.mark.parametrize(("group", "name"), [("quarantine", "migrate"), ("results", "flaky")])
+def test_the_app_of_a_groups_command_holds_only_that_command(group: str, name: str) -> None:
+    root = typer.main.get_command(app_for([group, name, "--help"]))
+    assert list(root.commands) == [group]  # type: ignore[attr-defined]
+    assert list(root.commands[group].commands) == [name]  # type: ignore[attr-defined]
 
 
 def _imported(args: list[str], cwd: Path) -> set[str]:

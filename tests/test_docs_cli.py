@@ -40,9 +40,16 @@ def test_the_reference_holds_every_command_and_option() -> None:
     root = typer.main.get_command(build_app())
     ctx = root.context_class(root, info_name="matrixgen")
     names = root.list_commands(ctx)
-    assert {"generate", "diff", "flaky", "quarantine", "results"} <= set(names)
-    for name in names:
-        command = root.get_command(ctx, name)
+    assert {"generate", "diff", "quarantine", "results"} <= set(names)
+    shown = [(name, root.get_command(ctx, name)) for name in names]
+    for group, command in list(shown):  # the groups' commands too
+        for name in getattr(command, "commands", {}):
+            shown.append((f"{group} {name}", command.commands[name]))
+    assert {"results flaky", "results triage", "quarantine migrate"} <= {n for n, _ in shown}
+    for name, command in shown:
+        if command.hidden:  # an old spelling, documented under its group
+            assert f"\n## matrixgen {name}\n" not in page
+            continue
         assert f"\n## matrixgen {name}\n" in page
         for param in command.params:
             for opt in param.opts:

@@ -28,7 +28,7 @@ def _today(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _flaky_json(capsys, store: Path, *extra: str) -> list[dict]:
-    assert main(["flaky", "--db", str(store), "--format", "json", *extra]) == 0
+    assert main(["results", "flaky", "--db", str(store), "--format", "json", *extra]) == 0
     return json.loads(capsys.readouterr().out)
 
 
@@ -83,18 +83,18 @@ def test_flaky_filters_and_windows(capsys, evidence_store: Path, monkeypatch) ->
     rows = _flaky_json(capsys, evidence_store, "--since", "7")
     assert {r["runs"] for r in rows} == {5}
     args = ["--since", "7", "--min-runs", "6", "--format", "json"]
-    assert main(["flaky", "--db", str(evidence_store), *args]) == 0
+    assert main(["results", "flaky", "--db", str(evidence_store), *args]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out) == []
     assert "6 key(s) with fewer than 6 run(s) left out" in err
 
 
 def test_flaky_table_and_markdown(capsys, evidence_store: Path) -> None:
-    assert main(["flaky", "--db", str(evidence_store)]) == 0
+    assert main(["results", "flaky", "--db", str(evidence_store)]) == 0
     out, err = capsys.readouterr()
     assert out.splitlines()[2].startswith("broken   unit-tests  tests/unit_tests/data/[latest]")
     assert err.strip() == "6 key(s) over 24 run(s): 1 broken, 2 flaky, 3 ok"
-    assert main(["flaky", "--db", str(evidence_store), "--format", "markdown"]) == 0
+    assert main(["results", "flaky", "--db", str(evidence_store), "--format", "markdown"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("| verdict | case |")
     # Markdown markup in names is escaped: `_` would start emphasis.
@@ -102,7 +102,7 @@ def test_flaky_table_and_markdown(capsys, evidence_store: Path) -> None:
 
 
 def test_flaky_without_a_store_is_an_error(capsys, tmp_path: Path) -> None:
-    assert main(["flaky", "--db", str(tmp_path / "none.db")]) == ExitCode.RESULTS_STORE
+    assert main(["results", "flaky", "--db", str(tmp_path / "none.db")]) == ExitCode.RESULTS_STORE
     assert "no results store at" in capsys.readouterr().err
 
 
@@ -215,7 +215,9 @@ def test_flaky_names_scopes_in_the_trees_words(
     got = _flaky_json(capsys, store_copy, "--recipes", str(shipped_recipes))
     assert {r["scope"] for r in got} == {"nightly"}
     assert all("(gitlab/nightly)" in r["evidence"] for r in got if r["failures"])
-    assert main(["flaky", "--db", str(store_copy), "--recipes", str(shipped_recipes)]) == 0
+    assert (
+        main(["results", "flaky", "--db", str(store_copy), "--recipes", str(shipped_recipes)]) == 0
+    )
     out = capsys.readouterr().out
     assert "gitlab/nightly" in out and "L2" not in out
     # A tree without config writes legacy names (Megatron-LM's habit).
@@ -245,7 +247,7 @@ def test_a_key_that_failed_every_run_it_has_is_never_ok(
     order = ["broken", "failing", "flaky", "ok"]
     ranks = [order.index(r["verdict"]) for r in rows]
     assert ranks == sorted(ranks) and "ok" in {r["verdict"] for r in rows}
-    assert main(["flaky", "--db", str(evidence_store), *args]) == 0
+    assert main(["results", "flaky", "--db", str(evidence_store), *args]) == 0
     err = capsys.readouterr().err
     assert "1 failing (every run failed, fewer than --broken-runs 6)" in err
     # The boundary: with --broken-runs 5 the same five runs are broken.
@@ -285,9 +287,9 @@ def test_failing_is_judged_on_a_single_run() -> None:
 
 def test_an_empty_flaky_table_says_so(capsys, evidence_store: Path) -> None:
     # No key failed every run with fewer runs than --broken-runs at the defaults.
-    assert main(["flaky", "--db", str(evidence_store), "--verdict", "failing"]) == 0
+    assert main(["results", "flaky", "--db", str(evidence_store), "--verdict", "failing"]) == 0
     assert capsys.readouterr().out == "no key has this verdict\n"
-    assert main(["flaky", "--db", str(evidence_store), "--min-runs", "99"]) == 0
+    assert main(["results", "flaky", "--db", str(evidence_store), "--min-runs", "99"]) == 0
     assert capsys.readouterr().out == "no key has enough runs to judge\n"
 
 

@@ -132,7 +132,7 @@ def test_options_are_the_generators_options(ci: Path, tmp_path: Path) -> None:
             check=True,
         ).stdout
     )
-    command = typer.main.get_command(build_app(("matrixgen.cli.jet",))).commands["jet-trigger"]
+    command = typer.main.get_command(build_app(("jet-trigger",))).commands["jet-trigger"]
     ours = {p.name: p for p in command.params}
     for name, opts, secondary, required, default, kind, is_flag in theirs:
         mine = ours.pop(name)

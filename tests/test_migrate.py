@@ -158,7 +158,7 @@ def assert_same_selections(before: Generation, after: Generation) -> int:
 
 
 def run_migrate(cli: Callable, root: Path, *extra: str) -> dict:
-    run = cli("migrate", "--recipes", root, "--format", "json", *extra)
+    run = cli("quarantine", "migrate", "--recipes", root, "--format", "json", *extra)
     assert run.code == 0, run
     return json.loads(run.out)
 
@@ -225,7 +225,7 @@ def test_plan_counts_what_megatron_parser_would_select_again(
         {"target": "gitlab-mr-dgx_h100-dev", "before": 5, "after": 8, "added": 3},
     ]
     assert plan["summary"]["parser_added_jobs"] == 8
-    text = cli("migrate", "--recipes", root)
+    text = cli("quarantine", "migrate", "--recipes", root)
     assert text.code == 0, text
     assert "# Megatron-LM's own parser reads no quarantine file: it would select 8 more" in text.out
     assert "# gitlab-mr-dgx_h100-dev: 5 -> 8 job(s) (+3)" in text.out
@@ -238,13 +238,13 @@ def test_write_that_brings_jobs_back_for_megatron_parser_needs_the_flag(
     root = tree(habit_files())
     before = {p: p.read_bytes() for p in root.rglob("*.yaml")}
     for fmt in ("table", "json"):
-        run = cli("migrate", "--recipes", root, "--write", "--format", fmt)
+        run = cli("quarantine", "migrate", "--recipes", root, "--write", "--format", fmt)
         assert run.code == 2 and run.out == "", run
         assert "Megatron-LM's own parser reads no quarantine file" in run.err
         assert "select 8 more job(s)" in run.err and "gitlab-mr-dgx_h100-dev 5 -> 8" in run.err
         assert "Pass --for-matrixgen-pipelines" in run.err and "matrixgen jet-trigger" in run.err
         assert {p: p.read_bytes() for p in root.rglob("*.yaml")} == before
-    run = cli("migrate", "--recipes", root, "--write", MATRIXGEN_PIPELINES)
+    run = cli("quarantine", "migrate", "--recipes", root, "--write", MATRIXGEN_PIPELINES)
     assert run.code == 0, run
     assert (
         "every real target selects the same jobs as before in the pipelines matrixgen "
@@ -307,7 +307,7 @@ def test_options_that_would_make_every_entry_invalid_are_usage_errors(
 ) -> None:
     # Not one "left alone" reason per habit: one clear error, nothing written.
     root = tree(habit_files())
-    run = cli("migrate", "--recipes", root, "--write", *extra)
+    run = cli("quarantine", "migrate", "--recipes", root, "--write", *extra)
     assert run.code == 2, run
     assert message in run.err and "left alone" not in run.out
     assert not (root / "quarantine.yaml").exists()
@@ -320,7 +320,7 @@ def test_write_refuses_a_read_only_recipe_before_writing_anything(
     recipe = root / "h100/gpt.yaml"
     original = recipe.read_bytes()
     recipe.chmod(0o444)
-    run = cli("migrate", "--recipes", root, "--write", MATRIXGEN_PIPELINES)
+    run = cli("quarantine", "migrate", "--recipes", root, "--write", MATRIXGEN_PIPELINES)
     assert run.code == 7, run
     assert "gpt.yaml is read-only; the file was not changed" in run.err
     # No entries were added for rows that still carry their habit scope.
@@ -369,7 +369,7 @@ def test_the_configured_default_owner_stands_in_for_missing_maintainers(
 def test_refuses_a_tree_with_errors(tree: Callable[..., Path], cli) -> None:
     files = habit_files()
     files["quarantine.yaml"] = "entries: [\n"
-    run = cli("migrate", "--recipes", tree(files))
+    run = cli("quarantine", "migrate", "--recipes", tree(files))
     assert run.code == 7 and "quarantine.yaml" in run.err
 
 
@@ -473,7 +473,7 @@ def test_megatron_plan_counts_what_its_parser_would_select_again(megatron_copy: 
         added = sum(c["added"] for n, c in changes.items() if scope_of.get(n) == scope)
         assert (len(generate(root).select(Selector(scope=scope))), added) == (old, new - old)
     assert plan["summary"]["parser_added_jobs"] == sum(c["added"] for c in changes.values())
-    run = cli("migrate", "--recipes", root, "--write")
+    run = cli("quarantine", "migrate", "--recipes", root, "--write")
     assert run.code == 2 and "--for-matrixgen-pipelines" in run.err, run
     assert {p: p.read_bytes() for p in root.rglob("*.yaml")} == before
     assert not (root / "quarantine.yaml").exists()
@@ -547,7 +547,7 @@ def test_refuses_a_rewrite_that_would_change_a_selection(
 ) -> None:
     root = tree(SYSTEM_BY_CONFIG)
     before = {p: p.read_bytes() for p in sorted(root.rglob("*"))}
-    run = cli("migrate", "--recipes", root, *(["--write"] if write else []))
+    run = cli("quarantine", "migrate", "--recipes", root, *(["--write"] if write else []))
     assert run.code == 7, run
     assert "would change what targets select; nothing was planned" in run.err, run
     assert "gh-extra: 0 job(s) no longer selected, 1 newly selected" in run.err, run
@@ -562,7 +562,16 @@ def test_an_expiry_today_is_in_force_and_yesterday_is_past(
 ) -> None:
     monkeypatch.setenv("MATRIXGEN_TODAY", "2026-12-01")
     root = tree(habit_files())
-    run = cli("migrate", "--recipes", root, "--write", MATRIXGEN_PIPELINES, "--expires", expires)
+    run = cli(
+        "quarantine",
+        "migrate",
+        "--recipes",
+        root,
+        "--write",
+        MATRIXGEN_PIPELINES,
+        "--expires",
+        expires,
+    )
     if refused:
         assert run.code == 2 and f"--expires {expires} is in the past" in run.err, run
         return

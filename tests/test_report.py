@@ -328,7 +328,7 @@ def test_flake_grid_rows_are_flakys_ranking(cli, with_store: SiteData, evidence_
     """Rows in the order `matrixgen flaky` prints, one cell per run, and each
     row's cells count what flaky counted: fail and muted cells are its failed
     runs, rerun-pass cells its reruns that passed, every non-skip cell a run."""
-    done = cli("flaky", "--db", evidence_store, "--min-runs", "1", "--format", "json")
+    done = cli("results", "flaky", "--db", evidence_store, "--min-runs", "1", "--format", "json")
     flaky = json.loads(done.out)
     page = render_site(with_store)["flakes.html"]
     rows = page.split("<tbody>", 1)[1].split("</tbody>", 1)[0].split("<tr>")[1:]
@@ -441,7 +441,7 @@ def test_since_narrows_the_grid_as_it_narrows_flaky(cli, evidence_store: Path) -
     """With --since 14 (from 2026-12-01: the runs of 2026-11-18 on) the grid
     holds only the runs of that window, and each row as many runs as flaky
     counts for it."""
-    done = cli("flaky", "--db", evidence_store, "--min-runs", "1", "--since", "14",
+    done = cli("results", "flaky", "--db", evidence_store, "--min-runs", "1", "--since", "14",
                "--format", "json")  # fmt: skip
     flaky = json.loads(done.out)
     data = gather(generate(RECIPES), db=str(evidence_store), since_days=14, today=DAY)
@@ -496,7 +496,19 @@ TRIAGE_COLUMNS += ["reason", "evidence", "entry", "baseline run"]
 
 
 def _triage_json(cli, db: Path, run: str, *extra: str | Path, recipes: Path = RECIPES) -> dict:
-    done = cli("triage", "--recipes", recipes, "--db", db, "--run", run, "--format", "json", *extra)
+    done = cli(
+        "results",
+        "triage",
+        "--recipes",
+        recipes,
+        "--db",
+        db,
+        "--run",
+        run,
+        "--format",
+        "json",
+        *extra,
+    )
     assert done.code in (0, ExitCode.EXPECTATION), done
     return json.loads(done.out)
 

@@ -48,7 +48,7 @@ def recipes(shipped_recipes: Path) -> Path:
 
 
 def _triage(capsys, db: str, recipes: Path, run: str, *extra: str) -> tuple[int, str, str]:  # noqa: F811
-    code = main(["triage", "--run", run, "--db", db, "--recipes", str(recipes), *extra])
+    code = main(["results", "triage", "--run", run, "--db", db, "--recipes", str(recipes), *extra])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -215,7 +215,7 @@ def test_triage_of_an_unknown_run_is_a_usage_error(
 
 
 def _flaky_verdict(capsys, db: str, *extra: str) -> str | None:  # noqa: F811
-    assert main(["flaky", "--db", db, "--ref", "main", "--format", "json", *extra]) == 0
+    assert main(["results", "flaky", "--db", db, "--ref", "main", "--format", "json", *extra]) == 0
     rows = json.loads(capsys.readouterr().out)
     return rows[0]["verdict"] if rows else None
 

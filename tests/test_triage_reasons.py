@@ -76,7 +76,7 @@ def known_recipes(shipped_recipes: Path) -> Path:  # noqa: F811
 
 
 def _triage(capsys, db: str, recipes: Path, run: str, *extra: str) -> tuple[int, str, str]:  # noqa: F811
-    code = main(["triage", "--run", run, "--db", db, "--recipes", str(recipes), *extra])
+    code = main(["results", "triage", "--run", run, "--db", db, "--recipes", str(recipes), *extra])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -369,15 +369,15 @@ def test_flaky_groups_the_failures_that_share_a_reason(capsys, tmp_path: Path) -
             ingest(store, info, [JobResults(job=bucket, job_name="b", target="", testcases=tests)])
     finally:
         store.close()
-    assert main(["flaky", "--db", store_path]) == 0
+    assert main(["results", "flaky", "--db", store_path]) == 0
     out = capsys.readouterr().out
     assert "9 failures in 3 tests share one reason: failure: TimeoutError: port <n> busy\n" in out
     assert "  tests/u/test_a.py::test_x\n  tests/u/test_a.py::test_y\n" in out
-    assert main(["flaky", "--db", store_path, "--format", "json"]) == 0
+    assert main(["results", "flaky", "--db", store_path, "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {r["reason"] for r in rows} == {"failure: TimeoutError: port <n> busy"}
     assert rows[0]["reasons"] == [{"reason": "failure: TimeoutError: port <n> busy", "failures": 3}]
-    assert main(["flaky", "--db", store_path, "--format", "markdown"]) == 0
+    assert main(["results", "flaky", "--db", store_path, "--format", "markdown"]) == 0
     assert (
         "- **9 failures in 3 tests share one reason:** `failure: TimeoutError: port <n> busy`"
         in (capsys.readouterr().out)

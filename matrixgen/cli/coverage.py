@@ -1,7 +1,7 @@
 """`matrixgen coverage`: which selected jobs miss a reference file, and which
 reference files no job selects.
 
-Registered by matrixgen.cli.main at start-up: keep imports of anything heavy
+Listed in matrixgen.cli.registry, imported when run: keep imports of anything heavy
 inside the command.
 """
 
@@ -224,7 +224,3 @@ def _load(recipes: Path | None, revision: str | None) -> tuple[Generation, Liste
         raise UsageError(f"the recipe directory {path or '.'} does not exist at {revision}")
     loaded = generate_from_files(source.files, root=path or ".", blob_ids=source.blob_ids)
     return loaded, lambda settings, root: listing_at(repo, revision, settings)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("coverage", help=COVERAGE_HELP)(coverage)

@@ -140,7 +140,3 @@ def decide_command(
         typer.echo(render_markdown(decision), nl=False)
     else:
         typer.echo(render_table(decision), nl=False)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("decide")(decide_command)

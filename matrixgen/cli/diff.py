@@ -289,7 +289,3 @@ def _echo_diff(
             room = max(0, 65_000 - len(text))
             text += render_changed_view(view, fmt.value, table, room=room)
         typer.echo(text, nl=False)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("diff", help=DIFF_HELP)(diff_command)

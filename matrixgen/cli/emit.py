@@ -337,9 +337,3 @@ def _echo_summary(outputs: list[TargetOutput], saved: Dropped | None, out: Path)
         f"{terminal_text(out)}",
         err=True,
     )
-
-
-def register(app: typer.Typer) -> None:
-    app.command("github")(github)
-    app.command("gitlab")(gitlab)
-    app.command("generate")(generate)

@@ -1,4 +1,4 @@
-"""`matrixgen results ingest`, `matrixgen results prune` and `matrixgen flaky`.
+"""`matrixgen results ingest`, `matrixgen results prune` and `matrixgen results flaky`.
 
 Each command's help lists its exit codes. sqlalchemy is imported only when one of
 these runs.
@@ -568,17 +568,3 @@ def flaky_markdown(rows: list[FlakyRow], groups: Sequence[ReasonGroup] = ()) -> 
             tests = ", ".join(md_code(t) for t in g.tests)
             lines.append(f"- **{md_text(g.sentence())}:** {md_code(g.reason)}: {tests}")
     return "\n".join(lines) + "\n"
-
-
-def register(app: typer.Typer) -> None:
-    results = typer.Typer(
-        name="results",
-        help="The results store: ingest JUnit XML reports of CI runs.",
-        no_args_is_help=True,
-        add_completion=False,
-        rich_markup_mode=None,
-    )
-    results.command("ingest")(ingest)
-    results.command("prune")(prune)
-    app.add_typer(results, name="results")
-    app.command("flaky")(flaky)

@@ -355,8 +355,3 @@ def _recipe_file(generation: Generation, directory: Path, file: Path) -> RecipeF
         if recipe.rel == rel:
             return recipe
     raise UsageError(f"{file}: no recipe of the tree {directory} (a basic recipe file)")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("jet-trigger")(jet_trigger)
-    app.command("jet-buckets")(jet_buckets)

@@ -16,6 +16,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from matrixgen import __version__
+from matrixgen.cli import registry
 from matrixgen.cli.changes import ChangedSinceOption, FullOption, change_selection
 from matrixgen.cli.common import (
     RecipesOption,
@@ -123,32 +124,6 @@ APP_SETTINGS: dict[str, Any] = {
     "no_args_is_help": True,
     "pretty_exceptions_enable": False,
     "rich_markup_mode": None,
-}
-
-# The module that registers each command (its `register(app)`). A command line
-# that names one gets an app of that module's commands only: neither the other
-# command modules nor their click commands are built (about a tenth of a short
-# run). Anything else (--help, a mistyped command) gets the whole app.
-COMMAND_MODULES = {
-    "validate": __name__,
-    "list": __name__,
-    "github": "matrixgen.cli.emit",
-    "gitlab": "matrixgen.cli.emit",
-    "generate": "matrixgen.cli.emit",
-    "migrate": "matrixgen.cli.quarantine",
-    "quarantine": "matrixgen.cli.quarantine",
-    "diff": "matrixgen.cli.diff",
-    "pins": "matrixgen.cli.project",
-    "graph": "matrixgen.cli.project",
-    "stats": "matrixgen.cli.project",
-    "coverage": "matrixgen.cli.coverage",
-    "decide": "matrixgen.cli.decide",
-    "results": "matrixgen.cli.evidence",
-    "flaky": "matrixgen.cli.evidence",
-    "triage": "matrixgen.cli.triage",
-    "jet-trigger": "matrixgen.cli.jet",
-    "jet-buckets": "matrixgen.cli.jet",
-    "report": "matrixgen.cli.report",
 }
 
 
@@ -409,26 +384,50 @@ def _job_columns(jobs: list[Any]) -> tuple[list[str], list[Any]]:
     return headers, columns
 
 
-def register(app: typer.Typer) -> None:
-    app.command()(validate)
-    app.command("list")(list_jobs)
-
-
-def build_app(modules: tuple[str, ...] | None = None) -> typer.Typer:
-    """The app with the commands of the given modules (default: every command)."""
-    import importlib
-
+def build_app(names: tuple[str, ...] | None = None) -> typer.Typer:
+    """The app with the given top-level commands, groups and aliases of the
+    registry (default: all of them), in the registry's order."""
     app = typer.Typer(**APP_SETTINGS)
     # The root's own options (--version); with one command typer would also make
     # that command the root without a callback: this keeps `matrixgen CMD`.
     app.callback()(_root)
-    for module in modules or tuple(dict.fromkeys(COMMAND_MODULES.values())):
-        if module == __name__:
-            register(app)
-        else:
-            importlib.import_module(module).register(app)
+    for name in names or registry.top_level_names():
+        _add(app, name)
     _plain_help(app)
     return app
+
+
+def _add(app: typer.Typer, name: str, only: str | None = None) -> None:
+    """Register the registry's entry `name` on `app` (of a group, only the
+    command `only` when given)."""
+    found = registry.entry(name)
+    if isinstance(found, registry.Command):
+        _command(app, found, found.name)
+    elif isinstance(found, registry.Alias):
+        _command(app, registry.aliased(found), found.name, hidden=True)
+    elif isinstance(found, registry.Group):
+        group = typer.Typer(
+            name=found.name,
+            help=found.summary(),
+            no_args_is_help=True,
+            add_completion=False,
+            rich_markup_mode=None,
+        )
+        for command in found.commands:
+            if only is None or command.name == only:
+                _command(group, command, command.name)
+        app.add_typer(group, name=found.name)
+    else:
+        raise KeyError(name)
+
+
+def _command(app: typer.Typer, command: registry.Command, name: str, hidden: bool = False) -> None:
+    import importlib
+
+    module = importlib.import_module(command.module)
+    function = getattr(module, command.function)
+    help_text = getattr(module, command.help_attr) if command.help_attr else None
+    app.command(name, help=help_text, hidden=hidden)(function)
 
 
 def _root(
@@ -446,23 +445,19 @@ def _root(
 
 
 def app_for(argv: list[str]) -> typer.Typer:
-    """The app that runs a command line: only its command's module when it names one."""
-    if argv and argv[0] in COMMAND_MODULES:
-        app = build_app((COMMAND_MODULES[argv[0]],))
-        # Only that command: typer builds the options of every command it holds.
-        app.registered_commands = [
-            c for c in app.registered_commands if _command_name(c) == argv[0]
-        ]
-        app.registered_groups = [g for g in app.registered_groups if g.name == argv[0]]
-        return app
-    return build_app()
-
-
-def _command_name(info: Any) -> str:
-    """A registered command's name as typer spells it (from the function when unnamed)."""
-    from typer.main import get_command_name
-
-    return info.name or get_command_name(info.callback.__name__)
+    """The app that runs a command line: only the command it names when it names
+    one (of a group, only the group's command it names, when it names one)."""
+    found = registry.entry(argv[0]) if argv else None
+    if found is None:
+        return build_app()
+    app = typer.Typer(**APP_SETTINGS)
+    app.callback()(_root)
+    only = None
+    if isinstance(found, registry.Group) and len(argv) > 1 and found.command(argv[1]):
+        only = argv[1]
+    _add(app, found.name, only)
+    _plain_help(app)
+    return app
 
 
 def __getattr__(name: str) -> Any:

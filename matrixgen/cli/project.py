@@ -1,6 +1,6 @@
 """Commands about the project as a whole: `pins`, `graph`, `stats`.
 
-Registered by matrixgen.cli.main at start-up: keep imports of anything heavy inside
+Listed in matrixgen.cli.registry, imported when run: keep imports of anything heavy inside
 the commands.
 """
 
@@ -271,9 +271,3 @@ def _covers(pin: dict[str, Any]) -> str:
     parts = [f"{key} {','.join(pin[key])}" for key in keys if pin.get(key)] or ["every job"]
     parts += [f"but {key} {','.join(values)}" for key, values in pin.get("exclude", {}).items()]
     return "; ".join(parts)
-
-
-def register(app: typer.Typer) -> None:
-    app.command()(pins)
-    app.command()(graph)
-    app.command()(stats)

@@ -1,6 +1,6 @@
 """`matrixgen report`: the static HTML site (matrixgen.report).
 
-Registered by matrixgen.cli.main at start-up: keep imports of anything heavy
+Listed in matrixgen.cli.registry, imported when run: keep imports of anything heavy
 inside the command.
 """
 
@@ -71,7 +71,7 @@ def report(
     Expiry and ages are judged against $MATRIXGEN_TODAY when set.
 
     With --run (and a store), the Triage page shows that run's triage, as
-    `matrixgen triage --run RUN --since DAYS` gives it (the same baseline
+    `matrixgen results triage --run RUN --since DAYS` gives it (the same baseline
     options); new failures do not change the exit code here.
 
     \b
@@ -104,7 +104,3 @@ def report(
     typer.echo(
         f"{len(site)} page(s), {size:,} bytes -> {terminal_text(out / 'index.html')}", err=True
     )
-
-
-def register(app: typer.Typer) -> None:
-    app.command()(report)

@@ -1,4 +1,4 @@
-"""`matrixgen triage`: one run's failures against its baseline."""
+"""`matrixgen results triage`: one run's failures against its baseline."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def triage(
     """Give each failed job and test of a run one verdict: quarantined (an entry
     covers it), known (a known-failure pattern of the config matches it),
     baseline (the latest baseline run failed it with the same reason), flaky
-    (as `matrixgen flaky` judges it on the baseline ref) or new; and group the
+    (as `matrixgen results flaky` judges it on the baseline ref) or new; and group the
     failures that share one reason."""
     from matrixgen.engine.errors import ExpectationError
     from matrixgen.evidence.queries import RunFilter
@@ -170,7 +170,3 @@ def _table(report: TriageReport) -> str:
     for c in report.lift_candidates:
         out += f"lift candidate: {_t(c.entry.id)} ({_t(c.entry.action)}): {_t(c.reason)}\n"
     return out
-
-
-def register(app: typer.Typer) -> None:
-    app.command("triage")(triage)

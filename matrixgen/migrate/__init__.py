@@ -1,4 +1,4 @@
-"""`matrixgen migrate`: turn Megatron-LM's quarantine habits into entries.
+"""`matrixgen quarantine migrate`: turn Megatron-LM's quarantine habits into entries.
 
 Upstream takes a case out of CI by renaming its scope (`mr-broken`,
 `mr-github-broken`, `nightly-broken`, `mr-github-temp-disabled`, `flaky`) or by

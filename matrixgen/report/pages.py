@@ -331,7 +331,7 @@ def flakes(data: SiteData) -> str:
     body = [
         '<p class="note">Per job (and per pytest node id of unit-test buckets), its outcome '
         f"in each of the last runs of the last {data.since_days} days, oldest on the left; "
-        "rows ranked as <code>matrixgen flaky</code> ranks them (broken, flaky, ok; most "
+        "rows ranked as <code>matrixgen results flaky</code> ranks them (broken, flaky, ok; most "
         "failed runs first). Muted: a failure an allow-failure or deselect entry keeps "
         "from blocking. A blank cell: no result in that run.</p>\n",
         f'<p class="legend grid">{legend}</p>\n',
@@ -494,7 +494,7 @@ def _triage_of(report: TriageReport) -> list[str]:
             + [(str(len(report.lift_candidates)), "lift candidates")]
         ),
         f'<p class="note">{text(_run_line(report.run))}, against the baseline: '
-        f"{text(str(report.baseline))}. The same verdicts as <code>matrixgen triage --run "
+        f"{text(str(report.baseline))}. The same verdicts as <code>matrixgen results triage --run "
         f"{text(report.run.run_id)}</code>.</p>\n",
     ]
     if report.baseline_runs:
@@ -549,7 +549,7 @@ def triage(data: SiteData) -> str:
     what = (
         "each job and test that failed in the run, judged new, failing in the baseline with "
         "the same reason, flaky on the baseline ref, a known failure or quarantined, as "
-        "<code>matrixgen triage</code> judges it, and the failures that share a reason"
+        "<code>matrixgen results triage</code> judges it, and the failures that share a reason"
     )
     if data.triage is not None:
         body = "".join(_triage_of(data.triage))

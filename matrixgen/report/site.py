@@ -124,7 +124,7 @@ def gather(
 def _triage(
     generation: Generation, db: str | None, query: TriageQuery, since_days: int
 ) -> TriageReport:
-    """The run's triage, as `matrixgen triage --since DAYS` (its other policy
+    """The run's triage, as `matrixgen results triage --since DAYS` (its other policy
     options at their defaults) gives it: the same library call."""
     from matrixgen.evidence.flaky import FlakyPolicy
     from matrixgen.evidence.queries import RunFilter
@@ -156,7 +156,7 @@ def _store_view(
 
     # One reading of the verdicts for the grid and the entries' evidence: the
     # grid leaves out the whole-job rows of unit-test buckets (their tests
-    # have rows of their own, as in `matrixgen flaky`).
+    # have rows of their own, as in `matrixgen results flaky`).
     verdicts = entry_verdicts(db, since_days)
     rows = tuple(r for r in verdicts.rows if not (r.job.unit and r.node_id is None))
     store = open_store(db, write=False)

@@ -1,4 +1,4 @@
-"""`matrixgen migrate`: Megatron-LM's quarantine habits turned into entries."""
+"""`matrixgen quarantine migrate`: Megatron-LM's quarantine habits turned into entries."""
 
 from __future__ import annotations
 

@@ -1,0 +1,123 @@
+"""Every command and command group of `matrixgen`, in the order `matrixgen --help`
+lists them: the one place that says what the CLI holds.
+
+A command is named by its module and function, imported only when an app that
+holds it is built: a command line that names one command builds that command
+alone (`main.app_for`), so no other command module is imported. A group's
+one-line help is its subject followed by its commands' names, made here from
+the commands it holds, so it never leaves one out. An alias is a command's old
+spelling at the top level, hidden from help, that runs the same command.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command: its name as typed, and the function that runs it."""
+
+    name: str
+    module: str
+    function: str
+    #: The module attribute that holds the command's help, when its function's
+    #: docstring does not (a help made from other text).
+    help_attr: str | None = None
+
+
+@dataclass(frozen=True)
+class Group:
+    """A command group: what it is about, and its commands in help's order."""
+
+    name: str
+    subject: str
+    commands: tuple[Command, ...]
+
+    def summary(self) -> str:
+        """The group's one-line help: its subject, then every command's name."""
+        return f"{self.subject}: {', '.join(c.name for c in self.commands)}."
+
+    def command(self, name: str) -> Command | None:
+        return next((c for c in self.commands if c.name == name), None)
+
+
+@dataclass(frozen=True)
+class Alias:
+    """A top-level spelling of a group's command, kept working and hidden from help."""
+
+    name: str
+    group: str
+    command: str
+
+
+_Q = "matrixgen.cli.quarantine"
+
+CLI: tuple[Command | Group | Alias, ...] = (
+    Command("validate", "matrixgen.cli.main", "validate"),
+    Command("list", "matrixgen.cli.main", "list_jobs"),
+    Command("github", "matrixgen.cli.emit", "github"),
+    Command("gitlab", "matrixgen.cli.emit", "gitlab"),
+    Command("generate", "matrixgen.cli.emit", "generate"),
+    Command("diff", "matrixgen.cli.diff", "diff_command", help_attr="DIFF_HELP"),
+    Command("pins", "matrixgen.cli.project", "pins"),
+    Command("graph", "matrixgen.cli.project", "graph"),
+    Command("stats", "matrixgen.cli.project", "stats"),
+    Command("coverage", "matrixgen.cli.coverage", "coverage", help_attr="COVERAGE_HELP"),
+    Command("decide", "matrixgen.cli.decide", "decide_command"),
+    Command("jet-trigger", "matrixgen.cli.jet", "jet_trigger"),
+    Command("jet-buckets", "matrixgen.cli.jet", "jet_buckets"),
+    Command("report", "matrixgen.cli.report", "report"),
+    # The old spellings (hidden; typer holds commands before groups).
+    Alias("migrate", "quarantine", "migrate"),
+    Alias("flaky", "results", "flaky"),
+    Alias("triage", "results", "triage"),
+    Group(
+        "quarantine",
+        "Tracker-linked quarantine entries",
+        (
+            Command("add", f"{_Q}.entries", "add"),
+            Command("remove", f"{_Q}.entries", "remove"),
+            Command("lift", f"{_Q}.entries", "lift"),
+            Command("list", f"{_Q}.entries", "list_entries"),
+            Command("audit", f"{_Q}.review", "audit"),
+            Command("propose", f"{_Q}.review", "propose"),
+            Command("migrate", f"{_Q}.migrate", "migrate"),
+        ),
+    ),
+    Group(
+        "results",
+        "The results store of JUnit XML reports of CI runs",
+        (
+            Command("ingest", "matrixgen.cli.evidence", "ingest"),
+            Command("prune", "matrixgen.cli.evidence", "prune"),
+            Command("flaky", "matrixgen.cli.evidence", "flaky"),
+            Command("triage", "matrixgen.cli.triage", "triage"),
+        ),
+    ),
+)
+
+
+def top_level_names() -> list[str]:
+    """Every name the top level answers to, aliases included, in the registry's order."""
+    return [entry.name for entry in CLI]
+
+
+def entry(name: str) -> Command | Group | Alias | None:
+    """The top-level entry of that name."""
+    return next((e for e in CLI if e.name == name), None)
+
+
+def group(name: str) -> Group:
+    found = entry(name)
+    if not isinstance(found, Group):
+        raise KeyError(name)
+    return found
+
+
+def aliased(alias: Alias) -> Command:
+    """The group's command an alias runs."""
+    found = group(alias.group).command(alias.command)
+    if found is None:
+        raise KeyError(f"{alias.group} {alias.command}")
+    return found
