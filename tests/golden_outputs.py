@@ -37,12 +37,12 @@ SHIPPED = Path(__file__).resolve().parents[1] / "recipes"
 DAY = "2026-12-01"
 
 # Documents printed on stdout, by a name for the fixture: the JSON and YAML
-# encoders of the commands, besides the files `generate --out` writes.
+# encoders of the commands, besides the files `generate --output-dir` writes.
 STDOUT_COMMANDS = {
     "list.json": ["list", "--format", "json"],
     "list-all.json": ["list", "--format", "json", "--with-quarantined"],
     "list.yaml": ["list", "--format", "yaml"],
-    "generate-summary.json": ["generate", "--format", "json", "--out", "{out}"],
+    "generate-summary.json": ["generate", "--format", "json", "--output-dir", "{out}"],
     "graph.json": ["graph", "--format", "json"],
     "stats.json": ["stats", "--format", "json"],
     "stats-cost.json": ["stats", "--cost", "--format", "json"],

@@ -76,7 +76,7 @@ def test_generate_job_writes_what_the_triggers_include(
     job = gitlab_ci["generate"]
     script = " ".join(job["script"])
     assert "matrixgen validate" in script
-    match = re.search(r"matrixgen generate --recipes (\S+) --out (\S+)", script)
+    match = re.search(r"matrixgen generate --recipes (\S+) --output-dir (\S+)", script)
     assert match, script
     recipes, out = match.groups()
     assert job["artifacts"]["paths"] == [f"{out}/"]
@@ -97,7 +97,8 @@ def test_report_job_publishes_the_site(gitlab_ci: dict, tmp_path: Path, cli) -> 
     """The report job writes the site where its artifact picks it up, and the
     artifact is linked from merge requests (expose_as)."""
     job = gitlab_ci["report"]
-    match = re.search(r"matrixgen report --recipes (\S+) --out (\S+)", " ".join(job["script"]))
+    script = " ".join(job["script"])
+    match = re.search(r"matrixgen report --recipes (\S+) --output-dir (\S+)", script)
     assert match, job["script"]
     recipes, out = match.groups()
     assert job["artifacts"]["paths"] == [f"{out}/"]

@@ -118,7 +118,7 @@ V1_TREE = {
     [
         ["list"],
         ["list", "--format", "json"],
-        ["generate", "--out", "{out}"],
+        ["generate", "--output-dir", "{out}"],
         ["gitlab", "--target", "system=gitlab,scope=mr,platform=dgx_h100,environment=dev"],
         ["stats"],
         ["pins"],

@@ -202,8 +202,8 @@ def gitlab(
     (ExitCode.ENVIRONMENT, "a file cannot be written (full or read-only disk)"),
     (
         ExitCode.OUTPUT,
-        "--out or a file in it is a symbolic link (refused), or another run held the folder's lock "
-        "too long",
+        "--output-dir or a file in it is a symbolic link (refused), or another run held the "
+        "folder's lock too long",
     ),
 )
 def generate(
@@ -212,7 +212,10 @@ def generate(
     out: Annotated[
         Path,
         typer.Option(
-            "--out", metavar="DIR", help="Directory for one file per target.", file_okay=False
+            "--output-dir",
+            metavar="DIR",
+            help="Directory for one file per target.",
+            file_okay=False,
         ),
     ] = Path("out"),
     fmt: Annotated[TableOrJson, typer.Option("--format", help="The summary's format.")] = (
@@ -238,7 +241,7 @@ def generate(
     full: FullOption = False,
 ) -> None:
     """Every target (configured, given, or for a tree without config every
-    scope x platform x environment it uses): one file each in --out
+    scope x platform x environment it uses): one file each in --output-dir
     (<target>.json for GitHub, <target>.yml for GitLab), and a summary.
     With --event: exactly the targets `matrixgen decide` picks for the event and
     labels, with the decided n_repeat and lightweight mode applied.

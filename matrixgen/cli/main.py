@@ -97,7 +97,26 @@ def _given_twice(param: Any, times: int) -> str:
     return f"option {names} is given {times} times: give it once ({what})"
 
 
-class Command(_Once, _Plain, TyperCommand):
+#: Old spellings of options: each still read as the option it names, by every
+#: command that has that option, and named nowhere (help, errors, completion
+#: name the option's own spelling). `--out`: the output folder's name before it
+#: was `--output-dir`, beside the output file's `--output`.
+OLD_SPELLINGS = {"--out": "--output-dir"}
+
+
+class _OldSpellings:
+    """The command's parser reads each old spelling (OLD_SPELLINGS) as the
+    option it names, when the command has that option."""
+
+    def make_parser(self, ctx: Any) -> Any:
+        parser = super().make_parser(ctx)  # type: ignore[misc]
+        for old, now in OLD_SPELLINGS.items():
+            if now in parser._long_opt and old not in parser._long_opt:
+                parser._long_opt[old] = parser._long_opt[now]
+        return parser
+
+
+class Command(_Once, _OldSpellings, _Plain, TyperCommand):
     pass
 
 

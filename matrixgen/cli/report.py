@@ -35,7 +35,10 @@ def report(
     out: Annotated[
         Path,
         typer.Option(
-            "--out", metavar="DIR", help="Directory the site is written to.", file_okay=False
+            "--output-dir",
+            metavar="DIR",
+            help="Directory the site is written to.",
+            file_okay=False,
         ),
     ],
     recipes: RecipesOption = None,
@@ -59,7 +62,7 @@ def report(
     baseline_source: BaselineSourceOption = None,
     baseline_runs: BaselineRunsOption = 1,
 ) -> None:
-    """Write a static HTML site into --out: Overview (jobs and GPU-hours per
+    """Write a static HTML site into --output-dir: Overview (jobs and GPU-hours per
     pipeline), Selection (cases x platforms per pipeline, with quarantine),
     Quarantine board, Flake history (a test-by-run grid from the results store)
     and Triage. HTML and inline CSS and SVG only: no script, no request to any

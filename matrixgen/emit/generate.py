@@ -269,7 +269,7 @@ def write_outputs(
     except LockError as exc:
         # Held too long, or a link at the lock's name: 10; the disk refused: 9.
         raise write_failure(
-            f"--out {out_dir}: {exc.message}; nothing was written", exc.errno
+            f"--output-dir {out_dir}: {exc.message}; nothing was written", exc.errno
         ) from None
     except WriteError as exc:
         raise write_failure(exc.message, exc.errno) from None
@@ -281,18 +281,18 @@ def _prepare_folder(out_dir: Path) -> None:
     except FileNotFoundError:
         info = None
     except OSError as exc:
-        raise file_error(f"--out {out_dir}", exc) from None
+        raise file_error(f"--output-dir {out_dir}", exc) from None
     if info is not None and stat.S_ISLNK(info.st_mode):
         raise OutputError(
-            f"--out {out_dir} is a symbolic link (to {os.readlink(out_dir)!r}); generate owns "
-            "its folder and never writes through links: give the real directory"
+            f"--output-dir {out_dir} is a symbolic link (to {os.readlink(out_dir)!r}); generate "
+            "owns its folder and never writes through links: give the real directory"
         )
     if info is not None and not stat.S_ISDIR(info.st_mode):
-        raise UsageError(f"--out {out_dir} is not a directory")
+        raise UsageError(f"--output-dir {out_dir} is not a directory")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise file_error(f"--out {out_dir}: cannot create the directory", exc) from None
+        raise file_error(f"--output-dir {out_dir}: cannot create the directory", exc) from None
 
 
 def _digest(data: bytes) -> str:
@@ -305,9 +305,11 @@ def _read_manifest(out_dir: Path) -> tuple[dict[str, str], list[str]]:
     try:
         raw = read_regular(path, limit=JSON_MAX_BYTES)
     except NotRegularFile as exc:
-        raise OutputError(f"--out {out_dir}: {MANIFEST_NAME} is {exc.kind}: refused") from None
+        raise OutputError(
+            f"--output-dir {out_dir}: {MANIFEST_NAME} is {exc.kind}: refused"
+        ) from None
     except OSError as exc:
-        raise file_error(f"--out {out_dir}: cannot read {MANIFEST_NAME}", exc) from None
+        raise file_error(f"--output-dir {out_dir}: cannot read {MANIFEST_NAME}", exc) from None
     if raw is None:
         return {}, []
     why = ""
@@ -417,7 +419,7 @@ def github_outputs(
     - `matrices`: {name: [matrix, ...]} for each GitHub target, its shards in
       order (`[{"include": []}]` for an empty selection), so a workflow reads
       `fromJSON(...matrices)[name][k]` for shard k; `shards`: {name: N};
-    - `files`: {name: the file written for it, inside --out};
+    - `files`: {name: the file written for it, inside --output-dir};
     - `groups` and `group-shards`: the same per output group (see github_groups);
 
     then, per group, `<group>-shards` and `<group>` (the first matrix;

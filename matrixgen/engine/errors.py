@@ -111,9 +111,10 @@ class ExitCode(IntEnum):
     OUTPUT = (
         12,
         "the output is a symbolic link or special file (refused, never written through)",
-        "an output refused as unsafe: the file (`--output`, `--github-output`, a file in `--out`) "
-        "or the `--out` folder is a symbolic link or a special file, or another `generate` held "
-        "the folder's lock past `MATRIXGEN_LOCK_TIMEOUT` (the message names it)",
+        "an output refused as unsafe: the file (`--output`, `--github-output`, a file in "
+        "`--output-dir`) or the `--output-dir` folder is a symbolic link or a special file, or "
+        "another `generate` held the folder's lock past `MATRIXGEN_LOCK_TIMEOUT` (the message "
+        "names it)",
     )
 
 

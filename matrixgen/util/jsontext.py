@@ -79,7 +79,7 @@ def _has_float(value: Any) -> bool:
 # --------------------------------------------------------------------------- reading
 
 # Bounds on every JSON document matrixgen reads (--labels-json, the manifest of
-# a `generate --out` folder, the tracker API's answers): its size, and how deep
+# a `generate --output-dir` folder, the tracker API's answers): its size, and how deep
 # its arrays and objects nest (the parsers recurse: 60,000 levels would end in
 # a RecursionError).
 JSON_MAX_BYTES = 16 * 1024 * 1024
