@@ -233,8 +233,8 @@ def main() -> None:
             store.close()
             with Clock() as clock:
                 subprocess.run(
-                    [sys.executable, "-m", "matrixgen", "flaky", "--db", db, "--since", "100000",
-                     "--format", "json"],
+                    [sys.executable, "-m", "matrixgen", "results", "flaky", "--db", db,
+                     "--since", "100000", "--format", "json"],
                     check=True,
                     capture_output=True,
                 )  # fmt: skip

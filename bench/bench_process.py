@@ -198,7 +198,7 @@ def main() -> int:
         sides: dict[str, tuple[list[str], Path]] = {
             "floor megatron": ([python, "-c", FLOOR, str(megatron)], top),
             "generate megatron": (
-                [*command, "generate", "--recipes", str(megatron), "--out", str(out)],
+                [*command, "generate", "--recipes", str(megatron), "--output-dir", str(out)],
                 top,
             ),
             "floor 10x": ([python, "-c", FLOOR, str(x10)], top),

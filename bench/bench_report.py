@@ -66,7 +66,7 @@ def main() -> None:
                 with Clock() as clock:
                     subprocess.run(
                         [sys.executable, "-m", "matrixgen", "report", "--recipes", str(RECIPES),
-                         "--out", str(Path(tmp) / "cmd"), "--db", db, *extra],
+                         "--output-dir", str(Path(tmp) / "cmd"), "--db", db, *extra],
                         check=True, capture_output=True,
                     )  # fmt: skip
                 command.append(clock)

@@ -110,6 +110,9 @@ class _OldSpellings:
 
     def make_parser(self, ctx: Any) -> Any:
         parser = super().make_parser(ctx)  # type: ignore[misc]
+        # click has no spelling of an option that help and errors leave out: the
+        # parser's table of long options gets the old one as another key
+        # (tests/test_cli_spellings.py fails should that table change).
         for old, now in OLD_SPELLINGS.items():
             if now in parser._long_opt and old not in parser._long_opt:
                 parser._long_opt[old] = parser._long_opt[now]
@@ -465,7 +468,10 @@ def _root(
 
 def app_for(argv: list[str]) -> typer.Typer:
     """The app that runs a command line: only the command it names when it names
-    one (of a group, only the group's command it names, when it names one)."""
+    one (of a group, only the group's command it names, when it names one).
+    Neither the other command modules nor their click commands are built (about
+    a tenth of a short run). Anything else (--help, a mistyped command) gets the
+    whole app."""
     found = registry.entry(argv[0]) if argv else None
     if found is None:
         return build_app()
