@@ -13,7 +13,7 @@ The recipe tree is loaded once before either; a process start is not counted.
 flaky: fills a store with RUNS runs x KEYS tests (1,000 x 1,000: a million
 result rows) through the same ingest, with failures as a CI sees them (most
 tests never fail; 2% flaky, failing about one run in ten; 1% broken from a
-run on), then times `flaky_rows` (the whole `matrixgen flaky` but printing)
+run on), then times `flaky_rows` (the whole `matrixgen results flaky` but printing)
 and the command itself in a new process. Figures are medians of --repeat runs.
 """
 

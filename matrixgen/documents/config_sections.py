@@ -565,7 +565,7 @@ class Triage(Section, frozen=True, kw_only=True):
     known_failures: Annotated[tuple[KnownFailureRule, ...], Meta(max_length=500)] = ()
 
     SCHEMA: ClassVar[Mapping[str, Any]] = {
-        "description": "What `matrixgen triage` knows besides the results store."
+        "description": "What `matrixgen results triage` knows besides the results store."
     }
     DESCRIPTIONS: ClassVar[Mapping[str, str]] = {
         "known_failures": "Failures with a known cause: one whose message, or a line of its "

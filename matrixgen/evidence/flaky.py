@@ -119,7 +119,7 @@ class FlakyRow(Struct, frozen=True, kw_only=True):
     def rate(self) -> float:
         return round(self.failures / self.runs, 4) if self.runs else 0.0
 
-    # Its JSON (`matrixgen flaky --format json`, schema/flaky.schema.json).
+    # Its JSON (`matrixgen results flaky --format json`, schema/flaky.schema.json).
     JSON: ClassVar[JsonLayout] = JsonLayout(
         keys=(
             *JOB_JSON_KEYS,

@@ -19,7 +19,7 @@ exactly one verdict, the first that holds:
   finished no later than the run, the run itself left out. A baseline run
   that failed it with another reason (or failed the job on another check)
   does not make it `baseline`: the evidence says how the baseline fails it;
-- `flaky`: `matrixgen flaky` judges it flaky over its window, on the runs of
+- `flaky`: `matrixgen results flaky` judges it flaky over its window, on the runs of
   the baseline ref (and source) alone (`flaky.flaky_rows`, the same verdict;
   a check of a whole job: that check's own history), and it failed there with
   this reason: a flaky test that now fails otherwise is new;
@@ -197,7 +197,7 @@ class TriageReport(Struct, frozen=True, kw_only=True):
     def new(self) -> tuple[Failure, ...]:
         return tuple(f for f in self.failures if f.verdict is TriageVerdict.NEW)
 
-    # Its JSON (`matrixgen triage --format json`, schema/triage.schema.json).
+    # Its JSON (`matrixgen results triage --format json`, schema/triage.schema.json).
     JSON: ClassVar[JsonLayout] = JsonLayout(
         keys=(
             ("run", "run"),
@@ -622,7 +622,7 @@ def read_triage(
     policy: FlakyPolicy | None = None,
 ) -> TriageReport:
     """`triage` of a run in the store at `db`, opened read-only for it and closed
-    after: the one reading `matrixgen triage` and the report's Triage page make,
+    after: the one reading `matrixgen results triage` and the report's Triage page make,
     so the two cannot disagree."""
     from matrixgen.evidence.store import open_store
 
