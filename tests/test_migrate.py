@@ -207,6 +207,21 @@ def test_plan_names_each_habit_and_writes_nothing(tree: Callable[..., Path], cli
     assert plan["summary"]["commented_out_without_tracker"] == 1
 
 
+def test_plan_is_the_same_wherever_the_tree_lies(
+    tree: Callable[..., Path], cli, tmp_path: Path
+) -> None:
+    """The document names each habit's file relative to the recipes folder, as
+    `list` does, so CI and a laptop print the same bytes for one tree."""
+    root = tree(habit_files())
+    elsewhere = tmp_path / "somewhere" / "else"
+    shutil.copytree(root, elsewhere)
+    here, there = run_migrate(cli, root), run_migrate(cli, elsewhere)
+    assert here == there
+    assert here["entries"] and here["left_alone"]
+    assert {e["from"].split(":")[0] for e in here["entries"]} == {"h100/gpt.yaml"}
+    assert {x["file"] for x in here["left_alone"]} == {"h100/gpt.yaml"}
+
+
 def test_plan_counts_what_megatron_parser_would_select_again(
     tree: Callable[..., Path], cli
 ) -> None:

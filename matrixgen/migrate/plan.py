@@ -353,7 +353,7 @@ def _settle(
             return planned, after_files, after
         for index, problem in sorted(failed.items()):
             c = candidates[index]
-            left.append(LeftAlone(path=c.path, line=c.first_line, habit=c.habit, reason=problem))
+            left.append(LeftAlone(path=c.rel, line=c.first_line, habit=c.habit, reason=problem))
         candidates = [c for i, c in enumerate(candidates) if i not in failed]
 
 

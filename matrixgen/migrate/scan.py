@@ -35,8 +35,7 @@ from matrixgen.util.textedit import TextEdit, line_offsets, split_lines
 class Candidate(Struct, frozen=True, kw_only=True):
     """One habit that migration restores: a row, or a commented-out item."""
 
-    rel: str
-    path: str  # as shown in messages
+    rel: str  # relative to the recipes folder: what the report and the JSON name
     habit: str  # "scope *-broken", "scope *-temp-disabled", "commented-out"
     first_line: int  # 1-based, inclusive: the lines the restored row(s) span
     last_line: int
@@ -53,7 +52,7 @@ class Candidate(Struct, frozen=True, kw_only=True):
 class LeftAlone(Struct, frozen=True, kw_only=True, rename={"path": "file"}):
     """A habit migrate leaves as it is, and why (its JSON: its fields, the path as `file`)."""
 
-    path: str
+    path: str  # relative to the recipes folder, so the document is the same wherever it lies
     line: int
     habit: str
     reason: str
@@ -78,7 +77,7 @@ class _Scan(Struct, kw_only=True):
     def leave(self, line: int, habit: str, reason: str) -> None:
         """Note a habit migration leaves as it is; `line` is 1-based."""
         self.left_alone.append(
-            LeftAlone(path=self.recipe.path, line=line, habit=habit, reason=reason)
+            LeftAlone(path=self.recipe.rel, line=line, habit=habit, reason=reason)
         )
 
 
@@ -194,12 +193,11 @@ def _scan_row(scan: _Scan, row: yaml.MappingNode) -> None:
     scan.candidates.append(
         Candidate(
             rel=recipe.rel,
-            path=recipe.path,
             habit=habit,
             first_line=first + 1,
             last_line=last + 1,
             edits=tuple(edits),
-            describe=f"{recipe.path}:{line_no}: scope {renames}",
+            describe=f"{recipe.rel}:{line_no}: scope {renames}",
             tracker=tracker,
             kind=_kind(said, default_kind),
             reason=_reason(said, f"was scope {', '.join(restored)} in {recipe.rel}"),
@@ -277,12 +275,11 @@ def _judge_item(
     scan.candidates.append(
         Candidate(
             rel=recipe.rel,
-            path=recipe.path,
             habit=habit,
             first_line=first + 1,
             last_line=item[-1] + 1,
             edits=edits,
-            describe=f"{recipe.path}:{first + 1}-{item[-1] + 1}: uncomment {what}",
+            describe=f"{recipe.rel}:{first + 1}-{item[-1] + 1}: uncomment {what}",
             tracker=tracker,
             kind=_kind(said, QuarantineKind.BROKEN),
             reason=_reason(said, f"was commented out in {recipe.rel}"),
