@@ -36,6 +36,7 @@ class Candidate(Struct, frozen=True, kw_only=True):
     """One habit that migration restores: a row, or a commented-out item."""
 
     rel: str  # relative to the recipes folder: what the report and the JSON name
+    path: str  # as findings locate it
     habit: str  # "scope *-broken", "scope *-temp-disabled", "commented-out"
     first_line: int  # 1-based, inclusive: the lines the restored row(s) span
     last_line: int
@@ -193,6 +194,7 @@ def _scan_row(scan: _Scan, row: yaml.MappingNode) -> None:
     scan.candidates.append(
         Candidate(
             rel=recipe.rel,
+            path=recipe.path,
             habit=habit,
             first_line=first + 1,
             last_line=last + 1,
@@ -275,6 +277,7 @@ def _judge_item(
     scan.candidates.append(
         Candidate(
             rel=recipe.rel,
+            path=recipe.path,
             habit=habit,
             first_line=first + 1,
             last_line=item[-1] + 1,
