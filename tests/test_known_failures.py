@@ -176,6 +176,25 @@ def test_known_failures_resolve_trackers_and_match_messages_and_lines() -> None:
     assert not known_failures(parse("project: x\n"))
 
 
+def test_a_failure_is_explained_by_its_message_before_its_output_line() -> None:
+    """Triage's evidence says where a known failure matched: the message when it
+    matches (even when the kept output line matches an earlier pattern), else
+    the line, quoted."""
+    from matrixgen.evidence.known import known_failures
+
+    known = known_failures(parse(CONFIG))
+    hub = "OSError: We couldn't connect to 'https://huggingface.co' to load this file"
+    socket = "[W socket.cpp:464] The server socket has failed to listen on any local network"
+    assert known.explain(hub, socket) == (known.refs[1], "its message")
+    assert known.explain("assert 1 == 2", socket) == (
+        known.refs[0],
+        f'a line of its output: "{socket}"',
+    )
+    assert known.explain(None, hub) == (known.refs[1], f'a line of its output: "{hub}"')
+    assert known.explain("assert 1 == 2", None) is None
+    assert known.explain("", "") is None
+
+
 def test_the_shipped_example_of_megatron_lm_patterns_is_a_valid_config() -> None:
     """docs/evidence.md ships the transient failures Megatron-LM's launcher
     retries as an example config: it must load, and match its own lines."""

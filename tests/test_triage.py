@@ -140,7 +140,7 @@ def test_triage_table_and_markdown(
     recipes: Path,
     triage_runs: list[TriageRun],  # noqa: F811
 ) -> None:
-    from matrixgen.evidence.triage import MARKER
+    from matrixgen.evidence.triage_markdown import MARKER
 
     store_db = str(tmp_path / "results.store_db")
     _ingest(store_db, recipes, triage_runs)
@@ -296,7 +296,7 @@ def test_baseline_runs_and_source_choose_the_baseline(capsys, db: str) -> None: 
 def test_the_markdown_escapes_what_the_reports_say(capsys, tmp_path: Path) -> None:
     """A node id comes from a pull request's JUnit report: in the comment it
     stays inert text, in code, and cannot break the table or open a tag."""
-    from matrixgen.evidence.triage import MARKER
+    from matrixgen.evidence.triage_markdown import MARKER
 
     hostile = "tests/unit_tests/x/test_x.py::test_x[<img src=x onerror=alert(1)>|`]"
     path = str(tmp_path / "results.db")

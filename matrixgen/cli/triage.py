@@ -99,7 +99,8 @@ def triage(
     failures that share one reason."""
     from matrixgen.engine.errors import ExpectationError
     from matrixgen.evidence.queries import RunFilter
-    from matrixgen.evidence.triage import markdown, read_triage
+    from matrixgen.evidence.triage import read_triage
+    from matrixgen.evidence.triage_markdown import markdown
 
     run = check_triage_options(run, baseline_ref, baseline_source, baseline_runs)
     policy = _policy(since, min_runs, flip_rate, broken_runs)

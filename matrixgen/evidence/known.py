@@ -34,6 +34,10 @@ class KnownRef(Struct, frozen=True, kw_only=True):
     tracker: str  # the resolved tracker URL, else the reference as written
     kind: str
 
+    def introduction(self) -> str:
+        """How a failure's evidence names it, before saying where it matched."""
+        return f"a known {self.kind} failure (tracker {self.tracker}): "
+
 
 class KnownFailures:
     """A config's known failures, compiled once (re2 is imported only when the
@@ -77,6 +81,15 @@ class KnownFailures:
             if text:
                 hits.update(self._set.matching(text))
         return self.refs[min(hits)] if hits else None
+
+    def explain(self, message: str | None, output_line: str | None) -> tuple[KnownRef, str] | None:
+        """The known failure a failure matches and where: its message first,
+        else the line of its output the ingest kept."""
+        where = ((message, "its message"), (output_line, f'a line of its output: "{output_line}"'))
+        for text, place in where:
+            if text and (ref := self.match(text, None)) is not None:
+                return ref, place
+        return None
 
 
 NO_KNOWN_FAILURES = KnownFailures((), None)

@@ -354,9 +354,7 @@ def judge_failures(
         entry = covering_entry(key.node_id, places_of.get(job, ()), entries, known)
         row = flaky.get(key.flaky_key)
         message, line = outcomes.texts.get((job, test), (None, None)) if test else (None, None)
-        matched, where = known_failures.match(message, None), "its message"
-        if matched is None and line:
-            matched, where = known_failures.match(None, line), f'a line of its output: "{line}"'
+        known_hit = known_failures.explain(message, line)
         found: dict[str, Any] = {}
         if entry is not None:
             found = {
@@ -365,10 +363,11 @@ def judge_failures(
                 f"{entry.kind.value}; tracker {entry.tracker_ref})",
                 "entry": _entry_ref(entry),
             }
-        elif matched is not None:
+        elif known_hit is not None:
+            matched, where = known_hit
             found = {
                 "verdict": TriageVerdict.KNOWN,
-                "evidence": f'{_known_prefix(matched)}the pattern "{matched.pattern}" matches '
+                "evidence": f'{matched.introduction()}the pattern "{matched.pattern}" matches '
                 + where,
                 "known": matched,
             }
@@ -409,10 +408,6 @@ def judge_failures(
         )
     judged.sort(key=Failure.sort_key)
     return judged
-
-
-def _known_prefix(known: KnownRef) -> str:
-    return f"a known {known.kind} failure (tracker {known.tracker}): "
 
 
 def _differently(
@@ -628,112 +623,3 @@ def read_triage(
 
     with closing(open_store(db, write=False)) as store:
         return triage(store, generation, run_id, baseline=baseline, count=count, policy=policy)
-
-
-# --------------------------------------------------------------------------- Markdown
-
-MARKER = "<!-- matrixgen-triage -->"
-_GROUP_TESTS_SHOWN = 10  # a group's tests the comment names
-
-
-def markdown(report: TriageReport) -> str:
-    """A pull request comment: the hidden marker (to update it in place), new
-    failures first, the known ones folded. Every string from the store or the
-    quarantine file is escaped (`util.escape`): it comes from a pull request."""
-    from matrixgen.util.escape import markdown_code as code
-    from matrixgen.util.escape import markdown_link
-    from matrixgen.util.escape import markdown_text as text
-
-    counts = report.summary()
-    lines = [MARKER, f"### matrixgen triage of run {code(report.run.run_id)}", ""]
-    base = report.baseline_runs
-    if base:
-        lines.append(
-            f"Baseline: {text(str(report.baseline))}, "
-            + (
-                f"run {code(base[0].run_id)} ({iso(base[0].finished_at)})"
-                if len(base) == 1
-                else f"{len(base)} runs, the latest {code(base[0].run_id)} "
-                f"({iso(base[0].finished_at)})"
-            )
-            + "."
-        )
-    else:
-        lines.append(f"**No baseline.** {text(report.note or '')}.")
-    lines.append("")
-    total = len(report.failures)
-    lines.append(
-        f"**{counts['new']} new** of {total} failure(s); {counts['baseline']} also failed in the "
-        f"baseline with the same reason, {counts['flaky']} flaky there, {counts['known']} known, "
-        f"{counts['quarantined']} quarantined."
-    )
-    lines.append("")
-    header = [
-        "| verdict | case | test | platform/env | scope | reason | evidence |",
-        "|" + " :-- |" * 7,
-    ]
-
-    def row(f: Failure) -> str:
-        test = code(f.test) if f.test else ""
-        evidence = text(f.evidence)
-        if f.entry is not None:  # the entry, linked to its tracker
-            evidence = (
-                f"quarantined by entry {markdown_link(f.entry.id, f.entry.tracker)} "
-                f"({text(f.entry.action)}, {text(f.entry.kind)})"
-            )
-        elif f.known is not None:  # the known failure, linked to its tracker
-            said = _known_prefix(f.known)
-            rest = f.evidence[len(said) :] if f.evidence.startswith(said) else f.evidence
-            evidence = (
-                f"{markdown_link('known ' + f.known.kind + ' failure', f.known.tracker)}: "
-                f"{text(rest)}"
-            )
-        reason = code(f.reason) if f.reason else ""
-        return (
-            f"| {f.verdict.value} | {code(f.case)} | {test} | {text(f.job.where)} "
-            f"| {text(f.job.place)} | {reason} | {evidence} |"
-        )
-
-    new = [f for f in report.failures if f.verdict is TriageVerdict.NEW]
-    known = [f for f in report.failures if f.verdict is not TriageVerdict.NEW]
-    if new:
-        lines += ["#### New failures", "", *header, *(row(f) for f in new), ""]
-    if known:
-        lines += [
-            "<details>",
-            f"<summary>{len(known)} known failure(s): {counts['baseline']} baseline, "
-            f"{counts['flaky']} flaky, {counts['known']} known, "
-            f"{counts['quarantined']} quarantined</summary>",
-            "",
-            *header,
-            *(row(f) for f in known),
-            "",
-            "</details>",
-            "",
-        ]
-    if report.shared:
-        lines += ["#### Failures that share a reason", ""]
-        for g in report.shared:
-            shown = ", ".join(code(t) for t in g.tests[:_GROUP_TESTS_SHOWN])
-            more = len(g.tests) - _GROUP_TESTS_SHOWN
-            lines.append(
-                f"- **{text(g.sentence())}:** {code(g.reason)}: {shown}"
-                + (f" and {more} more" if more > 0 else "")
-            )
-        lines.append("")
-    if report.lift_candidates:
-        lines += [
-            "<details>",
-            f"<summary>{len(report.lift_candidates)} quarantine entr"
-            f"{'y' if len(report.lift_candidates) == 1 else 'ies'} to lift</summary>",
-            "",
-            "| entry | action | tracker | why |",
-            "| :-- | :-- | :-- | :-- |",
-        ]
-        for c in report.lift_candidates:
-            lines.append(
-                f"| {code(c.entry.id)} | {text(c.entry.action)} | "
-                f"{markdown_link(c.entry.tracker, c.entry.tracker)} | {text(c.reason)} |"
-            )
-        lines += ["", "</details>", ""]
-    return "\n".join(lines).rstrip("\n") + "\n"
