@@ -36,6 +36,13 @@ so it runs in well under a second. What each figure counts:
   list --format json` and written by the editor (`toy_field_carried`), else the
   figure says where it is not. This part runs the copy's package (a few
   seconds); `--no-field` leaves it out.
+- files to touch to add a triage verdict: measured the same way. A copy of the
+  checkout gets one verdict more (its enum line and words in evidence/triage.py,
+  its name in schema/triage.schema.json: tests/schema_fixtures.py
+  `add_toy_verdict`); every file that differs counts, and a failure with that
+  verdict must be counted, valid against the schema, and shown by the text
+  summary, the Markdown comment and the report's Triage page
+  (`toy_verdict_carried`). `--no-field` leaves it out too.
 - test-to-test imports, import cycles and type-only imports (`if TYPE_CHECKING:`)
   pointing up a floor: as tests/test_layout.py finds them (its functions are reused).
 """
@@ -96,6 +103,22 @@ def field_experiment() -> tuple[list[str], dict[str, bool]]:
         shutil.copytree(ROOT / "recipes", tree)
         changed = fixtures.add_toy_field(checkout)
         return changed, fixtures.toy_field_carried(checkout, tree)
+
+
+def verdict_experiment() -> tuple[list[str], dict[str, bool]]:
+    """(the files a new triage verdict changes, where it is carried) in a copy of
+    the checkout."""
+    import shutil
+    import tempfile
+
+    fixtures = _load("schema_fixtures")
+    with tempfile.TemporaryDirectory(prefix="matrixgen-verdict-") as tmp:
+        checkout = Path(tmp) / "checkout"
+        skip = shutil.ignore_patterns("__pycache__")
+        for top in ("matrixgen", "schema", "docs"):
+            shutil.copytree(ROOT / top, checkout / top, ignore=skip)
+        changed = fixtures.add_toy_verdict(checkout)
+        return changed, fixtures.toy_verdict_carried(checkout)
 
 
 def _rel(path: Path) -> str:
@@ -242,7 +265,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--list", action="store_true", help="list every site, not only counts")
     parser.add_argument(
-        "--no-field", action="store_true", help="leave out the new-field experiment"
+        "--no-field", action="store_true", help="leave out the new-field and new-verdict experiments"
     )
     args = parser.parse_args()
     layout = _load("test_layout")
@@ -313,6 +336,14 @@ def main() -> int:
         missing = [where for where, done in carried.items() if not done]
         print(
             f"files to touch to add a field to a quarantine entry: {len(changed)} (goal at most 2)"
+            + (f"; not carried: {', '.join(missing)}" if missing else "")
+        )
+        for rel in changed:
+            print(f"    {rel}")
+        changed, carried = verdict_experiment()
+        missing = [where for where, done in carried.items() if not done]
+        print(
+            f"files to touch to add a triage verdict: {len(changed)} (goal at most 2)"
             + (f"; not carried: {', '.join(missing)}" if missing else "")
         )
         for rel in changed:

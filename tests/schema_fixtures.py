@@ -319,3 +319,90 @@ def _tracked(checkout: Path) -> list[Path]:
         for p in (checkout / top).rglob("*")
         if p.is_file() and "__pycache__" not in p.parts
     )
+
+
+# A triage verdict added in a copy of the checkout: its line in the enum, its
+# words, and its name in the published schema (the two hand-edited files).
+TOY_VERDICT = "retried"
+TOY_VERDICT_CHECK = """
+import json, sys
+from pathlib import Path
+import jsonschema
+from matrixgen.cli.triage import _summary
+from matrixgen.evidence.queries import RunFilter
+from matrixgen.evidence.store import JobKey, RunRow
+from matrixgen.evidence.triage import Failure, TriageReport, TriageVerdict
+from matrixgen.evidence.triage_markdown import markdown
+from matrixgen.report.pages import _triage_of
+from matrixgen.util.values import json_value
+
+verdict = TriageVerdict("retried")
+run = RunRow(ref=1, run_id="7", commit="c", finished_at=0, git_ref="pr", source="gitlab")
+job = JobKey(system="gitlab", scope="mr", platform="dgx_h100", environment="dev", model="gpt",
+             test_case="t", tag="")
+failure = Failure(job=job, node_id=None, metric=None, reason="failure: x", verdict=verdict,
+                  evidence="retried and passed")
+report = TriageReport(run=run, baseline=RunFilter(ref="main"), baseline_runs=(),
+                      failures=(failure,), lift_candidates=())
+document = json.loads(json.dumps(json_value(report)))
+schema = json.loads(Path(sys.argv[1]).read_text())
+print(json.dumps({
+    "judged in the report's counts": document["summary"].get("retried") == 1,
+    "valid against the published schema": not list(
+        jsonschema.Draft202012Validator(schema).iter_errors(document)),
+    "said by the text summary": "1 retried" in _summary(report),
+    "said by the Markdown comment": "1 retried" in markdown(report),
+    "a section of the report's Triage page": "Retried after a failure (1)" in "".join(
+        _triage_of(report)),
+}))
+"""
+
+
+def add_toy_verdict(checkout: Path) -> list[str]:
+    """Add TOY_VERDICT to the triage verdicts in a copy of the checkout (its
+    enum line and words in evidence/triage.py, its name in the schema's verdict
+    vocabulary: the hand edits) and return every file that changed."""
+    before = {p: p.read_bytes() for p in _tracked(checkout)}
+    source = checkout / "matrixgen" / "evidence" / "triage.py"
+    text = source.read_text(encoding="utf-8")
+    enum_line = '    QUARANTINED = "quarantined"\n'
+    words_line = '    TriageVerdict.QUARANTINED: ("Quarantined", "quarantined"),\n'
+    assert enum_line in text and words_line in text
+    text = text.replace(enum_line, enum_line + '    RETRIED = "retried"\n')
+    text = text.replace(
+        words_line,
+        words_line + '    TriageVerdict.RETRIED: ("Retried after a failure", "retried"),\n',
+    )
+    source.write_text(text, encoding="utf-8")
+    schema_path = checkout / "schema" / "triage.schema.json"
+    schema = schema_path.read_text(encoding="utf-8")
+    for old in ('"known", "quarantined"]', '"quarantined": {"type": "integer", "minimum": 0}'):
+        assert old in schema
+    schema = schema.replace('"known", "quarantined"]', '"known", "quarantined", "retried"]')
+    schema = schema.replace(
+        '"quarantined": {"type": "integer", "minimum": 0}',
+        '"quarantined": {"type": "integer", "minimum": 0},\n'
+        '        "retried": {"type": "integer", "minimum": 0}',
+    )
+    schema_path.write_text(schema, encoding="utf-8")
+    return sorted(
+        str(p.relative_to(checkout)) for p in _tracked(checkout) if p.read_bytes() != before.get(p)
+    )
+
+
+def toy_verdict_carried(checkout: Path) -> dict[str, bool]:
+    """Where a failure with the toy verdict is counted, valid and shown, with
+    the package of `checkout`."""
+    import subprocess
+    import sys
+
+    ran = subprocess.run(
+        [sys.executable, "-c", TOY_VERDICT_CHECK, str(checkout / "schema" / "triage.schema.json")],
+        cwd=checkout,
+        env={**os.environ, "PYTHONPATH": str(checkout)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    return json.loads(ran.stdout)

@@ -23,6 +23,7 @@ from tests.schema_fixtures import (
     EDGE_VALUES,
     REPO,
     add_toy_field,
+    add_toy_verdict,
     before,
     corpus,
     nodes,
@@ -30,6 +31,7 @@ from tests.schema_fixtures import (
     replaced,
     schema_words,
     toy_field_carried,
+    toy_verdict_carried,
     trimmed,
 )
 
@@ -476,3 +478,29 @@ def test_a_field_added_to_the_entry_struct_alone_is_read_checked_listed_and_writ
     ]["properties"]["team"] == {"type": "string", "minLength": 1}
     carried = toy_field_carried(checkout, tree)
     assert all(carried.values()), carried
+
+
+def test_a_triage_verdict_added_in_two_files_is_counted_valid_and_shown(tmp_path: Path) -> None:
+    """A new verdict is its enum line and words (evidence/triage.py) and its
+    name in the published schema: every report of a triage loops over the
+    verdicts, so none has to learn it."""
+    checkout = tmp_path / "checkout"
+    for top in ("matrixgen", "schema", "docs"):
+        shutil.copytree(REPO / top, checkout / top, ignore=shutil.ignore_patterns("__pycache__"))
+    assert add_toy_verdict(checkout) == [
+        "matrixgen/evidence/triage.py",
+        "schema/triage.schema.json",
+    ]
+    carried = toy_verdict_carried(checkout)
+    assert carried and all(carried.values()), carried
+
+
+def test_the_triage_schema_names_every_verdict() -> None:
+    from matrixgen.evidence.triage import TriageVerdict
+
+    schema = json.loads((REPO / "schema" / "triage.schema.json").read_text())
+    names = [v.value for v in TriageVerdict]
+    failure = schema["$defs"]["failure"] if "failure" in schema.get("$defs", {}) else None
+    verdicts = json.dumps(schema)
+    assert f'"enum": {json.dumps(names)}' in verdicts, failure
+    assert schema["properties"]["summary"]["required"] == names

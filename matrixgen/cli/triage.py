@@ -133,10 +133,10 @@ def triage(
 
 def _summary(report: TriageReport) -> str:
     counts = report.summary()
+    verdicts = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
     return (
-        f"run {_t(report.run.run_id)}: {len(report.failures)} failure(s): {counts['new']} new, "
-        f"{counts['baseline']} baseline, {counts['flaky']} flaky, {counts['known']} known, "
-        f"{counts['quarantined']} quarantined; {len(report.lift_candidates)} lift candidate(s)"
+        f"run {_t(report.run.run_id)}: {len(report.failures)} failure(s): {verdicts}; "
+        f"{len(report.lift_candidates)} lift candidate(s)"
     )
 
 

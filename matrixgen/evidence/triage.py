@@ -75,8 +75,31 @@ class TriageVerdict(StrEnum):
     KNOWN = "known"
     QUARANTINED = "quarantined"
 
+    @property
+    def heading(self) -> str:
+        """The title of its section on the report's Triage page."""
+        return _WORDS[self][0]
 
+    @property
+    def counted(self) -> str:
+        """What follows its count in the comment's summary sentence."""
+        return _WORDS[self][1]
+
+
+# Each verdict's words, so that every report of a triage loops over the verdicts.
+_WORDS = {
+    TriageVerdict.NEW: ("New failures", "new"),
+    TriageVerdict.BASELINE: (
+        "Also failed in the baseline, with the same reason",
+        "also failed in the baseline with the same reason",
+    ),
+    TriageVerdict.FLAKY: ("Flaky on the baseline ref", "flaky there"),
+    TriageVerdict.KNOWN: ("Known failures", "known"),
+    TriageVerdict.QUARANTINED: ("Quarantined", "quarantined"),
+}
 _RANK = {v: i for i, v in enumerate(TriageVerdict)}
+# The verdicts that do not fail a triage: the comment folds them.
+NOT_NEW = tuple(v for v in TriageVerdict if v is not TriageVerdict.NEW)
 
 
 class EntryRef(Struct, frozen=True, kw_only=True):

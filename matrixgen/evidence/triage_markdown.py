@@ -7,7 +7,7 @@ it comes from a pull request.
 from __future__ import annotations
 
 from matrixgen.evidence.flaky import iso
-from matrixgen.evidence.triage import Failure, TriageReport, TriageVerdict
+from matrixgen.evidence.triage import NOT_NEW, Failure, TriageReport, TriageVerdict
 from matrixgen.util.escape import markdown_code as code
 from matrixgen.util.escape import markdown_link
 from matrixgen.util.escape import markdown_text as text
@@ -26,12 +26,8 @@ def markdown(report: TriageReport) -> str:
     counts = report.summary()
     lines = [MARKER, f"### matrixgen triage of run {code(report.run.run_id)}", ""]
     lines += [_baseline_line(report), ""]
-    lines += [
-        f"**{counts['new']} new** of {len(report.failures)} failure(s); {counts['baseline']} "
-        f"also failed in the baseline with the same reason, {counts['flaky']} flaky there, "
-        f"{counts['known']} known, {counts['quarantined']} quarantined.",
-        "",
-    ]
+    others = ", ".join(f"{counts[v]} {v.counted}" for v in NOT_NEW)
+    lines += [f"**{counts['new']} new** of {len(report.failures)} failure(s); {others}.", ""]
     new = [f for f in report.failures if f.verdict is TriageVerdict.NEW]
     known = [f for f in report.failures if f.verdict is not TriageVerdict.NEW]
     if new:
@@ -39,9 +35,9 @@ def markdown(report: TriageReport) -> str:
     if known:
         lines += [
             "<details>",
-            f"<summary>{len(known)} known failure(s): {counts['baseline']} baseline, "
-            f"{counts['flaky']} flaky, {counts['known']} known, "
-            f"{counts['quarantined']} quarantined</summary>",
+            f"<summary>{len(known)} known failure(s): "
+            + ", ".join(f"{counts[v]} {v.value}" for v in NOT_NEW)
+            + "</summary>",
             "",
             *_HEADER,
             *(_row(f) for f in known),

@@ -414,14 +414,6 @@ def _run_cells(runs: Sequence[RunRow]) -> list[dict[str, str]]:
 # ---------------------------------------------------------------------- triage
 
 
-# What each verdict's section is called, in the order they come (new first).
-VERDICT_HEADINGS = {
-    "new": "New failures",
-    "baseline": "Also failed in the baseline, with the same reason",
-    "flaky": "Flaky on the baseline ref",
-    "known": "Known failures",
-    "quarantined": "Quarantined",
-}
 TRIAGE_STYLE = """.triage{font-size:13px}.triage .ev{min-width:260px;max-width:400px}
 .triage .node{min-width:200px;max-width:340px;overflow-wrap:anywhere}
 .triage .job{min-width:150px;max-width:220px;overflow-wrap:anywhere}
@@ -486,11 +478,13 @@ def _failure_row(f: Failure) -> list[str]:
 
 
 def _triage_of(report: TriageReport) -> list[str]:
+    from matrixgen.evidence.triage import NOT_NEW, TriageVerdict
+
     counts = report.summary()
     body = [
         figures(
             [(str(len(report.failures)), "failures"), (str(counts["new"]), "new")]
-            + [(str(counts[v]), v) for v in ("baseline", "flaky", "known", "quarantined")]
+            + [(str(counts[v]), v.value) for v in NOT_NEW]
             + [(str(len(report.lift_candidates)), "lift candidates")]
         ),
         f'<p class="note">{text(_run_line(report.run))}, against the baseline: '
@@ -508,10 +502,10 @@ def _triage_of(report: TriageReport) -> list[str]:
             f'<p class="note no-failures"><b>Run {text(report.run.run_id)} has no failures:</b> '
             "no job or test of it failed in the results store.</p>\n"
         )
-    for verdict, heading in VERDICT_HEADINGS.items():
-        rows = [_failure_row(f) for f in report.failures if f.verdict.value == verdict]
+    for verdict in TriageVerdict:
+        rows = [_failure_row(f) for f in report.failures if f.verdict is verdict]
         if rows:
-            body.append(f'<h2 id="{verdict}">{heading} ({len(rows)})</h2>\n')
+            body.append(f'<h2 id="{verdict}">{verdict.heading} ({len(rows)})</h2>\n')
             body.append(table(TRIAGE_HEADERS, rows, cls=f"triage {verdict}"))
     if report.shared:
         body.append('<h2 id="groups">Failures that share a reason</h2>\n<ul class="groups">')
