@@ -265,7 +265,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--list", action="store_true", help="list every site, not only counts")
     parser.add_argument(
-        "--no-field", action="store_true", help="leave out the new-field and new-verdict experiments"
+        "--no-field",
+        action="store_true",
+        help="leave out the new-field and new-verdict experiments",
     )
     args = parser.parse_args()
     layout = _load("test_layout")
