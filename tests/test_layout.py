@@ -25,6 +25,7 @@ FLOORS = [
     "quarantine",
     "engine",
     "documents",
+    "systems",
     "util",
 ]
 # Features above the stage they build on (each imports only floors below it):
@@ -35,6 +36,19 @@ FEATURES: dict[str, str] = {
     # entry checked for reaching its jobs' tests (the emitters' rule).
     "quarantine.propose": "views",
     "quarantine.add": "emit",
+}
+# systems/ holds one home per CI system (matrixgen/systems/<name>/). The rule,
+# with no exception per module: a part of a home (a module of systems/<name>/
+# named in this table) sits on the floor of what it is, as if it were a module
+# of that floor; every other module of systems/ (the registry, the homes' facts,
+# their limits, the running CI's variables) sits on the systems floor, just
+# above util, so that every floor may ask the registry. Equal to
+# matrixgen.systems.home.PART_FLOORS (a test holds them so).
+SYSTEM_PART_FLOORS: dict[str, str] = {
+    "settings": "documents",
+    "emitter": "emit",
+    "outputs": "emit",
+    "commands": "cli",
 }
 # documents/ sits below the engine's stages and reads each file into the
 # engine's values: the modules of engine/ it may import, which themselves import
@@ -56,6 +70,8 @@ def floor_of(module: str) -> int:
     parts = module.split(".")
     if len(parts) == 1:  # matrixgen itself, __main__
         return -1
+    if parts[1] == "systems" and len(parts) == 4 and parts[3] in SYSTEM_PART_FLOORS:
+        return FLOORS.index(SYSTEM_PART_FLOORS[parts[3]])
     top = FEATURES.get(".".join(parts[1:3]), FEATURES.get(parts[1], parts[1]))
     return FLOORS.index(top) if top in FLOORS else -1
 
@@ -229,6 +245,22 @@ def test_the_check_sees_imports_inside_functions(tmp_path: Path) -> None:
     assert "matrixgen.engine.checks" in found  # a relative import
     assert "matrixgen.cli.main" not in found
     assert "matrixgen.cli.main" in imports_of(source, "matrixgen.engine.sample", type_only=True)
+
+
+def test_the_parts_of_a_home_are_the_ones_the_homes_declare() -> None:
+    from matrixgen.systems.home import PART_FLOORS
+
+    assert dict(PART_FLOORS) == SYSTEM_PART_FLOORS
+
+
+def test_a_part_of_a_home_sits_on_its_own_floor() -> None:
+    assert floor_of("matrixgen.systems.gitlab.emitter") == FLOORS.index("emit")
+    assert floor_of("matrixgen.systems.github.commands") == FLOORS.index("cli")
+    assert floor_of("matrixgen.systems.github") == FLOORS.index("systems")
+    assert floor_of("matrixgen.systems.ci") == FLOORS.index("systems")
+    assert floor_of("matrixgen.systems.gitlab.limits") == FLOORS.index("systems")
+    # The registry imports no part: each floor finds the parts it uses.
+    assert upward_imports({"matrixgen.systems": {"matrixgen.systems.github.emitter"}})
 
 
 @pytest.mark.parametrize("floor", FLOORS)

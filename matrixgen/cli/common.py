@@ -149,13 +149,13 @@ def tree_config(given: Path | None) -> ProjectConfig | None:
 
 
 def report_base() -> Path:
-    """Where paths in reports are relative to: $GITHUB_WORKSPACE in a GitHub
-    job, else the top of the git checkout we are in, else the current directory."""
-    import os
-
+    """Where paths in reports are relative to: the running CI's workspace (where
+    its system names one), else the top of the git checkout we are in, else the
+    current directory."""
+    from matrixgen.systems.ci import ci_value
     from matrixgen.util.checkout import checkout_top
 
-    workspace = os.environ.get("GITHUB_WORKSPACE")
+    workspace = ci_value("workspace")
     if workspace:
         return Path(workspace)
     here = Path.cwd()

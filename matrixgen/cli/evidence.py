@@ -24,6 +24,7 @@ from matrixgen.cli.common import (
     usable_generation,
 )
 from matrixgen.engine.errors import ExitCode, UsageError
+from matrixgen.systems.ci import ci_value, variables_of
 from matrixgen.util.escape import terminal_text as _t
 from matrixgen.util.values import json_value
 from matrixgen.views.table import table
@@ -127,9 +128,7 @@ def ingest(
     ] = None,
     commit: Annotated[
         str | None,
-        typer.Option(
-            metavar="SHA", help="The commit tested (default: $CI_COMMIT_SHA, else $GITHUB_SHA)."
-        ),
+        typer.Option(metavar="SHA", help=f"The commit tested (default: {_ci_default('commit')})."),
     ] = None,
     finished_at: Annotated[
         str | None,
@@ -142,8 +141,7 @@ def ingest(
         str | None,
         typer.Option(
             metavar="REF",
-            help="The branch or tag the run was for "
-            "(default: $CI_COMMIT_REF_NAME, else $GITHUB_REF_NAME).",
+            help=f"The branch or tag the run was for (default: {_ci_default('ref')}).",
         ),
     ] = None,
     source: Annotated[
@@ -151,16 +149,16 @@ def ingest(
         typer.Option(
             metavar="SOURCE",
             help="What started the run: schedule, merge_request_event, push... "
-            "(default: $CI_PIPELINE_SOURCE, else $GITHUB_EVENT_NAME).",
+            f"(default: {_ci_default('source')}).",
         ),
     ] = None,
     base: Annotated[
         str | None,
         typer.Option(
             metavar="REV",
-            envvar="CI_MERGE_REQUEST_DIFF_BASE_SHA",
+            envvar=list(variables_of("diff_base")),
             help="The git revision whose quarantine file decides which failures stay muted "
-            "(default: $CI_MERGE_REQUEST_DIFF_BASE_SHA, else the tree of --recipes as it is): "
+            f"(default: {_ci_default('diff_base')}, else the tree of --recipes as it is): "
             "give a pull request's base, so that its own file grants nothing.",
         ),
     ] = None,
@@ -174,16 +172,15 @@ def ingest(
     quarantine file at --base names it. Each failure's reason is stored, and the
     line of its output a known-failure pattern of the config matches. Re-ingesting
     a run changes nothing; a bad file stores nothing."""
-    import os
 
     from matrixgen.evidence.junit import report_files
 
     if not run_id.strip():
         raise UsageError("--run-id must not be empty")
     moment = _parse_time(finished_at) if finished_at else None
-    commit = commit or os.environ.get("CI_COMMIT_SHA") or os.environ.get("GITHUB_SHA") or None
-    ref = _origin("--ref", ref, "CI_COMMIT_REF_NAME", "GITHUB_REF_NAME")
-    source = _origin("--source", source, "CI_PIPELINE_SOURCE", "GITHUB_EVENT_NAME")
+    commit = commit or ci_value("commit")
+    ref = _origin("--ref", ref, "ref")
+    source = _origin("--source", source, "source")
     paths = report_files(files)
     if not paths:
         raise UsageError("no JUnit XML files found in " + ", ".join(str(f) for f in files))
@@ -322,21 +319,21 @@ def _stream_ingest(
         store.close()
 
 
-def _origin(option: str, given: str | None, gitlab: str, github: str) -> str | None:
-    """--ref or --source: as given, else from the CI's own variables (GitLab's
-    first, then GitHub's); None when nothing says. An empty or blank value
-    given on the command line is a mistake; an empty variable is unset."""
-    import os
-
+def _origin(option: str, given: str | None, role: str) -> str | None:
+    """--ref or --source: as given, else from the CI's own variables (the running
+    CI's; outside any CI, `systems.ci` says in which order); None when nothing
+    says. An empty or blank value given on the command line is a mistake; an
+    empty variable is unset."""
     if given is not None:
         if not given.strip() or given != given.strip():
             raise UsageError(f"{option} {given!r}: expected a name without surrounding blanks")
         return given
-    for variable in (gitlab, github):
-        value = os.environ.get(variable, "").strip()
-        if value:
-            return value
-    return None
+    return ci_value(role)
+
+
+def _ci_default(role: str) -> str:
+    """The variables an option's default is read from, as its help names them."""
+    return ", else ".join(f"${name}" for name in variables_of(role))
 
 
 _INGEST_HEADERS = (

@@ -23,7 +23,8 @@ from matrixgen.cli.common import (
     recipes_dir,
 )
 from matrixgen.engine.errors import ExitCode
-from matrixgen.engine.vocab import System
+from matrixgen.engine.vocab import OTHER_TIERS_SYSTEM, System
+from matrixgen.systems.ci import job_variables, running
 
 if TYPE_CHECKING:
     from matrixgen.emit.jet import JetPipeline, Notice
@@ -31,12 +32,19 @@ if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
 
 
+def _assumed_system() -> str:
+    """How --system is chosen when not given, in words."""
+    running = [
+        f"{s.value} when {s.job_variable}=true" for s in System if s is not OTHER_TIERS_SYSTEM
+    ]
+    return ", ".join([*running, f"else {OTHER_TIERS_SYSTEM.value}"])
+
+
 SystemChoiceOption = Annotated[
     System | None,
     typer.Option(
         "--system",
-        help="The system whose quarantine entries apply (default: github when "
-        "GITHUB_ACTIONS=true, else gitlab).",
+        help=f"The system whose quarantine entries apply (default: {_assumed_system()}).",
     ),
 ]
 StrictOption = Annotated[
@@ -101,14 +109,16 @@ def asking_system(given: System | None) -> System:
     process runs in. When assumed, a note says which and why (once)."""
     if given is not None:
         return given
-    chosen = System.running_in(os.environ)
-    if os.environ.get(chosen.job_variable) == "true":
-        why = f"{chosen.job_variable}=true"
+    home = running()
+    chosen = System(home.name) if home is not None else OTHER_TIERS_SYSTEM
+    if home is not None:
+        why = f"{home.job_variable}=true"
     else:
-        why = " and ".join(f"{s.job_variable}" for s in System) + " are not true"
+        why = " and ".join(job_variables()) + " are not true"
+    choices = " or ".join(f"--system {s.value}" for s in System)
     note(
         f"--system {chosen.value} assumed ({why}): the quarantine entries of "
-        f"{chosen.value} apply; give --system github or --system gitlab to choose"
+        f"{chosen.value} apply; give {choices} to choose"
     )
     return chosen
 

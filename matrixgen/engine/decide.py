@@ -22,7 +22,6 @@ is made from the configured target's settings.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -34,6 +33,7 @@ from matrixgen.documents.config_sections import DecisionRule, SystemDecisions
 from matrixgen.engine.errors import Findings, UsageError, did_you_mean
 from matrixgen.engine.model import Selector, Target
 from matrixgen.engine.vocab import System, resolve_scope
+from matrixgen.systems.ci import running_all
 from matrixgen.util.values import JsonLayout
 
 # Events whose pipelines carry the labels of a pull or merge request.
@@ -325,7 +325,7 @@ def _system_for(rules: Mapping[System, Decisions], event: str, system: System | 
     if len(owners) == 1:
         return owners[0]
     # Inside a CI job, its own system's rules decide.
-    running = [s for s in System if os.environ.get(s.job_variable) == "true"]
+    running = [System(home.name) for home in running_all()]
     if len(owners) > 1 and len(running) == 1 and running[0] in owners:
         return running[0]
     if len(owners) > 1:

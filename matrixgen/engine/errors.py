@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from msgspec import Struct, field
 
+from matrixgen.systems.ci import ci_value, running
 from matrixgen.util.escape import annotation, terminal_lines, terminal_text
 from matrixgen.util.values import JsonLayout
 
@@ -201,9 +202,9 @@ def finding(
 
 
 def _workspace_path(file: str) -> str:
-    """GitHub places an annotation on a file only by its path from the top of the
-    checkout (GITHUB_WORKSPACE): not absolute, not `./`-prefixed."""
-    workspace = os.environ.get("GITHUB_WORKSPACE")
+    """An annotation is placed on a file only by its path from the top of the
+    checkout (the running CI's workspace): not absolute, not `./`-prefixed."""
+    workspace = ci_value("workspace")
     path = os.path.abspath(file)
     if workspace:
         top = os.path.abspath(workspace)
@@ -285,8 +286,9 @@ def render_findings(findings: Sequence[Finding]) -> str:
 
 
 def annotation_lines(findings: Sequence[Finding]) -> list[str]:
-    """The GitHub annotations of findings, when GITHUB_ACTIONS=true."""
-    if os.environ.get("GITHUB_ACTIONS") != "true":
+    """The annotations of findings, inside a CI that reads them (`Home.annotates`)."""
+    home = running()
+    if home is None or not home.annotates:
         return []
     return [f.github_annotation() for f in findings]
 

@@ -4,71 +4,65 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import NamedTuple
+from typing import TYPE_CHECKING
+
+from matrixgen.systems import HOMES, home_of, other_tiers_home
+from matrixgen.systems.ci import running_or_assumed
+
+if TYPE_CHECKING:
+    from matrixgen.systems.home import Home
 
 
-class System(StrEnum):
-    """A CI system. What the engine knows of each is in `_SYSTEM_FACTS`; how its
-    files are written is its emitter's (`matrixgen.emit.registry`)."""
+class _SystemMembers(StrEnum):
+    """A CI system: one member per home of `matrixgen.systems.HOMES`, in its
+    order (`System("github")`, `System.GITHUB`). What the engine knows of each is
+    its home's (`System.home`); how its files are written is its emitter's
+    (`matrixgen.emit.registry`)."""
 
-    GITHUB = "github"
-    GITLAB = "gitlab"
+    @property
+    def home(self) -> Home:
+        return home_of(self.value)
+
+    @property
+    def label(self) -> str:
+        """The system's name in prose."""
+        return self.home.label
 
     @property
     def events(self) -> tuple[str, ...]:
-        """The events the system reports (GitHub's event names; GitLab's
-        CI_PIPELINE_SOURCE)."""
-        return _SYSTEM_FACTS[self].events
+        """The events the system reports (its event names)."""
+        return self.home.events
 
     @property
     def also_runs(self) -> tuple[str, ...]:
-        """Scopes of another system's tiers that this system runs too: GitHub
-        runs Megatron-LM's unit-test buckets (`jet-buckets`) beside GitLab."""
-        return _SYSTEM_FACTS[self].also_runs
+        """Scopes of another system's tiers that this system runs too."""
+        return self.home.also_runs
 
     @property
     def job_variable(self) -> str:
         """The variable the system sets to "true" in every job it runs."""
-        return _SYSTEM_FACTS[self].job_variable
+        return self.home.job_variable
 
     @property
     def tiers(self) -> str | None:
         """The tiers the system runs unless a target says otherwise (a pattern of
         tier names); None: every tier no other system claims."""
-        return _SYSTEM_FACTS[self].tiers
+        return self.home.tiers
 
     @classmethod
     def running_in(cls, environ: Mapping[str, str]) -> System:
         """The system whose job this process runs in (its variable is "true"),
         else the one that runs every other tier."""
-        for system in cls:
-            if environ.get(system.job_variable) == "true":
-                return system
-        return OTHER_TIERS_SYSTEM
+        return cls(running_or_assumed(environ).name)
 
 
-class _Facts(NamedTuple):
-    events: tuple[str, ...]
-    job_variable: str
-    tiers: str | None
-    also_runs: tuple[str, ...] = ()
-
-
-_SYSTEM_FACTS: Mapping[System, _Facts] = {
-    System.GITHUB: _Facts(
-        events=("pull_request", "merge_group", "schedule", "workflow_dispatch", "push"),
-        job_variable="GITHUB_ACTIONS",
-        tiers=r"L[01]",
-        also_runs=("unit-tests",),
-    ),
-    System.GITLAB: _Facts(
-        events=("merge_request_event", "schedule", "push", "web", "api", "trigger"),
-        job_variable="GITLAB_CI",
-        tiers=None,
-    ),
-}
+# Built from the registry: a new home is a new member, with no edit here.
+System = _SystemMembers(
+    "System", [(home.name.upper(), home.name) for home in HOMES], module=__name__
+)
+System.__doc__ = _SystemMembers.__doc__
 # The system that runs the tiers no other claims, and is assumed outside any CI.
-OTHER_TIERS_SYSTEM = System.GITLAB
+OTHER_TIERS_SYSTEM = System(other_tiers_home().name)
 
 
 class Cadence(StrEnum):

@@ -242,9 +242,11 @@ def _warn_unmatched(entry: Entry, node: str, path: str) -> None:
 
 
 def _undecided_lines(entries: Sequence[Entry]) -> list[str]:
+    from matrixgen.systems.ci import job_variables
+
     return [
         f"entry {e.id} ({e.action.value}) applies on {', '.join(e.where)} only, and "
-        "MATRIXGEN_SYSTEM is not set (nor GITHUB_ACTIONS or GITLAB_CI): not applied"
+        f"MATRIXGEN_SYSTEM is not set (nor {' or '.join(job_variables())}): not applied"
         for e in entries
     ]
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct
 
 from matrixgen.engine.vocab import QuarantineAction, System
+from matrixgen.systems.ci import running
 from matrixgen.util.patterns import name_pattern, whole
 from matrixgen.util.shellvars import exported
 
@@ -127,9 +128,10 @@ def identity_from(environ: Mapping[str, str]) -> JobIdentity:
             ) from None
     else:
         # Only what the environment says: a CI marker set to "true". Never a
-        # default: Megatron-LM's launchers pass no GITHUB_ACTIONS into the
-        # container, so a GitHub job there would pass for a GitLab one.
-        system = next((s for s in System if environ.get(s.job_variable) == "true"), None)
+        # default: Megatron-LM's launchers pass no job variable into the
+        # container, so a job of one system there would pass for another's.
+        home = running(environ)
+        system = System(home.name) if home is not None else None
     return JobIdentity(system=system, **values)
 
 

@@ -1,0 +1,70 @@
+"""The running CI, read from its variables: the one place matrixgen reads them.
+
+Each home names its variables by role (`Home.variables`); the rest of matrixgen
+asks for a role, never for a variable. Inside a CI job (its job variable is
+"true") that system's variable wins; outside any CI the system assumed there
+(`systems.other_tiers_home`) comes first, then the registry's order.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from matrixgen.systems import HOMES, other_tiers_home
+from matrixgen.systems.home import Home
+
+
+def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if environ is None else environ
+
+
+def running(environ: Mapping[str, str] | None = None) -> Home | None:
+    """The system whose job this process runs in (its job variable is "true"),
+    None outside any CI."""
+    env = _environ(environ)
+    return next((h for h in HOMES if env.get(h.job_variable) == "true"), None)
+
+
+def running_all(environ: Mapping[str, str] | None = None) -> tuple[Home, ...]:
+    """Every system whose job variable is "true" (more than one: no telling)."""
+    env = _environ(environ)
+    return tuple(h for h in HOMES if env.get(h.job_variable) == "true")
+
+
+def running_or_assumed(environ: Mapping[str, str] | None = None) -> Home:
+    """The running system, else the one assumed outside any CI."""
+    return running(environ) or other_tiers_home()
+
+
+def _asked_order(environ: Mapping[str, str]) -> list[Home]:
+    first = running_or_assumed(environ)
+    return [first, *(h for h in HOMES if h is not first)]
+
+
+def ci_value(role: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The value of the CI variable of a role (stripped; an empty one is unset):
+    the running system's first, then the others' in `_asked_order`."""
+    env = _environ(environ)
+    for home in _asked_order(env):
+        name = home.variables.get(role)
+        value = env.get(name, "").strip() if name else ""
+        if value:
+            return value
+    return None
+
+
+def variables_of(role: str) -> tuple[str, ...]:
+    """The variables a role is read from, in the order outside any CI asks them."""
+    return tuple(h.variables[role] for h in _asked_order({}) if role in h.variables)
+
+
+def job_variables() -> tuple[str, ...]:
+    """Every system's job variable, in the registry's order."""
+    return tuple(h.job_variable for h in HOMES)
+
+
+def is_set(variable_of: str, environ: Mapping[str, str] | None = None) -> bool:
+    """True when the running CI is the home named `variable_of` (its job variable is "true")."""
+    home = running(environ)
+    return home is not None and home.name == variable_of
