@@ -26,13 +26,17 @@ from matrixgen.diff.data import to_json_data
 from matrixgen.diff.gitsource import Repository
 from matrixgen.diff.model import ACTION_CHANGED, ENTRY_CHANGED, LIFTED, QUARANTINED, SelectionDiff
 from matrixgen.emit.generate import generate_all
-from matrixgen.emit.gitlab import ENTRY_LABEL_VARIABLE, PLACEHOLDER_JOB, QUARANTINE_VARIABLE
 from matrixgen.engine.model import JobId
 from matrixgen.engine.targets import resolve_targets
 from matrixgen.engine.vocab import System
 from matrixgen.migrate.plan import real_targets
 from matrixgen.pipeline import generate_from_files
 from matrixgen.quarantine.jobenv import JOB_VARIABLES
+from matrixgen.systems.gitlab.emitter import (
+    ENTRY_LABEL_VARIABLE,
+    PLACEHOLDER_JOB,
+    QUARANTINE_VARIABLE,
+)
 from tests.diff_fixtures import GPT, block, dumped, v2_tree
 from tests.gitrepo import GIT_ENV, GitRepo
 

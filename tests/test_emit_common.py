@@ -12,11 +12,11 @@ from matrixgen.emit.common import (
     recipe_timeout,
     resolve_settings,
 )
-from matrixgen.emit.github import github_jobs
-from matrixgen.emit.gitlab import emit_gitlab
 from matrixgen.engine.errors import ConfigError, UsageError
 from matrixgen.engine.targets import parse_target
 from matrixgen.pipeline import generate_from_files
+from matrixgen.systems.github.emitter import github_jobs
+from matrixgen.systems.gitlab.emitter import emit_gitlab
 from tests.emit_fixtures import V1_TREE, V2_TREE, bare_settings, make_job, tree_files, v2_generation
 
 # --------------------------------------------------------------------------- timeouts

@@ -14,19 +14,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matrixgen.emit.common import EmitSettings
-from matrixgen.emit.github import (
-    GithubMatrix,
-    append_github_outputs,
-    compact,
-    emit_github,
-    github_output_text,
-    heredoc_delimiter,
-    shard_rows,
-)
-from matrixgen.emit.limits import GITHUB_MAX_OUTPUT_BYTES
 from matrixgen.engine.errors import LimitError
 from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
 from matrixgen.engine.vocab import System
+from matrixgen.systems.github.emitter import GithubMatrix, compact, emit_github, shard_rows
+from matrixgen.systems.github.limits import GITHUB_MAX_OUTPUT_BYTES
+from matrixgen.systems.github.outputs import (
+    append_github_outputs,
+    github_output_text,
+    heredoc_delimiter,
+)
 from tests.emit_fixtures import HOSTILE, V2_TREE, target_jobs
 
 

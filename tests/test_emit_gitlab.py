@@ -18,7 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.emit.common import resolve_settings
-from matrixgen.emit.gitlab import (
+from matrixgen.emit.yamltext import dump_yaml
+from matrixgen.engine.errors import ConfigError, LimitError, RecipeError
+from matrixgen.engine.model import QuarantineMark
+from matrixgen.pipeline import generate_from_files
+from matrixgen.systems.gitlab.emitter import (
     PLACEHOLDER_JOB,
     emit_gitlab,
     gitlab_duration,
@@ -26,11 +30,7 @@ from matrixgen.emit.gitlab import (
     job_script,
     shell_quote,
 )
-from matrixgen.emit.limits import GITLAB_MAX_CHILD_YAML_BYTES, RESERVED_NAMES
-from matrixgen.emit.yamltext import dump_yaml
-from matrixgen.engine.errors import ConfigError, LimitError, RecipeError
-from matrixgen.engine.model import QuarantineMark
-from matrixgen.pipeline import generate_from_files
+from matrixgen.systems.gitlab.limits import GITLAB_MAX_CHILD_YAML_BYTES, RESERVED_NAMES
 from tests import realvalidators as rv
 from tests.emit_fixtures import (
     HOSTILE,

@@ -23,8 +23,6 @@ from msgspec.structs import replace
 import matrixgen.pipeline as pipeline_module
 from matrixgen.emit.common import EmitSettings
 from matrixgen.emit.generate import file_name, generate_all
-from matrixgen.emit.github import emit_github
-from matrixgen.emit.limits import GITHUB_MAX_MATRIX_ROWS
 from matrixgen.engine.checks import typo_platforms
 from matrixgen.engine.errors import UsageError
 from matrixgen.engine.load import read_directory
@@ -32,6 +30,8 @@ from matrixgen.engine.model import Selector, Target
 from matrixgen.engine.targets import is_holding_pen
 from matrixgen.engine.vocab import System
 from matrixgen.pipeline import Generation, generate_from_files
+from matrixgen.systems.github.emitter import emit_github
+from matrixgen.systems.github.limits import GITHUB_MAX_MATRIX_ROWS
 from tests import realvalidators as rv
 from tests.conftest import megatron_recipes_path, require_megatron, write_tree
 from tests.emit_fixtures import V1_TREE, V2_TREE, tree_files, write_workflows
@@ -711,8 +711,8 @@ def test_jobs_named_as_they_are_have_no_name_problem(fields: list) -> None:
     """validate's GitLab-name check skips naming the jobs one by one only where
     naming them would find nothing, and does not skip a target of plainly
     distinct, usable names."""
-    from matrixgen.emit.gitlab import assign_names, name_problems, named_as_they_are
     from matrixgen.engine.model import Job
+    from matrixgen.systems.gitlab.emitter import assign_names, name_problems, named_as_they_are
 
     jobs = [
         Job(

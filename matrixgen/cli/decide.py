@@ -131,9 +131,9 @@ def decide_command(
     generation = load_valid(recipes)
     decision = decision_for(generation, event, label, labels_json, system)
     if github_output:
-        from matrixgen.emit.github import append_github_outputs
+        from matrixgen.emit.registry import step_outputs
 
-        append_github_outputs(github_outputs(decision))
+        step_outputs().append(github_outputs(decision))
     if fmt is TableJsonOrMarkdown.JSON:
         echo_json(json_value(decision))
     elif fmt is TableJsonOrMarkdown.MARKDOWN:

@@ -1,4 +1,5 @@
-"""Commands that write what CI reads: `github`, `gitlab` and `generate`.
+"""Commands that write what CI reads: `generate`, and what the per-system
+commands (each home's `commands`, `matrixgen github`, `matrixgen gitlab`) share.
 
 Imported at start-up by matrixgen.cli.main: everything heavy is imported inside the
 commands.
@@ -14,7 +15,6 @@ import typer
 from matrixgen.cli.changes import ChangedSinceOption, FullOption, change_selection
 from matrixgen.cli.common import (
     HoldingPenOption,
-    JsonOutputOption,
     RecipesOption,
     TableOrJson,
     TargetOption,
@@ -49,7 +49,7 @@ LauncherOption = Annotated[
 ]
 
 
-def _one_target(generation: Generation, system: System, values: list[str] | None) -> Target:
+def one_target(generation: Generation, system: System, values: list[str] | None) -> Target:
     """The single target a `github` or `gitlab` command emits; key=value pairs
     without system= are the command's system."""
     from matrixgen.engine.errors import UsageError
@@ -77,7 +77,7 @@ def _one_target(generation: Generation, system: System, values: list[str] | None
     return target
 
 
-def _write_text(path: Path, text: str) -> None:
+def write_text(path: Path, text: str) -> None:
     """--output: written whole, never through a link (`util.atomic`)."""
     from matrixgen.engine.errors import UsageError, file_error, write_failure
     from matrixgen.util.atomic import WriteError, write_atomic
@@ -93,105 +93,6 @@ def _write_text(path: Path, text: str) -> None:
         write_atomic(path, text.encode("utf-8"))
     except WriteError as exc:
         raise write_failure(exc.message, exc.errno) from None
-
-
-@exits(
-    ExitCode.FINDINGS,
-    ExitCode.USAGE,
-    ExitCode.CONFIG,
-    (ExitCode.LIMIT, "a GitHub limit cannot be met"),
-    ExitCode.ENVIRONMENT,
-    ExitCode.OUTPUT,
-)
-def github(
-    target: TargetOption = None,
-    recipes: RecipesOption = None,
-    output: JsonOutputOption = None,
-    github_output: Annotated[
-        bool,
-        typer.Option(
-            "--github-output",
-            help="Append outputs shards, matrix (and matrix-1...) to $GITHUB_OUTPUT.",
-        ),
-    ] = False,
-    changed_since: ChangedSinceOption = None,
-    full: FullOption = False,
-) -> None:
-    """GitHub Actions matrix JSON of one target, for strategy.matrix via fromJSON.
-
-    Past 256 rows (or 1 MB) the rows are split into shards:
-    {"shards": N, "matrices": [{"include": [...]}, ...]}; never a job dropped.
-    """
-    from matrixgen.emit.common import resolve_settings
-    from matrixgen.emit.github import append_github_outputs, emit_github
-    from matrixgen.engine.errors import UsageError
-
-    if output is not None and github_output:
-        raise UsageError("give --output or --github-output, not both")
-    generation = load_valid(recipes, emitting=True)
-    chosen = _one_target(generation, System.GITHUB, target)
-    generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
-    jobs = generation.jobs_for(chosen)
-    settings = resolve_settings(chosen, generation.tree.config, jobs)
-    matrix = emit_github(jobs, settings)
-    if github_output:
-        path = append_github_outputs(matrix.outputs())
-        typer.echo(
-            f"{terminal_text(chosen.name)}: {len(matrix.rows)} job(s) in {len(matrix.shards)} "
-            f"shard(s) -> {terminal_text(path)}",
-            err=True,
-        )
-    elif output is not None:
-        _write_text(output, matrix.text())
-        typer.echo(
-            f"{terminal_text(chosen.name)}: {len(matrix.rows)} job(s) -> {terminal_text(output)}",
-            err=True,
-        )
-    else:
-        typer.echo(matrix.text(), nl=False)
-
-
-@exits(
-    ExitCode.FINDINGS,
-    ExitCode.USAGE,
-    ExitCode.CONFIG,
-    (
-        ExitCode.LIMIT,
-        "a GitLab limit cannot be met (job name collision or length, child pipeline over 5 MB)",
-    ),
-    ExitCode.ENVIRONMENT,
-    ExitCode.OUTPUT,
-)
-def gitlab(
-    target: TargetOption = None,
-    recipes: RecipesOption = None,
-    output: Annotated[
-        Path | None,
-        typer.Option("--output", metavar="FILE", help="Write the YAML here instead of stdout."),
-    ] = None,
-    launcher: LauncherOption = None,
-    changed_since: ChangedSinceOption = None,
-    full: FullOption = False,
-) -> None:
-    """GitLab child pipeline YAML of one target, for trigger: include: artifact."""
-    from matrixgen.emit.common import resolve_settings
-    from matrixgen.emit.gitlab import emit_gitlab
-
-    generation = load_valid(recipes, emitting=True)
-    chosen = _one_target(generation, System.GITLAB, target)
-    generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
-    jobs = generation.jobs_for(chosen)
-    settings = resolve_settings(chosen, generation.tree.config, jobs, launcher=launcher)
-    pipeline = emit_gitlab(jobs, settings)
-    if output is not None:
-        _write_text(output, pipeline.text)
-        typer.echo(
-            f"{terminal_text(chosen.name)}: {len(pipeline.job_names)} job(s) -> "
-            f"{terminal_text(output)}",
-            err=True,
-        )
-    else:
-        typer.echo(pipeline.text, nl=False)
 
 
 @exits(

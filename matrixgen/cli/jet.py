@@ -234,7 +234,7 @@ def jet_trigger(
 
     Takes every option of that script, with the same names, types and defaults.
     """
-    from matrixgen.cli.emit import _write_text
+    from matrixgen.cli.emit import write_text
     from matrixgen.emit.jet import JetCall, call_pipeline, check_call, pipeline_text
 
     options = locals()
@@ -243,7 +243,7 @@ def jet_trigger(
     generation, file_order = load_jet_tree(recipes, local_recipes)
     pipeline = call_pipeline(generation, call, asking_system(system), file_order=file_order)
     _say(pipeline.notices, strict)
-    _write_text(Path(output_path), pipeline_text(pipeline))
+    write_text(Path(output_path), pipeline_text(pipeline))
     _summary(pipeline, output_path, generation)
 
 
@@ -331,7 +331,7 @@ def jet_buckets(
     unit-test recipe ([{"bucket": ...}, ...], compact), with skip entries applied.
 
     """
-    from matrixgen.cli.emit import _write_text
+    from matrixgen.cli.emit import write_text
     from matrixgen.emit.jet_buckets import bucket_matrix, bucket_text
 
     generation, _ = load_jet_tree(recipes, None)
@@ -350,7 +350,7 @@ def jet_buckets(
     if output is None:
         typer.echo(text, nl=False)
     else:
-        _write_text(output, text)
+        write_text(output, text)
 
 
 def _recipe_file(generation: Generation, directory: Path, file: Path) -> RecipeFile:

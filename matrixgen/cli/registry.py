@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from matrixgen.systems import HOMES
+
 
 @dataclass(frozen=True)
 class Command:
@@ -56,8 +58,8 @@ _Q = "matrixgen.cli.quarantine"
 CLI: tuple[Command | Group | Alias, ...] = (
     Command("validate", "matrixgen.cli.main", "validate"),
     Command("list", "matrixgen.cli.main", "list_jobs"),
-    Command("github", "matrixgen.cli.emit", "github"),
-    Command("gitlab", "matrixgen.cli.emit", "gitlab"),
+    # Each CI system's own command, named after it (its home's `commands`).
+    *(Command(h.name, h.part("commands") or "", "emit") for h in HOMES if h.part("commands")),
     Command("generate", "matrixgen.cli.emit", "generate"),
     Command("diff", "matrixgen.cli.diff", "diff_command", help_attr="DIFF_HELP"),
     Command("pins", "matrixgen.cli.project", "pins"),

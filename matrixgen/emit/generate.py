@@ -33,14 +33,8 @@ from matrixgen.emit.common import (
     resolve_settings,
     skipped_jobs,
 )
-from matrixgen.emit.github import (
-    append_github_outputs,
-    check_github_outputs,
-    compact,
-    github_output_path,
-    shard_outputs,
-)
 from matrixgen.emit.registry import emitter_for
+from matrixgen.emit.registry import step_outputs as step_output_part
 from matrixgen.engine.errors import (
     OutputError,
     UsageError,
@@ -212,8 +206,9 @@ def generate_into(
         step_outputs, note = github_outputs(ordered, generation.tree.config.targets)
         if note:
             say(f"matrixgen: note: {note}")
-        output_path = github_output_path()
-        check_github_outputs(step_outputs)
+        part = step_output_part()
+        output_path = part.path()
+        part.check(step_outputs)
     defined = generation.targets(holding_pen=True)
     report = write_outputs(outputs, out, targets_now=[file_name(t) for t in defined])
     for note in report.notes:
@@ -223,7 +218,7 @@ def generate_into(
     for name, why in report.kept:
         say(f"matrixgen: {out / name}: {why}")
     if step_outputs is not None:
-        append_github_outputs(step_outputs, output_path)
+        part.append(step_outputs, output_path)
         say(f"step outputs -> {output_path}")
     return outputs
 
@@ -429,6 +424,8 @@ def github_outputs(
     is a UsageError. When two generated targets fill one group (every target of
     a tree, pr and mergegroup alike), the group outputs are left out and the
     note returned says so; the outputs per target hold everything."""
+    part = step_output_part()
+    compact, shard_outputs = part.compact, part.shard_outputs
     empty = [{"include": []}]
     per_target = {
         o.target.name: _shards(o)

@@ -38,17 +38,6 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct, field
 from msgspec.structs import replace
 
-from matrixgen.emit.gitlab import PARENT_PIPELINE_VARIABLE
-from matrixgen.emit.limits import (
-    RESERVED_NAMES,
-    child_pipeline_size,
-    job_name_length,
-    matrix_rows,
-    needed_name_length,
-    needs_count,
-    output_size,
-    reserved_job_name,
-)
 from matrixgen.emit.registry import emitter_for
 from matrixgen.emit.yamltext import dump_yaml
 from matrixgen.engine.errors import RecipeError, UsageError, did_you_mean
@@ -61,6 +50,16 @@ from matrixgen.engine.vocab import (
     resolve_scope,
 )
 from matrixgen.quarantine.jobenv import script_reaches_plugin
+from matrixgen.systems.github.limits import matrix_rows, output_size
+from matrixgen.systems.gitlab.emitter import PARENT_PIPELINE_VARIABLE
+from matrixgen.systems.gitlab.limits import (
+    RESERVED_NAMES,
+    child_pipeline_size,
+    job_name_length,
+    needed_name_length,
+    needs_count,
+    reserved_job_name,
+)
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct
 
 from matrixgen.emit.jet import Notice, limit_notices
-from matrixgen.emit.limits import matrix_rows, output_size
 from matrixgen.engine.errors import Location, RecipeError
 from matrixgen.engine.model import Job, RecipeFile, Selector, Target
 from matrixgen.engine.targets import target_name
 from matrixgen.engine.vocab import DEFAULT_CADENCE, System, resolve_scope
 from matrixgen.quarantine.apply import applying_entries, combined_mark
 from matrixgen.quarantine.jobenv import script_reaches_plugin
+from matrixgen.systems.github.limits import matrix_rows, output_size
 from matrixgen.util.escape import json_for_log
 
 if TYPE_CHECKING:

@@ -1,119 +1,17 @@
-"""The hard limits of the CI systems matrixgen writes for (docs/ci-limits.md),
-and the one check of each.
-
-Every emitter asks here: `gitlab` and `github` (and `generate`, through
-them) refuse a file past a limit; `jet-trigger` and `jet-buckets`, which write
-what Megatron-LM's generator writes, say so (an error with `--strict`). Each
-check returns what is wrong, in words that name the value and the limit, or
-None; `refuse` turns it into a LimitError (exit 4).
+"""The hard limits of the CI systems matrixgen writes for (docs/ci-limits.md):
+each system's are in its home (`systems/<name>/limits`), one check per limit
+returning what is wrong or None; `refuse` turns a problem into a LimitError
+(exit 4). The emitters refuse a file past a limit; `jet-trigger` and
+`jet-buckets`, which write what Megatron-LM's generator writes, say so (an error
+with `--strict`).
 """
 
 from __future__ import annotations
 
 from matrixgen.engine.errors import LimitError
 
-# Sizes are bytes of the UTF-8 text; 1 MB and 5 MB are read as 10**6 and
-# 5 * 10**6 to keep a margin.
-GITHUB_MAX_MATRIX_ROWS = 256
-GITHUB_MAX_OUTPUT_BYTES = 1_000_000
-GITLAB_MAX_NEEDS = 50
-GITLAB_MAX_JOB_NAME = 255
-GITLAB_MAX_NEEDED_NAME = 128
-GITLAB_MAX_CHILD_YAML_BYTES = 5_000_000
-
-# Top-level keys GitLab reads as settings, not jobs: a job keyed so is lost.
-GITLAB_GLOBAL_KEYS = frozenset(
-    {
-        "after_script",
-        "before_script",
-        "cache",
-        "default",
-        "image",
-        "include",
-        "services",
-        "spec",
-        "stages",
-        "variables",
-        "workflow",
-    }
-)
-# Those, the old `types`, the YAML words GitLab reads as no name, and `pages`
-# (which deploys a site): a job with one of these names would not be a job.
-RESERVED_NAMES = GITLAB_GLOBAL_KEYS | {"types", "true", "false", "nil", "pages"}
-
 
 def refuse(problem: str | None) -> None:
     """A LimitError for a problem one of the checks found."""
     if problem is not None:
         raise LimitError(problem)
-
-
-def reserved_job_name(name: str) -> str | None:
-    """Why GitLab would not run a job of this name: a keyword, or hidden."""
-    if name in GITLAB_GLOBAL_KEYS or name == "types":
-        why = "a GitLab keyword: GitLab reads it as a setting"
-    elif name == "pages":
-        why = "GitLab's keyword for the job that deploys GitLab Pages"
-    elif name in RESERVED_NAMES:
-        why = "a YAML word GitLab reads as no name"
-    elif name.startswith("."):
-        return f'"{name}" starts with a dot: GitLab never runs a hidden job'
-    else:
-        return None
-    return f'"{name}" is {why}, not a job name'
-
-
-def job_name_length(name: str, whose: str) -> str | None:
-    """A GitLab job name past its limit (characters, as GitLab counts)."""
-    if len(name) <= GITLAB_MAX_JOB_NAME:
-        return None
-    return (
-        f"the GitLab job name of {whose} is {len(name)} characters "
-        f"(at most {GITLAB_MAX_JOB_NAME}): {name[:80]}..."
-    )
-
-
-def needed_name_length(name: str, what: str) -> str | None:
-    """A job named in `needs` past GitLab's shorter limit for those."""
-    if len(name) <= GITLAB_MAX_NEEDED_NAME:
-        return None
-    return (
-        f"{what} {name[:80]}... is {len(name)} characters: a job named in `needs` "
-        f"may have at most {GITLAB_MAX_NEEDED_NAME}"
-    )
-
-
-def needs_count(name: str, count: int) -> str | None:
-    if count <= GITLAB_MAX_NEEDS:
-        return None
-    return f"job {name} would need {count} jobs (at most {GITLAB_MAX_NEEDS})"
-
-
-def child_pipeline_size(size: int, what: str) -> str | None:
-    """A child pipeline's YAML, in bytes, past what GitLab accepts."""
-    if size <= GITLAB_MAX_CHILD_YAML_BYTES:
-        return None
-    return (
-        f"the child pipeline of {what} is {size:,} bytes; GitLab accepts "
-        f"at most {GITLAB_MAX_CHILD_YAML_BYTES:,}: split the target (by model or tag)"
-    )
-
-
-def matrix_rows(rows: int, what: str) -> str | None:
-    """A matrix that GitHub would not expand whole (one that cannot be sharded)."""
-    if rows <= GITHUB_MAX_MATRIX_ROWS:
-        return None
-    return (
-        f"{what} has {rows} rows; a GitHub matrix runs at most {GITHUB_MAX_MATRIX_ROWS} "
-        "jobs per workflow run"
-    )
-
-
-def output_size(size: int, what: str) -> str | None:
-    """A job's outputs, in bytes, past what GitHub holds."""
-    if size <= GITHUB_MAX_OUTPUT_BYTES:
-        return None
-    return (
-        f"{what} total {size:,} bytes; a GitHub job's outputs hold at most "
-        f"{GITHUB_MAX_OUTPUT_BYTES:,}"
-    )

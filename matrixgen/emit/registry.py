@@ -4,10 +4,10 @@ An emitter is a module's `EMITTER`, a value that has what `Emitter` lists: how
 its system names a file and a job, whether the file is a child pipeline or a
 matrix, and how a target's selection becomes that file. `generate`, the diff,
 the checks, the graph and the evidence mapping ask the table, never which system
-it is. A new system is a member of `engine.vocab.System` (with the facts the
-engine needs: its events, job variable and tiers), a module with its `EMITTER`,
-and one line in `EMITTERS` (tests/test_emit_registry.py checks that every system
-has one).
+it is. Each system's emitter is the `emitter` part of its home
+(`systems/<name>/emitter`), found from `systems.HOMES`: a new system's emitter
+needs no line here (tests/test_emit_registry.py checks that every system has
+one).
 
 Megatron-LM's JET drop-in (`emit.jet`, `jet-trigger`) is not a line here: it
 writes what that project's own generator writes, for either system, from that
@@ -17,12 +17,15 @@ facts of the system it writes for.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
-from types import MappingProxyType
+from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
-from matrixgen.emit import github, gitlab
+from matrixgen.engine.errors import UsageError
 from matrixgen.engine.vocab import System
+from matrixgen.systems import HOMES
+from matrixgen.systems.home import Home
 
 if TYPE_CHECKING:
     from matrixgen.emit.common import EmitSettings, EmittedJob, EmittedTarget
@@ -69,12 +72,33 @@ class Emitter(Protocol):
         """(job, why) for each job the file could not name."""
 
 
+def part_of(home: Home, part: str) -> ModuleType | None:
+    """The module of a home's part (its emitter, step outputs), None where the
+    home has none: the parts sit on this floor, above the registry of homes."""
+    module = home.part(part)
+    return importlib.import_module(module) if module is not None else None
+
+
+def _emitter(home: Home) -> Emitter:
+    module = part_of(home, "emitter")
+    if module is None:
+        raise LookupError(f"the home of {home.name} has no emitter")
+    return module.EMITTER
+
+
 EMITTERS: Final[Mapping[System, Emitter]] = MappingProxyType(
-    {
-        System.GITHUB: github.EMITTER,
-        System.GITLAB: gitlab.EMITTER,
-    }
+    {System(home.name): _emitter(home) for home in HOMES}
 )
+
+
+def step_outputs() -> ModuleType:
+    """The step outputs of the system that has them (`Home.step_output_option`):
+    its `outputs` part."""
+    for home in HOMES:
+        module = part_of(home, "outputs")
+        if module is not None:
+            return module
+    raise UsageError("no CI system matrixgen knows takes step outputs")
 
 
 def emitter_for(system: System) -> Emitter:

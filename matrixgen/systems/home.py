@@ -65,6 +65,9 @@ class Home:
     # True: the system reads workflow commands on stdout as annotations of the
     # files findings name (`engine.errors.annotation_lines`).
     annotates: bool = False
+    # The option that appends step outputs to the file its `step_outputs`
+    # variable names (its `outputs` part); None: the system has none.
+    step_output_option: str | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.variables) - VARIABLE_ROLES

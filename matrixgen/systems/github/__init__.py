@@ -14,6 +14,8 @@ HOME = Home(
     # Megatron-LM's unit-test buckets (`jet-buckets`) run here beside GitLab.
     also_runs=("unit-tests",),
     annotates=True,
+    step_output_option="--github-output",
+    parts=frozenset({"commands", "emitter", "outputs"}),
     variables={
         "commit": "GITHUB_SHA",
         "ref": "GITHUB_REF_NAME",

@@ -68,17 +68,17 @@ from matrixgen.emit.common import (
     quarantine_label,
     warmup_index,
 )
-from matrixgen.emit.limits import (
+from matrixgen.emit.limits import refuse
+from matrixgen.emit.yamltext import dump_yaml
+from matrixgen.engine.errors import Finding, LimitError, RecipeError, Severity
+from matrixgen.engine.model import Job, spec_needs
+from matrixgen.systems.gitlab.limits import (
     child_pipeline_size,
     job_name_length,
     needed_name_length,
     needs_count,
-    refuse,
     reserved_job_name,
 )
-from matrixgen.emit.yamltext import dump_yaml
-from matrixgen.engine.errors import Finding, LimitError, RecipeError, Severity
-from matrixgen.engine.model import Job, spec_needs
 from matrixgen.util.values import json_value
 
 PLACEHOLDER_JOB = "no-jobs-selected"

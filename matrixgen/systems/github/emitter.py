@@ -33,12 +33,9 @@ in a job with `if: fromJSON(needs.<gen>.outputs.shards) > k` and
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 from msgspec import Struct
@@ -55,11 +52,10 @@ from matrixgen.emit.common import (
     plugin_variables,
     timeout_minutes,
 )
-from matrixgen.emit.limits import GITHUB_MAX_MATRIX_ROWS, GITHUB_MAX_OUTPUT_BYTES, output_size
-from matrixgen.engine.errors import LimitError, UsageError, write_failure
+from matrixgen.engine.errors import LimitError
 from matrixgen.engine.model import Job
+from matrixgen.systems.github.limits import GITHUB_MAX_MATRIX_ROWS, GITHUB_MAX_OUTPUT_BYTES
 from matrixgen.util import jsontext
-from matrixgen.util.atomic import WriteError, append_whole
 from matrixgen.util.escape import json_for_log
 
 
@@ -226,56 +222,3 @@ class GithubEmitter:
 
 
 EMITTER = GithubEmitter()
-
-
-def heredoc_delimiter(content: str) -> str:
-    """A delimiter no line of `content` equals: derived from the content, so the
-    same content always gets the same delimiter, and re-derived on the (absurdly
-    unlikely) chance that some line equals it."""
-    lines = set(content.splitlines())
-    salt = 0
-    while True:
-        raw = f"{salt}\0{content}".encode("utf-8", "surrogatepass")
-        digest = hashlib.sha256(raw).hexdigest()[:32]
-        delimiter = f"ghadelimiter_{digest}"
-        if delimiter not in lines:
-            return delimiter
-        salt += 1
-
-
-def github_output_text(outputs: Sequence[tuple[str, str]]) -> str:
-    """`name<<DELIM` / value / `DELIM` blocks, the multi-line form of $GITHUB_OUTPUT."""
-    delimited = ((name, value, heredoc_delimiter(value)) for name, value in outputs)
-    return "".join(f"{name}<<{end}\n{value}\n{end}\n" for name, value, end in delimited)
-
-
-def github_output_path(path: str | None = None) -> str:
-    """`path`, else $GITHUB_OUTPUT; a UsageError outside GitHub Actions."""
-    target = path or os.environ.get("GITHUB_OUTPUT")
-    if not target:
-        raise UsageError("--github-output: GITHUB_OUTPUT is not set (it is, inside GitHub Actions)")
-    return target
-
-
-def check_github_outputs(outputs: Sequence[tuple[str, str]]) -> None:
-    """A LimitError when the outputs would not fit in one job's outputs."""
-    total = sum(len(value.encode("utf-8")) for _, value in outputs)
-    problem = output_size(total, "the outputs")
-    if problem is not None:
-        raise LimitError(
-            f"{problem}: split the target (by model or tag) or write a file "
-            "with --output and read it in several jobs"
-        )
-
-
-def append_github_outputs(outputs: Sequence[tuple[str, str]], path: str | None = None) -> Path:
-    """Append step outputs to $GITHUB_OUTPUT (or `path`); past a job's output
-    limit, a LimitError and nothing written."""
-    target = github_output_path(path)
-    check_github_outputs(outputs)
-    try:
-        # Appending is the protocol of $GITHUB_OUTPUT: one write, cut back on failure.
-        append_whole(Path(target), github_output_text(outputs).encode("utf-8"))
-    except WriteError as exc:
-        raise write_failure(f"--github-output: {exc.message}", exc.errno) from None
-    return Path(target)
