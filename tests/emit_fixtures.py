@@ -20,6 +20,7 @@ from matrixgen.emit.common import EmitSettings, resolve_settings
 from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.vocab import System
 from matrixgen.pipeline import Generation, generate_from_files
+from matrixgen.systems.gitlab.emitter import GitlabOwn
 
 HOSTILE = "x; touch pwned1 $(touch pwned2) `touch pwned3` && touch pwned4 'q' \"dq\""
 PWNED = ("pwned1", "pwned2", "pwned3", "pwned4")
@@ -321,4 +322,6 @@ def bare_settings(**changes: object) -> EmitSettings:
         system=System.GITLAB,
         selector=Selector(scope="mr", platform="dgx_h100", environment="dev"),
     )
-    return msgspec.structs.replace(EmitSettings(target=target, launcher="run"), **changes)
+    own = {k: changes.pop(k) for k in list(changes) if k in GitlabOwn.__struct_fields__}
+    settings = EmitSettings(target=target, own=GitlabOwn(**{"launcher": "run", **own}))
+    return msgspec.structs.replace(settings, **changes)

@@ -162,9 +162,11 @@ def test_default_retry_and_launcher_without_config() -> None:
 
 def test_recipe_launcher_wins_unless_forced() -> None:
     job = make_job(spec={"launcher": "bash custom_launch.sh"})
-    assert job_script(job, bare_settings().launcher_for(job)).startswith("bash custom_launch.sh ")
+    assert job_script(job, bare_settings().own.launcher_for(job)).startswith(
+        "bash custom_launch.sh "
+    )
     forced = bare_settings(launcher="echo", launcher_forced=True)
-    assert job_script(job, forced.launcher_for(job)).startswith("echo ")
+    assert job_script(job, forced.own.launcher_for(job)).startswith("echo ")
 
 
 # --------------------------------------------------------------------------- quoting

@@ -9,10 +9,10 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from matrixgen.documents.config_sections import GitlabSettings
 from matrixgen.engine.errors import Location
 from matrixgen.engine.model import Job, JobId, QuarantineMark, Selector, Target, spec_needs
 from matrixgen.engine.vocab import System
+from matrixgen.systems.gitlab.settings import GitlabSettings
 from matrixgen.util.values import json_value
 
 

@@ -16,13 +16,28 @@ reach the schema, the reading and the targets.
 # Annotations are evaluated where they are written (no `from __future__ import
 # annotations`): the targets of each system are made from the settings' fields.
 import functools
+import importlib
 import operator
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 from msgspec import Meta, Struct, defstruct, field
 
-from matrixgen.documents.schema import NON_BLANK, whole
+from matrixgen.documents.sections import (
+    Arch,
+    EnvName,
+    Key,
+    Names,
+    Positive,
+    Scopes,
+    Section,
+    SystemSettings,
+    Text,
+    Texts,
+    Unique,
+    Url,
+    Word,
+)
 from matrixgen.engine.vocab import (
     DEFAULT_MAX_JOBS,
     DEFAULT_N_REPEAT,
@@ -32,32 +47,7 @@ from matrixgen.engine.vocab import (
     QuarantineKind,
     System,
 )
-
-# A name of the vocabulary, an image or a version: one or more characters that
-# are blank to neither Python nor JavaScript.
-Word = Annotated[str, Meta(pattern=whole(f"{NON_BLANK}+"))]
-Name = Annotated[str, Meta(min_length=1, pattern=whole(f"{NON_BLANK}+"))]
-Names = Annotated[frozenset[Name], Meta(min_length=1)]
-Unique = Meta(extra_json_schema={"uniqueItems": True})
-Scopes = Annotated[tuple[Name, ...], Unique, Meta(min_length=1)]
-Text = Annotated[str, Meta(min_length=1)]
-Texts = Annotated[tuple[Text, ...], Meta(min_length=1)]
-# A key a command names (a target, a pin, a reference): what GitHub and GitLab take.
-Key = Annotated[str, Meta(pattern=whole("[A-Za-z0-9][A-Za-z0-9_.-]*"))]
-EnvName = Annotated[str, Meta(pattern=whole("[A-Za-z_][A-Za-z0-9_]*"))]
-Positive = Annotated[int, Meta(ge=1)]
-Url = Annotated[str, Meta(pattern=whole(f"https?://{NON_BLANK}+"))]
-Arch = Literal["amd64", "arm64"]
-Retries = Annotated[int, Meta(ge=0, le=2)]  # GitLab's most retries of a job
-RetryReason = Literal[
-    "always", "unknown_failure", "script_failure", "api_failure", "stuck_or_timeout_failure",
-    "runner_system_failure", "runner_unsupported", "stale_schedule", "job_execution_timeout",
-    "archived_failure", "unmet_prerequisites", "scheduler_failure", "data_integrity_failure",
-]  # fmt: skip
-
-
-class Section(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
-    """A mapping of the config whose keys are its fields (no other key is read)."""
+from matrixgen.systems import HOMES
 
 
 class Vocabulary(Section, frozen=True, kw_only=True):
@@ -255,87 +245,11 @@ class Pin(Section, frozen=True, kw_only=True):
 # --------------------------------------------------------------------------- systems
 
 
-class Retry(Section, frozen=True, kw_only=True):
-    max: Retries
-    when: Annotated[tuple[RetryReason, ...], Unique, Meta(min_length=1)] | None = None
-
-
-class Artifacts(Section, frozen=True, kw_only=True):
-    paths: Texts | None = None
-    exclude: Texts | None = None
-    when: Literal["on_success", "on_failure", "always"] | None = None
-    expire_in: Text | None = None
-    name: Text | None = None
-    untracked: bool | None = None
-
-
-class SystemSettings(Section, frozen=True, kw_only=True):
-    """Settings every CI system's targets take; each system's class adds its own
-    and names its system (SYSTEM)."""
-
-    SYSTEM: ClassVar[str] = ""
-
-    image: Word | None = None
-    runner_tags: Annotated[tuple[Text, ...], Unique] | None = None
-    timeout_overhead: Annotated[int, Meta(ge=0)] | None = None
-    timeout_cap: Positive | None = None
-    group: Annotated[str, Meta(pattern=whole("[A-Za-z_][A-Za-z0-9_-]*"))] | None = None
-    timeout: Positive | None = None
-
-    DESCRIPTIONS: ClassVar[Mapping[str, str]] = {
-        "image": "Container image as repository:tag; without it the pin in images.<system> (per "
-        "platforms.<p>.arch for GitLab) is used.",
-        "runner_tags": "Runner tags (GitLab tags; GitHub runs-on labels, as the row's runner). "
-        "Default: platforms.<p>.runner_tags.",
-        "timeout_overhead": "Seconds added to each job's derived timeout (n_repeat x time_limit) "
-        "for setup and image pull. Default 0.",
-        "timeout_cap": "The longest timeout a job of this system may have, in seconds "
-        "(GitHub-hosted runners: 21600); `matrixgen validate` reports a job whose timeout "
-        "exceeds it.",
-        "group": "The output name `generate --github-output` writes this target's matrix under "
-        "(default: the target's name); the targets a decision derives from it keep it.",
-        "timeout": "Job timeout in seconds for every job of the target, whatever its work; "
-        "default: each job's n_repeat x time_limit plus timeout_overhead (a recipe's own "
-        "spec.timeout wins over that).",
-    }
-
-
-class GithubSettings(SystemSettings, frozen=True, kw_only=True):
-    SYSTEM: ClassVar[str] = "github"
-    SCHEMA: ClassVar[Mapping[str, Any]] = {
-        "description": "Settings of GitHub Actions targets (matrix rows)."
-    }
-
-
-class GitlabSettings(SystemSettings, frozen=True, kw_only=True):
-    retry: Retries | Retry | None = None
-    parent_job: Annotated[str, Meta(min_length=1, max_length=128)] | None = None
-    launcher: Annotated[str, Meta(min_length=1, pattern=NON_BLANK)] | None = None
-    warmup: bool | None = None
-    artifacts: Artifacts | None = None
-
-    SYSTEM: ClassVar[str] = "gitlab"
-    SCHEMA: ClassVar[Mapping[str, Any]] = {
-        "description": "Settings of GitLab targets (child pipeline jobs)."
-    }
-    DESCRIPTIONS: ClassVar[Mapping[str, str]] = {
-        **SystemSettings.DESCRIPTIONS,
-        "retry": "Retries of a failed job: at most 2 (GitLab's limit), on the failure reasons "
-        "listed. Default: max 2 when runner_system_failure, stuck_or_timeout_failure, "
-        "api_failure.",
-        "parent_job": "A job of the parent pipeline every job needs ({pipeline: "
-        "$PARENT_PIPELINE_ID, job: ...}); the trigger job passes PARENT_PIPELINE_ID: "
-        "$CI_PIPELINE_ID.",
-        "launcher": "Shell command each job runs, followed by the job's quoted fields (--model "
-        "... --test-case ...). A recipe's spec.launcher wins for its jobs.",
-        "warmup": "true: the first job runs alone and every other job needs it.",
-    }
-
-
 # Each CI system's settings (by the system each names): `systems.<system>` and
 # the targets of the system take them.
 SYSTEM_SETTINGS: Mapping[System, type[SystemSettings]] = {
-    System(cls.SYSTEM): cls for cls in (GithubSettings, GitlabSettings)
+    System(home.name): importlib.import_module(home.part("settings") or "").SETTINGS
+    for home in HOMES
 }
 Systems = per_system(
     "Systems",

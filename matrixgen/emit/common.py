@@ -17,7 +17,7 @@ from msgspec import Struct, field
 from msgspec.structs import replace
 
 from matrixgen.documents.config import ProjectConfig
-from matrixgen.documents.config_sections import ImageSet, Retry, SystemSettings
+from matrixgen.documents.config_sections import ImageSet, SystemSettings
 from matrixgen.engine.errors import (
     ConfigError,
     Finding,
@@ -29,23 +29,14 @@ from matrixgen.engine.errors import (
 from matrixgen.engine.model import EMPTY_MAPPING, Job, JobId, QuarantineMark, Target
 from matrixgen.engine.select import unused_value, used_values
 from matrixgen.engine.vocab import QuarantineAction, System, resolve_scope
-from matrixgen.util.values import ComparedValue, json_value
+from matrixgen.util.values import ComparedValue
 
-# Megatron-LM's shared launcher: the command a job runs when neither the recipe
-# (spec.launcher) nor the config (systems.gitlab.launcher) names another one.
-DEFAULT_LAUNCHER = "python tests/test_utils/python_scripts/launch_jet_workload.py"
-# That launcher submits the recipe's own `script` to a cluster: it takes no node
+# Megatron-LM's shared launcher: it submits the recipe's own `script` to a cluster: it takes no node
 # ids, and the job's variables do not reach the test process it starts.
 REMOTE_LAUNCHER = "launch_jet_workload.py"
 # Where a job's node-level entries are applied (see `node_route`).
 ROUTE_PLUGIN = "plugin"  # the job's variables hand the quarantine file to the pytest plugin
 ROUTE_SCRIPT = "script"  # the recipe's own script sets MATRIXGEN_QUARANTINE for the plugin
-
-# Retry on infrastructure failures only: a failing test must stay red.
-DEFAULT_RETRY: Mapping[str, Any] = {
-    "max": 2,
-    "when": ["runner_system_failure", "stuck_or_timeout_failure", "api_failure"],
-}
 
 
 class EmitSettings(Struct, frozen=True, kw_only=True):
@@ -60,12 +51,9 @@ class EmitSettings(Struct, frozen=True, kw_only=True):
     timeout_cap: int | None = None  # the longest timeout the system allows
     n_repeat: int | None = None  # a decision's override of every job's n_repeat
     lightweight: bool = False  # a decision's lightweight mode, passed to the launcher
-    retry: Mapping[str, Any] | None = None
-    parent_job: str | None = None
-    launcher: str = DEFAULT_LAUNCHER
-    launcher_forced: bool = False  # --launcher: wins over a recipe's own launcher too
-    warmup: bool = False
-    artifacts: Mapping[str, Any] | None = None
+    # The settings only the target's system has, resolved by its emitter
+    # (`Emitter.own_settings`); None: the emitter's defaults.
+    own: Any = None
     # Jobs outside the recipes a spec's needs may name (graph.external.<system>).
     external_needs: frozenset[str] = frozenset()
     # The quarantine file as a job's test process finds it (MATRIXGEN_QUARANTINE).
@@ -94,13 +82,6 @@ class EmitSettings(Struct, frozen=True, kw_only=True):
         if own is not None:
             return own
         return self.n_repeat_for(job) * job.time_limit + self.timeout_overhead
-
-    def launcher_for(self, job: Job) -> str:
-        """The launcher command a job runs: --launcher, else the recipe's, else the config's."""
-        own = job.spec.get("launcher")
-        if not self.launcher_forced and isinstance(own, str) and own.strip():
-            return own
-        return self.launcher
 
 
 class EmittedJob(ComparedValue, frozen=True, kw_only=True):
@@ -419,9 +400,8 @@ def resolve_settings(
     }
     if launcher is not None and not launcher.strip():
         raise UsageError("--launcher: give a command (e.g. 'echo'), not an empty string")
-    # Settings of one system only (GitLab's); step by step they move to its emitter.
-    retry = getattr(settings, "retry", None)
-    artifacts = getattr(settings, "artifacts", None)
+    from matrixgen.emit.registry import emitter_for
+
     return EmitSettings(
         target=target,
         images=images,
@@ -431,12 +411,7 @@ def resolve_settings(
         timeout_cap=settings.timeout_cap,
         n_repeat=target.n_repeat,
         lightweight=target.lightweight,
-        retry=_retry(retry) if retry is not None else None,
-        parent_job=getattr(settings, "parent_job", None),
-        launcher=launcher or getattr(settings, "launcher", None) or DEFAULT_LAUNCHER,
-        launcher_forced=launcher is not None,
-        warmup=getattr(settings, "warmup", None) is True,
-        artifacts=json_value(artifacts) if artifacts is not None else None,
+        own=emitter_for(target.system).own_settings(settings, launcher=launcher),
         external_needs=frozenset(config.doc.graph.external.get(target.system, ())),
         quarantine_file=quarantine_file or "quarantine.yaml",
     )
@@ -500,13 +475,3 @@ def _pinned(pin: ImageSet, config: ProjectConfig, platform: str, keys: list[str 
             f"under {'.'.join(map(str, keys))}",
         )
     return chosen.image
-
-
-def _retry(value: int | Retry) -> Mapping[str, Any]:
-    """GitLab's `retry` of a job: a number of retries is the most, on any failure."""
-    if isinstance(value, int):
-        return {"max": value}
-    out: dict[str, Any] = {"max": value.max}
-    if value.when is not None:
-        out["when"] = list(value.when)
-    return out

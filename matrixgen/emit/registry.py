@@ -28,6 +28,7 @@ from matrixgen.systems import HOMES
 from matrixgen.systems.home import Home
 
 if TYPE_CHECKING:
+    from matrixgen.documents.sections import SystemSettings
     from matrixgen.emit.common import EmitSettings, EmittedJob, EmittedTarget
     from matrixgen.engine.model import Job
 
@@ -70,6 +71,11 @@ class Emitter(Protocol):
 
     def name_problems(self, jobs: Sequence[Job]) -> list[tuple[Job, str]]:
         """(job, why) for each job the file could not name."""
+
+    def own_settings(self, settings: SystemSettings, *, launcher: str | None) -> Any:
+        """The settings only this system has (`EmitSettings.own`), resolved from
+        a target's settings (its system's settings Struct) and --launcher; None
+        where it has none."""
 
 
 def part_of(home: Home, part: str) -> ModuleType | None:

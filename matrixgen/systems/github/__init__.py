@@ -15,7 +15,7 @@ HOME = Home(
     also_runs=("unit-tests",),
     annotates=True,
     step_output_option="--github-output",
-    parts=frozenset({"commands", "emitter", "outputs"}),
+    parts=frozenset({"commands", "emitter", "settings", "outputs"}),
     variables={
         "commit": "GITHUB_SHA",
         "ref": "GITHUB_REF_NAME",

@@ -40,6 +40,7 @@ from typing import Any
 
 from msgspec import Struct
 
+from matrixgen.documents.sections import SystemSettings
 from matrixgen.emit.common import (
     ROUTE_PLUGIN,
     EmitSettings,
@@ -219,6 +220,9 @@ class GithubEmitter:
 
     def name_problems(self, jobs: Sequence[Job]) -> list[tuple[Job, str]]:
         return []
+
+    def own_settings(self, settings: SystemSettings, *, launcher: str | None) -> None:
+        return None  # every setting of a matrix row is one every system has
 
 
 EMITTER = GithubEmitter()

@@ -11,7 +11,7 @@ HOME = Home(
     events=("merge_request_event", "schedule", "push", "web", "api", "trigger"),
     job_variable="GITLAB_CI",
     tiers=None,
-    parts=frozenset({"commands", "emitter"}),
+    parts=frozenset({"commands", "emitter", "settings"}),
     variables={
         "commit": "CI_COMMIT_SHA",
         "ref": "CI_COMMIT_REF_NAME",

@@ -47,15 +47,15 @@ from __future__ import annotations
 import heapq
 import shlex
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from operator import attrgetter
 from typing import Any
 
 from msgspec import Struct
 
+from matrixgen.documents.sections import SystemSettings
 from matrixgen.emit.common import (
-    DEFAULT_RETRY,
     ROUTE_PLUGIN,
     EmitSettings,
     EmittedJob,
@@ -79,6 +79,7 @@ from matrixgen.systems.gitlab.limits import (
     needs_count,
     reserved_job_name,
 )
+from matrixgen.systems.gitlab.settings import GitlabSettings, Retry
 from matrixgen.util.values import json_value
 
 PLACEHOLDER_JOB = "no-jobs-selected"
@@ -87,6 +88,49 @@ QUARANTINE_VARIABLE = "MATRIXGEN_QUARANTINE"
 # A job whose MATRIXGEN_QUARANTINE names the file for the plugin carries its label here.
 ENTRY_LABEL_VARIABLE = "MATRIXGEN_QUARANTINE_ENTRY"
 PARENT_PIPELINE_VARIABLE = "$PARENT_PIPELINE_ID"
+
+
+# Megatron-LM's shared launcher: the command a job runs when neither the recipe
+# (spec.launcher) nor the config (systems.gitlab.launcher) names another one.
+DEFAULT_LAUNCHER = "python tests/test_utils/python_scripts/launch_jet_workload.py"
+# Retry on infrastructure failures only: a failing test must stay red.
+DEFAULT_RETRY: Mapping[str, Any] = {
+    "max": 2,
+    "when": ["runner_system_failure", "stuck_or_timeout_failure", "api_failure"],
+}
+
+
+class GitlabOwn(Struct, frozen=True, kw_only=True):
+    """The settings of a target only GitLab has (`EmitSettings.own`), resolved."""
+
+    retry: Mapping[str, Any] | None = None
+    parent_job: str | None = None
+    launcher: str = DEFAULT_LAUNCHER
+    launcher_forced: bool = False  # --launcher: wins over a recipe's own launcher too
+    warmup: bool = False
+    artifacts: Mapping[str, Any] | None = None
+
+    def launcher_for(self, job: Job) -> str:
+        """The launcher command a job runs: --launcher, else the recipe's, else the config's."""
+        given = job.spec.get("launcher")
+        if not self.launcher_forced and isinstance(given, str) and given.strip():
+            return given
+        return self.launcher
+
+
+def own(settings: EmitSettings) -> GitlabOwn:
+    """A target's GitLab settings (the defaults where none were resolved)."""
+    return settings.own if isinstance(settings.own, GitlabOwn) else GitlabOwn()
+
+
+def _retry(value: int | Retry) -> Mapping[str, Any]:
+    """GitLab's `retry` of a job: a number of retries is the most, on any failure."""
+    if isinstance(value, int):
+        return {"max": value}
+    out: dict[str, Any] = {"max": value.max}
+    if value.when is not None:
+        out["when"] = list(value.when)
+    return out
 
 
 def gitlab_duration(seconds: int) -> str:
@@ -295,11 +339,11 @@ def gitlab_jobs(jobs: Iterable[Job], settings: EmitSettings) -> tuple[list[Emitt
         return [], []
     names = job_names(selected)
     common_needs: list[Any] = []
-    if settings.parent_job:
-        parent = _needed(settings.parent_job, "parent job")
+    if own(settings).parent_job:
+        parent = _needed(own(settings).parent_job, "parent job")
         common_needs.append({"pipeline": PARENT_PIPELINE_VARIABLE, "job": parent})
     warmup: int | None = None
-    if settings.warmup and len(selected) > 1:
+    if own(settings).warmup and len(selected) > 1:
         warmup = warmup_index(selected)
         _needed(names[warmup], "warm-up job")
     emitted_name: dict[str, str] = {}  # a recipe's job name -> its GitLab job name
@@ -341,21 +385,22 @@ def _job_content(
         entry["tags"] = list(tags)
     entry["timeout"] = gitlab_duration(settings.timeout_seconds(job))
     entry["needs"] = needs
-    route = job_route(job, settings, launcher=settings.launcher_for(job))
+    route = job_route(job, settings, launcher=own(settings).launcher_for(job))
     variables = _variables(job, settings, route)
     if variables:
         entry["variables"] = variables
     entry["script"] = [
         job_script(
             job,
-            settings.launcher_for(job),
+            own(settings).launcher_for(job),
             n_repeat=settings.n_repeat_for(job),
             lightweight=settings.lightweight,
         )
     ]
-    if settings.artifacts:
-        entry["artifacts"] = dict(settings.artifacts)
-    entry["retry"] = dict(settings.retry if settings.retry is not None else DEFAULT_RETRY)
+    mine = own(settings)
+    if mine.artifacts:
+        entry["artifacts"] = dict(mine.artifacts)
+    entry["retry"] = dict(mine.retry if mine.retry is not None else DEFAULT_RETRY)
     if allowed_to_fail(job):
         entry["allow_failure"] = True
     return entry
@@ -460,7 +505,19 @@ class GitlabEmitter:
         return _job_content(job, job.name, job.model or FALLBACK_STAGE, needs, settings)
 
     def launcher(self, job: Job, settings: EmitSettings) -> str | None:
-        return settings.launcher_for(job)
+        return own(settings).launcher_for(job)
+
+    def own_settings(self, settings: SystemSettings, *, launcher: str | None) -> GitlabOwn:
+        # A target implied by a tree without config has the shared settings only.
+        mine = settings if isinstance(settings, GitlabSettings) else GitlabSettings()
+        return GitlabOwn(
+            retry=_retry(mine.retry) if mine.retry is not None else None,
+            parent_job=mine.parent_job,
+            launcher=launcher or mine.launcher or DEFAULT_LAUNCHER,
+            launcher_forced=launcher is not None,
+            warmup=mine.warmup is True,
+            artifacts=json_value(mine.artifacts) if mine.artifacts is not None else None,
+        )
 
     def name_problems(self, jobs: Sequence[Job]) -> list[tuple[Job, str]]:
         return [] if named_as_they_are(jobs) else name_problems(jobs)
