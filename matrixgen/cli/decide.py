@@ -13,6 +13,7 @@ import typer
 from matrixgen.cli.common import RecipesOption, TableJsonOrMarkdown, echo_json, exits, load_valid
 from matrixgen.engine.errors import ExitCode
 from matrixgen.engine.vocab import System
+from matrixgen.systems import HOMES, step_output_file, step_output_option
 from matrixgen.util.values import json_value
 
 if TYPE_CHECKING:
@@ -38,13 +39,20 @@ LabelOption = Annotated[
         "names is an error). Repeatable.",
     ),
 ]
+
+
+def _labels_expressions() -> str:
+    """How a job passes the labels, in each system that has a way."""
+    return ", ".join(h.labels_expression for h in HOMES if h.labels_expression)
+
+
 LabelsJsonOption = Annotated[
     str | None,
     typer.Option(
         "--labels-json",
         metavar="JSON",
         help="Every label of the pull request as a JSON list of strings "
-        "(toJSON(github.event.pull_request.labels.*.name)); labels no rule names are ignored "
+        f"({_labels_expressions()}); labels no rule names are ignored "
         "and reported.",
     ),
 ]
@@ -110,9 +118,9 @@ def decide_command(
     github_output: Annotated[
         bool,
         typer.Option(
-            "--github-output",
+            step_output_option(),
             help="Also append scope, cadence, environment, n_repeat, lightweight, targets and "
-            "decision to $GITHUB_OUTPUT.",
+            f"decision to {step_output_file()}.",
         ),
     ] = False,
 ) -> None:

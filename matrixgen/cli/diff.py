@@ -12,6 +12,7 @@ from msgspec.structs import replace
 from matrixgen.cli.common import HoldingPenOption, TargetOption, echo_findings, echo_json
 from matrixgen.cli.evidence import DbOption, note_ignored_store
 from matrixgen.engine.errors import ExitCode, exit_codes
+from matrixgen.systems import names
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import json_value
 
@@ -32,7 +33,9 @@ class DiffFormat(StrEnum):
     JSON = "json"
 
 
-DIFF_HELP = """Per target, the difference between what HEAD and BASE emit for it.
+# The first and last system, as the examples of the help name them.
+_F, _L = names()[0], names()[-1]
+DIFF_HELP = f"""Per target, the difference between what HEAD and BASE emit for it.
 
 Added / removed: jobs that run at HEAD and not at BASE / the reverse (a job a
 skip entry takes out does not run). Changed: jobs whose emitted content (GitHub
@@ -46,7 +49,7 @@ unchanged (a renamed scope, platform or environment). Findings: what
 `matrixgen validate` reports at HEAD and not at BASE, and the reverse.
 A row that duplicates (or stops duplicating) a job is a note, not a change.
 Cost: each target's and pipeline's GPU-hours per run on both sides and the
-change ("+6 jobs, +12.5 GPU-h per run of gitlab/mr"), priced as `stats --cost`
+change ("+6 jobs, +12.5 GPU-h per run of {_L}/mr"), priced as `stats --cost`
 prices the jobs each side's file holds.
 
 BASE and HEAD are git revisions (HEAD: the working tree when left out). The
@@ -73,7 +76,7 @@ one note: a CI keeps one target list for every revision it compares.
 --expect RULE (repeatable) fails the command when the diff is otherwise:
 
 \b
-    RULE    = PATTERN ["{" CASE[,CASE]... "}"] ":" CHECK [[","] CHECK]...
+    RULE    = PATTERN ["{{" CASE[,CASE]... "}}"] ":" CHECK [[","] CHECK]...
     PATTERN = SYSTEM/SCOPE[/PLATFORM[/ENVIRONMENT[/CADENCE]]] | TARGET-NAME
               (globs allowed; a scope matches by name or tier)
     CASE    = a test case name or glob: the checks count its jobs only
@@ -88,13 +91,13 @@ one note: a CI keeps one target list for every revision it compares.
               the change in GPU-hours per run (head minus base, unweighted)
 
 \b
-    github/L1:+6       exactly six jobs added to GitHub L1
-    gitlab/*:=0        no change at all on GitLab
+    {_F}/L1:+6       exactly six jobs added to GitHub L1
+    {_L}/*:=0        no change at all on GitLab
     */nightly:-0       nothing removed from nightly
-    github/L0/dgx_h100:+>=1,-0
-    github/L1:starts=6   six jobs start running on GitHub L1 (a lift too)
-    gitlab/mr{*cp2*}:stops=0   no CP2 job stops running in gitlab/mr
-    gitlab/mr:cost<=+2h  at most 2 GPU-hours more per run of gitlab/mr
+    {_F}/L0/dgx_h100:+>=1,-0
+    {_F}/L1:starts=6   six jobs start running on GitHub L1 (a lift too)
+    {_L}/mr{{*cp2*}}:stops=0   no CP2 job stops running in {_L}/mr
+    {_L}/mr:cost<=+2h  at most 2 GPU-hours more per run of {_L}/mr
     */nightly:cost<=0    nightly costs no more than before
     *:findings=0         no new error or warning of `matrixgen validate`
 
@@ -103,8 +106,8 @@ pattern matches. A system, scope, platform, environment or cadence (without
 globs) that no target has is a usage error.
 
 Golden values: every golden-values file the branch adds, removes or changes
-(Megatron-LM's tests/functional_tests/test_cases/{model}/{test_case}/
-golden_values_{environment}_{platforms}.json in a tree without config, else
+(Megatron-LM's tests/functional_tests/test_cases/{{model}}/{{test_case}}/
+golden_values_{{environment}}_{{platforms}}.json in a tree without config, else
 the config's reference named golden; git says which files differ, an
 unchanged one is never read) is compared metric by metric: the signed mean of
 (old - new) / old in percent, the largest change at any step, steps added,
@@ -114,13 +117,13 @@ jobs of every target that read the file. A file that cannot be read is a
 problem at its line, and the rest of the diff still prints. Rules over them:
 
 \b
-    golden[{CASE,...}]:GCHECK[,GCHECK]...
+    golden[{{CASE,...}}]:GCHECK[,GCHECK]...
     GCHECK  = files|others|orphans|missing|nonfinite|problems [OP] COUNT
               | max|mean [OP] PERCENT%   (the gated metrics)
 
 \b
     golden:files=0               no golden-values file changes at all
-    golden{*_1node}:others=0     only the 1-node cases' golden values change
+    golden{{*_1node}}:others=0     only the 1-node cases' golden values change
     golden:max<=2%               no gated metric moves more than 2% at any step
     golden:nonfinite=0,missing=0 no NaN or "nan" on the new side, no step lost
 """

@@ -27,6 +27,7 @@ from matrixgen.cli.common import (
 from matrixgen.cli.decide import EventOption, LabelOption, LabelsJsonOption, SystemOption
 from matrixgen.engine.errors import ExitCode
 from matrixgen.engine.vocab import System
+from matrixgen.systems import step_output_file, step_output_option
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import json_value
 from matrixgen.views.table import table
@@ -131,8 +132,8 @@ def generate(
     github_output: Annotated[
         bool,
         typer.Option(
-            "--github-output",
-            help="Also append step outputs to $GITHUB_OUTPUT: targets, matrices (JSON: "
+            step_output_option(),
+            help=f"Also append step outputs to {step_output_file()}: targets, matrices (JSON: "
             "matrices[NAME][K] is shard K of a GitHub target), shards, files, groups and "
             "group-shards (the same per output group); and, per group, <group>-shards and "
             "<group> (0 and an empty matrix for a group not generated).",

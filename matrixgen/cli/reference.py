@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from matrixgen.systems import HOMES
+
 #: The width click lays the help out at (its default is the terminal's).
 WIDTH = 100
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
@@ -73,9 +75,14 @@ def render() -> str:
     return "\n".join(parts)
 
 
-EXIT_TAIL = """
+def _annotating() -> str:
+    """The job variables under which findings are annotations too, as `NAME=true`."""
+    return " or ".join(f"`{h.job_variable}=true`" for h in HOMES if h.annotates)
+
+
+EXIT_TAIL = f"""
 A user's mistake never ends in a traceback, nor does a fault of the machine: each is
-one line on stderr and its exit code. Under `GITHUB_ACTIONS=true` findings are
+one line on stderr and its exit code. Under {_annotating()} findings are
 also printed as `::error file=…,line=…,col=…::…` annotations.
 """
 

@@ -103,6 +103,7 @@ from matrixgen.engine.errors import ExpectationError, UsageError, did_you_mean
 from matrixgen.engine.model import Job, Target
 from matrixgen.engine.targets import is_holding_pen
 from matrixgen.engine.vocab import resolve_scope
+from matrixgen.systems import example_places, names
 from matrixgen.util.patterns import name_pattern, whole
 from matrixgen.views.cost import signed_hours
 
@@ -141,7 +142,8 @@ _CASES = name_pattern(r"(?P<pattern>[^{}]*)\{(?P<cases>[^{}]*)\}")
 _SINGLE_EQUALS = re.compile(r"\s*([-+~qm])=(?!=)([0-9]+)")
 _WORD = re.compile(r"\s*([A-Za-z][A-Za-z_-]*)")
 _GLOB = re.compile(r"[*?\[]")
-_EXAMPLE = "like github/L1:+6, gitlab/*:=0, */nightly:-0 or gitlab/mr:cost<=+2h"
+_FIRST, _LAST = example_places()[0], example_places()[-1]
+_EXAMPLE = f"like {_FIRST}:+6, {_LAST.split('/')[0]}/*:=0, */nightly:-0 or {_LAST}:cost<=+2h"
 _COST_FORM = "a signed amount of GPU-hours or GPU-minutes, like cost<=+2h, cost==+30m or cost<=0"
 
 
@@ -342,7 +344,7 @@ def rule_cases(text: str, pattern: str) -> tuple[str, tuple[str, ...]]:
     if found is None:
         raise UsageError(
             f'--expect "{text}": test cases go in one pair of braces at the end of the '
-            "pattern, like gitlab/mr{gpt3_a,moe_*}:starts=2"
+            f"pattern, like {_LAST}{{gpt3_a,moe_*}}:starts=2"
         )
     cases = tuple(c.strip() for c in found.group("cases").split(","))
     if not all(cases):
@@ -396,7 +398,7 @@ def check_rules(rules: Sequence[Rule], diff: SelectionDiff) -> None:
         for i, value in enumerate(_values(t.target)):
             if value:
                 values[i].add(value)
-    values[0] |= {"github", "gitlab"}
+    values[0] |= set(names())
     for rule in rules:
         for i, pattern in enumerate(rule.parts):
             if _GLOB.search(pattern):

@@ -47,7 +47,7 @@ from matrixgen.engine.vocab import (
     QuarantineKind,
     System,
 )
-from matrixgen.systems import HOMES
+from matrixgen.systems import HOMES, names
 
 
 class Vocabulary(Section, frozen=True, kw_only=True):
@@ -386,8 +386,8 @@ class References(Section, frozen=True, kw_only=True):
         "(default: the top; outside a git checkout, the recipe tree's parent directory).",
         "gating": "Target names or globs: a missing reference of theirs is a `validate` error "
         "(elsewhere a warning).",
-        "refuse_generate": "true: generate, github and gitlab refuse to run while a gating "
-        "target misses a reference (default false).",
+        "refuse_generate": f"true: generate, {' and '.join(names())} refuse to run while a "
+        "gating target misses a reference (default false).",
     }
 
 

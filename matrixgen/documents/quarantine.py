@@ -20,6 +20,7 @@ from msgspec import Meta
 
 from matrixgen.documents.schema import NON_BLANK, whole
 from matrixgen.engine.vocab import QuarantineAction, QuarantineKind, System
+from matrixgen.systems import example_places
 from matrixgen.util.nodeid import NODE_ID_PATTERN
 from matrixgen.util.values import ComparedValue
 
@@ -29,6 +30,10 @@ NODE_LEVEL = tuple(a.value for a in QuarantineAction if a.node_level)
 Name = Annotated[str, Meta(min_length=1)]
 Unique = Meta(extra_json_schema={"uniqueItems": True})
 Names = Annotated[tuple[Name, ...], Meta(min_length=1), Unique]
+
+
+# Places of the first and last system, as the schema's examples name them.
+_FIRST, _LAST = example_places()[0], example_places()[-1]
 
 
 class JobLike(Protocol):
@@ -144,9 +149,10 @@ class EntryFields(ComparedValue, frozen=True, kw_only=True, forbid_unknown_field
             min_length=1,
             extra_json_schema={
                 "uniqueItems": True,
-                "description": "Systems and scopes the entry applies to (github/L1, gitlab/mr, "
-                "gitlab/mr-slim, or a whole system: gitlab). Absent: everywhere. Legacy scope "
-                "names resolve (github/mr-github is github/L1).",
+                "description": "Systems and scopes the entry applies to "
+                f"({', '.join(example_places())}, {_LAST}-slim, or a whole system: "
+                f"{_LAST.split('/')[0]}). Absent: everywhere. Legacy scope names resolve "
+                f"({_FIRST.split('/')[0]}/mr-github is {_FIRST}).",
             },
         ),
     ] = ()

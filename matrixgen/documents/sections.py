@@ -12,6 +12,7 @@ from typing import Annotated, ClassVar, Literal
 from msgspec import Meta, Struct
 
 from matrixgen.documents.schema import NON_BLANK, whole
+from matrixgen.systems import step_output_option
 
 # A name of the vocabulary, an image or a version: one or more characters that
 # are blank to neither Python nor JavaScript.
@@ -63,8 +64,9 @@ class SystemSettings(Section, frozen=True, kw_only=True):
         "timeout_cap": "The longest timeout a job of this system may have, in seconds "
         "(GitHub-hosted runners: 21600); `matrixgen validate` reports a job whose timeout "
         "exceeds it.",
-        "group": "The output name `generate --github-output` writes this target's matrix under "
-        "(default: the target's name); the targets a decision derives from it keep it.",
+        "group": f"The output name `generate {step_output_option()}` writes this target's "
+        "matrix under (default: the target's name); the targets a decision derives from it "
+        "keep it.",
         "timeout": "Job timeout in seconds for every job of the target, whatever its work; "
         "default: each job's n_repeat x time_limit plus timeout_overhead (a recipe's own "
         "spec.timeout wins over that).",

@@ -42,13 +42,13 @@ def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
         # The kept jobs are the emitted ones; naming does not depend on their order.
         jobs = generation.selection(target).jobs
         for job, why in emitter.name_problems(jobs):
-            found.setdefault((job.source, why), []).append(target.name)
-    for (location, why), names in sorted(found.items()):
+            found.setdefault((target.system.value, job.source, why), []).append(target.name)
+    for (system, location, why), names in sorted(found.items()):
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         yield Finding(
             location=location,
             severity=severity,
-            code="gitlab-job-name",
+            code=f"{system}-job-name",
             message=f"{why} (target {shown})",
         )
 

@@ -78,11 +78,21 @@ def _unused_findings(tree: RecipeTree) -> Iterator[Finding]:
                 recipe.document.locate(["spec", key], key=True),
                 "unused-field",
                 f'spec "{key}" reaches no emitted job: GitLab jobs run the launcher '
-                "(spec.launcher, else systems.gitlab.launcher) with the job's fields, "
+                f"(spec.launcher, else systems.{_launcher_system()}.launcher) with the job's "
+                "fields, "
                 f'and GitHub rows carry no {key}; remove it, or name it "x-{key}" '
                 "if a tool of your own reads it",
                 Severity.WARNING,
             )
+
+
+def _launcher_system() -> str:
+    """The system whose settings name a launcher (the one whose jobs run it)."""
+    from matrixgen.documents.config_sections import SYSTEM_SETTINGS
+
+    return next(
+        s.value for s, cls in SYSTEM_SETTINGS.items() if "launcher" in cls.__struct_fields__
+    )
 
 
 def _schema_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding]:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from msgspec import Struct, field
 
+from matrixgen.systems import step_output_option
 from matrixgen.systems.ci import ci_value, running
 from matrixgen.util.escape import annotation, terminal_lines, terminal_text
 from matrixgen.util.values import JsonLayout
@@ -112,7 +113,7 @@ class ExitCode(IntEnum):
     OUTPUT = (
         12,
         "the output is a symbolic link or special file (refused, never written through)",
-        "an output refused as unsafe: the file (`--output`, `--github-output`, a file in "
+        f"an output refused as unsafe: the file (`--output`, `{step_output_option()}`, a file in "
         "`--output-dir`) or the `--output-dir` folder is a symbolic link or a special file, or "
         "another `generate` held the folder's lock past `MATRIXGEN_LOCK_TIMEOUT` (the message "
         "names it)",

@@ -95,7 +95,8 @@ def parse_target(
             system = System(fields["system"])
         except ValueError:
             raise UsageError(
-                f'--target "{text}": unknown system "{fields["system"]}"; use github or gitlab'
+                f'--target "{text}": unknown system "{fields["system"]}"; '
+                f"use {' or '.join(s.value for s in System)}"
             ) from None
     elif system is None:
         system = default_system(fields["scope"])

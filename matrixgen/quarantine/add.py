@@ -30,6 +30,7 @@ from matrixgen.quarantine.model import (
 )
 from matrixgen.quarantine.policy import current_day, option_day, policy
 from matrixgen.quarantine.trackers import tracker_text
+from matrixgen.systems import example_places, names
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
@@ -181,13 +182,13 @@ def check_text(values: Any, where: str = "") -> None:
 
 
 def _place_text(text: str) -> str:
-    """Check one --scope value: `github/L1`, `gitlab/mr`, or a whole system."""
+    """Check one --scope value: `SYSTEM/SCOPE` (`github/L1`), or a whole system."""
     system, sep, scope = text.partition("/")
-    if system not in ("github", "gitlab") or (sep and not scope):
+    if system not in names() or (sep and not scope):
         hint = "" if sep else f" (did you mean {default_system(text).value}/{text}?)"
         raise UsageError(
-            f'--scope "{text}": write SYSTEM/SCOPE, like github/L1 or gitlab/mr, '
-            f"or a whole system (github, gitlab){hint}"
+            f'--scope "{text}": write SYSTEM/SCOPE, like {" or ".join(example_places())}, '
+            f"or a whole system ({', '.join(names())}){hint}"
         )
     return text
 

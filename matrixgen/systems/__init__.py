@@ -22,6 +22,31 @@ HOMES: tuple[Home, ...] = (
 )
 
 
+def names() -> tuple[str, ...]:
+    """Every system's name, in the registry's order."""
+    return tuple(home.name for home in HOMES)
+
+
+def example_places() -> tuple[str, ...]:
+    """A place of each system (`SYSTEM/SCOPE`), as examples in help and messages name them."""
+    return tuple(f"{home.name}/{home.example_scope}" for home in HOMES)
+
+
+def step_output_home() -> Home:
+    """The system whose jobs take step outputs (`--github-output` and the like)."""
+    return next(home for home in HOMES if home.step_output_option)
+
+
+def step_output_option() -> str:
+    """The option that appends step outputs, as every command spells it."""
+    return step_output_home().step_output_option or ""
+
+
+def step_output_file() -> str:
+    """The variable that names the step outputs' file, as help writes it (`$NAME`)."""
+    return "$" + step_output_home().variables["step_outputs"]
+
+
 def home_of(name: str) -> Home:
     """The home of a system by its name (a KeyError for an unknown one)."""
     for home in HOMES:

@@ -68,6 +68,13 @@ class Home:
     # The option that appends step outputs to the file its `step_outputs`
     # variable names (its `outputs` part); None: the system has none.
     step_output_option: str | None = None
+    # A scope of the system that examples in help and messages name (`github/L1`).
+    example_scope: str = ""
+    # Where a checkout keeps the system's CI files (globs from its top).
+    ci_files: tuple[str, ...] = ()
+    # How a job of the system passes a pull request's labels as a JSON list
+    # (`decide --labels-json`); None: the system has no such expression.
+    labels_expression: str | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.variables) - VARIABLE_ROLES

@@ -32,6 +32,7 @@ from matrixgen.emit.common import emitted_jobs, warmup_index
 from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.errors import Finding, Location, Severity, finding
 from matrixgen.engine.model import Job, Target, spec_needs
+from matrixgen.engine.vocab import System
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log, terminal_text
 from matrixgen.util.values import json_value
@@ -209,7 +210,8 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
     targets = context.targets
     missing: dict[tuple[Location, str], list[str]] = {}
     cycles: dict[tuple[str, ...], tuple[Location, list[str]]] = {}
-    github_needs: dict[Location, list[str]] = {}
+    # Needs a matrix cannot keep, by the matrix's system.
+    row_needs: dict[tuple[System, Location], list[str]] = {}
     files = {f.rel: f for f in context.tree.files}
 
     def locate(need: Need) -> Location:
@@ -244,7 +246,7 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
             for job in selection.jobs:
                 for index, _ in spec_needs(job):
                     where = locate(Need(job=job, name="", index=index, kind="needs"))
-                    github_needs.setdefault(where, []).append(target.name)
+                    row_needs.setdefault((target.system, where), []).append(target.name)
     for (where, name), in_targets in sorted(missing.items()):
         yield finding(
             where,
@@ -256,11 +258,11 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
         yield finding(
             where, "graph-cycle", f"jobs wait for each other: {path} (in {few(in_targets, 4)})"
         )
-    for where, in_targets in sorted(github_needs.items()):
+    for (system, where), in_targets in sorted(row_needs.items()):
         yield finding(
             where,
-            "graph-github-needs",
-            "the rows of a GitHub matrix cannot wait for each other; "
+            f"graph-{system.value}-needs",
+            f"the rows of a {system.label} matrix cannot wait for each other; "
             f"these needs are not kept in {few(in_targets, 4)}",
             Severity.WARNING,
         )

@@ -29,6 +29,7 @@ from matrixgen.engine.vocab import (
     QuarantineKind,
 )
 from matrixgen.quarantine.trackers import tracker_text
+from matrixgen.systems import HOMES, example_places, other_tiers_home
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import json_value
 from matrixgen.util.words import counted
@@ -67,8 +68,9 @@ def generator_callers(root: Path) -> list[str]:
     top = checkout_top(root if root.is_dir() else root.parent)
     if top is None:
         return []
-    files = [top / ".gitlab-ci.yml", *sorted((top / ".gitlab").rglob("*.yml"))]
-    files += sorted((top / ".github" / "workflows").glob("*.y*ml"))
+    # Each system's CI files, the one assumed outside any CI first.
+    homes = sorted(HOMES, key=lambda h: h is not other_tiers_home())
+    files = [path for h in homes for glob in h.ci_files for path in sorted(top.glob(glob))]
     found = []
     for path in files:
         try:
@@ -130,7 +132,8 @@ def add(
         list[str] | None,
         _option(
             "SYSTEM/SCOPE",
-            "Only there: github/L1, gitlab/mr, or a whole system (repeatable; default: all).",
+            f"Only there: {', '.join(example_places())}, or a whole system "
+            "(repeatable; default: all).",
             "--scope",
         ),
     ] = None,

@@ -15,6 +15,9 @@ HOME = Home(
     also_runs=("unit-tests",),
     annotates=True,
     step_output_option="--github-output",
+    example_scope="L1",
+    ci_files=(".github/workflows/*.y*ml",),
+    labels_expression="toJSON(github.event.pull_request.labels.*.name)",
     parts=frozenset({"commands", "emitter", "settings", "outputs"}),
     variables={
         "commit": "GITHUB_SHA",

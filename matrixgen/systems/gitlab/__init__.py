@@ -11,6 +11,8 @@ HOME = Home(
     events=("merge_request_event", "schedule", "push", "web", "api", "trigger"),
     job_variable="GITLAB_CI",
     tiers=None,
+    example_scope="mr",
+    ci_files=(".gitlab-ci.yml", ".gitlab/**/*.yml"),
     parts=frozenset({"commands", "emitter", "settings"}),
     variables={
         "commit": "CI_COMMIT_SHA",
