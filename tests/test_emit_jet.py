@@ -1,4 +1,4 @@
-"""matrixgen.emit.jet and `jet-trigger` / `jet-buckets`: what Megatron-LM's
+"""matrixgen.systems.gitlab.megatron and `jet-trigger` / `jet-buckets`: what Megatron-LM's
 generator does not do (quarantine, jobs it would lose, values no recipe uses,
 quoting), on small trees whose answers are worked out by hand. The agreement
 with the real generator is in test_jet_upstream.py."""
@@ -17,8 +17,8 @@ import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.emit.jet import JetCall, Notice, job_keys, launcher_command
 from matrixgen.engine.model import Job
+from matrixgen.systems.gitlab.megatron import JetCall, Notice, job_keys, launcher_command
 from tests import realvalidators as rv
 from tests.conftest import Run, require_megatron
 
@@ -261,10 +261,10 @@ def test_the_emitter_itself_refuses_a_node_level_mark_it_cannot_hand_on() -> Non
     the emitter never writes a job whose marked node ids would go nowhere."""
     from msgspec.structs import replace
 
-    from matrixgen.emit.jet import JetProfile, jet_pipeline, jet_target
     from matrixgen.engine.errors import RecipeError
     from matrixgen.engine.model import QuarantineMark
     from matrixgen.engine.vocab import System
+    from matrixgen.systems.gitlab.megatron import JetProfile, jet_pipeline, jet_target
 
     call = plain_call()
     mark = QuarantineMark(
@@ -383,8 +383,8 @@ def test_jet_trigger_says_every_gitlab_limit_its_pipeline_would_break(
     """A job key GitLab would not run is renamed or said; a job name past 255
     characters, a name in `needs` past 128: a ci-limit notice (an error with
     --strict), exactly when the file breaks the limit."""
-    from matrixgen.emit.jet import JetProfile, jet_pipeline, jet_target
     from matrixgen.engine.vocab import System
+    from matrixgen.systems.gitlab.megatron import JetProfile, jet_pipeline, jet_target
 
     call = plain_call(dependent_job="d" * dependent, enable_warmup=warmup)
     jobs = [_job(name, model=f"m{i}") for i, name in enumerate(names)]
@@ -418,8 +418,8 @@ def test_jet_trigger_on_github_says_a_matrix_github_would_refuse(
 ) -> None:
     """On GitHub the workflow turns the file into a matrix, a row per job: past
     256 rows or 1 MB (10**6 bytes of compact JSON) it is said."""
-    from matrixgen.emit.jet import JetProfile, jet_pipeline, jet_target
     from matrixgen.engine.vocab import System
+    from matrixgen.systems.gitlab.megatron import JetProfile, jet_pipeline, jet_target
 
     call = plain_call()
     model = "m" * model_length

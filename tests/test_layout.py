@@ -49,6 +49,7 @@ SYSTEM_PART_FLOORS: dict[str, str] = {
     "emitter": "emit",
     "outputs": "emit",
     "commands": "cli",
+    "megatron": "emit",
 }
 # documents/ sits below the engine's stages and reads each file into the
 # engine's values: the modules of engine/ it may import, which themselves import

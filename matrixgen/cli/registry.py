@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from matrixgen.systems import HOMES
+from matrixgen.systems import HOMES, assumed_first
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,8 @@ CLI: tuple[Command | Group | Alias, ...] = (
     Command("stats", "matrixgen.cli.project", "stats"),
     Command("coverage", "matrixgen.cli.coverage", "coverage", help_attr="COVERAGE_HELP"),
     Command("decide", "matrixgen.cli.decide", "decide_command"),
-    Command("jet-trigger", "matrixgen.cli.jet", "jet_trigger"),
-    Command("jet-buckets", "matrixgen.cli.jet", "jet_buckets"),
+    # The other commands of each system's home (Megatron-LM's drop-ins).
+    *(Command(n, h.part("commands") or "", f) for h in assumed_first() for n, f in h.commands),
     Command("report", "matrixgen.cli.report", "report"),
     # The old spellings (hidden; typer holds commands before groups).
     Alias("migrate", "quarantine", "migrate"),

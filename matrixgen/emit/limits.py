@@ -8,6 +8,8 @@ with `--strict`).
 
 from __future__ import annotations
 
+from msgspec import Struct
+
 from matrixgen.engine.errors import LimitError
 
 
@@ -15,3 +17,19 @@ def refuse(problem: str | None) -> None:
     """A LimitError for a problem one of the checks found."""
     if problem is not None:
         raise LimitError(problem)
+
+
+class Notice(Struct, frozen=True):
+    """Something a call's output cannot show (Megatron-LM's drop-ins): printed on stderr."""
+
+    code: str
+    message: str
+
+
+# The code of a notice that a CI system's limit would be broken.
+LIMIT_NOTICE = "ci-limit"
+
+
+def limit_notices(*problems: str | None) -> list[Notice]:
+    """The problems the limits' checks found, as notices."""
+    return [Notice(LIMIT_NOTICE, p) for p in problems if p is not None]

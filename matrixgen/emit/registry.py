@@ -9,10 +9,10 @@ it is. Each system's emitter is the `emitter` part of its home
 needs no line here (tests/test_emit_registry.py checks that every system has
 one).
 
-Megatron-LM's JET drop-in (`emit.jet`, `jet-trigger`) is not a line here: it
-writes what that project's own generator writes, for either system, from that
-generator's options rather than a target's settings; it asks this table for the
-facts of the system it writes for.
+Megatron-LM's drop-ins (each home's `megatron` part: `jet-trigger`,
+`jet-buckets`) are not emitters: they write what that project's own generators
+write, from their options rather than a target's settings; they ask this table
+for the facts of the system they write for.
 """
 
 from __future__ import annotations

@@ -55,6 +55,13 @@ def home_of(name: str) -> Home:
     raise KeyError(name)
 
 
+def assumed_first() -> tuple[Home, ...]:
+    """Every home, the one assumed outside any CI first, then the registry's order
+    (the order variables are asked in outside CI, and the drop-ins listed in)."""
+    first = other_tiers_home()
+    return (first, *(home for home in HOMES if home is not first))
+
+
 def other_tiers_home() -> Home:
     """The system that runs the tiers no other claims, and is assumed outside
     any CI: the last home that claims no tiers of its own."""

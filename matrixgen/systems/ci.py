@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from matrixgen.systems import HOMES, other_tiers_home
+from matrixgen.systems import HOMES, assumed_first, other_tiers_home
 from matrixgen.systems.home import Home
 
 
@@ -38,7 +38,9 @@ def running_or_assumed(environ: Mapping[str, str] | None = None) -> Home:
 
 
 def _asked_order(environ: Mapping[str, str]) -> list[Home]:
-    first = running_or_assumed(environ)
+    first = running(environ)
+    if first is None:
+        return list(assumed_first())
     return [first, *(h for h in HOMES if h is not first)]
 
 

@@ -22,6 +22,8 @@ PART_FLOORS: Mapping[str, str] = MappingProxyType(
         "emitter": "emit",
         "outputs": "emit",
         "commands": "cli",
+        # Megatron-LM's drop-in generator for the system (what its own CI writes).
+        "megatron": "emit",
     }
 )
 
@@ -68,6 +70,9 @@ class Home:
     # The option that appends step outputs to the file its `step_outputs`
     # variable names (its `outputs` part); None: the system has none.
     step_output_option: str | None = None
+    # Commands of its `commands` part besides its own (named after the system),
+    # as (name, function): listed after `decide` in help.
+    commands: tuple[tuple[str, str], ...] = ()
     # A scope of the system that examples in help and messages name (`github/L1`).
     example_scope: str = ""
     # Where a checkout keeps the system's CI files (globs from its top).

@@ -29,7 +29,7 @@ from matrixgen.engine.vocab import (
     QuarantineKind,
 )
 from matrixgen.quarantine.trackers import tracker_text
-from matrixgen.systems import HOMES, example_places, other_tiers_home
+from matrixgen.systems import assumed_first, example_places
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import json_value
 from matrixgen.util.words import counted
@@ -69,8 +69,9 @@ def generator_callers(root: Path) -> list[str]:
     if top is None:
         return []
     # Each system's CI files, the one assumed outside any CI first.
-    homes = sorted(HOMES, key=lambda h: h is not other_tiers_home())
-    files = [path for h in homes for glob in h.ci_files for path in sorted(top.glob(glob))]
+    files = [
+        path for h in assumed_first() for glob in h.ci_files for path in sorted(top.glob(glob))
+    ]
     found = []
     for path in files:
         try:

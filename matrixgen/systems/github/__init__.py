@@ -18,7 +18,8 @@ HOME = Home(
     example_scope="L1",
     ci_files=(".github/workflows/*.y*ml",),
     labels_expression="toJSON(github.event.pull_request.labels.*.name)",
-    parts=frozenset({"commands", "emitter", "settings", "outputs"}),
+    commands=(("jet-buckets", "jet_buckets"),),
+    parts=frozenset({"commands", "emitter", "megatron", "settings", "outputs"}),
     variables={
         "commit": "GITHUB_SHA",
         "ref": "GITHUB_REF_NAME",

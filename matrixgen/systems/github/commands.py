@@ -1,4 +1,5 @@
-"""`matrixgen github`: one target's matrix.
+"""`matrixgen github` (one target's matrix) and `matrixgen jet-buckets`
+(Megatron-LM's unit-test bucket matrix).
 
 The home's `commands` part (the CLI floor): the CLI's registry lists it under
 the system's name. Imported only when the command runs; everything heavy is
@@ -7,7 +8,8 @@ imported inside it.
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,10 +23,21 @@ from matrixgen.cli.common import (
     recipes_dir,
 )
 from matrixgen.cli.emit import one_target, write_text
+from matrixgen.cli.jet import (
+    StrictOption,
+    SystemChoiceOption,
+    asking_system,
+    load_jet_tree,
+    say,
+)
 from matrixgen.engine.errors import ExitCode
 from matrixgen.engine.vocab import System
 from matrixgen.systems.github import HOME
 from matrixgen.util.escape import terminal_text
+
+if TYPE_CHECKING:
+    from matrixgen.engine.model import RecipeFile
+    from matrixgen.pipeline import Generation
 
 
 @exits(
@@ -82,3 +95,75 @@ def emit(
         )
     else:
         typer.echo(matrix.text(), nl=False)
+
+
+@exits(
+    (
+        ExitCode.FINDINGS,
+        "the tree or a quarantine entry has errors, or a node-level entry cannot reach its tests",
+    ),
+    (ExitCode.USAGE, "usage error, or FILE is no recipe of the tree"),
+    (ExitCode.LIMIT, "with --strict, a GitHub limit the matrix would break (docs/ci-limits.md)"),
+)
+def jet_buckets(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            metavar="FILE",
+            help="The unit-test recipe, e.g. tests/test_utils/recipes/h100/unit-tests.yaml",
+        ),
+    ],
+    recipes: RecipesOption = None,
+    system: SystemChoiceOption = None,
+    scope: Annotated[
+        str,
+        typer.Option("--scope", metavar="SCOPE", help="The scope whose quarantine entries apply."),
+    ] = "unit-tests",
+    environment: Annotated[
+        str, typer.Option("--environment", metavar="ENV", help="The environment asked for.")
+    ] = "dev",
+    tag: Annotated[str, typer.Option("--tag", metavar="TAG", help="The tag asked for.")] = "latest",
+    platform: Annotated[
+        str | None,
+        typer.Option("--platform", metavar="PLATFORM", help="Default: the recipe's own platform."),
+    ] = None,
+    output: JsonOutputOption = None,
+    strict: StrictOption = False,
+) -> None:
+    """The unit-test bucket matrix Megatron-LM's GitHub workflow builds with yq from a
+    unit-test recipe ([{"bucket": ...}, ...], compact), with skip entries applied.
+
+    """
+    from matrixgen.systems.github.megatron import bucket_matrix, bucket_text
+
+    generation, _ = load_jet_tree(recipes, None)
+    recipe = _recipe_file(generation, recipes_dir(recipes), file)
+    matrix = bucket_matrix(
+        recipe,
+        generation,
+        system=asking_system(system),
+        scope=scope,
+        environment=environment,
+        tag=tag,
+        platform=platform,
+    )
+    say(matrix.notices, strict)
+    text = bucket_text(matrix)
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        write_text(output, text)
+
+
+def _recipe_file(generation: Generation, directory: Path, file: Path) -> RecipeFile:
+    """The tree's recipe at FILE (a path as the shell has it)."""
+    from matrixgen.engine.errors import UsageError
+
+    try:
+        rel = file.resolve().relative_to(directory.resolve()).as_posix()
+    except ValueError:
+        raise UsageError(f"{file} is not inside the recipe tree {directory}") from None
+    for recipe in generation.tree.files:
+        if recipe.rel == rel:
+            return recipe
+    raise UsageError(f"{file}: no recipe of the tree {directory} (a basic recipe file)")

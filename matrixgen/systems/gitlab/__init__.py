@@ -13,7 +13,8 @@ HOME = Home(
     tiers=None,
     example_scope="mr",
     ci_files=(".gitlab-ci.yml", ".gitlab/**/*.yml"),
-    parts=frozenset({"commands", "emitter", "settings"}),
+    commands=(("jet-trigger", "jet_trigger"),),
+    parts=frozenset({"commands", "emitter", "megatron", "settings"}),
     variables={
         "commit": "CI_COMMIT_SHA",
         "ref": "CI_COMMIT_REF_NAME",

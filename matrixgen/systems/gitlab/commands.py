@@ -1,4 +1,5 @@
-"""`matrixgen gitlab`: one target's child pipeline.
+"""`matrixgen gitlab` (one target's child pipeline) and `matrixgen jet-trigger`
+(Megatron-LM's child-pipeline generator, option for option).
 
 The home's `commands` part (the CLI floor): the CLI's registry lists it under
 the system's name. Imported only when the command runs; everything heavy is
@@ -8,17 +9,30 @@ imported inside it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from matrixgen.cli.changes import ChangedSinceOption, FullOption, change_selection
 from matrixgen.cli.common import RecipesOption, TargetOption, exits, load_valid, recipes_dir
 from matrixgen.cli.emit import LauncherOption, one_target, write_text
+from matrixgen.cli.jet import (
+    LocalRecipesOption,
+    StrictOption,
+    SystemChoiceOption,
+    asking_system,
+    load_jet_tree,
+    say,
+)
 from matrixgen.engine.errors import ExitCode
 from matrixgen.engine.vocab import System
 from matrixgen.systems.gitlab import HOME
 from matrixgen.util.escape import terminal_text
+
+if TYPE_CHECKING:
+    from matrixgen.engine.model import Job
+    from matrixgen.pipeline import Generation
+    from matrixgen.systems.gitlab.megatron import JetPipeline
 
 
 @exits(
@@ -62,3 +76,155 @@ def emit(
         )
     else:
         typer.echo(pipeline.text, nl=False)
+
+
+# Two of jet-trigger's options, too long to spell in its signature.
+_LightweightOption = Annotated[
+    bool,
+    typer.Option(
+        "--enable-lightweight-mode",
+        show_default=True,
+        help="Run 2-step smoke tests instead of full training",
+    ),
+]
+_CadenceOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="CADENCE",
+        help="Trigger cadence to filter tests by (pr|nightly|mergegroup). "
+        "Empty/unset disables the cadence filter.",
+    ),
+]
+
+
+@exits(
+    (
+        ExitCode.FINDINGS,
+        "the tree or a quarantine entry has errors, or a node-level entry cannot reach its tests",
+    ),
+    (
+        ExitCode.USAGE,
+        "usage error (with --strict also a value no recipe uses, or a job the generator would "
+        "lose)",
+    ),
+    ExitCode.CONFIG,
+    (ExitCode.LIMIT, "with --strict, a CI limit the file would break (docs/ci-limits.md)"),
+    (ExitCode.QUARANTINE, "the quarantine file cannot be read"),
+    ExitCode.ENVIRONMENT,
+    ExitCode.OUTPUT,
+)
+def jet_trigger(
+    # The options of Megatron-LM's generate_jet_trigger_job.py, with its names,
+    # help and defaults: but --output-path, the fields of the JetCall.
+    scope: Annotated[str, typer.Option(metavar="SCOPE", help="Test scope")],
+    environment: Annotated[str, typer.Option(metavar="ENV", help="LTS or dev features")],
+    test_cases: Annotated[
+        str, typer.Option(metavar="NAMES", help="Comma-separated list of test_cases, or 'all'")
+    ],
+    platform: Annotated[str, typer.Option(metavar="PLATFORM", help="Platform to select")],
+    cluster: Annotated[str, typer.Option(metavar="CLUSTER", help="Cluster to run on")],
+    output_path: Annotated[str, typer.Option(metavar="FILE", help="Path to write GitLab job to")],
+    container_image: Annotated[
+        str, typer.Option(metavar="IMAGE", help="LTS Container image to use")
+    ],
+    container_tag: Annotated[str, typer.Option(metavar="TAG", help="Container tag to use")],
+    dependent_job: Annotated[
+        str, typer.Option(metavar="JOB", help="Name of job that created the downstream pipeline")
+    ],
+    slurm_account: Annotated[str, typer.Option(metavar="ACCOUNT", help="Slurm account to use")],
+    n_repeat: Annotated[int, typer.Option(metavar="N", help="Repeats, passed to the launcher")] = 1,
+    time_limit: Annotated[
+        int, typer.Option(metavar="SECONDS", help="Time limit, passed to the launcher")
+    ] = 1,
+    partition: Annotated[
+        str | None, typer.Option(metavar="PARTITION", help="Slurm partition to use")
+    ] = None,
+    record_checkpoints: Annotated[
+        str | None, typer.Option(metavar="true|false", help="Values are 'true' or 'false'")
+    ] = None,
+    tag: Annotated[
+        str | None, typer.Option(metavar="TAG", help="Tag (only relevant for unit tests)")
+    ] = None,
+    run_name: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="Run name (only relevant for release tests)"),
+    ] = None,
+    wandb_experiment: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="Wandb experiment (only relevant for release tests)"),
+    ] = None,
+    enable_lightweight_mode: _LightweightOption = False,
+    enable_warmup: Annotated[
+        bool, typer.Option(help="Run one job as dependency to others as to warm up cache")
+    ] = True,
+    cadence: _CadenceOption = None,
+    enable_error_extraction: Annotated[
+        bool, typer.Option(help="Extract a structured error report from GitLab child-job output.")
+    ] = False,
+    recipes: RecipesOption = None,
+    local_recipes: LocalRecipesOption = None,
+    system: SystemChoiceOption = None,
+    strict: StrictOption = False,
+) -> None:
+    """Megatron-LM's child pipeline for one call, as its generate_jet_trigger_job.py
+    writes it, with the quarantine applied (docs/megatron.md).
+
+    Takes every option of that script, with the same names, types and defaults.
+    """
+    from matrixgen.systems.gitlab.megatron import JetCall, call_pipeline, check_call, pipeline_text
+
+    options = locals()
+    call = JetCall(**{name: options[name] for name in JetCall.__struct_fields__})
+    check_call(call)
+    generation, file_order = load_jet_tree(recipes, local_recipes)
+    pipeline = call_pipeline(generation, call, asking_system(system), file_order=file_order)
+    say(pipeline.notices, strict)
+    write_text(Path(output_path), pipeline_text(pipeline))
+    _summary(pipeline, output_path, generation)
+
+
+def _summary(pipeline: JetPipeline, output_path: str, generation: Generation) -> None:
+    """One line on stderr: what was written, and what the quarantine did to it,
+    each with the entries that did it: jobs skipped, allowed to fail, and node
+    ids muted or deselected inside jobs (the pytest plugin applies those)."""
+    from matrixgen.quarantine.apply import applying_entries
+    from matrixgen.util.escape import terminal_text
+
+    target = pipeline.target
+    where = f"{target.system.value}/{target.selector.scope}"
+    line = (
+        f"{terminal_text(output_path)}: {len(pipeline.jobs)} job(s) for {terminal_text(where)} "
+        f"{terminal_text(target.selector.platform)}/{terminal_text(target.selector.environment)}"
+    )
+    written = [j for _, j in pipeline.jobs if j.quarantine is not None]
+    known = {j.test_case for j in generation.jobs}
+    entries = generation.quarantine.entries
+
+    def ids(jobs: list[Job], action: str) -> str:
+        found = {
+            e.id
+            for j in jobs
+            for e in applying_entries(j, entries, target, known)
+            if e.action.value == action
+        }
+        return ", ".join(sorted(found))
+
+    notes = []
+    if pipeline.skipped:
+        notes.append(
+            f"{len(pipeline.skipped)} skipped by quarantine ({ids(list(pipeline.skipped), 'skip')})"
+        )
+    allowed = [j for j in written if j.quarantine and j.quarantine.action == "allow-failure"]
+    if allowed:
+        by = ids(allowed, "allow-failure")
+        notes.append(f"{len(allowed)} allowed to fail by quarantine ({by})")
+    for action, verb in (("mute", "muted"), ("deselect", "deselected")):
+        hit = [j for j in written if j.quarantine and getattr(j.quarantine, verb)]
+        if hit:
+            count = sum(len(getattr(j.quarantine, verb)) for j in hit if j.quarantine)
+            notes.append(
+                f"{count} node id(s) {verb} in {len(hit)} job(s) by quarantine ({ids(hit, action)})"
+            )
+    if notes:
+        line += "; " + "; ".join(terminal_text(n) for n in notes)
+    typer.echo(line, err=True)

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct, field
 from msgspec.structs import replace
 
+from matrixgen.emit.limits import Notice, limit_notices
 from matrixgen.emit.registry import emitter_for
 from matrixgen.emit.yamltext import dump_yaml
 from matrixgen.engine.errors import RecipeError, UsageError, did_you_mean
@@ -153,22 +154,6 @@ class JetCall(Struct, frozen=True, kw_only=True):
             tag=self.tag,
             test_cases=names,
         )
-
-
-class Notice(Struct, frozen=True):
-    """Something the call's output cannot show: printed on stderr."""
-
-    code: str
-    message: str
-
-
-# The code of a notice that a CI system's limit would be broken.
-LIMIT_NOTICE = "ci-limit"
-
-
-def limit_notices(*problems: str | None) -> list[Notice]:
-    """The problems `emit.limits` found, as notices."""
-    return [Notice(LIMIT_NOTICE, p) for p in problems if p is not None]
 
 
 class JetPipeline(Struct, frozen=True, kw_only=True):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from matrixgen.emit.jet import Notice, limit_notices
+from matrixgen.emit.limits import Notice, limit_notices
 from matrixgen.engine.errors import Location, RecipeError
 from matrixgen.engine.model import Job, RecipeFile, Selector, Target
 from matrixgen.engine.targets import target_name
