@@ -19,8 +19,20 @@ so it runs in well under a second. What each figure counts:
   a variable of another name first, or tested inside a helper, is not seen.
 - system comparisons: a comparison (`is`, `is not`, `==`, `!=`, `in`, `not in`, or a
   `case` pattern) with `System.GITHUB` or `System.GITLAB` on either side, outside
-  SYSTEM_PATHS (the engine's vocabulary, the emitter registry, the CLI's per-system
-  commands).
+  SYSTEM_PATHS (the systems' homes, `matrixgen/systems/`).
+- system names and CI variables outside `matrixgen/systems/`: as
+  tests/systems_fixtures.py `names_outside_systems` finds them (a string literal,
+  docstrings left out, naming a system as code and files spell it or a CI
+  variable, `System.<MEMBER>`, an import of a home's module), its ALLOWED words
+  (the issue tracker's, the recipes' legacy scope names) taken out. A system's
+  name in prose (`a GitHub matrix`) is not counted.
+- files to touch to add a CI system: measured, like the new field. A copy of the
+  checkout gets the toy system (tests/systems_fixtures.py `add_toy_system`: a
+  package `systems/toy/` and its line in the registry), the generated files
+  written again; the hand-edited files count (the package as one), the written
+  ones are listed, and the system must reach the vocabulary, the schema, the
+  emitter registry and the CLI and emit its jobs (`toy_system_reaches`). Left
+  out with `--no-field` too.
 - hand-written `to_dict`: methods named `to_dict` in the package (JSON comes from
   the Structs' declarations instead).
 - raw config reads: a project config's sections read as plain mappings
@@ -43,8 +55,9 @@ so it runs in well under a second. What each figure counts:
   verdict must be counted, valid against the schema, and shown by the text
   summary, the Markdown comment and the report's Triage page
   (`toy_verdict_carried`). `--no-field` leaves it out too.
-- test-to-test imports, import cycles and type-only imports (`if TYPE_CHECKING:`)
-  pointing up a floor: as tests/test_layout.py finds them (its functions are reused).
+- test-to-test imports, imports pointing up a floor, import cycles and type-only
+  imports (`if TYPE_CHECKING:`) pointing up a floor: as tests/test_layout.py finds
+  them (its functions are reused; a part of a system's home sits on its own floor).
 """
 
 from __future__ import annotations
@@ -63,14 +76,8 @@ TESTS = ROOT / "tests"
 
 # Where the raw recipe document may be walked (paths relative to the checkout).
 DOCUMENT_PATHS = ("matrixgen/documents/",)
-# Where System.GITHUB / System.GITLAB may be compared: the engine's vocabulary, the
-# emitter registry, the CLI's per-system commands.
-SYSTEM_PATHS = (
-    "matrixgen/engine/vocab",
-    "matrixgen/emit/registry",
-    "matrixgen/emit/systems/",
-    "matrixgen/cli/emit.py",
-)
+# Where System.GITHUB / System.GITLAB may be compared: each system's home.
+SYSTEM_PATHS = ("matrixgen/systems/",)
 MODULE_LIMIT = 600
 FUNCTION_LIMIT = 80
 SYSTEMS = {"GITHUB", "GITLAB"}
@@ -119,6 +126,22 @@ def verdict_experiment() -> tuple[list[str], dict[str, bool]]:
             shutil.copytree(ROOT / top, checkout / top, ignore=skip)
         changed = fixtures.add_toy_verdict(checkout)
         return changed, fixtures.toy_verdict_carried(checkout)
+
+
+def system_experiment() -> tuple[list[str], list[str], dict[str, object]]:
+    """(the files edited by hand to add a CI system, the files written again,
+    what the system reaches) in a copy of the checkout."""
+    import shutil
+    import tempfile
+
+    fixtures = _load("systems_fixtures")
+    with tempfile.TemporaryDirectory(prefix="matrixgen-system-") as tmp:
+        checkout = Path(tmp) / "checkout"
+        skip = shutil.ignore_patterns("__pycache__")
+        for top in ("matrixgen", "schema", "docs"):
+            shutil.copytree(ROOT / top, checkout / top, ignore=skip)
+        by_hand, written = fixtures.add_toy_system(checkout)
+        return by_hand, written, fixtures.toy_system_reaches(checkout, Path(tmp) / "tree")
 
 
 def _rel(path: Path) -> str:
@@ -267,7 +290,7 @@ def main() -> int:
     parser.add_argument(
         "--no-field",
         action="store_true",
-        help="leave out the new-field and new-verdict experiments",
+        help="leave out the experiments (a new entry field, verdict, CI system)",
     )
     args = parser.parse_args()
     layout = _load("test_layout")
@@ -351,8 +374,27 @@ def main() -> int:
         for rel in changed:
             print(f"    {rel}")
     show("findings filtered by message text", filters, "0")
-    show("System.GITHUB/GITLAB comparisons outside vocab, registry, CLI", systems, "0")
+    show("System.GITHUB/GITLAB comparisons outside systems/", systems, "0")
+    show(
+        "system names and CI variables outside systems/",
+        _load("systems_fixtures").names_outside_systems(PACKAGE),
+        "0",
+    )
+    if not args.no_field:
+        by_hand, written, reached = system_experiment()
+        reached.pop("stderr", None)
+        missing = [where for where, done in reached.items() if not done]
+        print(
+            f"files to touch to add a CI system: {len(by_hand)} by hand, "
+            f"{len(written)} written again (goal at most 3)"
+            + (f"; not reached: {', '.join(missing)}" if missing else "")
+        )
+        for rel in by_hand:
+            print(f"    {rel}")
+        for rel in written:
+            print(f"    {rel} (written again)")
     show("test-to-test imports", test_imports, "0")
+    show("imports pointing up a floor", layout.upward_imports(layout.import_graph()), "0")
     show("import cycles", [" -> ".join(c) for c in cycles], "0")
     show("type-only imports pointing up a floor", upward_types, "0")
     return 0
