@@ -70,8 +70,8 @@ CORE = (
         "matrixgen/emit/common.py",
         ("tests/test_emit_common.py", "tests/test_emit_github.py", "tests/test_emit_gitlab.py"),
     ),
-    Core("emit-github", "matrixgen/emit/github.py", ("tests/test_emit_github.py",)),
-    Core("emit-gitlab", "matrixgen/emit/gitlab.py", ("tests/test_emit_gitlab.py",)),
+    Core("emit-github", "matrixgen/systems/github/emitter.py", ("tests/test_emit_github.py",)),
+    Core("emit-gitlab", "matrixgen/systems/gitlab/emitter.py", ("tests/test_emit_gitlab.py",)),
 )
 
 

@@ -1,6 +1,6 @@
 """The emitter registry (matrixgen.emit.registry): every CI system has one
-emitter, and no module outside the registry, the engine's vocabulary and the
-CLI's per-system commands asks which system a target is."""
+emitter, and no module outside the systems' homes (matrixgen/systems/) asks
+which system a target is."""
 
 from __future__ import annotations
 

@@ -93,7 +93,7 @@ def load_jet_tree(recipes: Path | None, local: Path | None) -> tuple[Generation,
         order += sorted(extra)
     generation = generate_from_files(files, root=str(directory))
     # A node-level entry that cannot reach a job's tests is refused by the call
-    # whose pipeline holds that job (emit.jet, emit.jet_buckets), naming entry
+    # whose pipeline holds that job (each home's `megatron` part), naming entry
     # and job: not by every call, whatever pipeline it writes.
     usable = require_usable(generation, Needs.VALID, own_checks=(UNREACHABLE,))
     note_warnings(usable, generation.tree.root)
