@@ -64,9 +64,3 @@ def variables_of(role: str) -> tuple[str, ...]:
 def job_variables() -> tuple[str, ...]:
     """Every system's job variable, in the registry's order."""
     return tuple(h.job_variable for h in HOMES)
-
-
-def is_set(variable_of: str, environ: Mapping[str, str] | None = None) -> bool:
-    """True when the running CI is the home named `variable_of` (its job variable is "true")."""
-    home = running(environ)
-    return home is not None and home.name == variable_of
