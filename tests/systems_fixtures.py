@@ -161,7 +161,7 @@ TOY_FILES: dict[str, str] = {
         import json
         from typing import Any
 
-        from matrixgen.emit.common import emitted_job, emitted_jobs
+        from matrixgen.emit.common import Waits, emitted_job, emitted_jobs
         from matrixgen.systems.toy.settings import ToySettings
 
 
@@ -194,6 +194,9 @@ TOY_FILES: dict[str, str] = {
 
             def name_problems(self, jobs):
                 return []
+
+            def waits(self, settings):
+                return Waits()
 
             def own_settings(self, settings, *, launcher):
                 return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from msgspec import Struct, field
 from msgspec.structs import replace
@@ -82,6 +82,15 @@ class EmitSettings(Struct, frozen=True, kw_only=True):
         if own is not None:
             return own
         return self.n_repeat_for(job) * job.time_limit + self.timeout_overhead
+
+
+class Waits(NamedTuple):
+    """What a target's jobs wait for besides their recipes' needs (`Emitter.waits`)."""
+
+    # The first job runs alone and every other job needs it.
+    warmup: bool = False
+    # A job of the parent pipeline every job needs.
+    parent_job: str | None = None
 
 
 class EmittedJob(ComparedValue, frozen=True, kw_only=True):

@@ -29,7 +29,7 @@ from matrixgen.systems.home import Home
 
 if TYPE_CHECKING:
     from matrixgen.documents.sections import SystemSettings
-    from matrixgen.emit.common import EmitSettings, EmittedJob, EmittedTarget
+    from matrixgen.emit.common import EmitSettings, EmittedJob, EmittedTarget, Waits
     from matrixgen.engine.model import Job
 
 
@@ -71,6 +71,10 @@ class Emitter(Protocol):
 
     def name_problems(self, jobs: Sequence[Job]) -> list[tuple[Job, str]]:
         """(job, why) for each job the file could not name."""
+
+    def waits(self, settings: SystemSettings) -> Waits:
+        """What a target's jobs wait for besides their recipes' needs (a warm-up
+        job, the parent pipeline's job), from its settings."""
 
     def own_settings(self, settings: SystemSettings, *, launcher: str | None) -> Any:
         """The settings only this system has (`EmitSettings.own`), resolved from

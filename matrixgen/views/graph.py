@@ -79,16 +79,16 @@ def build_node(job: Job, config: ProjectConfig) -> str | None:
 def warmup_job(jobs: Sequence[Job], target: Target | None) -> Job | None:
     """The job every other job of the target waits for, when the target asks for
     one: the first job the emitter writes that may not fail."""
-    if target is None or getattr(target.settings, "warmup", None) is not True:
+    if target is None or not emitter_for(target.system).waits(target.settings).warmup:
         return None
     emitted = emitted_jobs(jobs)
     return emitted[warmup_index(emitted)] if len(emitted) > 1 else None
 
 
 def parent_job(target: Target | None) -> str | None:
-    if target is None or not emitter_for(target.system).child_pipelines:
+    if target is None:
         return None
-    return getattr(target.settings, "parent_job", None)
+    return emitter_for(target.system).waits(target.settings).parent_job
 
 
 def build_graph(

@@ -46,6 +46,7 @@ from matrixgen.emit.common import (
     EmitSettings,
     EmittedJob,
     EmittedTarget,
+    Waits,
     allowed_to_fail,
     emitted_job,
     emitted_jobs,
@@ -220,6 +221,9 @@ class GithubEmitter:
 
     def name_problems(self, jobs: Sequence[Job]) -> list[tuple[Job, str]]:
         return []
+
+    def waits(self, settings: SystemSettings) -> Waits:
+        return Waits()  # the rows of a matrix cannot wait for each other
 
     def own_settings(self, settings: SystemSettings, *, launcher: str | None) -> None:
         return None  # every setting of a matrix row is one every system has

@@ -60,6 +60,7 @@ from matrixgen.emit.common import (
     EmitSettings,
     EmittedJob,
     EmittedTarget,
+    Waits,
     allowed_to_fail,
     emitted_job,
     emitted_jobs,
@@ -506,6 +507,10 @@ class GitlabEmitter:
 
     def launcher(self, job: Job, settings: EmitSettings) -> str | None:
         return own(settings).launcher_for(job)
+
+    def waits(self, settings: SystemSettings) -> Waits:
+        mine = self.own_settings(settings, launcher=None)
+        return Waits(warmup=mine.warmup, parent_job=mine.parent_job)
 
     def own_settings(self, settings: SystemSettings, *, launcher: str | None) -> GitlabOwn:
         # A target implied by a tree without config has the shared settings only.
