@@ -669,15 +669,10 @@ def test_report_run_without_a_store(cli, tmp_path: Path, monkeypatch: pytest.Mon
 def _hostile_triage(name: str, url: str) -> TriageReport:
     from matrixgen.evidence.flaky import RunRef
     from matrixgen.evidence.known import KnownRef
+    from matrixgen.evidence.lifts import EntryRef, LiftCandidate
     from matrixgen.evidence.queries import RunFilter
     from matrixgen.evidence.store import JobKey, RunRow
-    from matrixgen.evidence.triage import (
-        EntryRef,
-        Failure,
-        LiftCandidate,
-        TriageReport,
-        TriageVerdict,
-    )
+    from matrixgen.evidence.triage import Failure, TriageReport, TriageVerdict
 
     job = JobKey(system=name, scope=name, platform=name, environment=name, model=name,
                  test_case=name, tag=name, unit=True)  # fmt: skip

@@ -480,9 +480,9 @@ def test_a_node_level_entry_is_lifted_only_on_passes_of_its_own_tests(
     passed in the run and its baseline run: a test it does not name, failing or
     not, and a test that never ran, are no evidence."""
     from matrixgen.evidence.junit import Outcome
+    from matrixgen.evidence.lifts import lift_candidates
     from matrixgen.evidence.queries import RunOutcomes
     from matrixgen.evidence.store import RunRow
-    from matrixgen.evidence.triage import lift_candidates
 
     entry = _node_entry("mute", named)
     key, target, job = _bucket_place()

@@ -28,9 +28,8 @@ exactly one verdict, the first that holds:
 Failures with one reason are grouped (`groups`): a broken runner or a
 changed API that fails many tests is read once.
 
-Lift candidates: the entries that let jobs fail (`allow-failure`, and `mute`
-where the quarantine file knows that action) whose every job of the run passed,
-in the run and in each baseline run.
+Lift candidates (evidence/lifts.py): the entries that let jobs fail whose
+every job of the run passed, in the run and in each baseline run.
 
 Everything here but `triage` works on values; `triage` reads the store.
 """
@@ -50,6 +49,13 @@ from matrixgen.engine.targets import resolve_targets
 from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow, RunRef, Verdict, iso, runs_text
 from matrixgen.evidence.junit import Outcome
 from matrixgen.evidence.known import NO_KNOWN_FAILURES, KnownFailures, KnownRef
+from matrixgen.evidence.lifts import (
+    EntryRef,
+    LiftCandidate,
+    entry_ref,
+    lift_candidates,
+    names_tests,
+)
 from matrixgen.evidence.mapping import job_key
 from matrixgen.evidence.queries import RunFilter, RunOutcomes, test_outcomes
 from matrixgen.evidence.reasons import ReasonGroup, group_reasons
@@ -61,9 +67,6 @@ from matrixgen.util.nodeid import covers
 from matrixgen.util.values import JsonLayout
 
 DEFAULT_BASELINE_RUNS = 1
-# Actions that keep a job running and let it fail: a pass there is what lifts them.
-# (By value: a file whose tool knows a `mute` action counts it as well.)
-LIFTABLE_ACTIONS = frozenset({"allow-failure", "mute"})
 
 
 class TriageVerdict(StrEnum):
@@ -100,13 +103,6 @@ _WORDS = {
 _RANK = {v: i for i, v in enumerate(TriageVerdict)}
 # The verdicts that do not fail a triage: the comment folds them.
 NOT_NEW = tuple(v for v in TriageVerdict if v is not TriageVerdict.NEW)
-
-
-class EntryRef(Struct, frozen=True, kw_only=True):
-    id: str
-    action: str
-    kind: str
-    tracker: str
 
 
 class FailureKey(Struct, frozen=True, order=True):
@@ -168,21 +164,6 @@ def reason_groups(failures: Sequence[Failure]) -> tuple[ReasonGroup, ...]:
     a job that failed whole by model/case."""
     return group_reasons(
         (f.reason, f.test or f"{f.job.model}/{f.case}", 1) for f in failures if f.reason
-    )
-
-
-class LiftCandidate(Struct, frozen=True, kw_only=True):
-    entry: EntryRef
-    jobs: int  # its jobs in the run
-    reason: str
-
-    # Its JSON: the entry's fields, then its jobs and the reason.
-    JSON: ClassVar[JsonLayout] = JsonLayout(
-        keys=(
-            *((k, f"entry.{k}") for k in EntryRef.__struct_fields__),
-            ("jobs", "jobs"),
-            ("reason", "reason"),
-        )
     )
 
 
@@ -254,12 +235,6 @@ class Baseline(Struct, frozen=True, kw_only=True):
 
 def _run_ref(row: RunRow) -> RunRef:
     return RunRef(row.run_id, row.commit, row.finished_at)
-
-
-def _entry_ref(entry: Entry) -> EntryRef:
-    return EntryRef(
-        id=entry.id, action=entry.action.value, kind=entry.kind.value, tracker=entry.tracker_ref
-    )
 
 
 def places(generation: Generation) -> dict[JobKey, list[tuple[Target, Job]]]:
@@ -384,7 +359,7 @@ def judge_failures(
                 "verdict": TriageVerdict.QUARANTINED,
                 "evidence": f"quarantined by entry {entry.id} ({entry.action.value}, "
                 f"{entry.kind.value}; tracker {entry.tracker_ref})",
-                "entry": _entry_ref(entry),
+                "entry": entry_ref(entry),
             }
         elif known_hit is not None:
             matched, where = known_hit
@@ -489,95 +464,6 @@ def _history(
     return ""
 
 
-def lift_candidates(
-    outcomes: RunOutcomes,
-    places_of: Mapping[JobKey, Sequence[tuple[Target, Job]]],
-    entries: Sequence[Entry],
-    known: set[str],
-    tests: Mapping[int, Mapping[JobKey, Mapping[str, Outcome]]] | None = None,
-) -> list[LiftCandidate]:
-    """Entries that let jobs fail (or mute tests) whose every job of the run
-    passed, in the run and in every baseline run (none without a baseline). For
-    an entry that names node ids the evidence is those tests, not the job: each
-    named test (`util.nodeid.covers`) has results in every one of those runs and
-    all of them passed (`tests`: per run, the test outcomes of its unit-test
-    buckets, `queries.test_outcomes`). A test of the bucket that failed is no
-    evidence for or against an entry that does not name it."""
-    if not outcomes.baseline:
-        return []
-    liftable = [e for e in entries if e.action.value in LIFTABLE_ACTIONS]
-    if not liftable:
-        return []
-    run_jobs = outcomes.jobs.get(outcomes.run.ref, {})
-    covered: dict[str, list[JobKey]] = {}
-    for key in sorted(run_jobs):
-        for target, job in places_of.get(key, ()):
-            for entry in applying_entries(job, liftable, target, known):
-                members = covered.setdefault(entry.id, [])
-                if key not in members:
-                    members.append(key)
-    found: list[LiftCandidate] = []
-    runs = [outcomes.run, *outcomes.baseline]
-    baseline = (
-        f"baseline run {outcomes.baseline[0].run_id}"
-        if len(outcomes.baseline) == 1
-        else f"the {len(outcomes.baseline)} baseline runs"
-    )
-    for entry in liftable:
-        keys = covered.get(entry.id)
-        if not keys:
-            continue
-        if not all(_passed(outcomes, tests or {}, r.ref, k, entry) for r in runs for k in keys):
-            continue
-        what = (
-            f"its {len(entry.node_ids)} named test(s) passed in its {len(keys)} job(s)"
-            if entry.node_ids
-            else f"its {len(keys)} job(s) passed"
-        )
-        found.append(
-            LiftCandidate(
-                entry=_entry_ref(entry),
-                jobs=len(keys),
-                reason=f"{what} in run {outcomes.run.run_id} and in {baseline}",
-            )
-        )
-    return found
-
-
-def _passed(
-    outcomes: RunOutcomes,
-    tests: Mapping[int, Mapping[JobKey, Mapping[str, Outcome]]],
-    ref: int,
-    key: JobKey,
-    entry: Entry,
-) -> bool:
-    """The job passed in that run; for an entry naming node ids, each of them
-    has results there and every one passed (a test that did not run, was
-    skipped or failed, muted or not, is no pass)."""
-    outcome = outcomes.jobs.get(ref, {}).get(key)
-    if outcome is None:
-        return False  # not run there: no evidence
-    if entry.node_ids:
-        ran = tests.get(ref, {}).get(key, {})
-        for named in entry.node_ids:
-            results = [o for node, o in ran.items() if covers(named, node)]
-            if not results or any(o is not Outcome.PASSED for o in results):
-                return False
-        return True
-    return outcome is Outcome.PASSED  # a job muted or allowed to fail that failed is no pass
-
-
-def _names_tests(
-    where: Sequence[tuple[Target, Job]], entries: Sequence[Entry], known: set[str]
-) -> bool:
-    """Does a liftable entry that names node ids apply to the job somewhere?"""
-    return any(
-        e.node_ids and e.action.value in LIFTABLE_ACTIONS
-        for target, job in where
-        for e in applying_entries(job, entries, target, known)
-    )
-
-
 def triage(
     store: Store,
     generation: Generation,
@@ -608,7 +494,7 @@ def triage(
     places_of = places(generation)
     known = {j.test_case for j in generation.jobs}
     entries = generation.quarantine.entries
-    named = {k for k, where in places_of.items() if _names_tests(where, entries, known)}
+    named = {k for k, where in places_of.items() if names_tests(where, entries, known)}
     tests = test_outcomes(store, [outcomes.run.ref, *(b.ref for b in outcomes.baseline)], named)
     failures = judge_failures(
         outcomes,
