@@ -460,7 +460,8 @@ SAMPLE_TEXTS = [
     '"\\u00e9"',
     '"a\\":"',  # a key ending inside a string
 ]
-STEP_KEYS = ["01", "-0", "-1", "x", "1.5", "", " 1", "\u0661", "9" * 19, "1_0", "\\u0031"]
+STEP_KEYS = ["01", "-0", "-00", "+1", "-1", "x", "1.5", "", " 1", "\u0661", "1_0", "\\u0031"]
+STEP_KEYS += ["9" * 18, "9" * 19, "-" + "9" * 18, "1" + "0" * 19]
 EXTRA_KEYS = ["start_step", "end_step", "step_interval", "other", "values"]
 _blank = st.sampled_from(["", " ", "\n  ", "\t"])
 
@@ -527,6 +528,9 @@ def _layout(metrics: dict[str, dict[str, str]]) -> bytes:
 @example(raw=_layout({"lm loss": {"1": "true", "2": "[]", "3": "{}", "4": "null"}}))
 @example(raw=_layout({"lm loss": {"1": '"\\ud800"', "2": '"\\u00e9"'}}))
 @example(raw=_layout({"lm loss": {"\\u0031": "1", "1": "2"}}))  # one step, spelled twice
+@example(raw=_layout({"lm loss": {"1": "1", "01": "2", "-0": "3", "0": "4"}}))
+@example(raw=_layout({"lm loss": {"9" * 18: "1", "9" * 19: "2", "-1": "3"}}))
+@example(raw=b'{"a:b": {"values": {"1": "x:y"}}}')  # colons inside strings
 @example(raw=b'{"a": {"values": {"1": 1}, "other": 2}}')  # a key the layout lacks
 @example(raw=b'{"a": {"end_step": 3}}')  # no values
 @example(raw=b'\xef\xbb\xbf{"a": {"values": {"1": 1}}}')  # a byte order mark
@@ -541,12 +545,15 @@ def test_the_fast_reader_reads_what_the_careful_one_reads(raw: bytes) -> None:
 
 def test_the_fast_reader_reads_the_usual_file_and_leaves_the_rest() -> None:
     usual = _layout({"lm loss": {"1": "10.5", "2": "10.25"}, "num-zeros": {"1": "3", "2": '"nan"'}})
-    assert r._fast(usual) == {"lm loss": {"1": 10.5, "2": 10.25}, "num-zeros": {"1": 3, "2": "nan"}}
+    assert r._fast(usual) == {"lm loss": {1: 10.5, 2: 10.25}, "num-zeros": {1: 3, 2: "nan"}}
     for raw in (
         b'{"a": {"values": {"1": 1, "2": 2, "1": 3}}}',  # msgspec keeps the last "1" silently
         _layout({"lm loss": {"1": "NaN"}}),
         _layout({"lm loss": {"1": str(2**64)}}),
         _layout({"lm loss": {"1": "true"}}),
+        _layout({"lm loss": {"01": "1"}}),  # a step written otherwise than as itself
+        _layout({"lm loss": {"-0": "1"}}),
+        _layout({"lm loss": {"9" * 19: "1"}}),  # no whole number to the careful reader
         b'{"a": {"values": {"1": 1}, "other": 2}}',
     ):
         assert r._fast(raw) is None, raw

@@ -162,18 +162,21 @@ class _Problems:
 
 
 _KEY_END = re.compile(rb'"[ \t\r\n]*:')
-# A whole number past 64 bits is left to the standard library's reader, which
-# keeps one of up to _WHOLE_DIGITS digits an int (`_whole`).
+# 19 digits in a row: maybe a step the careful reader says is no whole number
+# (_STEP_DIGITS), or a whole number past 64 bits (kept an int up to
+# _WHOLE_DIGITS digits by `_whole`); left to the careful reader.
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_LONG_NUMBER = b"0" * 20
+_LONG_NUMBER = b"0" * (_STEP_DIGITS + 1)
+_MINUS_ZERO_KEY = b'"-0"'  # a step msgspec reads as 0, written otherwise than as itself
 
 
 class _Metric(Struct, forbid_unknown_fields=True):
-    """One metric as the training layout writes it: its samples numbers,
-    strings or null (anything else is left to the careful reader); the other
-    three keys are not read, only counted."""
+    """One metric as the training layout writes it: steps whole numbers
+    written as themselves, samples numbers, strings or null (anything else is
+    left to the careful reader); the other three keys are not read, only
+    counted."""
 
-    values: dict[str, float | int | str | None]
+    values: dict[int, float | int | str | None]
     start_step: Raw | UnsetType = UNSET
     end_step: Raw | UnsetType = UNSET
     step_interval: Raw | UnsetType = UNSET
@@ -182,20 +185,25 @@ class _Metric(Struct, forbid_unknown_fields=True):
 _FAST = msgspec.json.Decoder(dict[str, _Metric])
 
 
-def _fast(raw: bytes) -> dict[str, dict[str, Any]] | None:
-    """Each metric's `values` as the standard library reads them, decoded in C
-    straight into the training layout; None where that cannot be sure (the
-    careful reader then reads the file, says where it breaks and which key is
-    given twice).
+def _fast(raw: bytes) -> dict[str, dict[int, Any]] | None:
+    """Each metric's samples by step, as the careful reader reads them, decoded
+    in C straight into the training layout; None where that cannot be sure
+    (the careful reader then reads the file, says where it breaks and which
+    key is given twice).
 
-    None when msgspec refuses the text (not JSON, not the layout, a sample
-    that is a boolean, list or object, NaN or a number past the floats'
-    range, a lone surrogate), when 20 digits stand in a row (a whole number
-    msgspec and `_whole` may read otherwise), and when a key is given twice:
-    msgspec keeps the last of two equal keys silently, so its result is taken
-    only when it holds as many keys as the text has key endings (`":`), one
-    per key written (more where a string holds `":`)."""
-    if len(raw) > GOLDEN_MAX_BYTES or _LONG_NUMBER in raw.translate(_DIGITS_AS_ZERO):
+    None when msgspec refuses the text (not JSON, not the layout, a step
+    written otherwise than as itself ("01", "+1", "1.0"), a sample that is a
+    boolean, list or object, NaN or a number past the floats' range, a lone
+    surrogate); when 19 digits stand in a row or a step is "-0" (read
+    otherwise by msgspec and the careful reader); and when a key is given
+    twice: msgspec keeps the last of two equal keys silently, so its result
+    is taken only when it holds as many keys as the text has key endings, one
+    per key written (more where a string holds a colon)."""
+    if (
+        len(raw) > GOLDEN_MAX_BYTES
+        or _LONG_NUMBER in raw.translate(_DIGITS_AS_ZERO)
+        or _MINUS_ZERO_KEY in raw
+    ):
         return None
     try:
         document = _FAST.decode(raw)
@@ -206,7 +214,10 @@ def _fast(raw: bytes) -> dict[str, dict[str, Any]] | None:
         keys += len(metric.values) + 1
         keys += (metric.start_step is not UNSET) + (metric.end_step is not UNSET)
         keys += metric.step_interval is not UNSET
-    if keys != len(_KEY_END.findall(raw)):
+    # Every key is followed by a colon: as many colons as keys, no key is
+    # given twice (counted first, in one pass; then only the colons that end
+    # a key, where a string holds one).
+    if keys != raw.count(b":") and keys != len(_KEY_END.findall(raw)):
         return None
     return {name: metric.values for name, metric in document.items()}
 
@@ -228,16 +239,10 @@ def unreadable(path: str, side: str, code: str, message: str) -> GoldenValues:
 
 def parse_golden(raw: bytes, path: str, side: str) -> GoldenValues:
     """One side of a golden-values file; every problem a located finding."""
-    problems = _Problems(path, side, raw)
     fast = _fast(raw)
-    if fast is not None:  # the training layout, every key once: no problem but a step's
-        metrics: dict[str, Series] = {}
-        spelled: dict[str, Mapping[int, str]] = {}
-        for name, values in fast.items():
-            metrics[name], written = _series(name, values, problems)
-            if written:
-                spelled[name] = written
-        return GoldenValues(metrics=metrics, spelled=spelled, problems=problems.done())
+    if fast is not None:  # the training layout, every key once, every step as itself
+        return GoldenValues(metrics=fast)
+    problems = _Problems(path, side, raw)
     try:
         document = load_bounded(
             raw,
@@ -262,8 +267,8 @@ def parse_golden(raw: bytes, path: str, side: str) -> GoldenValues:
         problems.add(
             "golden-duplicate", f'metric "{name}" is given twice; the last one is read', [name]
         )
-    metrics = {}
-    spelled = {}
+    metrics: dict[str, Series] = {}
+    spelled: dict[str, Mapping[int, str]] = {}
     bad: list[tuple[str, str]] = []
     for name, entry in document.items():
         values = entry.get("values") if isinstance(entry, dict) else None
