@@ -84,6 +84,8 @@ metric_values = st.dictionaries(steps, samples, max_size=25)
 @example(old={"1": 1e308, "2": 1.0}, new={"1": -1e308, "2": 2.0})
 @example(old={"1": 1, "2": 10**200}, new={"1": 1.0, "2": 10**200 + 1})
 @example(old={"1": True}, new={"1": 1})  # a boolean is no number
+@example(old={"1": 1.0, "2": 2.0}, new={"1": True, "2": 2.0})  # equal to 1.0, and no number
+@example(old={"1": 1.0, "2": 0.0}, new={"1": 1, "2": 0.0})  # equal, an int on one side
 @example(
     old={str(s): 1.0 + s for s in range(1, 3001)},  # a long file
     new={str(s): 1.0 + s * 1.001 for s in range(2, 3002)},
