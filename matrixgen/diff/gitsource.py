@@ -90,6 +90,8 @@ class Repository:
         # Blob contents by id, read from git or the working tree: a file that two
         # sides hold unchanged is read once.
         self._blobs: dict[str, bytes] = {}
+        # Commit ids by revision: a diff asks for each revision more than once.
+        self._commits: dict[str, str] = {}
 
     @classmethod
     def discover(cls, start: Path) -> Repository:
@@ -123,12 +125,15 @@ class Repository:
     def resolve(self, revision: str) -> str:
         """The full id of the commit a revision names; GitError when there is none."""
         check_revision(revision)
+        if revision in self._commits:
+            return self._commits[revision]
         result = _run_git(
             ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"],
             cwd=self.top,
         )
         commit = result.stdout.decode().strip()
         if result.returncode == 0 and commit:
+            self._commits[revision] = commit
             return commit
         raise GitError(self._unknown_revision_message(revision))
 
