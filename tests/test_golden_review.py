@@ -258,8 +258,8 @@ def test_a_file_whose_bytes_are_the_bases_is_no_change(
     real = golden_review.Repository.changed_files
     base_blob = repo.git("rev-parse", f"HEAD:{B_H100}")
 
-    def with_a_touched_file(self: Any, base: str, head: str | None, where: str) -> Any:
-        found = real(self, base, head, where)
+    def with_a_touched_file(self: Any, base: str, head: str | None, where: str, *more: Any) -> Any:
+        found = real(self, base, head, where, *more)
         touched = golden_review.PathChange(status="M", path=B_H100, old=base_blob)
         return [*found, touched]
 

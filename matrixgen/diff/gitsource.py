@@ -38,6 +38,7 @@ WORKTREE = "worktree"
 # Modes of `git ls-tree` entries.
 _MODE_FILES = frozenset({"100644", "100755"})
 _MODE_SYMLINK = "120000"
+_MODE_TREE = "040000"
 
 
 class TreeSource(Struct, frozen=True, kw_only=True):
@@ -301,17 +302,38 @@ class Repository:
                 paths.append(raw_name.decode("utf-8", "surrogateescape"))
         return paths
 
-    def changed_files(self, base: str, head: str | None, path: str) -> list[PathChange]:
+    def changed_files(
+        self,
+        base: str,
+        head: str | None,
+        path: str,
+        trees: dict[str, tuple[str | None, str | None]] | None = None,
+    ) -> list[PathChange]:
         """The files below `path` (relative to the top; "" = everywhere) that
         differ between two commits, or between a commit and the working tree
         (head None: untracked files included, ignored ones not), from git's
         tree diff: no file git knows unchanged is read. Renames are a removal
-        and an addition."""
+        and an addition. Between two commits, `trees` (when given) gets the
+        directories that differ, each with its tree id on either side (None
+        where it is not there), from the same diff: a file of theirs is then
+        asked of git as `TREE:NAME`, without a walk from the commit's top."""
         spec = ["--", f":(literal){path}"] if path else []
         common = ["-r", "-z", "--raw", "--no-renames", "--no-ext-diff", "--no-textconv"]
         if head is not None:
-            out = self.git(["diff-tree", *common, base, head, *spec])
-            return _path_changes(out)
+            listed = ["-t"] if trees is not None else []
+            changes = _path_changes(self.git(["diff-tree", *common, *listed, base, head, *spec]))
+            if trees is None:
+                return changes
+            files = []
+            for change in changes:
+                if _MODE_TREE in (change.old_mode, change.new_mode):
+                    trees[change.path] = (
+                        change.old if change.old_mode == _MODE_TREE else None,
+                        change.new if change.new_mode == _MODE_TREE else None,
+                    )
+                else:
+                    files.append(change)
+            return files
         changes = _path_changes(self.git(["diff", *common, base, *spec]))
         known = {c.path for c in changes}
         untracked = self.git(["ls-files", "-z", "--others", "--exclude-standard", *spec])

@@ -285,7 +285,8 @@ def _read_changed(
     # files are found before the jobs are known.
     matcher = TemplateMatcher.build(template, {})
     found: list[tuple[PathChange, str]] = []
-    changed = repo.changed_files(base_commit, head_commit, start)
+    trees: dict[str, tuple[str | None, str | None]] = {}
+    changed = repo.changed_files(base_commit, head_commit, start, trees)
     # The blob ids the tree diff gives of other files (a case's model_config.yaml
     # added or changed with it): read by id, not looked up by path again.
     known = {
@@ -306,7 +307,7 @@ def _read_changed(
         {("base" if c.status == "D" else "head", posixpath.dirname(c.path)) for c, _ in found}
     )
     olds, news, gating = _read(
-        repo, base_commit, head_commit, [c for c, _ in found], configs, known
+        repo, base_commit, head_commit, [c for c, _ in found], configs, known, trees
     )
     out = []
     for change, rel in found:
@@ -397,12 +398,15 @@ def _read(
     changes: Sequence[PathChange],
     configs: Sequence[tuple[str, str]],
     known: Mapping[tuple[str, str], str],
+    trees: Mapping[str, tuple[str | None, str | None]],
 ) -> tuple[dict[str, GoldenValues], dict[str, GoldenValues], dict[tuple[str, str], Gating]]:
     """Each side of each file, and each (side, folder)'s gating from its
     model_config.yaml: from git, every size asked in one `cat-file
     --batch-check` and every blob within GOLDEN_MAX_BYTES read in one `cat-file
     --batch`; the working tree's files from disk. A head file whose bytes are
-    the base's is left out (git's status saw its time change, not its bytes)."""
+    the base's is left out (git's status saw its time change, not its bytes).
+    A config is named by its blob id when the diff changed it, else by its
+    folder's tree id when the diff gives one (`trees`), else by its path."""
     wanted: list[tuple[str, str, str, str]] = []  # (side, path, name to ask git, mode)
     for c in changes:
         if c.status != "A":
@@ -413,7 +417,10 @@ def _read(
         commit = base if side == "base" else head
         if commit is not None:
             path = posixpath.join(directory, CONFIG_NAME)
-            name = known.get((side, path)) or f"{commit}:{path}"
+            tree = trees.get(directory, (None, None))[0 if side == "base" else 1]
+            name = known.get((side, path)) or (
+                f"{tree}:{CONFIG_NAME}" if tree else f"{commit}:{path}"
+            )
             wanted.append((f"{side} config", path, name, ""))
     # A link's blob (its target's name) is never asked for.
     blobs = repo.small_blobs(
