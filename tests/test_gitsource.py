@@ -272,7 +272,7 @@ def test_small_blobs_reads_only_what_fits_and_says_what_is_not_there(
     check(git.small_blobs(names, 4096))
     assert blob_id(big) not in git._blobs
     # A git before 2.36 has no --batch-command: the same from two processes.
-    monkeypatch.setattr(Repository, "_batch_command", lambda self, names, limit: None)
+    monkeypatch.setattr(Repository, "_batch_command", lambda self, names, limit, each: None)
     check(Repository(repo.top).small_blobs(names, 4096))
 
 

@@ -25,7 +25,7 @@ import hashlib
 import os
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -364,19 +364,25 @@ class Repository:
         return info
 
     def small_blobs(
-        self, names: Sequence[str], limit: int
+        self,
+        names: Sequence[str],
+        limit: int,
+        each: Callable[[str, bytes], None] | None = None,
     ) -> dict[str, tuple[str, int, bytes | None] | None]:
         """Each blob (named by id, or as `COMMIT:PATH`) with its id, size and
         bytes, the bytes only when it is at most `limit` bytes (a larger one is
         never read); None where no blob is there, and for a name holding a line
         break (it cannot be asked for). One `git cat-file --batch-command`
         process asks every size, then reads the small ones; a git without that
-        command (before 2.36) gets one `--batch-check` and one `--batch`."""
+        command (before 2.36) gets one `--batch-check` and one `--batch`.
+        `each(name, bytes)` is called for every name read, as its blob comes
+        (in the order of `names`): the caller's work on one blob runs while
+        git reads the next."""
         asked = [n for n in dict.fromkeys(names) if n and "\n" not in n and "\r" not in n]
         out: dict[str, tuple[str, int, bytes | None] | None] = dict.fromkeys(names)
         if not asked:
             return out
-        found = self._batch_command(asked, limit)
+        found = self._batch_command(asked, limit, each)
         if found is None:  # an older git
             info = self.blob_info(asked)
             small = sorted({i[0] for i in info.values() if i is not None and i[1] <= limit})
@@ -385,16 +391,19 @@ class Repository:
                 name: (i[0], i[1], contents.get(i[0])) if i is not None else None
                 for name, i in info.items()
             }
+            for name, item in found.items():
+                if each is not None and item is not None and item[2] is not None:
+                    each(name, item[2])
         out.update(found)
         return out
 
     def _batch_command(
-        self, names: Sequence[str], limit: int
+        self, names: Sequence[str], limit: int, each: Callable[[str, bytes], None] | None = None
     ) -> dict[str, tuple[str, int, bytes | None] | None] | None:
         """`small_blobs` through one `git cat-file --batch-command --buffer`:
-        `info` of every name, then `contents` of the blobs within the limit
-        (commands written from a thread, so neither side waits on a full pipe).
-        None when this git has no such command."""
+        `info` of every name, then `contents` of the blobs within the limit,
+        each read (and given to `each`) as it comes. None when this git has no
+        such command."""
         env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
         try:
             process = subprocess.Popen(
@@ -431,23 +440,26 @@ class Repository:
                     "",
                 ][:3]
                 found[name] = (oid, int(size), None) if kind == "blob" and size.isdigit() else None
-            small = sorted({f[0] for f in found.values() if f is not None and f[1] <= limit})
-            commands = "".join(f"contents {oid}\n" for oid in small) + "flush\n"
+            # The blobs within the limit, in the order asked, each with its names.
+            users: dict[str, list[str]] = {}
+            for name, f in found.items():
+                if f is not None and f[1] <= limit:
+                    users.setdefault(f[0], []).append(name)
+            commands = "".join(f"contents {oid}\n" for oid in users) + "flush\n"
             writer = _write_async(stdin, commands.encode(), close=True)
-            data = stdout.read()  # every answer at once: no wait on git per object
-            writer.join()
             contents: dict[str, bytes] = {}
-            pos = 0
-            for oid in small:
-                end = data.find(b"\n", pos)
-                header = data[pos:end].decode().split(" ") if end >= 0 else []
+            for oid, named in users.items():
+                header = stdout.readline().decode().rstrip("\n").split(" ")
                 if len(header) != 3 or header[0] != "blob" or not header[2].isdigit():
                     raise GitError(f"git cat-file: object {oid} is missing or not a file")
                 size = int(header[2])
-                contents[oid] = data[end + 1 : end + 1 + size]
-                pos = end + 1 + size + 1  # the content is followed by a newline
-                if len(contents[oid]) != size or data[pos - 1 : pos] != b"\n":
+                contents[oid] = stdout.read(size)
+                # The content is followed by a newline.
+                if len(contents[oid]) != size or stdout.read(1) != b"\n":
                     raise GitError(f"git cat-file: object {oid} was cut short")
+                for name in named if each is not None else ():
+                    each(name, contents[oid])
+            writer.join()
             self._blobs.update(contents)
             return {
                 name: (f[0], f[1], contents.get(f[0])) if f is not None else None

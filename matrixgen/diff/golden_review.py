@@ -422,24 +422,38 @@ def _read(
                 f"{tree}:{CONFIG_NAME}" if tree else f"{commit}:{path}"
             )
             wanted.append((f"{side} config", path, name, ""))
-    # A link's blob (its target's name) is never asked for.
-    blobs = repo.small_blobs(
-        [name for _, _, name, mode in wanted if name and mode != _LINK], GOLDEN_MAX_BYTES
-    )
     olds: dict[str, GoldenValues] = {}
     news: dict[str, GoldenValues] = {}
     gating: dict[tuple[str, str], Gating] = {}
+    # Each blob is read into its values as git gives it, while git reads the
+    # next (a config whose path holds a line break is not read).
+    users: dict[str, list[tuple[str, str]]] = {}
+    for side, path, name, mode in wanted:
+        if name and mode != _LINK and not (side.endswith("config") and _line_break(path)):
+            users.setdefault(name, []).append((side, path))
+
+    def arrived(name: str, data: bytes) -> None:
+        for side, path in users.get(name, ()):
+            if side.endswith("config"):
+                gating[(side.split()[0], posixpath.dirname(path))] = read_gating(data, path)
+            else:
+                (olds if side == "base" else news)[path] = parse_golden(data, path, side)
+
+    # A link's blob (its target's name) is never asked for.
+    blobs = repo.small_blobs(
+        [name for _, _, name, mode in wanted if name and mode != _LINK], GOLDEN_MAX_BYTES, arrived
+    )
     for side, path, name, mode in wanted:
         found = blobs.get(name) if name else None
         if side.endswith("config"):
             key = (side.split()[0], posixpath.dirname(path))
-            if "\n" in path or "\r" in path:
+            if _line_break(path):
                 gating[key] = unread_gating(path, "its path holds a line break")
             elif found is None:
                 gating[key] = read_gating(None, path)
             elif found[2] is None:
                 gating[key] = unread_gating(path, f"{found[1]:,} bytes")
-            else:
+            elif key not in gating:  # else read as it came
                 gating[key] = read_gating(found[2], path)
             continue
         into = olds if side == "base" else news
@@ -451,7 +465,7 @@ def _read(
             into[path] = unreadable(path, side, "golden-read", "git holds no file there")
         elif found[2] is None:
             into[path] = too_large(path, side, found[1])
-        else:
+        elif path not in into:  # else read as it came
             into[path] = parse_golden(found[2], path, side)
     if head is None:
         for c in changes:
@@ -461,6 +475,10 @@ def _read(
             if side == "head":
                 gating[(side, directory)] = _worktree_gating(repo, directory)
     return olds, news, gating
+
+
+def _line_break(path: str) -> bool:
+    return "\n" in path or "\r" in path
 
 
 def _read_worktree(repo: Repository, change: PathChange, news: dict[str, GoldenValues]) -> None:
