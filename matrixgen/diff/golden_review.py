@@ -303,10 +303,8 @@ def _read_changed(
             found.append((change, rel))
     if not found:
         return []
-    configs = sorted(
-        {("base" if c.status == "D" else "head", posixpath.dirname(c.path)) for c, _ in found}
-    )
-    olds, news, gating = _read(
+    configs = sorted({_gated_by(c) for c, _ in found})
+    olds, news, gating, compared = _read(
         repo, base_commit, head_commit, [c for c, _ in found], configs, known, trees
     )
     out = []
@@ -315,9 +313,17 @@ def _read_changed(
             continue  # the working tree holds what the base holds: git saw its time only
         old = olds.get(change.path) if change.status != "A" else None
         new = news.get(change.path) if change.status != "D" else None
-        gate = gating[("base" if change.status == "D" else "head", posixpath.dirname(change.path))]
-        out.append(_Read(change, rel, old, new, gate, compare_goldens(old, new, gate.metrics)))
+        gate = gating[_gated_by(change)]
+        metrics = compared.get(change.path)
+        if metrics is None:  # a side read from disk, or not read at all
+            metrics = compare_goldens(old, new, gate.metrics)
+        out.append(_Read(change, rel, old, new, gate, metrics))
     return out
+
+
+def _gated_by(change: PathChange) -> tuple[str, str]:
+    """The (side, folder) whose model_config.yaml gates a file's metrics."""
+    return ("base" if change.status == "D" else "head", posixpath.dirname(change.path))
 
 
 def _below(path: str, root: str) -> str | None:
@@ -399,20 +405,22 @@ def _read(
     configs: Sequence[tuple[str, str]],
     known: Mapping[tuple[str, str], str],
     trees: Mapping[str, tuple[str | None, str | None]],
-) -> tuple[dict[str, GoldenValues], dict[str, GoldenValues], dict[tuple[str, str], Gating]]:
-    """Each side of each file, and each (side, folder)'s gating from its
-    model_config.yaml: from git, every size asked in one `cat-file
-    --batch-check` and every blob within GOLDEN_MAX_BYTES read in one `cat-file
-    --batch`; the working tree's files from disk. A head file whose bytes are
-    the base's is left out (git's status saw its time change, not its bytes).
-    A config is named by its blob id when the diff changed it, else by its
-    folder's tree id when the diff gives one (`trees`), else by its path."""
+) -> tuple[
+    dict[str, GoldenValues],
+    dict[str, GoldenValues],
+    dict[tuple[str, str], Gating],
+    dict[str, tuple[MetricChange, ...]],
+]:
+    """Each side of each file, each (side, folder)'s gating from its
+    model_config.yaml, and the metrics of each file whose sides git gave,
+    compared: from git, every size asked and every blob within
+    GOLDEN_MAX_BYTES read by one `cat-file` process; the working tree's files
+    from disk. A head file whose bytes are the base's is left out (git's
+    status saw its time change, not its bytes). A config is named by its blob
+    id when the diff changed it, else by its folder's tree id when the diff
+    gives one (`trees`), else by its path. The configs are asked first: a file
+    is compared as soon as its sides come, while git reads the next."""
     wanted: list[tuple[str, str, str, str]] = []  # (side, path, name to ask git, mode)
-    for c in changes:
-        if c.status != "A":
-            wanted.append(("base", c.path, c.old or "", c.old_mode))
-        if c.status != "D" and head is not None:
-            wanted.append(("head", c.path, c.new or "", c.new_mode))
     for side, directory in configs:
         commit = base if side == "base" else head
         if commit is not None:
@@ -422,9 +430,30 @@ def _read(
                 f"{tree}:{CONFIG_NAME}" if tree else f"{commit}:{path}"
             )
             wanted.append((f"{side} config", path, name, ""))
+    for c in changes:
+        if c.status != "A":
+            wanted.append(("base", c.path, c.old or "", c.old_mode))
+        if c.status != "D" and head is not None:
+            wanted.append(("head", c.path, c.new or "", c.new_mode))
     olds: dict[str, GoldenValues] = {}
     news: dict[str, GoldenValues] = {}
     gating: dict[tuple[str, str], Gating] = {}
+    compared: dict[str, tuple[MetricChange, ...]] = {}
+    by_path = {c.path: c for c in changes}
+    by_gating: dict[tuple[str, str], list[PathChange]] = {}
+    for c in changes:
+        by_gating.setdefault(_gated_by(c), []).append(c)
+
+    def compare_if_read(c: PathChange) -> None:
+        gate = gating.get(_gated_by(c))
+        if gate is None or (c.status != "A" and c.path not in olds):
+            return
+        if c.status != "D" and (head is None or c.path not in news):
+            return  # the working tree's side is read from disk, later
+        old = olds.get(c.path) if c.status != "A" else None
+        new = news.get(c.path) if c.status != "D" else None
+        compared[c.path] = compare_goldens(old, new, gate.metrics)
+
     # Each blob is read into its values as git gives it, while git reads the
     # next (a config whose path holds a line break is not read).
     users: dict[str, list[tuple[str, str]]] = {}
@@ -435,9 +464,13 @@ def _read(
     def arrived(name: str, data: bytes) -> None:
         for side, path in users.get(name, ()):
             if side.endswith("config"):
-                gating[(side.split()[0], posixpath.dirname(path))] = read_gating(data, path)
+                key = (side.split()[0], posixpath.dirname(path))
+                gating[key] = read_gating(data, path)
+                for c in by_gating.get(key, ()):
+                    compare_if_read(c)
             else:
                 (olds if side == "base" else news)[path] = parse_golden(data, path, side)
+                compare_if_read(by_path[path])
 
     # A link's blob (its target's name) is never asked for.
     blobs = repo.small_blobs(
@@ -474,7 +507,7 @@ def _read(
         for side, directory in configs:
             if side == "head":
                 gating[(side, directory)] = _worktree_gating(repo, directory)
-    return olds, news, gating
+    return olds, news, gating, compared
 
 
 def _line_break(path: str) -> bool:
