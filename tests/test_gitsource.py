@@ -271,9 +271,19 @@ def test_small_blobs_reads_only_what_fits_and_says_what_is_not_there(
 
     check(git.small_blobs(names, 4096))
     assert blob_id(big) not in git._blobs
+    # Each name read is handed over once, its blob in the order its first name
+    # is asked (a blob two names share, to both at once); none too large or missing.
+    twice = [f"{commit}:recipes/sub/c.yaml", *names, blob_id(b"a: 1\n")]
+    given: list[tuple[str, bytes]] = []
+    check(Repository(repo.top).small_blobs(twice, 4096, lambda n, b: given.append((n, b))))
+    read = [(f"{commit}:recipes/sub/c.yaml", b"a: 1\n"), (blob_id(b"a: 1\n"), b"a: 1\n")]
+    assert given == [*read, (small_id, b"{}\n")]
     # A git before 2.36 has no --batch-command: the same from two processes.
     monkeypatch.setattr(Repository, "_batch_command", lambda self, names, limit, each: None)
     check(Repository(repo.top).small_blobs(names, 4096))
+    given.clear()
+    Repository(repo.top).small_blobs(twice, 4096, lambda n, b: given.append((n, b)))
+    assert sorted(given) == sorted([read[0], (small_id, b"{}\n"), read[1]])
 
 
 def test_changed_files_come_from_the_tree_diff_and_the_working_tree(repo: GitRepo) -> None:

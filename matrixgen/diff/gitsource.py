@@ -376,8 +376,8 @@ class Repository:
         process asks every size, then reads the small ones; a git without that
         command (before 2.36) gets one `--batch-check` and one `--batch`.
         `each(name, bytes)` is called for every name read, as its blob comes
-        (in the order of `names`): the caller's work on one blob runs while
-        git reads the next."""
+        (the blobs in the order their first names are asked, each to all its
+        names): the caller's work on one blob runs while git reads the next."""
         asked = [n for n in dict.fromkeys(names) if n and "\n" not in n and "\r" not in n]
         out: dict[str, tuple[str, int, bytes | None] | None] = dict.fromkeys(names)
         if not asked:
