@@ -258,6 +258,12 @@ def test_each_bad_part_is_located_and_the_rest_is_read() -> None:
     assert sorted(got.metrics["iteration-time"]) == [1, 2, 3]
 
 
+def test_an_empty_step_beside_a_step_is_a_finding() -> None:
+    got = r.parse_golden(b'{"a": {"values": {"0": 0.5, "": 1.5}}}', "t/golden.json", "head")
+    assert got.metrics == {"a": {0: 0.5}}
+    assert [p.code for p in got.problems] == ["golden-step"]
+
+
 def test_keys_given_twice_are_said_and_the_last_is_read() -> None:
     raw = b'{"a": {"values": {"1": 1}},\n "a": {"values": {"1": 2, "1": 3}}}'
     got = r.parse_golden(raw, "f.json", "head")
@@ -480,6 +486,8 @@ def golden_texts(draw: st.DrawFn) -> bytes:
 
     sample = st.one_of(
         st.floats(allow_nan=False, allow_infinity=False).map(json.dumps),
+        # Numbers written otherwise than Python writes them: rounded alike?
+        st.from_regex(r"-?(0|[1-9][0-9]{0,8})\.[0-9]{1,9}([eE][-+]?[0-9]{1,3})?", fullmatch=True),
         st.integers(min_value=-(2**70), max_value=2**70).map(str),
         st.sampled_from(SAMPLE_TEXTS),
     )
@@ -521,9 +529,11 @@ def _layout(metrics: dict[str, dict[str, str]]) -> bytes:
 @example(raw=_layout({"lm loss": {"1": str(2**64), "2": str(-(2**63) - 1), "3": "9" * 301}}))
 @example(raw=_layout({"lm loss": {"1": "-0.0", "2": "-0", "3": "0.0"}}))
 @example(raw=_layout({"lm loss": {"1": "1e400", "2": "-1e400", "3": "1e-400"}}))
+@example(raw=_layout({"lm loss": {"1": "2.2250738585072012e-308", "2": "1.00000000000000005"}}))
 @example(raw=_layout({"lm loss": {"1": "1.5", "3": "2.5"}, "num-zeros": {}}))  # missing steps
 @example(raw=_layout({"lm loss": {"x": "1", "01": "2", "-1": "3", "1.5": "4", "": "5"}}))
 @example(raw=b'{"a": {"values": {"1": 1, "2": 2, "1": 3}}}')  # a step twice
+@example(raw=b'{"a": {"values": {"0": 0.0, "": 0.0}}}')  # an empty step beside a step
 @example(raw=b'{"a": {"values": {"1": 1}}, "a": {"values": {"1": 2}}}')  # a metric twice
 @example(raw=b'{"a": {"values": {"1": 1}, "values": {"2": 2}}}')
 @example(raw=_layout({'x":': {"1": "1"}}))  # a key ending inside a string

@@ -320,6 +320,7 @@ def _series(
         joined.isascii()
         and joined.replace("\n", "").isdigit()  # ASCII digits only: no sign, blank or "_"
         and joined.count("\n") == len(values) - 1
+        and "" not in values  # "1" and "" join as "1" alone does
         and _LEADING_ZERO.search(joined) is None
         and max(map(len, values)) <= _STEP_DIGITS
         and _ODD.isdisjoint(set(map(type, values.values())))
