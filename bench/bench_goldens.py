@@ -83,7 +83,7 @@ def build(top: Path, recipes: Path, commit: Path) -> None:
 def review_off() -> Iterator[None]:
     """The diff without its golden-values review."""
     real = golden_review.golden_template
-    golden_review.golden_template = lambda sides: None  # type: ignore[assignment]
+    golden_review.golden_template = lambda configs: None  # type: ignore[assignment]
     try:
         yield
     finally:

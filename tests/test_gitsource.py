@@ -271,9 +271,19 @@ def test_small_blobs_reads_only_what_fits_and_says_what_is_not_there(
 
     check(git.small_blobs(names, 4096))
     assert blob_id(big) not in git._blobs
+    # Each name read is handed over once, its blob in the order its first name
+    # is asked (a blob two names share, to both at once); none too large or missing.
+    twice = [f"{commit}:recipes/sub/c.yaml", *names, blob_id(b"a: 1\n")]
+    given: list[tuple[str, bytes]] = []
+    check(Repository(repo.top).small_blobs(twice, 4096, lambda n, b: given.append((n, b))))
+    read = [(f"{commit}:recipes/sub/c.yaml", b"a: 1\n"), (blob_id(b"a: 1\n"), b"a: 1\n")]
+    assert given == [*read, (small_id, b"{}\n")]
     # A git before 2.36 has no --batch-command: the same from two processes.
-    monkeypatch.setattr(Repository, "_batch_command", lambda self, names, limit: None)
+    monkeypatch.setattr(Repository, "_batch_command", lambda self, names, limit, each: None)
     check(Repository(repo.top).small_blobs(names, 4096))
+    given.clear()
+    Repository(repo.top).small_blobs(twice, 4096, lambda n, b: given.append((n, b)))
+    assert sorted(given) == sorted([read[0], (small_id, b"{}\n"), read[1]])
 
 
 def test_changed_files_come_from_the_tree_diff_and_the_working_tree(repo: GitRepo) -> None:
@@ -296,3 +306,69 @@ def test_changed_files_come_from_the_tree_diff_and_the_working_tree(repo: GitRep
         "recipes/e.json": "A",
     }
     assert git.changed_files(base, None, "recipes/[bc].json") == []  # a path, not a pattern
+
+
+def test_a_git_without_batch_command_is_asked_twice_whatever_the_commands_size(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A git before 2.36 exits at --batch-command without reading a byte:
+    whether the commands went into the pipe at once or from a thread, and
+    whether git was gone when they were written, the sizes and blobs come from
+    --batch-check and --batch."""
+    import os
+    import shutil
+
+    commit = repo.commit({f"f{i}.json": f"{i}\n" for i in range(1500)})
+    real = shutil.which("git")
+    fake = tmp_path / "bin" / "git"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *--batch-command*) echo "unknown option" >&2; exit 129;; esac\n'
+        f'exec "{real}" "$@"\n'
+    )
+    fake.chmod(0o755)
+    few = [f"{commit}:recipes/f1.json"]
+    many = [f"{commit}:recipes/f{i}.json" for i in range(1500)]  # past a 64 KiB pipe's room
+    # More commands and answers than a pipe holds, each way.
+    spelled = [
+        f"{rev}:recipes/f{i}.json" for i in range(1500) for rev in (commit, "HEAD", "HEAD~0")
+    ]
+    assert len(Repository(repo.top).small_blobs(spelled, 4096)) == 4500
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    for names in (few, many):
+        found = Repository(repo.top).small_blobs(names, 4096)
+        assert found[f"{commit}:recipes/f1.json"] == (blob_id(b"1\n"), 2, b"1\n")
+        assert len({v for v in found.values() if v is not None}) == len(set(names))
+
+
+def test_a_childs_stdin_closes_quietly_when_the_child_is_gone() -> None:
+    import os
+
+    read, write = os.pipe()
+    os.close(read)  # the child exited without reading
+    pipe = os.fdopen(write, "wb")
+    try:
+        pipe.write(b"info x\n")  # buffered: written at close
+        gitsource._close_quietly(pipe)
+        assert pipe.closed
+    finally:
+        if not pipe.closed:
+            os.close(write)
+
+
+def test_changed_trees_come_from_the_same_diff_and_name_their_files(repo: GitRepo) -> None:
+    repo.commit({"a/x.json": "1", "a/model_config.yaml": "M: 1\n", "b/y.json": "2"})
+    base = repo.git("rev-parse", "HEAD")
+    repo.commit({"a/x.json": "10", "b/y.json": None, "c/z.json": "3"})
+    head = repo.git("rev-parse", "HEAD")
+    git = Repository(repo.top)
+    trees: dict[str, tuple[str | None, str | None]] = {}
+    files = git.changed_files(base, head, "recipes", trees)
+    assert [c.path for c in files] == [c.path for c in git.changed_files(base, head, "recipes")]
+    assert set(trees) == {"recipes", "recipes/a", "recipes/b", "recipes/c"}
+    assert trees["recipes/b"][1] is None and trees["recipes/c"][0] is None
+    for side, commit in ((0, base), (1, head)):
+        assert trees["recipes/a"][side] == repo.git("rev-parse", f"{commit}:recipes/a")
+    by_tree = git.small_blobs([f"{trees['recipes/a'][1]}:model_config.yaml"], 4096)
+    assert by_tree[f"{trees['recipes/a'][1]}:model_config.yaml"][2] == b"M: 1\n"

@@ -258,8 +258,8 @@ def test_a_file_whose_bytes_are_the_bases_is_no_change(
     real = golden_review.Repository.changed_files
     base_blob = repo.git("rev-parse", f"HEAD:{B_H100}")
 
-    def with_a_touched_file(self: Any, base: str, head: str | None, where: str) -> Any:
-        found = real(self, base, head, where)
+    def with_a_touched_file(self: Any, base: str, head: str | None, where: str, *more: Any) -> Any:
+        found = real(self, base, head, where, *more)
         touched = golden_review.PathChange(status="M", path=B_H100, old=base_blob)
         return [*found, touched]
 
@@ -611,3 +611,91 @@ def test_no_change_is_said_once(megatron_like: GitRepo) -> None:
     )
     data = json_of(megatron_like, "HEAD")
     assert data["golden_changes"] == []
+
+
+# ---------------------------------------------------------------- read while the sides load
+
+
+def reviews(repo: GitRepo, base: str, head: str | None, recipes: str) -> tuple[Any, Any, bool]:
+    """The review read in a thread while the sides load (and whether that
+    work started), and the review read after them, in one process."""
+    from matrixgen.diff.compare import diff_revisions
+    from matrixgen.diff.gitsource import Repository
+
+    git = Repository(repo.top)
+    early = golden_review.EarlyReview(git)
+    try:
+        _, sides = diff_revisions(git, recipes, base, head, early=early)
+        started = early.started
+        ahead = golden_review.golden_review(git, sides, early)
+    finally:
+        early.close()
+    after = golden_review.golden_review(Repository(repo.top), sides)
+    return ahead, after, started
+
+
+def test_the_review_read_while_the_sides_load_is_the_one_read_after(
+    megatron_like: GitRepo,
+) -> None:
+    commit(megatron_like, {A_H100: golden(NEW_A), B_H100: None, path("gpt_c"): golden(OLD_A)})
+    ahead, after, started = reviews(megatron_like, "HEAD~1", "HEAD", "tests/test_utils/recipes")
+    assert started and len(ahead.files) == 3
+    assert json_value(ahead) == json_value(after)
+    megatron_like.write({A_GB200: golden({"lm loss": {"1": 1.5}})}, under="")
+    ahead, after, started = reviews(megatron_like, "HEAD", None, "tests/test_utils/recipes")
+    assert started and [f.path for f in ahead.files] == [A_GB200]
+    assert json_value(ahead) == json_value(after)
+
+
+def test_a_tree_with_a_config_starts_the_review_once_its_config_is_read(shipped: GitRepo) -> None:
+    text = (shipped.top / SHIPPED_FILE).read_text()
+    commit(shipped, {SHIPPED_FILE: text.replace("10.", "11.", 1)})
+    ahead, after, started = reviews(shipped, "HEAD~1", "HEAD", "recipes")
+    assert started and [f.path for f in ahead.files] == [SHIPPED_FILE]
+    assert json_value(ahead) == json_value(after)
+
+
+def test_a_guess_the_revisions_do_not_bear_out_is_not_used(shipped: GitRepo) -> None:
+    """No config in the working tree: Megatron-LM's layout is guessed and read
+    ahead; the revisions' config names another root, so the review reads its
+    own files."""
+    moved = (shipped.top / SHIPPED_FILE).read_text()
+    config = shipped.top / "recipes" / "matrixgen.yaml"
+    text = config.read_text().replace("    golden: tests/", "    golden: other/tests/")
+    assert text != config.read_text()
+    other = f"other/{SHIPPED_FILE}"
+    commit(shipped, {"recipes/matrixgen.yaml": text, other: moved})
+    commit(shipped, {other: moved.replace("10.", "11.", 1), SHIPPED_FILE: moved + " "})
+    config.unlink()  # the working tree alone lacks it
+    ahead, after, started = reviews(shipped, "HEAD~1", "HEAD", "recipes")
+    assert started and [f.path for f in ahead.files] == [other]
+    assert json_value(ahead) == json_value(after)
+
+
+def test_the_switch_interval_is_given_back_and_the_threads_error_raised_where_asked(
+    megatron_like: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    commit(megatron_like, {A_H100: golden(NEW_A)})
+    own = 0.004  # not the default: a test that left another would not pass for this one
+    real = sys.getswitchinterval()
+    sys.setswitchinterval(own)
+    try:
+        assert diff(megatron_like, "HEAD~1", "HEAD").code == 0
+        assert sys.getswitchinterval() == own
+
+        def broken(*args: Any) -> Any:
+            from matrixgen.engine.errors import GitError
+
+            raise GitError("git diff-tree failed: planted")
+
+        monkeypatch.setattr(golden_review.Repository, "changed_files", broken)
+        run = diff(megatron_like, "HEAD~1", "HEAD")
+        assert run.code == 5 and "planted" in run.err and not run.out
+        assert sys.getswitchinterval() == own
+        run = diff(megatron_like, "nope", "HEAD")  # the diff fails first: no thread started
+        assert run.code == 5 and "unknown revision" in run.err and "planted" not in run.err
+        assert sys.getswitchinterval() == own
+    finally:
+        sys.setswitchinterval(real)

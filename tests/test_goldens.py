@@ -84,6 +84,8 @@ metric_values = st.dictionaries(steps, samples, max_size=25)
 @example(old={"1": 1e308, "2": 1.0}, new={"1": -1e308, "2": 2.0})
 @example(old={"1": 1, "2": 10**200}, new={"1": 1.0, "2": 10**200 + 1})
 @example(old={"1": True}, new={"1": 1})  # a boolean is no number
+@example(old={"1": 1.0, "2": 2.0}, new={"1": True, "2": 2.0})  # equal to 1.0, and no number
+@example(old={"1": 1.0, "2": 0.0}, new={"1": 1, "2": 0.0})  # equal, an int on one side
 @example(
     old={str(s): 1.0 + s for s in range(1, 3001)},  # a long file
     new={str(s): 1.0 + s * 1.001 for s in range(2, 3002)},
@@ -254,6 +256,12 @@ def test_each_bad_part_is_located_and_the_rest_is_read() -> None:
     assert len(steps) == 5  # abc, 1.5, the Arabic-Indic digit, " 2", 20 digits
     assert got.metrics["lm loss"] == {1: 6} and got.spelled["lm loss"] == {1: "01"}
     assert sorted(got.metrics["iteration-time"]) == [1, 2, 3]
+
+
+def test_an_empty_step_beside_a_step_is_a_finding() -> None:
+    got = r.parse_golden(b'{"a": {"values": {"0": 0.5, "": 1.5}}}', "t/golden.json", "head")
+    assert got.metrics == {"a": {0: 0.5}}
+    assert [p.code for p in got.problems] == ["golden-step"]
 
 
 def test_keys_given_twice_are_said_and_the_last_is_read() -> None:
@@ -431,36 +439,135 @@ def test_figures_sum_and_pick_over_the_chosen_files() -> None:
     assert (only_b.files, only_b.others, only_b.max, only_b.orphans) == (1, 1, 0.0, 1)
 
 
-@given(
-    metrics=st.dictionaries(
-        st.one_of(st.text(max_size=6), st.sampled_from(['a":', "b"])), metric_values, max_size=4
-    ),
-    spacing=st.sampled_from([None, 1, "\t"]),
-)
-@example(metrics={"lm loss": {"1": 2**64 + 1, "2": 1.5}}, spacing=None)  # past 64 bits
-@example(metrics={'x":': {"1": 1}}, spacing=1)  # a key ending inside a string
-def test_the_fast_reader_reads_what_the_standard_one_reads(
-    metrics: dict[str, dict[str, Any]], spacing: int | str | None
-) -> None:
-    raw = json.dumps(
-        {name: {"values": values} for name, values in metrics.items()},
-        allow_nan=True,
-        indent=spacing,
-    ).encode()
-    fast = r.parse_golden(raw, "f.json", "head")
-    real = r._quick
+# Sample texts the fast reader must read as the careful one does, or leave to it.
+SAMPLE_TEXTS = [
+    "NaN",  # not JSON: Python's json.dump writes it, the careful reader reads it
+    "Infinity",
+    "-Infinity",
+    '"nan"',  # a string: counted as non-finite
+    '"inf"',
+    "-0",  # an int: 0
+    "-0.0",  # negative zero, a float
+    "0e0",
+    "1e400",  # past the floats' range: infinite
+    "-1e400",
+    "1e-400",  # below it: 0.0
+    str(2**64 - 1),
+    str(2**64),  # past 64 bits
+    str(2**64 + 1),
+    str(-(2**63)),
+    str(-(2**63) - 1),  # below 64 bits
+    "9" * 25,
+    "9" * 301,  # past _WHOLE_DIGITS: a float
+    "0.12345678901234567890123",  # 20 digits in a row, not a whole number
+    "true",  # no number: counted as non-finite, said
+    "null",
+    "[]",
+    "{}",
+    '"\\ud800"',  # a lone surrogate
+    '"\\u00e9"',
+    '"a\\":"',  # a key ending inside a string
+]
+STEP_KEYS = ["01", "-0", "-00", "+1", "-1", "x", "1.5", "", " 1", "\u0661", "1_0", "\\u0031"]
+STEP_KEYS += ["9" * 18, "9" * 19, "-" + "9" * 18, "1" + "0" * 19]
+EXTRA_KEYS = ["start_step", "end_step", "step_interval", "other", "values"]
+_blank = st.sampled_from(["", " ", "\n  ", "\t"])
+
+
+@st.composite
+def golden_texts(draw: st.DrawFn) -> bytes:
+    """A golden-values file as text: mostly the training layout, with the
+    dangerous values, steps that are no whole number or are missing, keys given
+    twice, other keys beside `values`, and now and then not the layout at all."""
+
+    def obj(pairs: list[tuple[str, str]]) -> str:
+        sep = draw(_blank)
+        return "{" + ",".join(f"{sep}{json.dumps(k)}{draw(_blank)}:{v}" for k, v in pairs) + "}"
+
+    sample = st.one_of(
+        st.floats(allow_nan=False, allow_infinity=False).map(json.dumps),
+        # Numbers written otherwise than Python writes them: rounded alike?
+        st.from_regex(r"-?(0|[1-9][0-9]{0,8})\.[0-9]{1,9}([eE][-+]?[0-9]{1,3})?", fullmatch=True),
+        st.integers(min_value=-(2**70), max_value=2**70).map(str),
+        st.sampled_from(SAMPLE_TEXTS),
+    )
+    step = st.one_of(st.integers(0, 60).map(str), st.sampled_from(STEP_KEYS))
+    metrics = []
+    for name in draw(st.lists(st.sampled_from(["lm loss", "num-zeros", 'a":', "é"]), max_size=4)):
+        values = draw(st.lists(st.tuples(step, sample), max_size=12))  # a step may come twice
+        entry = [("values", obj(values))] if draw(st.booleans()) or not values else []
+        entry += [
+            (k, draw(sample)) for k in draw(st.lists(st.sampled_from(EXTRA_KEYS), max_size=2))
+        ]
+        metrics.append((name, obj(draw(st.permutations(entry)))))
+    if not metrics:
+        return draw(st.sampled_from([b"{}", b"[]", b"1"]))
+    return obj(metrics).encode()
+
+
+def _careful(raw: bytes) -> r.GoldenValues:
+    real = r._fast
     try:
-        r._quick = lambda data: None  # type: ignore[assignment]
-        slow = r.parse_golden(raw, "f.json", "head")
+        r._fast = lambda data: None  # type: ignore[assignment]
+        return r.parse_golden(raw, "f.json", "head")
     finally:
-        r._quick = real
-    assert json.dumps(fast.metrics, allow_nan=True) == json.dumps(slow.metrics, allow_nan=True)
-    assert fast.problems == slow.problems and fast.spelled == slow.spelled
+        r._fast = real
 
 
-def test_a_key_given_twice_is_seen_whichever_reader_reads_the_file() -> None:
-    raw = b'{"a": {"values": {"1": 1, "2": 2, "1": 3}}}'
-    assert r._quick(raw) is None  # orjson would keep the last "1" without a word
-    got = r.parse_golden(raw, "f.json", "head")
+def _layout(metrics: dict[str, dict[str, str]]) -> bytes:
+    body = ", ".join(
+        f'{json.dumps(name)}: {{"start_step": 1, "values": {{'
+        + ", ".join(f'"{k}": {v}' for k, v in values.items())
+        + "}}"
+        for name, values in metrics.items()
+    )
+    return ("{" + body + "}").encode()
+
+
+@given(raw=golden_texts())
+@example(raw=_layout({"lm loss": {"1": "NaN", "2": '"nan"', "3": "Infinity"}}))
+@example(raw=_layout({"lm loss": {"1": str(2**64), "2": str(-(2**63) - 1), "3": "9" * 301}}))
+@example(raw=_layout({"lm loss": {"1": "-0.0", "2": "-0", "3": "0.0"}}))
+@example(raw=_layout({"lm loss": {"1": "1e400", "2": "-1e400", "3": "1e-400"}}))
+@example(raw=_layout({"lm loss": {"1": "2.2250738585072012e-308", "2": "1.00000000000000005"}}))
+@example(raw=_layout({"lm loss": {"1": "1.5", "3": "2.5"}, "num-zeros": {}}))  # missing steps
+@example(raw=_layout({"lm loss": {"x": "1", "01": "2", "-1": "3", "1.5": "4", "": "5"}}))
+@example(raw=b'{"a": {"values": {"1": 1, "2": 2, "1": 3}}}')  # a step twice
+@example(raw=b'{"a": {"values": {"0": 0.0, "": 0.0}}}')  # an empty step beside a step
+@example(raw=b'{"a": {"values": {"1": 1}}, "a": {"values": {"1": 2}}}')  # a metric twice
+@example(raw=b'{"a": {"values": {"1": 1}, "values": {"2": 2}}}')
+@example(raw=_layout({'x":': {"1": "1"}}))  # a key ending inside a string
+@example(raw=_layout({"lm loss": {"1": "true", "2": "[]", "3": "{}", "4": "null"}}))
+@example(raw=_layout({"lm loss": {"1": '"\\ud800"', "2": '"\\u00e9"'}}))
+@example(raw=_layout({"lm loss": {"\\u0031": "1", "1": "2"}}))  # one step, spelled twice
+@example(raw=_layout({"lm loss": {"1": "1", "01": "2", "-0": "3", "0": "4"}}))
+@example(raw=_layout({"lm loss": {"9" * 18: "1", "9" * 19: "2", "-1": "3"}}))
+@example(raw=b'{"a:b": {"values": {"1": "x:y"}}}')  # colons inside strings
+@example(raw=b'{"a": {"values": {"1": 1}, "other": 2}}')  # a key the layout lacks
+@example(raw=b'{"a": {"end_step": 3}}')  # no values
+@example(raw=b'\xef\xbb\xbf{"a": {"values": {"1": 1}}}')  # a byte order mark
+@example(raw=b'{"a": {"values": {"1": "\xff"}}}')  # no UTF-8
+@example(raw=b"[]")
+def test_the_fast_reader_reads_what_the_careful_one_reads(raw: bytes) -> None:
+    """Whatever the text, the fast reader's values, spellings and findings are
+    the careful reader's (NaN and 1e+400 spelled alike by repr, an int told
+    from a float, -0.0 from 0.0)."""
+    assert repr(r.parse_golden(raw, "f.json", "head")) == repr(_careful(raw))
+
+
+def test_the_fast_reader_reads_the_usual_file_and_leaves_the_rest() -> None:
+    usual = _layout({"lm loss": {"1": "10.5", "2": "10.25"}, "num-zeros": {"1": "3", "2": '"nan"'}})
+    assert r._fast(usual) == {"lm loss": {1: 10.5, 2: 10.25}, "num-zeros": {1: 3, 2: "nan"}}
+    for raw in (
+        b'{"a": {"values": {"1": 1, "2": 2, "1": 3}}}',  # msgspec keeps the last "1" silently
+        _layout({"lm loss": {"1": "NaN"}}),
+        _layout({"lm loss": {"1": str(2**64)}}),
+        _layout({"lm loss": {"1": "true"}}),
+        _layout({"lm loss": {"01": "1"}}),  # a step written otherwise than as itself
+        _layout({"lm loss": {"-0": "1"}}),
+        _layout({"lm loss": {"9" * 19: "1"}}),  # no whole number to the careful reader
+        b'{"a": {"values": {"1": 1}, "other": 2}}',
+    ):
+        assert r._fast(raw) is None, raw
+    got = r.parse_golden(b'{"a": {"values": {"1": 1, "2": 2, "1": 3}}}', "f.json", "head")
     assert [p.code for p in got.problems] == ["golden-duplicate"]
-    assert r._quick(b'{"a": {"values": {"1": 1, "2": 2}}}') == {"a": {"values": {"1": 1, "2": 2}}}

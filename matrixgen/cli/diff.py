@@ -189,18 +189,23 @@ def diff_command(
     if head is not None:
         check_revision(head)
     repo, path = locate_recipes(recipes)
-    result, sides = diff_revisions(
-        repo, path, base, head, values=target or (), holding_pen=holding_pen
-    )
-    from matrixgen.diff.evidence import diff_evidence
+    from matrixgen.diff.golden_review import EarlyReview, golden_review
 
-    note_ignored_store(db)
-    evidence = diff_evidence(result, [side.generation for side in sides], db=db)
-    if evidence is not None:
-        result = replace(result, evidence=evidence)
-    from matrixgen.diff.golden_review import golden_review
+    # The golden-values review reads its files while the sides load.
+    early = EarlyReview(repo)
+    try:
+        result, sides = diff_revisions(
+            repo, path, base, head, values=target or (), holding_pen=holding_pen, early=early
+        )
+        from matrixgen.diff.evidence import diff_evidence
 
-    goldens = golden_review(repo, sides)
+        note_ignored_store(db)
+        evidence = diff_evidence(result, [side.generation for side in sides], db=db)
+        if evidence is not None:
+            result = replace(result, evidence=evidence)
+        goldens = golden_review(repo, sides, early)
+    finally:
+        early.close()
     if goldens is not None:
         result = replace(result, goldens=goldens)
     _check_rules(rules, result)  # exit 2 before any output

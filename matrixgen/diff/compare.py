@@ -60,9 +60,10 @@ unchanged without being emitted.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
@@ -87,7 +88,7 @@ from matrixgen.diff.model import (
 )
 from matrixgen.diff.moves import find_moves
 from matrixgen.diff.targets import resolve_diff_targets
-from matrixgen.documents.config import ProjectConfig
+from matrixgen.documents.config import DEFAULT_CONFIG, ProjectConfig
 from matrixgen.emit.common import (
     EmitSettings,
     EmittedJob,
@@ -105,14 +106,19 @@ from matrixgen.engine.errors import (
     UsageError,
     did_you_mean,
 )
+from matrixgen.engine.load import tree_config
 from matrixgen.engine.model import Job, JobId, QuarantineMark, Target
 from matrixgen.engine.select import used_values
 from matrixgen.engine.targets import is_holding_pen
+from matrixgen.engine.vocab import CONFIG_FILENAME
 from matrixgen.engine.workload import rereads_recipe, workload_changes
 from matrixgen.pipeline import Generation, PipelineCache, generate_from_files
 from matrixgen.quarantine.apply import Selection
 from matrixgen.util.values import json_value
 from matrixgen.views.cost import Cost, jobs_cost
+
+if TYPE_CHECKING:
+    from matrixgen.diff.golden_review import EarlyReview
 
 # ---------------------------------------------------------------- emitting
 
@@ -187,12 +193,15 @@ def diff_generations(
     notes: Sequence[str] = (),
     sources: tuple[TreeSource, TreeSource] | None = None,
     cache: PipelineCache | None = None,
+    pairs: Sequence[TargetPair] | None = None,
 ) -> SelectionDiff:
     """Compare two loaded trees target by target. With the trees' `sources`
-    (base, head), a row commented out (or back in) is told from a deletion."""
-    pairs = resolve_diff_targets(
-        base, head, values=values, specs=specs, names=names, holding_pen=holding_pen
-    )
+    (base, head), a row commented out (or back in) is told from a deletion;
+    `pairs`: the targets, when the caller resolved them for these arguments."""
+    if pairs is None:
+        pairs = resolve_diff_targets(
+            base, head, values=values, specs=specs, names=names, holding_pen=holding_pen
+        )
     empty = _empty_targets(pairs, base, head)
     base_index, head_index = (
         SideIndex(f"base {base_ref[:12]}", base),
@@ -552,6 +561,22 @@ def _read_sides(
     return repo.read(base, path), head_source
 
 
+def _start_early(
+    early: EarlyReview, repo: Repository, path: str, base: str, head: str | None
+) -> None:
+    """Start the golden-values review before the trees are read, when the
+    working tree has no project config where the tree lies (the review is
+    then Megatron-LM's layout, should the revisions agree)."""
+    if os.path.lexists(repo.top / path / CONFIG_FILENAME):
+        return  # its references decide: started once the trees are read
+    try:
+        base_commit = repo.resolve(base)
+        head_commit = repo.resolve(head) if head is not None else None
+    except MatrixgenError:
+        return  # reading the sides says so, in its order
+    early.start([DEFAULT_CONFIG, DEFAULT_CONFIG], base_commit, head_commit)
+
+
 def diff_revisions(
     repo: Repository,
     path: str,
@@ -563,9 +588,16 @@ def diff_revisions(
     names: Sequence[str] = (),
     holding_pen: bool = False,
     cache: PipelineCache | None = None,
+    early: EarlyReview | None = None,
 ) -> tuple[SelectionDiff, list[Side]]:
-    """The selection diff between two revisions (head None: the working tree)."""
+    """The selection diff between two revisions (head None: the working tree).
+    With `early`, the golden-values review's reading starts as soon as the
+    commits are known (its template guessed from the working tree: a tree
+    without a project config there, Megatron-LM's layout), else once the
+    trees are read (from their configs), and is given the targets compared."""
     cache = cache if cache is not None else PipelineCache()
+    if early is not None:
+        _start_early(early, repo, path, base, head)
     base_source, head_source = _read_sides(repo, path, base, head)
     if not base_source.present and not head_source.present:
         where = path or "the repository top"
@@ -573,8 +605,28 @@ def diff_revisions(
             f"the recipe directory {where} exists neither at {base} nor at "
             f"{head or 'the working tree'} (give it with --recipes)"
         )
+    if early is not None and not early.started and base_source.commit is not None:
+        try:
+            configs = [
+                tree_config(s.files, root=s.path or ".", blob_ids=s.blob_ids, cache=cache.parsed)
+                for s in (base_source, head_source)
+            ]
+        except MatrixgenError:
+            pass  # loading the side says what is wrong with its config
+        else:
+            early.start(configs, base_source.commit, head_source.commit)
     sides = [load_side("base", base_source, cache), load_side("head", head_source, cache)]
     notes = [note for side in sides for note in side_notes(side)]
+    pairs = resolve_diff_targets(
+        sides[0].generation,
+        sides[1].generation,
+        values=values,
+        specs=specs,
+        names=names,
+        holding_pen=holding_pen,
+    )
+    if early is not None and not (values or specs or names or holding_pen):
+        early.pairs = pairs  # every target: the ones the review finds readers in
     result = diff_generations(
         sides[0].generation,
         sides[1].generation,
@@ -587,6 +639,7 @@ def diff_revisions(
         notes=notes,
         sources=(base_source, head_source),
         cache=cache,
+        pairs=pairs,
     )
     added, removed = finding_changes(sides[0].findings, sides[1].findings)
     if added or removed:

@@ -20,11 +20,12 @@ there is an error.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -38,6 +39,7 @@ WORKTREE = "worktree"
 # Modes of `git ls-tree` entries.
 _MODE_FILES = frozenset({"100644", "100755"})
 _MODE_SYMLINK = "120000"
+_MODE_TREE = "040000"
 
 
 class TreeSource(Struct, frozen=True, kw_only=True):
@@ -90,6 +92,8 @@ class Repository:
         # Blob contents by id, read from git or the working tree: a file that two
         # sides hold unchanged is read once.
         self._blobs: dict[str, bytes] = {}
+        # Commit ids by revision: a diff asks for each revision more than once.
+        self._commits: dict[str, str] = {}
 
     @classmethod
     def discover(cls, start: Path) -> Repository:
@@ -123,12 +127,15 @@ class Repository:
     def resolve(self, revision: str) -> str:
         """The full id of the commit a revision names; GitError when there is none."""
         check_revision(revision)
+        if revision in self._commits:
+            return self._commits[revision]
         result = _run_git(
             ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"],
             cwd=self.top,
         )
         commit = result.stdout.decode().strip()
         if result.returncode == 0 and commit:
+            self._commits[revision] = commit
             return commit
         raise GitError(self._unknown_revision_message(revision))
 
@@ -296,17 +303,38 @@ class Repository:
                 paths.append(raw_name.decode("utf-8", "surrogateescape"))
         return paths
 
-    def changed_files(self, base: str, head: str | None, path: str) -> list[PathChange]:
+    def changed_files(
+        self,
+        base: str,
+        head: str | None,
+        path: str,
+        trees: dict[str, tuple[str | None, str | None]] | None = None,
+    ) -> list[PathChange]:
         """The files below `path` (relative to the top; "" = everywhere) that
         differ between two commits, or between a commit and the working tree
         (head None: untracked files included, ignored ones not), from git's
         tree diff: no file git knows unchanged is read. Renames are a removal
-        and an addition."""
+        and an addition. Between two commits, `trees` (when given) gets the
+        directories that differ, each with its tree id on either side (None
+        where it is not there), from the same diff: a file of theirs is then
+        asked of git as `TREE:NAME`, without a walk from the commit's top."""
         spec = ["--", f":(literal){path}"] if path else []
         common = ["-r", "-z", "--raw", "--no-renames", "--no-ext-diff", "--no-textconv"]
         if head is not None:
-            out = self.git(["diff-tree", *common, base, head, *spec])
-            return _path_changes(out)
+            listed = ["-t"] if trees is not None else []
+            changes = _path_changes(self.git(["diff-tree", *common, *listed, base, head, *spec]))
+            if trees is None:
+                return changes
+            files = []
+            for change in changes:
+                if _MODE_TREE in (change.old_mode, change.new_mode):
+                    trees[change.path] = (
+                        change.old if change.old_mode == _MODE_TREE else None,
+                        change.new if change.new_mode == _MODE_TREE else None,
+                    )
+                else:
+                    files.append(change)
+            return files
         changes = _path_changes(self.git(["diff", *common, base, *spec]))
         known = {c.path for c in changes}
         untracked = self.git(["ls-files", "-z", "--others", "--exclude-standard", *spec])
@@ -336,19 +364,25 @@ class Repository:
         return info
 
     def small_blobs(
-        self, names: Sequence[str], limit: int
+        self,
+        names: Sequence[str],
+        limit: int,
+        each: Callable[[str, bytes], None] | None = None,
     ) -> dict[str, tuple[str, int, bytes | None] | None]:
         """Each blob (named by id, or as `COMMIT:PATH`) with its id, size and
         bytes, the bytes only when it is at most `limit` bytes (a larger one is
         never read); None where no blob is there, and for a name holding a line
         break (it cannot be asked for). One `git cat-file --batch-command`
         process asks every size, then reads the small ones; a git without that
-        command (before 2.36) gets one `--batch-check` and one `--batch`."""
+        command (before 2.36) gets one `--batch-check` and one `--batch`.
+        `each(name, bytes)` is called for every name read, as its blob comes
+        (the blobs in the order their first names are asked, each to all its
+        names): the caller's work on one blob runs while git reads the next."""
         asked = [n for n in dict.fromkeys(names) if n and "\n" not in n and "\r" not in n]
         out: dict[str, tuple[str, int, bytes | None] | None] = dict.fromkeys(names)
         if not asked:
             return out
-        found = self._batch_command(asked, limit)
+        found = self._batch_command(asked, limit, each)
         if found is None:  # an older git
             info = self.blob_info(asked)
             small = sorted({i[0] for i in info.values() if i is not None and i[1] <= limit})
@@ -357,16 +391,19 @@ class Repository:
                 name: (i[0], i[1], contents.get(i[0])) if i is not None else None
                 for name, i in info.items()
             }
+            for name, item in found.items():
+                if each is not None and item is not None and item[2] is not None:
+                    each(name, item[2])
         out.update(found)
         return out
 
     def _batch_command(
-        self, names: Sequence[str], limit: int
+        self, names: Sequence[str], limit: int, each: Callable[[str, bytes], None] | None = None
     ) -> dict[str, tuple[str, int, bytes | None] | None] | None:
         """`small_blobs` through one `git cat-file --batch-command --buffer`:
-        `info` of every name, then `contents` of the blobs within the limit
-        (commands written from a thread, so neither side waits on a full pipe).
-        None when this git has no such command."""
+        `info` of every name, then `contents` of the blobs within the limit,
+        each read (and given to `each`) as it comes. None when this git has no
+        such command."""
         env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
         try:
             process = subprocess.Popen(
@@ -403,31 +440,33 @@ class Repository:
                     "",
                 ][:3]
                 found[name] = (oid, int(size), None) if kind == "blob" and size.isdigit() else None
-            small = sorted({f[0] for f in found.values() if f is not None and f[1] <= limit})
-            commands = "".join(f"contents {oid}\n" for oid in small) + "flush\n"
+            # The blobs within the limit, in the order asked, each with its names.
+            users: dict[str, list[str]] = {}
+            for name, f in found.items():
+                if f is not None and f[1] <= limit:
+                    users.setdefault(f[0], []).append(name)
+            commands = "".join(f"contents {oid}\n" for oid in users) + "flush\n"
             writer = _write_async(stdin, commands.encode(), close=True)
-            data = stdout.read()  # every answer at once: no wait on git per object
-            writer.join()
             contents: dict[str, bytes] = {}
-            pos = 0
-            for oid in small:
-                end = data.find(b"\n", pos)
-                header = data[pos:end].decode().split(" ") if end >= 0 else []
+            for oid, named in users.items():
+                header = stdout.readline().decode().rstrip("\n").split(" ")
                 if len(header) != 3 or header[0] != "blob" or not header[2].isdigit():
                     raise GitError(f"git cat-file: object {oid} is missing or not a file")
                 size = int(header[2])
-                contents[oid] = data[end + 1 : end + 1 + size]
-                pos = end + 1 + size + 1  # the content is followed by a newline
-                if len(contents[oid]) != size or data[pos - 1 : pos] != b"\n":
+                contents[oid] = stdout.read(size)
+                # The content is followed by a newline.
+                if len(contents[oid]) != size or stdout.read(1) != b"\n":
                     raise GitError(f"git cat-file: object {oid} was cut short")
+                for name in named if each is not None else ():
+                    each(name, contents[oid])
+            writer.join()
             self._blobs.update(contents)
             return {
                 name: (f[0], f[1], contents.get(f[0])) if f is not None else None
                 for name, f in found.items()
             }
         finally:
-            if not stdin.closed:
-                stdin.close()
+            _close_quietly(stdin)
             stdout.close()
             process.wait()
 
@@ -498,9 +537,20 @@ def _path_changes(out: bytes) -> list[PathChange]:
     return changes
 
 
-def _write_async(pipe: IO[bytes], data: bytes, *, close: bool = False) -> threading.Thread:
+class _Written:
+    """A write that is done (`_write_async` needed no thread)."""
+
+    def join(self) -> None:
+        pass
+
+
+def _write_async(
+    pipe: IO[bytes], data: bytes, *, close: bool = False
+) -> threading.Thread | _Written:
     """Write to a child's stdin from a thread (a child that stops reading,
-    or exits, is left to the reader to notice)."""
+    or exits, is left to the reader to notice). The child has read all that
+    was written before: data the pipe holds whole is written at once, no
+    thread started (a write into a pipe with room for it never waits)."""
 
     def write() -> None:
         try:
@@ -509,11 +559,33 @@ def _write_async(pipe: IO[bytes], data: bytes, *, close: bool = False) -> thread
             if close:
                 pipe.close()
         except (BrokenPipeError, ValueError, OSError):
-            pass
+            pass  # an old git that stopped reading: the reader sees its answers end
 
+    if len(data) <= _pipe_room(pipe):
+        write()
+        return _Written()
     thread = threading.Thread(target=write, daemon=True)
     thread.start()
     return thread
+
+
+def _pipe_room(pipe: IO[bytes]) -> int:
+    """The bytes an empty pipe holds (0 where the system does not say)."""
+    try:
+        import fcntl
+
+        return fcntl.fcntl(pipe.fileno(), fcntl.F_GETPIPE_SZ)  # type: ignore[attr-defined]
+    except (ImportError, AttributeError, OSError, ValueError):
+        return 0  # not Linux, or not a pipe
+
+
+def _close_quietly(pipe: IO[bytes]) -> None:
+    """Close a child's stdin, what is still buffered for it written first; a
+    child that exited without reading it (a git before 2.36, at the unknown
+    option) is no error: its answers, or their lack, say what happened."""
+    if not pipe.closed:
+        with contextlib.suppress(BrokenPipeError, OSError, ValueError):
+            pipe.close()  # closed even when the write fails
 
 
 def _slashes(name: str) -> list[int]:

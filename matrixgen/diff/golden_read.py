@@ -18,8 +18,9 @@ at its line and column when the file spells its keys plainly.
 Gated: the metrics listed in the case's model_config.yaml's `METRICS`, else
 "lm loss" and "num-zeros" (as Megatron-LM's regular-pipeline test reads it).
 
-Cost: linear in the file's size; orjson reads it where it reads it as the
-standard library would (`_quick`).
+Cost: linear in the file's size; msgspec decodes a file of the training
+layout in C, straight into it (`_fast`), and the standard library's reader,
+with a Python hook per object, reads only what that decode is not sure of.
 """
 
 from __future__ import annotations
@@ -29,17 +30,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from msgspec import Struct, field
+import msgspec
+from msgspec import UNSET, Raw, Struct, UnsetType, field
 from msgspec.structs import replace
 
 from matrixgen.documents.yamlio import parse_yaml
 from matrixgen.engine.errors import Finding, Findings, Location, Severity, finding
 from matrixgen.util.jsontext import JSON_MAX_DEPTH, JsonInputError, load_bounded
-
-try:
-    import orjson
-except ImportError:  # pragma: no cover - a dependency; the standard library still reads
-    orjson = None  # type: ignore[assignment]
 
 # Bounds on a golden-values file (docs/security.md, input sizes): checked
 # before it is read.
@@ -165,42 +162,64 @@ class _Problems:
 
 
 _KEY_END = re.compile(rb'"[ \t\r\n]*:')
-# orjson reads a whole number past 64 bits (20 digits and more) as a float.
+# 19 digits in a row: maybe a step the careful reader says is no whole number
+# (_STEP_DIGITS), or a whole number past 64 bits (kept an int up to
+# _WHOLE_DIGITS digits by `_whole`); left to the careful reader.
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_LONG_NUMBER = b"0" * 20
-_CONTAINERS = frozenset({dict, list})
+_LONG_NUMBER = b"0" * (_STEP_DIGITS + 1)
+_MINUS_ZERO_KEY = b'"-0"'  # a step msgspec reads as 0, written otherwise than as itself
 
 
-def _quick(raw: bytes) -> Any:
-    """The document as orjson reads it, when it reads it as the standard
-    library would and its text writes no key twice; None otherwise (the
-    standard library's reader, with its hooks, then reads it, says where it
-    breaks and which key is given twice).
+class _Metric(Struct, forbid_unknown_fields=True):
+    """One metric as the training layout writes it: steps whole numbers
+    written as themselves, samples numbers, strings or null (anything else is
+    left to the careful reader); the other three keys are not read, only
+    counted."""
 
-    orjson reads a whole number past 64 bits as a float: a text with 20
-    digits in a row goes to the standard library. orjson keeps the
-    last of two equal keys silently, so its result is taken only when it holds
-    as many keys as the text has key endings (`":`): the text has at least one
-    per key it writes (more where a string holds `":`), the result one per key
-    it keeps, so equal counts mean no key was given twice."""
-    if orjson is None or len(raw) > GOLDEN_MAX_BYTES:
+    values: dict[int, float | int | str | None]
+    start_step: Raw | UnsetType = UNSET
+    end_step: Raw | UnsetType = UNSET
+    step_interval: Raw | UnsetType = UNSET
+
+
+_FAST = msgspec.json.Decoder(dict[str, _Metric])
+
+
+def _fast(raw: bytes) -> dict[str, dict[int, Any]] | None:
+    """Each metric's samples by step, as the careful reader reads them, decoded
+    in C straight into the training layout; None where that cannot be sure
+    (the careful reader then reads the file, says where it breaks and which
+    key is given twice).
+
+    None when msgspec refuses the text (not JSON, not the layout, a step
+    written otherwise than as itself ("01", "+1", "1.0"), a sample that is a
+    boolean, list or object, NaN or a number past the floats' range, a lone
+    surrogate); when 19 digits stand in a row or a step is "-0" (read
+    otherwise by msgspec and the careful reader); and when a key is given
+    twice: msgspec keeps the last of two equal keys silently, so its result
+    is taken only when it holds as many keys as the text has key endings, one
+    per key written (more where a string holds a colon)."""
+    if (
+        len(raw) > GOLDEN_MAX_BYTES
+        or _LONG_NUMBER in raw.translate(_DIGITS_AS_ZERO)
+        or _MINUS_ZERO_KEY in raw
+    ):
         return None
-    if raw.count(b"[") + raw.count(b"{") > GOLDEN_MAX_DEPTH:
-        return None  # maybe too deep: the bounded reader says where
-    if _LONG_NUMBER in raw.translate(_DIGITS_AS_ZERO):
-        return None  # 20 digits in a row: maybe a whole number orjson reads as a float
     try:
-        document = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        document = _FAST.decode(raw)
+    except msgspec.MsgspecError:
         return None
-    keys, todo = 0, [document] if type(document) in _CONTAINERS else []
-    while todo:
-        item = todo.pop()
-        values = item.values() if type(item) is dict else item
-        keys += len(item) if type(item) is dict else 0
-        if not _CONTAINERS.isdisjoint(set(map(type, values))):
-            todo.extend(v for v in values if type(v) is dict or type(v) is list)
-    return document if keys == len(_KEY_END.findall(raw)) else None
+    keys = len(document)
+    for metric in document.values():
+        keys += len(metric.values) + 1
+        keys += (metric.start_step is not UNSET) + (metric.end_step is not UNSET)
+        keys += metric.step_interval is not UNSET
+    # Every key is followed by a colon: as many colons as keys, no key is
+    # given twice (counted first, in one pass; then only the colons that end
+    # a key, where a string holds one).
+    if keys != raw.count(b":") and keys != len(_KEY_END.findall(raw)):
+        return None
+    return {name: metric.values for name, metric in document.items()}
 
 
 def too_large(path: str, side: str, size: int) -> GoldenValues:
@@ -220,18 +239,19 @@ def unreadable(path: str, side: str, code: str, message: str) -> GoldenValues:
 
 def parse_golden(raw: bytes, path: str, side: str) -> GoldenValues:
     """One side of a golden-values file; every problem a located finding."""
+    fast = _fast(raw)
+    if fast is not None:  # the training layout, every key once, every step as itself
+        return GoldenValues(metrics=fast)
     problems = _Problems(path, side, raw)
     try:
-        document = _quick(raw)
-        if document is None:
-            document = load_bounded(
-                raw,
-                max_bytes=GOLDEN_MAX_BYTES,
-                max_depth=GOLDEN_MAX_DEPTH,
-                constants=True,
-                object_pairs_hook=_Object,
-                parse_int=_whole,
-            )
+        document = load_bounded(
+            raw,
+            max_bytes=GOLDEN_MAX_BYTES,
+            max_depth=GOLDEN_MAX_DEPTH,
+            constants=True,
+            object_pairs_hook=_Object,
+            parse_int=_whole,
+        )
     except JsonInputError as exc:
         problems.add("golden-json", str(exc), line=exc.line, column=exc.column)
         return GoldenValues(metrics={}, problems=problems.done(), readable=False)
@@ -300,6 +320,7 @@ def _series(
         joined.isascii()
         and joined.replace("\n", "").isdigit()  # ASCII digits only: no sign, blank or "_"
         and joined.count("\n") == len(values) - 1
+        and "" not in values  # "1" and "" join as "1" alone does
         and _LEADING_ZERO.search(joined) is None
         and max(map(len, values)) <= _STEP_DIGITS
         and _ODD.isdisjoint(set(map(type, values.values())))

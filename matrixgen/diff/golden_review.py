@@ -25,16 +25,22 @@ template is the file's path, or whose path it is a `_suffix` variant of (the
 file), those a skip entry keeps from running listed apart. A file no job reads
 is an orphan, and is said to be one.
 
-Cost: one tree diff, one size query and one read per side (`git cat-file`),
-the same for the configs; linear in the changed files' size.
+Cost: one tree diff, then one `git cat-file` process that asks every size and
+reads every blob within the bound (the configs' too); linear in the changed
+files' size. Everything but the jobs (git, reading, comparing) runs in a
+thread started as soon as the commits are known (`EarlyReview`), while the
+diff reads and expands the recipe trees; the jobs are matched to the files
+once the sides are loaded, in the targets the diff resolved.
 """
 
 from __future__ import annotations
 
 import posixpath
+import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from matrixgen.diff import markdown as md
 from matrixgen.diff.gitsource import PathChange, Repository, blob_id
@@ -80,6 +86,8 @@ from matrixgen.views.table import table
 
 if TYPE_CHECKING:
     from matrixgen.diff.compare import Side
+    from matrixgen.diff.model import TargetPair
+    from matrixgen.documents.config import ProjectConfig
     from matrixgen.engine.model import Target
     from matrixgen.pipeline import Generation
 
@@ -101,11 +109,11 @@ SHORT_COMMENT_ROWS = 10
 # ---------------------------------------------------------------- building
 
 
-def golden_template(sides: Sequence[Side]) -> tuple[ReferenceTemplate, str] | None:
-    """The golden template and its root: the head's config decides (the base's
-    when the head has none); no config on either side: Megatron-LM's layout."""
-    for side in reversed(sides):
-        config = side.generation.tree.config
+def golden_template(configs: Sequence[ProjectConfig]) -> tuple[ReferenceTemplate, str] | None:
+    """The golden template and its root, from each side's project config (base,
+    head): the head's config decides (the base's when the head has none); no
+    config on either side: Megatron-LM's layout."""
+    for config in reversed(configs):
         if config.document is None:
             continue
         settings = config.references
@@ -116,23 +124,169 @@ def golden_template(sides: Sequence[Side]) -> tuple[ReferenceTemplate, str] | No
     return MEGATRON_TEMPLATE, ""
 
 
-def golden_review(repo: Repository, sides: Sequence[Side]) -> GoldenReview | None:
+class _Read(NamedTuple):
+    """One golden-values file git says differs: each side read, the case's
+    gating, its metrics compared (all but the jobs that read it)."""
+
+    change: PathChange
+    rel: str  # its path below the template's root
+    old: GoldenValues | None
+    new: GoldenValues | None
+    gate: Gating
+    metrics: tuple[MetricChange, ...]
+
+
+class EarlyReview:
+    """The review's git work, reading and comparing, run in a thread from the
+    moment the commits are known, while the recipe trees are read and expanded
+    (git runs meanwhile, and the thread's Python runs while the diff waits on
+    git); `golden_review` joins it, and matches its jobs to the files.
+
+    `start` is given the project configs the template is decided from: when
+    the sides turn out to decide another template (a guess from the working
+    tree that the revisions do not bear out), the work is not used and the
+    review reads the files itself. `pairs`: the targets the diff compares,
+    when it compares every one (the review's readers are found in them)."""
+
+    # While the thread runs, the GIL passes between threads this often
+    # (seconds): the thread is not kept waiting the default 5 ms each time git
+    # answers it.
+    SWITCH_INTERVAL = 0.0005
+
+    def __init__(self, repo: Repository) -> None:
+        self.repo = repo
+        self.pairs: list[TargetPair] | None = None
+        self._thread: threading.Thread | None = None
+        self._key: tuple[tuple[ReferenceTemplate, str], str, str | None] | None = None
+        self._found: list[_Read] | None = None
+        self._error: BaseException | None = None
+        self._interval: float | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    def start(
+        self, configs: Sequence[ProjectConfig], base_commit: str, head_commit: str | None
+    ) -> None:
+        """Start the work for the template these configs decide (none: nothing)."""
+        chosen = golden_template(configs)
+        if self._thread is not None or chosen is None:
+            return
+        self._key = (chosen, base_commit, head_commit)
+        self._interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._interval, self.SWITCH_INTERVAL))
+        self._thread = threading.Thread(
+            target=self._run, args=(*chosen, base_commit, head_commit), daemon=True
+        )
+        self._thread.start()
+
+    def _run(
+        self, template: ReferenceTemplate, root: str, base_commit: str, head_commit: str | None
+    ) -> None:
+        try:
+            self._found = _read_changed(self.repo, template, root, base_commit, head_commit)
+        except BaseException as exc:  # raised where the review is asked for
+            self._error = exc
+
+    def take(
+        self, chosen: tuple[ReferenceTemplate, str], base_commit: str, head_commit: str | None
+    ) -> list[_Read] | None:
+        """The files read for this template and these commits (None: the work
+        was for others, or never started)."""
+        if self._thread is None:
+            return None
+        self.close()
+        if self._key != (chosen, base_commit, head_commit):
+            return None
+        if self._error is not None:
+            raise self._error
+        return self._found
+
+    def close(self) -> None:
+        """Wait for the thread, and give the GIL its usual switch interval back."""
+        if self._thread is not None:
+            self._thread.join()
+        if self._interval is not None:
+            sys.setswitchinterval(self._interval)
+            self._interval = None
+
+
+def golden_review(
+    repo: Repository, sides: Sequence[Side], early: EarlyReview | None = None
+) -> GoldenReview | None:
     """The review of every golden-values file that differs between the sides
-    (None: the tree declares no golden values)."""
-    chosen = golden_template(sides)
+    (None: the tree declares no golden values); `early`: its files, read in a
+    thread while the sides were loaded."""
+    chosen = golden_template([side.generation.tree.config for side in sides])
     if chosen is None:
         return None
     template, root = chosen
     base, head = sides
     shown = posixpath.join(root, template.template) if root else template.template
-    start = posixpath.join(root, template.static_dir) if root else template.static_dir
     base_commit = base.source.commit
     if base_commit is None:  # the base is always a commit; a guard for callers
         return GoldenReview(template=shown)
     head_commit = head.source.commit
+    found = early.take(chosen, base_commit, head_commit) if early is not None else None
+    if found is None:
+        found = _read_changed(repo, template, root, base_commit, head_commit)
+    if not found:
+        return GoldenReview(template=shown)
+    # The values the jobs use split each name as they would render it.
     matcher = TemplateMatcher.build(template, _known(base.generation, head.generation))
-    found: list[tuple[PathChange, str, dict[str, str]]] = []
-    changed = repo.changed_files(base_commit, head_commit, start)
+    fitted = []
+    for item in found:
+        fields = matcher.fit(item.rel)
+        if fields is not None:  # always: known values change the split, not the fit
+            shown_fields = {ORPHAN_FIELDS[k]: v for k, v in fields.items() if k in ORPHAN_FIELDS}
+            fitted.append((item, shown_fields))
+    pairs = early.pairs if early is not None and early.pairs is not None else None
+    if pairs is None:
+        pairs = resolve_diff_targets(base.generation, head.generation)
+    cases = {fields.get("test_case") for _, fields in fitted}
+    readers = {
+        "base": _Readers(template, base.generation, [(p.shown.name, p.base) for p in pairs], cases),
+        "head": _Readers(template, head.generation, [(p.shown.name, p.head) for p in pairs], cases),
+    }
+    files = []
+    for item, fields in fitted:
+        change = item.change
+        jobs, quarantined = readers["base" if change.status == "D" else "head"].of(item.rel)
+        sides_read = [v for v in (item.old, item.new) if v is not None]
+        files.append(
+            GoldenFile(
+                path=change.path,
+                status={"A": ADDED, "D": REMOVED}.get(change.status, CHANGED),
+                fields=fields,
+                jobs=jobs,
+                quarantined=quarantined,
+                metrics=item.metrics,
+                problems=tuple(p for v in sides_read for p in v.problems) + item.gate.problems,
+                gated_by=item.gate.source,
+                compared=all(v.readable for v in sides_read),
+            )
+        )
+    return GoldenReview(template=shown, files=tuple(files))
+
+
+def _read_changed(
+    repo: Repository,
+    template: ReferenceTemplate,
+    root: str,
+    base_commit: str,
+    head_commit: str | None,
+) -> list[_Read]:
+    """Every file that fits the template and differs between the commits
+    (head None: the working tree), each side read and compared: the review
+    but for the jobs, which need the loaded sides."""
+    start = posixpath.join(root, template.static_dir) if root else template.static_dir
+    # Known values change how a name splits, never whether it fits: the
+    # files are found before the jobs are known.
+    matcher = TemplateMatcher.build(template, {})
+    found: list[tuple[PathChange, str]] = []
+    trees: dict[str, tuple[str | None, str | None]] = {}
+    changed = repo.changed_files(base_commit, head_commit, start, trees)
     # The blob ids the tree diff gives of other files (a case's model_config.yaml
     # added or changed with it): read by id, not looked up by path again.
     known = {
@@ -145,49 +299,31 @@ def golden_review(repo: Repository, sides: Sequence[Side]) -> GoldenReview | Non
         if _SUBMODULE in (change.old_mode, change.new_mode):
             continue
         rel = _below(change.path, root)
-        fields = matcher.fit(rel) if rel is not None else None
-        if fields is not None:
-            shown_fields = {ORPHAN_FIELDS[k]: v for k, v in fields.items() if k in ORPHAN_FIELDS}
-            found.append((change, rel or "", shown_fields))
+        if rel is not None and matcher.fit(rel) is not None:
+            found.append((change, rel))
     if not found:
-        return GoldenReview(template=shown)
-    configs = sorted(
-        {("base" if c.status == "D" else "head", posixpath.dirname(c.path)) for c, _, _ in found}
+        return []
+    configs = sorted({_gated_by(c) for c, _ in found})
+    olds, news, gating, compared = _read(
+        repo, base_commit, head_commit, [c for c, _ in found], configs, known, trees
     )
-    olds, news, gating = _read(
-        repo, base_commit, head_commit, [c for c, _, _ in found], configs, known
-    )
-    pairs = resolve_diff_targets(base.generation, head.generation)
-    cases = {fields.get("test_case") for _, _, fields in found}
-    readers = {
-        "base": _Readers(template, base.generation, [(p.shown.name, p.base) for p in pairs], cases),
-        "head": _Readers(template, head.generation, [(p.shown.name, p.head) for p in pairs], cases),
-    }
-    files = []
-    for change, rel, fields in found:
+    out = []
+    for change, rel in found:
         if change.status != "D" and change.path not in news:
             continue  # the working tree holds what the base holds: git saw its time only
         old = olds.get(change.path) if change.status != "A" else None
         new = news.get(change.path) if change.status != "D" else None
-        side = "base" if change.status == "D" else "head"
-        gate = gating[(side, posixpath.dirname(change.path))]
-        jobs, quarantined = readers[side].of(rel)
-        status = {"A": ADDED, "D": REMOVED}.get(change.status, CHANGED)
-        sides_read = [v for v in (old, new) if v is not None]
-        files.append(
-            GoldenFile(
-                path=change.path,
-                status=status,
-                fields=fields,
-                jobs=jobs,
-                quarantined=quarantined,
-                metrics=compare_goldens(old, new, gate.metrics),
-                problems=tuple(p for v in sides_read for p in v.problems) + gate.problems,
-                gated_by=gate.source,
-                compared=all(v.readable for v in sides_read),
-            )
-        )
-    return GoldenReview(template=shown, files=tuple(files))
+        gate = gating[_gated_by(change)]
+        metrics = compared.get(change.path)
+        if metrics is None:  # a side read from disk, or not read at all
+            metrics = compare_goldens(old, new, gate.metrics)
+        out.append(_Read(change, rel, old, new, gate, metrics))
+    return out
+
+
+def _gated_by(change: PathChange) -> tuple[str, str]:
+    """The (side, folder) whose model_config.yaml gates a file's metrics."""
+    return ("base" if change.status == "D" else "head", posixpath.dirname(change.path))
 
 
 def _below(path: str, root: str) -> str | None:
@@ -268,42 +404,89 @@ def _read(
     changes: Sequence[PathChange],
     configs: Sequence[tuple[str, str]],
     known: Mapping[tuple[str, str], str],
-) -> tuple[dict[str, GoldenValues], dict[str, GoldenValues], dict[tuple[str, str], Gating]]:
-    """Each side of each file, and each (side, folder)'s gating from its
-    model_config.yaml: from git, every size asked in one `cat-file
-    --batch-check` and every blob within GOLDEN_MAX_BYTES read in one `cat-file
-    --batch`; the working tree's files from disk. A head file whose bytes are
-    the base's is left out (git's status saw its time change, not its bytes)."""
+    trees: Mapping[str, tuple[str | None, str | None]],
+) -> tuple[
+    dict[str, GoldenValues],
+    dict[str, GoldenValues],
+    dict[tuple[str, str], Gating],
+    dict[str, tuple[MetricChange, ...]],
+]:
+    """Each side of each file, each (side, folder)'s gating from its
+    model_config.yaml, and the metrics of each file whose sides git gave,
+    compared: from git, every size asked and every blob within
+    GOLDEN_MAX_BYTES read by one `cat-file` process; the working tree's files
+    from disk. A head file whose bytes are the base's is left out (git's
+    status saw its time change, not its bytes). A config is named by its blob
+    id when the diff changed it, else by its folder's tree id when the diff
+    gives one (`trees`), else by its path. The configs are asked first: a file
+    is compared as soon as its sides come, while git reads the next."""
     wanted: list[tuple[str, str, str, str]] = []  # (side, path, name to ask git, mode)
+    for side, directory in configs:
+        commit = base if side == "base" else head
+        if commit is not None:
+            path = posixpath.join(directory, CONFIG_NAME)
+            tree = trees.get(directory, (None, None))[0 if side == "base" else 1]
+            name = known.get((side, path)) or (
+                f"{tree}:{CONFIG_NAME}" if tree else f"{commit}:{path}"
+            )
+            wanted.append((f"{side} config", path, name, ""))
     for c in changes:
         if c.status != "A":
             wanted.append(("base", c.path, c.old or "", c.old_mode))
         if c.status != "D" and head is not None:
             wanted.append(("head", c.path, c.new or "", c.new_mode))
-    for side, directory in configs:
-        commit = base if side == "base" else head
-        if commit is not None:
-            path = posixpath.join(directory, CONFIG_NAME)
-            name = known.get((side, path)) or f"{commit}:{path}"
-            wanted.append((f"{side} config", path, name, ""))
-    # A link's blob (its target's name) is never asked for.
-    blobs = repo.small_blobs(
-        [name for _, _, name, mode in wanted if name and mode != _LINK], GOLDEN_MAX_BYTES
-    )
     olds: dict[str, GoldenValues] = {}
     news: dict[str, GoldenValues] = {}
     gating: dict[tuple[str, str], Gating] = {}
+    compared: dict[str, tuple[MetricChange, ...]] = {}
+    by_path = {c.path: c for c in changes}
+    by_gating: dict[tuple[str, str], list[PathChange]] = {}
+    for c in changes:
+        by_gating.setdefault(_gated_by(c), []).append(c)
+
+    def compare_if_read(c: PathChange) -> None:
+        gate = gating.get(_gated_by(c))
+        if gate is None or (c.status != "A" and c.path not in olds):
+            return
+        if c.status != "D" and (head is None or c.path not in news):
+            return  # the working tree's side is read from disk, later
+        old = olds.get(c.path) if c.status != "A" else None
+        new = news.get(c.path) if c.status != "D" else None
+        compared[c.path] = compare_goldens(old, new, gate.metrics)
+
+    # Each blob is read into its values as git gives it, while git reads the
+    # next (a config whose path holds a line break is not read).
+    users: dict[str, list[tuple[str, str]]] = {}
+    for side, path, name, mode in wanted:
+        if name and mode != _LINK and not (side.endswith("config") and _line_break(path)):
+            users.setdefault(name, []).append((side, path))
+
+    def arrived(name: str, data: bytes) -> None:
+        for side, path in users.get(name, ()):
+            if side.endswith("config"):
+                key = (side.split()[0], posixpath.dirname(path))
+                gating[key] = read_gating(data, path)
+                for c in by_gating.get(key, ()):
+                    compare_if_read(c)
+            else:
+                (olds if side == "base" else news)[path] = parse_golden(data, path, side)
+                compare_if_read(by_path[path])
+
+    # A link's blob (its target's name) is never asked for.
+    blobs = repo.small_blobs(
+        [name for _, _, name, mode in wanted if name and mode != _LINK], GOLDEN_MAX_BYTES, arrived
+    )
     for side, path, name, mode in wanted:
         found = blobs.get(name) if name else None
         if side.endswith("config"):
             key = (side.split()[0], posixpath.dirname(path))
-            if "\n" in path or "\r" in path:
+            if _line_break(path):
                 gating[key] = unread_gating(path, "its path holds a line break")
             elif found is None:
                 gating[key] = read_gating(None, path)
             elif found[2] is None:
                 gating[key] = unread_gating(path, f"{found[1]:,} bytes")
-            else:
+            elif key not in gating:  # else read as it came
                 gating[key] = read_gating(found[2], path)
             continue
         into = olds if side == "base" else news
@@ -315,7 +498,7 @@ def _read(
             into[path] = unreadable(path, side, "golden-read", "git holds no file there")
         elif found[2] is None:
             into[path] = too_large(path, side, found[1])
-        else:
+        elif path not in into:  # else read as it came
             into[path] = parse_golden(found[2], path, side)
     if head is None:
         for c in changes:
@@ -324,7 +507,11 @@ def _read(
         for side, directory in configs:
             if side == "head":
                 gating[(side, directory)] = _worktree_gating(repo, directory)
-    return olds, news, gating
+    return olds, news, gating, compared
+
+
+def _line_break(path: str) -> bool:
+    return "\n" in path or "\r" in path
 
 
 def _read_worktree(repo: Repository, change: PathChange, news: dict[str, GoldenValues]) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import compress
 from typing import Any, ClassVar
 
 from msgspec import Struct, field
@@ -85,9 +86,18 @@ def compare_series(
     operation: the cost is a few passes, linear in the steps."""
     before: Series = old if old is not None else {}
     after: Series = new if new is not None else {}
-    olds, news = _numbers(before), _numbers(after)
-    if olds is before and news is after and before == after and old is not None and new:
+    olds = _numbers(before)
+    if (
+        olds is before
+        and old is not None
+        and new
+        and before == after
+        and set(map(type, after.values())) <= _FLOAT
+    ):
+        # Every sample a finite float, the same on both sides: the new side's
+        # floats equal finite ones, so they are finite (but 1.0 == 1 == True).
         return _unchanged(name, gated, before, spelled)
+    news = _numbers(after)
     common = olds.keys() & news.keys()
     both = before.keys() & after.keys()
     added, removed = len(after) - len(both), len(before) - len(both)
@@ -130,9 +140,12 @@ def _unchanged(
     name: str, gated: bool, series: Series, spelled: Mapping[int, str] | None
 ) -> MetricChange:
     """A metric whose samples, all finite numbers, are the same on both sides."""
-    skipped = sum(1 for x in series.values() if -ZERO < x < ZERO)
+    skipped = sum(map(ZERO.__gt__, map(abs, series.values())))  # |x| < ZERO, counted in C
     measured = len(series) - skipped
-    first = min((s for s, x in series.items() if abs(x) >= ZERO), default=None)
+    if not skipped:
+        first = min(series, default=None)
+    else:
+        first = min(compress(series, map(ZERO.__le__, map(abs, series.values()))), default=None)
     return MetricChange(
         name=name,
         gated=gated,

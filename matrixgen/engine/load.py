@@ -335,17 +335,8 @@ def load_tree(
     shown path) is not parsed again: the diff loads two revisions of one tree.
     """
     findings = Findings()
-    config = DEFAULT_CONFIG
+    config = tree_config(files, root=root, blob_ids=blob_ids, cache=cache)
     ids = blob_ids or {}
-    if CONFIG_FILENAME in files:
-        shown = _display(root, CONFIG_FILENAME)
-        key = ("config", ids.get(CONFIG_FILENAME), shown)
-        cached = cache.get(key) if cache is not None and key[1] else None
-        if cached is None:
-            cached = parse_config(files[CONFIG_FILENAME], shown)
-            if cache is not None and key[1]:
-                cache[key] = cached
-        config = cached
     parsed: list[RecipeFile] = []
     for rel in sorted(files):
         if rel in RESERVED_FILES:
@@ -469,6 +460,28 @@ def _check_needs_config(
         "config-missing",
         f"format_version 2{others} needs {need}",
     )
+
+
+def tree_config(
+    files: Mapping[str, bytes],
+    *,
+    root: str = ".",
+    blob_ids: Mapping[str, str] | None = None,
+    cache: dict[Hashable, Any] | None = None,
+) -> ProjectConfig:
+    """A tree's project config (DEFAULT_CONFIG without one), as `load_tree`
+    reads it: ConfigError for a bad one; with `blob_ids` and a `cache`, parsed
+    once per content."""
+    if CONFIG_FILENAME not in files:
+        return DEFAULT_CONFIG
+    shown = _display(root, CONFIG_FILENAME)
+    key = ("config", (blob_ids or {}).get(CONFIG_FILENAME), shown)
+    cached = cache.get(key) if cache is not None and key[1] else None
+    if cached is None:
+        cached = parse_config(files[CONFIG_FILENAME], shown)
+        if cache is not None and key[1]:
+            cache[key] = cached
+    return cached
 
 
 def _display(root: str, rel: str) -> str:
