@@ -19,7 +19,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.diff import golden_read, golden_review
+from matrixgen.diff import golden_read, golden_render, golden_review
 from matrixgen.diff.comment import render_markdown
 from matrixgen.diff.goldens import GoldenFile, GoldenJob, GoldenReview, MetricChange
 from matrixgen.diff.model import SelectionDiff
@@ -598,7 +598,7 @@ def test_a_long_review_is_cut_in_the_comment_and_whole_in_the_json() -> None:
         for i in range(120)
     )
     text = render_markdown(selection(GoldenReview(template="t", files=files)))
-    assert text.count("\n| `c") == golden_review.COMMENT_ROWS
+    assert text.count("\n| `c") == golden_render.COMMENT_ROWS
     assert "… and 70 more files (`--format json` lists all)" in text
     assert len(json_value(GoldenReview(template="t", files=files).files)) == 120
 

@@ -37,8 +37,8 @@ from matrixgen.diff.describe import (
     word_change,
 )
 from matrixgen.diff.evidence import evidence_of
-from matrixgen.diff.golden_review import COMMENT_ROWS, SHORT_COMMENT_ROWS
-from matrixgen.diff.golden_review import render_markdown as golden_markdown
+from matrixgen.diff.golden_render import COMMENT_ROWS, SHORT_COMMENT_ROWS
+from matrixgen.diff.golden_render import render_markdown as golden_markdown
 from matrixgen.diff.model import (
     QuarantineChange,
     SelectionDiff,

@@ -38,11 +38,10 @@ from __future__ import annotations
 import posixpath
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from matrixgen.diff import markdown as md
 from matrixgen.diff.gitsource import PathChange, Repository, blob_id
 from matrixgen.diff.golden_read import (
     CONFIG_NAME,
@@ -59,16 +58,13 @@ from matrixgen.diff.goldens import (
     ADDED,
     CHANGED,
     REMOVED,
-    UNCHANGED,
     GoldenFile,
     GoldenJob,
     GoldenReview,
     MetricChange,
     compare_goldens,
-    pct,
 )
 from matrixgen.diff.targets import resolve_diff_targets
-from matrixgen.engine.errors import Severity
 from matrixgen.engine.model import Job
 from matrixgen.engine.references import (
     ORPHAN_FIELDS,
@@ -79,10 +75,7 @@ from matrixgen.engine.references import (
     variant_of,
 )
 from matrixgen.engine.templates import TemplateError
-from matrixgen.util.escape import terminal_line
 from matrixgen.util.readfile import NotRegularFile, read_regular
-from matrixgen.util.words import counted
-from matrixgen.views.table import table
 
 if TYPE_CHECKING:
     from matrixgen.diff.compare import Side
@@ -99,11 +92,6 @@ MEGATRON_TEMPLATE = ReferenceTemplate(
     "tests/functional_tests/test_cases/{model}/{test_case}/golden_values_{environment}_{platforms}.json",
 )
 _LINK, _SUBMODULE = "120000", "160000"
-# The table shows this many metrics as columns; the others go in one cell.
-METRIC_COLUMNS = 6
-# The PR comment lists this many files (and problems); the JSON has all.
-COMMENT_ROWS = 50
-SHORT_COMMENT_ROWS = 10
 
 
 # ---------------------------------------------------------------- building
@@ -545,176 +533,3 @@ def _read_disk(top: Path, path: str) -> bytes | str | None:
         return f"it is {exc.kind}: not followed"
     except OSError as exc:
         return f"it cannot be read ({exc.strerror})"
-
-
-# ---------------------------------------------------------------- showing
-
-
-def metric_cell(metric: MetricChange | None) -> str:
-    """A metric's cell: its signed mean change, "Unchanged", or what happened."""
-    if metric is None:
-        return "-"
-    if metric.status == UNCHANGED:
-        return "Unchanged"
-    if metric.status in (ADDED, REMOVED):
-        return metric.status
-    if metric.mean_rel_change_pct is None:
-        return "changed"
-    return pct(metric.mean_rel_change_pct)
-
-
-def largest(f: GoldenFile) -> tuple[MetricChange, float] | None:
-    """The metric with the largest change at any one step (the first of equals)."""
-    best: tuple[MetricChange, float] | None = None
-    for m in f.metrics:
-        value = m.max_abs_rel_change_pct
-        if value is not None and (best is None or value > best[1]):
-            best = (m, value)
-    return best
-
-
-def flags(f: GoldenFile, show: Callable[[str], str] = str) -> list[str]:
-    """What a reviewer must look at in a file: missing and non-finite samples,
-    changes of metrics the test does not check, problems. `show` writes a
-    metric name (code in Markdown)."""
-    out = []
-    missing = [m for m in f.metrics if m.steps_removed]
-    if missing:
-        out.append("missing: " + ", ".join(f"{show(m.name)} ({m.steps_removed})" for m in missing))
-    nonfinite = [m for m in f.metrics if m.non_finite_new]
-    if nonfinite:
-        out.append(
-            "non-finite: " + ", ".join(f"{show(m.name)} ({m.non_finite_new})" for m in nonfinite)
-        )
-    ungated = [m for m in f.metrics if not m.gated and m.status != UNCHANGED]
-    if ungated:
-        out.append("ungated change: " + ", ".join(show(m.name) for m in ungated))
-    errors = sum(p.severity is Severity.ERROR for p in f.problems)
-    if not f.compared:
-        out.append("not compared")
-    if errors:
-        out.append(counted(errors, "problem"))
-    return out
-
-
-def readers_cell(f: GoldenFile) -> str:
-    if f.jobs:
-        return counted(len({j.target for j in f.jobs}), "target")
-    if f.quarantined:
-        return "quarantined jobs only"
-    return "orphan"
-
-
-def metric_columns(review: GoldenReview) -> list[str]:
-    """The metrics shown as columns: the first METRIC_COLUMNS names, in the order
-    the files (by path) first have them."""
-    names: dict[str, None] = {}
-    for f in review.files:
-        for m in f.metrics:
-            names.setdefault(m.name)
-    return list(names)[:METRIC_COLUMNS]
-
-
-def _others(f: GoldenFile, columns: Sequence[str], show: Callable[[str], str] = str) -> str:
-    """The metrics past the table's columns, each with its cell."""
-    cells = [f"{show(m.name)}: {metric_cell(m)}" for m in f.metrics if m.name not in columns]
-    return "; ".join(cells)
-
-
-def summary_words(review: GoldenReview) -> str:
-    files = review.files
-    status = {s: sum(f.status == s for f in files) for s in (CHANGED, ADDED, REMOVED)}
-    orphans = sum(f.orphan for f in files)
-    problems = sum(any(p.severity is Severity.ERROR for p in f.problems) for f in files)
-    return (
-        f"{counted(len(files), 'file')} ({status[CHANGED]} changed, {status[ADDED]} added, "
-        f"{status[REMOVED]} removed), {counted(orphans, 'orphan')}, "
-        f"{counted(problems, 'file')} with problems"
-    )
-
-
-def render_text(review: GoldenReview | None) -> str:
-    """The golden values of a diff for a terminal ("" when there is no review)."""
-    if review is None:
-        return ""
-    if not review.files:
-        return f"\ngolden values: no file changes ({review.template})\n"
-    columns = metric_columns(review)
-    extra = any(m.name not in columns for f in review.files for m in f.metrics)
-    headers = ["case", "hardware", "file", "read by", *columns]
-    headers += [*(["other metrics"] if extra else []), "largest step change", "flags"]
-    rows = []
-    for f in review.files:
-        by_name = {m.name: m for m in f.metrics}
-        top = largest(f)
-        row = [f.case, f.hardware, f.status, readers_cell(f)]
-        row += [metric_cell(by_name.get(c)) if f.compared else "?" for c in columns]
-        row += [_others(f, columns)] if extra else []
-        row.append(f"{pct(top[1], signed=False)} {top[0].name} @ {top[0].max_step}" if top else "-")
-        row.append("; ".join(flags(f)) or "-")
-        rows.append(row)
-    out = [
-        "",
-        f"golden values: {summary_words(review)} ({review.template})",
-        "  each metric: the signed mean of (old - new) / old over the steps both sides "
-        "have (+: lower now)",
-    ]
-    text = "\n".join(terminal_line(line) for line in out) + "\n" + table(rows, headers)
-    problems = [p for f in review.files for p in f.problems]
-    if problems:
-        text += "problems:\n" + "".join(f"  {p}\n" for p in problems)
-    return text
-
-
-def render_markdown(review: GoldenReview | None, *, rows: int = COMMENT_ROWS) -> list[str]:
-    """The golden values of a diff as lines of a PR comment, under their own
-    heading (none when there is no review)."""
-    if review is None:
-        return []
-    out = ["", "#### Golden values", ""]
-    if not review.files:
-        return [*out, f"No golden-values file changes ({md.code(review.template)})."]
-    columns = metric_columns(review)
-    extra = any(m.name not in columns for f in review.files for m in f.metrics)
-    out += [
-        f"**{md.text(summary_words(review))}**, under {md.code(review.template)}. "
-        "Each metric: the signed mean of (old − new) / old over the steps both sides have "
-        "(positive: lower now), or Unchanged.",
-        "",
-    ]
-    headers = ["case", "hardware", "file", "read by", *(md.code(c) for c in columns)]
-    headers += [*(["other metrics"] if extra else []), "largest step change", "flags"]
-    align = [":--"] * 4 + ["--:"] * len(columns) + [":--"] * (len(headers) - 4 - len(columns))
-    out += ["| " + " | ".join(headers) + " |", "| " + " | ".join(align) + " |"]
-    for f in review.files[:rows]:
-        by_name = {m.name: m for m in f.metrics}
-        top = largest(f)
-        cells = [md.code(f.case), md.text(f.hardware), f.status, readers_cell(f)]
-        cells += [md.text(metric_cell(by_name.get(c))) if f.compared else "?" for c in columns]
-        if extra:
-            cells.append(_others(f, columns, md.code))
-        cells.append(
-            f"{md.text(pct(top[1], signed=False))} {md.code(top[0].name)} step "
-            f"{md.code(top[0].max_step or '')}"
-            if top
-            else "-"
-        )
-        cells.append("; ".join(flags(f, md.code)) or "-")
-        out.append("| " + " | ".join(cells) + " |")
-    if len(review.files) > rows:
-        more = len(review.files) - rows
-        out.append(f"\n… and {counted(more, 'more file')} (`--format json` lists all)")
-    problems = [p for f in review.files for p in f.problems]
-    if problems:
-        out += ["", "**Golden-values problems**", ""]
-        out += [
-            f"- {md.code(str(p.location))}: {md.text(p.message)} ({md.code(p.code)})"
-            for p in problems[:rows]
-        ]
-        if len(problems) > rows:
-            out.append(f"- … and {len(problems) - rows} more (`--format json` lists all)")
-    return out
-
-
-def cases_of(review: GoldenReview | None) -> Iterable[str]:
-    return review.test_cases if review is not None else ()

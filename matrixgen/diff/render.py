@@ -42,7 +42,7 @@ from matrixgen.diff.describe import (
     was_text,
     word_change,
 )
-from matrixgen.diff.golden_review import render_text as golden_text
+from matrixgen.diff.golden_render import render_text as golden_text
 from matrixgen.diff.model import SelectionDiff
 from matrixgen.engine.model import Job
 from matrixgen.util.escape import terminal_line
