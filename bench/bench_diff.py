@@ -29,8 +29,9 @@ from pathlib import Path
 
 import yaml
 
-from matrixgen.diff.compare import diff_generations, diff_revisions
+from matrixgen.diff.compare import diff_generations
 from matrixgen.diff.gitsource import Repository
+from matrixgen.diff.revisions import diff_revisions
 from matrixgen.pipeline import PipelineCache, generate, generate_from_files
 
 PLATFORMS = ["dgx_h100", "dgx_gb200"]

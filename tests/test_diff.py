@@ -15,7 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.diff.compare import SideIndex, diff_generations, diff_revisions
+from matrixgen.diff.compare import SideIndex, diff_generations
 from matrixgen.diff.gitsource import Repository
 from matrixgen.diff.model import (
     ACTION_CHANGED,
@@ -26,6 +26,7 @@ from matrixgen.diff.model import (
     LIFTED,
     QUARANTINED,
 )
+from matrixgen.diff.revisions import diff_revisions
 from matrixgen.engine import expand, load
 from matrixgen.engine.errors import ConfigError, ExitCode, GitError, UsageError
 from matrixgen.util.values import json_value

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 import yaml
 
-from matrixgen.diff.compare import diff_revisions
 from matrixgen.diff.data import to_json_data
 from matrixgen.diff.gitsource import Repository
 from matrixgen.diff.model import ACTION_CHANGED, ENTRY_CHANGED, LIFTED, QUARANTINED, SelectionDiff
+from matrixgen.diff.revisions import diff_revisions
 from matrixgen.emit.generate import generate_all
 from matrixgen.engine.model import JobId
 from matrixgen.engine.targets import resolve_targets

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 
 from matrixgen.diff.comment import render_markdown
-from matrixgen.diff.compare import diff_revisions
 from matrixgen.diff.data import to_json_data
 from matrixgen.diff.gitsource import Repository
 from matrixgen.diff.model import SelectionDiff
 from matrixgen.diff.render import render_text
+from matrixgen.diff.revisions import diff_revisions
 from matrixgen.engine.model import Job, Target
 from matrixgen.pipeline import Generation, generate_from_files
 from tests.conftest import require_megatron

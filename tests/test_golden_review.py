@@ -619,8 +619,8 @@ def test_no_change_is_said_once(megatron_like: GitRepo) -> None:
 def reviews(repo: GitRepo, base: str, head: str | None, recipes: str) -> tuple[Any, Any, bool]:
     """The review read in a thread while the sides load (and whether that
     work started), and the review read after them, in one process."""
-    from matrixgen.diff.compare import diff_revisions
     from matrixgen.diff.gitsource import Repository
+    from matrixgen.diff.revisions import diff_revisions
 
     git = Repository(repo.top)
     early = golden_review.EarlyReview(git)

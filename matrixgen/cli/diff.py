@@ -20,11 +20,11 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from matrixgen.diff.changed import ChangedView
-    from matrixgen.diff.compare import Side
     from matrixgen.diff.expect import Rule
     from matrixgen.diff.golden_rules import GoldenRule
     from matrixgen.diff.model import SelectionDiff
     from matrixgen.diff.references import ReferenceGaps
+    from matrixgen.diff.revisions import Side
 
 
 class DiffFormat(StrEnum):
@@ -180,9 +180,9 @@ def diff_command(
         ),
     ] = False,
 ) -> None:
-    from matrixgen.diff.compare import diff_revisions
     from matrixgen.diff.gitsource import check_revision, locate_recipes
     from matrixgen.diff.references import reference_gaps
+    from matrixgen.diff.revisions import diff_revisions
 
     rules = _read_rules(expect or ())  # a malformed rule stops us before any git work
     check_revision(base)

@@ -78,8 +78,8 @@ from matrixgen.engine.templates import TemplateError
 from matrixgen.util.readfile import NotRegularFile, read_regular
 
 if TYPE_CHECKING:
-    from matrixgen.diff.compare import Side
     from matrixgen.diff.model import TargetPair
+    from matrixgen.diff.revisions import Side
     from matrixgen.documents.config import ProjectConfig
     from matrixgen.engine.model import Target
     from matrixgen.pipeline import Generation

@@ -15,9 +15,9 @@ from typing import ClassVar
 
 from msgspec import Struct
 
-from matrixgen.diff.compare import Side
 from matrixgen.diff.gitsource import Repository
 from matrixgen.diff.model import SelectionDiff
+from matrixgen.diff.revisions import Side
 from matrixgen.engine.model import Job
 from matrixgen.engine.references import (
     ReferenceListing,
