@@ -10,6 +10,7 @@ import pytest
 from matrixgen.diff import gitsource
 from matrixgen.diff.gitsource import Repository, blob_id, check_revision, locate_recipes
 from matrixgen.engine.errors import ExitCode, GitError, RecipeError, UsageError
+from matrixgen.util import pipes
 from tests.gitrepo import GitRepo
 
 RECIPE = "type: basic\nformat_version: 1\nspec: {model: gpt}\n"
@@ -350,7 +351,7 @@ def test_a_childs_stdin_closes_quietly_when_the_child_is_gone() -> None:
     pipe = os.fdopen(write, "wb")
     try:
         pipe.write(b"info x\n")  # buffered: written at close
-        gitsource._close_quietly(pipe)
+        pipes.close_quietly(pipe)
         assert pipe.closed
     finally:
         if not pipe.closed:

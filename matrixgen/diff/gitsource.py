@@ -20,19 +20,17 @@ there is an error.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import subprocess
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO
 
 from msgspec import Struct
 
 from matrixgen.engine.errors import GitError, UsageError, did_you_mean
 from matrixgen.util.checkout import RECIPES_VARIABLE, recipes_in, tree_path
+from matrixgen.util.pipes import close_quietly, write_async
 
 WORKTREE = "worktree"
 
@@ -427,7 +425,7 @@ class Repository:
         stdin, stdout = process.stdin, process.stdout
         try:
             commands = "".join(f"info {n}\n" for n in names) + "flush\n"
-            writer = _write_async(stdin, commands.encode("utf-8", "surrogateescape"))
+            writer = write_async(stdin, commands.encode("utf-8", "surrogateescape"))
             lines = [stdout.readline() for _ in names]
             writer.join()
             if not all(lines):  # no answer: this git lacks --batch-command
@@ -446,7 +444,7 @@ class Repository:
                 if f is not None and f[1] <= limit:
                     users.setdefault(f[0], []).append(name)
             commands = "".join(f"contents {oid}\n" for oid in users) + "flush\n"
-            writer = _write_async(stdin, commands.encode(), close=True)
+            writer = write_async(stdin, commands.encode(), close=True)
             contents: dict[str, bytes] = {}
             for oid, named in users.items():
                 header = stdout.readline().decode().rstrip("\n").split(" ")
@@ -466,7 +464,7 @@ class Repository:
                 for name, f in found.items()
             }
         finally:
-            _close_quietly(stdin)
+            close_quietly(stdin)
             stdout.close()
             process.wait()
 
@@ -535,57 +533,6 @@ def _path_changes(out: bytes) -> list[PathChange]:
             )
         )
     return changes
-
-
-class _Written:
-    """A write that is done (`_write_async` needed no thread)."""
-
-    def join(self) -> None:
-        pass
-
-
-def _write_async(
-    pipe: IO[bytes], data: bytes, *, close: bool = False
-) -> threading.Thread | _Written:
-    """Write to a child's stdin from a thread (a child that stops reading,
-    or exits, is left to the reader to notice). The child has read all that
-    was written before: data the pipe holds whole is written at once, no
-    thread started (a write into a pipe with room for it never waits)."""
-
-    def write() -> None:
-        try:
-            pipe.write(data)
-            pipe.flush()
-            if close:
-                pipe.close()
-        except (BrokenPipeError, ValueError, OSError):
-            pass  # an old git that stopped reading: the reader sees its answers end
-
-    if len(data) <= _pipe_room(pipe):
-        write()
-        return _Written()
-    thread = threading.Thread(target=write, daemon=True)
-    thread.start()
-    return thread
-
-
-def _pipe_room(pipe: IO[bytes]) -> int:
-    """The bytes an empty pipe holds (0 where the system does not say)."""
-    try:
-        import fcntl
-
-        return fcntl.fcntl(pipe.fileno(), fcntl.F_GETPIPE_SZ)  # type: ignore[attr-defined]
-    except (ImportError, AttributeError, OSError, ValueError):
-        return 0  # not Linux, or not a pipe
-
-
-def _close_quietly(pipe: IO[bytes]) -> None:
-    """Close a child's stdin, what is still buffered for it written first; a
-    child that exited without reading it (a git before 2.36, at the unknown
-    option) is no error: its answers, or their lack, say what happened."""
-    if not pipe.closed:
-        with contextlib.suppress(BrokenPipeError, OSError, ValueError):
-            pipe.close()  # closed even when the write fails
 
 
 def _slashes(name: str) -> list[int]:
