@@ -87,6 +87,8 @@ RE_FUNCTIONS = {"search", "match", "fullmatch", "sub", "findall"}
 def _load(name: str) -> ModuleType:
     """A module of tests/ by its file name (test_layout for its import graph and
     cycle finder, schema_fixtures for the new-field experiment)."""
+    if str(ROOT) not in sys.path:  # fixtures import one another as tests.*
+        sys.path.insert(0, str(ROOT))
     spec = importlib.util.spec_from_file_location(f"_{name}", TESTS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -8,6 +8,7 @@ kept in tests/data/schema-before/: only the tests read them.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as dt
 import json
@@ -263,53 +264,30 @@ def add_toy_field(checkout: Path) -> list[str]:
     """Add TOY_FIELD to the entry's Struct in a copy of the checkout (the one
     hand edit), write the schemas again as `python -m matrixgen.documents` does,
     and return every file that changed, relative to the checkout."""
-    import subprocess
-    import sys
-
     source = checkout / "matrixgen" / "documents" / "quarantine.py"
-    before = {p: p.read_bytes() for p in _tracked(checkout)}
-    text = source.read_text(encoding="utf-8")
-    anchor = "class EntryFields("
-    head, _, body = text.partition(anchor)
-    fields_end = body.index("\n\n    SCHEMA")
-    source.write_text(
-        head + anchor + body[:fields_end] + "\n" + TOY_LINE.rstrip("\n") + body[fields_end:],
-        encoding="utf-8",
-    )
-    subprocess.run(
-        [sys.executable, "-m", "matrixgen.documents"],
-        cwd=checkout,
-        env={**os.environ, "PYTHONPATH": str(checkout)},
-        check=True,
-        capture_output=True,
-    )
-    return sorted(
-        str(p.relative_to(checkout)) for p in _tracked(checkout) if p.read_bytes() != before.get(p)
-    )
+    with changed_files(checkout) as changed:
+        text = source.read_text(encoding="utf-8")
+        anchor = "class EntryFields("
+        head, _, body = text.partition(anchor)
+        fields_end = body.index("\n\n    SCHEMA")
+        source.write_text(
+            head + anchor + body[:fields_end] + "\n" + TOY_LINE.rstrip("\n") + body[fields_end:],
+            encoding="utf-8",
+        )
+        write_again(checkout, "matrixgen.documents")
+    return changed
 
 
 def toy_field_carried(checkout: Path, tree: Path) -> dict[str, bool]:
     """Where the toy field, written into the first entry of `tree`'s quarantine
     file, is read, checked, listed and written, with the package of `checkout`."""
-    import subprocess
-    import sys
-
     path = tree / "quarantine.yaml"
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("reason:"))
     indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
     lines.insert(at + 1, f"{indent}{TOY_FIELD}: infra\n")
     path.write_text("".join(lines), encoding="utf-8")
-    ran = subprocess.run(
-        [sys.executable, "-c", TOY_CHECK, str(tree)],
-        cwd=checkout,
-        env={**os.environ, "PYTHONPATH": str(checkout)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert ran.returncode == 0, ran.stderr
-    return json.loads(ran.stdout)
+    return run_in_checkout(checkout, TOY_CHECK, str(tree))
 
 
 def _tracked(checkout: Path) -> list[Path]:
@@ -362,42 +340,48 @@ def add_toy_verdict(checkout: Path) -> list[str]:
     """Add TOY_VERDICT to the triage verdicts in a copy of the checkout (its
     enum line and words in evidence/triage.py, its name in the schema's verdict
     vocabulary: the hand edits) and return every file that changed."""
-    before = {p: p.read_bytes() for p in _tracked(checkout)}
-    source = checkout / "matrixgen" / "evidence" / "triage.py"
-    text = source.read_text(encoding="utf-8")
-    enum_line = '    QUARANTINED = "quarantined"\n'
-    words_line = '    TriageVerdict.QUARANTINED: ("Quarantined", "quarantined"),\n'
-    assert enum_line in text and words_line in text
-    text = text.replace(enum_line, enum_line + '    RETRIED = "retried"\n')
-    text = text.replace(
-        words_line,
-        words_line + '    TriageVerdict.RETRIED: ("Retried after a failure", "retried"),\n',
-    )
-    source.write_text(text, encoding="utf-8")
-    schema_path = checkout / "schema" / "triage.schema.json"
-    schema = schema_path.read_text(encoding="utf-8")
-    for old in ('"known", "quarantined"]', '"quarantined": {"type": "integer", "minimum": 0}'):
-        assert old in schema
-    schema = schema.replace('"known", "quarantined"]', '"known", "quarantined", "retried"]')
-    schema = schema.replace(
-        '"quarantined": {"type": "integer", "minimum": 0}',
-        '"quarantined": {"type": "integer", "minimum": 0},\n'
-        '        "retried": {"type": "integer", "minimum": 0}',
-    )
-    schema_path.write_text(schema, encoding="utf-8")
-    return sorted(
-        str(p.relative_to(checkout)) for p in _tracked(checkout) if p.read_bytes() != before.get(p)
-    )
+    with changed_files(checkout) as changed:
+        source = checkout / "matrixgen" / "evidence" / "triage.py"
+        text = source.read_text(encoding="utf-8")
+        enum_line = '    QUARANTINED = "quarantined"\n'
+        words_line = '    TriageVerdict.QUARANTINED: ("Quarantined", "quarantined"),\n'
+        assert enum_line in text and words_line in text
+        text = text.replace(enum_line, enum_line + '    RETRIED = "retried"\n')
+        text = text.replace(
+            words_line,
+            words_line + '    TriageVerdict.RETRIED: ("Retried after a failure", "retried"),\n',
+        )
+        source.write_text(text, encoding="utf-8")
+        schema_path = checkout / "schema" / "triage.schema.json"
+        schema = schema_path.read_text(encoding="utf-8")
+        for old in ('"known", "quarantined"]', '"quarantined": {"type": "integer", "minimum": 0}'):
+            assert old in schema
+        schema = schema.replace('"known", "quarantined"]', '"known", "quarantined", "retried"]')
+        schema = schema.replace(
+            '"quarantined": {"type": "integer", "minimum": 0}',
+            '"quarantined": {"type": "integer", "minimum": 0},\n'
+            '        "retried": {"type": "integer", "minimum": 0}',
+        )
+        schema_path.write_text(schema, encoding="utf-8")
+    return changed
 
 
 def toy_verdict_carried(checkout: Path) -> dict[str, bool]:
     """Where a failure with the toy verdict is counted, valid and shown, with
     the package of `checkout`."""
+    return run_in_checkout(
+        checkout, TOY_VERDICT_CHECK, str(checkout / "schema" / "triage.schema.json")
+    )
+
+
+def run_in_checkout(checkout: Path, script: str, *args: str) -> dict[str, Any]:
+    """What `script` prints as JSON, run by a fresh interpreter on the package
+    of `checkout` (a copy made for an experiment), with `args`."""
     import subprocess
     import sys
 
     ran = subprocess.run(
-        [sys.executable, "-c", TOY_VERDICT_CHECK, str(checkout / "schema" / "triage.schema.json")],
+        [sys.executable, "-c", script, *args],
         cwd=checkout,
         env={**os.environ, "PYTHONPATH": str(checkout)},
         capture_output=True,
@@ -406,3 +390,30 @@ def toy_verdict_carried(checkout: Path) -> dict[str, bool]:
     )
     assert ran.returncode == 0, ran.stderr
     return json.loads(ran.stdout)
+
+
+@contextlib.contextmanager
+def changed_files(checkout: Path) -> Iterator[list[str]]:
+    """The files of the copy's package, schemas and docs that the block
+    changes or adds, relative to the checkout and sorted (filled on exit)."""
+    before = {p: p.read_bytes() for p in _tracked(checkout)}
+    changed: list[str] = []
+    yield changed
+    changed += sorted(
+        str(p.relative_to(checkout)) for p in _tracked(checkout) if p.read_bytes() != before.get(p)
+    )
+
+
+def write_again(checkout: Path, *modules: str) -> None:
+    """Run each module's generator (`python -m MODULE`) on the copy's package."""
+    import subprocess
+    import sys
+
+    for module in modules:
+        subprocess.run(
+            [sys.executable, "-m", module],
+            cwd=checkout,
+            env={**os.environ, "PYTHONPATH": str(checkout)},
+            check=True,
+            capture_output=True,
+        )

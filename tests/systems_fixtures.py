@@ -8,8 +8,6 @@ without importing the package: the scan is plain `ast`).
 from __future__ import annotations
 
 import ast
-import json
-import os
 import re
 import textwrap
 from pathlib import Path
@@ -242,31 +240,20 @@ def add_toy_system(checkout: Path) -> tuple[list[str], list[str]]:
     the registry by hand, then the generated files written again (the schemas,
     the CLI reference). (the files edited by hand, the files written again),
     each relative to the checkout; the new package counts as one."""
-    import subprocess
-    import sys
+    from tests.schema_fixtures import changed_files, write_again
 
-    before = {p: p.read_bytes() for p in _tracked(checkout)}
-    home = checkout / "matrixgen" / "systems" / "toy"
-    home.mkdir()
-    for name, text in TOY_FILES.items():
-        (home / name).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    registry = checkout / "matrixgen" / "systems" / "__init__.py"
-    text = registry.read_text(encoding="utf-8")
-    for old, new in (TOY_IMPORT, TOY_LINE):
-        assert old in text, f"the registry has no {old.strip()!r}"
-        text = text.replace(old, new, 1)
-    registry.write_text(text, encoding="utf-8")
-    for module in ("matrixgen.documents", "matrixgen.cli.reference"):
-        subprocess.run(
-            [sys.executable, "-m", module],
-            cwd=checkout,
-            env={**os.environ, "PYTHONPATH": str(checkout)},
-            check=True,
-            capture_output=True,
-        )
-    changed = sorted(
-        str(p.relative_to(checkout)) for p in _tracked(checkout) if p.read_bytes() != before.get(p)
-    )
+    with changed_files(checkout) as changed:
+        home = checkout / "matrixgen" / "systems" / "toy"
+        home.mkdir()
+        for name, text in TOY_FILES.items():
+            (home / name).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        registry = checkout / "matrixgen" / "systems" / "__init__.py"
+        text = registry.read_text(encoding="utf-8")
+        for old, new in (TOY_IMPORT, TOY_LINE):
+            assert old in text, f"the registry has no {old.strip()!r}"
+            text = text.replace(old, new, 1)
+        registry.write_text(text, encoding="utf-8")
+        write_again(checkout, "matrixgen.documents", "matrixgen.cli.reference")
     package = "matrixgen/systems/toy/"
     by_hand = sorted(
         {package if c.startswith(package) else c for c in changed} - _GENERATED(changed)
@@ -367,26 +354,7 @@ def toy_tree(tree: Path) -> None:
 
 def toy_system_reaches(checkout: Path, tree: Path) -> dict[str, object]:
     """What the toy system reaches in the copy, with the package of `checkout`."""
-    import subprocess
-    import sys
+    from tests.schema_fixtures import run_in_checkout
 
     toy_tree(tree)
-    ran = subprocess.run(
-        [sys.executable, "-c", TOY_CHECK, str(tree)],
-        cwd=checkout,
-        env={**os.environ, "PYTHONPATH": str(checkout)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert ran.returncode == 0, ran.stderr
-    return json.loads(ran.stdout)
-
-
-def _tracked(checkout: Path) -> list[Path]:
-    return sorted(
-        p
-        for top in ("matrixgen", "schema", "docs")
-        for p in (checkout / top).rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts
-    )
+    return run_in_checkout(checkout, TOY_CHECK, str(tree))
