@@ -11,13 +11,12 @@ spelling at the top level, hidden from help, that runs the same command.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from matrixgen.systems import HOMES, assumed_first
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(Struct, frozen=True):
     """A command: its name as typed, and the function that runs it."""
 
     name: str
@@ -28,8 +27,7 @@ class Command:
     help_attr: str | None = None
 
 
-@dataclass(frozen=True)
-class Group:
+class Group(Struct, frozen=True):
     """A command group: what it is about, and its commands in help's order."""
 
     name: str
@@ -44,8 +42,7 @@ class Group:
         return next((c for c in self.commands if c.name == name), None)
 
 
-@dataclass(frozen=True)
-class Alias:
+class Alias(Struct, frozen=True):
     """A top-level spelling of a group's command, kept working and hidden from help."""
 
     name: str

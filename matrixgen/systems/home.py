@@ -11,8 +11,9 @@ uses a part asks for it, so the home itself imports nothing above util.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
+
+from msgspec import Struct, field
 
 # The parts a home may have, by module name, and the floor each sits on
 # (tests/test_layout.py holds the modules of systems/ to this).
@@ -41,8 +42,7 @@ VARIABLE_ROLES = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class Home:
+class Home(Struct, frozen=True, kw_only=True):
     """One CI system: the facts the engine, the CLI and the readers use."""
 
     # The system's name as config, targets and command lines write it.
