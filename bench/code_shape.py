@@ -104,10 +104,7 @@ def field_experiment() -> tuple[list[str], dict[str, bool]]:
 
     fixtures = _load("schema_fixtures")
     with tempfile.TemporaryDirectory(prefix="matrixgen-field-") as tmp:
-        checkout = Path(tmp) / "checkout"
-        skip = shutil.ignore_patterns("__pycache__")
-        for top in ("matrixgen", "schema", "docs"):
-            shutil.copytree(ROOT / top, checkout / top, ignore=skip)
+        checkout = fixtures.copy_checkout(Path(tmp) / "checkout")
         tree = Path(tmp) / "recipes"
         shutil.copytree(ROOT / "recipes", tree)
         changed = fixtures.add_toy_field(checkout)
@@ -117,15 +114,11 @@ def field_experiment() -> tuple[list[str], dict[str, bool]]:
 def verdict_experiment() -> tuple[list[str], dict[str, bool]]:
     """(the files a new triage verdict changes, where it is carried) in a copy of
     the checkout."""
-    import shutil
     import tempfile
 
     fixtures = _load("schema_fixtures")
     with tempfile.TemporaryDirectory(prefix="matrixgen-verdict-") as tmp:
-        checkout = Path(tmp) / "checkout"
-        skip = shutil.ignore_patterns("__pycache__")
-        for top in ("matrixgen", "schema", "docs"):
-            shutil.copytree(ROOT / top, checkout / top, ignore=skip)
+        checkout = fixtures.copy_checkout(Path(tmp) / "checkout")
         changed = fixtures.add_toy_verdict(checkout)
         return changed, fixtures.toy_verdict_carried(checkout)
 
@@ -133,15 +126,11 @@ def verdict_experiment() -> tuple[list[str], dict[str, bool]]:
 def system_experiment() -> tuple[list[str], list[str], dict[str, object]]:
     """(the files edited by hand to add a CI system, the files written again,
     what the system reaches) in a copy of the checkout."""
-    import shutil
     import tempfile
 
     fixtures = _load("systems_fixtures")
     with tempfile.TemporaryDirectory(prefix="matrixgen-system-") as tmp:
-        checkout = Path(tmp) / "checkout"
-        skip = shutil.ignore_patterns("__pycache__")
-        for top in ("matrixgen", "schema", "docs"):
-            shutil.copytree(ROOT / top, checkout / top, ignore=skip)
+        checkout = _load("schema_fixtures").copy_checkout(Path(tmp) / "checkout")
         by_hand, written = fixtures.add_toy_system(checkout)
         return by_hand, written, fixtures.toy_system_reaches(checkout, Path(tmp) / "tree")
 

@@ -417,3 +417,13 @@ def write_again(checkout: Path, *modules: str) -> None:
             check=True,
             capture_output=True,
         )
+
+
+def copy_checkout(dest: Path) -> Path:
+    """A copy of the package, the schemas and the docs at `dest` (what an
+    experiment edits, without touching the checkout), bytecode left out."""
+    import shutil
+
+    for top in ("matrixgen", "schema", "docs"):
+        shutil.copytree(REPO / top, dest / top, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest

@@ -25,6 +25,7 @@ from tests.schema_fixtures import (
     add_toy_field,
     add_toy_verdict,
     before,
+    copy_checkout,
     corpus,
     nodes,
     removed,
@@ -464,9 +465,7 @@ def test_a_value_only_the_decoding_refuses_is_said_where_it_is() -> None:
 def test_a_field_added_to_the_entry_struct_alone_is_read_checked_listed_and_written(
     tmp_path: Path,
 ) -> None:
-    checkout = tmp_path / "checkout"
-    for top in ("matrixgen", "schema", "docs"):
-        shutil.copytree(REPO / top, checkout / top, ignore=shutil.ignore_patterns("__pycache__"))
+    checkout = copy_checkout(tmp_path / "checkout")
     tree = tmp_path / "recipes"
     shutil.copytree(REPO / "recipes", tree)
     assert add_toy_field(checkout) == [
@@ -484,9 +483,7 @@ def test_a_triage_verdict_added_in_two_files_is_counted_valid_and_shown(tmp_path
     """A new verdict is its enum line and words (evidence/triage.py) and its
     name in the published schema: every report of a triage loops over the
     verdicts, so none has to learn it."""
-    checkout = tmp_path / "checkout"
-    for top in ("matrixgen", "schema", "docs"):
-        shutil.copytree(REPO / top, checkout / top, ignore=shutil.ignore_patterns("__pycache__"))
+    checkout = copy_checkout(tmp_path / "checkout")
     assert add_toy_verdict(checkout) == [
         "matrixgen/evidence/triage.py",
         "schema/triage.schema.json",

@@ -5,7 +5,6 @@ line in the registry."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from hypothesis import example, given
@@ -15,6 +14,7 @@ from matrixgen.engine.vocab import OTHER_TIERS_SYSTEM, System
 from matrixgen.systems import HOMES, assumed_first, home_of, names
 from matrixgen.systems.ci import ci_value, running, variables_of
 from matrixgen.systems.home import VARIABLE_ROLES
+from tests.schema_fixtures import copy_checkout
 from tests.systems_fixtures import (
     add_toy_system,
     names_outside_systems,
@@ -113,9 +113,7 @@ def test_a_third_system_is_a_package_and_a_line_in_the_registry(tmp_path: Path) 
     `python -m matrixgen.documents` and `python -m matrixgen.cli.reference`; and
     it is then in the vocabulary, the config's schema, the emitter registry and
     the CLI, and emits its target's jobs with its own setting."""
-    checkout = tmp_path / "checkout"
-    for top in ("matrixgen", "schema", "docs"):
-        shutil.copytree(REPO / top, checkout / top, ignore=shutil.ignore_patterns("__pycache__"))
+    checkout = copy_checkout(tmp_path / "checkout")
     by_hand, written = add_toy_system(checkout)
     assert by_hand == ["matrixgen/systems/__init__.py", "matrixgen/systems/toy/"]
     assert set(written) <= {
