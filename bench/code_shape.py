@@ -135,6 +135,17 @@ def system_experiment() -> tuple[list[str], list[str], dict[str, object]]:
         return by_hand, written, fixtures.toy_system_reaches(checkout, Path(tmp) / "tree")
 
 
+def show_experiment(what: str, changed: list[str], carried: dict[str, bool]) -> None:
+    """The files an experiment changed, and where what it added was not carried."""
+    missing = [where for where, done in carried.items() if not done]
+    print(
+        f"files to touch to add {what}: {len(changed)} (goal at most 2)"
+        + (f"; not carried: {', '.join(missing)}" if missing else "")
+    )
+    for rel in changed:
+        print(f"    {rel}")
+
+
 def _rel(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
@@ -348,22 +359,8 @@ def main() -> int:
     show("hand-written to_dict", dicts, "0")
     show("raw config reads outside documents/", raw_reads, "0")
     if not args.no_field:
-        changed, carried = field_experiment()
-        missing = [where for where, done in carried.items() if not done]
-        print(
-            f"files to touch to add a field to a quarantine entry: {len(changed)} (goal at most 2)"
-            + (f"; not carried: {', '.join(missing)}" if missing else "")
-        )
-        for rel in changed:
-            print(f"    {rel}")
-        changed, carried = verdict_experiment()
-        missing = [where for where, done in carried.items() if not done]
-        print(
-            f"files to touch to add a triage verdict: {len(changed)} (goal at most 2)"
-            + (f"; not carried: {', '.join(missing)}" if missing else "")
-        )
-        for rel in changed:
-            print(f"    {rel}")
+        show_experiment("a field to a quarantine entry", *field_experiment())
+        show_experiment("a triage verdict", *verdict_experiment())
     show("findings filtered by message text", filters, "0")
     show("System.GITHUB/GITLAB comparisons outside systems/", systems, "0")
     show(

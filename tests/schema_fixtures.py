@@ -301,7 +301,6 @@ def _tracked(checkout: Path) -> list[Path]:
 
 # A triage verdict added in a copy of the checkout: its line in the enum, its
 # words, and its name in the published schema (the two hand-edited files).
-TOY_VERDICT = "retried"
 TOY_VERDICT_CHECK = """
 import json, sys
 from pathlib import Path
@@ -337,7 +336,7 @@ print(json.dumps({
 
 
 def add_toy_verdict(checkout: Path) -> list[str]:
-    """Add TOY_VERDICT to the triage verdicts in a copy of the checkout (its
+    """Add the verdict `retried` to the triage verdicts in a copy of the checkout (its
     enum line and words in evidence/triage.py, its name in the schema's verdict
     vocabulary: the hand edits) and return every file that changed."""
     with changed_files(checkout) as changed:
