@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
-from matrixgen.quarantine.propose import rectangles
+from matrixgen.evidence.propose import rectangles
 from matrixgen.util.nodeid import is_node_id
 from tests.evidence_fixtures import TODAY
 

@@ -32,10 +32,8 @@ FLOORS = [
 # a package, or one module of a package, named with the floor it sits on.
 FEATURES: dict[str, str] = {
     "evidence": "views",
-    # Beside the rest of the quarantine: drafts from the evidence, and a new
-    # entry checked for reaching its jobs' tests (the emitters' rule).
-    "quarantine.propose": "views",
-    "quarantine.add": "emit",
+    # A new entry checked for reaching its jobs' tests (the emitters' rule).
+    "entries": "emit",
 }
 # systems/ holds one home per CI system (matrixgen/systems/<name>/). The rule,
 # with no exception per module: a part of a home (a module of systems/<name>/

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
-from matrixgen.quarantine.listing import EntryFilter, entry_row, filter_entries
+from matrixgen.entries.listing import EntryFilter, entry_row, filter_entries
 from matrixgen.quarantine.model import parse_quarantine
 
 SHIPPED = Path(__file__).resolve().parents[1] / "recipes"

@@ -36,7 +36,7 @@ from matrixgen.util.words import counted
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
-    from matrixgen.quarantine.add import NewEntry
+    from matrixgen.entries.add import NewEntry
     from matrixgen.quarantine.model import Entry, QuarantineFile
     from matrixgen.quarantine.project import Project
 
@@ -152,7 +152,7 @@ def add(
     fmt: TableOrJsonOption = TableOrJson.TABLE,
 ) -> None:
     """Quarantine a test case: prints the jobs it affects per target, then the entry id."""
-    from matrixgen.quarantine.add import EntryRequest, new_entry, write_entry
+    from matrixgen.entries.add import EntryRequest, new_entry, write_entry
 
     root = _root(recipes)
     generation = usable_generation(root)
@@ -331,7 +331,7 @@ def list_entries(
     """List the entries of the quarantine file: what each one matches (test
     case, model, tags, platforms, environments) and where it applies
     (system/scope), with its tracker, owner and expiry. The filters combine."""
-    from matrixgen.quarantine.listing import EntryFilter, entry_row, filter_entries
+    from matrixgen.entries.listing import EntryFilter, entry_row, filter_entries
     from matrixgen.quarantine.policy import current_day, policy
     from matrixgen.quarantine.project import open_project
 

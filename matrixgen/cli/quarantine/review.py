@@ -44,8 +44,8 @@ from matrixgen.views.table import table
 
 if TYPE_CHECKING:
     from matrixgen.evidence.flaky import FlakyRow
+    from matrixgen.evidence.propose import Proposal
     from matrixgen.quarantine.audit import Audit
-    from matrixgen.quarantine.propose import Proposal
 
 
 @exits(
@@ -184,7 +184,7 @@ def propose(
     """Draft entries for flaky and broken cases that have none, scoped to where the
     evidence is; propose lifting the entries the evidence clears. --write edits the
     quarantine file (safely, as `add` and `lift` do)."""
-    from matrixgen.quarantine.propose import proposal_from_store, write_proposal
+    from matrixgen.evidence.propose import proposal_from_store, write_proposal
 
     if lift_runs < 1:
         raise UsageError("--lift-runs must be 1 or more")
