@@ -25,10 +25,12 @@ from pathlib import Path
 
 from bench_evidence import RECIPES, Clock, fill_store
 
+from matrixgen.cli.features import report_contributions
+from matrixgen.evidence.site import TriageQuery
 from matrixgen.pipeline import generate
 from matrixgen.quarantine.policy import current_day
 from matrixgen.report.pages import render_site
-from matrixgen.report.site import TriageQuery, gather, write_site
+from matrixgen.report.site import gather, write_site
 
 TODAY = "2026-11-10"  # the filled runs finish from 2026-11-01 on
 
@@ -56,7 +58,11 @@ def main() -> None:
             for _ in range(args.repeat):
                 with Clock() as clock:
                     data = gather(
-                        generation, db=db, since_days=30, today=current_day(), triage=query
+                        generation,
+                        since_days=30,
+                        today=current_day(),
+                        contributions=report_contributions(),
+                        options={"db": db, "triage": query},
                     )
                     sites[case] = render_site(data)
                     write_site(Path(tmp) / "site", sites[case])

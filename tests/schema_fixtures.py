@@ -310,7 +310,7 @@ from matrixgen.evidence.queries import RunFilter
 from matrixgen.evidence.store import JobKey, RunRow
 from matrixgen.evidence.triage import Failure, TriageReport, TriageVerdict
 from matrixgen.evidence.triage_markdown import markdown
-from matrixgen.report.pages import _triage_of
+from matrixgen.evidence.site import _triage_of
 from matrixgen.util.values import json_value
 
 verdict = TriageVerdict("retried")

@@ -19,19 +19,53 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from matrixgen.cli.features import report_contributions
 from matrixgen.documents.quarantine import Match
 from matrixgen.engine.errors import ExitCode
 from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
-from matrixgen.pipeline import generate
+from matrixgen.evidence.site import EvidencePart, StoreView, TriageQuery
+from matrixgen.pipeline import Generation, generate
 from matrixgen.quarantine.model import Entry
 from matrixgen.report.pages import render_site
-from matrixgen.report.site import SiteData, gather
+from matrixgen.report.site import SiteData
+from matrixgen.report.site import gather as gather_site
 from matrixgen.util.escape import html_attribute, html_link, html_text
 from tests.evidence_fixtures import MR_FAILURES, MR_RUN, RECIPES, TODAY
 from tests.triage_fixtures import triage_runs  # noqa: F401
 
 if TYPE_CHECKING:
     from matrixgen.evidence.triage import TriageReport
+
+
+def gather(
+    generation: Generation,
+    *,
+    db: str | None = None,
+    since_days: int,
+    today: dt.date,
+    triage: TriageQuery | None = None,
+) -> SiteData:
+    """The site as `matrixgen report` gathers it: with every feature's part."""
+    return gather_site(
+        generation,
+        since_days=since_days,
+        today=today,
+        contributions=report_contributions(),
+        options={"db": db, "triage": triage},
+    )
+
+
+def _part(data: SiteData) -> EvidencePart:
+    part = data.parts["evidence"]
+    assert isinstance(part, EvidencePart)
+    return part
+
+
+def _with_part(data: SiteData, **changes: object) -> SiteData:
+    """`data` with the results store's part changed."""
+    part = msgspec.structs.replace(_part(data), **changes)
+    return msgspec.structs.replace(data, parts={**data.parts, "evidence": part})
+
 
 PAGES = ("index.html", "selection.html", "quarantine.html", "flakes.html", "triage.html")
 DAY = dt.date.fromisoformat(TODAY)
@@ -334,7 +368,7 @@ def test_flake_grid_rows_are_flakys_ranking(cli, with_store: SiteData, evidence_
     rows = page.split("<tbody>", 1)[1].split("</tbody>", 1)[0].split("<tr>")[1:]
     ranked = rows[: len(flaky)]
     assert len(rows) >= len(flaky) > 0
-    runs = len(with_store.store.runs)
+    runs = len(_part(with_store).store.runs)
     assert runs == 24
     for row, expected in zip(ranked, flaky, strict=True):
         cells = Parsed(row)
@@ -353,7 +387,7 @@ def test_flake_grid_rows_are_flakys_ranking(cli, with_store: SiteData, evidence_
 def test_flake_cells_name_run_commit_and_outcome(with_store: SiteData) -> None:
     parsed = Parsed(render_site(with_store)["flakes.html"])
     titles = [a["title"] for tag, a in parsed.tags if tag == "td" and a.get("class") == "f"]
-    run = with_store.store.runs[-1]
+    run = _part(with_store).store.runs[-1]
     assert f"run {run.run_id} {run.commit[:10]}: fail" in titles
 
 
@@ -366,7 +400,7 @@ def test_board_with_a_store_has_evidence_and_sparklines(
         "quarantine", "audit", "--recipes", RECIPES, "--db", evidence_store, "--format", "json"
     )
     parsed = Parsed(render_site(with_store)["quarantine.html"])
-    for line in with_store.store.evidence.values():
+    for line in _part(with_store).store.evidence.values():
         assert line in parsed.text
     audit = json.loads(done.out) if done.out.strip().startswith(("{", "[")) else None
     assert audit is not None, done
@@ -445,16 +479,16 @@ def test_since_narrows_the_grid_as_it_narrows_flaky(cli, evidence_store: Path) -
                "--format", "json")  # fmt: skip
     flaky = json.loads(done.out)
     data = gather(generate(RECIPES), db=str(evidence_store), since_days=14, today=DAY)
-    assert data.store is not None
-    runs = {r.ref for r in data.store.runs}
+    assert _part(data).store is not None
+    runs = {r.ref for r in _part(data).store.runs}
     assert 0 < len(runs) < 24
-    assert all(ref in runs for cells in data.store.cells.values() for ref in cells)
-    ranked = [(r.job, r.node_id) for r in data.store.rows]
+    assert all(ref in runs for cells in _part(data).store.cells.values() for ref in cells)
+    ranked = [(r.job, r.node_id) for r in _part(data).store.rows]
     assert [(r["test_case"], r["node_id"]) for r in flaky] == [(k.test_case, n) for k, n in ranked]
     from matrixgen.evidence.tables import SKIPPED
 
     for (key, node), expected in zip(ranked, flaky, strict=True):
-        played = [c for c in data.store.cells[(key, node)].values() if c[0] != SKIPPED]
+        played = [c for c in _part(data).store.cells[(key, node)].values() if c[0] != SKIPPED]
         assert len(played) == expected["runs"]
 
 
@@ -702,7 +736,7 @@ def test_hostile_names_show_as_text_on_the_triage_page(
     """Every string of a triage (from the store: a pull request's reports) in
     every place the page puts one: text, never markup; the tracker a link only
     when it is http(s)."""
-    data = msgspec.structs.replace(shipped, triage=_hostile_triage(name, url))
+    data = _with_part(shipped, triage=_hostile_triage(name, url))
     page = render_site(data)["triage.html"]
     parsed = _safe_markup(page)
     rows = Rows(page, "triage").rows
@@ -726,7 +760,6 @@ def _store_view(keys: list, cells: dict, entry_keys: dict | None = None) -> obje
     runs 1 and 2, and their outcomes `cells`: {key: {run ref: (code, reruns)}}."""
     from matrixgen.evidence.flaky import FlakyRow, Verdict
     from matrixgen.evidence.store import RunRow
-    from matrixgen.report.site import StoreView
 
     rows = tuple(
         FlakyRow(job=job, node_id=node, runs=2, failures=1, flips=1, verdict=Verdict.FLAKY)
@@ -749,7 +782,7 @@ def test_hostile_node_ids_show_as_text_on_the_flakes_page(shipped: SiteData, nam
     """A node id comes from a pull request's JUnit report: in the grid, text."""
     key = (_bucket("tests/unit/"), f"tests/unit/test_a.py::test_a[{name}]")
     store = _store_view([key], {key: {1: (1, 0), 2: (0, 0)}})
-    page = render_site(msgspec.structs.replace(shipped, store=store))["flakes.html"]
+    page = render_site(_with_part(shipped, store=store))["flakes.html"]
     parsed = _safe_markup(page)
     if name.isprintable() and name.strip():
         assert f"test_a.py::test_a[{name}]" in parsed.text
@@ -760,7 +793,7 @@ def test_an_entrys_sparkline_shows_each_runs_worst_outcome(shipped: SiteData) ->
     one, two = (_bucket("tests/unit/"), "tests/unit/test_a.py::t1"), (_bucket("tests/unit/"), None)
     cells = {one: {1: (0, 1), 2: (1, 0)}, two: {1: (0, 0), 2: (0, 1)}}
     entries = {e.id: (one, two) for e in shipped.entries}
-    data = msgspec.structs.replace(shipped, store=_store_view([one, two], cells, entries))
+    data = _with_part(shipped, store=_store_view([one, two], cells, entries))
     page = render_site(data)["quarantine.html"]
     first = shipped.entries[0].id
     svg = page.split(f'aria-label="last runs of {first}"', 1)[1].split("</svg>", 1)[0]

@@ -79,10 +79,12 @@ def report(
 
     \b
     """
+    from matrixgen.cli.features import report_contributions
     from matrixgen.engine.errors import UsageError
+    from matrixgen.evidence.site import TriageQuery
     from matrixgen.quarantine.policy import current_day
     from matrixgen.report.pages import render_site
-    from matrixgen.report.site import TriageQuery, gather, write_site
+    from matrixgen.report.site import gather, write_site
 
     if since < 1:  # as `flaky` says it (without importing the store for a tree without one)
         raise UsageError("--since must be 1 day or more")
@@ -99,7 +101,12 @@ def report(
     if target:
         check_ad_hoc(generation, targets)
     data = gather(
-        generation, db=db, since_days=since, today=current_day(), targets=targets, triage=query
+        generation,
+        since_days=since,
+        today=current_day(),
+        targets=targets,
+        contributions=report_contributions(),
+        options={"db": db, "triage": query},
     )
     site = render_site(data)
     write_site(out, site)

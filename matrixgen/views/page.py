@@ -1,22 +1,22 @@
-"""The frame of every page: head, navigation, stylesheet, and small builders
-(tables, bar charts, sparklines) that escape what they are given."""
+"""The frame of every page of `matrixgen report`'s site: head, navigation,
+stylesheet, and small builders (tables, bar charts, sparklines, tracker links)
+that escape what they are given. In the core because the report and the
+features that add pages to it (docs/architecture.md, "Features") both build
+pages with it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from msgspec import Struct
+
 from matrixgen.util.escape import html_attribute as attr
+from matrixgen.util.escape import html_link
 from matrixgen.util.escape import html_text as text
 from matrixgen.views.cost import hours
 
-# What each page is called, in the navigation's order.
-PAGES = (
-    ("index.html", "Overview"),
-    ("selection.html", "Selection"),
-    ("quarantine.html", "Quarantine"),
-    ("flakes.html", "Flake history"),
-    ("triage.html", "Triage"),
-)
+# A page of the site: (file name, title in the navigation).
+PageName = tuple[str, str]
 
 # Nothing may load from anywhere: styles are inline, images are inline SVG.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'none'"
@@ -69,12 +69,31 @@ svg text{font:12px system-ui,sans-serif;fill:var(--ink)}
 """
 
 
-def page(name: str, title: str, body: str, *, subtitle: str = "", style: str = "") -> str:
+class Frame(Struct, frozen=True, kw_only=True):
+    """What every page of one site shares: the navigation (every page, in its
+    order) and the subtitle."""
+
+    nav: tuple[PageName, ...]
+    subtitle: str
+
+    def page(self, name: str, title: str, body: str, *, style: str = "") -> str:
+        return page(name, title, body, nav=self.nav, subtitle=self.subtitle, style=style)
+
+
+def page(
+    name: str,
+    title: str,
+    body: str,
+    *,
+    nav: Sequence[PageName],
+    subtitle: str = "",
+    style: str = "",
+) -> str:
     """A whole page: `name` is its file (marked in the navigation); `style`, the
     page's own rules after the shared ones."""
     links = "".join(
         f'<a href="{href}"{" aria-current=page" if href == name else ""}>{label}</a>'
-        for href, label in PAGES
+        for href, label in nav
     )
     sub = f'<span class="note">{text(subtitle)}</span>' if subtitle else ""
     return (
@@ -195,3 +214,12 @@ def sparkline(outcomes: Sequence[str], label: str) -> str:
         f'<svg role="img" aria-label="{attr(label)}" width="{width}" height="16" '
         f'viewBox="0 0 {width} 16">' + "".join(bars) + "</svg>"
     )
+
+
+def tracker_link(url: str | None, written: str) -> str:
+    """A tracker as written, linked where it has a safe address."""
+    href = html_link(url)
+    if href is None:
+        return text(written)
+    return f'<a href="{href}" rel="noreferrer noopener">{text(written)}</a>'
+
