@@ -197,10 +197,13 @@ def diff_command(
         result, sides = diff_revisions(
             repo, path, base, head, values=target or (), holding_pen=holding_pen, early=early
         )
+        from matrixgen.cli.features import diff_contributions
         from matrixgen.diff.evidence import diff_evidence
 
         note_ignored_store(db)
-        evidence = diff_evidence(result, [side.generation for side in sides], db=db)
+        evidence = diff_evidence(
+            result, [side.generation for side in sides], diff_contributions(), {"db": db}
+        )
         if evidence is not None:
             result = replace(result, evidence=evidence)
         goldens = golden_review(repo, sides, early)

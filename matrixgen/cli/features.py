@@ -9,7 +9,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from matrixgen.views.contributions import ReportContribution
+    from matrixgen.views.contributions import DiffContribution, ReportContribution
 
 # One line per contributing feature, in the order its contributions show.
 FEATURES = ("matrixgen.evidence.contributes",)
@@ -19,4 +19,11 @@ def report_contributions() -> tuple[ReportContribution, ...]:
     """Every feature's part of `matrixgen report`, in FEATURES' order."""
     return tuple(
         c for module in FEATURES for c in getattr(importlib.import_module(module), "REPORT", ())
+    )
+
+
+def diff_contributions() -> tuple[DiffContribution, ...]:
+    """Every feature's notes beside the entries of `matrixgen diff`, in FEATURES' order."""
+    return tuple(
+        c for module in FEATURES for c in getattr(importlib.import_module(module), "DIFF", ())
     )

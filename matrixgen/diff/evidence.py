@@ -1,12 +1,11 @@
-"""The evidence beside each quarantine entry a selection diff lists.
-
-With a results store configured (`--db`, `$MATRIXGEN_RESULTS_DB`, or the
-default `.matrixgen/results.db` when it exists), every entry the diff names (in
-a quarantine change, or on a job added or removed while quarantined) gets the
-one line `quarantine audit` shows for it (`evidence.summary.entry_evidence`):
-"failed 3 of 40 runs on dgx_h100/dev since 2026-11-02, ...". An entry is judged
-on the side that has it: the head's, else (an entry the branch removes) the
-base's. Without a store there is no evidence, and the diff says nothing of it.
+"""The evidence beside each quarantine entry a selection diff lists: every
+entry the diff names (in a quarantine change, or on a job added or removed
+while quarantined) gets the notes the contributions it is handed give it
+(`views.contributions.DiffContribution`). The results store contributes the one
+line `quarantine audit` shows for an entry ("failed 3 of 40 runs on
+dgx_h100/dev since 2026-11-02, ..."), judged on the side that has it: the
+head's, else (an entry the branch removes) the base's. Without a store there is
+no evidence, and the diff says nothing of it.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from matrixgen.diff.model import SelectionDiff
 from matrixgen.engine.model import QuarantineMark
+from matrixgen.views.contributions import DiffContribution
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
@@ -52,27 +52,18 @@ def listed_entries(diff: SelectionDiff) -> list[str]:
 
 
 def diff_evidence(
-    diff: SelectionDiff, generations: Sequence[Generation], *, db: str | None = None
+    diff: SelectionDiff,
+    generations: Sequence[Generation],
+    contributions: Sequence[DiffContribution],
+    options: Mapping[str, object],
 ) -> dict[str, str] | None:
-    """{entry id: its evidence line} for the entries the diff names, judged on
-    the last of `generations` (base, head) that has the entry; None without a
-    results store."""
-    from matrixgen.evidence.summary import entry_evidence, store_configured
-
-    if not store_configured(db):
-        return None
-    wanted = set(listed_entries(diff))
-    if not wanted:
-        if db:  # a store given but unreadable is an error even with nothing to show
-            from matrixgen.evidence.store import open_store
-
-            open_store(db, write=False).close()
-        return {}
-    found: dict[str, str] = {}
-    for generation in reversed(generations):
-        entries = [e for e in generation.quarantine.entries if e.id in wanted - found.keys()]
-        if not entries:
-            continue
-        evidence = entry_evidence(generation, entries, db=db)
-        found.update(evidence or {})
-    return dict(sorted(found.items()))
+    """{entry id: its note} for the entries the diff names, from each
+    contribution handed over (`cli/features`), sorted; None when none of them
+    has anything to say of this diff."""
+    wanted = frozenset(listed_entries(diff))
+    found: dict[str, str] | None = None
+    for contribution in contributions:
+        notes = contribution.computed(generations, wanted, options)
+        if notes is not None:
+            found = {**(found or {}), **notes}
+    return None if found is None else dict(sorted(found.items()))

@@ -4,7 +4,7 @@ function named by its path and imported only when called."""
 
 from __future__ import annotations
 
-from matrixgen.views.contributions import ReportContribution
+from matrixgen.views.contributions import DiffContribution, ReportContribution
 
 # `matrixgen report`: every page's store words, the overview's expected
 # GPU-hours, the board's evidence and last runs; the Flake history and Triage pages.
@@ -15,3 +15,6 @@ REPORT = (
         gather="matrixgen.evidence.site:gather",
     ),
 )
+
+# `matrixgen diff`: each quarantine entry's evidence line beside it.
+DIFF = (DiffContribution(name="evidence", notes="matrixgen.evidence.summary:diff_notes"),)

@@ -78,3 +78,30 @@ def entry_evidence(
             rows = [by_key[(k, None)] for k in keys if (k, None) in by_key]
         found[entry.id] = summarize(rows) if rows else f"no results in the last {since_days} days"
     return found
+
+
+def diff_notes(
+    generations: Sequence[Generation], wanted: frozenset[str], options: Mapping[str, object]
+) -> dict[str, str] | None:
+    """The selection diff's note beside each entry it names (`contributes.DIFF`):
+    {entry id: its evidence line}, each entry judged on the last of
+    `generations` (base, head) that has it; None without a results store.
+    Options: `db`."""
+    db = options.get("db")
+    assert db is None or isinstance(db, str)
+    if not store_configured(db):
+        return None
+    if not wanted:
+        if db:  # a store given but unreadable is an error even with nothing to show
+            from matrixgen.evidence.store import open_store
+
+            open_store(db, write=False).close()
+        return {}
+    found: dict[str, str] = {}
+    for generation in reversed(generations):
+        entries = [e for e in generation.quarantine.entries if e.id in wanted - found.keys()]
+        if not entries:
+            continue
+        evidence = entry_evidence(generation, entries, db=db)
+        found.update(evidence or {})
+    return dict(sorted(found.items()))

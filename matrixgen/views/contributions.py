@@ -94,3 +94,28 @@ class ReportContribution(Struct, frozen=True, kw_only=True):
     def computed(self, request: SiteRequest) -> SitePart:
         part: SitePart = load(self.gather)(request)
         return part
+
+
+# ------------------------------------------------------------------- the diff
+
+
+class DiffContribution(Struct, frozen=True, kw_only=True):
+    """A feature's note beside each quarantine entry a selection diff names
+    (the diff's `evidence`: its text, comment and JSON show every note it is
+    handed, by entry id). `notes` names the function
+    ("package.module:function", imported when the diff runs) that, given the
+    diff's generations (base, head), the ids it wants and the command's options
+    by name, returns {entry id: note}, or None when the feature has nothing to
+    say of this diff (no results store: the diff then says nothing of it)."""
+
+    name: str
+    notes: str
+
+    def computed(
+        self,
+        generations: Sequence[Generation],
+        wanted: frozenset[str],
+        options: Mapping[str, object],
+    ) -> dict[str, str] | None:
+        found: dict[str, str] | None = load(self.notes)(generations, wanted, options)
+        return found
