@@ -15,7 +15,7 @@ from matrixgen.documents.yamlio import last_content_line, parse_yaml
 from matrixgen.engine.errors import Findings
 from matrixgen.engine.model import RecipeFile
 from matrixgen.engine.vocab import QuarantineKind, resolve_scope
-from matrixgen.migrate.habits import (
+from matrixgen.quarantine.habits import (
     _commented_items,
     _dash_col,
     _item_comments,

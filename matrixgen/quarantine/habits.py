@@ -1,5 +1,7 @@
-"""The habits themselves: habit scopes, what comments say (trackers, kinds,
-reasons), and commented-out rows and blocks."""
+"""Upstream's quarantine habits themselves: habit scopes, what comments say
+(trackers, kinds, reasons), and commented-out rows and blocks. In the core
+because two features read them: `migrate` turns them into entries and the
+diff shows a job a habit takes out or brings back as a quarantine change."""
 
 from __future__ import annotations
 
