@@ -197,15 +197,7 @@ def diff_command(
         result, sides = diff_revisions(
             repo, path, base, head, values=target or (), holding_pen=holding_pen, early=early
         )
-        from matrixgen.cli.features import diff_contributions
-        from matrixgen.diff.evidence import diff_evidence
-
-        note_ignored_store(db)
-        evidence = diff_evidence(
-            result, [side.generation for side in sides], diff_contributions(), {"db": db}
-        )
-        if evidence is not None:
-            result = replace(result, evidence=evidence)
+        result = _with_evidence(result, sides, db)
         goldens = golden_review(repo, sides, early)
     finally:
         early.close()
@@ -300,3 +292,16 @@ def _echo_diff(
             room = max(0, 65_000 - len(text))
             text += render_changed_view(view, fmt.value, table, room=room)
         typer.echo(text, nl=False)
+
+
+def _with_evidence(result: SelectionDiff, sides: Sequence[Side], db: str | None) -> SelectionDiff:
+    """The diff with each entry's notes from the features that contribute them
+    (`cli.features`; the results store's evidence lines)."""
+    from matrixgen.cli.features import diff_contributions
+    from matrixgen.diff.evidence import diff_evidence
+
+    note_ignored_store(db)
+    evidence = diff_evidence(
+        result, [side.generation for side in sides], diff_contributions(), {"db": db}
+    )
+    return result if evidence is None else replace(result, evidence=evidence)

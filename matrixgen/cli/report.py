@@ -7,7 +7,7 @@ inside the command.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,6 +21,9 @@ from matrixgen.cli.triage import (
 )
 from matrixgen.engine.errors import ExitCode
 from matrixgen.util.escape import terminal_text
+
+if TYPE_CHECKING:
+    from matrixgen.evidence.site import TriageQuery
 
 
 @exits(
@@ -81,7 +84,6 @@ def report(
     """
     from matrixgen.cli.features import report_contributions
     from matrixgen.engine.errors import UsageError
-    from matrixgen.evidence.site import TriageQuery
     from matrixgen.quarantine.policy import current_day
     from matrixgen.report.pages import render_site
     from matrixgen.report.site import gather, write_site
@@ -90,12 +92,7 @@ def report(
         raise UsageError("--since must be 1 day or more")
     query = None
     if run is not None:
-        query = TriageQuery(
-            run_id=check_triage_options(run, baseline_ref, baseline_source, baseline_runs),
-            baseline_ref=baseline_ref,
-            baseline_source=baseline_source,
-            baseline_runs=baseline_runs,
-        )
+        query = _triage_query(run, baseline_ref, baseline_source, baseline_runs)
     generation = load_valid(recipes)
     targets = generation.targets(target or ())
     if target:
@@ -113,4 +110,19 @@ def report(
     size = sum(len(page.encode("utf-8")) for page in site.values())
     typer.echo(
         f"{len(site)} page(s), {size:,} bytes -> {terminal_text(out / 'index.html')}", err=True
+    )
+
+
+def _triage_query(
+    run: str, baseline_ref: str, baseline_source: str | None, baseline_runs: int
+) -> TriageQuery:
+    """--run and the baseline options, checked: the results store's part of the
+    report reads them."""
+    from matrixgen.evidence.site import TriageQuery
+
+    return TriageQuery(
+        run_id=check_triage_options(run, baseline_ref, baseline_source, baseline_runs),
+        baseline_ref=baseline_ref,
+        baseline_source=baseline_source,
+        baseline_runs=baseline_runs,
     )
