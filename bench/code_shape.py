@@ -55,9 +55,13 @@ so it runs in well under a second. What each figure counts:
   verdict must be counted, valid against the schema, and shown by the text
   summary, the Markdown comment and the report's Triage page
   (`toy_verdict_carried`). `--no-field` leaves it out too.
-- test-to-test imports, imports pointing up a floor, import cycles and type-only
-  imports (`if TYPE_CHECKING:`) pointing up a floor: as tests/test_layout.py finds
-  them (its functions are reused; a part of a system's home sits on its own floor).
+- the layout (tests/test_layout.py: a layered core, features over it, the CLI on
+  top): the core's floors and the features; test-to-test imports, imports against
+  the layout (up a floor of the core, from the core into a feature or the CLI,
+  from one feature into another), those from one feature into another on their
+  own, import cycles and type-only imports (`if TYPE_CHECKING:`) against the
+  layout: as tests/test_layout.py finds them (its functions are reused; a part of
+  a system's home sits on its own floor).
 """
 
 from __future__ import annotations
@@ -381,10 +385,13 @@ def main() -> int:
             print(f"    {rel}")
         for rel in written:
             print(f"    {rel} (written again)")
+    print(f"core floors, bottom up: {len(layout.CORE)} ({', '.join(layout.CORE)})")
+    print(f"features over the core: {len(layout.FEATURES)} ({', '.join(sorted(layout.FEATURES))})")
     show("test-to-test imports", test_imports, "0")
-    show("imports pointing up a floor", layout.upward_imports(layout.import_graph()), "0")
+    show("imports against the layout", layout.upward_imports(layout.import_graph()), "0")
+    show("imports from one feature into another", layout.feature_imports(typed), "0")
     show("import cycles", [" -> ".join(c) for c in cycles], "0")
-    show("type-only imports pointing up a floor", upward_types, "0")
+    show("type-only imports against the layout", upward_types, "0")
     return 0
 
 

@@ -1,7 +1,14 @@
-"""The package is layered: every import of a module (imports inside functions
-and `if TYPE_CHECKING:` blocks included) points to a floor at or below its own,
-and no set of modules imports itself round in a circle (type-only imports left
-out: they are never run)."""
+"""The package is a layered core with features on top and the CLI over all:
+
+- a core module imports only its own floor and the floors below it;
+- a feature module imports the core and its own package, never another feature
+  (what one feature adds to another's output it registers: `views.contributions`,
+  handed over by `cli.features`);
+- the CLI imports anything.
+
+Imports inside functions and `if TYPE_CHECKING:` blocks count; no set of modules
+imports itself round in a circle (type-only imports left out: they are never
+run)."""
 
 from __future__ import annotations
 
@@ -12,29 +19,22 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "matrixgen"
 
-# Top to bottom; a module may import its own floor and the floors below it.
-FLOORS = [
-    "cli",
-    "report",
-    "diff",
-    "validate",
-    "views",
-    "emit",
-    "migrate",
-    "pipeline",
-    "quarantine",
-    "engine",
-    "documents",
-    "systems",
+# The core's floors, bottom to top.
+CORE = [
     "util",
+    "systems",
+    "documents",
+    "engine",
+    "quarantine",
+    "pipeline",
+    "emit",
+    "views",
+    "validate",
 ]
-# Features above the stage they build on (each imports only floors below it):
-# a package, or one module of a package, named with the floor it sits on.
-FEATURES: dict[str, str] = {
-    "evidence": "views",
-    # A new entry checked for reaching its jobs' tests (the emitters' rule).
-    "entries": "emit",
-}
+# Packages over the core, side by side.
+FEATURES = frozenset({"diff", "evidence", "report", "migrate", "entries"})
+# Over everything: parses, dispatches, hands features their contributions.
+TOP = "cli"
 # systems/ holds one home per CI system (matrixgen/systems/<name>/). The rule,
 # with no exception per module: a part of a home (a module of systems/<name>/
 # named in this table) sits on the floor of what it is, as if it were a module
@@ -65,14 +65,33 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def floor_of(module: str) -> int:
+def place(module: str) -> str:
+    """The core floor, feature or top a module belongs to (a part of a CI
+    system's home: the floor of what it is)."""
     parts = module.split(".")
-    if len(parts) == 1:  # matrixgen itself, __main__
-        return -1
+    if len(parts) == 1 or parts[1] == "__main__":  # matrixgen itself
+        return TOP
     if parts[1] == "systems" and len(parts) == 4 and parts[3] in SYSTEM_PART_FLOORS:
-        return FLOORS.index(SYSTEM_PART_FLOORS[parts[3]])
-    top = FEATURES.get(".".join(parts[1:3]), FEATURES.get(parts[1], parts[1]))
-    return FLOORS.index(top) if top in FLOORS else -1
+        return SYSTEM_PART_FLOORS[parts[3]]
+    return parts[1]
+
+
+def floor_of(module: str) -> int:
+    """A core module's floor (0: util); -1 for a feature or the top."""
+    where = place(module)
+    return CORE.index(where) if where in CORE else -1
+
+
+def breaks_layout(module: str, dep: str) -> bool:
+    """Does `module` importing `dep` break the one rule?"""
+    here, there = place(module), place(dep)
+    if here == TOP:
+        return False
+    if here in FEATURES:
+        return there != here and there not in CORE
+    if module.startswith("matrixgen.documents") and dep in ENGINE_VALUES:
+        return False
+    return there not in CORE or CORE.index(there) > CORE.index(here)
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -129,21 +148,62 @@ def import_graph(*, type_only: bool = False) -> dict[str, set[str]]:
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
-    upward = []
-    for module, deps in sorted(graph.items()):
-        for dep in sorted(deps):
-            if module.startswith("matrixgen.documents") and dep in ENGINE_VALUES:
-                continue
-            if floor_of(dep) < floor_of(module) and floor_of(module) >= 0 and floor_of(dep) >= 0:
-                upward.append(f"{module} imports {dep}")
-    return upward
+    """Every import that breaks the layout: up a floor of the core, from the
+    core into a feature or the CLI, or from one feature into another."""
+    return [
+        f"{module} imports {dep}"
+        for module, deps in sorted(graph.items())
+        for dep in sorted(deps)
+        if breaks_layout(module, dep)
+    ]
 
 
-def test_every_import_points_down_the_floors() -> None:
+def feature_imports(graph: dict[str, set[str]]) -> list[str]:
+    """The imports from one feature into another."""
+    return [
+        f"{module} imports {dep}"
+        for module, deps in sorted(graph.items())
+        for dep in sorted(deps)
+        if place(module) in FEATURES and place(dep) in FEATURES and place(module) != place(dep)
+    ]
+
+
+def test_every_import_follows_the_layout() -> None:
     """Type-only imports too: a type named from a floor above is a dependency
     on it all the same, only not run."""
     upward = upward_imports(import_graph(type_only=True))
-    assert not upward, "imports that point up a floor:\n" + "\n".join(upward)
+    assert not upward, "imports against the layout:\n" + "\n".join(upward)
+
+
+def test_no_feature_imports_another() -> None:
+    found = feature_imports(import_graph(type_only=True))
+    assert not found, "imports from one feature into another:\n" + "\n".join(found)
+
+
+def test_the_rule_holds_each_kind_of_import() -> None:
+    graph = {
+        "matrixgen.engine.load": {"matrixgen.util.atomic", "matrixgen.emit.common"},
+        "matrixgen.diff.render": {"matrixgen.diff.model", "matrixgen.validate"},
+        "matrixgen.report.site": {"matrixgen.evidence.site"},
+        "matrixgen.views.page": {"matrixgen.report.pages"},
+        "matrixgen.cli.report": {"matrixgen.evidence.site", "matrixgen.report.site"},
+    }
+    assert upward_imports(graph) == [
+        "matrixgen.engine.load imports matrixgen.emit.common",
+        "matrixgen.report.site imports matrixgen.evidence.site",
+        "matrixgen.views.page imports matrixgen.report.pages",
+    ]
+    assert feature_imports(graph) == ["matrixgen.report.site imports matrixgen.evidence.site"]
+
+
+def test_every_package_has_one_place() -> None:
+    """Each top-level module or package of matrixgen is a floor of the core, a
+    feature or the top: a new package must be placed before it can import."""
+    names = {p.stem for p in PACKAGE.glob("*.py")} | {
+        p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()
+    }
+    unplaced = sorted(names - set(CORE) - FEATURES - {TOP, "__init__", "__main__"})
+    assert not unplaced, f"neither a floor of the core nor a feature: {unplaced}"
 
 
 def test_the_engine_values_documents_reads_import_no_stage() -> None:
@@ -164,7 +224,7 @@ def test_no_module_outside_the_cli_imports_it() -> None:
         for dep in sorted(deps)
         if dep.startswith("matrixgen.cli")
         and not module.startswith(("matrixgen.cli", "matrixgen.__main__"))
-        and floor_of(module) != FLOORS.index("cli")  # a home's commands
+        and place(module) != TOP  # a home's commands
     ]
     assert not offenders, "\n".join(offenders)
 
@@ -254,18 +314,18 @@ def test_the_parts_of_a_home_are_the_ones_the_homes_declare() -> None:
 
 
 def test_a_part_of_a_home_sits_on_its_own_floor() -> None:
-    assert floor_of("matrixgen.systems.gitlab.emitter") == FLOORS.index("emit")
-    assert floor_of("matrixgen.systems.github.commands") == FLOORS.index("cli")
-    assert floor_of("matrixgen.systems.github") == FLOORS.index("systems")
-    assert floor_of("matrixgen.systems.ci") == FLOORS.index("systems")
-    assert floor_of("matrixgen.systems.gitlab.limits") == FLOORS.index("systems")
+    assert floor_of("matrixgen.systems.gitlab.emitter") == CORE.index("emit")
+    assert place("matrixgen.systems.github.commands") == TOP
+    assert floor_of("matrixgen.systems.github") == CORE.index("systems")
+    assert floor_of("matrixgen.systems.ci") == CORE.index("systems")
+    assert floor_of("matrixgen.systems.gitlab.limits") == CORE.index("systems")
     # The registry imports no part: each floor finds the parts it uses.
     assert upward_imports({"matrixgen.systems": {"matrixgen.systems.github.emitter"}})
 
 
-@pytest.mark.parametrize("floor", FLOORS)
+@pytest.mark.parametrize("floor", [*CORE, *sorted(FEATURES), TOP])
 def test_every_floor_exists(floor: str) -> None:
-    assert (PACKAGE / floor).is_dir() or (PACKAGE / f"{floor}.py").exists() or floor == "util"
+    assert (PACKAGE / floor).is_dir() or (PACKAGE / f"{floor}.py").exists()
 
 
 TESTS = Path(__file__).resolve().parent
