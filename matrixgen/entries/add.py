@@ -2,8 +2,9 @@
 the file's entries are and against the tree (values no job has, tests it cannot
 reach), with its id; then written under the file's lock (`edit.edit`).
 
-It sits on the emit floor: whether an entry reaches a job's tests is the
-emitters' rule (`emit.generate.unreached`; tests/test_layout.py).
+A feature over the core, not part of it: whether an entry reaches a job's tests
+is the emitters' rule (`emit.checks.unreached`), and emit sits above the
+quarantine floor (tests/test_layout.py).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ beside entries (`summary`), and the pytest plugin that applies a job's
 node-level entries in its test process and marks muted tests in the JUnit XML
 (`pytest_plugin`).
 
-This feature sits on the views floor: it builds on the pipeline, quarantine and
-emitters, and the diff and the CLI call it.
+A feature over the core: it builds on the pipeline, quarantine, emitters and
+views, and imports no other feature. What it adds to the report and the diff
+it registers (`contributes`); the CLI hands it over.
 """

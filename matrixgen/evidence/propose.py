@@ -1,6 +1,6 @@
 """Quarantine entries drafted from the evidence, and lifts of the ones it clears.
 
-It sits on the views floor, with the evidence it reads (tests/test_layout.py).
+Part of the evidence feature, whose verdicts it reads (tests/test_layout.py).
 
 Drafts, for flaky and broken keys that no entry covers yet:
 - one pytest node id of a unit-test bucket: `deselect` of that node id (kind
