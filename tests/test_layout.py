@@ -91,6 +91,8 @@ def breaks_layout(module: str, dep: str) -> bool:
         return there != here and there not in CORE
     if module.startswith("matrixgen.documents") and dep in ENGINE_VALUES:
         return False
+    if here not in CORE:  # placed nowhere: every import of it is out of place
+        return True
     return there not in CORE or CORE.index(there) > CORE.index(here)
 
 
