@@ -55,8 +55,8 @@ SYSTEM_PART_FLOORS: dict[str, str] = {
 # engine's values: the modules of engine/ it may import, which themselves import
 # no engine module outside this list.
 ENGINE_VALUES = frozenset(
-    f"matrixgen.engine.{name}"
-    for name in ("errors", "vocab", "templates", "model", "references", "decide")
+    f"matrixgen.model.{name}"
+    for name in ("errors", "vocab", "templates", "jobs", "references", "decide")
 )
 
 
