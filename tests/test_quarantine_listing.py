@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
+from matrixgen.model.vocab import QuarantineAction, QuarantineKind
 from matrixgen.quarantine.listing import EntryFilter, entry_row, filter_entries
 from matrixgen.quarantine.model import parse_quarantine
 

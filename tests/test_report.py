@@ -20,8 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from matrixgen.documents.quarantine import Match
-from matrixgen.engine.errors import ExitCode
-from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
+from matrixgen.model.errors import ExitCode
+from matrixgen.model.vocab import QuarantineAction, QuarantineKind
 from matrixgen.pipeline import generate
 from matrixgen.quarantine.model import Entry
 from matrixgen.report.pages import render_site

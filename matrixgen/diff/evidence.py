@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from matrixgen.diff.model import SelectionDiff
-from matrixgen.engine.model import QuarantineMark
+from matrixgen.model.jobs import QuarantineMark
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation

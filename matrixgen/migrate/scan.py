@@ -12,9 +12,6 @@ from msgspec import Struct, field
 from matrixgen.documents.recipe import block_rows
 from matrixgen.documents.recipe_fields import ROW_KEYS_V2
 from matrixgen.documents.yamlio import last_content_line, parse_yaml
-from matrixgen.engine.errors import Findings
-from matrixgen.engine.model import RecipeFile
-from matrixgen.engine.vocab import QuarantineKind, resolve_scope
 from matrixgen.migrate.habits import (
     _commented_items,
     _dash_col,
@@ -29,6 +26,9 @@ from matrixgen.migrate.habits import (
     is_habit_scope,
     restore_scope,
 )
+from matrixgen.model.errors import Findings
+from matrixgen.model.jobs import RecipeFile
+from matrixgen.model.vocab import QuarantineKind, resolve_scope
 from matrixgen.util.textedit import TextEdit, line_offsets, split_lines
 
 

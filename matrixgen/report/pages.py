@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from matrixgen.engine.model import Job, Target
+from matrixgen.model.jobs import Job, Target
 from matrixgen.report.page import (
     OUTCOME_STYLE,
     attr,
