@@ -14,13 +14,13 @@ from pathlib import Path
 
 from msgspec import Struct, field
 
-from matrixgen.engine.errors import Finding
 from matrixgen.engine.expand import Expansion, expand_tree
 from matrixgen.engine.load import RecipeTree, folder_in_tree, load_tree, read_directory
-from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.select import JobIndex, select
 from matrixgen.engine.targets import resolve_targets
-from matrixgen.engine.vocab import System
+from matrixgen.model.errors import Finding
+from matrixgen.model.jobs import Job, Selector, Target
+from matrixgen.model.vocab import System
 from matrixgen.quarantine.apply import Selection
 from matrixgen.quarantine.apply import selection as quarantine_selection
 from matrixgen.quarantine.model import QuarantineFile, load_quarantine

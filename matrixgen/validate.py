@@ -20,10 +20,10 @@ from matrixgen.emit.checks import (
 from matrixgen.engine.changes import check_globs
 from matrixgen.engine.checks import check_tree
 from matrixgen.engine.context import ValidationContext
-from matrixgen.engine.errors import Finding, Findings, RecipeError, Severity
 from matrixgen.engine.expand import Expansion
 from matrixgen.engine.load import RecipeTree
-from matrixgen.engine.references import ReferenceListing
+from matrixgen.model.errors import Finding, Findings, RecipeError, Severity
+from matrixgen.model.references import ReferenceListing
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.checks import check_quarantine
 from matrixgen.views.coverage import check_references

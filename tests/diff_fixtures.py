@@ -12,8 +12,8 @@ import yaml
 
 from matrixgen.diff.compare import diff_generations
 from matrixgen.diff.model import SelectionDiff, TargetDiff
-from matrixgen.engine.model import Selector, Target
-from matrixgen.engine.vocab import System
+from matrixgen.model.jobs import Selector, Target
+from matrixgen.model.vocab import System
 from matrixgen.pipeline import generate_from_files
 from tests.gitrepo import GitRepo
 

@@ -17,8 +17,8 @@ from typing import Any
 import msgspec
 
 from matrixgen.emit.common import EmitSettings, resolve_settings
-from matrixgen.engine.model import Job, Selector, Target
-from matrixgen.engine.vocab import System
+from matrixgen.model.jobs import Job, Selector, Target
+from matrixgen.model.vocab import System
 from matrixgen.pipeline import Generation, generate_from_files
 from matrixgen.systems.gitlab.emitter import GitlabOwn
 

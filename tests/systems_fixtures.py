@@ -211,7 +211,7 @@ TOY_FILES: dict[str, str] = {
 
         from matrixgen.cli.common import RecipesOption, TargetOption, load_valid
         from matrixgen.cli.emit import one_target
-        from matrixgen.engine.vocab import System
+        from matrixgen.model.vocab import System
         from matrixgen.systems.toy import HOME
 
 
@@ -273,7 +273,7 @@ from pathlib import Path
 
 from matrixgen.documents.config_sections import SYSTEM_SETTINGS
 from matrixgen.emit.registry import EMITTERS
-from matrixgen.engine.vocab import System
+from matrixgen.model.vocab import System
 
 tree = Path(sys.argv[1])
 toy = System("toy")

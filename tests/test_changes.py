@@ -19,7 +19,7 @@ from matrixgen.engine.changes import (
     matches,
     select_changed,
 )
-from matrixgen.engine.model import Job
+from matrixgen.model.jobs import Job
 from matrixgen.util.checkout import in_tree, tree_path
 from tests.changes_fixtures import REPO, git
 from tests.changes_fixtures import repo as repo

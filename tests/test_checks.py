@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from matrixgen.engine.checks import check_tree, typo_platforms, typos
 from matrixgen.engine.context import ValidationContext
-from matrixgen.engine.errors import Finding, Severity
+from matrixgen.model.errors import Finding, Severity
 from matrixgen.pipeline import Generation, generate_from_files
 
 CONFIG = """

@@ -573,7 +573,7 @@ def _list_table_job_by_job(jobs: list, owners: list[str] | None = None) -> str:
 
 def test_list_table_is_each_jobs_fields(cli: Callable) -> None:
     """The shipped tree has declared scopes, quarantined jobs and untagged ones."""
-    from matrixgen.engine.model import Selector
+    from matrixgen.model.jobs import Selector
     from matrixgen.pipeline import generate
 
     root = Path(__file__).resolve().parents[1] / "recipes"

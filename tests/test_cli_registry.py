@@ -13,7 +13,7 @@ import typer.main
 
 from matrixgen.cli import registry
 from matrixgen.cli.main import build_app
-from matrixgen.engine.errors import ExitCode
+from matrixgen.model.errors import ExitCode
 from tests.conftest import Run, run_cli
 from tests.evidence_fixtures import RECIPES, TARGET, TODAY
 

@@ -12,7 +12,7 @@ import pytest
 import typer.main
 
 from matrixgen.cli.main import OLD_SPELLINGS, build_app
-from matrixgen.engine.errors import ExitCode
+from matrixgen.model.errors import ExitCode
 from tests.conftest import run_cli
 from tests.tree_fixtures import HAND_TREE
 

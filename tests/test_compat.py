@@ -18,7 +18,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matrixgen.engine.model import Selector
+from matrixgen.model.jobs import Selector
 from matrixgen.pipeline import generate
 from tests.conftest import write_tree
 from tests.tree_fixtures import HAND_TREE

@@ -10,9 +10,9 @@ import pytest
 
 from matrixgen.documents.config import DEFAULT_CONFIG, parse_config
 from matrixgen.documents.config_sections import PlatformInfo
-from matrixgen.engine.errors import ConfigError, ExitCode
-from matrixgen.engine.model import Selector
-from matrixgen.engine.vocab import System
+from matrixgen.model.errors import ConfigError, ExitCode
+from matrixgen.model.jobs import Selector
+from matrixgen.model.vocab import System
 
 CONFIG = """
     format_version: 2

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matrixgen.engine.model import Job, Selector, Target
-from matrixgen.engine.vocab import System
+from matrixgen.model.jobs import Job, Selector, Target
+from matrixgen.model.vocab import System
 from matrixgen.views.cost import gpu_hours, jobs_cost
 from tests.conftest import run_cli
 
@@ -274,7 +274,7 @@ def test_huge_test_durations_never_make_an_infinite_cost(
 ) -> None:
     """Two tests of time="1e308" summed to Infinity, which `stats --cost --format
     json` wrote: the report is refused (exit 10, located) and stores nothing."""
-    from matrixgen.engine.errors import ExitCode
+    from matrixgen.model.errors import ExitCode
 
     report = tmp_path / "huge.xml"
     report.write_text(junit([1e308, 1e308], "2026-11-13T10:00:00"))
@@ -294,7 +294,7 @@ def test_a_store_holding_huge_durations_is_refused(measured_store: Path) -> None
     """A store written other than by ingest: its sums are not figures."""
     import sqlite3
 
-    from matrixgen.engine.errors import ExitCode
+    from matrixgen.model.errors import ExitCode
 
     with sqlite3.connect(measured_store) as conn:
         conn.execute("UPDATE results SET duration = 1e308")
@@ -363,7 +363,7 @@ def test_a_weight_whose_sum_overflows_is_the_trees_mistake(tmp_path: Path) -> No
 
 @given(st.floats(min_value=1e300, max_value=1.7e308))
 def test_a_weight_too_large_for_the_sum_is_refused(weight: float) -> None:
-    from matrixgen.engine.errors import RecipeError
+    from matrixgen.model.errors import RecipeError
     from matrixgen.views.cost import _require_finite
 
     job = gpu_job(n_repeat=5, time_limit=2700, nodes=4, gpus=8)

@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 import yaml
 
-from matrixgen.engine.references import (
+from matrixgen.model.references import (
     ReferenceSettings,
     ReferenceTemplate,
     job_opt_out,

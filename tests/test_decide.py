@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from matrixgen.documents.config import parse_config
 from matrixgen.emit.common import EmitSettings, recipe_timeout
-from matrixgen.engine.decide import decide
-from matrixgen.engine.errors import ConfigError, ExitCode, UsageError
-from matrixgen.engine.model import Job, Selector, Target
-from matrixgen.engine.vocab import System
+from matrixgen.model.decide import decide
+from matrixgen.model.errors import ConfigError, ExitCode, UsageError
+from matrixgen.model.jobs import Job, Selector, Target
+from matrixgen.model.vocab import System
 from tests.conftest import run_cli
 from tests.tree_fixtures import SHIPPED
 

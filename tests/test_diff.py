@@ -28,7 +28,7 @@ from matrixgen.diff.model import (
 )
 from matrixgen.diff.revisions import diff_revisions
 from matrixgen.engine import expand, load
-from matrixgen.engine.errors import ConfigError, ExitCode, GitError, UsageError
+from matrixgen.model.errors import ConfigError, ExitCode, GitError, UsageError
 from matrixgen.util.values import json_value
 from tests.diff_fixtures import (
     CONFIG,

@@ -26,10 +26,10 @@ from matrixgen.diff.gitsource import Repository
 from matrixgen.diff.model import ACTION_CHANGED, ENTRY_CHANGED, LIFTED, QUARANTINED, SelectionDiff
 from matrixgen.diff.revisions import diff_revisions
 from matrixgen.emit.generate import generate_all
-from matrixgen.engine.model import JobId
 from matrixgen.engine.targets import resolve_targets
-from matrixgen.engine.vocab import System
 from matrixgen.migrate.plan import real_targets
+from matrixgen.model.jobs import JobId
+from matrixgen.model.vocab import System
 from matrixgen.pipeline import generate_from_files
 from matrixgen.quarantine.jobenv import JOB_VARIABLES
 from matrixgen.systems.gitlab.emitter import (

@@ -19,7 +19,7 @@ from matrixgen.diff.data import render_json, to_json_data
 from matrixgen.diff.expect import CostCheck, evaluate, parse_rule, parse_rules, require
 from matrixgen.diff.model import SelectionDiff, TargetDiff
 from matrixgen.diff.render import render_text
-from matrixgen.engine.errors import ExitCode, ExpectationError, UsageError
+from matrixgen.model.errors import ExitCode, ExpectationError, UsageError
 from matrixgen.views.cost import compute_cost
 from tests.diff_fixtures import (
     CONFIG,

@@ -16,7 +16,7 @@ from matrixgen.diff.comment import render_markdown
 from matrixgen.diff.evidence import evidence_of, listed_entries
 from matrixgen.diff.model import SelectionDiff
 from matrixgen.diff.render import render_text
-from matrixgen.engine.model import QuarantineMark
+from matrixgen.model.jobs import QuarantineMark
 from tests.evidence_fixtures import TODAY
 from tests.gitrepo import GitRepo
 
@@ -130,7 +130,7 @@ def test_the_text_report_escapes_the_evidence() -> None:
 def test_a_store_that_cannot_be_read_is_an_error(
     branch: GitRepo, tmp_path: Path, cli: Callable[..., Any]
 ) -> None:
-    from matrixgen.engine.errors import ExitCode
+    from matrixgen.model.errors import ExitCode
 
     missing = tmp_path / "nowhere" / "results.db"
     run = cli("diff", "HEAD", "--format", "markdown", "--db", str(missing))
@@ -170,7 +170,7 @@ def test_a_store_the_branch_commits_is_never_read(
 def test_a_file_that_is_not_a_store_is_a_clear_error(
     branch: GitRepo, tmp_path: Path, content: bytes, cli: Callable[..., Any]
 ) -> None:
-    from matrixgen.engine.errors import ExitCode
+    from matrixgen.model.errors import ExitCode
 
     path = tmp_path / "results.db"
     path.write_bytes(content)
@@ -187,7 +187,7 @@ def test_a_store_whose_table_is_a_recursive_view_is_refused(
     import sqlite3
     import time
 
-    from matrixgen.engine.errors import ExitCode
+    from matrixgen.model.errors import ExitCode
 
     path = tmp_path / "results.db"
     with sqlite3.connect(path) as conn:

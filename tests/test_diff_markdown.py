@@ -21,9 +21,9 @@ from matrixgen.diff.model import (
     SelectionDiff,
     TargetDiff,
 )
-from matrixgen.engine.errors import Location
-from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
-from matrixgen.engine.vocab import System
+from matrixgen.model.errors import Location
+from matrixgen.model.jobs import Job, QuarantineMark, Selector, Target
+from matrixgen.model.vocab import System
 from matrixgen.views.cost import Cost
 
 ATTACKS = [

@@ -28,8 +28,8 @@ from matrixgen.diff.model import (
     TargetDiff,
 )
 from matrixgen.diff.render import render, render_text
-from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
-from matrixgen.engine.vocab import System
+from matrixgen.model.jobs import Job, QuarantineMark, Selector, Target
+from matrixgen.model.vocab import System
 from matrixgen.util.values import json_value
 from matrixgen.views.cost import Cost
 from tests.diff_fixtures import GPT, block, diff, dumped, v2_tree

@@ -28,7 +28,7 @@ from matrixgen.diff.gitsource import Repository
 from matrixgen.diff.model import SelectionDiff
 from matrixgen.diff.render import render_text
 from matrixgen.diff.revisions import diff_revisions
-from matrixgen.engine.model import Job, Target
+from matrixgen.model.jobs import Job, Target
 from matrixgen.pipeline import Generation, generate_from_files
 from tests.conftest import require_megatron
 from tests.gitrepo import GitRepo

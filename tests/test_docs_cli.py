@@ -58,11 +58,11 @@ def test_the_reference_holds_every_command_and_option() -> None:
 
 
 def test_the_exit_code_page_is_written_from_the_exit_codes() -> None:
-    from matrixgen.engine.errors import ExitCode
+    from matrixgen.model.errors import ExitCode
 
     committed = reference.EXIT_PAGE.read_text(encoding="utf-8")
     assert committed == reference.render_exit_codes(), (
-        f"docs/exit-codes.md differs from engine.errors.ExitCode: run `{reference.REGENERATE}`"
+        f"docs/exit-codes.md differs from model.errors.ExitCode: run `{reference.REGENERATE}`"
     )
     for code in ExitCode:
         assert f"\n| {int(code)} | {code.meaning} |\n" in committed
@@ -73,7 +73,7 @@ def test_each_command_help_names_its_exit_codes_as_the_codes_do() -> None:
     code given without the command's own words in the code's short words."""
     import re
 
-    from matrixgen.engine.errors import ExitCode, exit_codes
+    from matrixgen.model.errors import ExitCode, exit_codes
 
     assert exit_codes(ExitCode.USAGE, (ExitCode.CONFIG, "bad config on a side")) == (
         "Exit 2: usage error; 3: bad config on a side."

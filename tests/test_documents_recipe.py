@@ -13,9 +13,9 @@ from matrixgen.documents import recipe
 from matrixgen.documents import recipe_fields as fields
 from matrixgen.documents.schema import json_schema
 from matrixgen.documents.yamlio import parse_yaml
-from matrixgen.engine.errors import Findings
-from matrixgen.engine.model import RecipeFile
-from matrixgen.engine.vocab import RecipeType
+from matrixgen.model.errors import Findings
+from matrixgen.model.jobs import RecipeFile
+from matrixgen.model.vocab import RecipeType
 
 
 def file_fields(cls: type) -> tuple[set[str], set[str]]:

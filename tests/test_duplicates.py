@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.emit.generate import generate_all
-from matrixgen.engine.errors import Severity
-from matrixgen.engine.model import Selector
 from matrixgen.engine.targets import resolve_targets
+from matrixgen.model.errors import Severity
+from matrixgen.model.jobs import Selector
 from matrixgen.validate import validate
 from matrixgen.views.stats import compute_stats
 from tests.diff_fixtures import GPT, block, by_name, diff, gen, v2_tree

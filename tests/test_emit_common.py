@@ -12,8 +12,8 @@ from matrixgen.emit.common import (
     recipe_timeout,
     resolve_settings,
 )
-from matrixgen.engine.errors import ConfigError, UsageError
 from matrixgen.engine.targets import parse_target
+from matrixgen.model.errors import ConfigError, UsageError
 from matrixgen.pipeline import generate_from_files
 from matrixgen.systems.github.emitter import github_jobs
 from matrixgen.systems.gitlab.emitter import emit_gitlab

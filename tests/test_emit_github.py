@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matrixgen.emit.common import EmitSettings
-from matrixgen.engine.errors import LimitError
-from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
-from matrixgen.engine.vocab import System
+from matrixgen.model.errors import LimitError
+from matrixgen.model.jobs import Job, QuarantineMark, Selector, Target
+from matrixgen.model.vocab import System
 from matrixgen.systems.github.emitter import GithubMatrix, compact, emit_github, shard_rows
 from matrixgen.systems.github.limits import GITHUB_MAX_OUTPUT_BYTES
 from matrixgen.systems.github.outputs import (

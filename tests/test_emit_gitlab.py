@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from matrixgen.emit.common import resolve_settings
 from matrixgen.emit.yamltext import dump_yaml
-from matrixgen.engine.errors import ConfigError, LimitError, RecipeError
-from matrixgen.engine.model import QuarantineMark
+from matrixgen.model.errors import ConfigError, LimitError, RecipeError
+from matrixgen.model.jobs import QuarantineMark
 from matrixgen.pipeline import generate_from_files
 from matrixgen.systems.gitlab.emitter import (
     PLACEHOLDER_JOB,

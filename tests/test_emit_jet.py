@@ -17,7 +17,7 @@ import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.engine.model import Job
+from matrixgen.model.jobs import Job
 from matrixgen.systems.gitlab.megatron import JetCall, Notice, job_keys, launcher_command
 from tests import realvalidators as rv
 from tests.conftest import Run, require_megatron
@@ -261,9 +261,9 @@ def test_the_emitter_itself_refuses_a_node_level_mark_it_cannot_hand_on() -> Non
     the emitter never writes a job whose marked node ids would go nowhere."""
     from msgspec.structs import replace
 
-    from matrixgen.engine.errors import RecipeError
-    from matrixgen.engine.model import QuarantineMark
-    from matrixgen.engine.vocab import System
+    from matrixgen.model.errors import RecipeError
+    from matrixgen.model.jobs import QuarantineMark
+    from matrixgen.model.vocab import System
     from matrixgen.systems.gitlab.megatron import JetProfile, jet_pipeline, jet_target
 
     call = plain_call()
@@ -383,7 +383,7 @@ def test_jet_trigger_says_every_gitlab_limit_its_pipeline_would_break(
     """A job key GitLab would not run is renamed or said; a job name past 255
     characters, a name in `needs` past 128: a ci-limit notice (an error with
     --strict), exactly when the file breaks the limit."""
-    from matrixgen.engine.vocab import System
+    from matrixgen.model.vocab import System
     from matrixgen.systems.gitlab.megatron import JetProfile, jet_pipeline, jet_target
 
     call = plain_call(dependent_job="d" * dependent, enable_warmup=warmup)
@@ -418,7 +418,7 @@ def test_jet_trigger_on_github_says_a_matrix_github_would_refuse(
 ) -> None:
     """On GitHub the workflow turns the file into a matrix, a row per job: past
     256 rows or 1 MB (10**6 bytes of compact JSON) it is said."""
-    from matrixgen.engine.vocab import System
+    from matrixgen.model.vocab import System
     from matrixgen.systems.gitlab.megatron import JetProfile, jet_pipeline, jet_target
 
     call = plain_call()
@@ -531,7 +531,7 @@ def test_local_recipes_follow_the_tree_rule_for_links(tmp_path_factory, target: 
 
     from matrixgen.cli.jet import load_jet_tree
     from matrixgen.engine import load
-    from matrixgen.engine.errors import RecipeError
+    from matrixgen.model.errors import RecipeError
     from tests.conftest import write_tree
 
     base = tmp_path_factory.mktemp("links")
@@ -575,7 +575,7 @@ def test_local_recipes_follow_the_tree_rule_for_links(tmp_path_factory, target: 
 def test_a_default_recipe_tree_that_is_a_link_is_refused(tmp_path: Path) -> None:
     import subprocess
 
-    from matrixgen.engine.errors import RecipeError
+    from matrixgen.model.errors import RecipeError
     from matrixgen.pipeline import default_recipes_dir
 
     checkout = tmp_path / "checkout"

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from matrixgen.emit.registry import EMITTERS, Emitter, emitter_for
-from matrixgen.engine.vocab import OTHER_TIERS_SYSTEM, System
+from matrixgen.model.vocab import OTHER_TIERS_SYSTEM, System
 
 PACKAGE = Path(__file__).resolve().parents[1] / "matrixgen"
 
@@ -52,7 +52,7 @@ def test_no_system_is_named_outside_the_registry_the_vocabulary_and_its_commands
         offenders += [f"matrixgen/{rel}:{line}: {text}" for line, text in system_references(tree)]
     assert not offenders, (
         "ask the emitter registry (emit.registry.emitter_for) or the vocabulary "
-        "(engine.vocab.System) instead:\n" + "\n".join(offenders)
+        "(model.vocab.System) instead:\n" + "\n".join(offenders)
     )
 
 

@@ -12,9 +12,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
-from matrixgen.engine.errors import ExitCode
 from matrixgen.evidence.flaky import FlakyPolicy, Verdict, flaky_rows, judge, rank
 from matrixgen.evidence.store import History, JobKey, RunRow, open_store
+from matrixgen.model.errors import ExitCode
 from tests.evidence_fixtures import TODAY, Run
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "flaky.schema.json"
@@ -460,7 +460,7 @@ def test_a_flip_rate_equal_to_the_threshold_is_not_flaky(
 def test_each_policy_value_is_taken_from_its_lowest_allowed(
     field: str, lowest: float, below: float, said: str
 ) -> None:
-    from matrixgen.engine.errors import UsageError
+    from matrixgen.model.errors import UsageError
 
     FlakyPolicy(**{field: lowest}).check()
     with pytest.raises(UsageError, match=said):
@@ -468,7 +468,7 @@ def test_each_policy_value_is_taken_from_its_lowest_allowed(
 
 
 def test_a_flip_rate_must_stay_below_1() -> None:
-    from matrixgen.engine.errors import UsageError
+    from matrixgen.model.errors import UsageError
 
     FlakyPolicy(flip_rate=0.99).check()
     with pytest.raises(UsageError, match="below 1"):

@@ -10,11 +10,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
-from matrixgen.engine.errors import ExitCode
 from matrixgen.evidence import ingest as ingest_module
 from matrixgen.evidence.junit import parse_report
 from matrixgen.evidence.queries import counts
 from matrixgen.evidence.store import open_store
+from matrixgen.model.errors import ExitCode
 from tests.evidence_fixtures import RECIPES, TARGET, TODAY
 from tests.evidence_fixtures import db as store_db  # noqa: F401  (SQLite and PostgreSQL)
 
@@ -326,9 +326,9 @@ def test_each_run_value_fits_its_column_up_to_its_limit(
 ) -> None:
     import datetime as dt
 
-    from matrixgen.engine.errors import UsageError
     from matrixgen.evidence.ingest import check_lengths
     from matrixgen.evidence.store import RunInfo
+    from matrixgen.model.errors import UsageError
 
     def run(value: str) -> RunInfo:
         base = {"run_id": "1", "commit": "a" * 40, "ref": "main", "source": "push"}

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from matrixgen.engine.errors import ExitCode, ResultsFileError
 from matrixgen.evidence.junit import (
     MAX_DEPTH,
     Outcome,
@@ -20,6 +19,7 @@ from matrixgen.evidence.junit import (
     report_files,
     stream_report,
 )
+from matrixgen.model.errors import ExitCode, ResultsFileError
 from tests.evidence_fixtures import JUNIT, RECIPES, Run
 
 ASYNC = "tests/unit_tests/dist_checkpointing/test_async_save.py"

@@ -11,13 +11,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
-from matrixgen.engine.errors import ExitCode, ResultsStoreError, UsageError
 from matrixgen.evidence import ingest as ingest_module
 from matrixgen.evidence import store as store_module
 from matrixgen.evidence import tables as tables_module
 from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows
 from matrixgen.evidence.queries import counts
 from matrixgen.evidence.store import open_store, schema_version, store_url
+from matrixgen.model.errors import ExitCode, ResultsStoreError, UsageError
 from matrixgen.util.values import json_value
 from tests.evidence_fixtures import (
     RECIPES,
@@ -1004,10 +1004,10 @@ def test_a_node_ids_limit_is_in_bytes_and_the_same_on_every_backend(
     UTF-8, refused before anything is written, alike on both."""
     import datetime as dt
 
-    from matrixgen.engine.errors import ResultsFileError
     from matrixgen.evidence.ingest import ingest
     from matrixgen.evidence.junit import Outcome, Testcase
     from matrixgen.evidence.store import JobKey, JobResults, RunInfo
+    from matrixgen.model.errors import ResultsFileError
 
     prefix = "tests/unit_tests/test_u.py::test_p["
     width = len(char.encode())

@@ -15,7 +15,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matrixgen.engine.errors import Severity
+from matrixgen.model.errors import Severity
 from matrixgen.pipeline import generate, generate_from_files
 from matrixgen.util.values import json_value
 from tests.tree_fixtures import v1_tree, v2_tree

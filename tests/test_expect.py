@@ -16,8 +16,8 @@ from matrixgen.diff.model import (
     TargetDiff,
     target_counts,
 )
-from matrixgen.engine.errors import ExitCode, ExpectationError, UsageError
-from matrixgen.engine.model import Job, QuarantineMark
+from matrixgen.model.errors import ExitCode, ExpectationError, UsageError
+from matrixgen.model.jobs import Job, QuarantineMark
 from tests.diff_fixtures import target
 
 

@@ -24,11 +24,11 @@ import matrixgen.pipeline as pipeline_module
 from matrixgen.emit.common import EmitSettings
 from matrixgen.emit.generate import file_name, generate_all
 from matrixgen.engine.checks import typo_platforms
-from matrixgen.engine.errors import UsageError
 from matrixgen.engine.load import read_directory
-from matrixgen.engine.model import Selector, Target
 from matrixgen.engine.targets import is_holding_pen
-from matrixgen.engine.vocab import System
+from matrixgen.model.errors import UsageError
+from matrixgen.model.jobs import Selector, Target
+from matrixgen.model.vocab import System
 from matrixgen.pipeline import Generation, generate_from_files
 from matrixgen.systems.github.emitter import emit_github
 from matrixgen.systems.github.limits import GITHUB_MAX_MATRIX_ROWS
@@ -433,7 +433,7 @@ def test_megatron_every_target_in_one_run(megatron_dir: Path, cli, tmp_path) -> 
         if j.scope and j.platform and j.environment
         if not is_holding_pen(j.scope) and j.platform not in typo
     ]
-    from matrixgen.engine.vocab import System
+    from matrixgen.model.vocab import System
 
     both = sum(1 for j in real if j.scope in System.GITHUB.also_runs)
     assert both > 0 and placed == len(real) + both
@@ -711,7 +711,7 @@ def test_jobs_named_as_they_are_have_no_name_problem(fields: list) -> None:
     """validate's GitLab-name check skips naming the jobs one by one only where
     naming them would find nothing, and does not skip a target of plainly
     distinct, usable names."""
-    from matrixgen.engine.model import Job
+    from matrixgen.model.jobs import Job
     from matrixgen.systems.gitlab.emitter import assign_names, name_problems, named_as_they_are
 
     jobs = [

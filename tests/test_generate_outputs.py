@@ -26,7 +26,7 @@ from matrixgen.emit.generate import (
     generate_all,
     write_outputs,
 )
-from matrixgen.engine.errors import EnvironmentFault, OutputError
+from matrixgen.model.errors import EnvironmentFault, OutputError
 from matrixgen.util import atomic
 from matrixgen.util.lockfile import hold
 from tests.emit_fixtures import V1_TREE, V2_TREE, v2_generation

@@ -9,7 +9,7 @@ import pytest
 
 from matrixgen.diff import gitsource
 from matrixgen.diff.gitsource import Repository, blob_id, check_revision, locate_recipes
-from matrixgen.engine.errors import ExitCode, GitError, RecipeError, UsageError
+from matrixgen.model.errors import ExitCode, GitError, RecipeError, UsageError
 from matrixgen.util import pipes
 from tests.gitrepo import GitRepo
 

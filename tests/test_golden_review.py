@@ -24,7 +24,7 @@ from matrixgen.diff.comment import render_markdown
 from matrixgen.diff.goldens import GoldenFile, GoldenJob, GoldenReview, MetricChange
 from matrixgen.diff.model import SelectionDiff
 from matrixgen.diff.render import render_text
-from matrixgen.engine.errors import Location, finding
+from matrixgen.model.errors import Location, finding
 from matrixgen.util.values import json_value
 from tests.conftest import Run, run_cli
 from tests.gitrepo import GitRepo
@@ -686,7 +686,7 @@ def test_the_switch_interval_is_given_back_and_the_threads_error_raised_where_as
         assert sys.getswitchinterval() == own
 
         def broken(*args: Any) -> Any:
-            from matrixgen.engine.errors import GitError
+            from matrixgen.model.errors import GitError
 
             raise GitError("git diff-tree failed: planted")
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from matrixgen.diff import golden_read as r
 from matrixgen.diff import goldens as g
-from matrixgen.engine.errors import Severity
+from matrixgen.model.errors import Severity
 from matrixgen.util.values import json_value
 from tests.golden_fixtures import finite as _finite
 from tests.golden_fixtures import naive

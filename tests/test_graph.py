@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.engine.model import Job, spec_needs
+from matrixgen.model.jobs import Job, spec_needs
 from matrixgen.pipeline import generate
 from matrixgen.validate import validate
 from matrixgen.views.graph import build_graph, target_graph
@@ -337,7 +337,7 @@ def test_output_does_not_depend_on_file_or_block_order(
 
 def test_build_graph_marks_quarantined_jobs() -> None:
     from matrixgen.documents.config import DEFAULT_CONFIG
-    from matrixgen.engine.model import QuarantineMark
+    from matrixgen.model.jobs import QuarantineMark
 
     marked = bare_job(
         build="img",
@@ -420,7 +420,7 @@ def test_graph_refuses_an_ad_hoc_target_outside_the_vocabulary(
 def test_any_needs_is_any_jobs_spec_needs(needs: list) -> None:
     from types import MappingProxyType
 
-    from matrixgen.engine.model import Job, spec_needs
+    from matrixgen.model.jobs import Job, spec_needs
     from matrixgen.views.graph import _any_needs
 
     jobs = [

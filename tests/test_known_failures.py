@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
 from matrixgen.documents.config import parse_config
-from matrixgen.engine.errors import ConfigError, ExitCode
+from matrixgen.model.errors import ConfigError, ExitCode
 from matrixgen.util.linear_regex import PatternSet, problem
 
 CONFIG = """\

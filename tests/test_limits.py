@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from matrixgen.documents.yamlio import MAX_NESTING_DEPTH, parse_yaml
 from matrixgen.engine import expand as expand_module
-from matrixgen.engine.errors import SUGGEST_MAX_LENGTH, Findings, did_you_mean
+from matrixgen.model.errors import SUGGEST_MAX_LENGTH, Findings, did_you_mean
 from tests.tree_fixtures import v1_tree, v2_tree
 
 ROOT = Path(__file__).resolve().parents[1]

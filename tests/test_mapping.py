@@ -12,11 +12,11 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from matrixgen.engine.errors import UsageError
-from matrixgen.engine.vocab import System
 from matrixgen.evidence import junit
 from matrixgen.evidence.junit import Outcome, Report
 from matrixgen.evidence.mapping import BucketIndex, job_key, map_reports, not_node_ids
+from matrixgen.model.errors import UsageError
+from matrixgen.model.vocab import System
 from matrixgen.pipeline import Generation, generate_from_files
 
 TREE = {

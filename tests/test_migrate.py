@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from matrixgen.engine.model import Selector, Target
 from matrixgen.engine.targets import discover_targets
-from matrixgen.engine.vocab import ALL_CADENCES
+from matrixgen.model.jobs import Selector, Target
+from matrixgen.model.vocab import ALL_CADENCES
 from matrixgen.pipeline import Generation, generate
 from matrixgen.util.values import json_value
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from matrixgen.engine.errors import ExitCode
+from matrixgen.model.errors import ExitCode
 from matrixgen.quarantine.jobenv import identity_from, load_job_quarantine
 
 SHIPPED = Path(__file__).resolve().parents[1] / "recipes"

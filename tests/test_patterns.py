@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import matrixgen
 from matrixgen.engine.targets import default_system
-from matrixgen.engine.vocab import System
+from matrixgen.model.vocab import System
 from matrixgen.quarantine.tracker import parse_issue_url
 from matrixgen.quarantine.trackers import resolve_tracker
 from matrixgen.util.patterns import NON_BLANK, name_pattern, whole

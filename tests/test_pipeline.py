@@ -13,9 +13,9 @@ import pytest
 
 import matrixgen.engine.expand as expand_module
 import matrixgen.pipeline as pipeline_module
-from matrixgen.engine.errors import RecipeError
-from matrixgen.engine.model import Selector, Target
-from matrixgen.engine.vocab import System
+from matrixgen.model.errors import RecipeError
+from matrixgen.model.jobs import Selector, Target
+from matrixgen.model.vocab import System
 from matrixgen.pipeline import PipelineCache, default_recipes_dir, generate_from_files
 from matrixgen.util.checkout import RECIPES_VARIABLE
 from matrixgen.validate import Needs, require_usable

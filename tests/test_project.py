@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from matrixgen.documents.config import DEFAULT_CONFIG
-from matrixgen.engine.errors import ConfigError, ExitCode
+from matrixgen.model.errors import ConfigError, ExitCode
 from matrixgen.quarantine.project import open_project
 
 ENTRY = (

@@ -586,7 +586,7 @@ def test_every_label_an_emitter_writes_is_one_the_plugin_knows(
     schema allows round-trips through the emitter's own output."""
     import yaml
 
-    from matrixgen.engine.model import QuarantineMark
+    from matrixgen.model.jobs import QuarantineMark
     from matrixgen.quarantine.trackers import ISSUE_NUMBER, resolve_tracker
     from matrixgen.systems.gitlab.emitter import emit_gitlab
     from matrixgen.util.patterns import whole

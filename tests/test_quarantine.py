@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matrixgen.documents.quarantine import Match, matches_test_case
-from matrixgen.engine.model import Job, Selector, Target
-from matrixgen.engine.vocab import QuarantineAction, QuarantineKind, System
+from matrixgen.model.jobs import Job, Selector, Target
+from matrixgen.model.vocab import QuarantineAction, QuarantineKind, System
 from matrixgen.pipeline import generate
 from matrixgen.quarantine.apply import apply_quarantine, overlaps
 from matrixgen.quarantine.audit import audit_entries
@@ -690,7 +690,7 @@ def test_shipped_quarantine_config_section_is_schema_checked(
 def test_the_day_expiry_is_judged_against(monkeypatch) -> None:
     import datetime as dt
 
-    from matrixgen.engine.errors import UsageError
+    from matrixgen.model.errors import UsageError
     from matrixgen.quarantine.policy import TODAY_VARIABLE, current_day
 
     monkeypatch.delenv(TODAY_VARIABLE, raising=False)
@@ -708,7 +708,7 @@ def test_one_day_format_everywhere(monkeypatch) -> None:
     quoted date of the file alike."""
     import datetime as dt
 
-    from matrixgen.engine.errors import UsageError
+    from matrixgen.model.errors import UsageError
     from matrixgen.quarantine.policy import TODAY_VARIABLE, current_day, parse_day
 
     assert parse_day("2027-01-31") == dt.date(2027, 1, 31)

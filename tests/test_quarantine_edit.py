@@ -20,7 +20,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.engine.errors import QuarantineError
+from matrixgen.model.errors import QuarantineError
 from matrixgen.quarantine.edit import delete_entries, edit, insert_entries
 from matrixgen.quarantine.model import parse_quarantine
 from matrixgen.quarantine.render import entry_id

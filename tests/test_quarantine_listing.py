@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
 from matrixgen.entries.listing import EntryFilter, entry_row, filter_entries
+from matrixgen.model.vocab import QuarantineAction, QuarantineKind
 from matrixgen.quarantine.model import parse_quarantine
 
 SHIPPED = Path(__file__).resolve().parents[1] / "recipes"

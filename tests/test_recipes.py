@@ -23,7 +23,7 @@ import yaml
 
 from matrixgen.emit.generate import MANIFEST_NAME
 from matrixgen.engine.targets import discover_targets, resolve_targets
-from matrixgen.engine.vocab import resolve_scope
+from matrixgen.model.vocab import resolve_scope
 from matrixgen.pipeline import Generation, generate
 from matrixgen.quarantine.checks import check_entries
 from matrixgen.validate import validate

@@ -1,4 +1,4 @@
-"""engine.references: templates, opt-outs, one listing of a reference tree, the
+"""model.references: templates, opt-outs, one listing of a reference tree, the
 nearest-file hint, fitting listed files back to a template."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matrixgen.engine.references import (
+from matrixgen.model.references import (
     OptOut,
     ReferenceListing,
     ReferenceSettings,

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 from matrixgen.cli.features import report_contributions
 from matrixgen.documents.quarantine import Match
-from matrixgen.engine.errors import ExitCode
-from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
 from matrixgen.evidence.site import EvidencePart, StoreView, TriageQuery
+from matrixgen.model.errors import ExitCode
+from matrixgen.model.vocab import QuarantineAction, QuarantineKind
 from matrixgen.pipeline import Generation, generate
 from matrixgen.quarantine.model import Entry
 from matrixgen.report.pages import render_site

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matrixgen.engine.errors import Finding, Location, Severity
+from matrixgen.model.errors import Finding, Location, Severity
 from matrixgen.views.sarif import artifact_location, render_sarif, sarif_report
 
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
@@ -190,7 +190,7 @@ def test_findings_that_differ_only_in_severity_keep_one_order_whatever_the_hash_
     # hash: the sort must decide between them, or the bytes change per process.
     code = (
         "from pathlib import Path\n"
-        "from matrixgen.engine.errors import Finding, Findings, Location, Severity\n"
+        "from matrixgen.model.errors import Finding, Findings, Location, Severity\n"
         "from matrixgen.views.sarif import render_sarif\n"
         "found = Findings()\n"
         "for severity in Severity:\n"

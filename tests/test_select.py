@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matrixgen.engine.errors import UsageError
-from matrixgen.engine.model import Job, Selector
 from matrixgen.engine.select import matches, select
+from matrixgen.model.errors import UsageError
+from matrixgen.model.jobs import Job, Selector
 
 
 def job(**overrides) -> Job:
@@ -239,7 +239,7 @@ def test_declared_scopes_are_listed_in_the_trees_words(cli: Callable) -> None:
 
 @given(st.sets(st.sampled_from(["L0", "L1", "L2", "L3", "mr", "mr-github", "nightly", "weekly"])))
 def test_scope_names_name_each_scope_once_in_the_trees_word(names: set[str]) -> None:
-    from matrixgen.engine.vocab import resolve_scope, scope_names
+    from matrixgen.model.vocab import resolve_scope, scope_names
 
     shown = scope_names(names)
     words = [s.split(" (also known as ")[0] for s in shown]

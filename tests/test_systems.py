@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from matrixgen.engine.vocab import OTHER_TIERS_SYSTEM, System
+from matrixgen.model.vocab import OTHER_TIERS_SYSTEM, System
 from matrixgen.systems import HOMES, assumed_first, home_of, names
 from matrixgen.systems.ci import ci_value, running, variables_of
 from matrixgen.systems.home import VARIABLE_ROLES
@@ -30,7 +30,7 @@ def test_no_system_name_or_ci_variable_outside_systems() -> None:
     found = names_outside_systems(PACKAGE)
     assert not found, (
         "a system's name or CI variable outside matrixgen/systems/: ask the registry "
-        "(systems.HOMES, engine.vocab.System) or systems.ci instead, or move it into "
+        "(systems.HOMES, model.vocab.System) or systems.ci instead, or move it into "
         "the system's home:\n" + "\n".join(found)
     )
 

@@ -15,8 +15,6 @@ from hypothesis import strategies as st
 
 from matrixgen.documents.config import DEFAULT_CONFIG
 from matrixgen.engine.checks import typo_platforms
-from matrixgen.engine.errors import UsageError
-from matrixgen.engine.model import Job
 from matrixgen.engine.targets import (
     HOLDING_PEN_SCOPES,
     discover_targets,
@@ -24,6 +22,8 @@ from matrixgen.engine.targets import (
     lookup_target,
     resolve_targets,
 )
+from matrixgen.model.errors import UsageError
+from matrixgen.model.jobs import Job
 from matrixgen.pipeline import generate
 from tests.emit_fixtures import V2_TREE
 
@@ -354,8 +354,8 @@ def test_diff_takes_the_same_names_and_leaves_out_the_same_targets() -> None:
 
 def _discovered_job_by_job(jobs, holding_pen: bool, exclude: frozenset[str]) -> list[str]:
     """Discovery's rule, tested on each job."""
-    from matrixgen.engine.model import Selector
     from matrixgen.engine.targets import default_system, target_name
+    from matrixgen.model.jobs import Selector
 
     seen = sorted(
         {

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from matrixgen.engine.templates import TemplateError, placeholders, render
+from matrixgen.model.templates import TemplateError, placeholders, render
 
 
 def test_render_and_escapes() -> None:

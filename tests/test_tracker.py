@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import pytest
 
-from matrixgen.engine.errors import TrackerError, UsageError
+from matrixgen.model.errors import TrackerError, UsageError
 from matrixgen.quarantine.tracker import (
     GitHubTracker,
     check_api_url,

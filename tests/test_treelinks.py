@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.diff.gitsource import Repository
-from matrixgen.engine.errors import ConfigError, QuarantineError, RecipeError
 from matrixgen.engine.load import TreeListing, disk_lookup, plan_reads, read_directory
+from matrixgen.model.errors import ConfigError, QuarantineError, RecipeError
 from matrixgen.util.treelinks import Kind, resolve
 from tests.gitrepo import GitRepo
 

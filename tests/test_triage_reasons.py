@@ -14,7 +14,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
-from matrixgen.engine.errors import ExitCode
+from matrixgen.model.errors import ExitCode
 from tests.evidence_fixtures import (
     RECIPES,
     TARGET,
@@ -197,9 +197,9 @@ def _entry(test_case: str) -> Any:
 
 
 def _place(test_case: str, model: str) -> tuple[Any, Any, Any]:
-    from matrixgen.engine.model import Selector, Target
-    from matrixgen.engine.vocab import System
     from matrixgen.evidence.mapping import job_key
+    from matrixgen.model.jobs import Selector, Target
+    from matrixgen.model.vocab import System
     from tests.emit_fixtures import make_job
 
     job = make_job(test_case, model=model, scope="mr", tag="latest" if model else None)

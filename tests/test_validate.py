@@ -306,7 +306,7 @@ def test_github_annotations_name_files_from_the_workspace(
     ],
 )
 def test_did_you_mean_reads_past_case(typed: str, meant: str) -> None:
-    from matrixgen.engine.errors import did_you_mean
+    from matrixgen.model.errors import did_you_mean
 
     known = ["dgx_h100", "dgx_gb200", "dgx_gb200_1node", "mr", "mr-slim", "nightly", "L0", "L1"]
     assert did_you_mean(typed, known) == f' (did you mean "{meant}"?)'
@@ -439,9 +439,9 @@ def test_axis_usage_counts_and_finds_what_each_value_gives(recipes: list, data: 
 def _script_findings_job_by_job(tree, expansion) -> set:
     """The rule of the script check, template by template for each job."""
     from matrixgen.engine.checks import JOB_FIELDS
-    from matrixgen.engine.errors import Finding, Severity
-    from matrixgen.engine.templates import TemplateError, placeholders
-    from matrixgen.engine.vocab import RUNTIME_PLACEHOLDERS
+    from matrixgen.model.errors import Finding, Severity
+    from matrixgen.model.templates import TemplateError, placeholders
+    from matrixgen.model.vocab import RUNTIME_PLACEHOLDERS
 
     found = set()
     lenient = Severity.ERROR if tree.format_version == 2 else Severity.WARNING

@@ -16,8 +16,8 @@ import pytest
 from matrixgen.emit.common import EmittedJob
 from matrixgen.emit.generate import TargetOutput
 from matrixgen.engine.expand import Expansion
-from matrixgen.engine.model import Job, Target
 from matrixgen.evidence.store import Store
+from matrixgen.model.jobs import Job, Target
 from matrixgen.quarantine.model import Entry
 
 # class -> the fields equality leaves out (and why: see each class)

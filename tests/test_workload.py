@@ -7,9 +7,9 @@ import copy
 
 from msgspec.structs import replace
 
-from matrixgen.engine.model import Selector, Target
-from matrixgen.engine.vocab import System
 from matrixgen.engine.workload import rereads_recipe, workload, workload_changes
+from matrixgen.model.jobs import Selector, Target
+from matrixgen.model.vocab import System
 from tests.diff_fixtures import GPT, V1_GPT, by_name, diff, gen, v2_tree
 
 TARGET = Target(name="t", system=System.GITLAB, selector=Selector(scope="mr", platform="dgx_h100"))

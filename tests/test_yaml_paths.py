@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.documents.yamlio import parse_yaml
-from matrixgen.engine.errors import Findings
+from matrixgen.model.errors import Findings
 from matrixgen.quarantine.model import parse_quarantine
 from tests.conftest import run_cli, write_tree
 from tests.quarantine_fixtures import v1_files

@@ -11,7 +11,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from matrixgen.documents.yamlio import _MAY_HAVE_ANCHOR, MAX_EXPANDED_NODES, parse_yaml
-from matrixgen.engine.errors import Findings
+from matrixgen.model.errors import Findings
 
 
 def parse(text: str | bytes) -> tuple[object, Findings]:

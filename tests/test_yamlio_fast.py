@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from matrixgen.documents import yamlio
 from matrixgen.documents.yamlio import MAX_NESTING_DEPTH, parse_yaml
-from matrixgen.engine.errors import Findings
+from matrixgen.model.errors import Findings
 
 # Plain scalars of every implicit type YAML 1.1 knows, and the tricky ones.
 PLAIN = [

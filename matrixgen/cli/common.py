@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from matrixgen.cli.output import write_annotations
-from matrixgen.engine.errors import (
+from matrixgen.model.errors import (
     ExitCode,
     Finding,
     annotation_lines,
     exit_codes,
     render_findings,
 )
-from matrixgen.engine.vocab import OutputFormat
+from matrixgen.model.vocab import OutputFormat
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.jsontext import pretty
 
@@ -32,7 +32,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:
     from matrixgen.documents.config import ProjectConfig
-    from matrixgen.engine.model import Target
+    from matrixgen.model.jobs import Target
     from matrixgen.pipeline import Generation
 
 RecipesOption = Annotated[
@@ -49,7 +49,7 @@ RecipesOption = Annotated[
 
 
 def exits(*codes: ExitCode | tuple[ExitCode, str]) -> Callable[[F], F]:
-    """A command's help closes with its exit codes (`engine.errors.exit_codes`):
+    """A command's help closes with its exit codes (`model.errors.exit_codes`):
     the generic words of each come from the ExitCode, the command's own where
     it says them."""
 
@@ -137,7 +137,7 @@ def tree_config(given: Path | None) -> ProjectConfig | None:
     """The project config of the recipe tree, read alone (the commands that name
     the tree's scopes but need none of its recipes): the default config for a
     tree without one; None when --recipes is not given and no tree is found."""
-    from matrixgen.engine.errors import UsageError
+    from matrixgen.model.errors import UsageError
     from matrixgen.quarantine.project import open_project
 
     directory = recipes_dir(given)

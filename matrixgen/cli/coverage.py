@@ -21,13 +21,13 @@ from matrixgen.cli.common import (
     echo_json,
     recipes_dir,
 )
-from matrixgen.engine.errors import ExitCode, UsageError, exit_codes
+from matrixgen.model.errors import ExitCode, UsageError, exit_codes
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.patterns import name_pattern, whole
 from matrixgen.util.values import json_value
 
 if TYPE_CHECKING:
-    from matrixgen.engine.references import ReferenceListing, ReferenceSettings
+    from matrixgen.model.references import ReferenceListing, ReferenceSettings
     from matrixgen.pipeline import Generation
     from matrixgen.views.coverage import Coverage
 
@@ -62,7 +62,7 @@ def _given_settings(
     """The config's references, with the command line's templates and root over them."""
     from msgspec.structs import replace
 
-    from matrixgen.engine.references import ReferenceSettings, ReferenceTemplate, template_problem
+    from matrixgen.model.references import ReferenceSettings, ReferenceTemplate, template_problem
 
     templates: dict[str, ReferenceTemplate] = {}
     for text in references:

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from matrixgen.cli.common import RecipesOption, TableJsonOrMarkdown, echo_json, exits, load_valid
-from matrixgen.engine.errors import ExitCode
-from matrixgen.engine.vocab import System
+from matrixgen.model.errors import ExitCode
+from matrixgen.model.vocab import System
 from matrixgen.systems import HOMES, step_output_file, step_output_option
 from matrixgen.util.values import json_value
 
 if TYPE_CHECKING:
-    from matrixgen.engine.decide import Decision
+    from matrixgen.model.decide import Decision
     from matrixgen.pipeline import Generation
 
 
@@ -63,7 +63,7 @@ SystemOption = Annotated[
 
 
 def parse_labels_json(text: str | None) -> list[str]:
-    from matrixgen.engine.errors import UsageError
+    from matrixgen.model.errors import UsageError
 
     if text is None or not text.strip():
         return []
@@ -87,7 +87,7 @@ def decision_for(
     labels_json: str | None,
     system: System | None,
 ) -> Decision:
-    from matrixgen.engine.decide import decide
+    from matrixgen.model.decide import decide
 
     config = generation.tree.config
     return decide(
@@ -131,7 +131,7 @@ def decide_command(
     several labels, the first listed in the config wins each field.
 
     """
-    from matrixgen.engine.errors import UsageError
+    from matrixgen.model.errors import UsageError
     from matrixgen.views.decision import github_outputs, render_markdown, render_table
 
     if event is None:

@@ -11,7 +11,7 @@ from msgspec.structs import replace
 
 from matrixgen.cli.common import HoldingPenOption, TargetOption, echo_findings, echo_json
 from matrixgen.cli.evidence import DbOption, note_ignored_store
-from matrixgen.engine.errors import ExitCode, exit_codes
+from matrixgen.model.errors import ExitCode, exit_codes
 from matrixgen.systems import names
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import json_value

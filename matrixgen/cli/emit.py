@@ -25,8 +25,8 @@ from matrixgen.cli.common import (
     recipes_dir,
 )
 from matrixgen.cli.decide import EventOption, LabelOption, LabelsJsonOption, SystemOption
-from matrixgen.engine.errors import ExitCode
-from matrixgen.engine.vocab import System
+from matrixgen.model.errors import ExitCode
+from matrixgen.model.vocab import System
 from matrixgen.systems import step_output_file, step_output_option
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import json_value
@@ -34,7 +34,7 @@ from matrixgen.views.table import table
 
 if TYPE_CHECKING:
     from matrixgen.emit.generate import TargetOutput
-    from matrixgen.engine.model import Target
+    from matrixgen.model.jobs import Target
     from matrixgen.pipeline import Generation
     from matrixgen.views.changes import Dropped
 
@@ -53,7 +53,7 @@ LauncherOption = Annotated[
 def one_target(generation: Generation, system: System, values: list[str] | None) -> Target:
     """The single target a `github` or `gitlab` command emits; key=value pairs
     without system= are the command's system."""
-    from matrixgen.engine.errors import UsageError
+    from matrixgen.model.errors import UsageError
 
     if not values:
         raise UsageError(
@@ -80,7 +80,7 @@ def one_target(generation: Generation, system: System, values: list[str] | None)
 
 def write_text(path: Path, text: str) -> None:
     """--output: written whole, never through a link (`util.atomic`)."""
-    from matrixgen.engine.errors import UsageError, file_error, write_failure
+    from matrixgen.model.errors import UsageError, file_error, write_failure
     from matrixgen.util.atomic import WriteError, write_atomic
 
     blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
@@ -194,7 +194,7 @@ def _generation_and_targets(
 ) -> tuple[Generation, list[Target]]:
     """`generate`'s tree, refused when invalid, and its targets: the ones given,
     the ones `decide` picks for --event, else every target of the tree."""
-    from matrixgen.engine.errors import UsageError
+    from matrixgen.model.errors import UsageError
 
     if event is None and (label or labels_json or system):
         raise UsageError("--label, --labels-json and --system go with --event")

@@ -23,7 +23,7 @@ from matrixgen.cli.common import (
     tree_config,
     usable_generation,
 )
-from matrixgen.engine.errors import ExitCode, UsageError
+from matrixgen.model.errors import ExitCode, UsageError
 from matrixgen.systems.ci import ci_value, variables_of
 from matrixgen.util.escape import terminal_text as _t
 from matrixgen.util.values import json_value
@@ -217,8 +217,8 @@ def _mute_entries(generation: Any, recipes: Path | None, base: str | None) -> tu
     if not base:
         return generation.quarantine.entries, generation.quarantine.path
     from matrixgen.diff.gitsource import check_revision, locate_recipes
-    from matrixgen.engine.errors import MatrixgenError
-    from matrixgen.engine.vocab import QUARANTINE_FILENAME
+    from matrixgen.model.errors import MatrixgenError
+    from matrixgen.model.vocab import QUARANTINE_FILENAME
     from matrixgen.quarantine.model import parse_quarantine
 
     check_revision(base)

@@ -20,7 +20,7 @@ from matrixgen.cli.common import (
     note_warnings,
     recipes_dir,
 )
-from matrixgen.engine.vocab import OTHER_TIERS_SYSTEM, System
+from matrixgen.model.vocab import OTHER_TIERS_SYSTEM, System
 from matrixgen.systems.ci import job_variables, running
 
 if TYPE_CHECKING:
@@ -69,8 +69,8 @@ def load_jet_tree(recipes: Path | None, local: Path | None) -> tuple[Generation,
     when `validate` would fail it. Returns the files' order too (tree first, each
     part by path)."""
     from matrixgen.emit.checks import UNREACHABLE
-    from matrixgen.engine.errors import UsageError
     from matrixgen.engine.load import RESERVED_FILES, folder_in_tree, read_directory
+    from matrixgen.model.errors import UsageError
     from matrixgen.pipeline import generate_from_files
     from matrixgen.validate import Needs, require_usable
 
@@ -123,7 +123,7 @@ def say(notices: list[Notice] | tuple[Notice, ...], strict: bool) -> None:
     """Each notice as a warning; with --strict an error, and nothing written: exit 4
     when a CI system's limit would be broken, else 2."""
     from matrixgen.emit.limits import LIMIT_NOTICE
-    from matrixgen.engine.errors import LimitError, UsageError
+    from matrixgen.model.errors import LimitError, UsageError
     from matrixgen.util.escape import terminal_text
 
     if strict and notices:

@@ -38,13 +38,13 @@ from matrixgen.cli.output import (
     guarded_output,
     write_annotations,
 )
-from matrixgen.engine.errors import ExitCode, MatrixgenError, Severity, annotation_lines
-from matrixgen.engine.vocab import OutputFormat
+from matrixgen.model.errors import ExitCode, MatrixgenError, Severity, annotation_lines
+from matrixgen.model.vocab import OutputFormat
 from matrixgen.util.values import json_value
 from matrixgen.views.table import each_shown, table_of_columns
 
 if TYPE_CHECKING:
-    from matrixgen.engine.model import Selector, Target
+    from matrixgen.model.jobs import Selector, Target
     from matrixgen.pipeline import Generation
 
 
@@ -285,7 +285,7 @@ def list_jobs(
     With --target, the jobs of those targets, exactly as `generate` emits them
     (--model, --tag and --test-case narrow them further; the row says its target).
     """
-    from matrixgen.engine.model import Selector
+    from matrixgen.model.jobs import Selector
 
     cases = tuple(c for given in test_case or () for c in given.split(",") if c)
     if target:
@@ -320,7 +320,7 @@ def list_jobs(
 
 def _refuse_with_target(**filters: str | None) -> None:
     """A usage error when --target comes with filters a target fixes itself."""
-    from matrixgen.engine.errors import UsageError
+    from matrixgen.model.errors import UsageError
 
     given = [f"--{name}" for name, value in filters.items() if value is not None]
     if given:

@@ -192,7 +192,7 @@ def describe_os_error(exc: OSError) -> str:
 def check_working_directory() -> None:
     """Refuse to start in a working directory that was deleted: every relative
     path (the default recipes/ among them) would fail later, one by one."""
-    from matrixgen.engine.errors import EnvironmentFault
+    from matrixgen.model.errors import EnvironmentFault
 
     try:
         os.getcwd()

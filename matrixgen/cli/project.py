@@ -24,7 +24,7 @@ from matrixgen.cli.common import (
     usable_generation,
 )
 from matrixgen.cli.evidence import DbOption, note_ignored_store
-from matrixgen.engine.errors import ExitCode, UsageError
+from matrixgen.model.errors import ExitCode, UsageError
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import json_value
 from matrixgen.views.table import table

@@ -1,5 +1,5 @@
 """docs/cli.md, the CLI reference, written from the CLI itself; and
-docs/exit-codes.md, written from the exit codes themselves (engine.errors.ExitCode).
+docs/exit-codes.md, written from the exit codes themselves (model.errors.ExitCode).
 
     python -m matrixgen.cli.reference            # rewrite both pages
     python -m matrixgen.cli.reference --check    # exit 1 when a page differs
@@ -89,7 +89,7 @@ also printed as `::error file=…,line=…,col=…::…` annotations.
 
 def render_exit_codes() -> str:
     """docs/exit-codes.md: one row per exit code, in its own words."""
-    from matrixgen.engine.errors import ExitCode
+    from matrixgen.model.errors import ExitCode
 
     rows = "".join(f"| {int(code)} | {code.meaning} |\n" for code in ExitCode)
     return f"# Exit codes\n\n| code | meaning |\n| --- | --- |\n{rows}{EXIT_TAIL}"

@@ -19,7 +19,7 @@ from matrixgen.cli.triage import (
     BaselineSourceOption,
     check_triage_options,
 )
-from matrixgen.engine.errors import ExitCode
+from matrixgen.model.errors import ExitCode
 from matrixgen.util.escape import terminal_text
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def report(
     \b
     """
     from matrixgen.cli.features import report_contributions
-    from matrixgen.engine.errors import UsageError
+    from matrixgen.model.errors import UsageError
     from matrixgen.quarantine.policy import current_day
     from matrixgen.report.pages import render_site
     from matrixgen.report.site import gather, write_site

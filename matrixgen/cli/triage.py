@@ -22,7 +22,7 @@ from matrixgen.cli.evidence import (
     SinceOption,
     _policy,
 )
-from matrixgen.engine.errors import ExitCode, UsageError
+from matrixgen.model.errors import ExitCode, UsageError
 from matrixgen.util.escape import terminal_text as _t
 from matrixgen.util.values import json_value
 from matrixgen.views.table import table
@@ -97,10 +97,10 @@ def triage(
     baseline (the latest baseline run failed it with the same reason), flaky
     (as `matrixgen results flaky` judges it on the baseline ref) or new; and group the
     failures that share one reason."""
-    from matrixgen.engine.errors import ExpectationError
     from matrixgen.evidence.queries import RunFilter
     from matrixgen.evidence.triage import read_triage
     from matrixgen.evidence.triage_markdown import markdown
+    from matrixgen.model.errors import ExpectationError
 
     run = check_triage_options(run, baseline_ref, baseline_source, baseline_runs)
     policy = _policy(since, min_runs, flip_rate, broken_runs)

@@ -23,7 +23,7 @@ from matrixgen.diff import markdown as md
 from matrixgen.diff.describe import job_label
 from matrixgen.diff.gitsource import Repository
 from matrixgen.engine.changes import FALLBACK_TEXT, changed_files
-from matrixgen.engine.model import Job, Target
+from matrixgen.model.jobs import Job, Target
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import JsonLayout
 from matrixgen.views.changes import (

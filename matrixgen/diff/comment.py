@@ -44,8 +44,8 @@ from matrixgen.diff.model import (
     SelectionDiff,
     TargetDiff,
 )
-from matrixgen.engine.errors import Finding
-from matrixgen.engine.model import Job, QuarantineMark
+from matrixgen.model.errors import Finding
+from matrixgen.model.jobs import Job, QuarantineMark
 from matrixgen.util.words import counted
 
 MARKER = "<!-- matrixgen-diff -->"

@@ -3,7 +3,7 @@ tree emits for it.
 
 One definition: both sides are emitted as `generate` emits them (the same
 `EmittedJob` values the GitHub and GitLab emitters serialise), and compared
-job by job, a job being its identity (JobId in engine/model.py: model, test case,
+job by job, a job being its identity (JobId in model/jobs.py: model, test case,
 environment, platform, tag) within the target. Per target:
 
 - added: jobs that run at HEAD and did not at BASE; removed: the reverse. A job
@@ -94,16 +94,16 @@ from matrixgen.emit.common import (
     skipped_jobs,
 )
 from matrixgen.emit.generate import emitted_target
-from matrixgen.engine.errors import (
+from matrixgen.engine.select import used_values
+from matrixgen.engine.targets import is_holding_pen
+from matrixgen.engine.workload import rereads_recipe, workload_changes
+from matrixgen.model.errors import (
     ConfigError,
     MatrixgenError,
     UsageError,
     did_you_mean,
 )
-from matrixgen.engine.model import Job, JobId, QuarantineMark, Target
-from matrixgen.engine.select import used_values
-from matrixgen.engine.targets import is_holding_pen
-from matrixgen.engine.workload import rereads_recipe, workload_changes
+from matrixgen.model.jobs import Job, JobId, QuarantineMark, Target
 from matrixgen.pipeline import Generation, PipelineCache
 from matrixgen.quarantine.apply import Selection
 from matrixgen.util.values import json_value

@@ -18,9 +18,9 @@ from matrixgen.diff.model import (
     QuarantineChange,
     TargetDiff,
 )
-from matrixgen.engine.errors import Finding
-from matrixgen.engine.model import Job, QuarantineMark, Target
 from matrixgen.engine.targets import is_holding_pen
+from matrixgen.model.errors import Finding
+from matrixgen.model.jobs import Job, QuarantineMark, Target
 from matrixgen.util.patterns import name_pattern, whole
 from matrixgen.util.words import counted
 

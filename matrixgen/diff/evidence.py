@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from matrixgen.diff.model import SelectionDiff
-from matrixgen.engine.model import QuarantineMark
+from matrixgen.model.jobs import QuarantineMark
 from matrixgen.views.contributions import DiffContribution
 
 if TYPE_CHECKING:

@@ -99,10 +99,10 @@ from typing import Protocol
 from msgspec import Struct
 
 from matrixgen.diff.model import SelectionDiff, TargetDiff, target_counts, target_order
-from matrixgen.engine.errors import ExpectationError, UsageError, did_you_mean
-from matrixgen.engine.model import Job, Target
 from matrixgen.engine.targets import is_holding_pen
-from matrixgen.engine.vocab import resolve_scope
+from matrixgen.model.errors import ExpectationError, UsageError, did_you_mean
+from matrixgen.model.jobs import Job, Target
+from matrixgen.model.vocab import resolve_scope
 from matrixgen.systems import example_places, names
 from matrixgen.util.patterns import name_pattern, whole
 from matrixgen.views.cost import signed_hours

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from msgspec import Struct
 
-from matrixgen.engine.errors import GitError, UsageError, did_you_mean
+from matrixgen.model.errors import GitError, UsageError, did_you_mean
 from matrixgen.util.checkout import RECIPES_VARIABLE, recipes_in, tree_path
 from matrixgen.util.pipes import close_quietly, write_async
 

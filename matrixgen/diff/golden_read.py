@@ -35,7 +35,7 @@ from msgspec import UNSET, Raw, Struct, UnsetType, field
 from msgspec.structs import replace
 
 from matrixgen.documents.yamlio import parse_yaml
-from matrixgen.engine.errors import Finding, Findings, Location, Severity, finding
+from matrixgen.model.errors import Finding, Findings, Location, Severity, finding
 from matrixgen.util.jsontext import JSON_MAX_DEPTH, JsonInputError, load_bounded
 
 # Bounds on a golden-values file (docs/security.md, input sizes): checked

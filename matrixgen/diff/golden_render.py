@@ -17,7 +17,7 @@ from matrixgen.diff.goldens import (
     MetricChange,
     pct,
 )
-from matrixgen.engine.errors import Severity
+from matrixgen.model.errors import Severity
 from matrixgen.util.escape import terminal_line
 from matrixgen.util.words import counted
 from matrixgen.views.table import table

@@ -65,8 +65,8 @@ from matrixgen.diff.goldens import (
     compare_goldens,
 )
 from matrixgen.diff.targets import resolve_diff_targets
-from matrixgen.engine.model import Job
-from matrixgen.engine.references import (
+from matrixgen.model.jobs import Job
+from matrixgen.model.references import (
     ORPHAN_FIELDS,
     ReferenceTemplate,
     TemplateMatcher,
@@ -74,14 +74,14 @@ from matrixgen.engine.references import (
     used_by_dir,
     variant_of,
 )
-from matrixgen.engine.templates import TemplateError
+from matrixgen.model.templates import TemplateError
 from matrixgen.util.readfile import NotRegularFile, read_regular
 
 if TYPE_CHECKING:
     from matrixgen.diff.model import TargetPair
     from matrixgen.diff.revisions import Side
     from matrixgen.documents.config import ProjectConfig
-    from matrixgen.engine.model import Target
+    from matrixgen.model.jobs import Target
     from matrixgen.pipeline import Generation
 
     Named = tuple[str, Target | None]  # a target's name, and how one side defines it

@@ -44,7 +44,7 @@ from msgspec import Struct
 from matrixgen.diff.expect import OPS, case_matcher, check_cases, rule_cases
 from matrixgen.diff.goldens import GoldenFigures, pct
 from matrixgen.diff.model import SelectionDiff
-from matrixgen.engine.errors import UsageError, did_you_mean
+from matrixgen.model.errors import UsageError, did_you_mean
 
 GOLDEN = "golden"
 COUNTS = {

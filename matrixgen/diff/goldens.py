@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 from msgspec import Struct, field
 
 from matrixgen.diff.golden_read import GoldenValues, Series
-from matrixgen.engine.errors import Finding, Severity
+from matrixgen.model.errors import Finding, Severity
 from matrixgen.util.values import JsonLayout
 from matrixgen.views.coverage import ORPHAN_COLUMNS, OrphanFields
 

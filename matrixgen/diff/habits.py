@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from matrixgen.diff.gitsource import TreeSource, blob_id
 from matrixgen.diff.model import LIFTED, QUARANTINED, Habit, QuarantineChange, TargetDiff
-from matrixgen.engine.errors import MatrixgenError
-from matrixgen.engine.model import Job, JobId
+from matrixgen.model.errors import MatrixgenError
+from matrixgen.model.jobs import Job, JobId
 from matrixgen.pipeline import Generation, PipelineCache, generate_from_files
 from matrixgen.quarantine.habits import commented_out, is_habit_scope, parks, row_comment, uncomment
 

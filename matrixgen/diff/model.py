@@ -10,9 +10,9 @@ from typing import Any, ClassVar
 from msgspec import Struct, field
 
 from matrixgen.diff.goldens import GoldenReview
-from matrixgen.engine.errors import Finding, Location
-from matrixgen.engine.model import Job, QuarantineMark, Target
 from matrixgen.engine.targets import is_holding_pen
+from matrixgen.model.errors import Finding, Location
+from matrixgen.model.jobs import Job, QuarantineMark, Target
 from matrixgen.util.values import JsonLayout
 from matrixgen.views.cost import Cost
 

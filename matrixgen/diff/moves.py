@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 
 from matrixgen.diff.model import Moved, TargetDiff, target_order
-from matrixgen.engine.model import Job, Target
+from matrixgen.model.jobs import Job, Target
 
 
 def find_moves(diffs: Sequence[TargetDiff]) -> list[TargetDiff]:

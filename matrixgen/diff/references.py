@@ -18,8 +18,8 @@ from msgspec import Struct
 from matrixgen.diff.gitsource import Repository
 from matrixgen.diff.model import SelectionDiff
 from matrixgen.diff.revisions import Side
-from matrixgen.engine.model import Job
-from matrixgen.engine.references import (
+from matrixgen.model.jobs import Job
+from matrixgen.model.references import (
     ReferenceListing,
     ReferenceSettings,
     list_directory,

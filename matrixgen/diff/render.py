@@ -44,7 +44,7 @@ from matrixgen.diff.describe import (
 )
 from matrixgen.diff.golden_render import render_text as golden_text
 from matrixgen.diff.model import SelectionDiff
-from matrixgen.engine.model import Job
+from matrixgen.model.jobs import Job
 from matrixgen.util.escape import terminal_line
 from matrixgen.util.words import counted
 

@@ -22,9 +22,9 @@ from matrixgen.diff.gitsource import Repository, TreeSource
 from matrixgen.diff.model import SelectionDiff
 from matrixgen.diff.targets import resolve_diff_targets
 from matrixgen.documents.config import DEFAULT_CONFIG
-from matrixgen.engine.errors import Finding, MatrixgenError, Severity, UsageError
 from matrixgen.engine.load import tree_config
-from matrixgen.engine.vocab import CONFIG_FILENAME
+from matrixgen.model.errors import Finding, MatrixgenError, Severity, UsageError
+from matrixgen.model.vocab import CONFIG_FILENAME
 from matrixgen.pipeline import Generation, PipelineCache, generate_from_files
 
 if TYPE_CHECKING:

@@ -9,9 +9,9 @@ from collections.abc import Iterable, Sequence
 
 from matrixgen.diff.model import TargetPair
 from matrixgen.engine.checks import typo_platforms
-from matrixgen.engine.errors import UsageError, did_you_mean
-from matrixgen.engine.model import Job, Target
 from matrixgen.engine.targets import discover_targets, is_holding_pen, parse_target
+from matrixgen.model.errors import UsageError, did_you_mean
+from matrixgen.model.jobs import Job, Target
 from matrixgen.pipeline import Generation
 
 

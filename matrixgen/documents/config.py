@@ -28,16 +28,16 @@ from matrixgen.documents.config_sections import (
 from matrixgen.documents.known_failures import NO_TRIAGE_SETTINGS, TriageSettings, parse_triage
 from matrixgen.documents.schema import DecodeError, check_document, decode
 from matrixgen.documents.yamlio import YamlDocument, parse_yaml
-from matrixgen.engine.decide import Decisions, parse_decisions
-from matrixgen.engine.errors import ConfigError, Findings, Location, did_you_mean
-from matrixgen.engine.model import EMPTY_MAPPING, Selector, Target
-from matrixgen.engine.references import (
+from matrixgen.model.decide import Decisions, parse_decisions
+from matrixgen.model.errors import ConfigError, Findings, Location, did_you_mean
+from matrixgen.model.jobs import EMPTY_MAPPING, Selector, Target
+from matrixgen.model.references import (
     ReferenceSettings,
     ReferenceTemplate,
     root_problem,
     template_problem,
 )
-from matrixgen.engine.vocab import (
+from matrixgen.model.vocab import (
     DEFAULT_MAX_JOBS,
     DEFAULT_N_REPEAT,
     DEFAULT_TIME_LIMIT,
@@ -65,7 +65,7 @@ class ProjectConfig(Struct, frozen=True, kw_only=True):
     max_jobs: int = DEFAULT_MAX_JOBS
     targets: tuple[Target, ...] = ()
     references: ReferenceSettings | None = None  # the `references` section
-    # decisions.<system>: what each CI event runs (engine/decide.py)
+    # decisions.<system>: what each CI event runs (model/decide.py)
     decisions: Mapping[System, Decisions] = field(default_factory=lambda: EMPTY_MAPPING)
     triage: TriageSettings = NO_TRIAGE_SETTINGS  # the `triage` section (known failures)
 

@@ -38,7 +38,7 @@ from matrixgen.documents.sections import (
     Url,
     Word,
 )
-from matrixgen.engine.vocab import (
+from matrixgen.model.vocab import (
     DEFAULT_MAX_JOBS,
     DEFAULT_N_REPEAT,
     DEFAULT_TIME_LIMIT,
@@ -70,7 +70,7 @@ class Vocabulary(Section, frozen=True, kw_only=True):
     @property
     def all_scopes(self) -> frozenset[str]:
         """Every scope of every system, with the tier each legacy name resolves to."""
-        from matrixgen.engine.vocab import resolve_scope
+        from matrixgen.model.vocab import resolve_scope
 
         names = {s for scopes in self.scopes.values() for s in scopes}
         return frozenset(names | {resolve_scope(s) for s in names})

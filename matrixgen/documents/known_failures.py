@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from msgspec import Struct
 
 from matrixgen.documents.config_sections import Triage
-from matrixgen.engine.errors import Findings, Location
+from matrixgen.model.errors import Findings, Location
 
 
 class KnownFailure(Struct, frozen=True, kw_only=True):

@@ -19,7 +19,7 @@ from typing import Annotated, Any, ClassVar, Protocol
 from msgspec import Meta
 
 from matrixgen.documents.schema import NON_BLANK, whole
-from matrixgen.engine.vocab import QuarantineAction, QuarantineKind, System
+from matrixgen.model.vocab import QuarantineAction, QuarantineKind, System
 from matrixgen.systems import example_places
 from matrixgen.util.nodeid import NODE_ID_PATTERN
 from matrixgen.util.values import ComparedValue

@@ -26,9 +26,9 @@ from matrixgen.documents.recipe_fields import (
     SPEC_SHAPES_V2,
     TOP_KEYS,
 )
-from matrixgen.engine.errors import FileFindings, Finding, Findings, Location, did_you_mean
-from matrixgen.engine.model import RecipeFile
-from matrixgen.engine.vocab import ALL_CADENCES, RecipeType
+from matrixgen.model.errors import FileFindings, Finding, Findings, Location, did_you_mean
+from matrixgen.model.jobs import RecipeFile
+from matrixgen.model.vocab import ALL_CADENCES, RecipeType
 from matrixgen.util.patterns import name_pattern, whole
 
 if TYPE_CHECKING:

@@ -47,7 +47,7 @@ import msgspec
 import msgspec.inspect as mi
 
 from matrixgen.documents.yamlio import YamlDocument
-from matrixgen.engine.errors import Findings, Location, Severity
+from matrixgen.model.errors import Findings, Location, Severity
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # The end of a name in both Python (`$` alone also takes a final line break) and

@@ -25,7 +25,7 @@ from matrixgen.documents.yamlfast import (
     _rename_odd_keys,
     _Unusual,
 )
-from matrixgen.engine.errors import Findings, Location
+from matrixgen.model.errors import Findings, Location
 
 # libyaml's C parser when PyYAML was built with it; the pure-Python one otherwise.
 _BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

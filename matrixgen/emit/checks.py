@@ -19,9 +19,9 @@ from matrixgen.emit.common import (
     timeout_minutes,
 )
 from matrixgen.emit.registry import emitter_for
-from matrixgen.engine.errors import Finding, MatrixgenError, Severity
-from matrixgen.engine.model import Job, Target
 from matrixgen.engine.select import matches, select
+from matrixgen.model.errors import Finding, MatrixgenError, Severity
+from matrixgen.model.jobs import Job, Target
 from matrixgen.quarantine.apply import apply_quarantine, applying_entries
 from matrixgen.quarantine.model import Entry, load_quarantine
 

@@ -18,7 +18,8 @@ from msgspec.structs import replace
 
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.documents.config_sections import ImageSet, SystemSettings
-from matrixgen.engine.errors import (
+from matrixgen.engine.select import unused_value, used_values
+from matrixgen.model.errors import (
     ConfigError,
     Finding,
     RecipeError,
@@ -26,9 +27,8 @@ from matrixgen.engine.errors import (
     UsageError,
     did_you_mean,
 )
-from matrixgen.engine.model import EMPTY_MAPPING, Job, JobId, QuarantineMark, Target
-from matrixgen.engine.select import unused_value, used_values
-from matrixgen.engine.vocab import QuarantineAction, System, resolve_scope
+from matrixgen.model.jobs import EMPTY_MAPPING, Job, JobId, QuarantineMark, Target
+from matrixgen.model.vocab import QuarantineAction, System, resolve_scope
 from matrixgen.util.values import ComparedValue
 
 # Megatron-LM's shared launcher: it submits the recipe's own `script` to a cluster: it takes no node

@@ -35,14 +35,14 @@ from matrixgen.emit.common import (
 )
 from matrixgen.emit.registry import emitter_for
 from matrixgen.emit.registry import step_outputs as step_output_part
-from matrixgen.engine.errors import (
+from matrixgen.model.errors import (
     OutputError,
     UsageError,
     file_error,
     write_failure,
 )
-from matrixgen.engine.model import QuarantineMark, Target
-from matrixgen.engine.vocab import QUARANTINE_FILENAME
+from matrixgen.model.jobs import QuarantineMark, Target
+from matrixgen.model.vocab import QUARANTINE_FILENAME
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.apply import Selection
 from matrixgen.util.atomic import WriteError, remove_stale_temps, write_atomic

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from msgspec import Struct
 
-from matrixgen.engine.errors import LimitError
+from matrixgen.model.errors import LimitError
 
 
 def refuse(problem: str | None) -> None:

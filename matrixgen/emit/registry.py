@@ -22,15 +22,15 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
-from matrixgen.engine.errors import UsageError
-from matrixgen.engine.vocab import System
+from matrixgen.model.errors import UsageError
+from matrixgen.model.vocab import System
 from matrixgen.systems import HOMES
 from matrixgen.systems.home import Home
 
 if TYPE_CHECKING:
     from matrixgen.documents.sections import SystemSettings
     from matrixgen.emit.common import EmitSettings, EmittedJob, EmittedTarget, Waits
-    from matrixgen.engine.model import Job
+    from matrixgen.model.jobs import Job
 
 
 @runtime_checkable

@@ -25,10 +25,10 @@ from msgspec import Struct
 
 from matrixgen.documents.recipe import blocks, rows, show
 from matrixgen.engine.context import ValidationContext
-from matrixgen.engine.errors import Finding, Location, finding
 from matrixgen.engine.globs import glob_problem, matches
-from matrixgen.engine.model import Job
-from matrixgen.engine.vocab import RecipeType
+from matrixgen.model.errors import Finding, Location, finding
+from matrixgen.model.jobs import Job
+from matrixgen.model.vocab import RecipeType
 from matrixgen.util.checkout import STATE_DIR, in_tree
 
 # Whole-selection fallbacks, as the summary names them.

@@ -17,7 +17,9 @@ from matrixgen.documents.recipe import blocks, rows
 from matrixgen.documents.recipe_fields import RECIPE
 from matrixgen.documents.schema import check_document
 from matrixgen.engine.context import ValidationContext
-from matrixgen.engine.errors import (
+from matrixgen.engine.expand import Expansion
+from matrixgen.engine.load import RecipeTree
+from matrixgen.model.errors import (
     SUGGEST_MAX_LENGTH,
     Finding,
     Findings,
@@ -26,11 +28,9 @@ from matrixgen.engine.errors import (
     did_you_mean,
     finding,
 )
-from matrixgen.engine.expand import Expansion
-from matrixgen.engine.load import RecipeTree
-from matrixgen.engine.model import RecipeFile
-from matrixgen.engine.templates import TemplateError, placeholders
-from matrixgen.engine.vocab import RUNTIME_PLACEHOLDERS, RecipeType, resolve_scope, scope_names
+from matrixgen.model.jobs import RecipeFile
+from matrixgen.model.templates import TemplateError, placeholders
+from matrixgen.model.vocab import RUNTIME_PLACEHOLDERS, RecipeType, resolve_scope, scope_names
 
 # Resolved job fields a launcher passes to the script even when no recipe sets them.
 JOB_FIELDS = frozenset({"n_repeat", "time_limit", "name", "cadence"})

@@ -8,8 +8,8 @@ from msgspec import Struct
 
 from matrixgen.engine.expand import Expansion
 from matrixgen.engine.load import RecipeTree
-from matrixgen.engine.model import Target
-from matrixgen.engine.references import ReferenceListing
+from matrixgen.model.jobs import Target
+from matrixgen.model.references import ReferenceListing
 
 
 class Generated(Protocol):

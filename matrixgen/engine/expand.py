@@ -32,7 +32,8 @@ from matrixgen.documents.recipe import (
     with_change_keys,
 )
 from matrixgen.documents.recipe_fields import COUNT_MINIMUM
-from matrixgen.engine.errors import (
+from matrixgen.engine.load import RecipeTree
+from matrixgen.model.errors import (
     FileFindings,
     Finding,
     Findings,
@@ -40,10 +41,9 @@ from matrixgen.engine.errors import (
     Severity,
     did_you_mean,
 )
-from matrixgen.engine.load import RecipeTree
-from matrixgen.engine.model import Job, RecipeFile
-from matrixgen.engine.templates import TemplateError, render
-from matrixgen.engine.vocab import (
+from matrixgen.model.jobs import Job, RecipeFile
+from matrixgen.model.templates import TemplateError, render
+from matrixgen.model.vocab import (
     CONFIG_FILENAME,
     DEFAULT_CADENCE,
     LEGACY_SCOPE_ALIASES,

@@ -18,7 +18,7 @@ from msgspec.structs import replace
 
 from matrixgen.documents.config import DEFAULT_CONFIG, ProjectConfig, parse_config
 from matrixgen.documents.yamlio import parse_yaml
-from matrixgen.engine.errors import (
+from matrixgen.model.errors import (
     ConfigError,
     Finding,
     Findings,
@@ -29,8 +29,8 @@ from matrixgen.engine.errors import (
     UsageError,
     did_you_mean,
 )
-from matrixgen.engine.model import RecipeFile
-from matrixgen.engine.vocab import CONFIG_FILENAME, QUARANTINE_FILENAME, RecipeType
+from matrixgen.model.jobs import RecipeFile
+from matrixgen.model.vocab import CONFIG_FILENAME, QUARANTINE_FILENAME, RecipeType
 from matrixgen.util import treelinks
 from matrixgen.util.atomic import describe_kind
 from matrixgen.util.readfile import NotRegularFile, read_regular

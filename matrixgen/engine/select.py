@@ -13,9 +13,9 @@ from collections.abc import Collection, Iterable, Sequence
 from msgspec.structs import replace
 
 from matrixgen.documents.config import ProjectConfig
-from matrixgen.engine.errors import UsageError, did_you_mean
-from matrixgen.engine.model import Job, Selector
-from matrixgen.engine.vocab import ALL_CADENCES, LEGACY_SCOPE_ALIASES, resolve_scope, scope_names
+from matrixgen.model.errors import UsageError, did_you_mean
+from matrixgen.model.jobs import Job, Selector
+from matrixgen.model.vocab import ALL_CADENCES, LEGACY_SCOPE_ALIASES, resolve_scope, scope_names
 
 
 def check_selector(selector: Selector) -> None:

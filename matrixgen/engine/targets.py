@@ -19,9 +19,9 @@ from collections.abc import Collection, Iterable, Sequence
 from msgspec.structs import replace
 
 from matrixgen.documents.config import DEFAULT_CONFIG, ProjectConfig, system_settings
-from matrixgen.engine.errors import UsageError, did_you_mean
-from matrixgen.engine.model import Job, Selector, Target
-from matrixgen.engine.vocab import (
+from matrixgen.model.errors import UsageError, did_you_mean
+from matrixgen.model.jobs import Job, Selector, Target
+from matrixgen.model.vocab import (
     ALL_CADENCES,
     LEGACY_SCOPE_ALIASES,
     OTHER_TIERS_SYSTEM,

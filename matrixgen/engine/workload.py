@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from matrixgen.engine.load import RecipeTree
-from matrixgen.engine.model import Job, Target
+from matrixgen.model.jobs import Job, Target
 
 #: Spec fields the launcher takes from its own arguments, not from the recipe
 #: (so what the pipeline passes wins: they are compared as emitted fields).

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from matrixgen.engine.errors import UsageError
-from matrixgen.engine.model import Job, Target
 from matrixgen.engine.targets import default_system, resolve_targets
-from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
+from matrixgen.model.errors import UsageError
+from matrixgen.model.jobs import Job, Target
+from matrixgen.model.vocab import QuarantineAction, QuarantineKind
 from matrixgen.quarantine.apply import Hit, applying_entries, entry_hits
 from matrixgen.quarantine.checks import check_entries
 from matrixgen.quarantine.model import (

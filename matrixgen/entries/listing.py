@@ -17,7 +17,7 @@ from typing import Any
 
 from msgspec import Struct
 
-from matrixgen.engine.vocab import QuarantineAction, QuarantineKind
+from matrixgen.model.vocab import QuarantineAction, QuarantineKind
 from matrixgen.quarantine.model import Entry
 from matrixgen.quarantine.trackers import entries_tracked_by
 

@@ -19,9 +19,9 @@ import statistics
 from collections.abc import Mapping
 from contextlib import closing
 
-from matrixgen.engine.model import Job, Target
 from matrixgen.evidence.mapping import job_key
 from matrixgen.evidence.store import JobKey
+from matrixgen.model.jobs import Job, Target
 from matrixgen.views.cost import Measured, repeats_in
 
 

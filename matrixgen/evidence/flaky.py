@@ -33,10 +33,10 @@ from typing import ClassVar
 
 from msgspec import Struct
 
-from matrixgen.engine.errors import UsageError
 from matrixgen.evidence.queries import RunFilter
 from matrixgen.evidence.reasons import ReasonGroup, group_reasons
 from matrixgen.evidence.store import JOB_JSON_KEYS, History, JobKey, RunRow, Store, utc_text
+from matrixgen.model.errors import UsageError
 from matrixgen.util.values import JsonLayout
 
 DEFAULT_SINCE_DAYS = 30

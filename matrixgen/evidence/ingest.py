@@ -14,7 +14,6 @@ import sqlalchemy as sa
 from msgspec import Struct
 from msgspec.structs import asdict
 
-from matrixgen.engine.errors import ResultsFileError, UsageError
 from matrixgen.evidence.junit import FUTURE_SKEW, MESSAGE_LIMIT, Outcome, Testcase
 from matrixgen.evidence.queries import read_jobs
 from matrixgen.evidence.reasons import REASON_LIMIT, kind_of, reason
@@ -34,6 +33,7 @@ from matrixgen.evidence.tables import (
     run_jobs,
     runs,
 )
+from matrixgen.model.errors import ResultsFileError, UsageError
 from matrixgen.util.nodeid import is_node_id
 
 

@@ -55,7 +55,7 @@ from pathlib import Path
 from msgspec import Struct
 from msgspec.structs import replace
 
-from matrixgen.engine.errors import ResultsFileError
+from matrixgen.model.errors import ResultsFileError
 from matrixgen.util.patterns import name_pattern, whole
 
 MESSAGE_LIMIT = 300  # characters of a failure message kept

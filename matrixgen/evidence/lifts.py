@@ -13,10 +13,10 @@ from typing import ClassVar
 
 from msgspec import Struct
 
-from matrixgen.engine.model import Job, Target
 from matrixgen.evidence.junit import Outcome
 from matrixgen.evidence.queries import RunOutcomes
 from matrixgen.evidence.store import JobKey
+from matrixgen.model.jobs import Job, Target
 from matrixgen.quarantine.apply import applying_entries
 from matrixgen.quarantine.model import Entry
 from matrixgen.util.nodeid import covers

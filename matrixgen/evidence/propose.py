@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from msgspec import Struct
 from msgspec.structs import replace
 
-from matrixgen.engine.model import Job, Target
 from matrixgen.engine.select import select
 from matrixgen.engine.targets import resolve_targets
-from matrixgen.engine.vocab import QuarantineAction, QuarantineKind, System
 from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow, Verdict, in_tree_words, runs_text
 from matrixgen.evidence.mapping import job_key
 from matrixgen.evidence.store import JobKey
+from matrixgen.model.jobs import Job, Target
+from matrixgen.model.vocab import QuarantineAction, QuarantineKind, System
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.apply import applying_entries, entry_hits
 from matrixgen.quarantine.model import Entry, QuarantineFile

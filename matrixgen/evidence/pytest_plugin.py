@@ -48,7 +48,7 @@ WORKER_OUTPUT = "matrixgen_quarantine"
 def pytest_configure(config: pytest.Config) -> None:
     if not os.environ.get(QUARANTINE_VARIABLE, "").strip():
         return
-    from matrixgen.engine.errors import MatrixgenError
+    from matrixgen.model.errors import MatrixgenError
     from matrixgen.quarantine.jobenv import IdentityError, QuarantineFileError, load_job_quarantine
 
     try:
@@ -69,7 +69,7 @@ class NodeQuarantine:
     """The hooks, once a job's quarantine is loaded."""
 
     def __init__(self, quarantine: JobQuarantine, *, maxfail: int = 0) -> None:
-        from matrixgen.engine.vocab import QuarantineAction
+        from matrixgen.model.vocab import QuarantineAction
 
         self.quarantine = quarantine
         self.decides = quarantine.node_actions()
@@ -90,7 +90,7 @@ class NodeQuarantine:
         return decider(self.decides, node_id)
 
     def muting(self, node_id: str) -> Entry | None:
-        from matrixgen.engine.vocab import QuarantineAction
+        from matrixgen.model.vocab import QuarantineAction
 
         entry = self.entry_for(node_id)
         return entry if entry is not None and entry.action is QuarantineAction.MUTE else None
@@ -116,7 +116,7 @@ class NodeQuarantine:
     def pytest_collection_modifyitems(
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
-        from matrixgen.engine.vocab import QuarantineAction
+        from matrixgen.model.vocab import QuarantineAction
         from matrixgen.util.nodeid import base_id
 
         matched: set[str] = set()

@@ -13,7 +13,6 @@ from operator import itemgetter
 import sqlalchemy as sa
 from msgspec import Struct, field
 
-from matrixgen.engine.errors import ResultsStoreError, UsageError, did_you_mean
 from matrixgen.evidence.junit import Outcome
 from matrixgen.evidence.rollup import counted, forget, totals
 from matrixgen.evidence.store import History, JobKey, RunRow, Store
@@ -30,6 +29,7 @@ from matrixgen.evidence.tables import (
     run_jobs,
     runs,
 )
+from matrixgen.model.errors import ResultsStoreError, UsageError, did_you_mean
 
 _IN_CHUNK = 500
 # A job's run is a sum of its tests' durations, each at most a year when ingested.

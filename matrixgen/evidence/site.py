@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
-from matrixgen.engine.model import Target
-from matrixgen.engine.vocab import QuarantineAction
+from matrixgen.model.jobs import Target
+from matrixgen.model.vocab import QuarantineAction
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.apply import Hit
 from matrixgen.quarantine.model import Entry
@@ -123,7 +123,7 @@ def gather(request: SiteRequest) -> EvidencePart:
     assert query is None or isinstance(query, TriageQuery)
     if not store_configured(db):
         if query is not None:
-            from matrixgen.engine.errors import ResultsStoreError
+            from matrixgen.model.errors import ResultsStoreError
 
             raise ResultsStoreError(
                 f"--run {query.run_id}: no results store to read the run from: pass --db or set "

@@ -21,9 +21,9 @@ import sqlalchemy as sa
 from msgspec import Struct, field
 from msgspec.structs import astuple
 
-from matrixgen.engine.errors import ResultsStoreError, UsageError
 from matrixgen.evidence.junit import Testcase
 from matrixgen.evidence.tables import MIGRATIONS, SCHEMA_VERSION, schema_table
+from matrixgen.model.errors import ResultsStoreError, UsageError
 from matrixgen.util.checkout import choose_store, default_store_path
 from matrixgen.util.values import ComparedValue, JsonLayout
 

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from contextlib import closing
 from typing import TYPE_CHECKING
 
-from matrixgen.engine.model import Target
 from matrixgen.engine.targets import resolve_targets
+from matrixgen.model.jobs import Target
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.apply import Hit, entry_hits
 from matrixgen.quarantine.model import Entry

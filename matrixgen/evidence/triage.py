@@ -43,7 +43,6 @@ from typing import Any, ClassVar
 
 from msgspec import Struct
 
-from matrixgen.engine.model import Job, Target
 from matrixgen.engine.select import select
 from matrixgen.engine.targets import resolve_targets
 from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow, RunRef, Verdict, iso, runs_text
@@ -60,6 +59,7 @@ from matrixgen.evidence.mapping import job_key
 from matrixgen.evidence.queries import RunFilter, RunOutcomes, test_outcomes
 from matrixgen.evidence.reasons import ReasonGroup, group_reasons
 from matrixgen.evidence.store import JOB_JSON_KEYS, JobKey, RunRow, Store
+from matrixgen.model.jobs import Job, Target
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.apply import applying_entries
 from matrixgen.quarantine.model import Entry
@@ -474,10 +474,10 @@ def triage(
     policy: FlakyPolicy | None = None,
 ) -> TriageReport:
     """The triage of one stored run against its baseline."""
-    from matrixgen.engine.errors import UsageError
     from matrixgen.evidence.flaky import flaky_rows
     from matrixgen.evidence.known import known_failures
     from matrixgen.evidence.queries import run_outcomes
+    from matrixgen.model.errors import UsageError
 
     policy = policy or FlakyPolicy()
     policy.check()

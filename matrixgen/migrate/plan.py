@@ -12,12 +12,12 @@ from typing import Any, ClassVar
 from msgspec import Struct
 
 from matrixgen.documents.config import DEFAULT_CONFIG, ProjectConfig
-from matrixgen.engine.errors import Finding, QuarantineError, UsageError
 from matrixgen.engine.load import read_directory
-from matrixgen.engine.model import Job, JobId, Target
 from matrixgen.engine.targets import default_system, discover_targets, resolve_targets
-from matrixgen.engine.vocab import QUARANTINE_FILENAME, QuarantineAction, resolve_scope
 from matrixgen.migrate.scan import Candidate, LeftAlone, _scan_file
+from matrixgen.model.errors import Finding, QuarantineError, UsageError
+from matrixgen.model.jobs import Job, JobId, Target
+from matrixgen.model.vocab import QUARANTINE_FILENAME, QuarantineAction, resolve_scope
 from matrixgen.pipeline import Generation, generate_from_files
 from matrixgen.quarantine.habits import is_habit_scope
 from matrixgen.quarantine.model import entry_from_mapping

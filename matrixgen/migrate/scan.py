@@ -12,9 +12,9 @@ from msgspec import Struct, field
 from matrixgen.documents.recipe import block_rows
 from matrixgen.documents.recipe_fields import ROW_KEYS_V2
 from matrixgen.documents.yamlio import last_content_line, parse_yaml
-from matrixgen.engine.errors import Findings
-from matrixgen.engine.model import RecipeFile
-from matrixgen.engine.vocab import QuarantineKind, resolve_scope
+from matrixgen.model.errors import Findings
+from matrixgen.model.jobs import RecipeFile
+from matrixgen.model.vocab import QuarantineKind, resolve_scope
 from matrixgen.quarantine.habits import (
     _commented_items,
     _dash_col,

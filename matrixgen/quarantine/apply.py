@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 from msgspec import Struct
 from msgspec.structs import replace
 
-from matrixgen.engine.model import Job, QuarantineMark, Selector, Target
 from matrixgen.engine.select import select
 from matrixgen.engine.targets import default_system, target_name
-from matrixgen.engine.vocab import QuarantineAction
+from matrixgen.model.jobs import Job, QuarantineMark, Selector, Target
+from matrixgen.model.vocab import QuarantineAction
 
 if TYPE_CHECKING:
     from matrixgen.quarantine.model import Entry

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from msgspec import Struct
 from msgspec.structs import replace
 
-from matrixgen.engine.model import Job, Target
 from matrixgen.engine.targets import resolve_targets
+from matrixgen.model.jobs import Job, Target
 from matrixgen.quarantine.apply import Hit, entry_hits
 from matrixgen.quarantine.checks import describe
 from matrixgen.quarantine.model import Entry, QuarantineFile

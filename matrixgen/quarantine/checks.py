@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 from msgspec import Struct
 
 from matrixgen.documents.quarantine import is_glob, matches_test_case
-from matrixgen.engine.errors import Finding, Findings, Location, Severity, did_you_mean
-from matrixgen.engine.model import Job, Target
-from matrixgen.engine.vocab import LEGACY_SCOPE_ALIASES, System, resolve_scope, scope_names
+from matrixgen.model.errors import Finding, Findings, Location, Severity, did_you_mean
+from matrixgen.model.jobs import Job, Target
+from matrixgen.model.vocab import LEGACY_SCOPE_ALIASES, System, resolve_scope, scope_names
 from matrixgen.quarantine.apply import entry_hits, overlaps
 from matrixgen.quarantine.model import (
     Entry,

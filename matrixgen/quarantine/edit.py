@@ -28,7 +28,7 @@ import yaml
 from msgspec import Struct, field
 
 from matrixgen.documents.yamlio import YamlDocument, last_content_line, parse_yaml, yaml_anchors
-from matrixgen.engine.errors import Findings, QuarantineError, UsageError
+from matrixgen.model.errors import Findings, QuarantineError, UsageError
 from matrixgen.quarantine.model import QuarantineFile, plain, read_quarantine
 from matrixgen.quarantine.render import QuoteStyle, quote_style, render_entry
 from matrixgen.util.atomic import WriteError, describe_kind, remove_stale_temps, write_atomic

@@ -13,8 +13,8 @@ import yaml
 from msgspec import Struct
 
 from matrixgen.documents.recipe_fields import BLOCK_KEYS, ROW_KEYS_V2
-from matrixgen.engine.model import RecipeFile
-from matrixgen.engine.vocab import QuarantineKind, resolve_scope
+from matrixgen.model.jobs import RecipeFile
+from matrixgen.model.vocab import QuarantineKind, resolve_scope
 from matrixgen.util.textedit import (
     TextEdit,
     apply_edits,

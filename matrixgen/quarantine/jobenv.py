@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from matrixgen.engine.vocab import QuarantineAction, System
+from matrixgen.model.vocab import QuarantineAction, System
 from matrixgen.systems.ci import running
 from matrixgen.util.patterns import name_pattern, whole
 from matrixgen.util.shellvars import exported
@@ -199,9 +199,9 @@ class _TreeTestCases:
 
     @cached_property
     def names(self) -> frozenset[str]:
-        from matrixgen.engine.errors import MatrixgenError
         from matrixgen.engine.expand import expand_tree
         from matrixgen.engine.load import load_tree, read_directory
+        from matrixgen.model.errors import MatrixgenError
 
         try:
             tree = load_tree(read_directory(self.tree_dir), root=str(self.tree_dir))
@@ -216,7 +216,7 @@ def _config(tree_dir: Path) -> ProjectConfig:
     tracker reaches the JUnit XML as its URL; the default config where there is
     none or it cannot be read: checking it is validate's work, not the test run's."""
     from matrixgen.documents.config import DEFAULT_CONFIG
-    from matrixgen.engine.errors import MatrixgenError
+    from matrixgen.model.errors import MatrixgenError
     from matrixgen.quarantine.project import open_project
 
     try:

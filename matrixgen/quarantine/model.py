@@ -35,9 +35,9 @@ from msgspec.structs import asdict
 from matrixgen.documents.quarantine import NODE_LEVEL, EntryFields, QuarantineDocument
 from matrixgen.documents.schema import DecodeError, check_document, decode
 from matrixgen.documents.yamlio import YamlDocument, parse_yaml
-from matrixgen.engine.errors import Finding, Findings, Location, QuarantineError, Severity
-from matrixgen.engine.model import QuarantineMark
-from matrixgen.engine.vocab import (
+from matrixgen.model.errors import Finding, Findings, Location, QuarantineError, Severity
+from matrixgen.model.jobs import QuarantineMark
+from matrixgen.model.vocab import (
     QUARANTINE_FILENAME,
     QuarantineAction,
     System,

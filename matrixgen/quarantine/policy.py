@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
-from matrixgen.engine.errors import UsageError
+from matrixgen.model.errors import UsageError
 from matrixgen.util.patterns import name_pattern, whole
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from matrixgen.documents.config import DEFAULT_CONFIG, ProjectConfig, parse_config
-from matrixgen.engine.vocab import CONFIG_FILENAME, QUARANTINE_FILENAME
+from matrixgen.model.vocab import CONFIG_FILENAME, QUARANTINE_FILENAME
 from matrixgen.quarantine.model import QuarantineFile, read_quarantine
 
 

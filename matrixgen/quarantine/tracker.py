@@ -18,7 +18,7 @@ from urllib.parse import quote, urlsplit
 
 from msgspec import Struct, field
 
-from matrixgen.engine.errors import TrackerError, UsageError
+from matrixgen.model.errors import TrackerError, UsageError
 from matrixgen.util.jsontext import JsonInputError, load_bounded
 from matrixgen.util.patterns import name_pattern, whole
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from matrixgen.engine.model import Job, Target
+from matrixgen.model.jobs import Job, Target
 from matrixgen.report.site import EXPIRING_DAYS, SiteData
 from matrixgen.views.cost import hours, pipeline_name
 from matrixgen.views.page import Frame, attr, bar_chart, figures, table, text

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from msgspec import Struct
 
-from matrixgen.engine.model import Target
+from matrixgen.model.jobs import Target
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.apply import Hit, Selection, entry_hits
 from matrixgen.quarantine.audit import AuditItem, audit_entries
@@ -82,7 +82,7 @@ def write_site(out: Path, site: Mapping[str, str]) -> None:
     """Each page into `out` (made when missing), each file replaced whole and
     never written through a link (`util.atomic`). A file where the directory
     should be is a usage error; a disk that refuses the files, exit 9."""
-    from matrixgen.engine.errors import UsageError, file_error, write_failure
+    from matrixgen.model.errors import UsageError, file_error, write_failure
     from matrixgen.util.atomic import WriteError, write_atomic
 
     blocking = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)

@@ -65,7 +65,7 @@ class Home(Struct, frozen=True, kw_only=True):
     # The parts it has (PART_FLOORS keys): modules of `package`.
     parts: frozenset[str] = frozenset()
     # True: the system reads workflow commands on stdout as annotations of the
-    # files findings name (`engine.errors.annotation_lines`).
+    # files findings name (`model.errors.annotation_lines`).
     annotates: bool = False
     # The option that appends step outputs to the file its `step_outputs`
     # variable names (its `outputs` part); None: the system has none.

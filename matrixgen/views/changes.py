@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, ClassVar
 from msgspec import Struct
 
 from matrixgen.engine.changes import FALLBACK_TEXT, ChangeSelection, ChangeSet, select_changed
-from matrixgen.engine.model import Job, Target
+from matrixgen.model.jobs import Job, Target
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import JsonLayout
 from matrixgen.views.cost import Cost, hours, jobs_cost

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from msgspec import Struct
 
 if TYPE_CHECKING:
-    from matrixgen.engine.model import Target
+    from matrixgen.model.jobs import Target
     from matrixgen.pipeline import Generation
     from matrixgen.quarantine.apply import Hit
     from matrixgen.quarantine.model import Entry

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from msgspec import Struct, defstruct
 
 from matrixgen.documents.config import ProjectConfig
-from matrixgen.engine.errors import RecipeError
-from matrixgen.engine.model import Job, Target, TargetPlace
+from matrixgen.model.errors import RecipeError
+from matrixgen.model.jobs import Job, Target, TargetPlace
 from matrixgen.util.values import JsonLayout
 from matrixgen.views.stats import fleet
 

@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from msgspec import Struct
 
 from matrixgen.documents.recipe import rows
-from matrixgen.engine.errors import Finding, Severity, did_you_mean, finding
-from matrixgen.engine.model import Job, Target
-from matrixgen.engine.references import (
+from matrixgen.engine.targets import resolve_targets
+from matrixgen.model.errors import Finding, Severity, did_you_mean, finding
+from matrixgen.model.jobs import Job, Target
+from matrixgen.model.references import (
     OPT_OUT_KEY,
     ORPHAN_FIELDS,
     ReferenceListing,
@@ -41,8 +42,7 @@ from matrixgen.engine.references import (
     reference_path,
     used_by_dir,
 )
-from matrixgen.engine.targets import resolve_targets
-from matrixgen.engine.templates import TemplateError
+from matrixgen.model.templates import TemplateError
 from matrixgen.pipeline import Generation
 from matrixgen.util.checkout import checkout_top
 from matrixgen.util.escape import markdown_code as code_span  # no content breaks out of it

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from matrixgen.engine.decide import ANY_CADENCE, Decision
+from matrixgen.model.decide import ANY_CADENCE, Decision
 from matrixgen.util.escape import markdown_code, markdown_text, terminal_text
 from matrixgen.util.values import json_value
 from matrixgen.views.table import table

@@ -30,9 +30,9 @@ from msgspec import Struct, field
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.emit.common import emitted_jobs, warmup_index
 from matrixgen.emit.registry import emitter_for
-from matrixgen.engine.errors import Finding, Location, Severity, finding
-from matrixgen.engine.model import Job, Target, spec_needs
-from matrixgen.engine.vocab import System
+from matrixgen.model.errors import Finding, Location, Severity, finding
+from matrixgen.model.jobs import Job, Target, spec_needs
+from matrixgen.model.vocab import System
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log, terminal_text
 from matrixgen.util.values import json_value

@@ -21,8 +21,8 @@ from msgspec import Struct
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.documents.config_sections import ImagePin as PinDoc
 from matrixgen.documents.config_sections import ImageSet
-from matrixgen.engine.errors import Finding, finding
-from matrixgen.engine.vocab import System
+from matrixgen.model.errors import Finding, finding
+from matrixgen.model.vocab import System
 from matrixgen.util.values import JsonLayout
 
 if TYPE_CHECKING:

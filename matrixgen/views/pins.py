@@ -26,8 +26,8 @@ from msgspec.structs import asdict
 
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.documents.recipe import rows
-from matrixgen.engine.errors import Finding, Location, Severity, did_you_mean, finding
-from matrixgen.engine.model import Job
+from matrixgen.model.errors import Finding, Location, Severity, did_you_mean, finding
+from matrixgen.model.jobs import Job
 from matrixgen.util.patterns import name_pattern, whole
 from matrixgen.util.values import JsonLayout, json_value
 from matrixgen.views.images import image_status

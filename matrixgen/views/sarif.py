@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
-from matrixgen.engine.errors import Finding, Severity
+from matrixgen.model.errors import Finding, Severity
 from matrixgen.util.escape import json_for_log
 
 SARIF_VERSION = "2.1.0"

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 from msgspec import Struct
 
 from matrixgen.documents.config import ProjectConfig
-from matrixgen.engine.errors import Finding, UsageError, did_you_mean, finding
-from matrixgen.engine.model import Job, JobId, Target
+from matrixgen.model.errors import Finding, UsageError, did_you_mean, finding
+from matrixgen.model.jobs import Job, JobId, Target
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:

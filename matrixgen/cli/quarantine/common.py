@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from matrixgen.cli.common import recipes_dir
-from matrixgen.engine.errors import UsageError
+from matrixgen.model.errors import UsageError
 
 
 def _root(recipes: Path | None) -> Path:

@@ -22,8 +22,8 @@ from matrixgen.cli.quarantine.common import (
     _option,
     _root,
 )
-from matrixgen.engine.errors import ExitCode, UsageError, did_you_mean
-from matrixgen.engine.vocab import (
+from matrixgen.model.errors import ExitCode, UsageError, did_you_mean
+from matrixgen.model.vocab import (
     CONFIG_FILENAME,
     QuarantineAction,
     QuarantineKind,

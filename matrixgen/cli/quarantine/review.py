@@ -33,8 +33,8 @@ from matrixgen.cli.quarantine.common import (
     _option,
     _root,
 )
-from matrixgen.engine.errors import ExitCode, TrackerError, UsageError
-from matrixgen.engine.vocab import (
+from matrixgen.model.errors import ExitCode, TrackerError, UsageError
+from matrixgen.model.vocab import (
     QUARANTINE_FILENAME,
 )
 from matrixgen.util.escape import terminal_text

@@ -30,13 +30,13 @@ from matrixgen.cli.jet import (
     load_jet_tree,
     say,
 )
-from matrixgen.engine.errors import ExitCode
-from matrixgen.engine.vocab import System
+from matrixgen.model.errors import ExitCode
+from matrixgen.model.vocab import System
 from matrixgen.systems.github import HOME
 from matrixgen.util.escape import terminal_text
 
 if TYPE_CHECKING:
-    from matrixgen.engine.model import RecipeFile
+    from matrixgen.model.jobs import RecipeFile
     from matrixgen.pipeline import Generation
 
 
@@ -68,7 +68,7 @@ def emit(
     {"shards": N, "matrices": [{"include": [...]}, ...]}; never a job dropped.
     """
     from matrixgen.emit.common import resolve_settings
-    from matrixgen.engine.errors import UsageError
+    from matrixgen.model.errors import UsageError
     from matrixgen.systems.github.emitter import emit_github
     from matrixgen.systems.github.outputs import append_github_outputs
 
@@ -157,7 +157,7 @@ def jet_buckets(
 
 def _recipe_file(generation: Generation, directory: Path, file: Path) -> RecipeFile:
     """The tree's recipe at FILE (a path as the shell has it)."""
-    from matrixgen.engine.errors import UsageError
+    from matrixgen.model.errors import UsageError
 
     try:
         rel = file.resolve().relative_to(directory.resolve()).as_posix()

@@ -54,8 +54,8 @@ from matrixgen.emit.common import (
     plugin_variables,
     timeout_minutes,
 )
-from matrixgen.engine.errors import LimitError
-from matrixgen.engine.model import Job
+from matrixgen.model.errors import LimitError
+from matrixgen.model.jobs import Job
 from matrixgen.systems.github.limits import GITHUB_MAX_MATRIX_ROWS, GITHUB_MAX_OUTPUT_BYTES
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log

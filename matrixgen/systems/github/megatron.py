@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct
 
 from matrixgen.emit.limits import Notice, limit_notices
-from matrixgen.engine.errors import Location, RecipeError
-from matrixgen.engine.model import Job, RecipeFile, Selector, Target
 from matrixgen.engine.targets import target_name
-from matrixgen.engine.vocab import DEFAULT_CADENCE, System, resolve_scope
+from matrixgen.model.errors import Location, RecipeError
+from matrixgen.model.jobs import Job, RecipeFile, Selector, Target
+from matrixgen.model.vocab import DEFAULT_CADENCE, System, resolve_scope
 from matrixgen.quarantine.apply import applying_entries, combined_mark
 from matrixgen.quarantine.jobenv import script_reaches_plugin
 from matrixgen.systems.github.limits import matrix_rows, output_size

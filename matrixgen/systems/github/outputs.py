@@ -10,7 +10,7 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from matrixgen.engine.errors import LimitError, UsageError, write_failure
+from matrixgen.model.errors import LimitError, UsageError, write_failure
 from matrixgen.systems.ci import ci_value
 from matrixgen.systems.github import HOME
 from matrixgen.systems.github.emitter import compact, shard_outputs

@@ -24,13 +24,13 @@ from matrixgen.cli.jet import (
     load_jet_tree,
     say,
 )
-from matrixgen.engine.errors import ExitCode
-from matrixgen.engine.vocab import System
+from matrixgen.model.errors import ExitCode
+from matrixgen.model.vocab import System
 from matrixgen.systems.gitlab import HOME
 from matrixgen.util.escape import terminal_text
 
 if TYPE_CHECKING:
-    from matrixgen.engine.model import Job
+    from matrixgen.model.jobs import Job
     from matrixgen.pipeline import Generation
     from matrixgen.systems.gitlab.megatron import JetPipeline
 

@@ -71,8 +71,8 @@ from matrixgen.emit.common import (
 )
 from matrixgen.emit.limits import refuse
 from matrixgen.emit.yamltext import dump_yaml
-from matrixgen.engine.errors import Finding, LimitError, RecipeError, Severity
-from matrixgen.engine.model import Job, spec_needs
+from matrixgen.model.errors import Finding, LimitError, RecipeError, Severity
+from matrixgen.model.jobs import Job, spec_needs
 from matrixgen.systems.gitlab.limits import (
     child_pipeline_size,
     job_name_length,

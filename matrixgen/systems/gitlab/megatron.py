@@ -41,11 +41,11 @@ from msgspec.structs import replace
 from matrixgen.emit.limits import Notice, limit_notices
 from matrixgen.emit.registry import emitter_for
 from matrixgen.emit.yamltext import dump_yaml
-from matrixgen.engine.errors import RecipeError, UsageError, did_you_mean
-from matrixgen.engine.model import Job, Selector, Target
 from matrixgen.engine.select import used_values
 from matrixgen.engine.targets import target_name
-from matrixgen.engine.vocab import (
+from matrixgen.model.errors import RecipeError, UsageError, did_you_mean
+from matrixgen.model.jobs import Job, Selector, Target
+from matrixgen.model.vocab import (
     ALL_CADENCES,
     System,
     resolve_scope,

@@ -25,8 +25,8 @@ from typing import Any
 
 from msgspec import Struct
 
-from matrixgen.engine.model import Job
-from matrixgen.engine.templates import TemplateError, parse_template, placeholders, render
+from matrixgen.model.jobs import Job
+from matrixgen.model.templates import TemplateError, parse_template, placeholders, render
 from matrixgen.util.patterns import whole
 
 # A recipe's or row's opt-out: `references: {skip: all, reason: ...}`.

@@ -30,9 +30,9 @@ from msgspec import Struct, field
 from msgspec.structs import replace
 
 from matrixgen.documents.config_sections import DecisionRule, SystemDecisions
-from matrixgen.engine.errors import Findings, UsageError, did_you_mean
-from matrixgen.engine.model import Selector, Target
-from matrixgen.engine.vocab import System, resolve_scope
+from matrixgen.model.errors import Findings, UsageError, did_you_mean
+from matrixgen.model.jobs import Selector, Target
+from matrixgen.model.vocab import System, resolve_scope
 from matrixgen.systems.ci import running_all
 from matrixgen.util.values import JsonLayout
 

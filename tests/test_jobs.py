@@ -1,4 +1,4 @@
-"""engine/model.py: the values the pipeline passes on. What a job's JSON holds and
+"""model/jobs.py: the values the pipeline passes on. What a job's JSON holds and
 in which order, its duplicate and sort keys, what a quarantine mark writes, and
 the needs a job's spec names."""
 
@@ -9,9 +9,9 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from matrixgen.engine.errors import Location
-from matrixgen.engine.model import Job, JobId, QuarantineMark, Selector, Target, spec_needs
-from matrixgen.engine.vocab import System
+from matrixgen.model.errors import Location
+from matrixgen.model.jobs import Job, JobId, QuarantineMark, Selector, Target, spec_needs
+from matrixgen.model.vocab import System
 from matrixgen.systems.gitlab.settings import GitlabSettings
 from matrixgen.util.values import json_value
 

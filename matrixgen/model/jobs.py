@@ -11,9 +11,9 @@ from msgspec import Struct, field
 
 from matrixgen.documents.config_sections import SystemSettings
 from matrixgen.documents.yamlio import YamlDocument
-from matrixgen.engine.errors import Location
-from matrixgen.engine.templates import TemplateError, render
-from matrixgen.engine.vocab import RecipeType, System
+from matrixgen.model.errors import Location
+from matrixgen.model.templates import TemplateError, render
+from matrixgen.model.vocab import RecipeType, System
 from matrixgen.util.values import ComparedValue, JsonLayout
 
 EMPTY_MAPPING: Mapping[str, Any] = MappingProxyType({})
