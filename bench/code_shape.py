@@ -62,9 +62,6 @@ so it runs in well under a second. What each figure counts:
   own, import cycles and type-only imports (`if TYPE_CHECKING:`) against the
   layout: as tests/test_layout.py finds them (its functions are reused; a part of
   a system's home sits on its own floor).
-- imports up a floor let through: the ones tests/test_layout.py lists by name
-  (`HELD_DECLARATIONS`: a value of model/ holding a type documents/ declares),
-  which the count above leaves out.
 """
 
 from __future__ import annotations
@@ -393,11 +390,6 @@ def main() -> int:
     show("test-to-test imports", test_imports, "0")
     show("imports against the layout", layout.upward_imports(layout.import_graph()), "0")
     show("imports from one feature into another", layout.feature_imports(typed), "0")
-    show(
-        "imports up a floor let through",
-        sorted(f"{module} imports {dep}" for module, dep in layout.HELD_DECLARATIONS),
-        "0",
-    )
     show("import cycles", [" -> ".join(c) for c in cycles], "0")
     show("type-only imports against the layout", upward_types, "0")
     return 0

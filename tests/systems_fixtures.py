@@ -136,7 +136,7 @@ TOY_FILES: dict[str, str] = {
         from collections.abc import Mapping
         from typing import ClassVar
 
-        from matrixgen.documents.sections import SystemSettings
+        from matrixgen.model.sections import SystemSettings
 
 
         class ToySettings(SystemSettings, frozen=True, kw_only=True):

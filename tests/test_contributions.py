@@ -38,8 +38,10 @@ def test_a_report_without_contributions_has_only_its_own_pages() -> None:
     data = gather(generate(RECIPES), since_days=30, today=dt.date(2026, 11, 10))
     site = render_site(data)
     assert list(site) == ["index.html", "selection.html", "quarantine.html"]
-    assert all("flakes.html" not in page and "store" not in page.split("<main>")[0]
-               for page in site.values())
+    assert all(
+        "flakes.html" not in page and "store" not in page.split("<main>")[0]
+        for page in site.values()
+    )
 
 
 def test_listing_the_contributions_imports_nothing_heavy() -> None:

@@ -11,10 +11,10 @@ import pytest
 
 from matrixgen.documents import recipe
 from matrixgen.documents import recipe_fields as fields
+from matrixgen.documents.recipe import RecipeFile
 from matrixgen.documents.schema import json_schema
 from matrixgen.documents.yamlio import parse_yaml
 from matrixgen.model.errors import Findings
-from matrixgen.model.jobs import RecipeFile
 from matrixgen.model.vocab import RecipeType
 
 

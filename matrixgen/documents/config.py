@@ -25,10 +25,11 @@ from matrixgen.documents.config_sections import (
     SystemSettings,
     Vocabulary,
 )
+from matrixgen.documents.decisions import parse_decisions
 from matrixgen.documents.known_failures import NO_TRIAGE_SETTINGS, TriageSettings, parse_triage
 from matrixgen.documents.schema import DecodeError, check_document, decode
 from matrixgen.documents.yamlio import YamlDocument, parse_yaml
-from matrixgen.model.decide import Decisions, parse_decisions
+from matrixgen.model.decide import Decisions
 from matrixgen.model.errors import ConfigError, Findings, Location, did_you_mean
 from matrixgen.model.jobs import EMPTY_MAPPING, Selector, Target
 from matrixgen.model.references import (

@@ -23,7 +23,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from msgspec import Meta, Struct, defstruct, field
 
-from matrixgen.documents.sections import (
+from matrixgen.model.sections import (
     Arch,
     EnvName,
     Key,

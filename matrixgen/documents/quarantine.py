@@ -18,7 +18,7 @@ from typing import Annotated, Any, ClassVar, Protocol
 
 from msgspec import Meta
 
-from matrixgen.documents.schema import NON_BLANK, whole
+from matrixgen.model.sections import NON_BLANK, whole
 from matrixgen.model.vocab import QuarantineAction, QuarantineKind, System
 from matrixgen.systems import example_places
 from matrixgen.util.nodeid import NODE_ID_PATTERN

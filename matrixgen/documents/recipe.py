@@ -26,13 +26,28 @@ from matrixgen.documents.recipe_fields import (
     SPEC_SHAPES_V2,
     TOP_KEYS,
 )
+from matrixgen.documents.yamlio import YamlDocument
 from matrixgen.model.errors import FileFindings, Finding, Findings, Location, did_you_mean
-from matrixgen.model.jobs import RecipeFile
 from matrixgen.model.vocab import ALL_CADENCES, RecipeType
 from matrixgen.util.patterns import name_pattern, whole
 
 if TYPE_CHECKING:
     from matrixgen.documents.config import Vocabulary
+
+
+class RecipeFile(Struct, frozen=True, kw_only=True):
+    """One parsed recipe file of a tree."""
+
+    path: str  # as shown in messages (tree root joined with rel)
+    rel: str  # relative to the tree root, '/'-separated
+    document: YamlDocument
+    kind: RecipeType
+    format_version: int
+
+    @property
+    def data(self) -> Any:
+        return self.document.data
+
 
 # Change-based selection (format_version 2): globs of repository paths whose
 # change needs a case, and `always` for cases every change runs. They add up

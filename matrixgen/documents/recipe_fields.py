@@ -16,7 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 from msgspec import Meta, Struct
 
-from matrixgen.documents.schema import NON_BLANK, whole
+from matrixgen.model.sections import NON_BLANK, whole
 from matrixgen.model.vocab import Cadence, RecipeType
 
 Text = Annotated[str, Meta(min_length=1)]

@@ -48,19 +48,10 @@ import msgspec.inspect as mi
 
 from matrixgen.documents.yamlio import YamlDocument
 from matrixgen.model.errors import Findings, Location, Severity
+from matrixgen.model.sections import END
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
-# The end of a name in both Python (`$` alone also takes a final line break) and
-# JavaScript: every anchored pattern of the schemas ends so (docs/security.md, names).
-END = "$(?!\\n)"
-# A character blank to neither Python nor JavaScript, as the schemas write it.
-NON_BLANK = "[^\\s\\x1c-\\x1f\\x85\\ufeff]"
 DATE_PATTERN = f"^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}{END}"
-
-
-def whole(body: str) -> str:
-    """A schema pattern that `body` must match whole, in Python and JavaScript alike."""
-    return f"^{body}{END}"
 
 
 # --------------------------------------------------------------------------- schemas

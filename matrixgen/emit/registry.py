@@ -28,9 +28,9 @@ from matrixgen.systems import HOMES
 from matrixgen.systems.home import Home
 
 if TYPE_CHECKING:
-    from matrixgen.documents.sections import SystemSettings
     from matrixgen.emit.common import EmitSettings, EmittedJob, EmittedTarget, Waits
     from matrixgen.model.jobs import Job
+    from matrixgen.model.sections import SystemSettings
 
 
 @runtime_checkable

@@ -13,7 +13,7 @@ from typing import Any
 
 from msgspec import Struct
 
-from matrixgen.documents.recipe import blocks, rows
+from matrixgen.documents.recipe import RecipeFile, blocks, rows
 from matrixgen.documents.recipe_fields import RECIPE
 from matrixgen.documents.schema import check_document
 from matrixgen.engine.context import ValidationContext
@@ -28,7 +28,6 @@ from matrixgen.model.errors import (
     did_you_mean,
     finding,
 )
-from matrixgen.model.jobs import RecipeFile
 from matrixgen.model.templates import TemplateError, placeholders
 from matrixgen.model.vocab import RUNTIME_PLACEHOLDERS, RecipeType, resolve_scope, scope_names
 

@@ -25,6 +25,7 @@ from matrixgen.documents.config import ProjectConfig
 from matrixgen.documents.recipe import (
     CHANGE_KEYS,
     Block,
+    RecipeFile,
     Row,
     read_recipe,
     show,
@@ -41,7 +42,7 @@ from matrixgen.model.errors import (
     Severity,
     did_you_mean,
 )
-from matrixgen.model.jobs import Job, RecipeFile
+from matrixgen.model.jobs import Job
 from matrixgen.model.templates import TemplateError, render
 from matrixgen.model.vocab import (
     CONFIG_FILENAME,

@@ -17,6 +17,7 @@ from msgspec import Struct, field
 from msgspec.structs import replace
 
 from matrixgen.documents.config import DEFAULT_CONFIG, ProjectConfig, parse_config
+from matrixgen.documents.recipe import RecipeFile
 from matrixgen.documents.yamlio import parse_yaml
 from matrixgen.model.errors import (
     ConfigError,
@@ -29,7 +30,6 @@ from matrixgen.model.errors import (
     UsageError,
     did_you_mean,
 )
-from matrixgen.model.jobs import RecipeFile
 from matrixgen.model.vocab import CONFIG_FILENAME, QUARANTINE_FILENAME, RecipeType
 from matrixgen.util import treelinks
 from matrixgen.util.atomic import describe_kind

@@ -227,7 +227,6 @@ def _store_view(
     )
 
 
-
 # ---------------------------------------------------------------------- board
 
 
@@ -530,5 +529,3 @@ def triage(data: EvidencePart, frame: Frame) -> str:
             )
         )
     return frame.page("triage.html", "Triage", body, style=TRIAGE_STYLE)
-
-

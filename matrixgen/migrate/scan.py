@@ -9,11 +9,10 @@ from typing import Any
 import yaml
 from msgspec import Struct, field
 
-from matrixgen.documents.recipe import block_rows
+from matrixgen.documents.recipe import RecipeFile, block_rows
 from matrixgen.documents.recipe_fields import ROW_KEYS_V2
 from matrixgen.documents.yamlio import last_content_line, parse_yaml
 from matrixgen.model.errors import Findings
-from matrixgen.model.jobs import RecipeFile
 from matrixgen.model.vocab import QuarantineKind, resolve_scope
 from matrixgen.quarantine.habits import (
     _commented_items,

@@ -9,11 +9,10 @@ from typing import Any, ClassVar
 
 from msgspec import Struct, field
 
-from matrixgen.documents.config_sections import SystemSettings
-from matrixgen.documents.yamlio import YamlDocument
 from matrixgen.model.errors import Location
+from matrixgen.model.sections import SystemSettings
 from matrixgen.model.templates import TemplateError, render
-from matrixgen.model.vocab import RecipeType, System
+from matrixgen.model.vocab import System
 from matrixgen.util.values import ComparedValue, JsonLayout
 
 EMPTY_MAPPING: Mapping[str, Any] = MappingProxyType({})
@@ -148,20 +147,6 @@ _SORT_KEY = _compiled(f"({', '.join([*_KEY_PARTS, *(f'j.{n}' for n in Job.SORT_A
 _IDENTITY = _compiled(
     "JobId(" + ", ".join(f'(j.{n} or "")' for n in JobId.__struct_fields__) + ")", JobId=JobId
 )
-
-
-class RecipeFile(Struct, frozen=True, kw_only=True):
-    """One parsed recipe file of a tree."""
-
-    path: str  # as shown in messages (tree root joined with rel)
-    rel: str  # relative to the tree root, '/'-separated
-    document: YamlDocument
-    kind: RecipeType
-    format_version: int
-
-    @property
-    def data(self) -> Any:
-        return self.document.data
 
 
 class Selector(Struct, frozen=True, kw_only=True):

@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 from msgspec import Struct
 
+from matrixgen.documents.recipe import RecipeFile
 from matrixgen.documents.recipe_fields import BLOCK_KEYS, ROW_KEYS_V2
-from matrixgen.model.jobs import RecipeFile
 from matrixgen.model.vocab import QuarantineKind, resolve_scope
 from matrixgen.util.textedit import (
     TextEdit,

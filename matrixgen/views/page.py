@@ -222,4 +222,3 @@ def tracker_link(url: str | None, written: str) -> str:
     if href is None:
         return text(written)
     return f'<a href="{href}" rel="noreferrer noopener">{text(written)}</a>'
-

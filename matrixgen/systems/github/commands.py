@@ -36,7 +36,7 @@ from matrixgen.systems.github import HOME
 from matrixgen.util.escape import terminal_text
 
 if TYPE_CHECKING:
-    from matrixgen.model.jobs import RecipeFile
+    from matrixgen.documents.recipe import RecipeFile
     from matrixgen.pipeline import Generation
 
 

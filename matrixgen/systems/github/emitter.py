@@ -40,7 +40,6 @@ from typing import Any
 
 from msgspec import Struct
 
-from matrixgen.documents.sections import SystemSettings
 from matrixgen.emit.common import (
     ROUTE_PLUGIN,
     EmitSettings,
@@ -56,6 +55,7 @@ from matrixgen.emit.common import (
 )
 from matrixgen.model.errors import LimitError
 from matrixgen.model.jobs import Job
+from matrixgen.model.sections import SystemSettings
 from matrixgen.systems.github.limits import GITHUB_MAX_MATRIX_ROWS, GITHUB_MAX_OUTPUT_BYTES
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
+from matrixgen.documents.recipe import RecipeFile
 from matrixgen.emit.limits import Notice, limit_notices
 from matrixgen.engine.targets import target_name
 from matrixgen.model.errors import Location, RecipeError
-from matrixgen.model.jobs import Job, RecipeFile, Selector, Target
+from matrixgen.model.jobs import Job, Selector, Target
 from matrixgen.model.vocab import DEFAULT_CADENCE, System, resolve_scope
 from matrixgen.quarantine.apply import applying_entries, combined_mark
 from matrixgen.quarantine.jobenv import script_reaches_plugin

@@ -8,7 +8,7 @@ home's `settings` part, on the documents floor; the config's declaration makes
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from matrixgen.documents.sections import (
+from matrixgen.model.sections import (
     SystemSettings,
 )
 from matrixgen.systems.github import HOME

@@ -54,7 +54,6 @@ from typing import Any
 
 from msgspec import Struct
 
-from matrixgen.documents.sections import SystemSettings
 from matrixgen.emit.common import (
     ROUTE_PLUGIN,
     EmitSettings,
@@ -73,6 +72,7 @@ from matrixgen.emit.limits import refuse
 from matrixgen.emit.yamltext import dump_yaml
 from matrixgen.model.errors import Finding, LimitError, RecipeError, Severity
 from matrixgen.model.jobs import Job, spec_needs
+from matrixgen.model.sections import SystemSettings
 from matrixgen.systems.gitlab.limits import (
     child_pipeline_size,
     job_name_length,

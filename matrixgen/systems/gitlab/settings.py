@@ -10,8 +10,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from msgspec import Meta
 
-from matrixgen.documents.schema import NON_BLANK
-from matrixgen.documents.sections import (
+from matrixgen.model.sections import (
+    NON_BLANK,
     Retries,
     RetryReason,
     Section,

@@ -1,7 +1,9 @@
-"""The building blocks of the project config's declaration: the word types its
-keys take, `Section` (a mapping whose keys are its fields) and `SystemSettings`
-(what every CI system's targets take). The config (`config_sections`) and each
-system's settings (its home's `settings` part) are made of them.
+"""The building blocks of the documents' declarations: the schema patterns
+(`whole`, `NON_BLANK`), the word types keys take, `Section` (a mapping whose
+keys are its fields) and `SystemSettings` (what every CI system's targets
+take). The config (`documents.config_sections`) and each system's settings (its
+home's `settings` part) are made of them; they sit with the values because a
+target (`model.jobs.Target`) carries its system's settings.
 """
 
 # Annotations are evaluated where they are written (no `from __future__ import
@@ -11,8 +13,19 @@ from typing import Annotated, ClassVar, Literal
 
 from msgspec import Meta, Struct
 
-from matrixgen.documents.schema import NON_BLANK, whole
 from matrixgen.systems import step_output_option
+
+# The end of a name in both Python (`$` alone also takes a final line break) and
+# JavaScript: every anchored pattern of the schemas ends so (docs/security.md, names).
+END = "$(?!\\n)"
+# A character blank to neither Python nor JavaScript, as the schemas write it.
+NON_BLANK = "[^\\s\\x1c-\\x1f\\x85\\ufeff]"
+
+
+def whole(body: str) -> str:
+    """A schema pattern that `body` must match whole, in Python and JavaScript alike."""
+    return f"^{body}{END}"
+
 
 # A name of the vocabulary, an image or a version: one or more characters that
 # are blank to neither Python nor JavaScript.
