@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from matrixgen.decide.decision import decide
 from matrixgen.documents.config import parse_config
 from matrixgen.emit.common import EmitSettings, recipe_timeout
-from matrixgen.model.decide import decide
 from matrixgen.model.errors import ConfigError, ExitCode, UsageError
 from matrixgen.model.jobs import Job, Selector, Target
 from matrixgen.model.vocab import System

@@ -87,7 +87,7 @@ def decision_for(
     labels_json: str | None,
     system: System | None,
 ) -> Decision:
-    from matrixgen.model.decide import decide
+    from matrixgen.decide.decision import decide
 
     config = generation.tree.config
     return decide(
@@ -131,8 +131,8 @@ def decide_command(
     several labels, the first listed in the config wins each field.
 
     """
+    from matrixgen.decide.render import github_outputs, render_markdown, render_table
     from matrixgen.model.errors import UsageError
-    from matrixgen.views.decision import github_outputs, render_markdown, render_table
 
     if event is None:
         raise UsageError("decide needs --event NAME (pull_request, merge_group, schedule, ...)")
