@@ -27,10 +27,13 @@ is an orphan, and is said to be one.
 
 Cost: one tree diff, then one `git cat-file` process that asks every size and
 reads every blob within the bound (the configs' too); linear in the changed
-files' size. Everything but the jobs (git, reading, comparing) runs in a
-thread started as soon as the commits are known (`EarlyReview`), while the
-diff reads and expands the recipe trees; the jobs are matched to the files
-once the sides are loaded, in the targets the diff resolved.
+files' size. Git's part (the tree diff, every blob asked) runs in a thread
+started as soon as the commits are known (`EarlyReview`), while the diff reads
+and expands the recipe trees: the thread only waits on git and takes its
+answers, leaving the interpreter to the loading. Once the sides are loaded the
+blobs are read and compared, and the jobs matched to the files, in the targets
+the diff resolved. Without that thread each blob is read as git hands it over,
+while git reads the next.
 """
 
 from __future__ import annotations
@@ -125,10 +128,11 @@ class _Read(NamedTuple):
 
 
 class EarlyReview:
-    """The review's git work, reading and comparing, run in a thread from the
-    moment the commits are known, while the recipe trees are read and expanded
-    (git runs meanwhile, and the thread's Python runs while the diff waits on
-    git); `golden_review` joins it, and matches its jobs to the files.
+    """The review's git work run in a thread from the moment the commits are
+    known, while the recipe trees are read and expanded; `golden_review`
+    joins it, reads and compares what git gave (`take`), and matches its jobs
+    to the files. The thread runs no reading: what Python it runs (git's
+    answers) would otherwise hold the interpreter's lock from the loading.
 
     `start` is given the project configs the template is decided from: when
     the sides turn out to decide another template (a guess from the working
@@ -146,7 +150,7 @@ class EarlyReview:
         self.pairs: list[TargetPair] | None = None
         self._thread: threading.Thread | None = None
         self._key: tuple[tuple[ReferenceTemplate, str], str, str | None] | None = None
-        self._found: list[_Read] | None = None
+        self._fetched: _Changed | None = None
         self._error: BaseException | None = None
         self._interval: float | None = None
 
@@ -173,7 +177,9 @@ class EarlyReview:
         self, template: ReferenceTemplate, root: str, base_commit: str, head_commit: str | None
     ) -> None:
         try:
-            self._found = _read_changed(self.repo, template, root, base_commit, head_commit)
+            self._fetched = _fetch_changed(
+                self.repo, template, root, base_commit, head_commit, as_it_comes=False
+            )
         except BaseException as exc:  # raised where the review is asked for
             self._error = exc
 
@@ -189,7 +195,7 @@ class EarlyReview:
             return None
         if self._error is not None:
             raise self._error
-        return self._found
+        return self._fetched.finish() if self._fetched is not None else None
 
     def close(self) -> None:
         """Wait for the thread, and give the GIL its usual switch interval back."""
@@ -267,7 +273,24 @@ def _read_changed(
 ) -> list[_Read]:
     """Every file that fits the template and differs between the commits
     (head None: the working tree), each side read and compared: the review
-    but for the jobs, which need the loaded sides."""
+    but for the jobs, which need the loaded sides. Each blob is read into its
+    values as git hands it over, while git reads the next."""
+    return _fetch_changed(repo, template, root, base_commit, head_commit, as_it_comes=True).finish()
+
+
+def _fetch_changed(
+    repo: Repository,
+    template: ReferenceTemplate,
+    root: str,
+    base_commit: str,
+    head_commit: str | None,
+    *,
+    as_it_comes: bool,
+) -> _Changed:
+    """Git's part of `_read_changed`: the tree diff, and every blob asked.
+    `as_it_comes`: each blob is also read into its values as it comes (else
+    `finish` reads them all: the thread that fetches then runs no Python but
+    git's answers, and leaves the interpreter to the loading of the sides)."""
     start = posixpath.join(root, template.static_dir) if root else template.static_dir
     # Known values change how a name splits, never whether it fits: the
     # files are found before the jobs are known.
@@ -289,24 +312,43 @@ def _read_changed(
         rel = _below(change.path, root)
         if rel is not None and matcher.fit(rel) is not None:
             found.append((change, rel))
-    if not found:
-        return []
-    configs = sorted({_gated_by(c) for c, _ in found})
-    olds, news, gating, compared = _read(
-        repo, base_commit, head_commit, [c for c, _ in found], configs, known, trees
+    reading = _Reading(
+        repo,
+        base_commit,
+        head_commit,
+        [c for c, _ in found],
+        sorted({_gated_by(c) for c, _ in found}),
+        known,
+        trees,
     )
-    out = []
-    for change, rel in found:
-        if change.status != "D" and change.path not in news:
-            continue  # the working tree holds what the base holds: git saw its time only
-        old = olds.get(change.path) if change.status != "A" else None
-        new = news.get(change.path) if change.status != "D" else None
-        gate = gating[_gated_by(change)]
-        metrics = compared.get(change.path)
-        if metrics is None:  # a side read from disk, or not read at all
-            metrics = compare_goldens(old, new, gate.metrics)
-        out.append(_Read(change, rel, old, new, gate, metrics))
-    return out
+    if found:
+        reading.fetch(as_it_comes=as_it_comes)
+    return _Changed(found, reading)
+
+
+class _Changed(NamedTuple):
+    """The files a diff changes that fit the template, and their reading."""
+
+    found: list[tuple[PathChange, str]]  # each change, and its path below the root
+    reading: _Reading
+
+    def finish(self) -> list[_Read]:
+        """Each file read and compared (the sides not read yet are read now)."""
+        if not self.found:
+            return []
+        olds, news, gating, compared = self.reading.finish()
+        out = []
+        for change, rel in self.found:
+            if change.status != "D" and change.path not in news:
+                continue  # the working tree holds what the base holds: git saw its time only
+            old = olds.get(change.path) if change.status != "A" else None
+            new = news.get(change.path) if change.status != "D" else None
+            gate = gating[_gated_by(change)]
+            metrics = compared.get(change.path)
+            if metrics is None:  # a side read from disk, or not read at all
+                metrics = compare_goldens(old, new, gate.metrics)
+            out.append(_Read(change, rel, old, new, gate, metrics))
+        return out
 
 
 def _gated_by(change: PathChange) -> tuple[str, str]:
@@ -385,117 +427,131 @@ def _path(template: ReferenceTemplate, job: Job) -> str | None:
         return None  # a job without a field the template names reads no such file
 
 
-def _read(
-    repo: Repository,
-    base: str,
-    head: str | None,
-    changes: Sequence[PathChange],
-    configs: Sequence[tuple[str, str]],
-    known: Mapping[tuple[str, str], str],
-    trees: Mapping[str, tuple[str | None, str | None]],
-) -> tuple[
-    dict[str, GoldenValues],
-    dict[str, GoldenValues],
-    dict[tuple[str, str], Gating],
-    dict[str, tuple[MetricChange, ...]],
-]:
+class _Reading:
     """Each side of each file, each (side, folder)'s gating from its
     model_config.yaml, and the metrics of each file whose sides git gave,
     compared: from git, every size asked and every blob within
-    GOLDEN_MAX_BYTES read by one `cat-file` process; the working tree's files
-    from disk. A head file whose bytes are the base's is left out (git's
-    status saw its time change, not its bytes). A config is named by its blob
-    id when the diff changed it, else by its folder's tree id when the diff
-    gives one (`trees`), else by its path. The configs are asked first: a file
-    is compared as soon as its sides come, while git reads the next."""
-    wanted: list[tuple[str, str, str, str]] = []  # (side, path, name to ask git, mode)
-    for side, directory in configs:
-        commit = base if side == "base" else head
-        if commit is not None:
-            path = posixpath.join(directory, CONFIG_NAME)
-            tree = trees.get(directory, (None, None))[0 if side == "base" else 1]
-            name = known.get((side, path)) or (
-                f"{tree}:{CONFIG_NAME}" if tree else f"{commit}:{path}"
-            )
-            wanted.append((f"{side} config", path, name, ""))
-    for c in changes:
-        if c.status != "A":
-            wanted.append(("base", c.path, c.old or "", c.old_mode))
-        if c.status != "D" and head is not None:
-            wanted.append(("head", c.path, c.new or "", c.new_mode))
-    olds: dict[str, GoldenValues] = {}
-    news: dict[str, GoldenValues] = {}
-    gating: dict[tuple[str, str], Gating] = {}
-    compared: dict[str, tuple[MetricChange, ...]] = {}
-    by_path = {c.path: c for c in changes}
-    by_gating: dict[tuple[str, str], list[PathChange]] = {}
-    for c in changes:
-        by_gating.setdefault(_gated_by(c), []).append(c)
+    GOLDEN_MAX_BYTES read by one `cat-file` process (`fetch`); the working
+    tree's files from disk (`finish`). A head file whose bytes are the base's
+    is left out (git's status saw its time change, not its bytes). A config is
+    named by its blob id when the diff changed it, else by its folder's tree id
+    when the diff gives one (`trees`), else by its path. The configs are asked
+    first: a file read as it comes is compared as soon as its sides are there."""
 
-    def compare_if_read(c: PathChange) -> None:
-        gate = gating.get(_gated_by(c))
-        if gate is None or (c.status != "A" and c.path not in olds):
-            return
-        if c.status != "D" and (head is None or c.path not in news):
-            return  # the working tree's side is read from disk, later
-        old = olds.get(c.path) if c.status != "A" else None
-        new = news.get(c.path) if c.status != "D" else None
-        compared[c.path] = compare_goldens(old, new, gate.metrics)
+    def __init__(
+        self,
+        repo: Repository,
+        base: str,
+        head: str | None,
+        changes: Sequence[PathChange],
+        configs: Sequence[tuple[str, str]],
+        known: Mapping[tuple[str, str], str],
+        trees: Mapping[str, tuple[str | None, str | None]],
+    ) -> None:
+        self.repo, self.head, self.changes, self.configs = repo, head, changes, configs
+        # (side, path, name to ask git, mode)
+        self.wanted: list[tuple[str, str, str, str]] = []
+        for side, directory in configs:
+            commit = base if side == "base" else head
+            if commit is not None:
+                path = posixpath.join(directory, CONFIG_NAME)
+                tree = trees.get(directory, (None, None))[0 if side == "base" else 1]
+                name = known.get((side, path)) or (
+                    f"{tree}:{CONFIG_NAME}" if tree else f"{commit}:{path}"
+                )
+                self.wanted.append((f"{side} config", path, name, ""))
+        for c in changes:
+            if c.status != "A":
+                self.wanted.append(("base", c.path, c.old or "", c.old_mode))
+            if c.status != "D" and head is not None:
+                self.wanted.append(("head", c.path, c.new or "", c.new_mode))
+        self.olds: dict[str, GoldenValues] = {}
+        self.news: dict[str, GoldenValues] = {}
+        self.gating: dict[tuple[str, str], Gating] = {}
+        self.compared: dict[str, tuple[MetricChange, ...]] = {}
+        self.by_path = {c.path: c for c in changes}
+        self.by_gating: dict[tuple[str, str], list[PathChange]] = {}
+        for c in changes:
+            self.by_gating.setdefault(_gated_by(c), []).append(c)
+        # Who reads each blob (a config whose path holds a line break is not read).
+        self.users: dict[str, list[tuple[str, str]]] = {}
+        for side, path, name, mode in self.wanted:
+            if name and mode != _LINK and not (side.endswith("config") and _line_break(path)):
+                self.users.setdefault(name, []).append((side, path))
+        self.blobs: dict[str, tuple[str, int, bytes | None] | None] = {}
 
-    # Each blob is read into its values as git gives it, while git reads the
-    # next (a config whose path holds a line break is not read).
-    users: dict[str, list[tuple[str, str]]] = {}
-    for side, path, name, mode in wanted:
-        if name and mode != _LINK and not (side.endswith("config") and _line_break(path)):
-            users.setdefault(name, []).append((side, path))
+    def fetch(self, *, as_it_comes: bool) -> None:
+        """Every blob asked of git (a link's blob, its target's name, never is)."""
+        self.blobs = self.repo.small_blobs(
+            [name for _, _, name, mode in self.wanted if name and mode != _LINK],
+            GOLDEN_MAX_BYTES,
+            self._arrived if as_it_comes else None,
+        )
 
-    def arrived(name: str, data: bytes) -> None:
-        for side, path in users.get(name, ()):
+    def _arrived(self, name: str, data: bytes) -> None:
+        for side, path in self.users.get(name, ()):
             if side.endswith("config"):
                 key = (side.split()[0], posixpath.dirname(path))
-                gating[key] = read_gating(data, path)
-                for c in by_gating.get(key, ()):
-                    compare_if_read(c)
+                self.gating[key] = read_gating(data, path)
+                for c in self.by_gating.get(key, ()):
+                    self._compare_if_read(c)
             else:
-                (olds if side == "base" else news)[path] = parse_golden(data, path, side)
-                compare_if_read(by_path[path])
+                (self.olds if side == "base" else self.news)[path] = parse_golden(data, path, side)
+                self._compare_if_read(self.by_path[path])
 
-    # A link's blob (its target's name) is never asked for.
-    blobs = repo.small_blobs(
-        [name for _, _, name, mode in wanted if name and mode != _LINK], GOLDEN_MAX_BYTES, arrived
-    )
-    for side, path, name, mode in wanted:
-        found = blobs.get(name) if name else None
-        if side.endswith("config"):
-            key = (side.split()[0], posixpath.dirname(path))
-            if _line_break(path):
-                gating[key] = unread_gating(path, "its path holds a line break")
+    def _compare_if_read(self, c: PathChange) -> None:
+        gate = self.gating.get(_gated_by(c))
+        if gate is None or (c.status != "A" and c.path not in self.olds):
+            return
+        if c.status != "D" and (self.head is None or c.path not in self.news):
+            return  # the working tree's side is read from disk, later
+        old = self.olds.get(c.path) if c.status != "A" else None
+        new = self.news.get(c.path) if c.status != "D" else None
+        self.compared[c.path] = compare_goldens(old, new, gate.metrics)
+
+    def finish(
+        self,
+    ) -> tuple[
+        dict[str, GoldenValues],
+        dict[str, GoldenValues],
+        dict[tuple[str, str], Gating],
+        dict[str, tuple[MetricChange, ...]],
+    ]:
+        """Every side and gating not read as it came read now, what git could
+        not give said, and the working tree's side read from disk."""
+        olds, news, gating = self.olds, self.news, self.gating
+        for side, path, name, mode in self.wanted:
+            found = self.blobs.get(name) if name else None
+            if side.endswith("config"):
+                key = (side.split()[0], posixpath.dirname(path))
+                if _line_break(path):
+                    gating[key] = unread_gating(path, "its path holds a line break")
+                elif found is None:
+                    gating[key] = read_gating(None, path)
+                elif found[2] is None:
+                    gating[key] = unread_gating(path, f"{found[1]:,} bytes")
+                elif key not in gating:  # else read as it came
+                    gating[key] = read_gating(found[2], path)
+                continue
+            into = olds if side == "base" else news
+            if mode == _LINK:
+                into[path] = unreadable(
+                    path, side, "golden-read", "it is a symbolic link: not followed"
+                )
             elif found is None:
-                gating[key] = read_gating(None, path)
+                into[path] = unreadable(path, side, "golden-read", "git holds no file there")
             elif found[2] is None:
-                gating[key] = unread_gating(path, f"{found[1]:,} bytes")
-            elif key not in gating:  # else read as it came
-                gating[key] = read_gating(found[2], path)
-            continue
-        into = olds if side == "base" else news
-        if mode == _LINK:
-            into[path] = unreadable(
-                path, side, "golden-read", "it is a symbolic link: not followed"
-            )
-        elif found is None:
-            into[path] = unreadable(path, side, "golden-read", "git holds no file there")
-        elif found[2] is None:
-            into[path] = too_large(path, side, found[1])
-        elif path not in into:  # else read as it came
-            into[path] = parse_golden(found[2], path, side)
-    if head is None:
-        for c in changes:
-            if c.status != "D":
-                _read_worktree(repo, c, news)
-        for side, directory in configs:
-            if side == "head":
-                gating[(side, directory)] = _worktree_gating(repo, directory)
-    return olds, news, gating, compared
+                into[path] = too_large(path, side, found[1])
+            elif path not in into:  # else read as it came
+                into[path] = parse_golden(found[2], path, side)
+        if self.head is None:
+            for c in self.changes:
+                if c.status != "D":
+                    _read_worktree(self.repo, c, news)
+            for side, directory in self.configs:
+                if side == "head":
+                    gating[(side, directory)] = _worktree_gating(self.repo, directory)
+        return olds, news, gating, self.compared
 
 
 def _line_break(path: str) -> bool:
