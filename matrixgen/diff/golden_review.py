@@ -289,8 +289,9 @@ def _fetch_changed(
 ) -> _Changed:
     """Git's part of `_read_changed`: the tree diff, and every blob asked.
     `as_it_comes`: each blob is also read into its values as it comes (else
-    `finish` reads them all: the thread that fetches then runs no Python but
-    git's answers, and leaves the interpreter to the loading of the sides)."""
+    `finish` reads them all: the thread that fetches then runs no reading,
+    only the files' matching and git's answers, and leaves the interpreter to
+    the loading of the sides)."""
     start = posixpath.join(root, template.static_dir) if root else template.static_dir
     # Known values change how a name splits, never whether it fits: the
     # files are found before the jobs are known.
