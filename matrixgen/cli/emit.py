@@ -33,8 +33,9 @@ from matrixgen.util.values import json_value
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
+    from matrixgen.emit.common import EmitSettings
     from matrixgen.emit.generate import TargetOutput
-    from matrixgen.model.jobs import Target
+    from matrixgen.model.jobs import Job, Target
     from matrixgen.pipeline import Generation
     from matrixgen.views.changes import Dropped
 
@@ -48,6 +49,26 @@ LauncherOption = Annotated[
         "(e.g. 'echo' for a dry run).",
     ),
 ]
+
+
+def target_to_emit(
+    recipes: Path | None,
+    system: System,
+    values: list[str] | None,
+    changed_since: str | None,
+    full: bool,
+    *,
+    launcher: str | None = None,
+) -> tuple[Target, list[Job], EmitSettings]:
+    """What a `github` or `gitlab` command emits: its one target (`one_target`),
+    that target's jobs (narrowed by --changed-since), and its settings."""
+    from matrixgen.emit.common import resolve_settings
+
+    generation = load_valid(recipes, emitting=True)
+    chosen = one_target(generation, system, values)
+    generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
+    jobs = generation.jobs_for(chosen)
+    return chosen, jobs, resolve_settings(chosen, generation.tree.config, jobs, launcher=launcher)
 
 
 def one_target(generation: Generation, system: System, values: list[str] | None) -> Target:

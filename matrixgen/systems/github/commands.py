@@ -13,16 +13,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.cli.changes import ChangedSinceOption, FullOption, change_selection
+from matrixgen.cli.changes import ChangedSinceOption, FullOption
 from matrixgen.cli.common import (
     JsonOutputOption,
     RecipesOption,
     TargetOption,
     exits,
-    load_valid,
     recipes_dir,
 )
-from matrixgen.cli.emit import one_target, write_text
+from matrixgen.cli.emit import target_to_emit, write_text
 from matrixgen.cli.jet import (
     StrictOption,
     SystemChoiceOption,
@@ -67,18 +66,13 @@ def emit(
     Past 256 rows (or 1 MB) the rows are split into shards:
     {"shards": N, "matrices": [{"include": [...]}, ...]}; never a job dropped.
     """
-    from matrixgen.emit.common import resolve_settings
     from matrixgen.model.errors import UsageError
     from matrixgen.systems.github.emitter import emit_github
     from matrixgen.systems.github.outputs import append_github_outputs
 
     if output is not None and github_output:
         raise UsageError("give --output or --github-output, not both")
-    generation = load_valid(recipes, emitting=True)
-    chosen = one_target(generation, System(HOME.name), target)
-    generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
-    jobs = generation.jobs_for(chosen)
-    settings = resolve_settings(chosen, generation.tree.config, jobs)
+    chosen, jobs, settings = target_to_emit(recipes, System(HOME.name), target, changed_since, full)
     matrix = emit_github(jobs, settings)
     if github_output:
         path = append_github_outputs(matrix.outputs())

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.cli.changes import ChangedSinceOption, FullOption, change_selection
-from matrixgen.cli.common import RecipesOption, TargetOption, exits, load_valid, recipes_dir
-from matrixgen.cli.emit import LauncherOption, one_target, write_text
+from matrixgen.cli.changes import ChangedSinceOption, FullOption
+from matrixgen.cli.common import RecipesOption, TargetOption, exits
+from matrixgen.cli.emit import LauncherOption, target_to_emit, write_text
 from matrixgen.cli.jet import (
     LocalRecipesOption,
     StrictOption,
@@ -58,14 +58,11 @@ def emit(
     full: FullOption = False,
 ) -> None:
     """GitLab child pipeline YAML of one target, for trigger: include: artifact."""
-    from matrixgen.emit.common import resolve_settings
     from matrixgen.systems.gitlab.emitter import emit_gitlab
 
-    generation = load_valid(recipes, emitting=True)
-    chosen = one_target(generation, System(HOME.name), target)
-    generation, _ = change_selection(generation, recipes_dir(recipes), changed_since, full)
-    jobs = generation.jobs_for(chosen)
-    settings = resolve_settings(chosen, generation.tree.config, jobs, launcher=launcher)
+    chosen, jobs, settings = target_to_emit(
+        recipes, System(HOME.name), target, changed_since, full, launcher=launcher
+    )
     pipeline = emit_gitlab(jobs, settings)
     if output is not None:
         write_text(output, pipeline.text)
