@@ -88,11 +88,11 @@ def test_one_transaction_per_ingest(
         written.append(table.name)
         return real_bulk(conn, table, keys, rows)
 
-    def fail_at_the_results(conn, rows):
+    def fail_after_the_results(conn, at):
         raise RuntimeError("the runner died mid-ingest")
 
     monkeypatch.setattr(ingest_module, "_bulk_insert", staged)
-    monkeypatch.setattr(ingest_module, "_insert_results", fail_at_the_results)
+    monkeypatch.setattr(ingest_module, "roll_up", fail_after_the_results)
     with pytest.raises(RuntimeError):
         ingest_runs(db, evidence_runs[1:2])
     assert "matrixgen_staged" in written  # the run and its records were written...

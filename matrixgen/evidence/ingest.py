@@ -110,35 +110,34 @@ _STAGE_BATCH = 5_000
 _SKEW = int(FUTURE_SKEW.total_seconds())
 _WORK_MEM = "64MB"
 _staging = sa.MetaData()
+
+
+def _record_columns(*middle: sa.Column) -> list[sa.Column]:
+    """A test record's columns, both staging tables'; `middle` goes before the
+    failed-record columns, which a row of a record that did not fail leaves out."""
+    return [
+        sa.Column("job_id", sa.Integer, nullable=False),
+        sa.Column("node_id", sa.String(NODE_ID_LIMIT), nullable=False),
+        sa.Column("outcome", sa.SmallInteger, nullable=False),
+        sa.Column("reruns", sa.Integer, nullable=False),
+        sa.Column("duration", sa.Float),
+        sa.Column("message", sa.String(MESSAGE_LIMIT)),
+        *middle,
+        sa.Column("reason", sa.String(REASON_LIMIT)),  # a failed record's (evidence/reasons.py)
+        sa.Column("output_line", sa.String(MESSAGE_LIMIT)),  # what a known-failure pattern matched
+    ]
+
+
 staged = sa.Table(
     "matrixgen_staged",
     _staging,
     sa.Column("seq", sa.Integer, nullable=False),  # the record's place in the ingest
     sa.Column("file_no", sa.Integer, nullable=False),
-    sa.Column("job_id", sa.Integer, nullable=False),
-    sa.Column("node_id", sa.String(NODE_ID_LIMIT), nullable=False),
-    sa.Column("outcome", sa.SmallInteger, nullable=False),
-    sa.Column("reruns", sa.Integer, nullable=False),
-    sa.Column("duration", sa.Float),
-    sa.Column("message", sa.String(MESSAGE_LIMIT)),
-    sa.Column("odd", sa.Boolean, nullable=False),  # a unit-test record that names no test
-    sa.Column("reason", sa.String(REASON_LIMIT)),  # a failed record's (evidence/reasons.py)
-    sa.Column("output_line", sa.String(MESSAGE_LIMIT)),  # what a known-failure pattern matched
+    *_record_columns(sa.Column("odd", sa.Boolean, nullable=False)),  # names no test
     prefixes=["TEMPORARY"],
 )
-folded = sa.Table(
-    "matrixgen_folded",
-    _staging,
-    sa.Column("job_id", sa.Integer, nullable=False),
-    sa.Column("node_id", sa.String(NODE_ID_LIMIT), nullable=False),
-    sa.Column("outcome", sa.SmallInteger, nullable=False),
-    sa.Column("reruns", sa.Integer, nullable=False),
-    sa.Column("duration", sa.Float),
-    sa.Column("message", sa.String(MESSAGE_LIMIT)),
-    sa.Column("reason", sa.String(REASON_LIMIT)),
-    sa.Column("output_line", sa.String(MESSAGE_LIMIT)),
-    prefixes=["TEMPORARY"],
-)
+folded = sa.Table("matrixgen_folded", _staging, *_record_columns(), prefixes=["TEMPORARY"])
+_FOLDED_KEYS = [c.name for c in folded.columns]
 _STAGED_FAILED_KEYS = [c.name for c in staged.columns]
 _STAGED_KEYS = _STAGED_FAILED_KEYS[:-2]  # a record that did not fail: no reason, no line
 _TEST_FAILED = frozenset(code for outcome, code in OUTCOME_CODES.items() if outcome.test_failed)
@@ -205,9 +204,7 @@ class IngestSink:
         where: str = "",
     ) -> None:
         """Stage one record (`where`: its report file, for a message)."""
-        job_id = self.job_of.get(job)
-        if job_id is None:
-            job_id = self.job(job, job_name, target)
+        job_id = self.job(job, job_name, target)
         node = test.node_id
         size = len(node) if node.isascii() else len(node.encode("utf-8", "surrogatepass"))
         if size > NODE_ID_LIMIT:
@@ -262,7 +259,7 @@ class IngestSink:
         source, tests = staged, self.seq
         if conn.execute(repeated).first() is not None:
             # Some test has several records (reruns): fold them, one row each.
-            conn.execute(folded.insert().from_select([c.name for c in folded.columns], _folding()))
+            conn.execute(folded.insert().from_select(_FOLDED_KEYS, _folding()))
             source = folded
             each = sa.select(s.file_no, s.job_id, s.node_id).distinct().subquery()
             tests = conn.execute(sa.select(sa.func.count()).select_from(each)).scalar_one()
@@ -375,31 +372,17 @@ def _run_row(conn: sa.Connection, run: RunInfo) -> tuple[bool, int, int]:
 def _folding() -> sa.Select:
     """The staged records, one row per (job, node id): see IngestSink."""
     s = staged.c
-    test = [s.job_id, s.node_id]
     inner = sa.select(
         s.seq,
-        s.job_id,
-        s.node_id,
-        s.outcome,
-        s.reruns,
-        s.duration,
-        s.message,
-        s.reason,
-        s.output_line,
+        *(s[k] for k in _FOLDED_KEYS),
         sa.func.row_number()
-        .over(partition_by=[*test, s.file_no], order_by=s.seq.desc())
+        .over(partition_by=[s.job_id, s.node_id, s.file_no], order_by=s.seq.desc())
         .label("file_back"),
     ).subquery()
     i = inner.c
     test = [i.job_id, i.node_id]
     outer = sa.select(
-        i.job_id,
-        i.node_id,
-        i.outcome,
-        i.duration,
-        i.message,
-        i.reason,
-        i.output_line,
+        *(i[k] for k in _FOLDED_KEYS if k != "reruns"),
         sa.func.row_number().over(partition_by=test, order_by=i.seq.desc()).label("back"),
         sa.func.count().over(partition_by=test).label("records"),
         sa.func.sum(sa.case((i.file_back == 1, i.reruns), else_=0))
@@ -407,16 +390,8 @@ def _folding() -> sa.Select:
         .label("last_reruns"),
     ).subquery()
     o = outer.c
-    return sa.select(
-        o.job_id,
-        o.node_id,
-        o.outcome,
-        (o.last_reruns + o.records - 1).label("reruns"),
-        o.duration,
-        o.message,
-        o.reason,
-        o.output_line,
-    ).where(o.back == 1)
+    reruns = (o.last_reruns + o.records - 1).label("reruns")
+    return sa.select(*(reruns if k == "reruns" else o[k] for k in _FOLDED_KEYS)).where(o.back == 1)
 
 
 def _job_figures(source: sa.Table) -> sa.Select:
@@ -466,13 +441,7 @@ def _store_folded(
         .select_from(source.join(cases, same))
         .where(chosen)
     )
-    _insert_results(conn, rows)
-
-
-def _insert_results(conn: sa.Connection, rows: sa.Select) -> None:
-    keys = ["case_id", "finished_at", "run_ref", "outcome", "reruns", "duration", "message"]
-    keys += ["reason", "output_line"]
-    conn.execute(results.insert().from_select(keys, rows))
+    conn.execute(results.insert().from_select([c.name for c in results.columns], rows))
 
 
 def _job_id(conn: sa.Connection, key: JobKey, stored: Mapping[tuple[str, ...], int]) -> int:
