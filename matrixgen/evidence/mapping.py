@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -68,6 +68,21 @@ def job_key(job: Job, system: System) -> JobKey:
         tag=job.tag or "",
         unit=job.model == UNIT_TEST_MODEL,
     )
+
+
+def places(
+    generation: Generation,
+    targets: Sequence[Target] | None = None,
+    key: Callable[[Job, System], JobKey] = job_key,
+) -> dict[JobKey, list[tuple[Target, Job]]]:
+    """Every job of the targets (default: all), by its `key`, with where it runs."""
+    found: dict[JobKey, list[tuple[Target, Job]]] = {}
+    if targets is None:
+        targets = resolve_targets(generation.tree.config, generation.jobs)
+    for target in targets:
+        for job in select(generation.jobs, target.selector):
+            found.setdefault(key(job, target.system), []).append((target, job))
+    return found
 
 
 def candidates(

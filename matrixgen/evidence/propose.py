@@ -28,16 +28,17 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from msgspec import Struct
 from msgspec.structs import replace
 
-from matrixgen.engine.select import select
 from matrixgen.engine.targets import resolve_targets
 from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow, Verdict, in_tree_words, runs_text
 from matrixgen.evidence.mapping import job_key
+from matrixgen.evidence.mapping import places as mapping_places
 from matrixgen.evidence.store import JobKey
 from matrixgen.model.jobs import Job, Target
 from matrixgen.model.vocab import QuarantineAction, QuarantineKind, System
@@ -214,16 +215,6 @@ def write_proposal(path: Path, proposal: Proposal, config: ProjectConfig) -> Non
     edit(path, change, config=config)
 
 
-def _places(
-    generation: Generation, targets: Sequence[Target]
-) -> dict[JobKey, list[tuple[Target, Job]]]:
-    found: dict[JobKey, list[tuple[Target, Job]]] = {}
-    for target in targets:
-        for job in select(generation.jobs, target.selector):
-            found.setdefault(_key(generation, job, target.system), []).append((target, job))
-    return found
-
-
 def _key(generation: Generation, job: Job, system: System) -> JobKey:
     """A job's key with its scope in the tree's word, as the rows are named here."""
     key = job_key(job, system)
@@ -301,7 +292,7 @@ def propose(
     expiry = today + dt.timedelta(days=policy(config).default_expiry_days)
     entries = generation.quarantine.entries
     targets = resolve_targets(config, generation.jobs)
-    places = _places(generation, targets)
+    places = mapping_places(generation, targets, partial(_key, generation))
     known = {j.test_case for j in generation.jobs}
     # Every place (drafts' `where`, reasons, what is left out) in the tree's words.
     rows = in_tree_words(rows, config.scope_word)

@@ -149,13 +149,7 @@ def _grouped(
     if not wanted:
         return
     since, until = window
-    cond = [table.c.outcome != SKIPPED]
-    if since is not None:
-        cond.append(table.c.finished_at >= since)
-    if until is not None:
-        cond.append(table.c.finished_at <= until)
-    if only is not None:
-        cond.append(table.c.run_ref.in_(sa.select(runs.c.id).where(*only.where())))
+    cond = [table.c.outcome != SKIPPED, *_in_window(table, window, only)]
     # A few keys (what triage asks for) are read off the primary key, not the whole table.
     few = len(wanted) <= _IN_CHUNK
     if table is results and only is None:
@@ -203,6 +197,19 @@ def _grouped(
             yield k, parts
 
 
+def _in_window(
+    table: sa.Table, window: tuple[int | None, int | None], only: RunFilter | None
+) -> list[sa.ColumnElement[bool]]:
+    """The rows of `table` that finished in the window, in the runs `only` keeps."""
+    since, until = window
+    cond = [] if since is None else [table.c.finished_at >= since]
+    if until is not None:
+        cond.append(table.c.finished_at <= until)
+    if only is not None:
+        cond.append(table.c.run_ref.in_(sa.select(runs.c.id).where(*only.where())))
+    return cond
+
+
 def _counted_reasons(reasons: list[str | None]) -> tuple[tuple[tuple[str, int], ...], str | None]:
     """(each reason with its count, the most first; the last one) of failures
     in time order (those without a reason left out)."""
@@ -225,14 +232,7 @@ def _job_reasons(
     the jobs that failed or were rerun: `flaky`'s eventful keys)."""
     found: dict[int, list[str | None]] = {}
     r, c = results.c, cases.c
-    since, until = window
-    cond = [FAILED_WHERE]
-    if since is not None:
-        cond.append(r.finished_at >= since)
-    if until is not None:
-        cond.append(r.finished_at <= until)
-    if only is not None:
-        cond.append(r.run_ref.in_(sa.select(runs.c.id).where(*only.where())))
+    cond = [FAILED_WHERE, *_in_window(results, window, only)]
     for start in range(0, len(job_ids), _IN_CHUNK):
         chunk = sorted(job_ids)[start : start + _IN_CHUNK]
         query = (

@@ -1,52 +1,34 @@
-"""The results store's schema: test results per run, job and test, in SQLite or
-PostgreSQL.
+"""The results store's schema, one for SQLite and PostgreSQL (SQLAlchemy Core).
 
-One schema for both dialects, written with SQLAlchemy Core (no SQL strings).
-Tables:
+Tables (columns a schema version added are NULL in rows stored before it):
 
-    runs      one row per run id (a CI pipeline or workflow run): commit, time;
-              since schema 3 the ref (branch or tag) and source (schedule,
-              merge_request_event, push...) it ran for: NULL for runs stored
-              before, and for runs whose CI did not say
-    jobs      one row per job identity and place: system, scope, platform,
-              environment, model, test case, tag; `unit` for unit-test buckets
-    run_jobs  one row per (run, job): the job's outcome in that run
-    cases     one row per (job, pytest node id)
-    results   one row per (run, job, test): outcome, reruns, duration, message;
-              since schema 5, on PostgreSQL, partitioned by week of finished_at;
-              since schema 6, a failed result's reason (evidence/reasons.py)
-              and the line of its output a known-failure pattern matched
-    case_weeks one row per (week, test) of the weeks that are over: its
-              results' totals (schema 5, see evidence/rollup.py); rolled_weeks:
-              those weeks
+    runs      one per run id (a CI pipeline or workflow run): commit, time;
+              schema 3: the ref and source (schedule, push...) it ran for
+    jobs      one per job identity and place; `unit` for unit-test buckets
+    run_jobs  one per (run, job): the job's outcome in that run
+    cases     one per (job, pytest node id)
+    results   one per (run, job, test): outcome, reruns, duration, message;
+              schema 5: partitioned by week on PostgreSQL; schema 6: a failed
+              result's reason and the output line a known failure matched
+    case_weeks one per (week, test) of the weeks that are over, and
+              rolled_weeks those weeks (schema 5, evidence/rollup.py)
 
 Indexes (what each read needs, nothing more):
 
     results   primary key (case_id, finished_at, run_ref): `flaky` reads each
-              test's history in time order straight off it; on SQLite the table
-              is stored in that order (WITHOUT ROWID), so the scan reads pages
-              in sequence. It also makes (test, run) unique.
-    run_jobs  primary key (job_id, finished_at, run_ref), the same for whole jobs;
-              unique (run_ref, job_id): what a re-ingest of a run looks up.
-    cases     unique (job_id, node_id); jobs: unique identity; runs: unique run_id.
-    runs      (ref, finished_at): `triage` finds the latest runs of the baseline
-              ref, and `flaky --ref` the runs of one ref, off it.
-    results   (run_ref, case_id, reason) of failed and errored results only (a
-              partial index; the reason since schema 6): `triage` reads the
-              failed tests and their reasons of one run and its baseline
-              runs off it, without reading the table.
-    case_weeks primary key (week, case_id): `flaky` reads the rolled weeks
-              off it (`triage` too: its few tests in each week), an ingest
-              forgets a week.
+              test's history in time order off it (SQLite stores the table in
+              that order, WITHOUT ROWID); (run_ref, case_id, reason) of failed
+              results only: `triage` reads a run's failures off it alone.
+    run_jobs  primary key (job_id, finished_at, run_ref), the same for whole
+              jobs; unique (run_ref, job_id): a re-ingest's lookup.
+    runs      (ref, finished_at): the baseline's latest runs, `flaky --ref`.
+    case_weeks primary key (week, case_id): the rolled weeks' reads, and an
+              ingest forgetting a week.
 
-Migrations are versioned in `matrixgen_schema` (one row, the version) and
-applied by the tool itself when it opens a store, in the transaction of the
-command, under a lock (PostgreSQL: an advisory transaction lock; SQLite: BEGIN
-IMMEDIATE), so two CI runners starting at once cannot both migrate. A store
-written by a newer matrixgen is refused, never downgraded.
-
-sqlalchemy is imported only by the store's modules (this one, store, ingest, rollup,
-queries), and those only by the commands that use the store.
+The version is in `matrixgen_schema`; the tool migrates a store when it opens
+it, in the command's transaction, under a lock (PostgreSQL: an advisory lock;
+SQLite: BEGIN IMMEDIATE), so two CI runners cannot both migrate. A store of a
+newer matrixgen is refused, never downgraded.
 """
 
 from __future__ import annotations
@@ -148,8 +130,7 @@ cases = sa.Table(
 
 
 def _result_columns(foreign_keys: bool, *, reasons: bool = True) -> list[sa.Column]:
-    """The columns of `results`: with the foreign keys of schemas 1 to 3, or
-    without; with the reason columns of schema 6, or without."""
+    """`results` with the foreign keys of schemas 1 to 3, the reasons of 6."""
 
     def to(target: str) -> list[sa.ForeignKey]:
         return [sa.ForeignKey(target)] if foreign_keys else []
@@ -167,9 +148,8 @@ def _result_columns(foreign_keys: bool, *, reasons: bool = True) -> list[sa.Colu
 
 
 def _reason_columns() -> list[sa.Column]:
-    """Schema 6: a failed result's reason (evidence/reasons.py: its kind and
-    masked first line), NULL for the others; the line of its report's output
-    a known-failure pattern matched at ingest (evidence/known.py), else NULL."""
+    """Schema 6: a failed result's reason (evidence/reasons.py), and the output
+    line a known-failure pattern matched at ingest (evidence/known.py)."""
     return [
         sa.Column("reason", sa.String(REASON_LIMIT)),
         sa.Column("output_line", sa.String(MESSAGE_LIMIT)),
@@ -195,10 +175,7 @@ _results_5 = sa.Table(
     sqlite_with_rowid=False,
     postgresql_partition_by="RANGE (finished_at)",
 )
-# Schema 5: each test's totals per week (that of the partitions) of its results,
-# skipped ones left out, for the weeks that are over (see evidence/rollup.py):
-# `flaky` reads one row per test and week instead of one per result.
-# `rolled_weeks`: the weeks case_weeks holds.
+# Schema 5 (evidence/rollup.py): `flaky` reads one row per test and week over.
 case_weeks = sa.Table(
     "case_weeks",
     metadata,
@@ -216,8 +193,8 @@ rolled_weeks = sa.Table(
 
 
 def _failed(table: sa.Table) -> sa.ColumnElement[bool]:
-    """Failed or errored, with the codes written out (not bound): the partial
-    index's predicate, and the one a query must repeat for the index to serve it."""
+    """Failed or errored, the codes written out (not bound): the partial index's
+    predicate, which a query must repeat for the index to serve it."""
     return table.c.outcome.in_([sa.literal_column(str(code)) for code in FAILED_CODES])
 
 
@@ -232,8 +209,8 @@ _results_1 = sa.Table(
 
 
 def _failed_index(table: sa.Table, *, with_reason: bool) -> sa.Index:
-    """Schema 3: a run's failed tests, for `triage` (failures are few: the index
-    is small); since schema 6 with their reasons, which triage reads off it."""
+    """Schema 3: a run's failed tests, for `triage` (few: a small index); since
+    schema 6 with their reasons."""
     columns = [table.c.run_ref, table.c.case_id, *([table.c.reason] if with_reason else [])]
     return sa.Index(
         "ix_results_failed_run",
@@ -251,8 +228,7 @@ FAILED_WHERE = _failed(results)
 
 
 def _migrate_1(conn: sa.Connection) -> None:
-    """The first schema: runs, jobs, run_jobs, cases, results (`runs` as it was
-    then: the columns and indexes later versions add are theirs to add)."""
+    """The first schema (`runs` as it was then: later versions add theirs)."""
     first = sa.MetaData()
     sa.Table(
         "runs",
@@ -276,9 +252,7 @@ def _migrate_2(conn: sa.Connection) -> None:
 
 
 def _migrate_3(conn: sa.Connection) -> None:
-    """Runs know where they come from: `runs.ref` and `runs.source`, NULL for
-    the runs stored before, and the index the baseline lookups read. Additive:
-    no row is rewritten."""
+    """`runs.ref` and `runs.source`, and the baseline lookups' index; additive."""
     preparer = conn.dialect.identifier_preparer
     for name in ("ref", "source"):
         column = sa.schema.CreateColumn(runs.c[name]).compile(dialect=conn.dialect)
@@ -309,13 +283,11 @@ def _migrate_4(conn: sa.Connection) -> None:
 
 def _migrate_5(conn: sa.Connection) -> None:
     """`case_weeks` and `rolled_weeks`, empty (the next ingest rolls the past
-    weeks up). PostgreSQL also: `results` partitioned by week of finished_at. An
-    ingest's new rows then go into the index of one week's partition, which
-    stays small and in memory; into one index of the whole table, each run's
-    rows landed on nearly every leaf page of it (its key starts with the test),
-    and ingest slowed down fourfold by 3,000,000 rows. A week, not a day: a
-    test's history is read off every partition's index, one probe each. The
-    rows move in this transaction, partitions made for the weeks they hold."""
+    weeks up). PostgreSQL also: `results` partitioned by week. An ingest's rows
+    then go into one week's small index; into one index of the whole table
+    (its key starts with the test) they touched nearly every leaf page, and
+    ingest slowed fourfold by 3,000,000 rows. A week, not a day: a history
+    probes every partition's index once."""
     if conn.dialect.name == "postgresql":
         old = "matrixgen_results_4"
         conn.exec_driver_sql("DROP INDEX ix_results_failed_run")
@@ -336,15 +308,12 @@ _REASONS = "matrixgen_reasons"  # migration 6's map from (outcome, message) to r
 
 
 def _migrate_6(conn: sa.Connection) -> None:
-    """Each failure's reason (evidence/reasons.py), stored once: the columns
-    `reason` and `output_line` (none of the results stored before has a line:
-    the ingest reads outputs), each failed result's reason computed from its
-    message (a muted one is a failure: which element it was is not stored),
-    and the failed-results index made again with the reason in it, so
-    `triage` reads the reasons of a run's failures off the index. The reasons
-    are computed once per distinct (outcome, message), written to a temporary
-    table and set in one UPDATE (each failed row's reason looked up by its
-    outcome and message); the index is made after."""
+    """The columns `reason` and `output_line` (no stored result has a line: the
+    ingest reads outputs), each failed result's reason computed from its
+    message (a muted one's as a failure: which element it was is not stored),
+    and the failed-results index made again with the reason. Reasons are
+    computed once per distinct (outcome, message) into a temporary table and
+    set in one UPDATE; the index is made after."""
     preparer = conn.dialect.identifier_preparer
     for column in _reason_columns():
         added = sa.schema.CreateColumn(column).compile(dialect=conn.dialect)

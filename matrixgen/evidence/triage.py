@@ -43,8 +43,6 @@ from typing import Any, ClassVar
 
 from msgspec import Struct
 
-from matrixgen.engine.select import select
-from matrixgen.engine.targets import resolve_targets
 from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow, RunRef, Verdict, iso, runs_text
 from matrixgen.evidence.junit import Outcome
 from matrixgen.evidence.known import NO_KNOWN_FAILURES, KnownFailures, KnownRef
@@ -55,7 +53,7 @@ from matrixgen.evidence.lifts import (
     lift_candidates,
     names_tests,
 )
-from matrixgen.evidence.mapping import job_key
+from matrixgen.evidence.mapping import places
 from matrixgen.evidence.queries import RunFilter, RunOutcomes, test_outcomes
 from matrixgen.evidence.reasons import ReasonGroup, group_reasons
 from matrixgen.evidence.store import JOB_JSON_KEYS, JobKey, RunRow, Store
@@ -235,15 +233,6 @@ class Baseline(Struct, frozen=True, kw_only=True):
 
 def _run_ref(row: RunRow) -> RunRef:
     return RunRef(row.run_id, row.commit, row.finished_at)
-
-
-def places(generation: Generation) -> dict[JobKey, list[tuple[Target, Job]]]:
-    """Every job of the recipes, by its key in the store, with the targets it runs in."""
-    found: dict[JobKey, list[tuple[Target, Job]]] = {}
-    for target in resolve_targets(generation.tree.config, generation.jobs):
-        for job in select(generation.jobs, target.selector):
-            found.setdefault(job_key(job, target.system), []).append((target, job))
-    return found
 
 
 def covering_entry(
