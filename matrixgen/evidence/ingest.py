@@ -6,7 +6,7 @@ IngestSink).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,6 +20,7 @@ from matrixgen.evidence.reasons import REASON_LIMIT, kind_of, reason
 from matrixgen.evidence.rollup import roll_up
 from matrixgen.evidence.store import JobKey, JobResults, RunInfo, Store
 from matrixgen.evidence.tables import (
+    FAILED_CODES,
     NODE_ID_LIMIT,
     OUTCOME_CODES,
     SKIPPED,
@@ -59,9 +60,7 @@ class IngestReport(Struct, frozen=True, kw_only=True):
 
 
 def _epoch(moment: dt.datetime) -> int:
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return int(moment.timestamp())
+    return int(moment.replace(tzinfo=moment.tzinfo or dt.UTC).timestamp())  # naive: UTC
 
 
 def check_lengths(run: RunInfo) -> None:
@@ -140,7 +139,6 @@ folded = sa.Table("matrixgen_folded", _staging, *_record_columns(), prefixes=["T
 _FOLDED_KEYS = [c.name for c in folded.columns]
 _STAGED_FAILED_KEYS = [c.name for c in staged.columns]
 _STAGED_KEYS = _STAGED_FAILED_KEYS[:-2]  # a record that did not fail: no reason, no line
-_TEST_FAILED = frozenset(code for outcome, code in OUTCOME_CODES.items() if outcome.test_failed)
 _JOB_FAILED = tuple(code for outcome, code in OUTCOME_CODES.items() if outcome.failed)
 
 
@@ -190,7 +188,12 @@ class IngestSink:
         """The job's id; a job named here is stored even when no record is its."""
         job_id = self.job_of.get(job)
         if job_id is None:
-            job_id = self.job_of[job] = _job_id(self.conn, job, self.stored_jobs)
+            job_id = self.stored_jobs.get(job.identity())
+            if job_id is None:
+                job_id = self.conn.execute(
+                    jobs.insert().values(**asdict(job))
+                ).inserted_primary_key[0]
+            self.job_of[job] = job_id
             self.jobs.setdefault(job_id, (job, job_name, target))
         return job_id
 
@@ -225,7 +228,7 @@ class IngestSink:
             test.message[:MESSAGE_LIMIT] or None,
             job.unit and not is_node_id(node),
         )
-        if code in _TEST_FAILED:
+        if code in FAILED_CODES:
             # A failed record's reason, computed once, here, and the output line
             # a known failure matched: staged with their own columns (the others
             # have none: their rows are written without those columns).
@@ -442,15 +445,6 @@ def _store_folded(
         .where(chosen)
     )
     conn.execute(results.insert().from_select([c.name for c in results.columns], rows))
-
-
-def _job_id(conn: sa.Connection, key: JobKey, stored: Mapping[tuple[str, ...], int]) -> int:
-    """A job's id, its row created when missing (`stored`: the jobs table as
-    the ingest found it)."""
-    found = stored.get(key.identity())
-    if found is not None:
-        return found
-    return conn.execute(jobs.insert().values(**asdict(key))).inserted_primary_key[0]
 
 
 def _bulk_insert(
