@@ -5,39 +5,32 @@ GitHub's test reporters read: a `<testsuites>` or `<testsuite>` root, suites
 nested in suites, `<failure>`, `<error>` and `<skipped>` children, `file` and
 `line` attributes.
 
-Reruns come in two shapes, and both count:
-- pytest-rerunfailures (16.6.1 and later) writes one `<testcase>` record per
-  attempt: every record of a test but its last is an attempt that failed (a
-  test is only run again after a failure), even when the record is empty;
-- `<rerunFailure>`, `<rerunError>`, `<flakyFailure>` and `<flakyError>`
-  children (Maven Surefire's convention, which GitHub reporters also read):
-  one failed attempt each.
-A test's outcome is its last attempt's; `reruns` counts the failed attempts
-before it.
+Reruns come in two shapes, and both count: pytest-rerunfailures (16.6.1 and
+later) writes one `<testcase>` record per attempt (every record of a test but
+its last is a failed attempt, even an empty one: only a failure is run again);
+Maven Surefire's convention, which GitHub reporters also read, adds one
+`<rerunFailure>`, `<rerunError>`, `<flakyFailure>` or `<flakyError>` child per
+failed attempt. A test's outcome is its last attempt's.
 
-A failure or error of a testcase that carries the property `quarantined` (the
-pytest plugin marks the tests a mute entry runs) is `muted`: the test failed,
-and the job did not fail for it. Flaky verdicts count it as a failure of the
-test; a job whose only failures are muted passed. The property is the report's
-claim, which the tests themselves can write: `results ingest` keeps the mute
-only where a mute entry of the quarantine file at the run's base names the test
-(`mapping.MuteGrants`), else the record is the failure it was (`muted_from`).
+A failure or error of a testcase with the property `quarantined` (the pytest
+plugin marks the tests a mute entry runs) is `muted`: the test failed, the job
+did not. The property is the report's claim, which a test can write: `results
+ingest` keeps the mute only where a mute entry of the quarantine file at the
+run's base names the test (`mapping.MuteGrants`), else the record is the
+failure it was (`muted_from`).
 
-Known failures (the project config's `triage.known_failures`): given a
-`watch`, the reader hands it what a failed record's report says of the
-failure besides its (cut) message: the whole message, then the record's
-system-out and system-err, as pytest, Surefire and GitLab's reporters write
-them after the failure (a failure's text, the traceback, is not read: it
-quotes source lines, which name errors they handle), in pieces of whole
-lines; the first line it names is kept on the record (`output_line`), the
-output itself is not. Pieces are at most _WATCH_PIECE characters (a longer
-line is cut there), so the memory stays flat.
+Known failures: given a `watch`, the reader hands it what a failed record says
+of the failure besides its cut message: the whole message, then its system-out
+and system-err (not the failure's text: a traceback quotes source lines, which
+name errors they handle), in pieces of whole lines of at most _WATCH_PIECE
+characters (memory stays flat). The first line it names is kept on the record
+(`output_line`); the output is not.
 
-Hostile input: a DOCTYPE (and so any entity declaration) is refused; the file
-is streamed through expat, so cost is linear in its size; elements nested more
-than MAX_DEPTH deep are refused where they open, so memory stays flat whatever
-the nesting; running out of memory anyway is a located error, not a traceback. Every problem is a
-`ResultsFileError` naming the file, line and column.
+Hostile input: a DOCTYPE (and so any entity declaration) is refused; expat
+streams the file (cost linear in its size); elements nested more than
+MAX_DEPTH deep are refused where they open; running out of memory anyway is
+a located error. Every problem is a `ResultsFileError` naming file, line and
+column.
 """
 
 from __future__ import annotations
@@ -99,20 +92,12 @@ class Testcase(Struct, frozen=True, kw_only=True, gc=False):
     output_line: str = ""
 
 
-class Report(Struct, frozen=True, kw_only=True):
-    path: str
-    testcases: tuple[Testcase, ...]
-    finished_at: dt.datetime | None  # latest suite timestamp + time, UTC, when given
-
-
-# Bounds on one report: its size in bytes (read_report refuses a larger file
-# before reading it), and any one duration (a test's or a suite's `time`): more
-# than a year is no measurement, and sums of such durations stay finite.
+# Bounds on one report's bytes, and on any one `time`: more than a year is no
+# measurement, and sums of such durations stay finite.
 MAX_REPORT_BYTES = 256 * 1024 * 1024
 MAX_SECONDS = 366 * 24 * 3600
-# Elements open at once: a JUnit report nests suites in suites a few levels
-# deep; expat and the reader keep state for every open element, so a report
-# nested a million deep would take memory its size does not bound.
+# Elements open at once: reports nest a few levels, and expat and the reader
+# keep state per open element (a million deep would take unbounded memory).
 MAX_DEPTH = 100
 _CHUNK = 1024 * 1024  # bytes fed to the parser at a time
 
@@ -120,13 +105,11 @@ _FAILURE_TAGS = {"failure": Outcome.FAILED, "error": Outcome.ERROR}
 _RERUN_TAGS = frozenset({"rerunFailure", "rerunError", "flakyFailure", "flakyError"})
 QUARANTINED_PROPERTY = "quarantined"  # written by matrixgen.evidence.pytest_plugin
 _ROOTS = ("testsuites", "testsuite")
-# A failed record's elements whose text a `watch` reads (of a failure or an
-# error: its message).
+# A failed record's elements a `watch` reads (of a failure or error: its message).
 _WATCHED = frozenset({"failure", "error", "system-out", "system-err"})
 _WATCH_PIECE = 64 * 1024  # characters handed to a `watch` at a time
 
-# Given the text of a failed record (whole lines), the line a known-failure
-# pattern matches, or None.
+# The line of a failed record's text a known-failure pattern matches, or None.
 Watch = Callable[[str], "str | None"]
 _PYTHON_FILE = name_pattern(r"test_.*|.*_test")
 _DECLARED_ENCODING = re.compile(rb"""^\s*<\?xml[^>]*?\bencoding\s*=\s*["']([^"']{0,80})["']""")
@@ -139,14 +122,18 @@ class ReportEnd(Struct, frozen=True, kw_only=True):
     finished_at: dt.datetime | None  # latest suite timestamp + time, UTC, when given
 
 
+class Report(ReportEnd, frozen=True, kw_only=True):
+    testcases: tuple[Testcase, ...]
+
+
 def parse_report(data: bytes, path: str, watch: Watch | None = None) -> Report:
     """Parse one JUnit XML document (bytes), `path` naming it in errors."""
     return _collected(iter([data]), path, watch)
 
 
 def _collected(chunks: Iterator[bytes], path: str, watch: Watch | None = None) -> Report:
-    """A whole report in memory: each test once, in the order of its last
-    record (an earlier record of it is a failed attempt: one rerun more)."""
+    """A whole report in memory: each test once, where its last record is (an
+    earlier record is a failed attempt: one rerun more)."""
     tests: dict[str, Testcase] = {}
     attempts: dict[str, int] = {}  # records before the last one, of tests seen again
 
@@ -167,14 +154,13 @@ def _collected(chunks: Iterator[bytes], path: str, watch: Watch | None = None) -
 
 
 # Distinct classnames and suite names shared as one string each, up to this
-# many (past it the table starts again: memory stays bounded).
+# many (then the table starts again).
 _SHARED_LIMIT = 10_000
 
 
 class _Reader:
-    """expat's handlers for one report: no tree is built, and the state is the
-    open elements and one record, whatever the report's size. Each finished
-    record goes to `emit` as read (a test's reruns are several records)."""
+    """expat's handlers for one report: no tree, the state is the open elements
+    and one record. Each finished record goes to `emit` as read."""
 
     def __init__(
         self,
@@ -283,8 +269,8 @@ class _Reader:
             self.hand_on(final=False)
 
     def hand_on(self, *, final: bool) -> None:
-        """The whole lines read so far to the watch (all of it, when `final`
-        or when one line is longer than _WATCH_PIECE: it is cut there)."""
+        """The whole lines read so far to the watch (all, when `final` or when a
+        line is longer than _WATCH_PIECE)."""
         text = "".join(self.text)
         rest = ""
         if not final:
@@ -343,8 +329,7 @@ def _parse(
     emit: Callable[[Testcase], object],
     watch: Watch | None = None,
 ) -> ReportEnd:
-    """Stream the chunks through expat, each record to `emit` as it ends: the
-    memory a report needs does not grow with its size."""
+    """Stream the chunks through expat, each record to `emit` as it ends."""
     from xml.parsers import expat
 
     parser = expat.ParserCreate()
@@ -435,12 +420,10 @@ def _suite_end(attrs: dict[str, str], where: Callable[[], str]) -> dt.datetime |
 
 def node_id(classname: str, name: str, file: str = "") -> str:
     """pytest's node id from a record: `tests/x/test_a.py::TestK::test_b[1]`.
-
-    pytest writes the module's dotted path and the classes as `classname`; which
-    part is the module is told by the `file` attribute when present (junit
-    family xunit1, GitLab and GitHub shapes), else by pytest's default test file
-    names (`test_*`, `*_test`). A record that is not pytest's stays
-    `classname::name`."""
+    `classname` is the module's dotted path and the classes; the `file`
+    attribute (xunit1, GitLab and GitHub shapes) tells which part is the
+    module, else pytest's default test file names do (`test_*`, `*_test`). A
+    record that is not pytest's stays `classname::name`."""
     prefix = _node_prefix(classname, file)
     return f"{prefix}::{name}" if prefix else name
 
@@ -468,12 +451,11 @@ FUTURE_SKEW = dt.timedelta(minutes=5)
 
 
 def run_finished_at(
-    reports: Iterable[Report | ReportEnd], now: dt.datetime | None = None
+    reports: Iterable[ReportEnd], now: dt.datetime | None = None
 ) -> tuple[dt.datetime | None, str | None]:
-    """When the run finished, by its reports: the latest suite end (None when
-    no suite says). One later than now plus FUTURE_SKEW is clamped to now, and
-    the note (else None) says so: a report dated 2099 would otherwise be the
-    latest run of every test for good."""
+    """When the run finished: its reports' latest suite end. One later than now
+    plus FUTURE_SKEW is clamped to now, and the note says so: a report dated
+    2099 would be the latest run of every test for good."""
     now = now or dt.datetime.now(dt.UTC)
     dated = [(r.finished_at, r.path) for r in reports if r.finished_at is not None]
     if not dated:
@@ -489,8 +471,8 @@ def run_finished_at(
 
 
 def report_files(paths: Iterable[Path]) -> list[Path]:
-    """The report files named: files as given, directories searched for
-    `*.xml` (sorted, so the order is the same on every machine)."""
+    """Files as given, directories searched for `*.xml` (sorted: the same
+    order on every machine)."""
     found: dict[Path, None] = {}  # a file named twice stays at its first place
     for path in paths:
         if path.is_dir():
@@ -512,9 +494,8 @@ def read_report(path: Path, watch: Watch | None = None) -> Report:
 def stream_report(
     path: Path, emit: Callable[[Testcase], object], watch: Watch | None = None
 ) -> ReportEnd:
-    """Read one report file as read_report does, without keeping its tests:
-    each record goes to `emit` as it ends, in file order (a rerun's records
-    each once: folding them is the receiver's part). Memory stays flat."""
+    """read_report without keeping the tests: each record (a rerun's each
+    once: the receiver folds them) goes to `emit` as it ends, in file order."""
     with _report_chunks(path) as chunks:
         return _parse(chunks, str(path), emit, watch)
 
