@@ -1,37 +1,27 @@
 """Which of a run's failures did its change cause: one verdict per failure.
 
-A run's failures are its failed tests inside unit-test buckets, by pytest node
-id (a bucket is judged per test, as `flaky` judges it), and its failed jobs:
-a failed job whose report says which of its checks failed (a functional
-case's gated metrics: its loss, its timing) is one failure per failed check,
-its `metric`; a job that failed with no failed test stored (a crash before
-any report) is one failure. Each failure has a reason (evidence/reasons.py:
-its kind and its message's first line, masked), stored at ingest. Each gets
-exactly one verdict, the first that holds:
+A run's failures: the failed tests of unit-test buckets, by pytest node id (as
+`flaky` judges a bucket); of any other failed job, each failed check its report
+names (a functional case's gated metrics: loss, timing), its `metric`, or the
+job itself when no failed test is stored (a crash before any report). Each has
+a reason (evidence/reasons.py), stored at ingest, and exactly one verdict, the
+first that holds:
 
-- `quarantined`: a quarantine entry of the recipes covers it there (a
-  `deselect` entry only the node ids it names);
-- `known`: a known-failure pattern of the project config (`triage.
-  known_failures`) matches its message or the line of its output the ingest
-  kept (evidence/known.py): an infrastructure failure, say, with its tracker;
-- `baseline`: one of the latest completed baseline runs failed it with the
-  same reason: the latest `count` runs of the baseline ref (and source) that
-  finished no later than the run, the run itself left out. A baseline run
-  that failed it with another reason (or failed the job on another check)
-  does not make it `baseline`: the evidence says how the baseline fails it;
-- `flaky`: `matrixgen results flaky` judges it flaky over its window, on the runs of
-  the baseline ref (and source) alone (`flaky.flaky_rows`, the same verdict;
-  a check of a whole job: that check's own history), and it failed there with
+- `quarantined`: an entry of the recipes covers it there (a node-level entry
+  only the node ids it names);
+- `known`: a known-failure pattern of the project config matches its message
+  or the output line the ingest kept (evidence/known.py);
+- `baseline`: one of the latest `count` completed runs of the baseline ref (and
+  source), finished no later than the run, failed it with the same reason (with
+  another reason, the evidence says how the baseline fails it instead);
+- `flaky`: `matrixgen results flaky` judges it flaky on the baseline's runs alone
+  (a check of a whole job: that check's own history), and it failed there with
   this reason: a flaky test that now fails otherwise is new;
 - `new`: none of these. With no baseline run at all, the report says so.
 
-Failures with one reason are grouped (`groups`): a broken runner or a
-changed API that fails many tests is read once.
-
-Lift candidates (evidence/lifts.py): the entries that let jobs fail whose
-every job of the run passed, in the run and in each baseline run.
-
-Everything here but `triage` works on values; `triage` reads the store.
+Failures with one reason are grouped: a broken runner or a changed API that
+fails many tests is read once. Lift candidates: evidence/lifts.py. Everything
+here but `triage` works on values; `triage` reads the store.
 """
 
 from __future__ import annotations
@@ -216,9 +206,7 @@ class TriageReport(Struct, frozen=True, kw_only=True):
     def baseline_report(self) -> Baseline:
         return Baseline(ref=self.baseline.ref, source=self.baseline.source, runs=self.baseline_runs)
 
-    @property
-    def counts(self) -> dict[str, int]:
-        return self.summary()
+    counts = property(summary)
 
 
 class Baseline(Struct, frozen=True, kw_only=True):
@@ -231,20 +219,14 @@ class Baseline(Struct, frozen=True, kw_only=True):
     JSON: ClassVar[JsonLayout] = JsonLayout()
 
 
-def _run_ref(row: RunRow) -> RunRef:
-    return RunRef(row.run_id, row.commit, row.finished_at)
-
-
 def covering_entry(
     node_id: str | None,
     where: Sequence[tuple[Target, Job]],
     entries: Sequence[Entry],
     known: set[str],
 ) -> Entry | None:
-    """The strongest entry that covers a failure there. A node-level entry
-    (`deselect`, `mute`: every action that names node ids) covers only the tests
-    it names, as the pytest plugin decides them (`util.nodeid.covers`: the id
-    itself and its parametrised children, never a prefix); never a whole job."""
+    """The strongest entry that covers a failure there; a node-level entry only
+    the tests it names, as the pytest plugin decides (`util.nodeid.covers`)."""
     for target, job in where:
         for entry in applying_entries(job, entries, target, known):
             if entry.action.node_level and not (
@@ -274,9 +256,8 @@ def failures_of(outcomes: RunOutcomes, ref: int) -> list[FailureKey]:
 
 
 class _Baseline:
-    """How the baseline runs failed each key: each failed test's reason per
-    run, and per run and job its first failed test (by node id), read once so
-    that a run that failed thousands of tests costs no more per key."""
+    """How the baseline runs failed each key, each run's first failed test per
+    job read once: a run that failed thousands of tests costs no more per key."""
 
     def __init__(self, outcomes: RunOutcomes) -> None:
         self.runs = outcomes.baseline
@@ -370,7 +351,7 @@ def judge_failures(
                 "evidence": f"also failed in baseline run {last.run_id} of {baseline} "
                 f"({iso(last.finished_at)}){share}"
                 + (", with the same reason" if reason is not None else ""),
-                "baseline_run": _run_ref(last),
+                "baseline_run": RunRef(last.run_id, last.commit, last.finished_at),
             }
         else:
             other = base.differently(key)
@@ -404,16 +385,12 @@ def _differently(
     run, reason, test = other
     shown = reason or "the job failed with no failed test stored"
     what = "test" if test == key.test else "job"
-    on = f" (in {_short(test)})" if what == "job" and test else ""
+    # The test's name without its file: `test_b` of `tests/f.py::test_b`.
+    on = f" (in {test.rsplit('::', 1)[-1]})" if what == "job" and test else ""
     return (
         f"the baseline fails this {what} differently: {shown}{on} "
         f"(baseline run {run.run_id} of {baseline}, {iso(run.finished_at)})"
     )
-
-
-def _short(test: str) -> str:
-    """A test's name without its file: `test_throughput` of `tests/f.py::test_throughput`."""
-    return test.rsplit("::", 1)[-1]
 
 
 def _new_evidence(key: FailureKey, outcomes: RunOutcomes, baseline: RunFilter) -> str:
@@ -462,7 +439,6 @@ def triage(
     count: int = DEFAULT_BASELINE_RUNS,
     policy: FlakyPolicy | None = None,
 ) -> TriageReport:
-    """The triage of one stored run against its baseline."""
     from matrixgen.evidence.flaky import flaky_rows
     from matrixgen.evidence.known import known_failures
     from matrixgen.evidence.queries import run_outcomes
@@ -514,9 +490,8 @@ def read_triage(
     count: int = DEFAULT_BASELINE_RUNS,
     policy: FlakyPolicy | None = None,
 ) -> TriageReport:
-    """`triage` of a run in the store at `db`, opened read-only for it and closed
-    after: the one reading `matrixgen results triage` and the report's Triage page make,
-    so the two cannot disagree."""
+    """`triage` over the store at `db`: the one reading `matrixgen results triage`
+    and the report's Triage page make, so the two cannot disagree."""
     from matrixgen.evidence.store import open_store
 
     with closing(open_store(db, write=False)) as store:
