@@ -263,10 +263,9 @@ def reference_time() -> int:
 
 
 def reference_end() -> int:
-    """The latest time a result may have to count as evidence: the reference
-    time plus the clock skew a report may have (junit.FUTURE_SKEW). A result
-    dated later (a report from 2099, in a store written by anything but this
-    ingest, which clamps) never changes a verdict."""
+    """The latest a result may be dated to count: the reference time plus a
+    report's clock skew. A result of 2099 (in a store some other writer wrote:
+    the ingest clamps) never changes a verdict."""
     from matrixgen.evidence.junit import FUTURE_SKEW
 
     return reference_time() + int(FUTURE_SKEW.total_seconds())
@@ -297,10 +296,8 @@ def flaky_rows(
     only: RunFilter | None = None,
     keys: Collection[tuple[JobKey, str | None]] | None = None,
 ) -> FlakyReport:
-    """Every key's verdict; with unit_jobs_whole, unit-test buckets also get a
-    whole-job row (what lifting an allow-failure entry of a bucket needs); with
-    `only`, over the runs of one ref (and source) alone; with `keys`, of those
-    keys only (what `triage` asks of one run's failures)."""
+    """Every key's verdict; unit_jobs_whole: buckets get a whole-job row too
+    (lifting an allow-failure entry of a bucket needs it); see `histories`."""
     from matrixgen.evidence.queries import histories
 
     policy.check()
@@ -321,9 +318,8 @@ def flaky_rows(
 
 
 def shared_reasons(rows: Iterable[FlakyRow]) -> tuple[ReasonGroup, ...]:
-    """The failures of the rows that are not ok, by reason, where one reason
-    is shared by several tests (a test failing in several jobs is one test;
-    a whole job is named model/case): one cause read once, not test by test."""
+    """The failures of the rows that are not ok, by reason, where several tests
+    share one (a whole job named model/case): one cause read once."""
     groups = group_reasons(
         (why, row.node_id or f"{row.job.model}/{row.job.test_case}", count)
         for row in rows
@@ -347,8 +343,6 @@ def in_tree_words(rows: Iterable[FlakyRow], word: Callable[[str], str]) -> list[
 def summarize(rows: Sequence[FlakyRow]) -> str:
     """Several keys in one line, per platform/environment: "failed 3 of 40
     runs on dgx_h100/dev since 2026-11-02; passed all 12 on dgx_gb200/dev ..."."""
-    if not rows:
-        return ""
     groups: dict[str, list[FlakyRow]] = {}
     for row in rows:
         groups.setdefault(row.job.where, []).append(row)
