@@ -1,16 +1,10 @@
-"""Measured durations for the cost model: what one run of a job took, from the
-results store.
+"""Measured durations for the cost model, from the results store.
 
-A job's measured run is the sum of its tests' durations in one stored run (the
-tests of a functional job run one after the other in its CI job; skipped tests
-and tests without a duration are left out); its figure is the median over
-every stored run of it (robust against one run stuck until its timeout). A run
-holds the job's repeats, so `views.cost` gets seconds per repeat: the median
-divided by the repeats one run of it holds in the target. The expected cost of
-a job is then its GPUs x the median run / 3,600. Jobs are matched by identity
-and place (`evidence.mapping.job_key`: system, scope, platform, environment,
-model, test case, tag), so a job that has never been ingested has no figure:
-nothing is made up.
+A job's run is the sum of its tests' durations in one stored run (a functional
+job's tests run one after the other); its figure is the median over its stored
+runs (robust against one stuck until its timeout), divided by the repeats a run
+holds in the target: `views.cost` gets seconds per repeat. Jobs are matched by
+`mapping.job_key`: one never ingested has no figure; nothing is made up.
 """
 
 from __future__ import annotations
@@ -38,8 +32,7 @@ def measured_hook(medians: Mapping[JobKey, float]) -> Measured:
 
 
 def measured_from_store(db: str | None) -> Measured:
-    """The hook fed from the results store (--db, $MATRIXGEN_RESULTS_DB, or the
-    default file: callers ask `summary.store_configured` first)."""
+    """The hook fed from the store (callers ask `summary.store_configured` first)."""
     from matrixgen.evidence.queries import run_durations
     from matrixgen.evidence.store import open_store
 

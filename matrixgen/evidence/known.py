@@ -1,16 +1,12 @@
-"""Known failures: the project config's patterns (`triage.known_failures`,
-documents/known_failures.py) matched against a failure.
+"""Known failures: the project config's patterns (`triage.known_failures`)
+matched against a failure.
 
-Two places look: `results ingest` hands a failed test's report text (its
-failure's message and text, its system-out and system-err) to `watch`, which
-names the first line a pattern matches; the store keeps that line with the
-result (results.output_line), not the output. `triage` then matches the
-config's patterns against each failure's stored message and that line: a
-pattern added later still sees every stored message, and the output lines
-that the patterns of the ingest's time found.
-
-Patterns run on RE2 (util.linear_regex): time linear in the text, whatever
-the pattern and the text.
+`results ingest` hands a failed test's report text to `watch`, and the store
+keeps the first line a pattern matches (results.output_line), not the output.
+`triage` matches the patterns against each failure's stored message and that
+line: a pattern added later still sees every stored message, and the lines
+the patterns of the ingest's time found. Patterns run on RE2
+(util.linear_regex): time linear in the text, whatever the pattern.
 """
 
 from __future__ import annotations
@@ -64,16 +60,15 @@ class KnownFailures:
         return bool(self.refs)
 
     def watch(self, text: str) -> str | None:
-        """The first line of `text` a pattern matches, cut to the store's
-        MESSAGE_LIMIT characters around the match; None when none does."""
+        """The first line of `text` a pattern matches, cut to MESSAGE_LIMIT
+        characters around the match."""
         if self._set is None:
             return None
         found = self._set.first_line(text, MESSAGE_LIMIT)
         return found[1] if found is not None else None
 
     def match(self, message: str | None, output_line: str | None) -> KnownRef | None:
-        """The first declared known failure whose pattern matches a line of
-        the message or the stored output line."""
+        """The first declared known failure that matches either text."""
         if self._set is None:
             return None
         hits: set[int] = set()
@@ -83,8 +78,7 @@ class KnownFailures:
         return self.refs[min(hits)] if hits else None
 
     def explain(self, message: str | None, output_line: str | None) -> tuple[KnownRef, str] | None:
-        """The known failure a failure matches and where: its message first,
-        else the line of its output the ingest kept."""
+        """The known failure a failure matches and where: its message first."""
         where = ((message, "its message"), (output_line, f'a line of its output: "{output_line}"'))
         for text, place in where:
             if text and (ref := self.match(text, None)) is not None:

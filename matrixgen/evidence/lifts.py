@@ -1,10 +1,5 @@
-"""Which quarantine entries a run's passes could lift.
-
-Lift candidates: the entries that let jobs fail (`allow-failure`, and `mute`
-where the quarantine file knows that action) whose every job of the run passed,
-in the run and in each baseline run; for an entry that names node ids, each
-named test passed there. Pure: values in, values out (`triage` gathers them).
-"""
+"""Which quarantine entries a run's passes could lift (`triage` gathers the
+values; this is pure)."""
 
 from __future__ import annotations
 
@@ -22,8 +17,8 @@ from matrixgen.quarantine.model import Entry
 from matrixgen.util.nodeid import covers
 from matrixgen.util.values import JsonLayout
 
-# Actions that keep a job running and let it fail: a pass there is what lifts them.
-# (By value: a file whose tool knows a `mute` action counts it as well.)
+# Actions that keep a job running and let it fail, by value (a file whose tool
+# knows `mute` counts it too): a pass there is what lifts them.
 LIFTABLE_ACTIONS = frozenset({"allow-failure", "mute"})
 
 
@@ -62,13 +57,11 @@ def lift_candidates(
     known: set[str],
     tests: Mapping[int, Mapping[JobKey, Mapping[str, Outcome]]] | None = None,
 ) -> list[LiftCandidate]:
-    """Entries that let jobs fail (or mute tests) whose every job of the run
-    passed, in the run and in every baseline run (none without a baseline). For
-    an entry that names node ids the evidence is those tests, not the job: each
-    named test (`util.nodeid.covers`) has results in every one of those runs and
-    all of them passed (`tests`: per run, the test outcomes of its unit-test
-    buckets, `queries.test_outcomes`). A test of the bucket that failed is no
-    evidence for or against an entry that does not name it."""
+    """Entries that let jobs fail (or mute tests) whose every job passed in the
+    run and in every baseline run (none without a baseline). For an entry that
+    names node ids the evidence is those tests, not the job (`tests`: per run,
+    `queries.test_outcomes`): another test of the bucket that failed is no
+    evidence for or against it."""
     if not outcomes.baseline:
         return []
     liftable = [e for e in entries if e.action.value in LIFTABLE_ACTIONS]
@@ -117,9 +110,8 @@ def _passed(
     key: JobKey,
     entry: Entry,
 ) -> bool:
-    """The job passed in that run; for an entry naming node ids, each of them
-    has results there and every one passed (a test that did not run, was
-    skipped or failed, muted or not, is no pass)."""
+    """The job passed in that run; for an entry naming node ids, each has
+    results there and all passed (not run, skipped or muted is no pass)."""
     outcome = outcomes.jobs.get(ref, {}).get(key)
     if outcome is None:
         return False  # not run there: no evidence

@@ -1,18 +1,13 @@
 """Which matrixgen job ran each test of a report.
 
-A report maps to jobs by what the ingest is told and what the report says:
-- `--job NAME`: every test of the reports belongs to that job: its name in the
-  recipes (`spec.name`), or the name it has in the target's GitLab child
-  pipeline; `--target` (or `--tag`) picks one where several places share it;
-- else each test goes to the unit-test bucket of the candidate jobs whose test
-  case holds its file: the file itself, else the longest directory, else a glob
-  (`tests/unit_tests/models/**/*.py`); a test no bucket holds goes to the job
-  named like its testsuite (pytest: `-o junit_suite_name=NAME`).
-The candidates are the jobs of `--target` (before quarantine: a job an entry
-lets fail or deselects from still runs), else every job; `--tag` leaves out the
-jobs with another tag (jobs without a tag stay).
-A test that maps to no job, or to several, is an error naming its file and line:
-nothing is stored from an ingest that cannot place every test.
+With `--job NAME` every test belongs to that job (its recipe name, or its name
+in the target's GitLab child pipeline; `--target` or `--tag` picks one where
+several places share it). Else a test goes to the unit-test bucket whose test
+case holds its file (`BucketIndex`), else to the job named like its testsuite
+(pytest: `-o junit_suite_name=NAME`). The candidates are the jobs of
+`--target` before quarantine (a job an entry lets fail still runs), else every
+job; `--tag` leaves out the jobs of another tag. A test that maps to no job,
+or to several, is an error naming its file and line: nothing is stored.
 """
 
 from __future__ import annotations
@@ -157,8 +152,8 @@ def map_reports(
     tag: str | None = None,
     pool: Sequence[Candidate] | None = None,
 ) -> list[JobResults]:
-    """The reports' tests grouped by the job that ran them (see the module doc).
-    `pool`: the candidates, when the caller computed them already."""
+    """The reports' tests grouped by the job that ran them (`pool`: the
+    candidates, when the caller has them)."""
     mapper = Mapper(generation, target=target, job=job, tag=tag, pool=pool)
     grouped: dict[JobKey, tuple[Candidate, list[Testcase]]] = {}
     for report in reports:
@@ -171,14 +166,12 @@ def map_reports(
     ]
 
 
-# Entries a lookup cache keeps before it starts again (memory stays bounded
-# whatever the reports hold).
+# Entries a lookup cache keeps before it starts again (memory stays bounded).
 _CACHE_LIMIT = 100_000
 
 
 class Mapper:
-    """The job of each test, one test at a time (what a streamed ingest needs):
-    see the module doc. A test no job holds, or several, is a UsageError."""
+    """The job of each test, one at a time (a streamed ingest's need)."""
 
     def __init__(
         self,
@@ -234,11 +227,9 @@ class Mapper:
 
 
 class BucketIndex:
-    """Finds the unit-test bucket that holds a test file: the file itself, else
-    the longest directory holding it (of two names for one directory, `a` and
-    `a/`, the first sorted), else the first glob (sorted) that matches
-    (`tests/unit_tests/models/**/*.py`). Cost per file: its depth, plus the
-    globs."""
+    """The unit-test bucket that holds a test file: the file itself, else the
+    longest directory holding it (of `a` and `a/`, the first sorted), else the
+    first glob (sorted) that matches. Cost per file: its depth, plus the globs."""
 
     def __init__(self, buckets: Iterable[str]) -> None:
         self.exact: set[str] = set()
@@ -266,9 +257,8 @@ class BucketIndex:
 
 
 def not_node_ids(groups: Sequence[JobResults]) -> list[str]:
-    """The records of unit-test buckets that name no test (`util.nodeid`: a bare
-    path or directory, as pytest writes a collection error), sorted. They are
-    stored as outcomes like any record; `propose` never drafts a deselect of one."""
+    """The records of unit-test buckets that name no test (a bare path, as
+    pytest writes a collection error), sorted: `propose` never drafts them."""
     from matrixgen.util.nodeid import is_node_id
 
     return sorted(
@@ -277,13 +267,10 @@ def not_node_ids(groups: Sequence[JobResults]) -> list[str]:
 
 
 class MuteGrants:
-    """Which muted records keep their mute. A record's `quarantined` property
-    is only a claim (a test can write it); the mute holds where a mute entry of
-    the trusted quarantine file (`entries`: the file at the run's base) applies
-    to the record's job there (its match, its `where` on the job's system and
-    scope, not expired `today`) and names the test (`util.nodeid.covers`). Any
-    other muted record is stored as the failure or error it was; `refused`
-    counts them, `first` names one."""
+    """Which muted records keep their mute (a test can write the claim): those
+    a mute entry of the trusted quarantine file (at the run's base) applies to
+    there, unexpired, naming the test. Any other is stored as the failure or
+    error it was; `refused` counts them, `first` names one."""
 
     def __init__(self, entries: Sequence[Entry], known: Collection[str], today: dt.date) -> None:
         self.mutes = [

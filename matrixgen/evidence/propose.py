@@ -2,26 +2,20 @@
 
 Part of the evidence feature, whose verdicts it reads (tests/test_layout.py).
 
-Drafts, for flaky and broken keys that no entry covers yet:
-- one pytest node id of a unit-test bucket: `deselect` of that node id (kind
-  flaky or broken): the rest of the bucket keeps running;
-- a flaky functional case: `allow-failure` (it keeps running, and keeps the
-  signal that lifts it);
-- a broken functional case: `skip`.
-A record whose node id names no test (a bare path or directory: pytest writes
-one for a collection error) is never drafted: `Proposal.not_node_ids` lists it.
-Each draft is scoped to exactly where the evidence is: the platforms,
-environments, tags and system/scope places of the failing jobs, split into as
-many entries as it takes for every entry to cover only those jobs (an entry's
-match is a product of its lists). The owner is the recipe's maintainers, the
-expiry the config's `quarantine.default_expiry_days` from today, and the reason
-cites the counts and run ids.
+Drafts, for flaky and broken keys no entry covers yet: `deselect` of a
+unit-test bucket's node id (the rest of the bucket keeps running); a flaky
+functional case `allow-failure` (it keeps running, and the signal that lifts
+it); a broken one `skip`. A record whose node id names no test (pytest writes
+one for a collection error) is never drafted: `Proposal.not_node_ids` lists
+it. Each draft covers exactly the failing jobs' platforms, environments, tags
+and places, split into as many entries as that takes (a match is a product
+of lists). The owner is the recipe's maintainers, the expiry the config's
+`quarantine.default_expiry_days` from today; the reason cites counts and runs.
 
-Lifts, for existing entries:
-- allow-failure, deselect and mute entries whose every job (for deselect and
-  mute: every node id, where it has results) passed its last `lift_runs` runs
-  (a muted test keeps running, and a muted failure counts as a failure);
-- entries whose tracker is closed (when the caller could ask the tracker).
+Lifts: allow-failure, deselect and mute entries whose every job (node-level:
+every node id, where it has results) passed its last `lift_runs` runs (a
+muted failure counts as a failure), and entries whose tracker is closed (when
+the caller could ask the tracker).
 """
 
 from __future__ import annotations
@@ -148,10 +142,9 @@ def proposal_from_store(
     api_url: str | None,
     lift_refs: Sequence[str] = ("main",),
 ) -> Proposal:
-    """`propose` over the results store at `db` (judged by `flaky_policy`), with
-    the state of the entries' trackers where a token allows asking. Drafts come
-    from every run; lifts only from the runs of `lift_refs` (the branches the
-    operator trusts: a run of an unreviewed branch must not lift an entry)."""
+    """`propose` over the store at `db`, with the entries' tracker states where
+    a token allows asking. Drafts come from every run; lifts only from the runs
+    of `lift_refs`: a run of an unreviewed branch must not lift an entry."""
     from matrixgen.evidence.flaky import flaky_rows
     from matrixgen.evidence.queries import RunFilter, runs_of
     from matrixgen.evidence.store import open_store
@@ -258,9 +251,8 @@ def _covering(
 
 
 def rectangles(cells: set[tuple[str, str, str, str]]) -> list[tuple[tuple[str, ...], ...]]:
-    """Split (platform, environment, tag, place) cells into products of lists
-    that together cover exactly the cells: merge along one dimension at a time,
-    only where every other dimension is equal."""
+    """(platform, environment, tag, place) cells as products of lists that
+    cover exactly them: merged one dimension at a time, where the others agree."""
     groups: list[tuple[frozenset[str], ...]] = [
         tuple(frozenset([v]) for v in cell) for cell in sorted(cells)
     ]
@@ -284,9 +276,8 @@ def propose(
     tracker_states: Mapping[str, str],
     lift_rows: Sequence[FlakyRow] | None = None,
 ) -> Proposal:
-    """Drafts and lifts from judged rows (every key's row, ok ones too: lifts
-    need them); `lift_rows`, when given, are the rows lifts are judged on (the
-    runs of the refs the operator trusts), else `rows`."""
+    """Drafts and lifts from every key's row (ok ones too: lifts need them);
+    lifts are judged on `lift_rows` (the trusted refs' runs) when given."""
     today = current_day()
     config = generation.tree.config
     expiry = today + dt.timedelta(days=policy(config).default_expiry_days)

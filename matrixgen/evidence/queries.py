@@ -87,14 +87,11 @@ def histories(
     only: RunFilter | None = None,
     keys: Collection[tuple[JobKey, str | None]] | None = None,
 ) -> tuple[dict[int, RunRow], list[History]]:
-    """Every key's history since `since` and until `until` (epoch seconds;
-    None: no bound; a result later than the reference time is no evidence, see
-    flaky.reference_end): one test
-    of each unit-test bucket, one whole job of every other job (with
-    unit_jobs_whole, of unit-test buckets too). Skipped results are not runs;
-    with `only`, neither are the runs it leaves out; with `keys` ((job, node id
-    or None) pairs), only those keys are read (a node id of a job that is not
-    a unit-test bucket: that test of it)."""
+    """Every key's history in the window (epoch seconds, None: no bound): each
+    test of a unit-test bucket, every other job whole (with unit_jobs_whole,
+    buckets too). Skipped results are not runs, nor, with `only`, the runs it
+    leaves out; with `keys`, only those (job, node id or None) keys (a node id
+    of a whole job: that test of it, a check `triage` judges)."""
     found: list[History] = []
     chosen = set(keys) if keys is not None else None
     with store.transaction() as conn:
@@ -103,8 +100,6 @@ def histories(
         unit_ids = {i for i, k in job_keys.items() if k.unit}
         bucket_ids = unit_ids
         if chosen is not None:
-            # The tests asked for: of unit-test buckets, and of whole jobs (a
-            # functional job's checks, which `triage` judges one by one).
             tested = {job for job, node in chosen if node is not None}
             bucket_ids = {i for i, k in job_keys.items() if k in tested}
         wanted = set(job_keys) if unit_jobs_whole else set(job_keys) - unit_ids
@@ -144,8 +139,7 @@ def _grouped(
     only: RunFilter | None = None,
 ) -> Iterator[tuple[int, tuple]]:
     """Phase 1, one aggregate query: runs, failures, reruns per key. Phase 2,
-    only for keys that failed or were rerun: their results in time order.
-    `window`: (since, until), epoch seconds, either None for no bound."""
+    only for keys that failed or were rerun: their results in time order."""
     if not wanted:
         return
     since, until = window
@@ -212,7 +206,7 @@ def _in_window(
 
 def _counted_reasons(reasons: list[str | None]) -> tuple[tuple[tuple[str, int], ...], str | None]:
     """(each reason with its count, the most first; the last one) of failures
-    in time order (those without a reason left out)."""
+    in time order."""
     counts: dict[str, int] = {}
     for because in reasons:
         if because is not None:
@@ -228,8 +222,7 @@ def _job_reasons(
     window: tuple[int | None, int | None],
     only: RunFilter | None,
 ) -> dict[int, tuple[tuple[tuple[str, int], ...], str | None]]:
-    """Per whole job: the reasons of its failed tests in the window (those of
-    the jobs that failed or were rerun: `flaky`'s eventful keys)."""
+    """Per whole job (`flaky`'s eventful keys): its failed tests' reasons."""
     found: dict[int, list[str | None]] = {}
     r, c = results.c, cases.c
     cond = [FAILED_WHERE, *_in_window(results, window, only)]
@@ -270,14 +263,12 @@ SUGGEST_RUNS = 1000
 
 
 def run_outcomes(store: Store, run_id: str, baseline: RunFilter, count: int) -> RunOutcomes:
-    """One run's job outcomes and failed unit tests, and the same of the latest
-    `count` runs of `baseline` that finished no later than it (the run itself
-    left out). Each read goes through an index: runs (ref, finished_at),
-    run_jobs unique (run_ref, job_id), results' partial index of failures."""
+    """One run's job outcomes and failed tests, and those of the latest `count`
+    runs of `baseline` that finished no later than it (not itself). Each read
+    goes through an index (tables.py)."""
     with store.transaction() as conn:
         run = find_run(conn, run_id)
         if run is None:
-            # "Did you mean" over the latest runs only: one bounded read.
             recent = list(
                 conn.execute(
                     sa.select(runs.c.run_id)
@@ -341,8 +332,7 @@ def test_outcomes(
     store: Store, refs: Collection[int], keys: Collection[JobKey]
 ) -> dict[int, dict[JobKey, dict[str, Outcome]]]:
     """Per run (its ref), per job of `keys`: each stored test's outcome (what
-    the lift of an entry that names node ids is judged on). One read per chunk
-    of jobs, off the unique (job_id, node_id) of cases and results' primary key."""
+    the lift of an entry that names node ids is judged on)."""
     found: dict[int, dict[JobKey, dict[str, Outcome]]] = {ref: {} for ref in refs}
     if not refs or not keys:
         return found
@@ -374,10 +364,8 @@ def runs_of(store: Store, only: RunFilter) -> list[RunRow]:
 
 
 def run_durations(store: Store) -> dict[JobKey, list[float]]:
-    """Per job, the measured seconds of each stored run of it: the sum of its
-    tests' durations in the run (skipped tests and tests without a duration
-    left out; a run with none of them has no figure). One aggregate query over
-    `results` joined to `cases`."""
+    """Per job, each stored run's sum of its tests' durations (skipped tests
+    and tests without one left out; a run with none of them has no figure)."""
     seconds = sa.func.sum(results.c.duration)
     query = (
         sa.select(cases.c.job_id, results.c.run_ref, seconds)
@@ -406,11 +394,10 @@ _PRUNE_CASES = 20_000  # cases per DELETE of results: a range of the primary key
 
 def prune(store: Store, before: int) -> dict[str, int]:
     """Delete the runs that finished before `before` (epoch seconds), with their
-    jobs' outcomes and results, in one transaction. On PostgreSQL a week's
-    partition of results that ends by then goes whole (its rows are all of
-    those runs). The other results go in batches of a range of case ids each:
-    every batch is a range scan of the primary key (case_id, finished_at,
-    run_ref), so the whole prune reads the table once. Rows deleted, per table."""
+    jobs' outcomes and results; rows deleted, per table. A PostgreSQL week's
+    partition that ends by then goes whole; the other results go in batches of
+    a range of case ids, a range scan of the primary key each: the prune reads
+    the table once."""
     deleted = {"runs": 0, "run_jobs": 0, "results": 0}
     with store.transaction() as conn:
         quote = conn.dialect.identifier_preparer.quote
@@ -438,7 +425,6 @@ def prune(store: Store, before: int) -> dict[str, int]:
 
 
 def counts(store: Store) -> Mapping[str, int]:
-    """Rows per table (for messages and tests)."""
     with store.transaction() as conn:
         return {
             t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
@@ -447,9 +433,8 @@ def counts(store: Store) -> Mapping[str, int]:
 
 
 def _raw_rows(conn: sa.Connection, query: sa.Select) -> list[tuple]:
-    """A query's rows as the driver returns them: compiled by SQLAlchemy for the
-    dialect, run on the driver's cursor (SQLAlchemy's own rows cost as much
-    again as reading them, for the 100,000s of rows of a results table)."""
+    """A query's rows off the driver's cursor: SQLAlchemy's rows cost as much
+    again as reading them, for the 100,000s of rows of a results table."""
     compiled = query.compile(dialect=conn.dialect)
     params = compiled.params
     cursor = conn.connection.cursor()
@@ -469,10 +454,8 @@ Cells = dict[tuple[JobKey, str | None], dict[int, tuple[int, int]]]
 
 
 def outcome_cells(store: Store, *, since: int | None) -> tuple[dict[int, RunRow], Cells]:
-    """Every stored outcome since `since` (epoch seconds; None: all), skipped
-    ones included, for the keys `histories` reads by default: one test of each
-    unit-test bucket, one whole job of every other job. What a test-by-run
-    grid shows; verdicts come from `flaky`, not from here."""
+    """Every stored outcome since `since`, skipped ones included, of the keys
+    `histories` reads by default: what a test-by-run grid shows."""
     found: Cells = {}
 
     def read(conn: sa.Connection, table: sa.Table, key: sa.Column, keys: Mapping) -> None:

@@ -1,20 +1,16 @@
 """Each test's totals per week, for the weeks that are over: what `flaky` and
 `triage` count instead of every result.
 
-Weeks are those of the results' partitions (Monday to Monday, UTC). A week is
-over once a run that finished two or more days after its end is stored: CI
-runs are stored within hours of finishing, so no more of that week's results
-are due. The ingest that stores such a run rolls every stored week that is
-over and not rolled yet into `case_weeks`: one row per test and week (runs,
-failures, runs with reruns, first and last finish; skipped results are not
-runs), and marks it in `rolled_weeks`. A run stored later for a rolled week (a
-late report) makes that week count anew; prune forgets the weeks it deletes
-from.
+Weeks are the partitions' (Monday to Monday, UTC). A week is over once a run
+that finished two or more days after its end is stored (CI runs are stored
+within hours). The ingest that stores such a run rolls every week over into
+`case_weeks` (per test: runs, failures, runs with reruns, first and last
+finish; skips are not runs) and marks it in `rolled_weeks`. A late report for
+a rolled week makes it count anew; prune forgets the weeks it deletes from.
 
-A read then counts the rolled weeks' rows and, for the time they leave out,
-the results themselves: the same figures as counting every result (the
-store's tests hold them equal), from a table about as many times smaller as a
-week has runs.
+A read counts the rolled weeks' rows and the results of the time they leave
+out: the figures of counting every result (the store's tests hold them
+equal), from a table about as many times smaller as a week has runs.
 """
 
 from __future__ import annotations
@@ -37,8 +33,8 @@ _OVER_AFTER = 2 * 86_400  # after a week's end, until it is over
 
 
 def roll_up(conn: sa.Connection, stored_at: int) -> None:
-    """After an ingest stored results of a run that finished at `stored_at`:
-    its week counted anew if it was rolled, and every week that is over rolled."""
+    """After an ingest of a run that finished at `stored_at`: its week counted
+    anew, and every week that is over rolled."""
     forget(conn, partition_start(stored_at))
     finished = set(conn.execute(sa.select(runs.c.finished_at).distinct()).scalars())
     if not finished:
@@ -62,8 +58,7 @@ def _count_week(conn: sa.Connection, week: int) -> None:
 
 
 def totals(table: sa.Table, key: sa.ColumnElement) -> list[sa.ColumnElement]:
-    """Per `key`, over the rows of `table` the caller chooses (skipped ones left
-    out): the key, runs, failures, runs with reruns, first and last finish."""
+    """The key, runs, failures, runs with reruns, first and last finish."""
     c = table.c
     return [
         key,
@@ -85,10 +80,8 @@ def forget(conn: sa.Connection, week: int, *, before: bool = False) -> None:
 def counted(
     conn: sa.Connection, since: int | None, keys: list[int] | None, *, until: int | None = None
 ) -> sa.Select:
-    """Per test (case id): runs, failures, runs with reruns, first and last
-    finish, over its results since `since` and until `until` (epoch seconds;
-    None: no bound), skipped ones left out; of the tests `keys` only, when given.
-    A rolled week counts whole only when it ends by `until`."""
+    """`totals` per test (case id, of `keys` when given) in the window; a
+    rolled week counts whole only when it ends by `until`."""
     weeks = rolled_weeks.c.week
     whole = [
         week
@@ -127,9 +120,8 @@ def counted(
 
 
 def _outside(whole: list[int], since: int | None) -> list[sa.ColumnElement[bool]]:
-    """The stretches of time since `since` that the rolled weeks `whole`
-    (sorted) leave out, as conditions on finished_at (PostgreSQL reads only the
-    partitions they touch)."""
+    """The stretches since `since` that the rolled weeks `whole` (sorted) leave
+    out, as conditions on finished_at (PostgreSQL reads only those partitions)."""
     at = results.c.finished_at
     stretches = []
     start = since

@@ -1,10 +1,9 @@
-"""The results store: where it is (--db, $MATRIXGEN_RESULTS_DB or the default
-file), opening it in SQLite or PostgreSQL, each transaction bounded in time and
-migrated first (tables.py holds the schema and its migrations), and the values
-its reads and writes exchange.
+"""The results store: where it is, opening it in SQLite or PostgreSQL, each
+transaction bounded in time and migrated first (tables.py: the schema and its
+migrations), and the values its reads and writes exchange.
 
-sqlalchemy is imported only by the store's modules (tables, this one, ingest,
-queries), and those only by the commands that use the store.
+sqlalchemy is imported only by the store's modules, and those only by the
+commands that use the store.
 """
 
 from __future__ import annotations
@@ -68,8 +67,7 @@ class JobKey(Struct, frozen=True, order=True):
         return astuple(self)[:-1]
 
 
-# The job and test as the JSON outputs (flaky, triage) name them: the keys of a
-# value with a `job` (a JobKey) and a `node_id`, and where each is read.
+# The JSON keys (flaky, triage) of a value's `job` (a JobKey) and `node_id`.
 JOB_JSON_KEYS = (
     ("model", "job.model"),
     ("test_case", "job.test_case"),
@@ -130,10 +128,8 @@ def utc_text(at: int) -> str:
 
 class History(Struct, frozen=True):
     """One key's results in the window: a whole job (node_id None) or one test.
-
-    `sequence` is (finished_at, run_ref, failed, reruns) in time order; it is
-    read only for keys that failed or were rerun at least once (None otherwise:
-    every run passed)."""
+    `sequence`: (finished_at, run_ref, failed, reruns) in time order, read only
+    for keys that failed or were rerun (None: every run passed)."""
 
     job: JobKey
     node_id: str | None
@@ -143,8 +139,7 @@ class History(Struct, frozen=True):
     first_at: int
     last_at: int
     sequence: tuple[tuple[int, int, bool, int], ...] | None
-    # Read with the sequence: how many of its failures had each reason (most
-    # first), and its latest failure's.
+    # Read with the sequence: each reason's failures (most first), the latest's.
     reasons: tuple[tuple[str, int], ...] = ()
     last_reason: str | None = None
 
@@ -153,9 +148,9 @@ class History(Struct, frozen=True):
 
 
 def store_url(given: str | None) -> str:
-    """The SQLAlchemy URL from --db, $MATRIXGEN_RESULTS_DB, or the default file
-    (`util.checkout.choose_store`: never one git tracks). A plain path is a
-    SQLite file; postgresql:// URLs use psycopg (version 3)."""
+    """The SQLAlchemy URL of --db, $MATRIXGEN_RESULTS_DB, or the default file
+    (`util.checkout.choose_store`). A plain path is a SQLite file; postgresql://
+    URLs use psycopg 3."""
     choice = choose_store(given)
     if choice.note is not None:
         raise ResultsStoreError(choice.note)
@@ -215,8 +210,8 @@ class Store(ComparedValue, frozen=True):
 
     @contextmanager
     def transaction(self) -> Iterator[sa.Connection]:
-        """One transaction, migrated to the current schema first (under the
-        writers' lock); a store is checked once, after its first commit."""
+        """One transaction, migrated first (under the writers' lock); a store is
+        checked once, after its first commit."""
         checked = False
         try:
             with self.engine.begin() as conn:
@@ -234,8 +229,7 @@ class Store(ComparedValue, frozen=True):
                     _migrate(conn, self)  # a reader migrates an older store under the lock
                     checked = True
                 if postgresql and not self.write:
-                    # As a SQLite reader's file: past the migration, a reader's
-                    # transaction cannot write.
+                    # As a SQLite reader's file: past the migration, no writes.
                     conn.execute(sa.text("SET TRANSACTION READ ONLY"))
                 yield conn
         except sa.exc.DatabaseError as exc:
@@ -277,8 +271,8 @@ def store_timeout() -> float:
 
 
 class _Deadline:
-    """When the running transaction must have finished (a SQLite progress
-    handler checks it: a query past it is interrupted)."""
+    """When the running transaction must end (a SQLite progress handler
+    interrupts a query past it)."""
 
     def __init__(self, limit: float) -> None:
         self.limit = limit
@@ -294,9 +288,9 @@ class _Deadline:
 def open_store(given: str | None, *, write: bool) -> Store:
     """Open the store for a command. Reading a SQLite store that does not exist is
     an error; writing creates it (never through a symlink). A reader opens a
-    SQLite file read-only, and each transaction on a SQLite file is bounded in
-    time by a progress handler; on PostgreSQL a reader's transaction is READ
-    ONLY and every transaction sets `statement_timeout` to the same bound."""
+    SQLite file read-only (on PostgreSQL: READ ONLY transactions); every
+    transaction is bounded in time (SQLite: a progress handler; PostgreSQL:
+    `statement_timeout`)."""
     url = store_url(given)
     path = sqlite_path(url)
     clock: list[_Deadline] = []
@@ -328,8 +322,8 @@ def open_store(given: str | None, *, write: bool) -> Store:
 
 
 def _sqlite_engine(url: str, path: Path, *, write: bool, deadline: _Deadline) -> sa.Engine:
-    """A SQLite engine; a reader's connection is opened read-only (`mode=ro`:
-    reading never changes the file, nor creates a journal beside it)."""
+    """A SQLite engine; a reader's is read-only (`mode=ro`: reading never
+    changes the file, nor creates a journal beside it)."""
     if write:
         engine = sa.create_engine(url, connect_args={"timeout": 60})
     else:
@@ -376,9 +370,8 @@ _SQLITE_KINDS = frozenset({"table", "index"})
 
 
 def _check_sqlite_schema(conn: sa.Connection, store: Store) -> None:
-    """Refuse a SQLite file that is not a store as matrixgen writes it: views,
-    triggers and virtual tables, or one of the store's tables that is something
-    else. The check reads `sqlite_master` only."""
+    """Refuse a SQLite file with what a store never has (views, triggers,
+    virtual tables), reading `sqlite_master` only."""
     rows = conn.exec_driver_sql("SELECT type, name, sql FROM sqlite_master").all()
     for kind, name, sql in sorted(rows, key=lambda r: (str(r[0]), str(r[1]))):
         virtual = kind == "table" and str(sql or "").lstrip().upper().startswith("CREATE VIRTUAL")

@@ -25,9 +25,7 @@ if TYPE_CHECKING:
 
 
 def store_configured(db: str | None) -> bool:
-    """Is there a results store to read: --db, $MATRIXGEN_RESULTS_DB, or a
-    .matrixgen/results.db at the top of the checkout that git does not track
-    (`util.checkout.choose_store`)?"""
+    """Is there a results store to read (`util.checkout.choose_store`)?"""
     from matrixgen.util.checkout import choose_store
 
     return choose_store(db).location is not None
@@ -55,9 +53,8 @@ def entry_evidence(
     verdicts: FlakyReport | None = None,
     hits: Mapping[str, Sequence[Hit]] | None = None,
 ) -> dict[str, str] | None:
-    """{entry id: one line of evidence} for the entries; None without a store.
-    A caller that has them passes the verdicts (`entry_verdicts`) and the
-    entries' hits in `targets`, which are then not read or computed again."""
+    """{entry id: one line of evidence}; None without a store. A caller that
+    has the verdicts and the hits passes them, not to read them again."""
     if not store_configured(db):
         return None
     from matrixgen.evidence.flaky import summarize
@@ -83,10 +80,8 @@ def entry_evidence(
 def diff_notes(
     generations: Sequence[Generation], wanted: frozenset[str], options: Mapping[str, object]
 ) -> dict[str, str] | None:
-    """The selection diff's note beside each entry it names (`contributes.DIFF`):
-    {entry id: its evidence line}, each entry judged on the last of
-    `generations` (base, head) that has it; None without a results store.
-    Options: `db`."""
+    """The selection diff's evidence line beside each entry it names, judged
+    on the last of `generations` (base, head) that has it (`contributes.DIFF`)."""
     db = options.get("db")
     assert db is None or isinstance(db, str)
     if not store_configured(db):
