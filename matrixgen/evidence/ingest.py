@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from typing import Any
 
 import sqlalchemy as sa
@@ -471,8 +471,5 @@ def _bulk_insert(
     order = [where[k] for k in compiled.positiontup or []]  # SQLite's parameters: positional
     if order != list(range(len(keys))):
         rows = [tuple(r[i] for i in order) for r in rows]
-    cursor = conn.connection.cursor()
-    try:
+    with closing(conn.connection.cursor()) as cursor:
         cursor.executemany(str(compiled), rows)
-    finally:
-        cursor.close()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -153,13 +154,10 @@ def proposal_from_store(
     qfile.refuse_errors(f"{qfile.path} has errors; fix them first")
     trusted = RunFilter(ref=lift_refs[0], also=tuple(lift_refs[1:]))
     policy_all = replace(flaky_policy, min_runs=1)
-    store = open_store(db, write=False)
-    try:
+    with closing(open_store(db, write=False)) as store:
         report = flaky_rows(store, policy_all, unit_jobs_whole=True)
         lift_report = flaky_rows(store, policy_all, unit_jobs_whole=True, only=trusted)
         used = runs_of(store, trusted)
-    finally:
-        store.close()
     states: Mapping[str, str] = {}
     unchecked = 0
     if qfile.entries:

@@ -7,6 +7,7 @@ prune.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping
+from contextlib import closing
 from itertools import groupby
 from operator import itemgetter
 
@@ -437,15 +438,12 @@ def _raw_rows(conn: sa.Connection, query: sa.Select) -> list[tuple]:
     again as reading them, for the 100,000s of rows of a results table."""
     compiled = query.compile(dialect=conn.dialect)
     params = compiled.params
-    cursor = conn.connection.cursor()
-    try:
+    with closing(conn.connection.cursor()) as cursor:
         if compiled.positional:
             cursor.execute(str(compiled), tuple(params[k] for k in compiled.positiontup or []))
         else:
             cursor.execute(str(compiled), params)
         return list(cursor.fetchall())
-    finally:
-        cursor.close()
 
 
 # Per key (a whole job, or a unit-test bucket's test), per run ref: the stored

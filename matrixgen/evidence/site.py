@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from contextlib import closing
+from functools import cache
 from typing import TYPE_CHECKING
 
 from msgspec import Struct
@@ -182,13 +184,10 @@ def _store_view(
     # have rows of their own, as in `matrixgen results flaky`).
     verdicts = entry_verdicts(db, since_days)
     rows = tuple(r for r in verdicts.rows if not (r.job.unit and r.node_id is None))
-    store = open_store(db, write=False)
-    try:
+    with closing(open_store(db, write=False)) as store:
         shown = store.shown
         since = window_start(FlakyPolicy(since_days=since_days))
         run_rows, cells = outcome_cells(store, since=since)
-    finally:
-        store.close()
     refs = {ref for outcomes in cells.values() for ref in outcomes}
     runs = sorted((run_rows[r] for r in refs), key=lambda r: (r.finished_at, r.ref))
     ranked = {(r.job, r.node_id) for r in rows}
@@ -251,6 +250,7 @@ def _worst(codes: Sequence[tuple[int, int]]) -> str:
 # ---------------------------------------------------------------------- flakes
 
 
+@cache  # once per kind of cell of the grid
 def _outcome(code: int, reruns: int, *, muted: bool) -> str:
     from matrixgen.evidence.tables import FAILED_CODES, SKIPPED
 
@@ -311,8 +311,6 @@ def flakes(data: EvidencePart, frame: Frame) -> str:
         body.append(f'<p class="note">No results in the last {data.since_days} days.</p>\n')
         return frame.page("flakes.html", "Flake history", "".join(body))
     made = _run_cells(runs)
-    names: dict[tuple[int, bool, bool], str] = {}  # _outcome, once per kind of cell
-
     heads = "".join(
         f'<th class=c title="{attr(_run_title(r))}">{text(_run_label(r))}</th>' for r in runs
     )
@@ -331,14 +329,7 @@ def flakes(data: EvidencePart, frame: Frame) -> str:
         cells = []
         for i, run in enumerate(runs):
             found = outcomes.get(run.ref)
-            if found is None:
-                cells.append("<td>")
-            else:
-                kind = (found[0], found[1] > 0, muted)
-                name = names.get(kind)
-                if name is None:
-                    name = names[kind] = _outcome(found[0], found[1], muted=muted)
-                cells.append(made[i][name])
+            cells.append("<td>" if found is None else made[i][_outcome(*found, muted=muted)])
         lines.append(
             f'<tr><td class="k verdict-{verdict}">{verdict}</td><td class=k>{failed}</td>'
             f'<td class="k name" title="{attr(_key_label(key))}">{text(_short_label(key))}</td>'

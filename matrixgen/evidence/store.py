@@ -190,15 +190,13 @@ _QUERY_CANCELED = "57014"
 
 
 class Store(ComparedValue, frozen=True):
+    NOT_COMPARED: ClassVar[frozenset[str]] = frozenset({"migrated", "clock"})
+
     engine: sa.Engine
     url: str
     write: bool
-    migrated: list[bool] = field(default_factory=list)  # [True] once checked; not compared
-    # SQLite: the query time bound; not compared
-    clock: list[_Deadline] = field(default_factory=list)
-
-    def compared(self) -> tuple:
-        return (self.engine, self.url, self.write)
+    migrated: list[bool] = field(default_factory=list)  # [True] once checked
+    clock: list[_Deadline] = field(default_factory=list)  # SQLite: the query time bound
 
     @property
     def shown(self) -> str:
