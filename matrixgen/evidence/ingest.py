@@ -266,12 +266,8 @@ class IngestSink:
             source = folded
             each = sa.select(s.file_no, s.job_id, s.node_id).distinct().subquery()
             tests = conn.execute(sa.select(sa.func.count()).select_from(each)).scalar_one()
-        present = {
-            job_id
-            for (job_id,) in conn.execute(
-                sa.select(run_jobs.c.job_id).where(run_jobs.c.run_ref == self.ref)
-            )
-        }
+        mine = sa.select(run_jobs.c.job_id).where(run_jobs.c.run_ref == self.ref)
+        present = set(conn.execute(mine).scalars())
         figures = {job_id: rest for job_id, *rest in conn.execute(_job_figures(source))}
         report = [
             self._job(job_id, figures.get(job_id, (0, 0, 0, 0)), job_id not in present)

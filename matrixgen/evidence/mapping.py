@@ -130,11 +130,7 @@ def _one(found: Sequence[Candidate], what: str) -> Candidate | None:
     if not keys:
         return None
     if len(keys) > 1:
-        shown = sorted(
-            f"{k.test_case}{f'[{k.tag}]' if k.tag else ''} {k.place} "
-            f"on {k.platform}/{k.environment}"
-            for k in keys
-        )
+        shown = sorted(f"{k.case} {k.place} on {k.platform}/{k.environment}" for k in keys)
         more = f" and {len(shown) - 5} more" if len(shown) > 5 else ""
         raise UsageError(
             f"{what} is {len(keys)} jobs: {'; '.join(shown[:5])}{more}; "

@@ -273,8 +273,7 @@ def _run_title(run: RunRow) -> str:
 def _key_label(key: Key) -> str:
     """The whole key: job, place, node id (a row's title)."""
     job, node = key
-    label = f"{job.model}/{job.test_case}" + (f"[{job.tag}]" if job.tag else "")
-    label += f" on {job.platform}/{job.environment} ({job.system}/{job.scope})"
+    label = f"{job.model}/{job.case} on {job.where} ({job.place})"
     return f"{label} {node}" if node else label
 
 
@@ -286,8 +285,8 @@ def _short_label(key: Key) -> str:
         path, sep, rest = node.partition("::")
         name = path.rsplit("/", 1)[-1] + sep + rest
     else:
-        name = f"{job.model}/{job.test_case}" + (f"[{job.tag}]" if job.tag else "")
-    return f"{name} · {job.platform}/{job.environment}"
+        name = f"{job.model}/{job.case}"
+    return f"{name} · {job.where}"
 
 
 def flakes(data: EvidencePart, frame: Frame) -> str:

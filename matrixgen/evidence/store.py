@@ -59,6 +59,11 @@ class JobKey(Struct, frozen=True, order=True):
         return f"{self.platform}/{self.environment}"
 
     @property
+    def case(self) -> str:
+        """Its test case, with its tag: `gpt3_tp2[lts]`."""
+        return self.test_case + (f"[{self.tag}]" if self.tag else "")
+
+    @property
     def shown_tag(self) -> str | None:
         return self.tag or None
 

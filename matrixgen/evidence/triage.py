@@ -127,7 +127,7 @@ class Failure(Struct, frozen=True, kw_only=True):
 
     @property
     def case(self) -> str:
-        return self.job.test_case + (f"[{self.job.tag}]" if self.job.tag else "")
+        return self.job.case
 
     @property
     def test(self) -> str | None:
