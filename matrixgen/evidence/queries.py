@@ -93,25 +93,24 @@ def histories(
     buckets too). Skipped results are not runs, nor, with `only`, the runs it
     leaves out; with `keys`, only those (job, node id or None) keys (a node id
     of a whole job: that test of it, a check `triage` judges)."""
-    found: list[History] = []
     chosen = set(keys) if keys is not None else None
     with store.transaction() as conn:
         run_rows = read_runs(conn)
         job_keys = read_jobs(conn)
-        unit_ids = {i for i, k in job_keys.items() if k.unit}
-        bucket_ids = unit_ids
+        bucket_ids = unit_ids = {i for i, k in job_keys.items() if k.unit}
+        wanted = set(job_keys) if unit_jobs_whole else set(job_keys) - unit_ids
         if chosen is not None:
             tested = {job for job, node in chosen if node is not None}
             bucket_ids = {i for i, k in job_keys.items() if k in tested}
-        wanted = set(job_keys) if unit_jobs_whole else set(job_keys) - unit_ids
-        if chosen is not None:
             wanted = {i for i in wanted if (job_keys[i], None) in chosen}
         whole = list(_grouped(conn, run_jobs, run_jobs.c.job_id, (since, until), wanted, only))
         reasons = _job_reasons(
             conn, [k for k, parts in whole if parts[-1] is not None], (since, until), only
         )
-        for key_id, parts in whole:
-            found.append(History(job_keys[key_id], None, *parts, *reasons.get(key_id, ((), None))))
+        found = [
+            History(job_keys[key_id], None, *parts, *reasons.get(key_id, ((), None)))
+            for key_id, parts in whole
+        ]
         if bucket_ids:
             case_of = {
                 cid: (job_keys[job_id], node)
@@ -119,8 +118,7 @@ def histories(
                 if chosen is None or (job_keys[job_id], node) in chosen
             }
             grouped = _grouped(conn, results, results.c.case_id, (since, until), set(case_of), only)
-            for key_id, parts in grouped:
-                found.append(History(*case_of[key_id], *parts))
+            found += [History(*case_of[key_id], *parts) for key_id, parts in grouped]
     found.sort(key=lambda h: (h.job, h.node_id or ""))
     return run_rows, found
 
@@ -183,13 +181,9 @@ def _grouped(
             if failed:
                 why.setdefault(k, []).append(because)
     for k in sorted(rows):
-        n, f, r, first, last = rows[k]
         seq = sequences.get(k)
-        parts = (n, f, r, first, last, tuple(seq) if seq is not None else None)
-        if table is results:
-            yield k, (*parts, *_counted_reasons(why.get(k, [])))
-        else:
-            yield k, parts
+        parts = (*rows[k], tuple(seq) if seq is not None else None)
+        yield k, (*parts, *_counted_reasons(why.get(k, []))) if table is results else parts
 
 
 def _in_window(

@@ -337,7 +337,20 @@ def _sqlite_engine(url: str, path: Path, *, write: bool, deadline: _Deadline) ->
             "sqlite://",
             creator=lambda: sqlite3.connect(target, uri=True, timeout=60, check_same_thread=False),
         )
-    _sqlite_transactions(engine, immediate=write, deadline=deadline)
+    # pysqlite would open transactions itself, late and without DDL; SQLAlchemy's
+    # BEGIN starts them (BEGIN IMMEDIATE for writers: the lock). Every transaction
+    # gets `deadline` anew; a query still running past it stops.
+
+    @sa.event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        dbapi_connection.set_progress_handler(deadline.expired, _PROGRESS_STEPS)
+
+    @sa.event.listens_for(engine, "begin")
+    def _begin(conn: sa.Connection) -> None:
+        deadline.restart()
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
     return engine
 
 
@@ -349,22 +362,6 @@ def _prepare_sqlite_file(path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ResultsStoreError(f"cannot create {path.parent}: {exc.strerror}") from None
-
-
-def _sqlite_transactions(engine: sa.Engine, *, immediate: bool, deadline: _Deadline) -> None:
-    """pysqlite would open transactions itself, late and without DDL; let
-    SQLAlchemy's BEGIN start them (BEGIN IMMEDIATE for writers: the lock). Every
-    transaction gets `deadline` anew; a query still running past it stops."""
-
-    @sa.event.listens_for(engine, "connect")
-    def _connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None
-        dbapi_connection.set_progress_handler(deadline.expired, _PROGRESS_STEPS)
-
-    @sa.event.listens_for(engine, "begin")
-    def _begin(conn: sa.Connection) -> None:
-        deadline.restart()
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
 # What a SQLite store may hold besides its tables: their indexes. A view or a

@@ -356,8 +356,7 @@ def judge_failures(
         else:
             other = base.differently(key)
             differently = _differently(key, other, baseline) if other is not None else ""
-            if other is not None:
-                found["baseline_reason"] = other[1]
+            found = {"baseline_reason": other[1]} if other is not None else {}
             if row is not None and row.verdict is Verdict.FLAKY and _flaky_so(row, reason):
                 found |= {
                     "verdict": TriageVerdict.FLAKY,
@@ -368,9 +367,9 @@ def judge_failures(
                 runs = (too_few or {}).get(key.flaky_key)
                 found |= {
                     "verdict": TriageVerdict.NEW,
-                    "evidence": differently or _new_evidence(key, outcomes, baseline),
+                    "evidence": (differently or _new_evidence(key, outcomes, baseline))
+                    + _history(row, baseline, policy, runs),
                 }
-                found["evidence"] += _history(row, baseline, policy, runs)
         judged.append(
             Failure(job=job, node_id=key.node_id, metric=key.metric, reason=reason, **found)
         )
