@@ -189,18 +189,13 @@ class ReasonCount(Struct, frozen=True, kw_only=True):
     failures: int
 
 
+# The fields a row takes from its key's history as they are.
+_FROM_HISTORY = ("job", "node_id", "runs", "failures", "first_at", "last_at", "reasons", "reason")
+
+
 def judge(history: History, run_rows: Mapping[int, RunRow], policy: FlakyPolicy) -> FlakyRow:
     """The verdict on one key's history."""
-    base = {
-        "job": history.job,
-        "node_id": history.node_id,
-        "runs": history.runs,
-        "failures": history.failures,
-        "first_at": history.first_at,
-        "last_at": history.last_at,
-        "reasons": history.reasons,
-        "reason": history.last_reason,
-    }
+    base = {k: getattr(history, k) for k in _FROM_HISTORY}
     if history.sequence is None:  # every run passed
         return FlakyRow(**base, flips=0, verdict=Verdict.OK, passing_streak=history.runs)
 

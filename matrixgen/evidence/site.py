@@ -356,16 +356,14 @@ def flakes(data: EvidencePart, frame: Frame) -> str:
 def _run_cells(runs: Sequence[RunRow]) -> list[dict[str, str]]:
     """Each run's cells, made once per outcome: the cell title names the run,
     its commit and the outcome ("run 9106 8d42207ea2: fail")."""
-    made: list[dict[str, str]] = []
-    for run in runs:
-        where = attr(f"run {run.run_id} {(run.commit or '')[:10]}".rstrip())
-        made.append(
-            {
-                name: f'<td class={cls} title="{where}: {shown}">{glyph}'
-                for name, (cls, glyph, shown, _) in OUTCOME_STYLE.items()
-            }
-        )
-    return made
+    wheres = (attr(f"run {run.run_id} {(run.commit or '')[:10]}".rstrip()) for run in runs)
+    return [
+        {
+            name: f'<td class={cls} title="{where}: {shown}">{glyph}'
+            for name, (cls, glyph, shown, _) in OUTCOME_STYLE.items()
+        }
+        for where in wheres
+    ]
 
 
 # ---------------------------------------------------------------------- triage

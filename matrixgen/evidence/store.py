@@ -146,7 +146,7 @@ class History(Struct, frozen=True):
     sequence: tuple[tuple[int, int, bool, int], ...] | None
     # Read with the sequence: each reason's failures (most first), the latest's.
     reasons: tuple[tuple[str, int], ...] = ()
-    last_reason: str | None = None
+    reason: str | None = None
 
 
 # --------------------------------------------------------------------------- opening
