@@ -140,28 +140,22 @@ def gather(request: SiteRequest) -> EvidencePart:
     )
     report = None
     if query is not None:
-        report = _triage(request.generation, db, query, request.since_days)
+        # As `matrixgen results triage --since DAYS` gives it (its other policy
+        # options at their defaults): the same library call.
+        from matrixgen.evidence.flaky import FlakyPolicy
+        from matrixgen.evidence.queries import RunFilter
+        from matrixgen.evidence.triage import read_triage
+
+        report = read_triage(
+            db,
+            request.generation,
+            query.run_id,
+            baseline=RunFilter(ref=query.baseline_ref, source=query.baseline_source),
+            count=query.baseline_runs,
+            policy=FlakyPolicy(since_days=request.since_days),
+        )
     return EvidencePart(
         store=store_view, triage=report, measured=measured, since_days=request.since_days
-    )
-
-
-def _triage(
-    generation: Generation, db: str | None, query: TriageQuery, since_days: int
-) -> TriageReport:
-    """The run's triage, as `matrixgen results triage --since DAYS` (its other policy
-    options at their defaults) gives it: the same library call."""
-    from matrixgen.evidence.flaky import FlakyPolicy
-    from matrixgen.evidence.queries import RunFilter
-    from matrixgen.evidence.triage import read_triage
-
-    return read_triage(
-        db,
-        generation,
-        query.run_id,
-        baseline=RunFilter(ref=query.baseline_ref, source=query.baseline_source),
-        count=query.baseline_runs,
-        policy=FlakyPolicy(since_days=since_days),
     )
 
 

@@ -222,8 +222,7 @@ def _failed_index(table: sa.Table, *, with_reason: bool) -> sa.Index:
 
 _FAILED_INDEX_3 = _failed_index(_results_1.to_metadata(sa.MetaData()), with_reason=False)
 _failed_index(_results_5, with_reason=False)  # created with the table (schema 5)
-_failed_index(results, with_reason=True)  # created with the table (schema 6)
-FAILED_INDEX_6 = next(i for i in results.indexes if i.name == "ix_results_failed_run")
+FAILED_INDEX_6 = _failed_index(results, with_reason=True)  # created with the table (schema 6)
 FAILED_WHERE = _failed(results)
 
 

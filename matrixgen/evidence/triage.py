@@ -146,15 +146,6 @@ class Failure(Struct, frozen=True, kw_only=True):
     )
 
 
-def reason_groups(failures: Sequence[Failure]) -> tuple[ReasonGroup, ...]:
-    """The run's failures by reason (those without one left out), the largest
-    groups first; a test is named by its node id (a whole job's check too),
-    a job that failed whole by model/case."""
-    return group_reasons(
-        (f.reason, f.test or f"{f.job.model}/{f.case}", 1) for f in failures if f.reason
-    )
-
-
 class TriageReport(Struct, frozen=True, kw_only=True):
     run: RunRow
     baseline: RunFilter
@@ -164,7 +155,11 @@ class TriageReport(Struct, frozen=True, kw_only=True):
 
     @property
     def groups(self) -> tuple[ReasonGroup, ...]:
-        return reason_groups(self.failures)
+        """The failures with a reason by it, the largest groups first; a job
+        that failed whole is named model/case."""
+        return group_reasons(
+            (f.reason, f.test or f"{f.job.model}/{f.case}", 1) for f in self.failures if f.reason
+        )
 
     @property
     def shared(self) -> tuple[ReasonGroup, ...]:
