@@ -20,6 +20,7 @@ from matrixgen.evidence.store import History, JobKey, RunRow, Store
 from matrixgen.evidence.tables import (
     FAILED_CODES,
     FAILED_WHERE,
+    JOB_IDENTITY,
     OUTCOMES,
     SKIPPED,
     cases,
@@ -72,10 +73,7 @@ class RunFilter(Struct, frozen=True, kw_only=True):
 
 
 def read_jobs(conn: sa.Connection) -> dict[int, JobKey]:
-    c = jobs.c
-    query = sa.select(
-        c.id, c.system, c.scope, c.platform, c.environment, c.model, c.test_case, c.tag, c.unit
-    )
+    query = sa.select(jobs.c.id, *(jobs.c[k] for k in JOB_IDENTITY), jobs.c.unit)
     return {row[0]: JobKey(*row[1:8], unit=bool(row[8])) for row in conn.execute(query)}
 
 

@@ -63,6 +63,8 @@ TEST_CASE_LIMIT = 1000
 SOURCE_LIMIT = 64
 
 metadata = sa.MetaData()
+# The columns of a job's identity, in JobKey's order: the jobs table's unique key.
+JOB_IDENTITY = ("system", "scope", "platform", "environment", "model", "test_case", "tag")
 
 schema_table = sa.Table(
     "matrixgen_schema",
@@ -93,16 +95,7 @@ jobs = sa.Table(
     sa.Column("test_case", sa.String(TEST_CASE_LIMIT), nullable=False),
     sa.Column("tag", sa.String(TEXT_LIMIT), nullable=False),  # "" for none
     sa.Column("unit", sa.Boolean, nullable=False),
-    sa.UniqueConstraint(
-        "system",
-        "scope",
-        "platform",
-        "environment",
-        "model",
-        "test_case",
-        "tag",
-        name="uq_jobs_identity",
-    ),
+    sa.UniqueConstraint(*JOB_IDENTITY, name="uq_jobs_identity"),
 )
 run_jobs = sa.Table(
     "run_jobs",
