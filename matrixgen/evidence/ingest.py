@@ -279,7 +279,7 @@ class IngestSink:
             _store_folded(conn, source, self.ref, self.at, fresh)
             roll_up(conn, self.at)
             job_rows = [self._run_job(j) for j in report if j.stored]
-            _bulk_insert(conn, run_jobs, list(job_rows[0]), [tuple(r.values()) for r in job_rows])
+            _bulk_insert(conn, run_jobs, [c.name for c in run_jobs.columns], job_rows)
         odd = sorted(conn.execute(sa.select(s.node_id).where(s.odd).distinct()).scalars())
         for table in (folded, staged):
             table.drop(conn)
@@ -306,7 +306,8 @@ class IngestSink:
             stored=stored,
         )
 
-    def _run_job(self, j: JobIngest) -> dict[str, Any]:
+    def _run_job(self, j: JobIngest) -> tuple:
+        """Its row of `run_jobs`, in the order of the table's columns."""
         outcome = (
             Outcome.FAILED
             if j.failed
@@ -314,17 +315,9 @@ class IngestSink:
             if j.skipped == j.tests
             else Outcome.PASSED
         )
-        return {
-            "job_id": self.job_of[j.job],
-            "finished_at": self.at,
-            "run_ref": self.ref,
-            "job_name": j.job_name[:TEST_CASE_LIMIT],
-            "target": j.target[:TEXT_LIMIT],
-            "outcome": OUTCOME_CODES[outcome],
-            "tests": j.tests,
-            "failures": j.failed,
-            "reruns": j.reruns,
-        }
+        name, target = j.job_name[:TEST_CASE_LIMIT], j.target[:TEXT_LIMIT]
+        job_id, code = self.job_of[j.job], OUTCOME_CODES[outcome]
+        return (job_id, self.at, self.ref, name, target, code, j.tests, j.failed, j.reruns)
 
 
 def _run_row(conn: sa.Connection, run: RunInfo) -> tuple[bool, int, int]:
