@@ -400,15 +400,15 @@ def _lifts(
         if not keys:
             continue
         silent = 0
+        nodes = entry.node_ids if entry.action.node_level else (None,)
+        found = [by_key[(k, n)] for k in keys for n in nodes if (k, n) in by_key]
         if entry.action.node_level:
             # A deselected test runs only where something still runs it: judge it
             # there, and say how many of its jobs gave no results. A muted test
             # runs wherever the entry applies.
-            found = [by_key[(k, n)] for k in keys for n in entry.node_ids if (k, n) in by_key]
             missing = [n for n in entry.node_ids if not any((k, n) in by_key for k in keys)]
             silent = sum(1 for k in keys if not any((k, n) in by_key for n in entry.node_ids))
         else:
-            found = [by_key[(k, None)] for k in keys if (k, None) in by_key]
             missing = [
                 f"{k.test_case} on {k.where} ({k.place})" for k in keys if (k, None) not in by_key
             ]

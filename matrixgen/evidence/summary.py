@@ -69,10 +69,8 @@ def entry_evidence(
     found: dict[str, str] = {}
     for entry in entries:
         keys = sorted({job_key(h.job, h.target.system) for h in hits.get(entry.id, [])})
-        if entry.action.node_level:
-            rows = [by_key[(k, n)] for k in keys for n in entry.node_ids if (k, n) in by_key]
-        else:
-            rows = [by_key[(k, None)] for k in keys if (k, None) in by_key]
+        nodes = entry.node_ids if entry.action.node_level else (None,)
+        rows = [by_key[(k, n)] for k in keys for n in nodes if (k, n) in by_key]
         found[entry.id] = summarize(rows) if rows else f"no results in the last {since_days} days"
     return found
 
