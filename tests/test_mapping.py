@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from matrixgen.evidence import junit
 from matrixgen.evidence.junit import Outcome, Report
-from matrixgen.evidence.mapping import BucketIndex, job_key, map_reports, not_node_ids
+from matrixgen.evidence.mapping import BucketIndex, job_key, map_reports
 from matrixgen.model.errors import UsageError
 from matrixgen.model.vocab import System
 from matrixgen.pipeline import Generation, generate_from_files
@@ -128,14 +128,6 @@ def test_a_job_key_names_the_system_and_an_empty_tag() -> None:
         "tp2",
         False,
     )
-
-
-def test_records_that_name_no_test_are_listed() -> None:
-    groups = map_reports(
-        generation(),
-        [report(record("tests/unit/data/test_c.py::c"), record("tests/unit/data/broken.py"))],
-    )
-    assert not_node_ids(groups) == ["tests/unit/data/broken.py"]
 
 
 def _reference(path: str, buckets: list[str]) -> str | None:

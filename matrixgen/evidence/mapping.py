@@ -252,16 +252,6 @@ class BucketIndex:
         return None
 
 
-def not_node_ids(groups: Sequence[JobResults]) -> list[str]:
-    """The records of unit-test buckets that name no test (a bare path, as
-    pytest writes a collection error), sorted: `propose` never drafts them."""
-    from matrixgen.util.nodeid import is_node_id
-
-    return sorted(
-        {t.node_id for g in groups if g.job.unit for t in g.testcases if not is_node_id(t.node_id)}
-    )
-
-
 class MuteGrants:
     """Which muted records keep their mute (a test can write the claim): those
     a mute entry of the trusted quarantine file (at the run's base) applies to
