@@ -6,6 +6,7 @@ prune.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import closing
 from itertools import groupby
@@ -200,10 +201,7 @@ def _in_window(
 def _counted_reasons(reasons: list[str | None]) -> tuple[tuple[tuple[str, int], ...], str | None]:
     """(each reason with its count, the most first; the last one) of failures
     in time order."""
-    counts: dict[str, int] = {}
-    for because in reasons:
-        if because is not None:
-            counts[because] = counts.get(because, 0) + 1
+    counts = Counter(because for because in reasons if because is not None)
     ordered = tuple(sorted(counts.items(), key=lambda c: (-c[1], c[0])))
     last = next((b for b in reversed(reasons) if b is not None), None)
     return ordered, last
