@@ -244,11 +244,6 @@ class RunOutcomes(Struct, frozen=True, kw_only=True):
     texts: Mapping[tuple[JobKey, str], tuple[str | None, str | None]] = field(default_factory=dict)
 
 
-def find_run(conn: sa.Connection, run_id: str) -> RunRow | None:
-    row = conn.execute(sa.select(*_RUN_ROW).where(runs.c.run_id == run_id)).first()
-    return RunRow(*row) if row is not None else None
-
-
 # An unknown --run is matched against this many of the latest run ids.
 SUGGEST_RUNS = 1000
 
@@ -258,8 +253,8 @@ def run_outcomes(store: Store, run_id: str, baseline: RunFilter, count: int) -> 
     runs of `baseline` that finished no later than it (not itself). Each read
     goes through an index (tables.py)."""
     with store.transaction() as conn:
-        run = find_run(conn, run_id)
-        if run is None:
+        found = conn.execute(sa.select(*_RUN_ROW).where(runs.c.run_id == run_id)).first()
+        if found is None:
             recent = list(
                 conn.execute(
                     sa.select(runs.c.run_id)
@@ -273,7 +268,7 @@ def run_outcomes(store: Store, run_id: str, baseline: RunFilter, count: int) -> 
                 + did_you_mean(run_id, recent)
                 + (f" (the latest: {latest})" if latest else " (it holds no runs)")
             )
-        c = runs.c
+        run, c = RunRow(*found), runs.c
         rows = conn.execute(
             sa.select(*_RUN_ROW)
             .where(*baseline.where(), c.finished_at <= run.finished_at, c.id != run.ref)
