@@ -68,13 +68,11 @@ def lift_candidates(
     if not liftable:
         return []
     run_jobs = outcomes.jobs.get(outcomes.run.ref, {})
-    covered: dict[str, list[JobKey]] = {}
+    covered: dict[str, dict[JobKey, None]] = {}  # each entry's jobs, in order, once
     for key in sorted(run_jobs):
         for target, job in places_of.get(key, ()):
             for entry in applying_entries(job, liftable, target, known):
-                members = covered.setdefault(entry.id, [])
-                if key not in members:
-                    members.append(key)
+                covered.setdefault(entry.id, {})[key] = None
     found: list[LiftCandidate] = []
     runs = [outcomes.run, *outcomes.baseline]
     baseline = (
