@@ -19,6 +19,7 @@ from matrixgen.model.errors import Finding, QuarantineError, UsageError
 from matrixgen.model.jobs import Job, JobId, Target
 from matrixgen.model.vocab import QUARANTINE_FILENAME, QuarantineAction, resolve_scope
 from matrixgen.pipeline import Generation, generate_from_files
+from matrixgen.quarantine.apply import applying_entries
 from matrixgen.quarantine.habits import is_habit_scope
 from matrixgen.quarantine.model import entry_from_mapping
 from matrixgen.quarantine.policy import current_day, policy
@@ -107,9 +108,6 @@ class Migration(Struct, frozen=True, kw_only=True):
 
     @property
     def counts(self) -> dict[str, Any]:
-        return self.summary()
-
-    def summary(self) -> dict[str, Any]:
         by_habit = Counter(candidate.habit for candidate, entries in self.changes for _ in entries)
         rows_by_habit = Counter(candidate.habit for candidate, _ in self.changes)
         left = Counter(item.habit for item in self.left_alone)
@@ -384,10 +382,7 @@ def _check_entries(
         if entry is None or findings:
             text = "; ".join(f.message for f in findings) or "invalid"
             return f"its entry would be invalid: {text}"
-        for job in jobs:
-            system = default_system(job.scope or "")
-            if entry.applies_in(system, job.scope) and entry.match.matches(job, known):
-                hit.add((job.identity, job.scope))
+        hit |= _identity_scopes(j for j in jobs if applying_entries(j, [entry], None, known))
     want = _identity_scopes(span)
     if hit != want:
         extra = sorted(hit - want, key=str)
@@ -438,11 +433,6 @@ def parser_changes(before: Generation, after: Generation) -> tuple[ParserChange,
     return tuple(found)
 
 
-def selections(generation: Generation, targets: Iterable[Target]) -> dict[str, list[dict]]:
-    """Target name -> the jobs it runs after quarantine, as comparable dicts."""
-    return {t.name: [json_value(j) for j in generation.selection(t).jobs] for t in targets}
-
-
 def equivalence_problems(
     before: Generation, files_after: Mapping[str, bytes], *, root: str
 ) -> list[str]:
@@ -451,12 +441,14 @@ def equivalence_problems(
     after = generate_from_files(files_after, root=root)
     targets = _real_targets_of_both(before, after)
     problems = []
-    a, b = selections(before, targets), selections(after, targets)
-    for name in a:
-        if a[name] != b[name]:
-            gone = len([j for j in a[name] if j not in b[name]])
-            new = len([j for j in b[name] if j not in a[name]])
-            problems.append(f"{name}: {gone} job(s) no longer selected, {new} newly selected")
+    for target in targets:
+        a, b = ([json_value(j) for j in g.selection(target).jobs] for g in (before, after))
+        if a != b:
+            gone = len([j for j in a if j not in b])
+            new = len([j for j in b if j not in a])
+            problems.append(
+                f"{target.name}: {gone} job(s) no longer selected, {new} newly selected"
+            )
     return problems
 
 
