@@ -41,12 +41,6 @@ JOB_VARIABLES: dict[str, str] = {
 }
 
 
-def recipe_script(spec: Mapping[str, Any]) -> str:
-    """The shell a recipe's job runs (its setup, then its script)."""
-    parts = [spec.get("script_setup"), spec.get("script")]
-    return "\n".join(p for p in parts if isinstance(p, str))
-
-
 def reaches_plugin(script_text: str) -> bool:
     """Whether a job's script hands the quarantine file to its test process: it
     exports QUARANTINE_VARIABLE with a value at its top level, as the shell
@@ -57,8 +51,9 @@ def reaches_plugin(script_text: str) -> bool:
 
 def script_reaches_plugin(spec: Mapping[str, Any]) -> str | None:
     """None when the recipe's script hands the quarantine file to the pytest
-    plugin; else why it does not (for a message)."""
-    if reaches_plugin(recipe_script(spec)):
+    plugin; else why it does not (for a message). The job runs its setup, then its script."""
+    parts = [spec.get("script_setup"), spec.get("script")]
+    if reaches_plugin("\n".join(p for p in parts if isinstance(p, str))):
         return None
     return (
         f"never exports {QUARANTINE_VARIABLE} for the pytest plugin (an `export` line at "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -71,8 +72,8 @@ def render_entry(
     newline: str,
     style: QuoteStyle | None = None,
 ) -> str:
-    """One entry as block YAML lines, indented for this file and quoted the way
-    its entries are (`style`), ending in a newline."""
+    """One entry as block YAML lines, indented and quoted the way the file's
+    entries are (`style`)."""
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
     from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
@@ -128,9 +129,6 @@ def render_entry(
         else:
             value = scalar(value)
         data[key] = value
-    unknown = set(entry) - set(FIELD_ORDER)
-    if unknown:
-        raise ValueError(f"unknown entry fields: {sorted(unknown)}")
     out = io.StringIO()
     dumper.dump(data, out)
     body = yaml_for_log(out.getvalue()).splitlines()
@@ -189,9 +187,5 @@ def entry_id(entry: Mapping[str, Any]) -> str:
 
 
 def unique_id(wanted: str, taken: set[str]) -> str:
-    if wanted not in taken:
-        return wanted
-    n = 2
-    while f"{wanted}-{n}" in taken:
-        n += 1
-    return f"{wanted}-{n}"
+    candidates = itertools.chain([wanted], (f"{wanted}-{n}" for n in itertools.count(2)))
+    return next(c for c in candidates if c not in taken)
