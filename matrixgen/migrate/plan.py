@@ -197,7 +197,6 @@ def plan_migration(
     *,
     default_tracker: str | None = None,
     owner: str | None = None,
-    today: dt.date | None = None,
     expires: dt.date | None = None,
 ) -> Migration:
     """Find the habits of the tree in `root` and plan their migration. Nothing is
@@ -205,7 +204,7 @@ def plan_migration(
     would be."""
     from matrixgen.quarantine.edit import insert_entries
 
-    today = today or current_day()
+    today = current_day()
     default_tracker = _checked_options(default_tracker, expires, today)
     files = read_directory(root)
     before = generate_from_files(files, root=str(root))

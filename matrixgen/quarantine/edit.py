@@ -233,10 +233,6 @@ def insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
     """The text with entries appended to its `entries:` list."""
     if not entries:
         return text
-    return _keep_final_newline(text, _insert_entries(text, entries))
-
-
-def _insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
     layout = _layout(text)
     lines = layout.lines
     # New lines end as the line they follow does (`util.textedit.newline_at`).
@@ -256,7 +252,7 @@ def _insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
         head = text if text.strip() else HEADER.replace("\n", nl)
         if not split_ending(head)[1]:
             head += nl
-        return head + "entries:" + nl + block
+        return _keep_final_newline(text, head + "entries:" + nl + block)
     assert layout.key_line is not None
     offsets = line_offsets(text)
     if layout.value_kind in ("null", "flow"):
@@ -268,11 +264,12 @@ def _insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
             body = body[:start] + body[end:]
         if not body[body.index(":") + 1 :].strip():
             body = body.rstrip()
-        edit = TextEdit(offsets[key], offsets[key + 1], body + (ending or nl) + block)
-        return apply_edits(text, [edit])
-    if at == len(lines) and lines and not split_ending(lines[-1])[1]:
-        block = nl + block
-    return apply_edits(text, [TextEdit(offsets[at], offsets[at], block)])
+        edits = [TextEdit(offsets[key], offsets[key + 1], body + (ending or nl) + block)]
+    else:
+        if at == len(lines) and lines and not split_ending(lines[-1])[1]:
+            block = nl + block
+        edits = [TextEdit(offsets[at], offsets[at], block)]
+    return _keep_final_newline(text, apply_edits(text, edits))
 
 
 def _blank_separated(layout: _Layout) -> bool:
@@ -280,19 +277,6 @@ def _blank_separated(layout: _Layout) -> bool:
     ends, starts = layout.ends, layout.starts[1:]
     gaps = [layout.lines[end:start] for end, start in zip(ends, starts, strict=False)]
     return bool(gaps) and all(any(not line.strip() for line in gap) for gap in gaps)
-
-
-def delete_entries(text: str, indices: Sequence[int]) -> str:
-    """The text without the entries at `indices`; an emptied list becomes
-    `entries: []`.
-
-    What goes with an entry: its own lines (comments inside it included) and one
-    blank line that separated it. A comment block directly above an entry (no
-    blank line between) heads a group: that entry and the entries after it up to
-    the next comment between entries. The heading goes only with the last entry of
-    its group; until then it stays, directly above the group's first remaining
-    entry. Every other comment stays where it is."""
-    return _keep_final_newline(text, _delete_entries(text, indices))
 
 
 def _headings(layout: _Layout) -> list[int]:
@@ -309,7 +293,16 @@ def _headings(layout: _Layout) -> list[int]:
     return heads
 
 
-def _delete_entries(text: str, indices: Sequence[int]) -> str:
+def delete_entries(text: str, indices: Sequence[int]) -> str:
+    """The text without the entries at `indices`; an emptied list becomes
+    `entries: []`.
+
+    What goes with an entry: its own lines (comments inside it included) and one
+    blank line that separated it. A comment block directly above an entry (no
+    blank line between) heads a group: that entry and the entries after it up to
+    the next comment between entries. The heading goes only with the last entry of
+    its group; until then it stays, directly above the group's first remaining
+    entry. Every other comment stays where it is."""
     layout = _layout(text)
     if layout.value_kind != "block":
         raise QuarantineError("there are no entries to remove")
@@ -373,7 +366,7 @@ def _delete_entries(text: str, indices: Sequence[int]) -> str:
             before = rest[:1] if blanks >= 2 else ""
             new = body[: colon + 1] + before + "[]" + rest[len(before) :]
         edits.append(TextEdit(offsets[key], offsets[key] + len(body), new))
-    return apply_edits(text, edits)
+    return _keep_final_newline(text, apply_edits(text, edits))
 
 
 def _check_anchors(text: str, doomed: set[int]) -> None:

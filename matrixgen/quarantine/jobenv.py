@@ -9,7 +9,6 @@ honour a node-level entry, and emitters refuse to pretend it does.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 from collections.abc import Mapping
 from functools import cached_property
@@ -220,9 +219,7 @@ def _config(tree_dir: Path) -> ProjectConfig:
         return DEFAULT_CONFIG
 
 
-def load_job_quarantine(
-    environ: Mapping[str, str], *, today: dt.date | None = None
-) -> JobQuarantine | None:
+def load_job_quarantine(environ: Mapping[str, str]) -> JobQuarantine | None:
     """The node-level entries that apply to the job the variables name, or None
     when QUARANTINE_VARIABLE is unset, empty, or holds an entry label (see
     `is_entry_label`). QuarantineFileError for a file that is missing, not a
@@ -259,7 +256,7 @@ def load_job_quarantine(
             f"{len(qfile.errors)} error(s) in the quarantine file: {shown}{more} "
             "(matrixgen validate shows every finding)"
         )
-    today = today or current_day()
+    today = current_day()
     known = _TreeTestCases(path.parent)
     applying: list[Entry] = []
     expired: list[Entry] = []
