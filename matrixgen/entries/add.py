@@ -6,6 +6,7 @@ A feature, not core: whether an entry reaches a job's tests is the emitters' rul
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,10 +104,9 @@ def new_entry(generation: Generation, request: EntryRequest, *, config_path: Pat
     _check_reach(entry, generation, targets)
     hits = entry_hits(jobs, [entry], targets)[entry.id]
     known = {j.test_case for j in jobs}
-    already: dict[str, int] = {}
-    for hit in hits:
-        for other in applying_entries(hit.job, qfile.entries, hit.target, known):
-            already[other.id] = already.get(other.id, 0) + 1
+    already = Counter(
+        other.id for h in hits for other in applying_entries(h.job, qfile.entries, h.target, known)
+    )
     return NewEntry(
         entry=entry,
         data=data,

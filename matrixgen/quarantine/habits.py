@@ -114,10 +114,7 @@ def _trackers(texts: Iterable[str]) -> list[str]:
 
 def _kind(texts: Sequence[str], default: QuarantineKind) -> QuarantineKind:
     joined = " ".join(texts)
-    for pattern, kind in _KIND_WORDS:
-        if pattern.search(joined):
-            return kind
-    return default
+    return next((kind for pattern, kind in _KIND_WORDS if pattern.search(joined)), default)
 
 
 def _reason(texts: Sequence[str], origin: str) -> str:

@@ -201,7 +201,6 @@ def parse_quarantine(
     )
 
 
-# A file whose bytes did not change (the two sides of a diff) is parsed once.
 _parse_cached = lru_cache(maxsize=64)(parse_quarantine)
 
 
