@@ -139,8 +139,6 @@ class GitHubTracker(Struct):
         try:
             with self._opener.open(request, timeout=self.timeout) as response:
                 body = response.read(_MAX_BODY + 1)
-        except TrackerError:
-            raise
         except urllib.error.HTTPError as exc:
             if exc.code in (404, 410):
                 return "missing"
