@@ -38,31 +38,27 @@ class QuoteStyle(Struct, frozen=True):
 def quote_style(items: Sequence[yaml.Node]) -> QuoteStyle:
     """The style the existing entries use: the more frequent quote character
     (the first one seen on a tie), and quoted dates when any date is quoted."""
-    counts = {'"': 0, "'": 0}
-    first: str | None = None
+    quotes: list[str] = []  # the quote characters of quoted scalars, in order
     dates_quoted = False
     stack = list(items)
     while stack:
         node = stack.pop(0)
-        if isinstance(node, yaml.ScalarNode):
-            if node.style in counts:
-                counts[node.style] += 1
-                first = first or node.style
+        if isinstance(node, yaml.ScalarNode) and node.style in _QUOTES:
+            quotes.append(node.style)
         elif isinstance(node, yaml.SequenceNode):
             stack[:0] = node.value
         elif isinstance(node, yaml.MappingNode):
             for key, value in node.value:
-                if (
-                    isinstance(key, yaml.ScalarNode)
-                    and key.value in ("added", "expires")
-                    and isinstance(value, yaml.ScalarNode)
-                    and value.style in counts
-                ):
+                if key.value in ("added", "expires") and getattr(value, "style", None) in _QUOTES:
                     dates_quoted = True
             stack[:0] = [v for _, v in node.value]
-    if counts['"'] == counts["'"]:  # none at all too: first is then None
-        return QuoteStyle(first, dates_quoted)
-    return QuoteStyle('"' if counts['"'] > counts["'"] else "'", dates_quoted)
+    double, single = quotes.count('"'), quotes.count("'")
+    if double == single:  # none at all too: no quote character yet
+        return QuoteStyle(quotes[0] if quotes else None, dates_quoted)
+    return QuoteStyle('"' if double > single else "'", dates_quoted)
+
+
+_QUOTES = ('"', "'")
 
 
 def render_entry(
