@@ -325,10 +325,10 @@ def _settle(
             after_files[rel] = encode(apply_edits(text, edits), bom)
         after = generate_from_files(after_files, root=str(root))
         new_findings = _finding_keys(after.findings) - before_findings
-        failed: dict[int, str] = {}
+        failed: list[tuple[Candidate, str]] = []
         planned: list[tuple[Candidate, list[dict[str, Any]]]] = []
         known = {j.test_case for j in after.jobs}
-        for index, candidate in enumerate(candidates):
+        for candidate in candidates:
             problem = _finding_problem(candidate, new_findings)
             span = _span_jobs(after.jobs, candidate)
             if problem is None and not span:
@@ -343,15 +343,14 @@ def _settle(
                 entries = _entries_for(candidate, span, today=today, expires=expires)
                 problem = _check_entries(entries, span, after.jobs, known, tracker_base)
             if problem is not None:
-                failed[index] = problem
+                failed.append((candidate, problem))
             else:
                 planned.append((candidate, entries))
         if not failed:
             return planned, after_files, after
-        for index, problem in sorted(failed.items()):
-            c = candidates[index]
+        for c, problem in failed:
             left.append(LeftAlone(path=c.rel, line=c.first_line, habit=c.habit, reason=problem))
-        candidates = [c for i, c in enumerate(candidates) if i not in failed]
+        candidates = [c for c, _ in planned]
 
 
 def _finding_keys(findings: Iterable[Finding]) -> set[tuple[str, int, str, str]]:
