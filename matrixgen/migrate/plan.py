@@ -224,10 +224,8 @@ def plan_migration(
     candidates: list[Candidate] = []
     left: list[LeftAlone] = []
     untracked = 0
-    texts: dict[str, tuple[str, bool]] = {}
     for recipe in before.tree.tests:
-        text, bom = decode(files[recipe.rel])
-        texts[recipe.rel] = (text, bom)
+        text, _ = decode(files[recipe.rel])
         scan = _scan_file(
             recipe,
             text,
@@ -241,7 +239,7 @@ def plan_migration(
         untracked += scan.untracked_comments
     taken = {e.id for e in before.quarantine.entries}
     planned, after_files, after = _settle(
-        root, before, files, texts, candidates, left, today=today, expires=expires
+        root, before, files, candidates, left, today=today, expires=expires
     )
     changes = _named(planned, taken)
     all_entries = [e for _, entries in changes for e in entries]
@@ -303,7 +301,6 @@ def _settle(
     root: Path,
     before: Generation,
     files: Mapping[str, bytes],
-    texts: Mapping[str, tuple[str, bool]],
     candidates: list[Candidate],
     left: list[LeftAlone],
     *,
@@ -320,7 +317,7 @@ def _settle(
     while True:
         after_files = dict(files)
         for rel in sorted({c.rel for c in candidates}):
-            text, bom = texts[rel]
+            text, bom = decode(files[rel])
             edits = [e for c in candidates if c.rel == rel for e in c.edits]
             after_files[rel] = encode(apply_edits(text, edits), bom)
         after = generate_from_files(after_files, root=str(root))
