@@ -132,12 +132,9 @@ def identity_from(environ: Mapping[str, str]) -> JobIdentity:
 def identity_variables(identity: JobIdentity, quarantine_file: str) -> dict[str, str]:
     """The variables that hand a job's quarantine to its test process, in
     JOB_VARIABLES order (an empty tag left out)."""
-    out = {QUARANTINE_VARIABLE: quarantine_file}
-    for field, name in JOB_VARIABLES.items():
-        value = str(getattr(identity, field))  # the system's value: System is a StrEnum
-        if value:
-            out[name] = value
-    return out
+    # str(): the system's value, System being a StrEnum.
+    values = {name: str(getattr(identity, field)) for field, name in JOB_VARIABLES.items()}
+    return {QUARANTINE_VARIABLE: quarantine_file} | {k: v for k, v in values.items() if v}
 
 
 def entry_label(entry_ids: str, trackers: str) -> str:

@@ -109,9 +109,9 @@ def render_entry(
 
     data = CommentedMap()
     for key in FIELD_ORDER:
-        if key not in entry or entry[key] in (None, [], ()):
+        value = entry.get(key)
+        if value in (None, [], ()):
             continue
-        value = entry[key]
         if isinstance(value, Mapping):
             value = CommentedMap(
                 (k, flow(v) if isinstance(v, list | tuple) else scalar(v))
