@@ -85,8 +85,6 @@ def combined_mark(applying: Sequence[Entry]) -> QuarantineMark:
     every deselect and mute entry, unless the job is skipped anyway (`muted`:
     those only a mute entry names; one a deselect entry names is deselected)."""
     first = applying[0]
-    if len(applying) == 1:
-        return first.mark()
     node_ids: list[str] = []
     deselected: set[str] = set()
     if first.action is not QuarantineAction.SKIP:

@@ -31,7 +31,6 @@ from matrixgen.documents.quarantine import NODE_LEVEL, EntryFields, QuarantineDo
 from matrixgen.documents.schema import DecodeError, check_document, decode
 from matrixgen.documents.yamlio import YamlDocument, parse_yaml
 from matrixgen.model.errors import Finding, Findings, Location, QuarantineError, Severity
-from matrixgen.model.jobs import QuarantineMark
 from matrixgen.model.vocab import (
     QUARANTINE_FILENAME,
     QuarantineAction,
@@ -101,16 +100,6 @@ class Entry(EntryFields, frozen=True, kw_only=True):
 
     def expired(self, today: dt.date) -> bool:
         return self.expires is not None and self.expires < today
-
-    def mark(self) -> QuarantineMark:
-        return QuarantineMark(
-            id=self.id,
-            tracker=self.tracker_ref,
-            action=self.action.value,
-            kind=self.kind.value,
-            node_ids=self.node_ids if self.action.node_level else (),
-            muted=self.node_ids if self.action is QuarantineAction.MUTE else (),
-        )
 
 
 class QuarantineFile(Struct, frozen=True, kw_only=True):
