@@ -171,18 +171,14 @@ def _commented_items(lines: Sequence[str], start: int) -> Iterator[tuple[list[in
             n += 1
             continue
         dash = len(text) - len(text.lstrip())
-        item = [n]
         m = n + 1
-        while m < len(lines):
-            more = _uncommented(lines[m])
-            if more is None:
-                break
-            indent = len(more) - len(more.lstrip())
-            if indent <= dash:
-                break
-            item.append(m)
+        while (
+            m < len(lines)
+            and (more := _uncommented(lines[m])) is not None
+            and len(more) - len(more.lstrip()) > dash
+        ):
             m += 1
-        yield item, dash
+        yield list(range(n, m)), dash
         n = m
 
 
