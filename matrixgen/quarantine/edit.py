@@ -212,11 +212,10 @@ def _layout(text: str) -> _Layout:
             end -= 1
         starts.append(first)
         ends.append(end)
-    dash_col, key_col = 2, 4
-    if value.value:
-        key_col = value.value[0].start_mark.column
-        dash = lines[starts[0]].rfind("-", 0, key_col)
-        dash_col = dash if dash >= 0 else max(key_col - 2, 0)
+    # A block list holds at least one item (an empty one is `[]` or null).
+    key_col = value.value[0].start_mark.column
+    dash = lines[starts[0]].rfind("-", 0, key_col)
+    dash_col = dash if dash >= 0 else max(key_col - 2, 0)
     style = quote_style(value.value)
     return _Layout(lines, "block", key_line, starts, ends, dash_col, key_col, style=style)
 

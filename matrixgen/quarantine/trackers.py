@@ -117,9 +117,7 @@ def _host_port(hostport: str) -> tuple[str, str | None]:
             return "", None
         port = rest[1:]
     else:
-        host, colon, port = hostport.partition(":")
-        if not colon:
-            port = ""
+        host, _, port = hostport.partition(":")
     if port and (not port.isascii() or not port.isdigit() or int(port) > 65535):
         return host, None
     return host, str(int(port)) if port else ""
