@@ -32,9 +32,8 @@ def filter_entries(
     """The entries that pass every filter, in file order; ValueError for an
     ambiguous tracker number (several repositories, no tracker base)."""
     chosen = list(entries)
-    if wanted.tracker is not None:
-        tracked = {e.index for e in entries_tracked_by(chosen, wanted.tracker, tracker_base)}
-        chosen = [e for e in chosen if e.index in tracked]
+    if wanted.tracker is not None:  # in file order too
+        chosen = entries_tracked_by(chosen, wanted.tracker, tracker_base)
     owner = wanted.owner.strip().casefold() if wanted.owner is not None else None
     platform, day = wanted.platform, wanted.expired_before
     return [
