@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from matrixgen.model.errors import QuarantineError
 from matrixgen.quarantine.edit import delete_entries, edit, insert_entries
 from matrixgen.quarantine.model import parse_quarantine
-from matrixgen.quarantine.render import entry_id
+from matrixgen.quarantine.render import entry_id, quote_style
 from matrixgen.util.textedit import split_ending, split_lines
 from tests.escape_fixtures import runner_commands
 from tests.quarantine_fixtures import v1_files, v2_files
@@ -1131,3 +1131,20 @@ def test_add_takes_an_expiry_of_today_and_refuses_yesterday(
         assert f"expires: {expires}" in (root / "quarantine.yaml").read_text(encoding="utf-8")
     else:
         assert run.code == 2 and f"--expires {expires} is in the past" in run.err, run
+
+
+@pytest.mark.parametrize(
+    ("text", "quote", "dates_quoted"),
+    [
+        ("- a: 'x'\n  b: \"y\"\n", "'", False),
+        ("- a: \"x\"\n  b: 'y'\n", '"', False),
+        ("- a: 'x'\n  b: 'y'\n  c: \"z\"\n", "'", False),
+        ("- a: [x, \"y\"]\n  expires: '2027-01-01'\n", '"', True),
+        ("- a: x\n  added: 2027-01-01\n", None, False),
+    ],
+)
+def test_new_entries_quote_as_most_entries_do_and_as_the_first_on_a_tie(
+    text: str, quote: str | None, dates_quoted: bool
+) -> None:
+    style = quote_style(yaml.compose(text).value)
+    assert (style.quote, style.dates_quoted) == (quote, dates_quoted)

@@ -1,15 +1,12 @@
 """`quarantine add`: one entry built from the command line's values, checked as
-the file's entries are and against the tree (values no job has, tests it cannot
-reach), with its id; then written under the file's lock (`edit.edit`).
-
-A feature over the core, not part of it: whether an entry reaches a job's tests
-is the emitters' rule (`emit.checks.unreached`), and emit sits above the
-quarantine floor (tests/test_layout.py).
-"""
+the file's entries are and against the tree, then written under the file's lock.
+A feature, not core: whether an entry reaches a job's tests is the emitters' rule
+(`emit.checks.unreached`), and emit sits above the quarantine floor."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,8 +36,6 @@ if TYPE_CHECKING:
 
 
 class EntryRequest(Struct, frozen=True, kw_only=True):
-    """What the command line asks for, as given."""
-
     test_cases: Sequence[str]  # one entry covers them all
     tracker: str
     kind: QuarantineKind
@@ -76,8 +71,8 @@ class NewEntry(Struct, frozen=True, kw_only=True):
 
 
 def new_entry(generation: Generation, request: EntryRequest, *, config_path: Path) -> NewEntry:
-    """The entry `request` asks for, checked; a UsageError says what is wrong
-    (a QuarantineError when the file itself has errors)."""
+    """The entry `request` asks for, checked (a QuarantineError when the file
+    itself has errors)."""
     from matrixgen.quarantine.render import entry_id as derive_id
 
     qfile = generation.quarantine
@@ -109,10 +104,9 @@ def new_entry(generation: Generation, request: EntryRequest, *, config_path: Pat
     _check_reach(entry, generation, targets)
     hits = entry_hits(jobs, [entry], targets)[entry.id]
     known = {j.test_case for j in jobs}
-    already: dict[str, int] = {}
-    for hit in hits:
-        for other in applying_entries(hit.job, qfile.entries, hit.target, known):
-            already[other.id] = already.get(other.id, 0) + 1
+    already = Counter(
+        other.id for h in hits for other in applying_entries(h.job, qfile.entries, h.target, known)
+    )
     return NewEntry(
         entry=entry,
         data=data,
@@ -124,7 +118,7 @@ def new_entry(generation: Generation, request: EntryRequest, *, config_path: Pat
 
 def _fields(request: EntryRequest, generation: Generation, config_path: Path) -> dict[str, Any]:
     """The entry's fields as the file holds them; a UsageError for an option
-    that cannot be right whatever the tree holds."""
+    wrong whatever the tree holds."""
     pol = policy(generation.tree.config)
     owner = request.owner if request.owner is not None else pol.default_owner
     if owner is None:

@@ -1,13 +1,6 @@
-"""`quarantine list`: which entries to show, and what each one matches.
-
-Filters combine (an entry must pass each one given):
-
-- tracker: the entry's tracker, however it is spelled (`7201`, `#7201`, the URL);
-- owner: the owner, as written (case does not matter);
-- kind and action: as in the file;
-- platform: the entry can apply there (it lists that platform, or lists none);
-- expired: the entry expired before the day judged against.
-"""
+"""`quarantine list`: which entries to show (each filter given must pass; a
+tracker however it is spelled, an owner in any case, a platform the entry lists
+or any when it lists none), and what each one matches."""
 
 from __future__ import annotations
 
@@ -36,12 +29,11 @@ class EntryFilter(Struct, frozen=True, kw_only=True):
 def filter_entries(
     entries: Iterable[Entry], wanted: EntryFilter, *, tracker_base: str | None = None
 ) -> list[Entry]:
-    """The entries that pass every filter, in file order. An ambiguous tracker
-    number (several repositories, no tracker base) is a ValueError."""
+    """The entries that pass every filter, in file order; ValueError for an
+    ambiguous tracker number (several repositories, no tracker base)."""
     chosen = list(entries)
-    if wanted.tracker is not None:
-        tracked = {e.index for e in entries_tracked_by(chosen, wanted.tracker, tracker_base)}
-        chosen = [e for e in chosen if e.index in tracked]
+    if wanted.tracker is not None:  # in file order too
+        chosen = entries_tracked_by(chosen, wanted.tracker, tracker_base)
     owner = wanted.owner.strip().casefold() if wanted.owner is not None else None
     platform, day = wanted.platform, wanted.expired_before
     return [

@@ -5,15 +5,9 @@ Upstream takes a case out of CI by renaming its scope (`mr-broken`,
 commenting its row out, with the tracker, if any, only in a comment
 (`# hang: #513`). Migration restores the row (`mr-broken` -> `mr`, or the row
 uncommented) and adds a skip entry for exactly the restored jobs in exactly the
-restored scopes, so every real target selects the same jobs as before, while the
-quarantined ones become visible (`list --with-quarantined`) and carry a tracker.
-
-That holds for the pipelines matrixgen generates, which apply the quarantine file.
-Megatron-LM's own parser does not read it: on a format_version 1 tree the plan
-counts, per target, the jobs that parser would select once the habits are gone
-(`Migration.parser_changes`; matrixgen's selection before quarantine is the
-parser's), and the CLI writes such a plan only when told that matrixgen generates
-every pipeline of the tree.
+restored scopes, so every real target of the pipelines matrixgen generates
+selects the same jobs as before (Megatron-LM's own parser reads no quarantine
+file: `Migration.parser_changes`).
 
 A habit is migrated only when that is unambiguous; everything else is reported
 and left as it is:
@@ -26,7 +20,6 @@ and left as it is:
 - a restored job that another row already has, or an entry that would also hit
   jobs that are not quarantined today (checked on the migrated tree).
 
-Recipe files are edited as text at the exact positions of the YAML nodes (a scope
-value renamed, `# ` removed from the commented lines), so every other byte,
-comments included, stays as it was.
+Recipe files are edited as text at the YAML nodes' positions, so every other
+byte, comments included, stays as it was.
 """

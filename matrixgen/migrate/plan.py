@@ -19,6 +19,7 @@ from matrixgen.model.errors import Finding, QuarantineError, UsageError
 from matrixgen.model.jobs import Job, JobId, Target
 from matrixgen.model.vocab import QUARANTINE_FILENAME, QuarantineAction, resolve_scope
 from matrixgen.pipeline import Generation, generate_from_files
+from matrixgen.quarantine.apply import applying_entries
 from matrixgen.quarantine.habits import is_habit_scope
 from matrixgen.quarantine.model import entry_from_mapping
 from matrixgen.quarantine.policy import current_day, policy
@@ -107,9 +108,6 @@ class Migration(Struct, frozen=True, kw_only=True):
 
     @property
     def counts(self) -> dict[str, Any]:
-        return self.summary()
-
-    def summary(self) -> dict[str, Any]:
         by_habit = Counter(candidate.habit for candidate, entries in self.changes for _ in entries)
         rows_by_habit = Counter(candidate.habit for candidate, _ in self.changes)
         left = Counter(item.habit for item in self.left_alone)
@@ -199,7 +197,6 @@ def plan_migration(
     *,
     default_tracker: str | None = None,
     owner: str | None = None,
-    today: dt.date | None = None,
     expires: dt.date | None = None,
 ) -> Migration:
     """Find the habits of the tree in `root` and plan their migration. Nothing is
@@ -207,7 +204,7 @@ def plan_migration(
     would be."""
     from matrixgen.quarantine.edit import insert_entries
 
-    today = today or current_day()
+    today = current_day()
     default_tracker = _checked_options(default_tracker, expires, today)
     files = read_directory(root)
     before = generate_from_files(files, root=str(root))
@@ -227,10 +224,8 @@ def plan_migration(
     candidates: list[Candidate] = []
     left: list[LeftAlone] = []
     untracked = 0
-    texts: dict[str, tuple[str, bool]] = {}
     for recipe in before.tree.tests:
-        text, bom = decode(files[recipe.rel])
-        texts[recipe.rel] = (text, bom)
+        text, _ = decode(files[recipe.rel])
         scan = _scan_file(
             recipe,
             text,
@@ -244,7 +239,7 @@ def plan_migration(
         untracked += scan.untracked_comments
     taken = {e.id for e in before.quarantine.entries}
     planned, after_files, after = _settle(
-        root, before, files, texts, candidates, left, today=today, expires=expires
+        root, before, files, candidates, left, today=today, expires=expires
     )
     changes = _named(planned, taken)
     all_entries = [e for _, entries in changes for e in entries]
@@ -306,7 +301,6 @@ def _settle(
     root: Path,
     before: Generation,
     files: Mapping[str, bytes],
-    texts: Mapping[str, tuple[str, bool]],
     candidates: list[Candidate],
     left: list[LeftAlone],
     *,
@@ -323,15 +317,15 @@ def _settle(
     while True:
         after_files = dict(files)
         for rel in sorted({c.rel for c in candidates}):
-            text, bom = texts[rel]
+            text, bom = decode(files[rel])
             edits = [e for c in candidates if c.rel == rel for e in c.edits]
             after_files[rel] = encode(apply_edits(text, edits), bom)
         after = generate_from_files(after_files, root=str(root))
         new_findings = _finding_keys(after.findings) - before_findings
-        failed: dict[int, str] = {}
+        failed: list[tuple[Candidate, str]] = []
         planned: list[tuple[Candidate, list[dict[str, Any]]]] = []
         known = {j.test_case for j in after.jobs}
-        for index, candidate in enumerate(candidates):
+        for candidate in candidates:
             problem = _finding_problem(candidate, new_findings)
             span = _span_jobs(after.jobs, candidate)
             if problem is None and not span:
@@ -346,15 +340,14 @@ def _settle(
                 entries = _entries_for(candidate, span, today=today, expires=expires)
                 problem = _check_entries(entries, span, after.jobs, known, tracker_base)
             if problem is not None:
-                failed[index] = problem
+                failed.append((candidate, problem))
             else:
                 planned.append((candidate, entries))
         if not failed:
             return planned, after_files, after
-        for index, problem in sorted(failed.items()):
-            c = candidates[index]
+        for c, problem in failed:
             left.append(LeftAlone(path=c.rel, line=c.first_line, habit=c.habit, reason=problem))
-        candidates = [c for i, c in enumerate(candidates) if i not in failed]
+        candidates = [c for c, _ in planned]
 
 
 def _finding_keys(findings: Iterable[Finding]) -> set[tuple[str, int, str, str]]:
@@ -384,10 +377,7 @@ def _check_entries(
         if entry is None or findings:
             text = "; ".join(f.message for f in findings) or "invalid"
             return f"its entry would be invalid: {text}"
-        for job in jobs:
-            system = default_system(job.scope or "")
-            if entry.applies_in(system, job.scope) and entry.match.matches(job, known):
-                hit.add((job.identity, job.scope))
+        hit |= _identity_scopes(j for j in jobs if applying_entries(j, [entry], None, known))
     want = _identity_scopes(span)
     if hit != want:
         extra = sorted(hit - want, key=str)
@@ -438,11 +428,6 @@ def parser_changes(before: Generation, after: Generation) -> tuple[ParserChange,
     return tuple(found)
 
 
-def selections(generation: Generation, targets: Iterable[Target]) -> dict[str, list[dict]]:
-    """Target name -> the jobs it runs after quarantine, as comparable dicts."""
-    return {t.name: [json_value(j) for j in generation.selection(t).jobs] for t in targets}
-
-
 def equivalence_problems(
     before: Generation, files_after: Mapping[str, bytes], *, root: str
 ) -> list[str]:
@@ -451,12 +436,14 @@ def equivalence_problems(
     after = generate_from_files(files_after, root=root)
     targets = _real_targets_of_both(before, after)
     problems = []
-    a, b = selections(before, targets), selections(after, targets)
-    for name in a:
-        if a[name] != b[name]:
-            gone = len([j for j in a[name] if j not in b[name]])
-            new = len([j for j in b[name] if j not in a[name]])
-            problems.append(f"{name}: {gone} job(s) no longer selected, {new} newly selected")
+    for target in targets:
+        a, b = ([json_value(j) for j in g.selection(target).jobs] for g in (before, after))
+        if a != b:
+            gone = len([j for j in a if j not in b])
+            new = len([j for j in b if j not in a])
+            problems.append(
+                f"{target.name}: {gone} job(s) no longer selected, {new} newly selected"
+            )
     return problems
 
 

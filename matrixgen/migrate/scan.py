@@ -123,7 +123,11 @@ def _scan_file(
         for row in rows.value:
             if isinstance(row, yaml.MappingNode):
                 _scan_row(scan, row)
-    _scan_comments(scan, products, blocks)
+    # Commented-out rows and blocks (`# - environment: [dev]` ...), each judged.
+    if blocks:
+        block_col = _dash_col(scan.lines, blocks[0])
+        for item, dash in _commented_items(scan.lines, products.start_mark.line):
+            _judge_item(scan, item, dash, blocks, block_col)
     return scan
 
 
@@ -206,18 +210,6 @@ def _scan_row(scan: _Scan, row: yaml.MappingNode) -> None:
             scopes=frozenset(resolve_scope(s) for s in restored.values()),
         )
     )
-
-
-def _scan_comments(
-    scan: _Scan, products: yaml.SequenceNode, blocks: Sequence[yaml.MappingNode]
-) -> None:
-    """Commented-out rows and blocks (`# - environment: [dev]` ...): each
-    commented-out item, judged."""
-    if not blocks:
-        return
-    block_col = _dash_col(scan.lines, blocks[0])
-    for item, dash in _commented_items(scan.lines, products.start_mark.line):
-        _judge_item(scan, item, dash, blocks, block_col)
 
 
 def _judge_item(

@@ -17,13 +17,9 @@ from matrixgen.model.vocab import QuarantineAction
 if TYPE_CHECKING:
     from matrixgen.quarantine.model import Entry
 
-# When several entries apply to one job in one target, the strongest action wins.
-ACTION_STRENGTH = {
-    QuarantineAction.SKIP: 0,
-    QuarantineAction.ALLOW_FAILURE: 1,
-    QuarantineAction.DESELECT: 2,
-    QuarantineAction.MUTE: 3,
-}
+# When several entries apply to one job in one target, the strongest action
+# wins: QuarantineAction declares them strongest first.
+_STRENGTH = {action: n for n, action in enumerate(QuarantineAction)}
 
 # --------------------------------------------------------------------------- applying
 
@@ -79,7 +75,7 @@ def applying_entries(
     the job's scope), strongest action first."""
     system = target.system if target is not None else default_system(job.scope or "")
     found = [e for e in entries if e.applies_in(system, job.scope) and e.match.matches(job, known)]
-    found.sort(key=lambda e: (ACTION_STRENGTH[e.action], e.index))
+    found.sort(key=lambda e: (_STRENGTH[e.action], e.index))
     return found
 
 
@@ -89,8 +85,6 @@ def combined_mark(applying: Sequence[Entry]) -> QuarantineMark:
     every deselect and mute entry, unless the job is skipped anyway (`muted`:
     those only a mute entry names; one a deselect entry names is deselected)."""
     first = applying[0]
-    if len(applying) == 1:
-        return first.mark()
     node_ids: list[str] = []
     deselected: set[str] = set()
     if first.action is not QuarantineAction.SKIP:

@@ -212,11 +212,10 @@ def _layout(text: str) -> _Layout:
             end -= 1
         starts.append(first)
         ends.append(end)
-    dash_col, key_col = 2, 4
-    if value.value:
-        key_col = value.value[0].start_mark.column
-        dash = lines[starts[0]].rfind("-", 0, key_col)
-        dash_col = dash if dash >= 0 else max(key_col - 2, 0)
+    # A block list holds at least one item (an empty one is `[]` or null).
+    key_col = value.value[0].start_mark.column
+    dash = lines[starts[0]].rfind("-", 0, key_col)
+    dash_col = dash if dash >= 0 else max(key_col - 2, 0)
     style = quote_style(value.value)
     return _Layout(lines, "block", key_line, starts, ends, dash_col, key_col, style=style)
 
@@ -233,10 +232,6 @@ def insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
     """The text with entries appended to its `entries:` list."""
     if not entries:
         return text
-    return _keep_final_newline(text, _insert_entries(text, entries))
-
-
-def _insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
     layout = _layout(text)
     lines = layout.lines
     # New lines end as the line they follow does (`util.textedit.newline_at`).
@@ -256,7 +251,7 @@ def _insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
         head = text if text.strip() else HEADER.replace("\n", nl)
         if not split_ending(head)[1]:
             head += nl
-        return head + "entries:" + nl + block
+        return _keep_final_newline(text, head + "entries:" + nl + block)
     assert layout.key_line is not None
     offsets = line_offsets(text)
     if layout.value_kind in ("null", "flow"):
@@ -268,11 +263,12 @@ def _insert_entries(text: str, entries: Sequence[Mapping[str, Any]]) -> str:
             body = body[:start] + body[end:]
         if not body[body.index(":") + 1 :].strip():
             body = body.rstrip()
-        edit = TextEdit(offsets[key], offsets[key + 1], body + (ending or nl) + block)
-        return apply_edits(text, [edit])
-    if at == len(lines) and lines and not split_ending(lines[-1])[1]:
-        block = nl + block
-    return apply_edits(text, [TextEdit(offsets[at], offsets[at], block)])
+        edits = [TextEdit(offsets[key], offsets[key + 1], body + (ending or nl) + block)]
+    else:
+        if at == len(lines) and lines and not split_ending(lines[-1])[1]:
+            block = nl + block
+        edits = [TextEdit(offsets[at], offsets[at], block)]
+    return _keep_final_newline(text, apply_edits(text, edits))
 
 
 def _blank_separated(layout: _Layout) -> bool:
@@ -280,19 +276,6 @@ def _blank_separated(layout: _Layout) -> bool:
     ends, starts = layout.ends, layout.starts[1:]
     gaps = [layout.lines[end:start] for end, start in zip(ends, starts, strict=False)]
     return bool(gaps) and all(any(not line.strip() for line in gap) for gap in gaps)
-
-
-def delete_entries(text: str, indices: Sequence[int]) -> str:
-    """The text without the entries at `indices`; an emptied list becomes
-    `entries: []`.
-
-    What goes with an entry: its own lines (comments inside it included) and one
-    blank line that separated it. A comment block directly above an entry (no
-    blank line between) heads a group: that entry and the entries after it up to
-    the next comment between entries. The heading goes only with the last entry of
-    its group; until then it stays, directly above the group's first remaining
-    entry. Every other comment stays where it is."""
-    return _keep_final_newline(text, _delete_entries(text, indices))
 
 
 def _headings(layout: _Layout) -> list[int]:
@@ -309,7 +292,16 @@ def _headings(layout: _Layout) -> list[int]:
     return heads
 
 
-def _delete_entries(text: str, indices: Sequence[int]) -> str:
+def delete_entries(text: str, indices: Sequence[int]) -> str:
+    """The text without the entries at `indices`; an emptied list becomes
+    `entries: []`.
+
+    What goes with an entry: its own lines (comments inside it included) and one
+    blank line that separated it. A comment block directly above an entry (no
+    blank line between) heads a group: that entry and the entries after it up to
+    the next comment between entries. The heading goes only with the last entry of
+    its group; until then it stays, directly above the group's first remaining
+    entry. Every other comment stays where it is."""
     layout = _layout(text)
     if layout.value_kind != "block":
         raise QuarantineError("there are no entries to remove")
@@ -373,7 +365,7 @@ def _delete_entries(text: str, indices: Sequence[int]) -> str:
             before = rest[:1] if blanks >= 2 else ""
             new = body[: colon + 1] + before + "[]" + rest[len(before) :]
         edits.append(TextEdit(offsets[key], offsets[key] + len(body), new))
-    return apply_edits(text, edits)
+    return _keep_final_newline(text, apply_edits(text, edits))
 
 
 def _check_anchors(text: str, doomed: set[int]) -> None:

@@ -87,12 +87,10 @@ def _is_prose(line: str) -> bool:
 
 def _prose_above(lines: Sequence[str], first: int) -> list[str]:
     """Prose comment lines directly above line index `first`."""
-    found: list[str] = []
-    n = first - 1
-    while n >= 0 and _is_prose(lines[n]):
-        found.insert(0, lines[n])
+    n = first
+    while n > 0 and _is_prose(lines[n - 1]):
         n -= 1
-    return found
+    return list(lines[n:first])
 
 
 def _said(lines: Sequence[str], first: int, own: Iterable[str]) -> list[str]:
@@ -114,10 +112,7 @@ def _trackers(texts: Iterable[str]) -> list[str]:
 
 def _kind(texts: Sequence[str], default: QuarantineKind) -> QuarantineKind:
     joined = " ".join(texts)
-    for pattern, kind in _KIND_WORDS:
-        if pattern.search(joined):
-            return kind
-    return default
+    return next((kind for pattern, kind in _KIND_WORDS if pattern.search(joined)), default)
 
 
 def _reason(texts: Sequence[str], origin: str) -> str:
@@ -128,10 +123,8 @@ def _reason(texts: Sequence[str], origin: str) -> str:
 
 
 def _value(node: Any, key: str) -> Any:
-    for key_node, value_node in getattr(node, "value", ()) or ():
-        if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
-            return value_node
-    return None
+    pairs = getattr(node, "value", ()) or ()
+    return next((v for k, v in pairs if isinstance(k, yaml.ScalarNode) and k.value == key), None)
 
 
 def _uncomment_edits(
@@ -178,18 +171,14 @@ def _commented_items(lines: Sequence[str], start: int) -> Iterator[tuple[list[in
             n += 1
             continue
         dash = len(text) - len(text.lstrip())
-        item = [n]
         m = n + 1
-        while m < len(lines):
-            more = _uncommented(lines[m])
-            if more is None:
-                break
-            indent = len(more) - len(more.lstrip())
-            if indent <= dash:
-                break
-            item.append(m)
+        while (
+            m < len(lines)
+            and (more := _uncommented(lines[m])) is not None
+            and len(more) - len(more.lstrip()) > dash
+        ):
             m += 1
-        yield item, dash
+        yield list(range(n, m)), dash
         n = m
 
 

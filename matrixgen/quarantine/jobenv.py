@@ -9,7 +9,6 @@ honour a node-level entry, and emitters refuse to pretend it does.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 from collections.abc import Mapping
 from functools import cached_property
@@ -41,12 +40,6 @@ JOB_VARIABLES: dict[str, str] = {
 }
 
 
-def recipe_script(spec: Mapping[str, Any]) -> str:
-    """The shell a recipe's job runs (its setup, then its script)."""
-    parts = [spec.get("script_setup"), spec.get("script")]
-    return "\n".join(p for p in parts if isinstance(p, str))
-
-
 def reaches_plugin(script_text: str) -> bool:
     """Whether a job's script hands the quarantine file to its test process: it
     exports QUARANTINE_VARIABLE with a value at its top level, as the shell
@@ -57,8 +50,9 @@ def reaches_plugin(script_text: str) -> bool:
 
 def script_reaches_plugin(spec: Mapping[str, Any]) -> str | None:
     """None when the recipe's script hands the quarantine file to the pytest
-    plugin; else why it does not (for a message)."""
-    if reaches_plugin(recipe_script(spec)):
+    plugin; else why it does not (for a message). The job runs its setup, then its script."""
+    parts = [spec.get("script_setup"), spec.get("script")]
+    if reaches_plugin("\n".join(p for p in parts if isinstance(p, str))):
         return None
     return (
         f"never exports {QUARANTINE_VARIABLE} for the pytest plugin (an `export` line at "
@@ -138,12 +132,9 @@ def identity_from(environ: Mapping[str, str]) -> JobIdentity:
 def identity_variables(identity: JobIdentity, quarantine_file: str) -> dict[str, str]:
     """The variables that hand a job's quarantine to its test process, in
     JOB_VARIABLES order (an empty tag left out)."""
-    out = {QUARANTINE_VARIABLE: quarantine_file}
-    for field, name in JOB_VARIABLES.items():
-        value = str(getattr(identity, field))  # the system's value: System is a StrEnum
-        if value:
-            out[name] = value
-    return out
+    # str(): the system's value, System being a StrEnum.
+    values = {name: str(getattr(identity, field)) for field, name in JOB_VARIABLES.items()}
+    return {QUARANTINE_VARIABLE: quarantine_file} | {k: v for k, v in values.items() if v}
 
 
 def entry_label(entry_ids: str, trackers: str) -> str:
@@ -225,9 +216,7 @@ def _config(tree_dir: Path) -> ProjectConfig:
         return DEFAULT_CONFIG
 
 
-def load_job_quarantine(
-    environ: Mapping[str, str], *, today: dt.date | None = None
-) -> JobQuarantine | None:
+def load_job_quarantine(environ: Mapping[str, str]) -> JobQuarantine | None:
     """The node-level entries that apply to the job the variables name, or None
     when QUARANTINE_VARIABLE is unset, empty, or holds an entry label (see
     `is_entry_label`). QuarantineFileError for a file that is missing, not a
@@ -264,7 +253,7 @@ def load_job_quarantine(
             f"{len(qfile.errors)} error(s) in the quarantine file: {shown}{more} "
             "(matrixgen validate shows every finding)"
         )
-    today = today or current_day()
+    today = current_day()
     known = _TreeTestCases(path.parent)
     applying: list[Entry] = []
     expired: list[Entry] = []

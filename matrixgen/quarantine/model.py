@@ -7,18 +7,13 @@ scopes; absent means everywhere). In one target an entry either removes the job
 (skip), keeps it running without blocking (allow-failure), or keeps it and acts on
 pytest node ids inside it: deselects them (deselect), or runs them without
 letting their failure fail the job (mute; the pytest plugin applies node-level
-entries in the test process, docs/pytest-plugin.md). See the README, Task 3.
+entries in the test process, docs/pytest-plugin.md).
 
 The file's shape is declared once, in documents/quarantine.py. This module reads
 it: the schema made from that declaration says what is wrong with the shape
 (every problem, located), the rules here what no schema states (a missing
 tracker or owner said in its own words, node ids, duplicate ids, dates in
-order, a tracker's form), and each entry becomes an Entry: its declared fields
-and what reading resolves. The other rooms:
-`apply` (what entries do to a selection), `checks` (validate's check), `audit`,
-`trackers` (tracker references), `edit` (comment-keeping edits of the file),
-`tracker` (the GitHub API), `propose` (drafts and lifts from the evidence).
-Everything but `edit` and `tracker` is pure: values in, values out.
+order, a tracker's form), and each entry becomes an Entry.
 """
 
 from __future__ import annotations
@@ -36,7 +31,6 @@ from matrixgen.documents.quarantine import NODE_LEVEL, EntryFields, QuarantineDo
 from matrixgen.documents.schema import DecodeError, check_document, decode
 from matrixgen.documents.yamlio import YamlDocument, parse_yaml
 from matrixgen.model.errors import Finding, Findings, Location, QuarantineError, Severity
-from matrixgen.model.jobs import QuarantineMark
 from matrixgen.model.vocab import (
     QUARANTINE_FILENAME,
     QuarantineAction,
@@ -75,9 +69,8 @@ class Place(Struct, frozen=True, order=True):
 
 
 class Entry(EntryFields, frozen=True, kw_only=True):
-    """One quarantine entry: its fields as the file writes them (documents/quarantine),
-    tracker, owner and reason as text ("" when missing: an error), and what reading
-    resolved: the tracker's URL, the places of `where`, the position in the file."""
+    """One quarantine entry: its fields as the file writes them (tracker, owner
+    and reason "" when missing: an error), and what reading resolved."""
 
     tracker: str = ""  # as written: a URL or "#N"
     owner: str = ""
@@ -108,16 +101,6 @@ class Entry(EntryFields, frozen=True, kw_only=True):
     def expired(self, today: dt.date) -> bool:
         return self.expires is not None and self.expires < today
 
-    def mark(self) -> QuarantineMark:
-        return QuarantineMark(
-            id=self.id,
-            tracker=self.tracker_ref,
-            action=self.action.value,
-            kind=self.kind.value,
-            node_ids=self.node_ids if self.action.node_level else (),
-            muted=self.node_ids if self.action is QuarantineAction.MUTE else (),
-        )
-
 
 class QuarantineFile(Struct, frozen=True, kw_only=True):
     """A parsed quarantine file: usable entries, and every problem found."""
@@ -136,7 +119,6 @@ class QuarantineFile(Struct, frozen=True, kw_only=True):
         return next((e for e in self.entries if e.id == entry_id), None)
 
     def refuse_errors(self, message: str) -> None:
-        """A QuarantineError saying `message`, with the errors, when there are any."""
         if self.errors:
             raise QuarantineError(message, findings=self.errors)
 
@@ -145,7 +127,6 @@ class QuarantineFile(Struct, frozen=True, kw_only=True):
 
 
 def load_quarantine(tree: RecipeTree) -> QuarantineFile:
-    """The quarantine file of a loaded tree (its bytes were kept by load.py)."""
     raw = (tree.extra_files or {}).get(QUARANTINE_FILENAME)
     root = tree.root
     shown = (
@@ -164,9 +145,9 @@ def read_quarantine(raw: bytes | None, path: str, config: ProjectConfig) -> Quar
 def parse_quarantine(
     raw: bytes | None, path: str, *, tracker_base: str | None = None
 ) -> QuarantineFile:
-    """Parse and check a quarantine file. Entries with a missing tracker or owner
-    are kept (the audit lists them) but reported as errors; entries whose id,
-    kind, action or match cannot be read are left out and reported."""
+    """Entries with a missing tracker or owner are kept (the audit lists them)
+    but reported as errors; entries whose id, kind, action or match cannot be
+    read are left out and reported."""
     if raw is None:
         return QuarantineFile(path=path, present=False)
     findings = Findings()
@@ -209,7 +190,6 @@ def parse_quarantine(
     )
 
 
-# A file whose bytes did not change (the two sides of a diff) is parsed once.
 _parse_cached = lru_cache(maxsize=64)(parse_quarantine)
 
 
@@ -249,7 +229,6 @@ Subject = Callable[[Any, int], str]
 
 
 def file_subject(entry_id: Any, index: int) -> str:
-    """How messages name an entry of the file: by its id, else by its position."""
     return f'entry "{entry_id}"' if isinstance(entry_id, str) else f"entry entries[{index}]"
 
 

@@ -1,15 +1,11 @@
-"""A recipe tree's project: its config and its quarantine file, opened once by
-`open_project` and read through it alike by the CLI, the quarantine editor and
-the pytest plugin (the recipes themselves are the pipeline's: `pipeline.generate`).
-
-The quarantine file is read with its config (a "#N" tracker resolves against
-`quarantine.tracker_base`), the same way whoever asks (`read_quarantine`), and
-edited under its lock through `Project.edit`.
-"""
+"""A recipe tree's config and quarantine file, opened once by `open_project`
+and read through it alike by the CLI, the quarantine editor and the pytest
+plugin: a "#N" tracker resolves against the config's `quarantine.tracker_base`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -22,27 +18,19 @@ class Project:
     """One recipe tree's project files: the config, read when it is opened; the
     quarantine file, read when first asked for (it need not exist)."""
 
-    __slots__ = ("_quarantine", "config", "root")
-
     def __init__(self, root: Path, config: ProjectConfig) -> None:
         self.root = root
         self.config = config
-        self._quarantine: QuarantineFile | None = None
+        self.quarantine_path = root / QUARANTINE_FILENAME
 
-    @property
-    def quarantine_path(self) -> Path:
-        return self.root / QUARANTINE_FILENAME
-
-    @property
+    @cached_property
     def quarantine(self) -> QuarantineFile:
         """The quarantine file as the config reads it; QuarantineError when it
         is not a regular file or cannot be read."""
-        if self._quarantine is None:
-            from matrixgen.quarantine.edit import read_file
+        from matrixgen.quarantine.edit import read_file
 
-            path = self.quarantine_path
-            self._quarantine = read_quarantine(read_file(path), str(path), self.config)
-        return self._quarantine
+        path = self.quarantine_path
+        return read_quarantine(read_file(path), str(path), self.config)
 
     def edit(
         self,
@@ -50,10 +38,9 @@ class Project:
         *,
         dry_run: bool = False,
     ) -> tuple[bytes | None, bytes]:
-        """Change the quarantine file under its lock (`quarantine.edit.edit`)."""
         from matrixgen.quarantine.edit import edit
 
-        self._quarantine = None  # what was read before the lock is read again
+        self.__dict__.pop("quarantine", None)  # what was read before the lock is read again
         return edit(self.quarantine_path, change, config=self.config, dry_run=dry_run)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -37,31 +38,27 @@ class QuoteStyle(Struct, frozen=True):
 def quote_style(items: Sequence[yaml.Node]) -> QuoteStyle:
     """The style the existing entries use: the more frequent quote character
     (the first one seen on a tie), and quoted dates when any date is quoted."""
-    counts = {'"': 0, "'": 0}
-    first: str | None = None
+    quotes: list[str] = []  # the quote characters of quoted scalars, in order
     dates_quoted = False
     stack = list(items)
     while stack:
         node = stack.pop(0)
-        if isinstance(node, yaml.ScalarNode):
-            if node.style in counts:
-                counts[node.style] += 1
-                first = first or node.style
+        if isinstance(node, yaml.ScalarNode) and node.style in _QUOTES:
+            quotes.append(node.style)
         elif isinstance(node, yaml.SequenceNode):
             stack[:0] = node.value
         elif isinstance(node, yaml.MappingNode):
             for key, value in node.value:
-                if (
-                    isinstance(key, yaml.ScalarNode)
-                    and key.value in ("added", "expires")
-                    and isinstance(value, yaml.ScalarNode)
-                    and value.style in counts
-                ):
+                if key.value in ("added", "expires") and getattr(value, "style", None) in _QUOTES:
                     dates_quoted = True
             stack[:0] = [v for _, v in node.value]
-    if counts['"'] == counts["'"]:  # none at all too: first is then None
-        return QuoteStyle(first, dates_quoted)
-    return QuoteStyle('"' if counts['"'] > counts["'"] else "'", dates_quoted)
+    double, single = quotes.count('"'), quotes.count("'")
+    if double == single:  # none at all too: no quote character yet
+        return QuoteStyle(quotes[0] if quotes else None, dates_quoted)
+    return QuoteStyle('"' if double > single else "'", dates_quoted)
+
+
+_QUOTES = ('"', "'")
 
 
 def render_entry(
@@ -71,8 +68,8 @@ def render_entry(
     newline: str,
     style: QuoteStyle | None = None,
 ) -> str:
-    """One entry as block YAML lines, indented for this file and quoted the way
-    its entries are (`style`), ending in a newline."""
+    """One entry as block YAML lines, indented and quoted the way the file's
+    entries are (`style`)."""
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
     from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
@@ -112,9 +109,9 @@ def render_entry(
 
     data = CommentedMap()
     for key in FIELD_ORDER:
-        if key not in entry or entry[key] in (None, [], ()):
+        value = entry.get(key)
+        if value in (None, [], ()):
             continue
-        value = entry[key]
         if isinstance(value, Mapping):
             value = CommentedMap(
                 (k, flow(v) if isinstance(v, list | tuple) else scalar(v))
@@ -128,9 +125,6 @@ def render_entry(
         else:
             value = scalar(value)
         data[key] = value
-    unknown = set(entry) - set(FIELD_ORDER)
-    if unknown:
-        raise ValueError(f"unknown entry fields: {sorted(unknown)}")
     out = io.StringIO()
     dumper.dump(data, out)
     body = yaml_for_log(out.getvalue()).splitlines()
@@ -189,9 +183,5 @@ def entry_id(entry: Mapping[str, Any]) -> str:
 
 
 def unique_id(wanted: str, taken: set[str]) -> str:
-    if wanted not in taken:
-        return wanted
-    n = 2
-    while f"{wanted}-{n}" in taken:
-        n += 1
-    return f"{wanted}-{n}"
+    candidates = itertools.chain([wanted], (f"{wanted}-{n}" for n in itertools.count(2)))
+    return next(c for c in candidates if c not in taken)

@@ -81,10 +81,6 @@ class IssueRef(Struct, frozen=True, order=True):
     repo: str
     number: int
 
-    @property
-    def url(self) -> str:
-        return f"https://{self.host}/{self.owner}/{self.repo}/issues/{self.number}"
-
 
 def parse_issue_url(url: str) -> IssueRef | None:
     """`https://github.com/OWNER/REPO/issues/N` (or `/pull/N`) -> IssueRef."""
@@ -139,8 +135,6 @@ class GitHubTracker(Struct):
         try:
             with self._opener.open(request, timeout=self.timeout) as response:
                 body = response.read(_MAX_BODY + 1)
-        except TrackerError:
-            raise
         except urllib.error.HTTPError as exc:
             if exc.code in (404, 410):
                 return "missing"
@@ -158,7 +152,8 @@ class GitHubTracker(Struct):
                 f"the GitHub API answered {url} with something that is not an issue"
             ) from None
         if state not in ("open", "closed"):
-            raise TrackerError(f'the GitHub API gave issue {ref.url} the unknown state "{state}"')
+            issue = f"https://{ref.host}/{ref.owner}/{ref.repo}/issues/{ref.number}"
+            raise TrackerError(f'the GitHub API gave issue {issue} the unknown state "{state}"')
         return state
 
 

@@ -57,7 +57,7 @@ _GITHUB_ISSUE = name_pattern(r"(/[^/]+/[^/]+)/(?:issues|pull)/([0-9]+)")
 
 
 def canonical_url(url: str) -> str | None:
-    """The one spelling of an http(s) tracker URL that `same_tracker` compares,
+    """The one spelling of an http(s) tracker URL that `tracker_key` compares,
     or None when the text is not one (no host, a port that is not a number).
 
     Folded, since they cannot tell two issues apart (RFC 3986's normalisations):
@@ -117,9 +117,7 @@ def _host_port(hostport: str) -> tuple[str, str | None]:
             return "", None
         port = rest[1:]
     else:
-        host, colon, port = hostport.partition(":")
-        if not colon:
-            port = ""
+        host, _, port = hostport.partition(":")
     if port and (not port.isascii() or not port.isdigit() or int(port) > 65535):
         return host, None
     return host, str(int(port)) if port else ""
@@ -162,15 +160,10 @@ def _without_dot_segments(path: str) -> str:
     return "".join("/" + s for s in out)
 
 
-def same_tracker(a: str, b: str, tracker_base: str | None) -> bool:
-    """`#7201`, `7201` and its URL (in any spelling of the same canonical form)
-    name the same tracker."""
-    return tracker_key(a, tracker_base) == tracker_key(b, tracker_base)
-
-
 def tracker_key(ref: str, tracker_base: str | None) -> str:
-    """What `same_tracker` compares: the canonical URL, or for a reference that
-    has none (`#N` without a tracker base) the reference as the file writes it."""
+    """What names one tracker (`#7201`, `7201` and its URL alike): the canonical
+    URL, or for a reference that has none (`#N` without a tracker base) the
+    reference as the file writes it."""
     ref = tracker_text(ref)
     return resolve_tracker(ref, tracker_base) or ref
 

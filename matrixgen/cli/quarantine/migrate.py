@@ -76,7 +76,7 @@ def migrate(
         echo_json({**json_value(migration), "written": write})
     else:
         _echo_plan(migration, root)
-    summary = migration.summary()
+    summary = migration.counts
     habits = ", ".join(f"{n} from {h}" for h, n in summary["entries_by_habit"].items()) or "none"
     typer.echo(
         f"{summary['entries']} entries ({habits}); {len(migration.left_alone)} habit(s) left as "
