@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, ClassVar
 from msgspec import Struct
 
 from matrixgen.documents.config import ProjectConfig
-from matrixgen.documents.config_sections import ImagePin as PinDoc
 from matrixgen.documents.config_sections import ImageSet
 from matrixgen.model.errors import Finding, finding
 from matrixgen.model.vocab import System
@@ -79,29 +78,16 @@ def _pin_set(
     value: ImageSet | None, keys: tuple[str, ...], system: str, environment: str | None
 ) -> Iterator[ImagePin]:
     """The pin of every architecture, or each architecture's."""
-    if value is None:
-        return
-    for arch, pin in value.pins().items():
-        where = (*keys, arch) if arch else keys
-        yield _pin(pin, where, system, environment, arch or None)
-
-
-def _pin(
-    value: PinDoc,
-    keys: tuple[str, ...],
-    system: str,
-    environment: str | None,
-    arch: str | None,
-) -> ImagePin:
-    return ImagePin(
-        keys=keys,
-        system=system,
-        environment=environment,
-        arch=arch,
-        repository=value.repository,
-        tag=value.tag,
-        declared=value.version,
-    )
+    for arch, pin in value.pins().items() if value is not None else ():
+        yield ImagePin(
+            keys=(*keys, arch) if arch else keys,
+            system=system,
+            environment=environment,
+            arch=arch or None,
+            repository=pin.repository,
+            tag=pin.tag,
+            declared=pin.version,
+        )
 
 
 def _split_image(text: str) -> tuple[str, str]:

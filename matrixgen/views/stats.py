@@ -80,16 +80,9 @@ class TargetStats(Struct, frozen=True):
     target: Target
     jobs: tuple[Job, ...]  # before quarantine; skipped ones carry their mark
 
-    def quarantine(self) -> dict[str, int]:
-        counts = Counter(j.quarantine.action for j in self.jobs if j.quarantine is not None)
-        return {state: counts.get(state, 0) for state in QUARANTINE_STATES}
-
-    def models(self) -> dict[str, int]:
-        return _counts(j.model for j in self.jobs)
-
     @property
     def row(self) -> TargetRow:
-        quarantine, place = self.quarantine(), self.target.place
+        quarantine, place = _states(self.jobs), self.target.place
         return TargetRow(
             name=self.target.name,
             system=place.system.value,
@@ -101,7 +94,7 @@ class TargetStats(Struct, frozen=True):
             running=len(self.jobs) - quarantine["skip"],
             functional=sum(1 for j in self.jobs if j.model != UNIT_TEST_MODEL),
             unit_tests=sum(1 for j in self.jobs if j.model == UNIT_TEST_MODEL),
-            models=self.models(),
+            models=_counts(j.model for j in self.jobs),
             quarantine=quarantine,
         )
 
@@ -136,7 +129,6 @@ class PipelineStats(Struct, frozen=True):
     def row(self) -> PipelineRow:
         functional = [j for j in self.jobs.values() if j.model != UNIT_TEST_MODEL]
         unit = [j for j in self.jobs.values() if j.model == UNIT_TEST_MODEL]
-        states = Counter(j.quarantine.action for j in self.jobs.values() if j.quarantine)
         return PipelineRow(
             pipeline=self.system + (f"/{self.scope}" if self.scope else ""),
             system=self.system,
@@ -149,7 +141,7 @@ class PipelineStats(Struct, frozen=True):
             unit_test_jobs=len(unit),
             unit_test_buckets=len({j.test_case for j in unit}),
             models=_counts(j.model for j in self.jobs.values()),
-            quarantine={s: states.get(s, 0) for s in QUARANTINE_STATES},
+            quarantine=_states(self.jobs.values()),
         )
 
 
@@ -207,8 +199,13 @@ class StatsReport(Struct, frozen=True, kw_only=True):
 
 
 def _counts(values: Iterable[str]) -> dict[str, int]:
-    """How many times each value occurs, by value."""
     return dict(sorted(Counter(values).items()))
+
+
+def _states(jobs: Iterable[Job]) -> dict[str, int]:
+    """How many of the jobs each quarantine state holds."""
+    counts = Counter(j.quarantine.action for j in jobs if j.quarantine is not None)
+    return {state: counts.get(state, 0) for state in QUARANTINE_STATES}
 
 
 def _distinct(groups: Iterable[Iterable[Job]]) -> dict[JobId, Job]:
@@ -335,10 +332,40 @@ def check_platforms(context: ValidationContext) -> Iterable[Finding]:
 
 
 def render_table(stats: Stats) -> str:
+    models = sorted({j.model for t in stats.targets for j in t.jobs})
+    rows = [
+        [
+            d.name,
+            d.platform or "",
+            d.environment or "",
+            d.cadence or "",
+            str(d.jobs),
+            *[str(d.models.get(m, 0)) for m in models],
+            *[str(d.quarantine[s]) for s in QUARANTINE_STATES],
+        ]
+        for d in (t.row for t in stats.targets)
+    ]
+    headers = ["target", "platform", "env", "cadence", "jobs", *models]
     out = ["Targets (jobs before quarantine; skip/allow-failure/deselect: quarantined)"]
-    out.append(_targets_table(stats))
+    out.append(table(rows, [*headers, "skip", "allow-fail", "deselect"]))
+    rows = []
+    for d in (p.row for p in stats.pipelines):
+        fleets = ", ".join(f"{k} {v}" for k, v in d.cases_by_fleet.items())
+        platforms = ", ".join(f"{k} {v}" for k, v in d.cases_by_platform.items())
+        rows.append(
+            [
+                d.pipeline,
+                str(d.cases),
+                fleets,
+                platforms if platforms != fleets else "",
+                str(d.unit_test_jobs),
+                str(d.unit_test_buckets),
+                "/".join(str(d.quarantine[s]) for s in QUARANTINE_STATES),
+            ]
+        )
+    headers = ["pipeline", "cases", "by fleet", "by platform", "unit jobs", "buckets"]
     out.append("Pipelines (distinct jobs over their targets; cases = functional jobs)")
-    out.append(_pipelines_table(stats))
+    out.append(table(rows, [*headers, "skip/allow-fail/deselect"]))
     rows = [
         [name, str(v["jobs"]), str(v["functional"]), str(v["unit_tests"]), str(v["quarantined"])]
         for name, v in stats.platforms().items()
@@ -355,68 +382,3 @@ def render_table(stats: Stats) -> str:
     if line is not None:
         out.append(line + "\n")
     return "\n".join(out)
-
-
-def _targets_table(stats: Stats) -> str:
-    """A row per target: its jobs, per model, and quarantined."""
-    models = sorted({m for t in stats.targets for m in t.models()})
-    rows = []
-    for t in stats.targets:
-        d = t.row
-        rows.append(
-            [
-                d.name,
-                d.platform or "",
-                d.environment or "",
-                d.cadence or "",
-                str(d.jobs),
-                *[str(d.models.get(m, 0)) for m in models],
-                *[str(d.quarantine[s]) for s in QUARANTINE_STATES],
-            ]
-        )
-    return table(
-        rows,
-        [
-            "target",
-            "platform",
-            "env",
-            "cadence",
-            "jobs",
-            *models,
-            "skip",
-            "allow-fail",
-            "deselect",
-        ],
-    )
-
-
-def _pipelines_table(stats: Stats) -> str:
-    """A row per pipeline: its cases by fleet and platform, unit-test jobs, quarantined."""
-    rows = []
-    for p in stats.pipelines:
-        d = p.row
-        fleets = ", ".join(f"{k} {v}" for k, v in d.cases_by_fleet.items())
-        platforms = ", ".join(f"{k} {v}" for k, v in d.cases_by_platform.items())
-        rows.append(
-            [
-                d.pipeline,
-                str(d.cases),
-                fleets,
-                platforms if platforms != fleets else "",
-                str(d.unit_test_jobs),
-                str(d.unit_test_buckets),
-                "/".join(str(d.quarantine[s]) for s in QUARANTINE_STATES),
-            ]
-        )
-    return table(
-        rows,
-        [
-            "pipeline",
-            "cases",
-            "by fleet",
-            "by platform",
-            "unit jobs",
-            "buckets",
-            "skip/allow-fail/deselect",
-        ],
-    )
