@@ -465,18 +465,19 @@ def opt_out_findings(tree: RecipeTree, settings: ReferenceSettings) -> Iterator[
 # ---------------------------------------------------------------- rendering
 
 
+def _counts(target: TargetCoverage) -> list[str]:
+    return [str(target.jobs), str(target.checked), str(len(target.missing))]
+
+
+def _markdown_table(headers: list[str], rows: list[list[str]], *, numeric: int = 0) -> list[str]:
+    """The lines of a Markdown table; the last `numeric` columns aligned right."""
+    align = [":--"] * (len(headers) - numeric) + ["--:"] * numeric
+    return [f"| {' | '.join(cells)} |" for cells in (headers, align, *rows)]
+
+
 def render_table(coverage: Coverage) -> str:
     """`matrixgen coverage`: targets, then missing references, then orphans."""
-    rows = [
-        [
-            t.target.name,
-            "yes" if t.gating else "no",
-            str(t.jobs),
-            str(t.checked),
-            str(len(t.missing)),
-        ]
-        for t in coverage.targets
-    ]
+    rows = [[t.target.name, "yes" if t.gating else "no", *_counts(t)] for t in coverage.targets]
     out = [table(rows, ["target", "gating", "jobs", "checked", "missing"])]
     if coverage.missing:
         rows = [
@@ -519,38 +520,34 @@ def render_markdown(coverage: Coverage) -> str:
     ]
     short = [t for t in coverage.targets if t.missing]
     if short:
-        lines += [
-            "| target | gating | jobs | checked | missing |",
-            "| :-- | :-- | --: | --: | --: |",
-        ]
-        lines += [
-            f"| {code_span(t.target.name)} | {'yes' if t.gating else 'no'} | {t.jobs} | "
-            f"{t.checked} | {len(t.missing)} |"
-            for t in short
-        ]
+        lines += _markdown_table(
+            ["target", "gating", "jobs", "checked", "missing"],
+            [[code_span(t.target.name), "yes" if t.gating else "no", *_counts(t)] for t in short],
+            numeric=3,
+        )
         lines += ["", "#### Missing references", ""]
-        lines += [
-            "| target | job | reference | looked for | nearest |",
-            "| :-- | :-- | :-- | :-- | :-- |",
-        ]
-        lines += [
-            f"| {code_span(t.target.name)} | {code_span(str(m.job.identity))} | "
-            f"{code_span(m.reference)} | {code_span(m.path)} | "
-            f"{code_span(m.short_hint) if m.short_hint else '-'} |"
-            for t, m in coverage.missing
-        ]
+        lines += _markdown_table(
+            ["target", "job", "reference", "looked for", "nearest"],
+            [
+                [
+                    *map(code_span, (t.target.name, str(m.job.identity), m.reference, m.path)),
+                    code_span(m.short_hint) if m.short_hint else "-",
+                ]
+                for t, m in coverage.missing
+            ],
+        )
         lines.append("")
     if coverage.orphans:
         lines += ["#### Orphans (no job of any target selects them)", ""]
-        lines += [
-            "| file | model | test case | environment | platform |",
-            "| :-- | :-- | :-- | :-- | :-- |",
-        ]
-        lines += [
-            f"| {code_span(o.path)} | "
-            + " | ".join(code_span(o.fields[k]) if o.fields.get(k) else "-" for k in ORPHAN_COLUMNS)
-            + " |"
-            for o in coverage.orphans
-        ]
+        lines += _markdown_table(
+            ["file", "model", "test case", "environment", "platform"],
+            [
+                [
+                    code_span(o.path),
+                    *(code_span(o.fields[k]) if o.fields.get(k) else "-" for k in ORPHAN_COLUMNS),
+                ]
+                for o in coverage.orphans
+            ],
+        )
         lines.append("")
     return "\n".join(lines) + "\n"
