@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from msgspec import Struct
 
@@ -30,8 +30,7 @@ if TYPE_CHECKING:
 def load(path: str) -> Callable[..., Any]:
     """The function a contribution names ("package.module:function"), imported now."""
     module, _, name = path.partition(":")
-    found: Callable[..., Any] = getattr(importlib.import_module(module), name)
-    return found
+    return cast("Callable[..., Any]", getattr(importlib.import_module(module), name))
 
 
 # ----------------------------------------------------------------- the report
@@ -58,28 +57,22 @@ class SitePart(Protocol):
     @property
     def subtitle(self) -> str:
         """Its words in every page's subtitle."""
-        ...
 
     @property
     def measured(self) -> Measured | None:
         """Measured durations for the overview's cost figures (None: none)."""
-        ...
 
     def board_headers(self) -> Sequence[str]:
         """The columns it adds to the quarantine board."""
-        ...
 
     def board_cells(self, entry: Entry) -> Sequence[str]:
         """An entry's cells of those columns, escaped."""
-        ...
 
     def note(self, page: str) -> str:
         """HTML it adds at the end of one of the report's own pages ("": nothing)."""
-        ...
 
     def pages(self, frame: Frame) -> dict[str, str]:
         """Its own pages, {file name: page}, in its navigation order."""
-        ...
 
 
 class ReportContribution(Struct, frozen=True, kw_only=True):
@@ -92,8 +85,7 @@ class ReportContribution(Struct, frozen=True, kw_only=True):
     gather: str
 
     def computed(self, request: SiteRequest) -> SitePart:
-        part: SitePart = load(self.gather)(request)
-        return part
+        return cast("SitePart", load(self.gather)(request))
 
 
 # ------------------------------------------------------------------- the diff
@@ -117,5 +109,4 @@ class DiffContribution(Struct, frozen=True, kw_only=True):
         wanted: frozenset[str],
         options: Mapping[str, object],
     ) -> dict[str, str] | None:
-        found: dict[str, str] | None = load(self.notes)(generations, wanted, options)
-        return found
+        return cast("dict[str, str] | None", load(self.notes)(generations, wanted, options))

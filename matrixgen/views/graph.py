@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct, field
 
 from matrixgen.documents.config import ProjectConfig
-from matrixgen.emit.common import emitted_jobs, warmup_index
+from matrixgen.emit.common import Waits, emitted_jobs, warmup_index
 from matrixgen.emit.registry import emitter_for
 from matrixgen.model.errors import Finding, Location, Severity, finding
 from matrixgen.model.jobs import Job, Target, spec_needs
@@ -74,21 +74,6 @@ def build_node(job: Job, config: ProjectConfig) -> str | None:
         return None
     arch = config.platform(job.platform).arch
     return f"build:{job.build}" + (f"@{arch}" if arch is not None else "")
-
-
-def warmup_job(jobs: Sequence[Job], target: Target | None) -> Job | None:
-    """The job every other job of the target waits for, when the target asks for
-    one: the first job the emitter writes that may not fail."""
-    if target is None or not emitter_for(target.system).waits(target.settings).warmup:
-        return None
-    emitted = emitted_jobs(jobs)
-    return emitted[warmup_index(emitted)] if len(emitted) > 1 else None
-
-
-def parent_job(target: Target | None) -> str | None:
-    if target is None:
-        return None
-    return emitter_for(target.system).waits(target.settings).parent_job
 
 
 def build_graph(
@@ -143,18 +128,19 @@ def build_graph(
             graph.add_edge(f"{kind}:{name}", job_node(job), kind="needs")
             if kind == "missing":
                 result.missing.append(Need(job=job, name=name, index=index, kind="needs"))
-    warm = warmup_job(jobs, target)
-    if warm is not None:
-        graph.nodes[job_node(warm)]["warmup"] = True
+    waits = emitter_for(target.system).waits(target.settings) if target is not None else Waits()
+    if waits.warmup and len(emitted := emitted_jobs(jobs)) > 1:
+        # The first job the emitter writes that may not fail runs before the others.
+        warm = job_node(emitted[warmup_index(emitted)])
+        graph.nodes[warm]["warmup"] = True
         for job in jobs:
-            if job_node(job) != job_node(warm) and (
+            if job_node(job) != warm and (
                 job.quarantine is None or job.quarantine.action != "skip"
             ):
-                graph.add_edge(job_node(warm), job_node(job), kind="warmup")
-    parent = parent_job(target)
-    if parent is not None:
-        node = f"parent:{parent}"
-        graph.add_node(node, kind="parent", label=parent)
+                graph.add_edge(warm, job_node(job), kind="warmup")
+    if waits.parent_job is not None:
+        node = f"parent:{waits.parent_job}"
+        graph.add_node(node, kind="parent", label=waits.parent_job)
         for job in jobs:
             graph.add_edge(node, job_node(job), kind="parent")
     result.cycles = _cycles(graph)
