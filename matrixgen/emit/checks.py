@@ -57,8 +57,6 @@ UNREACHABLE = "quarantine-unreachable"  # the code of check_node_routes' finding
 
 
 class Unreached(Struct, frozen=True):
-    """A node-level entry that cannot reach the tests of a target's job."""
-
     entry: Entry
     target: Target
     job: Job
@@ -68,8 +66,8 @@ class Unreached(Struct, frozen=True):
 def unreached(
     entries: Sequence[Entry], jobs: Sequence[Job], targets: Sequence[Target], config: ProjectConfig
 ) -> list[Unreached]:
-    """Every (node-level entry, target, job) where the entry applies to the job
-    but cannot reach its tests (`common.node_route`), in target and job order."""
+    """Every node-level entry that applies to a job of a target but cannot reach
+    its tests (`common.node_route`), in target and job order."""
     if not any(e.action.node_level for e in entries):
         return []
     known = {j.test_case for j in jobs}
@@ -96,9 +94,8 @@ def unreached(
 
 
 def check_node_routes(context: ValidationContext) -> Iterator[Finding]:
-    """validate: node-level entries (deselect, mute) that cannot reach the tests
-    of a target's job (`common.node_route`): `generate` would refuse. One error
-    per entry and target, at the entry's action."""
+    """validate: what `generate` would refuse of `unreached`, once per entry and
+    target, at the entry's action."""
     qfile = load_quarantine(context.tree)
     found: dict[tuple[str, str], list[Unreached]] = {}
     for item in unreached(
@@ -123,12 +120,10 @@ def check_node_routes(context: ValidationContext) -> Iterator[Finding]:
 
 
 def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
-    """validate: one job defined by several rows for one target (the same identity
-    and scope, cadences that the target takes both of). The target runs one job
-    (the last definition, see `select.one_per_identity`). Copies that agree on
-    every emitted field are a warning naming every location; copies that differ
-    are an error (a warning in a format_version 1 tree, whose generator keeps the
-    last one too) naming the locations and the fields: CI could run only one."""
+    """validate: one job defined by several rows for one target, which runs the
+    last: copies that agree on every emitted field are a warning; copies that
+    differ, an error (a warning in a format_version 1 tree, whose generator
+    keeps the last one too) naming the fields."""
     doubled = [j for j in context.expansion.jobs if j.definitions]
     if not doubled:
         return
@@ -190,9 +185,8 @@ def _short_value(value: Any) -> str:
 
 
 def check_timeouts(context: ValidationContext) -> Iterator[Finding]:
-    """validate: a job whose timeout (derived from n_repeat x time_limit plus the
-    system's overhead, or set) exceeds its system's timeout_cap: CI would cut it
-    off, or refuse the job, before its last repeat."""
+    """validate: a job whose timeout exceeds its system's timeout_cap: CI would
+    cut it off, or refuse it, before its last repeat."""
     config = context.tree.config
     targets = [t for t in context.targets if t.settings.timeout_cap is not None]
     if not targets:

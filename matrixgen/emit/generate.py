@@ -1,12 +1,7 @@
-"""`generate`: every target of a tree from one load and one expansion.
-
-For each target: its selection (`Generation.jobs_for`, quarantine applied), its
-settings, and the file CI reads: `<target>.json` (a GitHub matrix) or
-`<target>.yml` (a GitLab child pipeline). File names are the target names with
-anything but letters, digits, `.`, `_` and `-` replaced by `_`; two targets whose
-names map to one file are an error, never an overwrite. `write_outputs` owns the
-output folder through a manifest and a lock file (see there).
-"""
+"""`generate`: every target's file from one load and one expansion, named
+after the target (anything but letters, digits, `.`, `_` and `-` becomes `_`:
+two targets that map to one file are an error, never an overwrite), in a
+folder `write_outputs` owns."""
 
 from __future__ import annotations
 
@@ -55,14 +50,11 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def file_name(target: Target) -> str:
-    """The file a target's output goes to, inside the output directory."""
     stem = _UNSAFE.sub("_", target.name).lstrip(".") or "target"
     return stem + emitter_for(target.system).suffix
 
 
 class TargetOutput(ComparedValue, frozen=True, kw_only=True):
-    """One target's emitted file and its counts."""
-
     target: Target
     file: str
     text: str
@@ -98,9 +90,8 @@ def emitted_target(
     launcher: str | None = None,
     quarantine_file: str | None = None,
 ) -> tuple[EmittedTarget, EmitSettings]:
-    """A target's selection as emitted jobs: what its file holds, job by job.
-    `quarantine_file` is the tree's quarantine file as the jobs' test processes
-    find it (for the pytest plugin; default quarantine.yaml)."""
+    """A target's selection as emitted jobs. `quarantine_file`: the tree's
+    quarantine file as the jobs' test processes find it."""
     jobs = emitted_jobs(chosen.jobs)
     settings = resolve_settings(
         target, config, jobs, launcher=launcher, quarantine_file=quarantine_file
@@ -191,12 +182,10 @@ def generate_into(
     targets_given: bool = False,
     say: Callable[[str], None] = lambda _: None,
 ) -> list[TargetOutput]:
-    """`matrixgen generate`: every target's file written into `out`
-    (`write_outputs`; the files of every target the tree defines are kept, so a
-    run of some of them removes none of the others'); with `github_output`, the
-    step outputs (`github_outputs`; by target name unless `targets_given`)
-    appended to $GITHUB_OUTPUT as well, checked before any file is written.
-    `say` gets each line for the log, in order."""
+    """`matrixgen generate`: every target's file written into `out` (a run of some
+    targets removes none of the others' files); with `github_output`, the step
+    outputs as well, checked before any file is written. `say` gets each line
+    for the log."""
     outputs = generate_all(generation, targets, launcher=launcher)
     step_outputs: list[tuple[str, str]] | None = None
     if github_output:
@@ -229,8 +218,6 @@ _OWNED_NAME = name_pattern(r"[A-Za-z0-9_-][A-Za-z0-9._-]*\.(?:json|yml)")
 
 
 class WriteReport(Struct, frozen=True, kw_only=True):
-    """What `write_outputs` did in the folder."""
-
     removed: tuple[str, ...] = ()  # files of earlier runs for targets that are gone
     kept: tuple[tuple[str, str], ...] = ()  # (file, why) earlier files left in place
     notes: tuple[str, ...] = ()
@@ -239,17 +226,11 @@ class WriteReport(Struct, frozen=True, kw_only=True):
 def write_outputs(
     outputs: Iterable[TargetOutput], out_dir: Path, *, targets_now: Iterable[str] = ()
 ) -> WriteReport:
-    """Write each file whole (`util.atomic`), and own the folder through a
-    manifest (`.matrixgen-manifest.json`: each file written, with its SHA-256).
-
-    A file an earlier run wrote, for a target that is gone (neither written now
-    nor among `targets_now`, the files of every target the tree defines), is
-    removed, but only when it is still exactly what was written: a file matrixgen
-    did not write, or one changed since, is never deleted. Runs into one folder
-    are serialised by the lock file `.matrixgen.lock` (waiting up to
-    MATRIXGEN_LOCK_TIMEOUT seconds), so the folder always holds one run's
-    files. The folder itself must not be a symbolic link.
-    """
+    """Write each file whole and own the folder through a manifest (each file
+    written, with its SHA-256): a file an earlier run wrote for a target that is
+    gone (not in `targets_now`, the files of every target the tree defines) is
+    removed only while it is exactly what was written. A lock file serialises
+    runs into one folder, so it always holds one run's files."""
     from matrixgen.util.lockfile import LockError, hold, timeout_from_env
 
     outputs = list(outputs)
@@ -385,9 +366,8 @@ def github_groups(
     outputs: Sequence[TargetOutput], configured: Sequence[Target]
 ) -> dict[str, list[Any]]:
     """{group: its non-empty matrices} for every group of the GitHub targets (a
-    target's `group` setting, else its name), the configured ones included (an
-    empty list for a group no generated target fills); two generated targets in
-    one group are a UsageError."""
+    target's `group`, else its name; configured ones included, empty when no
+    generated target fills them); two generated targets in one group: an error."""
     filled: dict[str, TargetOutput] = {}
     for output in outputs:
         if emitter_for(output.target.system).child_pipelines:
@@ -407,23 +387,12 @@ def github_groups(
 def github_outputs(
     outputs: Sequence[TargetOutput], configured: Sequence[Target] = ()
 ) -> tuple[list[tuple[str, str]], str | None]:
-    """The step outputs of `generate --github-output`. JSON values, keyed by name
-    (what a composite action can pass on as a fixed set of outputs):
-
-    - `targets`: the names of every target generated, in order;
-    - `matrices`: {name: [matrix, ...]} for each GitHub target, its shards in
-      order (`[{"include": []}]` for an empty selection), so a workflow reads
-      `fromJSON(...matrices)[name][k]` for shard k; `shards`: {name: N};
-    - `files`: {name: the file written for it, inside --output-dir};
-    - `groups` and `group-shards`: the same per output group (see github_groups);
-
-    then, per group, `<group>-shards` and `<group>` (the first matrix;
-    `<group>-1`... past one; 0 shards and an empty matrix for a group no
-    generated target fills, so a workflow can give each group one job, run when
-    its shards are more than 0). A group whose name is one of the outputs above
-    is a UsageError. When two generated targets fill one group (every target of
-    a tree, pr and mergegroup alike), the group outputs are left out and the
-    note returned says so; the outputs per target hold everything."""
+    """The step outputs of `generate --github-output` (docs/cli.md), JSON values:
+    a fixed set a composite action can pass on, then per group `<group>-shards`
+    and `<group>` (0 and an empty matrix for a group no generated target fills,
+    so a workflow gives each group one job). When two generated targets fill one
+    group (pr and mergegroup alike), the group outputs are left out and the note
+    returned says so: the outputs per target hold everything."""
     part = step_output_part()
     compact, shard_outputs = part.compact, part.shard_outputs
     empty = [{"include": []}]
