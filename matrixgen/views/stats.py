@@ -22,7 +22,7 @@ Counting rules (documented in `matrixgen stats --help` too):
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from msgspec import Struct
@@ -291,40 +291,35 @@ def _pipelines(targets: Sequence[TargetStats], config: ProjectConfig) -> list[Pi
 # the platforms section, checked by validate
 
 
-def check_platforms(context: ValidationContext) -> Iterable[Finding]:
+def check_platforms(context: ValidationContext) -> Iterator[Finding]:
     """platforms.<p> must be a platform of the vocabulary; alias_of must name
     another one, without a loop."""
     config = context.tree.config
     vocab = config.vocabulary
-    platforms = config.doc.platforms
-    if vocab is None or not platforms:
-        return []
-    findings: list[Finding] = []
-
-    def error(keys: list[str | int], message: str) -> None:
-        findings.append(finding(config.locate(keys), "platform", message))
-
-    for name, info in sorted(platforms.items()):
+    if vocab is None:
+        return
+    for name, info in sorted(config.doc.platforms.items()):
         if name not in vocab.platforms:
-            error(
-                ["platforms", name],
+            yield finding(
+                config.locate(["platforms", name]),
+                "platform",
                 f'platforms: "{name}" is not in vocabulary.platforms'
                 f"{did_you_mean(name, vocab.platforms)}",
             )
         alias = info.alias_of
-        if alias is None:
-            continue
-        if alias == name or alias not in vocab.platforms:
-            error(
-                ["platforms", name, "alias_of"],
+        if alias is not None and (alias == name or alias not in vocab.platforms):
+            yield finding(
+                config.locate(["platforms", name, "alias_of"]),
+                "platform",
                 f'platforms.{name}.alias_of: "{alias}" must be another platform'
                 f"{did_you_mean(alias, vocab.platforms - {name})}",
             )
-        elif _alias_chain(config, name)[1]:
-            error(
-                ["platforms", name, "alias_of"], f"platforms.{name}.alias_of: aliases form a loop"
+        elif alias is not None and _alias_chain(config, name)[1]:
+            yield finding(
+                config.locate(["platforms", name, "alias_of"]),
+                "platform",
+                f"platforms.{name}.alias_of: aliases form a loop",
             )
-    return findings
 
 
 # ---------------------------------------------------------------------------
