@@ -1,13 +1,7 @@
 """What a feature adds to another's output, declared in the core so that the
 feature that shows it (the report, the diff) never imports the one that
-computes it.
-
-A feature lists its contributions in a light module of its own (no heavy
-import: the CLI reads them at start-up), each naming the function that
-computes it by module path, imported only when called. `cli/features` lists the
-features and hands their contributions to the report and the diff, which loop
-over what they are given.
-"""
+computes it (docs/architecture.md). A contribution names its function by module
+path, imported only when called: the CLI reads the lists at start-up."""
 
 from __future__ import annotations
 

@@ -1,18 +1,8 @@
-"""What a selection costs in GPU-hours.
-
-A job holds `nodes x gpus` GPUs for up to `n_repeat` repeats of `time_limit`
-seconds, so its cost is bounded by
-
-    gpu_hours_max = nodes x gpus x time_limit x n_repeat / 3600
-
-(nodes default 1; a job that declares no gpus costs 0 and is counted apart).
-`weighted` multiplies it by the platform's `gpu_hour_weight` (else that of the
-platform it is an `alias_of`; default 1), so that
-a GB200 GPU-hour can count for more than an H100 one. Where measured durations
-are known (a results store), `gpu_hours_expected` uses the measured seconds per
-repeat instead of the time limit. A target's cost is that of the jobs it runs:
-a job a quarantine entry skips costs nothing; an allow-failure one still runs.
-"""
+"""What a selection costs in GPU-hours (docs/cost.md): a job holds
+`nodes x gpus` GPUs for up to `n_repeat` repeats of `time_limit` (or, where a
+results store measured them, the measured seconds), weighted by its platform's
+`gpu_hour_weight`. A job a quarantine entry skips costs nothing; an
+allow-failure one still runs."""
 
 from __future__ import annotations
 

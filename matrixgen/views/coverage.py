@@ -1,20 +1,8 @@
-"""Reference coverage: per target, the selected jobs that miss a reference file
-(the path looked for, and the nearest existing file as a hint), and the
-reference files that fit a template but that no job of any target selects.
-
-Which jobs need references: every job a target keeps after quarantine (a job a
-skip entry takes out does not run), except the ones whose recipe spec or row
-opts out (`references: {skip: all | [NAME, ...], reason: TEXT}`).
-
-Orphans: a listed file that fits a declared template and is not the path of
-any job any target selects (quarantined and opted-out jobs included: their
-files are not forgotten, only not checked), nor a variant of one (the same
-name with a `_suffix` before the extension, such as Megatron-LM's `_2nd`
-golden values of a resumed run).
-
-Cost: one listing of the reference tree; each job's paths are rendered once
-however many targets select it; a hint is looked for only for missing files.
-"""
+"""Reference coverage (docs/coverage.md): per target, the jobs it runs that miss
+a reference file, and the orphans, files that fit a template but are no path
+(nor `_suffix` variant) of a job any target selects; skipped and opted-out
+jobs' files are not orphans, only not checked. One listing of the reference
+tree; each job's paths are rendered once however many targets select it."""
 
 from __future__ import annotations
 

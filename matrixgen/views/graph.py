@@ -1,21 +1,8 @@
-"""The job graph: build images -> test jobs -> the jobs they need.
-
-Edges run from what must come first to what waits for it:
-
-- build: the image a job runs in (its `build`, per architecture of its platform)
-  comes before the job;
-- needs: a recipe's `spec.needs` lists job names (templates over the job's
-  fields, like `name`); the named job comes before every job of that recipe;
-- warm-up: a target with `warmup: true` in its settings runs its first blocking
-  job before all the others (as the GitLab emitter writes it);
-- parent: a target with `parent_job` in its settings needs that job of the
-  parent pipeline.
-
-A need is resolved inside one target (a child pipeline can only wait for its own
-jobs), or against `graph.external.<system>` (jobs that exist outside the
-recipes). `validate` reports needs that resolve to nothing (also when quarantine
-skips the needed job in a target) and cycles. networkx is imported only here.
-"""
+"""The job graph: edges run from what must come first (a build image, a job a
+recipe's `spec.needs` names, a target's warm-up job, the parent pipeline's job)
+to what waits for it. A need resolves inside one target (a child pipeline can
+only wait for its own jobs) or against `graph.external.<system>`. networkx is
+imported only here."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""Image pins: the container image per system (and architecture, and optionally
-environment) in the project config's `images`. Every pin carries a version in
-its tag (26.09); they must all agree, on `images.version` when it is set, else
-with each other. A pin that deliberately differs (an LTS base) declares its own
-`version`, and its tag is still checked against it. An `image` set directly in
-`systems` or `targets` bypasses the pins, so it is checked the same way.
-
-`check_images` is registered in `validate.CHECKS`; `image_status` is the image
-half of what `matrixgen pins` prints (views.pins).
-"""
+"""Image pins (`images` in the project config): the version in every pin's tag
+must agree, on `images.version` when set, else with each other, unless a pin
+declares its own `version` (an LTS base). An `image` set directly in `systems`
+or `targets` bypasses the pins, so it is checked the same way."""
 
 from __future__ import annotations
 

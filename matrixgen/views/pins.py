@@ -1,17 +1,7 @@
-"""Pins: values that must agree across systems and jobs (docs/generating.md).
-
-Two kinds live in the project config:
-
-- `images`: the container image per system (views.images).
-- `pins`: env and argument values that every job a pin covers must carry. A
-  pin covers jobs by selector (models, platforms, environments, minus an
-  `exclude` of the same keys and test-case globs). A job whose recipe names its
-  own `launcher` bypasses the shared launcher and the arguments it passes, so
-  for such a job an argument pin must be on the launcher command itself.
-
-`check_value_pins` is registered in `validate.CHECKS`;
-`pins_report` is what `matrixgen pins` prints.
-"""
+"""Value pins (`pins` in the project config, docs/generating.md): env and
+argument values every job a pin's selector covers must carry. A job whose
+recipe names its own `launcher` bypasses the shared one and the arguments it
+passes, so an argument pin must be on that launcher command itself."""
 
 from __future__ import annotations
 

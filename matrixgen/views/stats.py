@@ -1,23 +1,8 @@
-"""Counts: per target, per pipeline (system and scope), per platform, per model,
-and per quarantine state. What `matrixgen stats` prints.
-
-Counting rules (documented in `matrixgen stats --help` too):
-
-- Counts are over targets (the configured ones; for a tree without config,
-  every scope x platform x environment used): a job no target selects is in
-  no count. A target's count is its selection before quarantine; how many of those jobs
-  quarantine skips, lets fail or runs with deselected node ids is counted
-  beside it, so a skipped case is visible, not silently gone.
-- A pipeline (github/L1, gitlab/mr, ...) counts distinct jobs (by identity:
-  model, test case, environment, platform, tag) over its targets, so a job
-  that runs on pull requests and in the merge group counts once. `cases` are
-  functional jobs (every model but `unit-tests`); unit tests are counted as
-  jobs and as buckets (distinct test cases).
-- Platforms with `counted: false` in the config are left out by default (their
-  targets are listed as excluded); `--exclude-platform` leaves out more,
-  `--all-platforms` counts every platform. A platform that is an `alias_of`
-  another is counted on its own and under its fleet (the platform it aliases).
-"""
+"""What `matrixgen stats` counts (its `--help` gives the rules): per target its
+selection before quarantine, with what quarantine skips, lets fail or
+deselects counted beside it, so a skipped case stays visible; per pipeline
+(system and scope), per platform and per model, distinct jobs by identity, so a
+job that runs on pull requests and in the merge group counts once."""
 
 from __future__ import annotations
 
