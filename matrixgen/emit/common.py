@@ -386,14 +386,6 @@ def resolve_settings(
     )
 
 
-def _bad(config: ProjectConfig, keys: list[str | int], message: str) -> None:
-    location = config.locate(keys)
-    finding = Finding(location=location, severity=Severity.ERROR, code="settings", message=message)
-    raise ConfigError(
-        f"invalid settings in {config.path or 'the project config'}", findings=[finding]
-    )
-
-
 def _image(
     settings: SystemSettings,
     config: ProjectConfig,
@@ -424,20 +416,19 @@ def _pinned(pin: ImageSet, config: ProjectConfig, platform: str, keys: list[str 
     if pin.shared is not None:
         return pin.shared.image
     arch = config.platform(platform).arch
-    if arch is None:
-        _bad(
-            config,
-            keys,
-            f"{'.'.join(map(str, keys))} pins an image per architecture, but platform "
-            f'"{platform}" has none: set platforms.{platform}.arch '
-            f"({' or '.join(sorted(pin.pins()))})",
-        )
-    chosen = getattr(pin, str(arch))
-    if chosen is None:
-        _bad(
-            config,
-            keys,
-            f'no image pinned for architecture "{arch}" (platform "{platform}") '
-            f"under {'.'.join(map(str, keys))}",
-        )
-    return chosen.image
+    chosen = getattr(pin, arch) if arch is not None else None
+    if chosen is not None:
+        return chosen.image
+    where = ".".join(map(str, keys))
+    message = (
+        f'{where} pins an image per architecture, but platform "{platform}" has none: '
+        f"set platforms.{platform}.arch ({' or '.join(sorted(pin.pins()))})"
+        if arch is None
+        else f'no image pinned for architecture "{arch}" (platform "{platform}") under {where}'
+    )
+    finding = Finding(
+        location=config.locate(keys), severity=Severity.ERROR, code="settings", message=message
+    )
+    raise ConfigError(
+        f"invalid settings in {config.path or 'the project config'}", findings=[finding]
+    )
