@@ -54,6 +54,10 @@ def file_name(target: Target) -> str:
     return stem + emitter_for(target.system).suffix
 
 
+# The counts of a target's summary, in its order.
+SUMMARY_COUNTS = ("jobs", "allow_failure", "quarantined", "deselect", "skipped", "shards")
+
+
 class TargetOutput(ComparedValue, frozen=True, kw_only=True):
     target: Target
     file: str
@@ -72,12 +76,7 @@ class TargetOutput(ComparedValue, frozen=True, kw_only=True):
             "target": self.target.name,
             **json_value(self.target.place),
             "file": self.file,
-            "jobs": self.jobs,
-            "allow_failure": self.allow_failure,
-            "quarantined": self.quarantined,
-            "deselect": self.deselect,
-            "skipped": self.skipped,
-            "shards": self.shards,
+            **{k: getattr(self, k) for k in SUMMARY_COUNTS},
             "quarantine": [{"job": name, **json_value(mark)} for name, mark in self.marks],
         }
 
@@ -457,27 +456,15 @@ def quarantine_rows(outputs: Sequence[TargetOutput]) -> tuple[list[list[str]], l
 
 
 def summary_rows(outputs: Sequence[TargetOutput]) -> tuple[list[list[str]], list[str]]:
-    headers = [
-        "target",
-        "system",
-        "platform",
-        "jobs",
-        "allow_failure",
-        "quarantined",
-        "skipped",
-        "file",
-    ]
+    counts = ("jobs", "allow_failure", "quarantined", "skipped")  # headed by their names
     rows = [
         [
             o.target.name,
             o.target.system.value,
             o.target.selector.platform or "",
-            str(o.jobs),
-            str(o.allow_failure),
-            str(o.quarantined),
-            str(o.skipped),
+            *(str(getattr(o, name)) for name in counts),
             o.file,
         ]
         for o in outputs
     ]
-    return rows, headers
+    return rows, ["target", "system", "platform", *counts, "file"]

@@ -69,19 +69,10 @@ class Cost(Struct, frozen=True, kw_only=True):
     without_gpus: int = 0
 
     def __add__(self, other: Cost) -> Cost:
-        expected = (
-            None
-            if self.expected is None and other.expected is None
-            else (self.expected or 0.0) + (other.expected or 0.0)
-        )
-        return Cost(
-            jobs=self.jobs + other.jobs,
-            gpu_hours_max=self.gpu_hours_max + other.gpu_hours_max,
-            weighted_max=self.weighted_max + other.weighted_max,
-            expected=expected,
-            measured_jobs=self.measured_jobs + other.measured_jobs,
-            without_gpus=self.without_gpus + other.without_gpus,
-        )
+        sums = {k: getattr(self, k) + getattr(other, k) for k in _SUMMED}
+        if self.expected is None and other.expected is None:
+            return Cost(**sums)
+        return Cost(**sums, expected=(self.expected or 0.0) + (other.expected or 0.0))
 
     def expected_text(self) -> str:
         """The expected GPU-hours as tables show them: with how many jobs are measured."""
@@ -102,6 +93,10 @@ class Cost(Struct, frozen=True, kw_only=True):
             measured_jobs=self.measured_jobs if self.expected is not None else None,
             without_gpus=self.without_gpus or None,
         )
+
+
+# The figures of a Cost that add up as they are (`expected` may be unknown).
+_SUMMED = ("jobs", "gpu_hours_max", "weighted_max", "measured_jobs", "without_gpus")
 
 
 class CostShown(Struct, frozen=True, kw_only=True):
