@@ -35,12 +35,11 @@ KIND_ORDER = {"parent": 0, "build": 1, "external": 2, "job": 3, "missing": 4}
 
 
 class Need(Struct, frozen=True):
-    """One need of one job, as written (template) and as resolved (name)."""
+    """One need of one job: the job it names, at its position in spec.needs."""
 
     job: Job
     name: str
-    index: int  # position in spec.needs (-1: warm-up or parent, not from the recipe)
-    kind: str  # "needs", "warmup" or "parent"
+    index: int
 
 
 class JobGraph(Struct):
@@ -114,7 +113,7 @@ def build_graph(
             graph.add_node(f"{kind}:{name}", kind=kind, label=name)
             graph.add_edge(f"{kind}:{name}", job_node(job), kind="needs")
             if kind == "missing":
-                result.missing.append(Need(job=job, name=name, index=index, kind="needs"))
+                result.missing.append(Need(job=job, name=name, index=index))
     waits = emitter_for(target.system).waits(target.settings) if target is not None else Waits()
     if waits.warmup and len(emitted := emitted_jobs(jobs)) > 1:
         # The first job the emitter writes that may not fail runs before the others.
@@ -180,31 +179,25 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
         return  # warm-up and parent edges alone can neither dangle nor close a cycle
     generation = context.generation
     config = context.tree.config
-    targets = context.targets
     missing: dict[tuple[Location, str], list[str]] = {}
     cycles: dict[tuple[str, ...], tuple[Location, list[str]]] = {}
     # Needs a matrix cannot keep, by the matrix's system.
     row_needs: dict[tuple[System, Location], list[str]] = {}
     files = {f.rel: f for f in context.tree.files}
 
-    def locate(need: Need) -> Location:
+    def locate(job: Job, index: int) -> Location:
         """spec.needs[i] of the job's recipe, else the job's row."""
-        recipe = files.get(need.job.recipe)
-        if recipe is None or need.index < 0:
-            return need.job.source
-        return recipe.document.locate(["spec", "needs", need.index])
+        recipe = files.get(job.recipe)
+        return job.source if recipe is None else recipe.document.locate(["spec", "needs", index])
 
-    for target in targets:
+    for target in context.targets:
         selection = generation.selection(target)
         skipped_names = {j.name: j for j in selection.skipped}
         result = build_graph(selection.jobs, config, target)
         for need in result.missing:
-            where = locate(need)
-            why = ""
-            if need.name in skipped_names:
-                mark = skipped_names[need.name].quarantine
-                if mark is not None:
-                    why = f" (quarantine {mark.id} {mark.tracker} skips it)"
+            where = locate(need.job, need.index)
+            mark = skipped_names[need.name].quarantine if need.name in skipped_names else None
+            why = f" (quarantine {mark.id} {mark.tracker} skips it)" if mark is not None else ""
             missing.setdefault((where, need.name), []).append(target.name + why)
         for cycle in result.cycles:
             key = tuple(cycle)
@@ -218,7 +211,7 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
         if not emitter_for(target.system).child_pipelines:  # rows cannot wait
             for job in selection.jobs:
                 for index, _ in spec_needs(job):
-                    where = locate(Need(job=job, name="", index=index, kind="needs"))
+                    where = locate(job, index)
                     row_needs.setdefault((target.system, where), []).append(target.name)
     for (where, name), in_targets in sorted(missing.items()):
         yield finding(
