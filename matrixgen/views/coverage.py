@@ -123,28 +123,21 @@ class ReferenceChecker:
     def missing(self, job: Job) -> tuple[MissingReference, ...]:
         """The references a job needs and the listing lacks (none when it opts out of all)."""
         key = id(job)
-        if key in self._missing:
-            return self._missing[key]
-        self._keep[key] = job
-        opt_out = job_opt_out(job)
-        found: list[MissingReference] = []
-        for template in self.settings.templates:
-            if opt_out is not None and opt_out.covers(template.name):
-                continue
-            rel = self._render(template, job)
-            if rel is None or rel in self.listing.files:
-                continue
-            found.append(
-                MissingReference(
-                    job=job,
-                    reference=template.name,
-                    path=self.listing.shown(rel),
-                    hint=self.hint(rel),
-                )
+        if key not in self._missing:
+            self._keep[key] = job
+            opt_out = job_opt_out(job)
+            wanted = (
+                t for t in self.settings.templates if opt_out is None or not opt_out.covers(t.name)
             )
-        result = tuple(found)
-        self._missing[key] = result
-        return result
+            rendered = ((t.name, self._render(t, job)) for t in wanted)
+            self._missing[key] = tuple(
+                MissingReference(
+                    job=job, reference=name, path=self.listing.shown(rel), hint=self.hint(rel)
+                )
+                for name, rel in rendered
+                if rel is not None and rel not in self.listing.files
+            )
+        return self._missing[key]
 
     def hint(self, rel: str) -> str | None:
         if rel not in self._hints:
