@@ -20,7 +20,7 @@ from matrixgen.emit.common import (
 )
 from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.select import matches, select
-from matrixgen.model.errors import Finding, MatrixgenError, Severity
+from matrixgen.model.errors import Finding, MatrixgenError, Severity, finding
 from matrixgen.model.jobs import Job, Target
 from matrixgen.quarantine.apply import apply_quarantine, applying_entries
 from matrixgen.quarantine.model import Entry, load_quarantine
@@ -44,13 +44,7 @@ def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
         for job, why in emitter.name_problems(jobs):
             found.setdefault((target.system.value, job.source, why), []).append(target.name)
     for (system, location, why), names in sorted(found.items()):
-        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        yield Finding(
-            location=location,
-            severity=severity,
-            code=f"{system}-job-name",
-            message=f"{why} (target {shown})",
-        )
+        yield finding(location, f"{system}-job-name", f"{why} (target {_first(names)})", severity)
 
 
 UNREACHABLE = "quarantine-unreachable"  # the code of check_node_routes' findings
@@ -110,11 +104,10 @@ def check_node_routes(context: ValidationContext) -> Iterator[Finding]:
             if qfile.document
             else entry.location
         )
-        yield Finding(
-            location=location,
-            severity=Severity.ERROR,
-            code=UNREACHABLE,
-            message=f'entry "{entry_id}" ({entry.action.value}) cannot reach the tests of '
+        yield finding(
+            location,
+            UNREACHABLE,
+            f'entry "{entry_id}" ({entry.action.value}) cannot reach the tests of '
             f"target {target_name} ({items[0].job.identity}{more}): {items[0].why}",
         )
 
@@ -153,16 +146,16 @@ def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
                 if any(v != values[0] for v in values[1:]):
                     fields.setdefault(key, values)  # as the first target that differs has it
     for where, (names, fields, job) in sorted(found.items()):
-        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        shown = _first(names)
         places = ", ".join(str(w) for w in where)
         defined = f"{job.identity} in scope {job.shown_scope} is defined {len(where)} times"
         if not fields:
-            yield Finding(
-                location=where[0],
-                severity=Severity.WARNING,
-                code="duplicate-job",
-                message=f"{defined}, at {places}; the copies agree on everything emitted, so "
+            yield finding(
+                where[0],
+                "duplicate-job",
+                f"{defined}, at {places}; the copies agree on everything emitted, so "
                 f"target(s) {shown} run it once: keep one row",
+                Severity.WARNING,
             )
             continue
         differences = "; ".join(
@@ -170,13 +163,18 @@ def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
             + ", ".join(f"{_short_value(v)} at {w}" for v, w in zip(values, where, strict=True))
             for key, values in fields.items()
         )
-        yield Finding(
-            location=where[0],
-            severity=severity,
-            code="duplicate-conflict",
-            message=f"{defined} and the copies differ ({differences}): target(s) {shown} can "
+        yield finding(
+            where[0],
+            "duplicate-conflict",
+            f"{defined} and the copies differ ({differences}): target(s) {shown} can "
             f"run only one; generate uses the last, at {where[-1]}",
+            severity,
         )
+
+
+def _first(names: list[str]) -> str:
+    """The first four target names, in the order met: `a, b, c, d and 2 more`."""
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
 def _short_value(value: Any) -> str:
@@ -203,12 +201,10 @@ def check_timeouts(context: ValidationContext) -> Iterator[Finding]:
             if seconds > cap:
                 found.setdefault(job.source, (seconds, cap, []))[2].append(target.name)
     for location, (seconds, cap, names) in sorted(found.items()):
-        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        yield Finding(
-            location=location,
-            severity=Severity.ERROR,
-            code="timeout-cap",
-            message=f"the job's timeout is {timeout_minutes(seconds)} min ({seconds} s), past the "
+        yield finding(
+            location,
+            "timeout-cap",
+            f"the job's timeout is {timeout_minutes(seconds)} min ({seconds} s), past the "
             f"system's timeout_cap of {timeout_minutes(cap)} min ({cap} s): lower n_repeat or "
-            f"time_limit, or set the recipe's timeout (target {shown})",
+            f"time_limit, or set the recipe's timeout (target {_first(names)})",
         )

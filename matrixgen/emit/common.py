@@ -15,14 +15,7 @@ from msgspec.structs import replace
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.documents.config_sections import ImageSet, SystemSettings
 from matrixgen.engine.select import unused_value, used_values
-from matrixgen.model.errors import (
-    ConfigError,
-    Finding,
-    RecipeError,
-    Severity,
-    UsageError,
-    did_you_mean,
-)
+from matrixgen.model.errors import ConfigError, RecipeError, UsageError, did_you_mean, finding
 from matrixgen.model.jobs import EMPTY_MAPPING, Job, JobId, QuarantineMark, Target
 from matrixgen.model.vocab import QuarantineAction, System, resolve_scope
 from matrixgen.util.values import ComparedValue
@@ -426,9 +419,7 @@ def _pinned(pin: ImageSet, config: ProjectConfig, platform: str, keys: list[str 
         if arch is None
         else f'no image pinned for architecture "{arch}" (platform "{platform}") under {where}'
     )
-    finding = Finding(
-        location=config.locate(keys), severity=Severity.ERROR, code="settings", message=message
-    )
     raise ConfigError(
-        f"invalid settings in {config.path or 'the project config'}", findings=[finding]
+        f"invalid settings in {config.path or 'the project config'}",
+        findings=[finding(config.locate(keys), "settings", message)],
     )
