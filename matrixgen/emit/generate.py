@@ -270,10 +270,6 @@ def _prepare_folder(out_dir: Path) -> None:
         raise file_error(f"--output-dir {out_dir}: cannot create the directory", exc) from None
 
 
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def _read_manifest(out_dir: Path) -> tuple[dict[str, str], list[str]]:
     """The files an earlier run wrote, {name: sha256}; unusable entries dropped."""
     path = out_dir / MANIFEST_NAME
@@ -313,7 +309,7 @@ def _write_owned(outputs: list[TargetOutput], out_dir: Path, targets_now: set[st
         remove_stale_temps(out_dir, name, every=True)  # the lock keeps other writers out
     earlier, notes = _read_manifest(out_dir)
     data = {o.file: o.text.encode("utf-8") for o in outputs}
-    now = {name: _digest(body) for name, body in data.items()}
+    now = {name: hashlib.sha256(body).hexdigest() for name, body in data.items()}
     # Recorded before writing: a run killed half-way never forgets a file it wrote.
     _write_manifest(out_dir, {**earlier, **now})
     for output in outputs:
@@ -332,12 +328,13 @@ def _write_owned(outputs: list[TargetOutput], out_dir: Path, targets_now: set[st
             continue
         if current is None:
             continue
+        unchanged = hashlib.sha256(current).hexdigest() == digest
         if name in targets_now:
             # Its target still exists (not part of this run): still ours if unchanged.
-            if _digest(current) == digest:
+            if unchanged:
                 owned[name] = digest
             continue
-        if _digest(current) != digest:
+        if not unchanged:
             kept.append((name, "changed since matrixgen wrote it: left alone"))
             continue
         try:

@@ -182,8 +182,7 @@ def board(data: SiteData) -> str:
     for item in data.audit:
         problems.setdefault(item.entry_id, []).append(item.problem)
     headers = ["entry", "tracker", "owner", "kind", "action", "jobs", "age", "expires"]
-    for part in data.parts.values():
-        headers += part.board_headers()
+    headers += [h for part in data.parts.values() for h in part.board_headers()]
     rows = []
     classes = []
     for entry in entries:
@@ -218,9 +217,7 @@ def board(data: SiteData) -> str:
             age,
             expiry,
         ]
-        for part in data.parts.values():
-            row += part.board_cells(entry)
-        rows.append(row)
+        rows.append(row + [c for part in data.parts.values() for c in part.board_cells(entry)])
         classes.append(state)
     body = [
         figures(

@@ -206,17 +206,15 @@ def check_images(context: ValidationContext) -> Iterator[Finding]:
         return
     pins = [p for p in image_pins(config) if p.keys[0] == "images"]
     for target in config.targets:
-        platform = target.selector.platform or ""
-        system = target.system.value
         if target.settings.image is not None:
             continue
-        # A job runs in its environment's own pin, else the system's, for its arch.
+        platform = target.selector.platform or ""
+        system = target.system.value
         arch = config.platform(platform).arch
+        # A job runs in its environment's own pin, else the system's, for its arch.
         env = target.selector.environment
         if not any(
-            p.system == system
-            and p.arch in (None, arch)
-            and (p.environment is None or (env is not None and p.environment == env))
+            p.system == system and p.arch in (None, arch) and p.environment in (None, env)
             for p in pins
         ):
             fix = (
