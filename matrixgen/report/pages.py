@@ -38,9 +38,6 @@ def _pipelines(targets: Sequence[Target]) -> dict[str, list[Target]]:
     return dict(sorted(found.items()))
 
 
-# ------------------------------------------------------------------- overview
-
-
 def overview(data: SiteData) -> str:
     groups = _pipelines(data.targets)
     quarantined = {
@@ -101,9 +98,6 @@ def overview(data: SiteData) -> str:
 def _subtitle(data: SiteData) -> str:
     words = [str(data.generation.tree.root), *(p.subtitle for p in data.parts.values())]
     return " · ".join([*words, f"as of {data.today.isoformat()}"])
-
-
-# ------------------------------------------------------------------ selection
 
 
 def _cell(jobs: list[Job], skipped: bool) -> str:
@@ -171,9 +165,6 @@ def selection(data: SiteData) -> str:
         "here (the Flake history page shows its results).</p>\n"
     )
     return _frame(data).page("selection.html", "Selection", "".join(body))
-
-
-# ----------------------------------------------------------------- quarantine
 
 
 def board(data: SiteData) -> str:

@@ -27,9 +27,6 @@ def load(path: str) -> Callable[..., Any]:
     return cast("Callable[..., Any]", getattr(importlib.import_module(module), name))
 
 
-# ----------------------------------------------------------------- the report
-
-
 class SiteRequest(Struct, frozen=True, kw_only=True):
     """What the report gives each contribution to compute from: the tree, the
     targets shown, each entry's hits in them, the window and the command's own
@@ -80,9 +77,6 @@ class ReportContribution(Struct, frozen=True, kw_only=True):
 
     def computed(self, request: SiteRequest) -> SitePart:
         return cast("SitePart", load(self.gather)(request))
-
-
-# ------------------------------------------------------------------- the diff
 
 
 class DiffContribution(Struct, frozen=True, kw_only=True):

@@ -152,9 +152,6 @@ def checked(job: Job, settings: ReferenceSettings) -> bool:
     return opt_out is None or any(not opt_out.covers(t.name) for t in settings.templates)
 
 
-# ---------------------------------------------------------------- coverage
-
-
 class TargetCoverage(Struct, frozen=True, kw_only=True):
     target: Target
     gating: bool
@@ -329,9 +326,6 @@ def find_orphans(
     return orphans
 
 
-# ---------------------------------------------------------------- reading
-
-
 def read_listing(
     recipes: Path, settings: ReferenceSettings, root: Path | None = None
 ) -> ReferenceListing:
@@ -355,9 +349,6 @@ def _shown(directory: Path) -> str:
         return absolute.as_posix()
     text = rel.as_posix()
     return "" if text == "." else text
-
-
-# ---------------------------------------------------------------- validate
 
 
 def check_references(context: ValidationContext) -> Iterator[Finding]:
@@ -441,9 +432,6 @@ def opt_out_findings(tree: RecipeTree, settings: ReferenceSettings) -> Iterator[
                         f"{did_you_mean(name, declared)}; declared in {tree.config.path}: "
                         f"{', '.join(declared)}",
                     )
-
-
-# ---------------------------------------------------------------- rendering
 
 
 def _counts(target: TargetCoverage) -> list[str]:

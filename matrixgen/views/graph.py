@@ -161,10 +161,6 @@ def tree_graph(generation: Generation) -> JobGraph:
     return build_graph(generation.jobs, generation.tree.config, None)
 
 
-# ---------------------------------------------------------------------------
-# validate
-
-
 def _any_needs(jobs: Sequence[Job]) -> bool:
     """`any(spec_needs(j) for j in jobs)`: a needs list with a template in it
     (whether it renders or not), tested in C for the jobs without one."""
@@ -232,10 +228,6 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
             f"these needs are not kept in {few(in_targets, 4)}",
             Severity.WARNING,
         )
-
-
-# ---------------------------------------------------------------------------
-# output
 
 
 def _sorted_nodes(graph: nx.DiGraph) -> list[str]:

@@ -299,10 +299,6 @@ class _RecipeLocator:
         return recipe.document.locate(["spec"], key=True)
 
 
-# ---------------------------------------------------------------------------
-# `matrixgen pins`
-
-
 def pins_report(config: ProjectConfig, jobs: Iterable[Job]) -> dict[str, Any]:
     """Images side by side with their versions, then env/argument pins with coverage."""
     return {

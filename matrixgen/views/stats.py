@@ -272,10 +272,6 @@ def _pipelines(targets: Sequence[TargetStats], config: ProjectConfig) -> list[Pi
     ]
 
 
-# ---------------------------------------------------------------------------
-# the platforms section, checked by validate
-
-
 def check_platforms(context: ValidationContext) -> Iterator[Finding]:
     """platforms.<p> must be a platform of the vocabulary; alias_of must name
     another one, without a loop."""
@@ -305,10 +301,6 @@ def check_platforms(context: ValidationContext) -> Iterator[Finding]:
                 "platform",
                 f"platforms.{name}.alias_of: aliases form a loop",
             )
-
-
-# ---------------------------------------------------------------------------
-# text
 
 
 def render_table(stats: Stats) -> str:
