@@ -28,10 +28,8 @@ def load(path: str) -> Callable[..., Any]:
 
 
 class SiteRequest(Struct, frozen=True, kw_only=True):
-    """What the report gives each contribution to compute from: the tree, the
-    targets shown, each entry's hits in them, the window and the command's own
-    options by name (`db`, `triage`: what a contribution reads of them is its
-    own business)."""
+    """What the report gives each contribution to compute from; what it reads of
+    the command's `options` (`db`, `triage`) is its own business."""
 
     generation: Generation
     targets: tuple[Target, ...]
@@ -80,13 +78,10 @@ class ReportContribution(Struct, frozen=True, kw_only=True):
 
 
 class DiffContribution(Struct, frozen=True, kw_only=True):
-    """A feature's note beside each quarantine entry a selection diff names
-    (the diff's `evidence`: its text, comment and JSON show every note it is
-    handed, by entry id). `notes` names the function
-    ("package.module:function", imported when the diff runs) that, given the
-    diff's generations (base, head), the ids it wants and the command's options
-    by name, returns {entry id: note}, or None when the feature has nothing to
-    say of this diff (no results store: the diff then says nothing of it)."""
+    """A feature's note beside each quarantine entry a selection diff names.
+    `notes` names the function that, given the diff's generations (base, head),
+    the ids it wants and the command's options, returns {entry id: note}, or
+    None when the feature has nothing to say of this diff (no results store)."""
 
     name: str
     notes: str

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 # The job fields of a missing reference, in the JSON, then where it was looked for.
 MISSING_JOB_FIELDS = ("model", "test_case", "tag", "environment", "platform")
-PLACE_KEYS = (("reference", "reference"), ("path", "path"), ("hint", "hint"))
+PLACE_KEYS = tuple((k, k) for k in ("reference", "path", "hint"))
 
 
 class MissingReference(Struct, frozen=True, kw_only=True):
@@ -75,11 +75,7 @@ class TargetMissing(Struct, frozen=True, kw_only=True):
     missing: MissingReference
 
     JSON: ClassVar[JsonLayout] = JsonLayout(
-        keys=(
-            ("target", "target"),
-            *((k, f"missing.job.{k}") for k in MISSING_JOB_FIELDS),
-            *((k, f"missing.{path}") for k, path in PLACE_KEYS),
-        )
+        keys=(("target", "target"), *((k, f"missing.{p}") for k, p in MissingReference.JSON.keys))
     )
 
 
@@ -301,14 +297,11 @@ def find_orphans(
     """Listed files that fit a template, are no selected job's path, nor a variant of one."""
     used_set = set(used)
     grouped = used_by_dir(used_set)
-    known: dict[str, set[str]] = {}
-    for job in jobs:
-        for name in ("model", "test_case", "environment", "tag", "scope"):
-            value = getattr(job, name)
-            if isinstance(value, str):
-                known.setdefault(name, set()).add(value)
-        known.setdefault("platforms", set()).add(job.platform)
-        known.setdefault("platform", set()).add(job.platform)
+    known = {
+        name: {v for v in (getattr(j, name) for j in jobs) if isinstance(v, str)}
+        for name in ("model", "test_case", "environment", "tag", "scope")
+    }
+    known["platforms"] = known["platform"] = {j.platform for j in jobs}
     matchers = [TemplateMatcher.build(t, known) for t in settings.templates]
     orphans: list[Orphan] = []
     for path in sorted(listing.files):
