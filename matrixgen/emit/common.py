@@ -145,9 +145,7 @@ def emitted_job(job: Job, emit: Callable[..., Mapping[str, Any]], *args: Any) ->
 def recipe_timeout(job: Job) -> int | None:
     """A recipe's (or row's) own `timeout` in seconds, when it sets a valid one."""
     own = job.spec.get("timeout")
-    if isinstance(own, int) and not isinstance(own, bool) and own >= 1:
-        return own
-    return None
+    return own if isinstance(own, int) and not isinstance(own, bool) and own >= 1 else None
 
 
 def timeout_minutes(seconds: int) -> int:
@@ -171,9 +169,7 @@ def quarantine_label(job: Job) -> str | None:
     from matrixgen.quarantine.jobenv import entry_label
 
     mark = job.quarantine
-    if mark is None:
-        return None
-    return entry_label(mark.id, mark.tracker)
+    return None if mark is None else entry_label(mark.id, mark.tracker)
 
 
 def deselected(job: Job) -> tuple[str, ...]:

@@ -112,10 +112,7 @@ class CostShown(Struct, frozen=True, kw_only=True):
 def decided_repeats(job: Job, target: Target) -> int | None:
     """The n_repeat a target's decision gives the job (None: the job's own): a
     decision applies where the recipe leaves n_repeat to the default."""
-    decided = target.n_repeat
-    if decided is not None and "n_repeat" not in job.spec:
-        return decided
-    return None
+    return target.n_repeat if "n_repeat" not in job.spec else None
 
 
 def repeats_in(job: Job, target: Target) -> int:
