@@ -6,7 +6,7 @@ tree; each job's paths are rendered once however many targets select it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -437,21 +437,33 @@ def _markdown_table(headers: list[str], rows: list[list[str]], *, numeric: int =
     return [f"| {' | '.join(cells)} |" for cells in (headers, align, *rows)]
 
 
+def _missing_rows(coverage: Coverage, show: Callable[[str], str]) -> list[list[str]]:
+    return [
+        [
+            *map(show, (t.target.name, str(m.job.identity), m.reference, m.path)),
+            show(m.short_hint) if m.short_hint else "-",
+        ]
+        for t, m in coverage.missing
+    ]
+
+
+def _orphan_rows(coverage: Coverage, show: Callable[[str], str]) -> list[list[str]]:
+    return [
+        [show(o.path), *(show(o.fields[k]) if o.fields.get(k) else "-" for k in ORPHAN_COLUMNS)]
+        for o in coverage.orphans
+    ]
+
+
 def render_table(coverage: Coverage) -> str:
     """`matrixgen coverage`: targets, then missing references, then orphans."""
     rows = [[t.target.name, "yes" if t.gating else "no", *_counts(t)] for t in coverage.targets]
     out = [table(rows, ["target", "gating", "jobs", "checked", "missing"])]
     if coverage.missing:
-        rows = [
-            [t.target.name, str(m.job.identity), m.reference, m.path, m.short_hint or "-"]
-            for t, m in coverage.missing
-        ]
+        rows = _missing_rows(coverage, str)
         out.append(f"\nMissing references ({len(rows)})\n")
         out.append(table(rows, ["target", "job", "reference", "looked for", "nearest"]))
     if coverage.orphans:
-        rows = [
-            [o.path, *(o.fields.get(k) or "-" for k in ORPHAN_COLUMNS)] for o in coverage.orphans
-        ]
+        rows = _orphan_rows(coverage, str)
         out.append(f"\nOrphans: files no job of any target selects ({len(rows)})\n")
         out.append(table(rows, ["file", *ORPHAN_COLUMNS]))
     return "".join(out)
@@ -490,26 +502,14 @@ def render_markdown(coverage: Coverage) -> str:
         lines += ["", "#### Missing references", ""]
         lines += _markdown_table(
             ["target", "job", "reference", "looked for", "nearest"],
-            [
-                [
-                    *map(code_span, (t.target.name, str(m.job.identity), m.reference, m.path)),
-                    code_span(m.short_hint) if m.short_hint else "-",
-                ]
-                for t, m in coverage.missing
-            ],
+            _missing_rows(coverage, code_span),
         )
         lines.append("")
     if coverage.orphans:
         lines += ["#### Orphans (no job of any target selects them)", ""]
         lines += _markdown_table(
             ["file", "model", "test case", "environment", "platform"],
-            [
-                [
-                    code_span(o.path),
-                    *(code_span(o.fields[k]) if o.fields.get(k) else "-" for k in ORPHAN_COLUMNS),
-                ]
-                for o in coverage.orphans
-            ],
+            _orphan_rows(coverage, code_span),
         )
         lines.append("")
     return "\n".join(lines) + "\n"
