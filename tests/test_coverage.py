@@ -709,3 +709,26 @@ def test_a_configured_root_below_the_top(outside_git: Path, cli: Callable) -> No
     assert [m["path"] for m in data["missing"]] == [
         f"repo/ci/refs/{CASES}/gpt/gpt_a/golden_values_dev_dgx_gb200.json"
     ]
+
+
+def test_the_comment_tables_the_gaps_and_the_orphans(outside_git: Path, cli: Callable) -> None:
+    recipes = project(outside_git / "repo")
+    run = cli("coverage", "--format", "markdown", "--recipes", recipes)
+    assert run.code == 1, run.err
+    cases = f"repo/{CASES}/gpt"
+    assert run.out.split("\n\n")[2:] == [
+        "| target | gating | jobs | checked | missing |\n"
+        "| :-- | :-- | --: | --: | --: |\n"
+        "| `mr-gb200` | yes | 1 | 1 | 1 |",
+        "#### Missing references",
+        "| target | job | reference | looked for | nearest |\n"
+        "| :-- | :-- | :-- | :-- | :-- |\n"
+        "| `mr-gb200` | `gpt/gpt_a on dgx_gb200/dev` | `golden` | "
+        f"`{cases}/gpt_a/golden_values_dev_dgx_gb200.json` | `golden_values_dev_dgx_h100.json` |",
+        "#### Orphans (no job of any target selects them)",
+        "| file | model | test case | environment | platform |\n"
+        "| :-- | :-- | :-- | :-- | :-- |\n"
+        f"| `{cases}/gpt_old/golden_values_lts_dgx_a100.json` | `gpt` | `gpt_old` | `lts` | "
+        "`dgx_a100` |",
+        "",
+    ]

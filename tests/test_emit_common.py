@@ -139,3 +139,41 @@ def test_without_a_vocabulary_an_unused_ad_hoc_value_is_refused() -> None:
     # A legacy name and its tier are both a used scope.
     _check("system=gitlab,scope=L2,platform=dgx_h100,environment=dev", V1_TREE)
     _check("system=gitlab,scope=nightly,platform=dgx_h100,environment=dev", V1_TREE)
+
+
+# --------------------------------------------------------------------------- images
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            "dgx_gb200: {arch: arm64, ",
+            "dgx_gb200: {",
+            'images.gitlab pins an image per architecture, but platform "dgx_gb200" has none: '
+            "set platforms.dgx_gb200.arch (amd64 or arm64)",
+        ),
+        (
+            "arm64: {repository: registry.example.com/ci, tag: 26.09-arm64}",
+            "",
+            'no image pinned for architecture "arm64" (platform "dgx_gb200") under images.gitlab',
+        ),
+    ],
+)
+def test_an_image_pinned_per_architecture_needs_the_platforms_arch_and_its_pin(
+    old: str, new: str, message: str
+) -> None:
+    files = tree_files(V2_TREE)
+    config = files["matrixgen.yaml"].decode()
+    assert config.count(old) == 1
+    files["matrixgen.yaml"] = config.replace(old, new).encode()
+    gen = generate_from_files(files, root="fixture")
+    target = gen.tree.config.target("gl-mr-gb200")
+    assert target is not None
+    with pytest.raises(ConfigError) as info:
+        resolve_settings(target, gen.tree.config, gen.jobs_for(target))
+    [found] = info.value.findings
+    assert (found.code, found.message) == ("settings", message)
+    # At the pin the message names: the value of images.gitlab.
+    located = files["matrixgen.yaml"].decode().splitlines()[found.location.line - 1]
+    assert located.strip().startswith("amd64: {repository: registry.example.com/ci")

@@ -20,7 +20,7 @@ from matrixgen.emit.common import (
 )
 from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.select import matches, select
-from matrixgen.model.errors import Finding, MatrixgenError, Severity
+from matrixgen.model.errors import Finding, MatrixgenError, Severity, finding
 from matrixgen.model.jobs import Job, Target
 from matrixgen.quarantine.apply import apply_quarantine, applying_entries
 from matrixgen.quarantine.model import Entry, load_quarantine
@@ -44,21 +44,13 @@ def check_gitlab_names(context: ValidationContext) -> Iterator[Finding]:
         for job, why in emitter.name_problems(jobs):
             found.setdefault((target.system.value, job.source, why), []).append(target.name)
     for (system, location, why), names in sorted(found.items()):
-        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        yield Finding(
-            location=location,
-            severity=severity,
-            code=f"{system}-job-name",
-            message=f"{why} (target {shown})",
-        )
+        yield finding(location, f"{system}-job-name", f"{why} (target {_first(names)})", severity)
 
 
 UNREACHABLE = "quarantine-unreachable"  # the code of check_node_routes' findings
 
 
 class Unreached(Struct, frozen=True):
-    """A node-level entry that cannot reach the tests of a target's job."""
-
     entry: Entry
     target: Target
     job: Job
@@ -68,8 +60,8 @@ class Unreached(Struct, frozen=True):
 def unreached(
     entries: Sequence[Entry], jobs: Sequence[Job], targets: Sequence[Target], config: ProjectConfig
 ) -> list[Unreached]:
-    """Every (node-level entry, target, job) where the entry applies to the job
-    but cannot reach its tests (`common.node_route`), in target and job order."""
+    """Every node-level entry that applies to a job of a target but cannot reach
+    its tests (`common.node_route`), in target and job order."""
     if not any(e.action.node_level for e in entries):
         return []
     known = {j.test_case for j in jobs}
@@ -96,9 +88,8 @@ def unreached(
 
 
 def check_node_routes(context: ValidationContext) -> Iterator[Finding]:
-    """validate: node-level entries (deselect, mute) that cannot reach the tests
-    of a target's job (`common.node_route`): `generate` would refuse. One error
-    per entry and target, at the entry's action."""
+    """validate: what `generate` would refuse of `unreached`, once per entry and
+    target, at the entry's action."""
     qfile = load_quarantine(context.tree)
     found: dict[tuple[str, str], list[Unreached]] = {}
     for item in unreached(
@@ -113,22 +104,19 @@ def check_node_routes(context: ValidationContext) -> Iterator[Finding]:
             if qfile.document
             else entry.location
         )
-        yield Finding(
-            location=location,
-            severity=Severity.ERROR,
-            code=UNREACHABLE,
-            message=f'entry "{entry_id}" ({entry.action.value}) cannot reach the tests of '
+        yield finding(
+            location,
+            UNREACHABLE,
+            f'entry "{entry_id}" ({entry.action.value}) cannot reach the tests of '
             f"target {target_name} ({items[0].job.identity}{more}): {items[0].why}",
         )
 
 
 def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
-    """validate: one job defined by several rows for one target (the same identity
-    and scope, cadences that the target takes both of). The target runs one job
-    (the last definition, see `select.one_per_identity`). Copies that agree on
-    every emitted field are a warning naming every location; copies that differ
-    are an error (a warning in a format_version 1 tree, whose generator keeps the
-    last one too) naming the locations and the fields: CI could run only one."""
+    """validate: one job defined by several rows for one target, which runs the
+    last: copies that agree on every emitted field are a warning; copies that
+    differ, an error (a warning in a format_version 1 tree, whose generator
+    keeps the last one too) naming the fields."""
     doubled = [j for j in context.expansion.jobs if j.definitions]
     if not doubled:
         return
@@ -158,16 +146,16 @@ def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
                 if any(v != values[0] for v in values[1:]):
                     fields.setdefault(key, values)  # as the first target that differs has it
     for where, (names, fields, job) in sorted(found.items()):
-        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        shown = _first(names)
         places = ", ".join(str(w) for w in where)
         defined = f"{job.identity} in scope {job.shown_scope} is defined {len(where)} times"
         if not fields:
-            yield Finding(
-                location=where[0],
-                severity=Severity.WARNING,
-                code="duplicate-job",
-                message=f"{defined}, at {places}; the copies agree on everything emitted, so "
+            yield finding(
+                where[0],
+                "duplicate-job",
+                f"{defined}, at {places}; the copies agree on everything emitted, so "
                 f"target(s) {shown} run it once: keep one row",
+                Severity.WARNING,
             )
             continue
         differences = "; ".join(
@@ -175,13 +163,18 @@ def check_duplicates(context: ValidationContext) -> Iterator[Finding]:
             + ", ".join(f"{_short_value(v)} at {w}" for v, w in zip(values, where, strict=True))
             for key, values in fields.items()
         )
-        yield Finding(
-            location=where[0],
-            severity=severity,
-            code="duplicate-conflict",
-            message=f"{defined} and the copies differ ({differences}): target(s) {shown} can "
+        yield finding(
+            where[0],
+            "duplicate-conflict",
+            f"{defined} and the copies differ ({differences}): target(s) {shown} can "
             f"run only one; generate uses the last, at {where[-1]}",
+            severity,
         )
+
+
+def _first(names: list[str]) -> str:
+    """The first four target names, in the order met: `a, b, c, d and 2 more`."""
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
 def _short_value(value: Any) -> str:
@@ -190,9 +183,8 @@ def _short_value(value: Any) -> str:
 
 
 def check_timeouts(context: ValidationContext) -> Iterator[Finding]:
-    """validate: a job whose timeout (derived from n_repeat x time_limit plus the
-    system's overhead, or set) exceeds its system's timeout_cap: CI would cut it
-    off, or refuse the job, before its last repeat."""
+    """validate: a job whose timeout exceeds its system's timeout_cap: CI would
+    cut it off, or refuse it, before its last repeat."""
     config = context.tree.config
     targets = [t for t in context.targets if t.settings.timeout_cap is not None]
     if not targets:
@@ -209,12 +201,10 @@ def check_timeouts(context: ValidationContext) -> Iterator[Finding]:
             if seconds > cap:
                 found.setdefault(job.source, (seconds, cap, []))[2].append(target.name)
     for location, (seconds, cap, names) in sorted(found.items()):
-        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        yield Finding(
-            location=location,
-            severity=Severity.ERROR,
-            code="timeout-cap",
-            message=f"the job's timeout is {timeout_minutes(seconds)} min ({seconds} s), past the "
+        yield finding(
+            location,
+            "timeout-cap",
+            f"the job's timeout is {timeout_minutes(seconds)} min ({seconds} s), past the "
             f"system's timeout_cap of {timeout_minutes(cap)} min ({cap} s): lower n_repeat or "
-            f"time_limit, or set the recipe's timeout (target {shown})",
+            f"time_limit, or set the recipe's timeout (target {_first(names)})",
         )

@@ -1,11 +1,7 @@
-"""Stage 6, emit: what the GitHub and GitLab emitters share.
-
-Settings of a target are resolved here, once, into an `EmitSettings` value: the
-system's settings (`systems.<system>` in the project config) under the target's
-own (`targets.<name>`), plus the container image pinned for the system and the
-platform's architecture (`images`). The emitters only turn jobs and settings
-into text; they never read the config themselves.
-"""
+"""What the emitters share. A target's settings (its own over its system's,
+and the image pinned for its platform's architecture) are resolved here, once,
+into `EmitSettings`: the emitters turn jobs and settings into text and never
+read the config."""
 
 from __future__ import annotations
 
@@ -19,14 +15,7 @@ from msgspec.structs import replace
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.documents.config_sections import ImageSet, SystemSettings
 from matrixgen.engine.select import unused_value, used_values
-from matrixgen.model.errors import (
-    ConfigError,
-    Finding,
-    RecipeError,
-    Severity,
-    UsageError,
-    did_you_mean,
-)
+from matrixgen.model.errors import ConfigError, RecipeError, UsageError, did_you_mean, finding
 from matrixgen.model.jobs import EMPTY_MAPPING, Job, JobId, QuarantineMark, Target
 from matrixgen.model.vocab import QuarantineAction, System, resolve_scope
 from matrixgen.util.values import ComparedValue
@@ -94,16 +83,11 @@ class Waits(NamedTuple):
 
 
 class EmittedJob(ComparedValue, frozen=True, kw_only=True):
-    """One job of one target as its file holds it: the one value that the GitHub
-    and GitLab emitters serialise, that `generate` counts and that the diff
-    compares, so they cannot disagree.
-
-    `content` is exactly what the file holds for the job: the GitHub matrix row,
-    or `{"name": JOB NAME, **the GitLab job}`. `plain` is the same job emitted
-    as if no quarantine entry applied to it (`content` itself when none does):
-    the diff compares `plain` for changes and the marks for quarantine changes.
-    A job a skip entry takes out is not in the file: `skipped`, content empty.
-    Treat both mappings as read-only."""
+    """One job of one target as its file holds it (`content`, read-only): the one
+    value the emitters serialise, `generate` counts and the diff compares, so
+    they cannot disagree. `plain` is the job emitted as if no quarantine entry
+    applied (the diff compares it for changes, the marks for quarantine
+    changes); a job a skip entry takes out is `skipped`, with no content."""
 
     identity: JobId
     content: Mapping[str, Any]
@@ -120,8 +104,8 @@ class EmittedJob(ComparedValue, frozen=True, kw_only=True):
 
 
 class EmittedTarget(Struct, frozen=True, kw_only=True):
-    """Everything one target's file holds, as values: its jobs in file order, the
-    jobs a skip entry keeps out, and (GitLab) the stage order."""
+    """Everything one target's file holds: its jobs in file order, the jobs a
+    skip entry keeps out, and the stage order."""
 
     target: Target
     jobs: tuple[EmittedJob, ...]
@@ -161,9 +145,7 @@ def emitted_job(job: Job, emit: Callable[..., Mapping[str, Any]], *args: Any) ->
 def recipe_timeout(job: Job) -> int | None:
     """A recipe's (or row's) own `timeout` in seconds, when it sets a valid one."""
     own = job.spec.get("timeout")
-    if isinstance(own, int) and not isinstance(own, bool) and own >= 1:
-        return own
-    return None
+    return own if isinstance(own, int) and not isinstance(own, bool) and own >= 1 else None
 
 
 def timeout_minutes(seconds: int) -> int:
@@ -172,11 +154,8 @@ def timeout_minutes(seconds: int) -> int:
 
 
 def emitted_jobs(jobs: Iterable[Job]) -> list[Job]:
-    """The jobs that go into a file, in a fixed order.
-
-    A job quarantined with action `skip` does not run; selection normally removes
-    it already, this keeps it out of the file whatever the caller passed.
-    """
+    """The jobs that go into a file, in a fixed order: never one a skip entry
+    takes out, whatever the caller passed."""
     kept = [
         j
         for j in jobs
@@ -190,9 +169,7 @@ def quarantine_label(job: Job) -> str | None:
     from matrixgen.quarantine.jobenv import entry_label
 
     mark = job.quarantine
-    if mark is None:
-        return None
-    return entry_label(mark.id, mark.tracker)
+    return None if mark is None else entry_label(mark.id, mark.tracker)
 
 
 def deselected(job: Job) -> tuple[str, ...]:
@@ -207,23 +184,14 @@ class Unreachable(Exception):
 
 
 def node_route(job: Job, *, launcher: str | None) -> str | None:
-    """How a job's node-level entries (deselect, mute) reach its tests; None when
-    none applies. `launcher` is the command the job's entry runs (the emitter's
-    `launcher`: None for a matrix row, which the workflow runs). Every node-level
-    entry is applied by the pytest plugin, which matches node ids exactly
-    (`util.nodeid.covers`): never by pytest's own `--deselect`, a prefix match
-    (`::test_x` would also drop `::test_x_after_restart`). Unreachable when they
-    cannot reach it:
-
-    - a job whose launcher is Megatron-LM's launch_jet_workload.py (GitLab)
-      runs the recipe's `script` on a cluster; the launcher takes no node ids and
-      the job's variables stay behind: only a script that hands the quarantine
-      file on (`jobenv.script_reaches_plugin`) reaches the plugin (ROUTE_SCRIPT);
-    - any other job gets the plugin's variables (ROUTE_PLUGIN: GitLab job
-      variables, or the `env` of a GitHub matrix row, which the workflow exports
-      to the test command as for any recipe env); a recipe env that sets one of
-      them would hide the job from the plugin.
-    """
+    """How a job's node-level entries (deselect, mute) reach its tests, None when
+    none applies: always through the pytest plugin, which matches node ids
+    exactly (pytest's `--deselect` is a prefix match: `::test_x` would drop
+    `::test_x_after_restart`). `launcher`: the command the job's entry runs
+    (None for a matrix row). Unreachable when Megatron-LM's remote launcher runs
+    a script that does not hand the quarantine file on (ROUTE_SCRIPT when it
+    does), or when the recipe env sets a variable the plugin reads
+    (ROUTE_PLUGIN: the job's own variables)."""
     from matrixgen.quarantine.jobenv import (
         JOB_VARIABLES,
         QUARANTINE_VARIABLE,
@@ -298,12 +266,9 @@ def allowed_to_fail(job: Job) -> bool:
 def check_ad_hoc_target(
     target: Target, sides: Sequence[tuple[ProjectConfig, Sequence[Job]]]
 ) -> None:
-    """Check a `--target` given on the command line like a configured one: its
-    values against the declared vocabulary, or, in a tree that declares none,
-    against the values its jobs use; an unknown one is a UsageError with "did you
-    mean" (a typo would otherwise give a target that selects nothing). `sides`
-    are the trees the target is used on (two for a diff: a value one side uses
-    is known)."""
+    """A `--target` given on the command line, checked against the declared
+    vocabulary (else the values the jobs use) of each tree it is used on: a typo
+    would give a target that selects nothing."""
     problems = ad_hoc_target_problems(target, sides)
     errors = [*problems.undeclared, *problems.unused]
     if errors:
@@ -311,10 +276,8 @@ def check_ad_hoc_target(
 
 
 class AdHocProblems(Struct, frozen=True):
-    """What is wrong with a target given on the command line: values a declared
-    vocabulary does not have (`undeclared`: a typo, whatever the jobs), and, in
-    trees without one, values no job uses (`unused`, each with "did you mean";
-    `unused_values`: (field, value) of each)."""
+    """Values a declared vocabulary does not have (`undeclared`), and, in trees
+    without one, values no job uses (`unused`; `unused_values`: (field, value))."""
 
     undeclared: tuple[str, ...] = ()
     unused: tuple[str, ...] = ()
@@ -324,14 +287,11 @@ class AdHocProblems(Struct, frozen=True):
 def ad_hoc_target_problems(
     target: Target, sides: Sequence[tuple[ProjectConfig, Sequence[Job]]]
 ) -> AdHocProblems:
-    """The problems `check_ad_hoc_target` refuses, by kind."""
     errors: list[str] = []
     unused: list[str] = []
     unused_values: list[tuple[str, str]] = []
-    selector = target.selector
     for key in ("scope", "platform", "environment", "model", "tag"):
-        what = key
-        value = getattr(selector, key)
+        value = getattr(target.selector, key)
         if value is None:
             continue
         known: set[str] = set()
@@ -346,25 +306,18 @@ def ad_hoc_target_problems(
                     if key == "scope"
                     else getattr(vocab, key + "s")
                 )
-            if values is None:
-                values = used_values(key, jobs)
-            else:
-                declared = True
-            known.update(values)
+            declared |= values is not None
+            known.update(used_values(key, jobs) if values is None else values)
         if not declared:
-            problem = unused_value(what, value, known, prefix=f'{what} "{value}"')
+            problem = unused_value(key, value, known, prefix=f'{key} "{value}"')
             if problem is not None:
                 unused.append(problem)
                 unused_values.append((key, value))
             continue
-        if key == "scope":
-            found = resolve_scope(value) in {resolve_scope(k) for k in known}
-            what = f"{target.system.value} scope"
-        else:
-            found = value in known
-        if found:
+        if value in known if key != "scope" else resolve_scope(value) in map(resolve_scope, known):
             continue
         hint = did_you_mean(value, known)
+        what = f"{target.system.value} scope" if key == "scope" else key
         if key == "scope":
             owners = sorted(
                 system.value
@@ -388,12 +341,8 @@ def resolve_settings(
     launcher: str | None = None,
     quarantine_file: str | None = None,
 ) -> EmitSettings:
-    """A target's settings (its own over its system's, as the config declares
-    them); images from pins where unset.
-
-    `jobs` are the jobs to emit: the image depends on their platform (its
-    architecture) and environment, the runner tags on their platform.
-    """
+    """A target's settings for `jobs`, whose platforms and environments choose
+    the images and runner tags."""
     settings = target.settings
     selector = target.selector
     pairs = {(j.platform, j.environment) for j in jobs}
@@ -426,14 +375,6 @@ def resolve_settings(
     )
 
 
-def _bad(config: ProjectConfig, keys: list[str | int], message: str) -> None:
-    location = config.locate(keys)
-    finding = Finding(location=location, severity=Severity.ERROR, code="settings", message=message)
-    raise ConfigError(
-        f"invalid settings in {config.path or 'the project config'}", findings=[finding]
-    )
-
-
 def _image(
     settings: SystemSettings,
     config: ProjectConfig,
@@ -441,9 +382,7 @@ def _image(
     platform: str,
     environment: str,
 ) -> str | None:
-    """`image: repo:tag` in the settings, else the pin in `images` for the system
-    (and, when pinned per architecture, the platform's `arch`): the one under
-    `images.environments.<environment>` where it has one, else the shared one."""
+    """The settings' `image`, else the environment's own pin, else the system's."""
     if settings.image is not None:
         return settings.image
     images = config.doc.images
@@ -465,22 +404,18 @@ def _pinned(pin: ImageSet, config: ProjectConfig, platform: str, keys: list[str 
     """`repository:tag` of a pin, per architecture where it is split by one."""
     if pin.shared is not None:
         return pin.shared.image
-    # Per architecture: images.gitlab.<arch>, arch from platforms.<p>.arch.
     arch = config.platform(platform).arch
-    if arch is None:
-        _bad(
-            config,
-            keys,
-            f"{'.'.join(map(str, keys))} pins an image per architecture, but platform "
-            f'"{platform}" has none: set platforms.{platform}.arch '
-            f"({' or '.join(sorted(pin.pins()))})",
-        )
-    chosen = getattr(pin, str(arch))
-    if chosen is None:
-        _bad(
-            config,
-            keys,
-            f'no image pinned for architecture "{arch}" (platform "{platform}") '
-            f"under {'.'.join(map(str, keys))}",
-        )
-    return chosen.image
+    chosen = getattr(pin, arch) if arch is not None else None
+    if chosen is not None:
+        return chosen.image
+    where = ".".join(map(str, keys))
+    message = (
+        f'{where} pins an image per architecture, but platform "{platform}" has none: '
+        f"set platforms.{platform}.arch ({' or '.join(sorted(pin.pins()))})"
+        if arch is None
+        else f'no image pinned for architecture "{arch}" (platform "{platform}") under {where}'
+    )
+    raise ConfigError(
+        f"invalid settings in {config.path or 'the project config'}",
+        findings=[finding(config.locate(keys), "settings", message)],
+    )

@@ -1,12 +1,7 @@
-"""`generate`: every target of a tree from one load and one expansion.
-
-For each target: its selection (`Generation.jobs_for`, quarantine applied), its
-settings, and the file CI reads: `<target>.json` (a GitHub matrix) or
-`<target>.yml` (a GitLab child pipeline). File names are the target names with
-anything but letters, digits, `.`, `_` and `-` replaced by `_`; two targets whose
-names map to one file are an error, never an overwrite. `write_outputs` owns the
-output folder through a manifest and a lock file (see there).
-"""
+"""`generate`: every target's file from one load and one expansion, named
+after the target (anything but letters, digits, `.`, `_` and `-` becomes `_`:
+two targets that map to one file are an error, never an overwrite), in a
+folder `write_outputs` owns."""
 
 from __future__ import annotations
 
@@ -55,14 +50,15 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def file_name(target: Target) -> str:
-    """The file a target's output goes to, inside the output directory."""
     stem = _UNSAFE.sub("_", target.name).lstrip(".") or "target"
     return stem + emitter_for(target.system).suffix
 
 
-class TargetOutput(ComparedValue, frozen=True, kw_only=True):
-    """One target's emitted file and its counts."""
+# The counts of a target's summary, in its order.
+SUMMARY_COUNTS = ("jobs", "allow_failure", "quarantined", "deselect", "skipped", "shards")
 
+
+class TargetOutput(ComparedValue, frozen=True, kw_only=True):
     target: Target
     file: str
     text: str
@@ -80,12 +76,7 @@ class TargetOutput(ComparedValue, frozen=True, kw_only=True):
             "target": self.target.name,
             **json_value(self.target.place),
             "file": self.file,
-            "jobs": self.jobs,
-            "allow_failure": self.allow_failure,
-            "quarantined": self.quarantined,
-            "deselect": self.deselect,
-            "skipped": self.skipped,
-            "shards": self.shards,
+            **{k: getattr(self, k) for k in SUMMARY_COUNTS},
             "quarantine": [{"job": name, **json_value(mark)} for name, mark in self.marks],
         }
 
@@ -98,9 +89,8 @@ def emitted_target(
     launcher: str | None = None,
     quarantine_file: str | None = None,
 ) -> tuple[EmittedTarget, EmitSettings]:
-    """A target's selection as emitted jobs: what its file holds, job by job.
-    `quarantine_file` is the tree's quarantine file as the jobs' test processes
-    find it (for the pytest plugin; default quarantine.yaml)."""
+    """A target's selection as emitted jobs. `quarantine_file`: the tree's
+    quarantine file as the jobs' test processes find it."""
     jobs = emitted_jobs(chosen.jobs)
     settings = resolve_settings(
         target, config, jobs, launcher=launcher, quarantine_file=quarantine_file
@@ -191,12 +181,10 @@ def generate_into(
     targets_given: bool = False,
     say: Callable[[str], None] = lambda _: None,
 ) -> list[TargetOutput]:
-    """`matrixgen generate`: every target's file written into `out`
-    (`write_outputs`; the files of every target the tree defines are kept, so a
-    run of some of them removes none of the others'); with `github_output`, the
-    step outputs (`github_outputs`; by target name unless `targets_given`)
-    appended to $GITHUB_OUTPUT as well, checked before any file is written.
-    `say` gets each line for the log, in order."""
+    """`matrixgen generate`: every target's file written into `out` (a run of some
+    targets removes none of the others' files); with `github_output`, the step
+    outputs as well, checked before any file is written. `say` gets each line
+    for the log."""
     outputs = generate_all(generation, targets, launcher=launcher)
     step_outputs: list[tuple[str, str]] | None = None
     if github_output:
@@ -229,8 +217,6 @@ _OWNED_NAME = name_pattern(r"[A-Za-z0-9_-][A-Za-z0-9._-]*\.(?:json|yml)")
 
 
 class WriteReport(Struct, frozen=True, kw_only=True):
-    """What `write_outputs` did in the folder."""
-
     removed: tuple[str, ...] = ()  # files of earlier runs for targets that are gone
     kept: tuple[tuple[str, str], ...] = ()  # (file, why) earlier files left in place
     notes: tuple[str, ...] = ()
@@ -239,17 +225,11 @@ class WriteReport(Struct, frozen=True, kw_only=True):
 def write_outputs(
     outputs: Iterable[TargetOutput], out_dir: Path, *, targets_now: Iterable[str] = ()
 ) -> WriteReport:
-    """Write each file whole (`util.atomic`), and own the folder through a
-    manifest (`.matrixgen-manifest.json`: each file written, with its SHA-256).
-
-    A file an earlier run wrote, for a target that is gone (neither written now
-    nor among `targets_now`, the files of every target the tree defines), is
-    removed, but only when it is still exactly what was written: a file matrixgen
-    did not write, or one changed since, is never deleted. Runs into one folder
-    are serialised by the lock file `.matrixgen.lock` (waiting up to
-    MATRIXGEN_LOCK_TIMEOUT seconds), so the folder always holds one run's
-    files. The folder itself must not be a symbolic link.
-    """
+    """Write each file whole and own the folder through a manifest (each file
+    written, with its SHA-256): a file an earlier run wrote for a target that is
+    gone (not in `targets_now`, the files of every target the tree defines) is
+    removed only while it is exactly what was written. A lock file serialises
+    runs into one folder, so it always holds one run's files."""
     from matrixgen.util.lockfile import LockError, hold, timeout_from_env
 
     outputs = list(outputs)
@@ -288,10 +268,6 @@ def _prepare_folder(out_dir: Path) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise file_error(f"--output-dir {out_dir}: cannot create the directory", exc) from None
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _read_manifest(out_dir: Path) -> tuple[dict[str, str], list[str]]:
@@ -333,7 +309,7 @@ def _write_owned(outputs: list[TargetOutput], out_dir: Path, targets_now: set[st
         remove_stale_temps(out_dir, name, every=True)  # the lock keeps other writers out
     earlier, notes = _read_manifest(out_dir)
     data = {o.file: o.text.encode("utf-8") for o in outputs}
-    now = {name: _digest(body) for name, body in data.items()}
+    now = {name: hashlib.sha256(body).hexdigest() for name, body in data.items()}
     # Recorded before writing: a run killed half-way never forgets a file it wrote.
     _write_manifest(out_dir, {**earlier, **now})
     for output in outputs:
@@ -352,12 +328,13 @@ def _write_owned(outputs: list[TargetOutput], out_dir: Path, targets_now: set[st
             continue
         if current is None:
             continue
+        unchanged = hashlib.sha256(current).hexdigest() == digest
         if name in targets_now:
             # Its target still exists (not part of this run): still ours if unchanged.
-            if _digest(current) == digest:
+            if unchanged:
                 owned[name] = digest
             continue
-        if _digest(current) != digest:
+        if not unchanged:
             kept.append((name, "changed since matrixgen wrote it: left alone"))
             continue
         try:
@@ -385,9 +362,8 @@ def github_groups(
     outputs: Sequence[TargetOutput], configured: Sequence[Target]
 ) -> dict[str, list[Any]]:
     """{group: its non-empty matrices} for every group of the GitHub targets (a
-    target's `group` setting, else its name), the configured ones included (an
-    empty list for a group no generated target fills); two generated targets in
-    one group are a UsageError."""
+    target's `group`, else its name; configured ones included, empty when no
+    generated target fills them); two generated targets in one group: an error."""
     filled: dict[str, TargetOutput] = {}
     for output in outputs:
         if emitter_for(output.target.system).child_pipelines:
@@ -407,23 +383,12 @@ def github_groups(
 def github_outputs(
     outputs: Sequence[TargetOutput], configured: Sequence[Target] = ()
 ) -> tuple[list[tuple[str, str]], str | None]:
-    """The step outputs of `generate --github-output`. JSON values, keyed by name
-    (what a composite action can pass on as a fixed set of outputs):
-
-    - `targets`: the names of every target generated, in order;
-    - `matrices`: {name: [matrix, ...]} for each GitHub target, its shards in
-      order (`[{"include": []}]` for an empty selection), so a workflow reads
-      `fromJSON(...matrices)[name][k]` for shard k; `shards`: {name: N};
-    - `files`: {name: the file written for it, inside --output-dir};
-    - `groups` and `group-shards`: the same per output group (see github_groups);
-
-    then, per group, `<group>-shards` and `<group>` (the first matrix;
-    `<group>-1`... past one; 0 shards and an empty matrix for a group no
-    generated target fills, so a workflow can give each group one job, run when
-    its shards are more than 0). A group whose name is one of the outputs above
-    is a UsageError. When two generated targets fill one group (every target of
-    a tree, pr and mergegroup alike), the group outputs are left out and the
-    note returned says so; the outputs per target hold everything."""
+    """The step outputs of `generate --github-output` (docs/cli.md), JSON values:
+    a fixed set a composite action can pass on, then per group `<group>-shards`
+    and `<group>` (0 and an empty matrix for a group no generated target fills,
+    so a workflow gives each group one job). When two generated targets fill one
+    group (pr and mergegroup alike), the group outputs are left out and the note
+    returned says so: the outputs per target hold everything."""
     part = step_output_part()
     compact, shard_outputs = part.compact, part.shard_outputs
     empty = [{"include": []}]
@@ -488,27 +453,15 @@ def quarantine_rows(outputs: Sequence[TargetOutput]) -> tuple[list[list[str]], l
 
 
 def summary_rows(outputs: Sequence[TargetOutput]) -> tuple[list[list[str]], list[str]]:
-    headers = [
-        "target",
-        "system",
-        "platform",
-        "jobs",
-        "allow_failure",
-        "quarantined",
-        "skipped",
-        "file",
-    ]
+    counts = ("jobs", "allow_failure", "quarantined", "skipped")  # headed by their names
     rows = [
         [
             o.target.name,
             o.target.system.value,
             o.target.selector.platform or "",
-            str(o.jobs),
-            str(o.allow_failure),
-            str(o.quarantined),
-            str(o.skipped),
+            *(str(getattr(o, name)) for name in counts),
             o.file,
         ]
         for o in outputs
     ]
-    return rows, headers
+    return rows, ["target", "system", "platform", *counts, "file"]

@@ -1,10 +1,6 @@
-"""The hard limits of the CI systems matrixgen writes for (docs/ci-limits.md):
-each system's are in its home (`systems/<name>/limits`), one check per limit
-returning what is wrong or None; `refuse` turns a problem into a LimitError
-(exit 4). The emitters refuse a file past a limit; `jet-trigger` and
-`jet-buckets`, which write what Megatron-LM's generator writes, say so (an error
-with `--strict`).
-"""
+"""The CI systems' hard limits (docs/ci-limits.md; each system's checks are in
+its home): the emitters refuse a file past one, Megatron-LM's drop-ins only
+say so, as a notice."""
 
 from __future__ import annotations
 
@@ -14,7 +10,6 @@ from matrixgen.model.errors import LimitError
 
 
 def refuse(problem: str | None) -> None:
-    """A LimitError for a problem one of the checks found."""
     if problem is not None:
         raise LimitError(problem)
 
@@ -31,5 +26,4 @@ LIMIT_NOTICE = "ci-limit"
 
 
 def limit_notices(*problems: str | None) -> list[Notice]:
-    """The problems the limits' checks found, as notices."""
     return [Notice(LIMIT_NOTICE, p) for p in problems if p is not None]

@@ -1,19 +1,6 @@
-"""The CI systems matrixgen writes files for: one emitter each, named in one table.
-
-An emitter is a module's `EMITTER`, a value that has what `Emitter` lists: how
-its system names a file and a job, whether the file is a child pipeline or a
-matrix, and how a target's selection becomes that file. `generate`, the diff,
-the checks, the graph and the evidence mapping ask the table, never which system
-it is. Each system's emitter is the `emitter` part of its home
-(`systems/<name>/emitter`), found from `systems.HOMES`: a new system's emitter
-needs no line here (tests/test_emit_registry.py checks that every system has
-one).
-
-Megatron-LM's drop-ins (each home's `megatron` part: `jet-trigger`,
-`jet-buckets`) are not emitters: they write what that project's own generators
-write, from their options rather than a target's settings; they ask this table
-for the facts of the system they write for.
-"""
+"""The emitter of each CI system, found in its home (`systems/<name>/emitter`,
+its `EMITTER`): `generate`, the diff, the checks and the graph ask this table,
+never which system it is, and a new system needs no line here."""
 
 from __future__ import annotations
 
@@ -37,34 +24,27 @@ if TYPE_CHECKING:
 class Emitter(Protocol):
     """What `generate` and the views need of a system's emitter."""
 
-    # The ending of a target's file name (`.json`, `.yml`).
-    suffix: str
-    # True: the file is a child pipeline that a job of the parent pipeline
-    # triggers (it may need that job; its jobs may wait for each other). False: a
-    # matrix that a workflow reads through step outputs, whose rows cannot wait
-    # for each other.
+    suffix: str  # of a target's file name
+    # True: a child pipeline, whose jobs may wait for each other and for the
+    # parent's; False: a matrix read through step outputs, whose rows cannot.
     child_pipelines: bool
-    # The file gives each job a name of its own (`job_names`), which may differ
-    # from the job's `name`; False: a job is known by its `name`.
+    # The file names each job itself (`job_names`), not by the job's `name`.
     names_jobs: bool
 
     def jobs(
         self, jobs: Sequence[Job], settings: EmitSettings
     ) -> tuple[list[EmittedJob], list[str]]:
-        """The emitted jobs of a selection, in file order, and the stage order
-        (empty where the system has none)."""
+        """The emitted jobs of a selection, in file order, and the stage order."""
 
     def file(self, emitted: EmittedTarget, settings: EmitSettings) -> tuple[str, int]:
         """The text of the file that holds a target's emitted jobs, and its shards
         (matrices in the file; 1 for a pipeline, 0 when it holds no job)."""
 
     def standalone(self, job: Job, settings: EmitSettings) -> dict[str, Any]:
-        """What the file would hold for a job on its own (two definitions of one
-        job are compared on it)."""
+        """What the file would hold for a job on its own."""
 
     def launcher(self, job: Job, settings: EmitSettings) -> str | None:
-        """The command a job's entry runs; None where the file names none (the
-        workflow's own step runs a matrix row)."""
+        """The command a job's entry runs; None where the file names none."""
 
     def job_names(self, jobs: Sequence[Job]) -> list[str | None]:
         """The name each job gets in the file (None where it can get none)."""
@@ -73,18 +53,15 @@ class Emitter(Protocol):
         """(job, why) for each job the file could not name."""
 
     def waits(self, settings: SystemSettings) -> Waits:
-        """What a target's jobs wait for besides their recipes' needs (a warm-up
-        job, the parent pipeline's job), from its settings."""
+        """What a target's jobs wait for besides their recipes' needs."""
 
     def own_settings(self, settings: SystemSettings, *, launcher: str | None) -> Any:
-        """The settings only this system has (`EmitSettings.own`), resolved from
-        a target's settings (its system's settings Struct) and --launcher; None
-        where it has none."""
+        """The settings only this system has (`EmitSettings.own`), or None."""
 
 
 def part_of(home: Home, part: str) -> ModuleType | None:
-    """The module of a home's part (its emitter, step outputs), None where the
-    home has none: the parts sit on this floor, above the registry of homes."""
+    """The module of a home's part, None where it has none: the parts sit on
+    this floor, above the registry of homes."""
     module = home.part(part)
     return importlib.import_module(module) if module is not None else None
 
@@ -102,8 +79,7 @@ EMITTERS: Final[Mapping[System, Emitter]] = MappingProxyType(
 
 
 def step_outputs() -> ModuleType:
-    """The step outputs of the system that has them (`Home.step_output_option`):
-    its `outputs` part."""
+    """The `outputs` part of the system that has step outputs."""
     for home in HOMES:
         module = part_of(home, "outputs")
         if module is not None:
@@ -112,5 +88,4 @@ def step_outputs() -> ModuleType:
 
 
 def emitter_for(system: System) -> Emitter:
-    """The emitter of a system."""
     return EMITTERS[system]

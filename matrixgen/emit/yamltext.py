@@ -39,11 +39,9 @@ def _style(value: str) -> str | None:
 
 
 class _Events:
-    """The events PyYAML's SafeDumper emits for plain data (str, bool, int, None,
-    list, dict) with sort_keys=False and default_flow_style=False, strings quoted
-    where `read_as_text_by_yaml11` says and never an alias, fed straight to the
-    emitter (libyaml's when present): the representer, the node tree and the
-    serializer's per-node calls back into Python cost several times more."""
+    """The events PyYAML's SafeDumper emits for plain data (no alias, strings
+    quoted where `read_as_text_by_yaml11` says), fed straight to the emitter:
+    the representer, node tree and serializer cost several times more."""
 
     # (value, tag) -> (plain implicit, quoted implicit), as the serializer asks
     # the resolver; values repeat across jobs and targets.

@@ -38,9 +38,6 @@ def _pipelines(targets: Sequence[Target]) -> dict[str, list[Target]]:
     return dict(sorted(found.items()))
 
 
-# ------------------------------------------------------------------- overview
-
-
 def overview(data: SiteData) -> str:
     groups = _pipelines(data.targets)
     quarantined = {
@@ -101,9 +98,6 @@ def overview(data: SiteData) -> str:
 def _subtitle(data: SiteData) -> str:
     words = [str(data.generation.tree.root), *(p.subtitle for p in data.parts.values())]
     return " · ".join([*words, f"as of {data.today.isoformat()}"])
-
-
-# ------------------------------------------------------------------ selection
 
 
 def _cell(jobs: list[Job], skipped: bool) -> str:
@@ -173,17 +167,13 @@ def selection(data: SiteData) -> str:
     return _frame(data).page("selection.html", "Selection", "".join(body))
 
 
-# ----------------------------------------------------------------- quarantine
-
-
 def board(data: SiteData) -> str:
     entries = data.entries
     problems: dict[str, list[str]] = {}
     for item in data.audit:
         problems.setdefault(item.entry_id, []).append(item.problem)
     headers = ["entry", "tracker", "owner", "kind", "action", "jobs", "age", "expires"]
-    for part in data.parts.values():
-        headers += part.board_headers()
+    headers += [h for part in data.parts.values() for h in part.board_headers()]
     rows = []
     classes = []
     for entry in entries:
@@ -218,9 +208,7 @@ def board(data: SiteData) -> str:
             age,
             expiry,
         ]
-        for part in data.parts.values():
-            row += part.board_cells(entry)
-        rows.append(row)
+        rows.append(row + [c for part in data.parts.values() for c in part.board_cells(entry)])
         classes.append(state)
     body = [
         figures(

@@ -48,8 +48,7 @@ def gather(
     options: Mapping[str, object] | None = None,
 ) -> SiteData:
     """Everything the pages show: the report's own figures and each
-    contribution's part, computed from the same request (`options`: the
-    command's options, by name, for the contributions to read)."""
+    contribution's part, computed from the same request."""
     chosen = tuple(targets if targets is not None else generation.targets())
     entries = generation.quarantine.entries
     hits = entry_hits(generation.jobs, entries, chosen)

@@ -94,12 +94,7 @@ def select_for(
     """What change-based selection decides over a generation's jobs, with its
     config's `changes.ignore` globs."""
     ignore = generation.tree.config.doc.changes.ignore
-    return select_changed(
-        generation.jobs,
-        changes,
-        tree_paths=tree_paths,
-        ignore=[g for g in ignore if isinstance(g, str)],
-    )
+    return select_changed(generation.jobs, changes, tree_paths=tree_paths, ignore=ignore)
 
 
 def restrict(generation: Generation, selection: ChangeSelection) -> Generation:

@@ -1,20 +1,14 @@
 """What a feature adds to another's output, declared in the core so that the
 feature that shows it (the report, the diff) never imports the one that
-computes it.
-
-A feature lists its contributions in a light module of its own (no heavy
-import: the CLI reads them at start-up), each naming the function that
-computes it by module path, imported only when called. `cli/features` lists the
-features and hands their contributions to the report and the diff, which loop
-over what they are given.
-"""
+computes it (docs/architecture.md). A contribution names its function by module
+path, imported only when called: the CLI reads the lists at start-up."""
 
 from __future__ import annotations
 
 import datetime as dt
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from msgspec import Struct
 
@@ -30,18 +24,12 @@ if TYPE_CHECKING:
 def load(path: str) -> Callable[..., Any]:
     """The function a contribution names ("package.module:function"), imported now."""
     module, _, name = path.partition(":")
-    found: Callable[..., Any] = getattr(importlib.import_module(module), name)
-    return found
-
-
-# ----------------------------------------------------------------- the report
+    return cast("Callable[..., Any]", getattr(importlib.import_module(module), name))
 
 
 class SiteRequest(Struct, frozen=True, kw_only=True):
-    """What the report gives each contribution to compute from: the tree, the
-    targets shown, each entry's hits in them, the window and the command's own
-    options by name (`db`, `triage`: what a contribution reads of them is its
-    own business)."""
+    """What the report gives each contribution to compute from; what it reads of
+    the command's `options` (`db`, `triage`) is its own business."""
 
     generation: Generation
     targets: tuple[Target, ...]
@@ -58,28 +46,22 @@ class SitePart(Protocol):
     @property
     def subtitle(self) -> str:
         """Its words in every page's subtitle."""
-        ...
 
     @property
     def measured(self) -> Measured | None:
         """Measured durations for the overview's cost figures (None: none)."""
-        ...
 
     def board_headers(self) -> Sequence[str]:
         """The columns it adds to the quarantine board."""
-        ...
 
     def board_cells(self, entry: Entry) -> Sequence[str]:
         """An entry's cells of those columns, escaped."""
-        ...
 
     def note(self, page: str) -> str:
         """HTML it adds at the end of one of the report's own pages ("": nothing)."""
-        ...
 
     def pages(self, frame: Frame) -> dict[str, str]:
         """Its own pages, {file name: page}, in its navigation order."""
-        ...
 
 
 class ReportContribution(Struct, frozen=True, kw_only=True):
@@ -92,21 +74,14 @@ class ReportContribution(Struct, frozen=True, kw_only=True):
     gather: str
 
     def computed(self, request: SiteRequest) -> SitePart:
-        part: SitePart = load(self.gather)(request)
-        return part
-
-
-# ------------------------------------------------------------------- the diff
+        return cast("SitePart", load(self.gather)(request))
 
 
 class DiffContribution(Struct, frozen=True, kw_only=True):
-    """A feature's note beside each quarantine entry a selection diff names
-    (the diff's `evidence`: its text, comment and JSON show every note it is
-    handed, by entry id). `notes` names the function
-    ("package.module:function", imported when the diff runs) that, given the
-    diff's generations (base, head), the ids it wants and the command's options
-    by name, returns {entry id: note}, or None when the feature has nothing to
-    say of this diff (no results store: the diff then says nothing of it)."""
+    """A feature's note beside each quarantine entry a selection diff names.
+    `notes` names the function that, given the diff's generations (base, head),
+    the ids it wants and the command's options, returns {entry id: note}, or
+    None when the feature has nothing to say of this diff (no results store)."""
 
     name: str
     notes: str
@@ -117,5 +92,4 @@ class DiffContribution(Struct, frozen=True, kw_only=True):
         wanted: frozenset[str],
         options: Mapping[str, object],
     ) -> dict[str, str] | None:
-        found: dict[str, str] | None = load(self.notes)(generations, wanted, options)
-        return found
+        return cast("dict[str, str] | None", load(self.notes)(generations, wanted, options))

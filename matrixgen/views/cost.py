@@ -1,18 +1,8 @@
-"""What a selection costs in GPU-hours.
-
-A job holds `nodes x gpus` GPUs for up to `n_repeat` repeats of `time_limit`
-seconds, so its cost is bounded by
-
-    gpu_hours_max = nodes x gpus x time_limit x n_repeat / 3600
-
-(nodes default 1; a job that declares no gpus costs 0 and is counted apart).
-`weighted` multiplies it by the platform's `gpu_hour_weight` (else that of the
-platform it is an `alias_of`; default 1), so that
-a GB200 GPU-hour can count for more than an H100 one. Where measured durations
-are known (a results store), `gpu_hours_expected` uses the measured seconds per
-repeat instead of the time limit. A target's cost is that of the jobs it runs:
-a job a quarantine entry skips costs nothing; an allow-failure one still runs.
-"""
+"""What a selection costs in GPU-hours (docs/cost.md): a job holds
+`nodes x gpus` GPUs for up to `n_repeat` repeats of `time_limit` (or, where a
+results store measured them, the measured seconds), weighted by its platform's
+`gpu_hour_weight`. A job a quarantine entry skips costs nothing; an
+allow-failure one still runs."""
 
 from __future__ import annotations
 
@@ -79,19 +69,10 @@ class Cost(Struct, frozen=True, kw_only=True):
     without_gpus: int = 0
 
     def __add__(self, other: Cost) -> Cost:
-        expected = (
-            None
-            if self.expected is None and other.expected is None
-            else (self.expected or 0.0) + (other.expected or 0.0)
-        )
-        return Cost(
-            jobs=self.jobs + other.jobs,
-            gpu_hours_max=self.gpu_hours_max + other.gpu_hours_max,
-            weighted_max=self.weighted_max + other.weighted_max,
-            expected=expected,
-            measured_jobs=self.measured_jobs + other.measured_jobs,
-            without_gpus=self.without_gpus + other.without_gpus,
-        )
+        sums = {k: getattr(self, k) + getattr(other, k) for k in _SUMMED}
+        if self.expected is None and other.expected is None:
+            return Cost(**sums)
+        return Cost(**sums, expected=(self.expected or 0.0) + (other.expected or 0.0))
 
     def expected_text(self) -> str:
         """The expected GPU-hours as tables show them: with how many jobs are measured."""
@@ -114,6 +95,10 @@ class Cost(Struct, frozen=True, kw_only=True):
         )
 
 
+# The figures of a Cost that add up as they are (`expected` may be unknown).
+_SUMMED = ("jobs", "gpu_hours_max", "weighted_max", "measured_jobs", "without_gpus")
+
+
 class CostShown(Struct, frozen=True, kw_only=True):
     """A cost's figures as reports show them (None: not shown)."""
 
@@ -127,10 +112,7 @@ class CostShown(Struct, frozen=True, kw_only=True):
 def decided_repeats(job: Job, target: Target) -> int | None:
     """The n_repeat a target's decision gives the job (None: the job's own): a
     decision applies where the recipe leaves n_repeat to the default."""
-    decided = target.n_repeat
-    if decided is not None and "n_repeat" not in job.spec:
-        return decided
-    return None
+    return target.n_repeat if "n_repeat" not in job.spec else None
 
 
 def repeats_in(job: Job, target: Target) -> int:

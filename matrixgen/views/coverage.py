@@ -1,24 +1,12 @@
-"""Reference coverage: per target, the selected jobs that miss a reference file
-(the path looked for, and the nearest existing file as a hint), and the
-reference files that fit a template but that no job of any target selects.
-
-Which jobs need references: every job a target keeps after quarantine (a job a
-skip entry takes out does not run), except the ones whose recipe spec or row
-opts out (`references: {skip: all | [NAME, ...], reason: TEXT}`).
-
-Orphans: a listed file that fits a declared template and is not the path of
-any job any target selects (quarantined and opted-out jobs included: their
-files are not forgotten, only not checked), nor a variant of one (the same
-name with a `_suffix` before the extension, such as Megatron-LM's `_2nd`
-golden values of a resumed run).
-
-Cost: one listing of the reference tree; each job's paths are rendered once
-however many targets select it; a hint is looked for only for missing files.
-"""
+"""Reference coverage (docs/coverage.md): per target, the jobs it runs that miss
+a reference file, and the orphans, files that fit a template but are no path
+(nor `_suffix` variant) of a job any target selects; skipped and opted-out
+jobs' files are not orphans, only not checked. One listing of the reference
+tree; each job's paths are rendered once however many targets select it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -56,7 +44,7 @@ if TYPE_CHECKING:
 
 # The job fields of a missing reference, in the JSON, then where it was looked for.
 MISSING_JOB_FIELDS = ("model", "test_case", "tag", "environment", "platform")
-PLACE_KEYS = (("reference", "reference"), ("path", "path"), ("hint", "hint"))
+PLACE_KEYS = tuple((k, k) for k in ("reference", "path", "hint"))
 
 
 class MissingReference(Struct, frozen=True, kw_only=True):
@@ -87,11 +75,7 @@ class TargetMissing(Struct, frozen=True, kw_only=True):
     missing: MissingReference
 
     JSON: ClassVar[JsonLayout] = JsonLayout(
-        keys=(
-            ("target", "target"),
-            *((k, f"missing.job.{k}") for k in MISSING_JOB_FIELDS),
-            *((k, f"missing.{path}") for k, path in PLACE_KEYS),
-        )
+        keys=(("target", "target"), *((k, f"missing.{p}") for k, p in MissingReference.JSON.keys))
     )
 
 
@@ -135,28 +119,21 @@ class ReferenceChecker:
     def missing(self, job: Job) -> tuple[MissingReference, ...]:
         """The references a job needs and the listing lacks (none when it opts out of all)."""
         key = id(job)
-        if key in self._missing:
-            return self._missing[key]
-        self._keep[key] = job
-        opt_out = job_opt_out(job)
-        found: list[MissingReference] = []
-        for template in self.settings.templates:
-            if opt_out is not None and opt_out.covers(template.name):
-                continue
-            rel = self._render(template, job)
-            if rel is None or rel in self.listing.files:
-                continue
-            found.append(
-                MissingReference(
-                    job=job,
-                    reference=template.name,
-                    path=self.listing.shown(rel),
-                    hint=self.hint(rel),
-                )
+        if key not in self._missing:
+            self._keep[key] = job
+            opt_out = job_opt_out(job)
+            wanted = (
+                t for t in self.settings.templates if opt_out is None or not opt_out.covers(t.name)
             )
-        result = tuple(found)
-        self._missing[key] = result
-        return result
+            rendered = ((t.name, self._render(t, job)) for t in wanted)
+            self._missing[key] = tuple(
+                MissingReference(
+                    job=job, reference=name, path=self.listing.shown(rel), hint=self.hint(rel)
+                )
+                for name, rel in rendered
+                if rel is not None and rel not in self.listing.files
+            )
+        return self._missing[key]
 
     def hint(self, rel: str) -> str | None:
         if rel not in self._hints:
@@ -169,9 +146,6 @@ def checked(job: Job, settings: ReferenceSettings) -> bool:
     """Whether any of the job's references is checked (it does not opt out of all)."""
     opt_out = job_opt_out(job)
     return opt_out is None or any(not opt_out.covers(t.name) for t in settings.templates)
-
-
-# ---------------------------------------------------------------- coverage
 
 
 class TargetCoverage(Struct, frozen=True, kw_only=True):
@@ -323,14 +297,11 @@ def find_orphans(
     """Listed files that fit a template, are no selected job's path, nor a variant of one."""
     used_set = set(used)
     grouped = used_by_dir(used_set)
-    known: dict[str, set[str]] = {}
-    for job in jobs:
-        for name in ("model", "test_case", "environment", "tag", "scope"):
-            value = getattr(job, name)
-            if isinstance(value, str):
-                known.setdefault(name, set()).add(value)
-        known.setdefault("platforms", set()).add(job.platform)
-        known.setdefault("platform", set()).add(job.platform)
+    known = {
+        name: {v for v in (getattr(j, name) for j in jobs) if isinstance(v, str)}
+        for name in ("model", "test_case", "environment", "tag", "scope")
+    }
+    known["platforms"] = known["platform"] = {j.platform for j in jobs}
     matchers = [TemplateMatcher.build(t, known) for t in settings.templates]
     orphans: list[Orphan] = []
     for path in sorted(listing.files):
@@ -346,9 +317,6 @@ def find_orphans(
             )
             break
     return orphans
-
-
-# ---------------------------------------------------------------- reading
 
 
 def read_listing(
@@ -374,9 +342,6 @@ def _shown(directory: Path) -> str:
         return absolute.as_posix()
     text = rel.as_posix()
     return "" if text == "." else text
-
-
-# ---------------------------------------------------------------- validate
 
 
 def check_references(context: ValidationContext) -> Iterator[Finding]:
@@ -462,33 +427,43 @@ def opt_out_findings(tree: RecipeTree, settings: ReferenceSettings) -> Iterator[
                     )
 
 
-# ---------------------------------------------------------------- rendering
+def _counts(target: TargetCoverage) -> list[str]:
+    return [str(target.jobs), str(target.checked), str(len(target.missing))]
+
+
+def _markdown_table(headers: list[str], rows: list[list[str]], *, numeric: int = 0) -> list[str]:
+    """The lines of a Markdown table; the last `numeric` columns aligned right."""
+    align = [":--"] * (len(headers) - numeric) + ["--:"] * numeric
+    return [f"| {' | '.join(cells)} |" for cells in (headers, align, *rows)]
+
+
+def _missing_rows(coverage: Coverage, show: Callable[[str], str]) -> list[list[str]]:
+    return [
+        [
+            *map(show, (t.target.name, str(m.job.identity), m.reference, m.path)),
+            show(m.short_hint) if m.short_hint else "-",
+        ]
+        for t, m in coverage.missing
+    ]
+
+
+def _orphan_rows(coverage: Coverage, show: Callable[[str], str]) -> list[list[str]]:
+    return [
+        [show(o.path), *(show(o.fields[k]) if o.fields.get(k) else "-" for k in ORPHAN_COLUMNS)]
+        for o in coverage.orphans
+    ]
 
 
 def render_table(coverage: Coverage) -> str:
     """`matrixgen coverage`: targets, then missing references, then orphans."""
-    rows = [
-        [
-            t.target.name,
-            "yes" if t.gating else "no",
-            str(t.jobs),
-            str(t.checked),
-            str(len(t.missing)),
-        ]
-        for t in coverage.targets
-    ]
+    rows = [[t.target.name, "yes" if t.gating else "no", *_counts(t)] for t in coverage.targets]
     out = [table(rows, ["target", "gating", "jobs", "checked", "missing"])]
     if coverage.missing:
-        rows = [
-            [t.target.name, str(m.job.identity), m.reference, m.path, m.short_hint or "-"]
-            for t, m in coverage.missing
-        ]
+        rows = _missing_rows(coverage, str)
         out.append(f"\nMissing references ({len(rows)})\n")
         out.append(table(rows, ["target", "job", "reference", "looked for", "nearest"]))
     if coverage.orphans:
-        rows = [
-            [o.path, *(o.fields.get(k) or "-" for k in ORPHAN_COLUMNS)] for o in coverage.orphans
-        ]
+        rows = _orphan_rows(coverage, str)
         out.append(f"\nOrphans: files no job of any target selects ({len(rows)})\n")
         out.append(table(rows, ["file", *ORPHAN_COLUMNS]))
     return "".join(out)
@@ -519,38 +494,22 @@ def render_markdown(coverage: Coverage) -> str:
     ]
     short = [t for t in coverage.targets if t.missing]
     if short:
-        lines += [
-            "| target | gating | jobs | checked | missing |",
-            "| :-- | :-- | --: | --: | --: |",
-        ]
-        lines += [
-            f"| {code_span(t.target.name)} | {'yes' if t.gating else 'no'} | {t.jobs} | "
-            f"{t.checked} | {len(t.missing)} |"
-            for t in short
-        ]
+        lines += _markdown_table(
+            ["target", "gating", "jobs", "checked", "missing"],
+            [[code_span(t.target.name), "yes" if t.gating else "no", *_counts(t)] for t in short],
+            numeric=3,
+        )
         lines += ["", "#### Missing references", ""]
-        lines += [
-            "| target | job | reference | looked for | nearest |",
-            "| :-- | :-- | :-- | :-- | :-- |",
-        ]
-        lines += [
-            f"| {code_span(t.target.name)} | {code_span(str(m.job.identity))} | "
-            f"{code_span(m.reference)} | {code_span(m.path)} | "
-            f"{code_span(m.short_hint) if m.short_hint else '-'} |"
-            for t, m in coverage.missing
-        ]
+        lines += _markdown_table(
+            ["target", "job", "reference", "looked for", "nearest"],
+            _missing_rows(coverage, code_span),
+        )
         lines.append("")
     if coverage.orphans:
         lines += ["#### Orphans (no job of any target selects them)", ""]
-        lines += [
-            "| file | model | test case | environment | platform |",
-            "| :-- | :-- | :-- | :-- | :-- |",
-        ]
-        lines += [
-            f"| {code_span(o.path)} | "
-            + " | ".join(code_span(o.fields[k]) if o.fields.get(k) else "-" for k in ORPHAN_COLUMNS)
-            + " |"
-            for o in coverage.orphans
-        ]
+        lines += _markdown_table(
+            ["file", "model", "test case", "environment", "platform"],
+            _orphan_rows(coverage, code_span),
+        )
         lines.append("")
     return "\n".join(lines) + "\n"

@@ -1,21 +1,8 @@
-"""The job graph: build images -> test jobs -> the jobs they need.
-
-Edges run from what must come first to what waits for it:
-
-- build: the image a job runs in (its `build`, per architecture of its platform)
-  comes before the job;
-- needs: a recipe's `spec.needs` lists job names (templates over the job's
-  fields, like `name`); the named job comes before every job of that recipe;
-- warm-up: a target with `warmup: true` in its settings runs its first blocking
-  job before all the others (as the GitLab emitter writes it);
-- parent: a target with `parent_job` in its settings needs that job of the
-  parent pipeline.
-
-A need is resolved inside one target (a child pipeline can only wait for its own
-jobs), or against `graph.external.<system>` (jobs that exist outside the
-recipes). `validate` reports needs that resolve to nothing (also when quarantine
-skips the needed job in a target) and cycles. networkx is imported only here.
-"""
+"""The job graph: edges run from what must come first (a build image, a job a
+recipe's `spec.needs` names, a target's warm-up job, the parent pipeline's job)
+to what waits for it. A need resolves inside one target (a child pipeline can
+only wait for its own jobs) or against `graph.external.<system>`. networkx is
+imported only here."""
 
 from __future__ import annotations
 
@@ -28,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct, field
 
 from matrixgen.documents.config import ProjectConfig
-from matrixgen.emit.common import emitted_jobs, warmup_index
+from matrixgen.emit.common import Waits, emitted_jobs, warmup_index
 from matrixgen.emit.registry import emitter_for
 from matrixgen.model.errors import Finding, Location, Severity, finding
 from matrixgen.model.jobs import Job, Target, spec_needs
@@ -48,12 +35,11 @@ KIND_ORDER = {"parent": 0, "build": 1, "external": 2, "job": 3, "missing": 4}
 
 
 class Need(Struct, frozen=True):
-    """One need of one job, as written (template) and as resolved (name)."""
+    """One need of one job: the job it names, at its position in spec.needs."""
 
     job: Job
     name: str
-    index: int  # position in spec.needs (-1: warm-up or parent, not from the recipe)
-    kind: str  # "needs", "warmup" or "parent"
+    index: int
 
 
 class JobGraph(Struct):
@@ -74,21 +60,6 @@ def build_node(job: Job, config: ProjectConfig) -> str | None:
         return None
     arch = config.platform(job.platform).arch
     return f"build:{job.build}" + (f"@{arch}" if arch is not None else "")
-
-
-def warmup_job(jobs: Sequence[Job], target: Target | None) -> Job | None:
-    """The job every other job of the target waits for, when the target asks for
-    one: the first job the emitter writes that may not fail."""
-    if target is None or not emitter_for(target.system).waits(target.settings).warmup:
-        return None
-    emitted = emitted_jobs(jobs)
-    return emitted[warmup_index(emitted)] if len(emitted) > 1 else None
-
-
-def parent_job(target: Target | None) -> str | None:
-    if target is None:
-        return None
-    return emitter_for(target.system).waits(target.settings).parent_job
 
 
 def build_graph(
@@ -142,19 +113,20 @@ def build_graph(
             graph.add_node(f"{kind}:{name}", kind=kind, label=name)
             graph.add_edge(f"{kind}:{name}", job_node(job), kind="needs")
             if kind == "missing":
-                result.missing.append(Need(job=job, name=name, index=index, kind="needs"))
-    warm = warmup_job(jobs, target)
-    if warm is not None:
-        graph.nodes[job_node(warm)]["warmup"] = True
+                result.missing.append(Need(job=job, name=name, index=index))
+    waits = emitter_for(target.system).waits(target.settings) if target is not None else Waits()
+    if waits.warmup and len(emitted := emitted_jobs(jobs)) > 1:
+        # The first job the emitter writes that may not fail runs before the others.
+        warm = job_node(emitted[warmup_index(emitted)])
+        graph.nodes[warm]["warmup"] = True
         for job in jobs:
-            if job_node(job) != job_node(warm) and (
+            if job_node(job) != warm and (
                 job.quarantine is None or job.quarantine.action != "skip"
             ):
-                graph.add_edge(job_node(warm), job_node(job), kind="warmup")
-    parent = parent_job(target)
-    if parent is not None:
-        node = f"parent:{parent}"
-        graph.add_node(node, kind="parent", label=parent)
+                graph.add_edge(warm, job_node(job), kind="warmup")
+    if waits.parent_job is not None:
+        node = f"parent:{waits.parent_job}"
+        graph.add_node(node, kind="parent", label=waits.parent_job)
         for job in jobs:
             graph.add_edge(node, job_node(job), kind="parent")
     result.cycles = _cycles(graph)
@@ -189,10 +161,6 @@ def tree_graph(generation: Generation) -> JobGraph:
     return build_graph(generation.jobs, generation.tree.config, None)
 
 
-# ---------------------------------------------------------------------------
-# validate
-
-
 def _any_needs(jobs: Sequence[Job]) -> bool:
     """`any(spec_needs(j) for j in jobs)`: a needs list with a template in it
     (whether it renders or not), tested in C for the jobs without one."""
@@ -207,31 +175,25 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
         return  # warm-up and parent edges alone can neither dangle nor close a cycle
     generation = context.generation
     config = context.tree.config
-    targets = context.targets
     missing: dict[tuple[Location, str], list[str]] = {}
     cycles: dict[tuple[str, ...], tuple[Location, list[str]]] = {}
     # Needs a matrix cannot keep, by the matrix's system.
     row_needs: dict[tuple[System, Location], list[str]] = {}
     files = {f.rel: f for f in context.tree.files}
 
-    def locate(need: Need) -> Location:
+    def locate(job: Job, index: int) -> Location:
         """spec.needs[i] of the job's recipe, else the job's row."""
-        recipe = files.get(need.job.recipe)
-        if recipe is None or need.index < 0:
-            return need.job.source
-        return recipe.document.locate(["spec", "needs", need.index])
+        recipe = files.get(job.recipe)
+        return job.source if recipe is None else recipe.document.locate(["spec", "needs", index])
 
-    for target in targets:
+    for target in context.targets:
         selection = generation.selection(target)
         skipped_names = {j.name: j for j in selection.skipped}
         result = build_graph(selection.jobs, config, target)
         for need in result.missing:
-            where = locate(need)
-            why = ""
-            if need.name in skipped_names:
-                mark = skipped_names[need.name].quarantine
-                if mark is not None:
-                    why = f" (quarantine {mark.id} {mark.tracker} skips it)"
+            where = locate(need.job, need.index)
+            mark = skipped_names[need.name].quarantine if need.name in skipped_names else None
+            why = f" (quarantine {mark.id} {mark.tracker} skips it)" if mark is not None else ""
             missing.setdefault((where, need.name), []).append(target.name + why)
         for cycle in result.cycles:
             key = tuple(cycle)
@@ -245,7 +207,7 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
         if not emitter_for(target.system).child_pipelines:  # rows cannot wait
             for job in selection.jobs:
                 for index, _ in spec_needs(job):
-                    where = locate(Need(job=job, name="", index=index, kind="needs"))
+                    where = locate(job, index)
                     row_needs.setdefault((target.system, where), []).append(target.name)
     for (where, name), in_targets in sorted(missing.items()):
         yield finding(
@@ -266,10 +228,6 @@ def check_graph(context: ValidationContext) -> Iterator[Finding]:
             f"these needs are not kept in {few(in_targets, 4)}",
             Severity.WARNING,
         )
-
-
-# ---------------------------------------------------------------------------
-# output
 
 
 def _sorted_nodes(graph: nx.DiGraph) -> list[str]:

@@ -1,13 +1,7 @@
-"""Image pins: the container image per system (and architecture, and optionally
-environment) in the project config's `images`. Every pin carries a version in
-its tag (26.09); they must all agree, on `images.version` when it is set, else
-with each other. A pin that deliberately differs (an LTS base) declares its own
-`version`, and its tag is still checked against it. An `image` set directly in
-`systems` or `targets` bypasses the pins, so it is checked the same way.
-
-`check_images` is registered in `validate.CHECKS`; `image_status` is the image
-half of what `matrixgen pins` prints (views.pins).
-"""
+"""Image pins (`images` in the project config): the version in every pin's tag
+must agree, on `images.version` when set, else with each other, unless a pin
+declares its own `version` (an LTS base). An `image` set directly in `systems`
+or `targets` bypasses the pins, so it is checked the same way."""
 
 from __future__ import annotations
 
@@ -19,7 +13,6 @@ from typing import TYPE_CHECKING, ClassVar
 from msgspec import Struct
 
 from matrixgen.documents.config import ProjectConfig
-from matrixgen.documents.config_sections import ImagePin as PinDoc
 from matrixgen.documents.config_sections import ImageSet
 from matrixgen.model.errors import Finding, finding
 from matrixgen.model.vocab import System
@@ -79,29 +72,16 @@ def _pin_set(
     value: ImageSet | None, keys: tuple[str, ...], system: str, environment: str | None
 ) -> Iterator[ImagePin]:
     """The pin of every architecture, or each architecture's."""
-    if value is None:
-        return
-    for arch, pin in value.pins().items():
-        where = (*keys, arch) if arch else keys
-        yield _pin(pin, where, system, environment, arch or None)
-
-
-def _pin(
-    value: PinDoc,
-    keys: tuple[str, ...],
-    system: str,
-    environment: str | None,
-    arch: str | None,
-) -> ImagePin:
-    return ImagePin(
-        keys=keys,
-        system=system,
-        environment=environment,
-        arch=arch,
-        repository=value.repository,
-        tag=value.tag,
-        declared=value.version,
-    )
+    for arch, pin in value.pins().items() if value is not None else ():
+        yield ImagePin(
+            keys=(*keys, arch) if arch else keys,
+            system=system,
+            environment=environment,
+            arch=arch or None,
+            repository=pin.repository,
+            tag=pin.tag,
+            declared=pin.version,
+        )
 
 
 def _split_image(text: str) -> tuple[str, str]:
@@ -226,17 +206,15 @@ def check_images(context: ValidationContext) -> Iterator[Finding]:
         return
     pins = [p for p in image_pins(config) if p.keys[0] == "images"]
     for target in config.targets:
-        platform = target.selector.platform or ""
-        system = target.system.value
         if target.settings.image is not None:
             continue
-        # A job runs in its environment's own pin, else the system's, for its arch.
+        platform = target.selector.platform or ""
+        system = target.system.value
         arch = config.platform(platform).arch
+        # A job runs in its environment's own pin, else the system's, for its arch.
         env = target.selector.environment
         if not any(
-            p.system == system
-            and p.arch in (None, arch)
-            and (p.environment is None or (env is not None and p.environment == env))
+            p.system == system and p.arch in (None, arch) and p.environment in (None, env)
             for p in pins
         ):
             fix = (

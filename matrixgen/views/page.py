@@ -77,36 +77,24 @@ class Frame(Struct, frozen=True, kw_only=True):
     subtitle: str
 
     def page(self, name: str, title: str, body: str, *, style: str = "") -> str:
-        return page(name, title, body, nav=self.nav, subtitle=self.subtitle, style=style)
-
-
-def page(
-    name: str,
-    title: str,
-    body: str,
-    *,
-    nav: Sequence[PageName],
-    subtitle: str = "",
-    style: str = "",
-) -> str:
-    """A whole page: `name` is its file (marked in the navigation); `style`, the
-    page's own rules after the shared ones."""
-    links = "".join(
-        f'<a href="{href}"{" aria-current=page" if href == name else ""}>{label}</a>'
-        for href, label in nav
-    )
-    sub = f'<span class="note">{text(subtitle)}</span>' if subtitle else ""
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">\n'
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
-        '<meta name="viewport" content="width=device-width,initial-scale=1">\n'
-        '<meta name="referrer" content="no-referrer">\n'
-        f"<title>{text(title)} · matrixgen</title>\n"
-        f"<style>{STYLE}{style}</style></head>\n"
-        f"<body><header><b>matrixgen report</b><nav>{links}</nav>{sub}</header>\n"
-        f"<main>\n<h1>{text(title)}</h1>\n{body}</main></body></html>\n"
-    )
+        """A whole page: `name` is its file (marked in the navigation); `style`, the
+        page's own rules after the shared ones."""
+        links = "".join(
+            f'<a href="{href}"{" aria-current=page" if href == name else ""}>{label}</a>'
+            for href, label in self.nav
+        )
+        sub = f'<span class="note">{text(self.subtitle)}</span>' if self.subtitle else ""
+        return (
+            "<!DOCTYPE html>\n"
+            '<html lang="en"><head><meta charset="utf-8">\n'
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+            '<meta name="viewport" content="width=device-width,initial-scale=1">\n'
+            '<meta name="referrer" content="no-referrer">\n'
+            f"<title>{text(title)} · matrixgen</title>\n"
+            f"<style>{STYLE}{style}</style></head>\n"
+            f"<body><header><b>matrixgen report</b><nav>{links}</nav>{sub}</header>\n"
+            f"<main>\n<h1>{text(title)}</h1>\n{body}</main></body></html>\n"
+        )
 
 
 def table(

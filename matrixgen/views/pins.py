@@ -1,17 +1,7 @@
-"""Pins: values that must agree across systems and jobs (docs/generating.md).
-
-Two kinds live in the project config:
-
-- `images`: the container image per system (views.images).
-- `pins`: env and argument values that every job a pin covers must carry. A
-  pin covers jobs by selector (models, platforms, environments, minus an
-  `exclude` of the same keys and test-case globs). A job whose recipe names its
-  own `launcher` bypasses the shared launcher and the arguments it passes, so
-  for such a job an argument pin must be on the launcher command itself.
-
-`check_value_pins` is registered in `validate.CHECKS`;
-`pins_report` is what `matrixgen pins` prints.
-"""
+"""Value pins (`pins` in the project config, docs/generating.md): env and
+argument values every job a pin's selector covers must carry. A job whose
+recipe names its own `launcher` bypasses the shared one and the arguments it
+passes, so an argument pin must be on that launcher command itself."""
 
 from __future__ import annotations
 
@@ -25,7 +15,7 @@ from msgspec import Struct, field
 from msgspec.structs import asdict
 
 from matrixgen.documents.config import ProjectConfig
-from matrixgen.documents.recipe import rows
+from matrixgen.documents.recipe import RecipeFile, rows
 from matrixgen.model.errors import Finding, Location, Severity, did_you_mean, finding
 from matrixgen.model.jobs import Job
 from matrixgen.util.patterns import name_pattern, whole
@@ -75,31 +65,29 @@ class PinProblem(Struct, frozen=True):
 
 
 def value_pins(config: ProjectConfig) -> list[ValuePin]:
-    out: list[ValuePin] = []
-    for name, pin in sorted(config.doc.pins.items()):
-        # As expansion stores env values: booleans as true/false, the rest as text.
-        pairs = [
-            (k, str(v).lower() if isinstance(v, bool) else str(v))
-            for k, v in (pin.env or {}).items()
-        ]
-        exclude = pin.exclude
-        out.append(
-            ValuePin(
-                name=name,
-                env=tuple(sorted(pairs)),
-                args=pin.args or (),
-                models=pin.models,
-                platforms=pin.platforms,
-                environments=pin.environments,
-                exclude={
-                    key: value
-                    for key in sorted((*SELECTOR_KEYS, "test_cases"))
-                    if exclude is not None and (value := getattr(exclude, key)) is not None
-                },
-                reason=pin.reason or "",
-            )
+    return [
+        ValuePin(
+            name=name,
+            # As expansion stores env values: booleans as true/false, the rest as text.
+            env=tuple(
+                sorted(
+                    (k, str(v).lower() if isinstance(v, bool) else str(v))
+                    for k, v in (pin.env or {}).items()
+                )
+            ),
+            args=pin.args or (),
+            models=pin.models,
+            platforms=pin.platforms,
+            environments=pin.environments,
+            exclude={
+                key: value
+                for key in sorted((*SELECTOR_KEYS, "test_cases"))
+                if pin.exclude is not None and (value := getattr(pin.exclude, key)) is not None
+            },
+            reason=pin.reason or "",
         )
-    return out
+        for name, pin in sorted(config.doc.pins.items())
+    ]
 
 
 def custom_launcher(job: Job) -> str | None:
@@ -181,12 +169,8 @@ _ASSIGNMENT = name_pattern(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
 
 def _assignments(command: str) -> dict[str, str]:
     """NAME=value words of a command line (`env NAME=value cmd`, `NAME=value cmd`)."""
-    found: dict[str, str] = {}
-    for word in _words(command):
-        match = whole(_ASSIGNMENT, word)
-        if match:
-            found[match.group(1)] = match.group(2)
-    return found
+    matches = (whole(_ASSIGNMENT, word) for word in _words(command))
+    return {m.group(1): m.group(2) for m in matches if m}
 
 
 class PinCoverage(
@@ -291,22 +275,16 @@ class _RecipeLocator:
         self.files = {f.rel: f for f in tree.files}
         self.rows: dict[str, dict[Location, Mapping[str, Any]]] = {}
 
-    def _rows(self, rel: str) -> dict[Location, Mapping[str, Any]]:
-        if rel not in self.rows:
-            found: dict[Location, Mapping[str, Any]] = {}
-            recipe = self.files.get(rel)
-            if recipe is not None:
-                for where, row in rows(recipe.data):
-                    found[recipe.document.locate(list(where))] = row
-            self.rows[rel] = found
-        return self.rows[rel]
+    def _row(self, recipe: RecipeFile, job: Job) -> Mapping[str, Any]:
+        if recipe.rel not in self.rows:
+            self.rows[recipe.rel] = {
+                recipe.document.locate(list(where)): row for where, row in rows(recipe.data)
+            }
+        return self.rows[recipe.rel].get(job.source, {})
 
     def locate(self, job: Job, key: str, pin: ValuePin) -> Location:
         recipe = self.files.get(job.recipe)
-        if recipe is None:
-            return job.source
-        row = self._rows(job.recipe).get(job.source, {})
-        if key in row:
+        if recipe is None or key in self._row(recipe, job):
             return job.source
         spec = recipe.data.get("spec")
         if not isinstance(spec, Mapping):
@@ -319,10 +297,6 @@ class _RecipeLocator:
         if key in spec:
             return recipe.document.locate(["spec", key])
         return recipe.document.locate(["spec"], key=True)
-
-
-# ---------------------------------------------------------------------------
-# `matrixgen pins`
 
 
 def pins_report(config: ProjectConfig, jobs: Iterable[Job]) -> dict[str, Any]:

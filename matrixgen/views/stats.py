@@ -1,28 +1,13 @@
-"""Counts: per target, per pipeline (system and scope), per platform, per model,
-and per quarantine state. What `matrixgen stats` prints.
-
-Counting rules (documented in `matrixgen stats --help` too):
-
-- Counts are over targets (the configured ones; for a tree without config,
-  every scope x platform x environment used): a job no target selects is in
-  no count. A target's count is its selection before quarantine; how many of those jobs
-  quarantine skips, lets fail or runs with deselected node ids is counted
-  beside it, so a skipped case is visible, not silently gone.
-- A pipeline (github/L1, gitlab/mr, ...) counts distinct jobs (by identity:
-  model, test case, environment, platform, tag) over its targets, so a job
-  that runs on pull requests and in the merge group counts once. `cases` are
-  functional jobs (every model but `unit-tests`); unit tests are counted as
-  jobs and as buckets (distinct test cases).
-- Platforms with `counted: false` in the config are left out by default (their
-  targets are listed as excluded); `--exclude-platform` leaves out more,
-  `--all-platforms` counts every platform. A platform that is an `alias_of`
-  another is counted on its own and under its fleet (the platform it aliases).
-"""
+"""What `matrixgen stats` counts (its `--help` gives the rules): per target its
+selection before quarantine, with what quarantine skips, lets fail or
+deselects counted beside it, so a skipped case stays visible; per pipeline
+(system and scope), per platform and per model, distinct jobs by identity, so a
+job that runs on pull requests and in the merge group counts once."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from msgspec import Struct
@@ -80,16 +65,9 @@ class TargetStats(Struct, frozen=True):
     target: Target
     jobs: tuple[Job, ...]  # before quarantine; skipped ones carry their mark
 
-    def quarantine(self) -> dict[str, int]:
-        counts = Counter(j.quarantine.action for j in self.jobs if j.quarantine is not None)
-        return {state: counts.get(state, 0) for state in QUARANTINE_STATES}
-
-    def models(self) -> dict[str, int]:
-        return _counts(j.model for j in self.jobs)
-
     @property
     def row(self) -> TargetRow:
-        quarantine, place = self.quarantine(), self.target.place
+        quarantine, place = _states(self.jobs), self.target.place
         return TargetRow(
             name=self.target.name,
             system=place.system.value,
@@ -101,7 +79,7 @@ class TargetStats(Struct, frozen=True):
             running=len(self.jobs) - quarantine["skip"],
             functional=sum(1 for j in self.jobs if j.model != UNIT_TEST_MODEL),
             unit_tests=sum(1 for j in self.jobs if j.model == UNIT_TEST_MODEL),
-            models=self.models(),
+            models=_counts(j.model for j in self.jobs),
             quarantine=quarantine,
         )
 
@@ -136,7 +114,6 @@ class PipelineStats(Struct, frozen=True):
     def row(self) -> PipelineRow:
         functional = [j for j in self.jobs.values() if j.model != UNIT_TEST_MODEL]
         unit = [j for j in self.jobs.values() if j.model == UNIT_TEST_MODEL]
-        states = Counter(j.quarantine.action for j in self.jobs.values() if j.quarantine)
         return PipelineRow(
             pipeline=self.system + (f"/{self.scope}" if self.scope else ""),
             system=self.system,
@@ -149,7 +126,7 @@ class PipelineStats(Struct, frozen=True):
             unit_test_jobs=len(unit),
             unit_test_buckets=len({j.test_case for j in unit}),
             models=_counts(j.model for j in self.jobs.values()),
-            quarantine={s: states.get(s, 0) for s in QUARANTINE_STATES},
+            quarantine=_states(self.jobs.values()),
         )
 
 
@@ -207,8 +184,13 @@ class StatsReport(Struct, frozen=True, kw_only=True):
 
 
 def _counts(values: Iterable[str]) -> dict[str, int]:
-    """How many times each value occurs, by value."""
     return dict(sorted(Counter(values).items()))
+
+
+def _states(jobs: Iterable[Job]) -> dict[str, int]:
+    """How many of the jobs each quarantine state holds."""
+    counts = Counter(j.quarantine.action for j in jobs if j.quarantine is not None)
+    return {state: counts.get(state, 0) for state in QUARANTINE_STATES}
 
 
 def _distinct(groups: Iterable[Iterable[Job]]) -> dict[JobId, Job]:
@@ -290,55 +272,72 @@ def _pipelines(targets: Sequence[TargetStats], config: ProjectConfig) -> list[Pi
     ]
 
 
-# ---------------------------------------------------------------------------
-# the platforms section, checked by validate
-
-
-def check_platforms(context: ValidationContext) -> Iterable[Finding]:
+def check_platforms(context: ValidationContext) -> Iterator[Finding]:
     """platforms.<p> must be a platform of the vocabulary; alias_of must name
     another one, without a loop."""
     config = context.tree.config
     vocab = config.vocabulary
-    platforms = config.doc.platforms
-    if vocab is None or not platforms:
-        return []
-    findings: list[Finding] = []
-
-    def error(keys: list[str | int], message: str) -> None:
-        findings.append(finding(config.locate(keys), "platform", message))
-
-    for name, info in sorted(platforms.items()):
+    if vocab is None:
+        return
+    for name, info in sorted(config.doc.platforms.items()):
         if name not in vocab.platforms:
-            error(
-                ["platforms", name],
+            yield finding(
+                config.locate(["platforms", name]),
+                "platform",
                 f'platforms: "{name}" is not in vocabulary.platforms'
                 f"{did_you_mean(name, vocab.platforms)}",
             )
         alias = info.alias_of
-        if alias is None:
-            continue
-        if alias == name or alias not in vocab.platforms:
-            error(
-                ["platforms", name, "alias_of"],
+        if alias is not None and (alias == name or alias not in vocab.platforms):
+            yield finding(
+                config.locate(["platforms", name, "alias_of"]),
+                "platform",
                 f'platforms.{name}.alias_of: "{alias}" must be another platform'
                 f"{did_you_mean(alias, vocab.platforms - {name})}",
             )
-        elif _alias_chain(config, name)[1]:
-            error(
-                ["platforms", name, "alias_of"], f"platforms.{name}.alias_of: aliases form a loop"
+        elif alias is not None and _alias_chain(config, name)[1]:
+            yield finding(
+                config.locate(["platforms", name, "alias_of"]),
+                "platform",
+                f"platforms.{name}.alias_of: aliases form a loop",
             )
-    return findings
-
-
-# ---------------------------------------------------------------------------
-# text
 
 
 def render_table(stats: Stats) -> str:
+    models = sorted({j.model for t in stats.targets for j in t.jobs})
+    rows = [
+        [
+            d.name,
+            d.platform or "",
+            d.environment or "",
+            d.cadence or "",
+            str(d.jobs),
+            *[str(d.models.get(m, 0)) for m in models],
+            *[str(d.quarantine[s]) for s in QUARANTINE_STATES],
+        ]
+        for d in (t.row for t in stats.targets)
+    ]
+    headers = ["target", "platform", "env", "cadence", "jobs", *models]
     out = ["Targets (jobs before quarantine; skip/allow-failure/deselect: quarantined)"]
-    out.append(_targets_table(stats))
+    out.append(table(rows, [*headers, "skip", "allow-fail", "deselect"]))
+    rows = []
+    for d in (p.row for p in stats.pipelines):
+        fleets = ", ".join(f"{k} {v}" for k, v in d.cases_by_fleet.items())
+        platforms = ", ".join(f"{k} {v}" for k, v in d.cases_by_platform.items())
+        rows.append(
+            [
+                d.pipeline,
+                str(d.cases),
+                fleets,
+                platforms if platforms != fleets else "",
+                str(d.unit_test_jobs),
+                str(d.unit_test_buckets),
+                "/".join(str(d.quarantine[s]) for s in QUARANTINE_STATES),
+            ]
+        )
+    headers = ["pipeline", "cases", "by fleet", "by platform", "unit jobs", "buckets"]
     out.append("Pipelines (distinct jobs over their targets; cases = functional jobs)")
-    out.append(_pipelines_table(stats))
+    out.append(table(rows, [*headers, "skip/allow-fail/deselect"]))
     rows = [
         [name, str(v["jobs"]), str(v["functional"]), str(v["unit_tests"]), str(v["quarantined"])]
         for name, v in stats.platforms().items()
@@ -355,68 +354,3 @@ def render_table(stats: Stats) -> str:
     if line is not None:
         out.append(line + "\n")
     return "\n".join(out)
-
-
-def _targets_table(stats: Stats) -> str:
-    """A row per target: its jobs, per model, and quarantined."""
-    models = sorted({m for t in stats.targets for m in t.models()})
-    rows = []
-    for t in stats.targets:
-        d = t.row
-        rows.append(
-            [
-                d.name,
-                d.platform or "",
-                d.environment or "",
-                d.cadence or "",
-                str(d.jobs),
-                *[str(d.models.get(m, 0)) for m in models],
-                *[str(d.quarantine[s]) for s in QUARANTINE_STATES],
-            ]
-        )
-    return table(
-        rows,
-        [
-            "target",
-            "platform",
-            "env",
-            "cadence",
-            "jobs",
-            *models,
-            "skip",
-            "allow-fail",
-            "deselect",
-        ],
-    )
-
-
-def _pipelines_table(stats: Stats) -> str:
-    """A row per pipeline: its cases by fleet and platform, unit-test jobs, quarantined."""
-    rows = []
-    for p in stats.pipelines:
-        d = p.row
-        fleets = ", ".join(f"{k} {v}" for k, v in d.cases_by_fleet.items())
-        platforms = ", ".join(f"{k} {v}" for k, v in d.cases_by_platform.items())
-        rows.append(
-            [
-                d.pipeline,
-                str(d.cases),
-                fleets,
-                platforms if platforms != fleets else "",
-                str(d.unit_test_jobs),
-                str(d.unit_test_buckets),
-                "/".join(str(d.quarantine[s]) for s in QUARANTINE_STATES),
-            ]
-        )
-    return table(
-        rows,
-        [
-            "pipeline",
-            "cases",
-            "by fleet",
-            "by platform",
-            "unit jobs",
-            "buckets",
-            "skip/allow-fail/deselect",
-        ],
-    )
