@@ -107,6 +107,14 @@ entries:
     node_ids: ["tests/a.py::test_x"]
     owner: o
     reason: r
+  - id: muted-node
+    tracker: "https://tracker.example/4"
+    kind: flaky
+    action: mute
+    match: {test_case: bucket_b}
+    node_ids: ["tests/b.py::test_y"]
+    owner: o
+    reason: r
 """
 
 
@@ -138,12 +146,18 @@ def test_targets_counts_and_quarantine_states(tree: Callable[..., Path], cli: Ca
     # L1 on pull requests: both (skipped there) only; merge group adds merge_only.
     assert targets["l1-big-pr"]["jobs"] == 1
     assert targets["l1-big-pr"]["running"] == 0
-    assert targets["l1-big-pr"]["quarantine"] == {"skip": 1, "allow-failure": 0, "deselect": 0}
+    assert targets["l1-big-pr"]["quarantine"] == {
+        "skip": 1,
+        "allow-failure": 0,
+        "deselect": 0,
+        "mute": 0,
+    }
     assert targets["l1-big-mg"]["jobs"] == 2
     # mr dev: both, merge_only, and three unit-test jobs (bucket_a twice).
     assert targets["mr-big"]["jobs"] == 5
     assert targets["mr-big"]["models"] == {"gpt": 2, "unit-tests": 3}
     assert targets["mr-big"]["quarantine"]["deselect"] == 1
+    assert targets["mr-big"]["quarantine"]["mute"] == 1
     assert targets["mr-big-lts"]["jobs"] == 1
     assert targets["nightly-big"]["quarantine"]["allow-failure"] == 1
 
@@ -205,9 +219,11 @@ def test_platform_and_model_totals(tree: Callable[..., Path], cli: Callable) -> 
         "jobs": 7,  # both, merge_only x2 envs, night, bucket_a x2, bucket_b
         "functional": 4,
         "unit_tests": 3,
-        "quarantined": 3,  # both (skip in L1), night, bucket_a legacy
+        "quarantined": 4,  # both (skip in L1), night, bucket_a legacy, bucket_b (muted)
     }
     assert data["models"]["unit-tests"]["deselect"] == 1
+    # A mute entry is counted as such (once a missing key that crashed stats).
+    assert data["models"]["unit-tests"]["mute"] == 1
     assert data["models"]["gpt"]["skip"] == 1 and data["models"]["gpt"]["allow-failure"] == 1
 
 
@@ -234,14 +250,14 @@ def test_table_rows_of_targets_are_the_json_figures(
     rows = {line.split()[0]: line.split() for line in lines if line.split()[:1]}
     models = sorted({m for t in data["targets"] for m in t["models"]})
     assert header == ["target", "platform", "env", "cadence", "jobs", *models,
-                      "skip", "allow-fail", "deselect"]  # fmt: skip
+                      "skip", "allow-fail", "deselect", "mute"]  # fmt: skip
     for target in data["targets"]:
         cells = rows[target["name"]]
         # The figures are the row's last cells (platform, env, cadence may be empty).
-        figures = cells[len(cells) - (4 + len(models)) :]
+        figures = cells[len(cells) - (5 + len(models)) :]
         q = target["quarantine"]
         expected = [target["jobs"], *[target["models"].get(m, 0) for m in models],
-                    q["skip"], q["allow-failure"], q["deselect"]]  # fmt: skip
+                    q["skip"], q["allow-failure"], q["deselect"], q["mute"]]  # fmt: skip
         assert figures == [str(n) for n in expected], target["name"]
 
 

@@ -15,6 +15,7 @@ from msgspec import Struct
 from matrixgen.documents.config import ProjectConfig
 from matrixgen.model.errors import Finding, UsageError, did_you_mean, finding
 from matrixgen.model.jobs import Job, JobId, Target
+from matrixgen.model.vocab import QuarantineAction
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
 
 UNIT_TEST_MODEL = "unit-tests"
-QUARANTINE_STATES = ("skip", "allow-failure", "deselect")
+# Every action, mute too: a count per action, never a key missing for one.
+QUARANTINE_STATES = tuple(action.value for action in QuarantineAction)
 
 
 def fleet(config: ProjectConfig, platform: str) -> str:
@@ -318,8 +320,8 @@ def render_table(stats: Stats) -> str:
         for d in (t.row for t in stats.targets)
     ]
     headers = ["target", "platform", "env", "cadence", "jobs", *models]
-    out = ["Targets (jobs before quarantine; skip/allow-failure/deselect: quarantined)"]
-    out.append(table(rows, [*headers, "skip", "allow-fail", "deselect"]))
+    out = ["Targets (jobs before quarantine; skip/allow-failure/deselect/mute: quarantined)"]
+    out.append(table(rows, [*headers, "skip", "allow-fail", "deselect", "mute"]))
     rows = []
     for d in (p.row for p in stats.pipelines):
         fleets = ", ".join(f"{k} {v}" for k, v in d.cases_by_fleet.items())
@@ -337,7 +339,7 @@ def render_table(stats: Stats) -> str:
         )
     headers = ["pipeline", "cases", "by fleet", "by platform", "unit jobs", "buckets"]
     out.append("Pipelines (distinct jobs over their targets; cases = functional jobs)")
-    out.append(table(rows, [*headers, "skip/allow-fail/deselect"]))
+    out.append(table(rows, [*headers, "skip/allow-fail/deselect/mute"]))
     rows = [
         [name, str(v["jobs"]), str(v["functional"]), str(v["unit_tests"]), str(v["quarantined"])]
         for name, v in stats.platforms().items()
