@@ -8,18 +8,20 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from matrixgen.cli.common import option
+
 if TYPE_CHECKING:
     from matrixgen.engine.changes import ChangeSelection
     from matrixgen.pipeline import Generation
 
 ChangedSinceOption = Annotated[
     str | None,
-    typer.Option(
-        "--changed-since",
-        metavar="REF",
-        help="Keep only the jobs whose declared paths match a file changed since REF "
+    option(
+        "REF",
+        "Keep only the jobs whose declared paths match a file changed since REF "
         "(its merge base with HEAD, to the working tree); the full selection when that "
         "could miss one (reported).",
+        "--changed-since",
     ),
 ]
 FullOption = Annotated[

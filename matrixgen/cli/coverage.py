@@ -19,6 +19,7 @@ from matrixgen.cli.common import (
     TargetOption,
     check_ad_hoc,
     echo_json,
+    option,
     recipes_dir,
 )
 from matrixgen.model.errors import ExitCode, UsageError, exit_codes
@@ -102,35 +103,30 @@ def coverage(
     ] = TableJsonOrMarkdown.TABLE,
     reference: Annotated[
         list[str] | None,
-        typer.Option(
-            "--reference",
-            metavar="NAME=TEMPLATE",
-            help="A reference file every job needs (replaces the configured ones); repeatable.",
+        option(
+            "NAME=TEMPLATE",
+            "A reference file every job needs (replaces the configured ones); repeatable.",
         ),
     ] = None,
     root: Annotated[
         Path | None,
-        typer.Option(
-            "--root",
-            metavar="DIR",
-            help="The directory the templates start from (default: the configured root, "
+        option(
+            "DIR",
+            "The directory the templates start from (default: the configured root, "
             "below the top of the git checkout). With --revision: relative to the top.",
         ),
     ] = None,
     revision: Annotated[
         str | None,
-        typer.Option(
-            "--revision",
-            metavar="REV",
-            help="Read the recipes and the reference tree from this git revision, not from disk.",
+        option(
+            "REV", "Read the recipes and the reference tree from this git revision, not from disk."
         ),
     ] = None,
     exclude_model: Annotated[
         list[str] | None,
-        typer.Option(
-            "--exclude-model",
-            metavar="MODEL",
-            help="Leave this model's jobs out (e.g. unit-tests of a tree that cannot opt out); "
+        option(
+            "MODEL",
+            "Leave this model's jobs out (e.g. unit-tests of a tree that cannot opt out); "
             "repeatable.",
         ),
     ] = None,

@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.cli.common import RecipesOption, TableJsonOrMarkdown, echo_json, exits, load_valid
+from matrixgen.cli.common import (
+    RecipesOption,
+    TableJsonOrMarkdown,
+    echo_json,
+    exits,
+    load_valid,
+    option,
+)
 from matrixgen.model.errors import ExitCode
 from matrixgen.model.vocab import System
 from matrixgen.systems import HOMES, step_output_file, step_output_option
@@ -23,20 +30,20 @@ if TYPE_CHECKING:
 
 EventOption = Annotated[
     str | None,
-    typer.Option(
-        "--event",
-        metavar="NAME",
-        help="The CI event: GitHub's event name (pull_request, merge_group, schedule, "
+    option(
+        "NAME",
+        "The CI event: GitHub's event name (pull_request, merge_group, schedule, "
         "workflow_dispatch) or GitLab's pipeline source (merge_request_event, schedule).",
+        "--event",
     ),
 ]
 LabelOption = Annotated[
     list[str] | None,
-    typer.Option(
-        "--label",
-        metavar="LABEL",
-        help="A label of the pull or merge request that a rule names (a label no rule "
+    option(
+        "LABEL",
+        "A label of the pull or merge request that a rule names (a label no rule "
         "names is an error). Repeatable.",
+        "--label",
     ),
 ]
 
@@ -48,12 +55,12 @@ def _labels_expressions() -> str:
 
 LabelsJsonOption = Annotated[
     str | None,
-    typer.Option(
-        "--labels-json",
-        metavar="JSON",
-        help="Every label of the pull request as a JSON list of strings "
+    option(
+        "JSON",
+        "Every label of the pull request as a JSON list of strings "
         f"({_labels_expressions()}); labels no rule names are ignored "
         "and reported.",
+        "--labels-json",
     ),
 ]
 SystemOption = Annotated[

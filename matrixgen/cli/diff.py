@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from msgspec.structs import replace
 
-from matrixgen.cli.common import HoldingPenOption, TargetOption, echo_findings, echo_json
+from matrixgen.cli.common import HoldingPenOption, TargetOption, echo_findings, echo_json, option
 from matrixgen.cli.evidence import DbOption, note_ignored_store
 from matrixgen.model.errors import ExitCode, exit_codes
 from matrixgen.systems import names
@@ -152,10 +152,9 @@ def diff_command(
     # may exist at one revision only.
     recipes: Annotated[
         Path | None,
-        typer.Option(
-            "--recipes",
-            metavar="DIR",
-            help="The recipe tree's directory in the repository (default: $MATRIXGEN_RECIPES, "
+        option(
+            "DIR",
+            "The recipe tree's directory in the repository (default: $MATRIXGEN_RECIPES, "
             "else recipes/ at its top, else tests/test_utils/recipes/ as in Megatron-LM).",
         ),
     ] = None,
@@ -165,10 +164,7 @@ def diff_command(
         DiffFormat, typer.Option("--format", help="text, markdown (a PR comment) or json.")
     ] = DiffFormat.TEXT,
     expect: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--expect", metavar="RULE", help="An assertion about the diff (see above); repeatable."
-        ),
+        list[str] | None, option("RULE", "An assertion about the diff (see above); repeatable.")
     ] = None,
     db: DbOption = None,
     changed_view: Annotated[

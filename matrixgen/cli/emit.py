@@ -22,6 +22,7 @@ from matrixgen.cli.common import (
     echo_json,
     exits,
     load_valid,
+    option,
     recipes_dir,
 )
 from matrixgen.cli.decide import EventOption, LabelOption, LabelsJsonOption, SystemOption
@@ -42,11 +43,11 @@ if TYPE_CHECKING:
 
 LauncherOption = Annotated[
     str | None,
-    typer.Option(
-        "--launcher",
-        metavar="COMMAND",
-        help="Command every GitLab job runs instead of the configured launcher "
+    option(
+        "COMMAND",
+        "Command every GitLab job runs instead of the configured launcher "
         "(e.g. 'echo' for a dry run).",
+        "--launcher",
     ),
 ]
 
@@ -133,13 +134,7 @@ def generate(
     target: TargetOption = None,
     recipes: RecipesOption = None,
     out: Annotated[
-        Path,
-        typer.Option(
-            "--output-dir",
-            metavar="DIR",
-            help="Directory for one file per target.",
-            file_okay=False,
-        ),
+        Path, option("DIR", "Directory for one file per target.", "--output-dir", file_okay=False)
     ] = Path("out"),
     fmt: Annotated[TableOrJson, typer.Option("--format", help="The summary's format.")] = (
         TableOrJson.TABLE

@@ -20,6 +20,7 @@ from matrixgen.cli.common import (
     TableOrJsonOption,
     echo_json,
     exits,
+    option,
     tree_config,
     usable_generation,
 )
@@ -37,31 +38,23 @@ if TYPE_CHECKING:
 
 DbOption = Annotated[
     str | None,
-    typer.Option(
-        "--db",
-        metavar="URL",
-        help="Results store: a SQLite file path, sqlite:///PATH or postgresql://... "
+    option(
+        "URL",
+        "Results store: a SQLite file path, sqlite:///PATH or postgresql://... "
         "(default: $MATRIXGEN_RESULTS_DB, else .matrixgen/results.db at the top of the checkout, "
         "unless git tracks it).",
+        "--db",
     ),
 ]
-SinceOption = Annotated[
-    int, typer.Option("--since", metavar="DAYS", help="Only runs of the last DAYS days.")
-]
+SinceOption = Annotated[int, option("DAYS", "Only runs of the last DAYS days.", "--since")]
 MinRunsOption = Annotated[
-    int, typer.Option("--min-runs", metavar="N", help="Leave out keys with fewer runs than this.")
+    int, option("N", "Leave out keys with fewer runs than this.", "--min-runs")
 ]
 FlipRateOption = Annotated[
-    float,
-    typer.Option(
-        "--flip-rate", metavar="RATE", help="Flaky above this flip rate: flips / (runs - 1)."
-    ),
+    float, option("RATE", "Flaky above this flip rate: flips / (runs - 1).", "--flip-rate")
 ]
 BrokenRunsOption = Annotated[
-    int,
-    typer.Option(
-        "--broken-runs", metavar="N", help="Broken when the last N runs or more all failed."
-    ),
+    int, option("N", "Broken when the last N runs or more all failed.", "--broken-runs")
 ]
 
 
@@ -109,57 +102,43 @@ def ingest(
     files: Annotated[
         list[Path], typer.Argument(metavar="FILE|DIR...", help="JUnit XML files, or directories.")
     ],
-    run_id: Annotated[
-        str, typer.Option("--run-id", metavar="ID", help="The CI run (pipeline) id.")
-    ],
+    run_id: Annotated[str, option("ID", "The CI run (pipeline) id.")],
     target: Annotated[
-        str | None,
-        typer.Option(metavar="TARGET", help="The target the jobs ran in (a name from the config)."),
+        str | None, option("TARGET", "The target the jobs ran in (a name from the config).")
     ] = None,
     job: Annotated[
-        str | None,
-        typer.Option(metavar="JOB", help="The job that wrote the files (its recipe or CI name)."),
+        str | None, option("JOB", "The job that wrote the files (its recipe or CI name).")
     ] = None,
     tag: Annotated[
-        str | None,
-        typer.Option(
-            metavar="TAG", help="Leave out jobs with another tag (jobs without one stay)."
-        ),
+        str | None, option("TAG", "Leave out jobs with another tag (jobs without one stay).")
     ] = None,
     commit: Annotated[
-        str | None,
-        typer.Option(metavar="SHA", help=f"The commit tested (default: {_ci_default('commit')})."),
+        str | None, option("SHA", f"The commit tested (default: {_ci_default('commit')}).")
     ] = None,
     finished_at: Annotated[
         str | None,
-        typer.Option(
-            metavar="TIME",
-            help="When the run finished (default: the reports' timestamps, else now).",
-        ),
+        option("TIME", "When the run finished (default: the reports' timestamps, else now)."),
     ] = None,
     ref: Annotated[
         str | None,
-        typer.Option(
-            metavar="REF",
-            help=f"The branch or tag the run was for (default: {_ci_default('ref')}).",
-        ),
+        option("REF", f"The branch or tag the run was for (default: {_ci_default('ref')})."),
     ] = None,
     source: Annotated[
         str | None,
-        typer.Option(
-            metavar="SOURCE",
-            help="What started the run: schedule, merge_request_event, push... "
+        option(
+            "SOURCE",
+            "What started the run: schedule, merge_request_event, push... "
             f"(default: {_ci_default('source')}).",
         ),
     ] = None,
     base: Annotated[
         str | None,
-        typer.Option(
-            metavar="REV",
-            envvar=list(variables_of("diff_base")),
-            help="The git revision whose quarantine file decides which failures stay muted "
+        option(
+            "REV",
+            "The git revision whose quarantine file decides which failures stay muted "
             f"(default: {_ci_default('diff_base')}, else the tree of --recipes as it is): "
             "give a pull request's base, so that its own file grants nothing.",
+            envvar=list(variables_of("diff_base")),
         ),
     ] = None,
     db: DbOption = None,
@@ -369,10 +348,8 @@ def _ingest_row(j: Any, status: str) -> list[Any]:
 def prune(
     older_than: Annotated[
         int,
-        typer.Option(
-            "--older-than",
-            metavar="DAYS",
-            help="Delete the runs that finished more than DAYS days ago, with their results.",
+        option(
+            "DAYS", "Delete the runs that finished more than DAYS days ago, with their results."
         ),
     ],
     db: DbOption = None,
@@ -416,21 +393,11 @@ def flaky(
     broken_runs: BrokenRunsOption = 3,
     verdict: Annotated[
         list[str] | None,
-        typer.Option(
-            "--verdict",
-            metavar="VERDICT",
-            help="Only rows with this verdict (broken, failing, flaky, ok).",
-        ),
+        option("VERDICT", "Only rows with this verdict (broken, failing, flaky, ok)."),
     ] = None,
-    ref: Annotated[
-        str | None,
-        typer.Option("--ref", metavar="REF", help="Only the runs of this branch or tag."),
-    ] = None,
+    ref: Annotated[str | None, option("REF", "Only the runs of this branch or tag.")] = None,
     source: Annotated[
-        str | None,
-        typer.Option(
-            "--source", metavar="SOURCE", help="Only the runs of this source (needs --ref)."
-        ),
+        str | None, option("SOURCE", "Only the runs of this source (needs --ref).")
     ] = None,
     db: DbOption = None,
     fmt: FlakyFormatOption = TableJsonOrMarkdown.TABLE,

@@ -18,6 +18,7 @@ from matrixgen.cli.common import (
     held,
     note,
     note_warnings,
+    option,
     recipes_dir,
 )
 from matrixgen.model.vocab import OTHER_TIERS_SYSTEM, System
@@ -53,11 +54,11 @@ StrictOption = Annotated[
 ]
 LocalRecipesOption = Annotated[
     Path | None,
-    typer.Option(
-        "--local-recipes",
-        metavar="DIR",
-        help="More recipes, read after the tree (default: local_recipes/ beside the tree, "
+    option(
+        "DIR",
+        "More recipes, read after the tree (default: local_recipes/ beside the tree, "
         "when it exists).",
+        "--local-recipes",
         file_okay=False,
         dir_okay=True,
     ),

@@ -28,6 +28,7 @@ from matrixgen.cli.common import (
     exits,
     hold_until_exit,
     load_valid,
+    option,
     recipes_dir,
     report_base,
 )
@@ -244,26 +245,21 @@ def list_jobs(
     recipes: RecipesOption = None,
     target: TargetOption = None,
     scope: Annotated[
-        str | None,
-        typer.Option(metavar="SCOPE", help="Only this scope or tier (legacy names resolve)."),
+        str | None, option("SCOPE", "Only this scope or tier (legacy names resolve).")
     ] = None,
     cadence: Annotated[
-        str | None,
-        typer.Option(metavar="CADENCE", help="Only this cadence: pr, nightly, mergegroup, weekly."),
+        str | None, option("CADENCE", "Only this cadence: pr, nightly, mergegroup, weekly.")
     ] = None,
     environment: Annotated[
-        str | None, typer.Option(metavar="ENV", help="Only this environment (dev, lts, ...).")
+        str | None, option("ENV", "Only this environment (dev, lts, ...).")
     ] = None,
     platform: Annotated[
-        str | None, typer.Option(metavar="PLATFORM", help="Only this platform (dgx_h100, ...).")
+        str | None, option("PLATFORM", "Only this platform (dgx_h100, ...).")
     ] = None,
-    model: Annotated[str | None, typer.Option(metavar="MODEL", help="Only this model.")] = None,
-    tag: Annotated[str | None, typer.Option(metavar="TAG", help="Only this tag.")] = None,
+    model: Annotated[str | None, option("MODEL", "Only this model.")] = None,
+    tag: Annotated[str | None, option("TAG", "Only this tag.")] = None,
     test_case: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--test-case", metavar="NAME", help="Test case name; repeat or separate with commas."
-        ),
+        list[str] | None, option("NAME", "Test case name; repeat or separate with commas.")
     ] = None,
     fmt: Annotated[OutputFormat, typer.Option("--format", help="table, json or yaml.")] = (
         OutputFormat.TABLE

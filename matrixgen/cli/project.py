@@ -21,6 +21,7 @@ from matrixgen.cli.common import (
     echo_json,
     exits,
     load_valid,
+    option,
     usable_generation,
 )
 from matrixgen.cli.evidence import DbOption, note_ignored_store
@@ -173,10 +174,8 @@ def stats(
     recipes: RecipesOption = None,
     exclude_platform: Annotated[
         list[str] | None,
-        typer.Option(
-            "--exclude-platform",
-            metavar="PLATFORM",
-            help="Leave this platform out (repeatable); added to those with counted: false.",
+        option(
+            "PLATFORM", "Leave this platform out (repeatable); added to those with counted: false."
         ),
     ] = None,
     all_platforms: Annotated[

@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.cli.common import RecipesOption, TargetOption, check_ad_hoc, exits, load_valid
+from matrixgen.cli.common import (
+    RecipesOption,
+    TargetOption,
+    check_ad_hoc,
+    exits,
+    load_valid,
+    option,
+)
 from matrixgen.cli.evidence import DbOption
 from matrixgen.cli.triage import (
     BaselineRefOption,
@@ -36,30 +43,16 @@ if TYPE_CHECKING:
 )
 def report(
     out: Annotated[
-        Path,
-        typer.Option(
-            "--output-dir",
-            metavar="DIR",
-            help="Directory the site is written to.",
-            file_okay=False,
-        ),
+        Path, option("DIR", "Directory the site is written to.", "--output-dir", file_okay=False)
     ],
     recipes: RecipesOption = None,
     db: DbOption = None,
     since: Annotated[
-        int,
-        typer.Option(
-            "--since",
-            metavar="DAYS",
-            help="Results of the last DAYS days (flake history, evidence).",
-        ),
+        int, option("DAYS", "Results of the last DAYS days (flake history, evidence).")
     ] = 30,
     target: TargetOption = None,
     run: Annotated[
-        str | None,
-        typer.Option(
-            "--run", metavar="RUN_ID", help="The stored run whose triage the Triage page shows."
-        ),
+        str | None, option("RUN_ID", "The stored run whose triage the Triage page shows.")
     ] = None,
     baseline_ref: BaselineRefOption = "main",
     baseline_source: BaselineSourceOption = None,

@@ -11,6 +11,7 @@ from matrixgen.cli.common import (
     TableJsonOrMarkdown,
     echo_json,
     exits,
+    option,
     usable_generation,
 )
 from matrixgen.cli.evidence import (
@@ -34,22 +35,22 @@ _HEADERS = ("verdict", "model", "test_case", "node_id", "platform", "environment
 
 # The baseline options, shared with `matrixgen report --run`.
 BaselineRefOption = Annotated[
-    str, typer.Option("--baseline-ref", metavar="REF", help="The branch the baseline runs are of.")
+    str, option("REF", "The branch the baseline runs are of.", "--baseline-ref")
 ]
 BaselineSourceOption = Annotated[
     str | None,
-    typer.Option(
+    option(
+        "SOURCE",
+        "Only baseline runs of this source, e.g. schedule (default: any).",
         "--baseline-source",
-        metavar="SOURCE",
-        help="Only baseline runs of this source, e.g. schedule (default: any).",
     ),
 ]
 BaselineRunsOption = Annotated[
     int,
-    typer.Option(
+    option(
+        "N",
+        "Compare with the latest N baseline runs that finished before the run.",
         "--baseline-runs",
-        metavar="N",
-        help="Compare with the latest N baseline runs that finished before the run.",
     ),
 ]
 
@@ -80,7 +81,7 @@ def check_triage_options(
     (ExitCode.RESULTS_STORE, "the results store cannot be opened or read"),
 )
 def triage(
-    run: Annotated[str, typer.Option("--run", metavar="RUN_ID", help="The stored run to triage.")],
+    run: Annotated[str, option("RUN_ID", "The stored run to triage.")],
     baseline_ref: BaselineRefOption = "main",
     baseline_source: BaselineSourceOption = None,
     baseline_runs: BaselineRunsOption = 1,

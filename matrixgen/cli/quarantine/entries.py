@@ -9,25 +9,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from matrixgen.cli.common import (
+    ExpiresOption,
+    OwnerOption,
     RecipesOption,
     TableOrJson,
     TableOrJsonOption,
     echo_json,
+    existing_recipes_dir,
     exits,
+    option,
     usable_generation,
 )
-from matrixgen.cli.quarantine.common import (
-    ExpiresOption,
-    OwnerOption,
-    _option,
-    _root,
-)
 from matrixgen.model.errors import ExitCode, UsageError, did_you_mean
-from matrixgen.model.vocab import (
-    CONFIG_FILENAME,
-    QuarantineAction,
-    QuarantineKind,
-)
+from matrixgen.model.vocab import CONFIG_FILENAME, QuarantineAction, QuarantineKind
 from matrixgen.quarantine.trackers import tracker_text
 from matrixgen.systems import assumed_first, example_places
 from matrixgen.util.escape import terminal_text
@@ -109,43 +103,39 @@ _VERBS = {
 def add(
     test_case: Annotated[
         list[str],
-        _option(
-            "NAME",
-            "Test case name, or a glob (*, ?, [..]); repeatable: one entry covers them all.",
-            "--test-case",
+        option(
+            "NAME", "Test case name, or a glob (*, ?, [..]); repeatable: one entry covers them all."
         ),
     ],
-    tracker: Annotated[str, _option("TRACKER", 'Issue URL, or "#N" (resolved by tracker_base).')],
+    tracker: Annotated[str, option("TRACKER", 'Issue URL, or "#N" (resolved by tracker_base).')],
     kind: Annotated[QuarantineKind, typer.Option(help="Why: the reason taxonomy.")],
     action: Annotated[
         QuarantineAction, typer.Option(help="skip, allow-failure, deselect or mute.")
     ],
-    reason: Annotated[str, _option("TEXT", "One line: what fails and how.")],
+    reason: Annotated[str, option("TEXT", "One line: what fails and how.")],
     owner: OwnerOption = None,
     recipes: RecipesOption = None,
     platform: Annotated[
-        list[str] | None, _option("PLATFORM", "Only on this platform (repeatable).", "--platform")
+        list[str] | None, option("PLATFORM", "Only on this platform (repeatable).")
     ] = None,
     environment: Annotated[
-        list[str] | None, _option("ENV", "Only in this environment (repeatable).", "--environment")
+        list[str] | None, option("ENV", "Only in this environment (repeatable).")
     ] = None,
     scope: Annotated[
         list[str] | None,
-        _option(
+        option(
             "SYSTEM/SCOPE",
             f"Only there: {', '.join(example_places())}, or a whole system "
             "(repeatable; default: all).",
-            "--scope",
         ),
     ] = None,
-    model: Annotated[str | None, _option("MODEL", "Only this model's test case.")] = None,
-    tag: Annotated[list[str] | None, _option("TAG", "Only this tag (repeatable).", "--tag")] = None,
+    model: Annotated[str | None, option("MODEL", "Only this model's test case.")] = None,
+    tag: Annotated[list[str] | None, option("TAG", "Only this tag (repeatable).")] = None,
     node_id: Annotated[
-        list[str] | None,
-        _option("NODE_ID", "pytest node id to deselect or mute (repeatable).", "--node-id"),
+        list[str] | None, option("NODE_ID", "pytest node id to deselect or mute (repeatable).")
     ] = None,
     expires: ExpiresOption = None,
-    entry_id: Annotated[str | None, _option("ID", "Entry id (default: derived).", "--id")] = None,
+    entry_id: Annotated[str | None, option("ID", "Entry id (default: derived).", "--id")] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show what it would affect; write nothing.")
     ] = False,
@@ -154,7 +144,7 @@ def add(
     """Quarantine a test case: prints the jobs it affects per target, then the entry id."""
     from matrixgen.entries.add import EntryRequest, new_entry, write_entry
 
-    root = _root(recipes)
+    root = existing_recipes_dir(recipes)
     generation = usable_generation(root)
     request = EntryRequest(
         test_cases=test_case,
@@ -232,7 +222,7 @@ def _existing_file(recipes: Path | None, verb: str) -> tuple[Project, str | None
     from matrixgen.quarantine.policy import policy
     from matrixgen.quarantine.project import open_project
 
-    project = open_project(_root(recipes))
+    project = open_project(existing_recipes_dir(recipes))
     path = project.quarantine_path
     if not os.path.lexists(path):
         raise UsageError(f"{path} does not exist: there is nothing to {verb}")
@@ -269,7 +259,7 @@ def remove(
 
 @exits(*EDIT_EXITS)
 def lift(
-    tracker: Annotated[str, typer.Option(metavar="TRACKER", help='The tracker: URL, "#N" or N.')],
+    tracker: Annotated[str, option("TRACKER", 'The tracker: URL, "#N" or N.')],
     recipes: RecipesOption = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing.")] = False,
 ) -> None:
@@ -306,16 +296,16 @@ def lift(
 def list_entries(
     recipes: RecipesOption = None,
     tracker: Annotated[
-        str | None, _option("TRACKER", 'Only entries of this tracker: URL, "#N" or N.')
+        str | None, option("TRACKER", 'Only entries of this tracker: URL, "#N" or N.')
     ] = None,
-    owner: Annotated[str | None, _option("OWNER", "Only entries of this owner.")] = None,
+    owner: Annotated[str | None, option("OWNER", "Only entries of this owner.")] = None,
     kind: Annotated[QuarantineKind | None, typer.Option(help="Only entries of this kind.")] = None,
     action: Annotated[
         QuarantineAction | None, typer.Option(help="Only entries with this action.")
     ] = None,
     platform: Annotated[
         str | None,
-        _option(
+        option(
             "PLATFORM", "Only entries that can apply on this platform (they list it, or list none)."
         ),
     ] = None,
@@ -335,7 +325,7 @@ def list_entries(
     from matrixgen.quarantine.policy import current_day, policy
     from matrixgen.quarantine.project import open_project
 
-    root = _root(recipes)
+    root = existing_recipes_dir(recipes)
     project = open_project(root)
     config, path, qfile = project.config, project.quarantine_path, project.quarantine
     base = policy(config).tracker_base
