@@ -21,7 +21,6 @@ ChangedSinceOption = Annotated[
         "Keep only the jobs whose declared paths match a file changed since REF "
         "(its merge base with HEAD, to the working tree); the full selection when that "
         "could miss one (reported).",
-        "--changed-since",
     ),
 ]
 FullOption = Annotated[

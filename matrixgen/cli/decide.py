@@ -34,7 +34,6 @@ EventOption = Annotated[
         "NAME",
         "The CI event: GitHub's event name (pull_request, merge_group, schedule, "
         "workflow_dispatch) or GitLab's pipeline source (merge_request_event, schedule).",
-        "--event",
     ),
 ]
 LabelOption = Annotated[
@@ -43,7 +42,6 @@ LabelOption = Annotated[
         "LABEL",
         "A label of the pull or merge request that a rule names (a label no rule "
         "names is an error). Repeatable.",
-        "--label",
     ),
 ]
 

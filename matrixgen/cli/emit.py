@@ -47,7 +47,6 @@ LauncherOption = Annotated[
         "COMMAND",
         "Command every GitLab job runs instead of the configured launcher "
         "(e.g. 'echo' for a dry run).",
-        "--launcher",
     ),
 ]
 

@@ -43,19 +43,12 @@ DbOption = Annotated[
         "Results store: a SQLite file path, sqlite:///PATH or postgresql://... "
         "(default: $MATRIXGEN_RESULTS_DB, else .matrixgen/results.db at the top of the checkout, "
         "unless git tracks it).",
-        "--db",
     ),
 ]
-SinceOption = Annotated[int, option("DAYS", "Only runs of the last DAYS days.", "--since")]
-MinRunsOption = Annotated[
-    int, option("N", "Leave out keys with fewer runs than this.", "--min-runs")
-]
-FlipRateOption = Annotated[
-    float, option("RATE", "Flaky above this flip rate: flips / (runs - 1).", "--flip-rate")
-]
-BrokenRunsOption = Annotated[
-    int, option("N", "Broken when the last N runs or more all failed.", "--broken-runs")
-]
+SinceOption = Annotated[int, option("DAYS", "Only runs of the last DAYS days.")]
+MinRunsOption = Annotated[int, option("N", "Leave out keys with fewer runs than this.")]
+FlipRateOption = Annotated[float, option("RATE", "Flaky above this flip rate: flips / (runs - 1).")]
+BrokenRunsOption = Annotated[int, option("N", "Broken when the last N runs or more all failed.")]
 
 
 def note_ignored_store(db: str | None) -> None:

@@ -34,24 +34,12 @@ if TYPE_CHECKING:
 _HEADERS = ("verdict", "model", "test_case", "node_id", "platform", "environment", "scope")
 
 # The baseline options, shared with `matrixgen report --run`.
-BaselineRefOption = Annotated[
-    str, option("REF", "The branch the baseline runs are of.", "--baseline-ref")
-]
+BaselineRefOption = Annotated[str, option("REF", "The branch the baseline runs are of.")]
 BaselineSourceOption = Annotated[
-    str | None,
-    option(
-        "SOURCE",
-        "Only baseline runs of this source, e.g. schedule (default: any).",
-        "--baseline-source",
-    ),
+    str | None, option("SOURCE", "Only baseline runs of this source, e.g. schedule (default: any).")
 ]
 BaselineRunsOption = Annotated[
-    int,
-    option(
-        "N",
-        "Compare with the latest N baseline runs that finished before the run.",
-        "--baseline-runs",
-    ),
+    int, option("N", "Compare with the latest N baseline runs that finished before the run.")
 ]
 
 
