@@ -49,10 +49,24 @@ if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
 
 
+#: Old spellings of options: each still read as the option it names, by every
+#: command that has that option, and named nowhere (help, errors, completion
+#: name the option's own spelling). `--out`: the output folder's name before it
+#: was `--output-dir`, beside the output file's `--output`.
+OLD_SPELLINGS = {"--out": "--output-dir"}
+
+
 class _Plain:
     """Help as the ecosystem writes it: every command's first sentence in full
     in a command list (never cut with "..."), and usage lines without typer's
-    braces around required arguments (`diff [OPTIONS] BASE [HEAD]`)."""
+    braces around required arguments (`diff [OPTIONS] BASE [HEAD]`).
+
+    An option that takes one value, given twice, is a usage error (exit 2):
+    click would keep the last silently (`--test-case A --test-case B` would
+    quarantine B alone). Options that accumulate (`multiple`, counts) and
+    help's are left alone. Checked as the command line is parsed, before any
+    value is converted or any required option is looked for. The parser also
+    reads each old spelling (OLD_SPELLINGS) as the option it names."""
 
     def get_short_help_str(self, limit: int = 45) -> str:
         return super().get_short_help_str(limit=1_000_000)  # type: ignore[misc]
@@ -61,16 +75,14 @@ class _Plain:
         pieces = super().collect_usage_pieces(ctx)  # type: ignore[misc]
         return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
 
-
-class _Once:
-    """An option that takes one value, given twice, is a usage error (exit 2):
-    click would keep the last silently (`--test-case A --test-case B` would
-    quarantine B alone). Options that accumulate (`multiple`, counts) and
-    help's are left alone. Checked as the command line is parsed, before any
-    value is converted or any required option is looked for."""
-
     def make_parser(self, ctx: Any) -> Any:
         parser = super().make_parser(ctx)  # type: ignore[misc]
+        # click has no spelling of an option that help and errors leave out: the
+        # parser's table of long options gets the old one as another key
+        # (tests/test_cli_spellings.py fails should that table change).
+        for old, now in OLD_SPELLINGS.items():
+            if now in parser._long_opt and old not in parser._long_opt:
+                parser._long_opt[old] = parser._long_opt[now]
         parse = parser.parse_args
 
         def parse_args(args: list[str]) -> Any:
@@ -98,56 +110,12 @@ def _given_twice(param: Any, times: int) -> str:
     return f"option {names} is given {times} times: give it once ({what})"
 
 
-#: Old spellings of options: each still read as the option it names, by every
-#: command that has that option, and named nowhere (help, errors, completion
-#: name the option's own spelling). `--out`: the output folder's name before it
-#: was `--output-dir`, beside the output file's `--output`.
-OLD_SPELLINGS = {"--out": "--output-dir"}
-
-
-class _OldSpellings:
-    """The command's parser reads each old spelling (OLD_SPELLINGS) as the
-    option it names, when the command has that option."""
-
-    def make_parser(self, ctx: Any) -> Any:
-        parser = super().make_parser(ctx)  # type: ignore[misc]
-        # click has no spelling of an option that help and errors leave out: the
-        # parser's table of long options gets the old one as another key
-        # (tests/test_cli_spellings.py fails should that table change).
-        for old, now in OLD_SPELLINGS.items():
-            if now in parser._long_opt and old not in parser._long_opt:
-                parser._long_opt[old] = parser._long_opt[now]
-        return parser
-
-
-class Command(_Once, _OldSpellings, _Plain, TyperCommand):
+class Command(_Plain, TyperCommand):
     pass
 
 
-class Group(_Once, _Plain, TyperGroup):
+class Group(_Plain, TyperGroup):
     pass
-
-
-def _plain_help(app: typer.Typer) -> None:
-    """Every command and group of the app with the help of `_Plain`."""
-    for info in app.registered_commands:
-        if info.cls in (None, TyperCommand):
-            info.cls = Command
-    for group in app.registered_groups:
-        if getattr(group.cls, "value", group.cls) in (None, TyperGroup):  # typer's default
-            group.cls = Group
-        if group.typer_instance is not None:
-            _plain_help(group.typer_instance)
-
-
-APP_SETTINGS: dict[str, Any] = {
-    "cls": Group,
-    "name": "matrixgen",
-    "add_completion": True,
-    "no_args_is_help": True,
-    "pretty_exceptions_enable": False,
-    "rich_markup_mode": None,
-}
 
 
 def _show_version(value: bool) -> None:
@@ -402,22 +370,27 @@ def _job_columns(jobs: list[Any]) -> tuple[list[str], list[Any]]:
     return headers, columns
 
 
-def build_app(names: tuple[str, ...] | None = None) -> typer.Typer:
+def build_app(names: tuple[str, ...] | None = None, only: str | None = None) -> typer.Typer:
     """The app with the given top-level commands, groups and aliases of the
-    registry (default: all of them), in the registry's order."""
-    app = typer.Typer(**APP_SETTINGS)
+    registry (default: all of them), in the registry's order; of a group, only
+    the command `only` when given."""
+    app = typer.Typer(
+        cls=Group,
+        name="matrixgen",
+        add_completion=True,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
     # The root's own options (--version); with one command typer would also make
     # that command the root without a callback: this keeps `matrixgen CMD`.
     app.callback()(_root)
     for name in names or registry.top_level_names():
-        _add(app, name)
-    _plain_help(app)
+        _add(app, name, only)
     return app
 
 
-def _add(app: typer.Typer, name: str, only: str | None = None) -> None:
-    """Register the registry's entry `name` on `app` (of a group, only the
-    command `only` when given)."""
+def _add(app: typer.Typer, name: str, only: str | None) -> None:
     found = registry.entry(name)
     if isinstance(found, registry.Command):
         _command(app, found, found.name)
@@ -425,6 +398,7 @@ def _add(app: typer.Typer, name: str, only: str | None = None) -> None:
         _command(app, registry.aliased(found), found.name, hidden=True)
     elif isinstance(found, registry.Group):
         group = typer.Typer(
+            cls=Group,
             name=found.name,
             help=found.summary(),
             no_args_is_help=True,
@@ -445,7 +419,7 @@ def _command(app: typer.Typer, command: registry.Command, name: str, hidden: boo
     module = importlib.import_module(command.module)
     function = getattr(module, command.function)
     help_text = getattr(module, command.help_attr) if command.help_attr else None
-    app.command(name, help=help_text, hidden=hidden)(function)
+    app.command(name, cls=Command, help=help_text, hidden=hidden)(function)
 
 
 def _root(
@@ -471,14 +445,10 @@ def app_for(argv: list[str]) -> typer.Typer:
     found = registry.entry(argv[0]) if argv else None
     if found is None:
         return build_app()
-    app = typer.Typer(**APP_SETTINGS)
-    app.callback()(_root)
     only = None
     if isinstance(found, registry.Group) and len(argv) > 1 and found.command(argv[1]):
         only = argv[1]
-    _add(app, found.name, only)
-    _plain_help(app)
-    return app
+    return build_app((found.name,), only)
 
 
 def __getattr__(name: str) -> Any:

@@ -103,20 +103,13 @@ def top_level_names() -> list[str]:
 
 
 def entry(name: str) -> Command | Group | Alias | None:
-    """The top-level entry of that name."""
     return next((e for e in CLI if e.name == name), None)
-
-
-def group(name: str) -> Group:
-    found = entry(name)
-    if not isinstance(found, Group):
-        raise KeyError(name)
-    return found
 
 
 def aliased(alias: Alias) -> Command:
     """The group's command an alias runs."""
-    found = group(alias.group).command(alias.command)
+    group = entry(alias.group)
+    found = group.command(alias.command) if isinstance(group, Group) else None
     if found is None:
         raise KeyError(f"{alias.group} {alias.command}")
     return found
