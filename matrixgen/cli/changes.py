@@ -33,7 +33,7 @@ def change_selection(
     generation: Generation, recipes: Path, ref: str | None, full: bool
 ) -> tuple[Generation, ChangeSelection | None]:
     """The generation restricted to the jobs the change needs, and the decision
-    (None when change-based selection is off). The decision is printed."""
+    (printed; None when change-based selection is off)."""
     if ref is None or full:
         if full and ref is not None:
             typer.echo(

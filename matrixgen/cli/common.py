@@ -29,6 +29,7 @@ from matrixgen.util.escape import terminal_text
 from matrixgen.util.jsontext import pretty
 
 F = TypeVar("F", bound=Callable[..., Any])
+Renderer = Callable[[Any], str]
 
 if TYPE_CHECKING:
     from matrixgen.documents.config import ProjectConfig
@@ -111,9 +112,8 @@ def check_ad_hoc(generation: Generation, targets: list[Target]) -> None:
 
     config = generation.tree.config
     for target in targets:
-        if config.target(target.name) is target:
-            continue  # configured: the config's own checks ran
-        check_ad_hoc_target(target, [(config, generation.jobs)])
+        if config.target(target.name) is not target:  # configured: the config's checks ran
+            check_ad_hoc_target(target, [(config, generation.jobs)])
 
 
 class TableOrJson(StrEnum):
@@ -233,9 +233,9 @@ def load_valid(recipes: Path | None, *, emitting: bool = False) -> Generation:
 QUIET_VARIABLE = "MATRIXGEN_QUIET"
 
 
-def note(text: str, *, quietable: bool = True) -> None:
-    """One `matrixgen: note:` line on stderr; a quietable one not when $MATRIXGEN_QUIET=1."""
-    if not quietable or os.environ.get(QUIET_VARIABLE, "") != "1":
+def note(text: str) -> None:
+    """One `matrixgen: note:` line on stderr, unless $MATRIXGEN_QUIET=1."""
+    if os.environ.get(QUIET_VARIABLE, "") != "1":
         typer.echo(f"matrixgen: note: {terminal_text(text)}", err=True)
 
 
@@ -285,3 +285,13 @@ def dump(value: Any, fmt: OutputFormat) -> str:
 
 def echo_json(value: Any) -> None:
     typer.echo(dump(value, OutputFormat.JSON), nl=False)
+
+
+def echo_as(fmt: str, value: Any, table: Renderer, markdown: Renderer) -> None:
+    """The value as --format asks: JSON (from its declaration), a table or Markdown."""
+    from matrixgen.util.values import json_value
+
+    if fmt == "json":
+        echo_json(json_value(value))
+    else:
+        typer.echo((markdown if fmt == "markdown" else table)(value), nl=False)

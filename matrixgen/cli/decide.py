@@ -13,7 +13,7 @@ import typer
 from matrixgen.cli.common import (
     RecipesOption,
     TableJsonOrMarkdown,
-    echo_json,
+    echo_as,
     exits,
     load_valid,
     option,
@@ -21,7 +21,6 @@ from matrixgen.cli.common import (
 from matrixgen.model.errors import ExitCode
 from matrixgen.model.vocab import System
 from matrixgen.systems import HOMES, step_output_file, step_output_option
-from matrixgen.util.values import json_value
 
 if TYPE_CHECKING:
     from matrixgen.model.decide import Decision
@@ -46,19 +45,13 @@ LabelOption = Annotated[
 ]
 
 
-def _labels_expressions() -> str:
-    """How a job passes the labels, in each system that has a way."""
-    return ", ".join(h.labels_expression for h in HOMES if h.labels_expression)
-
-
 LabelsJsonOption = Annotated[
     str | None,
     option(
         "JSON",
         "Every label of the pull request as a JSON list of strings "
-        f"({_labels_expressions()}); labels no rule names are ignored "
-        "and reported.",
-        "--labels-json",
+        f"({', '.join(h.labels_expression for h in HOMES if h.labels_expression)}); "
+        "labels no rule names are ignored and reported.",
     ),
 ]
 SystemOption = Annotated[
@@ -147,9 +140,4 @@ def decide_command(
         from matrixgen.emit.registry import step_outputs
 
         step_outputs().append(github_outputs(decision))
-    if fmt is TableJsonOrMarkdown.JSON:
-        echo_json(json_value(decision))
-    elif fmt is TableJsonOrMarkdown.MARKDOWN:
-        typer.echo(render_markdown(decision), nl=False)
-    else:
-        typer.echo(render_table(decision), nl=False)
+    echo_as(fmt, decision, render_table, render_markdown)

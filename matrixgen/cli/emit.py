@@ -60,8 +60,7 @@ def target_to_emit(
     *,
     launcher: str | None = None,
 ) -> tuple[Target, list[Job], EmitSettings]:
-    """What a `github` or `gitlab` command emits: its one target (`one_target`),
-    that target's jobs (narrowed by --changed-since), and its settings."""
+    """A `github` or `gitlab` command's one target, its jobs and its settings."""
     from matrixgen.emit.common import resolve_settings
 
     generation = load_valid(recipes, emitting=True)
@@ -72,8 +71,7 @@ def target_to_emit(
 
 
 def one_target(generation: Generation, system: System, values: list[str] | None) -> Target:
-    """The single target a `github` or `gitlab` command emits; key=value pairs
-    without system= are the command's system."""
+    """Key=value pairs without system= are the command's system."""
     from matrixgen.model.errors import UsageError
 
     if not values:
@@ -207,8 +205,7 @@ def _generation_and_targets(
     labels_json: str | None,
     system: System | None,
 ) -> tuple[Generation, list[Target]]:
-    """`generate`'s tree, refused when invalid, and its targets: the ones given,
-    the ones `decide` picks for --event, else every target of the tree."""
+    """`generate`'s tree and targets: those given, or `decide` picks, else all."""
     from matrixgen.model.errors import UsageError
 
     if event is None and (label or labels_json or system):
@@ -229,9 +226,6 @@ def _generation_and_targets(
 
 
 def _echo_summary(outputs: list[TargetOutput], saved: Dropped | None, out: Path) -> None:
-    """The tables of `generate --format table`: targets, platforms, quarantine
-    entries in effect and (with --changed-since) the jobs left out; the totals on
-    stderr."""
     from matrixgen.emit.generate import quarantine_rows, summary, summary_rows
 
     rows, headers = summary_rows(outputs)

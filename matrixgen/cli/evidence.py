@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from contextlib import closing
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -52,8 +53,8 @@ BrokenRunsOption = Annotated[int, option("N", "Broken when the last N runs or mo
 
 
 def note_ignored_store(db: str | None) -> None:
-    """One note on stderr when the default results store is there but tracked by
-    git, so not read (the commands that need a store stop on it instead)."""
+    """A note when the default results store is there but tracked by git, so not
+    read (the commands that need a store stop on it instead)."""
     from matrixgen.util.checkout import choose_store
 
     note = choose_store(db).note
@@ -212,7 +213,6 @@ def _mute_entries(generation: Any, recipes: Path | None, base: str | None) -> tu
 
 
 def _echo_ingest(report: Any, shown: str, files: int, fmt: TableOrJson) -> None:
-    """What `ingest` stored: a row per job (table or JSON), notes on stderr."""
     rows = [_ingest_row(j, "stored") for j in report.stored]
     rows += [_ingest_row(j, "already stored") for j in report.already]
     odd = list(report.not_node_ids)
@@ -292,10 +292,7 @@ def _stream_ingest(
 
 
 def _origin(option: str, given: str | None, role: str) -> str | None:
-    """--ref or --source: as given, else from the CI's own variables (the running
-    CI's; outside any CI, `systems.ci` says in which order); None when nothing
-    says. An empty or blank value given on the command line is a mistake; an
-    empty variable is unset."""
+    """--ref or --source: as given (never blank), else from the CI's own variables."""
     if given is not None:
         if not given.strip() or given != given.strip():
             raise UsageError(f"{option} {given!r}: expected a name without surrounding blanks")
@@ -304,37 +301,26 @@ def _origin(option: str, given: str | None, role: str) -> str | None:
 
 
 def _ci_default(role: str) -> str:
-    """The variables an option's default is read from, as its help names them."""
     return ", else ".join(f"${name}" for name in variables_of(role))
 
 
-_INGEST_HEADERS = (
-    "job",
-    "target",
-    "platform",
-    "environment",
-    "scope",
-    "tests",
-    "failed",
-    "skipped",
-    "reruns",
-    "status",
-)
+# The columns of `ingest`'s rows: each an attribute of the stored job; then its status.
+_INGEST_COLUMNS = {
+    "job": "job_name",
+    "target": "target",
+    "platform": "job.platform",
+    "environment": "job.environment",
+    "scope": "job.place",
+    "tests": "tests",
+    "failed": "failed",
+    "skipped": "skipped",
+    "reruns": "reruns",
+}
+_INGEST_HEADERS = (*_INGEST_COLUMNS, "status")
 
 
 def _ingest_row(j: Any, status: str) -> list[Any]:
-    return [
-        j.job_name,
-        j.target,
-        j.job.platform,
-        j.job.environment,
-        j.job.place,
-        j.tests,
-        j.failed,
-        j.skipped,
-        j.reruns,
-        status,
-    ]
+    return [*attrgetter(*_INGEST_COLUMNS.values())(j), status]
 
 
 @exits(ExitCode.OK, ExitCode.USAGE, ExitCode.RESULTS_STORE)
@@ -429,9 +415,9 @@ def flaky(
         typer.echo(flaky_markdown(rows, groups), nl=False)
     else:
         none = "no key has enough runs to judge" if not report.rows else "no key has this verdict"
-        typer.echo(
-            table([_flaky_cells(r) for r in rows], list(_FLAKY_HEADERS), empty=none), nl=False
-        )
+        cells = [_flaky_cells(r) for r in rows]
+        headers = list(cells[0]) if cells else []  # no row: the table is the `empty` line
+        typer.echo(table([list(c.values()) for c in cells], headers, empty=none), nl=False)
         for g in groups:
             typer.echo(f"{g.sentence()}: {_t(g.reason)}")
             typer.echo("".join(f"  {_t(test)}\n" for test in g.tests), nl=False)
@@ -439,7 +425,6 @@ def flaky(
 
 
 def _flaky_summary(report: FlakyReport, broken_runs: int, min_runs: int) -> str:
-    """`flaky`'s closing line: how many keys of each verdict, over how many runs."""
     counts = report.by_verdict()
     return (
         f"{len(report.rows)} key(s) over {report.runs} run(s): {counts['broken']} broken, "
@@ -458,50 +443,30 @@ def _flaky_summary(report: FlakyReport, broken_runs: int, min_runs: int) -> str:
     )
 
 
-_FLAKY_HEADERS = (
-    "verdict",
-    "model",
-    "test_case",
-    "node_id",
-    "platform",
-    "environment",
-    "scope",
-    "runs",
-    "failures",
-    "flips",
-    "rate",
-    "first failure",
-    "last failure",
-)
+def _flaky_cells(row: FlakyRow) -> dict[str, str]:
+    """A row of `flaky`'s table, by header."""
 
-
-def _flaky_cells(row: FlakyRow) -> list[str]:
     def ref(r: Any) -> str:
         return f"{r.run_id} ({r.day})" if r is not None else ""
 
-    return [
-        row.verdict.value,
-        row.job.model,
-        row.job.test_case + (f"[{row.job.tag}]" if row.job.tag else ""),
-        _short_node(row),
-        row.job.platform,
-        row.job.environment,
-        row.job.place,
-        str(row.runs),
-        str(row.failures),
-        str(row.flips),
-        f"{row.rate:.2f}",
-        ref(row.first_failure),
-        ref(row.last_failure),
-    ]
-
-
-def _short_node(row: FlakyRow) -> str:
-    """The node id without its file when the file is the test case (a bucket)."""
     node = row.node_id or ""
-    return (
-        node.removeprefix(row.job.test_case) if node.startswith(row.job.test_case + "::") else node
-    )
+    if node.startswith(row.job.test_case + "::"):  # a bucket's test: its file is the case
+        node = node.removeprefix(row.job.test_case)
+    return {
+        "verdict": row.verdict.value,
+        "model": row.job.model,
+        "test_case": row.job.test_case + (f"[{row.job.tag}]" if row.job.tag else ""),
+        "node_id": node,
+        "platform": row.job.platform,
+        "environment": row.job.environment,
+        "scope": row.job.place,
+        "runs": str(row.runs),
+        "failures": str(row.failures),
+        "flips": str(row.flips),
+        "rate": f"{row.rate:.2f}",
+        "first failure": ref(row.first_failure),
+        "last failure": ref(row.last_failure),
+    }
 
 
 def flaky_markdown(rows: list[FlakyRow], groups: Sequence[ReasonGroup] = ()) -> str:

@@ -29,19 +29,16 @@ if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
 
 
-def _assumed_system() -> str:
-    """How --system is chosen when not given, in words."""
-    running = [
-        f"{s.value} when {s.job_variable}=true" for s in System if s is not OTHER_TIERS_SYSTEM
-    ]
-    return ", ".join([*running, f"else {OTHER_TIERS_SYSTEM.value}"])
-
-
+# How --system is chosen when not given, in words.
+_ASSUMED = ", ".join(
+    [f"{s.value} when {s.job_variable}=true" for s in System if s is not OTHER_TIERS_SYSTEM]
+    + [f"else {OTHER_TIERS_SYSTEM.value}"]
+)
 SystemChoiceOption = Annotated[
     System | None,
     typer.Option(
         "--system",
-        help=f"The system whose quarantine entries apply (default: {_assumed_system()}).",
+        help=f"The system whose quarantine entries apply (default: {_ASSUMED}).",
     ),
 ]
 StrictOption = Annotated[
@@ -58,9 +55,7 @@ LocalRecipesOption = Annotated[
         "DIR",
         "More recipes, read after the tree (default: local_recipes/ beside the tree, "
         "when it exists).",
-        "--local-recipes",
         file_okay=False,
-        dir_okay=True,
     ),
 ]
 
@@ -102,8 +97,7 @@ def load_jet_tree(recipes: Path | None, local: Path | None) -> tuple[Generation,
 
 
 def asking_system(given: System | None) -> System:
-    """The system whose entries apply: --system, else the one whose job this
-    process runs in. When assumed, a note says which and why (once)."""
+    """--system, else the one whose job this process runs in (a note says why)."""
     if given is not None:
         return given
     home = running()

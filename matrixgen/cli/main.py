@@ -87,27 +87,20 @@ class _Plain:
 
         def parse_args(args: list[str]) -> Any:
             opts, rest, order = parse(args)
-            repeated = [
-                p
-                for p in dict.fromkeys(order)
-                if p.param_type_name == "option"
-                and p.expose_value
-                and not p.multiple
-                and not p.count
-                and order.count(p) > 1
-            ]
-            if repeated:
-                ctx.fail("; ".join(_given_twice(p, order.count(p)) for p in repeated))
+            twice = []
+            for p in dict.fromkeys(order):
+                if p.param_type_name != "option" or not p.expose_value or p.multiple or p.count:
+                    continue
+                if (times := order.count(p)) > 1:
+                    names = "/".join([*p.opts, *p.secondary_opts])
+                    what = "a flag" if p.is_flag else "it takes one value"
+                    twice.append(f"option {names} is given {times} times: give it once ({what})")
+            if twice:
+                ctx.fail("; ".join(twice))
             return opts, rest, order
 
         parser.parse_args = parse_args
         return parser
-
-
-def _given_twice(param: Any, times: int) -> str:
-    names = "/".join([*param.opts, *param.secondary_opts])
-    what = "a flag" if param.is_flag else "it takes one value"
-    return f"option {names} is given {times} times: give it once ({what})"
 
 
 class Command(_Plain, TyperCommand):
@@ -249,12 +242,16 @@ def list_jobs(
     With --target, the jobs of those targets, exactly as `generate` emits them
     (--model, --tag and --test-case narrow them further; the row says its target).
     """
+    from matrixgen.model.errors import UsageError
     from matrixgen.model.jobs import Selector
 
     cases = tuple(c for given in test_case or () for c in given.split(",") if c)
-    if target:
-        _refuse_with_target(
-            scope=scope, cadence=cadence, environment=environment, platform=platform
+    fixed = {"scope": scope, "cadence": cadence, "environment": environment, "platform": platform}
+    given = [f"--{name}" for name, value in fixed.items() if value is not None]
+    if target and given:
+        raise UsageError(
+            f"give --target or {'/'.join(given)}, not both: a target fixes its scope, "
+            "cadence, environment and platform"
         )
     selector = Selector(
         scope=scope,
@@ -282,23 +279,11 @@ def list_jobs(
     _echo_jobs(jobs, owners, skipped_count, fmt)
 
 
-def _refuse_with_target(**filters: str | None) -> None:
-    """A usage error when --target comes with filters a target fixes itself."""
-    from matrixgen.model.errors import UsageError
-
-    given = [f"--{name}" for name, value in filters.items() if value is not None]
-    if given:
-        raise UsageError(
-            f"give --target or {'/'.join(given)}, not both: a target fixes its scope, "
-            "cadence, environment and platform"
-        )
-
-
 def _target_jobs(
     generation: Generation, targets: list[Target], selector: Selector, with_quarantined: bool
 ) -> tuple[list[Any], list[str], int]:
-    """The jobs of each target that match `selector`, the target of each, and how
-    many matching jobs quarantine skips."""
+    """The jobs of the targets that match, the target of each, and how many
+    quarantine skips."""
     from matrixgen.engine.select import matches
 
     jobs: list[Any] = []
@@ -320,8 +305,7 @@ def _target_jobs(
 def _echo_jobs(
     jobs: list[Any], owners: list[str] | None, skipped_count: int, fmt: OutputFormat
 ) -> None:
-    """`list-jobs` output: a table (the count on stderr), or JSON/YAML; with
-    `owners` (--target), each job's target first."""
+    """With `owners` (--target), each job's target first."""
     if fmt is OutputFormat.TABLE:
         headers, columns = _job_columns(jobs)
         if owners is not None:
@@ -437,11 +421,9 @@ def _root(
 
 
 def app_for(argv: list[str]) -> typer.Typer:
-    """The app that runs a command line: only the command it names when it names
-    one (of a group, only the group's command it names, when it names one).
-    Neither the other command modules nor their click commands are built (about
-    a tenth of a short run). Anything else (--help, a mistyped command) gets the
-    whole app."""
+    """The app of the command (or group's command) a command line names, alone:
+    building the others would cost about a tenth of a short run. Anything else
+    (--help, a mistyped command) gets the whole app."""
     found = registry.entry(argv[0]) if argv else None
     if found is None:
         return build_app()
@@ -458,11 +440,8 @@ def __getattr__(name: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app, turn every user error into a message and an exit code.
-
-    Standard output and error are guarded for the run (see cli.output): no printed
-    line carries a workflow command, and a stream that cannot be written ends the
-    run with one line and exit 9, as do the other faults of the machine."""
+    """Run the app with standard output and error guarded (see cli.output); every
+    user error and fault of the machine is one message and an exit code."""
     with guarded_output() as (out, _):
         code = _run(argv)
         try:
@@ -504,19 +483,16 @@ def _run(argv: list[str] | None) -> int:
 
 
 def _say(line: str, code: int) -> int:
-    """The line on standard error, and the code. Standard error never raises
-    (a guarded one that fails drops what is written): should the line be
-    lost, the exit code still tells."""
+    """The line on standard error (which never raises: should the line be lost,
+    the exit code still tells), and the code."""
     typer.echo(line, err=True)
     return int(code)
 
 
 def console() -> None:
-    """The console script: `main`, then exit without tearing down the objects
-    the run built (freeing a big tree's millions of objects one by one takes as
-    long as a tenth of the run; the OS takes the memory back at once). Output is
-    flushed first; should that fail, the interpreter exits the usual way and
-    reports it. Tests call `main` in-process, never this."""
+    """The console script: `main`, then exit without tearing down the objects the
+    run built (see common.held). Should flushing the output fail, the interpreter
+    exits the usual way and reports it."""
     hold_until_exit()
     code = main()
     try:

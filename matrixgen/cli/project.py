@@ -1,8 +1,4 @@
-"""Commands about the project as a whole: `pins`, `graph`, `stats`.
-
-Listed in matrixgen.cli.registry, imported when run: keep imports of anything heavy inside
-the commands.
-"""
+"""Commands about the project as a whole: `pins`, `graph`, `stats`."""
 
 from __future__ import annotations
 
@@ -230,8 +226,7 @@ def stats(
 
 
 def _stats_cost(generation: Generation, result: Stats, fmt: TableOrJson, db: str | None) -> None:
-    """`stats --cost`: GPU-hours of the jobs `stats` counts, with expected ones
-    from measured durations when a results store is configured."""
+    """`stats --cost`: GPU-hours of the jobs `stats` counts."""
     from matrixgen.evidence.summary import store_configured
     from matrixgen.views.cost import compute_cost, render_cost_table
     from matrixgen.views.stats import not_counted

@@ -17,8 +17,6 @@ from matrixgen.systems import HOMES, assumed_first
 
 
 class Command(Struct, frozen=True):
-    """A command: its name as typed, and the function that runs it."""
-
     name: str
     module: str
     function: str
@@ -28,14 +26,11 @@ class Command(Struct, frozen=True):
 
 
 class Group(Struct, frozen=True):
-    """A command group: what it is about, and its commands in help's order."""
-
     name: str
     subject: str
     commands: tuple[Command, ...]
 
     def summary(self) -> str:
-        """The group's one-line help: its subject, then every command's name."""
         return f"{self.subject}: {', '.join(c.name for c in self.commands)}."
 
     def command(self, name: str) -> Command | None:
@@ -98,7 +93,6 @@ CLI: tuple[Command | Group | Alias, ...] = (
 
 
 def top_level_names() -> list[str]:
-    """Every name the top level answers to, aliases included, in the registry's order."""
     return [entry.name for entry in CLI]
 
 

@@ -9,7 +9,7 @@ import typer
 from matrixgen.cli.common import (
     RecipesOption,
     TableJsonOrMarkdown,
-    echo_json,
+    echo_as,
     exits,
     option,
     usable_generation,
@@ -25,7 +25,6 @@ from matrixgen.cli.evidence import (
 )
 from matrixgen.model.errors import ExitCode, UsageError
 from matrixgen.util.escape import terminal_text as _t
-from matrixgen.util.values import json_value
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -103,12 +102,7 @@ def triage(
         count=baseline_runs,
         policy=policy,
     )
-    if fmt is TableJsonOrMarkdown.JSON:
-        echo_json(json_value(report))
-    elif fmt is TableJsonOrMarkdown.MARKDOWN:
-        typer.echo(markdown(report), nl=False)
-    else:
-        typer.echo(_table(report), nl=False)
+    echo_as(fmt, report, _table, markdown)
     if report.note:
         typer.echo(f"matrixgen: note: {_t(report.note)}", err=True)
     typer.echo(_summary(report), err=True)

@@ -78,8 +78,7 @@ def generator_callers(root: Path) -> list[str]:
 
 
 def honoured_by(root: Path) -> str | None:
-    """Said once by `quarantine add` when the checkout's CI does not read the
-    entry it writes: its files still call the generator (None: they do not)."""
+    """A note when the checkout's CI still calls the generator, which reads no entry."""
     callers = generator_callers(root)
     if not callers:
         return None
@@ -217,8 +216,7 @@ def _echo_added(new: NewEntry, path: Path, *, fmt: TableOrJson, dry_run: bool) -
 
 
 def _existing_file(recipes: Path | None, verb: str) -> tuple[Project, str | None]:
-    """The tree's project, whose quarantine file must exist to `verb` entries,
-    and its tracker base."""
+    """The tree's project, whose quarantine file must exist, and its tracker base."""
     from matrixgen.quarantine.policy import policy
     from matrixgen.quarantine.project import open_project
 

@@ -104,7 +104,6 @@ def migrate(
 
 
 def _echo_plan(migration: Migration, root: Path) -> None:
-    """The plan as text: the entries, the recipe edits as a diff, what stays."""
     import difflib
 
     from matrixgen.quarantine.render import render_entry
