@@ -202,13 +202,13 @@ def test_start_up_imports_no_heavy_modules() -> None:
 def test_help_documents_exit_codes_and_options(command: str) -> None:
     import typer.main
 
-    from matrixgen.cli.main import app
+    from matrixgen.cli.main import build_app
 
     result = run_module(command, "--help")
     assert result.returncode == 0, result
     text = " ".join(result.stdout.split())  # rewrapped for the terminal width
     # Every option the command takes is shown, each with a description.
-    params = typer.main.get_command(app).commands[command].params  # type: ignore[attr-defined]
+    params = typer.main.get_command(build_app()).commands[command].params  # type: ignore[attr-defined]
     options = [p for p in params if p.param_type_name == "option" and p.name != "help"]
     assert options and "--recipes" in text
     for option in options:

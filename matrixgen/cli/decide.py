@@ -1,8 +1,5 @@
-"""`matrixgen decide`: what a CI event runs, from the project config's decisions.
-
-Its options are shared with `generate --event`, which generates exactly the
-decided targets.
-"""
+"""`matrixgen decide`: what a CI event runs, from the project config's decisions
+(its options shared with `generate --event`)."""
 
 from __future__ import annotations
 

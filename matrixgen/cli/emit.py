@@ -1,9 +1,6 @@
 """Commands that write what CI reads: `generate`, and what the per-system
-commands (each home's `commands`, `matrixgen github`, `matrixgen gitlab`) share.
-
-Imported at start-up by matrixgen.cli.main: everything heavy is imported inside the
-commands.
-"""
+commands (each home's `commands`) share. Imported at start-up by cli.main:
+everything heavy is imported inside the functions."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""`matrixgen results ingest`, `matrixgen results prune` and `matrixgen results flaky`.
-
-Each command's help lists its exit codes. sqlalchemy is imported only when one of
-these runs.
-"""
+"""`matrixgen results ingest`, `prune` and `flaky` (sqlalchemy imported only as one runs)."""
 
 from __future__ import annotations
 

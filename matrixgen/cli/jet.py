@@ -1,10 +1,5 @@
-"""What Megatron-LM's drop-ins share (`jet-trigger`, `jet-buckets`: each the
-`commands` of the home it writes for): their options, the tree they read and
-the system whose quarantine entries apply.
-
-Imported only when one of these commands runs: everything heavy is imported
-inside the functions.
-"""
+"""What Megatron-LM's drop-ins (`jet-trigger`, `jet-buckets`) share: their options,
+the tree they read and the system whose quarantine entries apply."""
 
 from __future__ import annotations
 

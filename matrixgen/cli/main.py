@@ -1,9 +1,5 @@
-"""The `matrixgen` command line: a thin layer over the library.
-
-Every command parses its options, calls the pipeline, and prints. Errors a user
-can cause are `MatrixgenError`s: printed as one clear message (with located
-findings), and the process exits with the error's documented code.
-"""
+"""The `matrixgen` command line: a thin layer over the library. An error a user
+can cause is one clear message (with located findings) and its documented exit code."""
 
 from __future__ import annotations
 
@@ -431,12 +427,6 @@ def app_for(argv: list[str]) -> typer.Typer:
     if isinstance(found, registry.Group) and len(argv) > 1 and found.command(argv[1]):
         only = argv[1]
     return build_app((found.name,), only)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "app":  # the whole app, for tools that want it (built on first use)
-        return build_app()
-    raise AttributeError(name)
 
 
 def main(argv: list[str] | None = None) -> int:

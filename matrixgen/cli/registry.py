@@ -2,11 +2,9 @@
 lists them: the one place that says what the CLI holds.
 
 A command is named by its module and function, imported only when an app that
-holds it is built: a command line that names one command builds that command
-alone (`main.app_for`), so no other command module is imported. A group's
-one-line help is its subject followed by its commands' names, made here from
-the commands it holds, so it never leaves one out. An alias is a command's old
-spelling at the top level, hidden from help, that runs the same command.
+holds it is built (`main.app_for` builds the one a command line names). A
+group's help names every command it holds; an alias is a command's old spelling
+at the top level, hidden from help.
 """
 
 from __future__ import annotations

@@ -53,33 +53,23 @@ EDIT_EXITS = (
 )
 
 
-def generator_callers(root: Path) -> list[str]:
-    """The CI files of the checkout holding the tree at `root` that still call
-    Megatron-LM's generator (relative to the checkout's top, sorted); none
-    outside a checkout."""
+def honoured_by(root: Path) -> str | None:
+    """A note when CI files of the checkout holding the tree still call the
+    generator, which reads no entry (None: none does, or no checkout)."""
     from matrixgen.util.checkout import checkout_top
 
-    top = checkout_top(root if root.is_dir() else root.parent)
+    top = checkout_top(root)
     if top is None:
-        return []
+        return None
+    callers = []
     # Each system's CI files, the one assumed outside any CI first.
-    files = [
-        path for h in assumed_first() for glob in h.ci_files for path in sorted(top.glob(glob))
-    ]
-    found = []
-    for path in files:
+    for path in (p for h in assumed_first() for g in h.ci_files for p in sorted(top.glob(g))):
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
         if GENERATOR in text.replace(f"# {GENERATOR}", ""):
-            found.append(path.relative_to(top).as_posix())
-    return found
-
-
-def honoured_by(root: Path) -> str | None:
-    """A note when the checkout's CI still calls the generator, which reads no entry."""
-    callers = generator_callers(root)
+            callers.append(path.relative_to(top).as_posix())
     if not callers:
         return None
     more = f" and {len(callers) - 1} other CI file(s)" if len(callers) > 1 else ""
