@@ -207,8 +207,7 @@ def diff_command(
         early.close()
     if goldens is not None:
         result = replace(result, goldens=goldens)
-    # Exit 2 before any output: an unknown system, scope, platform or test case, or
-    # a golden rule in a tree without golden values.
+    # Exit 2 before any output: a rule naming what no side has.
     check_rules([r for r in rules if isinstance(r, Rule)], result)
     check_golden_rules([r for r in rules if isinstance(r, GoldenRule)], result)
     _echo_side_notes(result, sides)

@@ -213,8 +213,7 @@ def _generation_and_targets(
     if event is not None:
         from matrixgen.cli.decide import decision_for
 
-        decision = decision_for(generation, event, label, labels_json, system)
-        targets = list(decision.targets)
+        targets = list(decision_for(generation, event, label, labels_json, system).targets)
     else:
         targets = generation.targets(target or (), holding_pen=holding_pen)
     if target:

@@ -96,11 +96,10 @@ def asking_system(given: System | None) -> System:
     if given is not None:
         return given
     home = running()
-    chosen = System(home.name) if home is not None else OTHER_TIERS_SYSTEM
     if home is not None:
-        why = f"{home.job_variable}=true"
+        chosen, why = System(home.name), f"{home.job_variable}=true"
     else:
-        why = " and ".join(job_variables()) + " are not true"
+        chosen, why = OTHER_TIERS_SYSTEM, " and ".join(job_variables()) + " are not true"
     choices = " or ".join(f"--system {s.value}" for s in System)
     note(
         f"--system {chosen.value} assumed ({why}): the quarantine entries of "

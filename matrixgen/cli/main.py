@@ -164,9 +164,7 @@ def validate(
             {
                 "findings": [
                     {
-                        "file": f.location.file,
-                        "line": f.location.line,
-                        "column": f.location.column,
+                        **json_value(f.location),  # file, line, column
                         "severity": f.severity.value,
                         "code": f.code,
                         "message": f.message,

@@ -65,9 +65,7 @@ def pins(
         echo_json(report)
     else:
         if report["images"]:
-            header = "Images"
-            if report["version"]:
-                header += f" (images.version {report['version']})"
+            version = report["version"]
             rows = [
                 [
                     i["name"],
@@ -80,7 +78,7 @@ def pins(
                 ]
                 for i in report["images"]
             ]
-            typer.echo(header)
+            typer.echo(f"Images (images.version {version})" if version else "Images")
             typer.echo(
                 table(rows, ["pin", "system", "env", "arch", "image", "version", "status"]),
                 nl=False,

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 GENERATOR = "generate_jet_trigger_job.py"
 
 
-# How the commands that edit the quarantine file end.
 EDIT_EXITS = (
     ExitCode.OK,
     (ExitCode.USAGE, "usage error (unknown id, a value no job has, ...)"),
