@@ -53,16 +53,13 @@ OLD_SPELLINGS = {"--out": "--output-dir"}
 
 
 class _Plain:
-    """Help as the ecosystem writes it: every command's first sentence in full
-    in a command list (never cut with "..."), and usage lines without typer's
-    braces around required arguments (`diff [OPTIONS] BASE [HEAD]`).
+    """Help as the ecosystem writes it: every command's first sentence in full in
+    a command list, usage lines without typer's braces (`diff [OPTIONS] BASE [HEAD]`).
 
-    An option that takes one value, given twice, is a usage error (exit 2):
-    click would keep the last silently (`--test-case A --test-case B` would
-    quarantine B alone). Options that accumulate (`multiple`, counts) and
-    help's are left alone. Checked as the command line is parsed, before any
-    value is converted or any required option is looked for. The parser also
-    reads each old spelling (OLD_SPELLINGS) as the option it names."""
+    An option that takes one value, given twice, is a usage error (exit 2) as the
+    command line is parsed: click would keep the last silently (`--test-case A
+    --test-case B` would quarantine B alone). The parser also reads each old
+    spelling (OLD_SPELLINGS) as the option it names."""
 
     def get_short_help_str(self, limit: int = 45) -> str:
         return super().get_short_help_str(limit=1_000_000)  # type: ignore[misc]

@@ -1,13 +1,10 @@
-"""What the command line prints goes through here: standard output and standard
-error are wrapped for the run so that no printed line can carry a command to the
-CI log reading it, and so that a closed or full stream ends the run with one
-clear line instead of a traceback.
+"""Standard output and error, wrapped for the run: no printed line can carry a
+command to the CI log reading it, and a closed or full stream ends the run with
+one clear line instead of a traceback.
 
-Each field from a recipe tree or quarantine file is escaped where a line is
-composed (`terminal_text`: no line breaks in it); the wrapper then checks every
-whole line (`terminal_line`: no `::` at its start, no `##[`, no control
-character). JSON and YAML are printed in a spelling that passes the check
-unchanged (see `json_for_log` and the YAML dumpers), so `matrixgen github >
+Each field from a tree is escaped where a line is composed (`terminal_text`);
+the wrapper then checks every whole line (`terminal_line`). JSON and YAML are
+printed in a spelling that passes the check unchanged, so `matrixgen github >
 matrix.json` writes exactly what `--output` would. Our own GitHub annotations are
 the only lines written past the check (`write_annotations`).
 """

@@ -168,12 +168,11 @@ def add(
     from matrixgen.quarantine.project import Project
 
     project = Project(root, generation.tree.config)  # the config the generation read
-    path = project.quarantine_path
     write_entry(project, new, dry_run=dry_run)
     note = honoured_by(root)
     if note is not None:
         typer.echo(terminal_text(note), err=True)
-    _echo_added(new, path, fmt=fmt, dry_run=dry_run)
+    _echo_added(new, project.quarantine_path, fmt=fmt, dry_run=dry_run)
 
 
 def _echo_added(new: NewEntry, path: Path, *, fmt: TableOrJson, dry_run: bool) -> None:
