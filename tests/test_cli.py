@@ -645,3 +645,14 @@ def test_help_lists_every_command_in_full_and_usage_has_no_braces(cli: Callable)
         assert usage.startswith(f"Usage: matrixgen {name} [OPTIONS]"), usage
         assert "{" not in usage and "}" not in usage, usage
     assert cli("diff", "--help").out.startswith("Usage: matrixgen diff [OPTIONS] BASE [HEAD]\n")
+
+
+@pytest.mark.parametrize(
+    "command", [["quarantine", "list"], ["quarantine", "remove", "x"], ["quarantine", "migrate"]]
+)
+def test_a_quarantine_command_refuses_a_missing_recipe_directory(
+    tmp_path: Path, cli: Callable, command: list[str]
+) -> None:
+    run = cli(*command, "--recipes", tmp_path / "nope")
+    assert run.code == 2, run
+    assert run.err == f"matrixgen: recipe directory not found: {tmp_path / 'nope'}\n"
