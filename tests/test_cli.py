@@ -202,13 +202,13 @@ def test_start_up_imports_no_heavy_modules() -> None:
 def test_help_documents_exit_codes_and_options(command: str) -> None:
     import typer.main
 
-    from matrixgen.cli.main import app
+    from matrixgen.cli.main import build_app
 
     result = run_module(command, "--help")
     assert result.returncode == 0, result
     text = " ".join(result.stdout.split())  # rewrapped for the terminal width
     # Every option the command takes is shown, each with a description.
-    params = typer.main.get_command(app).commands[command].params  # type: ignore[attr-defined]
+    params = typer.main.get_command(build_app()).commands[command].params  # type: ignore[attr-defined]
     options = [p for p in params if p.param_type_name == "option" and p.name != "help"]
     assert options and "--recipes" in text
     for option in options:
@@ -645,3 +645,14 @@ def test_help_lists_every_command_in_full_and_usage_has_no_braces(cli: Callable)
         assert usage.startswith(f"Usage: matrixgen {name} [OPTIONS]"), usage
         assert "{" not in usage and "}" not in usage, usage
     assert cli("diff", "--help").out.startswith("Usage: matrixgen diff [OPTIONS] BASE [HEAD]\n")
+
+
+@pytest.mark.parametrize(
+    "command", [["quarantine", "list"], ["quarantine", "remove", "x"], ["quarantine", "migrate"]]
+)
+def test_a_quarantine_command_refuses_a_missing_recipe_directory(
+    tmp_path: Path, cli: Callable, command: list[str]
+) -> None:
+    run = cli(*command, "--recipes", tmp_path / "nope")
+    assert run.code == 2, run
+    assert run.err == f"matrixgen: recipe directory not found: {tmp_path / 'nope'}\n"

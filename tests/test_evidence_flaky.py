@@ -93,6 +93,11 @@ def test_flaky_table_and_markdown(capsys, evidence_store: Path) -> None:
     assert main(["results", "flaky", "--db", str(evidence_store)]) == 0
     out, err = capsys.readouterr()
     assert out.splitlines()[2].startswith("broken   unit-tests  tests/unit_tests/data/[latest]")
+    headers = "verdict model test_case node_id platform environment scope runs failures flips rate"
+    assert out.splitlines()[0].split() == [*headers.split(), "first", "failure", "last", "failure"]
+    # A test of a bucket that is one file is shown without that file again.
+    row = next(line for line in out.splitlines() if "test_parallel_write_order" in line)
+    assert row.count(ASYNC) == 1 and " ::TestAsyncSave::test_parallel_write_order " in row
     assert err.strip() == "6 key(s) over 24 run(s): 1 broken, 2 flaky, 3 ok"
     assert main(["results", "flaky", "--db", str(evidence_store), "--format", "markdown"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -186,6 +186,9 @@ def test_the_ingest_names_its_jobs_as_before(tmp_path: Path, capsys) -> None:
     assert _ingest([report], db) == 0
     out, err = capsys.readouterr()
     (job,) = orjson.loads(out)["jobs"]
+    columns = ["job", "target", "platform", "environment", "scope", "tests", "failed"]
+    assert list(job) == [*columns, "skipped", "reruns", "status"]
+    assert job["target"] == TARGET and job["environment"] == "dev" != job["platform"]
     assert (job["tests"], job["failed"], job["skipped"], job["reruns"]) == (3, 1, 1, 2)
     assert job["status"] == "stored" and job["scope"] == "gitlab/mr"
     assert "run 1: 1 file(s), 3 test(s); stored 3 result(s) of 1 job(s)" in err

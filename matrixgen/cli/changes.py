@@ -8,16 +8,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from matrixgen.cli.common import option
+
 if TYPE_CHECKING:
     from matrixgen.engine.changes import ChangeSelection
     from matrixgen.pipeline import Generation
 
 ChangedSinceOption = Annotated[
     str | None,
-    typer.Option(
-        "--changed-since",
-        metavar="REF",
-        help="Keep only the jobs whose declared paths match a file changed since REF "
+    option(
+        "REF",
+        "Keep only the jobs whose declared paths match a file changed since REF "
         "(its merge base with HEAD, to the working tree); the full selection when that "
         "could miss one (reported).",
     ),
@@ -32,7 +33,7 @@ def change_selection(
     generation: Generation, recipes: Path, ref: str | None, full: bool
 ) -> tuple[Generation, ChangeSelection | None]:
     """The generation restricted to the jobs the change needs, and the decision
-    (None when change-based selection is off). The decision is printed."""
+    (printed; None when change-based selection is off)."""
     if ref is None or full:
         if full and ref is not None:
             typer.echo(

@@ -29,29 +29,32 @@ from matrixgen.util.escape import terminal_text
 from matrixgen.util.jsontext import pretty
 
 F = TypeVar("F", bound=Callable[..., Any])
+Renderer = Callable[[Any], str]
 
 if TYPE_CHECKING:
     from matrixgen.documents.config import ProjectConfig
     from matrixgen.model.jobs import Target
     from matrixgen.pipeline import Generation
 
+
+def option(metavar: str | None, text: str, *flags: str, **more: Any) -> Any:
+    """A typer option: its metavar, help and flags (none given: the parameter's name)."""
+    return typer.Option(*flags, metavar=metavar, help=text, **more)
+
+
 RecipesOption = Annotated[
     Path | None,
-    typer.Option(
-        "--recipes",
-        metavar="DIR",
-        help="Recipe tree directory (default: $MATRIXGEN_RECIPES, else recipes/ at the top of "
+    option(
+        "DIR",
+        "Recipe tree directory (default: $MATRIXGEN_RECIPES, else recipes/ at the top of "
         "this git checkout, else tests/test_utils/recipes/ there as in Megatron-LM).",
         file_okay=False,
-        dir_okay=True,
     ),
 ]
 
 
 def exits(*codes: ExitCode | tuple[ExitCode, str]) -> Callable[[F], F]:
-    """A command's help closes with its exit codes (`model.errors.exit_codes`):
-    the generic words of each come from the ExitCode, the command's own where
-    it says them."""
+    """A command's help closes with its exit codes, in its own words where it gives them."""
 
     def add(command: F) -> F:
         command.__doc__ = f"{inspect.cleandoc(command.__doc__ or '')}\n\n{exit_codes(*codes)}"
@@ -60,30 +63,36 @@ def exits(*codes: ExitCode | tuple[ExitCode, str]) -> Callable[[F], F]:
     return add
 
 
-TARGET_HELP = (
-    "A name as `generate` prints it (configured, or implied by a tree without config), "
-    "or key=value pairs: scope=S,platform=P,environment=E[,system=...][,cadence=...]"
-    "[,model=...][,tag=...]. Repeatable; --target-name is the same."
-)
 # Where `quarantine audit` and `propose` send the tracker token: only a root the
 # operator gives, never one the recipe tree names.
 ApiUrlOption = Annotated[
     str | None,
-    typer.Option(
+    option(
+        "URL",
+        "GitHub API root, the only place the token is sent (https; default "
+        "https://api.github.com). Never read from the recipe tree.",
         envvar="GITHUB_API_URL",
         show_envvar=True,
-        metavar="URL",
-        help="GitHub API root, the only place the token is sent (https; default "
-        "https://api.github.com). Never read from the recipe tree.",
     ),
 ]
-JsonOutputOption = Annotated[
-    Path | None,
-    typer.Option("--output", metavar="FILE", help="Write the JSON here instead of stdout."),
-]
+JsonOutputOption = Annotated[Path | None, option("FILE", "Write the JSON here instead of stdout.")]
 TargetOption = Annotated[
     list[str] | None,
-    typer.Option("--target", "--target-name", metavar="TARGET", help=TARGET_HELP),
+    option(
+        "TARGET",
+        "A name as `generate` prints it (configured, or implied by a tree without config), "
+        "or key=value pairs: scope=S,platform=P,environment=E[,system=...][,cadence=...]"
+        "[,model=...][,tag=...]. Repeatable; --target-name is the same.",
+        "--target",
+        "--target-name",
+    ),
+]
+OwnerOption = Annotated[
+    str | None,
+    option("OWNER", "Who lifts it: a person or a team (default: quarantine.default_owner)."),
+]
+ExpiresOption = Annotated[
+    str | None, option("YYYY-MM-DD", "Expiry day (default: today + default_expiry_days).")
 ]
 HoldingPenOption = Annotated[
     bool,
@@ -98,20 +107,16 @@ HoldingPenOption = Annotated[
 
 def check_ad_hoc(generation: Generation, targets: list[Target]) -> None:
     """Targets given as key=value pairs checked like a configured target's (see
-    check_ad_hoc_target): a value that neither the vocabulary declares nor (in a
-    tree without one) any job uses is a usage error with "did you mean"."""
+    check_ad_hoc_target)."""
     from matrixgen.emit.common import check_ad_hoc_target
 
     config = generation.tree.config
     for target in targets:
-        if config.target(target.name) is target:
-            continue  # configured: the config's own checks ran
-        check_ad_hoc_target(target, [(config, generation.jobs)])
+        if config.target(target.name) is not target:  # configured: the config's checks ran
+            check_ad_hoc_target(target, [(config, generation.jobs)])
 
 
 class TableOrJson(StrEnum):
-    """--format of the commands that print a table, or the same data as JSON."""
-
     TABLE = "table"
     JSON = "json"
 
@@ -120,8 +125,6 @@ TableOrJsonOption = Annotated[TableOrJson, typer.Option("--format", help="table 
 
 
 class TableJsonOrMarkdown(StrEnum):
-    """--format of the commands that print a table, JSON, or Markdown to post."""
-
     TABLE = "table"
     JSON = "json"
     MARKDOWN = "markdown"
@@ -133,25 +136,31 @@ def recipes_dir(given: Path | None) -> Path:
     return given if given is not None else default_recipes_dir()
 
 
-def tree_config(given: Path | None) -> ProjectConfig | None:
-    """The project config of the recipe tree, read alone (the commands that name
-    the tree's scopes but need none of its recipes): the default config for a
-    tree without one; None when --recipes is not given and no tree is found."""
+def existing_recipes_dir(given: Path | None) -> Path:
+    """The recipe tree's directory, refused when it is not there."""
     from matrixgen.model.errors import UsageError
-    from matrixgen.quarantine.project import open_project
 
     directory = recipes_dir(given)
     if not directory.is_dir():
-        if given is None:
-            return None
         raise UsageError(f"recipe directory not found: {directory}")
-    return open_project(directory).config
+    return directory
+
+
+def tree_config(given: Path | None) -> ProjectConfig | None:
+    """The project config of the recipe tree, read alone (the commands that name
+    the tree's scopes but need none of its recipes); None when --recipes is not
+    given and no tree is found."""
+    from matrixgen.quarantine.project import open_project
+
+    directory = recipes_dir(given)
+    if given is None and not directory.is_dir():
+        return None
+    return open_project(existing_recipes_dir(directory)).config
 
 
 def report_base() -> Path:
-    """Where paths in reports are relative to: the running CI's workspace (where
-    its system names one), else the top of the git checkout we are in, else the
-    current directory."""
+    """Where paths in reports are relative to: the running CI's workspace, else
+    the top of the git checkout we are in, else the current directory."""
     from matrixgen.systems.ci import ci_value
     from matrixgen.util.checkout import checkout_top
 
@@ -177,7 +186,6 @@ _held: list[Any] | None = None
 
 
 def hold_until_exit() -> None:
-    """From now on `held` keeps what it is given until the process ends."""
     global _held
     _held = []
 
@@ -189,8 +197,8 @@ def held(value: Any) -> Any:
 
 
 def usable_generation(recipes: Path | None, *, selection: bool = False) -> Generation:
-    """The tree (a directory that is not there refused), refused when its jobs
-    have errors (`selection`: or its quarantine file); its warnings unsaid."""
+    """The tree, refused when its jobs (`selection`: or its quarantine file) have
+    errors; its warnings unsaid."""
     from matrixgen.pipeline import generate
     from matrixgen.validate import Needs, require_usable
 
@@ -200,10 +208,9 @@ def usable_generation(recipes: Path | None, *, selection: bool = False) -> Gener
 
 
 def load_valid(recipes: Path | None, *, emitting: bool = False) -> Generation:
-    """Load, expand and validate the tree; refuse one that `validate` would fail
-    (a mistyped scope would otherwise drop its jobs from every selection).
-    `emitting` (generate, github, gitlab): with references.refuse_generate in
-    the config, a gating target's missing reference refuses too."""
+    """The tree, refused when `validate` would fail it (a mistyped scope would
+    otherwise drop its jobs from every selection). `emitting`: with
+    references.refuse_generate, a gating target's missing reference refuses too."""
     from matrixgen.pipeline import generate
     from matrixgen.validate import Needs, require_usable
 
@@ -226,21 +233,15 @@ def load_valid(recipes: Path | None, *, emitting: bool = False) -> Generation:
 QUIET_VARIABLE = "MATRIXGEN_QUIET"
 
 
-def quiet() -> bool:
-    return os.environ.get(QUIET_VARIABLE, "") == "1"
-
-
 def note(text: str) -> None:
     """One `matrixgen: note:` line on stderr, unless $MATRIXGEN_QUIET=1."""
-    if not quiet():
+    if os.environ.get(QUIET_VARIABLE, "") != "1":
         typer.echo(f"matrixgen: note: {terminal_text(text)}", err=True)
 
 
 def note_warnings(findings: list[Finding], root: str) -> None:
     """The warnings of a tree that a command other than `validate` loaded: one
-    line that counts them and gives the command that shows them, not the
-    findings again (validate, the command that shows findings, prints and
-    annotates each, once)."""
+    line that counts them, not the findings again (validate shows each, once)."""
     if findings:
         import shlex
 
@@ -253,8 +254,7 @@ def note_warnings(findings: list[Finding], root: str) -> None:
 
 def dump(value: Any, fmt: OutputFormat) -> str:
     """JSON or YAML text of plain data, stable byte for byte, in a spelling that is
-    safe to print in a CI log (`json_for_log`, `yaml_for_log`) and means the same
-    to any reader."""
+    safe to print in a CI log (`json_for_log`, `yaml_for_log`)."""
     from matrixgen.util.escape import YAML_WIDTH, json_for_log, yaml_double_quoted, yaml_for_log
 
     if fmt is OutputFormat.YAML:
@@ -285,3 +285,13 @@ def dump(value: Any, fmt: OutputFormat) -> str:
 
 def echo_json(value: Any) -> None:
     typer.echo(dump(value, OutputFormat.JSON), nl=False)
+
+
+def echo_as(fmt: str, value: Any, table: Renderer, markdown: Renderer) -> None:
+    """The value as --format asks: JSON (from its declaration), a table or Markdown."""
+    from matrixgen.util.values import json_value
+
+    if fmt == "json":
+        echo_json(json_value(value))
+    else:
+        typer.echo((markdown if fmt == "markdown" else table)(value), nl=False)

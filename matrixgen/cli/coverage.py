@@ -1,9 +1,5 @@
 """`matrixgen coverage`: which selected jobs miss a reference file, and which
-reference files no job selects.
-
-Listed in matrixgen.cli.registry, imported when run: keep imports of anything heavy
-inside the command.
-"""
+reference files no job selects."""
 
 from __future__ import annotations
 
@@ -18,13 +14,13 @@ from matrixgen.cli.common import (
     TableJsonOrMarkdown,
     TargetOption,
     check_ad_hoc,
-    echo_json,
+    echo_as,
+    option,
     recipes_dir,
 )
 from matrixgen.model.errors import ExitCode, UsageError, exit_codes
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.patterns import name_pattern, whole
-from matrixgen.util.values import json_value
 
 if TYPE_CHECKING:
     from matrixgen.model.references import ReferenceListing, ReferenceSettings
@@ -102,35 +98,30 @@ def coverage(
     ] = TableJsonOrMarkdown.TABLE,
     reference: Annotated[
         list[str] | None,
-        typer.Option(
-            "--reference",
-            metavar="NAME=TEMPLATE",
-            help="A reference file every job needs (replaces the configured ones); repeatable.",
+        option(
+            "NAME=TEMPLATE",
+            "A reference file every job needs (replaces the configured ones); repeatable.",
         ),
     ] = None,
     root: Annotated[
         Path | None,
-        typer.Option(
-            "--root",
-            metavar="DIR",
-            help="The directory the templates start from (default: the configured root, "
+        option(
+            "DIR",
+            "The directory the templates start from (default: the configured root, "
             "below the top of the git checkout). With --revision: relative to the top.",
         ),
     ] = None,
     revision: Annotated[
         str | None,
-        typer.Option(
-            "--revision",
-            metavar="REV",
-            help="Read the recipes and the reference tree from this git revision, not from disk.",
+        option(
+            "REV", "Read the recipes and the reference tree from this git revision, not from disk."
         ),
     ] = None,
     exclude_model: Annotated[
         list[str] | None,
-        typer.Option(
-            "--exclude-model",
-            metavar="MODEL",
-            help="Leave this model's jobs out (e.g. unit-tests of a tree that cannot opt out); "
+        option(
+            "MODEL",
+            "Leave this model's jobs out (e.g. unit-tests of a tree that cannot opt out); "
             "repeatable.",
         ),
     ] = None,
@@ -139,7 +130,12 @@ def coverage(
     ] = False,
 ) -> None:
     from matrixgen.validate import Needs, require_usable
-    from matrixgen.views.coverage import compute_coverage
+    from matrixgen.views.coverage import (
+        compute_coverage,
+        render_markdown,
+        render_table,
+        summary_line,
+    )
 
     generation, listing_for = _load(recipes, revision)
     require_usable(generation, Needs.SELECTION)
@@ -165,7 +161,8 @@ def coverage(
         exclude_models=exclude_model or (),
     )
     _echo_problems(result, listing, settings)
-    _echo_coverage(result, fmt)
+    echo_as(fmt, result, render_table, render_markdown)
+    typer.echo(terminal_text(summary_line(result)), err=True)
     failing = result.gating_missing or (strict and result.missing) or result.problems
     if failing:
         raise typer.Exit(ExitCode.FINDINGS)
@@ -174,7 +171,6 @@ def coverage(
 def _echo_problems(
     result: Coverage, listing: ReferenceListing, settings: ReferenceSettings
 ) -> None:
-    """On stderr: a missing reference tree, and each reference that cannot be read."""
     if not listing.present:
         where = listing.shown(settings.prefix) or "."
         typer.echo(
@@ -192,21 +188,8 @@ def _echo_problems(
         )
 
 
-def _echo_coverage(result: Coverage, fmt: TableJsonOrMarkdown) -> None:
-    """The report in the chosen format, and its summary line on stderr."""
-    from matrixgen.views.coverage import render_markdown, render_table, summary_line
-
-    if fmt is TableJsonOrMarkdown.JSON:
-        echo_json(json_value(result))
-    elif fmt is TableJsonOrMarkdown.MARKDOWN:
-        typer.echo(render_markdown(result), nl=False)
-    else:
-        typer.echo(render_table(result), nl=False)
-    typer.echo(terminal_text(summary_line(result)), err=True)
-
-
 def _load(recipes: Path | None, revision: str | None) -> tuple[Generation, Lister]:
-    """The generation, and how to list its reference tree (disk, or the revision's)."""
+    """The generation, and how to list its reference tree."""
     if revision is None:
         from matrixgen.pipeline import generate
         from matrixgen.views.coverage import read_listing

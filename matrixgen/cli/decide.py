@@ -1,8 +1,5 @@
-"""`matrixgen decide`: what a CI event runs, from the project config's decisions.
-
-Its options are shared with `generate --event`, which generates exactly the
-decided targets.
-"""
+"""`matrixgen decide`: what a CI event runs, from the project config's decisions
+(its options shared with `generate --event`)."""
 
 from __future__ import annotations
 
@@ -10,11 +7,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from matrixgen.cli.common import RecipesOption, TableJsonOrMarkdown, echo_json, exits, load_valid
+from matrixgen.cli.common import (
+    RecipesOption,
+    TableJsonOrMarkdown,
+    echo_as,
+    exits,
+    load_valid,
+    option,
+)
 from matrixgen.model.errors import ExitCode
 from matrixgen.model.vocab import System
 from matrixgen.systems import HOMES, step_output_file, step_output_option
-from matrixgen.util.values import json_value
 
 if TYPE_CHECKING:
     from matrixgen.model.decide import Decision
@@ -23,37 +26,29 @@ if TYPE_CHECKING:
 
 EventOption = Annotated[
     str | None,
-    typer.Option(
-        "--event",
-        metavar="NAME",
-        help="The CI event: GitHub's event name (pull_request, merge_group, schedule, "
+    option(
+        "NAME",
+        "The CI event: GitHub's event name (pull_request, merge_group, schedule, "
         "workflow_dispatch) or GitLab's pipeline source (merge_request_event, schedule).",
     ),
 ]
 LabelOption = Annotated[
     list[str] | None,
-    typer.Option(
-        "--label",
-        metavar="LABEL",
-        help="A label of the pull or merge request that a rule names (a label no rule "
+    option(
+        "LABEL",
+        "A label of the pull or merge request that a rule names (a label no rule "
         "names is an error). Repeatable.",
     ),
 ]
 
 
-def _labels_expressions() -> str:
-    """How a job passes the labels, in each system that has a way."""
-    return ", ".join(h.labels_expression for h in HOMES if h.labels_expression)
-
-
 LabelsJsonOption = Annotated[
     str | None,
-    typer.Option(
-        "--labels-json",
-        metavar="JSON",
-        help="Every label of the pull request as a JSON list of strings "
-        f"({_labels_expressions()}); labels no rule names are ignored "
-        "and reported.",
+    option(
+        "JSON",
+        "Every label of the pull request as a JSON list of strings "
+        f"({', '.join(h.labels_expression for h in HOMES if h.labels_expression)}); "
+        "labels no rule names are ignored and reported.",
     ),
 ]
 SystemOption = Annotated[
@@ -142,9 +137,4 @@ def decide_command(
         from matrixgen.emit.registry import step_outputs
 
         step_outputs().append(github_outputs(decision))
-    if fmt is TableJsonOrMarkdown.JSON:
-        echo_json(json_value(decision))
-    elif fmt is TableJsonOrMarkdown.MARKDOWN:
-        typer.echo(render_markdown(decision), nl=False)
-    else:
-        typer.echo(render_table(decision), nl=False)
+    echo_as(fmt, decision, render_table, render_markdown)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from msgspec.structs import replace
 
-from matrixgen.cli.common import HoldingPenOption, TargetOption, echo_findings, echo_json
+from matrixgen.cli.common import HoldingPenOption, TargetOption, echo_findings, echo_json, option
 from matrixgen.cli.evidence import DbOption, note_ignored_store
 from matrixgen.model.errors import ExitCode, exit_codes
 from matrixgen.systems import names
@@ -152,10 +152,9 @@ def diff_command(
     # may exist at one revision only.
     recipes: Annotated[
         Path | None,
-        typer.Option(
-            "--recipes",
-            metavar="DIR",
-            help="The recipe tree's directory in the repository (default: $MATRIXGEN_RECIPES, "
+        option(
+            "DIR",
+            "The recipe tree's directory in the repository (default: $MATRIXGEN_RECIPES, "
             "else recipes/ at its top, else tests/test_utils/recipes/ as in Megatron-LM).",
         ),
     ] = None,
@@ -165,10 +164,7 @@ def diff_command(
         DiffFormat, typer.Option("--format", help="text, markdown (a PR comment) or json.")
     ] = DiffFormat.TEXT,
     expect: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--expect", metavar="RULE", help="An assertion about the diff (see above); repeatable."
-        ),
+        list[str] | None, option("RULE", "An assertion about the diff (see above); repeatable.")
     ] = None,
     db: DbOption = None,
     changed_view: Annotated[
@@ -180,11 +176,19 @@ def diff_command(
         ),
     ] = False,
 ) -> None:
+    from matrixgen.diff.expect import Rule, check_rules, parse_rule
     from matrixgen.diff.gitsource import check_revision, locate_recipes
+    from matrixgen.diff.golden_rules import (
+        GoldenRule,
+        check_golden_rules,
+        is_golden,
+        parse_golden_rule,
+    )
     from matrixgen.diff.references import reference_gaps
     from matrixgen.diff.revisions import diff_revisions
 
-    rules = _read_rules(expect or ())  # a malformed rule stops us before any git work
+    # A malformed rule stops us before any git work.
+    rules = [parse_golden_rule(t) if is_golden(t) else parse_rule(t) for t in expect or ()]
     check_revision(base)
     if head is not None:
         check_revision(head)
@@ -203,7 +207,9 @@ def diff_command(
         early.close()
     if goldens is not None:
         result = replace(result, goldens=goldens)
-    _check_rules(rules, result)  # exit 2 before any output
+    # Exit 2 before any output: a rule naming what no side has.
+    check_rules([r for r in rules if isinstance(r, Rule)], result)
+    check_golden_rules([r for r in rules if isinstance(r, GoldenRule)], result)
     _echo_side_notes(result, sides)
     # Jobs the head runs without their reference files (each side's own revision).
     gaps = reference_gaps(repo, result, sides)
@@ -218,27 +224,8 @@ def diff_command(
         _judge(rules, result)
 
 
-def _read_rules(texts: Sequence[str]) -> list[Rule | GoldenRule]:
-    """Each --expect rule: a golden one (`golden[{CASES}]:...`) or a target one."""
-    from matrixgen.diff.expect import parse_rule
-    from matrixgen.diff.golden_rules import is_golden, parse_golden_rule
-
-    return [parse_golden_rule(t) if is_golden(t) else parse_rule(t) for t in texts]
-
-
-def _check_rules(rules: Sequence[Rule | GoldenRule], result: SelectionDiff) -> None:
-    """A usage error for an unknown system, scope, platform or test case, and for
-    a golden rule in a tree without golden values."""
-    from matrixgen.diff.expect import Rule, check_rules
-    from matrixgen.diff.golden_rules import GoldenRule, check_golden_rules
-
-    check_rules([r for r in rules if isinstance(r, Rule)], result)
-    check_golden_rules([r for r in rules if isinstance(r, GoldenRule)], result)
-
-
 def _judge(rules: Sequence[Rule | GoldenRule], result: SelectionDiff) -> None:
-    """Each rule's outcome, in the order given: those that hold on stderr, and
-    exit 6 listing those that do not."""
+    """Those that hold on stderr; exit 6 listing those that do not."""
     from matrixgen.diff.expect import evaluate, require
     from matrixgen.diff.golden_rules import GoldenRule, evaluate_golden
 
@@ -253,7 +240,6 @@ def _judge(rules: Sequence[Rule | GoldenRule], result: SelectionDiff) -> None:
 
 
 def _echo_side_notes(result: SelectionDiff, sides: list[Side]) -> None:
-    """On stderr: each side's recipe-tree errors, then the diff's notes."""
     for side in sides:
         if side.errors:
             typer.echo(
@@ -269,7 +255,6 @@ def _echo_side_notes(result: SelectionDiff, sides: list[Side]) -> None:
 def _echo_diff(
     result: SelectionDiff, fmt: DiffFormat, gaps: ReferenceGaps, view: ChangedView | None
 ) -> None:
-    """The diff in the chosen format, with the reference gaps and the changed view."""
     from matrixgen.diff.data import to_json_data
     from matrixgen.diff.references import render_gaps
     from matrixgen.diff.render import render
@@ -295,8 +280,7 @@ def _echo_diff(
 
 
 def _with_evidence(result: SelectionDiff, sides: Sequence[Side], db: str | None) -> SelectionDiff:
-    """The diff with each entry's notes from the features that contribute them
-    (`cli.features`; the results store's evidence lines)."""
+    """The diff with each entry's notes from the contributing features."""
     from matrixgen.cli.features import diff_contributions
     from matrixgen.diff.evidence import diff_evidence
 

@@ -1,9 +1,6 @@
 """Commands that write what CI reads: `generate`, and what the per-system
-commands (each home's `commands`, `matrixgen github`, `matrixgen gitlab`) share.
-
-Imported at start-up by matrixgen.cli.main: everything heavy is imported inside the
-commands.
-"""
+commands (each home's `commands`) share. Imported at start-up by cli.main:
+everything heavy is imported inside the functions."""
 
 from __future__ import annotations
 
@@ -22,6 +19,7 @@ from matrixgen.cli.common import (
     echo_json,
     exits,
     load_valid,
+    option,
     recipes_dir,
 )
 from matrixgen.cli.decide import EventOption, LabelOption, LabelsJsonOption, SystemOption
@@ -42,10 +40,9 @@ if TYPE_CHECKING:
 
 LauncherOption = Annotated[
     str | None,
-    typer.Option(
-        "--launcher",
-        metavar="COMMAND",
-        help="Command every GitLab job runs instead of the configured launcher "
+    option(
+        "COMMAND",
+        "Command every GitLab job runs instead of the configured launcher "
         "(e.g. 'echo' for a dry run).",
     ),
 ]
@@ -60,8 +57,7 @@ def target_to_emit(
     *,
     launcher: str | None = None,
 ) -> tuple[Target, list[Job], EmitSettings]:
-    """What a `github` or `gitlab` command emits: its one target (`one_target`),
-    that target's jobs (narrowed by --changed-since), and its settings."""
+    """A `github` or `gitlab` command's one target, its jobs and its settings."""
     from matrixgen.emit.common import resolve_settings
 
     generation = load_valid(recipes, emitting=True)
@@ -72,8 +68,7 @@ def target_to_emit(
 
 
 def one_target(generation: Generation, system: System, values: list[str] | None) -> Target:
-    """The single target a `github` or `gitlab` command emits; key=value pairs
-    without system= are the command's system."""
+    """Key=value pairs without system= are the command's system."""
     from matrixgen.model.errors import UsageError
 
     if not values:
@@ -133,13 +128,7 @@ def generate(
     target: TargetOption = None,
     recipes: RecipesOption = None,
     out: Annotated[
-        Path,
-        typer.Option(
-            "--output-dir",
-            metavar="DIR",
-            help="Directory for one file per target.",
-            file_okay=False,
-        ),
+        Path, option("DIR", "Directory for one file per target.", "--output-dir", file_okay=False)
     ] = Path("out"),
     fmt: Annotated[TableOrJson, typer.Option("--format", help="The summary's format.")] = (
         TableOrJson.TABLE
@@ -213,8 +202,7 @@ def _generation_and_targets(
     labels_json: str | None,
     system: System | None,
 ) -> tuple[Generation, list[Target]]:
-    """`generate`'s tree, refused when invalid, and its targets: the ones given,
-    the ones `decide` picks for --event, else every target of the tree."""
+    """`generate`'s tree and targets: those given, or `decide` picks, else all."""
     from matrixgen.model.errors import UsageError
 
     if event is None and (label or labels_json or system):
@@ -225,8 +213,7 @@ def _generation_and_targets(
     if event is not None:
         from matrixgen.cli.decide import decision_for
 
-        decision = decision_for(generation, event, label, labels_json, system)
-        targets = list(decision.targets)
+        targets = list(decision_for(generation, event, label, labels_json, system).targets)
     else:
         targets = generation.targets(target or (), holding_pen=holding_pen)
     if target:
@@ -235,9 +222,6 @@ def _generation_and_targets(
 
 
 def _echo_summary(outputs: list[TargetOutput], saved: Dropped | None, out: Path) -> None:
-    """The tables of `generate --format table`: targets, platforms, quarantine
-    entries in effect and (with --changed-since) the jobs left out; the totals on
-    stderr."""
     from matrixgen.emit.generate import quarantine_rows, summary, summary_rows
 
     rows, headers = summary_rows(outputs)

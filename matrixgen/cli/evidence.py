@@ -1,13 +1,10 @@
-"""`matrixgen results ingest`, `matrixgen results prune` and `matrixgen results flaky`.
-
-Each command's help lists its exit codes. sqlalchemy is imported only when one of
-these runs.
-"""
+"""`matrixgen results ingest`, `prune` and `flaky` (sqlalchemy imported only as one runs)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from contextlib import closing
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -20,6 +17,7 @@ from matrixgen.cli.common import (
     TableOrJsonOption,
     echo_json,
     exits,
+    option,
     tree_config,
     usable_generation,
 )
@@ -37,37 +35,22 @@ if TYPE_CHECKING:
 
 DbOption = Annotated[
     str | None,
-    typer.Option(
-        "--db",
-        metavar="URL",
-        help="Results store: a SQLite file path, sqlite:///PATH or postgresql://... "
+    option(
+        "URL",
+        "Results store: a SQLite file path, sqlite:///PATH or postgresql://... "
         "(default: $MATRIXGEN_RESULTS_DB, else .matrixgen/results.db at the top of the checkout, "
         "unless git tracks it).",
     ),
 ]
-SinceOption = Annotated[
-    int, typer.Option("--since", metavar="DAYS", help="Only runs of the last DAYS days.")
-]
-MinRunsOption = Annotated[
-    int, typer.Option("--min-runs", metavar="N", help="Leave out keys with fewer runs than this.")
-]
-FlipRateOption = Annotated[
-    float,
-    typer.Option(
-        "--flip-rate", metavar="RATE", help="Flaky above this flip rate: flips / (runs - 1)."
-    ),
-]
-BrokenRunsOption = Annotated[
-    int,
-    typer.Option(
-        "--broken-runs", metavar="N", help="Broken when the last N runs or more all failed."
-    ),
-]
+SinceOption = Annotated[int, option("DAYS", "Only runs of the last DAYS days.")]
+MinRunsOption = Annotated[int, option("N", "Leave out keys with fewer runs than this.")]
+FlipRateOption = Annotated[float, option("RATE", "Flaky above this flip rate: flips / (runs - 1).")]
+BrokenRunsOption = Annotated[int, option("N", "Broken when the last N runs or more all failed.")]
 
 
 def note_ignored_store(db: str | None) -> None:
-    """One note on stderr when the default results store is there but tracked by
-    git, so not read (the commands that need a store stop on it instead)."""
+    """A note when the default results store is there but tracked by git, so not
+    read (the commands that need a store stop on it instead)."""
     from matrixgen.util.checkout import choose_store
 
     note = choose_store(db).note
@@ -109,57 +92,43 @@ def ingest(
     files: Annotated[
         list[Path], typer.Argument(metavar="FILE|DIR...", help="JUnit XML files, or directories.")
     ],
-    run_id: Annotated[
-        str, typer.Option("--run-id", metavar="ID", help="The CI run (pipeline) id.")
-    ],
+    run_id: Annotated[str, option("ID", "The CI run (pipeline) id.")],
     target: Annotated[
-        str | None,
-        typer.Option(metavar="TARGET", help="The target the jobs ran in (a name from the config)."),
+        str | None, option("TARGET", "The target the jobs ran in (a name from the config).")
     ] = None,
     job: Annotated[
-        str | None,
-        typer.Option(metavar="JOB", help="The job that wrote the files (its recipe or CI name)."),
+        str | None, option("JOB", "The job that wrote the files (its recipe or CI name).")
     ] = None,
     tag: Annotated[
-        str | None,
-        typer.Option(
-            metavar="TAG", help="Leave out jobs with another tag (jobs without one stay)."
-        ),
+        str | None, option("TAG", "Leave out jobs with another tag (jobs without one stay).")
     ] = None,
     commit: Annotated[
-        str | None,
-        typer.Option(metavar="SHA", help=f"The commit tested (default: {_ci_default('commit')})."),
+        str | None, option("SHA", f"The commit tested (default: {_ci_default('commit')}).")
     ] = None,
     finished_at: Annotated[
         str | None,
-        typer.Option(
-            metavar="TIME",
-            help="When the run finished (default: the reports' timestamps, else now).",
-        ),
+        option("TIME", "When the run finished (default: the reports' timestamps, else now)."),
     ] = None,
     ref: Annotated[
         str | None,
-        typer.Option(
-            metavar="REF",
-            help=f"The branch or tag the run was for (default: {_ci_default('ref')}).",
-        ),
+        option("REF", f"The branch or tag the run was for (default: {_ci_default('ref')})."),
     ] = None,
     source: Annotated[
         str | None,
-        typer.Option(
-            metavar="SOURCE",
-            help="What started the run: schedule, merge_request_event, push... "
+        option(
+            "SOURCE",
+            "What started the run: schedule, merge_request_event, push... "
             f"(default: {_ci_default('source')}).",
         ),
     ] = None,
     base: Annotated[
         str | None,
-        typer.Option(
-            metavar="REV",
-            envvar=list(variables_of("diff_base")),
-            help="The git revision whose quarantine file decides which failures stay muted "
+        option(
+            "REV",
+            "The git revision whose quarantine file decides which failures stay muted "
             f"(default: {_ci_default('diff_base')}, else the tree of --recipes as it is): "
             "give a pull request's base, so that its own file grants nothing.",
+            envvar=list(variables_of("diff_base")),
         ),
     ] = None,
     db: DbOption = None,
@@ -240,7 +209,6 @@ def _mute_entries(generation: Any, recipes: Path | None, base: str | None) -> tu
 
 
 def _echo_ingest(report: Any, shown: str, files: int, fmt: TableOrJson) -> None:
-    """What `ingest` stored: a row per job (table or JSON), notes on stderr."""
     rows = [_ingest_row(j, "stored") for j in report.stored]
     rows += [_ingest_row(j, "already stored") for j in report.already]
     odd = list(report.not_node_ids)
@@ -320,10 +288,7 @@ def _stream_ingest(
 
 
 def _origin(option: str, given: str | None, role: str) -> str | None:
-    """--ref or --source: as given, else from the CI's own variables (the running
-    CI's; outside any CI, `systems.ci` says in which order); None when nothing
-    says. An empty or blank value given on the command line is a mistake; an
-    empty variable is unset."""
+    """--ref or --source: as given (never blank), else from the CI's own variables."""
     if given is not None:
         if not given.strip() or given != given.strip():
             raise UsageError(f"{option} {given!r}: expected a name without surrounding blanks")
@@ -332,47 +297,34 @@ def _origin(option: str, given: str | None, role: str) -> str | None:
 
 
 def _ci_default(role: str) -> str:
-    """The variables an option's default is read from, as its help names them."""
     return ", else ".join(f"${name}" for name in variables_of(role))
 
 
-_INGEST_HEADERS = (
-    "job",
-    "target",
-    "platform",
-    "environment",
-    "scope",
-    "tests",
-    "failed",
-    "skipped",
-    "reruns",
-    "status",
-)
+# The columns of `ingest`'s rows: each an attribute of the stored job; then its status.
+_INGEST_COLUMNS = {
+    "job": "job_name",
+    "target": "target",
+    "platform": "job.platform",
+    "environment": "job.environment",
+    "scope": "job.place",
+    "tests": "tests",
+    "failed": "failed",
+    "skipped": "skipped",
+    "reruns": "reruns",
+}
+_INGEST_HEADERS = (*_INGEST_COLUMNS, "status")
 
 
 def _ingest_row(j: Any, status: str) -> list[Any]:
-    return [
-        j.job_name,
-        j.target,
-        j.job.platform,
-        j.job.environment,
-        j.job.place,
-        j.tests,
-        j.failed,
-        j.skipped,
-        j.reruns,
-        status,
-    ]
+    return [*attrgetter(*_INGEST_COLUMNS.values())(j), status]
 
 
 @exits(ExitCode.OK, ExitCode.USAGE, ExitCode.RESULTS_STORE)
 def prune(
     older_than: Annotated[
         int,
-        typer.Option(
-            "--older-than",
-            metavar="DAYS",
-            help="Delete the runs that finished more than DAYS days ago, with their results.",
+        option(
+            "DAYS", "Delete the runs that finished more than DAYS days ago, with their results."
         ),
     ],
     db: DbOption = None,
@@ -416,21 +368,11 @@ def flaky(
     broken_runs: BrokenRunsOption = 3,
     verdict: Annotated[
         list[str] | None,
-        typer.Option(
-            "--verdict",
-            metavar="VERDICT",
-            help="Only rows with this verdict (broken, failing, flaky, ok).",
-        ),
+        option("VERDICT", "Only rows with this verdict (broken, failing, flaky, ok)."),
     ] = None,
-    ref: Annotated[
-        str | None,
-        typer.Option("--ref", metavar="REF", help="Only the runs of this branch or tag."),
-    ] = None,
+    ref: Annotated[str | None, option("REF", "Only the runs of this branch or tag.")] = None,
     source: Annotated[
-        str | None,
-        typer.Option(
-            "--source", metavar="SOURCE", help="Only the runs of this source (needs --ref)."
-        ),
+        str | None, option("SOURCE", "Only the runs of this source (needs --ref).")
     ] = None,
     db: DbOption = None,
     fmt: FlakyFormatOption = TableJsonOrMarkdown.TABLE,
@@ -469,9 +411,9 @@ def flaky(
         typer.echo(flaky_markdown(rows, groups), nl=False)
     else:
         none = "no key has enough runs to judge" if not report.rows else "no key has this verdict"
-        typer.echo(
-            table([_flaky_cells(r) for r in rows], list(_FLAKY_HEADERS), empty=none), nl=False
-        )
+        cells = [_flaky_cells(r) for r in rows]
+        headers = list(cells[0]) if cells else []  # no row: the table is the `empty` line
+        typer.echo(table([list(c.values()) for c in cells], headers, empty=none), nl=False)
         for g in groups:
             typer.echo(f"{g.sentence()}: {_t(g.reason)}")
             typer.echo("".join(f"  {_t(test)}\n" for test in g.tests), nl=False)
@@ -479,7 +421,6 @@ def flaky(
 
 
 def _flaky_summary(report: FlakyReport, broken_runs: int, min_runs: int) -> str:
-    """`flaky`'s closing line: how many keys of each verdict, over how many runs."""
     counts = report.by_verdict()
     return (
         f"{len(report.rows)} key(s) over {report.runs} run(s): {counts['broken']} broken, "
@@ -498,50 +439,30 @@ def _flaky_summary(report: FlakyReport, broken_runs: int, min_runs: int) -> str:
     )
 
 
-_FLAKY_HEADERS = (
-    "verdict",
-    "model",
-    "test_case",
-    "node_id",
-    "platform",
-    "environment",
-    "scope",
-    "runs",
-    "failures",
-    "flips",
-    "rate",
-    "first failure",
-    "last failure",
-)
+def _flaky_cells(row: FlakyRow) -> dict[str, str]:
+    """A row of `flaky`'s table, by header."""
 
-
-def _flaky_cells(row: FlakyRow) -> list[str]:
     def ref(r: Any) -> str:
         return f"{r.run_id} ({r.day})" if r is not None else ""
 
-    return [
-        row.verdict.value,
-        row.job.model,
-        row.job.test_case + (f"[{row.job.tag}]" if row.job.tag else ""),
-        _short_node(row),
-        row.job.platform,
-        row.job.environment,
-        row.job.place,
-        str(row.runs),
-        str(row.failures),
-        str(row.flips),
-        f"{row.rate:.2f}",
-        ref(row.first_failure),
-        ref(row.last_failure),
-    ]
-
-
-def _short_node(row: FlakyRow) -> str:
-    """The node id without its file when the file is the test case (a bucket)."""
     node = row.node_id or ""
-    return (
-        node.removeprefix(row.job.test_case) if node.startswith(row.job.test_case + "::") else node
-    )
+    if node.startswith(row.job.test_case + "::"):  # a bucket's test: its file is the case
+        node = node.removeprefix(row.job.test_case)
+    return {
+        "verdict": row.verdict.value,
+        "model": row.job.model,
+        "test_case": row.job.test_case + (f"[{row.job.tag}]" if row.job.tag else ""),
+        "node_id": node,
+        "platform": row.job.platform,
+        "environment": row.job.environment,
+        "scope": row.job.place,
+        "runs": str(row.runs),
+        "failures": str(row.failures),
+        "flips": str(row.flips),
+        "rate": f"{row.rate:.2f}",
+        "first failure": ref(row.first_failure),
+        "last failure": ref(row.last_failure),
+    }
 
 
 def flaky_markdown(rows: list[FlakyRow], groups: Sequence[ReasonGroup] = ()) -> str:

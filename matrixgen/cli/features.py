@@ -1,7 +1,6 @@
-"""The features whose contributions other features show, listed once: the
-report and the diff loop over what this module hands them and never import a
-feature. Each feature lists its contributions in its own `contributes`
-module, imported here only when a command asks (never at start-up)."""
+"""The features whose contributions the report and the diff show, listed once
+(they never import a feature); each feature's `contributes` module is imported
+only when a command asks."""
 
 from __future__ import annotations
 
@@ -16,14 +15,12 @@ FEATURES = ("matrixgen.evidence.contributes",)
 
 
 def report_contributions() -> tuple[ReportContribution, ...]:
-    """Every feature's part of `matrixgen report`, in FEATURES' order."""
     return tuple(
         c for module in FEATURES for c in getattr(importlib.import_module(module), "REPORT", ())
     )
 
 
 def diff_contributions() -> tuple[DiffContribution, ...]:
-    """Every feature's notes beside the entries of `matrixgen diff`, in FEATURES' order."""
     return tuple(
         c for module in FEATURES for c in getattr(importlib.import_module(module), "DIFF", ())
     )

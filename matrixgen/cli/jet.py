@@ -1,10 +1,5 @@
-"""What Megatron-LM's drop-ins share (`jet-trigger`, `jet-buckets`: each the
-`commands` of the home it writes for): their options, the tree they read and
-the system whose quarantine entries apply.
-
-Imported only when one of these commands runs: everything heavy is imported
-inside the functions.
-"""
+"""What Megatron-LM's drop-ins (`jet-trigger`, `jet-buckets`) share: their options,
+the tree they read and the system whose quarantine entries apply."""
 
 from __future__ import annotations
 
@@ -18,6 +13,7 @@ from matrixgen.cli.common import (
     held,
     note,
     note_warnings,
+    option,
     recipes_dir,
 )
 from matrixgen.model.vocab import OTHER_TIERS_SYSTEM, System
@@ -28,19 +24,16 @@ if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
 
 
-def _assumed_system() -> str:
-    """How --system is chosen when not given, in words."""
-    running = [
-        f"{s.value} when {s.job_variable}=true" for s in System if s is not OTHER_TIERS_SYSTEM
-    ]
-    return ", ".join([*running, f"else {OTHER_TIERS_SYSTEM.value}"])
-
-
+# How --system is chosen when not given, in words.
+_ASSUMED = ", ".join(
+    [f"{s.value} when {s.job_variable}=true" for s in System if s is not OTHER_TIERS_SYSTEM]
+    + [f"else {OTHER_TIERS_SYSTEM.value}"]
+)
 SystemChoiceOption = Annotated[
     System | None,
     typer.Option(
         "--system",
-        help=f"The system whose quarantine entries apply (default: {_assumed_system()}).",
+        help=f"The system whose quarantine entries apply (default: {_ASSUMED}).",
     ),
 ]
 StrictOption = Annotated[
@@ -53,13 +46,11 @@ StrictOption = Annotated[
 ]
 LocalRecipesOption = Annotated[
     Path | None,
-    typer.Option(
-        "--local-recipes",
-        metavar="DIR",
-        help="More recipes, read after the tree (default: local_recipes/ beside the tree, "
+    option(
+        "DIR",
+        "More recipes, read after the tree (default: local_recipes/ beside the tree, "
         "when it exists).",
         file_okay=False,
-        dir_okay=True,
     ),
 ]
 
@@ -101,16 +92,14 @@ def load_jet_tree(recipes: Path | None, local: Path | None) -> tuple[Generation,
 
 
 def asking_system(given: System | None) -> System:
-    """The system whose entries apply: --system, else the one whose job this
-    process runs in. When assumed, a note says which and why (once)."""
+    """--system, else the one whose job this process runs in (a note says why)."""
     if given is not None:
         return given
     home = running()
-    chosen = System(home.name) if home is not None else OTHER_TIERS_SYSTEM
     if home is not None:
-        why = f"{home.job_variable}=true"
+        chosen, why = System(home.name), f"{home.job_variable}=true"
     else:
-        why = " and ".join(job_variables()) + " are not true"
+        chosen, why = OTHER_TIERS_SYSTEM, " and ".join(job_variables()) + " are not true"
     choices = " or ".join(f"--system {s.value}" for s in System)
     note(
         f"--system {chosen.value} assumed ({why}): the quarantine entries of "

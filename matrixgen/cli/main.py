@@ -1,9 +1,5 @@
-"""The `matrixgen` command line: a thin layer over the library.
-
-Every command parses its options, calls the pipeline, and prints. Errors a user
-can cause are `MatrixgenError`s: printed as one clear message (with located
-findings), and the process exits with the error's documented code.
-"""
+"""The `matrixgen` command line: a thin layer over the library. An error a user
+can cause is one clear message (with located findings) and its documented exit code."""
 
 from __future__ import annotations
 
@@ -28,6 +24,7 @@ from matrixgen.cli.common import (
     exits,
     hold_until_exit,
     load_valid,
+    option,
     recipes_dir,
     report_base,
 )
@@ -48,55 +45,6 @@ if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
 
 
-class _Plain:
-    """Help as the ecosystem writes it: every command's first sentence in full
-    in a command list (never cut with "..."), and usage lines without typer's
-    braces around required arguments (`diff [OPTIONS] BASE [HEAD]`)."""
-
-    def get_short_help_str(self, limit: int = 45) -> str:
-        return super().get_short_help_str(limit=1_000_000)  # type: ignore[misc]
-
-    def collect_usage_pieces(self, ctx: Any) -> list[str]:
-        pieces = super().collect_usage_pieces(ctx)  # type: ignore[misc]
-        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
-
-
-class _Once:
-    """An option that takes one value, given twice, is a usage error (exit 2):
-    click would keep the last silently (`--test-case A --test-case B` would
-    quarantine B alone). Options that accumulate (`multiple`, counts) and
-    help's are left alone. Checked as the command line is parsed, before any
-    value is converted or any required option is looked for."""
-
-    def make_parser(self, ctx: Any) -> Any:
-        parser = super().make_parser(ctx)  # type: ignore[misc]
-        parse = parser.parse_args
-
-        def parse_args(args: list[str]) -> Any:
-            opts, rest, order = parse(args)
-            repeated = [
-                p
-                for p in dict.fromkeys(order)
-                if p.param_type_name == "option"
-                and p.expose_value
-                and not p.multiple
-                and not p.count
-                and order.count(p) > 1
-            ]
-            if repeated:
-                ctx.fail("; ".join(_given_twice(p, order.count(p)) for p in repeated))
-            return opts, rest, order
-
-        parser.parse_args = parse_args
-        return parser
-
-
-def _given_twice(param: Any, times: int) -> str:
-    names = "/".join([*param.opts, *param.secondary_opts])
-    what = "a flag" if param.is_flag else "it takes one value"
-    return f"option {names} is given {times} times: give it once ({what})"
-
-
 #: Old spellings of options: each still read as the option it names, by every
 #: command that has that option, and named nowhere (help, errors, completion
 #: name the option's own spelling). `--out`: the output folder's name before it
@@ -104,9 +52,21 @@ def _given_twice(param: Any, times: int) -> str:
 OLD_SPELLINGS = {"--out": "--output-dir"}
 
 
-class _OldSpellings:
-    """The command's parser reads each old spelling (OLD_SPELLINGS) as the
-    option it names, when the command has that option."""
+class _Plain:
+    """Help as the ecosystem writes it: every command's first sentence in full in
+    a command list, usage lines without typer's braces (`diff [OPTIONS] BASE [HEAD]`).
+
+    An option that takes one value, given twice, is a usage error (exit 2) as the
+    command line is parsed: click would keep the last silently (`--test-case A
+    --test-case B` would quarantine B alone). The parser also reads each old
+    spelling (OLD_SPELLINGS) as the option it names."""
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        return super().get_short_help_str(limit=1_000_000)  # type: ignore[misc]
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = super().collect_usage_pieces(ctx)  # type: ignore[misc]
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
 
     def make_parser(self, ctx: Any) -> Any:
         parser = super().make_parser(ctx)  # type: ignore[misc]
@@ -116,37 +76,32 @@ class _OldSpellings:
         for old, now in OLD_SPELLINGS.items():
             if now in parser._long_opt and old not in parser._long_opt:
                 parser._long_opt[old] = parser._long_opt[now]
+        parse = parser.parse_args
+
+        def parse_args(args: list[str]) -> Any:
+            opts, rest, order = parse(args)
+            twice = []
+            for p in dict.fromkeys(order):
+                if p.param_type_name != "option" or not p.expose_value or p.multiple or p.count:
+                    continue
+                if (times := order.count(p)) > 1:
+                    names = "/".join([*p.opts, *p.secondary_opts])
+                    what = "a flag" if p.is_flag else "it takes one value"
+                    twice.append(f"option {names} is given {times} times: give it once ({what})")
+            if twice:
+                ctx.fail("; ".join(twice))
+            return opts, rest, order
+
+        parser.parse_args = parse_args
         return parser
 
 
-class Command(_Once, _OldSpellings, _Plain, TyperCommand):
+class Command(_Plain, TyperCommand):
     pass
 
 
-class Group(_Once, _Plain, TyperGroup):
+class Group(_Plain, TyperGroup):
     pass
-
-
-def _plain_help(app: typer.Typer) -> None:
-    """Every command and group of the app with the help of `_Plain`."""
-    for info in app.registered_commands:
-        if info.cls in (None, TyperCommand):
-            info.cls = Command
-    for group in app.registered_groups:
-        if getattr(group.cls, "value", group.cls) in (None, TyperGroup):  # typer's default
-            group.cls = Group
-        if group.typer_instance is not None:
-            _plain_help(group.typer_instance)
-
-
-APP_SETTINGS: dict[str, Any] = {
-    "cls": Group,
-    "name": "matrixgen",
-    "add_completion": True,
-    "no_args_is_help": True,
-    "pretty_exceptions_enable": False,
-    "rich_markup_mode": None,
-}
 
 
 def _show_version(value: bool) -> None:
@@ -206,9 +161,7 @@ def validate(
             {
                 "findings": [
                     {
-                        "file": f.location.file,
-                        "line": f.location.line,
-                        "column": f.location.column,
+                        **json_value(f.location),  # file, line, column
                         "severity": f.severity.value,
                         "code": f.code,
                         "message": f.message,
@@ -244,26 +197,21 @@ def list_jobs(
     recipes: RecipesOption = None,
     target: TargetOption = None,
     scope: Annotated[
-        str | None,
-        typer.Option(metavar="SCOPE", help="Only this scope or tier (legacy names resolve)."),
+        str | None, option("SCOPE", "Only this scope or tier (legacy names resolve).")
     ] = None,
     cadence: Annotated[
-        str | None,
-        typer.Option(metavar="CADENCE", help="Only this cadence: pr, nightly, mergegroup, weekly."),
+        str | None, option("CADENCE", "Only this cadence: pr, nightly, mergegroup, weekly.")
     ] = None,
     environment: Annotated[
-        str | None, typer.Option(metavar="ENV", help="Only this environment (dev, lts, ...).")
+        str | None, option("ENV", "Only this environment (dev, lts, ...).")
     ] = None,
     platform: Annotated[
-        str | None, typer.Option(metavar="PLATFORM", help="Only this platform (dgx_h100, ...).")
+        str | None, option("PLATFORM", "Only this platform (dgx_h100, ...).")
     ] = None,
-    model: Annotated[str | None, typer.Option(metavar="MODEL", help="Only this model.")] = None,
-    tag: Annotated[str | None, typer.Option(metavar="TAG", help="Only this tag.")] = None,
+    model: Annotated[str | None, option("MODEL", "Only this model.")] = None,
+    tag: Annotated[str | None, option("TAG", "Only this tag.")] = None,
     test_case: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--test-case", metavar="NAME", help="Test case name; repeat or separate with commas."
-        ),
+        list[str] | None, option("NAME", "Test case name; repeat or separate with commas.")
     ] = None,
     fmt: Annotated[OutputFormat, typer.Option("--format", help="table, json or yaml.")] = (
         OutputFormat.TABLE
@@ -285,12 +233,16 @@ def list_jobs(
     With --target, the jobs of those targets, exactly as `generate` emits them
     (--model, --tag and --test-case narrow them further; the row says its target).
     """
+    from matrixgen.model.errors import UsageError
     from matrixgen.model.jobs import Selector
 
     cases = tuple(c for given in test_case or () for c in given.split(",") if c)
-    if target:
-        _refuse_with_target(
-            scope=scope, cadence=cadence, environment=environment, platform=platform
+    fixed = {"scope": scope, "cadence": cadence, "environment": environment, "platform": platform}
+    given = [f"--{name}" for name, value in fixed.items() if value is not None]
+    if target and given:
+        raise UsageError(
+            f"give --target or {'/'.join(given)}, not both: a target fixes its scope, "
+            "cadence, environment and platform"
         )
     selector = Selector(
         scope=scope,
@@ -318,23 +270,11 @@ def list_jobs(
     _echo_jobs(jobs, owners, skipped_count, fmt)
 
 
-def _refuse_with_target(**filters: str | None) -> None:
-    """A usage error when --target comes with filters a target fixes itself."""
-    from matrixgen.model.errors import UsageError
-
-    given = [f"--{name}" for name, value in filters.items() if value is not None]
-    if given:
-        raise UsageError(
-            f"give --target or {'/'.join(given)}, not both: a target fixes its scope, "
-            "cadence, environment and platform"
-        )
-
-
 def _target_jobs(
     generation: Generation, targets: list[Target], selector: Selector, with_quarantined: bool
 ) -> tuple[list[Any], list[str], int]:
-    """The jobs of each target that match `selector`, the target of each, and how
-    many matching jobs quarantine skips."""
+    """The jobs of the targets that match, the target of each, and how many
+    quarantine skips."""
     from matrixgen.engine.select import matches
 
     jobs: list[Any] = []
@@ -356,8 +296,7 @@ def _target_jobs(
 def _echo_jobs(
     jobs: list[Any], owners: list[str] | None, skipped_count: int, fmt: OutputFormat
 ) -> None:
-    """`list-jobs` output: a table (the count on stderr), or JSON/YAML; with
-    `owners` (--target), each job's target first."""
+    """With `owners` (--target), each job's target first."""
     if fmt is OutputFormat.TABLE:
         headers, columns = _job_columns(jobs)
         if owners is not None:
@@ -406,22 +345,27 @@ def _job_columns(jobs: list[Any]) -> tuple[list[str], list[Any]]:
     return headers, columns
 
 
-def build_app(names: tuple[str, ...] | None = None) -> typer.Typer:
+def build_app(names: tuple[str, ...] | None = None, only: str | None = None) -> typer.Typer:
     """The app with the given top-level commands, groups and aliases of the
-    registry (default: all of them), in the registry's order."""
-    app = typer.Typer(**APP_SETTINGS)
+    registry (default: all of them), in the registry's order; of a group, only
+    the command `only` when given."""
+    app = typer.Typer(
+        cls=Group,
+        name="matrixgen",
+        add_completion=True,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
     # The root's own options (--version); with one command typer would also make
     # that command the root without a callback: this keeps `matrixgen CMD`.
     app.callback()(_root)
     for name in names or registry.top_level_names():
-        _add(app, name)
-    _plain_help(app)
+        _add(app, name, only)
     return app
 
 
-def _add(app: typer.Typer, name: str, only: str | None = None) -> None:
-    """Register the registry's entry `name` on `app` (of a group, only the
-    command `only` when given)."""
+def _add(app: typer.Typer, name: str, only: str | None) -> None:
     found = registry.entry(name)
     if isinstance(found, registry.Command):
         _command(app, found, found.name)
@@ -429,6 +373,7 @@ def _add(app: typer.Typer, name: str, only: str | None = None) -> None:
         _command(app, registry.aliased(found), found.name, hidden=True)
     elif isinstance(found, registry.Group):
         group = typer.Typer(
+            cls=Group,
             name=found.name,
             help=found.summary(),
             no_args_is_help=True,
@@ -449,7 +394,7 @@ def _command(app: typer.Typer, command: registry.Command, name: str, hidden: boo
     module = importlib.import_module(command.module)
     function = getattr(module, command.function)
     help_text = getattr(module, command.help_attr) if command.help_attr else None
-    app.command(name, help=help_text, hidden=hidden)(function)
+    app.command(name, cls=Command, help=help_text, hidden=hidden)(function)
 
 
 def _root(
@@ -467,36 +412,21 @@ def _root(
 
 
 def app_for(argv: list[str]) -> typer.Typer:
-    """The app that runs a command line: only the command it names when it names
-    one (of a group, only the group's command it names, when it names one).
-    Neither the other command modules nor their click commands are built (about
-    a tenth of a short run). Anything else (--help, a mistyped command) gets the
-    whole app."""
+    """The app of the command (or group's command) a command line names, alone:
+    building the others would cost about a tenth of a short run. Anything else
+    (--help, a mistyped command) gets the whole app."""
     found = registry.entry(argv[0]) if argv else None
     if found is None:
         return build_app()
-    app = typer.Typer(**APP_SETTINGS)
-    app.callback()(_root)
     only = None
     if isinstance(found, registry.Group) and len(argv) > 1 and found.command(argv[1]):
         only = argv[1]
-    _add(app, found.name, only)
-    _plain_help(app)
-    return app
-
-
-def __getattr__(name: str) -> Any:
-    if name == "app":  # the whole app, for tools that want it (built on first use)
-        return build_app()
-    raise AttributeError(name)
+    return build_app((found.name,), only)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app, turn every user error into a message and an exit code.
-
-    Standard output and error are guarded for the run (see cli.output): no printed
-    line carries a workflow command, and a stream that cannot be written ends the
-    run with one line and exit 9, as do the other faults of the machine."""
+    """Run the app with standard output and error guarded (see cli.output); every
+    user error and fault of the machine is one message and an exit code."""
     with guarded_output() as (out, _):
         code = _run(argv)
         try:
@@ -538,19 +468,16 @@ def _run(argv: list[str] | None) -> int:
 
 
 def _say(line: str, code: int) -> int:
-    """The line on standard error, and the code. Standard error never raises
-    (a guarded one that fails drops what is written): should the line be
-    lost, the exit code still tells."""
+    """The line on standard error (which never raises: should the line be lost,
+    the exit code still tells), and the code."""
     typer.echo(line, err=True)
     return int(code)
 
 
 def console() -> None:
-    """The console script: `main`, then exit without tearing down the objects
-    the run built (freeing a big tree's millions of objects one by one takes as
-    long as a tenth of the run; the OS takes the memory back at once). Output is
-    flushed first; should that fail, the interpreter exits the usual way and
-    reports it. Tests call `main` in-process, never this."""
+    """The console script: `main`, then exit without tearing down the objects the
+    run built (see common.held). Should flushing the output fail, the interpreter
+    exits the usual way and reports it."""
     hold_until_exit()
     code = main()
     try:

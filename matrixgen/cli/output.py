@@ -1,13 +1,10 @@
-"""What the command line prints goes through here: standard output and standard
-error are wrapped for the run so that no printed line can carry a command to the
-CI log reading it, and so that a closed or full stream ends the run with one
-clear line instead of a traceback.
+"""Standard output and error, wrapped for the run: no printed line can carry a
+command to the CI log reading it, and a closed or full stream ends the run with
+one clear line instead of a traceback.
 
-Each field from a recipe tree or quarantine file is escaped where a line is
-composed (`terminal_text`: no line breaks in it); the wrapper then checks every
-whole line (`terminal_line`: no `::` at its start, no `##[`, no control
-character). JSON and YAML are printed in a spelling that passes the check
-unchanged (see `json_for_log` and the YAML dumpers), so `matrixgen github >
+Each field from a tree is escaped where a line is composed (`terminal_text`);
+the wrapper then checks every whole line (`terminal_line`). JSON and YAML are
+printed in a spelling that passes the check unchanged, so `matrixgen github >
 matrix.json` writes exactly what `--output` would. Our own GitHub annotations are
 the only lines written past the check (`write_annotations`).
 """
@@ -24,8 +21,6 @@ from matrixgen.util.escape import terminal_lines, terminal_text
 
 
 class StreamError(Exception):
-    """Standard output or error could not be written (closed, broken pipe, full)."""
-
     def __init__(self, name: str, reason: str) -> None:
         super().__init__(f"cannot write to standard {name}: {reason}")
 
@@ -39,10 +34,8 @@ def _reason(exc: OSError) -> str:
 
 
 class GuardedStream:
-    """A text stream in front of sys.stdout or sys.stderr (see the module doc).
-
-    It holds back a line until its end is written (click's echo writes whole
-    lines, and flushes after each), so that the check sees whole lines."""
+    """A text stream in front of sys.stdout or sys.stderr (see the module doc): it
+    holds back a line until its end is written, so that the check sees whole lines."""
 
     def __init__(self, target: TextIO | None, name: str, *, fatal: bool = True) -> None:
         self._target = target
@@ -116,8 +109,7 @@ class GuardedStream:
             except ValueError:  # closed under us
                 self._fail(OSError("the stream was closed"))
 
-    def finish(self) -> None:
-        """Write out a last line that has no line break yet."""
+    def finish(self) -> None:  # a last line that has no line break yet
         if self._pending:
             pending, self._pending = self._pending, ""
             self._send(terminal_lines(pending))
@@ -164,7 +156,6 @@ def _silence(stream: TextIO | None) -> None:
 
 @contextlib.contextmanager
 def guarded_output() -> Iterator[tuple[GuardedStream, GuardedStream]]:
-    """sys.stdout and sys.stderr behind GuardedStreams for the duration."""
     saved = sys.stdout, sys.stderr
     # Output is what the command is for: losing it ends the run (exit 9). Losing
     # diagnostics does not stop the work; the exit code still tells the outcome.
@@ -182,7 +173,6 @@ def guarded_output() -> Iterator[tuple[GuardedStream, GuardedStream]]:
 
 
 def describe_os_error(exc: OSError) -> str:
-    """`PATH: reason` of a failed file operation, in one line."""
     reason = exc.strerror or str(exc)
     names = [n for n in (exc.filename, exc.filename2) if n is not None]
     where = " -> ".join(terminal_text(os.fsdecode(n)) for n in names)
@@ -209,7 +199,7 @@ def check_working_directory() -> None:
 
 
 def write_annotations(lines: list[str]) -> None:
-    """GitHub workflow commands of our own making, to standard error as they are."""
+    """Workflow commands of our own making, to standard error as they are."""
     if not lines:
         return
     text = "\n".join(lines) + "\n"

@@ -1,8 +1,4 @@
-"""Commands about the project as a whole: `pins`, `graph`, `stats`.
-
-Listed in matrixgen.cli.registry, imported when run: keep imports of anything heavy inside
-the commands.
-"""
+"""Commands about the project as a whole: `pins`, `graph`, `stats`."""
 
 from __future__ import annotations
 
@@ -21,6 +17,7 @@ from matrixgen.cli.common import (
     echo_json,
     exits,
     load_valid,
+    option,
     usable_generation,
 )
 from matrixgen.cli.evidence import DbOption, note_ignored_store
@@ -68,9 +65,7 @@ def pins(
         echo_json(report)
     else:
         if report["images"]:
-            header = "Images"
-            if report["version"]:
-                header += f" (images.version {report['version']})"
+            version = report["version"]
             rows = [
                 [
                     i["name"],
@@ -83,7 +78,7 @@ def pins(
                 ]
                 for i in report["images"]
             ]
-            typer.echo(header)
+            typer.echo(f"Images (images.version {version})" if version else "Images")
             typer.echo(
                 table(rows, ["pin", "system", "env", "arch", "image", "version", "status"]),
                 nl=False,
@@ -173,10 +168,8 @@ def stats(
     recipes: RecipesOption = None,
     exclude_platform: Annotated[
         list[str] | None,
-        typer.Option(
-            "--exclude-platform",
-            metavar="PLATFORM",
-            help="Leave this platform out (repeatable); added to those with counted: false.",
+        option(
+            "PLATFORM", "Leave this platform out (repeatable); added to those with counted: false."
         ),
     ] = None,
     all_platforms: Annotated[
@@ -231,8 +224,7 @@ def stats(
 
 
 def _stats_cost(generation: Generation, result: Stats, fmt: TableOrJson, db: str | None) -> None:
-    """`stats --cost`: GPU-hours of the jobs `stats` counts, with expected ones
-    from measured durations when a results store is configured."""
+    """`stats --cost`: GPU-hours of the jobs `stats` counts."""
     from matrixgen.evidence.summary import store_configured
     from matrixgen.views.cost import compute_cost, render_cost_table
     from matrixgen.views.stats import not_counted

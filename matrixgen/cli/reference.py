@@ -64,7 +64,6 @@ def _sections() -> list[tuple[str, str]]:
 
 
 def render() -> str:
-    """The whole page."""
     sections = _sections()
     parts = [HEAD, "Commands:\n"]
     parts.append(

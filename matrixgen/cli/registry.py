@@ -2,11 +2,9 @@
 lists them: the one place that says what the CLI holds.
 
 A command is named by its module and function, imported only when an app that
-holds it is built: a command line that names one command builds that command
-alone (`main.app_for`), so no other command module is imported. A group's
-one-line help is its subject followed by its commands' names, made here from
-the commands it holds, so it never leaves one out. An alias is a command's old
-spelling at the top level, hidden from help, that runs the same command.
+holds it is built (`main.app_for` builds the one a command line names). A
+group's help names every command it holds; an alias is a command's old spelling
+at the top level, hidden from help.
 """
 
 from __future__ import annotations
@@ -17,8 +15,6 @@ from matrixgen.systems import HOMES, assumed_first
 
 
 class Command(Struct, frozen=True):
-    """A command: its name as typed, and the function that runs it."""
-
     name: str
     module: str
     function: str
@@ -28,14 +24,11 @@ class Command(Struct, frozen=True):
 
 
 class Group(Struct, frozen=True):
-    """A command group: what it is about, and its commands in help's order."""
-
     name: str
     subject: str
     commands: tuple[Command, ...]
 
     def summary(self) -> str:
-        """The group's one-line help: its subject, then every command's name."""
         return f"{self.subject}: {', '.join(c.name for c in self.commands)}."
 
     def command(self, name: str) -> Command | None:
@@ -98,25 +91,17 @@ CLI: tuple[Command | Group | Alias, ...] = (
 
 
 def top_level_names() -> list[str]:
-    """Every name the top level answers to, aliases included, in the registry's order."""
     return [entry.name for entry in CLI]
 
 
 def entry(name: str) -> Command | Group | Alias | None:
-    """The top-level entry of that name."""
     return next((e for e in CLI if e.name == name), None)
-
-
-def group(name: str) -> Group:
-    found = entry(name)
-    if not isinstance(found, Group):
-        raise KeyError(name)
-    return found
 
 
 def aliased(alias: Alias) -> Command:
     """The group's command an alias runs."""
-    found = group(alias.group).command(alias.command)
+    group = entry(alias.group)
+    found = group.command(alias.command) if isinstance(group, Group) else None
     if found is None:
         raise KeyError(f"{alias.group} {alias.command}")
     return found

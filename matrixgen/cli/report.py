@@ -1,17 +1,20 @@
-"""`matrixgen report`: the static HTML site (matrixgen.report).
-
-Listed in matrixgen.cli.registry, imported when run: keep imports of anything heavy
-inside the command.
-"""
+"""`matrixgen report`: the static HTML site (matrixgen.report)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from matrixgen.cli.common import RecipesOption, TargetOption, check_ad_hoc, exits, load_valid
+from matrixgen.cli.common import (
+    RecipesOption,
+    TargetOption,
+    check_ad_hoc,
+    exits,
+    load_valid,
+    option,
+)
 from matrixgen.cli.evidence import DbOption
 from matrixgen.cli.triage import (
     BaselineRefOption,
@@ -21,9 +24,6 @@ from matrixgen.cli.triage import (
 )
 from matrixgen.model.errors import ExitCode
 from matrixgen.util.escape import terminal_text
-
-if TYPE_CHECKING:
-    from matrixgen.evidence.site import TriageQuery
 
 
 @exits(
@@ -36,30 +36,16 @@ if TYPE_CHECKING:
 )
 def report(
     out: Annotated[
-        Path,
-        typer.Option(
-            "--output-dir",
-            metavar="DIR",
-            help="Directory the site is written to.",
-            file_okay=False,
-        ),
+        Path, option("DIR", "Directory the site is written to.", "--output-dir", file_okay=False)
     ],
     recipes: RecipesOption = None,
     db: DbOption = None,
     since: Annotated[
-        int,
-        typer.Option(
-            "--since",
-            metavar="DAYS",
-            help="Results of the last DAYS days (flake history, evidence).",
-        ),
+        int, option("DAYS", "Results of the last DAYS days (flake history, evidence).")
     ] = 30,
     target: TargetOption = None,
     run: Annotated[
-        str | None,
-        typer.Option(
-            "--run", metavar="RUN_ID", help="The stored run whose triage the Triage page shows."
-        ),
+        str | None, option("RUN_ID", "The stored run whose triage the Triage page shows.")
     ] = None,
     baseline_ref: BaselineRefOption = "main",
     baseline_source: BaselineSourceOption = None,
@@ -91,8 +77,15 @@ def report(
     if since < 1:  # as `flaky` says it (without importing the store for a tree without one)
         raise UsageError("--since must be 1 day or more")
     query = None
-    if run is not None:
-        query = _triage_query(run, baseline_ref, baseline_source, baseline_runs)
+    if run is not None:  # the results store's part of the report reads it
+        from matrixgen.evidence.site import TriageQuery
+
+        query = TriageQuery(
+            run_id=check_triage_options(run, baseline_ref, baseline_source, baseline_runs),
+            baseline_ref=baseline_ref,
+            baseline_source=baseline_source,
+            baseline_runs=baseline_runs,
+        )
     generation = load_valid(recipes)
     targets = generation.targets(target or ())
     if target:
@@ -110,19 +103,4 @@ def report(
     size = sum(len(page.encode("utf-8")) for page in site.values())
     typer.echo(
         f"{len(site)} page(s), {size:,} bytes -> {terminal_text(out / 'index.html')}", err=True
-    )
-
-
-def _triage_query(
-    run: str, baseline_ref: str, baseline_source: str | None, baseline_runs: int
-) -> TriageQuery:
-    """--run and the baseline options, checked: the results store's part of the
-    report reads them."""
-    from matrixgen.evidence.site import TriageQuery
-
-    return TriageQuery(
-        run_id=check_triage_options(run, baseline_ref, baseline_source, baseline_runs),
-        baseline_ref=baseline_ref,
-        baseline_source=baseline_source,
-        baseline_runs=baseline_runs,
     )

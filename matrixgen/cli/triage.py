@@ -9,8 +9,9 @@ import typer
 from matrixgen.cli.common import (
     RecipesOption,
     TableJsonOrMarkdown,
-    echo_json,
+    echo_as,
     exits,
+    option,
     usable_generation,
 )
 from matrixgen.cli.evidence import (
@@ -24,7 +25,6 @@ from matrixgen.cli.evidence import (
 )
 from matrixgen.model.errors import ExitCode, UsageError
 from matrixgen.util.escape import terminal_text as _t
-from matrixgen.util.values import json_value
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
@@ -33,24 +33,12 @@ if TYPE_CHECKING:
 _HEADERS = ("verdict", "model", "test_case", "node_id", "platform", "environment", "scope")
 
 # The baseline options, shared with `matrixgen report --run`.
-BaselineRefOption = Annotated[
-    str, typer.Option("--baseline-ref", metavar="REF", help="The branch the baseline runs are of.")
-]
+BaselineRefOption = Annotated[str, option("REF", "The branch the baseline runs are of.")]
 BaselineSourceOption = Annotated[
-    str | None,
-    typer.Option(
-        "--baseline-source",
-        metavar="SOURCE",
-        help="Only baseline runs of this source, e.g. schedule (default: any).",
-    ),
+    str | None, option("SOURCE", "Only baseline runs of this source, e.g. schedule (default: any).")
 ]
 BaselineRunsOption = Annotated[
-    int,
-    typer.Option(
-        "--baseline-runs",
-        metavar="N",
-        help="Compare with the latest N baseline runs that finished before the run.",
-    ),
+    int, option("N", "Compare with the latest N baseline runs that finished before the run.")
 ]
 
 
@@ -80,7 +68,7 @@ def check_triage_options(
     (ExitCode.RESULTS_STORE, "the results store cannot be opened or read"),
 )
 def triage(
-    run: Annotated[str, typer.Option("--run", metavar="RUN_ID", help="The stored run to triage.")],
+    run: Annotated[str, option("RUN_ID", "The stored run to triage.")],
     baseline_ref: BaselineRefOption = "main",
     baseline_source: BaselineSourceOption = None,
     baseline_runs: BaselineRunsOption = 1,
@@ -114,12 +102,7 @@ def triage(
         count=baseline_runs,
         policy=policy,
     )
-    if fmt is TableJsonOrMarkdown.JSON:
-        echo_json(json_value(report))
-    elif fmt is TableJsonOrMarkdown.MARKDOWN:
-        typer.echo(markdown(report), nl=False)
-    else:
-        typer.echo(_table(report), nl=False)
+    echo_as(fmt, report, _table, markdown)
     if report.note:
         typer.echo(f"matrixgen: note: {_t(report.note)}", err=True)
     typer.echo(_summary(report), err=True)

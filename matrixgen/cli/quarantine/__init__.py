@@ -1,5 +1,1 @@
-"""`matrixgen quarantine add/remove/lift/list/audit/propose/migrate`
-(cli.registry lists them).
-
-Each command's help lists its exit codes.
-"""
+"""`matrixgen quarantine add/remove/lift/list/audit/propose/migrate`."""

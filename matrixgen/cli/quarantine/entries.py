@@ -9,25 +9,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from matrixgen.cli.common import (
+    ExpiresOption,
+    OwnerOption,
     RecipesOption,
     TableOrJson,
     TableOrJsonOption,
     echo_json,
+    existing_recipes_dir,
     exits,
+    option,
     usable_generation,
 )
-from matrixgen.cli.quarantine.common import (
-    ExpiresOption,
-    OwnerOption,
-    _option,
-    _root,
-)
 from matrixgen.model.errors import ExitCode, UsageError, did_you_mean
-from matrixgen.model.vocab import (
-    CONFIG_FILENAME,
-    QuarantineAction,
-    QuarantineKind,
-)
+from matrixgen.model.vocab import CONFIG_FILENAME, QuarantineAction, QuarantineKind
 from matrixgen.quarantine.trackers import tracker_text
 from matrixgen.systems import assumed_first, example_places
 from matrixgen.util.escape import terminal_text
@@ -45,7 +39,6 @@ if TYPE_CHECKING:
 GENERATOR = "generate_jet_trigger_job.py"
 
 
-# How the commands that edit the quarantine file end.
 EDIT_EXITS = (
     ExitCode.OK,
     (ExitCode.USAGE, "usage error (unknown id, a value no job has, ...)"),
@@ -59,34 +52,23 @@ EDIT_EXITS = (
 )
 
 
-def generator_callers(root: Path) -> list[str]:
-    """The CI files of the checkout holding the tree at `root` that still call
-    Megatron-LM's generator (relative to the checkout's top, sorted); none
-    outside a checkout."""
+def honoured_by(root: Path) -> str | None:
+    """A note when CI files of the checkout holding the tree still call the
+    generator, which reads no entry (None: none does, or no checkout)."""
     from matrixgen.util.checkout import checkout_top
 
-    top = checkout_top(root if root.is_dir() else root.parent)
+    top = checkout_top(root)
     if top is None:
-        return []
+        return None
+    callers = []
     # Each system's CI files, the one assumed outside any CI first.
-    files = [
-        path for h in assumed_first() for glob in h.ci_files for path in sorted(top.glob(glob))
-    ]
-    found = []
-    for path in files:
+    for path in (p for h in assumed_first() for g in h.ci_files for p in sorted(top.glob(g))):
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
         if GENERATOR in text.replace(f"# {GENERATOR}", ""):
-            found.append(path.relative_to(top).as_posix())
-    return found
-
-
-def honoured_by(root: Path) -> str | None:
-    """Said once by `quarantine add` when the checkout's CI does not read the
-    entry it writes: its files still call the generator (None: they do not)."""
-    callers = generator_callers(root)
+            callers.append(path.relative_to(top).as_posix())
     if not callers:
         return None
     more = f" and {len(callers) - 1} other CI file(s)" if len(callers) > 1 else ""
@@ -109,43 +91,39 @@ _VERBS = {
 def add(
     test_case: Annotated[
         list[str],
-        _option(
-            "NAME",
-            "Test case name, or a glob (*, ?, [..]); repeatable: one entry covers them all.",
-            "--test-case",
+        option(
+            "NAME", "Test case name, or a glob (*, ?, [..]); repeatable: one entry covers them all."
         ),
     ],
-    tracker: Annotated[str, _option("TRACKER", 'Issue URL, or "#N" (resolved by tracker_base).')],
+    tracker: Annotated[str, option("TRACKER", 'Issue URL, or "#N" (resolved by tracker_base).')],
     kind: Annotated[QuarantineKind, typer.Option(help="Why: the reason taxonomy.")],
     action: Annotated[
         QuarantineAction, typer.Option(help="skip, allow-failure, deselect or mute.")
     ],
-    reason: Annotated[str, _option("TEXT", "One line: what fails and how.")],
+    reason: Annotated[str, option("TEXT", "One line: what fails and how.")],
     owner: OwnerOption = None,
     recipes: RecipesOption = None,
     platform: Annotated[
-        list[str] | None, _option("PLATFORM", "Only on this platform (repeatable).", "--platform")
+        list[str] | None, option("PLATFORM", "Only on this platform (repeatable).")
     ] = None,
     environment: Annotated[
-        list[str] | None, _option("ENV", "Only in this environment (repeatable).", "--environment")
+        list[str] | None, option("ENV", "Only in this environment (repeatable).")
     ] = None,
     scope: Annotated[
         list[str] | None,
-        _option(
+        option(
             "SYSTEM/SCOPE",
             f"Only there: {', '.join(example_places())}, or a whole system "
             "(repeatable; default: all).",
-            "--scope",
         ),
     ] = None,
-    model: Annotated[str | None, _option("MODEL", "Only this model's test case.")] = None,
-    tag: Annotated[list[str] | None, _option("TAG", "Only this tag (repeatable).", "--tag")] = None,
+    model: Annotated[str | None, option("MODEL", "Only this model's test case.")] = None,
+    tag: Annotated[list[str] | None, option("TAG", "Only this tag (repeatable).")] = None,
     node_id: Annotated[
-        list[str] | None,
-        _option("NODE_ID", "pytest node id to deselect or mute (repeatable).", "--node-id"),
+        list[str] | None, option("NODE_ID", "pytest node id to deselect or mute (repeatable).")
     ] = None,
     expires: ExpiresOption = None,
-    entry_id: Annotated[str | None, _option("ID", "Entry id (default: derived).", "--id")] = None,
+    entry_id: Annotated[str | None, option("ID", "Entry id (default: derived).", "--id")] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show what it would affect; write nothing.")
     ] = False,
@@ -154,7 +132,7 @@ def add(
     """Quarantine a test case: prints the jobs it affects per target, then the entry id."""
     from matrixgen.entries.add import EntryRequest, new_entry, write_entry
 
-    root = _root(recipes)
+    root = existing_recipes_dir(recipes)
     generation = usable_generation(root)
     request = EntryRequest(
         test_cases=test_case,
@@ -190,12 +168,11 @@ def add(
     from matrixgen.quarantine.project import Project
 
     project = Project(root, generation.tree.config)  # the config the generation read
-    path = project.quarantine_path
     write_entry(project, new, dry_run=dry_run)
     note = honoured_by(root)
     if note is not None:
         typer.echo(terminal_text(note), err=True)
-    _echo_added(new, path, fmt=fmt, dry_run=dry_run)
+    _echo_added(new, project.quarantine_path, fmt=fmt, dry_run=dry_run)
 
 
 def _echo_added(new: NewEntry, path: Path, *, fmt: TableOrJson, dry_run: bool) -> None:
@@ -227,12 +204,11 @@ def _echo_added(new: NewEntry, path: Path, *, fmt: TableOrJson, dry_run: bool) -
 
 
 def _existing_file(recipes: Path | None, verb: str) -> tuple[Project, str | None]:
-    """The tree's project, whose quarantine file must exist to `verb` entries,
-    and its tracker base."""
+    """The tree's project, whose quarantine file must exist, and its tracker base."""
     from matrixgen.quarantine.policy import policy
     from matrixgen.quarantine.project import open_project
 
-    project = open_project(_root(recipes))
+    project = open_project(existing_recipes_dir(recipes))
     path = project.quarantine_path
     if not os.path.lexists(path):
         raise UsageError(f"{path} does not exist: there is nothing to {verb}")
@@ -269,7 +245,7 @@ def remove(
 
 @exits(*EDIT_EXITS)
 def lift(
-    tracker: Annotated[str, typer.Option(metavar="TRACKER", help='The tracker: URL, "#N" or N.')],
+    tracker: Annotated[str, option("TRACKER", 'The tracker: URL, "#N" or N.')],
     recipes: RecipesOption = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing.")] = False,
 ) -> None:
@@ -306,16 +282,16 @@ def lift(
 def list_entries(
     recipes: RecipesOption = None,
     tracker: Annotated[
-        str | None, _option("TRACKER", 'Only entries of this tracker: URL, "#N" or N.')
+        str | None, option("TRACKER", 'Only entries of this tracker: URL, "#N" or N.')
     ] = None,
-    owner: Annotated[str | None, _option("OWNER", "Only entries of this owner.")] = None,
+    owner: Annotated[str | None, option("OWNER", "Only entries of this owner.")] = None,
     kind: Annotated[QuarantineKind | None, typer.Option(help="Only entries of this kind.")] = None,
     action: Annotated[
         QuarantineAction | None, typer.Option(help="Only entries with this action.")
     ] = None,
     platform: Annotated[
         str | None,
-        _option(
+        option(
             "PLATFORM", "Only entries that can apply on this platform (they list it, or list none)."
         ),
     ] = None,
@@ -335,7 +311,7 @@ def list_entries(
     from matrixgen.quarantine.policy import current_day, policy
     from matrixgen.quarantine.project import open_project
 
-    root = _root(recipes)
+    root = existing_recipes_dir(recipes)
     project = open_project(root)
     config, path, qfile = project.config, project.quarantine_path, project.quarantine
     base = policy(config).tracker_base

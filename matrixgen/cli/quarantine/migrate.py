@@ -8,19 +8,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from matrixgen.cli.common import (
+    ExpiresOption,
     RecipesOption,
     TableOrJson,
     echo_json,
-)
-from matrixgen.cli.quarantine.common import (
-    ExpiresOption,
-    _option,
-    _root,
+    existing_recipes_dir,
+    option,
 )
 from matrixgen.model.errors import UsageError
-from matrixgen.model.vocab import (
-    QUARANTINE_FILENAME,
-)
+from matrixgen.model.vocab import QUARANTINE_FILENAME
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import json_value
 
@@ -35,10 +31,10 @@ def migrate(
     ),
     default_tracker: Annotated[
         str | None,
-        _option("TRACKER", "Tracker for habits whose comments name none (an umbrella issue)."),
+        option("TRACKER", "Tracker for habits whose comments name none (an umbrella issue)."),
     ] = None,
     owner: Annotated[
-        str | None, _option("OWNER", "Owner of the entries (default: the file's maintainers).")
+        str | None, option("OWNER", "Owner of the entries (default: the file's maintainers).")
     ] = None,
     expires: ExpiresOption = None,
     for_matrixgen: Annotated[
@@ -63,7 +59,7 @@ def migrate(
     from matrixgen.migrate.plan import plan_migration, write_migration
     from matrixgen.quarantine.policy import option_day
 
-    root = _root(recipes)
+    root = existing_recipes_dir(recipes)
     migration = plan_migration(
         root,
         default_tracker=default_tracker,
@@ -108,7 +104,6 @@ def migrate(
 
 
 def _echo_plan(migration: Migration, root: Path) -> None:
-    """The plan as text: the entries, the recipe edits as a diff, what stays."""
     import difflib
 
     from matrixgen.quarantine.render import render_entry

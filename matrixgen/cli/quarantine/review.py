@@ -16,7 +16,9 @@ from matrixgen.cli.common import (
     TableOrJsonOption,
     echo_findings,
     echo_json,
+    existing_recipes_dir,
     exits,
+    option,
     usable_generation,
 )
 from matrixgen.cli.evidence import (
@@ -29,14 +31,8 @@ from matrixgen.cli.evidence import (
     _t,
     note_ignored_store,
 )
-from matrixgen.cli.quarantine.common import (
-    _option,
-    _root,
-)
 from matrixgen.model.errors import ExitCode, TrackerError, UsageError
-from matrixgen.model.vocab import (
-    QUARANTINE_FILENAME,
-)
+from matrixgen.model.vocab import QUARANTINE_FILENAME
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import json_value
 from matrixgen.util.words import counted
@@ -59,11 +55,11 @@ if TYPE_CHECKING:
 )
 def audit(
     recipes: RecipesOption = None,
-    days: Annotated[int, _option("DAYS", "Report entries expiring within this many days.")] = 14,
+    days: Annotated[int, option("DAYS", "Report entries expiring within this many days.")] = 14,
     token: Annotated[str | None, _token("GitHub token for tracker state.")] = None,
     api_url: ApiUrlOption = None,
     tracker_base: Annotated[
-        str | None, _option("URL", "Where #N points (default: quarantine.tracker_base).")
+        str | None, option("URL", "Where #N points (default: quarantine.tracker_base).")
     ] = None,
     db: DbOption = None,
     fmt: TableOrJsonOption = TableOrJson.TABLE,
@@ -78,7 +74,7 @@ def audit(
     if days < 0:
         raise UsageError("--days must be 0 or more")
     api_root = check_api_url(api_url or DEFAULT_API_URL)
-    root = _root(recipes)
+    root = existing_recipes_dir(recipes)
     generation = usable_generation(root)
     qfile = generation.quarantine
     echo_findings(qfile.findings)
@@ -145,22 +141,22 @@ def _echo_audit(found: Audit, evidence: dict[str, Any] | None, fmt: TableOrJson,
 
 
 def _token(text: str) -> Any:
-    return typer.Option(envvar="GITHUB_TOKEN", show_envvar=True, metavar="TOKEN", help=text)
+    return option("TOKEN", text, envvar="GITHUB_TOKEN", show_envvar=True)
 
 
 def propose(
     tracker: Annotated[
         str | None,
-        _option("TRACKER", 'Tracker of the drafts: an issue URL, or "#N" (needed for --write).'),
+        option("TRACKER", 'Tracker of the drafts: an issue URL, or "#N" (needed for --write).'),
     ] = None,
     write: Annotated[
         bool, typer.Option("--write", help="Add the drafts and apply the lifts.")
     ] = False,
-    owner: Annotated[
-        str | None, _option("OWNER", "Owner when the recipe names no maintainers.")
-    ] = (None),
+    owner: Annotated[str | None, option("OWNER", "Owner when the recipe names no maintainers.")] = (
+        None
+    ),
     lift_runs: Annotated[
-        int, _option("N", "Lift entries whose jobs passed this many last runs.", "--lift-runs")
+        int, option("N", "Lift entries whose jobs passed this many last runs.")
     ] = 10,
     since: SinceOption = 30,
     min_runs: MinRunsOption = 3,
@@ -168,10 +164,9 @@ def propose(
     broken_runs: BrokenRunsOption = 3,
     ref: Annotated[
         list[str] | None,
-        typer.Option(
-            "--ref",
-            metavar="REF",
-            help="Judge lifts on the runs of this branch only (repeatable; default: main, "
+        option(
+            "REF",
+            "Judge lifts on the runs of this branch only (repeatable; default: main, "
             "the baseline ref): a run of an unreviewed branch never lifts an entry.",
         ),
     ] = None,
@@ -191,7 +186,7 @@ def propose(
     if write and not tracker:
         raise UsageError("--write needs --tracker: every entry names its tracker")
     flaky_policy = _policy(since, min_runs, flip_rate, broken_runs)
-    root = _root(recipes)
+    root = existing_recipes_dir(recipes)
     generation = usable_generation(root, selection=True)
     proposal = proposal_from_store(
         generation,
