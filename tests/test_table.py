@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from matrixgen.util.escape import terminal_line, terminal_text
-from matrixgen.views.table import each_shown, table, table_of_columns
+from matrixgen.views.table import each_shown, markdown_table, table, table_of_columns
 
 
 def _table_cell_by_cell(rows: list[list[object]], headers: list[str]) -> str:
@@ -101,3 +101,9 @@ def test_each_shown_is_show_on_each_value(values: list) -> None:
     assert each_shown(values, repr) == [repr(v) for v in values]
     strings = [v for v in values if v is None or isinstance(v, str)]
     assert each_shown(strings, repr) == [repr(v) for v in strings]
+
+
+def test_markdown_table_aligns_each_column_as_asked_and_left_where_not() -> None:
+    lines = markdown_table(["a", "n", "b"], [["x", "1", "y"]], ">")
+    assert lines == ["| a | n | b |", "| --: | :-- | :-- |", "| x | 1 | y |"]
+    assert markdown_table(["a", "n"], [], "<>")[1] == "| :-- | --: |"

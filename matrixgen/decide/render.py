@@ -9,7 +9,7 @@ from typing import Any
 from matrixgen.model.decide import ANY_CADENCE, Decision
 from matrixgen.util.escape import markdown_code, markdown_text, terminal_text
 from matrixgen.util.values import json_value
-from matrixgen.views.table import table
+from matrixgen.views.table import markdown_table, table
 
 
 def fields(decision: Decision) -> list[tuple[str, str, str]]:
@@ -51,11 +51,10 @@ def render_markdown(decision: Decision) -> str:
         "",
         f"Labels: {labels}.",
         "",
-        "| field | value | rule |",
-        "| :-- | :-- | :-- |",
-    ]
-    lines += [f"| {f} | {markdown_text(v)} | {markdown_text(r)} |" for f, v, r in fields(decision)]
-    lines += [
+        *markdown_table(
+            ["field", "value", "rule"],
+            ([f, markdown_text(v), markdown_text(r)] for f, v, r in fields(decision)),
+        ),
         "",
         f"**{len(decision.targets)} target(s):** "
         + (", ".join(markdown_code(t.name) for t in decision.targets) or "none"),

@@ -35,7 +35,7 @@ from matrixgen.pipeline import Generation
 from matrixgen.util.checkout import checkout_top
 from matrixgen.util.escape import markdown_code as code_span  # no content breaks out of it
 from matrixgen.util.values import JsonLayout
-from matrixgen.views.table import few, table
+from matrixgen.views.table import few, markdown_table, table
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
@@ -431,12 +431,6 @@ def _counts(target: TargetCoverage) -> list[str]:
     return [str(target.jobs), str(target.checked), str(len(target.missing))]
 
 
-def _markdown_table(headers: list[str], rows: list[list[str]], *, numeric: int = 0) -> list[str]:
-    """The lines of a Markdown table; the last `numeric` columns aligned right."""
-    align = [":--"] * (len(headers) - numeric) + ["--:"] * numeric
-    return [f"| {' | '.join(cells)} |" for cells in (headers, align, *rows)]
-
-
 def _missing_rows(coverage: Coverage, show: Callable[[str], str]) -> list[list[str]]:
     return [
         [
@@ -494,20 +488,20 @@ def render_markdown(coverage: Coverage) -> str:
     ]
     short = [t for t in coverage.targets if t.missing]
     if short:
-        lines += _markdown_table(
+        lines += markdown_table(
             ["target", "gating", "jobs", "checked", "missing"],
             [[code_span(t.target.name), "yes" if t.gating else "no", *_counts(t)] for t in short],
-            numeric=3,
+            "<<>>>",
         )
         lines += ["", "#### Missing references", ""]
-        lines += _markdown_table(
+        lines += markdown_table(
             ["target", "job", "reference", "looked for", "nearest"],
             _missing_rows(coverage, code_span),
         )
         lines.append("")
     if coverage.orphans:
         lines += ["#### Orphans (no job of any target selects them)", ""]
-        lines += _markdown_table(
+        lines += markdown_table(
             ["file", "model", "test case", "environment", "platform"],
             _orphan_rows(coverage, code_span),
         )

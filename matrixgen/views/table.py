@@ -53,6 +53,15 @@ def table_of_columns(columns: Sequence[Sequence[object]], headers: Sequence[str]
     return "\n".join(lines) + "\n"
 
 
+def markdown_table(
+    headers: Sequence[str], rows: Iterable[Sequence[str]], align: str = ""
+) -> list[str]:
+    """The lines of a Markdown table of cells already escaped for Markdown;
+    `align` has a "<" or ">" per column (left where it runs short)."""
+    marks = ["--:" if a == ">" else ":--" for a in align.ljust(len(headers), "<")]
+    return [f"| {' | '.join(cells)} |" for cells in (headers, marks, *rows)]
+
+
 def few(names: Iterable[str], limit: int) -> str:
     """The distinct names, sorted, the first `limit` of them written out: `a, b and 3 more`."""
     unique = sorted(set(names))
