@@ -38,18 +38,10 @@ The file a job is defined in is not emitted: moving a case to another file
 changes nothing. A change to a target's own definition (selector, system
 settings) is listed once per target, besides the jobs it changes.
 
-Targets: diff.targets (configured on either side, else discovered from the jobs);
-a target configured on one side only lists all its jobs as added (or removed); a
-side without any config selects with the other side's definition, so moving a
-tree to a config changes no job.
-
-Robustness decisions: a side whose recipes have errors (what `matrixgen validate`
-reports, its JSON Schema pass left out) is still compared (the rows that cannot
-be read yield no jobs there) and the diff says so in its notes; a target that a
-side cannot emit (two jobs left with one GitLab name, an unmet need) is compared
-job by job as each would be emitted alone, with a note; a recipe directory that
-does not exist on one side is an empty tree there (also noted); a bad project
-config on a side stops the diff (exit 3) and names the side.
+Targets: diff.targets; a target configured on one side only lists all its
+jobs as added (or removed). A target that a side cannot emit (two jobs left
+with one GitLab name, an unmet need) is compared job by job as each would be
+emitted alone, with a note.
 
 Speed: both sides load through one `PipelineCache` keyed by git blob id, so the
 head parses and expands only the files that differ from the base; a target whose
@@ -61,7 +53,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from matrixgen.diff.gitsource import TreeSource
 from matrixgen.diff.habits import find_habits, habit_note
@@ -108,9 +100,6 @@ from matrixgen.pipeline import Generation, PipelineCache
 from matrixgen.quarantine.apply import Selection
 from matrixgen.util.values import json_value
 from matrixgen.views.cost import Cost, jobs_cost
-
-if TYPE_CHECKING:
-    pass
 
 # ---------------------------------------------------------------- emitting
 
@@ -177,8 +166,6 @@ def diff_generations(
     head: Generation,
     *,
     values: Sequence[str] = (),
-    specs: Sequence[str] = (),
-    names: Sequence[str] = (),
     holding_pen: bool = False,
     base_ref: str = "base",
     head_ref: str = "head",
@@ -191,9 +178,7 @@ def diff_generations(
     (base, head), a row commented out (or back in) is told from a deletion;
     `pairs`: the targets, when the caller resolved them for these arguments."""
     if pairs is None:
-        pairs = resolve_diff_targets(
-            base, head, values=values, specs=specs, names=names, holding_pen=holding_pen
-        )
+        pairs = resolve_diff_targets(base, head, values=values, holding_pen=holding_pen)
     empty = _empty_targets(pairs, base, head)
     base_index, head_index = (
         SideIndex(f"base {base_ref[:12]}", base),
@@ -211,7 +196,7 @@ def diff_generations(
     diffs.sort(key=lambda d: (written.get(d.target.name, len(written)), target_order(d.target)))
     if any(d.added or d.removed for d in diffs):
         diffs = find_moves(find_habits(diffs, base, head, sources, cache))
-    habits = habit_note(base, head) if not (values or specs or names or holding_pen) else None
+    habits = habit_note(base, head) if not (values or holding_pen) else None
     extra = [*empty, *base_index.notes, *head_index.notes, *([habits] if habits else [])]
     cases = tuple(sorted({j.test_case for j in (*base.jobs, *head.jobs)}))
     return SelectionDiff(

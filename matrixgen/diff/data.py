@@ -1,71 +1,14 @@
-"""The diff as data: the JSON document (`matrixgen diff --format json`),
-and the per-pipeline and cost summaries the text and the comment show of it.
+"""The diff as data: the JSON document (`matrixgen diff --format json`, its
+shape published as `schema/diff.schema.json`), and the per-pipeline and cost
+summaries the text and the comment show of it.
 
-JSON shape (`--format json`, published as `schema/diff.schema.json`):
-
-    {"base": SHA, "head": SHA or "worktree",
-     "targets": [{"target": {"system", "scope", "platform", "environment", "cadence"},
-                  "name": NAME,
-                  "added": [JOB], "removed": [JOB],
-                  "changed": [{"job": JOB, "fields": {FIELD: [old, new]}}],
-                  "quarantine": [{"change": CHANGE, "job": JOB,
-                                  "old": MARK or null, "new": MARK or null,
-                                  ["habit": HABIT, "parser": "added" | "removed"]}],
-                  "moved_out": [{"job": JOB, "to": NAME}],
-                  "moved_in": [{"job": JOB, "from": NAME}],
-                  "duplicates": [{"change": "added" | "removed", "job": JOB,
-                                  "locations": ["file:line:column", ...]}],
-                  "settings": {KEY: [old, new]},      # the target's own definition
-                  "exists": "both" | "base" | "head",
-                  ["holding_pen": true,]              # no system runs it; costs nothing
-                  "counts": {"added", "removed", "changed", "quarantine",
-                             "moved_out", "moved_in", "parser": {"added", "removed"}},
-                  "jobs": {"base": N, "head": N},     # jobs the target runs
-                  COST...}],                          # one run of the target
-     "summary": {"targets", "targets_changed", "added", "removed", "changed",
-                 "quarantine", "moved", "moves": [{"from", "to", "jobs"}],
-                 "parser": {"added", "removed"}, "findings_added",
-                 "findings_removed", "duplicates", COST...,
-                 "pipelines": [{"pipeline", "jobs_before", "jobs_after",
-                                "jobs_delta", COST...}]},
-     "findings": {"added": [FINDING], "removed": [FINDING]},
-     "notes": [TEXT],
-     "evidence": {ENTRY ID: TEXT},                    # with a results store only
-     "golden_changes": [GOLDEN]}                      # where the tree has golden values
-
-COST is `gpu_hours_before`, `gpu_hours_after`, `gpu_hours_delta` and the same
-three `weighted_gpu_hours_*` (views/cost.py's formula and platform weights over
-the jobs each side's file holds for the target; rounded to 3 decimals, the
-delta being after minus before as shown). The summary's figures are the
-targets' summed; a pipeline's (system/scope[/cadence], as `stats --cost` names
-it) are those of its targets, so "+6 jobs, +12.5 GPU-h per run of gitlab/mr".
-
-JOB is a job as `list --format json` prints it (the head's where both sides
-have it); FIELD is an emitted field (a GitHub matrix row's key, a GitLab job's
-key, `name` for its job name); CHANGE is one of quarantined, lifted, action
-changed, entry changed, arrives quarantined, leaves quarantined; MARK is
-{id, tracker, action, kind[, node_ids]}; HABIT is {scope} or {comment} (an
-upstream habit instead of an entry, with its tracker when its comment names
-one) and "parser" what Megatron-LM's parser, which reads neither, sees; "parser"
-counts add moves, habits and jobs arriving or leaving quarantined to the added
-and removed; FIELD may be `workload.NAME` (a field of the resolved workload a
-launcher that reloads the recipe submits); FINDING is {code, severity,
-location, message} (what validate reports on one side and not the other).
-GOLDEN is one golden-values file the diff adds, removes or changes
-(diff.goldens, diff.golden_review): {"path", "status": "added" | "removed" |
-"changed", "model", "test_case", "environment", "platform" (what the path
-says), "jobs": [{"target", "model", "test_case"}] (the jobs that read it, in
-every target; empty for an orphan), "quarantined_jobs" (the same, kept out by
-a skip entry), "orphan", "gated_by" (the model_config.yaml naming METRICS, or
-"default"), "compared" (false: a side could not be read), "metrics": [{"name",
-"gated", "status": "unchanged" | "changed" | "added" | "removed",
-"steps_compared", "steps_added", "steps_removed", "steps_skipped",
-"non_finite_new", "mean_rel_change_pct", "max_abs_rel_change_pct",
-"max_step"}], "problems": [FINDING]}.
-The target object echoes the selector
-as configured (a scope stays "nightly"); every target is listed, unchanged ones
-with empty lists; summary counts are the per-target counts summed, as the
-table shows them.
+Costs are `gpu_hours_*` and `weighted_gpu_hours_*` (before, after, delta:
+views/cost.py's formula over the jobs each side's file holds), rounded to 3
+decimals with the delta being after minus before as shown. A pipeline
+(system/scope[/cadence], as `stats --cost` names it) sums its targets; the
+summary sums every target, so a job added to two targets counts twice, as the
+table shows it. The target object echoes the selector as configured (a scope
+stays "nightly"); every target is listed, unchanged ones with empty lists.
 """
 
 from __future__ import annotations

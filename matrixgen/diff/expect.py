@@ -1,90 +1,27 @@
 """`matrixgen diff --expect RULE`: assertions about a selection diff, for CI gates.
 
-Grammar (one rule per --expect; every rule must hold):
-
-    RULE     = PATTERN [ "{" CASES "}" ] ":" CHECK { [","] CHECK }
-    PATTERN  = SYSTEM "/" SCOPE [ "/" PLATFORM [ "/" ENVIRONMENT [ "/" CADENCE ] ] ]
-             | TARGET-NAME
-    CASES    = CASE { "," CASE }   test case names or globs: the checks count
-                                   only the jobs of those test cases
-    CHECK    = KIND [ OP ] COUNT
-             | RUNNING [ OP | "=" ] COUNT
-             | "findings" [ OP | "=" ] COUNT
-             | "cost" [ OP ] AMOUNT
-    RUNNING  = "starts"  jobs that start running: run at HEAD and not at BASE
-                         (added, moved in, a skip entry lifted or made
-                         allow-failure, a habit-parked row brought back)
-             | "stops"   jobs that stop running, whatever the cause (removed,
-                         moved out, skipped, parked in a habit scope)
-    KIND     = "+"  jobs added
-             | "-"  jobs removed
-             | "~"  jobs changed
-             | "q"  quarantine changes (quarantined, lifted, action changed, entry
-                    changed, arrives quarantined, leaves quarantined, and the
-                    habits: parked in a habit scope, commented out, lifted)
-             | "m"  jobs moved to or from another target (a renamed scope,
-                    platform or environment)
-             | "="  all of the above, plus each matched target whose own definition changed
-    OP       = "<=" | ">=" | "<" | ">" | "!=" | "=="  (none: exactly)
-    COUNT    = a whole number
-    AMOUNT   = [ "+" | "-" ] NUMBER UNIT | "0"
-               NUMBER a decimal number (2, 1.5, .25); UNIT "h" GPU-hours or
-               "m" GPU-minutes: the change in the GPU-hours of one run of the
-               matched targets (head minus base, `stats --cost`'s upper bound,
-               unweighted)
-
-`findings` counts what `matrixgen validate` reports (errors and warnings) at
-HEAD and not at BASE, over the whole tree (findings belong to files, not to
-targets: the pattern only has to match a target): `*:findings=0` fails a pull
-request that adds one.
-
-Each part of a PATTERN is a name or a glob (`*`, `?`, `[...]`); parts left out
-match anything. A scope matches by its name or its tier, so `*/nightly` matches
-L2 targets and `*/L2` matches targets configured as `nightly`. A PATTERN with
-no `/` matches target names (`gitlab-mr-*`).
+The grammar and its examples are the command's help (docs/cli.md):
+`PATTERN[{CASES}]:CHECK[,CHECK]...`, a pattern being SYSTEM/SCOPE[/PLATFORM
+[/ENVIRONMENT[/CADENCE]]] of names or globs, or a target-name glob (no `/`).
 
 Counts are per target, as the table shows them, summed over every target the
 pattern matches: a job added to the pr and the mergegroup targets of a tier
-counts twice (`github/L1/*/*/pr:+6` asks about one cadence). A target's
-`starts` minus its `stops` is the change in the jobs it runs (the table's jobs
-column): after a lift, `github/L1:starts=6` holds where `+6` does not (a lift
-adds no row; it is a quarantine change that starts jobs).
+counts twice. A target's `starts` minus its `stops` is the change in the jobs
+it runs: after a lift, `github/L1:starts=6` holds where `+6` does not (a lift
+adds no row). A scope matches by its name or its tier. `findings` counts what
+validate reports at HEAD and not at BASE over the whole tree (findings belong
+to files, not targets). A cost is compared in the rule's unit at a millionth
+of it, so `cost<=+7m` holds for a change of exactly 7 GPU-minutes.
 
-With CASES the checks count only the jobs of those test cases (a name matches
-itself only, even when it looks like a glob; a glob matches the names it
-matches): `gitlab/mr{gpt3_tp2_pp1_cp2,moe_*_cp2}:starts=2,stops=0`. A name no
-job of either side has, or a glob that matches none, is a usage error (exit 2);
-`cost` and `findings` count whole targets and take no CASES.
+With CASES the checks count only the jobs of those test cases: a name matches
+itself only, even when it looks like a glob; a name no job of either side has,
+or a glob that matches none, is a usage error; `cost` and `findings` count
+whole targets and take no CASES.
 
-Examples:
-
-    github/L1:+6          exactly six jobs added to GitHub L1 (all its platforms)
-    gitlab/*:=0           no change at all on any GitLab target
-    */nightly:-0          nothing removed from nightly, on either system
-    github/L0/dgx_h100:+>=1,-0
-                          at least one job added to L0 on H100, none removed
-    gitlab-mr-*:~<=3      at most three changed jobs on targets named gitlab-mr-*
-    gitlab/mr:cost<=+2h   one run of the GitLab mr targets costs at most 2 GPU-hours more
-    */nightly:cost<=0     nightly costs no more than before
-    github/*:cost>=-30m   GitHub saves at most 30 GPU-minutes per run
-    github/L1:starts=6,stops=0
-                          six jobs start running on GitHub L1 (added or lifted),
-                          none stops
-    gitlab/mr{*cp2*}:starts=4
-                          four jobs of the CP2 test cases start running in GitLab mr
-
-A cost is compared in the rule's unit at a millionth of it, so `cost<=+7m`
-holds for a change of exactly 7 GPU-minutes.
-
-Rules over the golden-values files a branch changes (the pattern `golden`) are
-read and judged by diff.golden_rules, with this module's operators, test-case
-braces and `require`.
-
-A malformed rule (a cost without its unit, an unknown check) is a usage error
-(exit 2), and so is a pattern part (system,
-scope, platform, environment, cadence) without globs that no target of the diff
-has (with "did you mean"); a rule that does not hold, or whose pattern matches
-no target, fails the command with exit 6.
+Rules over golden-values files (the pattern `golden`) are diff.golden_rules',
+with this module's operators, test-case braces and `require`. A malformed
+rule, or a pattern part without globs that no target has, is a usage error
+(exit 2); a rule that does not hold, or matches no target, fails with exit 6.
 """
 
 from __future__ import annotations

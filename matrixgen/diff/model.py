@@ -23,14 +23,6 @@ ACTION_CHANGED = "action changed"
 ENTRY_CHANGED = "entry changed"
 ARRIVES_QUARANTINED = "arrives quarantined"
 LEAVES_QUARANTINED = "leaves quarantined"
-QUARANTINE_CHANGES: tuple[str, ...] = (
-    QUARANTINED,
-    LIFTED,
-    ACTION_CHANGED,
-    ENTRY_CHANGED,
-    ARRIVES_QUARANTINED,
-    LEAVES_QUARANTINED,
-)
 DUPLICATE_ADDED = "added"
 DUPLICATE_REMOVED = "removed"
 SKIP = "skip"  # the quarantine action that takes a job out of a target
@@ -69,7 +61,7 @@ class ChangedJob(Struct, frozen=True):
 class QuarantineChange(Struct, frozen=True):
     """One quarantine transition of a job in a target (see the module docstring)."""
 
-    change: str  # one of QUARANTINE_CHANGES
+    change: str  # one of the transitions above
     base: Job | None  # None: the job is new to the target
     head: Job | None  # None: the job left the target
     # An upstream habit (a row parked in a habit scope, or commented out) rather

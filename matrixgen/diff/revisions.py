@@ -155,8 +155,6 @@ def diff_revisions(
     head: str | None = None,
     *,
     values: Sequence[str] = (),
-    specs: Sequence[str] = (),
-    names: Sequence[str] = (),
     holding_pen: bool = False,
     cache: PipelineCache | None = None,
     early: EarlyReview | None = None,
@@ -189,21 +187,14 @@ def diff_revisions(
     sides = [load_side("base", base_source, cache), load_side("head", head_source, cache)]
     notes = [note for side in sides for note in side_notes(side)]
     pairs = resolve_diff_targets(
-        sides[0].generation,
-        sides[1].generation,
-        values=values,
-        specs=specs,
-        names=names,
-        holding_pen=holding_pen,
+        sides[0].generation, sides[1].generation, values=values, holding_pen=holding_pen
     )
-    if early is not None and not (values or specs or names or holding_pen):
+    if early is not None and not (values or holding_pen):
         early.pairs = pairs  # every target: the ones the review finds readers in
     result = diff_generations(
         sides[0].generation,
         sides[1].generation,
         values=values,
-        specs=specs,
-        names=names,
         holding_pen=holding_pen,
         base_ref=base_source.ref,
         head_ref=head_source.ref,
