@@ -35,7 +35,7 @@ from typing import Protocol
 
 from msgspec import Struct
 
-from matrixgen.diff.model import SelectionDiff, TargetDiff, target_counts, target_order
+from matrixgen.diff.model import SelectionDiff, TargetDiff, target_order
 from matrixgen.engine.targets import is_holding_pen
 from matrixgen.model.errors import ExpectationError, UsageError, did_you_mean
 from matrixgen.model.jobs import Job, Target
@@ -72,8 +72,8 @@ _CHECK = re.compile(r"\s*([-+~qm=])(<=|>=|!=|==|<|>)?([0-9]+)\s*,?")
 _COST = re.compile(
     r"\s*cost(<=|>=|!=|==|<|>)?([-+]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+))([A-Za-z]*)\s*,?"
 )
-_FINDINGS = re.compile(r"\s*findings(<=|>=|!=|==|<|>|=)?([0-9]+)\s*,?")
-_RUNNING = re.compile(r"\s*(starts|stops)(<=|>=|!=|==|<|>|=)?([0-9]+)\s*,?")
+# The checks spelled as words, written with "=" for exactly.
+_WORDED = re.compile(r"\s*(starts|stops|findings)(<=|>=|!=|==|<|>|=)?([0-9]+)\s*,?")
 _CASES = name_pattern(r"(?P<pattern>[^{}]*)\{(?P<cases>[^{}]*)\}")
 # `+=6`: one "=" where "==" (or none) is meant.
 _SINGLE_EQUALS = re.compile(r"\s*([-+~qm])=(?!=)([0-9]+)")
@@ -118,10 +118,6 @@ class CostCheck(Struct, frozen=True):
     amount: float
     unit: str = "h"
     kind: str = COST
-
-    @property
-    def hours(self) -> float:
-        return self.amount / UNITS.get(self.unit, 1)
 
     def __str__(self) -> str:
         return f"{COST}{self.op}{_amount_text(self.amount)}{self.unit}"
@@ -228,10 +224,9 @@ def parse_rule(text: str) -> Rule:
             checks.append(cost[0])
             pos = cost[1]
             continue
-        found = _FINDINGS.match(body, pos) or _RUNNING.match(body, pos)
+        found = _WORDED.match(body, pos)
         if found is not None:
-            kind = FINDINGS if found.re is _FINDINGS else found.group(1)
-            op, count = found.groups()[-2:]
+            kind, op, count = found.groups()
             checks.append(Check(kind, "" if op in (None, "=") else op, int(count)))
             pos = found.end()
             continue
@@ -322,10 +317,6 @@ def _cost_check(text: str, body: str, pos: int) -> tuple[CostCheck, int] | None:
     return CostCheck(op, amount, unit), match.end()
 
 
-def parse_rules(texts: Iterable[str]) -> list[Rule]:
-    return [parse_rule(t) for t in texts]
-
-
 def check_rules(rules: Sequence[Rule], diff: SelectionDiff) -> None:
     """A UsageError (exit 2) for a rule that names a system, scope, platform,
     environment or cadence (without globs) that no target of the diff has; a
@@ -393,16 +384,8 @@ def evaluate(rules: Sequence[Rule], diff: SelectionDiff) -> list[Outcome]:
     outcomes = []
     for rule in rules:
         matched = [t for t in diff.targets if rule.matches(t.target)]
-        if rule.cases:
-            counts: dict[str, float] = {**case_counts(matched, rule.cases, diff.test_cases)}
-        else:
-            counts = {**target_counts(matched)}
-            for t in matched:
-                starts, stops = t.running_changes()
-                counts["starts"] = counts.get("starts", 0) + len(starts)
-                counts["stops"] = counts.get("stops", 0) + len(stops)
-            counts.setdefault("starts", 0)
-            counts.setdefault("stops", 0)
+        wanted = case_matcher(rule.cases, diff.test_cases) if rule.cases else None
+        counts: dict[str, float] = {**case_counts(matched, wanted)}
         counts[COST] = sum(t.gpu_hours_delta for t in matched) + 0.0
         counts[FINDINGS] = len(diff.findings_added)
         failed = tuple(c for c in rule.checks if not c.holds(counts[c.kind]))
@@ -422,13 +405,12 @@ def case_matcher(cases: Sequence[str], known: Iterable[str]) -> Callable[[str], 
 
 
 def case_counts(
-    targets: Sequence[TargetDiff], cases: Sequence[str], known: Iterable[str]
+    targets: Sequence[TargetDiff], wanted: Callable[[str], bool] | None
 ) -> dict[str, int]:
-    """The counts of `target_counts`, and starts and stops, of the jobs of some
-    test cases only (`=`: their changes of every kind; a target's own
-    definition is no test case's)."""
-    wanted = case_matcher(cases, known)
-    total = dict.fromkeys(("+", "-", "~", "q", "m", "=", "starts", "stops"), 0)
+    """The counts of `target_counts`, and starts and stops, of the jobs whose
+    test case `wanted` accepts (None: every job; `=` then also counts a changed
+    target definition, which is no test case's)."""
+    total = dict.fromkeys(("+", "-", "~", "q", "m", "=", *RUNNING), 0)
     for t in targets:
         starts, stops = t.running_changes()
         jobs: dict[str, Iterable[Job]] = {
@@ -441,10 +423,12 @@ def case_counts(
             "stops": stops,
         }
         for kind, group in jobs.items():
-            n = sum(1 for job in group if wanted(job.test_case))
+            n = sum(1 for job in group if wanted is None or wanted(job.test_case))
             total[kind] += n
             if kind not in RUNNING:
                 total["="] += n
+        if wanted is None and t.settings:
+            total["="] += 1
     return total
 
 
