@@ -359,16 +359,12 @@ def _series(
     return series, written
 
 
+_KINDS = {type(None): "null", bool: "a boolean", str: "a string", list: "a list"}
+_KINDS |= {int: "a number", float: "a number"}
+
+
 def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (int, float)):
-        return "a number"
-    return {list: "a list", dict: "an object"}.get(type(value), "an object")
+    return _KINDS.get(type(value), "an object")  # JSON's types exactly; an object is _Object
 
 
 def _short(text: str, limit: int = 40) -> str:
@@ -407,46 +403,27 @@ def read_gating(raw: bytes | None, path: str) -> Gating:
     if document is not None:
         data = document.data
         if not isinstance(data, dict):
-            problems.append(
-                finding(
-                    document.locate([]),
-                    "golden-config",
-                    "model_config.yaml is no mapping",
-                    Severity.WARNING,
-                )
-            )
-        elif "METRICS" in data:
-            listed = data["METRICS"]
-            if isinstance(listed, list) and all(isinstance(m, str) for m in listed):
-                return Gating(metrics=frozenset(listed), source=path, problems=tuple(problems))
-            problems.append(
-                finding(
-                    document.locate(["METRICS"]),
-                    "golden-config",
-                    "METRICS is no list of metric names",
-                    Severity.WARNING,
-                )
-            )
+            problems.append(_warning(document.locate([]), "model_config.yaml is no mapping"))
+        elif "METRICS" not in data:
+            return replace(DEFAULT_GATING, problems=tuple(problems))
+        elif isinstance(data["METRICS"], list) and all(isinstance(m, str) for m in data["METRICS"]):
+            return Gating(metrics=frozenset(data["METRICS"]), source=path, problems=tuple(problems))
         else:
-            return Gating(
-                metrics=DEFAULT_GATING.metrics, source="default", problems=tuple(problems)
-            )
-    note = finding(
-        Location(path),
-        "golden-config",
-        f"gated metrics taken as {', '.join(DEFAULT_GATED)} (the test's default)",
-        Severity.WARNING,
-    )
-    return Gating(metrics=DEFAULT_GATING.metrics, source="default", problems=(*problems, note))
+            where = document.locate(["METRICS"])
+            problems.append(_warning(where, "METRICS is no list of metric names"))
+    return _defaulted(path, problems, "")
 
 
 def unread_gating(path: str, why: str) -> Gating:
     """The gating of a case whose model_config.yaml is not read (too large, a
     link): the default, and a finding that says why."""
-    note = finding(
-        Location(path),
-        "golden-config",
-        f"{why}: not read; gated metrics taken as {', '.join(DEFAULT_GATED)} (the test's default)",
-        Severity.WARNING,
-    )
-    return Gating(metrics=DEFAULT_GATING.metrics, source="default", problems=(note,))
+    return _defaulted(path, [], f"{why}: not read; ")
+
+
+def _defaulted(path: str, problems: list[Finding], why: str) -> Gating:
+    taken = f"{why}gated metrics taken as {', '.join(DEFAULT_GATED)} (the test's default)"
+    return replace(DEFAULT_GATING, problems=(*problems, _warning(Location(path), taken)))
+
+
+def _warning(location: Location, message: str) -> Finding:
+    return finding(location, "golden-config", message, Severity.WARNING)

@@ -128,17 +128,11 @@ class _Read(NamedTuple):
 
 
 class EarlyReview:
-    """The review's git work run in a thread from the moment the commits are
-    known, while the recipe trees are read and expanded; `golden_review`
-    joins it, reads and compares what git gave (`take`), and matches its jobs
-    to the files. The thread runs no reading: what Python it runs (git's
-    answers) would otherwise hold the interpreter's lock from the loading.
-
-    `start` is given the project configs the template is decided from: when
-    the sides turn out to decide another template (a guess from the working
-    tree that the revisions do not bear out), the work is not used and the
-    review reads the files itself. `pairs`: the targets the diff compares,
-    when it compares every one (the review's readers are found in them)."""
+    """The review's git work, run in a thread while the recipe trees load
+    (see the module); `golden_review` takes it. When the sides decide another
+    template than the one `start` was given (a guess from the working tree
+    the revisions do not bear out), the work is not used. `pairs`: the targets
+    the diff compares, when it compares every one (the readers are found there)."""
 
     # While the thread runs, the GIL passes between threads this often
     # (seconds): the thread is not kept waiting the default 5 ms each time git
@@ -178,7 +172,7 @@ class EarlyReview:
     ) -> None:
         try:
             self._fetched = _fetch_changed(
-                self.repo, template, root, base_commit, head_commit, as_it_comes=False
+                self.repo, template, root, base_commit, head_commit, False
             )
         except BaseException as exc:  # raised where the review is asked for
             self._error = exc
@@ -223,8 +217,8 @@ def golden_review(
         return GoldenReview(template=shown)
     head_commit = head.source.commit
     found = early.take(chosen, base_commit, head_commit) if early is not None else None
-    if found is None:
-        found = _read_changed(repo, template, root, base_commit, head_commit)
+    if found is None:  # each blob read into its values as git hands it over
+        found = _fetch_changed(repo, template, root, base_commit, head_commit, True).finish()
     if not found:
         return GoldenReview(template=shown)
     # The values the jobs use split each name as they would render it.
@@ -264,34 +258,19 @@ def golden_review(
     return GoldenReview(template=shown, files=tuple(files))
 
 
-def _read_changed(
-    repo: Repository,
-    template: ReferenceTemplate,
-    root: str,
-    base_commit: str,
-    head_commit: str | None,
-) -> list[_Read]:
-    """Every file that fits the template and differs between the commits
-    (head None: the working tree), each side read and compared: the review
-    but for the jobs, which need the loaded sides. Each blob is read into its
-    values as git hands it over, while git reads the next."""
-    return _fetch_changed(repo, template, root, base_commit, head_commit, as_it_comes=True).finish()
-
-
 def _fetch_changed(
     repo: Repository,
     template: ReferenceTemplate,
     root: str,
     base_commit: str,
     head_commit: str | None,
-    *,
     as_it_comes: bool,
 ) -> _Changed:
-    """Git's part of `_read_changed`: the tree diff, and every blob asked.
+    """Every file that fits the template and differs between the commits
+    (head None: the working tree): git's tree diff, and every blob asked.
     `as_it_comes`: each blob is also read into its values as it comes (else
-    `finish` reads them all: the thread that fetches then runs no reading,
-    only the files' matching and git's answers, and leaves the interpreter to
-    the loading of the sides)."""
+    `finish` reads them all, and the fetching thread leaves the interpreter
+    to the loading of the sides)."""
     start = posixpath.join(root, template.static_dir) if root else template.static_dir
     # Known values change how a name splits, never whether it fits: the
     # files are found before the jobs are known.
