@@ -138,14 +138,18 @@ class Repository:
         raise GitError(self._unknown_revision_message(revision))
 
     def _unknown_revision_message(self, revision: str) -> str:
-        if not self.has_commits():
+        commits = _run_git(["rev-list", "-n", "1", "--all"], cwd=self.top)
+        if commits.returncode != 0 or not commits.stdout.strip():  # a fresh `git init`
             return (
                 f'unknown revision "{revision}": the git repository at {self.top} has no '
                 "commits yet (commit the recipe tree first; the working tree is the head)"
             )
+        kinds = ["refs/heads", "refs/tags", "refs/remotes"]
+        listed = _run_git(["for-each-ref", "--format=%(refname:short)", *kinds], cwd=self.top)
         # The revision itself may be a known name that does not resolve to a commit
         # (HEAD of an orphan branch): never suggest it back.
-        refs = [name for name in self.ref_names() if name != revision]
+        names = {*listed.stdout.decode("utf-8", "replace").split(), "HEAD"}
+        refs = sorted(name for name in names if name != revision)
         message = f'unknown revision "{revision}"{did_you_mean(revision, refs)}'
         message += f" in the git repository at {self.top}"
         shallow = _run_git(["rev-parse", "--is-shallow-repository"], cwd=self.top)
@@ -156,33 +160,18 @@ class Repository:
             )
         return message
 
-    def has_commits(self) -> bool:
-        """Whether any commit is reachable from a ref or HEAD (a fresh `git init` has none)."""
-        result = _run_git(["rev-list", "-n", "1", "--all"], cwd=self.top)
-        return result.returncode == 0 and bool(result.stdout.strip())
-
-    def ref_names(self) -> list[str]:
-        """Short names of branches, tags and remote branches, for "did you mean"."""
-        result = _run_git(
-            [
-                "for-each-ref",
-                "--format=%(refname:short)",
-                "refs/heads",
-                "refs/tags",
-                "refs/remotes",
-            ],
-            cwd=self.top,
-        )
-        names = result.stdout.decode("utf-8", "replace").split()
-        return sorted({*names, "HEAD"})
-
-    def read_revision(self, revision: str, path: str) -> TreeSource:
-        """The recipe tree at `path` (relative to the top) in a commit."""
+    def _object(self, revision: str, path: str) -> tuple[str, str, str]:
+        """The commit a revision names, how git names `path` in it, and the
+        kind of object there ("tree", "blob", ...; "" when there is none)."""
         commit = self.resolve(revision)
         spec = f"{commit}:{path}" if path else f"{commit}^{{tree}}"
         kind = _run_git(["cat-file", "-t", "--end-of-options", spec], cwd=self.top)
-        kind_text = kind.stdout.decode().strip()
-        if kind.returncode != 0 or not kind_text:
+        return commit, spec, kind.stdout.decode().strip() if kind.returncode == 0 else ""
+
+    def read_revision(self, revision: str, path: str) -> TreeSource:
+        """The recipe tree at `path` (relative to the top) in a commit."""
+        commit, spec, kind_text = self._object(revision, path)
+        if not kind_text:
             return TreeSource(
                 revision=revision, commit=commit, path=path, files={}, blob_ids={}, present=False
             )
@@ -244,15 +233,10 @@ class Repository:
         cat-file --batch` process."""
         contents = self._blobs
         missing = [oid for oid in oids if oid not in contents]
-        if missing:
-            self._cat_blobs(missing)
-        return {oid: contents[oid] for oid in oids}
-
-    def _cat_blobs(self, oids: Sequence[str]) -> None:
-        out = self.git(["cat-file", "--batch"], stdin=("\n".join(oids) + "\n").encode())
-        contents = self._blobs
+        batch = ("\n".join(missing) + "\n").encode()
+        out = self.git(["cat-file", "--batch"], stdin=batch) if missing else b""
         pos = 0
-        for oid in oids:
+        for oid in missing:
             end = out.index(b"\n", pos)
             header = out[pos:end].decode().split(" ")
             if len(header) != 3 or header[1] != "blob":
@@ -260,6 +244,7 @@ class Repository:
             size = int(header[2])
             contents[oid] = out[end + 1 : end + 1 + size]
             pos = end + 1 + size + 1  # the content is followed by a newline
+        return {oid: contents[oid] for oid in oids}
 
     def read_worktree(self, path: str) -> TreeSource:
         """The recipe tree at `path` in the working tree, as it is on disk now."""
@@ -288,10 +273,8 @@ class Repository:
         """Every file below `path` (relative to the top) in a commit, as paths
         relative to `path`, from one `git ls-tree` (contents are not read); None
         when `path` is no directory there. Links are listed like files."""
-        commit = self.resolve(revision)
-        spec = f"{commit}:{path}" if path else f"{commit}^{{tree}}"
-        kind = _run_git(["cat-file", "-t", "--end-of-options", spec], cwd=self.top)
-        if kind.returncode != 0 or kind.stdout.decode().strip() != "tree":
+        _, spec, kind = self._object(revision, path)
+        if kind != "tree":
             return None
         listing = self.git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", spec])
         paths = []
@@ -355,10 +338,7 @@ class Repository:
             stdin=("\n".join(asked) + "\n").encode("utf-8", "surrogateescape"),
         )
         lines = out.decode("utf-8", "replace").split("\n")
-        for name, line in zip(asked, lines, strict=False):
-            kind, oid, size = [*line.split(" "), "", ""][:3]
-            if kind == "blob" and size.isdigit():
-                info[name] = (oid, int(size))
+        info.update(zip(asked, map(_blob_info, lines), strict=False))
         return info
 
     def small_blobs(
@@ -432,12 +412,8 @@ class Repository:
                 return None
             found: dict[str, tuple[str, int, bytes | None] | None] = {}
             for name, line in zip(names, lines, strict=True):
-                kind, oid, size = [
-                    *line.decode("utf-8", "replace").rstrip("\n").split(" "),
-                    "",
-                    "",
-                ][:3]
-                found[name] = (oid, int(size), None) if kind == "blob" and size.isdigit() else None
+                info = _blob_info(line.decode("utf-8", "replace").rstrip("\n"))
+                found[name] = (*info, None) if info is not None else None
             # The blobs within the limit, in the order asked, each with its names.
             users: dict[str, list[str]] = {}
             for name, f in found.items():
@@ -533,6 +509,12 @@ def _path_changes(out: bytes) -> list[PathChange]:
             )
         )
     return changes
+
+
+def _blob_info(line: str) -> tuple[str, int] | None:
+    """A blob's id and size from `git cat-file`'s line "TYPE ID SIZE"."""
+    kind, oid, size = [*line.split(" "), "", ""][:3]
+    return (oid, int(size)) if kind == "blob" and size.isdigit() else None
 
 
 def _slashes(name: str) -> list[int]:
