@@ -21,6 +21,7 @@ from matrixgen.diff.describe import (
     changed_lines,
     existence_line,
     field_groups,
+    habit_text,
     is_multiline,
     job_label,
     mapping_change,
@@ -148,12 +149,10 @@ def _target_row(t: TargetDiff) -> str:
     if t.holding_pen:
         flag += " (holding pen)"
     jobs = f"{t.head_jobs}" if t.base_jobs == t.head_jobs else f"{t.base_jobs} → {t.head_jobs}"
-    cell = ", ".join(f"{n} {change}" for change, n in quarantine_counts(t))
-    if t.duplicates:
-        cell += (", " if cell else "") + counted(len(t.duplicates), "duplicate note")
-    for count, word in ((len(t.moved_out), "moved out"), (len(t.moved_in), "moved in")):
-        if count:
-            cell += (", " if cell else "") + f"{count} {word}"
+    parts = [f"{n} {change}" for change, n in quarantine_counts(t)]
+    parts += [counted(len(t.duplicates), "duplicate note")] if t.duplicates else []
+    moved = ((len(t.moved_out), "moved out"), (len(t.moved_in), "moved in"))
+    cell = ", ".join([*parts, *(f"{n} {word}" for n, word in moved if n)])
     return (
         f"| {md.code(t.target.name)}{flag} | {jobs} | {target_cost(t, '→', unit='')} "
         f"| +{len(t.added)} | −{len(t.removed)} | ~{len(t.changed)} | {cell} |"
@@ -167,21 +166,11 @@ def _finding_md(finding: Finding) -> str:
     )
 
 
-def _habit_md(q: QuarantineChange) -> str:
-    """`parked in `mr-broken`, tracker #513` for a PR comment."""
-    habit = q.habit
-    assert habit is not None
-    text = habit.describe(md.code)
-    if habit.tracker:
-        text += f", tracker {tracker_md(habit.tracker)}"
-    return text
-
-
 def _habit_summary(diff: SelectionDiff) -> list[str]:
     return [
         f"- **{md.text(change)}** {text}: {_reach(jobs, targets)}"
         for (change, text), (jobs, targets) in _grouped(
-            diff, lambda q: (q.change, _habit_md(q)), habits=True
+            diff, lambda q: (q.change, habit_text(q, markdown=True)), habits=True
         )
     ]
 
@@ -277,7 +266,7 @@ def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, 
         items = [
             f"- {md.text(q.change)} {md.code(job_label(q.job))}: "
             + (
-                _habit_md(q)
+                habit_text(q, markdown=True)
                 if q.habit is not None
                 else f"{mark_text(q.mark, markdown=True)}{was_text(q, markdown=True)}"
             )

@@ -247,40 +247,31 @@ def diff_target(pair: TargetPair, base: SideIndex, head: SideIndex) -> TargetDif
     old_sel, new_sel = base.selection(pair.base), head.selection(pair.head)
     settings = target_changes(pair.base, pair.head)
     exists = "both" if pair.base and pair.head else "base" if pair.base else "head"
+    configs = (base.generation.tree.config, head.generation.tree.config)
+    # A holding pen is no system's target: nothing runs it, it costs nothing.
+    priced = not is_holding_pen(pair.shown.selector.scope)
     if (
         pair.base is not None
         and pair.head is not None
-        and base.generation.tree.config is head.generation.tree.config
+        and configs[0] is configs[1]
         and (pair.base is pair.head or not settings)
         and _same_objects(old_sel.jobs, new_sel.jobs)
         and _same_objects(old_sel.skipped, new_sel.skipped)
     ):
         # The very same jobs under the very same config: the same file.
         jobs = emitted_jobs(new_sel.jobs)
-        cost = (
-            Cost()
-            if is_holding_pen(pair.shown.selector.scope)
-            else jobs_cost(jobs, pair.head, head.generation.tree.config)
-        )
+        cost = jobs_cost(jobs, pair.head, configs[1]) if priced else Cost()
+        n = len(jobs)
         return TargetDiff(
-            target=pair.shown,
-            settings=settings,
-            base_jobs=len(jobs),
-            head_jobs=len(jobs),
-            base_cost=cost,
-            head_cost=cost,
+            pair.shown, settings=settings, base_jobs=n, head_jobs=n, base_cost=cost, head_cost=cost
         )
-    old = base.emit(pair.base, old_sel)
-    new = head.emit(pair.head, new_sel)
-    # A holding pen is no system's target: nothing runs it, it costs nothing.
-    priced = not is_holding_pen(pair.shown.selector.scope)
     return compare_emitted(
         pair.shown,
-        old,
-        new,
+        base.emit(pair.base, old_sel),
+        head.emit(pair.head, new_sel),
         settings=settings,
         exists=exists,
-        configs=(base.generation.tree.config, head.generation.tree.config) if priced else None,
+        configs=configs if priced else None,
         workloads=any(
             target is not None and rereads_recipe(side.generation.tree, target)
             for side, target in ((base, pair.base), (head, pair.head))

@@ -176,13 +176,17 @@ def target_path(target: Target) -> str:
     return " ".join(p for p in parts if p)
 
 
-def habit_text(q: QuarantineChange) -> str:
-    """`parked in mr-broken, tracker #513`, `commented out: # hang: #513, tracker #513`."""
-    assert q.habit is not None
-    text = q.habit.describe()
-    if q.habit.tracker:
-        text += f", tracker {q.habit.tracker}"
-    return text + (" (a removal, to Megatron-LM's parser)" if q.change != LIFTED else "")
+def habit_text(q: QuarantineChange, *, markdown: bool = False) -> str:
+    """`parked in mr-broken, tracker #513`, `commented out: # hang: #513, tracker #513`
+    (and in the text, what Megatron-LM's parser makes of it)."""
+    habit = q.habit
+    assert habit is not None
+    text = habit.describe(md.code if markdown else str)
+    if habit.tracker:
+        text += f", tracker {tracker_md(habit.tracker) if markdown else habit.tracker}"
+    if markdown or q.change == LIFTED:
+        return text
+    return text + " (a removal, to Megatron-LM's parser)"
 
 
 def moves_by_target(moved: Sequence[Moved]) -> list[tuple[str, list[Job]]]:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from msgspec import Struct
+from msgspec.structs import replace
 
 from matrixgen.diff.compare import diff_generations
 from matrixgen.diff.gitsource import Repository, TreeSource
@@ -204,8 +205,4 @@ def diff_revisions(
         pairs=pairs,
     )
     added, removed = finding_changes(sides[0].findings, sides[1].findings)
-    if added or removed:
-        from msgspec.structs import replace as _replace
-
-        result = _replace(result, findings_added=added, findings_removed=removed)
-    return result, sides
+    return replace(result, findings_added=added, findings_removed=removed), sides
