@@ -7,14 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
 
-from matrixgen.diff.expect import Check, check_rules, evaluate, parse_rule, require
+from matrixgen.diff.expect import Check, case_counts, check_rules, evaluate, parse_rule, require
 from matrixgen.diff.model import (
     QUARANTINED,
     ChangedJob,
     QuarantineChange,
     SelectionDiff,
     TargetDiff,
-    target_counts,
 )
 from matrixgen.model.errors import ExitCode, ExpectationError, UsageError
 from matrixgen.model.jobs import Job, QuarantineMark
@@ -199,7 +198,8 @@ def test_every_well_formed_check_parses_back(kind: str, op: str, number: int) ->
 
 
 def test_count_of_nothing() -> None:
-    assert target_counts([]) == {"+": 0, "-": 0, "~": 0, "q": 0, "m": 0, "=": 0}
+    zero = {"+": 0, "-": 0, "~": 0, "q": 0, "m": 0, "=": 0, "starts": 0, "stops": 0}
+    assert case_counts([], None) == zero
 
 
 def test_large_counts_are_shown_whole() -> None:

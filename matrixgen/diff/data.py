@@ -21,7 +21,6 @@ from matrixgen.diff.model import (
     QuarantineChange,
     SelectionDiff,
     TargetDiff,
-    target_counts,
 )
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log
@@ -150,16 +149,16 @@ def _pipeline_data(name: str, targets: Sequence[TargetDiff]) -> dict[str, Any]:
 
 def summary_data(diff: SelectionDiff) -> dict[str, Any]:
     """The per-target counts and costs summed over every target."""
-    counts = target_counts(diff.targets)
-    parser = [t.parser_counts() for t in diff.targets]
+    targets = diff.targets
+    parser = [t.parser_counts() for t in targets]
     return {
-        "targets": len(diff.targets),
-        "targets_changed": sum(not t.unchanged for t in diff.targets),
-        "added": counts["+"],
-        "removed": counts["-"],
-        "changed": counts["~"],
-        "quarantine": counts["q"],
-        "moved": sum(len(t.moved_out) for t in diff.targets),
+        "targets": len(targets),
+        "targets_changed": sum(not t.unchanged for t in targets),
+        "added": sum(len(t.added) for t in targets),
+        "removed": sum(len(t.removed) for t in targets),
+        "changed": sum(len(t.changed) for t in targets),
+        "quarantine": sum(len(t.quarantine) for t in targets),
+        "moved": sum(len(t.moved_out) for t in targets),
         "moves": [{"from": a, "to": b, "jobs": n} for (a, b), n in moves(diff)],
         "parser": {
             "added": sum(p["added"] for p in parser),

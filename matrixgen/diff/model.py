@@ -4,7 +4,7 @@ renderers, expect and evidence read them)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from msgspec import Struct, field
@@ -186,7 +186,7 @@ class TargetDiff(Struct, frozen=True):
         starts = [*self.added, *(m.job for m in self.moved_in)]
         stops = [*self.removed, *(m.job for m in self.moved_out)]
         for q in self.quarantine:
-            before, after = _runs(q.base), _runs(q.head)
+            before, after = runs(q.base), runs(q.head)
             if after and not before:
                 starts.append(q.job)
             elif before and not after:
@@ -204,8 +204,8 @@ class TargetDiff(Struct, frozen=True):
         }
 
 
-def _runs(job: Job | None) -> bool:
-    """Whether a job of one side of a quarantine change runs in the target."""
+def runs(job: Job | None) -> bool:
+    """Whether a job (None: none) runs in its target: no skip entry keeps it out."""
     return job is not None and (job.quarantine is None or job.quarantine.action != SKIP)
 
 
@@ -232,16 +232,6 @@ class SelectionDiff(Struct, frozen=True):
     @property
     def unchanged(self) -> bool:
         return all(t.unchanged for t in self.targets)
-
-
-def target_counts(targets: Sequence[TargetDiff]) -> dict[str, int]:
-    """The per-target counts (`TargetDiff.counts`) summed over some targets: a job
-    added to two targets counts twice, as the table shows it in both rows."""
-    total = {"+": 0, "-": 0, "~": 0, "q": 0, "m": 0, "=": 0}
-    for t in targets:
-        for kind, n in t.counts().items():
-            total[kind] += n
-    return total
 
 
 class TargetPair(Struct, frozen=True):

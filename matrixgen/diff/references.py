@@ -16,7 +16,7 @@ from typing import ClassVar
 from msgspec import Struct
 
 from matrixgen.diff.gitsource import Repository
-from matrixgen.diff.model import SelectionDiff
+from matrixgen.diff.model import SelectionDiff, runs
 from matrixgen.diff.revisions import Side
 from matrixgen.model.jobs import Job
 from matrixgen.model.references import (
@@ -92,7 +92,7 @@ def reference_gaps(repo: Repository, result: SelectionDiff, sides: Sequence[Side
     found: list[TargetGaps] = []
     for diff in result.targets:
         added_ids = {id(j) for j in diff.added}
-        added = [m for job in diff.added if not _skipped(job) for m in head_checker.missing(job)]
+        added = [m for job in diff.added if runs(job) for m in head_checker.missing(job)]
         lost: list[MissingReference] = []
         if base_checker is not None:
             base_target = base.generation.tree.config.target(diff.target.name) or diff.target
@@ -106,10 +106,6 @@ def reference_gaps(repo: Repository, result: SelectionDiff, sides: Sequence[Side
         if added or lost:
             found.append(TargetGaps(target=diff.target.name, added=tuple(added), lost=tuple(lost)))
     return ReferenceGaps(targets=tuple(found), head_listing=head_listing, declared=True)
-
-
-def _skipped(job: Job) -> bool:
-    return job.quarantine is not None and job.quarantine.action == "skip"
 
 
 def _key(job: Job) -> tuple[str, ...]:
