@@ -11,11 +11,8 @@ environment, platform, tag) within the target. Per target:
 - changed: a job that runs on both sides whose emitted content differs (its
   GitHub matrix row, its GitLab job), each emitted field with old and new value;
   quarantine's own marks are left out of it (they are the next category).
-- quarantine: each transition with its entry id, tracker, action and kind:
-  quarantined (a running job becomes skipped, allow-failure or deselected),
-  lifted (the reverse), action changed, entry changed (another entry, tracker,
-  kind or node ids with the same action), arrives quarantined (new to the target
-  and skipped on arrival), leaves quarantined (removed while skipped).
+- quarantine: each transition of a job's mark (quarantined, lifted, action or
+  entry changed, arrives or leaves quarantined: docs/reviewing.md says each).
 - duplicates: a job that one more (or one fewer) row defines: "duplicate
   definition added/removed at file:line". The job itself is counted only where
   its emitted content changes.
@@ -30,9 +27,6 @@ habit scope or commented out with a tracker is quarantined or lifted) and moves
 (diff.moves: the same job in another target, its scope, platform or environment
 renamed). Each keeps what Megatron-LM's parser sees (`parser`,
 `TargetDiff.parser_counts`): to it these are removals and additions.
-
-Findings: what validate reports on each side (already run to load it) is
-compared; the diff lists what the head adds and what it removes.
 
 The file a job is defined in is not emitted: moving a case to another file
 changes nothing. A change to a target's own definition (selector, system
