@@ -4,6 +4,7 @@ a hidden marker to update it in place, every string escaped for where it goes
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,9 +28,9 @@ from matrixgen.diff.describe import (
     mapping_change,
     mark_text,
     moves_by_target,
-    quarantine_counts,
     short_ref,
     show_value,
+    summary_words,
     target_path,
     target_tally,
     text_diff,
@@ -77,11 +78,8 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
             f"**No selection change** in any of the {counted(summary['targets'], 'target')}."
         )
     else:
-        moved_text = f" · {summary['moved']} moved" if summary["moved"] else ""
         out.append(
-            f"**+{summary['added']} added · −{summary['removed']} removed · "
-            f"~{summary['changed']} changed · {counted(summary['quarantine'], 'quarantine change')}"
-            f"{moved_text}** in {summary['targets_changed']} of "
+            f"**{summary_words(summary, ' · ', '−')}** in {summary['targets_changed']} of "
             f"{counted(summary['targets'], 'target')}."
         )
     moved = changed_pipelines(summary)
@@ -149,7 +147,8 @@ def _target_row(t: TargetDiff) -> str:
     if t.holding_pen:
         flag += " (holding pen)"
     jobs = f"{t.head_jobs}" if t.base_jobs == t.head_jobs else f"{t.base_jobs} → {t.head_jobs}"
-    parts = [f"{n} {change}" for change, n in quarantine_counts(t)]
+    changes = sorted(Counter(q.change for q in t.quarantine).items())
+    parts = [f"{n} {change}" for change, n in changes]
     parts += [counted(len(t.duplicates), "duplicate note")] if t.duplicates else []
     moved = ((len(t.moved_out), "moved out"), (len(t.moved_in), "moved in"))
     cell = ", ".join([*parts, *(f"{n} {word}" for n, word in moved if n)])

@@ -179,17 +179,13 @@ def moves(diff: SelectionDiff) -> list[tuple[tuple[str, str], int]]:
     )
 
 
-def _signed(value: int) -> str:
-    return f"+{value}" if value > 0 else str(value)
-
-
 def cost_change(pipeline: Mapping[str, Any], name: str | None = None) -> str:
     """ "+6 jobs, +12.5 GPU-h per run of gitlab/mr" (the weighted change beside it
     where platform weights make it differ); `name` shows the pipeline (escaped
     for where it goes), the figures being the diff's own text."""
-    text = (
-        f"{_signed(pipeline['jobs_delta'])} jobs, {signed_hours(pipeline['gpu_hours_delta'])} GPU-h"
-    )
+    jobs = pipeline["jobs_delta"]
+    text = f"{jobs:+d} jobs" if jobs else "0 jobs"
+    text += f", {signed_hours(pipeline['gpu_hours_delta'])} GPU-h"
     if pipeline["weighted_gpu_hours_delta"] != pipeline["gpu_hours_delta"]:
         text += f" ({signed_hours(pipeline['weighted_gpu_hours_delta'])} weighted)"
     return text + f" per run of {pipeline['pipeline'] if name is None else name}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -208,18 +208,11 @@ def short_ref(ref: str) -> str:
     return ref[:12] if len(ref) == 40 or len(ref) == 64 else ref
 
 
-def quarantine_counts(t: TargetDiff) -> list[tuple[str, int]]:
-    return sorted(Counter(q.change for q in t.quarantine).items())
-
-
-def summary_words(summary: Mapping[str, Any]) -> str:
-    text = (
-        f"+{summary['added']} added, -{summary['removed']} removed, "
-        f"~{summary['changed']} changed, {counted(summary['quarantine'], 'quarantine change')}"
-    )
-    if summary["moved"]:
-        text += f", {summary['moved']} moved"
-    return text
+def summary_words(summary: Mapping[str, Any], sep: str = ", ", minus: str = "-") -> str:
+    """`+6 added, -1 removed, ~2 changed, 1 quarantine change` (`, 3 moved`)."""
+    words = [f"+{summary['added']} added", f"{minus}{summary['removed']} removed"]
+    words += [f"~{summary['changed']} changed", counted(summary["quarantine"], "quarantine change")]
+    return sep.join([*words, *([f"{summary['moved']} moved"] if summary["moved"] else [])])
 
 
 def finding_line(finding: Finding) -> str:

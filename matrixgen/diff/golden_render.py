@@ -87,11 +87,7 @@ def readers_cell(f: GoldenFile) -> str:
 def metric_columns(review: GoldenReview) -> list[str]:
     """The metrics shown as columns: the first METRIC_COLUMNS names, in the order
     the files (by path) first have them."""
-    names: dict[str, None] = {}
-    for f in review.files:
-        for m in f.metrics:
-            names.setdefault(m.name)
-    return list(names)[:METRIC_COLUMNS]
+    return list(dict.fromkeys(m.name for f in review.files for m in f.metrics))[:METRIC_COLUMNS]
 
 
 def _others(f: GoldenFile, columns: Sequence[str], show: Callable[[str], str] = str) -> str:

@@ -22,7 +22,8 @@ def habit_note(base: Generation, head: Generation) -> str | None:
     is no change there: no pipeline runs it, before or after."""
     if base.tree.config.targets or head.tree.config.targets:
         return None
-    moved = _habit_jobs(base) ^ _habit_jobs(head)
+    parked = [{(i, j.scope) for i, jobs in _parked(g).items() for j in jobs} for g in (base, head)]
+    moved = parked[0] ^ parked[1]
     if not moved:
         return None
     habits = sorted({scope for _, scope in moved})
@@ -32,10 +33,6 @@ def habit_note(base: Generation, head: Generation) -> str | None:
         "parked there or lifted from there is a quarantine change of the target it "
         "leaves or joins; --holding-pen compares them)"
     )
-
-
-def _habit_jobs(generation: Generation) -> set[tuple[JobId, str]]:
-    return {(j.identity, j.scope) for j in generation.jobs if j.scope and is_habit_scope(j.scope)}
 
 
 def find_habits(

@@ -32,20 +32,14 @@ def resolve_diff_targets(
         if values
         else {}
     )
-    names: list[str] = []
-    specs: list[str] = []
-    for value in values:
-        if (
-            "=" in value
-            and value not in discovered
-            and base_config.target(value) is None
-            and head_config.target(value) is None
-        ):
-            specs.append(value)
-        else:
-            names.append(value)
+
+    def named(value: str) -> bool:
+        if "=" not in value or value in discovered:
+            return True
+        return base_config.target(value) is not None or head_config.target(value) is not None
+
     pairs: list[TargetPair] = []
-    for name in names:
+    for name in filter(named, values):
         pair = _configured_pair(name, base, head)
         if pair is None and name in discovered:
             found = discovered[name]
@@ -57,7 +51,7 @@ def resolve_diff_targets(
                 hint = f"; configured: {', '.join(known)}" if known else "; no target is configured"
             raise UsageError(f'--target "{name}": no target has this name{hint}')
         pairs.append(pair)
-    for spec in specs:
+    for spec in (v for v in values if not named(v)):
         head_target = parse_target(spec, head_config)
         pairs.append(
             TargetPair(head_target, parse_target(spec, base_config), head_target, ad_hoc=True)
