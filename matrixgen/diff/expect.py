@@ -321,37 +321,22 @@ def check_rules(rules: Sequence[Rule], diff: SelectionDiff) -> None:
     """A UsageError (exit 2) for a rule that names a system, scope, platform,
     environment or cadence (without globs) that no target of the diff has; a
     scope is looked for among the scopes of the system(s) the rule names."""
-    values: list[set[str]] = [set() for _ in PATTERN_PARTS]
-    for t in diff.targets:
-        for i, value in enumerate(_values(t.target)):
-            if value:
-                values[i].add(value)
+    places = [_values(t.target) for t in diff.targets]
+    values = [{p[i] for p in places if p[i]} for i in range(len(PATTERN_PARTS))]
     values[0] |= set(names())
     for rule in rules:
         for i, pattern in enumerate(rule.parts):
-            if _GLOB.search(pattern):
+            known, what, tiers = values[i], PATTERN_PARTS[i], set()
+            if i == 1:  # a scope matches by its name or its tier
+                known = {p[1] for p in places if p[1] and fnmatchcase(p[0], rule.parts[0])}
+                what, tiers = f"{rule.parts[0]} scope", {resolve_scope(k) for k in known}
+            if _GLOB.search(pattern) or pattern in known or resolve_scope(pattern) in tiers:
                 continue
-            known = values[i]
-            if i == 1:
-                known = {
-                    _values(t.target)[1]
-                    for t in diff.targets
-                    if fnmatchcase(t.target.system.value, rule.parts[0])
-                } - {""}
-                found = pattern in known or resolve_scope(pattern) in {
-                    resolve_scope(k) for k in known
-                }
-            else:
-                found = pattern in known
-            if not found:
-                what = PATTERN_PARTS[i]
-                if i == 1:
-                    what = f"{rule.parts[0]} scope"
-                shown = ", ".join(sorted(known)) or "none"
-                raise UsageError(
-                    f'--expect "{rule.text}": unknown {what} "{pattern}"'
-                    f"{did_you_mean(pattern, known)}; the targets of this diff have: {shown}"
-                )
+            shown = ", ".join(sorted(known)) or "none"
+            raise UsageError(
+                f'--expect "{rule.text}": unknown {what} "{pattern}"'
+                f"{did_you_mean(pattern, known)}; the targets of this diff have: {shown}"
+            )
         check_cases(rule.text, rule.cases, diff.test_cases)
 
 
