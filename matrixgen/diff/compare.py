@@ -384,10 +384,6 @@ def target_changes(base: Target | None, head: Target | None) -> dict[str, tuple[
     if base is None or head is None or base is head:
         return {}
     old, new = _definition(base), _definition(head)
-    old.pop("system", None)
-    new.pop("system", None)
-    if base.system != head.system:
-        old["system"], new["system"] = base.system.value, head.system.value
     keys = sorted(old.keys() | new.keys())
     return {k: (old.get(k), new.get(k)) for k in keys if old.get(k) != new.get(k)}
 
