@@ -247,51 +247,38 @@ def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, 
         ]
         out += ["**Target settings**", "", *settings, ""]
     for title, jobs in (("Added", t.added), ("Removed", t.removed)):
-        if jobs:
-            items = [f"- {md.code(job_label(job))}{_md_job_facts(job, evidence)}" for job in jobs]
-            out += _section(f"{title} ({len(jobs)})", items)
-    if t.changed:
-        items: list[str] = []
-        for fields, jobs in field_groups(t.changed):
-            if len(jobs) > 1 and len(jobs) == t.head_jobs:
-                names = f"all {len(jobs)} jobs of this target"
-            else:
-                names = _job_list(jobs)
-            items.append(f"- {names}")
-            for name, (old, new) in fields.items():
-                items.extend(f"  {line}" if line else "" for line in _md_field(name, old, new))
-        out += _section(f"Changed ({len(t.changed)})", items, limit=ITEMS_PER_SECTION * 4)
-    if t.quarantine:
+        items = [f"- {md.code(job_label(job))}{_md_job_facts(job, evidence)}" for job in jobs]
+        out += _section(title, len(jobs), items)
+    items = []
+    for fields, jobs in field_groups(t.changed):
+        every = len(jobs) > 1 and len(jobs) == t.head_jobs
+        items.append(f"- all {len(jobs)} jobs of this target" if every else f"- {_job_list(jobs)}")
+        for name, (old, new) in fields.items():
+            items.extend(f"  {line}" if line else "" for line in _md_field(name, old, new))
+    out += _section("Changed", len(t.changed), items, limit=ITEMS_PER_SECTION * 4)
+    items = [
+        f"- {md.text(q.change)} {md.code(job_label(q.job))}: "
+        + (
+            habit_text(q, markdown=True)
+            if q.habit is not None
+            else f"{mark_text(q.mark, markdown=True)}{was_text(q, markdown=True)}"
+        )
+        for q in t.quarantine
+    ]
+    out += _section("Quarantine", len(t.quarantine), items)
+    for title, moved, word in (("Moved out", t.moved_out, "to"), ("Moved in", t.moved_in, "from")):
         items = [
-            f"- {md.text(q.change)} {md.code(job_label(q.job))}: "
-            + (
-                habit_text(q, markdown=True)
-                if q.habit is not None
-                else f"{mark_text(q.mark, markdown=True)}{was_text(q, markdown=True)}"
-            )
-            for q in t.quarantine
+            f"- {word} {md.code(other)} ({len(jobs)} jobs): {_job_list(jobs)}"
+            for other, jobs in moves_by_target(moved)
         ]
-        out += _section(f"Quarantine ({len(t.quarantine)})", items)
-    for title, moved, word in (
-        ("Moved out", t.moved_out, "to"),
-        ("Moved in", t.moved_in, "from"),
-    ):
-        if moved:
-            items = [
-                f"- {word} {md.code(other)} ({len(jobs)} jobs): {_job_list(jobs)}"
-                for other, jobs in moves_by_target(moved)
-            ]
-            out += _section(f"{title} ({len(moved)})", items)
-    if t.duplicates:
-        items = [
-            f"- duplicate definition {d.change} at "
-            + ", ".join(md.code(str(w)) for w in d.locations)
-            + f": {md.code(job_label(d.job))} (it runs once, as before)"
-            for d in t.duplicates
-        ]
-        out += _section(f"Duplicate definitions ({len(t.duplicates)})", items)
-    out.append("</details>")
-    return out
+        out += _section(title, len(moved), items)
+    items = [
+        f"- duplicate definition {d.change} at "
+        + ", ".join(md.code(str(w)) for w in d.locations)
+        + f": {md.code(job_label(d.job))} (it runs once, as before)"
+        for d in t.duplicates
+    ]
+    return [*out, *_section("Duplicate definitions", len(t.duplicates), items), "</details>"]
 
 
 def _md_job_facts(job: Job, evidence: Mapping[str, str]) -> str:
@@ -340,9 +327,10 @@ def _job_list(jobs: list[Job]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def _section(title: str, items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:
-    """A bold title, its items (cut at `limit`), a blank line."""
-    return [f"**{title}**", "", *_capped(items, limit), ""]
+def _section(title: str, count: int, items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:
+    """A bold title with its count, its items (cut at `limit`), a blank line;
+    nothing when the count is 0."""
+    return [f"**{title} ({count})**", "", *_capped(items, limit), ""] if count else []
 
 
 def _capped(items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:
