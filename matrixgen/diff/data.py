@@ -46,17 +46,14 @@ def to_json_data(diff: SelectionDiff) -> dict[str, Any]:
 
 
 def _quarantine_data(q: QuarantineChange) -> dict[str, Any]:
-    out: dict[str, Any] = {
+    return {
         "change": q.change,
         "job": json_value(q.job),
         "old": json_value(q.old),
         "new": json_value(q.new),
+        **({"habit": json_value(q.habit)} if q.habit is not None else {}),
+        **({"parser": q.parser} if q.parser is not None else {}),
     }
-    if q.habit is not None:
-        out["habit"] = json_value(q.habit)
-    if q.parser is not None:
-        out["parser"] = q.parser
-    return out
 
 
 def render_json(diff: SelectionDiff) -> str:
@@ -64,7 +61,6 @@ def render_json(diff: SelectionDiff) -> str:
 
 
 def _target_data(t: TargetDiff) -> dict[str, Any]:
-    counts = t.counts()
     starts, stops = t.running_changes()
     return {
         # A holding pen is no system's target.
@@ -91,10 +87,10 @@ def _target_data(t: TargetDiff) -> dict[str, Any]:
         "exists": t.exists,
         **({"holding_pen": True} if t.holding_pen else {}),
         "counts": {
-            "added": counts["+"],
-            "removed": counts["-"],
-            "changed": counts["~"],
-            "quarantine": counts["q"],
+            "added": len(t.added),
+            "removed": len(t.removed),
+            "changed": len(t.changed),
+            "quarantine": len(t.quarantine),
             "moved_out": len(t.moved_out),
             "moved_in": len(t.moved_in),
             "parser": t.parser_counts(),

@@ -392,11 +392,11 @@ def case_matcher(cases: Sequence[str], known: Iterable[str]) -> Callable[[str], 
 def case_counts(
     targets: Sequence[TargetDiff], wanted: Callable[[str], bool] | None
 ) -> dict[str, int]:
-    """Each kind's count (`TargetDiff.counts`), and starts and stops, summed
+    """The jobs of each KIND, and those that start and stop running, summed
     over the targets (a job added to two targets counts twice, as the table
-    shows it in both rows), of the jobs whose test case `wanted` accepts (None:
-    every job; `=` then also counts a changed target definition, which is no
-    test case's)."""
+    shows it in both rows), of the test cases `wanted` accepts (None: every
+    job; `=` then also counts a changed target definition, which is no test
+    case's)."""
     total = dict.fromkeys(("+", "-", "~", "q", "m", "=", *RUNNING), 0)
     for t in targets:
         starts, stops = t.running_changes()

@@ -162,20 +162,6 @@ class TargetDiff(Struct, frozen=True):
             or self.moved_in
         )
 
-    def counts(self) -> dict[str, int]:
-        """+ added, - removed, ~ changed, q quarantine changes, m moved (in and
-        out), = all of them and 1 for a changed target definition: what the
-        table shows for the target."""
-        out = {
-            "+": len(self.added),
-            "-": len(self.removed),
-            "~": len(self.changed),
-            "q": len(self.quarantine),
-            "m": len(self.moved_out) + len(self.moved_in),
-        }
-        out["="] = sum(out.values()) + (1 if self.settings else 0)
-        return out
-
     def running_changes(self) -> tuple[tuple[Job, ...], tuple[Job, ...]]:
         """The jobs that start running in the target (run at head and not at
         base) and those that stop, whatever the cause: added or removed rows,
