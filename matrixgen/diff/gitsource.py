@@ -26,13 +26,16 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from msgspec import Struct
+from msgspec import Struct, field
 
 from matrixgen.model.errors import GitError, UsageError, did_you_mean
 from matrixgen.util.checkout import RECIPES_VARIABLE, recipes_in, tree_path
 from matrixgen.util.pipes import close_quietly, write_async
 
 WORKTREE = "worktree"
+# git never prompts for a password and takes no optional lock for us.
+_GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+_NO_GIT = "git is not installed (or not on PATH); matrixgen diff needs it"
 
 # Modes of `git ls-tree` entries.
 _MODE_FILES = frozenset({"100644", "100755"})
@@ -46,8 +49,8 @@ class TreeSource(Struct, frozen=True, kw_only=True):
     revision: str  # as the user gave it, or "worktree"
     commit: str | None  # full commit id; None for the working tree
     path: str  # the tree's directory relative to the repository top ("" = the top)
-    files: Mapping[str, bytes]
-    blob_ids: Mapping[str, str]
+    files: Mapping[str, bytes] = field(default_factory=dict)
+    blob_ids: Mapping[str, str] = field(default_factory=dict)
     present: bool = True  # False: the directory does not exist at this revision
 
     @property
@@ -172,9 +175,7 @@ class Repository:
         """The recipe tree at `path` (relative to the top) in a commit."""
         commit, spec, kind_text = self._object(revision, path)
         if not kind_text:
-            return TreeSource(
-                revision=revision, commit=commit, path=path, files={}, blob_ids={}, present=False
-            )
+            return TreeSource(revision=revision, commit=commit, path=path, present=False)
         if kind_text != "tree":
             what = "file" if kind_text == "blob" else kind_text  # "commit": a submodule
             raise GitError(f'"{path}" is a {what}, not a directory, at {revision} ({commit[:12]})')
@@ -252,9 +253,7 @@ class Repository:
 
         directory = self.top / path if path else self.top
         if not directory.exists():
-            return TreeSource(
-                revision=WORKTREE, commit=None, path=path, files={}, blob_ids={}, present=False
-            )
+            return TreeSource(revision=WORKTREE, commit=None, path=path, present=False)
         if not directory.is_dir():
             raise GitError(f'"{path}" is a file, not a directory, in the working tree')
         files = read_directory(directory)
@@ -382,25 +381,18 @@ class Repository:
         `info` of every name, then `contents` of the blobs within the limit,
         each read (and given to `each`) as it comes. None when this git has no
         such command."""
-        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+        batch = "--batch-command=%(objecttype) %(objectname) %(objectsize)"
         try:
             process = subprocess.Popen(
-                [
-                    "git",
-                    "cat-file",
-                    "--batch-command=%(objecttype) %(objectname) %(objectsize)",
-                    "--buffer",
-                ],
+                ["git", "cat-file", batch, "--buffer"],
                 cwd=self.top,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
-                env=env,
+                env={**os.environ, **_GIT_ENV},
             )
         except FileNotFoundError:
-            raise GitError(
-                "git is not installed (or not on PATH); matrixgen diff needs it"
-            ) from None
+            raise GitError(_NO_GIT) from None
         assert process.stdin is not None and process.stdout is not None
         stdin, stdout = process.stdin, process.stdout
         try:
@@ -525,7 +517,6 @@ def _run_git(
     args: Sequence[str], *, cwd: Path, stdin: bytes | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     """git's result, whatever its exit status (each caller reads that its way)."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
     try:
         return subprocess.run(
             ["git", *args],
@@ -533,9 +524,9 @@ def _run_git(
             input=stdin,
             capture_output=True,
             check=False,
-            env=env,
+            env={**os.environ, **_GIT_ENV},
         )
     except FileNotFoundError:
-        raise GitError("git is not installed (or not on PATH); matrixgen diff needs it") from None
+        raise GitError(_NO_GIT) from None
     except NotADirectoryError:
         raise GitError(f"{cwd} is not a directory") from None
