@@ -97,14 +97,8 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
             out.append(f"| … and {counted(len(changed) - rows, 'more target')} | | | | | | |")
     unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates][:rows]
     if unchanged and changed:
-        out += [
-            "",
-            f"<details><summary>{counted(len(unchanged), 'target')} unchanged</summary>",
-            "",
-            ", ".join(md.code(n) for n in unchanged),
-            "",
-            "</details>",
-        ]
+        names = ", ".join(md.code(n) for n in unchanged)
+        out += md.details(f"{counted(len(unchanged), 'target')} unchanged", [names])
     moved_lines = [
         f"- moved from {md.code(a)} to {md.code(b)} ({n} jobs)" for (a, b), n in moves(diff)
     ]
@@ -300,17 +294,9 @@ def _md_field(name: str, old: Any, new: Any) -> list[str]:
         if len(lines) <= SHORT_DIFF_LINES:
             return [f"- {md.code(name)}:", "", *fenced, ""]
         # A long script's diff is folded: the list of jobs stays readable.
-        changed = changed_lines(old, new)
-        return [
-            f"- {md.code(name)}: {counted(changed, 'line')} changed",
-            "",
-            f"  <details><summary>the diff of {md.html(name)}</summary>",
-            "",
-            *fenced,
-            "",
-            "  </details>",
-            "",
-        ]
+        changed = counted(changed_lines(old, new), "line")
+        folded = md.details(f"the diff of {md.html(name)}", fenced, indent="  ")
+        return [f"- {md.code(name)}: {changed} changed", *folded, ""]
     mapped = mapping_change(old, new)
     if mapped is not None:
         return [f"- {md.code(name)}: {md.code(mapped)}"]

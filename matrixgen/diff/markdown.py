@@ -82,6 +82,13 @@ def html(value: str) -> str:
     )
 
 
+def details(summary: str, body: Sequence[str], indent: str = "") -> list[str]:
+    """A folded block after a blank line: the summary (safe HTML) shown, the
+    body (safe Markdown) behind it, set apart by blank lines."""
+    opened = f"{indent}<details><summary>{summary}</summary>"
+    return ["", opened, "", *body, "", f"{indent}</details>"]
+
+
 def fence_lines(lines: Sequence[str], info: str = "", indent: str = "") -> list[str]:
     """A fenced code block holding the lines as they are (control characters, which
     CommonMark may read as line ends, shown as spaces)."""
