@@ -132,14 +132,8 @@ class _Problems:
     def done(self) -> tuple[Finding, ...]:
         for code, count in sorted(self.counts.items()):
             if count > PROBLEMS_PER_KIND:
-                more = count - PROBLEMS_PER_KIND
-                self.found.append(
-                    finding(
-                        Location(self.path),
-                        code,
-                        f"{self.side}: and {more} more problem(s) of this kind",
-                    )
-                )
+                more = f"{self.side}: and {count - PROBLEMS_PER_KIND} more problem(s) of this kind"
+                self.found.append(finding(Location(self.path), code, more))
         return tuple(self.found)
 
     def _locate(self, keys: Sequence[str]) -> tuple[int, int]:

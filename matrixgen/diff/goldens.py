@@ -197,8 +197,8 @@ def compare_goldens(
     return tuple(
         compare_series(
             name,
-            before.get(name) if old is not None and name in before else None,
-            after.get(name) if new is not None and name in after else None,
+            before.get(name),
+            after.get(name),
             gated=name in checked,
             spelled=new.spelled.get(name) if new is not None else None,
         )

@@ -36,8 +36,6 @@ def find_moves(diffs: Sequence[TargetDiff]) -> list[TargetDiff]:
                     options.append(
                         (_distance(d.target, diffs[i].target), order, index, job, i, other)
                     )
-    if not options:
-        return list(diffs)
     options.sort(key=lambda o: (o[0], o[1]))
     moved_out: dict[int, list[Moved]] = {}
     moved_in: dict[int, list[Moved]] = {}

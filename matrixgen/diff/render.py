@@ -93,10 +93,8 @@ def render_text(diff: SelectionDiff, *, notes: bool = True) -> str:
             for name, (old, new) in fields.items():
                 out.extend(f"      {line}" for line in _text_field(name, old, new))
         for q in t.quarantine:
-            if q.habit is not None:
-                out.append(f"  q {q.change} {job_label(q.job)}: {habit_text(q)}")
-                continue
-            out.append(f"  q {q.change} {job_label(q.job)}: {mark_text(q.mark)}{was_text(q)}")
+            said = habit_text(q) if q.habit is not None else f"{mark_text(q.mark)}{was_text(q)}"
+            out.append(f"  q {q.change} {job_label(q.job)}: {said}")
         for sign, word, moved in ((">", "to", t.moved_out), ("<", "from", t.moved_in)):
             for other, jobs_moved in moves_by_target(moved):
                 labels = ", ".join(job_label(j) for j in jobs_moved)
