@@ -1,15 +1,8 @@
 """The golden-values review of a diff: every golden-values file the branch
-adds, removes or changes, compared metric by metric (`diff.golden_read`, `diff.goldens`), with the
-jobs that read it, in the diff's text and its PR comment.
-
-Which files are golden values: those that fit a template (`{model}`,
-`{test_case}`, `{environment}`, `{platforms}`), from the top of the repository:
-
-- in a tree with a project config, its reference named `golden`
-  (`references.templates.golden`, below `references.root`); a config that
-  declares none has no review;
-- in a tree without one (Megatron-LM's), `MEGATRON_TEMPLATE`, Megatron-LM's
-  layout, with each case's `model_config.yaml` beside its files.
+adds, removes or changes, compared metric by metric (`diff.golden_read`,
+`diff.goldens`), with the jobs that read it. The files are those that fit a
+template (`golden_template`: the config's reference named `golden`, else
+Megatron-LM's layout, `MEGATRON_TEMPLATE`).
 
 Git says which of them differ (`Repository.changed_files`: a tree diff, or
 against the working tree git's own status, untracked files included): a file
@@ -30,10 +23,8 @@ reads every blob within the bound (the configs' too); linear in the changed
 files' size. Git's part (the tree diff, every blob asked) runs in a thread
 started as soon as the commits are known (`EarlyReview`), while the diff reads
 and expands the recipe trees: the thread only waits on git and takes its
-answers, leaving the interpreter to the loading. Once the sides are loaded the
-blobs are read and compared, and the jobs matched to the files, in the targets
-the diff resolved. Without that thread each blob is read as git hands it over,
-while git reads the next.
+answers, leaving the interpreter to the loading. Without that thread each
+blob is read as git hands it over, while git reads the next.
 """
 
 from __future__ import annotations

@@ -3,10 +3,6 @@ diff.comment) or JSON (diff.data, which documents its shape).
 
 All three are deterministic: targets in config order, then by system, scope,
 platform, environment; jobs by identity; no times or other run-dependent text.
-The markdown starts with a hidden marker (`MARKER`) so a bot can find its own
-comment and update it in place; every string in it is escaped for where it goes
-(`diff.markdown`); it stays under GitHub's comment size limit by cutting long
-lists (the JSON always has everything).
 """
 
 from __future__ import annotations
