@@ -224,14 +224,8 @@ def parse_rule(text: str) -> Rule:
             checks.append(cost[0])
             pos = cost[1]
             continue
-        found = _WORDED.match(body, pos)
-        if found is not None:
-            kind, op, count = found.groups()
-            checks.append(Check(kind, "" if op in (None, "=") else op, int(count)))
-            pos = found.end()
-            continue
-        match = _CHECK.match(body, pos)
-        if match is None:
+        found = _WORDED.match(body, pos) or _CHECK.match(body, pos)
+        if found is None:
             word = _WORD.match(body, pos)
             hint = did_you_mean(word.group(1), [COST, FINDINGS, *RUNNING]) if word else ""
             single = _SINGLE_EQUALS.match(body, pos)
@@ -244,8 +238,9 @@ def parse_rule(text: str) -> Rule:
                 "==, and a count; or cost, "
                 f"an optional operator and {_COST_FORM}; {_EXAMPLE}"
             )
-        checks.append(Check(match.group(1), match.group(2) or "", int(match.group(3))))
-        pos = match.end()
+        kind, op, count = found.groups()
+        checks.append(Check(kind, "" if op in (None, "=") else op, int(count)))
+        pos = found.end()
     kinds = [c.kind + c.op for c in checks]
     if len(set(kinds)) != len(kinds):
         raise UsageError(f'--expect "{text}": a check is given twice')
