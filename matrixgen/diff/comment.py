@@ -73,15 +73,12 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
     out = [MARKER, f"### matrixgen selection diff: {md.code(base)} → {head_text}", ""]
     summary = summary_data(diff)
     changed = [t for t in diff.targets if not t.unchanged or t.duplicates]
+    every = counted(summary["targets"], "target")
     if not changed:
-        out.append(
-            f"**No selection change** in any of the {counted(summary['targets'], 'target')}."
-        )
+        out.append(f"**No selection change** in any of the {every}.")
     else:
-        out.append(
-            f"**{summary_words(summary, ' · ', '−')}** in {summary['targets_changed']} of "
-            f"{counted(summary['targets'], 'target')}."
-        )
+        words = summary_words(summary, " · ", "−")
+        out.append(f"**{words}** in {summary['targets_changed']} of {every}.")
     moved = changed_pipelines(summary)
     if changed or moved:
         # The figures are the diff's own text; only the pipeline names come from the tree.

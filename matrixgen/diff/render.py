@@ -79,13 +79,10 @@ def render_text(diff: SelectionDiff, *, notes: bool = True) -> str:
             out.append(f"  ! {note}")
         for key, (old, new) in t.settings.items():
             out.append(f"  * target {key}: {show_value(old)} -> {show_value(new)}")
-        for job in t.added:
-            out.append(f"  + {job_label(job)}{_quarantine_suffix(job)}")
-        for job in t.removed:
-            out.append(f"  - {job_label(job)}{_quarantine_suffix(job)}")
+        for sign, listed in (("+", t.added), ("-", t.removed)):
+            out.extend(f"  {sign} {job_label(job)}{_quarantine_suffix(job)}" for job in listed)
         for fields, jobs_changed in field_groups(t.changed):
-            for job in jobs_changed:
-                out.append(f"  ~ {job_label(job)}")
+            out.extend(f"  ~ {job_label(job)}" for job in jobs_changed)
             for name, (old, new) in fields.items():
                 out.extend(f"      {line}" for line in _text_field(name, old, new))
         for q in t.quarantine:
@@ -100,13 +97,11 @@ def render_text(diff: SelectionDiff, *, notes: bool = True) -> str:
             out.append(f"  . duplicate definition {d.change} at {places}: {job_label(d.job)}")
     unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates]
     if unchanged:
-        out.append("")
-        out.append(f"unchanged ({len(unchanged)}): {', '.join(unchanged)}")
+        out += ["", f"unchanged ({len(unchanged)}): {', '.join(unchanged)}"]
     if diff.evidence:
         out += ["", "evidence (results store):"]
         out += [f"  {entry}: {line}" for entry, line in diff.evidence.items()]
-    for note in diff.notes if notes else ():
-        out.append(f"note: {note}")
+    out += [f"note: {note}" for note in diff.notes] if notes else []
     # Each entry is one line: a line break or control character inside a value
     # (a hostile test case) is shown escaped, never as a line of its own.
     text = "\n".join(terminal_line(line) for line in out) + "\n"
