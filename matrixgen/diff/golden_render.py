@@ -44,12 +44,8 @@ def metric_cell(metric: MetricChange | None) -> str:
 
 def largest(f: GoldenFile) -> tuple[MetricChange, float] | None:
     """The metric with the largest change at any one step (the first of equals)."""
-    best: tuple[MetricChange, float] | None = None
-    for m in f.metrics:
-        value = m.max_abs_rel_change_pct
-        if value is not None and (best is None or value > best[1]):
-            best = (m, value)
-    return best
+    measured = [(m, v) for m in f.metrics if (v := m.max_abs_rel_change_pct) is not None]
+    return max(measured, key=lambda item: item[1], default=None)
 
 
 def flags(f: GoldenFile, show: Callable[[str], str] = str) -> list[str]:

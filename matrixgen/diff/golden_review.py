@@ -204,8 +204,7 @@ def golden_review(
     base, head = sides
     shown = posixpath.join(root, template.template) if root else template.template
     base_commit = base.source.commit
-    if base_commit is None:  # the base is always a commit; a guard for callers
-        return GoldenReview(template=shown)
+    assert base_commit is not None  # the base is always a commit
     head_commit = head.source.commit
     found = early.take(chosen, base_commit, head_commit) if early is not None else None
     if found is None:  # each blob read into its values as git hands it over
@@ -216,13 +215,11 @@ def golden_review(
     matcher = TemplateMatcher.build(template, _known(base.generation, head.generation))
     fitted = []
     for item in found:
-        fields = matcher.fit(item.rel)
-        if fields is not None:  # always: known values change the split, not the fit
-            shown_fields = {ORPHAN_FIELDS[k]: v for k, v in fields.items() if k in ORPHAN_FIELDS}
-            fitted.append((item, shown_fields))
-    pairs = early.pairs if early is not None and early.pairs is not None else None
-    if pairs is None:
-        pairs = resolve_diff_targets(base.generation, head.generation)
+        fields = matcher.fit(item.rel) or {}  # it fits: known values change the split only
+        told = {ORPHAN_FIELDS[k]: v for k, v in fields.items() if k in ORPHAN_FIELDS}
+        fitted.append((item, told))
+    pairs = early.pairs if early is not None else None
+    pairs = pairs or resolve_diff_targets(base.generation, head.generation)
     cases = {fields.get("test_case") for _, fields in fitted}
     readers = {
         "base": _Readers(template, base.generation, [(p.shown.name, p.base) for p in pairs], cases),
@@ -305,8 +302,6 @@ class _Changed(NamedTuple):
 
     def finish(self) -> list[_Read]:
         """Each file read and compared (the sides not read yet are read now)."""
-        if not self.found:
-            return []
         olds, news, gating, compared = self.reading.finish()
         out = []
         for change, rel in self.found:
@@ -315,9 +310,8 @@ class _Changed(NamedTuple):
             old = olds.get(change.path) if change.status != "A" else None
             new = news.get(change.path) if change.status != "D" else None
             gate = gating[_gated_by(change)]
-            metrics = compared.get(change.path)
-            if metrics is None:  # a side read from disk, or not read at all
-                metrics = compare_goldens(old, new, gate.metrics)
+            # Compared now where a side was read from disk, or not read at all.
+            metrics = compared.get(change.path) or compare_goldens(old, new, gate.metrics)
             out.append(_Read(change, rel, old, new, gate, metrics))
         return out
 
