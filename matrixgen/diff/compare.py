@@ -95,8 +95,6 @@ from matrixgen.quarantine.apply import Selection
 from matrixgen.util.values import json_value
 from matrixgen.views.cost import Cost, jobs_cost
 
-# ---------------------------------------------------------------- emitting
-
 
 class SideIndex:
     """One side's targets as `generate` emits them."""
@@ -150,9 +148,6 @@ def _one_by_one(target: Target, chosen: Selection) -> EmittedTarget:
     kept = {id(j) for j in jobs}
     left_out = [*chosen.skipped, *(j for j in chosen.jobs if id(j) not in kept)]
     return EmittedTarget(target=target, jobs=tuple(out), skipped=skipped_jobs(left_out))
-
-
-# ---------------------------------------------------------------- comparing
 
 
 def diff_generations(

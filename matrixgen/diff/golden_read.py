@@ -58,9 +58,6 @@ LAYOUT = '{METRIC: {"start_step", "end_step", "step_interval", "values": {STEP: 
 Series = Mapping[int, Any]  # step -> its sample
 
 
-# ---------------------------------------------------------------- reading
-
-
 class GoldenValues(Struct, frozen=True, kw_only=True):
     """One side of a golden-values file, as far as it could be read."""
 
@@ -363,9 +360,6 @@ def _kind(value: object) -> str:
 
 def _short(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-# ---------------------------------------------------------------- gating
 
 
 class Gating(Struct, frozen=True, kw_only=True):

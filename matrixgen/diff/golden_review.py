@@ -88,9 +88,6 @@ MEGATRON_TEMPLATE = ReferenceTemplate(
 _LINK, _SUBMODULE = "120000", "160000"
 
 
-# ---------------------------------------------------------------- building
-
-
 def golden_template(configs: Sequence[ProjectConfig]) -> tuple[ReferenceTemplate, str] | None:
     """The golden template and its root, from each side's project config (base,
     head): the head's config decides (the base's when the head has none); no

@@ -47,9 +47,6 @@ CHANGED = "changed"
 UNCHANGED = "unchanged"
 
 
-# ---------------------------------------------------------------- comparing
-
-
 class MetricChange(Struct, frozen=True, kw_only=True):
     """What a change of a golden-values file does to one metric (see the module)."""
 
@@ -222,9 +219,6 @@ def pct(value: float, *, signed: bool = True) -> str:
         return f"{sign}{size:,.0f}%"
     digits = min(8, max(0, 2 - math.floor(math.log10(size))))
     return f"{sign}{size:.{digits}f}%"
-
-
-# ---------------------------------------------------------------- the review
 
 
 class GoldenJob(Struct, frozen=True, order=True):

@@ -42,11 +42,8 @@ def find_habits(
     sources: tuple[TreeSource, TreeSource] | None,
     cache: PipelineCache | None,
 ) -> list[TargetDiff]:
-    """Removed jobs that upstream's habits took out, and added ones they brought
-    back, as quarantine changes (migrate's notion of a habit): a job that leaves
-    a target while its row now sits in one of that scope's habit scopes
-    (`mr` -> `mr-broken`), or is now commented out with a tracker in the
-    comment, is quarantined; the reverse is lifted."""
+    """The diffs with the removed jobs upstream's habits took out, and the added
+    ones they brought back, as quarantine changes (see the module)."""
     from msgspec.structs import replace as _replace
 
     gens = (base, head)
