@@ -169,19 +169,13 @@ def diff_generations(
     if pairs is None:
         pairs = resolve_diff_targets(base, head, values=values, holding_pen=holding_pen)
     empty = _empty_targets(pairs, base, head)
-    base_index, head_index = (
-        SideIndex(f"base {base_ref[:12]}", base),
-        SideIndex(f"head {head_ref[:12]}", head),
-    )
+    base_index = SideIndex(f"base {base_ref[:12]}", base)
+    head_index = SideIndex(f"head {head_ref[:12]}", head)
     diffs = [diff_target(pair, base_index, head_index) for pair in pairs]
     # Configured targets in config order (head's, then the base's), as every
     # command lists them; others (given as key=value, or implied) after, by selector.
-    written = {
-        n: i
-        for i, n in enumerate(
-            dict.fromkeys(t.name for t in (*head.tree.config.targets, *base.tree.config.targets))
-        )
-    }
+    configured = (*head.tree.config.targets, *base.tree.config.targets)
+    written = {n: i for i, n in enumerate(dict.fromkeys(t.name for t in configured))}
     diffs.sort(key=lambda d: (written.get(d.target.name, len(written)), target_order(d.target)))
     if any(d.added or d.removed for d in diffs):
         diffs = find_moves(find_habits(diffs, base, head, sources, cache))

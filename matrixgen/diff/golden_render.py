@@ -52,24 +52,16 @@ def flags(f: GoldenFile, show: Callable[[str], str] = str) -> list[str]:
     """What a reviewer must look at in a file: missing and non-finite samples,
     changes of metrics the test does not check, problems. `show` writes a
     metric name (code in Markdown)."""
-    out = []
-    missing = [m for m in f.metrics if m.steps_removed]
-    if missing:
-        out.append("missing: " + ", ".join(f"{show(m.name)} ({m.steps_removed})" for m in missing))
-    nonfinite = [m for m in f.metrics if m.non_finite_new]
-    if nonfinite:
-        out.append(
-            "non-finite: " + ", ".join(f"{show(m.name)} ({m.non_finite_new})" for m in nonfinite)
-        )
-    ungated = [m for m in f.metrics if not m.gated and m.status != UNCHANGED]
-    if ungated:
-        out.append("ungated change: " + ", ".join(show(m.name) for m in ungated))
+    metrics = f.metrics
+    listed = {
+        "missing": [f"{show(m.name)} ({m.steps_removed})" for m in metrics if m.steps_removed],
+        "non-finite": [f"{show(m.name)} ({m.non_finite_new})" for m in metrics if m.non_finite_new],
+        "ungated change": [show(m.name) for m in metrics if not m.gated and m.status != UNCHANGED],
+    }
+    out = [f"{label}: {', '.join(names)}" for label, names in listed.items() if names]
+    out += [] if f.compared else ["not compared"]
     errors = sum(p.severity is Severity.ERROR for p in f.problems)
-    if not f.compared:
-        out.append("not compared")
-    if errors:
-        out.append(counted(errors, "problem"))
-    return out
+    return out + ([counted(errors, "problem")] if errors else [])
 
 
 def readers_cell(f: GoldenFile) -> str:

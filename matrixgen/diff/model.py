@@ -152,15 +152,8 @@ class TargetDiff(Struct, frozen=True):
     @property
     def unchanged(self) -> bool:
         """Nothing CI receives changes (a duplicate row added or removed is a note)."""
-        return not (
-            self.added
-            or self.removed
-            or self.changed
-            or self.quarantine
-            or self.settings
-            or self.moved_out
-            or self.moved_in
-        )
+        jobs = (self.added, self.removed, self.changed, self.quarantine, self.moved_out)
+        return not any((*jobs, self.moved_in, self.settings))
 
     def running_changes(self) -> tuple[tuple[Job, ...], tuple[Job, ...]]:
         """The jobs that start running in the target (run at head and not at
