@@ -843,3 +843,26 @@ def test_a_removed_job_moves_to_the_closest_target_it_arrives_in() -> None:
         "gitlab-mr-dgx_a100-dev": ([], ["gitlab-mr-dgx_h100-dev"], 0),
         "gitlab-mr-slim-dgx_gb200-dev": ([], [], 1),
     }
+
+
+def test_a_job_changed_on_its_way_to_another_target_is_no_move() -> None:
+    """A move keeps all but the renamed scope, platform or environment: a job
+    whose env, args or node count changes as well is removed and added."""
+
+    def tree(platform: str, **spec: Any) -> dict[str, Any]:
+        products = [{"environment": ["dev"], "scope": ["mr"], "platforms": [platform]}]
+        return {
+            "gpt.yaml": {
+                "type": "basic",
+                "format_version": 1,
+                "spec": {"name": "{test_case}", "model": "gpt", "script": "run", **spec},
+                "products": [{"test_case": ["x"], "products": products}],
+            }
+        }
+
+    moved = by_name(diff(tree("dgx_h100"), tree("dgx_a100")))["gitlab-mr-dgx_a100-dev"]
+    assert [m.target for m in moved.moved_in] == ["gitlab-mr-dgx_h100-dev"]
+    for change in ({"env": {"A": "1"}}, {"args": ["--fast"]}, {"nodes": 2}):
+        arrived = by_name(diff(tree("dgx_h100"), tree("dgx_a100", **change)))
+        assert not arrived["gitlab-mr-dgx_a100-dev"].moved_in, change
+        assert cases(arrived["gitlab-mr-dgx_a100-dev"].added) == ["x"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from operator import attrgetter
 
 from matrixgen.diff.model import Moved, TargetDiff, target_order
 from matrixgen.model.jobs import Job, Target
@@ -63,8 +64,11 @@ def find_moves(diffs: Sequence[TargetDiff]) -> list[TargetDiff]:
     return out
 
 
-# The fields a rename of a target's scope, platform or environment changes.
+# The fields a rename of a target's scope, platform or environment changes, and
+# the job's own fields a move keeps.
 _RENAMED = frozenset({"scope", "platforms", "environment"})
+_KEPT = attrgetter("model", "test_case", "n_repeat", "time_limit", "nodes", "gpus")
+_KEPT_TOO = attrgetter("allow_failure", "env", "args", "quarantine")
 
 
 def _move_key(job: Job) -> tuple:
@@ -73,20 +77,7 @@ def _move_key(job: Job) -> tuple:
     spec = json.dumps(
         {k: v for k, v in job.spec.items() if k not in _RENAMED}, sort_keys=True, default=str
     )
-    return (
-        job.model,
-        job.test_case,
-        job.tag or "",
-        job.n_repeat,
-        job.time_limit,
-        job.nodes,
-        job.gpus,
-        job.allow_failure,
-        job.env,
-        job.args,
-        job.quarantine,
-        spec,
-    )
+    return (*_KEPT(job), *_KEPT_TOO(job), job.tag or "", spec)
 
 
 def _distance(a: Target, b: Target) -> int:
