@@ -256,17 +256,10 @@ class Repository:
             return TreeSource(revision=WORKTREE, commit=None, path=path, present=False)
         if not directory.is_dir():
             raise GitError(f'"{path}" is a file, not a directory, in the working tree')
-        files = read_directory(directory)
-        fmt = self.object_format
-        blobs = {rel: blob_id(data, fmt) for rel, data in sorted(files.items())}
+        files = dict(sorted(read_directory(directory).items()))
+        blobs = {rel: blob_id(data, self.object_format) for rel, data in files.items()}
         self._blobs.update((blobs[rel], data) for rel, data in files.items())
-        return TreeSource(
-            revision=WORKTREE,
-            commit=None,
-            path=path,
-            files=dict(sorted(files.items())),
-            blob_ids=blobs,
-        )
+        return TreeSource(revision=WORKTREE, commit=None, path=path, files=files, blob_ids=blobs)
 
     def list_paths(self, revision: str, path: str) -> list[str] | None:
         """Every file below `path` (relative to the top) in a commit, as paths
