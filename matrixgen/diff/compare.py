@@ -113,9 +113,8 @@ class SideIndex:
         """The target's emitted jobs (None: the target does not exist on this side)."""
         if target is None:
             return None
-        config = self.generation.tree.config
         try:
-            return emitted_target(target, chosen, config)[0]
+            return emitted_target(target, chosen, self.generation.tree.config)[0]
         except ConfigError as exc:
             exc.message = f"{self.name}: {exc.message}"
             raise

@@ -30,10 +30,7 @@ SHORT_DIFF_LINES = 12  # a longer diff of a multi-line field is folded in Markdo
 
 def job_label(job: Job) -> str:
     """`model/test_case [tag]`: platform and environment are the target's."""
-    text = f"{job.model}/{job.test_case}"
-    if job.tag:
-        text += f" [{job.tag}]"
-    return text
+    return f"{job.model}/{job.test_case}" + (f" [{job.tag}]" if job.tag else "")
 
 
 def show_value(value: Any) -> str:
@@ -143,15 +140,13 @@ def tracker_md(tracker: str) -> str:
     """Each tracker of a mark (entries combine theirs with ", ") as a link where it
     is a plain http(s) URL; `#N` stays as it is, for GitHub to link in the PR's
     repository; anything else is escaped text."""
-    parts = []
-    for ref in tracker.split(", "):
+
+    def one(ref: str) -> str:
         if md.safe_url(ref):
-            parts.append(md.link(_short_tracker(ref), ref))
-        elif whole(_ISSUE_REF, ref):
-            parts.append(ref)
-        else:
-            parts.append(md.text(ref))
-    return ", ".join(parts)
+            return md.link(_short_tracker(ref), ref)
+        return ref if whole(_ISSUE_REF, ref) else md.text(ref)
+
+    return ", ".join(map(one, tracker.split(", ")))
 
 
 def _short_tracker(tracker: str) -> str:

@@ -121,9 +121,7 @@ def _text_field(name: str, old: Any, new: Any) -> list[str]:
 
 
 def _quarantine_suffix(job: Job) -> str:
-    if job.quarantine is None:
-        return ""
-    return f" (quarantined: {mark_text(job.quarantine)})"
+    return "" if job.quarantine is None else f" (quarantined: {mark_text(job.quarantine)})"
 
 
 def render(diff: SelectionDiff, fmt: str, *, notes: bool = True) -> str:
