@@ -294,19 +294,16 @@ class Repository:
         spec = ["--", f":(literal){path}"] if path else []
         common = ["-r", "-z", "--raw", "--no-renames", "--no-ext-diff", "--no-textconv"]
         if head is not None:
-            listed = ["-t"] if trees is not None else []
-            changes = _path_changes(self.git(["diff-tree", *common, *listed, base, head, *spec]))
-            if trees is None:
-                return changes
+            changes = _path_changes(self.git(["diff-tree", *common, "-t", base, head, *spec]))
             files = []
             for change in changes:
-                if _MODE_TREE in (change.old_mode, change.new_mode):
+                if _MODE_TREE not in (change.old_mode, change.new_mode):
+                    files.append(change)
+                elif trees is not None:
                     trees[change.path] = (
                         change.old if change.old_mode == _MODE_TREE else None,
                         change.new if change.new_mode == _MODE_TREE else None,
                     )
-                else:
-                    files.append(change)
             return files
         changes = _path_changes(self.git(["diff", *common, base, *spec]))
         known = {c.path for c in changes}
