@@ -299,7 +299,9 @@ class _Changed(NamedTuple):
 
     def finish(self) -> list[_Read]:
         """Each file read and compared (the sides not read yet are read now)."""
-        olds, news, gating, compared = self.reading.finish()
+        reading = self.reading
+        reading.finish()
+        olds, news, gating, compared = reading.olds, reading.news, reading.gating, reading.compared
         out = []
         for change, rel in self.found:
             if change.status != "D" and change.path not in news:
@@ -471,14 +473,7 @@ class _Reading:
         new = self.news.get(c.path) if c.status != "D" else None
         self.compared[c.path] = compare_goldens(old, new, gate.metrics)
 
-    def finish(
-        self,
-    ) -> tuple[
-        dict[str, GoldenValues],
-        dict[str, GoldenValues],
-        dict[tuple[str, str], Gating],
-        dict[str, tuple[MetricChange, ...]],
-    ]:
+    def finish(self) -> None:
         """Every side and gating not read as it came read now, what git could
         not give said, and the working tree's side read from disk."""
         olds, news, gating = self.olds, self.news, self.gating
@@ -513,7 +508,6 @@ class _Reading:
             for side, directory in self.configs:
                 if side == "head":
                     gating[(side, directory)] = _worktree_gating(self.repo, directory)
-        return olds, news, gating, self.compared
 
 
 def _line_break(path: str) -> bool:
