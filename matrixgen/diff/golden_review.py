@@ -132,7 +132,7 @@ class EarlyReview:
         self.pairs: list[TargetPair] | None = None
         self._thread: threading.Thread | None = None
         self._key: tuple[tuple[ReferenceTemplate, str], str, str | None] | None = None
-        self._fetched: _Changed | None = None
+        self._fetched: _Reading | None = None
         self._error: BaseException | None = None
         self._interval: float | None = None
 
@@ -250,7 +250,7 @@ def _fetch_changed(
     base_commit: str,
     head_commit: str | None,
     as_it_comes: bool,
-) -> _Changed:
+) -> _Reading:
     """Every file that fits the template and differs between the commits
     (head None: the working tree): git's tree diff, and every blob asked.
     `as_it_comes`: each blob is also read into its values as it comes (else
@@ -277,42 +277,10 @@ def _fetch_changed(
         rel = _below(change.path, root)
         if rel is not None and matcher.fit(rel) is not None:
             found.append((change, rel))
-    reading = _Reading(
-        repo,
-        base_commit,
-        head_commit,
-        [c for c, _ in found],
-        sorted({_gated_by(c) for c, _ in found}),
-        known,
-        trees,
-    )
+    reading = _Reading(repo, base_commit, head_commit, found, known, trees)
     if found:
         reading.fetch(as_it_comes=as_it_comes)
-    return _Changed(found, reading)
-
-
-class _Changed(NamedTuple):
-    """The files a diff changes that fit the template, and their reading."""
-
-    found: list[tuple[PathChange, str]]  # each change, and its path below the root
-    reading: _Reading
-
-    def finish(self) -> list[_Read]:
-        """Each file read and compared (the sides not read yet are read now)."""
-        reading = self.reading
-        reading.finish()
-        olds, news, gating, compared = reading.olds, reading.news, reading.gating, reading.compared
-        out = []
-        for change, rel in self.found:
-            if change.status != "D" and change.path not in news:
-                continue  # the working tree holds what the base holds: git saw its time only
-            old = olds.get(change.path) if change.status != "A" else None
-            new = news.get(change.path) if change.status != "D" else None
-            gate = gating[_gated_by(change)]
-            # Compared now where a side was read from disk, or not read at all.
-            metrics = compared.get(change.path) or compare_goldens(old, new, gate.metrics)
-            out.append(_Read(change, rel, old, new, gate, metrics))
-        return out
+    return reading
 
 
 def _gated_by(change: PathChange) -> tuple[str, str]:
@@ -407,12 +375,15 @@ class _Reading:
         repo: Repository,
         base: str,
         head: str | None,
-        changes: Sequence[PathChange],
-        configs: Sequence[tuple[str, str]],
+        found: list[tuple[PathChange, str]],
         known: Mapping[tuple[str, str], str],
         trees: Mapping[str, tuple[str | None, str | None]],
     ) -> None:
-        self.repo, self.head, self.changes, self.configs = repo, head, changes, configs
+        """`found`: each change of a file that fits the template, and its path
+        below the template's root."""
+        self.repo, self.head, self.found = repo, head, found
+        self.changes = changes = [c for c, _ in found]
+        self.configs = configs = sorted({_gated_by(c) for c in changes})
         # (side, path, name to ask git, mode)
         self.wanted: list[tuple[str, str, str, str]] = []
         for side, directory in configs:
@@ -473,9 +444,10 @@ class _Reading:
         new = self.news.get(c.path) if c.status != "D" else None
         self.compared[c.path] = compare_goldens(old, new, gate.metrics)
 
-    def finish(self) -> None:
-        """Every side and gating not read as it came read now, what git could
-        not give said, and the working tree's side read from disk."""
+    def finish(self) -> list[_Read]:
+        """Each file read and compared: every side and gating not read as it
+        came read now, what git could not give said, and the working tree's
+        side read from disk."""
         olds, news, gating = self.olds, self.news, self.gating
         for side, path, name, mode in self.wanted:
             found = self.blobs.get(name) if name else None
@@ -508,6 +480,17 @@ class _Reading:
             for side, directory in self.configs:
                 if side == "head":
                     gating[(side, directory)] = _worktree_gating(self.repo, directory)
+        out = []
+        for change, rel in self.found:
+            if change.status != "D" and change.path not in news:
+                continue  # the working tree holds what the base holds: git saw its time only
+            old = olds.get(change.path) if change.status != "A" else None
+            new = news.get(change.path) if change.status != "D" else None
+            gate = gating[_gated_by(change)]
+            # Compared now where a side was read from disk, or not read at all.
+            metrics = self.compared.get(change.path) or compare_goldens(old, new, gate.metrics)
+            out.append(_Read(change, rel, old, new, gate, metrics))
+        return out
 
 
 def _line_break(path: str) -> bool:
