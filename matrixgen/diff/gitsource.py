@@ -269,12 +269,9 @@ class Repository:
         if kind != "tree":
             return None
         listing = self.git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", spec])
-        paths = []
-        for entry in listing.split(b"\0"):
-            meta, _, raw_name = entry.partition(b"\t")
-            if raw_name and meta.split(b" ")[1:2] == [b"blob"]:
-                paths.append(raw_name.decode("utf-8", "surrogateescape"))
-        return paths
+        entries = (entry.partition(b"\t") for entry in listing.split(b"\0"))
+        blobs = [name for meta, _, name in entries if name and meta.split(b" ")[1:2] == [b"blob"]]
+        return [name.decode("utf-8", "surrogateescape") for name in blobs]
 
     def changed_files(
         self,

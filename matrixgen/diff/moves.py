@@ -47,21 +47,16 @@ def find_moves(diffs: Sequence[TargetDiff]) -> list[TargetDiff]:
         taken.update((id(job), id(other)))
         moved_out.setdefault(index, []).append(Moved(job, diffs[i].target.name))
         moved_in.setdefault(i, []).append(Moved(other, diffs[index].target.name))
-    out = []
-    for index, d in enumerate(diffs):
-        if index not in moved_out and index not in moved_in:
-            out.append(d)
-            continue
-        out.append(
-            _replace(
-                d,
-                removed=tuple(j for j in d.removed if id(j) not in taken),
-                added=tuple(j for j in d.added if id(j) not in taken),
-                moved_out=tuple(sorted(moved_out.get(index, ()), key=lambda m: m.job.sort_key())),
-                moved_in=tuple(sorted(moved_in.get(index, ()), key=lambda m: m.job.sort_key())),
-            )
+    return [
+        _replace(
+            d,
+            removed=tuple(j for j in d.removed if id(j) not in taken),
+            added=tuple(j for j in d.added if id(j) not in taken),
+            moved_out=tuple(sorted(moved_out.get(index, ()), key=lambda m: m.job.sort_key())),
+            moved_in=tuple(sorted(moved_in.get(index, ()), key=lambda m: m.job.sort_key())),
         )
-    return out
+        for index, d in enumerate(diffs)
+    ]
 
 
 # The fields a rename of a target's scope, platform or environment changes, and
