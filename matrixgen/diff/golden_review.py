@@ -297,15 +297,11 @@ def _below(path: str, root: str) -> str | None:
 
 def _known(*generations: Generation) -> dict[str, set[str]]:
     """The values the jobs use, so a file name splits as they would render it."""
-    jobs = {id(g.jobs): g.jobs for g in generations}.values()  # both sides may share them
-    platforms = {j.platform for side in jobs for j in side}
-    return {
-        "model": {j.model for side in jobs for j in side},
-        "test_case": {j.test_case for side in jobs for j in side},
-        "environment": {j.environment for side in jobs for j in side},
-        "platforms": platforms,
-        "platform": platforms,
-    }
+    sides = {id(g.jobs): g.jobs for g in generations}.values()  # both sides may share them
+    jobs = [j for side in sides for j in side]
+    names = ("model", "test_case", "environment", "platform")
+    known = {k: {getattr(j, k) for j in jobs} for k in names}
+    return {**known, "platforms": known["platform"]}
 
 
 class _Readers:
