@@ -156,15 +156,6 @@ def _finding_md(finding: Finding) -> str:
     )
 
 
-def _habit_summary(diff: SelectionDiff) -> list[str]:
-    return [
-        f"- **{md.text(change)}** {text}: {_reach(jobs, targets)}"
-        for (change, text), (jobs, targets) in _grouped(
-            diff, lambda q: (q.change, habit_text(q, markdown=True)), habits=True
-        )
-    ]
-
-
 def _grouped(
     diff: SelectionDiff, key: Callable[[QuarantineChange], tuple], *, habits: bool
 ) -> list[tuple[tuple, tuple[set, list[str]]]]:
@@ -212,7 +203,10 @@ def _tracker_summary(diff: SelectionDiff) -> list[str]:
             f"{md.text(kind)}, entry {md.code(entry)}): {_reach(jobs, targets)}"
             + _evidence_md(mark, evidence)
         )
-    return lines + _habit_summary(diff)
+    habits = _grouped(diff, lambda q: (q.change, habit_text(q, markdown=True)), habits=True)
+    for (change, text), (jobs, targets) in habits:
+        lines.append(f"- **{md.text(change)}** {text}: {_reach(jobs, targets)}")
+    return lines
 
 
 def _evidence_md(mark: QuarantineMark, evidence: Mapping[str, str]) -> str:
