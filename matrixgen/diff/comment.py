@@ -268,9 +268,7 @@ def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, 
 
 def _md_job_facts(job: Job, evidence: Mapping[str, str]) -> str:
     facts = [f"cadence {','.join(job.cadence)}", f"n_repeat {job.n_repeat}"]
-    facts.append(f"time_limit {job.time_limit}s")
-    if job.allow_failure:
-        facts.append("allow_failure")
+    facts += [f"time_limit {job.time_limit}s", *(["allow_failure"] if job.allow_failure else [])]
     text = " — " + md.text(", ".join(facts))
     if job.quarantine is not None:
         text += f"; quarantined: {mark_text(job.quarantine, markdown=True)}"

@@ -24,6 +24,7 @@ import hashlib
 import os
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
 
 from msgspec import Struct, field
@@ -89,7 +90,6 @@ class Repository:
 
     def __init__(self, top: Path) -> None:
         self.top = top
-        self._object_format: str | None = None
         # Blob contents by id, read from git or the working tree: a file that two
         # sides hold unchanged is read once.
         self._blobs: dict[str, bytes] = {}
@@ -117,13 +117,11 @@ class Repository:
             raise GitError(f"git {args[0]} failed: {detail}")
         return result.stdout
 
-    @property
+    @cached_property
     def object_format(self) -> str:
-        if self._object_format is None:
-            out = _run_git(["rev-parse", "--show-object-format"], cwd=self.top)
-            text = out.stdout.decode().strip()
-            self._object_format = text if out.returncode == 0 and text else "sha1"
-        return self._object_format
+        out = _run_git(["rev-parse", "--show-object-format"], cwd=self.top)
+        text = out.stdout.decode().strip()
+        return text if out.returncode == 0 and text else "sha1"
 
     def resolve(self, revision: str) -> str:
         """The full id of the commit a revision names; GitError when there is none."""
@@ -334,14 +332,12 @@ class Repository:
         each: Callable[[str, bytes], None] | None = None,
     ) -> dict[str, tuple[str, int, bytes | None] | None]:
         """Each blob (named by id, or as `COMMIT:PATH`) with its id, size and
-        bytes, the bytes only when it is at most `limit` bytes (a larger one is
-        never read); None where no blob is there, and for a name holding a line
-        break (it cannot be asked for). One `git cat-file --batch-command`
-        process asks every size, then reads the small ones; a git without that
-        command (before 2.36) gets one `--batch-check` and one `--batch`.
-        `each(name, bytes)` is called for every name read, as its blob comes
-        (the blobs in the order their first names are asked, each to all its
-        names): the caller's work on one blob runs while git reads the next."""
+        bytes, the bytes only within `limit` (a larger blob is never read); None
+        as `blob_info` says. One `git cat-file --batch-command` process asks
+        every size, then reads the small ones (a git before 2.36: one
+        `--batch-check` and one `--batch`). `each(name, bytes)` is called for
+        every name read, as its blob comes: the caller's work on one blob runs
+        while git reads the next."""
         asked = [n for n in dict.fromkeys(names) if n and "\n" not in n and "\r" not in n]
         out: dict[str, tuple[str, int, bytes | None] | None] = dict.fromkeys(names)
         if not asked:
