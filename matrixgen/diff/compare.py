@@ -272,10 +272,8 @@ def compare_emitted(
     workloads: bool = False,
 ) -> TargetDiff:
     """Compare what two sides emit for one target (None: the target is absent);
-    `configs` (base, head) price each side's running jobs (no cost without them).
-    `workloads`: the target's launcher reloads the recipe at run time
-    (engine.workload), so a running job also changes where its resolved
-    workload does (`workload.FIELD`), its pipeline content unchanged or not."""
+    `configs` (base, head) price each side's running jobs (no cost without them);
+    `workloads`: the launcher reloads the recipe (see the module)."""
     olds: dict[JobId, EmittedJob] = old.by_identity() if old is not None else {}
     news: dict[JobId, EmittedJob] = new.by_identity() if new is not None else {}
     added: list[Job] = []

@@ -428,7 +428,8 @@ def require(outcomes: Sequence[Verdict], diff: SelectionDiff) -> None:
     if not bad:
         return
     lines = []
-    places = sorted({_place(t.target) for t in diff.targets})
+    targets = [t.target for t in diff.targets]
+    places = sorted({f"{t.system.value}/{t.selector.scope or '*'}" for t in targets})
     unmatched = [o for o in bad if isinstance(o, Outcome) and not o.targets]
     for o in bad:
         line = str(o)
@@ -438,7 +439,3 @@ def require(outcomes: Sequence[Verdict], diff: SelectionDiff) -> None:
     if unmatched:
         lines.append(f"system/scope of the targets of this diff: {', '.join(places) or 'none'}")
     raise ExpectationError(f"{len(bad)} of {len(outcomes)} expectation(s) failed:", details=lines)
-
-
-def _place(target: Target) -> str:
-    return f"{target.system.value}/{target.selector.scope or '*'}"

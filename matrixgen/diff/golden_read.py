@@ -15,9 +15,6 @@ read, as Python's json does), a sample that is a list, object or boolean
 PROBLEMS_PER_KIND times per file (then one line counts the rest), each placed
 at its line and column when the file spells its keys plainly.
 
-Gated: the metrics listed in the case's model_config.yaml's `METRICS`, else
-"lm loss" and "num-zeros" (as Megatron-LM's regular-pipeline test reads it).
-
 Cost: linear in the file's size; msgspec decodes a file of the training
 layout in C, straight into it (`_fast`), and the standard library's reader,
 with a Python hook per object, reads only what that decode is not sure of.
@@ -42,7 +39,8 @@ from matrixgen.util.jsontext import JSON_MAX_DEPTH, JsonInputError, load_bounded
 # before it is read.
 GOLDEN_MAX_BYTES = 16 * 1024 * 1024
 GOLDEN_MAX_DEPTH = JSON_MAX_DEPTH
-# What the test checks when model_config.yaml names no METRICS.
+# What the test checks when model_config.yaml names no METRICS (as Megatron-LM's
+# regular-pipeline test reads it).
 DEFAULT_GATED = ("lm loss", "num-zeros")
 CONFIG_NAME = "model_config.yaml"
 PROBLEMS_PER_KIND = 10

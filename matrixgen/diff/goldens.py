@@ -109,12 +109,7 @@ def compare_series(
         changes = {s: changes[s] for s in pcts}
     largest = max(pcts.values(), default=None)
     step = min((s for s, p in pcts.items() if p == largest), default=None)
-    if old is None:
-        status = ADDED
-    elif new is None:
-        status = REMOVED
-    else:
-        status = CHANGED if differs else UNCHANGED
+    status = ADDED if old is None else REMOVED if new is None else CHANGED if differs else UNCHANGED
     return MetricChange(
         name=name,
         gated=gated,

@@ -161,10 +161,9 @@ def diff_revisions(
     early: EarlyReview | None = None,
 ) -> tuple[SelectionDiff, list[Side]]:
     """The selection diff between two revisions (head None: the working tree).
-    With `early`, the golden-values review's reading starts as soon as the
-    commits are known (its template guessed from the working tree: a tree
-    without a project config there, Megatron-LM's layout), else once the
-    trees are read (from their configs), and is given the targets compared."""
+    With `early`, the golden-values review's reading starts as soon as its
+    template is known (`_start_early`, else from the trees' configs), and it
+    is given the targets compared."""
     cache = cache if cache is not None else PipelineCache()
     if early is not None:
         _start_early(early, repo, path, base, head)
