@@ -125,10 +125,8 @@ def _habit_of(
             continue
         if any(j.scope == where for j in parked[1 - side].get(job.identity, ())):
             continue
-        comment, tracker = "", None
         text = texts.get(habit_job.recipe)
-        if text is not None:
-            comment, tracker = row_comment(text, habit_job.source.line)
+        comment, tracker = row_comment(text, habit_job.source.line) if text else ("", None)
         return Habit(scope=habit_job.shown_scope, comment=comment or None, tracker=tracker)
     found = restored.get((job.identity, job.scope))
     if found is not None:
