@@ -114,9 +114,7 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
         items = [f"- added: {_finding_md(f)}" for f in diff.findings_added]
         items += [f"- removed: {_finding_md(f)}" for f in diff.findings_removed]
         out += _capped(items)
-    if diff.notes:
-        out.append("")
-        out += [f"> ⚠️ {md.text(note)}" for note in diff.notes]
+    out += ["", *(f"> ⚠️ {md.text(note)}" for note in diff.notes)] if diff.notes else []
     out += golden_markdown(diff.goldens, rows=COMMENT_ROWS if details else SHORT_COMMENT_ROWS)
     if changed and details:
         for t in changed:
