@@ -135,14 +135,7 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
     if vocabulary is not None:
         # In the order the config writes them: every command lists targets so.
         targets = tuple(_target(name, spec, config, findings) for name, spec in doc.targets.items())
-        decisions = parse_decisions(
-            doc.decisions,
-            scopes=vocabulary.scopes,
-            environments=vocabulary.environments,
-            cadences=vocabulary.cadences,
-            locate=config.locate,
-            findings=findings,
-        )
+        decisions = parse_decisions(doc.decisions, vocabulary, config.locate, findings)
     references = _references(doc.references, config, targets, findings)
     triage = parse_triage(doc.triage, config.locate, findings)
     if findings.errors:
