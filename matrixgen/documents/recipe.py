@@ -171,11 +171,8 @@ class _Reader(FileFindings):
 
     def taken(self) -> tuple[Finding, ...]:
         """The findings so far, handed to the value they belong to."""
-        items = self.findings.items
-        if not items:  # the common case: nothing to hand over
-            return ()
-        found = tuple(items)
-        items.clear()
+        found = tuple(self.findings.items)
+        self.findings.items.clear()
         return found
 
     def document(self) -> RecipeDoc:
