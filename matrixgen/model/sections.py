@@ -1,9 +1,6 @@
-"""The building blocks of the documents' declarations: the schema patterns
-(`whole`, `NON_BLANK`), the word types keys take, `Section` (a mapping whose
-keys are its fields) and `SystemSettings` (what every CI system's targets
-take). The config (`documents.config_sections`) and each system's settings (its
-home's `settings` part) are made of them; they sit with the values because a
-target (`model.jobs.Target`) carries its system's settings.
+"""The building blocks of the documents' declarations: schema patterns, word
+types, `Section` and `SystemSettings`. They sit with the values because a target
+(`model.jobs.Target`) carries its system's settings.
 """
 
 # Annotations are evaluated where they are written (no `from __future__ import
