@@ -93,23 +93,17 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
         # is not even shaped like one: say where, don't crash.
         text = self.construct_scalar(node)
         if self.timestamp_regexp.match(text) is None:  # prefix: PyYAML's own test
-            raise yaml.constructor.ConstructorError(
-                None, None, f'"{_shown(text)}" is not a date', node.start_mark
-            )
+            raise _refused(node, f'"{_shown(text)}" is not a date')
         try:
             return super().construct_yaml_timestamp(node)
         except ValueError as exc:
-            raise yaml.constructor.ConstructorError(
-                None, None, f'"{node.value}" is not a valid date ({exc})', node.start_mark
-            ) from None
+            raise _refused(node, f'"{node.value}" is not a valid date ({exc})') from None
 
     def construct_yaml_bool(self, node: yaml.ScalarNode) -> Any:
         # Only `!!bool x` gets here with a text that is not a boolean.
         text = self.construct_scalar(node)
         if text.lower() not in self.bool_values:
-            raise yaml.constructor.ConstructorError(
-                None, None, f'"{_shown(text)}" is not a boolean (true or false)', node.start_mark
-            )
+            raise _refused(node, f'"{_shown(text)}" is not a boolean (true or false)')
         return super().construct_yaml_bool(node)
 
     def construct_yaml_float(self, node: yaml.ScalarNode) -> Any:
@@ -117,9 +111,7 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
         try:
             return super().construct_yaml_float(node)
         except ValueError:
-            raise yaml.constructor.ConstructorError(
-                None, None, f'"{_shown(node.value)}" is not a number', node.start_mark
-            ) from None
+            raise _refused(node, f'"{_shown(node.value)}" is not a number') from None
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> Any:
         # Past 4,300 digits Python refuses to read (or print) an int at all, and
@@ -129,13 +121,12 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
         except ValueError:
             value = None
         if value is None or not -(2**63) <= value < 2**63:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"the number {_shown(node.value)} does not fit in 64 bits",
-                node.start_mark,
-            )
+            raise _refused(node, f"the number {_shown(node.value)} does not fit in 64 bits")
         return value
+
+
+def _refused(node: yaml.Node, problem: str) -> yaml.constructor.ConstructorError:
+    return yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
 
 
 def _shown(text: str) -> str:
@@ -161,12 +152,10 @@ class _NulRefusingLoader(_Loader):
     def construct_yaml_str(self, node: yaml.ScalarNode) -> Any:
         value = super().construct_yaml_str(node)
         if "\x00" in value:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
+            raise _refused(
+                node,
                 "the string holds a NUL character (\\0), which no shell argument, "
                 "environment variable or CI job name can carry",
-                node.start_mark,
             )
         return value
 
