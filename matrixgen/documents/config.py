@@ -168,9 +168,7 @@ def _references(
                 f'reference "{name}": {problem}',
             )
         templates.append(ReferenceTemplate(name, template))
-    root = raw.root
-    problem = root_problem(root)
-    root = root.rstrip("/")
+    problem = root_problem(raw.root)
     if problem is not None:
         findings.add(config.locate(["references", "root"]), "config-references", problem)
     names = [t.name for t in targets]
@@ -184,7 +182,7 @@ def _references(
             )
     return ReferenceSettings(
         templates=tuple(templates),
-        root=root,
+        root=raw.root.rstrip("/"),
         gating=raw.gating,
         refuse_generate=raw.refuse_generate,
     )
@@ -223,18 +221,12 @@ def _target(name: str, spec: Any, config: ProjectConfig, findings: Findings) -> 
                 "config-target",
                 f'target "{name}": unknown {what} "{value}"{did_you_mean(value, known)}',
             )
-    selector = Selector(
-        scope=spec.scope,
-        cadence=spec.cadence,
-        environment=spec.environment,
-        platform=spec.platform,
-        model=spec.model,
-        tag=spec.tag,
-    )
+    # A target selects by the fields of its entry that a Selector has (no test cases).
+    picked = ("scope", "cadence", "environment", "platform", "model", "tag")
     return Target(
         name=name,
         system=system,
-        selector=selector,
+        selector=Selector(**{key: getattr(spec, key) for key in picked}),
         settings=system_settings(config, system, spec),
         description=spec.description,
         rereads_recipe=spec.rereads_recipe,
