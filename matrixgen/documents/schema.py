@@ -276,9 +276,7 @@ def _values(info: mi.Type) -> list[Any]:
 
 def _key_schema(info: mi.Type) -> dict[str, Any]:
     """What a mapping's keys must be: nothing past being text, or the key type's rules."""
-    schema = _scalar(info.type if isinstance(info, mi.Metadata) else info)
-    if isinstance(info, mi.Metadata):
-        schema = {**(info.extra_json_schema or {}), **schema}
+    schema = _scalar(info)
     schema.pop("type", None)
     return schema
 
