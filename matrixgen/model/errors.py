@@ -262,12 +262,11 @@ def did_you_mean(value: object, known: Iterable[str]) -> str:
     if not isinstance(value, str) or len(value) > SUGGEST_MAX_LENGTH:
         return ""
     candidates = sorted({k for k in known if isinstance(k, str)})
-    squashed = "".join(value.split()).lower()
-    for candidate in candidates:
-        if candidate.lower() == squashed:
-            return f' (did you mean "{candidate}"?)'
-    # Case says little about intent ("H100" for "dgx_h100"): compare without it.
+    # Case says little about intent ("H100" for "dgx_h100"); the first sorted wins a tie.
     lowered = {c.lower(): c for c in reversed(candidates)}
+    squashed = "".join(value.split()).lower()
+    if squashed in lowered:
+        return f' (did you mean "{lowered[squashed]}"?)'
     close = difflib.get_close_matches(value.lower(), list(lowered), n=1, cutoff=0.6)
     return f' (did you mean "{lowered[close[0]]}"?)' if close else ""
 
