@@ -141,15 +141,7 @@ class _Writer:
         fields common to all variants, and each variant's where its tag is."""
         tag_field = variants[0].tag_field
         assert tag_field is not None
-        first = {f.encode_name: f for f in variants[0].fields}
-        common = [
-            f
-            for name, f in first.items()
-            if all(
-                any(g.encode_name == name and g.type == f.type for g in v.fields)
-                for v in variants[1:]
-            )
-        ]
+        common = [f for f in variants[0].fields if all(f in v.fields for v in variants[1:])]
         out: dict[str, Any] = {
             "type": "object",
             "required": [tag_field, *(f.encode_name for f in common if _required(f))],
