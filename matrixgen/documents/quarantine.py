@@ -18,7 +18,7 @@ from typing import Annotated, Any, ClassVar, Protocol
 
 from msgspec import Meta
 
-from matrixgen.model.sections import NON_BLANK, whole
+from matrixgen.model.sections import NON_BLANK, Text, Unique, whole
 from matrixgen.model.vocab import QuarantineAction, QuarantineKind, System
 from matrixgen.systems import example_places
 from matrixgen.util.nodeid import NODE_ID_PATTERN
@@ -27,9 +27,7 @@ from matrixgen.util.values import ComparedValue
 _GLOB_CHARS = re.compile(r"[*?\[]")
 NODE_LEVEL = tuple(a.value for a in QuarantineAction if a.node_level)
 
-Name = Annotated[str, Meta(min_length=1)]
-Unique = Meta(extra_json_schema={"uniqueItems": True})
-Names = Annotated[tuple[Name, ...], Meta(min_length=1), Unique]
+Names = Annotated[tuple[Text, ...], Meta(min_length=1), Unique]
 
 
 # Places of the first and last system, as the schema's examples name them.
@@ -58,8 +56,8 @@ class Match(
     name or glob, or a list of them (one entry covering several test cases): a
     job matches when any of them does."""
 
-    model: Name | None = None
-    test_case: Name | Annotated[tuple[Name, ...], Meta(min_length=2), Unique]
+    model: Text | None = None
+    test_case: Text | Annotated[tuple[Text, ...], Meta(min_length=2), Unique]
     platforms: Names = ()
     environments: Names = ()
     tags: Names = ()
