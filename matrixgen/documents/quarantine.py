@@ -74,15 +74,13 @@ class Match(
         return (self.test_case,) if isinstance(self.test_case, str) else self.test_case
 
     def matches(self, job: JobLike, known_test_cases: Container[str]) -> bool:
-        if self.model is not None and job.model != self.model:
-            return False
-        if self.platforms and job.platform not in self.platforms:
-            return False
-        if self.environments and job.environment not in self.environments:
-            return False
-        if self.tags and (job.tag or "") not in self.tags:
-            return False
-        return any(matches_test_case(p, job.test_case, known_test_cases) for p in self.test_cases)
+        return (
+            (self.model is None or job.model == self.model)
+            and (not self.platforms or job.platform in self.platforms)
+            and (not self.environments or job.environment in self.environments)
+            and (not self.tags or (job.tag or "") in self.tags)
+            and any(matches_test_case(p, job.test_case, known_test_cases) for p in self.test_cases)
+        )
 
 
 def is_glob(pattern: str) -> bool:
