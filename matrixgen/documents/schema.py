@@ -222,15 +222,11 @@ def _shared_structs(root: type) -> set[type]:
 
 
 def _children(info: mi.Type) -> Iterator[mi.Type]:
-    if isinstance(info, mi.Metadata):
-        yield info.type
-    elif isinstance(info, mi.UnionType):
-        yield from info.types
-    elif isinstance(info, (mi.ListType, mi.VarTupleType, mi.SetType, mi.FrozenSetType)):
-        yield info.item_type
-    elif isinstance(info, mi.DictType):
-        yield info.key_type
-        yield info.value_type
+    """The types a type is made of: each of its attributes (or their items) that is one."""
+    for value in msgspec.structs.astuple(info):
+        for item in value if isinstance(value, tuple) else (value,):
+            if isinstance(item, mi.Type):
+                yield item
 
 
 def _hints(info: mi.Type) -> Mapping[str, Any]:
