@@ -124,6 +124,18 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
             raise _refused(node, f"the number {_shown(node.value)} does not fit in 64 bits")
         return value
 
+    def construct_yaml_str(self, node: yaml.ScalarNode) -> Any:
+        # The fast walk builds plain strings itself unless the text may hold a NUL
+        # (`_MAY_HAVE_NUL_ESCAPE`): only then, or past the walk, is this reached.
+        value = super().construct_yaml_str(node)
+        if "\x00" in value:
+            raise _refused(
+                node,
+                "the string holds a NUL character (\\0), which no shell argument, "
+                "environment variable or CI job name can carry",
+            )
+        return value
+
 
 def _refused(node: yaml.Node, problem: str) -> yaml.constructor.ConstructorError:
     return yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
@@ -138,29 +150,12 @@ _Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_ti
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 _Loader.add_constructor("tag:yaml.org,2002:bool", _Loader.construct_yaml_bool)
 _Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
+_Loader.add_constructor("tag:yaml.org,2002:str", _Loader.construct_yaml_str)
 
 
 # A NUL character reaches a string only through a double-quoted escape (a raw
 # NUL byte makes the file binary); only a text with such an escape pays for the check.
 _MAY_HAVE_NUL_ESCAPE = re.compile(r"\\(?:0|x00|u0000|U00000000)")
-
-
-class _NulRefusingLoader(_Loader):
-    """_Loader that refuses a string holding NUL: no shell argument, environment
-    variable or CI job name can carry one."""
-
-    def construct_yaml_str(self, node: yaml.ScalarNode) -> Any:
-        value = super().construct_yaml_str(node)
-        if "\x00" in value:
-            raise _refused(
-                node,
-                "the string holds a NUL character (\\0), which no shell argument, "
-                "environment variable or CI job name can carry",
-            )
-        return value
-
-
-_NulRefusingLoader.add_constructor("tag:yaml.org,2002:str", _NulRefusingLoader.construct_yaml_str)
 
 
 class YamlDocument(Struct, frozen=True):
@@ -286,7 +281,7 @@ def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None
     if text is None:
         return None
     nul = _MAY_HAVE_NUL_ESCAPE.search(text) is not None
-    loader = _loader(text, nul)
+    loader = _loader(text)
     try:
         root = loader.get_single_node()
         if root is None:
@@ -309,7 +304,7 @@ def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None
         except _Unusual:
             # The walk may have rewritten merge keys in place: read the text again.
             loader.dispose()
-            loader = _loader(text, nul)
+            loader = _loader(text)
             root = loader.get_single_node()
             if not checked_depth and not _depth_ok(root, path, findings):
                 return None
@@ -336,7 +331,7 @@ def yaml_anchors(text: str, path: str, findings: Findings) -> list[YamlAnchor] |
     """Every anchor and alias of a document, in order, read by `parse_yaml`'s
     parser (None, with a finding, for text it refuses). Only its events are
     read: the cost is linear in the text whatever it nests or aliases."""
-    loader = _loader(text, nul=False)
+    loader = _loader(text)
     found: list[YamlAnchor] = []
     try:
         while loader.check_event():
@@ -368,8 +363,8 @@ def _text(raw: bytes, path: str, findings: Findings) -> str | None:
         return None
 
 
-def _loader(text: str, nul: bool) -> _Loader:
-    loader = (_NulRefusingLoader if nul else _Loader)(text)
+def _loader(text: str) -> _Loader:
+    loader = _Loader(text)
     loader.duplicate_keys = []
     loader.odd_keys = []
     return loader
