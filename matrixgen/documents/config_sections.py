@@ -21,7 +21,7 @@ import operator
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
-from msgspec import Meta, Struct, defstruct, field, structs
+from msgspec import Meta, Struct, defstruct, field
 
 from matrixgen.model.sections import (
     Arch,
@@ -294,13 +294,17 @@ def _target(system: System) -> Any:
 
 
 def _fields(cls: type[Struct]) -> list[tuple[Any, ...]]:
-    """A Section's fields as `defstruct` takes them."""
-    return [
-        (f.name, f.type)
-        if f.required
-        else (f.name, f.type, field(default=f.default, default_factory=f.default_factory))
-        for f in structs.fields(cls)
-    ]
+    """A Section's fields as `defstruct` takes them (its annotations are types)."""
+    types: dict[str, Any] = {}
+    for base in reversed(cls.__mro__):
+        types.update(getattr(base, "__annotations__", {}))
+    names, defaults = cls.__struct_fields__, cls.__struct_defaults__
+    # The defaults are those of the last fields (msgspec's own layout).
+    given = {
+        name: field(default_factory=d.factory) if hasattr(d, "factory") else d
+        for name, d in zip(names[len(names) - len(defaults) :], defaults, strict=True)
+    }
+    return [(n, types[n], given[n]) if n in given else (n, types[n]) for n in names]
 
 
 def _system(self: Any) -> System:

@@ -170,8 +170,11 @@ class _Reader(FileFindings):
 
     def taken(self) -> tuple[Finding, ...]:
         """The findings so far, handed to the value they belong to."""
-        found = tuple(self.findings.items)
-        self.findings.items.clear()
+        items = self.findings.items
+        if not items:  # the common case: nothing to hand over
+            return ()
+        found = tuple(items)
+        items.clear()
         return found
 
     def document(self) -> RecipeDoc:
