@@ -38,17 +38,16 @@ def parse_triage(
     known: list[KnownFailure] = []
     for i, item in enumerate(section.known_failures):
         where = locate(["triage", "known_failures", i, "pattern"])
-        pattern = item.pattern
-        found = problem(pattern)
+        found = problem(item.pattern)
         if found is not None:
             findings.add(
                 where,
                 "config-known-failure",
-                f"known failure pattern {_shown(pattern)}: {found}",
+                f"known failure pattern {_shown(item.pattern)}: {found}",
             )
             continue
         known.append(
-            KnownFailure(pattern=pattern, tracker=item.tracker, kind=item.kind, location=where)
+            KnownFailure(pattern=item.pattern, tracker=item.tracker, kind=item.kind, location=where)
         )
     return TriageSettings(known_failures=tuple(known))
 

@@ -52,10 +52,7 @@ class Section(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omi
 
 
 class SystemSettings(Section, frozen=True, kw_only=True):
-    """Settings every CI system's targets take; each system's class adds its own
-    and names its system (SYSTEM)."""
-
-    SYSTEM: ClassVar[str] = ""
+    """Settings every CI system's targets take; each system's class adds its own."""
 
     image: Word | None = None
     runner_tags: Annotated[tuple[Text, ...], Unique] | None = None
