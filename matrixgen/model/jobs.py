@@ -185,14 +185,9 @@ class Target(ComparedValue, frozen=True, kw_only=True):
 
     @property
     def place(self) -> TargetPlace:
-        selector = self.selector
-        return TargetPlace(
-            system=self.system,
-            scope=selector.scope,
-            platform=selector.platform,
-            environment=selector.environment,
-            cadence=selector.cadence,
-        )
+        """The system, and the selector's fields the place names."""
+        picked = [k for k in TargetPlace.__struct_fields__ if k != "system"]
+        return TargetPlace(system=self.system, **{k: getattr(self.selector, k) for k in picked})
 
 
 def spec_needs(job: Job) -> list[tuple[int, str]]:
