@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from msgspec import Struct, field
+from msgspec import Struct, field, structs
 from msgspec.structs import replace
 
 from matrixgen.documents.config_sections import (
@@ -124,9 +124,7 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
         document=document,
         doc=doc,
         vocabulary=vocabulary,
-        time_limit=doc.defaults.time_limit,
-        n_repeat=doc.defaults.n_repeat,
-        max_jobs=doc.defaults.max_jobs,
+        **structs.asdict(doc.defaults),  # time_limit, n_repeat, max_jobs
     )
     # Targets and decisions name vocabulary values: the schema asks for a
     # vocabulary beside them.
