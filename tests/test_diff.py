@@ -117,7 +117,7 @@ def test_cadence_change_is_a_change_not_a_new_job() -> None:
     # mergegroup, so every one of them still runs gpt_a as before.
     assert result.unchanged
     pr_target = "system=github,scope=L1,platform=dgx_h100,environment=dev,cadence=pr"
-    (pr,) = diff(v2_tree(), v2_tree(head), specs=[pr_target]).targets
+    (pr,) = diff(v2_tree(), v2_tree(head), values=[pr_target]).targets
     assert cases(pr.removed) == ["gpt_a"] and pr.changed == ()
 
 
@@ -354,7 +354,7 @@ def test_ad_hoc_targets_echo_the_selector_as_given() -> None:
     result = diff(
         {"gpt.yaml": V1_GPT},
         {"gpt.yaml": head},
-        specs=["scope=nightly,platform=dgx_h100,environment=dev,cadence=nightly"],
+        values=["scope=nightly,platform=dgx_h100,environment=dev,cadence=nightly"],
     )
     (t,) = result.targets
     assert json_value(t.target.place) == {
@@ -371,19 +371,19 @@ def test_ad_hoc_targets_echo_the_selector_as_given() -> None:
 
 def test_ad_hoc_targets_are_checked_against_both_sides() -> None:
     with pytest.raises(UsageError, match=r'unknown platform "dgx_h10" \(did you mean "dgx_h100"'):
-        diff(v2_tree(), v2_tree(), specs=["scope=mr,platform=dgx_h10,environment=dev"])
+        diff(v2_tree(), v2_tree(), values=["scope=mr,platform=dgx_h10,environment=dev"])
     # A value used on one side only is a fine target (its jobs are added or removed).
     head = copy.deepcopy(V1_GPT)
     head["products"].append(block("c", scope=["mr-slim"]))
     spec = "scope=mr-slim,platform=dgx_h100,environment=dev"
-    result = diff({"gpt.yaml": V1_GPT}, {"gpt.yaml": head}, specs=[spec])
+    result = diff({"gpt.yaml": V1_GPT}, {"gpt.yaml": head}, values=[spec])
     assert result.notes == () and cases(result.targets[0].added) == ["c"]
     # Without a vocabulary, a value no job uses on either side is an empty target:
     # one note for every such target (with "did you mean"), compared as selecting
     # nothing. A CI keeps one list of targets for revisions older than some of them.
     typo = "scope=mr-slm,platform=dgx_h100,environment=dev"
     later = "scope=L0-smoke,platform=dgx_h100,environment=dev"
-    result = diff({"gpt.yaml": V1_GPT}, {"gpt.yaml": head}, specs=[typo, later, spec])
+    result = diff({"gpt.yaml": V1_GPT}, {"gpt.yaml": head}, values=[typo, later, spec])
     assert len(result.notes) == 1
     assert result.notes[0] == (
         'no job of either side has scope "mr-slm" (did you mean "mr-slim"?); scope '
@@ -398,12 +398,12 @@ def test_ad_hoc_targets_are_checked_against_both_sides() -> None:
 
 
 def test_target_names_and_their_mistakes() -> None:
-    result = diff(v2_tree(), v2_tree(), names=["gitlab-mr-h100"])
+    result = diff(v2_tree(), v2_tree(), values=["gitlab-mr-h100"])
     assert [t.target.name for t in result.targets] == ["gitlab-mr-h100"]
     with pytest.raises(UsageError, match='did you mean "gitlab-mr-h100"'):
-        diff(v2_tree(), v2_tree(), names=["gitlab-mr-h10"])
+        diff(v2_tree(), v2_tree(), values=["gitlab-mr-h10"])
     with pytest.raises(UsageError, match="given twice"):
-        diff(v2_tree(), v2_tree(), names=["gitlab-mr-h100", "gitlab-mr-h100"])
+        diff(v2_tree(), v2_tree(), values=["gitlab-mr-h100", "gitlab-mr-h100"])
 
 
 def test_a_target_a_side_cannot_emit_is_compared_job_by_job_with_a_note() -> None:
@@ -843,3 +843,26 @@ def test_a_removed_job_moves_to_the_closest_target_it_arrives_in() -> None:
         "gitlab-mr-dgx_a100-dev": ([], ["gitlab-mr-dgx_h100-dev"], 0),
         "gitlab-mr-slim-dgx_gb200-dev": ([], [], 1),
     }
+
+
+def test_a_job_changed_on_its_way_to_another_target_is_no_move() -> None:
+    """A move keeps all but the renamed scope, platform or environment: a job
+    whose env, args or node count changes as well is removed and added."""
+
+    def tree(platform: str, **spec: Any) -> dict[str, Any]:
+        products = [{"environment": ["dev"], "scope": ["mr"], "platforms": [platform]}]
+        return {
+            "gpt.yaml": {
+                "type": "basic",
+                "format_version": 1,
+                "spec": {"name": "{test_case}", "model": "gpt", "script": "run", **spec},
+                "products": [{"test_case": ["x"], "products": products}],
+            }
+        }
+
+    moved = by_name(diff(tree("dgx_h100"), tree("dgx_a100")))["gitlab-mr-dgx_a100-dev"]
+    assert [m.target for m in moved.moved_in] == ["gitlab-mr-dgx_h100-dev"]
+    for change in ({"env": {"A": "1"}}, {"args": ["--fast"]}, {"nodes": 2}):
+        arrived = by_name(diff(tree("dgx_h100"), tree("dgx_a100", **change)))
+        assert not arrived["gitlab-mr-dgx_a100-dev"].moved_in, change
+        assert cases(arrived["gitlab-mr-dgx_a100-dev"].added) == ["x"]

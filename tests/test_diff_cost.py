@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from matrixgen.diff.comment import render_markdown
 from matrixgen.diff.compare import diff_generations
 from matrixgen.diff.data import render_json, to_json_data
-from matrixgen.diff.expect import CostCheck, evaluate, parse_rule, parse_rules, require
+from matrixgen.diff.expect import CostCheck, evaluate, parse_rule, require
 from matrixgen.diff.model import SelectionDiff, TargetDiff
 from matrixgen.diff.render import render_text
 from matrixgen.model.errors import ExitCode, ExpectationError, UsageError
@@ -208,7 +208,7 @@ def holds(rule: str, delta_hours: float) -> bool:
 
 def test_parse_cost_rules() -> None:
     assert parse_rule("gitlab/mr:cost<=+2h").checks == (CostCheck("<=", 2.0, "h"),)
-    assert parse_rule("gitlab/mr:cost<=+30m").checks[0].hours == 0.5
+    assert parse_rule("gitlab/mr:cost<=+30m").checks == (CostCheck("<=", 30.0, "m"),)
     assert parse_rule("gitlab/mr:cost<=0").checks == (CostCheck("<=", 0.0, ""),)
     assert parse_rule("*/nightly:cost>=-5h").checks == (CostCheck(">=", -5.0, "h"),)
     rule = parse_rule("gitlab/*:+<=6, cost<1.5h,-0")
@@ -231,13 +231,13 @@ def test_cost_rules_hold_or_fail_on_the_gpu_hours_change() -> None:
 
 
 def test_a_failing_cost_rule_says_what_it_got() -> None:
-    outcomes = evaluate(parse_rules(["gitlab/mr:cost<=+2h,+0"]), scenario(12.5))
+    outcomes = evaluate([parse_rule("gitlab/mr:cost<=+2h,+0")], scenario(12.5))
     with pytest.raises(ExpectationError) as info:
         require(outcomes, scenario(12.5))
     assert info.value.exit_code is ExitCode.EXPECTATION
     text = str(info.value)
     assert "expected at most +2 GPU-h per run, got +12.5 GPU-h per run" in text
-    ok = evaluate(parse_rules(["gitlab/mr:cost<=+20h"]), scenario(12.5))
+    ok = evaluate([parse_rule("gitlab/mr:cost<=+20h")], scenario(12.5))
     assert str(ok[0]) == "--expect gitlab/mr:cost<=+20h: holds (cost<=+20h: +12.5 GPU-h per run)"
 
 

@@ -7,14 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
 
-from matrixgen.diff.expect import Check, check_rules, evaluate, parse_rule, parse_rules, require
+from matrixgen.diff.expect import Check, case_counts, check_rules, evaluate, parse_rule, require
 from matrixgen.diff.model import (
     QUARANTINED,
     ChangedJob,
     QuarantineChange,
     SelectionDiff,
     TargetDiff,
-    target_counts,
 )
 from matrixgen.model.errors import ExitCode, ExpectationError, UsageError
 from matrixgen.model.jobs import Job, QuarantineMark
@@ -118,7 +117,9 @@ def test_counts_are_per_target_as_the_table_shows_them() -> None:
 
 def test_unknown_parts_of_a_rule_are_usage_errors() -> None:
     diff = scenario()
-    check_rules(parse_rules(["github/L1:+10", "*/nightly/dgx_h*:=2", "gitlab/L2:q1"]), diff)
+    check_rules(
+        [parse_rule(r) for r in ["github/L1:+10", "*/nightly/dgx_h*:=2", "gitlab/L2:q1"]], diff
+    )
     for rule, says in [
         ("githb/L1:+1", 'unknown system "githb" (did you mean "github"?)'),
         ("github/L9:+0", 'unknown github scope "L9"'),
@@ -128,7 +129,7 @@ def test_unknown_parts_of_a_rule_are_usage_errors() -> None:
         ("github/L1/dgx_h100/dev/prr:+0", 'unknown cadence "prr"'),
     ]:
         with pytest.raises(UsageError) as info:
-            check_rules(parse_rules([rule]), diff)
+            check_rules([parse_rule(rule)], diff)
         assert says in str(info.value), (rule, str(info.value))
         assert info.value.exit_code is ExitCode.USAGE
 
@@ -139,6 +140,13 @@ def test_equals_zero_means_no_change_of_any_kind() -> None:
     assert not nightly.ok and nightly.counts["="] == 2  # one changed, one quarantined
     assert outcome("gitlab/*:=2").ok
     assert outcome("gitlab/*:q1,~1,+0,-0").ok
+    # A target whose own definition changes counts once in `=`, but in no test case's.
+    mr = target("gitlab", "mr")
+    settings = replace(scenario(), targets=(TargetDiff(mr, settings={"tag": ("a", "b")}),))
+    (whole,) = evaluate([parse_rule("gitlab/mr:=1,~0")], settings)
+    assert whole.ok
+    (by_case,) = evaluate([parse_rule("gitlab/mr{n}:=0")], replace(settings, test_cases=("n",)))
+    assert by_case.ok
 
 
 def test_scopes_match_by_name_or_tier() -> None:
@@ -163,7 +171,7 @@ def test_operators() -> None:
 
 
 def test_failing_and_unmatched_rules_raise_expectation_errors() -> None:
-    rules = parse_rules(["github/L1:+10", "gitlab/*:=0", "github/L9:+0"])
+    rules = [parse_rule(r) for r in ["github/L1:+10", "gitlab/*:=0", "github/L9:+0"]]
     outcomes = evaluate(rules, scenario())
     assert [o.ok for o in outcomes] == [True, False, False]
     with pytest.raises(ExpectationError) as info:
@@ -174,7 +182,7 @@ def test_failing_and_unmatched_rules_raise_expectation_errors() -> None:
     assert "--expect gitlab/*:=0: FAILED: expected exactly 0 changes in total, got 2" in text
     assert '--expect github/L9:+0: matches no target (did you mean "github/L1"?)' in text
     assert "system/scope of the targets of this diff: github/L1, gitlab/mr, " in text
-    require(evaluate(parse_rules(["github/L1:+10"]), scenario()), scenario())  # no raise
+    require(evaluate([parse_rule("github/L1:+10")], scenario()), scenario())  # no raise
 
 
 @settings(max_examples=50, deadline=None)
@@ -190,7 +198,8 @@ def test_every_well_formed_check_parses_back(kind: str, op: str, number: int) ->
 
 
 def test_count_of_nothing() -> None:
-    assert target_counts([]) == {"+": 0, "-": 0, "~": 0, "q": 0, "m": 0, "=": 0}
+    zero = {"+": 0, "-": 0, "~": 0, "q": 0, "m": 0, "=": 0, "starts": 0, "stops": 0}
+    assert case_counts([], None) == zero
 
 
 def test_large_counts_are_shown_whole() -> None:
@@ -242,7 +251,7 @@ def lifted_scenario() -> SelectionDiff:
 
 def lifted(rule: str):  # type: ignore[no-untyped-def]
     diff = lifted_scenario()
-    rules = parse_rules([rule])
+    rules = [parse_rule(rule)]
     check_rules(rules, diff)
     (result,) = evaluate(rules, diff)
     return result

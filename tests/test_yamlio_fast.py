@@ -370,7 +370,6 @@ def test_the_loader_has_no_path_resolvers() -> None:
     # Its resolver remembers tags by text and skips path bookkeeping: right only
     # while no path resolver (`add_path_resolver`) is registered.
     assert not yamlio._Loader.yaml_path_resolvers
-    assert not yamlio._NulRefusingLoader.yaml_path_resolvers
 
 
 @given(st.lists(st.one_of(st.sampled_from(PLAIN + KEYS), st.text(max_size=12)), max_size=20))

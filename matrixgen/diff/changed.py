@@ -167,24 +167,10 @@ def _markdown(view: ChangedView, *, lists: bool) -> str:
                     if len(kept) > len(shown):
                         names += f" and {len(kept) - len(shown)} more"
                 items.append(f"- {md.code(target.name)}: {names}")
-            out += [
-                "",
-                "<details><summary>The cases it would run there</summary>",
-                "",
-                *items[:ITEMS],
-                *([f"- … and {len(items) - ITEMS} more target(s)"] if len(items) > ITEMS else []),
-                "",
-                "</details>",
-            ]
+            more = [f"- … and {len(items) - ITEMS} more target(s)"] if len(items) > ITEMS else []
+            out += md.details("The cases it would run there", [*items[:ITEMS], *more])
     if files and lists:
         shown = ", ".join(md.code(f) for f in files[:ITEMS])
         more = f" and {len(files) - ITEMS} more" if len(files) > ITEMS else ""
-        out += [
-            "",
-            f"<details><summary>{len(files)} changed file(s)</summary>",
-            "",
-            shown + more,
-            "",
-            "</details>",
-        ]
+        out += md.details(f"{len(files)} changed file(s)", [shown + more])
     return "\n".join(out) + "\n"

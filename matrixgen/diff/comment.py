@@ -4,6 +4,7 @@ a hidden marker to update it in place, every string escaped for where it goes
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,14 +22,15 @@ from matrixgen.diff.describe import (
     changed_lines,
     existence_line,
     field_groups,
+    habit_text,
     is_multiline,
     job_label,
     mapping_change,
     mark_text,
     moves_by_target,
-    quarantine_counts,
     short_ref,
     show_value,
+    summary_words,
     target_path,
     target_tally,
     text_diff,
@@ -71,18 +73,12 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
     out = [MARKER, f"### matrixgen selection diff: {md.code(base)} → {head_text}", ""]
     summary = summary_data(diff)
     changed = [t for t in diff.targets if not t.unchanged or t.duplicates]
+    every = counted(summary["targets"], "target")
     if not changed:
-        out.append(
-            f"**No selection change** in any of the {counted(summary['targets'], 'target')}."
-        )
+        out.append(f"**No selection change** in any of the {every}.")
     else:
-        moved_text = f" · {summary['moved']} moved" if summary["moved"] else ""
-        out.append(
-            f"**+{summary['added']} added · −{summary['removed']} removed · "
-            f"~{summary['changed']} changed · {counted(summary['quarantine'], 'quarantine change')}"
-            f"{moved_text}** in {summary['targets_changed']} of "
-            f"{counted(summary['targets'], 'target')}."
-        )
+        words = summary_words(summary, " · ", "−")
+        out.append(f"**{words}** in {summary['targets_changed']} of {every}.")
     moved = changed_pipelines(summary)
     if changed or moved:
         # The figures are the diff's own text; only the pipeline names come from the tree.
@@ -98,14 +94,8 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
             out.append(f"| … and {counted(len(changed) - rows, 'more target')} | | | | | | |")
     unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates][:rows]
     if unchanged and changed:
-        out += [
-            "",
-            f"<details><summary>{counted(len(unchanged), 'target')} unchanged</summary>",
-            "",
-            ", ".join(md.code(n) for n in unchanged),
-            "",
-            "</details>",
-        ]
+        names = ", ".join(md.code(n) for n in unchanged)
+        out += md.details(f"{counted(len(unchanged), 'target')} unchanged", [names])
     moved_lines = [
         f"- moved from {md.code(a)} to {md.code(b)} ({n} jobs)" for (a, b), n in moves(diff)
     ]
@@ -124,9 +114,7 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
         items = [f"- added: {_finding_md(f)}" for f in diff.findings_added]
         items += [f"- removed: {_finding_md(f)}" for f in diff.findings_removed]
         out += _capped(items)
-    if diff.notes:
-        out.append("")
-        out += [f"> ⚠️ {md.text(note)}" for note in diff.notes]
+    out += ["", *(f"> ⚠️ {md.text(note)}" for note in diff.notes)] if diff.notes else []
     out += golden_markdown(diff.goldens, rows=COMMENT_ROWS if details else SHORT_COMMENT_ROWS)
     if changed and details:
         for t in changed:
@@ -148,12 +136,11 @@ def _target_row(t: TargetDiff) -> str:
     if t.holding_pen:
         flag += " (holding pen)"
     jobs = f"{t.head_jobs}" if t.base_jobs == t.head_jobs else f"{t.base_jobs} → {t.head_jobs}"
-    cell = ", ".join(f"{n} {change}" for change, n in quarantine_counts(t))
-    if t.duplicates:
-        cell += (", " if cell else "") + counted(len(t.duplicates), "duplicate note")
-    for count, word in ((len(t.moved_out), "moved out"), (len(t.moved_in), "moved in")):
-        if count:
-            cell += (", " if cell else "") + f"{count} {word}"
+    changes = sorted(Counter(q.change for q in t.quarantine).items())
+    parts = [f"{n} {change}" for change, n in changes]
+    parts += [counted(len(t.duplicates), "duplicate note")] if t.duplicates else []
+    moved = ((len(t.moved_out), "moved out"), (len(t.moved_in), "moved in"))
+    cell = ", ".join([*parts, *(f"{n} {word}" for n, word in moved if n)])
     return (
         f"| {md.code(t.target.name)}{flag} | {jobs} | {target_cost(t, '→', unit='')} "
         f"| +{len(t.added)} | −{len(t.removed)} | ~{len(t.changed)} | {cell} |"
@@ -165,25 +152,6 @@ def _finding_md(finding: Finding) -> str:
         f"{md.code(finding.code)} ({md.text(finding.severity.value)}) at "
         f"{md.code(str(finding.location))}: {md.text(finding.message)}"
     )
-
-
-def _habit_md(q: QuarantineChange) -> str:
-    """`parked in `mr-broken`, tracker #513` for a PR comment."""
-    habit = q.habit
-    assert habit is not None
-    text = habit.describe(md.code)
-    if habit.tracker:
-        text += f", tracker {tracker_md(habit.tracker)}"
-    return text
-
-
-def _habit_summary(diff: SelectionDiff) -> list[str]:
-    return [
-        f"- **{md.text(change)}** {text}: {_reach(jobs, targets)}"
-        for (change, text), (jobs, targets) in _grouped(
-            diff, lambda q: (q.change, _habit_md(q)), habits=True
-        )
-    ]
 
 
 def _grouped(
@@ -233,7 +201,10 @@ def _tracker_summary(diff: SelectionDiff) -> list[str]:
             f"{md.text(kind)}, entry {md.code(entry)}): {_reach(jobs, targets)}"
             + _evidence_md(mark, evidence)
         )
-    return lines + _habit_summary(diff)
+    habits = _grouped(diff, lambda q: (q.change, habit_text(q, markdown=True)), habits=True)
+    for (change, text), (jobs, targets) in habits:
+        lines.append(f"- **{md.text(change)}** {text}: {_reach(jobs, targets)}")
+    return lines
 
 
 def _evidence_md(mark: QuarantineMark, evidence: Mapping[str, str]) -> str:
@@ -259,58 +230,43 @@ def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, 
         ]
         out += ["**Target settings**", "", *settings, ""]
     for title, jobs in (("Added", t.added), ("Removed", t.removed)):
-        if jobs:
-            items = [f"- {md.code(job_label(job))}{_md_job_facts(job, evidence)}" for job in jobs]
-            out += _section(f"{title} ({len(jobs)})", items)
-    if t.changed:
-        items: list[str] = []
-        for fields, jobs in field_groups(t.changed):
-            if len(jobs) > 1 and len(jobs) == t.head_jobs:
-                names = f"all {len(jobs)} jobs of this target"
-            else:
-                names = _job_list(jobs)
-            items.append(f"- {names}")
-            for name, (old, new) in fields.items():
-                items.extend(f"  {line}" if line else "" for line in _md_field(name, old, new))
-        out += _section(f"Changed ({len(t.changed)})", items, limit=ITEMS_PER_SECTION * 4)
-    if t.quarantine:
+        items = [f"- {md.code(job_label(job))}{_md_job_facts(job, evidence)}" for job in jobs]
+        out += _section(title, len(jobs), items)
+    items = []
+    for fields, jobs in field_groups(t.changed):
+        every = len(jobs) > 1 and len(jobs) == t.head_jobs
+        items.append(f"- all {len(jobs)} jobs of this target" if every else f"- {_job_list(jobs)}")
+        for name, (old, new) in fields.items():
+            items.extend(f"  {line}" if line else "" for line in _md_field(name, old, new))
+    out += _section("Changed", len(t.changed), items, limit=ITEMS_PER_SECTION * 4)
+    items = [
+        f"- {md.text(q.change)} {md.code(job_label(q.job))}: "
+        + (
+            habit_text(q, markdown=True)
+            if q.habit is not None
+            else f"{mark_text(q.mark, markdown=True)}{was_text(q, markdown=True)}"
+        )
+        for q in t.quarantine
+    ]
+    out += _section("Quarantine", len(t.quarantine), items)
+    for title, moved, word in (("Moved out", t.moved_out, "to"), ("Moved in", t.moved_in, "from")):
         items = [
-            f"- {md.text(q.change)} {md.code(job_label(q.job))}: "
-            + (
-                _habit_md(q)
-                if q.habit is not None
-                else f"{mark_text(q.mark, markdown=True)}{was_text(q, markdown=True)}"
-            )
-            for q in t.quarantine
+            f"- {word} {md.code(other)} ({len(jobs)} jobs): {_job_list(jobs)}"
+            for other, jobs in moves_by_target(moved)
         ]
-        out += _section(f"Quarantine ({len(t.quarantine)})", items)
-    for title, moved, word in (
-        ("Moved out", t.moved_out, "to"),
-        ("Moved in", t.moved_in, "from"),
-    ):
-        if moved:
-            items = [
-                f"- {word} {md.code(other)} ({len(jobs)} jobs): {_job_list(jobs)}"
-                for other, jobs in moves_by_target(moved)
-            ]
-            out += _section(f"{title} ({len(moved)})", items)
-    if t.duplicates:
-        items = [
-            f"- duplicate definition {d.change} at "
-            + ", ".join(md.code(str(w)) for w in d.locations)
-            + f": {md.code(job_label(d.job))} (it runs once, as before)"
-            for d in t.duplicates
-        ]
-        out += _section(f"Duplicate definitions ({len(t.duplicates)})", items)
-    out.append("</details>")
-    return out
+        out += _section(title, len(moved), items)
+    items = [
+        f"- duplicate definition {d.change} at "
+        + ", ".join(md.code(str(w)) for w in d.locations)
+        + f": {md.code(job_label(d.job))} (it runs once, as before)"
+        for d in t.duplicates
+    ]
+    return [*out, *_section("Duplicate definitions", len(t.duplicates), items), "</details>"]
 
 
 def _md_job_facts(job: Job, evidence: Mapping[str, str]) -> str:
     facts = [f"cadence {','.join(job.cadence)}", f"n_repeat {job.n_repeat}"]
-    facts.append(f"time_limit {job.time_limit}s")
-    if job.allow_failure:
-        facts.append("allow_failure")
+    facts += [f"time_limit {job.time_limit}s", *(["allow_failure"] if job.allow_failure else [])]
     text = " — " + md.text(", ".join(facts))
     if job.quarantine is not None:
         text += f"; quarantined: {mark_text(job.quarantine, markdown=True)}"
@@ -325,17 +281,9 @@ def _md_field(name: str, old: Any, new: Any) -> list[str]:
         if len(lines) <= SHORT_DIFF_LINES:
             return [f"- {md.code(name)}:", "", *fenced, ""]
         # A long script's diff is folded: the list of jobs stays readable.
-        changed = changed_lines(old, new)
-        return [
-            f"- {md.code(name)}: {counted(changed, 'line')} changed",
-            "",
-            f"  <details><summary>the diff of {md.html(name)}</summary>",
-            "",
-            *fenced,
-            "",
-            "  </details>",
-            "",
-        ]
+        changed = counted(changed_lines(old, new), "line")
+        folded = md.details(f"the diff of {md.html(name)}", fenced, indent="  ")
+        return [f"- {md.code(name)}: {changed} changed", *folded, ""]
     mapped = mapping_change(old, new)
     if mapped is not None:
         return [f"- {md.code(name)}: {md.code(mapped)}"]
@@ -352,9 +300,10 @@ def _job_list(jobs: list[Job]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def _section(title: str, items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:
-    """A bold title, its items (cut at `limit`), a blank line."""
-    return [f"**{title}**", "", *_capped(items, limit), ""]
+def _section(title: str, count: int, items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:
+    """A bold title with its count, its items (cut at `limit`), a blank line;
+    nothing when the count is 0."""
+    return [f"**{title} ({count})**", "", *_capped(items, limit), ""] if count else []
 
 
 def _capped(items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:

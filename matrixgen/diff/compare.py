@@ -11,11 +11,8 @@ environment, platform, tag) within the target. Per target:
 - changed: a job that runs on both sides whose emitted content differs (its
   GitHub matrix row, its GitLab job), each emitted field with old and new value;
   quarantine's own marks are left out of it (they are the next category).
-- quarantine: each transition with its entry id, tracker, action and kind:
-  quarantined (a running job becomes skipped, allow-failure or deselected),
-  lifted (the reverse), action changed, entry changed (another entry, tracker,
-  kind or node ids with the same action), arrives quarantined (new to the target
-  and skipped on arrival), leaves quarantined (removed while skipped).
+- quarantine: each transition of a job's mark (quarantined, lifted, action or
+  entry changed, arrives or leaves quarantined: docs/reviewing.md says each).
 - duplicates: a job that one more (or one fewer) row defines: "duplicate
   definition added/removed at file:line". The job itself is counted only where
   its emitted content changes.
@@ -31,25 +28,14 @@ habit scope or commented out with a tracker is quarantined or lifted) and moves
 renamed). Each keeps what Megatron-LM's parser sees (`parser`,
 `TargetDiff.parser_counts`): to it these are removals and additions.
 
-Findings: what validate reports on each side (already run to load it) is
-compared; the diff lists what the head adds and what it removes.
-
 The file a job is defined in is not emitted: moving a case to another file
 changes nothing. A change to a target's own definition (selector, system
 settings) is listed once per target, besides the jobs it changes.
 
-Targets: diff.targets (configured on either side, else discovered from the jobs);
-a target configured on one side only lists all its jobs as added (or removed); a
-side without any config selects with the other side's definition, so moving a
-tree to a config changes no job.
-
-Robustness decisions: a side whose recipes have errors (what `matrixgen validate`
-reports, its JSON Schema pass left out) is still compared (the rows that cannot
-be read yield no jobs there) and the diff says so in its notes; a target that a
-side cannot emit (two jobs left with one GitLab name, an unmet need) is compared
-job by job as each would be emitted alone, with a note; a recipe directory that
-does not exist on one side is an empty tree there (also noted); a bad project
-config on a side stops the diff (exit 3) and names the side.
+Targets: diff.targets; a target configured on one side only lists all its
+jobs as added (or removed). A target that a side cannot emit (two jobs left
+with one GitLab name, an unmet need) is compared job by job as each would be
+emitted alone, with a note.
 
 Speed: both sides load through one `PipelineCache` keyed by git blob id, so the
 head parses and expands only the files that differ from the base; a target whose
@@ -61,7 +47,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from matrixgen.diff.gitsource import TreeSource
 from matrixgen.diff.habits import find_habits, habit_note
@@ -109,11 +95,6 @@ from matrixgen.quarantine.apply import Selection
 from matrixgen.util.values import json_value
 from matrixgen.views.cost import Cost, jobs_cost
 
-if TYPE_CHECKING:
-    pass
-
-# ---------------------------------------------------------------- emitting
-
 
 class SideIndex:
     """One side's targets as `generate` emits them."""
@@ -132,9 +113,8 @@ class SideIndex:
         """The target's emitted jobs (None: the target does not exist on this side)."""
         if target is None:
             return None
-        config = self.generation.tree.config
         try:
-            return emitted_target(target, chosen, config)[0]
+            return emitted_target(target, chosen, self.generation.tree.config)[0]
         except ConfigError as exc:
             exc.message = f"{self.name}: {exc.message}"
             raise
@@ -169,16 +149,11 @@ def _one_by_one(target: Target, chosen: Selection) -> EmittedTarget:
     return EmittedTarget(target=target, jobs=tuple(out), skipped=skipped_jobs(left_out))
 
 
-# ---------------------------------------------------------------- comparing
-
-
 def diff_generations(
     base: Generation,
     head: Generation,
     *,
     values: Sequence[str] = (),
-    specs: Sequence[str] = (),
-    names: Sequence[str] = (),
     holding_pen: bool = False,
     base_ref: str = "base",
     head_ref: str = "head",
@@ -191,27 +166,19 @@ def diff_generations(
     (base, head), a row commented out (or back in) is told from a deletion;
     `pairs`: the targets, when the caller resolved them for these arguments."""
     if pairs is None:
-        pairs = resolve_diff_targets(
-            base, head, values=values, specs=specs, names=names, holding_pen=holding_pen
-        )
+        pairs = resolve_diff_targets(base, head, values=values, holding_pen=holding_pen)
     empty = _empty_targets(pairs, base, head)
-    base_index, head_index = (
-        SideIndex(f"base {base_ref[:12]}", base),
-        SideIndex(f"head {head_ref[:12]}", head),
-    )
+    base_index = SideIndex(f"base {base_ref[:12]}", base)
+    head_index = SideIndex(f"head {head_ref[:12]}", head)
     diffs = [diff_target(pair, base_index, head_index) for pair in pairs]
     # Configured targets in config order (head's, then the base's), as every
     # command lists them; others (given as key=value, or implied) after, by selector.
-    written = {
-        n: i
-        for i, n in enumerate(
-            dict.fromkeys(t.name for t in (*head.tree.config.targets, *base.tree.config.targets))
-        )
-    }
+    configured = (*head.tree.config.targets, *base.tree.config.targets)
+    written = {n: i for i, n in enumerate(dict.fromkeys(t.name for t in configured))}
     diffs.sort(key=lambda d: (written.get(d.target.name, len(written)), target_order(d.target)))
     if any(d.added or d.removed for d in diffs):
         diffs = find_moves(find_habits(diffs, base, head, sources, cache))
-    habits = habit_note(base, head) if not (values or specs or names or holding_pen) else None
+    habits = habit_note(base, head) if not (values or holding_pen) else None
     extra = [*empty, *base_index.notes, *head_index.notes, *([habits] if habits else [])]
     cases = tuple(sorted({j.test_case for j in (*base.jobs, *head.jobs)}))
     return SelectionDiff(
@@ -262,40 +229,31 @@ def diff_target(pair: TargetPair, base: SideIndex, head: SideIndex) -> TargetDif
     old_sel, new_sel = base.selection(pair.base), head.selection(pair.head)
     settings = target_changes(pair.base, pair.head)
     exists = "both" if pair.base and pair.head else "base" if pair.base else "head"
+    configs = (base.generation.tree.config, head.generation.tree.config)
+    # A holding pen is no system's target: nothing runs it, it costs nothing.
+    priced = not is_holding_pen(pair.shown.selector.scope)
     if (
         pair.base is not None
         and pair.head is not None
-        and base.generation.tree.config is head.generation.tree.config
+        and configs[0] is configs[1]
         and (pair.base is pair.head or not settings)
         and _same_objects(old_sel.jobs, new_sel.jobs)
         and _same_objects(old_sel.skipped, new_sel.skipped)
     ):
         # The very same jobs under the very same config: the same file.
         jobs = emitted_jobs(new_sel.jobs)
-        cost = (
-            Cost()
-            if is_holding_pen(pair.shown.selector.scope)
-            else jobs_cost(jobs, pair.head, head.generation.tree.config)
-        )
+        cost = jobs_cost(jobs, pair.head, configs[1]) if priced else Cost()
+        n = len(jobs)
         return TargetDiff(
-            target=pair.shown,
-            settings=settings,
-            base_jobs=len(jobs),
-            head_jobs=len(jobs),
-            base_cost=cost,
-            head_cost=cost,
+            pair.shown, settings=settings, base_jobs=n, head_jobs=n, base_cost=cost, head_cost=cost
         )
-    old = base.emit(pair.base, old_sel)
-    new = head.emit(pair.head, new_sel)
-    # A holding pen is no system's target: nothing runs it, it costs nothing.
-    priced = not is_holding_pen(pair.shown.selector.scope)
     return compare_emitted(
         pair.shown,
-        old,
-        new,
+        base.emit(pair.base, old_sel),
+        head.emit(pair.head, new_sel),
         settings=settings,
         exists=exists,
-        configs=(base.generation.tree.config, head.generation.tree.config) if priced else None,
+        configs=configs if priced else None,
         workloads=any(
             target is not None and rereads_recipe(side.generation.tree, target)
             for side, target in ((base, pair.base), (head, pair.head))
@@ -314,10 +272,8 @@ def compare_emitted(
     workloads: bool = False,
 ) -> TargetDiff:
     """Compare what two sides emit for one target (None: the target is absent);
-    `configs` (base, head) price each side's running jobs (no cost without them).
-    `workloads`: the target's launcher reloads the recipe at run time
-    (engine.workload), so a running job also changes where its resolved
-    workload does (`workload.FIELD`), its pipeline content unchanged or not."""
+    `configs` (base, head) price each side's running jobs (no cost without them);
+    `workloads`: the launcher reloads the recipe (see the module)."""
     olds: dict[JobId, EmittedJob] = old.by_identity() if old is not None else {}
     news: dict[JobId, EmittedJob] = new.by_identity() if new is not None else {}
     added: list[Job] = []
@@ -414,10 +370,6 @@ def target_changes(base: Target | None, head: Target | None) -> dict[str, tuple[
     if base is None or head is None or base is head:
         return {}
     old, new = _definition(base), _definition(head)
-    old.pop("system", None)
-    new.pop("system", None)
-    if base.system != head.system:
-        old["system"], new["system"] = base.system.value, head.system.value
     keys = sorted(old.keys() | new.keys())
     return {k: (old.get(k), new.get(k)) for k in keys if old.get(k) != new.get(k)}
 

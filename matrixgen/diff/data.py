@@ -1,71 +1,14 @@
-"""The diff as data: the JSON document (`matrixgen diff --format json`),
-and the per-pipeline and cost summaries the text and the comment show of it.
+"""The diff as data: the JSON document (`matrixgen diff --format json`, its
+shape published as `schema/diff.schema.json`), and the per-pipeline and cost
+summaries the text and the comment show of it.
 
-JSON shape (`--format json`, published as `schema/diff.schema.json`):
-
-    {"base": SHA, "head": SHA or "worktree",
-     "targets": [{"target": {"system", "scope", "platform", "environment", "cadence"},
-                  "name": NAME,
-                  "added": [JOB], "removed": [JOB],
-                  "changed": [{"job": JOB, "fields": {FIELD: [old, new]}}],
-                  "quarantine": [{"change": CHANGE, "job": JOB,
-                                  "old": MARK or null, "new": MARK or null,
-                                  ["habit": HABIT, "parser": "added" | "removed"]}],
-                  "moved_out": [{"job": JOB, "to": NAME}],
-                  "moved_in": [{"job": JOB, "from": NAME}],
-                  "duplicates": [{"change": "added" | "removed", "job": JOB,
-                                  "locations": ["file:line:column", ...]}],
-                  "settings": {KEY: [old, new]},      # the target's own definition
-                  "exists": "both" | "base" | "head",
-                  ["holding_pen": true,]              # no system runs it; costs nothing
-                  "counts": {"added", "removed", "changed", "quarantine",
-                             "moved_out", "moved_in", "parser": {"added", "removed"}},
-                  "jobs": {"base": N, "head": N},     # jobs the target runs
-                  COST...}],                          # one run of the target
-     "summary": {"targets", "targets_changed", "added", "removed", "changed",
-                 "quarantine", "moved", "moves": [{"from", "to", "jobs"}],
-                 "parser": {"added", "removed"}, "findings_added",
-                 "findings_removed", "duplicates", COST...,
-                 "pipelines": [{"pipeline", "jobs_before", "jobs_after",
-                                "jobs_delta", COST...}]},
-     "findings": {"added": [FINDING], "removed": [FINDING]},
-     "notes": [TEXT],
-     "evidence": {ENTRY ID: TEXT},                    # with a results store only
-     "golden_changes": [GOLDEN]}                      # where the tree has golden values
-
-COST is `gpu_hours_before`, `gpu_hours_after`, `gpu_hours_delta` and the same
-three `weighted_gpu_hours_*` (views/cost.py's formula and platform weights over
-the jobs each side's file holds for the target; rounded to 3 decimals, the
-delta being after minus before as shown). The summary's figures are the
-targets' summed; a pipeline's (system/scope[/cadence], as `stats --cost` names
-it) are those of its targets, so "+6 jobs, +12.5 GPU-h per run of gitlab/mr".
-
-JOB is a job as `list --format json` prints it (the head's where both sides
-have it); FIELD is an emitted field (a GitHub matrix row's key, a GitLab job's
-key, `name` for its job name); CHANGE is one of quarantined, lifted, action
-changed, entry changed, arrives quarantined, leaves quarantined; MARK is
-{id, tracker, action, kind[, node_ids]}; HABIT is {scope} or {comment} (an
-upstream habit instead of an entry, with its tracker when its comment names
-one) and "parser" what Megatron-LM's parser, which reads neither, sees; "parser"
-counts add moves, habits and jobs arriving or leaving quarantined to the added
-and removed; FIELD may be `workload.NAME` (a field of the resolved workload a
-launcher that reloads the recipe submits); FINDING is {code, severity,
-location, message} (what validate reports on one side and not the other).
-GOLDEN is one golden-values file the diff adds, removes or changes
-(diff.goldens, diff.golden_review): {"path", "status": "added" | "removed" |
-"changed", "model", "test_case", "environment", "platform" (what the path
-says), "jobs": [{"target", "model", "test_case"}] (the jobs that read it, in
-every target; empty for an orphan), "quarantined_jobs" (the same, kept out by
-a skip entry), "orphan", "gated_by" (the model_config.yaml naming METRICS, or
-"default"), "compared" (false: a side could not be read), "metrics": [{"name",
-"gated", "status": "unchanged" | "changed" | "added" | "removed",
-"steps_compared", "steps_added", "steps_removed", "steps_skipped",
-"non_finite_new", "mean_rel_change_pct", "max_abs_rel_change_pct",
-"max_step"}], "problems": [FINDING]}.
-The target object echoes the selector
-as configured (a scope stays "nightly"); every target is listed, unchanged ones
-with empty lists; summary counts are the per-target counts summed, as the
-table shows them.
+Costs are `gpu_hours_*` and `weighted_gpu_hours_*` (before, after, delta:
+views/cost.py's formula over the jobs each side's file holds), rounded to 3
+decimals with the delta being after minus before as shown. A pipeline
+(system/scope[/cadence], as `stats --cost` names it) sums its targets; the
+summary sums every target, so a job added to two targets counts twice, as the
+table shows it. The target object echoes the selector as configured (a scope
+stays "nightly"); every target is listed, unchanged ones with empty lists.
 """
 
 from __future__ import annotations
@@ -78,7 +21,6 @@ from matrixgen.diff.model import (
     QuarantineChange,
     SelectionDiff,
     TargetDiff,
-    target_counts,
 )
 from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log
@@ -104,17 +46,14 @@ def to_json_data(diff: SelectionDiff) -> dict[str, Any]:
 
 
 def _quarantine_data(q: QuarantineChange) -> dict[str, Any]:
-    out: dict[str, Any] = {
+    return {
         "change": q.change,
         "job": json_value(q.job),
         "old": json_value(q.old),
         "new": json_value(q.new),
+        **({"habit": json_value(q.habit)} if q.habit is not None else {}),
+        **({"parser": q.parser} if q.parser is not None else {}),
     }
-    if q.habit is not None:
-        out["habit"] = json_value(q.habit)
-    if q.parser is not None:
-        out["parser"] = q.parser
-    return out
 
 
 def render_json(diff: SelectionDiff) -> str:
@@ -122,7 +61,6 @@ def render_json(diff: SelectionDiff) -> str:
 
 
 def _target_data(t: TargetDiff) -> dict[str, Any]:
-    counts = t.counts()
     starts, stops = t.running_changes()
     return {
         # A holding pen is no system's target.
@@ -149,10 +87,10 @@ def _target_data(t: TargetDiff) -> dict[str, Any]:
         "exists": t.exists,
         **({"holding_pen": True} if t.holding_pen else {}),
         "counts": {
-            "added": counts["+"],
-            "removed": counts["-"],
-            "changed": counts["~"],
-            "quarantine": counts["q"],
+            "added": len(t.added),
+            "removed": len(t.removed),
+            "changed": len(t.changed),
+            "quarantine": len(t.quarantine),
             "moved_out": len(t.moved_out),
             "moved_in": len(t.moved_in),
             "parser": t.parser_counts(),
@@ -207,16 +145,16 @@ def _pipeline_data(name: str, targets: Sequence[TargetDiff]) -> dict[str, Any]:
 
 def summary_data(diff: SelectionDiff) -> dict[str, Any]:
     """The per-target counts and costs summed over every target."""
-    counts = target_counts(diff.targets)
-    parser = [t.parser_counts() for t in diff.targets]
+    targets = diff.targets
+    parser = [t.parser_counts() for t in targets]
     return {
-        "targets": len(diff.targets),
-        "targets_changed": sum(not t.unchanged for t in diff.targets),
-        "added": counts["+"],
-        "removed": counts["-"],
-        "changed": counts["~"],
-        "quarantine": counts["q"],
-        "moved": sum(len(t.moved_out) for t in diff.targets),
+        "targets": len(targets),
+        "targets_changed": sum(not t.unchanged for t in targets),
+        "added": sum(len(t.added) for t in targets),
+        "removed": sum(len(t.removed) for t in targets),
+        "changed": sum(len(t.changed) for t in targets),
+        "quarantine": sum(len(t.quarantine) for t in targets),
+        "moved": sum(len(t.moved_out) for t in targets),
         "moves": [{"from": a, "to": b, "jobs": n} for (a, b), n in moves(diff)],
         "parser": {
             "added": sum(p["added"] for p in parser),
@@ -237,17 +175,13 @@ def moves(diff: SelectionDiff) -> list[tuple[tuple[str, str], int]]:
     )
 
 
-def _signed(value: int) -> str:
-    return f"+{value}" if value > 0 else str(value)
-
-
 def cost_change(pipeline: Mapping[str, Any], name: str | None = None) -> str:
     """ "+6 jobs, +12.5 GPU-h per run of gitlab/mr" (the weighted change beside it
     where platform weights make it differ); `name` shows the pipeline (escaped
     for where it goes), the figures being the diff's own text."""
-    text = (
-        f"{_signed(pipeline['jobs_delta'])} jobs, {signed_hours(pipeline['gpu_hours_delta'])} GPU-h"
-    )
+    jobs = pipeline["jobs_delta"]
+    text = f"{jobs:+d} jobs" if jobs else "0 jobs"
+    text += f", {signed_hours(pipeline['gpu_hours_delta'])} GPU-h"
     if pipeline["weighted_gpu_hours_delta"] != pipeline["gpu_hours_delta"]:
         text += f" ({signed_hours(pipeline['weighted_gpu_hours_delta'])} weighted)"
     return text + f" per run of {pipeline['pipeline'] if name is None else name}"

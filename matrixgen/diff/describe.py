@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,10 +30,7 @@ SHORT_DIFF_LINES = 12  # a longer diff of a multi-line field is folded in Markdo
 
 def job_label(job: Job) -> str:
     """`model/test_case [tag]`: platform and environment are the target's."""
-    text = f"{job.model}/{job.test_case}"
-    if job.tag:
-        text += f" [{job.tag}]"
-    return text
+    return f"{job.model}/{job.test_case}" + (f" [{job.tag}]" if job.tag else "")
 
 
 def show_value(value: Any) -> str:
@@ -143,15 +140,13 @@ def tracker_md(tracker: str) -> str:
     """Each tracker of a mark (entries combine theirs with ", ") as a link where it
     is a plain http(s) URL; `#N` stays as it is, for GitHub to link in the PR's
     repository; anything else is escaped text."""
-    parts = []
-    for ref in tracker.split(", "):
+
+    def one(ref: str) -> str:
         if md.safe_url(ref):
-            parts.append(md.link(_short_tracker(ref), ref))
-        elif whole(_ISSUE_REF, ref):
-            parts.append(ref)
-        else:
-            parts.append(md.text(ref))
-    return ", ".join(parts)
+            return md.link(_short_tracker(ref), ref)
+        return ref if whole(_ISSUE_REF, ref) else md.text(ref)
+
+    return ", ".join(map(one, tracker.split(", ")))
 
 
 def _short_tracker(tracker: str) -> str:
@@ -176,13 +171,17 @@ def target_path(target: Target) -> str:
     return " ".join(p for p in parts if p)
 
 
-def habit_text(q: QuarantineChange) -> str:
-    """`parked in mr-broken, tracker #513`, `commented out: # hang: #513, tracker #513`."""
-    assert q.habit is not None
-    text = q.habit.describe()
-    if q.habit.tracker:
-        text += f", tracker {q.habit.tracker}"
-    return text + (" (a removal, to Megatron-LM's parser)" if q.change != LIFTED else "")
+def habit_text(q: QuarantineChange, *, markdown: bool = False) -> str:
+    """`parked in mr-broken, tracker #513`, `commented out: # hang: #513, tracker #513`
+    (and in the text, what Megatron-LM's parser makes of it)."""
+    habit = q.habit
+    assert habit is not None
+    text = habit.describe(md.code if markdown else str)
+    if habit.tracker:
+        text += f", tracker {tracker_md(habit.tracker) if markdown else habit.tracker}"
+    if markdown or q.change == LIFTED:
+        return text
+    return text + " (a removal, to Megatron-LM's parser)"
 
 
 def moves_by_target(moved: Sequence[Moved]) -> list[tuple[str, list[Job]]]:
@@ -204,18 +203,11 @@ def short_ref(ref: str) -> str:
     return ref[:12] if len(ref) == 40 or len(ref) == 64 else ref
 
 
-def quarantine_counts(t: TargetDiff) -> list[tuple[str, int]]:
-    return sorted(Counter(q.change for q in t.quarantine).items())
-
-
-def summary_words(summary: Mapping[str, Any]) -> str:
-    text = (
-        f"+{summary['added']} added, -{summary['removed']} removed, "
-        f"~{summary['changed']} changed, {counted(summary['quarantine'], 'quarantine change')}"
-    )
-    if summary["moved"]:
-        text += f", {summary['moved']} moved"
-    return text
+def summary_words(summary: Mapping[str, Any], sep: str = ", ", minus: str = "-") -> str:
+    """`+6 added, -1 removed, ~2 changed, 1 quarantine change` (`, 3 moved`)."""
+    words = [f"+{summary['added']} added", f"{minus}{summary['removed']} removed"]
+    words += [f"~{summary['changed']} changed", counted(summary["quarantine"], "quarantine change")]
+    return sep.join([*words, *([f"{summary['moved']} moved"] if summary["moved"] else [])])
 
 
 def finding_line(finding: Finding) -> str:

@@ -61,9 +61,6 @@ def diff_evidence(
     contribution handed over (`cli/features`), sorted; None when none of them
     has anything to say of this diff."""
     wanted = frozenset(listed_entries(diff))
-    found: dict[str, str] | None = None
-    for contribution in contributions:
-        notes = contribution.computed(generations, wanted, options)
-        if notes is not None:
-            found = {**(found or {}), **notes}
-    return None if found is None else dict(sorted(found.items()))
+    said = [n for c in contributions if (n := c.computed(generations, wanted, options)) is not None]
+    found = {entry: note for notes in said for entry, note in notes.items()}  # the later wins
+    return dict(sorted(found.items())) if said else None

@@ -1,90 +1,27 @@
 """`matrixgen diff --expect RULE`: assertions about a selection diff, for CI gates.
 
-Grammar (one rule per --expect; every rule must hold):
-
-    RULE     = PATTERN [ "{" CASES "}" ] ":" CHECK { [","] CHECK }
-    PATTERN  = SYSTEM "/" SCOPE [ "/" PLATFORM [ "/" ENVIRONMENT [ "/" CADENCE ] ] ]
-             | TARGET-NAME
-    CASES    = CASE { "," CASE }   test case names or globs: the checks count
-                                   only the jobs of those test cases
-    CHECK    = KIND [ OP ] COUNT
-             | RUNNING [ OP | "=" ] COUNT
-             | "findings" [ OP | "=" ] COUNT
-             | "cost" [ OP ] AMOUNT
-    RUNNING  = "starts"  jobs that start running: run at HEAD and not at BASE
-                         (added, moved in, a skip entry lifted or made
-                         allow-failure, a habit-parked row brought back)
-             | "stops"   jobs that stop running, whatever the cause (removed,
-                         moved out, skipped, parked in a habit scope)
-    KIND     = "+"  jobs added
-             | "-"  jobs removed
-             | "~"  jobs changed
-             | "q"  quarantine changes (quarantined, lifted, action changed, entry
-                    changed, arrives quarantined, leaves quarantined, and the
-                    habits: parked in a habit scope, commented out, lifted)
-             | "m"  jobs moved to or from another target (a renamed scope,
-                    platform or environment)
-             | "="  all of the above, plus each matched target whose own definition changed
-    OP       = "<=" | ">=" | "<" | ">" | "!=" | "=="  (none: exactly)
-    COUNT    = a whole number
-    AMOUNT   = [ "+" | "-" ] NUMBER UNIT | "0"
-               NUMBER a decimal number (2, 1.5, .25); UNIT "h" GPU-hours or
-               "m" GPU-minutes: the change in the GPU-hours of one run of the
-               matched targets (head minus base, `stats --cost`'s upper bound,
-               unweighted)
-
-`findings` counts what `matrixgen validate` reports (errors and warnings) at
-HEAD and not at BASE, over the whole tree (findings belong to files, not to
-targets: the pattern only has to match a target): `*:findings=0` fails a pull
-request that adds one.
-
-Each part of a PATTERN is a name or a glob (`*`, `?`, `[...]`); parts left out
-match anything. A scope matches by its name or its tier, so `*/nightly` matches
-L2 targets and `*/L2` matches targets configured as `nightly`. A PATTERN with
-no `/` matches target names (`gitlab-mr-*`).
+The grammar and its examples are the command's help (docs/cli.md):
+`PATTERN[{CASES}]:CHECK[,CHECK]...`, a pattern being SYSTEM/SCOPE[/PLATFORM
+[/ENVIRONMENT[/CADENCE]]] of names or globs, or a target-name glob (no `/`).
 
 Counts are per target, as the table shows them, summed over every target the
 pattern matches: a job added to the pr and the mergegroup targets of a tier
-counts twice (`github/L1/*/*/pr:+6` asks about one cadence). A target's
-`starts` minus its `stops` is the change in the jobs it runs (the table's jobs
-column): after a lift, `github/L1:starts=6` holds where `+6` does not (a lift
-adds no row; it is a quarantine change that starts jobs).
+counts twice. A target's `starts` minus its `stops` is the change in the jobs
+it runs: after a lift, `github/L1:starts=6` holds where `+6` does not (a lift
+adds no row). A scope matches by its name or its tier. `findings` counts what
+validate reports at HEAD and not at BASE over the whole tree (findings belong
+to files, not targets). A cost is compared in the rule's unit at a millionth
+of it, so `cost<=+7m` holds for a change of exactly 7 GPU-minutes.
 
-With CASES the checks count only the jobs of those test cases (a name matches
-itself only, even when it looks like a glob; a glob matches the names it
-matches): `gitlab/mr{gpt3_tp2_pp1_cp2,moe_*_cp2}:starts=2,stops=0`. A name no
-job of either side has, or a glob that matches none, is a usage error (exit 2);
-`cost` and `findings` count whole targets and take no CASES.
+With CASES the checks count only the jobs of those test cases: a name matches
+itself only, even when it looks like a glob; a name no job of either side has,
+or a glob that matches none, is a usage error; `cost` and `findings` count
+whole targets and take no CASES.
 
-Examples:
-
-    github/L1:+6          exactly six jobs added to GitHub L1 (all its platforms)
-    gitlab/*:=0           no change at all on any GitLab target
-    */nightly:-0          nothing removed from nightly, on either system
-    github/L0/dgx_h100:+>=1,-0
-                          at least one job added to L0 on H100, none removed
-    gitlab-mr-*:~<=3      at most three changed jobs on targets named gitlab-mr-*
-    gitlab/mr:cost<=+2h   one run of the GitLab mr targets costs at most 2 GPU-hours more
-    */nightly:cost<=0     nightly costs no more than before
-    github/*:cost>=-30m   GitHub saves at most 30 GPU-minutes per run
-    github/L1:starts=6,stops=0
-                          six jobs start running on GitHub L1 (added or lifted),
-                          none stops
-    gitlab/mr{*cp2*}:starts=4
-                          four jobs of the CP2 test cases start running in GitLab mr
-
-A cost is compared in the rule's unit at a millionth of it, so `cost<=+7m`
-holds for a change of exactly 7 GPU-minutes.
-
-Rules over the golden-values files a branch changes (the pattern `golden`) are
-read and judged by diff.golden_rules, with this module's operators, test-case
-braces and `require`.
-
-A malformed rule (a cost without its unit, an unknown check) is a usage error
-(exit 2), and so is a pattern part (system,
-scope, platform, environment, cadence) without globs that no target of the diff
-has (with "did you mean"); a rule that does not hold, or whose pattern matches
-no target, fails the command with exit 6.
+Rules over golden-values files (the pattern `golden`) are diff.golden_rules',
+with this module's operators, test-case braces and `require`. A malformed
+rule, or a pattern part without globs that no target has, is a usage error
+(exit 2); a rule that does not hold, or matches no target, fails with exit 6.
 """
 
 from __future__ import annotations
@@ -98,7 +35,7 @@ from typing import Protocol
 
 from msgspec import Struct
 
-from matrixgen.diff.model import SelectionDiff, TargetDiff, target_counts, target_order
+from matrixgen.diff.model import SelectionDiff, TargetDiff, target_order
 from matrixgen.engine.targets import is_holding_pen
 from matrixgen.model.errors import ExpectationError, UsageError, did_you_mean
 from matrixgen.model.jobs import Job, Target
@@ -135,8 +72,8 @@ _CHECK = re.compile(r"\s*([-+~qm=])(<=|>=|!=|==|<|>)?([0-9]+)\s*,?")
 _COST = re.compile(
     r"\s*cost(<=|>=|!=|==|<|>)?([-+]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+))([A-Za-z]*)\s*,?"
 )
-_FINDINGS = re.compile(r"\s*findings(<=|>=|!=|==|<|>|=)?([0-9]+)\s*,?")
-_RUNNING = re.compile(r"\s*(starts|stops)(<=|>=|!=|==|<|>|=)?([0-9]+)\s*,?")
+# The checks spelled as words, written with "=" for exactly.
+_WORDED = re.compile(r"\s*(starts|stops|findings)(<=|>=|!=|==|<|>|=)?([0-9]+)\s*,?")
 _CASES = name_pattern(r"(?P<pattern>[^{}]*)\{(?P<cases>[^{}]*)\}")
 # `+=6`: one "=" where "==" (or none) is meant.
 _SINGLE_EQUALS = re.compile(r"\s*([-+~qm])=(?!=)([0-9]+)")
@@ -181,10 +118,6 @@ class CostCheck(Struct, frozen=True):
     amount: float
     unit: str = "h"
     kind: str = COST
-
-    @property
-    def hours(self) -> float:
-        return self.amount / UNITS.get(self.unit, 1)
 
     def __str__(self) -> str:
         return f"{COST}{self.op}{_amount_text(self.amount)}{self.unit}"
@@ -291,15 +224,8 @@ def parse_rule(text: str) -> Rule:
             checks.append(cost[0])
             pos = cost[1]
             continue
-        found = _FINDINGS.match(body, pos) or _RUNNING.match(body, pos)
-        if found is not None:
-            kind = FINDINGS if found.re is _FINDINGS else found.group(1)
-            op, count = found.groups()[-2:]
-            checks.append(Check(kind, "" if op in (None, "=") else op, int(count)))
-            pos = found.end()
-            continue
-        match = _CHECK.match(body, pos)
-        if match is None:
+        found = _WORDED.match(body, pos) or _CHECK.match(body, pos)
+        if found is None:
             word = _WORD.match(body, pos)
             hint = did_you_mean(word.group(1), [COST, FINDINGS, *RUNNING]) if word else ""
             single = _SINGLE_EQUALS.match(body, pos)
@@ -312,8 +238,9 @@ def parse_rule(text: str) -> Rule:
                 "==, and a count; or cost, "
                 f"an optional operator and {_COST_FORM}; {_EXAMPLE}"
             )
-        checks.append(Check(match.group(1), match.group(2) or "", int(match.group(3))))
-        pos = match.end()
+        kind, op, count = found.groups()
+        checks.append(Check(kind, "" if op in (None, "=") else op, int(count)))
+        pos = found.end()
     kinds = [c.kind + c.op for c in checks]
     if len(set(kinds)) != len(kinds):
         raise UsageError(f'--expect "{text}": a check is given twice')
@@ -385,45 +312,26 @@ def _cost_check(text: str, body: str, pos: int) -> tuple[CostCheck, int] | None:
     return CostCheck(op, amount, unit), match.end()
 
 
-def parse_rules(texts: Iterable[str]) -> list[Rule]:
-    return [parse_rule(t) for t in texts]
-
-
 def check_rules(rules: Sequence[Rule], diff: SelectionDiff) -> None:
     """A UsageError (exit 2) for a rule that names a system, scope, platform,
     environment or cadence (without globs) that no target of the diff has; a
     scope is looked for among the scopes of the system(s) the rule names."""
-    values: list[set[str]] = [set() for _ in PATTERN_PARTS]
-    for t in diff.targets:
-        for i, value in enumerate(_values(t.target)):
-            if value:
-                values[i].add(value)
+    places = [_values(t.target) for t in diff.targets]
+    values = [{p[i] for p in places if p[i]} for i in range(len(PATTERN_PARTS))]
     values[0] |= set(names())
     for rule in rules:
         for i, pattern in enumerate(rule.parts):
-            if _GLOB.search(pattern):
+            known, what, tiers = values[i], PATTERN_PARTS[i], set()
+            if i == 1:  # a scope matches by its name or its tier
+                known = {p[1] for p in places if p[1] and fnmatchcase(p[0], rule.parts[0])}
+                what, tiers = f"{rule.parts[0]} scope", {resolve_scope(k) for k in known}
+            if _GLOB.search(pattern) or pattern in known or resolve_scope(pattern) in tiers:
                 continue
-            known = values[i]
-            if i == 1:
-                known = {
-                    _values(t.target)[1]
-                    for t in diff.targets
-                    if fnmatchcase(t.target.system.value, rule.parts[0])
-                } - {""}
-                found = pattern in known or resolve_scope(pattern) in {
-                    resolve_scope(k) for k in known
-                }
-            else:
-                found = pattern in known
-            if not found:
-                what = PATTERN_PARTS[i]
-                if i == 1:
-                    what = f"{rule.parts[0]} scope"
-                shown = ", ".join(sorted(known)) or "none"
-                raise UsageError(
-                    f'--expect "{rule.text}": unknown {what} "{pattern}"'
-                    f"{did_you_mean(pattern, known)}; the targets of this diff have: {shown}"
-                )
+            shown = ", ".join(sorted(known)) or "none"
+            raise UsageError(
+                f'--expect "{rule.text}": unknown {what} "{pattern}"'
+                f"{did_you_mean(pattern, known)}; the targets of this diff have: {shown}"
+            )
         check_cases(rule.text, rule.cases, diff.test_cases)
 
 
@@ -456,16 +364,8 @@ def evaluate(rules: Sequence[Rule], diff: SelectionDiff) -> list[Outcome]:
     outcomes = []
     for rule in rules:
         matched = [t for t in diff.targets if rule.matches(t.target)]
-        if rule.cases:
-            counts: dict[str, float] = {**case_counts(matched, rule.cases, diff.test_cases)}
-        else:
-            counts = {**target_counts(matched)}
-            for t in matched:
-                starts, stops = t.running_changes()
-                counts["starts"] = counts.get("starts", 0) + len(starts)
-                counts["stops"] = counts.get("stops", 0) + len(stops)
-            counts.setdefault("starts", 0)
-            counts.setdefault("stops", 0)
+        wanted = case_matcher(rule.cases, diff.test_cases) if rule.cases else None
+        counts: dict[str, float] = {**case_counts(matched, wanted)}
         counts[COST] = sum(t.gpu_hours_delta for t in matched) + 0.0
         counts[FINDINGS] = len(diff.findings_added)
         failed = tuple(c for c in rule.checks if not c.holds(counts[c.kind]))
@@ -485,13 +385,14 @@ def case_matcher(cases: Sequence[str], known: Iterable[str]) -> Callable[[str], 
 
 
 def case_counts(
-    targets: Sequence[TargetDiff], cases: Sequence[str], known: Iterable[str]
+    targets: Sequence[TargetDiff], wanted: Callable[[str], bool] | None
 ) -> dict[str, int]:
-    """The counts of `target_counts`, and starts and stops, of the jobs of some
-    test cases only (`=`: their changes of every kind; a target's own
-    definition is no test case's)."""
-    wanted = case_matcher(cases, known)
-    total = dict.fromkeys(("+", "-", "~", "q", "m", "=", "starts", "stops"), 0)
+    """The jobs of each KIND, and those that start and stop running, summed
+    over the targets (a job added to two targets counts twice, as the table
+    shows it in both rows), of the test cases `wanted` accepts (None: every
+    job; `=` then also counts a changed target definition, which is no test
+    case's)."""
+    total = dict.fromkeys(("+", "-", "~", "q", "m", "=", *RUNNING), 0)
     for t in targets:
         starts, stops = t.running_changes()
         jobs: dict[str, Iterable[Job]] = {
@@ -504,10 +405,12 @@ def case_counts(
             "stops": stops,
         }
         for kind, group in jobs.items():
-            n = sum(1 for job in group if wanted(job.test_case))
+            n = sum(1 for job in group if wanted is None or wanted(job.test_case))
             total[kind] += n
             if kind not in RUNNING:
                 total["="] += n
+        if wanted is None and t.settings:
+            total["="] += 1
     return total
 
 
@@ -525,7 +428,8 @@ def require(outcomes: Sequence[Verdict], diff: SelectionDiff) -> None:
     if not bad:
         return
     lines = []
-    places = sorted({_place(t.target) for t in diff.targets})
+    targets = [t.target for t in diff.targets]
+    places = sorted({f"{t.system.value}/{t.selector.scope or '*'}" for t in targets})
     unmatched = [o for o in bad if isinstance(o, Outcome) and not o.targets]
     for o in bad:
         line = str(o)
@@ -535,7 +439,3 @@ def require(outcomes: Sequence[Verdict], diff: SelectionDiff) -> None:
     if unmatched:
         lines.append(f"system/scope of the targets of this diff: {', '.join(places) or 'none'}")
     raise ExpectationError(f"{len(bad)} of {len(outcomes)} expectation(s) failed:", details=lines)
-
-
-def _place(target: Target) -> str:
-    return f"{target.system.value}/{target.selector.scope or '*'}"

@@ -24,15 +24,19 @@ import hashlib
 import os
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
 
-from msgspec import Struct
+from msgspec import Struct, field
 
 from matrixgen.model.errors import GitError, UsageError, did_you_mean
 from matrixgen.util.checkout import RECIPES_VARIABLE, recipes_in, tree_path
 from matrixgen.util.pipes import close_quietly, write_async
 
 WORKTREE = "worktree"
+# git never prompts for a password and takes no optional lock for us.
+_GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+_NO_GIT = "git is not installed (or not on PATH); matrixgen diff needs it"
 
 # Modes of `git ls-tree` entries.
 _MODE_FILES = frozenset({"100644", "100755"})
@@ -46,8 +50,8 @@ class TreeSource(Struct, frozen=True, kw_only=True):
     revision: str  # as the user gave it, or "worktree"
     commit: str | None  # full commit id; None for the working tree
     path: str  # the tree's directory relative to the repository top ("" = the top)
-    files: Mapping[str, bytes]
-    blob_ids: Mapping[str, str]
+    files: Mapping[str, bytes] = field(default_factory=dict)
+    blob_ids: Mapping[str, str] = field(default_factory=dict)
     present: bool = True  # False: the directory does not exist at this revision
 
     @property
@@ -86,7 +90,6 @@ class Repository:
 
     def __init__(self, top: Path) -> None:
         self.top = top
-        self._object_format: str | None = None
         # Blob contents by id, read from git or the working tree: a file that two
         # sides hold unchanged is read once.
         self._blobs: dict[str, bytes] = {}
@@ -114,13 +117,11 @@ class Repository:
             raise GitError(f"git {args[0]} failed: {detail}")
         return result.stdout
 
-    @property
+    @cached_property
     def object_format(self) -> str:
-        if self._object_format is None:
-            out = _run_git(["rev-parse", "--show-object-format"], cwd=self.top)
-            text = out.stdout.decode().strip()
-            self._object_format = text if out.returncode == 0 and text else "sha1"
-        return self._object_format
+        out = _run_git(["rev-parse", "--show-object-format"], cwd=self.top)
+        text = out.stdout.decode().strip()
+        return text if out.returncode == 0 and text else "sha1"
 
     def resolve(self, revision: str) -> str:
         """The full id of the commit a revision names; GitError when there is none."""
@@ -138,14 +139,18 @@ class Repository:
         raise GitError(self._unknown_revision_message(revision))
 
     def _unknown_revision_message(self, revision: str) -> str:
-        if not self.has_commits():
+        commits = _run_git(["rev-list", "-n", "1", "--all"], cwd=self.top)
+        if commits.returncode != 0 or not commits.stdout.strip():  # a fresh `git init`
             return (
                 f'unknown revision "{revision}": the git repository at {self.top} has no '
                 "commits yet (commit the recipe tree first; the working tree is the head)"
             )
+        kinds = ["refs/heads", "refs/tags", "refs/remotes"]
+        listed = _run_git(["for-each-ref", "--format=%(refname:short)", *kinds], cwd=self.top)
         # The revision itself may be a known name that does not resolve to a commit
         # (HEAD of an orphan branch): never suggest it back.
-        refs = [name for name in self.ref_names() if name != revision]
+        names = {*listed.stdout.decode("utf-8", "replace").split(), "HEAD"}
+        refs = sorted(name for name in names if name != revision)
         message = f'unknown revision "{revision}"{did_you_mean(revision, refs)}'
         message += f" in the git repository at {self.top}"
         shallow = _run_git(["rev-parse", "--is-shallow-repository"], cwd=self.top)
@@ -156,36 +161,19 @@ class Repository:
             )
         return message
 
-    def has_commits(self) -> bool:
-        """Whether any commit is reachable from a ref or HEAD (a fresh `git init` has none)."""
-        result = _run_git(["rev-list", "-n", "1", "--all"], cwd=self.top)
-        return result.returncode == 0 and bool(result.stdout.strip())
-
-    def ref_names(self) -> list[str]:
-        """Short names of branches, tags and remote branches, for "did you mean"."""
-        result = _run_git(
-            [
-                "for-each-ref",
-                "--format=%(refname:short)",
-                "refs/heads",
-                "refs/tags",
-                "refs/remotes",
-            ],
-            cwd=self.top,
-        )
-        names = result.stdout.decode("utf-8", "replace").split()
-        return sorted({*names, "HEAD"})
-
-    def read_revision(self, revision: str, path: str) -> TreeSource:
-        """The recipe tree at `path` (relative to the top) in a commit."""
+    def _object(self, revision: str, path: str) -> tuple[str, str, str]:
+        """The commit a revision names, how git names `path` in it, and the
+        kind of object there ("tree", "blob", ...; "" when there is none)."""
         commit = self.resolve(revision)
         spec = f"{commit}:{path}" if path else f"{commit}^{{tree}}"
         kind = _run_git(["cat-file", "-t", "--end-of-options", spec], cwd=self.top)
-        kind_text = kind.stdout.decode().strip()
-        if kind.returncode != 0 or not kind_text:
-            return TreeSource(
-                revision=revision, commit=commit, path=path, files={}, blob_ids={}, present=False
-            )
+        return commit, spec, kind.stdout.decode().strip() if kind.returncode == 0 else ""
+
+    def read_revision(self, revision: str, path: str) -> TreeSource:
+        """The recipe tree at `path` (relative to the top) in a commit."""
+        commit, spec, kind_text = self._object(revision, path)
+        if not kind_text:
+            return TreeSource(revision=revision, commit=commit, path=path, present=False)
         if kind_text != "tree":
             what = "file" if kind_text == "blob" else kind_text  # "commit": a submodule
             raise GitError(f'"{path}" is a {what}, not a directory, at {revision} ({commit[:12]})')
@@ -244,15 +232,10 @@ class Repository:
         cat-file --batch` process."""
         contents = self._blobs
         missing = [oid for oid in oids if oid not in contents]
-        if missing:
-            self._cat_blobs(missing)
-        return {oid: contents[oid] for oid in oids}
-
-    def _cat_blobs(self, oids: Sequence[str]) -> None:
-        out = self.git(["cat-file", "--batch"], stdin=("\n".join(oids) + "\n").encode())
-        contents = self._blobs
+        batch = ("\n".join(missing) + "\n").encode()
+        out = self.git(["cat-file", "--batch"], stdin=batch) if missing else b""
         pos = 0
-        for oid in oids:
+        for oid in missing:
             end = out.index(b"\n", pos)
             header = out[pos:end].decode().split(" ")
             if len(header) != 3 or header[1] != "blob":
@@ -260,6 +243,7 @@ class Repository:
             size = int(header[2])
             contents[oid] = out[end + 1 : end + 1 + size]
             pos = end + 1 + size + 1  # the content is followed by a newline
+        return {oid: contents[oid] for oid in oids}
 
     def read_worktree(self, path: str) -> TreeSource:
         """The recipe tree at `path` in the working tree, as it is on disk now."""
@@ -267,39 +251,25 @@ class Repository:
 
         directory = self.top / path if path else self.top
         if not directory.exists():
-            return TreeSource(
-                revision=WORKTREE, commit=None, path=path, files={}, blob_ids={}, present=False
-            )
+            return TreeSource(revision=WORKTREE, commit=None, path=path, present=False)
         if not directory.is_dir():
             raise GitError(f'"{path}" is a file, not a directory, in the working tree')
-        files = read_directory(directory)
-        fmt = self.object_format
-        blobs = {rel: blob_id(data, fmt) for rel, data in sorted(files.items())}
+        files = dict(sorted(read_directory(directory).items()))
+        blobs = {rel: blob_id(data, self.object_format) for rel, data in files.items()}
         self._blobs.update((blobs[rel], data) for rel, data in files.items())
-        return TreeSource(
-            revision=WORKTREE,
-            commit=None,
-            path=path,
-            files=dict(sorted(files.items())),
-            blob_ids=blobs,
-        )
+        return TreeSource(revision=WORKTREE, commit=None, path=path, files=files, blob_ids=blobs)
 
     def list_paths(self, revision: str, path: str) -> list[str] | None:
         """Every file below `path` (relative to the top) in a commit, as paths
         relative to `path`, from one `git ls-tree` (contents are not read); None
         when `path` is no directory there. Links are listed like files."""
-        commit = self.resolve(revision)
-        spec = f"{commit}:{path}" if path else f"{commit}^{{tree}}"
-        kind = _run_git(["cat-file", "-t", "--end-of-options", spec], cwd=self.top)
-        if kind.returncode != 0 or kind.stdout.decode().strip() != "tree":
+        _, spec, kind = self._object(revision, path)
+        if kind != "tree":
             return None
         listing = self.git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", spec])
-        paths = []
-        for entry in listing.split(b"\0"):
-            meta, _, raw_name = entry.partition(b"\t")
-            if raw_name and meta.split(b" ")[1:2] == [b"blob"]:
-                paths.append(raw_name.decode("utf-8", "surrogateescape"))
-        return paths
+        entries = (entry.partition(b"\t") for entry in listing.split(b"\0"))
+        blobs = [name for meta, _, name in entries if name and meta.split(b" ")[1:2] == [b"blob"]]
+        return [name.decode("utf-8", "surrogateescape") for name in blobs]
 
     def changed_files(
         self,
@@ -319,19 +289,16 @@ class Repository:
         spec = ["--", f":(literal){path}"] if path else []
         common = ["-r", "-z", "--raw", "--no-renames", "--no-ext-diff", "--no-textconv"]
         if head is not None:
-            listed = ["-t"] if trees is not None else []
-            changes = _path_changes(self.git(["diff-tree", *common, *listed, base, head, *spec]))
-            if trees is None:
-                return changes
+            changes = _path_changes(self.git(["diff-tree", *common, "-t", base, head, *spec]))
             files = []
             for change in changes:
-                if _MODE_TREE in (change.old_mode, change.new_mode):
+                if _MODE_TREE not in (change.old_mode, change.new_mode):
+                    files.append(change)
+                elif trees is not None:
                     trees[change.path] = (
                         change.old if change.old_mode == _MODE_TREE else None,
                         change.new if change.new_mode == _MODE_TREE else None,
                     )
-                else:
-                    files.append(change)
             return files
         changes = _path_changes(self.git(["diff", *common, base, *spec]))
         known = {c.path for c in changes}
@@ -355,10 +322,7 @@ class Repository:
             stdin=("\n".join(asked) + "\n").encode("utf-8", "surrogateescape"),
         )
         lines = out.decode("utf-8", "replace").split("\n")
-        for name, line in zip(asked, lines, strict=False):
-            kind, oid, size = [*line.split(" "), "", ""][:3]
-            if kind == "blob" and size.isdigit():
-                info[name] = (oid, int(size))
+        info.update(zip(asked, map(_blob_info, lines), strict=False))
         return info
 
     def small_blobs(
@@ -368,14 +332,12 @@ class Repository:
         each: Callable[[str, bytes], None] | None = None,
     ) -> dict[str, tuple[str, int, bytes | None] | None]:
         """Each blob (named by id, or as `COMMIT:PATH`) with its id, size and
-        bytes, the bytes only when it is at most `limit` bytes (a larger one is
-        never read); None where no blob is there, and for a name holding a line
-        break (it cannot be asked for). One `git cat-file --batch-command`
-        process asks every size, then reads the small ones; a git without that
-        command (before 2.36) gets one `--batch-check` and one `--batch`.
-        `each(name, bytes)` is called for every name read, as its blob comes
-        (the blobs in the order their first names are asked, each to all its
-        names): the caller's work on one blob runs while git reads the next."""
+        bytes, the bytes only within `limit` (a larger blob is never read); None
+        as `blob_info` says. One `git cat-file --batch-command` process asks
+        every size, then reads the small ones (a git before 2.36: one
+        `--batch-check` and one `--batch`). `each(name, bytes)` is called for
+        every name read, as its blob comes: the caller's work on one blob runs
+        while git reads the next."""
         asked = [n for n in dict.fromkeys(names) if n and "\n" not in n and "\r" not in n]
         out: dict[str, tuple[str, int, bytes | None] | None] = dict.fromkeys(names)
         if not asked:
@@ -402,25 +364,18 @@ class Repository:
         `info` of every name, then `contents` of the blobs within the limit,
         each read (and given to `each`) as it comes. None when this git has no
         such command."""
-        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+        batch = "--batch-command=%(objecttype) %(objectname) %(objectsize)"
         try:
             process = subprocess.Popen(
-                [
-                    "git",
-                    "cat-file",
-                    "--batch-command=%(objecttype) %(objectname) %(objectsize)",
-                    "--buffer",
-                ],
+                ["git", "cat-file", batch, "--buffer"],
                 cwd=self.top,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
-                env=env,
+                env={**os.environ, **_GIT_ENV},
             )
         except FileNotFoundError:
-            raise GitError(
-                "git is not installed (or not on PATH); matrixgen diff needs it"
-            ) from None
+            raise GitError(_NO_GIT) from None
         assert process.stdin is not None and process.stdout is not None
         stdin, stdout = process.stdin, process.stdout
         try:
@@ -432,12 +387,8 @@ class Repository:
                 return None
             found: dict[str, tuple[str, int, bytes | None] | None] = {}
             for name, line in zip(names, lines, strict=True):
-                kind, oid, size = [
-                    *line.decode("utf-8", "replace").rstrip("\n").split(" "),
-                    "",
-                    "",
-                ][:3]
-                found[name] = (oid, int(size), None) if kind == "blob" and size.isdigit() else None
+                info = _blob_info(line.decode("utf-8", "replace").rstrip("\n"))
+                found[name] = (*info, None) if info is not None else None
             # The blobs within the limit, in the order asked, each with its names.
             users: dict[str, list[str]] = {}
             for name, f in found.items():
@@ -535,6 +486,12 @@ def _path_changes(out: bytes) -> list[PathChange]:
     return changes
 
 
+def _blob_info(line: str) -> tuple[str, int] | None:
+    """A blob's id and size from `git cat-file`'s line "TYPE ID SIZE"."""
+    kind, oid, size = [*line.split(" "), "", ""][:3]
+    return (oid, int(size)) if kind == "blob" and size.isdigit() else None
+
+
 def _slashes(name: str) -> list[int]:
     return [i for i, char in enumerate(name) if char == "/"]
 
@@ -543,7 +500,6 @@ def _run_git(
     args: Sequence[str], *, cwd: Path, stdin: bytes | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     """git's result, whatever its exit status (each caller reads that its way)."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
     try:
         return subprocess.run(
             ["git", *args],
@@ -551,9 +507,9 @@ def _run_git(
             input=stdin,
             capture_output=True,
             check=False,
-            env=env,
+            env={**os.environ, **_GIT_ENV},
         )
     except FileNotFoundError:
-        raise GitError("git is not installed (or not on PATH); matrixgen diff needs it") from None
+        raise GitError(_NO_GIT) from None
     except NotADirectoryError:
         raise GitError(f"{cwd} is not a directory") from None

@@ -15,9 +15,6 @@ read, as Python's json does), a sample that is a list, object or boolean
 PROBLEMS_PER_KIND times per file (then one line counts the rest), each placed
 at its line and column when the file spells its keys plainly.
 
-Gated: the metrics listed in the case's model_config.yaml's `METRICS`, else
-"lm loss" and "num-zeros" (as Megatron-LM's regular-pipeline test reads it).
-
 Cost: linear in the file's size; msgspec decodes a file of the training
 layout in C, straight into it (`_fast`), and the standard library's reader,
 with a Python hook per object, reads only what that decode is not sure of.
@@ -42,7 +39,8 @@ from matrixgen.util.jsontext import JSON_MAX_DEPTH, JsonInputError, load_bounded
 # before it is read.
 GOLDEN_MAX_BYTES = 16 * 1024 * 1024
 GOLDEN_MAX_DEPTH = JSON_MAX_DEPTH
-# What the test checks when model_config.yaml names no METRICS.
+# What the test checks when model_config.yaml names no METRICS (as Megatron-LM's
+# regular-pipeline test reads it).
 DEFAULT_GATED = ("lm loss", "num-zeros")
 CONFIG_NAME = "model_config.yaml"
 PROBLEMS_PER_KIND = 10
@@ -56,9 +54,6 @@ _WHOLE_DIGITS = 300
 LAYOUT = '{METRIC: {"start_step", "end_step", "step_interval", "values": {STEP: VALUE}}}'
 
 Series = Mapping[int, Any]  # step -> its sample
-
-
-# ---------------------------------------------------------------- reading
 
 
 class GoldenValues(Struct, frozen=True, kw_only=True):
@@ -132,14 +127,8 @@ class _Problems:
     def done(self) -> tuple[Finding, ...]:
         for code, count in sorted(self.counts.items()):
             if count > PROBLEMS_PER_KIND:
-                more = count - PROBLEMS_PER_KIND
-                self.found.append(
-                    finding(
-                        Location(self.path),
-                        code,
-                        f"{self.side}: and {more} more problem(s) of this kind",
-                    )
-                )
+                more = f"{self.side}: and {count - PROBLEMS_PER_KIND} more problem(s) of this kind"
+                self.found.append(finding(Location(self.path), code, more))
         return tuple(self.found)
 
     def _locate(self, keys: Sequence[str]) -> tuple[int, int]:
@@ -359,23 +348,16 @@ def _series(
     return series, written
 
 
+_KINDS = {type(None): "null", bool: "a boolean", str: "a string", list: "a list"}
+_KINDS |= {int: "a number", float: "a number"}
+
+
 def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (int, float)):
-        return "a number"
-    return {list: "a list", dict: "an object"}.get(type(value), "an object")
+    return _KINDS.get(type(value), "an object")  # JSON's types exactly; an object is _Object
 
 
 def _short(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-# ---------------------------------------------------------------- gating
 
 
 class Gating(Struct, frozen=True, kw_only=True):
@@ -407,46 +389,27 @@ def read_gating(raw: bytes | None, path: str) -> Gating:
     if document is not None:
         data = document.data
         if not isinstance(data, dict):
-            problems.append(
-                finding(
-                    document.locate([]),
-                    "golden-config",
-                    "model_config.yaml is no mapping",
-                    Severity.WARNING,
-                )
-            )
-        elif "METRICS" in data:
-            listed = data["METRICS"]
-            if isinstance(listed, list) and all(isinstance(m, str) for m in listed):
-                return Gating(metrics=frozenset(listed), source=path, problems=tuple(problems))
-            problems.append(
-                finding(
-                    document.locate(["METRICS"]),
-                    "golden-config",
-                    "METRICS is no list of metric names",
-                    Severity.WARNING,
-                )
-            )
+            problems.append(_warning(document.locate([]), "model_config.yaml is no mapping"))
+        elif "METRICS" not in data:
+            return replace(DEFAULT_GATING, problems=tuple(problems))
+        elif isinstance(data["METRICS"], list) and all(isinstance(m, str) for m in data["METRICS"]):
+            return Gating(metrics=frozenset(data["METRICS"]), source=path, problems=tuple(problems))
         else:
-            return Gating(
-                metrics=DEFAULT_GATING.metrics, source="default", problems=tuple(problems)
-            )
-    note = finding(
-        Location(path),
-        "golden-config",
-        f"gated metrics taken as {', '.join(DEFAULT_GATED)} (the test's default)",
-        Severity.WARNING,
-    )
-    return Gating(metrics=DEFAULT_GATING.metrics, source="default", problems=(*problems, note))
+            where = document.locate(["METRICS"])
+            problems.append(_warning(where, "METRICS is no list of metric names"))
+    return _defaulted(path, problems, "")
 
 
 def unread_gating(path: str, why: str) -> Gating:
     """The gating of a case whose model_config.yaml is not read (too large, a
     link): the default, and a finding that says why."""
-    note = finding(
-        Location(path),
-        "golden-config",
-        f"{why}: not read; gated metrics taken as {', '.join(DEFAULT_GATED)} (the test's default)",
-        Severity.WARNING,
-    )
-    return Gating(metrics=DEFAULT_GATING.metrics, source="default", problems=(note,))
+    return _defaulted(path, [], f"{why}: not read; ")
+
+
+def _defaulted(path: str, problems: list[Finding], why: str) -> Gating:
+    taken = f"{why}gated metrics taken as {', '.join(DEFAULT_GATED)} (the test's default)"
+    return replace(DEFAULT_GATING, problems=(*problems, _warning(Location(path), taken)))
+
+
+def _warning(location: Location, message: str) -> Finding:
+    return finding(location, "golden-config", message, Severity.WARNING)

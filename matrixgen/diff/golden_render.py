@@ -4,7 +4,7 @@ goes: `util.escape.terminal_line`, `diff.markdown`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 from matrixgen.diff import markdown as md
 from matrixgen.diff.goldens import (
@@ -44,36 +44,24 @@ def metric_cell(metric: MetricChange | None) -> str:
 
 def largest(f: GoldenFile) -> tuple[MetricChange, float] | None:
     """The metric with the largest change at any one step (the first of equals)."""
-    best: tuple[MetricChange, float] | None = None
-    for m in f.metrics:
-        value = m.max_abs_rel_change_pct
-        if value is not None and (best is None or value > best[1]):
-            best = (m, value)
-    return best
+    measured = [(m, v) for m in f.metrics if (v := m.max_abs_rel_change_pct) is not None]
+    return max(measured, key=lambda item: item[1], default=None)
 
 
 def flags(f: GoldenFile, show: Callable[[str], str] = str) -> list[str]:
     """What a reviewer must look at in a file: missing and non-finite samples,
     changes of metrics the test does not check, problems. `show` writes a
     metric name (code in Markdown)."""
-    out = []
-    missing = [m for m in f.metrics if m.steps_removed]
-    if missing:
-        out.append("missing: " + ", ".join(f"{show(m.name)} ({m.steps_removed})" for m in missing))
-    nonfinite = [m for m in f.metrics if m.non_finite_new]
-    if nonfinite:
-        out.append(
-            "non-finite: " + ", ".join(f"{show(m.name)} ({m.non_finite_new})" for m in nonfinite)
-        )
-    ungated = [m for m in f.metrics if not m.gated and m.status != UNCHANGED]
-    if ungated:
-        out.append("ungated change: " + ", ".join(show(m.name) for m in ungated))
+    metrics = f.metrics
+    listed = {
+        "missing": [f"{show(m.name)} ({m.steps_removed})" for m in metrics if m.steps_removed],
+        "non-finite": [f"{show(m.name)} ({m.non_finite_new})" for m in metrics if m.non_finite_new],
+        "ungated change": [show(m.name) for m in metrics if not m.gated and m.status != UNCHANGED],
+    }
+    out = [f"{label}: {', '.join(names)}" for label, names in listed.items() if names]
+    out += [] if f.compared else ["not compared"]
     errors = sum(p.severity is Severity.ERROR for p in f.problems)
-    if not f.compared:
-        out.append("not compared")
-    if errors:
-        out.append(counted(errors, "problem"))
-    return out
+    return out + ([counted(errors, "problem")] if errors else [])
 
 
 def readers_cell(f: GoldenFile) -> str:
@@ -87,11 +75,7 @@ def readers_cell(f: GoldenFile) -> str:
 def metric_columns(review: GoldenReview) -> list[str]:
     """The metrics shown as columns: the first METRIC_COLUMNS names, in the order
     the files (by path) first have them."""
-    names: dict[str, None] = {}
-    for f in review.files:
-        for m in f.metrics:
-            names.setdefault(m.name)
-    return list(names)[:METRIC_COLUMNS]
+    return list(dict.fromkeys(m.name for f in review.files for m in f.metrics))[:METRIC_COLUMNS]
 
 
 def _others(f: GoldenFile, columns: Sequence[str], show: Callable[[str], str] = str) -> str:
@@ -112,26 +96,38 @@ def summary_words(review: GoldenReview) -> str:
     )
 
 
+def _table(review: GoldenReview, *, markdown: bool) -> tuple[list[str], list[list[str]], int]:
+    """The table's headers and rows, every string escaped for Markdown when
+    `markdown`, and how many metric columns it has."""
+    code, text = (md.code, md.text) if markdown else (str, str)
+    columns = metric_columns(review)
+    extra = any(m.name not in columns for f in review.files for m in f.metrics)
+    headers = ["case", "hardware", "file", "read by", *map(code, columns)]
+    headers += [*(["other metrics"] if extra else []), "largest step change", "flags"]
+    rows = []
+    for f in review.files:
+        by_name = {m.name: m for m in f.metrics}
+        row = [code(f.case), text(f.hardware), f.status, readers_cell(f)]
+        row += [text(metric_cell(by_name.get(c))) if f.compared else "?" for c in columns]
+        row += [_others(f, columns, code)] if extra else []
+        top = largest(f)
+        if top is None:
+            row.append("-")
+        else:
+            size, at = text(pct(top[1], signed=False)), "step" if markdown else "@"
+            row.append(f"{size} {code(top[0].name)} {at} {code(top[0].max_step or '')}")
+        row.append("; ".join(flags(f, code)) or "-")
+        rows.append(row)
+    return headers, rows, len(columns)
+
+
 def render_text(review: GoldenReview | None) -> str:
     """The golden values of a diff for a terminal ("" when there is no review)."""
     if review is None:
         return ""
     if not review.files:
         return f"\ngolden values: no file changes ({review.template})\n"
-    columns = metric_columns(review)
-    extra = any(m.name not in columns for f in review.files for m in f.metrics)
-    headers = ["case", "hardware", "file", "read by", *columns]
-    headers += [*(["other metrics"] if extra else []), "largest step change", "flags"]
-    rows = []
-    for f in review.files:
-        by_name = {m.name: m for m in f.metrics}
-        top = largest(f)
-        row = [f.case, f.hardware, f.status, readers_cell(f)]
-        row += [metric_cell(by_name.get(c)) if f.compared else "?" for c in columns]
-        row += [_others(f, columns)] if extra else []
-        row.append(f"{pct(top[1], signed=False)} {top[0].name} @ {top[0].max_step}" if top else "-")
-        row.append("; ".join(flags(f)) or "-")
-        rows.append(row)
+    headers, rows, _ = _table(review, markdown=False)
     out = [
         "",
         f"golden values: {summary_words(review)} ({review.template})",
@@ -153,33 +149,16 @@ def render_markdown(review: GoldenReview | None, *, rows: int = COMMENT_ROWS) ->
     out = ["", "#### Golden values", ""]
     if not review.files:
         return [*out, f"No golden-values file changes ({md.code(review.template)})."]
-    columns = metric_columns(review)
-    extra = any(m.name not in columns for f in review.files for m in f.metrics)
     out += [
         f"**{md.text(summary_words(review))}**, under {md.code(review.template)}. "
         "Each metric: the signed mean of (old − new) / old over the steps both sides have "
         "(positive: lower now), or Unchanged.",
         "",
     ]
-    headers = ["case", "hardware", "file", "read by", *(md.code(c) for c in columns)]
-    headers += [*(["other metrics"] if extra else []), "largest step change", "flags"]
-    align = [":--"] * 4 + ["--:"] * len(columns) + [":--"] * (len(headers) - 4 - len(columns))
+    headers, cells, columns = _table(review, markdown=True)
+    align = [":--"] * 4 + ["--:"] * columns + [":--"] * (len(headers) - 4 - columns)
     out += ["| " + " | ".join(headers) + " |", "| " + " | ".join(align) + " |"]
-    for f in review.files[:rows]:
-        by_name = {m.name: m for m in f.metrics}
-        top = largest(f)
-        cells = [md.code(f.case), md.text(f.hardware), f.status, readers_cell(f)]
-        cells += [md.text(metric_cell(by_name.get(c))) if f.compared else "?" for c in columns]
-        if extra:
-            cells.append(_others(f, columns, md.code))
-        cells.append(
-            f"{md.text(pct(top[1], signed=False))} {md.code(top[0].name)} step "
-            f"{md.code(top[0].max_step or '')}"
-            if top
-            else "-"
-        )
-        cells.append("; ".join(flags(f, md.code)) or "-")
-        out.append("| " + " | ".join(cells) + " |")
+    out += ["| " + " | ".join(row) + " |" for row in cells[:rows]]
     if len(review.files) > rows:
         more = len(review.files) - rows
         out.append(f"\n… and {counted(more, 'more file')} (`--format json` lists all)")
@@ -193,7 +172,3 @@ def render_markdown(review: GoldenReview | None, *, rows: int = COMMENT_ROWS) ->
         if len(problems) > rows:
             out.append(f"- … and {len(problems) - rows} more (`--format json` lists all)")
     return out
-
-
-def cases_of(review: GoldenReview | None) -> Iterable[str]:
-    return review.test_cases if review is not None else ()

@@ -1,15 +1,8 @@
 """The golden-values review of a diff: every golden-values file the branch
-adds, removes or changes, compared metric by metric (`diff.golden_read`, `diff.goldens`), with the
-jobs that read it, in the diff's text and its PR comment.
-
-Which files are golden values: those that fit a template (`{model}`,
-`{test_case}`, `{environment}`, `{platforms}`), from the top of the repository:
-
-- in a tree with a project config, its reference named `golden`
-  (`references.templates.golden`, below `references.root`); a config that
-  declares none has no review;
-- in a tree without one (Megatron-LM's), `MEGATRON_TEMPLATE`, Megatron-LM's
-  layout, with each case's `model_config.yaml` beside its files.
+adds, removes or changes, compared metric by metric (`diff.golden_read`,
+`diff.goldens`), with the jobs that read it. The files are those that fit a
+template (`golden_template`: the config's reference named `golden`, else
+Megatron-LM's layout, `MEGATRON_TEMPLATE`).
 
 Git says which of them differ (`Repository.changed_files`: a tree diff, or
 against the working tree git's own status, untracked files included): a file
@@ -30,10 +23,8 @@ reads every blob within the bound (the configs' too); linear in the changed
 files' size. Git's part (the tree diff, every blob asked) runs in a thread
 started as soon as the commits are known (`EarlyReview`), while the diff reads
 and expands the recipe trees: the thread only waits on git and takes its
-answers, leaving the interpreter to the loading. Once the sides are loaded the
-blobs are read and compared, and the jobs matched to the files, in the targets
-the diff resolved. Without that thread each blob is read as git hands it over,
-while git reads the next.
+answers, leaving the interpreter to the loading. Without that thread each
+blob is read as git hands it over, while git reads the next.
 """
 
 from __future__ import annotations
@@ -97,9 +88,6 @@ MEGATRON_TEMPLATE = ReferenceTemplate(
 _LINK, _SUBMODULE = "120000", "160000"
 
 
-# ---------------------------------------------------------------- building
-
-
 def golden_template(configs: Sequence[ProjectConfig]) -> tuple[ReferenceTemplate, str] | None:
     """The golden template and its root, from each side's project config (base,
     head): the head's config decides (the base's when the head has none); no
@@ -128,17 +116,11 @@ class _Read(NamedTuple):
 
 
 class EarlyReview:
-    """The review's git work run in a thread from the moment the commits are
-    known, while the recipe trees are read and expanded; `golden_review`
-    joins it, reads and compares what git gave (`take`), and matches its jobs
-    to the files. The thread runs no reading: what Python it runs (git's
-    answers) would otherwise hold the interpreter's lock from the loading.
-
-    `start` is given the project configs the template is decided from: when
-    the sides turn out to decide another template (a guess from the working
-    tree that the revisions do not bear out), the work is not used and the
-    review reads the files itself. `pairs`: the targets the diff compares,
-    when it compares every one (the review's readers are found in them)."""
+    """The review's git work, run in a thread while the recipe trees load
+    (see the module); `golden_review` takes it. When the sides decide another
+    template than the one `start` was given (a guess from the working tree
+    the revisions do not bear out), the work is not used. `pairs`: the targets
+    the diff compares, when it compares every one (the readers are found there)."""
 
     # While the thread runs, the GIL passes between threads this often
     # (seconds): the thread is not kept waiting the default 5 ms each time git
@@ -150,7 +132,7 @@ class EarlyReview:
         self.pairs: list[TargetPair] | None = None
         self._thread: threading.Thread | None = None
         self._key: tuple[tuple[ReferenceTemplate, str], str, str | None] | None = None
-        self._fetched: _Changed | None = None
+        self._fetched: _Reading | None = None
         self._error: BaseException | None = None
         self._interval: float | None = None
 
@@ -178,7 +160,7 @@ class EarlyReview:
     ) -> None:
         try:
             self._fetched = _fetch_changed(
-                self.repo, template, root, base_commit, head_commit, as_it_comes=False
+                self.repo, template, root, base_commit, head_commit, False
             )
         except BaseException as exc:  # raised where the review is asked for
             self._error = exc
@@ -219,25 +201,22 @@ def golden_review(
     base, head = sides
     shown = posixpath.join(root, template.template) if root else template.template
     base_commit = base.source.commit
-    if base_commit is None:  # the base is always a commit; a guard for callers
-        return GoldenReview(template=shown)
+    assert base_commit is not None  # the base is always a commit
     head_commit = head.source.commit
     found = early.take(chosen, base_commit, head_commit) if early is not None else None
-    if found is None:
-        found = _read_changed(repo, template, root, base_commit, head_commit)
+    if found is None:  # each blob read into its values as git hands it over
+        found = _fetch_changed(repo, template, root, base_commit, head_commit, True).finish()
     if not found:
         return GoldenReview(template=shown)
     # The values the jobs use split each name as they would render it.
     matcher = TemplateMatcher.build(template, _known(base.generation, head.generation))
     fitted = []
     for item in found:
-        fields = matcher.fit(item.rel)
-        if fields is not None:  # always: known values change the split, not the fit
-            shown_fields = {ORPHAN_FIELDS[k]: v for k, v in fields.items() if k in ORPHAN_FIELDS}
-            fitted.append((item, shown_fields))
-    pairs = early.pairs if early is not None and early.pairs is not None else None
-    if pairs is None:
-        pairs = resolve_diff_targets(base.generation, head.generation)
+        fields = matcher.fit(item.rel) or {}  # it fits: known values change the split only
+        told = {ORPHAN_FIELDS[k]: v for k, v in fields.items() if k in ORPHAN_FIELDS}
+        fitted.append((item, told))
+    pairs = early.pairs if early is not None else None
+    pairs = pairs or resolve_diff_targets(base.generation, head.generation)
     cases = {fields.get("test_case") for _, fields in fitted}
     readers = {
         "base": _Readers(template, base.generation, [(p.shown.name, p.base) for p in pairs], cases),
@@ -264,34 +243,19 @@ def golden_review(
     return GoldenReview(template=shown, files=tuple(files))
 
 
-def _read_changed(
-    repo: Repository,
-    template: ReferenceTemplate,
-    root: str,
-    base_commit: str,
-    head_commit: str | None,
-) -> list[_Read]:
-    """Every file that fits the template and differs between the commits
-    (head None: the working tree), each side read and compared: the review
-    but for the jobs, which need the loaded sides. Each blob is read into its
-    values as git hands it over, while git reads the next."""
-    return _fetch_changed(repo, template, root, base_commit, head_commit, as_it_comes=True).finish()
-
-
 def _fetch_changed(
     repo: Repository,
     template: ReferenceTemplate,
     root: str,
     base_commit: str,
     head_commit: str | None,
-    *,
     as_it_comes: bool,
-) -> _Changed:
-    """Git's part of `_read_changed`: the tree diff, and every blob asked.
+) -> _Reading:
+    """Every file that fits the template and differs between the commits
+    (head None: the working tree): git's tree diff, and every blob asked.
     `as_it_comes`: each blob is also read into its values as it comes (else
-    `finish` reads them all: the thread that fetches then runs no reading,
-    only the files' matching and git's answers, and leaves the interpreter to
-    the loading of the sides)."""
+    `finish` reads them all, and the fetching thread leaves the interpreter
+    to the loading of the sides)."""
     start = posixpath.join(root, template.static_dir) if root else template.static_dir
     # Known values change how a name splits, never whether it fits: the
     # files are found before the jobs are known.
@@ -313,43 +277,10 @@ def _fetch_changed(
         rel = _below(change.path, root)
         if rel is not None and matcher.fit(rel) is not None:
             found.append((change, rel))
-    reading = _Reading(
-        repo,
-        base_commit,
-        head_commit,
-        [c for c, _ in found],
-        sorted({_gated_by(c) for c, _ in found}),
-        known,
-        trees,
-    )
+    reading = _Reading(repo, base_commit, head_commit, found, known, trees)
     if found:
         reading.fetch(as_it_comes=as_it_comes)
-    return _Changed(found, reading)
-
-
-class _Changed(NamedTuple):
-    """The files a diff changes that fit the template, and their reading."""
-
-    found: list[tuple[PathChange, str]]  # each change, and its path below the root
-    reading: _Reading
-
-    def finish(self) -> list[_Read]:
-        """Each file read and compared (the sides not read yet are read now)."""
-        if not self.found:
-            return []
-        olds, news, gating, compared = self.reading.finish()
-        out = []
-        for change, rel in self.found:
-            if change.status != "D" and change.path not in news:
-                continue  # the working tree holds what the base holds: git saw its time only
-            old = olds.get(change.path) if change.status != "A" else None
-            new = news.get(change.path) if change.status != "D" else None
-            gate = gating[_gated_by(change)]
-            metrics = compared.get(change.path)
-            if metrics is None:  # a side read from disk, or not read at all
-                metrics = compare_goldens(old, new, gate.metrics)
-            out.append(_Read(change, rel, old, new, gate, metrics))
-        return out
+    return reading
 
 
 def _gated_by(change: PathChange) -> tuple[str, str]:
@@ -366,15 +297,11 @@ def _below(path: str, root: str) -> str | None:
 
 def _known(*generations: Generation) -> dict[str, set[str]]:
     """The values the jobs use, so a file name splits as they would render it."""
-    jobs = {id(g.jobs): g.jobs for g in generations}.values()  # both sides may share them
-    platforms = {j.platform for side in jobs for j in side}
-    return {
-        "model": {j.model for side in jobs for j in side},
-        "test_case": {j.test_case for side in jobs for j in side},
-        "environment": {j.environment for side in jobs for j in side},
-        "platforms": platforms,
-        "platform": platforms,
-    }
+    sides = {id(g.jobs): g.jobs for g in generations}.values()  # both sides may share them
+    jobs = [j for side in sides for j in side]
+    names = ("model", "test_case", "environment", "platform")
+    known = {k: {getattr(j, k) for j in jobs} for k in names}
+    return {**known, "platforms": known["platform"]}
 
 
 class _Readers:
@@ -444,12 +371,15 @@ class _Reading:
         repo: Repository,
         base: str,
         head: str | None,
-        changes: Sequence[PathChange],
-        configs: Sequence[tuple[str, str]],
+        found: list[tuple[PathChange, str]],
         known: Mapping[tuple[str, str], str],
         trees: Mapping[str, tuple[str | None, str | None]],
     ) -> None:
-        self.repo, self.head, self.changes, self.configs = repo, head, changes, configs
+        """`found`: each change of a file that fits the template, and its path
+        below the template's root."""
+        self.repo, self.head, self.found = repo, head, found
+        self.changes = changes = [c for c, _ in found]
+        self.configs = configs = sorted({_gated_by(c) for c in changes})
         # (side, path, name to ask git, mode)
         self.wanted: list[tuple[str, str, str, str]] = []
         for side, directory in configs:
@@ -510,16 +440,10 @@ class _Reading:
         new = self.news.get(c.path) if c.status != "D" else None
         self.compared[c.path] = compare_goldens(old, new, gate.metrics)
 
-    def finish(
-        self,
-    ) -> tuple[
-        dict[str, GoldenValues],
-        dict[str, GoldenValues],
-        dict[tuple[str, str], Gating],
-        dict[str, tuple[MetricChange, ...]],
-    ]:
-        """Every side and gating not read as it came read now, what git could
-        not give said, and the working tree's side read from disk."""
+    def finish(self) -> list[_Read]:
+        """Each file read and compared: every side and gating not read as it
+        came read now, what git could not give said, and the working tree's
+        side read from disk."""
         olds, news, gating = self.olds, self.news, self.gating
         for side, path, name, mode in self.wanted:
             found = self.blobs.get(name) if name else None
@@ -552,7 +476,17 @@ class _Reading:
             for side, directory in self.configs:
                 if side == "head":
                     gating[(side, directory)] = _worktree_gating(self.repo, directory)
-        return olds, news, gating, self.compared
+        out = []
+        for change, rel in self.found:
+            if change.status != "D" and change.path not in news:
+                continue  # the working tree holds what the base holds: git saw its time only
+            old = olds.get(change.path) if change.status != "A" else None
+            new = news.get(change.path) if change.status != "D" else None
+            gate = gating[_gated_by(change)]
+            # Compared now where a side was read from disk, or not read at all.
+            metrics = self.compared.get(change.path) or compare_goldens(old, new, gate.metrics)
+            out.append(_Read(change, rel, old, new, gate, metrics))
+        return out
 
 
 def _line_break(path: str) -> bool:

@@ -47,9 +47,6 @@ CHANGED = "changed"
 UNCHANGED = "unchanged"
 
 
-# ---------------------------------------------------------------- comparing
-
-
 class MetricChange(Struct, frozen=True, kw_only=True):
     """What a change of a golden-values file does to one metric (see the module)."""
 
@@ -112,12 +109,7 @@ def compare_series(
         changes = {s: changes[s] for s in pcts}
     largest = max(pcts.values(), default=None)
     step = min((s for s, p in pcts.items() if p == largest), default=None)
-    if old is None:
-        status = ADDED
-    elif new is None:
-        status = REMOVED
-    else:
-        status = CHANGED if differs else UNCHANGED
+    status = ADDED if old is None else REMOVED if new is None else CHANGED if differs else UNCHANGED
     return MetricChange(
         name=name,
         gated=gated,
@@ -197,8 +189,8 @@ def compare_goldens(
     return tuple(
         compare_series(
             name,
-            before.get(name) if old is not None and name in before else None,
-            after.get(name) if new is not None and name in after else None,
+            before.get(name),
+            after.get(name),
             gated=name in checked,
             spelled=new.spelled.get(name) if new is not None else None,
         )
@@ -222,9 +214,6 @@ def pct(value: float, *, signed: bool = True) -> str:
         return f"{sign}{size:,.0f}%"
     digits = min(8, max(0, 2 - math.floor(math.log10(size))))
     return f"{sign}{size:.{digits}f}%"
-
-
-# ---------------------------------------------------------------- the review
 
 
 class GoldenJob(Struct, frozen=True, order=True):

@@ -22,7 +22,8 @@ def habit_note(base: Generation, head: Generation) -> str | None:
     is no change there: no pipeline runs it, before or after."""
     if base.tree.config.targets or head.tree.config.targets:
         return None
-    moved = _habit_jobs(base) ^ _habit_jobs(head)
+    parked = [{(i, j.scope) for i, jobs in _parked(g).items() for j in jobs} for g in (base, head)]
+    moved = parked[0] ^ parked[1]
     if not moved:
         return None
     habits = sorted({scope for _, scope in moved})
@@ -34,10 +35,6 @@ def habit_note(base: Generation, head: Generation) -> str | None:
     )
 
 
-def _habit_jobs(generation: Generation) -> set[tuple[JobId, str]]:
-    return {(j.identity, j.scope) for j in generation.jobs if j.scope and is_habit_scope(j.scope)}
-
-
 def find_habits(
     diffs: Sequence[TargetDiff],
     base: Generation,
@@ -45,11 +42,8 @@ def find_habits(
     sources: tuple[TreeSource, TreeSource] | None,
     cache: PipelineCache | None,
 ) -> list[TargetDiff]:
-    """Removed jobs that upstream's habits took out, and added ones they brought
-    back, as quarantine changes (migrate's notion of a habit): a job that leaves
-    a target while its row now sits in one of that scope's habit scopes
-    (`mr` -> `mr-broken`), or is now commented out with a tracker in the
-    comment, is quarantined; the reverse is lifted."""
+    """The diffs with the removed jobs upstream's habits took out, and the added
+    ones they brought back, as quarantine changes (see the module)."""
     from msgspec.structs import replace as _replace
 
     gens = (base, head)
@@ -131,10 +125,8 @@ def _habit_of(
             continue
         if any(j.scope == where for j in parked[1 - side].get(job.identity, ())):
             continue
-        comment, tracker = "", None
         text = texts.get(habit_job.recipe)
-        if text is not None:
-            comment, tracker = row_comment(text, habit_job.source.line)
+        comment, tracker = row_comment(text, habit_job.source.line) if text else ("", None)
         return Habit(scope=habit_job.shown_scope, comment=comment or None, tracker=tracker)
     found = restored.get((job.identity, job.scope))
     if found is not None:

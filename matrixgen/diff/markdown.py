@@ -4,20 +4,7 @@ Every string of a diff comes from a recipe tree or a quarantine file, that is
 from a pull request: a test case, a tracker or a note may hold Markdown, HTML
 or line breaks meant to forge a comment (a fake "all clear" line, a link to
 `javascript:`, an image that calls home). Each helper makes one kind of text
-safe for one place:
-
-- `text`: running text. Line breaks and control characters become spaces and
-  every ASCII punctuation character that could mean something is
-  backslash-escaped (CommonMark allows that for all of them), so nothing in
-  it starts a tag, a link, an emphasis, an entity or a new block.
-- `code`: inline code (`util.escape.markdown_code`: nothing inside is
-  interpreted, fenced by more backticks than it holds, a `|` between spans).
-- `link`: a link only to an `http://` or `https://` address made of plain URL
-  characters; anything else is shown as code, not linked.
-- `html`: text inside the few HTML tags the diff writes itself (`<details>`,
-  `<summary>`, `<b>`), with `& < > " '` as entities.
-- `fence_lines`: lines of a fenced code block, with a fence longer than any run
-  of backticks in them.
+safe for one place.
 """
 
 from __future__ import annotations
@@ -43,7 +30,10 @@ def flat(value: str) -> str:
 
 
 def text(value: str) -> str:
-    """Running text that renders as exactly these characters."""
+    """Running text that renders as exactly these characters: on one line, every
+    ASCII punctuation character that could mean something backslash-escaped
+    (CommonMark allows that for all of them), so nothing in it starts a tag, a
+    link, an emphasis, an entity or a new block."""
     return _PUNCTUATION.sub(r"\\\1", flat(value))
 
 
@@ -71,7 +61,8 @@ def link(label: str, url: str) -> str:
 
 
 def html(value: str) -> str:
-    """Text inside an HTML element the diff writes itself."""
+    """Text inside an HTML element the diff writes itself (`<details>`,
+    `<summary>`, `<b>`), with `& < > " '` as entities."""
     return (
         flat(value)
         .replace("&", "&amp;")
@@ -80,6 +71,13 @@ def html(value: str) -> str:
         .replace('"', "&quot;")
         .replace("'", "&#39;")
     )
+
+
+def details(summary: str, body: Sequence[str], indent: str = "") -> list[str]:
+    """A folded block after a blank line: the summary (safe HTML) shown, the
+    body (safe Markdown) behind it, set apart by blank lines."""
+    opened = f"{indent}<details><summary>{summary}</summary>"
+    return ["", opened, "", *body, "", f"{indent}</details>"]
 
 
 def fence_lines(lines: Sequence[str], info: str = "", indent: str = "") -> list[str]:

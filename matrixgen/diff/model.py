@@ -4,7 +4,7 @@ renderers, expect and evidence read them)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from msgspec import Struct, field
@@ -23,14 +23,6 @@ ACTION_CHANGED = "action changed"
 ENTRY_CHANGED = "entry changed"
 ARRIVES_QUARANTINED = "arrives quarantined"
 LEAVES_QUARANTINED = "leaves quarantined"
-QUARANTINE_CHANGES: tuple[str, ...] = (
-    QUARANTINED,
-    LIFTED,
-    ACTION_CHANGED,
-    ENTRY_CHANGED,
-    ARRIVES_QUARANTINED,
-    LEAVES_QUARANTINED,
-)
 DUPLICATE_ADDED = "added"
 DUPLICATE_REMOVED = "removed"
 SKIP = "skip"  # the quarantine action that takes a job out of a target
@@ -69,7 +61,7 @@ class ChangedJob(Struct, frozen=True):
 class QuarantineChange(Struct, frozen=True):
     """One quarantine transition of a job in a target (see the module docstring)."""
 
-    change: str  # one of QUARANTINE_CHANGES
+    change: str  # one of the transitions above
     base: Job | None  # None: the job is new to the target
     head: Job | None  # None: the job left the target
     # An upstream habit (a row parked in a habit scope, or commented out) rather
@@ -160,29 +152,8 @@ class TargetDiff(Struct, frozen=True):
     @property
     def unchanged(self) -> bool:
         """Nothing CI receives changes (a duplicate row added or removed is a note)."""
-        return not (
-            self.added
-            or self.removed
-            or self.changed
-            or self.quarantine
-            or self.settings
-            or self.moved_out
-            or self.moved_in
-        )
-
-    def counts(self) -> dict[str, int]:
-        """+ added, - removed, ~ changed, q quarantine changes, m moved (in and
-        out), = all of them and 1 for a changed target definition: what the
-        table shows for the target."""
-        out = {
-            "+": len(self.added),
-            "-": len(self.removed),
-            "~": len(self.changed),
-            "q": len(self.quarantine),
-            "m": len(self.moved_out) + len(self.moved_in),
-        }
-        out["="] = sum(out.values()) + (1 if self.settings else 0)
-        return out
+        jobs = (self.added, self.removed, self.changed, self.quarantine, self.moved_out)
+        return not any((*jobs, self.moved_in, self.settings))
 
     def running_changes(self) -> tuple[tuple[Job, ...], tuple[Job, ...]]:
         """The jobs that start running in the target (run at head and not at
@@ -194,7 +165,7 @@ class TargetDiff(Struct, frozen=True):
         starts = [*self.added, *(m.job for m in self.moved_in)]
         stops = [*self.removed, *(m.job for m in self.moved_out)]
         for q in self.quarantine:
-            before, after = _runs(q.base), _runs(q.head)
+            before, after = runs(q.base), runs(q.head)
             if after and not before:
                 starts.append(q.job)
             elif before and not after:
@@ -212,8 +183,8 @@ class TargetDiff(Struct, frozen=True):
         }
 
 
-def _runs(job: Job | None) -> bool:
-    """Whether a job of one side of a quarantine change runs in the target."""
+def runs(job: Job | None) -> bool:
+    """Whether a job (None: none) runs in its target: no skip entry keeps it out."""
     return job is not None and (job.quarantine is None or job.quarantine.action != SKIP)
 
 
@@ -240,16 +211,6 @@ class SelectionDiff(Struct, frozen=True):
     @property
     def unchanged(self) -> bool:
         return all(t.unchanged for t in self.targets)
-
-
-def target_counts(targets: Sequence[TargetDiff]) -> dict[str, int]:
-    """The per-target counts (`TargetDiff.counts`) summed over some targets: a job
-    added to two targets counts twice, as the table shows it in both rows."""
-    total = {"+": 0, "-": 0, "~": 0, "q": 0, "m": 0, "=": 0}
-    for t in targets:
-        for kind, n in t.counts().items():
-            total[kind] += n
-    return total
 
 
 class TargetPair(Struct, frozen=True):

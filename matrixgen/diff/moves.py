@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from operator import attrgetter
 
 from matrixgen.diff.model import Moved, TargetDiff, target_order
 from matrixgen.model.jobs import Job, Target
@@ -36,8 +37,6 @@ def find_moves(diffs: Sequence[TargetDiff]) -> list[TargetDiff]:
                     options.append(
                         (_distance(d.target, diffs[i].target), order, index, job, i, other)
                     )
-    if not options:
-        return list(diffs)
     options.sort(key=lambda o: (o[0], o[1]))
     moved_out: dict[int, list[Moved]] = {}
     moved_in: dict[int, list[Moved]] = {}
@@ -48,25 +47,23 @@ def find_moves(diffs: Sequence[TargetDiff]) -> list[TargetDiff]:
         taken.update((id(job), id(other)))
         moved_out.setdefault(index, []).append(Moved(job, diffs[i].target.name))
         moved_in.setdefault(i, []).append(Moved(other, diffs[index].target.name))
-    out = []
-    for index, d in enumerate(diffs):
-        if index not in moved_out and index not in moved_in:
-            out.append(d)
-            continue
-        out.append(
-            _replace(
-                d,
-                removed=tuple(j for j in d.removed if id(j) not in taken),
-                added=tuple(j for j in d.added if id(j) not in taken),
-                moved_out=tuple(sorted(moved_out.get(index, ()), key=lambda m: m.job.sort_key())),
-                moved_in=tuple(sorted(moved_in.get(index, ()), key=lambda m: m.job.sort_key())),
-            )
+    return [
+        _replace(
+            d,
+            removed=tuple(j for j in d.removed if id(j) not in taken),
+            added=tuple(j for j in d.added if id(j) not in taken),
+            moved_out=tuple(sorted(moved_out.get(index, ()), key=lambda m: m.job.sort_key())),
+            moved_in=tuple(sorted(moved_in.get(index, ()), key=lambda m: m.job.sort_key())),
         )
-    return out
+        for index, d in enumerate(diffs)
+    ]
 
 
-# The fields a rename of a target's scope, platform or environment changes.
+# The fields a rename of a target's scope, platform or environment changes, and
+# the job's own fields a move keeps.
 _RENAMED = frozenset({"scope", "platforms", "environment"})
+_KEPT = attrgetter("model", "test_case", "n_repeat", "time_limit", "nodes", "gpus")
+_KEPT_TOO = attrgetter("allow_failure", "env", "args", "quarantine")
 
 
 def _move_key(job: Job) -> tuple:
@@ -75,20 +72,7 @@ def _move_key(job: Job) -> tuple:
     spec = json.dumps(
         {k: v for k, v in job.spec.items() if k not in _RENAMED}, sort_keys=True, default=str
     )
-    return (
-        job.model,
-        job.test_case,
-        job.tag or "",
-        job.n_repeat,
-        job.time_limit,
-        job.nodes,
-        job.gpus,
-        job.allow_failure,
-        job.env,
-        job.args,
-        job.quarantine,
-        spec,
-    )
+    return (*_KEPT(job), *_KEPT_TOO(job), job.tag or "", spec)
 
 
 def _distance(a: Target, b: Target) -> int:

@@ -16,7 +16,7 @@ from typing import ClassVar
 from msgspec import Struct
 
 from matrixgen.diff.gitsource import Repository
-from matrixgen.diff.model import SelectionDiff
+from matrixgen.diff.model import SelectionDiff, runs
 from matrixgen.diff.revisions import Side
 from matrixgen.model.jobs import Job
 from matrixgen.model.references import (
@@ -37,8 +37,7 @@ def listing_at(
     """The reference tree of `settings` at a revision (None: the working tree, on disk)."""
     root, prefix = settings.root, settings.prefix
     if revision is None:
-        directory = repo.top / root if root else repo.top
-        return list_directory(directory, prefix, shown_root=root)
+        return list_directory(repo.top / root, prefix, shown_root=root)
     start = posixpath.join(root, prefix) if root else prefix
     paths = repo.list_paths(revision, start)
     where = f"at {revision}"
@@ -62,11 +61,7 @@ class TargetGaps(Struct, frozen=True, kw_only=True):
 
 class ReferenceGaps(Struct, frozen=True, kw_only=True):
     targets: tuple[TargetGaps, ...]
-    head_listing: ReferenceListing | None = None
     declared: bool = False  # the head declares references (else nothing was checked)
-
-    def __bool__(self) -> bool:
-        return bool(self.targets)
 
 
 def reference_gaps(repo: Repository, result: SelectionDiff, sides: Sequence[Side]) -> ReferenceGaps:
@@ -78,7 +73,7 @@ def reference_gaps(repo: Repository, result: SelectionDiff, sides: Sequence[Side
         return ReferenceGaps(targets=())
     head_listing = listing_at(repo, head.source.commit, settings)
     if not head_listing.present:
-        return ReferenceGaps(targets=(), head_listing=head_listing, declared=True)
+        return ReferenceGaps(targets=(), declared=True)
     base_settings = base.generation.tree.config.references
     base_listing = (
         listing_at(repo, base.source.commit, base_settings) if base_settings is not None else None
@@ -92,7 +87,7 @@ def reference_gaps(repo: Repository, result: SelectionDiff, sides: Sequence[Side
     found: list[TargetGaps] = []
     for diff in result.targets:
         added_ids = {id(j) for j in diff.added}
-        added = [m for job in diff.added if not _skipped(job) for m in head_checker.missing(job)]
+        added = [m for job in diff.added if runs(job) for m in head_checker.missing(job)]
         lost: list[MissingReference] = []
         if base_checker is not None:
             base_target = base.generation.tree.config.target(diff.target.name) or diff.target
@@ -105,11 +100,7 @@ def reference_gaps(repo: Repository, result: SelectionDiff, sides: Sequence[Side
                         lost.append(missing)
         if added or lost:
             found.append(TargetGaps(target=diff.target.name, added=tuple(added), lost=tuple(lost)))
-    return ReferenceGaps(targets=tuple(found), head_listing=head_listing, declared=True)
-
-
-def _skipped(job: Job) -> bool:
-    return job.quarantine is not None and job.quarantine.action == "skip"
+    return ReferenceGaps(targets=tuple(found), declared=True)
 
 
 def _key(job: Job) -> tuple[str, ...]:

@@ -3,10 +3,6 @@ diff.comment) or JSON (diff.data, which documents its shape).
 
 All three are deterministic: targets in config order, then by system, scope,
 platform, environment; jobs by identity; no times or other run-dependent text.
-The markdown starts with a hidden marker (`MARKER`) so a bot can find its own
-comment and update it in place; every string in it is escaped for where it goes
-(`diff.markdown`); it stays under GitHub's comment size limit by cutting long
-lists (the JSON always has everything).
 """
 
 from __future__ import annotations
@@ -83,20 +79,15 @@ def render_text(diff: SelectionDiff, *, notes: bool = True) -> str:
             out.append(f"  ! {note}")
         for key, (old, new) in t.settings.items():
             out.append(f"  * target {key}: {show_value(old)} -> {show_value(new)}")
-        for job in t.added:
-            out.append(f"  + {job_label(job)}{_quarantine_suffix(job)}")
-        for job in t.removed:
-            out.append(f"  - {job_label(job)}{_quarantine_suffix(job)}")
+        for sign, listed in (("+", t.added), ("-", t.removed)):
+            out.extend(f"  {sign} {job_label(job)}{_quarantine_suffix(job)}" for job in listed)
         for fields, jobs_changed in field_groups(t.changed):
-            for job in jobs_changed:
-                out.append(f"  ~ {job_label(job)}")
+            out.extend(f"  ~ {job_label(job)}" for job in jobs_changed)
             for name, (old, new) in fields.items():
                 out.extend(f"      {line}" for line in _text_field(name, old, new))
         for q in t.quarantine:
-            if q.habit is not None:
-                out.append(f"  q {q.change} {job_label(q.job)}: {habit_text(q)}")
-                continue
-            out.append(f"  q {q.change} {job_label(q.job)}: {mark_text(q.mark)}{was_text(q)}")
+            said = habit_text(q) if q.habit is not None else f"{mark_text(q.mark)}{was_text(q)}"
+            out.append(f"  q {q.change} {job_label(q.job)}: {said}")
         for sign, word, moved in ((">", "to", t.moved_out), ("<", "from", t.moved_in)):
             for other, jobs_moved in moves_by_target(moved):
                 labels = ", ".join(job_label(j) for j in jobs_moved)
@@ -106,13 +97,11 @@ def render_text(diff: SelectionDiff, *, notes: bool = True) -> str:
             out.append(f"  . duplicate definition {d.change} at {places}: {job_label(d.job)}")
     unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates]
     if unchanged:
-        out.append("")
-        out.append(f"unchanged ({len(unchanged)}): {', '.join(unchanged)}")
+        out += ["", f"unchanged ({len(unchanged)}): {', '.join(unchanged)}"]
     if diff.evidence:
         out += ["", "evidence (results store):"]
         out += [f"  {entry}: {line}" for entry, line in diff.evidence.items()]
-    for note in diff.notes if notes else ():
-        out.append(f"note: {note}")
+    out += [f"note: {note}" for note in diff.notes] if notes else []
     # Each entry is one line: a line break or control character inside a value
     # (a hostile test case) is shown escaped, never as a line of its own.
     text = "\n".join(terminal_line(line) for line in out) + "\n"
@@ -132,9 +121,7 @@ def _text_field(name: str, old: Any, new: Any) -> list[str]:
 
 
 def _quarantine_suffix(job: Job) -> str:
-    if job.quarantine is None:
-        return ""
-    return f" (quarantined: {mark_text(job.quarantine)})"
+    return "" if job.quarantine is None else f" (quarantined: {mark_text(job.quarantine)})"
 
 
 def render(diff: SelectionDiff, fmt: str, *, notes: bool = True) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from msgspec import Struct
+from msgspec.structs import replace
 
 from matrixgen.diff.compare import diff_generations
 from matrixgen.diff.gitsource import Repository, TreeSource
@@ -155,17 +156,14 @@ def diff_revisions(
     head: str | None = None,
     *,
     values: Sequence[str] = (),
-    specs: Sequence[str] = (),
-    names: Sequence[str] = (),
     holding_pen: bool = False,
     cache: PipelineCache | None = None,
     early: EarlyReview | None = None,
 ) -> tuple[SelectionDiff, list[Side]]:
     """The selection diff between two revisions (head None: the working tree).
-    With `early`, the golden-values review's reading starts as soon as the
-    commits are known (its template guessed from the working tree: a tree
-    without a project config there, Megatron-LM's layout), else once the
-    trees are read (from their configs), and is given the targets compared."""
+    With `early`, the golden-values review's reading starts as soon as its
+    template is known (`_start_early`, else from the trees' configs), and it
+    is given the targets compared."""
     cache = cache if cache is not None else PipelineCache()
     if early is not None:
         _start_early(early, repo, path, base, head)
@@ -189,21 +187,14 @@ def diff_revisions(
     sides = [load_side("base", base_source, cache), load_side("head", head_source, cache)]
     notes = [note for side in sides for note in side_notes(side)]
     pairs = resolve_diff_targets(
-        sides[0].generation,
-        sides[1].generation,
-        values=values,
-        specs=specs,
-        names=names,
-        holding_pen=holding_pen,
+        sides[0].generation, sides[1].generation, values=values, holding_pen=holding_pen
     )
-    if early is not None and not (values or specs or names or holding_pen):
+    if early is not None and not (values or holding_pen):
         early.pairs = pairs  # every target: the ones the review finds readers in
     result = diff_generations(
         sides[0].generation,
         sides[1].generation,
         values=values,
-        specs=specs,
-        names=names,
         holding_pen=holding_pen,
         base_ref=base_source.ref,
         head_ref=head_source.ref,
@@ -213,8 +204,4 @@ def diff_revisions(
         pairs=pairs,
     )
     added, removed = finding_changes(sides[0].findings, sides[1].findings)
-    if added or removed:
-        from msgspec.structs import replace as _replace
-
-        result = _replace(result, findings_added=added, findings_removed=removed)
-    return result, sides
+    return replace(result, findings_added=added, findings_removed=removed), sides

@@ -5,13 +5,13 @@ either side, else every scope x platform x environment used on either side
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from matrixgen.diff.model import TargetPair
 from matrixgen.engine.checks import typo_platforms
 from matrixgen.engine.targets import discover_targets, is_holding_pen, parse_target
 from matrixgen.model.errors import UsageError, did_you_mean
-from matrixgen.model.jobs import Job, Target
+from matrixgen.model.jobs import Target
 from matrixgen.pipeline import Generation
 
 
@@ -20,35 +20,26 @@ def resolve_diff_targets(
     head: Generation,
     *,
     values: Sequence[str] = (),
-    specs: Sequence[str] = (),
-    names: Sequence[str] = (),
     holding_pen: bool = False,
 ) -> list[TargetPair]:
-    """The targets to compare, each as the base and the head define it.
-
+    """The targets to compare, each as the base and the head define it;
     `values` are `--target` values: a target's name (configured, or discovered,
     on either side), else key=value pairs."""
     base_config, head_config = base.tree.config, head.tree.config
     # The targets the jobs imply, by name: only looked up for targets given.
     discovered = (
-        {t.name: t for t in discover_targets(_chain(base.jobs, head.jobs), holding_pen=True)}
-        if values or names
+        {t.name: t for t in discover_targets([*base.jobs, *head.jobs], holding_pen=True)}
+        if values
         else {}
     )
-    names = list(names)
-    specs = list(specs)
-    for value in values:
-        if (
-            "=" in value
-            and value not in discovered
-            and base_config.target(value) is None
-            and head_config.target(value) is None
-        ):
-            specs.append(value)
-        else:
-            names.append(value)
+
+    def named(value: str) -> bool:
+        if "=" not in value or value in discovered:
+            return True
+        return base_config.target(value) is not None or head_config.target(value) is not None
+
     pairs: list[TargetPair] = []
-    for name in names:
+    for name in filter(named, values):
         pair = _configured_pair(name, base, head)
         if pair is None and name in discovered:
             found = discovered[name]
@@ -60,7 +51,7 @@ def resolve_diff_targets(
                 hint = f"; configured: {', '.join(known)}" if known else "; no target is configured"
             raise UsageError(f'--target "{name}": no target has this name{hint}')
         pairs.append(pair)
-    for spec in specs:
+    for spec in (v for v in values if not named(v)):
         head_target = parse_target(spec, head_config)
         pairs.append(
             TargetPair(head_target, parse_target(spec, base_config), head_target, ad_hoc=True)
@@ -80,7 +71,7 @@ def resolve_diff_targets(
     return [
         TargetPair(_pen(t), t, t)
         for t in discover_targets(
-            _chain(base.jobs, head.jobs), holding_pen=holding_pen, exclude_platforms=typos
+            [*base.jobs, *head.jobs], holding_pen=holding_pen, exclude_platforms=typos
         )
     ]
 
@@ -95,10 +86,6 @@ def _pen(target: Target) -> Target:
     from msgspec.structs import replace as _replace
 
     return _replace(target, name="-".join(p for p in parts if p))
-
-
-def _chain(*groups: Iterable[Job]) -> list[Job]:
-    return [job for group in groups for job in group]
 
 
 def _configured_pair(name: str, base: Generation, head: Generation) -> TargetPair | None:

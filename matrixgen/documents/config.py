@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from msgspec import Struct, field
+from msgspec import Struct, field, structs
 from msgspec.structs import replace
 
 from matrixgen.documents.config_sections import (
@@ -124,9 +124,7 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
         document=document,
         doc=doc,
         vocabulary=vocabulary,
-        time_limit=doc.defaults.time_limit,
-        n_repeat=doc.defaults.n_repeat,
-        max_jobs=doc.defaults.max_jobs,
+        **structs.asdict(doc.defaults),  # time_limit, n_repeat, max_jobs
     )
     # Targets and decisions name vocabulary values: the schema asks for a
     # vocabulary beside them.
@@ -135,14 +133,7 @@ def parse_config(raw: bytes, path: str) -> ProjectConfig:
     if vocabulary is not None:
         # In the order the config writes them: every command lists targets so.
         targets = tuple(_target(name, spec, config, findings) for name, spec in doc.targets.items())
-        decisions = parse_decisions(
-            doc.decisions,
-            scopes=vocabulary.scopes,
-            environments=vocabulary.environments,
-            cadences=vocabulary.cadences,
-            locate=config.locate,
-            findings=findings,
-        )
+        decisions = parse_decisions(doc.decisions, vocabulary, config.locate, findings)
     references = _references(doc.references, config, targets, findings)
     triage = parse_triage(doc.triage, config.locate, findings)
     if findings.errors:
@@ -175,9 +166,7 @@ def _references(
                 f'reference "{name}": {problem}',
             )
         templates.append(ReferenceTemplate(name, template))
-    root = raw.root
-    problem = root_problem(root)
-    root = root.rstrip("/")
+    problem = root_problem(raw.root)
     if problem is not None:
         findings.add(config.locate(["references", "root"]), "config-references", problem)
     names = [t.name for t in targets]
@@ -191,7 +180,7 @@ def _references(
             )
     return ReferenceSettings(
         templates=tuple(templates),
-        root=root,
+        root=raw.root.rstrip("/"),
         gating=raw.gating,
         refuse_generate=raw.refuse_generate,
     )
@@ -230,18 +219,12 @@ def _target(name: str, spec: Any, config: ProjectConfig, findings: Findings) -> 
                 "config-target",
                 f'target "{name}": unknown {what} "{value}"{did_you_mean(value, known)}',
             )
-    selector = Selector(
-        scope=spec.scope,
-        cadence=spec.cadence,
-        environment=spec.environment,
-        platform=spec.platform,
-        model=spec.model,
-        tag=spec.tag,
-    )
+    # A target selects by the fields of its entry that a Selector has (no test cases).
+    picked = ("scope", "cadence", "environment", "platform", "model", "tag")
     return Target(
         name=name,
         system=system,
-        selector=selector,
+        selector=Selector(**{key: getattr(spec, key) for key in picked}),
         settings=system_settings(config, system, spec),
         description=spec.description,
         rereads_recipe=spec.rereads_recipe,

@@ -18,7 +18,7 @@ reach the schema, the reading and the targets.
 import functools
 import importlib
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 from msgspec import Meta, Struct, defstruct, field
@@ -46,6 +46,7 @@ from matrixgen.model.vocab import (
     Cadence,
     QuarantineKind,
     System,
+    resolve_scope,
 )
 from matrixgen.systems import HOMES, names
 
@@ -70,8 +71,6 @@ class Vocabulary(Section, frozen=True, kw_only=True):
     @property
     def all_scopes(self) -> frozenset[str]:
         """Every scope of every system, with the tier each legacy name resolves to."""
-        from matrixgen.model.vocab import resolve_scope
-
         names = {s for scopes in self.scopes.values() for s in scopes}
         return frozenset(names | {resolve_scope(s) for s in names})
 
@@ -172,12 +171,12 @@ def per_system(
     descriptions: Mapping[str, str] | None = None,
 ) -> Any:
     """A section with the fields `before`, one optional field per CI system (of
-    `kind`, or `kind(system)` when it is a function), then `after`; `.of(system)`
+    `kind`, or `kind[system]` when it is a mapping), then `after`; `.of(system)`
     reads a system's."""
-    make: Callable[[System], Any] = kind if _is_function(kind) else (lambda _: kind)
+    kinds = kind if isinstance(kind, Mapping) else dict.fromkeys(System, kind)
     return defstruct(
         name,
-        [*before, *((s.value, make(s) | None, None) for s in System), *after],
+        [*before, *((s.value, kinds[s] | None, None) for s in System), *after],
         bases=(Section,),
         kw_only=True,
         frozen=True,
@@ -188,10 +187,6 @@ def per_system(
             "__doc__": None,
         },
     )
-
-
-def _is_function(kind: Any) -> bool:
-    return callable(kind) and not isinstance(kind, type) and not hasattr(kind, "__origin__")
 
 
 def _of(self: Any, system: System) -> Any:
@@ -253,7 +248,7 @@ SYSTEM_SETTINGS: Mapping[System, type[SystemSettings]] = {
 }
 Systems = per_system(
     "Systems",
-    SYSTEM_SETTINGS.__getitem__,
+    SYSTEM_SETTINGS,
     schema={
         "description": "Settings shared by every target of a system; a target may override them."
     },

@@ -10,30 +10,23 @@ from typing import Any
 
 from msgspec import Struct
 
-from matrixgen.documents.config_sections import DecisionRule, SystemDecisions
+from matrixgen.documents.config_sections import DecisionRule, SystemDecisions, Vocabulary
 from matrixgen.model.decide import ANY_CADENCE, FIELDS, LABELLED_EVENTS, Decisions, Rule
 from matrixgen.model.errors import Findings, did_you_mean
 from matrixgen.model.vocab import System
 
 
 def parse_decisions(
-    doc: Any,
-    *,
-    scopes: Mapping[System, Sequence[str]],
-    environments: frozenset[str],
-    cadences: frozenset[str],
-    locate: Any,
-    findings: Findings,
+    doc: Any, vocabulary: Vocabulary, locate: Any, findings: Findings
 ) -> dict[System, Decisions]:
-    """`decisions` of the project config (documents/config_sections.Decisions);
-    every rule that can never fire, or that clashes with another, is a finding."""
+    """`decisions` of the project config (documents/config_sections.Decisions)."""
     out: dict[System, Decisions] = {}
     for system in sorted(System) if doc is not None else ():
         section = doc.of(system)
         if section is None:
             continue
-        known_scopes = list(scopes.get(system, ()))
-        reader = _RuleReader(system, known_scopes, environments, cadences, locate, findings)
+        scopes = list(vocabulary.scopes.get(system, ()))
+        reader = _RuleReader(system, scopes, vocabulary, locate, findings)
         events = reader.event_rules(section)
         labels = reader.label_rules(section, events)
         out[system] = Decisions(
@@ -47,8 +40,7 @@ class _RuleReader(Struct):
 
     system: System
     scopes: list[str]  # the system's
-    environments: frozenset[str]
-    cadences: frozenset[str]
+    vocabulary: Vocabulary
     locate: Any
     findings: Findings
 
@@ -140,17 +132,19 @@ class _RuleReader(Struct):
                 f"declared: {', '.join(self.scopes)}",
             )
         env = values.get("environment")
-        if env is not None and env not in self.environments:
+        environments = self.vocabulary.environments
+        if env is not None and env not in environments:
             self.add(
                 [*where, "environment"],
-                f'unknown environment "{env}"{did_you_mean(env, self.environments)}',
+                f'unknown environment "{env}"{did_you_mean(env, environments)}',
             )
         cadence = values.get("cadence")
-        if cadence is not None and cadence != ANY_CADENCE and cadence not in self.cadences:
+        cadences = self.vocabulary.cadences
+        if cadence is not None and cadence != ANY_CADENCE and cadence not in cadences:
             self.add(
                 [*where, "cadence"],
                 f'cadence "{cadence}" is not declared (vocabulary.cadences: '
-                f"{', '.join(sorted(self.cadences))}; or {ANY_CADENCE} to bypass the cadence "
+                f"{', '.join(sorted(cadences))}; or {ANY_CADENCE} to bypass the cadence "
                 "filter)",
             )
 

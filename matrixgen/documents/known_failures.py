@@ -1,19 +1,6 @@
-"""The project config's `triage` section: known failures.
-
-    triage:
-      known_failures:
-        - pattern: 'The server socket has failed to listen on any local network address'
-          tracker: "#8201"
-          kind: infra
-
-A failure whose message, or a line of its report's output (system-out,
-system-err, the failure's text), a pattern matches is `known` to `triage`,
-with that tracker and kind. Its shape is declared in documents/config_sections.py
-(`Triage`); here each pattern is checked where it is written (file, line, column): it must be one
-that RE2 runs (`util.linear_regex`: time linear in the text, so no
-backreference and no lookaround, which only a backtracking engine runs; a
-nested quantifier such as `(a+)+` is harmless there), and must not match the
-empty text (it would call every failure known).
+"""The project config's `triage` section: known failures, each pattern checked
+where it is written: one RE2 runs (time linear in the text) and that does not
+match the empty text (it would call every failure known).
 """
 
 from __future__ import annotations
@@ -34,8 +21,6 @@ class KnownFailure(Struct, frozen=True, kw_only=True):
 
 
 class TriageSettings(Struct, frozen=True, kw_only=True):
-    """The `triage` section, with defaults."""
-
     known_failures: tuple[KnownFailure, ...] = ()
 
 
@@ -53,17 +38,16 @@ def parse_triage(
     known: list[KnownFailure] = []
     for i, item in enumerate(section.known_failures):
         where = locate(["triage", "known_failures", i, "pattern"])
-        pattern = item.pattern
-        found = problem(pattern)
+        found = problem(item.pattern)
         if found is not None:
             findings.add(
                 where,
                 "config-known-failure",
-                f"known failure pattern {_shown(pattern)}: {found}",
+                f"known failure pattern {_shown(item.pattern)}: {found}",
             )
             continue
         known.append(
-            KnownFailure(pattern=pattern, tracker=item.tracker, kind=item.kind, location=where)
+            KnownFailure(pattern=item.pattern, tracker=item.tracker, kind=item.kind, location=where)
         )
     return TriageSettings(known_failures=tuple(known))
 

@@ -29,11 +29,7 @@ PUBLISHED: dict[str, Any] = {
 
 def schema_text(name: str) -> str:
     """The schema file of one document, as written (two-space indent, a final newline)."""
-    return _text(json_schema(PUBLISHED[name]))
-
-
-def _text(schema: Any) -> str:
-    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(json_schema(PUBLISHED[name]), indent=2, ensure_ascii=False) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

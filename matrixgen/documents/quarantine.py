@@ -18,7 +18,7 @@ from typing import Annotated, Any, ClassVar, Protocol
 
 from msgspec import Meta
 
-from matrixgen.model.sections import NON_BLANK, whole
+from matrixgen.model.sections import NON_BLANK, Text, Unique, whole
 from matrixgen.model.vocab import QuarantineAction, QuarantineKind, System
 from matrixgen.systems import example_places
 from matrixgen.util.nodeid import NODE_ID_PATTERN
@@ -27,9 +27,7 @@ from matrixgen.util.values import ComparedValue
 _GLOB_CHARS = re.compile(r"[*?\[]")
 NODE_LEVEL = tuple(a.value for a in QuarantineAction if a.node_level)
 
-Name = Annotated[str, Meta(min_length=1)]
-Unique = Meta(extra_json_schema={"uniqueItems": True})
-Names = Annotated[tuple[Name, ...], Meta(min_length=1), Unique]
+Names = Annotated[tuple[Text, ...], Meta(min_length=1), Unique]
 
 
 # Places of the first and last system, as the schema's examples name them.
@@ -58,8 +56,8 @@ class Match(
     name or glob, or a list of them (one entry covering several test cases): a
     job matches when any of them does."""
 
-    model: Name | None = None
-    test_case: Name | Annotated[tuple[Name, ...], Meta(min_length=2), Unique]
+    model: Text | None = None
+    test_case: Text | Annotated[tuple[Text, ...], Meta(min_length=2), Unique]
     platforms: Names = ()
     environments: Names = ()
     tags: Names = ()
@@ -76,15 +74,13 @@ class Match(
         return (self.test_case,) if isinstance(self.test_case, str) else self.test_case
 
     def matches(self, job: JobLike, known_test_cases: Container[str]) -> bool:
-        if self.model is not None and job.model != self.model:
-            return False
-        if self.platforms and job.platform not in self.platforms:
-            return False
-        if self.environments and job.environment not in self.environments:
-            return False
-        if self.tags and (job.tag or "") not in self.tags:
-            return False
-        return any(matches_test_case(p, job.test_case, known_test_cases) for p in self.test_cases)
+        return (
+            (self.model is None or job.model == self.model)
+            and (not self.platforms or job.platform in self.platforms)
+            and (not self.environments or job.environment in self.environments)
+            and (not self.tags or (job.tag or "") in self.tags)
+            and any(matches_test_case(p, job.test_case, known_test_cases) for p in self.test_cases)
+        )
 
 
 def is_glob(pattern: str) -> bool:

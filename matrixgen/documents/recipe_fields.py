@@ -16,16 +16,12 @@ from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 from msgspec import Meta, Struct
 
-from matrixgen.model.sections import NON_BLANK, whole
+from matrixgen.model.sections import NON_BLANK, Text, Texts, Unique, whole
 from matrixgen.model.vocab import Cadence, RecipeType
 
-Text = Annotated[str, Meta(min_length=1)]
 Scalar = str | int | float | bool
-Unique = Meta(extra_json_schema={"uniqueItems": True})
 Cadences = Annotated[tuple[Cadence, ...], Meta(min_length=1)]
-Paths = Annotated[tuple[Text, ...], Meta(min_length=1)]
 Env = dict[Annotated[str, Meta(pattern=whole("[A-Za-z_][A-Za-z0-9_]*"))], Scalar]
-StringAxis = Annotated[tuple[Text, ...], Meta(min_length=1)]
 IntAxis = Annotated[tuple[Annotated[int, Meta(ge=1)], ...], Meta(min_length=1)]
 # An axis a tree declares (vocabulary.axes): a list of plain values.
 EXTRA_AXIS = {"type": "array", "items": {"type": ["string", "integer", "number", "boolean"]}}
@@ -58,7 +54,7 @@ class Spec(Part, frozen=True, kw_only=True, forbid_unknown_fields=True):
     with `x-` are free for tools of the project's own."""
 
     references: References | None = None
-    paths: Paths | None = None
+    paths: Texts | None = None
     always: bool | None = None
     name: Text | None = None
     model: Text | None = None
@@ -99,12 +95,12 @@ class Row(Part, frozen=True, kw_only=True):
     cadence: Cadences | None = None
     env: Env | None = None
     args: tuple[str, ...] | None = None
-    paths: Paths | None = None
+    paths: Texts | None = None
     always: bool | None = None
-    environment: StringAxis | None = None
-    scope: StringAxis | None = None
-    platforms: StringAxis | None = None
-    tag: StringAxis | None = None
+    environment: Texts | None = None
+    scope: Texts | None = None
+    platforms: Texts | None = None
+    tag: Texts | None = None
     n_repeat: IntAxis | None = None
     time_limit: IntAxis | None = None
     timeout: IntAxis | None = None
@@ -125,7 +121,7 @@ class Block(Part, frozen=True, kw_only=True, forbid_unknown_fields=True):
 
     test_case: Annotated[tuple[Text, ...], Meta(min_length=1, max_length=1)]
     cadence: Cadences | None = None
-    paths: Paths | None = None
+    paths: Texts | None = None
     always: bool | None = None
     products: Annotated[tuple[Row, ...], Meta(min_length=1)]
 

@@ -1,17 +1,8 @@
-"""Each document's JSON Schema, made from the Structs that declare its shape, and
-the two readings of a document against that declaration.
-
-A document (the quarantine file, the project config, a recipe) is declared once,
-as msgspec Structs: its keys (the fields, by their encoded names), their types,
-their defaults, and msgspec `Meta` constraints (patterns, bounds, descriptions).
-From that one declaration:
-
-- `json_schema` writes the JSON Schema published in schema/ (`python -m
-  matrixgen.documents` writes the files; a test holds them equal to it);
-- `check_document` validates a read document against it with jsonschema, which
-  reports every problem at once, each located at its line and column;
-- `decode` builds the typed values with msgspec; a value it refuses is located
-  by msgspec's error path (`$.entries[0].match`).
+"""A document (the quarantine file, the project config, a recipe) is declared
+once, as msgspec Structs. From that declaration `json_schema` writes the JSON
+Schema published in schema/, `check_document` validates a read document with
+jsonschema (every problem at once, located), and `decode` builds the typed
+values with msgspec (a value it refuses located by msgspec's error path).
 
 How a declaration reads as a schema:
 
@@ -150,21 +141,12 @@ class _Writer:
         fields common to all variants, and each variant's where its tag is."""
         tag_field = variants[0].tag_field
         assert tag_field is not None
-        tags = [v.tag for v in variants]
-        first = {f.encode_name: f for f in variants[0].fields}
-        common = [
-            f
-            for name, f in first.items()
-            if all(
-                any(g.encode_name == name and g.type == f.type for g in v.fields)
-                for v in variants[1:]
-            )
-        ]
-        out: dict[str, Any] = {"type": "object"}
-        required = [tag_field] + [f.encode_name for f in common if _required(f)]
-        out["required"] = required
-        out["properties"] = {tag_field: {"enum": tags}} | {
-            f.encode_name: self.field(f) for f in common
+        common = [f for f in variants[0].fields if all(f in v.fields for v in variants[1:])]
+        out: dict[str, Any] = {
+            "type": "object",
+            "required": [tag_field, *(f.encode_name for f in common if _required(f))],
+            "properties": {tag_field: {"enum": [v.tag for v in variants]}}
+            | {f.encode_name: self.field(f) for f in common},
         }
         # All closed: what no variant names is refused once, at the top; else each
         # closed variant refuses what it does not name (its tag included).
@@ -240,15 +222,11 @@ def _shared_structs(root: type) -> set[type]:
 
 
 def _children(info: mi.Type) -> Iterator[mi.Type]:
-    if isinstance(info, mi.Metadata):
-        yield info.type
-    elif isinstance(info, mi.UnionType):
-        yield from info.types
-    elif isinstance(info, (mi.ListType, mi.VarTupleType, mi.SetType, mi.FrozenSetType)):
-        yield info.item_type
-    elif isinstance(info, mi.DictType):
-        yield info.key_type
-        yield info.value_type
+    """The types a type is made of: each of its attributes (or their items) that is one."""
+    for value in msgspec.structs.astuple(info):
+        for item in value if isinstance(value, tuple) else (value,):
+            if isinstance(item, mi.Type):
+                yield item
 
 
 def _hints(info: mi.Type) -> Mapping[str, Any]:
@@ -286,20 +264,14 @@ def _values(info: mi.Type) -> list[Any]:
 
 def _key_schema(info: mi.Type) -> dict[str, Any]:
     """What a mapping's keys must be: nothing past being text, or the key type's rules."""
-    schema = _scalar(info.type if isinstance(info, mi.Metadata) else info)
-    if isinstance(info, mi.Metadata):
-        schema = {**(info.extra_json_schema or {}), **schema}
+    schema = _scalar(info)
     schema.pop("type", None)
     return schema
 
 
 def _scalar(info: mi.Type) -> dict[str, Any]:
     if isinstance(info, mi.StrType):
-        out: dict[str, Any] = {"type": "string"}
-        if info.min_length is not None:
-            out["minLength"] = info.min_length
-        if info.max_length is not None:
-            out["maxLength"] = info.max_length
+        out: dict[str, Any] = _bounded({"type": "string"}, info, "minLength", "maxLength")
         if info.pattern is not None:
             out["pattern"] = info.pattern
         return out
@@ -348,10 +320,8 @@ def _validator(root: Any) -> Any:
 def _required_each(
     validator: Any, required: list[str], instance: Any, schema: Any
 ) -> Iterator[Any]:
-    """jsonschema's `required`, each error pointing at its property in the
-    keyword's list (schema path `.../required/INDEX`, as `items` errors point at
-    their item): `error.validator_value[error.relative_schema_path[-1]]` is the
-    missing property."""
+    """jsonschema's `required`, each error's schema path ending at the missing
+    property's index in the keyword's list (as `items` errors point at their item)."""
     from jsonschema.exceptions import ValidationError
 
     if not validator.is_type(instance, "object"):
@@ -373,11 +343,9 @@ def check_document(
 ) -> None:
     """Add one finding per way the document breaks its declaration, located in it.
 
-    `leave_out` is asked of each jsonschema error (its `validator` keyword, its
-    `absolute_path`, its `schema`): the ones it answers True for are left to a
-    check that reports them better (or the caller reports them itself), never
-    chosen by their message's text. Messages name paths below `within` (an
-    error at `within` itself names none)."""
+    `leave_out` picks, by the jsonschema error's keyword, path or schema (never its
+    message's text), the errors a better check reports. Messages name paths below
+    `within`."""
     validator = _validator(root)
     instance = document.data if data is None else data
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
@@ -429,8 +397,7 @@ _PATH_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
 
 
 def error_path(message: str) -> tuple[list[str | int], str]:
-    """msgspec's `... - at `$.a[0].b`` as keys (["a", 0, "b"]) and the message
-    before it."""
+    """msgspec's `... - at `$.a[0].b`` as keys (["a", 0, "b"]) and the message before it."""
     text, sep, at = message.rpartition(" - at `")
     if not sep or not at.startswith("$"):
         return [], message

@@ -1,7 +1,6 @@
-"""The fast construct path of `parse_yaml`: one tight walk over a composed
-node tree that builds strings, lists and mappings itself, hands every other
-scalar to PyYAML's safe constructor methods, and gives up (`_Unusual`) on
-anything else, for PyYAML's own constructor to build or to report.
+"""The fast construct path of `parse_yaml`: one tight walk that builds strings,
+lists and mappings itself, hands other scalars to PyYAML's constructor methods,
+and gives up (`_Unusual`) on anything else.
 """
 
 from __future__ import annotations
@@ -53,9 +52,8 @@ class _Unusual(Exception):
 def _builder(
     loader: SafeConstructor, below: list[tuple[yaml.Node, Any]], memo: dict[yaml.Node, Any] | None
 ) -> Callable[[yaml.Node], Any]:
-    """The fast walk's constructor of any node but a plain string: a scalar's
-    value, or a new empty list or dict, put on `below` to be filled when its
-    level is reached (each node once, with `memo`, where nodes are shared)."""
+    """The constructor of any node but a plain string: a scalar's value, or an
+    empty list or dict put on `below` to be filled at its level (once, with `memo`)."""
     scalar_node = yaml.ScalarNode
     sequence_node = yaml.SequenceNode
     mapping_node = yaml.MappingNode
@@ -94,14 +92,9 @@ def _construct_fast(
     loader: SafeConstructor, root: yaml.Node, *, shared: bool, merges: bool, nul: bool
 ) -> tuple[Any, list[tuple[yaml.Node, str]], list[tuple[yaml.Node, str]]]:
     """The value of a composed document, with its duplicate and odd keys, as
-    `loader.construct_document` would build them but in one tight walk.
-
-    `shared`: nodes may be reached twice (the text has an `&`): each list or
-    mapping node then gives one value, however often it is used. `merges`: the
-    text may hold `<<` keys; without it one makes the walk give up. `nul`: each
-    string is checked for NUL. The walk goes level by level, as PyYAML builds
-    (so findings come in the same order), and stops past MAX_NESTING_DEPTH.
-    Raises _Unusual for anything it does not build itself.
+    `loader.construct_document` builds them. `shared`: nodes may be reached
+    twice; `merges`: the text may hold `<<` keys; `nul`: strings are checked for
+    NUL. Level by level, as PyYAML builds (findings in the same order).
     """
     scalar_node = yaml.ScalarNode
     fast_str = None if nul else _STR  # with NUL checks every string goes the long way
@@ -172,8 +165,7 @@ def _note_duplicate_keys(pairs: list, found: list[tuple[yaml.Node, str]]) -> Non
 
 
 def _rename_odd_keys(pairs: list, mapping: dict, build: Any, found: list) -> None:
-    """Key each value whose key YAML read as something other than a string by
-    the key's text as written (recording each such key), in place."""
+    """Key each value whose key is no string by the key's text (recorded), in place."""
     written: dict[Any, str] = {}
     for key_node, _ in pairs:
         key = key_node.value if key_node.tag == _STR else build(key_node)

@@ -1,12 +1,7 @@
-"""Safe YAML reading that keeps node positions for error messages.
-
-Documents are composed by the libyaml C parser when it is present; the composed
-node tree is kept so that any finding can be mapped back to `file:line:column`
-without paying for position tracking on the fast path. Values are built from it by
-one tight walk (`_construct_fast`, in yamlfast.py) that builds strings, lists and mappings itself,
-hands every other scalar to PyYAML's safe constructor methods, and gives a
-document up to PyYAML's own constructor on anything else: an unusual tag, an
-error, a document too deep. Both give the same values and findings.
+"""Safe YAML reading that keeps the composed node tree, so that any finding maps
+back to `file:line:column`. Values are built by the fast walk of yamlfast.py,
+or by PyYAML's own constructor where it gives up: both give the same values
+and findings.
 """
 
 from __future__ import annotations
@@ -35,12 +30,10 @@ _BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_EXPANDED_NODES = 2_000_000
 
 
-# An anchor is `&name` after a space, a line start, flow punctuation, a `?` (in
-# flow context it needs no space after it) or a byte-order mark (libyaml skips one
-# at the start of any line); shell text such as `a && b` or `2>&1` does not look
-# like one, so only files that may hold aliases pay for the expansion walk. A
-# false positive only costs time; a miss would let a recursive alias or an alias
-# bomb through to walks that assume there is none.
+# An anchor is `&name` after a space, a line start, flow punctuation, a `?` or a
+# byte-order mark; shell text (`a && b`, `2>&1`) is none, so only files that may
+# hold aliases pay for the expansion walk. A false positive only costs time; a
+# miss would let a recursive alias or an alias bomb through.
 _MAY_HAVE_ANCHOR = re.compile(r"(?:^|[\s\[\]{},:?\ufeff-])&[^\s&\[\]{},]", re.MULTILINE)
 
 
@@ -63,12 +56,10 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
     duplicate_keys: list[tuple[yaml.Node, str]]
     odd_keys: list[tuple[yaml.Node, str]]
 
-    # The composer asks the resolver for the tag of every node it makes, and
-    # PyYAML's resolver (pure Python) costs as much as the rest of composing. This
-    # loader has no path resolvers (PyYAML's `add_path_resolver`; a test holds it
-    # so), so a plain scalar's tag depends on its text alone and a collection's on
-    # its kind: tags are remembered by text, and the resolver's path bookkeeping,
-    # which does nothing without path resolvers, is skipped.
+    # PyYAML's resolver costs as much as the rest of composing. Without path
+    # resolvers (a test holds it so) a scalar's tag depends on its text alone and
+    # a collection's on its kind: tags are remembered by text, and the resolver's
+    # path bookkeeping is skipped.
 
     def resolve(self, kind: type, value: Any, implicit: Any) -> str:
         if kind is yaml.ScalarNode and implicit[0]:
@@ -91,10 +82,8 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
         # Fewer keys than entries: some key came twice (or a merge key was folded in).
         if len(mapping) < len(node.value):
             _note_duplicate_keys(node.value, self.duplicate_keys)
-        # `on:`, `1:`, `null:`, `2024-01-01:` are a boolean, a number, null and a
-        # date to YAML, never names: each is recorded (an error for the caller to
-        # report) and keyed by its text, so no later stage meets a key that is not a
-        # string. (Only a scalar key can be hashable here.)
+        # `on:`, `1:`, `null:`, `2024-01-01:` are no names to YAML: each is recorded
+        # and keyed by its text, so no later stage meets a key that is not a string.
         if any(type(key) is not str for key in mapping):
             _rename_odd_keys(node.value, mapping, self.constructed_objects.get, self.odd_keys)
         return mapping
@@ -104,23 +93,17 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
         # is not even shaped like one: say where, don't crash.
         text = self.construct_scalar(node)
         if self.timestamp_regexp.match(text) is None:  # prefix: PyYAML's own test
-            raise yaml.constructor.ConstructorError(
-                None, None, f'"{_shown(text)}" is not a date', node.start_mark
-            )
+            raise _refused(node, f'"{_shown(text)}" is not a date')
         try:
             return super().construct_yaml_timestamp(node)
         except ValueError as exc:
-            raise yaml.constructor.ConstructorError(
-                None, None, f'"{node.value}" is not a valid date ({exc})', node.start_mark
-            ) from None
+            raise _refused(node, f'"{node.value}" is not a valid date ({exc})') from None
 
     def construct_yaml_bool(self, node: yaml.ScalarNode) -> Any:
         # Only `!!bool x` gets here with a text that is not a boolean.
         text = self.construct_scalar(node)
         if text.lower() not in self.bool_values:
-            raise yaml.constructor.ConstructorError(
-                None, None, f'"{_shown(text)}" is not a boolean (true or false)', node.start_mark
-            )
+            raise _refused(node, f'"{_shown(text)}" is not a boolean (true or false)')
         return super().construct_yaml_bool(node)
 
     def construct_yaml_float(self, node: yaml.ScalarNode) -> Any:
@@ -128,9 +111,7 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
         try:
             return super().construct_yaml_float(node)
         except ValueError:
-            raise yaml.constructor.ConstructorError(
-                None, None, f'"{_shown(node.value)}" is not a number', node.start_mark
-            ) from None
+            raise _refused(node, f'"{_shown(node.value)}" is not a number') from None
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> Any:
         # Past 4,300 digits Python refuses to read (or print) an int at all, and
@@ -140,13 +121,24 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
         except ValueError:
             value = None
         if value is None or not -(2**63) <= value < 2**63:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"the number {_shown(node.value)} does not fit in 64 bits",
-                node.start_mark,
+            raise _refused(node, f"the number {_shown(node.value)} does not fit in 64 bits")
+        return value
+
+    def construct_yaml_str(self, node: yaml.ScalarNode) -> Any:
+        # The fast walk builds plain strings itself unless the text may hold a NUL
+        # (`_MAY_HAVE_NUL_ESCAPE`): only then, or past the walk, is this reached.
+        value = super().construct_yaml_str(node)
+        if "\x00" in value:
+            raise _refused(
+                node,
+                "the string holds a NUL character (\\0), which no shell argument, "
+                "environment variable or CI job name can carry",
             )
         return value
+
+
+def _refused(node: yaml.Node, problem: str) -> yaml.constructor.ConstructorError:
+    return yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
 
 
 def _shown(text: str) -> str:
@@ -158,32 +150,12 @@ _Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_ti
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 _Loader.add_constructor("tag:yaml.org,2002:bool", _Loader.construct_yaml_bool)
 _Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
+_Loader.add_constructor("tag:yaml.org,2002:str", _Loader.construct_yaml_str)
 
 
 # A NUL character reaches a string only through a double-quoted escape (a raw
 # NUL byte makes the file binary); only a text with such an escape pays for the check.
 _MAY_HAVE_NUL_ESCAPE = re.compile(r"\\(?:0|x00|u0000|U00000000)")
-
-
-class _NulRefusingLoader(_Loader):
-    """_Loader that refuses a string holding NUL: no shell argument, environment
-    variable, file name or CI job name can carry one, so every value that reaches
-    an emitted job would arrive cut short or not at all."""
-
-    def construct_yaml_str(self, node: yaml.ScalarNode) -> Any:
-        value = super().construct_yaml_str(node)
-        if "\x00" in value:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                "the string holds a NUL character (\\0), which no shell argument, "
-                "environment variable or CI job name can carry",
-                node.start_mark,
-            )
-        return value
-
-
-_NulRefusingLoader.add_constructor("tag:yaml.org,2002:str", _NulRefusingLoader.construct_yaml_str)
 
 
 class YamlDocument(Struct, frozen=True):
@@ -194,11 +166,8 @@ class YamlDocument(Struct, frozen=True):
     root: yaml.Node | None
 
     def locate(self, keys: Sequence[str | int], *, key: bool = False) -> Location:
-        """Position of the value at `keys` (or of its key, with key=True).
-
-        Falls back to the deepest ancestor that exists, so a finding about a
-        missing key points at the mapping that lacks it.
-        """
+        """Position of the value at `keys` (or of its key), else of its deepest
+        ancestor: a finding about a missing key points at the mapping that lacks it."""
         node = self.root
         best = node
         for i, step in enumerate(keys):
@@ -277,9 +246,8 @@ def _check_expansion(root: yaml.Node, path: str, findings: Findings) -> bool:
 
 
 def _depth_ok(root: yaml.Node, path: str, findings: Findings) -> bool:
-    """False (with a finding at the first node too deep) when lists and mappings
-    nest past MAX_NESTING_DEPTH: looked for level by level (no recursion, and
-    linear: aliases were checked before)."""
+    """False (with a finding) when lists and mappings nest past MAX_NESTING_DEPTH:
+    level by level (no recursion; aliases were checked before)."""
     mapping = yaml.MappingNode
     level = [root] if isinstance(root.value, list) else []
     depth = 1
@@ -313,7 +281,7 @@ def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None
     if text is None:
         return None
     nul = _MAY_HAVE_NUL_ESCAPE.search(text) is not None
-    loader = _loader(text, nul)
+    loader = _loader(text)
     try:
         root = loader.get_single_node()
         if root is None:
@@ -325,8 +293,7 @@ def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None
         # The anchor walk only where an anchor may be: `&` first (cheap), then the pattern.
         if shared and _MAY_HAVE_ANCHOR.search(text) and not _check_expansion(root, path, findings):
             return None
-        # The depth is checked apart where aliases or merge keys make the walk
-        # below see a shape other than the node tree's; else the walk checks it.
+        # Aliases or merge keys make the walk see another shape than the node tree's.
         checked_depth = shared or merges
         if checked_depth and not _depth_ok(root, path, findings):
             return None
@@ -335,11 +302,9 @@ def parse_yaml(raw: bytes, path: str, findings: Findings) -> YamlDocument | None
                 loader, root, shared=shared, merges=merges, nul=nul
             )
         except _Unusual:
-            # PyYAML's constructor says what is wrong (or builds what the walk does not).
-            # The walk may have rewritten merge keys in place, as PyYAML does even
-            # on the way to an error: read the text again, untouched.
+            # The walk may have rewritten merge keys in place: read the text again.
             loader.dispose()
-            loader = _loader(text, nul)
+            loader = _loader(text)
             root = loader.get_single_node()
             if not checked_depth and not _depth_ok(root, path, findings):
                 return None
@@ -363,12 +328,10 @@ class YamlAnchor(Struct, frozen=True):
 
 
 def yaml_anchors(text: str, path: str, findings: Findings) -> list[YamlAnchor] | None:
-    """Every anchor and alias of a document, in order, read by the parser
-    `parse_yaml` uses (so whatever it reads, a tab before a comment included,
-    reads here alike); None, with a finding at its place, for text it refuses.
-    Only the parser's events are read: nothing is composed, expanded or built,
-    so the cost is linear in the text whatever it nests or aliases."""
-    loader = _loader(text, nul=False)
+    """Every anchor and alias of a document, in order, read by `parse_yaml`'s
+    parser (None, with a finding, for text it refuses). Only its events are
+    read: the cost is linear in the text whatever it nests or aliases."""
+    loader = _loader(text)
     found: list[YamlAnchor] = []
     try:
         while loader.check_event():
@@ -400,8 +363,8 @@ def _text(raw: bytes, path: str, findings: Findings) -> str | None:
         return None
 
 
-def _loader(text: str, nul: bool) -> _Loader:
-    loader = (_NulRefusingLoader if nul else _Loader)(text)
+def _loader(text: str) -> _Loader:
+    loader = _Loader(text)
     loader.duplicate_keys = []
     loader.odd_keys = []
     return loader

@@ -1,26 +1,6 @@
-"""Trigger decisions: what a CI event (and the labels on its pull or merge request)
-runs, as data in the project config instead of shell conditionals in a workflow.
-
-    decisions:
-      github:
-        events:                       # the event's own rule: the base of a decision
-          pull_request: {scope: L0, cadence: pr}
-          merge_group: {scope: L1, cadence: mergegroup, n_repeat: 1}
-        labels:                       # listed in order of precedence
-          - {label: Run tests, events: [pull_request], scope: L1, n_repeat: 1,
-             lightweight: true, cadence: any}
-          - {label: "container::lts", environment: lts}
-
-Precedence: a label rule overrides the event's rule for the fields it sets; when
-several labels are present, the first one listed wins each field it sets (a later
-label still sets the fields no earlier one set). `cadence: any` bypasses the
-cadence filter. A decision picks the configured targets of the system and the
-decided scope, one per platform and environment, with the decided environment
-and cadence; where no configured target has exactly that selector, an ad hoc one
-is made from the configured target's settings.
-
-Here, the values: the rules read from the config (`documents.decisions`) and a
-decision; deciding is the `decide` feature's (`matrixgen.decide`).
+"""Trigger decisions (docs/decisions.md): what a CI event and the labels on its
+pull or merge request run. Here, the values: the rules read from the config
+(`documents.decisions`) and a decision; deciding is `matrixgen.decide`'s.
 """
 
 from __future__ import annotations

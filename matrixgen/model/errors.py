@@ -23,11 +23,8 @@ from matrixgen.util.values import JsonLayout
 
 
 class ExitCode(IntEnum):
-    """Process exit codes, one per kind of failure. Never renumber.
-
-    Each says what it means (`meaning`: docs/exit-codes.md is written from it,
-    `python -m matrixgen.cli.reference`) and how a command's help says it in
-    short (`short`, in the lines `exit_codes` writes)."""
+    """Process exit codes, one per kind of failure. Never renumber. `meaning`
+    writes docs/exit-codes.md; `short` is how a command's help says it."""
 
     short: str
     meaning: str
@@ -121,9 +118,7 @@ class ExitCode(IntEnum):
 
 
 def exit_codes(*codes: ExitCode | tuple[ExitCode, str]) -> str:
-    """A command's exit codes as its help lists them (`Exit 1: ...; 2: usage
-    error.`): each in the command's own words where it gives them, else in the
-    code's `short` ones."""
+    """`Exit 1: ...; 2: usage error.`: each in the command's words where given, else `short`."""
     said = [c if isinstance(c, tuple) else (c, c.short) for c in codes]
     return "Exit " + "; ".join(f"{int(code)}: {text}" for code, text in said) + "."
 
@@ -174,8 +169,7 @@ class Finding(Struct, frozen=True, kw_only=True):
         )
 
     def github_annotation(self) -> str:
-        """`::error file=...,line=...,col=...::message`: the message as the log line
-        shows it (line breaks as \\n), escaped as GitHub's runner unescapes it."""
+        """The message as the log line shows it, escaped as GitHub's runner unescapes it."""
         loc = self.location
         return annotation(
             self.severity.value,
@@ -198,7 +192,6 @@ class Finding(Struct, frozen=True, kw_only=True):
 def finding(
     location: Location, code: str, message: str, severity: Severity = Severity.ERROR
 ) -> Finding:
-    """A Finding, given as `Findings.add` takes it."""
     return Finding(location=location, severity=severity, code=code, message=message)
 
 
@@ -244,9 +237,8 @@ SUGGEST_MAX_LENGTH = 64
 
 
 class FileFindings:
-    """Findings in one recipe file (a RecipeFile), for its reading
-    (documents.recipe) and its expansion: `note` is what Megatron-LM tolerates
-    (a warning in v1, an error in v2). `doc` is the file's YamlDocument."""
+    """Findings in one recipe file: `note` is what Megatron-LM tolerates (a
+    warning in v1, an error in v2)."""
 
     def __init__(self, recipe: Any, findings: Findings) -> None:
         self.recipe = recipe
@@ -270,19 +262,17 @@ def did_you_mean(value: object, known: Iterable[str]) -> str:
     if not isinstance(value, str) or len(value) > SUGGEST_MAX_LENGTH:
         return ""
     candidates = sorted({k for k in known if isinstance(k, str)})
-    squashed = "".join(value.split()).lower()
-    for candidate in candidates:
-        if candidate.lower() == squashed:
-            return f' (did you mean "{candidate}"?)'
-    # Case says little about intent ("H100" for "dgx_h100"): compare without it.
+    # Case says little about intent ("H100" for "dgx_h100"); the first sorted wins a tie.
     lowered = {c.lower(): c for c in reversed(candidates)}
+    squashed = "".join(value.split()).lower()
+    if squashed in lowered:
+        return f' (did you mean "{lowered[squashed]}"?)'
     close = difflib.get_close_matches(value.lower(), list(lowered), n=1, cutoff=0.6)
     return f' (did you mean "{lowered[close[0]]}"?)' if close else ""
 
 
 def render_findings(findings: Sequence[Finding]) -> str:
-    """Text for stderr: one line per finding (the annotations are printed apart,
-    see `annotation_lines`: they are the only lines meant to be commands)."""
+    """One line per finding (annotations are printed apart: only they are commands)."""
     return "\n".join(str(f) for f in findings)
 
 
@@ -308,8 +298,7 @@ class MatrixgenError(Exception):
         self.details = list(details)
 
     def text(self) -> str:
-        """The message as printed: one line (values in it may hold line breaks, which
-        are shown escaped), then one line per detail."""
+        """One line (line breaks in values shown escaped), then one line per detail."""
         lines = [terminal_text(self.message)] + [terminal_text(d) for d in self.details]
         return terminal_lines("\n  ".join(lines))
 
@@ -352,9 +341,6 @@ class TrackerError(MatrixgenError):
 
 
 class EnvironmentFault(MatrixgenError):
-    """The machine, not the input: a standard stream closed or full, the working
-    directory gone, a file that cannot be written (read-only, no space left)."""
-
     exit_code = ExitCode.ENVIRONMENT
 
 
@@ -365,15 +351,11 @@ _MACHINE_ERRNOS = frozenset(
 
 
 def file_error(message: str, exc: OSError) -> MatrixgenError:
-    """The error for an OSError met on a path: an EnvironmentFault (exit 9) when
-    the machine refused (read-only, full, no permission), else a UsageError (the
-    path itself is wrong: a directory where a file must go, a name too long)."""
+    """Exit 9 when the machine refused (read-only, full), else 2 (the path is wrong)."""
     return write_failure(f"{message}: {exc.strerror or exc}", exc.errno or 0)
 
 
 class ResultsFileError(MatrixgenError):
-    """A JUnit XML file is missing, unreadable or malformed (named in the message)."""
-
     exit_code = ExitCode.RESULTS_FILE
 
 
@@ -382,16 +364,11 @@ class ResultsStoreError(MatrixgenError):
 
 
 class OutputError(MatrixgenError):
-    """An output matrixgen refuses to write: the file or folder is a symbolic link
-    or a special file, or another run holds the folder's lock past the timeout."""
-
     exit_code = ExitCode.OUTPUT
 
 
 def write_failure(message: str, errno_number: int | None) -> MatrixgenError:
-    """The error for a write that failed with `message` (which says why): an
-    OutputError (exit 12) when matrixgen refused it (no errno), else as
-    `file_error` (exit 9 when the machine refused, 2 when the path is wrong)."""
+    """Exit 12 when matrixgen refused the write (no errno), else as `file_error`."""
     if errno_number is None:
         return OutputError(message)
     name = errno.errorcode.get(errno_number, "")

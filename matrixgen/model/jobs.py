@@ -33,11 +33,8 @@ class JobId(Struct, frozen=True, order=True):
 
 
 class QuarantineMark(Struct, frozen=True, kw_only=True):
-    """The quarantine entry that applies to a job in one target.
-
-    `node_ids` are the pytest node ids of every node-level entry (deselect and
-    mute) that applies; `muted` the ones of them that a mute entry runs without
-    letting them fail the job (the pytest plugin applies those)."""
+    """The quarantine entry that applies to a job in one target. `node_ids`: of
+    every node-level entry that applies; `muted`: those a mute entry runs."""
 
     id: str
     tracker: str
@@ -57,11 +54,7 @@ class QuarantineMark(Struct, frozen=True, kw_only=True):
 
 class Job(ComparedValue, frozen=True, kw_only=True):
     """One expanded row: a test case with one value per axis, attributes resolved.
-
-    What each field takes part in is said once, below the fields: equality and
-    hashing (`compared`), the duplicate and sort keys and the JSON (`JSON`,
-    read by util.values.json_value) derive from it. A new field is compared and
-    in the JSON (in the order the fields are written) unless it is named there."""
+    A new field is compared and in the JSON unless named below the fields."""
 
     model: str
     test_case: str
@@ -134,9 +127,8 @@ class Job(ComparedValue, frozen=True, kw_only=True):
 
 
 def _compiled(expression: str, **names: Any) -> Callable[[Any], Any]:
-    """A function of one job from an expression over its fields (`j.model`),
-    made once from the declarations above: every job of a listing, a sort or a
-    selection goes through these, as fast as code written out by hand."""
+    """A function of one job from an expression over its fields: as fast as
+    code written out by hand, for every job of a listing, sort or selection."""
     return eval(f"lambda j: {expression}", names)  # from Job's own field names
 
 
@@ -162,8 +154,7 @@ class Selector(Struct, frozen=True, kw_only=True):
 
 
 class TargetPlace(Struct, frozen=True, kw_only=True):
-    """Where a target's jobs go, as reports name a target: its system and the
-    place its selector picks (the JSON of `Target.place`)."""
+    """Where a target's jobs go, as reports name a target."""
 
     system: System
     scope: str | None
@@ -173,9 +164,8 @@ class TargetPlace(Struct, frozen=True, kw_only=True):
 
 
 class Target(ComparedValue, frozen=True, kw_only=True):
-    """One place jobs go: a system plus a selector, that system's settings (its
-    own over the system's, as documents/config_sections.py declares them), and
-    what a decision sets for every job."""
+    """One place jobs go: a system, a selector, its settings (its own over the
+    system's) and what a decision sets for every job."""
 
     name: str
     system: System
@@ -195,19 +185,13 @@ class Target(ComparedValue, frozen=True, kw_only=True):
 
     @property
     def place(self) -> TargetPlace:
-        selector = self.selector
-        return TargetPlace(
-            system=self.system,
-            scope=selector.scope,
-            platform=selector.platform,
-            environment=selector.environment,
-            cadence=selector.cadence,
-        )
+        """The system, and the selector's fields the place names."""
+        picked = [k for k in TargetPlace.__struct_fields__ if k != "system"]
+        return TargetPlace(system=self.system, **{k: getattr(self.selector, k) for k in picked})
 
 
 def spec_needs(job: Job) -> list[tuple[int, str]]:
-    """(index, job name) for each entry of the job's spec.needs, templates rendered.
-    An entry whose template does not render is kept as written."""
+    """(index, job name) of each spec.needs entry, rendered (else as written)."""
     needs = job.spec.get("needs")
     if not isinstance(needs, list):
         return []

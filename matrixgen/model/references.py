@@ -1,13 +1,6 @@
-"""Reference files: what a functional job compares its results with (golden
-values, a model config), declared as path templates over the job's fields.
-
-This module holds the values (the declared templates and settings, one listing
-of a reference tree) and the pure path logic: rendering a job's paths, fitting
-a listed file back to a template, and the nearest existing file as a hint.
-Selecting jobs per target and reporting live in `matrixgen.views.coverage`.
-
-A listing is read once per tree (a directory walk, or one `git ls-tree`), never
-one stat per job.
+"""Reference files (golden values, a model config) declared as path templates
+over a job's fields: the declared values, one listing of a reference tree (read
+once per tree, never one stat per job) and the pure path logic.
 """
 
 from __future__ import annotations
@@ -60,7 +53,7 @@ class ReferenceTemplate(Struct, frozen=True):
 
     @property
     def static_dir(self) -> str:
-        """The directory part before the first placeholder ("" when it starts with one)."""
+        """The directory before the first placeholder."""
         pieces = parse_template(self.template)
         if all(name is None for _, name, _, _ in pieces):
             return posixpath.dirname(self.template)  # no placeholder at all
@@ -68,8 +61,7 @@ class ReferenceTemplate(Struct, frozen=True):
 
 
 class ReferenceSettings(Struct, frozen=True, kw_only=True):
-    """The `references` section of the project config (or the command line's
-    `--reference NAME=TEMPLATE` and `--root DIR`)."""
+    """The config's `references` section (or `--reference NAME=TEMPLATE`, `--root DIR`)."""
 
     templates: tuple[ReferenceTemplate, ...]
     # The reference tree's directory relative to the top of the repository
@@ -85,13 +77,12 @@ class ReferenceSettings(Struct, frozen=True, kw_only=True):
 
     @property
     def prefix(self) -> str:
-        """The directory every template starts in: the only part of the tree listed."""
+        """The only part of the tree listed."""
         dirs = [t.static_dir for t in self.templates]
         return posixpath.commonpath(dirs) if dirs else ""  # whole folder names
 
 
 def template_problem(template: str) -> str | None:
-    """Why a template cannot be a reference path, or None."""
     try:
         parse_template(template)
     except TemplateError as exc:
@@ -108,15 +99,12 @@ def template_problem(template: str) -> str | None:
 
 
 def root_problem(root: str) -> str | None:
-    """Why a configured root cannot be used, or None ("" is the repository top)."""
+    # "" is the repository top.
     if root.startswith("/") or "\\" in root:
         return "the root must be a '/'-separated path relative to the top of the repository"
     if any(part in (".", "..") for part in root.split("/") if part):
         return 'the root must not hold "." or ".." parts'
     return None
-
-
-# ---------------------------------------------------------------- opt-outs
 
 
 class OptOut(Struct, frozen=True):
@@ -156,8 +144,7 @@ def parse_opt_out(value: Any) -> OptOut | str:
 
 
 def job_opt_out(job: Job) -> OptOut | None:
-    """The opt-out that applies to a job (its row's, else its recipe spec's);
-    None when there is none or it is malformed (validate reports those)."""
+    """The row's opt-out, else the spec's; None also when malformed (validate says so)."""
     value = job.spec.get(OPT_OUT_KEY)
     if value is None:
         return None
@@ -165,11 +152,9 @@ def job_opt_out(job: Job) -> OptOut | None:
     return parsed if isinstance(parsed, OptOut) else None
 
 
-# ---------------------------------------------------------------- paths
-
-
-def job_fields(job: Job) -> dict[str, Any]:
-    """What a template may name: the job's spec fields, and its resolved identity."""
+def reference_path(template: ReferenceTemplate, job: Job) -> str:
+    """The path (relative to the root) a job looks for; TemplateError when the
+    job lacks a field the template names (its spec's, and its resolved identity)."""
     fields = dict(job.spec)
     fields.update(
         model=job.model,
@@ -180,16 +165,7 @@ def job_fields(job: Job) -> dict[str, Any]:
         tag=job.tag or "",
         scope=job.scope or "",
     )
-    return fields
-
-
-def reference_path(template: ReferenceTemplate, job: Job) -> str:
-    """The path (relative to the root) a job looks for; TemplateError when the
-    job lacks a field the template names."""
-    return render(template.template, job_fields(job))
-
-
-# ---------------------------------------------------------------- listing
+    return render(template.template, fields)
 
 
 # no slots: the indexes below are cached
@@ -210,17 +186,14 @@ class ReferenceListing(Struct, frozen=True, kw_only=True, dict=True):
 
     @cached_property
     def by_dir_name(self) -> Mapping[str, tuple[str, ...]]:
-        """Last directory name -> the directories of that name (a case moved elsewhere)."""
         groups: dict[str, list[str]] = {}
         for directory in self.by_dir:
             groups.setdefault(directory.rpartition("/")[2], []).append(directory)
         return {n: tuple(sorted(ds)) for n, ds in groups.items()}
 
     def nearest(self, rel: str) -> str | None:
-        """The existing file most like a missing one, for a hint: in the same
-        folder (another platform's file, a `_2nd` variant), else the same file
-        name in a folder of the same name elsewhere (a case moved to another
-        model); None when neither exists."""
+        """The existing file most like a missing one, for a hint: in its folder,
+        else the same name in a folder of the same name (a case moved to another model)."""
         directory, _, name = rel.rpartition("/")
         names = self.by_dir.get(directory)
         if names:
@@ -245,11 +218,8 @@ def _likeness(a: str, b: str) -> float:
 
 
 def list_directory(directory: Path, prefix: str, *, shown_root: str) -> ReferenceListing:
-    """The files below `directory/prefix`, as paths relative to `directory`.
-
-    Symbolic links to directories are not entered (a loop would never end);
-    links to files are listed like files.
-    """
+    """The files below `directory/prefix`, relative to `directory`; links to
+    directories are not entered (a loop would never end)."""
     start = directory / prefix if prefix else directory
     if not start.is_dir():
         return ReferenceListing(shown_root=shown_root, files=frozenset(), present=False)
@@ -276,7 +246,7 @@ def list_directory(directory: Path, prefix: str, *, shown_root: str) -> Referenc
 def listing_from_paths(
     paths: Iterable[str], *, shown_root: str = "", prefix: str = "", where: str = ""
 ) -> ReferenceListing:
-    """A listing from paths relative to the root (e.g. git's), those below `prefix` kept."""
+    """A listing of paths relative to the root (git's), those below `prefix`."""
     start = prefix.rstrip("/") + "/" if prefix else ""
     files = frozenset(p for p in paths if p.startswith(start))
     present = bool(files) or not prefix
@@ -285,15 +255,10 @@ def listing_from_paths(
     )
 
 
-# ---------------------------------------------------------------- orphans
-
-
 class TemplateMatcher(Struct, frozen=True):
-    """Fits listed paths back to one template: which files it could name, with
-    the field values they stand for. Values the jobs use are tried first, so
-    `golden_values_dev_dgx_gb200_1node.json` reads as environment dev, platform
-    dgx_gb200_1node; a value no job uses is still read (the lazy split). Fields
-    with more than MAX_KNOWN_VALUES values are read by the lazy split alone."""
+    """Fits listed paths back to one template, with the field values they stand
+    for. Values the jobs use are tried first (`golden_values_dev_dgx_gb200_1node.json`:
+    dgx_gb200_1node, not dgx_gb200), then the lazy split."""
 
     template: ReferenceTemplate
     pattern: re.Pattern[str]
@@ -333,22 +298,18 @@ class TemplateMatcher(Struct, frozen=True):
 
 def is_variant(path: str, used: Mapping[str, set[str]]) -> bool:
     """A file named like a used one with a `_suffix` before its extension
-    (`golden_values_dev_dgx_h100_2nd.json` next to the used
-    `golden_values_dev_dgx_h100.json`) belongs to the same job."""
+    (`..._dgx_h100_2nd.json` beside `..._dgx_h100.json`) belongs to the same job."""
     return variant_of(path, used) is not None
 
 
 def variant_of(path: str, used: Mapping[str, set[str]]) -> str | None:
-    """The used file a variant belongs to (`is_variant`): the longest name
-    that fits; None when the path is no variant of one."""
+    """The used file a variant belongs to (the longest name that fits), or None."""
     directory, _, name = path.rpartition("/")
     names = used.get(directory)
     if not names:
         return None
     stem, dot, ext = name.rpartition(".")
-    if not dot:
-        stem, ext = name, ""
-    suffix = f".{ext}" if dot else ""
+    stem, suffix = (stem, dot + ext) if dot else (name, "")
     for i in range(len(stem) - 1, -1, -1):
         if stem[i] == "_" and stem[:i] + suffix in names:
             return f"{directory}/{stem[:i]}{suffix}" if directory else stem[:i] + suffix

@@ -1,9 +1,6 @@
-"""The building blocks of the documents' declarations: the schema patterns
-(`whole`, `NON_BLANK`), the word types keys take, `Section` (a mapping whose
-keys are its fields) and `SystemSettings` (what every CI system's targets
-take). The config (`documents.config_sections`) and each system's settings (its
-home's `settings` part) are made of them; they sit with the values because a
-target (`model.jobs.Target`) carries its system's settings.
+"""The building blocks of the documents' declarations: schema patterns, word
+types, `Section` and `SystemSettings`. They sit with the values because a target
+(`model.jobs.Target`) carries its system's settings.
 """
 
 # Annotations are evaluated where they are written (no `from __future__ import
@@ -55,10 +52,7 @@ class Section(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omi
 
 
 class SystemSettings(Section, frozen=True, kw_only=True):
-    """Settings every CI system's targets take; each system's class adds its own
-    and names its system (SYSTEM)."""
-
-    SYSTEM: ClassVar[str] = ""
+    """Settings every CI system's targets take; each system's class adds its own."""
 
     image: Word | None = None
     runner_tags: Annotated[tuple[Text, ...], Unique] | None = None

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from matrixgen.systems import HOMES, home_of, other_tiers_home
-from matrixgen.systems.ci import running_or_assumed
 
 if TYPE_CHECKING:
     from matrixgen.systems.home import Home
@@ -15,9 +14,7 @@ if TYPE_CHECKING:
 
 class _SystemMembers(StrEnum):
     """A CI system: one member per home of `matrixgen.systems.HOMES`, in its
-    order (`System("github")`, `System.GITHUB`). What the engine knows of each is
-    its home's (`System.home`); how its files are written is its emitter's
-    (`matrixgen.emit.registry`)."""
+    order; what the engine knows of each is its home's (`System.home`)."""
 
     @property
     def home(self) -> Home:
@@ -48,12 +45,6 @@ class _SystemMembers(StrEnum):
         """The tiers the system runs unless a target says otherwise (a pattern of
         tier names); None: every tier no other system claims."""
         return self.home.tiers
-
-    @classmethod
-    def running_in(cls, environ: Mapping[str, str]) -> System:
-        """The system whose job this process runs in (its variable is "true"),
-        else the one that runs every other tier."""
-        return cls(running_or_assumed(environ).name)
 
 
 # Built from the registry: a new home is a new member, with no edit here.
@@ -128,10 +119,8 @@ def resolve_scope(scope: str) -> str:
 
 
 def scope_names(names: Iterable[str]) -> list[str]:
-    """Scope names as a message lists them, in the tree's own words, sorted: a
-    tier that a legacy name of the list resolves to is that name, with the tier
-    only as "also known as" (`nightly (also known as L2)`, never `L2` beside
-    `nightly`)."""
+    """Scope names as a message lists them, sorted, in the tree's own words:
+    `nightly (also known as L2)`, never `L2` beside `nightly`."""
     given = set(names)
     tiers = {resolve_scope(n): n for n in sorted(given) if resolve_scope(n) != n}
     return sorted(
@@ -142,9 +131,8 @@ def scope_names(names: Iterable[str]) -> list[str]:
 
 
 def scope_word(scope: str, words: Iterable[str]) -> str:
-    """The name a tree uses for a scope: `scope` itself when the tree's words
-    (its declared or written scopes) hold it, else the legacy name of that tier
-    they hold (`nightly` for `L2`), else `scope`."""
+    """The name a tree's words (its declared or written scopes) give a scope:
+    itself, else the legacy name of that tier (`nightly` for `L2`)."""
     known = set(words)
     if scope in known:
         return scope

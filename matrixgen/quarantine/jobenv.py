@@ -61,7 +61,7 @@ def script_reaches_plugin(spec: Mapping[str, Any]) -> str | None:
 
 
 # Fields a job must name; the tag is optional ("" or unset: the job has none),
-# the system defaults to where the process runs (`System.running_in`).
+# the system defaults to where the process runs (`systems.ci.running`).
 REQUIRED_FIELDS = ("scope", "platform", "environment", "model", "test_case")
 
 # What a GitLab job that matrixgen itself emits carries in QUARANTINE_VARIABLE
