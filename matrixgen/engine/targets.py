@@ -1,15 +1,8 @@
 """Targets: configured ones, ad hoc ones from `--target k=v,...`, and the ones a
 tree without config implies (every scope x platform x environment it uses).
 
-One syntax on the command line: a `--target` value is a target's name (a
-configured one, or one a tree without config implies: every name a command
-prints, and the same with a tier's legacy scope name, `gitlab-nightly-...` for
-`gitlab-L2-...`) or `key=value` pairs.
-
-Discovered targets leave out the holding-pen scopes, where a tree keeps jobs that
-no pipeline runs: a scope ending in `-broken` or `-temp-disabled`, and `flaky`,
-`deprecated`, `cleanup`. They are there when asked for (`holding_pen=True`, or by
-name). A platform that validate reports as a typo of another gets no target.
+Implied targets leave out the holding-pen scopes, where a tree keeps jobs that
+no pipeline runs, unless asked for by name or with `holding_pen=True`.
 """
 
 from __future__ import annotations

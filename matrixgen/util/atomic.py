@@ -1,30 +1,13 @@
 """Write files whole, never through a symbolic link.
 
-Every file matrixgen writes goes through `write_atomic`: the bytes go to a
-temporary file in the destination's own directory (created with O_EXCL, so a
-link planted at its name is never followed), are flushed to disk, and the
-temporary file is renamed over the destination. A reader, or a writer killed
-half-way, sees the old file or the new one, never part of one; a full disk
-leaves the old file as it was.
-
-Rules, the same for every caller:
-- A destination that is a symbolic link is refused (`WriteError`), never
-  written through and never replaced: the link stays as it was. So is one that
-  is a directory, a FIFO or a device. The final rename replaces a directory
-  entry, so a link that appears there between the check and the rename is
-  replaced, not followed.
-- A new file gets mode 0o666 minus the umask (0644 under umask 022); `mode=`
-  gives another (the quarantine editor keeps the mode of the file it edits).
-- Temporary files are named `.NAME.PID@HOST.RANDOM.tmp`. One left behind by a
-  killed writer (its process no longer runs on this host, or it is older than
-  an hour) is removed by the next write of NAME; a caller that holds a lock
-  covering every writer of a folder may remove all of them (`every=True`).
-
-`append_whole` is the one exception to renaming: files whose protocol is
-appending (GitHub's `$GITHUB_OUTPUT`). It appends in one write and cuts the
-file back to its old length when the write fails.
-
-Pure: standard library only.
+`write_atomic` writes to a temporary file in the destination's directory
+(O_EXCL: a link planted at its name is never followed), syncs it and renames it
+over the destination, so a reader or a killed writer sees the old file or the
+new one. A destination that is a link, a directory or a special file is refused
+(`WriteError`) and left as it was. Temporary files are `.NAME.PID@HOST.RANDOM.tmp`;
+one left by a writer that is gone (or older than an hour) is removed by the next
+write of NAME. `append_whole` is for files whose protocol is appending
+($GITHUB_OUTPUT): one write, cut back on failure.
 """
 
 from __future__ import annotations

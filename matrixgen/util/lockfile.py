@@ -1,16 +1,9 @@
 """Exclusive lock files that time out and name their holder.
 
-`hold(path)` creates `path` (never through a link), takes an exclusive flock on
-it and writes who holds it (pid, host, command, since when). A second process
-waits up to `timeout` seconds, polling, then gives up with `LockTimeout`,
-whose message names the holder as the lock file describes it. The holder
-removes the lock file when it is done; one left by a killed holder is not a
-lock (the kernel released its flock) and is taken over by the next process.
-
-The wait comes from `MATRIXGEN_LOCK_TIMEOUT` (seconds; 0 = do not wait),
-default `DEFAULT_TIMEOUT`.
-
-Pure: standard library only.
+`hold(path)` takes an exclusive flock on `path` (never through a link) and
+writes who holds it; a second process polls up to the timeout
+(`MATRIXGEN_LOCK_TIMEOUT`), then gives up with `LockTimeout` naming the holder.
+A file left by a killed holder is no lock (the kernel released its flock).
 """
 
 from __future__ import annotations

@@ -1,26 +1,12 @@
-"""Which variables a shell script hands to the commands it runs, read as the
-shell reads it, conservatively: what the script surely exports at its top level.
-
-A recipe's `script` must hand the quarantine file to the pytest plugin (the
-`MATRIXGEN_*` variables); whether it does is decided here, never by a text
-search (a comment or an `echo` that mentions a variable sets nothing). The
-reading is the shell's for what matters:
-
-- comments (`#` at the start of a word) and here-documents (`<<EOF` ... `EOF`)
-  are not commands; quotes (`'...'`, `"..."`, `$'...'`), backslashes, `$(...)`,
-  `${...}` and backquotes keep a word whole;
-- commands are separated by line breaks, `;`, `&`, `&&`, `||` and `|`; a line
-  ending in a backslash goes on;
-- a variable reaches the commands after `export NAME=VALUE`, after `NAME=VALUE`
-  then `export NAME` (in either order), and as an environment prefix of a
-  command (`NAME=VALUE command`: that command got it); `unset NAME` or
-  `export -n NAME` takes an exported one back.
+"""Which variables a shell script surely hands to the commands it runs, read as
+the shell reads it (never by a text search: a comment or an `echo` that names a
+variable sets nothing): `export NAME=VALUE`, `NAME=VALUE` with `export NAME`,
+and a command's environment prefix; `unset` and `export -n` take one back.
 
 Conservative, so that a script is never taken to hand on what it does not:
-only commands at the top level count (not inside `if`, `for`, `while`, `case`,
-`{ }`, `( )`, a function, `sh -c`, `eval`...), an empty value sets nothing, and
-a script whose quotes or here-documents do not close is read as exporting
-nothing.
+only commands at the top level count (not inside `if`, `{ }`, `( )`, a
+function, `sh -c`...), an empty value sets nothing, and a script whose quotes
+or here-documents do not close exports nothing.
 """
 
 from __future__ import annotations

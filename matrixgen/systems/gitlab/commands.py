@@ -168,7 +168,7 @@ def jet_trigger(
 
     Takes every option of that script, with the same names, types and defaults.
     """
-    from matrixgen.systems.gitlab.megatron import JetCall, call_pipeline, check_call, pipeline_text
+    from matrixgen.systems.gitlab.megatron import JetCall, call_pipeline, check_call
 
     options = locals()
     call = JetCall(**{name: options[name] for name in JetCall.__struct_fields__})
@@ -176,7 +176,7 @@ def jet_trigger(
     generation, file_order = load_jet_tree(recipes, local_recipes)
     pipeline = call_pipeline(generation, call, asking_system(system), file_order=file_order)
     say(pipeline.notices, strict)
-    write_text(Path(output_path), pipeline_text(pipeline))
+    write_text(Path(output_path), pipeline.text)
     _summary(pipeline, output_path, generation)
 
 
