@@ -87,8 +87,8 @@ def check_destination(path: Path) -> None:
 
 @cache
 def host_tag() -> str:
-    """A short tag for this host in temporary names (pids are only meaningful here).
-    The node name is gethostname()'s, read without importing socket."""
+    """This host in temporary names (pids mean something only here); the node
+    name is gethostname()'s, read without importing socket."""
     return hashlib.sha1(os.uname().nodename.encode("utf-8", "replace")).hexdigest()[:8]
 
 
@@ -97,7 +97,7 @@ def temp_prefix(name: str) -> str:
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None, sync: bool = True) -> None:
-    """Replace `path` with `data` whole (see the module docstring for the rules)."""
+    """Replace `path` with `data` whole; `mode` for a new file, else as `open` gives it."""
     path = Path(path)
     check_destination(path)
     directory = path.parent
@@ -116,9 +116,7 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None, sync: bool
     try:
         try:
             os.fchmod(fd, default_mode() if mode is None else mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            _write_all(fd, data)
             if sync:
                 os.fsync(fd)
         finally:
@@ -133,13 +131,19 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None, sync: bool
         ) from None
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def _writer_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OSError):
-        return True  # someone else's running process
+    except OSError:
+        pass  # someone else's running process
     return True
 
 
@@ -151,10 +155,8 @@ _TEMP_TAIL = name_pattern(r"(?:(\d+)@([0-9a-f]{8})\.)?[a-z0-9_]{8}\.tmp")
 def is_stale_temp(
     entry: str, name: str, info: os.stat_result, *, every: bool = False, now: float | None = None
 ) -> bool:
-    """Whether `entry` is a temporary file of `name` left by a writer that is gone:
-    its process no longer runs on this host, or it is older than an hour. With
-    `every`, any temporary file of ours is (the caller's lock excludes writers).
-    A name not of our making never is."""
+    """Whether `entry` is a temporary file of `name` left by a writer that is gone
+    (or any of ours, with `every`: the caller's lock excludes writers)."""
     prefix = temp_prefix(name)
     if not entry.startswith(prefix):
         return False
@@ -172,9 +174,8 @@ def is_stale_temp(
 
 
 def remove_stale_temps(directory: Path, name: str, *, every: bool = False) -> list[str]:
-    """Remove temporary files of `name` left in `directory` by killed writers
-    (all of them with `every=True`, for a caller whose lock excludes other
-    writers). Returns the names removed; never fails on what it cannot remove."""
+    """Remove the stale temporary files of `name` (`is_stale_temp`); the names
+    removed. Never fails on what it cannot remove."""
     prefix = temp_prefix(name)
     removed: list[str] = []
     try:
@@ -200,12 +201,9 @@ def remove_stale_temps(directory: Path, name: str, *, every: bool = False) -> li
 
 
 def append_whole(path: Path, data: bytes) -> None:
-    """Append `data` to a regular file (created when missing), in one write.
-
-    A newline goes first when the file does not end in one (an earlier writer
-    left its last line open). A link or special file is refused; when writing
-    fails (a full disk) the file is cut back to its old length, so what was
-    there before survives whole."""
+    """Append `data` to a regular file (created when missing), in one write; a
+    newline first when an earlier writer left its last line open. A failed write
+    (a full disk) is cut back, so what was there survives whole."""
     path = Path(path)
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
     flags |= getattr(os, "O_CLOEXEC", 0)
@@ -230,9 +228,7 @@ def append_whole(path: Path, data: bytes) -> None:
         if size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            _write_all(fd, data)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)

@@ -156,21 +156,16 @@ def name_problems(
 ) -> list[tuple[Job, str]]:
     """(job, why) for each job that gets no usable GitLab job name."""
     problems = []
-    if names is None:
-        names = assign_names(jobs)
-    for job, name in zip(jobs, names, strict=True):
-        if name is None:
-            why = (
-                f"{job.identity} gets no unique GitLab job name (name {job.name!r}), even "
-                "with tag, environment and platform added: GitLab would keep only one "
-                "job of each name"
-            )
-        else:
-            too_long = job_name_length(name, str(job.identity))
-            if too_long is None:
-                continue
-            why = too_long
-        problems.append((job, why))
+    for job, name in zip(jobs, assign_names(jobs) if names is None else names, strict=True):
+        why = (
+            job_name_length(name, str(job.identity))
+            if name is not None
+            else f"{job.identity} gets no unique GitLab job name (name {job.name!r}), even "
+            "with tag, environment and platform added: GitLab would keep only one "
+            "job of each name"
+        )
+        if why is not None:
+            problems.append((job, why))
     return problems
 
 
@@ -312,12 +307,13 @@ def gitlab_jobs(jobs: Iterable[Job], settings: EmitSettings) -> tuple[list[Emitt
     if not selected:
         return [], []
     names = job_names(selected)
+    mine = own(settings)
     common_needs: list[Any] = []
-    if own(settings).parent_job:
-        parent = _needed(own(settings).parent_job, "parent job")
+    if mine.parent_job:
+        parent = _needed(mine.parent_job, "parent job")
         common_needs.append({"pipeline": PARENT_PIPELINE_VARIABLE, "job": parent})
     warmup: int | None = None
-    if own(settings).warmup and len(selected) > 1:
+    if mine.warmup and len(selected) > 1:
         warmup = warmup_index(selected)
         _needed(names[warmup], "warm-up job")
     emitted_name: dict[str, str] = {}  # a recipe's job name -> its GitLab job name
@@ -359,19 +355,15 @@ def _job_content(
         entry["tags"] = list(tags)
     entry["timeout"] = gitlab_duration(settings.timeout_seconds(job))
     entry["needs"] = needs
-    route = job_route(job, settings, launcher=own(settings).launcher_for(job))
-    variables = _variables(job, settings, route)
+    mine = own(settings)
+    launcher = mine.launcher_for(job)
+    variables = _variables(job, settings, job_route(job, settings, launcher=launcher))
     if variables:
         entry["variables"] = variables
+    n_repeat = settings.n_repeat_for(job)
     entry["script"] = [
-        job_script(
-            job,
-            own(settings).launcher_for(job),
-            n_repeat=settings.n_repeat_for(job),
-            lightweight=settings.lightweight,
-        )
+        job_script(job, launcher, n_repeat=n_repeat, lightweight=settings.lightweight)
     ]
-    mine = own(settings)
     if mine.artifacts:
         entry["artifacts"] = dict(mine.artifacts)
     entry["retry"] = dict(mine.retry if mine.retry is not None else DEFAULT_RETRY)
