@@ -185,7 +185,6 @@ def _summary(pipeline: JetPipeline, output_path: str, generation: Generation) ->
     each with the entries that did it: jobs skipped, allowed to fail, and node
     ids muted or deselected inside jobs (the pytest plugin applies those)."""
     from matrixgen.quarantine.apply import applying_entries
-    from matrixgen.util.escape import terminal_text
 
     target = pipeline.target
     where = f"{target.system.value}/{target.selector.scope}"
