@@ -40,6 +40,8 @@ _FOLDERS = 4  # `**/`: nothing, or any run that ends with `/`
 _LOOPS = frozenset({_STAR, _ANY, _FOLDERS})  # may match nothing: a free step past them
 # Each wildcard as written, left to right (no backtracking: one pass).
 _WILDCARD = re.compile(r"\*\*/?|[*?]")
+_SPLIT = re.compile(f"({_WILDCARD.pattern})")  # literal text and wildcards, alternately
+_KINDS = {"**/": _FOLDERS, "**": _ANY, "*": _STAR, "?": _ONE}
 
 
 def tokens(glob: str) -> list[tuple[int, str]]:
@@ -49,23 +51,11 @@ def tokens(glob: str) -> list[tuple[int, str]]:
     if glob.endswith("/"):
         glob += "**"
     out: list[tuple[int, str]] = []
-    i = 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out.append((_FOLDERS, ""))
-            i += 3
-        elif glob.startswith("**", i):
-            out.append((_ANY, ""))
-            i += 2
-        elif glob[i] == "*":
-            out.append((_STAR, ""))
-            i += 1
-        elif glob[i] == "?":
-            out.append((_ONE, ""))
-            i += 1
-        else:
-            out.append((_LITERAL, glob[i]))
-            i += 1
+    for index, part in enumerate(_SPLIT.split(glob)):
+        if index % 2 == 0:
+            out += [(_LITERAL, char) for char in part]
+            continue
+        out.append((_KINDS[part], ""))
         while len(out) >= 2 and (merged := _merged(out[-2][0], out[-1][0])) is not None:
             out[-2:] = [(merged, "")]
     return out
