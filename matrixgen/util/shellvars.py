@@ -122,12 +122,7 @@ def _word_part_end(text: str, i: int) -> int:
             raise ShellSyntaxError("a single quote does not close")
         return end + 1
     if c == "$" and text.startswith("$'", i):
-        j = i + 2
-        while j < len(text) and text[j] != "'":
-            j += 2 if text[j] == "\\" else 1
-        if j >= len(text):
-            raise ShellSyntaxError("a $'...' string does not close")
-        return j + 1
+        return _past(text, i + 2, "'", "a $'...' string")
     if c == '"':
         j = i + 1
         while j < len(text) and text[j] != '"':
@@ -136,12 +131,7 @@ def _word_part_end(text: str, i: int) -> int:
             raise ShellSyntaxError("a double quote does not close")
         return j + 1
     if c == "`":
-        j = i + 1
-        while j < len(text) and text[j] != "`":
-            j += 2 if text[j] == "\\" else 1
-        if j >= len(text):
-            raise ShellSyntaxError("a backquote does not close")
-        return j + 1
+        return _past(text, i + 1, "`", "a backquote")
     if c == "$" and i + 1 < len(text) and text[i + 1] in "({":
         closing = ")" if text[i + 1] == "(" else "}"
         depth, j = 0, i + 1
@@ -159,6 +149,15 @@ def _word_part_end(text: str, i: int) -> int:
             j += 1
         raise ShellSyntaxError(f"a ${text[i + 1]}...{closing} does not close")
     return i + 1
+
+
+def _past(text: str, j: int, closing: str, what: str) -> int:
+    """Past the `closing` character from `j` on, a backslash escaping the next."""
+    while j < len(text) and text[j] != closing:
+        j += 2 if text[j] == "\\" else 1
+    if j >= len(text):
+        raise ShellSyntaxError(f"{what} does not close")
+    return j + 1
 
 
 def _unquote(word: str) -> str:
