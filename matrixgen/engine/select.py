@@ -152,20 +152,17 @@ def check_selector_values(selector: Selector, config: ProjectConfig, jobs: Seque
     2) or, in a tree that declares none, against the values its jobs use; test
     cases (no vocabulary lists them) always against the jobs'. Megatron-LM's own
     parser would select nothing for such a value, and say nothing."""
-    errors: list[str] = []
-    for key in ("scope", "platform", "environment", "model", "tag"):
-        value = getattr(selector, key)
-        if value is not None:
-            problem = value_problem(f"--{key}", key, value, config, jobs)
-            if problem is not None:
-                errors.append(problem)
-    if selector.test_cases:
-        cases = used_values("test_case", jobs)  # once for every test case asked
-        for case in selector.test_cases:
-            problem = unused_value("test case", case, cases, prefix=f'--test-case "{case}"')
-            if problem is not None:
-                errors.append(problem)
-    if errors:
+    problems = [
+        value_problem(f"--{key}", key, value, config, jobs)
+        for key in ("scope", "platform", "environment", "model", "tag")
+        if (value := getattr(selector, key)) is not None
+    ]
+    cases = used_values("test_case", jobs) if selector.test_cases else frozenset()
+    problems += [
+        unused_value("test case", case, cases, prefix=f'--test-case "{case}"')
+        for case in selector.test_cases
+    ]
+    if errors := [p for p in problems if p is not None]:
         raise UsageError("; ".join(errors))
 
 

@@ -28,14 +28,18 @@ STALE_AFTER_SECONDS = 3600.0
 TEMP_SUFFIX = ".tmp"
 
 
-class WriteError(Exception):
-    """A file could not be written (safely). `message` names the file and why;
-    `errno` is the OS error number when the OS refused (ENOSPC, EACCES, ...)."""
+class Refusal(Exception):
+    """`message` names the file and why; `errno` is the OS error number when the
+    OS refused (ENOSPC, EACCES, ...)."""
 
     def __init__(self, message: str, *, errno: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.errno = errno
+
+
+class WriteError(Refusal):
+    """A file could not be written (safely)."""
 
 
 def default_mode() -> int:

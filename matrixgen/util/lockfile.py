@@ -20,19 +20,15 @@ from pathlib import Path
 
 from msgspec import Struct
 
+from matrixgen.util.atomic import Refusal
+
 DEFAULT_TIMEOUT = 30.0
 TIMEOUT_VARIABLE = "MATRIXGEN_LOCK_TIMEOUT"
 _POLL_FIRST, _POLL_MAX = 0.02, 0.25
 
 
-class LockError(Exception):
-    """The lock file cannot be created or used; `message` says why, `errno` is
-    the OS error number when the OS refused (EROFS, ENOSPC, ...)."""
-
-    def __init__(self, message: str, *, errno: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.errno = errno
+class LockError(Refusal):
+    """The lock file cannot be created or used."""
 
 
 class Holder(Struct, frozen=True):
@@ -56,13 +52,8 @@ class Holder(Struct, frozen=True):
 
     def render(self) -> str:
         """'matrixgen quarantine add (pid 12, host ci-3, since ...)', or 'an unknown process'."""
-        details = []
-        if self.pid is not None:
-            details.append(f"pid {self.pid}")
-        if self.host:
-            details.append(f"host {self.host}")
-        if self.since:
-            details.append(f"since {self.since}")
+        said = (("pid", self.pid), ("host", self.host), ("since", self.since))
+        details = [f"{what} {value}" for what, value in said if value not in (None, "")]
         who = self.command or ("a process" if details else "an unknown process")
         return f"{who} ({', '.join(details)})" if details else who
 

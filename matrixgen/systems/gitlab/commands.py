@@ -206,14 +206,13 @@ def _summary(pipeline: JetPipeline, output_path: str, generation: Generation) ->
         return ", ".join(sorted(found))
 
     notes = []
-    if pipeline.skipped:
-        notes.append(
-            f"{len(pipeline.skipped)} skipped by quarantine ({ids(list(pipeline.skipped), 'skip')})"
-        )
     allowed = [j for j in written if j.quarantine and j.quarantine.action == "allow-failure"]
-    if allowed:
-        by = ids(allowed, "allow-failure")
-        notes.append(f"{len(allowed)} allowed to fail by quarantine ({by})")
+    for jobs, action, what in (
+        (list(pipeline.skipped), "skip", "skipped"),
+        (allowed, "allow-failure", "allowed to fail"),
+    ):
+        if jobs:
+            notes.append(f"{len(jobs)} {what} by quarantine ({ids(jobs, action)})")
     for action, verb in (("mute", "muted"), ("deselect", "deselected")):
         hit = [j for j in written if j.quarantine and getattr(j.quarantine, verb)]
         if hit:
