@@ -188,11 +188,8 @@ def _exported(script: str) -> dict[str, str]:
             command.append(word)
             continue
         if word == "(":
-            if command:  # `name ( )`: a function's name
-                nesting.append("()")
-                command = []
-                continue
-            nesting.append("(")
+            nesting.append("()" if command else "(")  # after a word: a function's `name ( )`
+            command = []
             continue
         if word == ")" and nesting and nesting[-1] == "case":
             command = []  # a case pattern's end: the pattern is no command
