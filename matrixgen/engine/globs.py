@@ -95,9 +95,7 @@ class Glob:
     def __init__(self, glob: str) -> None:
         toks = tokens(glob)
         # The literal start is compared as a string: most paths fail there.
-        n = 0
-        while n < len(toks) and toks[n][0] == _LITERAL:
-            n += 1
+        n = next((i for i, (kind, _) in enumerate(toks) if kind != _LITERAL), len(toks))
         self._prefix = "".join(char for _, char in toks[:n])
         self._kinds = toks[n:]
         self._reset()
@@ -146,18 +144,11 @@ class Glob:
             if s == m:
                 continue
             kind, literal = toks[s]
-            if kind == _LITERAL:
-                if char == literal:
-                    nxt.add(s + 1)
-            elif kind == _ONE:
-                if not slash:
-                    nxt.add(s + 1)
-            elif kind == _STAR:
-                if not slash:
-                    nxt.add(s)
-            elif kind == _ANY:
+            if (kind == _LITERAL and char == literal) or (kind == _ONE and not slash):
+                nxt.add(s + 1)
+            elif (kind == _STAR and not slash) or kind == _ANY:
                 nxt.add(s)
-            else:  # _FOLDERS: a `/` ends a folder, anything else is inside one
+            elif kind == _FOLDERS:  # a `/` ends a folder, anything else is inside one
                 nxt.add(s if slash else m + 1 + s)
         if len(self._sets) >= MAX_STATES:
             self._reset()
