@@ -93,14 +93,7 @@ def parse_target(
             ) from None
     elif system is None:
         system = default_system(fields["scope"])
-    selector = Selector(
-        scope=fields["scope"],
-        platform=fields["platform"],
-        environment=fields["environment"],
-        cadence=fields.get("cadence"),
-        model=fields.get("model"),
-        tag=fields.get("tag"),
-    )
+    selector = Selector(**{key: value for key, value in fields.items() if key != "system"})
     return _ad_hoc(system, selector, config)
 
 
