@@ -33,10 +33,9 @@ HOLDING_PEN_SUFFIXES = ("-broken", "-temp-disabled")
 
 def is_holding_pen(scope: str | None) -> bool:
     """`mr-broken`, `mr-github-temp-disabled`, `flaky`, `deprecated`, `cleanup`..."""
-    if not scope:
-        return False
-    return scope in HOLDING_PEN_SCOPES or any(
-        scope.endswith(suffix) and len(scope) > len(suffix) for suffix in HOLDING_PEN_SUFFIXES
+    return scope is not None and (
+        scope in HOLDING_PEN_SCOPES
+        or any(scope.endswith(end) and len(scope) > len(end) for end in HOLDING_PEN_SUFFIXES)
     )
 
 

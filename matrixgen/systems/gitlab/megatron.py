@@ -23,15 +23,11 @@ from msgspec.structs import replace
 from matrixgen.emit.limits import Notice, limit_notices
 from matrixgen.emit.registry import emitter_for
 from matrixgen.emit.yamltext import dump_yaml
-from matrixgen.engine.select import used_values
+from matrixgen.engine.select import among, used_values
 from matrixgen.engine.targets import target_name
 from matrixgen.model.errors import RecipeError, UsageError, did_you_mean
 from matrixgen.model.jobs import Job, Selector, Target
-from matrixgen.model.vocab import (
-    ALL_CADENCES,
-    System,
-    resolve_scope,
-)
+from matrixgen.model.vocab import ALL_CADENCES, System
 from matrixgen.quarantine.jobenv import script_reaches_plugin
 from matrixgen.systems.github.limits import matrix_rows, output_size
 from matrixgen.systems.gitlab.emitter import PARENT_PIPELINE_VARIABLE
@@ -184,11 +180,7 @@ def unused_values(call: JetCall, jobs: Sequence[Job]) -> list[Notice]:
         if value is None:
             continue
         known = used_values(key, jobs)
-        if key == "scope":
-            used = resolve_scope(value) in {resolve_scope(k) for k in known}
-        else:
-            used = value in known
-        if not used:
+        if not among(value, known, scope=key == "scope"):
             notices.append(
                 Notice(
                     "unknown-value",
