@@ -72,13 +72,8 @@ def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
     if allowed_to_fail(job):
         row["continue-on-error"] = True
     if job.quarantine is not None:
-        mark = job.quarantine
-        row["quarantine"] = {
-            "id": mark.id,
-            "tracker": mark.tracker,
-            "action": mark.action,
-            "kind": mark.kind,
-        }
+        shown = ("id", "tracker", "action", "kind")
+        row["quarantine"] = {key: getattr(job.quarantine, key) for key in shown}
     return row
 
 
