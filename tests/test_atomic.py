@@ -251,3 +251,11 @@ def test_read_regular_refuses_what_is_not_a_file_without_hanging(tmp_path: Path)
             read_regular(tmp_path / name)
     with pytest.raises(NotRegularFile, match="device"):
         read_regular(Path(os.devnull))
+
+
+def test_read_regular_with_a_limit_reads_one_byte_past_it(tmp_path: Path) -> None:
+    # One byte more than the limit is how a caller tells a file too large.
+    (tmp_path / "plain").write_bytes(b"0123456789")
+    assert read_regular(tmp_path / "plain", limit=3) == b"0123"
+    assert read_regular(tmp_path / "plain", limit=10) == b"0123456789"
+    assert read_regular(tmp_path / "plain", limit=0) == b"0"

@@ -109,6 +109,11 @@ def test_quotes_across_lines_and_continuations_are_read_whole() -> None:
     assert not reaches_plugin(f"echo 'a\nexport {V}=q'")
 
 
+def test_an_escaped_closing_character_does_not_end_an_ansi_string_or_a_backquote() -> None:
+    assert reaches_plugin(f"echo $'a\\' b'; export {V}=q")
+    assert reaches_plugin(f"echo `echo a\\` b`; export {V}=q")
+
+
 def test_the_cost_is_linear_in_the_script() -> None:
     import time
 

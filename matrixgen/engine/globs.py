@@ -40,6 +40,8 @@ _FOLDERS = 4  # `**/`: nothing, or any run that ends with `/`
 _LOOPS = frozenset({_STAR, _ANY, _FOLDERS})  # may match nothing: a free step past them
 # Each wildcard as written, left to right (no backtracking: one pass).
 _WILDCARD = re.compile(r"\*\*/?|[*?]")
+_SPLIT = re.compile(f"({_WILDCARD.pattern})")  # literal text and wildcards, alternately
+_KINDS = {"**/": _FOLDERS, "**": _ANY, "*": _STAR, "?": _ONE}
 
 
 def tokens(glob: str) -> list[tuple[int, str]]:
@@ -49,23 +51,11 @@ def tokens(glob: str) -> list[tuple[int, str]]:
     if glob.endswith("/"):
         glob += "**"
     out: list[tuple[int, str]] = []
-    i = 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out.append((_FOLDERS, ""))
-            i += 3
-        elif glob.startswith("**", i):
-            out.append((_ANY, ""))
-            i += 2
-        elif glob[i] == "*":
-            out.append((_STAR, ""))
-            i += 1
-        elif glob[i] == "?":
-            out.append((_ONE, ""))
-            i += 1
-        else:
-            out.append((_LITERAL, glob[i]))
-            i += 1
+    for index, part in enumerate(_SPLIT.split(glob)):
+        if index % 2 == 0:
+            out += [(_LITERAL, char) for char in part]
+            continue
+        out.append((_KINDS[part], ""))
         while len(out) >= 2 and (merged := _merged(out[-2][0], out[-1][0])) is not None:
             out[-2:] = [(merged, "")]
     return out
@@ -105,9 +95,7 @@ class Glob:
     def __init__(self, glob: str) -> None:
         toks = tokens(glob)
         # The literal start is compared as a string: most paths fail there.
-        n = 0
-        while n < len(toks) and toks[n][0] == _LITERAL:
-            n += 1
+        n = next((i for i, (kind, _) in enumerate(toks) if kind != _LITERAL), len(toks))
         self._prefix = "".join(char for _, char in toks[:n])
         self._kinds = toks[n:]
         self._reset()
@@ -156,18 +144,11 @@ class Glob:
             if s == m:
                 continue
             kind, literal = toks[s]
-            if kind == _LITERAL:
-                if char == literal:
-                    nxt.add(s + 1)
-            elif kind == _ONE:
-                if not slash:
-                    nxt.add(s + 1)
-            elif kind == _STAR:
-                if not slash:
-                    nxt.add(s)
-            elif kind == _ANY:
+            if (kind == _LITERAL and char == literal) or (kind == _ONE and not slash):
+                nxt.add(s + 1)
+            elif (kind == _STAR and not slash) or kind == _ANY:
                 nxt.add(s)
-            else:  # _FOLDERS: a `/` ends a folder, anything else is inside one
+            elif kind == _FOLDERS:  # a `/` ends a folder, anything else is inside one
                 nxt.add(s if slash else m + 1 + s)
         if len(self._sets) >= MAX_STATES:
             self._reset()

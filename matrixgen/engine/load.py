@@ -66,8 +66,7 @@ RECIPE_SUFFIXES = (".yaml", ".yml")
 
 
 class TreeListing(Struct, frozen=True, kw_only=True):
-    """What a tree holds, without reading it: '/'-separated paths relative to
-    its root. The disk reader lists a directory; the git reader a revision."""
+    """What a directory or a git revision holds, by '/'-separated path, unread."""
 
     files: frozenset[str]  # regular files, every name
     links: Mapping[str, str]  # symbolic links: path -> target text
@@ -75,36 +74,22 @@ class TreeListing(Struct, frozen=True, kw_only=True):
     special: Mapping[str, str] = field(default_factory=dict)  # path -> "a FIFO (named pipe)", ...
 
     def lookup(self, path: str) -> treelinks.Entry:
-        if path in self.files:
-            return treelinks.Entry(treelinks.Kind.FILE)
         if path in self.links:
             return treelinks.Entry(treelinks.Kind.LINK, self.links[path])
-        if path in self.directories:
-            return treelinks.Entry(treelinks.Kind.DIRECTORY)
-        if path in self.special:
-            return treelinks.Entry(treelinks.Kind.SPECIAL)
-        return treelinks.Entry(treelinks.Kind.MISSING)
+        kinds = treelinks.Kind
+        held = ((self.files, kinds.FILE), (self.directories, kinds.DIRECTORY))
+        found = (kind for paths, kind in (*held, (self.special, kinds.SPECIAL)) if path in paths)
+        return treelinks.Entry(next(found, kinds.MISSING))
 
 
 def plan_reads(listing: TreeListing, *, root: str = ".", where: str = "") -> dict[str, str]:
     """Which files of a tree are read, and from where: {path in the tree: path
-    whose bytes it holds}. One rule for every reader (disk and git):
-
-    - Every `*.yaml` / `*.yml` regular file is read.
-    - A symbolic link is resolved inside the tree (`util.treelinks`): a link
-      named like a recipe that leads to a file of the tree reads as that file.
-      A link that leaves the tree (an absolute target, or `..` above the root),
-      whatever its name, is an error naming the link; what it points at is
-      never read. So is a link to a directory (not followed: the files of a
-      tree are those of its own directories), a loop, and a recipe-named link
-      that leads nowhere.
-    - A recipe-named FIFO, socket, device or submodule is an error, never
-      opened; so is a project config or quarantine file at the root that is
-      not a regular file (a directory, say).
-
-    Problems are all collected, then raised: QuarantineError (exit 7) when the
-    quarantine file is among them, else ConfigError for the project config,
-    else RecipeError. `where` is added to the message ("at REV").
+    whose bytes it holds}; one rule for the disk and git readers. A recipe-named
+    link reads as the file of the tree it leads to (`util.treelinks`); a link
+    that leaves the tree, loops or leads to a directory is refused whatever its
+    name, its target never read, and so is a recipe-named link to nothing or
+    FIFO, socket, device or submodule. Every problem is raised at once, as the
+    error of the quarantine file or the config when it is among them.
     """
     findings = Findings()
     reads: dict[str, str] = {}
@@ -228,20 +213,16 @@ def disk_lookup(root: Path) -> treelinks.Lookup:
 
 
 def locate_in_tree(root: Path, rel: str) -> tuple[treelinks.Resolved, str | None]:
-    """Where the tree's `rel` leads on disk, by `plan_reads`'s rule for links,
-    and, when `rel` itself is a link, its target text (for messages)."""
+    """Where the tree's `rel` leads on disk, and its target text when it is a link."""
     lookup = disk_lookup(root)
     return treelinks.resolve(rel, lookup), lookup(rel).target
 
 
 def folder_in_tree(root: Path, rel: str) -> Path | None:
-    """The folder at `rel` below `root` that a command finds by itself (the
-    default recipe tree of a checkout, jet-trigger's `local_recipes` beside the
-    tree), by `plan_reads`'s rule for links: the folder; None when there is none
-    (nothing there, a file, a link to nothing). RecipeError for a link on the
-    way that leaves `root` (what it points at is never looked at), loops, or
-    leads to a directory (not followed, as in a tree): a folder given on the
-    command line (`--recipes`, `--local-recipes`) is taken as given instead."""
+    """The folder at `rel` below `root` that a command finds by itself (a
+    checkout's recipe tree, jet-trigger's `local_recipes`), by `plan_reads`'s
+    rule for links; None when there is none. A folder given on the command line
+    is taken as given instead."""
     lookup = disk_lookup(root)
     done: list[str] = []
     for part in (p for p in rel.split("/") if p):
@@ -266,10 +247,8 @@ def folder_in_tree(root: Path, rel: str) -> Path | None:
 
 
 def read_root_file(root: Path, name: str) -> bytes | None:
-    """One file at the root of a tree on disk (the project config, say), by the
-    rule of `plan_reads`; None when it is absent. A link that leaves the tree,
-    a directory or a FIFO is an error of the file's kind (ConfigError for the
-    config, QuarantineError for the quarantine file), never opened blocking."""
+    """One file at the root of a tree on disk, by the rule of `plan_reads`; None
+    when absent. What it refuses is an error of the file's kind, never opened."""
     error = {CONFIG_FILENAME: ConfigError, QUARANTINE_FILENAME: QuarantineError}.get(
         name, RecipeError
     )
@@ -297,8 +276,7 @@ def read_root_file(root: Path, name: str) -> bytes | None:
 
 
 def read_directory(root: Path) -> dict[str, bytes]:
-    """Every file a tree may need, keyed by '/'-separated path relative to root
-    (links and special files as `plan_reads` says)."""
+    """Every file `plan_reads` reads in a directory, by '/'-separated path."""
     if not root.is_dir():
         raise UsageError(f"recipe directory not found: {root}")
     plan = plan_reads(list_directory(root), root=str(root))
@@ -327,12 +305,10 @@ def load_tree(
     blob_ids: Mapping[str, str] | None = None,
     cache: dict[Hashable, Any] | None = None,
 ) -> RecipeTree:
-    """Parse the files of one tree. Raises ConfigError for a bad project config;
-    recipe problems are returned as findings, not raised.
-
-    With `blob_ids` (content ids of the files, e.g. git blob ids) and a `cache`
-    shared between calls, a file whose content was parsed before (at the same
-    shown path) is not parsed again: the diff loads two revisions of one tree.
+    """Parse the files of one tree: ConfigError for a bad project config, the
+    recipes' problems as findings. With `blob_ids` (git blob ids) and a `cache`
+    shared between calls, a file parsed before at the same path is not parsed
+    again: the diff loads two revisions of one tree.
     """
     findings = Findings()
     config = tree_config(files, root=root, blob_ids=blob_ids, cache=cache)
@@ -434,9 +410,8 @@ def _check_needs_config(
     root: str,
     findings: Findings,
 ) -> None:
-    """format_version 2 files are checked against the project config's
-    vocabulary: without one (no config, or a config that declares none), nothing
-    would check their vocabulary or pins, so say so, once."""
+    """Without a vocabulary nothing would check a format_version 2 file's values
+    or pins: say so, once."""
     v2 = [r for r in parsed if r.format_version == 2]
     if not v2:
         return
@@ -469,9 +444,7 @@ def tree_config(
     blob_ids: Mapping[str, str] | None = None,
     cache: dict[Hashable, Any] | None = None,
 ) -> ProjectConfig:
-    """A tree's project config (DEFAULT_CONFIG without one), as `load_tree`
-    reads it: ConfigError for a bad one; with `blob_ids` and a `cache`, parsed
-    once per content."""
+    """A tree's project config (DEFAULT_CONFIG without one), cached as `load_tree` caches."""
     if CONFIG_FILENAME not in files:
         return DEFAULT_CONFIG
     shown = _display(root, CONFIG_FILENAME)

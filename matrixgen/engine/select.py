@@ -94,7 +94,7 @@ def unused_value(what: str, value: str, used: Iterable[str], *, prefix: str) -> 
     `what`: scope, platform, ..., or "test case"; `prefix` starts the message
     (`--platform "x"`, `target NAME: platform "x"`)."""
     known = set(used)
-    if _among(value, known, scope=what.endswith("scope")):
+    if among(value, known, scope=what.endswith("scope")):
         return None
     if not known:
         return f"{prefix}: no job of the tree has a {what}"
@@ -110,7 +110,7 @@ def unused_value(what: str, value: str, used: Iterable[str], *, prefix: str) -> 
 USED_SHOWN = 24
 
 
-def _among(value: str, names: Collection[str], *, scope: bool) -> bool:
+def among(value: str, names: Collection[str], *, scope: bool) -> bool:
     """Whether `value` is one of `names`; a scope by its tier (`nightly` is `L2`)."""
     if scope:
         return resolve_scope(value) in {resolve_scope(k) for k in names}
@@ -127,7 +127,7 @@ def value_problem(
     what = "test case" if key == "test_case" else key
     if names is None:
         return unused_value(what, value, used_values(key, jobs), prefix=f'{flag} "{value}"')
-    if _among(value, names, scope=key == "scope"):
+    if among(value, names, scope=key == "scope"):
         return None
     return (
         f'{flag} "{value}" is not declared in {config.path}{did_you_mean(value, names)}; '
@@ -152,20 +152,17 @@ def check_selector_values(selector: Selector, config: ProjectConfig, jobs: Seque
     2) or, in a tree that declares none, against the values its jobs use; test
     cases (no vocabulary lists them) always against the jobs'. Megatron-LM's own
     parser would select nothing for such a value, and say nothing."""
-    errors: list[str] = []
-    for key in ("scope", "platform", "environment", "model", "tag"):
-        value = getattr(selector, key)
-        if value is not None:
-            problem = value_problem(f"--{key}", key, value, config, jobs)
-            if problem is not None:
-                errors.append(problem)
-    if selector.test_cases:
-        cases = used_values("test_case", jobs)  # once for every test case asked
-        for case in selector.test_cases:
-            problem = unused_value("test case", case, cases, prefix=f'--test-case "{case}"')
-            if problem is not None:
-                errors.append(problem)
-    if errors:
+    problems = [
+        value_problem(f"--{key}", key, value, config, jobs)
+        for key in ("scope", "platform", "environment", "model", "tag")
+        if (value := getattr(selector, key)) is not None
+    ]
+    cases = used_values("test_case", jobs) if selector.test_cases else frozenset()
+    problems += [
+        unused_value("test case", case, cases, prefix=f'--test-case "{case}"')
+        for case in selector.test_cases
+    ]
+    if errors := [p for p in problems if p is not None]:
         raise UsageError("; ".join(errors))
 
 

@@ -1,15 +1,8 @@
 """Targets: configured ones, ad hoc ones from `--target k=v,...`, and the ones a
 tree without config implies (every scope x platform x environment it uses).
 
-One syntax on the command line: a `--target` value is a target's name (a
-configured one, or one a tree without config implies: every name a command
-prints, and the same with a tier's legacy scope name, `gitlab-nightly-...` for
-`gitlab-L2-...`) or `key=value` pairs.
-
-Discovered targets leave out the holding-pen scopes, where a tree keeps jobs that
-no pipeline runs: a scope ending in `-broken` or `-temp-disabled`, and `flaky`,
-`deprecated`, `cleanup`. They are there when asked for (`holding_pen=True`, or by
-name). A platform that validate reports as a typo of another gets no target.
+Implied targets leave out the holding-pen scopes, where a tree keeps jobs that
+no pipeline runs, unless asked for by name or with `holding_pen=True`.
 """
 
 from __future__ import annotations
@@ -40,10 +33,9 @@ HOLDING_PEN_SUFFIXES = ("-broken", "-temp-disabled")
 
 def is_holding_pen(scope: str | None) -> bool:
     """`mr-broken`, `mr-github-temp-disabled`, `flaky`, `deprecated`, `cleanup`..."""
-    if not scope:
-        return False
-    return scope in HOLDING_PEN_SCOPES or any(
-        scope.endswith(suffix) and len(scope) > len(suffix) for suffix in HOLDING_PEN_SUFFIXES
+    return scope is not None and (
+        scope in HOLDING_PEN_SCOPES
+        or any(scope.endswith(end) and len(scope) > len(end) for end in HOLDING_PEN_SUFFIXES)
     )
 
 
@@ -100,14 +92,7 @@ def parse_target(
             ) from None
     elif system is None:
         system = default_system(fields["scope"])
-    selector = Selector(
-        scope=fields["scope"],
-        platform=fields["platform"],
-        environment=fields["environment"],
-        cadence=fields.get("cadence"),
-        model=fields.get("model"),
-        tag=fields.get("tag"),
-    )
+    selector = Selector(**{key: value for key, value in fields.items() if key != "system"})
     return _ad_hoc(system, selector, config)
 
 

@@ -49,10 +49,7 @@ def step_output_file() -> str:
 
 def home_of(name: str) -> Home:
     """The home of a system by its name (a KeyError for an unknown one)."""
-    for home in HOMES:
-        if home.name == name:
-            return home
-    raise KeyError(name)
+    return {home.name: home for home in HOMES}[name]
 
 
 def assumed_first() -> tuple[Home, ...]:

@@ -11,19 +11,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from matrixgen.systems import HOMES, assumed_first, other_tiers_home
+from matrixgen.systems import HOMES, other_tiers_home
 from matrixgen.systems.home import Home
 
 
 def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
     return os.environ if environ is None else environ
-
-
-def running(environ: Mapping[str, str] | None = None) -> Home | None:
-    """The system whose job this process runs in (its job variable is "true"),
-    None outside any CI."""
-    env = _environ(environ)
-    return next((h for h in HOMES if env.get(h.job_variable) == "true"), None)
 
 
 def running_all(environ: Mapping[str, str] | None = None) -> tuple[Home, ...]:
@@ -32,15 +25,18 @@ def running_all(environ: Mapping[str, str] | None = None) -> tuple[Home, ...]:
     return tuple(h for h in HOMES if env.get(h.job_variable) == "true")
 
 
+def running(environ: Mapping[str, str] | None = None) -> Home | None:
+    """The system whose job this process runs in, None outside any CI."""
+    return next(iter(running_all(environ)), None)
+
+
 def running_or_assumed(environ: Mapping[str, str] | None = None) -> Home:
     """The running system, else the one assumed outside any CI."""
     return running(environ) or other_tiers_home()
 
 
 def _asked_order(environ: Mapping[str, str]) -> list[Home]:
-    first = running(environ)
-    if first is None:
-        return list(assumed_first())
+    first = running_or_assumed(environ)
     return [first, *(h for h in HOMES if h is not first)]
 
 

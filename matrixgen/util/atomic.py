@@ -1,30 +1,13 @@
 """Write files whole, never through a symbolic link.
 
-Every file matrixgen writes goes through `write_atomic`: the bytes go to a
-temporary file in the destination's own directory (created with O_EXCL, so a
-link planted at its name is never followed), are flushed to disk, and the
-temporary file is renamed over the destination. A reader, or a writer killed
-half-way, sees the old file or the new one, never part of one; a full disk
-leaves the old file as it was.
-
-Rules, the same for every caller:
-- A destination that is a symbolic link is refused (`WriteError`), never
-  written through and never replaced: the link stays as it was. So is one that
-  is a directory, a FIFO or a device. The final rename replaces a directory
-  entry, so a link that appears there between the check and the rename is
-  replaced, not followed.
-- A new file gets mode 0o666 minus the umask (0644 under umask 022); `mode=`
-  gives another (the quarantine editor keeps the mode of the file it edits).
-- Temporary files are named `.NAME.PID@HOST.RANDOM.tmp`. One left behind by a
-  killed writer (its process no longer runs on this host, or it is older than
-  an hour) is removed by the next write of NAME; a caller that holds a lock
-  covering every writer of a folder may remove all of them (`every=True`).
-
-`append_whole` is the one exception to renaming: files whose protocol is
-appending (GitHub's `$GITHUB_OUTPUT`). It appends in one write and cuts the
-file back to its old length when the write fails.
-
-Pure: standard library only.
+`write_atomic` writes to a temporary file in the destination's directory
+(O_EXCL: a link planted at its name is never followed), syncs it and renames it
+over the destination, so a reader or a killed writer sees the old file or the
+new one. A destination that is a link, a directory or a special file is refused
+(`WriteError`) and left as it was. Temporary files are `.NAME.PID@HOST.RANDOM.tmp`;
+one left by a writer that is gone (or older than an hour) is removed by the next
+write of NAME. `append_whole` is for files whose protocol is appending
+($GITHUB_OUTPUT): one write, cut back on failure.
 """
 
 from __future__ import annotations
@@ -45,14 +28,18 @@ STALE_AFTER_SECONDS = 3600.0
 TEMP_SUFFIX = ".tmp"
 
 
-class WriteError(Exception):
-    """A file could not be written (safely). `message` names the file and why;
-    `errno` is the OS error number when the OS refused (ENOSPC, EACCES, ...)."""
+class Refusal(Exception):
+    """`message` names the file and why; `errno` is the OS error number when the
+    OS refused (ENOSPC, EACCES, ...)."""
 
     def __init__(self, message: str, *, errno: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.errno = errno
+
+
+class WriteError(Refusal):
+    """A file could not be written (safely)."""
 
 
 def default_mode() -> int:
@@ -67,19 +54,19 @@ def default_mode() -> int:
     return 0o666 & ~mask
 
 
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
+
+
 def describe_kind(mode: int) -> str:
     """'a directory', 'a FIFO', ... for a stat mode that is not a regular file."""
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
 
 def check_destination(path: Path) -> None:
@@ -104,8 +91,8 @@ def check_destination(path: Path) -> None:
 
 @cache
 def host_tag() -> str:
-    """A short tag for this host in temporary names (pids are only meaningful here).
-    The node name is gethostname()'s, read without importing socket."""
+    """This host in temporary names (pids mean something only here); the node
+    name is gethostname()'s, read without importing socket."""
     return hashlib.sha1(os.uname().nodename.encode("utf-8", "replace")).hexdigest()[:8]
 
 
@@ -114,7 +101,7 @@ def temp_prefix(name: str) -> str:
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None, sync: bool = True) -> None:
-    """Replace `path` with `data` whole (see the module docstring for the rules)."""
+    """Replace `path` with `data` whole; `mode` for a new file, else as `open` gives it."""
     path = Path(path)
     check_destination(path)
     directory = path.parent
@@ -133,9 +120,7 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None, sync: bool
     try:
         try:
             os.fchmod(fd, default_mode() if mode is None else mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            _write_all(fd, data)
             if sync:
                 os.fsync(fd)
         finally:
@@ -150,13 +135,19 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None, sync: bool
         ) from None
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def _writer_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OSError):
-        return True  # someone else's running process
+    except OSError:
+        pass  # someone else's running process
     return True
 
 
@@ -168,10 +159,8 @@ _TEMP_TAIL = name_pattern(r"(?:(\d+)@([0-9a-f]{8})\.)?[a-z0-9_]{8}\.tmp")
 def is_stale_temp(
     entry: str, name: str, info: os.stat_result, *, every: bool = False, now: float | None = None
 ) -> bool:
-    """Whether `entry` is a temporary file of `name` left by a writer that is gone:
-    its process no longer runs on this host, or it is older than an hour. With
-    `every`, any temporary file of ours is (the caller's lock excludes writers).
-    A name not of our making never is."""
+    """Whether `entry` is a temporary file of `name` left by a writer that is gone
+    (or any of ours, with `every`: the caller's lock excludes writers)."""
     prefix = temp_prefix(name)
     if not entry.startswith(prefix):
         return False
@@ -189,9 +178,8 @@ def is_stale_temp(
 
 
 def remove_stale_temps(directory: Path, name: str, *, every: bool = False) -> list[str]:
-    """Remove temporary files of `name` left in `directory` by killed writers
-    (all of them with `every=True`, for a caller whose lock excludes other
-    writers). Returns the names removed; never fails on what it cannot remove."""
+    """Remove the stale temporary files of `name` (`is_stale_temp`); the names
+    removed. Never fails on what it cannot remove."""
     prefix = temp_prefix(name)
     removed: list[str] = []
     try:
@@ -217,12 +205,9 @@ def remove_stale_temps(directory: Path, name: str, *, every: bool = False) -> li
 
 
 def append_whole(path: Path, data: bytes) -> None:
-    """Append `data` to a regular file (created when missing), in one write.
-
-    A newline goes first when the file does not end in one (an earlier writer
-    left its last line open). A link or special file is refused; when writing
-    fails (a full disk) the file is cut back to its old length, so what was
-    there before survives whole."""
+    """Append `data` to a regular file (created when missing), in one write; a
+    newline first when an earlier writer left its last line open. A failed write
+    (a full disk) is cut back, so what was there survives whole."""
     path = Path(path)
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
     flags |= getattr(os, "O_CLOEXEC", 0)
@@ -247,9 +232,7 @@ def append_whole(path: Path, data: bytes) -> None:
         if size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            _write_all(fd, data)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)

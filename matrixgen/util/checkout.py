@@ -90,20 +90,12 @@ def choose_store(given: str | None) -> StoreChoice:
     if not path.exists():
         return StoreChoice(None, False)
     if path.is_symlink() or path.parent.is_symlink():
-        return StoreChoice(
-            None,
-            False,
-            f"{path} is reached through a symbolic link, so it is not read as the results "
-            f"store: pass --db or set {STORE_VARIABLE}",
-        )
-    if tracked_by_git(path):
-        return StoreChoice(
-            None,
-            False,
-            f"{path} is tracked by git, so it is not read as the results store "
-            f"(a commit can forge it): pass --db or set {STORE_VARIABLE}",
-        )
-    return StoreChoice(str(path), False)
+        why = "is reached through a symbolic link, so it is not read as the results store"
+    elif tracked_by_git(path):
+        why = "is tracked by git, so it is not read as the results store (a commit can forge it)"
+    else:
+        return StoreChoice(str(path), False)
+    return StoreChoice(None, False, f"{path} {why}: pass --db or set {STORE_VARIABLE}")
 
 
 def tree_path(top: Path, directory: Path) -> str | None:

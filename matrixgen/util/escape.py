@@ -57,12 +57,9 @@ _ALLOWED_ASCII = {
 
 
 def _any_hidden(text: str, maybe: re.Pattern[str] = _MAYBE_HIDDEN) -> bool:
-    """`any(_hidden(c) for c in text)`, less the characters `maybe` leaves out.
-
-    Deleting the allowed ASCII bytes from the UTF-8 form of the text leaves the
-    characters `maybe` matches (whole: no byte of a multi-byte character is
-    ASCII), in one pass in C where a regex scan costs tens of nanoseconds per
-    character; only those left, each distinct one once, are looked up."""
+    """`any(_hidden(c) for c in text)`, less the characters `maybe` leaves out:
+    deleting the allowed ASCII bytes (in C, one pass) leaves the characters
+    `maybe` matches (no byte of a multi-byte character is ASCII)."""
     left = text.encode("utf-8", "surrogatepass").translate(None, _ALLOWED_ASCII[maybe])
     if not left:
         return False
@@ -87,11 +84,9 @@ def _hidden_char(char: str) -> bool:
 
 
 def terminal_text(value: object) -> str:
-    """One field of a terminal or log line, escaped: reversible (`unescape_terminal`),
-    never a line break, a control character or a `##[`. Backslashes are doubled;
-    line breaks, tabs and other invisible characters are shown as `\\n`, `\\t`,
-    `\\xNN`, `\\uNNNN`, like Python string literals. Printable text, non-ASCII
-    letters included, is left as it is."""
+    """One field of a terminal or log line, escaped reversibly (`unescape_terminal`):
+    never a line break, a control character or a `##[`; backslashes doubled and
+    invisible characters shown as Python string literals do (`\\n`, `\\xNN`)."""
     text = value if isinstance(value, str) else str(value)
     if text.isprintable() and "\\" not in text and _LEGACY_COMMAND not in text:
         return text  # the common case: nothing to do
@@ -112,11 +107,8 @@ def unescape_terminal(text: str) -> str:
 
 
 def terminal_line(line: str) -> str:
-    """A whole line, composed of fields already escaped, made safe to print: a `::`
-    at its start (after blanks) and `##[` anywhere are escaped, and so is any
-    control character still in it (a line break among them: the result is one
-    line). What `terminal_text` produced passes unchanged, except that a leading
-    `::` gets its first colon escaped (`\\x3a`)."""
+    """A whole line of escaped fields made safe to print: a leading `::` (after
+    blanks), `##[` and any control character left (a line break too) escaped."""
     if not line.isprintable() and any(_hidden(c) and c != "\t" for c in line):
         line = "".join(_shown(c) if c != "\t" and _hidden(c) else c for c in line)
     if _LEGACY_COMMAND in line:
@@ -188,11 +180,9 @@ def _json_code(char: str) -> str:
 
 
 def json_for_log(text: str) -> str:
-    """JSON text (from `json.dumps(..., ensure_ascii=False)`) made safe to print in
-    a CI log without changing what it means: invisible characters (DEL, C1
-    controls, line separators, bidirectional overrides, which json.dumps leaves
-    as they are) become `\\uXXXX`, and so does the `[` of `##[`. Outside its
-    strings JSON holds only ASCII, so only strings change, and only in spelling."""
+    """JSON text (`ensure_ascii=False`) safe to print in a CI log, meaning the
+    same: the invisible characters json.dumps leaves as they are, and the `[`
+    of `##[`, become `\\uXXXX` (only inside strings: JSON holds only ASCII outside)."""
     if not text.isprintable() and _any_hidden(text, _MAYBE_HIDDEN_IN_JSON):
         text = _MAYBE_HIDDEN_IN_JSON.sub(
             lambda found: _json_code(found[0]) if _hidden(found[0]) else found[0], text
@@ -207,22 +197,17 @@ YAML_WIDTH = 2**31 - 1
 
 
 def yaml_double_quoted(value: str) -> bool:
-    """Whether a YAML emitter must write `value` double-quoted (with its own
-    escapes: `\\n`, `\\e`, ...) so that the document can be printed in a CI log:
-    then each line of it passes `terminal_line` unchanged, or changes only inside
-    a double-quoted scalar, where `\\xNN` and `\\uNNNN` mean to YAML what they
-    mean to us (see `yaml_for_log`). Line breaks, invisible characters, `##[`
-    and a leading `:` call for it."""
+    """Whether a YAML emitter must write `value` double-quoted so that the document
+    can be printed in a CI log: `terminal_line` then changes a line only inside a
+    double-quoted scalar, where `\\xNN` means to YAML what it means to us."""
     if _LEGACY_COMMAND in value or value.lstrip().startswith(":"):
         return True
     return not value.isprintable() and _any_hidden(value)
 
 
 def yaml_for_log(text: str) -> str:
-    """YAML emitted with `yaml_double_quoted` strings, made safe to print: the
-    invisible characters an emitter leaves as they are (bidirectional overrides,
-    zero-width characters) and the `[` of `##[` are written as escapes, which
-    can only fall inside double-quoted scalars there."""
+    """YAML emitted with `yaml_double_quoted` strings, safe to print: what it
+    escapes can only fall inside double-quoted scalars there."""
     return terminal_lines(text)
 
 
@@ -236,13 +221,10 @@ _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
 
 
 def markdown_text(value: object) -> str:
-    """Inline Markdown text (table cells included) that renders as the value itself:
-    no emphasis, link, image, HTML tag, heading or table cell break can come out
-    of it. Invisible characters are shown as in terminal lines (`\\n`, `\\x07`).
-    Blanks other than the space at either end (a no-break space, an em space)
-    are character references: renderers trim a table cell or a heading of
-    different sets of them (GitHub's of ASCII blanks only, markdown-it of all
-    Unicode ones), a reference survives every trim."""
+    """Inline Markdown text (table cells too) that renders as the value itself, no
+    markup coming out of it; invisible characters shown as in terminal lines.
+    Blanks but the space at either end are character references: renderers trim
+    different sets of them, a reference survives every trim."""
     text = value if isinstance(value, str) else str(value)
     shown = "".join(
         _NAMED.get(c, c) if c in "\n\r\t" else (_code(c) if _hidden_char(c) else c) for c in text
@@ -252,9 +234,7 @@ def markdown_text(value: object) -> str:
 
 
 def _edge_blank_references(shown: str) -> str:
-    """The blanks at either end of a text (its invisible characters, among them
-    the line and paragraph separators, already shown as escapes) but the space,
-    as character references."""
+    """The blanks at either end of a text but the space, as character references."""
     core = shown.strip()
     if len(core) == len(shown):
         return shown
@@ -268,13 +248,10 @@ def _blank_refs(blanks: str) -> str:
 
 
 def markdown_code(value: object) -> str:
-    """Inline code that renders as the value itself (invisible characters shown as
-    `\\xNN`), in running text and in a table cell alike. Code spans know only
-    backticks: the fence is longer than any run of backticks in the value, with a
-    space inside it where the value starts or ends with a backtick, or starts and
-    ends with a space (CommonMark takes one off each side). A `|`, which ends a
-    table cell and cannot be escaped inside a span, is an escaped `\\|` between
-    two spans. The empty value is nothing."""
+    """Inline code that renders as the value itself, in text and table cells: the
+    fence outruns every run of backticks in it, padded where CommonMark would
+    take a space off; a `|` (it ends a cell, unescapable in a span) is `\\|`
+    between two spans."""
     text = value if isinstance(value, str) else str(value)
     text = "".join(_code(c) if _hidden_char(c) else c for c in text)
     return "\\|".join(_code_span(part) for part in text.split("|"))
@@ -331,30 +308,29 @@ _HTML_ATTRIBUTE_SPECIAL = re.compile("[&<>\"']")
 
 
 def _html_shown(text: str) -> str:
-    """Invisible characters spelled as in terminal lines (`\\n`, `\\x07`, `\\u202e`),
-    so a name with a control character or a bidirectional override reads as
-    what it is; a backslash is left as it is (it means nothing to HTML)."""
+    """Invisible characters spelled as in terminal lines (a backslash means
+    nothing to HTML: left as it is)."""
     if text.isprintable() or not _any_hidden(text):
         return text
     return "".join(_code(c) if _hidden_char(c) else c for c in text)
 
 
+def _html_escaped(value: object, special: re.Pattern[str], references: dict[str, str]) -> str:
+    text = _html_shown(value if isinstance(value, str) else str(value))
+    if not special.search(text):
+        return text
+    return special.sub(lambda found: references[found[0]], text)
+
+
 def html_text(value: object) -> str:
     """Text for an HTML element's content: `&`, `<` and `>` as character
     references, invisible characters shown as escapes. Never markup."""
-    text = _html_shown(value if isinstance(value, str) else str(value))
-    if not _HTML_TEXT_SPECIAL.search(text):
-        return text
-    return _HTML_TEXT_SPECIAL.sub(lambda found: _HTML_TEXT[found[0]], text)
+    return _html_escaped(value, _HTML_TEXT_SPECIAL, _HTML_TEXT)
 
 
 def html_attribute(value: object) -> str:
-    """A value for a quoted HTML attribute (`title="..."`): `html_text`, and both
-    quotes as character references, so it cannot end the attribute."""
-    text = _html_shown(value if isinstance(value, str) else str(value))
-    if not _HTML_ATTRIBUTE_SPECIAL.search(text):
-        return text
-    return _HTML_ATTRIBUTE_SPECIAL.sub(lambda found: _HTML_ATTRIBUTE[found[0]], text)
+    """`html_text` for a quoted attribute, both quotes as references: it cannot end it."""
+    return _html_escaped(value, _HTML_ATTRIBUTE_SPECIAL, _HTML_ATTRIBUTE)
 
 
 def html_link(url: object) -> str | None:

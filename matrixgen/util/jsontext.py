@@ -1,17 +1,9 @@
 """JSON text exactly as the standard library writes it, written by orjson.
 
-`json.dumps(value, indent=2, ensure_ascii=False)` runs the pure-Python encoder
-(the C one is only used without indent): half a second for 31,000 jobs. orjson
-writes the same bytes for the data we emit (str keys, str, int, bool, None,
-lists, tuples, dicts; insertion order; two-space indent; non-ASCII as is;
-control characters escaped alike), tens of times faster. Where it would not,
-the standard library writes the text: floats (orjson spells some exponents
-otherwise), ints past 64 bits, lone surrogates, non-str keys, and any other
-type (which json.dumps refuses the same way as before).
-
-JSON has no Infinity or NaN: a non-finite float is a ValueError, never written
-(the standard library would write `Infinity`, orjson `null`). The values
-written are kept finite where they are made (durations are bounded when read).
+`json.dumps(indent=2)` runs the pure-Python encoder; orjson writes the same
+bytes for what we emit, tens of times faster. What it would write otherwise
+(floats, ints past 64 bits, lone surrogates, non-str keys, other types) goes to
+the standard library. A non-finite float is a ValueError: JSON has none.
 """
 
 from __future__ import annotations

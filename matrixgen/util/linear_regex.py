@@ -103,14 +103,11 @@ class PatternSet:
         if self._set is None or not text:
             return None
         data = _utf8(text)
-        hits = self._set.Match(data)
-        if not hits:
-            return None
-        spans = []
-        for index in sorted(hits):
-            match = self._one[index].search(data)
-            if match is not None:
-                spans.append((match.start(), index, match.end()))
+        spans = [
+            (match.start(), index, match.end())
+            for index in self._set.Match(data) or ()
+            if (match := self._one[index].search(data)) is not None
+        ]
         if not spans:
             return None
         start, index, end = min(spans)

@@ -1,16 +1,9 @@
 """Exclusive lock files that time out and name their holder.
 
-`hold(path)` creates `path` (never through a link), takes an exclusive flock on
-it and writes who holds it (pid, host, command, since when). A second process
-waits up to `timeout` seconds, polling, then gives up with `LockTimeout`,
-whose message names the holder as the lock file describes it. The holder
-removes the lock file when it is done; one left by a killed holder is not a
-lock (the kernel released its flock) and is taken over by the next process.
-
-The wait comes from `MATRIXGEN_LOCK_TIMEOUT` (seconds; 0 = do not wait),
-default `DEFAULT_TIMEOUT`.
-
-Pure: standard library only.
+`hold(path)` takes an exclusive flock on `path` (never through a link) and
+writes who holds it; a second process polls up to the timeout
+(`MATRIXGEN_LOCK_TIMEOUT`), then gives up with `LockTimeout` naming the holder.
+A file left by a killed holder is no lock (the kernel released its flock).
 """
 
 from __future__ import annotations
@@ -27,19 +20,15 @@ from pathlib import Path
 
 from msgspec import Struct
 
+from matrixgen.util.atomic import Refusal
+
 DEFAULT_TIMEOUT = 30.0
 TIMEOUT_VARIABLE = "MATRIXGEN_LOCK_TIMEOUT"
 _POLL_FIRST, _POLL_MAX = 0.02, 0.25
 
 
-class LockError(Exception):
-    """The lock file cannot be created or used; `message` says why, `errno` is
-    the OS error number when the OS refused (EROFS, ENOSPC, ...)."""
-
-    def __init__(self, message: str, *, errno: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.errno = errno
+class LockError(Refusal):
+    """The lock file cannot be created or used."""
 
 
 class Holder(Struct, frozen=True):
@@ -63,13 +52,8 @@ class Holder(Struct, frozen=True):
 
     def render(self) -> str:
         """'matrixgen quarantine add (pid 12, host ci-3, since ...)', or 'an unknown process'."""
-        details = []
-        if self.pid is not None:
-            details.append(f"pid {self.pid}")
-        if self.host:
-            details.append(f"host {self.host}")
-        if self.since:
-            details.append(f"since {self.since}")
+        said = (("pid", self.pid), ("host", self.host), ("since", self.since))
+        details = [f"{what} {value}" for what, value in said if value not in (None, "")]
         who = self.command or ("a process" if details else "an unknown process")
         return f"{who} ({', '.join(details)})" if details else who
 

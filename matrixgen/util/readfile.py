@@ -43,15 +43,7 @@ def read_regular(path: Path, limit: int | None = None) -> bytes | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise NotRegularFile(Path(path), describe_kind(info.st_mode))
-        chunks = []
-        left = limit + 1 if limit is not None else -1
-        while left:
-            size = max(info.st_size, 1 << 16)
-            chunk = os.read(fd, min(size, left) if left > 0 else size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left = max(left - len(chunk), 0) if left > 0 else left
-        return b"".join(chunks)
+        with os.fdopen(fd, "rb", closefd=False) as stream:
+            return stream.read(limit + 1 if limit is not None else -1)
     finally:
         os.close(fd)

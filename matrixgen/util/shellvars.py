@@ -1,26 +1,12 @@
-"""Which variables a shell script hands to the commands it runs, read as the
-shell reads it, conservatively: what the script surely exports at its top level.
-
-A recipe's `script` must hand the quarantine file to the pytest plugin (the
-`MATRIXGEN_*` variables); whether it does is decided here, never by a text
-search (a comment or an `echo` that mentions a variable sets nothing). The
-reading is the shell's for what matters:
-
-- comments (`#` at the start of a word) and here-documents (`<<EOF` ... `EOF`)
-  are not commands; quotes (`'...'`, `"..."`, `$'...'`), backslashes, `$(...)`,
-  `${...}` and backquotes keep a word whole;
-- commands are separated by line breaks, `;`, `&`, `&&`, `||` and `|`; a line
-  ending in a backslash goes on;
-- a variable reaches the commands after `export NAME=VALUE`, after `NAME=VALUE`
-  then `export NAME` (in either order), and as an environment prefix of a
-  command (`NAME=VALUE command`: that command got it); `unset NAME` or
-  `export -n NAME` takes an exported one back.
+"""Which variables a shell script surely hands to the commands it runs, read as
+the shell reads it (never by a text search: a comment or an `echo` that names a
+variable sets nothing): `export NAME=VALUE`, `NAME=VALUE` with `export NAME`,
+and a command's environment prefix; `unset` and `export -n` take one back.
 
 Conservative, so that a script is never taken to hand on what it does not:
-only commands at the top level count (not inside `if`, `for`, `while`, `case`,
-`{ }`, `( )`, a function, `sh -c`, `eval`...), an empty value sets nothing, and
-a script whose quotes or here-documents do not close is read as exporting
-nothing.
+only commands at the top level count (not inside `if`, `{ }`, `( )`, a
+function, `sh -c`...), an empty value sets nothing, and a script whose quotes
+or here-documents do not close exports nothing.
 """
 
 from __future__ import annotations
@@ -136,12 +122,7 @@ def _word_part_end(text: str, i: int) -> int:
             raise ShellSyntaxError("a single quote does not close")
         return end + 1
     if c == "$" and text.startswith("$'", i):
-        j = i + 2
-        while j < len(text) and text[j] != "'":
-            j += 2 if text[j] == "\\" else 1
-        if j >= len(text):
-            raise ShellSyntaxError("a $'...' string does not close")
-        return j + 1
+        return _past(text, i + 2, "'", "a $'...' string")
     if c == '"':
         j = i + 1
         while j < len(text) and text[j] != '"':
@@ -150,12 +131,7 @@ def _word_part_end(text: str, i: int) -> int:
             raise ShellSyntaxError("a double quote does not close")
         return j + 1
     if c == "`":
-        j = i + 1
-        while j < len(text) and text[j] != "`":
-            j += 2 if text[j] == "\\" else 1
-        if j >= len(text):
-            raise ShellSyntaxError("a backquote does not close")
-        return j + 1
+        return _past(text, i + 1, "`", "a backquote")
     if c == "$" and i + 1 < len(text) and text[i + 1] in "({":
         closing = ")" if text[i + 1] == "(" else "}"
         depth, j = 0, i + 1
@@ -173,6 +149,15 @@ def _word_part_end(text: str, i: int) -> int:
             j += 1
         raise ShellSyntaxError(f"a ${text[i + 1]}...{closing} does not close")
     return i + 1
+
+
+def _past(text: str, j: int, closing: str, what: str) -> int:
+    """Past the `closing` character from `j` on, a backslash escaping the next."""
+    while j < len(text) and text[j] != closing:
+        j += 2 if text[j] == "\\" else 1
+    if j >= len(text):
+        raise ShellSyntaxError(f"{what} does not close")
+    return j + 1
 
 
 def _unquote(word: str) -> str:
@@ -203,11 +188,8 @@ def _exported(script: str) -> dict[str, str]:
             command.append(word)
             continue
         if word == "(":
-            if command:  # `name ( )`: a function's name
-                nesting.append("()")
-                command = []
-                continue
-            nesting.append("(")
+            nesting.append("()" if command else "(")  # after a word: a function's `name ( )`
+            command = []
             continue
         if word == ")" and nesting and nesting[-1] == "case":
             command = []  # a case pattern's end: the pattern is no command

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from itertools import accumulate
 
 from msgspec import Struct
 
@@ -64,10 +65,7 @@ def newline_at(lines: list[str], index: int) -> str:
 def line_offsets(text: str) -> list[int]:
     """The character offset of each line's start (as `split_lines` cuts them),
     and the text's length last."""
-    offsets = [0]
-    for line in split_lines(text):
-        offsets.append(offsets[-1] + len(line))
-    return offsets
+    return [0, *accumulate(map(len, split_lines(text)))]
 
 
 def decode(raw: bytes | None) -> tuple[str, bool]:

@@ -29,7 +29,7 @@ from matrixgen.cli.jet import (
     load_jet_tree,
     say,
 )
-from matrixgen.model.errors import ExitCode
+from matrixgen.model.errors import ExitCode, UsageError
 from matrixgen.model.vocab import System
 from matrixgen.systems.github import HOME
 from matrixgen.util.escape import terminal_text
@@ -66,7 +66,6 @@ def emit(
     Past 256 rows (or 1 MB) the rows are split into shards:
     {"shards": N, "matrices": [{"include": [...]}, ...]}; never a job dropped.
     """
-    from matrixgen.model.errors import UsageError
     from matrixgen.systems.github.emitter import emit_github
     from matrixgen.systems.github.outputs import append_github_outputs
 
@@ -151,8 +150,6 @@ def jet_buckets(
 
 def _recipe_file(generation: Generation, directory: Path, file: Path) -> RecipeFile:
     """The tree's recipe at FILE (a path as the shell has it)."""
-    from matrixgen.model.errors import UsageError
-
     try:
         rel = file.resolve().relative_to(directory.resolve()).as_posix()
     except ValueError:

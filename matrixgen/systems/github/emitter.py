@@ -1,34 +1,10 @@
-"""Emit a GitHub Actions matrix: JSON that `strategy.matrix` reads through `fromJSON`.
-
-One row per job, in a fixed order::
-
-    {"include": [{"model": "gpt", "test_case": "gpt3_tp2", "name": "gpt3_tp2_dev_dgx_h100",
-                  "platform": "dgx_h100", "environment": "dev", "tag": "", "n_repeat": 5,
-                  "timeout": 45, ...}, ...]}
-
-Every row has model, test_case, name, platform, environment, tag ("" for none),
-n_repeat and timeout (minutes, rounded up); nodes and gpus where the recipe
-sets them; image and runner (labels for
-`runs-on`) where configured, env (an object) and args (a list) where set. A job
-that may fail has `"continue-on-error": true`; a quarantined job carries
-`"quarantine": {"id", "tracker", "action", "kind"}`. A job with a deselect or
-mute entry carries the pytest plugin's variables in its `env` (MATRIXGEN_QUARANTINE,
-the tree's quarantine file relative to the checkout, and the job's MATRIXGEN_*
-identity): the workflow exports the row's env to the test command, and the
-plugin applies every node-level entry of the job, each node id matched exactly
-(docs/pytest-plugin.md); no node id goes to pytest's `--deselect`, a prefix match.
+"""Emit a GitHub Actions matrix: JSON that `strategy.matrix` reads through `fromJSON`
+(one row per job, keys in `github_row`'s order).
 
 A matrix runs at most 256 jobs, and a job output holds at most 1 MB. Past either
-limit the rows are split into shards of nearly equal size, in order, and the
-file holds::
-
-    {"shards": N, "matrices": [{"include": [...]}, {"include": [...]}, ...]}
-
-With `--github-output` the outputs are `shards` (the number of non-empty shards,
-0 for an empty selection), `matrix` (the first shard, `{"include": []}` when
-empty) and `matrix-1` ... `matrix-<N-1>` (the others). A workflow runs shard k
-in a job with `if: fromJSON(needs.<gen>.outputs.shards) > k` and
-`matrix: ${{ fromJSON(needs.<gen>.outputs.matrix-k) }}`.
+limit the rows are split, in order, into shards of nearly equal size:
+`{"shards": N, "matrices": [{"include": [...]}, ...]}`; with `--github-output`
+the outputs are `shards`, `matrix` (the first) and `matrix-1`... (the others).
 """
 
 from __future__ import annotations
@@ -96,13 +72,8 @@ def github_row(job: Job, settings: EmitSettings) -> dict[str, Any]:
     if allowed_to_fail(job):
         row["continue-on-error"] = True
     if job.quarantine is not None:
-        mark = job.quarantine
-        row["quarantine"] = {
-            "id": mark.id,
-            "tracker": mark.tracker,
-            "action": mark.action,
-            "kind": mark.kind,
-        }
+        shown = ("id", "tracker", "action", "kind")
+        row["quarantine"] = {key: getattr(job.quarantine, key) for key in shown}
     return row
 
 

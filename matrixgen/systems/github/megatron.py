@@ -45,11 +45,10 @@ def bucket_matrix(
     workflow's yq reads every name of every block), less the buckets a skip entry
     takes out of this place. An allow-failure entry cannot be carried by the
     matrix (the workflow reads no such field): it is said, and the bucket runs."""
-    data = recipe.data if isinstance(recipe.data, dict) else {}
-    spec = data.get("spec") if isinstance(data.get("spec"), dict) else {}
+    spec = recipe.data.get("spec") if isinstance(recipe.data.get("spec"), dict) else {}
     names = [
         name
-        for block in (data.get("products") or [])
+        for block in (recipe.data.get("products") or [])
         if isinstance(block, dict) and isinstance(block.get("test_case"), list)
         for name in block["test_case"]
     ]

@@ -12,23 +12,10 @@ from pathlib import Path
 
 from matrixgen.model.errors import LimitError, UsageError, write_failure
 from matrixgen.systems.ci import ci_value
-from matrixgen.systems.github import HOME
-from matrixgen.systems.github.emitter import compact, shard_outputs
+from matrixgen.systems.github.emitter import compact as compact
+from matrixgen.systems.github.emitter import shard_outputs as shard_outputs
 from matrixgen.systems.github.limits import output_size
 from matrixgen.util.atomic import WriteError, append_whole
-
-__all__ = [
-    "append_github_outputs",
-    "check_github_outputs",
-    "compact",
-    "github_output_path",
-    "github_output_text",
-    "heredoc_delimiter",
-    "shard_outputs",
-]
-
-OPTION = HOME.step_output_option
-VARIABLE = HOME.variables["step_outputs"]
 
 
 def heredoc_delimiter(content: str) -> str:

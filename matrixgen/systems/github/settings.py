@@ -8,14 +8,10 @@ home's `settings` part, on the documents floor; the config's declaration makes
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from matrixgen.model.sections import (
-    SystemSettings,
-)
-from matrixgen.systems.github import HOME
+from matrixgen.model.sections import SystemSettings
 
 
 class GithubSettings(SystemSettings, frozen=True, kw_only=True):
-    SYSTEM: ClassVar[str] = HOME.name
     SCHEMA: ClassVar[Mapping[str, Any]] = {
         "description": "Settings of GitHub Actions targets (matrix rows)."
     }

@@ -168,7 +168,7 @@ def jet_trigger(
 
     Takes every option of that script, with the same names, types and defaults.
     """
-    from matrixgen.systems.gitlab.megatron import JetCall, call_pipeline, check_call, pipeline_text
+    from matrixgen.systems.gitlab.megatron import JetCall, call_pipeline, check_call
 
     options = locals()
     call = JetCall(**{name: options[name] for name in JetCall.__struct_fields__})
@@ -176,7 +176,7 @@ def jet_trigger(
     generation, file_order = load_jet_tree(recipes, local_recipes)
     pipeline = call_pipeline(generation, call, asking_system(system), file_order=file_order)
     say(pipeline.notices, strict)
-    write_text(Path(output_path), pipeline_text(pipeline))
+    write_text(Path(output_path), pipeline.text)
     _summary(pipeline, output_path, generation)
 
 
@@ -185,7 +185,6 @@ def _summary(pipeline: JetPipeline, output_path: str, generation: Generation) ->
     each with the entries that did it: jobs skipped, allowed to fail, and node
     ids muted or deselected inside jobs (the pytest plugin applies those)."""
     from matrixgen.quarantine.apply import applying_entries
-    from matrixgen.util.escape import terminal_text
 
     target = pipeline.target
     where = f"{target.system.value}/{target.selector.scope}"
@@ -207,14 +206,13 @@ def _summary(pipeline: JetPipeline, output_path: str, generation: Generation) ->
         return ", ".join(sorted(found))
 
     notes = []
-    if pipeline.skipped:
-        notes.append(
-            f"{len(pipeline.skipped)} skipped by quarantine ({ids(list(pipeline.skipped), 'skip')})"
-        )
     allowed = [j for j in written if j.quarantine and j.quarantine.action == "allow-failure"]
-    if allowed:
-        by = ids(allowed, "allow-failure")
-        notes.append(f"{len(allowed)} allowed to fail by quarantine ({by})")
+    for jobs, action, what in (
+        (list(pipeline.skipped), "skip", "skipped"),
+        (allowed, "allow-failure", "allowed to fail"),
+    ):
+        if jobs:
+            notes.append(f"{len(jobs)} {what} by quarantine ({ids(jobs, action)})")
     for action, verb in (("mute", "muted"), ("deselect", "deselected")):
         hit = [j for j in written if j.quarantine and getattr(j.quarantine, verb)]
         if hit:

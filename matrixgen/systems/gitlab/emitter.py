@@ -1,45 +1,18 @@
 """Emit a GitLab child pipeline: the YAML a `trigger: include: artifact` job runs.
 
-    stages: [bert, gpt]                # one stage per model, sorted
-    gpt3_tp2_dev_dgx_h100:
-      stage: gpt
-      image: registry/repo:tag        # settings image, else images.gitlab.<arch>
-      tags: [h100]                    # runner_tags of the settings or the platform
-      timeout: '3h55m'                # n_repeat x time_limit + overhead, or as set
-      needs: []                       # plus the parent pipeline's job, the warm-up job
-      variables: {...}                # the job's env; MATRIXGEN_QUARANTINE="<id> <tracker>",
-                                      # or the plugin's variables (a mute entry applies)
-      script:
-        - <launcher> --model gpt --test-case gpt3_tp2 ... [-- <args>]
-      artifacts: {...}                # when configured
-      retry: {max: 2, when: [...]}
-      allow_failure: true             # recipe allow_failure, or an allow-failure quarantine
+Every value put into the script is quoted with `shlex.quote`, and a value that
+starts with "-" is joined to its option (`--test-case=-x`), so no test case
+runs a command or reads as an option. Where two jobs share a name, the tag, then
+the environment, then the platform is added; a collision left after that is an
+error (GitLab would silently keep only the last job of a name). A string GitLab's
+YAML 1.1 reader would not read back as that string is written quoted.
 
-Every value put into the script is quoted with `shlex.quote`: a test case named
-`x; touch pwned` reaches the launcher as one argument and runs nothing; a value
-that starts with "-" is joined to its option (`--test-case=-x`) so that no
-launcher reads it as an option of its own. Each job name is the job's `name`;
-where two jobs share one, the tag, then the environment, then the platform is
-added, and a collision left after that is an error: GitLab would silently keep
-only the last job of a name. A string GitLab's YAML 1.1 reader would not read
-back as that string (`0,1,2,3` is an octal number to it) is written quoted.
-
-`needs: []` lets every job start at once: stages only group jobs by model. With
-`parent_job` set, each job needs that job of the parent pipeline
-(`{pipeline: $PARENT_PIPELINE_ID, job: ...}`: the trigger job must pass
-`PARENT_PIPELINE_ID: $CI_PIPELINE_ID` in its `variables`). With `warmup: true`
-the first job that may not fail runs alone and every other job needs it. A
-recipe's `spec.needs` names jobs (templates over the job's fields): a job of the
-same target, or one listed in `graph.external.gitlab`, which lives in the parent
-pipeline; anything else is an error (`validate` reports it too, with its place).
-
-Node-level entries (`common.node_route`): a job with a deselect or mute entry
-gets the pytest plugin's variables (MATRIXGEN_QUARANTINE=$CI_PROJECT_DIR/<tree>/quarantine.yaml
-and the job's MATRIXGEN_* identity) and the entry label in
-MATRIXGEN_QUARANTINE_ENTRY, and the plugin applies every node-level entry of the
-job, each node id matched exactly (the launcher never gets a `--deselect`: pytest
-matches that by prefix); a job whose node-level entries cannot reach its tests is
-an error naming the entries and the target.
+`needs: []` lets every job start at once: stages only group jobs by model. A
+need of the parent pipeline's job needs `PARENT_PIPELINE_ID: $CI_PIPELINE_ID`
+in the trigger job's `variables`. A recipe's `spec.needs` must name a job of
+the same target or one listed in `graph.external.gitlab` (in the parent
+pipeline). Node-level entries reach the tests through the pytest plugin's
+variables (`common.node_route`), never a `--deselect` (a prefix match).
 """
 
 from __future__ import annotations
@@ -183,21 +156,16 @@ def name_problems(
 ) -> list[tuple[Job, str]]:
     """(job, why) for each job that gets no usable GitLab job name."""
     problems = []
-    if names is None:
-        names = assign_names(jobs)
-    for job, name in zip(jobs, names, strict=True):
-        if name is None:
-            why = (
-                f"{job.identity} gets no unique GitLab job name (name {job.name!r}), even "
-                "with tag, environment and platform added: GitLab would keep only one "
-                "job of each name"
-            )
-        else:
-            too_long = job_name_length(name, str(job.identity))
-            if too_long is None:
-                continue
-            why = too_long
-        problems.append((job, why))
+    for job, name in zip(jobs, assign_names(jobs) if names is None else names, strict=True):
+        why = (
+            job_name_length(name, str(job.identity))
+            if name is not None
+            else f"{job.identity} gets no unique GitLab job name (name {job.name!r}), even "
+            "with tag, environment and platform added: GitLab would keep only one "
+            "job of each name"
+        )
+        if why is not None:
+            problems.append((job, why))
     return problems
 
 
@@ -339,12 +307,13 @@ def gitlab_jobs(jobs: Iterable[Job], settings: EmitSettings) -> tuple[list[Emitt
     if not selected:
         return [], []
     names = job_names(selected)
+    mine = own(settings)
     common_needs: list[Any] = []
-    if own(settings).parent_job:
-        parent = _needed(own(settings).parent_job, "parent job")
+    if mine.parent_job:
+        parent = _needed(mine.parent_job, "parent job")
         common_needs.append({"pipeline": PARENT_PIPELINE_VARIABLE, "job": parent})
     warmup: int | None = None
-    if own(settings).warmup and len(selected) > 1:
+    if mine.warmup and len(selected) > 1:
         warmup = warmup_index(selected)
         _needed(names[warmup], "warm-up job")
     emitted_name: dict[str, str] = {}  # a recipe's job name -> its GitLab job name
@@ -386,19 +355,15 @@ def _job_content(
         entry["tags"] = list(tags)
     entry["timeout"] = gitlab_duration(settings.timeout_seconds(job))
     entry["needs"] = needs
-    route = job_route(job, settings, launcher=own(settings).launcher_for(job))
-    variables = _variables(job, settings, route)
+    mine = own(settings)
+    launcher = mine.launcher_for(job)
+    variables = _variables(job, settings, job_route(job, settings, launcher=launcher))
     if variables:
         entry["variables"] = variables
+    n_repeat = settings.n_repeat_for(job)
     entry["script"] = [
-        job_script(
-            job,
-            own(settings).launcher_for(job),
-            n_repeat=settings.n_repeat_for(job),
-            lightweight=settings.lightweight,
-        )
+        job_script(job, launcher, n_repeat=n_repeat, lightweight=settings.lightweight)
     ]
-    mine = own(settings)
     if mine.artifacts:
         entry["artifacts"] = dict(mine.artifacts)
     entry["retry"] = dict(mine.retry if mine.retry is not None else DEFAULT_RETRY)

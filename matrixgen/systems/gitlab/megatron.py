@@ -1,31 +1,13 @@
 """Megatron-LM's JET child pipelines, call for call (`matrixgen jet-trigger`).
 
-Megatron-LM's CI writes every functional, integration and unit-test pipeline with
-one generator script, called once per (scope, environment, platform[, tag]); each
-job runs that project's launcher, which reads the recipe again at run time. This
-emitter writes the same pipeline for the same call: the same workflow rules,
-stages, defaults, jobs keyed by test case, runner tags, needs, scripts, artifacts
-and retry, and the same placeholder pipeline when nothing is selected
-(docs/megatron.md). It adds what that generator cannot do:
-
-- quarantine entries apply in the place the call asks for: skip takes the job
-  out, allow-failure sets `allow_failure: true`; node-level entries reach the
-  test process through the pytest plugin, and a job whose script cannot hand
-  them on is an error, never a silent no-op;
-- a job the generator would lose (two selected jobs keyed by one test case, a
-  test case named like a GitLab keyword) is kept under a name that cannot
-  collide, and said so;
-- a scope, platform, environment, tag or test case that no recipe uses is a
-  warning with "did you mean" (an error with `strict`);
-- a limit of the CI system the file goes to (`emit.limits`: a job name's
-  length, a name in `needs`, the child pipeline's size; on GitHub, whose
-  workflow turns the file into a matrix, its rows and bytes) is a warning
-  (with `strict` an error, exit 4), checked by the same functions as the
-  `gitlab` and `github` emitters'.
-
-Jobs come in the generator's order: by model, then file path, then row. The
-generator itself takes files in the order the file system lists them, so which
-job it picks for warm-up differs between machines; here it is always the same.
+Megatron-LM's generator writes one child pipeline per (scope, environment,
+platform[, tag]) call; this writes the same file for the same call
+(docs/megatron.md), and adds what the generator cannot do: quarantine entries
+applied (a node-level entry whose job script cannot reach the pytest plugin is
+an error), no job lost to a shared test case or a GitLab keyword, "did you mean"
+for a value no recipe uses, and the CI limits of the file's system as warnings
+(errors with `strict`). Jobs come in the generator's order (model, file, row),
+but files in sorted order where the generator takes the file system's.
 """
 
 from __future__ import annotations
@@ -41,15 +23,11 @@ from msgspec.structs import replace
 from matrixgen.emit.limits import Notice, limit_notices
 from matrixgen.emit.registry import emitter_for
 from matrixgen.emit.yamltext import dump_yaml
-from matrixgen.engine.select import used_values
+from matrixgen.engine.select import among, used_values
 from matrixgen.engine.targets import target_name
 from matrixgen.model.errors import RecipeError, UsageError, did_you_mean
 from matrixgen.model.jobs import Job, Selector, Target
-from matrixgen.model.vocab import (
-    ALL_CADENCES,
-    System,
-    resolve_scope,
-)
+from matrixgen.model.vocab import ALL_CADENCES, System
 from matrixgen.quarantine.jobenv import script_reaches_plugin
 from matrixgen.systems.github.limits import matrix_rows, output_size
 from matrixgen.systems.gitlab.emitter import PARENT_PIPELINE_VARIABLE
@@ -159,7 +137,6 @@ class JetCall(Struct, frozen=True, kw_only=True):
 class JetPipeline(Struct, frozen=True, kw_only=True):
     """What one call writes, and what it has to say about it."""
 
-    document: dict[str, Any]
     text: str  # the file the call writes
     # (job key, job) in pipeline order; empty for the placeholder pipeline.
     jobs: tuple[tuple[str, Job], ...]
@@ -193,26 +170,21 @@ def unused_values(call: JetCall, jobs: Sequence[Job]) -> list[Notice]:
     """Each asked-for value that no recipe uses: the generator selects nothing for
     it without a word (`--platform dgx_gb2100`). The values used are
     `engine.select.used_values` (scopes with their tiers' legacy names)."""
-    asked = [
-        ("--scope", "scope", call.scope),
-        ("--platform", "platform", call.platform),
-        ("--environment", "environment", call.environment),
-        ("--tag", "tag", call.tag),
-    ]
     notices = []
-    for flag, key, value in asked:
+    for key, value in (
+        ("scope", call.scope),
+        ("platform", call.platform),
+        ("environment", call.environment),
+        ("tag", call.tag),
+    ):
         if value is None:
             continue
         known = used_values(key, jobs)
-        if key == "scope":
-            used = resolve_scope(value) in {resolve_scope(k) for k in known}
-        else:
-            used = value in known
-        if not used:
+        if not among(value, known, scope=key == "scope"):
             notices.append(
                 Notice(
                     "unknown-value",
-                    f'{flag} "{value}" is used by no recipe, so it selects nothing'
+                    f'--{key} "{value}" is used by no recipe, so it selects nothing'
                     f"{did_you_mean(value, known)}",
                 )
             )
@@ -292,7 +264,6 @@ def jet_pipeline(
     text = dump_yaml(sorted_document(document))
     notices += _limits(keys, ordered if keys else [], call, target, text)
     return JetPipeline(
-        document=document,
         text=text,
         jobs=tuple(zip(keys, ordered, strict=True)),
         skipped=tuple(skipped),
@@ -542,8 +513,3 @@ def sorted_document(value: Any) -> Any:
     if isinstance(value, list):
         return [sorted_document(v) for v in value]
     return value
-
-
-def pipeline_text(pipeline: JetPipeline) -> str:
-    """The file a call writes."""
-    return pipeline.text

@@ -20,7 +20,6 @@ from matrixgen.model.sections import (
     Texts,
     Unique,
 )
-from matrixgen.systems.gitlab import HOME
 
 
 class Retry(Section, frozen=True, kw_only=True):
@@ -44,7 +43,6 @@ class GitlabSettings(SystemSettings, frozen=True, kw_only=True):
     warmup: bool | None = None
     artifacts: Artifacts | None = None
 
-    SYSTEM: ClassVar[str] = HOME.name
     SCHEMA: ClassVar[Mapping[str, Any]] = {
         "description": "Settings of GitLab targets (child pipeline jobs)."
     }
