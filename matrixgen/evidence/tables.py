@@ -1,33 +1,9 @@
 """The results store's schema, one for SQLite and PostgreSQL (SQLAlchemy Core).
 
-Tables (columns a schema version added are NULL in rows stored before it):
-
-    runs      one per run id (a CI pipeline or workflow run): commit, time;
-              schema 3: the ref and source (schedule, push...) it ran for
-    jobs      one per job identity and place; `unit` for unit-test buckets
-    run_jobs  one per (run, job): the job's outcome in that run
-    cases     one per (job, pytest node id)
-    results   one per (run, job, test): outcome, reruns, duration, message;
-              schema 5: partitioned by week on PostgreSQL; schema 6: a failed
-              result's reason and the output line a known failure matched
-    case_weeks one per (week, test) of the weeks that are over, and
-              rolled_weeks those weeks (schema 5, evidence/rollup.py)
-
-Indexes (what each read needs, nothing more):
-
-    results   primary key (case_id, finished_at, run_ref): `flaky` reads each
-              test's history in time order off it (SQLite stores the table in
-              that order, WITHOUT ROWID); (run_ref, case_id, reason) of failed
-              results only: `triage` reads a run's failures off it alone.
-    run_jobs  primary key (job_id, finished_at, run_ref), the same for whole
-              jobs; unique (run_ref, job_id): a re-ingest's lookup.
-    runs      (ref, finished_at): the baseline's latest runs, `flaky --ref`.
-    case_weeks primary key (week, case_id): the rolled weeks' reads, and an
-              ingest forgetting a week.
-
-The version is in `matrixgen_schema`; the tool migrates a store when it opens
-it, in the command's transaction, under a lock (PostgreSQL: an advisory lock;
-SQLite: BEGIN IMMEDIATE), so two CI runners cannot both migrate. A store of a
+Columns a schema version added are NULL in rows stored before it. Which read
+each index serves, the weekly partitions and totals: docs/results-store.md.
+The tool migrates a store when it opens it, in the command's transaction,
+under the writers' lock, so two CI runners cannot both migrate; a store of a
 newer matrixgen is refused, never downgraded.
 """
 
