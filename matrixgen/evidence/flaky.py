@@ -241,15 +241,6 @@ def reference_time() -> int:
     return int(end.timestamp())
 
 
-def reference_end() -> int:
-    """The latest a result may be dated to count: the reference time plus a
-    report's clock skew. A result of 2099 (in a store some other writer wrote:
-    the ingest clamps) never changes a verdict."""
-    from matrixgen.evidence.junit import FUTURE_SKEW
-
-    return reference_time() + int(FUTURE_SKEW.total_seconds())
-
-
 def window_start(policy: FlakyPolicy) -> int | None:
     if policy.since_days is None:
         return None
@@ -277,13 +268,16 @@ def flaky_rows(
 ) -> FlakyReport:
     """Every key's verdict; unit_jobs_whole: buckets get a whole-job row too
     (lifting an allow-failure entry of a bucket needs it); see `histories`."""
+    from matrixgen.evidence.junit import FUTURE_SKEW
     from matrixgen.evidence.queries import histories
 
     policy.check()
+    # Up to a report's clock skew past the reference time: a result of 2099 (in
+    # a store some other writer wrote: the ingest clamps) never changes a verdict.
     run_rows, found = histories(
         store,
         since=window_start(policy),
-        until=reference_end(),
+        until=reference_time() + int(FUTURE_SKEW.total_seconds()),
         unit_jobs_whole=unit_jobs_whole,
         only=only,
         keys=keys,

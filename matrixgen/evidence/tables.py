@@ -327,20 +327,15 @@ def partition_start(at: int) -> int:
     return at - (at - _MONDAY) % PARTITION_SECONDS
 
 
-def partition_name(start: int) -> str:
-    """The partition of the week that starts at `start` (epoch seconds, UTC)."""
-    day = dt.datetime.fromtimestamp(start, dt.UTC)
-    return f"results_{day:%Y%m%d}"
-
-
 def ensure_partition(conn: sa.Connection, at: int) -> None:
     """PostgreSQL: the partition of `results` that holds `at` (epoch seconds),
     made when missing (writers hold the store's lock: no two make it at once)."""
     if conn.dialect.name != "postgresql":
         return
     start = partition_start(at)
+    day = dt.datetime.fromtimestamp(start, dt.UTC)
     conn.exec_driver_sql(
-        f"CREATE TABLE IF NOT EXISTS {partition_name(start)} PARTITION OF results "
+        f"CREATE TABLE IF NOT EXISTS results_{day:%Y%m%d} PARTITION OF results "
         f"FOR VALUES FROM ({start}) TO ({start + PARTITION_SECONDS})"
     )
 
