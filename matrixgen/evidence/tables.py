@@ -232,12 +232,8 @@ def _migrate_3(conn: sa.Connection) -> None:
 
 
 def _migrate_4(conn: sa.Connection) -> None:
-    """PostgreSQL: `results` loses its foreign keys (to `cases` and `runs`).
-    Their checks, one trigger call per key per row, were two thirds of an
-    ingest's time; ingest writes results only from a join with `cases`, in the
-    transaction that writes the run, and prune deletes a run's results before
-    the run. SQLite never enforced them (PRAGMA foreign_keys is off): nothing
-    to do there."""
+    """PostgreSQL: `results` loses its foreign keys, whose checks were two thirds
+    of an ingest's time (docs/results-store.md); SQLite never enforced them."""
     if conn.dialect.name != "postgresql":
         return
     preparer = conn.dialect.identifier_preparer
@@ -251,11 +247,8 @@ def _migrate_4(conn: sa.Connection) -> None:
 
 def _migrate_5(conn: sa.Connection) -> None:
     """`case_weeks` and `rolled_weeks`, empty (the next ingest rolls the past
-    weeks up). PostgreSQL also: `results` partitioned by week. An ingest's rows
-    then go into one week's small index; into one index of the whole table
-    (its key starts with the test) they touched nearly every leaf page, and
-    ingest slowed fourfold by 3,000,000 rows. A week, not a day: a history
-    probes every partition's index once."""
+    weeks up); PostgreSQL also: `results` partitioned by week, for the reasons
+    docs/results-store.md ("Schema 5") gives."""
     if conn.dialect.name == "postgresql":
         old = "matrixgen_results_4"
         conn.exec_driver_sql("DROP INDEX ix_results_failed_run")
