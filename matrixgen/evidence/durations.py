@@ -1,10 +1,8 @@
-"""Measured durations for the cost model, from the results store.
+"""Measured durations for the cost model, from the results store (docs/cost.md).
 
-A job's run is the sum of its tests' durations in one stored run (a functional
-job's tests run one after the other); its figure is the median over its stored
-runs (robust against one stuck until its timeout), divided by the repeats a run
-holds in the target: `views.cost` gets seconds per repeat. Jobs are matched by
-`mapping.job_key`: one never ingested has no figure; nothing is made up.
+The median over a job's stored runs is robust against one stuck until its
+timeout. Jobs are matched by `mapping.job_key`: one never ingested has no
+figure; nothing is made up.
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
-"""Verdicts from the stored results: flaky, broken or ok, per job and place, and
-per pytest node id inside unit-test buckets.
+"""Verdicts from the stored results: flaky, broken, failing or ok, per job and
+place, and per pytest node id inside unit-test buckets (docs/evidence.md).
 
-A key's history is its non-skipped results in time order (a run whose test
-failed, then passed on a rerun, counts as a pass that also failed). Over it:
-
-- runs, failures (runs whose final outcome failed or errored), and flips (a
-  pass right after a failure, or the reverse);
-- broken: the last `broken_runs` runs or more all failed: it has failed every
-  run since the commit of the first of them;
-- failing: it failed every run it has, but has fewer than `broken_runs` (with
-  `min_runs` below `broken_runs`): not enough runs to call it broken, and
-  never ok;
-- flaky: otherwise, when it failed and passed on one commit (two runs of the
-  commit, or a rerun inside one run), or its flip rate, flips / (runs - 1), is
-  over `flip_rate`;
-- ok otherwise.
-
-Rows are ranked: broken, failing, flaky, then ok; inside each, most failed runs
-first, then most flips, then by job and node id.
-
-Everything here but `flaky_rows` is pure: it works on histories.
+`failing`, which the page leaves out: a key that failed every run it has, but
+has fewer than `broken_runs` of them (`min_runs` below `broken_runs`), is not
+yet broken and never ok. Everything here but `flaky_rows` works on histories.
 """
 
 from __future__ import annotations
@@ -257,15 +241,6 @@ def reference_time() -> int:
     return int(end.timestamp())
 
 
-def reference_end() -> int:
-    """The latest a result may be dated to count: the reference time plus a
-    report's clock skew. A result of 2099 (in a store some other writer wrote:
-    the ingest clamps) never changes a verdict."""
-    from matrixgen.evidence.junit import FUTURE_SKEW
-
-    return reference_time() + int(FUTURE_SKEW.total_seconds())
-
-
 def window_start(policy: FlakyPolicy) -> int | None:
     if policy.since_days is None:
         return None
@@ -293,13 +268,16 @@ def flaky_rows(
 ) -> FlakyReport:
     """Every key's verdict; unit_jobs_whole: buckets get a whole-job row too
     (lifting an allow-failure entry of a bucket needs it); see `histories`."""
+    from matrixgen.evidence.junit import FUTURE_SKEW
     from matrixgen.evidence.queries import histories
 
     policy.check()
+    # Up to a report's clock skew past the reference time: a result of 2099 (in
+    # a store some other writer wrote: the ingest clamps) never changes a verdict.
     run_rows, found = histories(
         store,
         since=window_start(policy),
-        until=reference_end(),
+        until=reference_time() + int(FUTURE_SKEW.total_seconds()),
         unit_jobs_whole=unit_jobs_whole,
         only=only,
         keys=keys,

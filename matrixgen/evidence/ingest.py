@@ -158,12 +158,9 @@ class JobIngest(Struct, frozen=True, kw_only=True):
 
 class IngestSink:
     """Receives one run's test records as they are read, one report file after
-    another (`number`: the file's place), in batches to the staging table.
-    `finish` folds them: a test's records in one file are its attempts (every
-    one but the last failed), and a test in several files of one job was run
-    again; its outcome, duration and message are its last record's, its reruns
-    the failed attempts before it: the reruns of each file's last record, plus
-    one per record but the last. Then one INSERT ... SELECT per table."""
+    another (`number`: the file's place), in batches to the staging table;
+    `finish` folds them as docs/results-store.md says, then writes each table
+    with one INSERT ... SELECT."""
 
     def __init__(self, conn: sa.Connection, run: RunInfo) -> None:
         self.conn = conn

@@ -1,30 +1,14 @@
 """JUnit XML test reports, read into plain values.
 
-Read: pytest's `--junitxml` (both junit families), and the shapes GitLab's and
-GitHub's test reporters read: a `<testsuites>` or `<testsuite>` root, suites
-nested in suites, `<failure>`, `<error>` and `<skipped>` children, `file` and
-`line` attributes.
+Read: pytest's `--junitxml` (both junit families) and the shapes GitLab's and
+GitHub's reporters read. How reruns count (pytest-rerunfailures' one record per
+attempt, Surefire's `<rerunFailure>` children): docs/results-store.md; the
+`quarantined` property and `muted`: docs/pytest-plugin.md.
 
-Reruns come in two shapes, and both count: pytest-rerunfailures (16.6.1 and
-later) writes one `<testcase>` record per attempt (every record of a test but
-its last is a failed attempt, even an empty one: only a failure is run again);
-Maven Surefire's convention, which GitHub reporters also read, adds one
-`<rerunFailure>`, `<rerunError>`, `<flakyFailure>` or `<flakyError>` child per
-failed attempt. A test's outcome is its last attempt's.
-
-A failure or error of a testcase with the property `quarantined` (the pytest
-plugin marks the tests a mute entry runs) is `muted`: the test failed, the job
-did not. The property is the report's claim, which a test can write: `results
-ingest` keeps the mute only where a mute entry of the quarantine file at the
-run's base names the test (`mapping.MuteGrants`), else the record is the
-failure it was (`muted_from`).
-
-Known failures: given a `watch`, the reader hands it what a failed record says
-of the failure besides its cut message: the whole message, then its system-out
-and system-err (not the failure's text: a traceback quotes source lines, which
-name errors they handle), in pieces of whole lines of at most _WATCH_PIECE
-characters (memory stays flat). The first line it names is kept on the record
-(`output_line`); the output is not.
+Known failures: a `watch` is handed a failed record's whole message, then its
+system-out and system-err (not the failure's text: a traceback quotes source
+lines, which name errors they handle), in pieces of whole lines of at most
+_WATCH_PIECE characters, so memory stays flat.
 
 Hostile input: a DOCTYPE (and so any entity declaration) is refused; expat
 streams the file (cost linear in its size); elements nested more than

@@ -1,12 +1,8 @@
 """Known failures: the project config's patterns (`triage.known_failures`)
-matched against a failure.
+matched against a failure (docs/evidence.md, "Known failures").
 
-`results ingest` hands a failed test's report text to `watch`, and the store
-keeps the first line a pattern matches (results.output_line), not the output.
-`triage` matches the patterns against each failure's stored message and that
-line: a pattern added later still sees every stored message, and the lines
-the patterns of the ingest's time found. Patterns run on RE2
-(util.linear_regex): time linear in the text, whatever the pattern.
+Patterns run on RE2 (util.linear_regex): time linear in the text, whatever the
+pattern.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""Which matrixgen job ran each test of a report.
+"""Which matrixgen job ran each test of a report (docs/evidence.md).
 
-With `--job NAME` every test belongs to that job (its recipe name, or its name
-in the target's GitLab child pipeline; `--target` or `--tag` picks one where
-several places share it). Else a test goes to the unit-test bucket whose test
-case holds its file (`BucketIndex`), else to the job named like its testsuite
-(pytest: `-o junit_suite_name=NAME`). The candidates are the jobs of
-`--target` before quarantine (a job an entry lets fail still runs), else every
-job; `--tag` leaves out the jobs of another tag. A test that maps to no job,
-or to several, is an error naming its file and line: nothing is stored.
+The candidates are the jobs of `--target` before quarantine (a job an entry
+lets fail still runs), else every job; `--tag` leaves out the jobs of another
+tag. A test that maps to no job, or to several, is an error naming its file
+and line: nothing is stored.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """Quarantine entries drafted from the evidence, and lifts of the ones it clears.
 
 Part of the evidence feature, whose verdicts it reads (tests/test_layout.py).
-
-Drafts, for flaky and broken keys no entry covers yet: `deselect` of a
-unit-test bucket's node id (the rest of the bucket keeps running); a flaky
-functional case `allow-failure` (it keeps running, and the signal that lifts
-it); a broken one `skip`. A record whose node id names no test (pytest writes
-one for a collection error) is never drafted: `Proposal.not_node_ids` lists
-it. Each draft covers exactly the failing jobs' platforms, environments, tags
-and places, split into as many entries as that takes (a match is a product
-of lists). The owner is the recipe's maintainers, the expiry the config's
-`quarantine.default_expiry_days` from today; the reason cites counts and runs.
-
-Lifts: allow-failure, deselect and mute entries whose every job (node-level:
-every node id, where it has results) passed its last `lift_runs` runs (a
-muted failure counts as a failure), and entries whose tracker is closed (when
-the caller could ask the tracker).
+Which action a draft gets and what lifts an entry: docs/evidence.md. A record
+whose node id names no test (pytest writes one for a collection error) is never
+drafted: `Proposal.not_node_ids` lists it. A draft is split into as many
+entries as covering exactly the failing jobs takes (a match is a product of
+lists).
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
 """pytest plugin: a job's node-level quarantine entries, applied in its test process.
 
 Registered through the `pytest11` entry point, so it loads in every pytest run
-of an environment where matrixgen is installed, and does nothing at all unless
-MATRIXGEN_QUARANTINE names the quarantine file (importing this module imports
-nothing else of matrixgen). When it does, the job's identity comes from the
-MATRIXGEN_* variables (matrixgen.quarantine.jobenv), and the entries whose
-`match` and `where` cover that job, and which have not expired, apply:
-
-- `deselect`: each node id (and its parametrised children, `id[...]`) is
-  deselected before the run, as `--deselect` would;
-- `mute`: the test runs; a failure or error of it is reported (`M`, MUTED, and
-  a line in the summary) but does not fail the run: it does not count towards
-  pytest's failures, so neither the exit status nor `-x`/`--maxfail` see it.
-  Its JUnit XML testcase keeps its `<failure>` and gets the properties
-  `quarantined` (the entry id), `quarantine_tracker` and `quarantine_action`.
-
-A node id that matches no collected test is a warning and a summary line,
-never an error, even under `-W error`; under pytest-xdist each worker hands
-what it deselected and found to the controller, which prints the section. A
-bad quarantine file or a missing job variable is a usage error (exit 4).
-See docs/pytest-plugin.md.
+where matrixgen is installed: it does nothing unless MATRIXGEN_QUARANTINE names
+the quarantine file, and importing it imports nothing else of matrixgen.
+What deselect and mute do, and how xdist workers report: docs/pytest-plugin.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,11 @@
-"""A failure's reason: what two failures must share to be "the same failure".
+"""A failure's reason: what two failures must share to be "the same failure"
+(docs/evidence.md, "A failure's reason").
 
-The reason is the failure's kind (`failure` or `error`, as the JUnit report
-says) and the first line of its message with what changes from run to run
-masked, as LUCI Analysis clusters failures by reason: paths under temporary
-folders (`<tmp>`), quoted values (`'<q>'`, `"<q>"`), network and memory addresses
-(`<addr>`), numbers and hexadecimal ids (words of six hex digits or more, a
-digit among them) (`<n>`); runs of blanks become one space. So `assert 3 == 4` and `assert 5 ==
-7` have one reason, `KeyError: 'layer.0'` and `KeyError: 'layer.1'` too, and
-a timeout and a loss mismatch two.
-
-Masking is one left-to-right pass of one pattern over at most MESSAGE_LIMIT
-characters (the message as the store keeps it), so its cost is bounded; it
-is idempotent (a reason masked again is the same reason: a placeholder has
-no digit, and a quote or path is recognised only at the start, after a blank
-or an opening bracket, never after a placeholder), and a masked part is recognised
-whatever its value, so changing it never changes the reason
-(tests/test_evidence_reasons.py holds both, over any text).
-
-`ingest` stores each failed result's reason (results.reason, schema 6);
-`triage` compares reasons, and `triage` and `flaky` group failures by them.
-A change to this masking is a change of the stored reasons: it needs a
-migration that computes them again.
+Masking is one pass of one pattern over at most MESSAGE_LIMIT characters, so
+its cost is bounded; it is idempotent (a placeholder has no digit, and a quote
+or path is recognised only at the start, after a blank or an opening bracket),
+which tests/test_evidence_reasons.py checks over any text. The reasons are
+stored (results.reason): a change to this masking needs a migration.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Each test's totals per week, for the weeks that are over: what `flaky` and
 `triage` count instead of every result.
 
-Weeks are the partitions' (Monday to Monday, UTC). A week is over once a run
-that finished two or more days after its end is stored (CI runs are stored
-within hours). The ingest that stores such a run rolls every week over into
-`case_weeks` (per test: runs, failures, runs with reruns, first and last
-finish; skips are not runs) and marks it in `rolled_weeks`. A late report for
-a rolled week makes it count anew; prune forgets the weeks it deletes from.
-
-A read counts the rolled weeks' rows and the results of the time they leave
-out: the figures of counting every result (the store's tests hold them
-equal), from a table about as many times smaller as a week has runs.
+When a week is rolled up, and why the figures equal counting every result:
+docs/results-store.md, "Schema 5". Weeks are the partitions' (Monday to
+Monday, UTC).
 """
 
 from __future__ import annotations

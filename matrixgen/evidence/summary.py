@@ -1,11 +1,7 @@
 """The evidence beside each quarantine entry, where decisions are made:
-`quarantine audit` and the selection diff's Markdown.
-
-`entry_evidence` gives one line per entry, for example "failed 3 of 40 runs on
-dgx_h100/dev since 2026-11-02, last in run 9120 (2026-11-20)": over the jobs the
-entry applies to, the node ids of a deselect or mute entry, in the last `since_days`
-days. It returns None when no results store is configured (`store_configured`),
-so callers show nothing rather than "no results".
+`quarantine audit` and the selection diff's Markdown. One line per entry, such
+as "failed 3 of 40 runs on dgx_h100/dev since 2026-11-02, last in run 9120
+(2026-11-20)", over the jobs (or node ids) the entry covers.
 """
 
 from __future__ import annotations
@@ -53,8 +49,9 @@ def entry_evidence(
     verdicts: FlakyReport | None = None,
     hits: Mapping[str, Sequence[Hit]] | None = None,
 ) -> dict[str, str] | None:
-    """{entry id: one line of evidence}; None without a store. A caller that
-    has the verdicts and the hits passes them, not to read them again."""
+    """{entry id: one line of evidence}; None without a store, so that callers
+    show nothing rather than "no results". A caller that has the verdicts and
+    the hits passes them, not to read them again."""
     if not store_configured(db):
         return None
     from matrixgen.evidence.flaky import summarize

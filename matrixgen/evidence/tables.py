@@ -1,33 +1,9 @@
 """The results store's schema, one for SQLite and PostgreSQL (SQLAlchemy Core).
 
-Tables (columns a schema version added are NULL in rows stored before it):
-
-    runs      one per run id (a CI pipeline or workflow run): commit, time;
-              schema 3: the ref and source (schedule, push...) it ran for
-    jobs      one per job identity and place; `unit` for unit-test buckets
-    run_jobs  one per (run, job): the job's outcome in that run
-    cases     one per (job, pytest node id)
-    results   one per (run, job, test): outcome, reruns, duration, message;
-              schema 5: partitioned by week on PostgreSQL; schema 6: a failed
-              result's reason and the output line a known failure matched
-    case_weeks one per (week, test) of the weeks that are over, and
-              rolled_weeks those weeks (schema 5, evidence/rollup.py)
-
-Indexes (what each read needs, nothing more):
-
-    results   primary key (case_id, finished_at, run_ref): `flaky` reads each
-              test's history in time order off it (SQLite stores the table in
-              that order, WITHOUT ROWID); (run_ref, case_id, reason) of failed
-              results only: `triage` reads a run's failures off it alone.
-    run_jobs  primary key (job_id, finished_at, run_ref), the same for whole
-              jobs; unique (run_ref, job_id): a re-ingest's lookup.
-    runs      (ref, finished_at): the baseline's latest runs, `flaky --ref`.
-    case_weeks primary key (week, case_id): the rolled weeks' reads, and an
-              ingest forgetting a week.
-
-The version is in `matrixgen_schema`; the tool migrates a store when it opens
-it, in the command's transaction, under a lock (PostgreSQL: an advisory lock;
-SQLite: BEGIN IMMEDIATE), so two CI runners cannot both migrate. A store of a
+Columns a schema version added are NULL in rows stored before it. Which read
+each index serves, the weekly partitions and totals: docs/results-store.md.
+The tool migrates a store when it opens it, in the command's transaction,
+under the writers' lock, so two CI runners cannot both migrate; a store of a
 newer matrixgen is refused, never downgraded.
 """
 
@@ -256,12 +232,8 @@ def _migrate_3(conn: sa.Connection) -> None:
 
 
 def _migrate_4(conn: sa.Connection) -> None:
-    """PostgreSQL: `results` loses its foreign keys (to `cases` and `runs`).
-    Their checks, one trigger call per key per row, were two thirds of an
-    ingest's time; ingest writes results only from a join with `cases`, in the
-    transaction that writes the run, and prune deletes a run's results before
-    the run. SQLite never enforced them (PRAGMA foreign_keys is off): nothing
-    to do there."""
+    """PostgreSQL: `results` loses its foreign keys, whose checks were two thirds
+    of an ingest's time (docs/results-store.md); SQLite never enforced them."""
     if conn.dialect.name != "postgresql":
         return
     preparer = conn.dialect.identifier_preparer
@@ -275,11 +247,8 @@ def _migrate_4(conn: sa.Connection) -> None:
 
 def _migrate_5(conn: sa.Connection) -> None:
     """`case_weeks` and `rolled_weeks`, empty (the next ingest rolls the past
-    weeks up). PostgreSQL also: `results` partitioned by week. An ingest's rows
-    then go into one week's small index; into one index of the whole table
-    (its key starts with the test) they touched nearly every leaf page, and
-    ingest slowed fourfold by 3,000,000 rows. A week, not a day: a history
-    probes every partition's index once."""
+    weeks up); PostgreSQL also: `results` partitioned by week, for the reasons
+    docs/results-store.md ("Schema 5") gives."""
     if conn.dialect.name == "postgresql":
         old = "matrixgen_results_4"
         conn.exec_driver_sql("DROP INDEX ix_results_failed_run")
@@ -351,20 +320,15 @@ def partition_start(at: int) -> int:
     return at - (at - _MONDAY) % PARTITION_SECONDS
 
 
-def partition_name(start: int) -> str:
-    """The partition of the week that starts at `start` (epoch seconds, UTC)."""
-    day = dt.datetime.fromtimestamp(start, dt.UTC)
-    return f"results_{day:%Y%m%d}"
-
-
 def ensure_partition(conn: sa.Connection, at: int) -> None:
     """PostgreSQL: the partition of `results` that holds `at` (epoch seconds),
     made when missing (writers hold the store's lock: no two make it at once)."""
     if conn.dialect.name != "postgresql":
         return
     start = partition_start(at)
+    day = dt.datetime.fromtimestamp(start, dt.UTC)
     conn.exec_driver_sql(
-        f"CREATE TABLE IF NOT EXISTS {partition_name(start)} PARTITION OF results "
+        f"CREATE TABLE IF NOT EXISTS results_{day:%Y%m%d} PARTITION OF results "
         f"FOR VALUES FROM ({start}) TO ({start + PARTITION_SECONDS})"
     )
 

@@ -1,27 +1,9 @@
 """Which of a run's failures did its change cause: one verdict per failure.
 
-A run's failures: the failed tests of unit-test buckets, by pytest node id (as
-`flaky` judges a bucket); of any other failed job, each failed check its report
-names (a functional case's gated metrics: loss, timing), its `metric`, or the
-job itself when no failed test is stored (a crash before any report). Each has
-a reason (evidence/reasons.py), stored at ingest, and exactly one verdict, the
-first that holds:
-
-- `quarantined`: an entry of the recipes covers it there (a node-level entry
-  only the node ids it names);
-- `known`: a known-failure pattern of the project config matches its message
-  or the output line the ingest kept (evidence/known.py);
-- `baseline`: one of the latest `count` completed runs of the baseline ref (and
-  source), finished no later than the run, failed it with the same reason (with
-  another reason, the evidence says how the baseline fails it instead);
-- `flaky`: `matrixgen results flaky` judges it flaky on the baseline's runs alone
-  (a check of a whole job: that check's own history), and it failed there with
-  this reason: a flaky test that now fails otherwise is new;
-- `new`: none of these. With no baseline run at all, the report says so.
-
-Failures with one reason are grouped: a broken runner or a changed API that
-fails many tests is read once. Lift candidates: evidence/lifts.py. Everything
-here but `triage` works on values; `triage` reads the store.
+The failures, the verdicts (the first that holds) and the grouping by reason
+are described in docs/evidence.md, "Triage a pipeline's failures". Lift
+candidates: evidence/lifts.py. Everything here but `triage` works on values;
+`triage` reads the store.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""`matrixgen quarantine migrate`: turn Megatron-LM's quarantine habits into entries.
-
-Upstream takes a case out of CI by renaming its scope (`mr-broken`,
-`mr-github-broken`, `nightly-broken`, `mr-github-temp-disabled`, `flaky`) or by
-commenting its row out, with the tracker, if any, only in a comment
-(`# hang: #513`). Migration restores the row (`mr-broken` -> `mr`, or the row
-uncommented) and adds a skip entry for exactly the restored jobs in exactly the
-restored scopes, so every real target of the pipelines matrixgen generates
-selects the same jobs as before (Megatron-LM's own parser reads no quarantine
-file: `Migration.parser_changes`).
+"""`matrixgen quarantine migrate`: turn Megatron-LM's quarantine habits (renamed
+scopes, rows commented out) into entries; docs/quarantine.md says what it does
+to a row and why Megatron-LM's own parser is not affected.
 
 A habit is migrated only when that is unambiguous; everything else is reported
 and left as it is:
