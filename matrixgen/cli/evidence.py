@@ -25,7 +25,7 @@ from matrixgen.model.errors import ExitCode, UsageError
 from matrixgen.systems.ci import ci_value, variables_of
 from matrixgen.util.escape import terminal_text as _t
 from matrixgen.util.values import json_value
-from matrixgen.views.table import table
+from matrixgen.views.table import markdown_table, table
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -469,17 +469,14 @@ def flaky_markdown(rows: list[FlakyRow], groups: Sequence[ReasonGroup] = ()) -> 
     from matrixgen.util.escape import markdown_code as md_code
     from matrixgen.util.escape import markdown_text as md_text
 
-    lines = [
-        "| verdict | case | platform/env | scope | runs | failures | flips | evidence |",
-        "| :-- | :-- | :-- | :-- | --: | --: | --: | :-- |",
-    ]
-    for r in rows:
+    def cells(r: FlakyRow) -> list[str]:
         case = r.node_id or r.job.test_case + (f"[{r.job.tag}]" if r.job.tag else "")
-        lines.append(
-            f"| {r.verdict.value} | {md_code(case)} | {md_text(r.job.where)} "
-            f"| {md_text(r.job.place)} | {r.runs} | {r.failures} | {r.flips} "
-            f"| {md_text(r.evidence())} |"
-        )
+        numbers = [str(r.runs), str(r.failures), str(r.flips)]
+        place, evidence = md_text(r.job.place), md_text(r.evidence())
+        return [r.verdict.value, md_code(case), md_text(r.job.where), place, *numbers, evidence]
+
+    headers = ["verdict", "case", "platform/env", "scope", "runs", "failures", "flips", "evidence"]
+    lines = markdown_table(headers, map(cells, rows), "<<<<>>><")
     if groups:
         lines += ["", "**Failures that share a reason**", ""]
         for g in groups:

@@ -41,6 +41,8 @@ from matrixgen.util.values import json_value
 from matrixgen.views.table import each_shown, table_of_columns
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from matrixgen.model.jobs import Selector, Target
     from matrixgen.pipeline import Generation
 
@@ -317,28 +319,20 @@ def _job_columns(jobs: list[Any]) -> tuple[list[str], list[Any]]:
     column, each distinct value spelled once (many jobs share each)."""
     from operator import attrgetter
 
-    # One pass over the jobs reads every field (each job is visited once: the
-    # jobs of a big tree do not fit in a cache), then the columns are the fields.
+    # How a field is shown where not as it is.
+    show: dict[str, Callable[[Any], str]] = dict.fromkeys(("tag", "shown_scope"), lambda v: v or "")
+    show |= {"cadence": ",".join, "n_repeat": str, "time_limit": str}
     fields = ("model", "test_case", "tag", "environment", "platform", "shown_scope")
     fields += ("cadence", "n_repeat", "time_limit", "quarantine")
+    # One pass over the jobs reads every field (each job is visited once: the
+    # jobs of a big tree do not fit in a cache), then the columns are the fields.
     values: list[Any] = list(zip(*map(attrgetter(*fields), jobs), strict=True)) or [
         () for _ in fields
     ]
-    model, test_case, tag, environment, platform, scope = values[:6]
-    cadence, n_repeat, time_limit, marks = values[6:]
-    headers = ["model", "test_case", "tag", "environment", "platform", "scope", "cadence"]
-    headers += ["n_repeat", "time_limit"]
-    columns = [
-        model,
-        test_case,
-        each_shown(tag, lambda t: t or ""),
-        environment,
-        platform,
-        each_shown(scope, lambda s: s or ""),
-        each_shown(cadence, ",".join),
-        each_shown(n_repeat, str),
-        each_shown(time_limit, str),
-    ]
+    *values, marks = values
+    headers = [f.removeprefix("shown_") for f in fields[:-1]]
+    shown = zip(fields[:-1], values, strict=True)
+    columns = [each_shown(v, show[f]) if f in show else v for f, v in shown]
     if any(marks):
         headers.append("quarantine")
         columns.append([f"{q.action} {q.id} ({q.tracker})" if q else "" for q in marks])

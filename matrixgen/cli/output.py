@@ -1,13 +1,8 @@
 """Standard output and error, wrapped for the run: no printed line can carry a
 command to the CI log reading it, and a closed or full stream ends the run with
-one clear line instead of a traceback.
-
-Each field from a tree is escaped where a line is composed (`terminal_text`);
-the wrapper then checks every whole line (`terminal_line`). JSON and YAML are
-printed in a spelling that passes the check unchanged, so `matrixgen github >
-matrix.json` writes exactly what `--output` would. Our own GitHub annotations are
-the only lines written past the check (`write_annotations`).
-"""
+one clear line instead of a traceback (docs/security.md). Fields are escaped where
+a line is composed; the wrapper checks every whole line. Our own GitHub
+annotations are the only lines written past the check (`write_annotations`)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
-"""docs/cli.md, the CLI reference, written from the CLI itself; and
-docs/exit-codes.md, written from the exit codes themselves (model.errors.ExitCode).
-
-    python -m matrixgen.cli.reference            # rewrite both pages
-    python -m matrixgen.cli.reference --check    # exit 1 when a page differs
-
-Every command and command group of `matrixgen` (the whole app, as `build_app`
-makes it), in the order `matrixgen --help` lists them, each with the help click
-prints for it: usage, description, options. The help is laid out at a fixed
-width, so the page is the same on every terminal. tests/test_docs_cli.py fails
-when the committed page differs from what this writes.
-"""
+"""docs/cli.md, written from the CLI itself (the help of every command, in help's
+order), and docs/exit-codes.md, from model.errors.ExitCode; `--check` exits 1 when
+a page differs (docs/testing.md). The help is laid out at a fixed width, so the
+page is the same on every terminal."""
 
 from __future__ import annotations
 

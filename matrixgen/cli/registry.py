@@ -1,11 +1,7 @@
-"""Every command and command group of `matrixgen`, in the order `matrixgen --help`
-lists them: the one place that says what the CLI holds.
+"""Every command and command group of `matrixgen`, in help's order (docs/architecture.md).
 
 A command is named by its module and function, imported only when an app that
-holds it is built (`main.app_for` builds the one a command line names). A
-group's help names every command it holds; an alias is a command's old spelling
-at the top level, hidden from help.
-"""
+holds it is built (`main.app_for` builds the one a command line names)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,4 @@
 
 Every figure comes from the function that computes it for the other commands;
 this package only lays them out, with the pages the features it is handed add
-(`views.contributions`), and imports no other feature. No script, font or
-request to another host; every string from a tree, quarantine file or results
-store is escaped for its place.
-"""
+(`views.contributions`), and imports no other feature."""

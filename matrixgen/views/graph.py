@@ -259,12 +259,6 @@ def to_json(result: JobGraph) -> dict[str, Any]:
     }
 
 
-def _mermaid_text(text: str) -> str:
-    # Inside ["..."] a double quote ends the label; mermaid reads #quot; as one.
-    # A line break would end the statement: labels are one line, shown escaped.
-    return terminal_text(text).replace('"', "#quot;")
-
-
 # The mermaid class of each kind of node (and of the warm-up job), in the order written.
 MERMAID_STYLES = {
     "build": "fill:#e8f0fe,stroke:#4a6fa5",
@@ -297,7 +291,10 @@ def to_mermaid(result: JobGraph) -> str:
         elif attrs.get("quarantine"):
             label = f"{label} ({attrs['quarantine']})"
         shape = ('[("', '")]') if kind == "build" else ('["', '"]')
-        lines.append(f"  {nid}{shape[0]}{_mermaid_text(label)}{shape[1]}")
+        # Inside ["..."] a double quote ends the label; mermaid reads #quot; as one.
+        # A line break would end the statement: labels are one line, shown escaped.
+        label = terminal_text(label).replace('"', "#quot;")
+        lines.append(f"  {nid}{shape[0]}{label}{shape[1]}")
     for a, b in sorted(graph.edges, key=lambda e: (order[e[0]], order[e[1]])):
         arrow = "-.->" if graph.edges[a, b]["kind"] in ("parent", "build") else "-->"
         lines.append(f"  {ids[a]} {arrow} {ids[b]}")

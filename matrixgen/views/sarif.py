@@ -1,11 +1,6 @@
-"""Findings as SARIF 2.1.0, the format GitHub code scanning reads.
-
-One run of the tool `matrixgen`; one rule per finding code used (sorted); one
-result per finding, located by a URI relative to the top of the checkout
-(`%SRCROOT%`, where GitHub's upload places it) when the file is inside it, else
-an absolute `file://` URI. A finding without a line points at line 1: code
-scanning needs a line for every result. Same findings, same bytes.
-"""
+"""Findings as SARIF 2.1.0, the format GitHub code scanning reads: one rule per
+finding code used (sorted), one result per finding. A finding without a line
+points at line 1: code scanning needs a line for every result."""
 
 from __future__ import annotations
 
