@@ -1,17 +1,7 @@
 """Change-based selection: keep only the jobs whose declared `paths` match a file
-that changed, and fall back to the full selection whenever that could miss one.
-
-A job needs a change when it is `always`, when it declares no paths (nothing
-says what it does not need), or when a changed file matches one of its globs.
-The whole selection is kept, with the reason, when:
-
-- the revision to compare with cannot be resolved;
-- the recipe tree, its project config or its quarantine file changed (they decide
-  what every target runs);
-- a changed file matches no declared path and no `changes.ignore` glob of the
-  project config (nothing says which cases it can break).
-
-Nothing is dropped silently: every dropped job carries its reason.
+that changed, and fall back to the full selection, with the reason, whenever
+that could miss one (docs/cost.md#change-based-selection). Nothing is dropped
+silently: every dropped job carries its reason.
 """
 
 from __future__ import annotations
