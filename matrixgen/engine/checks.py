@@ -13,9 +13,10 @@ from typing import Any
 
 from msgspec import Struct
 
-from matrixgen.documents.recipe import RecipeFile, blocks, rows
+from matrixgen.documents.recipe import RecipeFile, rows
 from matrixgen.documents.recipe_fields import RECIPE
 from matrixgen.documents.schema import check_document
+from matrixgen.engine.changes import recipe_lists
 from matrixgen.engine.context import ValidationContext
 from matrixgen.engine.expand import Expansion
 from matrixgen.engine.load import RecipeTree
@@ -253,13 +254,7 @@ def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
 def _cadence_findings(tree: RecipeTree, declared: frozenset[str]) -> Iterator[Finding]:
     """Cadences of blocks and rows must be among those the config declares."""
     for recipe in tree.tests:
-        places: list[tuple[tuple[str | int, ...], Any]] = [
-            (("products", bi, "cadence"), block.get("cadence")) for bi, block in blocks(recipe.data)
-        ]
-        places += [((*where, "cadence"), row.get("cadence")) for where, row in rows(recipe.data)]
-        for where, cadence in places:
-            if not isinstance(cadence, list):
-                continue
+        for where, cadence in recipe_lists(recipe.data, "cadence", spec=False):
             for i, value in enumerate(cadence):
                 if isinstance(value, str) and value not in declared:
                     yield finding(
