@@ -1,13 +1,8 @@
 """Megatron-LM's JET child pipelines, call for call (`matrixgen jet-trigger`).
 
 Megatron-LM's generator writes one child pipeline per (scope, environment,
-platform[, tag]) call; this writes the same file for the same call
-(docs/megatron.md), and adds what the generator cannot do: quarantine entries
-applied (a node-level entry whose job script cannot reach the pytest plugin is
-an error), no job lost to a shared test case or a GitLab keyword, "did you mean"
-for a value no recipe uses, and the CI limits of the file's system as warnings
-(errors with `strict`). Jobs come in the generator's order (model, file, row),
-but files in sorted order where the generator takes the file system's.
+platform[, tag]) call; this writes the same file for the same call, and adds
+what the generator cannot do (docs/megatron.md, "Where jet-trigger differs").
 """
 
 from __future__ import annotations
