@@ -165,24 +165,16 @@ def unused_values(call: JetCall, jobs: Sequence[Job]) -> list[Notice]:
     """Each asked-for value that no recipe uses: the generator selects nothing for
     it without a word (`--platform dgx_gb2100`). The values used are
     `engine.select.used_values` (scopes with their tiers' legacy names)."""
-    notices = []
-    for key, value in (
-        ("scope", call.scope),
-        ("platform", call.platform),
-        ("environment", call.environment),
-        ("tag", call.tag),
-    ):
-        if value is None:
-            continue
-        known = used_values(key, jobs)
-        if not among(value, known, scope=key == "scope"):
-            notices.append(
-                Notice(
-                    "unknown-value",
-                    f'--{key} "{value}" is used by no recipe, so it selects nothing'
-                    f"{did_you_mean(value, known)}",
-                )
-            )
+    notices = [
+        Notice(
+            "unknown-value",
+            f'--{key} "{value}" is used by no recipe, so it selects nothing'
+            f"{did_you_mean(value, known)}",
+        )
+        for key in ("scope", "platform", "environment", "tag")
+        if (value := getattr(call, key)) is not None
+        and not among(value, known := used_values(key, jobs), scope=key == "scope")
+    ]
     if call.test_cases != "all":
         cases = used_values("test_case", jobs)
         notices += [
