@@ -1,9 +1,6 @@
 """`matrixgen github` (one target's matrix) and `matrixgen jet-buckets`
-(Megatron-LM's unit-test bucket matrix).
-
-The home's `commands` part (the CLI floor): the CLI's registry lists it under
-the system's name. Imported only when the command runs; everything heavy is
-imported inside it.
+(Megatron-LM's unit-test bucket matrix): the home's `commands` part
+(docs/emitters.md), imported only when a command runs, as is all it uses.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """`matrixgen gitlab` (one target's child pipeline) and `matrixgen jet-trigger`
-(Megatron-LM's child-pipeline generator, option for option).
-
-The home's `commands` part (the CLI floor): the CLI's registry lists it under
-the system's name. Imported only when the command runs; everything heavy is
-imported inside it.
+(Megatron-LM's child-pipeline generator, option for option): the home's
+`commands` part (docs/emitters.md), imported only when a command runs, as is
+all it uses.
 """
 
 from __future__ import annotations
