@@ -29,12 +29,9 @@ from matrixgen.util.checkout import RECIPES_VARIABLE, checkout_top, recipes_in
 
 class Generation:
     """A loaded and expanded tree: what every later stage starts from, and the
-    cache of what those stages derive from it and keep for each other (not part
-    of the values: the tree and the expansion stay frozen): the quarantine file,
-    the jobs grouped by scope, platform and environment once (JobIndex), each
-    target's selection, and the targets validate's checks look at. A generation
-    with other jobs starts afresh, so nothing made from one set of jobs is handed
-    out for another."""
+    cache of what those stages derive from it for each other (the tree and the
+    expansion stay frozen). A generation with other jobs starts afresh, so
+    nothing made from one set of jobs is handed out for another."""
 
     __slots__ = ("_checked_targets", "_index", "_quarantine", "_selections", "expansion", "tree")
 

@@ -1,9 +1,6 @@
-"""Stage 2, validate: every check of every stage, in one list.
-
-Each check lives beside the stage it checks (engine.checks for the tree itself,
-quarantine, views, emit); this module only assembles them. Expansion already
-reports what makes a row unusable (types, cadence, templates, builds, duplicates,
-caps); its findings come first.
+"""Stage 2, validate: every check of every stage, in one list. Each check lives
+beside the stage it checks (engine.checks for the tree itself, quarantine, views,
+emit); this module only assembles them, beside what expansion already reported.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Change-based selection: keep only the jobs whose declared `paths` match a file
-that changed, and fall back to the full selection whenever that could miss one.
-
-A job needs a change when it is `always`, when it declares no paths (nothing
-says what it does not need), or when a changed file matches one of its globs.
-The whole selection is kept, with the reason, when:
-
-- the revision to compare with cannot be resolved;
-- the recipe tree, its project config or its quarantine file changed (they decide
-  what every target runs);
-- a changed file matches no declared path and no `changes.ignore` glob of the
-  project config (nothing says which cases it can break).
-
-Nothing is dropped silently: every dropped job carries its reason.
+that changed, and fall back to the full selection, with the reason, whenever
+that could miss one (docs/cost.md#change-based-selection). Nothing is dropped
+silently: every dropped job carries its reason.
 """
 
 from __future__ import annotations
@@ -171,7 +161,7 @@ def check_globs(context: ValidationContext) -> Iterator[Finding]:
     for recipe in tree.files:
         if recipe.kind is not RecipeType.BASIC:
             continue
-        for keys, globs in _recipe_globs(recipe.data):
+        for keys, globs in recipe_lists(recipe.data, "paths", spec=True):
             for i, glob in enumerate(globs):
                 yield from _glob_finding(glob, recipe.document.locate([*keys, i]), "paths")
     for i, glob in enumerate(tree.config.doc.changes.ignore):
@@ -179,13 +169,17 @@ def check_globs(context: ValidationContext) -> Iterator[Finding]:
         yield from _glob_finding(glob, where, "changes.ignore")
 
 
-def _recipe_globs(data: dict) -> Iterator[tuple[tuple[str | int, ...], list]]:
-    """(keys, globs) of every `paths` list of a test recipe: spec, blocks, rows."""
-    places: list[tuple[tuple[str | int, ...], Any]] = [(("spec",), data.get("spec"))]
+def recipe_lists(
+    data: dict, key: str, *, spec: bool
+) -> Iterator[tuple[tuple[str | int, ...], list]]:
+    """(keys, list) of every `key` list of a test recipe: its spec if asked, blocks, rows."""
+    places: list[tuple[tuple[str | int, ...], Any]] = (
+        [(("spec",), data.get("spec"))] if spec else []
+    )
     places += [(("products", bi), block) for bi, block in blocks(data)]
     for keys, mapping in [*places, *rows(data)]:
-        if isinstance(mapping, dict) and isinstance(mapping.get("paths"), list):
-            yield (*keys, "paths"), mapping["paths"]
+        if isinstance(mapping, dict) and isinstance(mapping.get(key), list):
+            yield (*keys, key), mapping[key]
 
 
 def _glob_finding(glob: object, where: Location, key: str) -> Iterator[Finding]:

@@ -13,9 +13,10 @@ from typing import Any
 
 from msgspec import Struct
 
-from matrixgen.documents.recipe import RecipeFile, blocks, rows
+from matrixgen.documents.recipe import RecipeFile, rows
 from matrixgen.documents.recipe_fields import RECIPE
 from matrixgen.documents.schema import check_document
+from matrixgen.engine.changes import recipe_lists
 from matrixgen.engine.context import ValidationContext
 from matrixgen.engine.expand import Expansion
 from matrixgen.engine.load import RecipeTree
@@ -145,14 +146,11 @@ def _recipe_axis_values(recipe: RecipeFile) -> Iterator[tuple[str, str, _Place]]
 
 
 class _AxisUsage:
-    """What `_recipe_axis_values` yields for each test recipe of a tree, without
-    a place for each value: how often each value is used per axis, and which
-    recipes use it. One pass over the rows, counting each distinct list of
-    values once per recipe (rows repeat a few lists thousands of times); the
-    places of the few values a check reports come from walking only the recipes
-    that use them (`places`). A recipe that an earlier usage counted (the very
-    same parsed file: the other side of a diff, where the file did not change)
-    is not counted again (`known`)."""
+    """How often each value is used per axis, and which recipes use it, without a
+    place for each value: rows repeat a few lists thousands of times, so each
+    distinct list is counted once per recipe, and only the recipes using a
+    reported value are walked again (`occurrences`). A recipe an earlier usage
+    counted (the very same parsed file, as across a diff) is not counted again."""
 
     def __init__(self, tests: Sequence[RecipeFile], known: Sequence[_AxisUsage] = ()) -> None:
         counts: dict[str, Counter[str]] = {what: Counter() for what in VOCABULARY_AXES.values()}
@@ -253,13 +251,7 @@ def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
 def _cadence_findings(tree: RecipeTree, declared: frozenset[str]) -> Iterator[Finding]:
     """Cadences of blocks and rows must be among those the config declares."""
     for recipe in tree.tests:
-        places: list[tuple[tuple[str | int, ...], Any]] = [
-            (("products", bi, "cadence"), block.get("cadence")) for bi, block in blocks(recipe.data)
-        ]
-        places += [((*where, "cadence"), row.get("cadence")) for where, row in rows(recipe.data)]
-        for where, cadence in places:
-            if not isinstance(cadence, list):
-                continue
+        for where, cadence in recipe_lists(recipe.data, "cadence", spec=False):
             for i, value in enumerate(cadence):
                 if isinstance(value, str) and value not in declared:
                     yield finding(

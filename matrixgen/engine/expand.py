@@ -1,13 +1,9 @@
-"""Stage 3, expand: turn every product row into concrete jobs.
+"""Stage 3, expand: turn every product row into concrete jobs, by Megatron-LM's
+rules (docs/megatron-format.md).
 
-The rules are Megatron-LM's (docs/megatron-format.md): each row multiplies out over all its
-keys but `cadence`; the combination overrides the spec; cadence comes from the
-row, else the test-case block, else the default, except that a legacy scope
-alias (nightly, weekly) implies its cadence when neither sets one.
-
-Problems that make a row impossible to expand are errors. Problems Megatron-LM's
-own parser tolerates are warnings in a format_version 1 tree, so that reading
-such a tree never changes what it selects; in format_version 2 they are errors.
+Problems Megatron-LM's own parser tolerates are warnings in a format_version 1
+tree, so that reading such a tree never changes what it selects; in
+format_version 2 they are errors.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """Repository-path globs (`paths` of a recipe, `changes.ignore` of the config),
-matched in time linear in the path's length whatever the glob.
+matched in time linear in the path's length whatever the glob (docs/security.md).
 
-`**/` is any number of folders (none included), `**` anything (slashes
-included), `*` and `?` any run of characters, and any one character, within one
-folder; everything else is literal (brackets too). A glob ending in `/` matches
-what is below it.
-
-A glob is a small automaton (one state per token), run over the path as a
-deterministic one whose states (sets of the small one's) are made the first
-time a path reaches them and kept: each character of a path costs one look-up
-once the states it meets exist, and at most one step per token of the glob the
-first time. Nothing backtracks. A regular expression would: `**/` as
-`(?:[^/]*/)*`, eight of them in a row cost seconds against a path 40 folders
-deep, and `*a*a*a*b` the same against one long file name.
-
-Globs come from pull requests, so validate also bounds their length and count of
-wildcards (`glob_problem`): a located error, before any path meets them.
+`**/` is any number of folders (none included), `**` anything, `*` and `?`
+within one folder; everything else is literal. A glob is a small automaton run
+as a lazily built deterministic one, never backtracking: a regular expression
+for `**/**/...` costs seconds against a deep path.
 """
 
 from __future__ import annotations

@@ -84,13 +84,9 @@ class TreeListing(Struct, frozen=True, kw_only=True):
 
 def plan_reads(listing: TreeListing, *, root: str = ".", where: str = "") -> dict[str, str]:
     """Which files of a tree are read, and from where: {path in the tree: path
-    whose bytes it holds}; one rule for the disk and git readers. A recipe-named
-    link reads as the file of the tree it leads to (`util.treelinks`); a link
-    that leaves the tree, loops or leads to a directory is refused whatever its
-    name, its target never read, and so is a recipe-named link to nothing or
-    FIFO, socket, device or submodule. Every problem is raised at once, as the
-    error of the quarantine file or the config when it is among them.
-    """
+    whose bytes it holds}; one rule for the disk and git readers (docs/security.md,
+    links in recipe trees). Every problem is raised at once, as the error of the
+    quarantine file or the config when it is among them."""
     findings = Findings()
     reads: dict[str, str] = {}
 

@@ -55,10 +55,8 @@ def one_per_identity(jobs: Sequence[Job]) -> list[Job]:
     for a selection, the last one (in file path order, then row order) is the job,
     as Megatron-LM's GitLab generator keeps the last job of a name. The kept job
     lists where every copy selected here is (`Job.definitions`); a job whose other
-    copies this selection does not take (another cadence) lists none.
-
-    `validate` reports every such duplicate: a warning when the copies agree on
-    what is emitted, an error when they do not."""
+    copies this selection does not take (another cadence) lists none; `validate`
+    reports each such duplicate."""
     if not any(job.definitions for job in jobs):
         return list(jobs)
     groups: dict[tuple[str, ...], list[Job]] = defaultdict(list)

@@ -1,16 +1,10 @@
-"""What a job runs when its launcher loads the recipe again at run time.
+"""What a job runs when its launcher loads the recipe again at run time
+(docs/diff-upstream.md, docs/reviewing.md).
 
-Megatron-LM's child-pipeline jobs pass only model, test case, scope, platform,
-environment (and n_repeat, time limit, tag, cluster, ...) to its launcher, which
-reloads the recipe tree at run time and submits the resolved workload: the job's
-whole resolved `spec` (script, script_setup, env, nodes, gpus, build,
-artifacts, ...), n_repeat and time limit taken from its arguments. So a recipe
-edit can change what a job runs while its pipeline stays byte-identical.
-
-`rereads_recipe` says whether a target's launcher does that: every target of a
-format_version 1 tree (the launcher is Megatron-LM's), and any target whose
-config says so (`rereads_recipe: true` in `targets.<name>`, as a drop-in profile
-of that launcher sets it). `workload` is what such a launcher submits for a job, field by field.
+Megatron-LM's launcher reloads the recipe tree and submits the job's whole
+resolved `spec`, so a recipe edit can change what a job runs while its pipeline
+stays byte-identical. `rereads_recipe` says whether a target's launcher does
+that; `workload` is what it submits for a job, field by field.
 """
 
 from __future__ import annotations

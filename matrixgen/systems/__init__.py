@@ -1,14 +1,9 @@
-"""Every CI system matrixgen writes for, each in a home of its own.
+"""Every CI system matrixgen writes for, each in a home of its own
+(docs/emitters.md).
 
-`matrixgen/systems/<name>/` holds all that is particular to one system: its
-facts (`HOME`: name, events, CI variables, tiers), its limits, its settings
-Struct, its emitter, its step outputs and its commands. `HOMES` is the registry,
-one line per system, in the order the vocabulary (`model.vocab.System`), help
-and listings give them. Nothing outside this package names a system or reads a
-CI variable (tests/test_systems.py): the rest asks the registry or `systems.ci`.
-
-Adding a system: a package `systems/<name>/` with its `HOME` and parts, and its
-line here (docs/emitters.md).
+`HOMES` is the registry, one line per system, in the order the vocabulary
+(`model.vocab.System`), help and listings give them. Nothing outside this
+package names a system or reads a CI variable (tests/test_systems.py).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The running CI, read from its variables: the one place matrixgen reads them.
-
-Each home names its variables by role (`Home.variables`); the rest of matrixgen
-asks for a role, never for a variable. Inside a CI job (its job variable is
-"true") that system's variable wins; outside any CI the system assumed there
-(`systems.other_tiers_home`) comes first, then the registry's order.
+"""The running CI, read from its variables: the one place matrixgen reads them
+(docs/emitters.md). The rest of matrixgen asks for a role (`Home.variables`),
+never for a variable.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""What a CI system's home declares about it: `Home`, one value per system.
-
-A home is the package `matrixgen/systems/<name>/`; its `HOME` says what the rest
-of matrixgen may know of the system without naming it: its name and label, the
-events it reports, the variables it sets in a job, the tiers it runs. The parts
-of a home that need a higher floor (its settings Struct, emitter, commands) are
-modules of the package, found by their module name (`Home.part`): the floor that
-uses a part asks for it, so the home itself imports nothing above util.
+"""What a CI system's home declares about it: `Home`, one value per system
+(docs/emitters.md). The parts of a home that need a higher floor are found by
+their module name (`Home.part`), so the home itself imports nothing above util.
 """
 
 from __future__ import annotations

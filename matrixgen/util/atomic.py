@@ -1,13 +1,9 @@
-"""Write files whole, never through a symbolic link.
+"""Write files whole, never through a symbolic link (docs/security.md#output-files).
 
-`write_atomic` writes to a temporary file in the destination's directory
-(O_EXCL: a link planted at its name is never followed), syncs it and renames it
-over the destination, so a reader or a killed writer sees the old file or the
-new one. A destination that is a link, a directory or a special file is refused
-(`WriteError`) and left as it was. Temporary files are `.NAME.PID@HOST.RANDOM.tmp`;
-one left by a writer that is gone (or older than an hour) is removed by the next
-write of NAME. `append_whole` is for files whose protocol is appending
-($GITHUB_OUTPUT): one write, cut back on failure.
+A destination that is a link, a directory or a special file is refused
+(`WriteError`) and left as it was; a temporary file left by a writer that is
+gone is removed by the next write. `append_whole` is for files whose protocol
+is appending ($GITHUB_OUTPUT): one write, cut back on failure.
 """
 
 from __future__ import annotations

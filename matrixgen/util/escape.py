@@ -1,18 +1,9 @@
-"""Escaping of untrusted text for the place it is printed.
+"""Escaping of untrusted text for the place it is printed (docs/security.md).
 
 A recipe tree and a quarantine file come from pull requests, so every string in
-them is hostile until escaped for its destination:
-
-- a terminal or CI log line (`terminal_text` for one field, `terminal_line` for a
-  whole line): no line breaks, no control characters, nothing a CI log reader
-  takes for a command (GitHub runs a line that starts with `::` after blanks, and
-  `##[` anywhere in a line, as a workflow command);
-- a GitHub workflow command (`workflow_data`, `workflow_property`, `annotation`);
-- GitHub-flavoured Markdown (`markdown_text`, `markdown_code`, `safe_link`,
-  `markdown_link`);
-- JSON text printed to a log (`json_for_log`).
-
-Pure functions over `str`; nothing here imports the rest of matrixgen.
+them is hostile until escaped for its destination: a log line, a GitHub
+workflow command, Markdown, or JSON printed to a log. Pure functions over
+`str`; nothing here imports the rest of matrixgen.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
-"""Patterns a project writes (known failures), run in time linear in the text.
+"""Patterns a project writes (known failures), run in time linear in the text
+(docs/security.md).
 
-Python's `re` backtracks: `(a+)+b` over thirty `a`s takes minutes, and a
-pattern with a backreference has no linear-time matcher at all. A pattern from
-a recipe tree (a pull request writes it) runs over failure messages and test
-output (a pull request's tests write them), so both sides are untrusted. These
-patterns run on RE2 (Google's engine, the `google-re2` package): it never
-backtracks, so every search is linear in the text's length, and it refuses
-what would need backtracking (backreferences, lookahead and lookbehind) when
-the pattern is compiled. `problem` is that check, made where the pattern is
-read; `PatternSet` searches many patterns in one pass over a text (RE2 set to
-never match a line break: a match lies within one line).
-
-re2 is imported only when a pattern is checked or run: most commands read no
-pattern.
+Both the pattern and the text it searches come from pull requests, and Python's
+`re` backtracks, so patterns run on RE2 (the `google-re2` package), imported
+only when a pattern is checked or run: most commands read no pattern.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""What a pytest node id is, for every place that takes one as a test to leave out.
+"""What a pytest node id is, for every place that takes one as a test to leave out
+(docs/security.md): `path::name[::name...]` with an optional `[...]` part,
+never a bare path (pytest's `--deselect` matches by prefix).
 
-A node id is `path::name[::name...]`, optionally followed by a parameter part
-`[...]`: `tests/unit_tests/test_a.py::TestK::test_b[tp2-bf16]`. It is never a
-bare path or directory: pytest's `--deselect` matches by prefix, so
-`tests/unit_tests/data/` would leave out every test under that folder.
-
-The rule, as one pattern (`NODE_ID_PATTERN`, the quarantine schema's
-`node_ids` items): the path and each name are one or more characters other
-than `:`, `[` and line breaks; the parameter part is anything but line breaks,
-in brackets. The leading `(?![^\\n]*\\n)` refuses a line break anywhere: it
-makes the pattern mean the same under JavaScript's `$` and Python's `re.search`
-(whose `$` also matches before a final line break).
+The leading `(?![^\\n]*\\n)` of `NODE_ID_PATTERN` refuses a line break anywhere,
+so the pattern means the same in JavaScript and in Python's `re.search`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Read a file only when it is a regular file, without hanging on a FIFO.
-
-The file is opened non-blocking and without following a final symbolic link,
-then checked with fstat on the open descriptor: a directory, a FIFO, a device
-(`/dev/null` through a link) or a socket is refused with `NotRegularFile`
-before a byte is read.
-
+"""Read a file only when it is a regular file, without hanging on a FIFO
+(docs/security.md): opened non-blocking, without following a final link, and
+checked with fstat on the open descriptor before a byte is read.
 Pure: standard library only.
 """
 

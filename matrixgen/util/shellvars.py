@@ -1,12 +1,9 @@
 """Which variables a shell script surely hands to the commands it runs, read as
-the shell reads it (never by a text search: a comment or an `echo` that names a
-variable sets nothing): `export NAME=VALUE`, `NAME=VALUE` with `export NAME`,
-and a command's environment prefix; `unset` and `export -n` take one back.
-
-Conservative, so that a script is never taken to hand on what it does not:
-only commands at the top level count (not inside `if`, `{ }`, `( )`, a
-function, `sh -c`...), an empty value sets nothing, and a script whose quotes
-or here-documents do not close exports nothing.
+the shell reads it, never by a text search (docs/security.md, node-level
+quarantine): `export NAME=VALUE`, `NAME=VALUE` with `export NAME`, an environment
+prefix; `unset` and `export -n` take one back. Conservative: only the top level
+counts, an empty value sets nothing, and a script whose quotes or here-documents
+do not close exports nothing.
 """
 
 from __future__ import annotations

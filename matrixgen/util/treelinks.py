@@ -1,13 +1,7 @@
-"""Resolve symbolic links inside a tree, without leaving it.
+"""Resolve symbolic links inside a tree, without leaving it (docs/security.md).
 
-A tree is seen through `lookup(path)`: what the entry at a '/'-separated path
-relative to the tree's root is (a file, a directory, a link with its target
-text, something else, or nothing). `resolve` follows a path component by
-component the way the OS would, but inside the tree only: an absolute link
-target, or a `..` that climbs above the root, is `Kind.OUTSIDE`, and what lies
-there is never looked at. The disk reader and the git reader both resolve
-through this, so one rule holds for both.
-
+The disk reader and the git reader both resolve through `resolve`, so one rule
+holds for both: what lies outside the tree is `Kind.OUTSIDE`, never looked at.
 Pure: standard library only.
 """
 

@@ -1,9 +1,6 @@
 """`matrixgen github` (one target's matrix) and `matrixgen jet-buckets`
-(Megatron-LM's unit-test bucket matrix).
-
-The home's `commands` part (the CLI floor): the CLI's registry lists it under
-the system's name. Imported only when the command runs; everything heavy is
-imported inside it.
+(Megatron-LM's unit-test bucket matrix): the home's `commands` part
+(docs/emitters.md), imported only when a command runs, as is all it uses.
 """
 
 from __future__ import annotations
@@ -19,6 +16,7 @@ from matrixgen.cli.common import (
     RecipesOption,
     TargetOption,
     exits,
+    option,
     recipes_dir,
 )
 from matrixgen.cli.emit import target_to_emit, write_text
@@ -109,16 +107,12 @@ def jet_buckets(
     recipes: RecipesOption = None,
     system: SystemChoiceOption = None,
     scope: Annotated[
-        str,
-        typer.Option("--scope", metavar="SCOPE", help="The scope whose quarantine entries apply."),
+        str, option("SCOPE", "The scope whose quarantine entries apply.")
     ] = "unit-tests",
-    environment: Annotated[
-        str, typer.Option("--environment", metavar="ENV", help="The environment asked for.")
-    ] = "dev",
-    tag: Annotated[str, typer.Option("--tag", metavar="TAG", help="The tag asked for.")] = "latest",
+    environment: Annotated[str, option("ENV", "The environment asked for.")] = "dev",
+    tag: Annotated[str, option("TAG", "The tag asked for.")] = "latest",
     platform: Annotated[
-        str | None,
-        typer.Option("--platform", metavar="PLATFORM", help="Default: the recipe's own platform."),
+        str | None, option("PLATFORM", "Default: the recipe's own platform.")
     ] = None,
     output: JsonOutputOption = None,
     strict: StrictOption = False,

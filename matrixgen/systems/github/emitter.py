@@ -1,10 +1,6 @@
 """Emit a GitHub Actions matrix: JSON that `strategy.matrix` reads through `fromJSON`
-(one row per job, keys in `github_row`'s order).
-
-A matrix runs at most 256 jobs, and a job output holds at most 1 MB. Past either
-limit the rows are split, in order, into shards of nearly equal size:
-`{"shards": N, "matrices": [{"include": [...]}, ...]}`; with `--github-output`
-the outputs are `shards`, `matrix` (the first) and `matrix-1`... (the others).
+(one row per job, keys in `github_row`'s order), split into shards of nearly
+equal size past GitHub's limits (docs/ci-limits.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """`matrixgen gitlab` (one target's child pipeline) and `matrixgen jet-trigger`
-(Megatron-LM's child-pipeline generator, option for option).
-
-The home's `commands` part (the CLI floor): the CLI's registry lists it under
-the system's name. Imported only when the command runs; everything heavy is
-imported inside it.
+(Megatron-LM's child-pipeline generator, option for option): the home's
+`commands` part (docs/emitters.md), imported only when a command runs, as is
+all it uses.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from matrixgen.cli.changes import ChangedSinceOption, FullOption
-from matrixgen.cli.common import RecipesOption, TargetOption, exits
+from matrixgen.cli.common import RecipesOption, TargetOption, exits, option
 from matrixgen.cli.emit import LauncherOption, target_to_emit, write_text
 from matrixgen.cli.jet import (
     LocalRecipesOption,
@@ -49,10 +47,7 @@ if TYPE_CHECKING:
 def emit(
     target: TargetOption = None,
     recipes: RecipesOption = None,
-    output: Annotated[
-        Path | None,
-        typer.Option("--output", metavar="FILE", help="Write the YAML here instead of stdout."),
-    ] = None,
+    output: Annotated[Path | None, option("FILE", "Write the YAML here instead of stdout.")] = None,
     launcher: LauncherOption = None,
     changed_since: ChangedSinceOption = None,
     full: FullOption = False,
@@ -75,25 +70,6 @@ def emit(
         typer.echo(pipeline.text, nl=False)
 
 
-# Two of jet-trigger's options, too long to spell in its signature.
-_LightweightOption = Annotated[
-    bool,
-    typer.Option(
-        "--enable-lightweight-mode",
-        show_default=True,
-        help="Run 2-step smoke tests instead of full training",
-    ),
-]
-_CadenceOption = Annotated[
-    str | None,
-    typer.Option(
-        metavar="CADENCE",
-        help="Trigger cadence to filter tests by (pr|nightly|mergegroup). "
-        "Empty/unset disables the cadence filter.",
-    ),
-]
-
-
 @exits(
     (
         ExitCode.FINDINGS,
@@ -113,50 +89,53 @@ _CadenceOption = Annotated[
 def jet_trigger(
     # The options of Megatron-LM's generate_jet_trigger_job.py, with its names,
     # help and defaults: but --output-path, the fields of the JetCall.
-    scope: Annotated[str, typer.Option(metavar="SCOPE", help="Test scope")],
-    environment: Annotated[str, typer.Option(metavar="ENV", help="LTS or dev features")],
-    test_cases: Annotated[
-        str, typer.Option(metavar="NAMES", help="Comma-separated list of test_cases, or 'all'")
-    ],
-    platform: Annotated[str, typer.Option(metavar="PLATFORM", help="Platform to select")],
-    cluster: Annotated[str, typer.Option(metavar="CLUSTER", help="Cluster to run on")],
-    output_path: Annotated[str, typer.Option(metavar="FILE", help="Path to write GitLab job to")],
-    container_image: Annotated[
-        str, typer.Option(metavar="IMAGE", help="LTS Container image to use")
-    ],
-    container_tag: Annotated[str, typer.Option(metavar="TAG", help="Container tag to use")],
+    scope: Annotated[str, option("SCOPE", "Test scope")],
+    environment: Annotated[str, option("ENV", "LTS or dev features")],
+    test_cases: Annotated[str, option("NAMES", "Comma-separated list of test_cases, or 'all'")],
+    platform: Annotated[str, option("PLATFORM", "Platform to select")],
+    cluster: Annotated[str, option("CLUSTER", "Cluster to run on")],
+    output_path: Annotated[str, option("FILE", "Path to write GitLab job to")],
+    container_image: Annotated[str, option("IMAGE", "LTS Container image to use")],
+    container_tag: Annotated[str, option("TAG", "Container tag to use")],
     dependent_job: Annotated[
-        str, typer.Option(metavar="JOB", help="Name of job that created the downstream pipeline")
+        str, option("JOB", "Name of job that created the downstream pipeline")
     ],
-    slurm_account: Annotated[str, typer.Option(metavar="ACCOUNT", help="Slurm account to use")],
-    n_repeat: Annotated[int, typer.Option(metavar="N", help="Repeats, passed to the launcher")] = 1,
-    time_limit: Annotated[
-        int, typer.Option(metavar="SECONDS", help="Time limit, passed to the launcher")
-    ] = 1,
-    partition: Annotated[
-        str | None, typer.Option(metavar="PARTITION", help="Slurm partition to use")
-    ] = None,
+    slurm_account: Annotated[str, option("ACCOUNT", "Slurm account to use")],
+    n_repeat: Annotated[int, option("N", "Repeats, passed to the launcher")] = 1,
+    time_limit: Annotated[int, option("SECONDS", "Time limit, passed to the launcher")] = 1,
+    partition: Annotated[str | None, option("PARTITION", "Slurm partition to use")] = None,
     record_checkpoints: Annotated[
-        str | None, typer.Option(metavar="true|false", help="Values are 'true' or 'false'")
+        str | None, option("true|false", "Values are 'true' or 'false'")
     ] = None,
-    tag: Annotated[
-        str | None, typer.Option(metavar="TAG", help="Tag (only relevant for unit tests)")
-    ] = None,
+    tag: Annotated[str | None, option("TAG", "Tag (only relevant for unit tests)")] = None,
     run_name: Annotated[
-        str | None,
-        typer.Option(metavar="NAME", help="Run name (only relevant for release tests)"),
+        str | None, option("NAME", "Run name (only relevant for release tests)")
     ] = None,
     wandb_experiment: Annotated[
-        str | None,
-        typer.Option(metavar="NAME", help="Wandb experiment (only relevant for release tests)"),
+        str | None, option("NAME", "Wandb experiment (only relevant for release tests)")
     ] = None,
-    enable_lightweight_mode: _LightweightOption = False,
+    enable_lightweight_mode: Annotated[
+        bool,
+        option(
+            None,
+            "Run 2-step smoke tests instead of full training",
+            "--enable-lightweight-mode",
+            show_default=True,
+        ),
+    ] = False,
     enable_warmup: Annotated[
-        bool, typer.Option(help="Run one job as dependency to others as to warm up cache")
+        bool, option(None, "Run one job as dependency to others as to warm up cache")
     ] = True,
-    cadence: _CadenceOption = None,
+    cadence: Annotated[
+        str | None,
+        option(
+            "CADENCE",
+            "Trigger cadence to filter tests by (pr|nightly|mergegroup). "
+            "Empty/unset disables the cadence filter.",
+        ),
+    ] = None,
     enable_error_extraction: Annotated[
-        bool, typer.Option(help="Extract a structured error report from GitLab child-job output.")
+        bool, option(None, "Extract a structured error report from GitLab child-job output.")
     ] = False,
     recipes: RecipesOption = None,
     local_recipes: LocalRecipesOption = None,

@@ -1,13 +1,8 @@
 """Megatron-LM's JET child pipelines, call for call (`matrixgen jet-trigger`).
 
 Megatron-LM's generator writes one child pipeline per (scope, environment,
-platform[, tag]) call; this writes the same file for the same call
-(docs/megatron.md), and adds what the generator cannot do: quarantine entries
-applied (a node-level entry whose job script cannot reach the pytest plugin is
-an error), no job lost to a shared test case or a GitLab keyword, "did you mean"
-for a value no recipe uses, and the CI limits of the file's system as warnings
-(errors with `strict`). Jobs come in the generator's order (model, file, row),
-but files in sorted order where the generator takes the file system's.
+platform[, tag]) call; this writes the same file for the same call, and adds
+what the generator cannot do (docs/megatron.md, "Where jet-trigger differs").
 """
 
 from __future__ import annotations
@@ -170,24 +165,16 @@ def unused_values(call: JetCall, jobs: Sequence[Job]) -> list[Notice]:
     """Each asked-for value that no recipe uses: the generator selects nothing for
     it without a word (`--platform dgx_gb2100`). The values used are
     `engine.select.used_values` (scopes with their tiers' legacy names)."""
-    notices = []
-    for key, value in (
-        ("scope", call.scope),
-        ("platform", call.platform),
-        ("environment", call.environment),
-        ("tag", call.tag),
-    ):
-        if value is None:
-            continue
-        known = used_values(key, jobs)
-        if not among(value, known, scope=key == "scope"):
-            notices.append(
-                Notice(
-                    "unknown-value",
-                    f'--{key} "{value}" is used by no recipe, so it selects nothing'
-                    f"{did_you_mean(value, known)}",
-                )
-            )
+    notices = [
+        Notice(
+            "unknown-value",
+            f'--{key} "{value}" is used by no recipe, so it selects nothing'
+            f"{did_you_mean(value, known)}",
+        )
+        for key in ("scope", "platform", "environment", "tag")
+        if (value := getattr(call, key)) is not None
+        and not among(value, known := used_values(key, jobs), scope=key == "scope")
+    ]
     if call.test_cases != "all":
         cases = used_values("test_case", jobs)
         notices += [
