@@ -1,27 +1,13 @@
 """`matrixgen diff --expect RULE`: assertions about a selection diff, for CI gates.
 
-The grammar and its examples are the command's help (docs/cli.md):
-`PATTERN[{CASES}]:CHECK[,CHECK]...`, a pattern being SYSTEM/SCOPE[/PLATFORM
-[/ENVIRONMENT[/CADENCE]]] of names or globs, or a target-name glob (no `/`).
-
-Counts are per target, as the table shows them, summed over every target the
-pattern matches: a job added to the pr and the mergegroup targets of a tier
-counts twice. A target's `starts` minus its `stops` is the change in the jobs
-it runs: after a lift, `github/L1:starts=6` holds where `+6` does not (a lift
-adds no row). A scope matches by its name or its tier. `findings` counts what
-validate reports at HEAD and not at BASE over the whole tree (findings belong
-to files, not targets). A cost is compared in the rule's unit at a millionth
-of it, so `cost<=+7m` holds for a change of exactly 7 GPU-minutes.
-
-With CASES the checks count only the jobs of those test cases: a name matches
-itself only, even when it looks like a glob; a name no job of either side has,
-or a glob that matches none, is a usage error; `cost` and `findings` count
-whole targets and take no CASES.
-
+The grammar is the command's help (docs/cli.md); what each check counts, test
+cases in braces and cost units are docs/reviewing.md's. Counts are per target,
+summed over every target the pattern matches (a job added to two targets counts
+twice); `findings` counts over the whole tree, since findings belong to files.
 Rules over golden-values files (the pattern `golden`) are diff.golden_rules',
-with this module's operators, test-case braces and `require`. A malformed
-rule, or a pattern part without globs that no target has, is a usage error
-(exit 2); a rule that does not hold, or matches no target, fails with exit 6.
+with this module's operators, test-case braces and `require`. A malformed rule,
+or a pattern part without globs that no target has, is a usage error (exit 2);
+a rule that does not hold, or matches no target, fails with exit 6.
 """
 
 from __future__ import annotations
