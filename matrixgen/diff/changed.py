@@ -36,6 +36,7 @@ from matrixgen.views.changes import (
     select_for,
 )
 from matrixgen.views.cost import hours
+from matrixgen.views.table import markdown_table
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
@@ -145,13 +146,13 @@ def _markdown(view: ChangedView, *, lists: bool) -> str:
         if left and not lists:
             out += ["", "_The lists are left out: they would pass the size of a comment._"]
         if left and lists:
-            out += ["", "| target | runs | left out | GPU-h saved |", "| :-- | --: | --: | --: |"]
-            for target, jobs, cost in left:
-                kept, n = running[target.name]
-                out.append(
-                    f"| {md.code(target.name)} | {len(kept)} of {n} | {len(jobs)} "
-                    f"| {hours(cost.gpu_hours_max)} |"
-                )
+            rows = [
+                [md.code(t.name), f"{len(kept)} of {n}", str(len(jobs)), hours(c.gpu_hours_max)]
+                for t, jobs, c in left
+                for kept, n in [running[t.name]]
+            ]
+            headers = ["target", "runs", "left out", "GPU-h saved"]
+            out += ["", *markdown_table(headers, rows, "<>>>")]
             items = []
             budget = CASES_SHOWN  # over every target: the JSON lists all
             for target, _, _ in left:

@@ -20,7 +20,7 @@ from matrixgen.diff.goldens import (
 from matrixgen.model.errors import Severity
 from matrixgen.util.escape import terminal_line
 from matrixgen.util.words import counted
-from matrixgen.views.table import table
+from matrixgen.views.table import markdown_table, table
 
 # The table shows this many metrics as columns; the others go in one cell.
 METRIC_COLUMNS = 6
@@ -156,9 +156,7 @@ def render_markdown(review: GoldenReview | None, *, rows: int = COMMENT_ROWS) ->
         "",
     ]
     headers, cells, columns = _table(review, markdown=True)
-    align = [":--"] * 4 + ["--:"] * columns + [":--"] * (len(headers) - 4 - columns)
-    out += ["| " + " | ".join(headers) + " |", "| " + " | ".join(align) + " |"]
-    out += ["| " + " | ".join(row) + " |" for row in cells[:rows]]
+    out += markdown_table(headers, cells[:rows], "<" * 4 + ">" * columns)
     if len(review.files) > rows:
         more = len(review.files) - rows
         out.append(f"\n… and {counted(more, 'more file')} (`--format json` lists all)")

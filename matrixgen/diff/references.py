@@ -29,6 +29,7 @@ from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import JsonLayout
 from matrixgen.views.coverage import MissingReference, ReferenceChecker
 from matrixgen.views.coverage import code_span as _code
+from matrixgen.views.table import markdown_table
 
 
 def listing_at(
@@ -133,18 +134,14 @@ def render_gaps(gaps: ReferenceGaps, fmt: str) -> str:
     if not gaps.targets:
         return ""
     if fmt == "markdown":
-        lines = ["", "#### Jobs without their references", ""]
-        lines += [
-            "| target | job | change | reference | looked for |",
-            "| :-- | :-- | :-- | :-- | :-- |",
+        rows = [
+            [_code(t.target), _code(str(m.job.identity)), kind, _code(m.reference), _code(m.path)]
+            for t in gaps.targets
+            for kind, items in (("added", t.added), ("lost", t.lost))
+            for m in items
         ]
-        for t in gaps.targets:
-            for kind, items in (("added", t.added), ("lost", t.lost)):
-                for m in items:
-                    lines.append(
-                        f"| {_code(t.target)} | {_code(str(m.job.identity))} | {kind} | "
-                        f"{_code(m.reference)} | {_code(m.path)} |"
-                    )
+        headers = ["target", "job", "change", "reference", "looked for"]
+        lines = ["", "#### Jobs without their references", "", *markdown_table(headers, rows)]
         return "\n".join(lines) + "\n"
     lines = ["", "references:"]
     for t in gaps.targets:
