@@ -1,14 +1,7 @@
 """`matrixgen diff --changed-view`: what change-based selection would run for the
-files the branch itself changes.
-
-The changed files are those between the merge base of BASE and HEAD and HEAD
-(the working tree, untracked files included, when HEAD is left out), that is
-what `--changed-since BASE` sees on the branch. They are decided over the
-head's tree as `--changed-since` decides (`views.changes.select_for`: declared
-`paths`, `always`, `changes.ignore`, the same fail-safe fallbacks, worded the
-same), and priced per target with `views.cost`. Each target of the head says
-how many of its jobs would run, which cases those are, and what the left-out
-ones save.
+files the branch itself changes (docs/cost.md). They are decided over the
+head's tree as `--changed-since` decides (`views.changes.select_for`), and
+priced per target with `views.cost`.
 """
 
 from __future__ import annotations
