@@ -1,13 +1,9 @@
 """The diff as data: the JSON document (`matrixgen diff --format json`, its
-shape published as `schema/diff.schema.json`), and the per-pipeline and cost
-summaries the text and the comment show of it.
-
-Costs are `gpu_hours_*` and `weighted_gpu_hours_*` (before, after, delta:
-views/cost.py's formula over the jobs each side's file holds), rounded to 3
-decimals with the delta being after minus before as shown. A pipeline
+shape in docs/reviewing.md and `schema/diff.schema.json`), and the per-pipeline
+and cost summaries the text and the comment show of it. A pipeline
 (system/scope[/cadence], as `stats --cost` names it) sums its targets; the
 summary sums every target, so a job added to two targets counts twice, as the
-table shows it. The target object echoes the selector as configured (a scope
+table shows it. A target object echoes the selector as configured (a scope
 stays "nightly"); every target is listed, unchanged ones with empty lists.
 """
 

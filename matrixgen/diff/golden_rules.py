@@ -1,12 +1,10 @@
 """`matrixgen diff --expect 'golden...'`: rules over the golden-values files a
 branch adds, removes or changes (diff.golden_review), for CI gates; the
-grammar is the command's help (docs/cli.md), with diff.expect's operators and
-test-case braces. `missing` counts every step of a removed metric or file;
-`max` and `mean` look at gated metrics only; `others` needs CASES.
-
-A tree without golden values makes a golden rule a usage error (exit 2); a
-rule that does not hold fails the command (exit 6, through diff.expect's
-`require`). A percentage is compared at a billionth of a percent.
+grammar is the command's help and docs/golden-values.md says each check, with
+diff.expect's operators, test-case braces and `require` (exit 2 for a tree
+without golden values, 6 for a rule that does not hold). `missing` counts
+every step of a removed metric or file; a percentage is compared at a
+billionth of a percent.
 """
 
 from __future__ import annotations
