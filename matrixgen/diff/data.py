@@ -23,6 +23,9 @@ from matrixgen.util.escape import json_for_log
 from matrixgen.util.values import json_value
 from matrixgen.views.cost import Cost, hours, pipeline_name, signed_hours
 
+# The job lists of a TargetDiff that its counts and the summary count.
+_COUNTED = ("added", "removed", "changed", "quarantine")
+
 
 def to_json_data(diff: SelectionDiff) -> dict[str, Any]:
     """The documented JSON shape."""
@@ -83,12 +86,7 @@ def _target_data(t: TargetDiff) -> dict[str, Any]:
         "exists": t.exists,
         **({"holding_pen": True} if t.holding_pen else {}),
         "counts": {
-            "added": len(t.added),
-            "removed": len(t.removed),
-            "changed": len(t.changed),
-            "quarantine": len(t.quarantine),
-            "moved_out": len(t.moved_out),
-            "moved_in": len(t.moved_in),
+            **{k: len(getattr(t, k)) for k in (*_COUNTED, "moved_out", "moved_in")},
             "parser": t.parser_counts(),
             "starts": len(starts),
             "stops": len(stops),
@@ -146,10 +144,7 @@ def summary_data(diff: SelectionDiff) -> dict[str, Any]:
     return {
         "targets": len(targets),
         "targets_changed": sum(not t.unchanged for t in targets),
-        "added": sum(len(t.added) for t in targets),
-        "removed": sum(len(t.removed) for t in targets),
-        "changed": sum(len(t.changed) for t in targets),
-        "quarantine": sum(len(t.quarantine) for t in targets),
+        **{k: sum(len(getattr(t, k)) for t in targets) for k in _COUNTED},
         "moved": sum(len(t.moved_out) for t in targets),
         "moves": [{"from": a, "to": b, "jobs": n} for (a, b), n in moves(diff)],
         "parser": {
