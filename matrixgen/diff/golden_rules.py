@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from msgspec import Struct
 
-from matrixgen.diff.expect import OPS, case_matcher, check_cases, rule_cases
+from matrixgen.diff.expect import OP_WORDS, OPS, case_matcher, check_cases, rule_cases
 from matrixgen.diff.goldens import GoldenFigures, pct
 from matrixgen.diff.model import SelectionDiff
 from matrixgen.model.errors import UsageError, did_you_mean
@@ -36,13 +36,10 @@ _COUNT = re.compile(r"\s*(" + "|".join(COUNTS) + r")(<=|>=|!=|==|<|>|=)?([0-9]+)
 _PERCENT = re.compile(r"\s*(max|mean)(<=|>=|!=|==|<|>|=)?([0-9]+(?:\.[0-9]+)?|\.[0-9]+)(%?)\s*,?")
 _WORD = re.compile(r"\s*([A-Za-z][A-Za-z_-]*)")
 _EXAMPLE = "like golden:files=0, golden{CASE,...}:others=0, golden:max<=2% or golden:missing=0"
-_WORDS = {"": "exactly", "==": "exactly", "<=": "at most", ">=": "at least"}
-_WORDS |= {"<": "less than", ">": "more than", "!=": "not"}
 
 
 class GoldenCheck(Struct, frozen=True):
-    """A check over golden-values changes: a count (COUNTS) or a percentage
-    (PERCENTS)."""
+    """A count (COUNTS) or a percentage (PERCENTS) over golden-values changes."""
 
     kind: str
     op: str  # one of diff.expect's OPS ("" exactly)
@@ -69,8 +66,8 @@ class GoldenCheck(Struct, frozen=True):
 
     def describe(self) -> str:
         if self.kind in COUNTS:
-            return f"{_WORDS[self.op]} {int(self.amount)} {COUNTS[self.kind]}"
-        return f"{PERCENTS[self.kind]} {_WORDS[self.op]} {self.amount:g}%"
+            return f"{OP_WORDS[self.op]} {int(self.amount)} {COUNTS[self.kind]}"
+        return f"{PERCENTS[self.kind]} {OP_WORDS[self.op]} {self.amount:g}%"
 
 
 class GoldenRule(Struct, frozen=True):
