@@ -66,8 +66,7 @@ class ReferenceGaps(Struct, frozen=True, kw_only=True):
 
 
 def reference_gaps(repo: Repository, result: SelectionDiff, sides: Sequence[Side]) -> ReferenceGaps:
-    """The jobs of the diff that run at the head without their references
-    (nothing when the head declares no references)."""
+    """The jobs of the diff that run at the head without their references."""
     base, head = sides
     settings = head.generation.tree.config.references
     if settings is None:
@@ -93,12 +92,13 @@ def reference_gaps(repo: Repository, result: SelectionDiff, sides: Sequence[Side
         if base_checker is not None:
             base_target = base.generation.tree.config.target(diff.target.name) or diff.target
             had = _had(base.generation.selection(base_target).jobs, base_checker)
-            for job in head.generation.selection(diff.target).jobs:
-                if id(job) in added_ids:
-                    continue
-                for missing in head_checker.missing(job):
-                    if (_key(job), missing.reference) in had:
-                        lost.append(missing)
+            lost = [
+                m
+                for job in head.generation.selection(diff.target).jobs
+                if id(job) not in added_ids
+                for m in head_checker.missing(job)
+                if (_key(job), m.reference) in had
+            ]
         if added or lost:
             found.append(TargetGaps(target=diff.target.name, added=tuple(added), lost=tuple(lost)))
     return ReferenceGaps(targets=tuple(found), declared=True)
