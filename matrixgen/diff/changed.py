@@ -13,7 +13,7 @@ from msgspec import Struct
 from msgspec.structs import asdict
 
 from matrixgen.diff import markdown as md
-from matrixgen.diff.describe import job_label
+from matrixgen.diff.describe import job_label, listed
 from matrixgen.diff.gitsource import Repository
 from matrixgen.engine.changes import FALLBACK_TEXT, changed_files
 from matrixgen.model.jobs import Job, Target
@@ -103,9 +103,7 @@ def render_changed_view(view: ChangedView, fmt: str, table: Any, *, room: int | 
     if view.dropped.selection.fallback is None:
         for target, jobs, total in view.runs:
             if len(jobs) < total:
-                shown = ", ".join(job_label(j) for j in jobs[:TEXT_ITEMS]) or "nothing"
-                if len(jobs) > TEXT_ITEMS:
-                    shown += f" and {len(jobs) - TEXT_ITEMS} more"
+                shown = listed([job_label(j) for j in jobs], TEXT_ITEMS) or "nothing"
                 text += terminal_text(f"  {target.name} runs {len(jobs)} of {total}: {shown}")
                 text += "\n"
     return text
@@ -157,14 +155,11 @@ def _markdown(view: ChangedView, *, lists: bool) -> str:
                 elif not shown:
                     names = f"{len(kept)} case(s) (`--format json` lists them)"
                 else:
-                    names = ", ".join(md.code(job_label(j)) for j in shown)
-                    if len(kept) > len(shown):
-                        names += f" and {len(kept) - len(shown)} more"
+                    names = listed([md.code(job_label(j)) for j in kept], len(shown))
                 items.append(f"- {md.code(target.name)}: {names}")
             more = [f"- … and {len(items) - ITEMS} more target(s)"] if len(items) > ITEMS else []
             out += md.details("The cases it would run there", [*items[:ITEMS], *more])
     if files and lists:
-        shown = ", ".join(md.code(f) for f in files[:ITEMS])
-        more = f" and {len(files) - ITEMS} more" if len(files) > ITEMS else ""
-        out += md.details(f"{len(files)} changed file(s)", [shown + more])
+        named = listed([md.code(f) for f in files], ITEMS)
+        out += md.details(f"{len(files)} changed file(s)", [named])
     return "\n".join(out) + "\n"

@@ -25,6 +25,7 @@ from matrixgen.diff.describe import (
     habit_text,
     is_multiline,
     job_label,
+    listed,
     mapping_change,
     mark_text,
     moves_by_target,
@@ -174,10 +175,7 @@ def _reach(jobs: set[tuple[str, tuple]], targets: list[str]) -> str:
     cases = len({key[:5] for _, key in jobs})
     return (
         f"{counted(cases, 'case')}, {counted(len(jobs), 'job')} in "
-        f"{counted(len(targets), 'target')} ("
-        + ", ".join(md.code(n) for n in targets[:10])
-        + (f" and {len(targets) - 10} more" if len(targets) > 10 else "")
-        + ")"
+        f"{counted(len(targets), 'target')} ({listed([md.code(n) for n in targets], 10)})"
     )
 
 
@@ -292,9 +290,7 @@ def _md_field(name: str, old: Any, new: Any) -> list[str]:
 
 
 def _job_list(jobs: list[Job]) -> str:
-    shown = ", ".join(md.code(job_label(j)) for j in jobs[:ITEMS_PER_SECTION])
-    more = len(jobs) - ITEMS_PER_SECTION
-    return shown + (f" and {more} more" if more > 0 else "")
+    return listed([md.code(job_label(j)) for j in jobs], ITEMS_PER_SECTION)
 
 
 def _section(title: str, count: int, items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:
