@@ -163,12 +163,9 @@ def diff_generations(
 
 
 def _empty_targets(pairs: Sequence[TargetPair], base: Generation, head: Generation) -> list[str]:
-    """Targets given as key=value pairs are checked as every command checks them
-    (a value a declared vocabulary lacks is a UsageError), but one that, in trees
-    without vocabulary, asks for a value no job of either side uses is an empty
-    target, not a mistake: a CI that keeps one list of targets runs the diff on
-    revisions older than some of them. Said in one note (with "did you mean"),
-    the target compared as selecting nothing on both sides."""
+    """Targets given as key=value pairs are checked as every command checks them;
+    one that asks for a value no job of either side uses is compared as empty, in
+    one note, not refused (docs/reviewing.md: one target list for every revision)."""
     sides = [(base.tree.config, base.jobs), (head.tree.config, head.jobs)]
     names: list[str] = []
     values: dict[tuple[str, str], list[str]] = {}
@@ -245,7 +242,8 @@ def compare_emitted(
 ) -> TargetDiff:
     """Compare what two sides emit for one target (None: the target is absent);
     `configs` (base, head) price each side's running jobs (no cost without them);
-    `workloads`: the launcher reloads the recipe (see the module)."""
+    `workloads`: the launcher reloads the recipe, so every field of the resolved
+    workload counts too (docs/reviewing.md)."""
     olds: dict[JobId, EmittedJob] = old.by_identity() if old is not None else {}
     news: dict[JobId, EmittedJob] = new.by_identity() if new is not None else {}
     added: list[Job] = []
