@@ -164,8 +164,9 @@ def diff_generations(
 
 def _empty_targets(pairs: Sequence[TargetPair], base: Generation, head: Generation) -> list[str]:
     """Targets given as key=value pairs are checked as every command checks them;
-    one that asks for a value no job of either side uses is compared as empty, in
-    one note, not refused (docs/reviewing.md: one target list for every revision)."""
+    one that, in trees without vocabulary, asks for a value no job of either side
+    uses is compared as empty, in one note, not refused (docs/reviewing.md: one
+    target list for every revision)."""
     sides = [(base.tree.config, base.jobs), (head.tree.config, head.jobs)]
     names: list[str] = []
     values: dict[tuple[str, str], list[str]] = {}
