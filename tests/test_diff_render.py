@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.diff import markdown as md
 from matrixgen.diff.comment import MARKDOWN_LIMIT, MARKER, render_markdown
 from matrixgen.diff.data import render_json
+from matrixgen.diff.describe import listed
 from matrixgen.diff.model import (
     LIFTED,
     QUARANTINED,
@@ -564,3 +565,15 @@ def test_quarantine_change_counts_say_their_units() -> None:
     assert _reach({(targets[0], key), (targets[0], other)}, targets[:1]) == (
         "2 cases, 2 jobs in 1 target (`github-l1-h100-mergegroup`)"
     )
+
+
+@given(st.lists(st.text(min_size=1, max_size=3), max_size=8), st.integers(1, 6))
+@example(["a", "b", "c"], 3)  # exactly the limit: nothing more to say
+@example(["a", "b", "c"], 2)
+def test_a_cut_list_says_how_many_more(items: list[str], limit: int) -> None:
+    text = listed(items, limit)
+    assert text.startswith(", ".join(items[:limit]))
+    more = len(items) - limit
+    assert text.endswith(f" and {more} more") == (more > 0)
+    if more <= 0:
+        assert text == ", ".join(items)

@@ -331,3 +331,19 @@ def test_running_checks_parse_back(word: str, op: str, number: int) -> None:
     (check,) = parse_rule(f"github/L1:{word}{op}{number}").checks
     assert check == Check(word, "" if op == "=" else op, number)
     assert parse_rule(f"github/L1:{check}").checks == (check,)
+
+
+@pytest.mark.parametrize(
+    ("check", "says"),
+    [
+        ("+<3", "fewer than 3 added"),
+        ("-!=0", "not 0 removed"),
+        ("starts>=2", "at least 2 jobs that start running"),
+        ("cost<+2h", "less than +2 GPU-h per run"),
+        ("cost==-30m", "a change of exactly -30 GPU-min per run"),
+        ("cost!=0", "a change other than 0 GPU-h per run"),
+    ],
+)
+def test_each_comparison_reads_as_words(check: str, says: str) -> None:
+    (parsed,) = parse_rule(f"github/L1:{check}").checks
+    assert parsed.describe() == says

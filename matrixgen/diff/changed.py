@@ -1,14 +1,7 @@
 """`matrixgen diff --changed-view`: what change-based selection would run for the
-files the branch itself changes.
-
-The changed files are those between the merge base of BASE and HEAD and HEAD
-(the working tree, untracked files included, when HEAD is left out), that is
-what `--changed-since BASE` sees on the branch. They are decided over the
-head's tree as `--changed-since` decides (`views.changes.select_for`: declared
-`paths`, `always`, `changes.ignore`, the same fail-safe fallbacks, worded the
-same), and priced per target with `views.cost`. Each target of the head says
-how many of its jobs would run, which cases those are, and what the left-out
-ones save.
+files the branch itself changes (docs/cost.md). They are decided over the
+head's tree as `--changed-since` decides (`views.changes.select_for`), and
+priced per target with `views.cost`.
 """
 
 from __future__ import annotations
@@ -20,7 +13,7 @@ from msgspec import Struct
 from msgspec.structs import asdict
 
 from matrixgen.diff import markdown as md
-from matrixgen.diff.describe import job_label
+from matrixgen.diff.describe import job_label, listed
 from matrixgen.diff.gitsource import Repository
 from matrixgen.engine.changes import FALLBACK_TEXT, changed_files
 from matrixgen.model.jobs import Job, Target
@@ -36,6 +29,7 @@ from matrixgen.views.changes import (
     select_for,
 )
 from matrixgen.views.cost import hours
+from matrixgen.views.table import markdown_table
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
@@ -109,9 +103,7 @@ def render_changed_view(view: ChangedView, fmt: str, table: Any, *, room: int | 
     if view.dropped.selection.fallback is None:
         for target, jobs, total in view.runs:
             if len(jobs) < total:
-                shown = ", ".join(job_label(j) for j in jobs[:TEXT_ITEMS]) or "nothing"
-                if len(jobs) > TEXT_ITEMS:
-                    shown += f" and {len(jobs) - TEXT_ITEMS} more"
+                shown = listed([job_label(j) for j in jobs], TEXT_ITEMS) or "nothing"
                 text += terminal_text(f"  {target.name} runs {len(jobs)} of {total}: {shown}")
                 text += "\n"
     return text
@@ -145,13 +137,13 @@ def _markdown(view: ChangedView, *, lists: bool) -> str:
         if left and not lists:
             out += ["", "_The lists are left out: they would pass the size of a comment._"]
         if left and lists:
-            out += ["", "| target | runs | left out | GPU-h saved |", "| :-- | --: | --: | --: |"]
-            for target, jobs, cost in left:
-                kept, n = running[target.name]
-                out.append(
-                    f"| {md.code(target.name)} | {len(kept)} of {n} | {len(jobs)} "
-                    f"| {hours(cost.gpu_hours_max)} |"
-                )
+            rows = [
+                [md.code(t.name), f"{len(kept)} of {n}", str(len(jobs)), hours(c.gpu_hours_max)]
+                for t, jobs, c in left
+                for kept, n in [running[t.name]]
+            ]
+            headers = ["target", "runs", "left out", "GPU-h saved"]
+            out += ["", *markdown_table(headers, rows, "<>>>")]
             items = []
             budget = CASES_SHOWN  # over every target: the JSON lists all
             for target, _, _ in left:
@@ -163,14 +155,11 @@ def _markdown(view: ChangedView, *, lists: bool) -> str:
                 elif not shown:
                     names = f"{len(kept)} case(s) (`--format json` lists them)"
                 else:
-                    names = ", ".join(md.code(job_label(j)) for j in shown)
-                    if len(kept) > len(shown):
-                        names += f" and {len(kept) - len(shown)} more"
+                    names = listed([md.code(job_label(j)) for j in kept], len(shown))
                 items.append(f"- {md.code(target.name)}: {names}")
             more = [f"- … and {len(items) - ITEMS} more target(s)"] if len(items) > ITEMS else []
             out += md.details("The cases it would run there", [*items[:ITEMS], *more])
     if files and lists:
-        shown = ", ".join(md.code(f) for f in files[:ITEMS])
-        more = f" and {len(files) - ITEMS} more" if len(files) > ITEMS else ""
-        out += md.details(f"{len(files)} changed file(s)", [shown + more])
+        named = listed([md.code(f) for f in files], ITEMS)
+        out += md.details(f"{len(files)} changed file(s)", [named])
     return "\n".join(out) + "\n"

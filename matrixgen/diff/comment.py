@@ -25,6 +25,7 @@ from matrixgen.diff.describe import (
     habit_text,
     is_multiline,
     job_label,
+    listed,
     mapping_change,
     mark_text,
     moves_by_target,
@@ -49,6 +50,7 @@ from matrixgen.diff.model import (
 from matrixgen.model.errors import Finding
 from matrixgen.model.jobs import Job, QuarantineMark
 from matrixgen.util.words import counted
+from matrixgen.views.table import markdown_table
 
 MARKER = "<!-- matrixgen-diff -->"
 # GitHub refuses comments over 65,536 characters; keep a margin for the cut note.
@@ -57,8 +59,7 @@ ITEMS_PER_SECTION = 50
 
 
 def render_markdown(diff: SelectionDiff) -> str:
-    """A PR comment: a summary line, one table row per changed target, details
-    per target folded away."""
+    """A PR comment, shortened until it fits GitHub's limit."""
     text = _markdown(diff, details=True)
     if len(text) > MARKDOWN_LIMIT:
         text = _markdown(diff, details=False)
@@ -87,9 +88,8 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
             out.append("")
             out += [f"- {cost_change(p, md.code(p['pipeline']))}" for p in moved]
     if changed:
-        out += ["", "| target | jobs | GPU-h per run | added | removed | changed | quarantine |"]
-        out.append("| :-- | --: | --: | --: | --: | --: | :-- |")
-        out += [_target_row(t) for t in changed[:rows]]
+        headers = ["target", "jobs", "GPU-h per run", "added", "removed", "changed", "quarantine"]
+        out += ["", *markdown_table(headers, map(_target_row, changed[:rows]), "<>>>>><")]
         if rows is not None and len(changed) > rows:
             out.append(f"| … and {counted(len(changed) - rows, 'more target')} | | | | | | |")
     unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates][:rows]
@@ -128,7 +128,7 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
     return "\n".join(out) + "\n"
 
 
-def _target_row(t: TargetDiff) -> str:
+def _target_row(t: TargetDiff) -> list[str]:
     """The comment's table row of one changed target."""
     flag = {"head": " (new)", "base": " (gone)"}.get(t.exists, "")
     if t.settings:
@@ -141,10 +141,8 @@ def _target_row(t: TargetDiff) -> str:
     parts += [counted(len(t.duplicates), "duplicate note")] if t.duplicates else []
     moved = ((len(t.moved_out), "moved out"), (len(t.moved_in), "moved in"))
     cell = ", ".join([*parts, *(f"{n} {word}" for n, word in moved if n)])
-    return (
-        f"| {md.code(t.target.name)}{flag} | {jobs} | {target_cost(t, '→', unit='')} "
-        f"| +{len(t.added)} | −{len(t.removed)} | ~{len(t.changed)} | {cell} |"
-    )
+    name, cost = f"{md.code(t.target.name)}{flag}", target_cost(t, "→", unit="")
+    return [name, jobs, cost, f"+{len(t.added)}", f"−{len(t.removed)}", f"~{len(t.changed)}", cell]
 
 
 def _finding_md(finding: Finding) -> str:
@@ -177,10 +175,7 @@ def _reach(jobs: set[tuple[str, tuple]], targets: list[str]) -> str:
     cases = len({key[:5] for _, key in jobs})
     return (
         f"{counted(cases, 'case')}, {counted(len(jobs), 'job')} in "
-        f"{counted(len(targets), 'target')} ("
-        + ", ".join(md.code(n) for n in targets[:10])
-        + (f" and {len(targets) - 10} more" if len(targets) > 10 else "")
-        + ")"
+        f"{counted(len(targets), 'target')} ({listed([md.code(n) for n in targets], 10)})"
     )
 
 
@@ -295,9 +290,7 @@ def _md_field(name: str, old: Any, new: Any) -> list[str]:
 
 
 def _job_list(jobs: list[Job]) -> str:
-    shown = ", ".join(md.code(job_label(j)) for j in jobs[:ITEMS_PER_SECTION])
-    more = len(jobs) - ITEMS_PER_SECTION
-    return shown + (f" and {more} more" if more > 0 else "")
+    return listed([md.code(job_label(j)) for j in jobs], ITEMS_PER_SECTION)
 
 
 def _section(title: str, count: int, items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:

@@ -1,41 +1,13 @@
 """Selection diff: per target, the difference between what each revision of a
-tree emits for it.
+tree emits for it (docs/reviewing.md says each category).
 
-One definition: both sides are emitted as `generate` emits them (the same
-`EmittedJob` values the GitHub and GitLab emitters serialise), and compared
-job by job, a job being its identity (JobId in model/jobs.py: model, test case,
-environment, platform, tag) within the target. Per target:
-
-- added: jobs that run at HEAD and did not at BASE; removed: the reverse. A job
-  that a skip entry takes out of a target does not run.
-- changed: a job that runs on both sides whose emitted content differs (its
-  GitHub matrix row, its GitLab job), each emitted field with old and new value;
-  quarantine's own marks are left out of it (they are the next category).
-- quarantine: each transition of a job's mark (quarantined, lifted, action or
-  entry changed, arrives or leaves quarantined: docs/reviewing.md says each).
-- duplicates: a job that one more (or one fewer) row defines: "duplicate
-  definition added/removed at file:line". The job itself is counted only where
-  its emitted content changes.
-
-Where the target's launcher reloads the recipe at run time (engine.workload:
-every target of a format_version 1 tree, or one whose settings say so),
-changed also covers each field of the job's resolved workload
-(`workload.script_setup`, ...), its pipeline content the same or not.
-
-Then, over every target, upstream's habits (diff.habits: a job parked in a
-habit scope or commented out with a tracker is quarantined or lifted) and moves
-(diff.moves: the same job in another target, its scope, platform or environment
-renamed). Each keeps what Megatron-LM's parser sees (`parser`,
-`TargetDiff.parser_counts`): to it these are removals and additions.
-
-The file a job is defined in is not emitted: moving a case to another file
-changes nothing. A change to a target's own definition (selector, system
-settings) is listed once per target, besides the jobs it changes.
-
-Targets: diff.targets; a target configured on one side only lists all its
-jobs as added (or removed). A target that a side cannot emit (two jobs left
-with one GitLab name, an unmet need) is compared job by job as each would be
-emitted alone, with a note.
+Both sides are emitted as `generate` emits them and compared job by job, a job
+being its identity (JobId) within the target, so the diff and the emitted files
+cannot disagree. The file a job is defined in is not emitted: moving a case to
+another file changes nothing. A change to a target's own definition is listed
+once per target. A target a side cannot emit (two jobs left with one GitLab
+name, an unmet need) is compared job by job as each would be emitted alone,
+with a note.
 
 Speed: both sides load through one `PipelineCache` keyed by git blob id, so the
 head parses and expands only the files that differ from the base; a target whose
@@ -191,12 +163,10 @@ def diff_generations(
 
 
 def _empty_targets(pairs: Sequence[TargetPair], base: Generation, head: Generation) -> list[str]:
-    """Targets given as key=value pairs are checked as every command checks them
-    (a value a declared vocabulary lacks is a UsageError), but one that, in trees
-    without vocabulary, asks for a value no job of either side uses is an empty
-    target, not a mistake: a CI that keeps one list of targets runs the diff on
-    revisions older than some of them. Said in one note (with "did you mean"),
-    the target compared as selecting nothing on both sides."""
+    """Targets given as key=value pairs are checked as every command checks them;
+    one that, in trees without vocabulary, asks for a value no job of either side
+    uses is compared as empty, in one note, not refused (docs/reviewing.md: one
+    target list for every revision)."""
     sides = [(base.tree.config, base.jobs), (head.tree.config, head.jobs)]
     names: list[str] = []
     values: dict[tuple[str, str], list[str]] = {}
@@ -273,7 +243,8 @@ def compare_emitted(
 ) -> TargetDiff:
     """Compare what two sides emit for one target (None: the target is absent);
     `configs` (base, head) price each side's running jobs (no cost without them);
-    `workloads`: the launcher reloads the recipe (see the module)."""
+    `workloads`: the launcher reloads the recipe, so every field of the resolved
+    workload counts too (docs/reviewing.md)."""
     olds: dict[JobId, EmittedJob] = old.by_identity() if old is not None else {}
     news: dict[JobId, EmittedJob] = new.by_identity() if new is not None else {}
     added: list[Job] = []

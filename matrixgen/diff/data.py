@@ -1,13 +1,9 @@
 """The diff as data: the JSON document (`matrixgen diff --format json`, its
-shape published as `schema/diff.schema.json`), and the per-pipeline and cost
-summaries the text and the comment show of it.
-
-Costs are `gpu_hours_*` and `weighted_gpu_hours_*` (before, after, delta:
-views/cost.py's formula over the jobs each side's file holds), rounded to 3
-decimals with the delta being after minus before as shown. A pipeline
+shape in docs/reviewing.md and `schema/diff.schema.json`), and the per-pipeline
+and cost summaries the text and the comment show of it. A pipeline
 (system/scope[/cadence], as `stats --cost` names it) sums its targets; the
 summary sums every target, so a job added to two targets counts twice, as the
-table shows it. The target object echoes the selector as configured (a scope
+table shows it. A target object echoes the selector as configured (a scope
 stays "nightly"); every target is listed, unchanged ones with empty lists.
 """
 
@@ -26,6 +22,9 @@ from matrixgen.util import jsontext
 from matrixgen.util.escape import json_for_log
 from matrixgen.util.values import json_value
 from matrixgen.views.cost import Cost, hours, pipeline_name, signed_hours
+
+# The job lists of a TargetDiff that its counts and the summary count.
+_COUNTED = ("added", "removed", "changed", "quarantine")
 
 
 def to_json_data(diff: SelectionDiff) -> dict[str, Any]:
@@ -87,12 +86,7 @@ def _target_data(t: TargetDiff) -> dict[str, Any]:
         "exists": t.exists,
         **({"holding_pen": True} if t.holding_pen else {}),
         "counts": {
-            "added": len(t.added),
-            "removed": len(t.removed),
-            "changed": len(t.changed),
-            "quarantine": len(t.quarantine),
-            "moved_out": len(t.moved_out),
-            "moved_in": len(t.moved_in),
+            **{k: len(getattr(t, k)) for k in (*_COUNTED, "moved_out", "moved_in")},
             "parser": t.parser_counts(),
             "starts": len(starts),
             "stops": len(stops),
@@ -150,10 +144,7 @@ def summary_data(diff: SelectionDiff) -> dict[str, Any]:
     return {
         "targets": len(targets),
         "targets_changed": sum(not t.unchanged for t in targets),
-        "added": sum(len(t.added) for t in targets),
-        "removed": sum(len(t.removed) for t in targets),
-        "changed": sum(len(t.changed) for t in targets),
-        "quarantine": sum(len(t.quarantine) for t in targets),
+        **{k: sum(len(getattr(t, k)) for t in targets) for k in _COUNTED},
         "moved": sum(len(t.moved_out) for t in targets),
         "moves": [{"from": a, "to": b, "jobs": n} for (a, b), n in moves(diff)],
         "parser": {

@@ -33,6 +33,12 @@ def job_label(job: Job) -> str:
     return f"{job.model}/{job.test_case}" + (f" [{job.tag}]" if job.tag else "")
 
 
+def listed(items: Sequence[str], limit: int) -> str:
+    """The first `limit` items, then how many more: `a, b and 3 more`."""
+    more = len(items) - limit
+    return ", ".join(items[:limit]) + (f" and {more} more" if more > 0 else "")
+
+
 def show_value(value: Any) -> str:
     if value is None:
         return "(unset)"

@@ -1,11 +1,8 @@
-"""The evidence beside each quarantine entry a selection diff lists: every
-entry the diff names (in a quarantine change, or on a job added or removed
-while quarantined) gets the notes the contributions it is handed give it
-(`views.contributions.DiffContribution`). The results store contributes the one
-line `quarantine audit` shows for an entry ("failed 3 of 40 runs on
-dgx_h100/dev since 2026-11-02, ..."), judged on the side that has it: the
-head's, else (an entry the branch removes) the base's. Without a store there is
-no evidence, and the diff says nothing of it.
+"""The evidence beside each quarantine entry a selection diff lists
+(docs/evidence.md): every entry the diff names gets the notes the contributions
+it is handed give it (`views.contributions.DiffContribution`), judged on the
+side that has the entry: the head's, else (an entry the branch removes) the
+base's.
 """
 
 from __future__ import annotations

@@ -1,27 +1,13 @@
 """`matrixgen diff --expect RULE`: assertions about a selection diff, for CI gates.
 
-The grammar and its examples are the command's help (docs/cli.md):
-`PATTERN[{CASES}]:CHECK[,CHECK]...`, a pattern being SYSTEM/SCOPE[/PLATFORM
-[/ENVIRONMENT[/CADENCE]]] of names or globs, or a target-name glob (no `/`).
-
-Counts are per target, as the table shows them, summed over every target the
-pattern matches: a job added to the pr and the mergegroup targets of a tier
-counts twice. A target's `starts` minus its `stops` is the change in the jobs
-it runs: after a lift, `github/L1:starts=6` holds where `+6` does not (a lift
-adds no row). A scope matches by its name or its tier. `findings` counts what
-validate reports at HEAD and not at BASE over the whole tree (findings belong
-to files, not targets). A cost is compared in the rule's unit at a millionth
-of it, so `cost<=+7m` holds for a change of exactly 7 GPU-minutes.
-
-With CASES the checks count only the jobs of those test cases: a name matches
-itself only, even when it looks like a glob; a name no job of either side has,
-or a glob that matches none, is a usage error; `cost` and `findings` count
-whole targets and take no CASES.
-
+The grammar is the command's help (docs/cli.md); what each check counts, test
+cases in braces and cost units are docs/reviewing.md's. Counts are per target,
+summed over every target the pattern matches (a job added to two targets counts
+twice); `findings` counts over the whole tree, since findings belong to files.
 Rules over golden-values files (the pattern `golden`) are diff.golden_rules',
-with this module's operators, test-case braces and `require`. A malformed
-rule, or a pattern part without globs that no target has, is a usage error
-(exit 2); a rule that does not hold, or matches no target, fails with exit 6.
+with this module's operators, test-case braces and `require`. A malformed rule,
+or a pattern part without globs that no target has, is a usage error (exit 2);
+a rule that does not hold, or matches no target, fails with exit 6.
 """
 
 from __future__ import annotations
@@ -67,6 +53,9 @@ OPS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
     "!=": operator.ne,
 }
+# How a check's comparison reads in a failure ("expected at most 2 ...").
+OP_WORDS = {"": "exactly", "==": "exactly", "<=": "at most", ">=": "at least"}
+OP_WORDS |= {"<": "less than", ">": "more than", "!=": "not"}
 PATTERN_PARTS = ("system", "scope", "platform", "environment", "cadence")
 _CHECK = re.compile(r"\s*([-+~qm=])(<=|>=|!=|==|<|>)?([0-9]+)\s*,?")
 _COST = re.compile(
@@ -102,8 +91,7 @@ class Check(Struct, frozen=True):
         return f"{int(value)} {KINDS[self.kind]}"
 
     def describe(self) -> str:
-        words = {"": "exactly", "==": "exactly", "<=": "at most", ">=": "at least"}
-        words |= {"<": "fewer than", ">": "more than", "!=": "not"}
+        words = OP_WORDS | {"<": "fewer than"}
         what = "new finding(s)" if self.kind == FINDINGS else KINDS[self.kind]
         if self.kind in RUNNING:
             what = f"jobs that {what}"
@@ -128,8 +116,8 @@ class CostCheck(Struct, frozen=True):
         return OPS[self.op](round(value * factor, 6), round(self.amount, 6))
 
     def describe(self) -> str:
-        words = {"": "a change of exactly", "==": "a change of exactly", "<=": "at most"}
-        words |= {">=": "at least", "<": "less than", ">": "more than", "!=": "a change other than"}
+        exactly = "a change of exactly"
+        words = OP_WORDS | {"": exactly, "==": exactly, "!=": "a change other than"}
         unit = {"h": " GPU-h", "m": " GPU-min"}.get(self.unit, " GPU-h")
         return f"{words[self.op]} {_amount_text(self.amount) or '0'}{unit} per run"
 
@@ -162,7 +150,7 @@ class Rule(Struct, frozen=True):
         sel = target.selector
         # A holding pen (--holding-pen) belongs to no system: only `*` matches it there.
         system = "" if is_holding_pen(sel.scope) else target.system.value
-        values = (system, *_values(target)[1:])
+        values = (system, *target_order(target)[1:5])
         # A scope matches by its name or by its tier.
         return all(
             fnmatchcase(value, pattern)
@@ -316,7 +304,7 @@ def check_rules(rules: Sequence[Rule], diff: SelectionDiff) -> None:
     """A UsageError (exit 2) for a rule that names a system, scope, platform,
     environment or cadence (without globs) that no target of the diff has; a
     scope is looked for among the scopes of the system(s) the rule names."""
-    places = [_values(t.target) for t in diff.targets]
+    places = [target_order(t.target)[:5] for t in diff.targets]
     values = [{p[i] for p in places if p[i]} for i in range(len(PATTERN_PARTS))]
     values[0] |= set(names())
     for rule in rules:
@@ -353,14 +341,8 @@ def check_cases(text: str, cases: Sequence[str], known: Sequence[str]) -> None:
         )
 
 
-def _values(target: Target) -> tuple[str, ...]:
-    """System, scope, platform, environment and cadence: what a pattern's parts match."""
-    return target_order(target)[:5]
-
-
 def evaluate(rules: Sequence[Rule], diff: SelectionDiff) -> list[Outcome]:
-    """Each rule's counts over the targets it matches (see `check_rules` for the
-    usage errors, which callers check first)."""
+    """Each rule's counts over the targets it matches (callers run `check_rules` first)."""
     outcomes = []
     for rule in rules:
         matched = [t for t in diff.targets if rule.matches(t.target)]

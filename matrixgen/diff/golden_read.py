@@ -1,19 +1,12 @@
 """Reading golden values: one side of a golden-values file, and the metrics a
 case's test gates (its model_config.yaml), as values and located findings.
 
-Pure: bytes in, values out (no git, no jobs, no command line); `diff.goldens`
-compares two sides, `diff.golden_review` finds the files a diff changes.
-
-A golden-values file is Megatron-LM's training layout, `{METRIC: {"start_step",
-"end_step", "step_interval", "values": {STEP: VALUE}}}`. Bad input is a
-finding, never an exception, and what can be read is still read: a file that
-is not JSON, larger than GOLDEN_MAX_BYTES or nested deeper than
-GOLDEN_MAX_DEPTH, not an object of metrics, a metric without a `values`
-object, a step that is no whole number, a key given twice (the last one is
-read, as Python's json does), a sample that is a list, object or boolean
-(counted as non-finite). Each kind of problem is listed at most
-PROBLEMS_PER_KIND times per file (then one line counts the rest), each placed
-at its line and column when the file spells its keys plainly.
+Pure: bytes in, values out (no git, no jobs, no command line). Bad input
+(docs/golden-values.md lists the kinds) is a finding, never an exception, and
+what can be read is still read: a key given twice keeps the last one, as
+Python's json does; a sample that is a list, object or boolean counts as
+non-finite. Each kind of problem is listed at most PROBLEMS_PER_KIND times per
+file, each at its line and column when the file spells its keys plainly.
 
 Cost: linear in the file's size; msgspec decodes a file of the training
 layout in C, straight into it (`_fast`), and the standard library's reader,

@@ -20,7 +20,7 @@ from matrixgen.diff.goldens import (
 from matrixgen.model.errors import Severity
 from matrixgen.util.escape import terminal_line
 from matrixgen.util.words import counted
-from matrixgen.views.table import table
+from matrixgen.views.table import markdown_table, table
 
 # The table shows this many metrics as columns; the others go in one cell.
 METRIC_COLUMNS = 6
@@ -97,8 +97,7 @@ def summary_words(review: GoldenReview) -> str:
 
 
 def _table(review: GoldenReview, *, markdown: bool) -> tuple[list[str], list[list[str]], int]:
-    """The table's headers and rows, every string escaped for Markdown when
-    `markdown`, and how many metric columns it has."""
+    """The table's headers, rows (escaped for Markdown when `markdown`) and metric columns."""
     code, text = (md.code, md.text) if markdown else (str, str)
     columns = metric_columns(review)
     extra = any(m.name not in columns for f in review.files for m in f.metrics)
@@ -142,8 +141,7 @@ def render_text(review: GoldenReview | None) -> str:
 
 
 def render_markdown(review: GoldenReview | None, *, rows: int = COMMENT_ROWS) -> list[str]:
-    """The golden values of a diff as lines of a PR comment, under their own
-    heading (none when there is no review)."""
+    """The golden values of a diff as lines of a PR comment, under their own heading."""
     if review is None:
         return []
     out = ["", "#### Golden values", ""]
@@ -156,9 +154,7 @@ def render_markdown(review: GoldenReview | None, *, rows: int = COMMENT_ROWS) ->
         "",
     ]
     headers, cells, columns = _table(review, markdown=True)
-    align = [":--"] * 4 + ["--:"] * columns + [":--"] * (len(headers) - 4 - columns)
-    out += ["| " + " | ".join(headers) + " |", "| " + " | ".join(align) + " |"]
-    out += ["| " + " | ".join(row) + " |" for row in cells[:rows]]
+    out += markdown_table(headers, cells[:rows], "<" * 4 + ">" * columns)
     if len(review.files) > rows:
         more = len(review.files) - rows
         out.append(f"\n… and {counted(more, 'more file')} (`--format json` lists all)")

@@ -1,30 +1,19 @@
 """The golden-values review of a diff: every golden-values file the branch
 adds, removes or changes, compared metric by metric (`diff.golden_read`,
-`diff.goldens`), with the jobs that read it. The files are those that fit a
-template (`golden_template`: the config's reference named `golden`, else
-Megatron-LM's layout, `MEGATRON_TEMPLATE`).
+`diff.goldens`), with the jobs that read it; docs/golden-values.md says which
+files and which jobs.
 
-Git says which of them differ (`Repository.changed_files`: a tree diff, or
-against the working tree git's own status, untracked files included): a file
-git knows unchanged is never read. A changed file is read on each side it is
-on, within GOLDEN_MAX_BYTES (its size asked of git first; a link or special
-file is not followed); the case's `model_config.yaml` beside it says what its
-test gates (the head's; the base's for a removed file).
-
-Jobs: each file's readers are the jobs, in every target the diff would compare
-without `--target` (habit scopes' holding pens left out), whose rendered
-template is the file's path, or whose path it is a `_suffix` variant of (the
-`_2nd` values of a resumed run): the head's jobs (the base's for a removed
-file), those a skip entry keeps from running listed apart. A file no job reads
-is an orphan, and is said to be one.
+A changed file is read on each side it is on, within GOLDEN_MAX_BYTES (its size
+asked of git first; a link or special file is not followed). A file's readers
+are the jobs whose rendered template is its path, or whose path it is a
+`_suffix` variant of (the `_2nd` values of a resumed run); habit scopes' holding
+pens are left out, and jobs a skip entry keeps from running are listed apart.
 
 Cost: one tree diff, then one `git cat-file` process that asks every size and
 reads every blob within the bound (the configs' too); linear in the changed
-files' size. Git's part (the tree diff, every blob asked) runs in a thread
-started as soon as the commits are known (`EarlyReview`), while the diff reads
-and expands the recipe trees: the thread only waits on git and takes its
-answers, leaving the interpreter to the loading. Without that thread each
-blob is read as git hands it over, while git reads the next.
+files' size. Git's part runs in a thread started as soon as the commits are
+known (`EarlyReview`), while the diff reads and expands the recipe trees: the
+thread only waits on git, leaving the interpreter to the loading.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """`matrixgen diff --expect 'golden...'`: rules over the golden-values files a
 branch adds, removes or changes (diff.golden_review), for CI gates; the
-grammar is the command's help (docs/cli.md), with diff.expect's operators and
-test-case braces. `missing` counts every step of a removed metric or file;
-`max` and `mean` look at gated metrics only; `others` needs CASES.
-
-A tree without golden values makes a golden rule a usage error (exit 2); a
-rule that does not hold fails the command (exit 6, through diff.expect's
-`require`). A percentage is compared at a billionth of a percent.
+grammar is the command's help and docs/golden-values.md says each check, with
+diff.expect's operators, test-case braces and `require` (exit 2 for a tree
+without golden values, 6 for a rule that does not hold). `missing` counts
+every step of a removed metric or file; a percentage is compared at a
+billionth of a percent.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from collections.abc import Sequence
 
 from msgspec import Struct
 
-from matrixgen.diff.expect import OPS, case_matcher, check_cases, rule_cases
+from matrixgen.diff.expect import OP_WORDS, OPS, case_matcher, check_cases, rule_cases
 from matrixgen.diff.goldens import GoldenFigures, pct
 from matrixgen.diff.model import SelectionDiff
 from matrixgen.model.errors import UsageError, did_you_mean
@@ -38,13 +36,10 @@ _COUNT = re.compile(r"\s*(" + "|".join(COUNTS) + r")(<=|>=|!=|==|<|>|=)?([0-9]+)
 _PERCENT = re.compile(r"\s*(max|mean)(<=|>=|!=|==|<|>|=)?([0-9]+(?:\.[0-9]+)?|\.[0-9]+)(%?)\s*,?")
 _WORD = re.compile(r"\s*([A-Za-z][A-Za-z_-]*)")
 _EXAMPLE = "like golden:files=0, golden{CASE,...}:others=0, golden:max<=2% or golden:missing=0"
-_WORDS = {"": "exactly", "==": "exactly", "<=": "at most", ">=": "at least"}
-_WORDS |= {"<": "less than", ">": "more than", "!=": "not"}
 
 
 class GoldenCheck(Struct, frozen=True):
-    """A check over golden-values changes: a count (COUNTS) or a percentage
-    (PERCENTS)."""
+    """A count (COUNTS) or a percentage (PERCENTS) over golden-values changes."""
 
     kind: str
     op: str  # one of diff.expect's OPS ("" exactly)
@@ -71,8 +66,8 @@ class GoldenCheck(Struct, frozen=True):
 
     def describe(self) -> str:
         if self.kind in COUNTS:
-            return f"{_WORDS[self.op]} {int(self.amount)} {COUNTS[self.kind]}"
-        return f"{PERCENTS[self.kind]} {_WORDS[self.op]} {self.amount:g}%"
+            return f"{OP_WORDS[self.op]} {int(self.amount)} {COUNTS[self.kind]}"
+        return f"{PERCENTS[self.kind]} {OP_WORDS[self.op]} {self.amount:g}%"
 
 
 class GoldenRule(Struct, frozen=True):

@@ -1,26 +1,16 @@
 """Golden values compared: what a change to a golden-values file does to each
-of its metrics, and the values a review of such changes is made of.
+of its metrics, and the values a review of such changes is made of
+(docs/golden-values.md says each figure, after Megatron-LM's
+`compare_golden_values_kl.py`).
 
 Pure: values in, values out (`diff.golden_read` reads the files;
 `diff.golden_review` finds the files a diff changes and the jobs that read
-them). Per metric of either side (the definitions of Megatron-LM's
-`compare_golden_values_kl.py`, extended):
-
-- `steps_compared`: steps with a finite number on both sides; `steps_added` and
-  `steps_removed`: steps on one side only; `non_finite_new`: samples of the new
-  side that are no finite number (NaN, infinities, strings such as "nan", null);
-- `mean_rel_change_pct`: 100 x mean((old - new) / old) over the compared steps,
-  skipping steps where |old| < 1e-12 (positive: the new value is lower);
-  `max_abs_rel_change_pct` and `max_step`: the largest 100 x |old - new| / |old|
-  and the first step (in step order) where it is reached, as the new file writes
-  it; None where no step is measured. `steps_skipped`: compared steps that are
-  not measured (|old| < 1e-12, or a change too large for a float);
-- `status`: added, removed, changed (a sample or a step differs), unchanged;
-- `gated`: the case's test checks it (`golden_read.read_gating`).
-
-Numbers are compared as floats, as Megatron-LM's script reads them. A metric
-one side cannot read is not compared. Cost: a few passes over the steps, each
-a comprehension or a set operation.
+them). Numbers are compared as floats, as Megatron-LM's script reads them.
+`max_step` is the first step (in step order) where the largest change is
+reached; `steps_skipped` counts compared steps that are not measured (|old| <
+1e-12, or a change too large for a float). A metric one side cannot read is
+not compared. Cost: a few passes over the steps, each a comprehension or a set
+operation.
 """
 
 from __future__ import annotations

@@ -38,8 +38,7 @@ def text(value: str) -> str:
 
 
 def code(value: str, *, limit: int = CODE_LIMIT) -> str:
-    """Inline code (`util.escape.markdown_code`) of the value on one line, cut to
-    `limit` characters."""
+    """Inline code of the value on one line, cut to `limit` characters."""
     value = flat(value)
     if len(value) > limit:
         value = value[: limit - 3] + "..."

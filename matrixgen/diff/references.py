@@ -29,6 +29,7 @@ from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import JsonLayout
 from matrixgen.views.coverage import MissingReference, ReferenceChecker
 from matrixgen.views.coverage import code_span as _code
+from matrixgen.views.table import markdown_table
 
 
 def listing_at(
@@ -65,8 +66,7 @@ class ReferenceGaps(Struct, frozen=True, kw_only=True):
 
 
 def reference_gaps(repo: Repository, result: SelectionDiff, sides: Sequence[Side]) -> ReferenceGaps:
-    """The jobs of the diff that run at the head without their references
-    (nothing when the head declares no references)."""
+    """The jobs of the diff that run at the head without their references."""
     base, head = sides
     settings = head.generation.tree.config.references
     if settings is None:
@@ -92,12 +92,13 @@ def reference_gaps(repo: Repository, result: SelectionDiff, sides: Sequence[Side
         if base_checker is not None:
             base_target = base.generation.tree.config.target(diff.target.name) or diff.target
             had = _had(base.generation.selection(base_target).jobs, base_checker)
-            for job in head.generation.selection(diff.target).jobs:
-                if id(job) in added_ids:
-                    continue
-                for missing in head_checker.missing(job):
-                    if (_key(job), missing.reference) in had:
-                        lost.append(missing)
+            lost = [
+                m
+                for job in head.generation.selection(diff.target).jobs
+                if id(job) not in added_ids
+                for m in head_checker.missing(job)
+                if (_key(job), m.reference) in had
+            ]
         if added or lost:
             found.append(TargetGaps(target=diff.target.name, added=tuple(added), lost=tuple(lost)))
     return ReferenceGaps(targets=tuple(found), declared=True)
@@ -133,18 +134,14 @@ def render_gaps(gaps: ReferenceGaps, fmt: str) -> str:
     if not gaps.targets:
         return ""
     if fmt == "markdown":
-        lines = ["", "#### Jobs without their references", ""]
-        lines += [
-            "| target | job | change | reference | looked for |",
-            "| :-- | :-- | :-- | :-- | :-- |",
+        rows = [
+            [_code(t.target), _code(str(m.job.identity)), kind, _code(m.reference), _code(m.path)]
+            for t in gaps.targets
+            for kind, items in (("added", t.added), ("lost", t.lost))
+            for m in items
         ]
-        for t in gaps.targets:
-            for kind, items in (("added", t.added), ("lost", t.lost)):
-                for m in items:
-                    lines.append(
-                        f"| {_code(t.target)} | {_code(str(m.job.identity))} | {kind} | "
-                        f"{_code(m.reference)} | {_code(m.path)} |"
-                    )
+        headers = ["target", "job", "change", "reference", "looked for"]
+        lines = ["", "#### Jobs without their references", "", *markdown_table(headers, rows)]
         return "\n".join(lines) + "\n"
     lines = ["", "references:"]
     for t in gaps.targets:

@@ -125,8 +125,7 @@ def _quarantine_suffix(job: Job) -> str:
 
 
 def render(diff: SelectionDiff, fmt: str, *, notes: bool = True) -> str:
-    """The diff in a format; `notes=False` leaves the notes out of the text
-    (a command that prints them on stderr)."""
+    """The diff in a format (`notes`: as `render_text` takes it)."""
     if fmt == "json":
         return render_json(diff)
     if fmt == "markdown":

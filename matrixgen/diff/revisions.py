@@ -4,8 +4,7 @@ tree), loaded and checked (`Side`), then compared target by target
 review started as early as the commits are known.
 
 A side whose recipes have errors is still compared, and the notes say so; a
-recipe directory that does not exist on one side is an empty tree there; a bad
-project config on a side stops the diff (exit 3) and names the side.
+bad project config on a side stops the diff (exit 3) and names the side.
 """
 
 from __future__ import annotations
