@@ -1,13 +1,8 @@
 """Tracker state from the GitHub REST API (`GET /repos/{owner}/{repo}/issues/{n}`).
 
-Only what `quarantine audit` needs: is the issue behind an entry open, closed or
-gone. Without a token nothing is asked, and the caller says so plainly.
-
-The token is a credential and the recipe tree comes from pull requests, so the
-tree never decides where it goes: the API root is given by the one running the
-command (`--api-url` or GITHUB_API_URL, for GitHub Enterprise or a local server in
-tests), is https (http only to a loopback address), and a redirect away from it,
-or down to http, is refused rather than followed with the token.
+Only what `quarantine audit` needs: is an entry's issue open, closed or gone.
+The token never goes where the tree says: the API root's rules (https, loopback
+http, redirects) are told in docs/security.md ("credentials").
 """
 
 from __future__ import annotations
