@@ -157,9 +157,8 @@ _MAX_BODY = 4 * 1024 * 1024
 
 
 def _opener(api_url: str) -> Any:
-    """An opener that follows a redirect only within the API root's origin (GitHub
-    answers 301 for a renamed repository) and refuses any other, rather than send
-    the token along; it reads no proxy settings other than the environment's."""
+    """An opener that follows a redirect only within the API root's origin
+    (docs/security.md); it reads no proxy settings other than the environment's."""
     import urllib.request
 
     class Redirects(urllib.request.HTTPRedirectHandler):
