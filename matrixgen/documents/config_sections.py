@@ -289,9 +289,8 @@ def _target(system: System) -> Any:
 
 def _fields(cls: type[Struct]) -> list[tuple[Any, ...]]:
     """A Section's fields as `defstruct` takes them (its annotations are types)."""
-    types: dict[str, Any] = {}
-    for base in reversed(cls.__mro__):
-        types.update(getattr(base, "__annotations__", {}))
+    annotations = (getattr(base, "__annotations__", {}) for base in reversed(cls.__mro__))
+    types: dict[str, Any] = {name: kind for each in annotations for name, kind in each.items()}
     names, defaults = cls.__struct_fields__, cls.__struct_defaults__
     # The defaults are those of the last fields (msgspec's own layout).
     given = {

@@ -1,11 +1,7 @@
 """Tracker references: `#N` resolved against the config's tracker base, issue
-URLs, and which spellings name the same tracker.
-
-A tracker has one canonical form (`canonical_url`), and every place that
-compares trackers (lift, `list --tracker`, audit, propose, the marks jobs carry
-into the diff, triage and the reports) compares that form and nothing looser:
-two trackers that might be different issues are never taken for one, since
-lifting one would delete the other's entries."""
+URLs, and which spellings name the same tracker: one canonical form
+(`canonical_url`) that every comparison of trackers uses, and nothing looser
+(docs/security.md, "tracker identity")."""
 
 from __future__ import annotations
 
