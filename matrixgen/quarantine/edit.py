@@ -66,11 +66,9 @@ def locked(path: Path) -> Iterator[None]:
 
 
 def locate(path: Path, *, root: Path | None = None) -> Path:
-    """The file that reading and editing `path` touch: `path` itself, or where
-    it leads when it is a link that stays inside the recipe tree `root` (by
-    default the file's own directory). QuarantineError for a link that leaves
-    the tree, loops or leads to a directory, and for a path that is not a
-    regular file."""
+    """The file that reading and editing `path` touch: `path` itself, or where a
+    link inside the recipe tree `root` (default: the file's directory) leads;
+    QuarantineError for anything else (docs/security.md, "The quarantine file")."""
     from matrixgen.engine.load import locate_in_tree
     from matrixgen.util.treelinks import Kind
 
