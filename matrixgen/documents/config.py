@@ -1,10 +1,6 @@
-"""The project config (`matrixgen.yaml` at the root of a recipe tree).
-
-A tree whose file declares a vocabulary is a format_version 2 tree: it declares
-its vocabularies, defaults, targets, pins and the settings of each CI system. A
-tree without the file, or with one that declares no vocabulary (Megatron-LM's,
-with only its quarantine and jet settings, say), works with built-in defaults and
-the values its jobs use.
+"""The project config (`matrixgen.yaml` at the root of a recipe tree) read into
+a ProjectConfig. A tree without one, or whose config declares no vocabulary,
+works with built-in defaults and the values its jobs use (docs/config.md).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """The project config (`matrixgen.yaml`), declared once: a Struct per section.
 
-`ConfigDocument` is the file. The published schema (schema/config.schema.json),
-the check of a tree's config and its typed values (documents/config.py) come
-from these declarations; each class's DESCRIPTIONS say what its keys mean in the
-schema. What no schema states (a target's scope among its system's, a reference
-template that renders, a decision that can fire) is checked in
-documents/config.py, beside the reading.
-
-Each CI system's settings are a Struct of their own (`SYSTEM_SETTINGS`): the
-`systems` section and the targets of each system are made from them
-(`per_system`, `TARGETS`), so a system's settings are declared in one place and
-reach the schema, the reading and the targets.
+`ConfigDocument` is the file; its schema, check and typed values come from these
+declarations (docs/config.md). What no schema states (a target's scope, a
+template that renders, a decision that can fire) is checked in documents/config.py.
+Each CI system's settings Struct (`SYSTEM_SETTINGS`) makes the `systems` section
+and that system's targets (`per_system`, `TARGETS`), see docs/emitters.md.
 """
 
 # Annotations are evaluated where they are written (no `from __future__ import
@@ -295,9 +289,8 @@ def _target(system: System) -> Any:
 
 def _fields(cls: type[Struct]) -> list[tuple[Any, ...]]:
     """A Section's fields as `defstruct` takes them (its annotations are types)."""
-    types: dict[str, Any] = {}
-    for base in reversed(cls.__mro__):
-        types.update(getattr(base, "__annotations__", {}))
+    annotations = (getattr(base, "__annotations__", {}) for base in reversed(cls.__mro__))
+    types: dict[str, Any] = {name: kind for each in annotations for name, kind in each.items()}
     names, defaults = cls.__struct_fields__, cls.__struct_defaults__
     # The defaults are those of the last fields (msgspec's own layout).
     given = {

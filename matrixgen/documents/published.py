@@ -46,6 +46,5 @@ def main(argv: list[str] | None = None) -> int:
         stale.append(path)
         if not options.check:
             path.write_text(text, encoding="utf-8")
-    for path in stale:
         print(f"{'differs' if options.check else 'wrote'}: {path}", file=sys.stderr)
     return 1 if options.check and stale else 0

@@ -1,11 +1,9 @@
 """The quarantine file (`quarantine.yaml` at the root of a recipe tree), declared once.
 
 `QuarantineDocument` is the file, `EntryFields` one entry as the file writes it
-(its fields in the order written), `Match` what an entry matches. The published
-schema (schema/quarantine.schema.json), the reading (quarantine/model.py: the
-Entry values, with the rules no schema states), the entries `quarantine add`
-writes (quarantine/render.py) and the JSON of `quarantine list` all come from
-these declarations: a field added here is read, checked, listed and written.
+(its fields in the order written), `Match` what an entry matches. The schema, the
+reading, `quarantine add` and `quarantine list` all come from these declarations
+(docs/architecture.md, "Where a change goes").
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """A recipe file read once into located values: RecipeDoc, its Blocks, their Rows.
 
-The shape of a recipe is declared in documents/recipe_fields.py (and published,
-made from it, as schema/recipe.schema.json); the reader takes its key lists from
-there and says, with a code of its own, what expansion cannot use. What
-Megatron-LM's own parser tolerates is a warning in a format_version 1 file and an
-error in a format_version 2 one. Each value keeps the findings its reading gave,
-so that expansion reports them as it reaches it (a file cut short by the job cap
-reports what it read, no more).
+The reader takes its key lists from documents/recipe_fields.py and says, with a
+code of its own, what expansion cannot use (docs/recipe-format.md). Each value
+keeps the findings its reading gave, so that expansion reports them as it
+reaches it (a file cut short by the job cap reports what it read, no more).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """A recipe file's shape, declared once: format_version 1 (as Megatron-LM writes
-it) and 2, a Struct per part.
-
-`RECIPE` is the file: the published schema (schema/recipe.schema.json) is made
+it) and 2, a Struct per part. `RECIPE` is the file: the published schema is made
 from it, and the reader (documents/recipe.py) takes its key lists from these
-Structs: the keys of a file, a block, a spec and a row, the spec keys read as
-they are written, the least value of each count. The reader walks a file once
-and says, with a code of its own, what expansion cannot use; `validate` also
-checks each file against the schema.
+Structs (docs/architecture.md, "Where a change goes").
 """
 
 # Annotations are evaluated where they are written: the key lists below are read

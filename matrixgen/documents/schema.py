@@ -277,10 +277,7 @@ def _scalar(info: mi.Type) -> dict[str, Any]:
         return out
     if isinstance(info, (mi.IntType, mi.FloatType)):
         out = {"type": "integer" if isinstance(info, mi.IntType) else "number"}
-        for attr, key in _BOUNDS:
-            value = getattr(info, attr)
-            if value is not None:
-                out[key] = value
+        out.update((key, v) for attr, key in _BOUNDS if (v := getattr(info, attr)) is not None)
         return out
     if isinstance(info, mi.BoolType):
         return {"type": "boolean"}
@@ -401,10 +398,8 @@ def error_path(message: str) -> tuple[list[str | int], str]:
     text, sep, at = message.rpartition(" - at `")
     if not sep or not at.startswith("$"):
         return [], message
-    keys: list[str | int] = []
-    for found in _PATH_STEP.finditer(at[1:].rstrip("`")):
-        name, index = found.groups()
-        keys.append(int(index) if index is not None else name)
+    steps = (found.groups() for found in _PATH_STEP.finditer(at[1:].rstrip("`")))
+    keys: list[str | int] = [int(index) if index is not None else name for name, index in steps]
     return keys, text
 
 

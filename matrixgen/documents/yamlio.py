@@ -214,11 +214,9 @@ def _check_expansion(root: yaml.Node, path: str, findings: Findings) -> bool:
         active.add(ident)
         total = 1
         if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                total += size(k) + size(v)
+            total += sum(size(k) + size(v) for k, v in node.value)
         elif isinstance(node, yaml.SequenceNode):
-            for v in node.value:
-                total += size(v)
+            total += sum(map(size, node.value))
         active.discard(ident)
         sizes[ident] = total
         return total

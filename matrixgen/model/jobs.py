@@ -84,18 +84,13 @@ class Job(ComparedValue, frozen=True, kw_only=True):
     # than one row defines the same identity in the same scope; () otherwise.
     definitions: tuple[Location, ...] = ()
 
-    # What makes two jobs the same job: every field but where it was read
-    # (recipe, source, definitions), the resolved spec and the scope as declared.
+    # What makes two jobs the same job: not where it was read, nor how it is shown.
     NOT_COMPARED: ClassVar[frozenset[str]] = frozenset(
         {"spec", "recipe", "source", "declared_scope", "definitions"}
     )
-    # The duplicate key: the identity (JobId's fields) and the scope, None as "".
-    # The sort key: the duplicate key, then the cadence.
     KEY: ClassVar[tuple[str, ...]] = (*JobId.__struct_fields__, "scope")
     SORT_AFTER: ClassVar[tuple[str, ...]] = ("cadence",)
-    # The JSON of `list --format json` (and of jobs in diffs): every field but
-    # where it was read and the resolved spec, `scope` as shown, `env` as a
-    # mapping, other tuples as lists, and `quarantine` only when there is one.
+    # The JSON of `list --format json` and of jobs in diffs.
     JSON: ClassVar[JsonLayout] = JsonLayout(
         leave_out=frozenset({"spec", "source", "declared_scope", "definitions"}),
         shown={"scope": "shown_scope"},

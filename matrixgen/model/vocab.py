@@ -16,34 +16,29 @@ class _SystemMembers(StrEnum):
     """A CI system: one member per home of `matrixgen.systems.HOMES`, in its
     order; what the engine knows of each is its home's (`System.home`)."""
 
+    # The home, then its fields by the same names (documented in systems/home.py).
     @property
     def home(self) -> Home:
         return home_of(self.value)
 
     @property
     def label(self) -> str:
-        """The system's name in prose."""
         return self.home.label
 
     @property
     def events(self) -> tuple[str, ...]:
-        """The events the system reports (its event names)."""
         return self.home.events
 
     @property
     def also_runs(self) -> tuple[str, ...]:
-        """Scopes of another system's tiers that this system runs too."""
         return self.home.also_runs
 
     @property
     def job_variable(self) -> str:
-        """The variable the system sets to "true" in every job it runs."""
         return self.home.job_variable
 
     @property
     def tiers(self) -> str | None:
-        """The tiers the system runs unless a target says otherwise (a pattern of
-        tier names); None: every tier no other system claims."""
         return self.home.tiers
 
 

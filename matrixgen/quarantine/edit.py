@@ -1,19 +1,9 @@
 """Safe edits of the quarantine file: add, remove and lift entries.
 
-- Each edit holds an exclusive lock (`util.lockfile`: `.quarantine.yaml.lock`
-  beside the file; MATRIXGEN_LOCK_TIMEOUT, the holder named) from reading the
-  file to replacing it, so two `add` commands at once both land; the new content
-  is written whole (`util.atomic`), so a reader sees the old file or the new
-  one, never half of one, and a full disk leaves the old one.
-- Only a regular file is read: a directory, FIFO or device (or a link to one) is
-  refused (exit 7) before it is opened; a link is followed only inside the
-  recipe tree (`locate`). A file that does not parse, breaks the schema or is
-  read-only is reported and left alone.
-- Only the edited entry's lines change: a new entry is rendered (`render`) in the
-  file's indentation and quoting after the last entry; removing deletes exactly
-  an entry's lines (see delete_entries). Everything else stays byte for byte, so
-  add then remove gives back the original file; each edit is checked by parsing
-  the result again.
+Each edit is locked, written whole and checked by parsing the result again; only
+the edited entry's lines change (`render`, `delete_entries`), so add then remove
+gives back the original file byte for byte. The lock, the refused file kinds and
+the atomic write are told in docs/security.md ("The quarantine file").
 """
 
 from __future__ import annotations
@@ -76,11 +66,9 @@ def locked(path: Path) -> Iterator[None]:
 
 
 def locate(path: Path, *, root: Path | None = None) -> Path:
-    """The file that reading and editing `path` touch: `path` itself, or where
-    it leads when it is a link that stays inside the recipe tree `root` (by
-    default the file's own directory). QuarantineError for a link that leaves
-    the tree, loops or leads to a directory, and for a path that is not a
-    regular file."""
+    """The file that reading and editing `path` touch: `path` itself, or where a
+    link inside the recipe tree `root` (default: the file's directory) leads;
+    QuarantineError for anything else (docs/security.md, "The quarantine file")."""
     from matrixgen.engine.load import locate_in_tree
     from matrixgen.util.treelinks import Kind
 

@@ -64,12 +64,8 @@ def script_reaches_plugin(spec: Mapping[str, Any]) -> str | None:
 # the system defaults to where the process runs (`systems.ci.running`).
 REQUIRED_FIELDS = ("scope", "platform", "environment", "model", "test_case")
 
-# What a GitLab job that matrixgen itself emits carries in QUARANTINE_VARIABLE
-# when no node-level entry applies to it (a skip or allow-failure entry does):
-# its label, `entry_label`. Such a value names no quarantine file, and the
-# plugin applies nothing for it. The emitters write labels with `entry_label`
-# and the plugin knows them with `is_entry_label`: one rule, so that whatever
-# an entry's tracker looks like (`HTTPS://GitHub.com/...`, `#7`), the job runs.
+# The entry label a job carries in QUARANTINE_VARIABLE when no node-level entry
+# applies to it: written and recognised by one rule (docs/pytest-plugin.md).
 ENTRY_ID = r"[A-Za-z0-9][A-Za-z0-9_.+-]*"  # the quarantine schema's id pattern
 # A tracker as a job carries it: "#N", or a URL (its scheme in any case, as
 # `trackers.resolve_tracker` takes it).
@@ -121,9 +117,7 @@ def identity_from(environ: Mapping[str, str]) -> JobIdentity:
                 + " or ".join(s.value for s in System)
             ) from None
     else:
-        # Only what the environment says: a CI marker set to "true". Never a
-        # default: Megatron-LM's launchers pass no job variable into the
-        # container, so a job of one system there would pass for another's.
+        # A CI marker only, never a default (docs/pytest-plugin.md, MATRIXGEN_SYSTEM).
         home = running(environ)
         system = System(home.name) if home is not None else None
     return JobIdentity(system=system, **values)

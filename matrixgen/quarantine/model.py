@@ -1,19 +1,9 @@
 """Stage 4, quarantine: tracker-linked entries applied to the jobs of each target.
 
-The quarantine file (`quarantine.yaml` at the root of a recipe tree) is a list of
-entries. Each entry names its tracker, an owner, what it matches (model, test case
-name or glob, platforms, environments, tags) and where it applies (systems and
-scopes; absent means everywhere). In one target an entry either removes the job
-(skip), keeps it running without blocking (allow-failure), or keeps it and acts on
-pytest node ids inside it: deselects them (deselect), or runs them without
-letting their failure fail the job (mute; the pytest plugin applies node-level
-entries in the test process, docs/pytest-plugin.md).
-
-The file's shape is declared once, in documents/quarantine.py. This module reads
-it: the schema made from that declaration says what is wrong with the shape
-(every problem, located), the rules here what no schema states (a missing
-tracker or owner said in its own words, node ids, duplicate ids, dates in
-order, a tracker's form), and each entry becomes an Entry.
+The file's shape is declared once, in documents/quarantine.py; this module reads
+it (the schema says what is wrong with the shape, the rules here what no schema
+states: a missing tracker or owner, node ids, duplicate ids, dates in order, a
+tracker's form) and makes each entry an Entry. Actions: docs/security.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Tracker state from the GitHub REST API (`GET /repos/{owner}/{repo}/issues/{n}`).
 
-Only what `quarantine audit` needs: is the issue behind an entry open, closed or
-gone. Without a token nothing is asked, and the caller says so plainly.
-
-The token is a credential and the recipe tree comes from pull requests, so the
-tree never decides where it goes: the API root is given by the one running the
-command (`--api-url` or GITHUB_API_URL, for GitHub Enterprise or a local server in
-tests), is https (http only to a loopback address), and a redirect away from it,
-or down to http, is refused rather than followed with the token.
+Only what `quarantine audit` needs: is an entry's issue open, closed or gone.
+The token never goes where the tree says: the API root's rules (https, loopback
+http, redirects) are told in docs/security.md ("credentials").
 """
 
 from __future__ import annotations
@@ -162,9 +157,8 @@ _MAX_BODY = 4 * 1024 * 1024
 
 
 def _opener(api_url: str) -> Any:
-    """An opener that follows a redirect only within the API root's origin (GitHub
-    answers 301 for a renamed repository) and refuses any other, rather than send
-    the token along; it reads no proxy settings other than the environment's."""
+    """An opener that follows a redirect only within the API root's origin
+    (docs/security.md); it reads no proxy settings other than the environment's."""
     import urllib.request
 
     class Redirects(urllib.request.HTTPRedirectHandler):

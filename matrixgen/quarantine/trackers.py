@@ -1,11 +1,7 @@
 """Tracker references: `#N` resolved against the config's tracker base, issue
-URLs, and which spellings name the same tracker.
-
-A tracker has one canonical form (`canonical_url`), and every place that
-compares trackers (lift, `list --tracker`, audit, propose, the marks jobs carry
-into the diff, triage and the reports) compares that form and nothing looser:
-two trackers that might be different issues are never taken for one, since
-lifting one would delete the other's entries."""
+URLs, and which spellings name the same tracker: one canonical form
+(`canonical_url`) that every comparison of trackers uses, and nothing looser
+(docs/security.md, "tracker identity")."""
 
 from __future__ import annotations
 
@@ -59,20 +55,8 @@ _GITHUB_ISSUE = name_pattern(r"(/[^/]+/[^/]+)/(?:issues|pull)/([0-9]+)")
 def canonical_url(url: str) -> str | None:
     """The one spelling of an http(s) tracker URL that `tracker_key` compares,
     or None when the text is not one (no host, a port that is not a number).
-
-    Folded, since they cannot tell two issues apart (RFC 3986's normalisations):
-    the case of the scheme and of the host (ASCII letters only), a default port
-    (`:443`, `:80`, an empty `:`), percent-encoding (hex digits in upper case,
-    unreserved characters decoded, a character a URI cannot hold raw encoded as
-    UTF-8), `.` and `..` path segments, trailing slashes of the path (an empty path
-    is `/`), an empty `?` or `#`. On github.com, where issues and pull requests share one number
-    and a query or fragment only points into the page: `www.`, `/pull/N` as
-    `/issues/N`, and the query and fragment after an issue's path.
-
-    Kept as written, since trackers use them to name issues: the path (case
-    included: `acme/ML` is not `acme/ml`), the query (`show_bug.cgi?id=1` is not
-    `?id=2`), the fragment (`/#/issue/1` is not `/#/issue/2`), the user part,
-    a percent-encoded reserved character (`%2F` is not `/`), an explicit port."""
+    What is folded (what cannot tell two issues apart) and what is kept (what
+    trackers name issues by): docs/security.md, "tracker identity"."""
     parts = _URI_PARTS.fullmatch(url.strip())
     if parts is None or parts[2] is None:
         return None
