@@ -112,22 +112,23 @@ def read_recipe(recipe: RecipeFile, vocabulary: Vocabulary | None) -> RecipeDoc:
     return _Reader(recipe, vocabulary).document()
 
 
-def _mappings(products: Any) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(index, item) for every item of a products list that is a mapping."""
-    if isinstance(products, list):
-        yield from ((i, item) for i, item in enumerate(products) if isinstance(item, dict))
-
-
 def blocks(data: Any) -> Iterator[tuple[int, dict[str, Any]]]:
     """(index, block) for every block of a recipe's data that is a mapping."""
-    return _mappings(data.get("products") if isinstance(data, dict) else None)
+    products = data.get("products") if isinstance(data, dict) else None
+    if isinstance(products, list):
+        for bi, block in enumerate(products):
+            if isinstance(block, dict):
+                yield bi, block
 
 
 def rows(data: Any) -> Iterator[tuple[Path, dict[str, Any]]]:
     """(path, row) for every row that is a mapping, in a block that is one."""
     for bi, block in blocks(data):
-        for ri, row in _mappings(block.get("products")):
-            yield ("products", bi, "products", ri), row
+        block_rows = block.get("products")
+        if isinstance(block_rows, list):
+            for ri, row in enumerate(block_rows):
+                if isinstance(row, dict):
+                    yield ("products", bi, "products", ri), row
 
 
 def block_rows(mapping: Mapping[str, Any]) -> list[dict[str, Any]] | None:

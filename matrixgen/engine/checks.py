@@ -192,24 +192,30 @@ def _recipe_uses(recipe: RecipeFile) -> dict[tuple[str, Any], int]:
     of the row lists counted by the list (a list holding something unhashable is
     counted value by value)."""
     axes = tuple(VOCABULARY_AXES.items())
-    single: Counter[tuple[str, Any]] = Counter()
-    lists: Counter[tuple[str, tuple]] = Counter()
+    single: dict[tuple[str, Any], int] = {}
+    lists: dict[tuple[str, tuple], int] = {}
     spec = recipe.data.get("spec")
     if isinstance(spec, dict):
-        single.update((what, v) for key, what in axes if isinstance(v := spec.get(key), str))
+        for key, what in axes:
+            value = spec.get(key)
+            if isinstance(value, str):
+                single[(what, value)] = single.get((what, value), 0) + 1
     for _, row in rows(recipe.data):
         for key, what in axes:
             values = row.get(key)
             if not isinstance(values, list):
                 continue
+            listed = (what, tuple(values))
             try:
-                lists[(what, tuple(values))] += 1
+                lists[listed] = lists.get(listed, 0) + 1
             except TypeError:
-                single.update((what, value) for value in values if isinstance(value, str))
+                for value in values:
+                    if isinstance(value, str):
+                        single[(what, value)] = single.get((what, value), 0) + 1
     for (what, values), n in lists.items():
         for value in values:
             if isinstance(value, str):
-                single[(what, value)] += n
+                single[(what, value)] = single.get((what, value), 0) + n
     return single
 
 

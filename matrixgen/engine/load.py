@@ -74,12 +74,15 @@ class TreeListing(Struct, frozen=True, kw_only=True):
     special: Mapping[str, str] = field(default_factory=dict)  # path -> "a FIFO (named pipe)", ...
 
     def lookup(self, path: str) -> treelinks.Entry:
+        if path in self.files:
+            return treelinks.Entry(treelinks.Kind.FILE)
         if path in self.links:
             return treelinks.Entry(treelinks.Kind.LINK, self.links[path])
-        kinds = treelinks.Kind
-        held = ((self.files, kinds.FILE), (self.directories, kinds.DIRECTORY))
-        found = (kind for paths, kind in (*held, (self.special, kinds.SPECIAL)) if path in paths)
-        return treelinks.Entry(next(found, kinds.MISSING))
+        if path in self.directories:
+            return treelinks.Entry(treelinks.Kind.DIRECTORY)
+        if path in self.special:
+            return treelinks.Entry(treelinks.Kind.SPECIAL)
+        return treelinks.Entry(treelinks.Kind.MISSING)
 
 
 def plan_reads(listing: TreeListing, *, root: str = ".", where: str = "") -> dict[str, str]:
