@@ -14,11 +14,12 @@ import pytest
 
 from matrixgen.diff.comment import render_markdown
 from matrixgen.diff.evidence import evidence_of, listed_entries
-from matrixgen.diff.model import SelectionDiff
+from matrixgen.diff.model import LIFTED, QuarantineChange, SelectionDiff, TargetDiff
 from matrixgen.diff.render import render_text
 from matrixgen.model.jobs import QuarantineMark
 from tests.evidence_fixtures import TODAY
 from tests.gitrepo import GitRepo
+from tests.test_diff_render import job, target
 
 SHIPPED = Path(__file__).resolve().parents[1] / "recipes"
 ASYNC_ENTRY = "ut-async-save-flaky-dev"
@@ -116,6 +117,21 @@ def test_entries_are_read_from_the_marks_combined_or_not() -> None:
     one = QuarantineMark(id="a", tracker="#1", action="skip", kind="broken")
     assert evidence_of(one, {"a": "x"}) == "x" and evidence_of(one, {}) is None
     assert listed_entries(SelectionDiff(base="a", head="b", targets=())) == []
+
+
+def test_entries_are_listed_from_changes_and_from_added_and_removed_jobs() -> None:
+    def mark(entry: str) -> QuarantineMark:
+        return QuarantineMark(id=entry, tracker="#1", action="skip", kind="broken")
+
+    change = QuarantineChange(LIFTED, job("a", quarantine=mark("old, both")), job("a"))
+    moved = TargetDiff(
+        target("t", "github", "L1"),
+        added=(job("b", quarantine=mark("added")), job("c")),
+        removed=(job("d", quarantine=mark("removed, both")),),
+        quarantine=(change,),
+    )
+    diff = SelectionDiff(base="a", head="b", targets=(moved,))
+    assert listed_entries(diff) == ["added", "both", "old", "removed"]
 
 
 def test_the_text_report_escapes_the_evidence() -> None:

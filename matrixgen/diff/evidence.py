@@ -7,7 +7,7 @@ base's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from matrixgen.diff.model import SelectionDiff
@@ -34,18 +34,11 @@ def evidence_of(mark: QuarantineMark, evidence: Mapping[str, str]) -> str | None
     return "; ".join(f"{i}: {evidence[i]}" for i in ids)
 
 
-def _marks(diff: SelectionDiff) -> Iterator[QuarantineMark]:
-    for t in diff.targets:
-        for q in t.quarantine:
-            yield from (m for m in (q.old, q.new) if m is not None)
-        for job in (*t.added, *t.removed):
-            if job.quarantine is not None:
-                yield job.quarantine
-
-
 def listed_entries(diff: SelectionDiff) -> list[str]:
     """Every entry id the diff names, sorted."""
-    return sorted({i for mark in _marks(diff) for i in mark_ids(mark)})
+    marks = [m for t in diff.targets for q in t.quarantine for m in (q.old, q.new)]
+    marks += [j.quarantine for t in diff.targets for j in (*t.added, *t.removed)]
+    return sorted({i for mark in marks if mark is not None for i in mark_ids(mark)})
 
 
 def diff_evidence(
