@@ -145,13 +145,11 @@ def render_gaps(gaps: ReferenceGaps, fmt: str) -> str:
         return "\n".join(lines) + "\n"
     lines = ["", "references:"]
     for t in gaps.targets:
-        parts = []
-        if t.added:
-            jobs = len({id(m.job) for m in t.added})
-            parts.append(f"+{jobs} job(s), {_what(t.added)}")
-        if t.lost:
-            jobs = len({id(m.job) for m in t.lost})
-            parts.append(f"{jobs} job(s) lose references: {_what(t.lost)}")
+        parts = [
+            f"{sign}{len({id(m.job) for m in items})} job(s){said}{_what(items)}"
+            for sign, said, items in (("+", ", ", t.added), ("", " lose references: ", t.lost))
+            if items
+        ]
         lines.append(f"  {terminal_text(t.target)}: " + terminal_text("; ".join(parts)))
         for kind, items in (("+", t.added), ("!", t.lost)):
             for m in items:
