@@ -17,9 +17,10 @@ from matrixgen.diff.evidence import evidence_of, listed_entries
 from matrixgen.diff.model import LIFTED, QuarantineChange, SelectionDiff, TargetDiff
 from matrixgen.diff.render import render_text
 from matrixgen.model.jobs import QuarantineMark
+from tests.diff_fixtures import target
+from tests.emit_fixtures import make_job as job
 from tests.evidence_fixtures import TODAY
 from tests.gitrepo import GitRepo
-from tests.test_diff_render import job, target
 
 SHIPPED = Path(__file__).resolve().parents[1] / "recipes"
 ASYNC_ENTRY = "ut-async-save-flaky-dev"
@@ -125,7 +126,7 @@ def test_entries_are_listed_from_changes_and_from_added_and_removed_jobs() -> No
 
     change = QuarantineChange(LIFTED, job("a", quarantine=mark("old, both")), job("a"))
     moved = TargetDiff(
-        target("t", "github", "L1"),
+        target("github", "L1"),
         added=(job("b", quarantine=mark("added")), job("c")),
         removed=(job("d", quarantine=mark("removed, both")),),
         quarantine=(change,),
