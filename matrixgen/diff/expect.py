@@ -331,9 +331,7 @@ def check_cases(text: str, cases: Sequence[str], known: Sequence[str]) -> None:
     if not known:
         return
     for case in cases:
-        if case in known:
-            continue
-        if _GLOB.search(case) and any(fnmatchcase(k, case) for k in known):
+        if case in known or (_GLOB.search(case) and any(fnmatchcase(k, case) for k in known)):
             continue
         what = "matches no test case" if _GLOB.search(case) else "is no test case"
         raise UsageError(
