@@ -60,10 +60,9 @@ def decide(
             if not taken:
                 continue
             fired.append(rule.name)
-            for key in taken:
-                values[key] = rule.values[key]
-                set_by[key] = rule.name
-                decided_by_label.add(key)
+            values.update((key, rule.values[key]) for key in taken)
+            set_by.update(dict.fromkeys(taken, rule.name))
+            decided_by_label.update(taken)
     cadence = values.get("cadence")
     decision = Decision(
         system=system,
