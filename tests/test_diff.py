@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.diff.compare import SideIndex, diff_generations
+from matrixgen.diff.describe import existence_line
 from matrixgen.diff.gitsource import Repository
 from matrixgen.diff.model import (
     ACTION_CHANGED,
@@ -443,6 +444,10 @@ def test_a_target_configured_on_one_side_only() -> None:
     assert cases(targets["github-l0-h100"].added) == ["gpt_l0"]
     gone = by_name(diff(head, v2_tree()))["github-l0-h100"]
     assert gone.exists == "base" and cases(gone.removed) == ["gpt_l0"]
+    new = "this target is new: it is configured at h only"
+    assert existence_line(targets["github-l0-h100"], "b", "h") == new
+    assert existence_line(gone, "b", "h") == "this target is gone: it is configured at b only"
+    assert existence_line(targets["gitlab-mr-h100"], "b", "h") is None
 
 
 def test_a_target_definition_change_is_reported_once() -> None:

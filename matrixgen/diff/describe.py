@@ -198,11 +198,8 @@ def moves_by_target(moved: Sequence[Moved]) -> list[tuple[str, list[Job]]]:
 
 
 def existence_line(t: TargetDiff, base: str, head: str) -> str | None:
-    if t.exists == "head":
-        return f"this target is new: it is configured at {head} only"
-    if t.exists == "base":
-        return f"this target is gone: it is configured at {base} only"
-    return None
+    said = {"head": ("new", head), "base": ("gone", base)}.get(t.exists)
+    return None if said is None else f"this target is {said[0]}: it is configured at {said[1]} only"
 
 
 def short_ref(ref: str) -> str:
