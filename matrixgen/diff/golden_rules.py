@@ -166,9 +166,8 @@ def evaluate_golden(rule: GoldenRule, diff: SelectionDiff) -> GoldenOutcome:
     """A golden rule's figures over the files of its test cases (all without)."""
     review = diff.goldens
     assert review is not None  # check_golden_rules refuses a rule without golden values
-    wanted = None
-    if rule.cases:
-        wanted = case_matcher(rule.cases, {*diff.test_cases, *review.test_cases})
+    known = {*diff.test_cases, *review.test_cases}
+    wanted = case_matcher(rule.cases, known) if rule.cases else None
     figures = review.figures(wanted)
     failed = tuple(c for c in rule.checks if not c.holds(figures))
     return GoldenOutcome(rule=rule, figures=figures, failed=failed)
