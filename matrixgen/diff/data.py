@@ -147,10 +147,7 @@ def summary_data(diff: SelectionDiff) -> dict[str, Any]:
         **{k: sum(len(getattr(t, k)) for t in targets) for k in _COUNTED},
         "moved": sum(len(t.moved_out) for t in targets),
         "moves": [{"from": a, "to": b, "jobs": n} for (a, b), n in moves(diff)],
-        "parser": {
-            "added": sum(p["added"] for p in parser),
-            "removed": sum(p["removed"] for p in parser),
-        },
+        "parser": {k: sum(p[k] for p in parser) for k in ("added", "removed")},
         "findings_added": len(diff.findings_added),
         "findings_removed": len(diff.findings_removed),
         "duplicates": sum(len(t.duplicates) for t in diff.targets),
