@@ -577,3 +577,19 @@ def test_a_cut_list_says_how_many_more(items: list[str], limit: int) -> None:
     assert text.endswith(f" and {more} more") == (more > 0)
     if more <= 0:
         assert text == ", ".join(items)
+
+
+def test_a_changed_targets_row_names_what_is_special_about_it() -> None:
+    new = TargetDiff(target("t", "github", "L1"), added=(job("a"),), exists="head")
+    gone = TargetDiff(target("g", "github", "L1"), removed=(job("b"),), exists="base")
+    moved = TargetDiff(target("s", "github", "L1"), settings={"timeout": (1, 2)})
+    pen = TargetDiff(target("p", "github", "mr-broken"), added=(job("c", "mr-broken"),))
+    both = TargetDiff(
+        target("n", "github", "L1"), added=(job("d"),), exists="head", settings={"x": (1, 2)}
+    )
+    text = render_markdown(
+        SelectionDiff(base="a" * 40, head="b" * 40, targets=(new, gone, moved, pen, both))
+    )
+    for row in ("`t` (new)", "`g` (gone)", "`s` (settings)", "`p` (holding pen)"):
+        assert f"| {row} |" in text
+    assert "| `n` (new) (settings) |" in text

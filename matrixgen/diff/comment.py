@@ -130,18 +130,15 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
 
 def _target_row(t: TargetDiff) -> list[str]:
     """The comment's table row of one changed target."""
-    flag = {"head": " (new)", "base": " (gone)"}.get(t.exists, "")
-    if t.settings:
-        flag += " (settings)"
-    if t.holding_pen:
-        flag += " (holding pen)"
+    flags = [{"head": " (new)", "base": " (gone)"}.get(t.exists, "")]
+    flags += [f for f, on in ((" (settings)", t.settings), (" (holding pen)", t.holding_pen)) if on]
     jobs = f"{t.head_jobs}" if t.base_jobs == t.head_jobs else f"{t.base_jobs} → {t.head_jobs}"
     changes = sorted(Counter(q.change for q in t.quarantine).items())
     parts = [f"{n} {change}" for change, n in changes]
     parts += [counted(len(t.duplicates), "duplicate note")] if t.duplicates else []
     moved = ((len(t.moved_out), "moved out"), (len(t.moved_in), "moved in"))
     cell = ", ".join([*parts, *(f"{n} {word}" for n, word in moved if n)])
-    name, cost = f"{md.code(t.target.name)}{flag}", target_cost(t, "→", unit="")
+    name, cost = md.code(t.target.name) + "".join(flags), target_cost(t, "→", unit="")
     return [name, jobs, cost, f"+{len(t.added)}", f"−{len(t.removed)}", f"~{len(t.changed)}", cell]
 
 
