@@ -332,6 +332,14 @@ def test_every_page_says_what_a_store_would_add(shipped: SiteData) -> None:
     assert 'class="triage' not in site["triage.html"]
 
 
+def test_every_page_is_subtitled_with_its_tree_the_parts_words_and_the_day(
+    shipped: SiteData,
+) -> None:
+    subtitle = f'<span class="note">{RECIPES} · no results store · as of {DAY.isoformat()}</span>'
+    for name, page in render_site(shipped).items():
+        assert subtitle in page, name
+
+
 def test_pages_load_nothing_from_elsewhere(shipped: SiteData) -> None:
     for name, page in render_site(shipped).items():
         parsed = _safe_markup(page)
