@@ -213,17 +213,14 @@ def _echo_summary(outputs: list[TargetOutput], saved: Dropped | None, out: Path)
         [platform or "-", str(c["targets"]), str(c["jobs"])]
         for platform, c in totals["platforms"].items()
     ]
-    typer.echo("")
-    typer.echo(table(platform_rows, ["platform", "targets", "jobs"]), nl=False)
+    typer.echo("\n" + table(platform_rows, ["platform", "targets", "jobs"]), nl=False)
     marked, marked_headers = quarantine_rows(outputs)
     if marked:
-        typer.echo("")
-        typer.echo(table(marked, marked_headers), nl=False)
+        typer.echo("\n" + table(marked, marked_headers), nl=False)
     if saved is not None:
         from matrixgen.views.changes import render_dropped
 
-        typer.echo("")
-        typer.echo(render_dropped(saved, table), nl=False)
+        typer.echo("\n" + render_dropped(saved, table), nl=False)
     typer.echo(
         f"{totals['total']['targets']} target(s), {totals['total']['jobs']} job(s) -> "
         f"{terminal_text(out)}",
