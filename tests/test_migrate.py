@@ -204,6 +204,18 @@ def test_plan_names_each_habit_and_writes_nothing(tree: Callable[..., Path], cli
     assert "it has block keys (products, test_case)" in reasons
     assert "another row already has" in reasons or "duplicate" in reasons  # clash
     assert len(plan["left_alone"]) == 6
+    assert [(x["line"], x["habit"]) for x in plan["left_alone"]] == [
+        (39, "scope mr-github-temp-disabled"),
+        (44, "scope flaky"),
+        (48, "scope mr-broken"),
+        (56, "scope mr-broken"),
+        (76, "commented-out"),
+        (84, "commented-out"),
+    ]
+    assert plan["edits"][-2:] == [
+        "h100/gpt.yaml:59-63: uncomment test case commented_block",
+        "h100/gpt.yaml:69-70: uncomment a row of test case with_commented_row",
+    ]
     assert plan["summary"]["commented_out_without_tracker"] == 1
 
 
