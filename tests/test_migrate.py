@@ -372,6 +372,18 @@ def test_migration_adds_to_an_existing_quarantine_file(tree: Callable[..., Path]
     assert_same_selections(before, generate(root))
 
 
+def test_a_migrated_entry_never_takes_an_id_the_file_has(tree: Callable[..., Path], cli) -> None:
+    """The derived id of broken_mr's entry is taken already: it gets the next free one."""
+    files = habit_files()
+    files["quarantine.yaml"] = (
+        "entries:\n  - id: broken_mr-c3bda9\n    tracker: https://github.com/acme/ml/issues/1\n"
+        "    kind: flaky\n    action: allow-failure\n    match: {test_case: ok_case}\n"
+        "    owner: me\n    reason: r\n"
+    )
+    ids = [e["id"] for e in run_migrate(cli, tree(files))["entries"]]
+    assert ids[0] == "broken_mr-c3bda9-2" and "broken_mr-c3bda9" not in ids
+
+
 def test_the_configured_default_owner_stands_in_for_missing_maintainers(
     tree: Callable[..., Path], cli
 ) -> None:

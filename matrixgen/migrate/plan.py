@@ -203,6 +203,7 @@ def plan_migration(
     written; `files_after` holds the recipe files (and quarantine file) as they
     would be."""
     from matrixgen.quarantine.edit import insert_entries
+    from matrixgen.quarantine.render import entry_id, unique_id
 
     today = current_day()
     default_tracker = _checked_options(default_tracker, expires, today)
@@ -241,7 +242,15 @@ def plan_migration(
     planned, after_files, after = _settle(
         root, before, files, candidates, left, today=today, expires=expires
     )
-    changes = _named(planned, taken)
+    # Each entry's id, derived and unique in the file.
+    changes: list[tuple[Candidate, tuple[dict[str, Any], ...]]] = []
+    for candidate, entries in planned:
+        named = []
+        for entry in entries:
+            new_id = unique_id(entry_id(entry), taken)
+            taken.add(new_id)
+            named.append({"id": new_id, **entry})
+        changes.append((candidate, tuple(named)))
     all_entries = [e for _, entries in changes for e in entries]
     if all_entries:
         old_q, bom = decode(files.get(QUARANTINE_FILENAME, b""))
@@ -278,23 +287,6 @@ def _checked_options(
     if resolve_tracker(ref, "https://tracker.invalid/") is None:  # "#N" or a URL
         raise UsageError(f'--default-tracker "{default_tracker}": give an issue URL, N or #N')
     return ref
-
-
-def _named(
-    planned: Sequence[tuple[Candidate, list[dict[str, Any]]]], taken: set[str]
-) -> list[tuple[Candidate, tuple[dict[str, Any], ...]]]:
-    """The planned entries with their ids (derived, unique in the file)."""
-    from matrixgen.quarantine.render import entry_id, unique_id
-
-    changes = []
-    for candidate, entries in planned:
-        named = []
-        for entry in entries:
-            new_id = unique_id(entry_id(entry), taken)
-            taken.add(new_id)
-            named.append({"id": new_id, **entry})
-        changes.append((candidate, tuple(named)))
-    return changes
 
 
 def _settle(
