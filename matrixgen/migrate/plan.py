@@ -133,16 +133,6 @@ def _real_scopes(generation: Generation) -> frozenset[str]:
     return frozenset(resolve_scope(s) for s in scopes)
 
 
-def _span_jobs(jobs: Iterable[Job], candidate: Candidate) -> list[Job]:
-    return [
-        j
-        for j in jobs
-        if j.recipe == candidate.rel
-        and candidate.first_line <= j.source.line <= candidate.last_line
-        and (candidate.scopes is None or j.scope in candidate.scopes)
-    ]
-
-
 def _entries_for(
     candidate: Candidate,
     jobs: Sequence[Job],
@@ -319,7 +309,13 @@ def _settle(
         known = {j.test_case for j in after.jobs}
         for candidate in candidates:
             problem = _finding_problem(candidate, new_findings)
-            span = _span_jobs(after.jobs, candidate)
+            span = [
+                j
+                for j in after.jobs
+                if j.recipe == candidate.rel
+                and candidate.first_line <= j.source.line <= candidate.last_line
+                and (candidate.scopes is None or j.scope in candidate.scopes)
+            ]
             if problem is None and not span:
                 problem = "restoring it yields no job"
             if problem is None:
