@@ -422,9 +422,8 @@ def equivalence_problems(
     """Targets (real ones, of either tree, with and without each cadence) whose
     selection after quarantine differs between `before` and the tree of `files_after`."""
     after = generate_from_files(files_after, root=root)
-    targets = _real_targets_of_both(before, after)
     problems = []
-    for target in targets:
+    for target in _real_targets_of_both(before, after):
         a, b = ([json_value(j) for j in g.selection(target).jobs] for g in (before, after))
         if a != b:
             gone = len([j for j in a if j not in b])
