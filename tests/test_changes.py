@@ -158,6 +158,15 @@ def generate(repo: Path, *extra: str) -> tuple[Run, dict]:
     return run, json.loads(run.out)
 
 
+def test_the_summary_of_a_change_based_selection_is_its_own_section(repo: Path) -> None:
+    (repo / "megatron/core/ssm/mamba_block.py").write_text("changed\n")
+    out = repo.parent / "out"
+    argv = ["generate", "--recipes", str(repo / "recipes"), "--out", str(out)]
+    run = run_cli([*argv, "--changed-since", "HEAD"])
+    assert run.code == 0, run.err
+    assert "\n\nchange-based selection since HEAD: " in run.out
+
+
 def test_a_hybrid_change_runs_the_hybrid_cases_and_the_smoke_case(repo: Path) -> None:
     _, full = generate(repo)
     (repo / "megatron/core/ssm/mamba_block.py").write_text("changed\n")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from matrixgen.model.jobs import Job, Selector, Target
 from matrixgen.model.vocab import System
-from matrixgen.views.cost import gpu_hours, jobs_cost
+from matrixgen.views.cost import gpu_hours, jobs_cost, signed_hours
 from tests.conftest import run_cli
 
 SHIPPED = Path(__file__).resolve().parents[1] / "recipes"
@@ -424,3 +424,11 @@ def test_a_platform_weighs_its_own_weight_before_the_one_it_is_an_alias_of() -> 
     doc = msgspec.convert({"platforms": platforms}, ConfigDocument)
     config = ProjectConfig(path="matrixgen.yaml", document=None, doc=doc)
     assert [weight(config, p) for p in platforms] == [2.0, 3.0, 2.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(12.5, "+12.5"), (-0.75, "-0.75"), (1234.0, "+1,234"), (0.0, "0"), (-0.001, "0")],
+)
+def test_a_change_in_gpu_hours_is_signed_unless_it_shows_as_zero(value: float, shown: str) -> None:
+    assert signed_hours(value) == shown

@@ -277,6 +277,14 @@ def test_generate_event_refuses_targets_too(tmp_path: Path) -> None:
     assert run.code == ExitCode.USAGE and "not both" in run.err
 
 
+def test_generate_refuses_labels_without_an_event(tmp_path: Path) -> None:
+    args = ["generate", "--recipes", str(SHIPPED), "--out", str(tmp_path), "--label", "x"]
+    run = run_cli(args)
+    assert run.code == ExitCode.USAGE
+    assert "--label, --labels-json and --system go with --event" in run.err
+    assert not any(tmp_path.iterdir())
+
+
 # --- conflicting rules are config errors ----------------------------------
 
 BASE_CONFIG = """\

@@ -178,6 +178,9 @@ def test_summary_table(tree, cli: Callable, tmp_path) -> None:
     assert any(r.split()[:4] == ["gl-mr-gb200", "gitlab", "dgx_gb200", "2"] for r in rows), rows
     platforms = run.out.split("\n\n")[1].splitlines()
     assert platforms[0].split() == ["platform", "targets", "jobs"]
+    # The quarantine table is the third, after a blank line of its own.
+    marked = run.out.split("\n\n")[2].splitlines()
+    assert marked[0].split() == ["quarantine", "tracker", "action", "targets", "jobs"]
     assert "6 target(s)" in run.err
 
 

@@ -204,6 +204,18 @@ def test_plan_names_each_habit_and_writes_nothing(tree: Callable[..., Path], cli
     assert "it has block keys (products, test_case)" in reasons
     assert "another row already has" in reasons or "duplicate" in reasons  # clash
     assert len(plan["left_alone"]) == 6
+    assert [(x["line"], x["habit"]) for x in plan["left_alone"]] == [
+        (39, "scope mr-github-temp-disabled"),
+        (44, "scope flaky"),
+        (48, "scope mr-broken"),
+        (56, "scope mr-broken"),
+        (76, "commented-out"),
+        (84, "commented-out"),
+    ]
+    assert plan["edits"][-2:] == [
+        "h100/gpt.yaml:59-63: uncomment test case commented_block",
+        "h100/gpt.yaml:69-70: uncomment a row of test case with_commented_row",
+    ]
     assert plan["summary"]["commented_out_without_tracker"] == 1
 
 
@@ -358,6 +370,18 @@ def test_migration_adds_to_an_existing_quarantine_file(tree: Callable[..., Path]
     ids = [e["id"] for e in yaml.safe_load(text)["entries"]]
     assert ids[0] == "keep" and len(ids) == 7
     assert_same_selections(before, generate(root))
+
+
+def test_a_migrated_entry_never_takes_an_id_the_file_has(tree: Callable[..., Path], cli) -> None:
+    """The derived id of broken_mr's entry is taken already: it gets the next free one."""
+    files = habit_files()
+    files["quarantine.yaml"] = (
+        "entries:\n  - id: broken_mr-c3bda9\n    tracker: https://github.com/acme/ml/issues/1\n"
+        "    kind: flaky\n    action: allow-failure\n    match: {test_case: ok_case}\n"
+        "    owner: me\n    reason: r\n"
+    )
+    ids = [e["id"] for e in run_migrate(cli, tree(files))["entries"]]
+    assert ids[0] == "broken_mr-c3bda9-2" and "broken_mr-c3bda9" not in ids
 
 
 def test_the_configured_default_owner_stands_in_for_missing_maintainers(

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from matrixgen.pipeline import generate
 from matrixgen.validate import validate
 from matrixgen.views.images import _split_image, version_of
-from matrixgen.views.pins import _contains, _normalized
+from matrixgen.views.pins import _args_problem, _normalized
 
 REPO = Path(__file__).resolve().parents[1]
 LOCATED = re.compile(r"^(?P<file>[^\n:]+):(?P<line>\d+):(?P<col>\d+): error: (?P<msg>.*)$", re.M)
@@ -398,11 +398,11 @@ def test_a_tree_without_config_has_no_pins(tree: Callable[..., Path]) -> None:
     st.lists(st.sampled_from(["--a", "1", "--b", "2", "x", "--a=1"]), max_size=8),
     st.lists(st.sampled_from(["--a", "1", "--b", "2"]), min_size=1, max_size=3),
 )
-def test_contains_is_a_contiguous_subsequence(words: list[str], wanted: list[str]) -> None:
+def test_args_hold_a_pin_as_a_contiguous_subsequence(words: list[str], wanted: list[str]) -> None:
     words_n, wanted_n = _normalized(words), _normalized(wanted)
     expected = any(words_n[i : i + len(wanted_n)] == wanted_n for i in range(len(words_n) + 1))
-    assert _contains(words_n, wanted_n) == expected
-    assert _contains([*words_n, *wanted_n], wanted_n)
+    assert (_args_problem(words, wanted, "args") is None) == expected
+    assert _args_problem([*words, *wanted], wanted, "args") is None
 
 
 # --------------------------------------------------------------------------- the command

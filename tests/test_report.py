@@ -332,6 +332,14 @@ def test_every_page_says_what_a_store_would_add(shipped: SiteData) -> None:
     assert 'class="triage' not in site["triage.html"]
 
 
+def test_every_page_is_subtitled_with_its_tree_the_parts_words_and_the_day(
+    shipped: SiteData,
+) -> None:
+    subtitle = f'<span class="note">{RECIPES} · no results store · as of {DAY.isoformat()}</span>'
+    for name, page in render_site(shipped).items():
+        assert subtitle in page, name
+
+
 def test_pages_load_nothing_from_elsewhere(shipped: SiteData) -> None:
     for name, page in render_site(shipped).items():
         parsed = _safe_markup(page)
@@ -798,3 +806,17 @@ def test_an_entrys_sparkline_shows_each_runs_worst_outcome(shipped: SiteData) ->
     first = shipped.entries[0].id
     svg = page.split(f'aria-label="last runs of {first}"', 1)[1].split("</svg>", 1)[0]
     assert [t.split("</title>")[0] for t in svg.split("<title>")[1:]] == ["rerun-pass", "fail"]
+
+
+def test_an_entrys_sparkline_shows_skip_only_when_nothing_ran(shipped: SiteData) -> None:
+    """A run where every key was skipped is a skip; one pass among skips is a pass."""
+    from matrixgen.evidence.tables import SKIPPED
+
+    one, two = (_bucket("tests/unit/"), "tests/unit/test_a.py::t1"), (_bucket("tests/unit/"), None)
+    cells = {one: {1: (SKIPPED, 0), 2: (0, 0)}, two: {1: (SKIPPED, 0), 2: (SKIPPED, 0)}}
+    entries = {e.id: (one, two) for e in shipped.entries}
+    data = _with_part(shipped, store=_store_view([one, two], cells, entries))
+    page = render_site(data)["quarantine.html"]
+    first = shipped.entries[0].id
+    svg = page.split(f'aria-label="last runs of {first}"', 1)[1].split("</svg>", 1)[0]
+    assert [t.split("</title>")[0] for t in svg.split("<title>")[1:]] == ["skip", "pass"]

@@ -23,7 +23,7 @@ from matrixgen.cli.common import (
     recipes_dir,
 )
 from matrixgen.cli.decide import EventOption, LabelOption, LabelsJsonOption, SystemOption
-from matrixgen.model.errors import ExitCode
+from matrixgen.model.errors import ExitCode, UsageError
 from matrixgen.model.vocab import System
 from matrixgen.systems import step_output_file, step_output_option
 from matrixgen.util.escape import terminal_text
@@ -165,9 +165,19 @@ def generate(
     """
     from matrixgen.emit.generate import generate_into, summary
 
-    generation, targets = _generation_and_targets(
-        recipes, target, holding_pen, event, label, labels_json, system
-    )
+    if event is None and (label or labels_json or system):
+        raise UsageError("--label, --labels-json and --system go with --event")
+    if event is not None and target:
+        raise UsageError("give --event or targets, not both: the event decides the targets")
+    generation = load_valid(recipes, emitting=True)
+    if event is not None:
+        from matrixgen.cli.decide import decision_for
+
+        targets = list(decision_for(generation, event, label, labels_json, system).targets)
+    else:
+        targets = generation.targets(target or (), holding_pen=holding_pen)
+    if target:
+        check_ad_hoc(generation, targets)
     full_generation = generation
     generation, changes = change_selection(generation, recipes_dir(recipes), changed_since, full)
     outputs = generate_into(
@@ -193,34 +203,6 @@ def generate(
     _echo_summary(outputs, saved, out)
 
 
-def _generation_and_targets(
-    recipes: Path | None,
-    target: list[str] | None,
-    holding_pen: bool,
-    event: str | None,
-    label: list[str] | None,
-    labels_json: str | None,
-    system: System | None,
-) -> tuple[Generation, list[Target]]:
-    """`generate`'s tree and targets: those given, or `decide` picks, else all."""
-    from matrixgen.model.errors import UsageError
-
-    if event is None and (label or labels_json or system):
-        raise UsageError("--label, --labels-json and --system go with --event")
-    if event is not None and target:
-        raise UsageError("give --event or targets, not both: the event decides the targets")
-    generation = load_valid(recipes, emitting=True)
-    if event is not None:
-        from matrixgen.cli.decide import decision_for
-
-        targets = list(decision_for(generation, event, label, labels_json, system).targets)
-    else:
-        targets = generation.targets(target or (), holding_pen=holding_pen)
-    if target:
-        check_ad_hoc(generation, targets)
-    return generation, targets
-
-
 def _echo_summary(outputs: list[TargetOutput], saved: Dropped | None, out: Path) -> None:
     from matrixgen.emit.generate import quarantine_rows, summary, summary_rows
 
@@ -231,17 +213,14 @@ def _echo_summary(outputs: list[TargetOutput], saved: Dropped | None, out: Path)
         [platform or "-", str(c["targets"]), str(c["jobs"])]
         for platform, c in totals["platforms"].items()
     ]
-    typer.echo("")
-    typer.echo(table(platform_rows, ["platform", "targets", "jobs"]), nl=False)
+    typer.echo("\n" + table(platform_rows, ["platform", "targets", "jobs"]), nl=False)
     marked, marked_headers = quarantine_rows(outputs)
     if marked:
-        typer.echo("")
-        typer.echo(table(marked, marked_headers), nl=False)
+        typer.echo("\n" + table(marked, marked_headers), nl=False)
     if saved is not None:
         from matrixgen.views.changes import render_dropped
 
-        typer.echo("")
-        typer.echo(render_dropped(saved, table), nl=False)
+        typer.echo("\n" + render_dropped(saved, table), nl=False)
     typer.echo(
         f"{totals['total']['targets']} target(s), {totals['total']['jobs']} job(s) -> "
         f"{terminal_text(out)}",

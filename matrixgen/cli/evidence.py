@@ -30,7 +30,7 @@ from matrixgen.views.table import markdown_table, table
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from matrixgen.evidence.flaky import FlakyPolicy, FlakyReport, FlakyRow
+    from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow
     from matrixgen.evidence.reasons import ReasonGroup
 
 DbOption = Annotated[
@@ -417,12 +417,8 @@ def flaky(
         for g in groups:
             typer.echo(f"{g.sentence()}: {_t(g.reason)}")
             typer.echo("".join(f"  {_t(test)}\n" for test in g.tests), nl=False)
-    typer.echo(_flaky_summary(report, broken_runs, min_runs), err=True)
-
-
-def _flaky_summary(report: FlakyReport, broken_runs: int, min_runs: int) -> str:
     counts = report.by_verdict()
-    return (
+    typer.echo(
         f"{len(report.rows)} key(s) over {report.runs} run(s): {counts['broken']} broken, "
         + (
             f"{counts['failing']} failing (every run failed, fewer than --broken-runs "
@@ -435,7 +431,8 @@ def _flaky_summary(report: FlakyReport, broken_runs: int, min_runs: int) -> str:
             f"; {len(report.left_out)} key(s) with fewer than {min_runs} run(s) left out"
             if report.left_out
             else ""
-        )
+        ),
+        err=True,
     )
 
 

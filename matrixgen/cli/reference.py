@@ -66,14 +66,11 @@ def render() -> str:
     return "\n".join(parts)
 
 
-def _annotating() -> str:
-    """The job variables under which findings are annotations too, as `NAME=true`."""
-    return " or ".join(f"`{h.job_variable}=true`" for h in HOMES if h.annotates)
-
-
+# The job variables under which findings are annotations too, as `NAME=true`.
+_ANNOTATING = " or ".join(f"`{h.job_variable}=true`" for h in HOMES if h.annotates)
 EXIT_TAIL = f"""
 A user's mistake never ends in a traceback, nor does a fault of the machine: each is
-one line on stderr and its exit code. Under {_annotating()} findings are
+one line on stderr and its exit code. Under {_ANNOTATING} findings are
 also printed as `::error file=…,line=…,col=…::…` annotations.
 """
 

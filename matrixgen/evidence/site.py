@@ -235,10 +235,7 @@ def _entry_outcomes(store: StoreView, keys: Sequence[Key]) -> list[str]:
 
 def _worst(codes: Sequence[tuple[int, int]]) -> str:
     names = [_outcome(code, reruns, muted=False) for code, reruns in codes]
-    for name in ("fail", "rerun", "pass"):
-        if name in names:
-            return name
-    return "skip"
+    return next((name for name in ("fail", "rerun", "pass") if name in names), "skip")
 
 
 # ---------------------------------------------------------------------- flakes

@@ -270,11 +270,10 @@ class _Baseline:
     def differently(self, key: FailureKey) -> tuple[RunRow, str | None, str | None] | None:
         """The latest baseline run that failed it otherwise: (run, reason,
         the test that reason is of)."""
-        for run in self.runs:
-            found = self.failed(key, run)
-            if found is not None:
-                return run, *found
-        return None
+        return next(
+            ((run, *found) for run in self.runs if (found := self.failed(key, run)) is not None),
+            None,
+        )
 
 
 def judge_failures(

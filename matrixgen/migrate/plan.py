@@ -133,16 +133,6 @@ def _real_scopes(generation: Generation) -> frozenset[str]:
     return frozenset(resolve_scope(s) for s in scopes)
 
 
-def _span_jobs(jobs: Iterable[Job], candidate: Candidate) -> list[Job]:
-    return [
-        j
-        for j in jobs
-        if j.recipe == candidate.rel
-        and candidate.first_line <= j.source.line <= candidate.last_line
-        and (candidate.scopes is None or j.scope in candidate.scopes)
-    ]
-
-
 def _entries_for(
     candidate: Candidate,
     jobs: Sequence[Job],
@@ -203,6 +193,7 @@ def plan_migration(
     written; `files_after` holds the recipe files (and quarantine file) as they
     would be."""
     from matrixgen.quarantine.edit import insert_entries
+    from matrixgen.quarantine.render import entry_id, unique_id
 
     today = current_day()
     default_tracker = _checked_options(default_tracker, expires, today)
@@ -241,7 +232,15 @@ def plan_migration(
     planned, after_files, after = _settle(
         root, before, files, candidates, left, today=today, expires=expires
     )
-    changes = _named(planned, taken)
+    # Each entry's id, derived and unique in the file.
+    changes: list[tuple[Candidate, tuple[dict[str, Any], ...]]] = []
+    for candidate, entries in planned:
+        named = []
+        for entry in entries:
+            new_id = unique_id(entry_id(entry), taken)
+            taken.add(new_id)
+            named.append({"id": new_id, **entry})
+        changes.append((candidate, tuple(named)))
     all_entries = [e for _, entries in changes for e in entries]
     if all_entries:
         old_q, bom = decode(files.get(QUARANTINE_FILENAME, b""))
@@ -280,23 +279,6 @@ def _checked_options(
     return ref
 
 
-def _named(
-    planned: Sequence[tuple[Candidate, list[dict[str, Any]]]], taken: set[str]
-) -> list[tuple[Candidate, tuple[dict[str, Any], ...]]]:
-    """The planned entries with their ids (derived, unique in the file)."""
-    from matrixgen.quarantine.render import entry_id, unique_id
-
-    changes = []
-    for candidate, entries in planned:
-        named = []
-        for entry in entries:
-            new_id = unique_id(entry_id(entry), taken)
-            taken.add(new_id)
-            named.append({"id": new_id, **entry})
-        changes.append((candidate, tuple(named)))
-    return changes
-
-
 def _settle(
     root: Path,
     before: Generation,
@@ -327,7 +309,13 @@ def _settle(
         known = {j.test_case for j in after.jobs}
         for candidate in candidates:
             problem = _finding_problem(candidate, new_findings)
-            span = _span_jobs(after.jobs, candidate)
+            span = [
+                j
+                for j in after.jobs
+                if j.recipe == candidate.rel
+                and candidate.first_line <= j.source.line <= candidate.last_line
+                and (candidate.scopes is None or j.scope in candidate.scopes)
+            ]
             if problem is None and not span:
                 problem = "restoring it yields no job"
             if problem is None:
@@ -434,9 +422,8 @@ def equivalence_problems(
     """Targets (real ones, of either tree, with and without each cadence) whose
     selection after quarantine differs between `before` and the tree of `files_after`."""
     after = generate_from_files(files_after, root=root)
-    targets = _real_targets_of_both(before, after)
     problems = []
-    for target in targets:
+    for target in _real_targets_of_both(before, after):
         a, b = ([json_value(j) for j in g.selection(target).jobs] for g in (before, after))
         if a != b:
             gone = len([j for j in a if j not in b])

@@ -74,12 +74,6 @@ class _Scan(Struct, kw_only=True):
     left_alone: list[LeftAlone] = field(default_factory=list)
     untracked_comments: int = 0
 
-    def leave(self, line: int, habit: str, reason: str) -> None:
-        """Note a habit migration leaves as it is; `line` is 1-based."""
-        self.left_alone.append(
-            LeftAlone(path=self.recipe.rel, line=line, habit=habit, reason=reason)
-        )
-
 
 def _owner(recipe: RecipeFile, owner: str | None, default: str | None = None) -> str:
     """--owner, else the file's maintainers, else quarantine.default_owner."""
@@ -155,7 +149,7 @@ def _scan_row(scan: _Scan, row: yaml.MappingNode) -> None:
     habit = "scope " + " + ".join(n.value for n in habits)
 
     def leave(reason: str) -> None:
-        scan.leave(line_no, habit, reason)
+        scan.left_alone.append(LeftAlone(path=recipe.rel, line=line_no, habit=habit, reason=reason))
 
     restored: dict[str, str] = {}
     for node in habits:
@@ -225,7 +219,9 @@ def _judge_item(
     habit = "commented-out"
 
     def leave(reason: str) -> None:
-        scan.leave(first + 1, habit, reason)
+        scan.left_alone.append(
+            LeftAlone(path=recipe.rel, line=first + 1, habit=habit, reason=reason)
+        )
 
     tracker, problem = _need_tracker(refs, None)
     if tracker is None:
@@ -316,12 +312,7 @@ def _rows_of(
         if not set(mapping) <= ROW_KEYS_V2:
             extra = ", ".join(sorted(set(mapping) - ROW_KEYS_V2))
             return f"uncommented at the level of product rows, it has block keys ({extra})"
-        return [mapping], "a row of test case " + _test_case_of(block)
+        node = _value(block, "test_case")
+        case = node.value[0].value if isinstance(node, yaml.SequenceNode) and node.value else "?"
+        return [mapping], f"a row of test case {case}"
     return "its indentation matches neither a test-case block nor a product row here"
-
-
-def _test_case_of(block: yaml.MappingNode | None) -> str:
-    node = _value(block, "test_case")
-    if isinstance(node, yaml.SequenceNode) and node.value:
-        return str(node.value[0].value)
-    return "?"

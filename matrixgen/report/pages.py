@@ -23,7 +23,9 @@ OWN_PAGES = (
 
 
 def _frame(data: SiteData) -> Frame:
-    return Frame(nav=(*OWN_PAGES, *data.part_pages), subtitle=_subtitle(data))
+    words = [str(data.generation.tree.root), *(p.subtitle for p in data.parts.values())]
+    subtitle = " · ".join([*words, f"as of {data.today.isoformat()}"])
+    return Frame(nav=(*OWN_PAGES, *data.part_pages), subtitle=subtitle)
 
 
 def _notes(data: SiteData, page: str) -> list[str]:
@@ -93,11 +95,6 @@ def overview(data: SiteData) -> str:
     )
     body += _notes(data, "index.html")
     return _frame(data).page("index.html", "Overview", "".join(body))
-
-
-def _subtitle(data: SiteData) -> str:
-    words = [str(data.generation.tree.root), *(p.subtitle for p in data.parts.values())]
-    return " · ".join([*words, f"as of {data.today.isoformat()}"])
 
 
 def _cell(jobs: list[Job], skipped: bool) -> str:

@@ -289,9 +289,7 @@ def hours(value: float) -> str:
 def signed_hours(value: float) -> str:
     """A change in GPU-hours as a reader takes it in: +12.5, -0.75, 0."""
     shown = hours(abs(value))
-    if shown == "0":
-        return "0"
-    return ("+" if value > 0 else "-") + shown
+    return shown if shown == "0" else ("+" if value > 0 else "-") + shown
 
 
 def render_cost_table(report: CostReport, table: Callable[..., str]) -> str:

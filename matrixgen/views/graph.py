@@ -337,9 +337,7 @@ def to_dot(result: JobGraph) -> str:
 def render_graph(result: JobGraph, fmt: str) -> str:
     if fmt == "json":
         return json_for_log(jsontext.pretty(to_json(result)))
-    if fmt == "dot":
-        return to_dot(result)
-    return to_mermaid(result)
+    return to_dot(result) if fmt == "dot" else to_mermaid(result)
 
 
 def summary(result: JobGraph) -> Mapping[str, int]:

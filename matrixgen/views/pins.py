@@ -114,15 +114,11 @@ def _normalized(words: Sequence[str]) -> list[str]:
     return out
 
 
-def _contains(words: Sequence[str], wanted: Sequence[str]) -> bool:
-    n = len(wanted)
-    return any(list(words[i : i + n]) == list(wanted) for i in range(len(words) - n + 1))
-
-
 def _args_problem(words: Sequence[str], wanted: Sequence[str], where: str) -> str | None:
     words = _normalized(words)
     wanted = _normalized(wanted)
-    if _contains(words, wanted):
+    n = len(wanted)
+    if any(words[i : i + n] == wanted for i in range(len(words) - n + 1)):
         return None
     flag = wanted[0]
     if flag.startswith("-") and flag in words:
