@@ -239,8 +239,7 @@ def markdown_code(value: object) -> str:
     fence outruns every run of backticks in it, padded where CommonMark would
     take a space off; a `|` (it ends a cell, unescapable in a span) is `\\|`
     between two spans."""
-    text = value if isinstance(value, str) else str(value)
-    text = "".join(_code(c) if _hidden_char(c) else c for c in text)
+    text = "".join(_code(c) if _hidden_char(c) else c for c in str(value))
     return "\\|".join(_code_span(part) for part in text.split("|"))
 
 
