@@ -71,8 +71,7 @@ def validate_generation(
 ) -> list[Finding]:
     """`validate` of a generation: the checks select through it, so the
     selections they make are the ones its emitters use afterwards."""
-    found = Findings()
-    found.extend(generation.expansion.findings)
+    found = Findings(list(generation.expansion.findings))
     context = ValidationContext(
         generation=generation, targets=generation.checked_targets(), references=references
     )

@@ -186,6 +186,23 @@ def test_under_a_lock_every_temporary_file_of_ours_goes(tmp_path: Path) -> None:
     assert (tmp_path / ".q.yaml.notes.txt").exists()
 
 
+def test_a_writers_temporary_file_is_one_cleanup_knows_as_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[str] = []
+    mkstemp = atomic.tempfile.mkstemp
+
+    def recording(**kwargs: str) -> tuple[int, str]:
+        fd, name = mkstemp(**kwargs)
+        made.append(os.path.basename(name))
+        return fd, name
+
+    monkeypatch.setattr(atomic.tempfile, "mkstemp", recording)
+    write_atomic(tmp_path / "out.json", b"{}")
+    info = os.lstat(tmp_path / "out.json")
+    assert atomic.is_stale_temp(made[0], "out.json", info, every=True)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.text(min_size=1, max_size=30))
 def test_cleanup_never_removes_a_file_that_is_not_a_temporary_of_name(

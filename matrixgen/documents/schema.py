@@ -115,7 +115,8 @@ class _Writer:
             return _bounded(out, info, "minItems", "maxItems")
         if isinstance(info, mi.DictType):
             out = {"type": "object"}
-            keys = _key_schema(info.key_type)
+            # What a mapping's keys must be past being text: the key type's rules.
+            keys = {k: v for k, v in _scalar(info.key_type).items() if k != "type"}
             if keys:
                 out["propertyNames"] = keys
             out["additionalProperties"] = self.type(info.value_type)
@@ -260,13 +261,6 @@ def _values(info: mi.Type) -> list[Any]:
     if isinstance(info, mi.EnumType):
         return [member.value for member in info.cls]
     return [None]
-
-
-def _key_schema(info: mi.Type) -> dict[str, Any]:
-    """What a mapping's keys must be: nothing past being text, or the key type's rules."""
-    schema = _scalar(info)
-    schema.pop("type", None)
-    return schema
 
 
 def _scalar(info: mi.Type) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from msgspec import Struct
 
+from matrixgen.documents.config_sections import Vocabulary
 from matrixgen.documents.recipe import RecipeFile, rows
 from matrixgen.documents.recipe_fields import RECIPE
 from matrixgen.documents.schema import check_document
@@ -49,8 +50,8 @@ def check_tree(context: ValidationContext, *, schema: bool = True) -> Iterator[F
     tree, expansion = context.tree, context.expansion
     if schema:
         yield from _schema_findings(tree, expansion)
-    if tree.config.vocabulary is not None:
-        yield from _vocabulary_findings(tree)
+    if (vocab := tree.config.vocabulary) is not None:
+        yield from _vocabulary_findings(tree, vocab)
     else:
         yield from _typo_findings(tree)
     yield from _script_findings(tree, expansion)
@@ -219,9 +220,7 @@ def _recipe_uses(recipe: RecipeFile) -> dict[tuple[str, Any], int]:
     return single
 
 
-def _vocabulary_findings(tree: RecipeTree) -> Iterator[Finding]:
-    vocab = tree.config.vocabulary
-    assert vocab is not None
+def _vocabulary_findings(tree: RecipeTree, vocab: Vocabulary) -> Iterator[Finding]:
     # Each distinct value checked once; only the unknown ones are looked for.
     usage = _usage(tree)
     unknown: dict[tuple[str, str], frozenset[str]] = {}
@@ -300,12 +299,11 @@ _USAGES: list[tuple[RecipeTree, _AxisUsage]] = []
 
 
 def _usage(tree: RecipeTree) -> _AxisUsage:
-    for known, usage in _USAGES:
-        if known is tree:
-            return usage
-    usage = _AxisUsage(tree.tests, known=[u for _, u in _USAGES])
-    _USAGES.insert(0, (tree, usage))
-    del _USAGES[4:]
+    usage = next((u for known, u in _USAGES if known is tree), None)
+    if usage is None:
+        usage = _AxisUsage(tree.tests, known=[u for _, u in _USAGES])
+        _USAGES.insert(0, (tree, usage))
+        del _USAGES[4:]
     return usage
 
 
@@ -427,10 +425,9 @@ def _script_findings(tree: RecipeTree, expansion: Expansion) -> Iterator[Finding
                     f"placeholder {names} does not resolve to a field of the job "
                     "(write {{ and }} for literal braces)"
                 )
-            if (job.source, key + problem) in reported:
-                continue
-            reported.add((job.source, key + problem))
-            yield finding(job.source, "template", f"spec {key}: {problem}", lenient)
+            if (job.source, key + problem) not in reported:
+                reported.add((job.source, key + problem))
+                yield finding(job.source, "template", f"spec {key}: {problem}", lenient)
 
 
 def _spec_placeholders(script: str) -> frozenset[str] | str:

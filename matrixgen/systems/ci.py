@@ -12,13 +12,9 @@ from matrixgen.systems import HOMES, other_tiers_home
 from matrixgen.systems.home import Home
 
 
-def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
-    return os.environ if environ is None else environ
-
-
 def running_all(environ: Mapping[str, str] | None = None) -> tuple[Home, ...]:
     """Every system whose job variable is "true" (more than one: no telling)."""
-    env = _environ(environ)
+    env = os.environ if environ is None else environ
     return tuple(h for h in HOMES if env.get(h.job_variable) == "true")
 
 
@@ -40,7 +36,7 @@ def _asked_order(environ: Mapping[str, str]) -> list[Home]:
 def ci_value(role: str, environ: Mapping[str, str] | None = None) -> str | None:
     """The value of the CI variable of a role (stripped; an empty one is unset):
     the running system's first, then the others' in `_asked_order`."""
-    env = _environ(environ)
+    env = os.environ if environ is None else environ
     for home in _asked_order(env):
         name = home.variables.get(role)
         value = env.get(name, "").strip() if name else ""

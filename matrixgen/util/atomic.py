@@ -92,10 +92,6 @@ def host_tag() -> str:
     return hashlib.sha1(os.uname().nodename.encode("utf-8", "replace")).hexdigest()[:8]
 
 
-def temp_prefix(name: str) -> str:
-    return f".{name}."
-
-
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None, sync: bool = True) -> None:
     """Replace `path` with `data` whole; `mode` for a new file, else as `open` gives it."""
     path = Path(path)
@@ -105,7 +101,7 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None, sync: bool
     try:
         fd, tmp = tempfile.mkstemp(
             dir=directory,
-            prefix=f"{temp_prefix(path.name)}{os.getpid()}@{host_tag()}.",
+            prefix=f".{path.name}.{os.getpid()}@{host_tag()}.",
             suffix=TEMP_SUFFIX,
         )
     except OSError as exc:
@@ -157,7 +153,7 @@ def is_stale_temp(
 ) -> bool:
     """Whether `entry` is a temporary file of `name` left by a writer that is gone
     (or any of ours, with `every`: the caller's lock excludes writers)."""
-    prefix = temp_prefix(name)
+    prefix = f".{name}."
     if not entry.startswith(prefix):
         return False
     tail = whole(_TEMP_TAIL, entry[len(prefix) :])
@@ -176,7 +172,7 @@ def is_stale_temp(
 def remove_stale_temps(directory: Path, name: str, *, every: bool = False) -> list[str]:
     """Remove the stale temporary files of `name` (`is_stale_temp`); the names
     removed. Never fails on what it cannot remove."""
-    prefix = temp_prefix(name)
+    prefix = f".{name}."
     removed: list[str] = []
     try:
         entries = os.listdir(directory)

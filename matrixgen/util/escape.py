@@ -221,11 +221,7 @@ def markdown_text(value: object) -> str:
         _NAMED.get(c, c) if c in "\n\r\t" else (_code(c) if _hidden_char(c) else c) for c in text
     )
     shown = _MARKDOWN_SPECIAL.sub(lambda found: _HTML.get(found[0]) or "\\" + found[0], shown)
-    return _edge_blank_references(shown)
-
-
-def _edge_blank_references(shown: str) -> str:
-    """The blanks at either end of a text but the space, as character references."""
+    # The blanks at either end of the text but the space, as character references.
     core = shown.strip()
     if len(core) == len(shown):
         return shown
@@ -243,8 +239,7 @@ def markdown_code(value: object) -> str:
     fence outruns every run of backticks in it, padded where CommonMark would
     take a space off; a `|` (it ends a cell, unescapable in a span) is `\\|`
     between two spans."""
-    text = value if isinstance(value, str) else str(value)
-    text = "".join(_code(c) if _hidden_char(c) else c for c in text)
+    text = "".join(_code(c) if _hidden_char(c) else c for c in str(value))
     return "\\|".join(_code_span(part) for part in text.split("|"))
 
 
@@ -298,18 +293,12 @@ _HTML_TEXT_SPECIAL = re.compile("[&<>]")
 _HTML_ATTRIBUTE_SPECIAL = re.compile("[&<>\"']")
 
 
-def _html_shown(text: str) -> str:
-    """Invisible characters spelled as in terminal lines (a backslash means
-    nothing to HTML: left as it is)."""
-    if text.isprintable() or not _any_hidden(text):
-        return text
-    return "".join(_code(c) if _hidden_char(c) else c for c in text)
-
-
 def _html_escaped(value: object, special: re.Pattern[str], references: dict[str, str]) -> str:
-    text = _html_shown(value if isinstance(value, str) else str(value))
-    if not special.search(text):
-        return text
+    text = value if isinstance(value, str) else str(value)
+    # Invisible characters spelled as in terminal lines (a backslash means
+    # nothing to HTML: left as it is).
+    if not text.isprintable() and _any_hidden(text):
+        text = "".join(_code(c) if _hidden_char(c) else c for c in text)
     return special.sub(lambda found: references[found[0]], text)
 
 

@@ -118,7 +118,8 @@ def load_bounded(
         if first in (b"[", b"{"):
             depth += 1
             if depth > max_depth:
-                line, column = _place(raw, token.start())
+                line = raw.count(b"\n", 0, token.start()) + 1
+                column = token.start() - raw.rfind(b"\n", 0, token.start())
                 raise JsonInputError(
                     f"nested deeper than {max_depth} levels (at {line}:{column})", line, column
                 )
@@ -143,9 +144,3 @@ def load_bounded(
 
 def _no_constant(name: str) -> Any:
     raise JsonInputError(f"{name} is not a JSON value")
-
-
-def _place(raw: bytes, offset: int) -> tuple[int, int]:
-    line = raw.count(b"\n", 0, offset) + 1
-    column = offset - raw.rfind(b"\n", 0, offset)
-    return line, column

@@ -106,8 +106,7 @@ def _open(path: Path) -> int:
         raise LockError(
             f"cannot create the lock file {path}: {exc.strerror}", errno=exc.errno
         ) from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise LockError(f"cannot lock {path}: it is not a regular file")
     return fd

@@ -104,18 +104,14 @@ def shard_rows(
         )
     count = max(math.ceil(len(rows) / max_rows), math.ceil(sum(sizes) / max_bytes))
     while True:
-        bounds = _even_bounds(len(rows), count)
+        # `count` runs covering the rows, the first `len(rows) % count` one longer.
+        base, extra = divmod(len(rows), count)
+        bounds = list(pairwise(i * base + min(i, extra) for i in range(count + 1)))
         if all(
             overhead + sum(sizes[a:b]) + (b - a - 1) <= max_bytes for a, b in bounds
         ):  # commas between rows
             return [list(rows[a:b]) for a, b in bounds]
         count += 1
-
-
-def _even_bounds(n: int, count: int) -> list[tuple[int, int]]:
-    """(start, end) of `count` runs covering `n` rows, the first `n % count` one longer."""
-    base, extra = divmod(n, count)
-    return list(pairwise(i * base + min(i, extra) for i in range(count + 1)))
 
 
 class GithubMatrix(Struct, frozen=True):
