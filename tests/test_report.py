@@ -796,27 +796,30 @@ def test_hostile_node_ids_show_as_text_on_the_flakes_page(shipped: SiteData, nam
         assert f"test_a.py::test_a[{name}]" in parsed.text
 
 
-def test_an_entrys_sparkline_shows_each_runs_worst_outcome(shipped: SiteData) -> None:
-    """Per run, over the entry's keys: fail before rerun-pass before pass."""
-    one, two = (_bucket("tests/unit/"), "tests/unit/test_a.py::t1"), (_bucket("tests/unit/"), None)
-    cells = {one: {1: (0, 1), 2: (1, 0)}, two: {1: (0, 0), 2: (0, 1)}}
-    entries = {e.id: (one, two) for e in shipped.entries}
-    data = _with_part(shipped, store=_store_view([one, two], cells, entries))
+_SPARK_KEYS = ((_bucket("tests/unit/"), "tests/unit/test_a.py::t1"), (_bucket("tests/unit/"), None))
+
+
+def _first_sparkline(shipped: SiteData, cells: dict) -> list[str]:
+    """The outcomes the first entry's sparkline titles, every entry owning both keys."""
+    entries = {e.id: _SPARK_KEYS for e in shipped.entries}
+    data = _with_part(shipped, store=_store_view(list(_SPARK_KEYS), cells, entries))
     page = render_site(data)["quarantine.html"]
     first = shipped.entries[0].id
     svg = page.split(f'aria-label="last runs of {first}"', 1)[1].split("</svg>", 1)[0]
-    assert [t.split("</title>")[0] for t in svg.split("<title>")[1:]] == ["rerun-pass", "fail"]
+    return [t.split("</title>")[0] for t in svg.split("<title>")[1:]]
+
+
+def test_an_entrys_sparkline_shows_each_runs_worst_outcome(shipped: SiteData) -> None:
+    """Per run, over the entry's keys: fail before rerun-pass before pass."""
+    one, two = _SPARK_KEYS
+    cells = {one: {1: (0, 1), 2: (1, 0)}, two: {1: (0, 0), 2: (0, 1)}}
+    assert _first_sparkline(shipped, cells) == ["rerun-pass", "fail"]
 
 
 def test_an_entrys_sparkline_shows_skip_only_when_nothing_ran(shipped: SiteData) -> None:
     """A run where every key was skipped is a skip; one pass among skips is a pass."""
     from matrixgen.evidence.tables import SKIPPED
 
-    one, two = (_bucket("tests/unit/"), "tests/unit/test_a.py::t1"), (_bucket("tests/unit/"), None)
+    one, two = _SPARK_KEYS
     cells = {one: {1: (SKIPPED, 0), 2: (0, 0)}, two: {1: (SKIPPED, 0), 2: (SKIPPED, 0)}}
-    entries = {e.id: (one, two) for e in shipped.entries}
-    data = _with_part(shipped, store=_store_view([one, two], cells, entries))
-    page = render_site(data)["quarantine.html"]
-    first = shipped.entries[0].id
-    svg = page.split(f'aria-label="last runs of {first}"', 1)[1].split("</svg>", 1)[0]
-    assert [t.split("</title>")[0] for t in svg.split("<title>")[1:]] == ["skip", "pass"]
+    assert _first_sparkline(shipped, cells) == ["skip", "pass"]
