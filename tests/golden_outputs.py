@@ -2,7 +2,7 @@
 the Megatron-LM tree, to prove that a change meant to be invisible is.
 
 The digests in tests/fixtures/golden-outputs.json were computed by running this
-module on the code before the speed-ups (never typed by hand). Regenerate them
+module on the code before a change (never typed by hand). Regenerate them
 only when an output is meant to change, and say so in the commit:
 
     MATRIXGEN_MEGATRON_RECIPES=DIR python -m tests.golden_outputs --write
@@ -52,6 +52,16 @@ STDOUT_COMMANDS = {
     "quarantine-list.json": ["quarantine", "list", "--format", "json"],
     "quarantine-audit.json": ["quarantine", "audit", "--format", "json"],
     "migrate.json": ["quarantine", "migrate", "--format", "json"],
+    # The tables and Markdown written from each feature's one declaration.
+    "generate-summary.txt": ["generate", "--output-dir", "{out}"],
+    "stats.txt": ["stats"],
+    "stats-cost.txt": ["stats", "--cost"],
+    "coverage.txt": ["coverage"],
+    "coverage.md": ["coverage", "--format", "markdown"],
+    "decide.txt": ["decide", "--event", "pull_request", "--label", "Run functional tests"],
+    "decide.md": ["decide", "--event", "pull_request", "--format", "markdown"],
+    "quarantine-list.txt": ["quarantine", "list"],
+    "quarantine-audit.txt": ["quarantine", "audit"],
 }
 
 
