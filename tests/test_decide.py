@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from matrixgen.decide.decision import decide
@@ -523,3 +523,30 @@ def test_validate_reports_a_timeout_past_the_cap(tmp_path: Path) -> None:
     root = _tree_with_cap(tmp_path, cap=18000, timeout_line="  timeout: 17000\n")
     run = run_cli(["validate", "--recipes", str(root)])
     assert run.code == 0, run.err
+
+
+# Written into the YAML as a JSON string: no surrogates (a pair's escape is no
+# YAML) and no control characters (the config refuses them).
+_LABEL_CHARS = st.characters(max_codepoint=0xFFFF, exclude_categories=("Cs", "Cc"))
+
+
+@given(st.text(_LABEL_CHARS, min_size=1, max_size=8))
+@example("a\\b")  # a backslash: escaped once, as every terminal field is
+@example("##[group]x")
+def test_the_decision_table_shows_each_rule_escaped_once(label: str) -> None:
+    from matrixgen.decide.render import render_table
+    from matrixgen.util.escape import terminal_text, unescape_terminal
+
+    config = (
+        BASE_CONFIG
+        + "    events: {pull_request: {scope: L0}}\n"
+        + f"    labels:\n      - {{label: {json.dumps(label)}, scope: L1}}\n"
+    )
+    rules = parse_config(config.encode(), "matrixgen.yaml")
+    decision = decide(rules.decisions, rules.targets, event="pull_request", labels=[label])
+    rule = decision.set_by["scope"]
+    scope_line = next(
+        line for line in render_table(decision).splitlines() if line.startswith("scope")
+    )
+    assert scope_line.split(None, 2)[2] == terminal_text(rule)
+    assert unescape_terminal(scope_line.split(None, 2)[2]) == rule

@@ -4,11 +4,19 @@ escaping each cell of each row gives, however many rows repeat a cell."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from matrixgen.util.escape import terminal_line, terminal_text
-from matrixgen.views.table import each_shown, markdown_table, table, table_of_columns
+from matrixgen.util.escape import markdown_code, markdown_text, terminal_line, terminal_text
+from matrixgen.views.table import (
+    Column,
+    Markdown,
+    Report,
+    each_shown,
+    markdown_table,
+    table,
+    table_of_columns,
+)
 
 
 def _table_cell_by_cell(rows: list[list[object]], headers: list[str]) -> str:
@@ -107,3 +115,48 @@ def test_markdown_table_aligns_each_column_as_asked_and_left_where_not() -> None
     lines = markdown_table(["a", "n", "b"], [["x", "1", "y"]], ">")
     assert lines == ["| a | n | b |", "| --: | :-- | :-- |", "| x | 1 | y |"]
     assert markdown_table(["a", "n"], [], "<>")[1] == "| :-- | --: |"
+
+
+# A column of each kind: in both formats, text only, Markdown only (under
+# another header), Markdown as code, a column of our own words, one whose
+# None shows as "-".
+_COLUMNS = (
+    Column("name"),
+    Column("node", markdown=None),
+    Column("where", markdown="platform/env", text=False),
+    Column("case", escape=markdown_code),
+    Column("runs", escape=str, right=True),
+    Column("hint", missing="-"),
+)
+
+
+@given(st.lists(st.lists(_CELLS, min_size=6, max_size=6), max_size=8))
+@example([["a\\b", "\n", "|", "`x`", 3, None]])  # a backslash, a line break, a pipe, backticks
+@example([["::error::x", "##[group]", "<b>", "a|b", "1.5", "-"]])
+def test_a_report_writes_each_format_from_its_columns_escaping_each_cell_once(
+    rows: list[list[object]],
+) -> None:
+    report = Report(_COLUMNS, rows)
+    text_columns = [0, 1, 3, 4, 5]
+    expected = [
+        [str(r[i]) if r[i] is not None else ("-" if i == 5 else "") for i in text_columns]
+        for r in rows
+    ]
+    assert report.text() == table(expected, ["name", "node", "case", "runs", "hint"])
+
+    def md(i: int, cell: object) -> str:
+        if cell is None:
+            return "-" if i == 5 else ""
+        return {3: markdown_code, 4: str}.get(i, markdown_text)(cell)
+
+    cells = [[md(i, r[i]) for i in (0, 2, 3, 4, 5)] for r in rows]
+    headers = ["name", "platform/env", "case", "runs", "hint"]
+    assert report.markdown() == markdown_table(headers, cells, "<<<><")
+    assert report.markdown(limit=1) == report.markdown()[: 2 + min(1, len(rows))]
+
+
+def test_a_markdown_cell_is_written_as_it_is_and_a_plain_one_escaped() -> None:
+    report = Report(
+        [Column("a", text=False), Column("b", text=False)], [[Markdown("[x](y)"), "[x](y)"]]
+    )
+    assert report.markdown()[2] == "| [x](y) | \\[x\\]\\(y\\) |"

@@ -9,21 +9,23 @@ from typing import Any
 from matrixgen.model.decide import ANY_CADENCE, Decision
 from matrixgen.util.escape import markdown_code, markdown_text, terminal_text
 from matrixgen.util.values import json_value
-from matrixgen.views.table import markdown_table, table
+from matrixgen.views.table import Column, Report, table
 
 
-def fields(decision: Decision) -> list[tuple[str, str, str]]:
-    """(field, value, rule that decided it) in display order."""
+def fields(decision: Decision) -> Report:
+    """Each field, its value and the rule that decided it, in display order."""
     by = decision.set_by
     cadence = decision.cadence if decision.cadence is not None else f"{ANY_CADENCE} (bypassed)"
     n_repeat = str(decision.n_repeat) if decision.n_repeat is not None else "recipes' own"
-    return [
-        ("scope", decision.scope, by.get("scope", "")),
-        ("cadence", cadence, by.get("cadence", "")),
-        ("environment", decision.environment or "each target's own", by.get("environment", "")),
-        ("n_repeat", n_repeat, by.get("n_repeat", "")),
-        ("lightweight", "yes" if decision.lightweight else "no", by.get("lightweight", "")),
+    rows = [
+        ("scope", decision.scope),
+        ("cadence", cadence),
+        ("environment", decision.environment or "each target's own"),
+        ("n_repeat", n_repeat),
+        ("lightweight", "yes" if decision.lightweight else "no"),
     ]
+    columns = [Column("field", escape=str), Column("value"), Column("rule")]
+    return Report(columns, [(f, v, by.get(f, "")) for f, v in rows])
 
 
 def render_table(decision: Decision) -> str:
@@ -32,10 +34,7 @@ def render_table(decision: Decision) -> str:
     if decision.ignored_labels:
         ignored = ", ".join(terminal_text(label) for label in decision.ignored_labels)
         head += f"ignored labels (no rule names them): {ignored}\n"
-    body = table(
-        [[f, terminal_text(v), terminal_text(r)] for f, v, r in fields(decision)],
-        ["field", "value", "rule"],
-    )
+    body = fields(decision).text()
     names = [
         [t.name, t.selector.platform or "", t.selector.environment or ""] for t in decision.targets
     ]
@@ -51,10 +50,7 @@ def render_markdown(decision: Decision) -> str:
         "",
         f"Labels: {labels}.",
         "",
-        *markdown_table(
-            ["field", "value", "rule"],
-            ([f, markdown_text(v), markdown_text(r)] for f, v, r in fields(decision)),
-        ),
+        *fields(decision).markdown(),
         "",
         f"**{len(decision.targets)} target(s):** "
         + (", ".join(markdown_code(t.name) for t in decision.targets) or "none"),

@@ -6,7 +6,7 @@ tree; each job's paths are rendered once however many targets select it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -35,7 +35,7 @@ from matrixgen.pipeline import Generation
 from matrixgen.util.checkout import checkout_top
 from matrixgen.util.escape import markdown_code as code_span  # no content breaks out of it
 from matrixgen.util.values import JsonLayout
-from matrixgen.views.table import few, markdown_table, table
+from matrixgen.views.table import Column, Report, few
 
 if TYPE_CHECKING:
     from matrixgen.engine.context import ValidationContext
@@ -427,39 +427,45 @@ def opt_out_findings(tree: RecipeTree, settings: ReferenceSettings) -> Iterator[
                     )
 
 
-def _counts(target: TargetCoverage) -> list[str]:
-    return [str(target.jobs), str(target.checked), str(len(target.missing))]
-
-
-def _missing_rows(coverage: Coverage, show: Callable[[str], str]) -> list[list[str]]:
-    return [
+def _targets(targets: Iterable[TargetCoverage]) -> Report:
+    numbers = (Column(h, escape=str, right=True) for h in ("jobs", "checked", "missing"))
+    return Report(
+        [Column("target", escape=code_span), Column("gating", escape=str), *numbers],
         [
-            *map(show, (t.target.name, str(m.job.identity), m.reference, m.path)),
-            show(m.short_hint) if m.short_hint else "-",
-        ]
-        for t, m in coverage.missing
-    ]
+            (t.target.name, "yes" if t.gating else "no", t.jobs, t.checked, len(t.missing))
+            for t in targets
+        ],
+    )
 
 
-def _orphan_rows(coverage: Coverage, show: Callable[[str], str]) -> list[list[str]]:
-    return [
-        [show(o.path), *(show(o.fields[k]) if o.fields.get(k) else "-" for k in ORPHAN_COLUMNS)]
-        for o in coverage.orphans
-    ]
+def _missing(coverage: Coverage) -> Report:
+    headers = ("target", "job", "reference", "looked for", "nearest")
+    return Report(
+        [Column(h, escape=code_span, missing="-") for h in headers],
+        [
+            (t.target.name, str(m.job.identity), m.reference, m.path, m.short_hint or None)
+            for t, m in coverage.missing
+        ],
+    )
+
+
+def _orphans(coverage: Coverage) -> Report:
+    headers = (("file", "file"), *((k, k.replace("_", " ")) for k in ORPHAN_COLUMNS))
+    return Report(
+        [Column(h, markdown=md, escape=code_span, missing="-") for h, md in headers],
+        [(o.path, *(o.fields.get(k) or None for k in ORPHAN_COLUMNS)) for o in coverage.orphans],
+    )
 
 
 def render_table(coverage: Coverage) -> str:
     """`matrixgen coverage`: targets, then missing references, then orphans."""
-    rows = [[t.target.name, "yes" if t.gating else "no", *_counts(t)] for t in coverage.targets]
-    out = [table(rows, ["target", "gating", "jobs", "checked", "missing"])]
+    out = [_targets(coverage.targets).text()]
     if coverage.missing:
-        rows = _missing_rows(coverage, str)
-        out.append(f"\nMissing references ({len(rows)})\n")
-        out.append(table(rows, ["target", "job", "reference", "looked for", "nearest"]))
+        out.append(f"\nMissing references ({len(coverage.missing)})\n")
+        out.append(_missing(coverage).text())
     if coverage.orphans:
-        rows = _orphan_rows(coverage, str)
-        out.append(f"\nOrphans: files no job of any target selects ({len(rows)})\n")
-        out.append(table(rows, ["file", *ORPHAN_COLUMNS]))
+        out.append(f"\nOrphans: files no job of any target selects ({len(coverage.orphans)})\n")
+        out.append(_orphans(coverage).text())
     return "".join(out)
 
 
@@ -488,22 +494,9 @@ def render_markdown(coverage: Coverage) -> str:
     ]
     short = [t for t in coverage.targets if t.missing]
     if short:
-        lines += markdown_table(
-            ["target", "gating", "jobs", "checked", "missing"],
-            [[code_span(t.target.name), "yes" if t.gating else "no", *_counts(t)] for t in short],
-            "<<>>>",
-        )
-        lines += ["", "#### Missing references", ""]
-        lines += markdown_table(
-            ["target", "job", "reference", "looked for", "nearest"],
-            _missing_rows(coverage, code_span),
-        )
-        lines.append("")
+        lines += _targets(short).markdown()
+        lines += ["", "#### Missing references", "", *_missing(coverage).markdown(), ""]
     if coverage.orphans:
         lines += ["#### Orphans (no job of any target selects them)", ""]
-        lines += markdown_table(
-            ["file", "model", "test case", "environment", "platform"],
-            _orphan_rows(coverage, code_span),
-        )
-        lines.append("")
+        lines += [*_orphans(coverage).markdown(), ""]
     return "\n".join(lines) + "\n"

@@ -1,11 +1,14 @@
-"""Plain-text tables, as every command prints them."""
+"""Tables, as every command prints them: plain text for a terminal, Markdown for a
+comment or a job summary, and `Report`, one declaration of a feature's table that
+both are written from."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
-from matrixgen.util.escape import terminal_text
+from matrixgen.util.escape import markdown_text, terminal_text
 
 _Value = TypeVar("_Value", bound=Hashable)
 
@@ -60,6 +63,59 @@ def markdown_table(
     `align` has a "<" or ">" per column (left where it runs short)."""
     marks = ["--:" if a == ">" else ":--" for a in align.ljust(len(headers), "<")]
     return [f"| {' | '.join(cells)} |" for cells in (headers, marks, *rows)]
+
+
+class Markdown(str):
+    """A cell already written as Markdown (a link, code beside text): a Report
+    writes it as it is."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of a `Report`: its header in each format (`markdown` None: a
+    text-only column; `text` False: a Markdown-only one, "" the same header),
+    how Markdown escapes its cells (`str` for the ones we write: numbers, words
+    of our vocabulary), its alignment there, and the cell a None shows as."""
+
+    header: str
+    markdown: str | None = ""
+    text: bool = True
+    escape: Callable[[object], str] = markdown_text
+    right: bool = False
+    missing: str = ""
+
+
+@dataclass(frozen=True)
+class Report:
+    """A feature's table, declared once: its columns and its rows of raw values
+    (one per column), each escaped by the format it is written in."""
+
+    columns: Sequence[Column]
+    rows: Sequence[Sequence[object]]
+
+    def text(self, *, empty: str | None = None) -> str:
+        shown = [i for i, c in enumerate(self.columns) if c.text]
+        cells = [[_plain(row[i], self.columns[i]) for i in shown] for row in self.rows]
+        return table(cells, [self.columns[i].header for i in shown], empty=empty)
+
+    def markdown(self, limit: int | None = None) -> list[str]:
+        """The lines of its Markdown table (its first `limit` rows)."""
+        shown = [(i, c) for i, c in enumerate(self.columns) if c.markdown is not None]
+        return markdown_table(
+            [c.markdown or c.header for _, c in shown],
+            ([_markdown(row[i], c) for i, c in shown] for row in self.rows[:limit]),
+            "".join(">" if c.right else "<" for _, c in shown),
+        )
+
+
+def _plain(cell: object, column: Column) -> str:
+    return column.missing if cell is None else str(cell)
+
+
+def _markdown(cell: object, column: Column) -> str:
+    if cell is None or isinstance(cell, Markdown):
+        return column.missing if cell is None else cell
+    return column.escape(cell)
 
 
 def few(names: Iterable[str], limit: int) -> str:
