@@ -609,6 +609,12 @@ def test_a_value_no_recipe_uses_is_a_warning_with_did_you_mean(
     # Legacy and tier names of a scope the tree uses are not unknown.
     run = run_jet(cli, root, out, "--scope", "L1", "--system", "github")
     assert "no recipe" not in run.err and set(jobs_of(out)) == {"gpt_a", "gpt_b"}
+    run = run_jet(cli, root, out, "--scope", "mr-github", "--system", "github")
+    assert "no recipe" not in run.err and set(jobs_of(out)) == {"gpt_a", "gpt_b"}
+    # A misspelt legacy name is told the legacy name it is near, as the recipes write it.
+    run = run_jet(cli, root, out, "--scope", "mr-githubb", "--system", "github")
+    said = '--scope "mr-githubb" is used by no recipe, so it selects nothing'
+    assert f'{said} (did you mean "mr-github"?)' in run.err
 
 
 def test_clusters_and_cadences_the_generator_refuses_are_usage_errors(
