@@ -1,8 +1,8 @@
-"""views.coverage and `matrixgen coverage`: per target the selected jobs that miss
-a reference file, orphans, the validate check and generate's switch; on trees
-written here, on the shipped tree (its reference tree below
-tests/functional_tests/test_cases), and on the Megatron-LM tree with a tree of
-empty files built from the listing of its test cases."""
+"""The coverage feature, views.references and `matrixgen coverage`: per target
+the selected jobs that miss a reference file, orphans, the validate check and
+generate's switch; on trees written here, on the shipped tree (its reference
+tree below tests/functional_tests/test_cases), and on the Megatron-LM tree with
+a tree of empty files built from the listing of its test cases."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import jsonschema
 import pytest
 import yaml
 
+from matrixgen.coverage.report import compute_coverage
 from matrixgen.model.references import (
     ReferenceSettings,
     ReferenceTemplate,
@@ -26,7 +27,7 @@ from matrixgen.model.references import (
     reference_path,
 )
 from matrixgen.pipeline import Generation, generate
-from matrixgen.views.coverage import ReferenceChecker, compute_coverage, read_listing
+from matrixgen.views.references import ReferenceChecker, read_listing
 from tests.conftest import REQUIRE_MEGATRON_ENV, megatron_required, write_tree
 from tests.gitrepo import GitRepo
 

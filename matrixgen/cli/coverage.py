@@ -23,9 +23,9 @@ from matrixgen.util.escape import terminal_text
 from matrixgen.util.patterns import name_pattern, whole
 
 if TYPE_CHECKING:
+    from matrixgen.coverage.report import Coverage
     from matrixgen.model.references import ReferenceListing, ReferenceSettings
     from matrixgen.pipeline import Generation
-    from matrixgen.views.coverage import Coverage
 
     Lister = Callable[[ReferenceSettings, Path | None], ReferenceListing]
 
@@ -129,13 +129,13 @@ def coverage(
         bool, typer.Option("--strict", help="Exit 1 on any missing reference, gating or not.")
     ] = False,
 ) -> None:
-    from matrixgen.validate import Needs, require_usable
-    from matrixgen.views.coverage import (
+    from matrixgen.coverage.report import (
         compute_coverage,
         render_markdown,
         render_table,
         summary_line,
     )
+    from matrixgen.validate import Needs, require_usable
 
     generation, listing_for = _load(recipes, revision)
     require_usable(generation, Needs.SELECTION)
@@ -192,7 +192,7 @@ def _load(recipes: Path | None, revision: str | None) -> tuple[Generation, Liste
     """The generation, and how to list its reference tree."""
     if revision is None:
         from matrixgen.pipeline import generate
-        from matrixgen.views.coverage import read_listing
+        from matrixgen.views.references import read_listing
 
         directory = recipes_dir(recipes)
         return generate(directory), lambda settings, root: read_listing(directory, settings, root)

@@ -1,0 +1,253 @@
+"""Reference checking (docs/coverage.md): each job's reference files rendered
+from the templates and looked up in a listing of the reference tree, once per
+job however many targets select it; `validate`'s check of them, and what an
+orphan's path tells, as the coverage report and the diff show it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from msgspec import Struct
+
+from matrixgen.documents.recipe import rows
+from matrixgen.model.errors import Finding, Severity, did_you_mean, finding
+from matrixgen.model.jobs import Job
+from matrixgen.model.references import (
+    OPT_OUT_KEY,
+    ReferenceListing,
+    ReferenceSettings,
+    ReferenceTemplate,
+    job_opt_out,
+    list_directory,
+    parse_opt_out,
+    reference_path,
+)
+from matrixgen.model.templates import TemplateError
+from matrixgen.util.checkout import checkout_top
+from matrixgen.util.values import JsonLayout
+from matrixgen.views.table import few
+
+if TYPE_CHECKING:
+    from matrixgen.engine.context import ValidationContext
+    from matrixgen.engine.load import RecipeTree
+
+
+# The job fields of a missing reference, in the JSON, then where it was looked for.
+MISSING_JOB_FIELDS = ("model", "test_case", "tag", "environment", "platform")
+PLACE_KEYS = tuple((k, k) for k in ("reference", "path", "hint"))
+
+
+class MissingReference(Struct, frozen=True, kw_only=True):
+    """A job that misses one of its references."""
+
+    job: Job
+    reference: str
+    path: str  # as shown: the root joined with the rendered template
+    hint: str | None  # the nearest existing file, as shown
+
+    @property
+    def short_hint(self) -> str | None:
+        """The hint as a file name when it sits in the folder looked in."""
+        if self.hint is None:
+            return None
+        here, _, name = self.hint.rpartition("/")
+        return name if here == self.path.rpartition("/")[0] else self.hint
+
+    JSON: ClassVar[JsonLayout] = JsonLayout(
+        keys=(*((k, f"job.{k}") for k in MISSING_JOB_FIELDS), *PLACE_KEYS)
+    )
+
+
+class TemplateProblem(Struct, frozen=True, kw_only=True):
+    """A template some jobs cannot fill (a field they do not have)."""
+
+    reference: str
+    message: str
+    jobs: tuple[Job, ...]
+
+
+class ReferenceChecker:
+    """Renders and looks up each job's references once, for many targets."""
+
+    def __init__(self, settings: ReferenceSettings, listing: ReferenceListing) -> None:
+        self.settings = settings
+        self.listing = listing
+        self._missing: dict[int, tuple[MissingReference, ...]] = {}
+        self._paths: dict[int, tuple[str, ...]] = {}
+        self._keep: dict[int, Job] = {}  # keeps ids stable while cached
+        self._hints: dict[str, str | None] = {}
+        self.problems: dict[tuple[str, str], list[Job]] = {}
+
+    def _render(self, template: ReferenceTemplate, job: Job) -> str | None:
+        """The template's path for the job; None (and the problem kept) when it cannot fill it."""
+        try:
+            return reference_path(template, job)
+        except TemplateError as exc:
+            self.problems.setdefault((template.name, str(exc)), []).append(job)
+            return None
+
+    def paths(self, job: Job) -> tuple[str, ...]:
+        """Every path (relative to the root) the job's templates render to."""
+        key = id(job)
+        if key not in self._paths:
+            self._keep[key] = job
+            rendered = (self._render(t, job) for t in self.settings.templates)
+            self._paths[key] = tuple(p for p in rendered if p is not None)
+        return self._paths[key]
+
+    def missing(self, job: Job) -> tuple[MissingReference, ...]:
+        """The references a job needs and the listing lacks (none when it opts out of all)."""
+        key = id(job)
+        if key not in self._missing:
+            self._keep[key] = job
+            opt_out = job_opt_out(job)
+            wanted = (
+                t for t in self.settings.templates if opt_out is None or not opt_out.covers(t.name)
+            )
+            rendered = ((t.name, self._render(t, job)) for t in wanted)
+            self._missing[key] = tuple(
+                MissingReference(
+                    job=job, reference=name, path=self.listing.shown(rel), hint=self.hint(rel)
+                )
+                for name, rel in rendered
+                if rel is not None and rel not in self.listing.files
+            )
+        return self._missing[key]
+
+    def hint(self, rel: str) -> str | None:
+        if rel not in self._hints:
+            near = self.listing.nearest(rel)
+            self._hints[rel] = self.listing.shown(near) if near is not None else None
+        return self._hints[rel]
+
+    def template_problems(self) -> tuple[TemplateProblem, ...]:
+        """The templates some jobs rendered so far cannot fill, in name and message order."""
+        return tuple(
+            TemplateProblem(reference=name, message=message, jobs=tuple(jobs))
+            for (name, message), jobs in sorted(self.problems.items())
+        )
+
+
+# What an orphan's path tells of the job it would be for, as reports show it.
+ORPHAN_COLUMNS = ("model", "test_case", "environment", "platform")
+
+
+class OrphanFields(Struct, frozen=True, kw_only=True):
+    """What an orphan's path tells of the job it would be for."""
+
+    model: str | None = None
+    test_case: str | None = None
+    environment: str | None = None
+    platform: str | None = None
+
+
+def read_listing(
+    recipes: Path, settings: ReferenceSettings, root: Path | None = None
+) -> ReferenceListing:
+    """The reference tree of a recipe tree on disk: `root` when given (--root),
+    else the configured root below the top of the checkout the recipes are in
+    (outside a checkout, the recipes' parent: a checkout with them at its top)."""
+    if root is not None:
+        return list_directory(root, settings.prefix, shown_root=_shown(root))
+    top = checkout_top(recipes) or recipes.resolve().parent
+    directory = top / settings.root if settings.root else top
+    return list_directory(directory, settings.prefix, shown_root=_shown(directory))
+
+
+def _shown(directory: Path) -> str:
+    """A directory as messages show it: relative to the current one when inside it."""
+    here = Path.cwd()
+    absolute = directory if directory.is_absolute() else here / directory
+    try:
+        rel = absolute.resolve().relative_to(here.resolve())
+    except ValueError:
+        return absolute.as_posix()
+    text = rel.as_posix()
+    return "" if text == "." else text
+
+
+def check_references(context: ValidationContext) -> Iterator[Finding]:
+    """validate: opt-outs are well formed and name declared references; with a
+    listing of the reference tree, every target's jobs have their references (an
+    error in a gating target, a warning elsewhere), once per job and reference."""
+    tree = context.tree
+    settings = tree.config.references
+    if settings is None:
+        return
+    yield from opt_out_findings(tree, settings)
+    listing = context.references
+    if listing is None:
+        return
+    config = tree.config
+    if not listing.present:
+        where = listing.shown(settings.prefix) or "the repository top"
+        yield finding(
+            config.locate(["references"]),
+            "reference-tree",
+            f"no reference tree at {where} ({listing.where}): no reference is checked",
+            Severity.WARNING,
+        )
+        return
+    generation = context.generation
+    checker = ReferenceChecker(settings, listing)
+    # One finding per missing file (the fix is adding it), at the first row that needs it.
+    grouped: dict[tuple[str, str], tuple[MissingReference, list[str]]] = {}
+    for target in generation.checked_targets():
+        selection = generation.selection(target)
+        for job in (*selection.jobs, *selection.skipped):
+            checker.paths(job)  # a template a skipped job cannot fill is a problem too
+        for missing in (m for job in selection.jobs for m in checker.missing(job)):
+            key = (missing.reference, missing.path)
+            first, names = grouped.setdefault(key, (missing, []))
+            if missing.job.source < first.job.source:
+                grouped[key] = (missing, names)
+            names.append(target.name)
+    for missing, names in grouped.values():
+        gating = [name for name in names if settings.is_gating(name)]
+        hint = f"; nearest: {missing.short_hint}" if missing.hint else ""
+        which = f"gating target(s) {few(gating, 3)}" if gating else f"target(s) {few(names, 3)}"
+        yield finding(
+            missing.job.source,
+            "reference-missing",
+            f"{missing.job.identity}: no {missing.reference} file {missing.path}{hint} ({which})",
+            Severity.ERROR if gating else Severity.WARNING,
+        )
+    for problem in checker.template_problems():
+        example = problem.jobs[0]
+        more = f" and {len(problem.jobs) - 1} other job(s)" if len(problem.jobs) > 1 else ""
+        yield finding(
+            config.locate(["references", "templates", problem.reference]),
+            "reference-template",
+            f'reference "{problem.reference}": {problem.message} ({example.identity}{more})',
+        )
+
+
+def opt_out_findings(tree: RecipeTree, settings: ReferenceSettings) -> Iterator[Finding]:
+    """A malformed opt-out, or one naming no declared reference, is an error."""
+    declared = [t.name for t in settings.templates]
+    for recipe in tree.tests:
+        data = recipe.data
+        places: list[tuple[tuple[str | int, ...], Any]] = []
+        spec = data.get("spec")
+        if isinstance(spec, dict) and OPT_OUT_KEY in spec:
+            places.append((("spec", OPT_OUT_KEY), spec[OPT_OUT_KEY]))
+        if recipe.format_version == 2:
+            for where, row in rows(data):
+                if OPT_OUT_KEY in row:
+                    places.append(((*where, OPT_OUT_KEY), row[OPT_OUT_KEY]))
+        for keys, value in places:
+            parsed = parse_opt_out(value)
+            if isinstance(parsed, str):
+                yield finding(recipe.document.locate(list(keys)), "reference-opt-out", parsed)
+                continue
+            for name in sorted(parsed.names or ()):
+                if name not in declared:
+                    yield finding(
+                        recipe.document.locate([*keys, "skip"]),
+                        "reference-opt-out",
+                        f'references.skip: "{name}" is not a declared reference'
+                        f"{did_you_mean(name, declared)}; declared in {tree.config.path}: "
+                        f"{', '.join(declared)}",
+                    )
