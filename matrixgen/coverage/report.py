@@ -7,7 +7,7 @@ tables are declared once and written as a terminal table or a PR comment."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 from msgspec import Struct
@@ -77,16 +77,12 @@ class TargetCoverage(Struct, frozen=True, kw_only=True):
 class Orphan(Struct, frozen=True, kw_only=True):
     path: str  # as shown
     reference: str
-    fields: Mapping[str, str]
+    told: OrphanFields
 
     # Its JSON: the path, and each field its path tells (None where it tells none).
     JSON: ClassVar[JsonLayout] = JsonLayout(
         keys=(("path", "path"), *((name, f"told.{name}") for name in ORPHAN_COLUMNS))
     )
-
-    @property
-    def told(self) -> OrphanFields:
-        return OrphanFields(**{k: v for k, v in self.fields.items() if k in ORPHAN_COLUMNS})
 
 
 class Coverage(Struct, frozen=True, kw_only=True):
@@ -133,16 +129,15 @@ def compute_coverage(
     *,
     all_targets: Sequence[Target] | None = None,
     exclude_models: Iterable[str] = (),
-    orphans: bool = True,
 ) -> Coverage:
     """Missing references of `targets`, orphans against `all_targets` (default:
     the same targets): a file is an orphan only when no target selects it.
     `exclude_models`: models left out altogether (e.g. unit-tests in a tree
-    whose recipes cannot opt out); `orphans=False` skips looking for orphans."""
+    whose recipes cannot opt out)."""
     excluded = frozenset(exclude_models)
     checker = ReferenceChecker(settings, listing)
     used: set[str] = set()
-    results: list[TargetCoverage] = []
+    results: dict[str, TargetCoverage] = {}
     asked = {t.name for t in targets}
     every = list(all_targets) if all_targets is not None else list(targets)
     every += [t for t in targets if t.name not in {a.name for a in every}]
@@ -155,23 +150,18 @@ def compute_coverage(
             continue
         chosen = [j for j in jobs if checked(j, settings)]
         missing = [m for job in chosen for m in checker.missing(job)]
-        results.append(
-            TargetCoverage(
-                target=target,
-                gating=settings.is_gating(target.name),
-                jobs=len(jobs),
-                checked=len(chosen),
-                missing=tuple(missing),
-            )
+        results[target.name] = TargetCoverage(
+            target=target,
+            gating=settings.is_gating(target.name),
+            jobs=len(jobs),
+            checked=len(chosen),
+            missing=tuple(missing),
         )
-    order = {t.name: i for i, t in enumerate(targets)}
-    results.sort(key=lambda r: order[r.target.name])
-    found = find_orphans(settings, listing, used, generation.jobs) if orphans else []
     return Coverage(
         settings=settings,
         listing=listing,
-        targets=tuple(results),
-        orphans=tuple(found),
+        targets=tuple(results[t.name] for t in targets),  # in the order asked
+        orphans=tuple(find_orphans(settings, listing, used, generation.jobs)),
         problems=checker.template_problems(),
     )
 
@@ -199,9 +189,11 @@ def find_orphans(
             fields = matcher.fit(path)
             if fields is None:
                 continue
-            shown = {ORPHAN_FIELDS[k]: v for k, v in fields.items() if k in ORPHAN_FIELDS}
+            told = OrphanFields(
+                **{ORPHAN_FIELDS[k]: v for k, v in fields.items() if k in ORPHAN_FIELDS}
+            )
             orphans.append(
-                Orphan(path=listing.shown(path), reference=matcher.template.name, fields=shown)
+                Orphan(path=listing.shown(path), reference=matcher.template.name, told=told)
             )
             break
     return orphans
@@ -233,7 +225,7 @@ def _orphans(coverage: Coverage) -> Report:
     headers = (("file", "file"), *((k, k.replace("_", " ")) for k in ORPHAN_COLUMNS))
     return Report(
         [Column(h, markdown=md, escape=code_span, missing="-") for h, md in headers],
-        [(o.path, *(o.fields.get(k) or None for k in ORPHAN_COLUMNS)) for o in coverage.orphans],
+        [(o.path, *(getattr(o.told, k) or None for k in ORPHAN_COLUMNS)) for o in coverage.orphans],
     )
 
 
