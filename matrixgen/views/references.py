@@ -69,50 +69,54 @@ class TemplateProblem(Struct, frozen=True, kw_only=True):
 
 
 class ReferenceChecker:
-    """Renders and looks up each job's references once, for many targets."""
+    """Renders each job's references once, for many targets, and looks them up."""
 
     def __init__(self, settings: ReferenceSettings, listing: ReferenceListing) -> None:
         self.settings = settings
         self.listing = listing
+        # By the job's id, the job (kept so that the id stays its own) and each
+        # template's name and path for it, None where it cannot fill the template.
+        self._rendered: dict[int, tuple[Job, tuple[tuple[str, str | None], ...]]] = {}
         self._missing: dict[int, tuple[MissingReference, ...]] = {}
-        self._paths: dict[int, tuple[str, ...]] = {}
-        self._keep: dict[int, Job] = {}  # keeps ids stable while cached
         self._hints: dict[str, str | None] = {}
-        self.problems: dict[tuple[str, str], list[Job]] = {}
+        # Per template and message, the jobs that cannot fill it, each once: a job a
+        # quarantine entry marks is a new value in each target that selects it.
+        self.problems: dict[tuple[str, str], dict[tuple[str, ...], Job]] = {}
 
     def _render(self, template: ReferenceTemplate, job: Job) -> str | None:
         """The template's path for the job; None (and the problem kept) when it cannot fill it."""
         try:
             return reference_path(template, job)
         except TemplateError as exc:
-            self.problems.setdefault((template.name, str(exc)), []).append(job)
+            named = self.problems.setdefault((template.name, str(exc)), {})
+            named.setdefault(job.duplicate_key(), job)
             return None
+
+    def rendered(self, job: Job) -> tuple[tuple[str, str | None], ...]:
+        """Each template's name and path for the job, rendered once (so a
+        template it cannot fill names it once among the problem's jobs)."""
+        key = id(job)
+        if key not in self._rendered:
+            paths = tuple((t.name, self._render(t, job)) for t in self.settings.templates)
+            self._rendered[key] = (job, paths)
+        return self._rendered[key][1]
 
     def paths(self, job: Job) -> tuple[str, ...]:
         """Every path (relative to the root) the job's templates render to."""
-        key = id(job)
-        if key not in self._paths:
-            self._keep[key] = job
-            rendered = (self._render(t, job) for t in self.settings.templates)
-            self._paths[key] = tuple(p for p in rendered if p is not None)
-        return self._paths[key]
+        return tuple(path for _, path in self.rendered(job) if path is not None)
 
     def missing(self, job: Job) -> tuple[MissingReference, ...]:
         """The references a job needs and the listing lacks (none when it opts out of all)."""
         key = id(job)
         if key not in self._missing:
-            self._keep[key] = job
             opt_out = job_opt_out(job)
-            wanted = (
-                t for t in self.settings.templates if opt_out is None or not opt_out.covers(t.name)
-            )
-            rendered = ((t.name, self._render(t, job)) for t in wanted)
             self._missing[key] = tuple(
                 MissingReference(
                     job=job, reference=name, path=self.listing.shown(rel), hint=self.hint(rel)
                 )
-                for name, rel in rendered
+                for name, rel in self.rendered(job)
                 if rel is not None and rel not in self.listing.files
+                if opt_out is None or not opt_out.covers(name)
             )
         return self._missing[key]
 
@@ -125,7 +129,7 @@ class ReferenceChecker:
     def template_problems(self) -> tuple[TemplateProblem, ...]:
         """The templates some jobs rendered so far cannot fill, in name and message order."""
         return tuple(
-            TemplateProblem(reference=name, message=message, jobs=tuple(jobs))
+            TemplateProblem(reference=name, message=message, jobs=tuple(jobs.values()))
             for (name, message), jobs in sorted(self.problems.items())
         )
 
