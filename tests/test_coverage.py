@@ -392,12 +392,12 @@ def test_a_problem_names_each_job_once(
     jobs = [gen.jobs[i % len(gen.jobs)] for _, i in asked]
     for (paths, _), job in zip(asked, jobs, strict=True):
         (checker.paths if paths else checker.missing)(job)
-    problems = checker.template_problems()
-    for problem in problems:
-        assert len({id(j) for j in problem.jobs}) == len(problem.jobs)
-        assert {id(j) for j in problem.jobs} <= {id(j) for j in jobs}
+    named = [[id(j) for j in each.values()] for each in checker.problems.values()]
+    for ids in named:
+        assert len(set(ids)) == len(ids)
+        assert set(ids) <= {id(j) for j in jobs}
     pathed = {id(j) for (paths, _), j in zip(asked, jobs, strict=True) if paths}
-    assert pathed <= {id(j) for problem in problems for j in problem.jobs}
+    assert pathed <= {i for ids in named for i in ids}
 
 
 def test_an_absent_reference_tree_is_said_once(outside_git: Path, cli: Callable) -> None:

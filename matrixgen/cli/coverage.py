@@ -160,19 +160,17 @@ def coverage(
         all_targets=generation.targets(),
         exclude_models=exclude_model or (),
     )
-    _echo_problems(result, listing, settings)
+    _echo_problems(result)
     echo_as(fmt, result, render_table, render_markdown)
     typer.echo(terminal_text(summary_line(result)), err=True)
-    failing = result.gating_missing or (strict and result.missing) or result.problems
-    if failing:
+    if result.gating_missing or (strict and result.missing) or result.problems:
         raise typer.Exit(ExitCode.FINDINGS)
 
 
-def _echo_problems(
-    result: Coverage, listing: ReferenceListing, settings: ReferenceSettings
-) -> None:
+def _echo_problems(result: Coverage) -> None:
+    listing = result.listing
     if not listing.present:
-        where = listing.shown(settings.prefix) or "."
+        where = listing.shown(result.settings.prefix) or "."
         typer.echo(
             f"matrixgen: warning: no reference tree at {terminal_text(where)} "
             f"({terminal_text(listing.where)}): "

@@ -2,12 +2,11 @@
 miss a reference file, and the orphans, files that fit a template but are no
 path (nor `_suffix` variant) of a job any target selects; skipped and opted-out
 jobs' files are not orphans, only not checked. One listing of the reference
-tree; each job's paths are rendered once however many targets select it. Its
-tables are declared once and written as a terminal table or a PR comment."""
+tree; each job's paths are rendered once however many targets select it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from typing import ClassVar
 
 from msgspec import Struct
@@ -19,7 +18,6 @@ from matrixgen.model.references import (
     ReferenceSettings,
     TemplateMatcher,
     is_variant,
-    job_opt_out,
     used_by_dir,
 )
 from matrixgen.pipeline import Generation
@@ -30,7 +28,6 @@ from matrixgen.views.references import (
     MissingReference,
     OrphanFields,
     ReferenceChecker,
-    TemplateProblem,
 )
 from matrixgen.views.table import Column, Report
 
@@ -46,10 +43,12 @@ class TargetMissing(Struct, frozen=True, kw_only=True):
     )
 
 
-def checked(job: Job, settings: ReferenceSettings) -> bool:
-    """Whether any of the job's references is checked (it does not opt out of all)."""
-    opt_out = job_opt_out(job)
-    return opt_out is None or any(not opt_out.covers(t.name) for t in settings.templates)
+class TemplateProblem(Struct, frozen=True, kw_only=True):
+    """A template some jobs cannot fill (a field they do not have)."""
+
+    reference: str
+    message: str
+    jobs: tuple[Job, ...]
 
 
 class TargetCoverage(Struct, frozen=True, kw_only=True):
@@ -148,33 +147,34 @@ def compute_coverage(
             used.update(checker.paths(job))
         if target.name not in asked:
             continue
-        chosen = [j for j in jobs if checked(j, settings)]
-        missing = [m for job in chosen for m in checker.missing(job)]
+        chosen = [j for j in jobs if checker.checks(j)]
         results[target.name] = TargetCoverage(
             target=target,
             gating=settings.is_gating(target.name),
             jobs=len(jobs),
             checked=len(chosen),
-            missing=tuple(missing),
+            missing=tuple(m for job in chosen for m in checker.missing(job)),
         )
     return Coverage(
         settings=settings,
         listing=listing,
         targets=tuple(results[t.name] for t in targets),  # in the order asked
         orphans=tuple(find_orphans(settings, listing, used, generation.jobs)),
-        problems=checker.template_problems(),
+        problems=tuple(
+            TemplateProblem(reference=name, message=message, jobs=tuple(named.values()))
+            for (name, message), named in sorted(checker.problems.items())
+        ),
     )
 
 
 def find_orphans(
     settings: ReferenceSettings,
     listing: ReferenceListing,
-    used: Iterable[str],
+    used: Set[str],
     jobs: Sequence[Job],
 ) -> list[Orphan]:
     """Listed files that fit a template, are no selected job's path, nor a variant of one."""
-    used_set = set(used)
-    grouped = used_by_dir(used_set)
+    grouped = used_by_dir(used)
     known = {
         name: {v for v in (getattr(j, name) for j in jobs) if isinstance(v, str)}
         for name in ("model", "test_case", "environment", "tag", "scope")
@@ -183,18 +183,15 @@ def find_orphans(
     matchers = [TemplateMatcher.build(t, known) for t in settings.templates]
     orphans: list[Orphan] = []
     for path in sorted(listing.files):
-        if path in used_set or is_variant(path, grouped):
+        if path in used or is_variant(path, grouped):
             continue
         for matcher in matchers:
             fields = matcher.fit(path)
             if fields is None:
                 continue
-            told = OrphanFields(
-                **{ORPHAN_FIELDS[k]: v for k, v in fields.items() if k in ORPHAN_FIELDS}
-            )
-            orphans.append(
-                Orphan(path=listing.shown(path), reference=matcher.template.name, told=told)
-            )
+            shown = {ORPHAN_FIELDS[k]: v for k, v in fields.items() if k in ORPHAN_FIELDS}
+            where, name = listing.shown(path), matcher.template.name
+            orphans.append(Orphan(path=where, reference=name, told=OrphanFields(**shown)))
             break
     return orphans
 
@@ -233,8 +230,7 @@ def render_table(coverage: Coverage) -> str:
     """`matrixgen coverage`: targets, then missing references, then orphans."""
     out = [_targets(coverage.targets).text()]
     if coverage.missing:
-        out.append(f"\nMissing references ({len(coverage.missing)})\n")
-        out.append(_missing(coverage).text())
+        out += [f"\nMissing references ({len(coverage.missing)})\n", _missing(coverage).text()]
     if coverage.orphans:
         out.append(f"\nOrphans: files no job of any target selects ({len(coverage.orphans)})\n")
         out.append(_orphans(coverage).text())
@@ -244,9 +240,8 @@ def render_table(coverage: Coverage) -> str:
 def summary_line(coverage: Coverage) -> str:
     listing = coverage.listing
     where = listing.shown(coverage.settings.prefix) or "."
-    missing = len(coverage.missing)
     return (
-        f"{len(coverage.targets)} target(s): {missing} missing reference(s) "
+        f"{len(coverage.targets)} target(s): {len(coverage.missing)} missing reference(s) "
         f"({coverage.gating_missing} in gating targets), {len(coverage.orphans)} orphan(s); "
         f"reference tree {where} ({listing.where}): {len(listing.files)} file(s)"
     )

@@ -60,14 +60,6 @@ class MissingReference(Struct, frozen=True, kw_only=True):
     )
 
 
-class TemplateProblem(Struct, frozen=True, kw_only=True):
-    """A template some jobs cannot fill (a field they do not have)."""
-
-    reference: str
-    message: str
-    jobs: tuple[Job, ...]
-
-
 class ReferenceChecker:
     """Renders each job's references once, for many targets, and looks them up."""
 
@@ -77,7 +69,6 @@ class ReferenceChecker:
         # By the job's id, the job (kept so that the id stays its own) and each
         # template's name and path for it, None where it cannot fill the template.
         self._rendered: dict[int, tuple[Job, tuple[tuple[str, str | None], ...]]] = {}
-        self._missing: dict[int, tuple[MissingReference, ...]] = {}
         self._hints: dict[str, str | None] = {}
         # Per template and message, the jobs that cannot fill it, each once: a job a
         # quarantine entry marks is a new value in each target that selects it.
@@ -107,35 +98,26 @@ class ReferenceChecker:
 
     def missing(self, job: Job) -> tuple[MissingReference, ...]:
         """The references a job needs and the listing lacks (none when it opts out of all)."""
-        key = id(job)
-        if key not in self._missing:
-            opt_out = job_opt_out(job)
-            self._missing[key] = tuple(
-                MissingReference(
-                    job=job, reference=name, path=self.listing.shown(rel), hint=self.hint(rel)
-                )
-                for name, rel in self.rendered(job)
-                if rel is not None and rel not in self.listing.files
-                if opt_out is None or not opt_out.covers(name)
+        opt_out = job_opt_out(job)
+        return tuple(
+            MissingReference(
+                job=job, reference=name, path=self.listing.shown(rel), hint=self.hint(rel)
             )
-        return self._missing[key]
+            for name, rel in self.rendered(job)
+            if rel is not None and rel not in self.listing.files
+            if opt_out is None or not opt_out.covers(name)
+        )
+
+    def checks(self, job: Job) -> bool:
+        """Whether any of the job's references is checked (it does not opt out of all)."""
+        opt_out = job_opt_out(job)
+        return opt_out is None or any(not opt_out.covers(t.name) for t in self.settings.templates)
 
     def hint(self, rel: str) -> str | None:
         if rel not in self._hints:
             near = self.listing.nearest(rel)
             self._hints[rel] = self.listing.shown(near) if near is not None else None
         return self._hints[rel]
-
-    def template_problems(self) -> tuple[TemplateProblem, ...]:
-        """The templates some jobs rendered so far cannot fill, in name and message order."""
-        return tuple(
-            TemplateProblem(reference=name, message=message, jobs=tuple(jobs.values()))
-            for (name, message), jobs in sorted(self.problems.items())
-        )
-
-
-# What an orphan's path tells of the job it would be for, as reports show it.
-ORPHAN_COLUMNS = ("model", "test_case", "environment", "platform")
 
 
 class OrphanFields(Struct, frozen=True, kw_only=True):
@@ -147,28 +129,30 @@ class OrphanFields(Struct, frozen=True, kw_only=True):
     platform: str | None = None
 
 
+# Its fields, as reports show them (a column each).
+ORPHAN_COLUMNS: tuple[str, ...] = OrphanFields.__struct_fields__
+
+
 def read_listing(
     recipes: Path, settings: ReferenceSettings, root: Path | None = None
 ) -> ReferenceListing:
     """The reference tree of a recipe tree on disk: `root` when given (--root),
     else the configured root below the top of the checkout the recipes are in
     (outside a checkout, the recipes' parent: a checkout with them at its top)."""
-    if root is not None:
-        return list_directory(root, settings.prefix, shown_root=_shown(root))
-    top = checkout_top(recipes) or recipes.resolve().parent
-    directory = top / settings.root if settings.root else top
-    return list_directory(directory, settings.prefix, shown_root=_shown(directory))
+    if root is None:
+        top = checkout_top(recipes) or recipes.resolve().parent
+        root = top / settings.root if settings.root else top
+    return list_directory(root, settings.prefix, shown_root=_shown(root))
 
 
 def _shown(directory: Path) -> str:
     """A directory as messages show it: relative to the current one when inside it."""
     here = Path.cwd()
     absolute = directory if directory.is_absolute() else here / directory
-    try:
-        rel = absolute.resolve().relative_to(here.resolve())
-    except ValueError:
+    resolved, top = absolute.resolve(), here.resolve()
+    if not resolved.is_relative_to(top):
         return absolute.as_posix()
-    text = rel.as_posix()
+    text = resolved.relative_to(top).as_posix()
     return "" if text == "." else text
 
 
@@ -218,13 +202,13 @@ def check_references(context: ValidationContext) -> Iterator[Finding]:
             f"{missing.job.identity}: no {missing.reference} file {missing.path}{hint} ({which})",
             Severity.ERROR if gating else Severity.WARNING,
         )
-    for problem in checker.template_problems():
-        example = problem.jobs[0]
-        more = f" and {len(problem.jobs) - 1} other job(s)" if len(problem.jobs) > 1 else ""
+    for (name, message), named in sorted(checker.problems.items()):
+        example, *others = named.values()
+        more = f" and {len(others)} other job(s)" if others else ""
         yield finding(
-            config.locate(["references", "templates", problem.reference]),
+            config.locate(["references", "templates", name]),
             "reference-template",
-            f'reference "{problem.reference}": {problem.message} ({example.identity}{more})',
+            f'reference "{name}": {message} ({example.identity}{more})',
         )
 
 
@@ -232,17 +216,14 @@ def opt_out_findings(tree: RecipeTree, settings: ReferenceSettings) -> Iterator[
     """A malformed opt-out, or one naming no declared reference, is an error."""
     declared = [t.name for t in settings.templates]
     for recipe in tree.tests:
-        data = recipe.data
-        places: list[tuple[tuple[str | int, ...], Any]] = []
-        spec = data.get("spec")
-        if isinstance(spec, dict) and OPT_OUT_KEY in spec:
-            places.append((("spec", OPT_OUT_KEY), spec[OPT_OUT_KEY]))
+        places: list[tuple[tuple[str | int, ...], Any]] = [(("spec",), recipe.data.get("spec"))]
         if recipe.format_version == 2:
-            for where, row in rows(data):
-                if OPT_OUT_KEY in row:
-                    places.append(((*where, OPT_OUT_KEY), row[OPT_OUT_KEY]))
-        for keys, value in places:
-            parsed = parse_opt_out(value)
+            places += rows(recipe.data)
+        for where, holder in places:
+            if not isinstance(holder, dict) or OPT_OUT_KEY not in holder:
+                continue
+            keys = (*where, OPT_OUT_KEY)
+            parsed = parse_opt_out(holder[OPT_OUT_KEY])
             if isinstance(parsed, str):
                 yield finding(recipe.document.locate(list(keys)), "reference-opt-out", parsed)
                 continue
