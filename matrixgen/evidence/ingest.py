@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
+from operator import attrgetter
 from typing import Any
 
 import sqlalchemy as sa
@@ -36,6 +37,7 @@ from matrixgen.evidence.tables import (
 )
 from matrixgen.model.errors import ResultsFileError, UsageError
 from matrixgen.util.nodeid import is_node_id
+from matrixgen.views.table import Column, Report
 
 
 class IngestReport(Struct, frozen=True, kw_only=True):
@@ -57,6 +59,27 @@ class IngestReport(Struct, frozen=True, kw_only=True):
     @property
     def rows(self) -> int:
         return sum(j.tests for j in self.stored)
+
+    def table(self) -> Report:
+        """Its jobs, the ones stored now first, each with its counts and status."""
+        fields = attrgetter(*_JOB_COLUMNS.values())
+        rows = [(*fields(j), "stored") for j in self.stored]
+        rows += [(*fields(j), "already stored") for j in self.already]
+        return Report([Column(h) for h in (*_JOB_COLUMNS, "status")], rows)
+
+
+# The columns of an ingest's table: each an attribute of its job; then its status.
+_JOB_COLUMNS = {
+    "job": "job_name",
+    "target": "target",
+    "platform": "job.platform",
+    "environment": "job.environment",
+    "scope": "job.place",
+    "tests": "tests",
+    "failed": "failed",
+    "skipped": "skipped",
+    "reruns": "reruns",
+}
 
 
 def _epoch(moment: dt.datetime) -> int:
