@@ -263,20 +263,15 @@ class FlakyReport(Struct, frozen=True, kw_only=True):
     def counted(self, policy: FlakyPolicy) -> str:
         """Its keys by verdict in one line, and the ones left out."""
         counts = self.by_verdict()
-        failing = (
-            f"{counts['failing']} failing (every run failed, fewer than --broken-runs "
-            f"{policy.broken_runs}), "
-        )
-        return (
-            f"{len(self.rows)} key(s) over {self.runs} run(s): {counts['broken']} broken, "
-            + (failing if counts["failing"] else "")
-            + f"{counts['flaky']} flaky, {counts['ok']} ok"
-            + (
-                f"; {len(self.left_out)} key(s) with fewer than {policy.min_runs} run(s) left out"
-                if self.left_out
-                else ""
-            )
-        )
+        out = f"{len(self.rows)} key(s) over {self.runs} run(s): {counts['broken']} broken, "
+        if counts["failing"]:
+            out += f"{counts['failing']} failing (every run failed, fewer than --broken-runs "
+            out += f"{policy.broken_runs}), "
+        out += f"{counts['flaky']} flaky, {counts['ok']} ok"
+        if self.left_out:
+            left = len(self.left_out)
+            out += f"; {left} key(s) with fewer than {policy.min_runs} run(s) left out"
+        return out
 
 
 def flaky_rows(

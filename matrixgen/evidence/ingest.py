@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
-from operator import attrgetter
 from typing import Any
 
 import sqlalchemy as sa
@@ -62,24 +61,14 @@ class IngestReport(Struct, frozen=True, kw_only=True):
 
     def table(self) -> Report:
         """Its jobs, the ones stored now first, each with its counts and status."""
-        fields = attrgetter(*_JOB_COLUMNS.values())
-        rows = [(*fields(j), "stored") for j in self.stored]
-        rows += [(*fields(j), "already stored") for j in self.already]
-        return Report([Column(h) for h in (*_JOB_COLUMNS, "status")], rows)
-
-
-# The columns of an ingest's table: each an attribute of its job; then its status.
-_JOB_COLUMNS = {
-    "job": "job_name",
-    "target": "target",
-    "platform": "job.platform",
-    "environment": "job.environment",
-    "scope": "job.place",
-    "tests": "tests",
-    "failed": "failed",
-    "skipped": "skipped",
-    "reruns": "reruns",
-}
+        columns = [Column(h) for h in ("job", "target", "platform", "environment", "scope")]
+        columns += [Column(h) for h in ("tests", "failed", "skipped", "reruns", "status")]
+        rows = []
+        for j in (*self.stored, *self.already):
+            names = (j.job_name, j.target, j.job.platform, j.job.environment, j.job.place)
+            status = "stored" if j.stored else "already stored"
+            rows.append((*names, j.tests, j.failed, j.skipped, j.reruns, status))
+        return Report(columns, rows)
 
 
 def _epoch(moment: dt.datetime) -> int:

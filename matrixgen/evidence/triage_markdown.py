@@ -15,6 +15,7 @@ from matrixgen.evidence.triage import NOT_NEW, Failure, TriageReport, TriageVerd
 from matrixgen.util.escape import markdown_code as code
 from matrixgen.util.escape import markdown_link, terminal_text
 from matrixgen.util.escape import markdown_text as text
+from matrixgen.util.words import counted
 from matrixgen.views.table import Column, Markdown, Report
 
 MARKER = "<!-- matrixgen-triage -->"
@@ -102,21 +103,14 @@ def markdown(report: TriageReport) -> str:
     if new:
         lines += ["#### New failures", "", *failures_table(new).markdown(), ""]
     if known:
-        lines += [
-            "<details>",
-            f"<summary>{len(known)} known failure(s): "
-            + ", ".join(f"{counts[v]} {v.value}" for v in NOT_NEW)
-            + "</summary>",
-            "",
-            *failures_table(known).markdown(),
-            "",
-            "</details>",
-            "",
-        ]
+        shown = ", ".join(f"{counts[v]} {v.value}" for v in NOT_NEW)
+        lines += _folded(f"{len(known)} known failure(s): {shown}", failures_table(known))
     if report.shared:
         lines += ["#### Failures that share a reason", ""]
         lines += [*(g.markdown(_GROUP_TESTS_SHOWN) for g in report.shared), ""]
-    lines += _lifts(report)
+    if report.lift_candidates:
+        lifts = counted(len(report.lift_candidates), "quarantine entry", "quarantine entries")
+        lines += _folded(f"{lifts} to lift", lifts_table(report.lift_candidates))
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -145,15 +139,7 @@ def _evidence(f: Failure) -> str:
     return f.evidence
 
 
-def _lifts(report: TriageReport) -> list[str]:
-    candidates = report.lift_candidates
-    if not candidates:
-        return []
-    lines = [
-        "<details>",
-        f"<summary>{len(candidates)} quarantine entr"
-        f"{'y' if len(candidates) == 1 else 'ies'} to lift</summary>",
-        "",
-        *lifts_table(candidates).markdown(),
-    ]
-    return [*lines, "", "</details>", ""]
+def _folded(summary: str, table: Report) -> list[str]:
+    """The table folded under its summary line: the reader opens it."""
+    head = ["<details>", f"<summary>{summary}</summary>", ""]
+    return [*head, *table.markdown(), "", "</details>", ""]
