@@ -329,11 +329,12 @@ def flaky_table(rows: Iterable[FlakyRow]) -> Report:
 
 
 def _cells(row: FlakyRow) -> tuple[object, ...]:
-    case = row.job.test_case + (f"[{row.job.tag}]" if row.job.tag else "")
-    node = row.node_id or ""
-    if node.startswith(row.job.test_case + "::"):  # a bucket's test: its file is the case
-        node = node.removeprefix(row.job.test_case)
+    """The row's cells, one per column of `flaky_table`."""
     job = row.job
+    case = job.test_case + (f"[{job.tag}]" if job.tag else "")
+    node = row.node_id or ""
+    if node.startswith(job.test_case + "::"):  # a bucket's test: its file is the case
+        node = node.removeprefix(job.test_case)
     return (
         *(row.verdict.value, job.model, case, node, row.node_id or case),
         *(job.platform, job.environment, job.where, job.place, row.runs, row.failures, row.flips),
