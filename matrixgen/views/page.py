@@ -6,7 +6,7 @@ pages with it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from msgspec import Struct
 
@@ -14,6 +14,7 @@ from matrixgen.util.escape import html_attribute as attr
 from matrixgen.util.escape import html_link
 from matrixgen.util.escape import html_text as text
 from matrixgen.views.cost import hours
+from matrixgen.views.table import html_table
 
 # A page of the site: (file name, title in the navigation).
 PageName = tuple[str, str]
@@ -97,33 +98,8 @@ class Frame(Struct, frozen=True, kw_only=True):
         )
 
 
-def table(
-    headers: Sequence[str],
-    rows: Iterable[Sequence[str]],
-    *,
-    numeric: Sequence[int] = (),
-    cls: str = "",
-    row_classes: Sequence[str] | None = None,
-) -> str:
-    """A table of cells already escaped (headers are escaped here)."""
-    right = set(numeric)
-    head = "".join(
-        f'<th{" class=n" if i in right else ""} scope="col">{text(h)}</th>'
-        for i, h in enumerate(headers)
-    )
-    body = []
-    for r, row in enumerate(rows):
-        klass = row_classes[r] if row_classes is not None else ""
-        cells = "".join(
-            f"<td{' class=n' if i in right else ''}>{cell}</td>" for i, cell in enumerate(row)
-        )
-        body.append(f"<tr{f' class={klass}' if klass else ''}>{cells}</tr>")
-    klass = f' class="{cls}"' if cls else ""
-    return (
-        f"<table{klass}><thead><tr>{head}</tr></thead><tbody>\n"
-        + "\n".join(body)
-        + ("\n</tbody></table>\n")
-    )
+# The pages' tables: cells already escaped, headers escaped there.
+table = html_table
 
 
 def figures(items: Sequence[tuple[str, str]]) -> str:

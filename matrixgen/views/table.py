@@ -1,6 +1,6 @@
 """Tables, as every command prints them: plain text for a terminal, Markdown for a
-comment or a job summary, and `Report`, one declaration of a feature's table that
-both are written from."""
+comment or a job summary, HTML for the report's pages, and `Report`, one
+declaration of a feature's table that each is written from."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from matrixgen.util.escape import markdown_text, terminal_text
+from matrixgen.util.escape import html_text, markdown_text, terminal_text
 
 _Value = TypeVar("_Value", bound=Hashable)
 
@@ -65,17 +65,47 @@ def markdown_table(
     return [f"| {' | '.join(cells)} |" for cells in (headers, marks, *rows)]
 
 
+def html_table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    *,
+    numeric: Sequence[int] = (),
+    cls: str = "",
+    row_classes: Sequence[str] | None = None,
+) -> str:
+    """An HTML table of cells already escaped (headers are escaped here)."""
+    right = set(numeric)
+    head = "".join(
+        f'<th{" class=n" if i in right else ""} scope="col">{html_text(h)}</th>'
+        for i, h in enumerate(headers)
+    )
+    body = []
+    for r, row in enumerate(rows):
+        klass = row_classes[r] if row_classes is not None else ""
+        cells = "".join(
+            f"<td{' class=n' if i in right else ''}>{cell}</td>" for i, cell in enumerate(row)
+        )
+        body.append(f"<tr{f' class={klass}' if klass else ''}>{cells}</tr>")
+    klass = f' class="{cls}"' if cls else ""
+    return (
+        f"<table{klass}><thead><tr>{head}</tr></thead><tbody>\n"
+        + "\n".join(body)
+        + ("\n</tbody></table>\n")
+    )
+
+
 class Markdown(str):
     """A cell already written as Markdown (a link, code beside text): a Report
-    writes it as it is."""
+    writes it as it is in Markdown, and refuses it in HTML."""
 
 
 @dataclass(frozen=True)
 class Column:
     """A column of a `Report`: its header in each format (`markdown` None: a
-    text-only column; `text` False: a Markdown-only one, "" the same header),
-    how Markdown escapes its cells (`str` for the ones we write: numbers, words
-    of our vocabulary), its alignment there, and the cell a None shows as."""
+    text-only column; `text` or `html` False: not in that format; "" the same
+    header), how Markdown escapes its cells (`str` for the ones we write:
+    numbers, words of our vocabulary), its alignment there and in HTML, and the
+    cell a None shows as."""
 
     header: str
     markdown: str | None = ""
@@ -83,6 +113,7 @@ class Column:
     escape: Callable[[object], str] = markdown_text
     right: bool = False
     missing: str = ""
+    html: bool = True
 
 
 @dataclass(frozen=True)
@@ -107,6 +138,17 @@ class Report:
             "".join(">" if c.right else "<" for _, c in shown),
         )
 
+    def html(self, *, cls: str = "", row_classes: Sequence[str] | None = None) -> str:
+        """Its HTML table (`html_table`), each cell escaped as HTML text."""
+        shown = [(i, c) for i, c in enumerate(self.columns) if c.html]
+        return html_table(
+            [c.header for _, c in shown],
+            ([_html(row[i], c) for i, c in shown] for row in self.rows),
+            numeric=[n for n, (_, c) in enumerate(shown) if c.right],
+            cls=cls,
+            row_classes=row_classes,
+        )
+
 
 def _plain(cell: object, column: Column) -> str:
     return column.missing if cell is None else str(cell)
@@ -116,6 +158,12 @@ def _markdown(cell: object, column: Column) -> str:
     if cell is None or isinstance(cell, Markdown):
         return column.missing if cell is None else cell
     return column.escape(cell)
+
+
+def _html(cell: object, column: Column) -> str:
+    if isinstance(cell, Markdown):
+        raise TypeError("a Markdown cell has no HTML: give the value it shows")
+    return html_text(column.missing if cell is None else cell)
 
 
 def few(names: Iterable[str], limit: int) -> str:
