@@ -252,7 +252,7 @@ def _stats_cost(generation: Generation, result: Stats, fmt: TableOrJson, db: str
             }
         )
     else:
-        typer.echo(render_cost_table(report, table), nl=False)
+        typer.echo(render_cost_table(report), nl=False)
         line = not_counted(result)
         if line is not None:
             typer.echo("\n" + line)
