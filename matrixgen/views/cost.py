@@ -294,11 +294,10 @@ def signed_hours(value: float) -> str:
 
 
 # A cost table's columns after what each cost is of; the report's Overview shows
-# a pipeline's targets and quarantined jobs too, and its jobs in thousands.
+# a pipeline's targets and quarantined jobs too, and writes jobs in thousands.
 _COST_COLUMNS = (
     Column("targets", text=False, right=True),
-    Column("jobs", html=False),
-    Column("jobs", text=False, right=True),
+    Column("jobs", right=True, html="{:,}".format),
     Column("GPU-h max", right=True),
     Column("weighted", right=True),
     Column("GPU-h expected"),
@@ -320,7 +319,6 @@ def cost_report(
             name,
             count.get(name, 0),
             c.jobs,
-            f"{c.jobs:,}",
             hours(c.gpu_hours_max),
             hours(c.weighted_max),
             c.expected_text(),

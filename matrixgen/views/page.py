@@ -6,7 +6,7 @@ pages with it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from msgspec import Struct
 
@@ -14,7 +14,7 @@ from matrixgen.util.escape import html_attribute as attr
 from matrixgen.util.escape import html_link
 from matrixgen.util.escape import html_text as text
 from matrixgen.views.cost import hours
-from matrixgen.views.table import html_table
+from matrixgen.views.table import Column, Report
 
 # A page of the site: (file name, title in the navigation).
 PageName = tuple[str, str]
@@ -98,8 +98,17 @@ class Frame(Struct, frozen=True, kw_only=True):
         )
 
 
-# The pages' tables: cells already escaped, headers escaped there.
-table = html_table
+def table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    *,
+    numeric: Sequence[int] = (),
+    cls: str = "",
+    row_classes: Sequence[str] | None = None,
+) -> str:
+    """A table of cells already escaped (headers are escaped here)."""
+    columns = [Column(h, right=i in numeric, html=str) for i, h in enumerate(headers)]
+    return Report(columns, list(rows)).html(cls=cls, row_classes=row_classes)
 
 
 def figures(items: Sequence[tuple[str, str]]) -> str:

@@ -65,35 +65,6 @@ def markdown_table(
     return [f"| {' | '.join(cells)} |" for cells in (headers, marks, *rows)]
 
 
-def html_table(
-    headers: Sequence[str],
-    rows: Iterable[Sequence[str]],
-    *,
-    numeric: Sequence[int] = (),
-    cls: str = "",
-    row_classes: Sequence[str] | None = None,
-) -> str:
-    """An HTML table of cells already escaped (headers are escaped here)."""
-    right = set(numeric)
-    head = "".join(
-        f'<th{" class=n" if i in right else ""} scope="col">{html_text(h)}</th>'
-        for i, h in enumerate(headers)
-    )
-    body = []
-    for r, row in enumerate(rows):
-        klass = row_classes[r] if row_classes is not None else ""
-        cells = "".join(
-            f"<td{' class=n' if i in right else ''}>{cell}</td>" for i, cell in enumerate(row)
-        )
-        body.append(f"<tr{f' class={klass}' if klass else ''}>{cells}</tr>")
-    klass = f' class="{cls}"' if cls else ""
-    return (
-        f"<table{klass}><thead><tr>{head}</tr></thead><tbody>\n"
-        + "\n".join(body)
-        + ("\n</tbody></table>\n")
-    )
-
-
 class Markdown(str):
     """A cell already written as Markdown (a link, code beside text): a Report
     writes it as it is in Markdown, and refuses it in HTML."""
@@ -102,10 +73,10 @@ class Markdown(str):
 @dataclass(frozen=True)
 class Column:
     """A column of a `Report`: its header in each format (`markdown` None: a
-    text-only column; `text` or `html` False: not in that format; "" the same
-    header), how Markdown escapes its cells (`str` for the ones we write:
-    numbers, words of our vocabulary), its alignment there and in HTML, and the
-    cell a None shows as."""
+    text-only column; `text` False: a Markdown-only one, "" the same header),
+    how Markdown escapes its cells (`str` for the ones we write: numbers, words
+    of our vocabulary), how HTML writes them (None: not in HTML; `str` for cells
+    already HTML), their alignment there, and the cell a None shows as."""
 
     header: str
     markdown: str | None = ""
@@ -113,7 +84,7 @@ class Column:
     escape: Callable[[object], str] = markdown_text
     right: bool = False
     missing: str = ""
-    html: bool = True
+    html: Callable[[object], str] | None = html_text
 
 
 @dataclass(frozen=True)
@@ -139,14 +110,21 @@ class Report:
         )
 
     def html(self, *, cls: str = "", row_classes: Sequence[str] | None = None) -> str:
-        """Its HTML table (`html_table`), each cell escaped as HTML text."""
-        shown = [(i, c) for i, c in enumerate(self.columns) if c.html]
-        return html_table(
-            [c.header for _, c in shown],
-            ([_html(row[i], c) for i, c in shown] for row in self.rows),
-            numeric=[n for n, (_, c) in enumerate(shown) if c.right],
-            cls=cls,
-            row_classes=row_classes,
+        """Its HTML table: a right column's cells classed `n`, the table `cls`,
+        row r `row_classes[r]`."""
+        shown = [(i, c) for i, c in enumerate(self.columns) if c.html is not None]
+        shown = [(i, c, " class=n" if c.right else "") for i, c in shown]
+        head = "".join(f'<th{n} scope="col">{html_text(c.header)}</th>' for _, c, n in shown)
+        body = []
+        for r, row in enumerate(self.rows):
+            klass = row_classes[r] if row_classes is not None else ""
+            cells = "".join(f"<td{n}>{_html(row[i], c)}</td>" for i, c, n in shown)
+            body.append(f"<tr{f' class={klass}' if klass else ''}>{cells}</tr>")
+        klass = f' class="{cls}"' if cls else ""
+        return (
+            f"<table{klass}><thead><tr>{head}</tr></thead><tbody>\n"
+            + "\n".join(body)
+            + "\n</tbody></table>\n"
         )
 
 
@@ -161,9 +139,9 @@ def _markdown(cell: object, column: Column) -> str:
 
 
 def _html(cell: object, column: Column) -> str:
-    if isinstance(cell, Markdown):
-        raise TypeError("a Markdown cell has no HTML: give the value it shows")
-    return html_text(column.missing if cell is None else cell)
+    if isinstance(cell, Markdown) or column.html is None:
+        raise TypeError("no HTML for a Markdown cell (give the value it shows) or in its column")
+    return column.html(column.missing if cell is None else cell)
 
 
 def few(names: Iterable[str], limit: int) -> str:
