@@ -13,9 +13,9 @@ from matrixgen.util.escape import html_text, markdown_text, terminal_text
 _Value = TypeVar("_Value", bound=Hashable)
 
 
-def table(rows: list[list[str]], headers: list[str], *, empty: str | None = None) -> str:
-    """Columns padded to their widest cell. Every cell is escaped for a terminal
-    line (`terminal_text`): a value with a line break in it stays in its row.
+def table(rows: Sequence[Sequence[object]], headers: list[str], *, empty: str | None = None) -> str:
+    """Columns padded to their widest cell. Every cell (its str()) is escaped for
+    a terminal line (`terminal_text`): a value with a line break stays in its row.
     `empty`: the line shown instead of a bare header when there is no row."""
     if not rows and empty is not None:
         return empty + "\n"
