@@ -329,11 +329,13 @@ def cost_report(
     return Report((Column(of), *_COST_COLUMNS), rows)
 
 
-def render_cost_table(report: CostReport) -> str:
+def render_cost_table(report: CostReport, note: str | None = None) -> str:
+    """Its four tables, the formula, and the `note` (what is not counted) if any."""
     parts = [
         cost_report("target", ((t.name, c) for t, c in report.targets)).text(),
         cost_report("pipeline (one run)", report.pipelines).text(),
         cost_report("platform (every target once)", report.platforms).text(),
         cost_report("recipe file (every target once)", report.files).text(),
     ]
-    return "\n".join(parts) + f"\nGPU-hours = {FORMULA}; an upper bound (time limits).\n"
+    formula = f"\nGPU-hours = {FORMULA}; an upper bound (time limits).\n"
+    return "\n".join(parts) + formula + (f"\n{note}\n" if note is not None else "")
