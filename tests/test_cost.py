@@ -432,3 +432,11 @@ def test_a_platform_weighs_its_own_weight_before_the_one_it_is_an_alias_of() -> 
 )
 def test_a_change_in_gpu_hours_is_signed_unless_it_shows_as_zero(value: float, shown: str) -> None:
     assert signed_hours(value) == shown
+
+
+def test_a_cost_table_writes_jobs_in_thousands_in_html_only() -> None:
+    from matrixgen.views.cost import Cost, cost_report
+
+    report = cost_report("pipeline (one run)", [("gitlab/mr", Cost(jobs=1234))], {"gitlab/mr": 2})
+    assert "<td class=n>2</td><td class=n>1,234</td>" in report.html()
+    assert report.text().splitlines()[2].split() == ["gitlab/mr", "1234", "0", "0", "-"]

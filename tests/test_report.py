@@ -5,6 +5,7 @@ errors. The pages in a real browser: tests/test_report_browser.py."""
 from __future__ import annotations
 
 import datetime as dt
+import html
 import json
 import os
 import subprocess
@@ -263,6 +264,33 @@ def test_overview_shows_stats_cost_figures(cli, shipped: SiteData) -> None:
     # One bar per pipeline and series (max and weighted: no store).
     rects = [a for tag, a in parsed.tags if tag == "rect" and a.get("height") != "10"]
     assert len(rects) == 2 * len(pipelines)
+
+
+@pytest.mark.parametrize("site", ["shipped", pytest.param("with_store", marks=pytest.mark.slow)])
+def test_the_overview_pipelines_are_the_rows_stats_cost_prints(
+    site: str, request: pytest.FixtureRequest
+) -> None:
+    """One table in two places: the Overview shows `stats --cost`'s pipelines
+    table, cell for cell (jobs in thousands), with each pipeline's targets and
+    quarantined jobs beside it."""
+    import re
+
+    from matrixgen.views.cost import render_cost_table
+
+    data: SiteData = request.getfixturevalue(site)
+    page = render_site(data)["index.html"]
+    table = page.split('<table class="pipelines">', 1)[1].split("</table>", 1)[0]
+    html_rows = [
+        [html.unescape(c) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)]
+        for row in table.split("<tr>")[1:]
+    ]
+    text = render_cost_table(data.cost).split("\n\n")[1].splitlines()
+    text_rows = [re.split(r"  +", line) for line in text[:1] + text[2:]]
+    (head, *shown_rows), (text_head, *printed_rows) = html_rows, text_rows
+    assert head == [text_head[0], "targets", *text_head[1:], "quarantined jobs"]
+    assert len(shown_rows) == len(printed_rows) > 0
+    for shown, (name, jobs, *figures) in zip(shown_rows, printed_rows, strict=True):
+        assert [shown[0], *shown[2:6]] == [name, f"{int(jobs):,}", *figures]
 
 
 def test_selection_grid_has_a_cell_per_case_and_target(cli, shipped: SiteData) -> None:

@@ -3,11 +3,20 @@ escaping each cell of each row gives, however many rows repeat a cell."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from matrixgen.util.escape import markdown_code, markdown_text, terminal_line, terminal_text
+from matrixgen.util.escape import (
+    html_text,
+    markdown_code,
+    markdown_text,
+    terminal_line,
+    terminal_text,
+)
+from matrixgen.views import page
 from matrixgen.views.table import (
     Column,
     Markdown,
@@ -160,3 +169,64 @@ def test_a_markdown_cell_is_written_as_it_is_and_a_plain_one_escaped() -> None:
         [Column("a", text=False), Column("b", text=False)], [[Markdown("[x](y)"), "[x](y)"]]
     )
     assert report.markdown()[2] == "| [x](y) | \\[x\\]\\(y\\) |"
+
+
+def _html_by_hand(
+    headers: list[str], cells: list[list[str]], right: set[int], cls: str, classes: list[str] | None
+) -> str:
+    """The definition: a row of headers, a row per row of cells, a right column's
+    cells classed `n`, row r classed `classes[r]`."""
+
+    def n(i: int) -> str:
+        return " class=n" if i in right else ""
+
+    head = "".join(f'<th{n(i)} scope="col">{html_text(h)}</th>' for i, h in enumerate(headers))
+    rows = [
+        f"<tr{f' class={classes[r]}' if classes else ''}>"
+        + "".join(f"<td{n(i)}>{cell}</td>" for i, cell in enumerate(row))
+        + "</tr>"
+        for r, row in enumerate(cells)
+    ]
+    opening = f'<table class="{cls}">' if cls else "<table>"
+    return (
+        f"{opening}<thead><tr>{head}</tr></thead><tbody>\n"
+        + "\n".join(rows)
+        + "\n</tbody></table>\n"
+    )
+
+
+# Hostile to HTML: markup, references, quotes, line breaks.
+_HTML_CELLS = st.one_of(
+    _CELLS,
+    st.sampled_from(["<script>alert(1)</script>", "&amp;", "a & b", '"q"', "'q'", "a\nb", "\r\n"]),
+)
+
+
+@given(
+    st.lists(st.lists(_HTML_CELLS, min_size=6, max_size=6), max_size=8),
+    st.sampled_from(["", "pipelines"]),
+    st.booleans(),
+)
+@example([["<script>alert(1)</script>", "<b>", "&", '"q"', "'q'", None]], "", False)
+@example([["a\nb", "x", "\r\n", "&amp;", 3, "<i>"]], "pipelines", True)
+def test_a_report_writes_html_as_the_pages_table_of_its_cells_escaped_once(
+    rows: list[list[object]], cls: str, classed: bool
+) -> None:
+    # The node column left out of HTML: a right column after it keeps its class.
+    columns = [replace(c, html=None) if c.header == "node" else c for c in _COLUMNS]
+    classes = [f"r{n}" for n in range(len(rows))] if classed else None
+    shown = (0, 2, 3, 4, 5)
+    cells = [
+        [html_text(r[i]) if r[i] is not None else ("-" if i == 5 else "") for i in shown]
+        for r in rows
+    ]
+    headers = ["name", "where", "case", "runs", "hint"]
+    written = Report(columns, rows).html(cls=cls, row_classes=classes)
+    assert written == _html_by_hand(headers, cells, {3}, cls, classes)
+    assert written == page.table(headers, cells, numeric=[3], cls=cls, row_classes=classes)
+    assert "<script" not in written and "<b>" not in written
+
+
+def test_a_markdown_cell_has_no_html() -> None:
+    with pytest.raises(TypeError, match="a Markdown cell"):
+        Report([Column("a")], [[Markdown("[x](y)")]]).html()

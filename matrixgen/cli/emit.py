@@ -209,11 +209,8 @@ def _echo_summary(outputs: list[TargetOutput], saved: Dropped | None, out: Path)
     rows, headers = summary_rows(outputs)
     typer.echo(table(rows, headers), nl=False)
     totals = summary(outputs)
-    platform_rows = [
-        [platform or "-", str(c["targets"]), str(c["jobs"])]
-        for platform, c in totals["platforms"].items()
-    ]
-    typer.echo("\n" + table(platform_rows, ["platform", "targets", "jobs"]), nl=False)
+    platforms = [[p or "-", c["targets"], c["jobs"]] for p, c in totals["platforms"].items()]
+    typer.echo("\n" + table(platforms, ["platform", "targets", "jobs"]), nl=False)
     marked, marked_headers = quarantine_rows(outputs)
     if marked:
         typer.echo("\n" + table(marked, marked_headers), nl=False)

@@ -252,10 +252,7 @@ def _stats_cost(generation: Generation, result: Stats, fmt: TableOrJson, db: str
             }
         )
     else:
-        typer.echo(render_cost_table(report, table), nl=False)
-        line = not_counted(result)
-        if line is not None:
-            typer.echo("\n" + line)
+        typer.echo(render_cost_table(report, not_counted(result)), nl=False)
 
 
 def _covers(pin: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from matrixgen.model.jobs import Job, Target
 from matrixgen.report.site import EXPIRING_DAYS, SiteData
-from matrixgen.views.cost import hours, pipeline_name
+from matrixgen.views.cost import cost_report, hours, pipeline_name
 from matrixgen.views.page import Frame, attr, bar_chart, figures, table, text
 from matrixgen.views.page import tracker_link as _tracker
 
@@ -63,21 +63,8 @@ def overview(data: SiteData) -> str:
             ]
         )
     ]
-    headers = ["pipeline (one run)", "targets", "jobs", "GPU-h max", "weighted"]
-    headers += ["GPU-h expected", "quarantined jobs"]
-    rows, series = [], []
+    series = []
     for name, cost in data.cost.pipelines:
-        rows.append(
-            [
-                text(name),
-                str(len(groups.get(name, []))),
-                f"{cost.jobs:,}",
-                hours(cost.gpu_hours_max),
-                hours(cost.weighted_max),
-                text(cost.expected_text()),
-                str(quarantined.get(name, 0)),
-            ]
-        )
         bars = [
             ("GPU-h max", cost.gpu_hours_max, "#90a4c8"),
             ("weighted", cost.weighted_max, "#1f5fbf"),
@@ -85,7 +72,9 @@ def overview(data: SiteData) -> str:
         if cost.expected is not None:
             bars.append(("expected", cost.expected, "#2e7d32"))
         series.append((name, bars))
-    body.append(table(headers, rows, numeric=(1, 2, 3, 4, 6), cls="pipelines"))
+    targets = {name: len(group) for name, group in groups.items()}
+    pipelines = cost_report("pipeline (one run)", data.cost.pipelines, targets, quarantined)
+    body.append(pipelines.html(cls="pipelines"))
     body.append("<h2>GPU-hours per pipeline run</h2>\n")
     body.append(bar_chart("GPU-hours per pipeline run", series))
     body.append(

@@ -7,7 +7,7 @@ allow-failure one still runs."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from msgspec import Struct, defstruct
@@ -17,6 +17,7 @@ from matrixgen.model.errors import RecipeError
 from matrixgen.model.jobs import Job, Target, TargetPlace
 from matrixgen.util.values import JsonLayout
 from matrixgen.views.stats import fleet
+from matrixgen.views.table import Column, Report
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
@@ -292,18 +293,49 @@ def signed_hours(value: float) -> str:
     return shown if shown == "0" else ("+" if value > 0 else "-") + shown
 
 
-def render_cost_table(report: CostReport, table: Callable[..., str]) -> str:
-    def rows(items: Iterable[tuple[str, Cost]]) -> list[list[str]]:
-        return [
-            [name, str(c.jobs), hours(c.gpu_hours_max), hours(c.weighted_max), c.expected_text()]
-            for name, c in items
-        ]
+# A cost table's columns after what each cost is of; the report's Overview shows
+# a pipeline's targets and quarantined jobs too, and writes jobs in thousands.
+_COST_COLUMNS = (
+    Column("targets", text=False, right=True),
+    Column("jobs", right=True, html="{:,}".format),
+    Column("GPU-h max", right=True),
+    Column("weighted", right=True),
+    Column("GPU-h expected"),
+    Column("quarantined jobs", text=False, right=True),
+)
 
-    headers = ["jobs", "GPU-h max", "weighted", "GPU-h expected"]
-    parts = [
-        table(rows((t.name, c) for t, c in report.targets), ["target", *headers]),
-        table(rows(report.pipelines), ["pipeline (one run)", *headers]),
-        table(rows(report.platforms), ["platform (every target once)", *headers]),
-        table(rows(report.files), ["recipe file (every target once)", *headers]),
+
+def cost_report(
+    of: str,
+    costs: Iterable[tuple[str, Cost]],
+    targets: Mapping[str, int] | None = None,
+    quarantined: Mapping[str, int] | None = None,
+) -> Report:
+    """A row per (name, cost), the names headed `of`; `targets` and
+    `quarantined`: how many of each a name has (0 where not given)."""
+    count, marked = targets or {}, quarantined or {}
+    rows = [
+        [
+            name,
+            count.get(name, 0),
+            c.jobs,
+            hours(c.gpu_hours_max),
+            hours(c.weighted_max),
+            c.expected_text(),
+            marked.get(name, 0),
+        ]
+        for name, c in costs
     ]
-    return "\n".join(parts) + f"\nGPU-hours = {FORMULA}; an upper bound (time limits).\n"
+    return Report((Column(of), *_COST_COLUMNS), rows)
+
+
+def render_cost_table(report: CostReport, note: str | None = None) -> str:
+    """Its four tables, the formula, and the `note` (what is not counted) if any."""
+    parts = [
+        cost_report("target", ((t.name, c) for t, c in report.targets)).text(),
+        cost_report("pipeline (one run)", report.pipelines).text(),
+        cost_report("platform (every target once)", report.platforms).text(),
+        cost_report("recipe file (every target once)", report.files).text(),
+    ]
+    formula = f"\nGPU-hours = {FORMULA}; an upper bound (time limits).\n"
+    return "\n".join(parts) + formula + (f"\n{note}\n" if note is not None else "")

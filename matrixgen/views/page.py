@@ -14,6 +14,7 @@ from matrixgen.util.escape import html_attribute as attr
 from matrixgen.util.escape import html_link
 from matrixgen.util.escape import html_text as text
 from matrixgen.views.cost import hours
+from matrixgen.views.table import Column, Report
 
 # A page of the site: (file name, title in the navigation).
 PageName = tuple[str, str]
@@ -106,24 +107,8 @@ def table(
     row_classes: Sequence[str] | None = None,
 ) -> str:
     """A table of cells already escaped (headers are escaped here)."""
-    right = set(numeric)
-    head = "".join(
-        f'<th{" class=n" if i in right else ""} scope="col">{text(h)}</th>'
-        for i, h in enumerate(headers)
-    )
-    body = []
-    for r, row in enumerate(rows):
-        klass = row_classes[r] if row_classes is not None else ""
-        cells = "".join(
-            f"<td{' class=n' if i in right else ''}>{cell}</td>" for i, cell in enumerate(row)
-        )
-        body.append(f"<tr{f' class={klass}' if klass else ''}>{cells}</tr>")
-    klass = f' class="{cls}"' if cls else ""
-    return (
-        f"<table{klass}><thead><tr>{head}</tr></thead><tbody>\n"
-        + "\n".join(body)
-        + ("\n</tbody></table>\n")
-    )
+    columns = [Column(h, right=i in numeric, html=str) for i, h in enumerate(headers)]
+    return Report(columns, list(rows)).html(cls=cls, row_classes=row_classes)
 
 
 def figures(items: Sequence[tuple[str, str]]) -> str:

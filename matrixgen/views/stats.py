@@ -313,43 +313,38 @@ def render_table(stats: Stats) -> str:
             d.platform or "",
             d.environment or "",
             d.cadence or "",
-            str(d.jobs),
-            *[str(d.models.get(m, 0)) for m in models],
-            *[str(d.quarantine[s]) for s in QUARANTINE_STATES],
+            d.jobs,
+            *(d.models.get(m, 0) for m in models),
+            *(d.quarantine[s] for s in QUARANTINE_STATES),
         ]
         for d in (t.row for t in stats.targets)
     ]
     headers = ["target", "platform", "env", "cadence", "jobs", *models]
     out = ["Targets (jobs before quarantine; skip/allow-failure/deselect/mute: quarantined)"]
     out.append(table(rows, [*headers, "skip", "allow-fail", "deselect", "mute"]))
-    rows = []
+    rows: list[list[object]] = []
     for d in (p.row for p in stats.pipelines):
         fleets = ", ".join(f"{k} {v}" for k, v in d.cases_by_fleet.items())
         platforms = ", ".join(f"{k} {v}" for k, v in d.cases_by_platform.items())
         rows.append(
             [
                 d.pipeline,
-                str(d.cases),
+                d.cases,
                 fleets,
                 platforms if platforms != fleets else "",
-                str(d.unit_test_jobs),
-                str(d.unit_test_buckets),
+                d.unit_test_jobs,
+                d.unit_test_buckets,
                 "/".join(str(d.quarantine[s]) for s in QUARANTINE_STATES),
             ]
         )
     headers = ["pipeline", "cases", "by fleet", "by platform", "unit jobs", "buckets"]
     out.append("Pipelines (distinct jobs over their targets; cases = functional jobs)")
     out.append(table(rows, [*headers, "skip/allow-fail/deselect/mute"]))
-    rows = [
-        [name, str(v["jobs"]), str(v["functional"]), str(v["unit_tests"]), str(v["quarantined"])]
-        for name, v in stats.platforms().items()
-    ]
+    # Each row's counts in the order platforms() and models() declare them.
+    rows = [[name, *v.values()] for name, v in stats.platforms().items()]
     out.append("Platforms (distinct jobs over every counted target; quarantined in any of them)")
     out.append(table(rows, ["platform", "jobs", "functional", "unit tests", "quarantined"]))
-    rows = [
-        [name, str(v["jobs"]), *[str(v[s]) for s in QUARANTINE_STATES]]
-        for name, v in stats.models().items()
-    ]
+    rows = [[name, *v.values()] for name, v in stats.models().items()]
     out.append("Models (distinct jobs over every counted target; quarantined in any of them)")
     out.append(table(rows, ["model", "jobs", *QUARANTINE_STATES]))
     line = not_counted(stats)

@@ -1,6 +1,6 @@
 """Tables, as every command prints them: plain text for a terminal, Markdown for a
-comment or a job summary, and `Report`, one declaration of a feature's table that
-both are written from."""
+comment or a job summary, HTML for the report's pages, and `Report`, one
+declaration of a feature's table that each is written from."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from matrixgen.util.escape import markdown_text, terminal_text
+from matrixgen.util.escape import html_text, markdown_text, terminal_text
 
 _Value = TypeVar("_Value", bound=Hashable)
 
 
-def table(rows: list[list[str]], headers: list[str], *, empty: str | None = None) -> str:
-    """Columns padded to their widest cell. Every cell is escaped for a terminal
-    line (`terminal_text`): a value with a line break in it stays in its row.
+def table(rows: Sequence[Sequence[object]], headers: list[str], *, empty: str | None = None) -> str:
+    """Columns padded to their widest cell. Every cell (its str()) is escaped for
+    a terminal line (`terminal_text`): a value with a line break stays in its row.
     `empty`: the line shown instead of a bare header when there is no row."""
     if not rows and empty is not None:
         return empty + "\n"
@@ -67,7 +67,7 @@ def markdown_table(
 
 class Markdown(str):
     """A cell already written as Markdown (a link, code beside text): a Report
-    writes it as it is."""
+    writes it as it is in Markdown, and refuses it in HTML."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,8 @@ class Column:
     """A column of a `Report`: its header in each format (`markdown` None: a
     text-only column; `text` False: a Markdown-only one, "" the same header),
     how Markdown escapes its cells (`str` for the ones we write: numbers, words
-    of our vocabulary), its alignment there, and the cell a None shows as."""
+    of our vocabulary), how HTML writes them (None: not in HTML; `str` for cells
+    already HTML), their alignment there, and the cell a None shows as."""
 
     header: str
     markdown: str | None = ""
@@ -83,6 +84,7 @@ class Column:
     escape: Callable[[object], str] = markdown_text
     right: bool = False
     missing: str = ""
+    html: Callable[[object], str] | None = html_text
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,24 @@ class Report:
             "".join(">" if c.right else "<" for _, c in shown),
         )
 
+    def html(self, *, cls: str = "", row_classes: Sequence[str] | None = None) -> str:
+        """Its HTML table: a right column's cells classed `n`, the table `cls`,
+        row r `row_classes[r]`."""
+        shown = [(i, c) for i, c in enumerate(self.columns) if c.html is not None]
+        shown = [(i, c, " class=n" if c.right else "") for i, c in shown]
+        head = "".join(f'<th{n} scope="col">{html_text(c.header)}</th>' for _, c, n in shown)
+        body = []
+        for r, row in enumerate(self.rows):
+            klass = row_classes[r] if row_classes is not None else ""
+            cells = "".join(f"<td{n}>{_html(row[i], c)}</td>" for i, c, n in shown)
+            body.append(f"<tr{f' class={klass}' if klass else ''}>{cells}</tr>")
+        klass = f' class="{cls}"' if cls else ""
+        return (
+            f"<table{klass}><thead><tr>{head}</tr></thead><tbody>\n"
+            + "\n".join(body)
+            + "\n</tbody></table>\n"
+        )
+
 
 def _plain(cell: object, column: Column) -> str:
     return column.missing if cell is None else str(cell)
@@ -116,6 +136,12 @@ def _markdown(cell: object, column: Column) -> str:
     if cell is None or isinstance(cell, Markdown):
         return column.missing if cell is None else cell
     return column.escape(cell)
+
+
+def _html(cell: object, column: Column) -> str:
+    if isinstance(cell, Markdown) or column.html is None:
+        raise TypeError("no HTML for a Markdown cell (give the value it shows) or in its column")
+    return column.html(column.missing if cell is None else cell)
 
 
 def few(names: Iterable[str], limit: int) -> str:
