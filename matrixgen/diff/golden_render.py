@@ -20,7 +20,7 @@ from matrixgen.diff.goldens import (
 from matrixgen.model.errors import Severity
 from matrixgen.util.escape import terminal_line
 from matrixgen.util.words import counted
-from matrixgen.views.table import markdown_table, table
+from matrixgen.views.table import Column, Report
 
 # The table shows this many metrics as columns; the others go in one cell.
 METRIC_COLUMNS = 6
@@ -96,28 +96,36 @@ def summary_words(review: GoldenReview) -> str:
     )
 
 
-def _table(review: GoldenReview, *, markdown: bool) -> tuple[list[str], list[list[str]], int]:
-    """The table's headers, rows (escaped for Markdown when `markdown`) and metric columns."""
-    code, text = (md.code, md.text) if markdown else (str, str)
-    columns = metric_columns(review)
-    extra = any(m.name not in columns for f in review.files for m in f.metrics)
-    headers = ["case", "hardware", "file", "read by", *map(code, columns)]
-    headers += [*(["other metrics"] if extra else []), "largest step change", "flags"]
-    rows = []
-    for f in review.files:
-        by_name = {m.name: m for m in f.metrics}
-        row = [code(f.case), text(f.hardware), f.status, readers_cell(f)]
-        row += [text(metric_cell(by_name.get(c))) if f.compared else "?" for c in columns]
-        row += [_others(f, columns, code)] if extra else []
-        top = largest(f)
-        if top is None:
-            row.append("-")
-        else:
-            size, at = text(pct(top[1], signed=False)), "step" if markdown else "@"
-            row.append(f"{size} {code(top[0].name)} {at} {code(top[0].max_step or '')}")
-        row.append("; ".join(flags(f, code)) or "-")
-        rows.append(row)
-    return headers, rows, len(columns)
+def _both(header: str) -> list[Column]:
+    """A column each format writes its own way: its text, then its Markdown."""
+    return [Column(header, markdown=None), Column(header, text=False, escape=str)]
+
+
+def _table(review: GoldenReview) -> Report:
+    """A row per file; a column per metric of `metric_columns`, the others in one."""
+    names = metric_columns(review)
+    extra = any(m.name not in names for f in review.files for m in f.metrics)
+    columns = [Column("case", escape=md.code), Column("hardware", escape=md.text)]
+    columns += [Column("file", escape=str), Column("read by", escape=str)]
+    columns += [Column(n, markdown=md.code(n), escape=md.text, right=True) for n in names]
+    columns += [*(_both("other metrics") if extra else []), *_both("largest step change")]
+    return Report([*columns, *_both("flags")], [_row(f, names, extra) for f in review.files])
+
+
+def _row(f: GoldenFile, columns: Sequence[str], extra: bool) -> list[str]:
+    by_name = {m.name: m for m in f.metrics}
+    row = [f.case, f.hardware, f.status, readers_cell(f)]
+    row += [metric_cell(by_name.get(c)) if f.compared else "?" for c in columns]
+    row += [_others(f, columns), _others(f, columns, md.code)] if extra else []
+    top = largest(f)
+    if top is None:
+        row += ["-", "-"]
+    else:
+        metric, size = top
+        shown, step = pct(size, signed=False), metric.max_step or ""
+        row.append(f"{shown} {metric.name} @ {step}")
+        row.append(f"{md.text(shown)} {md.code(metric.name)} step {md.code(step)}")
+    return row + ["; ".join(flags(f, show)) or "-" for show in (str, md.code)]
 
 
 def render_text(review: GoldenReview | None) -> str:
@@ -126,14 +134,13 @@ def render_text(review: GoldenReview | None) -> str:
         return ""
     if not review.files:
         return f"\ngolden values: no file changes ({review.template})\n"
-    headers, rows, _ = _table(review, markdown=False)
     out = [
         "",
         f"golden values: {summary_words(review)} ({review.template})",
         "  each metric: the signed mean of (old - new) / old over the steps both sides "
         "have (+: lower now)",
     ]
-    text = "\n".join(terminal_line(line) for line in out) + "\n" + table(rows, headers)
+    text = "\n".join(terminal_line(line) for line in out) + "\n" + _table(review).text()
     problems = [p for f in review.files for p in f.problems]
     if problems:
         text += "problems:\n" + "".join(f"  {p}\n" for p in problems)
@@ -153,8 +160,7 @@ def render_markdown(review: GoldenReview | None, *, rows: int = COMMENT_ROWS) ->
         "(positive: lower now), or Unchanged.",
         "",
     ]
-    headers, cells, columns = _table(review, markdown=True)
-    out += markdown_table(headers, cells[:rows], "<" * 4 + ">" * columns)
+    out += _table(review).markdown(rows)
     if len(review.files) > rows:
         more = len(review.files) - rows
         out.append(f"\n… and {counted(more, 'more file')} (`--format json` lists all)")

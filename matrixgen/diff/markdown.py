@@ -29,20 +29,20 @@ def flat(value: str) -> str:
     return _CONTROL.sub(" ", value)
 
 
-def text(value: str) -> str:
+def text(value: object) -> str:
     """Running text that renders as exactly these characters: on one line, every
     ASCII punctuation character that could mean something backslash-escaped
     (CommonMark allows that for all of them), so nothing in it starts a tag, a
     link, an emphasis, an entity or a new block."""
-    return _PUNCTUATION.sub(r"\\\1", flat(value))
+    return _PUNCTUATION.sub(r"\\\1", flat(str(value)))
 
 
-def code(value: str, *, limit: int = CODE_LIMIT) -> str:
+def code(value: object, *, limit: int = CODE_LIMIT) -> str:
     """Inline code of the value on one line, cut to `limit` characters."""
-    value = flat(value)
-    if len(value) > limit:
-        value = value[: limit - 3] + "..."
-    return markdown_code(value)
+    shown = flat(str(value))
+    if len(shown) > limit:
+        shown = shown[: limit - 3] + "..."
+    return markdown_code(shown)
 
 
 def safe_url(url: str) -> str | None:
