@@ -7,7 +7,7 @@ priced per target with `views.cost`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from msgspec import Struct
 from msgspec.structs import asdict
@@ -24,12 +24,12 @@ from matrixgen.views.changes import (
     Dropped,
     TargetDropped,
     dropped_by_target,
+    dropped_report,
     render_dropped,
     restrict,
     select_for,
 )
 from matrixgen.views.cost import hours
-from matrixgen.views.table import markdown_table
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
@@ -92,14 +92,14 @@ def changed_view(
     return ChangedView(dropped=dropped, runs=runs)
 
 
-def render_changed_view(view: ChangedView, fmt: str, table: Any, *, room: int | None = None) -> str:
+def render_changed_view(view: ChangedView, fmt: str, *, room: int | None = None) -> str:
     """The view in text (as `generate --changed-since` prints its summary) or
     Markdown; Markdown longer than `room` characters leaves out its lists."""
     if fmt == "markdown":
         text = _markdown(view, lists=True)
         return text if room is None or len(text) <= room else _markdown(view, lists=False)
     text = "\nchange-based selection for the files this branch changes:\n"
-    text += render_dropped(view.dropped, table, details=False)
+    text += render_dropped(view.dropped, details=False)
     if view.dropped.selection.fallback is None:
         for target, jobs, total in view.runs:
             if len(jobs) < total:
@@ -137,13 +137,8 @@ def _markdown(view: ChangedView, *, lists: bool) -> str:
         if left and not lists:
             out += ["", "_The lists are left out: they would pass the size of a comment._"]
         if left and lists:
-            rows = [
-                [md.code(t.name), f"{len(kept)} of {n}", str(len(jobs)), hours(c.gpu_hours_max)]
-                for t, jobs, c in left
-                for kept, n in [running[t.name]]
-            ]
-            headers = ["target", "runs", "left out", "GPU-h saved"]
-            out += ["", *markdown_table(headers, rows, "<>>>")]
+            runs = {name: f"{len(kept)} of {n}" for name, (kept, n) in running.items()}
+            out += ["", *dropped_report(view.dropped, runs, md.code).markdown()]
             items = []
             budget = CASES_SHOWN  # over every target: the JSON lists all
             for target, _, _ in left:
