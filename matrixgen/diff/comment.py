@@ -5,7 +5,7 @@ a hidden marker to update it in place, every string escaped for where it goes
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from matrixgen.diff import markdown as md
@@ -50,7 +50,7 @@ from matrixgen.diff.model import (
 from matrixgen.model.errors import Finding
 from matrixgen.model.jobs import Job, QuarantineMark
 from matrixgen.util.words import counted
-from matrixgen.views.table import markdown_table
+from matrixgen.views.table import Column, Report
 
 MARKER = "<!-- matrixgen-diff -->"
 # GitHub refuses comments over 65,536 characters; keep a margin for the cut note.
@@ -88,8 +88,7 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
             out.append("")
             out += [f"- {cost_change(p, md.code(p['pipeline']))}" for p in moved]
     if changed:
-        headers = ["target", "jobs", "GPU-h per run", "added", "removed", "changed", "quarantine"]
-        out += ["", *markdown_table(headers, map(_target_row, changed[:rows]), "<>>>>><")]
+        out += ["", *_targets(changed[:rows]).markdown()]
         if rows is not None and len(changed) > rows:
             out.append(f"| … and {counted(len(changed) - rows, 'more target')} | | | | | | |")
     unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates][:rows]
@@ -126,6 +125,13 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
             "Run `matrixgen diff --format json` for every job._",
         ]
     return "\n".join(out) + "\n"
+
+
+def _targets(changed: Sequence[TargetDiff]) -> Report:
+    """The comment's table: a row per changed target, its cells written here."""
+    numbers = ("jobs", "GPU-h per run", "added", "removed", "changed")
+    columns = [Column("target", escape=str), *(Column(h, escape=str, right=True) for h in numbers)]
+    return Report([*columns, Column("quarantine", escape=str)], list(map(_target_row, changed)))
 
 
 def _target_row(t: TargetDiff) -> list[str]:
