@@ -26,7 +26,6 @@ from matrixgen.diff.describe import (
     is_multiline,
     job_label,
     listed,
-    mapping_change,
     mark_text,
     moves_by_target,
     short_ref,
@@ -36,8 +35,8 @@ from matrixgen.diff.describe import (
     target_tally,
     text_diff,
     tracker_md,
+    value_change,
     was_text,
-    word_change,
 )
 from matrixgen.diff.evidence import evidence_of
 from matrixgen.diff.golden_render import COMMENT_ROWS, SHORT_COMMENT_ROWS
@@ -282,14 +281,7 @@ def _md_field(name: str, old: Any, new: Any) -> list[str]:
         changed = counted(changed_lines(old, new), "line")
         folded = md.details(f"the diff of {md.html(name)}", fenced, indent="  ")
         return [f"- {md.code(name)}: {changed} changed", *folded, ""]
-    mapped = mapping_change(old, new)
-    if mapped is not None:
-        return [f"- {md.code(name)}: {md.code(mapped)}"]
-    words = word_change(old, new)
-    if words is not None:
-        shown = "; ".join(f"{md.code(f'…{a}…')} → {md.code(f'…{b}…')}" for a, b in words)
-        return [f"- {md.code(name)}: {shown}"]
-    return [f"- {md.code(name)}: {md.code(show_value(old))} → {md.code(show_value(new))}"]
+    return [f"- {md.code(name)}: {value_change(old, new, md.code, '→', '…')}"]
 
 
 def _job_list(jobs: list[Job]) -> str:

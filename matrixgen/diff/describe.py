@@ -7,7 +7,7 @@ import difflib
 import json
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from matrixgen.diff import markdown as md
@@ -89,6 +89,23 @@ def word_change(old: Any, new: Any) -> list[tuple[str, str]] | None:
         context = aw[max(0, i1 - 1) : i1]
         out.append((" ".join([*context, *aw[i1:i2]]), " ".join([*context, *bw[j1:j2]])))
     return out or None
+
+
+def value_change(
+    old: Any, new: Any, show: Callable[[str], str] = str, arrow: str = "->", dots: str = "..."
+) -> str:
+    """A one-line value's change, each side written by `show`: two mappings as
+    `mapping_change` says it, two long command lines by the words that differ,
+    else `old -> new`."""
+    mapped = mapping_change(old, new)
+    if mapped is not None:
+        return show(mapped)
+    words = word_change(old, new)
+    if words is not None:
+        return "; ".join(
+            f"{show(dots + a + dots)} {arrow} {show(dots + b + dots)}" for a, b in words
+        )
+    return f"{show(show_value(old))} {arrow} {show(show_value(new))}"
 
 
 def text_diff(old: Any, new: Any, name: str) -> list[str]:

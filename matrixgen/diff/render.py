@@ -26,7 +26,6 @@ from matrixgen.diff.describe import (
     habit_text,
     is_multiline,
     job_label,
-    mapping_change,
     mark_text,
     moves_by_target,
     short_ref,
@@ -35,8 +34,8 @@ from matrixgen.diff.describe import (
     target_path,
     target_tally,
     text_diff,
+    value_change,
     was_text,
-    word_change,
 )
 from matrixgen.diff.golden_render import render_text as golden_text
 from matrixgen.diff.model import SelectionDiff
@@ -111,13 +110,7 @@ def render_text(diff: SelectionDiff, *, notes: bool = True) -> str:
 def _text_field(name: str, old: Any, new: Any) -> list[str]:
     if is_multiline(old, new):
         return [f"{name}:", *(f"  {line}" for line in text_diff(old, new, name))]
-    mapped = mapping_change(old, new)
-    if mapped is not None:
-        return [f"{name}: {mapped}"]
-    words = word_change(old, new)
-    if words is not None:
-        return [f"{name}: " + "; ".join(f"...{a}... -> ...{b}..." for a, b in words)]
-    return [f"{name}: {show_value(old)} -> {show_value(new)}"]
+    return [f"{name}: {value_change(old, new)}"]
 
 
 def _quarantine_suffix(job: Job) -> str:
