@@ -19,6 +19,7 @@ from matrixgen.diff.data import (
 )
 from matrixgen.diff.describe import (
     SHORT_DIFF_LINES,
+    change_text,
     changed_lines,
     existence_line,
     field_groups,
@@ -36,7 +37,6 @@ from matrixgen.diff.describe import (
     text_diff,
     tracker_md,
     value_change,
-    was_text,
 )
 from matrixgen.diff.evidence import evidence_of
 from matrixgen.diff.golden_render import COMMENT_ROWS, SHORT_COMMENT_ROWS
@@ -237,12 +237,7 @@ def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, 
             items.extend(f"  {line}" if line else "" for line in _md_field(name, old, new))
     out += _section("Changed", len(t.changed), items, limit=ITEMS_PER_SECTION * 4)
     items = [
-        f"- {md.text(q.change)} {md.code(job_label(q.job))}: "
-        + (
-            habit_text(q, markdown=True)
-            if q.habit is not None
-            else f"{mark_text(q.mark, markdown=True)}{was_text(q, markdown=True)}"
-        )
+        f"- {md.text(q.change)} {md.code(job_label(q.job))}: {change_text(q, markdown=True)}"
         for q in t.quarantine
     ]
     out += _section("Quarantine", len(t.quarantine), items)

@@ -234,7 +234,12 @@ def finding_line(finding: Finding) -> str:
     return f"{finding.location}: {finding.severity.value}: {finding.message} [{finding.code}]"
 
 
-def was_text(q: QuarantineChange, *, markdown: bool = False) -> str:
+def change_text(q: QuarantineChange, *, markdown: bool = False) -> str:
+    """What a quarantine change says of its job: its habit, or its mark (and the
+    mark it had, when it had another)."""
+    if q.habit is not None:
+        return habit_text(q, markdown=markdown)
+    said = mark_text(q.mark, markdown=markdown)
     if q.old is not None and q.new is not None:
-        return f" (was {mark_text(q.old, markdown=markdown)})"
-    return ""
+        return f"{said} (was {mark_text(q.old, markdown=markdown)})"
+    return said

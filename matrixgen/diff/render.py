@@ -20,10 +20,10 @@ from matrixgen.diff.data import (
     target_cost,
 )
 from matrixgen.diff.describe import (
+    change_text,
     existence_line,
     field_groups,
     finding_line,
-    habit_text,
     is_multiline,
     job_label,
     mark_text,
@@ -35,7 +35,6 @@ from matrixgen.diff.describe import (
     target_tally,
     text_diff,
     value_change,
-    was_text,
 )
 from matrixgen.diff.golden_render import render_text as golden_text
 from matrixgen.diff.model import SelectionDiff
@@ -85,8 +84,7 @@ def render_text(diff: SelectionDiff, *, notes: bool = True) -> str:
             for name, (old, new) in fields.items():
                 out.extend(f"      {line}" for line in _text_field(name, old, new))
         for q in t.quarantine:
-            said = habit_text(q) if q.habit is not None else f"{mark_text(q.mark)}{was_text(q)}"
-            out.append(f"  q {q.change} {job_label(q.job)}: {said}")
+            out.append(f"  q {q.change} {job_label(q.job)}: {change_text(q)}")
         for sign, word, moved in ((">", "to", t.moved_out), ("<", "from", t.moved_in)):
             for other, jobs_moved in moves_by_target(moved):
                 labels = ", ".join(job_label(j) for j in jobs_moved)
