@@ -111,7 +111,7 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
         ]
         items = [f"- added: {_finding_md(f)}" for f in diff.findings_added]
         items += [f"- removed: {_finding_md(f)}" for f in diff.findings_removed]
-        out += _capped(items)
+        out += md.capped(items, ITEMS_PER_SECTION)
     out += ["", *(f"> ⚠️ {md.text(note)}" for note in diff.notes)] if diff.notes else []
     out += golden_markdown(diff.goldens, rows=COMMENT_ROWS if details else SHORT_COMMENT_ROWS)
     if changed and details:
@@ -286,10 +286,4 @@ def _job_list(jobs: list[Job]) -> str:
 def _section(title: str, count: int, items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:
     """A bold title with its count, its items (cut at `limit`), a blank line;
     nothing when the count is 0."""
-    return [f"**{title} ({count})**", "", *_capped(items, limit), ""] if count else []
-
-
-def _capped(items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:
-    if len(items) <= limit:
-        return items
-    return [*items[:limit], f"- … and {len(items) - limit} more (`--format json` lists all)"]
+    return [f"**{title} ({count})**", "", *md.capped(items, limit), ""] if count else []

@@ -27,6 +27,7 @@ METRIC_COLUMNS = 6
 # The PR comment lists this many files (and problems); the JSON has all.
 COMMENT_ROWS = 50
 SHORT_COMMENT_ROWS = 10
+Show = Callable[[str], str]  # writes a string for a format: str, md.code, md.text
 
 
 def metric_cell(metric: MetricChange | None) -> str:
@@ -42,13 +43,17 @@ def metric_cell(metric: MetricChange | None) -> str:
     return pct(metric.mean_rel_change_pct)
 
 
-def largest(f: GoldenFile) -> tuple[MetricChange, float] | None:
-    """The metric with the largest change at any one step (the first of equals)."""
+def largest(f: GoldenFile, code: Show = str, text: Show = str, at: str = "@") -> str:
+    """The metric with the largest change at any one step (the first of equals):
+    its size, `code` writing its name and step, `text` the size."""
     measured = [(m, v) for m in f.metrics if (v := m.max_abs_rel_change_pct) is not None]
-    return max(measured, key=lambda item: item[1], default=None)
+    if not measured:
+        return "-"
+    metric, size = max(measured, key=lambda item: item[1])
+    return f"{text(pct(size, signed=False))} {code(metric.name)} {at} {code(metric.max_step or '')}"
 
 
-def flags(f: GoldenFile, show: Callable[[str], str] = str) -> list[str]:
+def flags(f: GoldenFile, show: Show = str) -> list[str]:
     """What a reviewer must look at in a file: missing and non-finite samples,
     changes of metrics the test does not check, problems. `show` writes a
     metric name (code in Markdown)."""
@@ -78,7 +83,7 @@ def metric_columns(review: GoldenReview) -> list[str]:
     return list(dict.fromkeys(m.name for f in review.files for m in f.metrics))[:METRIC_COLUMNS]
 
 
-def _others(f: GoldenFile, columns: Sequence[str], show: Callable[[str], str] = str) -> str:
+def _others(f: GoldenFile, columns: Sequence[str], show: Show = str) -> str:
     """The metrics past the table's columns, each with its cell."""
     cells = [f"{show(m.name)}: {metric_cell(m)}" for m in f.metrics if m.name not in columns]
     return "; ".join(cells)
@@ -117,14 +122,7 @@ def _row(f: GoldenFile, columns: Sequence[str], extra: bool) -> list[str]:
     row = [f.case, f.hardware, f.status, readers_cell(f)]
     row += [metric_cell(by_name.get(c)) if f.compared else "?" for c in columns]
     row += [_others(f, columns), _others(f, columns, md.code)] if extra else []
-    top = largest(f)
-    if top is None:
-        row += ["-", "-"]
-    else:
-        metric, size = top
-        shown, step = pct(size, signed=False), metric.max_step or ""
-        row.append(f"{shown} {metric.name} @ {step}")
-        row.append(f"{md.text(shown)} {md.code(metric.name)} step {md.code(step)}")
+    row += [largest(f), largest(f, md.code, md.text, "step")]
     return row + ["; ".join(flags(f, show)) or "-" for show in (str, md.code)]
 
 
@@ -165,12 +163,7 @@ def render_markdown(review: GoldenReview | None, *, rows: int = COMMENT_ROWS) ->
         more = len(review.files) - rows
         out.append(f"\n… and {counted(more, 'more file')} (`--format json` lists all)")
     problems = [p for f in review.files for p in f.problems]
-    if problems:
-        out += ["", "**Golden-values problems**", ""]
-        out += [
-            f"- {md.code(str(p.location))}: {md.text(p.message)} ({md.code(p.code)})"
-            for p in problems[:rows]
-        ]
-        if len(problems) > rows:
-            out.append(f"- … and {len(problems) - rows} more (`--format json` lists all)")
+    items = [f"- {md.code(p.location)}: {md.text(p.message)} ({md.code(p.code)})" for p in problems]
+    if items:
+        out += ["", "**Golden-values problems**", "", *md.capped(items, rows)]
     return out

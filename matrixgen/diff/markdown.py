@@ -79,6 +79,13 @@ def details(summary: str, body: Sequence[str], indent: str = "") -> list[str]:
     return ["", opened, "", *body, "", f"{indent}</details>"]
 
 
+def capped(items: list[str], limit: int) -> list[str]:
+    """The first `limit` items of a list, then a last one saying how many more."""
+    if len(items) <= limit:
+        return items
+    return [*items[:limit], f"- … and {len(items) - limit} more (`--format json` lists all)"]
+
+
 def fence_lines(lines: Sequence[str], info: str = "", indent: str = "") -> list[str]:
     """A fenced code block holding the lines as they are (control characters, which
     CommonMark may read as line ends, shown as spaces)."""
