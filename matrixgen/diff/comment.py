@@ -276,7 +276,7 @@ def _md_field(name: str, old: Any, new: Any) -> list[str]:
         changed = counted(changed_lines(old, new), "line")
         folded = md.details(f"the diff of {md.html(name)}", fenced, indent="  ")
         return [f"- {md.code(name)}: {changed} changed", *folded, ""]
-    return [f"- {md.code(name)}: {value_change(old, new, md.code, '→', '…')}"]
+    return [f"- {md.code(name)}: {value_change(old, new, markdown=True)}"]
 
 
 def _job_list(jobs: list[Job]) -> str:

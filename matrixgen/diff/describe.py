@@ -7,7 +7,7 @@ import difflib
 import json
 import re
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from matrixgen.diff import markdown as md
@@ -91,12 +91,11 @@ def word_change(old: Any, new: Any) -> list[tuple[str, str]] | None:
     return out or None
 
 
-def value_change(
-    old: Any, new: Any, show: Callable[[str], str] = str, arrow: str = "->", dots: str = "..."
-) -> str:
-    """A one-line value's change, each side written by `show`: two mappings as
+def value_change(old: Any, new: Any, *, markdown: bool = False) -> str:
+    """A one-line value's change, each side as code in Markdown: two mappings as
     `mapping_change` says it, two long command lines by the words that differ,
     else `old -> new`."""
+    show, arrow, dots = (md.code, "→", "…") if markdown else (str, "->", "...")
     mapped = mapping_change(old, new)
     if mapped is not None:
         return show(mapped)
@@ -148,12 +147,9 @@ def field_groups(changed: Sequence[ChangedJob]) -> list[tuple[Mapping[str, tuple
 
 def mark_text(mark: QuarantineMark, *, markdown: bool = False) -> str:
     nodes = f", {counted(len(mark.node_ids), 'node id')}" if mark.node_ids else ""
-    if markdown:
-        return (
-            f"{tracker_md(mark.tracker)}, {md.text(mark.action)}, {md.text(mark.kind)}"
-            f"{nodes}, entry {md.code(mark.id)}"
-        )
-    return f"{mark.tracker}, {mark.action}, {mark.kind}{nodes}, entry {mark.id}"
+    tracker, text, code = (tracker_md, md.text, md.code) if markdown else (str, str, str)
+    words = f"{text(mark.action)}, {text(mark.kind)}{nodes}"
+    return f"{tracker(mark.tracker)}, {words}, entry {code(mark.id)}"
 
 
 _ISSUE_REF = name_pattern(r"(?:[A-Za-z0-9.-]+/[A-Za-z0-9.-]+)?#\d+")

@@ -160,8 +160,6 @@ def render_gaps(gaps: ReferenceGaps, fmt: str) -> str:
         lines.append(f"  {terminal_text(t.target)}: " + terminal_text("; ".join(parts)))
         for kind, items in (("+", t.added), ("!", t.lost)):
             for m in items:
-                lines.append(
-                    f"    {kind} {terminal_text(m.job.identity)}: "
-                    f"no {terminal_text(m.reference)} file {terminal_text(m.path)}"
-                )
+                said = f"{m.job.identity}: no {m.reference} file {m.path}"
+                lines.append(f"    {kind} {terminal_text(said)}")
     return "\n".join(lines) + "\n"

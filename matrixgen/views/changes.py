@@ -154,9 +154,6 @@ def render_dropped(dropped: Dropped, *, details: bool = True) -> str:
         text += report.text()
         for target, jobs, _ in dropped.targets if details else ():
             for job, why in jobs:
-                text += (
-                    f"  {target.name}: {terminal_text(job.model)}/{terminal_text(job.test_case)}"
-                    f" on {terminal_text(job.platform)}/{terminal_text(job.environment)}: "
-                    f"{terminal_text(why)}\n"
-                )
+                said = f"{job.model}/{job.test_case} on {job.platform}/{job.environment}: {why}"
+                text += f"  {target.name}: {terminal_text(said)}\n"
     return text
