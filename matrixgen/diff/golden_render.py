@@ -101,20 +101,17 @@ def summary_words(review: GoldenReview) -> str:
     )
 
 
-def _both(header: str) -> list[Column]:
-    """A column each format writes its own way: its text, then its Markdown."""
-    return [Column(header, markdown=None), Column(header, text=False, escape=str)]
-
-
 def _table(review: GoldenReview) -> Report:
-    """A row per file; a column per metric of `metric_columns`, the others in one."""
+    """A row per file; a column per metric of `metric_columns`, the others in one.
+    A cell each format writes its own way is a text-only and a Markdown-only column."""
     names = metric_columns(review)
     extra = any(m.name not in names for f in review.files for m in f.metrics)
     columns = [Column("case", escape=md.code), Column("hardware", escape=md.text)]
     columns += [Column("file", escape=str), Column("read by", escape=str)]
     columns += [Column(n, markdown=md.code(n), escape=md.text, right=True) for n in names]
-    columns += [*(_both("other metrics") if extra else []), *_both("largest step change")]
-    return Report([*columns, *_both("flags")], [_row(f, names, extra) for f in review.files])
+    for header in [*(["other metrics"] if extra else []), "largest step change", "flags"]:
+        columns += [Column(header, markdown=None), Column(header, text=False, escape=str)]
+    return Report(columns, [_row(f, names, extra) for f in review.files])
 
 
 def _row(f: GoldenFile, columns: Sequence[str], extra: bool) -> list[str]:
