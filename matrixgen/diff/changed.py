@@ -126,32 +126,30 @@ def _markdown(view: ChangedView, *, lists: bool) -> str:
             f"({md.code(selection.fallback_detail)})"
         )
     else:
-        left = [(t, jobs, cost) for t, jobs, cost in view.dropped.targets if jobs]
-        total = sum(len(jobs) for _, jobs, _ in left)
+        left = [row for row in view.rows if row.dropped]
+        total = sum(len(row.dropped) for row in left)
         out.append(
             f"**{total} job(s) left out** over {len(left)} target(s), "
             f"**{hours(view.dropped.saved.gpu_hours_max)} GPU-h saved** per run; "
             "every other target runs its full selection."
         )
-        running = {t.name: (jobs, n) for t, jobs, n in view.runs}
         if left and not lists:
             out += ["", "_The lists are left out: they would pass the size of a comment._"]
         if left and lists:
-            runs = {name: f"{len(kept)} of {n}" for name, (kept, n) in running.items()}
+            runs = {row.target: f"{len(row.runs)} of {row.jobs}" for row in left}
             out += ["", *dropped_report(view.dropped, runs, md.code).markdown()]
             items = []
             budget = CASES_SHOWN  # over every target: the JSON lists all
-            for target, _, _ in left:
-                kept, _n = running[target.name]
-                shown = kept[: max(0, min(ITEMS, budget))]
+            for row in left:
+                shown = row.runs[: max(0, min(ITEMS, budget))]
                 budget -= len(shown)
-                if not kept:
+                if not row.runs:
                     names = "nothing"
                 elif not shown:
-                    names = f"{len(kept)} case(s) (`--format json` lists them)"
+                    names = f"{len(row.runs)} case(s) (`--format json` lists them)"
                 else:
-                    names = listed([md.code(job_label(j)) for j in kept], len(shown))
-                items.append(f"- {md.code(target.name)}: {names}")
+                    names = listed([md.code(label) for label in row.runs], len(shown))
+                items.append(f"- {md.code(row.target)}: {names}")
             more = [f"- … and {len(items) - ITEMS} more target(s)"] if len(items) > ITEMS else []
             out += md.details("The cases it would run there", [*items[:ITEMS], *more])
     if files and lists:
