@@ -136,10 +136,8 @@ def render_text(review: GoldenReview | None) -> str:
         "have (+: lower now)",
     ]
     text = "\n".join(terminal_line(line) for line in out) + "\n" + _table(review).text()
-    problems = [p for f in review.files for p in f.problems]
-    if problems:
-        text += "problems:\n" + "".join(f"  {p}\n" for p in problems)
-    return text
+    problems = "".join(f"  {p}\n" for f in review.files for p in f.problems)
+    return text + (f"problems:\n{problems}" if problems else "")
 
 
 def render_markdown(review: GoldenReview | None, *, rows: int = COMMENT_ROWS) -> list[str]:
