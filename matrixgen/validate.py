@@ -23,10 +23,10 @@ from matrixgen.model.errors import Finding, Findings, RecipeError, Severity
 from matrixgen.model.references import ReferenceListing
 from matrixgen.pipeline import Generation
 from matrixgen.quarantine.checks import check_quarantine
-from matrixgen.views.coverage import check_references
 from matrixgen.views.graph import check_graph
 from matrixgen.views.images import check_images
 from matrixgen.views.pins import check_value_pins
+from matrixgen.views.references import check_references
 from matrixgen.views.stats import check_platforms
 
 # The checks of the stages after expansion: each yields findings.

@@ -305,11 +305,10 @@ TOY_VERDICT_CHECK = """
 import json, sys
 from pathlib import Path
 import jsonschema
-from matrixgen.cli.triage import _summary
 from matrixgen.evidence.queries import RunFilter
 from matrixgen.evidence.store import JobKey, RunRow
 from matrixgen.evidence.triage import Failure, TriageReport, TriageVerdict
-from matrixgen.evidence.triage_markdown import markdown
+from matrixgen.evidence.triage_markdown import markdown, summary
 from matrixgen.evidence.site import _triage_of
 from matrixgen.util.values import json_value
 
@@ -327,7 +326,7 @@ print(json.dumps({
     "judged in the report's counts": document["summary"].get("retried") == 1,
     "valid against the published schema": not list(
         jsonschema.Draft202012Validator(schema).iter_errors(document)),
-    "said by the text summary": "1 retried" in _summary(report),
+    "said by the text summary": "1 retried" in summary(report),
     "said by the Markdown comment": "1 retried" in markdown(report),
     "a section of the report's Triage page": "Retried after a failure (1)" in "".join(
         _triage_of(report)),

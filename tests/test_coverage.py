@@ -1,8 +1,8 @@
-"""views.coverage and `matrixgen coverage`: per target the selected jobs that miss
-a reference file, orphans, the validate check and generate's switch; on trees
-written here, on the shipped tree (its reference tree below
-tests/functional_tests/test_cases), and on the Megatron-LM tree with a tree of
-empty files built from the listing of its test cases."""
+"""The coverage feature, views.references and `matrixgen coverage`: per target
+the selected jobs that miss a reference file, orphans, the validate check and
+generate's switch; on trees written here, on the shipped tree (its reference
+tree below tests/functional_tests/test_cases), and on the Megatron-LM tree with
+a tree of empty files built from the listing of its test cases."""
 
 from __future__ import annotations
 
@@ -17,7 +17,10 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from hypothesis import example, given
+from hypothesis import strategies as st
 
+from matrixgen.coverage.report import compute_coverage
 from matrixgen.model.references import (
     ReferenceSettings,
     ReferenceTemplate,
@@ -26,7 +29,7 @@ from matrixgen.model.references import (
     reference_path,
 )
 from matrixgen.pipeline import Generation, generate
-from matrixgen.views.coverage import ReferenceChecker, compute_coverage, read_listing
+from matrixgen.views.references import ReferenceChecker, read_listing
 from tests.conftest import REQUIRE_MEGATRON_ENV, megatron_required, write_tree
 from tests.gitrepo import GitRepo
 
@@ -238,25 +241,27 @@ def test_validate_gating_error_and_warning_elsewhere(outside_git: Path, cli: Cal
     assert "0 error(s), 1 warning(s)" in run.err
 
 
+SKIP_GPT_A = """\
+entries:
+  - id: gpt-a-off
+    tracker: "https://github.com/example/x/issues/1"
+    kind: broken
+    action: skip
+    reason: hangs
+    owner: someone
+    added: "2026-11-20"
+    expires: "2026-12-20"
+    match: {test_case: gpt_a}
+"""
+
+
 def test_a_job_quarantine_skips_needs_nothing_and_keeps_its_files(
     outside_git: Path, cli: Callable, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # gpt_a is skipped everywhere: its GB200 gap is no gap, and its H100 files,
     # which only skipped jobs look for, are still no orphans.
-    quarantine = """\
-    entries:
-      - id: gpt-a-off
-        tracker: "https://github.com/example/x/issues/1"
-        kind: broken
-        action: skip
-        reason: hangs
-        owner: someone
-        added: "2026-11-20"
-        expires: "2026-12-20"
-        match: {test_case: gpt_a}
-    """
     recipes = project(outside_git / "repo")
-    write_tree(recipes, {"quarantine.yaml": quarantine})
+    write_tree(recipes, {"quarantine.yaml": SKIP_GPT_A})
     monkeypatch.setenv("MATRIXGEN_TODAY", "2026-12-01")
     code, data, err = coverage_json(cli, "--recipes", recipes)
     assert code == 0, err
@@ -334,6 +339,65 @@ def test_a_template_naming_an_unknown_field(outside_git: Path, cli: Callable) ->
     run = cli("validate", "--recipes", recipes)
     assert run.code == 1, run
     assert "[reference-template]" in run.err and "{bucket}" in run.err
+
+
+UNFILLABLE = CASES + "/{model}/{bucket}.json"  # no job has a bucket
+
+
+def test_a_job_that_cannot_fill_a_template_is_counted_once(
+    outside_git: Path, cli: Callable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Asked for its paths and for what it misses, and selected by two targets
+    # (skipped by a quarantine entry in both: a new value in each), a job is one job.
+    config = copy_config()
+    config["references"]["templates"]["golden"] = UNFILLABLE
+    recipes = project(outside_git / "repo", config=config)
+    write_tree(recipes, {"quarantine.yaml": SKIP_GPT_A})
+    monkeypatch.setenv("MATRIXGEN_TODAY", "2026-12-01")
+    gen = generate(recipes)
+    selections = [gen.selection(t) for t in gen.targets()]
+    jobs = {j.duplicate_key() for s in selections for j in (*s.jobs, *s.skipped)}
+    assert len(jobs) > 1
+    run = cli("validate", "--recipes", recipes)
+    assert f" and {len(jobs) - 1} other job(s))" in run.err, run.err
+    run = cli("coverage", "--recipes", recipes)
+    assert f", {len(jobs)} job(s))" in run.err, run.err
+    mr_h100 = "scope=mr,platform=dgx_h100,environment=dev,system=gitlab"
+    run = cli("coverage", "--recipes", recipes, "--target", "mr-h100", "--target", mr_h100)
+    assert f", {len(jobs)} job(s))" in run.err, run.err
+
+
+@pytest.fixture(scope="module")
+def unfillable(tmp_path_factory: pytest.TempPathFactory) -> tuple[Generation, ReferenceChecker]:
+    """The small tree with a template no job fills, and a checker of it."""
+    config = copy_config()
+    config["references"]["templates"]["golden"] = UNFILLABLE
+    top = tmp_path_factory.mktemp("unfillable")
+    gen = generate(project(top, config=config))
+    settings = gen.tree.config.references
+    assert settings is not None
+    return gen, ReferenceChecker(settings, list_directory(top, settings.prefix, shown_root=""))
+
+
+@given(asked=st.lists(st.tuples(st.booleans(), st.integers(0, 99)), max_size=20))
+@example(asked=[(True, 0), (False, 0)])  # its paths, then what it misses
+@example(asked=[(False, 0), (True, 0), (False, 0)])
+def test_a_problem_names_each_job_once(
+    unfillable: tuple[Generation, ReferenceChecker], asked: list[tuple[bool, int]]
+) -> None:
+    """Whatever the checker is asked of which jobs, in any order, a template a
+    job cannot fill names that job once; and every job whose paths were asked."""
+    gen, shared = unfillable
+    checker = ReferenceChecker(shared.settings, shared.listing)
+    jobs = [gen.jobs[i % len(gen.jobs)] for _, i in asked]
+    for (paths, _), job in zip(asked, jobs, strict=True):
+        (checker.paths if paths else checker.missing)(job)
+    named = [[id(j) for j in each.values()] for each in checker.problems.values()]
+    for ids in named:
+        assert len(set(ids)) == len(ids)
+        assert set(ids) <= {id(j) for j in jobs}
+    pathed = {id(j) for (paths, _), j in zip(asked, jobs, strict=True) if paths}
+    assert pathed <= {i for ids in named for i in ids}
 
 
 def test_an_absent_reference_tree_is_said_once(outside_git: Path, cli: Callable) -> None:

@@ -602,7 +602,7 @@ def test_a_changed_targets_row_names_what_is_special_about_it() -> None:
 def test_jobs_without_their_references_are_a_row_each_escaped_once(name: str) -> None:
     from matrixgen.diff.references import ReferenceGaps, TargetGaps, render_gaps
     from matrixgen.util.escape import markdown_code, terminal_text
-    from matrixgen.views.coverage import MissingReference
+    from matrixgen.views.references import MissingReference
 
     missing = MissingReference(job=job(name), reference=name, path=f"{name}/g.json", hint=None)
     gaps = ReferenceGaps(targets=(TargetGaps(target="t", added=(missing,), lost=(missing,)),))

@@ -469,20 +469,23 @@ def test_jet_trigger_renames_a_job_gitlab_would_take_for_its_pages(
 def test_jet_buckets_strict_refuses_a_matrix_github_would_refuse(
     tree: Callable, cli: Callable, tmp_path: Path
 ) -> None:
-    def buckets(count: int) -> str:
+    def buckets(count: int, name_length: int = 1) -> str:
         blocks = "".join(
-            f"  - test_case: [tests/unit_tests/b{i}/]\n    products:\n"
+            f"  - test_case: [tests/unit_tests/{'b' * name_length}{i}/]\n    products:\n"
             "      - {environment: [dev], tag: [latest], scope: [unit-tests]}\n"
             for i in range(count)
         )
         return UNIT.split("products:\n")[0] + "products:\n" + blocks
 
-    for count, over in ((256, False), (257, True)):
-        root = tree({"h100/unit-tests.yaml": buckets(count), "_build-mcore-dev.yaml": BUILD})
+    # Past 256 rows, or past 1 MB of compact JSON (200 rows of about 5 kB).
+    for count, over, name_length in ((256, False, 1), (257, True, 1), (200, True, 5_000)):
+        recipes = buckets(count, name_length)
+        root = tree({"h100/unit-tests.yaml": recipes, "_build-mcore-dev.yaml": BUILD})
         recipe = root / "h100/unit-tests.yaml"
         run = cli("jet-buckets", recipe, "--recipes", root)
         assert run.code == 0 and len(json.loads(run.out)) == count, run
-        assert ("a GitHub matrix runs at most 256 jobs" in run.err) is over
+        assert ("a GitHub matrix runs at most 256 jobs" in run.err) is (count > 256)
+        assert ("outputs hold at most 1,000,000" in run.err) is (name_length > 1)
         out = tmp_path / f"{count}.json"
         strict = cli("jet-buckets", recipe, "--recipes", root, "--strict", "--output", out)
         assert strict.code == (4 if over else 0), strict
@@ -606,6 +609,12 @@ def test_a_value_no_recipe_uses_is_a_warning_with_did_you_mean(
     # Legacy and tier names of a scope the tree uses are not unknown.
     run = run_jet(cli, root, out, "--scope", "L1", "--system", "github")
     assert "no recipe" not in run.err and set(jobs_of(out)) == {"gpt_a", "gpt_b"}
+    run = run_jet(cli, root, out, "--scope", "mr-github", "--system", "github")
+    assert "no recipe" not in run.err and set(jobs_of(out)) == {"gpt_a", "gpt_b"}
+    # A misspelt legacy name is told the legacy name it is near, as the recipes write it.
+    run = run_jet(cli, root, out, "--scope", "mr-githubb", "--system", "github")
+    said = '--scope "mr-githubb" is used by no recipe, so it selects nothing'
+    assert f'{said} (did you mean "mr-github"?)' in run.err
 
 
 def test_clusters_and_cadences_the_generator_refuses_are_usage_errors(

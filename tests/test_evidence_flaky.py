@@ -478,3 +478,38 @@ def test_a_flip_rate_must_stay_below_1() -> None:
     FlakyPolicy(flip_rate=0.99).check()
     with pytest.raises(UsageError, match="below 1"):
         FlakyPolicy(flip_rate=1.0).check()
+
+
+# Names from a pull request's reports: what a terminal or Markdown could take for markup.
+HOSTILE = "a\\b|`c`\n##[error]<img src=x>\r_*"
+
+
+@given(value=st.text(max_size=12))
+@example(value=HOSTILE)
+@example(value="")
+def test_flaky_tables_keep_their_columns_each_cell_escaped_once(value: str) -> None:
+    """Both of flaky's tables from one declaration: the terminal's thirteen
+    columns, Markdown's eight, each cell escaped once for where it goes."""
+    from matrixgen.evidence.flaky import FlakyRow, RunRef, flaky_markdown, flaky_table
+    from matrixgen.util.escape import markdown_code, markdown_text
+    from matrixgen.views.table import table
+
+    job = JobKey("gitlab", value, "p" + value, "e" + value, "m" + value, "c" + value, value)
+    ref = RunRef(value, None, 86400)
+    row = FlakyRow(job=job, node_id="n" + value, runs=3, failures=2, flips=1, first_at=86400,
+                   verdict=Verdict.FLAKY, first_failure=ref, last_failure=ref)  # fmt: skip
+    md = flaky_markdown([row]).split("\n")
+    assert md[:2] == [
+        "| verdict | case | platform/env | scope | runs | failures | flips | evidence |",
+        "| :-- | :-- | :-- | :-- | --: | --: | --: | :-- |",
+    ]
+    cells = ["flaky", markdown_code(row.node_id), markdown_text(job.where)]
+    cells += [markdown_text(job.place), "3", "2", "1", markdown_text(row.evidence())]
+    assert md[2:] == [f"| {' | '.join(cells)} |", ""]
+    headers = "verdict model test_case node_id platform environment scope runs failures flips rate"
+    case = job.test_case + (f"[{value}]" if value else "")
+    shown = f"{value} (1970-01-02)"
+    plain = ["flaky", job.model, case, row.node_id, job.platform, job.environment, job.place]
+    plain += ["3", "2", "1", "0.67", shown, shown]
+    expected = table([plain], [*headers.split(), "first failure", "last failure"])
+    assert flaky_table([row]).text() == expected

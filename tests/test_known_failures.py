@@ -140,12 +140,21 @@ def test_a_set_finds_a_literal_pattern_exactly_in_the_lines_that_hold_it(
         assert first is not None
         index, line = first
         assert line in lines and words[index] in line
+        # The match that starts first, the lowest index among those starting there.
         earliest = min(
-            (n, line.index(w)) for n, line in enumerate(lines) for w in words if w in line
+            (n, line.index(w), i)
+            for n, line in enumerate(lines)
+            for i, w in enumerate(words)
+            if w in line
         )
-        assert lines.index(line) == earliest[0]
+        assert lines.index(line) == earliest[0] and index == earliest[2]
     else:
         assert first is None
+
+
+def test_the_match_that_starts_first_wins_not_the_one_that_ends_first() -> None:
+    found = PatternSet(["c", "b c d"]).first_line("a b c d", 300)
+    assert found == (1, "a b c d")
 
 
 def test_the_line_kept_is_cut_around_the_match() -> None:

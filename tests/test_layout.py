@@ -33,7 +33,7 @@ CORE = [
     "validate",
 ]
 # Packages over the core, side by side.
-FEATURES = frozenset({"decide", "diff", "evidence", "report", "migrate", "entries"})
+FEATURES = frozenset({"decide", "diff", "evidence", "report", "migrate", "entries", "coverage"})
 # Over everything: parses, dispatches, hands features their contributions.
 TOP = "cli"
 # systems/ holds one home per CI system (matrixgen/systems/<name>/). The rule,

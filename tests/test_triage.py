@@ -339,6 +339,63 @@ def test_failed_every_baseline_run_but_too_few_to_be_broken(capsys, db: str) -> 
         assert (code, failure["verdict"]) == (0, "baseline"), failure
 
 
+@given(value=st.text(max_size=12))
+@example(value="a\\b|`c`\n##[error]<img src=x>\r_*")
+@example(value="")
+def test_the_triage_tables_keep_their_columns_each_cell_escaped_once(value: str) -> None:
+    """The failures' table for a terminal and for the comment, and the lift
+    candidates', from one declaration each: their columns, each cell escaped
+    once; an entry or a known failure is linked to its tracker."""
+    from matrixgen.evidence.known import KnownRef
+    from matrixgen.evidence.lifts import EntryRef, LiftCandidate
+    from matrixgen.evidence.store import JobKey
+    from matrixgen.evidence.triage import Failure, TriageVerdict
+    from matrixgen.evidence.triage_markdown import failures_table, lifts_table
+    from matrixgen.util.escape import markdown_code, markdown_link, markdown_text
+    from matrixgen.views.table import table
+
+    job = JobKey("gitlab", "mr" + value, "p" + value, "e" + value, "m" + value, "c" + value, "")
+    tracker = "https://tracker.example/8101"
+    entry = EntryRef(id="id" + value, action="allow-failure", kind="flaky", tracker=tracker)
+    known = KnownRef(pattern="p" + value, tracker=tracker, kind="infra")
+    failures = [
+        Failure(job=job, node_id="n" + value, verdict=TriageVerdict.QUARANTINED,
+                evidence="e" + value, entry=entry, reason="r" + value),
+        Failure(job=job, node_id=None, verdict=TriageVerdict.NEW, evidence="e" + value),
+        Failure(job=job, node_id=None, metric="m" + value, verdict=TriageVerdict.KNOWN,
+                evidence=known.introduction() + "x" + value, known=known),
+    ]  # fmt: skip
+    case, where, place = markdown_code(job.case), markdown_text(job.where), markdown_text(job.place)
+    evidence = f"quarantined by entry {markdown_link(entry.id, tracker)} (allow\\-failure, flaky)"
+    reason = markdown_code("r" + value)
+    explained = f"{markdown_link('known infra failure', tracker)}: {markdown_text('x' + value)}"
+    rows = [
+        ["quarantined", case, markdown_code("n" + value), where, place, reason, evidence],
+        ["new", case, "", where, place, "", markdown_text("e" + value)],
+        ["known", case, markdown_code("m" + value), where, place, "", explained],
+    ]
+    assert failures_table(failures).markdown() == [
+        "| verdict | case | test | platform/env | scope | reason | evidence |",
+        "| :-- | :-- | :-- | :-- | :-- | :-- | :-- |",
+        *(f"| {' | '.join(cells)} |" for cells in rows),
+    ]
+    headers = ["verdict", "model", "test_case", "node_id", "platform", "environment", "scope"]
+    names = [job.model, job.case]
+    plain = [
+        ["quarantined", *names, "n" + value, job.platform, job.environment, job.place],
+        ["new", *names, "", job.platform, job.environment, job.place],
+        ["known", *names, "m" + value, job.platform, job.environment, job.place],
+    ]
+    assert failures_table(failures).text() == table(plain, headers)
+    lift = LiftCandidate(entry=entry, jobs=1, reason="w" + value)
+    assert lifts_table([lift]).markdown() == [
+        "| entry | action | tracker | why |",
+        "| :-- | :-- | :-- | :-- |",
+        f"| {markdown_code(entry.id)} | allow\\-failure | {markdown_link(tracker, tracker)} "
+        f"| {markdown_text(lift.reason)} |",
+    ]
+
+
 # --------------------------------------------------------------------------- node-level entries
 
 

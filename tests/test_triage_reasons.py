@@ -341,6 +341,28 @@ def test_reasons_group_failures_of_one_test_in_several_jobs_as_one_test() -> Non
     assert groups[1].sentence() == "1 failure with this reason"
 
 
+def test_a_group_is_written_for_a_terminal_and_for_markdown() -> None:
+    """A group's words, for flaky and triage alike: for a terminal its sentence
+    and reason, then each test on a line of its own; in Markdown one list item,
+    its first `limit` tests in code and how many more. Each name escaped once."""
+    from matrixgen.evidence.reasons import ReasonGroup
+    from matrixgen.util.escape import markdown_code, terminal_text
+
+    tests = ("t::`x`", "t::y\n##[error]", "t::z|\\")
+    group = ReasonGroup(reason="failure: a|b\\c `d`", tests=tests, count=4)
+    sentence = "4 failures in 3 tests share one reason"
+    lines = [
+        f"{sentence}: {terminal_text(group.reason)}\n",
+        *(f"  {terminal_text(t)}\n" for t in tests),
+    ]
+    assert group.text() == "".join(lines)
+    said = f"- **{sentence}:** {markdown_code(group.reason)}"
+    assert group.markdown() == f"{said}: " + ", ".join(map(markdown_code, tests))
+    assert group.markdown(3) == group.markdown()
+    first_two = f"{markdown_code(tests[0])}, {markdown_code(tests[1])}"
+    assert group.markdown(2) == f"{said}: {first_two} and 1 more"
+
+
 def test_flaky_groups_the_failures_that_share_a_reason(capsys, tmp_path: Path) -> None:
     """Three tests of a bucket that flip on main, all with one reason (a
     number in it changing): `flaky` names the reason once, with the tests; in

@@ -219,7 +219,7 @@ def load_valid(recipes: Path | None, *, emitting: bool = False) -> Generation:
     settings = generation.tree.config.references
     listing = None
     if emitting and settings is not None and settings.refuse_generate:
-        from matrixgen.views.coverage import read_listing
+        from matrixgen.views.references import read_listing
 
         listing = read_listing(directory, settings)
     found = require_usable(generation, Needs.VALID, references=listing)

@@ -23,9 +23,9 @@ from matrixgen.util.escape import terminal_text
 from matrixgen.util.patterns import name_pattern, whole
 
 if TYPE_CHECKING:
+    from matrixgen.coverage.report import Coverage
     from matrixgen.model.references import ReferenceListing, ReferenceSettings
     from matrixgen.pipeline import Generation
-    from matrixgen.views.coverage import Coverage
 
     Lister = Callable[[ReferenceSettings, Path | None], ReferenceListing]
 
@@ -129,13 +129,13 @@ def coverage(
         bool, typer.Option("--strict", help="Exit 1 on any missing reference, gating or not.")
     ] = False,
 ) -> None:
-    from matrixgen.validate import Needs, require_usable
-    from matrixgen.views.coverage import (
+    from matrixgen.coverage.report import (
         compute_coverage,
         render_markdown,
         render_table,
         summary_line,
     )
+    from matrixgen.validate import Needs, require_usable
 
     generation, listing_for = _load(recipes, revision)
     require_usable(generation, Needs.SELECTION)
@@ -160,19 +160,17 @@ def coverage(
         all_targets=generation.targets(),
         exclude_models=exclude_model or (),
     )
-    _echo_problems(result, listing, settings)
+    _echo_problems(result)
     echo_as(fmt, result, render_table, render_markdown)
     typer.echo(terminal_text(summary_line(result)), err=True)
-    failing = result.gating_missing or (strict and result.missing) or result.problems
-    if failing:
+    if result.gating_missing or (strict and result.missing) or result.problems:
         raise typer.Exit(ExitCode.FINDINGS)
 
 
-def _echo_problems(
-    result: Coverage, listing: ReferenceListing, settings: ReferenceSettings
-) -> None:
+def _echo_problems(result: Coverage) -> None:
+    listing = result.listing
     if not listing.present:
-        where = listing.shown(settings.prefix) or "."
+        where = listing.shown(result.settings.prefix) or "."
         typer.echo(
             f"matrixgen: warning: no reference tree at {terminal_text(where)} "
             f"({terminal_text(listing.where)}): "
@@ -192,7 +190,7 @@ def _load(recipes: Path | None, revision: str | None) -> tuple[Generation, Liste
     """The generation, and how to list its reference tree."""
     if revision is None:
         from matrixgen.pipeline import generate
-        from matrixgen.views.coverage import read_listing
+        from matrixgen.views.references import read_listing
 
         directory = recipes_dir(recipes)
         return generate(directory), lambda settings, root: read_listing(directory, settings, root)

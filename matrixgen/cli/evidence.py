@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 from contextlib import closing
-from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -25,13 +24,9 @@ from matrixgen.model.errors import ExitCode, UsageError
 from matrixgen.systems.ci import ci_value, variables_of
 from matrixgen.util.escape import terminal_text as _t
 from matrixgen.util.values import json_value
-from matrixgen.views.table import markdown_table, table
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow
-    from matrixgen.evidence.reasons import ReasonGroup
+    from matrixgen.evidence.flaky import FlakyPolicy
 
 DbOption = Annotated[
     str | None,
@@ -209,21 +204,21 @@ def _mute_entries(generation: Any, recipes: Path | None, base: str | None) -> tu
 
 
 def _echo_ingest(report: Any, shown: str, files: int, fmt: TableOrJson) -> None:
-    rows = [_ingest_row(j, "stored") for j in report.stored]
-    rows += [_ingest_row(j, "already stored") for j in report.already]
+    jobs = report.table()
     odd = list(report.not_node_ids)
     if fmt is TableOrJson.JSON:
+        headers = [c.header for c in jobs.columns]
         echo_json(
             {
                 "run_id": report.run_id,
                 "new_run": report.new_run,
                 "files": files,
-                "jobs": [dict(zip(_INGEST_HEADERS, r, strict=True)) for r in rows],
+                "jobs": [dict(zip(headers, r, strict=True)) for r in jobs.rows],
                 "not_node_ids": odd,
             }
         )
     else:
-        typer.echo(table([[str(c) for c in r] for r in rows], list(_INGEST_HEADERS)), nl=False)
+        typer.echo(jobs.text(), nl=False)
     if odd:
         typer.echo(
             f"matrixgen: note: {len(odd)} record(s) of unit-test buckets name no test "
@@ -300,25 +295,6 @@ def _ci_default(role: str) -> str:
     return ", else ".join(f"${name}" for name in variables_of(role))
 
 
-# The columns of `ingest`'s rows: each an attribute of the stored job; then its status.
-_INGEST_COLUMNS = {
-    "job": "job_name",
-    "target": "target",
-    "platform": "job.platform",
-    "environment": "job.environment",
-    "scope": "job.place",
-    "tests": "tests",
-    "failed": "failed",
-    "skipped": "skipped",
-    "reruns": "reruns",
-}
-_INGEST_HEADERS = (*_INGEST_COLUMNS, "status")
-
-
-def _ingest_row(j: Any, status: str) -> list[Any]:
-    return [*attrgetter(*_INGEST_COLUMNS.values())(j), status]
-
-
 @exits(ExitCode.OK, ExitCode.USAGE, ExitCode.RESULTS_STORE)
 def prune(
     older_than: Annotated[
@@ -383,7 +359,7 @@ def flaky(
 
     Scopes are named as the recipe tree's config names them (`nightly`, which
     the store holds as its tier L2); without a tree, as the store holds them."""
-    from matrixgen.evidence.flaky import Verdict, flaky_rows, in_tree_words, shared_reasons
+    from matrixgen.evidence import flaky as feature
     from matrixgen.evidence.queries import RunFilter
     from matrixgen.evidence.store import open_store
 
@@ -394,89 +370,20 @@ def flaky(
     wanted = set()
     for value in verdict or ():
         try:
-            wanted.add(Verdict(value))
+            wanted.add(feature.Verdict(value))
         except ValueError:
             raise UsageError(f'--verdict "{value}": use broken, failing, flaky or ok') from None
     policy = _policy(since, min_runs, flip_rate, broken_runs)
     with closing(open_store(db, write=False)) as store:
-        report = flaky_rows(store, policy, only=only)
+        report = feature.flaky_rows(store, policy, only=only)
     rows = [r for r in report.rows if not wanted or r.verdict in wanted]
     config = tree_config(recipes)
     if config is not None:
-        rows = in_tree_words(rows, config.scope_word)
-    groups = shared_reasons(rows)
+        rows = feature.in_tree_words(rows, config.scope_word)
     if fmt is TableJsonOrMarkdown.JSON:
         echo_json(json_value(rows))
     elif fmt is TableJsonOrMarkdown.MARKDOWN:
-        typer.echo(flaky_markdown(rows, groups), nl=False)
+        typer.echo(feature.flaky_markdown(rows), nl=False)
     else:
-        none = "no key has enough runs to judge" if not report.rows else "no key has this verdict"
-        cells = [_flaky_cells(r) for r in rows]
-        headers = list(cells[0]) if cells else []  # no row: the table is the `empty` line
-        typer.echo(table([list(c.values()) for c in cells], headers, empty=none), nl=False)
-        for g in groups:
-            typer.echo(f"{g.sentence()}: {_t(g.reason)}")
-            typer.echo("".join(f"  {_t(test)}\n" for test in g.tests), nl=False)
-    counts = report.by_verdict()
-    typer.echo(
-        f"{len(report.rows)} key(s) over {report.runs} run(s): {counts['broken']} broken, "
-        + (
-            f"{counts['failing']} failing (every run failed, fewer than --broken-runs "
-            f"{broken_runs}), "
-            if counts["failing"]
-            else ""
-        )
-        + f"{counts['flaky']} flaky, {counts['ok']} ok"
-        + (
-            f"; {len(report.left_out)} key(s) with fewer than {min_runs} run(s) left out"
-            if report.left_out
-            else ""
-        ),
-        err=True,
-    )
-
-
-def _flaky_cells(row: FlakyRow) -> dict[str, str]:
-    """A row of `flaky`'s table, by header."""
-
-    def ref(r: Any) -> str:
-        return f"{r.run_id} ({r.day})" if r is not None else ""
-
-    node = row.node_id or ""
-    if node.startswith(row.job.test_case + "::"):  # a bucket's test: its file is the case
-        node = node.removeprefix(row.job.test_case)
-    return {
-        "verdict": row.verdict.value,
-        "model": row.job.model,
-        "test_case": row.job.test_case + (f"[{row.job.tag}]" if row.job.tag else ""),
-        "node_id": node,
-        "platform": row.job.platform,
-        "environment": row.job.environment,
-        "scope": row.job.place,
-        "runs": str(row.runs),
-        "failures": str(row.failures),
-        "flips": str(row.flips),
-        "rate": f"{row.rate:.2f}",
-        "first failure": ref(row.first_failure),
-        "last failure": ref(row.last_failure),
-    }
-
-
-def flaky_markdown(rows: list[FlakyRow], groups: Sequence[ReasonGroup] = ()) -> str:
-    from matrixgen.util.escape import markdown_code as md_code
-    from matrixgen.util.escape import markdown_text as md_text
-
-    def cells(r: FlakyRow) -> list[str]:
-        case = r.node_id or r.job.test_case + (f"[{r.job.tag}]" if r.job.tag else "")
-        numbers = [str(r.runs), str(r.failures), str(r.flips)]
-        place, evidence = md_text(r.job.place), md_text(r.evidence())
-        return [r.verdict.value, md_code(case), md_text(r.job.where), place, *numbers, evidence]
-
-    headers = ["verdict", "case", "platform/env", "scope", "runs", "failures", "flips", "evidence"]
-    lines = markdown_table(headers, map(cells, rows), "<<<<>>><")
-    if groups:
-        lines += ["", "**Failures that share a reason**", ""]
-        for g in groups:
-            tests = ", ".join(md_code(t) for t in g.tests)
-            lines.append(f"- **{md_text(g.sentence())}:** {md_code(g.reason)}: {tests}")
-    return "\n".join(lines) + "\n"
+        typer.echo(feature.flaky_text(rows, judged=bool(report.rows)), nl=False)
+    typer.echo(report.counted(policy), err=True)

@@ -149,7 +149,7 @@ def validate(
     settings = generation.tree.config.references
     listing = None
     if settings is not None:  # the declared reference files, listed once
-        from matrixgen.views.coverage import read_listing
+        from matrixgen.views.references import read_listing
 
         listing = read_listing(directory, settings)
     findings = run_checks(generation.tree, generation.expansion, references=listing)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -25,12 +25,6 @@ from matrixgen.cli.evidence import (
 )
 from matrixgen.model.errors import ExitCode, UsageError
 from matrixgen.util.escape import terminal_text as _t
-from matrixgen.views.table import table
-
-if TYPE_CHECKING:
-    from matrixgen.evidence.triage import Failure, TriageReport
-
-_HEADERS = ("verdict", "model", "test_case", "node_id", "platform", "environment", "scope")
 
 # The baseline options, shared with `matrixgen report --run`.
 BaselineRefOption = Annotated[str, option("REF", "The branch the baseline runs are of.")]
@@ -87,7 +81,7 @@ def triage(
     failures that share one reason."""
     from matrixgen.evidence.queries import RunFilter
     from matrixgen.evidence.triage import read_triage
-    from matrixgen.evidence.triage_markdown import markdown
+    from matrixgen.evidence.triage_markdown import failure_name, markdown, render_table, summary
     from matrixgen.model.errors import ExpectationError
 
     run = check_triage_options(run, baseline_ref, baseline_source, baseline_runs)
@@ -102,55 +96,13 @@ def triage(
         count=baseline_runs,
         policy=policy,
     )
-    echo_as(fmt, report, _table, markdown)
+    echo_as(fmt, report, render_table, markdown)
     if report.note:
         typer.echo(f"matrixgen: note: {_t(report.note)}", err=True)
-    typer.echo(_summary(report), err=True)
+    typer.echo(summary(report), err=True)
     if report.new:
         raise ExpectationError(
             f"{len(report.new)} new failure(s) in run {report.run.run_id}:",
-            details=[_name(f) for f in report.new[:20]]
+            details=[failure_name(f) for f in report.new[:20]]
             + ([f"and {len(report.new) - 20} more"] if len(report.new) > 20 else []),
         )
-
-
-def _summary(report: TriageReport) -> str:
-    counts = report.summary()
-    verdicts = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
-    return (
-        f"run {_t(report.run.run_id)}: {len(report.failures)} failure(s): {verdicts}; "
-        f"{len(report.lift_candidates)} lift candidate(s)"
-    )
-
-
-def _name(f: Failure) -> str:
-    name = f"{f.job.model}/{f.case} on {f.job.where} ({f.job.place})"
-    if f.metric:
-        return f"{name} check {f.metric}"
-    return f"{name} {f.node_id}" if f.node_id else name
-
-
-def _table(report: TriageReport) -> str:
-    rows = [
-        [
-            f.verdict.value,
-            f.job.model,
-            f.case,
-            f.node_id or f.metric or "",
-            f.job.platform,
-            f.job.environment,
-            f.job.place,
-        ]
-        for f in report.failures
-    ]
-    out = table(rows, list(_HEADERS)) if rows else "no failures\n"
-    for f in report.failures:
-        out += f"{f.verdict.value}: {_t(_name(f))}: {_t(f.evidence)}\n"
-        if f.reason is not None:
-            out += f"  reason: {_t(f.reason)}\n"
-    for g in report.shared:
-        out += f"{g.sentence()}: {_t(g.reason)}\n"
-        out += "".join(f"  {_t(test)}\n" for test in g.tests)
-    for c in report.lift_candidates:
-        out += f"lift candidate: {_t(c.entry.id)} ({_t(c.entry.action)}): {_t(c.reason)}\n"
-    return out

@@ -26,7 +26,7 @@ from msgspec import Struct, field
 from matrixgen.diff.golden_read import GoldenValues, Series
 from matrixgen.model.errors import Finding, Severity
 from matrixgen.util.values import JsonLayout
-from matrixgen.views.coverage import ORPHAN_COLUMNS, OrphanFields
+from matrixgen.views.references import ORPHAN_COLUMNS, OrphanFields
 
 # |old| below this is not divided by (Megatron-LM's script skips such steps).
 ZERO = 1e-12

@@ -25,10 +25,10 @@ from matrixgen.model.references import (
     list_directory,
     listing_from_paths,
 )
+from matrixgen.util.escape import markdown_code as _code
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import JsonLayout
-from matrixgen.views.coverage import MissingReference, ReferenceChecker
-from matrixgen.views.coverage import code_span as _code
+from matrixgen.views.references import MissingReference, ReferenceChecker
 from matrixgen.views.table import Column, Report
 
 

@@ -3,7 +3,8 @@ place, and per pytest node id inside unit-test buckets (docs/evidence.md).
 
 `failing`, which the page leaves out: a key that failed every run it has, but
 has fewer than `broken_runs` of them (`min_runs` below `broken_runs`), is not
-yet broken and never ok. Everything here but `flaky_rows` works on histories.
+yet broken and never ok. Everything here but `flaky_rows` works on histories;
+`flaky_table` is the rows' table, written for a terminal and as Markdown.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from matrixgen.evidence.queries import RunFilter
 from matrixgen.evidence.reasons import ReasonGroup, group_reasons
 from matrixgen.evidence.store import JOB_JSON_KEYS, History, JobKey, RunRow, Store, utc_text
 from matrixgen.model.errors import UsageError
+from matrixgen.util.escape import markdown_code
 from matrixgen.util.values import JsonLayout
+from matrixgen.views.table import Column, Report
 
 DEFAULT_SINCE_DAYS = 30
 DEFAULT_MIN_RUNS = 3
@@ -257,6 +260,19 @@ class FlakyReport(Struct, frozen=True, kw_only=True):
     def by_verdict(self) -> dict[str, int]:
         return {v.value: sum(r.verdict is v for r in self.rows) for v in Verdict}
 
+    def counted(self, policy: FlakyPolicy) -> str:
+        """Its keys by verdict in one line, and the ones left out."""
+        counts = self.by_verdict()
+        out = f"{len(self.rows)} key(s) over {self.runs} run(s): {counts['broken']} broken, "
+        if counts["failing"]:
+            out += f"{counts['failing']} failing (every run failed, fewer than --broken-runs "
+            out += f"{policy.broken_runs}), "
+        out += f"{counts['flaky']} flaky, {counts['ok']} ok"
+        if self.left_out:
+            left = len(self.left_out)
+            out += f"; {left} key(s) with fewer than {policy.min_runs} run(s) left out"
+        return out
+
 
 def flaky_rows(
     store: Store,
@@ -288,6 +304,62 @@ def flaky_rows(
         runs=len(run_rows),
         left_out=tuple((h.job, h.node_id, h.runs) for h in found if h.runs < policy.min_runs),
     )
+
+
+def _text_only(*headers: str) -> list[Column]:
+    return [Column(h, markdown=None) for h in headers]
+
+
+def flaky_table(rows: Iterable[FlakyRow]) -> Report:
+    """`matrixgen results flaky`'s table: a terminal's names each part of a key
+    and its failures' runs; Markdown's names the case where it ran, with the
+    evidence line."""
+    columns = [
+        Column("verdict", escape=str),
+        *_text_only("model", "test_case", "node_id"),
+        Column("case", text=False, escape=markdown_code),
+        *_text_only("platform", "environment"),
+        Column("platform/env", text=False),
+        Column("scope"),
+        *(Column(h, escape=str, right=True) for h in ("runs", "failures", "flips")),
+        *_text_only("rate", "first failure", "last failure"),
+        Column("evidence", text=False),
+    ]
+    return Report(columns, [_cells(r) for r in rows])
+
+
+def _cells(row: FlakyRow) -> tuple[object, ...]:
+    """The row's cells, one per column of `flaky_table`."""
+    job = row.job
+    case = job.test_case + (f"[{job.tag}]" if job.tag else "")
+    node = row.node_id or ""
+    if node.startswith(job.test_case + "::"):  # a bucket's test: its file is the case
+        node = node.removeprefix(job.test_case)
+    return (
+        *(row.verdict.value, job.model, case, node, row.node_id or case),
+        *(job.platform, job.environment, job.where, job.place, row.runs, row.failures, row.flips),
+        *(f"{row.rate:.2f}", _run(row.first_failure), _run(row.last_failure), row.evidence()),
+    )
+
+
+def _run(ref: RunRef | None) -> str | None:
+    return f"{ref.run_id} ({ref.day})" if ref is not None else None
+
+
+def flaky_text(rows: Sequence[FlakyRow], *, judged: bool) -> str:
+    """`flaky`'s table for a terminal, then the reasons its failures share;
+    `judged`: whether any key had runs enough (before a filter left these)."""
+    none = "no key has this verdict" if judged else "no key has enough runs to judge"
+    out = flaky_table(rows).text(empty=none)
+    return out + "".join(g.text() for g in shared_reasons(rows))
+
+
+def flaky_markdown(rows: Sequence[FlakyRow]) -> str:
+    """`flaky`'s table as Markdown, then the reasons its failures share."""
+    lines = flaky_table(rows).markdown()
+    if groups := shared_reasons(rows):
+        lines += ["", "**Failures that share a reason**", "", *(g.markdown() for g in groups)]
+    return "\n".join(lines) + "\n"
 
 
 def shared_reasons(rows: Iterable[FlakyRow]) -> tuple[ReasonGroup, ...]:

@@ -36,6 +36,7 @@ from matrixgen.evidence.tables import (
 )
 from matrixgen.model.errors import ResultsFileError, UsageError
 from matrixgen.util.nodeid import is_node_id
+from matrixgen.views.table import Column, Report
 
 
 class IngestReport(Struct, frozen=True, kw_only=True):
@@ -57,6 +58,17 @@ class IngestReport(Struct, frozen=True, kw_only=True):
     @property
     def rows(self) -> int:
         return sum(j.tests for j in self.stored)
+
+    def table(self) -> Report:
+        """Its jobs, the ones stored now first, each with its counts and status."""
+        columns = [Column(h) for h in ("job", "target", "platform", "environment", "scope")]
+        columns += [Column(h) for h in ("tests", "failed", "skipped", "reruns", "status")]
+        rows = []
+        for j in (*self.stored, *self.already):
+            names = (j.job_name, j.target, j.job.platform, j.job.environment, j.job.place)
+            status = "stored" if j.stored else "already stored"
+            rows.append((*names, j.tests, j.failed, j.skipped, j.reruns, status))
+        return Report(columns, rows)
 
 
 def _epoch(moment: dt.datetime) -> int:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from msgspec import Struct
 
 from matrixgen.evidence.junit import MESSAGE_LIMIT, Outcome
+from matrixgen.util.escape import markdown_code, markdown_text, terminal_text
 
 # A reason's length: the kind, and the masked line, cut (a placeholder is
 # longer than one digit: "1 2 3" masks to "<n> <n> <n>").
@@ -112,6 +113,19 @@ class ReasonGroup(Struct, frozen=True, kw_only=True):
         if self.count > 1:
             return f"{failures} of one test share one reason"
         return f"{failures} with this reason"
+
+    def text(self) -> str:
+        """For a terminal: its sentence and its reason, then its tests, one a line."""
+        tests = "".join(f"  {terminal_text(test)}\n" for test in self.tests)
+        return f"{self.sentence()}: {terminal_text(self.reason)}\n{tests}"
+
+    def markdown(self, limit: int | None = None) -> str:
+        """A Markdown list item: its sentence, its reason, its tests (the first `limit`)."""
+        shown = self.tests[:limit]
+        more = f" and {len(self.tests) - len(shown)} more" if len(shown) < len(self.tests) else ""
+        tests = ", ".join(map(markdown_code, shown))
+        said = f"**{markdown_text(self.sentence())}:** {markdown_code(self.reason)}"
+        return f"- {said}: {tests}{more}"
 
 
 def group_reasons(failures: Iterable[tuple[str, str, int]]) -> tuple[ReasonGroup, ...]:
