@@ -8,19 +8,25 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from matrixgen.engine.changes import (
     TREE_CHANGED,
     UNMATCHED,
     UNRESOLVED,
+    ChangeSelection,
     ChangeSet,
     matches,
     select_changed,
 )
-from matrixgen.model.jobs import Job
+from matrixgen.model.jobs import Job, Selector, Target
+from matrixgen.model.vocab import System
 from matrixgen.util.checkout import in_tree, tree_path
+from matrixgen.util.escape import markdown_code
+from matrixgen.views.changes import Dropped, dropped_report, render_dropped
+from matrixgen.views.cost import Cost
+from matrixgen.views.table import table
 from tests.changes_fixtures import REPO, git
 from tests.changes_fixtures import repo as repo
 from tests.conftest import Run, run_cli
@@ -389,3 +395,46 @@ def test_a_change_to_a_tree_anywhere_keeps_the_full_selection(
     view = run_cli(["diff", "HEAD", "--changed-view", *argv[:-2]])
     assert view.code == 0, view.err
     assert json.loads(view.out)["changed_view"]["fallback"] == TREE_CHANGED
+
+
+def _left_out(names: list[str]) -> Dropped:
+    """One job left out of each named target (30 GPU-h), none of a last one."""
+    job = Job(
+        model="gpt",
+        test_case="gpt_a",
+        environment="dev",
+        platform="dgx_h100",
+        tag=None,
+        scope="mr",
+        cadence=("pr",),
+        name="gpt_a",
+        build=None,
+        n_repeat=5,
+        time_limit=2700,
+    )
+    selector = Selector(scope="mr", platform="dgx_h100", environment="dev")
+    targets = [Target(name=n, system=System.GITLAB, selector=selector) for n in [*names, "none"]]
+    cost = Cost(jobs=1, gpu_hours_max=30, weighted_max=30)
+    rows = [(t, ((job, "not needed"),), cost) for t in targets[:-1]]
+    selection = ChangeSelection(changes=ChangeSet(ref="main", files=("a.py",)), fallback=None)
+    return Dropped(selection=selection, targets=(*rows, (targets[-1], (), Cost())))
+
+
+@given(st.text(min_size=1, max_size=8))
+@example("a\\b")  # a backslash: two in the terminal (escaped once), never four
+@example("##[group]x")
+@example("x\n::error::y")
+@example("`|`")
+def test_what_is_left_out_is_one_table_in_both_formats(name: str) -> None:
+    dropped = _left_out([name, "other"])
+    text = render_dropped(dropped, details=False)
+    # The terminal table of the raw cells (escaped once, by `table`); no "runs".
+    rows = [[name, "1", "30"], ["other", "1", "30"]]
+    assert text.split("\n", 1)[1] == table(rows, ["target", "left out", "GPU-h saved"])
+    report = dropped_report(dropped, {name: "2 of 3", "other": "1 of 2"})
+    assert report.markdown() == [
+        "| target | runs | left out | GPU-h saved |",
+        "| :-- | --: | --: | --: |",
+        f"| {markdown_code(name)} | 2 of 3 | 1 | 30 |",
+        "| `other` | 1 of 2 | 1 | 30 |",
+    ]

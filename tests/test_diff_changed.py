@@ -146,7 +146,6 @@ def test_hostile_file_names_are_escaped_and_a_long_view_drops_its_lists() -> Non
     from matrixgen.diff.changed import ChangedView, render_changed_view
     from matrixgen.engine.changes import UNMATCHED, ChangeSelection, ChangeSet
     from matrixgen.views.changes import Dropped
-    from matrixgen.views.table import table
 
     hostile = ["<img src=x onerror=alert(1)>.py", "[a](javascript:x)`|.py", "\n# All clear"]
     changes = ChangeSet(ref="main <b>", files=tuple(hostile))
@@ -155,7 +154,7 @@ def test_hostile_file_names_are_escaped_and_a_long_view_drops_its_lists() -> Non
         ChangeSelection(changes=changes, fallback=None),
     ):
         view = ChangedView(dropped=Dropped(selection=selection, targets=()), runs=())
-        text = render_changed_view(view, "markdown", table)
+        text = render_changed_view(view, "markdown")
         tokens = markdown_it.MarkdownIt("commonmark").enable("table").parse(text)
         every = [t for tok in tokens for t in (tok, *(tok.children or []))]
         assert not [t for t in every if t.type in ("image", "link_open")]
@@ -163,7 +162,7 @@ def test_hostile_file_names_are_escaped_and_a_long_view_drops_its_lists() -> Non
         html = [t.content for t in every if t.type in ("html_block", "html_inline")]
         assert all(h.startswith(("<details>", "</details>")) for h in html), html
     # Too long for the room left in the comment: the lists go, the summary stays.
-    short = render_changed_view(view, "markdown", table, room=10)
+    short = render_changed_view(view, "markdown", room=10)
     assert "changed file(s)</summary>" not in short
     assert "#### Change-based selection for this branch" in short
 

@@ -593,3 +593,23 @@ def test_a_changed_targets_row_names_what_is_special_about_it() -> None:
     for row in ("`t` (new)", "`g` (gone)", "`s` (settings)", "`p` (holding pen)"):
         assert f"| {row} |" in text
     assert "| `n` (new) (settings) |" in text
+
+
+@given(st.text(min_size=1, max_size=8))
+@example("a\\b")  # a backslash: two in the terminal, never four
+@example("`|`")  # a code span's fence, a cell's end
+@example("\n# forged")
+def test_jobs_without_their_references_are_a_row_each_escaped_once(name: str) -> None:
+    from matrixgen.diff.references import ReferenceGaps, TargetGaps, render_gaps
+    from matrixgen.util.escape import markdown_code, terminal_text
+    from matrixgen.views.references import MissingReference
+
+    missing = MissingReference(job=job(name), reference=name, path=f"{name}/g.json", hint=None)
+    gaps = ReferenceGaps(targets=(TargetGaps(target="t", added=(missing,), lost=(missing,)),))
+    text = render_gaps(gaps, "text").split("\n")
+    said = terminal_text(f"{missing.job.identity}: no {name} file {name}/g.json")
+    assert text[3:] == [f"    + {said}", f"    ! {said}", ""]
+    job_, reference, path = map(markdown_code, (missing.job.identity, name, f"{name}/g.json"))
+    assert render_gaps(gaps, "markdown").split("\n")[5:] == [
+        f"| `t` | {job_} | {change} | {reference} | {path} |" for change in ("added", "lost")
+    ] + [""]

@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema
 import markdown_it
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.diff import golden_read, golden_render, golden_review
@@ -699,3 +699,15 @@ def test_the_switch_interval_is_given_back_and_the_threads_error_raised_where_as
         assert sys.getswitchinterval() == own
     finally:
         sys.setswitchinterval(real)
+
+
+@given(st.text(min_size=1, max_size=8))
+@example("a\\b")  # a backslash: two in the terminal table, never four
+@example("##[group]x")
+@example("x\ny")
+def test_the_text_table_shows_each_case_escaped_once(name: str) -> None:
+    from matrixgen.util.escape import terminal_text
+
+    text = golden_render.render_text(review_of(dict.fromkeys(KEYS, "m") | {"case": name}))
+    rows = text.split("\n")[5:7]  # after the two lines above the table, its header and rule
+    assert all(row.startswith(terminal_text(f"m/{name}") + " ") for row in rows), rows

@@ -271,11 +271,10 @@ def _echo_diff(
         text = render(result, fmt.value, notes=False) + render_gaps(gaps, fmt.value)
         if view is not None:
             from matrixgen.diff.changed import render_changed_view
-            from matrixgen.views.table import table
 
             # A PR comment stays under GitHub's size limit.
             room = max(0, 65_000 - len(text))
-            text += render_changed_view(view, fmt.value, table, room=room)
+            text += render_changed_view(view, fmt.value, room=room)
         typer.echo(text, nl=False)
 
 

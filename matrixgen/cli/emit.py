@@ -217,7 +217,7 @@ def _echo_summary(outputs: list[TargetOutput], saved: Dropped | None, out: Path)
     if saved is not None:
         from matrixgen.views.changes import render_dropped
 
-        typer.echo("\n" + render_dropped(saved, table), nl=False)
+        typer.echo("\n" + render_dropped(saved), nl=False)
     typer.echo(
         f"{totals['total']['targets']} target(s), {totals['total']['jobs']} job(s) -> "
         f"{terminal_text(out)}",

@@ -7,7 +7,7 @@ priced per target with `views.cost`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from msgspec import Struct
 from msgspec.structs import asdict
@@ -24,12 +24,12 @@ from matrixgen.views.changes import (
     Dropped,
     TargetDropped,
     dropped_by_target,
+    dropped_report,
     render_dropped,
     restrict,
     select_for,
 )
 from matrixgen.views.cost import hours
-from matrixgen.views.table import markdown_table
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
@@ -92,14 +92,14 @@ def changed_view(
     return ChangedView(dropped=dropped, runs=runs)
 
 
-def render_changed_view(view: ChangedView, fmt: str, table: Any, *, room: int | None = None) -> str:
+def render_changed_view(view: ChangedView, fmt: str, *, room: int | None = None) -> str:
     """The view in text (as `generate --changed-since` prints its summary) or
     Markdown; Markdown longer than `room` characters leaves out its lists."""
     if fmt == "markdown":
         text = _markdown(view, lists=True)
         return text if room is None or len(text) <= room else _markdown(view, lists=False)
     text = "\nchange-based selection for the files this branch changes:\n"
-    text += render_dropped(view.dropped, table, details=False)
+    text += render_dropped(view.dropped, details=False)
     if view.dropped.selection.fallback is None:
         for target, jobs, total in view.runs:
             if len(jobs) < total:
@@ -126,37 +126,30 @@ def _markdown(view: ChangedView, *, lists: bool) -> str:
             f"({md.code(selection.fallback_detail)})"
         )
     else:
-        left = [(t, jobs, cost) for t, jobs, cost in view.dropped.targets if jobs]
-        total = sum(len(jobs) for _, jobs, _ in left)
+        left = [row for row in view.rows if row.dropped]
+        total = sum(len(row.dropped) for row in left)
         out.append(
             f"**{total} job(s) left out** over {len(left)} target(s), "
             f"**{hours(view.dropped.saved.gpu_hours_max)} GPU-h saved** per run; "
             "every other target runs its full selection."
         )
-        running = {t.name: (jobs, n) for t, jobs, n in view.runs}
         if left and not lists:
             out += ["", "_The lists are left out: they would pass the size of a comment._"]
         if left and lists:
-            rows = [
-                [md.code(t.name), f"{len(kept)} of {n}", str(len(jobs)), hours(c.gpu_hours_max)]
-                for t, jobs, c in left
-                for kept, n in [running[t.name]]
-            ]
-            headers = ["target", "runs", "left out", "GPU-h saved"]
-            out += ["", *markdown_table(headers, rows, "<>>>")]
+            runs = {row.target: f"{len(row.runs)} of {row.jobs}" for row in left}
+            out += ["", *dropped_report(view.dropped, runs, md.code).markdown()]
             items = []
             budget = CASES_SHOWN  # over every target: the JSON lists all
-            for target, _, _ in left:
-                kept, _n = running[target.name]
-                shown = kept[: max(0, min(ITEMS, budget))]
+            for row in left:
+                shown = row.runs[: max(0, min(ITEMS, budget))]
                 budget -= len(shown)
-                if not kept:
+                if not row.runs:
                     names = "nothing"
                 elif not shown:
-                    names = f"{len(kept)} case(s) (`--format json` lists them)"
+                    names = f"{len(row.runs)} case(s) (`--format json` lists them)"
                 else:
-                    names = listed([md.code(job_label(j)) for j in kept], len(shown))
-                items.append(f"- {md.code(target.name)}: {names}")
+                    names = listed([md.code(label) for label in row.runs], len(shown))
+                items.append(f"- {md.code(row.target)}: {names}")
             more = [f"- … and {len(items) - ITEMS} more target(s)"] if len(items) > ITEMS else []
             out += md.details("The cases it would run there", [*items[:ITEMS], *more])
     if files and lists:

@@ -5,7 +5,7 @@ a hidden marker to update it in place, every string escaped for where it goes
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from matrixgen.diff import markdown as md
@@ -19,6 +19,7 @@ from matrixgen.diff.data import (
 )
 from matrixgen.diff.describe import (
     SHORT_DIFF_LINES,
+    change_text,
     changed_lines,
     existence_line,
     field_groups,
@@ -26,7 +27,6 @@ from matrixgen.diff.describe import (
     is_multiline,
     job_label,
     listed,
-    mapping_change,
     mark_text,
     moves_by_target,
     short_ref,
@@ -36,8 +36,7 @@ from matrixgen.diff.describe import (
     target_tally,
     text_diff,
     tracker_md,
-    was_text,
-    word_change,
+    value_change,
 )
 from matrixgen.diff.evidence import evidence_of
 from matrixgen.diff.golden_render import COMMENT_ROWS, SHORT_COMMENT_ROWS
@@ -50,7 +49,7 @@ from matrixgen.diff.model import (
 from matrixgen.model.errors import Finding
 from matrixgen.model.jobs import Job, QuarantineMark
 from matrixgen.util.words import counted
-from matrixgen.views.table import markdown_table
+from matrixgen.views.table import Column, Report
 
 MARKER = "<!-- matrixgen-diff -->"
 # GitHub refuses comments over 65,536 characters; keep a margin for the cut note.
@@ -88,8 +87,7 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
             out.append("")
             out += [f"- {cost_change(p, md.code(p['pipeline']))}" for p in moved]
     if changed:
-        headers = ["target", "jobs", "GPU-h per run", "added", "removed", "changed", "quarantine"]
-        out += ["", *markdown_table(headers, map(_target_row, changed[:rows]), "<>>>>><")]
+        out += ["", *_targets(changed[:rows]).markdown()]
         if rows is not None and len(changed) > rows:
             out.append(f"| … and {counted(len(changed) - rows, 'more target')} | | | | | | |")
     unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates][:rows]
@@ -113,7 +111,7 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
         ]
         items = [f"- added: {_finding_md(f)}" for f in diff.findings_added]
         items += [f"- removed: {_finding_md(f)}" for f in diff.findings_removed]
-        out += _capped(items)
+        out += md.capped(items, ITEMS_PER_SECTION)
     out += ["", *(f"> ⚠️ {md.text(note)}" for note in diff.notes)] if diff.notes else []
     out += golden_markdown(diff.goldens, rows=COMMENT_ROWS if details else SHORT_COMMENT_ROWS)
     if changed and details:
@@ -126,6 +124,13 @@ def _markdown(diff: SelectionDiff, *, details: bool, rows: int | None = None) ->
             "Run `matrixgen diff --format json` for every job._",
         ]
     return "\n".join(out) + "\n"
+
+
+def _targets(changed: Sequence[TargetDiff]) -> Report:
+    """The comment's table: a row per changed target, its cells written here."""
+    numbers = ("jobs", "GPU-h per run", "added", "removed", "changed")
+    columns = [Column("target", escape=str), *(Column(h, escape=str, right=True) for h in numbers)]
+    return Report([*columns, Column("quarantine", escape=str)], list(map(_target_row, changed)))
 
 
 def _target_row(t: TargetDiff) -> list[str]:
@@ -232,12 +237,7 @@ def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, 
             items.extend(f"  {line}" if line else "" for line in _md_field(name, old, new))
     out += _section("Changed", len(t.changed), items, limit=ITEMS_PER_SECTION * 4)
     items = [
-        f"- {md.text(q.change)} {md.code(job_label(q.job))}: "
-        + (
-            habit_text(q, markdown=True)
-            if q.habit is not None
-            else f"{mark_text(q.mark, markdown=True)}{was_text(q, markdown=True)}"
-        )
+        f"- {md.text(q.change)} {md.code(job_label(q.job))}: {change_text(q, markdown=True)}"
         for q in t.quarantine
     ]
     out += _section("Quarantine", len(t.quarantine), items)
@@ -276,14 +276,7 @@ def _md_field(name: str, old: Any, new: Any) -> list[str]:
         changed = counted(changed_lines(old, new), "line")
         folded = md.details(f"the diff of {md.html(name)}", fenced, indent="  ")
         return [f"- {md.code(name)}: {changed} changed", *folded, ""]
-    mapped = mapping_change(old, new)
-    if mapped is not None:
-        return [f"- {md.code(name)}: {md.code(mapped)}"]
-    words = word_change(old, new)
-    if words is not None:
-        shown = "; ".join(f"{md.code(f'…{a}…')} → {md.code(f'…{b}…')}" for a, b in words)
-        return [f"- {md.code(name)}: {shown}"]
-    return [f"- {md.code(name)}: {md.code(show_value(old))} → {md.code(show_value(new))}"]
+    return [f"- {md.code(name)}: {value_change(old, new, markdown=True)}"]
 
 
 def _job_list(jobs: list[Job]) -> str:
@@ -293,10 +286,4 @@ def _job_list(jobs: list[Job]) -> str:
 def _section(title: str, count: int, items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:
     """A bold title with its count, its items (cut at `limit`), a blank line;
     nothing when the count is 0."""
-    return [f"**{title} ({count})**", "", *_capped(items, limit), ""] if count else []
-
-
-def _capped(items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:
-    if len(items) <= limit:
-        return items
-    return [*items[:limit], f"- … and {len(items) - limit} more (`--format json` lists all)"]
+    return [f"**{title} ({count})**", "", *md.capped(items, limit), ""] if count else []

@@ -91,6 +91,22 @@ def word_change(old: Any, new: Any) -> list[tuple[str, str]] | None:
     return out or None
 
 
+def value_change(old: Any, new: Any, *, markdown: bool = False) -> str:
+    """A one-line value's change, each side as code in Markdown: two mappings as
+    `mapping_change` says it, two long command lines by the words that differ,
+    else `old -> new`."""
+    show, arrow, dots = (md.code, "→", "…") if markdown else (str, "->", "...")
+    mapped = mapping_change(old, new)
+    if mapped is not None:
+        return show(mapped)
+    words = word_change(old, new)
+    if words is not None:
+        return "; ".join(
+            f"{show(dots + a + dots)} {arrow} {show(dots + b + dots)}" for a, b in words
+        )
+    return f"{show(show_value(old))} {arrow} {show(show_value(new))}"
+
+
 def text_diff(old: Any, new: Any, name: str) -> list[str]:
     lines = list(
         difflib.unified_diff(
@@ -131,12 +147,9 @@ def field_groups(changed: Sequence[ChangedJob]) -> list[tuple[Mapping[str, tuple
 
 def mark_text(mark: QuarantineMark, *, markdown: bool = False) -> str:
     nodes = f", {counted(len(mark.node_ids), 'node id')}" if mark.node_ids else ""
-    if markdown:
-        return (
-            f"{tracker_md(mark.tracker)}, {md.text(mark.action)}, {md.text(mark.kind)}"
-            f"{nodes}, entry {md.code(mark.id)}"
-        )
-    return f"{mark.tracker}, {mark.action}, {mark.kind}{nodes}, entry {mark.id}"
+    tracker, text, code = (tracker_md, md.text, md.code) if markdown else (str, str, str)
+    words = f"{text(mark.action)}, {text(mark.kind)}{nodes}"
+    return f"{tracker(mark.tracker)}, {words}, entry {code(mark.id)}"
 
 
 _ISSUE_REF = name_pattern(r"(?:[A-Za-z0-9.-]+/[A-Za-z0-9.-]+)?#\d+")
@@ -217,7 +230,12 @@ def finding_line(finding: Finding) -> str:
     return f"{finding.location}: {finding.severity.value}: {finding.message} [{finding.code}]"
 
 
-def was_text(q: QuarantineChange, *, markdown: bool = False) -> str:
+def change_text(q: QuarantineChange, *, markdown: bool = False) -> str:
+    """What a quarantine change says of its job: its habit, or its mark (and the
+    mark it had, when it had another)."""
+    if q.habit is not None:
+        return habit_text(q, markdown=markdown)
+    said = mark_text(q.mark, markdown=markdown)
     if q.old is not None and q.new is not None:
-        return f" (was {mark_text(q.old, markdown=markdown)})"
-    return ""
+        return f"{said} (was {mark_text(q.old, markdown=markdown)})"
+    return said

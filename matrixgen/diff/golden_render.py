@@ -20,13 +20,14 @@ from matrixgen.diff.goldens import (
 from matrixgen.model.errors import Severity
 from matrixgen.util.escape import terminal_line
 from matrixgen.util.words import counted
-from matrixgen.views.table import markdown_table, table
+from matrixgen.views.table import Column, Report
 
 # The table shows this many metrics as columns; the others go in one cell.
 METRIC_COLUMNS = 6
 # The PR comment lists this many files (and problems); the JSON has all.
 COMMENT_ROWS = 50
 SHORT_COMMENT_ROWS = 10
+Show = Callable[[str], str]  # writes a string for a format: str, md.code, md.text
 
 
 def metric_cell(metric: MetricChange | None) -> str:
@@ -42,13 +43,17 @@ def metric_cell(metric: MetricChange | None) -> str:
     return pct(metric.mean_rel_change_pct)
 
 
-def largest(f: GoldenFile) -> tuple[MetricChange, float] | None:
-    """The metric with the largest change at any one step (the first of equals)."""
+def largest(f: GoldenFile, code: Show = str, text: Show = str, at: str = "@") -> str:
+    """The metric with the largest change at any one step (the first of equals):
+    its size, `code` writing its name and step, `text` the size."""
     measured = [(m, v) for m in f.metrics if (v := m.max_abs_rel_change_pct) is not None]
-    return max(measured, key=lambda item: item[1], default=None)
+    if not measured:
+        return "-"
+    metric, size = max(measured, key=lambda item: item[1])
+    return f"{text(pct(size, signed=False))} {code(metric.name)} {at} {code(metric.max_step or '')}"
 
 
-def flags(f: GoldenFile, show: Callable[[str], str] = str) -> list[str]:
+def flags(f: GoldenFile, show: Show = str) -> list[str]:
     """What a reviewer must look at in a file: missing and non-finite samples,
     changes of metrics the test does not check, problems. `show` writes a
     metric name (code in Markdown)."""
@@ -78,7 +83,7 @@ def metric_columns(review: GoldenReview) -> list[str]:
     return list(dict.fromkeys(m.name for f in review.files for m in f.metrics))[:METRIC_COLUMNS]
 
 
-def _others(f: GoldenFile, columns: Sequence[str], show: Callable[[str], str] = str) -> str:
+def _others(f: GoldenFile, columns: Sequence[str], show: Show = str) -> str:
     """The metrics past the table's columns, each with its cell."""
     cells = [f"{show(m.name)}: {metric_cell(m)}" for m in f.metrics if m.name not in columns]
     return "; ".join(cells)
@@ -96,28 +101,26 @@ def summary_words(review: GoldenReview) -> str:
     )
 
 
-def _table(review: GoldenReview, *, markdown: bool) -> tuple[list[str], list[list[str]], int]:
-    """The table's headers, rows (escaped for Markdown when `markdown`) and metric columns."""
-    code, text = (md.code, md.text) if markdown else (str, str)
-    columns = metric_columns(review)
-    extra = any(m.name not in columns for f in review.files for m in f.metrics)
-    headers = ["case", "hardware", "file", "read by", *map(code, columns)]
-    headers += [*(["other metrics"] if extra else []), "largest step change", "flags"]
-    rows = []
-    for f in review.files:
-        by_name = {m.name: m for m in f.metrics}
-        row = [code(f.case), text(f.hardware), f.status, readers_cell(f)]
-        row += [text(metric_cell(by_name.get(c))) if f.compared else "?" for c in columns]
-        row += [_others(f, columns, code)] if extra else []
-        top = largest(f)
-        if top is None:
-            row.append("-")
-        else:
-            size, at = text(pct(top[1], signed=False)), "step" if markdown else "@"
-            row.append(f"{size} {code(top[0].name)} {at} {code(top[0].max_step or '')}")
-        row.append("; ".join(flags(f, code)) or "-")
-        rows.append(row)
-    return headers, rows, len(columns)
+def _table(review: GoldenReview) -> Report:
+    """A row per file; a column per metric of `metric_columns`, the others in one.
+    A cell each format writes its own way is a text-only and a Markdown-only column."""
+    names = metric_columns(review)
+    extra = any(m.name not in names for f in review.files for m in f.metrics)
+    columns = [Column("case", escape=md.code), Column("hardware", escape=md.text)]
+    columns += [Column("file", escape=str), Column("read by", escape=str)]
+    columns += [Column(n, markdown=md.code(n), escape=md.text, right=True) for n in names]
+    for header in [*(["other metrics"] if extra else []), "largest step change", "flags"]:
+        columns += [Column(header, markdown=None), Column(header, text=False, escape=str)]
+    return Report(columns, [_row(f, names, extra) for f in review.files])
+
+
+def _row(f: GoldenFile, columns: Sequence[str], extra: bool) -> list[str]:
+    by_name = {m.name: m for m in f.metrics}
+    row = [f.case, f.hardware, f.status, readers_cell(f)]
+    row += [metric_cell(by_name.get(c)) if f.compared else "?" for c in columns]
+    row += [_others(f, columns), _others(f, columns, md.code)] if extra else []
+    row += [largest(f), largest(f, md.code, md.text, "step")]
+    return row + ["; ".join(flags(f, show)) or "-" for show in (str, md.code)]
 
 
 def render_text(review: GoldenReview | None) -> str:
@@ -126,18 +129,15 @@ def render_text(review: GoldenReview | None) -> str:
         return ""
     if not review.files:
         return f"\ngolden values: no file changes ({review.template})\n"
-    headers, rows, _ = _table(review, markdown=False)
     out = [
         "",
         f"golden values: {summary_words(review)} ({review.template})",
         "  each metric: the signed mean of (old - new) / old over the steps both sides "
         "have (+: lower now)",
     ]
-    text = "\n".join(terminal_line(line) for line in out) + "\n" + table(rows, headers)
-    problems = [p for f in review.files for p in f.problems]
-    if problems:
-        text += "problems:\n" + "".join(f"  {p}\n" for p in problems)
-    return text
+    text = "\n".join(terminal_line(line) for line in out) + "\n" + _table(review).text()
+    problems = "".join(f"  {p}\n" for f in review.files for p in f.problems)
+    return text + (f"problems:\n{problems}" if problems else "")
 
 
 def render_markdown(review: GoldenReview | None, *, rows: int = COMMENT_ROWS) -> list[str]:
@@ -153,18 +153,12 @@ def render_markdown(review: GoldenReview | None, *, rows: int = COMMENT_ROWS) ->
         "(positive: lower now), or Unchanged.",
         "",
     ]
-    headers, cells, columns = _table(review, markdown=True)
-    out += markdown_table(headers, cells[:rows], "<" * 4 + ">" * columns)
+    out += _table(review).markdown(rows)
     if len(review.files) > rows:
         more = len(review.files) - rows
         out.append(f"\n… and {counted(more, 'more file')} (`--format json` lists all)")
     problems = [p for f in review.files for p in f.problems]
-    if problems:
-        out += ["", "**Golden-values problems**", ""]
-        out += [
-            f"- {md.code(str(p.location))}: {md.text(p.message)} ({md.code(p.code)})"
-            for p in problems[:rows]
-        ]
-        if len(problems) > rows:
-            out.append(f"- … and {len(problems) - rows} more (`--format json` lists all)")
+    items = [f"- {md.code(p.location)}: {md.text(p.message)} ({md.code(p.code)})" for p in problems]
+    if items:
+        out += ["", "**Golden-values problems**", "", *md.capped(items, rows)]
     return out

@@ -29,20 +29,20 @@ def flat(value: str) -> str:
     return _CONTROL.sub(" ", value)
 
 
-def text(value: str) -> str:
+def text(value: object) -> str:
     """Running text that renders as exactly these characters: on one line, every
     ASCII punctuation character that could mean something backslash-escaped
     (CommonMark allows that for all of them), so nothing in it starts a tag, a
     link, an emphasis, an entity or a new block."""
-    return _PUNCTUATION.sub(r"\\\1", flat(value))
+    return _PUNCTUATION.sub(r"\\\1", flat(str(value)))
 
 
-def code(value: str, *, limit: int = CODE_LIMIT) -> str:
+def code(value: object, *, limit: int = CODE_LIMIT) -> str:
     """Inline code of the value on one line, cut to `limit` characters."""
-    value = flat(value)
-    if len(value) > limit:
-        value = value[: limit - 3] + "..."
-    return markdown_code(value)
+    shown = flat(str(value))
+    if len(shown) > limit:
+        shown = shown[: limit - 3] + "..."
+    return markdown_code(shown)
 
 
 def safe_url(url: str) -> str | None:
@@ -77,6 +77,13 @@ def details(summary: str, body: Sequence[str], indent: str = "") -> list[str]:
     body (safe Markdown) behind it, set apart by blank lines."""
     opened = f"{indent}<details><summary>{summary}</summary>"
     return ["", opened, "", *body, "", f"{indent}</details>"]
+
+
+def capped(items: list[str], limit: int) -> list[str]:
+    """The first `limit` items of a list, then a last one saying how many more."""
+    if len(items) <= limit:
+        return items
+    return [*items[:limit], f"- … and {len(items) - limit} more (`--format json` lists all)"]
 
 
 def fence_lines(lines: Sequence[str], info: str = "", indent: str = "") -> list[str]:

@@ -29,7 +29,7 @@ from matrixgen.util.escape import markdown_code as _code
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import JsonLayout
 from matrixgen.views.references import MissingReference, ReferenceChecker
-from matrixgen.views.table import markdown_table
+from matrixgen.views.table import Column, Report
 
 
 def listing_at(
@@ -129,19 +129,26 @@ def _what(missing: Sequence[MissingReference]) -> str:
     )
 
 
+def _gaps(gaps: ReferenceGaps) -> Report:
+    """A row per job and reference it runs without."""
+    codes = [Column(h, escape=_code) for h in ("target", "job", "reference", "looked for")]
+    return Report(
+        [*codes[:2], Column("change", escape=str), *codes[2:]],
+        [
+            (t.target, m.job.identity, kind, m.reference, m.path)
+            for t in gaps.targets
+            for kind, items in (("added", t.added), ("lost", t.lost))
+            for m in items
+        ],
+    )
+
+
 def render_gaps(gaps: ReferenceGaps, fmt: str) -> str:
     """The reference part of a diff, in text or markdown (empty when nothing is missing)."""
     if not gaps.targets:
         return ""
     if fmt == "markdown":
-        rows = [
-            [_code(t.target), _code(str(m.job.identity)), kind, _code(m.reference), _code(m.path)]
-            for t in gaps.targets
-            for kind, items in (("added", t.added), ("lost", t.lost))
-            for m in items
-        ]
-        headers = ["target", "job", "change", "reference", "looked for"]
-        lines = ["", "#### Jobs without their references", "", *markdown_table(headers, rows)]
+        lines = ["", "#### Jobs without their references", "", *_gaps(gaps).markdown()]
         return "\n".join(lines) + "\n"
     lines = ["", "references:"]
     for t in gaps.targets:
@@ -153,8 +160,6 @@ def render_gaps(gaps: ReferenceGaps, fmt: str) -> str:
         lines.append(f"  {terminal_text(t.target)}: " + terminal_text("; ".join(parts)))
         for kind, items in (("+", t.added), ("!", t.lost)):
             for m in items:
-                lines.append(
-                    f"    {kind} {terminal_text(m.job.identity)}: "
-                    f"no {terminal_text(m.reference)} file {terminal_text(m.path)}"
-                )
+                said = f"{m.job.identity}: no {m.reference} file {m.path}"
+                lines.append(f"    {kind} {terminal_text(said)}")
     return "\n".join(lines) + "\n"

@@ -20,13 +20,12 @@ from matrixgen.diff.data import (
     target_cost,
 )
 from matrixgen.diff.describe import (
+    change_text,
     existence_line,
     field_groups,
     finding_line,
-    habit_text,
     is_multiline,
     job_label,
-    mapping_change,
     mark_text,
     moves_by_target,
     short_ref,
@@ -35,8 +34,7 @@ from matrixgen.diff.describe import (
     target_path,
     target_tally,
     text_diff,
-    was_text,
-    word_change,
+    value_change,
 )
 from matrixgen.diff.golden_render import render_text as golden_text
 from matrixgen.diff.model import SelectionDiff
@@ -86,8 +84,7 @@ def render_text(diff: SelectionDiff, *, notes: bool = True) -> str:
             for name, (old, new) in fields.items():
                 out.extend(f"      {line}" for line in _text_field(name, old, new))
         for q in t.quarantine:
-            said = habit_text(q) if q.habit is not None else f"{mark_text(q.mark)}{was_text(q)}"
-            out.append(f"  q {q.change} {job_label(q.job)}: {said}")
+            out.append(f"  q {q.change} {job_label(q.job)}: {change_text(q)}")
         for sign, word, moved in ((">", "to", t.moved_out), ("<", "from", t.moved_in)):
             for other, jobs_moved in moves_by_target(moved):
                 labels = ", ".join(job_label(j) for j in jobs_moved)
@@ -111,13 +108,7 @@ def render_text(diff: SelectionDiff, *, notes: bool = True) -> str:
 def _text_field(name: str, old: Any, new: Any) -> list[str]:
     if is_multiline(old, new):
         return [f"{name}:", *(f"  {line}" for line in text_diff(old, new, name))]
-    mapped = mapping_change(old, new)
-    if mapped is not None:
-        return [f"{name}: {mapped}"]
-    words = word_change(old, new)
-    if words is not None:
-        return [f"{name}: " + "; ".join(f"...{a}... -> ...{b}..." for a, b in words)]
-    return [f"{name}: {show_value(old)} -> {show_value(new)}"]
+    return [f"{name}: {value_change(old, new)}"]
 
 
 def _quarantine_suffix(job: Job) -> str:

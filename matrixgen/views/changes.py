@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from msgspec import Struct
 
 from matrixgen.engine.changes import FALLBACK_TEXT, ChangeSelection, ChangeSet, select_changed
 from matrixgen.model.jobs import Job, Target
-from matrixgen.util.escape import terminal_text
+from matrixgen.util.escape import markdown_code, terminal_text
 from matrixgen.util.values import JsonLayout
 from matrixgen.views.cost import Cost, hours, jobs_cost
+from matrixgen.views.table import Column, Report
 
 if TYPE_CHECKING:
     from matrixgen.pipeline import Generation
@@ -121,7 +122,18 @@ def dropped_by_target(
     return Dropped(selection=selection, targets=tuple(out))
 
 
-def render_dropped(dropped: Dropped, table: Callable[..., str], *, details: bool = True) -> str:
+def dropped_report(
+    dropped: Dropped, runs: Mapping[str, str], code: Callable[[object], str] = markdown_code
+) -> Report:
+    """The targets with jobs left out: how many and the GPU-hours saved; in
+    Markdown also what each still runs (`runs`, by name), its name as `code`."""
+    columns = [Column("target", escape=code), Column("runs", text=False, escape=str, right=True)]
+    columns += [Column(h, escape=str, right=True) for h in ("left out", "GPU-h saved")]
+    left = [(t.name, len(jobs), hours(cost.gpu_hours_max)) for t, jobs, cost in dropped.targets]
+    return Report(columns, [(name, runs.get(name), n, saved) for name, n, saved in left if n])
+
+
+def render_dropped(dropped: Dropped, *, details: bool = True) -> str:
     """The summary line, a table of the targets with jobs left out, and (with
     details) one line per job left out with its reason."""
     selection = dropped.selection
@@ -131,24 +143,17 @@ def render_dropped(dropped: Dropped, table: Callable[..., str], *, details: bool
             f"selection ({FALLBACK_TEXT[selection.fallback]}: "
             f"{terminal_text(selection.fallback_detail)})\n"
         )
-    rows = [
-        [t.name, str(len(jobs)), hours(cost.gpu_hours_max)]
-        for t, jobs, cost in dropped.targets
-        if jobs
-    ]
+    report = dropped_report(dropped, {})
     text = (
         f"change-based selection since {terminal_text(selection.changes.ref)}: "
         f"{len(selection.changes.files)} changed file(s); "
         f"{sum(len(j) for _, j, _ in dropped.targets)} job(s) left out over "
-        f"{len(rows)} target(s), {hours(dropped.saved.gpu_hours_max)} GPU-h saved per run\n"
+        f"{len(report.rows)} target(s), {hours(dropped.saved.gpu_hours_max)} GPU-h saved per run\n"
     )
-    if rows:
-        text += table(rows, ["target", "left out", "GPU-h saved"])
+    if report.rows:
+        text += report.text()
         for target, jobs, _ in dropped.targets if details else ():
             for job, why in jobs:
-                text += (
-                    f"  {target.name}: {terminal_text(job.model)}/{terminal_text(job.test_case)}"
-                    f" on {terminal_text(job.platform)}/{terminal_text(job.environment)}: "
-                    f"{terminal_text(why)}\n"
-                )
+                said = f"{job.model}/{job.test_case} on {job.platform}/{job.environment}: {why}"
+                text += f"  {target.name}: {terminal_text(said)}\n"
     return text
