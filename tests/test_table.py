@@ -22,7 +22,6 @@ from matrixgen.views.table import (
     Markdown,
     Report,
     each_shown,
-    markdown_table,
     table,
     table_of_columns,
 )
@@ -120,10 +119,11 @@ def test_each_shown_is_show_on_each_value(values: list) -> None:
     assert each_shown(strings, repr) == [repr(v) for v in strings]
 
 
-def test_markdown_table_aligns_each_column_as_asked_and_left_where_not() -> None:
-    lines = markdown_table(["a", "n", "b"], [["x", "1", "y"]], ">")
-    assert lines == ["| a | n | b |", "| --: | :-- | :-- |", "| x | 1 | y |"]
-    assert markdown_table(["a", "n"], [], "<>")[1] == "| :-- | --: |"
+def test_a_markdown_table_aligns_each_column_as_its_column_says() -> None:
+    columns = [Column("a"), Column("n", right=True), Column("b")]
+    lines = Report(columns, [["x", "1", "y"]]).markdown()
+    assert lines == ["| a | n | b |", "| :-- | --: | :-- |", "| x | 1 | y |"]
+    assert Report(columns[:2], []).markdown() == ["| a | n |", "| :-- | --: |"]
 
 
 # A column of each kind: in both formats, text only, Markdown only (under
@@ -160,7 +160,8 @@ def test_a_report_writes_each_format_from_its_columns_escaping_each_cell_once(
 
     cells = [[md(i, r[i]) for i in (0, 2, 3, 4, 5)] for r in rows]
     headers = ["name", "platform/env", "case", "runs", "hint"]
-    assert report.markdown() == markdown_table(headers, cells, "<<<><")
+    marks = [":--", ":--", ":--", "--:", ":--"]
+    assert report.markdown() == [f"| {' | '.join(c)} |" for c in (headers, marks, *cells)]
     assert report.markdown(limit=1) == report.markdown()[: 2 + min(1, len(rows))]
 
 

@@ -306,23 +306,19 @@ def flaky_rows(
     )
 
 
-def _text_only(*headers: str) -> list[Column]:
-    return [Column(h, markdown=None) for h in headers]
-
-
 def flaky_table(rows: Iterable[FlakyRow]) -> Report:
     """`matrixgen results flaky`'s table: a terminal's names each part of a key
     and its failures' runs; Markdown's names the case where it ran, with the
     evidence line."""
     columns = [
         Column("verdict", escape=str),
-        *_text_only("model", "test_case", "node_id"),
+        *(Column(h, markdown=None) for h in ("model", "test_case", "node_id")),
         Column("case", text=False, escape=markdown_code),
-        *_text_only("platform", "environment"),
+        *(Column(h, markdown=None) for h in ("platform", "environment")),
         Column("platform/env", text=False),
         Column("scope"),
         *(Column(h, escape=str, right=True) for h in ("runs", "failures", "flips")),
-        *_text_only("rate", "first failure", "last failure"),
+        *(Column(h, markdown=None) for h in ("rate", "first failure", "last failure")),
         Column("evidence", text=False),
     ]
     return Report(columns, [_cells(r) for r in rows])

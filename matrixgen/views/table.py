@@ -56,15 +56,6 @@ def table_of_columns(columns: Sequence[Sequence[object]], headers: Sequence[str]
     return "\n".join(lines) + "\n"
 
 
-def markdown_table(
-    headers: Sequence[str], rows: Iterable[Sequence[str]], align: str = ""
-) -> list[str]:
-    """The lines of a Markdown table of cells already escaped for Markdown;
-    `align` has a "<" or ">" per column (left where it runs short)."""
-    marks = ["--:" if a == ">" else ":--" for a in align.ljust(len(headers), "<")]
-    return [f"| {' | '.join(cells)} |" for cells in (headers, marks, *rows)]
-
-
 class Markdown(str):
     """A cell already written as Markdown (a link, code beside text): a Report
     writes it as it is in Markdown, and refuses it in HTML."""
@@ -103,17 +94,16 @@ class Report:
     def markdown(self, limit: int | None = None) -> list[str]:
         """The lines of its Markdown table (its first `limit` rows)."""
         shown = [(i, c) for i, c in enumerate(self.columns) if c.markdown is not None]
-        return markdown_table(
-            [c.markdown or c.header for _, c in shown],
-            ([_markdown(row[i], c) for i, c in shown] for row in self.rows[:limit]),
-            "".join(">" if c.right else "<" for _, c in shown),
-        )
+        head = [c.markdown or c.header for _, c in shown]
+        marks = ["--:" if c.right else ":--" for _, c in shown]
+        rows = ([_markdown(row[i], c) for i, c in shown] for row in self.rows[:limit])
+        return [f"| {' | '.join(cells)} |" for cells in (head, marks, *rows)]
 
     def html(self, *, cls: str = "", row_classes: Sequence[str] | None = None) -> str:
         """Its HTML table: a right column's cells classed `n`, the table `cls`,
         row r `row_classes[r]`."""
-        shown = [(i, c) for i, c in enumerate(self.columns) if c.html is not None]
-        shown = [(i, c, " class=n" if c.right else "") for i, c in shown]
+        columns = enumerate(self.columns)
+        shown = [(i, c, " class=n" if c.right else "") for i, c in columns if c.html is not None]
         head = "".join(f'<th{n} scope="col">{html_text(c.header)}</th>' for _, c, n in shown)
         body = []
         for r, row in enumerate(self.rows):
