@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -121,6 +121,19 @@ def require_megatron() -> Path:
 @pytest.fixture
 def megatron_dir() -> Path:
     return require_megatron()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_setting_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test module leaves matrixgen's variables as it found them: a day
+    pinned by a module's fixture and never put back made the next module judge
+    expiry against the wrong day (set up first, this is torn down last)."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("MATRIXGEN_")}
+    yield
+    after = {k: v for k, v in os.environ.items() if k.startswith("MATRIXGEN_")}
+    assert after == before, (
+        f"{request.module.__name__} left {set(before.items()) ^ set(after.items())}"
+    )
 
 
 GOLDENS_ENV = "MATRIXGEN_MEGATRON_GOLDENS"

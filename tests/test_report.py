@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -381,12 +380,14 @@ def test_pages_load_nothing_from_elsewhere(shipped: SiteData) -> None:
 
 
 @pytest.fixture(scope="module")
-def with_store(evidence_store: Path) -> Iterator[SiteData]:
-    # Module-scoped, so monkeypatch cannot set it: set, then put back as it was.
+def with_store(evidence_store: Path) -> SiteData:
+    # Module-scoped, so monkeypatch cannot set the day: set for the gathering
+    # only, then put back (held until the module ends, it would outlive a
+    # test's own setting when a test asks for this fixture, and leak from there).
     before = os.environ.get("MATRIXGEN_TODAY")
     os.environ["MATRIXGEN_TODAY"] = TODAY
     try:
-        yield gather(generate(RECIPES), db=str(evidence_store), since_days=30, today=DAY)
+        return gather(generate(RECIPES), db=str(evidence_store), since_days=30, today=DAY)
     finally:
         if before is None:
             del os.environ["MATRIXGEN_TODAY"]
