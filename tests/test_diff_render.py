@@ -16,7 +16,6 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.diff import markdown as md
 from matrixgen.diff.comment import MARKDOWN_LIMIT, MARKER, render_markdown
 from matrixgen.diff.data import render_json
 from matrixgen.diff.describe import listed
@@ -31,6 +30,7 @@ from matrixgen.diff.model import (
 from matrixgen.diff.render import render, render_text
 from matrixgen.model.jobs import Job, QuarantineMark, Selector, Target
 from matrixgen.model.vocab import System
+from matrixgen.util import markdown as md
 from matrixgen.util.values import json_value
 from matrixgen.views.cost import Cost
 from tests.diff_fixtures import GPT, block, diff, dumped, v2_tree

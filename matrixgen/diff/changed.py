@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, ClassVar
 from msgspec import Struct
 from msgspec.structs import asdict
 
-from matrixgen.diff import markdown as md
 from matrixgen.diff.describe import job_label, listed
 from matrixgen.diff.gitsource import Repository
 from matrixgen.engine.changes import FALLBACK_TEXT, changed_files
 from matrixgen.model.jobs import Job, Target
+from matrixgen.util import markdown as md
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import JsonLayout
 from matrixgen.views.changes import (

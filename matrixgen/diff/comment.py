@@ -1,6 +1,6 @@
 """The diff as a pull request comment (`matrixgen diff --format markdown`):
 a hidden marker to update it in place, every string escaped for where it goes
-(diff.markdown), and under GitHub's size limit by cutting long lists."""
+(util.markdown), and under GitHub's size limit by cutting long lists."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from matrixgen.diff import markdown as md
 from matrixgen.diff.data import (
     changed_pipelines,
     cost_change,
@@ -48,6 +47,7 @@ from matrixgen.diff.model import (
 )
 from matrixgen.model.errors import Finding
 from matrixgen.model.jobs import Job, QuarantineMark
+from matrixgen.util import markdown as md
 from matrixgen.util.words import counted
 from matrixgen.views.table import Column, Report
 

@@ -10,7 +10,6 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from matrixgen.diff import markdown as md
 from matrixgen.diff.model import (
     LIFTED,
     ChangedJob,
@@ -21,6 +20,7 @@ from matrixgen.diff.model import (
 from matrixgen.engine.targets import is_holding_pen
 from matrixgen.model.errors import Finding
 from matrixgen.model.jobs import Job, QuarantineMark, Target
+from matrixgen.util import markdown as md
 from matrixgen.util.patterns import name_pattern, whole
 from matrixgen.util.words import counted
 
