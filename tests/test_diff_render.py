@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from matrixgen.diff.comment import MARKDOWN_LIMIT, MARKER, render_markdown
 from matrixgen.diff.data import render_json
-from matrixgen.diff.describe import listed
 from matrixgen.diff.model import (
     LIFTED,
     QUARANTINED,
@@ -32,6 +31,7 @@ from matrixgen.model.jobs import Job, QuarantineMark, Selector, Target
 from matrixgen.model.vocab import System
 from matrixgen.util import markdown as md
 from matrixgen.util.values import json_value
+from matrixgen.util.words import listed
 from matrixgen.views.cost import Cost
 from tests.diff_fixtures import GPT, block, diff, dumped, v2_tree
 from tests.gitrepo import GIT_ENV, GitRepo

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, ClassVar
 from msgspec import Struct
 from msgspec.structs import asdict
 
-from matrixgen.diff.describe import job_label, listed
 from matrixgen.diff.gitsource import Repository
 from matrixgen.engine.changes import FALLBACK_TEXT, changed_files
 from matrixgen.model.jobs import Job, Target
 from matrixgen.util import markdown as md
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import JsonLayout
+from matrixgen.util.words import listed
 from matrixgen.views.changes import (
     DROPPED_HEAD,
     Dropped,
@@ -57,7 +57,7 @@ class ChangedView(Struct, frozen=True):
             TargetRuns(
                 **asdict(row),
                 jobs=running[row.target][1],
-                runs=tuple(job_label(j) for j in running[row.target][0]),
+                runs=tuple(j.label for j in running[row.target][0]),
             )
             for row in self.dropped.rows
         )
@@ -103,7 +103,7 @@ def render_changed_view(view: ChangedView, fmt: str, *, room: int | None = None)
     if view.dropped.selection.fallback is None:
         for target, jobs, total in view.runs:
             if len(jobs) < total:
-                shown = listed([job_label(j) for j in jobs], TEXT_ITEMS) or "nothing"
+                shown = listed([j.label for j in jobs], TEXT_ITEMS) or "nothing"
                 text += terminal_text(f"  {target.name} runs {len(jobs)} of {total}: {shown}")
                 text += "\n"
     return text

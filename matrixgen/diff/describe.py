@@ -28,17 +28,6 @@ SCRIPT_DIFF_LINES = 40
 SHORT_DIFF_LINES = 12  # a longer diff of a multi-line field is folded in Markdown
 
 
-def job_label(job: Job) -> str:
-    """`model/test_case [tag]`: platform and environment are the target's."""
-    return f"{job.model}/{job.test_case}" + (f" [{job.tag}]" if job.tag else "")
-
-
-def listed(items: Sequence[str], limit: int) -> str:
-    """The first `limit` items, then how many more: `a, b and 3 more`."""
-    more = len(items) - limit
-    return ", ".join(items[:limit]) + (f" and {more} more" if more > 0 else "")
-
-
 def show_value(value: Any) -> str:
     if value is None:
         return "(unset)"
