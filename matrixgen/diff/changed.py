@@ -1,6 +1,6 @@
 """`matrixgen diff --changed-view`: what change-based selection would run for the
 files the branch itself changes (docs/cost.md). They are decided over the
-head's tree as `--changed-since` decides (`views.changes.select_for`), and
+head's tree as `--changed-since` decides (`Generation.for_changes`), and
 priced per target with `views.cost`.
 """
 
@@ -26,8 +26,6 @@ from matrixgen.views.changes import (
     dropped_by_target,
     dropped_report,
     render_dropped,
-    restrict,
-    select_for,
 )
 from matrixgen.views.cost import hours
 
@@ -82,8 +80,7 @@ def changed_view(
     changes = changed_files(repo.top, base, head)
     # The recipe tree holds its config and quarantine file ("" is the whole
     # repository: every change is a change of the tree).
-    selection = select_for(generation, changes, [path])
-    kept = restrict(generation, selection)
+    kept, selection = generation.for_changes(changes, [path])
     dropped = dropped_by_target(generation, kept, targets, selection)
     runs = tuple(
         (target, tuple(kept.jobs_for(target)), len(generation.jobs_for(target)))
