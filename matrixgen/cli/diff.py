@@ -218,7 +218,7 @@ def diff_command(
         from matrixgen.diff.changed import changed_view as view_of
 
         head_targets = [t.target for t in result.targets if t.exists != "base"]
-        view = view_of(repo, path, base, head, sides[1].generation, head_targets)
+        view = view_of(repo.top, path, base, head, sides[1].generation, head_targets)
     _echo_diff(result, fmt, gaps, view)
     if rules:
         _judge(rules, result)

@@ -7,12 +7,12 @@ priced per target with `views.cost`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from msgspec import Struct
 from msgspec.structs import asdict
 
-from matrixgen.diff.gitsource import Repository
 from matrixgen.engine.changes import FALLBACK_TEXT, changed_files
 from matrixgen.model.jobs import Job, Target
 from matrixgen.util import markdown as md
@@ -69,15 +69,15 @@ class TargetRuns(TargetDropped, frozen=True, kw_only=True):
 
 
 def changed_view(
-    repo: Repository,
+    top: Path,
     path: str,
     base: str,
     head: str | None,
     generation: Generation,
     targets: Sequence[Target],
 ) -> ChangedView:
-    """Change-based selection over the head's jobs for the branch's own changes."""
-    changes = changed_files(repo.top, base, head)
+    """Change-based selection over the head's jobs for the branch's changes in `top`."""
+    changes = changed_files(top, base, head)
     # The recipe tree holds its config and quarantine file ("" is the whole
     # repository: every change is a change of the tree).
     kept, selection = generation.for_changes(changes, [path])
