@@ -13,13 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 from msgspec import Struct
 from msgspec.structs import asdict
 
-from matrixgen.engine.changes import FALLBACK_TEXT, changed_files
-from matrixgen.model.jobs import Job, Target
-from matrixgen.util import markdown as md
-from matrixgen.util.escape import terminal_text
-from matrixgen.util.values import JsonLayout
-from matrixgen.util.words import listed
-from matrixgen.views.changes import (
+from matrixgen.changes.dropped import (
     DROPPED_HEAD,
     Dropped,
     TargetDropped,
@@ -27,6 +21,12 @@ from matrixgen.views.changes import (
     dropped_report,
     render_dropped,
 )
+from matrixgen.engine.changes import FALLBACK_TEXT, changed_files
+from matrixgen.model.jobs import Job, Target
+from matrixgen.util import markdown as md
+from matrixgen.util.escape import terminal_text
+from matrixgen.util.values import JsonLayout
+from matrixgen.util.words import listed
 from matrixgen.views.cost import hours
 
 if TYPE_CHECKING:
