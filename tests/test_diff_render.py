@@ -510,6 +510,21 @@ def test_text_report() -> None:
     assert "note: base 0123456789ab: 1 recipe error(s)" in text
 
 
+def test_a_job_is_named_with_its_tag_when_it_has_one() -> None:
+    # Platform and environment are the target's; a tag tells two rows of a case apart.
+    assert job("c1").label == "gpt/c1"
+    added = TargetDiff(
+        target("github-l1-h100", "github", "L1"),
+        added=(job("c1", tag="2.0"),),
+        base_jobs=0,
+        head_jobs=1,
+        base_cost=price(0, 0),
+        head_cost=price(1, 30),
+    )
+    text = render_text(SelectionDiff(base="0" * 40, head="worktree", targets=(added,)))
+    assert "  + gpt/c1 [2.0]\n" in text
+
+
 # ---------------------------------------------------------------- determinism
 
 
