@@ -14,6 +14,7 @@ from pathlib import Path
 
 from msgspec import Struct, field
 
+from matrixgen.engine.changes import ChangeSelection, ChangeSet, select_changed
 from matrixgen.engine.expand import Expansion, expand_tree
 from matrixgen.engine.load import RecipeTree, folder_in_tree, load_tree, read_directory
 from matrixgen.engine.select import JobIndex, select
@@ -46,6 +47,18 @@ class Generation:
     def with_jobs(self, jobs: tuple[Job, ...]) -> Generation:
         """The same tree with other jobs (change-based selection), selecting afresh."""
         return Generation(self.tree, self.expansion.with_jobs(jobs))
+
+    def for_changes(
+        self, changes: ChangeSet, tree_paths: Sequence[str]
+    ) -> tuple[Generation, ChangeSelection]:
+        """What change-based selection decides over these jobs (with the config's
+        `changes.ignore` globs), and the generation with only the jobs the change
+        needs (itself on a fallback)."""
+        ignore = self.tree.config.doc.changes.ignore
+        selection = select_changed(self.jobs, changes, tree_paths=tree_paths, ignore=ignore)
+        if selection.fallback is not None or not selection.dropped:
+            return self, selection
+        return self.with_jobs(tuple(selection.kept(self.jobs))), selection
 
     @property
     def jobs(self) -> tuple[Job, ...]:

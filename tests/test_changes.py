@@ -11,6 +11,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from matrixgen.changes.dropped import Dropped, dropped_report, render_dropped
 from matrixgen.engine.changes import (
     TREE_CHANGED,
     UNMATCHED,
@@ -24,7 +25,6 @@ from matrixgen.model.jobs import Job, Selector, Target
 from matrixgen.model.vocab import System
 from matrixgen.util.checkout import in_tree, tree_path
 from matrixgen.util.escape import markdown_code
-from matrixgen.views.changes import Dropped, dropped_report, render_dropped
 from matrixgen.views.cost import Cost
 from matrixgen.views.table import table
 from tests.changes_fixtures import REPO, git

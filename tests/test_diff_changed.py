@@ -143,9 +143,9 @@ def test_the_markdown_lists_are_bounded(branch: Path) -> None:
 def test_hostile_file_names_are_escaped_and_a_long_view_drops_its_lists() -> None:
     import markdown_it
 
-    from matrixgen.diff.changed import ChangedView, render_changed_view
+    from matrixgen.changes.dropped import Dropped
+    from matrixgen.changes.view import ChangedView, render_changed_view
     from matrixgen.engine.changes import UNMATCHED, ChangeSelection, ChangeSet
-    from matrixgen.views.changes import Dropped
 
     hostile = ["<img src=x onerror=alert(1)>.py", "[a](javascript:x)`|.py", "\n# All clear"]
     changes = ChangeSet(ref="main <b>", files=tuple(hostile))

@@ -11,7 +11,6 @@ import markdown_it
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matrixgen.diff import markdown as md
 from matrixgen.diff.comment import render_markdown
 from matrixgen.diff.model import (
     QUARANTINED,
@@ -24,6 +23,7 @@ from matrixgen.diff.model import (
 from matrixgen.model.errors import Location
 from matrixgen.model.jobs import Job, QuarantineMark, Selector, Target
 from matrixgen.model.vocab import System
+from matrixgen.util import markdown as md
 from matrixgen.views.cost import Cost
 
 ATTACKS = [

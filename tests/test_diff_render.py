@@ -16,10 +16,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.diff import markdown as md
 from matrixgen.diff.comment import MARKDOWN_LIMIT, MARKER, render_markdown
 from matrixgen.diff.data import render_json
-from matrixgen.diff.describe import listed
 from matrixgen.diff.model import (
     LIFTED,
     QUARANTINED,
@@ -31,7 +29,9 @@ from matrixgen.diff.model import (
 from matrixgen.diff.render import render, render_text
 from matrixgen.model.jobs import Job, QuarantineMark, Selector, Target
 from matrixgen.model.vocab import System
+from matrixgen.util import markdown as md
 from matrixgen.util.values import json_value
+from matrixgen.util.words import listed
 from matrixgen.views.cost import Cost
 from tests.diff_fixtures import GPT, block, diff, dumped, v2_tree
 from tests.gitrepo import GIT_ENV, GitRepo
@@ -508,6 +508,21 @@ def test_text_report() -> None:
     assert "  -1 jobs, -30 GPU-h (-45 weighted) per run of gitlab/nightly\n" in text
     assert "per run of gitlab/mr-slim" not in text
     assert "note: base 0123456789ab: 1 recipe error(s)" in text
+
+
+def test_a_job_is_named_with_its_tag_when_it_has_one() -> None:
+    # Platform and environment are the target's; a tag tells two rows of a case apart.
+    assert job("c1").label == "gpt/c1"
+    added = TargetDiff(
+        target("github-l1-h100", "github", "L1"),
+        added=(job("c1", tag="2.0"),),
+        base_jobs=0,
+        head_jobs=1,
+        base_cost=price(0, 0),
+        head_cost=price(1, 30),
+    )
+    text = render_text(SelectionDiff(base="0" * 40, head="worktree", targets=(added,)))
+    assert "  + gpt/c1 [2.0]\n" in text
 
 
 # ---------------------------------------------------------------- determinism

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from matrixgen.diff import markdown as md
+from matrixgen.util import markdown as md
 from matrixgen.util.escape import (
     annotation,
     html_attribute,
@@ -46,7 +46,7 @@ from matrixgen.util.escape import (
 HIDDEN = "\x00\x07\x1b\x7f\x85\u200b\u202e\u2028\u2029\ud800"
 
 # What each escaper treats specially (read from util/escape.py and
-# diff/markdown.py): characters, and the sequences that mean something only
+# util/markdown.py): characters, and the sequences that mean something only
 # together (`##[`, `::`, a `%XX` the runner decodes, a code span's two backticks).
 SPECIALS: dict[str, list[str]] = {
     "terminal_text": [*"\\\n\r\t", "##[", *HIDDEN],

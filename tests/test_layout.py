@@ -33,7 +33,9 @@ CORE = [
     "validate",
 ]
 # Packages over the core, side by side.
-FEATURES = frozenset({"decide", "diff", "evidence", "report", "migrate", "entries", "coverage"})
+FEATURES = frozenset(
+    {"decide", "diff", "evidence", "report", "migrate", "entries", "coverage", "changes"}
+)
 # Over everything: parses, dispatches, hands features their contributions.
 TOP = "cli"
 # systems/ holds one home per CI system (matrixgen/systems/<name>/). The rule,

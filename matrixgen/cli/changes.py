@@ -43,7 +43,6 @@ def change_selection(
     from matrixgen.engine.changes import ChangeSet, changed_files, describe
     from matrixgen.util.checkout import checkout_top, tree_path
     from matrixgen.util.escape import terminal_text
-    from matrixgen.views.changes import restrict, select_for
 
     directory = recipes.resolve()
     root = checkout_top(directory if directory.is_dir() else Path.cwd())
@@ -58,6 +57,6 @@ def change_selection(
         # The recipe tree holds its config and quarantine file; at the top of the
         # repository ("" here) every change is a change of the tree.
         tree_paths = [tree]
-    selection = select_for(generation, changes, tree_paths)
+    kept, selection = generation.for_changes(changes, tree_paths)
     typer.echo(f"matrixgen: {terminal_text(describe(selection))}", err=True)
-    return restrict(generation, selection), selection
+    return kept, selection

@@ -19,7 +19,7 @@ from matrixgen.util.values import json_value
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from matrixgen.diff.changed import ChangedView
+    from matrixgen.changes.view import ChangedView
     from matrixgen.diff.expect import Rule
     from matrixgen.diff.golden_rules import GoldenRule
     from matrixgen.diff.model import SelectionDiff
@@ -215,10 +215,10 @@ def diff_command(
     gaps = reference_gaps(repo, result, sides)
     view = None
     if changed_view:
-        from matrixgen.diff.changed import changed_view as view_of
+        from matrixgen.changes.view import changed_view as view_of
 
         head_targets = [t.target for t in result.targets if t.exists != "base"]
-        view = view_of(repo, path, base, head, sides[1].generation, head_targets)
+        view = view_of(repo.top, path, base, head, sides[1].generation, head_targets)
     _echo_diff(result, fmt, gaps, view)
     if rules:
         _judge(rules, result)
@@ -270,7 +270,7 @@ def _echo_diff(
         # The notes went to stderr above: a terminal shows each once.
         text = render(result, fmt.value, notes=False) + render_gaps(gaps, fmt.value)
         if view is not None:
-            from matrixgen.diff.changed import render_changed_view
+            from matrixgen.changes.view import render_changed_view
 
             # A PR comment stays under GitHub's size limit.
             room = max(0, 65_000 - len(text))

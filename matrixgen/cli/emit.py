@@ -31,11 +31,11 @@ from matrixgen.util.values import json_value
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
+    from matrixgen.changes.dropped import Dropped
     from matrixgen.emit.common import EmitSettings
     from matrixgen.emit.generate import TargetOutput
     from matrixgen.model.jobs import Job, Target
     from matrixgen.pipeline import Generation
-    from matrixgen.views.changes import Dropped
 
 
 LauncherOption = Annotated[
@@ -191,7 +191,7 @@ def generate(
     )
     saved = None
     if changes is not None:
-        from matrixgen.views.changes import dropped_by_target
+        from matrixgen.changes.dropped import dropped_by_target
 
         saved = dropped_by_target(full_generation, generation, targets, changes)
     if fmt is TableOrJson.JSON:
@@ -215,7 +215,7 @@ def _echo_summary(outputs: list[TargetOutput], saved: Dropped | None, out: Path)
     if marked:
         typer.echo("\n" + table(marked, marked_headers), nl=False)
     if saved is not None:
-        from matrixgen.views.changes import render_dropped
+        from matrixgen.changes.dropped import render_dropped
 
         typer.echo("\n" + render_dropped(saved), nl=False)
     typer.echo(

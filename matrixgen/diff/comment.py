@@ -1,6 +1,6 @@
 """The diff as a pull request comment (`matrixgen diff --format markdown`):
 a hidden marker to update it in place, every string escaped for where it goes
-(diff.markdown), and under GitHub's size limit by cutting long lists."""
+(util.markdown), and under GitHub's size limit by cutting long lists."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from matrixgen.diff import markdown as md
 from matrixgen.diff.data import (
     changed_pipelines,
     cost_change,
@@ -25,8 +24,6 @@ from matrixgen.diff.describe import (
     field_groups,
     habit_text,
     is_multiline,
-    job_label,
-    listed,
     mark_text,
     moves_by_target,
     short_ref,
@@ -48,7 +45,8 @@ from matrixgen.diff.model import (
 )
 from matrixgen.model.errors import Finding
 from matrixgen.model.jobs import Job, QuarantineMark
-from matrixgen.util.words import counted
+from matrixgen.util import markdown as md
+from matrixgen.util.words import counted, listed
 from matrixgen.views.table import Column, Report
 
 MARKER = "<!-- matrixgen-diff -->"
@@ -227,7 +225,7 @@ def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, 
         ]
         out += ["**Target settings**", "", *settings, ""]
     for title, jobs in (("Added", t.added), ("Removed", t.removed)):
-        items = [f"- {md.code(job_label(job))}{_md_job_facts(job, evidence)}" for job in jobs]
+        items = [f"- {md.code(job.label)}{_md_job_facts(job, evidence)}" for job in jobs]
         out += _section(title, len(jobs), items)
     items = []
     for fields, jobs in field_groups(t.changed):
@@ -237,7 +235,7 @@ def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, 
             items.extend(f"  {line}" if line else "" for line in _md_field(name, old, new))
     out += _section("Changed", len(t.changed), items, limit=ITEMS_PER_SECTION * 4)
     items = [
-        f"- {md.text(q.change)} {md.code(job_label(q.job))}: {change_text(q, markdown=True)}"
+        f"- {md.text(q.change)} {md.code(q.job.label)}: {change_text(q, markdown=True)}"
         for q in t.quarantine
     ]
     out += _section("Quarantine", len(t.quarantine), items)
@@ -250,7 +248,7 @@ def _target_details(t: TargetDiff, base: str, head: str, evidence: Mapping[str, 
     items = [
         f"- duplicate definition {d.change} at "
         + ", ".join(md.code(str(w)) for w in d.locations)
-        + f": {md.code(job_label(d.job))} (it runs once, as before)"
+        + f": {md.code(d.job.label)} (it runs once, as before)"
         for d in t.duplicates
     ]
     return [*out, *_section("Duplicate definitions", len(t.duplicates), items), "</details>"]
@@ -280,7 +278,7 @@ def _md_field(name: str, old: Any, new: Any) -> list[str]:
 
 
 def _job_list(jobs: list[Job]) -> str:
-    return listed([md.code(job_label(j)) for j in jobs], ITEMS_PER_SECTION)
+    return listed([md.code(j.label) for j in jobs], ITEMS_PER_SECTION)
 
 
 def _section(title: str, count: int, items: list[str], limit: int = ITEMS_PER_SECTION) -> list[str]:

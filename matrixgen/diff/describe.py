@@ -10,7 +10,6 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from matrixgen.diff import markdown as md
 from matrixgen.diff.model import (
     LIFTED,
     ChangedJob,
@@ -21,22 +20,12 @@ from matrixgen.diff.model import (
 from matrixgen.engine.targets import is_holding_pen
 from matrixgen.model.errors import Finding
 from matrixgen.model.jobs import Job, QuarantineMark, Target
+from matrixgen.util import markdown as md
 from matrixgen.util.patterns import name_pattern, whole
 from matrixgen.util.words import counted
 
 SCRIPT_DIFF_LINES = 40
 SHORT_DIFF_LINES = 12  # a longer diff of a multi-line field is folded in Markdown
-
-
-def job_label(job: Job) -> str:
-    """`model/test_case [tag]`: platform and environment are the target's."""
-    return f"{job.model}/{job.test_case}" + (f" [{job.tag}]" if job.tag else "")
-
-
-def listed(items: Sequence[str], limit: int) -> str:
-    """The first `limit` items, then how many more: `a, b and 3 more`."""
-    more = len(items) - limit
-    return ", ".join(items[:limit]) + (f" and {more} more" if more > 0 else "")
 
 
 def show_value(value: Any) -> str:

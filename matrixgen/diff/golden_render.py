@@ -1,12 +1,11 @@
 """The golden-values review shown: its table in the diff's text and its
 section of the PR comment (every string from the branch escaped for where it
-goes: `util.escape.terminal_line`, `diff.markdown`)."""
+goes: `util.escape.terminal_line`, `util.markdown`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from matrixgen.diff import markdown as md
 from matrixgen.diff.goldens import (
     ADDED,
     CHANGED,
@@ -18,6 +17,7 @@ from matrixgen.diff.goldens import (
     pct,
 )
 from matrixgen.model.errors import Severity
+from matrixgen.util import markdown as md
 from matrixgen.util.escape import terminal_line
 from matrixgen.util.words import counted
 from matrixgen.views.table import Column, Report

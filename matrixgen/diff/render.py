@@ -25,7 +25,6 @@ from matrixgen.diff.describe import (
     field_groups,
     finding_line,
     is_multiline,
-    job_label,
     mark_text,
     moves_by_target,
     short_ref,
@@ -78,20 +77,20 @@ def render_text(diff: SelectionDiff, *, notes: bool = True) -> str:
         for key, (old, new) in t.settings.items():
             out.append(f"  * target {key}: {show_value(old)} -> {show_value(new)}")
         for sign, listed in (("+", t.added), ("-", t.removed)):
-            out.extend(f"  {sign} {job_label(job)}{_quarantine_suffix(job)}" for job in listed)
+            out.extend(f"  {sign} {job.label}{_quarantine_suffix(job)}" for job in listed)
         for fields, jobs_changed in field_groups(t.changed):
-            out.extend(f"  ~ {job_label(job)}" for job in jobs_changed)
+            out.extend(f"  ~ {job.label}" for job in jobs_changed)
             for name, (old, new) in fields.items():
                 out.extend(f"      {line}" for line in _text_field(name, old, new))
         for q in t.quarantine:
-            out.append(f"  q {q.change} {job_label(q.job)}: {change_text(q)}")
+            out.append(f"  q {q.change} {q.job.label}: {change_text(q)}")
         for sign, word, moved in ((">", "to", t.moved_out), ("<", "from", t.moved_in)):
             for other, jobs_moved in moves_by_target(moved):
-                labels = ", ".join(job_label(j) for j in jobs_moved)
+                labels = ", ".join(j.label for j in jobs_moved)
                 out.append(f"  {sign} moved {word} {other} ({len(jobs_moved)} jobs): {labels}")
         for d in t.duplicates:
             places = ", ".join(str(w) for w in d.locations)
-            out.append(f"  . duplicate definition {d.change} at {places}: {job_label(d.job)}")
+            out.append(f"  . duplicate definition {d.change} at {places}: {d.job.label}")
     unchanged = [t.target.name for t in diff.targets if t.unchanged and not t.duplicates]
     if unchanged:
         out += ["", f"unchanged ({len(unchanged)}): {', '.join(unchanged)}"]

@@ -103,6 +103,11 @@ class Job(ComparedValue, frozen=True, kw_only=True):
         return _IDENTITY(self)
 
     @property
+    def label(self) -> str:
+        """`model/test_case [tag]`: platform and environment are the target's."""
+        return f"{self.model}/{self.test_case}" + (f" [{self.tag}]" if self.tag else "")
+
+    @property
     def shown_scope(self) -> str | None:
         """The scope as users name it: the declared name, else the tier."""
         return self.declared_scope or self.scope

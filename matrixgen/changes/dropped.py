@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from msgspec import Struct
 
-from matrixgen.engine.changes import FALLBACK_TEXT, ChangeSelection, ChangeSet, select_changed
+from matrixgen.engine.changes import FALLBACK_TEXT, ChangeSelection
 from matrixgen.model.jobs import Job, Target
 from matrixgen.util.escape import markdown_code, terminal_text
 from matrixgen.util.values import JsonLayout
@@ -87,22 +87,6 @@ class TargetDropped(Struct, frozen=True, kw_only=True):
     target: str
     dropped: tuple[DroppedJob, ...]
     gpu_hours_saved: float
-
-
-def select_for(
-    generation: Generation, changes: ChangeSet, tree_paths: Sequence[str]
-) -> ChangeSelection:
-    """What change-based selection decides over a generation's jobs, with its
-    config's `changes.ignore` globs."""
-    ignore = generation.tree.config.doc.changes.ignore
-    return select_changed(generation.jobs, changes, tree_paths=tree_paths, ignore=ignore)
-
-
-def restrict(generation: Generation, selection: ChangeSelection) -> Generation:
-    """The generation with only the jobs the change needs (itself on a fallback)."""
-    if selection.fallback is not None or not selection.dropped:
-        return generation
-    return generation.with_jobs(tuple(selection.kept(generation.jobs)))
 
 
 def dropped_by_target(

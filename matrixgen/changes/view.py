@@ -1,34 +1,32 @@
 """`matrixgen diff --changed-view`: what change-based selection would run for the
 files the branch itself changes (docs/cost.md). They are decided over the
-head's tree as `--changed-since` decides (`views.changes.select_for`), and
+head's tree as `--changed-since` decides (`Generation.for_changes`), and
 priced per target with `views.cost`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from msgspec import Struct
 from msgspec.structs import asdict
 
-from matrixgen.diff import markdown as md
-from matrixgen.diff.describe import job_label, listed
-from matrixgen.diff.gitsource import Repository
-from matrixgen.engine.changes import FALLBACK_TEXT, changed_files
-from matrixgen.model.jobs import Job, Target
-from matrixgen.util.escape import terminal_text
-from matrixgen.util.values import JsonLayout
-from matrixgen.views.changes import (
+from matrixgen.changes.dropped import (
     DROPPED_HEAD,
     Dropped,
     TargetDropped,
     dropped_by_target,
     dropped_report,
     render_dropped,
-    restrict,
-    select_for,
 )
+from matrixgen.engine.changes import FALLBACK_TEXT, changed_files
+from matrixgen.model.jobs import Job, Target
+from matrixgen.util import markdown as md
+from matrixgen.util.escape import terminal_text
+from matrixgen.util.values import JsonLayout
+from matrixgen.util.words import listed
 from matrixgen.views.cost import hours
 
 if TYPE_CHECKING:
@@ -57,7 +55,7 @@ class ChangedView(Struct, frozen=True):
             TargetRuns(
                 **asdict(row),
                 jobs=running[row.target][1],
-                runs=tuple(job_label(j) for j in running[row.target][0]),
+                runs=tuple(j.label for j in running[row.target][0]),
             )
             for row in self.dropped.rows
         )
@@ -71,19 +69,18 @@ class TargetRuns(TargetDropped, frozen=True, kw_only=True):
 
 
 def changed_view(
-    repo: Repository,
+    top: Path,
     path: str,
     base: str,
     head: str | None,
     generation: Generation,
     targets: Sequence[Target],
 ) -> ChangedView:
-    """Change-based selection over the head's jobs for the branch's own changes."""
-    changes = changed_files(repo.top, base, head)
+    """Change-based selection over the head's jobs for the branch's changes in `top`."""
+    changes = changed_files(top, base, head)
     # The recipe tree holds its config and quarantine file ("" is the whole
     # repository: every change is a change of the tree).
-    selection = select_for(generation, changes, [path])
-    kept = restrict(generation, selection)
+    kept, selection = generation.for_changes(changes, [path])
     dropped = dropped_by_target(generation, kept, targets, selection)
     runs = tuple(
         (target, tuple(kept.jobs_for(target)), len(generation.jobs_for(target)))
@@ -103,7 +100,7 @@ def render_changed_view(view: ChangedView, fmt: str, *, room: int | None = None)
     if view.dropped.selection.fallback is None:
         for target, jobs, total in view.runs:
             if len(jobs) < total:
-                shown = listed([job_label(j) for j in jobs], TEXT_ITEMS) or "nothing"
+                shown = listed([j.label for j in jobs], TEXT_ITEMS) or "nothing"
                 text += terminal_text(f"  {target.name} runs {len(jobs)} of {total}: {shown}")
                 text += "\n"
     return text

@@ -1,6 +1,6 @@
 """Markdown that says what its input says and nothing more.
 
-Every string of a diff comes from a recipe tree or a quarantine file, that is
+Every string a comment shows comes from a recipe tree or a quarantine file, that is
 from a pull request: a test case, a tracker or a note may hold Markdown, HTML
 or line breaks meant to forge a comment (a fake "all clear" line, a link to
 `javascript:`, an image that calls home). Each helper makes one kind of text
