@@ -5,8 +5,9 @@ declaration of a feature's table that each is written from."""
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TypeVar
+
+from msgspec import Struct
 
 from matrixgen.util.escape import html_text, markdown_text, terminal_text
 
@@ -61,8 +62,7 @@ class Markdown(str):
     writes it as it is in Markdown, and refuses it in HTML."""
 
 
-@dataclass(frozen=True)
-class Column:
+class Column(Struct, frozen=True):
     """A column of a `Report`: its header in each format (`markdown` None: a
     text-only column; `text` False: a Markdown-only one, "" the same header),
     how Markdown escapes its cells (`str` for the ones we write: numbers, words
@@ -78,8 +78,7 @@ class Column:
     html: Callable[[object], str] | None = html_text
 
 
-@dataclass(frozen=True)
-class Report:
+class Report(Struct, frozen=True):
     """A feature's table, declared once: its columns and its rows of raw values
     (one per column), each escaped by the format it is written in."""
 
