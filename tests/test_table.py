@@ -3,11 +3,10 @@ escaping each cell of each row gives, however many rows repeat a cell."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from matrixgen.util.escape import (
     html_text,
