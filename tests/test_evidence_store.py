@@ -337,6 +337,33 @@ def test_a_query_past_the_time_bound_is_stopped(
     assert time.monotonic() - start < 10
 
 
+def test_each_transaction_gets_the_whole_time_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, evidence_runs: list[Run]
+) -> None:
+    """The bound is per transaction, not per store: a transaction begun after
+    the first one's bound has passed gets it anew (SQLite's progress handler)."""
+    import time
+
+    import sqlalchemy as sa
+
+    monkeypatch.setenv(store_module.TIMEOUT_VARIABLE, "1")  # the query takes about 0.05 s
+    path = tmp_path / "results.db"
+    ingest_runs(str(path), evidence_runs[:1])
+    # Past the progress handler's steps, so that the handler looks at the clock.
+    steps = sa.text(
+        "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 200000) "
+        "SELECT count(*) FROM r"
+    )
+    store = open_store(str(path), write=False)
+    try:
+        for pause in (1.1, 0):
+            with store.transaction() as conn:
+                assert conn.execute(steps).scalar() == 200000
+            time.sleep(pause)
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "soon", "nan"])
 def test_a_bad_time_bound_is_a_usage_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
