@@ -17,6 +17,7 @@ from msgspec import Struct
 
 from matrixgen.evidence.junit import MESSAGE_LIMIT, Outcome
 from matrixgen.util.escape import markdown_code, markdown_text, terminal_text
+from matrixgen.util.words import listed
 
 # A reason's length: the kind, and the masked line, cut (a placeholder is
 # longer than one digit: "1 2 3" masks to "<n> <n> <n>").
@@ -121,11 +122,9 @@ class ReasonGroup(Struct, frozen=True, kw_only=True):
 
     def markdown(self, limit: int | None = None) -> str:
         """A Markdown list item: its sentence, its reason, its tests (the first `limit`)."""
-        shown = self.tests[:limit]
-        more = f" and {len(self.tests) - len(shown)} more" if len(shown) < len(self.tests) else ""
-        tests = ", ".join(map(markdown_code, shown))
+        tests = [markdown_code(test) for test in self.tests]
         said = f"**{markdown_text(self.sentence())}:** {markdown_code(self.reason)}"
-        return f"- {said}: {tests}{more}"
+        return f"- {said}: {listed(tests, len(tests) if limit is None else limit)}"
 
 
 def group_reasons(failures: Iterable[tuple[str, str, int]]) -> tuple[ReasonGroup, ...]:
