@@ -21,6 +21,7 @@ from matrixgen.views.table import (
     Markdown,
     Report,
     each_shown,
+    few,
     table,
     table_of_columns,
 )
@@ -230,3 +231,17 @@ def test_a_report_writes_html_as_the_pages_table_of_its_cells_escaped_once(
 def test_a_markdown_cell_has_no_html() -> None:
     with pytest.raises(TypeError, match="a Markdown cell"):
         Report([Column("a")], [[Markdown("[x](y)")]]).html()
+
+
+@given(st.lists(st.sampled_from(["b", "a", "c", "d"])), st.integers(1, 4))
+@example(["b", "a", "b"], 2)  # as many distinct names as the limit: no "more"
+@example(["c", "b", "a"], 2)  # one past it
+def test_few_names_the_first_distinct_names_sorted_and_counts_the_rest(
+    names: list[str], limit: int
+) -> None:
+    unique = sorted(set(names))
+    said = few(names, limit)
+    assert said.startswith(", ".join(unique[:limit]))
+    more = len(unique) - limit
+    assert said.endswith(f" and {more} more") is (more > 0)
+    assert said.count(",") + said.count(" and ") == max(0, min(limit, len(unique)) - 1) + (more > 0)

@@ -10,6 +10,7 @@ from typing import TypeVar
 from msgspec import Struct
 
 from matrixgen.util.escape import html_text, markdown_text, terminal_text
+from matrixgen.util.words import listed
 
 _Value = TypeVar("_Value", bound=Hashable)
 
@@ -135,9 +136,7 @@ def _html(cell: object, column: Column) -> str:
 
 def few(names: Iterable[str], limit: int) -> str:
     """The distinct names, sorted, the first `limit` of them written out: `a, b and 3 more`."""
-    unique = sorted(set(names))
-    shown = ", ".join(unique[:limit])
-    return shown + (f" and {len(unique) - limit} more" if len(unique) > limit else "")
+    return listed(sorted(set(names)), limit)
 
 
 def each_shown(values: Sequence[_Value], show: Callable[[_Value], str]) -> list[str]:
