@@ -29,13 +29,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows
-from matrixgen.evidence.ingest import ingest
-from matrixgen.evidence.junit import Outcome, Testcase, read_report, report_files
-from matrixgen.evidence.mapping import candidates, map_reports
-from matrixgen.evidence.queries import counts
-from matrixgen.evidence.store import JobResults, RunInfo, open_store
 from matrixgen.pipeline import generate
+from matrixgen.results.flaky import FlakyPolicy, flaky_rows
+from matrixgen.results.ingest import ingest
+from matrixgen.results.junit import Outcome, Testcase, read_report, report_files
+from matrixgen.results.mapping import candidates, map_reports
+from matrixgen.results.queries import counts
+from matrixgen.results.store import JobResults, RunInfo, open_store
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 TARGET = "gitlab-mr-h100-dev"
@@ -186,7 +186,7 @@ def fill_store(db: str, runs: int, keys: int, seed: int = 7, *, ref: str | None 
 
 
 def read_report_from_tests(node_ids: list[str]):
-    from matrixgen.evidence.junit import Report
+    from matrixgen.results.junit import Report
 
     return Report(
         path="probe",

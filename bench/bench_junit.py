@@ -6,7 +6,7 @@ Writes one report of about MEGABYTES MB for each size given, in pytest's shape
 (one suite, testcases with classname, name and time, one in twenty failed), then
 in a new process each time:
 
-- `read`: `evidence.junit.read_report`, which holds every distinct test in memory;
+- `read`: `results.junit.read_report`, which holds every distinct test in memory;
 - `ingest`: `matrixgen results ingest` into a new SQLite store (the shipped
   recipes, target gitlab-mr-h100-dev: every test goes to the unit-test bucket
   tests/unit_tests/data/), which streams the records into the store in batches.
@@ -36,7 +36,7 @@ RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 _READ = """
 import resource, sys, time
 from pathlib import Path
-from matrixgen.evidence.junit import read_report
+from matrixgen.results.junit import read_report
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start, cpu = time.perf_counter(), time.process_time()
 report = read_report(Path(sys.argv[1]))
@@ -47,10 +47,10 @@ print(wall, cpu, (peak - before) / 1024, len(report.testcases))
 _INGEST = """
 import resource, sys, time
 from pathlib import Path
-from matrixgen.cli.evidence import _stream_ingest
-from matrixgen.evidence.mapping import Mapper
-from matrixgen.evidence.queries import counts
-from matrixgen.evidence.store import RunInfo, open_store
+from matrixgen.cli.results import _stream_ingest
+from matrixgen.results.mapping import Mapper
+from matrixgen.results.queries import counts
+from matrixgen.results.store import RunInfo, open_store
 from matrixgen.pipeline import generate
 mapper = Mapper(generate(Path(sys.argv[3])), target="gitlab-mr-h100-dev", tag="latest")
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -26,11 +26,11 @@ from pathlib import Path
 from bench_evidence import RECIPES, Clock, fill_store
 
 from matrixgen.cli.features import report_contributions
-from matrixgen.evidence.site import TriageQuery
 from matrixgen.pipeline import generate
 from matrixgen.quarantine.policy import current_day
 from matrixgen.report.pages import render_site
 from matrixgen.report.site import gather, write_site
+from matrixgen.results.site import TriageQuery
 
 TODAY = "2026-11-10"  # the filled runs finish from 2026-11-01 on
 

@@ -18,7 +18,7 @@ Figures: docs/results-store.md.
 
 Then times, medians of --repeat runs:
 - `triage` of the last merge request's run against main's scheduled runs
-  (`evidence.triage.triage`: the run's failures, the baseline's, the flaky
+  (`results.triage.triage`: the run's failures, the baseline's, the flaky
   verdicts of those keys, quarantine of the shipped recipes);
 - `flaky` over the whole store (`flaky_rows`, no time window), and over the
   default window (the last 30 days).
@@ -37,13 +37,13 @@ import statistics
 import time
 from pathlib import Path
 
-from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows
-from matrixgen.evidence.ingest import ingest
-from matrixgen.evidence.junit import Outcome, Testcase
-from matrixgen.evidence.queries import RunFilter
-from matrixgen.evidence.store import JobKey, JobResults, RunInfo, open_store
-from matrixgen.evidence.triage import triage
 from matrixgen.pipeline import generate
+from matrixgen.results.flaky import FlakyPolicy, flaky_rows
+from matrixgen.results.ingest import ingest
+from matrixgen.results.junit import Outcome, Testcase
+from matrixgen.results.queries import RunFilter
+from matrixgen.results.store import JobKey, JobResults, RunInfo, open_store
+from matrixgen.results.triage import triage
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 START = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)

@@ -49,7 +49,7 @@ so it runs in well under a second. What each figure counts:
   figure says where it is not. This part runs the copy's package (a few
   seconds); `--no-field` leaves it out.
 - files to touch to add a triage verdict: measured the same way. A copy of the
-  checkout gets one verdict more (its enum line and words in evidence/triage.py,
+  checkout gets one verdict more (its enum line and words in results/triage.py,
   its name in schema/triage.schema.json: tests/schema_fixtures.py
   `add_toy_verdict`); every file that differs counts, and a failure with that
   verdict must be counted, valid against the schema, and shown by the text

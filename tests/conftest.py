@@ -32,7 +32,7 @@ from matrixgen.cli.main import main
 from tests import tiers
 
 # The evidence tests' real pytest runs and results store (session fixtures).
-pytest_plugins = ("tests.evidence_fixtures",)
+pytest_plugins = ("tests.results_fixtures",)
 
 
 # The tiers (tests/tiers.py): marked before `-m` deselects, and each test's

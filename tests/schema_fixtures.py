@@ -305,11 +305,11 @@ TOY_VERDICT_CHECK = """
 import json, sys
 from pathlib import Path
 import jsonschema
-from matrixgen.evidence.queries import RunFilter
-from matrixgen.evidence.store import JobKey, RunRow
-from matrixgen.evidence.triage import Failure, TriageReport, TriageVerdict
-from matrixgen.evidence.triage_markdown import markdown, summary
-from matrixgen.evidence.site import _triage_of
+from matrixgen.results.queries import RunFilter
+from matrixgen.results.store import JobKey, RunRow
+from matrixgen.results.triage import Failure, TriageReport, TriageVerdict
+from matrixgen.results.triage_markdown import markdown, summary
+from matrixgen.results.site import _triage_of
 from matrixgen.util.values import json_value
 
 verdict = TriageVerdict("retried")
@@ -336,10 +336,10 @@ print(json.dumps({
 
 def add_toy_verdict(checkout: Path) -> list[str]:
     """Add the verdict `retried` to the triage verdicts in a copy of the checkout (its
-    enum line and words in evidence/triage.py, its name in the schema's verdict
+    enum line and words in results/triage.py, its name in the schema's verdict
     vocabulary: the hand edits) and return every file that changed."""
     with changed_files(checkout) as changed:
-        source = checkout / "matrixgen" / "evidence" / "triage.py"
+        source = checkout / "matrixgen" / "results" / "triage.py"
         text = source.read_text(encoding="utf-8")
         enum_line = '    QUARANTINED = "quarantined"\n'
         words_line = '    TriageVerdict.QUARANTINED: ("Quarantined", "quarantined"),\n'

@@ -320,7 +320,7 @@ def test_action_triage_step_writes_the_triage(
     failure (the summary written all the same), 0 without one."""
     if shutil.which("matrixgen", path=str(Path(sys.executable).parent)) is None:
         pytest.skip("matrixgen is not installed as a command next to this Python")
-    from matrixgen.evidence.triage_markdown import MARKER
+    from matrixgen.results.triage_markdown import MARKER
     from tests.triage_fixtures import _store
 
     monkeypatch.setenv("MATRIXGEN_TODAY", "2026-12-01")

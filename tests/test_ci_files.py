@@ -307,7 +307,7 @@ def test_report_job_triages_the_stored_run_under_gitlab_ci_local(
     its artifact does) and a store holding that run: the site's Triage page is
     that run's triage against the default branch's scheduled runs. Without the
     file, no run is triaged."""
-    from tests.evidence_fixtures import MR_RUN
+    from tests.results_fixtures import MR_RUN
 
     rv.require_gitlab_ci_local()
     repo = tmp_path / "repo"

@@ -15,7 +15,7 @@ from matrixgen.cli import registry
 from matrixgen.cli.main import build_app
 from matrixgen.model.errors import ExitCode
 from tests.conftest import Run, run_cli
-from tests.evidence_fixtures import RECIPES, TARGET, TODAY
+from tests.results_fixtures import RECIPES, TARGET, TODAY
 
 JUNIT = Path(__file__).resolve().parent / "junit" / "gitlab.xml"
 

@@ -31,7 +31,7 @@ HEAVY = (
     "matrixgen.diff",
     "sqlalchemy",
     "psycopg",
-    "matrixgen.evidence",
+    "matrixgen.results",
     # Known-failure patterns are compiled only where a config declares some.
     "re2",
     "matrixgen.util.linear_regex",
@@ -202,4 +202,4 @@ def test_a_diff_without_a_results_store_imports_no_database_driver(tmp_path: Pat
     modules = _imported(["diff", "HEAD", "--recipes", "recipes"], repo.top)
     assert "matrixgen.diff.compare" in modules  # the diff ran
     assert not {m for m in modules if m.split(".")[0] in ("sqlalchemy", "psycopg")}
-    assert "matrixgen.evidence.store" not in modules
+    assert "matrixgen.results.store" not in modules

@@ -50,7 +50,7 @@ def test_listing_the_contributions_imports_nothing_heavy() -> None:
         "from matrixgen.cli.features import diff_contributions, report_contributions\n"
         "report_contributions(); diff_contributions()\n"
         "heavy = [m for m in sys.modules if m.startswith(('sqlalchemy', 'matrixgen.report', "
-        "'matrixgen.diff', 'matrixgen.evidence.store', 'matrixgen.evidence.site'))]\n"
+        "'matrixgen.diff', 'matrixgen.results.store', 'matrixgen.results.site'))]\n"
         "print(heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

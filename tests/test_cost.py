@@ -192,8 +192,8 @@ def test_seconds_per_repeat_follow_the_repeats_of_the_target() -> None:
     from msgspec.structs import replace
 
     from matrixgen.documents.config import DEFAULT_CONFIG
-    from matrixgen.evidence.durations import measured_hook
-    from matrixgen.evidence.mapping import job_key
+    from matrixgen.results.durations import measured_hook
+    from matrixgen.results.mapping import job_key
 
     job = gpu_job(n_repeat=4, time_limit=3600, nodes=1, gpus=8)
     plain = Target(name="t", system=System.GITLAB, selector=Selector(scope="mr"))

@@ -19,8 +19,8 @@ from matrixgen.diff.render import render_text
 from matrixgen.model.jobs import QuarantineMark
 from tests.diff_fixtures import target
 from tests.emit_fixtures import make_job as job
-from tests.evidence_fixtures import TODAY
 from tests.gitrepo import GitRepo
+from tests.results_fixtures import TODAY
 
 SHIPPED = Path(__file__).resolve().parents[1] / "recipes"
 ASYNC_ENTRY = "ut-async-save-flaky-dev"

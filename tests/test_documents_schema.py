@@ -484,12 +484,12 @@ def test_a_field_added_to_the_entry_struct_alone_is_read_checked_listed_and_writ
 
 
 def test_a_triage_verdict_added_in_two_files_is_counted_valid_and_shown(tmp_path: Path) -> None:
-    """A new verdict is its enum line and words (evidence/triage.py) and its
+    """A new verdict is its enum line and words (results/triage.py) and its
     name in the published schema: every report of a triage loops over the
     verdicts, so none has to learn it."""
     checkout = copy_checkout(tmp_path / "checkout")
     assert add_toy_verdict(checkout) == [
-        "matrixgen/evidence/triage.py",
+        "matrixgen/results/triage.py",
         "schema/triage.schema.json",
     ]
     carried = toy_verdict_carried(checkout)
@@ -497,7 +497,7 @@ def test_a_triage_verdict_added_in_two_files_is_counted_valid_and_shown(tmp_path
 
 
 def test_the_triage_schema_names_every_verdict() -> None:
-    from matrixgen.evidence.triage import TriageVerdict
+    from matrixgen.results.triage import TriageVerdict
 
     schema = json.loads((REPO / "schema" / "triage.schema.json").read_text())
     names = [v.value for v in TriageVerdict]

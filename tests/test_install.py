@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import matrixgen
-from matrixgen.evidence.store import POSTGRES_EXTRA
+from matrixgen.results.store import POSTGRES_EXTRA
 
 REPO = Path(__file__).resolve().parent.parent
 DISTRIBUTION = "matrixgen-ci"

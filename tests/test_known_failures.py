@@ -1,7 +1,7 @@
 """Known failures: the config's `triage.known_failures`, each pattern checked
 where it is written (RE2: no backreference, no lookaround, nothing that
 matches the empty text), and the matcher that runs them in time linear in the
-text (util/linear_regex.py, evidence/known.py)."""
+text (util/linear_regex.py, results/known.py)."""
 
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ def test_the_line_kept_is_cut_around_the_match() -> None:
 
 
 def test_known_failures_resolve_trackers_and_match_messages_and_lines() -> None:
-    from matrixgen.evidence.known import known_failures
+    from matrixgen.results.known import known_failures
 
     known = known_failures(parse(CONFIG))
     assert [r.tracker for r in known.refs] == [
@@ -189,7 +189,7 @@ def test_a_failure_is_explained_by_its_message_before_its_output_line() -> None:
     """Triage's evidence says where a known failure matched: the message when it
     matches (even when the kept output line matches an earlier pattern), else
     the line, quoted."""
-    from matrixgen.evidence.known import known_failures
+    from matrixgen.results.known import known_failures
 
     known = known_failures(parse(CONFIG))
     hub = "OSError: We couldn't connect to 'https://huggingface.co' to load this file"
@@ -212,7 +212,7 @@ def test_the_shipped_example_of_megatron_lm_patterns_is_a_valid_config() -> None
     config = parse(textwrap.dedent(block))
     known = config.triage.known_failures
     assert len(known) >= 20
-    from matrixgen.evidence.known import known_failures
+    from matrixgen.results.known import known_failures
 
     matcher = known_failures(config)
     for line in (
@@ -228,7 +228,7 @@ def test_the_shipped_example_of_megatron_lm_patterns_is_a_valid_config() -> None
 
 
 def _watched(xml: str) -> dict[str, str]:
-    from matrixgen.evidence.junit import parse_report
+    from matrixgen.results.junit import parse_report
 
     watch = PatternSet(["NCCL timeout"])
 

@@ -34,7 +34,7 @@ CORE = [
 ]
 # Packages over the core, side by side.
 FEATURES = frozenset(
-    {"decide", "diff", "evidence", "report", "migrate", "entries", "coverage", "changes"}
+    {"decide", "diff", "results", "report", "migrate", "entries", "coverage", "changes"}
 )
 # Over everything: parses, dispatches, hands features their contributions.
 TOP = "cli"
@@ -180,16 +180,16 @@ def test_the_rule_holds_each_kind_of_import() -> None:
     graph = {
         "matrixgen.engine.load": {"matrixgen.util.atomic", "matrixgen.emit.common"},
         "matrixgen.diff.render": {"matrixgen.diff.model", "matrixgen.validate"},
-        "matrixgen.report.site": {"matrixgen.evidence.site"},
+        "matrixgen.report.site": {"matrixgen.results.site"},
         "matrixgen.views.page": {"matrixgen.report.pages"},
-        "matrixgen.cli.report": {"matrixgen.evidence.site", "matrixgen.report.site"},
+        "matrixgen.cli.report": {"matrixgen.results.site", "matrixgen.report.site"},
     }
     assert upward_imports(graph) == [
         "matrixgen.engine.load imports matrixgen.emit.common",
-        "matrixgen.report.site imports matrixgen.evidence.site",
+        "matrixgen.report.site imports matrixgen.results.site",
         "matrixgen.views.page imports matrixgen.report.pages",
     ]
-    assert feature_imports(graph) == ["matrixgen.report.site imports matrixgen.evidence.site"]
+    assert feature_imports(graph) == ["matrixgen.report.site imports matrixgen.results.site"]
 
 
 def test_every_package_has_one_place() -> None:

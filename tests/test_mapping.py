@@ -12,12 +12,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from matrixgen.evidence import junit
-from matrixgen.evidence.junit import Outcome, Report
-from matrixgen.evidence.mapping import BucketIndex, job_key, map_reports
 from matrixgen.model.errors import UsageError
 from matrixgen.model.vocab import System
 from matrixgen.pipeline import Generation, generate_from_files
+from matrixgen.results import junit
+from matrixgen.results.junit import Outcome, Report
+from matrixgen.results.mapping import BucketIndex, job_key, map_reports
 
 TREE = {
     "matrixgen.yaml": """

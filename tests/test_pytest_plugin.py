@@ -1,4 +1,4 @@
-"""The pytest plugin (matrixgen.evidence.pytest_plugin) on real pytest runs.
+"""The pytest plugin (matrixgen.results.pytest_plugin) on real pytest runs.
 
 Most tests run `python -m pytest` in a subprocess on a small project in a
 temporary folder, with nothing but the installed `pytest11` entry point to load
@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.evidence import pytest_plugin
-from matrixgen.evidence.junit import Outcome, parse_report
 from matrixgen.quarantine import jobenv
 from matrixgen.quarantine import model as quarantine_model
+from matrixgen.results import pytest_plugin
+from matrixgen.results.junit import Outcome, parse_report
 from matrixgen.util.nodeid import base_id
 from tests import tiers
 
@@ -189,8 +189,8 @@ def test_without_the_variable_no_matrixgen_module_but_the_plugin_is_imported(
         "import sys\n"
         "def test_probe():\n"
         "    loaded = sorted(m for m in sys.modules if m.startswith('matrixgen'))\n"
-        "    assert loaded == ['matrixgen', 'matrixgen.evidence',"
-        " 'matrixgen.evidence.pytest_plugin'], loaded\n"
+        "    assert loaded == ['matrixgen', 'matrixgen.results',"
+        " 'matrixgen.results.pytest_plugin'], loaded\n"
     )
     done, _ = run_pytest(root, None, "-q", str(probe))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -732,9 +732,9 @@ def test_a_muted_failure_is_a_failure_of_the_test_but_not_of_the_job(tmp_path: P
     the job, which CI saw pass, is stored as passed."""
     import datetime as dt
 
-    from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows
-    from matrixgen.evidence.ingest import ingest
-    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, open_store
+    from matrixgen.results.flaky import FlakyPolicy, flaky_rows
+    from matrixgen.results.ingest import ingest
+    from matrixgen.results.store import JobKey, JobResults, RunInfo, open_store
 
     root = project(
         tmp_path,
@@ -838,7 +838,7 @@ def test_an_entry_for_one_system_acts_only_where_the_job_says_it_runs(
     assert bool(loaded.entries) is expected, (where, signal)
     assert bool(loaded.undecided) is undecided
     if undecided:  # the run says which entry, and where it applies
-        from matrixgen.evidence.pytest_plugin import _undecided_lines
+        from matrixgen.results.pytest_plugin import _undecided_lines
 
         (line,) = _undecided_lines(loaded.undecided)
         assert line.startswith(f"entry e (mute) applies on {', '.join(where)} only"), line

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 from matrixgen.cli.features import report_contributions
 from matrixgen.documents.quarantine import Match
-from matrixgen.evidence.site import EvidencePart, StoreView, TriageQuery
 from matrixgen.model.errors import ExitCode
 from matrixgen.model.vocab import QuarantineAction, QuarantineKind
 from matrixgen.pipeline import Generation, generate
@@ -29,12 +28,13 @@ from matrixgen.quarantine.model import Entry
 from matrixgen.report.pages import render_site
 from matrixgen.report.site import SiteData
 from matrixgen.report.site import gather as gather_site
+from matrixgen.results.site import EvidencePart, StoreView, TriageQuery
 from matrixgen.util.escape import html_attribute, html_link, html_text
-from tests.evidence_fixtures import MR_FAILURES, MR_RUN, RECIPES, TODAY
+from tests.results_fixtures import MR_FAILURES, MR_RUN, RECIPES, TODAY
 from tests.triage_fixtures import triage_runs  # noqa: F401
 
 if TYPE_CHECKING:
-    from matrixgen.evidence.triage import TriageReport
+    from matrixgen.results.triage import TriageReport
 
 
 def gather(
@@ -522,7 +522,7 @@ def test_since_narrows_the_grid_as_it_narrows_flaky(cli, evidence_store: Path) -
     assert all(ref in runs for cells in _part(data).store.cells.values() for ref in cells)
     ranked = [(r.job, r.node_id) for r in _part(data).store.rows]
     assert [(r["test_case"], r["node_id"]) for r in flaky] == [(k.test_case, n) for k, n in ranked]
-    from matrixgen.evidence.tables import SKIPPED
+    from matrixgen.results.tables import SKIPPED
 
     for (key, node), expected in zip(ranked, flaky, strict=True):
         played = [c for c in _part(data).store.cells[(key, node)].values() if c[0] != SKIPPED]
@@ -532,9 +532,9 @@ def test_since_narrows_the_grid_as_it_narrows_flaky(cli, evidence_store: Path) -
 def test_a_failure_a_deselect_entry_covers_is_muted(store_copy: Path) -> None:
     """ut-async-save-flaky-dev deselects one node id on dev: its failure in a
     new run is muted (M), another test's failure in that run is a fail (X)."""
-    from matrixgen.evidence.ingest import ingest
-    from matrixgen.evidence.junit import Outcome, Testcase
-    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, open_store
+    from matrixgen.results.ingest import ingest
+    from matrixgen.results.junit import Outcome, Testcase
+    from matrixgen.results.store import JobKey, JobResults, RunInfo, open_store
 
     bucket = "tests/unit_tests/dist_checkpointing/test_async_save.py"
     job = JobKey(system="gitlab", scope="mr", platform="dgx_h100", environment="dev",
@@ -738,12 +738,12 @@ def test_report_run_without_a_store(cli, tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def _hostile_triage(name: str, url: str) -> TriageReport:
-    from matrixgen.evidence.flaky import RunRef
-    from matrixgen.evidence.known import KnownRef
-    from matrixgen.evidence.lifts import EntryRef, LiftCandidate
-    from matrixgen.evidence.queries import RunFilter
-    from matrixgen.evidence.store import JobKey, RunRow
-    from matrixgen.evidence.triage import Failure, TriageReport, TriageVerdict
+    from matrixgen.results.flaky import RunRef
+    from matrixgen.results.known import KnownRef
+    from matrixgen.results.lifts import EntryRef, LiftCandidate
+    from matrixgen.results.queries import RunFilter
+    from matrixgen.results.store import JobKey, RunRow
+    from matrixgen.results.triage import Failure, TriageReport, TriageVerdict
 
     job = JobKey(system=name, scope=name, platform=name, environment=name, model=name,
                  test_case=name, tag=name, unit=True)  # fmt: skip
@@ -795,8 +795,8 @@ def test_hostile_names_show_as_text_on_the_triage_page(
 def _store_view(keys: list, cells: dict, entry_keys: dict | None = None) -> object:
     """A results store's view of `keys` (each with its ranked flaky row) over
     runs 1 and 2, and their outcomes `cells`: {key: {run ref: (code, reruns)}}."""
-    from matrixgen.evidence.flaky import FlakyRow, Verdict
-    from matrixgen.evidence.store import RunRow
+    from matrixgen.results.flaky import FlakyRow, Verdict
+    from matrixgen.results.store import RunRow
 
     rows = tuple(
         FlakyRow(job=job, node_id=node, runs=2, failures=1, flips=1, verdict=Verdict.FLAKY)
@@ -808,7 +808,7 @@ def _store_view(keys: list, cells: dict, entry_keys: dict | None = None) -> obje
 
 
 def _bucket(name: str) -> object:
-    from matrixgen.evidence.store import JobKey
+    from matrixgen.results.store import JobKey
 
     return JobKey(system="gitlab", scope="mr", platform="dgx_h100", environment="dev",
                   model="unit-tests", test_case=name, tag="", unit=True)  # fmt: skip
@@ -847,7 +847,7 @@ def test_an_entrys_sparkline_shows_each_runs_worst_outcome(shipped: SiteData) ->
 
 def test_an_entrys_sparkline_shows_skip_only_when_nothing_ran(shipped: SiteData) -> None:
     """A run where every key was skipped is a skip; one pass among skips is a pass."""
-    from matrixgen.evidence.tables import SKIPPED
+    from matrixgen.results.tables import SKIPPED
 
     one, two = _SPARK_KEYS
     cells = {one: {1: (SKIPPED, 0), 2: (0, 0)}, two: {1: (SKIPPED, 0), 2: (SKIPPED, 0)}}

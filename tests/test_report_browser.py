@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 
 from matrixgen.cli.main import main
-from tests.evidence_fixtures import MR_FAILURES, MR_RUN, RECIPES, TODAY
 from tests.realvalidators import CHROMIUM, CHROMIUM_ARGS, REPO_ROOT, require_chromium
+from tests.results_fixtures import MR_FAILURES, MR_RUN, RECIPES, TODAY
 
 # The slow tier (tests/tiers.py): Chromium drives every test here.
 pytestmark = pytest.mark.slow
@@ -121,9 +121,9 @@ def _sites(
 
 def _ingest_hostile(store_path: Path) -> None:
     """One more run, with a test whose node id is markup."""
-    from matrixgen.evidence.ingest import ingest
-    from matrixgen.evidence.junit import Outcome, Testcase
-    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, open_store
+    from matrixgen.results.ingest import ingest
+    from matrixgen.results.junit import Outcome, Testcase
+    from matrixgen.results.store import JobKey, JobResults, RunInfo, open_store
 
     job = JobKey(
         system="gitlab", scope="mr", platform="dgx_h100", environment="dev",

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
 from matrixgen.model.errors import ExitCode
-from tests.evidence_fixtures import (
+from tests.results_fixtures import (
     RECIPES,
     TODAY,
     db,  # noqa: F401
@@ -140,7 +140,7 @@ def test_triage_table_and_markdown(
     recipes: Path,
     triage_runs: list[TriageRun],  # noqa: F811
 ) -> None:
-    from matrixgen.evidence.triage_markdown import MARKER
+    from matrixgen.results.triage_markdown import MARKER
 
     store_db = str(tmp_path / "results.store_db")
     _ingest(store_db, recipes, triage_runs)
@@ -296,7 +296,7 @@ def test_baseline_runs_and_source_choose_the_baseline(capsys, db: str) -> None: 
 def test_the_markdown_escapes_what_the_reports_say(capsys, tmp_path: Path) -> None:
     """A node id comes from a pull request's JUnit report: in the comment it
     stays inert text, in code, and cannot break the table or open a tag."""
-    from matrixgen.evidence.triage_markdown import MARKER
+    from matrixgen.results.triage_markdown import MARKER
 
     hostile = "tests/unit_tests/x/test_x.py::test_x[<img src=x onerror=alert(1)>|`]"
     path = str(tmp_path / "results.db")
@@ -346,11 +346,11 @@ def test_the_triage_tables_keep_their_columns_each_cell_escaped_once(value: str)
     """The failures' table for a terminal and for the comment, and the lift
     candidates', from one declaration each: their columns, each cell escaped
     once; an entry or a known failure is linked to its tracker."""
-    from matrixgen.evidence.known import KnownRef
-    from matrixgen.evidence.lifts import EntryRef, LiftCandidate
-    from matrixgen.evidence.store import JobKey
-    from matrixgen.evidence.triage import Failure, TriageVerdict
-    from matrixgen.evidence.triage_markdown import failures_table, lifts_table
+    from matrixgen.results.known import KnownRef
+    from matrixgen.results.lifts import EntryRef, LiftCandidate
+    from matrixgen.results.store import JobKey
+    from matrixgen.results.triage import Failure, TriageVerdict
+    from matrixgen.results.triage_markdown import failures_table, lifts_table
     from matrixgen.util.escape import markdown_code, markdown_link, markdown_text
     from matrixgen.views.table import table
 
@@ -480,9 +480,9 @@ def _node_entry(action: str, named: list[str]) -> Any:
 
 
 def _bucket_place() -> tuple[Any, Any, Any]:
-    from matrixgen.evidence.mapping import job_key
     from matrixgen.model.jobs import Selector, Target
     from matrixgen.model.vocab import System
+    from matrixgen.results.mapping import job_key
     from tests.emit_fixtures import make_job
 
     job = make_job(_BUCKET, model="unit-tests", scope="unit-tests", tag="latest")
@@ -505,7 +505,7 @@ def _bucket_place() -> tuple[Any, Any, Any]:
 def test_a_node_level_entry_covers_exactly_the_tests_it_names(
     action: str, named: list[str], failed: str | None
 ) -> None:
-    from matrixgen.evidence.triage import covering_entry
+    from matrixgen.results.triage import covering_entry
 
     entry = _node_entry(action, named)
     _, target, job = _bucket_place()
@@ -536,10 +536,10 @@ def test_a_node_level_entry_is_lifted_only_on_passes_of_its_own_tests(
     """A lift candidate for a mute entry needs each named test to have run and
     passed in the run and its baseline run: a test it does not name, failing or
     not, and a test that never ran, are no evidence."""
-    from matrixgen.evidence.junit import Outcome
-    from matrixgen.evidence.lifts import lift_candidates
-    from matrixgen.evidence.queries import RunOutcomes
-    from matrixgen.evidence.store import RunRow
+    from matrixgen.results.junit import Outcome
+    from matrixgen.results.lifts import lift_candidates
+    from matrixgen.results.queries import RunOutcomes
+    from matrixgen.results.store import RunRow
 
     entry = _node_entry("mute", named)
     key, target, job = _bucket_place()
@@ -584,9 +584,9 @@ def test_a_baseline_run_that_finished_with_the_run_is_its_baseline(
     db: str,  # noqa: F811
 ) -> None:
     """A baseline run finishes no later than the run: the same second counts."""
-    from matrixgen.evidence import junit
-    from matrixgen.evidence.ingest import ingest
-    from matrixgen.evidence.store import JobResults, RunInfo, open_store
+    from matrixgen.results import junit
+    from matrixgen.results.ingest import ingest
+    from matrixgen.results.store import JobResults, RunInfo, open_store
 
     test = junit.Testcase(node_id=NODE, classname="x", name="test_x", suite="",
                           outcome=junit.Outcome.FAILED, duration=1.0)  # fmt: skip

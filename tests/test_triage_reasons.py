@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
 from matrixgen.model.errors import ExitCode
-from tests.evidence_fixtures import (
+from tests.results_fixtures import (
     RECIPES,
     TARGET,
     TODAY,
@@ -197,9 +197,9 @@ def _entry(test_case: str) -> Any:
 
 
 def _place(test_case: str, model: str) -> tuple[Any, Any, Any]:
-    from matrixgen.evidence.mapping import job_key
     from matrixgen.model.jobs import Selector, Target
     from matrixgen.model.vocab import System
+    from matrixgen.results.mapping import job_key
     from tests.emit_fixtures import make_job
 
     job = make_job(test_case, model=model, scope="mr", tag="latest" if model else None)
@@ -230,12 +230,12 @@ def test_a_failure_gets_the_first_verdict_that_holds(
     check compared with the job's checks in the baseline, a bucket's test
     with that test."""
     from matrixgen.documents.known_failures import KnownFailure
-    from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow, Verdict
-    from matrixgen.evidence.junit import Outcome
-    from matrixgen.evidence.known import KnownFailures
-    from matrixgen.evidence.queries import RunFilter, RunOutcomes
-    from matrixgen.evidence.store import RunRow
-    from matrixgen.evidence.triage import judge_failures
+    from matrixgen.results.flaky import FlakyPolicy, FlakyRow, Verdict
+    from matrixgen.results.junit import Outcome
+    from matrixgen.results.known import KnownFailures
+    from matrixgen.results.queries import RunFilter, RunOutcomes
+    from matrixgen.results.store import RunRow
+    from matrixgen.results.triage import judge_failures
 
     case = "gpt3_case" if check else "tests/unit_tests/x/"
     key, target, job = _place(case, "gpt" if check else "unit-tests")
@@ -301,11 +301,11 @@ def test_a_job_that_crashed_compares_with_how_the_baseline_failed_it() -> None:
     """A job with no failed test stored is one failure without a reason: the
     same in a baseline run that failed it so too; new where the baseline failed
     it on a check (another reason)."""
-    from matrixgen.evidence.flaky import FlakyPolicy
-    from matrixgen.evidence.junit import Outcome
-    from matrixgen.evidence.queries import RunFilter, RunOutcomes
-    from matrixgen.evidence.store import RunRow
-    from matrixgen.evidence.triage import judge_failures
+    from matrixgen.results.flaky import FlakyPolicy
+    from matrixgen.results.junit import Outcome
+    from matrixgen.results.queries import RunFilter, RunOutcomes
+    from matrixgen.results.store import RunRow
+    from matrixgen.results.triage import judge_failures
 
     key, target, job = _place("gpt3_case", "gpt")
     run, base = RunRow(1, "run", None, 200), RunRow(2, "base", None, 100)
@@ -328,7 +328,7 @@ def test_a_job_that_crashed_compares_with_how_the_baseline_failed_it() -> None:
 
 
 def test_reasons_group_failures_of_one_test_in_several_jobs_as_one_test() -> None:
-    from matrixgen.evidence.reasons import group_reasons
+    from matrixgen.results.reasons import group_reasons
 
     groups = group_reasons(
         [(MINE, "t::a", 1), (MINE, "t::a", 1), (MINE, "t::b", 1), (THEIRS, "t::c", 1)]
@@ -345,7 +345,7 @@ def test_a_group_is_written_for_a_terminal_and_for_markdown() -> None:
     """A group's words, for flaky and triage alike: for a terminal its sentence
     and reason, then each test on a line of its own; in Markdown one list item,
     its first `limit` tests in code and how many more. Each name escaped once."""
-    from matrixgen.evidence.reasons import ReasonGroup
+    from matrixgen.results.reasons import ReasonGroup
     from matrixgen.util.escape import markdown_code, terminal_text
 
     tests = ("t::`x`", "t::y\n##[error]", "t::z|\\")
@@ -369,9 +369,9 @@ def test_flaky_groups_the_failures_that_share_a_reason(capsys, tmp_path: Path) -
     JSON each row has its reasons."""
     import datetime as dt
 
-    from matrixgen.evidence import junit
-    from matrixgen.evidence.ingest import ingest
-    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, open_store
+    from matrixgen.results import junit
+    from matrixgen.results.ingest import ingest
+    from matrixgen.results.store import JobKey, JobResults, RunInfo, open_store
 
     bucket = JobKey("gitlab", "mr", "dgx_h100", "dev", "unit-tests", "tests/u/", "", unit=True)
     store_path = str(tmp_path / "results.db")
@@ -414,11 +414,11 @@ def test_the_cost_of_a_triage_grows_linearly_with_its_failures() -> None:
     quadratic judge (200 million steps) would need many times over."""
     import time
 
-    from matrixgen.evidence.flaky import FlakyPolicy
-    from matrixgen.evidence.junit import Outcome
-    from matrixgen.evidence.queries import RunFilter, RunOutcomes
-    from matrixgen.evidence.store import RunRow
-    from matrixgen.evidence.triage import judge_failures
+    from matrixgen.results.flaky import FlakyPolicy
+    from matrixgen.results.junit import Outcome
+    from matrixgen.results.queries import RunFilter, RunOutcomes
+    from matrixgen.results.store import RunRow
+    from matrixgen.results.triage import judge_failures
 
     key, target, job = _place("gpt3_case", "gpt")
     checks = [f"tests/f.py::test_{i:05d}" for i in range(20_000)]

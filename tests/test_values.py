@@ -16,9 +16,9 @@ import pytest
 from matrixgen.emit.common import EmittedJob
 from matrixgen.emit.generate import TargetOutput
 from matrixgen.engine.expand import Expansion
-from matrixgen.evidence.store import Store
 from matrixgen.model.jobs import Job, Target
 from matrixgen.quarantine.model import Entry
+from matrixgen.results.store import Store
 
 # class -> the fields equality leaves out (and why: see each class)
 NOT_COMPARED: dict[type, set[str]] = {

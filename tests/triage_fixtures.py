@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from matrixgen.cli.main import main
-from matrixgen.evidence import junit
-from matrixgen.evidence.ingest import ingest
-from matrixgen.evidence.store import JobKey, JobResults, RunInfo, open_store
+from matrixgen.results import junit
+from matrixgen.results.ingest import ingest
+from matrixgen.results.store import JobKey, JobResults, RunInfo, open_store
 from tests import tiers
-from tests.evidence_fixtures import TARGET
+from tests.results_fixtures import TARGET
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE / "triage_project"

@@ -10,7 +10,7 @@ import typer
 from msgspec.structs import replace
 
 from matrixgen.cli.common import HoldingPenOption, TargetOption, echo_findings, echo_json, option
-from matrixgen.cli.evidence import DbOption, note_ignored_store
+from matrixgen.cli.results import DbOption, note_ignored_store
 from matrixgen.model.errors import ExitCode, exit_codes
 from matrixgen.systems import names
 from matrixgen.util.escape import terminal_text

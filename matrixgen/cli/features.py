@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from matrixgen.views.contributions import DiffContribution, ReportContribution
 
 # One line per contributing feature, in the order its contributions show.
-FEATURES = ("matrixgen.evidence.contributes",)
+FEATURES = ("matrixgen.results.contributes",)
 
 
 def report_contributions() -> tuple[ReportContribution, ...]:

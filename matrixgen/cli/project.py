@@ -20,7 +20,7 @@ from matrixgen.cli.common import (
     option,
     usable_generation,
 )
-from matrixgen.cli.evidence import DbOption, note_ignored_store
+from matrixgen.cli.results import DbOption, note_ignored_store
 from matrixgen.model.errors import ExitCode, UsageError
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import json_value
@@ -225,14 +225,14 @@ def stats(
 
 def _stats_cost(generation: Generation, result: Stats, fmt: TableOrJson, db: str | None) -> None:
     """`stats --cost`: GPU-hours of the jobs `stats` counts."""
-    from matrixgen.evidence.summary import store_configured
+    from matrixgen.results.summary import store_configured
     from matrixgen.views.cost import compute_cost, render_cost_table
     from matrixgen.views.stats import not_counted
 
     measured = None
     note_ignored_store(db)
     if store_configured(db):  # sqlalchemy only when there is a store
-        from matrixgen.evidence.durations import measured_from_store
+        from matrixgen.results.durations import measured_from_store
 
         measured = measured_from_store(db)
     # The jobs `stats` counts: the same targets, platforms left out alike.

@@ -77,9 +77,9 @@ CLI: tuple[Command | Group | Alias, ...] = (
         "results",
         "The results store of JUnit XML reports of CI runs",
         (
-            Command("ingest", "matrixgen.cli.evidence", "ingest"),
-            Command("prune", "matrixgen.cli.evidence", "prune"),
-            Command("flaky", "matrixgen.cli.evidence", "flaky"),
+            Command("ingest", "matrixgen.cli.results", "ingest"),
+            Command("prune", "matrixgen.cli.results", "prune"),
+            Command("flaky", "matrixgen.cli.results", "flaky"),
             Command("triage", "matrixgen.cli.triage", "triage"),
         ),
     ),

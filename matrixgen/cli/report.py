@@ -15,7 +15,7 @@ from matrixgen.cli.common import (
     load_valid,
     option,
 )
-from matrixgen.cli.evidence import DbOption
+from matrixgen.cli.results import DbOption
 from matrixgen.cli.triage import (
     BaselineRefOption,
     BaselineRunsOption,
@@ -78,7 +78,7 @@ def report(
         raise UsageError("--since must be 1 day or more")
     query = None
     if run is not None:  # the results store's part of the report reads it
-        from matrixgen.evidence.site import TriageQuery
+        from matrixgen.results.site import TriageQuery
 
         query = TriageQuery(
             run_id=check_triage_options(run, baseline_ref, baseline_source, baseline_runs),

@@ -14,7 +14,7 @@ from matrixgen.cli.common import (
     option,
     usable_generation,
 )
-from matrixgen.cli.evidence import (
+from matrixgen.cli.results import (
     BrokenRunsOption,
     DbOption,
     FlakyFormatOption,
@@ -79,10 +79,10 @@ def triage(
     baseline (the latest baseline run failed it with the same reason), flaky
     (as `matrixgen results flaky` judges it on the baseline ref) or new; and group the
     failures that share one reason."""
-    from matrixgen.evidence.queries import RunFilter
-    from matrixgen.evidence.triage import read_triage
-    from matrixgen.evidence.triage_markdown import failure_name, markdown, render_table, summary
     from matrixgen.model.errors import ExpectationError
+    from matrixgen.results.queries import RunFilter
+    from matrixgen.results.triage import read_triage
+    from matrixgen.results.triage_markdown import failure_name, markdown, render_table, summary
 
     run = check_triage_options(run, baseline_ref, baseline_source, baseline_runs)
     policy = _policy(since, min_runs, flip_rate, broken_runs)

@@ -21,7 +21,7 @@ from matrixgen.cli.common import (
     option,
     usable_generation,
 )
-from matrixgen.cli.evidence import (
+from matrixgen.cli.results import (
     BrokenRunsOption,
     DbOption,
     FlipRateOption,
@@ -39,9 +39,9 @@ from matrixgen.util.words import counted
 from matrixgen.views.table import table
 
 if TYPE_CHECKING:
-    from matrixgen.evidence.flaky import FlakyRow
-    from matrixgen.evidence.propose import Proposal
     from matrixgen.quarantine.audit import Audit
+    from matrixgen.results.flaky import FlakyRow
+    from matrixgen.results.propose import Proposal
 
 
 @exits(
@@ -67,9 +67,9 @@ def audit(
     """Expired, expiring, ownerless, matching nothing, tracker closed. With a
     results store, each entry's evidence (its jobs' results of the last 30 days)
     follows."""
-    from matrixgen.evidence.summary import entry_evidence
     from matrixgen.quarantine.audit import audit_quarantine
     from matrixgen.quarantine.tracker import DEFAULT_API_URL, check_api_url
+    from matrixgen.results.summary import entry_evidence
 
     if days < 0:
         raise UsageError("--days must be 0 or more")
@@ -179,7 +179,7 @@ def propose(
     """Draft entries for flaky and broken cases that have none, scoped to where the
     evidence is; propose lifting the entries the evidence clears. --write edits the
     quarantine file (safely, as `add` and `lift` do)."""
-    from matrixgen.evidence.propose import proposal_from_store, write_proposal
+    from matrixgen.results.propose import proposal_from_store, write_proposal
 
     if lift_runs < 1:
         raise UsageError("--lift-runs must be 1 or more")

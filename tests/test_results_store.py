@@ -11,15 +11,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
-from matrixgen.evidence import ingest as ingest_module
-from matrixgen.evidence import store as store_module
-from matrixgen.evidence import tables as tables_module
-from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows
-from matrixgen.evidence.queries import counts
-from matrixgen.evidence.store import open_store, schema_version, store_url
 from matrixgen.model.errors import ExitCode, ResultsStoreError, UsageError
+from matrixgen.results import ingest as ingest_module
+from matrixgen.results import store as store_module
+from matrixgen.results import tables as tables_module
+from matrixgen.results.flaky import FlakyPolicy, flaky_rows
+from matrixgen.results.queries import counts
+from matrixgen.results.store import open_store, schema_version, store_url
 from matrixgen.util.values import json_value
-from tests.evidence_fixtures import (
+from tests.results_fixtures import (
     RECIPES,
     TARGET,
     TODAY,
@@ -27,7 +27,7 @@ from tests.evidence_fixtures import (
     _postgres_url,
     ingest_runs,
 )
-from tests.evidence_fixtures import db as db
+from tests.results_fixtures import db as db
 
 
 @pytest.fixture(autouse=True)
@@ -233,7 +233,7 @@ def test_measured_run_durations_agree_on_both_dialects(
 ) -> None:
     # `stats --cost --db` prices jobs from this one aggregate query: the server
     # must add up what SQLite adds up, run by run.
-    from matrixgen.evidence.queries import run_durations
+    from matrixgen.results.queries import run_durations
 
     reference = str(tmp_path / "reference.db")
     for path in (db, reference):
@@ -531,9 +531,9 @@ def _version_1_store(db: str) -> None:
 def test_a_version_1_store_migrates_and_its_runs_have_no_ref(db: str) -> None:
     import sqlalchemy as sa
 
-    from matrixgen.evidence.ingest import ingest
-    from matrixgen.evidence.queries import read_runs
-    from matrixgen.evidence.store import RunInfo
+    from matrixgen.results.ingest import ingest
+    from matrixgen.results.queries import read_runs
+    from matrixgen.results.store import RunInfo
 
     _version_1_store(db)
     store = open_store(db, write=True)
@@ -628,9 +628,9 @@ def _kinds_run(location: str) -> None:
     element it was is not stored), a failure without a message, a pass."""
     import datetime as dt
 
-    from matrixgen.evidence.ingest import ingest
-    from matrixgen.evidence.junit import Outcome, Testcase
-    from matrixgen.evidence.store import JobKey, JobResults, RunInfo
+    from matrixgen.results.ingest import ingest
+    from matrixgen.results.junit import Outcome, Testcase
+    from matrixgen.results.store import JobKey, JobResults, RunInfo
 
     bucket = JobKey("gitlab", "mr", "dgx_h100", "dev", "unit-tests", "tests/k/", "", unit=True)
     kinds = [
@@ -755,7 +755,7 @@ def test_ingest_takes_ref_and_source_from_the_ci_variables(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from matrixgen.evidence.queries import read_runs
+    from matrixgen.results.queries import read_runs
 
     db = str(tmp_path / "results.db")
     for name in (
@@ -795,10 +795,10 @@ def test_a_large_ingest_stores_every_row_as_given(db: str) -> None:
     messages with tabs, line breaks, backslashes and quotes intact."""
     import sqlalchemy as sa
 
-    from matrixgen.evidence.ingest import ingest
-    from matrixgen.evidence.junit import Outcome, Testcase
-    from matrixgen.evidence.store import JobKey, JobResults, RunInfo
-    from matrixgen.evidence.tables import results
+    from matrixgen.results.ingest import ingest
+    from matrixgen.results.junit import Outcome, Testcase
+    from matrixgen.results.store import JobKey, JobResults, RunInfo
+    from matrixgen.results.tables import results
 
     bucket = JobKey("gitlab", "mr", "dgx_h100", "dev", "unit-tests", "tests/u/", "", unit=True)
     odd = 'tab\there\nline \\N \\. "quoted" \x7f end'
@@ -877,8 +877,8 @@ def _random_ingests(seed: int) -> list[tuple[object, list]]:
     import datetime as dt
     import random
 
-    from matrixgen.evidence.junit import Outcome, Testcase
-    from matrixgen.evidence.store import JobKey, JobResults, RunInfo
+    from matrixgen.results.junit import Outcome, Testcase
+    from matrixgen.results.store import JobKey, JobResults, RunInfo
 
     rng = random.Random(seed)
     buckets = [
@@ -923,8 +923,8 @@ def _counted_two_ways(store: object, since: int | None) -> tuple[list, list]:
     every stored result."""
     import sqlalchemy as sa
 
-    from matrixgen.evidence.queries import histories
-    from matrixgen.evidence.tables import FAILED_CODES, SKIPPED, cases, results
+    from matrixgen.results.queries import histories
+    from matrixgen.results.tables import FAILED_CODES, SKIPPED, cases, results
 
     read = [
         (h.node_id, h.runs, h.failures, h.rerun_runs, h.first_at, h.last_at)
@@ -955,9 +955,9 @@ def test_rolled_weeks_count_as_every_result(db: str) -> None:
     results of the others) is what counting every stored result gives, over
     any window: after ingests in any order of time (late reports among them),
     a run stored again or with a job more, and a prune."""
-    from matrixgen.evidence.ingest import ingest
-    from matrixgen.evidence.queries import prune
-    from matrixgen.evidence.tables import rolled_weeks
+    from matrixgen.results.ingest import ingest
+    from matrixgen.results.queries import prune
+    from matrixgen.results.tables import rolled_weeks
 
     for seed in range(3):
         store = open_store(db, write=True)
@@ -987,7 +987,7 @@ def test_rolled_weeks_count_as_every_result(db: str) -> None:
 def test_rolled_weeks_count_as_every_result_for_any_ingests(seed: int, since: int | None) -> None:
     import tempfile
 
-    from matrixgen.evidence.ingest import ingest
+    from matrixgen.results.ingest import ingest
 
     with tempfile.TemporaryDirectory() as folder:
         store = open_store(str(Path(folder) / "results.db"), write=True)
@@ -1031,10 +1031,10 @@ def test_a_node_ids_limit_is_in_bytes_and_the_same_on_every_backend(
     UTF-8, refused before anything is written, alike on both."""
     import datetime as dt
 
-    from matrixgen.evidence.ingest import ingest
-    from matrixgen.evidence.junit import Outcome, Testcase
-    from matrixgen.evidence.store import JobKey, JobResults, RunInfo
     from matrixgen.model.errors import ResultsFileError
+    from matrixgen.results.ingest import ingest
+    from matrixgen.results.junit import Outcome, Testcase
+    from matrixgen.results.store import JobKey, JobResults, RunInfo
 
     prefix = "tests/unit_tests/test_u.py::test_p["
     width = len(char.encode())
@@ -1066,10 +1066,10 @@ def test_a_week_is_rolled_once_a_run_two_days_past_its_end_is_stored(
 ) -> None:
     import datetime as dt
 
-    from matrixgen.evidence.ingest import ingest
-    from matrixgen.evidence.junit import Outcome, Testcase
-    from matrixgen.evidence.store import JobKey, JobResults, RunInfo
-    from matrixgen.evidence.tables import PARTITION_SECONDS, partition_start, rolled_weeks
+    from matrixgen.results.ingest import ingest
+    from matrixgen.results.junit import Outcome, Testcase
+    from matrixgen.results.store import JobKey, JobResults, RunInfo
+    from matrixgen.results.tables import PARTITION_SECONDS, partition_start, rolled_weeks
 
     key = JobKey("gitlab", "mr", "dgx_h100", "dev", "unit-tests", "tests/unit/", "", True)
     case = Testcase(node_id="tests/unit/test_a.py::test_a", classname="", name="test_a",
@@ -1093,9 +1093,9 @@ def _runs_at(db: str, runs: list[tuple[str, int, bool]], *, unit: bool) -> None:
     seconds, whether its test failed), on main from a schedule."""
     import datetime as dt
 
-    from matrixgen.evidence.ingest import ingest
-    from matrixgen.evidence.junit import Outcome, Testcase
-    from matrixgen.evidence.store import JobKey, JobResults, RunInfo
+    from matrixgen.results.ingest import ingest
+    from matrixgen.results.junit import Outcome, Testcase
+    from matrixgen.results.store import JobKey, JobResults, RunInfo
 
     case = "tests/unit/" if unit else "gpt3_tp1"
     key = JobKey("gitlab", "mr", "dgx_h100", "dev", "unit-tests" if unit else "gpt", case, "", unit)
@@ -1131,7 +1131,7 @@ def test_a_run_at_the_first_second_of_the_window_is_in_it(db: str, unit: bool) -
 
 
 def test_prune_keeps_a_run_that_finished_at_the_cut(db: str) -> None:
-    from matrixgen.evidence.queries import prune
+    from matrixgen.results.queries import prune
 
     cut = _WINDOW_START
     _runs_at(db, [("1", cut - 1, False), ("2", cut, False)], unit=True)

@@ -8,12 +8,12 @@ from typing import ClassVar
 
 from msgspec import Struct
 
-from matrixgen.evidence.junit import Outcome
-from matrixgen.evidence.queries import RunOutcomes
-from matrixgen.evidence.store import JobKey
 from matrixgen.model.jobs import Job, Target
 from matrixgen.quarantine.apply import applying_entries
 from matrixgen.quarantine.model import Entry
+from matrixgen.results.junit import Outcome
+from matrixgen.results.queries import RunOutcomes
+from matrixgen.results.store import JobKey
 from matrixgen.util.nodeid import covers
 from matrixgen.util.values import JsonLayout
 

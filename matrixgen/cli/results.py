@@ -26,7 +26,7 @@ from matrixgen.util.escape import terminal_text as _t
 from matrixgen.util.values import json_value
 
 if TYPE_CHECKING:
-    from matrixgen.evidence.flaky import FlakyPolicy
+    from matrixgen.results.flaky import FlakyPolicy
 
 DbOption = Annotated[
     str | None,
@@ -66,7 +66,7 @@ def _parse_time(text: str) -> dt.datetime:
             f'--finished-at "{text}": expected an ISO time like 2026-11-30T18:05:00Z'
         ) from None
     moment = moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
-    from matrixgen.evidence.junit import FUTURE_SKEW
+    from matrixgen.results.junit import FUTURE_SKEW
 
     now = dt.datetime.now(dt.UTC)
     if moment > now + FUTURE_SKEW:
@@ -137,7 +137,7 @@ def ingest(
     line of its output a known-failure pattern of the config matches. Re-ingesting
     a run changes nothing; a bad file stores nothing."""
 
-    from matrixgen.evidence.junit import report_files
+    from matrixgen.results.junit import report_files
 
     if not run_id.strip():
         raise UsageError("--run-id must not be empty")
@@ -149,17 +149,17 @@ def ingest(
     if not paths:
         raise UsageError("no JUnit XML files found in " + ", ".join(str(f) for f in files))
     generation = usable_generation(recipes, selection=True)
-    from matrixgen.evidence.mapping import Mapper, MuteGrants
     from matrixgen.quarantine.policy import current_day
+    from matrixgen.results.mapping import Mapper, MuteGrants
 
     mapper = Mapper(generation, target=target, job=job, tag=tag)
     entries, where = _mute_entries(generation, recipes, base.strip() if base else None)
     grants = MuteGrants(entries, {j.test_case for j in generation.jobs}, current_day())
 
-    from matrixgen.evidence.store import RunInfo
+    from matrixgen.results.store import RunInfo
 
     info = RunInfo(run_id=run_id.strip(), commit=commit, finished_at=moment, ref=ref, source=source)
-    from matrixgen.evidence.known import known_failures
+    from matrixgen.results.known import known_failures
 
     # The config's known-failure patterns read each failed test's output: the
     # line one matches is kept (triage matches the message itself later).
@@ -246,9 +246,9 @@ def _stream_ingest(
     (memory stays flat: `ingest.IngestSink`); the run ends when its reports
     say (clamped to now), unless --finished-at said. A SQLite store this
     ingest created is removed again when the ingest fails: nothing stored."""
-    from matrixgen.evidence.ingest import ingest_stream
-    from matrixgen.evidence.junit import run_finished_at, stream_report
-    from matrixgen.evidence.store import open_store, sqlite_path, store_url
+    from matrixgen.results.ingest import ingest_stream
+    from matrixgen.results.junit import run_finished_at, stream_report
+    from matrixgen.results.store import open_store, sqlite_path, store_url
 
     path = sqlite_path(store_url(db))
     created = path is not None and not path.exists()
@@ -306,9 +306,9 @@ def prune(
     db: DbOption = None,
 ) -> None:
     """Delete old runs from the results store, with their results, in one transaction."""
-    from matrixgen.evidence.flaky import iso, reference_time
-    from matrixgen.evidence.queries import prune as store_prune
-    from matrixgen.evidence.store import open_store
+    from matrixgen.results.flaky import iso, reference_time
+    from matrixgen.results.queries import prune as store_prune
+    from matrixgen.results.store import open_store
 
     if older_than < 1:
         raise UsageError("--older-than must be 1 day or more")
@@ -323,7 +323,7 @@ def prune(
 
 
 def _policy(since: int, min_runs: int, flip_rate: float, broken_runs: int) -> FlakyPolicy:
-    from matrixgen.evidence.flaky import FlakyPolicy
+    from matrixgen.results.flaky import FlakyPolicy
 
     policy = FlakyPolicy(
         since_days=since, min_runs=min_runs, flip_rate=flip_rate, broken_runs=broken_runs
@@ -359,9 +359,9 @@ def flaky(
 
     Scopes are named as the recipe tree's config names them (`nightly`, which
     the store holds as its tier L2); without a tree, as the store holds them."""
-    from matrixgen.evidence import flaky as feature
-    from matrixgen.evidence.queries import RunFilter
-    from matrixgen.evidence.store import open_store
+    from matrixgen.results import flaky as feature
+    from matrixgen.results.queries import RunFilter
+    from matrixgen.results.store import open_store
 
     if source is not None and ref is None:
         raise UsageError("--source needs --ref: the runs of one ref, from one source")

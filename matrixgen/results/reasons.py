@@ -4,7 +4,7 @@
 Masking is one pass of one pattern over at most MESSAGE_LIMIT characters, so
 its cost is bounded; it is idempotent (a placeholder has no digit, and a quote
 or path is recognised only at the start, after a blank or an opening bracket),
-which tests/test_evidence_reasons.py checks over any text. The reasons are
+which tests/test_results_reasons.py checks over any text. The reasons are
 stored (results.reason): a change to this masking needs a migration.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from msgspec import Struct
 
-from matrixgen.evidence.junit import MESSAGE_LIMIT, Outcome
+from matrixgen.results.junit import MESSAGE_LIMIT, Outcome
 from matrixgen.util.escape import markdown_code, markdown_text, terminal_text
 from matrixgen.util.words import listed
 

@@ -2,7 +2,7 @@
 
 The failures, the verdicts (the first that holds) and the grouping by reason
 are described in docs/evidence.md, "Triage a pipeline's failures". Lift
-candidates: evidence/lifts.py. Everything here but `triage` works on values;
+candidates: results/lifts.py. Everything here but `triage` works on values;
 `triage` reads the store.
 """
 
@@ -15,24 +15,24 @@ from typing import Any, ClassVar
 
 from msgspec import Struct
 
-from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow, RunRef, Verdict, iso, runs_text
-from matrixgen.evidence.junit import Outcome
-from matrixgen.evidence.known import NO_KNOWN_FAILURES, KnownFailures, KnownRef
-from matrixgen.evidence.lifts import (
+from matrixgen.model.jobs import Job, Target
+from matrixgen.pipeline import Generation
+from matrixgen.quarantine.apply import applying_entries
+from matrixgen.quarantine.model import Entry
+from matrixgen.results.flaky import FlakyPolicy, FlakyRow, RunRef, Verdict, iso, runs_text
+from matrixgen.results.junit import Outcome
+from matrixgen.results.known import NO_KNOWN_FAILURES, KnownFailures, KnownRef
+from matrixgen.results.lifts import (
     EntryRef,
     LiftCandidate,
     entry_ref,
     lift_candidates,
     names_tests,
 )
-from matrixgen.evidence.mapping import places
-from matrixgen.evidence.queries import RunFilter, RunOutcomes, test_outcomes
-from matrixgen.evidence.reasons import ReasonGroup, group_reasons
-from matrixgen.evidence.store import JOB_JSON_KEYS, JobKey, RunRow, Store
-from matrixgen.model.jobs import Job, Target
-from matrixgen.pipeline import Generation
-from matrixgen.quarantine.apply import applying_entries
-from matrixgen.quarantine.model import Entry
+from matrixgen.results.mapping import places
+from matrixgen.results.queries import RunFilter, RunOutcomes, test_outcomes
+from matrixgen.results.reasons import ReasonGroup, group_reasons
+from matrixgen.results.store import JOB_JSON_KEYS, JobKey, RunRow, Store
 from matrixgen.util.nodeid import covers
 from matrixgen.util.values import JsonLayout
 
@@ -414,10 +414,10 @@ def triage(
     count: int = DEFAULT_BASELINE_RUNS,
     policy: FlakyPolicy | None = None,
 ) -> TriageReport:
-    from matrixgen.evidence.flaky import flaky_rows
-    from matrixgen.evidence.known import known_failures
-    from matrixgen.evidence.queries import run_outcomes
     from matrixgen.model.errors import UsageError
+    from matrixgen.results.flaky import flaky_rows
+    from matrixgen.results.known import known_failures
+    from matrixgen.results.queries import run_outcomes
 
     policy = policy or FlakyPolicy()
     policy.check()
@@ -467,7 +467,7 @@ def read_triage(
 ) -> TriageReport:
     """`triage` over the store at `db`: the one reading `matrixgen results triage`
     and the report's Triage page make, so the two cannot disagree."""
-    from matrixgen.evidence.store import open_store
+    from matrixgen.results.store import open_store
 
     with closing(open_store(db, write=False)) as store:
         return triage(store, generation, run_id, baseline=baseline, count=count, policy=policy)

@@ -20,9 +20,9 @@ import sqlalchemy as sa
 from msgspec import Struct, field
 from msgspec.structs import astuple
 
-from matrixgen.evidence.junit import Testcase
-from matrixgen.evidence.tables import MIGRATIONS, SCHEMA_VERSION, schema_table
 from matrixgen.model.errors import ResultsStoreError, UsageError
+from matrixgen.results.junit import Testcase
+from matrixgen.results.tables import MIGRATIONS, SCHEMA_VERSION, schema_table
 from matrixgen.util.checkout import choose_store, default_store_path
 from matrixgen.util.values import ComparedValue, JsonLayout
 

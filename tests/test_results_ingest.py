@@ -10,13 +10,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
-from matrixgen.evidence import ingest as ingest_module
-from matrixgen.evidence.junit import parse_report
-from matrixgen.evidence.queries import counts
-from matrixgen.evidence.store import open_store
 from matrixgen.model.errors import ExitCode
-from tests.evidence_fixtures import RECIPES, TARGET, TODAY
-from tests.evidence_fixtures import db as store_db  # noqa: F401  (SQLite and PostgreSQL)
+from matrixgen.results import ingest as ingest_module
+from matrixgen.results.junit import parse_report
+from matrixgen.results.queries import counts
+from matrixgen.results.store import open_store
+from tests.results_fixtures import RECIPES, TARGET, TODAY
+from tests.results_fixtures import db as store_db  # noqa: F401  (SQLite and PostgreSQL)
 
 BUCKET = "tests/unit_tests/data"
 OUTCOMES = {"passed": 0, "failed": 1, "error": 2, "skipped": 3}
@@ -62,7 +62,7 @@ def _expected(files: list[str]) -> dict[str, tuple[int, int]]:
 def _stored(db: str) -> dict[str, tuple[int, int]]:
     import sqlalchemy as sa
 
-    from matrixgen.evidence.tables import cases, results
+    from matrixgen.results.tables import cases, results
 
     store = open_store(db, write=False)
     try:
@@ -329,9 +329,9 @@ def test_each_run_value_fits_its_column_up_to_its_limit(
 ) -> None:
     import datetime as dt
 
-    from matrixgen.evidence.ingest import check_lengths
-    from matrixgen.evidence.store import RunInfo
     from matrixgen.model.errors import UsageError
+    from matrixgen.results.ingest import check_lengths
+    from matrixgen.results.store import RunInfo
 
     def run(value: str) -> RunInfo:
         base = {"run_id": "1", "commit": "a" * 40, "ref": "main", "source": "push"}

@@ -87,7 +87,7 @@ _CHUNK = 1024 * 1024  # bytes fed to the parser at a time
 
 _FAILURE_TAGS = {"failure": Outcome.FAILED, "error": Outcome.ERROR}
 _RERUN_TAGS = frozenset({"rerunFailure", "rerunError", "flakyFailure", "flakyError"})
-QUARANTINED_PROPERTY = "quarantined"  # written by matrixgen.evidence.pytest_plugin
+QUARANTINED_PROPERTY = "quarantined"  # written by matrixgen.results.pytest_plugin
 _ROOTS = ("testsuites", "testsuite")
 # A failed record's elements a `watch` reads (of a failure or error: its message).
 _WATCHED = frozenset({"failure", "error", "system-out", "system-err"})

@@ -12,10 +12,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
-from matrixgen.evidence.flaky import FlakyPolicy, Verdict, flaky_rows, judge, rank
-from matrixgen.evidence.store import History, JobKey, RunRow, open_store
 from matrixgen.model.errors import ExitCode
-from tests.evidence_fixtures import TODAY, Run
+from matrixgen.results.flaky import FlakyPolicy, Verdict, flaky_rows, judge, rank
+from matrixgen.results.store import History, JobKey, RunRow, open_store
+from tests.results_fixtures import TODAY, Run
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "flaky.schema.json"
 ASYNC = "tests/unit_tests/dist_checkpointing/test_async_save.py"
@@ -191,7 +191,7 @@ def test_rows_are_ranked_broken_flaky_ok_then_by_failures() -> None:
 
 def test_flaky_rows_reads_only_eventful_histories(evidence_store: Path) -> None:
     """Keys that always passed come back without a sequence (phase 2 skips them)."""
-    from matrixgen.evidence.queries import histories
+    from matrixgen.results.queries import histories
 
     store = open_store(str(evidence_store), write=False)
     try:
@@ -210,7 +210,7 @@ def test_flaky_names_scopes_in_the_trees_words(
 ) -> None:
     import sqlite3
 
-    # A nightly job's results are stored under its tier (evidence.mapping.job_key
+    # A nightly job's results are stored under its tier (results.mapping.job_key
     # keys a job by Job.scope, which for `nightly` is L2): as a nightly run stores them.
     with sqlite3.connect(store_copy) as conn:
         conn.execute("UPDATE jobs SET scope = 'L2'")
@@ -323,9 +323,9 @@ def _store_runs(path: Path, outcomes: str, last_at: Any) -> None:
     """A run a day for each F/P of `outcomes` (the last one at `last_at`)."""
     import datetime as dt
 
-    from matrixgen.evidence.ingest import ingest
-    from matrixgen.evidence.junit import Outcome, Testcase
-    from matrixgen.evidence.store import JobResults, RunInfo
+    from matrixgen.results.ingest import ingest
+    from matrixgen.results.junit import Outcome, Testcase
+    from matrixgen.results.store import JobResults, RunInfo
 
     store = open_store(str(path), write=True)
     try:
@@ -366,7 +366,7 @@ def test_a_run_dated_in_the_future_is_stored_as_finished_now(
     import types
     from unittest import mock
 
-    from matrixgen.evidence import ingest as ingest_module
+    from matrixgen.results import ingest as ingest_module
 
     # The ingest's clock stands still for the test: the boundary examples (299
     # and 301 seconds ahead) must not move by the time a loaded machine takes
@@ -490,7 +490,7 @@ HOSTILE = "a\\b|`c`\n##[error]<img src=x>\r_*"
 def test_flaky_tables_keep_their_columns_each_cell_escaped_once(value: str) -> None:
     """Both of flaky's tables from one declaration: the terminal's thirteen
     columns, Markdown's eight, each cell escaped once for where it goes."""
-    from matrixgen.evidence.flaky import FlakyRow, RunRef, flaky_markdown, flaky_table
+    from matrixgen.results.flaky import FlakyRow, RunRef, flaky_markdown, flaky_table
     from matrixgen.util.escape import markdown_code, markdown_text
     from matrixgen.views.table import table
 

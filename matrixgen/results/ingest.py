@@ -14,12 +14,13 @@ import sqlalchemy as sa
 from msgspec import Struct
 from msgspec.structs import asdict
 
-from matrixgen.evidence.junit import FUTURE_SKEW, MESSAGE_LIMIT, Outcome, Testcase
-from matrixgen.evidence.queries import read_jobs
-from matrixgen.evidence.reasons import REASON_LIMIT, kind_of, reason
-from matrixgen.evidence.rollup import roll_up
-from matrixgen.evidence.store import JobKey, JobResults, RunInfo, Store
-from matrixgen.evidence.tables import (
+from matrixgen.model.errors import ResultsFileError, UsageError
+from matrixgen.results.junit import FUTURE_SKEW, MESSAGE_LIMIT, Outcome, Testcase
+from matrixgen.results.queries import read_jobs
+from matrixgen.results.reasons import REASON_LIMIT, kind_of, reason
+from matrixgen.results.rollup import roll_up
+from matrixgen.results.store import JobKey, JobResults, RunInfo, Store
+from matrixgen.results.tables import (
     FAILED_CODES,
     NODE_ID_LIMIT,
     OUTCOME_CODES,
@@ -34,7 +35,6 @@ from matrixgen.evidence.tables import (
     run_jobs,
     runs,
 )
-from matrixgen.model.errors import ResultsFileError, UsageError
 from matrixgen.util.nodeid import is_node_id
 from matrixgen.views.table import Column, Report
 
@@ -134,7 +134,7 @@ def _record_columns(*middle: sa.Column) -> list[sa.Column]:
         sa.Column("duration", sa.Float),
         sa.Column("message", sa.String(MESSAGE_LIMIT)),
         *middle,
-        sa.Column("reason", sa.String(REASON_LIMIT)),  # a failed record's (evidence/reasons.py)
+        sa.Column("reason", sa.String(REASON_LIMIT)),  # a failed record's (results/reasons.py)
         sa.Column("output_line", sa.String(MESSAGE_LIMIT)),  # what a known-failure pattern matched
     ]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from matrixgen.evidence.flaky import iso
-from matrixgen.evidence.lifts import LiftCandidate
-from matrixgen.evidence.triage import NOT_NEW, Failure, TriageReport, TriageVerdict
+from matrixgen.results.flaky import iso
+from matrixgen.results.lifts import LiftCandidate
+from matrixgen.results.triage import NOT_NEW, Failure, TriageReport, TriageVerdict
 from matrixgen.util.escape import markdown_code as code
 from matrixgen.util.escape import markdown_link, terminal_text
 from matrixgen.util.escape import markdown_text as text

@@ -25,10 +25,10 @@ from matrixgen.views.page import OUTCOME_STYLE, Frame, attr, figures, sparkline,
 from matrixgen.views.page import tracker_link as _tracker
 
 if TYPE_CHECKING:
-    from matrixgen.evidence.flaky import FlakyRow
-    from matrixgen.evidence.queries import Cells
-    from matrixgen.evidence.store import JobKey, RunRow
-    from matrixgen.evidence.triage import Failure, TriageReport
+    from matrixgen.results.flaky import FlakyRow
+    from matrixgen.results.queries import Cells
+    from matrixgen.results.store import JobKey, RunRow
+    from matrixgen.results.triage import Failure, TriageReport
     from matrixgen.views.cost import Measured
 
 # The flake grid shows at most this many runs (the last of the window), the
@@ -117,7 +117,7 @@ def gather(request: SiteRequest) -> EvidencePart:
     """The store's part: without a store (none given, none in the environment,
     no default file) sqlalchemy is not imported, and a triage query is an error
     (exit 11): there is no run to read. Options: `db`, `triage` (a TriageQuery)."""
-    from matrixgen.evidence.summary import store_configured
+    from matrixgen.results.summary import store_configured
 
     db = request.options.get("db")
     assert db is None or isinstance(db, str)
@@ -132,7 +132,7 @@ def gather(request: SiteRequest) -> EvidencePart:
                 "$MATRIXGEN_RESULTS_DB (or ingest into .matrixgen/results.db)"
             )
         return EvidencePart(store=None, since_days=request.since_days)
-    from matrixgen.evidence.durations import measured_from_store
+    from matrixgen.results.durations import measured_from_store
 
     measured = measured_from_store(db)
     store_view = _store_view(
@@ -142,9 +142,9 @@ def gather(request: SiteRequest) -> EvidencePart:
     if query is not None:
         # As `matrixgen results triage --since DAYS` gives it (its other policy
         # options at their defaults): the same library call.
-        from matrixgen.evidence.flaky import FlakyPolicy
-        from matrixgen.evidence.queries import RunFilter
-        from matrixgen.evidence.triage import read_triage
+        from matrixgen.results.flaky import FlakyPolicy
+        from matrixgen.results.queries import RunFilter
+        from matrixgen.results.triage import read_triage
 
         report = read_triage(
             db,
@@ -167,11 +167,11 @@ def _store_view(
     db: str | None,
     since_days: int,
 ) -> StoreView:
-    from matrixgen.evidence.flaky import FlakyPolicy, window_start
-    from matrixgen.evidence.mapping import job_key
-    from matrixgen.evidence.queries import outcome_cells
-    from matrixgen.evidence.store import open_store
-    from matrixgen.evidence.summary import entry_evidence, entry_verdicts
+    from matrixgen.results.flaky import FlakyPolicy, window_start
+    from matrixgen.results.mapping import job_key
+    from matrixgen.results.queries import outcome_cells
+    from matrixgen.results.store import open_store
+    from matrixgen.results.summary import entry_evidence, entry_verdicts
 
     # One reading of the verdicts for the grid and the entries' evidence: the
     # grid leaves out the whole-job rows of unit-test buckets (their tests
@@ -243,7 +243,7 @@ def _worst(codes: Sequence[tuple[int, int]]) -> str:
 
 @cache  # once per kind of cell of the grid
 def _outcome(code: int, reruns: int, *, muted: bool) -> str:
-    from matrixgen.evidence.tables import FAILED_CODES, SKIPPED
+    from matrixgen.results.tables import FAILED_CODES, SKIPPED
 
     if code in FAILED_CODES:
         return "muted" if muted else "fail"
@@ -374,7 +374,7 @@ TRIAGE_HEADERS += ["reason", "evidence", "entry", "baseline run"]
 
 
 def _run_line(run: RunRow) -> str:
-    from matrixgen.evidence.flaky import iso
+    from matrixgen.results.flaky import iso
 
     where = ", ".join(
         f"{name} {value}"
@@ -385,7 +385,7 @@ def _run_line(run: RunRow) -> str:
 
 
 def _failure_row(f: Failure) -> list[str]:
-    from matrixgen.evidence.flaky import iso
+    from matrixgen.results.flaky import iso
 
     entry = "-"
     if f.entry is not None:
@@ -424,7 +424,7 @@ def _failure_row(f: Failure) -> list[str]:
 
 
 def _triage_of(report: TriageReport) -> list[str]:
-    from matrixgen.evidence.triage import NOT_NEW, TriageVerdict
+    from matrixgen.results.triage import NOT_NEW, TriageVerdict
 
     counts = report.summary()
     body = [

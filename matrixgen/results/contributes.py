@@ -12,9 +12,9 @@ REPORT = (
     ReportContribution(
         name="evidence",
         pages=(("flakes.html", "Flake history"), ("triage.html", "Triage")),
-        gather="matrixgen.evidence.site:gather",
+        gather="matrixgen.results.site:gather",
     ),
 )
 
 # `matrixgen diff`: each quarantine entry's evidence line beside it.
-DIFF = (DiffContribution(name="evidence", notes="matrixgen.evidence.summary:diff_notes"),)
+DIFF = (DiffContribution(name="evidence", notes="matrixgen.results.summary:diff_notes"),)

@@ -20,12 +20,12 @@ from msgspec.structs import replace
 from matrixgen.emit.registry import emitter_for
 from matrixgen.engine.select import select
 from matrixgen.engine.targets import default_system, resolve_targets
-from matrixgen.evidence.junit import Outcome, Report, Testcase
-from matrixgen.evidence.store import JobKey, JobResults
 from matrixgen.model.errors import UsageError, did_you_mean
 from matrixgen.model.jobs import Job, JobId, Target
 from matrixgen.model.vocab import QuarantineAction, System
 from matrixgen.pipeline import Generation
+from matrixgen.results.junit import Outcome, Report, Testcase
+from matrixgen.results.store import JobKey, JobResults
 from matrixgen.util.nodeid import covers
 from matrixgen.views.stats import UNIT_TEST_MODEL
 

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from matrixgen.evidence.junit import (
+from matrixgen.model.errors import ExitCode, ResultsFileError
+from matrixgen.results.junit import (
     MAX_DEPTH,
     Outcome,
     node_id,
@@ -19,8 +20,7 @@ from matrixgen.evidence.junit import (
     report_files,
     stream_report,
 )
-from matrixgen.model.errors import ExitCode, ResultsFileError
-from tests.evidence_fixtures import JUNIT, RECIPES, Run
+from tests.results_fixtures import JUNIT, RECIPES, Run
 
 ASYNC = "tests/unit_tests/dist_checkpointing/test_async_save.py"
 FUNCTIONAL = "tests/functional/test_gpt3_tp1_pp1.py"
@@ -227,7 +227,7 @@ def test_suite_times_that_overflow_are_located_errors(suite: str, expected: str)
 
 
 def test_a_test_duration_past_a_year_is_a_located_error() -> None:
-    from matrixgen.evidence.junit import MAX_SECONDS
+    from matrixgen.results.junit import MAX_SECONDS
 
     ok = f"<testsuite><testcase name='a' time='{MAX_SECONDS}'/></testsuite>"
     assert parse_report(ok.encode(), "r.xml").testcases[0].duration == MAX_SECONDS
@@ -249,7 +249,7 @@ def test_what_a_report_holds_sums_to_a_finite_figure(durations: list[float]) -> 
     the rest is refused, never read as a huge or infinite number."""
     import math
 
-    from matrixgen.evidence.junit import MAX_SECONDS
+    from matrixgen.results.junit import MAX_SECONDS
 
     cases = "".join(f"<testcase name='t{i}' time='{d!r}'/>" for i, d in enumerate(durations))
     data = f"<testsuite>{cases}</testsuite>".encode()
@@ -262,7 +262,7 @@ def test_what_a_report_holds_sums_to_a_finite_figure(durations: list[float]) -> 
 
 
 def test_a_report_dated_in_the_future_is_clamped_to_now() -> None:
-    from matrixgen.evidence.junit import FUTURE_SKEW, run_finished_at
+    from matrixgen.results.junit import FUTURE_SKEW, run_finished_at
 
     now = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -286,7 +286,7 @@ def test_a_report_dated_in_the_future_is_clamped_to_now() -> None:
 def test_a_report_read_in_chunks_is_the_report_read_whole(data: st.DataObject) -> None:
     """The parser is fed the file in pieces; where the pieces end changes nothing
     (inside a tag, a name, a multi-byte character)."""
-    from matrixgen.evidence.junit import _collected
+    from matrixgen.results.junit import _collected
 
     raw = (JUNIT / "gitlab.xml").read_bytes().replace(b"test_cleanup", "test_clé".encode())
     cuts = sorted(data.draw(st.sets(st.integers(1, len(raw) - 1), max_size=12)))
@@ -295,7 +295,7 @@ def test_a_report_read_in_chunks_is_the_report_read_whole(data: st.DataObject) -
 
 
 def test_a_report_past_the_size_limit_is_refused_unread(tmp_path, monkeypatch) -> None:
-    from matrixgen.evidence import junit
+    from matrixgen.results import junit
 
     path = tmp_path / "big.xml"
     path.write_bytes(b"<testsuite>" + b" " * 100 + b"</testsuite>")

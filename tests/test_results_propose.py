@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.cli.main import main
-from matrixgen.evidence.propose import rectangles
+from matrixgen.results.propose import rectangles
 from matrixgen.util.nodeid import is_node_id
-from tests.evidence_fixtures import TODAY
+from tests.results_fixtures import TODAY
 
 ASYNC = "tests/unit_tests/dist_checkpointing/test_async_save.py"
 
@@ -186,7 +186,7 @@ def test_a_record_that_names_a_directory_never_becomes_a_deselect(
 ) -> None:
     """It passes and fails in turn, so it is judged flaky; a deselect of it would
     take the whole bucket out (pytest's --deselect matches by prefix)."""
-    from tests.evidence_fixtures import TARGET
+    from tests.results_fixtures import TARGET
 
     db = tmp_path / "results.db"
     for n in range(6):
@@ -255,9 +255,9 @@ def _bucket_store(path: Path, runs: list[tuple[str, bool]]) -> None:
     """One run a day of the shipped deselect entry's test, of a branch each."""
     import datetime as dt
 
-    from matrixgen.evidence.ingest import ingest
-    from matrixgen.evidence.junit import Outcome, Testcase
-    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, open_store
+    from matrixgen.results.ingest import ingest
+    from matrixgen.results.junit import Outcome, Testcase
+    from matrixgen.results.store import JobKey, JobResults, RunInfo, open_store
 
     job = JobKey("gitlab", "mr", "dgx_h100", "dev", "unit-tests", ASYNC, "latest", True)
     store = open_store(str(path), write=True)
@@ -290,7 +290,7 @@ def test_lifts_are_judged_on_the_runs_of_the_refs_named_only(
 ) -> None:
     import shutil
 
-    from tests.evidence_fixtures import RECIPES
+    from tests.results_fixtures import RECIPES
 
     folder = tmp_path_factory.mktemp("lift")
     recipes = folder / "recipes"

@@ -1,4 +1,4 @@
-"""A failure's reason (evidence/reasons.py): masking is idempotent, does not
+"""A failure's reason (results/reasons.py): masking is idempotent, does not
 change when a masked part does, and keeps apart what differs elsewhere."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import time
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from matrixgen.evidence.junit import MESSAGE_LIMIT, Outcome
-from matrixgen.evidence.reasons import REASON_LIMIT, kind_of, mask, reason
+from matrixgen.results.junit import MESSAGE_LIMIT, Outcome
+from matrixgen.results.reasons import REASON_LIMIT, kind_of, mask, reason
 
 # Text that reaches every rule: digits, hex letters, quotes of both kinds, the
 # characters a path, an address or a number is made of, blanks, placeholders'

@@ -18,10 +18,10 @@ from typing import ClassVar
 
 from msgspec import Struct
 
-from matrixgen.evidence.queries import RunFilter
-from matrixgen.evidence.reasons import ReasonGroup, group_reasons
-from matrixgen.evidence.store import JOB_JSON_KEYS, History, JobKey, RunRow, Store, utc_text
 from matrixgen.model.errors import UsageError
+from matrixgen.results.queries import RunFilter
+from matrixgen.results.reasons import ReasonGroup, group_reasons
+from matrixgen.results.store import JOB_JSON_KEYS, History, JobKey, RunRow, Store, utc_text
 from matrixgen.util.escape import markdown_code
 from matrixgen.util.values import JsonLayout
 from matrixgen.views.table import Column, Report
@@ -284,8 +284,8 @@ def flaky_rows(
 ) -> FlakyReport:
     """Every key's verdict; unit_jobs_whole: buckets get a whole-job row too
     (lifting an allow-failure entry of a bucket needs it); see `histories`."""
-    from matrixgen.evidence.junit import FUTURE_SKEW
-    from matrixgen.evidence.queries import histories
+    from matrixgen.results.junit import FUTURE_SKEW
+    from matrixgen.results.queries import histories
 
     policy.check()
     # Up to a report's clock skew past the reference time: a result of 2099 (in

@@ -21,10 +21,6 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from matrixgen.engine.targets import resolve_targets
-from matrixgen.evidence.flaky import FlakyPolicy, FlakyRow, Verdict, in_tree_words, runs_text
-from matrixgen.evidence.mapping import job_key
-from matrixgen.evidence.mapping import places as mapping_places
-from matrixgen.evidence.store import JobKey
 from matrixgen.model.jobs import Job, Target
 from matrixgen.model.vocab import QuarantineAction, QuarantineKind, System
 from matrixgen.pipeline import Generation
@@ -33,6 +29,10 @@ from matrixgen.quarantine.model import Entry, QuarantineFile
 from matrixgen.quarantine.policy import current_day, policy
 from matrixgen.quarantine.render import entry_id, slug, unique_id
 from matrixgen.quarantine.trackers import tracker_text
+from matrixgen.results.flaky import FlakyPolicy, FlakyRow, Verdict, in_tree_words, runs_text
+from matrixgen.results.mapping import job_key
+from matrixgen.results.mapping import places as mapping_places
+from matrixgen.results.store import JobKey
 from matrixgen.util.nodeid import is_node_id
 from matrixgen.util.values import JsonLayout
 
@@ -136,9 +136,9 @@ def proposal_from_store(
     """`propose` over the store at `db`, with the entries' tracker states where
     a token allows asking. Drafts come from every run; lifts only from the runs
     of `lift_refs`: a run of an unreviewed branch must not lift an entry."""
-    from matrixgen.evidence.flaky import flaky_rows
-    from matrixgen.evidence.queries import RunFilter, runs_of
-    from matrixgen.evidence.store import open_store
+    from matrixgen.results.flaky import flaky_rows
+    from matrixgen.results.queries import RunFilter, runs_of
+    from matrixgen.results.store import open_store
 
     qfile = generation.quarantine
     qfile.refuse_errors(f"{qfile.path} has errors; fix them first")
@@ -374,7 +374,7 @@ def _lifts(
     lift_runs: int,
     tracker_states: Mapping[str, str],
 ) -> tuple[list[Lift], list[tuple[str, str]]]:
-    from matrixgen.evidence.flaky import summarize
+    from matrixgen.results.flaky import summarize
 
     lifts: list[Lift] = []
     unjudged: list[tuple[str, str]] = []

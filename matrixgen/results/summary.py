@@ -17,7 +17,7 @@ from matrixgen.quarantine.apply import Hit, entry_hits
 from matrixgen.quarantine.model import Entry
 
 if TYPE_CHECKING:
-    from matrixgen.evidence.flaky import FlakyReport
+    from matrixgen.results.flaky import FlakyReport
 
 
 def store_configured(db: str | None) -> bool:
@@ -30,8 +30,8 @@ def store_configured(db: str | None) -> bool:
 def entry_verdicts(db: str | None, since_days: int) -> FlakyReport:
     """The verdicts entries' evidence is made of: every key of the window, one
     run being enough, unit-test buckets also as whole jobs."""
-    from matrixgen.evidence.flaky import FlakyPolicy, flaky_rows
-    from matrixgen.evidence.store import open_store
+    from matrixgen.results.flaky import FlakyPolicy, flaky_rows
+    from matrixgen.results.store import open_store
 
     with closing(open_store(db, write=False)) as store:
         return flaky_rows(
@@ -54,8 +54,8 @@ def entry_evidence(
     the hits passes them, not to read them again."""
     if not store_configured(db):
         return None
-    from matrixgen.evidence.flaky import summarize
-    from matrixgen.evidence.mapping import job_key
+    from matrixgen.results.flaky import summarize
+    from matrixgen.results.mapping import job_key
 
     report = verdicts if verdicts is not None else entry_verdicts(db, since_days)
     by_key = {(r.job, r.node_id): r for r in report.rows}
@@ -83,7 +83,7 @@ def diff_notes(
         return None
     if not wanted:
         if db:  # a store given but unreadable is an error even with nothing to show
-            from matrixgen.evidence.store import open_store
+            from matrixgen.results.store import open_store
 
             open_store(db, write=False).close()
         return {}

@@ -14,8 +14,8 @@ import re
 
 import sqlalchemy as sa
 
-from matrixgen.evidence.junit import MESSAGE_LIMIT, Outcome
-from matrixgen.evidence.reasons import REASON_LIMIT, kind_of, reason
+from matrixgen.results.junit import MESSAGE_LIMIT, Outcome
+from matrixgen.results.reasons import REASON_LIMIT, kind_of, reason
 
 SCHEMA_VERSION = 6
 OUTCOME_CODES = {
@@ -117,8 +117,8 @@ def _result_columns(foreign_keys: bool, *, reasons: bool = True) -> list[sa.Colu
 
 
 def _reason_columns() -> list[sa.Column]:
-    """Schema 6: a failed result's reason (evidence/reasons.py), and the output
-    line a known-failure pattern matched at ingest (evidence/known.py)."""
+    """Schema 6: a failed result's reason (results/reasons.py), and the output
+    line a known-failure pattern matched at ingest (results/known.py)."""
     return [
         sa.Column("reason", sa.String(REASON_LIMIT)),
         sa.Column("output_line", sa.String(MESSAGE_LIMIT)),
@@ -144,7 +144,7 @@ _results_5 = sa.Table(
     sqlite_with_rowid=False,
     postgresql_partition_by="RANGE (finished_at)",
 )
-# Schema 5 (evidence/rollup.py): `flaky` reads one row per test and week over.
+# Schema 5 (results/rollup.py): `flaky` reads one row per test and week over.
 case_weeks = sa.Table(
     "case_weeks",
     metadata,

@@ -15,10 +15,11 @@ from operator import itemgetter
 import sqlalchemy as sa
 from msgspec import Struct, field
 
-from matrixgen.evidence.junit import Outcome
-from matrixgen.evidence.rollup import counted, forget, totals
-from matrixgen.evidence.store import History, JobKey, RunRow, Store
-from matrixgen.evidence.tables import (
+from matrixgen.model.errors import ResultsStoreError, UsageError, did_you_mean
+from matrixgen.results.junit import Outcome
+from matrixgen.results.rollup import counted, forget, totals
+from matrixgen.results.store import History, JobKey, RunRow, Store
+from matrixgen.results.tables import (
     FAILED_CODES,
     FAILED_WHERE,
     JOB_IDENTITY,
@@ -32,7 +33,6 @@ from matrixgen.evidence.tables import (
     run_jobs,
     runs,
 )
-from matrixgen.model.errors import ResultsStoreError, UsageError, did_you_mean
 
 _IN_CHUNK = 500
 # A job's run is a sum of its tests' durations, each at most a year when ingested.

@@ -11,9 +11,9 @@ import statistics
 from collections.abc import Mapping
 from contextlib import closing
 
-from matrixgen.evidence.mapping import job_key
-from matrixgen.evidence.store import JobKey
 from matrixgen.model.jobs import Job, Target
+from matrixgen.results.mapping import job_key
+from matrixgen.results.store import JobKey
 from matrixgen.views.cost import Measured, repeats_in
 
 
@@ -31,8 +31,8 @@ def measured_hook(medians: Mapping[JobKey, float]) -> Measured:
 
 def measured_from_store(db: str | None) -> Measured:
     """The hook fed from the store (callers ask `summary.store_configured` first)."""
-    from matrixgen.evidence.queries import run_durations
-    from matrixgen.evidence.store import open_store
+    from matrixgen.results.queries import run_durations
+    from matrixgen.results.store import open_store
 
     with closing(open_store(db, write=False)) as store:
         durations = run_durations(store)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from matrixgen.evidence.tables import (
+from matrixgen.results.tables import (
     PARTITION_SECONDS,
     SKIPPED,
     case_weeks,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from matrixgen.evidence.store import open_store, store_url
+from matrixgen.results.store import open_store, store_url
 from tests import tiers
 
 HERE = Path(__file__).resolve().parent
@@ -59,11 +59,11 @@ def ingest_runs(
     that branch and source, when given)."""
     import datetime as dt
 
-    from matrixgen.evidence.ingest import ingest
-    from matrixgen.evidence.junit import read_report
-    from matrixgen.evidence.mapping import map_reports
-    from matrixgen.evidence.store import RunInfo
     from matrixgen.pipeline import generate
+    from matrixgen.results.ingest import ingest
+    from matrixgen.results.junit import read_report
+    from matrixgen.results.mapping import map_reports
+    from matrixgen.results.store import RunInfo
 
     generation = generate(RECIPES)
     store = open_store(db, write=True)
@@ -175,9 +175,9 @@ def ingest_merge_request_run(db: str) -> None:
     failed its loss check."""
     import datetime as dt
 
-    from matrixgen.evidence.ingest import ingest
-    from matrixgen.evidence.junit import Outcome, Testcase
-    from matrixgen.evidence.store import JobKey, JobResults, RunInfo, open_store
+    from matrixgen.results.ingest import ingest
+    from matrixgen.results.junit import Outcome, Testcase
+    from matrixgen.results.store import JobKey, JobResults, RunInfo, open_store
 
     def job(model: str, case: str, tag: str, unit: bool) -> JobKey:
         return JobKey(system="gitlab", scope="mr", platform="dgx_h100", environment="dev",

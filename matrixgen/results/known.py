@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
-from matrixgen.evidence.junit import MESSAGE_LIMIT
+from matrixgen.results.junit import MESSAGE_LIMIT
 
 if TYPE_CHECKING:
     from matrixgen.documents.config import ProjectConfig
