@@ -3,7 +3,7 @@
     python bench/bench_report.py [--runs 100] [--keys 1000] [--repeat 3]
 
 Fills a SQLite store in a temporary directory through the store's own ingest
-(`bench_evidence.fill_store`: RUNS runs x KEYS tests of the shipped tree's
+(`bench_results.fill_store`: RUNS runs x KEYS tests of the shipped tree's
 unit-test buckets in gitlab-mr-h100-dev, 2% flaky, 1% broken from a run on),
 then times the site for the shipped tree with it: gather, render and write in
 this process (the tree loaded once before), and the whole command in a new
@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_evidence import RECIPES, Clock, fill_store
+from bench_results import RECIPES, Clock, fill_store
 
 from matrixgen.cli.features import report_contributions
 from matrixgen.pipeline import generate

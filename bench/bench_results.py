@@ -1,6 +1,6 @@
 """The results store on SQLite: ingest speed and `flaky` speed.
 
-    python bench/bench_evidence.py [--files 1000] [--tests 100] [--runs 1000] [--keys 1000]
+    python bench/bench_results.py [--files 1000] [--tests 100] [--runs 1000] [--keys 1000]
 
 Ingest: writes N JUnit XML files of M tests each, in pytest's shape, the tests of
 each file under one unit-test bucket directory of the shipped recipes, then
