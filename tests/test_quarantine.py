@@ -19,8 +19,8 @@ from matrixgen.model.vocab import QuarantineAction, QuarantineKind, System
 from matrixgen.pipeline import generate
 from matrixgen.quarantine.apply import apply_quarantine, overlaps
 from matrixgen.quarantine.audit import audit_entries
-from matrixgen.quarantine.model import Entry, Place, parse_quarantine
-from matrixgen.quarantine.trackers import entries_tracked_by, resolve_tracker, tracker_key
+from matrixgen.quarantine.model import Entry, Place, entries_tracked_by, parse_quarantine
+from matrixgen.quarantine.trackers import resolve_tracker, tracker_key
 from matrixgen.util.values import json_value
 from tests.quarantine_fixtures import (
     CONFIG,

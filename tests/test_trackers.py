@@ -22,13 +22,8 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.quarantine.model import Entry, entry_from_mapping
-from matrixgen.quarantine.trackers import (
-    canonical_url,
-    entries_tracked_by,
-    resolve_tracker,
-    tracker_key,
-)
+from matrixgen.quarantine.model import Entry, entries_tracked_by, entry_from_mapping
+from matrixgen.quarantine.trackers import canonical_url, resolve_tracker, tracker_key
 
 
 def one_tracker(a: str, b: str, tracker_base: str | None) -> bool:

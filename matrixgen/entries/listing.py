@@ -11,8 +11,7 @@ from typing import Any
 from msgspec import Struct
 
 from matrixgen.model.vocab import QuarantineAction, QuarantineKind
-from matrixgen.quarantine.model import Entry
-from matrixgen.quarantine.trackers import entries_tracked_by
+from matrixgen.quarantine.model import Entry, entries_tracked_by
 
 
 class EntryFilter(Struct, frozen=True, kw_only=True):

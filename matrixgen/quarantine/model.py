@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -28,7 +28,14 @@ from matrixgen.model.vocab import (
     resolve_scope,
 )
 from matrixgen.quarantine.policy import policy
-from matrixgen.quarantine.trackers import ISSUE_NUMBER, resolve_tracker
+from matrixgen.quarantine.trackers import (
+    ISSUE_NUMBER,
+    canonical_url,
+    issue_number,
+    resolve_tracker,
+    tracker_key,
+    tracker_text,
+)
 from matrixgen.util.nodeid import node_id_problem
 from matrixgen.util.patterns import whole
 from matrixgen.util.textedit import split_lines
@@ -428,3 +435,28 @@ def entry_from_mapping(
     _schema_findings(document, findings, subject, ("entries", 0) if alone else ())
     entry = _entry(dict(item), 0, document, tracker_base, findings, subject)
     return entry, findings.sorted()
+
+
+def entries_tracked_by(entries: Iterable[Entry], ref: str, tracker_base: str | None) -> list[Entry]:
+    """The entries of one tracker, however it is spelled (`7201`, `#7201`, URL).
+
+    Without a tracker base a bare number still finds entries whose tracker URL
+    is a GitHub-style issue (`/OWNER/REPO/issues/N`, no query or fragment) of
+    that number, when those URLs are all one; when they are several, which one
+    is meant is unclear (ValueError)."""
+    entries = list(entries)
+    key = tracker_key(ref, tracker_base)
+    found = [e for e in entries if tracker_key(e.tracker, tracker_base) == key]
+    number = whole(ISSUE_NUMBER, tracker_text(ref))
+    if found or number is None or tracker_base:
+        return found
+    by_url: dict[str, list[Entry]] = {}
+    for entry in entries:
+        url = canonical_url(entry.tracker_url) if entry.tracker_url else None
+        if url is not None and issue_number(url) == number[1]:
+            by_url.setdefault(url, []).append(entry)
+    if len(by_url) > 1:
+        raise ValueError(
+            f"{ref} is ambiguous without a tracker base: it could be {', '.join(sorted(by_url))}"
+        )
+    return next(iter(by_url.values()), [])

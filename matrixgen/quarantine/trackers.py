@@ -7,13 +7,8 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from matrixgen.util.patterns import NON_BLANK, name_pattern, whole
-
-if TYPE_CHECKING:
-    from matrixgen.quarantine.model import Entry
 
 ISSUE_NUMBER = name_pattern(r"#(\d+)")
 _HTTP_URL = name_pattern(f"https?://{NON_BLANK}+", re.IGNORECASE)
@@ -152,35 +147,10 @@ def tracker_key(ref: str, tracker_base: str | None) -> str:
     return resolve_tracker(ref, tracker_base) or ref
 
 
-def entries_tracked_by(entries: Iterable[Entry], ref: str, tracker_base: str | None) -> list[Entry]:
-    """The entries of one tracker, however it is spelled (`7201`, `#7201`, URL).
-
-    Without a tracker base a bare number still finds entries whose tracker URL
-    is a GitHub-style issue (`/OWNER/REPO/issues/N`, no query or fragment) of
-    that number, when those URLs are all one; when they are several, which one
-    is meant is unclear (ValueError)."""
-    entries = list(entries)
-    key = tracker_key(ref, tracker_base)
-    found = [e for e in entries if tracker_key(e.tracker, tracker_base) == key]
-    number = whole(ISSUE_NUMBER, tracker_text(ref))
-    if found or number is None or tracker_base:
-        return found
-    by_url: dict[str, list[Entry]] = {}
-    for entry in entries:
-        url = canonical_url(entry.tracker_url) if entry.tracker_url else None
-        if url is not None and _issue_number(url) == number[1]:
-            by_url.setdefault(url, []).append(entry)
-    if len(by_url) > 1:
-        raise ValueError(
-            f"{ref} is ambiguous without a tracker base: it could be {', '.join(sorted(by_url))}"
-        )
-    return next(iter(by_url.values()), [])
-
-
 _ISSUE_PATH = name_pattern(r"/[^/]+/[^/]+/issues/([0-9]+)")
 
 
-def _issue_number(url: str) -> str | None:
+def issue_number(url: str) -> str | None:
     """N of a canonical `https://HOST/OWNER/REPO/issues/N` (no query, no fragment)."""
     parts = _URI_PARTS.fullmatch(url)
     if parts is None or parts[4] is not None or parts[5] is not None:

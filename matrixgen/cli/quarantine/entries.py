@@ -250,7 +250,7 @@ def lift(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing.")] = False,
 ) -> None:
     """Remove every entry of one tracker (it was resolved): prints their ids."""
-    from matrixgen.quarantine.trackers import entries_tracked_by
+    from matrixgen.quarantine.model import entries_tracked_by
 
     project, base = _existing_file(recipes, "lift")
     ref = tracker_text(tracker)
