@@ -22,9 +22,8 @@ if TYPE_CHECKING:
     from matrixgen.changes.view import ChangedView
     from matrixgen.diff.expect import Rule
     from matrixgen.diff.golden_rules import GoldenRule
-    from matrixgen.diff.model import SelectionDiff
+    from matrixgen.diff.model import SelectionDiff, Side
     from matrixgen.diff.references import ReferenceGaps
-    from matrixgen.diff.revisions import Side
 
 
 class DiffFormat(StrEnum):

@@ -61,8 +61,7 @@ from matrixgen.model.templates import TemplateError
 from matrixgen.util.readfile import NotRegularFile, read_regular
 
 if TYPE_CHECKING:
-    from matrixgen.diff.model import TargetPair
-    from matrixgen.diff.revisions import Side
+    from matrixgen.diff.model import Side, TargetPair
     from matrixgen.documents.config import ProjectConfig
     from matrixgen.model.jobs import Target
     from matrixgen.pipeline import Generation

@@ -1,20 +1,25 @@
-"""The values a selection diff is made of: per target, the jobs added, removed,
-changed, moved and the quarantine transitions (diff.compare builds them; the
-renderers, expect and evidence read them)."""
+"""The values a selection diff is made of: each side compared (`Side`, loaded by
+diff.revisions) and per target the jobs added, removed, changed, moved and the
+quarantine transitions (diff.compare builds them; the renderers, expect and
+evidence read them)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from msgspec import Struct, field
 
 from matrixgen.diff.goldens import GoldenReview
 from matrixgen.engine.targets import is_holding_pen
-from matrixgen.model.errors import Finding, Location
+from matrixgen.model.errors import Finding, Location, Severity
 from matrixgen.model.jobs import Job, QuarantineMark, Target
 from matrixgen.util.values import JsonLayout
 from matrixgen.views.cost import Cost
+
+if TYPE_CHECKING:
+    from matrixgen.diff.gitsource import TreeSource
+    from matrixgen.pipeline import Generation
 
 # Quarantine transitions of a job in a target.
 QUARANTINED = "quarantined"
@@ -232,3 +237,23 @@ def target_order(target: Target) -> tuple:
         sel.cadence or "",
         target.name,
     )
+
+
+class Side(Struct, frozen=True):
+    """One loaded side of a diff."""
+
+    name: str  # "base" or "head"
+    source: TreeSource
+    generation: Generation
+    # Every finding `matrixgen validate` reports on this side (errors and
+    # warnings; without its JSON Schema pass, like the emitters).
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def errors(self) -> tuple[Finding, ...]:
+        """The errors among the findings: the side's CI would refuse to generate."""
+        return tuple(f for f in self.findings if f.severity is Severity.ERROR)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.source.label}"

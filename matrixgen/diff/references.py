@@ -16,8 +16,7 @@ from typing import ClassVar
 from msgspec import Struct
 
 from matrixgen.diff.gitsource import Repository
-from matrixgen.diff.model import SelectionDiff, runs
-from matrixgen.diff.revisions import Side
+from matrixgen.diff.model import SelectionDiff, Side, runs
 from matrixgen.model.jobs import Job
 from matrixgen.model.references import (
     ReferenceListing,

@@ -14,41 +14,20 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from msgspec import Struct
 from msgspec.structs import replace
 
 from matrixgen.diff.compare import diff_generations
 from matrixgen.diff.gitsource import Repository, TreeSource
-from matrixgen.diff.model import SelectionDiff
+from matrixgen.diff.model import SelectionDiff, Side
 from matrixgen.diff.targets import resolve_diff_targets
 from matrixgen.documents.config import DEFAULT_CONFIG
 from matrixgen.engine.load import tree_config
-from matrixgen.model.errors import Finding, MatrixgenError, Severity, UsageError
+from matrixgen.model.errors import Finding, MatrixgenError, UsageError
 from matrixgen.model.vocab import CONFIG_FILENAME
-from matrixgen.pipeline import Generation, PipelineCache, generate_from_files
+from matrixgen.pipeline import PipelineCache, generate_from_files
 
 if TYPE_CHECKING:
     from matrixgen.diff.golden_review import EarlyReview
-
-
-class Side(Struct, frozen=True):
-    """One loaded side of a diff."""
-
-    name: str  # "base" or "head"
-    source: TreeSource
-    generation: Generation
-    # Every finding `matrixgen validate` reports on this side (errors and
-    # warnings; without its JSON Schema pass, like the emitters).
-    findings: tuple[Finding, ...] = ()
-
-    @property
-    def errors(self) -> tuple[Finding, ...]:
-        """The errors among the findings: the side's CI would refuse to generate."""
-        return tuple(f for f in self.findings if f.severity is Severity.ERROR)
-
-    @property
-    def label(self) -> str:
-        return f"{self.name} {self.source.label}"
 
 
 def load_side(name: str, source: TreeSource, cache: PipelineCache) -> Side:
