@@ -16,7 +16,8 @@ from typing import Any
 
 import msgspec
 
-from matrixgen.emit.common import EmitSettings, resolve_settings
+from matrixgen.emit.common import EmitSettings
+from matrixgen.emit.registry import resolve_settings
 from matrixgen.model.jobs import Job, Selector, Target
 from matrixgen.model.vocab import System
 from matrixgen.pipeline import Generation, generate_from_files

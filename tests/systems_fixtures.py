@@ -217,8 +217,7 @@ TOY_FILES: dict[str, str] = {
 
         def emit(target: TargetOption = None, recipes: RecipesOption = None) -> None:
             """Toy CI JSON of one target."""
-            from matrixgen.emit.common import resolve_settings
-            from matrixgen.emit.registry import emitter_for
+            from matrixgen.emit.registry import emitter_for, resolve_settings
 
             generation = load_valid(recipes, emitting=True)
             chosen = one_target(generation, System(HOME.name), target)

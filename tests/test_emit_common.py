@@ -10,8 +10,8 @@ from matrixgen.emit.common import (
     EmittedJob,
     check_ad_hoc_target,
     recipe_timeout,
-    resolve_settings,
 )
+from matrixgen.emit.registry import resolve_settings
 from matrixgen.engine.targets import parse_target
 from matrixgen.model.errors import ConfigError, UsageError
 from matrixgen.pipeline import generate_from_files

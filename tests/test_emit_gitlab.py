@@ -17,7 +17,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.emit.common import resolve_settings
+from matrixgen.emit.registry import resolve_settings
 from matrixgen.emit.yamltext import dump_yaml
 from matrixgen.model.errors import ConfigError, LimitError, RecipeError
 from matrixgen.model.jobs import QuarantineMark

@@ -58,7 +58,7 @@ def target_to_emit(
     launcher: str | None = None,
 ) -> tuple[Target, list[Job], EmitSettings]:
     """A `github` or `gitlab` command's one target, its jobs and its settings."""
-    from matrixgen.emit.common import resolve_settings
+    from matrixgen.emit.registry import resolve_settings
 
     generation = load_valid(recipes, emitting=True)
     chosen = one_target(generation, system, values)

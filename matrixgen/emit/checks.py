@@ -15,10 +15,9 @@ from matrixgen.emit.common import (
     EmitSettings,
     Unreachable,
     node_route,
-    resolve_settings,
     timeout_minutes,
 )
-from matrixgen.emit.registry import emitter_for
+from matrixgen.emit.registry import emitter_for, resolve_settings
 from matrixgen.engine.select import matches, select
 from matrixgen.model.errors import Finding, MatrixgenError, Severity, finding
 from matrixgen.model.jobs import Job, Target

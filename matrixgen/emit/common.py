@@ -1,7 +1,7 @@
 """What the emitters share. A target's settings (its own over its system's,
-and the image pinned for its platform's architecture) are resolved here, once,
-into `EmitSettings`: the emitters turn jobs and settings into text and never
-read the config."""
+and the image pinned for its platform's architecture) are resolved once, by
+`emit.registry.resolve_settings`, into `EmitSettings`: the emitters turn jobs
+and settings into text and never read the config."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ from msgspec import Struct, field
 from msgspec.structs import replace
 
 from matrixgen.documents.config import ProjectConfig
-from matrixgen.documents.config_sections import ImageSet, SystemSettings
 from matrixgen.engine.select import unused_value, used_values
-from matrixgen.model.errors import ConfigError, RecipeError, UsageError, did_you_mean, finding
+from matrixgen.model.errors import RecipeError, UsageError, did_you_mean
 from matrixgen.model.jobs import EMPTY_MAPPING, Job, JobId, QuarantineMark, Target
-from matrixgen.model.vocab import QuarantineAction, System, resolve_scope
+from matrixgen.model.vocab import QuarantineAction, resolve_scope
 from matrixgen.util.values import ComparedValue
 
 # Megatron-LM's shared launcher: it submits the recipe's own `script` to a cluster: it takes no node
@@ -331,91 +330,3 @@ def ad_hoc_target_problems(
         shown = ", ".join(sorted(known)) or "none"
         errors.append(f'unknown {what} "{value}"{hint}; declared: {shown}')
     return AdHocProblems(tuple(errors), tuple(unused), tuple(unused_values))
-
-
-def resolve_settings(
-    target: Target,
-    config: ProjectConfig,
-    jobs: Iterable[Job] = (),
-    *,
-    launcher: str | None = None,
-    quarantine_file: str | None = None,
-) -> EmitSettings:
-    """A target's settings for `jobs`, whose platforms and environments choose
-    the images and runner tags."""
-    settings = target.settings
-    selector = target.selector
-    pairs = {(j.platform, j.environment) for j in jobs}
-    if selector.platform and selector.environment:
-        pairs.add((selector.platform, selector.environment))
-    images = {pair: _image(settings, config, target.system, *pair) for pair in sorted(pairs)}
-    platforms = sorted({p for p, _ in pairs} | ({selector.platform} - {None}))
-    tags = {
-        p: settings.runner_tags
-        if settings.runner_tags is not None
-        else config.platform(p).runner_tags or ()
-        for p in platforms
-    }
-    if launcher is not None and not launcher.strip():
-        raise UsageError("--launcher: give a command (e.g. 'echo'), not an empty string")
-    from matrixgen.emit.registry import emitter_for
-
-    return EmitSettings(
-        target=target,
-        images=images,
-        runner_tags=tags,
-        timeout=settings.timeout,
-        timeout_overhead=settings.timeout_overhead or 0,
-        timeout_cap=settings.timeout_cap,
-        n_repeat=target.n_repeat,
-        lightweight=target.lightweight,
-        own=emitter_for(target.system).own_settings(settings, launcher=launcher),
-        external_needs=frozenset(config.doc.graph.external.get(target.system, ())),
-        quarantine_file=quarantine_file or "quarantine.yaml",
-    )
-
-
-def _image(
-    settings: SystemSettings,
-    config: ProjectConfig,
-    system: System,
-    platform: str,
-    environment: str,
-) -> str | None:
-    """The settings' `image`, else the environment's own pin, else the system's."""
-    if settings.image is not None:
-        return settings.image
-    images = config.doc.images
-    override = images.environments.get(environment)
-    env_pin = override.of(system) if override is not None else None
-    if env_pin is not None:
-        arch = config.platform(platform).arch
-        # Pinned per architecture but not for this one: the shared pin applies.
-        if env_pin.shared is not None or (arch is not None and getattr(env_pin, arch)):
-            keys: list[str | int] = ["images", "environments", environment, system.value]
-            return _pinned(env_pin, config, platform, keys)
-    pin = images.of(system)
-    if pin is None:
-        return None
-    return _pinned(pin, config, platform, ["images", system.value])
-
-
-def _pinned(pin: ImageSet, config: ProjectConfig, platform: str, keys: list[str | int]) -> str:
-    """`repository:tag` of a pin, per architecture where it is split by one."""
-    if pin.shared is not None:
-        return pin.shared.image
-    arch = config.platform(platform).arch
-    chosen = getattr(pin, arch) if arch is not None else None
-    if chosen is not None:
-        return chosen.image
-    where = ".".join(map(str, keys))
-    message = (
-        f'{where} pins an image per architecture, but platform "{platform}" has none: '
-        f"set platforms.{platform}.arch ({' or '.join(sorted(pin.pins()))})"
-        if arch is None
-        else f'no image pinned for architecture "{arch}" (platform "{platform}") under {where}'
-    )
-    raise ConfigError(
-        f"invalid settings in {config.path or 'the project config'}",
-        findings=[finding(config.locate(keys), "settings", message)],
-    )

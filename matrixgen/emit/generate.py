@@ -25,10 +25,9 @@ from matrixgen.emit.common import (
     allowed_to_fail,
     deselected,
     emitted_jobs,
-    resolve_settings,
     skipped_jobs,
 )
-from matrixgen.emit.registry import emitter_for
+from matrixgen.emit.registry import emitter_for, resolve_settings
 from matrixgen.emit.registry import step_outputs as step_output_part
 from matrixgen.model.errors import (
     OutputError,

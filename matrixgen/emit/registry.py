@@ -1,23 +1,26 @@
 """The emitter of each CI system, found in its home (`systems/<name>/emitter`,
 its `EMITTER`): `generate`, the diff, the checks and the graph ask this table,
-never which system it is, and a new system needs no line here."""
+never which system it is, and a new system needs no line here. A target's
+settings are resolved here too (`resolve_settings`), its system's own part
+asked of that system's emitter."""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
-from matrixgen.model.errors import UsageError
+from matrixgen.documents.config import ProjectConfig
+from matrixgen.documents.config_sections import ImageSet, SystemSettings
+from matrixgen.emit.common import EmitSettings, EmittedJob, EmittedTarget, Waits
+from matrixgen.model.errors import ConfigError, UsageError, finding
 from matrixgen.model.vocab import System
 from matrixgen.systems import HOMES
 from matrixgen.systems.home import Home
 
 if TYPE_CHECKING:
-    from matrixgen.emit.common import EmitSettings, EmittedJob, EmittedTarget, Waits
-    from matrixgen.model.jobs import Job
-    from matrixgen.model.sections import SystemSettings
+    from matrixgen.model.jobs import Job, Target
 
 
 @runtime_checkable
@@ -89,3 +92,89 @@ def step_outputs() -> ModuleType:
 
 def emitter_for(system: System) -> Emitter:
     return EMITTERS[system]
+
+
+def resolve_settings(
+    target: Target,
+    config: ProjectConfig,
+    jobs: Iterable[Job] = (),
+    *,
+    launcher: str | None = None,
+    quarantine_file: str | None = None,
+) -> EmitSettings:
+    """A target's settings for `jobs`, whose platforms and environments choose
+    the images and runner tags."""
+    settings = target.settings
+    selector = target.selector
+    pairs = {(j.platform, j.environment) for j in jobs}
+    if selector.platform and selector.environment:
+        pairs.add((selector.platform, selector.environment))
+    images = {pair: _image(settings, config, target.system, *pair) for pair in sorted(pairs)}
+    platforms = sorted({p for p, _ in pairs} | ({selector.platform} - {None}))
+    tags = {
+        p: settings.runner_tags
+        if settings.runner_tags is not None
+        else config.platform(p).runner_tags or ()
+        for p in platforms
+    }
+    if launcher is not None and not launcher.strip():
+        raise UsageError("--launcher: give a command (e.g. 'echo'), not an empty string")
+    return EmitSettings(
+        target=target,
+        images=images,
+        runner_tags=tags,
+        timeout=settings.timeout,
+        timeout_overhead=settings.timeout_overhead or 0,
+        timeout_cap=settings.timeout_cap,
+        n_repeat=target.n_repeat,
+        lightweight=target.lightweight,
+        own=emitter_for(target.system).own_settings(settings, launcher=launcher),
+        external_needs=frozenset(config.doc.graph.external.get(target.system, ())),
+        quarantine_file=quarantine_file or "quarantine.yaml",
+    )
+
+
+def _image(
+    settings: SystemSettings,
+    config: ProjectConfig,
+    system: System,
+    platform: str,
+    environment: str,
+) -> str | None:
+    """The settings' `image`, else the environment's own pin, else the system's."""
+    if settings.image is not None:
+        return settings.image
+    images = config.doc.images
+    override = images.environments.get(environment)
+    env_pin = override.of(system) if override is not None else None
+    if env_pin is not None:
+        arch = config.platform(platform).arch
+        # Pinned per architecture but not for this one: the shared pin applies.
+        if env_pin.shared is not None or (arch is not None and getattr(env_pin, arch)):
+            keys: list[str | int] = ["images", "environments", environment, system.value]
+            return _pinned(env_pin, config, platform, keys)
+    pin = images.of(system)
+    if pin is None:
+        return None
+    return _pinned(pin, config, platform, ["images", system.value])
+
+
+def _pinned(pin: ImageSet, config: ProjectConfig, platform: str, keys: list[str | int]) -> str:
+    """`repository:tag` of a pin, per architecture where it is split by one."""
+    if pin.shared is not None:
+        return pin.shared.image
+    arch = config.platform(platform).arch
+    chosen = getattr(pin, arch) if arch is not None else None
+    if chosen is not None:
+        return chosen.image
+    where = ".".join(map(str, keys))
+    message = (
+        f'{where} pins an image per architecture, but platform "{platform}" has none: '
+        f"set platforms.{platform}.arch ({' or '.join(sorted(pin.pins()))})"
+        if arch is None
+        else f'no image pinned for architecture "{arch}" (platform "{platform}") under {where}'
+    )
+    raise ConfigError(
+        f"invalid settings in {config.path or 'the project config'}",
+        findings=[finding(config.locate(keys), "settings", message)],
+    )
