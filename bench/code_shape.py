@@ -336,7 +336,7 @@ def main() -> int:
         for path in sorted(TESTS.glob("*.py"))
         for line in layout.imported_test_modules(path)
     ]
-    cycles = layout.import_cycles(layout.import_graph())
+    cycles = layout.import_cycles(layout.import_graph(type_only=True))
     typed = layout.import_graph(type_only=True)
     upward_types = [
         line
