@@ -19,13 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matrixgen.emit.generate import (
-    LOCK_NAME,
-    MANIFEST_NAME,
-    TargetOutput,
-    generate_all,
-    write_outputs,
-)
+from matrixgen.emit.generate import TargetOutput, generate_all
+from matrixgen.generate.output import LOCK_NAME, MANIFEST_NAME, write_outputs
 from matrixgen.model.errors import EnvironmentFault, OutputError
 from matrixgen.util import atomic
 from matrixgen.util.lockfile import hold

@@ -34,7 +34,7 @@ CORE = [
 ]
 # Packages over the core, side by side.
 FEATURES = frozenset(
-    {"decide", "diff", "results", "report", "migrate", "entries", "coverage", "changes"}
+    {"decide", "diff", "results", "report", "migrate", "entries", "coverage", "changes", "generate"}
 )
 # Over everything: parses, dispatches, hands features their contributions.
 TOP = "cli"

@@ -21,8 +21,8 @@ import msgspec
 import pytest
 import yaml
 
-from matrixgen.emit.generate import MANIFEST_NAME
 from matrixgen.engine.targets import discover_targets, resolve_targets
+from matrixgen.generate.output import MANIFEST_NAME
 from matrixgen.model.vocab import resolve_scope
 from matrixgen.pipeline import Generation, generate
 from matrixgen.quarantine.checks import check_entries

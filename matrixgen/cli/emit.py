@@ -28,7 +28,6 @@ from matrixgen.model.vocab import System
 from matrixgen.systems import step_output_file, step_output_option
 from matrixgen.util.escape import terminal_text
 from matrixgen.util.values import json_value
-from matrixgen.views.table import table
 
 if TYPE_CHECKING:
     from matrixgen.changes.dropped import Dropped
@@ -163,7 +162,7 @@ def generate(
     are removed (never a file matrixgen did not write, nor one changed since);
     runs into one folder wait for each other (MATRIXGEN_LOCK_TIMEOUT, 30 s).
     """
-    from matrixgen.emit.generate import generate_into, summary
+    from matrixgen.generate.output import generate_into, summary
 
     if event is None and (label or labels_json or system):
         raise UsageError("--label, --labels-json and --system go with --event")
@@ -204,22 +203,12 @@ def generate(
 
 
 def _echo_summary(outputs: list[TargetOutput], saved: Dropped | None, out: Path) -> None:
-    from matrixgen.emit.generate import quarantine_rows, summary, summary_rows
+    from matrixgen.generate.output import summary_text
 
-    rows, headers = summary_rows(outputs)
-    typer.echo(table(rows, headers), nl=False)
-    totals = summary(outputs)
-    platforms = [[p or "-", c["targets"], c["jobs"]] for p, c in totals["platforms"].items()]
-    typer.echo("\n" + table(platforms, ["platform", "targets", "jobs"]), nl=False)
-    marked, marked_headers = quarantine_rows(outputs)
-    if marked:
-        typer.echo("\n" + table(marked, marked_headers), nl=False)
+    typer.echo(summary_text(outputs), nl=False)
     if saved is not None:
         from matrixgen.changes.dropped import render_dropped
 
         typer.echo("\n" + render_dropped(saved), nl=False)
-    typer.echo(
-        f"{totals['total']['targets']} target(s), {totals['total']['jobs']} job(s) -> "
-        f"{terminal_text(out)}",
-        err=True,
-    )
+    jobs = sum(o.jobs for o in outputs)
+    typer.echo(f"{len(outputs)} target(s), {jobs} job(s) -> {terminal_text(out)}", err=True)
