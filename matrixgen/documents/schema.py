@@ -384,7 +384,8 @@ class DecodeError(Exception):
         self.message = message
 
 
-_PATH_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+# `[...]`: a mapping's key msgspec does not name, said as `*`.
+_PATH_STEP = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
 
 
 def error_path(message: str) -> tuple[list[str | int], str]:
@@ -393,7 +394,9 @@ def error_path(message: str) -> tuple[list[str | int], str]:
     if not sep or not at.startswith("$"):
         return [], message
     steps = (found.groups() for found in _PATH_STEP.finditer(at[1:].rstrip("`")))
-    keys: list[str | int] = [int(index) if index is not None else name for name, index in steps]
+    keys: list[str | int] = [
+        name if index is None else "*" if index == "..." else int(index) for name, index in steps
+    ]
     return keys, text
 
 
