@@ -1141,3 +1141,23 @@ def test_prune_keeps_a_run_that_finished_at_the_cut(db: str) -> None:
         assert counts(store)["runs"] == 1
     finally:
         store.close()
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.integers(0, 23), st.integers(0, 59), st.integers(1, 59))
+@example(14, 0, 1)  # the largest offset of a real zone, a minute past midnight
+@example(0, 0, 1)  # one minute ahead of UTC, at midnight
+def test_finished_at_before_the_year_1_in_utc_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], hours: int, minutes: int, early: int
+) -> None:
+    """A time of the first day of year 1 whose offset puts it in year 0 in UTC
+    was stored, and every later reading of the run stopped with a traceback."""
+    stamp = f"0001-01-01T00:{early - 1:02d}:00+{hours:02d}:{max(minutes, early):02d}"
+    db = tmp_path / f"{uuid.uuid4().hex}.db"
+    report = _report(tmp_path / "r.xml", "2026-11-20T10:00:00")
+    code, _, err = _ingest(capsys, report, db, "--finished-at", stamp)
+    assert code == ExitCode.USAGE, err
+    assert f'--finished-at "{stamp}"' in err and "the years 1 to 9999" in err
+    assert "Traceback" not in err and not db.exists()
