@@ -231,7 +231,7 @@ def _echo_ingest(report: Any, shown: str, files: int, fmt: TableOrJson) -> None:
             err=True,
         )
     typer.echo(
-        f"run {report.run_id}: {files} file(s), {report.tests} test(s); stored "
+        f"run {_t(report.run_id)}: {files} file(s), {report.tests} test(s); stored "
         f"{report.rows} result(s) of {len(report.stored)} job(s) in {shown}"
         + (
             f"; {len(report.already)} job(s) of this run were stored before and are left as "
