@@ -384,8 +384,7 @@ class DecodeError(Exception):
         self.message = message
 
 
-# `[...]`: a mapping's key msgspec does not name, said as `*`.
-_PATH_STEP = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
+_PATH_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
 
 
 def error_path(message: str) -> tuple[list[str | int], str]:
@@ -393,10 +392,10 @@ def error_path(message: str) -> tuple[list[str | int], str]:
     text, sep, at = message.rpartition(" - at `")
     if not sep or not at.startswith("$"):
         return [], message
-    steps = (found.groups() for found in _PATH_STEP.finditer(at[1:].rstrip("`")))
-    keys: list[str | int] = [
-        name if index is None else "*" if index == "..." else int(index) for name, index in steps
-    ]
+    # `[...]`: a mapping's key msgspec does not name, said as `*`.
+    path = at[1:].rstrip("`").replace("[...]", ".*")
+    steps = (found.groups() for found in _PATH_STEP.finditer(path))
+    keys: list[str | int] = [int(index) if index is not None else name for name, index in steps]
     return keys, text
 
 
