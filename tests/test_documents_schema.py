@@ -535,3 +535,21 @@ def test_a_weight_only_the_decoding_refuses_names_its_section() -> None:
     (found,) = caught.value.findings
     assert found.message == "platforms/*/gpu_hour_weight: Expected `float` > 0.0", found
     assert (found.location.line, found.location.column) == (2, 3)
+
+
+@given(st.integers(1, 1_000))  # an implicit key of YAML is at most 1,024 characters
+@example(250)  # past the cut of a message, at the quoted value
+def test_a_long_value_keeps_what_the_schema_expected_in_its_message(length: int) -> None:
+    """A message quotes the value it refuses: a long value is shortened there,
+    so that the message still says what was expected (cut after the value, it
+    said nothing)."""
+    from matrixgen.documents.config import parse_config
+    from matrixgen.model.errors import ConfigError
+
+    raw = b"pins:\n  " + b"p" * length + b"!: {env: {A: b}, reason: r}\n"
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw, "matrixgen.yaml")
+    (found,) = caught.value.findings
+    assert found.message.startswith("pins: 'p"), found
+    assert " does not match '^[A-Za-z0-9]" in found.message, found
+    assert len(found.message) <= 200

@@ -366,7 +366,10 @@ def _short(error: Any) -> str:
             missing = [n for n in error.validator_value[key] if n not in error.instance]
             if missing:
                 return f"{key} needs {', '.join(missing)} beside it"
-    message = error.message
+    message, shown = error.message, repr(error.instance)
+    if len(message) > 200 and len(shown) > 60 and message.startswith(shown):
+        # The quoted value shortened, so that what was expected is still said.
+        message = shown[:57] + "..." + message[len(shown) :]
     if len(message) > 200:
         message = message[:197] + "..."
     return message.replace("\n", " ")
