@@ -7,6 +7,8 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from matrixgen.documents.config import DEFAULT_CONFIG, parse_config
 from matrixgen.documents.config_sections import PlatformInfo
@@ -95,3 +97,24 @@ def test_a_config_that_is_no_mapping_is_refused() -> None:
 def test_a_tree_without_a_config_has_the_defaults() -> None:
     assert DEFAULT_CONFIG.vocabulary is None and DEFAULT_CONFIG.targets == ()
     assert DEFAULT_CONFIG.locate(["targets"]).file == ""
+
+
+@given(st.integers(1, 400))
+@example(200)  # the longest a target name can be
+@example(201)
+@example(300)  # "<name>.yml" fits a file name, its temporary twin does not
+def test_a_target_name_is_at_most_200_characters(length: int) -> None:
+    """A target's file is `<name>.json` or `<name>.yml`, written through a
+    temporary `.<name>.<pid>@<host>.<random>.tmp` beside it: a longer name made
+    validate pass and generate fail with no line of the config to fix."""
+    name = "t" * length
+    text = CONFIG.replace("  l1: {", f"  {name}: {{")
+    if length <= 200:
+        assert parse(text).target(name) is not None
+        return
+    with pytest.raises(ConfigError) as caught:
+        parse(text)
+    (finding,) = caught.value.findings
+    assert "is too long" in finding.message, finding
+    line = textwrap.dedent(text).splitlines()[finding.location.line - 1]
+    assert line.lstrip().startswith(f"{name}:")

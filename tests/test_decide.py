@@ -550,3 +550,27 @@ def test_the_decision_table_shows_each_rule_escaped_once(label: str) -> None:
     )
     assert scope_line.split(None, 2)[2] == terminal_text(rule)
     assert unescape_terminal(scope_line.split(None, 2)[2]) == rule
+
+
+_SHIPPED_RULES = parse_config((SHIPPED / "matrixgen.yaml").read_bytes(), "matrixgen.yaml")
+
+
+@given(st.lists(st.text(st.characters(exclude_categories=("Cs",)), max_size=8), max_size=3))
+@example(["##[group]x"])  # a workflow command of the runner's older form
+@example(["a\u202eb", "\u2028::error::x", "\x1b[31m"])  # bidi, a line separator, ESC
+def test_decides_step_outputs_are_safe_to_print_in_a_log(labels: list[str]) -> None:
+    """A label (the pull request's) reaches the `decision` output as JSON spelled
+    as every printed JSON is (json_for_log), meaning the same."""
+    from matrixgen.decide.render import github_outputs
+    from matrixgen.util.escape import json_for_log
+
+    decision = decide(
+        _SHIPPED_RULES.decisions,
+        _SHIPPED_RULES.targets,
+        event="pull_request",
+        loose_labels=[*labels, "Run tests"],
+    )
+    outputs = dict(github_outputs(decision))
+    for name in ("targets", "decision"):
+        assert json_for_log(outputs[name]) == outputs[name], name
+    assert json.loads(outputs["decision"])["labels"] == list(decision.labels)

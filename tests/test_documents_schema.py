@@ -505,3 +505,51 @@ def test_the_triage_schema_names_every_verdict() -> None:
     verdicts = json.dumps(schema)
     assert f'"enum": {json.dumps(names)}' in verdicts, failure
     assert schema["properties"]["summary"]["required"] == names
+
+
+_STEP = st.one_of(
+    st.from_regex(r"[a-z_][a-z0-9_-]{0,8}", fullmatch=True),
+    st.integers(0, 99),
+    st.just("*"),
+)
+
+
+@given(st.lists(_STEP, min_size=1, max_size=6))
+@example(["platforms", "*", "gpu_hour_weight"])
+@example(["targets", "*", "*", 0])
+def test_a_mappings_unnamed_key_in_an_error_path_reads_as_a_star(keys: list[Any]) -> None:
+    """msgspec writes the key of a dict[str, ...] it refused a value of as `[...]`:
+    the path says `*` there (the finding is then located at the mapping), never a
+    key made of its brackets and dots."""
+    at = "".join(f"[{k}]" if isinstance(k, int) else "[...]" if k == "*" else f".{k}" for k in keys)
+    assert error_path(f"Expected `float` > 0.0 - at `${at}`") == (keys, "Expected `float` > 0.0")
+
+
+def test_a_weight_only_the_decoding_refuses_names_its_section() -> None:
+    from matrixgen.documents.config import parse_config
+    from matrixgen.model.errors import ConfigError
+
+    raw = b"platforms:\n  a: {gpu_hour_weight: 1}\n  b: {gpu_hour_weight: .nan}\n"
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw, "matrixgen.yaml")
+    (found,) = caught.value.findings
+    assert found.message == "platforms/*/gpu_hour_weight: Expected `float` > 0.0", found
+    assert (found.location.line, found.location.column) == (2, 3)
+
+
+@given(st.integers(1, 1_000))  # an implicit key of YAML is at most 1,024 characters
+@example(250)  # past the cut of a message, at the quoted value
+def test_a_long_value_keeps_what_the_schema_expected_in_its_message(length: int) -> None:
+    """A message quotes the value it refuses: a long value is shortened there,
+    so that the message still says what was expected (cut after the value, it
+    said nothing)."""
+    from matrixgen.documents.config import parse_config
+    from matrixgen.model.errors import ConfigError
+
+    raw = b"pins:\n  " + b"p" * length + b"!: {env: {A: b}, reason: r}\n"
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw, "matrixgen.yaml")
+    (found,) = [f for f in caught.value.findings if "does not match" in f.message]
+    assert found.message.startswith("pins: 'p"), found
+    assert " does not match '^[A-Za-z0-9]" in found.message, found
+    assert len(found.message) <= len("pins: ") + 200

@@ -1148,3 +1148,25 @@ def test_new_entries_quote_as_most_entries_do_and_as_the_first_on_a_tie(
 ) -> None:
     style = quote_style(yaml.compose(text).value)
     assert (style.quote, style.dates_quoted) == (quote, dates_quoted)
+
+
+_ONE_ENTRY = (
+    "  - id: a1\n    tracker: https://github.com/o/r/issues/2\n    kind: flaky\n"
+    "    action: skip\n    match: {test_case: tc}\n    owner: me\n    reason: r\n"
+)
+
+
+@given(st.text(" \t", min_size=1, max_size=4))
+@example(" ")  # `entries: # note`, the usual spelling
+@example("\t")  # a tab before the comment, which the reader takes
+@example("  ")
+def test_removing_the_last_entry_keeps_a_comment_on_the_entries_line(gap: str) -> None:
+    """The emptied list is `entries: []` with a blank after the colon, whatever
+    the blanks before the comment were (`entries:[]` is no key of a mapping)."""
+    text = f"entries:{gap}# the list\n{_ONE_ENTRY}"
+    emptied = delete_entries(text, [0])
+    first = emptied.splitlines()[0]
+    assert first[len("entries:")] in " \t" and "[]" in first, first
+    assert first.endswith("# the list"), first
+    parsed = parse_quarantine(emptied.encode(), "quarantine.yaml")
+    assert not parsed.errors and parsed.entries == (), parsed.errors

@@ -169,3 +169,31 @@ def test_an_edit_keeps_the_files_mode_and_a_new_file_gets_the_umask(
     assert cli("quarantine", "lift", "--tracker", "#9", "--recipes", root).code == 0
     assert path.stat().st_mode & 0o777 == 0o664
     assert json.loads(cli("quarantine", "list", "--recipes", root, "--format", "json").out) == []
+
+
+MUON_EXPIRES = "expires: 2099-01-01\n    reason: loss"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "said"),
+    [
+        (MUON_EXPIRES, MUON_EXPIRES.replace("2099-01-01", '"99999-01-01"'), "expires"),
+        (MUON_EXPIRES, MUON_EXPIRES.replace("2099-01-01", '"2099-02-30"'), "expires"),
+        ("id: ep8-muon", 'id: "a|b`<script>"', "id"),
+        ("kind: broken", "kind: broken\n    kind: flaky", 'duplicate key "kind"'),
+        ("owner: bob", "owner: bob\n    ownr: bob", "ownr"),
+    ],
+)
+def test_audit_fails_on_an_entry_it_cannot_read(
+    tree: Callable[..., Path], cli: Callable, old: str, new: str, said: str
+) -> None:
+    # An entry the file's checks leave out is a problem of the file, not "no problems":
+    # audit says where it is and fails, as it does on a recipe's error.
+    from tests.quarantine_fixtures import QUARANTINE
+
+    assert old in QUARANTINE
+    root = tree(v2_files(quarantine=QUARANTINE.replace(old, new, 1)))
+    for fmt in ("table", "json"):
+        run = cli("quarantine", "audit", "--recipes", root, "--format", fmt)
+        assert run.code == 1, run
+        assert "quarantine.yaml:" in run.err and said in run.err and "Traceback" not in run.err

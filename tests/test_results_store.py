@@ -1141,3 +1141,48 @@ def test_prune_keeps_a_run_that_finished_at_the_cut(db: str) -> None:
         assert counts(store)["runs"] == 1
     finally:
         store.close()
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.integers(0, 23), st.integers(0, 59), st.integers(1, 59))
+@example(14, 0, 1)  # the largest offset of a real zone, a minute past midnight
+@example(0, 0, 1)  # one minute ahead of UTC, at midnight
+def test_finished_at_before_the_year_1_in_utc_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], hours: int, minutes: int, early: int
+) -> None:
+    """A time of the first day of year 1 whose offset puts it in year 0 in UTC
+    was stored, and every later reading of the run stopped with a traceback."""
+    stamp = f"0001-01-01T00:{early - 1:02d}:00+{hours:02d}:{max(minutes, early):02d}"
+    db = tmp_path / f"{uuid.uuid4().hex}.db"
+    report = _report(tmp_path / "r.xml", "2026-11-20T10:00:00")
+    code, _, err = _ingest(capsys, report, db, "--finished-at", stamp)
+    assert code == ExitCode.USAGE, err
+    assert f'--finished-at "{stamp}"' in err and "the years 1 to 9999" in err
+    assert "Traceback" not in err and not db.exists()
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=12))
+@example("1\n::error::x")  # a line of its own, read as a workflow command
+@example("1\u202e2\x1b[31m")  # bidi and an escape sequence
+def test_the_ingest_summary_shows_the_run_id_on_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], run_id: str
+) -> None:
+    from matrixgen.util.escape import terminal_text
+
+    if not run_id.strip() or "\x00" in run_id:
+        return  # refused as a usage error: said elsewhere
+    db = tmp_path / f"{uuid.uuid4().hex}.db"
+    report = _report(tmp_path / "r.xml", "2026-11-20T10:00:00")
+    code = main(
+        ["results", "ingest", str(report), "--run-id", run_id, "--target", TARGET,
+         "--tag", "latest", "--recipes", str(RECIPES), "--db", str(db)]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 0, err
+    summary = f"run {terminal_text(run_id.strip())}: 1 file(s), 1 test(s); stored"
+    assert summary in err.splitlines()[-1], err

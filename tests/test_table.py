@@ -17,6 +17,7 @@ from matrixgen.util.escape import (
 )
 from matrixgen.views import page
 from matrixgen.views.table import (
+    WIDEST_PADDED,
     Column,
     Markdown,
     Report,
@@ -245,3 +246,18 @@ def test_few_names_the_first_distinct_names_sorted_and_counts_the_rest(
     more = len(unique) - limit
     assert said.endswith(f" and {more} more") is (more > 0)
     assert said.count(",") + said.count(" and ") == max(0, min(limit, len(unique)) - 1) + (more > 0)
+
+
+@given(st.integers(0, 5_000), st.integers(1, 40))
+@example(WIDEST_PADDED + 1, 3)  # one past the widest padded
+@example(640_000, 2)  # a recipe's test case of 640 kB
+def test_one_huge_cell_is_not_padded_into_every_row(size: int, rows: int) -> None:
+    """A cell past WIDEST_PADDED overflows its column: the table stays the size
+    of its cells (plus a bounded padding per cell), never rows x the longest cell."""
+    huge = "x" * size
+    text = table([[huge, "a"], *[["b", "c"]] * rows], ["test case", "x"])
+    lines = text.split("\n")
+    width = min(max(size, len("test case")), WIDEST_PADDED)
+    assert lines[2] == f"{huge}{' ' * (width - size)}  a"
+    assert all(line == "b".ljust(width) + "  c" for line in lines[3:-1])
+    assert len(text) <= size + (rows + 3) * (WIDEST_PADDED + 10)

@@ -66,6 +66,10 @@ def _parse_time(text: str) -> dt.datetime:
             f'--finished-at "{text}": expected an ISO time like 2026-11-30T18:05:00Z'
         ) from None
     moment = moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+    try:
+        moment.astimezone(dt.UTC)  # stored in UTC, and read back as a date there
+    except OverflowError:
+        raise UsageError(f'--finished-at "{text}" is outside the years 1 to 9999 in UTC') from None
     from matrixgen.results.junit import FUTURE_SKEW
 
     now = dt.datetime.now(dt.UTC)
@@ -227,7 +231,7 @@ def _echo_ingest(report: Any, shown: str, files: int, fmt: TableOrJson) -> None:
             err=True,
         )
     typer.echo(
-        f"run {report.run_id}: {files} file(s), {report.tests} test(s); stored "
+        f"run {_t(report.run_id)}: {files} file(s), {report.tests} test(s); stored "
         f"{report.rows} result(s) of {len(report.stored)} job(s) in {shown}"
         + (
             f"; {len(report.already)} job(s) of this run were stored before and are left as "

@@ -3,11 +3,11 @@ summary, and the outputs `decide --github-output` writes."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from matrixgen.model.decide import ANY_CADENCE, Decision
-from matrixgen.util.escape import markdown_code, markdown_text, terminal_text
+from matrixgen.util.escape import json_for_log, markdown_code, markdown_text, terminal_text
+from matrixgen.util.jsontext import compact
 from matrixgen.util.values import json_value
 from matrixgen.views.table import Column, Report, table
 
@@ -70,6 +70,7 @@ def github_outputs(decision: Decision) -> list[tuple[str, str]]:
         ("environment", decision.environment or ""),
         ("n_repeat", str(decision.n_repeat) if decision.n_repeat is not None else ""),
         ("lightweight", "true" if decision.lightweight else "false"),
-        ("targets", json.dumps(data["targets"], ensure_ascii=False, separators=(",", ":"))),
-        ("decision", json.dumps(data, ensure_ascii=False, separators=(",", ":"))),
+        # A label is the pull request's: spelled as every printed JSON is.
+        ("targets", json_for_log(compact(data["targets"]))),
+        ("decision", json_for_log(compact(data))),
     ]

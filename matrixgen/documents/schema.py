@@ -366,7 +366,10 @@ def _short(error: Any) -> str:
             missing = [n for n in error.validator_value[key] if n not in error.instance]
             if missing:
                 return f"{key} needs {', '.join(missing)} beside it"
-    message = error.message
+    message, shown = error.message, repr(error.instance)
+    if len(message) > 200 and len(shown) > 60 and message.startswith(shown):
+        # The quoted value shortened, so that what was expected is still said.
+        message = shown[:57] + "..." + message[len(shown) :]
     if len(message) > 200:
         message = message[:197] + "..."
     return message.replace("\n", " ")
@@ -392,7 +395,9 @@ def error_path(message: str) -> tuple[list[str | int], str]:
     text, sep, at = message.rpartition(" - at `")
     if not sep or not at.startswith("$"):
         return [], message
-    steps = (found.groups() for found in _PATH_STEP.finditer(at[1:].rstrip("`")))
+    # `[...]`: a mapping's key msgspec does not name, said as `*`.
+    path = at[1:].rstrip("`").replace("[...]", ".*")
+    steps = (found.groups() for found in _PATH_STEP.finditer(path))
     keys: list[str | int] = [int(index) if index is not None else name for name, index in steps]
     return keys, text
 

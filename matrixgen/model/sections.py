@@ -33,8 +33,9 @@ Unique = Meta(extra_json_schema={"uniqueItems": True})
 Scopes = Annotated[tuple[Name, ...], Unique, Meta(min_length=1)]
 Text = Annotated[str, Meta(min_length=1)]
 Texts = Annotated[tuple[Text, ...], Meta(min_length=1)]
-# A key a command names (a target, a pin, a reference): what GitHub and GitLab take.
-Key = Annotated[str, Meta(pattern=whole("[A-Za-z0-9][A-Za-z0-9_.-]*"))]
+# A key a command names (a target, a pin, a reference): what GitHub and GitLab take;
+# short enough that a target's file, and its temporary twin, have a name a file can.
+Key = Annotated[str, Meta(pattern=whole("[A-Za-z0-9][A-Za-z0-9_.-]*"), max_length=200)]
 EnvName = Annotated[str, Meta(pattern=whole("[A-Za-z_][A-Za-z0-9_]*"))]
 Positive = Annotated[int, Meta(ge=1)]
 Url = Annotated[str, Meta(pattern=whole(f"https?://{NON_BLANK}+"))]

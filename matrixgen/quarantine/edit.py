@@ -348,10 +348,11 @@ def delete_entries(text: str, indices: Sequence[int]) -> str:
             # `entries:` W `# note`, where adding to `entries:` A `[]` B `# note`
             # left W = A + B: one blank goes before `[]` (as `entries: []`
             # writes it) when one is left after it, so that add then remove
-            # gives the line back.
+            # gives the line back; with one blank left, `[]` gets a blank of its own
+            # (`entries:[]` is no key).
             blanks = len(rest) - len(rest.lstrip(" \t"))
             before = rest[:1] if blanks >= 2 else ""
-            new = body[: colon + 1] + before + "[]" + rest[len(before) :]
+            new = body[: colon + 1] + (before or " ") + "[]" + rest[len(before) :]
         edits.append(TextEdit(offsets[key], offsets[key] + len(body), new))
     return _keep_final_newline(text, apply_edits(text, edits))
 

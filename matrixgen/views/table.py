@@ -14,6 +14,9 @@ from matrixgen.util.words import listed
 
 _Value = TypeVar("_Value", bound=Hashable)
 
+# The widest a text table pads a column to.
+WIDEST_PADDED = 1_000
+
 
 def table(rows: Sequence[Sequence[object]], headers: list[str], *, empty: str | None = None) -> str:
     """Columns padded to their widest cell. Every cell (its str()) is escaped for
@@ -49,6 +52,9 @@ def table_of_columns(columns: Sequence[Sequence[object]], headers: Sequence[str]
             cells = [c if isinstance(c, str) else str(c) for c in column]
         shown = {cell: terminal_text(cell) for cell in set(cells)}
         width = max(len(header), *map(len, shown.values())) if shown else len(header)
+        # A longer cell overflows its column: padding every row to one huge cell
+        # would make the table's size the rows times that cell.
+        width = min(width, max(len(header), WIDEST_PADDED))
         widths.append(width)
         padded = {cell: text.ljust(width) for cell, text in shown.items()}
         padded_columns.append(map(padded.__getitem__, cells))

@@ -96,7 +96,8 @@ def audit(
     _echo_audit(found, evidence, fmt, days)
     if found.trackers.error is not None:
         raise TrackerError(found.trackers.error)
-    if found.failing:
+    # An entry the file's errors left out is audited by no one: a problem too.
+    if found.failing or qfile.errors:
         raise typer.Exit(ExitCode.FINDINGS)
 
 
