@@ -508,6 +508,18 @@ def test_report_into_a_file_is_a_usage_error(cli, tmp_path: Path) -> None:
     assert "is a file, not a directory" in done.err
 
 
+def test_report_never_writes_through_a_linked_folder(cli, tmp_path: Path) -> None:
+    """--out that is a symbolic link is refused (exit 12), as generate's
+    --output-dir is: the folder it points to is left as it was."""
+    real = tmp_path / "elsewhere"
+    real.mkdir()
+    (tmp_path / "site").symlink_to(real)
+    done = cli("report", "--recipes", RECIPES, "--out", tmp_path / "site")
+    assert done.code == ExitCode.OUTPUT, done
+    assert "symbolic link" in done.err and "Traceback" not in done.err
+    assert list(real.iterdir()) == []
+
+
 def test_since_narrows_the_grid_as_it_narrows_flaky(cli, evidence_store: Path) -> None:
     """With --since 14 (from 2026-12-01: the runs of 2026-11-18 on) the grid
     holds only the runs of that window, and each row as many runs as flaky

@@ -33,6 +33,7 @@ from matrixgen.util.escape import terminal_text
     ExitCode.CONFIG,
     (ExitCode.ENVIRONMENT, "a file cannot be written"),
     (ExitCode.RESULTS_STORE, "the results store cannot be opened or read, or --run without one"),
+    (ExitCode.OUTPUT, "--output-dir, or a page in it, is a symbolic link (refused)"),
 )
 def report(
     out: Annotated[

@@ -79,11 +79,14 @@ def gather(
 
 def write_site(out: Path, site: Mapping[str, str]) -> None:
     """Each page into `out` (made when missing), each file replaced whole and
-    never written through a link (`util.atomic`). A file where the directory
-    should be is a usage error; a disk that refuses the files, exit 9."""
-    from matrixgen.model.errors import UsageError, file_error, write_failure
+    never written through a link (`util.atomic`), nor into a linked `out`
+    (exit 12). A file where the directory should be is a usage error; a disk
+    that refuses the files, exit 9."""
+    from matrixgen.model.errors import OutputError, UsageError, file_error, write_failure
     from matrixgen.util.atomic import WriteError, write_atomic
 
+    if out.is_symlink():  # as generate's --output-dir: never written through
+        raise OutputError(f"--output-dir {out} is a symbolic link: give the real directory")
     blocking = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
     if blocking is not None:
         raise UsageError(f"cannot write the site into {out}: {blocking} is a file, not a directory")
