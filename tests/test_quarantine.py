@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.documents.quarantine import Match, matches_test_case
@@ -833,3 +833,54 @@ def test_an_action_that_is_no_string_is_a_located_error(
         assert re.search(
             r"quarantine\.yaml:5:13: error: entries/0/action: .* is not one of", run.err
         )
+
+
+# Test case names and patterns that reach every way an entry can match: an exact
+# name, a glob, a name that is also a glob (a unit-test bucket), a glob no name fits.
+_CASE_NAMES = ["a", "ab", "b", "u/**/*.py", "u/x.py", "a*"]
+_PATTERNS = [*_CASE_NAMES, "*", "a?", "u/*", "[ab]", "zz*", "zz"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    cases=st.lists(st.sampled_from(_CASE_NAMES), min_size=1, max_size=6, unique=True),
+    patterns=st.lists(
+        st.lists(st.sampled_from(_PATTERNS), min_size=1, max_size=2, unique=True),
+        max_size=6,
+    ),
+)
+@example(cases=["u/**/*.py", "u/x.py"], patterns=[["u/**/*.py"], ["u/*"]])
+@example(cases=["a*", "ab"], patterns=[["a*"], ["a*", "zz*"]])
+@example(cases=["a", "b"], patterns=[["a", "b"], ["[ab]"], ["zz"]])
+def test_applying_looks_only_at_entries_that_can_match_yet_finds_each_one(
+    cases: list[str], patterns: list[list[str]]
+) -> None:
+    """apply_quarantine and entry_hits look at the entries that name a job's test
+    case or glob, not at every entry for every job: they find exactly what
+    checking every entry against every job finds."""
+    from matrixgen.quarantine.apply import applying_entries, combined_mark, entry_hits
+
+    jobs = [job(test_case=c) for c in cases]
+    entries = [
+        entry(
+            id=f"e{n}",
+            index=n,
+            action=list(QuarantineAction)[n % len(QuarantineAction)],
+            node_ids=("t.py::x",)
+            if list(QuarantineAction)[n % len(QuarantineAction)].node_level
+            else (),
+            match=Match(test_case=p[0] if len(p) == 1 else tuple(p)),
+        )
+        for n, p in enumerate(patterns)
+    ]
+    where = target("gitlab", "mr")
+    known = set(cases)
+    every = [(j, applying_entries(j, entries, where, known)) for j in jobs]
+    kept, skipped = apply_quarantine(jobs, entries, where)
+    expected = [(j.test_case, combined_mark(found) if found else None) for j, found in every]
+    got = [(j.test_case, j.quarantine) for j in (*kept, *skipped)]
+    assert sorted(got, key=repr) == sorted(expected, key=repr)
+    hits = entry_hits(jobs, entries, [where])
+    assert {e.id: sorted(h.job.test_case for h in hits[e.id]) for e in entries} == {
+        e.id: sorted(j.test_case for j, found in every if e in found) for e in entries
+    }

@@ -3,12 +3,13 @@ allow-failure, deselect, mute), and which entries apply to which jobs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from msgspec import Struct
 from msgspec.structs import replace
 
+from matrixgen.documents.quarantine import is_glob
 from matrixgen.engine.select import select
 from matrixgen.engine.targets import default_system, target_name
 from matrixgen.model.jobs import Job, QuarantineMark, Selector, Target
@@ -53,10 +54,11 @@ def apply_quarantine(
     """
     if known_test_cases is None:
         known_test_cases = {j.test_case for j in jobs}
+    candidates = _candidates(entries, known_test_cases)
     selected: list[Job] = []
     skipped: list[Job] = []
     for job in jobs:
-        applying = applying_entries(job, entries, target, known_test_cases)
+        applying = applying_entries(job, candidates(job.test_case), target, known_test_cases)
         if not applying:
             selected.append(job)
             continue
@@ -77,6 +79,22 @@ def applying_entries(
     found = [e for e in entries if e.applies_in(system, job.scope) and e.match.matches(job, known)]
     found.sort(key=lambda e: (_STRENGTH[e.action], e.index))
     return found
+
+
+def _candidates(entries: Sequence[Entry], known: Container[str]) -> Callable[[str], list[Entry]]:
+    """The entries that may apply to a test case: those that name it, and those
+    with a glob that is no known name (`matches_test_case`: only these two ever
+    match), so that a tree's jobs times its entries is not the cost."""
+    named: dict[str, list[Entry]] = {}
+    globbing: list[Entry] = []
+    for entry in entries:
+        patterns = entry.match.test_cases
+        if any(p not in known and is_glob(p) for p in patterns):
+            globbing.append(entry)
+        else:
+            for pattern in dict.fromkeys(patterns):
+                named.setdefault(pattern, []).append(entry)
+    return lambda test_case: named.get(test_case, []) + globbing
 
 
 def combined_mark(applying: Sequence[Entry]) -> QuarantineMark:
@@ -147,9 +165,10 @@ def _applying(
 ) -> Iterator[tuple[Target, Job, list[Entry]]]:
     """Each job of each target, with the entries that apply to it there."""
     known = {j.test_case for j in jobs}
+    candidates = _candidates(entries, known)
     for target in targets:
         for job in select(jobs, target.selector):
-            yield target, job, applying_entries(job, entries, target, known)
+            yield target, job, applying_entries(job, candidates(job.test_case), target, known)
 
 
 def entry_hits(

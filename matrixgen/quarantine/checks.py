@@ -160,7 +160,10 @@ def _unknown_values(
             f'{name}: no job has model "{match.model}"{did_you_mean(match.model, known.models)}',
         )
     for j, pattern in enumerate(match.test_cases):
-        if not any(matches_test_case(pattern, tc, known.test_cases) for tc in known.test_cases):
+        names = known.test_cases  # a name matches itself; only a glob needs the scan
+        if pattern not in names and not (
+            is_glob(pattern) and any(matches_test_case(pattern, tc, names) for tc in names)
+        ):
             what = "matches no test case" if is_glob(pattern) else "is not a test case"
             yield (
                 ("match", "test_case", j) if len(match.test_cases) > 1 else ("match", "test_case"),
