@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from matrixgen.engine.select import matches, select
@@ -247,3 +247,100 @@ def test_scope_names_name_each_scope_once_in_the_trees_word(names: set[str]) -> 
     assert sorted({resolve_scope(n) for n in names}) == sorted(resolve_scope(w) for w in words)
     assert all(w in names or resolve_scope(w) != w for w in words)
     assert all(resolve_scope(n) == n or n in words for n in names)
+
+
+# --------------------------------------------------------------------------- one job per identity
+
+_LINES = st.lists(st.integers(1, 60), min_size=1, max_size=8, unique=True)
+
+
+def _doubled(cases: list[str], cadences: list[tuple[str, ...]], lines: list[int]) -> list[Job]:
+    """Jobs as expansion gives them: sorted, and each copy of a job that several
+    rows define lists where every copy is."""
+    from matrixgen.engine.expand import _mark_duplicates
+    from matrixgen.model.errors import Location
+
+    jobs = [
+        job(test_case=c, cadence=k, source=Location("f.yaml", n, 3))
+        for c, k, n in zip(cases, cadences, lines, strict=False)
+    ]
+    return _mark_duplicates(sorted(jobs, key=Job.sort_key))
+
+
+@given(
+    st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=8),
+    st.lists(st.sampled_from([("pr",), ("nightly",), ("pr", "nightly")]), min_size=8, max_size=8),
+    _LINES,
+    st.sampled_from([None, "pr", "nightly"]),
+)
+@example(["a", "a", "b"], [("pr",)] * 8, [5, 2, 9], None)  # a doubled job beside a single one
+@example(["a", "a"], [("pr",), ("nightly",)] + [("pr",)] * 6, [1, 2], "pr")  # one copy taken
+def test_a_selection_keeps_the_last_copy_of_each_job_and_every_other_job(
+    cases: list[str], cadences: list[tuple[str, ...]], lines: list[int], cadence: str | None
+) -> None:
+    jobs = _doubled(cases, cadences, lines)
+    matching = [j for j in jobs if matches(j, Selector(cadence=cadence))]
+    chosen = select(jobs, Selector(cadence=cadence))
+    # One job per identity and scope, each of those the selection matches.
+    keys = [j.duplicate_key() for j in chosen]
+    assert len(keys) == len(set(keys))
+    assert set(keys) == {j.duplicate_key() for j in matching}
+    for kept in chosen:
+        copies = [j for j in matching if j.duplicate_key() == kept.duplicate_key()]
+        # The last copy in file order is the job; it lists where the copies this
+        # selection takes are, and none when it takes only this one.
+        assert kept.source == max(j.source for j in copies)
+        where = tuple(sorted(j.source for j in copies))
+        assert kept.definitions == (where if len(copies) > 1 else ())
+
+
+# --------------------------------------------------------------------------- the job index
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([None, "mr", "L2", "L0"]),
+            st.sampled_from(["dgx_h100", "dgx_a100"]),
+            st.sampled_from(["dev", "lts"]),
+        ),
+        max_size=12,
+    ),
+    st.sampled_from([None, "mr", "nightly", "L2", "L0"]),
+    st.sampled_from([None, "dgx_h100", "dgx_a100"]),
+    st.sampled_from([None, "dev", "lts"]),
+)
+@example([("mr", "dgx_h100", "dev")], None, "dgx_h100", "dev")  # no scope asked
+@example([("L2", "dgx_h100", "dev")], "nightly", "dgx_h100", "dev")  # a legacy name
+def test_the_job_index_offers_every_job_a_selector_matches(
+    places: list[tuple[str | None, str, str]],
+    scope: str | None,
+    platform: str | None,
+    environment: str | None,
+) -> None:
+    from matrixgen.engine.select import JobIndex
+
+    jobs = [
+        job(scope=s, platform=p, environment=e, test_case=f"t{i}")
+        for i, (s, p, e) in enumerate(places)
+    ]
+    selector = Selector(scope=scope, platform=platform, environment=environment)
+    assert select(JobIndex(jobs).candidates(selector), selector) == select(jobs, selector)
+
+
+# --------------------------------------------------------------------------- used values
+
+_NAMES = st.sampled_from(["L0", "L2", "L3", "nightly", "weekly", "mr", "dev", ""])
+
+
+@given(st.sampled_from(["environment", "platform", "model", "tag", "test_case"]), st.lists(_NAMES))
+@example("model", ["L2"])  # a model named as a tier has no legacy name
+@example("tag", ["L2"])
+@example("platform", ["L3"])
+def test_only_scopes_gain_their_legacy_names(key: str, values: list[str]) -> None:
+    from matrixgen.engine.select import used_values
+
+    jobs = [job(**{key: v}) for v in values]
+    assert used_values(key, jobs) == {v for v in values if v}
+    # A scope's tier brings every legacy name of it.
+    assert used_values("scope", [job(scope="L2"), job(scope="mr")]) == {"L2", "nightly", "mr"}
