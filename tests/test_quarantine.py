@@ -833,3 +833,26 @@ def test_an_action_that_is_no_string_is_a_located_error(
         assert re.search(
             r"quarantine\.yaml:5:13: error: entries/0/action: .* is not one of", run.err
         )
+
+
+def test_a_test_case_named_like_a_glob_outside_the_target_still_matches_only_itself() -> None:
+    from matrixgen.quarantine.apply import selection
+
+    # The name is a test case of the tree, though not of this target: the entry
+    # names that job, and does not reach "ab" as a glob would.
+    jobs = [job(test_case="a*", platform="dgx_gb200"), job(test_case="ab")]
+    chosen = selection(jobs, [entry(match=Match(test_case="a*"))], target("gitlab", "mr"))
+    assert [(j.test_case, j.quarantine) for j in chosen.jobs] == [("ab", None)]
+    assert chosen.skipped == ()
+    everywhere = selection(jobs, [entry(match=Match(test_case="a*"))], Selector())
+    assert [j.test_case for j in everywhere.skipped] == ["a*"]
+
+
+def test_a_targets_selection_is_shared_and_cannot_be_changed(tree: Callable[..., Path]) -> None:
+    generation = generate(tree(v2_files()))
+    mr = target("gitlab", "mr")
+    chosen = generation.selection(mr)
+    # Every check, emitter and view reads this one object.
+    assert generation.selection(mr) is chosen
+    with pytest.raises(AttributeError):
+        chosen.jobs = ()  # type: ignore[misc]
