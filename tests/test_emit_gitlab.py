@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.emit.common import resolve_settings
@@ -804,3 +804,47 @@ def test_generated_children_run_under_gitlab_ci_local(tmp_path: Path) -> None:
     if megatron is not None:
         assert sum(p.startswith("[run-megatron] -> ") for p in passed) == 2, str(result)
     assert not [p for p in repo.rglob("pwned*")], "a quoted value was executed"
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "a_dgx_h100", "stages", ".hidden", "x" * 256, "x" * 255]),
+            st.sampled_from([None, "latest"]),
+            st.sampled_from(["dev", "lts"]),
+            st.sampled_from(["dgx_h100", "dgx_a100"]),
+        ),
+        max_size=6,
+    )
+)
+@example([("stages", None, "dev", "dgx_h100")])
+@example([(".hidden", None, "dev", "dgx_h100"), ("a", None, "dev", "dgx_h100")])
+def test_jobs_named_as_they_are_have_no_name_problem(fields: list) -> None:
+    """validate's GitLab-name check skips naming the jobs one by one only where
+    naming them would find nothing, and does not skip a target of plainly
+    distinct, usable names."""
+    from matrixgen.model.jobs import Job
+    from matrixgen.systems.gitlab.emitter import assign_names, name_problems, named_as_they_are
+
+    jobs = [
+        Job(
+            model="gpt",
+            test_case=f"tc{i}",
+            environment=environment,
+            platform=platform,
+            tag=tag,
+            scope="mr",
+            cadence=("pr",),
+            name=name,
+            build=None,
+            n_repeat=1,
+            time_limit=60,
+        )
+        for i, (name, tag, environment, platform) in enumerate(fields)
+    ]
+    if named_as_they_are(jobs):
+        assert name_problems(jobs) == []
+        assert assign_names(jobs) == [j.name for j in jobs]
+    else:
+        names = [j.name for j in jobs]
+        assert len(set(names)) < len(names) or {"stages", ".hidden", "x" * 256} & set(names)
