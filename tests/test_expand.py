@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -715,3 +716,39 @@ products:
         ("field-type", "a.yaml:11:21"),
         ("field-type", "a.yaml:11:26"),
     ]
+
+
+def test_a_name_field_given_a_number_is_its_text_and_a_finding() -> None:
+    files = v1_tree("""
+  - test_case: [tc]
+    products:
+      - {environment: [dev], scope: [mr], model: [5]}
+""")
+    generation = generate_from_files({k: v.encode() for k, v in files.items()})
+    assert [j.model for j in generation.jobs] == ["5"]
+    assert [(f.code, str(f.location), f.message) for f in generation.findings] == [
+        ("field-type", "h100/gpt.yaml:17:51", '"model" must be a single name, not 5')
+    ]
+
+
+def test_a_v2_row_s_paths_and_references_reach_its_jobs_only() -> None:
+    files = v2_tree("""
+  - test_case: [tc]
+    products:
+      - {environment: [dev], scope: [mr], paths: ["megatron/core/**"], references: [a/b.json]}
+      - {environment: [dev], scope: [nightly]}
+""")
+    generation = generate_from_files({k: v.encode() for k, v in files.items()})
+    assert not generation.findings, generation.findings
+    specs = {j.scope: j.spec for j in generation.jobs}
+    assert specs["mr"]["paths"] == ["megatron/core/**"]
+    assert specs["mr"]["references"] == ["a/b.json"]
+    assert "paths" not in specs["L2"] and "references" not in specs["L2"]
+
+
+def test_an_expansion_cannot_be_changed() -> None:
+    # A generation hands the same expansion to every reader, a cache to every revision.
+    files = v2_tree("  - test_case: [tc]\n    products:\n      - {environment: [dev]}\n")
+    expansion = generate_from_files({k: v.encode() for k, v in files.items()}).expansion
+    with pytest.raises(AttributeError):
+        expansion.jobs = ()  # type: ignore[misc]
