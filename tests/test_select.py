@@ -344,3 +344,43 @@ def test_only_scopes_gain_their_legacy_names(key: str, values: list[str]) -> Non
     assert used_values(key, jobs) == {v for v in values if v}
     # A scope's tier brings every legacy name of it.
     assert used_values("scope", [job(scope="L2"), job(scope="mr")]) == {"L2", "nightly", "mr"}
+
+
+# --------------------------------------------------------------------------- declared values
+
+NAMED_LIKE_TIERS = b"""format_version: 2
+vocabulary:
+  platforms: [dgx_h100, L2]
+  environments: [dev, L2]
+  scopes: {gitlab: [mr, L2]}
+  tags: [latest, L2]
+"""
+
+
+@pytest.mark.parametrize(
+    ("key", "refused"),
+    [("platform", True), ("environment", True), ("tag", True), ("scope", False)],
+)
+def test_only_a_scope_is_declared_by_its_tier(key: str, refused: bool) -> None:
+    # Each key declares L2; `nightly` is L2's legacy name as a scope only.
+    from matrixgen.engine.select import value_problem
+    from matrixgen.pipeline import generate_from_files
+
+    recipe = b"""type: basic
+format_version: 2
+spec: {name: "{test_case}", model: gpt, platforms: dgx_h100, build: img}
+products:
+  - test_case: [tc]
+    products:
+      - {environment: [dev], scope: [mr]}
+"""
+    generation = generate_from_files({"matrixgen.yaml": NAMED_LIKE_TIERS, "gpt.yaml": recipe})
+    config, jobs = generation.tree.config, generation.jobs
+    assert config.vocabulary is not None
+    problem = value_problem(f"--{key}", key, "nightly", config, jobs)
+    assert (problem is not None) is refused
+    if refused:
+        assert problem == (
+            f'--{key} "nightly" is not declared in matrixgen.yaml; declared: '
+            f"{', '.join(sorted(config.vocabulary.declared(key)))}"
+        )
