@@ -544,6 +544,29 @@ def test_warmup_prefers_a_job_that_may_not_fail() -> None:
     assert doc["b"]["needs"] == [] and doc["a"]["needs"] == ["b"]
 
 
+@pytest.mark.parametrize("first_sure", [0, 1, 299])
+def test_the_warmup_job_never_waits_for_itself_wherever_it_is(first_sure: int) -> None:
+    # Past 256 jobs too, where two equal positions are two int objects.
+    jobs = [make_job(f"c{i:03}", name=f"c{i:03}", allow_failure=i < first_sure) for i in range(300)]
+    doc = yaml.safe_load(emit_gitlab(jobs, bare_settings(warmup=True)).text)
+    warmup = f"c{first_sure:03}"
+    assert doc[warmup]["needs"] == []
+    assert all(doc[j.name]["needs"] == [warmup] for j in jobs if j.name != warmup)
+
+
+def test_a_lone_job_has_no_warmup_so_its_name_is_never_needed() -> None:
+    # Past the 128 characters a need may name: fine, as no other job waits for it.
+    doc = yaml.safe_load(emit_gitlab([make_job(name="a" * 129)], bare_settings(warmup=True)).text)
+    assert doc["a" * 129]["needs"] == []
+
+
+def test_a_targets_gitlab_settings_cannot_be_changed() -> None:
+    # One value is shared by every job of a target.
+    own = bare_settings(warmup=True).own
+    with pytest.raises(AttributeError):
+        own.warmup = False  # type: ignore[misc,union-attr]
+
+
 def test_recipe_needs_become_gitlab_needs() -> None:
     twins = [make_job("a", name="a", tag="x"), make_job("a", name="a", tag="y")]
     spec = {"model": "gpt", "needs": ["a", "ext-job", "{model}-setup"]}  # the merged spec
