@@ -11,7 +11,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from matrixgen.emit.checks import _short_value, check_gitlab_names, check_node_routes
+from matrixgen.emit.checks import (
+    _short_value,
+    check_duplicates,
+    check_gitlab_names,
+    check_node_routes,
+)
 from matrixgen.engine.context import ValidationContext
 from matrixgen.model.errors import Finding, Severity
 from matrixgen.pipeline import generate_from_files
@@ -113,6 +118,21 @@ def test_an_unreachable_entry_says_why_for_the_first_job_it_names() -> None:
     [found] = findings_of(check_node_routes, files)
     assert "(bert/tcz on dgx_h100/dev and 1 more job(s)): its recipe env sets " in found.message
     assert "launch_jet_workload.py" not in found.message
+
+
+# --------------------------------------------------------------------------- duplicates
+
+
+@pytest.mark.parametrize("scopes", [["nightly", "L2"], ["L2", "nightly"], ["L2", "L2", "nightly"]])
+def test_a_doubled_job_is_named_as_its_last_copy_writes_it(scopes: list[str]) -> None:
+    # One job in three spellings of its scope: the finding names the copy
+    # generate keeps, the last.
+    rows = "".join(f"      - {{environment: [dev], scope: [{s}]}}\n" for s in scopes)
+    files = v2_tree(f"\n  - test_case: [tc]\n    products:\n{rows}")
+    [found] = findings_of(check_duplicates, files)
+    assert found.message.startswith(
+        f"gpt/tc on dgx_h100/dev in scope {scopes[-1]} is defined {len(scopes)} times"
+    )
 
 
 # --------------------------------------------------------------------------- values shown
