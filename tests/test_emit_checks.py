@@ -124,12 +124,23 @@ def test_an_unreachable_entry_says_why_for_the_first_job_it_names() -> None:
 
 
 @pytest.mark.parametrize("scopes", [["nightly", "L2"], ["L2", "nightly"], ["L2", "L2", "nightly"]])
-def test_a_doubled_job_is_named_as_its_last_copy_writes_it(scopes: list[str]) -> None:
-    # One job in three spellings of its scope: the finding names the copy
-    # generate keeps, the last.
-    rows = "".join(f"      - {{environment: [dev], scope: [{s}]}}\n" for s in scopes)
+@pytest.mark.parametrize("differ", [False, True])
+def test_a_doubled_job_is_found_at_its_first_copy_named_as_its_last(
+    scopes: list[str], differ: bool
+) -> None:
+    # One job in several spellings of its scope: the finding is at the first
+    # row, and names the copy generate keeps, the last.
+    repeats = [f", n_repeat: [{i + 1}]" if differ else "" for i in range(len(scopes))]
+    rows = "".join(
+        f"      - {{environment: [dev], scope: [{s}]{n}}}\n"
+        for s, n in zip(scopes, repeats, strict=True)
+    )
     files = v2_tree(f"\n  - test_case: [tc]\n    products:\n{rows}")
     [found] = findings_of(check_duplicates, files)
+    assert (found.code, str(found.location)) == (
+        "duplicate-conflict" if differ else "duplicate-job",
+        "gpt.yaml:16:9",
+    )
     assert found.message.startswith(
         f"gpt/tc on dgx_h100/dev in scope {scopes[-1]} is defined {len(scopes)} times"
     )
