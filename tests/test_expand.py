@@ -10,14 +10,17 @@ import random
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from matrixgen.documents.config import ProjectConfig
+from matrixgen.documents.recipe import RecipeFile
 from matrixgen.model.errors import Severity
-from matrixgen.pipeline import generate, generate_from_files
+from matrixgen.pipeline import Generation, generate, generate_from_files
 from matrixgen.util.values import json_value
 from tests.tree_fixtures import v1_tree, v2_tree
 
@@ -623,7 +626,7 @@ def counted_tree(files: list[list[int]], cap: int, n_repeat: int) -> dict[str, b
     return tree
 
 
-def expansion_dump(generation) -> str:
+def expansion_dump(generation: Generation) -> str:
     findings = [(f.code, str(f.location), f.message) for f in generation.findings]
     return json.dumps([[json_value(j) for j in generation.jobs], findings])
 
@@ -673,7 +676,9 @@ def test_the_cap_stops_at_the_row_that_passes_it_and_a_cache_changes_nothing(
         assert all(j.n_repeat == n_repeat for j in fresh.jobs)
 
 
-def test_a_revision_expands_again_only_the_files_that_changed(monkeypatch) -> None:
+def test_a_revision_expands_again_only_the_files_that_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from matrixgen.diff.gitsource import blob_id
     from matrixgen.engine import expand
     from matrixgen.pipeline import PipelineCache
@@ -681,7 +686,7 @@ def test_a_revision_expands_again_only_the_files_that_changed(monkeypatch) -> No
     expanded: list[str] = []
     real = expand.expand_file
 
-    def counting(recipe, config, *, budget):
+    def counting(recipe: RecipeFile, config: ProjectConfig, *, budget: Any) -> expand.FileExpansion:
         expanded.append(recipe.rel)
         return real(recipe, config, budget=budget)
 
