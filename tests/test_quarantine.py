@@ -856,3 +856,17 @@ def test_a_targets_selection_is_shared_and_cannot_be_changed(tree: Callable[...,
     assert generation.selection(mr) is chosen
     with pytest.raises(AttributeError):
         chosen.jobs = ()  # type: ignore[misc]
+
+
+def test_entry_hits_lists_the_jobs_each_entry_applies_to_per_target() -> None:
+    from matrixgen.quarantine.apply import entry_hits
+
+    jobs = [job(test_case="tc"), job(test_case="other")]
+    targets = [target("gitlab", "mr"), target("gitlab", "nightly")]
+    entries = [entry(id="e"), entry(id="idle", match=Match(test_case="nothing"))]
+    hits = entry_hits(jobs, entries, targets)
+    shown = {k: [(h.target.selector.scope, h.job.test_case) for h in v] for k, v in hits.items()}
+    assert shown == {"e": [("mr", "tc")], "idle": []}
+    # A hit is a value: the audit may keep it, and no reader can change it.
+    with pytest.raises(AttributeError):
+        hits["e"][0].job = jobs[1]  # type: ignore[misc]
