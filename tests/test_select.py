@@ -348,12 +348,13 @@ def test_only_scopes_gain_their_legacy_names(key: str, values: list[str]) -> Non
 
 # --------------------------------------------------------------------------- declared values
 
+# Each key declares L2, and all but scopes weekly (L3's legacy name as a scope).
 NAMED_LIKE_TIERS = b"""format_version: 2
 vocabulary:
-  platforms: [dgx_h100, L2]
-  environments: [dev, L2]
+  platforms: [dgx_h100, L2, weekly]
+  environments: [dev, L2, weekly]
   scopes: {gitlab: [mr, L2]}
-  tags: [latest, L2]
+  tags: [latest, L2, weekly]
 """
 
 
@@ -362,7 +363,8 @@ vocabulary:
     [("platform", True), ("environment", True), ("tag", True), ("scope", False)],
 )
 def test_only_a_scope_is_declared_by_its_tier(key: str, refused: bool) -> None:
-    # Each key declares L2; `nightly` is L2's legacy name as a scope only.
+    # `nightly` is L2's legacy name as a scope only; other keys' declared values
+    # are listed as written, never as scopes ("weekly (also known as L3)").
     from matrixgen.engine.select import value_problem
     from matrixgen.pipeline import generate_from_files
 
@@ -384,3 +386,31 @@ products:
             f'--{key} "nightly" is not declared in matrixgen.yaml; declared: '
             f"{', '.join(sorted(config.vocabulary.declared(key)))}"
         )
+
+
+@pytest.mark.parametrize("used", [24, 25])
+def test_up_to_24_used_values_are_listed_then_counted(used: int) -> None:
+    from matrixgen.engine.select import unused_value
+
+    names = [f"m{i:02}" for i in range(used)]
+    message = unused_value("model", "zz", names, prefix='--model "zz"')
+    listed = f"; used: {', '.join(names)}" if used <= 24 else f" ({used} are used)"
+    assert message == f'--model "zz": no job of the tree has this model{listed}'
+
+
+def test_a_test_case_no_job_has_is_named_in_words() -> None:
+    from matrixgen.engine.select import value_problem
+    from matrixgen.pipeline import generate_from_files
+
+    recipe = b"""type: basic
+format_version: 1
+spec: {name: "{test_case}", model: gpt, platforms: dgx_h100}
+products:
+  - test_case: [tc]
+    products:
+      - {environment: [dev], scope: [mr]}
+"""
+    generation = generate_from_files({"gpt.yaml": recipe})
+    assert value_problem(
+        "--test-case", "test_case", "tcc", generation.tree.config, generation.jobs
+    ) == ('--test-case "tcc": no job of the tree has this test case (did you mean "tc"?); used: tc')
