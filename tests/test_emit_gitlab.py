@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from matrixgen.emit.registry import resolve_settings
@@ -544,6 +544,29 @@ def test_warmup_prefers_a_job_that_may_not_fail() -> None:
     assert doc["b"]["needs"] == [] and doc["a"]["needs"] == ["b"]
 
 
+@pytest.mark.parametrize("first_sure", [0, 1, 299])
+def test_the_warmup_job_never_waits_for_itself_wherever_it_is(first_sure: int) -> None:
+    # Past 256 jobs too, where two equal positions are two int objects.
+    jobs = [make_job(f"c{i:03}", name=f"c{i:03}", allow_failure=i < first_sure) for i in range(300)]
+    doc = yaml.safe_load(emit_gitlab(jobs, bare_settings(warmup=True)).text)
+    warmup = f"c{first_sure:03}"
+    assert doc[warmup]["needs"] == []
+    assert all(doc[j.name]["needs"] == [warmup] for j in jobs if j.name != warmup)
+
+
+def test_a_lone_job_has_no_warmup_so_its_name_is_never_needed() -> None:
+    # Past the 128 characters a need may name: fine, as no other job waits for it.
+    doc = yaml.safe_load(emit_gitlab([make_job(name="a" * 129)], bare_settings(warmup=True)).text)
+    assert doc["a" * 129]["needs"] == []
+
+
+def test_a_targets_gitlab_settings_cannot_be_changed() -> None:
+    # One value is shared by every job of a target.
+    own = bare_settings(warmup=True).own
+    with pytest.raises(AttributeError):
+        own.warmup = False  # type: ignore[misc,union-attr]
+
+
 def test_recipe_needs_become_gitlab_needs() -> None:
     twins = [make_job("a", name="a", tag="x"), make_job("a", name="a", tag="y")]
     spec = {"model": "gpt", "needs": ["a", "ext-job", "{model}-setup"]}  # the merged spec
@@ -804,3 +827,47 @@ def test_generated_children_run_under_gitlab_ci_local(tmp_path: Path) -> None:
     if megatron is not None:
         assert sum(p.startswith("[run-megatron] -> ") for p in passed) == 2, str(result)
     assert not [p for p in repo.rglob("pwned*")], "a quoted value was executed"
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "a_dgx_h100", "stages", ".hidden", "x" * 256, "x" * 255]),
+            st.sampled_from([None, "latest"]),
+            st.sampled_from(["dev", "lts"]),
+            st.sampled_from(["dgx_h100", "dgx_a100"]),
+        ),
+        max_size=6,
+    )
+)
+@example([("stages", None, "dev", "dgx_h100")])
+@example([(".hidden", None, "dev", "dgx_h100"), ("a", None, "dev", "dgx_h100")])
+def test_jobs_named_as_they_are_have_no_name_problem(fields: list) -> None:
+    """validate's GitLab-name check skips naming the jobs one by one only where
+    naming them would find nothing, and does not skip a target of plainly
+    distinct, usable names."""
+    from matrixgen.model.jobs import Job
+    from matrixgen.systems.gitlab.emitter import assign_names, name_problems, named_as_they_are
+
+    jobs = [
+        Job(
+            model="gpt",
+            test_case=f"tc{i}",
+            environment=environment,
+            platform=platform,
+            tag=tag,
+            scope="mr",
+            cadence=("pr",),
+            name=name,
+            build=None,
+            n_repeat=1,
+            time_limit=60,
+        )
+        for i, (name, tag, environment, platform) in enumerate(fields)
+    ]
+    if named_as_they_are(jobs):
+        assert name_problems(jobs) == []
+        assert assign_names(jobs) == [j.name for j in jobs]
+    else:
+        names = [j.name for j in jobs]
+        assert len(set(names)) < len(names) or {"stages", ".hidden", "x" * 256} & set(names)

@@ -10,13 +10,17 @@ import random
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from matrixgen.documents.config import ProjectConfig
+from matrixgen.documents.recipe import RecipeFile
 from matrixgen.model.errors import Severity
-from matrixgen.pipeline import generate, generate_from_files
+from matrixgen.pipeline import Generation, generate, generate_from_files
 from matrixgen.util.values import json_value
 from tests.tree_fixtures import v1_tree, v2_tree
 
@@ -600,3 +604,156 @@ def test_the_expansion_s_errors_are_its_error_findings_only(tree: Callable[..., 
     assert severities == ["error", "warning"]
     assert [f.severity for f in generation.expansion.errors] == [Severity.ERROR]
     assert "nighty" in generation.expansion.errors[0].message
+
+
+# --- the job cap, and the expansions a cache keeps ---------------------------------
+
+
+def counted_recipe(test_case: str, rows: list[int]) -> bytes:
+    """A recipe file of one block whose rows make `rows[i]` jobs each."""
+    values = [", ".join(f"r{r}e{i}" for i in range(n)) for r, n in enumerate(rows)]
+    products = "".join(f"      - {{environment: [{v}]}}\n" for v in values)
+    return (
+        "type: basic\nformat_version: 1\nspec:\n  name: '{test_case}_{environment}'\n"
+        f"  model: gpt\n  platforms: dgx_a100\n  scope: mr\nproducts:\n"
+        f"  - test_case: [{test_case}]\n    products:\n{products}"
+    ).encode()
+
+
+def counted_tree(files: list[list[int]], cap: int, n_repeat: int) -> dict[str, bytes]:
+    tree = {f"f{i}.yaml": counted_recipe(f"t{i}", rows) for i, rows in enumerate(files)}
+    tree["matrixgen.yaml"] = f"defaults:\n  max_jobs: {cap}\n  n_repeat: {n_repeat}\n".encode()
+    return tree
+
+
+def expansion_dump(generation: Generation) -> str:
+    findings = [(f.code, str(f.location), f.message) for f in generation.findings]
+    return json.dumps([[json_value(j) for j in generation.jobs], findings])
+
+
+REVISION = st.tuples(
+    st.lists(st.lists(st.integers(1, 4), min_size=1, max_size=2), min_size=1, max_size=3),
+    st.integers(1, 10),
+    st.integers(1, 3),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(REVISION, min_size=1, max_size=3), st.booleans())
+# A file the cache keeps, met again after a changed file that fills the cap.
+@example([([[2], [4, 2]], 10, 1), ([[4, 2], [4, 2]], 10, 1)], True)
+# A file the cap cuts short, expanded again.
+@example([([[3, 4], [1]], 5, 1)], True)
+# Exactly the cap; a config without content id that changes the defaults.
+@example([([[4, 1]], 5, 1), ([[4, 1]], 5, 2)], False)
+def test_the_cap_stops_at_the_row_that_passes_it_and_a_cache_changes_nothing(
+    revisions: list[tuple[list[list[int]], int, int]], config_id: bool
+) -> None:
+    from matrixgen.diff.gitsource import blob_id
+    from matrixgen.pipeline import PipelineCache
+
+    cache = PipelineCache()
+    for files, cap, n_repeat in revisions * 2:  # each revision met again, all cached
+        tree = counted_tree(files, cap, n_repeat)
+        ids = {rel: blob_id(data) for rel, data in tree.items()}
+        if not config_id:
+            del ids["matrixgen.yaml"]
+        fresh = generate_from_files(tree)
+        assert expansion_dump(generate_from_files(tree, blob_ids=ids, cache=cache)) == (
+            expansion_dump(fresh)
+        )
+        # The rows before the one that passes the cap, in file order, give jobs;
+        # that row is the only error.
+        counts = [n for rows in files for n in rows]
+        kept = 0
+        for n in counts:
+            if kept + n > cap:
+                break
+            kept += n
+        passed = sum(counts) > cap
+        assert len(fresh.jobs) == kept
+        assert [f.code for f in fresh.findings] == ["expansion-cap"] * passed
+        assert all(j.n_repeat == n_repeat for j in fresh.jobs)
+
+
+def test_a_revision_expands_again_only_the_files_that_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from matrixgen.diff.gitsource import blob_id
+    from matrixgen.engine import expand
+    from matrixgen.pipeline import PipelineCache
+
+    expanded: list[str] = []
+    real = expand.expand_file
+
+    def counting(recipe: RecipeFile, config: ProjectConfig, *, budget: Any) -> expand.FileExpansion:
+        expanded.append(recipe.rel)
+        return real(recipe, config, budget=budget)
+
+    monkeypatch.setattr(expand, "expand_file", counting)
+    cache = PipelineCache()
+    for tree in (  # a tree without a project config
+        {"a.yaml": counted_recipe("a", [2]), "b.yaml": counted_recipe("b", [3])},
+        {"a.yaml": counted_recipe("a", [1, 1]), "b.yaml": counted_recipe("b", [3])},
+    ):
+        ids = {rel: blob_id(data) for rel, data in tree.items()}
+        assert len(generate_from_files(tree, blob_ids=ids, cache=cache).jobs) == 5
+    assert expanded == ["a.yaml", "b.yaml", "a.yaml"]
+
+
+def test_a_field_s_finding_points_at_its_value_in_the_row_or_the_spec() -> None:
+    recipe = b"""type: basic
+format_version: 1
+spec:
+  name: "{test_case}_{n_repeat}"
+  model: gpt
+  platforms: dgx_a100
+  time_limit: soon
+products:
+  - test_case: [tc]
+    products:
+      - {n_repeat: [1.5, 2.5], environment: [dev]}
+"""
+    found = [(f.code, str(f.location)) for f in generate_from_files({"a.yaml": recipe}).findings]
+    # Each value of the row's list at its own place; the spec's key at the spec.
+    assert found == [
+        ("field-type", "a.yaml:7:15"),
+        ("field-type", "a.yaml:11:21"),
+        ("field-type", "a.yaml:11:26"),
+    ]
+
+
+def test_a_name_field_given_a_number_is_its_text_and_a_finding() -> None:
+    files = v1_tree("""
+  - test_case: [tc]
+    products:
+      - {environment: [dev], scope: [mr], model: [5]}
+""")
+    generation = generate_from_files({k: v.encode() for k, v in files.items()})
+    assert [j.model for j in generation.jobs] == ["5"]
+    assert [(f.code, str(f.location), f.message) for f in generation.findings] == [
+        ("field-type", "h100/gpt.yaml:17:51", '"model" must be a single name, not 5')
+    ]
+
+
+def test_a_v2_row_s_paths_and_references_reach_its_jobs_only() -> None:
+    files = v2_tree("""
+  - test_case: [tc]
+    products:
+      - {environment: [dev], scope: [mr], paths: ["megatron/core/**"], references: [a/b.json]}
+      - {environment: [dev], scope: [nightly]}
+""")
+    generation = generate_from_files({k: v.encode() for k, v in files.items()})
+    assert not generation.findings, generation.findings
+    specs = {j.scope: j.spec for j in generation.jobs}
+    assert specs["mr"]["paths"] == ["megatron/core/**"]
+    assert specs["mr"]["references"] == ["a/b.json"]
+    assert "paths" not in specs["L2"] and "references" not in specs["L2"]
+
+
+def test_an_expansion_cannot_be_changed() -> None:
+    # A generation hands the same expansion to every reader, a cache to every revision.
+    files = v2_tree("  - test_case: [tc]\n    products:\n      - {environment: [dev]}\n")
+    expansion = generate_from_files({k: v.encode() for k, v in files.items()}).expansion
+    with pytest.raises(AttributeError):
+        expansion.jobs = ()  # type: ignore[misc]

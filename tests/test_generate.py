@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
 
@@ -695,47 +695,3 @@ def _seed_reference(name: str, recipes: Path, factory) -> str:
     if key not in _SEED_CACHE:
         _SEED_CACHE[key] = _cli_digest(recipes, factory.mktemp("ref"), 0)
     return _SEED_CACHE[key]  # type: ignore[return-value]
-
-
-@given(
-    st.lists(
-        st.tuples(
-            st.sampled_from(["a", "b", "a_dgx_h100", "stages", ".hidden", "x" * 256, "x" * 255]),
-            st.sampled_from([None, "latest"]),
-            st.sampled_from(["dev", "lts"]),
-            st.sampled_from(["dgx_h100", "dgx_a100"]),
-        ),
-        max_size=6,
-    )
-)
-@example([("stages", None, "dev", "dgx_h100")])
-@example([(".hidden", None, "dev", "dgx_h100"), ("a", None, "dev", "dgx_h100")])
-def test_jobs_named_as_they_are_have_no_name_problem(fields: list) -> None:
-    """validate's GitLab-name check skips naming the jobs one by one only where
-    naming them would find nothing, and does not skip a target of plainly
-    distinct, usable names."""
-    from matrixgen.model.jobs import Job
-    from matrixgen.systems.gitlab.emitter import assign_names, name_problems, named_as_they_are
-
-    jobs = [
-        Job(
-            model="gpt",
-            test_case=f"tc{i}",
-            environment=environment,
-            platform=platform,
-            tag=tag,
-            scope="mr",
-            cadence=("pr",),
-            name=name,
-            build=None,
-            n_repeat=1,
-            time_limit=60,
-        )
-        for i, (name, tag, environment, platform) in enumerate(fields)
-    ]
-    if named_as_they_are(jobs):
-        assert name_problems(jobs) == []
-        assert assign_names(jobs) == [j.name for j in jobs]
-    else:
-        names = [j.name for j in jobs]
-        assert len(set(names)) < len(names) or {"stages", ".hidden", "x" * 256} & set(names)

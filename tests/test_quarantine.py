@@ -884,3 +884,40 @@ def test_applying_looks_only_at_entries_that_can_match_yet_finds_each_one(
     assert {e.id: sorted(h.job.test_case for h in hits[e.id]) for e in entries} == {
         e.id: sorted(j.test_case for j, found in every if e in found) for e in entries
     }
+
+
+def test_a_test_case_named_like_a_glob_outside_the_target_still_matches_only_itself() -> None:
+    from matrixgen.quarantine.apply import selection
+
+    # The name is a test case of the tree, though not of this target: the entry
+    # names that job, and does not reach "ab" as a glob would.
+    jobs = [job(test_case="a*", platform="dgx_gb200"), job(test_case="ab")]
+    chosen = selection(jobs, [entry(match=Match(test_case="a*"))], target("gitlab", "mr"))
+    assert [(j.test_case, j.quarantine) for j in chosen.jobs] == [("ab", None)]
+    assert chosen.skipped == ()
+    everywhere = selection(jobs, [entry(match=Match(test_case="a*"))], Selector())
+    assert [j.test_case for j in everywhere.skipped] == ["a*"]
+
+
+def test_a_targets_selection_is_shared_and_cannot_be_changed(tree: Callable[..., Path]) -> None:
+    generation = generate(tree(v2_files()))
+    mr = target("gitlab", "mr")
+    chosen = generation.selection(mr)
+    # Every check, emitter and view reads this one object.
+    assert generation.selection(mr) is chosen
+    with pytest.raises(AttributeError):
+        chosen.jobs = ()  # type: ignore[misc]
+
+
+def test_entry_hits_lists_the_jobs_each_entry_applies_to_per_target() -> None:
+    from matrixgen.quarantine.apply import entry_hits
+
+    jobs = [job(test_case="tc"), job(test_case="other")]
+    targets = [target("gitlab", "mr"), target("gitlab", "nightly")]
+    entries = [entry(id="e"), entry(id="idle", match=Match(test_case="nothing"))]
+    hits = entry_hits(jobs, entries, targets)
+    shown = {k: [(h.target.selector.scope, h.job.test_case) for h in v] for k, v in hits.items()}
+    assert shown == {"e": [("mr", "tc")], "idle": []}
+    # A hit is a value: the audit may keep it, and no reader can change it.
+    with pytest.raises(AttributeError):
+        hits["e"][0].job = jobs[1]  # type: ignore[misc]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from matrixgen.engine.select import matches, select
@@ -247,3 +247,170 @@ def test_scope_names_name_each_scope_once_in_the_trees_word(names: set[str]) -> 
     assert sorted({resolve_scope(n) for n in names}) == sorted(resolve_scope(w) for w in words)
     assert all(w in names or resolve_scope(w) != w for w in words)
     assert all(resolve_scope(n) == n or n in words for n in names)
+
+
+# --------------------------------------------------------------------------- one job per identity
+
+_LINES = st.lists(st.integers(1, 60), min_size=1, max_size=8, unique=True)
+
+
+def _doubled(cases: list[str], cadences: list[tuple[str, ...]], lines: list[int]) -> list[Job]:
+    """Jobs as expansion gives them: sorted, and each copy of a job that several
+    rows define lists where every copy is."""
+    from matrixgen.engine.expand import _mark_duplicates
+    from matrixgen.model.errors import Location
+
+    jobs = [
+        job(test_case=c, cadence=k, source=Location("f.yaml", n, 3))
+        for c, k, n in zip(cases, cadences, lines, strict=False)
+    ]
+    return _mark_duplicates(sorted(jobs, key=Job.sort_key))
+
+
+@given(
+    st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=8),
+    st.lists(st.sampled_from([("pr",), ("nightly",), ("pr", "nightly")]), min_size=8, max_size=8),
+    _LINES,
+    st.sampled_from([None, "pr", "nightly"]),
+)
+@example(["a", "a", "b"], [("pr",)] * 8, [5, 2, 9], None)  # a doubled job beside a single one
+@example(["a", "a"], [("pr",), ("nightly",)] + [("pr",)] * 6, [1, 2], "pr")  # one copy taken
+def test_a_selection_keeps_the_last_copy_of_each_job_and_every_other_job(
+    cases: list[str], cadences: list[tuple[str, ...]], lines: list[int], cadence: str | None
+) -> None:
+    jobs = _doubled(cases, cadences, lines)
+    matching = [j for j in jobs if matches(j, Selector(cadence=cadence))]
+    chosen = select(jobs, Selector(cadence=cadence))
+    # One job per identity and scope, each of those the selection matches.
+    keys = [j.duplicate_key() for j in chosen]
+    assert len(keys) == len(set(keys))
+    assert set(keys) == {j.duplicate_key() for j in matching}
+    for kept in chosen:
+        copies = [j for j in matching if j.duplicate_key() == kept.duplicate_key()]
+        # The last copy in file order is the job; it lists where the copies this
+        # selection takes are, and none when it takes only this one.
+        assert kept.source == max(j.source for j in copies)
+        where = tuple(sorted(j.source for j in copies))
+        assert kept.definitions == (where if len(copies) > 1 else ())
+
+
+# --------------------------------------------------------------------------- the job index
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([None, "mr", "L2", "L0"]),
+            st.sampled_from(["dgx_h100", "dgx_a100"]),
+            st.sampled_from(["dev", "lts"]),
+        ),
+        max_size=12,
+    ),
+    st.sampled_from([None, "mr", "nightly", "L2", "L0"]),
+    st.sampled_from([None, "dgx_h100", "dgx_a100"]),
+    st.sampled_from([None, "dev", "lts"]),
+)
+@example([("mr", "dgx_h100", "dev")], None, "dgx_h100", "dev")  # no scope asked
+@example([("L2", "dgx_h100", "dev")], "nightly", "dgx_h100", "dev")  # a legacy name
+def test_the_job_index_offers_every_job_a_selector_matches(
+    places: list[tuple[str | None, str, str]],
+    scope: str | None,
+    platform: str | None,
+    environment: str | None,
+) -> None:
+    from matrixgen.engine.select import JobIndex
+
+    jobs = [
+        job(scope=s, platform=p, environment=e, test_case=f"t{i}")
+        for i, (s, p, e) in enumerate(places)
+    ]
+    selector = Selector(scope=scope, platform=platform, environment=environment)
+    assert select(JobIndex(jobs).candidates(selector), selector) == select(jobs, selector)
+
+
+# --------------------------------------------------------------------------- used values
+
+_NAMES = st.sampled_from(["L0", "L2", "L3", "nightly", "weekly", "mr", "dev", ""])
+
+
+@given(st.sampled_from(["environment", "platform", "model", "tag", "test_case"]), st.lists(_NAMES))
+@example("model", ["L2"])  # a model named as a tier has no legacy name
+@example("tag", ["L2"])
+@example("platform", ["L3"])
+def test_only_scopes_gain_their_legacy_names(key: str, values: list[str]) -> None:
+    from matrixgen.engine.select import used_values
+
+    jobs = [job(**{key: v}) for v in values]
+    assert used_values(key, jobs) == {v for v in values if v}
+    # A scope's tier brings every legacy name of it.
+    assert used_values("scope", [job(scope="L2"), job(scope="mr")]) == {"L2", "nightly", "mr"}
+
+
+# --------------------------------------------------------------------------- declared values
+
+# Each key declares L2, and all but scopes weekly (L3's legacy name as a scope).
+NAMED_LIKE_TIERS = b"""format_version: 2
+vocabulary:
+  platforms: [dgx_h100, L2, weekly]
+  environments: [dev, L2, weekly]
+  scopes: {gitlab: [mr, L2]}
+  tags: [latest, L2, weekly]
+"""
+
+
+@pytest.mark.parametrize(
+    ("key", "refused"),
+    [("platform", True), ("environment", True), ("tag", True), ("scope", False)],
+)
+def test_only_a_scope_is_declared_by_its_tier(key: str, refused: bool) -> None:
+    # `nightly` is L2's legacy name as a scope only; other keys' declared values
+    # are listed as written, never as scopes ("weekly (also known as L3)").
+    from matrixgen.engine.select import value_problem
+    from matrixgen.pipeline import generate_from_files
+
+    recipe = b"""type: basic
+format_version: 2
+spec: {name: "{test_case}", model: gpt, platforms: dgx_h100, build: img}
+products:
+  - test_case: [tc]
+    products:
+      - {environment: [dev], scope: [mr]}
+"""
+    generation = generate_from_files({"matrixgen.yaml": NAMED_LIKE_TIERS, "gpt.yaml": recipe})
+    config, jobs = generation.tree.config, generation.jobs
+    assert config.vocabulary is not None
+    problem = value_problem(f"--{key}", key, "nightly", config, jobs)
+    assert (problem is not None) is refused
+    if refused:
+        assert problem == (
+            f'--{key} "nightly" is not declared in matrixgen.yaml; declared: '
+            f"{', '.join(sorted(config.vocabulary.declared(key)))}"
+        )
+
+
+@pytest.mark.parametrize("used", [24, 25])
+def test_up_to_24_used_values_are_listed_then_counted(used: int) -> None:
+    from matrixgen.engine.select import unused_value
+
+    names = [f"m{i:02}" for i in range(used)]
+    message = unused_value("model", "zz", names, prefix='--model "zz"')
+    listed = f"; used: {', '.join(names)}" if used <= 24 else f" ({used} are used)"
+    assert message == f'--model "zz": no job of the tree has this model{listed}'
+
+
+def test_a_test_case_no_job_has_is_named_in_words() -> None:
+    from matrixgen.engine.select import value_problem
+    from matrixgen.pipeline import generate_from_files
+
+    recipe = b"""type: basic
+format_version: 1
+spec: {name: "{test_case}", model: gpt, platforms: dgx_h100}
+products:
+  - test_case: [tc]
+    products:
+      - {environment: [dev], scope: [mr]}
+"""
+    generation = generate_from_files({"gpt.yaml": recipe})
+    assert value_problem(
+        "--test-case", "test_case", "tcc", generation.tree.config, generation.jobs
+    ) == ('--test-case "tcc": no job of the tree has this test case (did you mean "tc"?); used: tc')
