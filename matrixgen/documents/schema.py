@@ -367,9 +367,9 @@ def _short(error: Any) -> str:
             if missing:
                 return f"{key} needs {', '.join(missing)} beside it"
     message, shown = error.message, repr(error.instance)
-    if len(message) > 200 and len(shown) > 60 and message.startswith(shown):
-        # The quoted value shortened, so that what was expected is still said.
-        message = shown[:57] + "..." + message[len(shown) :]
+    if len(message) > 200 and len(shown) > 60:
+        # The value it quotes shortened, so that what was expected is still said.
+        message = message.replace(shown, shown[:57] + "...", 1)
     if len(message) > 200:
         message = message[:197] + "..."
     return message.replace("\n", " ")
