@@ -852,6 +852,7 @@ _PATTERNS = [*_CASE_NAMES, "*", "a?", "u/*", "[ab]", "zz*", "zz"]
 @example(cases=["u/**/*.py", "u/x.py"], patterns=[["u/**/*.py"], ["u/*"]])
 @example(cases=["a*", "ab"], patterns=[["a*"], ["a*", "zz*"]])
 @example(cases=["a", "b"], patterns=[["a", "b"], ["[ab]"], ["zz"]])
+@example(cases=["a"], patterns=[["*"], ["a"]])  # a glob entry before a naming one
 def test_applying_looks_only_at_entries_that_can_match_yet_finds_each_one(
     cases: list[str], patterns: list[list[str]]
 ) -> None:
@@ -861,14 +862,14 @@ def test_applying_looks_only_at_entries_that_can_match_yet_finds_each_one(
     from matrixgen.quarantine.apply import applying_entries, combined_mark, entry_hits
 
     jobs = [job(test_case=c) for c in cases]
+    # Two entries share an index and an action, so that only their order decides.
+    actions = [list(QuarantineAction)[n // 2 % len(QuarantineAction)] for n in range(len(patterns))]
     entries = [
         entry(
             id=f"e{n}",
-            index=n,
-            action=list(QuarantineAction)[n % len(QuarantineAction)],
-            node_ids=("t.py::x",)
-            if list(QuarantineAction)[n % len(QuarantineAction)].node_level
-            else (),
+            index=n // 2,
+            action=actions[n],
+            node_ids=("t.py::x",) if actions[n].node_level else (),
             match=Match(test_case=p[0] if len(p) == 1 else tuple(p)),
         )
         for n, p in enumerate(patterns)

@@ -4,6 +4,7 @@ allow-failure, deselect, mute), and which entries apply to which jobs."""
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from heapq import merge
 from typing import TYPE_CHECKING
 
 from msgspec import Struct
@@ -85,16 +86,17 @@ def _candidates(entries: Sequence[Entry], known: Container[str]) -> Callable[[st
     """The entries that may apply to a test case: those that name it, and those
     with a glob that is no known name (`matches_test_case`: only these two ever
     match), so that a tree's jobs times its entries is not the cost."""
-    named: dict[str, list[Entry]] = {}
-    globbing: list[Entry] = []
-    for entry in entries:
+    named: dict[str, list[tuple[int, Entry]]] = {}
+    globbing: list[tuple[int, Entry]] = []
+    for n, entry in enumerate(entries):
         patterns = entry.match.test_cases
         if any(p not in known and is_glob(p) for p in patterns):
-            globbing.append(entry)
+            globbing.append((n, entry))
         else:
             for pattern in dict.fromkeys(patterns):
-                named.setdefault(pattern, []).append(entry)
-    return lambda test_case: named.get(test_case, []) + globbing
+                named.setdefault(pattern, []).append((n, entry))
+    # In the order given, as the entries themselves are: ties keep it when sorted.
+    return lambda test_case: [e for _, e in merge(named.get(test_case, []), globbing)]
 
 
 def combined_mark(applying: Sequence[Entry]) -> QuarantineMark:
