@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from matrixgen.model.decide import ANY_CADENCE, Decision
-from matrixgen.util.escape import json_for_log, markdown_code, markdown_text, terminal_text
-from matrixgen.util.jsontext import compact
+from matrixgen.util.escape import markdown_code, markdown_text, terminal_text
 from matrixgen.util.values import json_value
 from matrixgen.views.table import Column, Report, table
 
@@ -63,6 +62,9 @@ def render_markdown(decision: Decision) -> str:
 
 def github_outputs(decision: Decision) -> list[tuple[str, str]]:
     """Step outputs: each decided field, and the targets as a JSON list."""
+    from matrixgen.emit.registry import step_outputs
+
+    compact = step_outputs().compact  # the JSON spelling every step output has
     data: dict[str, Any] = json_value(decision)
     return [
         ("scope", decision.scope),
@@ -70,7 +72,6 @@ def github_outputs(decision: Decision) -> list[tuple[str, str]]:
         ("environment", decision.environment or ""),
         ("n_repeat", str(decision.n_repeat) if decision.n_repeat is not None else ""),
         ("lightweight", "true" if decision.lightweight else "false"),
-        # A label is the pull request's: spelled as every printed JSON is.
-        ("targets", json_for_log(compact(data["targets"]))),
-        ("decision", json_for_log(compact(data))),
+        ("targets", compact(data["targets"])),
+        ("decision", compact(data)),
     ]
